@@ -1,0 +1,36 @@
+# The two commands of the quick start: `make demo` and `make test`. Both set up .venv first.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml requirements-dev.txt
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Error: $(PYTHON) not found (set PYTHON=...)" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -e '.[dev,dbt]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/olbridge demo --dir olbridge-demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check bridge tests benchmarks
+	$(BIN)/ruff format --check bridge tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/conversion.py
+	$(BIN)/python benchmarks/record.py
+
+clean:
+	rm -rf $(VENV) olbridge-demo .pytest_cache .mypy_cache .ruff_cache

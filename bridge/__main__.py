@@ -1,0 +1,3 @@
+from bridge.cli import main
+
+main()

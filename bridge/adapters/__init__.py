@@ -1,0 +1,1 @@
+"""Front ends that turn other systems' asset reads and writes into catalog task runs."""

@@ -1,0 +1,62 @@
+"""The dbt adapter: a dbt target folder into the catalog."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+from bridge.adapters.dbt.artifacts import DbtArtifacts, load_artifacts
+from bridge.adapters.dbt.ingest import DbtIngest, dbt_task_runs
+from bridge.catalog import Catalog, RecordResult
+from bridge.model import Asset, AssetDeclaration, parse_time
+
+
+@attrs.frozen
+class DbtSummary:
+    invocation_id: str
+    results: tuple[RecordResult, ...]
+    updated: tuple[Asset, ...]
+    skipped: int
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "invocationId": self.invocation_id,
+            "taskRuns": len(self.results),
+            "created": sum(r.status == "created" for r in self.results),
+            "unchanged": sum(r.status == "unchanged" for r in self.results),
+            "assetsWritten": sorted({a for r in self.results for a in r.written}),
+            "placeholders": sorted({p for r in self.results for p in r.placeholders}),
+            "testResultsApplied": [a.id for a in self.updated],
+            "warnings": [w for r in self.results for w in r.warnings],
+            "nonRelationResults": self.skipped,
+        }
+
+
+def ingest_dbt(
+    catalog: Catalog,
+    project_dir: Path | str,
+    *,
+    target_path: Path | str | None = None,
+    profiles_dir: Path | str | None = None,
+    target: str | None = None,
+    namespace: str = "dbt",
+    flow_id: str | None = None,
+) -> DbtSummary:
+    """Read a dbt project's artifacts and record them, all in one transaction."""
+    artifacts = load_artifacts(project_dir, target_path=target_path, profiles_dir=profiles_dir, target=target)
+    found = dbt_task_runs(artifacts, namespace=namespace, flow_id=flow_id)
+    generated = parse_time(artifacts.run_results["metadata"]["generated_at"], "run_results.json", assume_utc=True)
+    updates: list[AssetDeclaration] = []
+    produced = {d.id for run in found.task_runs for d in run.outputs}
+    sources = {d.id for run in found.task_runs for d in run.inputs}
+    for decl in found.test_updates:
+        exists = decl.id in produced or decl.id in sources or catalog.get_asset(decl.id) is not None
+        updates.append(attrs.evolve(decl, type=None if exists else "External"))
+    results, updated = catalog.record(found.task_runs, updates, now=generated)
+    return DbtSummary(
+        artifacts.run_results["metadata"]["invocation_id"], tuple(results), tuple(updated), len(found.skipped)
+    )
+
+
+__all__ = ["DbtArtifacts", "DbtIngest", "DbtSummary", "dbt_task_runs", "ingest_dbt", "load_artifacts"]

@@ -1,0 +1,190 @@
+"""Reading a dbt target folder: ``manifest.json``, ``run_results.json`` and the profile.
+
+Every problem is an :class:`ArtifactError` that names the file and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+
+from bridge.errors import ArtifactError
+
+
+@attrs.frozen
+class DbtArtifacts:
+    manifest: Mapping[str, Any]
+    run_results: Mapping[str, Any]
+    adapter_type: str
+    project_name: str
+    connection: Mapping[str, Any]  # the profile target's output (type, path, host, port, ...)
+    manifest_path: Path
+    run_results_path: Path
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ArtifactError(f"{path}: file not found (run dbt first, or give --target-path)")
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ArtifactError(f"{path}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    if not isinstance(document, dict):
+        raise ArtifactError(f"{path}: expected a JSON object at the top, found {type(document).__name__}")
+    return document
+
+
+def _require(document: Mapping[str, Any], key: str, kind: type, path: Path, where: str = "") -> Any:
+    value = document.get(key)
+    if not isinstance(value, kind):
+        place = f"{where}.{key}" if where else key
+        found = "nothing" if value is None else type(value).__name__
+        raise ArtifactError(f"{path}: '{place}' must be a {kind.__name__}, found {found}")
+    return value
+
+
+def _check_manifest(manifest: Mapping[str, Any], path: Path) -> None:
+    metadata = _require(manifest, "metadata", dict, path)
+    version = metadata.get("dbt_schema_version", "")
+    if not isinstance(version, str) or "/manifest/" not in version:
+        raise ArtifactError(f"{path}: metadata.dbt_schema_version {version!r} is not a dbt manifest schema")
+    for key in ("nodes", "sources"):
+        _require(manifest, key, dict, path)
+    for unique_id, node in manifest["nodes"].items():
+        if not isinstance(node, dict):
+            raise ArtifactError(f"{path}: nodes[{unique_id!r}] must be an object")
+        for key in ("resource_type", "name", "unique_id"):
+            _require(node, key, str, path, f"nodes[{unique_id!r}]")
+    for unique_id, node in manifest["sources"].items():
+        if not isinstance(node, dict):
+            raise ArtifactError(f"{path}: sources[{unique_id!r}] must be an object")
+        for key in ("name", "schema"):
+            _require(node, key, str, path, f"sources[{unique_id!r}]")
+
+
+def _check_run_results(run_results: Mapping[str, Any], path: Path) -> None:
+    metadata = _require(run_results, "metadata", dict, path)
+    version = metadata.get("dbt_schema_version", "")
+    if not isinstance(version, str) or "/run-results/" not in version:
+        raise ArtifactError(f"{path}: metadata.dbt_schema_version {version!r} is not a dbt run-results schema")
+    _require(metadata, "invocation_id", str, path, "metadata")
+    _require(metadata, "generated_at", str, path, "metadata")
+    results = _require(run_results, "results", list, path)
+    for index, result in enumerate(results):
+        if not isinstance(result, dict):
+            raise ArtifactError(f"{path}: results[{index}] must be an object")
+        for key in ("unique_id", "status"):
+            _require(result, key, str, path, f"results[{index}]")
+
+
+_ENV_VAR = re.compile(r"\{\{\s*env_var\(\s*['\"]([^'\"]+)['\"]\s*(?:,\s*['\"]([^'\"]*)['\"]\s*)?\)\s*\}\}")
+
+
+def _render_env(value: Any, env: Mapping[str, str], path: Path) -> Any:
+    """Resolve ``{{ env_var('NAME', 'default') }}`` in profile values, as dbt does."""
+    if isinstance(value, str):
+
+        def replace(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in env:
+                return env[name]
+            if default is not None:
+                return default
+            raise ArtifactError(f"{path}: the profile reads environment variable {name}, which is not set")
+
+        return _ENV_VAR.sub(replace, value)
+    if isinstance(value, dict):
+        return {k: _render_env(v, env, path) for k, v in value.items()}
+    return value
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ArtifactError(f"{path}: not valid YAML: {exc}") from None
+    except OSError as exc:
+        raise ArtifactError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def read_connection(
+    project_dir: Path, profiles_dir: Path | None, target: str | None, env: Mapping[str, str]
+) -> tuple[str, dict[str, Any]]:
+    """(profile name, the target's output) from ``dbt_project.yml`` and ``profiles.yml``, looked
+    for where dbt looks: ``--profiles-dir``, ``$DBT_PROFILES_DIR``, the project folder, ``~/.dbt``."""
+    project_file = project_dir / "dbt_project.yml"
+    if not project_file.is_file():
+        raise ArtifactError(f"{project_file}: file not found (is --project-dir a dbt project?)")
+    project = _read_yaml(project_file)
+    if not isinstance(project, dict) or not isinstance(project.get("profile"), str):
+        raise ArtifactError(f"{project_file}: needs a 'profile' name")
+    profile_name = project["profile"]
+    candidates = [profiles_dir] if profiles_dir else []
+    if env.get("DBT_PROFILES_DIR"):
+        candidates.append(Path(env["DBT_PROFILES_DIR"]))
+    candidates += [project_dir, Path.home() / ".dbt"]
+    profiles_file = next((d / "profiles.yml" for d in candidates if (d / "profiles.yml").is_file()), None)
+    if profiles_file is None:
+        raise ArtifactError(f"profiles.yml not found in {', '.join(str(c) for c in candidates)} (give --profiles-dir)")
+    profiles = _read_yaml(profiles_file)
+    if not isinstance(profiles, dict) or not isinstance(profiles.get(profile_name), dict):
+        raise ArtifactError(f"{profiles_file}: no profile named {profile_name!r}")
+    profile = profiles[profile_name]
+    target_name = target or profile.get("target")
+    outputs = profile.get("outputs")
+    if (
+        not isinstance(outputs, dict)
+        or not isinstance(target_name, str)
+        or not isinstance(outputs.get(target_name), dict)
+    ):
+        raise ArtifactError(f"{profiles_file}: profile {profile_name!r} has no output for target {target_name!r}")
+    connection = _render_env(outputs[target_name], env, profiles_file)
+    if not isinstance(connection.get("type"), str):
+        raise ArtifactError(f"{profiles_file}: target {target_name!r} of {profile_name!r} has no adapter 'type'")
+    return profile_name, connection
+
+
+def load_artifacts(
+    project_dir: Path | str,
+    *,
+    target_path: Path | str | None = None,
+    profiles_dir: Path | str | None = None,
+    target: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> DbtArtifacts:
+    """Read and check a dbt project's artifacts. ``target_path`` defaults to ``target`` and, when
+    relative, is read inside the project folder (as dbt writes it)."""
+    env = os.environ if env is None else env
+    project = Path(project_dir)
+    if not project.is_dir():
+        raise ArtifactError(f"{project}: project folder not found")
+    folder = project / (target_path or "target")  # a relative target path is inside the project, as for dbt
+    manifest_path, results_path = folder / "manifest.json", folder / "run_results.json"
+    manifest = _read_json(manifest_path)
+    _check_manifest(manifest, manifest_path)
+    run_results = _read_json(results_path)
+    _check_run_results(run_results, results_path)
+    _profile, connection = read_connection(project, Path(profiles_dir) if profiles_dir else None, target, env)
+    adapter = manifest["metadata"].get("adapter_type") or connection["type"]
+    project_name = manifest["metadata"].get("project_name")
+    if not isinstance(project_name, str) or not project_name:
+        project_file = _read_yaml(project / "dbt_project.yml")
+        project_name = str(project_file.get("name", "dbt"))
+    return DbtArtifacts(
+        manifest=manifest,
+        run_results=run_results,
+        adapter_type=str(adapter).lower(),
+        project_name=project_name,
+        connection=connection,
+        manifest_path=manifest_path,
+        run_results_path=results_path,
+    )

@@ -1,0 +1,267 @@
+"""dbt as an asset front end (Kestra's ``enableAuto`` for dbt).
+
+Every model, seed and snapshot that ran becomes a task run writing a Global ``Table`` asset with id
+``<database>.<schema>.<alias>``; its parents (models, seeds, snapshots, sources) are its inputs.
+Sources become External placeholders unless a flow produces them. Test results become
+``dbtTestStatus`` / ``dbtTestsTotal`` / ``dbtTestsFailed`` metadata and data-quality assertions.
+
+Two places where olbridge differs from openlineage-dbt on purpose: seeds (and snapshots) are inputs
+of the models that select from them, and an ephemeral model, which is no relation, is resolved to
+its own parents instead of being listed as an input dataset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from bridge.adapters.dbt.artifacts import DbtArtifacts
+from bridge.errors import ArtifactError, ValidationError
+from bridge.model import (
+    Assertion,
+    AssetDeclaration,
+    Column,
+    JobInfo,
+    Origin,
+    TaskRun,
+    TaskRunKey,
+    TaskState,
+    check_id,
+    parse_time,
+)
+
+RELATION_TYPES = ("model", "seed", "snapshot")
+_STATE = {"success": TaskState.SUCCESS, "error": TaskState.FAILED, "skipped": TaskState.SKIPPED}
+_JOB_TYPES = {"model": "MODEL", "seed": "SEED", "snapshot": "SNAPSHOT"}
+
+
+@attrs.frozen
+class DbtIngest:
+    """What a dbt target folder says, as catalog records."""
+
+    task_runs: tuple[TaskRun, ...]
+    test_updates: tuple[AssetDeclaration, ...]  # test results for relations that did not run now
+    skipped: tuple[str, ...]  # run results that are not relations (tests, hooks), counted for the summary
+
+
+def normalize_snowflake_account(account: str) -> str:
+    """The Snowflake account as OpenLineage names it: ``org-account`` as is; a legacy locator
+    gets its default region and cloud (``xy12345`` → ``xy12345.us-west-1.aws``)."""
+    parts = account.split(".")
+    if "-" in parts[0]:
+        return account
+    if len(parts) == 1:
+        return f"{account}.us-west-1.aws"
+    if len(parts) == 2:
+        return f"{account}.aws"
+    return account
+
+
+def connection_metadata(adapter: str, connection: Mapping[str, Any]) -> dict[str, Any]:
+    """The connection details the naming rules need, from a profile target."""
+    if adapter == "duckdb":
+        return {"path": str(connection["path"])} if connection.get("path") else {}
+    if adapter == "snowflake" and connection.get("account"):
+        return {"account": normalize_snowflake_account(str(connection["account"]))}
+    if adapter == "sqlserver":
+        return {k: str(connection[s]) for k, s in (("host", "server"), ("port", "port")) if connection.get(s)}
+    return {k: str(connection[k]) for k in ("host", "port") if connection.get(k) not in (None, "")}
+
+
+def _relation_id(node: Mapping[str, Any], table: str, where: str) -> str:
+    parts = [p for p in (node.get("database"), node.get("schema"), table) if p]
+    try:
+        return check_id(".".join(str(p) for p in parts))
+    except ValidationError as exc:
+        raise ArtifactError(f"{where}: relation {'.'.join(map(str, parts))!r} gives no valid asset id: {exc}") from None
+
+
+class _Project:
+    def __init__(self, artifacts: DbtArtifacts) -> None:
+        self.artifacts = artifacts
+        self.nodes: Mapping[str, Any] = artifacts.manifest["nodes"]
+        self.sources: Mapping[str, Any] = artifacts.manifest["sources"]
+        self.base_metadata = {
+            "system": artifacts.adapter_type,
+            **connection_metadata(artifacts.adapter_type, artifacts.connection),
+        }
+        self.where = str(artifacts.manifest_path)
+
+    def is_relation(self, unique_id: str) -> bool:
+        node = self.nodes.get(unique_id)
+        if node is None or node["resource_type"] not in RELATION_TYPES:
+            return False
+        return _config(node).get("materialized") != "ephemeral"
+
+    def declaration(self, unique_id: str, *, output: bool, tests: Mapping[str, list[Assertion]]) -> AssetDeclaration:
+        if unique_id in self.sources:
+            node = self.sources[unique_id]
+            table = node.get("identifier") or node["name"]
+            kind = "source"
+        else:
+            node = self.nodes[unique_id]
+            table = node.get("alias") or node["name"]
+            kind = node["resource_type"]
+        asset_id = _relation_id(node, table, f"{self.where}: {unique_id}")
+        metadata: dict[str, Any] = {
+            **self.base_metadata,
+            "database": node.get("database"),
+            "schema": node.get("schema"),
+            "name": table,
+        }
+        if kind != "source":
+            metadata["materialized"] = _config(node).get("materialized", kind)
+            metadata["dbtUniqueId"] = unique_id
+        metadata = {k: v for k, v in metadata.items() if v is not None}
+        assertions = tests.get(unique_id)
+        if assertions is not None:
+            failed = sum(1 for a in assertions if not a.success)
+            status = "pass"
+            if any(not a.success and a.severity != "warn" for a in assertions):
+                status = "fail"
+            elif failed:
+                status = "warn"
+            metadata.update(dbtTestStatus=status, dbtTestsTotal=len(assertions), dbtTestsFailed=failed)
+        return AssetDeclaration.create(
+            id=asset_id,
+            type="Table" if output else None,
+            description=node.get("description") or None,
+            metadata=metadata,
+            columns=_columns(node),
+            assertions=assertions,
+        )
+
+    def parents(self, unique_id: str, seen: frozenset[str] = frozenset()) -> list[str]:
+        """The relations a node reads: models, seeds, snapshots and sources; an ephemeral parent
+        is replaced by its own parents."""
+        node = self.nodes[unique_id]
+        out: list[str] = []
+        for parent in node.get("depends_on", {}).get("nodes", []):
+            if parent in seen:
+                continue
+            if parent in self.sources:
+                out.append(parent)
+            elif parent in self.nodes and self.nodes[parent]["resource_type"] in RELATION_TYPES:
+                if self.is_relation(parent):
+                    out.append(parent)
+                else:
+                    out += self.parents(parent, seen | {unique_id})
+        return list(dict.fromkeys(out))
+
+
+def _config(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    config = node.get("config")
+    return config if isinstance(config, dict) else {}
+
+
+def _columns(node: Mapping[str, Any]) -> list[Column]:
+    columns = node.get("columns")
+    if not isinstance(columns, dict):
+        return []
+    return [
+        Column(
+            name=str(c.get("name") or name), type=c.get("data_type") or None, description=c.get("description") or None
+        )
+        for name, c in columns.items()
+        if isinstance(c, dict)
+    ]
+
+
+def _test_results(project: _Project) -> dict[str, list[Assertion]]:
+    """Assertions by the unique id of the relation (or source) each test is attached to."""
+    results = {r["unique_id"]: r for r in project.artifacts.run_results["results"]}
+    out: dict[str, list[Assertion]] = {}
+    for unique_id, result in results.items():
+        node = project.nodes.get(unique_id)
+        if node is None or node["resource_type"] != "test":
+            continue
+        attached = node.get("attached_node") or next(
+            (n for n in node.get("depends_on", {}).get("nodes", []) if n in project.sources or n in project.nodes), None
+        )
+        if attached is None:
+            continue
+        meta = node.get("test_metadata") or {}
+        kwargs = meta.get("kwargs") or {}
+        out.setdefault(attached, []).append(
+            Assertion(
+                assertion=meta.get("name") or node["name"],
+                success=result["status"] == "pass",
+                name=node["name"],
+                column=kwargs.get("column_name") or node.get("column_name") or None,
+                severity=str(_config(node).get("severity", "error")).lower(),
+            )
+        )
+    for assertions in out.values():
+        assertions.sort(key=lambda a: (a.name or "", a.assertion))
+    return out
+
+
+def _timing(result: Mapping[str, Any], fallback: str, where: str) -> tuple[Any, Any]:
+    execute = next((t for t in result.get("timing") or [] if t.get("name") == "execute"), None)
+    start = (execute or {}).get("started_at") or fallback
+    end = (execute or {}).get("completed_at") or start
+    try:
+        return parse_time(start, where, assume_utc=True), parse_time(end, where, assume_utc=True)
+    except ValidationError as exc:
+        raise ArtifactError(f"{where}: {exc}") from None
+
+
+def dbt_task_runs(artifacts: DbtArtifacts, *, namespace: str = "dbt", flow_id: str | None = None) -> DbtIngest:
+    """The catalog records of one dbt invocation."""
+    project = _Project(artifacts)
+    metadata = artifacts.run_results["metadata"]
+    invocation = metadata["invocation_id"]
+    generated = metadata["generated_at"]
+    tests = _test_results(project)
+    flow = flow_id or artifacts.project_name
+    runs: list[TaskRun] = []
+    ran: set[str] = set()
+    skipped: list[str] = []
+    where = str(artifacts.run_results_path)
+    for index, result in enumerate(artifacts.run_results["results"]):
+        unique_id = result["unique_id"]
+        if not project.is_relation(unique_id):
+            skipped.append(unique_id)
+            continue
+        node = project.nodes[unique_id]
+        state = _STATE.get(result["status"])
+        if state is None:
+            raise ArtifactError(f"{where}: results[{index}] ({unique_id}) has unknown status {result['status']!r}")
+        started, ended = _timing(result, generated, f"{where}: results[{index}]")
+        prefix = f"{node['resource_type']}.{node.get('package_name')}."
+        task_id = (
+            unique_id.replace(prefix, f"{node['resource_type']}.", 1)
+            if node.get("package_name") == artifacts.project_name
+            else unique_id
+        )
+        key = TaskRunKey.create(namespace, flow, task_id, invocation, unique_id)
+        inputs = tuple(project.declaration(p, output=False, tests={}) for p in project.parents(unique_id))
+        output = project.declaration(unique_id, output=True, tests=tests)
+        runs.append(
+            TaskRun(
+                key=key,
+                state=state,
+                started_at=started,
+                ended_at=ended,
+                inputs=inputs,
+                outputs=(output,),
+                job=JobInfo(
+                    integration="DBT",
+                    job_type=_JOB_TYPES[node["resource_type"]],
+                    sql=node.get("compiled_code") or None,
+                    description=node.get("description") or None,
+                ),
+                origin=Origin.AUTO,
+                error=result.get("message") if state is TaskState.FAILED else None,
+            )
+        )
+        ran.add(unique_id)
+    updates = tuple(
+        project.declaration(unique_id, output=True, tests=tests)
+        for unique_id in sorted(tests)
+        if unique_id not in ran and (project.is_relation(unique_id) or unique_id in project.sources)
+    )
+    runs.sort(key=lambda r: (r.started_at, r.key.task_run_id))
+    return DbtIngest(task_runs=tuple(runs), test_updates=updates, skipped=tuple(skipped))

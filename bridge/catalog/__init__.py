@@ -1,0 +1,15 @@
+"""The embedded asset catalog (SQLite)."""
+
+from bridge.catalog.query import AssetQuery, MetadataFilter, Operator, PurgeResult
+from bridge.catalog.store import Catalog, LineageEdge, LineageGraph, RecordResult
+
+__all__ = [
+    "AssetQuery",
+    "Catalog",
+    "LineageEdge",
+    "LineageGraph",
+    "MetadataFilter",
+    "Operator",
+    "PurgeResult",
+    "RecordResult",
+]

@@ -1,0 +1,267 @@
+"""Every SQL statement of the catalog, and its schema as ordered migrations.
+
+The schema version is SQLite's ``PRAGMA user_version``: migration N brings a catalog from version
+N-1 to N. Migrations are never edited once released; a change is a new migration at the end.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: tuple[tuple[str, str], ...] = (
+    (
+        "0001_initial",
+        """
+        CREATE TABLE assets (
+            id            TEXT PRIMARY KEY,
+            type          TEXT NOT NULL,
+            namespace     TEXT,                       -- NULL: a Global asset
+            display_name  TEXT,
+            description   TEXT,
+            metadata      TEXT NOT NULL DEFAULT '{}', -- a flat JSON object
+            origin        TEXT NOT NULL CHECK (origin IN ('declared', 'auto', 'external')),
+            created_at    TEXT NOT NULL,
+            updated_at    TEXT NOT NULL,
+            deleted_at    TEXT,
+            columns       TEXT,                       -- JSON list of {name, type, description}
+            assertions    TEXT                        -- JSON list of data-quality assertions
+        );
+        CREATE INDEX assets_type ON assets (type);
+        CREATE INDEX assets_namespace ON assets (namespace);
+
+        CREATE TABLE executions (
+            flow_namespace TEXT NOT NULL,
+            flow_id        TEXT NOT NULL,
+            execution_id   TEXT NOT NULL,
+            started_at     TEXT NOT NULL,             -- the first task run's start, never changed
+            PRIMARY KEY (flow_namespace, flow_id, execution_id)
+        );
+
+        CREATE TABLE task_runs (
+            pk               INTEGER PRIMARY KEY,
+            flow_namespace   TEXT NOT NULL,
+            flow_id          TEXT NOT NULL,
+            task_id          TEXT NOT NULL,
+            execution_id     TEXT NOT NULL,
+            task_run_id      TEXT NOT NULL,
+            state            TEXT NOT NULL,
+            started_at       TEXT NOT NULL,
+            ended_at         TEXT,
+            job              TEXT NOT NULL,           -- JSON: integration, job type, sql, description
+            warnings         TEXT NOT NULL DEFAULT '[]',
+            error            TEXT,
+            record_hash      TEXT NOT NULL,
+            UNIQUE (flow_namespace, flow_id, execution_id, task_run_id)
+        );
+        CREATE INDEX task_runs_started ON task_runs (started_at, pk);
+
+        CREATE TABLE usages (
+            task_run_pk INTEGER NOT NULL REFERENCES task_runs (pk),
+            direction   TEXT NOT NULL CHECK (direction IN ('input', 'output')),
+            position    INTEGER NOT NULL,
+            asset_id    TEXT NOT NULL,
+            used_at     TEXT NOT NULL,
+            statistics  TEXT,
+            PRIMARY KEY (task_run_pk, direction, asset_id)
+        );
+        CREATE INDEX usages_asset ON usages (asset_id);
+
+        CREATE TABLE lineage (
+            upstream_id   TEXT NOT NULL,
+            downstream_id TEXT NOT NULL,
+            task_run_pk   INTEGER NOT NULL REFERENCES task_runs (pk),
+            PRIMARY KEY (upstream_id, downstream_id, task_run_pk)
+        );
+        CREATE INDEX lineage_downstream ON lineage (downstream_id);
+
+        CREATE TABLE asset_changes (
+            seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+            asset_id   TEXT NOT NULL,
+            kind       TEXT NOT NULL CHECK (kind IN ('update', 'delete')),
+            changed_at TEXT NOT NULL,
+            snapshot   TEXT NOT NULL                  -- the asset record just after the change
+        );
+        CREATE INDEX asset_changes_time ON asset_changes (changed_at, seq);
+        CREATE INDEX asset_changes_asset ON asset_changes (asset_id);
+        """,
+    ),
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+PRAGMAS = ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", "PRAGMA foreign_keys = ON")
+
+# --- assets ---------------------------------------------------------------------------------
+
+ASSET_COLUMNS = (
+    "id, type, namespace, display_name, description, metadata, origin, created_at, updated_at, "
+    "deleted_at, columns, assertions"
+)
+GET_ASSET = f"SELECT {ASSET_COLUMNS} FROM assets WHERE id = ?"
+UPSERT_ASSET = f"""
+    INSERT INTO assets ({ASSET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (id) DO UPDATE SET
+        type = excluded.type, namespace = excluded.namespace, display_name = excluded.display_name,
+        description = excluded.description, metadata = excluded.metadata, origin = excluded.origin,
+        updated_at = excluded.updated_at, deleted_at = excluded.deleted_at, columns = excluded.columns,
+        assertions = excluded.assertions
+"""
+COUNT_ASSETS = "SELECT count(*) FROM assets"
+
+
+def select_assets(
+    *,
+    types: int = 0,
+    namespace: bool = False,
+    include_deleted: bool = False,
+    ids: int = 0,
+    updated_before: bool = False,
+) -> str:
+    """A SELECT over assets with the given filters (placeholders in this order: ids, types,
+    namespace, updated_before). A namespace filter never matches a Global asset (NULL)."""
+    where = []
+    if ids:
+        where.append(f"id IN ({', '.join('?' * ids)})")
+    if types:
+        where.append(f"type IN ({', '.join('?' * types)})")
+    if namespace:
+        where.append("namespace = ?")
+    if updated_before:
+        where.append("updated_at < ?")
+    if not include_deleted:
+        where.append("deleted_at IS NULL")
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    return f"SELECT {ASSET_COLUMNS} FROM assets{clause} ORDER BY id"
+
+
+def delete_assets(count: int) -> str:
+    return f"DELETE FROM assets WHERE id IN ({', '.join('?' * count)})"
+
+
+def delete_usages_of(count: int) -> str:
+    return f"DELETE FROM usages WHERE asset_id IN ({', '.join('?' * count)})"
+
+
+def delete_lineage_of(count: int) -> str:
+    marks = ", ".join("?" * count)
+    return f"DELETE FROM lineage WHERE upstream_id IN ({marks}) OR downstream_id IN ({marks})"
+
+
+def delete_changes_of(count: int) -> str:
+    return f"DELETE FROM asset_changes WHERE asset_id IN ({', '.join('?' * count)})"
+
+
+# --- changes --------------------------------------------------------------------------------
+
+INSERT_CHANGE = "INSERT INTO asset_changes (asset_id, kind, changed_at, snapshot) VALUES (?, ?, ?, ?)"
+
+
+def select_changes(*, since: bool = False, until: bool = False, namespace: bool = False) -> str:
+    where = []
+    if since:
+        where.append("changed_at >= ?")
+    if until:
+        where.append("changed_at < ?")
+    if namespace:
+        where.append("json_extract(snapshot, '$.namespace') = ?")
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    return f"SELECT seq, kind, changed_at, snapshot FROM asset_changes{clause} ORDER BY changed_at, seq"
+
+
+# --- task runs ------------------------------------------------------------------------------
+
+INSERT_EXECUTION = (
+    "INSERT OR IGNORE INTO executions (flow_namespace, flow_id, execution_id, started_at) VALUES (?, ?, ?, ?)"
+)
+GET_EXECUTION_START = "SELECT started_at FROM executions WHERE flow_namespace = ? AND flow_id = ? AND execution_id = ?"
+TASK_RUN_COLUMNS = (
+    "t.pk, t.flow_namespace, t.flow_id, t.task_id, t.execution_id, t.task_run_id, t.state, t.started_at, "
+    "t.ended_at, t.job, t.warnings, t.error, e.started_at"
+)
+_TASK_RUN_FROM = (
+    "FROM task_runs t JOIN executions e ON e.flow_namespace = t.flow_namespace AND e.flow_id = t.flow_id "
+    "AND e.execution_id = t.execution_id"
+)
+FIND_TASK_RUN = (
+    "SELECT pk, task_id, state, record_hash FROM task_runs "
+    "WHERE flow_namespace = ? AND flow_id = ? AND execution_id = ? AND task_run_id = ?"
+)
+INSERT_TASK_RUN = """
+    INSERT INTO task_runs (flow_namespace, flow_id, task_id, execution_id, task_run_id, state, started_at,
+                           ended_at, job, warnings, error, record_hash)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+UPDATE_TASK_RUN = """
+    UPDATE task_runs SET state = ?, started_at = ?, ended_at = ?, job = ?, warnings = ?, error = ?, record_hash = ?
+    WHERE pk = ?
+"""
+DELETE_USAGES_OF_RUN = "DELETE FROM usages WHERE task_run_pk = ?"
+DELETE_LINEAGE_OF_RUN = "DELETE FROM lineage WHERE task_run_pk = ?"
+INSERT_USAGE = (
+    "INSERT OR IGNORE INTO usages (task_run_pk, direction, position, asset_id, used_at, statistics) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+INSERT_LINEAGE = "INSERT OR IGNORE INTO lineage (upstream_id, downstream_id, task_run_pk) VALUES (?, ?, ?)"
+COUNT_TASK_RUNS = "SELECT count(*) FROM task_runs"
+
+
+def select_task_runs(
+    *, since: bool = False, until: bool = False, namespace: bool = False, flow: bool = False, after_pk: bool = False
+) -> str:
+    """Task runs in start order (placeholders: since, until, namespace, flow, then the
+    (started_at, pk) to page after)."""
+    where = []
+    if since:
+        where.append("t.started_at >= ?")
+    if until:
+        where.append("t.started_at < ?")
+    if namespace:
+        where.append("t.flow_namespace = ?")
+    if flow:
+        where.append("t.flow_id = ?")
+    if after_pk:
+        where.append("(t.started_at, t.pk) > (?, ?)")
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    return f"SELECT {TASK_RUN_COLUMNS} {_TASK_RUN_FROM}{clause} ORDER BY t.started_at, t.pk LIMIT ?"
+
+
+def select_usages_of_runs(count: int) -> str:
+    return (
+        "SELECT task_run_pk, asset_id, direction, position, statistics FROM usages "
+        f"WHERE task_run_pk IN ({', '.join('?' * count)}) ORDER BY task_run_pk, direction, position"
+    )
+
+
+USAGES_OF_ASSET = f"""
+    SELECT u.direction, u.used_at, {TASK_RUN_COLUMNS}
+    {_TASK_RUN_FROM} JOIN usages u ON u.task_run_pk = t.pk
+    WHERE u.asset_id = ? ORDER BY u.used_at, t.pk
+"""
+PRODUCED_BY_A_FLOW = "SELECT 1 FROM usages WHERE asset_id = ? AND direction = 'output' LIMIT 1"
+
+# --- lineage --------------------------------------------------------------------------------
+
+UPSTREAM = """
+    WITH RECURSIVE walk (upstream_id, downstream_id, depth) AS (
+        SELECT upstream_id, downstream_id, 1 FROM lineage WHERE downstream_id = ?
+        UNION
+        SELECT l.upstream_id, l.downstream_id, w.depth + 1
+        FROM lineage l JOIN walk w ON l.downstream_id = w.upstream_id
+        WHERE w.depth < ?
+    )
+    SELECT upstream_id, downstream_id, min(depth) FROM walk GROUP BY upstream_id, downstream_id
+    ORDER BY min(depth), upstream_id, downstream_id
+"""
+DOWNSTREAM = """
+    WITH RECURSIVE walk (upstream_id, downstream_id, depth) AS (
+        SELECT upstream_id, downstream_id, 1 FROM lineage WHERE upstream_id = ?
+        UNION
+        SELECT l.upstream_id, l.downstream_id, w.depth + 1
+        FROM lineage l JOIN walk w ON l.upstream_id = w.downstream_id
+        WHERE w.depth < ?
+    )
+    SELECT upstream_id, downstream_id, min(depth) FROM walk GROUP BY upstream_id, downstream_id
+    ORDER BY min(depth), upstream_id, downstream_id
+"""
+EDGE_TASKS = """
+    SELECT DISTINCT t.flow_namespace, t.flow_id, t.task_id FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
+    WHERE l.upstream_id = ? AND l.downstream_id = ? ORDER BY 1, 2, 3
+"""

@@ -1,0 +1,107 @@
+"""The ``olbridge`` command: a thin click layer over the library.
+
+Data goes to stdout (JSON where a script wants it), messages to stderr. Every BridgeError becomes
+``Error: ...`` on stderr and exit status 1, in one place (:class:`BridgeGroup`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+import click
+
+from bridge.catalog import Catalog
+from bridge.config import Config, load_config
+from bridge.errors import BridgeError
+from bridge.mapping import Resolver
+from bridge.openlineage.convert import Converter, ConvertOptions
+from bridge.version import __version__
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class BridgeGroup(click.Group):
+    """A group that turns library errors into click errors, once for every command below it."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BridgeError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@attrs.define
+class AppContext:
+    config: Config
+    catalog_path: Path
+    _catalog: Catalog | None = None
+    _resolver: Resolver | None = None
+
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = Catalog(self.catalog_path)
+        return self._catalog
+
+    def resolver(self) -> Resolver:
+        if self._resolver is None:
+            self._resolver = Resolver.load(self.config.mappings, self.config.default_namespace)
+        return self._resolver
+
+    def converter(self) -> Converter:
+        options = ConvertOptions(producer=self.config.producer, job_namespace_prefix=self.config.job_namespace_prefix)
+        return Converter(self.resolver(), options)
+
+    def close(self) -> None:
+        if self._catalog is not None:
+            self._catalog.close()
+
+
+@click.group(cls=BridgeGroup, context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, "--version", prog_name="olbridge")
+@click.option(
+    "--catalog",
+    "catalog_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="OLBRIDGE_CATALOG",
+    default=None,
+    help="SQLite catalog file [env OLBRIDGE_CATALOG; default: the config's, else ./olbridge.db].",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="OLBRIDGE_CONFIG",
+    default=None,
+    help="Config file (TOML) [env OLBRIDGE_CONFIG; default: ./olbridge.toml if present].",
+)
+@click.pass_context
+def cli(ctx: click.Context, catalog_path: Path | None, config_path: Path | None) -> None:
+    """olbridge: an OpenLineage bridge for data-asset catalogs.
+
+    Record the assets your tasks read and write, export them as OpenLineage events, and check
+    events against the spec and Marquez's contract.
+    """
+    try:
+        config = load_config(config_path, os.environ)
+    except BridgeError as exc:
+        raise click.ClickException(str(exc)) from exc
+    app = AppContext(config=config, catalog_path=catalog_path or config.catalog)
+    ctx.obj = app
+    ctx.call_on_close(app.close)
+
+
+def register() -> None:
+    from bridge.cli import assets, basics, dbt, export, lineage
+
+    for module in (basics, assets, dbt, export, lineage):
+        module.register(cli)
+
+
+register()
+
+
+def main() -> None:
+    cli()

@@ -1,0 +1,134 @@
+"""``init``, ``record`` and ``demo``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bridge.catalog import RecordResult
+from bridge.cli.output import print_json, say
+from bridge.errors import ValidationError
+from bridge.model import TaskRun, TaskState
+from bridge.records import parse_task_run, parse_task_run_lines
+
+
+def _summary(results: list[RecordResult]) -> dict[str, object]:
+    return {
+        "taskRuns": len(results),
+        "created": sum(r.status == "created" for r in results),
+        "updated": sum(r.status == "updated" for r in results),
+        "unchanged": sum(r.status == "unchanged" for r in results),
+        "placeholders": len({p for r in results for p in r.placeholders}),
+        "warnings": [w for r in results for w in r.warnings][:100],
+    }
+
+
+def register(cli: click.Group) -> None:
+    @cli.command()
+    @click.pass_obj
+    def init(app: Any) -> None:
+        """Create the catalog (or bring an existing one to the current schema)."""
+        catalog = app.catalog()
+        print_json({"catalog": catalog.path, "schemaVersion": catalog.schema_version, "assets": catalog.count_assets()})
+
+    @cli.command()
+    @click.option(
+        "--file",
+        "file",
+        type=click.File("r", encoding="utf-8"),
+        help="JSON lines, one task run a line ('-' for stdin).",
+    )
+    @click.option("--namespace", help="The flow's namespace.")
+    @click.option("--flow-id", help="The flow id.")
+    @click.option("--task-id", help="The task id.")
+    @click.option("--execution-id", help="The execution id.")
+    @click.option("--task-run-id", help="The task run id (default: the execution id and task id).")
+    @click.option(
+        "--state", default="SUCCESS", show_default=True, help="SUCCESS, WARNING, FAILED, KILLED, RUNNING, ..."
+    )
+    @click.option("--start", "start", help="Start time, ISO 8601 with offset.")
+    @click.option("--end", "end", help="End time (default: the start time for an ended run).")
+    @click.option("--input", "inputs", multiple=True, help="An input: an asset id, or a JSON object {id, type, ...}.")
+    @click.option(
+        "--output", "outputs", multiple=True, help="An output: an asset id, or a JSON object {id, type, ...}."
+    )
+    @click.option(
+        "--failure-behavior",
+        default="WARN",
+        show_default=True,
+        help="WARN, FAIL or IGNORE when an output cannot be written.",
+    )
+    @click.pass_obj
+    def record(app: Any, /, file: Any, **flags: Any) -> None:
+        """Record task runs with their inputs and outputs.
+
+        One from flags (for shell tasks), or many from --file: JSON lines with the field names of
+        Kestra's AssetLineage (namespace, flowId, taskId, executionId, taskRunId, state, startDate,
+        endDate, inputs, outputs). A file is checked whole first: one bad line and nothing is
+        recorded.
+        """
+        if file is not None:
+            given = [k for k, v in flags.items() if v not in (None, (), "SUCCESS", "WARN")]
+            if given:
+                raise click.UsageError(
+                    f"--file cannot be combined with {', '.join('--' + k.replace('_', '-') for k in given)}"
+                )
+            runs = parse_task_run_lines(file, getattr(file, "name", "-"))
+        else:
+            runs = [_run_from_flags(flags)]
+        results = app.catalog().record_task_runs(runs)
+        print_json(_summary(results))
+
+    @cli.command()
+    @click.option(
+        "--dir",
+        "directory",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=Path("olbridge-demo"),
+        show_default=True,
+        help="Folder for the demo's catalog and events.",
+    )
+    def demo(directory: Path) -> None:
+        """Run the demo: ingest a bundled dbt project, record a downstream task, export, validate
+        and show the lineage from the first model to the report."""
+        from bridge.demo import run_demo
+
+        run_demo(directory, echo=say, out=click.echo)
+
+
+def _asset_flag(text: str, where: str) -> object:
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"not a valid JSON object: {exc.msg}", rule="json", where=where) from None
+    return {"id": text}
+
+
+def _run_from_flags(flags: dict[str, Any]) -> TaskRun:
+    missing = [
+        f"--{k.replace('_', '-')}"
+        for k in ("namespace", "flow_id", "task_id", "execution_id", "start")
+        if not flags.get(k)
+    ]
+    if missing:
+        raise click.UsageError(f"recording one task run needs {', '.join(missing)} (or use --file)")
+    record = {
+        "namespace": flags["namespace"],
+        "flowId": flags["flow_id"],
+        "taskId": flags["task_id"],
+        "executionId": flags["execution_id"],
+        "taskRunId": flags.get("task_run_id") or f"{flags['execution_id']}.{flags['task_id']}",
+        "state": flags["state"],
+        "startDate": flags["start"],
+        "failureBehavior": flags["failure_behavior"],
+        "inputs": [_asset_flag(str(t), f"--input[{i}]") for i, t in enumerate(flags["inputs"])],
+        "outputs": [_asset_flag(str(t), f"--output[{i}]") for i, t in enumerate(flags["outputs"])],
+    }
+    if flags.get("end") or TaskState.parse(flags["state"]).is_terminal:
+        record["endDate"] = flags.get("end") or flags["start"]
+    return parse_task_run(record)

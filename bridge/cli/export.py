@@ -1,0 +1,107 @@
+"""``export`` and ``validate``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bridge.cli.output import print_json, say
+from bridge.export import ExportFilter, iter_events
+from bridge.model import check_namespace, parse_time
+from bridge.openlineage.files import BadInput, read_events
+from bridge.openlineage.validate import validate_event
+from bridge.sinks import HttpSink, NdjsonSink, Sink
+
+
+def register(cli: click.Group) -> None:
+    @cli.command()
+    @click.option(
+        "--output",
+        "output",
+        default=None,
+        help="Write NDJSON to this file ('-' for stdout, the default without --url).",
+    )
+    @click.option("--url", help="Send each event to this OpenLineage backend (POST <url>/api/v1/lineage).")
+    @click.option("--api-key", envvar="OPENLINEAGE_API_KEY", help="Bearer token for --url [env OPENLINEAGE_API_KEY].")
+    @click.option("--since", help="Only history from this time (ISO 8601; a date or a time without offset is UTC).")
+    @click.option("--until", help="Only history before this time.")
+    @click.option("--namespace", help="Only this flow namespace (and asset changes in this namespace).")
+    @click.option("--flow", help="Only this flow id.")
+    @click.pass_obj
+    def export(
+        app: Any,
+        output: str | None,
+        url: str | None,
+        api_key: str | None,
+        since: str | None,
+        until: str | None,
+        namespace: str | None,
+        flow: str | None,
+    ) -> None:
+        """Export the catalog's history as OpenLineage events, in time order."""
+        if output and url:
+            raise click.UsageError("use --output or --url, not both")
+        filters = ExportFilter(
+            since=parse_time(since, "--since", assume_utc=True) if since else None,
+            until=parse_time(until, "--until", assume_utc=True) if until else None,
+            namespace=check_namespace(namespace, "--namespace"),
+            flow=flow,
+        )
+        catalog = app.catalog()
+        sink: Sink
+        stream = None
+        if url:
+            sink = HttpSink(url, api_key=api_key)
+        elif output in (None, "-"):
+            sink = NdjsonSink(sys.stdout)
+        else:
+            assert output is not None
+            path = Path(output)
+            if not path.parent.is_dir():
+                raise click.BadParameter(f"folder {path.parent} does not exist", param_hint="--output")
+            stream = path.open("w", encoding="utf-8")
+            sink = NdjsonSink(stream)
+        count = 0
+        try:
+            events = iter_events(catalog, app.converter(), filters)
+            estimate = catalog.count_task_runs() * 2
+            with click.progressbar(events, length=estimate, label="exporting", file=sys.stderr) as bar:
+                for event in bar:
+                    sink.emit(event)
+                    count += 1
+        finally:
+            sink.close()
+            if stream is not None:
+                stream.close()
+        say(f"exported {count} event(s) to {url or output or 'stdout'}")
+
+    @cli.command()
+    @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+    @click.option("--no-marquez", is_flag=True, help="Check the OpenLineage spec only, not Marquez's contract.")
+    @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+    def validate(files: tuple[Path, ...], no_marquez: bool, as_json: bool) -> None:
+        """Check OpenLineage events (NDJSON, JSON arrays or single events) against the OpenLineage
+        2-0-2 rules and Marquez's contract. Exits 0 only when every event is valid."""
+        total = bad = 0
+        report: list[dict[str, Any]] = []
+        for path in files:
+            for where, event in read_events(path):
+                total += 1
+                if isinstance(event, BadInput):
+                    problems = [event.message]
+                else:
+                    problems = [str(p) for p in validate_event(event, marquez=not no_marquez)]
+                if problems:
+                    bad += 1
+                    report.append({"where": where, "problems": problems})
+                    if not as_json:
+                        for problem in problems:
+                            click.echo(f"{where}: {problem}")
+        if as_json:
+            print_json({"events": total, "valid": total - bad, "invalid": bad, "problems": report})
+        say(f"{total} event(s), {total - bad} valid, {bad} invalid")
+        if bad or total == 0:
+            raise SystemExit(1)

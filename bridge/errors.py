@@ -1,0 +1,73 @@
+"""The one exception hierarchy of olbridge.
+
+    BridgeError
+    ├── ValidationError      an input broke a rule (id, type, namespace, metadata, ...)
+    │   └── EventValidationError   an OpenLineage event broke the spec or Marquez's contract
+    ├── ConfigError          configuration file, environment or flags are wrong
+    ├── MappingError         a naming rule file is wrong, or no rule can name an asset
+    ├── CatalogError         the catalog cannot do what was asked (missing asset, bad schema version)
+    │   └── NotFoundError    an asset or task run that does not exist
+    ├── ArtifactError        a dbt artifact (manifest, run results, profile) is missing or malformed
+    └── ExportError          events could not be written to their destination
+
+The CLI turns every BridgeError into ``Error: <message>`` on stderr and a non-zero exit, in one place.
+"""
+
+from __future__ import annotations
+
+
+class BridgeError(Exception):
+    """Base of every error olbridge raises on purpose."""
+
+
+class ValidationError(BridgeError):
+    """An input broke a rule.
+
+    ``rule`` names the rule, ``value`` is the offending value and ``where`` says where it was
+    (a field path such as ``outputs[0].id``, a line number, a JSON pointer).
+    """
+
+    def __init__(self, message: str, *, rule: str = "", value: object = None, where: str = "") -> None:
+        self.message = message
+        self.rule = rule
+        self.value = value
+        self.where = where
+        super().__init__(f"{where}: {message}" if where else message)
+
+    def at(self, prefix: str) -> ValidationError:
+        """The same error with its location nested under ``prefix``."""
+        if not self.where:
+            where = prefix
+        elif self.where.startswith("["):
+            where = prefix + self.where
+        else:
+            where = f"{prefix}.{self.where}"
+        return type(self)(self.message, rule=self.rule, value=self.value, where=where)
+
+
+class EventValidationError(ValidationError):
+    """An OpenLineage event is not valid."""
+
+
+class ConfigError(BridgeError):
+    """Configuration is missing or wrong."""
+
+
+class MappingError(BridgeError):
+    """A mapping rule file is wrong, or a rule cannot be applied."""
+
+
+class CatalogError(BridgeError):
+    """The catalog cannot carry out the request."""
+
+
+class NotFoundError(CatalogError):
+    """The asset or task run asked for does not exist."""
+
+
+class ArtifactError(BridgeError):
+    """A dbt artifact is missing or malformed; the message names the file."""
+
+
+class ExportError(BridgeError):
+    """Events could not be delivered to their destination."""

@@ -1,0 +1,161 @@
+"""Apply mapping rules: an asset to its OpenLineage (namespace, name), and a dataset back to an asset.
+
+Pure: rules are loaded once, then every call is a function of its arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from bridge.errors import MappingError, ValidationError
+from bridge.mapping.rules import Rule, load_rules
+from bridge.model import EXTERNAL, IdForm, id_form, metadata_text
+
+DEFAULT_NAMESPACE = "olbridge"
+MARQUEZ_NAMESPACE_MAX = 1024
+# Marquez stores a namespace after replacing every character outside this set with '_'
+# (NamespaceName.java, formatNamespaceName); ';' and '=' pass its regex but are replaced too.
+_MARQUEZ_UNSAFE = re.compile(r"[^A-Za-z0-9_\-.:/@+]")
+
+
+@attrs.frozen
+class DatasetName:
+    namespace: str
+    name: str
+    rule: str  # the rule that named it ("default" when none matched)
+
+
+@attrs.frozen
+class AssetRef:
+    """An asset id found for a dataset, with what the rule says of its type and metadata."""
+
+    id: str
+    type: str
+    metadata: Mapping[str, str]
+    rule: str
+
+
+def marquez_namespace(namespace: str) -> str:
+    """A namespace as Marquez stores it: outside ``[A-Za-z0-9_-.:/@+]`` every character becomes ``_``."""
+    if not namespace:
+        raise MappingError("a dataset namespace cannot be empty")
+    cleaned = _MARQUEZ_UNSAFE.sub("_", namespace)
+    if len(cleaned) > MARQUEZ_NAMESPACE_MAX:
+        raise MappingError(
+            f"dataset namespace {namespace[:60]!r}... has {len(cleaned)} characters; Marquez takes at most "
+            f"{MARQUEZ_NAMESPACE_MAX}"
+        )
+    return cleaned
+
+
+def asset_variables(asset_id: str, metadata: Mapping[str, Any]) -> dict[str, str]:
+    """The template variables of an asset: its metadata, ``id`` and, for URI-form ids, its parts."""
+    values = {key: metadata_text(value) for key, value in metadata.items()}
+    values["id"] = asset_id
+    if id_form(asset_id) is IdForm.URI:
+        scheme, rest = asset_id.split("://", 1)
+        authority, _, path = rest.partition("/")
+        host_port = authority.rpartition("@")[2]
+        host, _, port = host_port.rpartition(":")
+        if not host or not port.isdigit():
+            host, port = host_port, ""
+        values.update(
+            {"id.scheme": scheme.lower(), "id.authority": authority, "id.host": host, "id.port": port, "id.path": path}
+        )
+    return values
+
+
+class Resolver:
+    """Names assets as OpenLineage datasets by the first rule that applies, and back."""
+
+    def __init__(self, rules: Sequence[Rule], default_namespace: str = DEFAULT_NAMESPACE) -> None:
+        self.rules = tuple(rules)
+        self.default_namespace = marquez_namespace(default_namespace)
+        self._forward: dict[tuple[Any, ...], DatasetName] = {}
+
+    @classmethod
+    def load(cls, extra_files: Iterable[Path | str] = (), default_namespace: str = DEFAULT_NAMESPACE) -> Resolver:
+        return cls(load_rules(extra_files), default_namespace)
+
+    # --- forward ---------------------------------------------------------------------------
+
+    def dataset_for(self, asset_id: str, asset_type: str, metadata: Mapping[str, Any]) -> DatasetName:
+        key = (asset_id, asset_type, tuple(sorted((k, metadata_text(v)) for k, v in metadata.items())))
+        found = self._forward.get(key)
+        if found is None:
+            found = self._name(asset_id, asset_type, metadata)
+            if len(self._forward) > 100_000:
+                self._forward.clear()
+            self._forward[key] = found
+        return found
+
+    def _name(self, asset_id: str, asset_type: str, metadata: Mapping[str, Any]) -> DatasetName:
+        values = asset_variables(asset_id, metadata)
+        form = IdForm.URI if "id.scheme" in values else IdForm.NAME
+        system = values.get("system", "").lower()
+        for rule in self.rules:
+            m = rule.match
+            if m.id_form and m.id_form != form.value:
+                continue
+            if m.schemes and values.get("id.scheme") not in m.schemes:
+                continue
+            if m.systems and system not in m.systems:
+                continue
+            if m.types and asset_type not in m.types:
+                continue
+            if any(values.get(k) != v for k, v in m.metadata):
+                continue
+            namespace = rule.namespace.render(values)
+            name = rule.dataset_name.render(values)
+            if namespace is None or name is None:
+                continue
+            return DatasetName(marquez_namespace(namespace), name.replace("\x00", ""), rule.name)
+        return DatasetName(self.default_namespace, asset_id, "default")
+
+    # --- reverse ---------------------------------------------------------------------------
+
+    def asset_for(self, namespace: str, name: str) -> AssetRef:
+        """The asset id for an OpenLineage dataset: by the first reversible rule that parses it,
+        else the name itself in the default namespace, else a URI ``namespace/name``, else a
+        stable hashed id. Always a valid id; never the same id for two different datasets unless
+        a rule says so."""
+        for rule in self.rules:
+            if rule.asset_id is None:
+                continue
+            ns_values = rule.namespace.parse(namespace)
+            if ns_values is None:
+                continue
+            name_values = rule.dataset_name.parse(name)
+            if name_values is None or any(ns_values.get(k, v) != v for k, v in name_values.items()):
+                continue
+            values = {**ns_values, **name_values}
+            asset_id = rule.asset_id.render(values)
+            if asset_id is None or not _valid_id(asset_id):
+                continue
+            metadata = {}
+            for key, template in rule.asset_metadata:
+                rendered = template.render(values)
+                if rendered is not None:
+                    metadata[key] = rendered
+            return AssetRef(asset_id, rule.asset_type or EXTERNAL, metadata, rule.name)
+        if namespace == self.default_namespace and _valid_id(name):
+            return AssetRef(name, EXTERNAL, {}, "default")
+        joined = f"{namespace.rstrip('/')}/{name.lstrip('/')}"
+        if "://" in namespace and _valid_id(joined):
+            return AssetRef(joined, EXTERNAL, {"olNamespace": namespace, "olName": name}, "uri")
+        digest = hashlib.sha256(f"{namespace}\n{name}".encode()).hexdigest()[:16]
+        return AssetRef(f"ol:{digest}", EXTERNAL, {"olNamespace": namespace, "olName": name}, "hash")
+
+
+def _valid_id(text: str) -> bool:
+    try:
+        id_form(text)
+    except ValidationError:
+        return False
+    return True

@@ -1,0 +1,656 @@
+"""The asset model: ids, types, namespaces, metadata, task runs and their usages.
+
+Every rule of the model lives here, as a validator that raises :class:`ValidationError` naming the
+rule and the offending value. Records are frozen attrs classes; times are aware UTC datetimes.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+
+from bridge.errors import ValidationError
+
+# ---------------------------------------------------------------------------------------------
+# ids
+
+ID_NAME_MAX = 150
+ID_URI_MAX = 512
+_ID_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
+_URI_SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+_URI_FORBIDDEN = set("<>#?%")
+
+
+class IdForm(enum.StrEnum):
+    NAME = "name"
+    URI = "uri"
+
+
+def id_form(asset_id: object, where: str = "id") -> IdForm:
+    """Check an asset id and tell which of the two forms it has.
+
+    Name form (Kestra): letters, digits, ``.``, ``_``, ``:``, ``-``, first character a letter or a
+    digit, at most 150 characters. URI form (Prefect): ``scheme://...``, at most 512 characters, no
+    whitespace and none of ``< > # ? %``.
+    """
+    if not isinstance(asset_id, str) or not asset_id:
+        raise ValidationError("an asset id must be a non-empty string", rule="id.required", value=asset_id, where=where)
+    scheme = _URI_SCHEME_RE.match(asset_id)
+    if scheme:
+        if len(asset_id) > ID_URI_MAX:
+            raise ValidationError(
+                f"a URI-form id has at most {ID_URI_MAX} characters, this one has {len(asset_id)}",
+                rule="id.uri.length",
+                value=asset_id,
+                where=where,
+            )
+        rest = asset_id[scheme.end() :]
+        if not rest:
+            raise ValidationError(
+                f"a URI-form id needs something after '{scheme.group(0)}': {asset_id!r}",
+                rule="id.uri.empty",
+                value=asset_id,
+                where=where,
+            )
+        bad = sorted({c for c in asset_id if c.isspace() or c in _URI_FORBIDDEN or not c.isprintable()})
+        if bad:
+            shown = ", ".join(repr(c) for c in bad)
+            raise ValidationError(
+                f"a URI-form id may not contain whitespace or any of < > # ? %; found {shown} in {asset_id!r}",
+                rule="id.uri.characters",
+                value=asset_id,
+                where=where,
+            )
+        return IdForm.URI
+    if len(asset_id) > ID_NAME_MAX:
+        raise ValidationError(
+            f"a name-form id has at most {ID_NAME_MAX} characters, this one has {len(asset_id)}",
+            rule="id.name.length",
+            value=asset_id,
+            where=where,
+        )
+    if not _ID_NAME_RE.fullmatch(asset_id):
+        raise ValidationError(
+            "a name-form id has only letters, digits, '.', '_', ':' and '-', and starts with a letter "
+            f"or digit (or is a URI such as s3://bucket/key): {asset_id!r}",
+            rule="id.name.characters",
+            value=asset_id,
+            where=where,
+        )
+    return IdForm.NAME
+
+
+def check_id(asset_id: object, where: str = "id") -> str:
+    id_form(asset_id, where)
+    assert isinstance(asset_id, str)
+    return asset_id
+
+
+def slugify(text: str, max_length: int = ID_NAME_MAX) -> str:
+    """A valid name-form id built from free text: ``"Sales Report (EU) 2025"`` → ``sales-report-eu-2025``."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii").lower()
+    slug = re.sub(r"[^a-z0-9._:-]+", "-", ascii_text)
+    slug = re.sub(r"-{2,}", "-", slug).strip("-._:")
+    slug = slug[:max_length].rstrip("-._:")
+    if not slug:
+        raise ValidationError(
+            f"cannot build an id from {text!r}: nothing usable is left", rule="id.slugify", value=text
+        )
+    return slug
+
+
+# ---------------------------------------------------------------------------------------------
+# types
+
+SHORT_TYPES = ("Table", "File", "Dataset", "VM", "Model", "External")
+EXTERNAL = "External"
+KESTRA_TYPE_ALIASES = {
+    "io.kestra.plugin.ee.assets.Table": "Table",
+    "io.kestra.plugin.ee.assets.File": "File",
+    "io.kestra.plugin.ee.assets.Dataset": "Dataset",
+    "io.kestra.plugin.ee.assets.VM": "VM",
+    "io.kestra.plugin.ee.assets.Model": "Model",
+    "io.kestra.core.models.assets.External": "External",
+    "io.kestra.plugin.ee.assets.External": "External",
+}
+_CUSTOM_TYPE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
+_TYPE_MAX = 255
+
+
+def normalize_type(value: object, where: str = "type") -> str:
+    """The canonical type: a short name, a Kestra class name's short name, or a custom dotted type."""
+    if not isinstance(value, str) or not value:
+        raise ValidationError(
+            "an asset type must be a non-empty string", rule="type.required", value=value, where=where
+        )
+    if value in SHORT_TYPES:
+        return value
+    if value in KESTRA_TYPE_ALIASES:
+        return KESTRA_TYPE_ALIASES[value]
+    for short in SHORT_TYPES:
+        if value.lower() == short.lower():
+            raise ValidationError(
+                f"unknown asset type {value!r}; types are case-sensitive, did you mean {short!r}?",
+                rule="type.case",
+                value=value,
+                where=where,
+            )
+    if len(value) <= _TYPE_MAX and _CUSTOM_TYPE_RE.fullmatch(value):
+        return value
+    raise ValidationError(
+        f"unknown asset type {value!r}: use one of {', '.join(SHORT_TYPES)}, a Kestra class name such as "
+        "io.kestra.plugin.ee.assets.Table, or a custom dotted type such as company.infra.Snapshot",
+        rule="type.unknown",
+        value=value,
+        where=where,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# namespaces
+
+NAMESPACE_MAX = 150
+_NAMESPACE_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
+
+
+def check_namespace(value: object, where: str = "namespace") -> str | None:
+    """A namespace, or None for a Global asset."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError("a namespace must be a string", rule="namespace.type", value=value, where=where)
+    if len(value) > NAMESPACE_MAX:
+        raise ValidationError(
+            f"a namespace has at most {NAMESPACE_MAX} characters, this one has {len(value)}",
+            rule="namespace.length",
+            value=value,
+            where=where,
+        )
+    if not _NAMESPACE_RE.fullmatch(value):
+        raise ValidationError(
+            f"a namespace matches [a-z0-9][a-z0-9._-]* (lower case, digits, '.', '_', '-'): {value!r}",
+            rule="namespace.characters",
+            value=value,
+            where=where,
+        )
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# metadata
+
+Scalar = str | int | float | bool
+METADATA_KEY_MAX = 255
+
+
+def check_metadata(value: object, where: str = "metadata", *, allow_null: bool = False) -> dict[str, Any]:
+    """A flat map of string keys to scalars. With ``allow_null`` (updates), null means 'remove the key'."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValidationError(
+            f"metadata must be an object of keys to scalar values, not {type(value).__name__}",
+            rule="metadata.type",
+            value=value,
+            where=where,
+        )
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not key or len(key) > METADATA_KEY_MAX or "\x00" in key:
+            raise ValidationError(
+                f"metadata keys are non-empty strings of at most {METADATA_KEY_MAX} characters: {key!r}",
+                rule="metadata.key",
+                value=key,
+                where=where,
+            )
+        if item is None:
+            if not allow_null:
+                raise ValidationError(
+                    f"metadata key {key!r} is null; null only removes a key in an update",
+                    rule="metadata.null",
+                    value=item,
+                    where=f"{where}.{key}",
+                )
+        elif isinstance(item, Mapping | list | tuple | set):
+            raise ValidationError(
+                f"metadata is flat: key {key!r} holds a {type(item).__name__}; keep values scalar "
+                "(environment: prod, not labels: {environment: prod})",
+                rule="metadata.nested",
+                value=item,
+                where=f"{where}.{key}",
+            )
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ValidationError(
+                f"metadata key {key!r} holds {item}, which JSON cannot carry",
+                rule="metadata.number",
+                value=item,
+                where=f"{where}.{key}",
+            )
+        elif isinstance(item, str) and "\x00" in item:
+            raise ValidationError(
+                f"metadata key {key!r} holds a NUL character", rule="metadata.nul", value=item, where=f"{where}.{key}"
+            )
+        elif not isinstance(item, str | int | float | bool):
+            raise ValidationError(
+                f"metadata key {key!r} holds a {type(item).__name__}; values are strings, numbers or booleans",
+                rule="metadata.scalar",
+                value=item,
+                where=f"{where}.{key}",
+            )
+        out[key] = item
+    return out
+
+
+def metadata_text(value: Any) -> str:
+    """How a metadata value reads in filters and name templates: as a string (true/false for booleans)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def merge_metadata(stored: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge an update over stored metadata; a key sent with null is removed."""
+    merged = dict(stored)
+    for key, value in update.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return dict(sorted(merged.items()))
+
+
+def check_text(value: object, where: str, max_length: int = 100_000) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError("must be a string", rule="text.type", value=value, where=where)
+    if len(value) > max_length:
+        raise ValidationError(f"has at most {max_length} characters", rule="text.length", value=value, where=where)
+    if "\x00" in value:
+        raise ValidationError("may not contain a NUL character", rule="text.nul", value=value, where=where)
+    return value
+
+
+def check_key_part(value: object, where: str, max_length: int = 512) -> str:
+    """A part of a task run's key (flow id, task id, execution id ...): a non-empty printable string."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError("must be a non-empty string", rule="key.required", value=value, where=where)
+    if len(value) > max_length or not value.isprintable():
+        raise ValidationError(
+            f"must be printable and at most {max_length} characters", rule="key.characters", value=value, where=where
+        )
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# times
+
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def format_time(moment: datetime) -> str:
+    """The one text form of a time: UTC, microseconds, ``Z``; it sorts as the time does."""
+    return moment.astimezone(UTC).strftime(_TIME_FORMAT)
+
+
+def parse_time(value: object, where: str, *, assume_utc: bool = False) -> datetime:
+    """An ISO 8601 time with an offset (``Z`` or ``+01:00``). With ``assume_utc``, a bare date or a
+    time without offset is read as UTC."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str) and value:
+        text = value.strip()
+        try:
+            moment = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+        except ValueError:
+            raise ValidationError(
+                f"not an ISO 8601 time: {value!r} (expected e.g. 2025-01-31T12:00:00Z)",
+                rule="time.format",
+                value=value,
+                where=where,
+            ) from None
+    else:
+        raise ValidationError(
+            f"a time must be an ISO 8601 string, not {value!r}", rule="time.type", value=value, where=where
+        )
+    if moment.tzinfo is None:
+        if not assume_utc:
+            raise ValidationError(
+                f"time {value!r} has no UTC offset; add 'Z' or '+00:00'", rule="time.offset", value=value, where=where
+            )
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+# ---------------------------------------------------------------------------------------------
+# records
+
+
+class Origin(enum.StrEnum):
+    DECLARED = "declared"  # declared by a task run or set by a user
+    AUTO = "auto"  # emitted by an adapter (dbt's enableAuto)
+    EXTERNAL = "external"  # a placeholder: read by a flow, produced by none of ours
+
+
+@attrs.frozen
+class Column:
+    name: str
+    type: str | None = None
+    description: str | None = None
+
+
+@attrs.frozen
+class Assertion:
+    """A data-quality test on an asset (a dbt test), as its last run reported it."""
+
+    assertion: str
+    success: bool
+    name: str | None = None
+    column: str | None = None
+    severity: str | None = None
+
+
+@attrs.frozen
+class Asset:
+    id: str
+    type: str
+    namespace: str | None
+    origin: Origin
+    created_at: datetime
+    updated_at: datetime
+    display_name: str | None = None
+    description: str | None = None
+    metadata: Mapping[str, Any] = attrs.field(factory=dict)
+    deleted_at: datetime | None = None
+    columns: tuple[Column, ...] = ()
+    assertions: tuple[Assertion, ...] = ()
+
+    @property
+    def is_global(self) -> bool:
+        return self.namespace is None
+
+    @property
+    def is_deleted(self) -> bool:
+        return self.deleted_at is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as ``assets list --json`` prints it."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "type": self.type,
+            "namespace": self.namespace,
+            "displayName": self.display_name,
+            "description": self.description,
+            "metadata": dict(self.metadata),
+            "origin": self.origin.value,
+            "created": format_time(self.created_at),
+            "updated": format_time(self.updated_at),
+            "deleted": format_time(self.deleted_at) if self.deleted_at else None,
+        }
+        if self.columns:
+            out["columns"] = [attrs.asdict(c) for c in self.columns]
+        return out
+
+
+@attrs.frozen
+class Statistics:
+    """What a task run wrote to an output: row count, size in bytes, file count."""
+
+    row_count: int | None = None
+    size: int | None = None
+    file_count: int | None = None
+
+    def is_empty(self) -> bool:
+        return self.row_count is None and self.size is None and self.file_count is None
+
+
+@attrs.frozen
+class AssetDeclaration:
+    """An asset as a task run declares it: ``{id, type, namespace, displayName, description, metadata}``.
+
+    For an input only the id is needed. An output without a type keeps the stored asset's type; a
+    new output needs one.
+    """
+
+    id: str
+    type: str | None = None
+    namespace: str | None = None
+    display_name: str | None = None
+    description: str | None = None
+    metadata: Mapping[str, Any] = attrs.field(factory=dict)
+    columns: tuple[Column, ...] = ()
+    assertions: tuple[Assertion, ...] | None = None
+    statistics: Statistics = Statistics()
+
+    @classmethod
+    def create(
+        cls,
+        id: str,
+        type: str | None = None,
+        namespace: str | None = None,
+        display_name: str | None = None,
+        description: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        columns: Iterable[Column] = (),
+        assertions: Iterable[Assertion] | None = None,
+        statistics: Statistics | None = None,
+    ) -> AssetDeclaration:
+        """A declaration whose every field is checked."""
+        return cls(
+            id=check_id(id),
+            type=normalize_type(type) if type is not None else None,
+            namespace=check_namespace(namespace),
+            display_name=check_text(display_name, "displayName", 1000),
+            description=check_text(description, "description"),
+            metadata=check_metadata(metadata, allow_null=True),
+            columns=tuple(columns),
+            assertions=tuple(assertions) if assertions is not None else None,
+            statistics=statistics or Statistics(),
+        )
+
+
+class TaskState(enum.StrEnum):
+    """Kestra's task-run states; the terminal ones end a run."""
+
+    CREATED = "CREATED"
+    QUEUED = "QUEUED"
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    RESTARTED = "RESTARTED"
+    RETRYING = "RETRYING"
+    KILLING = "KILLING"
+    SUCCESS = "SUCCESS"
+    WARNING = "WARNING"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+    CANCELLED = "CANCELLED"
+    SKIPPED = "SKIPPED"
+    RETRIED = "RETRIED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in _TERMINAL
+
+    @property
+    def writes_outputs(self) -> bool:
+        """Only a task run that ends well writes its outputs."""
+        return self in (TaskState.SUCCESS, TaskState.WARNING)
+
+    @property
+    def run_event_type(self) -> str:
+        """The OpenLineage eventType that ends a run in this state (START for a run still going)."""
+        return _EVENT_TYPE.get(self, "START")
+
+    @classmethod
+    def parse(cls, value: object, where: str = "state") -> TaskState:
+        if isinstance(value, TaskState):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls(value.upper())
+            except ValueError:
+                pass
+        raise ValidationError(
+            f"unknown task state {value!r}; one of {', '.join(s.value for s in cls)}",
+            rule="state.unknown",
+            value=value,
+            where=where,
+        )
+
+
+_TERMINAL = frozenset(
+    {
+        TaskState.SUCCESS,
+        TaskState.WARNING,
+        TaskState.FAILED,
+        TaskState.KILLED,
+        TaskState.CANCELLED,
+        TaskState.SKIPPED,
+        TaskState.RETRIED,
+    }
+)
+_EVENT_TYPE = {
+    TaskState.SUCCESS: "COMPLETE",
+    TaskState.WARNING: "COMPLETE",
+    TaskState.FAILED: "FAIL",
+    TaskState.RETRIED: "FAIL",
+    TaskState.KILLED: "ABORT",
+    TaskState.CANCELLED: "ABORT",
+    TaskState.SKIPPED: "ABORT",
+}
+
+
+class FailureBehavior(enum.StrEnum):
+    """What a failed asset write does to a task run that otherwise succeeded (Kestra's
+    ``assetFailureBehavior``)."""
+
+    WARN = "WARN"  # the run ends in WARNING (the default)
+    FAIL = "FAIL"  # the run ends FAILED and writes no outputs
+    IGNORE = "IGNORE"  # the run keeps its state; the failure is kept in its warnings
+
+    @classmethod
+    def parse(cls, value: object, where: str = "failureBehavior") -> FailureBehavior:
+        if isinstance(value, FailureBehavior):
+            return value
+        if isinstance(value, str) and value.upper() in cls.__members__:
+            return cls[value.upper()]
+        raise ValidationError(
+            f"unknown failure behaviour {value!r}; one of WARN, FAIL, IGNORE",
+            rule="failureBehavior.unknown",
+            value=value,
+            where=where,
+        )
+
+    def apply(self, state: TaskState) -> TaskState:
+        if self is FailureBehavior.FAIL and state.writes_outputs:
+            return TaskState.FAILED
+        if self is FailureBehavior.WARN and state is TaskState.SUCCESS:
+            return TaskState.WARNING
+        return state
+
+
+@attrs.frozen
+class TaskRunKey:
+    """What identifies a task run: Kestra's flow namespace, flow id, task id, execution id, task run id."""
+
+    flow_namespace: str
+    flow_id: str
+    task_id: str
+    execution_id: str
+    task_run_id: str
+
+    @classmethod
+    def create(
+        cls, flow_namespace: object, flow_id: object, task_id: object, execution_id: object, task_run_id: object
+    ) -> TaskRunKey:
+        ns = check_namespace(flow_namespace, "namespace")
+        if ns is None:
+            raise ValidationError("a task run needs its flow's namespace", rule="key.required", where="namespace")
+        return cls(
+            flow_namespace=ns,
+            flow_id=check_key_part(flow_id, "flowId"),
+            task_id=check_key_part(task_id, "taskId"),
+            execution_id=check_key_part(execution_id, "executionId"),
+            task_run_id=check_key_part(task_run_id, "taskRunId"),
+        )
+
+
+@attrs.frozen
+class JobInfo:
+    """What a task run says about its job, beyond its name (kept for the job facets)."""
+
+    integration: str = "OLBRIDGE"
+    job_type: str = "TASK"
+    sql: str | None = None
+    description: str | None = None
+
+
+@attrs.frozen
+class TaskRun:
+    """A task run as it is recorded: its key, state, times and declared inputs and outputs."""
+
+    key: TaskRunKey
+    state: TaskState
+    started_at: datetime
+    ended_at: datetime | None = None
+    inputs: tuple[AssetDeclaration, ...] = ()
+    outputs: tuple[AssetDeclaration, ...] = ()
+    failure_behavior: FailureBehavior = FailureBehavior.WARN
+    job: JobInfo = JobInfo()
+    origin: Origin = Origin.DECLARED
+    error: str | None = None
+
+
+@attrs.frozen
+class StoredUsage:
+    asset_id: str
+    direction: str  # "input" | "output"
+    position: int
+    statistics: Statistics = Statistics()
+
+
+@attrs.frozen
+class StoredTaskRun:
+    """A task run as the catalog keeps it, with its usages."""
+
+    pk: int
+    key: TaskRunKey
+    state: TaskState
+    started_at: datetime
+    ended_at: datetime | None
+    execution_started_at: datetime
+    job: JobInfo
+    warnings: tuple[str, ...]
+    error: str | None
+    usages: tuple[StoredUsage, ...]
+
+    @property
+    def inputs(self) -> tuple[StoredUsage, ...]:
+        return tuple(u for u in self.usages if u.direction == "input")
+
+    @property
+    def outputs(self) -> tuple[StoredUsage, ...]:
+        return tuple(u for u in self.usages if u.direction == "output")
+
+
+@attrs.frozen
+class AssetChange:
+    """A change to an asset outside any task run (a metadata-only update or a delete), with the
+    asset as it was just after the change. It becomes a DatasetEvent."""
+
+    seq: int
+    kind: str  # "update" | "delete"
+    changed_at: datetime
+    asset: Asset
+
+
+def utcnow() -> datetime:
+    """The clock of the CLI and the recording API (never called by conversion)."""
+    return datetime.now(UTC)

@@ -1,0 +1,1 @@
+"""OpenLineage: conversion (pure), serialization and validation."""

@@ -1,0 +1,201 @@
+"""Conversion: catalog records in, OpenLineage event dicts out.
+
+Pure: no clock, no randomness, no I/O. The same records give the same events, byte for byte once
+serialized (:func:`bridge.openlineage.serialize.dumps`), so exports are reproducible and replays
+idempotent.
+
+- A task run becomes a START RunEvent at its start and, once ended, a COMPLETE / FAIL / ABORT one
+  at its end. The job is ``<flowId>.<taskId>`` in the flow's namespace (with an optional prefix);
+  the flow execution is the parent run (``parent`` facet, with ``root``).
+- Run ids are UUIDv7-shaped and derived from the catalog's keys and start time.
+- An asset change outside any run (metadata set, delete) becomes a DatasetEvent; a delete carries
+  ``lifecycleStateChange: DROP``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import attrs
+from openlineage.client.uuid import generate_static_uuid
+
+from bridge.mapping.resolver import Resolver
+from bridge.model import (
+    EXTERNAL,
+    Asset,
+    AssetChange,
+    Origin,
+    Statistics,
+    StoredTaskRun,
+    StoredUsage,
+    TaskRunKey,
+    format_time,
+)
+from bridge.openlineage import facets as f
+from bridge.version import PRODUCER, __version__
+
+
+@attrs.frozen
+class ConvertOptions:
+    producer: str = PRODUCER
+    job_namespace_prefix: str = ""
+
+
+def task_run_id(key: TaskRunKey, started_at: datetime) -> str:
+    """The run id of a task run: deterministic, UUIDv7-shaped, time-ordered by start."""
+    data = f"olbridge/task-run/{key.flow_namespace}/{key.flow_id}/{key.execution_id}/{key.task_run_id}"
+    return str(generate_static_uuid(started_at, data.encode()))
+
+
+def execution_run_id(key: TaskRunKey, execution_started_at: datetime) -> str:
+    """The run id of a flow execution (the parent of its task runs)."""
+    data = f"olbridge/execution/{key.flow_namespace}/{key.flow_id}/{key.execution_id}"
+    return str(generate_static_uuid(execution_started_at, data.encode()))
+
+
+class Converter:
+    """Turns catalog records into OpenLineage events with one resolver and one set of options.
+
+    It keeps the dataset facets of each asset version it has built, so a long export does not
+    build the same facets again; the result is the same with or without that memory."""
+
+    def __init__(self, resolver: Resolver, options: ConvertOptions = ConvertOptions()) -> None:
+        self.resolver = resolver
+        self.options = options
+        self._datasets: dict[tuple[str, str, bool], dict[str, Any]] = {}
+
+    # --- datasets --------------------------------------------------------------------------
+
+    def dataset(self, asset: Asset) -> dict[str, Any]:
+        """``{namespace, name, facets}`` of an asset; the dict is shared, do not change it."""
+        key = (asset.id, format_time(asset.updated_at), asset.is_deleted)
+        found = self._datasets.get(key)
+        if found is None:
+            found = self._build_dataset(asset)
+            if len(self._datasets) > 50_000:
+                self._datasets.clear()
+            self._datasets[key] = found
+        return found
+
+    def _build_dataset(self, asset: Asset) -> dict[str, Any]:
+        producer = self.options.producer
+        named = self.resolver.dataset_for(asset.id, asset.type, asset.metadata)
+        metadata = asset.metadata
+        facets: dict[str, Any] = {}
+        type_facet = f.dataset_type(producer, asset.type, _text(metadata.get("materialized")))
+        facets["datasetType"] = type_facet
+        facets["dataSource"] = f.data_source(producer, named.namespace)
+        if asset.description:
+            facets["documentation"] = f.documentation(producer, asset.description)
+        owner = _text(metadata.get("owner"))
+        if owner:
+            facets["ownership"] = f.ownership(producer, [o.strip() for o in owner.split(",") if o.strip()])
+        if asset.columns:
+            facets["schema"] = f.schema(producer, asset.columns)
+        if named.name != asset.id:
+            facets["symlinks"] = f.symlinks(
+                producer, self.resolver.default_namespace, asset.id, type_facet["datasetType"]
+            )
+        tag_text = _text(metadata.get("tags"))
+        if tag_text:
+            tag_facet = f.tags(producer, tag_text)
+            if tag_facet:
+                facets["tags"] = tag_facet
+        if asset.assertions:
+            facets["dataQualityAssertions"] = f.assertions(producer, asset.assertions)
+        facets[f.ASSET_FACET_KEY] = f.asset_record(
+            producer,
+            asset_id=asset.id,
+            asset_type=asset.type,
+            namespace=asset.namespace,
+            display_name=asset.display_name,
+            metadata=metadata,
+            origin=asset.origin.value,
+        )
+        return {"namespace": named.namespace, "name": named.name, "facets": facets}
+
+    def _usage_dataset(self, usage: StoredUsage, assets: Mapping[str, Asset], when: datetime) -> dict[str, Any]:
+        asset = assets.get(usage.asset_id) or _purged(usage.asset_id, when)
+        base = self.dataset(asset)
+        if usage.direction == "output" and not usage.statistics.is_empty():
+            return {
+                **base,
+                "outputFacets": {"outputStatistics": f.output_statistics(self.options.producer, usage.statistics)},
+            }
+        return base
+
+    # --- events ----------------------------------------------------------------------------
+
+    def job_namespace(self, key: TaskRunKey) -> str:
+        return f"{self.options.job_namespace_prefix}{key.flow_namespace}"
+
+    def task_run_events(self, run: StoredTaskRun, assets: Mapping[str, Asset]) -> list[dict[str, Any]]:
+        """START, and COMPLETE / FAIL / ABORT once the run has ended, for one task run. ``assets``
+        holds the asset records its usages refer to."""
+        producer = self.options.producer
+        key = run.key
+        namespace = self.job_namespace(key)
+        run_id = task_run_id(key, run.started_at)
+        parent_id = execution_run_id(key, run.execution_started_at)
+        run_facets: dict[str, Any] = {
+            "parent": f.parent(producer, parent_id, namespace, key.flow_id),
+            "processing_engine": f.processing_engine(producer, __version__),
+        }
+        job_facets: dict[str, Any] = {"jobType": f.job_type(producer, run.job.integration, run.job.job_type)}
+        if run.job.sql:
+            job_facets["sql"] = f.sql(producer, run.job.sql)
+        if run.job.description:
+            job_facets["documentation"] = f.job_documentation(producer, run.job.description)
+        job = {"namespace": namespace, "name": f"{key.flow_id}.{key.task_id}", "facets": job_facets}
+        inputs = [self._usage_dataset(u, assets, run.started_at) for u in run.usages if u.direction == "input"]
+        outputs = [self._usage_dataset(u, assets, run.started_at) for u in run.usages if u.direction == "output"]
+        start = {
+            "eventTime": format_time(run.started_at),
+            "eventType": "START",
+            "producer": producer,
+            "schemaURL": f.RUN_EVENT,
+            "run": {"runId": run_id, "facets": run_facets},
+            "job": job,
+            "inputs": inputs,
+            "outputs": outputs,
+        }
+        end_type = run.state.run_event_type
+        if run.ended_at is None or end_type == "START":
+            return [start]
+        end_facets = run_facets
+        if run.error and end_type == "FAIL":
+            end_facets = {**run_facets, "errorMessage": f.error_message(producer, run.error)}
+        end = {
+            **start,
+            "eventTime": format_time(run.ended_at),
+            "eventType": end_type,
+            "run": {"runId": run_id, "facets": end_facets},
+        }
+        return [start, end]
+
+    def asset_change_event(self, change: AssetChange) -> dict[str, Any]:
+        """A DatasetEvent for a change made outside any task run."""
+        dataset = self.dataset(change.asset)
+        facets = dataset["facets"]
+        if change.kind == "delete":
+            facets = {**facets, "lifecycleStateChange": f.lifecycle_drop(self.options.producer)}
+        return {
+            "eventTime": format_time(change.changed_at),
+            "producer": self.options.producer,
+            "schemaURL": f.DATASET_EVENT,
+            "dataset": {"namespace": dataset["namespace"], "name": dataset["name"], "facets": facets},
+        }
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _purged(asset_id: str, when: datetime) -> Asset:
+    """What stands for an asset that was purged while a usage of it was kept."""
+    return Asset(id=asset_id, type=EXTERNAL, namespace=None, origin=Origin.EXTERNAL, created_at=when, updated_at=when)
+
+
+__all__ = ["ConvertOptions", "Converter", "Statistics", "execution_run_id", "task_run_id"]

@@ -1,0 +1,192 @@
+"""Facet builders: plain dicts with ``_producer`` and ``_schemaURL``, ready for JSON.
+
+The ``_schemaURL`` of each standard facet is the versioned URL of the OpenLineage 2-0-2 facet
+schemas (the same URLs openlineage-python's classes carry).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bridge.model import Assertion, Column, Statistics
+
+SPEC = "https://openlineage.io/spec"
+RUN_EVENT = f"{SPEC}/2-0-2/OpenLineage.json#/$defs/RunEvent"
+DATASET_EVENT = f"{SPEC}/2-0-2/OpenLineage.json#/$defs/DatasetEvent"
+JOB_EVENT = f"{SPEC}/2-0-2/OpenLineage.json#/$defs/JobEvent"
+
+
+def _facet_url(version: str, name: str) -> str:
+    return f"{SPEC}/facets/{version}/{name}.json#/$defs/{name}"
+
+
+SCHEMA_URLS = {
+    "documentation": _facet_url("1-1-0", "DocumentationDatasetFacet"),
+    "ownership": _facet_url("1-0-1", "OwnershipDatasetFacet"),
+    "datasetType": _facet_url("1-0-1", "DatasetTypeDatasetFacet"),
+    "dataSource": _facet_url("1-0-1", "DatasourceDatasetFacet"),
+    "schema": _facet_url("1-2-0", "SchemaDatasetFacet"),
+    "symlinks": _facet_url("1-0-1", "SymlinksDatasetFacet"),
+    "tags": _facet_url("1-0-0", "TagsDatasetFacet"),
+    "lifecycleStateChange": _facet_url("1-0-1", "LifecycleStateChangeDatasetFacet"),
+    "dataQualityAssertions": _facet_url("1-1-0", "DataQualityAssertionsDatasetFacet"),
+    "outputStatistics": _facet_url("1-0-2", "OutputStatisticsOutputDatasetFacet"),
+    "parent": _facet_url("1-2-0", "ParentRunFacet"),
+    "processing_engine": _facet_url("1-1-1", "ProcessingEngineRunFacet"),
+    "errorMessage": _facet_url("1-0-1", "ErrorMessageRunFacet"),
+    "jobType": _facet_url("2-0-4", "JobTypeJobFacet"),
+    "sql": _facet_url("1-1-0", "SQLJobFacet"),
+    "jobDocumentation": _facet_url("1-1-0", "DocumentationJobFacet"),
+}
+
+# The custom facet that carries the catalog record; its schema ships in bridge/schemas/.
+ASSET_FACET_KEY = "olbridge_asset"
+ASSET_FACET_VERSION = "1-0-0"
+ASSET_FACET_ID = f"https://olbridge.github.io/spec/facets/{ASSET_FACET_VERSION}/OlbridgeAssetDatasetFacet.json"
+ASSET_FACET_URL = f"{ASSET_FACET_ID}#/$defs/OlbridgeAssetDatasetFacet"
+
+# asset type -> datasetType
+DATASET_TYPES = {
+    "Table": "TABLE",
+    "File": "FILE",
+    "Dataset": "DATASET",
+    "VM": "VM",
+    "Model": "MODEL",
+    "External": "EXTERNAL",
+}
+
+
+def facet(producer: str, key: str, **fields: Any) -> dict[str, Any]:
+    return {"_producer": producer, "_schemaURL": SCHEMA_URLS[key], **fields}
+
+
+def documentation(producer: str, description: str) -> dict[str, Any]:
+    return facet(producer, "documentation", description=description)
+
+
+def ownership(producer: str, owners: Sequence[str]) -> dict[str, Any]:
+    return facet(producer, "ownership", owners=[{"name": o} for o in owners])
+
+
+def dataset_type(producer: str, asset_type: str, materialized: str | None) -> dict[str, Any]:
+    if materialized == "view":
+        kind = "VIEW"
+    else:
+        kind = DATASET_TYPES.get(asset_type) or asset_type.rsplit(".", 1)[-1].upper()
+    return facet(producer, "datasetType", datasetType=kind)
+
+
+def data_source(producer: str, namespace: str) -> dict[str, Any]:
+    if "://" in namespace:
+        return facet(producer, "dataSource", name=namespace, uri=namespace)
+    return facet(producer, "dataSource", name=namespace)
+
+
+def schema(producer: str, columns: Sequence[Column]) -> dict[str, Any]:
+    fields = []
+    for column in columns:
+        item: dict[str, Any] = {"name": column.name}
+        if column.type:
+            item["type"] = column.type
+        if column.description:
+            item["description"] = column.description
+        fields.append(item)
+    return facet(producer, "schema", fields=fields)
+
+
+def symlinks(producer: str, namespace: str, name: str, kind: str) -> dict[str, Any]:
+    return facet(producer, "symlinks", identifiers=[{"namespace": namespace, "name": name, "type": kind}])
+
+
+def tags(producer: str, text: str) -> dict[str, Any] | None:
+    items = []
+    for raw in text.split(","):
+        tag = raw.strip()
+        if not tag:
+            continue
+        key, sep, value = tag.partition(":")
+        items.append({"key": key, "value": value if sep else "true", "source": "olbridge"})
+    return facet(producer, "tags", tags=items) if items else None
+
+
+def lifecycle_drop(producer: str) -> dict[str, Any]:
+    return facet(producer, "lifecycleStateChange", lifecycleStateChange="DROP")
+
+
+def assertions(producer: str, items: Sequence[Assertion]) -> dict[str, Any]:
+    out = []
+    for a in items:
+        entry: dict[str, Any] = {"assertion": a.assertion, "success": a.success}
+        if a.name:
+            entry["name"] = a.name
+        if a.column:
+            entry["column"] = a.column
+        if a.severity:
+            entry["severity"] = a.severity
+        out.append(entry)
+    return facet(producer, "dataQualityAssertions", assertions=out)
+
+
+def output_statistics(producer: str, stats: Statistics) -> dict[str, Any]:
+    fields = {}
+    if stats.row_count is not None:
+        fields["rowCount"] = stats.row_count
+    if stats.size is not None:
+        fields["size"] = stats.size
+    if stats.file_count is not None:
+        fields["fileCount"] = stats.file_count
+    return facet(producer, "outputStatistics", **fields)
+
+
+def asset_record(
+    producer: str,
+    *,
+    asset_id: str,
+    asset_type: str,
+    namespace: str | None,
+    display_name: str | None,
+    metadata: Mapping[str, Any],
+    origin: str,
+) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "_producer": producer,
+        "_schemaURL": ASSET_FACET_URL,
+        "id": asset_id,
+        "type": asset_type,
+        "global": namespace is None,
+        "metadata": dict(metadata),
+        "origin": origin,
+    }
+    if namespace is not None:
+        record["namespace"] = namespace
+    if display_name is not None:
+        record["displayName"] = display_name
+    return record
+
+
+def parent(producer: str, run_id: str, namespace: str, name: str) -> dict[str, Any]:
+    ref = {"run": {"runId": run_id}, "job": {"namespace": namespace, "name": name}}
+    return facet(
+        producer, "parent", **ref, root={"run": {"runId": run_id}, "job": {"namespace": namespace, "name": name}}
+    )
+
+
+def processing_engine(producer: str, version: str) -> dict[str, Any]:
+    return facet(producer, "processing_engine", version=version, name="olbridge", openlineageAdapterVersion=version)
+
+
+def error_message(producer: str, message: str) -> dict[str, Any]:
+    return facet(producer, "errorMessage", message=message, programmingLanguage="unknown")
+
+
+def job_type(producer: str, integration: str, kind: str) -> dict[str, Any]:
+    return facet(producer, "jobType", processingType="BATCH", integration=integration, jobType=kind)
+
+
+def sql(producer: str, query: str) -> dict[str, Any]:
+    return facet(producer, "sql", query=query)
+
+
+def job_documentation(producer: str, description: str) -> dict[str, Any]:
+    return facet(producer, "jobDocumentation", description=description)

@@ -1,0 +1,100 @@
+"""Shared fixtures: catalogs, fixed times, and the official OpenLineage schemas.
+
+The official schemas are read from the shared folder beside the repository
+(``../shared/openlineage-spec``, or ``$OLBRIDGE_SPEC_DIR``); where it is absent the tests that
+need them skip and say so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.catalog import Catalog
+from bridge.mapping import Resolver
+from bridge.openlineage.convert import Converter
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC_DIR = Path(os.environ.get("OLBRIDGE_SPEC_DIR", ROOT.parent / "shared" / "openlineage-spec"))
+T0 = datetime(2025, 3, 1, 8, 0, tzinfo=UTC)
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+@pytest.fixture
+def catalog() -> Iterator[Catalog]:
+    with Catalog(":memory:") as cat:
+        yield cat
+
+
+@pytest.fixture(scope="session")
+def resolver() -> Resolver:
+    return Resolver.load()
+
+
+@pytest.fixture
+def converter(resolver: Resolver) -> Converter:
+    return Converter(resolver)
+
+
+def _spec_documents() -> list[dict[str, Any]]:
+    spec = SPEC_DIR / "spec"
+    files = [spec / "OpenLineage.json", *sorted((spec / "facets").glob("*.json")), *sorted((spec / "registry").rglob("facets/*.json"))]
+    return [json.loads(f.read_text()) for f in files]
+
+
+@pytest.fixture(scope="session")
+def official() -> Callable[[Any], list[str]]:
+    """A function giving the official schemas' errors for an event: the core schema, then every
+    facet against the schema its ``_schemaURL`` names (olbridge's custom facet against the schema
+    the package ships)."""
+    if not (SPEC_DIR / "spec" / "OpenLineage.json").is_file():
+        pytest.skip(f"the official OpenLineage schemas are not here ({SPEC_DIR}); outside this project's CI")
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    documents = _spec_documents()
+    documents.append(json.loads((ROOT / "bridge" / "schemas" / "OlbridgeAssetDatasetFacet.json").read_text()))
+    registry = Registry().with_resources((d["$id"], Resource.from_contents(d)) for d in documents)
+    core = documents[0]
+    checker = Draft202012Validator.FORMAT_CHECKER
+    core_validator = Draft202012Validator(core, registry=registry, format_checker=checker)
+    facet_validators: dict[str, Draft202012Validator] = {}
+
+    def facets_of(event: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+        holders = [("run", event.get("run")), ("job", event.get("job")), ("dataset", event.get("dataset"))]
+        for key in ("inputs", "outputs"):
+            holders += [(f"{key}[{i}]", d) for i, d in enumerate(event.get(key) or [])]
+        for where, holder in holders:
+            if not isinstance(holder, dict):
+                continue
+            for group in ("facets", "inputFacets", "outputFacets"):
+                for name, facet in (holder.get(group) or {}).items():
+                    yield f"{where}.{group}.{name}", facet
+
+    def errors(event: Any) -> list[str]:
+        found = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in core_validator.iter_errors(event)]
+        if isinstance(event, dict):
+            for where, facet in facets_of(event):
+                url = facet.get("_schemaURL") if isinstance(facet, dict) else None
+                if not isinstance(url, str):
+                    continue
+                if url not in facet_validators:
+                    facet_validators[url] = Draft202012Validator({"$ref": url}, registry=registry, format_checker=checker)
+                found += [f"{where}: {e.message}" for e in facet_validators[url].iter_errors(facet)]
+        return found
+
+    return errors
+
+
+@pytest.fixture(scope="session")
+def spec_dir(official: Callable[[Any], list[str]]) -> Path:
+    return SPEC_DIR

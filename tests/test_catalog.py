@@ -1,0 +1,173 @@
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from bridge.catalog import AssetQuery, Catalog, MetadataFilter
+from bridge.catalog import sql as catalog_sql
+from bridge.errors import CatalogError, NotFoundError, ValidationError
+from bridge.model import Origin, TaskState
+from tests.conftest import at
+from tests.helpers import decl, run
+
+
+def snapshot(catalog: Catalog) -> tuple[object, ...]:
+    conn = catalog._conn
+    return tuple(conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in ("assets", "task_runs", "usages", "lineage", "asset_changes"))
+
+
+def test_inputs_nobody_produced_become_external_placeholders(catalog: Catalog) -> None:
+    result = catalog.record_task_run(run(inputs=(decl("raw.orders"),), outputs=(decl("marts.orders", type="Table"),)))
+    assert result.placeholders == ("raw.orders",)
+    placeholder = catalog.asset("raw.orders")
+    assert (placeholder.type, placeholder.origin) == ("External", Origin.EXTERNAL)
+    produced = catalog.asset("marts.orders")
+    assert (produced.type, produced.origin, produced.namespace) == ("Table", Origin.DECLARED, None)
+    assert produced.updated_at == at(1)
+
+
+def test_a_placeholder_becomes_the_real_asset_when_a_flow_writes_it(catalog: Catalog) -> None:
+    catalog.record_task_run(run("read", inputs=(decl("raw.orders"),)))
+    catalog.record_task_run(run("load", outputs=(decl("raw.orders", type="Table", metadata={"system": "postgres"}),), start=at(5)))
+    asset = catalog.asset("raw.orders")
+    assert (asset.type, asset.origin, asset.metadata["system"]) == ("Table", Origin.DECLARED, "postgres")
+
+
+def test_outputs_of_a_failed_run_are_not_written(catalog: Catalog) -> None:
+    result = catalog.record_task_run(run(outputs=(decl("marts.orders", type="Table"),), state="FAILED"))
+    assert result.state is TaskState.FAILED
+    assert catalog.get_asset("marts.orders") is None
+    assert "not written" in result.warnings[0]
+    stored = next(catalog.iter_task_runs())
+    assert stored.outputs == ()
+
+
+@pytest.mark.parametrize(
+    ("behavior", "state", "written"),
+    [("WARN", TaskState.WARNING, ["good.out"]), ("FAIL", TaskState.FAILED, []), ("IGNORE", TaskState.SUCCESS, ["good.out"])],
+)
+def test_failure_behaviour_when_an_asset_write_fails(catalog: Catalog, behavior: str, state: TaskState, written: list[str]) -> None:
+    catalog.set_asset(decl("shared.vm", type="VM"), now=at(0))
+    result = catalog.record_task_run(
+        run(outputs=(decl("shared.vm", type="Table"), decl("good.out", type="File")), behavior=behavior, start=at(2))
+    )
+    assert result.state is state
+    assert list(result.written) == written
+    assert catalog.asset("shared.vm").type == "VM"
+    assert any("shared.vm" in w for w in result.warnings)
+    assert (catalog.get_asset("good.out") is not None) == bool(written)
+
+
+def test_new_output_without_type_is_a_write_failure(catalog: Catalog) -> None:
+    result = catalog.record_task_run(run(outputs=(decl("no.type"),)))
+    assert result.state is TaskState.WARNING
+    assert catalog.get_asset("no.type") is None
+
+
+def test_outputs_need_an_ended_run(catalog: Catalog) -> None:
+    before = snapshot(catalog)
+    with pytest.raises(ValidationError, match="written when a task run ends"):
+        catalog.record_task_run(run(outputs=(decl("x.y", type="Table"),), state="RUNNING"))
+    assert snapshot(catalog) == before
+
+
+def test_a_refused_batch_changes_nothing(catalog: Catalog) -> None:
+    catalog.record_task_run(run("one", outputs=(decl("a.b", type="Table"),)))
+    before = snapshot(catalog)
+    bad = run("two", start=at(5), end=at(4))
+    with pytest.raises(ValidationError, match="end before it starts"):
+        catalog.record_task_runs([run("three", outputs=(decl("c.d", type="Table"),)), bad])
+    assert snapshot(catalog) == before
+
+
+def test_recording_twice_is_unchanged_and_a_second_end_is_refused(catalog: Catalog) -> None:
+    first = run(outputs=(decl("a.b", type="Table"),))
+    assert catalog.record_task_run(first).status == "created"
+    assert catalog.record_task_run(first).status == "unchanged"
+    with pytest.raises(CatalogError, match="already ended"):
+        catalog.record_task_run(run(outputs=(decl("a.b", type="Table"),), state="FAILED"))
+    assert catalog.count_task_runs() == 1
+
+
+def test_a_running_run_ends_later(catalog: Catalog) -> None:
+    catalog.record_task_run(run(inputs=(decl("raw.x"),), state="RUNNING"))
+    result = catalog.record_task_run(run(inputs=(decl("raw.x"),), outputs=(decl("out.x", type="Table"),)))
+    assert result.status == "updated"
+    stored = next(catalog.iter_task_runs())
+    assert stored.state is TaskState.SUCCESS
+    assert [u.asset_id for u in stored.usages] == ["raw.x", "out.x"]
+
+
+def test_queries_by_type_namespace_and_metadata(catalog: Catalog) -> None:
+    catalog.set_asset(decl("g.table", type="Table", metadata={"env": "prod", "tier": 1}), now=at(0))
+    catalog.set_asset(decl("n.table", type="io.kestra.plugin.ee.assets.Table", namespace="team.a", metadata={"env": "dev"}), now=at(0))
+    catalog.set_asset(decl("n.file", type="File", namespace="team.a", metadata={"env": "prod", "note": "nightly export"}), now=at(0))
+
+    def ids(**kw: object) -> list[str]:
+        return [a.id for a in catalog.list_assets(AssetQuery.create(**kw))]  # type: ignore[arg-type]
+
+    assert ids(types=["Table"]) == ["g.table", "n.table"]
+    assert ids(namespace="team.a") == ["n.file", "n.table"]  # never the Global one
+    assert ids(metadata=[MetadataFilter.create("env", "EQUAL_TO", "prod")]) == ["g.table", "n.file"]
+    assert ids(metadata=[MetadataFilter.create("env", "NOT_EQUAL_TO", "prod")]) == ["n.table"]
+    assert ids(metadata=[MetadataFilter.create("env", "IS_ONE_OF", "dev,test")]) == ["n.table"]
+    assert ids(metadata=[MetadataFilter.create("env", "IS_NOT_ONE_OF", ["dev"])]) == ["g.table", "n.file"]
+    assert ids(metadata=[MetadataFilter.create("note", "CONTAINS", "nightly")]) == ["n.file"]
+    assert ids(metadata=[MetadataFilter.create("tier", "EQUAL_TO", 1)]) == ["g.table"]
+    with pytest.raises(ValidationError):
+        MetadataFilter.create("env", "LIKE", "x")
+
+
+def test_set_merges_metadata_and_null_removes(catalog: Catalog) -> None:
+    catalog.set_asset(decl("a.b", type="Table", metadata={"owner": "x", "env": "prod"}, description="d"), now=at(0))
+    asset = catalog.set_asset(decl("a.b", metadata={"owner": None, "tier": 2}), now=at(1))
+    assert asset.metadata == {"env": "prod", "tier": 2}
+    assert asset.description == "d"
+    with pytest.raises(ValidationError) as info:
+        catalog.set_asset(decl("a.b", type="File"), now=at(2))
+    assert info.value.rule == "type.change"
+    assert [c.kind for c in catalog.iter_changes()] == ["update", "update"]
+
+
+def test_lineage_upstream_and_downstream_to_a_depth(catalog: Catalog) -> None:
+    catalog.record_task_run(run("t1", inputs=(decl("raw.a"),), outputs=(decl("stg.a", type="Table"),)))
+    catalog.record_task_run(run("t2", inputs=(decl("stg.a"),), outputs=(decl("mart.a", type="Table"),), start=at(2)))
+    catalog.record_task_run(run("t3", inputs=(decl("mart.a"),), outputs=(decl("report.a", type="File"),), start=at(4)))
+    down = catalog.lineage("raw.a", direction="downstream", depth=2)
+    assert [(e.upstream, e.downstream, e.depth) for e in down.edges] == [("raw.a", "stg.a", 1), ("stg.a", "mart.a", 2)]
+    up = catalog.lineage("report.a", direction="upstream", depth=10)
+    assert {e.upstream for e in up.edges} == {"raw.a", "stg.a", "mart.a"}
+    assert up.edges[0].tasks == ("company.data/flow.t3",)
+    with pytest.raises(NotFoundError):
+        catalog.lineage("nope.x")
+
+
+def test_soft_delete_and_purge(catalog: Catalog) -> None:
+    catalog.record_task_run(run("t1", inputs=(decl("raw.a"),), outputs=(decl("snapshot.vm.e1", type="company.infra.Snapshot"),)))
+    catalog.record_task_run(run("t2", inputs=(decl("raw.a"),), outputs=(decl("keep.me", type="Table"),), start=at(3)))
+    deleted = catalog.delete_asset("keep.me", now=at(10))
+    assert deleted.is_deleted
+    assert "keep.me" not in [a.id for a in catalog.list_assets()]
+    assert [c.kind for c in catalog.iter_changes()] == ["delete"]
+    with pytest.raises(ValidationError):
+        catalog.purge(AssetQuery())
+    result = catalog.purge(AssetQuery.create(types=["company.infra.Snapshot"]), usages=True, lineage=True)
+    assert (result.assets, result.usages, result.lineage) == (1, 1, 1)
+    assert catalog.get_asset("snapshot.vm.e1") is None
+    result = catalog.purge(AssetQuery.create(updated_before=at(11)))
+    assert set(result.ids) == {"raw.a", "keep.me"}
+
+
+def test_schema_is_versioned_and_newer_catalogs_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with Catalog(path) as cat:
+        assert cat.schema_version == catalog_sql.SCHEMA_VERSION
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {catalog_sql.SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(CatalogError, match="newer"):
+        Catalog(path)
+    with pytest.raises(CatalogError, match="does not exist"):
+        Catalog(tmp_path / "missing" / "c.db")

@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+import pytest
+
+from bridge.errors import ValidationError
+from bridge.model import (
+    FailureBehavior,
+    IdForm,
+    TaskState,
+    check_metadata,
+    check_namespace,
+    id_form,
+    merge_metadata,
+    normalize_type,
+    slugify,
+)
+
+
+@pytest.mark.parametrize(
+    ("value", "form"),
+    [
+        ("analytics.marts.fct_orders", IdForm.NAME),
+        ("snapshot.vm-web-prod-01.exec:42", IdForm.NAME),
+        ("9lives", IdForm.NAME),
+        ("s3://bucket/data/2025-12-12/part-0.parquet", IdForm.URI),
+        ("prefect://my-asset", IdForm.URI),
+    ],
+)
+def test_valid_ids(value: str, form: IdForm) -> None:
+    assert id_form(value) is form
+
+
+@pytest.mark.parametrize(
+    ("value", "rule"),
+    [
+        ("", "id.required"),
+        ("_starts_with_underscore", "id.name.characters"),
+        ("has space", "id.name.characters"),
+        ("a/b", "id.name.characters"),
+        ("x" * 151, "id.name.length"),
+        ("s3://bucket/key with space", "id.uri.characters"),
+        ("s3://bucket/key?version=2", "id.uri.characters"),
+        ("s3://bucket/100%", "id.uri.characters"),
+        ("s3://" + "k" * 508, "id.uri.length"),
+        ("s3://", "id.uri.empty"),
+    ],
+)
+def test_invalid_ids_name_the_rule(value: str, rule: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        id_form(value)
+    assert info.value.rule == rule
+    assert info.value.value == value
+
+
+def test_kestra_type_aliases_and_custom_types() -> None:
+    assert normalize_type("io.kestra.plugin.ee.assets.Table") == "Table"
+    assert normalize_type("io.kestra.core.models.assets.External") == "External"
+    assert normalize_type("company.infra.Snapshot") == "company.infra.Snapshot"
+    with pytest.raises(ValidationError, match="did you mean 'Table'") as info:
+        normalize_type("table")
+    assert info.value.rule == "type.case"
+    with pytest.raises(ValidationError) as info:
+        normalize_type("Bogus Type!")
+    assert info.value.rule == "type.unknown"
+
+
+def test_namespaces() -> None:
+    assert check_namespace(None) is None
+    assert check_namespace("company.data-eng_1") == "company.data-eng_1"
+    for bad, rule in (("Company", "namespace.characters"), (".x", "namespace.characters"), ("a" * 151, "namespace.length")):
+        with pytest.raises(ValidationError) as info:
+            check_namespace(bad)
+        assert info.value.rule == rule
+
+
+def test_metadata_is_flat_and_null_removes() -> None:
+    with pytest.raises(ValidationError, match="flat") as info:
+        check_metadata({"labels": {"environment": "prod"}})
+    assert info.value.rule == "metadata.nested"
+    with pytest.raises(ValidationError) as info:
+        check_metadata({"tags": ["a"]})
+    assert info.value.rule == "metadata.nested"
+    with pytest.raises(ValidationError):
+        check_metadata({"x": None})
+    update = check_metadata({"owner": None, "env": "prod"}, allow_null=True)
+    assert merge_metadata({"owner": "a", "keep": 1}, update) == {"env": "prod", "keep": 1}
+
+
+def test_slugify() -> None:
+    assert slugify("Sales Report (EU) 2025") == "sales-report-eu-2025"
+    assert id_form(slugify("Ünïcode / paths")) is IdForm.NAME
+    with pytest.raises(ValidationError):
+        slugify("!!!")
+
+
+def test_states_and_failure_behaviour() -> None:
+    assert TaskState.parse("success").run_event_type == "COMPLETE"
+    assert TaskState.FAILED.run_event_type == "FAIL"
+    assert TaskState.KILLED.run_event_type == "ABORT"
+    assert not TaskState.RUNNING.is_terminal
+    assert FailureBehavior.WARN.apply(TaskState.SUCCESS) is TaskState.WARNING
+    assert FailureBehavior.FAIL.apply(TaskState.SUCCESS) is TaskState.FAILED
+    assert FailureBehavior.IGNORE.apply(TaskState.SUCCESS) is TaskState.SUCCESS
+    assert FailureBehavior.WARN.apply(TaskState.FAILED) is TaskState.FAILED

@@ -1,0 +1,175 @@
+"""Conversion throughput: olbridge's dict-based converter against openlineage-python's classes + Serde.
+
+Builds task runs in an in-memory catalog, reads them back once, then times turning the same stored
+runs into serialized OpenLineage events both ways (catalog reads are not timed). Each measurement
+is repeated and the best is kept.
+
+    .venv/bin/python benchmarks/conversion.py [--runs 2000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bridge.catalog import Catalog
+from bridge.mapping import Resolver
+from bridge.model import Asset, AssetDeclaration, Column, StoredTaskRun, TaskRun, TaskRunKey, TaskState
+from bridge.openlineage.convert import Converter
+from bridge.openlineage.reference import task_run_events as ol_events
+from bridge.openlineage.serialize import dumps
+
+EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
+CHECKED_RUNS = 20
+
+
+def duckdb_metadata(name: str) -> dict[str, str]:
+    return {"system": "duckdb", "path": "w.duckdb", "database": "warehouse", "schema": "main", "name": name}
+
+
+def make_run(i: int) -> TaskRun:
+    started = EPOCH + timedelta(seconds=i)
+    source = f"src_{i}"
+    target = f"out_{i}"
+    return TaskRun(
+        key=TaskRunKey.create("company.data", f"flow_{i % 50}", f"task_{i % 7}", f"exec-{i}", f"tr-{i}"),
+        state=TaskState.SUCCESS,
+        started_at=started,
+        ended_at=started + timedelta(seconds=30),
+        inputs=(AssetDeclaration.create(f"warehouse.main.{source}", metadata=duckdb_metadata(source)),),
+        outputs=(
+            AssetDeclaration.create(
+                f"warehouse.main.{target}",
+                type="Table",
+                description=f"Output table number {i}",
+                metadata={**duckdb_metadata(target), "owner": "team:data"},
+                columns=(Column("id", "INTEGER", "pk"), Column("amount", "DOUBLE", None)),
+            ),
+        ),
+    )
+
+
+def load(count: int) -> tuple[list[StoredTaskRun], dict[str, Asset]]:
+    with Catalog(":memory:") as catalog:
+        catalog.record_task_runs(make_run(i) for i in range(count))
+        stored = list(catalog.iter_task_runs())
+        assets = {a.id: a for a in catalog.list_assets()}
+    return stored, assets
+
+
+def olbridge_pass(converter: Converter, runs: Sequence[StoredTaskRun], assets: Mapping[str, Asset]) -> int:
+    events = 0
+    for run in runs:
+        for event in converter.task_run_events(run, assets):
+            dumps(event)
+            events += 1
+    return events
+
+
+def reference_pass(converter: Converter, runs: Sequence[StoredTaskRun], assets: Mapping[str, Asset]) -> int:
+    events = 0
+    for run in runs:
+        for event in ol_events(converter, run, assets):
+            json.dumps(event, sort_keys=True)
+            events += 1
+    return events
+
+
+def best_of(repeat: int, work: Callable[[], int]) -> tuple[float, int, list[float]]:
+    """The best wall time of ``repeat`` calls, the event count, and every time."""
+    times: list[float] = []
+    events = 0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        events = work()
+        times.append(time.perf_counter() - start)
+    return min(times), events, times
+
+
+def without_empty(value: Any) -> tuple[Any, int]:
+    """``value`` without empty objects and arrays, and how many were dropped.
+
+    openlineage-python's classes default ``facets``/``inputFacets`` to ``{}`` and a schema field's
+    ``fields`` to ``[]``, and Serde keeps them; olbridge leaves them out. They carry nothing."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        dropped = 0
+        for key, item in value.items():
+            kept, n = without_empty(item)
+            dropped += n
+            if kept in ({}, []):
+                dropped += 1
+            else:
+                out[key] = kept
+        return out, dropped
+    if isinstance(value, list):
+        items = [without_empty(v) for v in value]
+        return [v for v, _ in items], sum(n for _, n in items)
+    return value, 0
+
+
+def check_equal(converter: Converter, runs: Sequence[StoredTaskRun], assets: Mapping[str, Asset]) -> tuple[int, int]:
+    """Compare both conversions' events for ``runs``; the number of events and of empty values dropped."""
+    events = dropped = 0
+    for run in runs:
+        ours = [json.loads(dumps(e)) for e in converter.task_run_events(run, assets)]
+        reference = [json.loads(json.dumps(d, sort_keys=True)) for d in ol_events(converter, run, assets)]
+        theirs, n = without_empty(reference)
+        if ours != theirs:
+            raise AssertionError(f"events differ for task run {run.key}")
+        events += len(ours)
+        dropped += n
+    return events, dropped
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=2000, help="task runs to convert (default: 2000)")
+    parser.add_argument("--repeat", type=int, default=3, help="measurements of each kind; the best counts")
+    args = parser.parse_args(argv)
+
+    print(f"python: {platform.python_implementation()} {platform.python_version()}")
+    processor = platform.processor() or "unknown"
+    print(f"machine: {platform.machine()}, processor {processor}, {os.cpu_count()} CPUs, {platform.platform()}")
+
+    start = time.perf_counter()
+    runs, assets = load(args.runs)
+    took = time.perf_counter() - start
+    print(f"catalog: {len(runs)} task runs, {len(assets)} assets (built and read in {took:.2f} s, not timed)")
+
+    checker = Converter(Resolver.load())
+    compared, dropped = check_equal(checker, runs[:CHECKED_RUNS], assets)
+    print(
+        f"outputs equal: yes ({compared} events of the first {min(CHECKED_RUNS, len(runs))} task runs; "
+        f"{dropped} empty {{}}/[] defaults of openlineage-python left out of the comparison)"
+    )
+
+    ours = Converter(Resolver.load())
+    theirs = Converter(Resolver.load())
+    ours_best, ours_events, ours_times = best_of(args.repeat, lambda: olbridge_pass(ours, runs, assets))
+    ref_best, ref_events, ref_times = best_of(args.repeat, lambda: reference_pass(theirs, runs, assets))
+
+    ours_rate = ours_events / ours_best
+    ref_rate = ref_events / ref_best
+    shown = ", ".join
+    print(
+        f"olbridge:           {ours_rate:>10,.0f} events/s  ({ours_events} events, best {ours_best:.3f} s; "
+        f"runs {shown(f'{t:.3f}' for t in ours_times)} s)"
+    )
+    print(
+        f"openlineage-python: {ref_rate:>10,.0f} events/s  ({ref_events} events, best {ref_best:.3f} s; "
+        f"runs {shown(f'{t:.3f}' for t in ref_times)} s)"
+    )
+    print(f"ratio (olbridge / openlineage-python): {ours_rate / ref_rate:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -47,7 +47,11 @@ def converter(resolver: Resolver) -> Converter:
 
 def _spec_documents() -> list[dict[str, Any]]:
     spec = SPEC_DIR / "spec"
-    files = [spec / "OpenLineage.json", *sorted((spec / "facets").glob("*.json")), *sorted((spec / "registry").rglob("facets/*.json"))]
+    files = [
+        spec / "OpenLineage.json",
+        *sorted((spec / "facets").glob("*.json")),
+        *sorted((spec / "registry").rglob("facets/*.json")),
+    ]
     return [json.loads(f.read_text()) for f in files]
 
 
@@ -89,7 +93,9 @@ def official() -> Callable[[Any], list[str]]:
                 if not isinstance(url, str):
                     continue
                 if url not in facet_validators:
-                    facet_validators[url] = Draft202012Validator({"$ref": url}, registry=registry, format_checker=checker)
+                    facet_validators[url] = Draft202012Validator(
+                        {"$ref": url}, registry=registry, format_checker=checker
+                    )
                 try:
                     found += [f"{where}: {e.message}" for e in facet_validators[url].iter_errors(facet)]
                 except Unresolvable:

@@ -15,7 +15,10 @@ from tests.helpers import decl, run
 
 def snapshot(catalog: Catalog) -> tuple[object, ...]:
     conn = catalog._conn
-    return tuple(conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in ("assets", "task_runs", "usages", "lineage", "asset_changes"))
+    return tuple(
+        conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+        for t in ("assets", "task_runs", "usages", "lineage", "asset_changes")
+    )
 
 
 def test_inputs_nobody_produced_become_external_placeholders(catalog: Catalog) -> None:
@@ -30,7 +33,9 @@ def test_inputs_nobody_produced_become_external_placeholders(catalog: Catalog) -
 
 def test_a_placeholder_becomes_the_real_asset_when_a_flow_writes_it(catalog: Catalog) -> None:
     catalog.record_task_run(run("read", inputs=(decl("raw.orders"),)))
-    catalog.record_task_run(run("load", outputs=(decl("raw.orders", type="Table", metadata={"system": "postgres"}),), start=at(5)))
+    catalog.record_task_run(
+        run("load", outputs=(decl("raw.orders", type="Table", metadata={"system": "postgres"}),), start=at(5))
+    )
     asset = catalog.asset("raw.orders")
     assert (asset.type, asset.origin, asset.metadata["system"]) == ("Table", Origin.DECLARED, "postgres")
 
@@ -46,9 +51,15 @@ def test_outputs_of_a_failed_run_are_not_written(catalog: Catalog) -> None:
 
 @pytest.mark.parametrize(
     ("behavior", "state", "written"),
-    [("WARN", TaskState.WARNING, ["good.out"]), ("FAIL", TaskState.FAILED, []), ("IGNORE", TaskState.SUCCESS, ["good.out"])],
+    [
+        ("WARN", TaskState.WARNING, ["good.out"]),
+        ("FAIL", TaskState.FAILED, []),
+        ("IGNORE", TaskState.SUCCESS, ["good.out"]),
+    ],
 )
-def test_failure_behaviour_when_an_asset_write_fails(catalog: Catalog, behavior: str, state: TaskState, written: list[str]) -> None:
+def test_failure_behaviour_when_an_asset_write_fails(
+    catalog: Catalog, behavior: str, state: TaskState, written: list[str]
+) -> None:
     catalog.set_asset(decl("shared.vm", type="VM"), now=at(0))
     result = catalog.record_task_run(
         run(outputs=(decl("shared.vm", type="Table"), decl("good.out", type="File")), behavior=behavior, start=at(2))
@@ -102,8 +113,12 @@ def test_a_running_run_ends_later(catalog: Catalog) -> None:
 
 def test_queries_by_type_namespace_and_metadata(catalog: Catalog) -> None:
     catalog.set_asset(decl("g.table", type="Table", metadata={"env": "prod", "tier": 1}), now=at(0))
-    catalog.set_asset(decl("n.table", type="io.kestra.plugin.ee.assets.Table", namespace="team.a", metadata={"env": "dev"}), now=at(0))
-    catalog.set_asset(decl("n.file", type="File", namespace="team.a", metadata={"env": "prod", "note": "nightly export"}), now=at(0))
+    catalog.set_asset(
+        decl("n.table", type="io.kestra.plugin.ee.assets.Table", namespace="team.a", metadata={"env": "dev"}), now=at(0)
+    )
+    catalog.set_asset(
+        decl("n.file", type="File", namespace="team.a", metadata={"env": "prod", "note": "nightly export"}), now=at(0)
+    )
 
     def ids(**kw: object) -> list[str]:
         return [a.id for a in catalog.list_assets(AssetQuery.create(**kw))]  # type: ignore[arg-type]
@@ -145,7 +160,9 @@ def test_lineage_upstream_and_downstream_to_a_depth(catalog: Catalog) -> None:
 
 
 def test_soft_delete_and_purge(catalog: Catalog) -> None:
-    catalog.record_task_run(run("t1", inputs=(decl("raw.a"),), outputs=(decl("snapshot.vm.e1", type="company.infra.Snapshot"),)))
+    catalog.record_task_run(
+        run("t1", inputs=(decl("raw.a"),), outputs=(decl("snapshot.vm.e1", type="company.infra.Snapshot"),))
+    )
     catalog.record_task_run(run("t2", inputs=(decl("raw.a"),), outputs=(decl("keep.me", type="Table"),), start=at(3)))
     deleted = catalog.delete_asset("keep.me", now=at(10))
     assert deleted.is_deleted

@@ -60,7 +60,9 @@ def export(catalog: Catalog, converter: Converter) -> str:
     return "".join(dumps(e) + "\n" for e in iter_events(catalog, converter))
 
 
-def test_events_validate_against_the_official_schemas(catalog: Catalog, converter: Converter, official: Callable[[Any], list[str]]) -> None:
+def test_events_validate_against_the_official_schemas(
+    catalog: Catalog, converter: Converter, official: Callable[[Any], list[str]]
+) -> None:
     build_catalog(catalog)
     events = list(iter_events(catalog, converter))
     assert events
@@ -161,7 +163,9 @@ def test_same_events_as_openlineage_python_classes_and_serde(catalog: Catalog, c
 def test_run_ids_are_deterministic_and_time_ordered(catalog: Catalog, converter: Converter) -> None:
     build_catalog(catalog)
     ids = [e["run"]["runId"] for e in iter_events(catalog, converter) if e.get("eventType") == "START"]
-    again = [e["run"]["runId"] for e in iter_events(catalog, Converter(Resolver.load())) if e.get("eventType") == "START"]
+    again = [
+        e["run"]["runId"] for e in iter_events(catalog, Converter(Resolver.load())) if e.get("eventType") == "START"
+    ]
     assert ids == again
     assert ids == sorted(ids)
     assert all(i[14] == "7" for i in ids)  # UUIDv7

@@ -127,16 +127,24 @@ def test_the_bundled_example_ingests(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
-        (lambda p: (p / "target" / "manifest.json").write_text("{not json"), r"manifest\.json: not valid JSON \(line 1"),
+        (
+            lambda p: (p / "target" / "manifest.json").write_text("{not json"),
+            r"manifest\.json: not valid JSON \(line 1",
+        ),
         (lambda p: (p / "target" / "run_results.json").unlink(), r"run_results\.json: file not found"),
-        (lambda p: (p / "target" / "manifest.json").write_text('{"metadata": {"dbt_schema_version": "x"}}'), "not a dbt manifest"),
+        (
+            lambda p: (p / "target" / "manifest.json").write_text('{"metadata": {"dbt_schema_version": "x"}}'),
+            "not a dbt manifest",
+        ),
         (lambda p: (p / "target" / "manifest.json").write_text("[]"), "expected a JSON object"),
         (lambda p: (p / "profiles.yml").unlink(), "profiles.yml not found"),
         (lambda p: (p / "profiles.yml").write_text("other: {}\n"), "no profile named 'my_dbt_project'"),
         (lambda p: (p / "dbt_project.yml").write_text("name: x\n"), "needs a 'profile'"),
     ],
 )
-def test_corrupt_artifacts_are_refused_and_change_nothing(tmp_path: Path, damage: Callable[[Path], Any], message: str) -> None:
+def test_corrupt_artifacts_are_refused_and_change_nothing(
+    tmp_path: Path, damage: Callable[[Path], Any], message: str
+) -> None:
     project = copy_example(tmp_path)
     damage(project)
     with Catalog(":memory:") as catalog:

@@ -67,7 +67,11 @@ def test_kestra_type_aliases_and_custom_types() -> None:
 def test_namespaces() -> None:
     assert check_namespace(None) is None
     assert check_namespace("company.data-eng_1") == "company.data-eng_1"
-    for bad, rule in (("Company", "namespace.characters"), (".x", "namespace.characters"), ("a" * 151, "namespace.length")):
+    for bad, rule in (
+        ("Company", "namespace.characters"),
+        (".x", "namespace.characters"),
+        ("a" * 151, "namespace.length"),
+    ):
         with pytest.raises(ValidationError) as info:
             check_namespace(bad)
         assert info.value.rule == rule

@@ -36,7 +36,10 @@ def test_spec_examples_agree(spec_dir: Path, official: Callable[[Any], list[str]
     from jsonschema import Draft202012Validator
     from referencing import Registry, Resource
 
-    docs = [json.loads(p.read_text()) for p in [spec_dir / "spec" / "OpenLineage.json", *(spec_dir / "spec" / "facets").glob("*.json")]]
+    docs = [
+        json.loads(p.read_text())
+        for p in [spec_dir / "spec" / "OpenLineage.json", *(spec_dir / "spec" / "facets").glob("*.json")]
+    ]
     registry = Registry().with_resources((d["$id"], Resource.from_contents(d)) for d in docs)
     by_file = {d["$id"].rsplit("/", 1)[1][:-5]: d for d in docs}
     checked = mutated = 0
@@ -55,7 +58,7 @@ def test_spec_examples_agree(spec_dir: Path, official: Callable[[Any], list[str]
             assert list(check_facet(facet, base, f"/{key}")) == [], (file_name, key)
             checked += 1
             # drop each required field: both must refuse
-            for field, _shape in STANDARD_FACETS[name].shape.required + (("_producer", None), ("_schemaURL", None)):
+            for field, _shape in (*STANDARD_FACETS[name].shape.required, ("_producer", None), ("_schemaURL", None)):
                 broken = copy.deepcopy(container)
                 broken[key].pop(field, None)
                 if broken == container:

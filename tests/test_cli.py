@@ -1,0 +1,249 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import responses
+from click.testing import CliRunner
+
+from bridge.cli import cli
+from bridge.openlineage.validate import validate_event
+
+
+def invoke(db: Path, *args: str, input: str | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["--catalog", str(db), *args], input=input)
+    return result.exit_code, result.stdout, result.stderr
+
+
+COMMANDS = [
+    [],
+    ["init"],
+    ["record"],
+    ["demo"],
+    ["export"],
+    ["validate"],
+    ["lineage"],
+    ["assets"],
+    ["assets", "list"],
+    ["assets", "show"],
+    ["assets", "set"],
+    ["assets", "delete"],
+    ["assets", "purge"],
+    ["dbt"],
+    ["dbt", "ingest"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[" ".join(c) or "olbridge" for c in COMMANDS])
+def test_every_command_has_help(command: list[str]) -> None:
+    result = CliRunner().invoke(cli, [*command, "--help"])
+    assert result.exit_code == 0
+    assert "Usage:" in result.stdout
+
+
+def line(**overrides: object) -> str:
+    record = {
+        "namespace": "company.data",
+        "flowId": "f",
+        "taskId": "t",
+        "executionId": "e1",
+        "taskRunId": "r1",
+        "state": "SUCCESS",
+        "startDate": "2025-01-01T00:00:00Z",
+        "endDate": "2025-01-01T00:01:00Z",
+        "inputs": [{"id": "raw.orders"}],
+        "outputs": [{"id": "mart.orders", "type": "Table", "metadata": {"env": "prod"}}],
+    }
+    record.update(overrides)
+    return json.dumps(record)
+
+
+def test_record_file_then_list_show_lineage_export(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    records = tmp_path / "runs.jsonl"
+    records.write_text(
+        line()
+        + "\n"
+        + line(
+            taskRunId="r2",
+            taskId="t2",
+            inputs=[{"id": "mart.orders"}],
+            outputs=[{"id": "s3://b/report.csv", "type": "File"}],
+        )
+        + "\n"
+    )
+    code, out, _ = invoke(db, "record", "--file", str(records))
+    assert code == 0
+    assert json.loads(out)["created"] == 2
+    code, out, _ = invoke(db, "assets", "list", "--json")
+    listed = json.loads(out)
+    assert [a["id"] for a in listed] == ["mart.orders", "raw.orders", "s3://b/report.csv"]
+    assert set(listed[0]) >= {"id", "type", "namespace", "displayName", "description", "metadata", "origin"}
+    assert listed[1]["origin"] == "external" and listed[0]["namespace"] is None
+    code, out, _ = invoke(db, "assets", "list", "--json", "--where", "env", "EQUAL_TO", "prod")
+    assert [a["id"] for a in json.loads(out)] == ["mart.orders"]
+    code, out, _ = invoke(db, "assets", "show", "s3://b/report.csv")
+    assert json.loads(out)["openlineage"] == {"namespace": "s3://b", "name": "report.csv", "rule": "s3"}
+    code, out, _ = invoke(db, "lineage", "raw.orders", "--format", "mermaid")
+    assert code == 0 and "-->" in out
+    code, out, _ = invoke(db, "lineage", "s3://b/report.csv", "--direction", "upstream", "--format", "json")
+    assert {e["upstream"] for e in json.loads(out)["edges"]} == {"raw.orders", "mart.orders"}
+    events = tmp_path / "events.ndjson"
+    code, _, err = invoke(db, "export", "--output", str(events))
+    assert code == 0 and "exported 4 event(s)" in err
+    assert all(validate_event(json.loads(x)) == [] for x in events.read_text().splitlines())
+    code, _, _ = invoke(db, "validate", str(events))
+    assert code == 0
+    code, out, _ = invoke(db, "export", "--flow", "f", "--since", "2025-01-01")
+    assert len(out.splitlines()) == 4
+
+
+def test_a_bad_line_is_refused_with_its_number_and_nothing_is_recorded(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    records = tmp_path / "runs.jsonl"
+    bad_id = line(taskRunId="r2", outputs=[{"id": "bad id!", "type": "Table"}])
+    records.write_text("\n".join([line(), bad_id, "{oops", line(taskRunId="r4", state="NOPE")]) + "\n")
+    code, out, err = invoke(db, "record", "--file", str(records))
+    assert code == 1
+    assert err.startswith("Error: 3 bad line(s)")
+    assert f"{records}:2: outputs[0].id:" in err
+    assert f"{records}:3: not valid JSON" in err
+    assert f"{records}:4: state: unknown task state 'NOPE'" in err
+    code, out, _ = invoke(db, "assets", "list", "--json")
+    assert json.loads(out) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["assets", "set", "bad id", "--type", "Table"], "name-form id"),
+        (["assets", "set", "a.b", "--type", "table"], "did you mean 'Table'"),
+        (["assets", "set", "a.b", "--type", "Table", "--namespace", "Team"], "namespace matches"),
+        (["assets", "set", "a.b", "--type", "Table", "--metadata-json", '{"x": {"y": 1}}'], "metadata is flat"),
+        (["assets", "set", "a.b", "--type", "Table", "--metadata", "novalue"], "KEY=VALUE"),
+        (["assets", "show", "missing.asset"], "no asset with id"),
+        (["assets", "purge"], "at least one filter"),
+        (["assets", "list", "--where", "env", "LIKE", "x"], "unknown filter type"),
+        (["export", "--since", "yesterday"], "not an ISO 8601 time"),
+        (["record", "--namespace", "n"], "needs --flow-id"),
+        (["dbt", "ingest", "--project-dir", "nowhere"], "project folder not found"),
+    ],
+)
+def test_bad_input_gets_a_clear_error_and_changes_nothing(tmp_path: Path, args: list[str], message: str) -> None:
+    db = tmp_path / "c.db"
+    code, _, err = invoke(db, *args)
+    assert code != 0
+    assert "Error: " in err  # usage errors print the usage line first
+    assert message in err
+    code, out, _ = invoke(db, "assets", "list", "--json")
+    assert json.loads(out) == []
+
+
+def test_set_delete_and_purge(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    code, out, _ = invoke(
+        db,
+        "assets",
+        "set",
+        "snapshot.vm.e1",
+        "--type",
+        "company.infra.Snapshot",
+        "--namespace",
+        "infra",
+        "--metadata",
+        "vm=web-01",
+        "--description",
+        "nightly",
+    )
+    assert code == 0 and json.loads(out)["metadata"] == {"vm": "web-01"}
+    code, out, _ = invoke(db, "assets", "set", "snapshot.vm.e1", "--metadata-json", '{"vm": null, "keep": true}')
+    assert json.loads(out)["metadata"] == {"keep": True}
+    code, out, _ = invoke(db, "assets", "delete", "snapshot.vm.e1")
+    assert json.loads(out)["deleted"] is not None
+    code, out, _ = invoke(db, "export")
+    assert (
+        json.loads(out.splitlines()[-1])["dataset"]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "DROP"
+    )
+    code, out, _ = invoke(db, "assets", "purge", "--namespace", "infra", "--dry-run")
+    assert json.loads(out) == {"wouldPurge": ["snapshot.vm.e1"]}
+    code, out, _ = invoke(db, "assets", "purge", "--namespace", "infra", "--with-usages", "--with-lineage")
+    assert json.loads(out)["assets"] == 1
+
+
+def test_record_one_run_from_flags(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    code, out, err = invoke(
+        db,
+        "record",
+        "--namespace",
+        "ops",
+        "--flow-id",
+        "backup",
+        "--task-id",
+        "snap",
+        "--execution-id",
+        "e9",
+        "--start",
+        "2025-01-01T00:00:00Z",
+        "--end",
+        "2025-01-01T00:05:00Z",
+        "--input",
+        "vm-web-01",
+        "--output",
+        '{"id": "snapshot.vm-web-01.e9", "type": "company.infra.Snapshot"}',
+    )
+    assert code == 0, err
+    assert json.loads(out)["placeholders"] == 1
+
+
+def test_validate_reports_line_numbers(tmp_path: Path) -> None:
+    events = tmp_path / "e.ndjson"
+    good = {
+        "eventTime": "2025-01-01T00:00:00Z",
+        "producer": "https://x.example",
+        "eventType": "START",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+        "run": {"runId": "0194a1b2-0000-7000-8000-000000000000"},
+        "job": {"namespace": "n", "name": "j"},
+    }
+    bad = {**good, "eventTime": "2025-01-01"}
+    events.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\nnot json\n")
+    result = CliRunner().invoke(cli, ["validate", str(events)])
+    assert result.exit_code == 1
+    assert f"{events}:2: /eventTime: must be an RFC 3339 date-time" in result.stdout
+    assert f"{events}:3: not valid JSON" in result.stdout
+    assert "3 event(s), 1 valid, 2 invalid" in result.stderr
+
+
+@responses.activate
+def test_export_to_an_http_endpoint(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    records = tmp_path / "runs.jsonl"
+    records.write_text(line() + "\n")
+    invoke(db, "record", "--file", str(records))
+    responses.add(responses.POST, "http://marquez.test:5000/api/v1/lineage", status=201)
+    code, _, err = invoke(db, "export", "--url", "http://marquez.test:5000", "--api-key", "k")
+    assert code == 0, err
+    assert len(responses.calls) == 2
+    assert responses.calls[0].request.headers["Authorization"] == "Bearer k"
+    assert json.loads(responses.calls[0].request.body)["eventType"] == "START"
+    responses.replace(
+        responses.POST, "http://marquez.test:5000/api/v1/lineage", status=422, json={"errors": ["job must not be null"]}
+    )
+    code, _, err = invoke(db, "export", "--url", "http://marquez.test:5000")
+    assert code == 1 and "HTTP 422" in err and "job must not be null" in err
+
+
+def test_demo(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["demo", "--dir", str(tmp_path / "demo")])
+    assert result.exit_code == 0, result.output
+    assert "reports.second_model_report" in result.stdout
+    assert "0 invalid" in result.stdout
+    events = (tmp_path / "demo" / "events.ndjson").read_text().splitlines()
+    assert len(events) == 6
+
+
+def test_version() -> None:
+    result = CliRunner().invoke(cli, ["--version"])
+    assert result.exit_code == 0 and "olbridge" in result.stdout

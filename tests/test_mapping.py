@@ -1,0 +1,133 @@
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bridge.errors import MappingError
+from bridge.mapping import Resolver, marquez_namespace
+
+MARQUEZ = re.compile(r"[A-Za-z0-9_\-.:/@+]{1,1024}")
+WAREHOUSE = {"database": "db", "schema": "sch", "name": "tbl"}
+
+CASES = [
+    (
+        "db.sch.tbl",
+        "Table",
+        {"system": "duckdb", "path": "/data/w.duckdb", **WAREHOUSE},
+        "duckdb:///data/w.duckdb",
+        "db.sch.tbl",
+    ),
+    (
+        "db.sch.tbl",
+        "Table",
+        {"system": "postgres", "host": "pg", "port": 5433, **WAREHOUSE},
+        "postgres://pg:5433",
+        "db.sch.tbl",
+    ),
+    ("db.sch.tbl", "Table", {"system": "postgres", "host": "pg", **WAREHOUSE}, "postgres://pg:5432", "db.sch.tbl"),
+    (
+        "db.tbl",
+        "Table",
+        {"system": "mysql", "host": "my", "database": "db", "name": "tbl"},
+        "mysql://my:3306",
+        "db.tbl",
+    ),
+    (
+        "db.sch.tbl",
+        "Table",
+        {"system": "snowflake", "account": "org-acct", **WAREHOUSE},
+        "snowflake://org-acct",
+        "db.sch.tbl",
+    ),
+    (
+        "p.ds.tbl",
+        "Table",
+        {"system": "bigquery", "database": "p", "schema": "ds", "name": "tbl"},
+        "bigquery",
+        "p.ds.tbl",
+    ),
+    (
+        "db.sch.tbl",
+        "Table",
+        {"system": "redshift", "host": "c.r", "port": 5439, **WAREHOUSE},
+        "redshift://c.r:5439",
+        "db.sch.tbl",
+    ),
+    (
+        "db.sch.tbl",
+        "Table",
+        {"system": "trino", "host": "t", "port": 8080, **WAREHOUSE},
+        "trino://t:8080",
+        "db.sch.tbl",
+    ),
+    ("analytics.marts.fct", "Table", {"system": "postgres", "host": "pg"}, "postgres://pg:5432", "analytics.marts.fct"),
+    ("s3://bucket/data/part-0.parquet", "File", {}, "s3://bucket", "data/part-0.parquet"),
+    ("s3a://bucket/key", "File", {}, "s3://bucket", "key"),
+    ("gs://bucket/obj/x", "File", {}, "gs://bucket", "obj/x"),
+    ("abfss://c@acct.dfs.core.windows.net/p/x", "File", {}, "abfss://c@acct.dfs.core.windows.net", "p/x"),
+    ("file:///data/x.csv", "File", {}, "file", "/data/x.csv"),
+    ("reports.daily", "File", {"path": "/exports/daily.csv"}, "file", "/exports/daily.csv"),
+    ("kafka://broker:9092/orders", "Dataset", {}, "kafka://broker:9092", "orders"),
+    ("orders.topic", "Dataset", {"system": "kafka", "host": "b", "topic": "orders"}, "kafka://b:9092", "orders"),
+    ("prefect://my/asset", "Dataset", {}, "prefect://my", "asset"),
+    ("plain.asset", "VM", {}, "olbridge", "plain.asset"),
+]
+
+
+@pytest.mark.parametrize(
+    ("asset_id", "kind", "meta", "namespace", "name"),
+    CASES,
+    ids=[c[0] + "/" + str(c[2].get("system", "")) for c in CASES],
+)
+def test_builtin_rules_follow_the_naming_table(
+    resolver: Resolver, asset_id: str, kind: str, meta: dict[str, object], namespace: str, name: str
+) -> None:
+    named = resolver.dataset_for(asset_id, kind, meta)
+    assert (named.namespace, named.name) == (namespace, name)
+    assert MARQUEZ.fullmatch(named.namespace)
+
+
+@pytest.mark.parametrize(
+    "asset_id",
+    ["s3://bucket/data/part-0.parquet", "gs://bucket/obj/x", "kafka://broker:9092/orders", "file:///data/x.csv"],
+)
+def test_uri_ids_round_trip(resolver: Resolver, asset_id: str) -> None:
+    named = resolver.dataset_for(asset_id, "File", {})
+    assert resolver.asset_for(named.namespace, named.name).id == asset_id
+
+
+def test_reverse_rules_give_ids_and_metadata(resolver: Resolver) -> None:
+    ref = resolver.asset_for("postgres://pg:5432", "db.sch.tbl")
+    assert (ref.id, ref.type, ref.metadata["host"], ref.rule) == ("db.sch.tbl", "Table", "pg", "postgres")
+    assert resolver.asset_for("olbridge", "plain.asset").id == "plain.asset"
+    odd = resolver.asset_for("weird ns", "name with spaces")
+    assert odd.id.startswith("ol:") and odd.id == resolver.asset_for("weird ns", "name with spaces").id
+    assert odd.id != resolver.asset_for("weird ns", "other name").id
+
+
+def test_namespaces_are_made_valid_for_marquez() -> None:
+    assert marquez_namespace("duckdb://my file;x=1.duckdb") == "duckdb://my_file_x_1.duckdb"
+    with pytest.raises(MappingError):
+        marquez_namespace("x" * 1100)
+
+
+def test_user_rules_come_first_and_bad_files_are_refused(tmp_path: Path) -> None:
+    rules = tmp_path / "mine.toml"
+    rules.write_text(
+        '[[rule]]\nname = "lake"\npriority = 40\n[rule.match]\nschemes = ["s3"]\n'
+        '[rule.dataset]\nnamespace = "s3://lake"\nname = "{id.authority}/{id.path}"\n'
+    )
+    resolver = Resolver.load([rules])
+    assert resolver.dataset_for("s3://bucket/k", "File", {}).namespace == "s3://lake"
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[rule]]\nname = "x"\nsurprise = 1\n[rule.dataset]\nnamespace = "a"\nname = "b"\n')
+    with pytest.raises(MappingError, match="unknown key"):
+        Resolver.load([bad])
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[[rule]\n")
+    with pytest.raises(MappingError, match="not valid TOML"):
+        Resolver.load([broken])
+    with pytest.raises(MappingError, match="cannot read"):
+        Resolver.load([tmp_path / "missing.toml"])

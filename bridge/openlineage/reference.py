@@ -46,7 +46,7 @@ class OlbridgeAssetDatasetFacet(DatasetFacet):
     origin: str = attr.field()
     global_: bool = attr.field(default=True)
     namespace: str | None = attr.field(default=None)
-    displayName: str | None = attr.field(default=None)  # noqa: N815
+    displayName: str | None = attr.field(default=None)
 
     @staticmethod
     def _get_schema() -> str:
@@ -57,7 +57,11 @@ def _dataset_facets(converter: Converter, asset: Asset) -> tuple[str, str, dict[
     producer = converter.options.producer
     named = converter.resolver.dataset_for(asset.id, asset.type, asset.metadata)
     meta = asset.metadata
-    kind = "VIEW" if meta.get("materialized") == "view" else DATASET_TYPES.get(asset.type, asset.type.rsplit(".", 1)[-1].upper())
+    kind = (
+        "VIEW"
+        if meta.get("materialized") == "view"
+        else DATASET_TYPES.get(asset.type, asset.type.rsplit(".", 1)[-1].upper())
+    )
     facets: dict[str, Any] = {
         "datasetType": dataset_type_dataset.DatasetTypeDatasetFacet(datasetType=kind, producer=producer),
         "dataSource": datasource_dataset.DatasourceDatasetFacet(
@@ -93,7 +97,9 @@ def _dataset_facets(converter: Converter, asset: Asset) -> tuple[str, str, dict[
         for raw in str(meta["tags"]).split(","):
             if raw.strip():
                 key, sep, value = raw.strip().partition(":")
-                items.append(tags_dataset.TagsDatasetFacetFields(key=key, value=value if sep else "true", source="olbridge"))
+                items.append(
+                    tags_dataset.TagsDatasetFacetFields(key=key, value=value if sep else "true", source="olbridge")
+                )
         if items:
             facets["tags"] = tags_dataset.TagsDatasetFacet(tags=items, producer=producer)
     if asset.assertions:
@@ -131,7 +137,9 @@ def task_run_events(converter: Converter, run: StoredTaskRun, assets: Mapping[st
         "parent": parent_run.ParentRunFacet(
             run=parent_run.Run(runId=parent_id),
             job=ref_job,
-            root=parent_run.Root(run=parent_run.RootRun(runId=parent_id), job=parent_run.RootJob(namespace=namespace, name=key.flow_id)),
+            root=parent_run.Root(
+                run=parent_run.RootRun(runId=parent_id), job=parent_run.RootJob(namespace=namespace, name=key.flow_id)
+            ),
             producer=producer,
         ),
         "processing_engine": processing_engine_run.ProcessingEngineRunFacet(
@@ -146,7 +154,9 @@ def task_run_events(converter: Converter, run: StoredTaskRun, assets: Mapping[st
     if run.job.sql:
         job_facets["sql"] = sql_job.SQLJobFacet(query=run.job.sql, producer=producer)
     if run.job.description:
-        job_facets["documentation"] = documentation_job.DocumentationJobFacet(description=run.job.description, producer=producer)
+        job_facets["documentation"] = documentation_job.DocumentationJobFacet(
+            description=run.job.description, producer=producer
+        )
     inputs, outputs = [], []
     for usage in run.usages:
         asset = assets[usage.asset_id]
@@ -154,7 +164,7 @@ def task_run_events(converter: Converter, run: StoredTaskRun, assets: Mapping[st
         if usage.direction == "input":
             inputs.append(InputDataset(namespace=ns, name=name, facets=facets))
         else:
-            out_facets = None
+            out_facets: dict[str, Any] | None = None
             if not usage.statistics.is_empty():
                 s = usage.statistics
                 out_facets = {

@@ -16,6 +16,7 @@ import attrs
 from bridge.catalog import Catalog
 from bridge.model import Asset, format_time
 from bridge.openlineage.convert import Converter
+from bridge.openlineage.serialize import dumps
 
 
 @attrs.frozen
@@ -32,6 +33,15 @@ def iter_events(
     """Every event of the catalog that the filters select, ordered by event time (each run's
     events in order; ties keep catalog order). A flow filter leaves out the asset changes, which
     belong to no flow."""
+    return _iter(catalog, converter, filters, serialized=False)
+
+
+def iter_lines(catalog: Catalog, converter: Converter, filters: ExportFilter = ExportFilter()) -> Iterator[str]:
+    """The events of :func:`iter_events`, serialized (one NDJSON line each, without newline)."""
+    return _iter(catalog, converter, filters, serialized=True)
+
+
+def _iter(catalog: Catalog, converter: Converter, filters: ExportFilter, *, serialized: bool) -> Iterator[Any]:
     cache: dict[str, Asset | None] = {}
 
     def lookup(asset_id: str) -> Asset | None:
@@ -41,32 +51,37 @@ def iter_events(
             cache[asset_id] = catalog.get_asset(asset_id)
         return cache[asset_id]
 
-    def run_events() -> Iterator[tuple[str, int, int, dict[str, Any]]]:
+    def run_events() -> Iterator[tuple[str, int, int, Any]]:
         runs = catalog.iter_task_runs(
             since=filters.since, until=filters.until, namespace=filters.namespace, flow=filters.flow
         )
         for order, run in enumerate(runs):
             assets = {u.asset_id: a for u in run.usages if (a := lookup(u.asset_id)) is not None}
-            for step, event in enumerate(converter.task_run_events(run, assets)):
-                yield event["eventTime"], order, step, event
+            payloads: list[Any] = (
+                converter.task_run_lines(run, assets) if serialized else converter.task_run_events(run, assets)
+            )
+            times = [format_time(t) for t in (run.started_at, run.ended_at) if t is not None]
+            for step, payload in enumerate(payloads):
+                yield times[step], order, step, payload
 
-    def change_events() -> Iterator[tuple[str, int, int, dict[str, Any]]]:
+    def change_events() -> Iterator[tuple[str, int, int, Any]]:
         if filters.flow is not None:
             return
         changes = catalog.iter_changes(since=filters.since, until=filters.until, namespace=filters.namespace)
         for change in changes:
-            yield format_time(change.changed_at), -1, change.seq, converter.asset_change_event(change)
+            event = converter.asset_change_event(change)
+            yield format_time(change.changed_at), -1, change.seq, dumps(event) if serialized else event
 
     # START events arrive in start order; an end event is held until every START before it is out.
-    pending: list[tuple[str, int, int, dict[str, Any]]] = []
+    pending: list[tuple[str, int, int, Any]] = []
     merged = heapq.merge(_ordered(run_events(), pending), change_events(), key=lambda item: (item[0], item[1], item[2]))
     for _time, _order, _step, event in merged:
         yield event
 
 
 def _ordered(
-    items: Iterator[tuple[str, int, int, dict[str, Any]]], heap: list[tuple[str, int, int, dict[str, Any]]]
-) -> Iterator[tuple[str, int, int, dict[str, Any]]]:
+    items: Iterator[tuple[str, int, int, Any]], heap: list[tuple[str, int, int, Any]]
+) -> Iterator[tuple[str, int, int, Any]]:
     """Re-order events that come in run start order into event-time order, holding end events in
     a heap until no earlier START can follow."""
     for item in items:
@@ -88,7 +103,7 @@ class _Keyed(tuple):  # type: ignore[type-arg]
         return self[:3] < other[:3]
 
 
-def _pop(heap: list[Any]) -> tuple[str, int, int, dict[str, Any]]:
+def _pop(heap: list[Any]) -> tuple[str, int, int, Any]:
     item = heapq.heappop(heap)
     return (item[0], item[1], item[2], item[3])
 

@@ -7,16 +7,16 @@ which event and what the backend answered.
 
 from __future__ import annotations
 
-from typing import IO, Any, Protocol
+from typing import IO, Protocol
 
 import requests
 
 from bridge.errors import ExportError
-from bridge.openlineage.serialize import dumps
 
 
 class Sink(Protocol):
-    def emit(self, event: dict[str, Any]) -> None: ...
+    def emit(self, line: str) -> None:
+        """Send one serialized event (a JSON text without newline)."""
 
     def close(self) -> None: ...
 
@@ -28,8 +28,8 @@ class NdjsonSink:
         self.stream = stream
         self.count = 0
 
-    def emit(self, event: dict[str, Any]) -> None:
-        self.stream.write(dumps(event))
+    def emit(self, line: str) -> None:
+        self.stream.write(line)
         self.stream.write("\n")
         self.count += 1
 
@@ -59,8 +59,8 @@ class HttpSink:
             self.headers["Authorization"] = f"Bearer {api_key}"
         self.count = 0
 
-    def emit(self, event: dict[str, Any]) -> None:
-        body = dumps(event).encode("utf-8")
+    def emit(self, line: str) -> None:
+        body = line.encode("utf-8")
         try:
             response = self.session.post(self.target, data=body, headers=self.headers, timeout=self.timeout)
         except requests.RequestException as exc:
@@ -68,8 +68,8 @@ class HttpSink:
         if not 200 <= response.status_code < 300:
             detail = response.text.strip()[:300]
             raise ExportError(
-                f"{self.target} refused event {self.count + 1} ({event.get('eventType', 'static')} "
-                f"{event.get('eventTime')}): HTTP {response.status_code}{': ' + detail if detail else ''}"
+                f"{self.target} refused event {self.count + 1} ({line[:80]}...): "
+                f"HTTP {response.status_code}{': ' + detail if detail else ''}"
             )
         self.count += 1
 

@@ -178,3 +178,10 @@ def test_job_namespace_prefix_and_producer(catalog: Catalog, resolver: Resolver)
     assert event["job"]["namespace"] == "kestra:company.data"
     assert event["producer"] == "https://example.com/p"
     assert event["run"]["facets"]["parent"]["_producer"] == "https://example.com/p"
+
+
+def test_serialized_export_is_the_same_as_dumps_of_the_events(catalog: Catalog, converter: Converter) -> None:
+    from bridge.export import iter_lines
+
+    build_catalog(catalog)
+    assert list(iter_lines(catalog, converter)) == [dumps(e) for e in iter_events(catalog, Converter(Resolver.load()))]

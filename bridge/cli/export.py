@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from bridge.cli.output import print_json, say
-from bridge.export import ExportFilter, iter_events
+from bridge.export import ExportFilter, iter_lines
 from bridge.model import check_namespace, parse_time
 from bridge.openlineage.files import BadInput, read_events
 from bridge.openlineage.validate import validate_event
@@ -66,7 +66,7 @@ def register(cli: click.Group) -> None:
             sink = NdjsonSink(stream)
         count = 0
         try:
-            events = iter_events(catalog, app.converter(), filters)
+            events = iter_lines(catalog, app.converter(), filters)
             estimate = catalog.count_task_runs() * 2
             with click.progressbar(events, length=estimate, label="exporting", file=sys.stderr) as bar:
                 for event in bar:

@@ -6,6 +6,7 @@ and ``my_second_dbt_model``; a Python task reads the second and writes a CSV rep
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import timedelta
 from importlib import resources
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from bridge.adapters.dbt import ingest_dbt
 from bridge.catalog import Catalog
-from bridge.export import iter_events
+from bridge.export import iter_lines
 from bridge.mapping import Resolver
 from bridge.model import parse_time
 from bridge.openlineage.convert import Converter
@@ -66,10 +67,10 @@ def run_demo(directory: Path, *, echo: Callable[[str], None], out: Callable[[str
         count = invalid = 0
         with events_path.open("w", encoding="utf-8") as stream:
             sink = NdjsonSink(stream)
-            for event in iter_events(catalog, converter):
-                sink.emit(event)
+            for line in iter_lines(catalog, converter):
+                sink.emit(line)
                 count += 1
-                invalid += bool(validate_event(event))
+                invalid += bool(validate_event(json.loads(line)))
         echo(f"3. exported {count} OpenLineage events to {events_path}")
         echo(f"4. validated them (OpenLineage 2-0-2, Marquez's contract): {count - invalid} valid, {invalid} invalid")
         graph = catalog.lineage(FIRST_MODEL, direction="downstream", depth=5)

@@ -34,6 +34,7 @@ from bridge.model import (
     format_time,
 )
 from bridge.openlineage import facets as f
+from bridge.openlineage.serialize import dumps
 from bridge.version import PRODUCER, __version__
 
 
@@ -65,6 +66,7 @@ class Converter:
         self.resolver = resolver
         self.options = options
         self._datasets: dict[tuple[str, str, bool], dict[str, Any]] = {}
+        self._dataset_text: dict[tuple[str, str, bool], str] = {}
 
     # --- datasets --------------------------------------------------------------------------
 
@@ -115,6 +117,41 @@ class Converter:
             origin=asset.origin.value,
         )
         return {"namespace": named.namespace, "name": named.name, "facets": facets}
+
+    def dataset_json(self, asset: Asset) -> str:
+        """:meth:`dataset` serialized, kept per asset version like the dict."""
+        key = (asset.id, format_time(asset.updated_at), asset.is_deleted)
+        found = self._dataset_text.get(key)
+        if found is None:
+            found = dumps(self.dataset(asset))
+            if len(self._dataset_text) > 50_000:
+                self._dataset_text.clear()
+            self._dataset_text[key] = found
+        return found
+
+    def _usage_json(self, usage: StoredUsage, assets: Mapping[str, Asset], when: datetime) -> str:
+        asset = assets.get(usage.asset_id) or _purged(usage.asset_id, when)
+        text = self.dataset_json(asset)
+        if usage.direction == "output" and not usage.statistics.is_empty():
+            stats = dumps({"outputStatistics": f.output_statistics(self.options.producer, usage.statistics)})
+            return f'{text[:-1]},"outputFacets":{stats}}}'
+        return text
+
+    def task_run_lines(self, run: StoredTaskRun, assets: Mapping[str, Asset]) -> list[str]:
+        """:meth:`task_run_events`, each already serialized as :func:`dumps` would; the export
+        path, which serializes each dataset once per asset version instead of once per event."""
+        events = self.task_run_events(run, assets)
+        inputs = ",".join(self._usage_json(u, assets, run.started_at) for u in run.usages if u.direction == "input")
+        outputs = ",".join(self._usage_json(u, assets, run.started_at) for u in run.usages if u.direction == "output")
+        job = dumps(events[0]["job"])
+        lines = []
+        for event in events:
+            lines.append(
+                f'{{"eventTime":{dumps(event["eventTime"])},"eventType":{dumps(event["eventType"])},'
+                f'"inputs":[{inputs}],"job":{job},"outputs":[{outputs}],"producer":{dumps(event["producer"])},'
+                f'"run":{dumps(event["run"])},"schemaURL":{dumps(event["schemaURL"])}}}'
+            )
+        return lines
 
     def _usage_dataset(self, usage: StoredUsage, assets: Mapping[str, Asset], when: datetime) -> dict[str, Any]:
         asset = assets.get(usage.asset_id) or _purged(usage.asset_id, when)

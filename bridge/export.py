@@ -7,7 +7,7 @@ changes by event time, so memory stays flat however long the history is.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +17,8 @@ from bridge.catalog import Catalog
 from bridge.model import Asset, format_time
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.serialize import dumps
+
+Item = tuple[str, int, int, Any]  # (event time, run order, step in the run, event)
 
 
 @attrs.frozen
@@ -51,7 +53,7 @@ def _iter(catalog: Catalog, converter: Converter, filters: ExportFilter, *, seri
             cache[asset_id] = catalog.get_asset(asset_id)
         return cache[asset_id]
 
-    def run_events() -> Iterator[tuple[str, int, int, Any]]:
+    def run_events() -> Iterator[Item]:
         runs = catalog.iter_task_runs(
             since=filters.since, until=filters.until, namespace=filters.namespace, flow=filters.flow
         )
@@ -64,7 +66,7 @@ def _iter(catalog: Catalog, converter: Converter, filters: ExportFilter, *, seri
             for step, payload in enumerate(payloads):
                 yield times[step], order, step, payload
 
-    def change_events() -> Iterator[tuple[str, int, int, Any]]:
+    def change_events() -> Iterator[Item]:
         if filters.flow is not None:
             return
         changes = catalog.iter_changes(since=filters.since, until=filters.until, namespace=filters.namespace)
@@ -72,40 +74,22 @@ def _iter(catalog: Catalog, converter: Converter, filters: ExportFilter, *, seri
             event = converter.asset_change_event(change)
             yield format_time(change.changed_at), -1, change.seq, dumps(event) if serialized else event
 
-    # START events arrive in start order; an end event is held until every START before it is out.
-    pending: list[tuple[str, int, int, Any]] = []
-    merged = heapq.merge(_ordered(run_events(), pending), change_events(), key=lambda item: (item[0], item[1], item[2]))
+    merged = heapq.merge(_in_time_order(run_events()), change_events(), key=lambda item: item[:3])
     for _time, _order, _step, event in merged:
         yield event
 
 
-def _ordered(
-    items: Iterator[tuple[str, int, int, Any]], heap: list[tuple[str, int, int, Any]]
-) -> Iterator[tuple[str, int, int, Any]]:
-    """Re-order events that come in run start order into event-time order, holding end events in
-    a heap until no earlier START can follow."""
+def _in_time_order(items: Iterator[Item]) -> Iterator[Item]:
+    """Events that come in run start order, in event-time order: an end event is held until no
+    START before it can follow. (time, order, step) is unique per event, so the heap never
+    compares events themselves."""
+    held: list[Item] = []
     for item in items:
         if item[2] == 0:
-            while heap and heap[0][:3] <= item[:3]:
-                yield _pop(heap)
+            while held and held[0][:3] <= item[:3]:
+                yield heapq.heappop(held)
             yield item
         else:
-            heapq.heappush(heap, _Keyed(item))
-    while heap:
-        yield _pop(heap)
-
-
-class _Keyed(tuple):  # type: ignore[type-arg]
-    """A heap entry ordered by (time, order, step) only, never by the event dict."""
-
-    def __lt__(self, other: object) -> bool:
-        assert isinstance(other, tuple)
-        return self[:3] < other[:3]
-
-
-def _pop(heap: list[Any]) -> tuple[str, int, int, Any]:
-    item = heapq.heappop(heap)
-    return (item[0], item[1], item[2], item[3])
-
-
-EventSink = Callable[[dict[str, Any]], None]
+            heapq.heappush(held, item)
+    while held:
+        yield heapq.heappop(held)

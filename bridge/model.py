@@ -87,6 +87,11 @@ def id_form(asset_id: object, where: str = "id") -> IdForm:
     return IdForm.NAME
 
 
+def is_uri_id(asset_id: str) -> bool:
+    """Whether an id (already checked) has the URI form."""
+    return _URI_SCHEME_RE.match(asset_id) is not None
+
+
 def check_id(asset_id: object, where: str = "id") -> str:
     id_form(asset_id, where)
     assert isinstance(asset_id, str)
@@ -292,12 +297,12 @@ def check_key_part(value: object, where: str, max_length: int = 512) -> str:
 # ---------------------------------------------------------------------------------------------
 # times
 
-_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-
 
 def format_time(moment: datetime) -> str:
-    """The one text form of a time: UTC, microseconds, ``Z``; it sorts as the time does."""
-    return moment.astimezone(UTC).strftime(_TIME_FORMAT)
+    """The one text form of a time: UTC, microseconds, ``Z`` (``2025-01-31T12:00:00.000000Z``);
+    it sorts as the time does."""
+    utc = moment if moment.tzinfo is UTC else moment.astimezone(UTC)
+    return utc.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def parse_time(value: object, where: str, *, assume_utc: bool = False) -> datetime:
@@ -371,10 +376,6 @@ class Asset:
     deleted_at: datetime | None = None
     columns: tuple[Column, ...] = ()
     assertions: tuple[Assertion, ...] = ()
-
-    @property
-    def is_global(self) -> bool:
-        return self.namespace is None
 
     @property
     def is_deleted(self) -> bool:

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from bridge.catalog import Catalog, RecordResult
+from bridge.errors import ValidationError
 from bridge.model import (
     AssetDeclaration,
     FailureBehavior,
@@ -83,7 +84,7 @@ class TaskRunRecorder:
     def end(self, state: TaskState | str = TaskState.SUCCESS, error: str | None = None) -> RecordResult:
         final = TaskState.parse(state)
         if not final.is_terminal:
-            raise ValueError(f"{final.value} does not end a task run")
+            raise ValidationError(f"{final.value} does not end a task run", rule="state.terminal", value=final.value)
         self.result = self.catalog.record_task_run(self._run(final, self.clock(), error))
         return self.result
 

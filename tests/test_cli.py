@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from bridge.cli import cli
 from bridge.openlineage.validate import validate_event
+from tests.test_validate import BASE_EVENT
 
 
 def invoke(db: Path, *args: str, input: str | None = None) -> tuple[int, str, str]:
@@ -106,7 +107,7 @@ def test_a_bad_line_is_refused_with_its_number_and_nothing_is_recorded(tmp_path:
     records.write_text("\n".join([line(), bad_id, "{oops", line(taskRunId="r4", state="NOPE")]) + "\n")
     code, out, err = invoke(db, "record", "--file", str(records))
     assert code == 1
-    assert err.startswith("Error: 3 bad line(s)")
+    assert "Error: 3 bad line(s); nothing was recorded" in err
     assert f"{records}:2: outputs[0].id:" in err
     assert f"{records}:3: not valid JSON" in err
     assert f"{records}:4: state: unknown task state 'NOPE'" in err
@@ -199,14 +200,7 @@ def test_record_one_run_from_flags(tmp_path: Path) -> None:
 
 def test_validate_reports_line_numbers(tmp_path: Path) -> None:
     events = tmp_path / "e.ndjson"
-    good = {
-        "eventTime": "2025-01-01T00:00:00Z",
-        "producer": "https://x.example",
-        "eventType": "START",
-        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
-        "run": {"runId": "0194a1b2-0000-7000-8000-000000000000"},
-        "job": {"namespace": "n", "name": "j"},
-    }
+    good = BASE_EVENT
     bad = {**good, "eventTime": "2025-01-01"}
     events.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\nnot json\n")
     result = CliRunner().invoke(cli, ["validate", str(events)])
@@ -247,3 +241,10 @@ def test_demo(tmp_path: Path) -> None:
 def test_version() -> None:
     result = CliRunner().invoke(cli, ["--version"])
     assert result.exit_code == 0 and "olbridge" in result.stdout
+
+
+def test_file_and_run_flags_do_not_mix(tmp_path: Path) -> None:
+    records = tmp_path / "runs.jsonl"
+    records.write_text(line() + "\n")
+    code, _, err = invoke(tmp_path / "c.db", "record", "--file", str(records), "--state", "SUCCESS")
+    assert code == 2 and "--file cannot be combined with --state" in err

@@ -185,3 +185,19 @@ def test_serialized_export_is_the_same_as_dumps_of_the_events(catalog: Catalog, 
 
     build_catalog(catalog)
     assert list(iter_lines(catalog, converter)) == [dumps(e) for e in iter_events(catalog, Converter(Resolver.load()))]
+
+
+def test_overlapping_runs_are_exported_in_event_time_order(catalog: Catalog, converter: Converter) -> None:
+    catalog.record_task_run(run("long", start=at(0), end=at(10)))
+    catalog.record_task_run(run("short", start=at(2), end=at(3)))
+    catalog.set_asset(decl("a.b", type="Table"), now=at(5))
+    order = [
+        (e.get("eventType", "DatasetEvent"), e.get("job", {}).get("name")) for e in iter_events(catalog, converter)
+    ]
+    assert order == [
+        ("START", "flow.long"),
+        ("START", "flow.short"),
+        ("COMPLETE", "flow.short"),
+        ("DatasetEvent", None),
+        ("COMPLETE", "flow.long"),
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +62,8 @@ def register(cli: click.Group) -> None:
         show_default=True,
         help="WARN, FAIL or IGNORE when an output cannot be written.",
     )
-    @click.pass_obj
-    def record(app: Any, /, file: Any, **flags: Any) -> None:
+    @click.pass_context
+    def record(ctx: click.Context, /, file: Any, **flags: Any) -> None:
         """Record task runs with their inputs and outputs.
 
         One from flags (for shell tasks), or many from --file: JSON lines with the field names of
@@ -71,15 +72,17 @@ def register(cli: click.Group) -> None:
         recorded.
         """
         if file is not None:
-            given = [k for k, v in flags.items() if v not in (None, (), "SUCCESS", "WARN")]
+            given = [k for k in flags if ctx.get_parameter_source(k) is click.core.ParameterSource.COMMANDLINE]
             if given:
                 raise click.UsageError(
                     f"--file cannot be combined with {', '.join('--' + k.replace('_', '-') for k in given)}"
                 )
-            runs = parse_task_run_lines(file, getattr(file, "name", "-"))
+            with click.progressbar(file, label="reading task runs", file=sys.stderr) as lines:
+                runs = parse_task_run_lines(lines, getattr(file, "name", "-"))
         else:
             runs = [_run_from_flags(flags)]
-        results = app.catalog().record_task_runs(runs)
+        say(f"recording {len(runs)} task run(s)")
+        results = ctx.obj.catalog().record_task_runs(runs)
         print_json(_summary(results))
 
     @cli.command()

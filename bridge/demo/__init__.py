@@ -16,7 +16,6 @@ from bridge.adapters.dbt import ingest_dbt
 from bridge.catalog import Catalog
 from bridge.export import iter_lines
 from bridge.mapping import Resolver
-from bridge.model import parse_time
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
 from bridge.recording import task_run
@@ -42,7 +41,7 @@ def run_demo(directory: Path, *, echo: Callable[[str], None], out: Callable[[str
         summary = ingest_dbt(catalog, example_project(), namespace="company.data", flow_id="dbt_build_with_lineage")
         echo(f"1. dbt: recorded {len(summary.results)} task runs from the bundled project's artifacts")
 
-        finished = parse_time(summary_time(catalog), "demo")
+        finished = max(r.ended_at or r.started_at for r in catalog.iter_task_runs())
         ticks = iter([finished + timedelta(minutes=1), finished + timedelta(minutes=1, seconds=20)])
         with task_run(
             catalog,
@@ -81,12 +80,3 @@ def run_demo(directory: Path, *, echo: Callable[[str], None], out: Callable[[str
         if invalid:
             raise SystemExit(1)
         return {"events": count, "invalid": invalid, "catalog": str(catalog_path), "output": str(events_path)}
-
-
-def summary_time(catalog: Catalog) -> str:
-    """When the dbt runs ended (the demo's downstream task starts after them)."""
-    last = None
-    for run in catalog.iter_task_runs():
-        last = run.ended_at or run.started_at
-    assert last is not None
-    return last.isoformat()

@@ -15,7 +15,7 @@ import attrs
 
 from bridge.errors import MappingError, ValidationError
 from bridge.mapping.rules import Rule, load_rules
-from bridge.model import EXTERNAL, IdForm, id_form, metadata_text
+from bridge.model import EXTERNAL, IdForm, id_form, is_uri_id, metadata_text
 
 DEFAULT_NAMESPACE = "olbridge"
 MARQUEZ_NAMESPACE_MAX = 1024
@@ -58,7 +58,7 @@ def asset_variables(asset_id: str, metadata: Mapping[str, Any]) -> dict[str, str
     """The template variables of an asset: its metadata, ``id`` and, for URI-form ids, its parts."""
     values = {key: metadata_text(value) for key, value in metadata.items()}
     values["id"] = asset_id
-    if id_form(asset_id) is IdForm.URI:
+    if is_uri_id(asset_id):
         scheme, rest = asset_id.split("://", 1)
         authority, _, path = rest.partition("/")
         host_port = authority.rpartition("@")[2]
@@ -77,7 +77,6 @@ class Resolver:
     def __init__(self, rules: Sequence[Rule], default_namespace: str = DEFAULT_NAMESPACE) -> None:
         self.rules = tuple(rules)
         self.default_namespace = marquez_namespace(default_namespace)
-        self._forward: dict[tuple[Any, ...], DatasetName] = {}
 
     @classmethod
     def load(cls, extra_files: Iterable[Path | str] = (), default_namespace: str = DEFAULT_NAMESPACE) -> Resolver:
@@ -86,22 +85,14 @@ class Resolver:
     # --- forward ---------------------------------------------------------------------------
 
     def dataset_for(self, asset_id: str, asset_type: str, metadata: Mapping[str, Any]) -> DatasetName:
-        key = (asset_id, asset_type, tuple(sorted((k, metadata_text(v)) for k, v in metadata.items())))
-        found = self._forward.get(key)
-        if found is None:
-            found = self._name(asset_id, asset_type, metadata)
-            if len(self._forward) > 100_000:
-                self._forward.clear()
-            self._forward[key] = found
-        return found
-
-    def _name(self, asset_id: str, asset_type: str, metadata: Mapping[str, Any]) -> DatasetName:
+        """The (namespace, name) of an asset. (The converter keeps its datasets per asset version,
+        so this is not memoized here.)"""
         values = asset_variables(asset_id, metadata)
-        form = IdForm.URI if "id.scheme" in values else IdForm.NAME
+        form = IdForm.URI.value if "id.scheme" in values else IdForm.NAME.value
         system = values.get("system", "").lower()
         for rule in self.rules:
             m = rule.match
-            if m.id_form and m.id_form != form.value:
+            if m.id_form and m.id_form != form:
                 continue
             if m.schemes and values.get("id.scheme") not in m.schemes:
                 continue
@@ -109,7 +100,7 @@ class Resolver:
                 continue
             if m.types and asset_type not in m.types:
                 continue
-            if any(values.get(k) != v for k, v in m.metadata):
+            if m.metadata and any(values.get(k) != v for k, v in m.metadata):
                 continue
             namespace = rule.namespace.render(values)
             name = rule.dataset_name.render(values)

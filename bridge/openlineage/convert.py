@@ -27,7 +27,6 @@ from bridge.model import (
     Asset,
     AssetChange,
     Origin,
-    Statistics,
     StoredTaskRun,
     StoredUsage,
     TaskRunKey,
@@ -65,14 +64,16 @@ class Converter:
     def __init__(self, resolver: Resolver, options: ConvertOptions = ConvertOptions()) -> None:
         self.resolver = resolver
         self.options = options
-        self._datasets: dict[tuple[str, str, bool], dict[str, Any]] = {}
-        self._dataset_text: dict[tuple[str, str, bool], str] = {}
+        self._datasets: dict[tuple[str, datetime, bool], dict[str, Any]] = {}
+        self._dataset_text: dict[tuple[str, datetime, bool], str] = {}
+        self._producer_json = dumps(options.producer)
+        self._run_schema_json = dumps(f.RUN_EVENT)
 
     # --- datasets --------------------------------------------------------------------------
 
     def dataset(self, asset: Asset) -> dict[str, Any]:
         """``{namespace, name, facets}`` of an asset; the dict is shared, do not change it."""
-        key = (asset.id, format_time(asset.updated_at), asset.is_deleted)
+        key = (asset.id, asset.updated_at, asset.is_deleted)
         found = self._datasets.get(key)
         if found is None:
             found = self._build_dataset(asset)
@@ -120,7 +121,7 @@ class Converter:
 
     def dataset_json(self, asset: Asset) -> str:
         """:meth:`dataset` serialized, kept per asset version like the dict."""
-        key = (asset.id, format_time(asset.updated_at), asset.is_deleted)
+        key = (asset.id, asset.updated_at, asset.is_deleted)
         found = self._dataset_text.get(key)
         if found is None:
             found = dumps(self.dataset(asset))
@@ -129,48 +130,23 @@ class Converter:
             self._dataset_text[key] = found
         return found
 
-    def _usage_json(self, usage: StoredUsage, assets: Mapping[str, Asset], when: datetime) -> str:
+    def _usage(
+        self, usage: StoredUsage, assets: Mapping[str, Asset], when: datetime
+    ) -> tuple[Asset, dict[str, Any] | None]:
+        """The asset a usage refers to, and its ``outputFacets`` (None when it has none)."""
         asset = assets.get(usage.asset_id) or _purged(usage.asset_id, when)
-        text = self.dataset_json(asset)
         if usage.direction == "output" and not usage.statistics.is_empty():
-            stats = dumps({"outputStatistics": f.output_statistics(self.options.producer, usage.statistics)})
-            return f'{text[:-1]},"outputFacets":{stats}}}'
-        return text
-
-    def task_run_lines(self, run: StoredTaskRun, assets: Mapping[str, Asset]) -> list[str]:
-        """:meth:`task_run_events`, each already serialized as :func:`dumps` would; the export
-        path, which serializes each dataset once per asset version instead of once per event."""
-        events = self.task_run_events(run, assets)
-        inputs = ",".join(self._usage_json(u, assets, run.started_at) for u in run.usages if u.direction == "input")
-        outputs = ",".join(self._usage_json(u, assets, run.started_at) for u in run.usages if u.direction == "output")
-        job = dumps(events[0]["job"])
-        lines = []
-        for event in events:
-            lines.append(
-                f'{{"eventTime":{dumps(event["eventTime"])},"eventType":{dumps(event["eventType"])},'
-                f'"inputs":[{inputs}],"job":{job},"outputs":[{outputs}],"producer":{dumps(event["producer"])},'
-                f'"run":{dumps(event["run"])},"schemaURL":{dumps(event["schemaURL"])}}}'
-            )
-        return lines
-
-    def _usage_dataset(self, usage: StoredUsage, assets: Mapping[str, Asset], when: datetime) -> dict[str, Any]:
-        asset = assets.get(usage.asset_id) or _purged(usage.asset_id, when)
-        base = self.dataset(asset)
-        if usage.direction == "output" and not usage.statistics.is_empty():
-            return {
-                **base,
-                "outputFacets": {"outputStatistics": f.output_statistics(self.options.producer, usage.statistics)},
-            }
-        return base
+            return asset, {"outputStatistics": f.output_statistics(self.options.producer, usage.statistics)}
+        return asset, None
 
     # --- events ----------------------------------------------------------------------------
 
     def job_namespace(self, key: TaskRunKey) -> str:
         return f"{self.options.job_namespace_prefix}{key.flow_namespace}"
 
-    def task_run_events(self, run: StoredTaskRun, assets: Mapping[str, Asset]) -> list[dict[str, Any]]:
-        """START, and COMPLETE / FAIL / ABORT once the run has ended, for one task run. ``assets``
-        holds the asset records its usages refer to."""
+    def _envelopes(self, run: StoredTaskRun) -> list[dict[str, Any]]:
+        """The RunEvents of a task run without their datasets: START, and the end event once the
+        run has ended."""
         producer = self.options.producer
         key = run.key
         namespace = self.job_namespace(key)
@@ -186,8 +162,6 @@ class Converter:
         if run.job.description:
             job_facets["documentation"] = f.job_documentation(producer, run.job.description)
         job = {"namespace": namespace, "name": f"{key.flow_id}.{key.task_id}", "facets": job_facets}
-        inputs = [self._usage_dataset(u, assets, run.started_at) for u in run.usages if u.direction == "input"]
-        outputs = [self._usage_dataset(u, assets, run.started_at) for u in run.usages if u.direction == "output"]
         start = {
             "eventTime": format_time(run.started_at),
             "eventType": "START",
@@ -195,8 +169,6 @@ class Converter:
             "schemaURL": f.RUN_EVENT,
             "run": {"runId": run_id, "facets": run_facets},
             "job": job,
-            "inputs": inputs,
-            "outputs": outputs,
         }
         end_type = run.state.run_event_type
         if run.ended_at is None or end_type == "START":
@@ -211,6 +183,37 @@ class Converter:
             "run": {"runId": run_id, "facets": end_facets},
         }
         return [start, end]
+
+    def task_run_events(self, run: StoredTaskRun, assets: Mapping[str, Asset]) -> list[dict[str, Any]]:
+        """START, and COMPLETE / FAIL / ABORT once the run has ended, for one task run. ``assets``
+        holds the asset records its usages refer to."""
+        datasets: dict[str, list[dict[str, Any]]] = {"input": [], "output": []}
+        for usage in run.usages:
+            asset, output_facets = self._usage(usage, assets, run.started_at)
+            dataset = self.dataset(asset)
+            datasets[usage.direction].append({**dataset, "outputFacets": output_facets} if output_facets else dataset)
+        return [{**e, "inputs": datasets["input"], "outputs": datasets["output"]} for e in self._envelopes(run)]
+
+    def task_run_lines(self, run: StoredTaskRun, assets: Mapping[str, Asset]) -> list[str]:
+        """:meth:`task_run_events`, each serialized exactly as :func:`dumps` would: the export
+        path, which serializes each dataset once per asset version instead of once per event."""
+        datasets: dict[str, list[str]] = {"input": [], "output": []}
+        for usage in run.usages:
+            asset, output_facets = self._usage(usage, assets, run.started_at)
+            text = self.dataset_json(asset)
+            if output_facets:  # "outputFacets" sorts after "namespace", the dataset's last key
+                text = f'{text[:-1]},"outputFacets":{dumps(output_facets)}}}'
+            datasets[usage.direction].append(text)
+        inputs, outputs = ",".join(datasets["input"]), ",".join(datasets["output"])
+        envelopes = self._envelopes(run)
+        job = dumps(envelopes[0]["job"])
+        tail = f',"producer":{self._producer_json},"run":'
+        # eventTime (format_time) and eventType are plain ASCII: no escaping needed
+        return [
+            f'{{"eventTime":"{e["eventTime"]}","eventType":"{e["eventType"]}","inputs":[{inputs}],"job":{job},'
+            f'"outputs":[{outputs}]{tail}{dumps(e["run"])},"schemaURL":{self._run_schema_json}}}'
+            for e in envelopes
+        ]
 
     def asset_change_event(self, change: AssetChange) -> dict[str, Any]:
         """A DatasetEvent for a change made outside any task run."""
@@ -235,4 +238,4 @@ def _purged(asset_id: str, when: datetime) -> Asset:
     return Asset(id=asset_id, type=EXTERNAL, namespace=None, origin=Origin.EXTERNAL, created_at=when, updated_at=when)
 
 
-__all__ = ["ConvertOptions", "Converter", "Statistics", "execution_run_id", "task_run_id"]
+__all__ = ["ConvertOptions", "Converter", "execution_run_id", "task_run_id"]

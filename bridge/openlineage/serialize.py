@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
+# One encoder for every call: json.dumps with options builds a new encoder each time.
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
-def dumps(event: Any) -> str:
-    return json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+dumps = _ENCODER.encode

@@ -322,7 +322,7 @@ def _strings(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
     elif isinstance(value, dict):
         for key, item in value.items():
             if isinstance(key, str):
-                yield _ptr(pointer, key) + "#key", key
+                yield _ptr(pointer, key), key
             yield from _strings(item, _ptr(pointer, key))
     elif isinstance(value, list):
         for index, item in enumerate(value):
@@ -366,7 +366,7 @@ def marquez_problems(event: Any) -> list[Problem]:
     problems: list[Problem] = []
     for pointer, text in _strings(event, ""):
         if "\x00" in text:
-            problems.append(Problem(pointer.removesuffix("#key"), "Marquez cannot store a NUL character", "marquez"))
+            problems.append(Problem(pointer, "Marquez cannot store a NUL character", "marquez"))
     kind = event_kind(event)
     url = event.get("schemaURL")
     if kind != "RunEvent" and not (isinstance(url, str) and url.endswith("/" + kind)):

@@ -118,9 +118,9 @@ def _read_yaml(path: Path) -> Any:
 
 def read_connection(
     project_dir: Path, profiles_dir: Path | None, target: str | None, env: Mapping[str, str]
-) -> tuple[str, dict[str, Any]]:
-    """(profile name, the target's output) from ``dbt_project.yml`` and ``profiles.yml``, looked
-    for where dbt looks: ``--profiles-dir``, ``$DBT_PROFILES_DIR``, the project folder, ``~/.dbt``."""
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(``dbt_project.yml``, the profile target's output), ``profiles.yml`` looked for where dbt
+    looks: ``--profiles-dir``, ``$DBT_PROFILES_DIR``, the project folder, ``~/.dbt``."""
     project_file = project_dir / "dbt_project.yml"
     if not project_file.is_file():
         raise ArtifactError(f"{project_file}: file not found (is --project-dir a dbt project?)")
@@ -150,7 +150,7 @@ def read_connection(
     connection = _render_env(outputs[target_name], env, profiles_file)
     if not isinstance(connection.get("type"), str):
         raise ArtifactError(f"{profiles_file}: target {target_name!r} of {profile_name!r} has no adapter 'type'")
-    return profile_name, connection
+    return project, connection
 
 
 def load_artifacts(
@@ -173,17 +173,14 @@ def load_artifacts(
     _check_manifest(manifest, manifest_path)
     run_results = _read_json(results_path)
     _check_run_results(run_results, results_path)
-    _profile, connection = read_connection(project, Path(profiles_dir) if profiles_dir else None, target, env)
+    project_file, connection = read_connection(project, Path(profiles_dir) if profiles_dir else None, target, env)
     adapter = manifest["metadata"].get("adapter_type") or connection["type"]
-    project_name = manifest["metadata"].get("project_name")
-    if not isinstance(project_name, str) or not project_name:
-        project_file = _read_yaml(project / "dbt_project.yml")
-        project_name = str(project_file.get("name", "dbt"))
+    project_name = manifest["metadata"].get("project_name") or project_file.get("name") or "dbt"
     return DbtArtifacts(
         manifest=manifest,
         run_results=run_results,
         adapter_type=str(adapter).lower(),
-        project_name=project_name,
+        project_name=str(project_name),
         connection=connection,
         manifest_path=manifest_path,
         run_results_path=results_path,

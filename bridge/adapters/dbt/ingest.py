@@ -230,12 +230,10 @@ def dbt_task_runs(artifacts: DbtArtifacts, *, namespace: str = "dbt", flow_id: s
         if state is None:
             raise ArtifactError(f"{where}: results[{index}] ({unique_id}) has unknown status {result['status']!r}")
         started, ended = _timing(result, generated, f"{where}: results[{index}]")
-        prefix = f"{node['resource_type']}.{node.get('package_name')}."
-        task_id = (
-            unique_id.replace(prefix, f"{node['resource_type']}.", 1)
-            if node.get("package_name") == artifacts.project_name
-            else unique_id
-        )
+        # the job is <flow>.<resource type>.<name>; the package stays in it for a node of another package
+        kind, package, name = unique_id.split(".", 2)
+        task_id = f"{kind}.{name}" if package == artifacts.project_name else unique_id
+
         key = TaskRunKey.create(namespace, flow, task_id, invocation, unique_id)
         inputs = tuple(project.declaration(p, output=False, tests={}) for p in project.parents(unique_id))
         output = project.declaration(unique_id, output=True, tests=tests)

@@ -1,0 +1,273 @@
+"""The catalog's writes, each inside a transaction the caller holds: asset updates and task runs
+with their usages, placeholders and lineage."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from bridge.catalog import sql
+from bridge.catalog.rows import asset_from_row, asset_row, dumps, snapshot, statistics_json
+from bridge.errors import CatalogError, ValidationError
+from bridge.model import (
+    EXTERNAL,
+    Asset,
+    AssetDeclaration,
+    Origin,
+    Statistics,
+    TaskRun,
+    TaskState,
+    format_time,
+    merge_metadata,
+)
+
+
+@attrs.frozen
+class RecordResult:
+    """What recording one task run did."""
+
+    status: str  # "created" | "updated" | "unchanged"
+    state: TaskState
+    warnings: tuple[str, ...] = ()
+    placeholders: tuple[str, ...] = ()  # External placeholders this run created
+    written: tuple[str, ...] = ()  # outputs written
+
+
+def get_asset(cur: sqlite3.Cursor, asset_id: str) -> Asset | None:
+    row = cur.execute(sql.GET_ASSET, (asset_id,)).fetchone()
+    return asset_from_row(row) if row else None
+
+
+def merged(current: Asset | None, decl: AssetDeclaration, *, origin: Origin, now: datetime) -> Asset:
+    """The asset after ``decl`` is written over ``current``: given fields win, the rest are kept,
+    metadata merges (null removes a key), and a write brings a deleted asset back."""
+    if current is None:
+        assert decl.type is not None
+        return Asset(
+            id=decl.id,
+            type=decl.type,
+            namespace=decl.namespace,
+            origin=origin,
+            created_at=now,
+            updated_at=now,
+            display_name=decl.display_name,
+            description=decl.description,
+            metadata=merge_metadata({}, decl.metadata),
+            columns=decl.columns,
+            assertions=decl.assertions or (),
+        )
+    return attrs.evolve(
+        current,
+        type=decl.type or current.type,
+        namespace=decl.namespace if decl.namespace is not None else current.namespace,
+        origin=origin,
+        updated_at=now,
+        deleted_at=None,
+        display_name=decl.display_name if decl.display_name is not None else current.display_name,
+        description=decl.description if decl.description is not None else current.description,
+        metadata=merge_metadata(current.metadata, decl.metadata),
+        columns=decl.columns or current.columns,
+        assertions=decl.assertions if decl.assertions is not None else current.assertions,
+    )
+
+
+def set_asset(cur: sqlite3.Cursor, decl: AssetDeclaration, *, now: datetime, allow_type_change: bool) -> Asset:
+    """Create or update an asset outside any task run, keeping the change for its DatasetEvent."""
+    current = get_asset(cur, decl.id)
+    if current is None and decl.type is None:
+        raise ValidationError(
+            f"asset {decl.id!r} does not exist yet; give its type", rule="type.required", where="type"
+        )
+    if (
+        current is not None
+        and decl.type is not None
+        and decl.type != current.type
+        and current.type != EXTERNAL
+        and not allow_type_change
+    ):
+        raise ValidationError(
+            f"asset {decl.id!r} is a {current.type}; changing its type to {decl.type} needs "
+            "allow_type_change (--allow-type-change)",
+            rule="type.change",
+            value=decl.type,
+            where="type",
+        )
+    origin = current.origin if current is not None and decl.type is None else Origin.DECLARED
+    asset = merged(current, decl, origin=origin, now=now)
+    if current is not None and attrs.evolve(current, updated_at=now) == asset:
+        return current
+    cur.execute(sql.UPSERT_ASSET, asset_row(asset))
+    cur.execute(sql.INSERT_CHANGE, (asset.id, "update", format_time(now), snapshot(asset)))
+    return asset
+
+
+def _check(run: TaskRun) -> None:
+    """The rules a task run keeps whatever the catalog holds."""
+    if run.outputs and not run.state.is_terminal:
+        raise ValidationError(
+            f"outputs are written when a task run ends; state {run.state.value} has not ended",
+            rule="taskrun.outputs",
+            value=run.state.value,
+            where="outputs",
+        )
+    if run.ended_at is not None and run.ended_at < run.started_at:
+        raise ValidationError(
+            "a task run cannot end before it starts",
+            rule="taskrun.times",
+            value=format_time(run.ended_at),
+            where="endDate",
+        )
+    if run.state.is_terminal and run.ended_at is None:
+        raise ValidationError(
+            f"state {run.state.value} ends the task run, so it needs an end time", rule="taskrun.times", where="endDate"
+        )
+
+
+def _record_hash(run: TaskRun) -> str:
+    def default(value: Any) -> Any:
+        if isinstance(value, datetime):
+            return format_time(value)
+        raise TypeError(type(value).__name__)
+
+    return hashlib.sha256(json.dumps(attrs.asdict(run), sort_keys=True, default=default).encode()).hexdigest()
+
+
+def _write_failure(current: Asset | None, decl: AssetDeclaration) -> str | None:
+    """Why an output cannot be written over the stored asset, or None."""
+    if current is None:
+        return f"output {decl.id!r} is a new asset and has no type" if decl.type is None else None
+    if current.origin is Origin.EXTERNAL or current.type == EXTERNAL:
+        return None  # a placeholder becomes the real asset
+    if decl.type is not None and decl.type != current.type:
+        return f"output {decl.id!r} is a {current.type}; this task writes it as {decl.type}"
+    if decl.namespace is not None and current.namespace is not None and decl.namespace != current.namespace:
+        return f"output {decl.id!r} belongs to namespace {current.namespace}, not {decl.namespace}"
+    return None
+
+
+def _read_input(cur: sqlite3.Cursor, decl: AssetDeclaration, started: datetime) -> tuple[bool, str | None]:
+    """Record what an input declaration says about its asset: (created a placeholder, warning)."""
+    current = get_asset(cur, decl.id)
+    if current is None:
+        placeholder = merged(None, attrs.evolve(decl, type=EXTERNAL), origin=Origin.EXTERNAL, now=started)
+        cur.execute(sql.UPSERT_ASSET, asset_row(placeholder))
+        return True, None
+    said = (
+        merge_metadata(current.metadata, decl.metadata) != dict(current.metadata)
+        or decl.description not in (None, current.description)
+        or decl.display_name not in (None, current.display_name)
+    )
+    if not said:
+        return False, None
+    if current.origin is Origin.EXTERNAL:  # a placeholder learns what its readers say of it
+        update = attrs.evolve(decl, type=None, namespace=None, columns=(), assertions=None)
+        now = max(started, current.updated_at)
+        cur.execute(sql.UPSERT_ASSET, asset_row(merged(current, update, origin=Origin.EXTERNAL, now=now)))
+        return False, None
+    return False, (
+        f"input {decl.id!r}: its metadata, description and display name were not applied, because flows "
+        "produce this asset "
+        "(declare them on the output)"
+    )
+
+
+def write_task_run(cur: sqlite3.Cursor, run: TaskRun) -> RecordResult:
+    """Record a task run: its inputs (External placeholders for unknown ones), the outputs it may
+    write under its failure behaviour, its usages and lineage."""
+    _check(run)
+    key = run.key
+    digest = _record_hash(run)
+    found = cur.execute(
+        sql.FIND_TASK_RUN, (key.flow_namespace, key.flow_id, key.execution_id, key.task_run_id)
+    ).fetchone()
+    status = "created"
+    if found is not None:
+        pk, task_id, stored_state, stored_hash = found
+        if task_id != key.task_id:
+            raise ValidationError(
+                f"task run {key.task_run_id!r} of execution {key.execution_id!r} is recorded for task "
+                f"{task_id!r}, not {key.task_id!r}",
+                rule="taskrun.task",
+                value=key.task_id,
+                where="taskId",
+            )
+        if stored_hash == digest:
+            return RecordResult("unchanged", TaskState(stored_state))
+        if TaskState(stored_state).is_terminal:
+            raise CatalogError(
+                f"task run {key.task_run_id!r} of execution {key.execution_id!r} already ended in {stored_state}; "
+                "a task run ends once (record it with another taskRunId)"
+            )
+        cur.execute(sql.DELETE_USAGES_OF_RUN, (pk,))
+        cur.execute(sql.DELETE_LINEAGE_OF_RUN, (pk,))
+        status = "updated"
+    cur.execute(sql.INSERT_EXECUTION, (key.flow_namespace, key.flow_id, key.execution_id, format_time(run.started_at)))
+
+    warnings: list[str] = []
+    placeholders: list[str] = []
+    used: list[tuple[str, str, int, datetime, Statistics]] = []
+    for position, decl in enumerate(run.inputs):
+        created, warning = _read_input(cur, decl, run.started_at)
+        if created:
+            placeholders.append(decl.id)
+        if warning:
+            warnings.append(warning)
+        used.append((decl.id, "input", position, run.started_at, decl.statistics))
+
+    state = run.state
+    written: list[str] = []
+    if run.outputs and state.writes_outputs:
+        assert run.ended_at is not None
+        plan: list[tuple[AssetDeclaration, Asset]] = []
+        for decl in run.outputs:
+            current = get_asset(cur, decl.id)
+            failure = _write_failure(current, decl)
+            if failure:
+                warnings.append(f"asset write failed ({run.failure_behavior.value}): {failure}")
+            else:
+                plan.append((decl, merged(current, decl, origin=run.origin, now=run.ended_at)))
+        if len(plan) < len(run.outputs):
+            state = run.failure_behavior.apply(state)
+        if state.writes_outputs:
+            for position, (decl, asset) in enumerate(plan):
+                cur.execute(sql.UPSERT_ASSET, asset_row(asset))
+                used.append((asset.id, "output", position, run.ended_at, decl.statistics))
+                written.append(asset.id)
+    if run.outputs and not state.writes_outputs:
+        warnings.append(f"{len(run.outputs)} output(s) not written: the task run ended {state.value}")
+
+    job = dumps(attrs.asdict(run.job))
+    times = (format_time(run.started_at), format_time(run.ended_at) if run.ended_at else None)
+    if found is None:
+        cur.execute(
+            sql.INSERT_TASK_RUN,
+            (
+                key.flow_namespace,
+                key.flow_id,
+                key.task_id,
+                key.execution_id,
+                key.task_run_id,
+                state.value,
+                *times,
+                job,
+                dumps(warnings),
+                run.error,
+                digest,
+            ),
+        )
+        pk = cur.lastrowid
+    else:
+        cur.execute(sql.UPDATE_TASK_RUN, (state.value, *times, job, dumps(warnings), run.error, digest, pk))
+    for asset_id, direction, position, moment, stats in used:
+        cur.execute(sql.INSERT_USAGE, (pk, direction, position, asset_id, format_time(moment), statistics_json(stats)))
+    inputs = [u[0] for u in used if u[1] == "input"]
+    for down in written:
+        for up in inputs:
+            if up != down:
+                cur.execute(sql.INSERT_LINEAGE, (up, down, pk))
+    return RecordResult(status, state, tuple(warnings), tuple(placeholders), tuple(written))

@@ -83,6 +83,81 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE INDEX asset_changes_asset ON asset_changes (asset_id);
         """,
     ),
+    (
+        "0002_external_lineage",
+        """
+        -- Every OpenLineage event the receiver accepted, once (digest of its canonical JSON).
+        CREATE TABLE received_events (
+            pk            INTEGER PRIMARY KEY,
+            digest        TEXT NOT NULL UNIQUE,
+            kind          TEXT NOT NULL CHECK (kind IN ('RunEvent', 'DatasetEvent', 'JobEvent')),
+            event_type    TEXT,
+            event_time    TEXT NOT NULL,
+            source        TEXT,                       -- 'run:<runId>' or 'job:<namespace>/<name>'
+            producer      TEXT NOT NULL,
+            warnings      TEXT NOT NULL DEFAULT '[]',
+            body          TEXT NOT NULL
+        );
+        CREATE INDEX received_events_time ON received_events (event_time, pk);
+
+        -- Which OpenLineage dataset each asset id stands for: one dataset an id, one id a dataset.
+        CREATE TABLE external_datasets (
+            ol_namespace  TEXT NOT NULL,
+            ol_name       TEXT NOT NULL,
+            asset_id      TEXT NOT NULL UNIQUE,
+            first_seen    TEXT NOT NULL,              -- event times, never the clock
+            last_seen     TEXT NOT NULL,
+            seen_rank     TEXT NOT NULL,              -- '<time>|<digest>' of the latest event naming it
+            facets_rank   TEXT,                       -- the same, of the latest event describing it
+            PRIMARY KEY (ol_namespace, ol_name)
+        );
+
+        -- External jobs and runs (a JobEvent's job is a source without a run).
+        CREATE TABLE external_sources (
+            source        TEXT PRIMARY KEY,           -- 'run:<runId>' or 'job:<namespace>/<name>'
+            job_namespace TEXT NOT NULL,
+            job_name      TEXT NOT NULL,
+            run_id        TEXT,
+            parent_run_id TEXT,
+            state         TEXT,                       -- the latest-ranked event type
+            state_rank    TEXT,                       -- what decides the state, order-independent
+            started_at    TEXT,
+            ended_at      TEXT,
+            first_seen    TEXT NOT NULL,
+            last_seen     TEXT NOT NULL,
+            producer      TEXT NOT NULL
+        );
+        CREATE INDEX external_sources_job ON external_sources (job_namespace, job_name);
+
+        CREATE TABLE external_usages (
+            source        TEXT NOT NULL REFERENCES external_sources (source),
+            direction     TEXT NOT NULL CHECK (direction IN ('input', 'output')),
+            asset_id      TEXT NOT NULL,
+            PRIMARY KEY (source, direction, asset_id)
+        );
+        CREATE INDEX external_usages_asset ON external_usages (asset_id);
+
+        CREATE TABLE external_lineage (
+            upstream_id   TEXT NOT NULL,
+            downstream_id TEXT NOT NULL,
+            source        TEXT NOT NULL REFERENCES external_sources (source),
+            PRIMARY KEY (upstream_id, downstream_id, source)
+        );
+        CREATE INDEX external_lineage_downstream ON external_lineage (downstream_id);
+
+        -- Where an import from a Marquez instance got to, by its URL.
+        CREATE TABLE import_positions (
+            source        TEXT PRIMARY KEY,
+            position      TEXT NOT NULL,
+            updated_at    TEXT NOT NULL
+        );
+
+        CREATE VIEW all_lineage AS
+            SELECT upstream_id, downstream_id FROM lineage
+            UNION ALL
+            SELECT upstream_id, downstream_id FROM external_lineage;
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -241,10 +316,10 @@ PRODUCED_BY_A_FLOW = "SELECT 1 FROM usages WHERE asset_id = ? AND direction = 'o
 
 UPSTREAM = """
     WITH RECURSIVE walk (upstream_id, downstream_id, depth) AS (
-        SELECT upstream_id, downstream_id, 1 FROM lineage WHERE downstream_id = ?
+        SELECT upstream_id, downstream_id, 1 FROM all_lineage WHERE downstream_id = ?
         UNION
         SELECT l.upstream_id, l.downstream_id, w.depth + 1
-        FROM lineage l JOIN walk w ON l.downstream_id = w.upstream_id
+        FROM all_lineage l JOIN walk w ON l.downstream_id = w.upstream_id
         WHERE w.depth < ?
     )
     SELECT upstream_id, downstream_id, min(depth) FROM walk GROUP BY upstream_id, downstream_id
@@ -252,16 +327,81 @@ UPSTREAM = """
 """
 DOWNSTREAM = """
     WITH RECURSIVE walk (upstream_id, downstream_id, depth) AS (
-        SELECT upstream_id, downstream_id, 1 FROM lineage WHERE upstream_id = ?
+        SELECT upstream_id, downstream_id, 1 FROM all_lineage WHERE upstream_id = ?
         UNION
         SELECT l.upstream_id, l.downstream_id, w.depth + 1
-        FROM lineage l JOIN walk w ON l.upstream_id = w.downstream_id
+        FROM all_lineage l JOIN walk w ON l.upstream_id = w.downstream_id
         WHERE w.depth < ?
     )
     SELECT upstream_id, downstream_id, min(depth) FROM walk GROUP BY upstream_id, downstream_id
     ORDER BY min(depth), upstream_id, downstream_id
 """
 EDGE_TASKS = """
-    SELECT DISTINCT t.flow_namespace, t.flow_id, t.task_id FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
-    WHERE l.upstream_id = ? AND l.downstream_id = ? ORDER BY 1, 2, 3
+    SELECT DISTINCT t.flow_namespace || '/' || t.flow_id || '.' || t.task_id
+    FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
+    WHERE l.upstream_id = ? AND l.downstream_id = ?
+    UNION
+    SELECT DISTINCT s.job_namespace || '/' || s.job_name || ' (external)'
+    FROM external_lineage e JOIN external_sources s ON s.source = e.source
+    WHERE e.upstream_id = ? AND e.downstream_id = ?
+    ORDER BY 1
 """
+
+
+# --- external lineage (the receiver) ----------------------------------------------------------
+
+INSERT_RECEIVED = """
+    INSERT OR IGNORE INTO received_events (digest, kind, event_type, event_time, source, producer, warnings, body)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+"""
+COUNT_RECEIVED = "SELECT count(*) FROM received_events"
+GET_BINDING = """
+    SELECT asset_id, first_seen, last_seen, seen_rank, facets_rank FROM external_datasets
+    WHERE ol_namespace = ? AND ol_name = ?
+"""
+BINDING_OF_ASSET = "SELECT ol_namespace, ol_name FROM external_datasets WHERE asset_id = ?"
+INSERT_BINDING = """
+    INSERT INTO external_datasets (ol_namespace, ol_name, asset_id, first_seen, last_seen, seen_rank, facets_rank)
+    VALUES (?, ?, ?, ?, ?, ?, ?)
+"""
+UPDATE_BINDING = """
+    UPDATE external_datasets SET first_seen = ?, last_seen = ?, seen_rank = ?, facets_rank = ?
+    WHERE ol_namespace = ? AND ol_name = ?
+"""
+UPSERT_SOURCE = """
+    INSERT INTO external_sources (source, job_namespace, job_name, run_id, parent_run_id, state, state_rank,
+                                  started_at, ended_at, first_seen, last_seen, producer)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (source) DO UPDATE SET
+        parent_run_id = coalesce(parent_run_id, excluded.parent_run_id),
+        state = CASE WHEN excluded.state_rank > state_rank THEN excluded.state ELSE state END,
+        ended_at = CASE WHEN excluded.state_rank > state_rank THEN excluded.ended_at ELSE ended_at END,
+        producer = CASE WHEN excluded.state_rank > state_rank THEN excluded.producer ELSE producer END,
+        state_rank = max(state_rank, excluded.state_rank),
+        started_at = min(coalesce(started_at, excluded.started_at), coalesce(excluded.started_at, started_at)),
+        first_seen = min(first_seen, excluded.first_seen),
+        last_seen = max(last_seen, excluded.last_seen)
+"""
+INSERT_EXTERNAL_USAGE = "INSERT OR IGNORE INTO external_usages (source, direction, asset_id) VALUES (?, ?, ?)"
+EXTERNAL_USAGES_OF_SOURCE = "SELECT asset_id FROM external_usages WHERE source = ? AND direction = ?"
+INSERT_EXTERNAL_EDGE = "INSERT OR IGNORE INTO external_lineage (upstream_id, downstream_id, source) VALUES (?, ?, ?)"
+SELECT_SOURCES = """
+    SELECT source, job_namespace, job_name, run_id, parent_run_id, state, started_at, ended_at,
+           first_seen, last_seen, producer
+    FROM external_sources ORDER BY first_seen, source
+"""
+SOURCE_USAGES = "SELECT direction, asset_id FROM external_usages WHERE source = ? ORDER BY direction, asset_id"
+EXTERNAL_USAGES_OF_ASSET = """
+    SELECT u.direction, s.source, s.job_namespace, s.job_name, s.run_id, s.state, s.first_seen, s.last_seen
+    FROM external_usages u JOIN external_sources s ON s.source = u.source
+    WHERE u.asset_id = ? ORDER BY s.first_seen, s.source
+"""
+GET_IMPORT_POSITION = "SELECT position FROM import_positions WHERE source = ?"
+SET_IMPORT_POSITION = """
+    INSERT INTO import_positions (source, position, updated_at) VALUES (?, ?, ?)
+    ON CONFLICT (source) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at
+"""
+COUNT_TABLE = {
+    name: f"SELECT count(*) FROM {name}"
+    for name in ("received_events", "external_datasets", "external_sources", "external_usages", "external_lineage")
+}

@@ -17,10 +17,12 @@ from typing import Any
 
 import attrs
 
-from bridge.catalog import rows, sql, writes
+from bridge.catalog import external, rows, sql, writes
+from bridge.catalog.external import IngestResult
 from bridge.catalog.query import AssetQuery, PurgeResult
 from bridge.catalog.writes import RecordResult
-from bridge.errors import CatalogError, NotFoundError, ValidationError
+from bridge.errors import BridgeError, CatalogError, NotFoundError, ValidationError
+from bridge.mapping.resolver import Resolver
 from bridge.model import (
     Asset,
     AssetChange,
@@ -31,6 +33,7 @@ from bridge.model import (
     TaskRun,
     format_time,
 )
+from bridge.receiver.events import IncomingEvent
 
 
 @attrs.frozen
@@ -38,7 +41,9 @@ class LineageEdge:
     upstream: str
     downstream: str
     depth: int
-    tasks: tuple[str, ...]  # "<flow namespace>/<flow id>.<task id>" of the runs that made the edge
+    # "<flow namespace>/<flow id>.<task id>" of the runs that made the edge, and
+    # "<job namespace>/<job name> (external)" of the external jobs
+    tasks: tuple[str, ...]
 
 
 @attrs.frozen
@@ -85,6 +90,10 @@ class Catalog:
     @property
     def schema_version(self) -> int:
         return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+
+    def pragma(self, setting: str) -> None:
+        """Set a SQLite pragma on this connection (``"synchronous = FULL"``)."""
+        self._conn.execute(f"PRAGMA {setting}")
 
     def close(self) -> None:
         self._conn.close()
@@ -285,7 +294,76 @@ class Catalog:
                     "state": stored.state.value,
                 }
             )
+        for direction, source, job_ns, job_name, run_id, state, first, _last in self._conn.execute(
+            sql.EXTERNAL_USAGES_OF_ASSET, (asset_id,)
+        ):
+            out.append(
+                {
+                    "direction": direction,
+                    "time": first,
+                    "external": True,
+                    "source": source,
+                    "jobNamespace": job_ns,
+                    "jobName": job_name,
+                    "runId": run_id,
+                    "state": state,
+                }
+            )
         return out
+
+    # --- external lineage (the receiver) -----------------------------------------------------
+
+    def ingest(self, events: Iterable[IncomingEvent], resolver: Resolver) -> list[IngestResult | Exception]:
+        """Take accepted external events in one transaction, each in a savepoint of its own: an
+        event that fails leaves no trace and does not stop the others (its exception is returned
+        in its place). Re-sent events come back as duplicates and change nothing."""
+        results: list[IngestResult | Exception] = []
+        with self.transaction() as cur:
+            for event in events:
+                cur.execute("SAVEPOINT event")
+                try:
+                    results.append(external.ingest_event(cur, event, resolver))
+                except (sqlite3.Error, BridgeError, ValueError) as exc:
+                    cur.execute("ROLLBACK TO event")
+                    results.append(exc)
+                cur.execute("RELEASE event")
+        return results
+
+    def count_received(self) -> dict[str, int]:
+        """Rows of the receiver's tables: events, datasets, sources (runs and jobs), usages, edges."""
+        return {name: int(self._conn.execute(q).fetchone()[0]) for name, q in sql.COUNT_TABLE.items()}
+
+    def external_sources(self) -> list[dict[str, Any]]:
+        """External runs and jobs with their inputs and outputs, in first-seen order."""
+        out = []
+        for row in self._conn.execute(sql.SELECT_SOURCES).fetchall():
+            source, job_ns, job_name, run_id, parent, state, started, ended, first, last, producer = row
+            usages = self._conn.execute(sql.SOURCE_USAGES, (source,)).fetchall()
+            out.append(
+                {
+                    "source": source,
+                    "job": {"namespace": job_ns, "name": job_name},
+                    "runId": run_id,
+                    "parentRunId": parent,
+                    "state": state,
+                    "started": started,
+                    "ended": ended,
+                    "firstSeen": first,
+                    "lastSeen": last,
+                    "producer": producer,
+                    "inputs": [a for d, a in usages if d == "input"],
+                    "outputs": [a for d, a in usages if d == "output"],
+                }
+            )
+        return out
+
+    def import_position(self, source: str) -> str | None:
+        row = self._conn.execute(sql.GET_IMPORT_POSITION, (source,)).fetchone()
+        return str(row[0]) if row else None
+
+    def set_import_position(self, source: str, position: str, *, now: datetime) -> None:
+        with self.transaction() as cur:
+            cur.execute(sql.SET_IMPORT_POSITION, (source, position, format_time(now)))
 
     # --- lineage ---------------------------------------------------------------------------
 
@@ -303,11 +381,11 @@ class Catalog:
             found += self._conn.execute(sql.DOWNSTREAM, (asset_id, depth)).fetchall()
         edges = []
         for up, down, level in found:
-            tasks = tuple(f"{ns}/{flow}.{task}" for ns, flow, task in self._conn.execute(sql.EDGE_TASKS, (up, down)))
+            tasks = tuple(label for (label,) in self._conn.execute(sql.EDGE_TASKS, (up, down, up, down)))
             edges.append(LineageEdge(up, down, level, tasks))
         ids = dict.fromkeys([asset_id, *(e.upstream for e in edges), *(e.downstream for e in edges)])
         assets = tuple(a for a in (self.get_asset(i) for i in ids) if a is not None)
         return LineageGraph(asset_id, direction, depth, tuple(edges), assets)
 
 
-__all__ = ["Catalog", "LineageEdge", "LineageGraph", "RecordResult"]
+__all__ = ["Catalog", "IngestResult", "LineageEdge", "LineageGraph", "RecordResult"]

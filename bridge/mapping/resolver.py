@@ -87,6 +87,10 @@ class Resolver:
     def dataset_for(self, asset_id: str, asset_type: str, metadata: Mapping[str, Any]) -> DatasetName:
         """The (namespace, name) of an asset. (The converter keeps its datasets per asset version,
         so this is not memoized here.)"""
+        pinned_namespace, pinned_name = metadata.get("olNamespace"), metadata.get("olName")
+        if isinstance(pinned_namespace, str) and isinstance(pinned_name, str) and pinned_namespace and pinned_name:
+            # the dataset an external event named (a placeholder), or one a user pinned
+            return DatasetName(marquez_namespace(pinned_namespace), pinned_name, "pinned")
         values = asset_variables(asset_id, metadata)
         form = IdForm.URI.value if "id.scheme" in values else IdForm.NAME.value
         system = values.get("system", "").lower()

@@ -1,0 +1,137 @@
+"""``serve`` (the receiver) and ``import`` (files and Marquez)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bridge.cli.output import print_json, say
+from bridge.model import parse_time, utcnow
+from bridge.receiver.imports import ImportSummary, MarquezEvents, catalog_intake, import_files, import_marquez
+from bridge.receiver.intake import Limits
+from bridge.receiver.server import Receiver, ServeOptions
+
+DEFAULTS = Limits()
+
+
+def _report(summary: ImportSummary, as_json: bool) -> None:
+    if as_json:
+        print_json(summary.to_json())
+    for where, why in summary.refused[:50]:
+        say(f"refused {where}: {why}")
+    if len(summary.refused) > 50:
+        say(f"... and {len(summary.refused) - 50} more refused")
+    say(
+        f"Imported {summary.read} events: {summary.accepted} accepted ({summary.warned} with warnings), "
+        f"{summary.duplicates} duplicates, {len(summary.refused)} refused, {summary.placeholders} new placeholders"
+        + (f"; position {summary.position}" if summary.position else "")
+    )
+
+
+def register(cli: click.Group) -> None:
+    @cli.command()
+    @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+    @click.option("--port", default=5050, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free).")
+    @click.option(
+        "--token", envvar="OLBRIDGE_TOKEN", help="Require 'Authorization: Bearer TOKEN' [env OLBRIDGE_TOKEN]."
+    )
+    @click.option(
+        "--strict", is_flag=True, help="Refuse everything the OpenLineage spec refuses (default: what Marquez takes)."
+    )
+    @click.option("--threads", default=8, show_default=True, type=click.IntRange(1, 256), help="Request threads.")
+    @click.option(
+        "--durability",
+        type=click.Choice(["full", "normal"]),
+        default="full",
+        show_default=True,
+        help="SQLite sync level of each commit: 'full' survives power loss, 'normal' only a crash of olbridge.",
+    )
+    @click.option("--max-body", default=DEFAULTS.max_body, show_default=True, type=click.IntRange(1), help="Bytes.")
+    @click.option("--max-batch", default=DEFAULTS.max_batch, show_default=True, type=click.IntRange(1), help="Events.")
+    @click.option(
+        "--max-datasets", default=DEFAULTS.max_datasets, show_default=True, type=click.IntRange(1), help="Per event."
+    )
+    @click.pass_obj
+    def serve(
+        app: Any,
+        host: str,
+        port: int,
+        token: str | None,
+        strict: bool,
+        threads: int,
+        durability: str,
+        max_body: int,
+        max_batch: int,
+        max_datasets: int,
+    ) -> None:
+        """Receive OpenLineage events over HTTP (POST /api/v1/lineage and /api/v1/lineage/batch).
+
+        External datasets become External placeholder assets; external runs and jobs are kept with
+        their inputs and outputs. Also GET /healthz, /readyz and /metrics. Stops on SIGTERM or Ctrl-C.
+        """
+        limits = Limits(max_body=max_body, max_batch=max_batch, max_datasets=max_datasets)
+        options = ServeOptions(
+            host=host, port=port, token=token, strict=strict, threads=threads, durability=durability, limits=limits
+        )
+        app.catalog()  # create or migrate the catalog before the writer opens it
+        receiver = Receiver(app.catalog_path, app.resolver(), options)
+        auth = "bearer token" if token else "no auth"
+        receiver.run(
+            on_ready=lambda url: say(f"olbridge receiver on {url} ({auth}, catalog {app.catalog_path}); Ctrl-C stops")
+        )
+        say("Stopped.")
+
+    @cli.command(name="import")
+    @click.argument("files", nargs=-1, type=click.Path(path_type=Path, dir_okay=False))
+    @click.option("--from-marquez", "marquez_url", metavar="URL", help="Import a Marquez instance's RunEvents.")
+    @click.option("--since", help="Marquez: start at this time instead of where the last import stopped.")
+    @click.option("--until", help="Marquez: stop before this time.")
+    @click.option("--restart", is_flag=True, help="Marquez: ignore where the last import stopped.")
+    @click.option("--page-size", default=200, show_default=True, type=click.IntRange(1, 10_000), help="Marquez page.")
+    @click.option("--strict", is_flag=True, help="Refuse everything the OpenLineage spec refuses.")
+    @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+    @click.pass_obj
+    def import_(
+        app: Any,
+        files: tuple[Path, ...],
+        marquez_url: str | None,
+        since: str | None,
+        until: str | None,
+        restart: bool,
+        page_size: int,
+        strict: bool,
+        as_json: bool,
+    ) -> None:
+        """Import external OpenLineage events from FILES (NDJSON, JSON arrays, single events) or
+        from a Marquez instance (--from-marquez URL, resumable).
+
+        A bad line or a refused event is reported with where it was and does not stop the rest.
+        """
+        if bool(files) == bool(marquez_url):
+            raise click.UsageError("give FILE... or --from-marquez URL (one of them)")
+        if files and (since or until or restart):
+            raise click.UsageError("--since, --until and --restart are for --from-marquez")
+        catalog, resolver = app.catalog(), app.resolver()
+        intake = catalog_intake(catalog, resolver, strict=strict)
+        stderr = sys.stderr
+        if files:
+            with click.progressbar(length=0, label="Importing", show_pos=True, file=stderr) as bar:
+                summary = import_files(files, intake, progress=bar.update)
+        else:
+            assert marquez_url is not None
+            source = MarquezEvents(marquez_url, page_size=page_size)
+            with click.progressbar(length=0, label="Importing", show_pos=True, file=stderr) as bar:
+                summary = import_marquez(
+                    source,
+                    intake,
+                    catalog,
+                    since=parse_time(since, "--since", assume_utc=True) if since else None,
+                    until=parse_time(until, "--until", assume_utc=True) if until else None,
+                    resume=not restart,
+                    now=utcnow,
+                    progress=bar.update,
+                )
+        _report(summary, as_json)

@@ -1,0 +1,272 @@
+"""The receiver as a WSGI application: the OpenLineage HTTP transport's endpoints, health,
+readiness and metrics.
+
+Every 4xx and 5xx answer has one JSON shape::
+
+    {"error": {"status": 400, "code": "invalid_event", "message": "...", "retriable": false,
+               "problems": [{"pointer": "/run/runId", "message": "...", "rule": "spec"}]}}
+
+``POST /api/v1/lineage`` answers 201 as Marquez does, once the event is committed (a re-sent event
+is a 201 too: it changes nothing). ``POST /api/v1/lineage/batch`` answers 200 with the batch API's
+per-event results (``success`` / ``partial_success``), or 503 when nothing could be written.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from bridge.openlineage.validate import Problem
+from bridge.receiver.intake import Intake, Outcome
+
+StartResponse = Callable[..., Any]
+Environ = dict[str, Any]
+
+LINEAGE = "/api/v1/lineage"
+BATCH = "/api/v1/lineage/batch"
+RETRY_AFTER = "1"
+
+
+class HttpError(Exception):
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        problems: Iterable[Problem] = (),
+        headers: Iterable[tuple[str, str]] = (),
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+        self.problems = tuple(problems)
+        self.headers = list(headers)
+
+
+_REASONS = {
+    200: "OK",
+    201: "Created",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    411: "Length Required",
+    413: "Payload Too Large",
+    415: "Unsupported Media Type",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+def _problem_json(problem: Problem) -> dict[str, str]:
+    return {"pointer": problem.pointer, "message": problem.message, "rule": problem.rule}
+
+
+def error_body(status: int, code: str, message: str, problems: Iterable[Problem] = ()) -> dict[str, Any]:
+    return {
+        "error": {
+            "status": status,
+            "code": code,
+            "message": message,
+            "retriable": status in (429, 503),
+            "problems": [_problem_json(p) for p in problems],
+        }
+    }
+
+
+class ReceiverApp:
+    """``ReceiverApp(intake, token=..., ready=...)`` is a WSGI callable."""
+
+    def __init__(self, intake: Intake, *, token: str | None = None, ready: Callable[[], str | None] = lambda: None):
+        self.intake = intake
+        self.limits = intake.limits
+        self._token = f"Bearer {token}".encode() if token else None
+        self._ready = ready  # None when ready, else why not
+
+    # --- WSGI --------------------------------------------------------------------------------
+
+    def __call__(self, environ: Environ, start_response: StartResponse) -> Iterator[bytes]:
+        path = environ.get("PATH_INFO", "") or "/"
+        method = environ.get("REQUEST_METHOD", "GET")
+        route = path if path in (LINEAGE, BATCH, "/healthz", "/readyz", "/metrics") else "other"
+        try:
+            status, body, headers = self._dispatch(method, path, environ)
+        except HttpError as exc:
+            status, headers = exc.status, exc.headers
+            body = error_body(exc.status, exc.code, exc.message, exc.problems)
+            if exc.status == 503:
+                headers.append(("Retry-After", RETRY_AFTER))
+        self.intake.metrics.request(route, status)
+        if isinstance(body, bytes):
+            payload = body
+        else:
+            payload = json.dumps(body, separators=(",", ":")).encode()
+            headers = [("Content-Type", "application/json"), *headers]
+        headers.append(("Content-Length", str(len(payload))))
+        start_response(f"{status} {_REASONS.get(status, 'Unknown')}", headers)
+        return iter([payload])
+
+    def _dispatch(self, method: str, path: str, environ: Environ) -> tuple[int, Any, list[tuple[str, str]]]:
+        if path in (LINEAGE, BATCH):
+            if method != "POST":
+                raise HttpError(405, "method_not_allowed", f"{path} takes POST", headers=[("Allow", "POST")])
+            self._authorize(environ)
+            payload = self._read_json(environ)
+            return self._batch(payload) if path == BATCH else self._single(payload)
+        if path in ("/healthz", "/readyz", "/metrics"):
+            if method not in ("GET", "HEAD"):
+                raise HttpError(405, "method_not_allowed", f"{path} takes GET", headers=[("Allow", "GET, HEAD")])
+            if path == "/healthz":
+                return 200, {"status": "ok"}, []
+            if path == "/readyz":
+                why = self._ready()
+                if why is not None:
+                    raise HttpError(503, "not_ready", why)
+                return 200, {"status": "ready"}, []
+            return 200, self.metrics_text().encode(), [("Content-Type", "text/plain; version=0.0.4")]
+        raise HttpError(404, "not_found", f"no endpoint {path}; events go to POST {LINEAGE} or {BATCH}")
+
+    # --- requests ----------------------------------------------------------------------------
+
+    def _authorize(self, environ: Environ) -> None:
+        if self._token is None:
+            return
+        given = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1", "replace")
+        if not hmac.compare_digest(given, self._token):
+            raise HttpError(
+                401,
+                "unauthorized",
+                "missing or wrong bearer token (Authorization: Bearer <token>)",
+                headers=[("WWW-Authenticate", 'Bearer realm="olbridge"')],
+            )
+
+    def _read_body(self, environ: Environ) -> bytes:
+        content_type = environ.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
+        if content_type != "application/json":
+            raise HttpError(415, "unsupported_media_type", f"send Content-Type: application/json, not {content_type!r}")
+        limit = self.limits.max_body
+        length_text = environ.get("CONTENT_LENGTH") or ""
+        if length_text:
+            try:
+                length = int(length_text)
+            except ValueError:
+                raise HttpError(400, "bad_request", f"Content-Length {length_text!r} is not a number") from None
+            if length > limit:
+                raise HttpError(413, "body_too_large", f"the body has {length} bytes; this receiver takes {limit}")
+            body: bytes = environ["wsgi.input"].read(length)
+        else:
+            body = environ["wsgi.input"].read(limit + 1)
+            if len(body) > limit:
+                raise HttpError(413, "body_too_large", f"the body has more than {limit} bytes")
+        encoding = environ.get("HTTP_CONTENT_ENCODING", "identity").strip().lower()
+        if encoding == "gzip":
+            return self._gunzip(body)
+        if encoding not in ("identity", ""):
+            raise HttpError(415, "unsupported_encoding", f"Content-Encoding {encoding!r}: send gzip or none")
+        return body
+
+    def _gunzip(self, body: bytes) -> bytes:
+        limit = self.limits.max_decompressed
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out = inflater.decompress(body, limit + 1)
+        except zlib.error as exc:
+            raise HttpError(400, "bad_gzip", f"the gzip body cannot be decompressed: {exc}") from None
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise HttpError(413, "body_too_large", f"the body decompresses to more than {limit} bytes")
+        if not inflater.eof:
+            raise HttpError(400, "bad_gzip", "the gzip body is truncated")
+        return out
+
+    def _read_json(self, environ: Environ) -> Any:
+        body = self._read_body(environ)
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            message = f"the body is not UTF-8: byte {exc.start} ({body[exc.start]:#04x})"
+            raise HttpError(400, "bad_utf8", message) from None
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise HttpError(
+                400, "bad_json", f"the body is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+            ) from None
+        except RecursionError:
+            raise HttpError(400, "too_deep", "the body nests too deeply to read") from None
+
+    def _single(self, payload: Any) -> tuple[int, Any, list[tuple[str, str]]]:
+        if isinstance(payload, list):
+            raise HttpError(400, "batch_on_single", f"{LINEAGE} takes one event; send arrays to {BATCH}")
+        (outcome,) = self.intake.take([payload])
+        if outcome.status == "refused":
+            raise HttpError(400, "invalid_event", outcome.message, outcome.problems)
+        if outcome.status == "unavailable":
+            raise HttpError(503, "unavailable", outcome.message)
+        return 201, _accepted(outcome), []
+
+    def _batch(self, payload: Any) -> tuple[int, Any, list[tuple[str, str]]]:
+        if not isinstance(payload, list):
+            raise HttpError(400, "batch_not_array", f"{BATCH} takes a JSON array of events")
+        if len(payload) > self.limits.max_batch:
+            raise HttpError(
+                413,
+                "batch_too_large",
+                f"the batch has {len(payload)} events; this receiver takes at most {self.limits.max_batch}",
+            )
+        outcomes = self.intake.take(payload)
+        failed = [(i, o) for i, o in enumerate(outcomes) if not o.ok]
+        retriable = sum(o.retriable for _, o in failed)
+        body = {
+            "status": "partial_success" if failed else "success",
+            "summary": {
+                "received": len(outcomes),
+                "successful": len(outcomes) - len(failed),
+                "failed": len(failed),
+                "retriable": retriable,
+                "non_retriable": len(failed) - retriable,
+            },
+            "failed_events": [
+                {
+                    "index": i,
+                    "reason": o.message,
+                    "retriable": o.retriable,
+                    "problems": [_problem_json(p) for p in o.problems],
+                }
+                for i, o in failed
+            ],
+        }
+        if outcomes and retriable == len(outcomes):
+            return 503, body, [("Retry-After", RETRY_AFTER)]
+        return 200, body, []
+
+    # --- metrics -----------------------------------------------------------------------------
+
+    def metrics_text(self) -> str:
+        """Prometheus text exposition of the receiver's counts."""
+        snap = self.intake.metrics.snapshot()
+        lines = [
+            "# HELP olbridge_receiver_events_total Events the receiver took, by result.",
+            "# TYPE olbridge_receiver_events_total counter",
+        ]
+        lines += [f'olbridge_receiver_events_total{{result="{k}"}} {v}' for k, v in snap["events"].items()]
+        lines += [
+            "# HELP olbridge_receiver_placeholders_total External placeholder assets created.",
+            "# TYPE olbridge_receiver_placeholders_total counter",
+            f"olbridge_receiver_placeholders_total {snap['placeholders']}",
+            "# HELP olbridge_receiver_warned_events_total Accepted events kept with a warning.",
+            "# TYPE olbridge_receiver_warned_events_total counter",
+            f"olbridge_receiver_warned_events_total {snap['eventsWithWarnings']}",
+            "# HELP olbridge_receiver_requests_total HTTP requests, by route and status.",
+            "# TYPE olbridge_receiver_requests_total counter",
+        ]
+        lines += [
+            f'olbridge_receiver_requests_total{{route="{r["route"]}",status="{r["status"]}"}} {r["count"]}'
+            for r in snap["requests"]
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def _accepted(outcome: Outcome) -> dict[str, Any]:
+    return {"status": outcome.status, "warnings": list(outcome.warnings), "placeholders": list(outcome.placeholders)}

@@ -1,0 +1,167 @@
+"""An accepted OpenLineage event read into what the catalog keeps of it. Pure: no clock, no I/O.
+
+The same event (however its keys are ordered) gives the same digest, which is how a re-sent
+event is recognised."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from bridge.model import Column, format_time, parse_time
+
+TERMINAL = ("COMPLETE", "FAIL", "ABORT")
+
+
+@attrs.frozen
+class SeenDataset:
+    """A dataset as one event names and describes it."""
+
+    direction: str | None  # "input", "output", or None for a DatasetEvent's dataset
+    namespace: str
+    name: str
+    description: str | None = None
+    owners: tuple[str, ...] = ()
+    dataset_type: str | None = None
+    symlinks: tuple[str, ...] = ()
+    columns: tuple[Column, ...] = ()
+    described: bool = False  # whether the event said anything of it beyond its name
+
+
+@attrs.frozen
+class IncomingEvent:
+    digest: str
+    body: str  # canonical JSON: sorted keys, compact
+    kind: str
+    event_time: datetime
+    producer: str
+    event_type: str | None = None
+    job_namespace: str | None = None
+    job_name: str | None = None
+    run_id: str | None = None
+    parent_run_id: str | None = None
+    datasets: tuple[SeenDataset, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def source(self) -> str | None:
+        """The external run or job the event is about: ``run:<runId>`` or ``job:<ns>/<name>``."""
+        if self.kind == "RunEvent":
+            return f"run:{self.run_id}"
+        if self.kind == "JobEvent":
+            return f"job:{self.job_namespace}/{self.job_name}"
+        return None
+
+    @property
+    def rank(self) -> str:
+        """Orders events the same way whatever order they arrive in: by time, then digest."""
+        return f"{format_time(self.event_time)}|{self.digest}"
+
+    @property
+    def state_rank(self) -> str:
+        """Which event decides a run's state: an end beats RUNNING beats START, then the later."""
+        kind = (self.event_type or "").upper()
+        level = 3 if kind in TERMINAL else 1 if kind == "START" else 2
+        return f"{level}|{self.rank}"
+
+
+def canonical(event: Any) -> str:
+    return json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _facet(facets: Any, key: str) -> dict[str, Any]:
+    if isinstance(facets, dict):
+        value = facets.get(key)
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset:
+    """A dataset with what its standard facets say: documentation, ownership, datasetType,
+    symlinks and schema."""
+    facets = dataset.get("facets")
+    description = _text(_facet(facets, "documentation").get("description"))
+    owners_facet = _facet(facets, "ownership").get("owners")
+    owners = (
+        tuple(o["name"] for o in owners_facet or () if isinstance(o, dict) and isinstance(o.get("name"), str))
+        if isinstance(owners_facet, list)
+        else ()
+    )
+    dataset_type = _text(_facet(facets, "datasetType").get("datasetType"))
+    identifiers = _facet(facets, "symlinks").get("identifiers")
+    symlinks = (
+        tuple(
+            f"{i['namespace']}/{i['name']}"
+            for i in identifiers
+            if isinstance(i, dict) and isinstance(i.get("namespace"), str) and isinstance(i.get("name"), str)
+        )
+        if isinstance(identifiers, list)
+        else ()
+    )
+    fields = _facet(facets, "schema").get("fields")
+    columns = (
+        tuple(
+            Column(f["name"], _text(f.get("type")), _text(f.get("description")))
+            for f in fields
+            if isinstance(f, dict) and isinstance(f.get("name"), str)
+        )
+        if isinstance(fields, list)
+        else ()
+    )
+    return SeenDataset(
+        direction=direction,
+        namespace=dataset["namespace"],
+        name=dataset["name"],
+        description=description,
+        owners=owners,
+        dataset_type=dataset_type,
+        symlinks=symlinks,
+        columns=columns,
+        described=bool(description or owners or dataset_type or symlinks or columns),
+    )
+
+
+def read_event(event: dict[str, Any], kind: str, warnings: tuple[str, ...] = ()) -> IncomingEvent:
+    """An accepted event (see :func:`bridge.receiver.policy.judge`) as the catalog keeps it."""
+    body = canonical(event)
+    digest = hashlib.sha256(body.encode()).hexdigest()
+    datasets: list[SeenDataset] = []
+    run_id = parent_run_id = job_namespace = job_name = None
+    if kind == "DatasetEvent":
+        datasets.append(seen_dataset(event["dataset"], None))
+    else:
+        job = event["job"]
+        job_namespace, job_name = job["namespace"], job["name"]
+        for key, direction in (("inputs", "input"), ("outputs", "output")):
+            for dataset in event.get(key) or ():
+                datasets.append(seen_dataset(dataset, direction))
+    if kind == "RunEvent":
+        run = event["run"]
+        run_id = run["runId"]
+        parent = _facet(run.get("facets"), "parent").get("run")
+        if isinstance(parent, dict) and isinstance(parent.get("runId"), str):
+            parent_run_id = parent["runId"]
+    event_type = event.get("eventType") if isinstance(event.get("eventType"), str) else None
+    return IncomingEvent(
+        digest=digest,
+        body=body,
+        kind=kind,
+        event_time=parse_time(event["eventTime"], "/eventTime", assume_utc=True),
+        producer=event["producer"],
+        event_type=event_type,
+        job_namespace=job_namespace,
+        job_name=job_name,
+        run_id=run_id,
+        parent_run_id=parent_run_id,
+        datasets=tuple(datasets),
+        warnings=warnings,
+    )

@@ -1,0 +1,233 @@
+"""Imports of external events: from files (the OpenLineage client's file transport, JSON arrays,
+single events) and from a Marquez instance (``GET /api/v1/events/lineage``, paged by time window
+and resumable). Both go through the same :class:`~bridge.receiver.intake.Intake` as the HTTP
+receiver."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import attrs
+import requests
+
+from bridge.catalog import Catalog
+from bridge.errors import BridgeError, CatalogError, ValidationError
+from bridge.mapping.resolver import Resolver
+from bridge.model import format_time, parse_time
+from bridge.openlineage.files import BadInput, read_events
+from bridge.receiver.events import canonical
+from bridge.receiver.intake import Intake, Outcome
+from bridge.version import __version__
+
+BATCH = 500
+FAR_FUTURE = "9999-12-31T00:00:00Z"  # Marquez hides events after 2030 unless `before` is given
+Progress = Callable[[int], None]
+
+
+class ImportSourceError(BridgeError):
+    """A source of events (a Marquez instance) could not be read."""
+
+
+@attrs.define
+class ImportSummary:
+    read: int = 0
+    accepted: int = 0
+    duplicates: int = 0
+    placeholders: int = 0
+    warned: int = 0
+    refused: list[tuple[str, str]] = attrs.field(factory=list)  # (where, why)
+    position: str | None = None  # where a Marquez import got to
+
+    def add(self, where: str, outcome: Outcome) -> None:
+        self.read += 1
+        if outcome.status == "accepted":
+            self.accepted += 1
+        elif outcome.status == "duplicate":
+            self.duplicates += 1
+        else:
+            self.refused.append((where, outcome.message))
+        self.placeholders += len(outcome.placeholders)
+        self.warned += bool(outcome.warnings)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "read": self.read,
+            "accepted": self.accepted,
+            "duplicates": self.duplicates,
+            "refused": len(self.refused),
+            "newPlaceholders": self.placeholders,
+            "acceptedWithWarnings": self.warned,
+            "refusals": [{"where": w, "reason": r} for w, r in self.refused],
+        }
+        if self.position is not None:
+            out["position"] = self.position
+        return out
+
+
+def catalog_intake(catalog: Catalog, resolver: Resolver, *, strict: bool = False) -> Intake:
+    """An intake that writes straight to a catalog (one transaction a batch)."""
+    return Intake(lambda events: catalog.ingest(events, resolver), strict=strict)
+
+
+def _take(intake: Intake, batch: Sequence[tuple[str, Any]], summary: ImportSummary) -> None:
+    outcomes = intake.take([item for _, item in batch])
+    for (where, _), outcome in zip(batch, outcomes, strict=True):
+        if outcome.status == "unavailable":
+            raise CatalogError(f"{where}: the catalog could not take the event: {outcome.message}")
+        summary.add(where, outcome)
+
+
+def import_files(paths: Iterable[Path], intake: Intake, *, progress: Progress | None = None) -> ImportSummary:
+    """Import every event of every file. A line that is not JSON, or an event that is refused, is
+    reported with where it was and does not stop the rest."""
+    summary = ImportSummary()
+    paths = list(paths)
+    for path in paths:  # a missing file stops everything before anything is written
+        if not path.is_file():
+            raise ValidationError("file not found", rule="file", where=str(path))
+    for path in paths:
+        batch: list[tuple[str, Any]] = []
+        for where, item in read_events(path):
+            if isinstance(item, BadInput):
+                summary.read += 1
+                summary.refused.append((where, item.message))
+                continue
+            batch.append((where, item))
+            if len(batch) >= BATCH:
+                _take(intake, batch, summary)
+                if progress:
+                    progress(len(batch))
+                batch = []
+        if batch:
+            _take(intake, batch, summary)
+            if progress:
+                progress(len(batch))
+    return summary
+
+
+# --- Marquez ----------------------------------------------------------------------------------
+
+
+def marquez_source(url: str) -> str:
+    return "marquez:" + url.rstrip("/")
+
+
+def _event_time(event: Any) -> datetime | None:
+    if isinstance(event, dict):
+        try:
+            return parse_time(event.get("eventTime"), "eventTime", assume_utc=True)
+        except ValidationError:
+            return None
+    return None
+
+
+class MarquezEvents:
+    """Pages ``GET /api/v1/events/lineage`` in ascending time from ``after`` (inclusive) to
+    ``before`` (exclusive). Events at the page boundary's instant are fetched again on the next
+    page (Marquez does not order equal times stably) and skipped here by their digest."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        session: requests.Session | None = None,
+        page_size: int = 200,
+        timeout: float = 30.0,
+    ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ValidationError(f"a Marquez URL starts with http:// or https://, not {url!r}", rule="url")
+        if page_size < 1:
+            raise ValidationError("the page size is at least 1", rule="page_size", value=page_size)
+        self.base = url.rstrip("/")
+        self.session = session or requests.Session()
+        self.session.headers.setdefault("User-Agent", f"olbridge/{__version__}")
+        self.page_size = page_size
+        self.timeout = timeout
+        self.total: int | None = None
+
+    def _page(self, after: str, before: str, offset: int) -> list[Any]:
+        endpoint = f"{self.base}/api/v1/events/lineage"
+        params: dict[str, str | int] = {
+            "after": after,
+            "before": before,
+            "sortDirection": "asc",
+            "limit": self.page_size,
+            "offset": offset,
+        }
+        try:
+            response = self.session.get(endpoint, params=params, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise ImportSourceError(f"cannot reach Marquez at {endpoint}: {exc}") from None
+        if response.status_code != 200:
+            raise ImportSourceError(
+                f"Marquez answered {response.status_code} to GET {endpoint} (after={after}): {response.text[:300]}"
+            )
+        try:
+            body = response.json()
+        except ValueError:
+            raise ImportSourceError(f"Marquez's answer to GET {endpoint} is not JSON: {response.text[:200]}") from None
+        if not isinstance(body, dict) or not isinstance(body.get("events"), list):
+            raise ImportSourceError(f"Marquez's answer to GET {endpoint} has no 'events' list")
+        if self.total is None and isinstance(body.get("totalCount"), int):
+            self.total = body["totalCount"]
+        return list(body["events"])
+
+    def pages(self, after: str, before: str = FAR_FUTURE) -> Iterator[tuple[list[Any], str]]:
+        """Pages of new events, each with the position (a time) to resume from after it."""
+        offset = 0
+        boundary: set[str] = set()  # digests of the events already seen at the `after` instant
+        while True:
+            events = self._page(after, before, offset)
+            if not events:
+                return
+            times = [_event_time(e) for e in events]
+            known = [t for t in times if t is not None]
+            last = format_time(max(known)) if known else after
+            fresh = []
+            for event, moment in zip(events, times, strict=True):
+                if moment is not None and format_time(moment) == after:
+                    digest = canonical(event)
+                    if digest in boundary:
+                        continue
+                    boundary.add(digest)
+                fresh.append(event)
+            if last > after:
+                after, offset = last, 0
+                boundary = {canonical(e) for e, t in zip(events, times, strict=True) if t and format_time(t) == last}
+            else:
+                offset += len(events)  # a whole page at one instant: step through it
+            yield fresh, after
+            if len(events) < self.page_size:
+                return
+
+
+def import_marquez(
+    source: MarquezEvents,
+    intake: Intake,
+    catalog: Catalog,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    resume: bool = True,
+    now: Callable[[], datetime],
+    progress: Progress | None = None,
+) -> ImportSummary:
+    """Import a Marquez instance's RunEvents from where the last import stopped (or ``since``),
+    saving the position after every page, so an interrupted import resumes where it stopped."""
+    key = marquez_source(source.base)
+    stored = catalog.import_position(key) if resume else None
+    after = format_time(since) if since is not None else stored or "1970-01-01T00:00:00.000000Z"
+    before = format_time(until) if until is not None else FAR_FUTURE
+    summary = ImportSummary(position=after)
+    for events, position in source.pages(after, before):
+        batch = [(f"{source.base} event at {e.get('eventTime') if isinstance(e, dict) else '?'}", e) for e in events]
+        if batch:
+            _take(intake, batch, summary)
+        catalog.set_import_position(key, position, now=now())
+        summary.position = position
+        if progress:
+            progress(len(events))
+    return summary

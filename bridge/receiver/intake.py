@@ -1,0 +1,161 @@
+"""From parsed JSON to committed events: limits, the verdict, and the write, the same for HTTP
+requests, files and a Marquez instance. Each item gets an :class:`Outcome`."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from bridge.catalog import IngestResult
+from bridge.errors import BridgeError
+from bridge.openlineage.validate import Problem
+from bridge.receiver.events import IncomingEvent, read_event
+from bridge.receiver.policy import judge
+from bridge.receiver.writer import Unavailable
+
+Writer = Callable[[Sequence[IncomingEvent]], list[IngestResult | Exception]]
+
+
+@attrs.frozen
+class Limits:
+    max_body: int = 16 * 1024 * 1024  # bytes on the wire
+    max_decompressed: int = 64 * 1024 * 1024  # bytes after gunzip
+    max_batch: int = 10_000  # events in one batch request
+    max_datasets: int = 1_000  # inputs + outputs of one event
+    max_depth: int = 64  # nesting of objects and arrays in one event
+
+
+@attrs.frozen
+class Outcome:
+    status: str  # "accepted" | "duplicate" | "refused" | "unavailable"
+    kind: str | None = None
+    message: str = ""
+    problems: tuple[Problem, ...] = ()
+    warnings: tuple[str, ...] = ()
+    placeholders: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("accepted", "duplicate")
+
+    @property
+    def retriable(self) -> bool:
+        return self.status == "unavailable"
+
+
+def depth_problem(value: Any, limit: int) -> Problem | None:
+    """A problem if ``value`` nests objects and arrays deeper than ``limit`` (checked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return Problem("", f"the event nests objects and arrays deeper than {limit} levels")
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return None
+
+
+def _dataset_count(event: dict[str, Any]) -> int:
+    count = 0
+    for key in ("inputs", "outputs"):
+        items = event.get(key)
+        if isinstance(items, list):
+            count += len(items)
+    return count
+
+
+class Metrics:
+    """Counts for the metrics endpoint and the import summary. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.events: dict[str, int] = {"accepted": 0, "duplicate": 0, "refused": 0, "unavailable": 0}
+        self.placeholders = 0
+        self.warnings = 0
+        self.requests: dict[tuple[str, int], int] = {}
+
+    def count(self, outcomes: Sequence[Outcome]) -> None:
+        with self._lock:
+            for outcome in outcomes:
+                self.events[outcome.status] += 1
+                self.placeholders += len(outcome.placeholders)
+                self.warnings += bool(outcome.warnings)
+
+    def request(self, route: str, status: int) -> None:
+        with self._lock:
+            self.requests[route, status] = self.requests.get((route, status), 0) + 1
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "events": dict(self.events),
+                "placeholders": self.placeholders,
+                "eventsWithWarnings": self.warnings,
+                "requests": [{"route": r, "status": s, "count": n} for (r, s), n in sorted(self.requests.items())],
+            }
+
+
+class Intake:
+    """Judges, reads and writes external events."""
+
+    def __init__(self, write: Writer, *, strict: bool = False, limits: Limits = Limits()) -> None:
+        self.write = write
+        self.strict = strict
+        self.limits = limits
+        self.metrics = Metrics()
+
+    def prepare(self, item: Any) -> IncomingEvent | Outcome:
+        """The event to write, or the outcome that refuses it. Pure."""
+        problem = depth_problem(item, self.limits.max_depth)
+        if problem is not None:
+            return Outcome("refused", message=problem.message, problems=(problem,))
+        if isinstance(item, dict) and _dataset_count(item) > self.limits.max_datasets:
+            count, limit = _dataset_count(item), self.limits.max_datasets
+            message = f"the event has {count} datasets; this receiver takes at most {limit}"
+            return Outcome("refused", message=message, problems=(Problem("", message, "limit"),))
+        verdict = judge(item, strict=self.strict)
+        if not verdict.accepted:
+            first = verdict.refusals[0]
+            more = len(verdict.refusals) - 1
+            message = str(first) + (f" (and {more} more)" if more else "")
+            return Outcome("refused", kind=verdict.kind, message=message, problems=verdict.refusals)
+        return read_event(item, verdict.kind, tuple(str(w) for w in verdict.warnings))
+
+    def take(self, items: Sequence[Any]) -> list[Outcome]:
+        """Outcomes of items, in order. The accepted ones are committed before this returns."""
+        prepared = [self.prepare(item) for item in items]
+        events = [p for p in prepared if isinstance(p, IncomingEvent)]
+        results: list[IngestResult | Exception]
+        try:
+            results = self.write(events) if events else []
+        except Unavailable as exc:
+            results = [exc] * len(events)
+        written = iter(results)
+        outcomes = []
+        for item in prepared:
+            if isinstance(item, Outcome):
+                outcomes.append(item)
+                continue
+            result = next(written)
+            outcomes.append(_outcome(item, result))
+        self.metrics.count(outcomes)
+        return outcomes
+
+
+def _outcome(event: IncomingEvent, result: IngestResult | Exception) -> Outcome:
+    if isinstance(result, IngestResult):
+        return Outcome(result.status, event.kind, warnings=result.warnings, placeholders=result.placeholders)
+    if isinstance(result, Unavailable | sqlite3.OperationalError):
+        return Outcome("unavailable", event.kind, message=str(result))
+    if isinstance(result, BridgeError | ValueError):
+        return Outcome("refused", event.kind, message=str(result), problems=(Problem("", str(result), "catalog"),))
+    return Outcome("unavailable", event.kind, message=f"the catalog could not take the event: {result}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -39,3 +40,71 @@ def run(
         failure_behavior=FailureBehavior.parse(behavior),
         error=error,
     )
+
+
+def table_contents(catalog: Any) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table of a catalog, to show that a refused input changed nothing."""
+    conn = catalog._conn
+    names = [
+        n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'sqlite_sequence'")
+    ]
+    return {n: conn.execute(f"SELECT * FROM {n} ORDER BY 1").fetchall() for n in sorted(names)}
+
+
+RUN_EVENT_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
+DATASET_EVENT_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/DatasetEvent"
+JOB_EVENT_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/JobEvent"
+PRODUCER = "https://github.com/example/producer/tree/1.0"
+
+
+def ol_run_event(
+    event_type: str = "COMPLETE",
+    *,
+    run_id: str = "0194a1b2-0000-7000-8000-000000000001",
+    job: tuple[str, str] = ("airflow", "dag.task"),
+    inputs: list[dict[str, Any]] | None = None,
+    outputs: list[dict[str, Any]] | None = None,
+    time: str = "2025-03-01T08:00:00Z",
+    **extra: Any,
+) -> dict[str, Any]:
+    """An external RunEvent as a producer would send it."""
+    return {
+        "eventType": event_type,
+        "eventTime": time,
+        "producer": PRODUCER,
+        "schemaURL": RUN_EVENT_URL,
+        "run": {"runId": run_id},
+        "job": {"namespace": job[0], "name": job[1]},
+        "inputs": inputs or [],
+        "outputs": outputs or [],
+        **extra,
+    }
+
+
+def ol_dataset(namespace: str, name: str, **facets: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"namespace": namespace, "name": name}
+    if facets:
+        out["facets"] = {
+            key: {
+                "_producer": PRODUCER,
+                "_schemaURL": f"https://openlineage.io/spec/facets/1-0-1/{key[0].upper()}{key[1:]}DatasetFacet.json",
+                **value,
+            }
+            for key, value in facets.items()
+        }
+    return out
+
+
+def mutated(event: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """A deep copy of ``event`` with the value at ``path`` (``run/runId``, ``inputs/0/name``)
+    replaced, or removed when ``value`` is ``KeyError``."""
+    out = copy.deepcopy(event)
+    *parents, last = path.split("/")
+    target: Any = out
+    for part in parents:
+        target = target[int(part)] if isinstance(target, list) else target[part]
+    if value is KeyError:
+        del target[last]
+    else:
+        target[last] = value
+    return out

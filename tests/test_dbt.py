@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,36 +25,6 @@ BIN = Path(sys.executable).parent
 NAMESPACE = "duckdb://warehouse.duckdb"
 EPHEMERAL = (NAMESPACE, "warehouse.main.stg_orders")
 SEED = (NAMESPACE, "warehouse.main.countries")
-
-
-@pytest.fixture(scope="module")
-def dbt_ol(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
-    """The test project built by ``dbt-ol build`` (which runs ``dbt build``), with its events."""
-    if not (BIN / "dbt").is_file() or not (BIN / "dbt-ol").is_file():
-        pytest.skip("dbt and dbt-ol are not installed (pip install -e '.[dbt]')")
-    work = tmp_path_factory.mktemp("dbt")
-    project = work / "project"
-    shutil.copytree(PROJECT, project)
-    events = work / "events.jsonl"
-    config = work / "openlineage.yml"
-    config.write_text(f"transport:\n  type: file\n  log_file_path: {events}\n  append: true\n")
-    env = {
-        **os.environ,
-        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        "OPENLINEAGE_CONFIG": str(config),
-        "OPENLINEAGE_NAMESPACE": "olbridge_test",
-        "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
-    }
-    done = subprocess.run(
-        [str(BIN / "dbt-ol"), "build", "--project-dir", ".", "--profiles-dir", "."],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return project, [json.loads(line) for line in events.read_text().splitlines() if line.strip()]
 
 
 def relations(events: list[dict[str, Any]], key: str) -> set[tuple[str, str]]:

@@ -12,6 +12,7 @@ import pytest
 
 from bridge.openlineage.spec_rules import STANDARD_FACETS
 from bridge.openlineage.validate import check_facet, event_kind, standard_facet, validate_event
+from tests.helpers import mutated
 
 BASE_EVENT: dict[str, Any] = {
     "eventTime": "2025-01-01T00:00:00Z",
@@ -82,16 +83,7 @@ def test_full_example_event_agrees(spec_dir: Path, official: Callable[[Any], lis
 
 
 def mutate(path: str, value: Any) -> dict[str, Any]:
-    event = copy.deepcopy(BASE_EVENT)
-    *parents, last = path.split("/")
-    target: Any = event
-    for part in parents:
-        target = target[int(part)] if isinstance(target, list) else target[part]
-    if value is KeyError:
-        del target[last]
-    else:
-        target[last] = value
-    return event
+    return mutated(BASE_EVENT, path, value)
 
 
 INVALID = [

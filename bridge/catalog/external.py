@@ -148,7 +148,7 @@ def _take_dataset(
         return asset_id, False, warning  # the catalog's own asset: never overwritten from outside
     asset = _placeholder(current, asset_id, ds, event, base, (first, last), wins_seen, wins_facets)
     if asset != current:
-        cur.execute(sql.UPSERT_ASSET, asset_row(asset))
+        cur.execute(sql.UPSERT_PLACEHOLDER, asset_row(asset))
     return asset_id, current is None, warning
 
 

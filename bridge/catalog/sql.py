@@ -180,6 +180,10 @@ UPSERT_ASSET = f"""
         assertions = excluded.assertions
 """
 COUNT_ASSETS = "SELECT count(*) FROM assets"
+# a placeholder's creation time is its first sighting, which an earlier event can move back
+UPSERT_PLACEHOLDER = UPSERT_ASSET.replace(
+    "updated_at = excluded.updated_at", "created_at = excluded.created_at, updated_at = excluded.updated_at"
+)
 
 
 def select_assets(

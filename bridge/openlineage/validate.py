@@ -411,11 +411,39 @@ def marquez_problems(event: Any) -> list[Problem]:
     return problems
 
 
-def _marquez_facet(key: str, facet: Mapping[str, Any], where: str, namespaces: list[tuple[Any, str]]) -> list[Problem]:
+# Fields Marquez's typed facet classes hold @NotNull, whatever version the facet's _schemaURL names
+# (reference/marquez.md, section 2): a missing one is a 422 there.
+_MARQUEZ_REQUIRED: dict[str, tuple[tuple[str, ...], ...]] = {
+    "nominalTime": (("nominalStartTime",),),
+    "parent": (("run", "runId"), ("job", "namespace"), ("job", "name")),
+    "parentRun": (("run", "runId"), ("job", "namespace"), ("job", "name")),
+    "documentation": (("description",),),
+    "sql": (("query",),),
+    "jobType": (("processingType",), ("integration",), ("jobType",)),
+}
+_MARQUEZ_TYPED = {*_MARQUEZ_REQUIRED, "sourceCodeLocation", "schema", "dataSource", "lifecycleStateChange"}
+_MARQUEZ_TYPED |= {"columnLineage", "symlinks"}
+
+
+def _marquez_required(key: str, facet: Mapping[str, Any], where: str) -> list[Problem]:
     problems = []
-    if key == "jobType" and "jobType" not in facet:
-        problems.append(Problem(where, "Marquez requires jobType.jobType", "marquez"))
-    elif key == "symlinks":
+    if key in _MARQUEZ_TYPED:
+        for field in ("_producer", "_schemaURL"):
+            if not isinstance(facet.get(field), str):
+                problems.append(Problem(where, f"Marquez requires {field} on the {key} facet", "marquez"))
+    for path in _MARQUEZ_REQUIRED.get(key, ()):
+        value: Any = facet
+        for part in path:
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is None:
+            pointer = where + "".join(f"/{p}" for p in path[:-1])
+            problems.append(Problem(pointer, f"Marquez requires {key}.{'.'.join(path)}", "marquez"))
+    return problems
+
+
+def _marquez_facet(key: str, facet: Mapping[str, Any], where: str, namespaces: list[tuple[Any, str]]) -> list[Problem]:
+    problems = _marquez_required(key, facet, where)
+    if key == "symlinks":
         identifiers = facet.get("identifiers")
         if not identifiers:
             problems.append(Problem(where, "Marquez fails on a symlinks facet without identifiers", "marquez"))
@@ -428,6 +456,8 @@ def _marquez_facet(key: str, facet: Mapping[str, Any], where: str, namespaces: l
     elif key == "schema" and isinstance(facet.get("fields"), list):
         for index, field in enumerate(facet["fields"]):
             name = field.get("name") if isinstance(field, dict) else None
+            if not isinstance(name, str):
+                problems.append(Problem(f"{where}/fields/{index}", "Marquez requires a name on every field", "marquez"))
             if isinstance(name, str) and len(name) > MARQUEZ_KEY_MAX:
                 problems.append(
                     Problem(

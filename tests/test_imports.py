@@ -1,0 +1,196 @@
+"""Imports: files (the client's file transport, arrays, single events), a Marquez instance (paged
+by time window, resumable), and real dbt-ol events joining the assets olbridge's dbt adapter made."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+import requests
+import responses
+from click.testing import CliRunner
+
+from bridge.adapters.dbt import ingest_dbt
+from bridge.catalog import Catalog
+from bridge.cli import cli
+from bridge.mapping import Resolver
+from bridge.model import Origin
+from bridge.receiver.imports import ImportSourceError, MarquezEvents, catalog_intake, import_files, import_marquez
+from tests.conftest import at
+from tests.helpers import ol_dataset, ol_run_event, table_contents
+
+MARQUEZ = "http://marquez.test:5000"
+
+
+def _event(n: int, minute: int) -> dict[str, Any]:
+    return ol_run_event(
+        "COMPLETE",
+        run_id=f"0194a1b2-0000-7000-8000-{n:012d}",
+        job=("airflow", f"job_{n}"),
+        inputs=[ol_dataset("s3://bucket", f"in/{n}")],
+        outputs=[ol_dataset("s3://bucket", f"out/{n}")],
+        time=f"2025-03-01T08:{minute:02d}:00Z",
+    )
+
+
+def test_files_of_every_shape_import_and_a_bad_line_does_not_stop_the_rest(
+    tmp_path: Path, catalog: Catalog, resolver: Resolver
+) -> None:
+    ndjson = tmp_path / "events.ndjson"
+    ndjson.write_text(
+        json.dumps(_event(1, 0))
+        + "\n"
+        + "{not json\n"
+        + json.dumps({"eventTime": "x"})
+        + "\n"
+        + json.dumps(_event(2, 1))
+    )
+    array = tmp_path / "events.json"
+    array.write_text(json.dumps([_event(3, 2), _event(1, 0)]))
+    single = tmp_path / "one.json"
+    single.write_text(json.dumps(_event(4, 3), indent=2))
+    summary = import_files([ndjson, array, single], catalog_intake(catalog, resolver))
+    assert (summary.read, summary.accepted, summary.duplicates) == (7, 4, 1)
+    assert [where for where, _ in summary.refused] == [f"{ndjson}:2", f"{ndjson}:3"]
+    assert "not valid JSON" in summary.refused[0][1]
+    assert summary.placeholders == 8
+    assert len(catalog.external_sources()) == 4
+
+
+def test_a_missing_file_refuses_the_import_before_anything_is_written(
+    tmp_path: Path, catalog: Catalog, resolver: Resolver
+) -> None:
+    good = tmp_path / "good.ndjson"
+    good.write_text(json.dumps(_event(1, 0)))
+    before = table_contents(catalog)
+    with pytest.raises(Exception, match="file not found"):
+        import_files([good, tmp_path / "missing.ndjson"], catalog_intake(catalog, resolver))
+    assert table_contents(catalog) == before
+
+
+def test_the_import_command_prints_a_summary(tmp_path: Path) -> None:
+    events = tmp_path / "events.ndjson"
+    events.write_text(json.dumps(_event(1, 0)) + "\n[broken\n")
+    db = tmp_path / "c.db"
+    result = CliRunner().invoke(cli, ["--catalog", str(db), "import", str(events), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["accepted"], summary["refused"], summary["newPlaceholders"]) == (1, 1, 2)
+    assert summary["refusals"][0]["where"] == f"{events}:2"
+    listed = CliRunner().invoke(cli, ["--catalog", str(db), "assets", "list", "--json"])
+    assert {a["origin"] for a in json.loads(listed.stdout)} == {"external"}
+    usage = CliRunner().invoke(cli, ["--catalog", str(db), "import"])
+    assert usage.exit_code == 2 and "FILE... or --from-marquez" in usage.output
+
+
+class FakeMarquez:
+    """``GET /api/v1/events/lineage`` as Marquez 0.51 answers it: after inclusive, before exclusive,
+    ascending by eventTime, offset paging, only RunEvents."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self.events = events
+        self.calls: list[dict[str, str]] = []
+        self.fail_after: int | None = None
+
+    def __call__(self, request: Any) -> tuple[int, dict[str, str], str]:
+        query = {k: v[0] for k, v in parse_qs(urlparse(request.url).query).items()}
+        self.calls.append(query)
+        if self.fail_after is not None and len(self.calls) > self.fail_after:
+            return 500, {}, ""
+        assert query["sortDirection"] == "asc"
+        after, before = query["after"], query["before"]
+        selected = sorted(
+            (e for e in self.events if after <= _norm(e["eventTime"]) < before), key=lambda e: _norm(e["eventTime"])
+        )
+        offset, limit = int(query["offset"]), int(query["limit"])
+        body = {"events": selected[offset : offset + limit], "totalCount": len(self.events)}
+        return 200, {"Content-Type": "application/json"}, json.dumps(body)
+
+
+def _norm(time: str) -> str:
+    return time.replace("Z", ".000000Z") if "." not in time else time
+
+
+@responses.activate
+def test_a_marquez_import_pages_by_time_and_resumes(catalog: Catalog, resolver: Resolver) -> None:
+    events = [_event(n, n // 3) for n in range(20)]  # three events a minute: pages cut through instants
+    marquez = FakeMarquez(events)
+    responses.add_callback(responses.GET, f"{MARQUEZ}/api/v1/events/lineage", callback=marquez)
+    intake = catalog_intake(catalog, resolver)
+    source = MarquezEvents(MARQUEZ, page_size=4)
+    marquez.fail_after = 3  # Marquez goes away after three pages
+    with pytest.raises(ImportSourceError, match="answered 500"):
+        import_marquez(source, intake, catalog, now=lambda: at(60))
+    first = len(catalog.external_sources())
+    assert 0 < first < 20
+    position = catalog.import_position(f"marquez:{MARQUEZ}")
+    assert position is not None
+    marquez.fail_after = None
+    calls = len(marquez.calls)
+    summary = import_marquez(MarquezEvents(MARQUEZ, page_size=4), intake, catalog, now=lambda: at(61))
+    assert marquez.calls[calls]["after"] == position  # resumed where it stopped
+    assert len(catalog.external_sources()) == 20
+    assert summary.refused == []
+    assert summary.accepted == 20 - first
+    assert summary.position == "2025-03-01T08:06:00.000000Z"
+    # nothing new: an import from the last position takes nothing
+    again = import_marquez(MarquezEvents(MARQUEZ, page_size=4), intake, catalog, now=lambda: at(62))
+    assert again.accepted == 0
+
+
+@responses.activate
+def test_a_whole_page_at_one_instant_is_stepped_through(catalog: Catalog, resolver: Resolver) -> None:
+    events = [_event(n, 0) for n in range(10)]  # ten events at the same time, pages of three
+    responses.add_callback(responses.GET, f"{MARQUEZ}/api/v1/events/lineage", callback=FakeMarquez(events))
+    summary = import_marquez(
+        MarquezEvents(MARQUEZ, page_size=3), catalog_intake(catalog, resolver), catalog, now=lambda: at(1)
+    )
+    assert (summary.accepted, summary.duplicates) == (10, 0)
+
+
+@responses.activate
+def test_marquez_errors_are_clear(catalog: Catalog, resolver: Resolver) -> None:
+    responses.add(responses.GET, f"{MARQUEZ}/api/v1/events/lineage", body="<html>", status=200)
+    with pytest.raises(ImportSourceError, match="not JSON"):
+        import_marquez(MarquezEvents(MARQUEZ), catalog_intake(catalog, resolver), catalog, now=lambda: at(1))
+    responses.replace(responses.GET, f"{MARQUEZ}/api/v1/events/lineage", body=requests.ConnectionError("refused"))
+    with pytest.raises(ImportSourceError, match="cannot reach Marquez"):
+        import_marquez(MarquezEvents(MARQUEZ), catalog_intake(catalog, resolver), catalog, now=lambda: at(1))
+    with pytest.raises(Exception, match="starts with http"):
+        MarquezEvents("marquez:5000")
+    result = CliRunner().invoke(cli, ["--catalog", ":memory:", "import", "--from-marquez", "ftp://x"])
+    assert result.exit_code == 1 and result.output.startswith("Error:")
+
+
+@pytest.mark.dbt
+def test_dbt_ol_events_join_the_assets_of_olbridges_dbt_adapter(
+    dbt_ol: tuple[Path, list[dict[str, Any]]], tmp_path: Path, resolver: Resolver
+) -> None:
+    project, theirs = dbt_ol
+    events = tmp_path / "dbt-ol.ndjson"
+    events.write_text("\n".join(json.dumps(e) for e in theirs))
+    with Catalog(":memory:") as catalog:
+        ingest_dbt(catalog, project, namespace="analytics")
+        ours = {a.id: a for a in catalog.list_assets()}
+        models = {i for i, a in ours.items() if a.origin is Origin.AUTO}
+        assert len(models) >= 6
+        summary = import_files([events], catalog_intake(catalog, resolver))
+        assert summary.refused == []
+        assert summary.accepted == len(theirs)
+        after = {a.id: a for a in catalog.list_assets()}
+        new = set(after) - set(ours)
+        # the only new asset is the ephemeral model, which dbt-ol names and olbridge does not
+        assert new == {"warehouse.main.stg_orders"}, new
+        named = {
+            resolver.asset_for(d["namespace"], d["name"]).id
+            for e in theirs
+            for d in e.get("inputs", []) + e.get("outputs", [])
+        }
+        assert len(models & named) >= 5  # every model dbt-ol reports (it leaves seeds out)
+        for asset_id in models:
+            assert after[asset_id] == ours[asset_id]  # joined, never overwritten
+        for asset_id in models & named:
+            assert any(u.get("external") for u in catalog.usages_of(asset_id)), asset_id

@@ -1,0 +1,293 @@
+"""The receiver's ingest: placeholders, external runs and lineage, idempotence, order, round trips."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any
+
+import pytest
+
+from bridge.catalog import Catalog
+from bridge.export import iter_events
+from bridge.mapping import Resolver
+from bridge.model import Origin
+from bridge.openlineage.convert import Converter
+from bridge.receiver.imports import catalog_intake
+from bridge.receiver.intake import Intake, Outcome
+from bridge.receiver.policy import judge
+from tests.conftest import at
+from tests.helpers import (
+    DATASET_EVENT_URL,
+    JOB_EVENT_URL,
+    PRODUCER,
+    decl,
+    ol_dataset,
+    ol_run_event,
+    run,
+    table_contents,
+)
+
+RAW = ol_dataset("s3://raw-bucket", "orders/2025")
+TABLE = ol_dataset(
+    "postgres://db.example.com:5432",
+    "shop.public.orders",
+    documentation={"description": "Orders, one row each"},
+    ownership={"owners": [{"name": "team:shop"}, {"name": "user:ada"}]},
+    datasetType={"datasetType": "TABLE"},
+    schema={"fields": [{"name": "id", "type": "INTEGER"}, {"name": "amount", "type": "DECIMAL"}]},
+    symlinks={"identifiers": [{"namespace": "hive://metastore", "name": "shop.orders", "type": "TABLE"}]},
+)
+
+
+@pytest.fixture
+def intake(catalog: Catalog, resolver: Resolver) -> Intake:
+    return catalog_intake(catalog, resolver)
+
+
+def take(intake: Intake, *events: dict[str, Any]) -> list[Outcome]:
+    return intake.take(list(events))
+
+
+def test_unknown_datasets_become_external_placeholders(catalog: Catalog, intake: Intake) -> None:
+    start = ol_run_event("START", inputs=[RAW], time="2025-03-01T08:00:00Z")
+    end = ol_run_event("COMPLETE", inputs=[RAW], outputs=[TABLE], time="2025-03-01T08:05:00Z")
+    outcomes = take(intake, start, end)
+    assert [o.status for o in outcomes] == ["accepted", "accepted"]
+    assert outcomes[0].placeholders == ("s3://raw-bucket/orders/2025",)
+    assert outcomes[1].placeholders == ("shop.public.orders",)
+    raw = catalog.asset("s3://raw-bucket/orders/2025")
+    assert (raw.type, raw.origin, raw.namespace) == ("External", Origin.EXTERNAL, None)
+    assert raw.metadata["olNamespace"] == "s3://raw-bucket"
+    assert raw.metadata["olName"] == "orders/2025"
+    assert raw.metadata["producer"] == PRODUCER
+    assert (raw.metadata["firstSeen"], raw.metadata["lastSeen"]) == (
+        "2025-03-01T08:00:00.000000Z",
+        "2025-03-01T08:05:00.000000Z",
+    )
+    assert (raw.created_at, raw.updated_at) == (at(0), at(5))  # event times, not the clock
+    table = catalog.asset("shop.public.orders")
+    assert table.description == "Orders, one row each"
+    assert table.metadata["owner"] == "team:shop, user:ada"
+    assert table.metadata["datasetType"] == "TABLE"
+    assert table.metadata["symlinks"] == "hive://metastore/shop.orders"
+    assert [(c.name, c.type) for c in table.columns] == [("id", "INTEGER"), ("amount", "DECIMAL")]
+    assert table.metadata["system"] == "postgres"  # what the reverse naming rule says
+
+
+def test_external_runs_and_lineage_edges_are_recorded(catalog: Catalog, intake: Intake) -> None:
+    take(
+        intake,
+        ol_run_event("START", inputs=[RAW]),
+        ol_run_event("COMPLETE", outputs=[TABLE], time="2025-03-01T08:05:00Z"),
+    )
+    (source,) = catalog.external_sources()
+    assert source["job"] == {"namespace": "airflow", "name": "dag.task"}
+    assert (source["state"], source["started"], source["ended"]) == (
+        "COMPLETE",
+        "2025-03-01T08:00:00.000000Z",
+        "2025-03-01T08:05:00.000000Z",
+    )
+    assert source["inputs"] == ["s3://raw-bucket/orders/2025"]
+    assert source["outputs"] == ["shop.public.orders"]
+    graph = catalog.lineage("s3://raw-bucket/orders/2025", direction="downstream")
+    assert [(e.upstream, e.downstream, e.tasks) for e in graph.edges] == [
+        ("s3://raw-bucket/orders/2025", "shop.public.orders", ("airflow/dag.task (external)",))
+    ]
+
+
+def test_lineage_walks_from_the_catalogs_flows_through_external_jobs(catalog: Catalog, intake: Intake) -> None:
+    catalog.record_task_run(run("load", outputs=(decl("s3://raw-bucket/orders/2025", type="File"),)))
+    take(intake, ol_run_event(inputs=[RAW], outputs=[TABLE]))
+    graph = catalog.lineage("s3://raw-bucket/orders/2025", direction="downstream")
+    assert [e.downstream for e in graph.edges] == ["shop.public.orders"]
+    assert (
+        catalog.lineage("shop.public.orders", direction="upstream").edges[0].upstream == "s3://raw-bucket/orders/2025"
+    )
+
+
+def test_an_asset_the_catalog_produces_is_never_overwritten(catalog: Catalog, intake: Intake) -> None:
+    catalog.record_task_run(
+        run(
+            "load",
+            outputs=(
+                decl("s3://raw-bucket/orders/2025", type="File", description="ours", metadata={"owner": "team:data"}),
+            ),
+        )
+    )
+    before = catalog.asset("s3://raw-bucket/orders/2025")
+    described = ol_dataset(
+        "s3://raw-bucket", "orders/2025", documentation={"description": "theirs"}, ownership={"owners": [{"name": "x"}]}
+    )
+    (outcome,) = take(intake, ol_run_event(inputs=[described], outputs=[TABLE]))
+    assert outcome.status == "accepted"
+    assert outcome.placeholders == ("shop.public.orders",)
+    assert catalog.asset("s3://raw-bucket/orders/2025") == before
+    usages = catalog.usages_of("s3://raw-bucket/orders/2025")
+    assert [(u["direction"], u.get("external", False)) for u in usages] == [("output", False), ("input", True)]
+
+
+def test_re_sending_an_event_changes_nothing(catalog: Catalog, intake: Intake) -> None:
+    event = ol_run_event(inputs=[RAW], outputs=[TABLE])
+    take(intake, event)
+    before = table_contents(catalog)
+    reordered = dict(reversed(list(copy.deepcopy(event).items())))  # same event, keys in another order
+    outcomes = take(intake, event, reordered)
+    assert [o.status for o in outcomes] == ["duplicate", "duplicate"]
+    assert table_contents(catalog) == before
+
+
+def _state(catalog: Catalog) -> dict[str, Any]:
+    contents = table_contents(catalog)
+    contents["received_events"] = sorted(row[1:] for row in contents["received_events"])  # without the pk
+    return contents
+
+
+def test_events_out_of_order_end_in_the_same_state(resolver: Resolver) -> None:
+    events = [
+        ol_run_event("START", inputs=[RAW], time="2025-03-01T08:00:00Z"),
+        ol_run_event("RUNNING", inputs=[RAW], time="2025-03-01T08:02:00Z"),
+        ol_run_event("COMPLETE", inputs=[RAW], outputs=[TABLE], time="2025-03-01T08:05:00Z"),
+        {
+            "eventTime": "2025-03-01T09:00:00Z",
+            "producer": PRODUCER,
+            "schemaURL": DATASET_EVENT_URL,
+            "dataset": ol_dataset("s3://raw-bucket", "orders/2025", documentation={"description": "late"}),
+        },
+    ]
+    states = []
+    for order in itertools.permutations(events):
+        with Catalog(":memory:") as catalog:
+            for event in order:  # one at a time, as separate requests would
+                assert catalog_intake(catalog, resolver).take([event])[0].ok
+            states.append(_state(catalog))
+    assert all(state == states[0] for state in states[1:])
+    with Catalog(":memory:") as catalog:
+        catalog_intake(catalog, resolver).take(events)
+        (source,) = catalog.external_sources()
+        assert source["state"] == "COMPLETE"
+        assert catalog.asset("s3://raw-bucket/orders/2025").description == "late"
+
+
+def test_a_job_event_records_static_lineage(catalog: Catalog, intake: Intake) -> None:
+    event = {
+        "eventTime": "2025-03-01T08:00:00Z",
+        "producer": PRODUCER,
+        "schemaURL": JOB_EVENT_URL,
+        "job": {"namespace": "airflow", "name": "static_job"},
+        "inputs": [RAW],
+        "outputs": [TABLE],
+    }
+    assert take(intake, event)[0].status == "accepted"
+    (source,) = catalog.external_sources()
+    assert (source["source"], source["runId"], source["state"]) == ("job:airflow/static_job", None, None)
+    assert catalog.lineage("shop.public.orders", direction="upstream").edges[0].upstream == RAW_ID
+
+
+RAW_ID = "s3://raw-bucket/orders/2025"
+
+
+def test_exporting_a_placeholder_gives_back_its_namespace_and_name(
+    catalog: Catalog, intake: Intake, converter: Converter
+) -> None:
+    odd = ol_dataset("custom-system", "Some Name With Spaces")  # no naming rule parses it
+    take(intake, ol_run_event(inputs=[RAW, odd], outputs=[TABLE]))
+    for namespace, name in [
+        ("s3://raw-bucket", "orders/2025"),
+        ("postgres://db.example.com:5432", "shop.public.orders"),
+        ("custom-system", "Some Name With Spaces"),
+    ]:
+        (asset_id,) = [a.id for a in catalog.list_assets() if a.metadata.get("olName") == name]
+        dataset = converter.dataset(catalog.asset(asset_id))
+        assert (dataset["namespace"], dataset["name"]) == (namespace, name)
+    # a flow of ours reading the placeholders names them the same way in its events
+    catalog.record_task_run(run("report", inputs=(decl("shop.public.orders"),), start=at(30)))
+    events = list(iter_events(catalog, converter))
+    names = {(d["namespace"], d["name"]) for e in events for d in e.get("inputs", [])}
+    assert ("postgres://db.example.com:5432", "shop.public.orders") in names
+
+
+def test_ingesting_olbridges_own_events_gives_back_the_same_assets(
+    catalog: Catalog, intake: Intake, converter: Converter
+) -> None:
+    catalog.record_task_run(
+        run(
+            "load",
+            inputs=(decl("s3://landing/orders.csv"),),
+            outputs=(
+                decl(
+                    "analytics.marts.orders", type="Table", metadata={"system": "postgres", "host": "db", "port": 5432}
+                ),
+                decl("reports.orders_summary", type="File"),
+            ),
+        )
+    )
+    before = {a.id: a for a in catalog.list_assets()}
+    outcomes = intake.take(list(iter_events(catalog, converter)))
+    assert all(o.status == "accepted" for o in outcomes)
+    assert [p for o in outcomes for p in o.placeholders] == []
+    assert {a.id for a in catalog.list_assets()} == set(before)
+    for asset_id, asset in before.items():
+        if asset.origin is not Origin.EXTERNAL:
+            assert catalog.asset(asset_id) == asset
+
+
+def test_two_datasets_never_merge_into_one_asset(catalog: Catalog, intake: Intake, converter: Converter) -> None:
+    # a flow of ours owns 'shop.public.orders' on another host: an event naming the same table on
+    # db.example.com must not land on it
+    catalog.record_task_run(
+        run(
+            "load",
+            outputs=(
+                decl(
+                    "shop.public.orders",
+                    type="Table",
+                    metadata={"system": "postgres", "host": "other-host", "port": 5432},
+                ),
+            ),
+        )
+    )
+    (outcome,) = take(intake, ol_run_event(outputs=[TABLE]))
+    assert outcome.status == "accepted"
+    (placeholder,) = outcome.placeholders
+    assert placeholder.startswith("ol:")
+    assert any("already the dataset" in w for w in outcome.warnings)
+    dataset = converter.dataset(catalog.asset(placeholder))
+    assert (dataset["namespace"], dataset["name"]) == ("postgres://db.example.com:5432", "shop.public.orders")
+    assert catalog.asset("shop.public.orders").metadata["host"] == "other-host"
+    # the same dataset again lands on the same placeholder
+    again = take(intake, ol_run_event(outputs=[TABLE], run_id="0194a1b2-0000-7000-8000-000000000002"))
+    assert again[0].placeholders == ()
+    assert again[0].warnings == ()
+
+
+def test_marquez_compatible_by_default_strict_on_request() -> None:
+    event = ol_run_event()
+    del event["schemaURL"]
+    event["eventTime"] = "2025-03-01T08:00:00"  # no offset: UTC, as Marquez reads it
+    event["run"]["runId"] = "not-a-uuid"
+    lenient, strict = judge(event), judge(event, strict=True)
+    assert lenient.accepted
+    assert {w.pointer for w in lenient.warnings} == {"", "/eventTime", "/run/runId"}
+    assert not strict.accepted
+    # Marquez's own refusals hold in both modes
+    bad_namespace = ol_run_event(inputs=[ol_dataset("bad namespace!", "x")])
+    assert not judge(bad_namespace).accepted
+    assert not judge(bad_namespace, strict=True).accepted
+
+
+def test_old_facet_versions_and_custom_facets_are_kept(catalog: Catalog, intake: Intake) -> None:
+    event = ol_run_event(inputs=[RAW])
+    event["run"]["facets"] = {
+        "acme_cost": {"_producer": PRODUCER, "_schemaURL": "https://acme.example/cost.json", "dollars": 3},
+        "nominalTime": {
+            "_producer": PRODUCER,
+            "_schemaURL": "https://openlineage.io/spec/facets/1-0-0/NominalTimeRunFacet.json#/$defs/NominalTimeRunFacet",
+            "nominalStartTime": "2025-03-01T08:00:00Z",
+        },
+    }
+    assert judge(event, strict=True).accepted
+    (outcome,) = take(intake, event)
+    assert outcome.status == "accepted"
+    (body,) = [row[-1] for row in table_contents(catalog)["received_events"]]
+    assert '"acme_cost":{' in body and '"dollars":3' in body

@@ -1,0 +1,463 @@
+"""The receiver over HTTP: the WSGI app called directly for every answer it gives, and a real
+``olbridge serve`` fed by the real openlineage-python client."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from bridge.catalog import Catalog
+from bridge.mapping import Resolver
+from bridge.receiver.app import ReceiverApp
+from bridge.receiver.intake import Intake, Limits
+from bridge.receiver.writer import GroupWriter
+from tests.helpers import DATASET_EVENT_URL, PRODUCER, mutated, ol_dataset, ol_run_event, table_contents
+
+TOKEN = "s3cret-token"
+
+
+class Client:
+    """Calls a WSGI app in-process, as a server would."""
+
+    def __init__(self, app: ReceiverApp) -> None:
+        self.app = app
+
+    def request(
+        self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], Any]:
+        environ: dict[str, Any] = {
+            "REQUEST_METHOD": method,
+            "PATH_INFO": path,
+            "CONTENT_LENGTH": str(len(body)),
+            "CONTENT_TYPE": "application/json",
+            "wsgi.input": io.BytesIO(body),
+            "HTTP_AUTHORIZATION": f"Bearer {TOKEN}",
+        }
+        for key, value in (headers or {}).items():
+            name = key.upper().replace("-", "_")
+            environ[name if name in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{name}"] = value
+        answer: dict[str, Any] = {}
+
+        def start_response(status: str, response_headers: list[tuple[str, str]]) -> None:
+            answer["status"] = int(status.split()[0])
+            answer["headers"] = dict(response_headers)
+
+        payload = b"".join(self.app(environ, start_response))
+        is_json = answer["headers"].get("Content-Type") == "application/json"
+        return answer["status"], answer["headers"], json.loads(payload) if is_json else payload.decode()
+
+    def post(self, path: str, value: Any, **headers: str) -> tuple[int, dict[str, str], Any]:
+        return self.request("POST", path, json.dumps(value).encode(), headers)
+
+
+@pytest.fixture
+def catalog_path(tmp_path: Path) -> Path:
+    path = tmp_path / "catalog.db"
+    Catalog(path).close()
+    return path
+
+
+@pytest.fixture
+def writer(catalog_path: Path, resolver: Resolver) -> Iterator[GroupWriter]:
+    writer = GroupWriter(catalog_path, resolver)
+    yield writer
+    writer.close()
+
+
+@pytest.fixture
+def client(writer: GroupWriter) -> Client:
+    limits = Limits(max_body=64 * 1024, max_decompressed=256 * 1024, max_batch=50, max_datasets=20)
+    return Client(ReceiverApp(Intake(writer.submit, limits=limits), token=TOKEN, ready=lambda: None))
+
+
+def contents(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    with Catalog(path) as catalog:
+        return table_contents(catalog)
+
+
+def test_one_event_is_created_as_marquez_answers(client: Client, catalog_path: Path) -> None:
+    status, _, body = client.post("/api/v1/lineage", ol_run_event(inputs=[ol_dataset("s3://b", "k")]))
+    assert status == 201
+    assert body["status"] == "accepted"
+    assert body["placeholders"] == ["s3://b/k"]
+    with Catalog(catalog_path) as catalog:
+        assert catalog.asset("s3://b/k").origin.value == "external"
+    again = client.post("/api/v1/lineage", ol_run_event(inputs=[ol_dataset("s3://b", "k")]))
+    assert (again[0], again[2]["status"]) == (201, "duplicate")
+
+
+def test_a_batch_answers_per_event(client: Client, catalog_path: Path) -> None:
+    good = ol_run_event(inputs=[ol_dataset("s3://b", "k")])
+    bad = ol_run_event(run_id="0194a1b2-0000-7000-8000-000000000009")
+    del bad["job"]
+    dataset_event = {
+        "eventTime": "2025-03-01T08:00:00Z",
+        "producer": PRODUCER,
+        "schemaURL": DATASET_EVENT_URL,
+        "dataset": ol_dataset("kafka://broker:9092", "orders"),
+    }
+    status, _, body = client.post("/api/v1/lineage/batch", [good, bad, dataset_event])
+    assert status == 200
+    assert body["status"] == "partial_success"
+    assert body["summary"] == {"received": 3, "successful": 2, "failed": 1, "retriable": 0, "non_retriable": 1}
+    (failed,) = body["failed_events"]
+    assert (failed["index"], failed["retriable"]) == (1, False)
+    assert failed["problems"][0]["message"] == "'job' is required"
+    all_good = client.post("/api/v1/lineage/batch", [dataset_event])
+    assert (all_good[0], all_good[2]["status"]) == (200, "success")
+    with Catalog(catalog_path) as catalog:
+        assert catalog.count_received()["received_events"] == 2
+
+
+def test_gzip_bodies_are_read(client: Client) -> None:
+    body = gzip.compress(json.dumps(ol_run_event()).encode())
+    status, _, answer = client.request("POST", "/api/v1/lineage", body, {"Content-Encoding": "gzip"})
+    assert (status, answer["status"]) == (201, "accepted")
+
+
+def test_the_bearer_token_is_required(client: Client) -> None:
+    status, headers, body = client.post("/api/v1/lineage", ol_run_event(), Authorization="Bearer wrong")
+    assert status == 401
+    assert headers["WWW-Authenticate"].startswith("Bearer")
+    assert body["error"]["code"] == "unauthorized"
+    assert client.request("POST", "/api/v1/lineage", b"{}", {"Authorization": ""})[0] == 401
+
+
+def _nested(depth: int) -> bytes:
+    return ("[" * depth + "]" * depth).encode()
+
+
+def _deep_event(depth: int) -> dict[str, Any]:
+    event = ol_run_event()
+    value: Any = 1
+    for _ in range(depth):
+        value = {"x": value}
+    event["run"]["facets"] = {
+        "acme_deep": {"_producer": PRODUCER, "_schemaURL": "https://acme.example/d.json", "v": value}
+    }
+    return event
+
+
+def _with(path: str, value: Any) -> dict[str, Any]:
+    return mutated(ol_run_event(inputs=[ol_dataset("s3://b", "k")]), path, value)
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value).encode()
+
+
+# (name, body, headers, status, error code, JSON pointer of the first problem or None)
+BAD_INPUTS: list[tuple[str, bytes, dict[str, str], int, str, str | None]] = [
+    ("malformed JSON", b'{"eventTime": ', {}, 400, "bad_json", None),
+    ("not JSON at all", b"hello", {}, 400, "bad_json", None),
+    ("invalid UTF-8", b'{"producer": "\xff\xfe"}', {}, 400, "bad_utf8", None),
+    ("an array on the single endpoint", _json([ol_run_event()]), {}, 400, "batch_on_single", None),
+    ("not an object", _json("event"), {}, 400, "invalid_event", ""),
+    ("eventTime a number", _json(_with("eventTime", 5)), {}, 400, "invalid_event", "/eventTime"),
+    ("eventTime a bare date", _json(_with("eventTime", "2025-03-01")), {}, 400, "invalid_event", "/eventTime"),
+    ("eventTime not a date", _json(_with("eventTime", "yesterday")), {}, 400, "invalid_event", "/eventTime"),
+    ("no producer", _json(_with("producer", KeyError)), {}, 400, "invalid_event", ""),
+    ("no run", _json(_with("run", KeyError)), {}, 400, "invalid_event", ""),
+    ("runId a number", _json(_with("run/runId", 42)), {}, 400, "invalid_event", "/run/runId"),
+    ("no job name", _json(_with("job/name", KeyError)), {}, 400, "invalid_event", "/job"),
+    ("inputs an object", _json(_with("inputs", {"a": 1})), {}, 400, "invalid_event", "/inputs"),
+    ("dataset without name", _json(_with("inputs/0/name", KeyError)), {}, 400, "invalid_event", "/inputs/0"),
+    (
+        "namespace Marquez refuses",
+        _json(_with("inputs/0/namespace", "s3 bucket?")),
+        {},
+        400,
+        "invalid_event",
+        "/inputs/0/namespace",
+    ),
+    ("job namespace too long", _json(_with("job/namespace", "n" * 1025)), {}, 400, "invalid_event", "/job/namespace"),
+    ("NUL in a name", _json(_with("job/name", "a\u0000b")), {}, 400, "invalid_event", "/job/name"),
+    ("facet key too long", _json(_with("run/facets", {"k" * 256: {}})), {}, 400, "invalid_event", None),
+    (
+        "parent facet without run id",
+        _json(
+            _with(
+                "run/facets",
+                {
+                    "parent": {
+                        "_producer": PRODUCER,
+                        "_schemaURL": "https://openlineage.io/spec/facets/1-1-0/ParentRunFacet.json#/$defs/ParentRunFacet",
+                        "run": {},
+                        "job": {"namespace": "a", "name": "b"},
+                    }
+                },
+            )
+        ),
+        {},
+        400,
+        "invalid_event",
+        "/run/facets/parent/run",
+    ),
+    ("deep nesting", _json(_deep_event(80)), {}, 400, "invalid_event", ""),
+    ("nesting too deep to parse", _nested(20_000), {}, 400, "too_deep", None),
+    (
+        "too many datasets",
+        _json(_with("inputs", [ol_dataset("s3://b", f"k{i}") for i in range(21)])),
+        {},
+        400,
+        "invalid_event",
+        "",
+    ),
+    ("huge body", b" " * (64 * 1024 + 1), {}, 413, "body_too_large", None),
+    ("gzip bomb", gzip.compress(b" " * (10 * 1024 * 1024)), {"Content-Encoding": "gzip"}, 413, "body_too_large", None),
+    ("broken gzip", b"\x1f\x8b\x08\x00garbage", {"Content-Encoding": "gzip"}, 400, "bad_gzip", None),
+    ("unknown encoding", _json(ol_run_event()), {"Content-Encoding": "br"}, 415, "unsupported_encoding", None),
+    ("not JSON content", _json(ol_run_event()), {"Content-Type": "text/plain"}, 415, "unsupported_media_type", None),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "headers", "status", "code", "pointer"), BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS]
+)
+def test_bad_inputs_are_refused_with_a_clear_answer_and_change_nothing(
+    client: Client,
+    catalog_path: Path,
+    name: str,
+    body: bytes,
+    headers: dict[str, str],
+    status: int,
+    code: str,
+    pointer: str | None,
+) -> None:
+    before = contents(catalog_path)
+    got, response_headers, answer = client.request("POST", "/api/v1/lineage", body, headers)
+    assert got == status, answer
+    assert response_headers["Content-Type"] == "application/json"
+    error = answer["error"]
+    assert (error["status"], error["code"], error["retriable"]) == (status, code, False)
+    assert error["message"]
+    if pointer is not None:
+        assert error["problems"][0]["pointer"] == pointer, error
+    assert contents(catalog_path) == before
+
+
+def test_batch_limits(client: Client) -> None:
+    status, _, body = client.post("/api/v1/lineage/batch", [ol_run_event()] * 51)
+    assert (status, body["error"]["code"]) == (413, "batch_too_large")
+    status, _, body = client.post("/api/v1/lineage/batch", ol_run_event())
+    assert (status, body["error"]["code"]) == (400, "batch_not_array")
+
+
+def test_routes_health_readiness_and_metrics(client: Client) -> None:
+    assert client.request("GET", "/healthz")[:3:2] == (200, {"status": "ok"})
+    assert client.request("GET", "/readyz")[0] == 200
+    status, headers, _ = client.request("GET", "/api/v1/lineage")
+    assert (status, headers["Allow"]) == (405, "POST")
+    assert client.request("GET", "/nowhere")[2]["error"]["code"] == "not_found"
+    client.post("/api/v1/lineage", ol_run_event())
+    client.post("/api/v1/lineage", ol_run_event())
+    client.post("/api/v1/lineage", {"bad": True})
+    text = client.request("GET", "/metrics")[2]
+    assert 'olbridge_receiver_events_total{result="accepted"} 1' in text
+    assert 'olbridge_receiver_events_total{result="duplicate"} 1' in text
+    assert 'olbridge_receiver_events_total{result="refused"} 1' in text
+    assert 'olbridge_receiver_requests_total{route="/api/v1/lineage",status="201"} 2' in text
+
+
+def test_a_catalog_that_cannot_commit_answers_503_and_keeps_nothing(catalog_path: Path, resolver: Resolver) -> None:
+    writer = GroupWriter(catalog_path, resolver, timeout=5)
+    writer.catalog._conn.execute("PRAGMA busy_timeout = 100")
+    client = Client(ReceiverApp(Intake(writer.submit), token=TOKEN))
+    blocker = sqlite3.connect(catalog_path, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        status, headers, body = client.post("/api/v1/lineage", ol_run_event())
+        assert (status, headers["Retry-After"], body["error"]["retriable"]) == (503, "1", True)
+        status, _, body = client.post("/api/v1/lineage/batch", [ol_run_event()])
+        assert (status, body["summary"]["retriable"]) == (503, 1)
+        blocker.execute("ROLLBACK")
+        assert client.post("/api/v1/lineage", ol_run_event())[0] == 201  # the retry lands
+    finally:
+        blocker.close()
+        writer.close()
+    assert client.post("/api/v1/lineage", ol_run_event())[0] == 503  # the writer has stopped
+
+
+def _spec_events(spec_dir: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    yield "example_full_event.json", json.loads((spec_dir / "spec" / "tests" / "example_full_event.json").read_text())
+    for path in sorted((spec_dir / "spec" / "tests").glob("*/*.json")):
+        facets = json.loads(path.read_text())
+        kind = path.parent.name
+        event = ol_run_event(inputs=[ol_dataset("s3://b", "in")], outputs=[ol_dataset("s3://b", "out")])
+        if kind.endswith("InputDatasetFacet"):
+            event["inputs"][0]["inputFacets"] = facets
+        elif kind.endswith("OutputDatasetFacet"):
+            event["outputs"][0]["outputFacets"] = facets
+        elif kind.endswith("DatasetFacet"):
+            event["outputs"][0]["facets"] = facets
+        elif kind.endswith("RunFacet"):
+            event["run"]["facets"] = facets
+        else:
+            event["job"]["facets"] = facets
+        yield f"{kind}/{path.name}", event
+
+
+def test_the_specs_example_events_are_taken(
+    spec_dir: Path, official: Callable[[Any], list[str]], client: Client, catalog_path: Path
+) -> None:
+    taken = 0
+    for name, event in _spec_events(spec_dir):
+        # three examples name their facet's schema without a '#/$defs/' fragment: checked by that
+        # URL, the file's root (a facet container) is applied to the facet, so only that check fails
+        unfragmented = [e for e in official(event) if ".facets." not in e]
+        assert unfragmented == [], name
+        status, _, body = client.post("/api/v1/lineage", event)
+        assert status == 201, (name, body)
+        taken += 1
+    assert taken >= 40
+    with Catalog(catalog_path) as catalog:
+        assert catalog.count_received()["received_events"] >= 2  # the wrapped ones share most content
+
+
+# --- a real server, the real client -------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    catalog = tmp_path / "served.db"
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bridge", "--catalog", str(catalog), "serve", "--port", str(port)],
+        env={**os.environ, "OLBRIDGE_TOKEN": TOKEN},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):  # up to 10 s
+            try:
+                if requests.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            time.sleep(0.1)
+        else:
+            raise AssertionError("olbridge serve did not become ready")
+        yield url, catalog
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            assert process.wait(timeout=10) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            if process.stderr:
+                process.stderr.close()
+
+
+def test_the_openlineage_client_sends_to_a_real_server(server: tuple[str, Path]) -> None:
+    from openlineage.client import OpenLineageClient
+    from openlineage.client.event_v2 import (
+        DatasetEvent,
+        InputDataset,
+        Job,
+        JobEvent,
+        OutputDataset,
+        Run,
+        RunEvent,
+        RunState,
+        StaticDataset,
+    )
+    from openlineage.client.facet_v2 import documentation_dataset, schema_dataset
+    from openlineage.client.transport.http import HttpConfig, HttpTransport
+
+    url, catalog_path = server
+    config = HttpConfig.from_dict(
+        {"type": "http", "url": url, "auth": {"type": "api_key", "apiKey": TOKEN}, "compression": "gzip"}
+    )
+    client = OpenLineageClient(transport=HttpTransport(config))
+    run_id = "0194a1b2-0000-7000-8000-0000000000aa"
+    job = Job(namespace="spark_integration", name="etl.load_orders")
+    raw = InputDataset("s3://landing", "orders/2025-03-01.parquet")
+    table = OutputDataset(
+        "postgres://warehouse:5432",
+        "shop.public.orders",
+        facets={
+            "documentation": documentation_dataset.DocumentationDatasetFacet(description="Orders"),
+            "schema": schema_dataset.SchemaDatasetFacet(
+                fields=[schema_dataset.SchemaDatasetFacetFields(name="id", type="BIGINT")]
+            ),
+        },
+    )
+    client.emit(
+        RunEvent(
+            eventType=RunState.START,
+            eventTime="2025-03-01T08:00:00Z",
+            run=Run(runId=run_id),
+            job=job,
+            inputs=[raw],
+            producer=PRODUCER,
+        )
+    )
+    client.emit(
+        RunEvent(
+            eventType=RunState.COMPLETE,
+            eventTime="2025-03-01T08:05:00Z",
+            run=Run(runId=run_id),
+            job=job,
+            inputs=[raw],
+            outputs=[table],
+            producer=PRODUCER,
+        )
+    )
+    client.emit(
+        DatasetEvent(eventTime="2025-03-01T09:00:00Z", producer=PRODUCER, dataset=StaticDataset("kafka://b:9092", "t"))
+    )
+    client.emit(
+        JobEvent(
+            eventTime="2025-03-01T09:00:00Z",
+            producer=PRODUCER,
+            job=Job(namespace="airflow", name="publish"),
+            inputs=[InputDataset("postgres://warehouse:5432", "shop.public.orders")],
+            outputs=[OutputDataset("kafka://b:9092", "t")],
+        )
+    )
+    with pytest.raises(requests.HTTPError):  # a wrong token is refused, and the client says so
+        OpenLineageClient(
+            transport=HttpTransport(
+                HttpConfig.from_dict({"type": "http", "url": url, "auth": {"type": "api_key", "apiKey": "no"}})
+            )
+        ).emit(
+            DatasetEvent(
+                eventTime="2025-03-01T09:00:00Z", producer=PRODUCER, dataset=StaticDataset("kafka://b:9092", "u")
+            )
+        )
+    metrics = requests.get(f"{url}/metrics", timeout=5).text
+    assert 'olbridge_receiver_events_total{result="accepted"} 4' in metrics
+    with Catalog(catalog_path) as catalog:
+        placeholders = {a.id: a for a in catalog.list_assets()}
+        assert set(placeholders) == {"s3://landing/orders/2025-03-01.parquet", "shop.public.orders", "kafka://b:9092/t"}
+        assert all(a.origin.value == "external" for a in placeholders.values())
+        assert placeholders["shop.public.orders"].description == "Orders"
+        sources = {s["source"]: s for s in catalog.external_sources()}
+        assert sources[f"run:{run_id}"]["state"] == "COMPLETE"
+        assert sources["job:airflow/publish"]["outputs"] == ["kafka://b:9092/t"]
+        graph = catalog.lineage("s3://landing/orders/2025-03-01.parquet", direction="downstream")
+        assert [(e.downstream, e.depth) for e in graph.edges] == [("shop.public.orders", 1), ("kafka://b:9092/t", 2)]

@@ -1,6 +1,10 @@
 """The receiver's writes: external OpenLineage events become placeholders, external runs and jobs,
 their usages and lineage edges. Each write runs inside a transaction the caller holds.
 
+A group of events is taken by one :class:`GroupIngest`: it reads each row it needs once, merges
+the group's events in memory, and writes each touched row once at :meth:`GroupIngest.flush`, so a
+dataset that a thousand events name costs one read and one write, not a thousand.
+
 The state they leave depends only on the set of events taken, never on their order or on the
 clock: times come from the events, and where two events disagree (a run's state, a dataset's
 facets) the one that ranks higher wins (:attr:`IncomingEvent.rank`, :attr:`IncomingEvent.state_rank`).
@@ -11,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -39,52 +44,31 @@ def _hashed_id(namespace: str, name: str) -> str:
     return "ol:" + hashlib.sha256(f"{namespace}\n{name}".encode()).hexdigest()[:16]
 
 
-def _choose_id(cur: sqlite3.Cursor, ds: SeenDataset, resolver: Resolver) -> tuple[str, dict[str, Any], str | None]:
-    """The asset id for a dataset not seen before, the metadata its rule gives, and a warning when
-    the id the rules give stands for another dataset already (a collision)."""
-    ref = resolver.asset_for(ds.namespace, ds.name)
-    candidate, metadata = ref.id, dict(ref.metadata)
-    bound = cur.execute(sql.BINDING_OF_ASSET, (candidate,)).fetchone()
-    other: tuple[str, str] | None = (bound[0], bound[1]) if bound else None
-    if other is None:
-        existing = get_asset(cur, candidate)
-        if existing is not None:
-            named = resolver.dataset_for(existing.id, existing.type, existing.metadata)
-            if (named.namespace, named.name) != (ds.namespace, ds.name):
-                other = (named.namespace, named.name)
-    if other is None:
-        return candidate, metadata, None
-    fallback = _hashed_id(ds.namespace, ds.name)
-    warning = (
-        f"dataset {ds.namespace} {ds.name} maps to asset id {candidate!r}, which is already the dataset "
-        f"{other[0]} {other[1]}; kept apart as {fallback!r}"
-    )
-    return fallback, {}, warning
-
-
 def _placeholder(
     current: Asset | None,
     asset_id: str,
-    ds: SeenDataset,
-    event: IncomingEvent,
+    dataset: tuple[str, str],
     base: dict[str, Any],
     times: tuple[str, str],
-    wins_seen: bool,
-    wins_facets: bool,
+    producer: str | None,
+    facets: SeenDataset | None,
 ) -> Asset:
+    """The placeholder after a group: its first and last sightings, the producer of the latest
+    event that named it (when that one is in the group) and the facets of the latest event that
+    described it (likewise)."""
     first, last = times
     metadata: dict[str, Any] = dict(current.metadata) if current is not None else dict(base)
-    metadata.update(olNamespace=ds.namespace, olName=ds.name, firstSeen=first, lastSeen=last)
-    if wins_seen or current is None:
-        metadata["producer"] = event.producer
+    metadata.update(olNamespace=dataset[0], olName=dataset[1], firstSeen=first, lastSeen=last)
+    if producer is not None:
+        metadata["producer"] = producer
     description = current.description if current is not None else None
     columns = current.columns if current is not None else ()
-    if wins_facets:
-        description, columns = ds.description, ds.columns
+    if facets is not None:
+        description, columns = facets.description, facets.columns
         for key, value in (
-            ("owner", ", ".join(ds.owners)),
-            ("datasetType", ds.dataset_type or ""),
-            ("symlinks", ", ".join(ds.symlinks)),
+            ("owner", ", ".join(facets.owners)),
+            ("datasetType", facets.dataset_type or ""),
+            ("symlinks", ", ".join(facets.symlinks)),
         ):
             if value:
                 metadata[key] = value
@@ -113,48 +97,219 @@ def _placeholder(
     )
 
 
-def _take_dataset(
-    cur: sqlite3.Cursor, ds: SeenDataset, event: IncomingEvent, resolver: Resolver
-) -> tuple[str, bool, str | None]:
-    """Bind a dataset to its asset and keep what the event says of it: (asset id, whether a
-    placeholder was created, a collision warning)."""
-    moment, rank = format_time(event.event_time), event.rank
-    facets_rank = rank if ds.described else None
-    warning = None
-    base: dict[str, Any] = {}
-    row = cur.execute(sql.GET_BINDING, (ds.namespace, ds.name)).fetchone()
-    if row is None:
-        asset_id, base, warning = _choose_id(cur, ds, resolver)
-        first, last, wins_seen, wins_facets = moment, moment, True, ds.described
-        cur.execute(sql.INSERT_BINDING, (ds.namespace, ds.name, asset_id, first, last, rank, facets_rank))
-    else:
-        asset_id, first, last, seen_rank, stored_facets = row
-        first, last = min(first, moment), max(last, moment)
-        wins_seen = rank > seen_rank
-        wins_facets = ds.described and (stored_facets is None or rank > stored_facets)
-        cur.execute(
-            sql.UPDATE_BINDING,
-            (
-                first,
-                last,
-                max(seen_rank, rank),
-                facets_rank if wins_facets else stored_facets,
-                ds.namespace,
-                ds.name,
-            ),
+@attrs.define
+class _Binding:
+    """A dataset's binding to its asset, and what the group's events said of it."""
+
+    asset_id: str
+    first: str
+    last: str
+    seen_rank: str
+    facets_rank: str | None
+    facets_digest: str | None
+    new: bool
+    base: dict[str, Any] = attrs.field(factory=dict)  # the naming rule's metadata, for a new asset
+    producer: str | None = None  # of the latest-ranked event naming it, when in this group
+    facets: SeenDataset | None = None  # of the latest-ranked event describing it, when in this group
+    reported: bool = False  # whether an event of the group has reported its placeholder
+    dirty: bool = False
+
+
+class GroupIngest:
+    """Takes a group of accepted events inside one transaction; call :meth:`flush` at the end."""
+
+    def __init__(self, cur: sqlite3.Cursor, resolver: Resolver, events: Sequence[IncomingEvent]) -> None:
+        self.cur = cur
+        self.resolver = resolver
+        self.received: list[tuple[Any, ...]] = []
+        self.bindings: dict[tuple[str, str], _Binding | None] = {}  # None: known not to be bound yet
+        self.bound_here: dict[str, tuple[str, str]] = {}  # asset id -> dataset, bound in this group
+        self.assets: dict[str, Asset | None] = {}
+        self.sources: list[tuple[Any, ...]] = []
+        self.usages: dict[str, dict[str, set[str]]] = {}
+        self.new_usages: list[tuple[str, str, str]] = []
+        self.edges: dict[tuple[str, str, str], None] = {}
+        self._preload(events)
+
+    @staticmethod
+    def _chunks(values: Sequence[Any], size: int = 256) -> Iterator[Sequence[Any]]:
+        """``values`` in chunks of 1, 4, 16, 64 or 256, the last one padded with repeats: a few
+        statement shapes, which SQLite's statement cache keeps compiled."""
+        for start in range(0, len(values), size):
+            chunk = list(values[start : start + size])
+            width = next(w for w in (1, 4, 16, 64, 256) if w >= len(chunk))
+            yield chunk + [chunk[-1]] * (width - len(chunk))
+
+    def _preload(self, events: Sequence[IncomingEvent]) -> None:
+        """Read what the group's events touch in a few statements, not one a row."""
+        self.known: set[str] = set()
+        for chunk in self._chunks([e.digest for e in events]):
+            self.known.update(d for (d,) in self.cur.execute(sql.received_digests(len(chunk)), chunk))
+        datasets = list(dict.fromkeys((d.namespace, d.name) for e in events for d in e.datasets))
+        self.bindings = dict.fromkeys(datasets)
+        for chunk in self._chunks(datasets):
+            flat = [part for pair in chunk for part in pair]
+            for ns, name, *row in self.cur.execute(sql.bindings_of(len(chunk)), flat):
+                asset_id, first, last, seen_rank, facets_rank, facets_digest = row
+                self.bindings[ns, name] = _Binding(
+                    asset_id, first, last, seen_rank, facets_rank, facets_digest, new=False
+                )
+        sources = list(dict.fromkeys(e.source for e in events if e.source is not None))
+        for chunk in self._chunks(sources):
+            for source, direction, asset_id in self.cur.execute(sql.usages_of_sources(len(chunk)), chunk):
+                self._usage_sets(source)[direction].add(asset_id)
+
+    # --- reads, once each --------------------------------------------------------------------
+
+    def asset(self, asset_id: str) -> Asset | None:
+        if asset_id not in self.assets:
+            self.assets[asset_id] = get_asset(self.cur, asset_id)
+        return self.assets[asset_id]
+
+    def _usage_sets(self, source: str) -> dict[str, set[str]]:
+        sets = self.usages.get(source)
+        if sets is None:
+            sets = self.usages[source] = {"input": set(), "output": set()}
+        return sets
+
+    def _choose_id(self, ds: SeenDataset) -> tuple[str, dict[str, Any], str | None]:
+        """The asset id for a dataset not seen before, the metadata its rule gives, and a warning
+        when the id the rules give stands for another dataset already (a collision)."""
+        ref = self.resolver.asset_for(ds.namespace, ds.name)
+        candidate = ref.id
+        other = self.bound_here.get(candidate)
+        if other is None:
+            bound = self.cur.execute(sql.BINDING_OF_ASSET, (candidate,)).fetchone()
+            other = (bound[0], bound[1]) if bound else None
+        if other is None:
+            existing = self.asset(candidate)
+            if existing is not None:
+                named = self.resolver.dataset_for(existing.id, existing.type, existing.metadata)
+                if (named.namespace, named.name) != (ds.namespace, ds.name):
+                    other = (named.namespace, named.name)
+        if other is None:
+            return candidate, dict(ref.metadata), None
+        fallback = _hashed_id(ds.namespace, ds.name)
+        warning = (
+            f"dataset {ds.namespace} {ds.name} maps to asset id {candidate!r}, which is already the dataset "
+            f"{other[0]} {other[1]}; kept apart as {fallback!r}"
         )
-    current = get_asset(cur, asset_id)
-    if current is not None and current.origin is not Origin.EXTERNAL:
-        return asset_id, False, warning  # the catalog's own asset: never overwritten from outside
-    asset = _placeholder(current, asset_id, ds, event, base, (first, last), wins_seen, wins_facets)
-    if asset != current:
-        cur.execute(sql.UPSERT_PLACEHOLDER, asset_row(asset))
-    return asset_id, current is None, warning
+        return fallback, {}, warning
+
+    def _binding(self, ds: SeenDataset, moment: str) -> tuple[_Binding, str | None]:
+        key = (ds.namespace, ds.name)
+        binding = self.bindings[key]
+        if binding is not None:
+            return binding, None
+        asset_id, base, warning = self._choose_id(ds)
+        binding = _Binding(asset_id, moment, moment, "", None, None, new=True, base=base)
+        self.bound_here[asset_id] = key
+        self.bindings[key] = binding
+        return binding, warning
+
+    # --- one event ---------------------------------------------------------------------------
+
+    def take(self, event: IncomingEvent) -> IngestResult:
+        """Take one event. A re-sent one changes nothing."""
+        if event.digest in self.known:
+            return IngestResult("duplicate")
+        self.known.add(event.digest)
+        moment = format_time(event.event_time)
+        self.received.append(
+            (
+                event.digest,
+                event.kind,
+                event.event_type,
+                moment,
+                event.source,
+                event.producer,
+                json.dumps(list(event.warnings)),
+                event.body,
+            )
+        )
+        source = event.source
+        if source is not None:
+            self.sources.append(_source_row(event, moment))
+        placeholders, ids, warnings = [], [], list(event.warnings)
+        for ds in event.datasets:
+            asset_id, created, warning = self._take_dataset(ds, event, moment)
+            ids.append(asset_id)
+            if created:
+                placeholders.append(asset_id)
+            if warning:
+                warnings.append(warning)
+            if source is not None and ds.direction is not None:
+                self._take_usage(source, ds.direction, asset_id)
+        return IngestResult("accepted", tuple(dict.fromkeys(placeholders)), tuple(ids), tuple(warnings))
+
+    def _take_dataset(self, ds: SeenDataset, event: IncomingEvent, moment: str) -> tuple[str, bool, str | None]:
+        binding, warning = self._binding(ds, moment)
+        rank = event.rank
+        binding.first, binding.last = min(binding.first, moment), max(binding.last, moment)
+        if rank > binding.seen_rank:
+            binding.seen_rank, binding.producer = rank, event.producer
+        if ds.described and (binding.facets_rank is None or rank > binding.facets_rank):
+            binding.facets_rank = rank
+            if ds.facets_digest != binding.facets_digest:
+                binding.facets, binding.facets_digest = ds, ds.facets_digest
+        binding.dirty = True
+        created = binding.new and not binding.reported and self.asset(binding.asset_id) is None
+        binding.reported = True
+        return binding.asset_id, created, warning
+
+    def _take_usage(self, source: str, direction: str, asset_id: str) -> None:
+        sets = self._usage_sets(source)
+        if asset_id in sets[direction]:
+            return
+        sets[direction].add(asset_id)
+        self.new_usages.append((source, direction, asset_id))
+        other = "output" if direction == "input" else "input"
+        for peer in sorted(sets[other]):
+            if peer != asset_id:
+                edge = (asset_id, peer) if direction == "input" else (peer, asset_id)
+                self.edges[(*edge, source)] = None
+
+    # --- writes, once each -------------------------------------------------------------------
+
+    def flush(self) -> None:
+        cur = self.cur
+        cur.executemany(sql.INSERT_RECEIVED, self.received)
+        bound = [((ns, name), b) for (ns, name), b in self.bindings.items() if b is not None and b.dirty]
+        cur.executemany(
+            sql.INSERT_BINDING,
+            [
+                (ns, name, b.asset_id, b.first, b.last, b.seen_rank, b.facets_rank, b.facets_digest)
+                for (ns, name), b in bound
+                if b.new
+            ],
+        )
+        cur.executemany(
+            sql.UPDATE_BINDING,
+            [
+                (b.first, b.last, b.seen_rank, b.facets_rank, b.facets_digest, ns, name)
+                for (ns, name), b in bound
+                if not b.new
+            ],
+        )
+        touched, rebuilt = [], []
+        for dataset, b in bound:
+            if not b.new and b.facets is None:  # only its sightings moved: in place, in SQL
+                touched.append((b.first, b.last, b.first, b.last, b.producer, b.asset_id))
+                continue
+            current = self.asset(b.asset_id)
+            if current is not None and current.origin is not Origin.EXTERNAL:
+                continue  # the catalog's own asset: never overwritten from outside
+            asset = _placeholder(current, b.asset_id, dataset, b.base, (b.first, b.last), b.producer, b.facets)
+            if asset != current:
+                rebuilt.append(asset_row(asset))
+        cur.executemany(sql.TOUCH_PLACEHOLDER, touched)
+        cur.executemany(sql.UPSERT_PLACEHOLDER, rebuilt)
+        cur.executemany(sql.UPSERT_SOURCE, self.sources)
+        cur.executemany(sql.INSERT_EXTERNAL_USAGE, self.new_usages)
+        cur.executemany(sql.INSERT_EXTERNAL_EDGE, list(self.edges))
 
 
-def _take_source(cur: sqlite3.Cursor, event: IncomingEvent) -> None:
-    assert event.source is not None and event.job_namespace is not None and event.job_name is not None
-    moment = format_time(event.event_time)
+def _source_row(event: IncomingEvent, moment: str) -> tuple[Any, ...]:
     kind = (event.event_type or "").upper()
     if event.kind == "RunEvent":
         state, rank = (kind or None), event.state_rank
@@ -162,62 +317,25 @@ def _take_source(cur: sqlite3.Cursor, event: IncomingEvent) -> None:
         ended = moment if kind in TERMINAL else None
     else:
         state, rank, started, ended = None, event.rank, None, None
-    cur.execute(
-        sql.UPSERT_SOURCE,
-        (
-            event.source,
-            event.job_namespace,
-            event.job_name,
-            event.run_id,
-            event.parent_run_id,
-            state,
-            rank,
-            started,
-            ended,
-            moment,
-            moment,
-            event.producer,
-        ),
+    return (
+        event.source,
+        event.job_namespace,
+        event.job_name,
+        event.run_id,
+        event.parent_run_id,
+        state,
+        rank,
+        started,
+        ended,
+        moment,
+        moment,
+        event.producer,
     )
 
 
-def ingest_event(cur: sqlite3.Cursor, event: IncomingEvent, resolver: Resolver) -> IngestResult:
-    """Take one accepted external event. A re-sent one changes nothing."""
-    cur.execute(
-        sql.INSERT_RECEIVED,
-        (
-            event.digest,
-            event.kind,
-            event.event_type,
-            format_time(event.event_time),
-            event.source,
-            event.producer,
-            json.dumps(list(event.warnings)),
-            event.body,
-        ),
-    )
-    if cur.rowcount == 0:
-        return IngestResult("duplicate")
-    source = event.source
-    if source is not None:
-        _take_source(cur, event)
-    placeholders, ids, warnings = [], [], list(event.warnings)
-    for ds in event.datasets:
-        asset_id, created, warning = _take_dataset(cur, ds, event, resolver)
-        ids.append(asset_id)
-        if created:
-            placeholders.append(asset_id)
-        if warning:
-            warnings.append(warning)
-        if source is None or ds.direction is None:
-            continue
-        cur.execute(sql.INSERT_EXTERNAL_USAGE, (source, ds.direction, asset_id))
-        if cur.rowcount == 0:
-            continue
-        other = "output" if ds.direction == "input" else "input"
-        for (peer,) in cur.execute(sql.EXTERNAL_USAGES_OF_SOURCE, (source, other)).fetchall():
-            if peer == asset_id:
-                continue
-            edge = (asset_id, peer) if ds.direction == "input" else (peer, asset_id)
-            cur.execute(sql.INSERT_EXTERNAL_EDGE, (*edge, source))
-    return IngestResult("accepted", tuple(dict.fromkeys(placeholders)), tuple(ids), tuple(warnings))
+def ingest_events(cur: sqlite3.Cursor, events: Sequence[IncomingEvent], resolver: Resolver) -> list[IngestResult]:
+    """Take a group of events in the caller's transaction."""
+    group = GroupIngest(cur, resolver, events)
+    results = [group.take(event) for event in events]
+    group.flush()
+    return results

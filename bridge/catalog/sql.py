@@ -98,7 +98,6 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             warnings      TEXT NOT NULL DEFAULT '[]',
             body          TEXT NOT NULL
         );
-        CREATE INDEX received_events_time ON received_events (event_time, pk);
 
         -- Which OpenLineage dataset each asset id stands for: one dataset an id, one id a dataset.
         CREATE TABLE external_datasets (
@@ -109,8 +108,9 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             last_seen     TEXT NOT NULL,
             seen_rank     TEXT NOT NULL,              -- '<time>|<digest>' of the latest event naming it
             facets_rank   TEXT,                       -- the same, of the latest event describing it
+            facets_digest TEXT,                       -- what that event's facets said, hashed
             PRIMARY KEY (ol_namespace, ol_name)
-        );
+        ) WITHOUT ROWID;
 
         -- External jobs and runs (a JobEvent's job is a source without a run).
         CREATE TABLE external_sources (
@@ -126,15 +126,14 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             first_seen    TEXT NOT NULL,
             last_seen     TEXT NOT NULL,
             producer      TEXT NOT NULL
-        );
-        CREATE INDEX external_sources_job ON external_sources (job_namespace, job_name);
+        ) WITHOUT ROWID;
 
         CREATE TABLE external_usages (
             source        TEXT NOT NULL REFERENCES external_sources (source),
             direction     TEXT NOT NULL CHECK (direction IN ('input', 'output')),
             asset_id      TEXT NOT NULL,
             PRIMARY KEY (source, direction, asset_id)
-        );
+        ) WITHOUT ROWID;
         CREATE INDEX external_usages_asset ON external_usages (asset_id);
 
         CREATE TABLE external_lineage (
@@ -142,7 +141,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             downstream_id TEXT NOT NULL,
             source        TEXT NOT NULL REFERENCES external_sources (source),
             PRIMARY KEY (upstream_id, downstream_id, source)
-        );
+        ) WITHOUT ROWID;
         CREATE INDEX external_lineage_downstream ON external_lineage (downstream_id);
 
         -- Where an import from a Marquez instance got to, by its URL.
@@ -150,7 +149,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             source        TEXT PRIMARY KEY,
             position      TEXT NOT NULL,
             updated_at    TEXT NOT NULL
-        );
+        ) WITHOUT ROWID;
 
         CREATE VIEW all_lineage AS
             SELECT upstream_id, downstream_id FROM lineage
@@ -222,6 +221,10 @@ def delete_usages_of(count: int) -> str:
 def delete_lineage_of(count: int) -> str:
     marks = ", ".join("?" * count)
     return f"DELETE FROM lineage WHERE upstream_id IN ({marks}) OR downstream_id IN ({marks})"
+
+
+def delete_bindings_of(count: int) -> str:
+    return f"DELETE FROM external_datasets WHERE asset_id IN ({', '.join('?' * count)})"
 
 
 def delete_changes_of(count: int) -> str:
@@ -359,18 +362,24 @@ INSERT_RECEIVED = """
     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 """
 COUNT_RECEIVED = "SELECT count(*) FROM received_events"
-GET_BINDING = """
-    SELECT asset_id, first_seen, last_seen, seen_rank, facets_rank FROM external_datasets
-    WHERE ol_namespace = ? AND ol_name = ?
-"""
 BINDING_OF_ASSET = "SELECT ol_namespace, ol_name FROM external_datasets WHERE asset_id = ?"
 INSERT_BINDING = """
-    INSERT INTO external_datasets (ol_namespace, ol_name, asset_id, first_seen, last_seen, seen_rank, facets_rank)
-    VALUES (?, ?, ?, ?, ?, ?, ?)
+    INSERT INTO external_datasets (ol_namespace, ol_name, asset_id, first_seen, last_seen, seen_rank, facets_rank,
+                                   facets_digest)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 """
 UPDATE_BINDING = """
-    UPDATE external_datasets SET first_seen = ?, last_seen = ?, seen_rank = ?, facets_rank = ?
+    UPDATE external_datasets SET first_seen = ?, last_seen = ?, seen_rank = ?, facets_rank = ?, facets_digest = ?
     WHERE ol_namespace = ? AND ol_name = ?
+"""
+# a placeholder whose facets did not change: only its sightings (and producer) move, in place
+TOUCH_PLACEHOLDER = """
+    UPDATE assets SET
+        created_at = min(created_at, ?),
+        updated_at = ?,
+        metadata = json_set(metadata, '$.firstSeen', ?, '$.lastSeen', ?,
+                            '$.producer', coalesce(?, json_extract(metadata, '$.producer')))
+    WHERE id = ? AND origin = 'external'
 """
 UPSERT_SOURCE = """
     INSERT INTO external_sources (source, job_namespace, job_name, run_id, parent_run_id, state, state_rank,
@@ -409,3 +418,23 @@ COUNT_TABLE = {
     name: f"SELECT count(*) FROM {name}"
     for name in ("received_events", "external_datasets", "external_sources", "external_usages", "external_lineage")
 }
+
+
+def received_digests(count: int) -> str:
+    return f"SELECT digest FROM received_events WHERE digest IN ({', '.join('?' * count)})"
+
+
+def bindings_of(count: int) -> str:
+    pairs = ", ".join("(?, ?)" for _ in range(count))
+    return f"""
+        SELECT ol_namespace, ol_name, asset_id, first_seen, last_seen, seen_rank, facets_rank, facets_digest
+        FROM external_datasets WHERE (ol_namespace, ol_name) IN (VALUES {pairs})
+    """
+
+
+def assets_of(count: int) -> str:
+    return f"SELECT {ASSET_COLUMNS} FROM assets WHERE id IN ({', '.join('?' * count)})"
+
+
+def usages_of_sources(count: int) -> str:
+    return f"SELECT source, direction, asset_id FROM external_usages WHERE source IN ({', '.join('?' * count)})"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -197,6 +197,7 @@ class Catalog:
                 chunk = ids[start : start + 400]
                 counts["assets"] += cur.execute(sql.delete_assets(len(chunk)), chunk).rowcount
                 cur.execute(sql.delete_changes_of(len(chunk)), chunk)
+                cur.execute(sql.delete_bindings_of(len(chunk)), chunk)
                 if usages:
                     counts["usages"] += cur.execute(sql.delete_usages_of(len(chunk)), chunk).rowcount
                 if lineage:
@@ -313,21 +314,31 @@ class Catalog:
 
     # --- external lineage (the receiver) -----------------------------------------------------
 
-    def ingest(self, events: Iterable[IncomingEvent], resolver: Resolver) -> list[IngestResult | Exception]:
-        """Take accepted external events in one transaction, each in a savepoint of its own: an
-        event that fails leaves no trace and does not stop the others (its exception is returned
-        in its place). Re-sent events come back as duplicates and change nothing."""
-        results: list[IngestResult | Exception] = []
+    def ingest(self, events: Sequence[IncomingEvent], resolver: Resolver) -> list[IngestResult | Exception]:
+        """Take accepted external events in one transaction. Should one of them fail, the group is
+        taken again one event at a time, each in a savepoint of its own: the failing event leaves
+        no trace and comes back as its exception, the others land. Re-sent events come back as
+        duplicates and change nothing."""
         with self.transaction() as cur:
+            cur.execute("SAVEPOINT grouped")
+            try:
+                grouped: list[IngestResult | Exception] = list(external.ingest_events(cur, events, resolver))
+            except (sqlite3.Error, BridgeError, ValueError):
+                cur.execute("ROLLBACK TO grouped")
+            else:
+                cur.execute("RELEASE grouped")
+                return grouped
+            cur.execute("RELEASE grouped")
+            results: list[IngestResult | Exception] = []
             for event in events:
                 cur.execute("SAVEPOINT event")
                 try:
-                    results.append(external.ingest_event(cur, event, resolver))
+                    results.extend(external.ingest_events(cur, [event], resolver))
                 except (sqlite3.Error, BridgeError, ValueError) as exc:
                     cur.execute("ROLLBACK TO event")
                     results.append(exc)
                 cur.execute("RELEASE event")
-        return results
+            return results
 
     def count_received(self) -> dict[str, int]:
         """Rows of the receiver's tables: events, datasets, sources (runs and jobs), usages, edges."""

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from bridge.openlineage.validate import Problem
+from bridge.receiver.events import parse_json
 from bridge.receiver.intake import Intake, Outcome
 
 StartResponse = Callable[..., Any]
@@ -79,8 +80,16 @@ def error_body(status: int, code: str, message: str, problems: Iterable[Problem]
 class ReceiverApp:
     """``ReceiverApp(intake, token=..., ready=...)`` is a WSGI callable."""
 
-    def __init__(self, intake: Intake, *, token: str | None = None, ready: Callable[[], str | None] = lambda: None):
+    def __init__(
+        self,
+        intake: Intake,
+        *,
+        token: str | None = None,
+        ready: Callable[[], str | None] = lambda: None,
+        commits: Callable[[], int] | None = None,
+    ) -> None:
         self.intake = intake
+        self._commits = commits
         self.limits = intake.limits
         self._token = f"Bearer {token}".encode() if token else None
         self._ready = ready  # None when ready, else why not
@@ -183,18 +192,18 @@ class ReceiverApp:
     def _read_json(self, environ: Environ) -> Any:
         body = self._read_body(environ)
         try:
-            text = body.decode("utf-8")
+            body.decode("utf-8")
         except UnicodeDecodeError as exc:
             message = f"the body is not UTF-8: byte {exc.start} ({body[exc.start]:#04x})"
             raise HttpError(400, "bad_utf8", message) from None
         try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise HttpError(
-                400, "bad_json", f"the body is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
-            ) from None
+            return parse_json(body)
         except RecursionError:
             raise HttpError(400, "too_deep", "the body nests too deeply to read") from None
+        except ValueError as exc:  # json.JSONDecodeError and orjson.JSONDecodeError
+            if "recursion" in str(exc) or "depth limit" in str(exc):
+                raise HttpError(400, "too_deep", "the body nests too deeply to read") from None
+            raise HttpError(400, "bad_json", f"the body is not JSON: {exc}") from None
 
     def _single(self, payload: Any) -> tuple[int, Any, list[tuple[str, str]]]:
         if isinstance(payload, list):
@@ -258,6 +267,15 @@ class ReceiverApp:
             "# HELP olbridge_receiver_warned_events_total Accepted events kept with a warning.",
             "# TYPE olbridge_receiver_warned_events_total counter",
             f"olbridge_receiver_warned_events_total {snap['eventsWithWarnings']}",
+            *(
+                [
+                    "# HELP olbridge_receiver_commits_total Group transactions committed.",
+                    "# TYPE olbridge_receiver_commits_total counter",
+                    f"olbridge_receiver_commits_total {self._commits()}",
+                ]
+                if self._commits is not None
+                else []
+            ),
             "# HELP olbridge_receiver_requests_total HTTP requests, by route and status.",
             "# TYPE olbridge_receiver_requests_total counter",
         ]

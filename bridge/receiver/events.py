@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from datetime import datetime
 from typing import Any
 
 import attrs
+import orjson
 
 from bridge.model import Column, format_time, parse_time
 
@@ -30,6 +32,7 @@ class SeenDataset:
     symlinks: tuple[str, ...] = ()
     columns: tuple[Column, ...] = ()
     described: bool = False  # whether the event said anything of it beyond its name
+    facets_digest: str | None = None  # of what it said, to see whether it says something new
 
 
 @attrs.frozen
@@ -70,7 +73,22 @@ class IncomingEvent:
 
 
 def canonical(event: Any) -> str:
-    return json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The event's canonical JSON text: keys sorted, no spaces, UTF-8 as is."""
+    try:
+        return orjson.dumps(event, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # an integer past 64 bits, which orjson does not write
+        return json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+_LONG_NUMBER = re.compile(rb"\d{16,}")
+
+
+def parse_json(body: bytes) -> Any:
+    """JSON text to values. orjson where it is exact; the standard library where the text holds a
+    run of 16 or more digits, which orjson would read as a float (losing digits of an integer)."""
+    if _LONG_NUMBER.search(body):
+        return json.loads(body)
+    return orjson.loads(body)
 
 
 def _facet(facets: Any, key: str) -> dict[str, Any]:
@@ -117,6 +135,8 @@ def seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset:
         if isinstance(fields, list)
         else ()
     )
+    described = bool(description or owners or dataset_type or symlinks or columns)
+    said = (description, owners, dataset_type, symlinks, [(c.name, c.type, c.description) for c in columns])
     return SeenDataset(
         direction=direction,
         namespace=dataset["namespace"],
@@ -126,13 +146,17 @@ def seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset:
         dataset_type=dataset_type,
         symlinks=symlinks,
         columns=columns,
-        described=bool(description or owners or dataset_type or symlinks or columns),
+        described=described,
+        facets_digest=hashlib.sha1(orjson.dumps(said)).hexdigest() if described else None,
     )
 
 
-def read_event(event: dict[str, Any], kind: str, warnings: tuple[str, ...] = ()) -> IncomingEvent:
-    """An accepted event (see :func:`bridge.receiver.policy.judge`) as the catalog keeps it."""
-    body = canonical(event)
+def read_event(
+    event: dict[str, Any], kind: str, warnings: tuple[str, ...] = (), body: str | None = None
+) -> IncomingEvent:
+    """An accepted event (see :func:`bridge.receiver.policy.judge`) as the catalog keeps it;
+    ``body`` is its canonical JSON, if at hand."""
+    body = body if body is not None else canonical(event)
     digest = hashlib.sha256(body.encode()).hexdigest()
     datasets: list[SeenDataset] = []
     run_id = parent_run_id = job_namespace = job_name = None

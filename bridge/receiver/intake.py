@@ -13,7 +13,7 @@ import attrs
 from bridge.catalog import IngestResult
 from bridge.errors import BridgeError
 from bridge.openlineage.validate import Problem
-from bridge.receiver.events import IncomingEvent, read_event
+from bridge.receiver.events import IncomingEvent, canonical, read_event
 from bridge.receiver.policy import judge
 from bridge.receiver.writer import Unavailable
 
@@ -115,20 +115,23 @@ class Intake:
 
     def prepare(self, item: Any) -> IncomingEvent | Outcome:
         """The event to write, or the outcome that refuses it. Pure."""
-        problem = depth_problem(item, self.limits.max_depth)
+        text = canonical(item)
+        # an event can nest no deeper than it has brackets: walk it only when it has enough
+        deep = text.count("{") + text.count("[") > self.limits.max_depth
+        problem = depth_problem(item, self.limits.max_depth) if deep else None
         if problem is not None:
             return Outcome("refused", message=problem.message, problems=(problem,))
         if isinstance(item, dict) and _dataset_count(item) > self.limits.max_datasets:
             count, limit = _dataset_count(item), self.limits.max_datasets
             message = f"the event has {count} datasets; this receiver takes at most {limit}"
             return Outcome("refused", message=message, problems=(Problem("", message, "limit"),))
-        verdict = judge(item, strict=self.strict)
+        verdict = judge(item, strict=self.strict, text=text)
         if not verdict.accepted:
             first = verdict.refusals[0]
             more = len(verdict.refusals) - 1
             message = str(first) + (f" (and {more} more)" if more else "")
             return Outcome("refused", kind=verdict.kind, message=message, problems=verdict.refusals)
-        return read_event(item, verdict.kind, tuple(str(w) for w in verdict.warnings))
+        return read_event(item, verdict.kind, tuple(str(w) for w in verdict.warnings), text)
 
     def take(self, items: Sequence[Any]) -> list[Outcome]:
         """Outcomes of items, in order. The accepted ones are committed before this returns."""

@@ -88,9 +88,9 @@ def _at(event: dict[str, Any], pointer: str) -> Any:
     return value
 
 
-def judge(event: Any, *, strict: bool = False) -> Verdict:
-    """The receiver's verdict on one parsed event."""
-    problems = spec_problems(event) + marquez_problems(event)
+def judge(event: Any, *, strict: bool = False, text: str | None = None) -> Verdict:
+    """The receiver's verdict on one parsed event (``text``: its JSON, if at hand)."""
+    problems = spec_problems(event) + marquez_problems(event, text=text)
     if not isinstance(event, dict):
         return Verdict("RunEvent", tuple(problems), ())
     kind = event_kind(event)

@@ -40,7 +40,9 @@ class Receiver:
         self.catalog_path = str(catalog_path)
         self.writer = GroupWriter(catalog_path, resolver, durability=options.durability)
         self.intake = Intake(self.writer.submit, strict=options.strict, limits=options.limits)
-        self.app = ReceiverApp(self.intake, token=options.token, ready=self.not_ready)
+        self.app = ReceiverApp(
+            self.intake, token=options.token, ready=self.not_ready, commits=lambda: self.writer.groups
+        )
         self.server: BaseWSGIServer | MultiSocketServer = create_server(
             self.app,
             host=options.host,

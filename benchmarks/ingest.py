@@ -1,0 +1,248 @@
+"""Receiver ingest throughput and latency, measured with wrk (a load generator that is not the
+bottleneck) against a real ``olbridge serve`` and a bare server on the same stack.
+
+    python benchmarks/ingest.py [--seconds 10] [--connections 16] [--batch-size 100]
+
+Needs ``wrk`` (Debian: ``apt-get install wrk``). Every event sent is distinct (no duplicates),
+validated and committed before its answer; the accepted count is read back from the receiver's
+metrics, so the figures are of events in the catalog, not of requests answered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import requests
+
+HERE = Path(__file__).resolve().parent
+PRODUCER = "https://github.com/example/producer/tree/1.0"
+LUA = """
+local counter = 0
+function setup(thread)
+  thread:set("id", counter)
+  counter = counter + 1
+end
+function init(args)
+  bodies = {}
+  for line in io.lines(os.getenv("BODIES")) do bodies[#bodies + 1] = line end
+  index = id * math.floor(#bodies / 4)
+  headers = {["Content-Type"] = "application/json", ["Authorization"] = "Bearer bench"}
+end
+function request()
+  index = index % #bodies + 1
+  return wrk.format("POST", os.getenv("ENDPOINT"), headers, bodies[index])
+end
+"""
+
+
+def event(n: int) -> dict[str, Any]:
+    """The events an Airflow or Spark integration sends: each run a START (its inputs) and then a
+    COMPLETE (inputs, and outputs with schema and documentation facets). 280 jobs, each always on
+    its own input and output, so datasets recur as they do in production."""
+    run, complete = divmod(n, 2)
+    job = run % 280
+    when = 1_740_816_000 + run * 2 + complete
+    out: dict[str, Any] = {
+        "eventType": "COMPLETE" if complete else "START",
+        "eventTime": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(when)) + f".{run % 1000:03d}Z",
+        "producer": PRODUCER,
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+        "run": {"runId": str(uuid.UUID(int=run, version=4))},
+        "job": {"namespace": "airflow", "name": f"dag_{job // 7}.task_{job % 7}"},
+        "inputs": [{"namespace": "s3://raw-data", "name": f"orders/part-{job:04d}.parquet"}],
+    }
+    if complete:
+        out["outputs"] = [
+            {
+                "namespace": "postgres://warehouse:5432",
+                "name": f"analytics.public.table_{job}",
+                "facets": {
+                    "documentation": {
+                        "_producer": PRODUCER,
+                        "_schemaURL": "https://openlineage.io/spec/facets/1-1-0/DocumentationDatasetFacet.json#/$defs/DocumentationDatasetFacet",
+                        "description": "A table of the warehouse",
+                    },
+                    "schema": {
+                        "_producer": PRODUCER,
+                        "_schemaURL": "https://openlineage.io/spec/facets/1-2-0/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet",
+                        "fields": [{"name": "id", "type": "BIGINT"}, {"name": "amount", "type": "DECIMAL(12,2)"}],
+                    },
+                },
+            }
+        ]
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
+    for _ in range(200):
+        if process.poll() is not None:
+            raise SystemExit(f"the server exited with {process.returncode}")
+        try:
+            requests.get(url, timeout=1)
+            return
+        except requests.ConnectionError:
+            time.sleep(0.05)
+    raise SystemExit("the server did not start")
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def run_wrk(url: str, endpoint: str, bodies: Path, args: argparse.Namespace, script: Path) -> dict[str, float]:
+    done = subprocess.run(
+        [
+            "wrk",
+            f"-t{args.wrk_threads}",
+            f"-c{args.connections}",
+            f"-d{args.seconds}s",
+            "--timeout",
+            "30s",
+            "--latency",
+            "-s",
+            str(script),
+            url,
+        ],
+        env={**os.environ, "BODIES": str(bodies), "ENDPOINT": endpoint},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    out = done.stdout
+    figures = {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))}  # type: ignore[union-attr]
+    for label in ("50%", "99%"):
+        value, unit = re.search(rf"{label}\s+([\d.]+)(us|ms|s)", out).groups()  # type: ignore[union-attr]
+        figures[label] = float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    figures["non2xx"] = float(errors.group(1)) if errors else 0.0
+    return figures
+
+
+def accepted(url: str) -> tuple[int, int]:
+    """Events accepted, and the transactions that committed them."""
+    text = requests.get(f"{url}/metrics", timeout=10).text
+    events = re.search(r'olbridge_receiver_events_total\{result="accepted"\} (\d+)', text)
+    commits = re.search(r"olbridge_receiver_commits_total (\d+)", text)
+    assert events is not None and commits is not None, text
+    return int(events.group(1)), int(commits.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--wrk-threads", type=int, default=2)
+    parser.add_argument("--server-threads", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--events", type=int, default=300_000, help="distinct events to prepare")
+    parser.add_argument("--durability", nargs="+", default=["full", "normal"])
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed (Debian: apt-get install wrk); it is the load generator")
+    work = Path(tempfile.mkdtemp(prefix="olbridge-ingest-"))
+    script = work / "post.lua"
+    script.write_text(LUA)
+    singles, batches = work / "singles.txt", work / "batches.txt"
+    events = [json.dumps(event(n), separators=(",", ":")) for n in range(args.events)]
+    singles.write_text("\n".join(events) + "\n")
+    size = args.batch_size
+    batches.write_text(
+        "\n".join("[" + ",".join(events[i : i + size]) + "]" for i in range(0, len(events), size)) + "\n"
+    )
+    print(
+        f"{args.events:,} distinct events, wrk -t{args.wrk_threads} -c{args.connections} -d{args.seconds}s, "
+        f"server threads {args.server_threads}, batches of {size}",
+        file=sys.stderr,
+    )
+    rows = []
+    for mode, endpoint, bodies, per_request in (
+        ("single", "/api/v1/lineage", singles, 1),
+        ("batch", "/api/v1/lineage/batch", batches, size),
+    ):
+        for durability in args.durability:
+            port = free_port()
+            catalog = work / f"{mode}-{durability}.db"
+            server = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "bridge",
+                    "--catalog",
+                    str(catalog),
+                    "serve",
+                    "--port",
+                    str(port),
+                    "--threads",
+                    str(args.server_threads),
+                    "--durability",
+                    durability,
+                    "--token",
+                    "bench",
+                    "--max-batch",
+                    str(max(size, 1000)),
+                ],
+                stderr=subprocess.DEVNULL,
+            )
+            url = f"http://127.0.0.1:{port}"
+            try:
+                wait_ready(f"{url}/healthz", server)
+                figures = run_wrk(url, endpoint, bodies, args, script)
+                taken, commits = accepted(url)
+            finally:
+                stop(server)
+            figures["per_commit"] = taken / max(commits, 1)
+            rows.append((mode, f"olbridge ({durability})", figures, taken / args.seconds))
+        port = free_port()
+        bare = subprocess.Popen(
+            [sys.executable, str(HERE / "bare_server.py"), str(port), str(args.server_threads)],
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_ready(url, bare)
+            figures = run_wrk(url, endpoint, bodies, args, script)
+        finally:
+            stop(bare)
+        rows.append((mode, "bare (parse + 201)", figures, figures["rps"] * per_request))
+    print(
+        f"{'mode':8} {'server':22} {'requests/s':>11} {'events/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}"
+        f" {'events/commit':>14}"
+    )
+    bare_single = next(r[3] for r in rows if r[0] == "single" and r[1].startswith("bare"))
+    for mode, server_name, figures, per_second in rows:
+        print(
+            f"{mode:8} {server_name:22} {figures['rps']:>11,.0f} {per_second:>10,.0f} {figures['50%']:>8.2f} "
+            f"{figures['99%']:>8.2f} {figures['non2xx']:>8.0f} {figures.get('per_commit', 0):>14.1f}"
+        )
+    for mode, server_name, _figures, per_second in rows:
+        if mode == "single" and not server_name.startswith("bare"):
+            print(f"single events, {server_name}: {per_second / bare_single:.2f} of the bare server")
+    shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()

@@ -3,6 +3,7 @@ local Metaflow flows (the ``metaflow`` package, local metadata and datastore).""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,8 +15,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from bridge.catalog import Catalog
+from bridge.cli import cli
 from bridge.errors import BridgeError, ConfigError, NotFoundError, ValidationError
 from bridge.export import iter_events
 from bridge.integrations import metaflow as helper
@@ -481,3 +484,32 @@ def test_a_failing_step_ends_failed_and_keeps_the_last_instance(flow_catalog: Ca
         assert train[1].error == "the Metaflow task failed"
         assert [u.asset_id for u in train[1].inputs] == [ORDERS]  # what it read is kept
         assert catalog.asset(MODEL).metadata["metaflow.instance.runId"] == first
+
+
+@pytest.mark.parametrize("command", [["metaflow"], ["metaflow", "promote"]])
+def test_the_metaflow_commands_have_help(command: list[str]) -> None:
+    result = CliRunner().invoke(cli, [*command, "--help"])
+    assert result.exit_code == 0 and "Usage:" in result.stdout
+
+
+def test_olbridge_metaflow_promote(tmp_path: Path, definitions: Any) -> None:
+    step = recorder(tmp_path)
+    step.write(definitions["orders"], "orders", {"rows": 3}, None)
+    step.end()
+    db = str(tmp_path / "catalog.db")
+    args = ["--catalog", db, "metaflow", "promote", "orders", "--project", "OrdersFlow", "--from", "user.alice"]
+    result = CliRunner().invoke(cli, [*args, "--to", "feature/Faster"])
+    assert result.exit_code == 0, result.stderr
+    promoted = json.loads(result.stdout)
+    assert (promoted["id"], promoted["metadata"]["annotation.rows"]) == (
+        "metaflow://ordersflow/feature-faster/data/orders",
+        3,
+    )
+    assert "promoted data asset 'orders' from user.alice to feature/Faster" in result.stderr
+    with Catalog(db) as catalog:
+        before = snapshot(catalog)
+    refused = CliRunner().invoke(cli, [*args, "--to", "main", "--kind", "model"])
+    assert refused.exit_code == 1
+    assert refused.stderr.startswith("Error: no model asset 'orders' on branch user.alice")
+    with Catalog(db) as catalog:
+        assert snapshot(catalog) == before

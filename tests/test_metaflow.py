@@ -24,6 +24,7 @@ from bridge.export import iter_events
 from bridge.integrations import metaflow as helper
 from bridge.integrations.metaflow import StepContext, StepRecorder, context_from
 from bridge.integrations.metaflow_assets import (
+    define_all,
     find_definition,
     load_definitions,
     make_scope,
@@ -297,6 +298,39 @@ def test_a_new_instance_replaces_the_last_ones_annotations_and_tags(tmp_path: Pa
     assert (metadata["owner"], metadata["metaflow.instance.runId"]) == ("analytics", "2")  # properties stay
 
 
+def test_a_property_taken_out_of_the_file_leaves_the_catalog(tmp_path: Path, definitions: Any) -> None:
+    recorder(tmp_path, task="1").read(definitions["orders"])
+    smaller = parse_definition(ORDERS_CONFIG.replace('source = "erp"\n', ""), Path("data/orders/x.toml"), "data")
+    recorder(tmp_path, task="2").read(smaller)
+    with Catalog(tmp_path / "catalog.db") as catalog:
+        metadata = catalog.asset(ORDERS).metadata
+        assert (metadata["owner"], metadata["metaflow.properties"]) == ("analytics", "owner")
+        assert "source" not in metadata
+        assert [c.asset.metadata.get("source") for c in catalog.iter_changes()] == ["erp", None]  # DatasetEvents
+
+
+def test_define_sets_every_definition_or_none(tmp_path: Path) -> None:
+    write(tmp_path / "data" / "orders" / "asset_config.toml", ORDERS_CONFIG)
+    write(tmp_path / "models" / "orders_model" / "asset_config.toml", MODEL_CONFIG)
+    db = str(tmp_path / "catalog.db")
+    result = CliRunner().invoke(
+        cli, ["--catalog", db, "metaflow", "define", str(tmp_path), "--project", "shop", "--branch", "main"]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert [a["id"] for a in json.loads(result.stdout)] == [
+        "metaflow://shop/main/data/orders",
+        "metaflow://shop/main/models/orders_model",
+    ]
+    write(tmp_path / "models" / "broken" / "asset_config.toml", 'name = "Broken"\n')
+    with Catalog(db) as catalog:
+        before = snapshot(catalog)
+        with pytest.raises(ConfigError, match=r"models/broken/asset_config.toml: missing required key\(s\) id"):
+            define_all(catalog, tmp_path, make_scope("shop", "feature"), now=at(5))
+        assert snapshot(catalog) == before
+    with Catalog(":memory:") as empty, pytest.raises(ConfigError, match="no asset definitions"):
+        define_all(empty, tmp_path / "nowhere", make_scope("shop", "main"), now=at(5))
+
+
 def test_bad_annotations_or_tags_are_refused_and_nothing_is_recorded(tmp_path: Path, definitions: Any) -> None:
     recorder(tmp_path, task="1").write(definitions["orders"], "orders", {"rows": 3}, None)
     with Catalog(tmp_path / "catalog.db") as catalog:
@@ -486,7 +520,7 @@ def test_a_failing_step_ends_failed_and_keeps_the_last_instance(flow_catalog: Ca
         assert catalog.asset(MODEL).metadata["metaflow.instance.runId"] == first
 
 
-@pytest.mark.parametrize("command", [["metaflow"], ["metaflow", "promote"]])
+@pytest.mark.parametrize("command", [["metaflow"], ["metaflow", "define"], ["metaflow", "promote"]])
 def test_the_metaflow_commands_have_help(command: list[str]) -> None:
     result = CliRunner().invoke(cli, [*command, "--help"])
     assert result.exit_code == 0 and "Usage:" in result.stdout

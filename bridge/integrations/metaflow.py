@@ -200,12 +200,11 @@ class StepRecorder:
         now = self.clock()
         if self.started_at is None:
             self.started_at = now
+        scope = self.context.scope
         with Catalog(self.catalog_path) as catalog:
-            catalog.record(
-                [self._run(TaskState.RUNNING, (), None)],
-                [definition_declaration(definition, self.context.scope)],
-                now=now,
-            )
+            stored = catalog.get_asset(scope.catalog_id(definition.kind, definition.id))
+            update = definition_declaration(definition, scope, stored)
+            catalog.record([self._run(TaskState.RUNNING, (), None)], [update], now=now)
 
     def read(self, definition: AssetDefinition) -> None:
         catalog_id = self.context.scope.catalog_id(definition.kind, definition.id)

@@ -36,10 +36,10 @@ _CONFIG_KEYS = {"name", "id", "description", "properties"}
 _ASSET_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 # metadata keys: the definition's, an instance's (the pointers promote copies), annotations, tags
-DEFINITION_KEYS = ("metaflow.asset", "metaflow.kind", "metaflow.project", "metaflow.branch")
 INSTANCE_PREFIX = "metaflow.instance."
 ANNOTATION_PREFIX = "annotation."
 TAGS_KEY = "tags"
+PROPERTIES_KEY = "metaflow.properties"
 _RESERVED = ("metaflow.", ANNOTATION_PREFIX)
 
 
@@ -163,15 +163,22 @@ def find_definition(asset_id: str, kind: str, start: Path, root: Path | None = N
     return definitions[asset_id]
 
 
-def definition_declaration(definition: AssetDefinition, scope: Scope) -> AssetDeclaration:
-    """The catalog asset a definition becomes in a scope (set outside runs: a DatasetEvent when it changes)."""
-    metadata: dict[str, Any] = dict(definition.properties)
+def definition_declaration(definition: AssetDefinition, scope: Scope, stored: Asset | None) -> AssetDeclaration:
+    """The catalog asset a definition becomes in a scope (set outside runs: a DatasetEvent when it
+    changes). ``metaflow.properties`` lists the property keys, so a property taken out of the file
+    is taken out of the catalog too."""
+    metadata: dict[str, Any] = {}
+    if stored is not None:
+        previous = str(stored.metadata.get(PROPERTIES_KEY, "")).split(",")
+        metadata.update({key: None for key in previous if key and key not in definition.properties})
+    metadata.update(definition.properties)
     metadata.update(
         {
             "metaflow.asset": definition.id,
             "metaflow.kind": definition.kind,
             "metaflow.project": scope.project,
             "metaflow.branch": scope.branch,
+            PROPERTIES_KEY: ",".join(sorted(definition.properties)) if definition.properties else None,
         }
     )
     return AssetDeclaration.create(
@@ -182,6 +189,16 @@ def definition_declaration(definition: AssetDefinition, scope: Scope) -> AssetDe
         description=definition.description,
         metadata=metadata,
     )
+
+
+def define_all(catalog: Catalog, root: Path, scope: Scope, *, now: datetime) -> list[Asset]:
+    """Set every definition under ``root`` (data/ and models/) as a catalog asset of ``scope``, in
+    one transaction; with any bad file nothing is set."""
+    definitions = [d for kind in KINDS for d in load_definitions(root, kind).values()]
+    if not definitions:
+        raise ConfigError(f"no asset definitions in {root / 'data'} or {root / 'models'}")
+    decls = [definition_declaration(d, scope, catalog.get_asset(scope.catalog_id(d.kind, d.id))) for d in definitions]
+    return catalog.record([], decls, now=now)[1]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -267,7 +267,8 @@ def test_one_task_run_per_task_reads_at_once_and_writes_at_the_end(tmp_path: Pat
         ]
     assert step.end() is TaskState.SUCCESS  # ends once
     with pytest.raises(BridgeError, match="already ended"):
-        step.read(definitions["orders"])
+        step.read(definitions["model"])
+    assert list(step.inputs) == [ORDERS]  # a refused call changes nothing
 
 
 def test_a_failed_task_writes_no_instance(tmp_path: Path, definitions: Any) -> None:

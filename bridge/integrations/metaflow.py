@@ -208,8 +208,13 @@ class StepRecorder:
 
     def read(self, definition: AssetDefinition) -> None:
         catalog_id = self.context.scope.catalog_id(definition.kind, definition.id)
+        before = dict(self.inputs)
         self.inputs[catalog_id] = AssetDeclaration.create(catalog_id)
-        self._record_running(definition)
+        try:
+            self._record_running(definition)
+        except BaseException:
+            self.inputs = before  # a refused call leaves the task run as it was
+            raise
 
     def write(
         self,
@@ -221,8 +226,13 @@ class StepRecorder:
         pointers = {"pathspec": self.context.pathspec, "artifact": artifact, "runId": self.context.run_id}
         instance_metadata(None, pointers, annotations, tags)  # checked now, so the call fails, not the end
         catalog_id = self.context.scope.catalog_id(definition.kind, definition.id)
+        before = dict(self.outputs)
         self.outputs[catalog_id] = _Output(definition, pointers, annotations, tags)
-        self._record_running(definition)
+        try:
+            self._record_running(definition)
+        except BaseException:
+            self.outputs = before
+            raise
 
     def end(self, state: TaskState | None = None, error: str | None = None) -> TaskState:
         """End the task run: with ``state``, or Metaflow's verdict on the task."""

@@ -367,6 +367,38 @@ def test_a_bad_config_in_a_step_records_nothing(
         assert snapshot(catalog) == before
 
 
+def test_a_step_can_read_another_branchs_instance(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, definitions: Any
+) -> None:
+    write(tmp_path / "data" / "orders" / "asset_config.toml", ORDERS_CONFIG)
+    main = StepContext("OrdersFlow", "5", "start", "1", 0, make_scope("ordersflow", "main"), tmp_path)
+    producer = StepRecorder(main, tmp_path / "catalog.db", clock=ticking(), outcome=lambda _: (TaskState.SUCCESS, None))
+    producer.write(definitions["orders"], "orders", {"rows": 3}, None)
+    producer.end()
+    monkeypatch.setattr(helper, "_context", lambda: context(tmp_path))
+    monkeypatch.setattr(helper, "_active", None)
+    monkeypatch.setattr(helper, "_hooked", True)  # no exit hook in the test process
+    monkeypatch.setenv("OLBRIDGE_CATALOG", str(tmp_path / "catalog.db"))
+    loaded: list[tuple[str, str]] = []
+    monkeypatch.setattr(helper, "load_artifact", lambda pathspec, artifact: loaded.append((pathspec, artifact)) or [1])
+    with pytest.raises(NotFoundError, match=r"data asset 'orders' has no instance on branch user\.alice"):
+        helper.get_data("orders")
+    assert helper.get_data("orders", branch="main") == [1]
+    assert loaded == [("OrdersFlow/5/start/1", "orders")]
+    reference = helper.consume_data_asset("orders", branch="main")
+    assert (reference.catalog_id, reference.annotations) == ("metaflow://ordersflow/main/data/orders", {"rows": 3})
+    active = helper._active
+    assert active is not None
+    active.outcome = lambda _: (TaskState.SUCCESS, None)
+    helper._end_active()
+    with Catalog(tmp_path / "catalog.db") as catalog:
+        reader = [r for r in catalog.iter_task_runs() if r.key.flow_namespace == "ordersflow.user.alice"]
+        assert [(r.state, [u.asset_id for u in r.inputs]) for r in reader] == [
+            (TaskState.SUCCESS, ["metaflow://ordersflow/main/data/orders"])
+        ]
+        assert catalog.get_asset(ORDERS) is None  # the developer's branch gets no copy of main's asset
+
+
 # ---------------------------------------------------------------------------------------------
 # promote
 

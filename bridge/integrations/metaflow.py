@@ -194,7 +194,8 @@ class StepRecorder:
             error=error,
         )
 
-    def _record_running(self, definition: AssetDefinition) -> None:
+    def _record_running(self, definition: AssetDefinition | None) -> None:
+        """Record the run as started, with the inputs so far, and the definition of its branch."""
         if self.state is not None:
             raise BridgeError(f"the task run of {self.context.pathspec} has already ended ({self.state.value})")
         now = self.clock()
@@ -202,16 +203,23 @@ class StepRecorder:
             self.started_at = now
         scope = self.context.scope
         with Catalog(self.catalog_path) as catalog:
-            stored = catalog.get_asset(scope.catalog_id(definition.kind, definition.id))
-            update = definition_declaration(definition, scope, stored)
-            catalog.record([self._run(TaskState.RUNNING, (), None)], [update], now=now)
+            updates = []
+            if definition is not None:
+                stored = catalog.get_asset(scope.catalog_id(definition.kind, definition.id))
+                updates.append(definition_declaration(definition, scope, stored))
+            catalog.record([self._run(TaskState.RUNNING, (), None)], updates, now=now)
 
-    def read(self, definition: AssetDefinition) -> None:
-        catalog_id = self.context.scope.catalog_id(definition.kind, definition.id)
+    def read(self, definition: AssetDefinition, scope: Scope | None = None) -> None:
+        """Record a read of the asset on this task's branch, or on another one (``scope``), whose
+        definition this task leaves alone."""
+        own = scope is None or scope == self.context.scope
+        catalog_id = (scope or self.context.scope).catalog_id(definition.kind, definition.id)
+        if self.state is not None:
+            raise BridgeError(f"the task run of {self.context.pathspec} has already ended ({self.state.value})")
         before = dict(self.inputs)
         self.inputs[catalog_id] = AssetDeclaration.create(catalog_id)
         try:
-            self._record_running(definition)
+            self._record_running(definition if own else None)
         except BaseException:
             self.inputs = before  # a refused call leaves the task run as it was
             raise
@@ -308,22 +316,24 @@ def _register(
     _recorder(context).write(definition, artifact, annotations, tags)
 
 
-def _consume(kind: str, name: str, assets_dir: str | Path | None, *, load: bool) -> tuple[AssetReference, Any]:
+def _consume(
+    kind: str, name: str, branch: str | None, assets_dir: str | Path | None, *, load: bool
+) -> tuple[AssetReference, Any]:
     context = _context()
     definition = _definition(name, kind, context, assets_dir)
-    catalog_id = context.scope.catalog_id(kind, definition.id)
+    scope = make_scope(context.scope.project, branch) if branch else context.scope
     with Catalog(catalog_path(os.environ)) as catalog:
-        stored = catalog.get_asset(catalog_id)
-    reference = _reference(definition, context.scope, stored)
+        stored = catalog.get_asset(scope.catalog_id(kind, definition.id))
+    reference = _reference(definition, scope, stored)
     value = None
     if load:
         if reference.pathspec is None or reference.artifact is None:
             raise NotFoundError(
-                f"{kind} asset {definition.id!r} has no instance on branch {context.scope.branch} "
+                f"{kind} asset {definition.id!r} has no instance on branch {scope.branch} "
                 "(register one with register_data / register_model first)"
             )
         value = load_artifact(reference.pathspec, reference.artifact)
-    _recorder(context).read(definition)
+    _recorder(context).read(definition, scope)
     return reference, value
 
 
@@ -374,26 +384,29 @@ def register_model(
     _register("model", name, artifact, annotations, tags, assets_dir)
 
 
-def get_data(name: str, *, assets_dir: str | Path | None = None) -> Any:
+def get_data(name: str, *, branch: str | None = None, assets_dir: str | Path | None = None) -> Any:
     """The value of the artifact the latest instance of data asset ``name`` points to; this task
-    is recorded as reading the asset."""
-    return _consume("data", name, assets_dir, load=True)[1]
+    is recorded as reading the asset. ``branch`` reads another branch's instance (``"main"`` while
+    developing)."""
+    return _consume("data", name, branch, assets_dir, load=True)[1]
 
 
-def get_model(name: str, *, assets_dir: str | Path | None = None) -> Any:
+def get_model(name: str, *, branch: str | None = None, assets_dir: str | Path | None = None) -> Any:
     """The value of the artifact the latest instance of model asset ``name`` points to."""
-    return _consume("model", name, assets_dir, load=True)[1]
+    return _consume("model", name, branch, assets_dir, load=True)[1]
 
 
-def consume_data_asset(name: str, *, assets_dir: str | Path | None = None) -> AssetReference:
+def consume_data_asset(name: str, *, branch: str | None = None, assets_dir: str | Path | None = None) -> AssetReference:
     """Record a read of data asset ``name`` without loading anything (an external asset: an S3
     path, a table); returns what the catalog knows of it."""
-    return _consume("data", name, assets_dir, load=False)[0]
+    return _consume("data", name, branch, assets_dir, load=False)[0]
 
 
-def consume_model_asset(name: str, *, assets_dir: str | Path | None = None) -> AssetReference:
+def consume_model_asset(
+    name: str, *, branch: str | None = None, assets_dir: str | Path | None = None
+) -> AssetReference:
     """Record a read of model asset ``name`` without loading anything."""
-    return _consume("model", name, assets_dir, load=False)[0]
+    return _consume("model", name, branch, assets_dir, load=False)[0]
 
 
 __all__ = [

@@ -1,0 +1,1 @@
+"""Helpers used inside other systems (Metaflow steps) to record into the catalog."""

@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml requirements-dev.txt
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Error: $(PYTHON) not found (set PYTHON=...)" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -e '.[dev,dbt]'
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -e '.[dev,dbt,prefect]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -83,6 +83,19 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE INDEX asset_changes_asset ON asset_changes (asset_id);
         """,
     ),
+    (
+        "0002_prefect_import_state",
+        """
+        -- where `prefect import` stopped reading a Prefect server's events, per API URL
+        CREATE TABLE prefect_import_state (
+            api_url        TEXT PRIMARY KEY,
+            last_occurred  TEXT NOT NULL,         -- the newest event time read
+            last_event_ids TEXT NOT NULL,         -- JSON list: the ids of the events read at that time
+            events_read    INTEGER NOT NULL,      -- events read from this server, all imports together
+            updated_at     TEXT NOT NULL
+        );
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -264,4 +277,17 @@ DOWNSTREAM = """
 EDGE_TASKS = """
     SELECT DISTINCT t.flow_namespace, t.flow_id, t.task_id FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
     WHERE l.upstream_id = ? AND l.downstream_id = ? ORDER BY 1, 2, 3
+"""
+
+# --- prefect import state ---------------------------------------------------------------------
+
+GET_PREFECT_STATE = (
+    "SELECT last_occurred, last_event_ids, events_read, updated_at FROM prefect_import_state WHERE api_url = ?"
+)
+UPSERT_PREFECT_STATE = """
+    INSERT INTO prefect_import_state (api_url, last_occurred, last_event_ids, events_read, updated_at)
+    VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (api_url) DO UPDATE SET
+        last_occurred = excluded.last_occurred, last_event_ids = excluded.last_event_ids,
+        events_read = excluded.events_read, updated_at = excluded.updated_at
 """

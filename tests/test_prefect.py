@@ -31,7 +31,7 @@ from bridge.cli import cli
 from bridge.errors import SourceError
 from bridge.export import iter_events
 from bridge.mapping import Resolver
-from bridge.model import TaskState, format_time
+from bridge.model import AssetDeclaration, TaskState, format_time
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
 from tests.conftest import T0, at
@@ -301,6 +301,26 @@ def test_since_reads_again_and_nothing_changes(catalog: Catalog) -> None:
     again = import_events(catalog, PrefectClient(API), Resolver.load(), since=T0, clock=clock(10))
     assert [r.status for r in again.results] == ["unchanged", "unchanged"]
     assert snapshot(catalog) == before
+    cursor = read_cursor(catalog, API)
+    assert cursor is not None and (cursor.last_occurred, cursor.last_event_ids) == (at(2.5), ("e4",))
+
+
+@responses.activate
+def test_a_task_run_materializing_two_assets_has_two_outputs_and_stored_types_stay(catalog: Catalog) -> None:
+    catalog.set_asset(AssetDeclaration.create(CLEAN, type="Table"), now=T0)  # another front end made it a Table
+    extra = "s3://lake/clean/orders-by-day.parquet"
+    events = [
+        *pipeline_events(),
+        event("e5", 2.5, "materialization.succeeded", extra, "t-transform", name="transform-7d1",
+              upstream=(RAW, CUSTOMERS), payload={"partitions": 7}),
+    ]  # fmt: skip
+    serve(responses.mock, [events])
+    import_events(catalog, PrefectClient(API), Resolver.load(), clock=clock(10))
+    transform = next(r for r in catalog.iter_task_runs() if r.key.task_id == "transform")
+    assert transform.state is TaskState.SUCCESS and transform.warnings == ()
+    assert [u.asset_id for u in transform.outputs] == [CLEAN, extra]
+    assert (catalog.asset(CLEAN).type, catalog.asset(extra).type) == ("Table", "File")
+    assert dict(catalog.asset(extra).metadata) == {"partitions": 7}
 
 
 @responses.activate

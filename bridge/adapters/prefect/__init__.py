@@ -18,7 +18,6 @@ import attrs
 
 from bridge.adapters.prefect.client import ASSET_EVENT_PREFIXES, PrefectClient, TaskRunInfo
 from bridge.adapters.prefect.events import (
-    AssetEvent,
     EventGroup,
     Problem,
     group_by_task_run,
@@ -99,30 +98,25 @@ def _refuse(problems: list[Problem]) -> ValidationError:
     )
 
 
-def _new_cursor(
-    previous: PrefectCursor | None, raws: list[Any], events: list[AssetEvent], count: int
-) -> PrefectCursor | None:
-    """The position after the events read: the newest time among them and the ids read at it.
-    Malformed events without a readable time do not move it."""
-    times = [e.occurred for e in events]
+def _new_cursor(previous: PrefectCursor | None, raws: list[Any]) -> PrefectCursor | None:
+    """The position after the events read (malformed ones too, when they are skipped): the newest
+    time among them and the ids read at it. An event without a readable time does not move it."""
     ids_by_time: dict[datetime, set[str]] = {}
-    for event in events:
-        ids_by_time.setdefault(event.occurred, set()).add(event.id)
     for raw in raws:
         if isinstance(raw, dict) and isinstance(raw.get("id"), str):
             try:
                 moment = parse_time(raw.get("occurred"), "occurred")
             except ValidationError:
                 continue
-            times.append(moment)
             ids_by_time.setdefault(moment, set()).add(raw["id"])
-    if not times:
+    if not ids_by_time:
         return previous
-    newest = max(times) if previous is None else max(*times, previous.last_occurred)
-    ids = set(ids_by_time.get(newest, set()))
-    if previous is not None and previous.last_occurred == newest:
-        ids |= set(previous.last_event_ids)
-    return PrefectCursor(newest, tuple(sorted(ids)), (previous.events_read if previous else 0) + count)
+    newest = max(ids_by_time)
+    read = (previous.events_read if previous else 0) + len(raws)
+    if previous is not None and previous.last_occurred >= newest:  # only events read again (--since)
+        ids = set(previous.last_event_ids) | (ids_by_time[newest] if previous.last_occurred == newest else set())
+        return PrefectCursor(previous.last_occurred, tuple(sorted(ids)), read)
+    return PrefectCursor(newest, tuple(sorted(ids_by_time[newest])), read)
 
 
 def _already_read(raw: Any, start: datetime, seen: set[str]) -> bool:
@@ -184,7 +178,7 @@ def import_events(
             runs.append(run)
     if problems and not skip_malformed:
         raise _refuse(problems)
-    new_cursor = _new_cursor(cursor, raws, events, len(raws))
+    new_cursor = _new_cursor(cursor, raws)
     results, late = record_import(catalog, runs, client.api_url, new_cursor, now=clock())
     late_ids = {x.task_run_id for x in late}
     return ImportSummary(

@@ -231,12 +231,17 @@ def task_name(task_run_name: str, info: TaskRunInfo | None) -> str:
     return name
 
 
-def _merge(first: AssetDeclaration, second: AssetDeclaration) -> AssetDeclaration:
-    return attrs.evolve(
+def _add(found: dict[str, AssetDeclaration], decl: AssetDeclaration) -> None:
+    """Add an asset to those found, merged with what an earlier event of the run said of it."""
+    first = found.get(decl.id)
+    if first is None:
+        found[decl.id] = decl
+        return
+    found[decl.id] = attrs.evolve(
         first,
-        display_name=second.display_name or first.display_name,
-        description=second.description or first.description,
-        metadata={**first.metadata, **second.metadata},
+        display_name=decl.display_name or first.display_name,
+        description=decl.description or first.description,
+        metadata={**first.metadata, **decl.metadata},
     )
 
 
@@ -261,15 +266,11 @@ def task_run_from_group(
             )
     outputs: dict[str, AssetDeclaration] = {}
     for event in materialized:
-        outputs[event.asset.id] = (
-            _merge(outputs[event.asset.id], event.asset) if event.asset.id in outputs else event.asset
-        )
+        _add(outputs, event.asset)
     inputs: dict[str, AssetDeclaration] = {}
     for event in events:
         if event.event == REFERENCED and event.asset.id not in outputs:
-            inputs[event.asset.id] = (
-                _merge(inputs[event.asset.id], event.asset) if event.asset.id in inputs else event.asset
-            )
+            _add(inputs, event.asset)
     for event in materialized:
         for upstream in event.upstream:
             if upstream not in outputs and upstream not in inputs:

@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml requirements-dev.txt
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Error: $(PYTHON) not found (set PYTHON=...)" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -e '.[dev,dbt,metaflow]'
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -e '.[dev,dbt,metaflow,prefect]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/conversion.py
 	$(BIN)/python benchmarks/record.py
 	$(BIN)/python benchmarks/metaflow_helper.py
+	$(BIN)/python benchmarks/prefect_import.py
 
 clean:
 	rm -rf $(VENV) olbridge-demo .pytest_cache .mypy_cache .ruff_cache

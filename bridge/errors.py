@@ -8,6 +8,7 @@
     ├── CatalogError         the catalog cannot do what was asked (missing asset, bad schema version)
     │   └── NotFoundError    an asset or task run that does not exist
     ├── ArtifactError        a dbt artifact (manifest, run results, profile) is missing or malformed
+    ├── SourceError          a system olbridge reads from (a Prefect server) is unreachable or answers wrongly
     └── ExportError          events could not be written to their destination
 
 The CLI turns every BridgeError into ``Error: <message>`` on stderr and a non-zero exit, in one place.
@@ -67,6 +68,11 @@ class NotFoundError(CatalogError):
 
 class ArtifactError(BridgeError):
     """A dbt artifact is missing or malformed; the message names the file."""
+
+
+class SourceError(BridgeError):
+    """A system olbridge imports from could not be read: unreachable, a non-2xx answer, or a body
+    that is not what its API documents; the message names the URL."""
 
 
 class ExportError(BridgeError):

@@ -33,6 +33,8 @@ COMMANDS = [
     ["assets", "purge"],
     ["dbt"],
     ["dbt", "ingest"],
+    ["prefect"],
+    ["prefect", "import"],
 ]
 
 

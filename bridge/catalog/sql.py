@@ -157,6 +157,19 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             SELECT upstream_id, downstream_id FROM external_lineage;
         """,
     ),
+    (
+        "0003_prefect_import_state",
+        """
+        -- where `prefect import` stopped reading a Prefect server's events, per API URL
+        CREATE TABLE prefect_import_state (
+            api_url        TEXT PRIMARY KEY,
+            last_occurred  TEXT NOT NULL,         -- the newest event time read
+            last_event_ids TEXT NOT NULL,         -- JSON list: the ids of the events read at that time
+            events_read    INTEGER NOT NULL,      -- events read from this server, all imports together
+            updated_at     TEXT NOT NULL
+        );
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -438,3 +451,17 @@ def assets_of(count: int) -> str:
 
 def usages_of_sources(count: int) -> str:
     return f"SELECT source, direction, asset_id FROM external_usages WHERE source IN ({', '.join('?' * count)})"
+
+
+# --- prefect import state ---------------------------------------------------------------------
+
+GET_PREFECT_STATE = (
+    "SELECT last_occurred, last_event_ids, events_read, updated_at FROM prefect_import_state WHERE api_url = ?"
+)
+UPSERT_PREFECT_STATE = """
+    INSERT INTO prefect_import_state (api_url, last_occurred, last_event_ids, events_read, updated_at)
+    VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (api_url) DO UPDATE SET
+        last_occurred = excluded.last_occurred, last_event_ids = excluded.last_event_ids,
+        events_read = excluded.events_read, updated_at = excluded.updated_at
+"""

@@ -94,9 +94,9 @@ def cli(ctx: click.Context, catalog_path: Path | None, config_path: Path | None)
 
 
 def register() -> None:
-    from bridge.cli import assets, basics, dbt, export, lineage, metaflow, receive
+    from bridge.cli import assets, basics, dbt, export, lineage, metaflow, prefect, receive
 
-    for module in (basics, assets, dbt, export, lineage, receive, metaflow):
+    for module in (basics, assets, dbt, export, lineage, receive, metaflow, prefect):
         module.register(cli)
 
 

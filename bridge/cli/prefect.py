@@ -1,0 +1,186 @@
+"""``prefect import``."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+import click
+
+from bridge.adapters.prefect import DEFAULT_NAMESPACE, ImportSummary, PrefectClient, follow, import_events
+from bridge.cli.output import print_json, say
+from bridge.errors import SourceError
+from bridge.model import check_namespace, parse_time
+
+
+class _Progress:
+    """A progress bar on stderr, made when the server's first page tells how many events there are."""
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+
+    def __call__(self, count: int, total: int | None) -> None:
+        if self.bar is None:
+            if not total:
+                return
+            self.bar = click.progressbar(length=total, label="reading Prefect events", file=sys.stderr)
+            self.bar.__enter__()
+        self.bar.update(count)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
+@contextmanager
+def _stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by Ctrl-C or SIGTERM, with the previous handlers back afterwards."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        say(f"stopping after this poll ({signal.Signals(signum).name})")
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _say_summary(summary: ImportSummary) -> None:
+    data = summary.to_json()
+    line = (
+        f"{data['events']} event(s) read, {data['taskRuns']} task run(s): {data['created']} created, "
+        f"{data['unchanged']} unchanged, {data['failed']} failed"
+    )
+    extras = [
+        f"{len(data[key])} {label}"
+        for key, label in (
+            ("referencesOnly", "with references only (not recorded)"),
+            ("late", "already recorded (late events not applied)"),
+            ("skipped", "malformed (skipped)"),
+        )
+        if data[key]
+    ]
+    say(line + ("; " + ", ".join(extras) if extras else ""))
+    for warning in data["warnings"]:
+        say(f"warning: {warning}")
+    for skipped in data["skipped"]:
+        say(f"skipped: {skipped}")
+
+
+def register(cli: click.Group) -> None:
+    @cli.group(context_settings={"help_option_names": ["-h", "--help"]})
+    def prefect() -> None:
+        """Prefect 3: record the asset events of a Prefect server's task runs."""
+
+    @prefect.command("import")
+    @click.option(
+        "--api-url",
+        envvar="PREFECT_API_URL",
+        required=True,
+        help="The Prefect API, such as http://127.0.0.1:4200/api [env PREFECT_API_URL].",
+    )
+    @click.option("--since", help="Read from this time (ISO 8601) instead of where the last import stopped.")
+    @click.option(
+        "--namespace",
+        default=DEFAULT_NAMESPACE,
+        show_default=True,
+        help="The flow namespace the task runs are recorded under (the job namespace in OpenLineage).",
+    )
+    @click.option(
+        "--settle",
+        type=click.FloatRange(min=0),
+        default=5.0,
+        show_default=True,
+        help="Leave events younger than this many seconds for the next import.",
+    )
+    @click.option(
+        "--follow",
+        "follow_",
+        is_flag=True,
+        help="Keep reading new events until Ctrl-C or SIGTERM (a server that cannot be read is tried again).",
+    )
+    @click.option(
+        "--interval",
+        type=click.FloatRange(min=0.1, max=3600),
+        default=5.0,
+        show_default=True,
+        help="Seconds between polls with --follow.",
+    )
+    @click.option("--max-polls", type=click.IntRange(min=1), help="Stop --follow after this many polls.")
+    @click.option(
+        "--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="HTTP timeout in seconds."
+    )
+    @click.option(
+        "--skip-malformed", is_flag=True, help="Record the good task runs and report the malformed events, skipped."
+    )
+    @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+    @click.pass_obj
+    def import_(
+        app: Any,
+        api_url: str,
+        since: str | None,
+        namespace: str,
+        settle: float,
+        follow_: bool,
+        interval: float,
+        max_polls: int | None,
+        timeout: float,
+        skip_malformed: bool,
+        as_json: bool,
+    ) -> None:
+        """Read the prefect.asset.* events of a Prefect server and record one task run per Prefect
+        task run: materialized assets as outputs, referenced ones as inputs. Each import starts
+        where the last one stopped."""
+        check_namespace(namespace, "--namespace")
+        start = parse_time(since, "--since", assume_utc=True) if since else None
+        client = PrefectClient(api_url, timeout=timeout)
+        catalog, resolver = app.catalog(), app.resolver()
+
+        def poll() -> ImportSummary:
+            progress = _Progress()
+            try:
+                return import_events(
+                    catalog,
+                    client,
+                    resolver,
+                    namespace=namespace,
+                    since=start if not summaries else None,
+                    settle=settle,
+                    skip_malformed=skip_malformed,
+                    on_page=progress,
+                )
+            finally:
+                progress.close()
+
+        summaries: list[ImportSummary] = []
+        if not follow_:
+            summaries.append(poll())
+            _say_summary(summaries[0])
+            if as_json:
+                print_json(summaries[0].to_json())
+            return
+
+        def on_poll(summary: ImportSummary) -> None:
+            summaries.append(summary)
+            _say_summary(summary)
+            if as_json:  # one JSON line a poll, as it happens
+                click.echo(json.dumps(summary.to_json(), ensure_ascii=False))
+
+        def on_error(error: SourceError) -> None:
+            say(f"warning: {error} (trying again in {interval:g} s)")
+
+        say(f"following {client.api_url} every {interval:g} s (Ctrl-C to stop)")
+        with _stop_on_signals() as stop:
+            follow(poll, interval=interval, stop=stop, max_polls=max_polls, on_poll=on_poll, on_error=on_error)
+        say(f"stopped after {len(summaries)} poll(s), {sum(len(s.results) for s in summaries)} task run(s) recorded")

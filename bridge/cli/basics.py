@@ -94,12 +94,19 @@ def register(cli: click.Group) -> None:
         show_default=True,
         help="Folder for the demo's catalog and events.",
     )
-    def demo(directory: Path) -> None:
+    @click.option(
+        "--in-catalog",
+        is_flag=True,
+        help="Record into the catalog of the global --catalog, kept as it is (e.g. the one `olbridge stream` "
+        "drains), instead of a fresh catalog in --dir.",
+    )
+    @click.pass_obj
+    def demo(app: Any, directory: Path, in_catalog: bool) -> None:
         """Run the demo: ingest a bundled dbt project, record a downstream task, export, validate
         and show the lineage from the first model to the report."""
         from bridge.demo import run_demo
 
-        run_demo(directory, echo=say, out=click.echo)
+        run_demo(directory, echo=say, out=click.echo, catalog_path=app.catalog_path if in_catalog else None)
 
 
 def _asset_flag(text: str, where: str) -> object:

@@ -33,6 +33,9 @@ COMMANDS = [
     ["assets", "purge"],
     ["dbt"],
     ["dbt", "ingest"],
+    ["kestra"],
+    ["kestra", "import"],
+    ["kestra", "declare"],
 ]
 
 

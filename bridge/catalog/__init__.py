@@ -1,11 +1,12 @@
 """The embedded asset catalog (SQLite)."""
 
 from bridge.catalog.query import AssetQuery, MetadataFilter, Operator, PurgeResult
-from bridge.catalog.store import Catalog, LineageEdge, LineageGraph, RecordResult
+from bridge.catalog.store import Catalog, DeclareResult, LineageEdge, LineageGraph, RecordResult
 
 __all__ = [
     "AssetQuery",
     "Catalog",
+    "DeclareResult",
     "LineageEdge",
     "LineageGraph",
     "MetadataFilter",

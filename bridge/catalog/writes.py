@@ -12,12 +12,14 @@ from typing import Any
 import attrs
 
 from bridge.catalog import sql
-from bridge.catalog.rows import asset_from_row, asset_row, dumps, snapshot, statistics_json
+from bridge.catalog.rows import asset_from_row, asset_row, declared_job_json, dumps, snapshot, statistics_json
 from bridge.errors import CatalogError, ValidationError
 from bridge.model import (
     EXTERNAL,
+    JOB_INFO_LATER_FIELDS,
     Asset,
     AssetDeclaration,
+    DeclaredFlow,
     Origin,
     Statistics,
     TaskRun,
@@ -36,6 +38,25 @@ class RecordResult:
     warnings: tuple[str, ...] = ()
     placeholders: tuple[str, ...] = ()  # External placeholders this run created
     written: tuple[str, ...] = ()  # outputs written
+
+
+@attrs.frozen
+class DeclareResult:
+    """What declaring one flow did: the tasks whose declared job was created, updated, left as it
+    was, or removed (no longer declared), and the key of each declared job now kept."""
+
+    namespace: str
+    flow_id: str
+    created: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    pks: tuple[int, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.created or self.updated or self.removed)
 
 
 def get_asset(cur: sqlite3.Cursor, asset_id: str) -> Asset | None:
@@ -134,7 +155,11 @@ def _record_hash(run: TaskRun) -> str:
             return format_time(value)
         raise TypeError(type(value).__name__)
 
-    return hashlib.sha256(json.dumps(attrs.asdict(run), sort_keys=True, default=default).encode()).hexdigest()
+    def keep(attribute: attrs.Attribute[Any], value: Any) -> bool:
+        return not (attribute.name in JOB_INFO_LATER_FIELDS and value is None)
+
+    record = attrs.asdict(run, filter=keep)
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=default).encode()).hexdigest()
 
 
 def _write_failure(current: Asset | None, decl: AssetDeclaration) -> str | None:
@@ -271,3 +296,55 @@ def write_task_run(cur: sqlite3.Cursor, run: TaskRun) -> RecordResult:
             if up != down:
                 cur.execute(sql.INSERT_LINEAGE, (up, down, pk))
     return RecordResult(status, state, tuple(warnings), tuple(placeholders), tuple(written))
+
+
+def declare_flow(cur: sqlite3.Cursor, flow: DeclaredFlow, *, now: datetime) -> DeclareResult:
+    """Replace a flow's declared lineage: a task declared as before keeps its row and time, a changed
+    one is updated in place (same key), a new one is added and one no longer declared is removed."""
+    stored = {
+        task: (pk, digest)
+        for pk, task, digest in cur.execute(sql.DECLARED_JOBS_OF_FLOW, (flow.namespace, flow.flow_id))
+    }
+    seen: dict[str, str] = {}
+    out: dict[str, list[str]] = {"created": [], "updated": [], "unchanged": []}
+    pks: list[int] = []
+    for job in flow.jobs:
+        if (job.flow_namespace, job.flow_id) != (flow.namespace, flow.flow_id):
+            raise ValidationError(
+                f"task {job.task_id!r} is declared for flow {job.flow_namespace}.{job.flow_id}, not "
+                f"{flow.namespace}.{flow.flow_id}",
+                rule="declare.flow",
+            )
+        if job.task_id in seen:
+            raise ValidationError(f"task {job.task_id!r} is declared twice", rule="declare.task", where=job.task_id)
+        text = declared_job_json(job)
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        seen[job.task_id] = digest
+        found = stored.get(job.task_id)
+        if found is None:
+            cur.execute(
+                sql.INSERT_DECLARED_JOB, (flow.namespace, flow.flow_id, job.task_id, text, digest, format_time(now))
+            )
+            assert cur.lastrowid is not None
+            pks.append(cur.lastrowid)
+            out["created"].append(job.task_id)
+        elif found[1] != digest:
+            cur.execute(sql.UPDATE_DECLARED_JOB, (text, digest, format_time(now), found[0]))
+            pks.append(found[0])
+            out["updated"].append(job.task_id)
+        else:
+            pks.append(found[0])
+            out["unchanged"].append(job.task_id)
+    removed = [task for task in stored if task not in seen]
+    for task in removed:
+        cur.execute(sql.DELETE_DECLARED_JOB, (stored[task][0],))
+    return DeclareResult(
+        namespace=flow.namespace,
+        flow_id=flow.flow_id,
+        created=tuple(out["created"]),
+        updated=tuple(out["updated"]),
+        unchanged=tuple(out["unchanged"]),
+        removed=tuple(removed),
+        pks=tuple(pks),
+        warnings=flow.warnings + tuple(w for job in flow.jobs for w in job.warnings),
+    )

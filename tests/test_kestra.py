@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from bridge.adapters.kestra import declare_flows, import_lineage, parse_flow
 from bridge.catalog import Catalog
 from bridge.cli import cli
-from bridge.errors import ValidationError
+from bridge.errors import NotFoundError, ValidationError
 from bridge.export import iter_events
 from bridge.model import JobInfo, TaskState, format_time
 from bridge.openlineage.convert import Converter
@@ -460,3 +460,20 @@ def test_cli_declare_then_export(tmp_path: Path) -> None:
     assert code == 0, err
     [event] = [json.loads(line) for line in out.splitlines()]
     assert event["job"]["name"] == "vm_snapshot.snapshot" and "run" not in event
+
+
+def test_a_catalog_from_before_declared_jobs_is_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with Catalog(path) as catalog:
+        catalog._conn.executescript("DROP TABLE declared_jobs; PRAGMA user_version = 1;")
+    with Catalog(path) as catalog:
+        assert catalog.schema_version == 2
+        declare_flows(catalog, [GUIDE_FLOW], now=at(0))
+        assert catalog.count_declared_jobs() == 2
+
+
+def test_a_declared_job_is_found_by_its_key(catalog: Catalog) -> None:
+    [result] = declare_flows(catalog, [GUIDE_FLOW], now=at(0))
+    assert catalog.declared_job(result.pks[1]).job.task_id == "export_report"
+    with pytest.raises(NotFoundError, match="no declared job with key 999"):
+        catalog.declared_job(999)

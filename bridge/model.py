@@ -630,6 +630,28 @@ class TaskRun:
     error: str | None = None
 
 
+def check_task_run(run: TaskRun) -> None:
+    """The rules a task run keeps whatever the catalog holds."""
+    if run.outputs and not run.state.is_terminal:
+        raise ValidationError(
+            f"outputs are written when a task run ends; state {run.state.value} has not ended",
+            rule="taskrun.outputs",
+            value=run.state.value,
+            where="outputs",
+        )
+    if run.ended_at is not None and run.ended_at < run.started_at:
+        raise ValidationError(
+            "a task run cannot end before it starts",
+            rule="taskrun.times",
+            value=format_time(run.ended_at),
+            where="endDate",
+        )
+    if run.state.is_terminal and run.ended_at is None:
+        raise ValidationError(
+            f"state {run.state.value} ends the task run, so it needs an end time", rule="taskrun.times", where="endDate"
+        )
+
+
 @attrs.frozen
 class StoredUsage:
     asset_id: str
@@ -675,7 +697,6 @@ class DeclaredJob:
     outputs: tuple[AssetDeclaration, ...] = ()
     enable_auto: bool = False
     description: str | None = None
-    warnings: tuple[str, ...] = ()
     integration: str = "KESTRA"
 
 
@@ -686,7 +707,7 @@ class DeclaredFlow:
     namespace: str
     flow_id: str
     jobs: tuple[DeclaredJob, ...] = ()
-    warnings: tuple[str, ...] = ()  # about the flow as a whole
+    warnings: tuple[str, ...] = ()  # what reading it reported (not kept: they name the file read)
 
 
 @attrs.frozen

@@ -43,6 +43,7 @@ from bridge.model import (
     TaskRun,
     TaskRunKey,
     TaskState,
+    check_task_run,
     normalize_type,
     parse_time,
 )
@@ -193,7 +194,7 @@ def parse_task_run(value: Any, where: str = "", *, integration: str = "OLBRIDGE"
         behavior = FailureBehavior.parse(value.get("failureBehavior") or "WARN")
         if value.get("timestamp") is not None:
             parse_time(value["timestamp"], "timestamp")
-        return TaskRun(
+        run = TaskRun(
             key=key,
             state=state,
             started_at=started,
@@ -203,6 +204,8 @@ def parse_task_run(value: Any, where: str = "", *, integration: str = "OLBRIDGE"
             failure_behavior=behavior,
             job=_job_info(value, integration),
         )
+        check_task_run(run)
+        return run
     except ValidationError as exc:
         raise exc.at(where) if where else exc from None
 

@@ -172,6 +172,14 @@ BAD_RECORDS: dict[str, tuple[Callable[[dict[str, Any]], dict[str, Any]], str]] =
     "unknown asset field": (lambda r: {**r, "inputs": [{"id": "a", "colour": "red"}]}, "unknown field(s) colour"),
     "bad state": (lambda r: {**r, "state": "DONE"}, "unknown task state 'DONE'"),
     "bad revision": (lambda r: {**r, "flowRevision": "two"}, "flowRevision: a flow revision is a positive integer"),
+    "ends before it starts": (
+        lambda r: {**r, "endDate": "2025-03-01T08:01:00Z"},
+        "endDate: a task run cannot end before it starts",
+    ),
+    "outputs of a run still going": (
+        lambda r: {**r, "state": "RUNNING", "endDate": None},
+        "outputs: outputs are written when a task run ends; state RUNNING has not ended",
+    ),
     "typed property of another type": (
         lambda r: {**r, "outputs": [{**r["outputs"][0], "provider": "aws"}]},
         "unknown field(s) provider for an asset of type File",
@@ -293,7 +301,7 @@ def test_every_flowable_task_is_read_and_known_expressions_resolve() -> None:
     }
     dag = next(j for j in flow.jobs if j.task_id == "dag_first")
     assert dict(dag.outputs[0].metadata) == {"revision": "3"}  # {{ flow.revision }}
-    assert flow.warnings == () and all(j.warnings == () for j in flow.jobs)
+    assert flow.warnings == ()
 
 
 def test_expressions_known_only_at_run_time_are_reported_not_guessed() -> None:
@@ -309,7 +317,7 @@ def test_expressions_known_only_at_run_time_are_reported_not_guessed() -> None:
     )
     assert dict(inventory.metadata) == {"system": "s3", "vm": "vm-web-prod-01", "owner": "infra-team"}
     assert job.description == "Snapshot vm-web-prod-01 for flow vm_snapshot"
-    first, second = job.warnings
+    first, second = flow.warnings
     assert first.startswith("vm_snapshot.yml:20: task 'snapshot', tasks[0].assets.outputs[0].id: {{ execution.id }}")
     assert "left out of the declared lineage" in first
     assert second.startswith("vm_snapshot.yml:23: task 'snapshot', tasks[0].assets.outputs[1].metadata.lastExecution")
@@ -330,11 +338,18 @@ def test_declaring_a_flow_again_changes_nothing_and_a_change_replaces_it(tmp_pat
     assert (again.unchanged, again.pks, again.changed) == (("dbt_build", "export_report"), first.pks, False)
     assert snapshot(catalog) == before
 
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "same.yml").write_text(flow.read_text())
+    [same] = declare_flows(catalog, [elsewhere / "same.yml"], now=at(15))
+    assert not same.changed and snapshot(catalog) == before  # the file's name is no part of the flow
+
     text = GUIDE_FLOW.read_text().replace("owner: analytics-team", "owner: finance-team")
     text = text.replace("        assets:\n          enableAuto: true\n", "")
     flow.write_text(text)
     [changed] = declare_flows(catalog, [flow], now=at(20))
     assert (changed.updated, changed.removed, changed.created) == (("export_report",), ("dbt_build",), ())
+    assert first.changed_pks == first.pks and again.changed_pks == () and changed.changed_pks == (first.pks[1],)
     [stored] = list(catalog.iter_declared_jobs())
     assert stored.pk == first.pks[1] and stored.declared_at == at(20)  # the same key, declared anew
     assert stored.job.outputs[0].metadata["owner"] == "finance-team"

@@ -149,7 +149,6 @@ def declared_job_json(job: DeclaredJob) -> str:
             "outputs": [_declaration_json(d) for d in job.outputs],
             "enableAuto": job.enable_auto,
             "description": job.description,
-            "warnings": list(job.warnings),
             "integration": job.integration,
         }
     )
@@ -179,7 +178,6 @@ def declared_job_from_row(row: Sequence[Any]) -> StoredDeclaredJob:
         outputs=tuple(_declaration(o) for o in d["outputs"]),
         enable_auto=d["enableAuto"],
         description=d["description"],
-        warnings=tuple(d["warnings"]),
         integration=d["integration"],
     )
     return StoredDeclaredJob(pk=row[0], job=job, declared_at=declared_at)

@@ -24,6 +24,7 @@ from bridge.model import (
     Statistics,
     TaskRun,
     TaskState,
+    check_task_run,
     format_time,
     merge_metadata,
 )
@@ -51,7 +52,8 @@ class DeclareResult:
     updated: tuple[str, ...] = ()
     unchanged: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
-    pks: tuple[int, ...] = ()
+    pks: tuple[int, ...] = ()  # every declared job of the flow now, in task order
+    changed_pks: tuple[int, ...] = ()  # those created or updated: the JobEvents to send
     warnings: tuple[str, ...] = ()
 
     @property
@@ -127,28 +129,6 @@ def set_asset(cur: sqlite3.Cursor, decl: AssetDeclaration, *, now: datetime, all
     return asset
 
 
-def _check(run: TaskRun) -> None:
-    """The rules a task run keeps whatever the catalog holds."""
-    if run.outputs and not run.state.is_terminal:
-        raise ValidationError(
-            f"outputs are written when a task run ends; state {run.state.value} has not ended",
-            rule="taskrun.outputs",
-            value=run.state.value,
-            where="outputs",
-        )
-    if run.ended_at is not None and run.ended_at < run.started_at:
-        raise ValidationError(
-            "a task run cannot end before it starts",
-            rule="taskrun.times",
-            value=format_time(run.ended_at),
-            where="endDate",
-        )
-    if run.state.is_terminal and run.ended_at is None:
-        raise ValidationError(
-            f"state {run.state.value} ends the task run, so it needs an end time", rule="taskrun.times", where="endDate"
-        )
-
-
 def _record_hash(run: TaskRun) -> str:
     def default(value: Any) -> Any:
         if isinstance(value, datetime):
@@ -204,7 +184,7 @@ def _read_input(cur: sqlite3.Cursor, decl: AssetDeclaration, started: datetime) 
 def write_task_run(cur: sqlite3.Cursor, run: TaskRun) -> RecordResult:
     """Record a task run: its inputs (External placeholders for unknown ones), the outputs it may
     write under its failure behaviour, its usages and lineage."""
-    _check(run)
+    check_task_run(run)
     key = run.key
     digest = _record_hash(run)
     found = cur.execute(
@@ -308,6 +288,7 @@ def declare_flow(cur: sqlite3.Cursor, flow: DeclaredFlow, *, now: datetime) -> D
     seen: dict[str, str] = {}
     out: dict[str, list[str]] = {"created": [], "updated": [], "unchanged": []}
     pks: list[int] = []
+    changed: list[int] = []
     for job in flow.jobs:
         if (job.flow_namespace, job.flow_id) != (flow.namespace, flow.flow_id):
             raise ValidationError(
@@ -327,10 +308,12 @@ def declare_flow(cur: sqlite3.Cursor, flow: DeclaredFlow, *, now: datetime) -> D
             )
             assert cur.lastrowid is not None
             pks.append(cur.lastrowid)
+            changed.append(cur.lastrowid)
             out["created"].append(job.task_id)
         elif found[1] != digest:
             cur.execute(sql.UPDATE_DECLARED_JOB, (text, digest, format_time(now), found[0]))
             pks.append(found[0])
+            changed.append(found[0])
             out["updated"].append(job.task_id)
         else:
             pks.append(found[0])
@@ -346,5 +329,6 @@ def declare_flow(cur: sqlite3.Cursor, flow: DeclaredFlow, *, now: datetime) -> D
         unchanged=tuple(out["unchanged"]),
         removed=tuple(removed),
         pks=tuple(pks),
-        warnings=flow.warnings + tuple(w for job in flow.jobs for w in job.warnings),
+        changed_pks=tuple(changed),
+        warnings=flow.warnings,
     )

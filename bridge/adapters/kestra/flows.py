@@ -136,10 +136,9 @@ class _FlowReader:
                 job = self._job(task, where, namespace, flow_id, values)
                 if job is not None:
                     jobs.append(job)
-        flow_warnings = []
         if not jobs:
-            flow_warnings.append(f"{self.source}: flow {namespace}.{flow_id} has no task with an 'assets' block")
-        return DeclaredFlow(namespace=namespace, flow_id=flow_id, jobs=tuple(jobs), warnings=tuple(flow_warnings))
+            self.warnings.append(f"{self.source}: flow {namespace}.{flow_id} has no task with an 'assets' block")
+        return DeclaredFlow(namespace=namespace, flow_id=flow_id, jobs=tuple(jobs), warnings=tuple(self.warnings))
 
     def _variables(self, doc: Mapping[str, Any]) -> dict[str, str]:
         """The flow variables known statically: plain text, numbers and booleans."""
@@ -203,7 +202,6 @@ class _FlowReader:
                 assets,
                 here,
             )
-        before = len(self.warnings)
         values = {**flow_values, "task.id": task["id"], "task.type": task["type"]}
         label = f"task {task['id']!r}, {here}"
         inputs = [self._input(item, f"{label}.inputs[{i}]", values) for i, item in self._list(assets, "inputs", label)]
@@ -228,7 +226,6 @@ class _FlowReader:
             outputs=tuple(d for d in outputs if d is not None),
             enable_auto=enable_auto,
             description=description if isinstance(description, str) else None,
-            warnings=tuple(self.warnings[before:]),
         )
 
     def _list(self, assets: dict[str, Any], key: str, label: str) -> Iterator[tuple[int, Any]]:
@@ -317,7 +314,9 @@ class _FlowReader:
         return out
 
     def _enable_auto(self, assets: dict[str, Any], label: str, values: Mapping[str, str]) -> bool:
-        value = assets.get("enableAuto", False)
+        value = assets.get("enableAuto")
+        if value is None:
+            return False
         if isinstance(value, str):
             text = self._text(value, assets, f"{label}.enableAuto", values)
             if text is None:

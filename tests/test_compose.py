@@ -295,3 +295,10 @@ def test_marquez_healthcheck_reads_the_admin_status(status: int) -> None:
         server.server_close()
         thread.join()
     assert (code == 0) is (status == 200)
+
+
+def test_the_readme_names_only_services_that_exist() -> None:
+    text = (COMPOSE_DIR / "README.md").read_text()
+    named = re.findall(r"docker compose -f compose/docker-compose\.yml (?:run --rm|exec) ([\w-]+)", text)
+    assert named and set(named) <= set(SERVICES)
+    assert "http://localhost:3000" in text

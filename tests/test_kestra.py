@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from bridge.adapters.kestra import declare_flows, import_lineage, parse_flow
 from bridge.catalog import Catalog
 from bridge.cli import cli
-from bridge.errors import NotFoundError, ValidationError
+from bridge.errors import CatalogError, NotFoundError, ValidationError
 from bridge.export import iter_events
 from bridge.model import JobInfo, TaskState, format_time
 from bridge.openlineage.convert import Converter
@@ -492,3 +492,14 @@ def test_a_declared_job_is_found_by_its_key(catalog: Catalog) -> None:
     assert catalog.declared_job(result.pks[1]).job.task_id == "export_report"
     with pytest.raises(NotFoundError, match="no declared job with key 999"):
         catalog.declared_job(999)
+
+
+def test_a_record_the_catalog_refuses_leaves_the_whole_import_out(tmp_path: Path, catalog: Catalog) -> None:
+    import_lineage(catalog, [LINEAGE])
+    before = snapshot(catalog)
+    fresh = {**records()[0], "taskRunId": "new-task-run", "executionId": "another-execution"}
+    ended_again = {**records()[2], "state": "FAILED"}  # that task run already ended in SUCCESS
+    path = write_lines(tmp_path / "more.ndjson", [fresh, ended_again])
+    with pytest.raises(CatalogError, match="already ended in SUCCESS"):
+        import_lineage(catalog, [path])
+    assert snapshot(catalog) == before

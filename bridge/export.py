@@ -1,7 +1,8 @@
 """Export: the catalog's history as OpenLineage events, in time order, to a sink.
 
-Task runs come from the catalog a page at a time and their events are merged with the asset
-changes by event time, so memory stays flat however long the history is.
+Flows' declared lineage comes first, as JobEvents. Then task runs come from the catalog a page at a
+time and their events are merged with the asset changes by event time, so memory stays flat however
+long the history is.
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ class ExportFilter:
 def iter_events(
     catalog: Catalog, converter: Converter, filters: ExportFilter = ExportFilter()
 ) -> Iterator[dict[str, Any]]:
-    """Every event of the catalog that the filters select, ordered by event time (each run's
-    events in order; ties keep catalog order). A flow filter leaves out the asset changes, which
-    belong to no flow."""
+    """Every event of the catalog that the filters select: the declared jobs' JobEvents first (in
+    the order they were declared), then the rest ordered by event time (each run's events in
+    order; ties keep catalog order). A flow filter leaves out the asset changes, which belong to
+    no flow."""
     return _iter(catalog, converter, filters, serialized=False)
 
 
@@ -73,6 +75,14 @@ def _iter(catalog: Catalog, converter: Converter, filters: ExportFilter, *, seri
         for change in changes:
             event = converter.asset_change_event(change)
             yield format_time(change.changed_at), -1, change.seq, dumps(event) if serialized else event
+
+    declared = catalog.iter_declared_jobs(
+        since=filters.since, until=filters.until, namespace=filters.namespace, flow=filters.flow
+    )
+    for job in declared:
+        assets = {d.id: a for d in (*job.job.inputs, *job.job.outputs) if (a := lookup(d.id)) is not None}
+        event = converter.job_event(job, assets)
+        yield dumps(event) if serialized else event
 
     merged = heapq.merge(_in_time_order(run_events()), change_events(), key=lambda item: item[:3])
     for _time, _order, _step, event in merged:

@@ -124,6 +124,19 @@ KESTRA_TYPE_ALIASES = {
     "io.kestra.plugin.ee.assets.Model": "Model",
     "io.kestra.core.models.assets.External": "External",
     "io.kestra.plugin.ee.assets.External": "External",
+    # the class names of Kestra's core, which its serialized assets carry
+    "io.kestra.core.models.assets.Table": "Table",
+    "io.kestra.core.models.assets.File": "File",
+    "io.kestra.core.models.assets.Dataset": "Dataset",
+    "io.kestra.core.models.assets.VM": "VM",
+}
+# Kestra's typed assets mirror some metadata keys as properties of their own (a Table's
+# ``system: duckdb`` is its ``metadata.system``).
+KESTRA_TYPED_PROPERTIES = {
+    "Table": ("system", "database", "schema", "name"),
+    "File": ("system", "path"),
+    "Dataset": ("system", "location", "format"),
+    "VM": ("provider", "region", "state"),
 }
 _CUSTOM_TYPE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
 _TYPE_MAX = 255
@@ -585,12 +598,20 @@ class TaskRunKey:
 
 @attrs.frozen
 class JobInfo:
-    """What a task run says about its job, beyond its name (kept for the job facets)."""
+    """What a task run says about its job, beyond its name (kept for the job facets). Kestra's
+    ``tenantId`` and ``flowRevision`` are kept when a record carries them."""
 
     integration: str = "OLBRIDGE"
     job_type: str = "TASK"
     sql: str | None = None
     description: str | None = None
+    tenant_id: str | None = None
+    flow_revision: int | None = None
+
+
+# JobInfo fields added after catalogs were first written: left out of a run's record hash while
+# unset, so a run recorded before them is still "unchanged" when recorded again.
+JOB_INFO_LATER_FIELDS = frozenset({"tenant_id", "flow_revision"})
 
 
 @attrs.frozen
@@ -607,6 +628,28 @@ class TaskRun:
     job: JobInfo = JobInfo()
     origin: Origin = Origin.DECLARED
     error: str | None = None
+
+
+def check_task_run(run: TaskRun) -> None:
+    """The rules a task run keeps whatever the catalog holds."""
+    if run.outputs and not run.state.is_terminal:
+        raise ValidationError(
+            f"outputs are written when a task run ends; state {run.state.value} has not ended",
+            rule="taskrun.outputs",
+            value=run.state.value,
+            where="outputs",
+        )
+    if run.ended_at is not None and run.ended_at < run.started_at:
+        raise ValidationError(
+            "a task run cannot end before it starts",
+            rule="taskrun.times",
+            value=format_time(run.ended_at),
+            where="endDate",
+        )
+    if run.state.is_terminal and run.ended_at is None:
+        raise ValidationError(
+            f"state {run.state.value} ends the task run, so it needs an end time", rule="taskrun.times", where="endDate"
+        )
 
 
 @attrs.frozen
@@ -639,6 +682,41 @@ class StoredTaskRun:
     @property
     def outputs(self) -> tuple[StoredUsage, ...]:
         return tuple(u for u in self.usages if u.direction == "output")
+
+
+@attrs.frozen
+class DeclaredJob:
+    """A task's static lineage as its flow declares it (Kestra's ``assets`` block on a task): the
+    job ``<flowId>.<taskId>`` with its declared inputs and outputs. It becomes a JobEvent."""
+
+    flow_namespace: str
+    flow_id: str
+    task_id: str
+    task_type: str
+    inputs: tuple[AssetDeclaration, ...] = ()
+    outputs: tuple[AssetDeclaration, ...] = ()
+    enable_auto: bool = False
+    description: str | None = None
+    integration: str = "KESTRA"
+
+
+@attrs.frozen
+class DeclaredFlow:
+    """A flow's declared lineage: one declared job per task that has an ``assets`` block."""
+
+    namespace: str
+    flow_id: str
+    jobs: tuple[DeclaredJob, ...] = ()
+    warnings: tuple[str, ...] = ()  # what reading it reported (not kept: they name the file read)
+
+
+@attrs.frozen
+class StoredDeclaredJob:
+    """A declared job as the catalog keeps it: one integer key, and when it was last declared."""
+
+    pk: int
+    job: DeclaredJob
+    declared_at: datetime
 
 
 @attrs.frozen

@@ -9,25 +9,42 @@ One record::
      "outputs": [{"id": "reports.orders", "type": "File", "namespace": "company.data",
                   "metadata": {"path": "orders.csv"}}]}
 
-``tenantId`` and ``flowRevision`` are accepted and not kept (one catalog is one tenant).
+``tenantId`` and ``flowRevision`` are kept with the run's job (:class:`JobInfo`); ``timestamp``
+(when Kestra made the record) is accepted and not kept. An asset may carry what Kestra serializes
+with it: ``tenantId``, ``created``, ``updated``, ``deleted`` and ``assetActions`` are accepted and not
+kept (the catalog keeps its own times), and a typed asset's properties (a Table's ``system``,
+``database``, ``schema``, ``name``; a File's ``system``, ``path``; a Dataset's ``system``,
+``location``, ``format``; a VM's ``provider``, ``region``, ``state``) are its metadata, as in Kestra.
+A null optional field is the same as a missing one.
+
 ``failureBehavior`` (WARN, FAIL, IGNORE) is an olbridge extension, and so is ``statistics``
 (``rowCount``, ``size``, ``fileCount``) on an output. Unknown keys are refused.
+
+Records come as JSON lines or as one JSON array; either way every bad record is reported with its
+line number and nothing is recorded.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
+
+import attrs
 
 from bridge.errors import ValidationError
 from bridge.model import (
+    KESTRA_TYPED_PROPERTIES,
     AssetDeclaration,
     FailureBehavior,
+    JobInfo,
     Statistics,
     TaskRun,
     TaskRunKey,
     TaskState,
+    check_task_run,
+    normalize_type,
     parse_time,
 )
 
@@ -44,9 +61,13 @@ _RECORD_KEYS = {
     "endDate",
     "inputs",
     "outputs",
+    "timestamp",
     "failureBehavior",
 }
 _ASSET_KEYS = {"id", "type", "namespace", "displayName", "description", "metadata", "statistics"}
+_ASSET_IGNORED_KEYS = {"tenantId", "created", "updated", "deleted", "assetActions"}
+_TYPED_KEYS = {key for keys in KESTRA_TYPED_PROPERTIES.values() for key in keys}
+_TENANT_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 _STAT_KEYS = {"rowCount": "row_count", "size": "size", "fileCount": "file_count"}
 
 
@@ -78,28 +99,73 @@ def parse_statistics(value: Any, where: str) -> Statistics:
     return Statistics(**out)
 
 
+def _typed_metadata(value: Mapping[str, Any], asset_type: str | None, where: str) -> Any:
+    """The asset's metadata with its typed properties folded in (they mirror metadata keys)."""
+    given = [k for k in _TYPED_KEYS if value.get(k) is not None]
+    if not given:
+        return value.get("metadata")
+    allowed = KESTRA_TYPED_PROPERTIES.get(asset_type or "", ())
+    stray = sorted(k for k in given if k not in allowed)
+    if stray:
+        raise ValidationError(
+            f"unknown field(s) {', '.join(stray)} for an asset of type {asset_type or '(none)'}"
+            + (f"; its typed properties are {', '.join(allowed)}" if allowed else ""),
+            rule="record.field",
+            where=where,
+        )
+    metadata = value.get("metadata")
+    merged = dict(metadata) if isinstance(metadata, Mapping) else {}
+    if metadata is not None and not isinstance(metadata, Mapping):
+        return metadata  # the metadata check reports it
+    for key in sorted(given):
+        if key in merged and merged[key] != value[key]:
+            raise ValidationError(
+                f"'{key}' is {value[key]!r} but metadata.{key} is {merged[key]!r}",
+                rule="record.typed",
+                where=f"{where}.{key}",
+            )
+        merged[key] = value[key]
+    return merged
+
+
 def parse_asset(value: Any, where: str) -> AssetDeclaration:
     if not isinstance(value, dict):
         raise ValidationError("an asset must be an object with at least an 'id'", rule="record.asset", where=where)
-    _unknown(value, _ASSET_KEYS, where)
+    _unknown(value, _ASSET_KEYS | _ASSET_IGNORED_KEYS | _TYPED_KEYS, where)
     if "id" not in value:
         raise ValidationError("an asset needs an 'id'", rule="id.required", where=where)
     try:
+        asset_type = normalize_type(value["type"]) if value.get("type") is not None else None
         return AssetDeclaration.create(
             id=value["id"],
-            type=value.get("type"),
+            type=asset_type,
             namespace=value.get("namespace"),
             display_name=value.get("displayName"),
             description=value.get("description"),
-            metadata=value.get("metadata"),
-            statistics=parse_statistics(value.get("statistics"), f"{where}.statistics"),
+            metadata=_typed_metadata(value, asset_type, ""),
+            statistics=parse_statistics(value.get("statistics"), "statistics"),
         )
     except ValidationError as exc:
         raise exc.at(where) from None
 
 
-def parse_task_run(value: Any, where: str = "") -> TaskRun:
-    """A task run from one record; every problem is a ValidationError that says where."""
+def _job_info(value: Mapping[str, Any], integration: str) -> JobInfo:
+    tenant = value.get("tenantId")
+    if tenant is not None and (not isinstance(tenant, str) or not _TENANT_RE.fullmatch(tenant)):
+        raise ValidationError(
+            "a tenant id matches [a-z0-9][a-z0-9_-]*", rule="record.tenant", value=tenant, where="tenantId"
+        )
+    revision = value.get("flowRevision")
+    if revision is not None and (not isinstance(revision, int) or isinstance(revision, bool) or revision < 1):
+        raise ValidationError(
+            "a flow revision is a positive integer", rule="record.revision", value=revision, where="flowRevision"
+        )
+    return JobInfo(integration=integration, tenant_id=tenant, flow_revision=revision)
+
+
+def parse_task_run(value: Any, where: str = "", *, integration: str = "OLBRIDGE") -> TaskRun:
+    """A task run from one record; every problem is a ValidationError that says where.
+    ``integration`` names what recorded it, for the job's ``jobType`` facet."""
     try:
         if not isinstance(value, dict):
             raise ValidationError("a task run record must be a JSON object", rule="record.type")
@@ -119,12 +185,16 @@ def parse_task_run(value: Any, where: str = "") -> TaskRun:
         ended = parse_time(value["endDate"], "endDate") if value.get("endDate") is not None else None
         lists = {}
         for field in ("inputs", "outputs"):
-            items = value.get(field, [])
+            items = value.get(field)
+            if items is None:
+                items = []
             if not isinstance(items, list):
                 raise ValidationError(f"'{field}' must be a list of assets", rule="record.assets", where=field)
             lists[field] = tuple(parse_asset(item, f"{field}[{i}]") for i, item in enumerate(items))
-        behavior = FailureBehavior.parse(value.get("failureBehavior", "WARN"))
-        return TaskRun(
+        behavior = FailureBehavior.parse(value.get("failureBehavior") or "WARN")
+        if value.get("timestamp") is not None:
+            parse_time(value["timestamp"], "timestamp")
+        run = TaskRun(
             key=key,
             state=state,
             started_at=started,
@@ -132,25 +202,84 @@ def parse_task_run(value: Any, where: str = "") -> TaskRun:
             inputs=lists["inputs"],
             outputs=lists["outputs"],
             failure_behavior=behavior,
+            job=_job_info(value, integration),
         )
+        check_task_run(run)
+        return run
     except ValidationError as exc:
         raise exc.at(where) if where else exc from None
 
 
-def parse_task_run_lines(lines: Iterable[str], source: str, *, limit: int = 20) -> list[TaskRun]:
+def parse_task_run_lines(
+    lines: Iterable[str], source: str, *, limit: int = 20, integration: str = "OLBRIDGE"
+) -> list[TaskRun]:
     """Task runs from JSON lines. The whole input is checked first: with any bad line this raises
     a ValidationError that lists the bad lines (up to ``limit``) by number."""
+
+    def records() -> Iterator[tuple[int, Any]]:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield number, BadJson(f"not valid JSON: {exc.msg} (column {exc.colno})")
+
+    return parse_task_run_records(records(), source, limit=limit, integration=integration)
+
+
+def parse_task_run_text(text: str, source: str, *, limit: int = 20, integration: str = "OLBRIDGE") -> list[TaskRun]:
+    """Task runs from a file's text: one JSON array of records, or JSON lines."""
+    if text.lstrip().startswith("["):
+        return parse_task_run_records(json_array_items(text, source), source, limit=limit, integration=integration)
+    return parse_task_run_lines(text.splitlines(), source, limit=limit, integration=integration)
+
+
+@attrs.frozen
+class BadJson:
+    """A record that is not JSON, in place of its value."""
+
+    message: str
+
+
+def json_array_items(text: str, source: str) -> Iterator[tuple[int, Any]]:
+    """The items of a JSON array, each with the line it starts on. Text that is not one JSON array
+    raises a ValidationError with the line and column."""
+    decoder = json.JSONDecoder()
+    try:
+        whole = decoder.decode(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(
+            f"{source}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno}); nothing was recorded",
+            rule="record.json",
+        ) from None
+    assert isinstance(whole, list)
+    position = text.index("[") + 1
+    line, counted = 1, 0
+    for _ in whole:
+        while text[position] in " \t\r\n,":
+            position += 1
+        item, end = decoder.raw_decode(text, position)
+        line, counted = line + text.count("\n", counted, position), position
+        yield line, item
+        position = end
+
+
+def parse_task_run_records(
+    records: Iterable[tuple[int, Any]], source: str, *, limit: int = 20, integration: str = "OLBRIDGE"
+) -> list[TaskRun]:
+    """Task runs from (line number, decoded record) pairs. The whole input is checked first: with any
+    bad record this raises a ValidationError that lists them (up to ``limit``) by line number."""
     runs: list[TaskRun] = []
     problems: list[str] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            runs.append(parse_task_run(json.loads(line)))
-        except json.JSONDecodeError as exc:
-            problems.append(f"{source}:{number}: not valid JSON: {exc.msg} (column {exc.colno})")
-        except ValidationError as exc:
-            problems.append(f"{source}:{number}: {exc}")
+    for number, record in records:
+        if isinstance(record, BadJson):
+            problems.append(f"{source}:{number}: {record.message}")
+        else:
+            try:
+                runs.append(parse_task_run(record, integration=integration))
+            except ValidationError as exc:
+                problems.append(f"{source}:{number}: {exc}")
         if len(problems) >= limit:
             problems.append(f"(stopped after {limit} bad lines)")
             break

@@ -35,6 +35,9 @@ COMMANDS = [
     ["dbt", "ingest"],
     ["prefect"],
     ["prefect", "import"],
+    ["kestra"],
+    ["kestra", "import"],
+    ["kestra", "declare"],
 ]
 
 

@@ -1,11 +1,12 @@
 """The embedded asset catalog (SQLite)."""
 
 from bridge.catalog.query import AssetQuery, MetadataFilter, Operator, PurgeResult
-from bridge.catalog.store import Catalog, IngestResult, LineageEdge, LineageGraph, RecordResult
+from bridge.catalog.store import Catalog, DeclareResult, IngestResult, LineageEdge, LineageGraph, RecordResult
 
 __all__ = [
     "AssetQuery",
     "Catalog",
+    "DeclareResult",
     "IngestResult",
     "LineageEdge",
     "LineageGraph",

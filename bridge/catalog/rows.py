@@ -12,10 +12,13 @@ import attrs
 from bridge.model import (
     Assertion,
     Asset,
+    AssetDeclaration,
     Column,
+    DeclaredJob,
     JobInfo,
     Origin,
     Statistics,
+    StoredDeclaredJob,
     StoredTaskRun,
     StoredUsage,
     TaskRunKey,
@@ -124,3 +127,57 @@ def from_snapshot(text: str) -> Asset:
         columns=tuple(Column(**c) for c in d.get("columns", [])),
         assertions=tuple(Assertion(**a) for a in d.get("assertions", [])),
     )
+
+
+def _declaration_json(decl: AssetDeclaration) -> dict[str, Any]:
+    return {
+        "id": decl.id,
+        "type": decl.type,
+        "namespace": decl.namespace,
+        "displayName": decl.display_name,
+        "description": decl.description,
+        "metadata": dict(decl.metadata),
+    }
+
+
+def declared_job_json(job: DeclaredJob) -> str:
+    """What the catalog keeps of a declared job beyond its key (and hashes to see a change)."""
+    return dumps(
+        {
+            "taskType": job.task_type,
+            "inputs": [_declaration_json(d) for d in job.inputs],
+            "outputs": [_declaration_json(d) for d in job.outputs],
+            "enableAuto": job.enable_auto,
+            "description": job.description,
+            "integration": job.integration,
+        }
+    )
+
+
+def _declaration(d: dict[str, Any]) -> AssetDeclaration:
+    return AssetDeclaration(
+        id=d["id"],
+        type=d["type"],
+        namespace=d["namespace"],
+        display_name=d["displayName"],
+        description=d["description"],
+        metadata=d["metadata"],
+    )
+
+
+def declared_job_from_row(row: Sequence[Any]) -> StoredDeclaredJob:
+    declared_at = read_time(row[5])
+    assert declared_at is not None
+    d = json.loads(row[4])
+    job = DeclaredJob(
+        flow_namespace=row[1],
+        flow_id=row[2],
+        task_id=row[3],
+        task_type=d["taskType"],
+        inputs=tuple(_declaration(i) for i in d["inputs"]),
+        outputs=tuple(_declaration(o) for o in d["outputs"]),
+        enable_auto=d["enableAuto"],
+        description=d["description"],
+        integration=d["integration"],
+    )
+    return StoredDeclaredJob(pk=row[0], job=job, declared_at=declared_at)

@@ -170,6 +170,22 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         );
         """,
     ),
+    (
+        "0004_declared_jobs",
+        """
+        CREATE TABLE declared_jobs (
+            pk               INTEGER PRIMARY KEY,
+            flow_namespace   TEXT NOT NULL,
+            flow_id          TEXT NOT NULL,
+            task_id          TEXT NOT NULL,
+            declaration      TEXT NOT NULL,           -- JSON: task type, inputs, outputs, enableAuto, ...
+            declaration_hash TEXT NOT NULL,
+            declared_at      TEXT NOT NULL,           -- when this declaration was first recorded as it is
+            UNIQUE (flow_namespace, flow_id, task_id)
+        );
+        CREATE INDEX declared_jobs_time ON declared_jobs (declared_at, pk);
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -249,15 +265,18 @@ def delete_changes_of(count: int) -> str:
 INSERT_CHANGE = "INSERT INTO asset_changes (asset_id, kind, changed_at, snapshot) VALUES (?, ?, ?, ?)"
 
 
+def where(*conditions: tuple[bool, str]) -> str:
+    """`` WHERE a AND b`` of the conditions that apply (in order), or nothing."""
+    kept = [text for applies, text in conditions if applies]
+    return f" WHERE {' AND '.join(kept)}" if kept else ""
+
+
 def select_changes(*, since: bool = False, until: bool = False, namespace: bool = False) -> str:
-    where = []
-    if since:
-        where.append("changed_at >= ?")
-    if until:
-        where.append("changed_at < ?")
-    if namespace:
-        where.append("json_extract(snapshot, '$.namespace') = ?")
-    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    clause = where(
+        (since, "changed_at >= ?"),
+        (until, "changed_at < ?"),
+        (namespace, "json_extract(snapshot, '$.namespace') = ?"),
+    )
     return f"SELECT seq, kind, changed_at, snapshot FROM asset_changes{clause} ORDER BY changed_at, seq"
 
 
@@ -465,3 +484,31 @@ UPSERT_PREFECT_STATE = """
         last_occurred = excluded.last_occurred, last_event_ids = excluded.last_event_ids,
         events_read = excluded.events_read, updated_at = excluded.updated_at
 """
+
+# --- declared jobs (a flow's static lineage) ------------------------------------------------
+
+DECLARED_JOB_COLUMNS = "pk, flow_namespace, flow_id, task_id, declaration, declared_at"
+DECLARED_JOBS_OF_FLOW = (
+    "SELECT pk, task_id, declaration_hash FROM declared_jobs WHERE flow_namespace = ? AND flow_id = ? ORDER BY pk"
+)
+INSERT_DECLARED_JOB = """
+    INSERT INTO declared_jobs (flow_namespace, flow_id, task_id, declaration, declaration_hash, declared_at)
+    VALUES (?, ?, ?, ?, ?, ?)
+"""
+UPDATE_DECLARED_JOB = "UPDATE declared_jobs SET declaration = ?, declaration_hash = ?, declared_at = ? WHERE pk = ?"
+DELETE_DECLARED_JOB = "DELETE FROM declared_jobs WHERE pk = ?"
+GET_DECLARED_JOB = f"SELECT {DECLARED_JOB_COLUMNS} FROM declared_jobs WHERE pk = ?"
+COUNT_DECLARED_JOBS = "SELECT count(*) FROM declared_jobs"
+
+
+def select_declared_jobs(
+    *, since: bool = False, until: bool = False, namespace: bool = False, flow: bool = False
+) -> str:
+    """Declared jobs in the order they were declared (placeholders: since, until, namespace, flow)."""
+    clause = where(
+        (since, "declared_at >= ?"),
+        (until, "declared_at < ?"),
+        (namespace, "flow_namespace = ?"),
+        (flow, "flow_id = ?"),
+    )
+    return f"SELECT {DECLARED_JOB_COLUMNS} FROM declared_jobs{clause} ORDER BY declared_at, pk"

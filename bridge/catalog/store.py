@@ -20,14 +20,16 @@ import attrs
 from bridge.catalog import external, rows, sql, writes
 from bridge.catalog.external import IngestResult
 from bridge.catalog.query import AssetQuery, PurgeResult
-from bridge.catalog.writes import RecordResult
+from bridge.catalog.writes import DeclareResult, RecordResult
 from bridge.errors import BridgeError, CatalogError, NotFoundError, ValidationError
 from bridge.mapping.resolver import Resolver
 from bridge.model import (
     Asset,
     AssetChange,
     AssetDeclaration,
+    DeclaredFlow,
     Statistics,
+    StoredDeclaredJob,
     StoredTaskRun,
     StoredUsage,
     TaskRun,
@@ -376,6 +378,47 @@ class Catalog:
         with self.transaction() as cur:
             cur.execute(sql.SET_IMPORT_POSITION, (source, position, format_time(now)))
 
+    # --- declared jobs (a flow's static lineage) -------------------------------------------
+
+    def declare_flows(self, flows: Iterable[DeclaredFlow], *, now: datetime) -> list[DeclareResult]:
+        """Record flows' declared lineage, in one transaction: each flow's declared jobs replace
+        the ones it had. Declaring a flow again as it was changes nothing."""
+        with self.transaction() as cur:
+            results: list[DeclareResult] = []
+            for flow in flows:
+                if any((r.namespace, r.flow_id) == (flow.namespace, flow.flow_id) for r in results):
+                    raise ValidationError(
+                        f"flow {flow.namespace}.{flow.flow_id} is declared twice", rule="declare.flow"
+                    )
+                results.append(writes.declare_flow(cur, flow, now=now))
+            return results
+
+    def declared_job(self, pk: int) -> StoredDeclaredJob:
+        row = self._conn.execute(sql.GET_DECLARED_JOB, (pk,)).fetchone()
+        if row is None:
+            raise NotFoundError(f"no declared job with key {pk}")
+        return rows.declared_job_from_row(row)
+
+    def count_declared_jobs(self) -> int:
+        return int(self._conn.execute(sql.COUNT_DECLARED_JOBS).fetchone()[0])
+
+    def iter_declared_jobs(
+        self,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        namespace: str | None = None,
+        flow: str | None = None,
+    ) -> Iterator[StoredDeclaredJob]:
+        """Declared jobs in the order they were declared."""
+        statement = sql.select_declared_jobs(
+            since=since is not None, until=until is not None, namespace=namespace is not None, flow=flow is not None
+        )
+        params: list[Any] = [format_time(t) for t in (since, until) if t is not None]
+        params += [v for v in (namespace, flow) if v is not None]
+        for row in self._conn.execute(statement, params):
+            yield rows.declared_job_from_row(row)
+
     # --- lineage ---------------------------------------------------------------------------
 
     def lineage(self, asset_id: str, *, direction: str = "both", depth: int = 5) -> LineageGraph:
@@ -399,4 +442,4 @@ class Catalog:
         return LineageGraph(asset_id, direction, depth, tuple(edges), assets)
 
 
-__all__ = ["Catalog", "IngestResult", "LineageEdge", "LineageGraph", "RecordResult"]
+__all__ = ["Catalog", "DeclareResult", "IngestResult", "LineageEdge", "LineageGraph", "RecordResult"]

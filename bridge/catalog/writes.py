@@ -12,16 +12,19 @@ from typing import Any
 import attrs
 
 from bridge.catalog import sql
-from bridge.catalog.rows import asset_from_row, asset_row, dumps, snapshot, statistics_json
+from bridge.catalog.rows import asset_from_row, asset_row, declared_job_json, dumps, snapshot, statistics_json
 from bridge.errors import CatalogError, ValidationError
 from bridge.model import (
     EXTERNAL,
+    JOB_INFO_LATER_FIELDS,
     Asset,
     AssetDeclaration,
+    DeclaredFlow,
     Origin,
     Statistics,
     TaskRun,
     TaskState,
+    check_task_run,
     format_time,
     merge_metadata,
 )
@@ -36,6 +39,26 @@ class RecordResult:
     warnings: tuple[str, ...] = ()
     placeholders: tuple[str, ...] = ()  # External placeholders this run created
     written: tuple[str, ...] = ()  # outputs written
+
+
+@attrs.frozen
+class DeclareResult:
+    """What declaring one flow did: the tasks whose declared job was created, updated, left as it
+    was, or removed (no longer declared), and the key of each declared job now kept."""
+
+    namespace: str
+    flow_id: str
+    created: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    pks: tuple[int, ...] = ()  # every declared job of the flow now, in task order
+    changed_pks: tuple[int, ...] = ()  # those created or updated: the JobEvents to send
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.created or self.updated or self.removed)
 
 
 def get_asset(cur: sqlite3.Cursor, asset_id: str) -> Asset | None:
@@ -106,35 +129,17 @@ def set_asset(cur: sqlite3.Cursor, decl: AssetDeclaration, *, now: datetime, all
     return asset
 
 
-def _check(run: TaskRun) -> None:
-    """The rules a task run keeps whatever the catalog holds."""
-    if run.outputs and not run.state.is_terminal:
-        raise ValidationError(
-            f"outputs are written when a task run ends; state {run.state.value} has not ended",
-            rule="taskrun.outputs",
-            value=run.state.value,
-            where="outputs",
-        )
-    if run.ended_at is not None and run.ended_at < run.started_at:
-        raise ValidationError(
-            "a task run cannot end before it starts",
-            rule="taskrun.times",
-            value=format_time(run.ended_at),
-            where="endDate",
-        )
-    if run.state.is_terminal and run.ended_at is None:
-        raise ValidationError(
-            f"state {run.state.value} ends the task run, so it needs an end time", rule="taskrun.times", where="endDate"
-        )
-
-
 def _record_hash(run: TaskRun) -> str:
     def default(value: Any) -> Any:
         if isinstance(value, datetime):
             return format_time(value)
         raise TypeError(type(value).__name__)
 
-    return hashlib.sha256(json.dumps(attrs.asdict(run), sort_keys=True, default=default).encode()).hexdigest()
+    def keep(attribute: attrs.Attribute[Any], value: Any) -> bool:
+        return not (attribute.name in JOB_INFO_LATER_FIELDS and value is None)
+
+    record = attrs.asdict(run, filter=keep)
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=default).encode()).hexdigest()
 
 
 def _write_failure(current: Asset | None, decl: AssetDeclaration) -> str | None:
@@ -179,7 +184,7 @@ def _read_input(cur: sqlite3.Cursor, decl: AssetDeclaration, started: datetime) 
 def write_task_run(cur: sqlite3.Cursor, run: TaskRun) -> RecordResult:
     """Record a task run: its inputs (External placeholders for unknown ones), the outputs it may
     write under its failure behaviour, its usages and lineage."""
-    _check(run)
+    check_task_run(run)
     key = run.key
     digest = _record_hash(run)
     found = cur.execute(
@@ -271,3 +276,59 @@ def write_task_run(cur: sqlite3.Cursor, run: TaskRun) -> RecordResult:
             if up != down:
                 cur.execute(sql.INSERT_LINEAGE, (up, down, pk))
     return RecordResult(status, state, tuple(warnings), tuple(placeholders), tuple(written))
+
+
+def declare_flow(cur: sqlite3.Cursor, flow: DeclaredFlow, *, now: datetime) -> DeclareResult:
+    """Replace a flow's declared lineage: a task declared as before keeps its row and time, a changed
+    one is updated in place (same key), a new one is added and one no longer declared is removed."""
+    stored = {
+        task: (pk, digest)
+        for pk, task, digest in cur.execute(sql.DECLARED_JOBS_OF_FLOW, (flow.namespace, flow.flow_id))
+    }
+    seen: dict[str, str] = {}
+    out: dict[str, list[str]] = {"created": [], "updated": [], "unchanged": []}
+    pks: list[int] = []
+    changed: list[int] = []
+    for job in flow.jobs:
+        if (job.flow_namespace, job.flow_id) != (flow.namespace, flow.flow_id):
+            raise ValidationError(
+                f"task {job.task_id!r} is declared for flow {job.flow_namespace}.{job.flow_id}, not "
+                f"{flow.namespace}.{flow.flow_id}",
+                rule="declare.flow",
+            )
+        if job.task_id in seen:
+            raise ValidationError(f"task {job.task_id!r} is declared twice", rule="declare.task", where=job.task_id)
+        text = declared_job_json(job)
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        seen[job.task_id] = digest
+        found = stored.get(job.task_id)
+        if found is None:
+            cur.execute(
+                sql.INSERT_DECLARED_JOB, (flow.namespace, flow.flow_id, job.task_id, text, digest, format_time(now))
+            )
+            assert cur.lastrowid is not None
+            pks.append(cur.lastrowid)
+            changed.append(cur.lastrowid)
+            out["created"].append(job.task_id)
+        elif found[1] != digest:
+            cur.execute(sql.UPDATE_DECLARED_JOB, (text, digest, format_time(now), found[0]))
+            pks.append(found[0])
+            changed.append(found[0])
+            out["updated"].append(job.task_id)
+        else:
+            pks.append(found[0])
+            out["unchanged"].append(job.task_id)
+    removed = [task for task in stored if task not in seen]
+    for task in removed:
+        cur.execute(sql.DELETE_DECLARED_JOB, (stored[task][0],))
+    return DeclareResult(
+        namespace=flow.namespace,
+        flow_id=flow.flow_id,
+        created=tuple(out["created"]),
+        updated=tuple(out["updated"]),
+        unchanged=tuple(out["unchanged"]),
+        removed=tuple(removed),
+        pks=tuple(pks),
+        changed_pks=tuple(changed),
+        warnings=flow.warnings,
+    )

@@ -94,9 +94,9 @@ def cli(ctx: click.Context, catalog_path: Path | None, config_path: Path | None)
 
 
 def register() -> None:
-    from bridge.cli import assets, basics, dbt, export, lineage, metaflow, prefect, receive
+    from bridge.cli import assets, basics, dbt, export, kestra, lineage, metaflow, prefect, receive
 
-    for module in (basics, assets, dbt, export, lineage, receive, metaflow, prefect):
+    for module in (basics, assets, dbt, export, lineage, receive, kestra, metaflow, prefect):
         module.register(cli)
 
 

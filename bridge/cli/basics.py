@@ -9,22 +9,10 @@ from typing import Any
 
 import click
 
-from bridge.catalog import RecordResult
-from bridge.cli.output import print_json, say
+from bridge.cli.output import print_json, record_summary, say
 from bridge.errors import ValidationError
 from bridge.model import TaskRun, TaskState
 from bridge.records import parse_task_run, parse_task_run_lines
-
-
-def _summary(results: list[RecordResult]) -> dict[str, object]:
-    return {
-        "taskRuns": len(results),
-        "created": sum(r.status == "created" for r in results),
-        "updated": sum(r.status == "updated" for r in results),
-        "unchanged": sum(r.status == "unchanged" for r in results),
-        "placeholders": len({p for r in results for p in r.placeholders}),
-        "warnings": [w for r in results for w in r.warnings][:100],
-    }
 
 
 def register(cli: click.Group) -> None:
@@ -83,7 +71,7 @@ def register(cli: click.Group) -> None:
             runs = [_run_from_flags(flags)]
         say(f"recording {len(runs)} task run(s)")
         results = ctx.obj.catalog().record_task_runs(runs)
-        print_json(_summary(results))
+        print_json(record_summary(results))
 
     @cli.command()
     @click.option(
@@ -94,12 +82,19 @@ def register(cli: click.Group) -> None:
         show_default=True,
         help="Folder for the demo's catalog and events.",
     )
-    def demo(directory: Path) -> None:
+    @click.option(
+        "--in-catalog",
+        is_flag=True,
+        help="Record into the catalog of the global --catalog, kept as it is (e.g. the one `olbridge stream` "
+        "drains), instead of a fresh catalog in --dir.",
+    )
+    @click.pass_obj
+    def demo(app: Any, directory: Path, in_catalog: bool) -> None:
         """Run the demo: ingest a bundled dbt project, record a downstream task, export, validate
         and show the lineage from the first model to the report."""
         from bridge.demo import run_demo
 
-        run_demo(directory, echo=say, out=click.echo)
+        run_demo(directory, echo=say, out=click.echo, catalog_path=app.catalog_path if in_catalog else None)
 
 
 def _asset_flag(text: str, where: str) -> object:

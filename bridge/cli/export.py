@@ -67,7 +67,7 @@ def register(cli: click.Group) -> None:
         count = 0
         try:
             events = iter_lines(catalog, app.converter(), filters)
-            estimate = catalog.count_task_runs() * 2
+            estimate = catalog.count_task_runs() * 2 + catalog.count_declared_jobs()
             with click.progressbar(events, length=estimate, label="exporting", file=sys.stderr) as bar:
                 for event in bar:
                     sink.emit(event)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from importlib import resources
 from pathlib import Path
 
@@ -25,42 +25,38 @@ from bridge.sinks import NdjsonSink
 FIRST_MODEL = "dbt.main.my_first_dbt_model"
 SECOND_MODEL = "dbt.main.my_second_dbt_model"
 REPORT = "reports.second_model_report"
+REPORT_TASK_RUN = "demo-export-report-1"
 
 
 def example_project() -> Path:
     return Path(str(resources.files("bridge") / "demo" / "dbt_example"))
 
 
-def run_demo(directory: Path, *, echo: Callable[[str], None], out: Callable[[str], None]) -> dict[str, object]:
+def run_demo(
+    directory: Path,
+    *,
+    echo: Callable[[str], None],
+    out: Callable[[str], None],
+    catalog_path: Path | None = None,
+) -> dict[str, object]:
+    """Run the demo into a fresh catalog in ``directory``, or, with ``catalog_path``, into that
+    catalog as it is (recording the demo again there changes nothing)."""
     directory.mkdir(parents=True, exist_ok=True)
-    catalog_path = directory / "olbridge.db"
-    for stale in (catalog_path, directory / "olbridge.db-wal", directory / "olbridge.db-shm"):
-        stale.unlink(missing_ok=True)
+    if catalog_path is None:
+        catalog_path = directory / "olbridge.db"
+        for stale in (catalog_path, directory / "olbridge.db-wal", directory / "olbridge.db-shm"):
+            stale.unlink(missing_ok=True)
     events_path = directory / "events.ndjson"
     with Catalog(catalog_path) as catalog:
         summary = ingest_dbt(catalog, example_project(), namespace="company.data", flow_id="dbt_build_with_lineage")
         echo(f"1. dbt: recorded {len(summary.results)} task runs from the bundled project's artifacts")
 
-        finished = max(r.ended_at or r.started_at for r in catalog.iter_task_runs())
-        ticks = iter([finished + timedelta(minutes=1), finished + timedelta(minutes=1, seconds=20)])
-        with task_run(
-            catalog,
-            "company.data",
-            "dbt_build_with_lineage",
-            "export_report",
-            execution_id="demo-execution-1",
-            task_run_id="demo-export-report-1",
-            clock=lambda: next(ticks),
-        ) as run:
-            run.reads(SECOND_MODEL)
-            run.writes(
-                REPORT,
-                type="io.kestra.plugin.ee.assets.File",
-                namespace="company.data",
-                metadata={"path": "second_model_report.csv", "owner": "analytics-team"},
-                statistics={"row_count": 2},
-            )
-        echo("2. python task export_report: reads dbt.main.my_second_dbt_model, writes reports.second_model_report")
+        flow_runs = list(catalog.iter_task_runs(namespace="company.data", flow="dbt_build_with_lineage"))
+        if any(r.key.task_run_id == REPORT_TASK_RUN for r in flow_runs):
+            echo("2. python task export_report: already recorded in this catalog")
+        else:
+            _record_report_task(catalog, max(r.ended_at or r.started_at for r in flow_runs))
+            echo("2. python task export_report: reads dbt.main.my_second_dbt_model, writes reports.second_model_report")
 
         converter = Converter(Resolver.load())
         count = invalid = 0
@@ -80,3 +76,25 @@ def run_demo(directory: Path, *, echo: Callable[[str], None], out: Callable[[str
         if invalid:
             raise SystemExit(1)
         return {"events": count, "invalid": invalid, "catalog": str(catalog_path), "output": str(events_path)}
+
+
+def _record_report_task(catalog: Catalog, dbt_finished: datetime) -> None:
+    """The downstream Python task: reads the second model a minute after dbt ends, writes the report."""
+    ticks = iter([dbt_finished + timedelta(minutes=1), dbt_finished + timedelta(minutes=1, seconds=20)])
+    with task_run(
+        catalog,
+        "company.data",
+        "dbt_build_with_lineage",
+        "export_report",
+        execution_id="demo-execution-1",
+        task_run_id=REPORT_TASK_RUN,
+        clock=lambda: next(ticks),
+    ) as run:
+        run.reads(SECOND_MODEL)
+        run.writes(
+            REPORT,
+            type="io.kestra.plugin.ee.assets.File",
+            namespace="company.data",
+            metadata={"path": "second_model_report.csv", "owner": "analytics-team"},
+            statistics={"row_count": 2},
+        )

@@ -10,6 +10,8 @@ idempotent.
 - Run ids are UUIDv7-shaped and derived from the catalog's keys and start time.
 - An asset change outside any run (metadata set, delete) becomes a DatasetEvent; a delete carries
   ``lifecycleStateChange: DROP``.
+- A flow's declared lineage of a task (Kestra's ``assets`` block) becomes a JobEvent for the same
+  job its runs name, with the declared inputs and outputs.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ from bridge.model import (
     EXTERNAL,
     Asset,
     AssetChange,
+    AssetDeclaration,
     Origin,
+    StoredDeclaredJob,
     StoredTaskRun,
     StoredUsage,
     TaskRunKey,
     format_time,
+    merge_metadata,
 )
 from bridge.openlineage import facets as f
 from bridge.openlineage.serialize import dumps
@@ -142,7 +147,10 @@ class Converter:
     # --- events ----------------------------------------------------------------------------
 
     def job_namespace(self, key: TaskRunKey) -> str:
-        return f"{self.options.job_namespace_prefix}{key.flow_namespace}"
+        return self._job_namespace(key.flow_namespace)
+
+    def _job_namespace(self, flow_namespace: str) -> str:
+        return f"{self.options.job_namespace_prefix}{flow_namespace}"
 
     def _envelopes(self, run: StoredTaskRun) -> list[dict[str, Any]]:
         """The RunEvents of a task run without their datasets: START, and the end event once the
@@ -161,6 +169,10 @@ class Converter:
             job_facets["sql"] = f.sql(producer, run.job.sql)
         if run.job.description:
             job_facets["documentation"] = f.job_documentation(producer, run.job.description)
+        kestra = {"kestra.tenantId": run.job.tenant_id, "kestra.flowRevision": run.job.flow_revision}
+        if any(v is not None for v in kestra.values()):
+            tags = {k: str(v) for k, v in kestra.items() if v is not None}
+            job_facets["tags"] = f.job_tags(producer, tags, run.job.integration)
         job = {"namespace": namespace, "name": f"{key.flow_id}.{key.task_id}", "facets": job_facets}
         start = {
             "eventTime": format_time(run.started_at),
@@ -215,6 +227,37 @@ class Converter:
             for e in envelopes
         ]
 
+    def job_event(self, declared: StoredDeclaredJob, assets: Mapping[str, Asset]) -> dict[str, Any]:
+        """A JobEvent for a flow's declared lineage of one task: the job ``<flowId>.<taskId>`` in the
+        flow's namespace, as its runs name it, with the declared inputs and outputs. ``assets`` holds
+        the catalog's records of the declared assets it has; the others are named from their
+        declaration (an input without a type as ``External``)."""
+        producer = self.options.producer
+        job = declared.job
+        facets: dict[str, Any] = {"jobType": f.job_type(producer, job.integration, "TASK")}
+        if job.description:
+            facets["documentation"] = f.job_documentation(producer, job.description)
+        datasets: dict[str, list[dict[str, Any]]] = {"inputs": [], "outputs": []}
+        for side, decls in (("inputs", job.inputs), ("outputs", job.outputs)):
+            for decl in decls:
+                stored = assets.get(decl.id)
+                if stored is not None:
+                    datasets[side].append(self.dataset(stored))
+                else:  # not cached: a declaration is no asset version
+                    datasets[side].append(self._build_dataset(_declared(decl, declared.declared_at)))
+        return {
+            "eventTime": format_time(declared.declared_at),
+            "producer": producer,
+            "schemaURL": f.JOB_EVENT,
+            "job": {
+                "namespace": self._job_namespace(job.flow_namespace),
+                "name": f"{job.flow_id}.{job.task_id}",
+                "facets": facets,
+            },
+            "inputs": datasets["inputs"],
+            "outputs": datasets["outputs"],
+        }
+
     def asset_change_event(self, change: AssetChange) -> dict[str, Any]:
         """A DatasetEvent for a change made outside any task run."""
         dataset = self.dataset(change.asset)
@@ -231,6 +274,21 @@ class Converter:
 
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _declared(decl: AssetDeclaration, when: datetime) -> Asset:
+    """What stands for a declared asset the catalog does not hold (yet)."""
+    return Asset(
+        id=decl.id,
+        type=decl.type or EXTERNAL,
+        namespace=decl.namespace,
+        origin=Origin.DECLARED if decl.type else Origin.EXTERNAL,
+        created_at=when,
+        updated_at=when,
+        display_name=decl.display_name,
+        description=decl.description,
+        metadata=merge_metadata({}, decl.metadata),
+    )
 
 
 def _purged(asset_id: str, when: datetime) -> Asset:

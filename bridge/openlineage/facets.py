@@ -38,6 +38,7 @@ SCHEMA_URLS = {
     "jobType": _facet_url("2-0-4", "JobTypeJobFacet"),
     "sql": _facet_url("1-1-0", "SQLJobFacet"),
     "jobDocumentation": _facet_url("1-1-0", "DocumentationJobFacet"),
+    "jobTags": _facet_url("1-0-0", "TagsJobFacet"),
 }
 
 # The custom facet that carries the catalog record; its schema ships in bridge/schemas/.
@@ -190,3 +191,8 @@ def sql(producer: str, query: str) -> dict[str, Any]:
 
 def job_documentation(producer: str, description: str) -> dict[str, Any]:
     return facet(producer, "jobDocumentation", description=description)
+
+
+def job_tags(producer: str, tags: Mapping[str, str], source: str) -> dict[str, Any]:
+    items = [{"key": key, "value": value, "source": source} for key, value in tags.items()]
+    return facet(producer, "jobTags", tags=items)

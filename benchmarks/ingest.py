@@ -160,6 +160,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--events", type=int, default=300_000, help="distinct events to prepare")
     parser.add_argument("--durability", nargs="+", default=["full", "normal"])
+    parser.add_argument("--workers", nargs="+", type=int, default=[1, 2], help="olbridge serve --workers")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk); it is the load generator")
@@ -183,9 +184,9 @@ def main() -> None:
         ("single", "/api/v1/lineage", singles, 1),
         ("batch", "/api/v1/lineage/batch", batches, size),
     ):
-        for durability in args.durability:
+        for durability, workers in [(d, w) for w in args.workers for d in args.durability]:
             port = free_port()
-            catalog = work / f"{mode}-{durability}.db"
+            catalog = work / f"{mode}-{durability}-{workers}.db"
             server = subprocess.Popen(
                 [
                     sys.executable,
@@ -215,7 +216,7 @@ def main() -> None:
             finally:
                 stop(server)
             figures["per_commit"] = taken / max(commits, 1)
-            rows.append((mode, f"olbridge ({durability})", figures, taken / args.seconds))
+            rows.append((mode, f"olbridge {durability}, {workers}w", figures, taken / args.seconds))
         port = free_port()
         bare = subprocess.Popen(
             [sys.executable, str(HERE / "bare_server.py"), str(port), str(args.server_threads)],

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
@@ -337,12 +338,12 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    catalog = tmp_path / "served.db"
+@contextlib.contextmanager
+def running_server(catalog: Path, *options: str) -> Iterator[str]:
+    """``olbridge serve`` as a subprocess on a free loopback port, stopped with SIGTERM."""
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "bridge", "--catalog", str(catalog), "serve", "--port", str(port)],
+        [sys.executable, "-m", "bridge", "--catalog", str(catalog), "serve", "--port", str(port), *options],
         env={**os.environ, "OLBRIDGE_TOKEN": TOKEN},
         stderr=subprocess.PIPE,
         text=True,
@@ -359,17 +360,41 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
             time.sleep(0.1)
         else:
             raise AssertionError("olbridge serve did not become ready")
-        yield url, catalog
+        yield url
     finally:
         process.send_signal(signal.SIGTERM)
         try:
-            assert process.wait(timeout=10) == 0
+            assert process.wait(timeout=15) == 0
         finally:
             if process.poll() is None:
                 process.kill()
                 process.wait()
             if process.stderr:
                 process.stderr.close()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    catalog = tmp_path / "served.db"
+    with running_server(catalog) as url:
+        yield url, catalog
+
+
+def test_workers_share_the_port_the_counts_and_the_catalog(tmp_path: Path) -> None:
+    catalog = tmp_path / "workers.db"
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    with running_server(catalog, "--workers", "2", "--threads", "2") as url:
+        for n in range(12):  # a new connection each: the kernel spreads them across the workers
+            event = ol_run_event(run_id=f"0194a1b2-0000-7000-8000-{n:012d}", inputs=[ol_dataset("s3://b", f"k{n}")])
+            assert requests.post(f"{url}/api/v1/lineage", json=event, headers=headers, timeout=10).status_code == 201
+        batch = [ol_run_event(run_id=f"0194a1b2-0000-7000-8000-{n:012d}") for n in range(12, 20)]
+        answer = requests.post(f"{url}/api/v1/lineage/batch", json=batch, headers=headers, timeout=10).json()
+        assert answer["summary"]["successful"] == 8
+        metrics = requests.get(f"{url}/metrics", timeout=10).text
+        assert 'olbridge_receiver_events_total{result="accepted"} 20' in metrics
+    with Catalog(catalog) as opened:
+        assert opened.count_received()["received_events"] == 20
+        assert len(opened.external_sources()) == 20
 
 
 def test_the_openlineage_client_sends_to_a_real_server(server: tuple[str, Path]) -> None:

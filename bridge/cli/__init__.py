@@ -57,6 +57,7 @@ class AppContext:
     def close(self) -> None:
         if self._catalog is not None:
             self._catalog.close()
+            self._catalog = None
 
 
 @click.group(cls=BridgeGroup, context_settings=CONTEXT_SETTINGS)

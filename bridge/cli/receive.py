@@ -12,7 +12,8 @@ from bridge.cli.output import print_json, say
 from bridge.model import parse_time, utcnow
 from bridge.receiver.imports import ImportSummary, MarquezEvents, catalog_intake, import_files, import_marquez
 from bridge.receiver.intake import Limits
-from bridge.receiver.server import Receiver, ServeOptions
+from bridge.receiver.server import ServeOptions
+from bridge.receiver.server import serve as serve_receiver
 
 DEFAULTS = Limits()
 
@@ -43,6 +44,13 @@ def register(cli: click.Group) -> None:
     )
     @click.option("--threads", default=8, show_default=True, type=click.IntRange(1, 256), help="Request threads.")
     @click.option(
+        "--workers",
+        default=1,
+        show_default=True,
+        type=click.IntRange(1, 64),
+        help="Worker processes sharing the port (e.g. one a core).",
+    )
+    @click.option(
         "--durability",
         type=click.Choice(["full", "normal"]),
         default="full",
@@ -62,6 +70,7 @@ def register(cli: click.Group) -> None:
         token: str | None,
         strict: bool,
         threads: int,
+        workers: int,
         durability: str,
         max_body: int,
         max_batch: int,
@@ -74,13 +83,24 @@ def register(cli: click.Group) -> None:
         """
         limits = Limits(max_body=max_body, max_batch=max_batch, max_datasets=max_datasets)
         options = ServeOptions(
-            host=host, port=port, token=token, strict=strict, threads=threads, durability=durability, limits=limits
+            host=host,
+            port=port,
+            token=token,
+            strict=strict,
+            threads=threads,
+            durability=durability,
+            limits=limits,
+            workers=workers,
         )
-        app.catalog()  # create or migrate the catalog before the writer opens it
-        receiver = Receiver(app.catalog_path, app.resolver(), options)
+        app.catalog()  # create or migrate the catalog before the writers open it
+        app.close()
         auth = "bearer token" if token else "no auth"
-        receiver.run(
-            on_ready=lambda url: say(f"olbridge receiver on {url} ({auth}, catalog {app.catalog_path}); Ctrl-C stops")
+        serve_receiver(
+            app.catalog_path,
+            app.resolver(),
+            options,
+            on_ready=lambda url: say(f"olbridge receiver on {url} ({auth}, catalog {app.catalog_path}); Ctrl-C stops"),
+            say=say,
         )
         say("Stopped.")
 

@@ -86,10 +86,8 @@ class ReceiverApp:
         *,
         token: str | None = None,
         ready: Callable[[], str | None] = lambda: None,
-        commits: Callable[[], int] | None = None,
     ) -> None:
         self.intake = intake
-        self._commits = commits
         self.limits = intake.limits
         self._token = f"Bearer {token}".encode() if token else None
         self._ready = ready  # None when ready, else why not
@@ -267,15 +265,9 @@ class ReceiverApp:
             "# HELP olbridge_receiver_warned_events_total Accepted events kept with a warning.",
             "# TYPE olbridge_receiver_warned_events_total counter",
             f"olbridge_receiver_warned_events_total {snap['eventsWithWarnings']}",
-            *(
-                [
-                    "# HELP olbridge_receiver_commits_total Group transactions committed.",
-                    "# TYPE olbridge_receiver_commits_total counter",
-                    f"olbridge_receiver_commits_total {self._commits()}",
-                ]
-                if self._commits is not None
-                else []
-            ),
+            "# HELP olbridge_receiver_commits_total Group transactions committed.",
+            "# TYPE olbridge_receiver_commits_total counter",
+            f"olbridge_receiver_commits_total {snap['commits']}",
             "# HELP olbridge_receiver_requests_total HTTP requests, by route and status.",
             "# TYPE olbridge_receiver_requests_total counter",
         ]

@@ -4,7 +4,6 @@ requests, files and a Marquez instance. Each item gets an :class:`Outcome`."""
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,6 +13,7 @@ from bridge.catalog import IngestResult
 from bridge.errors import BridgeError
 from bridge.openlineage.validate import Problem
 from bridge.receiver.events import IncomingEvent, canonical, read_event
+from bridge.receiver.metrics import Metrics
 from bridge.receiver.policy import judge
 from bridge.receiver.writer import Unavailable
 
@@ -73,45 +73,16 @@ def _dataset_count(event: dict[str, Any]) -> int:
     return count
 
 
-class Metrics:
-    """Counts for the metrics endpoint and the import summary. Thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.events: dict[str, int] = {"accepted": 0, "duplicate": 0, "refused": 0, "unavailable": 0}
-        self.placeholders = 0
-        self.warnings = 0
-        self.requests: dict[tuple[str, int], int] = {}
-
-    def count(self, outcomes: Sequence[Outcome]) -> None:
-        with self._lock:
-            for outcome in outcomes:
-                self.events[outcome.status] += 1
-                self.placeholders += len(outcome.placeholders)
-                self.warnings += bool(outcome.warnings)
-
-    def request(self, route: str, status: int) -> None:
-        with self._lock:
-            self.requests[route, status] = self.requests.get((route, status), 0) + 1
-
-    def snapshot(self) -> dict[str, Any]:
-        with self._lock:
-            return {
-                "events": dict(self.events),
-                "placeholders": self.placeholders,
-                "eventsWithWarnings": self.warnings,
-                "requests": [{"route": r, "status": s, "count": n} for (r, s), n in sorted(self.requests.items())],
-            }
-
-
 class Intake:
     """Judges, reads and writes external events."""
 
-    def __init__(self, write: Writer, *, strict: bool = False, limits: Limits = Limits()) -> None:
+    def __init__(
+        self, write: Writer, *, strict: bool = False, limits: Limits = Limits(), metrics: Metrics | None = None
+    ) -> None:
         self.write = write
         self.strict = strict
         self.limits = limits
-        self.metrics = Metrics()
+        self.metrics = metrics if metrics is not None else Metrics()
 
     def prepare(self, item: Any) -> IncomingEvent | Outcome:
         """The event to write, or the outcome that refuses it. Pure."""

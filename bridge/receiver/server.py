@@ -1,13 +1,23 @@
 """``olbridge serve``: the receiver on waitress, a production WSGI server (pure Python, threads).
 
+With ``workers`` > 1 a supervisor binds the socket and forks that many workers, each a waitress
+server with its own group-commit writer; they share the socket, the counters, and a lock file
+through which they take turns at the catalog. A worker that dies is started again.
+
 SIGTERM and Ctrl-C stop it cleanly: the listening socket closes, requests in flight finish, the
 writer commits what it holds, and the catalog closes."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import signal
+import socket
 import sqlite3
 import threading
+import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -19,6 +29,7 @@ from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 from bridge.mapping.resolver import Resolver
 from bridge.receiver.app import ReceiverApp
 from bridge.receiver.intake import Intake, Limits
+from bridge.receiver.metrics import Metrics
 from bridge.receiver.writer import GroupWriter
 
 
@@ -31,27 +42,38 @@ class ServeOptions:
     threads: int = 8
     durability: str = "full"
     limits: Limits = Limits()
+    workers: int = 1
 
 
 class Receiver:
     """The writer, the WSGI app and the server, started and stopped together."""
 
-    def __init__(self, catalog_path: str | Path, resolver: Resolver, options: ServeOptions = ServeOptions()) -> None:
+    def __init__(
+        self,
+        catalog_path: str | Path,
+        resolver: Resolver,
+        options: ServeOptions = ServeOptions(),
+        *,
+        metrics: Metrics | None = None,
+        sockets: list[socket.socket] | None = None,
+        lock_file: Path | None = None,
+    ) -> None:
         self.catalog_path = str(catalog_path)
-        self.writer = GroupWriter(catalog_path, resolver, durability=options.durability)
-        self.intake = Intake(self.writer.submit, strict=options.strict, limits=options.limits)
-        self.app = ReceiverApp(
-            self.intake, token=options.token, ready=self.not_ready, commits=lambda: self.writer.groups
+        self.metrics = metrics if metrics is not None else Metrics()
+        self.writer = GroupWriter(
+            catalog_path, resolver, durability=options.durability, on_commit=self.metrics.commit, lock_file=lock_file
         )
+        self.intake = Intake(self.writer.submit, strict=options.strict, limits=options.limits, metrics=self.metrics)
+        self.app = ReceiverApp(self.intake, token=options.token, ready=self.not_ready)
+        where: dict[str, Any] = {"sockets": sockets} if sockets else {"host": options.host, "port": options.port}
         self.server: BaseWSGIServer | MultiSocketServer = create_server(
             self.app,
-            host=options.host,
-            port=options.port,
             threads=options.threads,
             # waitress's own limit sits above the app's, so that the app answers 413 in JSON
             max_request_body_size=2 * options.limits.max_body + 1024 * 1024,
             clear_untrusted_proxy_headers=True,
             ident="olbridge",
+            **where,
         )
 
     @property
@@ -97,5 +119,81 @@ class Receiver:
         self.writer.close()
 
 
+# waitress warns of every queued request under load; the metrics tell that story
+logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+
+
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
+
+
+def serve(
+    catalog_path: str | Path,
+    resolver: Resolver,
+    options: ServeOptions = ServeOptions(),
+    *,
+    on_ready: Callable[[str], None] | None = None,
+    say: Callable[[str], None] = lambda message: None,
+) -> None:
+    """Run the receiver until SIGTERM or SIGINT: in this process, or in ``options.workers``
+    forked workers under a supervisor."""
+    if options.workers <= 1:
+        Receiver(catalog_path, resolver, options).run(on_ready)
+        return
+    # the supervisor holds the port (bound, not listening); each worker listens on it with
+    # SO_REUSEPORT, so that the kernel spreads connections across the workers evenly
+    holder = socket.socket(socket.AF_INET6 if ":" in options.host else socket.AF_INET, socket.SOCK_STREAM)
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    holder.bind((options.host, options.port))
+    host, port = holder.getsockname()[:2]
+    metrics = Metrics()  # shared memory, made before the workers fork
+    lock_file = Path(f"{catalog_path}.receiver-lock")
+    workers: dict[int, int] = {}
+    stopping = False
+
+    def start(slot: int) -> None:
+        pid = os.fork()
+        if pid == 0:  # the worker
+            code = 1
+            try:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                listener = socket.create_server((host, port), backlog=1024, reuse_port=True)
+                Receiver(
+                    catalog_path, resolver, options, metrics=metrics, sockets=[listener], lock_file=lock_file
+                ).run()
+                code = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        workers[pid] = slot
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in list(workers):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for slot in range(options.workers):
+            start(slot)
+        if on_ready is not None:
+            on_ready(f"http://{host}:{port} ({options.workers} workers)")
+        while workers:
+            try:
+                pid, status = os.wait()
+            except ChildProcessError:
+                break
+            except InterruptedError:
+                continue
+            slot = workers.pop(pid, -1)
+            if slot >= 0 and not stopping:
+                say(f"worker {pid} exited ({os.waitstatus_to_exitcode(status)}); starting another")
+                time.sleep(1)
+                start(slot)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        holder.close()

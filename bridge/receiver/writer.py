@@ -8,9 +8,10 @@ bad event never takes its group down with it.
 
 from __future__ import annotations
 
+import fcntl
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
@@ -44,6 +45,8 @@ class GroupWriter:
         max_group: int = 2000,
         max_queued: int = 256,
         timeout: float = 30.0,
+        on_commit: Callable[[], None] = lambda: None,
+        lock_file: Path | None = None,
     ) -> None:
         if durability not in ("full", "normal"):
             raise ValueError(f"durability is 'full' or 'normal', not {durability!r}")
@@ -52,7 +55,10 @@ class GroupWriter:
         self.resolver = resolver
         self.max_group = max_group
         self.timeout = timeout
-        self.groups = 0  # transactions committed, for the metrics
+        self.on_commit = on_commit
+        # workers of one server take turns at the catalog through this lock: a waiting worker
+        # wakes as soon as the other commits, instead of polling SQLite's busy handler
+        self._lock_file = open(lock_file, "a+b") if lock_file is not None else None  # noqa: SIM115
         self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=max_queued)
         self._thread = threading.Thread(target=self._run, name="olbridge-writer", daemon=True)
         self._stopping = False
@@ -98,8 +104,14 @@ class GroupWriter:
     def _write(self, jobs: list[_Job]) -> None:
         events = [e for job in jobs for e in job.events]
         try:
-            results = self.catalog.ingest(events, self.resolver)
-            self.groups += 1
+            if self._lock_file is not None:
+                fcntl.flock(self._lock_file, fcntl.LOCK_EX)
+            try:
+                results = self.catalog.ingest(events, self.resolver)
+            finally:
+                if self._lock_file is not None:
+                    fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+            self.on_commit()
         except Exception as exc:  # the commit itself failed: nothing of the group landed
             failure = Unavailable(f"the catalog could not commit: {exc}")
             results = [failure] * len(events)
@@ -117,3 +129,5 @@ class GroupWriter:
         self._queue.put(None)
         self._thread.join()
         self.catalog.close()
+        if self._lock_file is not None:
+            self._lock_file.close()

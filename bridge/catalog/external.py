@@ -23,7 +23,7 @@ import attrs
 from bridge.catalog import sql
 from bridge.catalog.rows import asset_row
 from bridge.catalog.writes import get_asset
-from bridge.model import EXTERNAL, Asset, Origin, format_time, parse_time
+from bridge.model import EXTERNAL, Asset, Origin, parse_time
 from bridge.receiver.events import TERMINAL, IncomingEvent, SeenDataset
 
 if TYPE_CHECKING:
@@ -214,7 +214,7 @@ class GroupIngest:
         if event.digest in self.known:
             return IngestResult("duplicate")
         self.known.add(event.digest)
-        moment = format_time(event.event_time)
+        moment = event.time_text
         self.received.append(
             (
                 event.digest,

@@ -50,26 +50,28 @@ class IncomingEvent:
     datasets: tuple[SeenDataset, ...] = ()
     warnings: tuple[str, ...] = ()
 
-    @property
-    def source(self) -> str | None:
-        """The external run or job the event is about: ``run:<runId>`` or ``job:<ns>/<name>``."""
+    # worked out once, in the request's thread, rather than under the catalog's write lock
+    time_text: str = attrs.field(init=False, eq=False, repr=False)
+    source: str | None = attrs.field(init=False, eq=False, repr=False)
+    rank: str = attrs.field(init=False, eq=False, repr=False)
+    state_rank: str = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        setter = object.__setattr__
+        setter(self, "time_text", format_time(self.event_time))
+        # the external run or job the event is about: run:<runId> or job:<namespace>/<name>
         if self.kind == "RunEvent":
-            return f"run:{self.run_id}"
-        if self.kind == "JobEvent":
-            return f"job:{self.job_namespace}/{self.job_name}"
-        return None
-
-    @property
-    def rank(self) -> str:
-        """Orders events the same way whatever order they arrive in: by time, then digest."""
-        return f"{format_time(self.event_time)}|{self.digest}"
-
-    @property
-    def state_rank(self) -> str:
-        """Which event decides a run's state: an end beats RUNNING beats START, then the later."""
+            setter(self, "source", f"run:{self.run_id}")
+        elif self.kind == "JobEvent":
+            setter(self, "source", f"job:{self.job_namespace}/{self.job_name}")
+        else:
+            setter(self, "source", None)
+        # orders events the same way whatever order they arrive in: by time, then digest
+        setter(self, "rank", f"{self.time_text}|{self.digest}")
+        # which event decides a run's state: an end beats RUNNING beats START, then the later
         kind = (self.event_type or "").upper()
         level = 3 if kind in TERMINAL else 1 if kind == "START" else 2
-        return f"{level}|{self.rank}"
+        setter(self, "state_rank", f"{level}|{self.rank}")
 
 
 def canonical(event: Any) -> str:

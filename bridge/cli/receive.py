@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,14 @@ def _report(summary: ImportSummary, as_json: bool) -> None:
         f"{summary.duplicates} duplicates, {len(summary.refused)} refused, {summary.placeholders} new placeholders"
         + (f"; position {summary.position}" if summary.position else "")
     )
+
+
+def _lines(path: Path) -> int:
+    try:
+        with path.open("rb") as handle:
+            return sum(1 for line in handle if line.strip())
+    except OSError:
+        return 0  # import_files says what is wrong with it
 
 
 def register(cli: click.Group) -> None:
@@ -136,14 +145,33 @@ def register(cli: click.Group) -> None:
             raise click.UsageError("--since, --until and --restart are for --from-marquez")
         catalog, resolver = app.catalog(), app.resolver()
         intake = catalog_intake(catalog, resolver, strict=strict)
-        stderr = sys.stderr
-        if files:
-            with click.progressbar(length=0, label="Importing", show_pos=True, file=stderr) as bar:
-                summary = import_files(files, intake, progress=bar.update)
-        else:
-            assert marquez_url is not None
-            source = MarquezEvents(marquez_url, page_size=page_size)
-            with click.progressbar(length=0, label="Importing", show_pos=True, file=stderr) as bar:
+        source = MarquezEvents(marquez_url, page_size=page_size) if marquez_url else None
+        began, done = time.monotonic(), [0]
+
+        def rate(_: object) -> str:
+            elapsed = time.monotonic() - began
+            return f"{done[0]:,} events, {done[0] / elapsed:,.0f}/s" if elapsed > 0 and done[0] else ""
+
+        # the bar's length: the files' non-blank lines (one event a line in NDJSON), or what Marquez
+        # says it holds once its first page is in
+        length = sum(_lines(path) for path in files) if files else 0
+        with click.progressbar(
+            length=length, label="Importing", file=sys.stderr, show_eta=bool(files), item_show_func=rate
+        ) as bar:
+
+            def progress(count: int) -> None:
+                done[0] += count
+                bar.update(count, done[0])
+
+            if source is None:
+                summary = import_files(files, intake, progress=progress)
+            else:
+
+                def marquez_progress(count: int) -> None:
+                    if source.total and not bar.length:
+                        bar.length = source.total
+                    progress(count)
+
                 summary = import_marquez(
                     source,
                     intake,
@@ -152,6 +180,6 @@ def register(cli: click.Group) -> None:
                     until=parse_time(until, "--until", assume_utc=True) if until else None,
                     resume=not restart,
                     now=utcnow,
-                    progress=bar.update,
+                    progress=marquez_progress,
                 )
         _report(summary, as_json)

@@ -127,8 +127,9 @@ class GroupIngest:
         self.assets: dict[str, Asset | None] = {}
         self.sources: list[tuple[Any, ...]] = []
         self.usages: dict[str, dict[str, set[str]]] = {}
-        self.new_usages: list[tuple[str, str, str]] = []
-        self.edges: dict[tuple[str, str, str], None] = {}
+        self.job_usages: dict[tuple[str, str, str, str], None] = {}  # (job ns, job name, direction, asset)
+        self.edges: dict[tuple[str, str, str, str], None] = {}  # (upstream, downstream, job ns, job name)
+        self.source_rows: dict[str, tuple[Any, ...]] = {}
         self._preload(events)
 
     @staticmethod
@@ -156,8 +157,10 @@ class GroupIngest:
                 )
         sources = list(dict.fromkeys(e.source for e in events if e.source is not None))
         for chunk in self._chunks(sources):
-            for source, direction, asset_id in self.cur.execute(sql.usages_of_sources(len(chunk)), chunk):
-                self._usage_sets(source)[direction].add(asset_id)
+            for source, inputs, outputs in self.cur.execute(sql.usages_of_sources(len(chunk)), chunk):
+                sets = self._usage_sets(source)
+                sets["input"].update(json.loads(inputs))
+                sets["output"].update(json.loads(outputs))
 
     # --- reads, once each --------------------------------------------------------------------
 
@@ -239,7 +242,7 @@ class GroupIngest:
             if warning:
                 warnings.append(warning)
             if source is not None and ds.direction is not None:
-                self._take_usage(source, ds.direction, asset_id)
+                self._take_usage(event, ds.direction, asset_id)
         return IngestResult("accepted", tuple(dict.fromkeys(placeholders)), tuple(ids), tuple(warnings))
 
     def _take_dataset(self, ds: SeenDataset, event: IncomingEvent, moment: str) -> tuple[str, bool, str | None]:
@@ -257,17 +260,19 @@ class GroupIngest:
         binding.reported = True
         return binding.asset_id, created, warning
 
-    def _take_usage(self, source: str, direction: str, asset_id: str) -> None:
-        sets = self._usage_sets(source)
+    def _take_usage(self, event: IncomingEvent, direction: str, asset_id: str) -> None:
+        assert event.source is not None and event.job_namespace is not None and event.job_name is not None
+        sets = self._usage_sets(event.source)
         if asset_id in sets[direction]:
             return
         sets[direction].add(asset_id)
-        self.new_usages.append((source, direction, asset_id))
+        job = (event.job_namespace, event.job_name)
+        self.job_usages[(*job, direction, asset_id)] = None
         other = "output" if direction == "input" else "input"
         for peer in sorted(sets[other]):
             if peer != asset_id:
                 edge = (asset_id, peer) if direction == "input" else (peer, asset_id)
-                self.edges[(*edge, source)] = None
+                self.edges[(*edge, *job)] = None
 
     # --- writes, once each -------------------------------------------------------------------
 
@@ -304,8 +309,19 @@ class GroupIngest:
                 rebuilt.append(asset_row(asset))
         cur.executemany(sql.TOUCH_PLACEHOLDER, touched)
         cur.executemany(sql.UPSERT_PLACEHOLDER, rebuilt)
-        cur.executemany(sql.UPSERT_SOURCE, self.sources)
-        cur.executemany(sql.INSERT_EXTERNAL_USAGE, self.new_usages)
+        # each event's source row, with the run's inputs and outputs as they stand after the group
+        cur.executemany(
+            sql.UPSERT_SOURCE,
+            [
+                (
+                    *row,
+                    json.dumps(sorted(self._usage_sets(row[0])["input"])),
+                    json.dumps(sorted(self._usage_sets(row[0])["output"])),
+                )
+                for row in self.sources
+            ],
+        )
+        cur.executemany(sql.INSERT_EXTERNAL_USAGE, list(self.job_usages))
         cur.executemany(sql.INSERT_EXTERNAL_EDGE, list(self.edges))
 
 

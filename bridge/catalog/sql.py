@@ -112,7 +112,8 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             PRIMARY KEY (ol_namespace, ol_name)
         ) WITHOUT ROWID;
 
-        -- External jobs and runs (a JobEvent's job is a source without a run).
+        -- External runs and jobs (a JobEvent's job is a source without a run), with the asset ids
+        -- of their inputs and outputs.
         CREATE TABLE external_sources (
             source        TEXT PRIMARY KEY,           -- 'run:<runId>' or 'job:<namespace>/<name>'
             job_namespace TEXT NOT NULL,
@@ -125,22 +126,27 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             ended_at      TEXT,
             first_seen    TEXT NOT NULL,
             last_seen     TEXT NOT NULL,
-            producer      TEXT NOT NULL
+            producer      TEXT NOT NULL,
+            inputs        TEXT NOT NULL DEFAULT '[]', -- JSON: sorted asset ids
+            outputs       TEXT NOT NULL DEFAULT '[]'
         ) WITHOUT ROWID;
 
+        -- What external jobs read and write, and the edges they make, once a job (not once a run).
         CREATE TABLE external_usages (
-            source        TEXT NOT NULL REFERENCES external_sources (source),
+            job_namespace TEXT NOT NULL,
+            job_name      TEXT NOT NULL,
             direction     TEXT NOT NULL CHECK (direction IN ('input', 'output')),
             asset_id      TEXT NOT NULL,
-            PRIMARY KEY (source, direction, asset_id)
+            PRIMARY KEY (job_namespace, job_name, direction, asset_id)
         ) WITHOUT ROWID;
         CREATE INDEX external_usages_asset ON external_usages (asset_id);
 
         CREATE TABLE external_lineage (
             upstream_id   TEXT NOT NULL,
             downstream_id TEXT NOT NULL,
-            source        TEXT NOT NULL REFERENCES external_sources (source),
-            PRIMARY KEY (upstream_id, downstream_id, source)
+            job_namespace TEXT NOT NULL,
+            job_name      TEXT NOT NULL,
+            PRIMARY KEY (upstream_id, downstream_id, job_namespace, job_name)
         ) WITHOUT ROWID;
         CREATE INDEX external_lineage_downstream ON external_lineage (downstream_id);
 
@@ -380,8 +386,8 @@ EDGE_TASKS = """
     FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
     WHERE l.upstream_id = ? AND l.downstream_id = ?
     UNION
-    SELECT DISTINCT s.job_namespace || '/' || s.job_name || ' (external)'
-    FROM external_lineage e JOIN external_sources s ON s.source = e.source
+    SELECT DISTINCT e.job_namespace || '/' || e.job_name || ' (external)'
+    FROM external_lineage e
     WHERE e.upstream_id = ? AND e.downstream_id = ?
     ORDER BY 1
 """
@@ -415,8 +421,8 @@ TOUCH_PLACEHOLDER = """
 """
 UPSERT_SOURCE = """
     INSERT INTO external_sources (source, job_namespace, job_name, run_id, parent_run_id, state, state_rank,
-                                  started_at, ended_at, first_seen, last_seen, producer)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                  started_at, ended_at, first_seen, last_seen, producer, inputs, outputs)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (source) DO UPDATE SET
         parent_run_id = coalesce(parent_run_id, excluded.parent_run_id),
         state = CASE WHEN excluded.state_rank > state_rank THEN excluded.state ELSE state END,
@@ -425,21 +431,24 @@ UPSERT_SOURCE = """
         state_rank = max(state_rank, excluded.state_rank),
         started_at = min(coalesce(started_at, excluded.started_at), coalesce(excluded.started_at, started_at)),
         first_seen = min(first_seen, excluded.first_seen),
-        last_seen = max(last_seen, excluded.last_seen)
+        last_seen = max(last_seen, excluded.last_seen),
+        inputs = excluded.inputs,
+        outputs = excluded.outputs
 """
-INSERT_EXTERNAL_USAGE = "INSERT OR IGNORE INTO external_usages (source, direction, asset_id) VALUES (?, ?, ?)"
-EXTERNAL_USAGES_OF_SOURCE = "SELECT asset_id FROM external_usages WHERE source = ? AND direction = ?"
-INSERT_EXTERNAL_EDGE = "INSERT OR IGNORE INTO external_lineage (upstream_id, downstream_id, source) VALUES (?, ?, ?)"
+INSERT_EXTERNAL_USAGE = """
+    INSERT OR IGNORE INTO external_usages (job_namespace, job_name, direction, asset_id) VALUES (?, ?, ?, ?)
+"""
+INSERT_EXTERNAL_EDGE = """
+    INSERT OR IGNORE INTO external_lineage (upstream_id, downstream_id, job_namespace, job_name) VALUES (?, ?, ?, ?)
+"""
 SELECT_SOURCES = """
     SELECT source, job_namespace, job_name, run_id, parent_run_id, state, started_at, ended_at,
-           first_seen, last_seen, producer
+           first_seen, last_seen, producer, inputs, outputs
     FROM external_sources ORDER BY first_seen, source
 """
-SOURCE_USAGES = "SELECT direction, asset_id FROM external_usages WHERE source = ? ORDER BY direction, asset_id"
 EXTERNAL_USAGES_OF_ASSET = """
-    SELECT u.direction, s.source, s.job_namespace, s.job_name, s.run_id, s.state, s.first_seen, s.last_seen
-    FROM external_usages u JOIN external_sources s ON s.source = u.source
-    WHERE u.asset_id = ? ORDER BY s.first_seen, s.source
+    SELECT direction, job_namespace, job_name FROM external_usages
+    WHERE asset_id = ? ORDER BY job_namespace, job_name, direction
 """
 GET_IMPORT_POSITION = "SELECT position FROM import_positions WHERE source = ?"
 SET_IMPORT_POSITION = """
@@ -469,7 +478,7 @@ def assets_of(count: int) -> str:
 
 
 def usages_of_sources(count: int) -> str:
-    return f"SELECT source, direction, asset_id FROM external_usages WHERE source IN ({', '.join('?' * count)})"
+    return f"SELECT source, inputs, outputs FROM external_sources WHERE source IN ({', '.join('?' * count)})"
 
 
 # --- prefect import state ---------------------------------------------------------------------

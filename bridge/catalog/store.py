@@ -297,21 +297,8 @@ class Catalog:
                     "state": stored.state.value,
                 }
             )
-        for direction, source, job_ns, job_name, run_id, state, first, _last in self._conn.execute(
-            sql.EXTERNAL_USAGES_OF_ASSET, (asset_id,)
-        ):
-            out.append(
-                {
-                    "direction": direction,
-                    "time": first,
-                    "external": True,
-                    "source": source,
-                    "jobNamespace": job_ns,
-                    "jobName": job_name,
-                    "runId": run_id,
-                    "state": state,
-                }
-            )
+        for direction, job_ns, job_name in self._conn.execute(sql.EXTERNAL_USAGES_OF_ASSET, (asset_id,)):
+            out.append({"direction": direction, "external": True, "jobNamespace": job_ns, "jobName": job_name})
         return out
 
     # --- external lineage (the receiver) -----------------------------------------------------
@@ -350,8 +337,7 @@ class Catalog:
         """External runs and jobs with their inputs and outputs, in first-seen order."""
         out = []
         for row in self._conn.execute(sql.SELECT_SOURCES).fetchall():
-            source, job_ns, job_name, run_id, parent, state, started, ended, first, last, producer = row
-            usages = self._conn.execute(sql.SOURCE_USAGES, (source,)).fetchall()
+            source, job_ns, job_name, run_id, parent, state, started, ended, first, last, producer, ins, outs = row
             out.append(
                 {
                     "source": source,
@@ -364,8 +350,8 @@ class Catalog:
                     "firstSeen": first,
                     "lastSeen": last,
                     "producer": producer,
-                    "inputs": [a for d, a in usages if d == "input"],
-                    "outputs": [a for d, a in usages if d == "output"],
+                    "inputs": json.loads(ins),
+                    "outputs": json.loads(outs),
                 }
             )
         return out

@@ -8,8 +8,10 @@ bad event never takes its group down with it.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import queue
+import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -52,6 +54,10 @@ class GroupWriter:
             raise ValueError(f"durability is 'full' or 'normal', not {durability!r}")
         self.catalog = Catalog(catalog_path)
         self.catalog.pragma(f"synchronous = {durability.upper()}")
+        # checkpoints (WAL pages copied into the database) run beside the commits, on a connection
+        # of their own, rather than inside whichever commit crosses the WAL's size
+        self.catalog.pragma("wal_autocheckpoint = 0")
+        self._checkpoints = threading.Event()
         self.resolver = resolver
         self.max_group = max_group
         self.timeout = timeout
@@ -63,6 +69,10 @@ class GroupWriter:
         self._thread = threading.Thread(target=self._run, name="olbridge-writer", daemon=True)
         self._stopping = False
         self._thread.start()
+        self._checkpointer = threading.Thread(
+            target=self._checkpoint, args=(str(catalog_path),), name="olbridge-checkpoint", daemon=True
+        )
+        self._checkpointer.start()
 
     @property
     def alive(self) -> bool:
@@ -121,6 +131,14 @@ class GroupWriter:
             start += len(job.events)
             job.done.set()
 
+    def _checkpoint(self, path: str, every: float = 1.0) -> None:
+        with contextlib.closing(sqlite3.connect(path, timeout=1, isolation_level=None)) as conn:
+            while not self._checkpoints.wait(every):
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
     def close(self) -> None:
         """Write what is queued, then stop the thread and close the catalog."""
         if self._stopping:
@@ -128,6 +146,8 @@ class GroupWriter:
         self._stopping = True
         self._queue.put(None)
         self._thread.join()
+        self._checkpoints.set()
+        self._checkpointer.join()
         self.catalog.close()
         if self._lock_file is not None:
             self._lock_file.close()

@@ -277,25 +277,7 @@ class GroupIngest:
     # --- writes, once each -------------------------------------------------------------------
 
     def flush(self) -> None:
-        cur = self.cur
-        cur.executemany(sql.INSERT_RECEIVED, self.received)
         bound = [((ns, name), b) for (ns, name), b in self.bindings.items() if b is not None and b.dirty]
-        cur.executemany(
-            sql.INSERT_BINDING,
-            [
-                (ns, name, b.asset_id, b.first, b.last, b.seen_rank, b.facets_rank, b.facets_digest)
-                for (ns, name), b in bound
-                if b.new
-            ],
-        )
-        cur.executemany(
-            sql.UPDATE_BINDING,
-            [
-                (b.first, b.last, b.seen_rank, b.facets_rank, b.facets_digest, ns, name)
-                for (ns, name), b in bound
-                if not b.new
-            ],
-        )
         touched, rebuilt = [], []
         for dataset, b in bound:
             if not b.new and b.facets is None:  # only its sightings moved: in place, in SQL
@@ -307,22 +289,41 @@ class GroupIngest:
             asset = _placeholder(current, b.asset_id, dataset, b.base, (b.first, b.last), b.producer, b.facets)
             if asset != current:
                 rebuilt.append(asset_row(asset))
-        cur.executemany(sql.TOUCH_PLACEHOLDER, touched)
-        cur.executemany(sql.UPSERT_PLACEHOLDER, rebuilt)
-        # each event's source row, with the run's inputs and outputs as they stand after the group
-        cur.executemany(
-            sql.UPSERT_SOURCE,
-            [
-                (
-                    *row,
-                    json.dumps(sorted(self._usage_sets(row[0])["input"])),
-                    json.dumps(sorted(self._usage_sets(row[0])["output"])),
-                )
-                for row in self.sources
-            ],
-        )
-        cur.executemany(sql.INSERT_EXTERNAL_USAGE, list(self.job_usages))
-        cur.executemany(sql.INSERT_EXTERNAL_EDGE, list(self.edges))
+        sets = {source: self._usage_sets(source) for source in {row[0] for row in self.sources}}
+        writes: list[tuple[str, list[tuple[Any, ...]]]] = [
+            (sql.INSERT_RECEIVED, self.received),
+            (
+                sql.INSERT_BINDING,
+                [
+                    (ns, name, b.asset_id, b.first, b.last, b.seen_rank, b.facets_rank, b.facets_digest)
+                    for (ns, name), b in bound
+                    if b.new
+                ],
+            ),
+            (
+                sql.UPDATE_BINDING,
+                [
+                    (b.first, b.last, b.seen_rank, b.facets_rank, b.facets_digest, ns, name)
+                    for (ns, name), b in bound
+                    if not b.new
+                ],
+            ),
+            (sql.TOUCH_PLACEHOLDER, touched),
+            (sql.UPSERT_PLACEHOLDER, rebuilt),
+            # each event's source row, with the run's inputs and outputs as they stand after the group
+            (
+                sql.UPSERT_SOURCE,
+                [
+                    (*row, json.dumps(sorted(sets[row[0]]["input"])), json.dumps(sorted(sets[row[0]]["output"])))
+                    for row in self.sources
+                ],
+            ),
+            (sql.INSERT_EXTERNAL_USAGE, list(self.job_usages)),
+            (sql.INSERT_EXTERNAL_EDGE, list(self.edges)),
+        ]
+        for statement, rows in writes:
+            if rows:
+                self.cur.executemany(statement, rows)
 
 
 def _source_row(event: IncomingEvent, moment: str) -> tuple[Any, ...]:

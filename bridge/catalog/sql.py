@@ -466,10 +466,12 @@ def received_digests(count: int) -> str:
 
 
 def bindings_of(count: int) -> str:
-    pairs = ", ".join("(?, ?)" for _ in range(count))
+    # OR of point lookups: SQLite answers each from the primary key (a row-value IN over VALUES
+    # would scan the table)
+    pairs = " OR ".join("(ol_namespace = ? AND ol_name = ?)" for _ in range(count))
     return f"""
         SELECT ol_namespace, ol_name, asset_id, first_seen, last_seen, seen_rank, facets_rank, facets_digest
-        FROM external_datasets WHERE (ol_namespace, ol_name) IN (VALUES {pairs})
+        FROM external_datasets WHERE {pairs}
     """
 
 

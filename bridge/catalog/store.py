@@ -308,16 +308,12 @@ class Catalog:
         taken again one event at a time, each in a savepoint of its own: the failing event leaves
         no trace and comes back as its exception, the others land. Re-sent events come back as
         duplicates and change nothing."""
+        try:
+            with self.transaction() as cur:
+                return list(external.ingest_events(cur, events, resolver))
+        except (sqlite3.IntegrityError, BridgeError, ValueError):
+            pass  # one of them: find it
         with self.transaction() as cur:
-            cur.execute("SAVEPOINT grouped")
-            try:
-                grouped: list[IngestResult | Exception] = list(external.ingest_events(cur, events, resolver))
-            except (sqlite3.Error, BridgeError, ValueError):
-                cur.execute("ROLLBACK TO grouped")
-            else:
-                cur.execute("RELEASE grouped")
-                return grouped
-            cur.execute("RELEASE grouped")
             results: list[IngestResult | Exception] = []
             for event in events:
                 cur.execute("SAVEPOINT event")

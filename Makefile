@@ -33,6 +33,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/record.py
 	$(BIN)/python benchmarks/metaflow_helper.py
 	$(BIN)/python benchmarks/prefect_import.py
+	@if command -v wrk >/dev/null 2>&1; then $(BIN)/python benchmarks/ingest.py; \
+	else echo "benchmarks/ingest.py needs wrk, the load generator (Debian: apt-get install wrk)" >&2; fi
 
 clean:
 	rm -rf $(VENV) olbridge-demo .pytest_cache .mypy_cache .ruff_cache

@@ -486,3 +486,25 @@ def test_the_openlineage_client_sends_to_a_real_server(server: tuple[str, Path])
         assert sources["job:airflow/publish"]["outputs"] == ["kafka://b:9092/t"]
         graph = catalog.lineage("s3://landing/orders/2025-03-01.parquet", direction="downstream")
         assert [(e.downstream, e.depth) for e in graph.edges] == [("shop.public.orders", 1), ("kafka://b:9092/t", 2)]
+
+
+def test_the_default_takes_what_marquez_takes_and_strict_refuses_it(writer: GroupWriter, catalog_path: Path) -> None:
+    event = ol_run_event(inputs=[ol_dataset("s3://b", "k")])
+    del event["schemaURL"]
+    event["eventTime"] = "2025-03-01T08:00:00"  # no offset
+    strict = Client(ReceiverApp(Intake(writer.submit, strict=True), token=TOKEN))
+    before = contents(catalog_path)
+    status, _, body = strict.post("/api/v1/lineage", event)
+    assert (status, body["error"]["code"]) == (400, "invalid_event")
+    assert {p["pointer"] for p in body["error"]["problems"]} >= {"", "/eventTime"}
+    assert contents(catalog_path) == before
+    lenient = Client(ReceiverApp(Intake(writer.submit), token=TOKEN))
+    status, _, body = lenient.post("/api/v1/lineage", event)
+    assert (status, body["status"]) == (201, "accepted")
+    assert any("schemaURL" in w for w in body["warnings"])
+    assert any(w.startswith("/eventTime") for w in body["warnings"])
+    with Catalog(catalog_path) as catalog:
+        ((warnings,),) = catalog._conn.execute("SELECT warnings FROM received_events").fetchall()
+        assert len(json.loads(warnings)) == 2  # kept with the event
+        assert catalog.external_sources()[0]["started"] is None
+        assert catalog.external_sources()[0]["firstSeen"] == "2025-03-01T08:00:00.000000Z"  # read as UTC

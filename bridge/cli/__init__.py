@@ -94,9 +94,9 @@ def cli(ctx: click.Context, catalog_path: Path | None, config_path: Path | None)
 
 
 def register() -> None:
-    from bridge.cli import assets, basics, dbt, export, lineage
+    from bridge.cli import assets, basics, dbt, export, lineage, stream
 
-    for module in (basics, assets, dbt, export, lineage):
+    for module in (basics, assets, dbt, export, lineage, stream):
         module.register(cli)
 
 

@@ -110,9 +110,9 @@ class Outbox:
         order: at most one per run key."""
         return self._items(self._conn.execute(sql.OUTBOX_HEADS, (now, limit)))
 
-    def next_retry_at(self, now: float) -> float | None:
-        """When the next row waiting for a retry is due (None when none waits)."""
-        found = self._conn.execute(sql.OUTBOX_NEXT_RETRY, (now,)).fetchone()[0]
+    def next_retry_at(self) -> float | None:
+        """When the first row waiting for a retry is due (None when none waits)."""
+        found = self._conn.execute(sql.OUTBOX_NEXT_RETRY).fetchone()[0]
         return float(found) if found is not None else None
 
     def settle(self, results: Iterable[Result], *, success_at: str) -> None:

@@ -355,9 +355,8 @@ OUTBOX_HEADS = f"""
       AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.run_key = o.run_key AND p.seq < o.seq)
     ORDER BY o.seq LIMIT ?
 """
-OUTBOX_NEXT_RETRY = (
-    "SELECT min(next_attempt_at) FROM outbox WHERE state = 'pending' AND attempts > 0 AND next_attempt_at > ?"
-)
+# rows tried before and pending are first of their run key (only those are ever tried)
+OUTBOX_NEXT_RETRY = "SELECT min(next_attempt_at) FROM outbox WHERE state = 'pending' AND attempts > 0"
 OUTBOX_DELETE = "DELETE FROM outbox WHERE seq = ?"
 OUTBOX_RETRY_LATER = (
     "UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_status = ?, last_error = ? WHERE seq = ?"

@@ -24,7 +24,7 @@ class RetryPolicy:
     def delay(self, attempts: int, retry_after: float | None = None) -> float:
         if retry_after is not None:
             return min(max(retry_after, 0.0), self.cap)
-        backoff = min(self.cap, self.base * 2.0 ** max(attempts - 1, 0))
+        backoff = min(self.cap, self.base * 2.0 ** min(max(attempts - 1, 0), 60))
         return backoff * (0.5 + self.jitter() / 2)
 
     def gives_up(self, attempts: int) -> bool:

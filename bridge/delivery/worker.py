@@ -92,14 +92,15 @@ class StreamWorker:
         while not self.stop.is_set():
             if self.step():
                 continue
-            now = self.clock()
-            due = outbox.next_retry_at(now)
+            due = outbox.next_retry_at()
             if due is None:
                 if once:
                     break
                 self.sleep(self.poll)
-            else:
-                self.sleep(due - now if once else min(due - now, self.poll))
+                continue
+            wait = due - self.clock()
+            if wait > 0:
+                self.sleep(wait if once else min(wait, self.poll))
         return self.stats
 
     def step(self) -> bool:

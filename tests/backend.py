@@ -4,7 +4,8 @@ A threaded ``http.server`` on 127.0.0.1 speaking HTTP/1.1 with keep-alive. ``POS
 /api/v1/lineage`` takes one event; ``POST /api/v1/lineage/batch`` (only with ``batch=True``,
 otherwise 404 as Marquez answers) takes a JSON array and answers 200 with per-event results.
 ``respond(event, attempt)`` decides each event's answer (201 by default); every event that got a
-2xx is kept in ``accepted``, in arrival order, and the counts say what a test needs: delivered,
+2xx is kept in ``accepted`` (with ``keep_bodies``; its key in ``taken`` always), in arrival
+order, and the counts say what a test needs: delivered,
 duplicated, lost, and whether each run's events came in order.
 """
 
@@ -65,6 +66,7 @@ class Backend:
         self.keep_bodies = keep_bodies
         self.on_accept = on_accept
         self.accepted: list[dict[str, Any]] = []
+        self.taken: list[tuple[str, ...]] = []
         self.accepted_count = 0
         self.arrived = 0  # events that reached the backend, refused ones included
         self.requests = 0
@@ -119,6 +121,7 @@ class Backend:
         if 200 <= reply.status < 300:
             with self.lock:
                 self.accepted_count += 1
+                self.taken.append(key)
                 if self.keep_bodies:
                     self.accepted.append(event)
             if self.on_accept is not None:
@@ -127,11 +130,12 @@ class Backend:
 
     # --- what arrived ------------------------------------------------------------------------
 
-    def counts(self, expected: Iterable[dict[str, Any]]) -> dict[str, int]:
+    def counts(self, expected: Iterable[dict[str, Any] | tuple[str, ...]]) -> dict[str, int]:
         """sent (events that reached the backend), delivered (distinct expected events taken),
-        duplicated (takes beyond the first), lost (expected, never taken)."""
-        wanted = {event_key(e) for e in expected}
-        taken = Counter(event_key(e) for e in self.accepted)
+        duplicated (takes beyond the first), lost (expected, never taken); ``expected`` holds
+        events or their keys."""
+        wanted = {e if isinstance(e, tuple) else event_key(e) for e in expected}
+        taken = Counter(self.taken)
         return {
             "sent": self.arrived,
             "delivered": len(wanted & set(taken)),
@@ -144,11 +148,11 @@ class Backend:
         """Run ids whose end was taken before their START was."""
         started: set[str] = set()
         wrong = []
-        for event in self.accepted:
-            if "run" not in event:
+        for key in self.taken:
+            if key[0] != "run":
                 continue
-            run_id = event["run"]["runId"]
-            if event["eventType"] == "START":
+            _, run_id, event_type = key
+            if event_type == "START":
                 started.add(run_id)
             elif run_id not in started:
                 wrong.append(run_id)

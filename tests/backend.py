@@ -58,12 +58,14 @@ class Backend:
         batch: bool = False,
         port: int | None = None,
         keep_bodies: bool = True,
+        track: bool = True,
         on_accept: Callable[[Backend], object] | None = None,
     ) -> None:
         self.respond: Respond = respond or (lambda event, attempt: ACCEPT)
         self.batch = batch
         self.port = port or free_port()
         self.keep_bodies = keep_bodies
+        self.track = track  # False: count only (no keys, no attempts), for long benchmark runs
         self.on_accept = on_accept
         self.accepted: list[dict[str, Any]] = []
         self.taken: list[tuple[str, ...]] = []
@@ -114,14 +116,16 @@ class Backend:
     def _answer(self, event: dict[str, Any]) -> Reply:
         key = event_key(event)
         with self.lock:
-            self.attempts[key] += 1
-            attempt = self.attempts[key]
             self.arrived += 1
+            if self.track:
+                self.attempts[key] += 1
+            attempt = self.attempts[key] if self.track else 1
         reply = self.respond(event, attempt)
         if 200 <= reply.status < 300:
             with self.lock:
                 self.accepted_count += 1
-                self.taken.append(key)
+                if self.track:
+                    self.taken.append(key)
                 if self.keep_bodies:
                     self.accepted.append(event)
             if self.on_accept is not None:
@@ -176,6 +180,15 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def do_GET(self) -> None:
+        backend = self.owner
+        if self.path != "/stats":
+            self._reply(Reply(404, ""))
+            return
+        with backend.lock:
+            stats = {"accepted": backend.accepted_count, "arrived": backend.arrived, "requests": backend.requests}
+        self._reply(Reply(200, json.dumps(stats)))
+
     def do_POST(self) -> None:
         backend = self.owner
         length = int(self.headers.get("Content-Length", "0"))
@@ -228,3 +241,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout); it will send again
+
+
+def main() -> None:
+    """Serve until killed: ``python -m tests.backend --port N [--batch]`` (the benchmark runs
+    the backend in its own process, so it does not share the sender's interpreter)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--batch", action="store_true", help="offer POST /api/v1/lineage/batch")
+    args = parser.parse_args()
+    backend = Backend(batch=args.batch, port=args.port, keep_bodies=False, track=False).start()
+    print(f"serving on {backend.url}", flush=True)
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -247,16 +247,8 @@ class Catalog:
         asset: str | None = None,
     ) -> tuple[int, int]:
         """How many task runs the filters select, and how many of those have ended."""
-        statement = sql.count_task_runs(
-            since=since is not None,
-            until=until is not None,
-            namespace=namespace is not None,
-            flow=flow is not None,
-            asset=asset is not None,
-        )
-        params: list[Any] = [format_time(t) for t in (since, until) if t is not None]
-        params += [v for v in (namespace, flow, asset) if v is not None]
-        total, ended = self._conn.execute(statement, params).fetchone()
+        filters, params = _run_filters(since, until, namespace, flow, asset)
+        total, ended = self._conn.execute(sql.count_task_runs(**filters), params).fetchone()
         return int(total), int(ended)
 
     def iter_task_runs(
@@ -272,17 +264,9 @@ class Catalog:
     ) -> Iterator[StoredTaskRun]:
         """Task runs in start order, read a page at a time (memory stays flat). ``asset`` keeps
         the runs that read or wrote it; ``after`` = (started_at text, pk) starts after that run."""
-        filters = {
-            "since": since is not None,
-            "until": until is not None,
-            "namespace": namespace is not None,
-            "flow": flow is not None,
-            "asset": asset is not None,
-        }
+        filters, base = _run_filters(since, until, namespace, flow, asset)
         statement = sql.select_task_runs(**filters)
         paged = sql.select_task_runs(**filters, after_pk=True)
-        base: list[Any] = [format_time(t) for t in (since, until) if t is not None]
-        base += [v for v in (namespace, flow, asset) if v is not None]
         while True:
             if after is None:
                 page = self._conn.execute(statement, [*base, page_size]).fetchall()
@@ -401,6 +385,16 @@ class Checkpoint:
     runs: int
     events: int
     updated_at: str
+
+
+def _run_filters(
+    since: datetime | None, until: datetime | None, namespace: str | None, flow: str | None, asset: str | None
+) -> tuple[dict[str, bool], list[Any]]:
+    """The task-run filters given, for :mod:`sql`, and their placeholders' values in order."""
+    given = {"since": since, "until": until, "namespace": namespace, "flow": flow, "asset": asset}
+    params: list[Any] = [format_time(t) for t in (since, until) if t is not None]
+    params += [v for v in (namespace, flow, asset) if v is not None]
+    return {name: value is not None for name, value in given.items()}, params
 
 
 def _change_from_row(row: Sequence[Any]) -> AssetChange:

@@ -33,7 +33,7 @@ from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import Outcome
 from bridge.delivery.worker import epoch_text
 from bridge.errors import ConfigError
-from bridge.export import AssetLookup
+from bridge.export import AssetLookup, ExportFilter
 from bridge.model import AssetChange, StoredTaskRun, format_time
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.serialize import dumps
@@ -44,11 +44,9 @@ PROBLEMS_KEPT = 20
 
 
 @attrs.frozen
-class BackfillFilter:
-    since: datetime | None = None
-    until: datetime | None = None
-    namespace: str | None = None
-    flow: str | None = None
+class BackfillFilter(ExportFilter):
+    """The export's filters, and ``asset``: only the runs that read or wrote it, and its changes."""
+
     asset: str | None = None
 
     def as_json(self) -> dict[str, Any]:

@@ -132,11 +132,13 @@ def delivery(events: int) -> None:
     reference = rate(len(lines), openlineage_python_sends(lines), batch=False)
     batch = rate(len(lines), olbridge_sends(lines, batch=True), batch=True)
     single = rate(len(lines), olbridge_sends(lines, batch=False), batch=False)
-    print(f"  openlineage-python HttpTransport, one by one    {reference:>9,.0f} events/s")
-    print(
-        f"  olbridge, one event a request (Marquez), 4 in flight {single:>9,.0f} events/s  {single / reference:5.1f}x"
-    )
-    print(f"  olbridge, batch endpoint, 200 a request, 4 in flight {batch:>9,.0f} events/s  {batch / reference:5.1f}x")
+    rows = [
+        ("openlineage-python HttpTransport, one event a request", reference),
+        ("olbridge, one event a request (Marquez), 4 in flight", single),
+        ("olbridge, batch endpoint, 200 a request, 4 in flight", batch),
+    ]
+    for label, value in rows:
+        print(f"  {label:<56} {value:>9,.0f} events/s  {value / reference:5.1f}x")
 
 
 def backfill(runs: int) -> None:

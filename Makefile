@@ -31,6 +31,7 @@ test: lint typecheck unit
 bench: $(STAMP)
 	$(BIN)/python benchmarks/conversion.py
 	$(BIN)/python benchmarks/record.py
+	$(BIN)/python benchmarks/delivery.py
 
 clean:
 	rm -rf $(VENV) olbridge-demo .pytest_cache .mypy_cache .ruff_cache

@@ -370,3 +370,56 @@ def test_a_batch_refused_as_a_whole_is_sent_one_by_one_to_find_the_bad_event(
     assert (w.stats.delivered, w.stats.dead) == (1, 1)
     sender = w.dispatcher.sender
     assert isinstance(sender, HttpSender) and sender.batch  # the backend has a batch endpoint
+
+
+class FakeKafka:
+    kind = "kafka"
+
+    def __init__(self) -> None:
+        self.message_key: str | None = None
+        self.keys: list[str | None] = []
+        self.fail = 1
+
+    def emit(self, event: dict[str, Any]) -> None:
+        if self.fail:
+            self.fail -= 1
+            raise RuntimeError("broker down")
+        self.keys.append(self.message_key)
+
+    def close(self) -> None: ...
+
+
+def test_transport_sender_keys_kafka_messages_and_retries_failures(catalog: Catalog, converter: Converter) -> None:
+    catalog.record_task_run(run("a"))
+    catalog.set_asset(decl("reports.x", type="File"), now=at(9))
+    kafka = FakeKafka()
+    stats = StreamWorker(catalog, converter, Dispatcher(TransportSender(kafka)), sleep=lambda s: None).run(once=True)
+    assert (stats.delivered, stats.retried) == (3, 1)
+    # the START failed once, so the DatasetEvent (another key) went first
+    assert kafka.keys == ["dataset:olbridge/reports.x", "run:company.data/flow", "run:company.data/flow"]
+
+
+def test_a_locked_catalog_delays_recording_the_outcome(
+    tmp_path: Path, converter: Converter, mocked: responses.RequestsMock
+) -> None:
+    import sqlite3
+
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        catalog.record_task_run(run("a"))
+        mocked.post(LINEAGE, status=201)
+        other = sqlite3.connect(db, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process writing
+        catalog._conn.execute("PRAGMA busy_timeout = 10")
+        waits: list[float] = []
+
+        def sleep(seconds: float) -> None:
+            waits.append(seconds)
+            if len(waits) == 2:
+                other.execute("COMMIT")
+
+        w = StreamWorker(catalog, converter, Dispatcher(HttpSender(URL, batch=False)), sleep=sleep, poll=0.5)
+        w.run(once=True)
+        other.close()
+        assert waits[:2] == [0.5, 0.5] and w.stats.delivered == 2
+        assert catalog.outbox.status().pending == 0

@@ -13,6 +13,7 @@ round in flight.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -126,14 +127,29 @@ class StreamWorker:
             else:
                 self.stats.dead += 1
         self.stats.dead += len(failed)
-        outbox.settle(results, success_at=epoch_text(now))
+        if not self._settle(lambda: outbox.settle(results, success_at=epoch_text(now))):
+            return True
         if gone:
-            outbox.drop(gone)
+            self._settle(lambda: outbox.drop(gone))
             self.stats.gone += len(gone)
         self.stats.rounds += 1
         if self.on_round is not None:
             self.on_round(self.stats)
         return True
+
+    def _settle(self, write: Callable[[], object]) -> bool:
+        """Record outcomes, waiting while another process holds the catalog's write lock (a
+        long ``record``, say). Stopped before it could, the events stay queued and go again."""
+        while True:
+            try:
+                write()
+                return True
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if self.stop.is_set():
+                    return False
+                self.sleep(self.poll)
 
     def _render(self, items: list[OutboxItem]) -> tuple[dict[int, str | None], dict[int, str]]:
         """The events of the rows, and the rows that cannot be rendered with why (a naming rule

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from bridge import Catalog, task_run
+from bridge.catalog import sql
 from bridge.catalog.outbox import ASSET_CHANGE, RUN_END, RUN_START, Dead, Delivered, RetryLater
 from bridge.cli import cli
 from bridge.delivery.render import RENDERERS, render
@@ -170,3 +171,29 @@ def test_cli_outbox_list_retry_drop_and_status(tmp_path: Path) -> None:
     dropped = runner.invoke(cli, ["--catalog", db, "outbox", "drop", str(first.seq)])
     assert dropped.exit_code == 0 and "dropped 1 row(s)" in dropped.output
     assert "pending: 3" in runner.invoke(cli, ["--catalog", db, "status"]).stdout
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["stream"], ["backfill"], ["status"], ["outbox"], ["outbox", "list"], ["outbox", "retry"], ["outbox", "drop"]],
+)
+def test_delivery_commands_have_help(command: list[str]) -> None:
+    result = CliRunner().invoke(cli, [*command, "--help"])
+    assert result.exit_code == 0 and "Usage:" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("statement", "params", "index"),
+    [
+        (sql.OUTBOX_HEADS, (0.0, 100), "outbox_state"),
+        (sql.OUTBOX_HEADS, (0.0, 100), "outbox_run_key"),
+        (sql.OUTBOX_COUNT, ("pending",), "outbox_state"),
+        (sql.OUTBOX_OLDEST, (), "outbox_state"),
+        (sql.OUTBOX_NEXT_RETRY, (), "outbox_retrying"),
+    ],
+)
+def test_outbox_reads_use_indexes(catalog: Catalog, statement: str, params: tuple[Any, ...], index: str) -> None:
+    """``olbridge status`` and the worker stay cheap however deep the outbox is."""
+    plan = " ".join(row[-1] for row in catalog._conn.execute(f"EXPLAIN QUERY PLAN {statement}", params))
+    assert f"INDEX {index}" in plan, plan
+    assert "SCAN" not in plan, plan

@@ -356,7 +356,9 @@ OUTBOX_HEADS = f"""
     ORDER BY o.seq LIMIT ?
 """
 # rows tried before and pending are first of their run key (only those are ever tried)
-OUTBOX_NEXT_RETRY = "SELECT min(next_attempt_at) FROM outbox WHERE state = 'pending' AND attempts > 0"
+OUTBOX_NEXT_RETRY = (
+    "SELECT min(next_attempt_at) FROM outbox INDEXED BY outbox_retrying WHERE state = 'pending' AND attempts > 0"
+)
 OUTBOX_DELETE = "DELETE FROM outbox WHERE seq = ?"
 OUTBOX_RETRY_LATER = (
     "UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_status = ?, last_error = ? WHERE seq = ?"

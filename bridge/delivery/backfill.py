@@ -21,6 +21,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -131,33 +132,53 @@ class Backfill:
         return found
 
     def run(self) -> BackfillSummary:
+        """Replay until the end or a stop request. Window N+1 is read and converted while window
+        N is on the wire (one sending thread; the catalog is only touched from this one)."""
         began = self.clock()
         saved = self.start_position()
-        position = saved.position if saved else None
-        runs, events = (saved.runs, saved.events) if saved else (0, 0)
-        self.summary.resumed_from = position
+        self.summary.resumed_from = saved.position if saved else None
+        totals = [saved.runs, saved.events] if saved else [0, 0]
         lookup = AssetLookup(self.catalog)
-        items = self._items(position)
-        try:
-            while not self.stop.is_set():
-                window = list(itertools.islice(items, self.window))
-                if not window:
-                    self.summary.complete = True
-                    break
-                delivered = self._window([item for _, item in window], lookup)
-                position = window[-1][0]
-                runs += sum(1 for _, item in window if isinstance(item, StoredTaskRun))
-                events += delivered
-                if self.dispatcher is not None and self.checkpoint is not None:
-                    self.catalog.save_checkpoint(
-                        Checkpoint(
-                            self.checkpoint, self.filters.as_json(), position, runs, events, epoch_text(self.clock())
-                        )
-                    )
-                if self.progress is not None:
-                    self.progress(delivered)
-        except _Stopped:
-            pass
+        items = self._items(self.summary.resumed_from)
+        in_flight: tuple[Future[int], list[tuple[Position, Item]]] | None = None
+
+        def finish() -> None:
+            """Wait for the window on the wire, then move the checkpoint past it."""
+            assert in_flight is not None
+            future, window = in_flight
+            delivered = future.result()
+            totals[0] += sum(1 for _, item in window if isinstance(item, StoredTaskRun))
+            totals[1] += delivered
+            if self.checkpoint is not None:
+                stamp = epoch_text(self.clock())
+                filters = self.filters.as_json()
+                self.catalog.save_checkpoint(
+                    Checkpoint(self.checkpoint, filters, window[-1][0], totals[0], totals[1], stamp)
+                )
+            if self.progress is not None:
+                self.progress(delivered)
+
+        with ThreadPoolExecutor(1, thread_name_prefix="olbridge-backfill") as wire:
+            try:
+                while not self.stop.is_set():
+                    window = list(itertools.islice(items, self.window))
+                    lines = [self._lines(item, lookup) for _, item in window]
+                    if self.dispatcher is None:  # a dry run
+                        checked = self._check([line for group in lines for line in group])
+                        if self.progress is not None and checked:
+                            self.progress(checked)
+                    if in_flight is not None:
+                        finish()
+                        in_flight = None
+                    if not window:
+                        self.summary.complete = True
+                        break
+                    if self.dispatcher is not None and not self.stop.is_set():
+                        in_flight = (wire.submit(self._send_window, lines), window)
+                if in_flight is not None:
+                    finish()
+            except _Stopped:
+                pass
         self.summary.seconds = self.clock() - began
         return self.summary
 
@@ -194,11 +215,9 @@ class Backfill:
         self.summary.changes += 1
         return [dumps(self.converter.asset_change_event(item))]
 
-    def _window(self, items: Sequence[Item], lookup: AssetLookup) -> int:
-        """Deliver a window; returns how many events went."""
-        lines = [self._lines(item, lookup) for item in items]
-        if self.dispatcher is None:
-            return self._check([line for group in lines for line in group])
+    def _send_window(self, lines: Sequence[list[str]]) -> int:
+        """Deliver a window's events (each item's first, then the run ends whose START went);
+        returns how many went."""
         firsts = self._deliver([group[0] for group in lines])
         ends = [i for i, group in enumerate(lines) if len(group) > 1 and firsts[i].ok]
         self.summary.skipped += sum(1 for i, group in enumerate(lines) if len(group) > 1 and not firsts[i].ok)

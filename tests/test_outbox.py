@@ -197,3 +197,31 @@ def test_outbox_reads_use_indexes(catalog: Catalog, statement: str, params: tupl
     plan = " ".join(row[-1] for row in catalog._conn.execute(f"EXPLAIN QUERY PLAN {statement}", params))
     assert f"INDEX {index}" in plan, plan
     assert "SCAN" not in plan, plan
+
+
+def test_a_row_that_cannot_be_rendered_is_a_dead_letter_and_the_rest_go(catalog: Catalog, converter: Converter) -> None:
+    from bridge.delivery.dispatch import Dispatcher
+    from bridge.delivery.senders import DELIVERED, Outcome
+    from bridge.delivery.worker import StreamWorker
+
+    class Accept:
+        target = "test"
+        max_concurrency = 1
+
+        def __init__(self) -> None:
+            self.sent: list[str] = []
+
+        def send(self, lines: list[str]) -> list[Outcome]:
+            self.sent += lines
+            return [DELIVERED] * len(lines)
+
+        def close(self) -> None: ...
+
+    catalog.record_task_run(run("a"))
+    with catalog.transaction() as cur:  # a row queued by a newer olbridge
+        cur.execute(sql.QUEUE_EVENT, ("job", 1, "job:flow"))
+    sender = Accept()
+    stats = StreamWorker(catalog, converter, Dispatcher(sender)).run(once=True)
+    assert (stats.delivered, stats.dead, len(sender.sent)) == (2, 1, 2)
+    [dead] = catalog.outbox.items(dead=True)
+    assert dead.kind == "job" and "cannot render" in (dead.last_error or "")

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import ASSET_CHANGE, RUN_END, RUN_START, OutboxItem
+from bridge.errors import CatalogError
 from bridge.export import AssetLookup
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.serialize import dumps
@@ -53,11 +54,15 @@ RENDERERS: dict[str, Renderer] = {
 
 
 def render(catalog: Catalog, converter: Converter, items: Sequence[OutboxItem]) -> Rendered:
-    """The events of outbox rows (see the module docstring); an unknown kind is a KeyError."""
+    """The events of outbox rows (see the module docstring). A kind this olbridge does not know
+    (queued by a newer one) is a CatalogError."""
     lookup = AssetLookup(catalog)
     by_renderer: dict[Renderer, list[OutboxItem]] = {}
     for item in items:
-        by_renderer.setdefault(RENDERERS[item.kind], []).append(item)
+        renderer = RENDERERS.get(item.kind)
+        if renderer is None:
+            raise CatalogError(f"outbox row {item.seq} has kind {item.kind!r}, which this olbridge cannot render")
+        by_renderer.setdefault(renderer, []).append(item)
     out: Rendered = {}
     for renderer, group in by_renderer.items():
         out.update(renderer(catalog, converter, lookup, group))

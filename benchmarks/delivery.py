@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -123,8 +122,21 @@ def openlineage_python_sends(lines: Sequence[str]) -> Callable[[str], None]:
     return deliver
 
 
-def delivery(events: int) -> None:
-    with Catalog(":memory:") as catalog:
+def stream_sends(db: Path) -> Callable[[str], None]:
+    """``olbridge stream --once``: the whole CLI process, outbox to backend."""
+
+    def deliver(url: str) -> None:
+        olbridge = str(Path(sys.executable).parent / "olbridge")
+        subprocess.run(
+            [olbridge, "--catalog", str(db), "stream", "--url", url, "--once"], check=True, capture_output=True
+        )
+
+    return deliver
+
+
+def delivery(events: int, folder: Path) -> None:
+    db = folder / "stream.db"
+    with Catalog(db) as catalog:
         fill(catalog, events // 2)
         lines = list(iter_lines(catalog, Converter(Resolver.load())))
     size = sum(len(line) for line in lines) / len(lines)
@@ -132,44 +144,48 @@ def delivery(events: int) -> None:
     reference = rate(len(lines), openlineage_python_sends(lines), batch=False)
     batch = rate(len(lines), olbridge_sends(lines, batch=True), batch=True)
     single = rate(len(lines), olbridge_sends(lines, batch=False), batch=False)
+    streamed = rate(len(lines), stream_sends(db), batch=True)
     rows = [
         ("openlineage-python HttpTransport, one event a request", reference),
         ("olbridge, one event a request (Marquez), 4 in flight", single),
         ("olbridge, batch endpoint, 200 a request, 4 in flight", batch),
+        ("olbridge stream --once from the outbox (whole process)", streamed),
     ]
     for label, value in rows:
         print(f"  {label:<56} {value:>9,.0f} events/s  {value / reference:5.1f}x")
 
 
-def backfill(runs: int) -> None:
-    with tempfile.TemporaryDirectory() as folder:
-        db = Path(folder) / "c.db"
+def backfill(runs: int, folder: Path) -> None:
+    db = folder / "c.db"
+    began = time.perf_counter()
+    with Catalog(db) as catalog:
+        fill(catalog, runs)
+    built = time.perf_counter() - began
+    print(
+        f"backfill: {runs:,} task runs ({2 * runs:,} events), catalog built in {built:.0f}s, "
+        f"{db.stat().st_size / MIB:,.0f} MiB"
+    )
+    server = Server(batch=True)
+    try:
+        olbridge = str(Path(sys.executable).parent / "olbridge")
+        command = [olbridge, "--catalog", str(db), "backfill", "--url", server.url, "--json"]
         began = time.perf_counter()
-        with Catalog(db) as catalog:
-            fill(catalog, runs)
-        built = time.perf_counter() - began
-        print(
-            f"backfill: {runs:,} task runs ({2 * runs:,} events), catalog built in {built:.0f}s, "
-            f"{db.stat().st_size / MIB:,.0f} MiB"
-        )
-        server = Server(batch=True)
-        try:
-            olbridge = str(Path(sys.executable).parent / "olbridge")
-            command = [olbridge, "--catalog", str(db), "backfill", "--url", server.url, "--json"]
-            began = time.perf_counter()
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            elapsed = time.perf_counter() - began
-            if done.returncode != 0:
-                raise SystemExit(f"backfill failed: {done.stderr[-2000:]}")
-            delivered = server.accepted()
-        finally:
-            server.stop()
-        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux
-        assert delivered == 2 * runs, delivered
-        print(
-            f"  olbridge backfill --url (batch endpoint): {elapsed:.1f}s, {2 * runs / elapsed:,.0f} events/s, "
-            f"{runs / elapsed:,.0f} task runs/s, peak RSS {peak / MIB:,.0f} MiB"
-        )
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert child.stdout is not None
+        summary = json.loads(child.stdout.read())
+        _, status, usage = os.wait4(child.pid, 0)  # the rusage of this child alone
+        elapsed = time.perf_counter() - began
+        if status != 0:
+            raise SystemExit(f"backfill failed with status {status}")
+        delivered = server.accepted()
+    finally:
+        server.stop()
+    assert delivered == summary["events"] == 2 * runs, (delivered, summary)
+    peak = usage.ru_maxrss * 1024  # KiB on Linux
+    print(
+        f"  olbridge backfill --url (batch endpoint): {elapsed:.1f}s, {2 * runs / elapsed:,.0f} events/s, "
+        f"{runs / elapsed:,.0f} task runs/s, peak RSS {peak / MIB:,.0f} MiB"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -179,9 +195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]
     print(f"{os.cpu_count()} cores, load {load:.2f}, CPython {platform.python_version()}, {platform.machine()}")
-    delivery(args.events)
-    if args.runs:
-        backfill(args.runs)
+    with tempfile.TemporaryDirectory() as folder:
+        delivery(args.events, Path(folder))
+        if args.runs:
+            backfill(args.runs, Path(folder))
     return 0
 
 

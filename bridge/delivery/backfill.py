@@ -147,7 +147,7 @@ class Backfill:
             assert in_flight is not None
             future, window = in_flight
             delivered = future.result()
-            totals[0] += sum(1 for _, item in window if isinstance(item, StoredTaskRun))
+            totals[0] += self._count(window)
             totals[1] += delivered
             if self.checkpoint is not None:
                 stamp = epoch_text(self.clock())
@@ -164,6 +164,7 @@ class Backfill:
                     window = list(itertools.islice(items, self.window))
                     lines = [self._lines(item, lookup) for _, item in window]
                     if self.dispatcher is None:  # a dry run
+                        self._count(window)
                         checked = self._check([line for group in lines for line in group])
                         if self.progress is not None and checked:
                             self.progress(checked)
@@ -210,10 +211,15 @@ class Backfill:
 
     def _lines(self, item: Item, lookup: AssetLookup) -> list[str]:
         if isinstance(item, StoredTaskRun):
-            self.summary.runs += 1
             return self.converter.task_run_lines(item, lookup.of_run(item))
-        self.summary.changes += 1
         return [dumps(self.converter.asset_change_event(item))]
+
+    def _count(self, window: Sequence[tuple[Position, Item]]) -> int:
+        """Count a window done in the summary; returns its task runs."""
+        runs = sum(1 for _, item in window if isinstance(item, StoredTaskRun))
+        self.summary.runs += runs
+        self.summary.changes += len(window) - runs
+        return runs
 
     def _send_window(self, lines: Sequence[list[str]]) -> int:
         """Deliver a window's events (each item's first, then the run ends whose START went);

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -164,17 +165,19 @@ def test_slow_responses_past_the_timeout(catalog: Catalog, converter: Converter,
 
     def slow(event: dict[str, Any], attempt: int) -> Reply:
         if attempt == 1 and event["run"]["runId"] in slow_runs and event["eventType"] != "START":
-            return Reply(201, delay=0.4)  # taken, but the answer comes after the sender gave up
+            return Reply(201, delay=1.0)  # taken, but the answer comes after the sender gave up
         return ACCEPT
 
     with Backend(slow) as backend:
-        w = worker(catalog, converter, backend, FakeTime(), timeout=0.1)
+        w = worker(catalog, converter, backend, FakeTime(), timeout=0.3)
         stats = w.run(once=True)
         w.dispatcher.close()
     counts = backend.counts(history)
     assert (counts["delivered"], counts["lost"]) == (40, 0)
-    assert counts["duplicated"] == len(slow_runs)  # at-least-once: the timed-out ends were sent again
-    assert stats.retried == len(slow_runs)
+    # at-least-once: each timed-out end was sent again (a busy machine may time out a few more)
+    ends = Counter(key[1] for key in backend.taken if key[2] != "START")
+    assert all(ends[run_id] >= 2 for run_id in slow_runs)
+    assert counts["duplicated"] >= len(slow_runs) and stats.retried >= len(slow_runs)
     assert backend.out_of_order_runs() == []
 
 

@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/prefect_import.py
 	@if command -v wrk >/dev/null 2>&1; then $(BIN)/python benchmarks/ingest.py; \
 	else echo "benchmarks/ingest.py needs wrk, the load generator (Debian: apt-get install wrk)" >&2; fi
+	$(BIN)/python benchmarks/delivery.py
 
 clean:
 	rm -rf $(VENV) olbridge-demo .pytest_cache .mypy_cache .ruff_cache

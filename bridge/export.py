@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from bridge.catalog import Catalog
-from bridge.model import Asset, format_time
+from bridge.model import Asset, StoredTaskRun, format_time
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.serialize import dumps
 
@@ -45,22 +45,36 @@ def iter_lines(catalog: Catalog, converter: Converter, filters: ExportFilter = E
     return _iter(catalog, converter, filters, serialized=True)
 
 
-def _iter(catalog: Catalog, converter: Converter, filters: ExportFilter, *, serialized: bool) -> Iterator[Any]:
-    cache: dict[str, Asset | None] = {}
+class AssetLookup:
+    """The catalog's asset records by id, as a conversion needs them, with a bounded memory of
+    the ones already read (so use a new one to see later changes)."""
 
-    def lookup(asset_id: str) -> Asset | None:
-        if asset_id not in cache:
-            if len(cache) > 10_000:
-                cache.clear()
-            cache[asset_id] = catalog.get_asset(asset_id)
-        return cache[asset_id]
+    def __init__(self, catalog: Catalog, limit: int = 10_000) -> None:
+        self.catalog = catalog
+        self.limit = limit
+        self._cache: dict[str, Asset | None] = {}
+
+    def get(self, asset_id: str) -> Asset | None:
+        if asset_id not in self._cache:
+            if len(self._cache) > self.limit:
+                self._cache.clear()
+            self._cache[asset_id] = self.catalog.get_asset(asset_id)
+        return self._cache[asset_id]
+
+    def of_run(self, run: StoredTaskRun) -> dict[str, Asset]:
+        """The assets a task run's usages refer to (purged ones left out)."""
+        return {u.asset_id: a for u in run.usages if (a := self.get(u.asset_id)) is not None}
+
+
+def _iter(catalog: Catalog, converter: Converter, filters: ExportFilter, *, serialized: bool) -> Iterator[Any]:
+    lookup = AssetLookup(catalog)
 
     def run_events() -> Iterator[Item]:
         runs = catalog.iter_task_runs(
             since=filters.since, until=filters.until, namespace=filters.namespace, flow=filters.flow
         )
         for order, run in enumerate(runs):
-            assets = {u.asset_id: a for u in run.usages if (a := lookup(u.asset_id)) is not None}
+            assets = lookup.of_run(run)
             payloads: list[Any] = (
                 converter.task_run_lines(run, assets) if serialized else converter.task_run_events(run, assets)
             )
@@ -80,7 +94,7 @@ def _iter(catalog: Catalog, converter: Converter, filters: ExportFilter, *, seri
         since=filters.since, until=filters.until, namespace=filters.namespace, flow=filters.flow
     )
     for job in declared:
-        assets = {d.id: a for d in (*job.job.inputs, *job.job.outputs) if (a := lookup(d.id)) is not None}
+        assets = {d.id: a for d in (*job.job.inputs, *job.job.outputs) if (a := lookup.get(d.id)) is not None}
         event = converter.job_event(job, assets)
         yield dumps(event) if serialized else event
 

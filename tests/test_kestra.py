@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -480,9 +481,11 @@ def test_cli_declare_then_export(tmp_path: Path) -> None:
 
 def test_a_catalog_from_before_declared_jobs_is_migrated(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    with Catalog(path) as catalog:
-        before = [name for name, _ in catalog_sql.MIGRATIONS].index("0004_declared_jobs")
-        catalog._conn.executescript(f"DROP TABLE declared_jobs; PRAGMA user_version = {before};")
+    before = [name for name, _ in catalog_sql.MIGRATIONS].index("0004_declared_jobs")
+    with sqlite3.connect(path) as conn:  # a catalog as the release before declared jobs left it
+        for script in [script for _, script in catalog_sql.MIGRATIONS[:before]]:
+            conn.executescript(script)
+        conn.execute(f"PRAGMA user_version = {before}")
     with Catalog(path) as catalog:
         assert catalog.schema_version == catalog_sql.SCHEMA_VERSION
         declare_flows(catalog, [GUIDE_FLOW], now=at(0))

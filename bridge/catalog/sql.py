@@ -192,6 +192,44 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE INDEX declared_jobs_time ON declared_jobs (declared_at, pk);
         """,
     ),
+    (
+        "0005_outbox",
+        """
+        -- A reference outbox: each row points at the stored record whose event it stands for
+        -- (task_runs.pk for run-start / run-end, asset_changes.seq for asset-change); the worker
+        -- renders the event when it delivers it. Delivered rows are deleted.
+        CREATE TABLE outbox (
+            seq             INTEGER PRIMARY KEY AUTOINCREMENT,   -- commit order
+            kind            TEXT NOT NULL,                       -- run-start | run-end | asset-change
+            ref             INTEGER NOT NULL,
+            run_key         TEXT NOT NULL,                       -- events of one key go out in seq order
+            queued_at       TEXT NOT NULL,
+            state           TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'dead')),
+            attempts        INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL NOT NULL DEFAULT 0,             -- seconds since the epoch
+            last_status     INTEGER,                             -- the backend's last HTTP status
+            last_error      TEXT                                 -- its response body or the error (truncated)
+        );
+        CREATE INDEX outbox_state ON outbox (state, seq);
+        CREATE INDEX outbox_run_key ON outbox (run_key, seq);
+        CREATE INDEX outbox_retrying ON outbox (next_attempt_at) WHERE state = 'pending' AND attempts > 0;
+
+        CREATE TABLE outbox_delivery (
+            id              INTEGER PRIMARY KEY CHECK (id = 1),
+            delivered       INTEGER NOT NULL,
+            last_success_at TEXT NOT NULL
+        );
+
+        CREATE TABLE backfill_checkpoints (
+            name       TEXT PRIMARY KEY,
+            filters    TEXT NOT NULL,                            -- JSON of the filters it was made with
+            position   TEXT NOT NULL,                            -- JSON [time, 0 change | 1 run, seq | pk]
+            runs       INTEGER NOT NULL,
+            events     INTEGER NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -277,13 +315,27 @@ def where(*conditions: tuple[bool, str]) -> str:
     return f" WHERE {' AND '.join(kept)}" if kept else ""
 
 
-def select_changes(*, since: bool = False, until: bool = False, namespace: bool = False) -> str:
-    clause = where(
-        (since, "changed_at >= ?"),
-        (until, "changed_at < ?"),
-        (namespace, "json_extract(snapshot, '$.namespace') = ?"),
-    )
+def select_changes(
+    *, since: bool = False, until: bool = False, namespace: bool = False, asset: bool = False, after: bool = False
+) -> str:
+    """Asset changes in time order (placeholders: since, until, namespace, asset, then the
+    (changed_at, seq) to read after)."""
+    where = []
+    if since:
+        where.append("changed_at >= ?")
+    if until:
+        where.append("changed_at < ?")
+    if namespace:
+        where.append("json_extract(snapshot, '$.namespace') = ?")
+    if asset:
+        where.append("asset_id = ?")
+    if after:
+        where.append("(changed_at, seq) > (?, ?)")
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
     return f"SELECT seq, kind, changed_at, snapshot FROM asset_changes{clause} ORDER BY changed_at, seq"
+
+
+GET_CHANGE = "SELECT seq, kind, changed_at, snapshot FROM asset_changes WHERE seq = ?"
 
 
 # --- task runs ------------------------------------------------------------------------------
@@ -323,11 +375,9 @@ INSERT_LINEAGE = "INSERT OR IGNORE INTO lineage (upstream_id, downstream_id, tas
 COUNT_TASK_RUNS = "SELECT count(*) FROM task_runs"
 
 
-def select_task_runs(
-    *, since: bool = False, until: bool = False, namespace: bool = False, flow: bool = False, after_pk: bool = False
+def _task_run_filters(
+    *, since: bool, until: bool, namespace: bool, flow: bool, asset: bool = False, after_pk: bool = False
 ) -> str:
-    """Task runs in start order (placeholders: since, until, namespace, flow, then the
-    (started_at, pk) to page after)."""
     where = []
     if since:
         where.append("t.started_at >= ?")
@@ -337,10 +387,38 @@ def select_task_runs(
         where.append("t.flow_namespace = ?")
     if flow:
         where.append("t.flow_id = ?")
+    if asset:
+        where.append("t.pk IN (SELECT task_run_pk FROM usages WHERE asset_id = ?)")
     if after_pk:
         where.append("(t.started_at, t.pk) > (?, ?)")
-    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    return f" WHERE {' AND '.join(where)}" if where else ""
+
+
+def select_task_runs(
+    *,
+    since: bool = False,
+    until: bool = False,
+    namespace: bool = False,
+    flow: bool = False,
+    asset: bool = False,
+    after_pk: bool = False,
+) -> str:
+    """Task runs in start order (placeholders: since, until, namespace, flow, asset, then the
+    (started_at, pk) to page after)."""
+    clause = _task_run_filters(since=since, until=until, namespace=namespace, flow=flow, asset=asset, after_pk=after_pk)
     return f"SELECT {TASK_RUN_COLUMNS} {_TASK_RUN_FROM}{clause} ORDER BY t.started_at, t.pk LIMIT ?"
+
+
+def count_task_runs(
+    *, since: bool = False, until: bool = False, namespace: bool = False, flow: bool = False, asset: bool = False
+) -> str:
+    """How many task runs the filters select, and how many of them have ended."""
+    clause = _task_run_filters(since=since, until=until, namespace=namespace, flow=flow, asset=asset)
+    return f"SELECT count(*), count(t.ended_at) FROM task_runs t{clause}"
+
+
+def select_task_runs_by_pk(count: int) -> str:
+    return f"SELECT {TASK_RUN_COLUMNS} {_TASK_RUN_FROM} WHERE t.pk IN ({', '.join('?' * count)})"
 
 
 def select_usages_of_runs(count: int) -> str:
@@ -523,3 +601,69 @@ def select_declared_jobs(
         (flow, "flow_id = ?"),
     )
     return f"SELECT {DECLARED_JOB_COLUMNS} FROM declared_jobs{clause} ORDER BY declared_at, pk"
+
+
+# --- outbox ---------------------------------------------------------------------------------
+
+QUEUE_EVENT = (
+    "INSERT INTO outbox (kind, ref, run_key, queued_at) VALUES (?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+)
+OUTBOX_COLUMNS = "seq, kind, ref, run_key, queued_at, state, attempts, next_attempt_at, last_status, last_error"
+# the due pending rows that are first of their run key (an earlier row of the key, pending or
+# dead, holds the later ones back), in commit order
+OUTBOX_HEADS = f"""
+    SELECT {OUTBOX_COLUMNS} FROM outbox o
+    WHERE o.state = 'pending' AND o.next_attempt_at <= ?
+      AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.run_key = o.run_key AND p.seq < o.seq)
+    ORDER BY o.seq LIMIT ?
+"""
+# rows tried before and pending are first of their run key (only those are ever tried)
+OUTBOX_NEXT_RETRY = (
+    "SELECT min(next_attempt_at) FROM outbox INDEXED BY outbox_retrying WHERE state = 'pending' AND attempts > 0"
+)
+OUTBOX_DELETE = "DELETE FROM outbox WHERE seq = ?"
+OUTBOX_RETRY_LATER = (
+    "UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_status = ?, last_error = ? WHERE seq = ?"
+)
+OUTBOX_DEAD = "UPDATE outbox SET state = 'dead', attempts = ?, last_status = ?, last_error = ? WHERE seq = ?"
+OUTBOX_REQUEUE_ALL = "UPDATE outbox SET state = 'pending', next_attempt_at = 0 WHERE state = 'dead'"
+OUTBOX_COUNT_DELIVERED = """
+    INSERT INTO outbox_delivery (id, delivered, last_success_at) VALUES (1, ?, ?)
+    ON CONFLICT (id) DO UPDATE SET delivered = delivered + excluded.delivered,
+        last_success_at = excluded.last_success_at
+"""
+OUTBOX_DELIVERY = "SELECT delivered, last_success_at FROM outbox_delivery WHERE id = 1"
+OUTBOX_COUNT = "SELECT count(*) FROM outbox WHERE state = ?"
+OUTBOX_OLDEST = "SELECT queued_at FROM outbox WHERE state = 'pending' ORDER BY seq LIMIT 1"
+
+
+def select_outbox(*, state: bool = False, seqs: int = 0) -> str:
+    where = []
+    if state:
+        where.append("state = ?")
+    if seqs:
+        where.append(f"seq IN ({', '.join('?' * seqs)})")
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    return f"SELECT {OUTBOX_COLUMNS} FROM outbox{clause} ORDER BY seq LIMIT ?"
+
+
+def requeue_outbox(count: int) -> str:
+    return (
+        f"UPDATE outbox SET state = 'pending', next_attempt_at = 0 WHERE state = 'dead' "
+        f"AND seq IN ({', '.join('?' * count)})"
+    )
+
+
+def delete_outbox(count: int) -> str:
+    return f"DELETE FROM outbox WHERE seq IN ({', '.join('?' * count)})"
+
+
+# --- backfill checkpoints -------------------------------------------------------------------
+
+GET_CHECKPOINT = "SELECT filters, position, runs, events, updated_at FROM backfill_checkpoints WHERE name = ?"
+SAVE_CHECKPOINT = """
+    INSERT INTO backfill_checkpoints (name, filters, position, runs, events, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+    ON CONFLICT (name) DO UPDATE SET filters = excluded.filters, position = excluded.position, runs = excluded.runs,
+        events = excluded.events, updated_at = excluded.updated_at
+"""
+DELETE_CHECKPOINT = "DELETE FROM backfill_checkpoints WHERE name = ?"

@@ -19,6 +19,7 @@ import attrs
 
 from bridge.catalog import external, rows, sql, writes
 from bridge.catalog.external import IngestResult
+from bridge.catalog.outbox import ASSET_CHANGE, Outbox, queue_event
 from bridge.catalog.query import AssetQuery, PurgeResult
 from bridge.catalog.writes import DeclareResult, RecordResult
 from bridge.errors import BridgeError, CatalogError, NotFoundError, ValidationError
@@ -182,6 +183,8 @@ class Catalog:
             asset = attrs.evolve(current, deleted_at=now, updated_at=now)
             cur.execute(sql.UPSERT_ASSET, rows.asset_row(asset))
             cur.execute(sql.INSERT_CHANGE, (asset.id, "delete", format_time(now), rows.snapshot(asset)))
+            assert cur.lastrowid is not None
+            queue_event(cur, ASSET_CHANGE, cur.lastrowid, asset.id)
             return asset
 
     def purge(self, query: AssetQuery, *, usages: bool = False, lineage: bool = False) -> PurgeResult:
@@ -207,18 +210,31 @@ class Catalog:
             return PurgeResult(ids=tuple(ids), **counts)
 
     def iter_changes(
-        self, *, since: datetime | None = None, until: datetime | None = None, namespace: str | None = None
+        self,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        namespace: str | None = None,
+        asset: str | None = None,
+        after: tuple[str, int] | None = None,
     ) -> Iterator[AssetChange]:
+        """Asset changes in time order; ``after`` = (changed_at text, seq) starts after that change."""
         statement = sql.select_changes(
-            since=since is not None, until=until is not None, namespace=namespace is not None
+            since=since is not None,
+            until=until is not None,
+            namespace=namespace is not None,
+            asset=asset is not None,
+            after=after is not None,
         )
-        params = [format_time(t) for t in (since, until) if t is not None]
-        if namespace is not None:
-            params.append(namespace)
-        for seq, kind, changed_at, snapshot in self._conn.execute(statement, params):
-            moment = rows.read_time(changed_at)
-            assert moment is not None
-            yield AssetChange(seq=seq, kind=kind, changed_at=moment, asset=rows.from_snapshot(snapshot))
+        params: list[Any] = [format_time(t) for t in (since, until) if t is not None]
+        params += [v for v in (namespace, asset) if v is not None]
+        params += list(after or ())
+        for row in self._conn.execute(statement, params):
+            yield _change_from_row(row)
+
+    def get_change(self, seq: int) -> AssetChange | None:
+        row = self._conn.execute(sql.GET_CHANGE, (seq,)).fetchone()
+        return _change_from_row(row) if row else None
 
     # --- task runs -------------------------------------------------------------------------
 
@@ -233,6 +249,20 @@ class Catalog:
     def count_task_runs(self) -> int:
         return int(self._conn.execute(sql.COUNT_TASK_RUNS).fetchone()[0])
 
+    def count_task_runs_matching(
+        self,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        namespace: str | None = None,
+        flow: str | None = None,
+        asset: str | None = None,
+    ) -> tuple[int, int]:
+        """How many task runs the filters select, and how many of those have ended."""
+        filters, params = _run_filters(since, until, namespace, flow, asset)
+        total, ended = self._conn.execute(sql.count_task_runs(**filters), params).fetchone()
+        return int(total), int(ended)
+
     def iter_task_runs(
         self,
         *,
@@ -240,22 +270,15 @@ class Catalog:
         until: datetime | None = None,
         namespace: str | None = None,
         flow: str | None = None,
+        asset: str | None = None,
+        after: tuple[str, int] | None = None,
         page_size: int = 1000,
     ) -> Iterator[StoredTaskRun]:
-        """Task runs in start order, read a page at a time (memory stays flat)."""
-        statement = sql.select_task_runs(
-            since=since is not None, until=until is not None, namespace=namespace is not None, flow=flow is not None
-        )
-        paged = sql.select_task_runs(
-            since=since is not None,
-            until=until is not None,
-            namespace=namespace is not None,
-            flow=flow is not None,
-            after_pk=True,
-        )
-        base: list[Any] = [format_time(t) for t in (since, until) if t is not None]
-        base += [v for v in (namespace, flow) if v is not None]
-        after: tuple[str, int] | None = None
+        """Task runs in start order, read a page at a time (memory stays flat). ``asset`` keeps
+        the runs that read or wrote it; ``after`` = (started_at text, pk) starts after that run."""
+        filters, base = _run_filters(since, until, namespace, flow, asset)
+        statement = sql.select_task_runs(**filters)
+        paged = sql.select_task_runs(**filters, after_pk=True)
         while True:
             if after is None:
                 page = self._conn.execute(statement, [*base, page_size]).fetchall()
@@ -263,21 +286,29 @@ class Catalog:
                 page = self._conn.execute(paged, [*base, *after, page_size]).fetchall()
             if not page:
                 return
-            usages: dict[int, list[StoredUsage]] = {}
-            pks = [r[0] for r in page]
-            for pk, asset_id, direction, position, stats in self._conn.execute(
-                sql.select_usages_of_runs(len(pks)), pks
-            ):
-                usages.setdefault(pk, []).append(
-                    StoredUsage(
-                        asset_id, direction, position, Statistics(**json.loads(stats)) if stats else Statistics()
-                    )
-                )
-            for row in page:
-                yield rows.task_run_from_row(row, usages.get(row[0], []))
+            yield from self._with_usages(page)
             after = (page[-1][7], page[-1][0])
             if len(page) < page_size:
                 return
+
+    def task_runs_by_pk(self, pks: Sequence[int]) -> dict[int, StoredTaskRun]:
+        """The task runs with these pks (the ones that exist), with their usages."""
+        found: dict[int, StoredTaskRun] = {}
+        for start in range(0, len(pks), 400):
+            chunk = list(pks[start : start + 400])
+            page = self._conn.execute(sql.select_task_runs_by_pk(len(chunk)), chunk).fetchall()
+            found.update((run.pk, run) for run in self._with_usages(page))
+        return found
+
+    def _with_usages(self, page: list[Any]) -> Iterator[StoredTaskRun]:
+        usages: dict[int, list[StoredUsage]] = {}
+        pks = [r[0] for r in page]
+        for pk, asset_id, direction, position, stats in self._conn.execute(sql.select_usages_of_runs(len(pks)), pks):
+            usages.setdefault(pk, []).append(
+                StoredUsage(asset_id, direction, position, Statistics(**json.loads(stats)) if stats else Statistics())
+            )
+        for row in page:
+            yield rows.task_run_from_row(row, usages.get(row[0], []))
 
     def usages_of(self, asset_id: str) -> list[dict[str, Any]]:
         """Every read and write of an asset: direction, time and the task run's key."""
@@ -401,6 +432,39 @@ class Catalog:
         for row in self._conn.execute(statement, params):
             yield rows.declared_job_from_row(row)
 
+    # --- delivery --------------------------------------------------------------------------
+
+    @property
+    def outbox(self) -> Outbox:
+        """The events queued for delivery (see :mod:`bridge.catalog.outbox`)."""
+        return Outbox(self._conn, self.transaction)
+
+    def get_checkpoint(self, name: str) -> Checkpoint | None:
+        row = self._conn.execute(sql.GET_CHECKPOINT, (name,)).fetchone()
+        if row is None:
+            return None
+        filters, position, runs, events, updated_at = row
+        time, order, ref = json.loads(position)
+        return Checkpoint(name, json.loads(filters), (time, order, ref), runs, events, updated_at)
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        with self.transaction() as cur:
+            cur.execute(
+                sql.SAVE_CHECKPOINT,
+                (
+                    checkpoint.name,
+                    rows.dumps(checkpoint.filters),
+                    rows.dumps(list(checkpoint.position)),
+                    checkpoint.runs,
+                    checkpoint.events,
+                    checkpoint.updated_at,
+                ),
+            )
+
+    def delete_checkpoint(self, name: str) -> None:
+        with self.transaction() as cur:
+            cur.execute(sql.DELETE_CHECKPOINT, (name,))
+
     # --- lineage ---------------------------------------------------------------------------
 
     def lineage(self, asset_id: str, *, direction: str = "both", depth: int = 5) -> LineageGraph:
@@ -424,4 +488,34 @@ class Catalog:
         return LineageGraph(asset_id, direction, depth, tuple(edges), assets)
 
 
-__all__ = ["Catalog", "DeclareResult", "IngestResult", "LineageEdge", "LineageGraph", "RecordResult"]
+@attrs.frozen
+class Checkpoint:
+    """Where a backfill stopped: ``position`` is the last item it delivered whole, as
+    (time, 0 for an asset change or 1 for a task run, its seq or pk)."""
+
+    name: str
+    filters: dict[str, Any]
+    position: tuple[str, int, int]
+    runs: int
+    events: int
+    updated_at: str
+
+
+def _run_filters(
+    since: datetime | None, until: datetime | None, namespace: str | None, flow: str | None, asset: str | None
+) -> tuple[dict[str, bool], list[Any]]:
+    """The task-run filters given, for :mod:`sql`, and their placeholders' values in order."""
+    given = {"since": since, "until": until, "namespace": namespace, "flow": flow, "asset": asset}
+    params: list[Any] = [format_time(t) for t in (since, until) if t is not None]
+    params += [v for v in (namespace, flow, asset) if v is not None]
+    return {name: value is not None for name, value in given.items()}, params
+
+
+def _change_from_row(row: Sequence[Any]) -> AssetChange:
+    seq, kind, changed_at, snapshot = row
+    moment = rows.read_time(changed_at)
+    assert moment is not None
+    return AssetChange(seq=seq, kind=kind, changed_at=moment, asset=rows.from_snapshot(snapshot))
+
+
+__all__ = ["Catalog", "Checkpoint", "DeclareResult", "IngestResult", "LineageEdge", "LineageGraph", "RecordResult"]

@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from bridge.catalog import sql
+from bridge.catalog.outbox import ASSET_CHANGE, RUN_END, RUN_START, queue_event
 from bridge.catalog.rows import asset_from_row, asset_row, declared_job_json, dumps, snapshot, statistics_json
 from bridge.errors import CatalogError, ValidationError
 from bridge.model import (
@@ -126,6 +127,8 @@ def set_asset(cur: sqlite3.Cursor, decl: AssetDeclaration, *, now: datetime, all
         return current
     cur.execute(sql.UPSERT_ASSET, asset_row(asset))
     cur.execute(sql.INSERT_CHANGE, (asset.id, "update", format_time(now), snapshot(asset)))
+    assert cur.lastrowid is not None
+    queue_event(cur, ASSET_CHANGE, cur.lastrowid, asset.id)
     return asset
 
 
@@ -275,6 +278,14 @@ def write_task_run(cur: sqlite3.Cursor, run: TaskRun) -> RecordResult:
         for up in inputs:
             if up != down:
                 cur.execute(sql.INSERT_LINEAGE, (up, down, pk))
+    assert pk is not None
+    ended = run.ended_at is not None and state.run_event_type != "START"
+    if status == "created":
+        queue_event(cur, RUN_START, pk)
+    if ended:
+        queue_event(cur, RUN_END, pk)
+    elif status == "updated":  # still running, with new content: its START again
+        queue_event(cur, RUN_START, pk)
     return RecordResult(status, state, tuple(warnings), tuple(placeholders), tuple(written))
 
 

@@ -95,9 +95,9 @@ def cli(ctx: click.Context, catalog_path: Path | None, config_path: Path | None)
 
 
 def register() -> None:
-    from bridge.cli import assets, basics, dbt, export, kestra, lineage, metaflow, prefect, receive
+    from bridge.cli import assets, basics, dbt, export, kestra, lineage, metaflow, prefect, receive, stream
 
-    for module in (basics, assets, dbt, export, lineage, receive, kestra, metaflow, prefect):
+    for module in (basics, assets, dbt, export, lineage, receive, stream, kestra, metaflow, prefect):
         module.register(cli)
 
 

@@ -1,0 +1,193 @@
+"""The outbox: the catalog's changes that have OpenLineage meaning, queued for delivery.
+
+Rows are queued in the same transaction as the change they stand for, by the writes themselves
+(:func:`queue_event`), so every way into the catalog (the CLI, the Python API, the adapters)
+fills the same outbox. A row is a reference, not an event: ``kind`` and ``ref`` point at the
+stored record (a task run's pk for ``run-start`` / ``run-end``, an asset change's seq for
+``asset-change``) and the worker renders the event when it delivers it, with the naming rules it
+is configured with. ``run_key`` orders delivery: a row waits until every earlier row of its key
+is delivered (or dropped), so a run's end never goes before its START.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+import attrs
+
+from bridge.catalog import sql
+
+RUN_START = "run-start"
+RUN_END = "run-end"
+ASSET_CHANGE = "asset-change"
+KINDS = (RUN_START, RUN_END, ASSET_CHANGE)  # a "job" kind (declared flows) can join them
+
+PENDING = "pending"
+DEAD = "dead"
+ERROR_TEXT_MAX = 2000  # response bodies and errors kept on a row are cut to this
+
+
+def run_key_of_task_run(pk: int) -> str:
+    return f"run:{pk}"
+
+
+def queue_event(cur: sqlite3.Cursor, kind: str, ref: int, asset_id: str | None = None) -> None:
+    """Queue one event inside the caller's transaction: a task run's (``ref`` its pk) or an asset
+    change's (``ref`` its seq, ``asset_id`` its asset, whose changes go out in order)."""
+    assert kind in KINDS, kind
+    key = f"asset:{asset_id}" if asset_id is not None else run_key_of_task_run(ref)
+    cur.execute(sql.QUEUE_EVENT, (kind, ref, key))
+
+
+@attrs.frozen
+class OutboxItem:
+    seq: int
+    kind: str
+    ref: int
+    run_key: str
+    queued_at: str
+    state: str
+    attempts: int
+    next_attempt_at: float
+    last_status: int | None
+    last_error: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class OutboxStatus:
+    pending: int
+    dead: int
+    oldest_pending: str | None  # when the oldest pending event was queued
+    delivered: int  # events delivered since the catalog was made
+    last_success: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class Delivered:
+    seq: int
+
+
+@attrs.frozen
+class RetryLater:
+    seq: int
+    attempts: int
+    at: float  # seconds since the epoch
+    status: int | None
+    error: str
+
+
+@attrs.frozen
+class Dead:
+    seq: int
+    attempts: int
+    status: int | None
+    error: str
+
+
+Result = Delivered | RetryLater | Dead
+
+
+class Outbox:
+    """The outbox of one catalog (``catalog.outbox``)."""
+
+    def __init__(
+        self, conn: sqlite3.Connection, transaction: Callable[[], AbstractContextManager[sqlite3.Cursor]]
+    ) -> None:
+        self._conn = conn
+        self._transaction = transaction
+
+    def heads(self, now: float, limit: int) -> list[OutboxItem]:
+        """Pending rows due at ``now`` that no earlier row of their run key holds back, in commit
+        order: at most one per run key."""
+        return self._items(self._conn.execute(sql.OUTBOX_HEADS, (now, limit)))
+
+    def next_retry_at(self) -> float | None:
+        """When the first row waiting for a retry is due (None when none waits)."""
+        found = self._conn.execute(sql.OUTBOX_NEXT_RETRY).fetchone()[0]
+        return float(found) if found is not None else None
+
+    def settle(self, results: Iterable[Result], *, success_at: str) -> None:
+        """Apply what delivery did, in one transaction: delivered rows go, the others wait for
+        a retry or become dead letters."""
+        delivered = 0
+        with self._transaction() as cur:
+            for result in results:
+                match result:
+                    case Delivered(seq):
+                        cur.execute(sql.OUTBOX_DELETE, (seq,))
+                        delivered += 1
+                    case RetryLater(seq, attempts, at, status, error):
+                        cur.execute(sql.OUTBOX_RETRY_LATER, (attempts, at, status, error[:ERROR_TEXT_MAX], seq))
+                    case Dead(seq, attempts, status, error):
+                        cur.execute(sql.OUTBOX_DEAD, (attempts, status, error[:ERROR_TEXT_MAX], seq))
+            if delivered:
+                cur.execute(sql.OUTBOX_COUNT_DELIVERED, (delivered, success_at))
+
+    def items(self, *, dead: bool = False, limit: int = 1000) -> list[OutboxItem]:
+        if dead:
+            return self._items(self._conn.execute(sql.select_outbox(state=True), (DEAD, limit)))
+        return self._items(self._conn.execute(sql.select_outbox(), (limit,)))
+
+    def get(self, seqs: Sequence[int]) -> list[OutboxItem]:
+        found: list[OutboxItem] = []
+        for chunk in _chunks(seqs):
+            found += self._items(self._conn.execute(sql.select_outbox(seqs=len(chunk)), [*chunk, len(chunk)]))
+        return found
+
+    def retry(self, seqs: Sequence[int] | None = None) -> int:
+        """Queue dead letters again (all of them with ``None``); returns how many."""
+        with self._transaction() as cur:
+            if seqs is None:
+                return cur.execute(sql.OUTBOX_REQUEUE_ALL).rowcount
+            return sum(cur.execute(sql.requeue_outbox(len(c)), c).rowcount for c in _chunks(seqs))
+
+    def drop(self, seqs: Sequence[int]) -> int:
+        """Remove rows (dead letters or pending) for good; returns how many."""
+        with self._transaction() as cur:
+            return sum(cur.execute(sql.delete_outbox(len(c)), c).rowcount for c in _chunks(seqs))
+
+    def status(self) -> OutboxStatus:
+        pending = self._conn.execute(sql.OUTBOX_COUNT, (PENDING,)).fetchone()[0]
+        dead = self._conn.execute(sql.OUTBOX_COUNT, (DEAD,)).fetchone()[0]
+        oldest = self._conn.execute(sql.OUTBOX_OLDEST).fetchone()
+        delivery = self._conn.execute(sql.OUTBOX_DELIVERY).fetchone()
+        return OutboxStatus(
+            pending=pending,
+            dead=dead,
+            oldest_pending=oldest[0] if oldest else None,
+            delivered=delivery[0] if delivery else 0,
+            last_success=delivery[1] if delivery else None,
+        )
+
+    @staticmethod
+    def _items(rows: Iterator[Any]) -> list[OutboxItem]:
+        return [OutboxItem(*row) for row in rows]
+
+
+def _chunks(values: Sequence[int], size: int = 400) -> Iterator[list[int]]:
+    for start in range(0, len(values), size):
+        yield list(values[start : start + size])
+
+
+__all__ = [
+    "ASSET_CHANGE",
+    "KINDS",
+    "RUN_END",
+    "RUN_START",
+    "Dead",
+    "Delivered",
+    "Outbox",
+    "OutboxItem",
+    "OutboxStatus",
+    "RetryLater",
+    "queue_event",
+]

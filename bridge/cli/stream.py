@@ -1,0 +1,295 @@
+"""``stream``, ``backfill``, ``outbox`` and ``status``: delivery to an OpenLineage backend."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from bridge.cli.output import print_json, say
+from bridge.delivery.backfill import Backfill, BackfillFilter
+from bridge.delivery.config import sender_for
+from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.retry import RateLimiter, RetryPolicy
+from bridge.delivery.worker import StreamStats, StreamWorker
+from bridge.model import check_namespace, parse_time
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGTERM or SIGINT (Ctrl-C): the work in flight finishes, then the command
+    stops and exits 0."""
+    stop = threading.Event()
+    previous = {}
+
+    def handler(signum: int, frame: object) -> None:
+        say(f"{signal.Signals(signum).name}: stopping after the requests in flight")
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        previous[signum] = signal.signal(signum, handler)
+    try:
+        yield stop
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def delivery_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of every command that delivers: target, concurrency, batching, retries."""
+    options = [
+        click.option(
+            "--url",
+            help="The OpenLineage backend (events go to <url>/api/v1/lineage[/batch]); without it, the "
+            "OpenLineage client's configuration: openlineage.yml, OPENLINEAGE_CONFIG, OPENLINEAGE_URL, "
+            "OPENLINEAGE__TRANSPORT__*.",
+        ),
+        click.option("--api-key", help="Bearer token for --url [default: env OPENLINEAGE_API_KEY]."),
+        click.option("--timeout", type=click.FloatRange(min=0.001), help="Seconds per HTTP request [default: 5]."),
+        click.option(
+            "--concurrency", type=click.IntRange(min=1), default=4, show_default=True, help="Requests in flight."
+        ),
+        click.option(
+            "--batch-size", type=click.IntRange(min=1), default=200, show_default=True, help="Events per request."
+        ),
+        click.option("--no-batch", is_flag=True, help="Never try POST /api/v1/lineage/batch; one event a request."),
+        click.option(
+            "--backoff", type=click.FloatRange(min=0), default=0.5, show_default=True, help="First retry delay (s)."
+        ),
+        click.option(
+            "--max-backoff", type=click.FloatRange(min=0), default=60.0, show_default=True, help="Longest delay (s)."
+        ),
+        click.option(
+            "--max-attempts",
+            type=click.IntRange(min=0),
+            default=0,
+            show_default=True,
+            help="Give an event up (dead letter) after this many attempts; 0 retries for as long as it takes.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _dispatcher(flags: dict[str, Any], rate: float | None = None, stop: threading.Event | None = None) -> Dispatcher:
+    sender = sender_for(flags["url"], api_key=flags["api_key"], timeout=flags["timeout"], batch=not flags["no_batch"])
+    limiter = None
+    if rate is not None:
+        wait = stop.wait if stop is not None else time.sleep
+        limiter = RateLimiter(rate, time.monotonic, wait)
+    return Dispatcher(sender, concurrency=flags["concurrency"], batch_size=flags["batch_size"], limiter=limiter)
+
+
+def _policy(flags: dict[str, Any]) -> RetryPolicy:
+    return RetryPolicy(base=flags["backoff"], cap=flags["max_backoff"], max_attempts=flags["max_attempts"])
+
+
+def _rate(text: str | None) -> float | None:
+    if text is None:
+        return None
+    number = text.strip().removesuffix("/s")
+    try:
+        value = float(number)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a rate such as 500/s", param_hint="--rate") from None
+    if value <= 0:
+        raise click.BadParameter("the rate must be above 0", param_hint="--rate")
+    return value
+
+
+def _stream_message(stats: StreamStats) -> str:
+    return (
+        f"delivered {stats.delivered} event(s) in {stats.rounds} round(s); {stats.retried} retry(ies), "
+        f"{stats.dead} dead letter(s)"
+    )
+
+
+def register(cli: click.Group) -> None:
+    @cli.command()
+    @delivery_options
+    @click.option("--once", is_flag=True, help="Deliver what can be delivered, then exit (retries included).")
+    @click.option(
+        "--poll", type=click.FloatRange(min=0.01), default=1.0, show_default=True, help="Seconds between looks."
+    )
+    @click.option("--json", "as_json", is_flag=True, help="Print the delivery counts as JSON at the end.")
+    @click.pass_obj
+    def stream(app: Any, /, once: bool, poll: float, as_json: bool, **flags: Any) -> None:
+        """Deliver the catalog's outbox to an OpenLineage backend, as runs happen.
+
+        Every task run start and end, asset update and delete recorded in the catalog (by any
+        command, adapter or the Python API) is queued in its outbox in the same transaction.
+        This worker sends them in order per run, retries with backoff, keeps refused events as
+        dead letters (olbridge outbox list --dead), and stops cleanly on SIGTERM or Ctrl-C."""
+        catalog = app.catalog()
+        with stop_on_signals() as stop:
+            dispatcher = _dispatcher(flags, stop=stop)
+            say(f"streaming the outbox of {app.catalog_path} to {dispatcher.sender.target}")
+            worker = StreamWorker(catalog, app.converter(), dispatcher, policy=_policy(flags), stop=stop, poll=poll)
+            try:
+                stats = worker.run(once=once)
+            finally:
+                dispatcher.close()
+        if as_json:
+            print_json(stats.as_json())
+        say(_stream_message(stats))
+
+    @cli.command()
+    @delivery_options
+    @click.option("--since", help="Only history from this time (ISO 8601; a date or a time without offset is UTC).")
+    @click.option("--until", help="Only history before this time.")
+    @click.option("--namespace", help="Only this flow namespace (and asset changes in this namespace).")
+    @click.option("--flow", help="Only this flow id (asset changes belong to no flow and are left out).")
+    @click.option("--asset", help="Only the task runs that read or wrote this asset id, and its changes.")
+    @click.option("--dry-run", is_flag=True, help="Count and validate the events; send nothing.")
+    @click.option("--rate", help="At most this many events a second, e.g. 500/s.")
+    @click.option("--checkpoint", help="Name of the checkpoint to resume from and keep [default: the target].")
+    @click.option("--no-resume", is_flag=True, help="Start from the beginning (the checkpoint starts over).")
+    @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+    @click.pass_obj
+    def backfill(
+        app: Any,
+        /,
+        since: str | None,
+        until: str | None,
+        namespace: str | None,
+        flow: str | None,
+        asset: str | None,
+        dry_run: bool,
+        rate: str | None,
+        checkpoint: str | None,
+        no_resume: bool,
+        as_json: bool,
+        **flags: Any,
+    ) -> None:
+        """Replay the catalog's history to an OpenLineage backend: task runs by start time (each
+        run's START, then its end) with the asset changes in between, resuming where an
+        interrupted backfill stopped."""
+        filters = BackfillFilter(
+            since=parse_time(since, "--since", assume_utc=True) if since else None,
+            until=parse_time(until, "--until", assume_utc=True) if until else None,
+            namespace=check_namespace(namespace, "--namespace"),
+            flow=flow,
+            asset=asset,
+        )
+        catalog = app.catalog()
+        runs, ended = catalog.count_task_runs_matching(
+            since=filters.since, until=filters.until, namespace=filters.namespace, flow=flow, asset=asset
+        )
+        with stop_on_signals() as stop:
+            dispatcher = None if dry_run else _dispatcher(flags, _rate(rate), stop)
+            name = None if dry_run else (checkpoint or (dispatcher.sender.target if dispatcher else None))
+            job = Backfill(
+                catalog,
+                app.converter(),
+                dispatcher,
+                filters=filters,
+                checkpoint=name,
+                resume=not no_resume,
+                policy=_policy(flags),
+                stop=stop,
+            )
+            saved = job.start_position()
+            began = time.monotonic()
+            done = [saved.events if saved else 0]
+
+            def show(_: object) -> str:
+                elapsed = time.monotonic() - began
+                return f"{done[0] / elapsed:,.0f} events/s" if elapsed > 0 else ""
+
+            target = "dry run" if dry_run else f"to {name}"
+            with click.progressbar(
+                length=runs + ended, label=f"backfill {target}", file=sys.stderr, show_eta=True, item_show_func=show
+            ) as bar:
+                bar.update(done[0])
+
+                def progress(count: int) -> None:
+                    done[0] += count
+                    bar.update(count, done[0])
+
+                job.progress = progress
+                try:
+                    summary = job.run()
+                finally:
+                    if dispatcher is not None:
+                        dispatcher.close()
+        if as_json:
+            print_json(summary.as_json())
+        verb = "checked" if dry_run else "delivered"
+        extra = f", {summary.invalid} invalid" if dry_run else f", {summary.rejected} refused"
+        state = "" if summary.complete else " (stopped; run it again to resume)"
+        say(
+            f"backfill {verb} {summary.events} event(s) of {summary.runs} task run(s) and {summary.changes} "
+            f"asset change(s) in {summary.seconds:.1f}s{extra}{state}"
+        )
+        for problem in summary.problems if not as_json else []:
+            said = problem.get("detail") or "; ".join(problem.get("problems", []))
+            say(f"  {problem['event']}: {problem.get('status') or ''} {said}")
+        if summary.rejected or summary.invalid:
+            raise SystemExit(1)
+
+    @cli.group()
+    def outbox() -> None:
+        """The events queued for olbridge stream: list, retry and drop them."""
+
+    @outbox.command("list")
+    @click.option("--dead", is_flag=True, help="Only the dead letters (events the backend refused).")
+    @click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="At most this many.")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    @click.pass_obj
+    def outbox_list(app: Any, dead: bool, limit: int, as_json: bool) -> None:
+        """The outbox's rows in queue order: id, kind, the record it refers to, state, attempts,
+        and for dead letters the backend's status and answer."""
+        items = app.catalog().outbox.items(dead=dead, limit=limit)
+        if as_json:
+            print_json([item.as_json() for item in items])
+            return
+        for item in items:
+            status = f" HTTP {item.last_status}" if item.last_status else ""
+            error = f" {item.last_error[:160]}" if item.last_error else ""
+            click.echo(
+                f"{item.seq}\t{item.kind}\t{item.ref}\t{item.state}\tattempts={item.attempts}\t"
+                f"queued {item.queued_at}{status}{error}"
+            )
+        say(f"{len(items)} row(s)")
+
+    @outbox.command("retry")
+    @click.argument("ids", nargs=-1, type=int)
+    @click.option("--all", "every", is_flag=True, help="Every dead letter.")
+    @click.pass_obj
+    def outbox_retry(app: Any, ids: tuple[int, ...], every: bool) -> None:
+        """Queue dead letters again (by id, or --all); olbridge stream sends them next."""
+        if bool(ids) == every:
+            raise click.UsageError("give dead-letter ids or --all (not both)")
+        count = app.catalog().outbox.retry(None if every else list(ids))
+        say(f"queued {count} dead letter(s) again")
+
+    @outbox.command("drop")
+    @click.argument("ids", nargs=-1, type=int, required=True)
+    @click.pass_obj
+    def outbox_drop(app: Any, ids: tuple[int, ...]) -> None:
+        """Remove rows from the outbox for good (their events are not sent). Dropping a run's
+        refused START lets its end go."""
+        count = app.catalog().outbox.drop(list(ids))
+        say(f"dropped {count} row(s)")
+
+    @cli.command()
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    @click.pass_obj
+    def status(app: Any, as_json: bool) -> None:
+        """The outbox: depth, oldest pending event, dead letters, last success."""
+        state = app.catalog().outbox.status()
+        if as_json:
+            print_json(state.as_json())
+            return
+        click.echo(f"pending: {state.pending}")
+        click.echo(f"oldest pending: {state.oldest_pending or '-'}")
+        click.echo(f"dead letters: {state.dead}")
+        click.echo(f"delivered: {state.delivered}")
+        click.echo(f"last success: {state.last_success or '-'}")

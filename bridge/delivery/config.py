@@ -1,0 +1,102 @@
+"""Which sender ``olbridge stream`` and ``olbridge backfill`` use.
+
+With ``--url``, olbridge's HTTP sender to that backend. Without it, the configuration the
+OpenLineage client reads, found and merged by openlineage-python itself: ``$OPENLINEAGE_CONFIG``
+or ``./openlineage.yml`` (or ``~/.openlineage/openlineage.yml``), then ``OPENLINEAGE__TRANSPORT__*``
+variables, then ``OPENLINEAGE_URL`` / ``OPENLINEAGE_ENDPOINT`` / ``OPENLINEAGE_API_KEY``. An
+``http`` transport is delivered by olbridge's HTTP sender with its url, endpoint, auth, headers,
+timeout and TLS settings; any other type (kafka, file, console, composite, ...) by the transport
+openlineage-python builds. Unlike the client, no configuration at all is an error, not the
+console: a worker that prints its outbox away would lose it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from bridge.delivery.senders import HttpSender, Sender, TransportSender
+from bridge.errors import ConfigError
+
+
+def sender_for(
+    url: str | None,
+    *,
+    api_key: str | None = None,
+    timeout: float | None = None,
+    batch: bool = True,
+    environ: Mapping[str, str] = os.environ,
+) -> Sender:
+    """The sender for ``--url`` (with ``--api-key``), else for the OpenLineage configuration."""
+    if url:
+        key = api_key or environ.get("OPENLINEAGE_API_KEY")
+        return HttpSender(url, api_key=key, timeout=timeout or 5.0, batch=batch)
+    if environ.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true":
+        raise ConfigError("OPENLINEAGE_DISABLED is true: nothing would be delivered (unset it, or give --url)")
+    transport = openlineage_transport_config()
+    if transport and transport.get("type"):
+        if transport["type"] == "http":
+            return _http_sender(transport, timeout=timeout, batch=batch, api_key=api_key)
+        from openlineage.client.transport import get_default_factory
+
+        try:
+            return TransportSender(get_default_factory().create(transport))
+        except Exception as exc:  # whatever openlineage-python says of its own configuration
+            raise ConfigError(f"cannot set up the {transport['type']!r} OpenLineage transport: {exc}") from exc
+    if environ.get("OPENLINEAGE_URL"):
+        return HttpSender(
+            environ["OPENLINEAGE_URL"],
+            endpoint=environ.get("OPENLINEAGE_ENDPOINT", "api/v1/lineage"),
+            api_key=api_key or environ.get("OPENLINEAGE_API_KEY"),
+            timeout=timeout or 5.0,
+            batch=batch,
+        )
+    raise ConfigError(
+        "no OpenLineage backend configured: give --url, set OPENLINEAGE_URL, or write an openlineage.yml "
+        "(or OPENLINEAGE__TRANSPORT__* variables)"
+    )
+
+
+def openlineage_transport_config() -> dict[str, Any]:
+    """The ``transport`` section as the OpenLineage client merges it (file, then variables)."""
+    from openlineage.client.client import OpenLineageClient
+    from openlineage.client.utils import deep_merge_dicts
+
+    merged: dict[str, Any] = {}
+    path = OpenLineageClient._find_yaml_config_path()
+    if path:
+        merged = OpenLineageClient._get_config_file_content(path)
+    from_env = OpenLineageClient._load_config_from_env_variables()
+    if from_env:
+        merged = deep_merge_dicts(from_env, merged)
+    transport = merged.get("transport")
+    if transport is not None and not isinstance(transport, dict):
+        raise ConfigError(f"the OpenLineage configuration's transport must be a mapping, not {transport!r}")
+    return transport or {}
+
+
+def _http_sender(config: dict[str, Any], *, timeout: float | None, batch: bool, api_key: str | None) -> HttpSender:
+    from openlineage.client.transport.http import HttpConfig
+
+    try:
+        http = HttpConfig.from_dict(config)
+    except Exception as exc:  # openlineage-python's own checks of its http settings
+        raise ConfigError(f"the OpenLineage http transport configuration is wrong: {exc}") from exc
+    headers = {}
+    bearer = http.auth.get_bearer()
+    if bearer:
+        headers["Authorization"] = bearer
+    headers.update(http.custom_headers)
+    verify: bool | str = http.verify
+    if http.ssl_context and http.ssl_context.ca_cert_path:
+        verify = http.ssl_context.ca_cert_path
+    return HttpSender(
+        http.url,
+        endpoint=http.endpoint,
+        headers=headers,
+        api_key=api_key,
+        timeout=timeout or http.timeout,
+        verify=verify,
+        batch=batch,
+    )

@@ -1,0 +1,64 @@
+"""When to try again: exponential backoff with jitter, ``Retry-After``, and a rate limit."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+from email.utils import parsedate_to_datetime
+
+import attrs
+
+
+@attrs.frozen
+class RetryPolicy:
+    """Backoff ``base * 2**(attempt-1)`` seconds, at most ``cap``, times a jitter factor drawn
+    from [0.5, 1); a ``Retry-After`` the backend sent wins (up to ``cap``). ``max_attempts`` 0
+    means retry for as long as it takes."""
+
+    base: float = 0.5
+    cap: float = 60.0
+    max_attempts: int = 0
+    jitter: Callable[[], float] = attrs.field(default=random.random, eq=False)
+
+    def delay(self, attempts: int, retry_after: float | None = None) -> float:
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.cap)
+        backoff = min(self.cap, self.base * 2.0 ** min(max(attempts - 1, 0), 60))
+        return backoff * (0.5 + self.jitter() / 2)
+
+    def gives_up(self, attempts: int) -> bool:
+        return self.max_attempts > 0 and attempts >= self.max_attempts
+
+
+def parse_retry_after(value: str | None, now: float) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delay-seconds or an HTTP date."""
+    if not value:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        moment = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    return max(moment.timestamp() - now, 0.0)
+
+
+class RateLimiter:
+    """At most ``rate`` events a second, shared by the sending threads."""
+
+    def __init__(self, rate: float, clock: Callable[[], float], sleep: Callable[[float], object]) -> None:
+        self.rate = rate
+        self.clock = clock
+        self.sleep = sleep
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def acquire(self, events: int) -> None:
+        with self._lock:
+            now = self.clock()
+            start = max(now, self._next)
+            self._next = start + events / self.rate
+        if start > now:
+            self.sleep(start - now)

@@ -1,0 +1,233 @@
+"""Senders: where the stream worker and the backfill deliver events, and what each event's
+delivery came to.
+
+:class:`HttpSender` is olbridge's own HTTP path: one keep-alive ``requests.Session`` per sending
+thread, ``POST <url>/api/v1/lineage/batch`` with per-event results when the backend has it, one
+``POST <url>/api/v1/lineage`` per event when it answers the batch with 404 / 405 / 501 (Marquez),
+remembered for the rest of the run. :class:`TransportSender` hands events to one of
+openlineage-python's transports (kafka, file, console, composite).
+
+Every event gets an :class:`Outcome`: delivered on 2xx; retried on connection errors, timeouts,
+408, 429 and 5xx (with the ``Retry-After`` the backend sent); refused for good on any other 4xx
+and on a 500 whose body says ``"code":400`` (Marquez's answer to JSON it cannot read).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import attrs
+import requests
+
+from bridge.delivery.retry import parse_retry_after
+from bridge.errors import ConfigError
+
+BODY_MAX = 2000
+FALLBACK_STATUSES = (404, 405, 501)  # the backend has no batch endpoint
+
+
+@attrs.frozen
+class Outcome:
+    """What became of one event: ``ok``, or ``retry`` (after ``retry_after`` seconds when the
+    backend said), or refused (neither)."""
+
+    ok: bool
+    retry: bool = False
+    retry_after: float | None = None
+    status: int | None = None
+    detail: str = ""  # the response body or the error, truncated
+
+    @property
+    def refused(self) -> bool:
+        return not self.ok and not self.retry
+
+
+DELIVERED = Outcome(ok=True)
+
+
+def classify(status: int, body: str, headers: Mapping[str, str], now: float) -> Outcome:
+    """The outcome an HTTP answer to one event means."""
+    if 200 <= status < 300:
+        return Outcome(ok=True, status=status)
+    detail = body.strip()[:BODY_MAX]
+    if status == 500 and _says_code_400(body):
+        return Outcome(ok=False, status=status, detail=detail)
+    if status in (408, 429) or status >= 500:
+        after = parse_retry_after(headers.get("Retry-After"), now)
+        return Outcome(ok=False, retry=True, retry_after=after, status=status, detail=detail)
+    return Outcome(ok=False, status=status, detail=detail)
+
+
+def _says_code_400(body: str) -> bool:
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(parsed, dict) and parsed.get("code") == 400
+
+
+class Sender(Protocol):
+    """Delivers events (serialized, one JSON text each) and says what became of each."""
+
+    target: str
+    max_concurrency: int  # how many threads may call send at once
+
+    def send(self, lines: Sequence[str]) -> list[Outcome]: ...
+
+    def close(self) -> None: ...
+
+
+class HttpSender:
+    """An OpenLineage HTTP backend (Marquez or any other)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        endpoint: str = "api/v1/lineage",
+        headers: Mapping[str, str] | None = None,
+        api_key: str | None = None,
+        timeout: float = 5.0,
+        verify: bool | str = True,
+        batch: bool = True,
+        clock: Callable[[], float] = time.time,
+        session_factory: Callable[[], requests.Session] = requests.Session,
+    ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"the OpenLineage URL must be an http:// or https:// URL, not {url!r}")
+        self.url = f"{url.rstrip('/')}/{endpoint.strip('/')}"
+        self.batch_url = f"{self.url}/batch"
+        self.target = url
+        self.max_concurrency = 64
+        self.timeout = timeout
+        self.verify = verify
+        self.clock = clock
+        self.headers = {"Content-Type": "application/json", **(headers or {})}
+        if api_key:
+            self.headers["Authorization"] = f"Bearer {api_key}"
+        self.batch = batch  # False once the backend said it has no batch endpoint
+        self._session_factory = session_factory
+        self._local = threading.local()
+        self._sessions: list[requests.Session] = []
+        self._lock = threading.Lock()
+        self.requests = 0
+
+    def _session(self) -> requests.Session:
+        session: requests.Session | None = getattr(self._local, "session", None)
+        if session is None:
+            session = self._session_factory()
+            self._local.session = session
+            with self._lock:
+                self._sessions.append(session)
+        return session
+
+    def _post(self, url: str, body: str) -> requests.Response:
+        with self._lock:
+            self.requests += 1
+        return self._session().post(
+            url, data=body.encode("utf-8"), headers=self.headers, timeout=self.timeout, verify=self.verify
+        )
+
+    def send(self, lines: Sequence[str]) -> list[Outcome]:
+        if self.batch and len(lines) > 1:
+            outcomes = self._send_batch(lines)
+            if outcomes is not None:
+                return outcomes
+        return [self.send_one(line) for line in lines]
+
+    def send_one(self, line: str) -> Outcome:
+        try:
+            response = self._post(self.url, line)
+        except requests.RequestException as exc:
+            return Outcome(ok=False, retry=True, detail=f"{type(exc).__name__}: {exc}"[:BODY_MAX])
+        return classify(response.status_code, response.text, response.headers, self.clock())
+
+    def _send_batch(self, lines: Sequence[str]) -> list[Outcome] | None:
+        """The outcomes of one batch request, or None when the events must go one by one (no
+        batch endpoint, or a refusal that does not say which event)."""
+        try:
+            response = self._post(self.batch_url, f"[{','.join(lines)}]")
+        except requests.RequestException as exc:
+            error = Outcome(ok=False, retry=True, detail=f"{type(exc).__name__}: {exc}"[:BODY_MAX])
+            return [error] * len(lines)
+        status = response.status_code
+        if status in FALLBACK_STATUSES:
+            self.batch = False
+            return None
+        if status == 200:
+            return _batch_results(response.text, len(lines))
+        if 200 <= status < 300:
+            return [Outcome(ok=True, status=status)] * len(lines)
+        whole = classify(status, response.text, response.headers, self.clock())
+        if whole.retry:
+            return [whole] * len(lines)
+        return None  # refused as a whole: find the event(s) by sending them one by one
+
+    def close(self) -> None:
+        with self._lock:
+            for session in self._sessions:
+                session.close()
+            self._sessions.clear()
+
+
+def _batch_results(body: str, count: int) -> list[Outcome]:
+    """Per-event outcomes from a batch answer ``{status, summary, failed_events: [{index,
+    reason, retriable}]}``; an answer without them means every event was taken."""
+    outcomes = [Outcome(ok=True, status=200)] * count
+    try:
+        parsed = json.loads(body) if body.strip() else {}
+    except ValueError:
+        return outcomes
+    failed = parsed.get("failed_events") if isinstance(parsed, dict) else None
+    for entry in failed if isinstance(failed, list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("index"), int):
+            continue
+        index = entry["index"]
+        if 0 <= index < count:
+            reason = str(entry.get("reason", ""))[:BODY_MAX]
+            outcomes[index] = Outcome(ok=False, retry=bool(entry.get("retriable")), status=200, detail=reason)
+    return outcomes
+
+
+class TransportSender:
+    """One of openlineage-python's transports (kafka, file, console, composite, ...): each event
+    is emitted on its own, and an exception means try again later."""
+
+    def __init__(self, transport: Any) -> None:
+        self.transport = transport
+        self.target = f"{transport.kind} transport"
+        self.max_concurrency = 1
+        self._kafka_key = transport.kind == "kafka" and not getattr(transport, "message_key", None)
+
+    def send(self, lines: Sequence[str]) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        for line in lines:
+            event = json.loads(line)
+            try:
+                if self._kafka_key:  # the key openlineage-python derives from an event object
+                    self.transport.message_key = _kafka_message_key(event)
+                self.transport.emit(event)
+            except Exception as exc:  # any transport's failure: keep the event and retry
+                outcomes.append(Outcome(ok=False, retry=True, detail=f"{type(exc).__name__}: {exc}"[:BODY_MAX]))
+            else:
+                outcomes.append(DELIVERED)
+        return outcomes
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+def _kafka_message_key(event: dict[str, Any]) -> str:
+    """``run:<root or parent job namespace>/<name>``, as openlineage-python keys run events
+    (``dataset:<namespace>/<name>`` for a DatasetEvent)."""
+    job = event.get("job")
+    if not isinstance(job, dict):
+        dataset = event.get("dataset") or {}
+        return f"dataset:{dataset.get('namespace')}/{dataset.get('name')}"
+    parent = ((event.get("run") or {}).get("facets") or {}).get("parent") or {}
+    owner = (parent.get("root") or {}).get("job") or parent.get("job") or job
+    return f"run:{owner.get('namespace')}/{owner.get('name')}"

@@ -1,0 +1,168 @@
+"""The stream worker: drains the catalog's outbox to a backend.
+
+Each round takes the pending rows that are due and first of their run key (so at most one event
+per run, and a run's end only once its START is delivered), renders them, sends them through a
+:class:`~bridge.delivery.dispatch.Dispatcher`, and records the outcomes in one transaction:
+delivered rows are deleted, the others wait for their retry or become dead letters. A row is
+marked delivered only after the backend's 2xx, so a worker killed at any point loses nothing;
+the next one sends the events in flight again, and the deterministic run ids make that harmless.
+
+The clock and the sleep are the caller's (tests drive them); ``stop`` ends the loop after the
+round in flight.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import attrs
+
+from bridge.catalog import Catalog
+from bridge.catalog.outbox import Dead, Delivered, OutboxItem, Result, RetryLater
+from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.render import render
+from bridge.delivery.retry import RetryPolicy
+from bridge.delivery.senders import Outcome
+from bridge.errors import BridgeError
+from bridge.model import format_time
+from bridge.openlineage.convert import Converter
+
+
+@attrs.define
+class StreamStats:
+    rounds: int = 0
+    attempts: int = 0  # events sent, retries included
+    delivered: int = 0
+    retried: int = 0  # attempts that will be tried again
+    dead: int = 0  # events refused for good (dead letters)
+    gone: int = 0  # rows whose record no longer exists, removed unsent
+
+    def as_json(self) -> dict[str, int]:
+        return attrs.asdict(self)
+
+
+def settle_outcome(seq: int, attempts: int, outcome: Outcome, policy: RetryPolicy, now: float) -> Result:
+    """The outbox result of one attempt (``attempts`` counts this one)."""
+    if outcome.ok:
+        return Delivered(seq)
+    if outcome.retry and not policy.gives_up(attempts):
+        at = now + policy.delay(attempts, outcome.retry_after)
+        return RetryLater(seq, attempts, at, outcome.status, outcome.detail)
+    return Dead(seq, attempts, outcome.status, outcome.detail)
+
+
+def epoch_text(seconds: float) -> str:
+    return format_time(datetime.fromtimestamp(seconds, UTC))
+
+
+class StreamWorker:
+    def __init__(
+        self,
+        catalog: Catalog,
+        converter: Converter,
+        dispatcher: Dispatcher,
+        *,
+        policy: RetryPolicy = RetryPolicy(),
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], object] | None = None,
+        stop: threading.Event | None = None,
+        poll: float = 1.0,
+        round_size: int | None = None,
+        on_round: Callable[[StreamStats], object] | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.converter = converter
+        self.dispatcher = dispatcher
+        self.policy = policy
+        self.clock = clock
+        self.stop = stop or threading.Event()
+        self.sleep = sleep or self.stop.wait
+        self.poll = poll
+        self.round_size = round_size or dispatcher.concurrency * dispatcher.batch_size
+        self.on_round = on_round
+        self.stats = StreamStats()
+
+    def run(self, *, once: bool = False) -> StreamStats:
+        """Deliver until stopped; with ``once``, until nothing is left that can be sent (rows
+        held back behind a dead letter stay)."""
+        outbox = self.catalog.outbox
+        while not self.stop.is_set():
+            if self.step():
+                continue
+            due = outbox.next_retry_at()
+            if due is None:
+                if once:
+                    break
+                self.sleep(self.poll)
+                continue
+            wait = due - self.clock()
+            if wait > 0:
+                self.sleep(wait if once else min(wait, self.poll))
+        return self.stats
+
+    def step(self) -> bool:
+        """One round; False when no row was due."""
+        outbox = self.catalog.outbox
+        items = outbox.heads(self.clock(), self.round_size)
+        if not items:
+            return False
+        rendered, failed = self._render(items)
+        gone = [item.seq for item in items if item.seq not in failed and rendered.get(item.seq) is None]
+        sending = [item for item in items if rendered.get(item.seq) is not None]
+        outcomes = self.dispatcher.send([rendered[item.seq] or "" for item in sending])
+        now = self.clock()
+        results: list[Result] = [Dead(seq, 0, None, why) for seq, why in failed.items()]
+        for item, outcome in zip(sending, outcomes, strict=True):
+            result = settle_outcome(item.seq, item.attempts + 1, outcome, self.policy, now)
+            results.append(result)
+            self.stats.attempts += 1
+            if isinstance(result, Delivered):
+                self.stats.delivered += 1
+            elif isinstance(result, RetryLater):
+                self.stats.retried += 1
+            else:
+                self.stats.dead += 1
+        self.stats.dead += len(failed)
+        if not self._settle(lambda: outbox.settle(results, success_at=epoch_text(now))):
+            return True
+        if gone:
+            self._settle(lambda: outbox.drop(gone))
+            self.stats.gone += len(gone)
+        self.stats.rounds += 1
+        if self.on_round is not None:
+            self.on_round(self.stats)
+        return True
+
+    def _settle(self, write: Callable[[], object]) -> bool:
+        """Record outcomes, waiting while another process holds the catalog's write lock (a
+        long ``record``, say). Stopped before it could, the events stay queued and go again."""
+        while True:
+            try:
+                write()
+                return True
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if self.stop.is_set():
+                    return False
+                self.sleep(self.poll)
+
+    def _render(self, items: list[OutboxItem]) -> tuple[dict[int, str | None], dict[int, str]]:
+        """The events of the rows, and the rows that cannot be rendered with why (a naming rule
+        that fails on a record, say): those become dead letters, the others go."""
+        try:
+            return render(self.catalog, self.converter, items), {}
+        except BridgeError:
+            pass
+        rendered: dict[int, str | None] = {}
+        failed: dict[int, str] = {}
+        for item in items:
+            try:
+                rendered.update(render(self.catalog, self.converter, [item]))
+            except BridgeError as exc:
+                failed[item.seq] = f"cannot render the event: {exc}"
+        return rendered, failed

@@ -1,0 +1,425 @@
+"""Senders, retry rules, configuration, and Marquez's semantics through the stream worker
+(HTTP mocked with ``responses``)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from email.utils import format_datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import responses
+
+from bridge.catalog import Catalog
+from bridge.delivery.config import sender_for
+from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.retry import RateLimiter, RetryPolicy, parse_retry_after
+from bridge.delivery.senders import HttpSender, Outcome, TransportSender, classify
+from bridge.delivery.worker import StreamWorker
+from bridge.errors import ConfigError
+from bridge.openlineage.convert import Converter
+from bridge.openlineage.validate import validate_event
+from tests.conftest import at
+from tests.helpers import decl, run
+
+URL = "http://marquez.test:5000"
+LINEAGE = f"{URL}/api/v1/lineage"
+BATCH = f"{LINEAGE}/batch"
+MARQUEZ_NAMESPACE = re.compile(r"^[A-Za-z0-9_\-.:/@+]{1,1024}$")
+
+
+# --- rules ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "ok", "retry"),
+    [
+        (200, "", True, False),
+        (201, "", True, False),
+        (204, "", True, False),
+        (400, "", False, False),
+        (422, '{"errors":["job must not be null"]}', False, False),
+        (404, "", False, False),
+        (408, "", False, True),
+        (429, "", False, True),
+        (500, "", False, True),
+        (500, '{"code":400,"message":"Cannot deserialize value of type `java.time.ZonedDateTime`"}', False, False),
+        (500, '{"code":500,"message":"db down"}', False, True),
+        (502, "", False, True),
+        (503, "<html>busy</html>", False, True),
+    ],
+)
+def test_classify(status: int, body: str, ok: bool, retry: bool) -> None:
+    outcome = classify(status, body, {}, now=0)
+    assert (outcome.ok, outcome.retry, outcome.status) == (ok, retry, status)
+    if not ok:
+        assert outcome.detail == body
+
+
+def test_retry_after_in_seconds_and_as_an_http_date() -> None:
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC).timestamp()
+    assert parse_retry_after("7", now) == 7.0
+    assert parse_retry_after(format_datetime(datetime(2026, 1, 1, 12, 0, 30, tzinfo=UTC), usegmt=True), now) == 30.0
+    assert parse_retry_after("not a date", now) is None
+    assert parse_retry_after(None, now) is None
+    assert classify(429, "", {"Retry-After": "3"}, now).retry_after == 3.0
+
+
+def test_backoff_doubles_with_jitter_up_to_the_cap_and_honours_retry_after() -> None:
+    low = RetryPolicy(base=1, cap=10, jitter=lambda: 0.0)
+    high = RetryPolicy(base=1, cap=10, jitter=lambda: 0.999999)
+    assert [low.delay(n) for n in (1, 2, 3, 4, 5, 6)] == [0.5, 1, 2, 4, 5, 5]
+    assert [round(high.delay(n), 3) for n in (1, 2, 3, 4, 5)] == [1, 2, 4, 8, 10]
+    assert low.delay(3, retry_after=7) == 7
+    assert low.delay(3, retry_after=700) == 10
+    assert not RetryPolicy().gives_up(1000)
+    assert RetryPolicy(max_attempts=3).gives_up(3)
+
+
+def test_rate_limiter_spaces_requests() -> None:
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    limiter = RateLimiter(100, lambda: now[0], sleep)
+    for _ in range(5):
+        limiter.acquire(50)
+    assert slept == [0.5, 0.5, 0.5, 0.5]  # 250 events at 100/s: 2 seconds after the first
+
+
+# --- configuration --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("OPENLINEAGE"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_url_flag_and_legacy_variables(clean_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sender = sender_for("http://localhost:5000/", api_key="k")
+    assert isinstance(sender, HttpSender)
+    assert (sender.url, sender.batch_url) == ("http://localhost:5000/api/v1/lineage", f"{sender.url}/batch")
+    assert sender.headers["Authorization"] == "Bearer k"
+    monkeypatch.setenv("OPENLINEAGE_URL", "http://ol.test:5000")
+    monkeypatch.setenv("OPENLINEAGE_API_KEY", "secret")
+    sender = sender_for(None)
+    assert isinstance(sender, HttpSender)
+    assert sender.url == "http://ol.test:5000/api/v1/lineage" and sender.headers["Authorization"] == "Bearer secret"
+
+
+def test_openlineage_yml_http_transport(clean_env: Path) -> None:
+    (clean_env / "openlineage.yml").write_text(
+        "transport:\n  type: http\n  url: http://ol.test:8080\n  endpoint: api/v2/lineage\n  timeout: 2.5\n"
+        "  auth:\n    type: api_key\n    apiKey: abc\n  custom_headers:\n    X-Tenant: t1\n"
+    )
+    sender = sender_for(None)
+    assert isinstance(sender, HttpSender)
+    assert sender.url == "http://ol.test:8080/api/v2/lineage" and sender.timeout == 2.5
+    assert sender.headers["Authorization"] == "Bearer abc" and sender.headers["X-Tenant"] == "t1"
+
+
+def test_transport_variables_give_openlineage_python_transports(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch, catalog: Catalog, converter: Converter
+) -> None:
+    out = clean_env / "events.jsonl"
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__TYPE", "file")
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__LOG_FILE_PATH", str(out))
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__APPEND", "true")
+    sender = sender_for(None)
+    assert isinstance(sender, TransportSender) and sender.target == "file transport"
+    catalog.record_task_run(run("a"))
+    stats = StreamWorker(catalog, converter, Dispatcher(sender)).run(once=True)
+    assert stats.delivered == 2
+    sent = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [e["eventType"] for e in sent] == ["START", "COMPLETE"]
+
+
+def test_composite_transport_from_yaml(clean_env: Path) -> None:
+    (clean_env / "openlineage.yml").write_text(
+        "transport:\n  type: composite\n  transports:\n    one:\n      type: console\n"
+        f"    two:\n      type: file\n      log_file_path: {clean_env / 'x.jsonl'}\n      append: true\n"
+    )
+    sender = sender_for(None)
+    assert isinstance(sender, TransportSender) and sender.target == "composite transport"
+    assert sender.send(['{"eventTime":"2025-01-01T00:00:00Z","producer":"p","schemaURL":"s"}']) == [Outcome(ok=True)]
+
+
+def test_no_configuration_is_an_error(clean_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError, match="no OpenLineage backend configured"):
+        sender_for(None)
+    monkeypatch.setenv("OPENLINEAGE_DISABLED", "true")
+    with pytest.raises(ConfigError, match="OPENLINEAGE_DISABLED"):
+        sender_for(None)
+    with pytest.raises(ConfigError, match="http:// or https://"):
+        sender_for("ftp://x")
+
+
+# --- Marquez semantics through the worker ---------------------------------------------------
+
+
+@pytest.fixture
+def mocked() -> Iterator[responses.RequestsMock]:
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        yield rsps
+
+
+def worker(catalog: Catalog, converter: Converter, **options: Any) -> StreamWorker:
+    sender = HttpSender(URL, batch=options.pop("batch", False))
+    slept: list[float] = []
+    return StreamWorker(
+        catalog,
+        converter,
+        Dispatcher(sender, concurrency=1, batch_size=options.pop("batch_size", 50)),
+        policy=RetryPolicy(base=0.01, cap=0.01, max_attempts=options.pop("max_attempts", 0)),
+        sleep=slept.append,
+        **options,
+    )
+
+
+def bodies(mock: responses.RequestsMock, url: str = LINEAGE) -> list[dict[str, Any]]:
+    return [json.loads(call.request.body) for call in mock.calls if call.request.url == url]
+
+
+def history(catalog: Catalog) -> None:
+    catalog.record_task_runs(
+        [
+            run(
+                "load",
+                inputs=(decl("raw.orders"),),
+                outputs=(
+                    decl("analytics.orders", type="Table", description="Orders, cleaned", metadata={"owner": "ops"}),
+                ),
+                namespace="company.data",
+            ),
+            run("report", inputs=(decl("analytics.orders"),), start=at(5), execution="e2"),
+        ]
+    )
+    catalog.set_asset(decl("reports.daily", type="File", description="Daily report"), now=at(10))
+    catalog.delete_asset("reports.daily", now=at(11))
+
+
+def test_marquez_201_is_success_and_every_event_is_valid(
+    catalog: Catalog, converter: Converter, mocked: responses.RequestsMock, official: Callable[[Any], list[str]]
+) -> None:
+    history(catalog)
+    mocked.post(LINEAGE, status=201)
+    stats = worker(catalog, converter).run(once=True)
+    sent = bodies(mocked)
+    assert stats.delivered == len(sent) == 6 and catalog.outbox.status().pending == 0
+    assert catalog.outbox.status().delivered == 6
+    for event in sent:
+        assert official(event) == []
+        assert validate_event(event) == []
+    runs = [e for e in sent if "run" in e]
+    for event in runs:
+        assert event["job"]["facets"]["jobType"]["jobType"] == "TASK"
+    by_run: dict[str, list[str]] = {}
+    for event in runs:
+        by_run.setdefault(event["run"]["runId"], []).append(event["eventType"])
+    assert sorted(by_run.values()) == [["START", "COMPLETE"]] * 2
+
+
+def test_documentation_is_always_sent_when_known(
+    catalog: Catalog, converter: Converter, mocked: responses.RequestsMock
+) -> None:
+    history(catalog)
+    mocked.post(LINEAGE, status=201)
+    worker(catalog, converter).run(once=True)
+    for event in bodies(mocked):
+        for dataset in [*event.get("inputs", []), *event.get("outputs", []), event.get("dataset") or {}]:
+            if dataset.get("name") == "analytics.orders":
+                assert dataset["facets"]["documentation"]["description"] == "Orders, cleaned"
+            if dataset.get("name") == "reports.daily":
+                assert dataset["facets"]["documentation"]["description"] == "Daily report"
+
+
+def test_namespaces_are_marquez_namespaces_and_symlinks_never_empty(
+    catalog: Catalog, converter: Converter, mocked: responses.RequestsMock
+) -> None:
+    history(catalog)
+    catalog.record_task_run(
+        run("x", execution="e3", outputs=(decl("s3://bucket/key.csv", type="File"),), namespace="ops.team-1")
+    )
+    mocked.post(LINEAGE, status=201)
+    worker(catalog, converter).run(once=True)
+    for event in bodies(mocked):
+        datasets = [
+            *event.get("inputs", []),
+            *event.get("outputs", []),
+            *([event["dataset"]] if "dataset" in event else []),
+        ]
+        namespaces = [d["namespace"] for d in datasets] + ([event["job"]["namespace"]] if "job" in event else [])
+        for namespace in namespaces:
+            assert MARQUEZ_NAMESPACE.match(namespace) and ";" not in namespace and "=" not in namespace
+        for dataset in datasets:
+            if "symlinks" in dataset["facets"]:
+                assert dataset["facets"]["symlinks"]["identifiers"]
+
+
+def test_assets_without_runs_are_dataset_events_and_a_delete_is_a_drop(
+    catalog: Catalog, converter: Converter, mocked: responses.RequestsMock
+) -> None:
+    catalog.set_asset(decl("reports.daily", type="File"), now=at(1))
+    catalog.delete_asset("reports.daily", now=at(2))
+    mocked.post(LINEAGE, status=201)
+    worker(catalog, converter).run(once=True)
+    update, drop = bodies(mocked)
+    assert update["schemaURL"].endswith("/DatasetEvent") and "run" not in update
+    assert "lifecycleStateChange" not in update["dataset"]["facets"]
+    assert drop["dataset"]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "DROP"
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (422, '{"errors":["job.name must not be null"]}'),
+        (400, ""),
+        (500, '{"code":400,"message":"Cannot deserialize value of type `java.time.ZonedDateTime`"}'),
+    ],
+)
+def test_refusals_are_dead_letters_without_retry(
+    catalog: Catalog, converter: Converter, mocked: responses.RequestsMock, status: int, body: str
+) -> None:
+    catalog.record_task_run(run("a"))
+    mocked.post(LINEAGE, status=status, body=body)
+    stats = worker(catalog, converter).run(once=True)
+    assert len(mocked.calls) == 1 and stats.dead == 1 and stats.retried == 0
+    dead = catalog.outbox.items(dead=True)
+    assert [(d.kind, d.last_status, d.last_error, d.attempts) for d in dead] == [("run-start", status, body, 1)]
+    assert [i.kind for i in catalog.outbox.items()] == ["run-start", "run-end"]  # the end waits for its START
+
+
+def test_5xx_and_connection_errors_are_retried(
+    catalog: Catalog, converter: Converter, mocked: responses.RequestsMock
+) -> None:
+    import requests
+
+    catalog.record_task_run(run("a"))
+    mocked.post(LINEAGE, body=requests.ConnectionError("refused"))
+    mocked.post(LINEAGE, status=503)
+    mocked.post(LINEAGE, status=201)
+    stats = worker(catalog, converter).run(once=True)
+    assert (stats.delivered, stats.retried, stats.dead) == (2, 2, 0)
+
+
+def test_max_attempts_turns_retries_into_a_dead_letter(
+    catalog: Catalog, converter: Converter, mocked: responses.RequestsMock
+) -> None:
+    catalog.record_task_run(run("a"))
+    mocked.post(LINEAGE, status=503, body="busy")
+    stats = worker(catalog, converter, max_attempts=3).run(once=True)
+    assert len(mocked.calls) == 3 and stats.dead == 1
+    assert [(d.attempts, d.last_status, d.last_error) for d in catalog.outbox.items(dead=True)] == [(3, 503, "busy")]
+
+
+def test_no_batch_endpoint_falls_back_to_one_event_a_request_and_remembers(
+    catalog: Catalog, converter: Converter, mocked: responses.RequestsMock
+) -> None:
+    catalog.record_task_runs([run("a"), run("b"), run("c")])
+    mocked.post(BATCH, status=404, json={"code": 404, "message": "HTTP 404 Not Found"})
+    mocked.post(LINEAGE, status=201)
+    stats = worker(catalog, converter, batch=True).run(once=True)
+    assert stats.delivered == 6
+    assert [call.request.url for call in mocked.calls].count(BATCH) == 1
+    assert len(bodies(mocked)) == 6
+
+
+def test_batch_endpoint_with_per_event_results(
+    catalog: Catalog, converter: Converter, mocked: responses.RequestsMock
+) -> None:
+    catalog.record_task_runs([run("a"), run("b"), run("c")])
+    failed = [{"index": 1, "reason": "bad", "retriable": False}, {"index": 2, "reason": "later", "retriable": True}]
+    mocked.post(BATCH, status=200, json={"status": "partial_success", "summary": {}, "failed_events": failed})
+    mocked.post(BATCH, status=204)
+    mocked.post(LINEAGE, status=201)  # a round of one event goes to the single-event endpoint
+    w = worker(catalog, converter, batch=True)
+    assert w.step()
+    assert (w.stats.delivered, w.stats.dead, w.stats.retried) == (1, 1, 1)
+    assert [len(b) for b in bodies(mocked, BATCH)] == [3]
+    dead = catalog.outbox.items(dead=True)
+    assert [(d.ref, d.last_error) for d in dead] == [(2, "bad")]
+    w.run(once=True)
+    assert w.stats.delivered == 4  # a's end, c's START (retried) and c's end; b waits behind its dead START
+    assert [i.ref for i in catalog.outbox.items()] == [2, 2]
+
+
+def test_a_batch_refused_as_a_whole_is_sent_one_by_one_to_find_the_bad_event(
+    catalog: Catalog, converter: Converter, mocked: responses.RequestsMock
+) -> None:
+    catalog.record_task_runs([run("a"), run("b")])
+    mocked.post(BATCH, status=422, json={"errors": ["[1].job must not be null"]})
+    mocked.post(LINEAGE, status=201)
+    mocked.post(LINEAGE, status=422, json={"errors": ["job must not be null"]})
+    mocked.post(LINEAGE, status=201)
+    w = worker(catalog, converter, batch=True)
+    w.step()
+    assert (w.stats.delivered, w.stats.dead) == (1, 1)
+    sender = w.dispatcher.sender
+    assert isinstance(sender, HttpSender) and sender.batch  # the backend has a batch endpoint
+
+
+class FakeKafka:
+    kind = "kafka"
+
+    def __init__(self) -> None:
+        self.message_key: str | None = None
+        self.keys: list[str | None] = []
+        self.fail = 1
+
+    def emit(self, event: dict[str, Any]) -> None:
+        if self.fail:
+            self.fail -= 1
+            raise RuntimeError("broker down")
+        self.keys.append(self.message_key)
+
+    def close(self) -> None: ...
+
+
+def test_transport_sender_keys_kafka_messages_and_retries_failures(catalog: Catalog, converter: Converter) -> None:
+    catalog.record_task_run(run("a"))
+    catalog.set_asset(decl("reports.x", type="File"), now=at(9))
+    kafka = FakeKafka()
+    stats = StreamWorker(catalog, converter, Dispatcher(TransportSender(kafka)), sleep=lambda s: None).run(once=True)
+    assert (stats.delivered, stats.retried) == (3, 1)
+    # the START failed once, so the DatasetEvent (another key) went first
+    assert kafka.keys == ["dataset:olbridge/reports.x", "run:company.data/flow", "run:company.data/flow"]
+
+
+def test_a_locked_catalog_delays_recording_the_outcome(
+    tmp_path: Path, converter: Converter, mocked: responses.RequestsMock
+) -> None:
+    import sqlite3
+
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        catalog.record_task_run(run("a"))
+        mocked.post(LINEAGE, status=201)
+        other = sqlite3.connect(db, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process writing
+        catalog._conn.execute("PRAGMA busy_timeout = 10")
+        waits: list[float] = []
+
+        def sleep(seconds: float) -> None:
+            waits.append(seconds)
+            if len(waits) == 2:
+                other.execute("COMMIT")
+
+        w = StreamWorker(catalog, converter, Dispatcher(HttpSender(URL, batch=False)), sleep=sleep, poll=0.5)
+        w.run(once=True)
+        other.close()
+        assert waits[:2] == [0.5, 0.5] and w.stats.delivered == 2
+        assert catalog.outbox.status().pending == 0

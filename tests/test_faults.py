@@ -1,0 +1,285 @@
+"""Fault tests: the stream worker against a real loopback backend that misbehaves.
+
+Each test counts the events sent (that reached the backend), delivered (distinct events taken),
+duplicated and lost (expected events never taken), and checks that no run's end was taken
+before its START. Lost is always zero. The in-process tests drive the worker's clock and sleep,
+so backoff costs no real time; the kill and stop tests run ``olbridge stream`` as a process.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.catalog import Catalog
+from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.retry import RetryPolicy
+from bridge.delivery.senders import HttpSender
+from bridge.delivery.worker import StreamWorker
+from bridge.export import iter_events
+from bridge.mapping import Resolver
+from bridge.openlineage.convert import Converter
+from tests.backend import ACCEPT, Backend, Reply, free_port, wait_for
+from tests.conftest import T0
+from tests.helpers import decl, run
+
+OLBRIDGE = str(Path(sys.executable).parent / "olbridge")
+
+
+class FakeTime:
+    """A clock that only moves when the worker sleeps; ``on_sleep`` sees each sleep."""
+
+    def __init__(self, on_sleep: Callable[[int], object] | None = None) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+        self.sleeps: list[float] = []
+        self.on_sleep = on_sleep
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        if self.on_sleep is not None:
+            self.on_sleep(len(self.sleeps))
+
+
+def fill(catalog: Catalog, runs: int) -> None:
+    catalog.record_task_runs(
+        run(
+            f"task{i % 5}",
+            execution=f"e{i}",
+            start=T0 + timedelta(seconds=i),
+            inputs=(decl(f"raw.t{i % 7}"),),
+            outputs=(decl(f"mart.t{i % 11}", type="Table"),),
+        )
+        for i in range(runs)
+    )
+
+
+def expected(catalog: Catalog, converter: Converter) -> list[dict[str, Any]]:
+    return list(iter_events(catalog, converter))
+
+
+def worker(
+    catalog: Catalog,
+    converter: Converter,
+    backend: Backend,
+    fake: FakeTime,
+    *,
+    timeout: float = 2.0,
+    batch: bool = False,
+) -> StreamWorker:
+    sender = HttpSender(backend.url, timeout=timeout, batch=batch, clock=fake.clock)
+    return StreamWorker(
+        catalog,
+        converter,
+        Dispatcher(sender, concurrency=3, batch_size=4),
+        policy=RetryPolicy(base=0.5, cap=30),
+        clock=fake.clock,
+        sleep=fake.sleep,
+    )
+
+
+@pytest.fixture
+def history(catalog: Catalog, converter: Converter) -> list[dict[str, Any]]:
+    fill(catalog, 20)
+    return expected(catalog, converter)
+
+
+def test_backend_down_then_up(catalog: Catalog, converter: Converter, history: list[dict[str, Any]]) -> None:
+    backend = Backend(port=free_port())
+    fake = FakeTime(on_sleep=lambda n: backend.start() if n == 4 else None)
+    try:
+        w = worker(catalog, converter, backend, fake)
+        stats = w.run(once=True)
+    finally:
+        backend.stop()
+        w.dispatcher.close()
+    counts = backend.counts(history)
+    assert counts == {"sent": 40, "delivered": 40, "duplicated": 0, "lost": 0, "unexpected": 0}
+    assert stats.retried > 0 and stats.delivered == 40 and stats.dead == 0
+    assert stats.attempts == 40 + stats.retried
+    assert len(fake.sleeps) >= 4 and min(fake.sleeps) > 0  # it waited for the retries while the backend was down
+    assert backend.out_of_order_runs() == []
+    assert catalog.outbox.status().pending == 0
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_flapping_5xx(catalog: Catalog, converter: Converter, history: list[dict[str, Any]], batch: bool) -> None:
+    answers = iter([500, 502, 503, 201] * 1000)
+    lock = threading.Lock()
+
+    def flap(event: dict[str, Any], attempt: int) -> Reply:
+        with lock:
+            return Reply(next(answers))
+
+    with Backend(flap, batch=batch) as backend:
+        w = worker(catalog, converter, backend, FakeTime(), batch=batch)
+        stats = w.run(once=True)
+        w.dispatcher.close()
+    counts = backend.counts(history)
+    assert (counts["delivered"], counts["duplicated"], counts["lost"]) == (40, 0, 0)
+    assert counts["sent"] == 160 and stats.retried == 120
+    assert backend.out_of_order_runs() == []
+    assert (backend.batch_requests > 0) is batch
+
+
+def test_429_with_retry_after(catalog: Catalog, converter: Converter, history: list[dict[str, Any]]) -> None:
+    fake = FakeTime()
+    began = fake.now
+    http_date = format_datetime(datetime.fromtimestamp(fake.now + 12, UTC), usegmt=True)
+
+    def limited(event: dict[str, Any], attempt: int) -> Reply:
+        if attempt == 1:
+            after = "7" if event["eventType"] == "START" else http_date
+            return Reply(429, '{"message":"slow down"}', {"Retry-After": after})
+        return ACCEPT
+
+    with Backend(limited) as backend:
+        w = worker(catalog, converter, backend, fake)
+        w.run(once=True)
+        w.dispatcher.close()
+    counts = backend.counts(history)
+    assert (counts["sent"], counts["delivered"], counts["duplicated"], counts["lost"]) == (80, 40, 0, 0)
+    assert fake.sleeps and min(fake.sleeps) > 0
+    # every wait is what a Retry-After said: 7 s from a START's 429, up to the HTTP date for an end
+    assert fake.sleeps[0] == 7.0
+    assert fake.now - began >= 12  # the ends waited for the HTTP date
+    assert backend.out_of_order_runs() == []
+
+
+def test_slow_responses_past_the_timeout(catalog: Catalog, converter: Converter, history: list[dict[str, Any]]) -> None:
+    slow_runs = {e["run"]["runId"] for e in history[:10] if e.get("eventType") == "START"}
+
+    def slow(event: dict[str, Any], attempt: int) -> Reply:
+        if attempt == 1 and event["run"]["runId"] in slow_runs and event["eventType"] != "START":
+            return Reply(201, delay=1.0)  # taken, but the answer comes after the sender gave up
+        return ACCEPT
+
+    with Backend(slow) as backend:
+        w = worker(catalog, converter, backend, FakeTime(), timeout=0.3)
+        stats = w.run(once=True)
+        w.dispatcher.close()
+    counts = backend.counts(history)
+    assert (counts["delivered"], counts["lost"]) == (40, 0)
+    # at-least-once: each timed-out end was sent again (a busy machine may time out a few more)
+    ends = Counter(key[1] for key in backend.taken if key[2] != "START")
+    assert all(ends[run_id] >= 2 for run_id in slow_runs)
+    assert counts["duplicated"] >= len(slow_runs) and stats.retried >= len(slow_runs)
+    assert backend.out_of_order_runs() == []
+
+
+def test_one_422_is_dead_lettered_and_the_rest_delivered(
+    tmp_path: Path, resolver: Resolver, converter: Converter
+) -> None:
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        fill(catalog, 20)
+        history = expected(catalog, converter)
+    bad_run = history[6]["run"]["runId"]
+    refusing = [True]
+
+    def refuse_one(event: dict[str, Any], attempt: int) -> Reply:
+        if refusing[0] and event.get("run", {}).get("runId") == bad_run:
+            return Reply(422, '{"errors":["inputs[0].namespace must not be null"]}')
+        return ACCEPT
+
+    with Backend(refuse_one) as backend:
+        first = subprocess.run(
+            [OLBRIDGE, "--catalog", str(db), "stream", "--url", backend.url, "--once", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert first.returncode == 0, first.stderr
+        assert json.loads(first.stdout)["dead"] == 1
+        counts = backend.counts(history)
+        assert (counts["delivered"], counts["duplicated"]) == (38, 0)
+        dead = subprocess.run(
+            [OLBRIDGE, "--catalog", str(db), "outbox", "list", "--dead", "--json"], capture_output=True, text=True
+        )
+        [letter] = json.loads(dead.stdout)
+        assert letter["kind"] == "run-start" and letter["last_status"] == 422
+        assert letter["last_error"] == '{"errors":["inputs[0].namespace must not be null"]}'
+        status = json.loads(
+            subprocess.run([OLBRIDGE, "--catalog", str(db), "status", "--json"], capture_output=True, text=True).stdout
+        )
+        assert (status["pending"], status["dead"], status["delivered"]) == (1, 1, 38)  # the end waits
+
+        refusing[0] = False  # the backend is fixed: queue the letter again and stream
+        retried = subprocess.run([OLBRIDGE, "--catalog", str(db), "outbox", "retry", "--all"], capture_output=True)
+        assert retried.returncode == 0
+        again = subprocess.run(
+            [OLBRIDGE, "--catalog", str(db), "stream", "--url", backend.url, "--once"], capture_output=True, timeout=60
+        )
+        assert again.returncode == 0
+    counts = backend.counts(history)
+    assert (counts["delivered"], counts["duplicated"], counts["lost"]) == (40, 0, 0)
+    assert backend.out_of_order_runs() == []
+
+
+@pytest.fixture
+def big_catalog(tmp_path: Path, converter: Converter) -> Iterator[tuple[Path, list[dict[str, Any]]]]:
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        fill(catalog, 500)
+        yield db, expected(catalog, converter)
+
+
+def test_worker_killed_mid_stream_loses_nothing(big_catalog: tuple[Path, list[dict[str, Any]]]) -> None:
+    db, history = big_catalog
+    with Backend(lambda e, a: Reply(201, delay=0.002)) as backend:
+        command = [OLBRIDGE, "--catalog", str(db), "stream", "--url", backend.url, "--concurrency", "2"]
+        worker = subprocess.Popen([*command, "--batch-size", "5"], stderr=subprocess.PIPE)
+        try:
+            assert wait_for(lambda: backend.accepted_count >= 300, timeout=60)
+        finally:
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(timeout=30)
+        assert worker.returncode == -signal.SIGKILL
+        taken_before = backend.accepted_count
+        assert taken_before < 1000
+        restarted = subprocess.run([*command, "--once"], capture_output=True, text=True, timeout=120)
+        assert restarted.returncode == 0, restarted.stderr
+    counts = backend.counts(history)
+    assert (counts["delivered"], counts["lost"], counts["unexpected"]) == (1000, 0, 0)
+    assert counts["duplicated"] <= 2 * 5 * 2  # at most the requests in flight when it was killed
+    assert backend.out_of_order_runs() == []
+
+
+def test_sigterm_stops_cleanly_after_the_requests_in_flight(big_catalog: tuple[Path, list[dict[str, Any]]]) -> None:
+    db, history = big_catalog
+    with Backend(lambda e, a: Reply(201, delay=0.002)) as backend:
+        command = [OLBRIDGE, "--catalog", str(db), "stream", "--url", backend.url, "--batch-size", "5"]
+        worker = subprocess.Popen([*command, "--poll", "0.05"], stderr=subprocess.PIPE, text=True)
+        try:
+            assert wait_for(lambda: backend.accepted_count >= 200, timeout=60)
+            worker.send_signal(signal.SIGTERM)
+            _, stderr = worker.communicate(timeout=30)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+        assert worker.returncode == 0, stderr
+        assert "SIGTERM: stopping after the requests in flight" in stderr
+        with Catalog(db) as catalog:
+            status = catalog.outbox.status()
+        # what it took is recorded as delivered; nothing it took is sent again
+        assert status.delivered == backend.accepted_count and status.pending == 1000 - status.delivered
+        finished = subprocess.run([*command, "--once"], capture_output=True, timeout=120)
+        assert finished.returncode == 0
+    counts = backend.counts(history)
+    assert (counts["delivered"], counts["duplicated"], counts["lost"]) == (1000, 0, 0)
+    assert backend.out_of_order_runs() == []

@@ -1,0 +1,227 @@
+"""The outbox: what catalog writes queue, in which order, and what the worker may send next."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from bridge import Catalog, task_run
+from bridge.catalog import sql
+from bridge.catalog.outbox import ASSET_CHANGE, RUN_END, RUN_START, Dead, Delivered, RetryLater
+from bridge.cli import cli
+from bridge.delivery.render import RENDERERS, render
+from bridge.errors import ValidationError
+from bridge.export import iter_lines
+from bridge.openlineage.convert import Converter
+from tests.conftest import at
+from tests.helpers import decl, run
+
+
+def rows(catalog: Catalog) -> list[tuple[str, int]]:
+    return [(item.kind, item.ref) for item in catalog.outbox.items(limit=10_000)]
+
+
+def table(catalog: Catalog) -> list[tuple[Any, ...]]:
+    return catalog._conn.execute("SELECT * FROM outbox ORDER BY seq").fetchall()
+
+
+def test_a_finished_run_queues_its_start_then_its_end(catalog: Catalog) -> None:
+    catalog.record_task_run(run("load", outputs=(decl("t.a", type="Table"),)))
+    assert rows(catalog) == [(RUN_START, 1), (RUN_END, 1)]
+    item = catalog.outbox.items()[0]
+    assert item.state == "pending" and item.attempts == 0 and item.run_key == "run:1"
+    assert item.queued_at.endswith("Z")
+
+
+def test_a_run_recorded_again_unchanged_queues_nothing(catalog: Catalog) -> None:
+    catalog.record_task_run(run("load"))
+    before = table(catalog)
+    assert catalog.record_task_run(run("load")).status == "unchanged"
+    assert table(catalog) == before
+
+
+def test_a_run_recorded_running_then_ended_queues_start_then_end(catalog: Catalog) -> None:
+    catalog.record_task_run(run("load", state="RUNNING"))
+    assert rows(catalog) == [(RUN_START, 1)]
+    catalog.record_task_run(run("load", inputs=(decl("raw.a"),), state="RUNNING"))  # new content, still running
+    catalog.record_task_run(run("load", state="SUCCESS", end=at(3)))
+    assert rows(catalog) == [(RUN_START, 1), (RUN_START, 1), (RUN_END, 1)]
+
+
+def test_asset_updates_and_deletes_queue_one_row_each(catalog: Catalog) -> None:
+    catalog.set_asset(decl("reports.daily", type="File"), now=at(1))
+    catalog.set_asset(decl("reports.daily", type="File"), now=at(2))  # no change: nothing queued
+    catalog.set_asset(decl("reports.daily", metadata={"owner": "ops"}), now=at(3))
+    catalog.delete_asset("reports.daily", now=at(4))
+    catalog.delete_asset("reports.daily", now=at(5))  # already deleted: nothing queued
+    assert [k for k, _ in rows(catalog)] == [ASSET_CHANGE] * 3
+    assert {item.run_key for item in catalog.outbox.items()} == {"asset:reports.daily"}
+
+
+def test_a_refused_input_queues_nothing(catalog: Catalog) -> None:
+    catalog.record_task_run(run("load"))
+    before = table(catalog)
+    bad = run("other", outputs=(decl("t.b"),), state="RUNNING")  # outputs before the run ended
+    with pytest.raises(ValidationError):
+        catalog.record_task_runs([run("fine", execution="e2"), bad])
+    with pytest.raises(ValidationError):
+        catalog.set_asset(decl("new.asset"), now=at(1))  # a new asset needs a type
+    assert table(catalog) == before
+
+
+def test_the_python_api_fills_the_same_outbox(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with Catalog(path) as catalog, task_run(catalog, "company.data", "reports", "export") as r:
+        r.reads("dbt.main.model")
+        r.writes("reports.second", type="File", namespace="company.data")
+    with Catalog(path) as catalog:
+        assert [k for k, _ in rows(catalog)] == [RUN_START, RUN_END]
+
+
+def test_heads_hold_a_run_end_back_until_its_start_is_delivered(catalog: Catalog) -> None:
+    catalog.record_task_runs([run("a", start=at(0)), run("b", start=at(1))])
+    outbox = catalog.outbox
+    heads = outbox.heads(now=0, limit=100)
+    assert [(h.kind, h.ref) for h in heads] == [(RUN_START, 1), (RUN_START, 2)]
+    outbox.settle([Delivered(heads[0].seq), RetryLater(heads[1].seq, 1, 50.0, 503, "busy")], success_at="t")
+    assert [(h.kind, h.ref) for h in outbox.heads(now=0, limit=100)] == [(RUN_END, 1)]
+    assert outbox.next_retry_at() == 50.0
+    assert [(h.kind, h.ref) for h in outbox.heads(now=50, limit=100)] == [(RUN_END, 1), (RUN_START, 2)]
+
+
+def test_a_dead_start_holds_its_end_until_retried_or_dropped(catalog: Catalog) -> None:
+    catalog.record_task_run(run("a"))
+    outbox = catalog.outbox
+    start = outbox.heads(now=0, limit=10)[0]
+    outbox.settle([Dead(start.seq, 1, 422, '{"errors":["job.name must not be null"]}')], success_at="t")
+    assert outbox.heads(now=0, limit=10) == []
+    assert outbox.next_retry_at() is None
+    dead = outbox.items(dead=True)
+    assert [(d.seq, d.last_status, d.last_error) for d in dead] == [
+        (start.seq, 422, '{"errors":["job.name must not be null"]}')
+    ]
+    assert outbox.retry([start.seq]) == 1
+    assert [h.seq for h in outbox.heads(now=0, limit=10)] == [start.seq]
+    outbox.settle([Dead(start.seq, 2, 400, "")], success_at="t")
+    assert outbox.drop([start.seq]) == 1
+    assert [h.kind for h in outbox.heads(now=0, limit=10)] == [RUN_END]
+
+
+def test_status_counts_depth_dead_letters_and_last_success(catalog: Catalog) -> None:
+    catalog.record_task_runs([run("a"), run("b")])
+    status = catalog.outbox.status()
+    assert (status.pending, status.dead, status.delivered, status.last_success) == (4, 0, 0, None)
+    assert status.oldest_pending == catalog.outbox.items()[0].queued_at
+    heads = catalog.outbox.heads(now=0, limit=10)
+    catalog.outbox.settle([Delivered(heads[0].seq), Dead(heads[1].seq, 1, 400, "")], success_at="2026-01-01T00:00:00Z")
+    status = catalog.outbox.status()
+    assert (status.pending, status.dead, status.delivered) == (2, 1, 1)
+    assert status.last_success == "2026-01-01T00:00:00Z"
+
+
+def test_rendered_events_are_the_exported_ones(catalog: Catalog, converter: Converter) -> None:
+    catalog.record_task_runs(
+        [
+            run("a", inputs=(decl("raw.x"),), outputs=(decl("t.a", type="Table", description="A table"),)),
+            run("b", state="FAILED", error="boom", start=at(5)),
+        ]
+    )
+    catalog.set_asset(decl("t.a", metadata={"owner": "ops"}), now=at(10))
+    catalog.delete_asset("t.a", now=at(11))
+    rendered = render(catalog, converter, catalog.outbox.items())
+    assert sorted(v for v in rendered.values() if v) == sorted(iter_lines(catalog, converter))
+    assert set(RENDERERS) == {RUN_START, RUN_END, ASSET_CHANGE}
+
+
+def test_a_purged_change_renders_as_gone(catalog: Catalog, converter: Converter) -> None:
+    from bridge.catalog import AssetQuery
+
+    catalog.set_asset(decl("reports.x", type="File"), now=at(1))
+    catalog.purge(AssetQuery(ids=("reports.x",)))
+    assert list(render(catalog, converter, catalog.outbox.items()).values()) == [None]
+
+
+def test_cli_outbox_list_retry_drop_and_status(tmp_path: Path) -> None:
+    db = str(tmp_path / "c.db")
+    with Catalog(db) as catalog:
+        catalog.record_task_runs([run("a"), run("b")])
+        first = catalog.outbox.heads(now=0, limit=10)[0]
+        catalog.outbox.settle([Dead(first.seq, 1, 422, '{"errors":["bad"]}')], success_at="t")
+    runner = CliRunner()
+    listed = runner.invoke(cli, ["--catalog", db, "outbox", "list", "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert [r["kind"] for r in json.loads(listed.stdout)] == [RUN_START, RUN_END, RUN_START, RUN_END]
+    dead = runner.invoke(cli, ["--catalog", db, "outbox", "list", "--dead"])
+    assert dead.stdout.startswith(f"{first.seq}\trun-start\t1\tdead\tattempts=1") and "HTTP 422" in dead.stdout
+    status = runner.invoke(cli, ["--catalog", db, "status", "--json"])
+    assert json.loads(status.stdout) | {"oldest_pending": None} == {
+        "pending": 3,
+        "dead": 1,
+        "oldest_pending": None,
+        "delivered": 0,
+        "last_success": None,
+    }
+    assert runner.invoke(cli, ["--catalog", db, "outbox", "retry"]).exit_code == 2  # ids or --all
+    assert runner.invoke(cli, ["--catalog", db, "outbox", "retry", "--all"]).exit_code == 0
+    assert json.loads(runner.invoke(cli, ["--catalog", db, "status", "--json"]).stdout)["dead"] == 0
+    dropped = runner.invoke(cli, ["--catalog", db, "outbox", "drop", str(first.seq)])
+    assert dropped.exit_code == 0 and "dropped 1 row(s)" in dropped.output
+    assert "pending: 3" in runner.invoke(cli, ["--catalog", db, "status"]).stdout
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["stream"], ["backfill"], ["status"], ["outbox"], ["outbox", "list"], ["outbox", "retry"], ["outbox", "drop"]],
+)
+def test_delivery_commands_have_help(command: list[str]) -> None:
+    result = CliRunner().invoke(cli, [*command, "--help"])
+    assert result.exit_code == 0 and "Usage:" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("statement", "params", "index"),
+    [
+        (sql.OUTBOX_HEADS, (0.0, 100), "outbox_state"),
+        (sql.OUTBOX_HEADS, (0.0, 100), "outbox_run_key"),
+        (sql.OUTBOX_COUNT, ("pending",), "outbox_state"),
+        (sql.OUTBOX_OLDEST, (), "outbox_state"),
+        (sql.OUTBOX_NEXT_RETRY, (), "outbox_retrying"),
+    ],
+)
+def test_outbox_reads_use_indexes(catalog: Catalog, statement: str, params: tuple[Any, ...], index: str) -> None:
+    """``olbridge status`` and the worker stay cheap however deep the outbox is."""
+    plan = " ".join(row[-1] for row in catalog._conn.execute(f"EXPLAIN QUERY PLAN {statement}", params))
+    assert f"INDEX {index}" in plan, plan
+    assert "SCAN" not in plan, plan
+
+
+def test_a_row_that_cannot_be_rendered_is_a_dead_letter_and_the_rest_go(catalog: Catalog, converter: Converter) -> None:
+    from bridge.delivery.dispatch import Dispatcher
+    from bridge.delivery.senders import DELIVERED, Outcome
+    from bridge.delivery.worker import StreamWorker
+
+    class Accept:
+        target = "test"
+        max_concurrency = 1
+
+        def __init__(self) -> None:
+            self.sent: list[str] = []
+
+        def send(self, lines: list[str]) -> list[Outcome]:
+            self.sent += lines
+            return [DELIVERED] * len(lines)
+
+        def close(self) -> None: ...
+
+    catalog.record_task_run(run("a"))
+    with catalog.transaction() as cur:  # a row queued by a newer olbridge
+        cur.execute(sql.QUEUE_EVENT, ("job", 1, "job:flow"))
+    sender = Accept()
+    stats = StreamWorker(catalog, converter, Dispatcher(sender)).run(once=True)
+    assert (stats.delivered, stats.dead, len(sender.sent)) == (2, 1, 2)
+    [dead] = catalog.outbox.items(dead=True)
+    assert dead.kind == "job" and "cannot render" in (dead.last_error or "")

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from bridge.catalog import Catalog
-from bridge.model import Asset, StoredTaskRun, format_time
+from bridge.model import Asset, StoredDeclaredJob, StoredTaskRun, format_time
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.serialize import dumps
 
@@ -65,6 +65,11 @@ class AssetLookup:
         """The assets a task run's usages refer to (purged ones left out)."""
         return {u.asset_id: a for u in run.usages if (a := self.get(u.asset_id)) is not None}
 
+    def of_declared(self, declared: StoredDeclaredJob) -> dict[str, Asset]:
+        """The catalog's records of the assets a declared job names."""
+        names = (*declared.job.inputs, *declared.job.outputs)
+        return {d.id: a for d in names if (a := self.get(d.id)) is not None}
+
 
 def _iter(catalog: Catalog, converter: Converter, filters: ExportFilter, *, serialized: bool) -> Iterator[Any]:
     lookup = AssetLookup(catalog)
@@ -94,8 +99,7 @@ def _iter(catalog: Catalog, converter: Converter, filters: ExportFilter, *, seri
         since=filters.since, until=filters.until, namespace=filters.namespace, flow=filters.flow
     )
     for job in declared:
-        assets = {d.id: a for d in (*job.job.inputs, *job.job.outputs) if (a := lookup.get(d.id)) is not None}
-        event = converter.job_event(job, assets)
+        event = converter.job_event(job, lookup.of_declared(job))
         yield dumps(event) if serialized else event
 
     merged = heapq.merge(_in_time_order(run_events()), change_events(), key=lambda item: item[:3])

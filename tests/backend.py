@@ -36,9 +36,12 @@ Respond = Callable[[dict[str, Any], int], Reply]
 
 
 def event_key(event: dict[str, Any]) -> tuple[str, ...]:
-    """What identifies an event: a RunEvent by run id and type, a DatasetEvent by dataset and time."""
+    """What identifies an event: a RunEvent by run id and type, a DatasetEvent by dataset and time,
+    a JobEvent by job and time."""
     if "run" in event:
         return ("run", event["run"]["runId"], event["eventType"])
+    if "dataset" not in event:
+        return ("job", event["job"]["namespace"], event["job"]["name"], event["eventTime"])
     dataset = event["dataset"]
     return ("dataset", dataset["namespace"], dataset["name"], event["eventTime"])
 

@@ -169,6 +169,7 @@ def test_cli_backfill_dry_run_and_delivery(tmp_path: Path) -> None:
         "resumed_from": None,
         "runs": 3,
         "changes": 3,
+        "jobs": 0,
         "events": 8,
         "invalid": 0,
         "rejected": 0,
@@ -253,3 +254,28 @@ def test_a_long_backfill_interrupted_and_resumed(long_history: Catalog, converte
     starts = [order[run_id] for _, run_id, kind in backend.taken if kind == "START"]
     windows = [n // 1000 for n in starts]
     assert windows == sorted(windows)
+
+
+def test_declared_flows_stream_and_backfill_as_job_events(
+    catalog: Catalog, converter: Converter, official: Any
+) -> None:
+    from bridge.adapters.kestra import declare_flows
+    from bridge.delivery.worker import StreamWorker
+    from tests.test_kestra import GUIDE_FLOW
+
+    history(catalog)
+    declare_flows(catalog, [GUIDE_FLOW], now=at(40))
+    jobs = [e for e in iter_events(catalog, converter) if "run" not in e and "dataset" not in e]
+    assert len(jobs) == 2
+    with Backend(batch=True) as backend:  # the outbox: queued with the declaration, sent by stream
+        StreamWorker(catalog, converter, dispatcher(backend), policy=RetryPolicy(base=0.001, cap=0.01)).run(once=True)
+        streamed = [e for e in backend.accepted if e["schemaURL"].endswith("/JobEvent")]
+    assert sorted(map(dumps, streamed)) == sorted(map(dumps, jobs))
+    assert all(official(e) == [] for e in streamed)
+    declare_flows(catalog, [GUIDE_FLOW], now=at(50))  # declared again as it was: nothing queued
+    assert catalog.outbox.status().pending == 0
+    with Backend(batch=True) as backend:  # backfill: the declared jobs first, then the history
+        summary = backfill(catalog, converter, backend, window=2).run()
+        kinds = [e["schemaURL"].rsplit("/", 1)[1] for e in backend.accepted]
+    assert kinds[:2] == ["JobEvent", "JobEvent"] and "JobEvent" not in kinds[2:]
+    assert (summary.jobs, summary.runs, summary.complete) == (2, 3, True)

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from bridge import Catalog, task_run
 from bridge.catalog import sql
-from bridge.catalog.outbox import ASSET_CHANGE, RUN_END, RUN_START, Dead, Delivered, RetryLater
+from bridge.catalog.outbox import ASSET_CHANGE, JOB, RUN_END, RUN_START, Dead, Delivered, RetryLater
 from bridge.cli import cli
 from bridge.delivery.render import RENDERERS, render
 from bridge.errors import ValidationError
@@ -134,7 +134,7 @@ def test_rendered_events_are_the_exported_ones(catalog: Catalog, converter: Conv
     catalog.delete_asset("t.a", now=at(11))
     rendered = render(catalog, converter, catalog.outbox.items())
     assert sorted(v for v in rendered.values() if v) == sorted(iter_lines(catalog, converter))
-    assert set(RENDERERS) == {RUN_START, RUN_END, ASSET_CHANGE}
+    assert set(RENDERERS) == {RUN_START, RUN_END, ASSET_CHANGE, JOB}
 
 
 def test_a_purged_change_renders_as_gone(catalog: Catalog, converter: Converter) -> None:
@@ -219,9 +219,9 @@ def test_a_row_that_cannot_be_rendered_is_a_dead_letter_and_the_rest_go(catalog:
 
     catalog.record_task_run(run("a"))
     with catalog.transaction() as cur:  # a row queued by a newer olbridge
-        cur.execute(sql.QUEUE_EVENT, ("job", 1, "job:flow"))
+        cur.execute(sql.QUEUE_EVENT, ("lineage-facet", 1, "job:flow"))
     sender = Accept()
     stats = StreamWorker(catalog, converter, Dispatcher(sender)).run(once=True)
     assert (stats.delivered, stats.dead, len(sender.sent)) == (2, 1, 2)
     [dead] = catalog.outbox.items(dead=True)
-    assert dead.kind == "job" and "cannot render" in (dead.last_error or "")
+    assert dead.kind == "lineage-facet" and "cannot render" in (dead.last_error or "")

@@ -23,7 +23,8 @@ from bridge.catalog import sql
 RUN_START = "run-start"
 RUN_END = "run-end"
 ASSET_CHANGE = "asset-change"
-KINDS = (RUN_START, RUN_END, ASSET_CHANGE)  # a "job" kind (declared flows) can join them
+JOB = "job"  # a declared job's JobEvent (ref: declared_jobs.pk)
+KINDS = (RUN_START, RUN_END, ASSET_CHANGE, JOB)
 
 PENDING = "pending"
 DEAD = "dead"
@@ -38,7 +39,10 @@ def queue_event(cur: sqlite3.Cursor, kind: str, ref: int, asset_id: str | None =
     """Queue one event inside the caller's transaction: a task run's (``ref`` its pk) or an asset
     change's (``ref`` its seq, ``asset_id`` its asset, whose changes go out in order)."""
     assert kind in KINDS, kind
-    key = f"asset:{asset_id}" if asset_id is not None else run_key_of_task_run(ref)
+    if kind == JOB:
+        key = f"job:{ref}"
+    else:
+        key = f"asset:{asset_id}" if asset_id is not None else run_key_of_task_run(ref)
     cur.execute(sql.QUEUE_EVENT, (kind, ref, key))
 
 

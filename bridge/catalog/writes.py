@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from bridge.catalog import sql
-from bridge.catalog.outbox import ASSET_CHANGE, RUN_END, RUN_START, queue_event
+from bridge.catalog.outbox import ASSET_CHANGE, JOB, RUN_END, RUN_START, queue_event
 from bridge.catalog.rows import asset_from_row, asset_row, declared_job_json, dumps, snapshot, statistics_json
 from bridge.errors import CatalogError, ValidationError
 from bridge.model import (
@@ -329,6 +329,8 @@ def declare_flow(cur: sqlite3.Cursor, flow: DeclaredFlow, *, now: datetime) -> D
         else:
             pks.append(found[0])
             out["unchanged"].append(job.task_id)
+    for pk in changed:  # its JobEvent goes out with the change, as run events do
+        queue_event(cur, JOB, pk)
     removed = [task for task in stored if task not in seen]
     for task in removed:
         cur.execute(sql.DELETE_DECLARED_JOB, (stored[task][0],))

@@ -225,8 +225,8 @@ def register(cli: click.Group) -> None:
         extra = f", {summary.invalid} invalid" if dry_run else f", {summary.rejected} refused"
         state = "" if summary.complete else " (stopped; run it again to resume)"
         say(
-            f"backfill {verb} {summary.events} event(s) of {summary.runs} task run(s) and {summary.changes} "
-            f"asset change(s) in {summary.seconds:.1f}s{extra}{state}"
+            f"backfill {verb} {summary.events} event(s) of {summary.runs} task run(s), {summary.changes} "
+            f"asset change(s) and {summary.jobs} declared job(s) in {summary.seconds:.1f}s{extra}{state}"
         )
         for problem in summary.problems if not as_json else []:
             said = problem.get("detail") or "; ".join(problem.get("problems", []))

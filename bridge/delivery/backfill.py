@@ -7,8 +7,9 @@ the runs whose START was delivered, so a run's end never goes before its START. 
 the stream worker's rules; an event the backend refuses is counted and reported, and a run
 whose START was refused is not ended.
 
-After each window the checkpoint (in the catalog) moves to its last item, as (time, 0 for an
-asset change or 1 for a run, seq or pk); a stop request lets the window in flight finish, so a
+Flows' declared jobs go first, as JobEvents (as ``olbridge export`` sends them). After each
+window the checkpoint (in the catalog) moves to its last item, as (time, 0 for an asset change or
+1 for a run, seq or pk; a declared job is ("", -1, its pk)); a stop request lets the window in flight finish, so a
 stopped backfill resumes with nothing sent twice. Events are the converter's, deterministic:
 replaying twice sends the same bytes.
 """
@@ -35,12 +36,12 @@ from bridge.delivery.senders import Outcome
 from bridge.delivery.worker import epoch_text
 from bridge.errors import ConfigError
 from bridge.export import AssetLookup, ExportFilter
-from bridge.model import AssetChange, StoredTaskRun, format_time
+from bridge.model import AssetChange, StoredDeclaredJob, StoredTaskRun, format_time
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.serialize import dumps
 from bridge.openlineage.validate import validate_event
 
-Position = tuple[str, int, int]  # (time, 0 change | 1 run, seq | pk)
+Position = tuple[str, int, int]  # (time, 0 change | 1 run, seq | pk), ("", -1, pk) a declared job
 PROBLEMS_KEPT = 20
 
 
@@ -61,6 +62,7 @@ class BackfillSummary:
     resumed_from: Position | None = None
     runs: int = 0
     changes: int = 0
+    jobs: int = 0  # declared jobs (JobEvents)
     events: int = 0  # delivered (or, in a dry run, counted)
     invalid: int = 0  # dry run: events that fail validation
     rejected: int = 0  # refused by the backend
@@ -82,7 +84,7 @@ class _Stopped(Exception):
     pass
 
 
-Item = StoredTaskRun | AssetChange
+Item = StoredTaskRun | AssetChange | StoredDeclaredJob
 
 
 class Backfill:
@@ -185,6 +187,13 @@ class Backfill:
 
     def _items(self, after: Position | None) -> Iterator[tuple[Position, Item]]:
         f = self.filters
+        if after is None or after[1] == -1:
+            done = after[2] if after is not None else 0
+            declared = self.catalog.iter_declared_jobs(since=f.since, until=f.until, namespace=f.namespace, flow=f.flow)
+            for job in declared:
+                named = {d.id for d in (*job.job.inputs, *job.job.outputs)}
+                if job.pk > done and (f.asset is None or f.asset in named):
+                    yield ("", -1, job.pk), job
         runs_after: tuple[str, int] | None = None
         changes_after: tuple[str, int] | None = None
         if after is not None:
@@ -212,13 +221,17 @@ class Backfill:
     def _lines(self, item: Item, lookup: AssetLookup) -> list[str]:
         if isinstance(item, StoredTaskRun):
             return self.converter.task_run_lines(item, lookup.of_run(item))
+        if isinstance(item, StoredDeclaredJob):
+            return [dumps(self.converter.job_event(item, lookup.of_declared(item)))]
         return [dumps(self.converter.asset_change_event(item))]
 
     def _count(self, window: Sequence[tuple[Position, Item]]) -> int:
         """Count a window done in the summary; returns its task runs."""
         runs = sum(1 for _, item in window if isinstance(item, StoredTaskRun))
+        jobs = sum(1 for _, item in window if isinstance(item, StoredDeclaredJob))
         self.summary.runs += runs
-        self.summary.changes += len(window) - runs
+        self.summary.jobs += jobs
+        self.summary.changes += len(window) - runs - jobs
         return runs
 
     def _send_window(self, lines: Sequence[list[str]]) -> int:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from bridge.catalog import Catalog
-from bridge.catalog.outbox import ASSET_CHANGE, RUN_END, RUN_START, OutboxItem
-from bridge.errors import CatalogError
+from bridge.catalog.outbox import ASSET_CHANGE, JOB, RUN_END, RUN_START, OutboxItem
+from bridge.errors import CatalogError, NotFoundError
 from bridge.export import AssetLookup
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.serialize import dumps
@@ -45,11 +45,23 @@ def _asset_change(catalog: Catalog, converter: Converter, lookup: AssetLookup, i
     return out
 
 
+def _job_events(catalog: Catalog, converter: Converter, lookup: AssetLookup, items: Sequence[OutboxItem]) -> Rendered:
+    out: Rendered = {}
+    for item in items:
+        try:
+            declared = catalog.declared_job(item.ref)
+        except NotFoundError:  # no longer declared: nothing to send
+            out[item.seq] = None
+            continue
+        out[item.seq] = dumps(converter.job_event(declared, lookup.of_declared(declared)))
+    return out
+
+
 RENDERERS: dict[str, Renderer] = {
     RUN_START: _run_events,
     RUN_END: _run_events,
     ASSET_CHANGE: _asset_change,
-    # "job": a JobEvent for a declared flow, when flows are declared
+    JOB: _job_events,
 }
 
 

@@ -186,7 +186,7 @@ def test_cli_backfill_dry_run_and_delivery(tmp_path: Path) -> None:
         assert sent.exit_code == 0, sent.output
         summary = json.loads(sent.stdout)
         assert (summary["events"], summary["checkpoint"]) == (8, backend.url)
-        assert "backfill delivered 8 event(s) of 3 task run(s) and 3 asset change(s)" in sent.stderr
+        assert "backfill delivered 8 event(s) of 3 task run(s), 3 asset change(s) and 0 declared job(s)" in sent.stderr
         again = runner.invoke(cli, ["--catalog", db, "backfill", "--url", backend.url])
         assert "backfill delivered 0 event(s)" in again.stderr
         assert backend.accepted_count == 8

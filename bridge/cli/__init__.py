@@ -82,8 +82,9 @@ class AppContext:
 def cli(ctx: click.Context, catalog_path: Path | None, config_path: Path | None) -> None:
     """olbridge: an OpenLineage bridge for data-asset catalogs.
 
-    Record the assets your tasks read and write, export them as OpenLineage events, and check
-    events against the spec and Marquez's contract.
+    Record the assets your tasks read and write (or import them from dbt, Kestra, Prefect and
+    Metaflow), stream and backfill them as OpenLineage events to Marquez or any backend, and
+    receive external events back as External placeholder assets.
     """
     try:
         config = load_config(config_path, os.environ)

@@ -211,6 +211,7 @@ def main() -> None:
             url = f"http://127.0.0.1:{port}"
             try:
                 wait_ready(f"{url}/healthz", server)
+                time.sleep(2)  # every worker up and listening before the load starts
                 figures = run_wrk(url, endpoint, bodies, args, script)
                 taken, commits = accepted(url)
             finally:

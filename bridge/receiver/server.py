@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing
 import os
 import signal
 import socket
@@ -119,6 +120,20 @@ class Receiver:
         self.writer.close()
 
 
+def _balance(server: Any, counts: Any, slot: int) -> None:
+    """Make a worker's server accept only while it holds no more connections than the least busy
+    worker (plus one), publishing its own count as it goes."""
+    readable = server.readable
+    base = len(server._map)  # the listening socket and the trigger
+
+    def balanced_readable() -> bool:
+        mine = len(server._map) - base
+        counts[slot] = mine
+        return bool(readable()) and mine <= min(counts) + 1
+
+    server.readable = balanced_readable
+
+
 # waitress warns of every queued request under load; the metrics tell that story
 logging.getLogger("waitress.queue").setLevel(logging.ERROR)
 
@@ -140,12 +155,13 @@ def serve(
     if options.workers <= 1:
         Receiver(catalog_path, resolver, options).run(on_ready)
         return
-    # the supervisor holds the port (bound, not listening); each worker listens on it with
-    # SO_REUSEPORT, so that the kernel spreads connections across the workers evenly
-    holder = socket.socket(socket.AF_INET6 if ":" in options.host else socket.AF_INET, socket.SOCK_STREAM)
-    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    holder.bind((options.host, options.port))
-    host, port = holder.getsockname()[:2]
+    # one listening socket for all the workers; each takes a new connection only while it has no
+    # more open than the least busy worker (hashing a few long-lived connections across
+    # SO_REUSEPORT sockets can give one worker most of them)
+    listener = socket.create_server((options.host, options.port), backlog=1024)
+    listener.setblocking(False)
+    host, port = listener.getsockname()[:2]
+    open_connections = multiprocessing.get_context("fork").Array("q", options.workers)
     metrics = Metrics()  # shared memory, made before the workers fork
     lock_file = Path(f"{catalog_path}.receiver-lock")
     workers: dict[int, int] = {}
@@ -157,10 +173,11 @@ def serve(
             code = 1
             try:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
-                listener = socket.create_server((host, port), backlog=1024, reuse_port=True)
-                Receiver(
+                worker = Receiver(
                     catalog_path, resolver, options, metrics=metrics, sockets=[listener], lock_file=lock_file
-                ).run()
+                )
+                _balance(worker.server, open_connections, slot)
+                worker.run()
                 code = 0
             except BaseException:
                 traceback.print_exc()
@@ -196,4 +213,4 @@ def serve(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        holder.close()
+        listener.close()

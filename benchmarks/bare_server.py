@@ -3,6 +3,7 @@ app that only parses the JSON body and answers 201 (or 200 for a batch). Run by 
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -10,10 +11,19 @@ from typing import Any
 
 from waitress import serve
 
+EVENTS = itertools.count()  # events parsed (next() is atomic under the GIL)
+TAKEN = [0]
+
 
 def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterator[bytes]:
+    if environ["REQUEST_METHOD"] == "GET":  # the count, as olbridge's metrics give it
+        text = f'olbridge_receiver_events_total{{result="accepted"}} {TAKEN[0]}\n'.encode()
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(text)))])
+        return iter([text])
     length = int(environ.get("CONTENT_LENGTH") or 0)
     body = json.loads(environ["wsgi.input"].read(length))
+    for _ in range(len(body) if isinstance(body, list) else 1):
+        TAKEN[0] = next(EVENTS) + 1
     if isinstance(body, list):
         payload = json.dumps({"status": "success", "summary": {"received": len(body)}}).encode()
         start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])

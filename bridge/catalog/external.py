@@ -36,7 +36,6 @@ class IngestResult:
 
     status: str  # "accepted" | "duplicate"
     placeholders: tuple[str, ...] = ()  # External placeholders it created
-    assets: tuple[str, ...] = ()  # the asset ids of its datasets, in the event's order
     warnings: tuple[str, ...] = ()
 
 
@@ -233,17 +232,16 @@ class GroupIngest:
         source = event.source
         if source is not None:
             self.sources.append(_source_row(event, moment))
-        placeholders, ids, warnings = [], [], list(event.warnings)
+        placeholders, warnings = [], list(event.warnings)
         for ds in event.datasets:
             asset_id, created, warning = self._take_dataset(ds, event, moment)
-            ids.append(asset_id)
             if created:
                 placeholders.append(asset_id)
             if warning:
                 warnings.append(warning)
             if source is not None and ds.direction is not None:
                 self._take_usage(event, ds.direction, asset_id)
-        return IngestResult("accepted", tuple(dict.fromkeys(placeholders)), tuple(ids), tuple(warnings))
+        return IngestResult("accepted", tuple(dict.fromkeys(placeholders)), tuple(warnings))
 
     def _take_dataset(self, ds: SeenDataset, event: IncomingEvent, moment: str) -> tuple[str, bool, str | None]:
         binding, warning = self._binding(ds, moment)

@@ -477,7 +477,6 @@ INSERT_RECEIVED = """
     INSERT OR IGNORE INTO received_events (digest, kind, event_type, event_time, source, producer, warnings, body)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 """
-COUNT_RECEIVED = "SELECT count(*) FROM received_events"
 BINDING_OF_ASSET = "SELECT ol_namespace, ol_name FROM external_datasets WHERE asset_id = ?"
 INSERT_BINDING = """
     INSERT INTO external_datasets (ol_namespace, ol_name, asset_id, first_seen, last_seen, seen_rank, facets_rank,
@@ -551,10 +550,6 @@ def bindings_of(count: int) -> str:
         SELECT ol_namespace, ol_name, asset_id, first_seen, last_seen, seen_rank, facets_rank, facets_digest
         FROM external_datasets WHERE {pairs}
     """
-
-
-def assets_of(count: int) -> str:
-    return f"SELECT {ASSET_COLUMNS} FROM assets WHERE id IN ({', '.join('?' * count)})"
 
 
 def usages_of_sources(count: int) -> str:

@@ -14,7 +14,7 @@ import attrs
 import requests
 
 from bridge.catalog import Catalog
-from bridge.errors import BridgeError, CatalogError, ValidationError
+from bridge.errors import CatalogError, SourceError, ValidationError
 from bridge.mapping.resolver import Resolver
 from bridge.model import format_time, parse_time
 from bridge.openlineage.files import BadInput, read_events
@@ -25,10 +25,6 @@ from bridge.version import __version__
 BATCH = 500
 FAR_FUTURE = "9999-12-31T00:00:00Z"  # Marquez hides events after 2030 unless `before` is given
 Progress = Callable[[int], None]
-
-
-class ImportSourceError(BridgeError):
-    """A source of events (a Marquez instance) could not be read."""
 
 
 @attrs.define
@@ -160,17 +156,17 @@ class MarquezEvents:
         try:
             response = self.session.get(endpoint, params=params, timeout=self.timeout)
         except requests.RequestException as exc:
-            raise ImportSourceError(f"cannot reach Marquez at {endpoint}: {exc}") from None
+            raise SourceError(f"cannot reach Marquez at {endpoint}: {exc}") from None
         if response.status_code != 200:
-            raise ImportSourceError(
+            raise SourceError(
                 f"Marquez answered {response.status_code} to GET {endpoint} (after={after}): {response.text[:300]}"
             )
         try:
             body = response.json()
         except ValueError:
-            raise ImportSourceError(f"Marquez's answer to GET {endpoint} is not JSON: {response.text[:200]}") from None
+            raise SourceError(f"Marquez's answer to GET {endpoint} is not JSON: {response.text[:200]}") from None
         if not isinstance(body, dict) or not isinstance(body.get("events"), list):
-            raise ImportSourceError(f"Marquez's answer to GET {endpoint} has no 'events' list")
+            raise SourceError(f"Marquez's answer to GET {endpoint} has no 'events' list")
         if self.total is None and isinstance(body.get("totalCount"), int):
             self.total = body["totalCount"]
         return list(body["events"])

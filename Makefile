@@ -36,6 +36,7 @@ bench: $(STAMP)
 	@if command -v wrk >/dev/null 2>&1; then $(BIN)/python benchmarks/ingest.py; \
 	else echo "benchmarks/ingest.py needs wrk, the load generator (Debian: apt-get install wrk)" >&2; fi
 	$(BIN)/python benchmarks/delivery.py
+	$(BIN)/python benchmarks/ingest_parts.py
 
 clean:
 	rm -rf $(VENV) olbridge-demo .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,86 @@
+"""Where the receiver's time goes, in process (no HTTP), on the events of benchmarks/ingest.py:
+
+    python benchmarks/ingest_parts.py [--events 24000] [--group 400]
+
+Prints CPU time per event for parsing and for the verdict with reading the event, and the time
+the catalog's write lock is held per event: the preload, the in-memory merge, the writes and the
+commit (with
+``synchronous=FULL``, as ``olbridge serve`` commits by default); then the same for groups of four,
+as single-event requests give. The first 20% of the events warm the catalog and are not timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ingest import event
+
+from bridge.catalog import Catalog, external
+from bridge.mapping import Resolver
+from bridge.receiver.events import IncomingEvent, parse_json
+from bridge.receiver.imports import catalog_intake
+
+
+def under_lock(path: Path, prepared: list[IncomingEvent], group: int, resolver: Resolver) -> dict[str, float]:
+    catalog = Catalog(path)
+    catalog.pragma("synchronous = FULL")
+    parts = {"preload": 0.0, "merge": 0.0, "writes": 0.0, "commit": 0.0}
+    warm = len(prepared) // 5
+    for start in range(0, len(prepared), group):
+        events = prepared[start : start + group]
+        cur = catalog._conn.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        t0 = time.perf_counter()
+        batch = external.GroupIngest(cur, resolver, events)
+        t1 = time.perf_counter()
+        for item in events:
+            batch.take(item)
+        t2 = time.perf_counter()
+        batch.flush()
+        t3 = time.perf_counter()
+        cur.execute("COMMIT")
+        t4 = time.perf_counter()
+        if start >= warm:
+            for key, spent in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+                parts[key] += spent
+    catalog.close()
+    timed = len(prepared) - warm
+    return {key: 1e6 * spent / timed for key, spent in parts.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=24_000)
+    parser.add_argument("--group", type=int, default=400)
+    args = parser.parse_args()
+    resolver = Resolver.load()
+    bodies = [json.dumps(event(n), separators=(",", ":")).encode() for n in range(args.events)]
+    with tempfile.TemporaryDirectory(prefix="olbridge-parts-") as work:
+        intake = catalog_intake(Catalog(Path(work) / "verdict.db"), resolver)
+        t0 = time.process_time()
+        parsed = [parse_json(body) for body in bodies]
+        t1 = time.process_time()
+        prepared = [intake.prepare(item) for item in parsed]
+        t2 = time.process_time()
+        assert all(isinstance(p, IncomingEvent) for p in prepared)
+        events = [p for p in prepared if isinstance(p, IncomingEvent)]
+        n = len(bodies)
+        print(f"{n:,} events; outside the write lock, CPU per event:")
+        print(f"  parse (orjson)              {1e6 * (t1 - t0) / n:6.1f} us")
+        print(f"  verdict and reading         {1e6 * (t2 - t1) / n:6.1f} us   ({n / (t2 - t1):,.0f} events/s)")
+        for group in (args.group, 4):
+            parts = under_lock(Path(work) / f"group-{group}.db", events, group, resolver)
+            total = sum(parts.values())
+            shown = "  ".join(f"{key} {value:5.1f}" for key, value in parts.items())
+            print(f"write lock held, groups of {group}: {shown}  = {total:5.1f} us an event")
+
+
+if __name__ == "__main__":
+    main()

@@ -184,6 +184,8 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=300_000, help="distinct events to prepare")
     parser.add_argument("--durability", nargs="+", default=["full", "normal"])
     parser.add_argument("--workers", nargs="+", type=int, default=[1, 2], help="olbridge serve --workers")
+    parser.add_argument("--bare", action=argparse.BooleanOptionalAction, default=True, help="measure the bare server")
+    parser.add_argument("--modes", nargs="+", choices=["single", "batch"], default=["single", "batch"])
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk); it is the load generator")
@@ -207,6 +209,8 @@ def main() -> None:
         ("single", "/api/v1/lineage", singles),
         ("batch", "/api/v1/lineage/batch", batches),
     ):
+        if mode not in args.modes:
+            continue
         for durability, workers in [(d, w) for w in args.workers for d in args.durability]:
             port = free_port()
             catalog = work / f"{mode}-{durability}-{workers}.db"
@@ -224,6 +228,8 @@ def main() -> None:
                     str(args.server_threads),
                     "--durability",
                     durability,
+                    "--workers",
+                    str(workers),
                     "--token",
                     "bench",
                     "--max-batch",
@@ -241,6 +247,8 @@ def main() -> None:
                 stop(server)
             figures["per_commit"] = taken / max(commits, 1)
             rows.append((mode, f"olbridge {durability}, {workers}w", figures, figures["steady"]))
+        if not args.bare:
+            continue
         port = free_port()
         bare = subprocess.Popen(
             [sys.executable, str(HERE / "bare_server.py"), str(port), str(args.server_threads)],
@@ -257,15 +265,15 @@ def main() -> None:
         f"{'mode':8} {'server':22} {'requests/s':>11} {'events/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}"
         f" {'events/commit':>14}"
     )
-    bare_single = next(r[3] for r in rows if r[0] == "single" and r[1].startswith("bare"))
     for mode, server_name, figures, per_second in rows:
         print(
             f"{mode:8} {server_name:22} {figures['rps']:>11,.0f} {per_second:>10,.0f} {figures['50%']:>8.2f} "
             f"{figures['99%']:>8.2f} {figures['non2xx']:>8.0f} {figures.get('per_commit', 0):>14.1f}"
         )
+    bare = {r[0]: r[3] for r in rows if r[1].startswith("bare")}
     for mode, server_name, _figures, per_second in rows:
-        if mode == "single" and not server_name.startswith("bare"):
-            print(f"single events, {server_name}: {per_second / bare_single:.2f} of the bare server")
+        if mode in bare and not server_name.startswith("bare"):
+            print(f"{mode} events, {server_name}: {per_second / bare[mode]:.2f} of the bare server")
     shutil.rmtree(work)
 
 

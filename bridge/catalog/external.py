@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import orjson
 
 from bridge.catalog import sql
 from bridge.catalog.rows import asset_row
@@ -37,6 +38,10 @@ class IngestResult:
     status: str  # "accepted" | "duplicate"
     placeholders: tuple[str, ...] = ()  # External placeholders it created
     warnings: tuple[str, ...] = ()
+
+
+def _json(value: list[str]) -> str:
+    return orjson.dumps(value).decode()
 
 
 def _hashed_id(namespace: str, name: str) -> str:
@@ -225,7 +230,7 @@ class GroupIngest:
                 moment,
                 event.source,
                 event.producer,
-                json.dumps(list(event.warnings)),
+                _json(list(event.warnings)),
                 event.body,
             )
         )
@@ -312,7 +317,7 @@ class GroupIngest:
             (
                 sql.UPSERT_SOURCE,
                 [
-                    (*row, json.dumps(sorted(sets[row[0]]["input"])), json.dumps(sorted(sets[row[0]]["output"])))
+                    (*row, _json(sorted(sets[row[0]]["input"])), _json(sorted(sets[row[0]]["output"])))
                     for row in self.sources
                 ],
             ),

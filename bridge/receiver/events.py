@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from datetime import datetime
 from typing import Any
 
@@ -82,13 +81,16 @@ def canonical(event: Any) -> str:
         return json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-_LONG_NUMBER = re.compile(rb"\d{16,}")
+# a run of 16 digits shows as 16 zeros once every digit is a zero and everything else a space
+# (bytes.translate and a substring search: a few times faster than a regular expression here)
+_DIGITS_ONLY = bytes(ord("0") if chr(i).isdigit() and i < 128 else ord(" ") for i in range(256))
+_LONG_NUMBER = b"0" * 16
 
 
 def parse_json(body: bytes) -> Any:
     """JSON text to values. orjson where it is exact; the standard library where the text holds a
     run of 16 or more digits, which orjson would read as a float (losing digits of an integer)."""
-    if _LONG_NUMBER.search(body):
+    if _LONG_NUMBER in body.translate(_DIGITS_ONLY):
         return json.loads(body)
     return orjson.loads(body)
 

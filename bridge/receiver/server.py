@@ -1,11 +1,12 @@
 """``olbridge serve``: the receiver on waitress, a production WSGI server (pure Python, threads).
 
-With ``workers`` > 1 a supervisor binds the socket and forks that many workers, each a waitress
-server with its own group-commit writer; they share the socket, the counters, and a lock file
-through which they take turns at the catalog. A worker that dies is started again.
+A supervisor binds the socket and forks one writer process (the catalog's only writer, committing
+groups of events) and ``workers`` HTTP workers, each a waitress server that parses, judges and
+reads events and hands the accepted ones to the writer. They share the socket and the counters. A
+process that dies is started again.
 
-SIGTERM and Ctrl-C stop it cleanly: the listening socket closes, requests in flight finish, the
-writer commits what it holds, and the catalog closes."""
+SIGTERM and Ctrl-C stop it cleanly: the workers close the listening socket and finish the
+requests in flight, then the writer commits what it holds and closes the catalog."""
 
 from __future__ import annotations
 
@@ -13,25 +14,31 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import shutil
 import signal
 import socket
 import sqlite3
+import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 
 from bridge.mapping.resolver import Resolver
 from bridge.receiver.app import ReceiverApp
+from bridge.receiver.events import IncomingEvent
 from bridge.receiver.intake import Intake, Limits
 from bridge.receiver.metrics import Metrics
-from bridge.receiver.writer import GroupWriter
+from bridge.receiver.writer import CatalogWriter, GroupWriter, Results
+from bridge.receiver.writer_process import RemoteWriter, listen, run_writer
+
+WRITER = -1  # the writer process's slot among the supervisor's children
 
 
 @attrs.frozen
@@ -46,24 +53,33 @@ class ServeOptions:
     workers: int = 1
 
 
+class Writer(Protocol):
+    """What the receiver hands accepted events to: :class:`GroupWriter` in this process, or
+    :class:`RemoteWriter` to the writer process."""
+
+    @property
+    def alive(self) -> bool: ...
+
+    def submit(self, events: Sequence[IncomingEvent]) -> Results: ...
+
+    def close(self) -> None: ...
+
+
 class Receiver:
-    """The writer, the WSGI app and the server, started and stopped together."""
+    """A writer, the WSGI app and the server, started and stopped together."""
 
     def __init__(
         self,
         catalog_path: str | Path,
-        resolver: Resolver,
+        writer: Writer,
         options: ServeOptions = ServeOptions(),
         *,
         metrics: Metrics | None = None,
         sockets: list[socket.socket] | None = None,
-        lock_file: Path | None = None,
     ) -> None:
         self.catalog_path = str(catalog_path)
         self.metrics = metrics if metrics is not None else Metrics()
-        self.writer = GroupWriter(
-            catalog_path, resolver, durability=options.durability, on_commit=self.metrics.commit, lock_file=lock_file
-        )
+        self.writer = writer
         self.intake = Intake(self.writer.submit, strict=options.strict, limits=options.limits, metrics=self.metrics)
         self.app = ReceiverApp(self.intake, token=options.token, ready=self.not_ready)
         where: dict[str, Any] = {"sockets": sockets} if sockets else {"host": options.host, "port": options.port}
@@ -76,6 +92,15 @@ class Receiver:
             ident="olbridge",
             **where,
         )
+
+    @classmethod
+    def in_process(
+        cls, catalog_path: str | Path, resolver: Resolver, options: ServeOptions = ServeOptions()
+    ) -> Receiver:
+        """A receiver that writes on a thread of its own process (no supervisor, no workers)."""
+        metrics = Metrics()
+        writer = GroupWriter(catalog_path, resolver, durability=options.durability, on_commit=metrics.commit)
+        return cls(catalog_path, writer, options, metrics=metrics)
 
     @property
     def url(self) -> str:
@@ -111,8 +136,8 @@ class Receiver:
             self.close()
 
     def close(self) -> None:
-        """Close the socket (waitress has let requests in flight finish), then commit what the
-        writer holds and close the catalog."""
+        """Close the socket (waitress has let requests in flight finish), then hand over what the
+        writer holds and stop it."""
         try:
             self.server.close()
         except OSError:
@@ -125,11 +150,12 @@ def _balance(server: Any, counts: Any, slot: int) -> None:
     worker (plus one), publishing its own count as it goes."""
     readable = server.readable
     base = len(server._map)  # the listening socket and the trigger
+    shared = counts.get_obj()  # read and written without the array's lock: each slot has one writer
 
     def balanced_readable() -> bool:
         mine = len(server._map) - base
-        counts[slot] = mine
-        return bool(readable()) and mine <= min(counts) + 1
+        shared[slot] = mine
+        return bool(readable()) and mine <= min(shared) + 1
 
     server.readable = balanced_readable
 
@@ -150,67 +176,87 @@ def serve(
     on_ready: Callable[[str], None] | None = None,
     say: Callable[[str], None] = lambda message: None,
 ) -> None:
-    """Run the receiver until SIGTERM or SIGINT: in this process, or in ``options.workers``
-    forked workers under a supervisor."""
-    if options.workers <= 1:
-        Receiver(catalog_path, resolver, options).run(on_ready)
-        return
-    # one listening socket for all the workers; each takes a new connection only while it has no
-    # more open than the least busy worker (hashing a few long-lived connections across
-    # SO_REUSEPORT sockets can give one worker most of them)
+    """Run the receiver until SIGTERM or SIGINT: a supervisor, one writer process and
+    ``options.workers`` HTTP workers, each started again should it die.
+
+    The workers share one listening socket; each takes a new connection only while it has no more
+    open than the least busy worker (hashing a few long-lived connections across SO_REUSEPORT
+    sockets can give one worker most of them). They hand accepted events to the writer process,
+    the catalog's one writer, over a Unix socket in a private temporary directory."""
     listener = socket.create_server((options.host, options.port), backlog=1024)
     listener.setblocking(False)
     host, port = listener.getsockname()[:2]
-    open_connections = multiprocessing.get_context("fork").Array("q", options.workers)
-    metrics = Metrics()  # shared memory, made before the workers fork
-    lock_file = Path(f"{catalog_path}.receiver-lock")
-    workers: dict[int, int] = {}
+    private = tempfile.mkdtemp(prefix="olbridge-serve-")
+    address = os.path.join(private, "writer.sock")
+    writer_socket = listen(address)
+    open_connections = multiprocessing.get_context("fork").Array("q", max(options.workers, 1))
+    metrics = Metrics()  # shared memory, made before the processes fork
+    children: dict[int, int] = {}  # pid -> worker slot, or WRITER
     stopping = False
 
     def start(slot: int) -> None:
         pid = os.fork()
-        if pid == 0:  # the worker
+        if pid == 0:
             code = 1
             try:
-                signal.signal(signal.SIGINT, signal.default_int_handler)
-                worker = Receiver(
-                    catalog_path, resolver, options, metrics=metrics, sockets=[listener], lock_file=lock_file
-                )
-                _balance(worker.server, open_connections, slot)
-                worker.run()
+                if slot == WRITER:
+                    listener.close()
+                    run_writer(
+                        writer_socket,
+                        CatalogWriter(catalog_path, resolver, durability=options.durability, on_commit=metrics.commit),
+                    )
+                else:
+                    writer_socket.close()
+                    signal.signal(signal.SIGINT, signal.default_int_handler)
+                    worker = Receiver(catalog_path, RemoteWriter(address), options, metrics=metrics, sockets=[listener])
+                    _balance(worker.server, open_connections, slot)
+                    worker.run()
                 code = 0
             except BaseException:
                 traceback.print_exc()
             finally:
                 os._exit(code)
-        workers[pid] = slot
+        children[pid] = slot
 
     def stop(signum: int, frame: FrameType | None) -> None:
         nonlocal stopping
         stopping = True
-        for pid in list(workers):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
+        for pid, slot in list(children.items()):
+            if slot != WRITER:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        for slot in range(options.workers):
+        start(WRITER)
+        for slot in range(max(options.workers, 1)):
             start(slot)
         if on_ready is not None:
-            on_ready(f"http://{host}:{port} ({options.workers} workers)")
-        while workers:
+            workers = f"{options.workers} worker{'s' if options.workers != 1 else ''}"
+            on_ready(f"http://{host}:{port} ({workers} and a writer)")
+        while children:
             try:
                 pid, status = os.wait()
             except ChildProcessError:
                 break
             except InterruptedError:
                 continue
-            slot = workers.pop(pid, -1)
-            if slot >= 0 and not stopping:
-                say(f"worker {pid} exited ({os.waitstatus_to_exitcode(status)}); starting another")
-                time.sleep(1)
-                start(slot)
+            if pid not in children:
+                continue
+            slot = children.pop(pid)
+            if stopping:
+                if all(s == WRITER for s in children.values()):  # the workers are done: the writer's turn
+                    for writer_pid in children:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(writer_pid, signal.SIGTERM)
+                continue
+            role = "the writer" if slot == WRITER else f"worker {pid}"
+            say(f"{role} exited ({os.waitstatus_to_exitcode(status)}); starting another")
+            time.sleep(1)
+            start(slot)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         listener.close()
+        writer_socket.close()
+        shutil.rmtree(private, ignore_errors=True)

@@ -9,9 +9,10 @@ rules are what Marquez 0.51 refuses or silently rewrites (``reference/marquez.md
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -74,6 +75,7 @@ def is_date_time(value: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=4096)  # producers and facet schema URLs recur in every event
 def is_uri(value: str) -> bool:
     return bool(_URI.fullmatch(value)) and not _PERCENT.search(value)
 
@@ -86,7 +88,7 @@ def is_uuid(value: str) -> bool:
     return len(value) == 36 and all(value[i] == "-" for i in (8, 13, 18, 23))
 
 
-_FORMATS = {
+_FORMATS: dict[str, tuple[Callable[[str], bool], str]] = {
     "uri": (is_uri, "a URI with a scheme"),
     "date-time": (is_date_time, "an RFC 3339 date-time with offset"),
     "uuid": (is_uuid, "a UUID"),
@@ -172,6 +174,7 @@ def _json_type(value: Any) -> str:
 # --- facets -------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1024)
 def standard_facet(schema_url: str) -> str | None:
     """The standard facet a ``_schemaURL`` names at the version this release knows, or None."""
     match = _FACET_URL.fullmatch(schema_url)
@@ -329,10 +332,15 @@ def _strings(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
             yield from _strings(item, _ptr(pointer, index))
 
 
+@functools.lru_cache(maxsize=4096)  # namespaces recur in every event
+def _marquez_namespace(value: str) -> bool:
+    return _MARQUEZ_NAMESPACE.fullmatch(value) is not None
+
+
 def _namespace_problem(value: Any, pointer: str) -> Problem | None:
     if not isinstance(value, str):
         return None
-    if not _MARQUEZ_NAMESPACE.fullmatch(value):
+    if not _marquez_namespace(value):
         return Problem(
             pointer,
             f"Marquez takes namespaces of 1 to 1024 characters from [A-Za-z0-9_-.:/@+], not {value!r}",

@@ -148,8 +148,9 @@ class GroupIngest:
     def _preload(self, events: Sequence[IncomingEvent]) -> None:
         """Read what the group's events touch in a few statements, not one a row."""
         self.known: set[str] = set()
-        for chunk in self._chunks([e.digest for e in events]):
-            self.known.update(d for (d,) in self.cur.execute(sql.received_digests(len(chunk)), chunk))
+        for chunk in self._chunks([(e.time_text, e.digest) for e in events]):
+            flat = [part for pair in chunk for part in pair]
+            self.known.update(d for (d,) in self.cur.execute(sql.received_digests(len(chunk)), flat))
         datasets = list(dict.fromkeys((d.namespace, d.name) for e in events for d in e.datasets))
         self.bindings = dict.fromkeys(datasets)
         for chunk in self._chunks(datasets):

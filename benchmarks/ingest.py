@@ -1,7 +1,10 @@
 """Receiver ingest throughput and latency, measured with wrk (a load generator that is not the
 bottleneck) against a real ``olbridge serve`` and a bare server on the same stack.
 
-    python benchmarks/ingest.py [--seconds 10] [--connections 16] [--batch-size 100]
+    python benchmarks/ingest.py [--seconds 10] [--connections 16] [--batch-size 100] [--repeat 3]
+
+Each setup runs ``--repeat`` times, each on a new catalog; the table shows the run with the median
+rate, and the rate of every run beside it.
 
 Needs ``wrk`` (Debian: ``apt-get install wrk``). Every event sent is distinct (no duplicates),
 validated and committed before its answer; the accepted count is read back from the receiver's
@@ -174,6 +177,67 @@ def accepted(url: str) -> tuple[int, int]:
     return int(events.group(1)), int(commits.group(1))
 
 
+def measure_olbridge(
+    catalog: Path, endpoint: str, bodies: Path, durability: str, workers: int, args: argparse.Namespace, script: Path
+) -> dict[str, float]:
+    """One run of wrk against a fresh ``olbridge serve`` on a new catalog."""
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bridge",
+            "--catalog",
+            str(catalog),
+            "serve",
+            "--port",
+            str(port),
+            "--threads",
+            str(args.server_threads),
+            "--durability",
+            durability,
+            "--workers",
+            str(workers),
+            "--token",
+            "bench",
+            "--max-batch",
+            str(max(args.batch_size, 1000)),
+        ],
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(f"{url}/healthz", server)
+        time.sleep(2)  # every worker up and listening before the load starts
+        figures = run_wrk(url, endpoint, bodies, args, script)
+        taken, commits = accepted(url)
+    finally:
+        stop(server)
+    figures["per_commit"] = taken / max(commits, 1)
+    return figures
+
+
+def measure_bare(endpoint: str, bodies: Path, args: argparse.Namespace, script: Path) -> dict[str, float]:
+    port = free_port()
+    bare = subprocess.Popen(
+        [sys.executable, str(HERE / "bare_server.py"), str(port), str(args.server_threads)],
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, bare)
+        return run_wrk(url, endpoint, bodies, args, script)
+    finally:
+        stop(bare)
+
+
+def median(runs: list[dict[str, float]]) -> tuple[dict[str, float], float, list[float]]:
+    """The run with the median steady rate (its wrk figures beside it), that rate, and every run's."""
+    ordered = sorted(runs, key=lambda figures: figures["steady"])
+    middle = ordered[(len(ordered) - 1) // 2]
+    return middle, middle["steady"], [figures["steady"] for figures in runs]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=int, default=10)
@@ -181,9 +245,10 @@ def main() -> None:
     parser.add_argument("--wrk-threads", type=int, default=2)
     parser.add_argument("--server-threads", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=100)
-    parser.add_argument("--events", type=int, default=300_000, help="distinct events to prepare")
+    parser.add_argument("--events", type=int, default=250_000, help="distinct events to prepare")
     parser.add_argument("--durability", nargs="+", default=["full", "normal"])
     parser.add_argument("--workers", nargs="+", type=int, default=[1, 2], help="olbridge serve --workers")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each setup; the median is shown")
     parser.add_argument("--bare", action=argparse.BooleanOptionalAction, default=True, help="measure the bare server")
     parser.add_argument("--modes", nargs="+", choices=["single", "batch"], default=["single", "batch"])
     args = parser.parse_args()
@@ -212,66 +277,28 @@ def main() -> None:
         if mode not in args.modes:
             continue
         for durability, workers in [(d, w) for w in args.workers for d in args.durability]:
-            port = free_port()
-            catalog = work / f"{mode}-{durability}-{workers}.db"
-            server = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "bridge",
-                    "--catalog",
-                    str(catalog),
-                    "serve",
-                    "--port",
-                    str(port),
-                    "--threads",
-                    str(args.server_threads),
-                    "--durability",
-                    durability,
-                    "--workers",
-                    str(workers),
-                    "--token",
-                    "bench",
-                    "--max-batch",
-                    str(max(size, 1000)),
-                ],
-                stderr=subprocess.DEVNULL,
-            )
-            url = f"http://127.0.0.1:{port}"
-            try:
-                wait_ready(f"{url}/healthz", server)
-                time.sleep(2)  # every worker up and listening before the load starts
-                figures = run_wrk(url, endpoint, bodies, args, script)
-                taken, commits = accepted(url)
-            finally:
-                stop(server)
-            figures["per_commit"] = taken / max(commits, 1)
-            rows.append((mode, f"olbridge {durability}, {workers}w", figures, figures["steady"]))
-        if not args.bare:
-            continue
-        port = free_port()
-        bare = subprocess.Popen(
-            [sys.executable, str(HERE / "bare_server.py"), str(port), str(args.server_threads)],
-            stderr=subprocess.DEVNULL,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_ready(url, bare)
-            figures = run_wrk(url, endpoint, bodies, args, script)
-        finally:
-            stop(bare)
-        rows.append((mode, "bare (parse + 201)", figures, figures["steady"]))
+            runs = [
+                measure_olbridge(
+                    work / f"{mode}-{durability}-{workers}-{n}.db", endpoint, bodies, durability, workers, args, script
+                )
+                for n in range(args.repeat)
+            ]
+            rows.append((mode, f"olbridge {durability}, {workers}w", *median(runs)))
+        if args.bare:
+            runs = [measure_bare(endpoint, bodies, args, script) for _ in range(args.repeat)]
+            rows.append((mode, "bare (parse + 201)", *median(runs)))
     print(
         f"{'mode':8} {'server':22} {'requests/s':>11} {'events/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}"
-        f" {'events/commit':>14}"
+        f" {'events/commit':>14}  events/s of each run"
     )
-    for mode, server_name, figures, per_second in rows:
+    for mode, server_name, figures, per_second, every in rows:
         print(
             f"{mode:8} {server_name:22} {figures['rps']:>11,.0f} {per_second:>10,.0f} {figures['50%']:>8.2f} "
-            f"{figures['99%']:>8.2f} {figures['non2xx']:>8.0f} {figures.get('per_commit', 0):>14.1f}"
+            f"{figures['99%']:>8.2f} {figures['non2xx']:>8.0f} {figures.get('per_commit', 0):>14.1f}  "
+            + " ".join(f"{rate:,.0f}" for rate in every)
         )
     bare = {r[0]: r[3] for r in rows if r[1].startswith("bare")}
-    for mode, server_name, _figures, per_second in rows:
+    for mode, server_name, _figures, per_second, _every in rows:
         if mode in bare and not server_name.startswith("bare"):
             print(f"{mode} events, {server_name}: {per_second / bare[mode]:.2f} of the bare server")
     shutil.rmtree(work)

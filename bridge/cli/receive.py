@@ -51,13 +51,15 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--strict", is_flag=True, help="Refuse everything the OpenLineage spec refuses (default: what Marquez takes)."
     )
-    @click.option("--threads", default=8, show_default=True, type=click.IntRange(1, 256), help="Request threads.")
+    @click.option(
+        "--threads", default=8, show_default=True, type=click.IntRange(1, 256), help="Request threads a worker."
+    )
     @click.option(
         "--workers",
-        default=1,
+        default=2,
         show_default=True,
         type=click.IntRange(1, 64),
-        help="Worker processes sharing the port (e.g. one a core).",
+        help="HTTP worker processes sharing the port (e.g. one a core); one more process writes the catalog.",
     )
     @click.option(
         "--durability",

@@ -51,7 +51,7 @@ class ServeOptions:
     threads: int = 8
     durability: str = "full"
     limits: Limits = Limits()
-    workers: int = 1
+    workers: int = 2
 
 
 class Writer(Protocol):

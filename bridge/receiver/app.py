@@ -14,10 +14,11 @@ per-event results (``success`` / ``partial_success``), or 503 when nothing could
 from __future__ import annotations
 
 import hmac
-import json
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+
+import orjson
 
 from bridge.openlineage.validate import Problem
 from bridge.receiver.events import parse_json
@@ -109,7 +110,7 @@ class ReceiverApp:
         if isinstance(body, bytes):
             payload = body
         else:
-            payload = json.dumps(body, separators=(",", ":")).encode()
+            payload = orjson.dumps(body)
             headers = [("Content-Type", "application/json"), *headers]
         headers.append(("Content-Length", str(len(payload))))
         start_response(f"{status} {_REASONS.get(status, 'Unknown')}", headers)

@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import enum
 import math
+import operator
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
 from bridge.errors import ValidationError
+
+T = TypeVar("T")
 
 # ---------------------------------------------------------------------------------------------
 # ids
@@ -357,6 +360,28 @@ class Origin(enum.StrEnum):
     EXTERNAL = "external"  # a placeholder: read by a flow, produced by none of ours
 
 
+def pickles_as_tuple(cls: type[T]) -> type[T]:
+    """Pickle a slotted attrs class as the tuple of its fields rather than a dict of them: about
+    a third less time both ways, which counts where the receiver's workers hand events to its
+    writer process."""
+    names = tuple(field.name for field in attrs.fields(cls))  # type: ignore[arg-type]
+    values = operator.attrgetter(*names)
+    setter = object.__setattr__
+
+    def getstate(self: T) -> tuple[Any, ...]:
+        state = values(self)
+        return state if isinstance(state, tuple) else (state,)
+
+    def setstate(self: T, state: tuple[Any, ...]) -> None:
+        for name, value in zip(names, state, strict=True):
+            setter(self, name, value)
+
+    setattr(cls, "__getstate__", getstate)  # noqa: B010 (a method on a class made elsewhere)
+    setattr(cls, "__setstate__", setstate)  # noqa: B010
+    return cls
+
+
+@pickles_as_tuple
 @attrs.frozen
 class Column:
     name: str

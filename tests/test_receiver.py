@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import itertools
+import pickle
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -317,3 +318,18 @@ def test_events_received_before_the_time_ordered_index_are_kept_and_still_known(
         again = catalog_intake(migrated, resolver)
         assert [o.status for o in again.take([first, second, second])] == ["duplicate", "accepted", "duplicate"]
         assert migrated.count_received()["received_events"] == 2
+
+
+def test_an_event_crosses_to_the_writer_process_whole(intake: Intake) -> None:
+    event = ol_run_event(outputs=[ol_dataset("s3://b", "k", schema={"fields": [{"name": "id", "type": "INT"}]})])
+    prepared = intake.prepare(event)
+    assert not isinstance(prepared, Outcome)
+    again = pickle.loads(pickle.dumps(prepared))
+    assert again == prepared and hash(again) == hash(prepared)
+    assert (again.time_text, again.source, again.rank, again.state_rank) == (
+        prepared.time_text,
+        prepared.source,
+        prepared.rank,
+        prepared.state_rank,
+    )
+    assert again.datasets[0].columns[0].type == "INT"

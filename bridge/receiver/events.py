@@ -13,11 +13,12 @@ from typing import Any
 import attrs
 import orjson
 
-from bridge.model import Column, format_time, parse_time
+from bridge.model import Column, format_time, parse_time, pickles_as_tuple
 
 TERMINAL = ("COMPLETE", "FAIL", "ABORT")
 
 
+@pickles_as_tuple
 @attrs.frozen
 class SeenDataset:
     """A dataset as one event names and describes it."""
@@ -34,6 +35,7 @@ class SeenDataset:
     facets_digest: str | None = None  # of what it said, to see whether it says something new
 
 
+@pickles_as_tuple
 @attrs.frozen
 class IncomingEvent:
     digest: str

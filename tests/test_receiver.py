@@ -333,3 +333,13 @@ def test_an_event_crosses_to_the_writer_process_whole(intake: Intake) -> None:
         prepared.state_rank,
     )
     assert again.datasets[0].columns[0].type == "INT"
+
+
+def test_the_same_dataset_read_as_input_and_as_output_keeps_its_direction(intake: Intake) -> None:
+    dataset = ol_dataset("s3://b", "k", documentation={"description": "d"})
+    read = intake.prepare(ol_run_event(inputs=[dataset]))
+    written = intake.prepare(ol_run_event(outputs=[copy.deepcopy(dataset)]))
+    assert not isinstance(read, Outcome) and not isinstance(written, Outcome)
+    assert [d.direction for d in read.datasets] == ["input"]
+    assert [d.direction for d in written.datasets] == ["output"]
+    assert read.datasets[0].description == written.datasets[0].description == "d"

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from bridge.openlineage.spec_rules import STANDARD_FACETS
-from bridge.openlineage.validate import check_facet, event_kind, standard_facet, validate_event
-from tests.helpers import mutated
+from bridge.openlineage.validate import Problem, check_facet, event_kind, standard_facet, validate_event
+from tests.helpers import mutated, ol_dataset, ol_run_event
 
 BASE_EVENT: dict[str, Any] = {
     "eventTime": "2025-01-01T00:00:00Z",
@@ -156,3 +156,22 @@ def test_marquez_contract() -> None:
     assert event_kind(dataset_event) == "DatasetEvent"
     assert any("/DatasetEvent" in p.message for p in validate_event(dataset_event))
     assert validate_event(dataset_event, marquez=False) == []
+
+
+STANDARD_SCHEMA_URL = "https://openlineage.io/spec/facets/1-2-0/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet"
+
+
+def test_a_dataset_seen_before_is_reported_where_it_now_stands() -> None:
+    bad = ol_dataset("s3://b", "k", schema={"fields": [{"name": 7}]})  # a field name must be a string
+    bad["facets"]["schema"]["_schemaURL"] = STANDARD_SCHEMA_URL
+
+    def spec(event: dict[str, Any]) -> list[Problem]:
+        return [p for p in validate_event(event) if p.rule == "spec"]
+
+    first = spec(ol_run_event(inputs=[bad]))
+    second = spec(ol_run_event(inputs=[ol_dataset("s3://b", "other"), copy.deepcopy(bad)]))
+    third = spec(ol_run_event(outputs=[copy.deepcopy(bad)]))
+    assert [p.pointer for p in first] == ["/inputs/0/facets/schema/fields/0/name"]
+    assert [p.pointer for p in second] == ["/inputs/1/facets/schema/fields/0/name"]
+    assert [p.pointer for p in third] == ["/outputs/0/facets/schema/fields/0/name"]
+    assert first[0].message == second[0].message == third[0].message

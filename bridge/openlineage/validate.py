@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 import attrs
+import orjson
 
 from bridge.openlineage.spec_rules import STANDARD_FACETS, Shape
 
@@ -232,7 +233,33 @@ def _required_string(obj: Mapping[str, Any], key: str, pointer: str, fmt: str | 
             yield Problem(_ptr(pointer, key), f"must be {label}, not {value!r}")
 
 
+_DATASET_PROBLEMS: dict[tuple[str | None, bytes], tuple[tuple[str, str, str], ...]] = {}
+_DATASET_PROBLEMS_MAX = 8192  # datasets kept; the table starts over when full
+
+
 def _check_dataset(dataset: Any, pointer: str, extra: str | None) -> Iterator[Problem]:
+    """Problems of one dataset. Producers send the same datasets with the same facets run after
+    run, so the problems (as pointers below the dataset's) are kept by the dataset's JSON."""
+    if not isinstance(dataset, dict):
+        yield from _dataset_problems(dataset, pointer, extra)
+        return
+    try:
+        key = (extra, orjson.dumps(dataset, option=orjson.OPT_SORT_KEYS))
+    except TypeError:  # an integer past 64 bits
+        yield from _dataset_problems(dataset, pointer, extra)
+        return
+    known = _DATASET_PROBLEMS.get(key)
+    if known is None:
+        if len(_DATASET_PROBLEMS) >= _DATASET_PROBLEMS_MAX:
+            _DATASET_PROBLEMS.clear()
+        known = _DATASET_PROBLEMS[key] = tuple(
+            (p.pointer, p.message, p.rule) for p in _dataset_problems(dataset, "", extra)
+        )
+    for below, message, rule in known:
+        yield Problem(pointer + below, message, rule)
+
+
+def _dataset_problems(dataset: Any, pointer: str, extra: str | None) -> Iterator[Problem]:
     if not isinstance(dataset, dict):
         yield Problem(pointer, f"a dataset must be an object, not {_json_type(dataset)}")
         return

@@ -109,9 +109,27 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
+_SEEN: dict[tuple[str | None, bytes], SeenDataset] = {}
+_SEEN_MAX = 8192  # datasets kept; the table starts over when full
+
+
 def seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset:
     """A dataset with what its standard facets say: documentation, ownership, datasetType,
-    symlinks and schema."""
+    symlinks and schema. Producers name the same datasets with the same facets run after run,
+    so the answer is kept by the dataset's JSON."""
+    try:
+        key = (direction, orjson.dumps(dataset, option=orjson.OPT_SORT_KEYS))
+    except TypeError:  # an integer past 64 bits
+        return _seen_dataset(dataset, direction)
+    seen = _SEEN.get(key)
+    if seen is None:
+        if len(_SEEN) >= _SEEN_MAX:
+            _SEEN.clear()
+        seen = _SEEN[key] = _seen_dataset(dataset, direction)
+    return seen
+
+
+def _seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset:
     facets = dataset.get("facets")
     description = _text(_facet(facets, "documentation").get("description"))
     owners_facet = _facet(facets, "ownership").get("owners")

@@ -4,7 +4,9 @@ bottleneck) against a real ``olbridge serve`` and a bare server on the same stac
     python benchmarks/ingest.py [--seconds 10] [--connections 16] [--batch-size 100] [--repeat 3]
 
 Each setup runs ``--repeat`` times, each on a new catalog; the table shows the run with the median
-rate, and the rate of every run beside it.
+rate, and the rate of every run beside it. "writer CPU" and "workers CPU" are the microseconds of
+CPU an event that the writer process and the HTTP workers (together) spent over the same window
+(read from /proc; the bare server's one process counts as workers).
 
 Needs ``wrk`` (Debian: ``apt-get install wrk``). Every event sent is distinct (no duplicates),
 validated and committed before its answer; the accepted count is read back from the receiver's
@@ -116,7 +118,35 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def run_wrk(url: str, endpoint: str, bodies: Path, args: argparse.Namespace, script: Path) -> dict[str, float]:
+def cpu_seconds(server: int) -> dict[str, float]:
+    """CPU time so far of the server's processes (Linux /proc): the writer (the supervisor's first
+    child), the HTTP workers together, and the supervisor itself; a single-process server is all
+    "workers"."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def used(pid: int) -> float:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+
+    try:
+        children = sorted(int(p) for p in Path(f"/proc/{server}/task/{server}/children").read_text().split())
+    except OSError:
+        children = []
+    if not children:
+        return {"writer": 0.0, "workers": used(server), "supervisor": 0.0}
+    return {
+        "writer": used(children[0]),
+        "workers": sum(used(pid) for pid in children[1:]),
+        "supervisor": used(server),
+    }
+
+
+def run_wrk(
+    url: str, endpoint: str, bodies: Path, args: argparse.Namespace, script: Path, server: int
+) -> dict[str, float]:
     """wrk's own figures, and the server's steady rate: events counted by the server between two
     samples taken once the load is running (wrk's Lua setup, which reads every body first, and its
     ramp-up are left out)."""
@@ -137,10 +167,10 @@ def run_wrk(url: str, endpoint: str, bodies: Path, args: argparse.Namespace, scr
         stdout=subprocess.PIPE,
         text=True,
     )
-    samples: list[tuple[float, int]] = []
+    samples: list[tuple[float, int, dict[str, float]]] = []
     deadline = time.monotonic() + args.seconds + 120
     while process.poll() is None and time.monotonic() < deadline:
-        samples.append((time.monotonic(), counted(url)))
+        samples.append((time.monotonic(), counted(url), cpu_seconds(server)))
         time.sleep(0.5)
     out, _ = process.communicate(timeout=60)
     figures = {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))}  # type: ignore[union-attr]
@@ -151,8 +181,10 @@ def run_wrk(url: str, endpoint: str, bodies: Path, args: argparse.Namespace, scr
     figures["non2xx"] = float(errors.group(1)) if errors else 0.0
     moving = [i for i in range(1, len(samples)) if samples[i][1] > samples[i - 1][1]]
     if len(moving) >= 4:  # from a second into the load to the last sample that still moved
-        (t0, c0), (t1, c1) = samples[moving[1]], samples[moving[-1] - 1]
+        (t0, c0, cpu0), (t1, c1, cpu1) = samples[moving[1]], samples[moving[-1] - 1]
         figures["steady"] = (c1 - c0) / (t1 - t0) if t1 > t0 else 0.0
+        for part in ("writer", "workers"):  # CPU microseconds an event, over the same window
+            figures[f"cpu_{part}"] = 1e6 * (cpu1[part] - cpu0[part]) / max(c1 - c0, 1)
     else:
         figures["steady"] = 0.0
     return figures
@@ -209,7 +241,7 @@ def measure_olbridge(
     try:
         wait_ready(f"{url}/healthz", server)
         time.sleep(2)  # every worker up and listening before the load starts
-        figures = run_wrk(url, endpoint, bodies, args, script)
+        figures = run_wrk(url, endpoint, bodies, args, script, server.pid)
         taken, commits = accepted(url)
     finally:
         stop(server)
@@ -226,7 +258,7 @@ def measure_bare(endpoint: str, bodies: Path, args: argparse.Namespace, script: 
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, bare)
-        return run_wrk(url, endpoint, bodies, args, script)
+        return run_wrk(url, endpoint, bodies, args, script, bare.pid)
     finally:
         stop(bare)
 
@@ -289,12 +321,13 @@ def main() -> None:
             rows.append((mode, "bare (parse + 201)", *median(runs)))
     print(
         f"{'mode':8} {'server':22} {'requests/s':>11} {'events/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}"
-        f" {'events/commit':>14}  events/s of each run"
+        f" {'events/commit':>14} {'writer CPU':>10} {'workers CPU':>11}  events/s of each run"
     )
     for mode, server_name, figures, per_second, every in rows:
         print(
             f"{mode:8} {server_name:22} {figures['rps']:>11,.0f} {per_second:>10,.0f} {figures['50%']:>8.2f} "
-            f"{figures['99%']:>8.2f} {figures['non2xx']:>8.0f} {figures.get('per_commit', 0):>14.1f}  "
+            f"{figures['99%']:>8.2f} {figures['non2xx']:>8.0f} {figures.get('per_commit', 0):>14.1f} "
+            f"{figures.get('cpu_writer', 0):>10.1f} {figures.get('cpu_workers', 0):>11.1f}  "
             + " ".join(f"{rate:,.0f}" for rate in every)
         )
     bare = {r[0]: r[3] for r in rows if r[1].startswith("bare")}

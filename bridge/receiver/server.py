@@ -240,7 +240,7 @@ def serve(
             start(slot)
         if on_ready is not None:
             workers = f"{options.workers} worker{'s' if options.workers != 1 else ''}"
-            on_ready(f"http://{host}:{port} ({workers} and a writer)")
+            on_ready(f"http://{host}:{port}, {workers} and a writer")
         while children:
             try:
                 pid, status = os.wait()

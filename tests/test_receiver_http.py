@@ -344,6 +344,13 @@ def _free_port() -> int:
 @contextlib.contextmanager
 def running_server(catalog: Path, *options: str) -> Iterator[str]:
     """``olbridge serve`` as a subprocess on a free loopback port, stopped with SIGTERM."""
+    with serve_process(catalog, *options) as (url, _process):
+        yield url
+
+
+@contextlib.contextmanager
+def serve_process(catalog: Path, *options: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """The same, with the supervisor's process."""
     port = _free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "bridge", "--catalog", str(catalog), "serve", "--port", str(port), *options],
@@ -363,7 +370,7 @@ def running_server(catalog: Path, *options: str) -> Iterator[str]:
             time.sleep(0.1)
         else:
             raise AssertionError("olbridge serve did not become ready")
-        yield url
+        yield url, process
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -381,6 +388,44 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     catalog = tmp_path / "served.db"
     with running_server(catalog) as url:
         yield url, catalog
+
+
+def _writer_pid(supervisor: int, catalog: Path) -> int:
+    """The supervisor's child that holds the catalog open: the writer process."""
+    children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
+    for child in children:
+        for fd in Path(f"/proc/{child}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                if os.readlink(fd) == str(catalog):
+                    return int(child)
+    raise AssertionError(f"no child of {supervisor} holds {catalog} open")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the writer through /proc (Linux)")
+def test_a_killed_writer_is_replaced_and_retried_events_land_once(tmp_path: Path) -> None:
+    catalog = tmp_path / "writer.db"
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+
+    def send(n: int) -> int:
+        event = ol_run_event(run_id=f"0194a1b2-0000-7000-8000-{n:012d}", inputs=[ol_dataset("s3://b", f"k{n}")])
+        for _ in range(50):  # as a client does: retry what is retriable, up to about 10 s
+            status = requests.post(f"{url}/api/v1/lineage", json=event, headers=headers, timeout=30).status_code
+            if status != 503:
+                return status
+            time.sleep(0.2)
+        return status
+
+    with serve_process(catalog) as (url, process):
+        assert send(0) == 201
+        first = _writer_pid(process.pid, catalog)
+        os.kill(first, signal.SIGKILL)
+        assert [send(n) for n in range(1, 6)] == [201] * 5
+        assert _writer_pid(process.pid, catalog) != first
+        assert send(3) == 201  # sent again: a duplicate, taken and not counted twice
+        metrics = requests.get(f"{url}/metrics", timeout=10).text
+        assert 'olbridge_receiver_events_total{result="accepted"} 6' in metrics
+    with Catalog(catalog) as opened:
+        assert opened.count_received()["received_events"] == 6
 
 
 def test_workers_share_the_port_the_counts_and_the_catalog(tmp_path: Path) -> None:

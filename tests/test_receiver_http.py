@@ -372,9 +372,10 @@ def serve_process(catalog: Path, *options: str) -> Iterator[tuple[str, subproces
             raise AssertionError("olbridge serve did not become ready")
         yield url, process
     finally:
-        process.send_signal(signal.SIGTERM)
+        if process.returncode is None:  # not reaped by the test itself
+            process.send_signal(signal.SIGTERM)
         try:
-            assert process.wait(timeout=15) == 0
+            assert process.wait(timeout=15) == 0 or process.returncode == -signal.SIGKILL
         finally:
             if process.poll() is None:
                 process.kill()
@@ -426,6 +427,31 @@ def test_a_killed_writer_is_replaced_and_retried_events_land_once(tmp_path: Path
         assert 'olbridge_receiver_events_total{result="accepted"} 6' in metrics
     with Catalog(catalog) as opened:
         assert opened.count_received()["received_events"] == 6
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has stopped; it waits for init to reap it
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the processes through /proc (Linux)")
+def test_the_writer_and_workers_stop_when_the_supervisor_is_killed(tmp_path: Path) -> None:
+    with serve_process(tmp_path / "orphans.db") as (_url, process):
+        children = [int(c) for c in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()]
+        assert len(children) == 3  # the writer and two workers
+        process.kill()
+        process.wait()
+        for _ in range(150):  # up to 15 s; each child looks for its supervisor every second
+            if not any(_running(child) for child in children):
+                break
+            time.sleep(0.1)
+        left = [child for child in children if _running(child)]
+        for child in left:
+            os.kill(child, signal.SIGKILL)
+        assert not left, f"still running after the supervisor was killed: {left}"
 
 
 def test_workers_share_the_port_the_counts_and_the_catalog(tmp_path: Path) -> None:

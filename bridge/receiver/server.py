@@ -161,6 +161,18 @@ def _balance(server: Any, counts: Any, slot: int) -> None:
     server.readable = balanced_readable
 
 
+def _follow(supervisor: int, every: float = 1.0) -> None:
+    """Stop this process as SIGTERM would once its supervisor is gone (killed with SIGKILL, say),
+    rather than serve or hold the catalog on as an orphan."""
+
+    def watch() -> None:
+        while os.getppid() == supervisor:
+            time.sleep(every)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="olbridge-supervisor-watch", daemon=True).start()
+
+
 # waitress warns of every queued request under load; the metrics tell that story
 logging.getLogger("waitress.queue").setLevel(logging.ERROR)
 
@@ -200,6 +212,8 @@ def serve(
         if pid == 0:
             code = 1
             try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the supervisor's handler: ours come below
+                _follow(supervisor)
                 # every group of events makes thousands of short-lived objects: collect the young
                 # generation less often (the older ones, frozen below, are never walked again)
                 gc.set_threshold(5_000, 20, 50)
@@ -230,6 +244,7 @@ def serve(
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGTERM)
 
+    supervisor = os.getpid()
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     # what the processes inherit (modules, naming rules) lives as long as they do: kept out of the
     # collector's walks, and out of copy-on-write page faults after the fork

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 import orjson
 
+from bridge.memo import Memo
 from bridge.openlineage.spec_rules import STANDARD_FACETS, Shape
 
 EVENT_KINDS = ("RunEvent", "DatasetEvent", "JobEvent")
@@ -233,8 +234,7 @@ def _required_string(obj: Mapping[str, Any], key: str, pointer: str, fmt: str | 
             yield Problem(_ptr(pointer, key), f"must be {label}, not {value!r}")
 
 
-_DATASET_PROBLEMS: dict[tuple[str | None, bytes], tuple[tuple[str, str, str], ...]] = {}
-_DATASET_PROBLEMS_MAX = 8192  # datasets kept; the table starts over when full
+_DATASET_PROBLEMS: Memo[tuple[tuple[str, str, str], ...]] = Memo()
 
 
 def _check_dataset(dataset: Any, pointer: str, extra: str | None) -> Iterator[Problem]:
@@ -244,17 +244,15 @@ def _check_dataset(dataset: Any, pointer: str, extra: str | None) -> Iterator[Pr
         yield from _dataset_problems(dataset, pointer, extra)
         return
     try:
-        key = (extra, orjson.dumps(dataset, option=orjson.OPT_SORT_KEYS))
+        text = orjson.dumps(dataset, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # an integer past 64 bits
         yield from _dataset_problems(dataset, pointer, extra)
         return
+    key = (extra, text)
     known = _DATASET_PROBLEMS.get(key)
     if known is None:
-        if len(_DATASET_PROBLEMS) >= _DATASET_PROBLEMS_MAX:
-            _DATASET_PROBLEMS.clear()
-        known = _DATASET_PROBLEMS[key] = tuple(
-            (p.pointer, p.message, p.rule) for p in _dataset_problems(dataset, "", extra)
-        )
+        found = tuple((p.pointer, p.message, p.rule) for p in _dataset_problems(dataset, "", extra))
+        known = _DATASET_PROBLEMS.put(key, len(text), found)
     for below, message, rule in known:
         yield Problem(pointer + below, message, rule)
 

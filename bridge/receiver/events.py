@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 import orjson
 
+from bridge.memo import Memo
 from bridge.model import Column, format_time, parse_time, pickles_as_tuple
 
 TERMINAL = ("COMPLETE", "FAIL", "ABORT")
@@ -109,8 +110,7 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-_SEEN: dict[tuple[str | None, bytes], SeenDataset] = {}
-_SEEN_MAX = 8192  # datasets kept; the table starts over when full
+_SEEN: Memo[SeenDataset] = Memo()
 
 
 def seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset:
@@ -118,15 +118,11 @@ def seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset:
     symlinks and schema. Producers name the same datasets with the same facets run after run,
     so the answer is kept by the dataset's JSON."""
     try:
-        key = (direction, orjson.dumps(dataset, option=orjson.OPT_SORT_KEYS))
+        text = orjson.dumps(dataset, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # an integer past 64 bits
         return _seen_dataset(dataset, direction)
-    seen = _SEEN.get(key)
-    if seen is None:
-        if len(_SEEN) >= _SEEN_MAX:
-            _SEEN.clear()
-        seen = _SEEN[key] = _seen_dataset(dataset, direction)
-    return seen
+    key = (direction, text)
+    return _SEEN.get(key) or _SEEN.put(key, len(text), _seen_dataset(dataset, direction))
 
 
 def _seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -145,27 +145,27 @@ class GroupIngest:
             width = next(w for w in (1, 4, 16, 64, 256) if w >= len(chunk))
             yield chunk + [chunk[-1]] * (width - len(chunk))
 
+    def _select(self, statement: Callable[[int], str], keys: Sequence[Any]) -> Iterator[Any]:
+        """The rows ``statement(n)`` gives for ``keys`` (values, or tuples of values), n at a time."""
+        for chunk in self._chunks(keys):
+            params = [part for key in chunk for part in key] if isinstance(chunk[0], tuple) else chunk
+            yield from self.cur.execute(statement(len(chunk)), params)
+
     def _preload(self, events: Sequence[IncomingEvent]) -> None:
         """Read what the group's events touch in a few statements, not one a row."""
-        self.known: set[str] = set()
-        for chunk in self._chunks([(e.time_text, e.digest) for e in events]):
-            flat = [part for pair in chunk for part in pair]
-            self.known.update(d for (d,) in self.cur.execute(sql.received_digests(len(chunk)), flat))
+        pairs = [(e.time_text, e.digest) for e in events]
+        self.known: set[str] = {digest for (digest,) in self._select(sql.received_digests, pairs)}
         datasets = list(dict.fromkeys((d.namespace, d.name) for e in events for d in e.datasets))
         self.bindings = dict.fromkeys(datasets)
-        for chunk in self._chunks(datasets):
-            flat = [part for pair in chunk for part in pair]
-            for ns, name, *row in self.cur.execute(sql.bindings_of(len(chunk)), flat):
-                asset_id, first, last, seen_rank, facets_rank, facets_digest = row
-                self.bindings[ns, name] = _Binding(
-                    asset_id, first, last, seen_rank, facets_rank, facets_digest, new=False
-                )
+        for ns, name, asset_id, first, last, seen_rank, facets_rank, facets_digest in self._select(
+            sql.bindings_of, datasets
+        ):
+            self.bindings[ns, name] = _Binding(asset_id, first, last, seen_rank, facets_rank, facets_digest, new=False)
         sources = list(dict.fromkeys(e.source for e in events if e.source is not None))
-        for chunk in self._chunks(sources):
-            for source, inputs, outputs in self.cur.execute(sql.usages_of_sources(len(chunk)), chunk):
-                sets = self._usage_sets(source)
-                sets["input"].update(json.loads(inputs))
-                sets["output"].update(json.loads(outputs))
+        for source, inputs, outputs in self._select(sql.usages_of_sources, sources):
+            sets = self._usage_sets(source)
+            sets["input"].update(json.loads(inputs))
+            sets["output"].update(json.loads(outputs))
 
     # --- reads, once each --------------------------------------------------------------------
 

@@ -23,20 +23,19 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 
 from bridge.mapping.resolver import Resolver
 from bridge.receiver.app import ReceiverApp
-from bridge.receiver.events import IncomingEvent
 from bridge.receiver.intake import Intake, Limits
 from bridge.receiver.metrics import Metrics
-from bridge.receiver.writer import CatalogWriter, GroupWriter, Results
+from bridge.receiver.writer import CatalogWriter, QueuedWriter
 from bridge.receiver.writer_process import RemoteWriter, listen, run_writer
 
 WRITER = -1  # the writer process's slot among the supervisor's children
@@ -54,25 +53,14 @@ class ServeOptions:
     workers: int = 2
 
 
-class Writer(Protocol):
-    """What the receiver hands accepted events to: :class:`GroupWriter` in this process, or
-    :class:`RemoteWriter` to the writer process."""
-
-    @property
-    def alive(self) -> bool: ...
-
-    def submit(self, events: Sequence[IncomingEvent]) -> Results: ...
-
-    def close(self) -> None: ...
-
-
 class Receiver:
-    """A writer, the WSGI app and the server, started and stopped together."""
+    """A writer (:class:`bridge.receiver.writer_process.RemoteWriter` in ``olbridge serve``), the
+    WSGI app and the server, started and stopped together."""
 
     def __init__(
         self,
         catalog_path: str | Path,
-        writer: Writer,
+        writer: QueuedWriter,
         options: ServeOptions = ServeOptions(),
         *,
         metrics: Metrics | None = None,
@@ -93,15 +81,6 @@ class Receiver:
             ident="olbridge",
             **where,
         )
-
-    @classmethod
-    def in_process(
-        cls, catalog_path: str | Path, resolver: Resolver, options: ServeOptions = ServeOptions()
-    ) -> Receiver:
-        """A receiver that writes on a thread of its own process (no supervisor, no workers)."""
-        metrics = Metrics()
-        writer = GroupWriter(catalog_path, resolver, durability=options.durability, on_commit=metrics.commit)
-        return cls(catalog_path, writer, options, metrics=metrics)
 
     @property
     def url(self) -> str:
@@ -151,12 +130,11 @@ def _balance(server: Any, counts: Any, slot: int) -> None:
     worker (plus one), publishing its own count as it goes."""
     readable = server.readable
     base = len(server._map)  # the listening socket and the trigger
-    shared = counts.get_obj()  # read and written without the array's lock: each slot has one writer
 
     def balanced_readable() -> bool:
         mine = len(server._map) - base
-        shared[slot] = mine
-        return bool(readable()) and mine <= min(shared) + 1
+        counts[slot] = mine
+        return bool(readable()) and mine <= min(counts) + 1
 
     server.readable = balanced_readable
 
@@ -202,7 +180,8 @@ def serve(
     private = tempfile.mkdtemp(prefix="olbridge-serve-")
     address = os.path.join(private, "writer.sock")
     writer_socket = listen(address)
-    open_connections = multiprocessing.get_context("fork").Array("q", max(options.workers, 1))
+    # no lock: each slot has one writer, and a stale read only delays an accept
+    open_connections = multiprocessing.get_context("fork").RawArray("q", max(options.workers, 1))
     metrics = Metrics()  # shared memory, made before the processes fork
     children: dict[int, int] = {}  # pid -> worker slot, or WRITER
     stopping = False

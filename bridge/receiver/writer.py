@@ -98,31 +98,6 @@ class Job:
         self.done.set()
 
 
-def take_jobs(jobs: queue.Queue[Job | None], first: Job, max_group: int) -> tuple[list[Job], bool]:
-    """``first`` and the jobs queued behind it, up to ``max_group`` events; and whether the queue
-    said stop (``None``), which is put back for the next reader."""
-    taken, count = [first], len(first.events)
-    while count < max_group:
-        try:
-            more = jobs.get_nowait()
-        except queue.Empty:
-            break
-        if more is None:
-            jobs.put_nowait(None)
-            return taken, True
-        taken.append(more)
-        count += len(more.events)
-    return taken, False
-
-
-def hand_out(jobs: Sequence[Job], results: Results) -> None:
-    """Give each job its share of the group's results, in order."""
-    start = 0
-    for job in jobs:
-        job.finish(results[start : start + len(job.events)])
-        start += len(job.events)
-
-
 class QueuedWriter:
     """Takes event lists from any thread of this process and hands them on in groups, one group
     at a time, from a thread of its own: subclasses say where a group goes (:meth:`_write`)."""
@@ -159,8 +134,22 @@ class QueuedWriter:
             first = self._queue.get()
             if first is None:
                 return
-            jobs, _ = take_jobs(self._queue, first, self.max_group)
-            hand_out(jobs, self._write([e for job in jobs for e in job.events]))
+            jobs, count = [first], len(first.events)
+            while count < self.max_group:  # and the jobs queued behind it
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:  # stop after this group: put it back for the next turn
+                    self._queue.put_nowait(None)
+                    break
+                jobs.append(more)
+                count += len(more.events)
+            results = self._write([e for job in jobs for e in job.events])
+            start = 0
+            for job in jobs:  # each its share, in order
+                job.finish(results[start : start + len(job.events)])
+                start += len(job.events)
 
     def _write(self, events: list[IncomingEvent]) -> Results:
         raise NotImplementedError

@@ -279,3 +279,21 @@ def test_declared_flows_stream_and_backfill_as_job_events(
         kinds = [e["schemaURL"].rsplit("/", 1)[1] for e in backend.accepted]
     assert kinds[:2] == ["JobEvent", "JobEvent"] and "JobEvent" not in kinds[2:]
     assert (summary.jobs, summary.runs, summary.complete) == (2, 3, True)
+
+
+def test_a_backfill_resumed_anywhere_among_declared_jobs_sends_each_once(
+    catalog: Catalog, converter: Converter, tmp_path: Path
+) -> None:
+    from bridge.adapters.kestra import declare_flows
+    from tests.test_kestra import GUIDE_FLOW, SNAPSHOT_FLOW
+
+    declare_flows(catalog, [GUIDE_FLOW], now=at(0))
+    declare_flows(catalog, [SNAPSHOT_FLOW], now=at(10))
+    changed = tmp_path / "dbt_build_with_lineage.yml"  # the first flow again, changed: declared anew
+    changed.write_text(GUIDE_FLOW.read_text().replace("owner: analytics-team", "owner: data-team"))
+    declare_flows(catalog, [changed], now=at(20))
+    job = backfill(catalog, converter, None)
+    order = [position for position, _ in job._items(None)]
+    assert len(order) == 3
+    for stop, position in enumerate(order):  # stopped after any job: the rest, each once, in order
+        assert [p for p, _ in job._items(position)] == order[stop + 1 :]

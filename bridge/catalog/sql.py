@@ -613,16 +613,19 @@ COUNT_DECLARED_JOBS = "SELECT count(*) FROM declared_jobs"
 
 
 def select_declared_jobs(
-    *, since: bool = False, until: bool = False, namespace: bool = False, flow: bool = False
+    *, since: bool = False, until: bool = False, namespace: bool = False, flow: bool = False, after: bool = False
 ) -> str:
-    """Declared jobs in the order they were declared (placeholders: since, until, namespace, flow)."""
+    """Declared jobs in the order they were first declared, by key (placeholders: since, until,
+    namespace, flow, after). A job declared again keeps its key, so a reader that resumes after
+    a key misses none and reads none twice."""
     clause = where(
         (since, "declared_at >= ?"),
         (until, "declared_at < ?"),
         (namespace, "flow_namespace = ?"),
         (flow, "flow_id = ?"),
+        (after, "pk > ?"),
     )
-    return f"SELECT {DECLARED_JOB_COLUMNS} FROM declared_jobs{clause} ORDER BY declared_at, pk"
+    return f"SELECT {DECLARED_JOB_COLUMNS} FROM declared_jobs{clause} ORDER BY pk"
 
 
 # --- outbox ---------------------------------------------------------------------------------

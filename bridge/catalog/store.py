@@ -122,6 +122,11 @@ class Catalog:
         finally:
             cur.close()
 
+    def read_one(self, statement: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        """The first row of a read, outside any write transaction (it takes no write lock)."""
+        row = self._conn.execute(statement, params).fetchone()
+        return tuple(row) if row is not None else None
+
     # --- assets ----------------------------------------------------------------------------
 
     def get_asset(self, asset_id: str) -> Asset | None:
@@ -422,13 +427,18 @@ class Catalog:
         until: datetime | None = None,
         namespace: str | None = None,
         flow: str | None = None,
+        after: int | None = None,
     ) -> Iterator[StoredDeclaredJob]:
-        """Declared jobs in the order they were declared."""
+        """Declared jobs in the order they were first declared (by key), those after key ``after``."""
         statement = sql.select_declared_jobs(
-            since=since is not None, until=until is not None, namespace=namespace is not None, flow=flow is not None
+            since=since is not None,
+            until=until is not None,
+            namespace=namespace is not None,
+            flow=flow is not None,
+            after=after is not None,
         )
         params: list[Any] = [format_time(t) for t in (since, until) if t is not None]
-        params += [v for v in (namespace, flow) if v is not None]
+        params += [v for v in (namespace, flow, after) if v is not None]
         for row in self._conn.execute(statement, params):
             yield rows.declared_job_from_row(row)
 

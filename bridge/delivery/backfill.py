@@ -188,11 +188,11 @@ class Backfill:
     def _items(self, after: Position | None) -> Iterator[tuple[Position, Item]]:
         f = self.filters
         if after is None or after[1] == -1:
-            done = after[2] if after is not None else 0
-            declared = self.catalog.iter_declared_jobs(since=f.since, until=f.until, namespace=f.namespace, flow=f.flow)
+            declared = self.catalog.iter_declared_jobs(
+                since=f.since, until=f.until, namespace=f.namespace, flow=f.flow, after=after[2] if after else None
+            )
             for job in declared:
-                named = {d.id for d in (*job.job.inputs, *job.job.outputs)}
-                if job.pk > done and (f.asset is None or f.asset in named):
+                if f.asset is None or f.asset in {d.id for d in (*job.job.inputs, *job.job.outputs)}:
                     yield ("", -1, job.pk), job
         runs_after: tuple[str, int] | None = None
         changes_after: tuple[str, int] | None = None

@@ -271,6 +271,26 @@ def test_one_task_run_per_task_reads_at_once_and_writes_at_the_end(tmp_path: Pat
     assert list(step.inputs) == [ORDERS]  # a refused call changes nothing
 
 
+def test_a_read_the_catalog_refuses_changes_nothing(tmp_path: Path, definitions: Any) -> None:
+    with Catalog(tmp_path / "catalog.db") as catalog:  # the model's id is already a dataset's
+        catalog.set_asset(AssetDeclaration.create(MODEL, type="Dataset"), now=at(90))
+    step = recorder(tmp_path)
+    with pytest.raises(ValidationError, match="changing its type"):
+        step.read(definitions["model"])
+    assert (step.inputs, step.started_at) == ({}, None)
+    with Catalog(tmp_path / "catalog.db") as catalog:
+        assert list(catalog.iter_task_runs()) == []
+    step.read(definitions["orders"])
+    with pytest.raises(ValidationError, match="changing its type"):
+        step.read(definitions["model"])
+    assert list(step.inputs) == [ORDERS]
+    assert step.end() is TaskState.SUCCESS
+    with Catalog(tmp_path / "catalog.db") as catalog:
+        (stored,) = catalog.iter_task_runs()
+        assert [u.asset_id for u in stored.inputs] == [ORDERS]
+        assert catalog.asset(MODEL).type == "Dataset"
+
+
 def test_a_failed_task_writes_no_instance(tmp_path: Path, definitions: Any) -> None:
     first = recorder(tmp_path, task="4")
     first.write(definitions["model"], "mean", {"mean": 5.0}, None)
@@ -356,7 +376,6 @@ def test_a_bad_config_in_a_step_records_nothing(
         before = snapshot(catalog)
     monkeypatch.setattr(helper, "_context", lambda: context(tmp_path, task="2"))
     monkeypatch.setattr(helper, "_active", None)
-    monkeypatch.setattr(helper, "_hooked", True)  # no exit hook in the test process
     monkeypatch.setenv("OLBRIDGE_CATALOG", str(tmp_path / "catalog.db"))
     with pytest.raises(ConfigError, match=r"data/orders/asset_config.toml: unknown key\(s\) colour"):
         helper.register_data("orders", "orders")
@@ -365,6 +384,18 @@ def test_a_bad_config_in_a_step_records_nothing(
     assert helper._active is None
     with Catalog(tmp_path / "catalog.db") as catalog:
         assert snapshot(catalog) == before
+
+
+def test_a_refused_first_call_in_a_step_leaves_nothing_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path / "data" / "orders" / "asset_config.toml", ORDERS_CONFIG)
+    monkeypatch.setattr(helper, "_context", lambda: context(tmp_path))
+    monkeypatch.setattr(helper, "_active", None)
+    monkeypatch.setenv("OLBRIDGE_CATALOG", str(tmp_path / "catalog.db"))
+    with pytest.raises(ValidationError, match="not a string"):
+        helper.register_data("orders", "orders", tags="a:b")
+    helper._end_active()  # what the exit hook does
+    assert helper._active is None
+    assert not (tmp_path / "catalog.db").exists()
 
 
 def test_a_step_can_read_another_branchs_instance(
@@ -377,7 +408,6 @@ def test_a_step_can_read_another_branchs_instance(
     producer.end()
     monkeypatch.setattr(helper, "_context", lambda: context(tmp_path))
     monkeypatch.setattr(helper, "_active", None)
-    monkeypatch.setattr(helper, "_hooked", True)  # no exit hook in the test process
     monkeypatch.setenv("OLBRIDGE_CATALOG", str(tmp_path / "catalog.db"))
     loaded: list[tuple[str, str]] = []
     monkeypatch.setattr(helper, "load_artifact", lambda pathspec, artifact: loaded.append((pathspec, artifact)) or [1])

@@ -25,8 +25,9 @@ def register(cli: click.Group) -> None:
     def define_command(app: Any, folder: Path, project: str, branch: str) -> None:
         """Set every asset defined in FOLDER/data/*/ and FOLDER/models/*/asset_config.toml as a catalog
         asset of the branch (as a deployment does); with any bad file nothing is set."""
-        assets = define_all(app.catalog(), folder, make_scope(project, branch), now=utcnow())
-        say(f"{len(assets)} asset definition(s) set in namespace {make_scope(project, branch).namespace}")
+        scope = make_scope(project, branch)
+        assets = define_all(app.catalog(), folder, scope, now=utcnow())
+        say(f"{len(assets)} asset definition(s) set in namespace {scope.namespace}")
         print_json([a.to_json() for a in assets])
 
     @metaflow.command("promote")

@@ -155,7 +155,6 @@ def catalog_path(env: Mapping[str, str]) -> Path:
 
 @attrs.define
 class _Output:
-    definition: AssetDefinition
     pointers: dict[str, Any]
     annotations: Mapping[str, Any] | None
     tags: Mapping[str, Any] | Iterable[str] | None
@@ -181,48 +180,49 @@ class StepRecorder:
         self.outputs: dict[str, _Output] = {}
         self.state: TaskState | None = None
 
-    def _run(self, state: TaskState, outputs: tuple[AssetDeclaration, ...], error: str | None) -> TaskRun:
-        assert self.started_at is not None
+    def _run(
+        self,
+        state: TaskState,
+        started_at: datetime,
+        inputs: Mapping[str, AssetDeclaration],
+        outputs: tuple[AssetDeclaration, ...],
+        error: str | None,
+    ) -> TaskRun:
         return TaskRun(
             key=self.context.key,
             state=state,
-            started_at=self.started_at,
+            started_at=started_at,
             ended_at=self.clock() if state.is_terminal else None,
-            inputs=tuple(self.inputs.values()),
+            inputs=tuple(inputs.values()),
             outputs=outputs,
             job=JOB,
             error=error,
         )
 
-    def _record_running(self, definition: AssetDefinition | None) -> None:
-        """Record the run as started, with the inputs so far, and the definition of its branch."""
+    def _record_running(self, inputs: dict[str, AssetDeclaration], definition: AssetDefinition | None) -> None:
+        """Record the run as started, with ``inputs``, and the definition of its branch. The
+        recorder takes the inputs and the start only once the catalog has them: a refused call
+        leaves the task run as it was."""
         if self.state is not None:
             raise BridgeError(f"the task run of {self.context.pathspec} has already ended ({self.state.value})")
         now = self.clock()
-        if self.started_at is None:
-            self.started_at = now
+        started_at = self.started_at or now
         scope = self.context.scope
         with Catalog(self.catalog_path) as catalog:
             updates = []
             if definition is not None:
                 stored = catalog.get_asset(scope.catalog_id(definition.kind, definition.id))
                 updates.append(definition_declaration(definition, scope, stored))
-            catalog.record([self._run(TaskState.RUNNING, (), None)], updates, now=now)
+            catalog.record([self._run(TaskState.RUNNING, started_at, inputs, (), None)], updates, now=now)
+        self.started_at, self.inputs = started_at, inputs
 
     def read(self, definition: AssetDefinition, scope: Scope | None = None) -> None:
         """Record a read of the asset on this task's branch, or on another one (``scope``), whose
         definition this task leaves alone."""
         own = scope is None or scope == self.context.scope
         catalog_id = (scope or self.context.scope).catalog_id(definition.kind, definition.id)
-        if self.state is not None:
-            raise BridgeError(f"the task run of {self.context.pathspec} has already ended ({self.state.value})")
-        before = dict(self.inputs)
-        self.inputs[catalog_id] = AssetDeclaration.create(catalog_id)
-        try:
-            self._record_running(definition if own else None)
-        except BaseException:
-            self.inputs = before  # a refused call leaves the task run as it was
-            raise
+        inputs = {**self.inputs, catalog_id: AssetDeclaration.create(catalog_id)}
+        self._record_running(inputs, definition if own else None)
 
     def write(
         self,
@@ -233,19 +233,17 @@ class StepRecorder:
     ) -> None:
         pointers = {"pathspec": self.context.pathspec, "artifact": artifact, "runId": self.context.run_id}
         instance_metadata(None, pointers, annotations, tags)  # checked now, so the call fails, not the end
+        self._record_running(self.inputs, definition)
         catalog_id = self.context.scope.catalog_id(definition.kind, definition.id)
-        before = dict(self.outputs)
-        self.outputs[catalog_id] = _Output(definition, pointers, annotations, tags)
-        try:
-            self._record_running(definition)
-        except BaseException:
-            self.outputs = before
-            raise
+        self.outputs[catalog_id] = _Output(pointers, annotations, tags)
 
-    def end(self, state: TaskState | None = None, error: str | None = None) -> TaskState:
-        """End the task run: with ``state``, or Metaflow's verdict on the task."""
+    def end(self, state: TaskState | None = None, error: str | None = None) -> TaskState | None:
+        """End the task run: with ``state``, or Metaflow's verdict on the task. None when no call was
+        recorded: there is no task run to end, and the catalog is left alone."""
         if self.state is not None:
             return self.state
+        if self.started_at is None:
+            return None
         if state is None:
             state, error = self.outcome(self.context)
         outputs = []
@@ -254,13 +252,12 @@ class StepRecorder:
                 stored = catalog.get_asset(catalog_id)
                 metadata = instance_metadata(stored, out.pointers, out.annotations, out.tags)
                 outputs.append(AssetDeclaration.create(catalog_id, metadata=metadata))
-            result = catalog.record_task_run(self._run(state, tuple(outputs), error))
+            result = catalog.record_task_run(self._run(state, self.started_at, self.inputs, tuple(outputs), error))
         self.state = result.state
         return result.state
 
 
 _active: StepRecorder | None = None  # the task run of the task this process runs
-_hooked = False
 
 
 def _end_active() -> None:
@@ -274,16 +271,16 @@ def _end_active() -> None:
         print(f"olbridge: could not end the task run of {recorder.context.pathspec}: {exc}", file=sys.stderr)
 
 
+atexit.register(_end_active)  # ends the task run when the task process exits; nothing without one
+
+
 def _recorder(context: StepContext) -> StepRecorder:
     """The task run of this task; it ends when the task process exits (Metaflow runs one task a
     process), or when a call comes from another task."""
-    global _active, _hooked
+    global _active
     if _active is not None and _active.context.key != context.key:
         _end_active()
     if _active is None:
-        if not _hooked:
-            atexit.register(_end_active)
-            _hooked = True
         _active = StepRecorder(context, catalog_path(os.environ))
     return _active
 

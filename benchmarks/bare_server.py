@@ -1,18 +1,21 @@
 """The baseline for benchmarks/ingest.py: the same server stack (waitress, same threads) with an
-app that only parses the JSON body and answers 201 (or 200 for a batch). Run by the benchmark."""
+app that only parses the JSON body (as olbridge's workers do, with orjson) and answers 201 (or 200
+for a batch). Run by the benchmark."""
 
 from __future__ import annotations
 
-import itertools
-import json
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
 from waitress import serve
 
-EVENTS = itertools.count()  # events parsed (next() is atomic under the GIL)
-TAKEN = [0]
+from bridge.receiver.events import parse_json
+
+TAKEN = [0]  # events parsed
+COUNTING = threading.Lock()
 
 
 def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterator[bytes]:
@@ -21,11 +24,11 @@ def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterator
         start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(text)))])
         return iter([text])
     length = int(environ.get("CONTENT_LENGTH") or 0)
-    body = json.loads(environ["wsgi.input"].read(length))
-    for _ in range(len(body) if isinstance(body, list) else 1):
-        TAKEN[0] = next(EVENTS) + 1
+    body = parse_json(environ["wsgi.input"].read(length))
+    with COUNTING:
+        TAKEN[0] += len(body) if isinstance(body, list) else 1
     if isinstance(body, list):
-        payload = json.dumps({"status": "success", "summary": {"received": len(body)}}).encode()
+        payload = orjson.dumps({"status": "success", "summary": {"received": len(body)}})
         start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
         return iter([payload])
     start_response("201 Created", [("Content-Length", "0")])

@@ -6,7 +6,9 @@ bottleneck) against a real ``olbridge serve`` and a bare server on the same stac
 Each setup runs ``--repeat`` times, each on a new catalog; the table shows the run with the median
 rate, and the rate of every run beside it. "writer CPU" and "workers CPU" are the microseconds of
 CPU an event that the writer process and the HTTP workers (together) spent over the same window
-(read from /proc; the bare server's one process counts as workers).
+(read from /proc; the bare server's one process counts as workers). "duplicates" are events the
+server found it had already (each wrk thread sends its own slice of the bodies, so it is 0 unless a
+thread runs out of bodies: raise --events then).
 
 Needs ``wrk`` (Debian: ``apt-get install wrk``). Every event sent is distinct (no duplicates),
 validated and committed before its answer; the accepted count is read back from the receiver's
@@ -43,7 +45,8 @@ end
 function init(args)
   bodies = {}
   for line in io.lines(os.getenv("BODIES")) do bodies[#bodies + 1] = line end
-  index = id * math.floor(#bodies / 4)
+  -- each thread its own slice of the bodies, so that no body is sent twice
+  index = id * math.floor(#bodies / tonumber(os.getenv("THREADS")))
   headers = {["Content-Type"] = "application/json", ["Authorization"] = "Bearer bench"}
 end
 function request()
@@ -120,8 +123,8 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 def cpu_seconds(server: int) -> dict[str, float]:
     """CPU time so far of the server's processes (Linux /proc): the writer (the supervisor's first
-    child), the HTTP workers together, and the supervisor itself; a single-process server is all
-    "workers"."""
+    child, started before the workers) and the HTTP workers together; a single-process server is
+    all "workers"."""
     tick = os.sysconf("SC_CLK_TCK")
 
     def used(pid: int) -> float:
@@ -136,12 +139,8 @@ def cpu_seconds(server: int) -> dict[str, float]:
     except OSError:
         children = []
     if not children:
-        return {"writer": 0.0, "workers": used(server), "supervisor": 0.0}
-    return {
-        "writer": used(children[0]),
-        "workers": sum(used(pid) for pid in children[1:]),
-        "supervisor": used(server),
-    }
+        return {"writer": 0.0, "workers": used(server)}
+    return {"writer": used(children[0]), "workers": sum(used(pid) for pid in children[1:])}
 
 
 def run_wrk(
@@ -163,7 +162,7 @@ def run_wrk(
             str(script),
             url,
         ],
-        env={**os.environ, "BODIES": str(bodies), "ENDPOINT": endpoint},
+        env={**os.environ, "BODIES": str(bodies), "ENDPOINT": endpoint, "THREADS": str(args.wrk_threads)},
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -180,40 +179,48 @@ def run_wrk(
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     figures["non2xx"] = float(errors.group(1)) if errors else 0.0
     moving = [i for i in range(1, len(samples)) if samples[i][1] > samples[i - 1][1]]
-    if len(moving) >= 4:  # from a second into the load to the last sample that still moved
-        (t0, c0, cpu0), (t1, c1, cpu1) = samples[moving[1]], samples[moving[-1] - 1]
-        figures["steady"] = (c1 - c0) / (t1 - t0) if t1 > t0 else 0.0
-        for part in ("writer", "workers"):  # CPU microseconds an event, over the same window
-            figures[f"cpu_{part}"] = 1e6 * (cpu1[part] - cpu0[part]) / max(c1 - c0, 1)
-    else:
-        figures["steady"] = 0.0
+    if len(moving) < 4:
+        raise SystemExit(f"the server's count moved in only {len(moving)} samples: no steady rate to measure")
+    # from a second into the load to the sample before the last one that moved (which ends mid-load)
+    (t0, c0, cpu0), (t1, c1, cpu1) = samples[moving[1]], samples[moving[-1] - 1]
+    figures["steady"] = (c1 - c0) / (t1 - t0)
+    for part in ("writer", "workers"):  # CPU microseconds an event, over the same window
+        figures[f"cpu_{part}"] = 1e6 * (cpu1[part] - cpu0[part]) / max(c1 - c0, 1)
     return figures
+
+
+def metric(text: str, name: str) -> int:
+    found = re.search(rf"^{re.escape(name)} (\d+)$", text, re.MULTILINE)
+    return int(found.group(1)) if found else 0
+
+
+ACCEPTED = 'olbridge_receiver_events_total{result="accepted"}'
 
 
 def counted(url: str) -> int:
     """The events the server has accepted so far (its metrics)."""
     try:
-        text = requests.get(f"{url}/metrics", timeout=5).text
+        return metric(requests.get(f"{url}/metrics", timeout=5).text, ACCEPTED)
     except requests.RequestException:
         return 0
-    found = re.search(r'olbridge_receiver_events_total\{result="accepted"\} (\d+)', text)
-    return int(found.group(1)) if found else 0
 
 
-def accepted(url: str) -> tuple[int, int]:
-    """Events accepted, and the transactions that committed them."""
+def accepted(url: str) -> tuple[int, int, int]:
+    """Events accepted, events found to be duplicates, and the transactions that committed them."""
     text = requests.get(f"{url}/metrics", timeout=10).text
-    events = re.search(r'olbridge_receiver_events_total\{result="accepted"\} (\d+)', text)
-    commits = re.search(r"olbridge_receiver_commits_total (\d+)", text)
-    assert events is not None and commits is not None, text
-    return int(events.group(1)), int(commits.group(1))
+    return (
+        metric(text, ACCEPTED),
+        metric(text, 'olbridge_receiver_events_total{result="duplicate"}'),
+        metric(text, "olbridge_receiver_commits_total"),
+    )
 
 
 def measure_olbridge(
     catalog: Path, endpoint: str, bodies: Path, durability: str, workers: int, args: argparse.Namespace, script: Path
 ) -> dict[str, float]:
-    """One run of wrk against a fresh ``olbridge serve`` on a new catalog."""
+    """One run of wrk against a fresh ``olbridge serve`` on a new catalog (deleted after)."""
     port = free_port()
+    log = catalog.with_suffix(".log")
     server = subprocess.Popen(
         [
             sys.executable,
@@ -235,17 +242,22 @@ def measure_olbridge(
             "--max-batch",
             str(max(args.batch_size, 1000)),
         ],
-        stderr=subprocess.DEVNULL,
+        stderr=log.open("w"),
     )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(f"{url}/healthz", server)
         time.sleep(2)  # every worker up and listening before the load starts
         figures = run_wrk(url, endpoint, bodies, args, script, server.pid)
-        taken, commits = accepted(url)
+        taken, duplicates, commits = accepted(url)
     finally:
         stop(server)
+        for path in catalog.parent.glob(catalog.name + "*"):  # the catalog, its WAL and lock files
+            path.unlink()
+    if "starting another" in log.read_text():  # a process died mid-run: its figures are not of one server
+        print(f"warning: a process of olbridge serve restarted during the run:\n{log.read_text()}", file=sys.stderr)
     figures["per_commit"] = taken / max(commits, 1)
+    figures["duplicates"] = duplicates
     return figures
 
 
@@ -263,11 +275,10 @@ def measure_bare(endpoint: str, bodies: Path, args: argparse.Namespace, script: 
         stop(bare)
 
 
-def median(runs: list[dict[str, float]]) -> tuple[dict[str, float], float, list[float]]:
-    """The run with the median steady rate (its wrk figures beside it), that rate, and every run's."""
+def median(runs: list[dict[str, float]]) -> tuple[dict[str, float], list[float]]:
+    """The run with the median steady rate, and every run's rate."""
     ordered = sorted(runs, key=lambda figures: figures["steady"])
-    middle = ordered[(len(ordered) - 1) // 2]
-    return middle, middle["steady"], [figures["steady"] for figures in runs]
+    return ordered[(len(ordered) - 1) // 2], [figures["steady"] for figures in runs]
 
 
 def main() -> None:
@@ -287,15 +298,24 @@ def main() -> None:
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk); it is the load generator")
     work = Path(tempfile.mkdtemp(prefix="olbridge-ingest-"))
+    try:
+        measure_all(args, work)
+    finally:
+        shutil.rmtree(work)
+
+
+def measure_all(args: argparse.Namespace, work: Path) -> None:
     script = work / "post.lua"
     script.write_text(LUA)
     singles, batches = work / "singles.txt", work / "batches.txt"
     events = [json.dumps(event(n), separators=(",", ":")) for n in range(args.events)]
-    singles.write_text("\n".join(events) + "\n")
     size = args.batch_size
-    batches.write_text(
-        "\n".join("[" + ",".join(events[i : i + size]) + "]" for i in range(0, len(events), size)) + "\n"
-    )
+    if "single" in args.modes:
+        singles.write_text("\n".join(events) + "\n")
+    if "batch" in args.modes:
+        batches.write_text(
+            "\n".join("[" + ",".join(events[i : i + size]) + "]" for i in range(0, len(events), size)) + "\n"
+        )
     print(
         f"{args.events:,} distinct events, wrk -t{args.wrk_threads} -c{args.connections} -d{args.seconds}s, "
         f"server threads {args.server_threads}, batches of {size}",
@@ -321,20 +341,20 @@ def main() -> None:
             rows.append((mode, "bare (parse + 201)", *median(runs)))
     print(
         f"{'mode':8} {'server':22} {'requests/s':>11} {'events/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}"
-        f" {'events/commit':>14} {'writer CPU':>10} {'workers CPU':>11}  events/s of each run"
+        f" {'duplicates':>10} {'events/commit':>14} {'writer CPU':>10} {'workers CPU':>11}  events/s of each run"
     )
-    for mode, server_name, figures, per_second, every in rows:
+    for mode, server_name, figures, every in rows:
         print(
-            f"{mode:8} {server_name:22} {figures['rps']:>11,.0f} {per_second:>10,.0f} {figures['50%']:>8.2f} "
-            f"{figures['99%']:>8.2f} {figures['non2xx']:>8.0f} {figures.get('per_commit', 0):>14.1f} "
+            f"{mode:8} {server_name:22} {figures['rps']:>11,.0f} {figures['steady']:>10,.0f} {figures['50%']:>8.2f} "
+            f"{figures['99%']:>8.2f} {figures['non2xx']:>8.0f} {figures.get('duplicates', 0):>10.0f} "
+            f"{figures.get('per_commit', 0):>14.1f} "
             f"{figures.get('cpu_writer', 0):>10.1f} {figures.get('cpu_workers', 0):>11.1f}  "
             + " ".join(f"{rate:,.0f}" for rate in every)
         )
-    bare = {r[0]: r[3] for r in rows if r[1].startswith("bare")}
-    for mode, server_name, _figures, per_second, _every in rows:
+    bare = {mode: figures["steady"] for mode, name, figures, _ in rows if name.startswith("bare")}
+    for mode, server_name, figures, _every in rows:
         if mode in bare and not server_name.startswith("bare"):
-            print(f"{mode} events, {server_name}: {per_second / bare[mode]:.2f} of the bare server")
-    shutil.rmtree(work)
+            print(f"{mode} events, {server_name}: {figures['steady'] / bare[mode]:.2f} of the bare server")
 
 
 if __name__ == "__main__":

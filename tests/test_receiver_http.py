@@ -313,21 +313,25 @@ def _spec_events(spec_dir: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         yield f"{kind}/{path.name}", event
 
 
+# three examples name their facet's schema without a '#/$defs/' fragment: checked by that URL, the
+# file's root (a facet container) is applied to the facet, so that check (and only it) fails
+UNFRAGMENTED = {"EnvironmentVariablesRunFacet/1.json", "JobTypeJobFacet/2.json", "JobTypeJobFacet/3.json"}
+
+
 def test_the_specs_example_events_are_taken(
     spec_dir: Path, official: Callable[[Any], list[str]], client: Client, catalog_path: Path
 ) -> None:
-    taken = 0
+    events = list(_spec_events(spec_dir))
+    assert len(events) == 47  # the spec's full example and its 46 facet examples
     bodies = set()
-    for name, event in _spec_events(spec_dir):
+    for name, event in events:
         bodies.add(canonical(event))
-        # three examples name their facet's schema without a '#/$defs/' fragment: checked by that
-        # URL, the file's root (a facet container) is applied to the facet, so only that check fails
-        unfragmented = [e for e in official(event) if ".facets." not in e]
-        assert unfragmented == [], name
+        problems = official(event)
+        if name in UNFRAGMENTED:
+            problems = [e for e in problems if ".facets." not in e]
+        assert problems == [], name
         status, _, body = client.post("/api/v1/lineage", event)
         assert status == 201, (name, body)
-        taken += 1
-    assert taken >= 40
     with Catalog(catalog_path) as catalog:  # each distinct event kept once, none lost
         assert catalog.count_received()["received_events"] == len(bodies)
 
@@ -570,7 +574,7 @@ def test_the_default_takes_what_marquez_takes_and_strict_refuses_it(writer: Grou
     before = contents(catalog_path)
     status, _, body = strict.post("/api/v1/lineage", event)
     assert (status, body["error"]["code"]) == (400, "invalid_event")
-    assert {p["pointer"] for p in body["error"]["problems"]} >= {"", "/eventTime"}
+    assert {p["pointer"] for p in body["error"]["problems"]} == {"", "/eventTime"}
     assert contents(catalog_path) == before
     lenient = Client(ReceiverApp(Intake(writer.submit), token=TOKEN))
     status, _, body = lenient.post("/api/v1/lineage", event)

@@ -28,11 +28,11 @@ from bridge.adapters.prefect.events import asset_from_resource, parse_events, ta
 from bridge.catalog import Catalog
 from bridge.catalog.prefect_state import read_cursor
 from bridge.cli import cli
-from bridge.errors import SourceError
+from bridge.errors import SourceError, ValidationError
 from bridge.export import iter_events
 from bridge.mapping import Resolver
 from bridge.model import AssetDeclaration, TaskState, format_time
-from bridge.openlineage.convert import Converter
+from bridge.openlineage.convert import Converter, execution_run_id
 from bridge.openlineage.validate import validate_event
 from tests.conftest import T0, at
 from tests.test_catalog import snapshot
@@ -135,6 +135,11 @@ def serve(rsps: responses.RequestsMock, pages: list[list[dict[str, Any]]]) -> No
     rsps.get(re.compile(rf"{API}/task_runs/.*"), status=404)
 
 
+def task_run_requests() -> list[str]:
+    """The task runs API requests made so far (under ``responses``)."""
+    return [c.request.url for c in responses.calls if "/task_runs/" in (c.request.url or "")]
+
+
 def clock(minutes: float) -> Callable[[], datetime]:
     return lambda: at(minutes)
 
@@ -160,10 +165,10 @@ def test_asset_properties_and_metadata_become_the_catalog_record() -> None:
 
 
 def test_task_names_come_from_task_run_names() -> None:
-    info = TaskRunInfo("t", "extract-51e", "51e71194-1bec-4dae-a3a5-db1f7fdce632", None, None)
+    info = TaskRunInfo("extract-51e", "51e71194-1bec-4dae-a3a5-db1f7fdce632", None, None)
     assert task_name("extract-51e", info) == "extract"
     assert task_name("my-task-0a1", None) == "my-task"  # the default suffix, without the API's help
-    custom = TaskRunInfo("t", "nightly load", "51e71194", None, None)
+    custom = TaskRunInfo("nightly load", "51e71194", None, None)
     assert task_name("nightly load", custom) == "nightly load"
 
 
@@ -268,6 +273,8 @@ def test_an_import_resumes_after_the_last_event_it_read(catalog: Catalog) -> Non
     assert first.cursor.last_event_ids == ("e2", "e3")
     assert first.pending == ("t-transform",)  # references but no materialization yet: nothing recorded
     assert catalog.count_task_runs() == 1
+    # the task runs API is asked only about task runs with a materialization
+    assert task_run_requests() == [f"{API}/task_runs/t-extract"]
 
     responses.reset()
     # the time filter is inclusive: the server gives e3 again, which is skipped, then the new e4
@@ -276,7 +283,8 @@ def test_an_import_resumes_after_the_last_event_it_read(catalog: Catalog) -> Non
     body = json.loads(responses.calls[0].request.body or b"{}")
     assert body["filter"]["occurred"]["since"] == format_time(at(2))
     assert second.events == 1
-    assert second.task_run_ids == ("t-transform",)
+    assert [r.status for r in second.results] == ["created"]
+    assert {r.key.task_run_id for r in catalog.iter_task_runs()} == {"t-extract", "t-transform"}
     transform = next(r for r in catalog.iter_task_runs() if r.key.task_id == "transform")
     # the materialization names its upstream assets, so the inputs are all there
     assert [u.asset_id for u in transform.inputs] == [RAW, CUSTOMERS]
@@ -378,6 +386,16 @@ def test_a_malformed_group_is_refused_and_nothing_is_recorded(tmp_path: Path) ->
     summary = json.loads(out)
     assert (summary["taskRuns"], len(summary["skipped"])) == (2, 1)
     assert "malformed (skipped)" in err
+
+
+@responses.activate
+def test_a_malformed_event_is_refused_before_any_task_run_is_asked_for(catalog: Catalog) -> None:
+    bad = event("bad1", 3, "materialization.succeeded", "s3://lake/a b.csv", "t-load")
+    serve(responses.mock, [[*pipeline_events(), bad]])
+    with pytest.raises(ValidationError, match="event bad1: asset key"):
+        import_events(catalog, PrefectClient(API), Resolver.load(), clock=clock(10))
+    assert task_run_requests() == []
+    assert catalog.count_task_runs() == 0 and read_cursor(catalog, API) is None
 
 
 def test_an_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
@@ -611,6 +629,21 @@ def _asset_events(api: str, flow_run_id: str) -> list[dict[str, Any]]:
     return events
 
 
+def _materialized_task_runs(api: str) -> set[str]:
+    """The ids of the task runs whose materializations the server has (of every flow run)."""
+    query = {"filter": {"event": {"prefix": ["prefect.asset.materialization."]}, "order": "ASC"}, "limit": 50}
+    answer = requests.post(f"{api}/events/filter", json=query, timeout=10)
+    answer.raise_for_status()
+    body = answer.json()
+    assert body["next_page"] is None, "more materializations than one page"
+    return {
+        r["prefect.resource.id"].removeprefix("prefect.task-run.")
+        for e in body["events"]
+        for r in e["related"]
+        if r.get("prefect.resource.role") == "task-run"
+    }
+
+
 def _wait_for_events(api: str, flow_run_id: str, count: int) -> list[dict[str, Any]]:
     """The flow run's asset events once the server shows all of them (a bounded wait: the server
     stores events a moment after the client sends them)."""
@@ -679,6 +712,7 @@ def test_a_real_flow_is_imported_and_exported_as_valid_openlineage(
         assert catalog.get_asset("file:///exports/orders-report.csv") is None
         upstream = {(e.upstream, e.downstream) for e in catalog.lineage(clean_id, direction="upstream").edges}
         assert upstream == {(raw_id, clean_id), (customers, clean_id)}
+        parent_id = execution_run_id(runs["transform"].key, runs["transform"].execution_started_at)
 
         exported = list(iter_events(catalog, Converter(Resolver.load())))
     assert len(exported) == 6  # START and an end for each task run
@@ -688,7 +722,8 @@ def test_a_real_flow_is_imported_and_exported_as_valid_openlineage(
     by_job = {(e["job"]["name"], e["eventType"]): e for e in exported}
     transform_done = by_job[("orders-pipeline.transform", "COMPLETE")]
     assert transform_done["job"]["namespace"] == "prefect"
-    assert transform_done["run"]["facets"]["parent"]["run"]["runId"]
+    # the flow run is the parent of all three task runs
+    assert {e["run"]["facets"]["parent"]["run"]["runId"] for e in exported} == {parent_id}
     assert {(d["namespace"], d["name"]) for d in transform_done["inputs"]} == {
         ("s3://olbridge-test", "raw/orders.csv"),
         ("postgres://db.internal:5432", "shop.public.customers"),
@@ -739,6 +774,8 @@ def test_follow_stops_cleanly_on_sigterm(
                 if "task run(s):" in err_path.read_text() or follower.poll() is not None:
                     break
                 time.sleep(0.25)
+            else:
+                pytest.fail(f"the first poll did not finish in 30 s: {err_path.read_text()[-2000:]}")
             follower.send_signal(signal.SIGTERM)
             assert follower.wait(timeout=30) == 0
         finally:
@@ -749,4 +786,6 @@ def test_follow_stops_cleanly_on_sigterm(
     assert "stopping after this poll (SIGTERM)" in text
     assert "stopped after" in text
     with Catalog(tmp_path / "c.db") as catalog:
-        assert catalog.count_task_runs() >= 3
+        recorded = {r.key.task_run_id for r in catalog.iter_task_runs()}
+    # the first poll read every event the server had: each task run that materialized an asset
+    assert recorded == _materialized_task_runs(prefect_server)

@@ -43,8 +43,8 @@ class LateRun:
 
 
 def read_cursor(catalog: Catalog, api_url: str) -> PrefectCursor | None:
-    with catalog.transaction() as cur:
-        row = cur.execute(sql.GET_PREFECT_STATE, (api_url,)).fetchone()
+    """Where the last import from ``api_url`` stopped, or None before the first."""
+    row = catalog.read_one(sql.GET_PREFECT_STATE, (api_url,))  # a plain read: no write lock
     if row is None:
         return None
     occurred, ids, count, _updated = row

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from types import FrameType
 from typing import Any
 
 import click
 
-from bridge.adapters.prefect import DEFAULT_NAMESPACE, ImportSummary, PrefectClient, follow, import_events
-from bridge.cli.output import print_json, say
+from bridge.adapters.prefect import (
+    DEFAULT_NAMESPACE,
+    DEFAULT_SETTLE,
+    ImportSummary,
+    PrefectClient,
+    follow,
+    import_events,
+)
+from bridge.cli.output import print_json, say, stop_on_signals
 from bridge.errors import SourceError
 from bridge.model import check_namespace, parse_time
 
@@ -37,23 +39,6 @@ class _Progress:
         if self.bar is not None:
             self.bar.__exit__(None, None, None)
             self.bar = None
-
-
-@contextmanager
-def _stop_on_signals() -> Iterator[threading.Event]:
-    """An event set by Ctrl-C or SIGTERM, with the previous handlers back afterwards."""
-    stop = threading.Event()
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        say(f"stopping after this poll ({signal.Signals(signum).name})")
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield stop
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def _say_summary(summary: ImportSummary) -> None:
@@ -100,7 +85,7 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--settle",
         type=click.FloatRange(min=0),
-        default=5.0,
+        default=DEFAULT_SETTLE,
         show_default=True,
         help="Leave events younger than this many seconds for the next import.",
     )
@@ -147,6 +132,8 @@ def register(cli: click.Group) -> None:
         client = PrefectClient(api_url, timeout=timeout)
         catalog, resolver = app.catalog(), app.resolver()
 
+        done = {"polls": 0, "task_runs": 0}  # the polls that read the server, the task runs they recorded
+
         def poll() -> ImportSummary:
             progress = _Progress()
             try:
@@ -155,7 +142,7 @@ def register(cli: click.Group) -> None:
                     client,
                     resolver,
                     namespace=namespace,
-                    since=start if not summaries else None,
+                    since=start if not done["polls"] else None,
                     settle=settle,
                     skip_malformed=skip_malformed,
                     on_page=progress,
@@ -163,16 +150,16 @@ def register(cli: click.Group) -> None:
             finally:
                 progress.close()
 
-        summaries: list[ImportSummary] = []
         if not follow_:
-            summaries.append(poll())
-            _say_summary(summaries[0])
+            summary = poll()
+            _say_summary(summary)
             if as_json:
-                print_json(summaries[0].to_json())
+                print_json(summary.to_json())
             return
 
         def on_poll(summary: ImportSummary) -> None:
-            summaries.append(summary)
+            done["polls"] += 1
+            done["task_runs"] += len(summary.results)
             _say_summary(summary)
             if as_json:  # one JSON line a poll, as it happens
                 click.echo(json.dumps(summary.to_json(), ensure_ascii=False))
@@ -181,6 +168,6 @@ def register(cli: click.Group) -> None:
             say(f"warning: {error} (trying again in {interval:g} s)")
 
         say(f"following {client.api_url} every {interval:g} s (Ctrl-C to stop)")
-        with _stop_on_signals() as stop:
+        with stop_on_signals("stopping after this poll ({signal})") as stop:
             follow(poll, interval=interval, stop=stop, max_polls=max_polls, on_poll=on_poll, on_error=on_error)
-        say(f"stopped after {len(summaries)} poll(s), {sum(len(s.results) for s in summaries)} task run(s) recorded")
+        say(f"stopped after {done['polls']} poll(s), {done['task_runs']} task run(s) recorded")

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import click
 
-from bridge.cli.output import print_json, say
+from bridge.cli.output import print_json, say, stop_on_signals
 from bridge.delivery.backfill import Backfill, BackfillFilter
 from bridge.delivery.config import sender_for
 from bridge.delivery.dispatch import Dispatcher
@@ -20,25 +18,7 @@ from bridge.delivery.retry import RateLimiter, RetryPolicy
 from bridge.delivery.worker import StreamStats, StreamWorker
 from bridge.model import check_namespace, parse_time
 
-
-@contextmanager
-def stop_on_signals() -> Iterator[threading.Event]:
-    """An event set by SIGTERM or SIGINT (Ctrl-C): the work in flight finishes, then the command
-    stops and exits 0."""
-    stop = threading.Event()
-    previous = {}
-
-    def handler(signum: int, frame: object) -> None:
-        say(f"{signal.Signals(signum).name}: stopping after the requests in flight")
-        stop.set()
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        previous[signum] = signal.signal(signum, handler)
-    try:
-        yield stop
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
+_STOPPING = "{signal}: stopping after the requests in flight"
 
 
 def delivery_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -128,7 +108,7 @@ def register(cli: click.Group) -> None:
         This worker sends them in order per run, retries with backoff, keeps refused events as
         dead letters (olbridge outbox list --dead), and stops cleanly on SIGTERM or Ctrl-C."""
         catalog = app.catalog()
-        with stop_on_signals() as stop:
+        with stop_on_signals(_STOPPING) as stop:
             dispatcher = _dispatcher(flags, stop=stop)
             say(f"streaming the outbox of {app.catalog_path} to {dispatcher.sender.target}")
             worker = StreamWorker(catalog, app.converter(), dispatcher, policy=_policy(flags), stop=stop, poll=poll)
@@ -182,7 +162,7 @@ def register(cli: click.Group) -> None:
         runs, ended = catalog.count_task_runs_matching(
             since=filters.since, until=filters.until, namespace=filters.namespace, flow=flow, asset=asset
         )
-        with stop_on_signals() as stop:
+        with stop_on_signals(_STOPPING) as stop:
             dispatcher = None if dry_run else _dispatcher(flags, _rate(rate), stop)
             name = None if dry_run else (checkpoint or (dispatcher.sender.target if dispatcher else None))
             job = Backfill(

@@ -16,9 +16,8 @@ from typing import Any
 
 import attrs
 
-from bridge.adapters.prefect.client import ASSET_EVENT_PREFIXES, PrefectClient, TaskRunInfo
+from bridge.adapters.prefect.client import ASSET_EVENT_PREFIXES, PrefectClient
 from bridge.adapters.prefect.events import (
-    EventGroup,
     Problem,
     group_by_task_run,
     parse_events,
@@ -45,7 +44,6 @@ class ImportSummary:
     until: datetime
     events: int  # new events read
     results: tuple[RecordResult, ...]
-    task_run_ids: tuple[str, ...]
     pending: tuple[str, ...]  # task runs with references but no materialization (nothing recorded)
     late: tuple[LateRun, ...]
     skipped: tuple[Problem, ...]  # malformed events and groups left out (with skip_malformed)
@@ -152,42 +150,41 @@ def import_events(
     seen = set(cursor.last_event_ids) if cursor is not None and since is None else set()
     until = clock() - timedelta(seconds=settle)
     if until < start:
-        return ImportSummary(client.api_url, start, until, 0, (), (), (), (), (), cursor)
+        return ImportSummary(client.api_url, start, until, 0, (), (), (), (), cursor)
     raws = [
         raw
         for raw in client.iter_events(start, until, prefixes=ASSET_EVENT_PREFIXES, on_page=on_page)
         if not _already_read(raw, start, seen)
     ]
     events, problems = parse_events(raws)
+    if problems and not skip_malformed:  # refused before asking the server about any task run
+        raise _refuse(problems)
     type_for = output_types(catalog, resolver)
     runs: list[TaskRun] = []
     pending: list[str] = []
-    infos: dict[str, TaskRunInfo | None] = {}
-    groups: list[EventGroup] = group_by_task_run(events)
-    for group in groups:
-        if group.task_run_id not in infos:
-            infos[group.task_run_id] = client.task_run(group.task_run_id)
+    for group in group_by_task_run(events):
+        if not any(e.is_materialization for e in group.events):  # references only: nothing to record yet
+            pending.append(group.task_run_id)
+            continue
         try:
-            run = task_run_from_group(group, infos[group.task_run_id], namespace=namespace, output_type=type_for)
+            run = task_run_from_group(
+                group, client.task_run(group.task_run_id), namespace=namespace, output_type=type_for
+            )
         except ValidationError as exc:
             problems.append(Problem(f"task run {group.task_run_id}", str(exc)))
             continue
-        if run is None:
-            pending.append(group.task_run_id)
-        else:
+        if run is not None:
             runs.append(run)
     if problems and not skip_malformed:
         raise _refuse(problems)
     new_cursor = _new_cursor(cursor, raws)
     results, late = record_import(catalog, runs, client.api_url, new_cursor, now=clock())
-    late_ids = {x.task_run_id for x in late}
     return ImportSummary(
         api_url=client.api_url,
         since=start,
         until=until,
         events=len(raws),
         results=tuple(results),
-        task_run_ids=tuple(r.key.task_run_id for r in runs if r.key.task_run_id not in late_ids),
         pending=tuple(pending),
         late=tuple(late),
         skipped=tuple(problems),
@@ -203,14 +200,14 @@ def follow(
     max_polls: int | None = None,
     on_poll: Callable[[ImportSummary], None] | None = None,
     on_error: Callable[[SourceError], None] | None = None,
-) -> list[ImportSummary]:
+) -> int:
     """Poll until ``stop`` is set (a signal handler sets it) or ``max_polls`` polls are done,
-    waiting ``interval`` seconds between polls. With ``on_error``, a server that cannot be read is
-    reported to it and tried again at the next poll (a malformed event still ends the loop: it
-    would be refused again)."""
+    waiting ``interval`` seconds between polls; each summary goes to ``on_poll`` (none is kept).
+    With ``on_error``, a server that cannot be read is reported to it and tried again at the next
+    poll (a malformed event still ends the loop: it would be refused again). Returns the number of
+    polls made."""
     if interval <= 0:
         raise ValidationError("the poll interval must be more than 0 seconds", rule="prefect.interval")
-    summaries: list[ImportSummary] = []
     polls = 0
     while not stop.is_set():
         polls += 1
@@ -221,13 +218,12 @@ def follow(
                 raise
             on_error(exc)
         else:
-            summaries.append(summary)
             if on_poll is not None:
                 on_poll(summary)
         if max_polls is not None and polls >= max_polls:
             break
         stop.wait(interval)
-    return summaries
+    return polls
 
 
 __all__ = [

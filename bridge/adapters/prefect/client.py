@@ -8,7 +8,6 @@ the client was given, so a server behind a proxy still pages right.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -30,7 +29,6 @@ _PAGE_SLACK = 10
 class TaskRunInfo:
     """What the task runs API says of a task run: its name, dynamic key and times."""
 
-    id: str
     name: str
     dynamic_key: str | None
     start_time: datetime | None
@@ -72,7 +70,7 @@ class PrefectClient:
             )
         try:
             return response.json()
-        except (ValueError, json.JSONDecodeError):
+        except ValueError:  # requests' JSONDecodeError is a ValueError
             raise SourceError(
                 f"the Prefect server's answer to {what} is not JSON (is {self.api_url} a Prefect API URL, "
                 f"ending in /api?): {response.text[:120]!r}"
@@ -146,7 +144,6 @@ class PrefectClient:
             raise SourceError(f"the Prefect server's answer to {what} is not a task run")
         try:
             return TaskRunInfo(
-                id=task_run_id,
                 name=body["name"],
                 dynamic_key=str(body["dynamic_key"]) if body.get("dynamic_key") is not None else None,
                 start_time=parse_time(body["start_time"], "start_time") if body.get("start_time") else None,

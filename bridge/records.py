@@ -67,6 +67,7 @@ _RECORD_KEYS = {
 _ASSET_KEYS = {"id", "type", "namespace", "displayName", "description", "metadata", "statistics"}
 _ASSET_IGNORED_KEYS = {"tenantId", "created", "updated", "deleted", "assetActions"}
 _TYPED_KEYS = {key for keys in KESTRA_TYPED_PROPERTIES.values() for key in keys}
+_ASSET_ALLOWED_KEYS = _ASSET_KEYS | _ASSET_IGNORED_KEYS | _TYPED_KEYS
 _TENANT_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 _STAT_KEYS = {"rowCount": "row_count", "size": "size", "fileCount": "file_count"}
 
@@ -99,7 +100,7 @@ def parse_statistics(value: Any, where: str) -> Statistics:
     return Statistics(**out)
 
 
-def _typed_metadata(value: Mapping[str, Any], asset_type: str | None, where: str) -> Any:
+def _typed_metadata(value: Mapping[str, Any], asset_type: str | None) -> Any:
     """The asset's metadata with its typed properties folded in (they mirror metadata keys)."""
     given = [k for k in _TYPED_KEYS if value.get(k) is not None]
     if not given:
@@ -111,18 +112,17 @@ def _typed_metadata(value: Mapping[str, Any], asset_type: str | None, where: str
             f"unknown field(s) {', '.join(stray)} for an asset of type {asset_type or '(none)'}"
             + (f"; its typed properties are {', '.join(allowed)}" if allowed else ""),
             rule="record.field",
-            where=where,
         )
     metadata = value.get("metadata")
-    merged = dict(metadata) if isinstance(metadata, Mapping) else {}
     if metadata is not None and not isinstance(metadata, Mapping):
         return metadata  # the metadata check reports it
+    merged = dict(metadata or {})
     for key in sorted(given):
         if key in merged and merged[key] != value[key]:
             raise ValidationError(
                 f"'{key}' is {value[key]!r} but metadata.{key} is {merged[key]!r}",
                 rule="record.typed",
-                where=f"{where}.{key}",
+                where=key,
             )
         merged[key] = value[key]
     return merged
@@ -131,7 +131,7 @@ def _typed_metadata(value: Mapping[str, Any], asset_type: str | None, where: str
 def parse_asset(value: Any, where: str) -> AssetDeclaration:
     if not isinstance(value, dict):
         raise ValidationError("an asset must be an object with at least an 'id'", rule="record.asset", where=where)
-    _unknown(value, _ASSET_KEYS | _ASSET_IGNORED_KEYS | _TYPED_KEYS, where)
+    _unknown(value, _ASSET_ALLOWED_KEYS, where)
     if "id" not in value:
         raise ValidationError("an asset needs an 'id'", rule="id.required", where=where)
     try:
@@ -142,7 +142,7 @@ def parse_asset(value: Any, where: str) -> AssetDeclaration:
             namespace=value.get("namespace"),
             display_name=value.get("displayName"),
             description=value.get("description"),
-            metadata=_typed_metadata(value, asset_type, ""),
+            metadata=_typed_metadata(value, asset_type),
             statistics=parse_statistics(value.get("statistics"), "statistics"),
         )
     except ValidationError as exc:
@@ -210,29 +210,36 @@ def parse_task_run(value: Any, where: str = "", *, integration: str = "OLBRIDGE"
         raise exc.at(where) if where else exc from None
 
 
+def _json_lines(lines: Iterable[str]) -> Iterator[tuple[int, Any]]:
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield number, BadJson(f"not valid JSON: {exc.msg} (column {exc.colno})")
+
+
 def parse_task_run_lines(
     lines: Iterable[str], source: str, *, limit: int = 20, integration: str = "OLBRIDGE"
 ) -> list[TaskRun]:
     """Task runs from JSON lines. The whole input is checked first: with any bad line this raises
     a ValidationError that lists the bad lines (up to ``limit``) by number."""
-
-    def records() -> Iterator[tuple[int, Any]]:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield number, BadJson(f"not valid JSON: {exc.msg} (column {exc.colno})")
-
-    return parse_task_run_records(records(), source, limit=limit, integration=integration)
+    return parse_task_run_records(_json_lines(lines), source, limit=limit, integration=integration)
 
 
-def parse_task_run_text(text: str, source: str, *, limit: int = 20, integration: str = "OLBRIDGE") -> list[TaskRun]:
-    """Task runs from a file's text: one JSON array of records, or JSON lines."""
-    if text.lstrip().startswith("["):
-        return parse_task_run_records(json_array_items(text, source), source, limit=limit, integration=integration)
-    return parse_task_run_lines(text.splitlines(), source, limit=limit, integration=integration)
+def _text_records(text: str, source: str) -> Iterator[tuple[int, Any]]:
+    return json_array_items(text, source) if text.lstrip().startswith("[") else _json_lines(text.splitlines())
+
+
+def check_task_run_text(text: str, source: str, *, limit: int = 20, integration: str = "OLBRIDGE") -> CheckedRecords:
+    """The task runs of a file's text (one JSON array of records, or JSON lines) and its bad
+    records, without raising for them. Text that starts a JSON array and is not one raises the
+    ValidationError of :func:`json_array_items`; text without any record is one problem."""
+    checked = check_task_run_records(_text_records(text, source), source, limit=limit, integration=integration)
+    if not checked.runs and not checked.problems:
+        return attrs.evolve(checked, problems=(f"{source}: no task runs in it",))
+    return checked
 
 
 @attrs.frozen
@@ -242,39 +249,68 @@ class BadJson:
     message: str
 
 
+@attrs.frozen
+class CheckedRecords:
+    """The task runs of some records, and ``source:line: message`` for each bad one."""
+
+    runs: tuple[TaskRun, ...]
+    problems: tuple[str, ...]
+    not_json: bool = False  # some record was not JSON
+
+
+_JSON_SPACE = " \t\r\n"
+
+
+def _skip_space(text: str, position: int) -> int:
+    while position < len(text) and text[position] in _JSON_SPACE:
+        position += 1
+    return position
+
+
 def json_array_items(text: str, source: str) -> Iterator[tuple[int, Any]]:
-    """The items of a JSON array, each with the line it starts on. Text that is not one JSON array
-    raises a ValidationError with the line and column."""
+    """The items of a JSON array, each with the line it starts on, parsed in one pass. Text that
+    is not one JSON array raises a ValidationError with the line and column (when the items
+    before the fault have been yielded)."""
     decoder = json.JSONDecoder()
+    position = _skip_space(text, 0)
+    line, counted = 1, 0
     try:
-        whole = decoder.decode(text)
+        if not text.startswith("[", position):
+            raise json.JSONDecodeError("Expecting '['", text, position)
+        position = _skip_space(text, position + 1)
+        if not text.startswith("]", position):
+            while True:
+                item, end = decoder.raw_decode(text, position)
+                line, counted = line + text.count("\n", counted, position), position
+                yield line, item
+                position = _skip_space(text, end)
+                if text.startswith("]", position):
+                    break
+                if not text.startswith(",", position):
+                    raise json.JSONDecodeError("Expecting ',' delimiter", text, position)
+                position = _skip_space(text, position + 1)
+        position = _skip_space(text, position + 1)
+        if position < len(text):
+            raise json.JSONDecodeError("Extra data", text, position)
     except json.JSONDecodeError as exc:
         raise ValidationError(
-            f"{source}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno}); nothing was recorded",
+            f"{source}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno})",
             rule="record.json",
         ) from None
-    assert isinstance(whole, list)
-    position = text.index("[") + 1
-    line, counted = 1, 0
-    for _ in whole:
-        while text[position] in " \t\r\n,":
-            position += 1
-        item, end = decoder.raw_decode(text, position)
-        line, counted = line + text.count("\n", counted, position), position
-        yield line, item
-        position = end
 
 
-def parse_task_run_records(
+def check_task_run_records(
     records: Iterable[tuple[int, Any]], source: str, *, limit: int = 20, integration: str = "OLBRIDGE"
-) -> list[TaskRun]:
-    """Task runs from (line number, decoded record) pairs. The whole input is checked first: with any
-    bad record this raises a ValidationError that lists them (up to ``limit``) by line number."""
+) -> CheckedRecords:
+    """The task runs of (line number, decoded record) pairs, and each bad record (up to ``limit``)
+    as ``source:line: message``."""
     runs: list[TaskRun] = []
     problems: list[str] = []
+    not_json = False
     for number, record in records:
         if isinstance(record, BadJson):
             problems.append(f"{source}:{number}: {record.message}")
+            not_json = True
         else:
             try:
                 runs.append(parse_task_run(record, integration=integration))
@@ -283,6 +319,16 @@ def parse_task_run_records(
         if len(problems) >= limit:
             problems.append(f"(stopped after {limit} bad lines)")
             break
+    return CheckedRecords(tuple(runs), tuple(problems), not_json)
+
+
+def parse_task_run_records(
+    records: Iterable[tuple[int, Any]], source: str, *, limit: int = 20, integration: str = "OLBRIDGE"
+) -> list[TaskRun]:
+    """Task runs from (line number, decoded record) pairs. The whole input is checked first: with any
+    bad record this raises a ValidationError that lists them (up to ``limit``) by line number."""
+    checked = check_task_run_records(records, source, limit=limit, integration=integration)
+    runs, problems = list(checked.runs), checked.problems
     if problems:
         raise ValidationError(
             f"{len(problems)} bad line(s); nothing was recorded:\n  " + "\n  ".join(problems), rule="record.lines"

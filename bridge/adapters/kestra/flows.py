@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 
 import yaml
 
+from bridge.adapters.kestra.files import FileResult, read_files, read_text
 from bridge.adapters.kestra.pebble import render
 from bridge.errors import ValidationError
 from bridge.model import (
@@ -121,9 +122,10 @@ class _FlowReader:
         except ValidationError as exc:
             self.refuse(exc, doc, "")
         assert namespace is not None
-        values = {"flow.id": flow_id, "flow.namespace": namespace, **self._variables(doc)}
+        values = {"flow.id": flow_id, "flow.namespace": namespace}
         if isinstance(doc.get("revision"), int):
             values["flow.revision"] = str(doc["revision"])
+        values.update(self._variables(doc, values))
 
         jobs: list[DeclaredJob] = []
         seen: dict[str, dict[str, Any]] = {}
@@ -140,14 +142,19 @@ class _FlowReader:
             self.warnings.append(f"{self.source}: flow {namespace}.{flow_id} has no task with an 'assets' block")
         return DeclaredFlow(namespace=namespace, flow_id=flow_id, jobs=tuple(jobs), warnings=tuple(self.warnings))
 
-    def _variables(self, doc: Mapping[str, Any]) -> dict[str, str]:
-        """The flow variables known statically: plain text, numbers and booleans."""
+    def _variables(self, doc: Mapping[str, Any], values: Mapping[str, str]) -> dict[str, str]:
+        """The flow variables known statically: plain text, numbers and booleans, and text whose
+        expressions are known (``{{ flow.id }}`` ...)."""
         variables = doc.get("variables")
         if not isinstance(variables, dict):
             return {}
         out = {}
         for name, value in variables.items():
-            if isinstance(value, str | int | float | bool) and not (isinstance(value, str) and "{" in value):
+            if isinstance(value, str):
+                text = render(value, values).text
+                if text is not None:
+                    out[f"vars.{name}"] = text
+            elif isinstance(value, int | float | bool):
                 out[f"vars.{name}"] = metadata_text(value)
         return out
 
@@ -335,31 +342,17 @@ def parse_flow(text: str, source: str) -> DeclaredFlow:
 def read_flow_files(paths: Sequence[Path]) -> list[DeclaredFlow]:
     """The declared lineage of every flow file. All are checked first: with any bad file this
     raises one ValidationError naming each problem, and nothing is recorded."""
-    flows: list[DeclaredFlow] = []
-    problems: list[str] = []
     places: dict[tuple[str, str], Path] = {}
-    for path in paths:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            problems.append(f"{path}: cannot read it: {exc}")
-            continue
-        try:
-            flow = parse_flow(text, str(path))
-        except ValidationError as exc:
-            problems.append(str(exc))
-            continue
+
+    def read(path: Path) -> FileResult[DeclaredFlow]:
+        flow = parse_flow(read_text(path), str(path))
         key = (flow.namespace, flow.flow_id)
         if key in places:
-            problems.append(f"{path}: flow {flow.namespace}.{flow.flow_id} is also in {places[key]}")
-            continue
+            return FileResult(problems=(f"{path}: flow {flow.namespace}.{flow.flow_id} is also in {places[key]}",))
         places[key] = path
-        flows.append(flow)
-    if problems:
-        raise ValidationError(
-            f"{len(problems)} bad flow file(s); nothing was recorded:\n  " + "\n  ".join(problems), rule="kestra.flows"
-        )
-    return flows
+        return FileResult((flow,))
+
+    return read_files(paths, read, kind="flow", rule="kestra.flows")
 
 
 __all__ = ["parse_flow", "read_flow_files"]

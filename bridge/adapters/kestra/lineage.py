@@ -13,44 +13,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from bridge.adapters.kestra.files import FileResult, read_files, read_text
 from bridge.errors import ValidationError
 from bridge.model import TaskRun
-from bridge.records import parse_task_run_text
+from bridge.records import check_task_run_text
 
 INTEGRATION = "KESTRA"
+_NOT_JSON = {"kestra.text", "record.json"}  # the rules of a file that is not JSON text
 _ION_HINT = "Kestra's FileAssetExporter writes ION unless its format is JSON: set `format: JSON`"
+
+
+def _read(path: Path) -> FileResult[TaskRun]:
+    if path.suffix.lower() == ".ion":
+        return FileResult(problems=(f"{path}: an ION file",), hint=_ION_HINT)
+    try:
+        checked = check_task_run_text(read_text(path), str(path), integration=INTEGRATION)
+    except ValidationError as exc:  # not UTF-8 text, or not one JSON array, or not read at all
+        return FileResult(problems=(str(exc),), hint=_ION_HINT if exc.rule in _NOT_JSON else "")
+    return FileResult(checked.runs, checked.problems, _ION_HINT if checked.not_json else "")
 
 
 def read_lineage_files(paths: Sequence[Path]) -> list[TaskRun]:
     """The task runs of every file. All are checked first: with any bad record, in any file, this
     raises one ValidationError naming each (file and line), and nothing is recorded."""
-    runs: list[TaskRun] = []
-    problems: list[str] = []
-    for path in paths:
-        if path.suffix.lower() == ".ion":
-            problems.append(f"{path}: an ION file; {_ION_HINT}")
-            continue
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            problems.append(f"{path}: not UTF-8 text; {_ION_HINT}")
-            continue
-        except OSError as exc:
-            problems.append(f"{path}: cannot read it: {exc.strerror or exc}")
-            continue
-        try:
-            runs += parse_task_run_text(text, str(path), integration=INTEGRATION)
-        except ValidationError as exc:
-            problems.append(str(exc))
-    if problems:
-        text = "\n".join(problems)
-        hint = f"\n({_ION_HINT}.)" if "not valid JSON" in text else ""
-        if len(problems) == 1:
-            raise ValidationError(text + hint, rule="kestra.lineage")
-        raise ValidationError(
-            f"{len(problems)} bad file(s); nothing was recorded:\n" + text + hint, rule="kestra.lineage"
-        )
-    return runs
+    return read_files(paths, _read, kind="lineage", rule="kestra.lineage")
 
 
 __all__ = ["INTEGRATION", "read_lineage_files"]

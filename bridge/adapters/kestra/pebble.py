@@ -2,9 +2,10 @@
 
 ``{{ flow.namespace }}``, ``{{ flow.id }}``, ``{{ flow.revision }}`` (when the file has one),
 ``{{ task.id }}``, ``{{ task.type }}`` and ``{{ vars.NAME }}`` (a flow variable whose value is plain
-text) are resolved, through the filters ``lower``, ``upper``, ``trim`` and ``slugify``. Any other
-expression (``{{ execution.id }}``, ``{{ inputs.day }}``, ``{{ outputs.x.uri }}``, a ``{% tag %}``,
-another filter) is only known when the flow runs: :func:`render` reports it instead of guessing.
+text, or text whose expressions are among these) are resolved, through the filters ``lower``,
+``upper``, ``trim`` and ``slugify``. Any other expression (``{{ execution.id }}``,
+``{{ inputs.day }}``, ``{{ outputs.x.uri }}``, a ``{% tag %}``, another filter) is only known when
+the flow runs: :func:`render` reports it instead of guessing.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import attrs
 from bridge.model import slugify
 
 _BLOCK = re.compile(r"\{\{(.*?)\}\}|\{%.*?%\}|\{#.*?#\}", re.S)
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 FILTERS: dict[str, Callable[[str], str]] = {
     "lower": str.lower,
     "upper": str.upper,
@@ -34,13 +34,9 @@ class Rendered:
     unknown: tuple[str, ...] = ()
 
 
-def has_expression(text: str) -> bool:
-    return _BLOCK.search(text) is not None
-
-
 def _evaluate(expression: str, values: Mapping[str, str]) -> str | None:
     name, *filters = (part.strip() for part in expression.split("|"))
-    if not _NAME.fullmatch(name) or name not in values:
+    if name not in values:
         return None
     value = values[name]
     for flt in filters:
@@ -68,4 +64,4 @@ def render(text: str, values: Mapping[str, str]) -> Rendered:
     return Rendered(None, tuple(unknown)) if unknown else Rendered(out)
 
 
-__all__ = ["FILTERS", "Rendered", "has_expression", "render"]
+__all__ = ["FILTERS", "Rendered", "render"]

@@ -26,12 +26,12 @@ from bridge.catalog import Catalog, external
 from bridge.mapping import Resolver
 from bridge.receiver.events import IncomingEvent, parse_json
 from bridge.receiver.imports import catalog_intake
+from bridge.receiver.writer import CatalogWriter
 
 
 def under_lock(path: Path, prepared: list[IncomingEvent], group: int, resolver: Resolver) -> dict[str, float]:
-    catalog = Catalog(path)
-    catalog.pragma("synchronous = FULL")
-    catalog.pragma("wal_autocheckpoint = 0")  # as olbridge serve's writer: checkpoints run beside the commits
+    writer = CatalogWriter(path, resolver)  # as olbridge serve's: FULL sync, checkpoints beside the commits
+    catalog = writer.catalog
     parts = {"preload": 0.0, "merge": 0.0, "writes": 0.0, "commit": 0.0}
     warm = len(prepared) // 5
     timed = 0
@@ -53,7 +53,7 @@ def under_lock(path: Path, prepared: list[IncomingEvent], group: int, resolver: 
             timed += len(events)
             for key, spent in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
                 parts[key] += spent
-    catalog.close()
+    writer.close()
     return {key: 1e6 * spent / timed for key, spent in parts.items()}
 
 
@@ -65,14 +65,16 @@ def main() -> None:
     resolver = Resolver.load()
     bodies = [json.dumps(event(n), separators=(",", ":")).encode() for n in range(args.events)]
     with tempfile.TemporaryDirectory(prefix="olbridge-parts-") as work:
-        intake = catalog_intake(Catalog(Path(work) / "verdict.db"), resolver)
+        verdicts = Catalog(Path(work) / "verdict.db")
+        intake = catalog_intake(verdicts, resolver)
         t0 = time.process_time()
         parsed = [parse_json(body) for body in bodies]
         t1 = time.process_time()
         prepared = [intake.prepare(item) for item in parsed]
         t2 = time.process_time()
-        assert all(isinstance(p, IncomingEvent) for p in prepared)
+        verdicts.close()
         events = [p for p in prepared if isinstance(p, IncomingEvent)]
+        assert len(events) == len(prepared), "every benchmark event is accepted"
         n = len(bodies)
         print(f"{n:,} events; outside the write lock, CPU per event:")
         print(f"  parse (orjson)              {1e6 * (t1 - t0) / n:6.1f} us")

@@ -36,6 +36,7 @@ class Link:
     listener: socket.socket = attrs.field(init=False)
     remote: RemoteWriter = attrs.field(init=False)
     intake: Intake = attrs.field(init=False)
+    writers: list[multiprocessing.process.BaseProcess] = attrs.field(init=False, factory=list)
 
     def __attrs_post_init__(self) -> None:
         address = str(self.tmp_path / "writer.sock")
@@ -54,6 +55,7 @@ class Link:
             target=lambda: run_writer(self.listener, CatalogWriter(self.catalog_path, Resolver.load()))
         )
         process.start()
+        self.writers.append(process)
         return process
 
     def statuses(self, *events: dict[str, object]) -> list[str]:
@@ -70,6 +72,10 @@ def link(tmp_path: Path) -> Iterator[Link]:
     yield made
     made.remote.close()
     made.listener.close()
+    for process in made.writers:  # a test that failed before stopping its writer leaves none behind
+        if process.is_alive():
+            process.kill()
+        process.join(20)
 
 
 def stop(process: multiprocessing.process.BaseProcess, how: signal.Signals = signal.SIGTERM) -> int | None:
@@ -83,7 +89,7 @@ def test_events_go_through_the_writer_process(link: Link) -> None:
     writer = link.start_writer()
     outcomes = link.intake.take([event(1), event(2), event(1)])
     assert [o.status for o in outcomes] == ["accepted", "accepted", "duplicate"]
-    assert outcomes[0].placeholders  # the new placeholder is reported across the process boundary
+    assert outcomes[0].placeholders == ("s3://bucket/key1",)  # reported across the process boundary
     assert stop(writer) == 0
     assert link.received() == 2
 

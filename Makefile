@@ -3,6 +3,10 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Test-only: Mermaid's own parser (npm's mermaid, pinned by tests/mermaid/package-lock.json), which
+# tests/test_render.py runs under Node to check `olbridge lineage --format mermaid`.
+MERMAID := tests/mermaid
+MERMAID_STAMP := $(MERMAID)/node_modules/.installed
 
 .PHONY: demo test lint typecheck unit bench clean
 
@@ -12,6 +16,11 @@ $(STAMP): pyproject.toml requirements-dev.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -e '.[dev,dbt,metaflow,prefect]'
 	touch $(STAMP)
+
+$(MERMAID_STAMP): $(MERMAID)/package.json $(MERMAID)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "Error: npm not found: the Mermaid tests need Node 20 or later with npm" >&2; exit 1; }
+	npm ci --prefix $(MERMAID) --no-audit --no-fund --loglevel=error >/dev/null
+	touch $(MERMAID_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/olbridge demo --dir olbridge-demo
@@ -23,7 +32,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) $(MERMAID_STAMP)
 	$(BIN)/pytest
 
 test: lint typecheck unit
@@ -39,4 +48,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/ingest_parts.py
 
 clean:
-	rm -rf $(VENV) olbridge-demo .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) olbridge-demo .pytest_cache .mypy_cache .ruff_cache $(MERMAID)/node_modules

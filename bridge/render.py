@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+import unicodedata
 from typing import Any
 
 from bridge.catalog import LineageGraph
@@ -54,21 +54,65 @@ def graph_text(graph: LineageGraph) -> str:
     return "\n".join(lines)
 
 
+# Mermaid flowcharts (checked against Mermaid 11's own parser in tests/test_render.py).
+#
+# Node ids: "n_" + the asset id with every character other than an ASCII letter or digit written
+# as "_<hex code point>_" ("a.b" -> n_a_2e_b, "a_b" -> n_a_5f_b), so distinct assets never share
+# a node, the same asset always gets the same id, and an id holds only [A-Za-z0-9_], which no
+# Mermaid keyword or arrow can be read into.
+#
+# Labels are quoted strings. Inside them Mermaid ends the string at '"', reads "#...;" as an entity
+# code and its rendering reads the text as HTML, so '"', '#', '&', '<', '>', '%' (against
+# "%%{...}%%" directives), '`' (against markdown strings) and control characters are written as
+# numeric entity codes ("#34;"); everything else, Unicode included, stays as it is. Every statement
+# ends with ';': Mermaid drops the last ';' of a line where "style"/"classDef" is followed by ':' and
+# '#', and that ';' is then the statement's own, never an entity code's.
+_MERMAID_ESCAPED = frozenset('"#&<>%`')
+
+
 def _node_id(asset_id: str) -> str:
-    return "n_" + re.sub(r"[^A-Za-z0-9_]", "_", asset_id)
+    return "n_" + "".join(c if c.isascii() and c.isalnum() else f"_{ord(c):x}_" for c in asset_id)
+
+
+def _mermaid_text(text: str) -> str:
+    return "".join(
+        f"#{ord(c)};" if c in _MERMAID_ESCAPED or (unicodedata.category(c)[0] in "CZ" and c != " ") else c for c in text
+    )
 
 
 def graph_mermaid(graph: LineageGraph) -> str:
-    lines = ["graph LR"]
-    for asset in graph.assets:
-        label = asset.id.replace('"', "'")
-        lines.append(f'    {_node_id(asset.id)}["{label}<br/>{asset.type}"]')
-    seen = set()
+    """A Mermaid flowchart: a node per asset labelled with its id and type, and one arrow per pair
+    of linked assets labelled with every task that links them, one a line."""
+    types = {a.id: a.type for a in graph.assets}
+    pairs: dict[tuple[str, str], dict[str, None]] = {}
     for e in graph.edges:
-        pair = (e.upstream, e.downstream)
-        if pair in seen:
-            continue
-        seen.add(pair)
-        label = f"|{e.tasks[0]}|" if e.tasks else ""
-        lines.append(f"    {_node_id(e.upstream)} -->{label} {_node_id(e.downstream)}")
+        pairs.setdefault((e.upstream, e.downstream), {}).update(dict.fromkeys(e.tasks))
+    nodes = dict.fromkeys([*types, *(end for pair in pairs for end in pair)])
+    lines = ["graph LR"]
+    for node in nodes:
+        label = f"{_mermaid_text(node)}<br/>{_mermaid_text(types.get(node, '?'))}"
+        lines.append(f'    {_node_id(node)}["{label}"];')
+    for (up, down), tasks in pairs.items():
+        label = f'|"{"<br/>".join(_mermaid_text(t) for t in tasks)}"|' if tasks else ""
+        lines.append(f"    {_node_id(up)} -->{label} {_node_id(down)};")
     return "\n".join(lines)
+
+
+# Mermaid's default limits: a diagram of more edges fails to parse, a longer one renders as an error
+# message. Both are settings of the page that renders, which a diagram cannot change.
+MERMAID_MAX_EDGES = 500
+MERMAID_MAX_TEXT = 50_000
+
+
+def mermaid_limits(text: str) -> list[str]:
+    """What in a diagram from :func:`graph_mermaid` is past Mermaid's default limits."""
+    found = []
+    edges = sum(" -->" in line for line in text.splitlines())  # labels hold no '>': it is escaped
+    if edges > MERMAID_MAX_EDGES:
+        found.append(f"{edges} edges, more than Mermaid draws by default ({MERMAID_MAX_EDGES}, its maxEdges setting)")
+    size = len(text.encode("utf-16-le")) // 2  # as JavaScript counts a string's length
+    if size > MERMAID_MAX_TEXT:
+        found.append(
+            f"{size} characters, more than Mermaid renders by default ({MERMAID_MAX_TEXT}, its maxTextSize setting)"
+        )
+    return found

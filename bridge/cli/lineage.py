@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from bridge.cli.output import print_json
-from bridge.render import graph_json, graph_mermaid, graph_text
+from bridge.cli.output import print_json, say
+from bridge.render import graph_json, graph_mermaid, graph_text, mermaid_limits
 
 
 def register(cli: click.Group) -> None:
@@ -20,11 +20,18 @@ def register(cli: click.Group) -> None:
     @click.option("--format", "fmt", type=click.Choice(["text", "json", "mermaid"]), default="text", show_default=True)
     @click.pass_obj
     def lineage(app: Any, asset_id: str, direction: str, depth: int, fmt: str) -> None:
-        """Show an asset's upstream and downstream lineage."""
+        """Show an asset's upstream and downstream lineage.
+
+        --format mermaid prints a Mermaid flowchart: a node per asset (its id and type) and an
+        arrow per linked pair, labelled with every task that links them, one a line.
+        """
         graph = app.catalog().lineage(asset_id, direction=direction, depth=depth)
         if fmt == "json":
             print_json(graph_json(graph))
         elif fmt == "mermaid":
-            click.echo(graph_mermaid(graph))
+            diagram = graph_mermaid(graph)
+            click.echo(diagram)
+            for limit in mermaid_limits(diagram):
+                say(f"warning: the diagram has {limit}; narrow it with --depth or --direction")
         else:
             click.echo(graph_text(graph))

@@ -263,9 +263,7 @@ def parse_task_run(value: Any, where: str = "", *, integration: str = "OLBRIDGE"
             problems.add(error)
     state = problems.check(TaskState.parse, value["state"]) if "state" in value else None
     started = problems.check(parse_time, value["startDate"], "startDate") if "startDate" in value else None
-    ended = (
-        problems.check(parse_time, value["endDate"], "endDate") if value.get("endDate") is not None else None
-    )
+    ended = problems.check(parse_time, value["endDate"], "endDate") if value.get("endDate") is not None else None
     lists: dict[str, list[AssetDeclaration]] = {"inputs": [], "outputs": []}
     for field, parsed in lists.items():
         items = value.get(field)

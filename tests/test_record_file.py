@@ -148,7 +148,8 @@ def test_warnings_name_their_run_and_line_and_stop_at_a_limit_saying_how_many_mo
     assert summary["warningCount"] == 130
     assert len(summary["warnings"]) == 100
     assert summary["warnings"][0] == (
-        f"{records}:1: company.data/orders/e0/r0: asset write failed (WARN): output 'out.x0' is a new asset and has no type"
+        f"{records}:1: company.data/orders/e0/r0: "
+        "asset write failed (WARN): output 'out.x0' is a new asset and has no type"
     )
     assert summary["warnings"][99].startswith(f"{records}:100: company.data/orders/e99/r99: ")
     said = [line for line in err.splitlines() if line.startswith("warning: ")]
@@ -178,8 +179,11 @@ def test_a_bad_line_reports_every_problem_at_once(tmp_path: Path) -> None:
         state="NOPE",
         startDate="yesterday",
         extra=1,
-        outputs=[{"id": "bad id", "namespace": "X"}, {"id": "ok.id", "type": "Table", "statistics": {"rowCount": -1, "size": "x"}}],
-    )  # fmt: skip
+        outputs=[
+            {"id": "bad id", "namespace": "X"},
+            {"id": "ok.id", "type": "Table", "statistics": {"rowCount": -1, "size": "x"}},
+        ],
+    )
     records = write(tmp_path / "runs.jsonl", [record(0), bad, {"flowId": "f"}])
     code, out, err = invoke(tmp_path / "c.db", "record", "--file", str(records))
     assert code == 1 and out == ""

@@ -1,20 +1,36 @@
-# The two commands of the quick start: `make demo` and `make test`. Both set up .venv first.
+# The two commands of the quick start: `make demo` and `make test`. Both set up .venv first:
+# `make demo` with the base package only (all the demo needs), `make test` with everything (dbt,
+# Prefect, Metaflow and the tools), at the versions pinned in requirements-dev.txt.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BASE_STAMP := $(VENV)/.installed-base
 
 .PHONY: demo test lint typecheck unit bench clean
 
-$(STAMP): pyproject.toml requirements-dev.txt
+$(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Error: $(PYTHON) not found (set PYTHON=...)" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
+
+# the base package, its dependencies at the pinned versions (a constraint: nothing else is installed)
+$(BASE_STAMP): pyproject.toml requirements-dev.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -c requirements-dev.txt -e .
+	touch $(BASE_STAMP)
+
+# everything the tests need; it holds the base package too
+$(STAMP): pyproject.toml requirements-dev.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -e '.[dev,dbt,metaflow,prefect]'
-	touch $(STAMP)
+	touch $(STAMP) $(BASE_STAMP)
 
-demo: $(STAMP)
+demo: $(BASE_STAMP)
 	$(BIN)/olbridge demo --dir olbridge-demo
+	@echo
+	@echo "olbridge is installed in $(VENV), not on your PATH. Run it as $(BIN)/olbridge, e.g."
+	@echo "  $(BIN)/olbridge --catalog olbridge-demo/olbridge.db assets list"
+	@echo "or activate the environment first:"
+	@echo "  . $(BIN)/activate && olbridge --help"
 
 lint: $(STAMP)
 	$(BIN)/ruff check bridge tests benchmarks

@@ -58,7 +58,8 @@ def register(cli: click.Group) -> None:
         One from flags (for shell tasks), or many from --file: JSON lines with the field names of
         Kestra's AssetLineage (namespace, flowId, taskId, executionId, taskRunId, state, startDate,
         endDate, inputs, outputs). A file is checked whole first: one bad line and nothing is
-        recorded.
+        recorded, and each bad line is reported with every problem it has. Progress (count, rate,
+        time left) goes to stderr; each warning names its run and line.
         """
         if file is not None:
             given = [k for k in flags if ctx.get_parameter_source(k) is click.core.ParameterSource.COMMANDLINE]

@@ -1,8 +1,11 @@
-# The two commands of the quick start: `make demo` and `make test`. Both set up .venv first.
+# The two commands of the quick start: `make demo` and `make test`. Both set up .venv first:
+# `make demo` with the base package only (all the demo needs), `make test` with everything (dbt,
+# Prefect, Metaflow and the tools), at the versions pinned in requirements-dev.txt.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BASE_STAMP := $(VENV)/.installed-base
 # Test-only: Mermaid's own parser (npm's mermaid, pinned by tests/mermaid/package-lock.json), which
 # tests/test_render.py runs under Node to check `olbridge lineage --format mermaid`.
 MERMAID := tests/mermaid
@@ -10,20 +13,33 @@ MERMAID_STAMP := $(MERMAID)/node_modules/.installed
 
 .PHONY: demo test lint typecheck unit bench clean
 
-$(STAMP): pyproject.toml requirements-dev.txt
+$(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Error: $(PYTHON) not found (set PYTHON=...)" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
+
+# the base package, its dependencies at the pinned versions (a constraint: nothing else is installed)
+$(BASE_STAMP): pyproject.toml requirements-dev.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -c requirements-dev.txt -e .
+	touch $(BASE_STAMP)
+
+# everything the tests need; it holds the base package too
+$(STAMP): pyproject.toml requirements-dev.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -e '.[dev,dbt,metaflow,prefect]'
-	touch $(STAMP)
+	touch $(STAMP) $(BASE_STAMP)
 
 $(MERMAID_STAMP): $(MERMAID)/package.json $(MERMAID)/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { echo "Error: npm not found: the Mermaid tests need Node 20 or later with npm" >&2; exit 1; }
 	npm ci --prefix $(MERMAID) --no-audit --no-fund --loglevel=error >/dev/null
 	touch $(MERMAID_STAMP)
 
-demo: $(STAMP)
+demo: $(BASE_STAMP)
 	$(BIN)/olbridge demo --dir olbridge-demo
+	@echo
+	@echo "olbridge is installed in $(VENV), not on your PATH. Run it as $(BIN)/olbridge, e.g."
+	@echo "  $(BIN)/olbridge --catalog olbridge-demo/olbridge.db assets list"
+	@echo "or activate the environment first:"
+	@echo "  . $(BIN)/activate && olbridge --help"
 
 lint: $(STAMP)
 	$(BIN)/ruff check bridge tests benchmarks

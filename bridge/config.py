@@ -100,3 +100,20 @@ def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
     return attrs.evolve(parse_config(document, str(file), file.parent), source=file)
+
+
+def read_secret_file(path: Path, option: str) -> str:
+    """The secret (a token, an API key) a file holds: one line, trimmed, not empty. A file that
+    cannot be read, is empty or holds more than one line is a ConfigError naming ``option``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{option} {path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise ConfigError(f"{option} {path}: cannot read it: {exc.strerror or exc}") from None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise ConfigError(f"{option} {path}: the file is empty; it holds the secret on one line")
+    if len(lines) > 1:
+        raise ConfigError(f"{option} {path}: {len(lines)} lines; the file holds the secret alone, on one line")
+    return lines[0]

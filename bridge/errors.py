@@ -2,7 +2,8 @@
 
     BridgeError
     ├── ValidationError      an input broke a rule (id, type, namespace, metadata, ...)
-    │   └── EventValidationError   an OpenLineage event broke the spec or Marquez's contract
+    │   ├── EventValidationError   an OpenLineage event broke the spec or Marquez's contract
+    │   └── ValidationProblems     an input broke several rules at once, each reported
     ├── ConfigError          configuration file, environment or flags are wrong
     ├── MappingError         a naming rule file is wrong, or no rule can name an asset
     ├── CatalogError         the catalog cannot do what was asked (missing asset, bad schema version)
@@ -15,6 +16,8 @@ The CLI turns every BridgeError into ``Error: <message>`` on stderr and a non-ze
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 
 class BridgeError(Exception):
@@ -48,6 +51,20 @@ class ValidationError(BridgeError):
 
 class EventValidationError(ValidationError):
     """An OpenLineage event is not valid."""
+
+
+class ValidationProblems(ValidationError):
+    """Every problem found in one input (a task run record, say), so that all are reported at
+    once; ``problems`` holds them, each a ValidationError with its own rule and place."""
+
+    def __init__(self, problems: Sequence[ValidationError]) -> None:
+        if not problems:
+            raise ValueError("ValidationProblems needs at least one problem")
+        self.problems = tuple(problems)
+        super().__init__("; ".join(str(p) for p in self.problems), rule=self.problems[0].rule)
+
+    def at(self, prefix: str) -> ValidationProblems:
+        return ValidationProblems([p.at(prefix) for p in self.problems])
 
 
 class ConfigError(BridgeError):

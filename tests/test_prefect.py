@@ -22,7 +22,7 @@ import responses
 import responses.matchers
 from click.testing import CliRunner
 
-from bridge.adapters.prefect import import_events
+from bridge.adapters.prefect import import_events, import_once
 from bridge.adapters.prefect.client import PrefectClient, TaskRunInfo
 from bridge.adapters.prefect.events import asset_from_resource, parse_events, task_name
 from bridge.catalog import Catalog
@@ -31,7 +31,7 @@ from bridge.cli import cli
 from bridge.errors import SourceError, ValidationError
 from bridge.export import iter_events
 from bridge.mapping import Resolver
-from bridge.model import AssetDeclaration, TaskState, format_time
+from bridge.model import AssetDeclaration, TaskState, format_time, parse_time, utcnow
 from bridge.openlineage.convert import Converter, execution_run_id
 from bridge.openlineage.validate import validate_event
 from tests.conftest import T0, at
@@ -487,6 +487,136 @@ def test_bad_options_are_refused(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# a one-shot import right after a flow finished: its events are younger than --settle
+
+
+class FilteringServer:
+    """The events API as a server answers it: the occurred window, the prefixes, the order and the
+    limit of each query (the events here fit one page)."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self.events = events
+
+    def __call__(self, request: requests.PreparedRequest) -> tuple[int, dict[str, str], str]:
+        assert request.body is not None
+        body = json.loads(request.body)
+        query = body["filter"]
+        since = parse_time(query["occurred"]["since"], "since")
+        until = parse_time(query["occurred"]["until"], "until")
+        chosen = [
+            e
+            for e in self.events
+            if since <= parse_time(e["occurred"], "occurred") <= until
+            and e["event"].startswith(tuple(query["event"]["prefix"]))
+        ]
+        chosen.sort(key=lambda e: e["occurred"], reverse=query.get("order") == "DESC")
+        answer = {"events": chosen[: body.get("limit", 50)], "total": len(chosen), "next_page": None}
+        return 200, {}, json.dumps(answer)
+
+
+def serve_filtered(rsps: responses.RequestsMock, events: list[dict[str, Any]]) -> None:
+    rsps.add_callback(
+        responses.POST, f"{API}/events/filter", callback=FilteringServer(events), content_type="application/json"
+    )
+    rsps.get(re.compile(rf"{API}/task_runs/.*"), status=404)
+
+
+class FakeTime:
+    """A clock that a sleep moves on."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+        self.slept: list[float] = []
+
+    def clock(self) -> datetime:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += timedelta(seconds=seconds)
+
+
+NOW = at(10)
+
+
+def just_finished() -> list[dict[str, Any]]:
+    """The pipeline's events, 4 s to 1 s before NOW."""
+    events = pipeline_events()
+    for e, seconds in zip(events, (4, 3, 3, 1), strict=True):
+        e["occurred"] = e["received"] = format_time(NOW - timedelta(seconds=seconds))
+    return events
+
+
+@responses.activate
+def test_events_younger_than_settle_are_not_read_by_a_plain_import(catalog: Catalog) -> None:
+    serve_filtered(responses.mock, just_finished())
+    summary = import_events(catalog, PrefectClient(API), Resolver.load(), settle=5, clock=lambda: NOW)
+    assert (summary.events, summary.results) == (0, ())  # what `prefect import` said before: 0 event(s) read
+
+
+@responses.activate
+def test_a_one_shot_import_waits_out_the_settle_window_then_reads_the_flow(catalog: Catalog) -> None:
+    serve_filtered(responses.mock, just_finished())
+    fake, told = FakeTime(NOW), []
+    summary = import_once(
+        catalog,
+        PrefectClient(API),
+        Resolver.load(),
+        settle=5,
+        clock=fake.clock,
+        sleep=fake.sleep,
+        on_wait=lambda young, seconds: told.append((young.count, seconds)),
+    )
+    assert told == [(4, 4.0)] and fake.slept == [4.0]  # the newest, 1 s old, is 5 s old after 4 s
+    assert (summary.events, len(summary.results), summary.left) == (4, 2, 0)
+    assert summary.to_json()["leftForNextImport"] == 0
+
+
+@responses.activate
+@pytest.mark.parametrize(("wait", "settle"), [(False, 5.0), (True, 120.0)], ids=["no-wait", "settle-over-max-wait"])
+def test_without_waiting_the_import_says_how_many_it_left(catalog: Catalog, wait: bool, settle: float) -> None:
+    serve_filtered(responses.mock, just_finished())
+    fake = FakeTime(NOW)
+    summary = import_once(
+        catalog, PrefectClient(API), Resolver.load(), settle=settle, wait=wait, clock=fake.clock, sleep=fake.sleep
+    )
+    assert fake.slept == []
+    assert (summary.events, summary.left) == (0, 4)
+    fake.now += timedelta(seconds=settle)  # the next import, once they have settled, reads them
+    later = import_once(catalog, PrefectClient(API), Resolver.load(), settle=settle, clock=fake.clock, sleep=fake.sleep)
+    assert (later.events, len(later.results), later.left) == (4, 2, 0) and fake.slept == []
+
+
+@responses.activate
+def test_prefect_import_says_it_waits_and_what_it_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    serve_filtered(responses.mock, just_finished())
+    fake = FakeTime(NOW)
+    monkeypatch.setattr("bridge.cli.prefect.utcnow", fake.clock)
+    monkeypatch.setattr("bridge.cli.prefect.sleep", fake.sleep)
+    db = tmp_path / "c.db"
+    code, out, err = invoke(db, "prefect", "import", "--api-url", API, "--no-wait", "--json")
+    assert code == 0, err
+    assert "0 event(s) read, 0 task run(s): 0 created, 0 unchanged, 0 failed; " in err
+    assert "4 younger than --settle (5 s) left for the next import" in err
+    assert json.loads(out)["leftForNextImport"] == 4
+
+    code, out, err = invoke(db, "prefect", "import", "--api-url", API, "--json")
+    assert code == 0, err
+    assert (
+        "waiting 4.0 s: 4 asset event(s) are younger than --settle (5 s), and a task run's events are read "
+        "together (--no-wait leaves them for the next import)"
+    ) in err
+    assert "4 event(s) read, 2 task run(s): 2 created" in err and "left for the next import" not in err
+    assert json.loads(out)["leftForNextImport"] == 0
+    assert fake.slept == [4.0]
+
+
+def test_no_wait_is_for_a_one_shot_import(tmp_path: Path) -> None:
+    code, _out, err = invoke(tmp_path / "c.db", "prefect", "import", "--api-url", API, "--follow", "--no-wait")
+    assert code == 2 and "--no-wait is for an import without --follow" in err
+
+
+# ---------------------------------------------------------------------------------------------
 # a real Prefect 3 server and flow
 
 FLOW_SCRIPT = """
@@ -789,3 +919,23 @@ def test_follow_stops_cleanly_on_sigterm(
         recorded = {r.key.task_run_id for r in catalog.iter_task_runs()}
     # the first poll read every event the server had: each task run that materialized an asset
     assert recorded == _materialized_task_runs(prefect_server)
+
+
+@pytest.mark.prefect
+def test_an_import_right_after_a_flow_finished_waits_for_its_events(
+    prefect_server: str, flow_run: tuple[str, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    before = utcnow()
+    second = _run_flow(prefect_server, tmp_path)
+    _wait_for_events(prefect_server, second, 6)
+    db = tmp_path / "c.db"
+    # the flow's events are a few seconds old: younger than a 15 s settle window
+    code, out, err = invoke(
+        db, "prefect", "import", "--api-url", prefect_server, "--settle", "15", "--since", format_time(before), "--json"
+    )
+    assert code == 0, err
+    assert "asset event(s) are younger than --settle (15 s)" in err
+    summary = json.loads(out)
+    assert (summary["events"], summary["taskRuns"], summary["leftForNextImport"]) == (6, 3, 0)
+    with Catalog(db) as catalog:
+        assert {r.key.execution_id for r in catalog.iter_task_runs()} == {second}

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-import sys
+import os
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import click
 
-from bridge.cli.output import print_json, record_summary, say
+from bridge.cli.output import print_json, record_summary, run_name, run_warnings, say, say_warnings
+from bridge.cli.progress import progress
 from bridge.errors import ValidationError
 from bridge.model import TaskRun, TaskState
-from bridge.records import parse_task_run, parse_task_run_lines
+from bridge.records import parse_task_run, read_task_run_lines
 
 
 def register(cli: click.Group) -> None:
@@ -57,7 +58,8 @@ def register(cli: click.Group) -> None:
         One from flags (for shell tasks), or many from --file: JSON lines with the field names of
         Kestra's AssetLineage (namespace, flowId, taskId, executionId, taskRunId, state, startDate,
         endDate, inputs, outputs). A file is checked whole first: one bad line and nothing is
-        recorded.
+        recorded, and each bad line is reported with every problem it has. Progress (count, rate,
+        time left) goes to stderr; each warning names its run and line.
         """
         if file is not None:
             given = [k for k in flags if ctx.get_parameter_source(k) is click.core.ParameterSource.COMMANDLINE]
@@ -65,13 +67,21 @@ def register(cli: click.Group) -> None:
                 raise click.UsageError(
                     f"--file cannot be combined with {', '.join('--' + k.replace('_', '-') for k in given)}"
                 )
-            with click.progressbar(file, label="reading task runs", file=sys.stderr) as lines:
-                runs = parse_task_run_lines(lines, getattr(file, "name", "-"))
+            source = getattr(file, "name", "-")
+            with progress("reading task runs", _line_count(file), "lines") as reading:
+                checked = read_task_run_lines(reading.each(file), source)
+            runs = list(checked.runs)
+            names = [f"{source}:{line}: {run_name(run.key)}" for line, run in zip(checked.lines, runs, strict=True)]
+            catalog = ctx.obj.catalog()
+            with progress("recording task runs", len(runs), "task runs") as recording:
+                results = catalog.record_task_runs(recording.each(runs))
         else:
-            runs = [_run_from_flags(flags)]
-        say(f"recording {len(runs)} task run(s)")
-        results = ctx.obj.catalog().record_task_runs(runs)
-        print_json(record_summary(results))
+            run = _run_from_flags(flags)
+            say("recording 1 task run")
+            results, names = ctx.obj.catalog().record_task_runs([run]), [run_name(run.key)]
+        summary = record_summary(results, names)
+        say_warnings(run_warnings(results, names))
+        print_json(summary)
 
     @cli.command()
     @click.option(
@@ -95,6 +105,18 @@ def register(cli: click.Group) -> None:
         from bridge.demo import run_demo
 
         run_demo(directory, echo=say, out=click.echo, catalog_path=app.catalog_path if in_catalog else None)
+
+
+def _line_count(file: IO[str]) -> int | None:
+    """The lines of the file ``--file`` names, for the progress bar; None for stdin or a pipe."""
+    name = getattr(file, "name", None)
+    if not isinstance(name, str) or not os.path.isfile(name):
+        return None
+    try:
+        with open(name, "rb") as handle:
+            return sum(1 for _ in handle)
+    except OSError:
+        return None
 
 
 def _asset_flag(text: str, where: str) -> object:

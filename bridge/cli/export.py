@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from bridge.cli.output import print_json, say
+from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
 from bridge.export import ExportFilter, iter_lines
 from bridge.model import check_namespace, parse_time
 from bridge.openlineage.files import BadInput, read_events
@@ -26,6 +27,7 @@ def register(cli: click.Group) -> None:
     )
     @click.option("--url", help="Send each event to this OpenLineage backend (POST <url>/api/v1/lineage).")
     @click.option("--api-key", envvar="OPENLINEAGE_API_KEY", help="Bearer token for --url [env OPENLINEAGE_API_KEY].")
+    @click.option("--api-key-file", type=FILE, envvar="OPENLINEAGE_API_KEY_FILE", help=API_KEY_FILE_HELP)
     @click.option("--since", help="Only history from this time (ISO 8601; a date or a time without offset is UTC).")
     @click.option("--until", help="Only history before this time.")
     @click.option("--namespace", help="Only this flow namespace (and asset changes in this namespace).")
@@ -36,6 +38,7 @@ def register(cli: click.Group) -> None:
         output: str | None,
         url: str | None,
         api_key: str | None,
+        api_key_file: Path | None,
         since: str | None,
         until: str | None,
         namespace: str | None,
@@ -54,7 +57,7 @@ def register(cli: click.Group) -> None:
         sink: Sink
         stream = None
         if url:
-            sink = HttpSink(url, api_key=api_key)
+            sink = HttpSink(url, api_key=api_key_secret(api_key, api_key_file))
         elif output in (None, "-"):
             sink = NdjsonSink(sys.stdout)
         else:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from bridge.adapters.kestra import declare_flows, import_lineage
-from bridge.cli.output import print_json, record_summary, say
+from bridge.cli.output import print_json, record_summary, run_warnings, say, say_warnings
 from bridge.model import utcnow
 
 _FILES = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -34,8 +34,7 @@ def register(cli: click.Group) -> None:
             f"{summary['updated']} updated, {summary['unchanged']} unchanged, "
             f"{summary['placeholders']} External placeholder(s)"
         )
-        for warning in (w for r in results for w in r.warnings):
-            say(f"warning: {warning}")
+        say_warnings(run_warnings(results))
         if as_json:
             print_json(summary)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
@@ -13,6 +13,9 @@ from typing import Any
 import click
 
 from bridge.catalog import RecordResult
+from bridge.model import TaskRunKey
+
+WARNINGS_SHOWN = 100  # warnings a summary lists; past them it says how many more
 
 
 def print_json(value: Any) -> None:
@@ -23,16 +26,40 @@ def say(message: str) -> None:
     click.echo(message, err=True)
 
 
-def record_summary(results: list[RecordResult]) -> dict[str, object]:
-    """What recording task runs did, as ``record`` and ``kestra import`` print it."""
+def run_name(key: TaskRunKey) -> str:
+    """A task run as warnings name it: ``namespace/flow/execution/taskRun``."""
+    return f"{key.flow_namespace}/{key.flow_id}/{key.execution_id}/{key.task_run_id}"
+
+
+def run_warnings(results: Sequence[RecordResult], names: Sequence[str] | None = None) -> list[str]:
+    """Every warning of the recorded runs, each after the name of its run when ``names`` (one a
+    result, such as ``runs.jsonl:12: ns/flow/exec/run``) are given."""
+    if names is None:
+        return [w for r in results for w in r.warnings]
+    return [f"{name}: {w}" for name, r in zip(names, results, strict=True) for w in r.warnings]
+
+
+def record_summary(results: Sequence[RecordResult], names: Sequence[str] | None = None) -> dict[str, object]:
+    """What recording task runs did, as ``record`` and ``kestra import`` print it: the first
+    :data:`WARNINGS_SHOWN` warnings, and how many there are in all."""
+    warnings = run_warnings(results, names)
     return {
         "taskRuns": len(results),
         "created": sum(r.status == "created" for r in results),
         "updated": sum(r.status == "updated" for r in results),
         "unchanged": sum(r.status == "unchanged" for r in results),
         "placeholders": len({p for r in results for p in r.placeholders}),
-        "warnings": [w for r in results for w in r.warnings][:100],
+        "warnings": warnings[:WARNINGS_SHOWN],
+        "warningCount": len(warnings),
     }
+
+
+def say_warnings(warnings: Sequence[str], limit: int = WARNINGS_SHOWN) -> None:
+    """The first ``limit`` warnings on stderr, then how many more there are."""
+    for warning in warnings[:limit]:
+        say(f"warning: {warning}")
+    if len(warnings) > limit:
+        say(f"... and {len(warnings) - limit} more warnings")
 
 
 @contextmanager

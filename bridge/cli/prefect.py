@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from time import sleep
 from typing import Any
 
 import click
@@ -11,14 +12,17 @@ import click
 from bridge.adapters.prefect import (
     DEFAULT_NAMESPACE,
     DEFAULT_SETTLE,
+    MAX_WAIT,
     ImportSummary,
     PrefectClient,
+    Unsettled,
     follow,
     import_events,
+    import_once,
 )
 from bridge.cli.output import print_json, say, stop_on_signals
 from bridge.errors import SourceError
-from bridge.model import check_namespace, parse_time
+from bridge.model import check_namespace, parse_time, utcnow
 
 
 class _Progress:
@@ -41,7 +45,7 @@ class _Progress:
             self.bar = None
 
 
-def _say_summary(summary: ImportSummary) -> None:
+def _say_summary(summary: ImportSummary, settle: float) -> None:
     data = summary.to_json()
     line = (
         f"{data['events']} event(s) read, {data['taskRuns']} task run(s): {data['created']} created, "
@@ -56,6 +60,8 @@ def _say_summary(summary: ImportSummary) -> None:
         )
         if data[key]
     ]
+    if summary.left:
+        extras.append(f"{summary.left} younger than --settle ({settle:g} s) left for the next import")
     say(line + ("; " + ", ".join(extras) if extras else ""))
     for warning in data["warnings"]:
         say(f"warning: {warning}")
@@ -87,7 +93,13 @@ def register(cli: click.Group) -> None:
         type=click.FloatRange(min=0),
         default=DEFAULT_SETTLE,
         show_default=True,
-        help="Leave events younger than this many seconds for the next import.",
+        help="Leave events younger than this many seconds for the next import (an import without --follow "
+        f"first waits for them when this is {MAX_WAIT:g} s or less).",
+    )
+    @click.option(
+        "--no-wait",
+        is_flag=True,
+        help="Without --follow: do not wait for events younger than --settle; leave them for the next import.",
     )
     @click.option(
         "--follow",
@@ -117,6 +129,7 @@ def register(cli: click.Group) -> None:
         since: str | None,
         namespace: str,
         settle: float,
+        no_wait: bool,
         follow_: bool,
         interval: float,
         max_polls: int | None,
@@ -126,7 +139,12 @@ def register(cli: click.Group) -> None:
     ) -> None:
         """Read the prefect.asset.* events of a Prefect server and record one task run per Prefect
         task run: materialized assets as outputs, referenced ones as inputs. Each import starts
-        where the last one stopped."""
+        where the last one stopped. Events younger than --settle are left for the next import, so
+        that a task run's events are read together; without --follow the import first waits for
+        them (and says so) unless --no-wait is given or --settle is over 60 s, and its summary says
+        how many it left."""
+        if no_wait and follow_:
+            raise click.UsageError("--no-wait is for an import without --follow (which reads them at its next poll)")
         check_namespace(namespace, "--namespace")
         start = parse_time(since, "--since", assume_utc=True) if since else None
         client = PrefectClient(api_url, timeout=timeout)
@@ -151,8 +169,32 @@ def register(cli: click.Group) -> None:
                 progress.close()
 
         if not follow_:
-            summary = poll()
-            _say_summary(summary)
+
+            def waiting(young: Unsettled, seconds: float) -> None:
+                say(
+                    f"waiting {seconds:.1f} s: {young.count} asset event(s) are younger than --settle ({settle:g} s), "
+                    "and a task run's events are read together (--no-wait leaves them for the next import)"
+                )
+
+            progress = _Progress()
+            try:
+                summary = import_once(
+                    catalog,
+                    client,
+                    resolver,
+                    namespace=namespace,
+                    since=start,
+                    settle=settle,
+                    skip_malformed=skip_malformed,
+                    wait=not no_wait,
+                    clock=utcnow,
+                    sleep=sleep,
+                    on_wait=waiting,
+                    on_page=progress,
+                )
+            finally:
+                progress.close()
+            _say_summary(summary, settle)
             if as_json:
                 print_json(summary.to_json())
             return
@@ -160,7 +202,7 @@ def register(cli: click.Group) -> None:
         def on_poll(summary: ImportSummary) -> None:
             done["polls"] += 1
             done["task_runs"] += len(summary.results)
-            _say_summary(summary)
+            _say_summary(summary, settle)
             if as_json:  # one JSON line a poll, as it happens
                 click.echo(json.dumps(summary.to_json(), ensure_ascii=False))
 

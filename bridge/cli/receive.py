@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from bridge.cli.output import print_json, say
+from bridge.cli.secrets import FILE, secret
 from bridge.model import parse_time, utcnow
 from bridge.receiver.imports import ImportSummary, MarquezEvents, catalog_intake, import_files, import_marquez
 from bridge.receiver.intake import Limits
@@ -46,7 +47,16 @@ def register(cli: click.Group) -> None:
     @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
     @click.option("--port", default=5050, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free).")
     @click.option(
-        "--token", envvar="OLBRIDGE_TOKEN", help="Require 'Authorization: Bearer TOKEN' [env OLBRIDGE_TOKEN]."
+        "--token",
+        envvar="OLBRIDGE_TOKEN",
+        help="Require 'Authorization: Bearer TOKEN' [env OLBRIDGE_TOKEN]. Prefer the variable or --token-file: "
+        "the command line shows in ps.",
+    )
+    @click.option(
+        "--token-file",
+        type=FILE,
+        envvar="OLBRIDGE_TOKEN_FILE",
+        help="Read the token from this file: one line, trimmed [env OLBRIDGE_TOKEN_FILE].",
     )
     @click.option(
         "--strict", is_flag=True, help="Refuse everything the OpenLineage spec refuses (default: what Marquez takes)."
@@ -79,6 +89,7 @@ def register(cli: click.Group) -> None:
         host: str,
         port: int,
         token: str | None,
+        token_file: Path | None,
         strict: bool,
         threads: int,
         workers: int,
@@ -92,6 +103,14 @@ def register(cli: click.Group) -> None:
         External datasets become External placeholder assets; external runs and jobs are kept with
         their inputs and outputs. Also GET /healthz, /readyz and /metrics. Stops on SIGTERM or Ctrl-C.
         """
+        token = secret(
+            token,
+            token_file,
+            option="--token",
+            file_option="--token-file",
+            env="OLBRIDGE_TOKEN",
+            file_env="OLBRIDGE_TOKEN_FILE",
+        )
         limits = Limits(max_body=max_body, max_batch=max_batch, max_datasets=max_datasets)
         options = ServeOptions(
             host=host,

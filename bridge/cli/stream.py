@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from bridge.cli.output import print_json, say, stop_on_signals
+from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
 from bridge.delivery.backfill import Backfill, BackfillFilter
 from bridge.delivery.config import sender_for
 from bridge.delivery.dispatch import Dispatcher
@@ -31,6 +32,7 @@ def delivery_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             "OPENLINEAGE__TRANSPORT__*.",
         ),
         click.option("--api-key", help="Bearer token for --url [default: env OPENLINEAGE_API_KEY]."),
+        click.option("--api-key-file", type=FILE, envvar="OPENLINEAGE_API_KEY_FILE", help=API_KEY_FILE_HELP),
         click.option("--timeout", type=click.FloatRange(min=0.001), help="Seconds per HTTP request [default: 5]."),
         click.option(
             "--concurrency", type=click.IntRange(min=1), default=4, show_default=True, help="Requests in flight."
@@ -59,7 +61,8 @@ def delivery_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _dispatcher(flags: dict[str, Any], rate: float | None = None, stop: threading.Event | None = None) -> Dispatcher:
-    sender = sender_for(flags["url"], api_key=flags["api_key"], timeout=flags["timeout"], batch=not flags["no_batch"])
+    api_key = api_key_secret(flags["api_key"], flags["api_key_file"])
+    sender = sender_for(flags["url"], api_key=api_key, timeout=flags["timeout"], batch=not flags["no_batch"])
     limiter = None
     if rate is not None:
         wait = stop.wait if stop is not None else time.sleep

@@ -3,13 +3,15 @@
 :func:`import_events` reads the ``prefect.asset.*`` events a server has recorded since the last
 import (its position is kept in the catalog), groups them by task run and records one task run
 each (see :mod:`bridge.adapters.prefect.events` for the mapping). :func:`follow` does it again and
-again until told to stop. Every import is one transaction: with a malformed event or group nothing
-is recorded and the position stays where it was.
+again until told to stop; :func:`import_once` is the one-shot import, which first waits out the
+``settle`` window for recent events. Every import is one transaction: with a malformed event or
+group nothing is recorded and the position stays where it was.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -31,6 +33,11 @@ from bridge.model import EXTERNAL, TaskRun, format_time, parse_time, utcnow
 
 DEFAULT_NAMESPACE = "prefect"
 DEFAULT_SETTLE = 5.0
+MAX_WAIT = 60.0  # a one-shot import waits out a settle window up to this long
+# how far past the clock the events younger than the settle window are counted (a producer's clock
+# may be ahead of this one)
+_AHEAD = timedelta(days=1)
+_TICK = timedelta(microseconds=1)  # the server's times are to the microsecond
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _PROBLEMS_SHOWN = 20
 
@@ -48,6 +55,7 @@ class ImportSummary:
     late: tuple[LateRun, ...]
     skipped: tuple[Problem, ...]  # malformed events and groups left out (with skip_malformed)
     cursor: PrefectCursor | None
+    left: int | None = None  # events younger than the settle window, left for the next import (None: not counted)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,6 +75,7 @@ class ImportSummary:
             "late": [{"taskRunId": x.task_run_id, "reason": x.reason} for x in self.late],
             "skipped": [str(p) for p in self.skipped],
             "cursor": self.cursor.to_json() if self.cursor else None,
+            "leftForNextImport": self.left,
         }
 
 
@@ -192,6 +201,75 @@ def import_events(
     )
 
 
+@attrs.frozen
+class Unsettled:
+    """Events younger than the settle window: how many, and when the newest occurred."""
+
+    count: int
+    newest: datetime | None
+
+    def wait(self, settle: float, now: datetime) -> float:
+        """Seconds until the newest is older than the window (at most the window itself)."""
+        if not self.count or self.newest is None:
+            return 0.0
+        return min(max((self.newest - now).total_seconds() + settle, 0.0), settle)
+
+
+def unsettled(client: PrefectClient, after: datetime, now: datetime) -> Unsettled:
+    """The asset events that occurred after ``after`` (to some way past ``now``)."""
+    count, newest = client.newest_events(after + _TICK, now + _AHEAD)
+    return Unsettled(count, newest)
+
+
+def import_once(
+    catalog: Catalog,
+    client: PrefectClient,
+    resolver: Resolver,
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    since: datetime | None = None,
+    settle: float = DEFAULT_SETTLE,
+    skip_malformed: bool = False,
+    wait: bool = True,
+    max_wait: float = MAX_WAIT,
+    clock: Callable[[], datetime] = utcnow,
+    sleep: Callable[[float], None] = time.sleep,
+    on_wait: Callable[[Unsettled, float], None] | None = None,
+    on_page: Callable[[int, int | None], None] | None = None,
+) -> ImportSummary:
+    """A one-shot :func:`import_events` that does not leave a flow that just finished for later:
+    when asset events younger than ``settle`` seconds are there, it waits until the newest of them
+    is older (``on_wait(unsettled, seconds)`` is told first), then reads. It does not wait when
+    ``wait`` is off or the wait would be longer than ``max_wait``. The summary's ``left`` counts
+    the events still too young, left for the next import."""
+    if settle > 0 and wait and settle <= max_wait:
+        now = clock()
+        young = unsettled(client, now - timedelta(seconds=settle), now)
+        seconds = young.wait(settle, now)
+        if seconds > 0:
+            if on_wait is not None:
+                on_wait(young, seconds)
+            sleep(seconds)
+    summary = import_events(
+        catalog,
+        client,
+        resolver,
+        namespace=namespace,
+        since=since,
+        settle=settle,
+        skip_malformed=skip_malformed,
+        clock=clock,
+        on_page=on_page,
+    )
+    if settle <= 0:
+        return summary  # no window: nothing is left for being too young
+    try:
+        left = unsettled(client, summary.until, clock()).count
+    except SourceError:
+        left = None  # the import is done; only the count of what it left is unknown
+    return attrs.evolve(summary, left=left)
+
+
 def follow(
     poll: Callable[[], ImportSummary],
     *,
@@ -228,9 +306,13 @@ def follow(
 
 __all__ = [
     "DEFAULT_NAMESPACE",
+    "MAX_WAIT",
     "ImportSummary",
     "PrefectClient",
+    "Unsettled",
     "follow",
     "import_events",
+    "import_once",
     "output_types",
+    "unsettled",
 ]

@@ -131,6 +131,29 @@ class PrefectClient:
             events, _total, token = self._page(self._json(response, what), what)
             pages += 1
 
+    def newest_events(
+        self, since: datetime, until: datetime, *, prefixes: Sequence[str] = ASSET_EVENT_PREFIXES
+    ) -> tuple[int, datetime | None]:
+        """How many events occurred from ``since`` to ``until`` (both inclusive), and when the
+        newest of them did, in one request (the server's count and its newest event)."""
+        query = {
+            "filter": {
+                "occurred": {"since": format_time(since), "until": format_time(until)},
+                "event": {"prefix": list(prefixes)},
+                "order": "DESC",
+            },
+            "limit": 1,
+        }
+        what = "POST /events/filter"
+        events, total, _token = self._page(self._json(self._call("POST", "/events/filter", json=query), what), what)
+        newest = None
+        if events and isinstance(events[0], dict):
+            try:
+                newest = parse_time(events[0].get("occurred"), "occurred")
+            except ValidationError:
+                pass  # the import that reads it reports it
+        return (total if total is not None else len(events)), newest
+
     # --- task runs -----------------------------------------------------------------------
 
     def task_run(self, task_run_id: str) -> TaskRunInfo | None:

@@ -1,0 +1,233 @@
+"""``olbridge record --file`` on large files: progress while reading and recording (count, rate,
+time left), warnings that name their run and line and stop at a limit saying how many more, and a
+bad line that reports every problem it has at once."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bridge.cli import cli
+from bridge.cli.progress import Meter, duration, progress
+from bridge.errors import ValidationError, ValidationProblems
+from bridge.records import parse_task_run, parse_task_run_lines
+
+BIN = Path(sys.executable).parent
+
+
+def invoke(db: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["--catalog", str(db), *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def record(i: int, **overrides: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "namespace": "company.data",
+        "flowId": "orders",
+        "taskId": "load",
+        "executionId": f"e{i}",
+        "taskRunId": f"r{i}",
+        "state": "SUCCESS",
+        "startDate": "2025-01-01T00:00:00Z",
+        "endDate": "2025-01-01T00:01:00Z",
+        "inputs": [{"id": "raw.orders"}],
+        "outputs": [{"id": f"mart.orders_{i}", "type": "Table"}],
+    }
+    base.update(overrides)
+    return base
+
+
+def write(path: Path, records: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+# ---------------------------------------------------------------------------------------------
+# the progress helper
+
+
+def test_the_meter_gives_count_rate_and_time_left() -> None:
+    clock = Clock()
+    meter = Meter(50_000, "task runs", clock)
+    assert meter.describe() == "0/50,000 task runs"
+    meter.done, clock.now = 12_000, 103.0
+    assert meter.describe() == "12,000/50,000 task runs, 4,000/s, 0:10 left"  # 38,000 at 4,000/s
+    meter.done, clock.now = 50_000, 112.5
+    assert meter.finished() == "50,000 task runs in 0:12 (4,000/s)"
+    unknown = Meter(None, "lines", clock)
+    unknown.done, clock.now = 300, 115.5
+    assert unknown.describe() == "300 lines, 100/s"  # no total: no time left
+    assert [duration(s) for s in (0.4, 59, 61, 3725)] == ["0:00", "0:59", "1:01", "1:02:05"]
+
+
+def test_on_a_terminal_the_bar_shows_count_rate_and_time_left() -> None:
+    clock, screen = Clock(), Terminal()
+    with progress("recording task runs", 4, "task runs", file=screen, clock=clock) as bar:
+        for _ in range(2):
+            clock.now += 1.0
+            bar.advance()
+        shown = screen.getvalue()
+        assert "2/4 task runs, 1/s, 0:02 left" in shown
+        assert "50%" in shown
+        bar.advance(2)
+    assert screen.getvalue().rstrip().endswith("recording task runs: 4 task runs in 0:02 (2/s)")
+
+
+def test_in_a_log_a_line_every_few_seconds() -> None:
+    clock, log = Clock(), io.StringIO()
+    with progress("reading task runs", 1000, "lines", file=log, clock=clock, every=10.0) as bar:
+        for _ in range(100):
+            clock.now += 0.25
+            bar.advance(10)  # 25 s in all: a line at 10 s and at 20 s
+    assert log.getvalue().splitlines() == [
+        "reading task runs: 0/1,000 lines",
+        "reading task runs: 400/1,000 lines, 40/s, 0:15 left",
+        "reading task runs: 800/1,000 lines, 40/s, 0:05 left",
+        "reading task runs: 1,000 lines in 0:25 (40/s)",
+    ]
+
+
+def test_a_failed_step_does_not_say_it_finished() -> None:
+    log = io.StringIO()
+    with pytest.raises(ValidationError), progress("reading task runs", 3, "lines", file=log) as bar:
+        bar.advance()
+        raise ValidationError("bad line")
+    assert "in 0:" not in log.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------
+# record --file
+
+
+def test_record_file_shows_progress_while_reading_and_while_recording(tmp_path: Path) -> None:
+    records = write(tmp_path / "runs.jsonl", [record(i) for i in range(30)])
+    done = subprocess.run(
+        [str(BIN / "olbridge"), "--catalog", str(tmp_path / "c.db"), "record", "--file", str(records)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["created"] == 30
+    lines = done.stderr.splitlines()
+    assert "reading task runs: 0/30 lines" in lines
+    assert "recording task runs: 0/30 task runs" in lines
+    assert any(line.startswith("reading task runs: 30 lines in ") for line in lines)
+    assert any(line.startswith("recording task runs: 30 task runs in ") for line in lines)
+    assert "Traceback" not in done.stderr
+
+
+def test_warnings_name_their_run_and_line_and_stop_at_a_limit_saying_how_many_more(tmp_path: Path) -> None:
+    # 130 runs whose new output has no type: each run ends WARNING with one warning
+    records = write(tmp_path / "runs.jsonl", [record(i, outputs=[{"id": f"out.x{i}"}]) for i in range(130)])
+    code, out, err = invoke(tmp_path / "c.db", "record", "--file", str(records))
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["warningCount"] == 130
+    assert len(summary["warnings"]) == 100
+    assert summary["warnings"][0] == (
+        f"{records}:1: company.data/orders/e0/r0: "
+        "asset write failed (WARN): output 'out.x0' is a new asset and has no type"
+    )
+    assert summary["warnings"][99].startswith(f"{records}:100: company.data/orders/e99/r99: ")
+    said = [line for line in err.splitlines() if line.startswith("warning: ")]
+    assert said == [f"warning: {w}" for w in summary["warnings"]]
+    assert err.splitlines()[-1] == "... and 30 more warnings"
+
+
+def test_a_run_from_flags_is_named_in_its_warnings(tmp_path: Path) -> None:
+    code, out, err = invoke(
+        tmp_path / "c.db",
+        "record",
+        "--namespace", "ops", "--flow-id", "backup", "--task-id", "snap", "--execution-id", "e9",
+        "--start", "2025-01-01T00:00:00Z", "--output", "snapshot.e9",
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["warnings"] == [
+        "ops/backup/e9/e9.snap: asset write failed (WARN): output 'snapshot.e9' is a new asset and has no type"
+    ]
+    assert "... and" not in err
+
+
+def test_a_bad_line_reports_every_problem_at_once(tmp_path: Path) -> None:
+    bad = record(
+        1,
+        namespace="Bad NS",
+        flowId="",
+        state="NOPE",
+        startDate="yesterday",
+        extra=1,
+        outputs=[
+            {"id": "bad id", "namespace": "X"},
+            {"id": "ok.id", "type": "Table", "statistics": {"rowCount": -1, "size": "x"}},
+        ],
+    )
+    records = write(tmp_path / "runs.jsonl", [record(0), bad, {"flowId": "f"}])
+    code, out, err = invoke(tmp_path / "c.db", "record", "--file", str(records))
+    assert code == 1 and out == ""
+    assert "Error: 2 bad line(s); nothing was recorded" in err
+    expected = [
+        ":2: unknown field(s) extra",
+        ":2: namespace: a namespace matches",
+        ":2: flowId: must be a non-empty string",
+        ":2: state: unknown task state 'NOPE'",
+        ":2: startDate: not an ISO 8601 time: 'yesterday'",
+        ":2: outputs[0].id: a name-form id",
+        ":2: outputs[0].namespace: a namespace matches",
+        ":2: outputs[1].statistics.rowCount: must be a non-negative integer",
+        ":2: outputs[1].statistics.size: must be a non-negative integer",
+        ":3: missing required field(s) namespace, taskId, executionId, taskRunId, state, startDate",
+    ]
+    for message in expected:
+        assert f"  {records}{message}" in err, message
+    assert "Traceback" not in err
+
+
+def test_past_the_limit_the_bad_lines_are_counted_not_listed(tmp_path: Path) -> None:
+    records = write(tmp_path / "runs.jsonl", [record(i, state="NOPE") for i in range(25)])
+    code, _out, err = invoke(tmp_path / "c.db", "record", "--file", str(records))
+    assert code == 1
+    assert "Error: 25 bad line(s); nothing was recorded" in err
+    assert f"{records}:20: state:" in err and f"{records}:21: state:" not in err
+    assert "... and 5 more bad line(s)" in err
+
+
+def test_parse_task_run_holds_every_problem_with_its_rule() -> None:
+    with pytest.raises(ValidationProblems) as caught:
+        parse_task_run(record(1, taskRunId=7, startDate="2025-01-01", failureBehavior="LOUD"), "line 4")
+    assert [(p.where, p.rule) for p in caught.value.problems] == [
+        ("line 4.taskRunId", "key.required"),
+        ("line 4.startDate", "time.offset"),
+        ("line 4.failureBehavior", "failureBehavior.unknown"),
+    ]
+    with pytest.raises(ValidationError) as one:  # a single problem is a plain ValidationError
+        parse_task_run(record(1, state="NOPE"))
+    assert not isinstance(one.value, ValidationProblems) and one.value.where == "state"
+
+
+def test_good_lines_parse_as_before() -> None:
+    runs = parse_task_run_lines([json.dumps(record(i)) for i in range(3)], "runs.jsonl")
+    assert [r.key.task_run_id for r in runs] == ["r0", "r1", "r2"]
+    assert runs[0].outputs[0].type == "Table" and runs[0].inputs[0].id == "raw.orders"

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from bridge.catalog import sql
+from bridge.jsonkeys import camel_keys
 
 RUN_START = "run-start"
 RUN_END = "run-end"
@@ -60,7 +61,7 @@ class OutboxItem:
     last_error: str | None
 
     def as_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        return camel_keys(attrs.asdict(self))
 
 
 @attrs.frozen
@@ -72,7 +73,7 @@ class OutboxStatus:
     last_success: str | None
 
     def as_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        return camel_keys(attrs.asdict(self))
 
 
 @attrs.frozen

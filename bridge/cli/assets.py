@@ -112,7 +112,7 @@ def register(cli: click.Group) -> None:
             description=description,
             metadata=_metadata(pairs, metadata_json),
         )
-        asset = app.catalog().set_asset(decl, now=utcnow(), allow_type_change=allow_type_change)
+        asset = app.catalog(create=True).set_asset(decl, now=utcnow(), allow_type_change=allow_type_change)
         print_json(asset.to_json())
 
     @assets.command()

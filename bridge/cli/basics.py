@@ -20,7 +20,7 @@ def register(cli: click.Group) -> None:
     @click.pass_obj
     def init(app: Any) -> None:
         """Create the catalog (or bring an existing one to the current schema)."""
-        catalog = app.catalog()
+        catalog = app.catalog(create=True)
         print_json({"catalog": catalog.path, "schemaVersion": catalog.schema_version, "assets": catalog.count_assets()})
 
     @cli.command()
@@ -66,11 +66,14 @@ def register(cli: click.Group) -> None:
                     f"--file cannot be combined with {', '.join('--' + k.replace('_', '-') for k in given)}"
                 )
             with click.progressbar(file, label="reading task runs", file=sys.stderr) as lines:
-                runs = parse_task_run_lines(lines, getattr(file, "name", "-"))
+                try:
+                    runs = parse_task_run_lines(lines, getattr(file, "name", "-"))
+                except UnicodeDecodeError:
+                    raise ValidationError(f"{getattr(file, 'name', '-')}: not UTF-8 text", rule="record.text") from None
         else:
             runs = [_run_from_flags(flags)]
         say(f"recording {len(runs)} task run(s)")
-        results = ctx.obj.catalog().record_task_runs(runs)
+        results = ctx.obj.catalog(create=True).record_task_runs(runs)
         print_json(record_summary(results))
 
     @cli.command()

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from bridge.cli.output import print_json, say
+from bridge.errors import ExportError
 from bridge.export import ExportFilter, iter_lines
 from bridge.model import check_namespace, parse_time
 from bridge.openlineage.files import BadInput, read_events
@@ -62,7 +63,10 @@ def register(cli: click.Group) -> None:
             path = Path(output)
             if not path.parent.is_dir():
                 raise click.BadParameter(f"folder {path.parent} does not exist", param_hint="--output")
-            stream = path.open("w", encoding="utf-8")
+            try:
+                stream = path.open("w", encoding="utf-8")
+            except OSError as exc:
+                raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
             sink = NdjsonSink(stream)
         count = 0
         try:

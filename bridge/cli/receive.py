@@ -103,7 +103,9 @@ def register(cli: click.Group) -> None:
             limits=limits,
             workers=workers,
         )
-        app.catalog()  # create or migrate the catalog before the writers open it
+        # create or migrate the catalog, and make sure it can be written, before any process forks:
+        # a catalog that cannot be is one error here rather than a writer failing again and again
+        app.catalog(create=True).check_writable()
         app.close()
         auth = "bearer token" if token else "no auth"
         serve_receiver(
@@ -145,7 +147,7 @@ def register(cli: click.Group) -> None:
             raise click.UsageError("give FILE... or --from-marquez URL (one of them)")
         if files and (since or until or restart):
             raise click.UsageError("--since, --until and --restart are for --from-marquez")
-        catalog, resolver = app.catalog(), app.resolver()
+        catalog, resolver = app.catalog(create=True), app.resolver()
         intake = catalog_intake(catalog, resolver, strict=strict)
         source = MarquezEvents(marquez_url, page_size=page_size) if marquez_url else None
         began, done = time.monotonic(), [0]

@@ -141,7 +141,8 @@ def register(cli: click.Group) -> None:
         """Import external OpenLineage events from FILES (NDJSON, JSON arrays, single events) or
         from a Marquez instance (--from-marquez URL, resumable).
 
-        A bad line or a refused event is reported with where it was and does not stop the rest.
+        A bad line or a refused event is reported with where it was and does not stop the rest;
+        the exit status is 1 when any was refused (duplicates are not refusals).
         """
         if bool(files) == bool(marquez_url):
             raise click.UsageError("give FILE... or --from-marquez URL (one of them)")
@@ -187,3 +188,5 @@ def register(cli: click.Group) -> None:
                     progress=marquez_progress,
                 )
         _report(summary, as_json)
+        if summary.refused:
+            raise SystemExit(1)

@@ -15,7 +15,8 @@ with it: ``tenantId``, ``created``, ``updated``, ``deleted`` and ``assetActions`
 kept (the catalog keeps its own times), and a typed asset's properties (a Table's ``system``,
 ``database``, ``schema``, ``name``; a File's ``system``, ``path``; a Dataset's ``system``,
 ``location``, ``format``; a VM's ``provider``, ``region``, ``state``) are its metadata, as in Kestra.
-A null optional field is the same as a missing one.
+A null optional field is the same as a missing one; a run in an ended state without ``endDate``
+ended at its ``startDate``.
 
 ``failureBehavior`` (WARN, FAIL, IGNORE) is an olbridge extension, and so is ``statistics``
 (``rowCount``, ``size``, ``fileCount``) on an output. Unknown keys are refused.
@@ -183,6 +184,8 @@ def parse_task_run(value: Any, where: str = "", *, integration: str = "OLBRIDGE"
         state = TaskState.parse(value["state"])
         started = parse_time(value["startDate"], "startDate")
         ended = parse_time(value["endDate"], "endDate") if value.get("endDate") is not None else None
+        if ended is None and state.is_terminal:  # as `record --start` without --end: it ended as it started
+            ended = started
         lists = {}
         for field in ("inputs", "outputs"):
             items = value.get(field)

@@ -11,7 +11,7 @@ import click
 
 from bridge.cli.output import print_json, record_summary, say
 from bridge.errors import ValidationError
-from bridge.model import TaskRun, TaskState
+from bridge.model import TaskRun
 from bridge.records import parse_task_run, parse_task_run_lines
 
 
@@ -130,6 +130,6 @@ def _run_from_flags(flags: dict[str, Any]) -> TaskRun:
         "inputs": [_asset_flag(str(t), f"--input[{i}]") for i, t in enumerate(flags["inputs"])],
         "outputs": [_asset_flag(str(t), f"--output[{i}]") for i, t in enumerate(flags["outputs"])],
     }
-    if flags.get("end") or TaskState.parse(flags["state"]).is_terminal:
-        record["endDate"] = flags.get("end") or flags["start"]
+    if flags.get("end"):
+        record["endDate"] = flags["end"]  # without it, an ended run ends at its start (parse_task_run)
     return parse_task_run(record)

@@ -11,7 +11,7 @@ import click
 from bridge.cli.output import print_json, say
 from bridge.errors import ExportError
 from bridge.export import ExportFilter, iter_lines
-from bridge.model import check_namespace, parse_time
+from bridge.model import check_namespace, parse_window
 from bridge.openlineage.files import BadInput, read_events
 from bridge.openlineage.validate import validate_event
 from bridge.sinks import HttpSink, NdjsonSink, Sink
@@ -45,9 +45,10 @@ def register(cli: click.Group) -> None:
         """Export the catalog's history as OpenLineage events, in time order."""
         if output and url:
             raise click.UsageError("use --output or --url, not both")
+        start, end = parse_window(since, until)
         filters = ExportFilter(
-            since=parse_time(since, "--since", assume_utc=True) if since else None,
-            until=parse_time(until, "--until", assume_utc=True) if until else None,
+            since=start,
+            until=end,
             namespace=check_namespace(namespace, "--namespace"),
             flow=flow,
         )

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from bridge.cli.output import print_json, say
-from bridge.model import parse_time, utcnow
+from bridge.model import parse_window, utcnow
 from bridge.receiver.imports import ImportSummary, MarquezEvents, catalog_intake, import_files, import_marquez
 from bridge.receiver.intake import Limits
 from bridge.receiver.server import ServeOptions
@@ -148,6 +148,7 @@ def register(cli: click.Group) -> None:
             raise click.UsageError("give FILE... or --from-marquez URL (one of them)")
         if files and (since or until or restart):
             raise click.UsageError("--since, --until and --restart are for --from-marquez")
+        start, end = parse_window(since, until)
         catalog, resolver = app.catalog(create=True), app.resolver()
         intake = catalog_intake(catalog, resolver, strict=strict)
         source = MarquezEvents(marquez_url, page_size=page_size) if marquez_url else None
@@ -181,8 +182,8 @@ def register(cli: click.Group) -> None:
                     source,
                     intake,
                     catalog,
-                    since=parse_time(since, "--since", assume_utc=True) if since else None,
-                    until=parse_time(until, "--until", assume_utc=True) if until else None,
+                    since=start,
+                    until=end,
                     resume=not restart,
                     now=utcnow,
                     progress=marquez_progress,

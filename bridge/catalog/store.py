@@ -93,11 +93,17 @@ class Catalog:
     def check_writable(self) -> None:
         """Raise a CatalogError unless this process can write the catalog (the file, its folder for
         the journal, no other process holding it locked). Nothing is changed."""
+        cur = self._conn.cursor()
         try:
-            with self.transaction() as cur:
-                cur.execute(f"PRAGMA user_version = {int(cur.execute('PRAGMA user_version').fetchone()[0])}")
+            cur.execute("BEGIN IMMEDIATE")  # the write lock
+            try:
+                cur.execute(f"PRAGMA user_version = {self.schema_version}")  # a write of what is there
+            finally:
+                cur.execute("ROLLBACK")
         except sqlite3.Error as exc:
             raise storage_error(exc, self.path) or CatalogError(f"catalog {self.path}: {exc}") from exc
+        finally:
+            cur.close()
 
     @property
     def schema_version(self) -> int:
@@ -542,7 +548,7 @@ def storage_error(exc: sqlite3.Error, path: str | Path) -> CatalogError | None:
     code = getattr(exc, "sqlite_errorcode", None)
     if code is None or code & 0xFF not in _STORAGE_CODES:
         return None
-    return CatalogError(f"catalog {path}: {_STORAGE_CODES[code & 0xFF]} ({exc})")
+    return CatalogError(f"catalog {path}: {_STORAGE_CODES[code & 0xFF]} (SQLite: {exc})")
 
 
 def _run_filters(

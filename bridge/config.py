@@ -97,6 +97,8 @@ def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
         document = tomllib.loads(file.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{file}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
     return attrs.evolve(parse_config(document, str(file), file.parent), source=file)

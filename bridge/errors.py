@@ -10,7 +10,8 @@
     │   └── NotFoundError    an asset or task run that does not exist
     ├── ArtifactError        a dbt artifact (manifest, run results, profile) is missing or malformed
     ├── SourceError          a system olbridge reads from (a Prefect server) is unreachable or answers wrongly
-    └── ExportError          events could not be written to their destination
+    ├── ExportError          events could not be written to their destination
+    └── ReceiverError        the receiver cannot listen: its address is in use, does not resolve, is not allowed
 
 The CLI turns every BridgeError into ``Error: <message>`` on stderr and a non-zero exit, in one place.
 """
@@ -94,3 +95,8 @@ class SourceError(BridgeError):
 
 class ExportError(BridgeError):
     """Events could not be delivered to their destination."""
+
+
+class ReceiverError(BridgeError):
+    """The receiver cannot start: the address it is to listen on is in use, does not resolve or is
+    not this machine's, or the port needs privileges."""

@@ -350,6 +350,22 @@ def parse_time(value: object, where: str, *, assume_utc: bool = False) -> dateti
     return moment.astimezone(UTC)
 
 
+def parse_window(
+    since: str | None, until: str | None, *, names: tuple[str, str] = ("--since", "--until")
+) -> tuple[datetime | None, datetime | None]:
+    """A time window [since, until), each end optional and read as :func:`parse_time` with
+    ``assume_utc``; a window whose start is not before its end is refused."""
+    start = parse_time(since, names[0], assume_utc=True) if since else None
+    end = parse_time(until, names[1], assume_utc=True) if until else None
+    if start is not None and end is not None and start >= end:
+        raise ValidationError(
+            f"{names[0]} {since} is not before {names[1]} {until}: the window is empty",
+            rule="time.window",
+            value=(since, until),
+        )
+    return start, end
+
+
 # ---------------------------------------------------------------------------------------------
 # records
 

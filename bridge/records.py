@@ -15,7 +15,8 @@ with it: ``tenantId``, ``created``, ``updated``, ``deleted`` and ``assetActions`
 kept (the catalog keeps its own times), and a typed asset's properties (a Table's ``system``,
 ``database``, ``schema``, ``name``; a File's ``system``, ``path``; a Dataset's ``system``,
 ``location``, ``format``; a VM's ``provider``, ``region``, ``state``) are its metadata, as in Kestra.
-A null optional field is the same as a missing one.
+A null optional field is the same as a missing one; a run in an ended state without ``endDate``
+ended at its ``startDate``.
 
 ``failureBehavior`` (WARN, FAIL, IGNORE) is an olbridge extension, and so is ``statistics``
 (``rowCount``, ``size``, ``fileCount``) on an output. Unknown keys are refused.
@@ -264,6 +265,8 @@ def parse_task_run(value: Any, where: str = "", *, integration: str = "OLBRIDGE"
     state = problems.check(TaskState.parse, value["state"]) if "state" in value else None
     started = problems.check(parse_time, value["startDate"], "startDate") if "startDate" in value else None
     ended = problems.check(parse_time, value["endDate"], "endDate") if value.get("endDate") is not None else None
+    if ended is None and state is not None and state.is_terminal:  # as `record --start` without --end
+        ended = started
     lists: dict[str, list[AssetDeclaration]] = {"inputs": [], "outputs": []}
     for field, parsed in lists.items():
         items = value.get(field)

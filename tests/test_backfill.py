@@ -163,10 +163,10 @@ def test_cli_backfill_dry_run_and_delivery(tmp_path: Path) -> None:
     runner = CliRunner()
     dry = runner.invoke(cli, ["--catalog", db, "backfill", "--dry-run", "--json"])
     assert dry.exit_code == 0, dry.output
-    assert json.loads(dry.stdout) | {"seconds": 0, "events_per_second": 0} == {
+    assert json.loads(dry.stdout) | {"seconds": 0, "eventsPerSecond": 0} == {
         "checkpoint": None,
-        "dry_run": True,
-        "resumed_from": None,
+        "dryRun": True,
+        "resumedFrom": None,
         "runs": 3,
         "changes": 3,
         "jobs": 0,
@@ -179,7 +179,7 @@ def test_cli_backfill_dry_run_and_delivery(tmp_path: Path) -> None:
         "seconds": 0,
         "complete": True,
         "problems": [],
-        "events_per_second": 0,
+        "eventsPerSecond": 0,
     }
     with Backend() as backend:
         sent = runner.invoke(cli, ["--catalog", db, "backfill", "--url", backend.url, "--rate", "1000/s", "--json"])

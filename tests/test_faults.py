@@ -211,8 +211,8 @@ def test_one_422_is_dead_lettered_and_the_rest_delivered(
             [OLBRIDGE, "--catalog", str(db), "outbox", "list", "--dead", "--json"], capture_output=True, text=True
         )
         [letter] = json.loads(dead.stdout)
-        assert letter["kind"] == "run-start" and letter["last_status"] == 422
-        assert letter["last_error"] == '{"errors":["inputs[0].namespace must not be null"]}'
+        assert letter["kind"] == "run-start" and letter["lastStatus"] == 422
+        assert letter["lastError"] == '{"errors":["inputs[0].namespace must not be null"]}'
         status = json.loads(
             subprocess.run([OLBRIDGE, "--catalog", str(db), "status", "--json"], capture_output=True, text=True).stdout
         )

@@ -158,12 +158,12 @@ def test_cli_outbox_list_retry_drop_and_status(tmp_path: Path) -> None:
     dead = runner.invoke(cli, ["--catalog", db, "outbox", "list", "--dead"])
     assert dead.stdout.startswith(f"{first.seq}\trun-start\t1\tdead\tattempts=1") and "HTTP 422" in dead.stdout
     status = runner.invoke(cli, ["--catalog", db, "status", "--json"])
-    assert json.loads(status.stdout) | {"oldest_pending": None} == {
+    assert json.loads(status.stdout) | {"oldestPending": None} == {
         "pending": 3,
         "dead": 1,
-        "oldest_pending": None,
+        "oldestPending": None,
         "delivered": 0,
-        "last_success": None,
+        "lastSuccess": None,
     }
     assert runner.invoke(cli, ["--catalog", db, "outbox", "retry"]).exit_code == 2  # ids or --all
     assert runner.invoke(cli, ["--catalog", db, "outbox", "retry", "--all"]).exit_code == 0

@@ -19,6 +19,8 @@ from typing import Any
 import attrs
 
 from bridge.catalog import sql
+from bridge.errors import NotFoundError
+from bridge.jsonkeys import camel_keys
 
 RUN_START = "run-start"
 RUN_END = "run-end"
@@ -60,7 +62,7 @@ class OutboxItem:
     last_error: str | None
 
     def as_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        return camel_keys(attrs.asdict(self))
 
 
 @attrs.frozen
@@ -72,7 +74,7 @@ class OutboxStatus:
     last_success: str | None
 
     def as_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        return camel_keys(attrs.asdict(self))
 
 
 @attrs.frozen
@@ -148,16 +150,21 @@ class Outbox:
         return found
 
     def retry(self, seqs: Sequence[int] | None = None) -> int:
-        """Queue dead letters again (all of them with ``None``); returns how many."""
+        """Queue dead letters again (all of them with ``None``); returns how many. Should a seq
+        given not be a dead letter, a NotFoundError names it and nothing is queued."""
         with self._transaction() as cur:
             if seqs is None:
                 return cur.execute(sql.OUTBOX_REQUEUE_ALL).rowcount
-            return sum(cur.execute(sql.requeue_outbox(len(c)), c).rowcount for c in _chunks(seqs))
+            _check_seqs(cur, seqs, DEAD, "no dead letter with id", "nothing was queued")
+            return sum(cur.execute(sql.requeue_outbox(len(c)), c).rowcount for c in _chunks(sorted(set(seqs))))
 
-    def drop(self, seqs: Sequence[int]) -> int:
-        """Remove rows (dead letters or pending) for good; returns how many."""
+    def drop(self, seqs: Sequence[int], *, must_exist: bool = False) -> int:
+        """Remove rows (dead letters or pending) for good; returns how many. With ``must_exist``,
+        should a seq given not be in the outbox, a NotFoundError names it and nothing is dropped."""
         with self._transaction() as cur:
-            return sum(cur.execute(sql.delete_outbox(len(c)), c).rowcount for c in _chunks(seqs))
+            if must_exist:
+                _check_seqs(cur, seqs, None, "no outbox row with id", "nothing was dropped")
+            return sum(cur.execute(sql.delete_outbox(len(c)), c).rowcount for c in _chunks(sorted(set(seqs))))
 
     def status(self) -> OutboxStatus:
         pending = self._conn.execute(sql.OUTBOX_COUNT, (PENDING,)).fetchone()[0]
@@ -175,6 +182,19 @@ class Outbox:
     @staticmethod
     def _items(rows: Iterator[Any]) -> list[OutboxItem]:
         return [OutboxItem(*row) for row in rows]
+
+
+def _check_seqs(cur: sqlite3.Cursor, seqs: Sequence[int], state: str | None, missing: str, outcome: str) -> None:
+    """Raise a NotFoundError naming the seqs that have no row (in ``state``, when given)."""
+    wanted = sorted(set(seqs))
+    found: set[int] = set()
+    for chunk in _chunks(wanted):
+        params = [*([state] if state else []), *chunk, len(chunk)]
+        found.update(row[0] for row in cur.execute(sql.select_outbox(state=state is not None, seqs=len(chunk)), params))
+    absent = [seq for seq in wanted if seq not in found]
+    if absent:
+        shown = ", ".join(map(str, absent[:10])) + (f" and {len(absent) - 10} more" if len(absent) > 10 else "")
+        raise NotFoundError(f"{missing} {shown}; {outcome}")
 
 
 def _chunks(values: Sequence[int], size: int = 400) -> Iterator[list[int]]:

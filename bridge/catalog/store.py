@@ -74,7 +74,7 @@ class Catalog:
                 self._conn.execute(pragma)
             self._migrate()
         except sqlite3.DatabaseError as exc:
-            raise CatalogError(f"cannot open catalog {self.path}: {exc}") from exc
+            raise storage_error(exc, self.path) or CatalogError(f"cannot open catalog {self.path}: {exc}") from exc
 
     # --- life cycle ------------------------------------------------------------------------
 
@@ -89,6 +89,21 @@ class Catalog:
             if number <= version:
                 continue
             self._conn.executescript(f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
+
+    def check_writable(self) -> None:
+        """Raise a CatalogError unless this process can write the catalog (the file, its folder for
+        the journal, no other process holding it locked). Nothing is changed."""
+        cur = self._conn.cursor()
+        try:
+            cur.execute("BEGIN IMMEDIATE")  # the write lock
+            try:
+                cur.execute(f"PRAGMA user_version = {self.schema_version}")  # a write of what is there
+            finally:
+                cur.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            raise storage_error(exc, self.path) or CatalogError(f"catalog {self.path}: {exc}") from exc
+        finally:
+            cur.close()
 
     @property
     def schema_version(self) -> int:
@@ -511,6 +526,31 @@ class Checkpoint:
     updated_at: str
 
 
+# SQLite's primary result codes that mean the file, the disk or another process is in the way,
+# never a fault in olbridge's SQL: https://www.sqlite.org/rescode.html
+_STORAGE_CODES = {
+    3: "permission denied",  # SQLITE_PERM
+    5: "another process holds it locked; try again",  # SQLITE_BUSY
+    6: "it is locked",  # SQLITE_LOCKED
+    8: "it cannot be written (read-only file, folder or file system)",  # SQLITE_READONLY
+    10: "a disk input/output error",  # SQLITE_IOERR
+    11: "the file is damaged",  # SQLITE_CORRUPT
+    13: "the disk is full",  # SQLITE_FULL
+    14: "the file cannot be opened",  # SQLITE_CANTOPEN
+    15: "its lock protocol failed",  # SQLITE_PROTOCOL
+    26: "not a catalog: the file is not a SQLite database",  # SQLITE_NOTADB
+}
+
+
+def storage_error(exc: sqlite3.Error, path: str | Path) -> CatalogError | None:
+    """The CatalogError that a SQLite error about the catalog's file, disk or lock stands for,
+    naming the catalog; None for any other SQLite error (a fault in olbridge, left to surface)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None or code & 0xFF not in _STORAGE_CODES:
+        return None
+    return CatalogError(f"catalog {path}: {_STORAGE_CODES[code & 0xFF]} (SQLite: {exc})")
+
+
 def _run_filters(
     since: datetime | None, until: datetime | None, namespace: str | None, flow: str | None, asset: str | None
 ) -> tuple[dict[str, bool], list[Any]]:
@@ -528,4 +568,13 @@ def _change_from_row(row: Sequence[Any]) -> AssetChange:
     return AssetChange(seq=seq, kind=kind, changed_at=moment, asset=rows.from_snapshot(snapshot))
 
 
-__all__ = ["Catalog", "Checkpoint", "DeclareResult", "IngestResult", "LineageEdge", "LineageGraph", "RecordResult"]
+__all__ = [
+    "Catalog",
+    "Checkpoint",
+    "DeclareResult",
+    "IngestResult",
+    "LineageEdge",
+    "LineageGraph",
+    "RecordResult",
+    "storage_error",
+]

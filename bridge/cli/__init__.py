@@ -1,12 +1,14 @@
 """The ``olbridge`` command: a thin click layer over the library.
 
-Data goes to stdout (JSON where a script wants it), messages to stderr. Every BridgeError becomes
-``Error: ...`` on stderr and exit status 1, in one place (:class:`BridgeGroup`).
+Data goes to stdout (JSON where a script wants it, its keys in camelCase), messages to stderr.
+Every BridgeError becomes ``Error: ...`` on stderr and exit status 1, in one place
+(:class:`BridgeGroup`), and so does a SQLite error about the catalog's file, disk or lock.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +16,9 @@ import attrs
 import click
 
 from bridge.catalog import Catalog
+from bridge.catalog.store import storage_error
 from bridge.config import Config, load_config
-from bridge.errors import BridgeError
+from bridge.errors import BridgeError, CatalogError
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter, ConvertOptions
 from bridge.version import __version__
@@ -24,13 +27,22 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 
 
 class BridgeGroup(click.Group):
-    """A group that turns library errors into click errors, once for every command below it."""
+    """A group that turns library errors into click errors, once for every command below it: a
+    BridgeError, and a SQLite error that says the catalog's file, disk or lock is in the way (a
+    read-only or damaged file, a full disk, a lock held too long). Any other exception is a fault
+    and keeps its traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except BridgeError as exc:
             raise click.ClickException(str(exc)) from exc
+        except sqlite3.Error as exc:
+            app = ctx.obj if isinstance(ctx.obj, AppContext) else None
+            error = storage_error(exc, app.catalog_path if app else "")
+            if error is None:
+                raise
+            raise click.ClickException(str(error)) from exc
 
 
 @attrs.define
@@ -40,9 +52,15 @@ class AppContext:
     _catalog: Catalog | None = None
     _resolver: Resolver | None = None
 
-    def catalog(self) -> Catalog:
+    def catalog(self, *, create: bool = False) -> Catalog:
+        """The catalog, opened once. Only commands that record something pass ``create=True``
+        (``init`` and the writers); the others refuse a catalog that does not exist rather than
+        make an empty one at a mistyped path."""
         if self._catalog is None:
-            self._catalog = Catalog(self.catalog_path)
+            path = self.catalog_path
+            if not create and str(path) != ":memory:" and not path.exists():
+                raise CatalogError(f"no catalog at {path}; create one with olbridge init")
+            self._catalog = Catalog(path)
         return self._catalog
 
     def resolver(self) -> Resolver:

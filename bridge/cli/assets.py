@@ -26,7 +26,10 @@ def _filters(where: tuple[tuple[str, str, str], ...]) -> list[MetadataFilter]:
     return [MetadataFilter.create(f, op, v, where=f"--where {f}") for f, op, v in where]
 
 
-def _metadata(pairs: tuple[str, ...], blob: str | None) -> dict[str, Any]:
+def _metadata(pairs: tuple[str, ...], blob: str | None, unset: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The metadata update: --metadata-json, then the --metadata pairs (values are strings, "null"
+    too), then the --unset-metadata keys as nulls, which remove them. A key both set and unset is
+    refused."""
     out: dict[str, Any] = {}
     if blob is not None:
         try:
@@ -41,6 +44,14 @@ def _metadata(pairs: tuple[str, ...], blob: str | None) -> dict[str, Any]:
         if not sep or not key:
             raise ValidationError(f"expected KEY=VALUE, not {pair!r}", rule="metadata.pair", where="--metadata")
         out[key] = value
+    for key in unset:
+        if not key:
+            raise ValidationError("expected a metadata key", rule="metadata.key", where="--unset-metadata")
+        if key in out and out[key] is not None:
+            raise ValidationError(
+                f"{key!r} is both set and unset", rule="metadata.unset", where=f"--unset-metadata {key}"
+            )
+        out[key] = None
     return out
 
 
@@ -88,8 +99,17 @@ def register(cli: click.Group) -> None:
     @click.option("--namespace", help="The namespace (none: Global).")
     @click.option("--display-name", help="A display name.")
     @click.option("--description", help="A description.")
-    @click.option("--metadata", "pairs", multiple=True, metavar="KEY=VALUE", help="A metadata value (a string).")
-    @click.option("--metadata-json", help="Metadata as a JSON object; null removes a key.")
+    @click.option(
+        "--metadata",
+        "pairs",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Set a metadata key; the value is kept as a string (owner=null stores the text 'null').",
+    )
+    @click.option("--unset-metadata", "unset", multiple=True, metavar="KEY", help="Remove a metadata key (repeatable).")
+    @click.option(
+        "--metadata-json", help='Metadata as a JSON object of scalars; a null removes its key ({"owner": null}).'
+    )
     @click.option("--allow-type-change", is_flag=True, help="Allow changing the type of an existing asset.")
     @click.pass_obj
     def set_(
@@ -100,19 +120,21 @@ def register(cli: click.Group) -> None:
         display_name: str | None,
         description: str | None,
         pairs: tuple[str, ...],
+        unset: tuple[str, ...],
         metadata_json: str | None,
         allow_type_change: bool,
     ) -> None:
-        """Create or update an asset; metadata merges, null removes a key."""
+        """Create or update an asset. Metadata merges into what the asset has: --metadata KEY=VALUE
+        sets a key, --unset-metadata KEY removes one (as a null in --metadata-json does)."""
         decl = AssetDeclaration.create(
             asset_id,
             type=type_,
             namespace=namespace,
             display_name=display_name,
             description=description,
-            metadata=_metadata(pairs, metadata_json),
+            metadata=_metadata(pairs, metadata_json, unset),
         )
-        asset = app.catalog().set_asset(decl, now=utcnow(), allow_type_change=allow_type_change)
+        asset = app.catalog(create=True).set_asset(decl, now=utcnow(), allow_type_change=allow_type_change)
         print_json(asset.to_json())
 
     @assets.command()

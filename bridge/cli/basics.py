@@ -12,7 +12,7 @@ import click
 from bridge.cli.output import print_json, record_summary, run_name, run_warnings, say, say_warnings
 from bridge.cli.progress import progress
 from bridge.errors import ValidationError
-from bridge.model import TaskRun, TaskState
+from bridge.model import TaskRun
 from bridge.records import parse_task_run, read_task_run_lines
 
 
@@ -21,7 +21,7 @@ def register(cli: click.Group) -> None:
     @click.pass_obj
     def init(app: Any) -> None:
         """Create the catalog (or bring an existing one to the current schema)."""
-        catalog = app.catalog()
+        catalog = app.catalog(create=True)
         print_json({"catalog": catalog.path, "schemaVersion": catalog.schema_version, "assets": catalog.count_assets()})
 
     @cli.command()
@@ -69,16 +69,19 @@ def register(cli: click.Group) -> None:
                 )
             source = getattr(file, "name", "-")
             with progress("reading task runs", _line_count(file), "lines") as reading:
-                checked = read_task_run_lines(reading.each(file), source)
+                try:
+                    checked = read_task_run_lines(reading.each(file), source)
+                except UnicodeDecodeError:
+                    raise ValidationError(f"{source}: not UTF-8 text", rule="record.text") from None
             runs = list(checked.runs)
             names = [f"{source}:{line}: {run_name(run.key)}" for line, run in zip(checked.lines, runs, strict=True)]
-            catalog = ctx.obj.catalog()
+            catalog = ctx.obj.catalog(create=True)
             with progress("recording task runs", len(runs), "task runs") as recording:
                 results = catalog.record_task_runs(recording.each(runs))
         else:
             run = _run_from_flags(flags)
             say("recording 1 task run")
-            results, names = ctx.obj.catalog().record_task_runs([run]), [run_name(run.key)]
+            results, names = ctx.obj.catalog(create=True).record_task_runs([run]), [run_name(run.key)]
         summary = record_summary(results, names)
         say_warnings(run_warnings(results, names))
         print_json(summary)
@@ -149,6 +152,6 @@ def _run_from_flags(flags: dict[str, Any]) -> TaskRun:
         "inputs": [_asset_flag(str(t), f"--input[{i}]") for i, t in enumerate(flags["inputs"])],
         "outputs": [_asset_flag(str(t), f"--output[{i}]") for i, t in enumerate(flags["outputs"])],
     }
-    if flags.get("end") or TaskState.parse(flags["state"]).is_terminal:
-        record["endDate"] = flags.get("end") or flags["start"]
+    if flags.get("end"):
+        record["endDate"] = flags["end"]  # without it, an ended run ends at its start (parse_task_run)
     return parse_task_run(record)

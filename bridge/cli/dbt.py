@@ -51,7 +51,7 @@ def register(cli: click.Group) -> None:
     ) -> None:
         """Read manifest.json and run_results.json and record every model, seed and snapshot that ran."""
         summary = ingest_dbt(
-            app.catalog(),
+            app.catalog(create=True),
             project_dir,
             target_path=target_path,
             profiles_dir=profiles_dir,

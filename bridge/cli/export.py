@@ -10,8 +10,9 @@ import click
 
 from bridge.cli.output import print_json, say
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
+from bridge.errors import ExportError
 from bridge.export import ExportFilter, iter_lines
-from bridge.model import check_namespace, parse_time
+from bridge.model import check_namespace, parse_window
 from bridge.openlineage.files import BadInput, read_events
 from bridge.openlineage.validate import validate_event
 from bridge.sinks import HttpSink, NdjsonSink, Sink
@@ -47,9 +48,10 @@ def register(cli: click.Group) -> None:
         """Export the catalog's history as OpenLineage events, in time order."""
         if output and url:
             raise click.UsageError("use --output or --url, not both")
+        start, end = parse_window(since, until)
         filters = ExportFilter(
-            since=parse_time(since, "--since", assume_utc=True) if since else None,
-            until=parse_time(until, "--until", assume_utc=True) if until else None,
+            since=start,
+            until=end,
             namespace=check_namespace(namespace, "--namespace"),
             flow=flow,
         )
@@ -65,7 +67,10 @@ def register(cli: click.Group) -> None:
             path = Path(output)
             if not path.parent.is_dir():
                 raise click.BadParameter(f"folder {path.parent} does not exist", param_hint="--output")
-            stream = path.open("w", encoding="utf-8")
+            try:
+                stream = path.open("w", encoding="utf-8")
+            except OSError as exc:
+                raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
             sink = NdjsonSink(stream)
         count = 0
         try:

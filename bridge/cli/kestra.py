@@ -27,7 +27,7 @@ def register(cli: click.Group) -> None:
         """Record the AssetLineage records of Kestra's AssetShipper (its file exporter with
         `format: JSON`): JSON lines or a JSON array, one task run a record. Every file is checked
         first: one bad record and nothing is recorded."""
-        results = import_lineage(app.catalog(), list(files))
+        results = import_lineage(app.catalog(create=True), list(files))
         summary = record_summary(results)
         say(
             f"kestra: {summary['taskRuns']} task run(s) from {len(files)} file(s): {summary['created']} created, "
@@ -47,7 +47,7 @@ def register(cli: click.Group) -> None:
         task (nested ones included), exported as OpenLineage JobEvents. A flow declared again
         replaces its declaration; declared as it was, it changes nothing. Pebble expressions not
         known before a run are reported, and what depends on them is left out."""
-        results = declare_flows(app.catalog(), list(flows), now=utcnow())
+        results = declare_flows(app.catalog(create=True), list(flows), now=utcnow())
         report = []
         for result in results:
             say(

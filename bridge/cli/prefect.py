@@ -148,7 +148,7 @@ def register(cli: click.Group) -> None:
         check_namespace(namespace, "--namespace")
         start = parse_time(since, "--since", assume_utc=True) if since else None
         client = PrefectClient(api_url, timeout=timeout)
-        catalog, resolver = app.catalog(), app.resolver()
+        catalog, resolver = app.catalog(create=True), app.resolver()
 
         done = {"polls": 0, "task_runs": 0}  # the polls that read the server, the task runs they recorded
 

@@ -11,7 +11,7 @@ import click
 
 from bridge.cli.output import print_json, say
 from bridge.cli.secrets import FILE, secret
-from bridge.model import parse_time, utcnow
+from bridge.model import parse_window, utcnow
 from bridge.receiver.imports import ImportSummary, MarquezEvents, catalog_intake, import_files, import_marquez
 from bridge.receiver.intake import Limits
 from bridge.receiver.server import ServeOptions
@@ -122,7 +122,9 @@ def register(cli: click.Group) -> None:
             limits=limits,
             workers=workers,
         )
-        app.catalog()  # create or migrate the catalog before the writers open it
+        # create or migrate the catalog, and make sure it can be written, before any process forks:
+        # a catalog that cannot be is one error here rather than a writer failing again and again
+        app.catalog(create=True).check_writable()
         app.close()
         auth = "bearer token" if token else "no auth"
         serve_receiver(
@@ -158,13 +160,15 @@ def register(cli: click.Group) -> None:
         """Import external OpenLineage events from FILES (NDJSON, JSON arrays, single events) or
         from a Marquez instance (--from-marquez URL, resumable).
 
-        A bad line or a refused event is reported with where it was and does not stop the rest.
+        A bad line or a refused event is reported with where it was and does not stop the rest;
+        the exit status is 1 when any was refused (duplicates are not refusals).
         """
         if bool(files) == bool(marquez_url):
             raise click.UsageError("give FILE... or --from-marquez URL (one of them)")
         if files and (since or until or restart):
             raise click.UsageError("--since, --until and --restart are for --from-marquez")
-        catalog, resolver = app.catalog(), app.resolver()
+        start, end = parse_window(since, until)
+        catalog, resolver = app.catalog(create=True), app.resolver()
         intake = catalog_intake(catalog, resolver, strict=strict)
         source = MarquezEvents(marquez_url, page_size=page_size) if marquez_url else None
         began, done = time.monotonic(), [0]
@@ -197,10 +201,12 @@ def register(cli: click.Group) -> None:
                     source,
                     intake,
                     catalog,
-                    since=parse_time(since, "--since", assume_utc=True) if since else None,
-                    until=parse_time(until, "--until", assume_utc=True) if until else None,
+                    since=start,
+                    until=end,
                     resume=not restart,
                     now=utcnow,
                     progress=marquez_progress,
                 )
         _report(summary, as_json)
+        if summary.refused:
+            raise SystemExit(1)

@@ -17,7 +17,7 @@ from bridge.delivery.config import sender_for
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.retry import RateLimiter, RetryPolicy
 from bridge.delivery.worker import StreamStats, StreamWorker
-from bridge.model import check_namespace, parse_time
+from bridge.model import check_namespace, parse_window
 
 _STOPPING = "{signal}: stopping after the requests in flight"
 
@@ -74,7 +74,8 @@ def _policy(flags: dict[str, Any]) -> RetryPolicy:
     return RetryPolicy(base=flags["backoff"], cap=flags["max_backoff"], max_attempts=flags["max_attempts"])
 
 
-def _rate(text: str | None) -> float | None:
+def _rate(ctx: click.Context, param: click.Parameter, text: str | None) -> float | None:
+    """--rate as events a second, checked when the options are read (a dry run too)."""
     if text is None:
         return None
     number = text.strip().removesuffix("/s")
@@ -131,7 +132,7 @@ def register(cli: click.Group) -> None:
     @click.option("--flow", help="Only this flow id (asset changes belong to no flow and are left out).")
     @click.option("--asset", help="Only the task runs that read or wrote this asset id, and its changes.")
     @click.option("--dry-run", is_flag=True, help="Count and validate the events; send nothing.")
-    @click.option("--rate", help="At most this many events a second, e.g. 500/s.")
+    @click.option("--rate", callback=_rate, help="At most this many events a second, e.g. 500/s.")
     @click.option("--checkpoint", help="Name of the checkpoint to resume from and keep [default: the target].")
     @click.option("--no-resume", is_flag=True, help="Start from the beginning (the checkpoint starts over).")
     @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
@@ -145,7 +146,7 @@ def register(cli: click.Group) -> None:
         flow: str | None,
         asset: str | None,
         dry_run: bool,
-        rate: str | None,
+        rate: float | None,
         checkpoint: str | None,
         no_resume: bool,
         as_json: bool,
@@ -154,9 +155,10 @@ def register(cli: click.Group) -> None:
         """Replay the catalog's history to an OpenLineage backend: task runs by start time (each
         run's START, then its end) with the asset changes in between, resuming where an
         interrupted backfill stopped."""
+        start, end = parse_window(since, until)
         filters = BackfillFilter(
-            since=parse_time(since, "--since", assume_utc=True) if since else None,
-            until=parse_time(until, "--until", assume_utc=True) if until else None,
+            since=start,
+            until=end,
             namespace=check_namespace(namespace, "--namespace"),
             flow=flow,
             asset=asset,
@@ -166,7 +168,7 @@ def register(cli: click.Group) -> None:
             since=filters.since, until=filters.until, namespace=filters.namespace, flow=flow, asset=asset
         )
         with stop_on_signals(_STOPPING) as stop:
-            dispatcher = None if dry_run else _dispatcher(flags, _rate(rate), stop)
+            dispatcher = None if dry_run else _dispatcher(flags, rate, stop)
             name = None if dry_run else (checkpoint or (dispatcher.sender.target if dispatcher else None))
             job = Backfill(
                 catalog,
@@ -247,7 +249,8 @@ def register(cli: click.Group) -> None:
     @click.option("--all", "every", is_flag=True, help="Every dead letter.")
     @click.pass_obj
     def outbox_retry(app: Any, ids: tuple[int, ...], every: bool) -> None:
-        """Queue dead letters again (by id, or --all); olbridge stream sends them next."""
+        """Queue dead letters again (by id, or --all); olbridge stream sends them next. An id that
+        is not a dead letter is an error, and nothing is queued."""
         if bool(ids) == every:
             raise click.UsageError("give dead-letter ids or --all (not both)")
         count = app.catalog().outbox.retry(None if every else list(ids))
@@ -258,8 +261,8 @@ def register(cli: click.Group) -> None:
     @click.pass_obj
     def outbox_drop(app: Any, ids: tuple[int, ...]) -> None:
         """Remove rows from the outbox for good (their events are not sent). Dropping a run's
-        refused START lets its end go."""
-        count = app.catalog().outbox.drop(list(ids))
+        refused START lets its end go. An id not in the outbox is an error, and nothing is dropped."""
+        count = app.catalog().outbox.drop(list(ids), must_exist=True)
         say(f"dropped {count} row(s)")
 
     @cli.command()

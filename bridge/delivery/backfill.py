@@ -36,6 +36,7 @@ from bridge.delivery.senders import Outcome
 from bridge.delivery.worker import epoch_text
 from bridge.errors import ConfigError
 from bridge.export import AssetLookup, ExportFilter
+from bridge.jsonkeys import camel_keys
 from bridge.model import AssetChange, StoredDeclaredJob, StoredTaskRun, format_time
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.serialize import dumps
@@ -74,8 +75,8 @@ class BackfillSummary:
     problems: list[dict[str, Any]] = attrs.Factory(list)
 
     def as_json(self) -> dict[str, Any]:
-        out = attrs.asdict(self)
-        out["events_per_second"] = round(self.events / self.seconds, 1) if self.seconds > 0 else None
+        out = camel_keys(attrs.asdict(self))
+        out["eventsPerSecond"] = round(self.events / self.seconds, 1) if self.seconds > 0 else None
         out["seconds"] = round(self.seconds, 3)
         return out
 

@@ -28,6 +28,7 @@ from bridge.delivery.render import render
 from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import Outcome
 from bridge.errors import BridgeError
+from bridge.jsonkeys import camel_keys
 from bridge.model import format_time
 from bridge.openlineage.convert import Converter
 
@@ -42,7 +43,7 @@ class StreamStats:
     gone: int = 0  # rows whose record no longer exists, removed unsent
 
     def as_json(self) -> dict[str, int]:
-        return attrs.asdict(self)
+        return camel_keys(attrs.asdict(self))
 
 
 def settle_outcome(seq: int, attempts: int, outcome: Outcome, policy: RetryPolicy, now: float) -> Result:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bridge.adapters.dbt import ingest_dbt
 from bridge.catalog import Catalog
+from bridge.errors import ExportError
 from bridge.export import iter_lines
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
@@ -41,7 +42,10 @@ def run_demo(
 ) -> dict[str, object]:
     """Run the demo into a fresh catalog in ``directory``, or, with ``catalog_path``, into that
     catalog as it is (recording the demo again there changes nothing)."""
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExportError(f"cannot make the demo folder {directory}: {exc.strerror or exc}") from None
     if catalog_path is None:
         catalog_path = directory / "olbridge.db"
         for stale in (catalog_path, directory / "olbridge.db-wal", directory / "olbridge.db-shm"):
@@ -60,7 +64,11 @@ def run_demo(
 
         converter = Converter(Resolver.load())
         count = invalid = 0
-        with events_path.open("w", encoding="utf-8") as stream:
+        try:
+            stream = events_path.open("w", encoding="utf-8")
+        except OSError as exc:
+            raise ExportError(f"cannot write {events_path}: {exc.strerror or exc}") from None
+        with stream:
             sink = NdjsonSink(stream)
             for line in iter_lines(catalog, converter):
                 sink.emit(line)

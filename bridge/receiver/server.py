@@ -11,6 +11,7 @@ requests in flight, then the writer commits what it holds and closes the catalog
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import logging
 import multiprocessing
@@ -31,6 +32,7 @@ from typing import Any
 import attrs
 from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 
+from bridge.errors import BridgeError, ReceiverError
 from bridge.mapping.resolver import Resolver
 from bridge.receiver.app import ReceiverApp
 from bridge.receiver.intake import Intake, Limits
@@ -159,6 +161,28 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+_BIND_REASONS = {
+    errno.EADDRINUSE: "the address is in use (another server listens on it; choose another --port)",
+    errno.EADDRNOTAVAIL: "the address is not one of this machine's",
+    errno.EACCES: "permission denied (ports below 1024 need privileges)",
+}
+
+
+def listen_on(host: str, port: int) -> socket.socket:
+    """The listening socket, made before any process forks, so that a port in use or a host that
+    does not resolve is one clear :class:`ReceiverError` from the command itself."""
+    try:
+        return socket.create_server((host, port), backlog=1024)
+    except OSError as exc:  # socket.gaierror too, which create_server re-raises as OSError
+        code = exc.errno or 0
+        if isinstance(exc, socket.gaierror) or code < 0:  # getaddrinfo's codes are negative
+            reason = "the host does not resolve"
+        else:
+            reason = _BIND_REASONS.get(code) or (os.strerror(code) if code else str(exc))
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        raise ReceiverError(f"cannot listen on {where}: {reason}") from None
+
+
 def serve(
     catalog_path: str | Path,
     resolver: Resolver,
@@ -174,7 +198,7 @@ def serve(
     open than the least busy worker (hashing a few long-lived connections across SO_REUSEPORT
     sockets can give one worker most of them). They hand accepted events to the writer process,
     the catalog's one writer, over a Unix socket in a private temporary directory."""
-    listener = socket.create_server((options.host, options.port), backlog=1024)
+    listener = listen_on(options.host, options.port)
     listener.setblocking(False)
     host, port = listener.getsockname()[:2]
     private = tempfile.mkdtemp(prefix="olbridge-serve-")
@@ -209,6 +233,8 @@ def serve(
                     _balance(worker.server, open_connections, slot)
                     worker.run()
                 code = 0
+            except BridgeError as exc:  # the catalog cannot be opened, say: no traceback for that
+                say(f"Error: {exc}")
             except BaseException:
                 traceback.print_exc()
             finally:

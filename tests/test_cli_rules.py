@@ -1,0 +1,192 @@
+"""The CLI's rules: exit codes, which commands may create a catalog, removing a metadata key, and
+options checked before any work (issue #10, items 4 to 7 and 12; the sweeps over every command
+are in test_cli_sweep.py)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bridge.catalog import Catalog
+from bridge.catalog.store import storage_error
+from bridge.cli import cli
+from tests.helpers import run
+from tests.test_cli import line
+from tests.test_validate import BASE_EVENT
+
+
+def invoke(db: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["--catalog", str(db), *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return result.exit_code, result.stdout, result.stderr
+
+
+# --- 4: operational errors ------------------------------------------------------------------
+
+
+def test_export_to_a_path_it_cannot_write(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        catalog.record_task_runs([run("t")])
+    code, _, err = invoke(db, "export", "--output", str(tmp_path))
+    assert code == 1 and err.startswith(f"Error: cannot write {tmp_path}: Is a directory")
+
+
+def test_demo_in_a_folder_it_cannot_make(tmp_path: Path) -> None:
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    code, _, err = invoke(tmp_path / "c.db", "demo", "--dir", str(a_file / "demo"))
+    assert code == 1 and err.startswith(f"Error: cannot make the demo folder {a_file / 'demo'}: Not a directory")
+
+
+def test_files_that_are_not_text(tmp_path: Path) -> None:
+    binary = tmp_path / "blob"
+    binary.write_bytes(b"\x00\xd0\xff" * 100)
+    code, _, err = invoke(tmp_path / "c.db", "--config", str(binary), "init")
+    assert code == 1 and err == f"Error: {binary}: not UTF-8 text\n"
+    code, _, err = invoke(tmp_path / "c.db", "record", "--file", str(binary))
+    assert code == 1 and f"Error: {binary}: not UTF-8 text" in err
+
+
+def test_only_sqlite_errors_about_the_file_are_operational(tmp_path: Path) -> None:
+    with pytest.raises(sqlite3.OperationalError) as fault:
+        sqlite3.connect(":memory:").execute("SELEC 1")  # a fault in olbridge's SQL would look like this
+    assert storage_error(fault.value, "c.db") is None  # it keeps its traceback
+    not_sqlite = tmp_path / "notes.db"
+    not_sqlite.write_text("notes\n" * 100)
+    with pytest.raises(sqlite3.DatabaseError) as damaged:
+        sqlite3.connect(not_sqlite).execute("PRAGMA user_version")
+    error = storage_error(damaged.value, not_sqlite)
+    assert error is not None and str(error).startswith(f"catalog {not_sqlite}: not a catalog")
+
+
+# --- 5: import's exit status -----------------------------------------------------------------
+
+
+def events_file(path: Path, *events: object) -> Path:
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    return path
+
+
+@pytest.mark.parametrize("strict", [[], ["--strict"]], ids=["marquez-rules", "strict"])
+def test_import_exits_1_when_any_event_is_refused(tmp_path: Path, strict: list[str]) -> None:
+    no_job = {k: v for k, v in BASE_EVENT.items() if k != "job"}
+    refused = events_file(tmp_path / "refused.ndjson", no_job, no_job)
+    code, _, err = invoke(tmp_path / "c.db", "import", str(refused), *strict)
+    assert code == 1 and "2 refused" in err
+    mixed = events_file(tmp_path / "mixed.ndjson", BASE_EVENT, no_job)
+    code, out, _ = invoke(tmp_path / "c.db", "import", str(mixed), "--json", *strict)
+    assert code == 1 and (json.loads(out)["accepted"], json.loads(out)["refused"]) == (1, 1)
+
+
+def test_import_exits_0_when_every_event_is_taken_or_a_duplicate(tmp_path: Path) -> None:
+    good = events_file(tmp_path / "good.ndjson", BASE_EVENT)
+    assert invoke(tmp_path / "c.db", "import", str(good))[0] == 0
+    code, _, err = invoke(tmp_path / "c.db", "import", str(good))
+    assert code == 0 and "1 duplicates, 0 refused" in err
+
+
+# --- 6: which commands may create a catalog --------------------------------------------------
+
+
+def test_readers_refuse_a_missing_catalog_and_writers_create_it(tmp_path: Path) -> None:
+    db = tmp_path / "other.db"
+    code, out, err = invoke(db, "assets", "list")
+    assert (code, out) == (1, "") and err == f"Error: no catalog at {db}; create one with olbridge init\n"
+    assert not db.exists()
+    code, _, _ = invoke(db, "assets", "set", "reports.daily", "--type", "File")
+    assert code == 0 and db.exists()
+    code, out, _ = invoke(db, "assets", "list", "--json")
+    assert code == 0 and [a["id"] for a in json.loads(out)] == ["reports.daily"]
+    assert invoke(tmp_path / "new.db", "init")[0] == 0 and (tmp_path / "new.db").exists()
+
+
+def test_an_in_memory_catalog_is_not_a_missing_one(tmp_path: Path) -> None:
+    code, out, _ = invoke(Path(":memory:"), "status", "--json")
+    assert code == 0 and json.loads(out)["pending"] == 0
+    assert not (Path.cwd() / ":memory:").exists()
+
+
+# --- 7: removing a metadata key ---------------------------------------------------------------
+
+
+def test_assets_set_removes_a_metadata_key_and_keeps_the_text_null(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    code, out, _ = invoke(
+        db, "assets", "set", "a.b", "--type", "Table", "--metadata", "owner=me", "--metadata", "env=x"
+    )
+    assert code == 0 and json.loads(out)["metadata"] == {"owner": "me", "env": "x"}
+    code, out, _ = invoke(db, "assets", "set", "a.b", "--unset-metadata", "owner", "--metadata", "note=null")
+    assert code == 0 and json.loads(out)["metadata"] == {"env": "x", "note": "null"}
+    code, out, _ = invoke(db, "assets", "set", "a.b", "--metadata-json", '{"note": null}', "--unset-metadata", "env")
+    assert code == 0 and json.loads(out)["metadata"] == {}
+    code, _, err = invoke(db, "assets", "set", "a.b", "--metadata", "k=v", "--unset-metadata", "k")
+    assert code == 1 and "'k' is both set and unset" in err
+    help_text = CliRunner().invoke(cli, ["assets", "set", "--help"]).stdout
+    assert "--unset-metadata KEY" in help_text and "Remove a metadata key" in help_text
+
+
+# --- 12: small ones -----------------------------------------------------------------------------
+
+
+def test_outbox_drop_and_retry_of_ids_that_are_not_there(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        catalog.record_task_runs([run("t")])
+        seqs = [item.seq for item in catalog.outbox.items()]
+    code, _, err = invoke(db, "outbox", "drop", str(seqs[0]), "99999")
+    assert code == 1 and err == "Error: no outbox row with id 99999; nothing was dropped\n"
+    code, _, err = invoke(db, "outbox", "retry", str(seqs[0]))  # pending, not a dead letter
+    assert code == 1 and err == f"Error: no dead letter with id {seqs[0]}; nothing was queued\n"
+    with Catalog(db) as catalog:
+        assert [item.seq for item in catalog.outbox.items()] == seqs
+    code, _, err = invoke(db, "outbox", "drop", str(seqs[0]))
+    assert code == 0 and "dropped 1 row(s)" in err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["export"], ["backfill", "--dry-run"], ["import", "--from-marquez", "http://127.0.0.1:9"]],
+    ids=["export", "backfill", "import"],
+)
+def test_since_must_be_before_until(tmp_path: Path, command: list[str]) -> None:
+    db = tmp_path / "c.db"
+    invoke(db, "init")
+    code, out, err = invoke(db, *command, "--since", "2025-02-01", "--until", "2025-01-01T00:00:00Z")
+    assert code == 1 and out == ""
+    assert err == "Error: --since 2025-02-01 is not before --until 2025-01-01T00:00:00Z: the window is empty\n"
+    code, _, err = invoke(db, *command, "--since", "2025-01-01", "--until", "2025-01-01")
+    assert code == 1 and "the window is empty" in err
+
+
+def test_the_rate_is_checked_in_a_dry_run_too(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    invoke(db, "init")
+    code, _, err = invoke(db, "backfill", "--dry-run", "--rate", "fast")
+    assert code == 2 and "'fast' is not a rate such as 500/s" in err
+    assert invoke(db, "backfill", "--dry-run", "--rate", "500/s")[0] == 0
+
+
+def test_record_file_and_flags_agree_on_a_missing_end(tmp_path: Path) -> None:
+    records = tmp_path / "runs.jsonl"
+    records.write_text(
+        line(endDate=None) + "\n" + line(taskRunId="r2", state="RUNNING", endDate=None, outputs=[]) + "\n"
+    )
+    from_file, from_flags = tmp_path / "file.db", tmp_path / "flags.db"
+    code, _, err = invoke(from_file, "record", "--file", str(records))
+    assert code == 0, err
+    code, _, err = invoke(
+        from_flags, "record", "--namespace", "company.data", "--flow-id", "f", "--task-id", "t",
+        "--execution-id", "e1", "--task-run-id", "r1", "--start", "2025-01-01T00:00:00Z",
+        "--input", "raw.orders", "--output", '{"id": "mart.orders", "type": "Table", "metadata": {"env": "prod"}}',
+    )  # fmt: skip
+    assert code == 0, err
+    with Catalog(from_file) as file_catalog, Catalog(from_flags) as flags_catalog:
+        ended, running = list(file_catalog.iter_task_runs())
+        [flagged] = list(flags_catalog.iter_task_runs())
+    assert ended.ended_at == ended.started_at == flagged.ended_at
+    assert running.ended_at is None

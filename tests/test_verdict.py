@@ -193,6 +193,7 @@ ROWS = [
     Row("R5", "eventTime-epoch", ("eventTime", 1740816000), expect="refused", pointer="/eventTime"),
     Row("R5", "producer-a-number", ("producer", 1), expect="refused", pointer="/producer"),
     Row("R5", "eventType-a-number", ("eventType", 3), expect="refused", pointer="/eventType"),
+    Row("R5", "schemaURL-a-number", ("schemaURL", 2), expect="refused", pointer="/schemaURL"),
     Row("R6", "schemaURL-with-space", ("schemaURL", RUN_EVENT_URL.replace("Run", "Run ")), expect="refused"),
     Row(
         "R7",
@@ -537,6 +538,7 @@ ROWS = [
     ),
     Row("S3", "empty-symlinks", (f"{IN}/symlinks/identifiers", []), expect="silent"),
     Row("S4", "offset-and-nanoseconds", ("eventTime", "2025-03-01T13:35:00.123456789+05:30"), expect="silent"),
+    Row("S2", "a-dataset-in-a-run-event", ("dataset", {"namespace": "not read here?", "name": ""}), expect="silent"),
 ]
 
 

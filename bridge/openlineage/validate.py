@@ -427,14 +427,8 @@ def event_problems(event: Any, *, text: str | None = None) -> tuple[list[Problem
     run = event.get("run")
     if isinstance(run, dict) and kind == "RunEvent":
         problems += _marquez_facets(run.get("facets"), "run", "/run/facets")
-    if "dataset" in event and kind != "DatasetEvent":  # not walked by the spec's rules
-        _marquez_extra_dataset(event["dataset"], datasets)
+    # (a 'dataset' in a RunEvent or JobEvent is an unknown field there: Marquez keeps it unread)
     return spec, problems + datasets
-
-
-def _marquez_extra_dataset(dataset: Any, found: list[Problem]) -> None:
-    if isinstance(dataset, dict):
-        found += _marquez_dataset(dataset, "/dataset")
 
 
 def _marquez_dataset(dataset: dict[str, Any], pointer: str) -> Iterator[Problem]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -163,74 +163,79 @@ def _json_type(value: Any) -> str:
     return "an object"
 
 
-def _ptr(base: str, key: str | int) -> str:
-    return f"{base}/{str(key).replace('~', '~0').replace('/', '~1')}"
+Path = tuple[str | int, ...]  # from the facet down: its key, then fields and indexes
 
 
-def check_bound(value: Any, bound: Bound, pointer: str, label: str) -> Iterator[tuple[str, str]]:
-    """(pointer, message) of each thing Marquez refuses in ``value`` (present and not null)."""
+def _pointer(base: str, path: Path) -> str:
+    return base + "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path[1:])
+
+
+def _label(path: Path) -> str:
+    """``schema.fields[].name``: where a value sits in the facet's class."""
+    return "".join(("[]" if isinstance(part, int) else ("." if i else "") + part) for i, part in enumerate(path))
+
+
+def _walk(value: Any, bound: Bound, path: Path, found: list[tuple[Path, str]]) -> None:
+    """Adds (path, message) of each thing Marquez refuses in ``value`` (present, not null) to
+    ``found``. Builds no text unless something is refused: it runs for every typed facet."""
     kind = bound.kind
-    if kind in ("text", "uri"):
+    if kind == "text" or kind == "uri":
         if isinstance(value, dict | list):
-            yield pointer, f"Marquez reads {label} as text, not {_json_type(value)}"
+            found.append((path, f"Marquez reads {_label(path)} as text, not {_json_type(value)}"))
         elif kind == "uri" and isinstance(value, str) and not java_uri(value):
             # (a number or boolean is read as its text, which is a URI)
-            yield pointer, f"Marquez cannot read {label} as a URI: {value!r}"
+            found.append((path, f"Marquez cannot read {_label(path)} as a URI: {value!r}"))
     elif kind == "time":
         if isinstance(value, bool | dict | list):
-            yield pointer, f"Marquez reads {label} as a time, not {_json_type(value)}"
+            found.append((path, f"Marquez reads {_label(path)} as a time, not {_json_type(value)}"))
         elif isinstance(value, str) and not marquez_time(value):
-            yield pointer, f"Marquez cannot read {label} as a time: {value!r}"
+            found.append((path, f"Marquez cannot read {_label(path)} as a time: {value!r}"))
     elif kind == "list":
         if not isinstance(value, list):
-            yield pointer, f"Marquez reads {label} as an array, not {_json_type(value)}"
+            found.append((path, f"Marquez reads {_label(path)} as an array, not {_json_type(value)}"))
             return
         assert bound.item is not None
         for index, item in enumerate(value):
-            yield from _check_present(item, bound.item, _ptr(pointer, index), f"{label}[]", pointer)
-    else:  # object, map
-        if not isinstance(value, dict):
-            yield pointer, f"Marquez reads {label} as an object, not {_json_type(value)}"
-            return
-        if kind == "map":
-            assert bound.values is not None
-            for key, item in value.items():
-                yield from _check_present(item, bound.values, _ptr(pointer, key), f"{label}.{key}", pointer)
-            return
+            _present(item, bound.item, (*path, index), found)
+    elif not isinstance(value, dict):  # object, map
+        found.append((path, f"Marquez reads {_label(path)} as an object, not {_json_type(value)}"))
+    elif kind == "map":
+        assert bound.values is not None
+        for key, item in value.items():
+            _present(item, bound.values, (*path, key), found)
+    else:
         for key, sub in bound.fields:
-            yield from _check_present(value.get(key), sub, _ptr(pointer, key), f"{label}.{key}", pointer)
+            item = value.get(key)
+            if item is None:
+                if sub.required:
+                    why = f" ({sub.why})" if sub.why else ""
+                    found.append((path, f"Marquez requires {_label((*path, key))}{why}"))
+            elif sub.kind == "uri" and isinstance(item, str):  # _producer, _schemaURL: every facet has them
+                if not java_uri(item):
+                    found.append(((*path, key), f"Marquez cannot read {_label((*path, key))} as a URI: {item!r}"))
+            elif sub.kind != "text" or isinstance(item, dict | list):  # (plain text: nothing to refuse)
+                _walk(item, sub, (*path, key), found)
 
 
-def _check_present(value: Any, bound: Bound, pointer: str, label: str, parent: str) -> Iterator[tuple[str, str]]:
+def _present(value: Any, bound: Bound, path: Path, found: list[tuple[Path, str]]) -> None:
     if value is None:
         if bound.required:
-            yield parent, f"Marquez requires {label}" + (f" ({bound.why})" if bound.why else "")
+            why = f" ({bound.why})" if bound.why else ""
+            found.append((path[:-1], f"Marquez requires {_label(path)}{why}"))
         return
-    yield from check_bound(value, bound, pointer, label)
+    _walk(value, bound, path, found)
 
 
-def typed_facet_problems(holder: str, key: str, facet: Any, pointer: str) -> Iterator[tuple[str, str]]:
-    """What Marquez refuses in the facet ``key`` of a ``holder`` ("run", "job" or "dataset") facet
-    map: nothing unless Marquez reads that facet into a class."""
+def typed_facet_problems(holder: str, key: str, facet: Any, pointer: str) -> list[tuple[str, str]]:
+    """(pointer, message) of what Marquez refuses in the facet ``key`` (at ``pointer``) of a
+    ``holder`` ("run", "job" or "dataset") facet map: nothing unless Marquez reads that facet
+    into a class."""
     bound = MARQUEZ_FACETS[holder].get(key)
     if bound is None or facet is None:
-        return
-    yield from check_bound(facet, bound, pointer, key)
-
-
-def typed(holder: str, key: str) -> bool:
-    return key in MARQUEZ_FACETS[holder]
-
-
-def facet_holder(map_pointer: str) -> str | None:
-    """Which of Marquez's facet classes a facet map (by its pointer) is read into, if any."""
-    if map_pointer.endswith("/facets"):
-        if map_pointer == "/run/facets":
-            return "run"
-        if map_pointer == "/job/facets":
-            return "job"
-        return "dataset"
-    return None
+        return []
+    found: list[tuple[Path, str]] = []
+    _walk(facet, bound, (key,), found)
+    return [(_pointer(pointer, path), message) for path, message in found]
 
 
 def at(event: Mapping[str, Any], pointer: str) -> Any:

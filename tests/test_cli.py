@@ -186,6 +186,23 @@ def test_validate_reports_line_numbers(tmp_path: Path) -> None:
     assert "3 event(s), 1 valid, 2 invalid" in result.stderr
 
 
+def test_validate_receiver_shows_what_the_receiver_would_do(tmp_path: Path) -> None:
+    events = tmp_path / "e.ndjson"
+    naive = {**BASE_EVENT, "eventTime": "2025-01-01T00:00:00"}  # taken with a warning
+    bad = {**BASE_EVENT, "eventTime": "2025-01-01"}  # refused
+    events.write_text("\n".join(json.dumps(e) for e in (BASE_EVENT, naive, bad)) + "\n")
+    result = CliRunner().invoke(cli, ["validate", "--receiver", str(events)])
+    assert result.exit_code == 1  # one would be refused
+    assert f"{events}:2: warning: /eventTime: must be an RFC 3339 date-time" in result.stdout
+    assert f"{events}:3: refused: /eventTime: must be an RFC 3339 date-time" in result.stdout
+    assert "3 event(s): 1 taken, 1 taken with warnings, 1 refused" in result.stderr
+    events.write_text("\n".join(json.dumps(e) for e in (BASE_EVENT, naive)) + "\n")
+    assert CliRunner().invoke(cli, ["validate", "--receiver", str(events)]).exit_code == 0
+    assert CliRunner().invoke(cli, ["validate", str(events)]).exit_code == 1  # the spec checker refuses it
+    both = CliRunner().invoke(cli, ["validate", "--receiver", "--no-marquez", str(events)])
+    assert both.exit_code == 2 and "--receiver judges by Marquez's contract" in both.stderr
+
+
 @responses.activate
 def test_export_to_an_http_endpoint(tmp_path: Path) -> None:
     db = tmp_path / "c.db"

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from bridge.openlineage.marquez_rules import java_uri, marquez_time
 from bridge.openlineage.spec_rules import STANDARD_FACETS
 from bridge.openlineage.validate import Problem, check_facet, event_kind, standard_facet, validate_event
 from tests.helpers import mutated, ol_dataset, ol_run_event
@@ -175,3 +176,46 @@ def test_a_dataset_seen_before_is_reported_where_it_now_stands() -> None:
     assert [p.pointer for p in second] == ["/inputs/1/facets/schema/fields/0/name"]
     assert [p.pointer for p in third] == ["/outputs/0/facets/schema/fields/0/name"]
     assert first[0].message == second[0].message == third[0].message
+
+
+URIS = [
+    ("https://openlineage.io/spec/facets/1-0-1/DatasourceDatasetFacet.json#/$defs/DatasourceDatasetFacet", True),
+    ("file", True),  # a relative reference: java.net.URI parses it
+    ("bigquery", True),
+    ("", True),
+    ("s3://bucket/données", True),  # other (non-ASCII) characters are legal, as in Java
+    ("urn:uuid:0194a1b2-0000-7000-8000-000000000001", True),
+    ("schema facet 1-2-0", False),  # a space
+    ("https://x.example/{id}", False),
+    ("https://x.example/a%2", False),  # a bad escape
+    ("https://x.example/a#b#c", False),  # a second '#'
+    ("1http://x.example", False),  # a scheme starts with a letter
+    (":x", False),
+    ("http:", False),  # a scheme with nothing after it
+]
+
+
+@pytest.mark.parametrize(("value", "parses"), URIS, ids=[u or "empty" for u, _ in URIS])
+def test_java_uri_parses_what_marquez_reads(value: str, parses: bool) -> None:
+    assert java_uri(value) is parses
+
+
+TIMES = [
+    ("2025-03-01T08:00:00Z", True),
+    ("2025-03-01T08:00:00", True),  # no offset: the server's zone
+    ("2025-03-01T08:00", True),  # seconds are optional
+    ("2025-03-01T08:00:00.123456789+05:30", True),
+    ("2025-03-01T08:00:00+0100", True),  # the offset is read leniently
+    ("2025-03-01T08:00:00-01", True),
+    ("2025-03-01t08:00:00z", True),  # case-insensitive
+    ("2025-03-01", False),
+    ("2025-03-01 08:00:00Z", False),
+    ("2025-13-01T08:00:00Z", False),
+    ("2025-03-01T08:00:00.1234567890Z", False),  # nanoseconds at most
+    ("yesterday", False),
+]
+
+
+@pytest.mark.parametrize(("value", "reads"), TIMES, ids=[t for t, _ in TIMES])
+def test_marquez_time_reads_what_marquez_reads(value: str, reads: bool) -> None:
+    assert marquez_time(value) is reads

@@ -15,6 +15,7 @@ from bridge.export import ExportFilter, iter_lines
 from bridge.model import check_namespace, parse_window
 from bridge.openlineage.files import BadInput, read_events
 from bridge.openlineage.validate import validate_event
+from bridge.receiver.policy import judge
 from bridge.sinks import HttpSink, NdjsonSink, Sink
 
 
@@ -89,10 +90,24 @@ def register(cli: click.Group) -> None:
     @cli.command()
     @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
     @click.option("--no-marquez", is_flag=True, help="Check the OpenLineage spec only, not Marquez's contract.")
+    @click.option(
+        "--receiver",
+        is_flag=True,
+        help="Report what `olbridge serve` would do with each event (refuse, or take with warnings) "
+        "instead; exits 1 only when it would refuse one.",
+    )
     @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-    def validate(files: tuple[Path, ...], no_marquez: bool, as_json: bool) -> None:
+    def validate(files: tuple[Path, ...], no_marquez: bool, receiver: bool, as_json: bool) -> None:
         """Check OpenLineage events (NDJSON, JSON arrays or single events) against the OpenLineage
-        2-0-2 rules and Marquez's contract. Exits 0 only when every event is valid."""
+        2-0-2 rules and Marquez's contract. Exits 0 only when every event is valid.
+
+        This is a spec checker, stricter than the receiver, which takes an event with a spec
+        problem Marquez would take and keeps a warning beside it: --receiver shows that verdict."""
+        if receiver and no_marquez:
+            raise click.UsageError("--receiver judges by Marquez's contract: leave out --no-marquez")
+        if receiver:
+            _judge_files(files, as_json)
+            return
         total = bad = 0
         report: list[dict[str, Any]] = []
         for path in files:
@@ -113,3 +128,34 @@ def register(cli: click.Group) -> None:
         say(f"{total} event(s), {total - bad} valid, {bad} invalid")
         if bad or total == 0:
             raise SystemExit(1)
+
+
+def _judge_files(files: tuple[Path, ...], as_json: bool) -> None:
+    """The receiver's verdict on every event of ``files``, as ``olbridge serve`` gives it."""
+    counts = {"events": 0, "taken": 0, "warned": 0, "refused": 0}
+    report: list[dict[str, Any]] = []
+    for path in files:
+        for where, event in read_events(path):
+            counts["events"] += 1
+            if isinstance(event, BadInput):
+                verdict, problems = "refused", [event.message]
+            else:
+                judged = judge(event)
+                if judged.refusals:
+                    verdict, problems = "refused", [str(p) for p in judged.refusals]
+                else:
+                    verdict, problems = ("warned" if judged.warnings else "taken"), [str(p) for p in judged.warnings]
+            counts[verdict] += 1
+            if problems:
+                report.append({"where": where, "verdict": verdict, "problems": problems})
+                if not as_json:
+                    for problem in problems:
+                        click.echo(f"{where}: {'refused' if verdict == 'refused' else 'warning'}: {problem}")
+    if as_json:
+        print_json({**counts, "problems": report})
+    say(
+        f"{counts['events']} event(s): {counts['taken']} taken, {counts['warned']} taken with warnings, "
+        f"{counts['refused']} refused"
+    )
+    if counts["refused"] or counts["events"] == 0:
+        raise SystemExit(1)

@@ -20,6 +20,7 @@ import attrs
 import orjson
 
 from bridge.memo import Memo
+from bridge.openlineage.marquez_rules import java_uri, typed_facet_problems
 from bridge.openlineage.spec_rules import STANDARD_FACETS, Shape
 
 EVENT_KINDS = ("RunEvent", "DatasetEvent", "JobEvent")
@@ -237,24 +238,35 @@ def _required_string(obj: Mapping[str, Any], key: str, pointer: str, fmt: str | 
 _DATASET_PROBLEMS: Memo[tuple[tuple[str, str, str], ...]] = Memo()
 
 
-def _check_dataset(dataset: Any, pointer: str, extra: str | None) -> Iterator[Problem]:
-    """Problems of one dataset. Producers send the same datasets with the same facets run after
-    run, so the problems (as pointers below the dataset's) are kept by the dataset's JSON."""
+def _check_dataset(dataset: Any, pointer: str, extra: str | None, marquez: list[Problem] | None) -> Iterator[Problem]:
+    """The spec's problems of one dataset; Marquez's go to ``marquez`` when it is given. Producers
+    send the same datasets with the same facets run after run, so both (as pointers below the
+    dataset's) are kept by the dataset's JSON."""
     if not isinstance(dataset, dict):
         yield from _dataset_problems(dataset, pointer, extra)
         return
     try:
         text = orjson.dumps(dataset, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # an integer past 64 bits
-        yield from _dataset_problems(dataset, pointer, extra)
-        return
-    key = (extra, text)
-    known = _DATASET_PROBLEMS.get(key)
-    if known is None:
-        found = tuple((p.pointer, p.message, p.rule) for p in _dataset_problems(dataset, "", extra))
-        known = _DATASET_PROBLEMS.put(key, len(text), found)
-    for below, message, rule in known:
-        yield Problem(pointer + below, message, rule)
+        found = tuple((p.pointer, p.message, p.rule) for p in _all_dataset_problems(dataset, pointer, extra))
+        pointer = ""
+    else:
+        key = (extra, text)
+        known = _DATASET_PROBLEMS.get(key)
+        if known is None:
+            known = tuple((p.pointer, p.message, p.rule) for p in _all_dataset_problems(dataset, "", extra))
+            _DATASET_PROBLEMS.put(key, len(text), known)
+        found = known
+    for below, message, rule in found:
+        if rule == "spec":
+            yield Problem(pointer + below, message, rule)
+        elif marquez is not None:
+            marquez.append(Problem(pointer + below, message, rule))
+
+
+def _all_dataset_problems(dataset: dict[str, Any], pointer: str, extra: str | None) -> Iterator[Problem]:
+    yield from _dataset_problems(dataset, pointer, extra)
+    yield from _marquez_dataset(dataset, pointer)
 
 
 def _dataset_problems(dataset: Any, pointer: str, extra: str | None) -> Iterator[Problem]:
@@ -281,7 +293,7 @@ def _check_job(job: Any, pointer: str) -> Iterator[Problem]:
         yield from check_facets(job["facets"], "JobFacet", _ptr(pointer, "facets"))
 
 
-def _check_datasets(event: Mapping[str, Any], key: str, extra: str) -> Iterator[Problem]:
+def _check_datasets(event: Mapping[str, Any], key: str, extra: str, marquez: list[Problem] | None) -> Iterator[Problem]:
     if key not in event:
         return
     items = event[key]
@@ -289,11 +301,16 @@ def _check_datasets(event: Mapping[str, Any], key: str, extra: str) -> Iterator[
         yield Problem(f"/{key}", f"must be an array, not {_json_type(items)}")
         return
     for index, dataset in enumerate(items):
-        yield from _check_dataset(dataset, f"/{key}/{index}", extra)
+        yield from _check_dataset(dataset, f"/{key}/{index}", extra, marquez)
 
 
 def spec_problems(event: Any) -> list[Problem]:
     """What the OpenLineage 2-0-2 schemas refuse in an event."""
+    return _spec_problems(event, None)
+
+
+def _spec_problems(event: Any, marquez: list[Problem] | None) -> list[Problem]:
+    """The spec's problems; the Marquez problems of the event's datasets go to ``marquez``."""
     if not isinstance(event, dict):
         return [Problem("", f"an event must be a JSON object, not {_json_type(event)}")]
     problems = list(_required_string(event, "eventTime", "", "date-time"))
@@ -318,13 +335,13 @@ def spec_problems(event: Any) -> list[Problem]:
             problems.append(Problem("", "'job' is required"))
         else:
             problems += _check_job(event["job"], "/job")
-        problems += _check_datasets(event, "inputs", "inputFacets")
-        problems += _check_datasets(event, "outputs", "outputFacets")
+        problems += _check_datasets(event, "inputs", "inputFacets", marquez)
+        problems += _check_datasets(event, "outputs", "outputFacets", marquez)
     elif kind == "DatasetEvent":
         if "dataset" not in event:
             problems.append(Problem("", "'dataset' is required"))
         else:
-            problems += _check_dataset(event["dataset"], "/dataset", None)
+            problems += _check_dataset(event["dataset"], "/dataset", None, marquez)
         if "job" in event and "run" in event:
             problems.append(Problem("", "a DatasetEvent may not carry both 'job' and 'run'"))
         if "job" in event and "run" not in event:
@@ -336,8 +353,8 @@ def spec_problems(event: Any) -> list[Problem]:
             problems += _check_job(event["job"], "/job")
         if "run" in event:
             problems.append(Problem("", "a JobEvent may not carry 'run'"))
-        problems += _check_datasets(event, "inputs", "inputFacets")
-        problems += _check_datasets(event, "outputs", "outputFacets")
+        problems += _check_datasets(event, "inputs", "inputFacets", marquez)
+        problems += _check_datasets(event, "outputs", "outputFacets", marquez)
     return problems
 
 
@@ -374,29 +391,18 @@ def _namespace_problem(value: Any, pointer: str) -> Problem | None:
     return None
 
 
-def _facet_maps(event: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
-    run, job = event.get("run"), event.get("job")
-    if isinstance(run, dict):
-        yield "/run/facets", run.get("facets")
-    if isinstance(job, dict):
-        yield "/job/facets", job.get("facets")
-    for key in ("inputs", "outputs"):
-        items = event.get(key)
-        if isinstance(items, list):
-            for index, dataset in enumerate(items):
-                if isinstance(dataset, dict):
-                    for sub in ("facets", "inputFacets", "outputFacets"):
-                        yield f"/{key}/{index}/{sub}", dataset.get(sub)
-    dataset = event.get("dataset")
-    if isinstance(dataset, dict):
-        yield "/dataset/facets", dataset.get("facets")
-
-
 def marquez_problems(event: Any, *, text: str | None = None) -> list[Problem]:
     """What Marquez 0.51 refuses in an event, or rewrites so that it lands on another node.
     ``text``, the event's JSON, lets the NUL check skip its walk when the text has no NUL."""
+    return event_problems(event, text=text)[1]
+
+
+def event_problems(event: Any, *, text: str | None = None) -> tuple[list[Problem], list[Problem]]:
+    """The spec's problems and Marquez's problems of an event, in one walk of its datasets."""
+    datasets: list[Problem] = []
+    spec = _spec_problems(event, datasets)
     if not isinstance(event, dict):
-        return []
+        return spec, []
     problems: list[Problem] = []
     if text is None or "\\u0000" in text:
         for pointer, value in _strings(event, ""):
@@ -408,115 +414,83 @@ def marquez_problems(event: Any, *, text: str | None = None) -> list[Problem]:
         problems.append(
             Problem("/schemaURL", f"Marquez reads this as a RunEvent unless schemaURL ends in /{kind}", "marquez")
         )
-    namespaces: list[tuple[Any, str]] = []
+    if isinstance(url, str) and not java_uri(url):
+        problems.append(Problem("/schemaURL", f"Marquez cannot read schemaURL as a URI: {url!r}", "marquez"))
     job = event.get("job")
-    if isinstance(job, dict):
-        namespaces.append((job.get("namespace"), "/job/namespace"))
-        if isinstance(job.get("name"), str) and not job["name"].strip():
-            problems.append(Problem("/job/name", "Marquez refuses a blank job name", "marquez"))
-    datasets: list[tuple[Any, str]] = []
-    for key in ("inputs", "outputs"):
-        items = event.get(key)
-        if isinstance(items, list):
-            datasets += [(d, f"/{key}/{i}") for i, d in enumerate(items)]
-    if "dataset" in event:
-        datasets.append((event["dataset"], "/dataset"))
-    for dataset, pointer in datasets:
-        if not isinstance(dataset, dict):
-            continue
-        namespaces.append((dataset.get("namespace"), pointer + "/namespace"))
-        if isinstance(dataset.get("name"), str) and not dataset["name"].strip():
-            problems.append(Problem(pointer + "/name", "Marquez refuses a blank dataset name", "marquez"))
-    for pointer, facets in _facet_maps(event):
-        if not isinstance(facets, dict):
-            continue
-        for key, facet in facets.items():
-            where = _ptr(pointer, key)
-            if len(key) > MARQUEZ_KEY_MAX:
-                problems.append(
-                    Problem(where, f"Marquez stores facet keys of at most {MARQUEZ_KEY_MAX} characters", "marquez")
-                )
-            if not isinstance(facet, dict):
-                continue
-            problems += _marquez_facet(key, facet, where, namespaces)
-    for value, pointer in namespaces:
-        problem = _namespace_problem(value, pointer)
+    if isinstance(job, dict) and kind != "DatasetEvent":  # a DatasetEvent's job is not read
+        problem = _namespace_problem(job.get("namespace"), "/job/namespace")
         if problem:
             problems.append(problem)
-    return problems
+        if isinstance(job.get("name"), str) and not job["name"].strip():
+            problems.append(Problem("/job/name", "Marquez refuses a blank job name", "marquez"))
+        problems += _marquez_facets(job.get("facets"), "job", "/job/facets")
+    run = event.get("run")
+    if isinstance(run, dict) and kind == "RunEvent":
+        problems += _marquez_facets(run.get("facets"), "run", "/run/facets")
+    # (a 'dataset' in a RunEvent or JobEvent is an unknown field there: Marquez keeps it unread)
+    return spec, problems + datasets
 
 
-# Fields Marquez's typed facet classes hold @NotNull, whatever version the facet's _schemaURL names
-# (reference/marquez.md, section 2): a missing one is a 422 there.
-_MARQUEZ_REQUIRED: dict[str, tuple[tuple[str, ...], ...]] = {
-    "nominalTime": (("nominalStartTime",),),
-    "parent": (("run", "runId"), ("job", "namespace"), ("job", "name")),
-    "parentRun": (("run", "runId"), ("job", "namespace"), ("job", "name")),
-    "documentation": (("description",),),
-    "sql": (("query",),),
-    "jobType": (("processingType",), ("integration",), ("jobType",)),
-}
-_MARQUEZ_TYPED = {*_MARQUEZ_REQUIRED, "sourceCodeLocation", "schema", "dataSource", "lifecycleStateChange"}
-_MARQUEZ_TYPED |= {"columnLineage", "symlinks"}
+def _marquez_dataset(dataset: dict[str, Any], pointer: str) -> Iterator[Problem]:
+    """Marquez's problems of one dataset (an object)."""
+    problem = _namespace_problem(dataset.get("namespace"), pointer + "/namespace")
+    if problem:
+        yield problem
+    if isinstance(dataset.get("name"), str) and not dataset["name"].strip():
+        yield Problem(pointer + "/name", "Marquez refuses a blank dataset name", "marquez")
+    yield from _marquez_facets(dataset.get("facets"), "dataset", pointer + "/facets")
+    for sub in ("inputFacets", "outputFacets"):
+        yield from _marquez_facets(dataset.get(sub), None, f"{pointer}/{sub}")
 
 
-def _marquez_required(key: str, facet: Mapping[str, Any], where: str) -> list[Problem]:
-    problems = []
-    if key in _MARQUEZ_TYPED:
-        for field in ("_producer", "_schemaURL"):
-            if not isinstance(facet.get(field), str):
-                problems.append(Problem(where, f"Marquez requires {field} on the {key} facet", "marquez"))
-    for path in _MARQUEZ_REQUIRED.get(key, ()):
-        value: Any = facet
-        for part in path:
-            value = value.get(part) if isinstance(value, dict) else None
-        if value is None:
-            pointer = where + "".join(f"/{p}" for p in path[:-1])
-            problems.append(Problem(pointer, f"Marquez requires {key}.{'.'.join(path)}", "marquez"))
-    return problems
-
-
-def _marquez_facet(key: str, facet: Mapping[str, Any], where: str, namespaces: list[tuple[Any, str]]) -> list[Problem]:
-    problems = _marquez_required(key, facet, where)
-    if key == "symlinks":
-        identifiers = facet.get("identifiers")
-        if not identifiers:
-            problems.append(Problem(where, "Marquez fails on a symlinks facet without identifiers", "marquez"))
-        elif isinstance(identifiers, list):
-            for index, ident in enumerate(identifiers):
+def _marquez_facets(facets: Any, holder: str | None, pointer: str) -> Iterator[Problem]:
+    """Marquez's problems of a facet map that it reads into the class of ``holder`` (None: a
+    plain map)."""
+    if facets is None:
+        return
+    if not isinstance(facets, dict):
+        yield Problem(pointer, f"Marquez reads facets as an object, not {_json_type(facets)}", "marquez")
+        return
+    for key, facet in facets.items():
+        where = _ptr(pointer, key)
+        if len(key) > MARQUEZ_KEY_MAX:
+            yield Problem(where, f"Marquez stores facet keys of at most {MARQUEZ_KEY_MAX} characters", "marquez")
+        if holder is None:
+            continue
+        for at, message in typed_facet_problems(holder, key, facet, where):
+            yield Problem(at, message, "marquez")
+        if not isinstance(facet, dict):
+            continue
+        if key == "symlinks" and isinstance(facet.get("identifiers"), list):
+            for index, ident in enumerate(facet["identifiers"]):
                 if isinstance(ident, dict):
-                    namespaces.append((ident.get("namespace"), f"{where}/identifiers/{index}/namespace"))
-    elif key == "dataSource" and not facet.get("name"):
-        problems.append(Problem(where, "Marquez needs dataSource.name", "marquez"))
-    elif key == "schema" and isinstance(facet.get("fields"), list):
-        for index, field in enumerate(facet["fields"]):
-            name = field.get("name") if isinstance(field, dict) else None
-            if not isinstance(name, str):
-                problems.append(Problem(f"{where}/fields/{index}", "Marquez requires a name on every field", "marquez"))
-            if isinstance(name, str) and len(name) > MARQUEZ_KEY_MAX:
-                problems.append(
-                    Problem(
+                    found = _namespace_problem(ident.get("namespace"), f"{where}/identifiers/{index}/namespace")
+                    if found:
+                        yield found
+        elif key == "dataSource" and isinstance(facet.get("name"), str) and not facet["name"].strip():
+            yield Problem(
+                f"{where}/name", "Marquez cannot read a dataset back when its dataSource.name is blank", "marquez"
+            )
+        elif key == "schema" and isinstance(facet.get("fields"), list):
+            for index, field in enumerate(facet["fields"]):
+                name = field.get("name") if isinstance(field, dict) else None
+                if isinstance(name, str) and len(name) > MARQUEZ_KEY_MAX:
+                    yield Problem(
                         f"{where}/fields/{index}/name",
                         f"Marquez stores field names of at most {MARQUEZ_KEY_MAX} characters",
                         "marquez",
                     )
-                )
-    elif key == "columnLineage" and isinstance(facet.get("fields"), dict):
-        for column, spec in facet["fields"].items():
-            if not isinstance(spec, dict) or not isinstance(spec.get("inputFields"), list):
-                problems.append(
-                    Problem(_ptr(f"{where}/fields", column), "Marquez needs inputFields on every column", "marquez")
-                )
-    elif key == "parent":
-        parent_job = facet.get("job")
-        if isinstance(parent_job, dict):
-            namespaces.append((parent_job.get("namespace"), f"{where}/job/namespace"))
-    return problems
+        elif key in ("parent", "parentRun") and holder == "run":
+            parent_job = facet.get("job")
+            if isinstance(parent_job, dict):
+                found = _namespace_problem(parent_job.get("namespace"), f"{where}/job/namespace")
+                if found:
+                    yield found
 
 
 def validate_event(event: Any, *, marquez: bool = True) -> list[Problem]:
     """Every problem of an event: the spec's, and Marquez's unless ``marquez`` is False."""
-    problems = spec_problems(event)
-    if marquez:
-        problems += marquez_problems(event)
-    return problems
+    if not marquez:
+        return spec_problems(event)
+    spec, found = event_problems(event)
+    return spec + found

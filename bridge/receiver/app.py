@@ -7,8 +7,10 @@ Every 4xx and 5xx answer has one JSON shape::
                "problems": [{"pointer": "/run/runId", "message": "...", "rule": "spec"}]}}
 
 ``POST /api/v1/lineage`` answers 201 as Marquez does, once the event is committed (a re-sent event
-is a 201 too: it changes nothing). ``POST /api/v1/lineage/batch`` answers 200 with the batch API's
-per-event results (``success`` / ``partial_success``), or 503 when nothing could be written.
+is a 201 too: it changes nothing), with the warnings kept beside the event. ``POST
+/api/v1/lineage/batch`` answers 200 with the batch API's per-event results (``success`` /
+``partial_success``) and ``warnedEvents`` (the index and warnings of each event taken with
+warnings), or 503 when nothing could be written.
 """
 
 from __future__ import annotations
@@ -243,6 +245,9 @@ class ReceiverApp:
                     "problems": [_problem_json(p) for p in o.problems],
                 }
                 for i, o in failed
+            ],
+            "warnedEvents": [
+                {"index": i, "warnings": list(o.warnings)} for i, o in enumerate(outcomes) if o.ok and o.warnings
             ],
         }
         if outcomes and retriable == len(outcomes):

@@ -1,20 +1,24 @@
-"""What the receiver takes: the OpenLineage 2-0-2 rules and Marquez's, read the way Marquez reads
-them unless the receiver is strict.
+"""What the receiver takes: the verdict on one event (``docs/receiver.md`` has the decision table).
 
-By default the receiver takes what Marquez takes, so producers written for Marquez keep working,
-and keeps a warning with the event for each spec rule it let pass:
+By default the receiver refuses only what Marquez refuses, or what the catalog could not keep
+faithfully, and takes the rest, keeping a warning beside the event for each OpenLineage spec rule
+it let pass:
 
-- a missing ``schemaURL`` (the kind then comes from the event's shape);
-- an ``eventTime`` without an offset (read as UTC, as Marquez does in its Docker image);
-- a ``runId`` that is not a UUID, an ``eventType`` outside the spec's list, a ``producer`` or
-  ``schemaURL`` that is not a URI;
-- problems inside facets that Marquez does not read into typed fields (ownership, tags, custom
-  facets and the like).
+- refused (400): what Marquez's model refuses (``bridge.openlineage.marquez_rules`` and the
+  ``marquez`` rules of ``bridge.openlineage.validate``): a missing required field, a value its JSON
+  binding cannot read (an ``eventTime`` or ``schemaURL`` it cannot parse, an object where it reads
+  text), the required fields of the facets it reads into classes, whatever version their
+  ``_schemaURL`` names, namespaces it cannot store, NUL characters, over-long keys; and the fields
+  olbridge keys runs, jobs and datasets by (``runId``, namespaces, names) when they are not
+  strings;
+- taken with a warning: every other spec problem. At the top of the event: a missing
+  ``schemaURL``, an ``eventTime`` without an offset (read as UTC, as Marquez does in its Docker
+  image), a ``runId`` that is not a UUID, an ``eventType`` outside the spec's list, a ``producer``
+  or ``schemaURL`` that is not an absolute URI. Inside any facet, standard or custom: formats,
+  enums, types and required fields of the JSON schemas that Marquez does not hold, which are
+  stored as they came there too.
 
-``strict`` refuses everything the spec refuses. Marquez's own refusals (namespace characters and
-length, facet and field key length, NUL characters, required facet fields) are refused in both
-modes. Facets whose ``_schemaURL`` points at another schema version, and unknown custom facets, are
-kept as they are in both modes.
+``strict`` refuses every spec problem as well.
 """
 
 from __future__ import annotations
@@ -24,17 +28,16 @@ from typing import Any
 
 import attrs
 
-from bridge.openlineage.validate import Problem, event_kind, marquez_problems, spec_problems
+from bridge.openlineage.marquez_rules import at, marquez_time
+from bridge.openlineage.validate import Problem, event_kind, event_problems
 
-# Facets Marquez deserializes into typed classes (reference/marquez.md, section 2): a problem in one
-# of them is a 422 there, so it is refused here too.
-MARQUEZ_TYPED_FACETS = {
-    "run": {"nominalTime", "parent", "parentRun"},
-    "job": {"documentation", "sourceCodeLocation", "sql", "jobType"},
-    "dataset": {"documentation", "schema", "dataSource", "lifecycleStateChange", "columnLineage", "symlinks"},
+# a JSON pointer at or inside a facet map: the map's own problems and its facets'
+_FACETS = re.compile(r"/(?:run|job|(?:inputs|outputs)/\d+|dataset)/(?:facets|inputFacets|outputFacets)(?:/|$)")
+_KIND_PROBLEMS = {
+    "a DatasetEvent may not carry both 'job' and 'run'",
+    "a DatasetEvent with a 'job' is also a JobEvent: the kind is ambiguous",
+    "a JobEvent may not carry 'run'",
 }
-_FACET_POINTER = re.compile(r"/(run|job|inputs/\d+|outputs/\d+|dataset)/(facets|inputFacets|outputFacets)/([^/]+)")
-_NAIVE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?")
 
 
 @attrs.frozen
@@ -48,49 +51,33 @@ class Verdict:
         return not self.refusals
 
 
-def _unescape(part: str) -> str:
-    return part.replace("~1", "/").replace("~0", "~")
-
-
 def _tolerated(problem: Problem, event: dict[str, Any]) -> bool:
-    """Whether Marquez would take the event despite this spec problem."""
+    """Whether Marquez takes the event despite this problem (and the catalog can keep it)."""
     pointer, message = problem.pointer, problem.message
     if problem.rule == "marquez":
         # "Marquez reads this as a RunEvent unless schemaURL ends in /Kind": only when the URL is
         # missing and the kind came from the shape, which this receiver reads as the spec means.
-        return pointer == "/schemaURL" and "schemaURL" not in event
-    if pointer == "" and message == "'schemaURL' is required":
+        return pointer == "/schemaURL" and "schemaURL" not in event and message.startswith("Marquez reads this")
+    if _FACETS.match(pointer):
+        # inside a facet: what Marquez refuses there is a marquez problem of its own
         return True
+    if pointer == "":
+        # the kind comes from schemaURL as Marquez reads it, which ignores the fields of other kinds
+        return message == "'schemaURL' is required" or message in _KIND_PROBLEMS
     if pointer == "/eventTime":
         value = event.get("eventTime")
-        return isinstance(value, str) and bool(_NAIVE_TIME.fullmatch(value))
-    if pointer == "/eventType" or pointer == "/run/runId":
-        return isinstance(_at(event, pointer), str)
-    if pointer in ("/producer", "/schemaURL"):
-        value = _at(event, pointer)
-        return isinstance(value, str) and bool(value.strip())
-    match = _FACET_POINTER.match(pointer)
-    if match:
-        holder = "dataset" if match.group(1) not in ("run", "job") else match.group(1)
-        return _unescape(match.group(3)) not in MARQUEZ_TYPED_FACETS[holder]
+        return isinstance(value, str) and marquez_time(value)
+    if pointer in ("/eventType", "/run/runId", "/producer", "/schemaURL"):
+        # any string: Marquez derives a run's UUID from a runId that is not one, reads an unknown
+        # eventType as RUNNING, keeps a producer as text; schemaURL's parse is a marquez problem
+        return isinstance(at(event, pointer), str)
     return False
-
-
-def _at(event: dict[str, Any], pointer: str) -> Any:
-    value: Any = event
-    for part in pointer.split("/")[1:]:
-        if isinstance(value, dict):
-            value = value.get(_unescape(part))
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        else:
-            return None
-    return value
 
 
 def judge(event: Any, *, strict: bool = False, text: str | None = None) -> Verdict:
     """The receiver's verdict on one parsed event (``text``: its JSON, if at hand)."""
-    problems = spec_problems(event) + marquez_problems(event, text=text)
+    spec, marquez = event_problems(event, text=text)
+    problems = spec + marquez
     if not isinstance(event, dict):
         return Verdict("RunEvent", tuple(problems), ())
     kind = event_kind(event)

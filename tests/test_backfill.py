@@ -70,7 +70,7 @@ def test_runs_by_start_time_with_asset_changes_between(catalog: Catalog, convert
         ("DatasetEvent", "08:25"),
     ]
     assert sorted(map(dumps, backend.accepted)) == sorted(map(dumps, iter_events(catalog, converter)))
-    assert (summary.runs, summary.changes, summary.events, summary.rejected, summary.complete) == (3, 3, 8, 0, True)
+    assert (summary.runs, summary.changes, summary.events, summary.refused, summary.complete) == (3, 3, 8, 0, True)
     assert catalog.get_checkpoint("test") is not None
 
 
@@ -136,7 +136,7 @@ def test_a_refused_start_is_reported_and_its_run_not_ended(catalog: Catalog, con
 
     with Backend(refuse) as backend:
         summary = backfill(catalog, converter, backend).run()
-    assert (summary.events, summary.rejected, summary.skipped) == (6, 1, 1)
+    assert (summary.events, summary.refused, summary.skipped) == (6, 1, 1)
     assert summary.retries == 6  # each delivered event once
     [problem] = summary.problems
     assert problem["status"] == 422 and problem["detail"] == '{"errors":["bad"]}'
@@ -172,12 +172,16 @@ def test_cli_backfill_dry_run_and_delivery(tmp_path: Path) -> None:
         "jobs": 0,
         "events": 8,
         "invalid": 0,
-        "rejected": 0,
+        "refused": 0,
+        "undelivered": 0,
         "skipped": 0,
+        "resent": 0,
         "attempts": 0,
         "retries": 0,
         "seconds": 0,
         "complete": True,
+        "stoppedBefore": None,
+        "error": None,
         "problems": [],
         "events_per_second": 0,
     }

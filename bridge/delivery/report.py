@@ -4,8 +4,7 @@ seconds, naming the target, the class and status, the backend's answer or the er
 happens next (the next retry's time); the failures of a class not shown are counted and said
 with its next line, or by :meth:`FailureReport.flush` at the end.
 
-The clock and the output are the caller's (the CLI writes to stderr); :attr:`FailureReport.last`
-keeps the latest failure for the catalog (``olbridge status``).
+The clock and the output are the caller's (the CLI writes to stderr).
 """
 
 from __future__ import annotations
@@ -27,14 +26,6 @@ class _Class:
     shown_at: float | None = None  # when its last line went out
     hidden: int = 0  # failures since then that no line showed
     hidden_since: float | None = None
-
-
-@attrs.frozen
-class Failure:
-    """The latest failure: its outcome and when."""
-
-    outcome: Outcome
-    at: float
 
 
 def clock_text(seconds: float) -> str:
@@ -59,7 +50,6 @@ class FailureReport:
         self.emit = emit
         self.clock = clock
         self.interval = interval
-        self.last: Failure | None = None
         self._classes: dict[str, _Class] = {}
         self._lock = threading.Lock()
 
@@ -74,7 +64,6 @@ class FailureReport:
         for outcome in failures:
             by_class.setdefault(outcome.failure, []).append(outcome)
         with self._lock:
-            self.last = Failure(failures[-1], now)
             for name, group in by_class.items():
                 state = self._classes.setdefault(name, _Class())
                 if state.shown_at is not None and now - state.shown_at < self.interval:

@@ -58,10 +58,25 @@ class LeaseHolder:
     pid: int | None
     heartbeat_at: float | None
 
+    def where(self) -> str:
+        """``pid 123 on host, since <when it took the lease>``."""
+        who = f"pid {self.pid} on {self.host}" if self.host is not None else f"worker {self.worker}"
+        return f"{who}, since {self.acquired_at}"
+
     def describe(self, now: float) -> str:
-        where = f"pid {self.pid} on {self.host}" if self.host is not None else f"worker {self.worker}"
+        """:meth:`where`, and how old its heartbeat is."""
         beat = f", last heartbeat {max(now - self.heartbeat_at, 0.0):.1f}s ago" if self.heartbeat_at else ""
-        return f"{where}, since {self.acquired_at}{beat}"
+        return f"{self.where()}{beat}"
+
+
+@attrs.frozen
+class LeaseClaim:
+    """What an attempt to take the lease came to: ``taken``, from ``holder`` when it was another
+    worker's (stale, or gone: ``why``); not taken, ``holder`` holds it."""
+
+    taken: bool
+    holder: LeaseHolder | None = None
+    why: str = ""
 
 
 class Workers:
@@ -73,16 +88,9 @@ class Workers:
         self._conn = conn
         self._transaction = transaction
 
-    def register(self, worker: StreamWorkerInfo) -> None:
-        with self._transaction() as cur:
-            cur.execute(
-                sql.REGISTER_WORKER,
-                (worker.id, worker.host, worker.pid, worker.target, worker.started_at, worker.heartbeat_at),
-            )
-
     def beat(self, worker: StreamWorkerInfo, now: float) -> bool:
-        """Renew a worker's heartbeat (registering it again if it was forgotten as stale); True
-        while it holds the outbox's lease."""
+        """Register a worker or renew its heartbeat (registering it again if it was forgotten as
+        stale); True while it holds the outbox's lease."""
         with self._transaction() as cur:
             cur.execute(
                 sql.REGISTER_WORKER, (worker.id, worker.host, worker.pid, worker.target, worker.started_at, now)
@@ -98,25 +106,29 @@ class Workers:
         *,
         acquired_at: str,
         is_dead: Callable[[str, int], bool] = lambda host, pid: False,
-    ) -> LeaseHolder | None:
+    ) -> LeaseClaim:
         """Take the outbox's lease for a registered worker: when nobody holds it, when it holds it
         already, or when the holder's heartbeat is older than ``ttl`` seconds or ``is_dead(host,
-        pid)`` says its process is gone. Returns None when taken, else who holds it. Workers whose
-        heartbeat is stale are forgotten on the way."""
+        pid)`` says its process is gone. Workers whose heartbeat is stale are forgotten on the way."""
         with self._transaction() as cur:
             row = cur.execute(sql.SELECT_LEASE).fetchone()
-            if row is not None and row[0] != worker_id:
-                holder = _holder(row)
-                alive = holder.heartbeat_at is not None and holder.heartbeat_at >= now - ttl
-                if alive and holder.host is not None and holder.pid is not None and is_dead(holder.host, holder.pid):
-                    alive = False
-                if alive:
-                    return holder
+            if row is not None and row[0] == worker_id:
+                return LeaseClaim(taken=True)
+            holder = _holder(row) if row is not None else None
+            why = ""
+            if holder is not None:
+                if holder.heartbeat_at is None:
+                    why = "it is no longer registered"
+                elif holder.heartbeat_at < now - ttl:
+                    why = f"its last heartbeat is {now - holder.heartbeat_at:.1f}s old"
+                elif holder.host is not None and holder.pid is not None and is_dead(holder.host, holder.pid):
+                    why = "its process is gone"
+                else:
+                    return LeaseClaim(taken=False, holder=holder)
                 cur.execute(sql.DELETE_WORKER, (holder.worker,))
             cur.execute(sql.DELETE_STALE_WORKERS, (now - ttl, worker_id))
-            if row is None or row[0] != worker_id:
-                cur.execute(sql.TAKE_LEASE, (worker_id, acquired_at))
-            return None
+            cur.execute(sql.TAKE_LEASE, (worker_id, acquired_at))
+            return LeaseClaim(taken=True, holder=holder, why=why)
 
     def holder(self) -> LeaseHolder | None:
         """Who holds the outbox's lease (None: nobody)."""
@@ -138,4 +150,4 @@ def _holder(row: Any) -> LeaseHolder:
     return LeaseHolder(worker=worker, acquired_at=acquired_at, host=host, pid=pid, heartbeat_at=heartbeat_at)
 
 
-__all__ = ["LeaseHolder", "StreamWorkerInfo", "Workers"]
+__all__ = ["LeaseClaim", "LeaseHolder", "StreamWorkerInfo", "Workers"]

@@ -11,7 +11,6 @@ from typing import Any
 import click
 
 from bridge.catalog import Catalog
-from bridge.catalog.workers import LeaseHolder
 from bridge.cli.output import print_json, say, stop_on_signals
 from bridge.delivery.backfill import Backfill, BackfillFilter
 from bridge.delivery.config import sender_for
@@ -142,7 +141,7 @@ def register(cli: click.Group) -> None:
                 report=FailureReport(target, say),
                 give_up_after=budget,
                 lease=OutboxLease(catalog, target),
-                on_wait=_waiting,
+                notify=say,
             )
             try:
                 stats = worker.run(once=once)
@@ -382,13 +381,6 @@ def register(cli: click.Group) -> None:
                 f"backfill {b['checkpoint']}: up to {up_to}, {b['runs']} task run(s), {b['events']} event(s) "
                 f"delivered{refused}, updated {b['updatedAt']}"
             )
-
-
-def _waiting(holder: LeaseHolder) -> None:
-    say(
-        f"waiting: the outbox is being delivered by another olbridge stream ({holder.describe(time.time())}); "
-        "this one takes over when it stops"
-    )
 
 
 def _backfills(catalog: Catalog, errors: dict[str, Any]) -> list[dict[str, Any]]:

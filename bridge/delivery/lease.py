@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 from bridge.catalog import Catalog
-from bridge.catalog.workers import LeaseHolder, StreamWorkerInfo
+from bridge.catalog.workers import LeaseClaim, LeaseHolder, StreamWorkerInfo
 from bridge.delivery.worker import epoch_text
 from bridge.errors import BridgeError, ExportError
 
@@ -73,17 +73,17 @@ class OutboxLease:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def try_acquire(self) -> LeaseHolder | None:
-        """Take the lease if it is free or stale; None when taken, else who holds it."""
+    def try_acquire(self) -> LeaseClaim:
+        """Take the lease if it is free or stale (see :meth:`Workers.acquire`)."""
         now = self.clock()
-        self.catalog.workers.register(self.info)
-        holder = self.catalog.workers.acquire(
+        self.catalog.workers.beat(self.info, now)  # registered, its heartbeat fresh
+        claim = self.catalog.workers.acquire(
             self.info.id, now, self.ttl, acquired_at=epoch_text(now), is_dead=self.is_dead
         )
-        if holder is None and not self.held:
+        if claim.taken and not self.held:
             self.held = True
             self._start_heartbeat()
-        return holder
+        return claim
 
     def acquire(
         self,
@@ -91,16 +91,23 @@ class OutboxLease:
         wait: bool,
         stop: threading.Event,
         sleep: Callable[[float], object],
-        on_wait: Callable[[LeaseHolder], object] | None = None,
+        notify: Callable[[str], object] | None = None,
     ) -> bool:
-        """Take the lease. Held by a live worker: with ``wait``, wait (calling ``on_wait`` once)
-        until it is free or stale, or until ``stop`` (then False); without, an ExportError naming
-        the holder."""
-        told = False
+        """Take the lease. Held by a live worker: with ``wait``, wait until it is free or stale,
+        or until ``stop`` (then False); without, an ExportError naming the holder. ``notify``
+        hears when it starts waiting, and whom it took the lease over from."""
+        waited_for: LeaseHolder | None = None
+        say = notify or (lambda text: None)
         while not stop.is_set():
-            holder = self.try_acquire()
-            if holder is None:
+            claim = self.try_acquire()
+            holder = claim.holder
+            if claim.taken:
+                if holder is not None:
+                    say(f"took the outbox over from {holder.where()}: {claim.why}")
+                elif waited_for is not None:
+                    say(f"took the outbox over from {waited_for.where()}: it stopped")
                 return True
+            assert holder is not None
             if not wait:
                 self.release()
                 raise ExportError(
@@ -108,9 +115,13 @@ class OutboxLease:
                     f"({holder.describe(self.clock())}); nothing is sent twice, so this one stops. Run it "
                     f"again when that one is done (or without --once, to wait and take over)"
                 )
-            if not told and on_wait is not None:
-                on_wait(holder)
-                told = True
+            if waited_for is None:
+                say(
+                    f"waiting: the outbox is being delivered by another olbridge stream "
+                    f"({holder.describe(self.clock())}); this one takes over when it stops, or "
+                    f"{self.ttl:g}s after its last heartbeat"
+                )
+            waited_for = holder
             sleep(self.interval)
         self.release()
         return False

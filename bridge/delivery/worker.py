@@ -30,7 +30,6 @@ import attrs
 
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import Dead, Delivered, DeliveryError, OutboxItem, Result, RetryLater
-from bridge.catalog.workers import LeaseHolder
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.render import render
 from bridge.delivery.report import FailureReport, retry_note
@@ -103,7 +102,7 @@ class StreamWorker:
         report: FailureReport | None = None,
         give_up_after: float = 0.0,
         lease: OutboxLease | None = None,
-        on_wait: Callable[[LeaseHolder], object] | None = None,
+        notify: Callable[[str], object] | None = None,
     ) -> None:
         self.catalog = catalog
         self.converter = converter
@@ -118,7 +117,7 @@ class StreamWorker:
         self.report = report
         self.give_up_after = give_up_after
         self.lease = lease
-        self.on_wait = on_wait
+        self.notify = notify
         self.stats = StreamStats()
         self.gave_up: GaveUp | None = None
         self._failing_since: float | None = None  # the first failure since the last delivery
@@ -129,9 +128,7 @@ class StreamWorker:
         held back behind a dead letter stay). With a lease, wait for it first (``once``: an
         ExportError naming the holder instead)."""
         lease = self.lease
-        if lease is not None and not lease.acquire(
-            wait=not once, stop=self.stop, sleep=self.sleep, on_wait=self.on_wait
-        ):
+        if lease is not None and not lease.acquire(wait=not once, stop=self.stop, sleep=self.sleep, notify=self.notify):
             return self.stats  # stopped while waiting
         try:
             self._loop(once)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -20,13 +22,13 @@ from bridge.delivery.retry import RateLimiter, RetryPolicy
 from bridge.delivery.senders import HttpSender
 from bridge.errors import ConfigError
 from bridge.export import ExportFilter, iter_events
-from bridge.model import AssetDeclaration, TaskRun, TaskRunKey, TaskState
+from bridge.model import AssetDeclaration, TaskRun, TaskRunKey, TaskState, format_time
 from bridge.openlineage.convert import Converter, task_run_id
 from bridge.openlineage.serialize import dumps
-from tests.backend import ACCEPT, Backend, Reply, event_key
+from tests.backend import ACCEPT, Backend, Reply, event_key, free_port
 from tests.conftest import T0, at
 from tests.helpers import decl, run
-from tests.test_faults import FakeTime
+from tests.test_faults import OLBRIDGE, FakeTime
 
 
 def dispatcher(backend: Backend, *, concurrency: int = 1, batch_size: int = 50, **options: Any) -> Dispatcher:
@@ -38,7 +40,8 @@ def dispatcher(backend: Backend, *, concurrency: int = 1, batch_size: int = 50, 
 def backfill(catalog: Catalog, converter: Converter, backend: Backend | None, **options: Any) -> Backfill:
     d = dispatcher(backend, concurrency=options.pop("concurrency", 1)) if backend is not None else None
     options.setdefault("checkpoint", "test")
-    return Backfill(catalog, converter, d, policy=RetryPolicy(base=0.001, cap=0.01), **options)
+    policy = RetryPolicy(base=0.001, cap=0.01, max_attempts=options.pop("policy_attempts", 0))
+    return Backfill(catalog, converter, d, policy=policy, **options)
 
 
 def history(catalog: Catalog) -> None:
@@ -70,7 +73,7 @@ def test_runs_by_start_time_with_asset_changes_between(catalog: Catalog, convert
         ("DatasetEvent", "08:25"),
     ]
     assert sorted(map(dumps, backend.accepted)) == sorted(map(dumps, iter_events(catalog, converter)))
-    assert (summary.runs, summary.changes, summary.events, summary.rejected, summary.complete) == (3, 3, 8, 0, True)
+    assert (summary.runs, summary.changes, summary.events, summary.refused, summary.complete) == (3, 3, 8, 0, True)
     assert catalog.get_checkpoint("test") is not None
 
 
@@ -136,7 +139,7 @@ def test_a_refused_start_is_reported_and_its_run_not_ended(catalog: Catalog, con
 
     with Backend(refuse) as backend:
         summary = backfill(catalog, converter, backend).run()
-    assert (summary.events, summary.rejected, summary.skipped) == (6, 1, 1)
+    assert (summary.events, summary.refused, summary.skipped) == (6, 1, 1)
     assert summary.retries == 6  # each delivered event once
     [problem] = summary.problems
     assert problem["status"] == 422 and problem["detail"] == '{"errors":["bad"]}'
@@ -172,12 +175,16 @@ def test_cli_backfill_dry_run_and_delivery(tmp_path: Path) -> None:
         "jobs": 0,
         "events": 8,
         "invalid": 0,
-        "rejected": 0,
+        "refused": 0,
+        "undelivered": 0,
         "skipped": 0,
+        "resent": 0,
         "attempts": 0,
         "retries": 0,
         "seconds": 0,
         "complete": True,
+        "stoppedBefore": None,
+        "error": None,
         "problems": [],
         "eventsPerSecond": 0,
     }
@@ -297,3 +304,139 @@ def test_a_backfill_resumed_anywhere_among_declared_jobs_sends_each_once(
     assert len(order) == 3
     for stop, position in enumerate(order):  # stopped after any job: the rest, each once, in order
         assert [p for p, _ in job._items(position)] == order[stop + 1 :]
+
+
+# --- the checkpoint never moves past an event the backend did not take ----------------------
+
+
+def olbridge(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([OLBRIDGE, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_backend_down_then_up_every_event_delivered_once(tmp_path: Path, converter: Converter) -> None:
+    db = str(tmp_path / "c.db")
+    with Catalog(db) as catalog:
+        history(catalog)
+        wanted = list(iter_events(catalog, converter))
+    backend = Backend(port=free_port())  # not started: connections are refused
+    command = ["--catalog", db, "backfill", "--url", backend.url, "--backoff", "0.01"]
+    down = olbridge(*command, "--max-attempts", "2")
+    assert down.returncode == 1, down.stderr
+    error = down.stderr.strip().splitlines()[-1]
+    assert error.startswith(f"Error: backfill stopped: 8 event(s) could not be delivered to {backend.url}")
+    assert "connection refused" in error and "stopped before START company.data/flow.a run " in error
+    assert "0 refused, 8 undelivered" in down.stderr  # not counted as refused
+    assert f"delivery to {backend.url}: 6 event(s) failed, connection refused" in down.stderr
+    assert "next retry at" in down.stderr
+    status = json.loads(olbridge("--catalog", db, "status", "--json").stdout)
+    [kept] = status["backfills"]
+    assert (kept["checkpoint"], kept["position"], kept["events"], kept["refused"]) == (backend.url, None, 0, 0)
+    assert kept["lastError"]["failure"] == "connection refused" and status["lastError"] == kept["lastError"]
+    with backend:
+        up = olbridge(*command)
+        assert up.returncode == 0, up.stderr
+        assert "backfill delivered 8 event(s) of 3 task run(s), 3 asset change(s)" in up.stderr
+        again = olbridge(*command)
+        assert again.returncode == 0 and "backfill delivered 0 event(s)" in again.stderr
+    counts = backend.counts(wanted)
+    assert counts == {"sent": 8, "delivered": 8, "duplicated": 0, "lost": 0, "unexpected": 0}
+    assert backend.out_of_order_runs() == []
+
+
+def failing(keys: set[tuple[str, ...]], broken: list[bool], status: int = 503) -> Callable[..., Reply]:
+    """A backend answering ``status`` to the events of ``keys`` while ``broken[0]``."""
+
+    def respond(event: dict[str, Any], attempt: int) -> Reply:
+        return Reply(status, "busy") if broken[0] and event_key(event) in keys else ACCEPT
+
+    return respond
+
+
+def keys_of(catalog: Catalog, converter: Converter, job: str, kinds: tuple[str, ...]) -> set[tuple[str, ...]]:
+    return {
+        event_key(e)
+        for e in iter_events(catalog, converter)
+        if e.get("job", {}).get("name") == job and e["eventType"] in kinds
+    }
+
+
+@pytest.mark.parametrize(
+    ("kinds", "undelivered", "before"),
+    [(("START",), 2, "START other.team/flow.b"), (("COMPLETE",), 1, "COMPLETE other.team/flow.b")],
+)
+def test_out_of_attempts_the_checkpoint_stays_before_the_event_and_nothing_goes_twice(
+    catalog: Catalog, converter: Converter, kinds: tuple[str, ...], undelivered: int, before: str
+) -> None:
+    history(catalog)
+    wanted = list(iter_events(catalog, converter))
+    broken = [True]
+    b_events = keys_of(catalog, converter, "flow.b", ("START", "COMPLETE"))
+    with Backend(failing(keys_of(catalog, converter, "flow.b", kinds), broken)) as backend:
+        first = backfill(catalog, converter, backend, policy_attempts=3).run()
+        assert first.error is not None and f"stopped before {before}" in first.error
+        assert (first.refused, first.undelivered, first.complete) == (0, undelivered, False)
+        assert first.stopped_before is not None and first.stopped_before.startswith(before)
+        # a run's end never goes without its START; the rest of the window did go
+        b_start = keys_of(catalog, converter, "flow.b", ("START",))
+        assert set(backend.taken) & b_events == (set() if kinds == ("START",) else b_start)
+        saved = catalog.get_checkpoint("test")
+        assert saved is not None and saved.position is not None and saved.position[0] < format_time(at(10))
+        assert saved.ahead  # what went past the event that did not
+        broken[0] = False
+        second = backfill(catalog, converter, backend, policy_attempts=3).run()
+        assert second.error is None and second.complete and second.events == undelivered
+    counts = backend.counts(wanted)
+    assert (counts["delivered"], counts["duplicated"], counts["lost"]) == (8, 0, 0)
+    assert backend.out_of_order_runs() == []
+    assert catalog.get_checkpoint("test").ahead == ()  # type: ignore[union-attr]
+
+
+def test_a_stop_during_retries_keeps_the_checkpoint_before_what_did_not_go(
+    catalog: Catalog, converter: Converter
+) -> None:
+    history(catalog)
+    wanted = list(iter_events(catalog, converter))
+    broken = [True]
+    stop = threading.Event()
+    with Backend(failing({event_key(e) for e in wanted}, broken)) as backend:
+        fake = FakeTime(on_sleep=lambda n: stop.set() if n == 3 else None)
+        first = backfill(catalog, converter, backend, stop=stop, sleep=fake.sleep).run()
+        assert (first.error, first.complete, first.events, first.undelivered) == (None, False, 0, 8)
+        assert catalog.get_checkpoint("test").position is None  # type: ignore[union-attr]
+        broken[0] = False
+        assert backfill(catalog, converter, backend).run().complete
+    counts = backend.counts(wanted)
+    assert (counts["delivered"], counts["duplicated"], counts["lost"]) == (8, 0, 0)
+
+
+def test_refused_events_are_kept_and_sent_again_on_request(tmp_path: Path, converter: Converter) -> None:
+    db = str(tmp_path / "c.db")
+    with Catalog(db) as catalog:
+        history(catalog)
+        wanted = list(iter_events(catalog, converter))
+        b_start = keys_of(catalog, converter, "flow.b", ("START",))
+    broken = [True]
+    with Backend(failing(b_start, broken, status=422)) as backend:
+        command = ["--catalog", db, "backfill", "--url", backend.url, "--checkpoint", "history"]
+        first = olbridge(*command, "--json")
+        assert first.returncode == 1, first.stderr
+        summary = json.loads(first.stdout)
+        assert (summary["events"], summary["refused"], summary["skipped"], summary["undelivered"]) == (6, 1, 1, 0)
+        assert summary["complete"] and summary["error"] is None
+        assert "olbridge backfill --retry-refused" in first.stderr
+        [kept] = json.loads(olbridge("--catalog", db, "status", "--json").stdout)["backfills"]
+        assert (kept["checkpoint"], kept["refused"], kept["lastError"]["status"]) == ("history", 1, 422)
+        assert "backfill history: up to " in olbridge("--catalog", db, "status").stdout
+        assert olbridge(*command).returncode == 0  # a later run goes on: the refused event is not sent again
+        assert Counter(backend.attempts[k] for k in b_start) == Counter({1: 1})
+        broken[0] = False
+        again = olbridge(*command, "--retry-refused", "--json")
+        assert again.returncode == 0, again.stderr
+        assert (json.loads(again.stdout)["resent"], json.loads(again.stdout)["events"]) == (2, 2)
+        assert json.loads(olbridge("--catalog", db, "status", "--json").stdout)["backfills"][0]["refused"] == 0
+        assert olbridge(*command, "--retry-refused").returncode == 0
+    counts = backend.counts(wanted)
+    assert (counts["delivered"], counts["duplicated"], counts["lost"]) == (8, 0, 0)
+    assert backend.out_of_order_runs() == []
+    bad = olbridge("--catalog", db, "backfill", "--url", backend.url, "--retry-refused", "--no-resume")
+    assert bad.returncode == 2 and "--no-resume" in bad.stderr

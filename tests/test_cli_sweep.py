@@ -305,11 +305,6 @@ def test_a_url_nobody_answers(catalog_with_a_run: Path, files: dict[str, str], p
     assert_error(olbridge(catalog_with_a_run, path, [*UNREACHABLE[path], url]), files["nobody"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #10 items 1 and 3 (delivery): connection errors are dead letters or refusals today; "
-    "remove this mark when stream --once and backfill give up with an error",
-)
 @pytest.mark.parametrize("path", [("backfill",), ("stream",)], ids=label)
 def test_delivery_to_a_url_nobody_answers(
     catalog_with_a_run: Path, files: dict[str, str], path: tuple[str, ...]

@@ -12,14 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 import responses
 
 from bridge.catalog import Catalog
+from bridge.catalog.outbox import Dead, RetryLater
 from bridge.delivery.config import sender_for
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.retry import RateLimiter, RetryPolicy, parse_retry_after
 from bridge.delivery.senders import HttpSender, Outcome, TransportSender, classify
-from bridge.delivery.worker import StreamWorker
+from bridge.delivery.worker import StreamWorker, settle_outcome
 from bridge.errors import ConfigError
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
@@ -423,3 +425,78 @@ def test_a_locked_catalog_delays_recording_the_outcome(
         other.close()
         assert waits[:2] == [0.5, 0.5] and w.stats.delivered == 2
         assert catalog.outbox.status().pending == 0
+
+
+def test_failure_report_says_each_kind_at_most_once_per_interval_and_counts_the_rest() -> None:
+    from bridge.delivery.report import FailureReport
+
+    now = [datetime(2026, 1, 1, tzinfo=UTC).timestamp()]
+    lines: list[str] = []
+    report = FailureReport(URL, lines.append, clock=lambda: now[0], interval=5)
+    refused = Outcome(
+        ok=False, retry=True, detail="ConnectionError: [Errno 111] Connection refused", error="connection refused"
+    )
+    busy = Outcome(ok=False, retry=True, status=503, detail="<html>\n busy </html>")
+    report.failed([refused] * 3 + [Outcome(ok=True)], "next retry at A")
+    report.failed([busy], "next retry at B")
+    for _ in range(4):  # within 5 s: counted, not said
+        now[0] += 1
+        report.failed([refused, refused], "next retry at C")
+    now[0] += 1
+    report.failed([refused], "next retry at D")
+    report.failed([Outcome(ok=True)], "nothing to say")
+    now[0] += 1
+    report.failed([busy], "next retry at E")  # 6 s after its last line
+    report.failed([Outcome(ok=False, status=422, detail='{"errors":["bad"]}')], "kept as a dead letter")
+    now[0] += 1
+    report.failed([busy, busy], "next retry at F")
+    report.flush()
+    assert lines == [
+        f"delivery to {URL}: 3 event(s) failed, connection refused (ConnectionError: [Errno 111] Connection refused); "
+        "next retry at A",
+        f"delivery to {URL}: 1 event(s) failed, HTTP 503 <html> busy </html>; next retry at B",
+        f"delivery to {URL}: 1 event(s) failed, connection refused (ConnectionError: [Errno 111] Connection refused); "
+        "next retry at D (8 more such failure(s) since 2026-01-01T00:00:01Z)",
+        f"delivery to {URL}: 1 event(s) failed, HTTP 503 <html> busy </html>; next retry at E",
+        f'delivery to {URL}: 1 event(s) failed, refused (HTTP 422 {{"errors":["bad"]}}); kept as a dead letter',
+        f"delivery to {URL}: 2 more HTTP 5xx failure(s) since 2026-01-01T00:00:07Z",
+    ]
+
+
+def test_failures_without_an_answer_are_named_short() -> None:
+    from bridge.delivery.senders import unanswered
+
+    refused = unanswered(
+        requests.ConnectionError(
+            "HTTPConnectionPool(host='h', port=9): Max retries exceeded (Caused by NewConnectionError("
+            '"...: Failed to establish a new connection: [Errno 111] Connection refused"))'
+        )
+    )
+    assert (refused.failure, refused.detail) == (
+        "connection refused",
+        "ConnectionError: [Errno 111] Connection refused",
+    )
+    timeout = unanswered(requests.ReadTimeout("HTTPConnectionPool(host='h', port=1): Read timed out. (read timeout=5)"))
+    assert (timeout.failure, timeout.detail) == ("timeout", "ReadTimeout: Read timed out. (read timeout=5)")
+    unknown = unanswered(requests.ConnectionError("Failed to resolve 'nowhere' ([Errno -2] Name or service not known)"))
+    assert (unknown.failure, unknown.detail) == (
+        "connection error",
+        "ConnectionError: [Errno -2] Name or service not known",
+    )
+    assert [classify(s, "", {}, 0).failure for s in (429, 408, 502, 400)] == [
+        "HTTP 429",
+        "HTTP 408",
+        "HTTP 5xx",
+        "refused",
+    ]
+
+
+def test_out_of_attempts_an_answer_to_retry_is_a_dead_letter_but_no_answer_stays_pending() -> None:
+    policy = RetryPolicy(base=1.0, max_attempts=2, jitter=lambda: 0.0)
+    unavailable = Outcome(ok=False, retry=True, status=503, detail="busy")
+    down = Outcome(ok=False, retry=True, error="connection refused", detail="[Errno 111] Connection refused")
+    assert isinstance(settle_outcome(1, 1, unavailable, policy, 100.0), RetryLater)
+    assert isinstance(settle_outcome(1, 2, unavailable, policy, 100.0), Dead)
+    later = settle_outcome(2, 2, down, policy, 100.0)
+    assert isinstance(later, RetryLater) and later.attempts == 2
+    assert isinstance(settle_outcome(2, 50, down, policy, 100.0), RetryLater)

@@ -9,6 +9,7 @@ so backoff costs no real time; the kill and stop tests run ``olbridge stream`` a
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ import pytest
 
 from bridge.catalog import Catalog
 from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.report import FailureReport
 from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import HttpSender
 from bridge.delivery.worker import StreamWorker
@@ -203,7 +205,8 @@ def test_one_422_is_dead_lettered_and_the_rest_delivered(
             text=True,
             timeout=60,
         )
-        assert first.returncode == 0, first.stderr
+        assert first.returncode == 1, first.stderr  # a --once run that made a dead letter fails
+        assert "1 event(s) became dead letters" in first.stderr
         assert json.loads(first.stdout)["dead"] == 1
         counts = backend.counts(history)
         assert (counts["delivered"], counts["duplicated"]) == (38, 0)
@@ -283,3 +286,84 @@ def test_sigterm_stops_cleanly_after_the_requests_in_flight(big_catalog: tuple[P
     counts = backend.counts(history)
     assert (counts["delivered"], counts["duplicated"], counts["lost"]) == (1000, 0, 0)
     assert backend.out_of_order_runs() == []
+
+
+# --- failures said as they happen, kept for status, and a bounded retry budget ---------------
+
+
+@pytest.mark.parametrize(
+    ("failure", "respond", "said"),
+    [
+        ("connection refused", None, "connection refused (ConnectionError: [Errno 111] Connection refused)"),
+        ("timeout", lambda e, a: Reply(201, delay=0.5), "timeout (ReadTimeout: Read timed out. (read timeout=0.2))"),
+        ("HTTP 5xx", lambda e, a: Reply(503, "busy"), "HTTP 503 busy"),
+        ("HTTP 429", lambda e, a: Reply(429, "slow down", {"Retry-After": "7"}), "HTTP 429 slow down"),
+    ],
+)
+def test_every_failure_is_reported_kept_and_once_gives_up_leaving_the_events_pending(
+    catalog: Catalog, converter: Converter, failure: str, respond: Callable[..., Reply] | None, said: str
+) -> None:
+    fill(catalog, 3)
+    backend = Backend(respond, port=free_port())
+    if respond is not None:
+        backend.start()
+    fake = FakeTime()
+    lines: list[str] = []
+    try:
+        w = worker(catalog, converter, backend, fake, timeout=0.2)
+        w.report = FailureReport(backend.url, lines.append, clock=fake.clock, interval=5)
+        w.give_up_after = 30
+        stats = w.run(once=True)
+    finally:
+        backend.stop()
+        w.dispatcher.close()
+    assert w.gave_up is not None and w.gave_up.last is not None and w.gave_up.last.failure == failure
+    assert stats.delivered == 0 and stats.dead == 0 and stats.retried >= 3
+    began = FakeTime().now
+    assert fake.now - began <= 30  # nothing waited for past the budget
+    status = catalog.outbox.status()
+    assert (status.pending, status.dead) == (6, 0)  # the events stay pending
+    first = lines[0]
+    assert first.startswith(f"delivery to {backend.url}: 3 event(s) failed, {said}; next retry at ")
+    # at most a line every 5 s of the worker's clock (and the closing count of the ones not shown)
+    assert len(lines) <= (fake.now - began) / 5 + 2
+    # and every failure is counted: in a line of its own, or among the ones a later line says were not shown
+    said_counts = [int(n) for line in lines for n in re.findall(r"(\d+) (?:event\(s\) failed|more )", line)]
+    assert sum(said_counts) == stats.retried
+    [kept] = catalog.outbox.errors()
+    assert (kept.source, kept.target, kept.failure) == ("stream", backend.url, failure)
+
+
+def test_stream_once_gives_up_with_an_error_and_status_shows_the_last_error(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        fill(catalog, 3)
+    url = f"http://127.0.0.1:{free_port()}"
+    command = [OLBRIDGE, "--catalog", str(db), "stream", "--url", url, "--once", "--backoff", "0.2"]
+    down = subprocess.run([*command, "--give-up-after", "2"], capture_output=True, text=True, timeout=60)
+    assert down.returncode == 1, down.stderr
+    assert f"delivery to {url}: 3 event(s) failed, connection refused" in down.stderr
+    assert "next retry at " in down.stderr
+    error = down.stderr.strip().splitlines()[-1]
+    assert error.startswith(f"Error: gave up on delivering to {url}: nothing delivered for ")
+    assert "(--give-up-after 2" in error and "6 event(s) stay pending" in error
+    status = subprocess.run([OLBRIDGE, "--catalog", str(db), "status"], capture_output=True, text=True)
+    assert "pending: 6" in status.stdout and "dead letters: 0" in status.stdout
+    [line] = [line for line in status.stdout.splitlines() if line.startswith("last error: ")]
+    assert f"stream to {url}: connection refused ConnectionError: [Errno 111] Connection refused" in line
+
+
+def test_stream_once_has_a_retry_budget_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    import bridge.cli.stream
+    from bridge.cli import cli
+
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        fill(catalog, 1)
+    monkeypatch.setattr(bridge.cli.stream, "ONCE_BUDGET", 0.3)
+    url = f"http://127.0.0.1:{free_port()}"
+    result = CliRunner().invoke(cli, ["--catalog", str(db), "stream", "--url", url, "--once", "--backoff", "0.05"])
+    assert result.exit_code == 1 and "(--give-up-after 0.3" in result.stderr
+    assert "--give-up-after" in CliRunner().invoke(cli, ["stream", "--help"]).stdout

@@ -164,6 +164,9 @@ def test_cli_outbox_list_retry_drop_and_status(tmp_path: Path) -> None:
         "oldestPending": None,
         "delivered": 0,
         "lastSuccess": None,
+        "lastError": None,
+        "workers": [],
+        "backfills": [],
     }
     assert runner.invoke(cli, ["--catalog", db, "outbox", "retry"]).exit_code == 2  # ids or --all
     assert runner.invoke(cli, ["--catalog", db, "outbox", "retry", "--all"]).exit_code == 0

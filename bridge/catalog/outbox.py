@@ -102,6 +102,29 @@ class Dead:
 Result = Delivered | RetryLater | Dead
 
 
+@attrs.frozen
+class DeliveryError:
+    """The last failure of a delivery ``source`` (``stream``, or ``backfill:<checkpoint>``):
+    ``failure`` is its class (connection, timeout, HTTP 5xx, HTTP 429, refused, ...)."""
+
+    source: str
+    target: str
+    failure: str
+    status: int | None
+    detail: str
+    at: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "target": self.target,
+            "failure": self.failure,
+            "status": self.status,
+            "detail": self.detail,
+            "at": self.at,
+        }
+
+
 class Outbox:
     """The outbox of one catalog (``catalog.outbox``)."""
 
@@ -121,11 +144,13 @@ class Outbox:
         found = self._conn.execute(sql.OUTBOX_NEXT_RETRY).fetchone()[0]
         return float(found) if found is not None else None
 
-    def settle(self, results: Iterable[Result], *, success_at: str) -> None:
+    def settle(self, results: Iterable[Result], *, success_at: str, failure: DeliveryError | None = None) -> None:
         """Apply what delivery did, in one transaction: delivered rows go, the others wait for
-        a retry or become dead letters."""
+        a retry or become dead letters; ``failure`` is kept as its source's last one."""
         delivered = 0
         with self._transaction() as cur:
+            if failure is not None:
+                _save_error(cur, failure)
             for result in results:
                 match result:
                     case Delivered(seq):
@@ -137,6 +162,15 @@ class Outbox:
                         cur.execute(sql.OUTBOX_DEAD, (attempts, status, error[:ERROR_TEXT_MAX], seq))
             if delivered:
                 cur.execute(sql.OUTBOX_COUNT_DELIVERED, (delivered, success_at))
+
+    def record_error(self, error: DeliveryError) -> None:
+        """Keep a delivery source's last failure (``olbridge status`` shows it)."""
+        with self._transaction() as cur:
+            _save_error(cur, error)
+
+    def errors(self) -> list[DeliveryError]:
+        """The last failure of each delivery source, the latest first."""
+        return [DeliveryError(*row) for row in self._conn.execute(sql.SELECT_DELIVERY_ERRORS)]
 
     def items(self, *, dead: bool = False, limit: int = 1000) -> list[OutboxItem]:
         if dead:
@@ -197,6 +231,10 @@ def _check_seqs(cur: sqlite3.Cursor, seqs: Sequence[int], state: str | None, mis
         raise NotFoundError(f"{missing} {shown}; {outcome}")
 
 
+def _save_error(cur: sqlite3.Cursor, e: DeliveryError) -> None:
+    cur.execute(sql.SAVE_DELIVERY_ERROR, (e.source, e.target, e.failure, e.status, e.detail[:ERROR_TEXT_MAX], e.at))
+
+
 def _chunks(values: Sequence[int], size: int = 400) -> Iterator[list[int]]:
     for start in range(0, len(values), size):
         yield list(values[start : start + size])
@@ -209,6 +247,7 @@ __all__ = [
     "RUN_START",
     "Dead",
     "Delivered",
+    "DeliveryError",
     "Outbox",
     "OutboxItem",
     "OutboxStatus",

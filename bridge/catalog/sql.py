@@ -255,6 +255,55 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE UNIQUE INDEX received_events_time_digest ON received_events (event_time, digest);
         """,
     ),
+    (
+        "0007_delivery_bookkeeping",
+        """
+        -- The stream workers running on this catalog, each with its heartbeat. On SQLite one of them
+        -- at a time holds the outbox's lease (outbox_lease) and delivers; the others wait for it.
+        CREATE TABLE stream_workers (
+            id           TEXT PRIMARY KEY,                   -- '<host>:<pid>:<random>'
+            host         TEXT NOT NULL,
+            pid          INTEGER NOT NULL,
+            target       TEXT NOT NULL,                      -- where it delivers
+            started_at   TEXT NOT NULL,
+            heartbeat_at REAL NOT NULL                       -- seconds since the epoch
+        );
+        CREATE TABLE outbox_lease (
+            id          INTEGER PRIMARY KEY CHECK (id = 1),  -- the whole outbox: one holder at a time
+            worker      TEXT NOT NULL,                       -- stream_workers.id; stale with its heartbeat
+            acquired_at TEXT NOT NULL
+        );
+
+        -- The last delivery failure of the stream ('stream') and of each backfill ('backfill:<name>').
+        CREATE TABLE delivery_errors (
+            source  TEXT PRIMARY KEY,
+            target  TEXT NOT NULL,
+            failure TEXT NOT NULL,                           -- connection | timeout | HTTP 5xx | HTTP 429 | ...
+            status  INTEGER,
+            detail  TEXT NOT NULL,
+            at      TEXT NOT NULL
+        );
+
+        -- Events a backfill's backend refused for good, kept until a backfill with --retry-refused
+        -- delivers them (item_order: -1 declared job, 0 asset change, 1 task run; ref its pk or seq;
+        -- event: the first one not delivered, 'start' / 'end' of a run or 'event').
+        CREATE TABLE backfill_refused (
+            checkpoint TEXT NOT NULL,
+            item_time  TEXT NOT NULL,
+            item_order INTEGER NOT NULL,
+            ref        INTEGER NOT NULL,
+            event      TEXT NOT NULL,
+            status     INTEGER,
+            error      TEXT NOT NULL,
+            refused_at TEXT NOT NULL,
+            PRIMARY KEY (checkpoint, item_order, ref)
+        );
+
+        -- Items past a checkpoint's position already delivered in part or whole (a window that
+        -- stopped half way): JSON [[[time, order, ref], events settled], ...].
+        ALTER TABLE backfill_checkpoints ADD COLUMN ahead TEXT NOT NULL DEFAULT '[]';
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -685,10 +734,59 @@ def delete_outbox(count: int) -> str:
 
 # --- backfill checkpoints -------------------------------------------------------------------
 
-GET_CHECKPOINT = "SELECT filters, position, runs, events, updated_at FROM backfill_checkpoints WHERE name = ?"
+CHECKPOINT_COLUMNS = "name, filters, position, runs, events, updated_at, ahead"
+GET_CHECKPOINT = f"SELECT {CHECKPOINT_COLUMNS} FROM backfill_checkpoints WHERE name = ?"
+LIST_CHECKPOINTS = f"SELECT {CHECKPOINT_COLUMNS} FROM backfill_checkpoints ORDER BY name"
 SAVE_CHECKPOINT = """
-    INSERT INTO backfill_checkpoints (name, filters, position, runs, events, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+    INSERT INTO backfill_checkpoints (name, filters, position, runs, events, updated_at, ahead)
+    VALUES (?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (name) DO UPDATE SET filters = excluded.filters, position = excluded.position, runs = excluded.runs,
-        events = excluded.events, updated_at = excluded.updated_at
+        events = excluded.events, updated_at = excluded.updated_at, ahead = excluded.ahead
 """
 DELETE_CHECKPOINT = "DELETE FROM backfill_checkpoints WHERE name = ?"
+REFUSED_COLUMNS = "item_time, item_order, ref, event, status, error, refused_at"
+SELECT_REFUSED = (
+    f"SELECT {REFUSED_COLUMNS} FROM backfill_refused WHERE checkpoint = ? ORDER BY item_time, item_order, ref LIMIT ?"
+)
+COUNT_REFUSED = "SELECT checkpoint, count(*) FROM backfill_refused GROUP BY checkpoint"
+SAVE_REFUSED = """
+    INSERT INTO backfill_refused (checkpoint, item_time, item_order, ref, event, status, error, refused_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (checkpoint, item_order, ref) DO UPDATE SET item_time = excluded.item_time, event = excluded.event,
+        status = excluded.status, error = excluded.error, refused_at = excluded.refused_at
+"""
+DELETE_REFUSED = "DELETE FROM backfill_refused WHERE checkpoint = ? AND item_order = ? AND ref = ?"
+CLEAR_REFUSED = "DELETE FROM backfill_refused WHERE checkpoint = ?"
+
+# --- delivery errors ------------------------------------------------------------------------
+
+SAVE_DELIVERY_ERROR = """
+    INSERT INTO delivery_errors (source, target, failure, status, detail, at) VALUES (?, ?, ?, ?, ?, ?)
+    ON CONFLICT (source) DO UPDATE SET target = excluded.target, failure = excluded.failure,
+        status = excluded.status, detail = excluded.detail, at = excluded.at
+"""
+SELECT_DELIVERY_ERRORS = "SELECT source, target, failure, status, detail, at FROM delivery_errors ORDER BY at DESC"
+
+# --- stream workers and the outbox's lease ----------------------------------------------------
+
+WORKER_COLUMNS = "w.id, w.host, w.pid, w.target, w.started_at, w.heartbeat_at"
+REGISTER_WORKER = """
+    INSERT INTO stream_workers (id, host, pid, target, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)
+    ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at
+"""
+DELETE_WORKER = "DELETE FROM stream_workers WHERE id = ?"
+DELETE_STALE_WORKERS = "DELETE FROM stream_workers WHERE heartbeat_at < ? AND id <> ?"
+SELECT_WORKERS = f"""
+    SELECT {WORKER_COLUMNS}, l.acquired_at FROM stream_workers w LEFT JOIN outbox_lease l ON l.worker = w.id
+    ORDER BY w.started_at, w.id
+"""
+SELECT_LEASE = f"""
+    SELECT l.worker, l.acquired_at, {WORKER_COLUMNS} FROM outbox_lease l
+    LEFT JOIN stream_workers w ON w.id = l.worker WHERE l.id = 1
+"""
+TAKE_LEASE = """
+    INSERT INTO outbox_lease (id, worker, acquired_at) VALUES (1, ?, ?)
+    ON CONFLICT (id) DO UPDATE SET worker = excluded.worker, acquired_at = excluded.acquired_at
+"""
+RELEASE_LEASE = "DELETE FROM outbox_lease WHERE id = 1 AND worker = ?"
+LEASE_HOLDER = "SELECT worker FROM outbox_lease WHERE id = 1"

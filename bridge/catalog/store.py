@@ -21,6 +21,7 @@ from bridge.catalog import external, rows, sql, writes
 from bridge.catalog.external import IngestResult
 from bridge.catalog.outbox import ASSET_CHANGE, Outbox, queue_event
 from bridge.catalog.query import AssetQuery, PurgeResult
+from bridge.catalog.workers import Workers
 from bridge.catalog.writes import DeclareResult, RecordResult
 from bridge.errors import BridgeError, CatalogError, NotFoundError, ValidationError
 from bridge.mapping.resolver import Resolver
@@ -464,27 +465,64 @@ class Catalog:
         """The events queued for delivery (see :mod:`bridge.catalog.outbox`)."""
         return Outbox(self._conn, self.transaction)
 
+    @property
+    def workers(self) -> Workers:
+        """The stream workers and the outbox's lease (see :mod:`bridge.catalog.workers`)."""
+        return Workers(self._conn, self.transaction)
+
     def get_checkpoint(self, name: str) -> Checkpoint | None:
         row = self._conn.execute(sql.GET_CHECKPOINT, (name,)).fetchone()
-        if row is None:
-            return None
-        filters, position, runs, events, updated_at = row
-        time, order, ref = json.loads(position)
-        return Checkpoint(name, json.loads(filters), (time, order, ref), runs, events, updated_at)
+        return _checkpoint_from_row(row) if row is not None else None
 
-    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+    def list_checkpoints(self) -> list[Checkpoint]:
+        return [_checkpoint_from_row(row) for row in self._conn.execute(sql.LIST_CHECKPOINTS)]
+
+    def save_checkpoint(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        refused: Sequence[RefusedItem] = (),
+        resolved: Sequence[RefusedItem] = (),
+        clear_refused: bool = False,
+    ) -> None:
+        """Move a backfill's checkpoint, in one transaction with the events its backend refused
+        (kept until they are re-sent) and the refused ones delivered since (``resolved``: gone
+        from the list). ``clear_refused`` forgets the checkpoint's earlier refusals first."""
+        position = None if checkpoint.position is None else list(checkpoint.position)
+        ahead = [[list(p), settled] for p, settled in checkpoint.ahead]
         with self.transaction() as cur:
             cur.execute(
                 sql.SAVE_CHECKPOINT,
                 (
                     checkpoint.name,
                     rows.dumps(checkpoint.filters),
-                    rows.dumps(list(checkpoint.position)),
+                    rows.dumps(position),
                     checkpoint.runs,
                     checkpoint.events,
                     checkpoint.updated_at,
+                    rows.dumps(ahead),
                 ),
             )
+            if clear_refused:
+                cur.execute(sql.CLEAR_REFUSED, (checkpoint.name,))
+            for item in resolved:
+                cur.execute(sql.DELETE_REFUSED, (checkpoint.name, item.position[1], item.position[2]))
+            for item in refused:
+                cur.execute(
+                    sql.SAVE_REFUSED,
+                    (checkpoint.name, *item.position, item.event, item.status, item.error, item.refused_at),
+                )
+
+    def refused_items(self, checkpoint: str, *, limit: int = 1_000_000) -> list[RefusedItem]:
+        """The events a backfill's backend refused for good, in the backfill's order."""
+        found = self._conn.execute(sql.SELECT_REFUSED, (checkpoint, limit))
+        return [
+            RefusedItem((t, order, ref), event, status, error, at) for t, order, ref, event, status, error, at in found
+        ]
+
+    def count_refused(self) -> dict[str, int]:
+        """How many refused events each backfill checkpoint keeps."""
+        return {name: int(count) for name, count in self._conn.execute(sql.COUNT_REFUSED)}
 
     def delete_checkpoint(self, name: str) -> None:
         with self.transaction() as cur:
@@ -513,17 +551,37 @@ class Catalog:
         return LineageGraph(asset_id, direction, depth, tuple(edges), assets)
 
 
+Position = tuple[str, int, int]  # (time, 0 change | 1 run, seq | pk); ("", -1, pk) a declared job
+
+
 @attrs.frozen
 class Checkpoint:
-    """Where a backfill stopped: ``position`` is the last item it delivered whole, as
-    (time, 0 for an asset change or 1 for a task run, its seq or pk)."""
+    """Where a backfill stopped: ``position`` is the last item before which every event was
+    delivered or refused for good (None: none yet), as (time, 0 for an asset change or 1 for a
+    task run, its seq or pk; ("", -1, pk) for a declared job). ``ahead`` holds the items past it
+    that a window half done already settled, each with how many of its events (1: a run's START,
+    so its end is next)."""
 
     name: str
     filters: dict[str, Any]
-    position: tuple[str, int, int]
+    position: Position | None
     runs: int
     events: int
     updated_at: str
+    ahead: tuple[tuple[Position, int], ...] = ()
+
+
+@attrs.frozen
+class RefusedItem:
+    """An event a backfill's backend refused for good: its item's position, which event
+    (``start`` or ``end`` of a task run, ``event`` of the others; a refused START holds its run's
+    end), the backend's status and answer."""
+
+    position: Position
+    event: str
+    status: int | None
+    error: str
+    refused_at: str
 
 
 # SQLite's primary result codes that mean the file, the disk or another process is in the way,
@@ -561,6 +619,25 @@ def _run_filters(
     return {name: value is not None for name, value in given.items()}, params
 
 
+def _position(value: Any) -> Position:
+    time, order, ref = value
+    return (str(time), int(order), int(ref))
+
+
+def _checkpoint_from_row(row: Sequence[Any]) -> Checkpoint:
+    name, filters, position, runs, events, updated_at, ahead = row
+    where = json.loads(position)
+    return Checkpoint(
+        name,
+        json.loads(filters),
+        _position(where) if where is not None else None,
+        runs,
+        events,
+        updated_at,
+        tuple((_position(p), int(settled)) for p, settled in json.loads(ahead)),
+    )
+
+
 def _change_from_row(row: Sequence[Any]) -> AssetChange:
     seq, kind, changed_at, snapshot = row
     moment = rows.read_time(changed_at)
@@ -576,5 +653,6 @@ __all__ = [
     "LineageEdge",
     "LineageGraph",
     "RecordResult",
+    "RefusedItem",
     "storage_error",
 ]

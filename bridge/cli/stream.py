@@ -10,16 +10,21 @@ from typing import Any
 
 import click
 
+from bridge.catalog import Catalog
 from bridge.cli.output import print_json, say, stop_on_signals
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
 from bridge.delivery.backfill import Backfill, BackfillFilter
 from bridge.delivery.config import sender_for
 from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.lease import OutboxLease
+from bridge.delivery.report import FailureReport, describe
 from bridge.delivery.retry import RateLimiter, RetryPolicy
 from bridge.delivery.worker import StreamStats, StreamWorker
+from bridge.errors import ExportError
 from bridge.model import check_namespace, parse_window
 
 _STOPPING = "{signal}: stopping after the requests in flight"
+ONCE_BUDGET = 60.0  # --give-up-after's default with --once
 
 
 def delivery_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -52,7 +57,9 @@ def delivery_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             type=click.IntRange(min=0),
             default=0,
             show_default=True,
-            help="Give an event up (dead letter) after this many attempts; 0 retries for as long as it takes.",
+            help="Attempts per event before giving up on it: stream keeps an event answered 408, 429 or 5xx that "
+            "often as a dead letter (one that got no answer stays pending: see --give-up-after); backfill stops with "
+            "an error before any undelivered event; 0 retries for as long as it takes.",
         ),
     ]
     for option in reversed(options):
@@ -102,20 +109,45 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--poll", type=click.FloatRange(min=0.01), default=1.0, show_default=True, help="Seconds between looks."
     )
+    @click.option(
+        "--give-up-after",
+        type=click.FloatRange(min=0),
+        help="Stop and exit 1 when no event has been delivered for this many seconds while deliveries fail "
+        "(a retry due later is not waited for); the events stay pending. 0: never "
+        f"[default: {ONCE_BUDGET:g} with --once, else 0].",
+    )
     @click.option("--json", "as_json", is_flag=True, help="Print the delivery counts as JSON at the end.")
     @click.pass_obj
-    def stream(app: Any, /, once: bool, poll: float, as_json: bool, **flags: Any) -> None:
+    def stream(app: Any, /, once: bool, poll: float, give_up_after: float | None, as_json: bool, **flags: Any) -> None:
         """Deliver the catalog's outbox to an OpenLineage backend, as runs happen.
 
         Every task run start and end, asset update and delete recorded in the catalog (by any
         command, adapter or the Python API) is queued in its outbox in the same transaction.
         This worker sends them in order per run, retries with backoff, keeps refused events as
-        dead letters (olbridge outbox list --dead), and stops cleanly on SIGTERM or Ctrl-C."""
+        dead letters (olbridge outbox list --dead), says every failure on stderr (at most a line
+        every few seconds per kind), and stops cleanly on SIGTERM or Ctrl-C.
+
+        One worker at a time delivers a catalog's outbox. A second one waits and takes over when
+        the first stops (or within seconds when it was killed); with --once it refuses instead,
+        naming the worker that holds the outbox. olbridge status shows the workers."""
         catalog = app.catalog()
+        budget = give_up_after if give_up_after is not None else (ONCE_BUDGET if once else 0.0)
         with stop_on_signals(_STOPPING) as stop:
             dispatcher = _dispatcher(flags, stop=stop)
-            say(f"streaming the outbox of {app.catalog_path} to {dispatcher.sender.target}")
-            worker = StreamWorker(catalog, app.converter(), dispatcher, policy=_policy(flags), stop=stop, poll=poll)
+            target = dispatcher.sender.target
+            say(f"streaming the outbox of {app.catalog_path} to {target}")
+            worker = StreamWorker(
+                catalog,
+                app.converter(),
+                dispatcher,
+                policy=_policy(flags),
+                stop=stop,
+                poll=poll,
+                report=FailureReport(target, say),
+                give_up_after=budget,
+                lease=OutboxLease(catalog, target),
+                notify=say,
+            )
             try:
                 stats = worker.run(once=once)
             finally:
@@ -123,6 +155,20 @@ def register(cli: click.Group) -> None:
         if as_json:
             print_json(stats.as_json())
         say(_stream_message(stats))
+        gave_up = worker.gave_up
+        if gave_up is not None:
+            last = f"; last failure: {describe(gave_up.last)}" if gave_up.last else ""
+            later = "" if gave_up.next_retry is None else ", and the next retry was due after that"
+            raise ExportError(
+                f"gave up on delivering to {target}: nothing delivered for {gave_up.seconds:.1f}s while deliveries "
+                f"failed (--give-up-after {budget:g}{later}){last}; {catalog.outbox.status().pending} event(s) stay "
+                "pending: run olbridge stream again when the backend is back"
+            )
+        if once and stats.dead:
+            raise ExportError(
+                f"{stats.dead} event(s) became dead letters (refused by {target}, or out of --max-attempts); "
+                "see olbridge outbox list --dead, and olbridge outbox retry once the cause is fixed"
+            )
 
     @cli.command()
     @delivery_options
@@ -135,6 +181,12 @@ def register(cli: click.Group) -> None:
     @click.option("--rate", callback=_rate, help="At most this many events a second, e.g. 500/s.")
     @click.option("--checkpoint", help="Name of the checkpoint to resume from and keep [default: the target].")
     @click.option("--no-resume", is_flag=True, help="Start from the beginning (the checkpoint starts over).")
+    @click.option(
+        "--retry-refused",
+        is_flag=True,
+        help="First send again the events the backend refused in earlier runs of this checkpoint (olbridge "
+        "status counts them); those it takes are forgotten.",
+    )
     @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
     @click.pass_obj
     def backfill(
@@ -149,12 +201,21 @@ def register(cli: click.Group) -> None:
         rate: float | None,
         checkpoint: str | None,
         no_resume: bool,
+        retry_refused: bool,
         as_json: bool,
         **flags: Any,
     ) -> None:
         """Replay the catalog's history to an OpenLineage backend: task runs by start time (each
         run's START, then its end) with the asset changes in between, resuming where an
-        interrupted backfill stopped."""
+        interrupted backfill stopped.
+
+        The checkpoint moves only past events the backend took (2xx) or refused for good (4xx,
+        Marquez's 500 with "code":400). Refused events are kept with the checkpoint and sent
+        again by --retry-refused; the exit status is then 1. Connection errors, timeouts, 408,
+        429 and 5xx are retried; when --max-attempts runs out the backfill stops with an error,
+        its checkpoint before the first event not delivered."""
+        if retry_refused and no_resume:
+            raise click.UsageError("--retry-refused resends a checkpoint's refused events; --no-resume starts it over")
         start, end = parse_window(since, until)
         filters = BackfillFilter(
             since=start,
@@ -177,8 +238,10 @@ def register(cli: click.Group) -> None:
                 filters=filters,
                 checkpoint=name,
                 resume=not no_resume,
+                retry_refused=retry_refused,
                 policy=_policy(flags),
                 stop=stop,
+                report=FailureReport(dispatcher.sender.target, say) if dispatcher is not None else None,
             )
             saved = job.start_position()
             began = time.monotonic()
@@ -202,13 +265,20 @@ def register(cli: click.Group) -> None:
                 try:
                     summary = job.run()
                 finally:
+                    if job.report is not None:
+                        job.report.flush()
                     if dispatcher is not None:
                         dispatcher.close()
         if as_json:
             print_json(summary.as_json())
         verb = "checked" if dry_run else "delivered"
-        extra = f", {summary.invalid} invalid" if dry_run else f", {summary.rejected} refused"
-        state = "" if summary.complete else " (stopped; run it again to resume)"
+        extra = (
+            f", {summary.invalid} invalid"
+            if dry_run
+            else f", {summary.refused} refused, {summary.undelivered} undelivered"
+            + (f" ({summary.resent} refused before and delivered now)" if summary.resent else "")
+        )
+        state = "" if summary.complete or summary.error else " (stopped; run it again to resume)"
         say(
             f"backfill {verb} {summary.events} event(s) of {summary.runs} task run(s), {summary.changes} "
             f"asset change(s) and {summary.jobs} declared job(s) in {summary.seconds:.1f}s{extra}{state}"
@@ -216,7 +286,14 @@ def register(cli: click.Group) -> None:
         for problem in summary.problems if not as_json else []:
             said = problem.get("detail") or "; ".join(problem.get("problems", []))
             say(f"  {problem['event']}: {problem.get('status') or ''} {said}")
-        if summary.rejected or summary.invalid:
+        if summary.error is not None:
+            raise ExportError(summary.error)
+        if summary.refused:
+            say(
+                f"the refused events are kept with checkpoint {name!r} (olbridge status counts them); fix the cause, "
+                "then send them again with olbridge backfill --retry-refused (same --url and --checkpoint)"
+            )
+        if summary.refused or summary.invalid:
             raise SystemExit(1)
 
     @cli.group()
@@ -269,13 +346,70 @@ def register(cli: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
     @click.pass_obj
     def status(app: Any, as_json: bool) -> None:
-        """The outbox: depth, oldest pending event, dead letters, last success."""
-        state = app.catalog().outbox.status()
+        """The outbox (depth, oldest pending event, dead letters, last success), the last
+        delivery error and when, the stream workers, and each backfill's checkpoint with the
+        events its backend refused."""
+        catalog = app.catalog()
+        state = catalog.outbox.status()
+        errors = catalog.outbox.errors()
+        workers = catalog.workers.list()
+        now = time.time()
+        backfills = _backfills(catalog, {e.source: e for e in errors})
         if as_json:
-            print_json(state.as_json())
+            print_json(
+                {
+                    **state.as_json(),
+                    "lastError": errors[0].as_json() if errors else None,
+                    "workers": [w.as_json(now) for w in workers],
+                    "backfills": backfills,
+                }
+            )
             return
         click.echo(f"pending: {state.pending}")
         click.echo(f"oldest pending: {state.oldest_pending or '-'}")
         click.echo(f"dead letters: {state.dead}")
         click.echo(f"delivered: {state.delivered}")
         click.echo(f"last success: {state.last_success or '-'}")
+        if errors:
+            e = errors[0]
+            answer = " ".join(e.detail.split())[:200]
+            status_text = f" HTTP {e.status}" if e.status is not None else ""
+            kind, _, name = e.source.partition(":")
+            by = f"{kind} to {e.target}" + (f" (checkpoint {name})" if name and name != e.target else "")
+            click.echo(f"last error: {e.at} {by}: {e.failure}{status_text} {answer}".rstrip())
+        else:
+            click.echo("last error: -")
+        for w in workers:
+            role = f"delivering since {w.lease_since}" if w.lease_since else "waiting for the outbox"
+            beat = max(now - w.heartbeat_at, 0.0)
+            click.echo(
+                f"worker: pid {w.pid} on {w.host} to {w.target}, {role}, started {w.started_at}, "
+                f"heartbeat {beat:.1f}s ago"
+            )
+        for b in backfills:
+            up_to = b["position"][0] if b["position"] and b["position"][0] else "-"
+            refused = f", {b['refused']} refused (send again: --retry-refused)" if b["refused"] else ""
+            click.echo(
+                f"backfill {b['checkpoint']}: up to {up_to}, {b['runs']} task run(s), {b['events']} event(s) "
+                f"delivered{refused}, updated {b['updatedAt']}"
+            )
+
+
+def _backfills(catalog: Catalog, errors: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each backfill checkpoint as ``status`` shows it."""
+    refused = catalog.count_refused()
+    out = []
+    for checkpoint in catalog.list_checkpoints():
+        error = errors.get(f"backfill:{checkpoint.name}")
+        out.append(
+            {
+                "checkpoint": checkpoint.name,
+                "position": list(checkpoint.position) if checkpoint.position is not None else None,
+                "runs": checkpoint.runs,
+                "events": checkpoint.events,
+                "refused": refused.get(checkpoint.name, 0),
+                "updatedAt": checkpoint.updated_at,
+                "lastError": error.as_json() if error is not None else None,
+            }
+        )
+    return out

@@ -3,19 +3,28 @@
 Task runs come from :meth:`Catalog.iter_task_runs` (paged, so memory stays flat) in start order,
 merged by time with the asset changes made outside any run. They go out a window at a time:
 first every item's first event (the STARTs and the DatasetEvents) side by side, then the ends of
-the runs whose START was delivered, so a run's end never goes before its START. Retries follow
-the stream worker's rules; an event the backend refuses is counted and reported, and a run
-whose START was refused is not ended.
+the runs whose START was delivered, so a run's end never goes before its START. Flows' declared
+jobs go first, as JobEvents (as ``olbridge export`` sends them).
 
-Flows' declared jobs go first, as JobEvents (as ``olbridge export`` sends them). After each
-window the checkpoint (in the catalog) moves to its last item, as (time, 0 for an asset change or
-1 for a run, seq or pk; a declared job is ("", -1, its pk)); a stop request lets the window in flight finish, so a
-stopped backfill resumes with nothing sent twice. Events are the converter's, deterministic:
-replaying twice sends the same bytes.
+An event is settled when the backend took it (2xx) or refused it for good (400, 422, other 4xx,
+Marquez's 500 with ``"code":400``); a refused START settles its run's end too, unsent. Refused
+events are kept in the catalog under the checkpoint (``olbridge status`` counts them) until a
+backfill with ``retry_refused`` delivers them. Connection errors, timeouts, 408, 429 and 5xx are
+never refusals: they are retried (reported through a :class:`~bridge.delivery.report.
+FailureReport`), and an event whose ``max_attempts`` run out is undelivered: the backfill stops
+after its window with :attr:`BackfillSummary.error` set.
+
+After each window the checkpoint (in the catalog) moves to the last item of the window's settled
+prefix, as (time, 0 for an asset change or 1 for a run, seq or pk; a declared job is ("", -1, its
+pk)): never past an event that was not delivered or refused. The items past it that the window
+settled in whole or in part are kept with it (``ahead``), so the next run sends neither them nor a
+run's START again. A stop request lets the window in flight finish (a retry in progress ends it
+early, undelivered). Events are the converter's, deterministic: replaying sends the same bytes.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import heapq
 import itertools
 import json
@@ -29,12 +38,14 @@ from typing import Any
 import attrs
 
 from bridge.catalog import Catalog
-from bridge.catalog.store import Checkpoint
+from bridge.catalog.outbox import DeliveryError
+from bridge.catalog.store import Checkpoint, Position, RefusedItem
 from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.report import FailureReport, describe, retry_note
 from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import Outcome
 from bridge.delivery.worker import epoch_text
-from bridge.errors import ConfigError
+from bridge.errors import ConfigError, NotFoundError
 from bridge.export import AssetLookup, ExportFilter
 from bridge.jsonkeys import camel_keys
 from bridge.model import AssetChange, StoredDeclaredJob, StoredTaskRun, format_time
@@ -42,8 +53,8 @@ from bridge.openlineage.convert import Converter
 from bridge.openlineage.serialize import dumps
 from bridge.openlineage.validate import validate_event
 
-Position = tuple[str, int, int]  # (time, 0 change | 1 run, seq | pk), ("", -1, pk) a declared job
 PROBLEMS_KEPT = 20
+STOPPED = Outcome(ok=False, retry=True, detail="the backfill was stopped before it was delivered", error="stopped")
 
 
 @attrs.frozen
@@ -61,17 +72,21 @@ class BackfillSummary:
     checkpoint: str | None
     dry_run: bool
     resumed_from: Position | None = None
-    runs: int = 0
+    runs: int = 0  # task runs whose events were all settled by this backfill
     changes: int = 0
     jobs: int = 0  # declared jobs (JobEvents)
     events: int = 0  # delivered (or, in a dry run, counted)
     invalid: int = 0  # dry run: events that fail validation
-    rejected: int = 0  # refused by the backend
-    skipped: int = 0  # run ends not sent because the START was refused
+    refused: int = 0  # refused for good by the backend: kept with the checkpoint
+    undelivered: int = 0  # not delivered (retries ran out, or a stop): the checkpoint stays before them
+    skipped: int = 0  # run ends not sent because the START was refused (kept with it)
+    resent: int = 0  # events refused before, delivered now (retry_refused)
     attempts: int = 0
     retries: int = 0
     seconds: float = 0.0
     complete: bool = False  # False when stopped before the end
+    stopped_before: str | None = None  # the first event not delivered
+    error: str | None = None  # why the backfill stopped short: it failed
     problems: list[dict[str, Any]] = attrs.Factory(list)
 
     def as_json(self) -> dict[str, Any]:
@@ -81,11 +96,30 @@ class BackfillSummary:
         return out
 
 
-class _Stopped(Exception):
-    pass
-
-
 Item = StoredTaskRun | AssetChange | StoredDeclaredJob
+
+
+@attrs.define
+class _Slot:
+    """One item of a window: its events, and how many of them (from the first) are settled."""
+
+    position: Position
+    item: Item
+    lines: list[str]
+    settled: int = 0
+    initial: int = 0  # settled before this backfill (a window of an earlier one got that far)
+    delivered: int = 0
+    refused: RefusedItem | None = None
+    last: Outcome | None = None  # what left it unsettled
+
+    @property
+    def done(self) -> bool:
+        return self.settled >= len(self.lines)
+
+    def event_name(self, index: int) -> str:
+        if isinstance(self.item, StoredTaskRun):
+            return "start" if index == 0 else "end"
+        return "event"
 
 
 class Backfill:
@@ -98,28 +132,43 @@ class Backfill:
         filters: BackfillFilter = BackfillFilter(),
         checkpoint: str | None = None,
         resume: bool = True,
+        retry_refused: bool = False,
         policy: RetryPolicy = RetryPolicy(),
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], object] | None = None,
         stop: threading.Event | None = None,
         window: int = 1000,
         progress: Callable[[int], object] | None = None,
+        report: FailureReport | None = None,
     ) -> None:
         """``dispatcher`` None is a dry run: events are counted and validated, nothing is sent
-        and the checkpoint is left alone."""
+        and the checkpoint is left alone. ``retry_refused`` first sends again the events the
+        backend refused in earlier runs of this checkpoint."""
         self.catalog = catalog
         self.converter = converter
         self.dispatcher = dispatcher
         self.filters = filters
         self.checkpoint = checkpoint
         self.resume = resume
+        self.retry_refused = retry_refused
         self.policy = policy
         self.clock = clock
         self.stop = stop or threading.Event()
         self.sleep = sleep or self.stop.wait
         self.window = window
         self.progress = progress
+        self.report = report
         self.summary = BackfillSummary(checkpoint=checkpoint, dry_run=dispatcher is None)
+        self._position: Position | None = None
+        self._ahead: dict[Position, int] = {}
+        self._totals = [0, 0]  # task runs and events, since the checkpoint began
+        self._clear_refused = False
+        self._failure: tuple[Outcome, float] | None = None  # the latest, from the sending thread
+        self._failure_kept: tuple[Outcome, float] | None = None
+
+    @property
+    def target(self) -> str:
+        return self.dispatcher.sender.target if self.dispatcher is not None else "(dry run)"
 
     def start_position(self) -> Checkpoint | None:
         """The checkpoint this backfill resumes from (None: from the beginning)."""
@@ -135,56 +184,160 @@ class Backfill:
         return found
 
     def run(self) -> BackfillSummary:
-        """Replay until the end or a stop request. Window N+1 is read and converted while window
-        N is on the wire (one sending thread; the catalog is only touched from this one)."""
+        """Replay until the end, a stop request, or an event that cannot be delivered. Window
+        N+1 is read and converted while window N is on the wire (one sending thread; the catalog
+        is only touched from this one)."""
         began = self.clock()
         saved = self.start_position()
-        self.summary.resumed_from = saved.position if saved else None
-        totals = [saved.runs, saved.events] if saved else [0, 0]
+        if saved is not None:
+            self._position, self._ahead = saved.position, dict(saved.ahead)
+            self._totals = [saved.runs, saved.events]
+        self.summary.resumed_from = self._position
+        self._clear_refused = self.checkpoint is not None and not self.resume
         lookup = AssetLookup(self.catalog)
-        items = self._items(self.summary.resumed_from)
-        in_flight: tuple[Future[int], list[tuple[Position, Item]]] | None = None
-
-        def finish() -> None:
-            """Wait for the window on the wire, then move the checkpoint past it."""
-            assert in_flight is not None
-            future, window = in_flight
-            delivered = future.result()
-            totals[0] += self._count(window)
-            totals[1] += delivered
-            if self.checkpoint is not None:
-                stamp = epoch_text(self.clock())
-                filters = self.filters.as_json()
-                self.catalog.save_checkpoint(
-                    Checkpoint(self.checkpoint, filters, window[-1][0], totals[0], totals[1], stamp)
-                )
-            if self.progress is not None:
-                self.progress(delivered)
-
-        with ThreadPoolExecutor(1, thread_name_prefix="olbridge-backfill") as wire:
-            try:
-                while not self.stop.is_set():
-                    window = list(itertools.islice(items, self.window))
-                    lines = [self._lines(item, lookup) for _, item in window]
-                    if self.dispatcher is None:  # a dry run
-                        self._count(window)
-                        checked = self._check([line for group in lines for line in group])
-                        if self.progress is not None and checked:
-                            self.progress(checked)
-                    if in_flight is not None:
-                        finish()
-                        in_flight = None
-                    if not window:
-                        self.summary.complete = True
-                        break
-                    if self.dispatcher is not None and not self.stop.is_set():
-                        in_flight = (wire.submit(self._send_window, lines), window)
-                if in_flight is not None:
-                    finish()
-            except _Stopped:
-                pass
+        if self.retry_refused and self.dispatcher is not None and self.checkpoint is not None and saved is not None:
+            self._resend_refused(lookup)
+        if self.summary.error is None:
+            self._replay(lookup)
         self.summary.seconds = self.clock() - began
         return self.summary
+
+    def _replay(self, lookup: AssetLookup) -> None:
+        items = self._items(self._position)
+        in_flight: tuple[Future[None], list[_Slot]] | None = None
+        with ThreadPoolExecutor(1, thread_name_prefix="olbridge-backfill") as wire:
+            while not self.stop.is_set():
+                slots = [self._slot(position, item, lookup) for position, item in itertools.islice(items, self.window)]
+                if self.dispatcher is None:  # a dry run
+                    self._dry_run(slots)
+                if in_flight is not None:
+                    self._finish(*in_flight)
+                    in_flight = None
+                    if self.summary.stopped_before is not None:
+                        return
+                if not slots:
+                    self.summary.complete = True
+                    return
+                if self.dispatcher is not None and not self.stop.is_set():
+                    in_flight = (wire.submit(self._send_window, slots), slots)
+            if in_flight is not None:
+                self._finish(*in_flight)
+
+    def _finish(self, future: Future[None], slots: list[_Slot]) -> None:
+        """Wait for the window on the wire (keeping the latest failure for ``olbridge status``
+        meanwhile), then move the checkpoint to the end of its settled prefix."""
+        while True:
+            try:
+                future.result(timeout=1.0)
+                break
+            except concurrent.futures.TimeoutError:
+                self._keep_failure()
+        prefix = next((i for i, slot in enumerate(slots) if not slot.done), len(slots))
+        if prefix:
+            self._position = slots[prefix - 1].position
+        ahead = {p: n for p, n in self._ahead.items() if p > slots[-1].position}
+        ahead.update((slot.position, slot.settled) for slot in slots[prefix:] if slot.settled > 0)
+        self._ahead = ahead
+        finished = [slot for slot in slots if slot.done and slot.initial < len(slot.lines)]
+        runs = self._count([slot.item for slot in finished])
+        delivered = sum(slot.delivered for slot in slots)
+        self._totals[0] += runs
+        self._totals[1] += delivered
+        self._save([slot.refused for slot in slots if slot.refused is not None])
+        self._keep_failure()
+        if self.progress is not None:
+            self.progress(delivered)
+        if prefix < len(slots):
+            self._stopped_short(slots[prefix:])
+
+    def _stopped_short(self, unsettled: list[_Slot]) -> None:
+        first = unsettled[0]
+        self.summary.undelivered += sum(len(slot.lines) - slot.settled for slot in unsettled if not slot.done)
+        self.summary.stopped_before = _describe(first.lines[first.settled])
+        if self.stop.is_set() and first.last is STOPPED:
+            return  # a stop request: resumed by the next run, not a failure
+        last = first.last or STOPPED
+        where = f"the checkpoint {self.checkpoint!r} stays before it" if self.checkpoint else "no checkpoint kept"
+        self.summary.error = (
+            f"backfill stopped: {self.summary.undelivered} event(s) could not be delivered to {self.target} "
+            f"after {self.policy.max_attempts} attempt(s) each (last: {describe(last)}); it stopped before "
+            f"{self.summary.stopped_before} and {where}; run it again to resume from there"
+        )
+
+    def _save(self, refused: list[RefusedItem], resolved: Sequence[RefusedItem] = ()) -> None:
+        if self.checkpoint is None:
+            return
+        checkpoint = Checkpoint(
+            self.checkpoint,
+            self.filters.as_json(),
+            self._position,
+            self._totals[0],
+            self._totals[1],
+            epoch_text(self.clock()),
+            tuple(sorted(self._ahead.items())),
+        )
+        self.catalog.save_checkpoint(checkpoint, refused=refused, resolved=resolved, clear_refused=self._clear_refused)
+        self._clear_refused = False
+
+    def _keep_failure(self) -> None:
+        """Keep the latest delivery failure in the catalog (``olbridge status`` shows it)."""
+        failure = self._failure
+        if failure is None or failure is self._failure_kept or self.checkpoint is None:
+            return
+        outcome, at = failure
+        source = f"backfill:{self.checkpoint}"
+        self.catalog.outbox.record_error(
+            DeliveryError(source, self.target, outcome.failure, outcome.status, outcome.detail, epoch_text(at))
+        )
+        self._failure_kept = failure
+
+    # --- refused events sent again --------------------------------------------------------
+
+    def _resend_refused(self, lookup: AssetLookup) -> None:
+        """Send the checkpoint's refused events again, in order: a run's START, then its end."""
+        assert self.checkpoint is not None
+        entries = self.catalog.refused_items(self.checkpoint)
+        gone: list[RefusedItem] = []
+        for start in range(0, len(entries), self.window):
+            slots: list[_Slot] = []
+            chunk = entries[start : start + self.window]
+            for entry in chunk:
+                item = self._find(entry.position)
+                lines = self._lines(item, lookup) if item is not None else []
+                settled = 1 if entry.event == "end" else 0
+                if item is None or settled >= len(lines):
+                    gone.append(entry)  # its record is gone (a purged change), or its end
+                    continue
+                slots.append(_Slot(entry.position, item, lines, settled=settled, initial=settled))
+            self._send_window(slots)
+            resolved = [*gone, *(_entry(slot) for slot in slots if slot.done and slot.refused is None)]
+            pending = [_pending(slot, self.clock()) for slot in slots if not slot.done and slot.settled > slot.initial]
+            refused = [slot.refused for slot in slots if slot.refused is not None]
+            delivered = sum(slot.delivered for slot in slots)
+            self.summary.resent += delivered
+            self._totals[1] += delivered
+            self._save([*refused, *pending], resolved)
+            self._keep_failure()
+            gone = []
+            if self.progress is not None:
+                self.progress(delivered)
+            unsettled = [slot for slot in slots if not slot.done]
+            if unsettled:
+                self._stopped_short(unsettled)
+                return
+
+    def _find(self, position: Position) -> Item | None:
+        _, order, ref = position
+        if order == 1:
+            return self.catalog.task_runs_by_pk([ref]).get(ref)
+        if order == 0:
+            return self.catalog.get_change(ref)
+        try:
+            return self.catalog.declared_job(ref)
+        except NotFoundError:
+            return None
+
+    # --- reading ---------------------------------------------------------------------------
 
     def _items(self, after: Position | None) -> Iterator[tuple[Position, Item]]:
         f = self.filters
@@ -219,6 +372,11 @@ class Backfill:
         )
         yield from heapq.merge(runs, changes, key=lambda pair: pair[0])
 
+    def _slot(self, position: Position, item: Item, lookup: AssetLookup) -> _Slot:
+        lines = self._lines(item, lookup)
+        settled = min(self._ahead.get(position, 0), len(lines))
+        return _Slot(position, item, lines, settled=settled, initial=settled)
+
     def _lines(self, item: Item, lookup: AssetLookup) -> list[str]:
         if isinstance(item, StoredTaskRun):
             return self.converter.task_run_lines(item, lookup.of_run(item))
@@ -226,32 +384,44 @@ class Backfill:
             return [dumps(self.converter.job_event(item, lookup.of_declared(item)))]
         return [dumps(self.converter.asset_change_event(item))]
 
-    def _count(self, window: Sequence[tuple[Position, Item]]) -> int:
-        """Count a window done in the summary; returns its task runs."""
-        runs = sum(1 for _, item in window if isinstance(item, StoredTaskRun))
-        jobs = sum(1 for _, item in window if isinstance(item, StoredDeclaredJob))
+    def _count(self, items: Sequence[Item]) -> int:
+        """Count items done in the summary; returns their task runs."""
+        runs = sum(1 for item in items if isinstance(item, StoredTaskRun))
+        jobs = sum(1 for item in items if isinstance(item, StoredDeclaredJob))
         self.summary.runs += runs
         self.summary.jobs += jobs
-        self.summary.changes += len(window) - runs - jobs
+        self.summary.changes += len(items) - runs - jobs
         return runs
 
-    def _send_window(self, lines: Sequence[list[str]]) -> int:
-        """Deliver a window's events (each item's first, then the run ends whose START went);
-        returns how many went."""
-        firsts = self._deliver([group[0] for group in lines])
-        ends = [i for i, group in enumerate(lines) if len(group) > 1 and firsts[i].ok]
-        self.summary.skipped += sum(1 for i, group in enumerate(lines) if len(group) > 1 and not firsts[i].ok)
-        lasts = self._deliver([lines[i][1] for i in ends])
-        for outcomes, groups in ((firsts, [g[0] for g in lines]), (lasts, [lines[i][1] for i in ends])):
-            for outcome, line in zip(outcomes, groups, strict=True):
-                if not outcome.ok:
-                    self._problem(line, outcome)
-        delivered = sum(o.ok for o in firsts) + sum(o.ok for o in lasts)
-        self.summary.events += delivered
-        return delivered
+    # --- sending (on the sending thread) ---------------------------------------------------
+
+    def _send_window(self, slots: Sequence[_Slot]) -> None:
+        """Deliver a window's events: each item's first, then the run ends whose START went
+        (in this window or an earlier one). Refused events settle their item (a refused START
+        its run's end too); undelivered ones leave it unsettled."""
+        for index in (0, 1):
+            todo = [s for s in slots if not s.done and s.settled == index and s.last is None]
+            if not todo:
+                continue
+            outcomes = self._deliver([slot.lines[index] for slot in todo])
+            for slot, outcome in zip(todo, outcomes, strict=True):
+                if outcome.ok:
+                    slot.settled += 1
+                    slot.delivered += 1
+                elif outcome.refused:
+                    at = epoch_text(self.clock())
+                    name = slot.event_name(index)
+                    slot.refused = RefusedItem(slot.position, name, outcome.status, outcome.detail, at)
+                    self.summary.skipped += len(slot.lines) - index - 1
+                    slot.settled = len(slot.lines)
+                    self._problem(slot.lines[index], outcome)
+                else:
+                    slot.last = outcome
+        self.summary.events += sum(slot.delivered for slot in slots)
 
     def _deliver(self, lines: Sequence[str]) -> list[Outcome]:
-        """Send events of different runs until each is delivered or refused for good."""
+        """Send events of different runs until each is delivered, refused for good, or out of
+        attempts (then its last outcome, to be retried); a stop request ends the retries."""
         assert self.dispatcher is not None
         final: list[Outcome | None] = [None] * len(lines)
         attempts = [0] * len(lines)
@@ -268,13 +438,33 @@ class Backfill:
                     wait = max(wait, self.policy.delay(attempts[i], outcome.retry_after))
                 else:
                     final[i] = outcome
+            failed = [o for o in outcomes if not o.ok]
+            now = self.clock()
+            if failed:
+                self._failure = (failed[-1], now)
+            if self.report is not None:
+                tried_again = set(again)
+                retried = [o for i, o in zip(waiting, outcomes, strict=True) if i in tried_again]
+                self.report.failed(retried, retry_note(now + wait, now))
+                out = [o for i, o in zip(waiting, outcomes, strict=True) if o.retry and i not in tried_again]
+                self.report.failed(out, "out of attempts: the backfill stops after this window")
+                refused = [o for o in outcomes if o.refused]
+                self.report.failed(refused, "refused for good: kept with the checkpoint (--retry-refused)")
             waiting = again
             if waiting:
                 self.summary.retries += len(waiting)
                 if self.stop.is_set():
-                    raise _Stopped
+                    for i in waiting:
+                        final[i] = STOPPED
+                    break
                 self.sleep(wait)
-        return [o for o in final if o is not None]
+        return [o if o is not None else STOPPED for o in final]
+
+    def _dry_run(self, slots: Sequence[_Slot]) -> None:
+        self._count([slot.item for slot in slots])
+        checked = self._check([line for slot in slots for line in slot.lines])
+        if self.progress is not None and checked:
+            self.progress(checked)
 
     def _check(self, lines: Sequence[str]) -> int:
         for line in lines:
@@ -287,9 +477,20 @@ class Backfill:
         return len(lines)
 
     def _problem(self, line: str, outcome: Outcome) -> None:
-        self.summary.rejected += 1
+        self.summary.refused += 1
         if len(self.summary.problems) < PROBLEMS_KEPT:
             self.summary.problems.append({"event": _describe(line), "status": outcome.status, "detail": outcome.detail})
+
+
+def _entry(slot: _Slot) -> RefusedItem:
+    return RefusedItem(slot.position, "", None, "", "")
+
+
+def _pending(slot: _Slot, now: float) -> RefusedItem:
+    """A refused run whose START went through on a retry while its end could not be delivered:
+    kept, its end next."""
+    last = slot.last or STOPPED
+    return RefusedItem(slot.position, slot.event_name(slot.settled), last.status, last.detail, epoch_text(now))
 
 
 def _describe(line: str) -> str:
@@ -297,5 +498,8 @@ def _describe(line: str) -> str:
     if "run" in event:
         job = event.get("job", {})
         return f"{event.get('eventType')} {job.get('namespace')}/{job.get('name')} run {event['run'].get('runId')}"
+    if "dataset" not in event:
+        job = event.get("job", {})
+        return f"JobEvent {job.get('namespace')}/{job.get('name')}"
     dataset = event.get("dataset", {})
     return f"DatasetEvent {dataset.get('namespace')}/{dataset.get('name')} at {event.get('eventTime')}"

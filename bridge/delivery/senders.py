@@ -15,6 +15,7 @@ and on a 500 whose body says ``"code":400`` (Marquez's answer to JSON it cannot 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -40,13 +41,48 @@ class Outcome:
     retry_after: float | None = None
     status: int | None = None
     detail: str = ""  # the response body or the error, truncated
+    error: str = ""  # with no answer: "connection refused", "connection error", "timeout", "transport error"
 
     @property
     def refused(self) -> bool:
         return not self.ok and not self.retry
 
+    @property
+    def failure(self) -> str:
+        """The class of a failure, as reports and ``olbridge status`` name it: the error when
+        there was no answer, else ``HTTP 429``, ``HTTP 408``, ``HTTP 5xx``, ``refused`` (for
+        good), or ``retriable`` (a batch answer's per-event result)."""
+        if self.ok:
+            return ""
+        if self.status is None:
+            return self.error or "error"
+        if not self.retry:
+            return "refused"
+        if self.status in (408, 429):
+            return f"HTTP {self.status}"
+        if self.status >= 500:
+            return "HTTP 5xx"
+        return "retriable"
+
 
 DELIVERED = Outcome(ok=True)
+_ERRNO = re.compile(r"\[Errno -?\d+\] [^'\")]+")
+_TIMED_OUT = re.compile(r"(Read timed out|Connection to \S+ timed out)[^'\"]*")
+
+
+def unanswered(exc: requests.RequestException) -> Outcome:
+    """The outcome of a request that got no answer: retried, with its class and a short reason
+    (``[Errno 111] Connection refused``, ``Read timed out. (read timeout=5)``)."""
+    text = str(exc)
+    reason = _TIMED_OUT.search(text) or _ERRNO.search(text)
+    detail = f"{type(exc).__name__}: {reason.group(0).strip() if reason else text}"[:BODY_MAX]
+    if isinstance(exc, requests.Timeout):
+        error = "timeout"
+    elif "[Errno 111]" in text or "Connection refused" in text:
+        error = "connection refused"
+    else:
+        error = "connection error"
+    return Outcome(ok=False, retry=True, detail=detail, error=error)
 
 
 def classify(status: int, body: str, headers: Mapping[str, str], now: float) -> Outcome:
@@ -143,7 +179,7 @@ class HttpSender:
         try:
             response = self._post(self.url, line)
         except requests.RequestException as exc:
-            return Outcome(ok=False, retry=True, detail=f"{type(exc).__name__}: {exc}"[:BODY_MAX])
+            return unanswered(exc)
         return classify(response.status_code, response.text, response.headers, self.clock())
 
     def _send_batch(self, lines: Sequence[str]) -> list[Outcome] | None:
@@ -152,8 +188,7 @@ class HttpSender:
         try:
             response = self._post(self.batch_url, f"[{','.join(lines)}]")
         except requests.RequestException as exc:
-            error = Outcome(ok=False, retry=True, detail=f"{type(exc).__name__}: {exc}"[:BODY_MAX])
-            return [error] * len(lines)
+            return [unanswered(exc)] * len(lines)
         status = response.status_code
         if status in FALLBACK_STATUSES:
             self.batch = False
@@ -212,7 +247,8 @@ class TransportSender:
                     self.transport.message_key = _kafka_message_key(event)
                 self.transport.emit(event)
             except Exception as exc:  # any transport's failure: keep the event and retry
-                outcomes.append(Outcome(ok=False, retry=True, detail=f"{type(exc).__name__}: {exc}"[:BODY_MAX]))
+                detail = f"{type(exc).__name__}: {exc}"[:BODY_MAX]
+                outcomes.append(Outcome(ok=False, retry=True, detail=detail, error="transport error"))
             else:
                 outcomes.append(DELIVERED)
         return outcomes

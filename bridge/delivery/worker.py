@@ -8,7 +8,13 @@ marked delivered only after the backend's 2xx, so a worker killed at any point l
 the next one sends the events in flight again, and the deterministic run ids make that harmless.
 
 The clock and the sleep are the caller's (tests drive them); ``stop`` ends the loop after the
-round in flight.
+round in flight. Failures are said as they happen through a :class:`~bridge.delivery.report.
+FailureReport` (rate-limited), and each round's last failure is kept in the catalog with its
+outcomes (``olbridge status``). With ``give_up_after`` the worker stops once that many seconds
+have passed without a delivery while deliveries fail (a retry due later is not waited for),
+leaving the events pending; :attr:`StreamWorker.gave_up` says so. With a
+:class:`~bridge.delivery.lease.OutboxLease`, the worker sends nothing before it holds the
+outbox's lease, and stops if it loses it.
 """
 
 from __future__ import annotations
@@ -18,19 +24,24 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import attrs
 
 from bridge.catalog import Catalog
-from bridge.catalog.outbox import Dead, Delivered, OutboxItem, Result, RetryLater
+from bridge.catalog.outbox import Dead, Delivered, DeliveryError, OutboxItem, Result, RetryLater
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.render import render
+from bridge.delivery.report import FailureReport, retry_note
 from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import Outcome
 from bridge.errors import BridgeError
 from bridge.jsonkeys import camel_keys
 from bridge.model import format_time
 from bridge.openlineage.convert import Converter
+
+if TYPE_CHECKING:
+    from bridge.delivery.lease import OutboxLease
 
 
 @attrs.define
@@ -47,10 +58,13 @@ class StreamStats:
 
 
 def settle_outcome(seq: int, attempts: int, outcome: Outcome, policy: RetryPolicy, now: float) -> Result:
-    """The outbox result of one attempt (``attempts`` counts this one)."""
+    """The outbox result of one attempt (``attempts`` counts this one). An attempt that got no
+    answer (connection refused, timeout) says nothing against the event: it stays pending however
+    many attempts it took (``--give-up-after`` bounds a ``--once`` run instead); an answer to retry
+    (408, 429, 5xx) makes it a dead letter once the policy gives up."""
     if outcome.ok:
         return Delivered(seq)
-    if outcome.retry and not policy.gives_up(attempts):
+    if outcome.retry and (outcome.status is None or not policy.gives_up(attempts)):
         at = now + policy.delay(attempts, outcome.retry_after)
         return RetryLater(seq, attempts, at, outcome.status, outcome.detail)
     return Dead(seq, attempts, outcome.status, outcome.detail)
@@ -58,6 +72,21 @@ def settle_outcome(seq: int, attempts: int, outcome: Outcome, policy: RetryPolic
 
 def epoch_text(seconds: float) -> str:
     return format_time(datetime.fromtimestamp(seconds, UTC))
+
+
+@attrs.frozen
+class GaveUp:
+    """Why a worker with a retry budget stopped: ``seconds`` without a delivery while
+    deliveries failed, the last failure, and when the next retry was due (None: the budget
+    was spent)."""
+
+    seconds: float
+    last: Outcome | None
+    next_retry: float | None = None
+
+
+def stream_error(outcome: Outcome, target: str, now: float) -> DeliveryError:
+    return DeliveryError("stream", target, outcome.failure, outcome.status, outcome.detail, epoch_text(now))
 
 
 class StreamWorker:
@@ -74,6 +103,10 @@ class StreamWorker:
         poll: float = 1.0,
         round_size: int | None = None,
         on_round: Callable[[StreamStats], object] | None = None,
+        report: FailureReport | None = None,
+        give_up_after: float = 0.0,
+        lease: OutboxLease | None = None,
+        notify: Callable[[str], object] | None = None,
     ) -> None:
         self.catalog = catalog
         self.converter = converter
@@ -85,30 +118,69 @@ class StreamWorker:
         self.poll = poll
         self.round_size = round_size or dispatcher.concurrency * dispatcher.batch_size
         self.on_round = on_round
+        self.report = report
+        self.give_up_after = give_up_after
+        self.lease = lease
+        self.notify = notify
         self.stats = StreamStats()
+        self.gave_up: GaveUp | None = None
+        self._failing_since: float | None = None  # the first failure since the last delivery
+        self._last_failure: Outcome | None = None
 
     def run(self, *, once: bool = False) -> StreamStats:
         """Deliver until stopped; with ``once``, until nothing is left that can be sent (rows
-        held back behind a dead letter stay)."""
+        held back behind a dead letter stay). With a lease, wait for it first (``once``: an
+        ExportError naming the holder instead)."""
+        lease = self.lease
+        if lease is not None and not lease.acquire(wait=not once, stop=self.stop, sleep=self.sleep, notify=self.notify):
+            return self.stats  # stopped while waiting
+        try:
+            self._loop(once)
+        finally:
+            if self.report is not None:
+                self.report.flush()
+            if self.lease is not None:
+                self.lease.release()
+        return self.stats
+
+    def _loop(self, once: bool) -> None:
         outbox = self.catalog.outbox
         while not self.stop.is_set():
+            if self.lease is not None:
+                self.lease.check()
             if self.step():
+                if self._out_of_budget(None):
+                    return
                 continue
             due = outbox.next_retry_at()
             if due is None:
                 if once:
-                    break
+                    return
                 self.sleep(self.poll)
                 continue
+            if self._out_of_budget(due):
+                return
             wait = due - self.clock()
             if wait > 0:
                 self.sleep(wait if once else min(wait, self.poll))
-        return self.stats
+
+    def _out_of_budget(self, due: float | None) -> bool:
+        """True (and :attr:`gave_up` set) once deliveries have failed for ``give_up_after``
+        seconds with none delivered, or when the next retry is due only after that."""
+        if self.give_up_after <= 0 or self._failing_since is None:
+            return False
+        deadline = self._failing_since + self.give_up_after
+        now = self.clock()
+        if now < deadline and (due is None or due <= deadline):
+            return False
+        self.gave_up = GaveUp(now - self._failing_since, self._last_failure, due if now < deadline else None)
+        return True
 
     def step(self) -> bool:
         """One round; False when no row was due."""
         outbox = self.catalog.outbox
-        items = outbox.heads(self.clock(), self.round_size)
+        began = self.clock()
+        items = outbox.heads(began, self.round_size)
         if not items:
             return False
         rendered, failed = self._render(items)
@@ -117,6 +189,8 @@ class StreamWorker:
         outcomes = self.dispatcher.send([rendered[item.seq] or "" for item in sending])
         now = self.clock()
         results: list[Result] = [Dead(seq, 0, None, why) for seq, why in failed.items()]
+        retrying: list[tuple[Outcome, float]] = []
+        dead: list[Outcome] = []
         for item, outcome in zip(sending, outcomes, strict=True):
             result = settle_outcome(item.seq, item.attempts + 1, outcome, self.policy, now)
             results.append(result)
@@ -125,14 +199,30 @@ class StreamWorker:
                 self.stats.delivered += 1
             elif isinstance(result, RetryLater):
                 self.stats.retried += 1
+                retrying.append((outcome, result.at))
             else:
                 self.stats.dead += 1
+                dead.append(outcome)
         self.stats.dead += len(failed)
-        if not self._settle(lambda: outbox.settle(results, success_at=epoch_text(now))):
+        failures = [o for o in outcomes if not o.ok]
+        target = self.dispatcher.sender.target
+        error = stream_error(failures[-1], target, now) if failures else None
+        if not self._settle(lambda: outbox.settle(results, success_at=epoch_text(now), failure=error)):
             return True
         if gone:
             self._settle(lambda: outbox.drop(gone))
             self.stats.gone += len(gone)
+        if any(o.ok for o in outcomes):
+            self._failing_since = None
+        elif retrying and self._failing_since is None:
+            self._failing_since = began
+        if failures:
+            self._last_failure = failures[-1]
+        if self.report is not None:
+            if retrying:
+                self.report.failed([o for o, _ in retrying], retry_note(min(at for _, at in retrying), now))
+            if dead:
+                self.report.failed(dead, "kept as dead letter(s): olbridge outbox list --dead")
         self.stats.rounds += 1
         if self.on_round is not None:
             self.on_round(self.stats)

@@ -1,0 +1,153 @@
+"""The stream workers of a catalog and the outbox's lease.
+
+Every ``olbridge stream`` process registers itself in ``stream_workers`` (host, pid, target, when
+it started) and keeps a heartbeat there. On SQLite the outbox is delivered by one worker at a
+time: the one holding the single row of ``outbox_lease``. A lease whose holder's heartbeat is older
+than the time to live (or whose holder is known dead, see ``is_dead``) may be taken over; a holder
+that finds the lease gone (taken over while it was stalled) must stop sending.
+
+The worker registry is not tied to the single lease: an engine where several workers share the
+outbox claims rows instead of the whole outbox, and keeps the same registry for ``olbridge status``.
+All times are seconds since the epoch, from the caller's clock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+import attrs
+
+from bridge.catalog import sql
+
+
+@attrs.frozen
+class StreamWorkerInfo:
+    """A registered worker; ``lease_since`` is when it took the outbox's lease (None: it waits)."""
+
+    id: str
+    host: str
+    pid: int
+    target: str
+    started_at: str
+    heartbeat_at: float
+    lease_since: str | None = None
+
+    def as_json(self, now: float) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "host": self.host,
+            "pid": self.pid,
+            "target": self.target,
+            "startedAt": self.started_at,
+            "heartbeatAgeSeconds": round(max(now - self.heartbeat_at, 0.0), 1),
+            "holdsLease": self.lease_since is not None,
+            "leaseSince": self.lease_since,
+        }
+
+
+@attrs.frozen
+class LeaseHolder:
+    """Who holds the outbox's lease, as another worker sees it when it cannot take it."""
+
+    worker: str
+    acquired_at: str
+    host: str | None
+    pid: int | None
+    heartbeat_at: float | None
+
+    def where(self) -> str:
+        """``pid 123 on host, since <when it took the lease>``."""
+        who = f"pid {self.pid} on {self.host}" if self.host is not None else f"worker {self.worker}"
+        return f"{who}, since {self.acquired_at}"
+
+    def describe(self, now: float) -> str:
+        """:meth:`where`, and how old its heartbeat is."""
+        beat = f", last heartbeat {max(now - self.heartbeat_at, 0.0):.1f}s ago" if self.heartbeat_at else ""
+        return f"{self.where()}{beat}"
+
+
+@attrs.frozen
+class LeaseClaim:
+    """What an attempt to take the lease came to: ``taken``, from ``holder`` when it was another
+    worker's (stale, or gone: ``why``); not taken, ``holder`` holds it."""
+
+    taken: bool
+    holder: LeaseHolder | None = None
+    why: str = ""
+
+
+class Workers:
+    """The stream workers and the outbox's lease of one catalog (``catalog.workers``)."""
+
+    def __init__(
+        self, conn: sqlite3.Connection, transaction: Callable[[], AbstractContextManager[sqlite3.Cursor]]
+    ) -> None:
+        self._conn = conn
+        self._transaction = transaction
+
+    def beat(self, worker: StreamWorkerInfo, now: float) -> bool:
+        """Register a worker or renew its heartbeat (registering it again if it was forgotten as
+        stale); True while it holds the outbox's lease."""
+        with self._transaction() as cur:
+            cur.execute(
+                sql.REGISTER_WORKER, (worker.id, worker.host, worker.pid, worker.target, worker.started_at, now)
+            )
+            holder = cur.execute(sql.LEASE_HOLDER).fetchone()
+        return holder is not None and holder[0] == worker.id
+
+    def acquire(
+        self,
+        worker_id: str,
+        now: float,
+        ttl: float,
+        *,
+        acquired_at: str,
+        is_dead: Callable[[str, int], bool] = lambda host, pid: False,
+    ) -> LeaseClaim:
+        """Take the outbox's lease for a registered worker: when nobody holds it, when it holds it
+        already, or when the holder's heartbeat is older than ``ttl`` seconds or ``is_dead(host,
+        pid)`` says its process is gone. Workers whose heartbeat is stale are forgotten on the way."""
+        with self._transaction() as cur:
+            row = cur.execute(sql.SELECT_LEASE).fetchone()
+            if row is not None and row[0] == worker_id:
+                return LeaseClaim(taken=True)
+            holder = _holder(row) if row is not None else None
+            why = ""
+            if holder is not None:
+                if holder.heartbeat_at is None:
+                    why = "it is no longer registered"
+                elif holder.heartbeat_at < now - ttl:
+                    why = f"its last heartbeat is {now - holder.heartbeat_at:.1f}s old"
+                elif holder.host is not None and holder.pid is not None and is_dead(holder.host, holder.pid):
+                    why = "its process is gone"
+                else:
+                    return LeaseClaim(taken=False, holder=holder)
+                cur.execute(sql.DELETE_WORKER, (holder.worker,))
+            cur.execute(sql.DELETE_STALE_WORKERS, (now - ttl, worker_id))
+            cur.execute(sql.TAKE_LEASE, (worker_id, acquired_at))
+            return LeaseClaim(taken=True, holder=holder, why=why)
+
+    def holder(self) -> LeaseHolder | None:
+        """Who holds the outbox's lease (None: nobody)."""
+        row = self._conn.execute(sql.SELECT_LEASE).fetchone()
+        return _holder(row) if row is not None else None
+
+    def release(self, worker_id: str) -> None:
+        """Give the lease back (if held) and unregister."""
+        with self._transaction() as cur:
+            cur.execute(sql.RELEASE_LEASE, (worker_id,))
+            cur.execute(sql.DELETE_WORKER, (worker_id,))
+
+    def list(self) -> list[StreamWorkerInfo]:
+        return [StreamWorkerInfo(*row) for row in self._conn.execute(sql.SELECT_WORKERS)]
+
+
+def _holder(row: Any) -> LeaseHolder:
+    worker, acquired_at, _id, host, pid, _target, _started, heartbeat_at = row
+    return LeaseHolder(worker=worker, acquired_at=acquired_at, host=host, pid=pid, heartbeat_at=heartbeat_at)
+
+
+__all__ = ["LeaseClaim", "LeaseHolder", "StreamWorkerInfo", "Workers"]

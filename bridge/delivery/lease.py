@@ -1,0 +1,166 @@
+"""One stream worker at a time on a SQLite catalog: the outbox's lease, held with a heartbeat.
+
+A worker registers itself (host, pid, target, start time) and takes the lease before it sends
+anything. While it holds it, a thread renews its heartbeat every ``interval`` seconds on a
+connection of its own (so a long request or a long backoff sleep does not let it go stale). A
+worker that finds the lease held waits for it (``olbridge stream``: a standby that takes over
+when the holder stops) or refuses, naming the holder (``stream --once``). The lease is taken over
+when the holder's heartbeat is older than ``ttl`` seconds, or at once when the holder ran on this
+host and its process is gone (a SIGKILL). A holder that was stalled past ``ttl`` and finds the
+lease taken stops before its next round: at most the requests it had in flight go twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+
+from bridge.catalog import Catalog
+from bridge.catalog.workers import LeaseClaim, LeaseHolder, StreamWorkerInfo
+from bridge.delivery.worker import epoch_text
+from bridge.errors import BridgeError, ExportError
+
+LEASE_TTL = 5.0  # seconds without a heartbeat after which a worker's lease may be taken over
+HEARTBEAT = 1.0  # seconds between heartbeats
+
+
+def process_is_gone(host: str, pid: int) -> bool:
+    """True when ``pid`` ran on this host and no longer exists (a PermissionError means it does)."""
+    if host != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+class OutboxLease:
+    def __init__(
+        self,
+        catalog: Catalog,
+        target: str,
+        *,
+        ttl: float = LEASE_TTL,
+        interval: float = HEARTBEAT,
+        clock: Callable[[], float] = time.time,
+        is_dead: Callable[[str, int], bool] = process_is_gone,
+    ) -> None:
+        self.catalog = catalog
+        self.ttl = ttl
+        self.interval = interval
+        self.clock = clock
+        self.is_dead = is_dead
+        host, pid, now = socket.gethostname(), os.getpid(), clock()
+        self.info = StreamWorkerInfo(
+            id=f"{host}:{pid}:{secrets.token_hex(4)}",
+            host=host,
+            pid=pid,
+            target=target,
+            started_at=epoch_text(now),
+            heartbeat_at=now,
+        )
+        self.lost_to: LeaseHolder | None = None
+        self.held = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def try_acquire(self) -> LeaseClaim:
+        """Take the lease if it is free or stale (see :meth:`Workers.acquire`)."""
+        now = self.clock()
+        self.catalog.workers.beat(self.info, now)  # registered, its heartbeat fresh
+        claim = self.catalog.workers.acquire(
+            self.info.id, now, self.ttl, acquired_at=epoch_text(now), is_dead=self.is_dead
+        )
+        if claim.taken and not self.held:
+            self.held = True
+            self._start_heartbeat()
+        return claim
+
+    def acquire(
+        self,
+        *,
+        wait: bool,
+        stop: threading.Event,
+        sleep: Callable[[float], object],
+        notify: Callable[[str], object] | None = None,
+    ) -> bool:
+        """Take the lease. Held by a live worker: with ``wait``, wait until it is free or stale,
+        or until ``stop`` (then False); without, an ExportError naming the holder. ``notify``
+        hears when it starts waiting, and whom it took the lease over from."""
+        waited_for: LeaseHolder | None = None
+        say = notify or (lambda text: None)
+        while not stop.is_set():
+            claim = self.try_acquire()
+            holder = claim.holder
+            if claim.taken:
+                if holder is not None:
+                    say(f"took the outbox over from {holder.where()}: {claim.why}")
+                elif waited_for is not None:
+                    say(f"took the outbox over from {waited_for.where()}: it stopped")
+                return True
+            assert holder is not None
+            if not wait:
+                self.release()
+                raise ExportError(
+                    f"the outbox of {self.catalog.path} is being delivered by another olbridge stream "
+                    f"({holder.describe(self.clock())}); nothing is sent twice, so this one stops. Run it "
+                    f"again when that one is done (or without --once, to wait and take over)"
+                )
+            if waited_for is None:
+                say(
+                    f"waiting: the outbox is being delivered by another olbridge stream "
+                    f"({holder.describe(self.clock())}); this one takes over when it stops, or "
+                    f"{self.ttl:g}s after its last heartbeat"
+                )
+            waited_for = holder
+            sleep(self.interval)
+        self.release()
+        return False
+
+    def check(self) -> None:
+        """Raise if another worker took the lease over (this one was stalled past the ttl)."""
+        if self.lost_to is not None:
+            raise ExportError(
+                f"another olbridge stream took the outbox of {self.catalog.path} over "
+                f"({self.lost_to.describe(self.clock())}) while this one was stalled for more than "
+                f"{self.ttl:g}s; stopping so that nothing goes twice"
+            )
+
+    def release(self) -> None:
+        """Stop the heartbeat, give the lease back and unregister (what a clean exit does)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+        with contextlib.suppress(sqlite3.Error, BridgeError):
+            self.catalog.workers.release(self.info.id)
+        self.held = False
+
+    # --- the heartbeat --------------------------------------------------------------------
+
+    def _start_heartbeat(self) -> None:
+        if self.catalog.path == ":memory:":
+            return  # no other process can open it
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._beat, name="olbridge-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        with Catalog(self.catalog.path) as own:
+            while not self._stop.wait(self.interval):
+                try:
+                    holding = own.workers.beat(self.info, self.clock())
+                except (sqlite3.Error, BridgeError):
+                    continue  # the catalog is busy: beat again next time
+                if not holding:
+                    self.lost_to = own.workers.holder() or LeaseHolder("(nobody)", "-", None, None, None)
+                    return

@@ -1,0 +1,179 @@
+"""One stream worker at a time on a SQLite catalog: the outbox's lease, its heartbeat, and the
+workers ``olbridge status`` shows. The process tests run ``olbridge stream`` against a loopback
+backend and count every event by its identity there."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.catalog import Catalog
+from bridge.catalog.workers import LeaseClaim, StreamWorkerInfo
+from bridge.delivery.lease import OutboxLease, process_is_gone
+from bridge.errors import ExportError
+from bridge.openlineage.convert import Converter
+from tests.backend import Backend, Reply, wait_for
+from tests.test_faults import OLBRIDGE, expected, fill
+
+T = 1_800_000_000.0
+
+
+def info(name: str, host: str = "host-a", pid: int = 1) -> StreamWorkerInfo:
+    return StreamWorkerInfo(id=name, host=host, pid=pid, target="http://b", started_at="t", heartbeat_at=T)
+
+
+def test_the_lease_goes_to_one_worker_and_is_taken_over_only_from_a_stale_or_dead_one(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    with Catalog(db) as one, Catalog(db) as other:
+        a, b = info("a", pid=11), info("b", pid=22)
+        one.workers.beat(a, T)
+        other.workers.beat(b, T)
+        assert one.workers.acquire("a", T, 5, acquired_at="since-a") == LeaseClaim(taken=True)
+        assert one.workers.acquire("a", T + 1, 5, acquired_at="later") == LeaseClaim(taken=True)  # held: kept
+        refused = other.workers.acquire("b", T + 1, 5, acquired_at="since-b")
+        held = refused.holder
+        assert not refused.taken and held is not None
+        assert (held.worker, held.host, held.pid, held.acquired_at) == ("a", "host-a", 11, "since-a")
+        assert held.describe(T + 1) == "pid 11 on host-a, since since-a, last heartbeat 1.0s ago"
+        assert one.workers.beat(a, T + 4) and not other.workers.beat(b, T + 4)
+        assert not other.workers.acquire("b", T + 8, 5, acquired_at="since-b").taken  # a beat 4 s ago
+        claim = other.workers.acquire("b", T + 8, 5, acquired_at="since-b", is_dead=lambda h, p: p == 11)
+        assert claim.taken and claim.holder is not None
+        assert (claim.holder.pid, claim.why) == (11, "its process is gone")
+        assert not one.workers.beat(a, T + 9)  # a finds it lost
+        assert other.workers.holder().worker == "b"  # type: ignore[union-attr]
+        claim = one.workers.acquire("a", T + 20, 5, acquired_at="x")  # b went stale in turn
+        assert (claim.taken, claim.why) == (True, "its last heartbeat is 16.0s old")
+        listed = {w.id: w.lease_since for w in other.workers.list()}
+        assert listed == {"a": "x"}  # b, stale, was forgotten
+        other.workers.release("b")  # releasing a lease it no longer holds changes nothing
+        one.workers.release("a")
+        assert one.workers.holder() is None and one.workers.list() == []
+
+
+def test_a_process_of_this_host_that_is_gone_is_known_dead() -> None:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    here = socket.gethostname()
+    assert process_is_gone(here, child.pid)
+    assert not process_is_gone(here, os.getpid())
+    assert not process_is_gone("another-host", child.pid)
+
+
+def test_a_holder_whose_lease_was_taken_over_stops(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    now = [T]
+    with Catalog(db) as catalog, Catalog(db) as other:
+        lease = OutboxLease(catalog, "http://b", ttl=5, interval=0.01, clock=lambda: now[0])
+        stop = threading.Event()
+        assert lease.acquire(wait=False, stop=stop, sleep=stop.wait)
+        lease.check()  # held
+        lines: list[str] = []
+        second = OutboxLease(other, "http://b", ttl=5, interval=0.01, clock=lambda: now[0])
+        with pytest.raises(ExportError, match=r"being delivered by another olbridge stream \(pid \d+ on "):
+            second.acquire(wait=False, stop=stop, sleep=stop.wait)
+        assert [w.id for w in other.workers.list()] == [lease.info.id]  # the refused one unregistered
+        other.workers.beat(second.info, T)
+        now[0] += 1  # the holder's heartbeat thread keeps it fresh ...
+        beats = lambda: {w.id: w.heartbeat_at for w in catalog.workers.list()}  # noqa: E731
+        assert wait_for(lambda: beats()[lease.info.id] == now[0], timeout=10)
+        lease._stop.set()  # ... until it stalls
+        lease._thread.join()  # type: ignore[union-attr]
+        lease._stop.clear()
+        now[0] += 6
+        assert second.acquire(wait=True, stop=stop, sleep=stop.wait, notify=lines.append)
+        [took] = lines  # no wait: the holder was stale already
+        assert took.startswith(f"took the outbox over from pid {os.getpid()} on {socket.gethostname()}, since ")
+        assert took.endswith(": its last heartbeat is 6.0s old")
+        lease._thread = threading.Thread(target=lease._beat, daemon=True)  # the stalled one wakes up
+        lease._thread.start()
+        assert wait_for(lambda: lease.lost_to is not None, timeout=10)
+        with pytest.raises(ExportError, match=r"took the outbox of .* over .* stopping so that nothing goes twice"):
+            lease.check()
+        lease.release()
+        second.release()
+        assert catalog.workers.list() == []
+
+
+# --- real processes -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def busy_catalog(tmp_path: Path, converter: Converter) -> Iterator[tuple[Path, list[dict[str, Any]]]]:
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        fill(catalog, 600)
+        yield db, expected(catalog, converter)
+
+
+def test_two_stream_once_workers_send_each_event_once(busy_catalog: tuple[Path, list[dict[str, Any]]]) -> None:
+    db, history = busy_catalog
+    with Backend(lambda e, a: Reply(201, delay=0.003)) as backend:
+        command = [OLBRIDGE, "--catalog", str(db), "stream", "--url", backend.url, "--once", "--batch-size", "5"]
+        workers = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        results = [(w, w.communicate(timeout=120)[1]) for w in workers]
+        for worker, stderr in results:
+            other = next(w for w in workers if w is not worker)
+            if worker.returncode == 1:  # refused: it names the one delivering and since when
+                error = stderr.strip().splitlines()[-1]
+                assert error.startswith(f"Error: the outbox of {db} is being delivered by another olbridge stream")
+                assert f"(pid {other.pid} on {socket.gethostname()}, since " in error
+            else:
+                assert worker.returncode == 0, stderr
+        counts = backend.counts(history)
+    assert counts == {"sent": 1200, "delivered": 1200, "duplicated": 0, "lost": 0, "unexpected": 0}
+    assert backend.out_of_order_runs() == []
+
+
+def test_a_second_stream_waits_and_takes_over_a_stalled_worker(
+    busy_catalog: tuple[Path, list[dict[str, Any]]],
+) -> None:
+    db, history = busy_catalog
+    with Backend(lambda e, a: Reply(201, delay=0.005)) as backend:
+        command = [OLBRIDGE, "--catalog", str(db), "stream", "--url", backend.url, "--batch-size", "5"]
+        first = subprocess.Popen([*command, "--concurrency", "1"], stderr=subprocess.DEVNULL)
+        second: subprocess.Popen[str] | None = None
+        try:
+            assert wait_for(lambda: backend.accepted_count >= 100, timeout=60)
+            status = json.loads(
+                subprocess.run([OLBRIDGE, "--catalog", str(db), "status", "--json"], capture_output=True).stdout
+            )
+            [shown] = status["workers"]
+            assert (shown["pid"], shown["holdsLease"], shown["target"]) == (first.pid, True, backend.url)
+            first.send_signal(signal.SIGSTOP)  # alive, but its heartbeat stops
+            taken = backend.accepted_count
+            second = subprocess.Popen([*command, "--poll", "0.05"], stderr=subprocess.PIPE, text=True)
+            assert wait_for(lambda: backend.counts(history)["delivered"] == len(history), timeout=90)
+            status = json.loads(
+                subprocess.run([OLBRIDGE, "--catalog", str(db), "status", "--json"], capture_output=True).stdout
+            )
+            holders = [w["pid"] for w in status["workers"] if w["holdsLease"]]
+            assert holders == [second.pid] and status["pending"] == 0
+            second.send_signal(signal.SIGTERM)
+            _, stderr = second.communicate(timeout=30)
+        finally:
+            first.kill()
+            first.wait()
+            if second is not None and second.poll() is None:
+                second.kill()
+                second.wait()
+        assert second.returncode == 0, stderr
+        here = socket.gethostname()
+        waiting, took = stderr.splitlines()[1:3]
+        assert waiting.startswith(
+            f"waiting: the outbox is being delivered by another olbridge stream (pid {first.pid} on {here}, since "
+        )
+        assert took.startswith(f"took the outbox over from pid {first.pid} on {here}")
+    counts = backend.counts(history)
+    assert (counts["delivered"], counts["lost"], counts["unexpected"]) == (len(history), 0, 0)
+    assert counts["duplicated"] <= 5  # at most the request the stalled worker had in flight
+    assert taken >= 100 and backend.out_of_order_runs() == []

@@ -17,8 +17,10 @@ kept (the catalog keeps its own times), and a typed asset's properties (a Table'
 ``location``, ``format``; a VM's ``provider``, ``region``, ``state``) are its metadata, as in Kestra.
 A null optional field is the same as a missing one.
 
-``failureBehavior`` (WARN, FAIL, IGNORE) is an olbridge extension, and so is ``statistics``
-(``rowCount``, ``size``, ``fileCount``) on an output. Unknown keys are refused.
+``failureBehavior`` (WARN, FAIL, IGNORE) is an olbridge extension, and so are ``statistics``
+(``rowCount``, ``size``, ``fileCount``) on an output, ``columns`` (names, or ``{name, type,
+description}``) on an asset and ``columnLineage`` on an output (see
+:mod:`bridge.column_lineage`). Unknown keys are refused.
 
 Records come as JSON lines or as one JSON array; either way every bad record is reported with its
 line number and nothing is recorded.
@@ -33,6 +35,7 @@ from typing import Any
 
 import attrs
 
+from bridge.column_lineage import parse_column_lineage, parse_columns
 from bridge.errors import ValidationError
 from bridge.model import (
     KESTRA_TYPED_PROPERTIES,
@@ -64,7 +67,17 @@ _RECORD_KEYS = {
     "timestamp",
     "failureBehavior",
 }
-_ASSET_KEYS = {"id", "type", "namespace", "displayName", "description", "metadata", "statistics"}
+_ASSET_KEYS = {
+    "id",
+    "type",
+    "namespace",
+    "displayName",
+    "description",
+    "metadata",
+    "statistics",
+    "columns",
+    "columnLineage",
+}
 _ASSET_IGNORED_KEYS = {"tenantId", "created", "updated", "deleted", "assetActions"}
 _TYPED_KEYS = {key for keys in KESTRA_TYPED_PROPERTIES.values() for key in keys}
 _ASSET_ALLOWED_KEYS = _ASSET_KEYS | _ASSET_IGNORED_KEYS | _TYPED_KEYS
@@ -144,6 +157,10 @@ def parse_asset(value: Any, where: str) -> AssetDeclaration:
             description=value.get("description"),
             metadata=_typed_metadata(value, asset_type),
             statistics=parse_statistics(value.get("statistics"), "statistics"),
+            columns=parse_columns(value.get("columns")),
+            column_lineage=parse_column_lineage(value["columnLineage"])
+            if value.get("columnLineage") is not None
+            else None,
         )
     except ValidationError as exc:
         raise exc.at(where) from None

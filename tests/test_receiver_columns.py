@@ -1,5 +1,6 @@
 """Column lineage that comes in: a received ``columnLineage`` facet stored edge by edge (a real
-``olbridge serve`` too), taken with a warning where Marquez would skip it."""
+``olbridge serve`` too), taken with a warning where Marquez would skip it, and walked by
+``lineage --column`` through olbridge's runs and external ones."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from typing import Any
 
 import pytest
 import requests
+from click.testing import CliRunner
 
 from bridge.adapters.dbt import ingest_dbt
 from bridge.catalog import Catalog
+from bridge.cli import cli
 from bridge.column_lineage import parse_column_lineage
 from bridge.export import iter_events
 from bridge.mapping import Resolver
@@ -208,6 +211,51 @@ def own_and_external(catalog: Catalog, converter: Converter, resolver: Resolver)
     )
     (outcome,) = take(catalog, resolver, event)
     assert outcome.warnings == ()
+
+
+def test_lineage_column_walks_through_own_and_external_runs(
+    tmp_path: Path, converter: Converter, resolver: Resolver
+) -> None:
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        own_and_external(catalog, converter, resolver)
+        graph = catalog.column_lineage("s3://exports/eur.csv", "total_eur", direction="upstream")
+        assert [(e.upstream, e.upstream_column, e.depth, e.tasks) for e in graph.edges] == [
+            ("reports.totals", "total", 1, ("airflow/fx.convert (external)",)),
+            ("shop.orders", "amount", 2, ("company.data/flow.totals",)),
+        ]
+        down = catalog.column_lineage("shop.orders", "amount", direction="downstream")
+        assert [(e.downstream, e.downstream_column) for e in down.edges] == [
+            ("reports.totals", "total"),
+            ("s3://exports/eur.csv", "total_eur"),
+        ]
+        assert catalog.column_lineage("shop.orders", "amount", direction="downstream", depth=1).edges == down.edges[:1]
+
+    def lineage(*args: str) -> Any:
+        return CliRunner().invoke(cli, ["--catalog", str(db), "lineage", *args])
+
+    text = lineage("s3://exports/eur.csv", "--column", "total_eur", "--direction", "upstream")
+    assert text.exit_code == 0, text.stderr
+    assert text.stdout.splitlines() == [
+        "s3://exports/eur.csv.total_eur",
+        "  <- reports.totals.total  TRANSFORMATION  via airflow/fx.convert (external)",
+        "    <- shop.orders.amount  AGGREGATION  via company.data/flow.totals",
+    ]
+    data = json.loads(lineage("shop.orders", "--column", "amount", "--format", "json").stdout)
+    assert data["root"] == {"asset": "shop.orders", "column": "amount"}
+    assert data["edges"][0] == {
+        "upstream": {"asset": "shop.orders", "column": "amount"},
+        "downstream": {"asset": "reports.totals", "column": "total"},
+        "depth": 1,
+        "transformations": [{"type": "DIRECT", "subtype": "AGGREGATION"}],
+        "tasks": ["company.data/flow.totals"],
+    }
+    mermaid = lineage("reports.totals", "--column", "total", "--format", "mermaid").stdout
+    assert mermaid.startswith("graph LR\n") and mermaid.count("subgraph ") == 3
+    assert "-->|AGGREGATION|" in mermaid and "-->|TRANSFORMATION|" in mermaid
+    missing = lineage("reports.totals", "--column", "nope")
+    assert missing.exit_code == 1
+    assert missing.stderr == "Error: asset 'reports.totals' has no column 'nope' (its columns: total)\n"
 
 
 def test_olbridges_own_events_come_back_to_the_same_column_edges(catalog: Catalog, converter: Converter) -> None:

@@ -328,6 +328,30 @@ def test_the_bundled_example_has_column_lineage_from_its_sql(tmp_path: Path) -> 
             assert column_lineage_problems(event) == []
 
 
+def test_without_sqlglot_or_with_unreadable_sql_the_rest_is_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bridge.adapters.dbt import columns
+
+    project = copy_example(tmp_path)
+    with Catalog(":memory:") as catalog:
+        monkeypatch.setattr(columns.sql_lineage, "available", lambda: False)
+        summary = ingest_dbt(catalog, project)
+        assert summary.column_notes == ("column lineage needs sqlglot (pip install 'olbridge[dbt]'); none was derived",)
+        assert len(summary.results) == 2 and summary.to_json()["columnEdges"] == 0
+    monkeypatch.undo()
+    path = project / "target" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["nodes"]["model.my_dbt_project.my_second_dbt_model"]["compiled_code"] = "select from where ("
+    path.write_text(json.dumps(manifest))
+    with Catalog(":memory:") as catalog:
+        summary = ingest_dbt(catalog, project)
+        assert len(summary.results) == 2
+        (note,) = summary.column_notes
+        assert note.startswith("model.my_dbt_project.my_second_dbt_model: its SQL could not be read as duckdb: ")
+        assert catalog.column_edges() == []
+
+
 def test_catalog_json_gives_columns_and_types_from_where_it_is_given(tmp_path: Path) -> None:
     project = copy_example(tmp_path)
     example_catalog_json(tmp_path / "elsewhere.json")

@@ -247,7 +247,7 @@ def dbt_task_runs(artifacts: DbtArtifacts, *, namespace: str = "dbt", flow_id: s
         inputs = tuple(project.declaration(p, output=False, tests={}) for p in parents)
         lineage = None
         sql = node.get("compiled_code")
-        if state.writes_outputs and isinstance(sql, str) and sql.strip():
+        if state.writes_outputs and isinstance(sql, str) and sql.strip() and node.get("language", "sql") == "sql":
             project.relation(unique_id)
             by_parent = {p: project.asset_id(p) for p in parents}
             _columns, lineage = project.columns.lineage(unique_id, sql, by_parent)

@@ -347,20 +347,24 @@ def query_lineage(sql: str, *, dialect: str | None, relations: Mapping[Relation,
             quote_identifiers=False,
             identify=False,
         )
-    except (SqlglotError, ValueError, KeyError) as exc:
+        root = build_scope(tree)
+        if root is None:
+            raise UnreadableSql("the query has no scope to read")
+        walker = _Walker(dialect, list(relations))
+        query = root.expression
+        if isinstance(query, exp.Query) and any(isinstance(s, exp.Star) for s in query.selects):
+            walker.note("SELECT * over a relation whose columns are unknown (run dbt docs generate for catalog.json)")
+        columns = tuple(name for name in query.named_selects if name != "*") if isinstance(query, exp.Query) else ()
+        fields = {}
+        for name in columns:
+            fields[name] = _merged(walker.projection_sources(root, name))
+        dataset = [s for scope in root.traverse() for s in walker.clause_sources(scope)]
+    except UnreadableSql:
+        raise
+    except SqlglotError as exc:
         raise UnreadableSql(_first_line(str(exc))) from None
-    root = build_scope(tree)
-    if root is None:
-        raise UnreadableSql("the query has no scope to read")
-    walker = _Walker(dialect, list(relations))
-    query = root.expression
-    if isinstance(query, exp.Query) and any(isinstance(s, exp.Star) for s in query.selects):
-        walker.note("SELECT * over a relation whose columns are unknown (run dbt docs generate for catalog.json)")
-    columns = tuple(name for name in query.named_selects if name != "*") if isinstance(query, exp.Query) else ()
-    fields = {}
-    for name in columns:
-        fields[name] = _merged(walker.projection_sources(root, name))
-    dataset = [s for scope in root.traverse() for s in walker.clause_sources(scope)]
+    except Exception as exc:  # the parser on any SQL: a failure of it costs the lineage, never the ingest
+        raise UnreadableSql(f"{type(exc).__name__}: {_first_line(str(exc))}") from None
     return QueryLineage(columns, fields, _merged(dataset), tuple(walker.notes))
 
 

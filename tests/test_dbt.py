@@ -352,6 +352,22 @@ def test_without_sqlglot_or_with_unreadable_sql_the_rest_is_recorded(
         assert catalog.column_edges() == []
 
 
+def test_an_incremental_model_reading_itself_is_left_out_of_its_own_lineage(tmp_path: Path) -> None:
+    project = copy_example(tmp_path)
+    path = project / "target" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["nodes"]["model.my_dbt_project.my_second_dbt_model"]["compiled_code"] = (
+        'select id, label from "dbt"."main"."my_first_dbt_model" '
+        'where id > (select max(id) from "dbt"."main"."my_second_dbt_model")'
+    )
+    path.write_text(json.dumps(manifest))
+    with Catalog(":memory:") as catalog:
+        ingest_dbt(catalog, project)
+        edges = {(e.edge.downstream_column, e.edge.upstream_id, e.edge.upstream_column) for e in catalog.column_edges()}
+    first = "dbt.main.my_first_dbt_model"
+    assert edges == {("id", first, "id"), ("label", first, "label"), (None, first, "id")}
+
+
 def test_catalog_json_gives_columns_and_types_from_where_it_is_given(tmp_path: Path) -> None:
     project = copy_example(tmp_path)
     example_catalog_json(tmp_path / "elsewhere.json")

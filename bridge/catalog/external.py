@@ -134,7 +134,8 @@ class GroupIngest:
         self.usages: dict[str, dict[str, set[str]]] = {}
         self.job_usages: dict[tuple[str, str, str, str], None] = {}  # (job ns, job name, direction, asset)
         self.edges: dict[tuple[str, str, str, str], None] = {}  # (upstream, downstream, job ns, job name)
-        self.column_edges: dict[tuple[Any, ...], None] = {}  # column_lineage rows
+        # column_lineage rows: (downstream, column, upstream, column, transformations, task run, source)
+        self.column_edges: dict[tuple[str, str, str, str, str, int | None, str], None] = {}
         self.source_rows: dict[str, tuple[Any, ...]] = {}
         self._preload(events)
 

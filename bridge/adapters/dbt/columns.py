@@ -76,12 +76,15 @@ class ProjectColumns:
         group = "sources" if unique_id.startswith("source.") else "nodes"
         return unique_id in (self.catalog or {}).get(group, {})
 
-    def column_names(self) -> dict[Relation, list[str]]:
-        return {r: [c.name for c in self.columns.get(u, [])] for r, u in self.relations.items()}
+    def column_names(self, unique_ids: set[str]) -> dict[Relation, list[str]]:
+        """The columns of these relations (only those a query reads: a schema of the whole
+        project would be read again for every model)."""
+        return {r: [c.name for c in self.columns.get(u, [])] for r, u in self.relations.items() if u in unique_ids}
 
     def lineage(self, unique_id: str, sql: str, inputs: Mapping[str, str]) -> tuple[list[Column], ColumnLineage | None]:
         """The columns of a model's output and its column lineage from ``inputs`` (unique id ->
-        asset id); notes what it could not read."""
+        asset id: the run's inputs, which are the relations its SQL reads, ephemeral models
+        resolved); notes what it could not read."""
         columns = self.columns.get(unique_id, [])
         if not sql_lineage.available():
             if not self._warned:
@@ -89,7 +92,7 @@ class ProjectColumns:
                 self._warned = True
             return columns, None
         try:
-            found = query_lineage(sql, dialect=self.dialect, relations=self.column_names())
+            found = query_lineage(sql, dialect=self.dialect, relations=self.column_names({unique_id, *inputs}))
         except UnreadableSql as exc:
             self.notes.append(f"{unique_id}: its SQL could not be read as {self.dialect or 'generic SQL'}: {exc}")
             return columns, None

@@ -13,11 +13,14 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
 from bridge.errors import ValidationError
+
+if TYPE_CHECKING:
+    from bridge.column_lineage import ColumnEdge, ColumnLineage
 
 T = TypeVar("T")
 
@@ -483,6 +486,8 @@ class AssetDeclaration:
     columns: tuple[Column, ...] = ()
     assertions: tuple[Assertion, ...] | None = None
     statistics: Statistics = Statistics()
+    # an output's column lineage (bridge.column_lineage): its columns from the run's input columns
+    column_lineage: ColumnLineage | None = None
 
     @classmethod
     def create(
@@ -496,8 +501,15 @@ class AssetDeclaration:
         columns: Iterable[Column] = (),
         assertions: Iterable[Assertion] | None = None,
         statistics: Statistics | None = None,
+        column_lineage: ColumnLineage | None = None,
     ) -> AssetDeclaration:
-        """A declaration whose every field is checked."""
+        """A declaration whose every field is checked (a column lineage is checked against the
+        run's inputs when the run is, see :func:`check_task_run`)."""
+        columns = tuple(columns)
+        names = [c.name for c in columns]
+        duplicate = next((n for n in names if names.count(n) > 1), None)
+        if duplicate is not None:
+            raise ValidationError(f"column {duplicate!r} is listed twice", rule="columns.duplicate", where="columns")
         return cls(
             id=check_id(id),
             type=normalize_type(type) if type is not None else None,
@@ -505,9 +517,10 @@ class AssetDeclaration:
             display_name=check_text(display_name, "displayName", 1000),
             description=check_text(description, "description"),
             metadata=check_metadata(metadata, allow_null=True),
-            columns=tuple(columns),
+            columns=columns,
             assertions=tuple(assertions) if assertions is not None else None,
             statistics=statistics or Statistics(),
+            column_lineage=column_lineage,
         )
 
 
@@ -653,6 +666,8 @@ class JobInfo:
 # JobInfo fields added after catalogs were first written: left out of a run's record hash while
 # unset, so a run recorded before them is still "unchanged" when recorded again.
 JOB_INFO_LATER_FIELDS = frozenset({"tenant_id", "flow_revision"})
+# the same, of AssetDeclaration
+DECLARATION_LATER_FIELDS = frozenset({"column_lineage"})
 
 
 @attrs.frozen
@@ -691,6 +706,25 @@ def check_task_run(run: TaskRun) -> None:
         raise ValidationError(
             f"state {run.state.value} ends the task run, so it needs an end time", rule="taskrun.times", where="endDate"
         )
+    from bridge.column_lineage import check_declared  # it imports this module's id rules
+
+    for index, decl in enumerate(run.inputs):
+        if decl.column_lineage is not None:
+            raise ValidationError(
+                "column lineage belongs to an output: it says where the output's columns come from",
+                rule="columnLineage.input",
+                where=f"inputs[{index}].columnLineage",
+            )
+    input_ids = [d.id for d in run.inputs]
+    for index, decl in enumerate(run.outputs):
+        if decl.column_lineage is not None:
+            check_declared(
+                decl.column_lineage,
+                output_id=decl.id,
+                output_columns=[c.name for c in decl.columns] if decl.columns else None,
+                input_ids=input_ids,
+                where=f"outputs[{index}].columnLineage",
+            )
 
 
 @attrs.frozen
@@ -715,6 +749,7 @@ class StoredTaskRun:
     warnings: tuple[str, ...]
     error: str | None
     usages: tuple[StoredUsage, ...]
+    column_edges: tuple[ColumnEdge, ...] = ()  # of the outputs it wrote
 
     @property
     def inputs(self) -> tuple[StoredUsage, ...]:

@@ -3,7 +3,10 @@
     with task_run(catalog, "company.data", "reports", "export_report") as run:
         run.reads("dbt.main.my_second_dbt_model")
         run.writes("reports.second_model_report", type="File", namespace="company.data",
-                   metadata={"path": "second_model_report.csv"})
+                   metadata={"path": "second_model_report.csv"},
+                   columns=["customer", "total"],
+                   column_lineage={"fields": {"total": [{"id": "dbt.main.my_second_dbt_model",
+                                                         "column": "id", "transformation": "AGGREGATION"}]}})
         ...  # the work
 
 The run is recorded as started when the block opens and ended when it closes: SUCCESS, or FAILED
@@ -13,15 +16,17 @@ when the block raises (then no output is written and the exception goes on).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 from bridge.catalog import Catalog, RecordResult
+from bridge.column_lineage import ColumnLineage, check_declared, parse_column_lineage, parse_columns
 from bridge.errors import ValidationError
 from bridge.model import (
     AssetDeclaration,
+    Column,
     FailureBehavior,
     JobInfo,
     Statistics,
@@ -74,10 +79,36 @@ class TaskRunRecorder:
         self.inputs.append(decl)
         return decl
 
-    def writes(self, asset_id: str, *, statistics: Mapping[str, int] | None = None, **fields: Any) -> AssetDeclaration:
+    def writes(
+        self,
+        asset_id: str,
+        *,
+        statistics: Mapping[str, int] | None = None,
+        columns: Sequence[str | Column | Mapping[str, Any]] | None = None,
+        column_lineage: ColumnLineage | Mapping[str, Any] | None = None,
+        **fields: Any,
+    ) -> AssetDeclaration:
         """Declare an output; it is written when the run ends well. ``statistics`` may give
-        ``row_count``, ``size`` and ``file_count``."""
-        decl = AssetDeclaration.create(asset_id, statistics=Statistics(**(statistics or {})), **fields)
+        ``row_count``, ``size`` and ``file_count``; ``columns`` lists its columns (names, or
+        ``{name, type, description}``); ``column_lineage`` says which input columns they come from
+        (``{"fields": {column: [{"id", "column", "transformation"}]}, "dataset": [...]}``, see
+        :mod:`bridge.column_lineage`), from inputs declared with :meth:`reads` before."""
+        lineage = parse_column_lineage(column_lineage) if column_lineage is not None else None
+        decl = AssetDeclaration.create(
+            asset_id,
+            statistics=Statistics(**(statistics or {})),
+            columns=parse_columns(columns),
+            column_lineage=lineage,
+            **fields,
+        )
+        if lineage is not None:
+            check_declared(
+                lineage,
+                output_id=decl.id,
+                output_columns=[c.name for c in decl.columns] if decl.columns else None,
+                input_ids=[d.id for d in self.inputs],
+                where="columnLineage",
+            )
         self.outputs.append(decl)
         return decl
 

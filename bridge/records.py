@@ -18,8 +18,10 @@ kept (the catalog keeps its own times), and a typed asset's properties (a Table'
 A null optional field is the same as a missing one; a run in an ended state without ``endDate``
 ended at its ``startDate``.
 
-``failureBehavior`` (WARN, FAIL, IGNORE) is an olbridge extension, and so is ``statistics``
-(``rowCount``, ``size``, ``fileCount``) on an output. Unknown keys are refused.
+``failureBehavior`` (WARN, FAIL, IGNORE) is an olbridge extension, and so are ``statistics``
+(``rowCount``, ``size``, ``fileCount``) on an output, ``columns`` (names, or ``{name, type,
+description}``) on an asset and ``columnLineage`` on an output (see
+:mod:`bridge.column_lineage`). Unknown keys are refused.
 
 Records come as JSON lines or as one JSON array; either way every bad record is reported with its
 line number and nothing is recorded.
@@ -34,6 +36,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import attrs
 
+from bridge.column_lineage import parse_column_lineage, parse_columns
 from bridge.errors import ValidationError, ValidationProblems
 from bridge.model import (
     KESTRA_TYPED_PROPERTIES,
@@ -65,7 +68,17 @@ _RECORD_KEYS = {
     "timestamp",
     "failureBehavior",
 }
-_ASSET_KEYS = {"id", "type", "namespace", "displayName", "description", "metadata", "statistics"}
+_ASSET_KEYS = {
+    "id",
+    "type",
+    "namespace",
+    "displayName",
+    "description",
+    "metadata",
+    "statistics",
+    "columns",
+    "columnLineage",
+}
 _ASSET_IGNORED_KEYS = {"tenantId", "created", "updated", "deleted", "assetActions"}
 _TYPED_KEYS = {key for keys in KESTRA_TYPED_PROPERTIES.values() for key in keys}
 _ASSET_ALLOWED_KEYS = _ASSET_KEYS | _ASSET_IGNORED_KEYS | _TYPED_KEYS
@@ -216,6 +229,13 @@ def parse_asset(value: Any, where: str) -> AssetDeclaration:
         given["type"] = asset_type
     if statistics is not None:
         given["statistics"] = statistics
+    columns = problems.check(parse_columns, value.get("columns"))
+    if columns is not None:
+        given["columns"] = columns
+    if value.get("columnLineage") is not None:
+        lineage = problems.check(parse_column_lineage, value["columnLineage"])
+        if lineage is not None:
+            given["column_lineage"] = lineage
     declaration = _checked(problems, AssetDeclaration.create, {"id": "asset"}, given) if "id" in given else None
     problems.raise_any(where)
     assert declaration is not None

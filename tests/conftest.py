@@ -123,7 +123,8 @@ BIN = Path(sys.executable).parent
 
 @pytest.fixture(scope="session")
 def dbt_ol(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
-    """The test project built by ``dbt-ol build`` (which runs ``dbt build``), with its events."""
+    """The test project built by ``dbt-ol build`` (which runs ``dbt build``), with its events,
+    and its ``catalog.json`` from ``dbt docs generate``."""
     if not (BIN / "dbt").is_file() or not (BIN / "dbt-ol").is_file():
         pytest.skip("dbt and dbt-ol are not installed (pip install -e '.[dbt]')")
     work = tmp_path_factory.mktemp("dbt")
@@ -148,4 +149,16 @@ def dbt_ol(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[st
         timeout=900,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # catalog.json, as `dbt docs generate` writes it after a build; generated beside the target
+    # folder so that the build's run_results.json stays as dbt-ol read it
+    docs = subprocess.run(
+        [str(BIN / "dbt"), "docs", "generate", "--project-dir", ".", "--profiles-dir", ".", "--target-path", "docs"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert docs.returncode == 0, docs.stdout[-3000:] + docs.stderr[-3000:]
+    shutil.copy(project / "docs" / "catalog.json", project / "target" / "catalog.json")
     return project, [json.loads(line) for line in events.read_text().splitlines() if line.strip()]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from bridge.adapters.dbt import ingest_dbt
 from bridge.catalog import Catalog
@@ -19,12 +20,44 @@ from bridge.export import iter_events
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
+from tests.marquez_columns import column_lineage_problems
 
 PROJECT = Path(__file__).parent / "dbt_project"
 BIN = Path(sys.executable).parent
 NAMESPACE = "duckdb://warehouse.duckdb"
 EPHEMERAL = (NAMESPACE, "warehouse.main.stg_orders")
 SEED = (NAMESPACE, "warehouse.main.countries")
+ColumnEdge = tuple[str, str, str, str, str, str]  # output namespace, name, field; input namespace, name, field
+# the column edges dbt-ol gets wrong, each with the reason (also listed in docs/column-lineage.md)
+DBT_OL_WRONG: dict[ColumnEdge, str] = {
+    (
+        NAMESPACE,
+        "warehouse.main.customer_orders",
+        "total_cents",
+        NAMESPACE,
+        "warehouse.main.orders_enriched",
+        "total",
+    ): (
+        "dialect: DuckDB lets a SELECT use a column alias it made (total = sum(amount)); orders_enriched has no "
+        "column total"
+    ),
+}
+
+
+def column_edges(events: list[dict[str, Any]]) -> set[ColumnEdge]:
+    """The field edges of the columnLineage facets of the events' outputs."""
+    return {
+        (o["namespace"], o["name"], column, i["namespace"], i["name"], i["field"])
+        for e in events
+        for o in e.get("outputs") or []
+        for column, entry in ((o.get("facets") or {}).get("columnLineage") or {}).get("fields", {}).items()
+        for i in entry["inputFields"]
+    }
+
+
+def facet_of(events: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    complete = [e for e in events if e.get("eventType") == "COMPLETE"]
+    return next(o["facets"]["columnLineage"] for e in complete for o in e["outputs"] if o["name"] == name)
 
 
 def relations(events: list[dict[str, Any]], key: str) -> set[tuple[str, str]]:
@@ -38,7 +71,7 @@ def test_olbridge_names_every_relation_as_dbt_ol_does(
     project, theirs = dbt_ol
     with Catalog(":memory:") as catalog:
         summary = ingest_dbt(catalog, project, namespace="analytics")
-        assert len(summary.results) == 7  # 5 models (the ephemeral one is no relation), 1 seed, 1 snapshot
+        assert len(summary.results) == 9  # 7 models (the ephemeral one is no relation), 1 seed, 1 snapshot
         ours = list(iter_events(catalog, Converter(Resolver.load())))
         for event in ours:
             assert official(event) == []
@@ -77,6 +110,135 @@ def test_olbridge_names_every_relation_as_dbt_ol_does(
         # ingesting the same artifacts again changes nothing
         again = ingest_dbt(catalog, project, namespace="analytics")
         assert {r.status for r in again.results} == {"unchanged"}
+
+
+@pytest.mark.dbt
+def test_every_column_edge_dbt_ol_gets_right_is_in_olbridges_export(
+    dbt_ol: tuple[Path, list[dict[str, Any]]], official: Callable[[Any], list[str]]
+) -> None:
+    project, theirs = dbt_ol
+    with Catalog(":memory:") as catalog:
+        summary = ingest_dbt(catalog, project, namespace="analytics")
+        assert summary.to_json()["catalogJson"] is True
+        assert summary.column_notes == ()
+        ours = list(iter_events(catalog, Converter(Resolver.load())))
+    for event in ours:
+        assert official(event) == []
+        assert validate_event(event) == []
+        assert column_lineage_problems(event) == [], event["job"]["name"]
+    their_edges, our_edges = column_edges(theirs), column_edges(ours)
+    assert their_edges, "dbt-ol emitted no column lineage"
+    # every edge dbt-ol emits is olbridge's too, with the same (namespace, name, field) on both ends,
+    # except those it gets wrong
+    assert their_edges - our_edges == set(DBT_OL_WRONG)
+    # and where dbt-ol has none: SELECT * (expanded with catalog.json) and DuckDB's struct literal
+    for edge in [
+        (
+            NAMESPACE,
+            "warehouse.main.customers_all",
+            "country_code",
+            NAMESPACE,
+            "warehouse.main.stg_customers",
+            "country_code",
+        ),
+        (
+            NAMESPACE,
+            "warehouse.main.customer_orders",
+            "profile",
+            NAMESPACE,
+            "warehouse.main.orders_enriched",
+            "country_name",
+        ),
+        (
+            NAMESPACE,
+            "warehouse.main.customer_orders",
+            "total_cents",
+            NAMESPACE,
+            "warehouse.main.orders_enriched",
+            "amount",
+        ),
+    ]:
+        assert edge in our_edges and edge not in their_edges, edge
+    # Marquez drops most of dbt-ol's: outputs without schema facets, inputs that are not inputs of the run
+    assert sum(len(column_lineage_problems(e)) for e in theirs) > 0
+
+
+@pytest.mark.dbt
+def test_column_lineage_has_the_transformations_and_resolves_ephemeral_models(
+    dbt_ol: tuple[Path, list[dict[str, Any]]],
+) -> None:
+    project, _theirs = dbt_ol
+    with Catalog(":memory:") as catalog:
+        ingest_dbt(catalog, project, namespace="analytics")
+        ours = list(iter_events(catalog, Converter(Resolver.load())))
+        orders = facet_of(ours, "warehouse.main.customer_orders")
+
+        def inputs(facet: dict[str, Any], column: str) -> dict[tuple[str, str], list[tuple[str, str]]]:
+            return {
+                (i["name"], i["field"]): [(t["type"], t.get("subtype")) for t in i.get("transformations", [])]
+                for i in facet["fields"][column]["inputFields"]
+            }
+
+        source = "warehouse.main.orders_enriched"
+        assert inputs(orders, "customer_id") == {(source, "customer_id"): [("DIRECT", "IDENTITY")]}
+        assert inputs(orders, "total") == {(source, "amount"): [("DIRECT", "AGGREGATION")]}
+        assert inputs(orders, "returns") == {(source, "status"): [("INDIRECT", "FILTER")]}
+        assert inputs(orders, "amounts") == {
+            (source, "amount"): [("DIRECT", "AGGREGATION")],
+            (source, "order_date"): [("INDIRECT", "SORT")],
+        }
+        assert orders["fields"]["total"]["transformationType"] == "AGGREGATION"
+        assert orders["fields"]["customer_id"]["transformationType"] == "IDENTITY"
+        assert {(i["field"], i["transformations"][0]["subtype"]) for i in orders["dataset"]} == {
+            ("customer_id", "GROUP_BY"),
+            ("customer_name", "GROUP_BY"),
+            ("country_name", "GROUP_BY"),
+        }
+        # the ephemeral stg_orders is a CTE of the compiled SQL: its columns come from raw.orders
+        enriched = facet_of(ours, "warehouse.main.orders_enriched")
+        assert inputs(enriched, "amount") == {("warehouse.raw.orders", "amount"): [("DIRECT", "IDENTITY")]}
+        assert {(i["name"], i["field"]) for i in enriched["dataset"]} == {
+            ("warehouse.raw.orders", "customer_id"),
+            ("warehouse.main.stg_customers", "customer_id"),
+            ("warehouse.main.stg_customers", "country_code"),
+            ("warehouse.main.countries", "country_code"),
+        }
+        # catalog.json's columns and types, on inputs and outputs
+        assert [(c.name, c.type) for c in catalog.asset("warehouse.raw.orders").columns][:2] == [
+            ("order_id", "INTEGER"),
+            ("customer_id", "INTEGER"),
+        ]
+        snapshot = catalog.asset("warehouse.main.customers_snapshot")
+        assert [c.name for c in snapshot.columns][-1] == "dbt_valid_to"
+
+
+@pytest.mark.dbt
+def test_without_catalog_json_columns_come_from_the_sql(
+    dbt_ol: tuple[Path, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(dbt_ol[0], project)
+    (project / "target" / "catalog.json").unlink()
+    with Catalog(":memory:") as catalog:
+        summary = ingest_dbt(catalog, project, namespace="analytics")
+        assert summary.to_json()["catalogJson"] is False
+        ours = list(iter_events(catalog, Converter(Resolver.load())))
+        for event in ours:
+            assert validate_event(event) == []
+            assert column_lineage_problems(event) == [], event["job"]["name"]
+        # stg_customers lists its columns, so SELECT * from it expands without catalog.json
+        star = facet_of(ours, "warehouse.main.customers_all")
+        assert sorted(star["fields"]) == ["country_code", "customer_id", "customer_name", "updated_at"]
+        assert [c.name for c in catalog.asset("warehouse.main.customer_orders").columns] == [
+            "customer_id",
+            "profile",
+            "total",
+            "total_cents",
+            "amounts",
+            "returns",
+        ]
+        # the snapshot's SELECT * reads a source whose columns only catalog.json knows: noted, not guessed
+        assert any("customers_snapshot" in note for note in summary.column_notes)
 
 
 def copy_example(tmp_path: Path) -> Path:
@@ -119,6 +281,165 @@ def test_corrupt_artifacts_are_refused_and_change_nothing(
         with pytest.raises(ArtifactError, match=message):
             ingest_dbt(catalog, project, profiles_dir=project)
         assert catalog.count_assets() == 0
+        assert catalog.count_task_runs() == 0
+
+
+def example_catalog_json(path: Path) -> None:
+    def entry(name: str, columns: list[tuple[str, str]]) -> dict[str, Any]:
+        return {
+            "metadata": {"type": "BASE TABLE", "database": "dbt", "schema": "main", "name": name},
+            "columns": {c: {"name": c, "type": t, "index": i + 1} for i, (c, t) in enumerate(columns)},
+        }
+
+    path.write_text(
+        json.dumps(
+            {
+                "metadata": {"dbt_schema_version": "https://schemas.getdbt.com/dbt/catalog/v1.json"},
+                "nodes": {
+                    "model.my_dbt_project.my_first_dbt_model": entry(
+                        "my_first_dbt_model", [("id", "INTEGER"), ("label", "VARCHAR")]
+                    ),
+                    "model.my_dbt_project.my_second_dbt_model": entry(
+                        "my_second_dbt_model", [("id", "INTEGER"), ("label", "VARCHAR")]
+                    ),
+                },
+                "sources": {},
+            }
+        )
+    )
+
+
+def test_the_bundled_example_has_column_lineage_from_its_sql(tmp_path: Path) -> None:
+    with Catalog(":memory:") as catalog:
+        summary = ingest_dbt(catalog, copy_example(tmp_path))
+        assert summary.to_json()["catalogJson"] is False
+        events = list(iter_events(catalog, Converter(Resolver.load())))
+        facet = facet_of(events, "dbt.main.my_second_dbt_model")
+        assert {c: [(i["name"], i["field"]) for i in e["inputFields"]] for c, e in facet["fields"].items()} == {
+            "id": [("dbt.main.my_first_dbt_model", "id")],
+            "label": [("dbt.main.my_first_dbt_model", "label")],
+        }
+        assert [(i["field"], i["transformations"]) for i in facet["dataset"]] == [
+            ("id", [{"type": "INDIRECT", "subtype": "FILTER"}])
+        ]
+        # the model's columns are the ones its SQL selects, documented or not
+        assert [c.name for c in catalog.asset("dbt.main.my_second_dbt_model").columns] == ["id", "label"]
+        for event in events:
+            assert column_lineage_problems(event) == []
+
+
+def test_without_sqlglot_or_with_unreadable_sql_the_rest_is_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bridge.adapters.dbt import columns
+
+    project = copy_example(tmp_path)
+    with Catalog(":memory:") as catalog:
+        monkeypatch.setattr(columns.sql_lineage, "available", lambda: False)
+        summary = ingest_dbt(catalog, project)
+        assert summary.column_notes == ("column lineage needs sqlglot (pip install 'olbridge[dbt]'); none was derived",)
+        assert len(summary.results) == 2 and summary.to_json()["columnEdges"] == 0
+    monkeypatch.undo()
+    path = project / "target" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["nodes"]["model.my_dbt_project.my_second_dbt_model"]["compiled_code"] = "select from where ("
+    path.write_text(json.dumps(manifest))
+    with Catalog(":memory:") as catalog:
+        summary = ingest_dbt(catalog, project)
+        assert len(summary.results) == 2
+        (note,) = summary.column_notes
+        assert note.startswith("model.my_dbt_project.my_second_dbt_model: its SQL could not be read as duckdb: ")
+        assert catalog.column_edges() == []
+
+
+def test_an_incremental_model_reading_itself_is_left_out_of_its_own_lineage(tmp_path: Path) -> None:
+    project = copy_example(tmp_path)
+    path = project / "target" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["nodes"]["model.my_dbt_project.my_second_dbt_model"]["compiled_code"] = (
+        'select id, label from "dbt"."main"."my_first_dbt_model" '
+        'where id > (select max(id) from "dbt"."main"."my_second_dbt_model")'
+    )
+    path.write_text(json.dumps(manifest))
+    with Catalog(":memory:") as catalog:
+        ingest_dbt(catalog, project)
+        edges = {(e.edge.downstream_column, e.edge.upstream_id, e.edge.upstream_column) for e in catalog.column_edges()}
+    first = "dbt.main.my_first_dbt_model"
+    assert edges == {("id", first, "id"), ("label", first, "label"), (None, first, "id")}
+
+
+def test_catalog_json_gives_columns_and_types_from_where_it_is_given(tmp_path: Path) -> None:
+    project = copy_example(tmp_path)
+    example_catalog_json(tmp_path / "elsewhere.json")
+    db = tmp_path / "c.db"
+    from bridge.cli import cli
+
+    result = CliRunner().invoke(
+        cli,
+        [
+            "--catalog",
+            str(db),
+            "dbt",
+            "ingest",
+            "--project-dir",
+            str(project),
+            "--catalog-json",
+            str(tmp_path / "elsewhere.json"),
+        ],
+    )
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["catalogJson"] is True
+    with Catalog(db) as catalog:
+        columns = catalog.asset("dbt.main.my_second_dbt_model").columns
+        assert [(c.name, c.type, c.description) for c in columns] == [
+            ("id", "INTEGER", "The primary key for this table"),
+            ("label", "VARCHAR", None),
+        ]
+    (tmp_path / "elsewhere.json").write_text('{"metadata": {"dbt_schema_version": "x"}}')
+    result = CliRunner().invoke(
+        cli,
+        [
+            "--catalog",
+            str(db),
+            "dbt",
+            "ingest",
+            "--project-dir",
+            str(project),
+            "--catalog-json",
+            str(tmp_path / "elsewhere.json"),
+        ],
+    )
+    assert (
+        result.exit_code == 1
+        and "elsewhere.json: metadata.dbt_schema_version 'x' is not a dbt catalog" in result.stderr
+    )
+    result = CliRunner().invoke(
+        cli,
+        [
+            "--catalog",
+            str(db),
+            "dbt",
+            "ingest",
+            "--project-dir",
+            str(project),
+            "--catalog-json",
+            str(tmp_path / "no.json"),
+        ],
+    )
+    assert result.exit_code == 1 and "no.json: file not found" in result.stderr
+
+
+def test_run_results_of_dbt_docs_generate_are_refused(tmp_path: Path) -> None:
+    project = copy_example(tmp_path)
+    path = project / "target" / "run_results.json"
+    results = json.loads(path.read_text())
+    results["args"]["which"] = "generate"
+    path.write_text(json.dumps(results))
+    with Catalog(":memory:") as catalog:
+        with pytest.raises(
+            ArtifactError, match=r"run_results\.json: written by `dbt docs generate`, which runs no model"
+        ):
+            ingest_dbt(catalog, project)
         assert catalog.count_task_runs() == 0
 
 

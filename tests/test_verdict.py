@@ -92,6 +92,8 @@ def base_event() -> dict[str, Any]:
                     "lifecycleStateChange": _facet(
                         "1-0-1", "LifecycleStateChangeDatasetFacet", lifecycleStateChange="OVERWRITE"
                     ),
+                    # Marquez keeps column lineage only for columns the output's schema lists
+                    "schema": _facet("1-2-0", "SchemaDatasetFacet", fields=[{"name": "id", "type": "long"}]),
                     "columnLineage": _facet(
                         "1-2-0",
                         "ColumnLineageDatasetFacet",

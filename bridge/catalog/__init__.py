@@ -1,11 +1,14 @@
 """The embedded asset catalog (SQLite)."""
 
+from bridge.catalog.columns import ColumnLineageEdge, ColumnLineageGraph, StoredColumnEdge
 from bridge.catalog.query import AssetQuery, MetadataFilter, Operator, PurgeResult
 from bridge.catalog.store import Catalog, DeclareResult, IngestResult, LineageEdge, LineageGraph, RecordResult
 
 __all__ = [
     "AssetQuery",
     "Catalog",
+    "ColumnLineageEdge",
+    "ColumnLineageGraph",
     "DeclareResult",
     "IngestResult",
     "LineageEdge",
@@ -14,4 +17,5 @@ __all__ = [
     "Operator",
     "PurgeResult",
     "RecordResult",
+    "StoredColumnEdge",
 ]

@@ -1,5 +1,5 @@
 """The receiver's writes: external OpenLineage events become placeholders, external runs and jobs,
-their usages and lineage edges. Each write runs inside a transaction the caller holds.
+their usages, lineage edges and column edges. Each write runs inside a transaction the caller holds.
 
 A group of events is taken by one :class:`GroupIngest`: it reads each row it needs once, merges
 the group's events in memory, and writes each touched row once at :meth:`GroupIngest.flush`, so a
@@ -25,6 +25,7 @@ from bridge.catalog import sql
 from bridge.catalog.rows import asset_row
 from bridge.catalog.writes import get_asset
 from bridge.model import EXTERNAL, Asset, Origin, parse_time
+from bridge.receiver.column_lineage import ReceivedColumnEdge
 from bridge.receiver.events import TERMINAL, IncomingEvent, SeenDataset
 
 if TYPE_CHECKING:
@@ -133,6 +134,8 @@ class GroupIngest:
         self.usages: dict[str, dict[str, set[str]]] = {}
         self.job_usages: dict[tuple[str, str, str, str], None] = {}  # (job ns, job name, direction, asset)
         self.edges: dict[tuple[str, str, str, str], None] = {}  # (upstream, downstream, job ns, job name)
+        # column_lineage rows: (downstream, column, upstream, column, transformations, task run, source)
+        self.column_edges: dict[tuple[str, str, str, str, str, int | None, str], None] = {}
         self.source_rows: dict[str, tuple[Any, ...]] = {}
         self._preload(events)
 
@@ -155,7 +158,14 @@ class GroupIngest:
         """Read what the group's events touch in a few statements, not one a row."""
         pairs = [(e.time_text, e.digest) for e in events]
         self.known: set[str] = {digest for (digest,) in self._select(sql.received_digests, pairs)}
-        datasets = list(dict.fromkeys((d.namespace, d.name) for e in events for d in e.datasets))
+        datasets = list(
+            dict.fromkeys(
+                [
+                    *((d.namespace, d.name) for e in events for d in e.datasets),
+                    *(c.input for e in events for c in e.column_edges),  # named by column lineage only
+                ]
+            )
+        )
         self.bindings = dict.fromkeys(datasets)
         for ns, name, asset_id, first, last, seen_rank, facets_rank, facets_digest in self._select(
             sql.bindings_of, datasets
@@ -247,7 +257,37 @@ class GroupIngest:
                 warnings.append(warning)
             if source is not None and ds.direction is not None:
                 self._take_usage(event, ds.direction, asset_id)
+        if source is not None and event.column_edges:
+            named = {(d.namespace, d.name) for d in event.datasets}
+            for edge in event.column_edges:
+                placeholders += self._take_column_edge(edge, event, source, named, warnings)
         return IngestResult("accepted", tuple(dict.fromkeys(placeholders)), tuple(warnings))
+
+    def _take_column_edge(
+        self,
+        edge: ReceivedColumnEdge,
+        event: IncomingEvent,
+        source: str,
+        named: set[tuple[str, str]],
+        warnings: list[str],
+    ) -> list[str]:
+        """One column edge, under the asset ids its datasets are bound to; a dataset that only the
+        column lineage names is a sighting of it as any other (a placeholder when new). The
+        placeholders it created."""
+        ids, created = [], []
+        for dataset in (edge.output, edge.input):
+            binding = self.bindings.get(dataset)
+            if dataset in named and binding is not None:
+                ids.append(binding.asset_id)
+                continue
+            asset_id, new, warning = self._take_dataset(SeenDataset(None, *dataset), event, event.time_text)
+            if new:
+                created.append(asset_id)
+            if warning and warning not in warnings:
+                warnings.append(warning)
+            ids.append(asset_id)
+        self.column_edges[(ids[0], edge.column, ids[1], edge.field, edge.transformations, None, source)] = None
+        return created
 
     def _take_dataset(self, ds: SeenDataset, event: IncomingEvent, moment: str) -> tuple[str, bool, str | None]:
         binding, warning = self._binding(ds, moment)
@@ -324,6 +364,7 @@ class GroupIngest:
             ),
             (sql.INSERT_EXTERNAL_USAGE, list(self.job_usages)),
             (sql.INSERT_EXTERNAL_EDGE, list(self.edges)),
+            (sql.INSERT_COLUMN_EDGE, list(self.column_edges)),
         ]
         for statement, rows in writes:
             if rows:

@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from bridge.column_lineage import ColumnEdge
 from bridge.model import (
     Assertion,
     Asset,
@@ -85,7 +86,9 @@ def statistics_json(stats: Statistics) -> str | None:
     return None if stats.is_empty() else dumps(attrs.asdict(stats))
 
 
-def task_run_from_row(row: Sequence[Any], usages: list[StoredUsage]) -> StoredTaskRun:
+def task_run_from_row(
+    row: Sequence[Any], usages: list[StoredUsage], column_edges: Sequence[ColumnEdge] = ()
+) -> StoredTaskRun:
     started, execution_started = read_time(row[7]), read_time(row[12])
     assert started is not None and execution_started is not None
     return StoredTaskRun(
@@ -99,6 +102,7 @@ def task_run_from_row(row: Sequence[Any], usages: list[StoredUsage]) -> StoredTa
         warnings=tuple(json.loads(row[10])),
         error=row[11],
         usages=tuple(usages),
+        column_edges=tuple(column_edges),
     )
 
 

@@ -304,6 +304,30 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         ALTER TABLE backfill_checkpoints ADD COLUMN ahead TEXT NOT NULL DEFAULT '[]';
         """,
     ),
+    (
+        "0008_column_lineage",
+        """
+        -- Column lineage: an output asset's column from an input asset's column, with the
+        -- transformations (JSON list, as OpenLineage's columnLineage facet gives them) and the run
+        -- that made the edge: one of olbridge's task runs, or a received event's run or job.
+        CREATE TABLE column_lineage (
+            downstream_id     TEXT NOT NULL,
+            downstream_column TEXT NOT NULL,          -- '': the whole output (the facet's `dataset`)
+            upstream_id       TEXT NOT NULL,
+            upstream_column   TEXT NOT NULL,
+            transformations   TEXT NOT NULL DEFAULT '[]',
+            task_run_pk       INTEGER REFERENCES task_runs (pk),
+            source            TEXT,                   -- 'run:<runId>' or 'job:<namespace>/<name>'
+            CHECK ((task_run_pk IS NULL) <> (source IS NULL))
+        );
+        CREATE UNIQUE INDEX column_lineage_edge ON column_lineage (
+            downstream_id, downstream_column, upstream_id, upstream_column, transformations,
+            coalesce(task_run_pk, 0), coalesce(source, '')
+        );
+        CREATE INDEX column_lineage_upstream ON column_lineage (upstream_id, upstream_column);
+        CREATE INDEX column_lineage_run ON column_lineage (task_run_pk) WHERE task_run_pk IS NOT NULL;
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -508,6 +532,68 @@ USAGES_OF_ASSET = f"""
     WHERE u.asset_id = ? ORDER BY u.used_at, t.pk
 """
 PRODUCED_BY_A_FLOW = "SELECT 1 FROM usages WHERE asset_id = ? AND direction = 'output' LIMIT 1"
+
+# --- column lineage -------------------------------------------------------------------------
+
+DELETE_COLUMN_LINEAGE_OF_RUN = "DELETE FROM column_lineage WHERE task_run_pk = ?"
+INSERT_COLUMN_EDGE = """
+    INSERT OR IGNORE INTO column_lineage (downstream_id, downstream_column, upstream_id, upstream_column,
+                                          transformations, task_run_pk, source)
+    VALUES (?, ?, ?, ?, ?, ?, ?)
+"""
+
+
+def select_column_edges_of_runs(count: int) -> str:
+    return (
+        "SELECT task_run_pk, downstream_id, downstream_column, upstream_id, upstream_column, transformations "
+        f"FROM column_lineage WHERE task_run_pk IN ({', '.join('?' * count)}) "
+        "ORDER BY task_run_pk, downstream_id, downstream_column, upstream_id, upstream_column, transformations"
+    )
+
+
+def delete_column_lineage_of(count: int) -> str:
+    marks = ", ".join("?" * count)
+    return f"DELETE FROM column_lineage WHERE upstream_id IN ({marks}) OR downstream_id IN ({marks})"
+
+
+# the field edges (not the whole-output ones) reached from a column, to a depth; each edge with
+# the run or received event that made it
+_COLUMN_WALK = """
+    WITH RECURSIVE walk (upstream_id, upstream_column, downstream_id, downstream_column, depth) AS (
+        SELECT upstream_id, upstream_column, downstream_id, downstream_column, 1 FROM column_lineage
+        WHERE {start} AND downstream_column <> ''
+        UNION
+        SELECT c.upstream_id, c.upstream_column, c.downstream_id, c.downstream_column, w.depth + 1
+        FROM column_lineage c JOIN walk w ON {step}
+        WHERE w.depth < ? AND c.downstream_column <> ''
+    )
+    SELECT w.upstream_id, w.upstream_column, w.downstream_id, w.downstream_column, min(w.depth)
+    FROM walk w GROUP BY w.upstream_id, w.upstream_column, w.downstream_id, w.downstream_column
+    ORDER BY min(w.depth), w.upstream_id, w.upstream_column, w.downstream_id, w.downstream_column
+"""
+COLUMNS_UPSTREAM = _COLUMN_WALK.format(
+    start="downstream_id = ? AND downstream_column = ?",
+    step="c.downstream_id = w.upstream_id AND c.downstream_column = w.upstream_column",
+)
+COLUMNS_DOWNSTREAM = _COLUMN_WALK.format(
+    start="upstream_id = ? AND upstream_column = ?",
+    step="c.upstream_id = w.downstream_id AND c.upstream_column = w.downstream_column",
+)
+COLUMN_EDGE_RUNS = """
+    SELECT c.transformations, t.flow_namespace || '/' || t.flow_id || '.' || t.task_id
+    FROM column_lineage c JOIN task_runs t ON t.pk = c.task_run_pk
+    WHERE c.upstream_id = ? AND c.upstream_column = ? AND c.downstream_id = ? AND c.downstream_column = ?
+    UNION
+    SELECT c.transformations, coalesce(s.job_namespace || '/' || s.job_name, c.source) || ' (external)'
+    FROM column_lineage c LEFT JOIN external_sources s ON s.source = c.source
+    WHERE c.upstream_id = ? AND c.upstream_column = ? AND c.downstream_id = ? AND c.downstream_column = ?
+      AND c.source IS NOT NULL
+    ORDER BY 2, 1
+"""
+COLUMN_IS_NAMED = """
+    SELECT 1 FROM column_lineage WHERE (downstream_id = ? AND downstream_column = ?)
+                                    OR (upstream_id = ? AND upstream_column = ?) LIMIT 1
+"""
 
 # --- lineage --------------------------------------------------------------------------------
 

@@ -17,7 +17,9 @@ from typing import Any
 
 import attrs
 
+from bridge.catalog import columns as column_queries
 from bridge.catalog import external, rows, sql, writes
+from bridge.catalog.columns import ColumnLineageGraph, StoredColumnEdge
 from bridge.catalog.external import IngestResult
 from bridge.catalog.outbox import ASSET_CHANGE, Outbox, queue_event
 from bridge.catalog.query import AssetQuery, PurgeResult
@@ -228,6 +230,7 @@ class Catalog:
                     counts["usages"] += cur.execute(sql.delete_usages_of(len(chunk)), chunk).rowcount
                 if lineage:
                     counts["lineage"] += cur.execute(sql.delete_lineage_of(len(chunk)), chunk * 2).rowcount
+                    cur.execute(sql.delete_column_lineage_of(len(chunk)), chunk * 2)
             return PurgeResult(ids=tuple(ids), **counts)
 
     def iter_changes(
@@ -328,8 +331,9 @@ class Catalog:
             usages.setdefault(pk, []).append(
                 StoredUsage(asset_id, direction, position, Statistics(**json.loads(stats)) if stats else Statistics())
             )
+        edges = column_queries.edges_of_runs(self._conn, pks)
         for row in page:
-            yield rows.task_run_from_row(row, usages.get(row[0], []))
+            yield rows.task_run_from_row(row, usages.get(row[0], []), edges.get(row[0], ()))
 
     def usages_of(self, asset_id: str) -> list[dict[str, Any]]:
         """Every read and write of an asset: direction, time and the task run's key."""
@@ -550,6 +554,17 @@ class Catalog:
         assets = tuple(a for a in (self.get_asset(i) for i in ids) if a is not None)
         return LineageGraph(asset_id, direction, depth, tuple(edges), assets)
 
+    def column_lineage(
+        self, asset_id: str, column: str, *, direction: str = "both", depth: int = 5
+    ) -> ColumnLineageGraph:
+        """Where a column comes from (upstream) and what it feeds (downstream), to a depth,
+        through olbridge's runs and received ones (see :mod:`bridge.catalog.columns`)."""
+        return column_queries.column_lineage(self._conn, self.asset(asset_id), column, direction=direction, depth=depth)
+
+    def column_edges(self, *, source: str | None = None, task_run_pk: int | None = None) -> list[StoredColumnEdge]:
+        """The column edges a received run or job (``source``) or one of olbridge's task runs made."""
+        return column_queries.edges_of(self._conn, source=source, task_run_pk=task_run_pk)
+
 
 Position = tuple[str, int, int]  # (time, 0 change | 1 run, seq | pk); ("", -1, pk) a declared job
 
@@ -648,11 +663,13 @@ def _change_from_row(row: Sequence[Any]) -> AssetChange:
 __all__ = [
     "Catalog",
     "Checkpoint",
+    "ColumnLineageGraph",
     "DeclareResult",
     "IngestResult",
     "LineageEdge",
     "LineageGraph",
     "RecordResult",
     "RefusedItem",
+    "StoredColumnEdge",
     "storage_error",
 ]

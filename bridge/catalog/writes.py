@@ -14,8 +14,10 @@ import attrs
 from bridge.catalog import sql
 from bridge.catalog.outbox import ASSET_CHANGE, JOB, RUN_END, RUN_START, queue_event
 from bridge.catalog.rows import asset_from_row, asset_row, declared_job_json, dumps, snapshot, statistics_json
+from bridge.column_lineage import ColumnEdge, missing_columns, transformations_json
 from bridge.errors import CatalogError, ValidationError
 from bridge.model import (
+    DECLARATION_LATER_FIELDS,
     EXTERNAL,
     JOB_INFO_LATER_FIELDS,
     Asset,
@@ -139,7 +141,8 @@ def _record_hash(run: TaskRun) -> str:
         raise TypeError(type(value).__name__)
 
     def keep(attribute: attrs.Attribute[Any], value: Any) -> bool:
-        return not (attribute.name in JOB_INFO_LATER_FIELDS and value is None)
+        later = attribute.name in JOB_INFO_LATER_FIELDS or attribute.name in DECLARATION_LATER_FIELDS
+        return not (later and value is None)
 
     record = attrs.asdict(run, filter=keep)
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=default).encode()).hexdigest()
@@ -170,10 +173,13 @@ def _read_input(cur: sqlite3.Cursor, decl: AssetDeclaration, started: datetime) 
         or decl.description not in (None, current.description)
         or decl.display_name not in (None, current.display_name)
     )
-    if not said:
+    # a placeholder without columns learns them from a reader that lists them (dbt's catalog.json)
+    learns_columns = bool(decl.columns) and not current.columns and current.origin is Origin.EXTERNAL
+    if not said and not learns_columns:
         return False, None
     if current.origin is Origin.EXTERNAL:  # a placeholder learns what its readers say of it
-        update = attrs.evolve(decl, type=None, namespace=None, columns=(), assertions=None)
+        columns = decl.columns if learns_columns else ()
+        update = attrs.evolve(decl, type=None, namespace=None, columns=columns, assertions=None, column_lineage=None)
         now = max(started, current.updated_at)
         cur.execute(sql.UPSERT_ASSET, asset_row(merged(current, update, origin=Origin.EXTERNAL, now=now)))
         return False, None
@@ -213,6 +219,7 @@ def write_task_run(cur: sqlite3.Cursor, run: TaskRun) -> RecordResult:
             )
         cur.execute(sql.DELETE_USAGES_OF_RUN, (pk,))
         cur.execute(sql.DELETE_LINEAGE_OF_RUN, (pk,))
+        cur.execute(sql.DELETE_COLUMN_LINEAGE_OF_RUN, (pk,))
         status = "updated"
     cur.execute(sql.INSERT_EXECUTION, (key.flow_namespace, key.flow_id, key.execution_id, format_time(run.started_at)))
 
@@ -229,6 +236,7 @@ def write_task_run(cur: sqlite3.Cursor, run: TaskRun) -> RecordResult:
 
     state = run.state
     written: list[str] = []
+    edges: list[ColumnEdge] = []
     if run.outputs and state.writes_outputs:
         assert run.ended_at is not None
         plan: list[tuple[AssetDeclaration, Asset]] = []
@@ -243,9 +251,17 @@ def write_task_run(cur: sqlite3.Cursor, run: TaskRun) -> RecordResult:
             state = run.failure_behavior.apply(state)
         if state.writes_outputs:
             for position, (decl, asset) in enumerate(plan):
+                if decl.column_lineage is not None and not decl.columns:  # checked against the stored ones
+                    where = f"outputs[{run.outputs.index(decl)}].columnLineage"
+                    try:
+                        missing_columns(decl.column_lineage, asset.id, [c.name for c in asset.columns], where)
+                    except ValidationError as exc:
+                        raise exc.at(f"task run {key.task_run_id!r} of execution {key.execution_id!r}") from None
                 cur.execute(sql.UPSERT_ASSET, asset_row(asset))
                 used.append((asset.id, "output", position, run.ended_at, decl.statistics))
                 written.append(asset.id)
+                if decl.column_lineage is not None:
+                    edges.extend(decl.column_lineage.edges(asset.id))
     if run.outputs and not state.writes_outputs:
         warnings.append(f"{len(run.outputs)} output(s) not written: the task run ended {state.value}")
 
@@ -278,6 +294,19 @@ def write_task_run(cur: sqlite3.Cursor, run: TaskRun) -> RecordResult:
         for up in inputs:
             if up != down:
                 cur.execute(sql.INSERT_LINEAGE, (up, down, pk))
+    for edge in edges:
+        cur.execute(
+            sql.INSERT_COLUMN_EDGE,
+            (
+                edge.downstream_id,
+                edge.downstream_column or "",
+                edge.upstream_id,
+                edge.upstream_column,
+                transformations_json(edge.transformations),
+                pk,
+                None,
+            ),
+        )
     assert pk is not None
     ended = run.ended_at is not None and state.run_event_type != "START"
     if status == "created":

@@ -39,6 +39,11 @@ def register(cli: click.Group) -> None:
         "--namespace", default="dbt", show_default=True, help="The flow namespace the dbt runs are recorded under."
     )
     @click.option("--flow-id", help="The flow id (default: the dbt project's name).")
+    @click.option(
+        "--catalog-json",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="dbt's catalog.json, for columns and types (default: the target folder's, when there).",
+    )
     @click.pass_obj
     def ingest(
         app: Any,
@@ -48,8 +53,14 @@ def register(cli: click.Group) -> None:
         target: str | None,
         namespace: str,
         flow_id: str | None,
+        catalog_json: Path | None,
     ) -> None:
-        """Read manifest.json and run_results.json and record every model, seed and snapshot that ran."""
+        """Read manifest.json and run_results.json and record every model, seed and snapshot that ran,
+        with columns from catalog.json and each model's column lineage from its compiled SQL.
+
+        `dbt docs generate` writes catalog.json, and also replaces run_results.json with its own:
+        run it with --target-path elsewhere and give its catalog.json here, or run it before the
+        build."""
         summary = ingest_dbt(
             app.catalog(create=True),
             project_dir,
@@ -58,6 +69,7 @@ def register(cli: click.Group) -> None:
             target=target,
             namespace=namespace,
             flow_id=flow_id,
+            catalog_json=catalog_json,
         )
         data = summary.to_json()
         say(f"dbt invocation {summary.invocation_id}: {len(summary.results)} task run(s) recorded")

@@ -6,8 +6,19 @@ from typing import Any
 
 import click
 
+from bridge.catalog import ColumnLineageGraph
 from bridge.cli.output import print_json, say
 from bridge.render import graph_json, graph_mermaid, graph_text, mermaid_limits
+from bridge.render_columns import column_graph_json, column_graph_mermaid, column_graph_text
+
+
+def show_columns(graph: ColumnLineageGraph, fmt: str) -> None:
+    if fmt == "json":
+        print_json(column_graph_json(graph))
+    elif fmt == "mermaid":
+        click.echo(column_graph_mermaid(graph))
+    else:
+        click.echo(column_graph_text(graph))
 
 
 def register(cli: click.Group) -> None:
@@ -18,13 +29,20 @@ def register(cli: click.Group) -> None:
     )
     @click.option("--depth", type=click.IntRange(1, 100), default=5, show_default=True, help="How many hops to follow.")
     @click.option("--format", "fmt", type=click.Choice(["text", "json", "mermaid"]), default="text", show_default=True)
+    @click.option(
+        "--column",
+        help="A column of the asset: where it comes from (upstream) and what it feeds (downstream), column by column.",
+    )
     @click.pass_obj
-    def lineage(app: Any, asset_id: str, direction: str, depth: int, fmt: str) -> None:
-        """Show an asset's upstream and downstream lineage.
+    def lineage(app: Any, asset_id: str, direction: str, depth: int, fmt: str, column: str | None) -> None:
+        """Show an asset's upstream and downstream lineage (or a column's, with --column).
 
         --format mermaid prints a Mermaid flowchart: a node per asset (its id and type) and an
         arrow per linked pair, labelled with every task that links them, one a line.
         """
+        if column is not None:
+            show_columns(app.catalog().column_lineage(asset_id, column, direction=direction, depth=depth), fmt)
+            return
         graph = app.catalog().lineage(asset_id, direction=direction, depth=depth)
         if fmt == "json":
             print_json(graph_json(graph))

@@ -105,4 +105,11 @@ def _record_report_task(catalog: Catalog, dbt_finished: datetime) -> None:
             namespace="company.data",
             metadata={"path": "second_model_report.csv", "owner": "analytics-team"},
             statistics={"row_count": 2},
+            columns=["id", "label"],
+            column_lineage={
+                "fields": {
+                    "id": [{"id": SECOND_MODEL, "column": "id", "transformation": "IDENTITY"}],
+                    "label": [{"id": SECOND_MODEL, "column": "label", "transformation": "IDENTITY"}],
+                }
+            },
         )

@@ -10,6 +10,8 @@ idempotent.
 - Run ids are UUIDv7-shaped and derived from the catalog's keys and start time.
 - An asset change outside any run (metadata set, delete) becomes a DatasetEvent; a delete carries
   ``lifecycleStateChange: DROP``.
+- A task run's column edges become the ``columnLineage`` facet of its outputs
+  (:mod:`bridge.openlineage.column_facet`).
 - A flow's declared lineage of a task (Kestra's ``assets`` block) becomes a JobEvent for the same
   job its runs name, with the declared inputs and outputs.
 """
@@ -38,6 +40,7 @@ from bridge.model import (
     merge_metadata,
 )
 from bridge.openlineage import facets as f
+from bridge.openlineage.column_facet import run_datasets
 from bridge.openlineage.serialize import dumps
 from bridge.version import PRODUCER, __version__
 
@@ -196,13 +199,29 @@ class Converter:
         }
         return [start, end]
 
+    def _column_datasets(
+        self, run: StoredTaskRun, assets: Mapping[str, Asset]
+    ) -> dict[str, dict[str, dict[str, Any]]] | None:
+        """The run's datasets that its column edges change (the outputs' ``columnLineage``, the
+        columns their ``schema`` facets must list), by direction and asset id; None when none."""
+        if not run.column_edges:
+            return None
+        sides: dict[str, dict[str, dict[str, Any]]] = {"input": {}, "output": {}}
+        for usage in run.usages:
+            sides[usage.direction][usage.asset_id] = self.dataset(self._usage(usage, assets, run.started_at)[0])
+        inputs, outputs = run_datasets(self.options.producer, run.column_edges, sides["input"], sides["output"])
+        return {"input": inputs, "output": outputs}
+
     def task_run_events(self, run: StoredTaskRun, assets: Mapping[str, Asset]) -> list[dict[str, Any]]:
         """START, and COMPLETE / FAIL / ABORT once the run has ended, for one task run. ``assets``
         holds the asset records its usages refer to."""
         datasets: dict[str, list[dict[str, Any]]] = {"input": [], "output": []}
+        changed = self._column_datasets(run, assets)
         for usage in run.usages:
             asset, output_facets = self._usage(usage, assets, run.started_at)
             dataset = self.dataset(asset)
+            if changed is not None:
+                dataset = changed[usage.direction].get(usage.asset_id, dataset)
             datasets[usage.direction].append({**dataset, "outputFacets": output_facets} if output_facets else dataset)
         return [{**e, "inputs": datasets["input"], "outputs": datasets["output"]} for e in self._envelopes(run)]
 
@@ -210,9 +229,11 @@ class Converter:
         """:meth:`task_run_events`, each serialized exactly as :func:`dumps` would: the export
         path, which serializes each dataset once per asset version instead of once per event."""
         datasets: dict[str, list[str]] = {"input": [], "output": []}
+        changed = self._column_datasets(run, assets)
         for usage in run.usages:
             asset, output_facets = self._usage(usage, assets, run.started_at)
-            text = self.dataset_json(asset)
+            own = changed[usage.direction].get(usage.asset_id) if changed is not None else None
+            text = dumps(own) if own is not None else self.dataset_json(asset)
             if output_facets:  # "outputFacets" sorts after "namespace", the dataset's last key
                 text = f'{text[:-1]},"outputFacets":{dumps(output_facets)}}}'
             datasets[usage.direction].append(text)

@@ -32,6 +32,7 @@ SCHEMA_URLS = {
     "lifecycleStateChange": _facet_url("1-0-1", "LifecycleStateChangeDatasetFacet"),
     "dataQualityAssertions": _facet_url("1-1-0", "DataQualityAssertionsDatasetFacet"),
     "outputStatistics": _facet_url("1-0-2", "OutputStatisticsOutputDatasetFacet"),
+    "columnLineage": _facet_url("1-2-0", "ColumnLineageDatasetFacet"),
     "parent": _facet_url("1-2-0", "ParentRunFacet"),
     "processing_engine": _facet_url("1-1-1", "ProcessingEngineRunFacet"),
     "errorMessage": _facet_url("1-0-1", "ErrorMessageRunFacet"),

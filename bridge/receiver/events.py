@@ -15,6 +15,7 @@ import orjson
 
 from bridge.memo import Memo
 from bridge.model import Column, format_time, parse_time, pickles_as_tuple
+from bridge.receiver.column_lineage import ReceivedColumnEdge, read_column_lineage
 
 TERMINAL = ("COMPLETE", "FAIL", "ABORT")
 
@@ -51,6 +52,7 @@ class IncomingEvent:
     parent_run_id: str | None = None
     datasets: tuple[SeenDataset, ...] = ()
     warnings: tuple[str, ...] = ()
+    column_edges: tuple[ReceivedColumnEdge, ...] = ()  # of its outputs' columnLineage facets
 
     # worked out once, in the request's thread, rather than under the catalog's write lock
     time_text: str = attrs.field(init=False, eq=False, repr=False)
@@ -194,6 +196,10 @@ def read_event(
         parent = _facet(run.get("facets"), "parent").get("run")
         if isinstance(parent, dict) and isinstance(parent.get("runId"), str):
             parent_run_id = parent["runId"]
+    column_edges: tuple[ReceivedColumnEdge, ...] = ()
+    if kind != "DatasetEvent":
+        column_edges, more = read_column_lineage(event)
+        warnings = warnings + more
     event_type = event.get("eventType") if isinstance(event.get("eventType"), str) else None
     return IncomingEvent(
         digest=digest,
@@ -208,4 +214,5 @@ def read_event(
         parent_run_id=parent_run_id,
         datasets=tuple(datasets),
         warnings=warnings,
+        column_edges=column_edges,
     )

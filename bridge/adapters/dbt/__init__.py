@@ -18,6 +18,9 @@ class DbtSummary:
     results: tuple[RecordResult, ...]
     updated: tuple[Asset, ...]
     skipped: int
+    catalog_json: bool = False  # whether catalog.json was read
+    column_edges: int = 0  # column edges of the outputs written
+    column_notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -30,6 +33,9 @@ class DbtSummary:
             "testResultsApplied": [a.id for a in self.updated],
             "warnings": [w for r in self.results for w in r.warnings],
             "nonRelationResults": self.skipped,
+            "catalogJson": self.catalog_json,
+            "columnEdges": self.column_edges,
+            "columnLineageNotes": list(self.column_notes),
         }
 
 
@@ -42,9 +48,12 @@ def ingest_dbt(
     target: str | None = None,
     namespace: str = "dbt",
     flow_id: str | None = None,
+    catalog_json: Path | str | None = None,
 ) -> DbtSummary:
     """Read a dbt project's artifacts and record them, all in one transaction."""
-    artifacts = load_artifacts(project_dir, target_path=target_path, profiles_dir=profiles_dir, target=target)
+    artifacts = load_artifacts(
+        project_dir, target_path=target_path, profiles_dir=profiles_dir, target=target, catalog_json=catalog_json
+    )
     found = dbt_task_runs(artifacts, namespace=namespace, flow_id=flow_id)
     generated = parse_time(artifacts.run_results["metadata"]["generated_at"], "run_results.json", assume_utc=True)
     updates: list[AssetDeclaration] = []
@@ -54,8 +63,21 @@ def ingest_dbt(
         exists = decl.id in produced or decl.id in sources or catalog.get_asset(decl.id) is not None
         updates.append(attrs.evolve(decl, type=None if exists else "External"))
     results, updated = catalog.record(found.task_runs, updates, now=generated)
+    written = {(r.key, a) for r, result in zip(found.task_runs, results, strict=True) for a in result.written}
+    edges = sum(
+        len(d.column_lineage.edges(d.id))
+        for run in found.task_runs
+        for d in run.outputs
+        if d.column_lineage is not None and (run.key, d.id) in written
+    )
     return DbtSummary(
-        artifacts.run_results["metadata"]["invocation_id"], tuple(results), tuple(updated), len(found.skipped)
+        artifacts.run_results["metadata"]["invocation_id"],
+        tuple(results),
+        tuple(updated),
+        len(found.skipped),
+        catalog_json=artifacts.catalog is not None,
+        column_edges=edges,
+        column_notes=found.column_notes,
     )
 
 

@@ -1,4 +1,5 @@
-"""Reading a dbt target folder: ``manifest.json``, ``run_results.json`` and the profile.
+"""Reading a dbt target folder: ``manifest.json``, ``run_results.json``, ``catalog.json`` when
+present (``dbt docs generate``) and the profile.
 
 Every problem is an :class:`ArtifactError` that names the file and what is wrong with it.
 """
@@ -27,6 +28,9 @@ class DbtArtifacts:
     connection: Mapping[str, Any]  # the profile target's output (type, path, host, port, ...)
     manifest_path: Path
     run_results_path: Path
+    # ``catalog.json`` (``dbt docs generate``): the columns and types of relations, when present
+    catalog: Mapping[str, Any] | None = None
+    catalog_path: Path | None = None
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -71,6 +75,10 @@ def _check_manifest(manifest: Mapping[str, Any], path: Path) -> None:
             _require(node, key, str, path, f"sources[{unique_id!r}]")
 
 
+# run_results.json of commands that run nothing: their results are compilations, not runs
+_NOT_RUNS = {"generate": "docs generate", "compile": "compile", "list": "list", "parse": "parse"}
+
+
 def _check_run_results(run_results: Mapping[str, Any], path: Path) -> None:
     metadata = _require(run_results, "metadata", dict, path)
     version = metadata.get("dbt_schema_version", "")
@@ -78,12 +86,35 @@ def _check_run_results(run_results: Mapping[str, Any], path: Path) -> None:
         raise ArtifactError(f"{path}: metadata.dbt_schema_version {version!r} is not a dbt run-results schema")
     _require(metadata, "invocation_id", str, path, "metadata")
     _require(metadata, "generated_at", str, path, "metadata")
+    command = (run_results.get("args") or {}).get("which")
+    if command in _NOT_RUNS:
+        raise ArtifactError(
+            f"{path}: written by `dbt {_NOT_RUNS[command]}`, which runs no model; run the build again "
+            "(dbt docs generate replaces run_results.json: give it --target-path elsewhere and its catalog.json "
+            "with --catalog-json)"
+        )
     results = _require(run_results, "results", list, path)
     for index, result in enumerate(results):
         if not isinstance(result, dict):
             raise ArtifactError(f"{path}: results[{index}] must be an object")
         for key in ("unique_id", "status"):
             _require(result, key, str, path, f"results[{index}]")
+
+
+def _check_catalog(catalog: Mapping[str, Any], path: Path) -> None:
+    metadata = _require(catalog, "metadata", dict, path)
+    version = metadata.get("dbt_schema_version", "")
+    if not isinstance(version, str) or "/catalog/" not in version:
+        raise ArtifactError(f"{path}: metadata.dbt_schema_version {version!r} is not a dbt catalog schema")
+    for group in ("nodes", "sources"):
+        for unique_id, entry in _require(catalog, group, dict, path).items():
+            where = f"{group}[{unique_id!r}]"
+            if not isinstance(entry, dict):
+                raise ArtifactError(f"{path}: {where} must be an object")
+            _require(entry, "metadata", dict, path, where)
+            for name, column in _require(entry, "columns", dict, path, where).items():
+                if not isinstance(column, dict):
+                    raise ArtifactError(f"{path}: {where}.columns[{name!r}] must be an object")
 
 
 _ENV_VAR = re.compile(r"\{\{\s*env_var\(\s*['\"]([^'\"]+)['\"]\s*(?:,\s*['\"]([^'\"]*)['\"]\s*)?\)\s*\}\}")
@@ -160,9 +191,11 @@ def load_artifacts(
     profiles_dir: Path | str | None = None,
     target: str | None = None,
     env: Mapping[str, str] | None = None,
+    catalog_json: Path | str | None = None,
 ) -> DbtArtifacts:
     """Read and check a dbt project's artifacts. ``target_path`` defaults to ``target`` and, when
-    relative, is read inside the project folder (as dbt writes it)."""
+    relative, is read inside the project folder (as dbt writes it); ``catalog.json`` is read
+    from ``catalog_json``, else from the target folder when it is there."""
     env = os.environ if env is None else env
     project = Path(project_dir)
     if not project.is_dir():
@@ -173,6 +206,11 @@ def load_artifacts(
     _check_manifest(manifest, manifest_path)
     run_results = _read_json(results_path)
     _check_run_results(run_results, results_path)
+    catalog_path = Path(catalog_json) if catalog_json is not None else folder / "catalog.json"
+    catalog = None
+    if catalog_json is not None or catalog_path.exists():
+        catalog = _read_json(catalog_path)
+        _check_catalog(catalog, catalog_path)
     project_file, connection = read_connection(project, Path(profiles_dir) if profiles_dir else None, target, env)
     adapter = manifest["metadata"].get("adapter_type") or connection["type"]
     project_name = manifest["metadata"].get("project_name") or project_file.get("name") or "dbt"
@@ -184,4 +222,6 @@ def load_artifacts(
         connection=connection,
         manifest_path=manifest_path,
         run_results_path=results_path,
+        catalog=catalog,
+        catalog_path=catalog_path if catalog is not None else None,
     )

@@ -2,6 +2,8 @@
 
 Every model, seed and snapshot that ran becomes a task run writing a Global ``Table`` asset with id
 ``<database>.<schema>.<alias>``; its parents (models, seeds, snapshots, sources) are its inputs.
+Columns come from ``catalog.json`` when present, and each model's column lineage from its compiled
+SQL (:mod:`bridge.adapters.dbt.columns`).
 Sources become External placeholders unless a flow produces them. Test results become
 ``dbtTestStatus`` / ``dbtTestsTotal`` / ``dbtTestsFailed`` metadata and data-quality assertions.
 
@@ -18,11 +20,12 @@ from typing import Any
 import attrs
 
 from bridge.adapters.dbt.artifacts import DbtArtifacts
+from bridge.adapters.dbt.columns import ProjectColumns
+from bridge.column_lineage import ColumnLineage
 from bridge.errors import ArtifactError, ValidationError
 from bridge.model import (
     Assertion,
     AssetDeclaration,
-    Column,
     JobInfo,
     Origin,
     TaskRun,
@@ -44,6 +47,7 @@ class DbtIngest:
     task_runs: tuple[TaskRun, ...]
     test_updates: tuple[AssetDeclaration, ...]  # test results for relations that did not run now
     skipped: tuple[str, ...]  # run results that are not relations (tests, hooks), counted for the summary
+    column_notes: tuple[str, ...] = ()  # what the column lineage could not read
 
 
 def normalize_snowflake_account(account: str) -> str:
@@ -88,6 +92,7 @@ class _Project:
             **connection_metadata(artifacts.adapter_type, artifacts.connection),
         }
         self.where = str(artifacts.manifest_path)
+        self.columns = ProjectColumns(artifacts.adapter_type, artifacts.catalog)
 
     def is_relation(self, unique_id: str) -> bool:
         node = self.nodes.get(unique_id)
@@ -95,15 +100,30 @@ class _Project:
             return False
         return _config(node).get("materialized") != "ephemeral"
 
-    def declaration(self, unique_id: str, *, output: bool, tests: Mapping[str, list[Assertion]]) -> AssetDeclaration:
+    def relation(self, unique_id: str) -> tuple[Mapping[str, Any], str, str]:
+        """(node, relation name, kind) of a model, seed, snapshot or source; its columns known."""
         if unique_id in self.sources:
             node = self.sources[unique_id]
-            table = node.get("identifier") or node["name"]
-            kind = "source"
+            table, kind = node.get("identifier") or node["name"], "source"
         else:
             node = self.nodes[unique_id]
-            table = node.get("alias") or node["name"]
-            kind = node["resource_type"]
+            table, kind = node.get("alias") or node["name"], node["resource_type"]
+        self.columns.register(unique_id, node, table)
+        return node, table, kind
+
+    def asset_id(self, unique_id: str) -> str:
+        node, table, _kind = self.relation(unique_id)
+        return _relation_id(node, table, f"{self.where}: {unique_id}")
+
+    def declaration(
+        self,
+        unique_id: str,
+        *,
+        output: bool,
+        tests: Mapping[str, list[Assertion]],
+        column_lineage: ColumnLineage | None = None,
+    ) -> AssetDeclaration:
+        node, table, kind = self.relation(unique_id)
         asset_id = _relation_id(node, table, f"{self.where}: {unique_id}")
         metadata: dict[str, Any] = {
             **self.base_metadata,
@@ -129,8 +149,9 @@ class _Project:
             type="Table" if output else None,
             description=node.get("description") or None,
             metadata=metadata,
-            columns=_columns(node),
+            columns=self.columns.columns[unique_id],
             assertions=assertions,
+            column_lineage=column_lineage,
         )
 
     def parents(self, unique_id: str, seen: frozenset[str] = frozenset()) -> list[str]:
@@ -154,19 +175,6 @@ class _Project:
 def _config(node: Mapping[str, Any]) -> Mapping[str, Any]:
     config = node.get("config")
     return config if isinstance(config, dict) else {}
-
-
-def _columns(node: Mapping[str, Any]) -> list[Column]:
-    columns = node.get("columns")
-    if not isinstance(columns, dict):
-        return []
-    return [
-        Column(
-            name=str(c.get("name") or name), type=c.get("data_type") or None, description=c.get("description") or None
-        )
-        for name, c in columns.items()
-        if isinstance(c, dict)
-    ]
 
 
 def _test_results(project: _Project) -> dict[str, list[Assertion]]:
@@ -235,8 +243,15 @@ def dbt_task_runs(artifacts: DbtArtifacts, *, namespace: str = "dbt", flow_id: s
         task_id = f"{kind}.{name}" if package == artifacts.project_name else unique_id
 
         key = TaskRunKey.create(namespace, flow, task_id, invocation, unique_id)
-        inputs = tuple(project.declaration(p, output=False, tests={}) for p in project.parents(unique_id))
-        output = project.declaration(unique_id, output=True, tests=tests)
+        parents = project.parents(unique_id)
+        inputs = tuple(project.declaration(p, output=False, tests={}) for p in parents)
+        lineage = None
+        sql = node.get("compiled_code")
+        if state.writes_outputs and isinstance(sql, str) and sql.strip() and node.get("language", "sql") == "sql":
+            project.relation(unique_id)
+            by_parent = {p: project.asset_id(p) for p in parents}
+            _columns, lineage = project.columns.lineage(unique_id, sql, by_parent)
+        output = project.declaration(unique_id, output=True, tests=tests, column_lineage=lineage)
         runs.append(
             TaskRun(
                 key=key,
@@ -262,4 +277,6 @@ def dbt_task_runs(artifacts: DbtArtifacts, *, namespace: str = "dbt", flow_id: s
         if unique_id not in ran and (project.is_relation(unique_id) or unique_id in project.sources)
     )
     runs.sort(key=lambda r: (r.started_at, r.key.task_run_id))
-    return DbtIngest(task_runs=tuple(runs), test_updates=updates, skipped=tuple(skipped))
+    return DbtIngest(
+        task_runs=tuple(runs), test_updates=updates, skipped=tuple(skipped), column_notes=tuple(project.columns.notes)
+    )

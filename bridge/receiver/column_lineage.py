@@ -1,0 +1,121 @@
+"""A received event's ``columnLineage`` facets, read into column edges. Pure: no clock, no I/O.
+
+Every input field of every output column (and of the facet's whole-output ``dataset`` list) is
+one edge, kept with its ``transformations`` exactly as the producer gave them (canonical JSON);
+an input field without them, under an output column that has the deprecated
+``transformationType``, gets that one (``IDENTITY`` → DIRECT IDENTITY, ``MASKED`` → a masking
+DIRECT TRANSFORMATION). None is dropped and none invented: an edge Marquez would skip is taken
+all the same, with a warning kept with the event:
+
+- an output column that the output's ``schema`` facet does not list (or an output without one);
+- an input field whose dataset is not an input of the event.
+
+(Marquez also accepts an input dataset named in another event of the same run; the receiver
+judges each event by its own datasets, so that its verdict does not depend on what came before.)
+Facets are read from the outputs of RunEvents and JobEvents, the datasets with a run or job to
+keep the edges under.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import attrs
+import orjson
+
+from bridge.column_lineage import SUBTYPE_TYPES
+from bridge.model import pickles_as_tuple
+
+Dataset = tuple[str, str]  # (namespace, name)
+
+
+@pickles_as_tuple
+@attrs.frozen
+class ReceivedColumnEdge:
+    output: Dataset
+    column: str  # '' for the whole output (the facet's `dataset` list)
+    input: Dataset
+    field: str
+    transformations: str  # the JSON list, canonical
+
+
+def _canonical(value: Any) -> str:
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # an integer past 64 bits
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _deprecated(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What an output column's deprecated ``transformationType`` says, as the new list."""
+    kind = entry.get("transformationType")
+    if not isinstance(kind, str) or not kind.strip():
+        return []
+    upper = kind.strip().upper()
+    if upper == "MASKED":
+        item: dict[str, Any] = {"type": "DIRECT", "subtype": "TRANSFORMATION", "masking": True}
+    elif upper in SUBTYPE_TYPES:
+        item = {"type": SUBTYPE_TYPES[upper], "subtype": upper}
+    elif upper in ("DIRECT", "INDIRECT"):
+        item = {"type": upper}
+    else:
+        item = {"type": "DIRECT", "subtype": kind}
+    description = entry.get("transformationDescription")
+    if isinstance(description, str) and description:
+        item["description"] = description
+    return [item]
+
+
+def _inputs(items: Any, fallback: list[dict[str, Any]]) -> Iterator[tuple[Dataset, str, str]]:
+    for item in items if isinstance(items, list) else ():
+        if not isinstance(item, dict):
+            continue
+        namespace, name, field = item.get("namespace"), item.get("name"), item.get("field")
+        if not (isinstance(namespace, str) and isinstance(name, str) and isinstance(field, str)):
+            continue
+        given = item.get("transformations")
+        transformations = given if isinstance(given, list) else fallback
+        yield (namespace, name), field, _canonical(transformations)
+
+
+def read_column_lineage(event: Mapping[str, Any]) -> tuple[tuple[ReceivedColumnEdge, ...], tuple[str, ...]]:
+    """The column edges of an accepted RunEvent's or JobEvent's outputs, and the warnings."""
+    outputs = event.get("outputs")
+    if not isinstance(outputs, list):
+        return (), ()
+    inputs = {(d.get("namespace"), d.get("name")) for d in event.get("inputs") or () if isinstance(d, dict)}
+    edges: dict[ReceivedColumnEdge, None] = {}
+    warnings: dict[str, None] = {}
+    for output in outputs:
+        if not isinstance(output, dict) or not isinstance(output.get("facets"), dict):
+            continue
+        facet = output["facets"].get("columnLineage")
+        if not isinstance(facet, dict):
+            continue
+        target = (output["namespace"], output["name"])
+        where = f"columnLineage of output {target[0]} {target[1]}"
+        schema = output["facets"].get("schema")
+        fields = schema.get("fields") if isinstance(schema, dict) else None
+        listed = {f.get("name") for f in fields if isinstance(f, dict)} if isinstance(fields, list) else None
+        given = facet.get("fields")
+        columns: dict[str, Any] = given if isinstance(given, dict) else {}
+        if columns and listed is None:
+            warnings[f"{where}: the output has no schema facet, so Marquez skips its column lineage"] = None
+        for column, entry in columns.items():
+            if not isinstance(entry, dict):
+                continue
+            if listed is not None and column not in listed:
+                warnings[f"{where}: column {column!r} is not in the output's schema facet"] = None
+            for source, field, transformations in _inputs(entry.get("inputFields"), _deprecated(entry)):
+                edges[ReceivedColumnEdge(target, column, source, field, transformations)] = None
+        for source, field, transformations in _inputs(facet.get("dataset"), []):
+            edges[ReceivedColumnEdge(target, "", source, field, transformations)] = None
+    for edge in edges:
+        if edge.input not in inputs:
+            warnings[
+                f"columnLineage of output {edge.output[0]} {edge.output[1]}: {edge.input[0]} {edge.input[1]} "
+                "is not an input of this event"
+            ] = None
+    return tuple(edges), tuple(warnings)

@@ -1,0 +1,104 @@
+"""Column lineage graphs (``lineage ID --column COL``) as text, JSON and Mermaid.
+
+A column is shown as ``<asset id>.<column>``; each edge with its transformations and the runs
+that made it, as :mod:`bridge.render` shows dataset lineage.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bridge.catalog import ColumnLineageEdge, ColumnLineageGraph
+from bridge.column_lineage import Transformation
+from bridge.render import _node_id
+
+
+def _column_node(asset_id: str, column: str) -> str:
+    return "c" + _node_id(f"{asset_id}#{column}")  # apart from the assets' subgraph ids
+
+
+def _how(transformations: tuple[Transformation, ...]) -> str:
+    """``AGGREGATION``, ``FILTER (indirect)``, ``TRANSFORMATION masked`` ...: each kind once."""
+    words = []
+    for t in transformations:
+        word = t.subtype or t.type
+        if t.type == "INDIRECT" and t.subtype:
+            word += " (indirect)"
+        if t.masking:
+            word += " masked"
+        words.append(word)
+    return ", ".join(dict.fromkeys(words))
+
+
+def column_graph_json(graph: ColumnLineageGraph) -> dict[str, Any]:
+    return {
+        "root": {"asset": graph.root, "column": graph.column},
+        "direction": graph.direction,
+        "depth": graph.depth,
+        "assets": [
+            {"id": a.id, "type": a.type, "namespace": a.namespace, "origin": a.origin.value} for a in graph.assets
+        ],
+        "edges": [
+            {
+                "upstream": {"asset": e.upstream, "column": e.upstream_column},
+                "downstream": {"asset": e.downstream, "column": e.downstream_column},
+                "depth": e.depth,
+                "transformations": [t.to_json() for t in e.transformations],
+                "tasks": list(e.tasks),
+            }
+            for e in graph.edges
+        ],
+    }
+
+
+def column_graph_text(graph: ColumnLineageGraph) -> str:
+    """An indented tree per direction: ``<- upstream column`` and ``-> downstream column``."""
+    lines = [f"{graph.root}.{graph.column}"]
+    for direction, arrow in (("upstream", "<-"), ("downstream", "->")):
+        if graph.direction not in (direction, "both"):
+            continue
+        children: dict[tuple[str, str], list[tuple[tuple[str, str], ColumnLineageEdge]]] = {}
+        for e in graph.edges:
+            up, down = (e.upstream, e.upstream_column), (e.downstream, e.downstream_column)
+            if direction == "upstream":
+                children.setdefault(down, []).append((up, e))
+            else:
+                children.setdefault(up, []).append((down, e))
+
+        def walk(
+            node: tuple[str, str],
+            level: int,
+            seen: frozenset[tuple[str, str]],
+            children: dict[tuple[str, str], list[tuple[tuple[str, str], ColumnLineageEdge]]] = children,
+            arrow: str = arrow,
+        ) -> None:
+            for child, edge in sorted(children.get(node, []), key=lambda item: item[0]):
+                how = _how(edge.transformations)
+                via = f"  via {', '.join(edge.tasks)}" if edge.tasks else ""
+                lines.append(f"{'  ' * level}{arrow} {child[0]}.{child[1]}{f'  {how}' if how else ''}{via}")
+                if child not in seen and level < graph.depth:
+                    walk(child, level + 1, seen | {child})
+
+        walk((graph.root, graph.column), 1, frozenset({(graph.root, graph.column)}))
+    return "\n".join(lines)
+
+
+def column_graph_mermaid(graph: ColumnLineageGraph) -> str:
+    """One subgraph per asset with its columns as nodes; edges labelled with their transformations."""
+    columns: dict[str, list[str]] = {graph.root: [graph.column]}
+    for e in graph.edges:
+        columns.setdefault(e.upstream, []).append(e.upstream_column)
+        columns.setdefault(e.downstream, []).append(e.downstream_column)
+    types = {a.id: a.type for a in graph.assets}
+    lines = ["graph LR"]
+    for asset_id, names in columns.items():
+        label = f"{asset_id}<br/>{types.get(asset_id, '?')}".replace('"', "'")
+        lines.append(f'    subgraph {_node_id(asset_id)}["{label}"]')
+        for name in dict.fromkeys(names):
+            lines.append(f'        {_column_node(asset_id, name)}["{name.replace(chr(34), chr(39))}"]')
+        lines.append("    end")
+    for e in graph.edges:
+        how = _how(e.transformations).replace("|", "/")
+        up, down = _column_node(e.upstream, e.upstream_column), _column_node(e.downstream, e.downstream_column)
+        lines.append(f"    {up} -->{f'|{how}|' if how else ''} {down}")
+    return "\n".join(lines)

@@ -64,6 +64,7 @@ bench: $(STAMP)
 	else echo "benchmarks/ingest.py needs wrk, the load generator (Debian: apt-get install wrk)" >&2; fi
 	$(BIN)/python benchmarks/delivery.py
 	$(BIN)/python benchmarks/ingest_parts.py
+	$(BIN)/python benchmarks/engine_overhead.py
 
 clean:
 	rm -rf $(VENV) olbridge-demo .pytest_cache .mypy_cache .ruff_cache $(MERMAID)/node_modules

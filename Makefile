@@ -1,6 +1,8 @@
 # The two commands of the quick start: `make demo` and `make test`. Both set up .venv first:
 # `make demo` with the base package only (all the demo needs), `make test` with everything (dbt,
-# Prefect, Metaflow and the tools), at the versions pinned in requirements-dev.txt.
+# Prefect, Metaflow, psycopg and the tools), at the versions pinned in requirements-dev.txt. The
+# tests start their own PostgreSQL server (tests/postgres.py): the system's where it has one, else
+# the one the pgserver package ships.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -25,7 +27,7 @@ $(BASE_STAMP): pyproject.toml requirements-dev.txt | $(BIN)/python
 # everything the tests need; it holds the base package too
 $(STAMP): pyproject.toml requirements-dev.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -e '.[dev,dbt,metaflow,prefect]'
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -e '.[dev,postgres,dbt,metaflow,prefect]'
 	touch $(STAMP) $(BASE_STAMP)
 
 $(MERMAID_STAMP): $(MERMAID)/package.json $(MERMAID)/package-lock.json
@@ -63,6 +65,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/delivery.py
 	$(BIN)/python benchmarks/ingest_parts.py
 	$(BIN)/python benchmarks/column_lineage.py
+	$(BIN)/python benchmarks/engine_overhead.py
 
 clean:
 	rm -rf $(VENV) olbridge-demo .pytest_cache .mypy_cache .ruff_cache $(MERMAID)/node_modules

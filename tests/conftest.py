@@ -1,8 +1,9 @@
-"""Shared fixtures: catalogs, fixed times, and the official OpenLineage schemas.
+"""Shared fixtures: catalogs, fixed times, the official OpenLineage schemas and a PostgreSQL server.
 
 The official schemas are read from the shared folder beside the repository
 (``../shared/openlineage-spec``, or ``$OLBRIDGE_SPEC_DIR``); where it is absent the tests that
-need them skip and say so.
+need them skip and say so. The PostgreSQL server (:mod:`tests.postgres`) never skips: where none
+can be started, the tests that need it fail.
 """
 
 from __future__ import annotations
@@ -15,13 +16,16 @@ import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from bridge.catalog import Catalog
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
+
+if TYPE_CHECKING:
+    from tests.postgres import PostgresServer
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC_DIR = Path(os.environ.get("OLBRIDGE_SPEC_DIR", ROOT.parent / "shared" / "openlineage-spec"))
@@ -36,6 +40,28 @@ def at(minutes: float) -> datetime:
 def catalog() -> Iterator[Catalog]:
     with Catalog(":memory:") as cat:
         yield cat
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the whole run, started on first use (about 2 s) in a temporary
+    directory and stopped at the end: ``postgres.url(name)``, ``postgres.create_database()``."""
+    from tests.postgres import PostgresServer  # psycopg: only the tests that use the server need it
+
+    server = PostgresServer.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres: PostgresServer) -> Iterator[str]:
+    """A new, empty database of its own for one test (a copy of template1), as a
+    ``postgresql://`` URL of the trusted superuser; dropped after the test."""
+    name = postgres.create_database()
+    yield postgres.url(name)
+    postgres.drop_database(name)
 
 
 @pytest.fixture(scope="session")

@@ -103,7 +103,7 @@ def test_a_bad_line_is_refused_with_its_number_and_nothing_is_recorded(tmp_path:
         (["assets", "list", "--where", "env", "LIKE", "x"], "unknown filter type"),
         (["export", "--since", "yesterday"], "not an ISO 8601 time"),
         (["record", "--namespace", "n"], "needs --flow-id"),
-        (["dbt", "ingest", "--project-dir", "nowhere"], "project folder not found"),
+        (["dbt", "import", "--project-dir", "nowhere"], "project folder not found"),
     ],
 )
 def test_bad_input_gets_a_clear_error_and_changes_nothing(tmp_path: Path, args: list[str], message: str) -> None:

@@ -207,7 +207,6 @@ def check_namespace(value: object, where: str = "namespace") -> str | None:
 # ---------------------------------------------------------------------------------------------
 # metadata
 
-Scalar = str | int | float | bool
 METADATA_KEY_MAX = 255
 
 

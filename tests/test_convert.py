@@ -11,10 +11,10 @@ from bridge.catalog import Catalog
 from bridge.export import iter_events
 from bridge.mapping import Resolver
 from bridge.model import Column, Statistics
-from bridge.openlineage import reference
 from bridge.openlineage.convert import Converter, ConvertOptions
 from bridge.openlineage.serialize import dumps
 from bridge.openlineage.validate import validate_event
+from tests import reference
 from tests.conftest import at
 from tests.helpers import decl, run
 

@@ -9,12 +9,8 @@ from click.testing import CliRunner
 
 from bridge.cli import cli
 from bridge.openlineage.validate import validate_event
+from tests.helpers import invoke
 from tests.test_validate import BASE_EVENT
-
-
-def invoke(db: Path, *args: str, input: str | None = None) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, ["--catalog", str(db), *args], input=input)
-    return result.exit_code, result.stdout, result.stderr
 
 
 def line(**overrides: object) -> str:

@@ -36,7 +36,7 @@ from bridge.model import AssetDeclaration, TaskState
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
 from tests.conftest import at
-from tests.test_catalog import snapshot
+from tests.helpers import snapshot
 
 ORDERS_CONFIG = """\
 name = "Orders"

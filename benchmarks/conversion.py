@@ -21,13 +21,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from pathlib import Path
 from typing import Any
 
-from bridge.catalog import Catalog
-from bridge.mapping import Resolver, Rule, load_rules
-from bridge.model import Asset, AssetDeclaration, Column, StoredTaskRun, TaskRun, TaskRunKey, TaskState
-from bridge.openlineage.convert import Converter
-from bridge.openlineage.reference import task_run_events as ol_events
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bridge.catalog import Catalog  # noqa: E402
+from bridge.mapping import Resolver, Rule, load_rules  # noqa: E402
+from bridge.model import Asset, AssetDeclaration, Column, StoredTaskRun, TaskRun, TaskRunKey, TaskState  # noqa: E402
+from bridge.openlineage.convert import Converter  # noqa: E402
+from tests.reference import task_run_events as ol_events  # noqa: E402
 
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
 CHECKED_RUNS = 20

@@ -22,30 +22,18 @@ CONFIG_FILE = "olbridge.toml"
 
 
 @attrs.frozen
-class Setting:
-    name: str
-    default: Any
-    help: str
-
-
-SETTINGS = (
-    Setting("catalog", "olbridge.db", "Path of the SQLite catalog file."),
-    Setting("mappings", [], "Extra naming-rule files (TOML), tried before the built-in rules at equal priority."),
-    Setting("default_namespace", DEFAULT_NAMESPACE, "OpenLineage namespace of assets that no rule names."),
-    Setting("job_namespace_prefix", "", "Prefix put before a flow's namespace to make its job namespace."),
-    Setting("producer", PRODUCER, "The `producer` URI of every event olbridge emits."),
-)
-_KNOWN = {s.name: s for s in SETTINGS}
-
-
-@attrs.frozen
 class Config:
-    catalog: Path = Path("olbridge.db")
-    mappings: tuple[Path, ...] = ()
-    default_namespace: str = DEFAULT_NAMESPACE
-    job_namespace_prefix: str = ""
-    producer: str = PRODUCER
+    """The settings, each a key of the file but ``source``."""
+
+    catalog: Path = Path("olbridge.db")  # the SQLite catalog file
+    mappings: tuple[Path, ...] = ()  # extra naming-rule files, tried before the built-in rules at equal priority
+    default_namespace: str = DEFAULT_NAMESPACE  # the OpenLineage namespace of assets that no rule names
+    job_namespace_prefix: str = ""  # put before a flow's namespace to make its job namespace
+    producer: str = PRODUCER  # the `producer` URI of every event olbridge emits
     source: Path | None = None  # the file it was read from
+
+
+_KNOWN = frozenset(field.name for field in attrs.fields(Config)) - {"source"}
 
 
 def _string(value: Any, key: str, where: str) -> str:

@@ -210,7 +210,6 @@ def check_namespace(value: object, where: str = "namespace") -> str | None:
 # ---------------------------------------------------------------------------------------------
 # metadata
 
-Scalar = str | int | float | bool
 METADATA_KEY_MAX = 255
 
 
@@ -322,6 +321,11 @@ def format_time(moment: datetime) -> str:
     it sorts as the time does."""
     utc = moment if moment.tzinfo is UTC else moment.astimezone(UTC)
     return utc.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+def epoch_text(seconds: float) -> str:
+    """:func:`format_time` of a time given in seconds since the epoch (a clock's reading)."""
+    return format_time(datetime.fromtimestamp(seconds, UTC))
 
 
 def parse_time(value: object, where: str, *, assume_utc: bool = False) -> datetime:

@@ -1,13 +1,38 @@
-"""Builders for test records."""
+"""Builders for test records, and the helpers every test file shares: running the CLI in process,
+and the catalog's contents to compare."""
 
 from __future__ import annotations
 
 import copy
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+from click.testing import CliRunner
+
+from bridge.catalog import Catalog
+from bridge.cli import cli
 from bridge.model import AssetDeclaration, FailureBehavior, TaskRun, TaskRunKey, TaskState
 from tests.conftest import at
+
+
+def invoke(db: Path | str, *args: str, input: str | None = None) -> tuple[int, str, str]:
+    """``olbridge --catalog DB ARGS`` in process: its exit status, stdout and stderr. An exception
+    other than SystemExit fails the test: a user would see it as a traceback."""
+    result = CliRunner().invoke(cli, ["--catalog", str(db), *args], input=input)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return result.exit_code, result.stdout, result.stderr
+
+
+# the tables of what the catalog records (not its outbox, import positions or checkpoints)
+RECORD_TABLES = ("assets", "executions", "task_runs", "usages", "lineage", "asset_changes", "declared_jobs")
+
+
+def snapshot(catalog: Catalog) -> tuple[object, ...]:
+    """Every row of the record tables, to show that an operation changed nothing, or that two
+    inputs recorded the same thing."""
+    conn = catalog._conn
+    return tuple(conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in RECORD_TABLES)
 
 
 def decl(asset_id: str, **fields: Any) -> AssetDeclaration:

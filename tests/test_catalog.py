@@ -10,15 +10,7 @@ from bridge.catalog import sql as catalog_sql
 from bridge.errors import CatalogError, NotFoundError, ValidationError
 from bridge.model import Origin, TaskState
 from tests.conftest import at
-from tests.helpers import decl, run
-
-
-def snapshot(catalog: Catalog) -> tuple[object, ...]:
-    conn = catalog._conn
-    return tuple(
-        conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
-        for t in ("assets", "task_runs", "usages", "lineage", "asset_changes")
-    )
+from tests.helpers import decl, run, snapshot
 
 
 def test_inputs_nobody_produced_become_external_placeholders(catalog: Catalog) -> None:

@@ -9,12 +9,8 @@ from click.testing import CliRunner
 
 from bridge.cli import cli
 from bridge.openlineage.validate import validate_event
+from tests.helpers import invoke
 from tests.test_validate import BASE_EVENT
-
-
-def invoke(db: Path, *args: str, input: str | None = None) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, ["--catalog", str(db), *args], input=input)
-    return result.exit_code, result.stdout, result.stderr
 
 
 def line(**overrides: object) -> str:
@@ -103,7 +99,7 @@ def test_a_bad_line_is_refused_with_its_number_and_nothing_is_recorded(tmp_path:
         (["assets", "list", "--where", "env", "LIKE", "x"], "unknown filter type"),
         (["export", "--since", "yesterday"], "not an ISO 8601 time"),
         (["record", "--namespace", "n"], "needs --flow-id"),
-        (["dbt", "ingest", "--project-dir", "nowhere"], "project folder not found"),
+        (["dbt", "import", "--project-dir", "nowhere"], "project folder not found"),
     ],
 )
 def test_bad_input_gets_a_clear_error_and_changes_nothing(tmp_path: Path, args: list[str], message: str) -> None:

@@ -14,16 +14,9 @@ from click.testing import CliRunner
 from bridge.catalog import Catalog
 from bridge.catalog.store import storage_error
 from bridge.cli import cli
-from tests.helpers import run
+from tests.helpers import invoke, run
 from tests.test_cli import line
 from tests.test_validate import BASE_EVENT
-
-
-def invoke(db: Path, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, ["--catalog", str(db), *args])
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    return result.exit_code, result.stdout, result.stderr
-
 
 # --- 4: operational errors ------------------------------------------------------------------
 

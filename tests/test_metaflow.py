@@ -36,7 +36,7 @@ from bridge.model import AssetDeclaration, TaskState
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
 from tests.conftest import at
-from tests.test_catalog import snapshot
+from tests.helpers import snapshot
 
 ORDERS_CONFIG = """\
 name = "Orders"
@@ -330,12 +330,12 @@ def test_a_property_taken_out_of_the_file_leaves_the_catalog(tmp_path: Path, def
         assert [c.asset.metadata.get("source") for c in catalog.iter_changes()] == ["erp", None]  # DatasetEvents
 
 
-def test_define_sets_every_definition_or_none(tmp_path: Path) -> None:
+def test_declare_sets_every_definition_or_none(tmp_path: Path) -> None:
     write(tmp_path / "data" / "orders" / "asset_config.toml", ORDERS_CONFIG)
     write(tmp_path / "models" / "orders_model" / "asset_config.toml", MODEL_CONFIG)
     db = str(tmp_path / "catalog.db")
     result = CliRunner().invoke(
-        cli, ["--catalog", db, "metaflow", "define", str(tmp_path), "--project", "shop", "--branch", "main"]
+        cli, ["--catalog", db, "metaflow", "declare", str(tmp_path), "--project", "shop", "--branch", "main"]
     )
     assert result.exit_code == 0, result.stderr
     assert [a["id"] for a in json.loads(result.stdout)] == [
@@ -583,7 +583,7 @@ def test_a_failing_step_ends_failed_and_keeps_the_last_instance(flow_catalog: Ca
         assert catalog.asset(MODEL).metadata["metaflow.instance.runId"] == first
 
 
-@pytest.mark.parametrize("command", [["metaflow"], ["metaflow", "define"], ["metaflow", "promote"]])
+@pytest.mark.parametrize("command", [["metaflow"], ["metaflow", "declare"], ["metaflow", "promote"]])
 def test_the_metaflow_commands_have_help(command: list[str]) -> None:
     result = CliRunner().invoke(cli, [*command, "--help"])
     assert result.exit_code == 0 and "Usage:" in result.stdout

@@ -20,14 +20,12 @@ import pytest
 import requests
 import responses
 import responses.matchers
-from click.testing import CliRunner
 
 from bridge.adapters.prefect import import_events, import_once
 from bridge.adapters.prefect.client import PrefectClient, TaskRunInfo
 from bridge.adapters.prefect.events import asset_from_resource, parse_events, task_name
 from bridge.catalog import Catalog
 from bridge.catalog.prefect_state import read_cursor
-from bridge.cli import cli
 from bridge.errors import SourceError, ValidationError
 from bridge.export import iter_events
 from bridge.mapping import Resolver
@@ -35,17 +33,12 @@ from bridge.model import AssetDeclaration, TaskState, format_time, parse_time, u
 from bridge.openlineage.convert import Converter, execution_run_id
 from bridge.openlineage.validate import validate_event
 from tests.conftest import T0, at
-from tests.test_catalog import snapshot
+from tests.helpers import invoke, snapshot
 
 BIN = Path(sys.executable).parent
 API = "http://prefect.test/api"
 FLOW_RUN = "dc1f969d-f3ef-41bd-b401-5708fd20cf1a"
 FLOW = "69ce976a-cd91-42e7-9499-cc3a490abf21"
-
-
-def invoke(db: Path, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, ["--catalog", str(db), *args])
-    return result.exit_code, result.stdout, result.stderr
 
 
 def prefect_tables(catalog: Catalog) -> tuple[object, ...]:

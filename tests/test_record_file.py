@@ -12,19 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from bridge.cli import cli
 from bridge.cli.progress import Meter, duration, progress
 from bridge.errors import ValidationError, ValidationProblems
 from bridge.records import parse_task_run, parse_task_run_lines
+from tests.helpers import invoke
 
 BIN = Path(sys.executable).parent
-
-
-def invoke(db: Path, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, ["--catalog", str(db), *args])
-    return result.exit_code, result.stdout, result.stderr
 
 
 def record(i: int, **overrides: object) -> dict[str, object]:

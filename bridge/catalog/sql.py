@@ -441,7 +441,6 @@ GET_CHANGE = "SELECT seq, kind, changed_at, snapshot FROM asset_changes WHERE se
 INSERT_EXECUTION = (
     "INSERT OR IGNORE INTO executions (flow_namespace, flow_id, execution_id, started_at) VALUES (?, ?, ?, ?)"
 )
-GET_EXECUTION_START = "SELECT started_at FROM executions WHERE flow_namespace = ? AND flow_id = ? AND execution_id = ?"
 TASK_RUN_COLUMNS = (
     "t.pk, t.flow_namespace, t.flow_id, t.task_id, t.execution_id, t.task_run_id, t.state, t.started_at, "
     "t.ended_at, t.job, t.warnings, t.error, e.started_at"
@@ -531,7 +530,6 @@ USAGES_OF_ASSET = f"""
     {_TASK_RUN_FROM} JOIN usages u ON u.task_run_pk = t.pk
     WHERE u.asset_id = ? ORDER BY u.used_at, t.pk
 """
-PRODUCED_BY_A_FLOW = "SELECT 1 FROM usages WHERE asset_id = ? AND direction = 'output' LIMIT 1"
 
 # --- column lineage -------------------------------------------------------------------------
 

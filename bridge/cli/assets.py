@@ -8,6 +8,8 @@ from typing import Any
 import click
 
 from bridge.catalog import AssetQuery, MetadataFilter
+from bridge.cli.context import AppContext, pass_app
+from bridge.cli.options import json_flag
 from bridge.cli.output import print_json, say
 from bridge.errors import ValidationError
 from bridge.model import AssetDeclaration, parse_time, utcnow
@@ -55,129 +57,136 @@ def _metadata(pairs: tuple[str, ...], blob: str | None, unset: tuple[str, ...] =
     return out
 
 
-def register(cli: click.Group) -> None:
-    @cli.group(context_settings={"help_option_names": ["-h", "--help"]})
-    def assets() -> None:
-        """List, show, set, delete and purge assets."""
+@click.group()
+def assets() -> None:
+    """List, show, set, delete and purge assets."""
 
-    @assets.command("list")
-    @click.option("--type", "types", multiple=True, help="Only these types (short or Kestra class names).")
-    @click.option("--namespace", help="Only this namespace (never matches a Global asset).")
-    @_where
-    @click.option("--deleted", is_flag=True, help="Include soft-deleted assets.")
-    @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
-    @click.pass_obj
-    def list_(
-        app: Any, types: tuple[str, ...], namespace: str | None, where: Any, deleted: bool, as_json: bool
-    ) -> None:
-        """List assets."""
-        query = AssetQuery.create(types=types, namespace=namespace, metadata=_filters(where), include_deleted=deleted)
-        found = app.catalog().list_assets(query)
-        if as_json:
-            print_json([a.to_json() for a in found])
-            return
-        for a in found:
-            scope = a.namespace or "(global)"
-            click.echo(f"{a.id}\t{a.type}\t{scope}\t{a.origin.value}" + ("\tdeleted" if a.is_deleted else ""))
-        say(f"{len(found)} asset(s)")
 
-    @assets.command()
-    @click.argument("asset_id")
-    @click.pass_obj
-    def show(app: Any, asset_id: str) -> None:
-        """Show one asset as JSON, with its OpenLineage name and its usages."""
-        asset = app.catalog().asset(asset_id)
-        record = asset.to_json()
-        named = app.resolver().dataset_for(asset.id, asset.type, asset.metadata)
-        record["openlineage"] = {"namespace": named.namespace, "name": named.name, "rule": named.rule}
-        record["usages"] = app.catalog().usages_of(asset_id)
-        print_json(record)
+@assets.command("list")
+@click.option("--type", "types", multiple=True, help="Only these types (short or Kestra class names).")
+@click.option("--namespace", help="Only this namespace (never matches a Global asset).")
+@_where
+@click.option("--deleted", is_flag=True, help="Include soft-deleted assets.")
+@json_flag("Print a JSON array.")
+@pass_app
+def assets_list(
+    app: AppContext,
+    types: tuple[str, ...],
+    namespace: str | None,
+    where: tuple[tuple[str, str, str], ...],
+    deleted: bool,
+    as_json: bool,
+) -> None:
+    """List assets."""
+    query = AssetQuery.create(types=types, namespace=namespace, metadata=_filters(where), include_deleted=deleted)
+    found = app.catalog().list_assets(query)
+    if as_json:
+        print_json([a.to_json() for a in found])
+        return
+    for a in found:
+        scope = a.namespace or "(global)"
+        click.echo(f"{a.id}\t{a.type}\t{scope}\t{a.origin.value}" + ("\tdeleted" if a.is_deleted else ""))
+    say(f"{len(found)} asset(s)")
 
-    @assets.command("set")
-    @click.argument("asset_id")
-    @click.option("--type", "type_", help="The asset type (needed for a new asset).")
-    @click.option("--namespace", help="The namespace (none: Global).")
-    @click.option("--display-name", help="A display name.")
-    @click.option("--description", help="A description.")
-    @click.option(
-        "--metadata",
-        "pairs",
-        multiple=True,
-        metavar="KEY=VALUE",
-        help="Set a metadata key; the value is kept as a string (owner=null stores the text 'null').",
+
+@assets.command("show")
+@click.argument("asset_id")
+@pass_app
+def assets_show(app: AppContext, asset_id: str) -> None:
+    """Show one asset as JSON, with its OpenLineage name and its usages."""
+    asset = app.catalog().asset(asset_id)
+    record = asset.to_json()
+    named = app.resolver().dataset_for(asset.id, asset.type, asset.metadata)
+    record["openlineage"] = {"namespace": named.namespace, "name": named.name, "rule": named.rule}
+    record["usages"] = app.catalog().usages_of(asset_id)
+    print_json(record)
+
+
+@assets.command("set")
+@click.argument("asset_id")
+@click.option("--type", "type_", help="The asset type (needed for a new asset).")
+@click.option("--namespace", help="The namespace (none: Global).")
+@click.option("--display-name", help="A display name.")
+@click.option("--description", help="A description.")
+@click.option(
+    "--metadata",
+    "pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a metadata key; the value is kept as a string (owner=null stores the text 'null').",
+)
+@click.option("--unset-metadata", "unset", multiple=True, metavar="KEY", help="Remove a metadata key (repeatable).")
+@click.option("--metadata-json", help='Metadata as a JSON object of scalars; a null removes its key ({"owner": null}).')
+@click.option("--allow-type-change", is_flag=True, help="Allow changing the type of an existing asset.")
+@pass_app
+def assets_set(
+    app: AppContext,
+    asset_id: str,
+    type_: str | None,
+    namespace: str | None,
+    display_name: str | None,
+    description: str | None,
+    pairs: tuple[str, ...],
+    unset: tuple[str, ...],
+    metadata_json: str | None,
+    allow_type_change: bool,
+) -> None:
+    """Create or update an asset. Metadata merges into what the asset has: --metadata KEY=VALUE
+    sets a key, --unset-metadata KEY removes one (as a null in --metadata-json does)."""
+    decl = AssetDeclaration.create(
+        asset_id,
+        type=type_,
+        namespace=namespace,
+        display_name=display_name,
+        description=description,
+        metadata=_metadata(pairs, metadata_json, unset),
     )
-    @click.option("--unset-metadata", "unset", multiple=True, metavar="KEY", help="Remove a metadata key (repeatable).")
-    @click.option(
-        "--metadata-json", help='Metadata as a JSON object of scalars; a null removes its key ({"owner": null}).'
+    asset = app.catalog(create=True).set_asset(decl, now=utcnow(), allow_type_change=allow_type_change)
+    print_json(asset.to_json())
+
+
+@assets.command("delete")
+@click.argument("asset_id")
+@pass_app
+def assets_delete(app: AppContext, asset_id: str) -> None:
+    """Soft-delete an asset (exported as lifecycleStateChange DROP)."""
+    print_json(app.catalog().delete_asset(asset_id, now=utcnow()).to_json())
+
+
+@assets.command("purge")
+@click.option("--namespace", help="Assets of this namespace.")
+@click.option("--id", "ids", multiple=True, help="These asset ids.")
+@click.option("--type", "types", multiple=True, help="Assets of these types.")
+@_where
+@click.option("--end-date", help="Assets last updated before this time (ISO 8601).")
+@click.option("--with-usages", is_flag=True, help="Also purge their usage records.")
+@click.option("--with-lineage", is_flag=True, help="Also purge their lineage records.")
+@click.option("--dry-run", is_flag=True, help="Show what would be purged; change nothing.")
+@pass_app
+def assets_purge(
+    app: AppContext,
+    namespace: str | None,
+    ids: tuple[str, ...],
+    types: tuple[str, ...],
+    where: tuple[tuple[str, str, str], ...],
+    end_date: str | None,
+    with_usages: bool,
+    with_lineage: bool,
+    dry_run: bool,
+) -> None:
+    """Hard-delete assets that match every filter given (at least one is needed)."""
+    before = parse_time(end_date, "--end-date", assume_utc=True) if end_date else None
+    query = AssetQuery.create(
+        types=types,
+        namespace=namespace,
+        metadata=_filters(where),
+        ids=ids,
+        include_deleted=True,
+        updated_before=before,
     )
-    @click.option("--allow-type-change", is_flag=True, help="Allow changing the type of an existing asset.")
-    @click.pass_obj
-    def set_(
-        app: Any,
-        asset_id: str,
-        type_: str | None,
-        namespace: str | None,
-        display_name: str | None,
-        description: str | None,
-        pairs: tuple[str, ...],
-        unset: tuple[str, ...],
-        metadata_json: str | None,
-        allow_type_change: bool,
-    ) -> None:
-        """Create or update an asset. Metadata merges into what the asset has: --metadata KEY=VALUE
-        sets a key, --unset-metadata KEY removes one (as a null in --metadata-json does)."""
-        decl = AssetDeclaration.create(
-            asset_id,
-            type=type_,
-            namespace=namespace,
-            display_name=display_name,
-            description=description,
-            metadata=_metadata(pairs, metadata_json, unset),
-        )
-        asset = app.catalog(create=True).set_asset(decl, now=utcnow(), allow_type_change=allow_type_change)
-        print_json(asset.to_json())
-
-    @assets.command()
-    @click.argument("asset_id")
-    @click.pass_obj
-    def delete(app: Any, asset_id: str) -> None:
-        """Soft-delete an asset (exported as lifecycleStateChange DROP)."""
-        print_json(app.catalog().delete_asset(asset_id, now=utcnow()).to_json())
-
-    @assets.command()
-    @click.option("--namespace", help="Assets of this namespace.")
-    @click.option("--id", "ids", multiple=True, help="These asset ids.")
-    @click.option("--type", "types", multiple=True, help="Assets of these types.")
-    @_where
-    @click.option("--end-date", help="Assets last updated before this time (ISO 8601).")
-    @click.option("--with-usages", is_flag=True, help="Also purge their usage records.")
-    @click.option("--with-lineage", is_flag=True, help="Also purge their lineage records.")
-    @click.option("--dry-run", is_flag=True, help="Show what would be purged; change nothing.")
-    @click.pass_obj
-    def purge(
-        app: Any,
-        namespace: str | None,
-        ids: tuple[str, ...],
-        types: tuple[str, ...],
-        where: Any,
-        end_date: str | None,
-        with_usages: bool,
-        with_lineage: bool,
-        dry_run: bool,
-    ) -> None:
-        """Hard-delete assets that match every filter given (at least one is needed)."""
-        before = parse_time(end_date, "--end-date", assume_utc=True) if end_date else None
-        query = AssetQuery.create(
-            types=types,
-            namespace=namespace,
-            metadata=_filters(where),
-            ids=ids,
-            include_deleted=True,
-            updated_before=before,
-        )
-        if dry_run:
-            if query.is_empty:
-                raise ValidationError("purge needs at least one filter", rule="purge.filter")
-            print_json({"wouldPurge": [a.id for a in app.catalog().list_assets(query)]})
-            return
-        print_json(app.catalog().purge(query, usages=with_usages, lineage=with_lineage).to_json())
+    if dry_run:
+        if query.is_empty:
+            raise ValidationError("purge needs at least one filter", rule="purge.filter")
+        print_json({"wouldPurge": [a.id for a in app.catalog().list_assets(query)]})
+        return
+    print_json(app.catalog().purge(query, usages=with_usages, lineage=with_lineage).to_json())

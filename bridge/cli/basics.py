@@ -9,6 +9,7 @@ from typing import IO, Any
 
 import click
 
+from bridge.cli.context import AppContext, pass_app
 from bridge.cli.output import print_json, record_summary, run_name, run_warnings, say, say_warnings
 from bridge.cli.progress import progress
 from bridge.errors import ValidationError
@@ -16,98 +17,96 @@ from bridge.model import TaskRun
 from bridge.records import parse_task_run, read_task_run_lines
 
 
-def register(cli: click.Group) -> None:
-    @cli.command()
-    @click.pass_obj
-    def init(app: Any) -> None:
-        """Create the catalog (or bring an existing one to the current schema)."""
+@click.command("init")
+@pass_app
+def init(app: AppContext) -> None:
+    """Create the catalog (or bring an existing one to the current schema)."""
+    catalog = app.catalog(create=True)
+    print_json({"catalog": catalog.path, "schemaVersion": catalog.schema_version, "assets": catalog.count_assets()})
+
+
+@click.command("record")
+@click.option(
+    "--file",
+    "file",
+    type=click.File("r", encoding="utf-8"),
+    help="JSON lines, one task run a line ('-' for stdin).",
+)
+@click.option("--namespace", help="The flow's namespace.")
+@click.option("--flow-id", help="The flow id.")
+@click.option("--task-id", help="The task id.")
+@click.option("--execution-id", help="The execution id.")
+@click.option("--task-run-id", help="The task run id (default: the execution id and task id).")
+@click.option("--state", default="SUCCESS", show_default=True, help="SUCCESS, WARNING, FAILED, KILLED, RUNNING, ...")
+@click.option("--start", "start", help="Start time, ISO 8601 with offset.")
+@click.option("--end", "end", help="End time (default: the start time for an ended run).")
+@click.option("--input", "inputs", multiple=True, help="An input: an asset id, or a JSON object {id, type, ...}.")
+@click.option("--output", "outputs", multiple=True, help="An output: an asset id, or a JSON object {id, type, ...}.")
+@click.option(
+    "--failure-behavior",
+    default="WARN",
+    show_default=True,
+    help="WARN, FAIL or IGNORE when an output cannot be written.",
+)
+@pass_app
+def record(app: AppContext, /, file: IO[str] | None, **flags: Any) -> None:
+    """Record task runs with their inputs and outputs.
+
+    One from flags (for shell tasks), or many from --file: JSON lines with the field names of
+    Kestra's AssetLineage (namespace, flowId, taskId, executionId, taskRunId, state, startDate,
+    endDate, inputs, outputs). A file is checked whole first: one bad line and nothing is
+    recorded, and each bad line is reported with every problem it has. Progress (count, rate,
+    time left) goes to stderr; each warning names its run and line.
+    """
+    if file is not None:
+        ctx = click.get_current_context()
+        given = [k for k in flags if ctx.get_parameter_source(k) is click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise click.UsageError(
+                f"--file cannot be combined with {', '.join('--' + k.replace('_', '-') for k in given)}"
+            )
+        source = getattr(file, "name", "-")
+        with progress("reading task runs", _line_count(file), "lines") as reading:
+            try:
+                checked = read_task_run_lines(reading.each(file), source)
+            except UnicodeDecodeError:
+                raise ValidationError(f"{source}: not UTF-8 text", rule="record.text") from None
+        runs = list(checked.runs)
+        names = [f"{source}:{line}: {run_name(run.key)}" for line, run in zip(checked.lines, runs, strict=True)]
         catalog = app.catalog(create=True)
-        print_json({"catalog": catalog.path, "schemaVersion": catalog.schema_version, "assets": catalog.count_assets()})
+        with progress("recording task runs", len(runs), "task runs") as recording:
+            results = catalog.record_task_runs(recording.each(runs))
+    else:
+        run = _run_from_flags(flags)
+        say("recording 1 task run")
+        results, names = app.catalog(create=True).record_task_runs([run]), [run_name(run.key)]
+    summary = record_summary(results, names)
+    say_warnings(run_warnings(results, names))
+    print_json(summary)
 
-    @cli.command()
-    @click.option(
-        "--file",
-        "file",
-        type=click.File("r", encoding="utf-8"),
-        help="JSON lines, one task run a line ('-' for stdin).",
-    )
-    @click.option("--namespace", help="The flow's namespace.")
-    @click.option("--flow-id", help="The flow id.")
-    @click.option("--task-id", help="The task id.")
-    @click.option("--execution-id", help="The execution id.")
-    @click.option("--task-run-id", help="The task run id (default: the execution id and task id).")
-    @click.option(
-        "--state", default="SUCCESS", show_default=True, help="SUCCESS, WARNING, FAILED, KILLED, RUNNING, ..."
-    )
-    @click.option("--start", "start", help="Start time, ISO 8601 with offset.")
-    @click.option("--end", "end", help="End time (default: the start time for an ended run).")
-    @click.option("--input", "inputs", multiple=True, help="An input: an asset id, or a JSON object {id, type, ...}.")
-    @click.option(
-        "--output", "outputs", multiple=True, help="An output: an asset id, or a JSON object {id, type, ...}."
-    )
-    @click.option(
-        "--failure-behavior",
-        default="WARN",
-        show_default=True,
-        help="WARN, FAIL or IGNORE when an output cannot be written.",
-    )
-    @click.pass_context
-    def record(ctx: click.Context, /, file: Any, **flags: Any) -> None:
-        """Record task runs with their inputs and outputs.
 
-        One from flags (for shell tasks), or many from --file: JSON lines with the field names of
-        Kestra's AssetLineage (namespace, flowId, taskId, executionId, taskRunId, state, startDate,
-        endDate, inputs, outputs). A file is checked whole first: one bad line and nothing is
-        recorded, and each bad line is reported with every problem it has. Progress (count, rate,
-        time left) goes to stderr; each warning names its run and line.
-        """
-        if file is not None:
-            given = [k for k in flags if ctx.get_parameter_source(k) is click.core.ParameterSource.COMMANDLINE]
-            if given:
-                raise click.UsageError(
-                    f"--file cannot be combined with {', '.join('--' + k.replace('_', '-') for k in given)}"
-                )
-            source = getattr(file, "name", "-")
-            with progress("reading task runs", _line_count(file), "lines") as reading:
-                try:
-                    checked = read_task_run_lines(reading.each(file), source)
-                except UnicodeDecodeError:
-                    raise ValidationError(f"{source}: not UTF-8 text", rule="record.text") from None
-            runs = list(checked.runs)
-            names = [f"{source}:{line}: {run_name(run.key)}" for line, run in zip(checked.lines, runs, strict=True)]
-            catalog = ctx.obj.catalog(create=True)
-            with progress("recording task runs", len(runs), "task runs") as recording:
-                results = catalog.record_task_runs(recording.each(runs))
-        else:
-            run = _run_from_flags(flags)
-            say("recording 1 task run")
-            results, names = ctx.obj.catalog(create=True).record_task_runs([run]), [run_name(run.key)]
-        summary = record_summary(results, names)
-        say_warnings(run_warnings(results, names))
-        print_json(summary)
+@click.command("demo")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("olbridge-demo"),
+    show_default=True,
+    help="Folder for the demo's catalog and events.",
+)
+@click.option(
+    "--in-catalog",
+    is_flag=True,
+    help="Record into the catalog of the global --catalog, kept as it is (e.g. the one `olbridge stream` "
+    "drains), instead of a fresh catalog in --dir.",
+)
+@pass_app
+def demo(app: AppContext, directory: Path, in_catalog: bool) -> None:
+    """Run the demo: ingest a bundled dbt project, record a downstream task, export, validate
+    and show the lineage from the first model to the report."""
+    from bridge.demo import run_demo
 
-    @cli.command()
-    @click.option(
-        "--dir",
-        "directory",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=Path("olbridge-demo"),
-        show_default=True,
-        help="Folder for the demo's catalog and events.",
-    )
-    @click.option(
-        "--in-catalog",
-        is_flag=True,
-        help="Record into the catalog of the global --catalog, kept as it is (e.g. the one `olbridge stream` "
-        "drains), instead of a fresh catalog in --dir.",
-    )
-    @click.pass_obj
-    def demo(app: Any, directory: Path, in_catalog: bool) -> None:
-        """Run the demo: ingest a bundled dbt project, record a downstream task, export, validate
-        and show the lineage from the first model to the report."""
-        from bridge.demo import run_demo
-
-        run_demo(directory, echo=say, out=click.echo, catalog_path=app.catalog_path if in_catalog else None)
+    run_demo(directory, echo=say, out=click.echo, catalog_path=app.catalog_path if in_catalog else None)
 
 
 def _line_count(file: IO[str]) -> int | None:

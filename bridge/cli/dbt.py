@@ -1,76 +1,80 @@
-"""``dbt ingest``."""
+"""``dbt import`` (and its old name ``dbt ingest``, a hidden alias)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
 from bridge.adapters.dbt import ingest_dbt
+from bridge.cli.context import AppContext, pass_app
+from bridge.cli.options import deprecated_alias
 from bridge.cli.output import print_json, say
 
 
-def register(cli: click.Group) -> None:
-    @cli.group(context_settings={"help_option_names": ["-h", "--help"]})
-    def dbt() -> None:
-        """dbt: record a project's models, seeds and snapshots from its artifacts."""
+@click.group()
+def dbt() -> None:
+    """dbt: record a project's models, seeds and snapshots from its artifacts."""
 
-    @dbt.command()
-    @click.option(
-        "--project-dir",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=Path("."),
-        show_default=True,
-        help="The dbt project folder.",
-    )
-    @click.option(
-        "--target-path",
-        type=click.Path(file_okay=False, path_type=Path),
-        help="The target folder (default: <project>/target).",
-    )
-    @click.option(
-        "--profiles-dir",
-        type=click.Path(file_okay=False, path_type=Path),
-        help="Where profiles.yml is (default: as dbt looks).",
-    )
-    @click.option("--target", help="The profile target (default: the profile's).")
-    @click.option(
-        "--namespace", default="dbt", show_default=True, help="The flow namespace the dbt runs are recorded under."
-    )
-    @click.option("--flow-id", help="The flow id (default: the dbt project's name).")
-    @click.option(
-        "--catalog-json",
-        type=click.Path(dir_okay=False, path_type=Path),
-        help="dbt's catalog.json, for columns and types (default: the target folder's, when there).",
-    )
-    @click.pass_obj
-    def ingest(
-        app: Any,
-        project_dir: Path,
-        target_path: Path | None,
-        profiles_dir: Path | None,
-        target: str | None,
-        namespace: str,
-        flow_id: str | None,
-        catalog_json: Path | None,
-    ) -> None:
-        """Read manifest.json and run_results.json and record every model, seed and snapshot that ran,
-        with columns from catalog.json and each model's column lineage from its compiled SQL.
 
-        `dbt docs generate` writes catalog.json, and also replaces run_results.json with its own:
-        run it with --target-path elsewhere and give its catalog.json here, or run it before the
-        build."""
-        summary = ingest_dbt(
-            app.catalog(create=True),
-            project_dir,
-            target_path=target_path,
-            profiles_dir=profiles_dir,
-            target=target,
-            namespace=namespace,
-            flow_id=flow_id,
-            catalog_json=catalog_json,
-        )
-        data = summary.to_json()
-        say(f"dbt invocation {summary.invocation_id}: {len(summary.results)} task run(s) recorded")
-        print_json(data)
+@dbt.command("import")
+@click.option(
+    "--project-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="The dbt project folder.",
+)
+@click.option(
+    "--target-path",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The target folder (default: <project>/target).",
+)
+@click.option(
+    "--profiles-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where profiles.yml is (default: as dbt looks).",
+)
+@click.option("--target", help="The profile target (default: the profile's).")
+@click.option(
+    "--namespace", default="dbt", show_default=True, help="The flow namespace the dbt runs are recorded under."
+)
+@click.option("--flow-id", help="The flow id (default: the dbt project's name).")
+@click.option(
+    "--catalog-json",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="dbt's catalog.json, for columns and types (default: the target folder's, when there).",
+)
+@pass_app
+def dbt_import(
+    app: AppContext,
+    project_dir: Path,
+    target_path: Path | None,
+    profiles_dir: Path | None,
+    target: str | None,
+    namespace: str,
+    flow_id: str | None,
+    catalog_json: Path | None,
+) -> None:
+    """Read manifest.json and run_results.json and record every model, seed and snapshot that ran,
+    with columns from catalog.json and each model's column lineage from its compiled SQL.
+
+    `dbt docs generate` writes catalog.json, and also replaces run_results.json with its own:
+    run it with --target-path elsewhere and give its catalog.json here, or run it before the
+    build."""
+    summary = ingest_dbt(
+        app.catalog(create=True),
+        project_dir,
+        target_path=target_path,
+        profiles_dir=profiles_dir,
+        target=target,
+        namespace=namespace,
+        flow_id=flow_id,
+        catalog_json=catalog_json,
+    )
+    data = summary.to_json()
+    say(f"dbt invocation {summary.invocation_id}: {len(summary.results)} task run(s) recorded")
+    print_json(data)
+
+
+dbt.add_command(deprecated_alias(dbt_import, "ingest"))

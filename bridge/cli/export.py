@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from bridge.cli.context import AppContext, pass_app
+from bridge.cli.options import history_filters, json_flag
 from bridge.cli.output import print_json, say
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
 from bridge.errors import ExportError
@@ -19,115 +21,112 @@ from bridge.receiver.policy import judge
 from bridge.sinks import HttpSink, NdjsonSink, Sink
 
 
-def register(cli: click.Group) -> None:
-    @cli.command()
-    @click.option(
-        "--output",
-        "output",
-        default=None,
-        help="Write NDJSON to this file ('-' for stdout, the default without --url).",
+@click.command("export")
+@click.option(
+    "--output",
+    "output",
+    default=None,
+    help="Write NDJSON to this file ('-' for stdout, the default without --url).",
+)
+@click.option("--url", help="Send each event to this OpenLineage backend (POST <url>/api/v1/lineage).")
+@click.option("--api-key", envvar="OPENLINEAGE_API_KEY", help="Bearer token for --url [env OPENLINEAGE_API_KEY].")
+@click.option("--api-key-file", type=FILE, envvar="OPENLINEAGE_API_KEY_FILE", help=API_KEY_FILE_HELP)
+@history_filters
+@pass_app
+def export(
+    app: AppContext,
+    output: str | None,
+    url: str | None,
+    api_key: str | None,
+    api_key_file: Path | None,
+    since: str | None,
+    until: str | None,
+    namespace: str | None,
+    flow: str | None,
+) -> None:
+    """Export the catalog's history as OpenLineage events, in time order."""
+    if output and url:
+        raise click.UsageError("use --output or --url, not both")
+    start, end = parse_window(since, until)
+    filters = ExportFilter(
+        since=start,
+        until=end,
+        namespace=check_namespace(namespace, "--namespace"),
+        flow=flow,
     )
-    @click.option("--url", help="Send each event to this OpenLineage backend (POST <url>/api/v1/lineage).")
-    @click.option("--api-key", envvar="OPENLINEAGE_API_KEY", help="Bearer token for --url [env OPENLINEAGE_API_KEY].")
-    @click.option("--api-key-file", type=FILE, envvar="OPENLINEAGE_API_KEY_FILE", help=API_KEY_FILE_HELP)
-    @click.option("--since", help="Only history from this time (ISO 8601; a date or a time without offset is UTC).")
-    @click.option("--until", help="Only history before this time.")
-    @click.option("--namespace", help="Only this flow namespace (and asset changes in this namespace).")
-    @click.option("--flow", help="Only this flow id.")
-    @click.pass_obj
-    def export(
-        app: Any,
-        output: str | None,
-        url: str | None,
-        api_key: str | None,
-        api_key_file: Path | None,
-        since: str | None,
-        until: str | None,
-        namespace: str | None,
-        flow: str | None,
-    ) -> None:
-        """Export the catalog's history as OpenLineage events, in time order."""
-        if output and url:
-            raise click.UsageError("use --output or --url, not both")
-        start, end = parse_window(since, until)
-        filters = ExportFilter(
-            since=start,
-            until=end,
-            namespace=check_namespace(namespace, "--namespace"),
-            flow=flow,
-        )
-        catalog = app.catalog()
-        sink: Sink
-        stream = None
-        if url:
-            sink = HttpSink(url, api_key=api_key_secret(api_key, api_key_file))
-        elif output in (None, "-"):
-            sink = NdjsonSink(sys.stdout)
-        else:
-            assert output is not None
-            path = Path(output)
-            if not path.parent.is_dir():
-                raise click.BadParameter(f"folder {path.parent} does not exist", param_hint="--output")
-            try:
-                stream = path.open("w", encoding="utf-8")
-            except OSError as exc:
-                raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
-            sink = NdjsonSink(stream)
-        count = 0
+    catalog = app.catalog()
+    sink: Sink
+    stream = None
+    if url:
+        sink = HttpSink(url, api_key=api_key_secret(api_key, api_key_file))
+    elif output in (None, "-"):
+        sink = NdjsonSink(sys.stdout)
+    else:
+        assert output is not None
+        path = Path(output)
+        if not path.parent.is_dir():
+            raise click.BadParameter(f"folder {path.parent} does not exist", param_hint="--output")
         try:
-            events = iter_lines(catalog, app.converter(), filters)
-            estimate = catalog.count_task_runs() * 2 + catalog.count_declared_jobs()
-            with click.progressbar(events, length=estimate, label="exporting", file=sys.stderr) as bar:
-                for event in bar:
-                    sink.emit(event)
-                    count += 1
-        finally:
-            sink.close()
-            if stream is not None:
-                stream.close()
-        say(f"exported {count} event(s) to {url or output or 'stdout'}")
+            stream = path.open("w", encoding="utf-8")
+        except OSError as exc:
+            raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
+        sink = NdjsonSink(stream)
+    count = 0
+    try:
+        events = iter_lines(catalog, app.converter(), filters)
+        estimate = catalog.count_task_runs() * 2 + catalog.count_declared_jobs()
+        with click.progressbar(events, length=estimate, label="exporting", file=sys.stderr) as bar:
+            for event in bar:
+                sink.emit(event)
+                count += 1
+    finally:
+        sink.close()
+        if stream is not None:
+            stream.close()
+    say(f"exported {count} event(s) to {url or output or 'stdout'}")
 
-    @cli.command()
-    @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
-    @click.option("--no-marquez", is_flag=True, help="Check the OpenLineage spec only, not Marquez's contract.")
-    @click.option(
-        "--receiver",
-        is_flag=True,
-        help="Report what `olbridge serve` would do with each event (refuse, or take with warnings) "
-        "instead; exits 1 only when it would refuse one.",
-    )
-    @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-    def validate(files: tuple[Path, ...], no_marquez: bool, receiver: bool, as_json: bool) -> None:
-        """Check OpenLineage events (NDJSON, JSON arrays or single events) against the OpenLineage
-        2-0-2 rules and Marquez's contract. Exits 0 only when every event is valid.
 
-        This is a spec checker, stricter than the receiver, which takes an event with a spec
-        problem Marquez would take and keeps a warning beside it: --receiver shows that verdict."""
-        if receiver and no_marquez:
-            raise click.UsageError("--receiver judges by Marquez's contract: leave out --no-marquez")
-        if receiver:
-            _judge_files(files, as_json)
-            return
-        total = bad = 0
-        report: list[dict[str, Any]] = []
-        for path in files:
-            for where, event in read_events(path):
-                total += 1
-                if isinstance(event, BadInput):
-                    problems = [event.message]
-                else:
-                    problems = [str(p) for p in validate_event(event, marquez=not no_marquez)]
-                if problems:
-                    bad += 1
-                    report.append({"where": where, "problems": problems})
-                    if not as_json:
-                        for problem in problems:
-                            click.echo(f"{where}: {problem}")
-        if as_json:
-            print_json({"events": total, "valid": total - bad, "invalid": bad, "problems": report})
-        say(f"{total} event(s), {total - bad} valid, {bad} invalid")
-        if bad or total == 0:
-            raise SystemExit(1)
+@click.command("validate")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--no-marquez", is_flag=True, help="Check the OpenLineage spec only, not Marquez's contract.")
+@click.option(
+    "--receiver",
+    is_flag=True,
+    help="Report what `olbridge serve` would do with each event (refuse, or take with warnings) "
+    "instead; exits 1 only when it would refuse one.",
+)
+@json_flag("Print the result as JSON.")
+def validate(files: tuple[Path, ...], no_marquez: bool, receiver: bool, as_json: bool) -> None:
+    """Check OpenLineage events (NDJSON, JSON arrays or single events) against the OpenLineage
+    2-0-2 rules and Marquez's contract. Exits 0 only when every event is valid.
+
+    This is a spec checker, stricter than the receiver, which takes an event with a spec
+    problem Marquez would take and keeps a warning beside it: --receiver shows that verdict."""
+    if receiver and no_marquez:
+        raise click.UsageError("--receiver judges by Marquez's contract: leave out --no-marquez")
+    if receiver:
+        _judge_files(files, as_json)
+        return
+    total = bad = 0
+    report: list[dict[str, Any]] = []
+    for path in files:
+        for where, event in read_events(path):
+            total += 1
+            if isinstance(event, BadInput):
+                problems = [event.message]
+            else:
+                problems = [str(p) for p in validate_event(event, marquez=not no_marquez)]
+            if problems:
+                bad += 1
+                report.append({"where": where, "problems": problems})
+                if not as_json:
+                    for problem in problems:
+                        click.echo(f"{where}: {problem}")
+    if as_json:
+        print_json({"events": total, "valid": total - bad, "invalid": bad, "problems": report})
+    say(f"{total} event(s), {total - bad} valid, {bad} invalid")
+    if bad or total == 0:
+        raise SystemExit(1)
 
 
 def _judge_files(files: tuple[Path, ...], as_json: bool) -> None:

@@ -20,6 +20,8 @@ from bridge.adapters.prefect import (
     import_events,
     import_once,
 )
+from bridge.cli.context import AppContext, pass_app
+from bridge.cli.options import json_flag
 from bridge.cli.output import print_json, say, stop_on_signals
 from bridge.errors import SourceError
 from bridge.model import check_namespace, parse_time, utcnow
@@ -69,147 +71,147 @@ def _say_summary(summary: ImportSummary, settle: float) -> None:
         say(f"skipped: {skipped}")
 
 
-def register(cli: click.Group) -> None:
-    @cli.group(context_settings={"help_option_names": ["-h", "--help"]})
-    def prefect() -> None:
-        """Prefect 3: record the asset events of a Prefect server's task runs."""
+@click.group()
+def prefect() -> None:
+    """Prefect 3: record the asset events of a Prefect server's task runs."""
 
-    @prefect.command("import")
-    @click.option(
-        "--api-url",
-        envvar="PREFECT_API_URL",
-        required=True,
-        help="The Prefect API, such as http://127.0.0.1:4200/api [env PREFECT_API_URL].",
-    )
-    @click.option("--since", help="Read from this time (ISO 8601) instead of where the last import stopped.")
-    @click.option(
-        "--namespace",
-        default=DEFAULT_NAMESPACE,
-        show_default=True,
-        help="The flow namespace the task runs are recorded under (the job namespace in OpenLineage).",
-    )
-    @click.option(
-        "--settle",
-        type=click.FloatRange(min=0),
-        default=DEFAULT_SETTLE,
-        show_default=True,
-        help="Leave events younger than this many seconds for the next import (an import without --follow "
-        f"first waits for them when this is {MAX_WAIT:g} s or less).",
-    )
-    @click.option(
-        "--no-wait",
-        is_flag=True,
-        help="Without --follow: do not wait for events younger than --settle; leave them for the next import.",
-    )
-    @click.option(
-        "--follow",
-        "follow_",
-        is_flag=True,
-        help="Keep reading new events until Ctrl-C or SIGTERM (a server that cannot be read is tried again).",
-    )
-    @click.option(
-        "--interval",
-        type=click.FloatRange(min=0.1, max=3600),
-        default=5.0,
-        show_default=True,
-        help="Seconds between polls with --follow.",
-    )
-    @click.option("--max-polls", type=click.IntRange(min=1), help="Stop --follow after this many polls.")
-    @click.option(
-        "--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="HTTP timeout in seconds."
-    )
-    @click.option(
-        "--skip-malformed", is_flag=True, help="Record the good task runs and report the malformed events, skipped."
-    )
-    @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
-    @click.pass_obj
-    def import_(
-        app: Any,
-        api_url: str,
-        since: str | None,
-        namespace: str,
-        settle: float,
-        no_wait: bool,
-        follow_: bool,
-        interval: float,
-        max_polls: int | None,
-        timeout: float,
-        skip_malformed: bool,
-        as_json: bool,
-    ) -> None:
-        """Read the prefect.asset.* events of a Prefect server and record one task run per Prefect
-        task run: materialized assets as outputs, referenced ones as inputs. Each import starts
-        where the last one stopped. Events younger than --settle are left for the next import, so
-        that a task run's events are read together; without --follow the import first waits for
-        them (and says so) unless --no-wait is given or --settle is over 60 s, and its summary says
-        how many it left."""
-        if no_wait and follow_:
-            raise click.UsageError("--no-wait is for an import without --follow (which reads them at its next poll)")
-        check_namespace(namespace, "--namespace")
-        start = parse_time(since, "--since", assume_utc=True) if since else None
-        client = PrefectClient(api_url, timeout=timeout)
-        catalog, resolver = app.catalog(create=True), app.resolver()
 
-        done = {"polls": 0, "task_runs": 0}  # the polls that read the server, the task runs they recorded
+@prefect.command("import")
+@click.option(
+    "--api-url",
+    envvar="PREFECT_API_URL",
+    required=True,
+    help="The Prefect API, such as http://127.0.0.1:4200/api [env PREFECT_API_URL].",
+)
+@click.option("--since", help="Read from this time (ISO 8601) instead of where the last import stopped.")
+@click.option(
+    "--namespace",
+    default=DEFAULT_NAMESPACE,
+    show_default=True,
+    help="The flow namespace the task runs are recorded under (the job namespace in OpenLineage).",
+)
+@click.option(
+    "--settle",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_SETTLE,
+    show_default=True,
+    help="Leave events younger than this many seconds for the next import (an import without --follow "
+    f"first waits for them when this is {MAX_WAIT:g} s or less).",
+)
+@click.option(
+    "--no-wait",
+    is_flag=True,
+    help="Without --follow: do not wait for events younger than --settle; leave them for the next import.",
+)
+@click.option(
+    "--follow",
+    "follow_",
+    is_flag=True,
+    help="Keep reading new events until Ctrl-C or SIGTERM (a server that cannot be read is tried again).",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1, max=3600),
+    default=5.0,
+    show_default=True,
+    help="Seconds between polls with --follow.",
+)
+@click.option("--max-polls", type=click.IntRange(min=1), help="Stop --follow after this many polls.")
+@click.option(
+    "--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="HTTP timeout in seconds."
+)
+@click.option(
+    "--skip-malformed", is_flag=True, help="Record the good task runs and report the malformed events, skipped."
+)
+@json_flag("Print the summary as JSON on stdout.")
+@pass_app
+def prefect_import(
+    app: AppContext,
+    api_url: str,
+    since: str | None,
+    namespace: str,
+    settle: float,
+    no_wait: bool,
+    follow_: bool,
+    interval: float,
+    max_polls: int | None,
+    timeout: float,
+    skip_malformed: bool,
+    as_json: bool,
+) -> None:
+    """Read the prefect.asset.* events of a Prefect server and record one task run per Prefect
+    task run: materialized assets as outputs, referenced ones as inputs. Each import starts
+    where the last one stopped. Events younger than --settle are left for the next import, so
+    that a task run's events are read together; without --follow the import first waits for
+    them (and says so) unless --no-wait is given or --settle is over 60 s, and its summary says
+    how many it left."""
+    if no_wait and follow_:
+        raise click.UsageError("--no-wait is for an import without --follow (which reads them at its next poll)")
+    check_namespace(namespace, "--namespace")
+    start = parse_time(since, "--since", assume_utc=True) if since else None
+    client = PrefectClient(api_url, timeout=timeout)
+    catalog, resolver = app.catalog(create=True), app.resolver()
 
-        def poll() -> ImportSummary:
-            progress = _Progress()
-            try:
-                return import_events(
-                    catalog,
-                    client,
-                    resolver,
-                    namespace=namespace,
-                    since=start if not done["polls"] else None,
-                    settle=settle,
-                    skip_malformed=skip_malformed,
-                    on_page=progress,
-                )
-            finally:
-                progress.close()
+    done = {"polls": 0, "task_runs": 0}  # the polls that read the server, the task runs they recorded
 
-        if not follow_:
+    def poll() -> ImportSummary:
+        progress = _Progress()
+        try:
+            return import_events(
+                catalog,
+                client,
+                resolver,
+                namespace=namespace,
+                since=start if not done["polls"] else None,
+                settle=settle,
+                skip_malformed=skip_malformed,
+                on_page=progress,
+            )
+        finally:
+            progress.close()
 
-            def waiting(young: Unsettled, seconds: float) -> None:
-                say(
-                    f"waiting {seconds:.1f} s: {young.count} asset event(s) are younger than --settle ({settle:g} s), "
-                    "and a task run's events are read together (--no-wait leaves them for the next import)"
-                )
+    if not follow_:
 
-            progress = _Progress()
-            try:
-                summary = import_once(
-                    catalog,
-                    client,
-                    resolver,
-                    namespace=namespace,
-                    since=start,
-                    settle=settle,
-                    skip_malformed=skip_malformed,
-                    wait=not no_wait,
-                    clock=utcnow,
-                    sleep=sleep,
-                    on_wait=waiting,
-                    on_page=progress,
-                )
-            finally:
-                progress.close()
-            _say_summary(summary, settle)
-            if as_json:
-                print_json(summary.to_json())
-            return
+        def waiting(young: Unsettled, seconds: float) -> None:
+            say(
+                f"waiting {seconds:.1f} s: {young.count} asset event(s) are younger than --settle ({settle:g} s), "
+                "and a task run's events are read together (--no-wait leaves them for the next import)"
+            )
 
-        def on_poll(summary: ImportSummary) -> None:
-            done["polls"] += 1
-            done["task_runs"] += len(summary.results)
-            _say_summary(summary, settle)
-            if as_json:  # one JSON line a poll, as it happens
-                click.echo(json.dumps(summary.to_json(), ensure_ascii=False))
+        progress = _Progress()
+        try:
+            summary = import_once(
+                catalog,
+                client,
+                resolver,
+                namespace=namespace,
+                since=start,
+                settle=settle,
+                skip_malformed=skip_malformed,
+                wait=not no_wait,
+                clock=utcnow,
+                sleep=sleep,
+                on_wait=waiting,
+                on_page=progress,
+            )
+        finally:
+            progress.close()
+        _say_summary(summary, settle)
+        if as_json:
+            print_json(summary.to_json())
+        return
 
-        def on_error(error: SourceError) -> None:
-            say(f"warning: {error} (trying again in {interval:g} s)")
+    def on_poll(summary: ImportSummary) -> None:
+        done["polls"] += 1
+        done["task_runs"] += len(summary.results)
+        _say_summary(summary, settle)
+        if as_json:  # one JSON line a poll, as it happens
+            click.echo(json.dumps(summary.to_json(), ensure_ascii=False))
 
-        say(f"following {client.api_url} every {interval:g} s (Ctrl-C to stop)")
-        with stop_on_signals("stopping after this poll ({signal})") as stop:
-            follow(poll, interval=interval, stop=stop, max_polls=max_polls, on_poll=on_poll, on_error=on_error)
-        say(f"stopped after {done['polls']} poll(s), {done['task_runs']} task run(s) recorded")
+    def on_error(error: SourceError) -> None:
+        say(f"warning: {error} (trying again in {interval:g} s)")
+
+    say(f"following {client.api_url} every {interval:g} s (Ctrl-C to stop)")
+    with stop_on_signals("stopping after this poll ({signal})") as stop:
+        follow(poll, interval=interval, stop=stop, max_polls=max_polls, on_poll=on_poll, on_error=on_error)
+    say(f"stopped after {done['polls']} poll(s), {done['task_runs']} task run(s) recorded")

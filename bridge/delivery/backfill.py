@@ -44,11 +44,10 @@ from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.report import FailureReport, describe, retry_note
 from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import Outcome
-from bridge.delivery.worker import epoch_text
 from bridge.errors import ConfigError, NotFoundError
 from bridge.export import AssetLookup, ExportFilter
 from bridge.jsonkeys import camel_keys
-from bridge.model import AssetChange, StoredDeclaredJob, StoredTaskRun, format_time
+from bridge.model import AssetChange, StoredDeclaredJob, StoredTaskRun, epoch_text, format_time
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.serialize import dumps
 from bridge.openlineage.validate import validate_event

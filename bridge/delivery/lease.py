@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 from bridge.catalog import Catalog
 from bridge.catalog.workers import LeaseClaim, LeaseHolder, StreamWorkerInfo
-from bridge.delivery.worker import epoch_text
 from bridge.errors import BridgeError, ExportError
+from bridge.model import epoch_text
 
 LEASE_TTL = 5.0  # seconds without a heartbeat after which a worker's lease may be taken over
 HEARTBEAT = 1.0  # seconds between heartbeats

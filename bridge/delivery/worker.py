@@ -23,7 +23,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import attrs
@@ -37,7 +36,7 @@ from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import Outcome
 from bridge.errors import BridgeError
 from bridge.jsonkeys import camel_keys
-from bridge.model import format_time
+from bridge.model import epoch_text
 from bridge.openlineage.convert import Converter
 
 if TYPE_CHECKING:
@@ -68,10 +67,6 @@ def settle_outcome(seq: int, attempts: int, outcome: Outcome, policy: RetryPolic
         at = now + policy.delay(attempts, outcome.retry_after)
         return RetryLater(seq, attempts, at, outcome.status, outcome.detail)
     return Dead(seq, attempts, outcome.status, outcome.detail)
-
-
-def epoch_text(seconds: float) -> str:
-    return format_time(datetime.fromtimestamp(seconds, UTC))
 
 
 @attrs.frozen

@@ -1,8 +1,9 @@
 """The same conversion built with openlineage-python's own classes and ``Serde``.
 
 olbridge emits plain dicts (:mod:`bridge.openlineage.convert`), which is much faster. This module
-is the yardstick: a test checks that both give the same events, and the conversion benchmark
-compares their speed.
+is the yardstick: a test (tests/test_convert.py) checks that both give the same events, and the
+conversion benchmark (benchmarks/conversion.py) compares their speed. It serves only them, so it
+lives here rather than in the package.
 """
 
 from __future__ import annotations

@@ -1,0 +1,203 @@
+"""bridge.config: every key of olbridge.toml, the keys and values it refuses, and which of the
+command line, the environment, the file and the defaults wins."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from click.testing import CliRunner
+
+from bridge.cli import cli
+from bridge.config import CONFIG_FILE, Config, load_config, parse_config
+from bridge.errors import ConfigError
+from bridge.mapping.resolver import DEFAULT_NAMESPACE
+from bridge.version import PRODUCER
+
+EVERY_KEY = """\
+catalog = "state/olbridge.db"
+mappings = ["rules/warehouse.toml", "/etc/olbridge/lake.toml"]
+default_namespace = "company.lake"
+job_namespace_prefix = "prod."
+producer = "https://example.com/olbridge/1.0"
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_the_defaults() -> None:
+    config = parse_config({}, "olbridge.toml", Path("/anywhere"))
+    assert config == Config()
+    assert (config.catalog, config.mappings, config.default_namespace) == (Path("olbridge.db"), (), DEFAULT_NAMESPACE)
+    assert (config.job_namespace_prefix, config.producer, config.source) == ("", PRODUCER, None)
+
+
+def test_every_key_is_read_and_relative_paths_are_the_files_folder(tmp_path: Path) -> None:
+    file = write(tmp_path / "conf" / CONFIG_FILE, EVERY_KEY)
+    config = load_config(file, {})
+    assert config == Config(
+        catalog=tmp_path / "conf" / "state" / "olbridge.db",
+        mappings=(tmp_path / "conf" / "rules" / "warehouse.toml", Path("/etc/olbridge/lake.toml")),
+        default_namespace="company.lake",
+        job_namespace_prefix="prod.",
+        producer="https://example.com/olbridge/1.0",
+        source=file,
+    )
+    # every key of the file is a field of Config, and every field but source is a key
+    assert {f.name for f in attrs.fields(Config)} - {"source"} == {
+        line.split(" =")[0] for line in EVERY_KEY.splitlines()
+    }
+
+
+def test_unknown_keys_are_refused_and_the_known_ones_named() -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_config({"catalog": "a.db", "catalogue": "b.db", "Producer": "x"}, "olbridge.toml", Path("."))
+    assert str(refused.value) == (
+        "olbridge.toml: unknown setting(s) Producer, catalogue; "
+        "known: catalog, default_namespace, job_namespace_prefix, mappings, producer"
+    )
+    with pytest.raises(ConfigError, match=r"unknown setting.*source"):
+        parse_config({"source": "x.toml"}, "olbridge.toml", Path("."))  # a field, not a key
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({"catalog": 1}, "'catalog' must be a string, not 1"),
+        ({"catalog": ["a.db"]}, "'catalog' must be a string, not ['a.db']"),
+        ({"mappings": "rules.toml"}, "'mappings' must be a list of file paths"),
+        ({"mappings": ["rules.toml", 2]}, "'mappings' must be a list of file paths"),
+        ({"default_namespace": True}, "'default_namespace' must be a string, not True"),
+        ({"default_namespace": ""}, "'default_namespace' '' is not a namespace Marquez takes"),
+        ({"default_namespace": "a b"}, "'default_namespace' 'a b' is not a namespace Marquez takes"),
+        ({"default_namespace": "a;b"}, "is not a namespace Marquez takes"),
+        ({"default_namespace": "n" * 1025}, "is not a namespace Marquez takes"),
+        ({"job_namespace_prefix": 3}, "'job_namespace_prefix' must be a string, not 3"),
+        ({"job_namespace_prefix": "prod "}, "'job_namespace_prefix' 'prod ' has characters Marquez refuses"),
+        ({"producer": {"url": "x"}}, "'producer' must be a string"),
+        ({"producer": "olbridge"}, "'producer' must be an absolute URI, not 'olbridge'"),
+        ({"producer": "https://example.com/a b"}, "'producer' must be an absolute URI"),
+    ],
+)
+def test_bad_values_are_refused(document: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_config(document, "olbridge.toml", Path("."))
+    assert str(refused.value).startswith("olbridge.toml: ")
+    assert message in str(refused.value)
+
+
+def test_the_longest_namespace_marquez_takes_is_taken() -> None:
+    assert parse_config({"default_namespace": "n" * 1024}, "f", Path(".")).default_namespace == "n" * 1024
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"catalog = ", "not valid TOML"),
+        (b'catalog = "\xff.db"', "not UTF-8 text"),
+    ],
+)
+def test_a_file_that_cannot_be_read(tmp_path: Path, content: bytes, message: str) -> None:
+    file = tmp_path / CONFIG_FILE
+    file.write_bytes(content)
+    with pytest.raises(ConfigError, match=message):
+        load_config(file, {})
+
+
+def test_which_file_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert load_config(None, {}) == Config()  # no file anywhere: the defaults
+    here = write(tmp_path / CONFIG_FILE, 'default_namespace = "here"\n')
+    from_env = write(tmp_path / "env.toml", 'default_namespace = "env"\n')
+    named = write(tmp_path / "named.toml", 'default_namespace = "named"\n')
+    assert load_config(None, {}).default_namespace == "here"  # ./olbridge.toml when present
+    assert load_config(None, {}).source == Path(CONFIG_FILE)
+    assert load_config(None, {"OLBRIDGE_CONFIG": str(from_env)}).default_namespace == "env"
+    assert load_config(named, {"OLBRIDGE_CONFIG": str(from_env)}).default_namespace == "named"
+    assert load_config(None, {"OLBRIDGE_CONFIG": ""}).default_namespace == "here"  # empty is unset
+    assert here.exists()
+
+
+def test_a_named_file_that_is_missing_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / CONFIG_FILE, "")  # not used in its place
+    for path, env in [(tmp_path / "missing.toml", {}), (None, {"OLBRIDGE_CONFIG": str(tmp_path / "missing.toml")})]:
+        with pytest.raises(ConfigError, match=r"cannot read config file .*missing.toml: No such file"):
+            load_config(path, env)
+
+
+# --- through the command line -----------------------------------------------------------------
+
+Init = Callable[[list[str], dict[str, str]], tuple[int, Any, str]]
+
+
+@pytest.fixture
+def init(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Init:
+    """``olbridge ARGS init`` in a folder of its own, with only the given OLBRIDGE_* variables set."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+
+    def run(args: list[str], env: dict[str, str]) -> tuple[int, Any, str]:
+        variables: dict[str, str | None] = {"OLBRIDGE_CATALOG": None, "OLBRIDGE_CONFIG": None, **env}
+        result = CliRunner(env=variables).invoke(cli, [*args, "init"])
+        return result.exit_code, json.loads(result.stdout) if result.exit_code == 0 else None, result.stderr
+
+    return run
+
+
+def test_the_catalog_flag_beats_the_environment_which_beats_the_file(tmp_path: Path, init: Init) -> None:
+    conf = write(tmp_path / "conf" / "olbridge.toml", 'catalog = "from-file.db"\n')
+    flag, env = str(tmp_path / "from-flag.db"), str(tmp_path / "from-env.db")
+    assert init(["--config", str(conf), "--catalog", flag], {"OLBRIDGE_CATALOG": env})[1]["catalog"] == flag
+    assert init(["--config", str(conf)], {"OLBRIDGE_CATALOG": env})[1]["catalog"] == env
+    assert init(["--config", str(conf)], {})[1]["catalog"] == str(tmp_path / "conf" / "from-file.db")
+    assert init([], {})[1]["catalog"] == "olbridge.db"  # the default, in the working folder
+
+
+def test_the_config_flag_beats_the_environment(tmp_path: Path, init: Init) -> None:
+    by_flag = write(tmp_path / "flag.toml", 'catalog = "flag.db"\n')
+    by_env = write(tmp_path / "env.toml", 'catalog = "env.db"\n')
+    _, out, _ = init(["--config", str(by_flag)], {"OLBRIDGE_CONFIG": str(by_env)})
+    assert out["catalog"] == str(tmp_path / "flag.db")
+    _, out, _ = init([], {"OLBRIDGE_CONFIG": str(by_env)})
+    assert out["catalog"] == str(tmp_path / "env.db")
+
+
+def test_a_bad_config_is_an_error_before_any_command_runs(tmp_path: Path, init: Init) -> None:
+    conf = write(tmp_path / "olbridge.toml", 'catalog = "c.db"\ncolour = "red"\n')
+    code, _, err = init([], {"OLBRIDGE_CONFIG": str(conf)})
+    assert code == 1
+    assert err == f"Error: {conf}: unknown setting(s) colour; known: catalog, default_namespace, " + (
+        "job_namespace_prefix, mappings, producer\n"
+    )
+    assert not (tmp_path / "c.db").exists()
+
+
+def test_the_settings_reach_the_events(tmp_path: Path) -> None:
+    conf = write(
+        tmp_path / "olbridge.toml",
+        'default_namespace = "company.lake"\njob_namespace_prefix = "prod."\n'
+        'producer = "https://example.com/olbridge/1.0"\n',
+    )
+    db = str(tmp_path / "c.db")
+    base = ["--config", str(conf), "--catalog", db]
+    runner = CliRunner()
+    run = ["--namespace", "ops", "--flow-id", "f", "--task-id", "t", "--execution-id", "e"]
+    run += ["--start", "2025-01-01T00:00Z"]
+    report = '{"id": "report.daily", "type": "Table"}'
+    recorded = runner.invoke(cli, [*base, "record", *run, "--input", "raw.orders", "--output", report])
+    assert recorded.exit_code == 0, recorded.output
+    events = [json.loads(line) for line in runner.invoke(cli, [*base, "export"]).stdout.splitlines()]
+    assert events and {e["producer"] for e in events} == {"https://example.com/olbridge/1.0"}
+    assert {e["job"]["namespace"] for e in events} == {"prod.ops"}
+    datasets = {(d["namespace"], d["name"]) for e in events for d in [*e["inputs"], *e["outputs"]]}
+    assert datasets == {("company.lake", "raw.orders"), ("company.lake", "report.daily")}  # no rule names them

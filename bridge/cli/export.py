@@ -12,13 +12,13 @@ from bridge.cli.context import AppContext, pass_app
 from bridge.cli.options import history_filters, json_flag
 from bridge.cli.output import print_json, say
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
+from bridge.delivery.history import ExportFilter, iter_lines
+from bridge.delivery.sinks import HttpSink, NdjsonSink, Sink
 from bridge.errors import ExportError
-from bridge.export import ExportFilter, iter_lines
 from bridge.model import check_namespace, parse_window
 from bridge.openlineage.files import BadInput, read_events
 from bridge.openlineage.validate import validate_event
 from bridge.receiver.policy import judge
-from bridge.sinks import HttpSink, NdjsonSink, Sink
 
 
 @click.command("export")

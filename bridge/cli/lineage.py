@@ -8,8 +8,8 @@ import click
 
 from bridge.catalog import ColumnLineageGraph
 from bridge.cli.output import print_json, say
-from bridge.render import graph_json, graph_mermaid, graph_text, mermaid_limits
-from bridge.render_columns import column_graph_json, column_graph_mermaid, column_graph_text
+from bridge.drawing.asset_graph import graph_json, graph_mermaid, graph_text, mermaid_limits
+from bridge.drawing.column_graph import column_graph_json, column_graph_mermaid, column_graph_text
 
 
 def show_columns(graph: ColumnLineageGraph, fmt: str) -> None:

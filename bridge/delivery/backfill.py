@@ -41,11 +41,11 @@ from bridge.catalog import Catalog
 from bridge.catalog.outbox import DeliveryError
 from bridge.catalog.store import Checkpoint, Position, RefusedItem
 from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.history import AssetLookup, ExportFilter
 from bridge.delivery.report import FailureReport, describe, retry_note
 from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import Outcome
 from bridge.errors import ConfigError, NotFoundError
-from bridge.export import AssetLookup, ExportFilter
 from bridge.jsonkeys import camel_keys
 from bridge.model import AssetChange, StoredDeclaredJob, StoredTaskRun, epoch_text, format_time
 from bridge.openlineage.convert import Converter

@@ -287,7 +287,8 @@ def test_serve_on_an_address_it_cannot_have(tmp_path: Path) -> None:
 
 
 UNREACHABLE = {
-    ("export",): ["--url"],
+    # export --url retries as stream and backfill do (8 attempts by default): two, at once, here
+    ("export",): ["--max-attempts", "2", "--backoff", "0", "--url"],
     ("import",): ["--from-marquez"],
     ("prefect", "import"): ["--api-url"],
 }

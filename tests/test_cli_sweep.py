@@ -137,7 +137,7 @@ def command_args(path: tuple[str, ...], files: dict[str, str]) -> list[str]:
         ("record",): ["--file", files["runs"]],
         ("serve",): ["--port", "0", "--workers", "1"],
         ("status",): [],
-        ("stream",): ["--once", "--url", nobody, "--max-attempts", "2", "--backoff", "0"],
+        ("stream",): ["--once", "--url", nobody, "--max-attempts", "2", "--backoff", "0", "--give-up-after", "1"],
         ("validate",): [files["events"]],
     }
     return table[path]

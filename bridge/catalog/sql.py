@@ -328,6 +328,39 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE INDEX column_lineage_run ON column_lineage (task_run_pk) WHERE task_run_pk IS NOT NULL;
         """,
     ),
+    (
+        "0009_positions",
+        """
+        -- Where each reader of a source, or replay to a backend, got to: one row a (kind, name), its
+        -- value JSON of the kind's shape (bridge/catalog/positions.py). It takes over the Marquez
+        -- import positions, the Prefect import state and the backfill checkpoints.
+        CREATE TABLE positions (
+            kind       TEXT NOT NULL,                 -- marquez-import | prefect-import | backfill
+            name       TEXT NOT NULL,                 -- the source's URL, the checkpoint's name
+            value      TEXT NOT NULL,                 -- JSON
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (kind, name)
+        );
+        INSERT INTO positions (kind, name, value, updated_at)
+            SELECT 'marquez-import', substr(source, 9), json_object('after', position), updated_at
+            FROM import_positions WHERE source LIKE 'marquez:%';
+        INSERT INTO positions (kind, name, value, updated_at)
+            SELECT 'prefect-import', api_url,
+                   json_object('eventsRead', events_read, 'lastEventIds', json(last_event_ids),
+                               'lastOccurred', last_occurred),
+                   updated_at
+            FROM prefect_import_state;
+        INSERT INTO positions (kind, name, value, updated_at)
+            SELECT 'backfill', name,
+                   json_object('ahead', json(ahead), 'events', events, 'filters', json(filters),
+                               'position', json(position), 'runs', runs),
+                   updated_at
+            FROM backfill_checkpoints;
+        DROP TABLE import_positions;
+        DROP TABLE prefect_import_state;
+        DROP TABLE backfill_checkpoints;
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -685,11 +718,6 @@ EXTERNAL_USAGES_OF_ASSET = """
     SELECT direction, job_namespace, job_name FROM external_usages
     WHERE asset_id = ? ORDER BY job_namespace, job_name, direction
 """
-GET_IMPORT_POSITION = "SELECT position FROM import_positions WHERE source = ?"
-SET_IMPORT_POSITION = """
-    INSERT INTO import_positions (source, position, updated_at) VALUES (?, ?, ?)
-    ON CONFLICT (source) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at
-"""
 COUNT_TABLE = {
     name: f"SELECT count(*) FROM {name}"
     for name in ("received_events", "external_datasets", "external_sources", "external_usages", "external_lineage")
@@ -715,19 +743,6 @@ def bindings_of(count: int) -> str:
 def usages_of_sources(count: int) -> str:
     return f"SELECT source, inputs, outputs FROM external_sources WHERE source IN ({', '.join('?' * count)})"
 
-
-# --- prefect import state ---------------------------------------------------------------------
-
-GET_PREFECT_STATE = (
-    "SELECT last_occurred, last_event_ids, events_read, updated_at FROM prefect_import_state WHERE api_url = ?"
-)
-UPSERT_PREFECT_STATE = """
-    INSERT INTO prefect_import_state (api_url, last_occurred, last_event_ids, events_read, updated_at)
-    VALUES (?, ?, ?, ?, ?)
-    ON CONFLICT (api_url) DO UPDATE SET
-        last_occurred = excluded.last_occurred, last_event_ids = excluded.last_event_ids,
-        events_read = excluded.events_read, updated_at = excluded.updated_at
-"""
 
 # --- declared jobs (a flow's static lineage) ------------------------------------------------
 
@@ -816,18 +831,15 @@ def delete_outbox(count: int) -> str:
     return f"DELETE FROM outbox WHERE seq IN ({', '.join('?' * count)})"
 
 
-# --- backfill checkpoints -------------------------------------------------------------------
+# --- positions and a backfill's refused events ----------------------------------------------
 
-CHECKPOINT_COLUMNS = "name, filters, position, runs, events, updated_at, ahead"
-GET_CHECKPOINT = f"SELECT {CHECKPOINT_COLUMNS} FROM backfill_checkpoints WHERE name = ?"
-LIST_CHECKPOINTS = f"SELECT {CHECKPOINT_COLUMNS} FROM backfill_checkpoints ORDER BY name"
-SAVE_CHECKPOINT = """
-    INSERT INTO backfill_checkpoints (name, filters, position, runs, events, updated_at, ahead)
-    VALUES (?, ?, ?, ?, ?, ?, ?)
-    ON CONFLICT (name) DO UPDATE SET filters = excluded.filters, position = excluded.position, runs = excluded.runs,
-        events = excluded.events, updated_at = excluded.updated_at, ahead = excluded.ahead
+GET_POSITION = "SELECT kind, name, value, updated_at FROM positions WHERE kind = ? AND name = ?"
+LIST_POSITIONS = "SELECT kind, name, value, updated_at FROM positions WHERE kind = ? ORDER BY name"
+LIST_ALL_POSITIONS = "SELECT kind, name, value, updated_at FROM positions ORDER BY kind, name"
+SAVE_POSITION = """
+    INSERT INTO positions (kind, name, value, updated_at) VALUES (?, ?, ?, ?)
+    ON CONFLICT (kind, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
 """
-DELETE_CHECKPOINT = "DELETE FROM backfill_checkpoints WHERE name = ?"
 REFUSED_COLUMNS = "item_time, item_order, ref, event, status, error, refused_at"
 SELECT_REFUSED = (
     f"SELECT {REFUSED_COLUMNS} FROM backfill_refused WHERE checkpoint = ? ORDER BY item_time, item_order, ref LIMIT ?"

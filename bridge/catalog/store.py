@@ -18,10 +18,11 @@ from typing import Any
 import attrs
 
 from bridge.catalog import columns as column_queries
-from bridge.catalog import external, rows, sql, writes
+from bridge.catalog import external, positions, rows, sql, writes
 from bridge.catalog.columns import ColumnLineageGraph, StoredColumnEdge
 from bridge.catalog.external import IngestResult
 from bridge.catalog.outbox import ASSET_CHANGE, Outbox, queue_event
+from bridge.catalog.positions import BACKFILL, Checkpoint, Position, RefusedItem
 from bridge.catalog.query import AssetQuery, PurgeResult
 from bridge.catalog.workers import Workers
 from bridge.catalog.writes import DeclareResult, RecordResult
@@ -139,11 +140,6 @@ class Catalog:
             cur.execute("COMMIT")
         finally:
             cur.close()
-
-    def read_one(self, statement: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        """The first row of a read, outside any write transaction (it takes no write lock)."""
-        row = self._conn.execute(statement, params).fetchone()
-        return tuple(row) if row is not None else None
 
     # --- assets ----------------------------------------------------------------------------
 
@@ -270,6 +266,26 @@ class Catalog:
         """Record many task runs in one transaction: all land, or none does."""
         return self.record(runs)[0]
 
+    def record_each(
+        self, runs: Iterable[TaskRun], *, position: Position | None = None
+    ) -> list[RecordResult | CatalogError]:
+        """Record task runs in one transaction with the ``position`` of the import they come from,
+        each run in a savepoint of its own: a run the catalog cannot take (one that already ended
+        with other content) comes back as its CatalogError and leaves no trace, the others land."""
+        with self.transaction() as cur:
+            results: list[RecordResult | CatalogError] = []
+            for run in runs:
+                cur.execute("SAVEPOINT task_run")
+                try:
+                    results.append(writes.write_task_run(cur, run))
+                except CatalogError as exc:
+                    cur.execute("ROLLBACK TO task_run")
+                    results.append(exc)
+                cur.execute("RELEASE task_run")
+            if position is not None:
+                positions.save(cur, position)
+            return results
+
     def count_task_runs(self) -> int:
         return int(self._conn.execute(sql.COUNT_TASK_RUNS).fetchone()[0])
 
@@ -359,17 +375,24 @@ class Catalog:
 
     # --- external lineage (the receiver) -----------------------------------------------------
 
-    def ingest(self, events: Sequence[IncomingEvent], resolver: Resolver) -> list[IngestResult | Exception]:
-        """Take accepted external events in one transaction. Should one of them fail, the group is
-        taken again one event at a time, each in a savepoint of its own: the failing event leaves
-        no trace and comes back as its exception, the others land. Re-sent events come back as
-        duplicates and change nothing."""
+    def ingest(
+        self, events: Sequence[IncomingEvent], resolver: Resolver, *, position: Position | None = None
+    ) -> list[IngestResult | Exception]:
+        """Take accepted external events in one transaction, with the ``position`` of the import
+        they come from, if any. Should one of them fail, the group is taken again one event at a
+        time, each in a savepoint of its own: the failing event leaves no trace and comes back as
+        its exception, the others land. Re-sent events come back as duplicates and change nothing."""
         try:
             with self.transaction() as cur:
-                return list(external.ingest_events(cur, events, resolver))
+                taken: list[IngestResult | Exception] = list(external.ingest_events(cur, events, resolver))
+                if position is not None:
+                    positions.save(cur, position)
+                return taken
         except (sqlite3.IntegrityError, BridgeError, ValueError):
             pass  # one of them: find it
         with self.transaction() as cur:
+            if position is not None:
+                positions.save(cur, position)
             results: list[IngestResult | Exception] = []
             for event in events:
                 cur.execute("SAVEPOINT event")
@@ -408,13 +431,22 @@ class Catalog:
             )
         return out
 
-    def import_position(self, source: str) -> str | None:
-        row = self._conn.execute(sql.GET_IMPORT_POSITION, (source,)).fetchone()
-        return str(row[0]) if row else None
+    # --- positions ---------------------------------------------------------------------------
 
-    def set_import_position(self, source: str, position: str, *, now: datetime) -> None:
+    def position(self, kind: str, name: str) -> Position | None:
+        """Where the reader or replay ``name`` of ``kind`` got to (None: nowhere yet); see
+        :mod:`bridge.catalog.positions`."""
+        return positions.read(self._conn, kind, name)
+
+    def positions(self, kind: str | None = None) -> list[Position]:
+        """Every position (of one kind), by kind and name."""
+        return positions.read_all(self._conn, kind)
+
+    def save_position(self, position: Position) -> None:
+        """Save a position on its own (a page that brought nothing to write, say); a position that
+        covers data goes in the transaction writing it (``ingest``, ``record_each``)."""
         with self.transaction() as cur:
-            cur.execute(sql.SET_IMPORT_POSITION, (source, position, format_time(now)))
+            positions.save(cur, position)
 
     # --- declared jobs (a flow's static lineage) -------------------------------------------
 
@@ -475,11 +507,12 @@ class Catalog:
         return Workers(self._conn, self.transaction)
 
     def get_checkpoint(self, name: str) -> Checkpoint | None:
-        row = self._conn.execute(sql.GET_CHECKPOINT, (name,)).fetchone()
-        return _checkpoint_from_row(row) if row is not None else None
+        """A backfill's checkpoint: its ``backfill`` position."""
+        found = self.position(BACKFILL, name)
+        return Checkpoint.from_position(found) if found is not None else None
 
     def list_checkpoints(self) -> list[Checkpoint]:
-        return [_checkpoint_from_row(row) for row in self._conn.execute(sql.LIST_CHECKPOINTS)]
+        return [Checkpoint.from_position(p) for p in self.positions(BACKFILL)]
 
     def save_checkpoint(
         self,
@@ -492,21 +525,8 @@ class Catalog:
         """Move a backfill's checkpoint, in one transaction with the events its backend refused
         (kept until they are re-sent) and the refused ones delivered since (``resolved``: gone
         from the list). ``clear_refused`` forgets the checkpoint's earlier refusals first."""
-        position = None if checkpoint.position is None else list(checkpoint.position)
-        ahead = [[list(p), settled] for p, settled in checkpoint.ahead]
         with self.transaction() as cur:
-            cur.execute(
-                sql.SAVE_CHECKPOINT,
-                (
-                    checkpoint.name,
-                    rows.dumps(checkpoint.filters),
-                    rows.dumps(position),
-                    checkpoint.runs,
-                    checkpoint.events,
-                    checkpoint.updated_at,
-                    rows.dumps(ahead),
-                ),
-            )
+            positions.save(cur, checkpoint.to_position())
             if clear_refused:
                 cur.execute(sql.CLEAR_REFUSED, (checkpoint.name,))
             for item in resolved:
@@ -527,10 +547,6 @@ class Catalog:
     def count_refused(self) -> dict[str, int]:
         """How many refused events each backfill checkpoint keeps."""
         return {name: int(count) for name, count in self._conn.execute(sql.COUNT_REFUSED)}
-
-    def delete_checkpoint(self, name: str) -> None:
-        with self.transaction() as cur:
-            cur.execute(sql.DELETE_CHECKPOINT, (name,))
 
     # --- lineage ---------------------------------------------------------------------------
 
@@ -564,39 +580,6 @@ class Catalog:
     def column_edges(self, *, source: str | None = None, task_run_pk: int | None = None) -> list[StoredColumnEdge]:
         """The column edges a received run or job (``source``) or one of olbridge's task runs made."""
         return column_queries.edges_of(self._conn, source=source, task_run_pk=task_run_pk)
-
-
-Position = tuple[str, int, int]  # (time, 0 change | 1 run, seq | pk); ("", -1, pk) a declared job
-
-
-@attrs.frozen
-class Checkpoint:
-    """Where a backfill stopped: ``position`` is the last item before which every event was
-    delivered or refused for good (None: none yet), as (time, 0 for an asset change or 1 for a
-    task run, its seq or pk; ("", -1, pk) for a declared job). ``ahead`` holds the items past it
-    that a window half done already settled, each with how many of its events (1: a run's START,
-    so its end is next)."""
-
-    name: str
-    filters: dict[str, Any]
-    position: Position | None
-    runs: int
-    events: int
-    updated_at: str
-    ahead: tuple[tuple[Position, int], ...] = ()
-
-
-@attrs.frozen
-class RefusedItem:
-    """An event a backfill's backend refused for good: its item's position, which event
-    (``start`` or ``end`` of a task run, ``event`` of the others; a refused START holds its run's
-    end), the backend's status and answer."""
-
-    position: Position
-    event: str
-    status: int | None
-    error: str
-    refused_at: str
 
 
 # SQLite's primary result codes that mean the file, the disk or another process is in the way,
@@ -634,25 +617,6 @@ def _run_filters(
     return {name: value is not None for name, value in given.items()}, params
 
 
-def _position(value: Any) -> Position:
-    time, order, ref = value
-    return (str(time), int(order), int(ref))
-
-
-def _checkpoint_from_row(row: Sequence[Any]) -> Checkpoint:
-    name, filters, position, runs, events, updated_at, ahead = row
-    where = json.loads(position)
-    return Checkpoint(
-        name,
-        json.loads(filters),
-        _position(where) if where is not None else None,
-        runs,
-        events,
-        updated_at,
-        tuple((_position(p), int(settled)) for p, settled in json.loads(ahead)),
-    )
-
-
 def _change_from_row(row: Sequence[Any]) -> AssetChange:
     seq, kind, changed_at, snapshot = row
     moment = rows.read_time(changed_at)
@@ -668,6 +632,7 @@ __all__ = [
     "IngestResult",
     "LineageEdge",
     "LineageGraph",
+    "Position",
     "RecordResult",
     "RefusedItem",
     "StoredColumnEdge",

@@ -8,6 +8,7 @@ import pytest
 from bridge.adapters.prefect.cursor import PrefectCursor, read_cursor
 from bridge.catalog import AssetQuery, Catalog, MetadataFilter, Position, RecordResult
 from bridge.catalog import sql as catalog_sql
+from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
 from bridge.catalog.positions import Checkpoint
 from bridge.errors import CatalogError, NotFoundError, ValidationError
 from bridge.model import Origin, TaskState
@@ -189,7 +190,7 @@ def test_the_three_kinds_of_position_move_into_one_table(tmp_path: Path) -> None
     its backfill checkpoint (their own tables then) as positions, read back as they were."""
     path = tmp_path / "c.db"
     conn = sqlite3.connect(path, isolation_level=None)
-    for number, (_name, script) in enumerate(catalog_sql.MIGRATIONS[:8], start=1):
+    for number, (_name, script) in enumerate(SQLITE_SCRIPTS[:8], start=1):
         conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
     conn.execute("INSERT INTO import_positions VALUES ('marquez:http://m:5000', '2025-03-01T08:03:00Z', 'u1')")
     conn.execute(

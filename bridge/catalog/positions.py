@@ -16,13 +16,13 @@ it never says more was done than was committed. The kinds are the callers'; the 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
 from bridge.catalog import sql
+from bridge.catalog.engine import Connection, Cursor
 from bridge.catalog.rows import dumps
 from bridge.errors import ValidationError
 
@@ -43,18 +43,18 @@ class Position:
                 raise ValidationError(f"a position's {field} is a non-empty string", rule="position", value=text)
 
 
-def read(conn: sqlite3.Connection | sqlite3.Cursor, kind: str, name: str) -> Position | None:
+def read(conn: Connection | Cursor, kind: str, name: str) -> Position | None:
     row = conn.execute(sql.GET_POSITION, (kind, name)).fetchone()
     return _from_row(row) if row is not None else None
 
 
-def read_all(conn: sqlite3.Connection | sqlite3.Cursor, kind: str | None) -> list[Position]:
+def read_all(conn: Connection | Cursor, kind: str | None) -> list[Position]:
     if kind is None:
         return [_from_row(row) for row in conn.execute(sql.LIST_ALL_POSITIONS)]
     return [_from_row(row) for row in conn.execute(sql.LIST_POSITIONS, (kind,))]
 
 
-def save(cur: sqlite3.Cursor, position: Position) -> None:
+def save(cur: Cursor, position: Position) -> None:
     """Save a position inside the caller's transaction (the one writing what it covers)."""
     cur.execute(sql.SAVE_POSITION, (position.kind, position.name, dumps(position.value), position.updated_at))
 

@@ -14,6 +14,7 @@ import pytest
 
 from bridge.catalog import Catalog
 from bridge.catalog import sql as catalog_sql
+from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
 from bridge.delivery.history import iter_events
 from bridge.mapping import Resolver
 from bridge.model import Origin
@@ -305,9 +306,9 @@ def test_events_received_before_the_time_ordered_index_are_kept_and_still_known(
     assert intake.take([first])[0].status == "accepted"
     [row] = catalog._conn.execute("SELECT * FROM received_events").fetchall()
     path = tmp_path / "old.db"
-    before = [name for name, _ in catalog_sql.MIGRATIONS].index("0006_received_in_time_order")
+    before = [name for name, _ in SQLITE_SCRIPTS].index("0006_received_in_time_order")
     with contextlib.closing(sqlite3.connect(path)) as conn:  # as the release before the index left it
-        for script in [script for _, script in catalog_sql.MIGRATIONS[:before]]:
+        for script in [script for _, script in SQLITE_SCRIPTS[:before]]:
             conn.executescript(script)
         conn.execute(f"INSERT INTO received_events VALUES ({', '.join('?' * len(row))})", row)
         conn.execute(f"PRAGMA user_version = {before}")

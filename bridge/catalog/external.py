@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +21,8 @@ import attrs
 import orjson
 
 from bridge.catalog import sql
-from bridge.catalog.rows import asset_row
+from bridge.catalog.engine import Conflict, Cursor
+from bridge.catalog.rows import asset_from_row, asset_row
 from bridge.catalog.writes import get_asset
 from bridge.model import EXTERNAL, Asset, Origin, parse_time
 from bridge.receiver.column_lineage import ReceivedColumnEdge
@@ -121,10 +121,20 @@ class _Binding:
 
 
 class GroupIngest:
-    """Takes a group of accepted events inside one transaction; call :meth:`flush` at the end."""
+    """Takes a group of accepted events inside one transaction; call :meth:`flush` at the end.
 
-    def __init__(self, cur: sqlite3.Cursor, resolver: Resolver, events: Sequence[IncomingEvent]) -> None:
+    With ``concurrent`` (an engine whose writers run side by side) the rows the group reads to
+    write are locked as they are read (the bindings and the runs it merges into, the assets it
+    rebuilds); what it could not lock because it did not exist yet (a new event, a new run) is
+    checked when written, and a row that another process wrote first raises :class:`Conflict`:
+    the transaction is run again and finds it. Every placeholder is then rebuilt from its row
+    (no in-place touch), which it holds locked."""
+
+    def __init__(
+        self, cur: Cursor, resolver: Resolver, events: Sequence[IncomingEvent], *, concurrent: bool = False
+    ) -> None:
         self.cur = cur
+        self.concurrent = concurrent
         self.resolver = resolver
         self.received: list[tuple[Any, ...]] = []
         self.bindings: dict[tuple[str, str], _Binding | None] = {}  # None: known not to be bound yet
@@ -167,12 +177,16 @@ class GroupIngest:
             )
         )
         self.bindings = dict.fromkeys(datasets)
+        locked = sql.locked_bindings_of if self.concurrent else sql.bindings_of
         for ns, name, asset_id, first, last, seen_rank, facets_rank, facets_digest in self._select(
-            sql.bindings_of, datasets
+            locked, sorted(datasets)
         ):
             self.bindings[ns, name] = _Binding(asset_id, first, last, seen_rank, facets_rank, facets_digest, new=False)
-        sources = list(dict.fromkeys(e.source for e in events if e.source is not None))
-        for source, inputs, outputs in self._select(sql.usages_of_sources, sources):
+        sources = sorted({e.source for e in events if e.source is not None})
+        locked = sql.locked_usages_of_sources if self.concurrent else sql.usages_of_sources
+        self.stored_sources: set[str] = set()
+        for source, inputs, outputs in self._select(locked, sources):
+            self.stored_sources.add(source)
             sets = self._usage_sets(source)
             sets["input"].update(json.loads(inputs))
             sets["output"].update(json.loads(outputs))
@@ -323,8 +337,13 @@ class GroupIngest:
     def flush(self) -> None:
         bound = [((ns, name), b) for (ns, name), b in self.bindings.items() if b is not None and b.dirty]
         touched, rebuilt = [], []
+        if self.concurrent:  # the placeholders to rebuild, read (and locked) in one go, in order
+            wanted = sorted({b.asset_id for _, b in bound if b.asset_id not in self.assets})
+            self.assets.update(dict.fromkeys(wanted))
+            for row in self._select(sql.locked_assets, wanted):
+                self.assets[row[0]] = asset_from_row(row)
         for dataset, b in bound:
-            if not b.new and b.facets is None:  # only its sightings moved: in place, in SQL
+            if not b.new and b.facets is None and not self.concurrent:  # only its sightings moved: in SQL
                 touched.append((b.first, b.last, b.first, b.last, b.producer, b.asset_id))
                 continue
             current = self.asset(b.asset_id)
@@ -366,9 +385,30 @@ class GroupIngest:
             (sql.INSERT_EXTERNAL_EDGE, list(self.edges)),
             (sql.INSERT_COLUMN_EDGE, list(self.column_edges)),
         ]
+        if self.concurrent:
+            self._claim_new()
         for statement, rows in writes:
             if rows:
                 self.cur.executemany(statement, rows)
+                if statement is sql.INSERT_RECEIVED and self.cur.rowcount != len(rows):
+                    raise Conflict("another process took some of these events meanwhile")
+
+    def _claim_new(self) -> None:
+        """Insert the group's new runs and jobs before merging into them: one that another process
+        inserted meanwhile (its merge would lose that one's inputs and outputs) is a Conflict."""
+        first: dict[str, tuple[Any, ...]] = {}
+        for row in self.sources:
+            if row[0] not in self.stored_sources:
+                first.setdefault(row[0], row)
+        if not first:
+            return
+        sets = {source: self._usage_sets(source) for source in first}
+        self.cur.executemany(
+            sql.CLAIM_SOURCE,
+            [(*row, _json(sorted(sets[s]["input"])), _json(sorted(sets[s]["output"]))) for s, row in first.items()],
+        )
+        if self.cur.rowcount != len(first):
+            raise Conflict("another process recorded one of these runs meanwhile")
 
 
 def _source_row(event: IncomingEvent, moment: str) -> tuple[Any, ...]:
@@ -395,9 +435,11 @@ def _source_row(event: IncomingEvent, moment: str) -> tuple[Any, ...]:
     )
 
 
-def ingest_events(cur: sqlite3.Cursor, events: Sequence[IncomingEvent], resolver: Resolver) -> list[IngestResult]:
-    """Take a group of events in the caller's transaction."""
-    group = GroupIngest(cur, resolver, events)
+def ingest_events(
+    cur: Cursor, events: Sequence[IncomingEvent], resolver: Resolver, *, concurrent: bool = False
+) -> list[IngestResult]:
+    """Take a group of events in the caller's transaction (``concurrent``: see :class:`GroupIngest`)."""
+    group = GroupIngest(cur, resolver, events, concurrent=concurrent)
     results = [group.take(event) for event in events]
     group.flush()
     return results

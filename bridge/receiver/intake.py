@@ -104,13 +104,14 @@ class Intake:
             return Outcome("refused", kind=verdict.kind, message=message, problems=verdict.refusals)
         return read_event(item, verdict.kind, tuple(str(w) for w in verdict.warnings), text)
 
-    def take(self, items: Sequence[Any]) -> list[Outcome]:
-        """Outcomes of items, in order. The accepted ones are committed before this returns."""
+    def take(self, items: Sequence[Any], *, write: Writer | None = None) -> list[Outcome]:
+        """Outcomes of items, in order. The accepted ones are committed before this returns (by
+        ``write`` when given, else by the intake's writer)."""
         prepared = [self.prepare(item) for item in items]
         events = [p for p in prepared if isinstance(p, IncomingEvent)]
         results: list[IngestResult | Exception]
         try:
-            results = self.write(events) if events else []
+            results = (write or self.write)(events) if events else []
         except Unavailable as exc:
             results = [exc] * len(events)
         written = iter(results)

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from bridge.adapters.prefect.client import ASSET_EVENT_PREFIXES, PrefectClient
+from bridge.adapters.prefect.cursor import LateRun, PrefectCursor, read_cursor, record_import
 from bridge.adapters.prefect.events import (
     Problem,
     group_by_task_run,
@@ -26,7 +27,6 @@ from bridge.adapters.prefect.events import (
     task_run_from_group,
 )
 from bridge.catalog import Catalog, RecordResult
-from bridge.catalog.prefect_state import LateRun, PrefectCursor, read_cursor, record_import
 from bridge.errors import SourceError, ValidationError
 from bridge.mapping import Resolver
 from bridge.model import EXTERNAL, TaskRun, format_time, parse_time, utcnow

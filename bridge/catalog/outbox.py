@@ -144,28 +144,81 @@ class Outbox:
         found = self._conn.execute(sql.OUTBOX_NEXT_RETRY).fetchone()[0]
         return float(found) if found is not None else None
 
-    def settle(self, results: Iterable[Result], *, success_at: str, failure: DeliveryError | None = None) -> None:
+    def settle(
+        self,
+        results: Iterable[Result],
+        *,
+        success_at: str,
+        failure: DeliveryError | None = None,
+        claimed_by: str | None = None,
+    ) -> int:
         """Apply what delivery did, in one transaction: delivered rows go, the others wait for
-        a retry or become dead letters; ``failure`` is kept as its source's last one."""
+        a retry or become dead letters; ``failure`` is kept as its source's last one. With
+        ``claimed_by`` (a worker sharing the outbox, see :meth:`claim`), only the rows that worker
+        still holds are settled, and released; returns how many rows were settled."""
         results = list(results)
 
-        def work(cur: Cursor) -> None:
-            delivered = 0
+        def work(cur: Cursor) -> int:
+            delivered = settled = 0
             if failure is not None:
                 _save_error(cur, failure)
             for result in results:
+                params: tuple[Any, ...]
                 match result:
                     case Delivered(seq):
-                        cur.execute(sql.OUTBOX_DELETE, (seq,))
-                        delivered += 1
+                        statement, params = sql.OUTBOX_DELETE, (seq,)
                     case RetryLater(seq, attempts, at, status, error):
-                        cur.execute(sql.OUTBOX_RETRY_LATER, (attempts, at, status, error[:ERROR_TEXT_MAX], seq))
+                        statement, params = sql.OUTBOX_RETRY_LATER, (attempts, at, status, error[:ERROR_TEXT_MAX], seq)
                     case Dead(seq, attempts, status, error):
-                        cur.execute(sql.OUTBOX_DEAD, (attempts, status, error[:ERROR_TEXT_MAX], seq))
+                        statement, params = sql.OUTBOX_DEAD, (attempts, status, error[:ERROR_TEXT_MAX], seq)
+                if claimed_by is not None:
+                    statement, params = _CLAIMED[statement], (*params, claimed_by)
+                changed = int(cur.execute(statement, params).rowcount)
+                settled += changed
+                if isinstance(result, Delivered):
+                    delivered += changed
             if delivered:
                 cur.execute(sql.OUTBOX_COUNT_DELIVERED, (delivered, success_at))
+            return settled
 
-        self._db.write(work)
+        return self._db.write(work)
+
+    # --- claims: several workers sharing the outbox (PostgreSQL) ----------------------------
+
+    def claim(self, worker: str, now: float, limit: int, ttl: float) -> list[OutboxItem]:
+        """Claim for ``worker`` up to ``limit`` pending rows due at ``now`` that no earlier row of
+        their run key holds back and that no other worker holds (or whose claim expired), for
+        ``ttl`` seconds; rows another worker is claiming at the same moment are skipped. In
+        commit order; at most one per run key, so a run's events go out in order whichever
+        worker sends them. PostgreSQL only (SQLite: :meth:`heads` under the outbox's lease)."""
+
+        def work(cur: Cursor) -> list[OutboxItem]:
+            return self._items(iter(cur.execute(sql.OUTBOX_CLAIM_HEADS, (now, limit, worker, ttl)).fetchall()))
+
+        return sorted(self._db.write(work), key=lambda item: item.seq)
+
+    def confirm(self, worker: str, seqs: Sequence[int], ttl: float) -> set[int]:
+        """Of ``seqs``, those ``worker`` still holds, their claims renewed for ``ttl`` seconds
+        (what it may send: another worker took the others over while it was stalled)."""
+        if not seqs:
+            return set()
+
+        def work(cur: Cursor) -> set[int]:
+            return {row[0] for row in cur.execute(sql.OUTBOX_CONFIRM_CLAIMS, (ttl, worker, list(seqs))).fetchall()}
+
+        return self._db.write(work)
+
+    def renew(self, worker: str, ttl: float) -> int:
+        """Renew every claim ``worker`` holds for ``ttl`` seconds (its heartbeat); how many."""
+        return self._db.write(lambda cur: int(cur.execute(sql.OUTBOX_RENEW_CLAIMS, (ttl, worker)).rowcount))
+
+    def release_claims(self, worker: str) -> int:
+        """Give back every claim ``worker`` holds (a worker stopping, or one found dead)."""
+        return self._db.write(lambda cur: int(cur.execute(sql.OUTBOX_RELEASE_CLAIMS, (worker,)).rowcount))
+
+    def claims(self) -> dict[str, int]:
+        """How many rows each worker holds."""
+        return {worker: int(count) for worker, count in self._conn.execute(sql.OUTBOX_CLAIMS)}
 
     def record_error(self, error: DeliveryError) -> None:
         """Keep a delivery source's last failure (``olbridge status`` shows it)."""
@@ -225,6 +278,14 @@ class Outbox:
     @staticmethod
     def _items(rows: Iterator[Any]) -> list[OutboxItem]:
         return [OutboxItem(*row) for row in rows]
+
+
+# each settling statement, for a row the worker settling it must still hold
+_CLAIMED = {
+    sql.OUTBOX_DELETE: sql.OUTBOX_DELETE_CLAIMED,
+    sql.OUTBOX_RETRY_LATER: sql.OUTBOX_RETRY_LATER_CLAIMED,
+    sql.OUTBOX_DEAD: sql.OUTBOX_DEAD_CLAIMED,
+}
 
 
 def _check_seqs(cur: Cursor, seqs: Sequence[int], state: str | None, missing: str, outcome: str) -> None:

@@ -296,12 +296,17 @@ outbox = sa.Table(
     sa.Column("next_attempt_at", SECONDS, nullable=False, server_default=sa.text("0")),  # seconds since the epoch
     _integer("last_status", nullable=True),  # the backend's last HTTP status
     _text("last_error", nullable=True),  # its response body or the error (truncated)
+    # PostgreSQL: the stream worker (stream_workers.id) that claimed the row, until when (seconds
+    # since the epoch, the database's clock); empty on SQLite, where one worker holds outbox_lease
+    _text("claimed_by", nullable=True),
+    sa.Column("claim_expires", SECONDS, nullable=True),
     sa.CheckConstraint("state IN ('pending', 'dead')"),
     sqlite_autoincrement=True,  # a seq never comes back
 )
 sa.Index("outbox_state", outbox.c.state, outbox.c.seq)
 sa.Index("outbox_run_key", outbox.c.run_key, outbox.c.seq)
 _partial("outbox_retrying", outbox.c.next_attempt_at, "state = 'pending' AND attempts > 0")
+_partial("outbox_claimed", outbox.c.claimed_by, "claimed_by IS NOT NULL")
 
 outbox_delivery = sa.Table(
     "outbox_delivery",

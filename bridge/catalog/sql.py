@@ -12,7 +12,7 @@ from __future__ import annotations
 
 # The schema's version, the number of the newest migration (migrations/versions), the same on
 # both engines; a catalog with a higher one is refused.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # --- assets ---------------------------------------------------------------------------------
 
@@ -476,13 +476,57 @@ OUTBOX_RETRY_LATER = (
 OUTBOX_DEAD = "UPDATE outbox SET state = 'dead', attempts = ?, last_status = ?, last_error = ? WHERE seq = ?"
 OUTBOX_REQUEUE_ALL = "UPDATE outbox SET state = 'pending', next_attempt_at = 0 WHERE state = 'dead'"
 OUTBOX_COUNT_DELIVERED = """
-    INSERT INTO outbox_delivery (id, delivered, last_success_at) VALUES (1, ?, ?)
-    ON CONFLICT (id) DO UPDATE SET delivered = delivered + excluded.delivered,
+    INSERT INTO outbox_delivery AS d (id, delivered, last_success_at) VALUES (1, ?, ?)
+    ON CONFLICT (id) DO UPDATE SET delivered = d.delivered + excluded.delivered,
         last_success_at = excluded.last_success_at
 """
 OUTBOX_DELIVERY = "SELECT delivered, last_success_at FROM outbox_delivery WHERE id = 1"
 OUTBOX_COUNT = "SELECT count(*) FROM outbox WHERE state = ?"
 OUTBOX_OLDEST = "SELECT queued_at FROM outbox WHERE state = 'pending' ORDER BY seq LIMIT 1"
+
+
+# --- outbox claims: several stream workers share one outbox (PostgreSQL) ----------------------
+#
+# A worker claims due head rows (no earlier row of their run key left) that nobody holds, or whose
+# claim expired, skipping rows another worker is claiming at that moment; it renews its claims
+# with its heartbeat, and settles only rows it still holds. Claim times are the database's clock,
+# so that the hosts' clocks do not matter. These statements are PostgreSQL's only (SKIP LOCKED);
+# on SQLite one worker holds the whole outbox (outbox_lease) and reads OUTBOX_HEADS.
+
+DB_EPOCH = "CAST(extract(epoch FROM clock_timestamp()) AS DOUBLE PRECISION)"
+OUTBOX_CLAIM_HEADS = f"""
+    WITH due AS (
+        SELECT o.seq FROM outbox o
+        WHERE o.state = 'pending' AND o.next_attempt_at <= ?
+          AND (o.claimed_by IS NULL OR o.claim_expires < {DB_EPOCH})
+          AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.run_key = o.run_key AND p.seq < o.seq)
+        ORDER BY o.seq LIMIT ?
+        FOR UPDATE OF o SKIP LOCKED
+    )
+    UPDATE outbox SET claimed_by = ?, claim_expires = {DB_EPOCH} + ?
+    FROM due WHERE outbox.seq = due.seq
+    RETURNING {", ".join("outbox." + c for c in OUTBOX_COLUMNS.split(", "))}
+"""
+# a worker's claims, renewed (all of them, or those of the seqs given, which it still holds)
+OUTBOX_RENEW_CLAIMS = f"UPDATE outbox SET claim_expires = {DB_EPOCH} + ? WHERE claimed_by = ?"
+OUTBOX_CONFIRM_CLAIMS = f"""
+    UPDATE outbox SET claim_expires = {DB_EPOCH} + ? WHERE claimed_by = ? AND seq = ANY(?) RETURNING seq
+"""
+OUTBOX_RELEASE_CLAIMS = "UPDATE outbox SET claimed_by = NULL, claim_expires = NULL WHERE claimed_by = ?"
+OUTBOX_CLAIMS = "SELECT claimed_by, count(*) FROM outbox WHERE claimed_by IS NOT NULL GROUP BY claimed_by"
+# settling a claimed row: only while the worker still holds it (one that lost it to another after
+# a stall records nothing over the new holder's outcome)
+OUTBOX_DELETE_CLAIMED = "DELETE FROM outbox WHERE seq = ? AND claimed_by = ?"
+OUTBOX_RETRY_LATER_CLAIMED = """
+    UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_status = ?, last_error = ?, claimed_by = NULL,
+        claim_expires = NULL
+    WHERE seq = ? AND claimed_by = ?
+"""
+OUTBOX_DEAD_CLAIMED = """
+    UPDATE outbox SET state = 'dead', attempts = ?, last_status = ?, last_error = ?, claimed_by = NULL,
+        claim_expires = NULL
+    WHERE seq = ? AND claimed_by = ?
+"""
 
 
 def select_outbox(*, state: bool = False, seqs: int = 0) -> str:
@@ -548,7 +592,10 @@ REGISTER_WORKER = """
 DELETE_WORKER = "DELETE FROM stream_workers WHERE id = ?"
 DELETE_STALE_WORKERS = "DELETE FROM stream_workers WHERE heartbeat_at < ? AND id <> ?"
 SELECT_WORKERS = f"""
-    SELECT {WORKER_COLUMNS}, l.acquired_at FROM stream_workers w LEFT JOIN outbox_lease l ON l.worker = w.id
+    SELECT {WORKER_COLUMNS}, l.acquired_at, coalesce(c.claims, 0) FROM stream_workers w
+    LEFT JOIN outbox_lease l ON l.worker = w.id
+    LEFT JOIN (SELECT claimed_by, count(*) AS claims FROM outbox WHERE claimed_by IS NOT NULL GROUP BY claimed_by) c
+        ON c.claimed_by = w.id
     ORDER BY w.started_at, w.id
 """
 SELECT_LEASE = f"""

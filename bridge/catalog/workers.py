@@ -6,9 +6,11 @@ time: the one holding the single row of ``outbox_lease``. A lease whose holder's
 than the time to live (or whose holder is known dead, see ``is_dead``) may be taken over; a holder
 that finds the lease gone (taken over while it was stalled) must stop sending.
 
-The worker registry is not tied to the single lease: an engine where several workers share the
-outbox claims rows instead of the whole outbox, and keeps the same registry for ``olbridge status``.
-All times are seconds since the epoch, from the caller's clock.
+The worker registry is not tied to the single lease: on PostgreSQL several workers share the
+outbox, each claiming rows of it (:meth:`bridge.catalog.outbox.Outbox.claim`) rather than the whole
+outbox, and the same registry shows them and their claims in ``olbridge status``; a worker whose
+process is known gone is forgotten and its claims released (:meth:`Workers.reap`). Heartbeat
+times are seconds since the epoch, from the caller's clock (claims expire by the database's).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from bridge.catalog.engine import Conflict, Connection, Cursor, Database
 
 @attrs.frozen
 class StreamWorkerInfo:
-    """A registered worker; ``lease_since`` is when it took the outbox's lease (None: it waits)."""
+    """A registered worker; ``lease_since`` is when it took the outbox's lease (None: it waits, or,
+    on PostgreSQL, it shares the outbox), ``claims`` the outbox rows it holds (PostgreSQL)."""
 
     id: str
     host: str
@@ -33,6 +36,7 @@ class StreamWorkerInfo:
     started_at: str
     heartbeat_at: float
     lease_since: str | None = None
+    claims: int = 0
 
     def as_json(self, now: float) -> dict[str, Any]:
         return {
@@ -44,6 +48,7 @@ class StreamWorkerInfo:
             "heartbeatAgeSeconds": round(max(now - self.heartbeat_at, 0.0), 1),
             "holdsLease": self.lease_since is not None,
             "leaseSince": self.lease_since,
+            "claims": self.claims,
         }
 
 
@@ -152,6 +157,22 @@ class Workers:
             cur.execute(sql.DELETE_WORKER, (worker_id,))
 
         self._db.write(work)
+
+    def reap(self, worker_id: str, is_dead: Callable[[str, int], bool]) -> list[StreamWorkerInfo]:
+        """Forget the other workers whose process ``is_dead(host, pid)`` says is gone (killed on
+        this host, say), their outbox claims released at once rather than when they expire; the
+        workers forgotten."""
+        gone = [w for w in self.list() if w.id != worker_id and is_dead(w.host, w.pid)]
+        if not gone:
+            return []
+
+        def work(cur: Cursor) -> None:
+            for worker in gone:
+                cur.execute(sql.OUTBOX_RELEASE_CLAIMS, (worker.id,))
+                cur.execute(sql.DELETE_WORKER, (worker.id,))
+
+        self._db.write(work)
+        return gone
 
     def list(self) -> list[StreamWorkerInfo]:
         return [StreamWorkerInfo(*row) for row in self._conn.execute(sql.SELECT_WORKERS)]

@@ -16,6 +16,7 @@ from bridge.cli.options import Delivery, F, delivery_options, history_filters, j
 from bridge.cli.output import print_json, say, stop_on_signals
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
 from bridge.delivery.backfill import Backfill, BackfillFilter
+from bridge.delivery.claims import OutboxClaims
 from bridge.delivery.lease import OutboxLease
 from bridge.delivery.report import FailureReport, describe
 from bridge.delivery.worker import StreamStats, StreamWorker
@@ -105,9 +106,12 @@ def stream(
     dead letters (olbridge outbox list --dead), says every failure on stderr (at most a line
     every few seconds per kind), and stops cleanly on SIGTERM or Ctrl-C.
 
-    One worker at a time delivers a catalog's outbox. A second one waits and takes over when
-    the first stops (or within seconds when it was killed); with --once it refuses instead,
-    naming the worker that holds the outbox. olbridge status shows the workers."""
+    On PostgreSQL, any number of workers share the outbox: each claims the events it sends
+    (a run's events still go out in order), and the claims of a worker that died are taken
+    over within seconds. On SQLite one worker at a time delivers: a second one waits and takes
+    over when the first stops (or within seconds when it was killed); with --once it refuses
+    instead, naming the worker that holds the outbox. olbridge status shows the workers and
+    their claims."""
     catalog = app.catalog()
     budget = give_up_after if give_up_after is not None else (ONCE_BUDGET if once else 0.0)
     with stop_on_signals(_STOPPING) as stop:
@@ -123,7 +127,7 @@ def stream(
             poll=poll,
             report=FailureReport(target, say),
             give_up_after=budget,
-            lease=OutboxLease(catalog, target),
+            lease=OutboxClaims(catalog, target) if catalog.engine.concurrent_writers else OutboxLease(catalog, target),
             notify=say,
         )
         try:
@@ -365,8 +369,12 @@ def status(app: AppContext, as_json: bool) -> None:
         click.echo(f"last error: {e.at} {by}: {e.failure}{status_text} {answer}".rstrip())
     else:
         click.echo("last error: -")
+    shared = catalog.engine.concurrent_writers
     for w in workers:
-        role = f"delivering since {w.lease_since}" if w.lease_since else "waiting for the outbox"
+        if shared:
+            role = f"holding {w.claims} event(s)"
+        else:
+            role = f"delivering since {w.lease_since}" if w.lease_since else "waiting for the outbox"
         beat = max(now - w.heartbeat_at, 0.0)
         click.echo(
             f"worker: pid {w.pid} on {w.host} to {w.target}, {role}, started {w.started_at}, heartbeat {beat:.1f}s ago"

@@ -19,9 +19,10 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from bridge.catalog import Catalog
+from bridge.catalog.outbox import OutboxItem
 from bridge.catalog.workers import LeaseClaim, LeaseHolder, StreamWorkerInfo
 from bridge.errors import BridgeError, ExportError
 from bridge.model import epoch_text
@@ -72,6 +73,19 @@ class OutboxLease:
         self.held = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    @property
+    def owner(self) -> None:
+        """Rows carry no claim: the lease covers the whole outbox."""
+        return None
+
+    def take(self, now: float, limit: int) -> list[OutboxItem]:
+        """The due head rows (the holder of the lease sends them all)."""
+        return self.catalog.outbox.heads(now, limit)
+
+    def confirm(self, seqs: Sequence[int]) -> set[int]:
+        """Every row: while the lease is held, they are this worker's (see :meth:`check`)."""
+        return set(seqs)
 
     def try_acquire(self) -> LeaseClaim:
         """Take the lease if it is free or stale (see :meth:`Workers.acquire`)."""

@@ -13,13 +13,14 @@ FailureReport` (rate-limited), and each round's last failure is kept in the cata
 outcomes (``olbridge status``). With ``give_up_after`` the worker stops once that many seconds
 have passed without a delivery while deliveries fail (a retry due later is not waited for),
 leaving the events pending; :attr:`StreamWorker.gave_up` says so. With a
-:class:`~bridge.delivery.lease.OutboxLease`, the worker sends nothing before it holds the
-outbox's lease, and stops if it loses it.
+:class:`~bridge.delivery.lease.OutboxLease` (SQLite), the worker sends nothing before it holds
+the outbox's lease, and stops if it loses it. With :class:`~bridge.delivery.claims.OutboxClaims`
+(PostgreSQL), it shares the outbox with other workers: each round it claims the rows it sends,
+sends only those it still holds, and settles only those.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -40,6 +41,7 @@ from bridge.model import epoch_text
 from bridge.openlineage.convert import Converter
 
 if TYPE_CHECKING:
+    from bridge.delivery.claims import OutboxClaims
     from bridge.delivery.lease import OutboxLease
 
 
@@ -100,7 +102,7 @@ class StreamWorker:
         on_round: Callable[[StreamStats], object] | None = None,
         report: FailureReport | None = None,
         give_up_after: float = 0.0,
-        lease: OutboxLease | None = None,
+        lease: OutboxLease | OutboxClaims | None = None,
         notify: Callable[[str], object] | None = None,
     ) -> None:
         self.catalog = catalog
@@ -175,12 +177,16 @@ class StreamWorker:
         """One round; False when no row was due."""
         outbox = self.catalog.outbox
         began = self.clock()
-        items = outbox.heads(began, self.round_size)
+        lease = self.lease
+        items = lease.take(began, self.round_size) if lease is not None else outbox.heads(began, self.round_size)
         if not items:
             return False
         rendered, failed = self._render(items)
         gone = [item.seq for item in items if item.seq not in failed and rendered.get(item.seq) is None]
         sending = [item for item in items if rendered.get(item.seq) is not None]
+        if lease is not None:  # only what this worker still holds (another took over a stalled one's)
+            held = lease.confirm([item.seq for item in sending])
+            sending = [item for item in sending if item.seq in held]
         outcomes = self.dispatcher.send([rendered[item.seq] or "" for item in sending])
         now = self.clock()
         results: list[Result] = [Dead(seq, 0, None, why) for seq, why in failed.items()]
@@ -202,7 +208,10 @@ class StreamWorker:
         failures = [o for o in outcomes if not o.ok]
         target = self.dispatcher.sender.target
         error = stream_error(failures[-1], target, now) if failures else None
-        if not self._settle(lambda: outbox.settle(results, success_at=epoch_text(now), failure=error)):
+        owner = lease.owner if lease is not None else None
+        if not self._settle(
+            lambda: outbox.settle(results, success_at=epoch_text(now), failure=error, claimed_by=owner)
+        ):
             return True
         if gone:
             self._settle(lambda: outbox.drop(gone))
@@ -224,14 +233,15 @@ class StreamWorker:
         return True
 
     def _settle(self, write: Callable[[], object]) -> bool:
-        """Record outcomes, waiting while another process holds the catalog's write lock (a
-        long ``record``, say). Stopped before it could, the events stay queued and go again."""
+        """Record outcomes, waiting while the catalog cannot take them (another process holds
+        SQLite's write lock, a long ``record`` say; the PostgreSQL server is away). Stopped before
+        it could, the events stay queued and go again."""
         while True:
             try:
                 write()
                 return True
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
+            except Exception as exc:
+                if not self.catalog.engine.busy(exc):
                     raise
                 if self.stop.is_set():
                     return False

@@ -1,0 +1,327 @@
+"""olbridge past one machine, in one run: the receiver on PostgreSQL with one and with two ``olbridge
+serve`` processes, single events and batches of 100, ``olbridge stream`` with one and with two
+workers, and the same on SQLite beside them (one process each: SQLite's topology).
+
+    python benchmarks/scale.py [--seconds 10] [--connections 16] [--runs 20000] [--repeat 1]
+
+The receiver is loaded by ``wrk`` as ``benchmarks/ingest.py`` does (its events and Lua script: each
+run a START and a COMPLETE, 280 jobs on their own tables, every event distinct), one wrk a server
+process, each posting its own slice of the events, so that nothing is a duplicate; events/s is the
+servers' steady rate, counted by their metrics once the load runs; p50 / p99 are wrk's (the higher
+of the wrk processes'). Every server runs with its defaults (two HTTP workers and a writer). The
+stream workers drain a catalog of ``--runs`` task runs (two events each) to a loopback backend
+(``tests/backend.py`` in its own process, with the batch endpoint), timed from their start until
+the backend holds every event.
+
+The PostgreSQL server is started here, in a temporary directory (``tests/postgres.py``), durable:
+``fsync`` and ``synchronous_commit`` on, as SQLite's ``synchronous=FULL``. For each PostgreSQL run
+it also prints what the catalog's database grew by and the WAL it wrote, per event: the figures
+docs/scaling.md sizes a deployment from.
+
+Needs ``wrk`` (Debian: ``apt-get install wrk``) and the PostgreSQL server binaries (the system's, or
+the ``pgserver`` package's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.delivery import Server as BackendServer  # noqa: E402
+from benchmarks.delivery import fill  # noqa: E402
+from benchmarks.ingest import LUA, accepted, event, free_port, metric, wait_ready  # noqa: E402
+from bridge.catalog import Catalog  # noqa: E402
+from tests.postgres import PostgresServer  # noqa: E402
+
+OLBRIDGE = str(Path(sys.executable).parent / "olbridge")
+ACCEPTED = 'olbridge_receiver_events_total{result="accepted"}'
+
+
+# --- the receiver --------------------------------------------------------------------------
+
+
+def start_serve(catalog: str, log: Path, max_batch: int) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    command = [OLBRIDGE, "--catalog", catalog, "serve", "--port", str(port), "--token", "bench"]
+    process = subprocess.Popen(
+        [*command, "--max-batch", str(max(max_batch, 1000))], stdin=subprocess.DEVNULL, stderr=log.open("a")
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_ready(f"{url}/readyz", process)
+    return process, url
+
+
+def stop(process: subprocess.Popen[Any]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def counted(urls: Sequence[str]) -> int:
+    total = 0
+    for url in urls:
+        try:
+            total += metric(requests.get(f"{url}/metrics", timeout=5).text, ACCEPTED)
+        except requests.RequestException:
+            pass
+    return total
+
+
+def wrk(url: str, endpoint: str, bodies: Path, script: Path, args: argparse.Namespace, connections: int) -> Any:
+    return subprocess.Popen(
+        [
+            "wrk",
+            f"-t{args.wrk_threads}",
+            f"-c{connections}",
+            f"-d{args.seconds}s",
+            "--timeout",
+            "30s",
+            "--latency",
+            "-s",
+            str(script),
+            url,
+        ],
+        env={**os.environ, "BODIES": str(bodies), "ENDPOINT": endpoint, "THREADS": str(args.wrk_threads)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wrk_figures(out: str) -> dict[str, float]:
+    import re
+
+    found: dict[str, float] = {}
+    for label in ("50%", "99%"):
+        value, unit = re.search(rf"{label}\s+([\d.]+)(us|ms|s)", out).groups()  # type: ignore[union-attr]
+        found[label] = float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    found["non2xx"] = float(errors.group(1)) if errors else 0.0
+    return found
+
+
+def load(urls: Sequence[str], endpoint: str, slices: Sequence[Path], script: Path, args: argparse.Namespace) -> Any:
+    """wrk against each server at once, each with its own bodies; the servers' steady rate (their
+    counts between samples taken once the load runs) and wrk's latencies."""
+    per = max(args.connections // len(urls), 1)
+    loads = [wrk(url, endpoint, bodies, script, args, per) for url, bodies in zip(urls, slices, strict=True)]
+    samples: list[tuple[float, int]] = []
+    deadline = time.monotonic() + args.seconds + 120
+    while any(p.poll() is None for p in loads) and time.monotonic() < deadline:
+        samples.append((time.monotonic(), counted(urls)))
+        time.sleep(0.5)
+    outs = [p.communicate(timeout=60)[0] for p in loads]
+    moving = [i for i in range(1, len(samples)) if samples[i][1] > samples[i - 1][1]]
+    if len(moving) < 4:
+        raise SystemExit(f"the servers' count moved in only {len(moving)} samples: no steady rate to measure")
+    (t0, c0), (t1, c1) = samples[moving[1]], samples[moving[-1] - 1]
+    each = [wrk_figures(out) for out in outs]
+    return {
+        "steady": (c1 - c0) / (t1 - t0),
+        "50%": max(f["50%"] for f in each),
+        "99%": max(f["99%"] for f in each),
+        "non2xx": sum(f["non2xx"] for f in each),
+    }
+
+
+def bodies_for(events: list[str], mode: str, size: int, parts: int, folder: Path) -> list[Path]:
+    """The events split in ``parts`` disjoint slices (one a wrk process), as request bodies."""
+    paths = []
+    for part in range(parts):
+        mine = events[part::parts]
+        path = folder / f"{mode}-{parts}-{part}.txt"
+        if mode == "single":
+            path.write_text("\n".join(mine) + "\n")
+        else:
+            path.write_text("\n".join("[" + ",".join(mine[i : i + size]) + "]" for i in range(0, len(mine), size)) + "\n")
+        paths.append(path)
+    return paths
+
+
+class Engine:
+    """A fresh catalog for each run: a SQLite file, or a new database on the PostgreSQL server."""
+
+    def __init__(self, name: str, folder: Path, server: PostgresServer | None) -> None:
+        self.name = name
+        self.folder = folder
+        self.server = server
+        self._n = 0
+
+    def new(self) -> str:
+        self._n += 1
+        if self.server is None:
+            return str(self.folder / f"c{self._n}.db")
+        return self.server.url(self.server.create_database())
+
+    def drop(self, catalog: str) -> None:
+        if self.server is None:
+            for path in self.folder.glob(Path(catalog).name + "*"):
+                path.unlink()
+        else:
+            self.server.drop_database(catalog.rsplit("/", 1)[1])
+
+    def sizes(self, catalog: str) -> tuple[int, int]:
+        """The database's size and the server's WAL position, in bytes (0, 0 on SQLite)."""
+        if self.server is None:
+            return 0, 0
+        import psycopg
+
+        with psycopg.connect(catalog) as conn:
+            size, wal = conn.execute(
+                "SELECT pg_database_size(current_database()), pg_current_wal_lsn() - '0/0'::pg_lsn"
+            ).fetchone()  # type: ignore[misc]
+        return int(size), int(wal)
+
+
+def receiver(
+    engine: Engine, processes: int, mode: str, events: list[str], args: argparse.Namespace, script: Path
+) -> dict[str, float]:
+    endpoint = "/api/v1/lineage" if mode == "single" else "/api/v1/lineage/batch"
+    slices = bodies_for(events, mode, args.batch_size, processes, engine.folder)
+    catalog = engine.new()
+    subprocess.run([OLBRIDGE, "--catalog", catalog, "init"], check=True, capture_output=True)
+    log = engine.folder / "serve.log"
+    servers = [start_serve(catalog, log, args.batch_size) for _ in range(processes)]
+    urls = [url for _, url in servers]
+    try:
+        time.sleep(2)  # every worker up before the load starts
+        size0, wal0 = engine.sizes(catalog)
+        figures = load(urls, endpoint, slices, script, args)
+        taken = sum(accepted(url)[0] for url in urls)
+        duplicates = sum(accepted(url)[1] for url in urls)
+        size1, wal1 = engine.sizes(catalog)
+    finally:
+        for process, _ in servers:
+            stop(process)
+        engine.drop(catalog)
+    for path in slices:
+        path.unlink()
+    figures["duplicates"] = duplicates
+    figures["bytes"] = (size1 - size0) / max(taken, 1)
+    figures["wal"] = (wal1 - wal0) / max(taken, 1)
+    return figures
+
+
+# --- the stream workers ----------------------------------------------------------------------
+
+
+def stream(engine: Engine, workers: int, runs: int) -> float:
+    """Events a second: ``workers`` processes of ``olbridge stream`` draining a catalog of ``runs``
+    task runs to a loopback backend, from their start until the backend holds every event."""
+    catalog = engine.new()
+    with Catalog(catalog) as opened:
+        fill(opened, runs)
+    backend = BackendServer(batch=True)
+    expected = 2 * runs
+    try:
+        command = [OLBRIDGE, "--catalog", catalog, "stream", "--url", backend.url, "--poll", "0.05"]
+        began = time.perf_counter()
+        running = [subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
+        try:
+            deadline = time.monotonic() + 1800
+            while backend.accepted() < expected:
+                if time.monotonic() > deadline or any(p.poll() is not None for p in running):
+                    raise SystemExit(f"stream did not deliver {expected} events ({backend.accepted()} arrived)")
+                time.sleep(0.05)
+            elapsed = time.perf_counter() - began
+        finally:
+            for process in running:
+                stop(process)
+        assert backend.accepted() == expected, (backend.accepted(), expected)
+    finally:
+        backend.stop()
+        engine.drop(catalog)
+    return expected / elapsed
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=int, default=10, help="wrk's duration, each run")
+    parser.add_argument("--connections", type=int, default=16, help="wrk's connections, shared by the servers")
+    parser.add_argument("--wrk-threads", type=int, default=1, help="threads of each wrk process")
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--events", type=int, default=250_000, help="distinct events to prepare")
+    parser.add_argument("--runs", type=int, default=20_000, help="task runs the stream workers deliver (0: skip)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each receiver setup; the median is shown")
+    parser.add_argument("--engines", nargs="+", choices=["postgresql", "sqlite"], default=["postgresql", "sqlite"])
+    args = parser.parse_args(argv)
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed (Debian: apt-get install wrk); it is the load generator")
+    print(
+        f"{os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the start, "
+        f"CPython {platform.python_version()}, {platform.machine()}"
+    )
+    folder = Path(tempfile.mkdtemp(prefix="olbridge-scale-"))
+    server = PostgresServer.start(durable=True) if "postgresql" in args.engines else None
+    try:
+        if server is not None:
+            print(f"PostgreSQL {server.version} (durable: fsync and synchronous_commit on)")
+        script = folder / "post.lua"
+        script.write_text(LUA)
+        events = [json.dumps(event(n), separators=(",", ":")) for n in range(args.events)]
+        mean = sum(len(e) for e in events) / len(events)
+        print(
+            f"receiver: {args.events:,} distinct events (mean {mean:,.0f} bytes), {args.connections} connections in "
+            f"all, {args.seconds}s a run, batches of {args.batch_size}; stream: {args.runs:,} task runs"
+        )
+        rows: list[tuple[str, str, str, dict[str, float], list[float]]] = []
+        for name in args.engines:
+            engine = Engine(name, folder, server if name == "postgresql" else None)
+            for mode in ("single", "batch"):
+                for processes in (1, 2) if name == "postgresql" else (1,):
+                    runs = [receiver(engine, processes, mode, events, args, script) for _ in range(args.repeat)]
+                    runs.sort(key=lambda f: f["steady"])
+                    label = f"{processes} serve process{'es' if processes > 1 else ''}"
+                    rows.append((name, mode, label, runs[(len(runs) - 1) // 2], [f["steady"] for f in runs]))
+                    print(f"  ... {name} {mode} {label}: {rows[-1][3]['steady']:,.0f} events/s", file=sys.stderr)
+        print()
+        print(
+            f"{'engine':11} {'requests':15} {'receivers':19} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}"
+            f" {'dup':>4} {'DB B/event':>10} {'WAL B/event':>11}  each run"
+        )
+        for name, mode, label, f, every in rows:
+            print(
+                f"{name:11} {'one event each' if mode == 'single' else 'batches of ' + str(args.batch_size):15} "
+                f"{label:19} {f['steady']:>9,.0f} {f['50%']:>8.1f} {f['99%']:>8.1f} {f['non2xx']:>8.0f} "
+                f"{f['duplicates']:>4.0f} {f['bytes'] or 0:>10,.0f} {f['wal'] or 0:>11,.0f}  "
+                + " ".join(f"{rate:,.0f}" for rate in every)
+            )
+        if args.runs:
+            print()
+            print(f"{'engine':11} {'stream workers':15} {'events/s':>9}")
+            for name in args.engines:
+                engine = Engine(name, folder, server if name == "postgresql" else None)
+                for workers in (1, 2) if name == "postgresql" else (1,):
+                    print(f"{name:11} {workers:<15} {stream(engine, workers, args.runs):>9,.0f}", flush=True)
+        print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,148 @@
+"""Stream workers side by side on a PostgreSQL catalog: each claims outbox rows, not the outbox.
+
+A worker registers itself (host, pid, target, start time), then each round claims the head rows it
+will send (:meth:`bridge.catalog.outbox.Outbox.claim`: due, first of their run key, held by nobody
+or by a claim that expired; rows another worker is claiming at that moment are skipped, ``FOR
+UPDATE SKIP LOCKED``). Before it sends, it confirms that it still holds them; it settles only the
+rows it still holds. A thread renews its heartbeat and its claims every ``interval`` seconds, on a
+connection of its own, so that a long request or a backoff sleep does not let them lapse, and
+forgets the workers of this host whose process is gone, releasing their claims at once.
+
+So a run's events go out in order whichever workers run (a row is claimable only once every
+earlier row of its run key is delivered or dropped), each row is sent by one worker at a time, and
+a worker killed with SIGKILL has its claims taken over within a heartbeat (on the same host) or
+``ttl`` seconds (elsewhere). Duplicates happen only then, and only for what it had in flight: the
+events it had sent but not yet settled. A worker stalled past ``ttl`` loses its claims to others;
+what it then settles is not recorded over their outcome, and what it had not sent yet it does not
+send.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from bridge.catalog import Catalog
+from bridge.catalog.outbox import OutboxItem
+from bridge.catalog.workers import StreamWorkerInfo
+from bridge.delivery.lease import HEARTBEAT, LEASE_TTL, process_is_gone
+from bridge.errors import BridgeError
+from bridge.model import epoch_text
+
+CLAIM_TTL = LEASE_TTL  # seconds a claim lasts without its worker's heartbeat
+
+
+class OutboxClaims:
+    """One worker's share of a PostgreSQL catalog's outbox: its registration, its claims and the
+    heartbeat that keeps them (what :class:`~bridge.delivery.worker.StreamWorker` takes rows through)."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        target: str,
+        *,
+        ttl: float = CLAIM_TTL,
+        interval: float = HEARTBEAT,
+        clock: Callable[[], float] = time.time,
+        is_dead: Callable[[str, int], bool] = process_is_gone,
+    ) -> None:
+        self.catalog = catalog
+        self.ttl = ttl
+        self.interval = interval
+        self.clock = clock
+        self.is_dead = is_dead
+        host, pid, now = socket.gethostname(), os.getpid(), clock()
+        self.info = StreamWorkerInfo(
+            id=f"{host}:{pid}:{secrets.token_hex(4)}",
+            host=host,
+            pid=pid,
+            target=target,
+            started_at=epoch_text(now),
+            heartbeat_at=now,
+        )
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def owner(self) -> str:
+        """The worker's id, which its claims carry."""
+        return self.info.id
+
+    def acquire(
+        self,
+        *,
+        wait: bool,
+        stop: threading.Event,
+        sleep: Callable[[float], object],
+        notify: Callable[[str], object] | None = None,
+    ) -> bool:
+        """Register and start the heartbeat: a worker never waits for another here (``wait``,
+        ``stop`` and ``sleep`` are the lease's, for the same call)."""
+        self.catalog.workers.beat(self.info, self.clock())
+        others = [w for w in self.catalog.workers.list() if w.id != self.info.id]
+        gone = self.catalog.workers.reap(self.info.id, self.is_dead)
+        if notify is not None:
+            for worker in gone:
+                notify(f"released the claims of pid {worker.pid} on {worker.host}: its process is gone")
+            live = len(others) - len(gone)
+            if live > 0:
+                notify(f"sharing the outbox with {live} other olbridge stream worker(s); each claims its own events")
+        self._start_heartbeat()
+        return True
+
+    def take(self, now: float, limit: int) -> list[OutboxItem]:
+        """Claim up to ``limit`` due head rows for this worker."""
+        return self.catalog.outbox.claim(self.info.id, now, limit, self.ttl)
+
+    def confirm(self, seqs: Sequence[int]) -> set[int]:
+        """Of the rows claimed, those this worker still holds (renewed): the ones it may send."""
+        return self.catalog.outbox.confirm(self.info.id, seqs, self.ttl)
+
+    def check(self) -> None:
+        """Nothing to stop for: a claim lost while stalled is simply not settled by this worker."""
+
+    def release(self) -> None:
+        """Stop the heartbeat, give the claims back and unregister (what a clean exit does)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+        try:
+            self.catalog.outbox.release_claims(self.info.id)
+            self.catalog.workers.release(self.info.id)
+        except Exception as exc:  # the database is away: the claims expire on their own
+            if not _unreachable(self.catalog, exc):
+                raise
+
+    # --- the heartbeat --------------------------------------------------------------------
+
+    def _start_heartbeat(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._beat, name="olbridge-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        own = self.catalog.reopen()
+        try:
+            while not self._stop.wait(self.interval):
+                try:
+                    own.workers.beat(self.info, self.clock())
+                    own.outbox.renew(self.info.id, self.ttl)
+                    own.workers.reap(self.info.id, self.is_dead)
+                except Exception as exc:  # the database is away: beat again next time
+                    if not _unreachable(own, exc):
+                        raise
+        finally:
+            own.close()
+
+
+def _unreachable(catalog: Catalog, exc: Exception) -> bool:
+    """Whether an error says the catalog cannot be reached or written now (not a fault)."""
+    return isinstance(exc, BridgeError) or catalog.engine.busy(exc) or catalog.engine.storage_error(exc) is not None
+
+
+__all__ = ["CLAIM_TTL", "OutboxClaims"]

@@ -1,0 +1,111 @@
+"""Stream workers side by side on PostgreSQL: each claims outbox rows (the catalog's part, against a
+real server; tests/test_scale.py runs real ``olbridge stream`` processes).
+
+A row is claimable only as the head of its run key, by one worker at a time, until its claim
+expires; rows another worker is claiming at that moment are skipped, not waited for; a worker
+settles only the rows it still holds; a dead worker's claims are released by the next one to look.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from bridge.catalog import Catalog
+from bridge.catalog.outbox import Delivered, OutboxItem, RetryLater
+from bridge.catalog.workers import StreamWorkerInfo
+from tests.test_faults import fill
+
+NOW = 1_800_000_000.0
+TTL = 30.0
+
+
+@pytest.fixture
+def shared(postgres_url: str) -> Iterator[tuple[Catalog, Catalog]]:
+    """Two connections to one PostgreSQL catalog of 10 task runs (a START and an end each)."""
+    with Catalog(postgres_url) as one, Catalog(postgres_url) as other:
+        fill(one, 10)
+        yield one, other
+
+
+def keys(items: list[OutboxItem]) -> list[tuple[str, str]]:
+    return [(item.run_key, item.kind) for item in items]
+
+
+def test_workers_claim_different_heads_and_a_run_end_waits_for_its_start(shared: tuple[Catalog, Catalog]) -> None:
+    one, other = shared
+    first = one.outbox.claim("a", NOW, 6, TTL)
+    second = other.outbox.claim("b", NOW, 100, TTL)
+    assert [kind for _, kind in keys(first + second)] == ["run-start"] * 10
+    assert len({item.run_key for item in first + second}) == 10  # every run once, by one worker
+    assert other.outbox.claim("b", NOW, 100, TTL) == []  # the ends wait behind the claimed starts
+    assert one.outbox.settle([Delivered(item.seq) for item in first[:2]], success_at="t", claimed_by="a") == 2
+    ends = other.outbox.claim("b", NOW, 100, TTL)
+    assert keys(ends) == [(item.run_key, "run-end") for item in first[:2]]
+    assert {w: n for w, n in one.outbox.claims().items()} == {"a": 4, "b": 4 + 2}
+
+
+def test_a_due_retry_is_claimable_and_one_not_due_is_not(shared: tuple[Catalog, Catalog]) -> None:
+    one, other = shared
+    (item,) = one.outbox.claim("a", NOW, 1, TTL)
+    retry = RetryLater(item.seq, 1, NOW + 60, 503, "busy")
+    assert one.outbox.settle([retry], success_at="t", claimed_by="a") == 1  # and released
+    assert item.run_key not in {i.run_key for i in other.outbox.claim("b", NOW, 100, TTL)}
+    (again,) = other.outbox.claim("c", NOW + 61, 100, TTL)
+    assert (again.seq, again.attempts) == (item.seq, 1)
+
+
+def test_an_expired_claim_is_taken_over_and_its_old_holder_settles_nothing(shared: tuple[Catalog, Catalog]) -> None:
+    one, other = shared
+    stalled = one.outbox.claim("a", NOW, 3, -1.0)  # already expired: its worker stopped beating
+    taken = other.outbox.claim("b", NOW, 3, TTL)
+    assert [i.seq for i in taken] == [i.seq for i in stalled]
+    seqs = [i.seq for i in stalled]
+    assert one.outbox.confirm("a", seqs, TTL) == set()  # the stalled worker sends none of them
+    assert other.outbox.confirm("b", seqs, TTL) == set(seqs)
+    assert one.outbox.settle([Delivered(s) for s in seqs], success_at="t", claimed_by="a") == 0
+    assert one.outbox.claims() == {"b": 3}
+    assert other.outbox.settle([Delivered(s) for s in seqs], success_at="t", claimed_by="b") == 3
+    assert one.outbox.status().delivered == 3  # counted once, by the holder
+
+
+def test_a_renewed_claim_is_not_taken(shared: tuple[Catalog, Catalog]) -> None:
+    one, other = shared
+    mine = one.outbox.claim("a", NOW, 10, -1.0)
+    assert one.outbox.renew("a", TTL) == 10
+    assert other.outbox.claim("b", NOW, 100, TTL) == []
+    assert one.outbox.release_claims("a") == 10
+    assert [i.seq for i in other.outbox.claim("b", NOW, 100, TTL)] == [i.seq for i in mine]
+
+
+def test_rows_another_worker_is_claiming_are_skipped_not_waited_for(
+    shared: tuple[Catalog, Catalog], postgres_url: str
+) -> None:
+    one, _ = shared
+    heads = [i.seq for i in one.outbox.heads(NOW, 100)]
+    with psycopg.connect(postgres_url) as locker:  # a claim in progress holds its rows' locks
+        locker.execute("SELECT seq FROM outbox WHERE seq = ANY(%s) FOR UPDATE", (heads[:4],))
+        claimed = one.outbox.claim("b", NOW, 100, TTL)  # answers at once
+        assert [i.seq for i in claimed] == heads[4:]
+        locker.rollback()
+    assert [i.seq for i in one.outbox.claim("c", NOW, 100, TTL)] == heads[:4]
+
+
+def test_a_dead_workers_claims_are_released_when_the_next_one_looks(shared: tuple[Catalog, Catalog]) -> None:
+    one, other = shared
+    child = subprocess.Popen(["true"])
+    child.wait()
+    dead = StreamWorkerInfo(id="dead", host="here", pid=child.pid, target="t", started_at="s", heartbeat_at=NOW)
+    alive = StreamWorkerInfo(id="alive", host="here", pid=1, target="t", started_at="s", heartbeat_at=NOW)
+    one.workers.beat(dead, NOW)
+    other.workers.beat(alive, NOW)
+    claimed = one.outbox.claim("dead", NOW, 4, TTL)
+    assert [(w.id, w.claims) for w in other.workers.list()] == [("alive", 0), ("dead", 4)]
+    assert other.outbox.claim("alive", NOW, 4, TTL) != claimed  # held: others are claimed instead
+    gone = other.workers.reap("alive", lambda host, pid: pid == child.pid)
+    assert [w.id for w in gone] == ["dead"]
+    assert [(w.id, w.claims) for w in other.workers.list()] == [("alive", 4)]
+    assert [i.seq for i in other.outbox.claim("alive", NOW, 4, TTL)] == [i.seq for i in claimed]

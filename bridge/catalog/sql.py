@@ -344,18 +344,18 @@ TOUCH_PLACEHOLDER = """
     WHERE id = ? AND origin = 'external'
 """
 UPSERT_SOURCE = """
-    INSERT INTO external_sources (source, job_namespace, job_name, run_id, parent_run_id, state, state_rank,
-                                  started_at, ended_at, first_seen, last_seen, producer, inputs, outputs)
+    INSERT INTO external_sources AS s (source, job_namespace, job_name, run_id, parent_run_id, state, state_rank,
+                                       started_at, ended_at, first_seen, last_seen, producer, inputs, outputs)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (source) DO UPDATE SET
-        parent_run_id = coalesce(parent_run_id, excluded.parent_run_id),
-        state = CASE WHEN excluded.state_rank > state_rank THEN excluded.state ELSE state END,
-        ended_at = CASE WHEN excluded.state_rank > state_rank THEN excluded.ended_at ELSE ended_at END,
-        producer = CASE WHEN excluded.state_rank > state_rank THEN excluded.producer ELSE producer END,
-        state_rank = max(state_rank, excluded.state_rank),
-        started_at = min(coalesce(started_at, excluded.started_at), coalesce(excluded.started_at, started_at)),
-        first_seen = min(first_seen, excluded.first_seen),
-        last_seen = max(last_seen, excluded.last_seen),
+        parent_run_id = coalesce(s.parent_run_id, excluded.parent_run_id),
+        state = CASE WHEN excluded.state_rank > s.state_rank THEN excluded.state ELSE s.state END,
+        ended_at = CASE WHEN excluded.state_rank > s.state_rank THEN excluded.ended_at ELSE s.ended_at END,
+        producer = CASE WHEN excluded.state_rank > s.state_rank THEN excluded.producer ELSE s.producer END,
+        state_rank = max(s.state_rank, excluded.state_rank),
+        started_at = min(coalesce(s.started_at, excluded.started_at), coalesce(excluded.started_at, s.started_at)),
+        first_seen = min(s.first_seen, excluded.first_seen),
+        last_seen = max(s.last_seen, excluded.last_seen),
         inputs = excluded.inputs,
         outputs = excluded.outputs
 """
@@ -476,8 +476,8 @@ OUTBOX_RETRY_LATER = (
 OUTBOX_DEAD = "UPDATE outbox SET state = 'dead', attempts = ?, last_status = ?, last_error = ? WHERE seq = ?"
 OUTBOX_REQUEUE_ALL = "UPDATE outbox SET state = 'pending', next_attempt_at = 0 WHERE state = 'dead'"
 OUTBOX_COUNT_DELIVERED = """
-    INSERT INTO outbox_delivery (id, delivered, last_success_at) VALUES (1, ?, ?)
-    ON CONFLICT (id) DO UPDATE SET delivered = delivered + excluded.delivered,
+    INSERT INTO outbox_delivery AS d (id, delivered, last_success_at) VALUES (1, ?, ?)
+    ON CONFLICT (id) DO UPDATE SET delivered = d.delivered + excluded.delivered,
         last_success_at = excluded.last_success_at
 """
 OUTBOX_DELIVERY = "SELECT delivered, last_success_at FROM outbox_delivery WHERE id = 1"

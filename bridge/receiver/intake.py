@@ -3,7 +3,6 @@ requests, files and a Marquez instance. Each item gets an :class:`Outcome`."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,7 +14,7 @@ from bridge.openlineage.validate import Problem
 from bridge.receiver.events import IncomingEvent, canonical, read_event
 from bridge.receiver.metrics import Metrics
 from bridge.receiver.policy import judge
-from bridge.receiver.writer import Unavailable
+from bridge.receiver.writer import Unavailable, unavailable
 
 Writer = Callable[[Sequence[IncomingEvent]], list[IngestResult | Exception]]
 
@@ -129,7 +128,7 @@ class Intake:
 def _outcome(event: IncomingEvent, result: IngestResult | Exception) -> Outcome:
     if isinstance(result, IngestResult):
         return Outcome(result.status, event.kind, warnings=result.warnings, placeholders=result.placeholders)
-    if isinstance(result, Unavailable | sqlite3.OperationalError):
+    if unavailable(result):
         return Outcome("unavailable", event.kind, message=str(result))
     if isinstance(result, BridgeError | ValueError):
         return Outcome("refused", event.kind, message=str(result), problems=(Problem("", str(result), "catalog"),))

@@ -26,8 +26,8 @@ from bridge.model import Column, format_time
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.serialize import dumps
 from bridge.openlineage.validate import validate_event
-from bridge.recording import task_run
-from bridge.records import parse_task_run, parse_task_run_lines
+from bridge.task_run_api import task_run
+from bridge.task_run_json import parse_task_run, parse_task_run_lines
 from tests.backend import Backend
 from tests.conftest import at
 from tests.helpers import decl, run, table_contents

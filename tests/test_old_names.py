@@ -20,6 +20,12 @@ MOVED = [
         "bridge.adapters.metaflow.assets",
         ["promote", "make_scope", "parse_definition", "define_all", "AssetDefinition", "Scope"],
     ),
+    ("bridge.recording", "bridge.task_run_api", ["task_run", "TaskRunRecorder"]),
+    (
+        "bridge.records",
+        "bridge.task_run_json",
+        ["parse_task_run", "parse_task_run_lines", "read_task_run_lines", "parse_asset", "check_task_run_text"],
+    ),
 ]
 
 

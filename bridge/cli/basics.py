@@ -14,7 +14,7 @@ from bridge.cli.output import print_json, record_summary, run_name, run_warnings
 from bridge.cli.progress import progress
 from bridge.errors import ValidationError
 from bridge.model import TaskRun
-from bridge.records import parse_task_run, read_task_run_lines
+from bridge.task_run_json import parse_task_run, read_task_run_lines
 
 
 @click.command("init")

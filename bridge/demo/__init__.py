@@ -19,9 +19,9 @@ from bridge.export import iter_lines
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
-from bridge.recording import task_run
 from bridge.render import graph_text
 from bridge.sinks import NdjsonSink
+from bridge.task_run_api import task_run
 
 FIRST_MODEL = "dbt.main.my_first_dbt_model"
 SECOND_MODEL = "dbt.main.my_second_dbt_model"

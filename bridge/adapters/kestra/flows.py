@@ -38,7 +38,7 @@ from bridge.model import (
     check_namespace,
     metadata_text,
 )
-from bridge.records import parse_asset
+from bridge.task_run_json import parse_asset
 
 _TASK_LISTS = ("tasks", "then", "else", "errors", "finally")
 _FLOW_LISTS = ("tasks", "errors", "finally", "afterExecution")

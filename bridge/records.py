@@ -3,13 +3,12 @@ kept for the code that imports it."""
 
 from __future__ import annotations
 
+from bridge.files import json_array as json_array_items
 from bridge.task_run_json import (
-    BadJson,
     CheckedRecords,
     accept_task_runs,
     check_task_run_records,
     check_task_run_text,
-    json_array_items,
     parse_asset,
     parse_statistics,
     parse_task_run,
@@ -19,7 +18,6 @@ from bridge.task_run_json import (
 )
 
 __all__ = [
-    "BadJson",
     "CheckedRecords",
     "accept_task_runs",
     "check_task_run_records",

@@ -23,21 +23,21 @@ ended at its ``startDate``.
 description}``) on an asset and ``columnLineage`` on an output (see
 :mod:`bridge.column_lineage`). Unknown keys are refused.
 
-Records come as JSON lines or as one JSON array; either way every bad record is reported with its
-line number and nothing is recorded.
+Records come as JSON lines or as one JSON array (read by :mod:`bridge.files`); either way every
+bad record is reported with its line number and nothing is recorded.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
 import attrs
 
 from bridge.column_lineage import parse_column_lineage, parse_columns
-from bridge.errors import ValidationError, ValidationProblems
+from bridge.errors import InputFileError, ValidationError, ValidationProblems
+from bridge.files import json_lines, json_values
 from bridge.model import (
     KESTRA_TYPED_PROPERTIES,
     AssetDeclaration,
@@ -326,16 +326,6 @@ def _task_run_key(
     return TaskRunKey.create(namespace, flowId, taskId, executionId, taskRunId)
 
 
-def _json_lines(lines: Iterable[str]) -> Iterator[tuple[int, Any]]:
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            yield number, json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield number, BadJson(f"not valid JSON: {exc.msg} (column {exc.colno})")
-
-
 def parse_task_run_lines(
     lines: Iterable[str], source: str, *, limit: int = 20, integration: str = "OLBRIDGE"
 ) -> list[TaskRun]:
@@ -349,29 +339,19 @@ def read_task_run_lines(
 ) -> CheckedRecords:
     """The task runs of JSON lines with the line of each, as :func:`parse_task_run_lines` checks
     them (and raises)."""
-    checked = check_task_run_records(_json_lines(lines), source, limit=limit, integration=integration)
+    checked = check_task_run_records(json_lines(lines, source), source, limit=limit, integration=integration)
     return accept_task_runs(checked, source)
-
-
-def _text_records(text: str, source: str) -> Iterator[tuple[int, Any]]:
-    return json_array_items(text, source) if text.lstrip().startswith("[") else _json_lines(text.splitlines())
 
 
 def check_task_run_text(text: str, source: str, *, limit: int = 20, integration: str = "OLBRIDGE") -> CheckedRecords:
     """The task runs of a file's text (one JSON array of records, or JSON lines) and its bad
     records, without raising for them. Text that starts a JSON array and is not one raises the
-    ValidationError of :func:`json_array_items`; text without any record is one problem."""
-    checked = check_task_run_records(_text_records(text, source), source, limit=limit, integration=integration)
+    :class:`~bridge.errors.InputFileError` of :func:`bridge.files.json_array`; text without any
+    record is one problem."""
+    checked = check_task_run_records(json_values(text, source), source, limit=limit, integration=integration)
     if not checked.runs and not checked.problems:
         return attrs.evolve(checked, problems=(f"{source}: no task runs in it",))
     return checked
-
-
-@attrs.frozen
-class BadJson:
-    """A record that is not JSON, in place of its value."""
-
-    message: str
 
 
 @attrs.frozen
@@ -385,60 +365,20 @@ class CheckedRecords:
     bad: int = 0  # bad records, those past the limit too
 
 
-_JSON_SPACE = " \t\r\n"
-
-
-def _skip_space(text: str, position: int) -> int:
-    while position < len(text) and text[position] in _JSON_SPACE:
-        position += 1
-    return position
-
-
-def json_array_items(text: str, source: str) -> Iterator[tuple[int, Any]]:
-    """The items of a JSON array, each with the line it starts on, parsed in one pass. Text that
-    is not one JSON array raises a ValidationError with the line and column (when the items
-    before the fault have been yielded)."""
-    decoder = json.JSONDecoder()
-    position = _skip_space(text, 0)
-    line, counted = 1, 0
-    try:
-        if not text.startswith("[", position):
-            raise json.JSONDecodeError("Expecting '['", text, position)
-        position = _skip_space(text, position + 1)
-        if not text.startswith("]", position):
-            while True:
-                item, end = decoder.raw_decode(text, position)
-                line, counted = line + text.count("\n", counted, position), position
-                yield line, item
-                position = _skip_space(text, end)
-                if text.startswith("]", position):
-                    break
-                if not text.startswith(",", position):
-                    raise json.JSONDecodeError("Expecting ',' delimiter", text, position)
-                position = _skip_space(text, position + 1)
-        position = _skip_space(text, position + 1)
-        if position < len(text):
-            raise json.JSONDecodeError("Extra data", text, position)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(
-            f"{source}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno})",
-            rule="record.json",
-        ) from None
-
-
 def check_task_run_records(
     records: Iterable[tuple[int, Any]], source: str, *, limit: int = 20, integration: str = "OLBRIDGE"
 ) -> CheckedRecords:
-    """The task runs of (line number, decoded record) pairs, with their line numbers, and the
-    problems of the first ``limit`` bad records as ``source:line: message`` (every problem of a
-    record, each on its own); the bad records past ``limit`` are counted, and said in one line."""
+    """The task runs of (line number, decoded record) pairs (a record that is not JSON as its
+    :class:`~bridge.errors.InputFileError`), with their line numbers, and the problems of the
+    first ``limit`` bad records as ``source:line: message`` (every problem of a record, each on
+    its own); the bad records past ``limit`` are counted, and said in one line."""
     runs: list[TaskRun] = []
     lines: list[int] = []
     problems: list[str] = []
     bad = 0
     not_json = False
     for number, record in records:
-        if isinstance(record, BadJson):
+        if isinstance(record, InputFileError):
             said = [record.message]
             not_json = True
         else:
@@ -482,12 +422,10 @@ def accept_task_runs(checked: CheckedRecords, source: str) -> CheckedRecords:
 
 
 __all__ = [
-    "BadJson",
     "CheckedRecords",
     "accept_task_runs",
     "check_task_run_records",
     "check_task_run_text",
-    "json_array_items",
     "parse_asset",
     "parse_statistics",
     "parse_task_run",

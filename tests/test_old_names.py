@@ -27,6 +27,12 @@ MOVED = [
         ["parse_task_run", "parse_task_run_lines", "read_task_run_lines", "parse_asset", "check_task_run_text"],
     ),
 ]
+RENAMED = [
+    # (old module, old name, new module, new name)
+    ("bridge.records", "json_array_items", "bridge.files", "json_array"),
+    ("bridge.openlineage.files", "read_events", "bridge.files", "read_json_items"),
+    ("bridge.openlineage.files", "BadInput", "bridge.errors", "InputFileError"),
+]
 
 
 @pytest.mark.parametrize(("old", "new", "names"), MOVED, ids=[f"{m[0]} -> {m[1]}" for m in MOVED])
@@ -35,3 +41,8 @@ def test_an_old_import_path_gives_the_same_objects(old: str, new: str, names: li
     for name in names:
         assert getattr(before, name) is getattr(after, name), name
     assert set(names) <= set(before.__all__)
+
+
+@pytest.mark.parametrize(("old", "name", "new", "now"), RENAMED, ids=[f"{m[0]}.{m[1]}" for m in RENAMED])
+def test_an_old_name_is_its_new_one(old: str, name: str, new: str, now: str) -> None:
+    assert getattr(importlib.import_module(old), name) is getattr(importlib.import_module(new), now)

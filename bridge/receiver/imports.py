@@ -14,10 +14,10 @@ import attrs
 import requests
 
 from bridge.catalog import Catalog
-from bridge.errors import CatalogError, SourceError, ValidationError
+from bridge.errors import CatalogError, InputFileError, SourceError, ValidationError
+from bridge.files import read_json_items
 from bridge.mapping.resolver import Resolver
 from bridge.model import format_time, parse_time
-from bridge.openlineage.files import BadInput, read_events
 from bridge.receiver.events import canonical
 from bridge.receiver.intake import Intake, Outcome
 from bridge.version import __version__
@@ -83,11 +83,11 @@ def import_files(paths: Iterable[Path], intake: Intake, *, progress: Progress | 
     paths = list(paths)
     for path in paths:  # a missing file stops everything before anything is written
         if not path.is_file():
-            raise ValidationError("file not found", rule="file", where=str(path))
+            raise InputFileError("file not found", str(path))
     for path in paths:
         batch: list[tuple[str, Any]] = []
-        for where, item in read_events(path):
-            if isinstance(item, BadInput):
+        for where, item in read_json_items(path):
+            if isinstance(item, InputFileError):
                 summary.read += 1
                 summary.refused.append((where, item.message))
                 continue

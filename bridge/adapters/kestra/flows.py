@@ -27,9 +27,9 @@ from typing import Any, NoReturn
 
 import yaml
 
-from bridge.adapters.kestra.files import FileResult, read_files, read_text
 from bridge.adapters.kestra.pebble import render
 from bridge.errors import ValidationError
+from bridge.files import FileResult, read_files, read_text
 from bridge.model import (
     AssetDeclaration,
     DeclaredFlow,

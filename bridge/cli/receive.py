@@ -12,7 +12,7 @@ import click
 from bridge.cli.output import print_json, say
 from bridge.cli.secrets import FILE, secret
 from bridge.model import parse_window, utcnow
-from bridge.receiver.imports import ImportSummary, MarquezEvents, catalog_intake, import_files, import_marquez
+from bridge.receiver.imports import EventImportSummary, MarquezEvents, catalog_intake, import_files, import_marquez
 from bridge.receiver.intake import Limits
 from bridge.receiver.server import ServeOptions
 from bridge.receiver.server import serve as serve_receiver
@@ -20,7 +20,7 @@ from bridge.receiver.server import serve as serve_receiver
 DEFAULTS = Limits()
 
 
-def _report(summary: ImportSummary, as_json: bool) -> None:
+def _report(summary: EventImportSummary, as_json: bool) -> None:
     if as_json:
         print_json(summary.to_json())
     for where, why in summary.refused[:50]:

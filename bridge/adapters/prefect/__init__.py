@@ -29,7 +29,7 @@ from bridge.catalog import Catalog, RecordResult
 from bridge.catalog.prefect_state import LateRun, PrefectCursor, read_cursor, record_import
 from bridge.errors import SourceError, ValidationError
 from bridge.mapping import Resolver
-from bridge.model import EXTERNAL, TaskRun, format_time, parse_time, utcnow
+from bridge.model import EXTERNAL, ImportSummary, Refusal, TaskRun, format_time, parse_time, utcnow
 
 DEFAULT_NAMESPACE = "prefect"
 DEFAULT_SETTLE = 5.0
@@ -42,27 +42,26 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _PROBLEMS_SHOWN = 20
 
 
-@attrs.frozen
-class ImportSummary:
-    """What one import read and recorded."""
+@attrs.define(kw_only=True)
+class PrefectImportSummary(ImportSummary):
+    """What one import from a Prefect server did: besides what every import says (the events
+    read, the malformed ones left out with ``skip_malformed``, the position), the task runs it
+    recorded and what became of them."""
 
     api_url: str
     since: datetime
     until: datetime
-    events: int  # new events read
-    results: tuple[RecordResult, ...]
-    pending: tuple[str, ...]  # task runs with references but no materialization (nothing recorded)
-    late: tuple[LateRun, ...]
-    skipped: tuple[Problem, ...]  # malformed events and groups left out (with skip_malformed)
-    cursor: PrefectCursor | None
+    results: tuple[RecordResult, ...] = ()
+    pending: tuple[str, ...] = ()  # task runs with references but no materialization (nothing recorded)
+    late: tuple[LateRun, ...] = ()
+    cursor: PrefectCursor | None = None
     left: int | None = None  # events younger than the settle window, left for the next import (None: not counted)
 
-    def to_json(self) -> dict[str, Any]:
+    def counts_json(self) -> dict[str, Any]:
         return {
             "apiUrl": self.api_url,
             "since": format_time(self.since),
             "until": format_time(self.until),
-            "events": self.events,
             "taskRuns": len(self.results),
             "created": sum(r.status == "created" for r in self.results),
             "updated": sum(r.status == "updated" for r in self.results),
@@ -73,10 +72,14 @@ class ImportSummary:
             "warnings": [w for r in self.results for w in r.warnings][:100],
             "referencesOnly": list(self.pending),
             "late": [{"taskRunId": x.task_run_id, "reason": x.reason} for x in self.late],
-            "skipped": [str(p) for p in self.skipped],
             "cursor": self.cursor.to_json() if self.cursor else None,
             "leftForNextImport": self.left,
         }
+
+
+def _position(cursor: PrefectCursor | None) -> str | None:
+    """Where the next import from the server starts: the newest event time read."""
+    return format_time(cursor.last_occurred) if cursor is not None else None
 
 
 def output_types(catalog: Catalog, resolver: Resolver) -> Callable[[str], str | None]:
@@ -150,7 +153,7 @@ def import_events(
     skip_malformed: bool = False,
     clock: Callable[[], datetime] = utcnow,
     on_page: Callable[[int, int | None], None] | None = None,
-) -> ImportSummary:
+) -> PrefectImportSummary:
     """Read the asset events recorded since the last import (or since ``since``) up to ``settle``
     seconds ago, and record their task runs. Events newer than that are left for the next import,
     so that a task run's events, which Prefect sends together, are read together."""
@@ -159,7 +162,9 @@ def import_events(
     seen = set(cursor.last_event_ids) if cursor is not None and since is None else set()
     until = clock() - timedelta(seconds=settle)
     if until < start:
-        return ImportSummary(client.api_url, start, until, 0, (), (), (), (), cursor)
+        return PrefectImportSummary(
+            api_url=client.api_url, since=start, until=until, cursor=cursor, position=_position(cursor)
+        )
     raws = [
         raw
         for raw in client.iter_events(start, until, prefixes=ASSET_EVENT_PREFIXES, on_page=on_page)
@@ -188,15 +193,16 @@ def import_events(
         raise _refuse(problems)
     new_cursor = _new_cursor(cursor, raws)
     results, late = record_import(catalog, runs, client.api_url, new_cursor, now=clock())
-    return ImportSummary(
+    return PrefectImportSummary(
         api_url=client.api_url,
         since=start,
         until=until,
-        events=len(raws),
+        read=len(raws),
+        refused=[Refusal(p.where, p.message) for p in problems],
+        position=_position(new_cursor),
         results=tuple(results),
         pending=tuple(pending),
         late=tuple(late),
-        skipped=tuple(problems),
         cursor=new_cursor,
     )
 
@@ -236,7 +242,7 @@ def import_once(
     sleep: Callable[[float], None] = time.sleep,
     on_wait: Callable[[Unsettled, float], None] | None = None,
     on_page: Callable[[int, int | None], None] | None = None,
-) -> ImportSummary:
+) -> PrefectImportSummary:
     """A one-shot :func:`import_events` that does not leave a flow that just finished for later:
     when asset events younger than ``settle`` seconds are there, it waits until the newest of them
     is older (``on_wait(unsettled, seconds)`` is told first), then reads. It does not wait when
@@ -271,12 +277,12 @@ def import_once(
 
 
 def follow(
-    poll: Callable[[], ImportSummary],
+    poll: Callable[[], PrefectImportSummary],
     *,
     interval: float,
     stop: threading.Event,
     max_polls: int | None = None,
-    on_poll: Callable[[ImportSummary], None] | None = None,
+    on_poll: Callable[[PrefectImportSummary], None] | None = None,
     on_error: Callable[[SourceError], None] | None = None,
 ) -> int:
     """Poll until ``stop`` is set (a signal handler sets it) or ``max_polls`` polls are done,
@@ -307,8 +313,8 @@ def follow(
 __all__ = [
     "DEFAULT_NAMESPACE",
     "MAX_WAIT",
-    "ImportSummary",
     "PrefectClient",
+    "PrefectImportSummary",
     "Unsettled",
     "follow",
     "import_events",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from bridge.catalog import ColumnLineageEdge, ColumnLineageGraph
-from bridge.column_lineage import Transformation
+from bridge.model import Transformation
 from bridge.render import _node_id
 
 

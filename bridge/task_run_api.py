@@ -23,17 +23,20 @@ from datetime import datetime
 from typing import Any
 
 from bridge.catalog import Catalog, RecordResult
-from bridge.column_lineage import ColumnLineage, check_declared, parse_column_lineage, parse_columns
 from bridge.errors import ValidationError
 from bridge.model import (
     AssetDeclaration,
     Column,
+    ColumnLineage,
     FailureBehavior,
     JobInfo,
     Statistics,
     TaskRun,
     TaskRunKey,
     TaskState,
+    check_declared,
+    parse_column_lineage,
+    parse_columns,
     utcnow,
 )
 
@@ -93,7 +96,7 @@ class TaskRunRecorder:
         ``row_count``, ``size`` and ``file_count``; ``columns`` lists its columns (names, or
         ``{name, type, description}``); ``column_lineage`` says which input columns they come from
         (``{"fields": {column: [{"id", "column", "transformation"}]}, "dataset": [...]}``, see
-        :mod:`bridge.column_lineage`), from inputs declared with :meth:`reads` before."""
+        :mod:`bridge.model.column_lineage`), from inputs declared with :meth:`reads` before."""
         lineage = parse_column_lineage(column_lineage) if column_lineage is not None else None
         decl = AssetDeclaration.create(
             asset_id,

@@ -21,7 +21,7 @@ ended at its ``startDate``.
 ``failureBehavior`` (WARN, FAIL, IGNORE) is an olbridge extension, and so are ``statistics``
 (``rowCount``, ``size``, ``fileCount``) on an output, ``columns`` (names, or ``{name, type,
 description}``) on an asset and ``columnLineage`` on an output (see
-:mod:`bridge.column_lineage`). Unknown keys are refused.
+:mod:`bridge.model.column_lineage`). Unknown keys are refused.
 
 Records come as JSON lines or as one JSON array (read by :mod:`bridge.files`); either way every
 bad record is reported with its line number and nothing is recorded.
@@ -35,7 +35,6 @@ from typing import Any, ParamSpec, TypeVar
 
 import attrs
 
-from bridge.column_lineage import parse_column_lineage, parse_columns
 from bridge.errors import InputFileError, ValidationError, ValidationProblems
 from bridge.files import json_lines, json_values
 from bridge.model import (
@@ -49,6 +48,8 @@ from bridge.model import (
     TaskState,
     check_task_run,
     normalize_type,
+    parse_column_lineage,
+    parse_columns,
     parse_time,
 )
 

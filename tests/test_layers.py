@@ -53,7 +53,7 @@ def copy(tmp_path: Path) -> Path:
 
 BREACHES = [
     # (module, the import added to it, the contracts it breaks, what the report names)
-    ("model.py", "import bridge.cli", {LAYERS, ACYCLIC}, "bridge.model -> bridge.cli"),
+    ("model/runs.py", "import bridge.cli", {LAYERS, ACYCLIC}, "bridge.model.runs -> bridge.cli"),
     ("catalog/query.py", "import bridge.delivery.worker", {LAYERS, ACYCLIC}, "bridge.catalog.query -> bridge.delivery"),
     ("catalog/rows.py", "import bridge.adapters.dbt", {LAYERS, ACYCLIC}, "bridge.catalog.rows -> bridge.adapters"),
     (
@@ -70,6 +70,8 @@ BREACHES = [
     # two modules of one package that import each other (store imports sql)
     ("catalog/sql.py", "import bridge.catalog.store", {ACYCLIC}, "No cycles are allowed in bridge.catalog.\n"),
     ("receiver/events.py", "import bridge.receiver.app", {ACYCLIC}, "- .events -> .app (1 import)"),
+    # the model's modules are in order: the id rules do not import the task runs built on them
+    ("model/ids.py", "import bridge.model.runs", {ACYCLIC}, "No cycles are allowed in bridge.model.\n"),
 ]
 
 

@@ -27,6 +27,13 @@ MOVED = [
         ["parse_task_run", "parse_task_run_lines", "read_task_run_lines", "parse_asset", "check_task_run_text"],
     ),
 ]
+MOVED += [
+    (
+        "bridge.column_lineage",
+        "bridge.model",
+        ["ColumnLineage", "ColumnEdge", "Transformation", "parse_column_lineage", "parse_columns", "check_declared"],
+    ),
+]
 RENAMED = [
     # (old module, old name, new module, new name)
     ("bridge.records", "json_array_items", "bridge.files", "json_array"),

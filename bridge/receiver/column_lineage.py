@@ -25,8 +25,7 @@ from typing import Any
 import attrs
 import orjson
 
-from bridge.column_lineage import SUBTYPE_TYPES
-from bridge.model import pickles_as_tuple
+from bridge.model import SUBTYPE_TYPES, pickles_as_tuple
 
 Dataset = tuple[str, str]  # (namespace, name)
 

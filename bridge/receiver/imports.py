@@ -19,7 +19,8 @@ from bridge.files import read_json_items
 from bridge.mapping.resolver import Resolver
 from bridge.model import ImportSummary, format_time, parse_time
 from bridge.receiver.events import canonical
-from bridge.receiver.intake import Intake, Outcome
+from bridge.receiver.intake import Intake
+from bridge.receiver.outcome import Outcome
 from bridge.version import __version__
 
 BATCH = 500

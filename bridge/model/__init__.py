@@ -1,6 +1,6 @@
 """The asset model: the records olbridge keeps and the rules they keep: ids, types, namespaces,
-metadata, times, columns and their lineage, assets, task runs and their usages, declared jobs, and
-what an import did.
+metadata, times, columns and their lineage, assets, task runs and their usages, declared jobs,
+received OpenLineage events, and what an import did.
 
 Every rule of the model lives here, as a validator that raises :class:`ValidationError` naming the
 rule and the offending value. Records are frozen attrs classes; times are aware UTC datetimes.
@@ -16,6 +16,8 @@ One module a job, lowest first (each imports only those above it in this list):
 - :mod:`~bridge.model.assets`: assets, declarations, statistics, asset changes;
 - :mod:`~bridge.model.runs`: task runs, their states, keys and jobs, stored runs and usages;
 - :mod:`~bridge.model.declared`: declared jobs and flows;
+- :mod:`~bridge.model.received`: received OpenLineage events, the datasets they name, their
+  column edges;
 - :mod:`~bridge.model.imports`: the summary of an import.
 
 Import any of their names from here: ``from bridge.model import TaskRun, parse_time``.
@@ -92,6 +94,13 @@ from bridge.model.metadata import (
 from bridge.model.pickling import (
     pickles_as_tuple,
 )
+from bridge.model.received import (
+    TERMINAL,
+    DatasetName,
+    IncomingEvent,
+    ReceivedColumnEdge,
+    SeenDataset,
+)
 from bridge.model.runs import (
     JOB_INFO_LATER_FIELDS,
     FailureBehavior,
@@ -128,6 +137,7 @@ __all__ = [
     "NAMESPACE_MAX",
     "SHORT_TYPES",
     "SUBTYPE_TYPES",
+    "TERMINAL",
     "Assertion",
     "Asset",
     "AssetChange",
@@ -136,14 +146,18 @@ __all__ = [
     "ColumnEdge",
     "ColumnInput",
     "ColumnLineage",
+    "DatasetName",
     "DeclaredFlow",
     "DeclaredJob",
     "FailureBehavior",
     "IdForm",
     "ImportSummary",
+    "IncomingEvent",
     "JobInfo",
     "Origin",
+    "ReceivedColumnEdge",
     "Refusal",
+    "SeenDataset",
     "Statistics",
     "StoredDeclaredJob",
     "StoredTaskRun",

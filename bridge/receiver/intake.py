@@ -11,8 +11,9 @@ import attrs
 
 from bridge.catalog import IngestResult
 from bridge.errors import BridgeError
+from bridge.model.received import IncomingEvent
 from bridge.openlineage.validate import Problem
-from bridge.receiver.events import IncomingEvent, canonical, read_event
+from bridge.receiver.events import canonical, read_event
 from bridge.receiver.metrics import Metrics
 from bridge.receiver.outcome import Outcome
 from bridge.receiver.policy import judge

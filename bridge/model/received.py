@@ -21,6 +21,9 @@ DatasetName = tuple[str, str]  # (namespace, name)
 @pickles_as_tuple
 @attrs.frozen
 class ReceivedColumnEdge:
+    """One edge of a received ``columnLineage`` facet: an output's column (or the whole output)
+    from a field of an input dataset, with the producer's transformations."""
+
     output: DatasetName
     column: str  # '' for the whole output (the facet's `dataset` list)
     input: DatasetName
@@ -48,6 +51,8 @@ class SeenDataset:
 @pickles_as_tuple
 @attrs.frozen
 class IncomingEvent:
+    """An accepted OpenLineage event as the catalog keeps it."""
+
     digest: str
     body: str  # canonical JSON: sorted keys, compact
     kind: str

@@ -30,8 +30,8 @@ from bridge.adapters.metaflow.assets import (
 from bridge.adapters.metaflow.steps import StepContext, StepRecorder, context_from
 from bridge.catalog import Catalog
 from bridge.cli import cli
+from bridge.delivery.history import iter_events
 from bridge.errors import BridgeError, ConfigError, NotFoundError, ValidationError
-from bridge.export import iter_events
 from bridge.model import AssetDeclaration, TaskState
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event

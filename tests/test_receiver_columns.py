@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from bridge.adapters.dbt import ingest_dbt
 from bridge.catalog import Catalog
 from bridge.cli import cli
-from bridge.export import iter_events
+from bridge.delivery.history import iter_events
 from bridge.mapping import Resolver
 from bridge.model import Column, parse_column_lineage
 from bridge.openlineage.convert import Converter

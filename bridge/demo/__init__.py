@@ -14,13 +14,13 @@ from pathlib import Path
 
 from bridge.adapters.dbt import ingest_dbt
 from bridge.catalog import Catalog
+from bridge.delivery.history import iter_lines
+from bridge.delivery.sinks import NdjsonSink
+from bridge.drawing.asset_graph import graph_text
 from bridge.errors import ExportError
-from bridge.export import iter_lines
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
-from bridge.render import graph_text
-from bridge.sinks import NdjsonSink
 from bridge.task_run_api import task_run
 
 FIRST_MODEL = "dbt.main.my_first_dbt_model"

@@ -45,7 +45,7 @@ from bridge.model import (
     TaskRun,
     format_time,
 )
-from bridge.receiver.events import IncomingEvent
+from bridge.model.received import IncomingEvent
 
 T = TypeVar("T")
 

@@ -30,7 +30,7 @@ from bridge.catalog import Catalog, IngestResult
 from bridge.catalog.engine import Busy
 from bridge.errors import BridgeError
 from bridge.mapping.resolver import Resolver
-from bridge.receiver.events import IncomingEvent
+from bridge.model.received import IncomingEvent
 
 Results = list[IngestResult | Exception]
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,8 @@ from bridge.receiver.imports import catalog_intake
 from tests.conftest import at
 from tests.helpers import decl, invoke, ol_dataset, ol_run_event, run, table_contents
 from tests.postgres import PostgresServer
+
+pytestmark = pytest.mark.both_engines
 
 # --- one schema --------------------------------------------------------------------------------
 
@@ -401,9 +404,27 @@ def test_two_workers_never_both_take_the_outbox_lease(postgres: PostgresServer, 
         assert holder is not None and holder.worker == taken[0]
 
 
+def test_keys_written_as_they_were_are_counted_past(new_catalog: Callable[[], Catalog]) -> None:
+    """A copy writes rows with their keys; after reset_keys the next row gets a key past them."""
+    source = new_catalog()
+    source.record_task_runs([run(f"t{n}", execution=f"e{n}") for n in range(3)])
+    copy = new_catalog()
+    for table in ("executions", "task_runs", "outbox"):
+        rows = source._conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
+        with copy.transaction() as cur:
+            cur.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})", rows)
+    copy.reset_keys()
+    [result] = copy.record_task_runs([run("next", execution="e9")])
+    assert result.status == "created"
+    pks = [r.pk for r in copy.iter_task_runs()]
+    assert pks == [1, 2, 3, 4]
+    assert [item.seq for item in copy.outbox.items()][-2:] == [7, 8]
+
+
 def test_statements_are_translated_once_each() -> None:
     assert translate("SELECT a FROM t WHERE b = ? AND c LIKE 'x%'") == "SELECT a FROM t WHERE b = %s AND c LIKE 'x%%'"
     assert translate("SELECT 1 FROM t" + sql.LOCK) == "SELECT 1 FROM t FOR UPDATE"
+    assert translate("SELECT 1 FROM t" + sql.SKIP_LOCKED) == "SELECT 1 FROM t FOR UPDATE SKIP LOCKED"
     assert "GREATEST(" in translate(sql.UPSERT_SOURCE) and "max(" not in translate(sql.UPSERT_SOURCE)
     assert "strftime" not in translate(sql.QUEUE_EVENT) and "INDEXED" not in translate(sql.OUTBOX_NEXT_RETRY)
 

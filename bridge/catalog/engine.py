@@ -136,6 +136,11 @@ class Engine(abc.ABC):
     def tables(self, conn: Connection | Cursor) -> list[str]:
         """The names of the database's tables (of the catalog's schema), in name order."""
 
+    def reset_keys(self, cur: Cursor) -> None:
+        """Set the counter of every key that counts up past its table's highest (after rows were
+        written with their keys, by a copy): none to set by default (SQLite counts from the rows)."""
+        return None
+
     def lock_schema(self, cur: Cursor) -> None:
         """In a write transaction: wait for any other process making or upgrading the schema (none
         by default: the transaction holds the whole database)."""

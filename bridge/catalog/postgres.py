@@ -33,6 +33,7 @@ from bridge.errors import CatalogError
 # SQLite's fragments, and PostgreSQL's for them
 FRAGMENTS: tuple[tuple[str, str], ...] = (
     (shared.LOCK, " FOR UPDATE"),
+    (shared.SKIP_LOCKED, " FOR UPDATE SKIP LOCKED"),
     (shared.NOW, """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""),
     (shared.CHANGE_NAMESPACE, "(snapshot::jsonb ->> 'namespace')"),
     (shared.RETRY_INDEX, ""),  # PostgreSQL's planner finds the partial index itself
@@ -243,6 +244,13 @@ class PostgresEngine(Engine):
             "AND table_type = 'BASE TABLE' ORDER BY table_name COLLATE \"C\""
         )
         return [str(name) for (name,) in conn.execute(query)]
+
+    def reset_keys(self, cur: Cursor) -> None:
+        for table, column in shared.COUNTED_KEYS.items():
+            cur.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), coalesce(max({column}), 0) + 1, false) "
+                f"FROM {table}"
+            )
 
     def lock_schema(self, cur: Cursor) -> None:
         cur.execute(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})")

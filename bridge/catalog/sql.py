@@ -14,6 +14,16 @@ from __future__ import annotations
 # both engines; a catalog with a higher one is refused.
 SCHEMA_VERSION = 9
 
+# the keys that count up, by table: a copy that writes them as they were sets each engine's
+# counter past the highest (Catalog.reset_keys)
+COUNTED_KEYS = {
+    "asset_changes": "seq",
+    "declared_jobs": "pk",
+    "outbox": "seq",
+    "received_events": "pk",
+    "task_runs": "pk",
+}
+
 # --- assets ---------------------------------------------------------------------------------
 
 ASSET_COLUMNS = (
@@ -24,6 +34,9 @@ GET_ASSET = f"SELECT {ASSET_COLUMNS} FROM assets WHERE id = ?"
 # an engine whose writers run side by side (PostgreSQL) locks the rows a write transaction reads to
 # write them: this comment becomes its FOR UPDATE (SQLite's write lock is the whole database)
 LOCK = " /*FOR UPDATE*/"
+# the same, for a reader that passes over the rows another transaction holds (a stream worker
+# claiming outbox rows beside others): FOR UPDATE SKIP LOCKED where rows are locked, nothing on SQLite
+SKIP_LOCKED = " /*FOR UPDATE SKIP LOCKED*/"
 # the other fragments of SQLite's that PostgreSQL says its own way (bridge/catalog/postgres.py)
 NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"  # the database's clock, as olbridge writes times
 CHANGE_NAMESPACE = "json_extract(snapshot, '$.namespace')"  # an asset change's namespace

@@ -172,6 +172,11 @@ class Catalog:
                 raise CatalogError(f"catalog {self.path}: {exc}") from exc
             raise
 
+    def reset_keys(self) -> None:
+        """After rows were written with their keys (a copy from another catalog): the next task run,
+        change, declared job, received event or outbox row gets a key past the highest."""
+        self.db.write(self.engine.reset_keys)
+
     def table_names(self) -> list[str]:
         """The catalog's tables (its data; not the schema's version table), in name order."""
         return [name for name in self.engine.tables(self._conn) if name != schema_migrations.VERSION_TABLE]

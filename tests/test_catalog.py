@@ -15,6 +15,8 @@ from bridge.model import Origin, TaskState
 from tests.conftest import at
 from tests.helpers import decl, run, snapshot
 
+pytestmark = pytest.mark.both_engines
+
 
 def test_inputs_nobody_produced_become_external_placeholders(catalog: Catalog) -> None:
     result = catalog.record_task_run(run(inputs=(decl("raw.orders"),), outputs=(decl("marts.orders", type="Table"),)))

@@ -22,6 +22,8 @@ from bridge.receiver.imports import MarquezEvents, catalog_intake, import_files,
 from tests.conftest import at
 from tests.helpers import ol_dataset, ol_run_event, table_contents
 
+pytestmark = pytest.mark.both_engines
+
 MARQUEZ = "http://marquez.test:5000"
 
 
@@ -71,13 +73,22 @@ def test_a_missing_file_refuses_the_import_before_anything_is_written(
     assert table_contents(catalog) == before
 
 
-def test_the_import_command_prints_a_summary(tmp_path: Path) -> None:
+def test_the_import_command_prints_a_summary(tmp_path: Path, catalog_target: str) -> None:
     events = tmp_path / "events.ndjson"
     events.write_text(json.dumps(_event(1, 0)) + "\n[broken\n")
-    db = tmp_path / "c.db"
+    db = catalog_target
     result = CliRunner().invoke(cli, ["--catalog", str(db), "import", str(events), "--json"])
     assert result.exit_code == 1, result.output  # a line was refused; the good one is in
     summary = json.loads(result.stdout)
+    assert list(summary) == [  # the shape of every import's summary: read, its counts, refused, refusals
+        "read",
+        "accepted",
+        "duplicates",
+        "newPlaceholders",
+        "acceptedWithWarnings",
+        "refused",
+        "refusals",
+    ]
     assert (summary["accepted"], summary["refused"], summary["newPlaceholders"]) == (1, 1, 2)
     assert summary["refusals"][0]["where"] == f"{events}:2"
     listed = CliRunner().invoke(cli, ["--catalog", str(db), "assets", "list", "--json"])

@@ -7,6 +7,7 @@ import copy
 import itertools
 import pickle
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,8 @@ from tests.helpers import (
     run,
     table_contents,
 )
+
+pytestmark = pytest.mark.both_engines
 
 RAW = ol_dataset("s3://raw-bucket", "orders/2025")
 TABLE = ol_dataset(
@@ -149,7 +152,7 @@ def _state(catalog: Catalog) -> dict[str, Any]:
     return contents
 
 
-def test_events_out_of_order_end_in_the_same_state(resolver: Resolver) -> None:
+def test_events_out_of_order_end_in_the_same_state(resolver: Resolver, new_catalog: Callable[[], Catalog]) -> None:
     events = [
         ol_run_event("START", inputs=[RAW], time="2025-03-01T08:00:00Z"),
         ol_run_event("RUNNING", inputs=[RAW], time="2025-03-01T08:02:00Z"),
@@ -163,12 +166,12 @@ def test_events_out_of_order_end_in_the_same_state(resolver: Resolver) -> None:
     ]
     states = []
     for order in itertools.permutations(events):
-        with Catalog(":memory:") as catalog:
+        with new_catalog() as catalog:
             for event in order:  # one at a time, as separate requests would
                 assert catalog_intake(catalog, resolver).take([event])[0].ok
             states.append(_state(catalog))
     assert all(state == states[0] for state in states[1:])
-    with Catalog(":memory:") as catalog:
+    with new_catalog() as catalog:
         catalog_intake(catalog, resolver).take(events)
         (source,) = catalog.external_sources()
         assert source["state"] == "COMPLETE"

@@ -92,6 +92,11 @@ class Engine(abc.ABC):
         """A new connection in autocommit mode, taking the shared statements."""
 
     @abc.abstractmethod
+    def unreadable(self) -> str | None:
+        """Why the catalog cannot be read right now (None: it can), from a short connection of its
+        own that waits for nothing (a receiver's readiness)."""
+
+    @abc.abstractmethod
     def begin(self) -> str:
         """The statement that begins a write transaction."""
 
@@ -126,6 +131,15 @@ class Engine(abc.ABC):
     def version(self, conn: Connection | Cursor) -> int | None:
         """The catalog's schema version; None for an empty database (no catalog yet). A
         CatalogError when the database holds something else."""
+
+    @abc.abstractmethod
+    def tables(self, conn: Connection | Cursor) -> list[str]:
+        """The names of the database's tables (of the catalog's schema), in name order."""
+
+    def reset_keys(self, cur: Cursor) -> None:
+        """Set the counter of every key that counts up past its table's highest (after rows were
+        written with their keys, by a copy): none to set by default (SQLite counts from the rows)."""
+        return None
 
     def lock_schema(self, cur: Cursor) -> None:
         """In a write transaction: wait for any other process making or upgrading the schema (none

@@ -33,6 +33,7 @@ from bridge.errors import CatalogError
 # SQLite's fragments, and PostgreSQL's for them
 FRAGMENTS: tuple[tuple[str, str], ...] = (
     (shared.LOCK, " FOR UPDATE"),
+    (shared.SKIP_LOCKED, " FOR UPDATE SKIP LOCKED"),
     (shared.NOW, """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""),
     (shared.CHANGE_NAMESPACE, "(snapshot::jsonb ->> 'namespace')"),
     (shared.RETRY_INDEX, ""),  # PostgreSQL's planner finds the partial index itself
@@ -166,7 +167,9 @@ class PostgresEngine(Engine):
 
     def _raw_connect(self, **kwargs: Any) -> psycopg.Connection[Any]:
         try:
-            conn = psycopg.connect(make_conninfo(self.url, **self._settings), autocommit=True, **kwargs)
+            settings = {**self._settings, **{k: str(v) for k, v in kwargs.items() if k == "connect_timeout"}}
+            options = {k: v for k, v in kwargs.items() if k != "connect_timeout"}
+            conn = psycopg.connect(make_conninfo(self.url, **settings), autocommit=True, **options)
         except psycopg.Error as exc:
             if self._password and self._password in str(exc):  # the driver does not say it: to be sure
                 raise type(exc)(self._scrub(str(exc))) from None
@@ -178,6 +181,14 @@ class PostgresEngine(Engine):
     def connect(self) -> Connection:
         conn: Connection = self._raw_connect(cursor_factory=SharedCursor)
         return conn
+
+    def unreadable(self) -> str | None:
+        try:
+            with self._raw_connect(connect_timeout=2) as conn:
+                conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        except psycopg.Error as exc:
+            return f"the catalog cannot be read: {self._scrub(_one_line(str(exc)))}"
+        return None
 
     def begin(self) -> str:
         return "BEGIN"
@@ -226,6 +237,20 @@ class PostgresEngine(Engine):
             f"{self._location} holds tables but not an olbridge catalog; give an empty database "
             "(or another schema: ?schema=NAME)"
         )
+
+    def tables(self, conn: Connection | Cursor) -> list[str]:
+        query = (
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
+            "AND table_type = 'BASE TABLE' ORDER BY table_name COLLATE \"C\""
+        )
+        return [str(name) for (name,) in conn.execute(query)]
+
+    def reset_keys(self, cur: Cursor) -> None:
+        for table, column in shared.COUNTED_KEYS.items():
+            cur.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), coalesce(max({column}), 0) + 1, false) "
+                f"FROM {table}"
+            )
 
     def lock_schema(self, cur: Cursor) -> None:
         cur.execute(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})")

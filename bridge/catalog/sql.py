@@ -14,6 +14,16 @@ from __future__ import annotations
 # both engines; a catalog with a higher one is refused.
 SCHEMA_VERSION = 10
 
+# the keys that count up, by table: a copy that writes them as they were sets each engine's
+# counter past the highest (Catalog.reset_keys)
+COUNTED_KEYS = {
+    "asset_changes": "seq",
+    "declared_jobs": "pk",
+    "outbox": "seq",
+    "received_events": "pk",
+    "task_runs": "pk",
+}
+
 # --- assets ---------------------------------------------------------------------------------
 
 ASSET_COLUMNS = (
@@ -24,6 +34,9 @@ GET_ASSET = f"SELECT {ASSET_COLUMNS} FROM assets WHERE id = ?"
 # an engine whose writers run side by side (PostgreSQL) locks the rows a write transaction reads to
 # write them: this comment becomes its FOR UPDATE (SQLite's write lock is the whole database)
 LOCK = " /*FOR UPDATE*/"
+# the same, for a reader that passes over the rows another transaction holds (a stream worker
+# claiming outbox rows beside others): FOR UPDATE SKIP LOCKED where rows are locked, nothing on SQLite
+SKIP_LOCKED = " /*FOR UPDATE SKIP LOCKED*/"
 # the other fragments of SQLite's that PostgreSQL says its own way (bridge/catalog/postgres.py)
 NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"  # the database's clock, as olbridge writes times
 CHANGE_NAMESPACE = "json_extract(snapshot, '$.namespace')"  # an asset change's namespace
@@ -344,18 +357,18 @@ TOUCH_PLACEHOLDER = """
     WHERE id = ? AND origin = 'external'
 """
 UPSERT_SOURCE = """
-    INSERT INTO external_sources (source, job_namespace, job_name, run_id, parent_run_id, state, state_rank,
-                                  started_at, ended_at, first_seen, last_seen, producer, inputs, outputs)
+    INSERT INTO external_sources AS s (source, job_namespace, job_name, run_id, parent_run_id, state, state_rank,
+                                       started_at, ended_at, first_seen, last_seen, producer, inputs, outputs)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (source) DO UPDATE SET
-        parent_run_id = coalesce(parent_run_id, excluded.parent_run_id),
-        state = CASE WHEN excluded.state_rank > state_rank THEN excluded.state ELSE state END,
-        ended_at = CASE WHEN excluded.state_rank > state_rank THEN excluded.ended_at ELSE ended_at END,
-        producer = CASE WHEN excluded.state_rank > state_rank THEN excluded.producer ELSE producer END,
-        state_rank = max(state_rank, excluded.state_rank),
-        started_at = min(coalesce(started_at, excluded.started_at), coalesce(excluded.started_at, started_at)),
-        first_seen = min(first_seen, excluded.first_seen),
-        last_seen = max(last_seen, excluded.last_seen),
+        parent_run_id = coalesce(s.parent_run_id, excluded.parent_run_id),
+        state = CASE WHEN excluded.state_rank > s.state_rank THEN excluded.state ELSE s.state END,
+        ended_at = CASE WHEN excluded.state_rank > s.state_rank THEN excluded.ended_at ELSE s.ended_at END,
+        producer = CASE WHEN excluded.state_rank > s.state_rank THEN excluded.producer ELSE s.producer END,
+        state_rank = max(s.state_rank, excluded.state_rank),
+        started_at = min(coalesce(s.started_at, excluded.started_at), coalesce(excluded.started_at, s.started_at)),
+        first_seen = min(s.first_seen, excluded.first_seen),
+        last_seen = max(s.last_seen, excluded.last_seen),
         inputs = excluded.inputs,
         outputs = excluded.outputs
 """

@@ -8,6 +8,7 @@ writer; foreign keys on. The shared statements are SQLite's own dialect: no tran
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 from typing import Any, ClassVar
@@ -77,6 +78,14 @@ class SqliteEngine(Engine):
             raise
         return conn
 
+    def unreadable(self) -> str | None:
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=1)) as conn:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error as exc:
+            return f"the catalog cannot be read: {exc}"
+        return None
+
     def begin(self) -> str:
         return "BEGIN IMMEDIATE"  # the write lock, taken now rather than at the first write
 
@@ -99,6 +108,10 @@ class SqliteEngine(Engine):
         if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
             raise CatalogError(f"{self.path} is a SQLite database but not an olbridge catalog")
         return None
+
+    def tables(self, conn: Connection | Cursor) -> list[str]:
+        query = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%' ORDER BY name"
+        return [str(name) for (name,) in conn.execute(query)]
 
     def stamp(self, cur: Cursor, version: int) -> None:
         cur.execute(f"PRAGMA user_version = {int(version)}")

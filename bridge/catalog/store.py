@@ -45,7 +45,7 @@ from bridge.model import (
     TaskRun,
     format_time,
 )
-from bridge.receiver.events import IncomingEvent
+from bridge.model.received import IncomingEvent
 
 T = TypeVar("T")
 
@@ -111,7 +111,7 @@ class Catalog:
         older one to the current version (``migrate``)."""
         version = self.engine.version(self._conn)
         if version is None:
-            if not create:
+            if not create and not self.in_memory:  # a private in-memory catalog is always new
                 raise CatalogError(f"no catalog at {self.path}; create one with olbridge init")
             schema_migrations.create(self.db)
             return
@@ -136,9 +136,19 @@ class Catalog:
 
     def reopen(self) -> Catalog:
         """Another connection to the same catalog (for another thread), as a Catalog of its own."""
-        if isinstance(self.engine, SqliteEngine) and self.engine.in_memory:
+        if self.in_memory:
             raise CatalogError("an in-memory catalog cannot be opened twice")
         return Catalog(self._target, create=False)
+
+    @property
+    def in_memory(self) -> bool:
+        """A private in-memory catalog (SQLite's ``:memory:``): no other connection can see it."""
+        return isinstance(self.engine, SqliteEngine) and self.engine.in_memory
+
+    def unavailable(self, exc: BaseException) -> bool:
+        """Whether an error says the catalog cannot take a write right now (locked, busy, out of
+        reach, losing every race): worth trying again later, not a fault."""
+        return self.engine.busy(exc)
 
     @property
     def dialect(self) -> str:
@@ -162,13 +172,32 @@ class Catalog:
                 raise CatalogError(f"catalog {self.path}: {exc}") from exc
             raise
 
+    def reset_keys(self) -> None:
+        """After rows were written with their keys (a copy from another catalog): the next task run,
+        change, declared job, received event or outbox row gets a key past the highest."""
+        self.db.write(self.engine.reset_keys)
+
+    def table_names(self) -> list[str]:
+        """The catalog's tables (its data; not the schema's version table), in name order."""
+        return [name for name in self.engine.tables(self._conn) if name != schema_migrations.VERSION_TABLE]
+
     @property
     def schema_version(self) -> int:
         return self.engine.version(self._conn) or 0
 
     def pragma(self, setting: str) -> None:
-        """Set a SQLite pragma on this connection (``"synchronous = FULL"``)."""
+        """Set a SQLite pragma on this connection (``"wal_autocheckpoint = 0"``)."""
+        if not isinstance(self.engine, SqliteEngine):
+            raise CatalogError(f"a pragma is SQLite's; catalog {self.path} is on {self.engine.name}")
         self._conn.execute(f"PRAGMA {setting}")
+
+    def set_durability(self, level: str) -> None:
+        """How sure a commit on this connection is once it returns: ``full`` (it survives a power
+        loss) or ``normal`` (a crash of olbridge; SQLite's WAL default, PostgreSQL without waiting
+        for the disk)."""
+        if level not in ("full", "normal"):
+            raise ValueError(f"durability is 'full' or 'normal', not {level!r}")
+        self.engine.durability(self._conn, level)
 
     def close(self) -> None:
         self.db.close()
@@ -467,7 +496,7 @@ class Catalog:
                 try:
                     results.extend(external.ingest_events(cur, [event], resolver, concurrent=concurrent))
                 except Exception as exc:
-                    if self.engine.conflict(exc) or not self._one_event(exc):
+                    if self.engine.conflict(exc) or not (self._one_event(exc) or self.engine.busy(exc)):
                         raise
                     cur.execute("ROLLBACK TO event")
                     results.append(self._event_error(exc))
@@ -480,7 +509,9 @@ class Catalog:
 
     def _one_event(self, exc: BaseException) -> bool:
         """Whether an error of a group's write may be one event's (then each is taken alone)."""
-        return isinstance(exc, BridgeError | ValueError) or self.engine.refused(exc) or self.engine.busy(exc)
+        if isinstance(exc, Busy) or self.engine.busy(exc):
+            return False
+        return isinstance(exc, BridgeError | ValueError) or self.engine.refused(exc)
 
     def _event_error(self, exc: Exception) -> Exception:
         """What taking one event came to when it failed: its refusal, or a Busy to retry it."""
@@ -681,6 +712,15 @@ def open_engine(target: str | Path) -> Engine:
 
         return PostgresEngine(str(target))
     return SqliteEngine(target)
+
+
+def unreadable(target: str | Path) -> str | None:
+    """Why a catalog cannot be read right now (None: it can), from a short connection of its own
+    that waits for nothing (a receiver's readiness)."""
+    try:
+        return open_engine(target).unreadable()
+    except BridgeError as exc:
+        return str(exc)
 
 
 def storage_error(exc: BaseException, where: str | Path) -> CatalogError | None:

@@ -12,17 +12,35 @@ import click
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.output import print_json, record_summary, run_name, run_warnings, say, say_warnings
 from bridge.cli.progress import progress
-from bridge.errors import ValidationError
+from bridge.errors import InputFileError, ValidationError
 from bridge.model import TaskRun
-from bridge.records import parse_task_run, read_task_run_lines
+from bridge.task_run_json import parse_task_run, read_task_run_lines
 
 
 @click.command("init")
 @pass_app
 def init(app: AppContext) -> None:
-    """Create the catalog (or bring an existing one to the current schema)."""
-    catalog = app.catalog(create=True)
+    """Create the catalog (or bring an existing one to the current schema).
+
+    A SQLite file, or a PostgreSQL database (--catalog postgresql://...): an empty database, or
+    an empty schema of one (?schema=NAME, made when missing)."""
+    catalog = app.catalog(create=True, migrate=True)
     print_json({"catalog": catalog.path, "schemaVersion": catalog.schema_version, "assets": catalog.count_assets()})
+
+
+@click.command("migrate")
+@pass_app
+def migrate(app: AppContext) -> None:
+    """Bring an existing catalog to the current schema.
+
+    Each migration runs in a transaction of its own; a catalog at the current version is left as
+    it is. A PostgreSQL catalog is upgraded only by this command (and init): run it once, before
+    the new olbridge's receivers and workers start. A SQLite catalog is upgraded in place when any
+    command opens it."""
+    catalog = app.catalog(migrate=True)
+    print_json(
+        {"catalog": catalog.path, "schemaVersion": catalog.schema_version, "upgradedFrom": catalog.upgraded_from}
+    )
 
 
 @click.command("record")
@@ -70,7 +88,7 @@ def record(app: AppContext, /, file: IO[str] | None, **flags: Any) -> None:
             try:
                 checked = read_task_run_lines(reading.each(file), source)
             except UnicodeDecodeError:
-                raise ValidationError(f"{source}: not UTF-8 text", rule="record.text") from None
+                raise InputFileError("not UTF-8 text", source, rule="file.text") from None
         runs = list(checked.runs)
         names = [f"{source}:{line}: {run_name(run.key)}" for line, run in zip(checked.lines, runs, strict=True)]
         catalog = app.catalog(create=True)

@@ -241,7 +241,7 @@ class StreamWorker:
                 write()
                 return True
             except Exception as exc:
-                if not self.catalog.engine.busy(exc):
+                if not self.catalog.unavailable(exc):
                     raise
                 if self.stop.is_set():
                     return False

@@ -24,7 +24,8 @@ import orjson
 
 from bridge.openlineage.validate import Problem
 from bridge.receiver.events import parse_json
-from bridge.receiver.intake import Intake, Outcome
+from bridge.receiver.intake import Intake
+from bridge.receiver.outcome import Outcome
 
 StartResponse = Callable[..., Any]
 Environ = dict[str, Any]

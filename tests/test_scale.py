@@ -1,0 +1,285 @@
+"""olbridge past one machine, with real processes on one PostgreSQL catalog.
+
+- Three ``olbridge stream`` workers drain one outbox to a loopback backend; one is killed with
+  SIGKILL midway and started again: no event is lost, every run's START arrives before its end,
+  and the duplicates are no more than the killed worker's claims in flight.
+- Three ``olbridge serve`` processes take overlapping events from concurrent clients (the same
+  datasets, the same runs' START and COMPLETE sent to different processes, some events sent to two
+  processes): the catalog equals a one-by-one ingest of the same events, table by table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import requests
+
+from bridge.catalog import Catalog, schema
+from bridge.mapping import Resolver
+from bridge.openlineage.convert import Converter
+from bridge.receiver.imports import catalog_intake
+from tests.backend import Backend, Reply, free_port, wait_for
+from tests.helpers import DATASET_EVENT_URL, PRODUCER, ol_dataset, ol_run_event
+from tests.postgres import PostgresServer
+from tests.test_faults import OLBRIDGE, expected, fill
+
+# --- stream workers ---------------------------------------------------------------------------
+
+
+def stream_worker(catalog: str, url: str) -> subprocess.Popen[str]:
+    command = [OLBRIDGE, "--catalog", catalog, "stream", "--url", url, "--batch-size", "5", "--poll", "0.05"]
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
+    )
+
+
+def stopped(worker: subprocess.Popen[str]) -> tuple[int, str]:
+    if worker.poll() is None:
+        worker.send_signal(signal.SIGTERM)
+    try:
+        _, stderr = worker.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        _, stderr = worker.communicate(timeout=30)
+    return worker.returncode, stderr
+
+
+def test_three_stream_workers_share_the_outbox_and_a_killed_one_loses_nothing(
+    postgres_url: str, converter: Converter
+) -> None:
+    with Catalog(postgres_url) as catalog:
+        fill(catalog, 600)
+        history = expected(catalog, converter)
+    assert len(history) == 1200
+    with Backend(lambda event, attempt: Reply(201, delay=0.002)) as backend, Catalog(postgres_url) as catalog:
+        workers = [stream_worker(postgres_url, backend.url) for _ in range(3)]
+        try:
+            assert wait_for(lambda: backend.accepted_count >= 300, timeout=120), "nothing was delivered"
+            victim = workers[0]
+            victim.send_signal(signal.SIGSTOP)  # frozen: what it holds now is what it had in flight
+            (killed,) = [w for w in catalog.workers.list() if w.pid == victim.pid]
+            in_flight = catalog.outbox.claims().get(killed.id, 0)
+            arrived = backend.accepted_count
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(timeout=30)
+            killed_at = time.monotonic()
+            # its claims are taken over by the others (its process is gone on this host)
+            assert wait_for(lambda: killed.id not in catalog.outbox.claims(), timeout=30)
+            released = time.monotonic() - killed_at
+            assert killed.id not in {w.id for w in catalog.workers.list()}
+            workers[0] = stream_worker(postgres_url, backend.url)  # started again
+            sharing = wait_for(lambda: len(catalog.workers.list()) == 3, timeout=60)
+            status = subprocess.run(
+                [OLBRIDGE, "--catalog", postgres_url, "status", "--json"], capture_output=True, text=True, timeout=60
+            )
+            assert wait_for(lambda: backend.counts(history)["lost"] == 0, timeout=180), backend.counts(history)
+        finally:
+            results = [stopped(w) for w in workers]
+        counts = backend.counts(history)
+    print(
+        f"\n3 stream workers, one killed with SIGKILL once {arrived} events had arrived: {counts}; the killed "
+        f"worker held {in_flight} claim(s) in flight, released {released:.1f}s after its death"
+    )
+    for code, stderr in results:
+        assert code == 0, stderr
+    assert counts["delivered"] == 1200 and counts["lost"] == 0 and counts["unexpected"] == 0
+    assert counts["duplicated"] <= in_flight
+    assert backend.out_of_order_runs() == []  # START before COMPLETE, for every run
+    assert sharing
+    shown = json.loads(status.stdout)["workers"]
+    assert len(shown) == 3 and all({"claims", "pid", "host", "heartbeatAgeSeconds"} <= set(w) for w in shown)
+
+
+# --- receivers ------------------------------------------------------------------------------------
+
+TOKEN = "t0ken"
+
+
+@contextlib.contextmanager
+def serving(catalog: str) -> Iterator[str]:
+    """``olbridge serve`` on a free port (one HTTP worker), until the block ends."""
+    port = free_port()
+    process = subprocess.Popen(
+        [OLBRIDGE, "--catalog", catalog, "serve", "--port", str(port), "--workers", "2", "--threads", "4"],
+        env={**os.environ, "OLBRIDGE_TOKEN": TOKEN},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        try:
+            return requests.get(f"{url}/readyz", timeout=1).status_code == 200
+        except requests.ConnectionError:
+            return False
+
+    try:
+        assert wait_for(ready, timeout=60), "olbridge serve did not become ready"
+        yield url
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            _, stderr = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, stderr = process.communicate(timeout=30)
+        assert process.returncode == 0, stderr
+        assert "Traceback" not in stderr, stderr
+
+
+def overlapping_events(runs: int) -> list[dict[str, Any]]:
+    """Runs of a few recurring jobs over a few shared datasets, each a START and a COMPLETE whose
+    outputs carry facets that change from run to run, and DatasetEvents describing the shared
+    datasets again: every event touches rows other events touch."""
+    shared = [ol_dataset("s3://raw-bucket", f"orders/part-{n}") for n in range(3)] + [
+        ol_dataset("postgres://warehouse:5432", f"analytics.public.t{n}") for n in range(3)
+    ]
+    events: list[dict[str, Any]] = []
+    for r in range(runs):
+        run_id = str(uuid.UUID(int=r + 1, version=4))
+        job = ("airflow", f"dag.task_{r % 4}")
+        start = f"2025-03-01T08:{r // 60:02d}:{r % 60:02d}.000Z"
+        end = f"2025-03-01T09:{r // 60:02d}:{r % 60:02d}.000Z"
+        inputs = [shared[r % 3], shared[3 + (r + 1) % 3]]
+        output = shared[3 + r % 3]
+        described = ol_dataset(
+            output["namespace"],
+            output["name"],
+            documentation={"description": f"as run {r} left it"},
+            schema={"fields": [{"name": "id", "type": "BIGINT"}, {"name": f"c{r % 5}", "type": "TEXT"}]},
+        )
+        events.append(ol_run_event("START", run_id=run_id, job=job, inputs=inputs, time=start))
+        events.append(ol_run_event("COMPLETE", run_id=run_id, job=job, inputs=inputs, outputs=[described], time=end))
+    for n in range(runs // 4):
+        dataset = shared[n % len(shared)]
+        events.append(
+            {
+                "eventTime": f"2025-03-01T10:{n // 60:02d}:{n % 60:02d}.000Z",
+                "producer": PRODUCER,
+                "schemaURL": DATASET_EVENT_URL,
+                "dataset": ol_dataset(
+                    dataset["namespace"], dataset["name"], documentation={"description": f"described {n}"}
+                ),
+            }
+        )
+    return events
+
+
+def deliveries(events: list[dict[str, Any]], servers: int, seed: int) -> list[tuple[int, list[dict[str, Any]]]]:
+    """(server, events of one request): a run's START and COMPLETE to different servers, a quarter
+    of the events to a second server too, in a shuffled order; single events and small batches."""
+    rng = random.Random(seed)
+    sends: list[tuple[int, dict[str, Any]]] = []
+    for n, event in enumerate(events):
+        home = (n // 2 + n % 2) % servers  # START of run r to r % 3, its COMPLETE to (r + 1) % 3
+        sends.append((home, event))
+        if rng.random() < 0.25:
+            sends.append(((home + 1 + rng.randrange(servers - 1)) % servers, event))
+    rng.shuffle(sends)
+    requests_: list[tuple[int, list[dict[str, Any]]]] = []
+    while sends:
+        server, event = sends.pop()
+        batch = [event]
+        while sends and len(batch) < rng.choice((1, 1, 3, 8)) and sends[-1][0] == server:
+            batch.append(sends.pop()[1])
+        requests_.append((server, batch))
+    return requests_
+
+
+def post(url: str, events: list[dict[str, Any]]) -> int:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    for _ in range(50):  # a 503 (the writer busy or restarting) is to be retried, as producers do
+        if len(events) == 1:
+            answer = requests.post(f"{url}/api/v1/lineage", json=events[0], headers=headers, timeout=60)
+        else:
+            answer = requests.post(f"{url}/api/v1/lineage/batch", json=events, headers=headers, timeout=60)
+        if answer.status_code != 503:
+            return answer.status_code
+        time.sleep(0.1)
+    return answer.status_code
+
+
+# the columns of each table that a process allocates as it goes (a row's place in its table), not
+# what the events say
+SURROGATE = {"received_events": {"pk"}}
+
+
+def tables(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table, without the surrogate keys, in one order."""
+    found: dict[str, list[tuple[Any, ...]]] = {}
+    with Catalog(url) as catalog:
+        conn = catalog._conn
+        for table in schema.metadata.sorted_tables:
+            columns = [c.name for c in table.columns if c.name not in SURROGATE.get(table.name, set())]
+            listed = ", ".join(columns)
+            found[table.name] = conn.execute(f"SELECT {listed} FROM {table.name} ORDER BY {listed}").fetchall()
+    return found
+
+
+def test_three_receivers_on_one_catalog_equal_a_one_by_one_ingest(
+    postgres: PostgresServer, postgres_url: str, resolver: Resolver
+) -> None:
+    events = overlapping_events(120)
+    plan = deliveries(events, 3, seed=12)
+    subprocess.run([OLBRIDGE, "--catalog", postgres_url, "init"], check=True, capture_output=True, timeout=120)
+    answers: list[int] = []
+    with contextlib.ExitStack() as stack:
+        urls = [stack.enter_context(serving(postgres_url)) for _ in range(3)]
+        clients = 6
+        errors: list[BaseException] = []
+
+        def client(mine: list[tuple[int, list[dict[str, Any]]]]) -> None:
+            try:
+                for server, batch in mine:
+                    answers.append(post(urls[server], batch))
+            except BaseException as exc:  # said by the test, below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=client, args=(plan[n::clients],)) for n in range(clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=300)
+        assert not errors, errors
+    assert len(answers) == len(plan) and set(answers) <= {200, 201}, sorted(set(answers))
+    one_by_one = postgres.url(postgres.create_database())
+    try:
+        with Catalog(one_by_one) as catalog:
+            intake = catalog_intake(catalog, resolver)
+            for event in events:
+                assert intake.take([event])[0].status == "accepted"
+        together, alone = tables(postgres_url), tables(one_by_one)
+    finally:
+        postgres.drop_database(one_by_one.rsplit("/", 1)[1])
+    assert len(together["received_events"]) == len(events)
+    assert len(together["assets"]) == 6 and len(together["external_sources"]) == 120
+    for name in alone:
+        assert together[name] == alone[name], name
+
+
+def test_the_plan_sends_each_runs_start_and_complete_to_different_servers() -> None:
+    events = overlapping_events(12)
+    plan = deliveries(events, 3, seed=12)
+    sent: dict[tuple[str, str], set[int]] = {}
+    for server, batch in plan:
+        for event in batch:
+            if "run" in event:
+                sent.setdefault((event["run"]["runId"], event["eventType"]), set()).add(server)
+    for r in range(12):
+        run_id = str(uuid.UUID(int=r + 1, version=4))
+        assert r % 3 in sent[(run_id, "START")] and (r + 1) % 3 in sent[(run_id, "COMPLETE")]
+    total = sum(len(batch) for _, batch in plan)
+    assert len(events) < total < 2 * len(events)  # some sent to two servers

@@ -543,3 +543,64 @@ def test_the_setup_makes_the_catalog_database_and_its_login(stack_db: Any, tmp_p
     assert who(stack_db, secret, passfile).returncode == 0
     refused = who(stack_db, old, passfile)
     assert refused.returncode != 0 and "password authentication failed" in refused.stderr
+
+
+def service_env(service: str, server: Any, secret: Path, passfile: Path) -> dict[str, str]:
+    """An olbridge service's environment, pointed at the test's server, secret and pass file."""
+    environment = env(service)
+    environment["OLBRIDGE_CATALOG"] = CATALOG_URL.replace("@db:5432", f"@127.0.0.1:{server.port}")
+    environment["OLBRIDGE_DB_PASSWORD_FILE"] = str(secret)
+    environment["PGPASSFILE"] = str(passfile)
+    environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return environment
+
+
+def test_init_demo_and_a_stream_worker_run_on_the_catalog_database(stack_db: Any, tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("the-stack's password\n")
+    assert run_setup(stack_db, secret).returncode == 0
+    passfile = tmp_path / "pgpass"
+
+    def run(service: str) -> subprocess.CompletedProcess[str]:
+        argv = [a.replace("/tmp/olbridge-demo", str(tmp_path / "demo")) for a in COMMANDS[service]]
+        environment = {**os.environ, **service_env(service, stack_db, secret, passfile)}
+        return subprocess.run(
+            ["sh", str(ENTRYPOINT), *argv], env=environment, capture_output=True, text=True, timeout=300
+        )
+
+    done = run("olbridge-init")
+    assert done.returncode == 0, done.stderr
+    for attempt in ("first", "again"):
+        done = run("olbridge-demo")
+        assert done.returncode == 0, f"{attempt}: {done.stderr}"
+        assert "0 invalid" in done.stdout
+    url = service_env("olbridge-init", stack_db, secret, passfile)["OLBRIDGE_CATALOG"]
+    with psycopg_connect(url, secret) as conn:
+        runs = conn.execute("SELECT task_id, state FROM task_runs ORDER BY task_id").fetchall()
+    assert runs == [
+        ("export_report", "SUCCESS"),
+        ("model.my_first_dbt_model", "SUCCESS"),
+        ("model.my_second_dbt_model", "SUCCESS"),
+    ]
+    # a stream worker as the service runs it (OPENLINEAGE_URL: nobody answers here), and its healthcheck
+    environment = {**os.environ, **service_env("olbridge-stream", stack_db, secret, passfile)}
+    environment["OPENLINEAGE_URL"] = f"http://127.0.0.1:{free_port()}"
+    worker = subprocess.Popen(
+        ["sh", str(ENTRYPOINT), *COMMANDS["olbridge-stream"]],
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    argv = healthcheck("olbridge-stream")
+    try:
+        assert wait_for(lambda: check(argv, environment) == 0, timeout=60), "the worker never showed"
+    finally:
+        stop(worker)
+    assert check(argv, environment) != 0
+
+
+def psycopg_connect(url: str, secret: Path) -> Any:
+    import psycopg
+
+    return psycopg.connect(url, password=secret.read_text().strip())

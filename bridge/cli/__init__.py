@@ -20,7 +20,7 @@ from click.core import ParameterSource
 
 # the modules, not their commands: a command named as its module (bridge.cli.dbt.dbt) would hide
 # the module from `import bridge.cli.dbt` and monkeypatch
-from bridge.cli import assets, basics, dbt, export, imports, kestra, lineage, metaflow, prefect, serve, stream
+from bridge.cli import assets, basics, catalog, dbt, export, imports, kestra, lineage, metaflow, prefect, serve, stream
 from bridge.cli.context import CONTEXT_SETTINGS, AppContext, BridgeGroup, catalog_target, warn_of_a_password
 from bridge.config import load_config
 from bridge.version import __version__
@@ -68,6 +68,7 @@ cli.add_command(basics.init)
 cli.add_command(basics.migrate)
 cli.add_command(basics.record)
 cli.add_command(basics.demo)
+cli.add_command(catalog.catalog)
 cli.add_command(assets.assets)
 cli.add_command(export.export)
 cli.add_command(export.validate)

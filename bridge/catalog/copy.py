@@ -1,0 +1,215 @@
+"""Copying a catalog to another, between engines (SQLite to PostgreSQL and back), and checking it.
+
+Every table of the schema (:mod:`bridge.catalog.schema`) is copied row by row, keys included, in
+the order its foreign keys need, from one snapshot of the source (a read transaction) into the
+destination in one transaction: the destination gets all of it or, should anything fail, nothing.
+The destination must be empty (a new file or database, or a catalog made by ``init`` that holds no
+rows) and both must be at this olbridge's schema version (``olbridge migrate`` first). Afterwards
+each counting key is set past its table's highest (:meth:`Catalog.reset_keys`), so that the next
+task run or received event gets a key of its own.
+
+Then every table is read again on both sides, in one order (its primary key; a table without one,
+all its columns), and compared by its count of rows and a digest of them: SHA-256 over each row's
+values as JSON, the values typed by the schema's columns (text, integers, seconds), so that both
+engines give the same digest for the same rows. Rows are read in pages of :data:`PAGE`, after the
+previous page's last key, so that neither side is held in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import attrs
+import orjson
+
+from bridge.catalog.engine import Cursor
+from bridge.catalog.store import Catalog
+from bridge.errors import CatalogError
+
+PAGE = 5_000  # rows read at a time
+
+Progress = Callable[[int], object]  # rows done since the last call
+
+
+@attrs.frozen
+class TableCheck:
+    """One table after a copy: its rows and digest on each side."""
+
+    table: str
+    source_rows: int
+    source_digest: str
+    destination_rows: int
+    destination_digest: str
+
+    @property
+    def same(self) -> bool:
+        return (self.source_rows, self.source_digest) == (self.destination_rows, self.destination_digest)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "rows": self.source_rows,
+            "digest": self.source_digest,
+            "destinationRows": self.destination_rows,
+            "destinationDigest": self.destination_digest,
+            "same": self.same,
+        }
+
+
+@attrs.frozen
+class _Table:
+    """How a table is read and written: its columns, the key it is read in order of (columns or
+    expressions; a table without a primary key is read in the order of all its columns, NULLs
+    as the unique index that stands for its key counts them), each column's kind."""
+
+    name: str
+    columns: tuple[str, ...]
+    order: tuple[str, ...]
+    kinds: tuple[str, ...]  # "text" | "integer" | "seconds", by column
+
+
+def tables() -> list[_Table]:
+    """The schema's tables, parents before the tables whose foreign keys name them."""
+    import sqlalchemy as sa
+
+    from bridge.catalog import schema
+
+    found = []
+    for table in schema.metadata.sorted_tables:
+        columns = tuple(c.name for c in table.columns)
+        kinds = tuple(
+            "seconds" if isinstance(c.type, sa.Float) else "integer" if isinstance(c.type, sa.Integer) else "text"
+            for c in table.columns
+        )
+        keys = tuple(c.name for c in table.primary_key.columns)
+        if not keys:
+            keys = tuple(
+                (f"coalesce({c.name}, {0 if kind == 'integer' else repr('')})" if c.nullable else c.name)
+                for c, kind in zip(table.columns, kinds, strict=True)
+            )
+        found.append(_Table(table.name, columns, keys, kinds))
+    return found
+
+
+def count_rows(catalog: Catalog) -> dict[str, int]:
+    """Each table's count of rows."""
+    conn = catalog._conn
+    return {t.name: int(conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0]) for t in tables()}
+
+
+def _pages(conn: Any, table: _Table) -> Iterator[list[tuple[Any, ...]]]:
+    """The table's rows in key order, a page at a time (each after the last key of the one before)."""
+    listed = ", ".join(table.columns)
+    order = ", ".join(table.order)
+    width = len(table.order)
+    first = f"SELECT {listed}, {order} FROM {table.name} ORDER BY {order} LIMIT {PAGE}"
+    after = (
+        f"SELECT {listed}, {order} FROM {table.name} WHERE ({order}) > ({', '.join('?' * width)}) "
+        f"ORDER BY {order} LIMIT {PAGE}"
+    )
+    if width == 1:  # a row value of one is the value itself
+        after = f"SELECT {listed}, {order} FROM {table.name} WHERE {order} > ? ORDER BY {order} LIMIT {PAGE}"
+    rows = conn.execute(first).fetchall()
+    while rows:
+        size = len(table.columns)
+        yield [tuple(row[:size]) for row in rows]
+        if len(rows) < PAGE:
+            return
+        rows = conn.execute(after, tuple(rows[-1][size:])).fetchall()
+
+
+def _typed(row: Sequence[Any], kinds: Sequence[str]) -> list[Any]:
+    """A row's values as the schema types them (a REAL column holding 0 is 0.0 on both engines)."""
+    out: list[Any] = []
+    for value, kind in zip(row, kinds, strict=True):
+        if value is None:
+            out.append(None)
+        elif kind == "seconds":
+            out.append(float(value))
+        elif kind == "integer":
+            out.append(int(value))
+        else:
+            out.append(str(value))
+    return out
+
+
+def digest_table(conn: Any, table: _Table, progress: Progress | None = None) -> tuple[int, str]:
+    """A table's count of rows and the SHA-256 of its rows (as JSON lines, in key order)."""
+    hashed = hashlib.sha256()
+    count = 0
+    for page in _pages(conn, table):
+        for row in page:
+            hashed.update(orjson.dumps(_typed(row, table.kinds)) + b"\n")
+        count += len(page)
+        if progress is not None:
+            progress(len(page))
+    return count, hashed.hexdigest()
+
+
+def _snapshot(catalog: Catalog) -> str:
+    """The statement that begins a read transaction on one snapshot of the catalog."""
+    return "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if catalog.dialect == "postgresql" else "BEGIN"
+
+
+def copy_catalog(source: Catalog, destination: Catalog, *, progress: Progress | None = None) -> int:
+    """Copy every row of ``source`` into the empty ``destination``, in one transaction; returns
+    how many rows. A CatalogError when the destination holds rows (nothing is written then)."""
+    layout = tables()
+    insert = {
+        t.name: f"INSERT INTO {t.name} ({', '.join(t.columns)}) VALUES ({', '.join('?' * len(t.columns))})"
+        for t in layout
+    }
+    conn = source._conn
+    conn.execute(_snapshot(source))
+    try:
+
+        def work(cur: Cursor) -> int:
+            refuse_rows(destination, count_rows_on(cur, layout))
+            copied = 0
+            for table in layout:
+                for page in _pages(conn, table):
+                    cur.executemany(insert[table.name], page)
+                    copied += len(page)
+                    if progress is not None:
+                        progress(len(page))
+            destination.engine.reset_keys(cur)
+            return copied
+
+        return destination.db.write(work, attempts=1)
+    finally:
+        conn.execute("COMMIT")
+
+
+def refuse_rows(destination: Catalog, counts: dict[str, int]) -> None:
+    """A CatalogError when a destination's tables hold rows (``counts``, by table)."""
+    held = {name: n for name, n in counts.items() if n}
+    if held:
+        name, rows = next(iter(held.items()))
+        raise CatalogError(
+            f"catalog {destination.path} is not empty ({rows:,} row(s) in {name}"
+            + (f" and {len(held) - 1} other table(s)" if len(held) > 1 else "")
+            + "): copy into a new catalog (a new file, an empty database or schema)"
+        )
+
+
+def count_rows_on(cur: Any, layout: Sequence[_Table]) -> dict[str, int]:
+    return {t.name: int(cur.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0]) for t in layout}
+
+
+def check_copy(source: Catalog, destination: Catalog, *, progress: Progress | None = None) -> list[TableCheck]:
+    """Every table's count of rows and digest, on both sides (each side read on one snapshot)."""
+    found: dict[str, list[tuple[int, str]]] = {}
+    for catalog in (source, destination):
+        conn = catalog._conn
+        conn.execute(_snapshot(catalog))
+        try:
+            for table in tables():
+                found.setdefault(table.name, []).append(digest_table(conn, table, progress))
+        finally:
+            conn.execute("COMMIT")
+    return [TableCheck(name, s[0], s[1], d[0], d[1]) for name, (s, d) in found.items()]
+
+
+__all__ = ["PAGE", "TableCheck", "check_copy", "copy_catalog", "count_rows", "digest_table", "refuse_rows", "tables"]

@@ -1,0 +1,90 @@
+"""``catalog copy``: a catalog copied to another, between engines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from bridge.catalog import Catalog
+from bridge.catalog.copy import TableCheck, check_copy, copy_catalog, count_rows, refuse_rows
+from bridge.catalog.engine import masked, url_password
+from bridge.cli.context import catalog_target
+from bridge.cli.options import json_flag
+from bridge.cli.output import print_json, say
+from bridge.cli.progress import progress
+from bridge.errors import CatalogError
+
+
+@click.group("catalog")
+def catalog() -> None:
+    """The catalog as a whole: copy it to another (between SQLite and PostgreSQL)."""
+
+
+def _target(text: str, name: str) -> str | Path:
+    if url_password(text):
+        say(
+            f"Warning: the {name} URL holds a password, which every user of this machine can read in its process "
+            "list; give it in a pass file (~/.pgpass or PGPASSFILE) or PGPASSWORD instead"
+        )
+    return catalog_target(text)
+
+
+def _same(source: str | Path, destination: str | Path) -> bool:
+    if isinstance(source, Path) and isinstance(destination, Path):
+        return source.resolve() == destination.resolve()
+    return str(source) == str(destination)
+
+
+@catalog.command("copy")
+@click.argument("source", metavar="SRC")
+@click.argument("destination", metavar="DST")
+@json_flag("Print the tables, their rows and digests as JSON (camelCase keys).")
+def copy(source: str, destination: str, as_json: bool) -> None:
+    """Copy the catalog SRC into DST (each a SQLite file or a postgresql:// URL), then check it.
+
+    DST must be empty: a new file, an empty database (or ?schema=NAME of one), or a catalog made
+    by init that holds nothing; it is made at the current schema, and both must be at this
+    olbridge's schema version (olbridge migrate first). Every table is copied from one snapshot
+    of SRC in one transaction: DST gets all of it or nothing. Stop the processes writing SRC
+    first, or what they write after the snapshot stays behind. Then every table is read again on
+    both sides and compared by its rows and a digest of them, printed table by table; any
+    difference is an error."""
+    src, dst = _target(source, "SRC"), _target(destination, "DST")
+    if _same(src, dst):
+        raise CatalogError(f"SRC and DST are the same catalog ({masked(src)}): copy into another one")
+    with Catalog(src, create=False, migrate=False) as origin, Catalog(dst, migrate=False) as target:
+        refuse_rows(target, count_rows(target))
+        rows = sum(count_rows(origin).values())
+        say(f"copying {origin.path} ({origin.dialect}) into {target.path} ({target.dialect}): {rows:,} rows")
+        with progress("copying", rows, "rows") as copying:
+            copy_catalog(origin, target, progress=copying.advance)
+        with progress("checking", 2 * rows, "rows") as checking:
+            checks = check_copy(origin, target, progress=checking.advance)
+        source_name, destination_name = origin.path, target.path
+    _report(checks, source_name, destination_name, as_json)
+    differ = [c.table for c in checks if not c.same]
+    if differ:
+        raise CatalogError(f"the copy differs from {source_name} in {', '.join(differ)}")
+
+
+def _report(checks: list[TableCheck], source: str, destination: str, as_json: bool) -> None:
+    rows = sum(c.source_rows for c in checks)
+    if as_json:
+        print_json(
+            {
+                "source": source,
+                "destination": destination,
+                "rows": rows,
+                "same": all(c.same for c in checks),
+                "tables": [c.as_json() for c in checks],
+            }
+        )
+        return
+    width = max(len(c.table) for c in checks)
+    click.echo(f"{'table':<{width}}  {'rows':>11}  {'digest (SHA-256 of the rows)':<64}  destination")
+    for c in checks:
+        verdict = "same" if c.same else f"DIFFERS: {c.destination_rows:,} rows, {c.destination_digest}"
+        click.echo(f"{c.table:<{width}}  {c.source_rows:>11,}  {c.source_digest}  {verdict}")
+    same = all(c.same for c in checks)
+    click.echo(f"{rows:,} rows in {len(checks)} tables" + (": every table the same" if same else ""))

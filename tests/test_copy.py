@@ -1,0 +1,139 @@
+"""``olbridge catalog copy SRC DST``: a catalog copied between engines, and checked table by table.
+
+A SQLite catalog of many task runs (with column lineage, declared jobs, asset changes, received
+events, outbox rows, a position) copied into PostgreSQL and back gives byte-identical exports; a
+destination that holds rows is refused and left as it was; the counting keys go on past the
+copied ones; a password in a URL is never printed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from bridge.catalog import Catalog
+from bridge.catalog.copy import count_rows
+from bridge.catalog.positions import Position
+from bridge.cli import cli
+from bridge.mapping import Resolver
+from bridge.receiver.imports import catalog_intake
+from tests.conftest import ROOT
+from tests.helpers import invoke, run
+from tests.postgres import PostgresServer
+from tests.test_faults import fill
+from tests.test_scale import overlapping_events
+
+RUNS = 3_000  # the figure for 100,000: python benchmarks/scale.py --copy-runs 100000
+
+
+def olbridge(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def export(catalog: str | Path, folder: Path, name: str) -> bytes:
+    out = folder / f"{name}.ndjson"
+    code, _, stderr = invoke(catalog, "export", "--output", str(out))
+    assert code == 0, stderr
+    return out.read_bytes()
+
+
+@pytest.fixture
+def rich(tmp_path: Path, resolver: Resolver) -> Path:
+    """A SQLite catalog with something in nearly every table."""
+    db = tmp_path / "source.db"
+    with Catalog(db) as catalog:
+        fill(catalog, RUNS)
+        intake = catalog_intake(catalog, resolver)
+        assert all(o.ok for o in intake.take(overlapping_events(30)))
+        catalog.save_position(Position("marquez-import", "http://marquez:5000", {"after": "x"}, "2025-03-01T00:00:00Z"))
+    for args in (
+        ("demo", "--dir", str(tmp_path / "demo"), "--in-catalog"),  # dbt runs with column lineage
+        ("kestra", "declare", str(ROOT / "tests" / "kestra" / "dbt_build_with_lineage.yml")),
+        ("assets", "set", "reports.daily", "--type", "File", "--metadata", "owner=analytics"),
+        ("assets", "delete", "reports.daily"),
+    ):
+        code, _, stderr = invoke(db, *args)
+        assert code == 0, (args, stderr)
+    with Catalog(db) as catalog:
+        empty = [name for name, rows in count_rows(catalog).items() if not rows]
+    assert set(empty) <= {"backfill_refused", "delivery_errors", "outbox_delivery", "outbox_lease", "stream_workers"}
+    return db
+
+
+def test_into_postgresql_and_back_gives_identical_exports(rich: Path, postgres_url: str, tmp_path: Path) -> None:
+    original = export(rich, tmp_path, "original")
+    assert original.count(b"\n") > 2 * RUNS
+    code, stdout, stderr = olbridge("catalog", "copy", str(rich), postgres_url, "--json")
+    assert code == 0, stderr
+    report = json.loads(stdout)
+    with Catalog(rich) as catalog:
+        counts = count_rows(catalog)
+    assert report["same"] is True and report["rows"] == sum(counts.values())
+    assert {t["table"]: t["rows"] for t in report["tables"]} == counts
+    assert all(t["digest"] == t["destinationDigest"] and t["same"] for t in report["tables"])
+    assert "copying: " in stderr and "checking: " in stderr  # the progress, on stderr
+    back = tmp_path / "back.db"
+    code, stdout, stderr = olbridge("catalog", "copy", postgres_url, str(back))
+    assert code == 0, stderr
+    lines = stdout.splitlines()
+    assert lines[0].split()[:2] == ["table", "rows"] and lines[-1].endswith(": every table the same")
+    shown = {line.split()[0]: (int(line.split()[1].replace(",", "")), line.split()[2]) for line in lines[1:-1]}
+    assert {name: rows for name, (rows, _) in shown.items()} == counts
+    assert {name: digest for name, (_, digest) in shown.items()} == {t["table"]: t["digest"] for t in report["tables"]}
+    assert export(postgres_url, tmp_path, "postgresql") == original
+    assert export(back, tmp_path, "back") == original
+
+
+def test_a_destination_that_holds_rows_is_refused_and_left_alone(rich: Path, postgres_url: str) -> None:
+    code, _, stderr = invoke(postgres_url, "record", "--namespace", "ops", "--flow-id", "f", "--task-id", "t",
+                             "--execution-id", "e1", "--start", "2025-01-01T00:00:00Z")  # fmt: skip
+    assert code == 0, stderr
+    with Catalog(postgres_url) as catalog:
+        before = count_rows(catalog)
+    code, stdout, stderr = olbridge("catalog", "copy", str(rich), postgres_url)
+    assert code == 1 and stdout == ""
+    assert stderr.strip().splitlines()[-1] == (
+        f"Error: catalog {postgres_url} is not empty (1 row(s) in executions and 2 other table(s)): copy into a "
+        "new catalog (a new file, an empty database or schema)"
+    )
+    with Catalog(postgres_url) as catalog:
+        assert count_rows(catalog) == before
+    code, _, stderr = olbridge("catalog", "copy", str(rich), str(rich))
+    assert code == 1 and "SRC and DST are the same catalog" in stderr
+    code, _, stderr = olbridge("catalog", "copy", str(rich.with_name("missing.db")), postgres_url)
+    assert code == 1 and "no catalog at" in stderr
+
+
+def test_keys_go_on_past_the_copied_ones(tmp_path: Path, postgres_url: str) -> None:
+    source = tmp_path / "s.db"
+    with Catalog(source) as catalog:
+        fill(catalog, 20)
+    assert olbridge("catalog", "copy", str(source), postgres_url)[0] == 0
+    with Catalog(postgres_url) as catalog:
+        catalog.record_task_run(run("after", execution="later"))  # a key of its own, no conflict
+        pks = [row[0] for row in catalog._conn.execute("SELECT pk FROM task_runs ORDER BY pk").fetchall()]
+        seqs = [row[0] for row in catalog._conn.execute("SELECT seq FROM outbox ORDER BY seq").fetchall()]
+    assert pks == list(range(1, 22)) and len(seqs) == len(set(seqs)) and seqs[-1] > 40
+
+
+def test_a_password_in_a_url_is_never_printed(tmp_path: Path, postgres: PostgresServer) -> None:
+    source = tmp_path / "s.db"
+    with Catalog(source) as catalog:
+        fill(catalog, 3)
+    name = postgres.create_database(owner=postgres.password_role)
+    url = postgres.url(name, password=True)
+    try:
+        result = CliRunner().invoke(cli, ["catalog", "copy", str(source), url])
+        assert result.exit_code == 0, result.stderr
+        said: Any = result.stdout + result.stderr
+        assert postgres.password not in said
+        assert "Warning: the DST URL holds a password" in result.stderr
+        assert f"{postgres.password_role}:***@" in result.stderr
+    finally:
+        postgres.drop_database(name)

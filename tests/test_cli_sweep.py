@@ -107,6 +107,8 @@ def files(tmp_path: Path) -> dict[str, str]:
         "metaflow": str(metaflow),
         "demo": str(tmp_path / "demo"),
         "nobody": f"http://127.0.0.1:{closed_port()}",
+        "copyFrom": str(tmp_path / "copy-from.db"),  # made by the test that copies it
+        "copyTo": str(tmp_path / "copy-to.db"),
     }
 
 
@@ -120,6 +122,7 @@ def command_args(path: tuple[str, ...], files: dict[str, str]) -> list[str]:
         ("assets", "set"): ["x.y", "--type", "Table"],
         ("assets", "show"): ["mart.orders"],
         ("backfill",): ["--url", nobody, "--max-attempts", "2", "--backoff", "0"],
+        ("catalog", "copy"): [files["copyFrom"], files["copyTo"]],
         ("dbt", "import"): ["--project-dir", str(example_project())],
         ("demo",): ["--in-catalog", "--dir", files["demo"]],
         ("export",): [],
@@ -144,7 +147,9 @@ def command_args(path: tuple[str, ...], files: dict[str, str]) -> list[str]:
     return table[path]
 
 
-CATALOG_FREE = {("validate",)}  # reads event files only
+# validate reads event files only; catalog copy names its two catalogs as arguments (its errors
+# about them: tests/test_copy.py)
+CATALOG_FREE = {("validate",), ("catalog", "copy")}
 # the commands that record something: they create a catalog that does not exist (in a folder that does)
 CREATES = {
     ("assets", "set"),
@@ -395,6 +400,7 @@ def test_every_json_output_has_camel_case_keys(tmp_path: Path, files: dict[str, 
         json_of("backfill", "--url", backend.url, "--json")
         json_of("stream", "--once", "--url", backend.url, "--json")
     json_of("status", "--json")
+    json_of("catalog", "copy", str(db), files["copyTo"], "--json")
 
     assert sorted(outputs) == sorted(set(LEAVES) - NOT_JSON)  # every command that prints JSON, checked
     assert outputs[("assets", "show")][0]["metadata"] == {"env": "prod"}

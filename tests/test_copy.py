@@ -110,6 +110,21 @@ def test_a_destination_that_holds_rows_is_refused_and_left_alone(rich: Path, pos
     assert code == 1 and "no catalog at" in stderr
 
 
+def test_catalogs_that_cannot_be_copied_are_named(rich: Path, tmp_path: Path) -> None:
+    notes = tmp_path / "notes.db"
+    notes.write_text("these are my notes, not a catalog\n" * 100)
+    for source, destination, expected in (
+        (notes, tmp_path / "a.db", f"{notes}"),  # not a catalog
+        (rich, notes, f"{notes}"),
+        (rich, tmp_path / "nowhere" / "c.db", f"{tmp_path / 'nowhere' / 'c.db'}"),
+    ):
+        code, out, err = olbridge("catalog", "copy", str(source), str(destination))
+        assert code == 1 and out == "" and "Traceback" not in err, err
+        assert err.strip().splitlines()[-1].startswith("Error: ") and expected in err
+    assert notes.read_text() == "these are my notes, not a catalog\n" * 100
+    assert not (tmp_path / "nowhere").exists() and not (tmp_path / "a.db").exists()
+
+
 def test_keys_go_on_past_the_copied_ones(tmp_path: Path, postgres_url: str) -> None:
     source = tmp_path / "s.db"
     with Catalog(source) as catalog:

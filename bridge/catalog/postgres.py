@@ -28,6 +28,7 @@ from psycopg.conninfo import make_conninfo
 
 from bridge.catalog import sql as shared
 from bridge.catalog.engine import Busy, Connection, Cursor, Engine, masked, url_password
+from bridge.catalog.postgres_lookups import pair_columns, pairs_form
 from bridge.errors import CatalogError
 
 # SQLite's fragments, and PostgreSQL's for them
@@ -87,6 +88,9 @@ _TRANSLATED: dict[str, str] = {}
 _TRANSLATED_PLAIN: dict[str, str] = {}
 
 
+_PAIRS: dict[str, str | None] = {}  # each statement's pairs form (None: it has none)
+
+
 class SharedCursor(psycopg.Cursor[Any]):
     """psycopg's cursor, taking the shared statements: each translated once (:func:`translate`)."""
 
@@ -98,7 +102,15 @@ class SharedCursor(psycopg.Cursor[Any]):
         prepare: bool | None = None,
         binary: bool | None = None,
     ) -> SharedCursor:
-        super().execute(translate(query, parameters=params is not None), params, prepare=prepare, binary=binary)
+        text = translate(query, parameters=params is not None)
+        if params is not None and len(params) > 2:  # an OR of point lookups on pairs: one lookup
+            pairs = _PAIRS.get(text, "")
+            if pairs == "":
+                pairs = _PAIRS[text] = pairs_form(text)
+            if pairs is not None:
+                super().execute(pairs, pair_columns(params), prepare=prepare, binary=binary)
+                return self
+        super().execute(text, params, prepare=prepare, binary=binary)
         return self
 
     def executemany(  # type: ignore[override]

@@ -352,6 +352,11 @@ class GroupIngest:
             if asset != current:
                 rebuilt.append(asset_row(asset))
         sets = {source: self._usage_sets(source) for source in {row[0] for row in self.sources}}
+        claimed: set[int] = set()  # the source rows inserted as they are by _claim_new
+        job_usages, edges = list(self.job_usages), list(self.edges)
+        if self.concurrent:
+            claimed = self._claim_new()
+            job_usages, edges = self._unknown(job_usages, edges)
         writes: list[tuple[str, list[tuple[Any, ...]]]] = [
             (sql.INSERT_RECEIVED, self.received),
             (
@@ -378,29 +383,30 @@ class GroupIngest:
                 [
                     (*row, _json(sorted(sets[row[0]]["input"])), _json(sorted(sets[row[0]]["output"])))
                     for row in self.sources
+                    if id(row) not in claimed
                 ],
             ),
-            (sql.INSERT_EXTERNAL_USAGE, list(self.job_usages)),
-            (sql.INSERT_EXTERNAL_EDGE, list(self.edges)),
+            (sql.INSERT_EXTERNAL_USAGE, job_usages),
+            (sql.INSERT_EXTERNAL_EDGE, edges),
             (sql.INSERT_COLUMN_EDGE, list(self.column_edges)),
         ]
-        if self.concurrent:
-            self._claim_new()
         for statement, rows in writes:
             if rows:
                 self.cur.executemany(statement, rows)
                 if statement is sql.INSERT_RECEIVED and self.cur.rowcount != len(rows):
                     raise Conflict("another process took some of these events meanwhile")
 
-    def _claim_new(self) -> None:
+    def _claim_new(self) -> set[int]:
         """Insert the group's new runs and jobs before merging into them: one that another process
-        inserted meanwhile (its merge would lose that one's inputs and outputs) is a Conflict."""
+        inserted meanwhile (its merge would lose that one's inputs and outputs) is a Conflict.
+        Returns the rows inserted (their ids): each is its source's first row as it stands after
+        the group, which merging again would not change."""
         first: dict[str, tuple[Any, ...]] = {}
         for row in self.sources:
             if row[0] not in self.stored_sources:
                 first.setdefault(row[0], row)
         if not first:
-            return
+            return set()
         sets = {source: self._usage_sets(source) for source in first}
         self.cur.executemany(
             sql.CLAIM_SOURCE,
@@ -408,6 +414,22 @@ class GroupIngest:
         )
         if self.cur.rowcount != len(first):
             raise Conflict("another process recorded one of these runs meanwhile")
+        return {id(row) for row in first.values()}
+
+    def _unknown(
+        self, usages: list[tuple[str, str, str, str]], edges: list[tuple[str, str, str, str]]
+    ) -> tuple[list[tuple[str, str, str, str]], list[tuple[str, str, str, str]]]:
+        """The usages and edges of the group that are not stored yet, read in a few statements
+        (recurring jobs name the same ones group after group: an insert of each, even one that
+        changes nothing, costs a statement on the server, a read a row of an index)."""
+        if usages:
+            jobs = sorted({(ns, name) for ns, name, _, _ in usages})
+            stored = {tuple(row) for row in self._select(sql.usages_of_jobs, jobs)}
+            usages = [usage for usage in usages if usage not in stored]
+        if edges:
+            found = {tuple(row) for row in self._select(sql.edges_from, sorted({edge[0] for edge in edges}))}
+            edges = [edge for edge in edges if edge not in found]
+        return usages, edges
 
 
 def _source_row(event: IncomingEvent, moment: str) -> tuple[Any, ...]:

@@ -424,6 +424,20 @@ def locked_bindings_of(count: int) -> str:
     return bindings_of(count) + " ORDER BY ol_namespace, ol_name" + LOCK
 
 
+def usages_of_jobs(count: int) -> str:
+    """The inputs and outputs recorded of ``count`` jobs (pairs of namespace and name)."""
+    pairs = " OR ".join("(job_namespace = ? AND job_name = ?)" for _ in range(count))
+    return f"SELECT job_namespace, job_name, direction, asset_id FROM external_usages WHERE {pairs}"
+
+
+def edges_from(count: int) -> str:
+    """The external edges from ``count`` assets (the primary key's prefix)."""
+    return (
+        "SELECT upstream_id, downstream_id, job_namespace, job_name FROM external_lineage "
+        f"WHERE upstream_id IN ({', '.join('?' * count)})"
+    )
+
+
 def usages_of_sources(count: int) -> str:
     return f"SELECT source, inputs, outputs FROM external_sources WHERE source IN ({', '.join('?' * count)})"
 

@@ -502,6 +502,15 @@ def test_a_password_is_masked_wherever_a_url_is_shown() -> None:
         assert (masked(url), url_password(url)) == (shown, password)
 
 
+def test_the_config_files_catalog_may_be_a_url(tmp_path: Path) -> None:
+    from bridge.config import parse_config
+
+    assert parse_config({"catalog": "postgresql://olbridge@db/lineage"}, "x.toml", tmp_path).catalog == (
+        "postgresql://olbridge@db/lineage"
+    )
+    assert parse_config({"catalog": "c.db"}, "x.toml", tmp_path).catalog == tmp_path / "c.db"
+
+
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import sqlite3
+import string
 import subprocess
 import sys
 import threading
@@ -379,6 +381,64 @@ def test_writers_side_by_side_end_as_one_writer_would(
         assert together.count_received()["received_events"] == len(events)
 
 
+NOISE = "".join(random.Random(7).choices(string.ascii_letters + string.digits, k=8000))  # does not compress
+
+
+def test_a_key_past_postgresqls_index_limit_refuses_its_event_and_not_the_others(
+    postgres: PostgresServer, catalog_template: str, resolver: Resolver
+) -> None:
+    """A btree entry holds about 2,700 bytes: an event naming a dataset past that is refused (the
+    catalog cannot keep it), never retried for ever; the other events of its batch land."""
+    url = postgres.url(postgres.create_database(template=catalog_template))
+    huge = ol_run_event(run_id="0194a1b2-0000-7000-8000-000000000077", inputs=[ol_dataset("s3://b", NOISE)])
+    with Catalog(url) as catalog:
+        outcomes = catalog_intake(catalog, resolver).take([huge, ol_run_event()])
+        assert [o.status for o in outcomes] == ["refused", "accepted"]
+        assert "the catalog cannot store the event" in outcomes[0].message
+        assert catalog.count_received()["received_events"] == 1
+
+
+def test_a_deadlock_is_run_again_and_both_writes_land(postgres: PostgresServer, catalog_template: str) -> None:
+    """Two transactions lock two rows in opposite orders: PostgreSQL ends one of them (a
+    deadlock), which is run again once the other has committed; both land."""
+    url = postgres.url(postgres.create_database(template=catalog_template))
+    with Catalog(url) as catalog:
+        for name in ("x", "y"):
+            catalog.save_position(Position("test", name, 0, "u"))
+    both_hold_one = threading.Barrier(2, timeout=30)
+    tries: dict[str, int] = {"x": 0, "y": 0}
+    failures: list[BaseException] = []
+
+    def write(first: str, second: str) -> None:
+        def work(cur: Any) -> None:
+            tries[first] += 1
+            cur.execute("SELECT value FROM positions WHERE kind = 'test' AND name = ?" + sql.LOCK, (first,))
+            if tries[first] == 1:
+                both_hold_one.wait()
+            cur.execute("SELECT value FROM positions WHERE kind = 'test' AND name = ?" + sql.LOCK, (second,))
+            for name in (first, second):
+                cur.execute(
+                    "UPDATE positions SET value = value || '+' || ? WHERE kind = 'test' AND name = ?", (first, name)
+                )
+
+        try:
+            with Catalog(url) as catalog:
+                catalog.db.write(work)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=write, args=pair) for pair in (("x", "y"), ("y", "x"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not failures, failures
+    assert max(tries.values()) >= 2  # ended by a deadlock, and run again (as often as it takes)
+    with Catalog(url) as catalog:
+        values = dict(catalog._conn.execute("SELECT name, value FROM positions WHERE kind = 'test'").fetchall())
+    assert sorted(values["x"].split("+")[1:]) == sorted(values["y"].split("+")[1:]) == ["x", "y"]
+
+
 def test_two_workers_never_both_take_the_outbox_lease(postgres: PostgresServer, catalog_template: str) -> None:
     from bridge.catalog.workers import StreamWorkerInfo
 
@@ -441,6 +501,15 @@ def test_a_password_is_masked_wherever_a_url_is_shown() -> None:
         ("postgresql://u@/db?host=/run/pg", "postgresql://u@/db?host=/run/pg", None),
     ]:
         assert (masked(url), url_password(url)) == (shown, password)
+
+
+def test_the_config_files_catalog_may_be_a_url(tmp_path: Path) -> None:
+    from bridge.config import parse_config
+
+    assert parse_config({"catalog": "postgresql://olbridge@db/lineage"}, "x.toml", tmp_path).catalog == (
+        "postgresql://olbridge@db/lineage"
+    )
+    assert parse_config({"catalog": "c.db"}, "x.toml", tmp_path).catalog == tmp_path / "c.db"
 
 
 def _closed_port() -> int:

@@ -24,6 +24,8 @@ from bridge.openlineage.validate import validate_event
 from tests.conftest import at
 from tests.helpers import invoke, snapshot
 
+pytestmark = pytest.mark.both_engines
+
 FIXTURES = Path(__file__).parent / "kestra"
 LINEAGE = FIXTURES / "asset-lineage.ndjson"
 GUIDE_FLOW = FIXTURES / "dbt_build_with_lineage.yml"

@@ -35,6 +35,8 @@ from bridge.openlineage.validate import validate_event
 from tests.conftest import T0, at
 from tests.helpers import invoke, snapshot
 
+pytestmark = pytest.mark.both_engines
+
 BIN = Path(sys.executable).parent
 API = "http://prefect.test/api"
 FLOW_RUN = "dc1f969d-f3ef-41bd-b401-5708fd20cf1a"

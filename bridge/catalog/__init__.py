@@ -1,4 +1,4 @@
-"""The embedded asset catalog (SQLite)."""
+"""The asset catalog: one API, on SQLite (a file, embedded) or PostgreSQL (a shared database)."""
 
 from bridge.catalog.columns import ColumnLineageEdge, ColumnLineageGraph, StoredColumnEdge
 from bridge.catalog.positions import Position

@@ -218,13 +218,19 @@ class PostgresEngine(Engine):
         if not isinstance(exc, psycopg.Error):
             return False
         state = exc.sqlstate or ""
-        return isinstance(exc, psycopg.OperationalError) or state[:2] in _BUSY_CLASSES or state == "55P03"
+        if not state:  # the client's own: the connection failed or was lost
+            return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+        return state[:2] in _BUSY_CLASSES or state == "55P03"
 
     def conflict(self, exc: BaseException) -> bool:
         return super().conflict(exc) or (isinstance(exc, psycopg.Error) and exc.sqlstate in _CONFLICT_CODES)
 
     def refused(self, exc: BaseException) -> bool:
-        return isinstance(exc, psycopg.IntegrityError | psycopg.DataError) and not self.conflict(exc)
+        # a constraint, a value PostgreSQL cannot hold, or a key past an index's limit (class 54:
+        # a btree entry holds at most about 2,700 bytes): that input cannot be kept, the others can
+        if not isinstance(exc, psycopg.Error) or self.conflict(exc):
+            return False
+        return isinstance(exc, psycopg.IntegrityError | psycopg.DataError) or (exc.sqlstate or "").startswith("54")
 
     # --- the schema ----------------------------------------------------------------------------
 

@@ -1,8 +1,11 @@
-"""The embedded asset catalog on SQLite.
+"""The asset catalog, the public API of :mod:`bridge.catalog`, on SQLite or PostgreSQL.
 
 Every write runs in one transaction: a refused input changes nothing. Reads return the records of
-:mod:`bridge.model`, never rows. The SQL is in :mod:`bridge.catalog.sql`, the row conversions in
-:mod:`bridge.catalog.rows` and the writes in :mod:`bridge.catalog.writes`.
+:mod:`bridge.model`, never rows. The engine (:mod:`bridge.catalog.engine`, the contract; its
+SQLite and PostgreSQL modules) says how to reach the catalog, the SQL is in
+:mod:`bridge.catalog.sql`, the schema and its versions in :mod:`bridge.catalog.schema` and
+:mod:`bridge.catalog.migrate`, the row conversions in :mod:`bridge.catalog.rows` and the writes in
+:mod:`bridge.catalog.writes` and :mod:`bridge.catalog.external`.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from click.core import ParameterSource
 # the modules, not their commands: a command named as its module (bridge.cli.dbt.dbt) would hide
 # the module from `import bridge.cli.dbt` and monkeypatch
 from bridge.cli import assets, basics, catalog, dbt, export, imports, kestra, lineage, metaflow, prefect, serve, stream
-from bridge.cli.context import CONTEXT_SETTINGS, AppContext, BridgeGroup, catalog_target, warn_of_a_password
+from bridge.cli.context import CONTEXT_SETTINGS, AppContext, BridgeGroup, CatalogParam, warn_of_a_password
 from bridge.config import load_config
 from bridge.version import __version__
 
@@ -33,6 +33,7 @@ __all__ = ["AppContext", "BridgeGroup", "cli", "main"]
 @click.option(
     "--catalog",
     "catalog_path",
+    type=CatalogParam(),
     metavar="PATH|URL",
     envvar="OLBRIDGE_CATALOG",
     default=None,
@@ -48,7 +49,7 @@ __all__ = ["AppContext", "BridgeGroup", "cli", "main"]
     help="Config file (TOML) [env OLBRIDGE_CONFIG; default: ./olbridge.toml if present].",
 )
 @click.pass_context
-def cli(ctx: click.Context, catalog_path: str | None, config_path: Path | None) -> None:
+def cli(ctx: click.Context, catalog_path: str | Path | None, config_path: Path | None) -> None:
     """olbridge: an OpenLineage bridge for data-asset catalogs.
 
     Record the assets your tasks read and write (or import them from dbt, Kestra, Prefect and
@@ -58,8 +59,7 @@ def cli(ctx: click.Context, catalog_path: str | None, config_path: Path | None) 
     config = load_config(config_path, os.environ)  # a ConfigError is BridgeGroup's to report
     if catalog_path is not None and ctx.get_parameter_source("catalog_path") is ParameterSource.COMMANDLINE:
         warn_of_a_password(catalog_path)
-    target = catalog_target(catalog_path) if catalog_path else config.catalog
-    app = AppContext(config=config, catalog_path=target)
+    app = AppContext(config=config, catalog_path=catalog_path or config.catalog)
     ctx.obj = app
     ctx.call_on_close(app.close)
 

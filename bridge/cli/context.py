@@ -11,7 +11,7 @@ A command takes the context as its first argument::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import click
@@ -33,9 +33,24 @@ def catalog_target(text: str) -> str | Path:
     return text if is_url(text) else Path(text)
 
 
-def warn_of_a_password(text: str) -> None:
+if TYPE_CHECKING:  # generic from click 8.2 on; the dependency allows 8.1
+    _ParamType = click.ParamType[str | Path]
+else:
+    _ParamType = click.ParamType
+
+
+class CatalogParam(_ParamType):
+    """``--catalog``: a database URL as it is, else a file path (a Path)."""
+
+    name = "catalog"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str | Path:
+        return value if isinstance(value, Path) else catalog_target(str(value))
+
+
+def warn_of_a_password(text: str | Path) -> None:
     """Say on stderr that a password given in ``--catalog`` is seen by every user of the machine."""
-    if url_password(text):
+    if isinstance(text, str) and url_password(text):
         click.echo(
             "Warning: the --catalog URL holds a password, which every user of this machine can read in its "
             "process list; give it in PGPASSWORD, a pass file (~/.pgpass or PGPASSFILE), or the whole URL in "

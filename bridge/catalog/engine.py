@@ -136,6 +136,18 @@ class Engine(abc.ABC):
     def tables(self, conn: Connection | Cursor) -> list[str]:
         """The names of the database's tables (of the catalog's schema), in name order."""
 
+    def read_all(self, cur: Cursor, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
+        """The rows of each of several reads that do not depend on one another, in order: one
+        after another here (an engine with a server sends them in one round trip)."""
+        return [cur.execute(query, params).fetchall() for query, params in queries]
+
+    def write_all(self, cur: Cursor, writes: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
+        """Several ``executemany`` whose counts of rows nobody reads, in order (an engine with a
+        server sends them in one round trip)."""
+        for statement, rows in writes:
+            if rows:
+                cur.executemany(statement, rows)
+
     def reset_keys(self, cur: Cursor) -> None:
         """Set the counter of every key that counts up past its table's highest (after rows were
         written with their keys, by a copy): none to set by default (SQLite counts from the rows)."""

@@ -21,7 +21,7 @@ import attrs
 import orjson
 
 from bridge.catalog import sql
-from bridge.catalog.engine import Conflict, Cursor
+from bridge.catalog.engine import Conflict, Cursor, Engine
 from bridge.catalog.rows import asset_from_row, asset_row
 from bridge.catalog.writes import get_asset
 from bridge.model import EXTERNAL, Asset, Origin, parse_time
@@ -130,10 +130,20 @@ class GroupIngest:
     (no in-place touch), which it holds locked."""
 
     def __init__(
-        self, cur: Cursor, resolver: Resolver, events: Sequence[IncomingEvent], *, concurrent: bool = False
+        self,
+        cur: Cursor,
+        resolver: Resolver,
+        events: Sequence[IncomingEvent],
+        *,
+        concurrent: bool = False,
+        engine: Engine | None = None,
     ) -> None:
         self.cur = cur
         self.concurrent = concurrent
+        # reads that do not depend on one another, and writes whose counts nobody reads, go to an
+        # engine with a server in one round trip each
+        self.read_all = engine.read_all if engine is not None else _read_each
+        self.write_all = engine.write_all if engine is not None else None
         self.resolver = resolver
         self.received: list[tuple[Any, ...]] = []
         self.bindings: dict[tuple[str, str], _Binding | None] = {}  # None: known not to be bound yet
@@ -163,10 +173,27 @@ class GroupIngest:
             params = [part for key in chunk for part in key] if isinstance(chunk[0], tuple) else chunk
             yield from self.cur.execute(statement(len(chunk)), params)
 
+    def _queries(self, statement: Callable[[int], str], keys: Sequence[Any]) -> list[tuple[str, list[Any]]]:
+        """:meth:`_select`'s statements and parameters, to run with others (:meth:`_read`)."""
+        queries = []
+        for chunk in self._chunks(keys):
+            params = [part for key in chunk for part in key] if isinstance(chunk[0], tuple) else list(chunk)
+            queries.append((statement(len(chunk)), params))
+        return queries
+
+    def _read(self, *reads: list[tuple[str, list[Any]]]) -> list[list[Any]]:
+        """The rows of each list of queries (:meth:`_queries`), all of them read at once."""
+        found = self.read_all(self.cur, [query for queries in reads for query in queries])
+        out, start = [], 0
+        for queries in reads:
+            out.append([row for rows in found[start : start + len(queries)] for row in rows])
+            start += len(queries)
+        return out
+
     def _preload(self, events: Sequence[IncomingEvent]) -> None:
-        """Read what the group's events touch in a few statements, not one a row."""
+        """Read what the group's events touch in a few statements, not one a row (one round trip
+        on an engine with a server)."""
         pairs = [(e.time_text, e.digest) for e in events]
-        self.known: set[str] = {digest for (digest,) in self._select(sql.received_digests, pairs)}
         datasets = list(
             dict.fromkeys(
                 [
@@ -176,15 +203,17 @@ class GroupIngest:
             )
         )
         self.bindings = dict.fromkeys(datasets)
-        locked = sql.locked_bindings_of if self.concurrent else sql.bindings_of
-        for ns, name, asset_id, first, last, seen_rank, facets_rank, facets_digest in self._select(
-            locked, sorted(datasets)
-        ):
-            self.bindings[ns, name] = _Binding(asset_id, first, last, seen_rank, facets_rank, facets_digest, new=False)
         sources = sorted({e.source for e in events if e.source is not None})
-        locked = sql.locked_usages_of_sources if self.concurrent else sql.usages_of_sources
+        digests, bindings, stored = self._read(
+            self._queries(sql.received_digests, pairs),
+            self._queries(sql.locked_bindings_of if self.concurrent else sql.bindings_of, sorted(datasets)),
+            self._queries(sql.locked_usages_of_sources if self.concurrent else sql.usages_of_sources, sources),
+        )
+        self.known: set[str] = {digest for (digest,) in digests}
+        for ns, name, asset_id, first, last, seen_rank, facets_rank, facets_digest in bindings:
+            self.bindings[ns, name] = _Binding(asset_id, first, last, seen_rank, facets_rank, facets_digest, new=False)
         self.stored_sources: set[str] = set()
-        for source, inputs, outputs in self._select(locked, sources):
+        for source, inputs, outputs in stored:
             self.stored_sources.add(source)
             sets = self._usage_sets(source)
             sets["input"].update(json.loads(inputs))
@@ -336,10 +365,12 @@ class GroupIngest:
     def flush(self) -> None:
         bound = [((ns, name), b) for (ns, name), b in self.bindings.items() if b is not None and b.dirty]
         touched, rebuilt = [], []
+        job_usages, edges = list(self.job_usages), list(self.edges)
         if self.concurrent:  # the placeholders to rebuild, read (and locked) in one go, in order
             wanted = sorted({b.asset_id for _, b in bound if b.asset_id not in self.assets})
             self.assets.update(dict.fromkeys(wanted))
-            for row in self._select(sql.locked_assets, wanted):
+            rows, job_usages, edges = self._unknown(wanted, job_usages, edges)
+            for row in rows:
                 self.assets[row[0]] = asset_from_row(row)
         for dataset, b in bound:
             if not b.new and b.facets is None and not self.concurrent:  # only its sightings moved: in SQL
@@ -352,11 +383,7 @@ class GroupIngest:
             if asset != current:
                 rebuilt.append(asset_row(asset))
         sets = {source: self._usage_sets(source) for source in {row[0] for row in self.sources}}
-        claimed: set[int] = set()  # the source rows inserted as they are by _claim_new
-        job_usages, edges = list(self.job_usages), list(self.edges)
-        if self.concurrent:
-            claimed = self._claim_new()
-            job_usages, edges = self._unknown(job_usages, edges)
+        claimed = self._claim_new() if self.concurrent else set()  # the source rows inserted as they are
         writes: list[tuple[str, list[tuple[Any, ...]]]] = [
             (sql.INSERT_RECEIVED, self.received),
             (
@@ -390,11 +417,17 @@ class GroupIngest:
             (sql.INSERT_EXTERNAL_EDGE, edges),
             (sql.INSERT_COLUMN_EDGE, list(self.column_edges)),
         ]
-        for statement, rows in writes:
+        (received, rows), rest = writes[0], writes[1:]
+        if rows:
+            self.cur.executemany(received, rows)
+            if self.cur.rowcount != len(rows):
+                raise Conflict("another process took some of these events meanwhile")
+        if self.write_all is not None:
+            self.write_all(self.cur, [(statement, rows) for statement, rows in rest if rows])
+            return
+        for statement, rows in rest:
             if rows:
                 self.cur.executemany(statement, rows)
-                if statement is sql.INSERT_RECEIVED and self.cur.rowcount != len(rows):
-                    raise Conflict("another process took some of these events meanwhile")
 
     def _claim_new(self) -> set[int]:
         """Insert the group's new runs and jobs before merging into them: one that another process
@@ -417,19 +450,28 @@ class GroupIngest:
         return {id(row) for row in first.values()}
 
     def _unknown(
-        self, usages: list[tuple[str, str, str, str]], edges: list[tuple[str, str, str, str]]
-    ) -> tuple[list[tuple[str, str, str, str]], list[tuple[str, str, str, str]]]:
-        """The usages and edges of the group that are not stored yet, read in a few statements
-        (recurring jobs name the same ones group after group: an insert of each, even one that
-        changes nothing, costs a statement on the server, a read a row of an index)."""
-        if usages:
-            jobs = sorted({(ns, name) for ns, name, _, _ in usages})
-            stored = {tuple(row) for row in self._select(sql.usages_of_jobs, jobs)}
-            usages = [usage for usage in usages if usage not in stored]
-        if edges:
-            found = {tuple(row) for row in self._select(sql.edges_from, sorted({edge[0] for edge in edges}))}
-            edges = [edge for edge in edges if edge not in found]
-        return usages, edges
+        self, assets: list[str], usages: list[tuple[str, str, str, str]], edges: list[tuple[str, str, str, str]]
+    ) -> tuple[list[Any], list[tuple[str, str, str, str]], list[tuple[str, str, str, str]]]:
+        """The rows of the assets given, locked, and the usages and edges of the group that are
+        not stored yet, read at once (recurring jobs name the same usages and edges group after
+        group: an insert of each, even one that changes nothing, costs a statement on the
+        server, where a read costs a row of an index)."""
+        jobs = sorted({(ns, name) for ns, name, _, _ in usages})
+        rows, stored, found = self._read(
+            self._queries(sql.locked_assets, assets) if assets else [],
+            self._queries(sql.usages_of_jobs, jobs) if jobs else [],
+            self._queries(sql.edges_from, sorted({edge[0] for edge in edges})) if edges else [],
+        )
+        known_usages, known_edges = {tuple(row) for row in stored}, {tuple(row) for row in found}
+        return (
+            rows,
+            [usage for usage in usages if usage not in known_usages],
+            [edge for edge in edges if edge not in known_edges],
+        )
+
+
+def _read_each(cur: Cursor, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
+    return [cur.execute(query, params).fetchall() for query, params in queries]
 
 
 def _source_row(event: IncomingEvent, moment: str) -> tuple[Any, ...]:
@@ -457,10 +499,16 @@ def _source_row(event: IncomingEvent, moment: str) -> tuple[Any, ...]:
 
 
 def ingest_events(
-    cur: Cursor, events: Sequence[IncomingEvent], resolver: Resolver, *, concurrent: bool = False
+    cur: Cursor,
+    events: Sequence[IncomingEvent],
+    resolver: Resolver,
+    *,
+    concurrent: bool = False,
+    engine: Engine | None = None,
 ) -> list[IngestResult]:
-    """Take a group of events in the caller's transaction (``concurrent``: see :class:`GroupIngest`)."""
-    group = GroupIngest(cur, resolver, events, concurrent=concurrent)
+    """Take a group of events in the caller's transaction (``concurrent``, ``engine``: see
+    :class:`GroupIngest`)."""
+    group = GroupIngest(cur, resolver, events, concurrent=concurrent, engine=engine)
     results = [group.take(event) for event in events]
     group.flush()
     return results

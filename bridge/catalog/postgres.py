@@ -263,6 +263,21 @@ class PostgresEngine(Engine):
         )
         return [str(name) for (name,) in conn.execute(query)]
 
+    def read_all(self, cur: Cursor, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
+        # one round trip: the reads go out in a pipeline, each on a cursor of its own
+        conn: Any = cur.connection  # type: ignore[attr-defined]
+        cursors = [conn.cursor() for _ in queries]
+        with conn.pipeline():
+            for each, (query, params) in zip(cursors, queries, strict=True):
+                each.execute(query, params)
+        return [each.fetchall() for each in cursors]
+
+    def write_all(self, cur: Cursor, writes: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
+        conn: Any = cur.connection  # type: ignore[attr-defined]
+        with conn.pipeline():
+            for statement, rows in writes:
+                cur.executemany(statement, rows)
+
     def reset_keys(self, cur: Cursor) -> None:
         for table, column in shared.COUNTED_KEYS.items():
             cur.execute(

@@ -480,7 +480,7 @@ class Catalog:
 
         def whole(cur: Cursor) -> list[IngestResult | Exception]:
             taken: list[IngestResult | Exception] = list(
-                external.ingest_events(cur, events, resolver, concurrent=concurrent)
+                external.ingest_events(cur, events, resolver, concurrent=concurrent, engine=self.engine)
             )
             if position is not None:
                 positions.save(cur, position)
@@ -497,7 +497,9 @@ class Catalog:
             for event in events:
                 cur.execute("SAVEPOINT event")
                 try:
-                    results.extend(external.ingest_events(cur, [event], resolver, concurrent=concurrent))
+                    results.extend(
+                        external.ingest_events(cur, [event], resolver, concurrent=concurrent, engine=self.engine)
+                    )
                 except Exception as exc:
                     if self.engine.conflict(exc) or not (self._one_event(exc) or self.engine.busy(exc)):
                         raise

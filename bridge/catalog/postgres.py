@@ -89,6 +89,9 @@ _TRANSLATED_PLAIN: dict[str, str] = {}
 
 
 _PAIRS: dict[str, str | None] = {}  # each statement's pairs form (None: it has none)
+# below this many parameters (8 pairs) the OR of index probes plans and runs faster (0.04 ms
+# against 0.2 ms for 4 pairs); above, the arrays (1.5 ms against 3.4 ms for 256)
+PAIRS_FROM = 16
 
 
 class SharedCursor(psycopg.Cursor[Any]):
@@ -103,7 +106,7 @@ class SharedCursor(psycopg.Cursor[Any]):
         binary: bool | None = None,
     ) -> SharedCursor:
         text = translate(query, parameters=params is not None)
-        if params is not None and len(params) > 2:  # an OR of point lookups on pairs: one lookup
+        if params is not None and len(params) > PAIRS_FROM:  # an OR of many point lookups on pairs: one lookup
             pairs = _PAIRS.get(text, "")
             if pairs == "":
                 pairs = _PAIRS[text] = pairs_form(text)

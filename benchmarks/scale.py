@@ -2,7 +2,7 @@
 serve`` processes, single events and batches of 100, ``olbridge stream`` with one and with two
 workers, and the same on SQLite beside them (one process each: SQLite's topology).
 
-    python benchmarks/scale.py [--seconds 10] [--connections 16] [--runs 20000] [--repeat 1]
+    python benchmarks/scale.py [--seconds 10] [--connections 16] [--runs 20000] [--repeat 1] [--copy-runs 100000]
 
 The receiver is loaded by ``wrk`` as ``benchmarks/ingest.py`` does (its events and Lua script: each
 run a START and a COMPLETE, 280 jobs on their own tables, every event distinct), one wrk a server
@@ -11,7 +11,9 @@ servers' steady rate, counted by their metrics once the load runs; p50 / p99 are
 of the wrk processes'). Every server runs with its defaults (two HTTP workers and a writer). The
 stream workers drain a catalog of ``--runs`` task runs (two events each) to a loopback backend
 (``tests/backend.py`` in its own process, with the batch endpoint), timed from their start until
-the backend holds every event.
+the backend holds every event. Last, ``olbridge catalog copy`` of a SQLite catalog of
+``--copy-runs`` task runs into PostgreSQL and back, each copy and its check timed, and the three
+catalogs' exports compared byte for byte.
 
 The PostgreSQL server is started here, in a temporary directory (``tests/postgres.py``), durable:
 ``fsync`` and ``synchronous_commit`` on, as SQLite's ``synchronous=FULL``. For each PostgreSQL run
@@ -56,9 +58,20 @@ ACCEPTED = 'olbridge_receiver_events_total{result="accepted"}'
 # --- the receiver --------------------------------------------------------------------------
 
 
-def start_serve(catalog: str, log: Path, max_batch: int) -> tuple[subprocess.Popen[bytes], str]:
+def start_serve(catalog: str, log: Path, max_batch: int, workers: int = 2) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    command = [OLBRIDGE, "--catalog", catalog, "serve", "--port", str(port), "--token", "bench"]
+    command = [
+        OLBRIDGE,
+        "--catalog",
+        catalog,
+        "serve",
+        "--port",
+        str(port),
+        "--token",
+        "bench",
+        "--workers",
+        str(workers),
+    ]
     process = subprocess.Popen(
         [*command, "--max-batch", str(max(max_batch, 1000))], stdin=subprocess.DEVNULL, stderr=log.open("a")
     )
@@ -152,7 +165,9 @@ def bodies_for(events: list[str], mode: str, size: int, parts: int, folder: Path
         if mode == "single":
             path.write_text("\n".join(mine) + "\n")
         else:
-            path.write_text("\n".join("[" + ",".join(mine[i : i + size]) + "]" for i in range(0, len(mine), size)) + "\n")
+            path.write_text(
+                "\n".join("[" + ",".join(mine[i : i + size]) + "]" for i in range(0, len(mine), size)) + "\n"
+            )
         paths.append(path)
     return paths
 
@@ -200,7 +215,7 @@ def receiver(
     catalog = engine.new()
     subprocess.run([OLBRIDGE, "--catalog", catalog, "init"], check=True, capture_output=True)
     log = engine.folder / "serve.log"
-    servers = [start_serve(catalog, log, args.batch_size) for _ in range(processes)]
+    servers = [start_serve(catalog, log, args.batch_size, args.serve_workers) for _ in range(processes)]
     urls = [url for _, url in servers]
     try:
         time.sleep(2)  # every worker up before the load starts
@@ -235,7 +250,9 @@ def stream(engine: Engine, workers: int, runs: int) -> float:
     try:
         command = [OLBRIDGE, "--catalog", catalog, "stream", "--url", backend.url, "--poll", "0.05"]
         began = time.perf_counter()
-        running = [subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
+        running = [
+            subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)
+        ]
         try:
             deadline = time.monotonic() + 1800
             while backend.accepted() < expected:
@@ -253,6 +270,62 @@ def stream(engine: Engine, workers: int, runs: int) -> float:
     return expected / elapsed
 
 
+# --- catalog copy ----------------------------------------------------------------------------
+
+
+def copy_figures(folder: Path, server: PostgresServer, runs: int) -> None:
+    """``olbridge catalog copy`` of a SQLite catalog of ``runs`` task runs into PostgreSQL and back:
+    the copy and the check of each, and whether the three catalogs export the same bytes."""
+    import hashlib
+    import re
+
+    source = folder / "copy-source.db"
+    began = time.perf_counter()
+    with Catalog(source) as catalog:
+        fill(catalog, runs)
+    print(f"\ncatalog copy: {runs:,} task runs, SQLite catalog built in {time.perf_counter() - began:.0f}s")
+    database = server.create_database()
+    postgres = server.url(database)
+    back = folder / "copy-back.db"
+    try:
+        for label, src, dst in (
+            ("SQLite -> PostgreSQL", str(source), postgres),
+            ("PostgreSQL -> SQLite", postgres, str(back)),
+        ):
+            began = time.perf_counter()
+            done = subprocess.run([OLBRIDGE, "catalog", "copy", src, dst, "--json"], capture_output=True, text=True)
+            elapsed = time.perf_counter() - began
+            if done.returncode != 0:
+                raise SystemExit(f"catalog copy failed: {done.stderr}")
+            report = json.loads(done.stdout)
+            found = re.findall(r"^(copying|checking): [\d,]+ rows in ([\d:]+) \(([\d,]+)/s\)$", done.stderr, re.M)
+            phases = {phase: took for phase, took, _ in found}
+            rates = {phase: rate for phase, _, rate in found}
+            print(
+                f"  {label}: {report['rows']:,} rows in {len(report['tables'])} tables, {elapsed:.1f}s in all "
+                f"(copy {phases.get('copying', '?')} at {rates.get('copying', '?')} rows/s, check "
+                f"{phases.get('checking', '?')} at {rates.get('checking', '?')} rows/s), every table the same: "
+                f"{report['same']}"
+            )
+        digests = {}
+        for label, catalog in (("SQLite", str(source)), ("PostgreSQL", postgres), ("back in SQLite", str(back))):
+            out = folder / "export.ndjson"
+            began = time.perf_counter()
+            subprocess.run(
+                [OLBRIDGE, "--catalog", catalog, "export", "--output", str(out)], check=True, capture_output=True
+            )
+            elapsed = time.perf_counter() - began
+            digests[label] = hashlib.sha256(out.read_bytes()).hexdigest()
+            print(
+                f"  export from {label}: {out.stat().st_size / 1024 / 1024:,.1f} MiB in {elapsed:.1f}s, "
+                f"sha256 {digests[label][:16]}"
+            )
+            out.unlink()
+        print(f"  identical exports: {len(set(digests.values())) == 1}")
+    finally:
+        server.drop_database(database)
+
+
 # --- the run ---------------------------------------------------------------------------------
 
 
@@ -266,6 +339,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=20_000, help="task runs the stream workers deliver (0: skip)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each receiver setup; the median is shown")
     parser.add_argument("--engines", nargs="+", choices=["postgresql", "sqlite"], default=["postgresql", "sqlite"])
+    parser.add_argument("--serve-workers", type=int, default=2, help="olbridge serve --workers")
+    parser.add_argument(
+        "--parts", nargs="+", choices=["receivers", "stream", "copy"], default=["receivers", "stream", "copy"]
+    )
+    parser.add_argument("--modes", nargs="+", choices=["single", "batch"], default=["single", "batch"])
+    parser.add_argument("--copy-runs", type=int, default=100_000, help="task runs for catalog copy (0: skip)")
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk); it is the load generator")
@@ -280,27 +359,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"PostgreSQL {server.version} (durable: fsync and synchronous_commit on)")
         script = folder / "post.lua"
         script.write_text(LUA)
-        events = [json.dumps(event(n), separators=(",", ":")) for n in range(args.events)]
+        wanted = args.events if "receivers" in args.parts else 1
+        events = [json.dumps(event(n), separators=(",", ":")) for n in range(wanted)]
         mean = sum(len(e) for e in events) / len(events)
         print(
             f"receiver: {args.events:,} distinct events (mean {mean:,.0f} bytes), {args.connections} connections in "
             f"all, {args.seconds}s a run, batches of {args.batch_size}; stream: {args.runs:,} task runs"
         )
         rows: list[tuple[str, str, str, dict[str, float], list[float]]] = []
-        for name in args.engines:
+        for name in args.engines if "receivers" in args.parts else []:
             engine = Engine(name, folder, server if name == "postgresql" else None)
-            for mode in ("single", "batch"):
+            for mode in args.modes:
                 for processes in (1, 2) if name == "postgresql" else (1,):
                     runs = [receiver(engine, processes, mode, events, args, script) for _ in range(args.repeat)]
                     runs.sort(key=lambda f: f["steady"])
                     label = f"{processes} serve process{'es' if processes > 1 else ''}"
                     rows.append((name, mode, label, runs[(len(runs) - 1) // 2], [f["steady"] for f in runs]))
                     print(f"  ... {name} {mode} {label}: {rows[-1][3]['steady']:,.0f} events/s", file=sys.stderr)
-        print()
-        print(
-            f"{'engine':11} {'requests':15} {'receivers':19} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}"
-            f" {'dup':>4} {'DB B/event':>10} {'WAL B/event':>11}  each run"
-        )
+        if rows:
+            print()
+            print(
+                f"{'engine':11} {'requests':15} {'receivers':19} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+                f"{'non-2xx':>8} {'dup':>4} {'DB B/event':>10} {'WAL B/event':>11}  each run"
+            )
         for name, mode, label, f, every in rows:
             print(
                 f"{name:11} {'one event each' if mode == 'single' else 'batches of ' + str(args.batch_size):15} "
@@ -308,13 +389,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{f['duplicates']:>4.0f} {f['bytes'] or 0:>10,.0f} {f['wal'] or 0:>11,.0f}  "
                 + " ".join(f"{rate:,.0f}" for rate in every)
             )
-        if args.runs:
+        if args.runs and "stream" in args.parts:
             print()
             print(f"{'engine':11} {'stream workers':15} {'events/s':>9}")
             for name in args.engines:
                 engine = Engine(name, folder, server if name == "postgresql" else None)
                 for workers in (1, 2) if name == "postgresql" else (1,):
                     print(f"{name:11} {workers:<15} {stream(engine, workers, args.runs):>9,.0f}", flush=True)
+        if args.copy_runs and server is not None and "copy" in args.parts:
+            copy_figures(folder, server, args.copy_runs)
         print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     finally:
         if server is not None:

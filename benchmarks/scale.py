@@ -132,27 +132,63 @@ def wrk_figures(out: str) -> dict[str, float]:
     return found
 
 
-def load(urls: Sequence[str], endpoint: str, slices: Sequence[Path], script: Path, args: argparse.Namespace) -> Any:
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(root: int) -> float:
+    """CPU seconds so far of a process and every process below it (Linux /proc)."""
+    total, stack, seen = 0.0, [root], set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                stack += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return total
+
+
+def load(
+    urls: Sequence[str],
+    endpoint: str,
+    slices: Sequence[Path],
+    script: Path,
+    args: argparse.Namespace,
+    olbridge: Sequence[int],
+    database: int | None,
+) -> Any:
     """wrk against each server at once, each with its own bodies; the servers' steady rate (their
-    counts between samples taken once the load runs) and wrk's latencies."""
+    counts between samples taken once the load runs), wrk's latencies, and the CPU µs an event
+    of olbridge's processes (``olbridge``: the serve processes, each with its workers and writer)
+    and of the database server's (``database``), over the same window."""
     per = max(args.connections // len(urls), 1)
     loads = [wrk(url, endpoint, bodies, script, args, per) for url, bodies in zip(urls, slices, strict=True)]
-    samples: list[tuple[float, int]] = []
+    samples: list[tuple[float, int, float, float]] = []
     deadline = time.monotonic() + args.seconds + 120
     while any(p.poll() is None for p in loads) and time.monotonic() < deadline:
-        samples.append((time.monotonic(), counted(urls)))
+        ours = sum(tree_cpu(pid) for pid in olbridge)
+        theirs = tree_cpu(database) if database is not None else 0.0
+        samples.append((time.monotonic(), counted(urls), ours, theirs))
         time.sleep(0.5)
     outs = [p.communicate(timeout=60)[0] for p in loads]
     moving = [i for i in range(1, len(samples)) if samples[i][1] > samples[i - 1][1]]
     if len(moving) < 4:
         raise SystemExit(f"the servers' count moved in only {len(moving)} samples: no steady rate to measure")
-    (t0, c0), (t1, c1) = samples[moving[1]], samples[moving[-1] - 1]
+    (t0, c0, o0, d0), (t1, c1, o1, d1) = samples[moving[1]], samples[moving[-1] - 1]
     each = [wrk_figures(out) for out in outs]
+    events = max(c1 - c0, 1)
     return {
         "steady": (c1 - c0) / (t1 - t0),
         "50%": max(f["50%"] for f in each),
         "99%": max(f["99%"] for f in each),
         "non2xx": sum(f["non2xx"] for f in each),
+        "cpu_olbridge": 1e6 * (o1 - o0) / events,
+        "cpu_database": 1e6 * (d1 - d0) / events,
     }
 
 
@@ -220,7 +256,8 @@ def receiver(
     try:
         time.sleep(2)  # every worker up before the load starts
         size0, wal0 = engine.sizes(catalog)
-        figures = load(urls, endpoint, slices, script, args)
+        database = engine.server.pid if engine.server is not None else None
+        figures = load(urls, endpoint, slices, script, args, [process.pid for process, _ in servers], database)
         taken = sum(accepted(url)[0] for url in urls)
         duplicates = sum(accepted(url)[1] for url in urls)
         size1, wal1 = engine.sizes(catalog)
@@ -268,6 +305,40 @@ def stream(engine: Engine, workers: int, runs: int) -> float:
         backend.stop()
         engine.drop(catalog)
     return expected / elapsed
+
+
+# --- the writer alone --------------------------------------------------------------------------
+
+
+def writer_figures(folder: Path, server: PostgresServer | None, engines: Sequence[str]) -> None:
+    """The receiver's writer without HTTP: the benchmark's events, parsed and judged beforehand,
+    taken by ``Catalog.ingest`` in groups of 4 (as single events give), 400 and 1,600, one group
+    after another on a new catalog; events/s, and the CPU µs an event of this process and of the
+    database server."""
+    from benchmarks.engine_overhead import prepared_events
+    from bridge.mapping import Resolver
+
+    resolver = Resolver.load()
+    events, _ = prepared_events(16_000, folder, resolver)
+    print(f"\n{'engine':11} {'writer group':>12} {'events/s':>9} {'CPU us/event: olbridge + database':>34}")
+    for name in engines:
+        engine = Engine(name, folder, server if name == "postgresql" else None)
+        for group, count in ((4, 2_000), (400, 8_000), (1_600, 16_000)):
+            catalog = engine.new()
+            with Catalog(catalog) as opened:
+                database = server.pid if server is not None and name == "postgresql" else None
+                cpu, theirs, began = time.process_time(), tree_cpu(database) if database else 0.0, time.perf_counter()
+                for start in range(0, count, group):
+                    opened.ingest(events[start : start + group], resolver)
+                elapsed = time.perf_counter() - began
+                ours = time.process_time() - cpu
+                theirs = (tree_cpu(database) - theirs) if database else 0.0
+            engine.drop(catalog)
+            print(
+                f"{name:11} {group:>12,} {count / elapsed:>9,.0f} "
+                f"{1e6 * ours / count:>25,.0f} + {1e6 * theirs / count:>6,.0f}",
+                flush=True,
+            )
 
 
 # --- catalog copy ----------------------------------------------------------------------------
@@ -341,7 +412,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--engines", nargs="+", choices=["postgresql", "sqlite"], default=["postgresql", "sqlite"])
     parser.add_argument("--serve-workers", type=int, default=2, help="olbridge serve --workers")
     parser.add_argument(
-        "--parts", nargs="+", choices=["receivers", "stream", "copy"], default=["receivers", "stream", "copy"]
+        "--parts",
+        nargs="+",
+        choices=["receivers", "writer", "stream", "copy"],
+        default=["receivers", "writer", "stream", "copy"],
     )
     parser.add_argument("--modes", nargs="+", choices=["single", "batch"], default=["single", "batch"])
     parser.add_argument("--copy-runs", type=int, default=100_000, help="task runs for catalog copy (0: skip)")
@@ -380,15 +454,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             print()
             print(
                 f"{'engine':11} {'requests':15} {'receivers':19} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-                f"{'non-2xx':>8} {'dup':>4} {'DB B/event':>10} {'WAL B/event':>11}  each run"
+                f"{'non-2xx':>8} {'dup':>4} {'DB B/event':>10} {'WAL B/event':>11} {'CPU us/event':>16}  each run"
             )
         for name, mode, label, f, every in rows:
             print(
                 f"{name:11} {'one event each' if mode == 'single' else 'batches of ' + str(args.batch_size):15} "
                 f"{label:19} {f['steady']:>9,.0f} {f['50%']:>8.1f} {f['99%']:>8.1f} {f['non2xx']:>8.0f} "
-                f"{f['duplicates']:>4.0f} {f['bytes'] or 0:>10,.0f} {f['wal'] or 0:>11,.0f}  "
+                f"{f['duplicates']:>4.0f} {f['bytes'] or 0:>10,.0f} {f['wal'] or 0:>11,.0f} "
+                f"{f['cpu_olbridge']:>7,.0f} + {f['cpu_database']:>6,.0f}  "
                 + " ".join(f"{rate:,.0f}" for rate in every)
             )
+        if "writer" in args.parts:
+            writer_figures(folder, server, args.engines)
         if args.runs and "stream" in args.parts:
             print()
             print(f"{'engine':11} {'stream workers':15} {'events/s':>9}")

@@ -8,6 +8,7 @@ dataset that a thousand events name costs one read and one write, not a thousand
 The state they leave depends only on the set of events taken, never on their order or on the
 clock: times come from the events, and where two events disagree (a run's state, a dataset's
 facets) the one that ranks higher wins (:attr:`IncomingEvent.rank`, :attr:`IncomingEvent.state_rank`).
+(The one reading of the clock is when an event to forward was queued in the outbox.)
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -24,7 +26,7 @@ import orjson
 from bridge.catalog import sql
 from bridge.catalog.rows import asset_row
 from bridge.catalog.writes import get_asset
-from bridge.model import EXTERNAL, Asset, Origin, parse_time
+from bridge.model import EXTERNAL, Asset, Origin, format_time, parse_time
 from bridge.receiver.column_lineage import ReceivedColumnEdge
 from bridge.receiver.events import TERMINAL, IncomingEvent, SeenDataset
 
@@ -137,6 +139,7 @@ class GroupIngest:
         # column_lineage rows: (downstream, column, upstream, column, transformations, task run, source)
         self.column_edges: dict[tuple[str, str, str, str, str, int | None, str], None] = {}
         self.source_rows: dict[str, tuple[Any, ...]] = {}
+        self.forwards: list[tuple[str, str, str, str]] = []  # (run key, text, event time, digest)
         self._preload(events)
 
     @staticmethod
@@ -243,8 +246,11 @@ class GroupIngest:
                 event.producer,
                 _json(list(event.warnings)),
                 event.body,
+                event.token,
             )
         )
+        if event.forward is not None:
+            self.forwards.append((forward_key(event), event.forward, moment, event.digest))
         source = event.source
         if source is not None:
             self.sources.append(_source_row(event, moment))
@@ -366,9 +372,21 @@ class GroupIngest:
             (sql.INSERT_EXTERNAL_EDGE, list(self.edges)),
             (sql.INSERT_COLUMN_EDGE, list(self.column_edges)),
         ]
+        if self.forwards:  # after the received events: each row refers to its event's key
+            queued_at = format_time(datetime.now(UTC))
+            writes.append((sql.QUEUE_FORWARD, [(key, queued_at, text, *event) for key, text, *event in self.forwards]))
         for statement, rows in writes:
             if rows:
                 self.cur.executemany(statement, rows)
+
+
+def forward_key(event: IncomingEvent) -> str:
+    """The outbox's run key of a forwarded event: the events of one run (or job, or dataset) go
+    out in the order they came."""
+    if event.source is not None:
+        return f"received:{event.source}"
+    dataset = event.datasets[0]
+    return f"received:dataset:{dataset.namespace}/{dataset.name}"
 
 
 def _source_row(event: IncomingEvent, moment: str) -> tuple[Any, ...]:

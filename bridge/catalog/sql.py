@@ -328,6 +328,17 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE INDEX column_lineage_run ON column_lineage (task_run_pk) WHERE task_run_pk IS NOT NULL;
         """,
     ),
+    (
+        "0009_received_kept_and_forwarded",
+        """
+        -- serve --forward: an accepted event's text as it came, queued in the outbox to go out as it
+        -- is (kind 'forward', ref the received_events pk); other kinds leave it NULL.
+        ALTER TABLE outbox ADD COLUMN payload TEXT;
+
+        -- serve --tokens: the name of the token that brought the event (NULL: one shared token, or none).
+        ALTER TABLE received_events ADD COLUMN token TEXT;
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -632,8 +643,15 @@ EDGE_TASKS = """
 # --- external lineage (the receiver) ----------------------------------------------------------
 
 INSERT_RECEIVED = """
-    INSERT OR IGNORE INTO received_events (digest, kind, event_type, event_time, source, producer, warnings, body)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+    INSERT OR IGNORE INTO received_events (digest, kind, event_type, event_time, source, producer, warnings, body,
+                                           token)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+# serve --forward: the received event's text as it came, queued beside it (run_key, queued_at,
+# payload, then the event's time and digest)
+QUEUE_FORWARD = """
+    INSERT INTO outbox (kind, ref, run_key, queued_at, payload)
+    SELECT 'forward', pk, ?, ?, ? FROM received_events WHERE event_time = ? AND digest = ?
 """
 BINDING_OF_ASSET = "SELECT ol_namespace, ol_name FROM external_datasets WHERE asset_id = ?"
 INSERT_BINDING = """
@@ -803,6 +821,10 @@ def select_outbox(*, state: bool = False, seqs: int = 0) -> str:
         where.append(f"seq IN ({', '.join('?' * seqs)})")
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     return f"SELECT {OUTBOX_COLUMNS} FROM outbox{clause} ORDER BY seq LIMIT ?"
+
+
+def outbox_payloads(count: int) -> str:
+    return f"SELECT seq, payload FROM outbox WHERE seq IN ({', '.join('?' * count)})"
 
 
 def requeue_outbox(count: int) -> str:

@@ -11,6 +11,7 @@ import click
 
 from bridge.cli.output import print_json, say
 from bridge.cli.secrets import FILE, secret
+from bridge.config import NamedToken, load_tokens
 from bridge.model import parse_window, utcnow
 from bridge.receiver.imports import ImportSummary, MarquezEvents, catalog_intake, import_files, import_marquez
 from bridge.receiver.intake import Limits
@@ -59,6 +60,21 @@ def register(cli: click.Group) -> None:
         help="Read the token from this file: one line, trimmed [env OLBRIDGE_TOKEN_FILE].",
     )
     @click.option(
+        "--tokens",
+        "tokens_file",
+        type=FILE,
+        envvar="OLBRIDGE_TOKENS_FILE",
+        help="Named tokens, each allowed its job namespaces: a TOML file with one table per token name holding "
+        "'token' and 'namespaces' (patterns such as 'spark-*'); instead of --token [env OLBRIDGE_TOKENS_FILE; "
+        "default: the config's [serve] tokens].",
+    )
+    @click.option(
+        "--forward/--no-forward",
+        default=None,
+        help="Queue every accepted event in the outbox as it came, for olbridge stream to deliver [default: the "
+        "config's [serve] forward, else no].",
+    )
+    @click.option(
         "--strict", is_flag=True, help="Refuse everything the OpenLineage spec refuses (default: what Marquez takes)."
     )
     @click.option(
@@ -90,6 +106,8 @@ def register(cli: click.Group) -> None:
         port: int,
         token: str | None,
         token_file: Path | None,
+        tokens_file: Path | None,
+        forward: bool | None,
         strict: bool,
         threads: int,
         workers: int,
@@ -102,6 +120,10 @@ def register(cli: click.Group) -> None:
 
         External datasets become External placeholder assets; external runs and jobs are kept with
         their inputs and outputs. Also GET /healthz, /readyz and /metrics. Stops on SIGTERM or Ctrl-C.
+
+        With --forward, every accepted event is also queued in the outbox, in the transaction that
+        records it and exactly as it came; olbridge stream delivers it to your backend. With
+        --tokens, each producer's token may write only its job namespaces (403 otherwise).
         """
         token = secret(
             token,
@@ -111,6 +133,17 @@ def register(cli: click.Group) -> None:
             env="OLBRIDGE_TOKEN",
             file_env="OLBRIDGE_TOKEN_FILE",
         )
+        settings = app.config.serve
+        named: tuple[NamedToken, ...] = ()
+        if tokens_file is not None:
+            named = load_tokens(tokens_file)
+        elif settings.tokens_file is not None:
+            named = load_tokens(settings.tokens_file)
+        elif settings.tokens is not None:
+            named = settings.tokens
+        if token and named:
+            raise click.UsageError("give one shared token (--token) or named tokens (--tokens, [serve] tokens)")
+        forward = settings.forward if forward is None else forward
         limits = Limits(max_body=max_body, max_batch=max_batch, max_datasets=max_datasets)
         options = ServeOptions(
             host=host,
@@ -121,12 +154,16 @@ def register(cli: click.Group) -> None:
             durability=durability,
             limits=limits,
             workers=workers,
+            forward=forward,
+            tokens=named,
         )
         # create or migrate the catalog, and make sure it can be written, before any process forks:
         # a catalog that cannot be is one error here rather than a writer failing again and again
         app.catalog(create=True).check_writable()
         app.close()
-        auth = "bearer token" if token else "no auth"
+        auth = f"{len(named)} named token(s)" if named else "bearer token" if token else "no auth"
+        if forward:
+            auth += "; forwarding accepted events through the outbox (olbridge stream delivers them)"
         serve_receiver(
             app.catalog_path,
             app.resolver(),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from datetime import datetime
 from typing import Any
 
@@ -53,6 +54,8 @@ class IncomingEvent:
     datasets: tuple[SeenDataset, ...] = ()
     warnings: tuple[str, ...] = ()
     column_edges: tuple[ReceivedColumnEdge, ...] = ()  # of its outputs' columnLineage facets
+    forward: str | None = None  # the event's text as it came, to forward (``serve --forward``)
+    token: str | None = None  # the name of the token that brought it (``serve --tokens``)
 
     # worked out once, in the request's thread, rather than under the catalog's write lock
     time_text: str = attrs.field(init=False, eq=False, repr=False)
@@ -98,6 +101,38 @@ def parse_json(body: bytes) -> Any:
     if _LONG_NUMBER in body.translate(_DIGITS_ONLY):
         return json.loads(body)
     return orjson.loads(body)
+
+
+# what matters to the nesting of JSON text: strings (whole, escapes included) and brackets and commas
+_JSON_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[][{},]')
+_JSON_SPACE = b" \t\r\n"
+
+
+def split_array(body: bytes) -> list[bytes]:
+    """The text of each element of a JSON array, as it is in ``body`` (valid JSON text holding
+    an array: the caller parsed it), without the whitespace around it."""
+    elements: list[bytes] = []
+    depth = 0
+    start = 0
+    for match in _JSON_TOKENS.finditer(body):
+        char = body[match.start()]
+        if char == 0x22:  # a string: brackets and commas in it mean nothing
+            continue
+        if char in b"[{":
+            depth += 1
+            if depth == 1:
+                start = match.end()
+        elif char in b"]}":
+            depth -= 1
+            if depth == 0:
+                piece = body[start : match.start()].strip(_JSON_SPACE)
+                if piece or elements:
+                    elements.append(piece)
+                break
+        elif depth == 1:  # a comma between two elements
+            elements.append(body[start : match.start()].strip(_JSON_SPACE))
+            start = match.end()
+    return elements
 
 
 def _facet(facets: Any, key: str) -> dict[str, Any]:
@@ -174,10 +209,17 @@ def _seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset
 
 
 def read_event(
-    event: dict[str, Any], kind: str, warnings: tuple[str, ...] = (), body: str | None = None
+    event: dict[str, Any],
+    kind: str,
+    warnings: tuple[str, ...] = (),
+    body: str | None = None,
+    *,
+    forward: str | None = None,
+    token: str | None = None,
 ) -> IncomingEvent:
     """An accepted event (see :func:`bridge.receiver.policy.judge`) as the catalog keeps it;
-    ``body`` is its canonical JSON, if at hand."""
+    ``body`` is its canonical JSON, if at hand; ``forward`` its text as it came, when it is to be
+    forwarded; ``token`` the name of the token that brought it."""
     body = body if body is not None else canonical(event)
     digest = hashlib.sha256(body.encode()).hexdigest()
     datasets: list[SeenDataset] = []
@@ -215,4 +257,6 @@ def read_event(
         datasets=tuple(datasets),
         warnings=warnings,
         column_edges=column_edges,
+        forward=forward,
+        token=token,
     )

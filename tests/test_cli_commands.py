@@ -22,6 +22,7 @@ from bridge.cli.kestra import kestra, kestra_declare, kestra_import
 from bridge.cli.metaflow import metaflow, metaflow_declare, metaflow_promote
 from bridge.cli.options import DeprecatedAlias, history_filters
 from bridge.cli.prefect import prefect, prefect_import
+from bridge.cli.runs import runs, runs_list, runs_show
 from bridge.demo import example_project
 from tests.test_cli_sweep import TREE, label
 
@@ -47,6 +48,9 @@ MODULE_LEVEL: dict[tuple[str, ...], click.Command] = {
     ("prefect",): prefect,
     ("prefect", "import"): prefect_import,
     ("record",): record,
+    ("runs",): runs,
+    ("runs", "list"): runs_list,
+    ("runs", "show"): runs_show,
     ("validate",): validate,
 }
 # still built inside a register(cli) function; the lead converts them next (issue 11, item 5)

@@ -43,7 +43,7 @@ class IngestResult:
     warnings: tuple[str, ...] = ()
 
 
-def _json(value: list[str]) -> str:
+def _json(value: list[Any]) -> str:
     return orjson.dumps(value).decode()
 
 
@@ -104,6 +104,20 @@ def _placeholder(
     )
 
 
+WARNINGS_KEPT = 200  # distinct warnings kept with an external run or job
+
+
+@attrs.define
+class _Source:
+    """An external run's or job's job (the one its earliest-ranked event names), every job its
+    events named, and their warnings."""
+
+    rank: str
+    job: tuple[str, str]
+    jobs: set[tuple[str, str]]
+    warnings: set[str] = attrs.field(factory=set)
+
+
 @attrs.define
 class _Binding:
     """A dataset's binding to its asset, and what the group's events said of it."""
@@ -140,6 +154,8 @@ class GroupIngest:
         self.column_edges: dict[tuple[str, str, str, str, str, int | None, str], None] = {}
         self.source_rows: dict[str, tuple[Any, ...]] = {}
         self.forwards: list[tuple[str, str, str, str]] = []  # (run key, text, event time, digest)
+        self.source_states: dict[str, _Source] = {}
+        self.facets: dict[tuple[str, str], tuple[str, str]] = {}  # (owner, key) -> (rank, JSON), the latest
         self._preload(events)
 
     @staticmethod
@@ -175,10 +191,15 @@ class GroupIngest:
         ):
             self.bindings[ns, name] = _Binding(asset_id, first, last, seen_rank, facets_rank, facets_digest, new=False)
         sources = list(dict.fromkeys(e.source for e in events if e.source is not None))
-        for source, inputs, outputs in self._select(sql.usages_of_sources, sources):
+        for source, inputs, outputs, job_ns, job_name, job_rank, jobs, warnings in self._select(
+            sql.sources_of, sources
+        ):
             sets = self._usage_sets(source)
             sets["input"].update(json.loads(inputs))
             sets["output"].update(json.loads(outputs))
+            named = {(ns, name) for ns, name in json.loads(jobs)} if jobs else {(job_ns, job_name)}
+            # a run kept before job ranks were: its job stays its job
+            self.source_states[source] = _Source(job_rank or "", (job_ns, job_name), named, set(json.loads(warnings)))
 
     # --- reads, once each --------------------------------------------------------------------
 
@@ -236,25 +257,34 @@ class GroupIngest:
             return IngestResult("duplicate")
         self.known.add(event.digest)
         moment = event.time_text
+        source = event.source
+        warnings = list(event.warnings)
+        if source is not None:
+            warning = self._take_source(event, source)
+            if warning is not None:
+                warnings.append(warning)
+            if event.run_facets:
+                self._take_facets(source, event.run_facets, event.rank)
+        if event.job_facets:
+            self._take_facets(f"job:{event.job_namespace}/{event.job_name}", event.job_facets, event.rank)
         self.received.append(
             (
                 event.digest,
                 event.kind,
                 event.event_type,
                 moment,
-                event.source,
+                source,
                 event.producer,
-                _json(list(event.warnings)),
+                _json(warnings),
                 event.body,
                 event.token,
             )
         )
         if event.forward is not None:
             self.forwards.append((forward_key(event), event.forward, moment, event.digest))
-        source = event.source
         if source is not None:
             self.sources.append(_source_row(event, moment))
-        placeholders, warnings = [], list(event.warnings)
+        placeholders: list[str] = []
         for ds in event.datasets:
             asset_id, created, warning = self._take_dataset(ds, event, moment)
             if created:
@@ -267,7 +297,37 @@ class GroupIngest:
             named = {(d.namespace, d.name) for d in event.datasets}
             for edge in event.column_edges:
                 placeholders += self._take_column_edge(edge, event, source, named, warnings)
+        if source is not None and warnings:
+            kept = self.source_states[source].warnings
+            kept.update(w for w in warnings if len(kept) < WARNINGS_KEPT)
         return IngestResult("accepted", tuple(dict.fromkeys(placeholders)), tuple(warnings))
+
+    def _take_source(self, event: IncomingEvent, source: str) -> str | None:
+        """Note the job the event names for its run (or job): a run named under another job
+        than before is said in a warning, and keeps every job named."""
+        assert event.job_namespace is not None and event.job_name is not None
+        job = (event.job_namespace, event.job_name)
+        state = self.source_states.get(source)
+        if state is None:
+            self.source_states[source] = _Source(event.rank, job, {job})
+            return None
+        warning = None
+        if job not in state.jobs:
+            before = ", ".join(f"{ns}/{name}" for ns, name in sorted(state.jobs))
+            warning = (
+                f"run {event.run_id} was named under job {before}; this event names it under job "
+                f"{job[0]}/{job[1]}: kept as one run with both jobs (olbridge runs show {event.run_id})"
+            )
+            state.jobs.add(job)
+        if event.rank < state.rank:
+            state.rank, state.job = event.rank, job
+        return warning
+
+    def _take_facets(self, owner: str, facets: tuple[tuple[str, str], ...], rank: str) -> None:
+        for key, text in facets:
+            kept = self.facets.get((owner, key))
+            if kept is None or rank > kept[0]:
+                self.facets[owner, key] = (rank, text)
 
     def _take_column_edge(
         self,
@@ -361,13 +421,8 @@ class GroupIngest:
             (sql.TOUCH_PLACEHOLDER, touched),
             (sql.UPSERT_PLACEHOLDER, rebuilt),
             # each event's source row, with the run's inputs and outputs as they stand after the group
-            (
-                sql.UPSERT_SOURCE,
-                [
-                    (*row, _json(sorted(sets[row[0]]["input"])), _json(sorted(sets[row[0]]["output"])))
-                    for row in self.sources
-                ],
-            ),
+            (sql.UPSERT_SOURCE, [self._source_values(row, sets[row[0]]) for row in self.sources]),
+            (sql.UPSERT_FACET, [(owner, key, rank, text) for (owner, key), (rank, text) in self.facets.items()]),
             (sql.INSERT_EXTERNAL_USAGE, list(self.job_usages)),
             (sql.INSERT_EXTERNAL_EDGE, list(self.edges)),
             (sql.INSERT_COLUMN_EDGE, list(self.column_edges)),
@@ -378,6 +433,22 @@ class GroupIngest:
         for statement, rows in writes:
             if rows:
                 self.cur.executemany(statement, rows)
+
+    def _source_values(self, row: tuple[Any, ...], sets: dict[str, set[str]]) -> tuple[Any, ...]:
+        """An event's source row as it stands after the group: its run's (or job's) job, inputs,
+        outputs, jobs named and warnings."""
+        state = self.source_states[row[0]]
+        jobs = _json([list(job) for job in sorted(state.jobs)]) if len(state.jobs) > 1 else None
+        return (
+            row[0],
+            *state.job,
+            *row[3:],
+            _json(sorted(sets["input"])),
+            _json(sorted(sets["output"])),
+            state.rank,
+            jobs,
+            _json(sorted(state.warnings)),
+        )
 
 
 def forward_key(event: IncomingEvent) -> str:

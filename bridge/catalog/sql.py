@@ -337,6 +337,23 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
 
         -- serve --tokens: the name of the token that brought the event (NULL: one shared token, or none).
         ALTER TABLE received_events ADD COLUMN token TEXT;
+
+        -- The latest of each facet (custom ones too) of an external run ('run:<runId>'), job
+        -- ('job:<namespace>/<name>') and dataset ('asset:<asset id>'), as the event had it.
+        CREATE TABLE external_facets (
+            owner       TEXT NOT NULL,
+            facet_key   TEXT NOT NULL,
+            facet_rank  TEXT NOT NULL,                -- '<time>|<digest>' of its event: the highest wins
+            facet       TEXT NOT NULL,                -- its JSON (canonical)
+            PRIMARY KEY (owner, facet_key)
+        );
+
+        -- An external run's job is the one its earliest-ranked event names (job_rank); a run named
+        -- under more than one job lists them all (jobs: JSON [[namespace, name], ...], sorted; NULL
+        -- while there is one). warnings: the distinct warnings of its events (JSON list, sorted).
+        ALTER TABLE external_sources ADD COLUMN job_rank TEXT;
+        ALTER TABLE external_sources ADD COLUMN jobs TEXT;
+        ALTER TABLE external_sources ADD COLUMN warnings TEXT NOT NULL DEFAULT '[]';
         """,
     ),
 )
@@ -674,8 +691,9 @@ TOUCH_PLACEHOLDER = """
 """
 UPSERT_SOURCE = """
     INSERT INTO external_sources (source, job_namespace, job_name, run_id, parent_run_id, state, state_rank,
-                                  started_at, ended_at, first_seen, last_seen, producer, inputs, outputs)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                  started_at, ended_at, first_seen, last_seen, producer, inputs, outputs,
+                                  job_rank, jobs, warnings)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (source) DO UPDATE SET
         parent_run_id = coalesce(parent_run_id, excluded.parent_run_id),
         state = CASE WHEN excluded.state_rank > state_rank THEN excluded.state ELSE state END,
@@ -686,8 +704,58 @@ UPSERT_SOURCE = """
         first_seen = min(first_seen, excluded.first_seen),
         last_seen = max(last_seen, excluded.last_seen),
         inputs = excluded.inputs,
-        outputs = excluded.outputs
+        outputs = excluded.outputs,
+        job_namespace = excluded.job_namespace,
+        job_name = excluded.job_name,
+        job_rank = excluded.job_rank,
+        jobs = excluded.jobs,
+        warnings = excluded.warnings
 """
+# the latest of each facet: a facet of a lower-ranked event leaves the stored one alone
+UPSERT_FACET = """
+    INSERT INTO external_facets (owner, facet_key, facet_rank, facet) VALUES (?, ?, ?, ?)
+    ON CONFLICT (owner, facet_key) DO UPDATE SET facet_rank = excluded.facet_rank, facet = excluded.facet
+    WHERE excluded.facet_rank > external_facets.facet_rank
+"""
+EXTERNAL_RUN_COLUMNS = (
+    "source, job_namespace, job_name, run_id, parent_run_id, state, started_at, ended_at, first_seen, last_seen, "
+    "producer, inputs, outputs, jobs, warnings"
+)
+
+
+def select_external_runs(
+    *,
+    source: bool = False,
+    job: bool = False,
+    namespace: bool = False,
+    state: bool = False,
+    since: bool = False,
+    until: bool = False,
+) -> str:
+    """External runs (not JobEvents' jobs) by start, the first event's time when no START came
+    (placeholders: source, job name, job namespace, state, since, until)."""
+    clause = where(
+        (True, "run_id IS NOT NULL"),
+        (source, "source = ?"),
+        (job, "job_name = ?"),
+        (namespace, "job_namespace = ?"),
+        (state, "state = ?"),
+        (since, "coalesce(started_at, first_seen) >= ?"),
+        (until, "coalesce(started_at, first_seen) < ?"),
+    )
+    return (
+        f"SELECT {EXTERNAL_RUN_COLUMNS} FROM external_sources{clause} ORDER BY coalesce(started_at, first_seen), source"
+    )
+
+
+def facets_of(count: int) -> str:
+    """The kept facets of ``count`` owners ('run:<runId>', 'job:<namespace>/<name>', 'asset:<id>')."""
+    return (
+        f"SELECT owner, facet_key, facet FROM external_facets WHERE owner IN ({', '.join('?' * count)}) "
+        "ORDER BY owner, facet_key"
+    )
+
+
 INSERT_EXTERNAL_USAGE = """
     INSERT OR IGNORE INTO external_usages (job_namespace, job_name, direction, asset_id) VALUES (?, ?, ?, ?)
 """
@@ -730,8 +798,11 @@ def bindings_of(count: int) -> str:
     """
 
 
-def usages_of_sources(count: int) -> str:
-    return f"SELECT source, inputs, outputs FROM external_sources WHERE source IN ({', '.join('?' * count)})"
+def sources_of(count: int) -> str:
+    return f"""
+        SELECT source, inputs, outputs, job_namespace, job_name, job_rank, jobs, warnings
+        FROM external_sources WHERE source IN ({", ".join("?" * count)})
+    """
 
 
 # --- prefect import state ---------------------------------------------------------------------

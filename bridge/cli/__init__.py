@@ -19,7 +19,7 @@ import click
 
 # the modules, not their commands: a command named as its module (bridge.cli.dbt.dbt) would hide
 # the module from `import bridge.cli.dbt` and monkeypatch
-from bridge.cli import assets, basics, dbt, export, kestra, lineage, metaflow, prefect, receive, stream
+from bridge.cli import assets, basics, dbt, export, kestra, lineage, metaflow, prefect, receive, runs, stream
 from bridge.cli.context import CONTEXT_SETTINGS, AppContext, BridgeGroup
 from bridge.config import load_config
 from bridge.version import __version__
@@ -63,6 +63,7 @@ cli.add_command(basics.init)
 cli.add_command(basics.record)
 cli.add_command(basics.demo)
 cli.add_command(assets.assets)
+cli.add_command(runs.runs)
 cli.add_command(export.export)
 cli.add_command(export.validate)
 cli.add_command(dbt.dbt)

@@ -212,6 +212,11 @@ class Converter:
         inputs, outputs = run_datasets(self.options.producer, run.column_edges, sides["input"], sides["output"])
         return {"input": inputs, "output": outputs}
 
+    def run_facets(self, run: StoredTaskRun) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The run facets and the job facets of a task run's last event."""
+        last = self._envelopes(run)[-1]
+        return last["run"]["facets"], last["job"]["facets"]
+
     def task_run_events(self, run: StoredTaskRun, assets: Mapping[str, Asset]) -> list[dict[str, Any]]:
         """START, and COMPLETE / FAIL / ABORT once the run has ended, for one task run. ``assets``
         holds the asset records its usages refer to."""

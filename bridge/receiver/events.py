@@ -54,6 +54,8 @@ class IncomingEvent:
     datasets: tuple[SeenDataset, ...] = ()
     warnings: tuple[str, ...] = ()
     column_edges: tuple[ReceivedColumnEdge, ...] = ()  # of its outputs' columnLineage facets
+    run_facets: tuple[tuple[str, str], ...] = ()  # (key, canonical JSON) of each facet of its run
+    job_facets: tuple[tuple[str, str], ...] = ()  # the same, of its job
     forward: str | None = None  # the event's text as it came, to forward (``serve --forward``)
     token: str | None = None  # the name of the token that brought it (``serve --tokens``)
 
@@ -143,6 +145,13 @@ def _facet(facets: Any, key: str) -> dict[str, Any]:
     return {}
 
 
+def facet_texts(facets: Any) -> tuple[tuple[str, str], ...]:
+    """Each facet of a facet map as (key, canonical JSON), by key; nothing when it is not a map."""
+    if not isinstance(facets, dict) or not facets:
+        return ()
+    return tuple((key, canonical(facets[key])) for key in sorted(facets))
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
@@ -224,17 +233,21 @@ def read_event(
     digest = hashlib.sha256(body.encode()).hexdigest()
     datasets: list[SeenDataset] = []
     run_id = parent_run_id = job_namespace = job_name = None
+    run_facets: tuple[tuple[str, str], ...] = ()
+    job_facets: tuple[tuple[str, str], ...] = ()
     if kind == "DatasetEvent":
         datasets.append(seen_dataset(event["dataset"], None))
     else:
         job = event["job"]
         job_namespace, job_name = job["namespace"], job["name"]
+        job_facets = facet_texts(job.get("facets"))
         for key, direction in (("inputs", "input"), ("outputs", "output")):
             for dataset in event.get(key) or ():
                 datasets.append(seen_dataset(dataset, direction))
     if kind == "RunEvent":
         run = event["run"]
         run_id = run["runId"]
+        run_facets = facet_texts(run.get("facets"))
         parent = _facet(run.get("facets"), "parent").get("run")
         if isinstance(parent, dict) and isinstance(parent.get("runId"), str):
             parent_run_id = parent["runId"]
@@ -257,6 +270,8 @@ def read_event(
         datasets=tuple(datasets),
         warnings=warnings,
         column_edges=column_edges,
+        run_facets=run_facets,
+        job_facets=job_facets,
         forward=forward,
         token=token,
     )

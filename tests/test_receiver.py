@@ -16,7 +16,7 @@ from bridge.catalog import Catalog
 from bridge.catalog import sql as catalog_sql
 from bridge.export import iter_events
 from bridge.mapping import Resolver
-from bridge.model import Origin
+from bridge.model import Identifier, Origin
 from bridge.openlineage.convert import Converter
 from bridge.receiver.imports import catalog_intake
 from bridge.receiver.intake import Intake, Outcome
@@ -75,7 +75,10 @@ def test_unknown_datasets_become_external_placeholders(catalog: Catalog, intake:
     assert table.description == "Orders, one row each"
     assert table.metadata["owner"] == "team:shop, user:ada"
     assert table.metadata["datasetType"] == "TABLE"
-    assert table.metadata["symlinks"] == "hive://metastore/shop.orders"
+    # symlinks are identifiers of the asset, not a metadata string
+    assert "symlinks" not in table.metadata
+    assert table.identifiers == (Identifier("hive://metastore", "shop.orders", "TABLE"),)
+    assert set(table.received_facets) == {"documentation", "ownership", "datasetType", "schema", "symlinks"}
     assert [(c.name, c.type) for c in table.columns] == [("id", "INTEGER"), ("amount", "DECIMAL")]
     assert table.metadata["system"] == "postgres"  # what the reverse naming rule says
 

@@ -72,15 +72,12 @@ def _placeholder(
     columns = current.columns if current is not None else ()
     if facets is not None:
         description, columns = facets.description, facets.columns
-        for key, value in (
-            ("owner", ", ".join(facets.owners)),
-            ("datasetType", facets.dataset_type or ""),
-            ("symlinks", ", ".join(facets.symlinks)),
-        ):
+        for key, value in (("owner", ", ".join(facets.owners)), ("datasetType", facets.dataset_type or "")):
             if value:
                 metadata[key] = value
             else:
                 metadata.pop(key, None)
+        metadata.pop("symlinks", None)  # kept as identifiers now (external_identifiers), every one given
     created, updated = parse_time(first, "first_seen"), parse_time(last, "last_seen")
     if current is None:
         return Asset(
@@ -156,6 +153,8 @@ class GroupIngest:
         self.forwards: list[tuple[str, str, str, str]] = []  # (run key, text, event time, digest)
         self.source_states: dict[str, _Source] = {}
         self.facets: dict[tuple[str, str], tuple[str, str]] = {}  # (owner, key) -> (rank, JSON), the latest
+        # (namespace, name, asset id) -> (rank, type) of a dataset's symlink identifiers
+        self.identifiers: dict[tuple[str, str, str], tuple[str, str | None]] = {}
         self._preload(events)
 
     @staticmethod
@@ -361,6 +360,13 @@ class GroupIngest:
         binding.first, binding.last = min(binding.first, moment), max(binding.last, moment)
         if rank > binding.seen_rank:
             binding.seen_rank, binding.producer = rank, event.producer
+        if ds.facets:
+            self._take_facets(f"asset:{binding.asset_id}", ds.facets, rank)
+        for namespace, name, kind in ds.symlinks:
+            key = (namespace, name, binding.asset_id)
+            kept = self.identifiers.get(key)
+            if kept is None or rank > kept[0]:
+                self.identifiers[key] = (rank, kind)
         if ds.described and (binding.facets_rank is None or rank > binding.facets_rank):
             binding.facets_rank = rank
             if ds.facets_digest != binding.facets_digest:
@@ -423,6 +429,7 @@ class GroupIngest:
             # each event's source row, with the run's inputs and outputs as they stand after the group
             (sql.UPSERT_SOURCE, [self._source_values(row, sets[row[0]]) for row in self.sources]),
             (sql.UPSERT_FACET, [(owner, key, rank, text) for (owner, key), (rank, text) in self.facets.items()]),
+            (sql.UPSERT_IDENTIFIER, [(*key, kind, rank) for key, (rank, kind) in self.identifiers.items()]),
             (sql.INSERT_EXTERNAL_USAGE, list(self.job_usages)),
             (sql.INSERT_EXTERNAL_EDGE, list(self.edges)),
             (sql.INSERT_COLUMN_EDGE, list(self.column_edges)),

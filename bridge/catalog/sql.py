@@ -354,6 +354,18 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         ALTER TABLE external_sources ADD COLUMN job_rank TEXT;
         ALTER TABLE external_sources ADD COLUMN jobs TEXT;
         ALTER TABLE external_sources ADD COLUMN warnings TEXT NOT NULL DEFAULT '[]';
+
+        -- A dataset's other names, as producers' symlinks facets give them: every one ever given,
+        -- with the type the latest-ranked event naming it says. An asset is found by any of them.
+        CREATE TABLE external_identifiers (
+            namespace  TEXT NOT NULL,
+            name       TEXT NOT NULL,
+            asset_id   TEXT NOT NULL,
+            type       TEXT,
+            id_rank    TEXT NOT NULL,
+            PRIMARY KEY (namespace, name, asset_id)
+        );
+        CREATE INDEX external_identifiers_asset ON external_identifiers (asset_id);
         """,
     ),
 )
@@ -424,6 +436,15 @@ def delete_lineage_of(count: int) -> str:
 
 def delete_bindings_of(count: int) -> str:
     return f"DELETE FROM external_datasets WHERE asset_id IN ({', '.join('?' * count)})"
+
+
+def delete_identifiers_of(count: int) -> str:
+    return f"DELETE FROM external_identifiers WHERE asset_id IN ({', '.join('?' * count)})"
+
+
+def delete_facets_of(count: int) -> str:
+    """The kept facets of ``count`` owners ('asset:<id>', ...)."""
+    return f"DELETE FROM external_facets WHERE owner IN ({', '.join('?' * count)})"
 
 
 def delete_changes_of(count: int) -> str:
@@ -716,6 +737,20 @@ UPSERT_FACET = """
     INSERT INTO external_facets (owner, facet_key, facet_rank, facet) VALUES (?, ?, ?, ?)
     ON CONFLICT (owner, facet_key) DO UPDATE SET facet_rank = excluded.facet_rank, facet = excluded.facet
     WHERE excluded.facet_rank > external_facets.facet_rank
+"""
+UPSERT_IDENTIFIER = """
+    INSERT INTO external_identifiers (namespace, name, asset_id, type, id_rank) VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (namespace, name, asset_id) DO UPDATE SET type = excluded.type, id_rank = excluded.id_rank
+    WHERE excluded.id_rank > external_identifiers.id_rank
+"""
+IDENTIFIERS_OF_ASSET = (
+    "SELECT namespace, name, type FROM external_identifiers WHERE asset_id = ? ORDER BY namespace, name"
+)
+# the assets a dataset name stands for: its binding (olNamespace / olName) or a symlink identifier
+ASSETS_NAMED = """
+    SELECT asset_id FROM external_datasets WHERE ol_namespace = ? AND ol_name = ?
+    UNION
+    SELECT asset_id FROM external_identifiers WHERE namespace = ? AND name = ?
 """
 EXTERNAL_RUN_COLUMNS = (
     "source, job_namespace, job_name, run_id, parent_run_id, state, started_at, ended_at, first_seen, last_seen, "

@@ -32,6 +32,8 @@ from bridge.model import (
     AssetChange,
     AssetDeclaration,
     DeclaredFlow,
+    Identifier,
+    Origin,
     Statistics,
     StoredDeclaredJob,
     StoredTaskRun,
@@ -148,8 +150,46 @@ class Catalog:
     # --- assets ----------------------------------------------------------------------------
 
     def get_asset(self, asset_id: str) -> Asset | None:
+        """An asset's record; an External placeholder's with what producers said of it (the
+        latest of each dataset facet, every symlink identifier)."""
         row = self._conn.execute(sql.GET_ASSET, (asset_id,)).fetchone()
-        return rows.asset_from_row(row) if row else None
+        if not row:
+            return None
+        asset = rows.asset_from_row(row)
+        if asset.origin is not Origin.EXTERNAL:
+            return asset
+        facets = {
+            key: json.loads(text) for _, key, text in self._conn.execute(sql.facets_of(1), (f"asset:{asset_id}",))
+        }
+        identifiers = tuple(Identifier(*row) for row in self._conn.execute(sql.IDENTIFIERS_OF_ASSET, (asset_id,)))
+        if not facets and not identifiers:
+            return asset
+        return attrs.evolve(asset, received_facets=facets, identifiers=identifiers)
+
+    def find_asset_id(self, text: str) -> str:
+        """The id of the asset ``text`` names: its id, or a dataset name it was received under
+        (``<olNamespace>/<olName>``, or a symlink identifier's ``<namespace>/<name>``). A
+        NotFoundError when none does; a ValidationError naming them when several do."""
+        if self._conn.execute(sql.GET_ASSET, (text,)).fetchone():
+            return text
+        found: dict[str, None] = {}
+        start = text.find("/")
+        while start != -1:
+            namespace, name = text[:start], text[start + 1 :]
+            if namespace and name:
+                params = (namespace, name, namespace, name)
+                found.update((asset_id, None) for (asset_id,) in self._conn.execute(sql.ASSETS_NAMED, params))
+            start = text.find("/", start + 1)
+        existing = [asset_id for asset_id in found if self._conn.execute(sql.GET_ASSET, (asset_id,)).fetchone()]
+        if not existing:
+            raise NotFoundError(f"no asset with id {text!r}, nor one received under that name or symlink")
+        if len(existing) > 1:
+            raise ValidationError(
+                f"{text!r} names several assets: {', '.join(sorted(existing))}; give one by its id",
+                rule="asset.ambiguous",
+                value=text,
+            )
+        return existing[0]
 
     def asset(self, asset_id: str) -> Asset:
         found = self.get_asset(asset_id)
@@ -226,6 +266,8 @@ class Catalog:
                 counts["assets"] += cur.execute(sql.delete_assets(len(chunk)), chunk).rowcount
                 cur.execute(sql.delete_changes_of(len(chunk)), chunk)
                 cur.execute(sql.delete_bindings_of(len(chunk)), chunk)
+                cur.execute(sql.delete_identifiers_of(len(chunk)), chunk)
+                cur.execute(sql.delete_facets_of(len(chunk)), [f"asset:{asset_id}" for asset_id in chunk])
                 if usages:
                     counts["usages"] += cur.execute(sql.delete_usages_of(len(chunk)), chunk).rowcount
                 if lineage:

@@ -39,7 +39,11 @@ def register(cli: click.Group) -> None:
 
         --format mermaid prints a Mermaid flowchart: a node per asset (its id and type) and an
         arrow per linked pair, labelled with every task that links them, one a line.
+
+        ASSET_ID is its id, or a name it was received under: <olNamespace>/<olName>, or a symlink
+        identifier's <namespace>/<name>.
         """
+        asset_id = app.catalog().find_asset_id(asset_id)
         if column is not None:
             show_columns(app.catalog().column_lineage(asset_id, column, direction=direction, depth=depth), fmt)
             return

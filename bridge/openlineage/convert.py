@@ -125,7 +125,26 @@ class Converter:
             metadata=metadata,
             origin=asset.origin.value,
         )
+        if asset.received_facets or asset.identifiers:
+            facets = self._with_received(asset, facets)
         return {"namespace": named.namespace, "name": named.name, "facets": facets}
+
+    def _with_received(self, asset: Asset, own: dict[str, Any]) -> dict[str, Any]:
+        """A placeholder's facets: the ones its producers sent (the latest of each) as they sent
+        them, olbridge's own where they sent none, the olbridge_asset facet, and ``symlinks``
+        naming olbridge's identifier and then every one its producers gave."""
+        facets = {**own, **asset.received_facets, f.ASSET_FACET_KEY: own[f.ASSET_FACET_KEY]}
+        identifiers: dict[tuple[str, str], dict[str, Any]] = {}
+        for identifier in (own.get("symlinks") or {}).get("identifiers", ()):
+            identifiers[identifier["namespace"], identifier["name"]] = identifier
+        for given in asset.identifiers:
+            item: dict[str, Any] = {"namespace": given.namespace, "name": given.name}
+            if given.type is not None:
+                item["type"] = given.type
+            identifiers.setdefault((given.namespace, given.name), item)
+        if identifiers:
+            facets["symlinks"] = f.symlinks_of(self.options.producer, list(identifiers.values()))
+        return facets
 
     def dataset_json(self, asset: Asset) -> str:
         """:meth:`dataset` serialized, kept per asset version like the dict."""

@@ -32,10 +32,11 @@ class SeenDataset:
     description: str | None = None
     owners: tuple[str, ...] = ()
     dataset_type: str | None = None
-    symlinks: tuple[str, ...] = ()
+    symlinks: tuple[tuple[str, str, str | None], ...] = ()  # (namespace, name, type) of each identifier
     columns: tuple[Column, ...] = ()
     described: bool = False  # whether the event said anything of it beyond its name
     facets_digest: str | None = None  # of what it said, to see whether it says something new
+    facets: tuple[tuple[str, str], ...] = ()  # (key, canonical JSON) of each of its facets
 
 
 @pickles_as_tuple
@@ -160,9 +161,9 @@ _SEEN: Memo[SeenDataset] = Memo()
 
 
 def seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset:
-    """A dataset with what its standard facets say: documentation, ownership, datasetType,
-    symlinks and schema. Producers name the same datasets with the same facets run after run,
-    so the answer is kept by the dataset's JSON."""
+    """A dataset with what its standard facets say (documentation, ownership, datasetType,
+    symlinks and schema) and its facets as they are. Producers name the same datasets with the
+    same facets run after run, so the answer is kept by the dataset's JSON."""
     try:
         text = orjson.dumps(dataset, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # an integer past 64 bits
@@ -184,7 +185,7 @@ def _seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset
     identifiers = _facet(facets, "symlinks").get("identifiers")
     symlinks = (
         tuple(
-            f"{i['namespace']}/{i['name']}"
+            (i["namespace"], i["name"], i["type"] if isinstance(i.get("type"), str) else None)
             for i in identifiers
             if isinstance(i, dict) and isinstance(i.get("namespace"), str) and isinstance(i.get("name"), str)
         )
@@ -214,6 +215,7 @@ def _seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset
         columns=columns,
         described=described,
         facets_digest=hashlib.sha1(orjson.dumps(said)).hexdigest() if described else None,
+        facets=facet_texts(facets),
     )
 
 

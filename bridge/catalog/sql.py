@@ -666,6 +666,17 @@ DOWNSTREAM = """
     SELECT upstream_id, downstream_id, min(depth) FROM walk GROUP BY upstream_id, downstream_id
     ORDER BY min(depth), upstream_id, downstream_id
 """
+# lineage --as-of: the edges runs that had ended by a time made (the run that made each)
+OWN_EDGES_ENDED_BY = """
+    SELECT l.upstream_id, l.downstream_id, t.flow_namespace || '/' || t.flow_id || '.' || t.task_id
+    FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
+    WHERE t.ended_at IS NOT NULL AND t.ended_at <= ?
+"""
+# ... and the external runs that had ended by then, and the jobs JobEvents had declared
+EXTERNAL_SOURCES_KNOWN_BY = """
+    SELECT job_namespace, job_name, inputs, outputs FROM external_sources
+    WHERE (run_id IS NOT NULL AND ended_at IS NOT NULL AND ended_at <= ?) OR (run_id IS NULL AND first_seen <= ?)
+"""
 EDGE_TASKS = """
     SELECT DISTINCT t.flow_namespace || '/' || t.flow_id || '.' || t.task_id
     FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk

@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 from bridge.catalog import Catalog  # noqa: E402
 from bridge.delivery.dispatch import Dispatcher  # noqa: E402
+from bridge.delivery.history import iter_lines  # noqa: E402
 from bridge.delivery.senders import HttpSender  # noqa: E402
-from bridge.export import iter_lines  # noqa: E402
 from bridge.mapping import Resolver  # noqa: E402
 from bridge.model import AssetDeclaration, TaskRun, TaskRunKey, TaskState  # noqa: E402
 from bridge.openlineage.convert import Converter  # noqa: E402

@@ -35,8 +35,9 @@ beforehand, plus the writer); "wall" is the clock's time of the writer, the comm
 **The exporter's read path.** ``Catalog.iter_task_runs`` (pages of 1,000 task runs joined with
 their executions, then the usages of the page, each row made a ``StoredTaskRun``) and the asset
 lookups an export makes, over ``--runs`` task runs, by each variant (the same stored runs come
-back); CPU µs a task run. The whole export (``bridge.export.iter_lines``: the same reads plus the
-conversion to serialized events) is timed once on sqlite3, as the denominator of "of export".
+back); CPU µs a task run. The whole export (``bridge.delivery.history.iter_lines``: the same
+reads plus the conversion to serialized events) is timed once on sqlite3, as the denominator of
+"of export".
 
 Each figure is the best of ``--repeat`` passes (``--read-repeat`` for the reads), the variants
 taking turns; every pass's figure is printed beside it.
@@ -66,8 +67,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from ingest import event  # noqa: E402
 
-from bridge import export  # noqa: E402
 from bridge.catalog import Catalog, external, rows, sql  # noqa: E402
+from bridge.delivery import history  # noqa: E402
 from bridge.mapping import Resolver  # noqa: E402
 from bridge.model import (  # noqa: E402
     AssetDeclaration,
@@ -565,7 +566,7 @@ def _runs_from(page: Sequence[Any], usage_rows: Any) -> Iterator[StoredTaskRun]:
 
 def read_sqlite3(path: Path, page_size: int) -> list[StoredTaskRun]:
     with Catalog(path) as catalog:
-        lookup = export.AssetLookup(catalog)
+        lookup = history.AssetLookup(catalog)
         out = []
         for run in catalog.iter_task_runs(page_size=page_size):
             lookup.of_run(run)
@@ -734,7 +735,7 @@ def main() -> None:
         with Catalog(db) as catalog:
             converter = Converter(resolver)
             t0 = time.process_time()
-            lines = sum(1 for _ in export.iter_lines(catalog, converter))
+            lines = sum(1 for _ in history.iter_lines(catalog, converter))
             whole_export = 1e6 * (time.process_time() - t0) / args.runs
         base = min(reads["sqlite3"])
         print(

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from bridge.catalog import Catalog
+from bridge.drawing.asset_graph import graph_json
 from bridge.mapping import Resolver
 from bridge.receiver.imports import catalog_intake
-from bridge.render import graph_json
 from tests.conftest import at
 from tests.helpers import JOB_EVENT_URL, PRODUCER, decl, invoke, ol_dataset, ol_run_event, run
 

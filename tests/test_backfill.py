@@ -18,10 +18,10 @@ from bridge.catalog import Catalog
 from bridge.cli import cli
 from bridge.delivery.backfill import Backfill, BackfillFilter
 from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.history import ExportFilter, iter_events
 from bridge.delivery.retry import RateLimiter, RetryPolicy
 from bridge.delivery.senders import HttpSender
 from bridge.errors import ConfigError
-from bridge.export import ExportFilter, iter_events
 from bridge.model import AssetDeclaration, TaskRun, TaskRunKey, TaskState, format_time
 from bridge.openlineage.convert import Converter, task_run_id
 from bridge.openlineage.serialize import dumps

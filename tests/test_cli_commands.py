@@ -18,11 +18,15 @@ from bridge.cli.basics import demo, init, record
 from bridge.cli.context import CONTEXT_SETTINGS, AppContext, pass_app
 from bridge.cli.dbt import dbt, dbt_import
 from bridge.cli.export import export, validate
+from bridge.cli.imports import import_
 from bridge.cli.kestra import kestra, kestra_declare, kestra_import
+from bridge.cli.lineage import lineage
 from bridge.cli.metaflow import metaflow, metaflow_declare, metaflow_promote
 from bridge.cli.options import DeprecatedAlias, history_filters
 from bridge.cli.prefect import prefect, prefect_import
 from bridge.cli.runs import runs, runs_list, runs_show
+from bridge.cli.serve import serve
+from bridge.cli.stream import backfill, outbox, outbox_drop, outbox_list, outbox_retry, status, stream
 from bridge.demo import example_project
 from tests.test_cli_sweep import TREE, label
 
@@ -34,44 +38,41 @@ MODULE_LEVEL: dict[tuple[str, ...], click.Command] = {
     ("assets", "purge"): assets_purge,
     ("assets", "set"): assets_set,
     ("assets", "show"): assets_show,
+    ("backfill",): backfill,
     ("dbt",): dbt,
     ("dbt", "import"): dbt_import,
     ("demo",): demo,
     ("export",): export,
+    ("import",): import_,
     ("init",): init,
     ("kestra",): kestra,
     ("kestra", "declare"): kestra_declare,
     ("kestra", "import"): kestra_import,
+    ("lineage",): lineage,
     ("metaflow",): metaflow,
     ("metaflow", "declare"): metaflow_declare,
     ("metaflow", "promote"): metaflow_promote,
+    ("outbox",): outbox,
+    ("outbox", "drop"): outbox_drop,
+    ("outbox", "list"): outbox_list,
+    ("outbox", "retry"): outbox_retry,
     ("prefect",): prefect,
     ("prefect", "import"): prefect_import,
     ("record",): record,
     ("runs",): runs,
     ("runs", "list"): runs_list,
     ("runs", "show"): runs_show,
+    ("serve",): serve,
+    ("status",): status,
+    ("stream",): stream,
     ("validate",): validate,
-}
-# still built inside a register(cli) function; the lead converts them next (issue 11, item 5)
-IN_CLOSURES = {
-    ("backfill",),
-    ("import",),
-    ("lineage",),
-    ("outbox",),
-    ("outbox", "drop"),
-    ("outbox", "list"),
-    ("outbox", "retry"),
-    ("serve",),
-    ("status",),
-    ("stream",),
 }
 ALIASES = {("dbt", "ingest"): ("dbt", "import"), ("metaflow", "define"): ("metaflow", "declare")}
 
 
 def test_every_command_in_the_tree_is_a_module_level_object() -> None:
     commands = {path for path in TREE if path not in ALIASES}
-    assert commands == set(MODULE_LEVEL) | IN_CLOSURES  # a new command is added here, as an object
+    assert commands == set(MODULE_LEVEL)  # a new command is added here, as an object
     for path, command in MODULE_LEVEL.items():
         assert TREE[path] is command, label(path)
         module = importlib.import_module(command.callback.__module__)  # type: ignore[union-attr]
@@ -160,7 +161,10 @@ def test_metaflow_define_still_declares_and_says_it_is_deprecated(tmp_path: Path
     )
 
 
-@pytest.mark.parametrize("name", ["assets", "basics", "dbt", "export", "kestra", "metaflow", "prefect"])
+@pytest.mark.parametrize(
+    "name",
+    ["assets", "basics", "dbt", "export", "imports", "kestra", "lineage", "metaflow", "prefect", "serve", "stream"],
+)
 def test_a_command_does_not_hide_its_module(name: str) -> None:
     module = importlib.import_module(f"bridge.cli.{name}")
     assert getattr(importlib.import_module("bridge.cli"), name) is module  # what `import bridge.cli.x as m` gets

@@ -139,7 +139,7 @@ def command_args(path: tuple[str, ...], files: dict[str, str]) -> list[str]:
         ("runs", "show"): ["0194a1b2-0000-7000-8000-000000000001"],
         ("serve",): ["--port", "0", "--workers", "1"],
         ("status",): [],
-        ("stream",): ["--once", "--url", nobody, "--max-attempts", "2", "--backoff", "0"],
+        ("stream",): ["--once", "--url", nobody, "--max-attempts", "2", "--backoff", "0", "--give-up-after", "1"],
         ("validate",): [files["events"]],
     }
     return table[path]
@@ -289,7 +289,8 @@ def test_serve_on_an_address_it_cannot_have(tmp_path: Path) -> None:
 
 
 UNREACHABLE = {
-    ("export",): ["--url"],
+    # export --url retries as stream and backfill do (8 attempts by default): two, at once, here
+    ("export",): ["--max-attempts", "2", "--backoff", "0", "--url"],
     ("import",): ["--from-marquez"],
     ("prefect", "import"): ["--api-url"],
 }

@@ -17,11 +17,11 @@ from bridge.catalog import AssetQuery, Catalog
 from bridge.column_lineage import ColumnLineage, parse_column_lineage
 from bridge.delivery.backfill import Backfill
 from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.history import iter_events, iter_lines
 from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import HttpSender
 from bridge.delivery.worker import StreamWorker
 from bridge.errors import ValidationError
-from bridge.export import iter_events, iter_lines
 from bridge.model import Column, format_time
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.serialize import dumps

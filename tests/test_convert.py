@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from bridge.catalog import Catalog
-from bridge.export import iter_events
+from bridge.delivery.history import iter_events
 from bridge.mapping import Resolver
 from bridge.model import Column, Statistics
 from bridge.openlineage.convert import Converter, ConvertOptions
@@ -182,7 +182,7 @@ def test_job_namespace_prefix_and_producer(catalog: Catalog, resolver: Resolver)
 
 
 def test_serialized_export_is_the_same_as_dumps_of_the_events(catalog: Catalog, converter: Converter) -> None:
-    from bridge.export import iter_lines
+    from bridge.delivery.history import iter_lines
 
     build_catalog(catalog)
     lines = list(iter_lines(catalog, converter))

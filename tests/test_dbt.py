@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 from bridge.adapters.dbt import ingest_dbt
 from bridge.catalog import Catalog
+from bridge.delivery.history import iter_events
 from bridge.demo import example_project
 from bridge.errors import ArtifactError
-from bridge.export import iter_events
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event

@@ -25,11 +25,11 @@ import pytest
 
 from bridge.catalog import Catalog
 from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.history import iter_events
 from bridge.delivery.report import FailureReport
 from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import HttpSender
 from bridge.delivery.worker import StreamWorker
-from bridge.export import iter_events
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
 from tests.backend import ACCEPT, Backend, Reply, free_port, wait_for

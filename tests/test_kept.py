@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from bridge.catalog import Catalog
+from bridge.delivery.history import iter_events, iter_lines
 from bridge.errors import ValidationError
-from bridge.export import iter_events, iter_lines
 from bridge.mapping import Resolver
 from bridge.model import Identifier, Origin, parse_time
 from bridge.openlineage.convert import Converter

@@ -15,8 +15,8 @@ import pytest
 from bridge.adapters.kestra import declare_flows, import_lineage, parse_flow
 from bridge.catalog import Catalog
 from bridge.catalog import sql as catalog_sql
+from bridge.delivery.history import iter_events
 from bridge.errors import CatalogError, NotFoundError, ValidationError
-from bridge.export import iter_events
 from bridge.model import JobInfo, TaskState
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event

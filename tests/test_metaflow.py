@@ -19,8 +19,8 @@ from click.testing import CliRunner
 
 from bridge.catalog import Catalog
 from bridge.cli import cli
+from bridge.delivery.history import iter_events
 from bridge.errors import BridgeError, ConfigError, NotFoundError, ValidationError
-from bridge.export import iter_events
 from bridge.integrations import metaflow as helper
 from bridge.integrations.metaflow import StepContext, StepRecorder, context_from
 from bridge.integrations.metaflow_assets import (

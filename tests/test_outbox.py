@@ -13,9 +13,9 @@ from bridge import Catalog, task_run
 from bridge.catalog import sql
 from bridge.catalog.outbox import ASSET_CHANGE, FORWARD, JOB, RUN_END, RUN_START, Dead, Delivered, RetryLater
 from bridge.cli import cli
-from bridge.delivery.render import RENDERERS, render
+from bridge.delivery.history import iter_lines
+from bridge.delivery.outbox_events import RENDERERS, render
 from bridge.errors import ValidationError
-from bridge.export import iter_lines
 from bridge.openlineage.convert import Converter
 from tests.conftest import at
 from tests.helpers import decl, run

@@ -26,8 +26,8 @@ from bridge.adapters.prefect.client import PrefectClient, TaskRunInfo
 from bridge.adapters.prefect.events import asset_from_resource, parse_events, task_name
 from bridge.catalog import Catalog
 from bridge.catalog.prefect_state import read_cursor
+from bridge.delivery.history import iter_events
 from bridge.errors import SourceError, ValidationError
-from bridge.export import iter_events
 from bridge.mapping import Resolver
 from bridge.model import AssetDeclaration, TaskState, format_time, parse_time, utcnow
 from bridge.openlineage.convert import Converter, execution_run_id

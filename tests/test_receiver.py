@@ -14,7 +14,7 @@ import pytest
 
 from bridge.catalog import Catalog
 from bridge.catalog import sql as catalog_sql
-from bridge.export import iter_events
+from bridge.delivery.history import iter_events
 from bridge.mapping import Resolver
 from bridge.model import Identifier, Origin
 from bridge.openlineage.convert import Converter

@@ -17,7 +17,7 @@ from bridge.adapters.dbt import ingest_dbt
 from bridge.catalog import Catalog
 from bridge.cli import cli
 from bridge.column_lineage import parse_column_lineage
-from bridge.export import iter_events
+from bridge.delivery.history import iter_events
 from bridge.mapping import Resolver
 from bridge.model import Column
 from bridge.openlineage.convert import Converter

@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 
 from bridge.catalog import Catalog, LineageEdge, LineageGraph
+from bridge.drawing.asset_graph import MERMAID_MAX_EDGES, MERMAID_MAX_TEXT, graph_mermaid, mermaid_limits
+from bridge.drawing.mermaid import node_id
 from bridge.mapping import Resolver
 from bridge.model import Asset, Origin
 from bridge.receiver.imports import catalog_intake
-from bridge.render import MERMAID_MAX_EDGES, MERMAID_MAX_TEXT, _node_id, graph_mermaid, mermaid_limits
 from tests.conftest import BIN, ROOT, at
 from tests.helpers import decl, ol_dataset, ol_run_event, run
 
@@ -181,8 +182,8 @@ def test_the_external_jobs_edge_parses(mermaid: Parse, catalog: Catalog, resolve
 
 def test_ids_that_looked_alike_stay_apart(mermaid: Parse) -> None:
     ids = ["a.b", "a_b", "a-b", "a:b", "a/b", "a_2e_b", "a_2e__b", "A.b", "a..b", "ab", "a_b_", "é", "_e9_"]
-    assert len({_node_id(i) for i in ids}) == len(ids)
-    assert [_node_id(i) for i in ("a.b", "a_b", "é")] == ["n_a_2e_b", "n_a_5f_b", "n__e9_"]  # no state: always these
+    assert len({node_id(i) for i in ids}) == len(ids)
+    assert [node_id(i) for i in ("a.b", "a_b", "é")] == ["n_a_2e_b", "n_a_5f_b", "n__e9_"]  # no state: always these
     g = graph([(a, b, ()) for a, b in itertools.pairwise(ids)])
     (result,) = mermaid([graph_mermaid(g)])
     assert len(result["nodes"]) == len(ids) and len(result["edges"]) == len(ids) - 1

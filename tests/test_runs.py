@@ -13,7 +13,7 @@ import pytest
 
 from bridge.catalog import Catalog
 from bridge.catalog.runs import RunFilter, Runs
-from bridge.export import iter_events
+from bridge.delivery.history import iter_events
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
 from bridge.receiver.imports import catalog_intake

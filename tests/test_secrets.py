@@ -78,7 +78,7 @@ def test_a_missing_or_binary_secret_file_is_refused(tmp_path: Path) -> None:
 def served(monkeypatch: pytest.MonkeyPatch) -> list[ServeOptions]:
     """The options ``serve`` would start the receiver with (it is not started)."""
     seen: list[ServeOptions] = []
-    monkeypatch.setattr("bridge.cli.receive.serve_receiver", lambda path, resolver, options, **kw: seen.append(options))
+    monkeypatch.setattr("bridge.cli.serve.serve_receiver", lambda path, resolver, options, **kw: seen.append(options))
     return seen
 
 
@@ -210,7 +210,7 @@ def test_stream_and_backfill_read_the_api_key_from_a_file(
         keys.append(api_key)
         raise ConfigError("no sending in this test")
 
-    monkeypatch.setattr("bridge.cli.stream.sender_for", sender_for)
+    monkeypatch.setattr("bridge.cli.options.sender_for", sender_for)
     args = ["--catalog", str(db), *command, "--url", "http://127.0.0.1:9", "--api-key-file", str(key)]
     result = CliRunner().invoke(cli, args, env={"OPENLINEAGE_API_KEY": None, "OPENLINEAGE_API_KEY_FILE": None})
     assert "Error: no sending in this test" in result.stderr

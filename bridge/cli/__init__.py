@@ -19,7 +19,7 @@ import click
 
 # the modules, not their commands: a command named as its module (bridge.cli.dbt.dbt) would hide
 # the module from `import bridge.cli.dbt` and monkeypatch
-from bridge.cli import assets, basics, dbt, export, kestra, lineage, metaflow, prefect, receive, runs, stream
+from bridge.cli import assets, basics, dbt, export, imports, kestra, lineage, metaflow, prefect, runs, serve, stream
 from bridge.cli.context import CONTEXT_SETTINGS, AppContext, BridgeGroup
 from bridge.config import load_config
 from bridge.version import __version__
@@ -70,10 +70,13 @@ cli.add_command(dbt.dbt)
 cli.add_command(kestra.kestra)
 cli.add_command(prefect.prefect)
 cli.add_command(metaflow.metaflow)
-# still built inside a register(cli) function: lineage; serve and import; stream, backfill, outbox, status
-lineage.register(cli)
-receive.register(cli)
-stream.register(cli)
+cli.add_command(lineage.lineage)
+cli.add_command(serve.serve)
+cli.add_command(imports.import_)
+cli.add_command(stream.stream)
+cli.add_command(stream.backfill)
+cli.add_command(stream.outbox)
+cli.add_command(stream.status)
 
 
 def main() -> None:

@@ -9,16 +9,19 @@ from typing import Any
 import click
 
 from bridge.cli.context import AppContext, pass_app
-from bridge.cli.options import history_filters, json_flag
+from bridge.cli.options import Delivery, delivery_options, history_filters, json_flag
 from bridge.cli.output import print_json, say
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
+from bridge.delivery.history import ExportFilter, iter_lines
+from bridge.delivery.report import FailureReport
+from bridge.delivery.sinks import BackendSink, NdjsonSink, Sink
 from bridge.errors import ExportError
-from bridge.export import ExportFilter, iter_lines
 from bridge.model import check_namespace, parse_window
 from bridge.openlineage.files import BadInput, read_events
 from bridge.openlineage.validate import validate_event
 from bridge.receiver.policy import judge
-from bridge.sinks import HttpSink, NdjsonSink, Sink
+
+EXPORT_MAX_ATTEMPTS = 8  # with the default backoff, half a minute to a minute of retries
 
 
 @click.command("export")
@@ -28,13 +31,24 @@ from bridge.sinks import HttpSink, NdjsonSink, Sink
     default=None,
     help="Write NDJSON to this file ('-' for stdout, the default without --url).",
 )
-@click.option("--url", help="Send each event to this OpenLineage backend (POST <url>/api/v1/lineage).")
+@click.option(
+    "--url",
+    help="Deliver the events to this OpenLineage backend instead, batched and retried as by stream and backfill "
+    "(POST <url>/api/v1/lineage/batch, or one POST <url>/api/v1/lineage an event where it has no batch "
+    "endpoint, as Marquez).",
+)
 @click.option("--api-key", envvar="OPENLINEAGE_API_KEY", help="Bearer token for --url [env OPENLINEAGE_API_KEY].")
 @click.option("--api-key-file", type=FILE, envvar="OPENLINEAGE_API_KEY_FILE", help=API_KEY_FILE_HELP)
+@delivery_options(
+    max_attempts=EXPORT_MAX_ATTEMPTS,
+    max_attempts_help="With --url: attempts per event answered 408, 429 or 5xx (or not at all) before the export "
+    "stops with an error; 0 retries for as long as it takes.",
+)
 @history_filters
 @pass_app
 def export(
     app: AppContext,
+    delivery: Delivery,
     output: str | None,
     url: str | None,
     api_key: str | None,
@@ -44,9 +58,18 @@ def export(
     namespace: str | None,
     flow: str | None,
 ) -> None:
-    """Export the catalog's history as OpenLineage events, in time order."""
+    """Export the catalog's history as OpenLineage events, in time order: NDJSON to stdout or a
+    file, or delivered to a backend with --url.
+
+    With --url the events go out in rounds (a run's START before its end), batched, side by side
+    and retried with backoff; failures are said on stderr as they happen. An event the backend
+    refuses for good, or one still undelivered after --max-attempts, stops the export with an
+    error (olbridge backfill keeps a checkpoint and goes on past refused events instead)."""
     if output and url:
         raise click.UsageError("use --output or --url, not both")
+    if not url and delivery.given:
+        names = ", ".join(f"--{name.replace('_', '-')}" for name in sorted(delivery.given))
+        raise click.UsageError(f"{names}: only with --url")
     start, end = parse_window(since, until)
     filters = ExportFilter(
         since=start,
@@ -58,7 +81,9 @@ def export(
     sink: Sink
     stream = None
     if url:
-        sink = HttpSink(url, api_key=api_key_secret(api_key, api_key_file))
+        dispatcher = delivery.dispatcher(url, api_key_secret(api_key, api_key_file))
+        report = FailureReport(dispatcher.sender.target, say)
+        sink = BackendSink(dispatcher, policy=delivery.policy(), report=report)
     elif output in (None, "-"):
         sink = NdjsonSink(sys.stdout)
     else:
@@ -71,19 +96,18 @@ def export(
         except OSError as exc:
             raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
         sink = NdjsonSink(stream)
-    count = 0
     try:
         events = iter_lines(catalog, app.converter(), filters)
         estimate = catalog.count_task_runs() * 2 + catalog.count_declared_jobs()
         with click.progressbar(events, length=estimate, label="exporting", file=sys.stderr) as bar:
             for event in bar:
                 sink.emit(event)
-                count += 1
+        sink.finish()
     finally:
         sink.close()
         if stream is not None:
             stream.close()
-    say(f"exported {count} event(s) to {url or output or 'stdout'}")
+    say(f"exported {sink.count} event(s) to {url or output or 'stdout'}")
 
 
 @click.command("validate")

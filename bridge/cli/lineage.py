@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from bridge.catalog import ColumnLineageGraph
+from bridge.cli.context import AppContext, pass_app
 from bridge.cli.output import print_json, say
+from bridge.drawing.asset_graph import graph_json, graph_mermaid, graph_text, mermaid_limits
+from bridge.drawing.column_graph import column_graph_json, column_graph_mermaid, column_graph_text
 from bridge.model import parse_time
-from bridge.render import graph_json, graph_mermaid, graph_text, mermaid_limits
-from bridge.render_columns import column_graph_json, column_graph_mermaid, column_graph_text
 
 
 def show_columns(graph: ColumnLineageGraph, fmt: str) -> None:
@@ -22,51 +21,48 @@ def show_columns(graph: ColumnLineageGraph, fmt: str) -> None:
         click.echo(column_graph_text(graph))
 
 
-def register(cli: click.Group) -> None:
-    @cli.command()
-    @click.argument("asset_id")
-    @click.option(
-        "--direction", type=click.Choice(["upstream", "downstream", "both"]), default="both", show_default=True
-    )
-    @click.option("--depth", type=click.IntRange(1, 100), default=5, show_default=True, help="How many hops to follow.")
-    @click.option("--format", "fmt", type=click.Choice(["text", "json", "mermaid"]), default="text", show_default=True)
-    @click.option(
-        "--column",
-        help="A column of the asset: where it comes from (upstream) and what it feeds (downstream), column by column.",
-    )
-    @click.option(
-        "--as-of",
-        "as_of",
-        metavar="TIME",
-        help="The graph as the catalog knew it at TIME (ISO 8601; no offset: UTC): the edges of runs that had "
-        "ended by then, olbridge's and external ones, and of the jobs JobEvents had declared.",
-    )
-    @click.pass_obj
-    def lineage(
-        app: Any, asset_id: str, direction: str, depth: int, fmt: str, column: str | None, as_of: str | None
-    ) -> None:
-        """Show an asset's upstream and downstream lineage (or a column's, with --column).
+@click.command("lineage")
+@click.argument("asset_id")
+@click.option("--direction", type=click.Choice(["upstream", "downstream", "both"]), default="both", show_default=True)
+@click.option("--depth", type=click.IntRange(1, 100), default=5, show_default=True, help="How many hops to follow.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "mermaid"]), default="text", show_default=True)
+@click.option(
+    "--column",
+    help="A column of the asset: where it comes from (upstream) and what it feeds (downstream), column by column.",
+)
+@click.option(
+    "--as-of",
+    "as_of",
+    metavar="TIME",
+    help="The graph as the catalog knew it at TIME (ISO 8601; no offset: UTC): the edges of runs that had "
+    "ended by then, olbridge's and external ones, and of the jobs JobEvents had declared.",
+)
+@pass_app
+def lineage(
+    app: AppContext, asset_id: str, direction: str, depth: int, fmt: str, column: str | None, as_of: str | None
+) -> None:
+    """Show an asset's upstream and downstream lineage (or a column's, with --column).
 
-        --format mermaid prints a Mermaid flowchart: a node per asset (its id and type) and an
-        arrow per linked pair, labelled with every task that links them, one a line.
+    --format mermaid prints a Mermaid flowchart: a node per asset (its id and type) and an
+    arrow per linked pair, labelled with every task that links them, one a line.
 
-        ASSET_ID is its id, or a name it was received under: <olNamespace>/<olName>, or a symlink
-        identifier's <namespace>/<name>.
-        """
-        moment = parse_time(as_of, "--as-of", assume_utc=True) if as_of is not None else None
-        asset_id = app.catalog().find_asset_id(asset_id)
-        if column is not None:
-            if moment is not None:
-                raise click.UsageError("--as-of draws an asset's lineage; it does not go with --column")
-            show_columns(app.catalog().column_lineage(asset_id, column, direction=direction, depth=depth), fmt)
-            return
-        graph = app.catalog().lineage(asset_id, direction=direction, depth=depth, as_of=moment)
-        if fmt == "json":
-            print_json(graph_json(graph))
-        elif fmt == "mermaid":
-            diagram = graph_mermaid(graph)
-            click.echo(diagram)
-            for limit in mermaid_limits(diagram):
-                say(f"warning: the diagram has {limit}; narrow it with --depth or --direction")
-        else:
-            click.echo(graph_text(graph))
+    ASSET_ID is its id, or a name it was received under: <olNamespace>/<olName>, or a symlink
+    identifier's <namespace>/<name>.
+    """
+    moment = parse_time(as_of, "--as-of", assume_utc=True) if as_of is not None else None
+    asset_id = app.catalog().find_asset_id(asset_id)
+    if column is not None:
+        if moment is not None:
+            raise click.UsageError("--as-of draws an asset's lineage; it does not go with --column")
+        show_columns(app.catalog().column_lineage(asset_id, column, direction=direction, depth=depth), fmt)
+        return
+    graph = app.catalog().lineage(asset_id, direction=direction, depth=depth, as_of=moment)
+    if fmt == "json":
+        print_json(graph_json(graph))
+    elif fmt == "mermaid":
+        diagram = graph_mermaid(graph)
+        click.echo(diagram)
+        for limit in mermaid_limits(diagram):
+            say(f"warning: the diagram has {limit}; narrow it with --depth or --direction")
+    else:
+        click.echo(graph_text(graph))

@@ -1,15 +1,24 @@
-"""What several commands share on the command line, declared once: option factories, and the hidden
-aliases that keep a renamed command's old name working."""
+"""What several commands share on the command line, declared once: option factories (the history
+filters, ``--json``, how a command delivers), and the hidden aliases that keep a renamed command's
+old name working."""
 
 from __future__ import annotations
 
+import functools
 import inspect
+import threading
+import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
+import attrs
 import click
+from click.core import ParameterSource
 
 from bridge.cli.output import say
+from bridge.delivery.config import sender_for
+from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.retry import RateLimiter, RetryPolicy
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,6 +42,87 @@ def history_filters(fn: F) -> F:
 def json_flag(help: str) -> Callable[[F], F]:
     """``--json``, given to the command as ``as_json``: print the command's result as JSON on stdout."""
     return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+@attrs.frozen
+class Delivery:
+    """How a command delivers to a backend (``stream``, ``backfill``, ``export --url``): the
+    options of :func:`delivery_options`, and the names of those given (on the command line or by
+    the environment)."""
+
+    timeout: float | None
+    concurrency: int
+    batch_size: int
+    no_batch: bool
+    backoff: float
+    max_backoff: float
+    max_attempts: int
+    given: frozenset[str] = attrs.field(default=frozenset(), eq=False)
+
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy(base=self.backoff, cap=self.max_backoff, max_attempts=self.max_attempts)
+
+    def dispatcher(
+        self,
+        url: str | None,
+        api_key: str | None,
+        *,
+        rate: float | None = None,
+        stop: threading.Event | None = None,
+    ) -> Dispatcher:
+        """A dispatcher to ``url`` (else to the OpenLineage configuration's backend), at most
+        ``rate`` events a second; a ``stop`` request ends the rate limit's waits."""
+        sender = sender_for(url, api_key=api_key, timeout=self.timeout, batch=not self.no_batch)
+        limiter = None
+        if rate is not None:
+            wait = stop.wait if stop is not None else time.sleep
+            limiter = RateLimiter(rate, time.monotonic, wait)
+        return Dispatcher(sender, concurrency=self.concurrency, batch_size=self.batch_size, limiter=limiter)
+
+
+def delivery_options(*, max_attempts: int, max_attempts_help: str) -> Callable[[F], F]:
+    """``--timeout``, ``--concurrency``, ``--batch-size``, ``--no-batch``, ``--backoff``,
+    ``--max-backoff`` and ``--max-attempts`` (its default and help the command's): how a command
+    sends to a backend. The command gets them as one :class:`Delivery`, its ``delivery``
+    argument."""
+    options = [
+        click.option("--timeout", type=click.FloatRange(min=0.001), help="Seconds per HTTP request [default: 5]."),
+        click.option(
+            "--concurrency", type=click.IntRange(min=1), default=4, show_default=True, help="Requests in flight."
+        ),
+        click.option(
+            "--batch-size", type=click.IntRange(min=1), default=200, show_default=True, help="Events per request."
+        ),
+        click.option("--no-batch", is_flag=True, help="Never try POST /api/v1/lineage/batch; one event a request."),
+        click.option(
+            "--backoff", type=click.FloatRange(min=0), default=0.5, show_default=True, help="First retry delay (s)."
+        ),
+        click.option(
+            "--max-backoff", type=click.FloatRange(min=0), default=60.0, show_default=True, help="Longest delay (s)."
+        ),
+        click.option(
+            "--max-attempts",
+            type=click.IntRange(min=0),
+            default=max_attempts,
+            show_default=True,
+            help=max_attempts_help,
+        ),
+    ]
+    names = [f.name for f in attrs.fields(Delivery) if f.name != "given"]
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            ctx = click.get_current_context()
+            values = {name: kwargs.pop(name) for name in names}
+            given = frozenset(n for n in names if ctx.get_parameter_source(n) is not ParameterSource.DEFAULT)
+            return fn(*args, delivery=Delivery(**values, given=given), **kwargs)
+
+        for option in reversed(options):
+            command = option(command)
+        return cast(F, command)
+
+    return decorate
 
 
 class DeprecatedAlias(click.Command):

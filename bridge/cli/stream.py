@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import sys
-import threading
 import time
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 
 from bridge.catalog import Catalog
+from bridge.catalog.outbox import DeliveryError
+from bridge.cli.context import AppContext, pass_app
+from bridge.cli.options import Delivery, F, delivery_options, history_filters, json_flag
 from bridge.cli.output import print_json, say, stop_on_signals
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
 from bridge.delivery.backfill import Backfill, BackfillFilter
-from bridge.delivery.config import sender_for
-from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.lease import OutboxLease
 from bridge.delivery.report import FailureReport, describe
-from bridge.delivery.retry import RateLimiter, RetryPolicy
 from bridge.delivery.worker import StreamStats, StreamWorker
 from bridge.errors import ExportError
 from bridge.model import check_namespace, parse_window
@@ -27,8 +26,9 @@ _STOPPING = "{signal}: stopping after the requests in flight"
 ONCE_BUDGET = 60.0  # --give-up-after's default with --once
 
 
-def delivery_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of every command that delivers: target, concurrency, batching, retries."""
+def target_options(fn: F) -> F:
+    """``--url``, ``--api-key`` and ``--api-key-file``: the backend ``stream`` and ``backfill``
+    deliver to (without ``--url``, the OpenLineage configuration's)."""
     options = [
         click.option(
             "--url",
@@ -38,47 +38,17 @@ def delivery_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--api-key", help="Bearer token for --url [default: env OPENLINEAGE_API_KEY]."),
         click.option("--api-key-file", type=FILE, envvar="OPENLINEAGE_API_KEY_FILE", help=API_KEY_FILE_HELP),
-        click.option("--timeout", type=click.FloatRange(min=0.001), help="Seconds per HTTP request [default: 5]."),
-        click.option(
-            "--concurrency", type=click.IntRange(min=1), default=4, show_default=True, help="Requests in flight."
-        ),
-        click.option(
-            "--batch-size", type=click.IntRange(min=1), default=200, show_default=True, help="Events per request."
-        ),
-        click.option("--no-batch", is_flag=True, help="Never try POST /api/v1/lineage/batch; one event a request."),
-        click.option(
-            "--backoff", type=click.FloatRange(min=0), default=0.5, show_default=True, help="First retry delay (s)."
-        ),
-        click.option(
-            "--max-backoff", type=click.FloatRange(min=0), default=60.0, show_default=True, help="Longest delay (s)."
-        ),
-        click.option(
-            "--max-attempts",
-            type=click.IntRange(min=0),
-            default=0,
-            show_default=True,
-            help="Attempts per event before giving up on it: stream keeps an event answered 408, 429 or 5xx that "
-            "often as a dead letter (one that got no answer stays pending: see --give-up-after); backfill stops with "
-            "an error before any undelivered event; 0 retries for as long as it takes.",
-        ),
     ]
     for option in reversed(options):
         fn = option(fn)
     return fn
 
 
-def _dispatcher(flags: dict[str, Any], rate: float | None = None, stop: threading.Event | None = None) -> Dispatcher:
-    api_key = api_key_secret(flags["api_key"], flags["api_key_file"])
-    sender = sender_for(flags["url"], api_key=api_key, timeout=flags["timeout"], batch=not flags["no_batch"])
-    limiter = None
-    if rate is not None:
-        wait = stop.wait if stop is not None else time.sleep
-        limiter = RateLimiter(rate, time.monotonic, wait)
-    return Dispatcher(sender, concurrency=flags["concurrency"], batch_size=flags["batch_size"], limiter=limiter)
-
-
-def _policy(flags: dict[str, Any]) -> RetryPolicy:
-    return RetryPolicy(base=flags["backoff"], cap=flags["max_backoff"], max_attempts=flags["max_attempts"])
+MAX_ATTEMPTS_HELP = (
+    "Attempts per event before giving up on it: stream keeps an event answered 408, 429 or 5xx that often as a "
+    "dead letter (one that got no answer stays pending: see --give-up-after); backfill stops with an error "
+    "before any undelivered event; 0 retries for as long as it takes."
+)
 
 
 def _rate(ctx: click.Context, param: click.Parameter, text: str | None) -> float | None:
@@ -102,301 +72,316 @@ def _stream_message(stats: StreamStats) -> str:
     )
 
 
-def register(cli: click.Group) -> None:
-    @cli.command()
-    @delivery_options
-    @click.option("--once", is_flag=True, help="Deliver what can be delivered, then exit (retries included).")
-    @click.option(
-        "--poll", type=click.FloatRange(min=0.01), default=1.0, show_default=True, help="Seconds between looks."
-    )
-    @click.option(
-        "--give-up-after",
-        type=click.FloatRange(min=0),
-        help="Stop and exit 1 when no event has been delivered for this many seconds while deliveries fail "
-        "(a retry due later is not waited for); the events stay pending. 0: never "
-        f"[default: {ONCE_BUDGET:g} with --once, else 0].",
-    )
-    @click.option("--json", "as_json", is_flag=True, help="Print the delivery counts as JSON at the end.")
-    @click.pass_obj
-    def stream(app: Any, /, once: bool, poll: float, give_up_after: float | None, as_json: bool, **flags: Any) -> None:
-        """Deliver the catalog's outbox to an OpenLineage backend, as runs happen.
+@click.command("stream")
+@target_options
+@delivery_options(max_attempts=0, max_attempts_help=MAX_ATTEMPTS_HELP)
+@click.option("--once", is_flag=True, help="Deliver what can be delivered, then exit (retries included).")
+@click.option("--poll", type=click.FloatRange(min=0.01), default=1.0, show_default=True, help="Seconds between looks.")
+@click.option(
+    "--give-up-after",
+    type=click.FloatRange(min=0),
+    help="Stop and exit 1 when no event has been delivered for this many seconds while deliveries fail "
+    "(a retry due later is not waited for); the events stay pending. 0: never "
+    f"[default: {ONCE_BUDGET:g} with --once, else 0].",
+)
+@json_flag("Print the delivery counts as JSON at the end.")
+@pass_app
+def stream(
+    app: AppContext,
+    delivery: Delivery,
+    url: str | None,
+    api_key: str | None,
+    api_key_file: Path | None,
+    once: bool,
+    poll: float,
+    give_up_after: float | None,
+    as_json: bool,
+) -> None:
+    """Deliver the catalog's outbox to an OpenLineage backend, as runs happen.
 
-        Every task run start and end, asset update and delete recorded in the catalog (by any
-        command, adapter or the Python API) is queued in its outbox in the same transaction, and
-        so is every event olbridge serve --forward took, to go out exactly as it came.
-        This worker sends them in order per run, retries with backoff, keeps refused events as
-        dead letters (olbridge outbox list --dead), says every failure on stderr (at most a line
-        every few seconds per kind), and stops cleanly on SIGTERM or Ctrl-C.
+    Every task run start and end, asset update and delete recorded in the catalog (by any
+    command, adapter or the Python API) is queued in its outbox in the same transaction, and
+    so is every event olbridge serve --forward took, to go out exactly as it came.
+    This worker sends them in order per run, retries with backoff, keeps refused events as
+    dead letters (olbridge outbox list --dead), says every failure on stderr (at most a line
+    every few seconds per kind), and stops cleanly on SIGTERM or Ctrl-C.
 
-        One worker at a time delivers a catalog's outbox. A second one waits and takes over when
-        the first stops (or within seconds when it was killed); with --once it refuses instead,
-        naming the worker that holds the outbox. olbridge status shows the workers."""
-        catalog = app.catalog()
-        budget = give_up_after if give_up_after is not None else (ONCE_BUDGET if once else 0.0)
-        with stop_on_signals(_STOPPING) as stop:
-            dispatcher = _dispatcher(flags, stop=stop)
-            target = dispatcher.sender.target
-            say(f"streaming the outbox of {app.catalog_path} to {target}")
-            worker = StreamWorker(
-                catalog,
-                app.converter(),
-                dispatcher,
-                policy=_policy(flags),
-                stop=stop,
-                poll=poll,
-                report=FailureReport(target, say),
-                give_up_after=budget,
-                lease=OutboxLease(catalog, target),
-                notify=say,
-            )
+    One worker at a time delivers a catalog's outbox. A second one waits and takes over when
+    the first stops (or within seconds when it was killed); with --once it refuses instead,
+    naming the worker that holds the outbox. olbridge status shows the workers."""
+    catalog = app.catalog()
+    budget = give_up_after if give_up_after is not None else (ONCE_BUDGET if once else 0.0)
+    with stop_on_signals(_STOPPING) as stop:
+        dispatcher = delivery.dispatcher(url, api_key_secret(api_key, api_key_file), stop=stop)
+        target = dispatcher.sender.target
+        say(f"streaming the outbox of {app.catalog_path} to {target}")
+        worker = StreamWorker(
+            catalog,
+            app.converter(),
+            dispatcher,
+            policy=delivery.policy(),
+            stop=stop,
+            poll=poll,
+            report=FailureReport(target, say),
+            give_up_after=budget,
+            lease=OutboxLease(catalog, target),
+            notify=say,
+        )
+        try:
+            stats = worker.run(once=once)
+        finally:
+            dispatcher.close()
+    if as_json:
+        print_json(stats.as_json())
+    say(_stream_message(stats))
+    gave_up = worker.gave_up
+    if gave_up is not None:
+        last = f"; last failure: {describe(gave_up.last)}" if gave_up.last else ""
+        later = "" if gave_up.next_retry is None else ", and the next retry was due after that"
+        raise ExportError(
+            f"gave up on delivering to {target}: nothing delivered for {gave_up.seconds:.1f}s while deliveries "
+            f"failed (--give-up-after {budget:g}{later}){last}; {catalog.outbox.status().pending} event(s) stay "
+            "pending: run olbridge stream again when the backend is back"
+        )
+    if once and stats.dead:
+        raise ExportError(
+            f"{stats.dead} event(s) became dead letters (refused by {target}, or out of --max-attempts); "
+            "see olbridge outbox list --dead, and olbridge outbox retry once the cause is fixed"
+        )
+
+
+@click.command("backfill")
+@target_options
+@delivery_options(max_attempts=0, max_attempts_help=MAX_ATTEMPTS_HELP)
+@history_filters
+@click.option("--asset", help="Only the task runs that read or wrote this asset id, and its changes.")
+@click.option("--dry-run", is_flag=True, help="Count and validate the events; send nothing.")
+@click.option("--rate", callback=_rate, help="At most this many events a second, e.g. 500/s.")
+@click.option("--checkpoint", help="Name of the checkpoint to resume from and keep [default: the target].")
+@click.option("--no-resume", is_flag=True, help="Start from the beginning (the checkpoint starts over).")
+@click.option(
+    "--retry-refused",
+    is_flag=True,
+    help="First send again the events the backend refused in earlier runs of this checkpoint (olbridge "
+    "status counts them); those it takes are forgotten.",
+)
+@json_flag("Print the summary as JSON.")
+@pass_app
+def backfill(
+    app: AppContext,
+    delivery: Delivery,
+    url: str | None,
+    api_key: str | None,
+    api_key_file: Path | None,
+    since: str | None,
+    until: str | None,
+    namespace: str | None,
+    flow: str | None,
+    asset: str | None,
+    dry_run: bool,
+    rate: float | None,
+    checkpoint: str | None,
+    no_resume: bool,
+    retry_refused: bool,
+    as_json: bool,
+) -> None:
+    """Replay the catalog's history to an OpenLineage backend: task runs by start time (each
+    run's START, then its end) with the asset changes in between, resuming where an
+    interrupted backfill stopped.
+
+    The checkpoint moves only past events the backend took (2xx) or refused for good (4xx,
+    Marquez's 500 with "code":400). Refused events are kept with the checkpoint and sent
+    again by --retry-refused; the exit status is then 1. Connection errors, timeouts, 408,
+    429 and 5xx are retried; when --max-attempts runs out the backfill stops with an error,
+    its checkpoint before the first event not delivered."""
+    if retry_refused and no_resume:
+        raise click.UsageError("--retry-refused resends a checkpoint's refused events; --no-resume starts it over")
+    start, end = parse_window(since, until)
+    filters = BackfillFilter(
+        since=start,
+        until=end,
+        namespace=check_namespace(namespace, "--namespace"),
+        flow=flow,
+        asset=asset,
+    )
+    catalog = app.catalog()
+    runs, ended = catalog.count_task_runs_matching(
+        since=filters.since, until=filters.until, namespace=filters.namespace, flow=flow, asset=asset
+    )
+    with stop_on_signals(_STOPPING) as stop:
+        dispatcher = (
+            None if dry_run else delivery.dispatcher(url, api_key_secret(api_key, api_key_file), rate=rate, stop=stop)
+        )
+        name = None if dry_run else (checkpoint or (dispatcher.sender.target if dispatcher else None))
+        job = Backfill(
+            catalog,
+            app.converter(),
+            dispatcher,
+            filters=filters,
+            checkpoint=name,
+            resume=not no_resume,
+            retry_refused=retry_refused,
+            policy=delivery.policy(),
+            stop=stop,
+            report=FailureReport(dispatcher.sender.target, say) if dispatcher is not None else None,
+        )
+        saved = job.start_position()
+        began = time.monotonic()
+        done = [saved.events if saved else 0]
+
+        def show(_: object) -> str:
+            elapsed = time.monotonic() - began
+            return f"{done[0] / elapsed:,.0f} events/s" if elapsed > 0 else ""
+
+        target = "dry run" if dry_run else f"to {name}"
+        with click.progressbar(
+            length=runs + ended, label=f"backfill {target}", file=sys.stderr, show_eta=True, item_show_func=show
+        ) as bar:
+            bar.update(done[0])
+
+            def progress(count: int) -> None:
+                done[0] += count
+                bar.update(count, done[0])
+
+            job.progress = progress
             try:
-                stats = worker.run(once=once)
+                summary = job.run()
             finally:
-                dispatcher.close()
-        if as_json:
-            print_json(stats.as_json())
-        say(_stream_message(stats))
-        gave_up = worker.gave_up
-        if gave_up is not None:
-            last = f"; last failure: {describe(gave_up.last)}" if gave_up.last else ""
-            later = "" if gave_up.next_retry is None else ", and the next retry was due after that"
-            raise ExportError(
-                f"gave up on delivering to {target}: nothing delivered for {gave_up.seconds:.1f}s while deliveries "
-                f"failed (--give-up-after {budget:g}{later}){last}; {catalog.outbox.status().pending} event(s) stay "
-                "pending: run olbridge stream again when the backend is back"
-            )
-        if once and stats.dead:
-            raise ExportError(
-                f"{stats.dead} event(s) became dead letters (refused by {target}, or out of --max-attempts); "
-                "see olbridge outbox list --dead, and olbridge outbox retry once the cause is fixed"
-            )
-
-    @cli.command()
-    @delivery_options
-    @click.option("--since", help="Only history from this time (ISO 8601; a date or a time without offset is UTC).")
-    @click.option("--until", help="Only history before this time.")
-    @click.option("--namespace", help="Only this flow namespace (and asset changes in this namespace).")
-    @click.option("--flow", help="Only this flow id (asset changes belong to no flow and are left out).")
-    @click.option("--asset", help="Only the task runs that read or wrote this asset id, and its changes.")
-    @click.option("--dry-run", is_flag=True, help="Count and validate the events; send nothing.")
-    @click.option("--rate", callback=_rate, help="At most this many events a second, e.g. 500/s.")
-    @click.option("--checkpoint", help="Name of the checkpoint to resume from and keep [default: the target].")
-    @click.option("--no-resume", is_flag=True, help="Start from the beginning (the checkpoint starts over).")
-    @click.option(
-        "--retry-refused",
-        is_flag=True,
-        help="First send again the events the backend refused in earlier runs of this checkpoint (olbridge "
-        "status counts them); those it takes are forgotten.",
+                if job.report is not None:
+                    job.report.flush()
+                if dispatcher is not None:
+                    dispatcher.close()
+    if as_json:
+        print_json(summary.as_json())
+    verb = "checked" if dry_run else "delivered"
+    extra = (
+        f", {summary.invalid} invalid"
+        if dry_run
+        else f", {summary.refused} refused, {summary.undelivered} undelivered"
+        + (f" ({summary.resent} refused before and delivered now)" if summary.resent else "")
     )
-    @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-    @click.pass_obj
-    def backfill(
-        app: Any,
-        /,
-        since: str | None,
-        until: str | None,
-        namespace: str | None,
-        flow: str | None,
-        asset: str | None,
-        dry_run: bool,
-        rate: float | None,
-        checkpoint: str | None,
-        no_resume: bool,
-        retry_refused: bool,
-        as_json: bool,
-        **flags: Any,
-    ) -> None:
-        """Replay the catalog's history to an OpenLineage backend: task runs by start time (each
-        run's START, then its end) with the asset changes in between, resuming where an
-        interrupted backfill stopped.
-
-        The checkpoint moves only past events the backend took (2xx) or refused for good (4xx,
-        Marquez's 500 with "code":400). Refused events are kept with the checkpoint and sent
-        again by --retry-refused; the exit status is then 1. Connection errors, timeouts, 408,
-        429 and 5xx are retried; when --max-attempts runs out the backfill stops with an error,
-        its checkpoint before the first event not delivered."""
-        if retry_refused and no_resume:
-            raise click.UsageError("--retry-refused resends a checkpoint's refused events; --no-resume starts it over")
-        start, end = parse_window(since, until)
-        filters = BackfillFilter(
-            since=start,
-            until=end,
-            namespace=check_namespace(namespace, "--namespace"),
-            flow=flow,
-            asset=asset,
-        )
-        catalog = app.catalog()
-        runs, ended = catalog.count_task_runs_matching(
-            since=filters.since, until=filters.until, namespace=filters.namespace, flow=flow, asset=asset
-        )
-        with stop_on_signals(_STOPPING) as stop:
-            dispatcher = None if dry_run else _dispatcher(flags, rate, stop)
-            name = None if dry_run else (checkpoint or (dispatcher.sender.target if dispatcher else None))
-            job = Backfill(
-                catalog,
-                app.converter(),
-                dispatcher,
-                filters=filters,
-                checkpoint=name,
-                resume=not no_resume,
-                retry_refused=retry_refused,
-                policy=_policy(flags),
-                stop=stop,
-                report=FailureReport(dispatcher.sender.target, say) if dispatcher is not None else None,
-            )
-            saved = job.start_position()
-            began = time.monotonic()
-            done = [saved.events if saved else 0]
-
-            def show(_: object) -> str:
-                elapsed = time.monotonic() - began
-                return f"{done[0] / elapsed:,.0f} events/s" if elapsed > 0 else ""
-
-            target = "dry run" if dry_run else f"to {name}"
-            with click.progressbar(
-                length=runs + ended, label=f"backfill {target}", file=sys.stderr, show_eta=True, item_show_func=show
-            ) as bar:
-                bar.update(done[0])
-
-                def progress(count: int) -> None:
-                    done[0] += count
-                    bar.update(count, done[0])
-
-                job.progress = progress
-                try:
-                    summary = job.run()
-                finally:
-                    if job.report is not None:
-                        job.report.flush()
-                    if dispatcher is not None:
-                        dispatcher.close()
-        if as_json:
-            print_json(summary.as_json())
-        verb = "checked" if dry_run else "delivered"
-        extra = (
-            f", {summary.invalid} invalid"
-            if dry_run
-            else f", {summary.refused} refused, {summary.undelivered} undelivered"
-            + (f" ({summary.resent} refused before and delivered now)" if summary.resent else "")
-        )
-        state = "" if summary.complete or summary.error else " (stopped; run it again to resume)"
+    state = "" if summary.complete or summary.error else " (stopped; run it again to resume)"
+    say(
+        f"backfill {verb} {summary.events} event(s) of {summary.runs} task run(s), {summary.changes} "
+        f"asset change(s) and {summary.jobs} declared job(s) in {summary.seconds:.1f}s{extra}{state}"
+    )
+    for problem in summary.problems if not as_json else []:
+        said = problem.get("detail") or "; ".join(problem.get("problems", []))
+        say(f"  {problem['event']}: {problem.get('status') or ''} {said}")
+    if summary.error is not None:
+        raise ExportError(summary.error)
+    if summary.refused:
         say(
-            f"backfill {verb} {summary.events} event(s) of {summary.runs} task run(s), {summary.changes} "
-            f"asset change(s) and {summary.jobs} declared job(s) in {summary.seconds:.1f}s{extra}{state}"
+            f"the refused events are kept with checkpoint {name!r} (olbridge status counts them); fix the cause, "
+            "then send them again with olbridge backfill --retry-refused (same --url and --checkpoint)"
         )
-        for problem in summary.problems if not as_json else []:
-            said = problem.get("detail") or "; ".join(problem.get("problems", []))
-            say(f"  {problem['event']}: {problem.get('status') or ''} {said}")
-        if summary.error is not None:
-            raise ExportError(summary.error)
-        if summary.refused:
-            say(
-                f"the refused events are kept with checkpoint {name!r} (olbridge status counts them); fix the cause, "
-                "then send them again with olbridge backfill --retry-refused (same --url and --checkpoint)"
-            )
-        if summary.refused or summary.invalid:
-            raise SystemExit(1)
-
-    @cli.group()
-    def outbox() -> None:
-        """The events queued for olbridge stream: list, retry and drop them."""
-
-    @outbox.command("list")
-    @click.option("--dead", is_flag=True, help="Only the dead letters (events the backend refused).")
-    @click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="At most this many.")
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-    @click.pass_obj
-    def outbox_list(app: Any, dead: bool, limit: int, as_json: bool) -> None:
-        """The outbox's rows in queue order: id, kind, the record it refers to, state, attempts,
-        and for dead letters the backend's status and answer."""
-        items = app.catalog().outbox.items(dead=dead, limit=limit)
-        if as_json:
-            print_json([item.as_json() for item in items])
-            return
-        for item in items:
-            status = f" HTTP {item.last_status}" if item.last_status else ""
-            error = f" {item.last_error[:160]}" if item.last_error else ""
-            click.echo(
-                f"{item.seq}\t{item.kind}\t{item.ref}\t{item.state}\tattempts={item.attempts}\t"
-                f"queued {item.queued_at}{status}{error}"
-            )
-        say(f"{len(items)} row(s)")
-
-    @outbox.command("retry")
-    @click.argument("ids", nargs=-1, type=int)
-    @click.option("--all", "every", is_flag=True, help="Every dead letter.")
-    @click.pass_obj
-    def outbox_retry(app: Any, ids: tuple[int, ...], every: bool) -> None:
-        """Queue dead letters again (by id, or --all); olbridge stream sends them next. An id that
-        is not a dead letter is an error, and nothing is queued."""
-        if bool(ids) == every:
-            raise click.UsageError("give dead-letter ids or --all (not both)")
-        count = app.catalog().outbox.retry(None if every else list(ids))
-        say(f"queued {count} dead letter(s) again")
-
-    @outbox.command("drop")
-    @click.argument("ids", nargs=-1, type=int, required=True)
-    @click.pass_obj
-    def outbox_drop(app: Any, ids: tuple[int, ...]) -> None:
-        """Remove rows from the outbox for good (their events are not sent). Dropping a run's
-        refused START lets its end go. An id not in the outbox is an error, and nothing is dropped."""
-        count = app.catalog().outbox.drop(list(ids), must_exist=True)
-        say(f"dropped {count} row(s)")
-
-    @cli.command()
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-    @click.pass_obj
-    def status(app: Any, as_json: bool) -> None:
-        """The outbox (depth, oldest pending event, dead letters, last success), the last
-        delivery error and when, the stream workers, and each backfill's checkpoint with the
-        events its backend refused."""
-        catalog = app.catalog()
-        state = catalog.outbox.status()
-        errors = catalog.outbox.errors()
-        workers = catalog.workers.list()
-        now = time.time()
-        backfills = _backfills(catalog, {e.source: e for e in errors})
-        if as_json:
-            print_json(
-                {
-                    **state.as_json(),
-                    "lastError": errors[0].as_json() if errors else None,
-                    "workers": [w.as_json(now) for w in workers],
-                    "backfills": backfills,
-                }
-            )
-            return
-        click.echo(f"pending: {state.pending}")
-        click.echo(f"oldest pending: {state.oldest_pending or '-'}")
-        click.echo(f"dead letters: {state.dead}")
-        click.echo(f"delivered: {state.delivered}")
-        click.echo(f"last success: {state.last_success or '-'}")
-        if errors:
-            e = errors[0]
-            answer = " ".join(e.detail.split())[:200]
-            status_text = f" HTTP {e.status}" if e.status is not None else ""
-            kind, _, name = e.source.partition(":")
-            by = f"{kind} to {e.target}" + (f" (checkpoint {name})" if name and name != e.target else "")
-            click.echo(f"last error: {e.at} {by}: {e.failure}{status_text} {answer}".rstrip())
-        else:
-            click.echo("last error: -")
-        for w in workers:
-            role = f"delivering since {w.lease_since}" if w.lease_since else "waiting for the outbox"
-            beat = max(now - w.heartbeat_at, 0.0)
-            click.echo(
-                f"worker: pid {w.pid} on {w.host} to {w.target}, {role}, started {w.started_at}, "
-                f"heartbeat {beat:.1f}s ago"
-            )
-        for b in backfills:
-            up_to = b["position"][0] if b["position"] and b["position"][0] else "-"
-            refused = f", {b['refused']} refused (send again: --retry-refused)" if b["refused"] else ""
-            click.echo(
-                f"backfill {b['checkpoint']}: up to {up_to}, {b['runs']} task run(s), {b['events']} event(s) "
-                f"delivered{refused}, updated {b['updatedAt']}"
-            )
+    if summary.refused or summary.invalid:
+        raise SystemExit(1)
 
 
-def _backfills(catalog: Catalog, errors: dict[str, Any]) -> list[dict[str, Any]]:
+@click.group("outbox")
+def outbox() -> None:
+    """The events queued for olbridge stream: list, retry and drop them."""
+
+
+@outbox.command("list")
+@click.option("--dead", is_flag=True, help="Only the dead letters (events the backend refused).")
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="At most this many.")
+@json_flag("Print JSON.")
+@pass_app
+def outbox_list(app: AppContext, dead: bool, limit: int, as_json: bool) -> None:
+    """The outbox's rows in queue order: id, kind, the record it refers to, state, attempts,
+    and for dead letters the backend's status and answer."""
+    items = app.catalog().outbox.items(dead=dead, limit=limit)
+    if as_json:
+        print_json([item.as_json() for item in items])
+        return
+    for item in items:
+        status = f" HTTP {item.last_status}" if item.last_status else ""
+        error = f" {item.last_error[:160]}" if item.last_error else ""
+        click.echo(
+            f"{item.seq}\t{item.kind}\t{item.ref}\t{item.state}\tattempts={item.attempts}\t"
+            f"queued {item.queued_at}{status}{error}"
+        )
+    say(f"{len(items)} row(s)")
+
+
+@outbox.command("retry")
+@click.argument("ids", nargs=-1, type=int)
+@click.option("--all", "every", is_flag=True, help="Every dead letter.")
+@pass_app
+def outbox_retry(app: AppContext, ids: tuple[int, ...], every: bool) -> None:
+    """Queue dead letters again (by id, or --all); olbridge stream sends them next. An id that
+    is not a dead letter is an error, and nothing is queued."""
+    if bool(ids) == every:
+        raise click.UsageError("give dead-letter ids or --all (not both)")
+    count = app.catalog().outbox.retry(None if every else list(ids))
+    say(f"queued {count} dead letter(s) again")
+
+
+@outbox.command("drop")
+@click.argument("ids", nargs=-1, type=int, required=True)
+@pass_app
+def outbox_drop(app: AppContext, ids: tuple[int, ...]) -> None:
+    """Remove rows from the outbox for good (their events are not sent). Dropping a run's
+    refused START lets its end go. An id not in the outbox is an error, and nothing is dropped."""
+    count = app.catalog().outbox.drop(list(ids), must_exist=True)
+    say(f"dropped {count} row(s)")
+
+
+@click.command("status")
+@json_flag("Print JSON.")
+@pass_app
+def status(app: AppContext, as_json: bool) -> None:
+    """The outbox (depth, oldest pending event, dead letters, last success), the last
+    delivery error and when, the stream workers, and each backfill's checkpoint with the
+    events its backend refused."""
+    catalog = app.catalog()
+    state = catalog.outbox.status()
+    errors = catalog.outbox.errors()
+    workers = catalog.workers.list()
+    now = time.time()
+    backfills = _backfills(catalog, {e.source: e for e in errors})
+    if as_json:
+        print_json(
+            {
+                **state.as_json(),
+                "lastError": errors[0].as_json() if errors else None,
+                "workers": [w.as_json(now) for w in workers],
+                "backfills": backfills,
+            }
+        )
+        return
+    click.echo(f"pending: {state.pending}")
+    click.echo(f"oldest pending: {state.oldest_pending or '-'}")
+    click.echo(f"dead letters: {state.dead}")
+    click.echo(f"delivered: {state.delivered}")
+    click.echo(f"last success: {state.last_success or '-'}")
+    if errors:
+        e = errors[0]
+        answer = " ".join(e.detail.split())[:200]
+        status_text = f" HTTP {e.status}" if e.status is not None else ""
+        kind, _, name = e.source.partition(":")
+        by = f"{kind} to {e.target}" + (f" (checkpoint {name})" if name and name != e.target else "")
+        click.echo(f"last error: {e.at} {by}: {e.failure}{status_text} {answer}".rstrip())
+    else:
+        click.echo("last error: -")
+    for w in workers:
+        role = f"delivering since {w.lease_since}" if w.lease_since else "waiting for the outbox"
+        beat = max(now - w.heartbeat_at, 0.0)
+        click.echo(
+            f"worker: pid {w.pid} on {w.host} to {w.target}, {role}, started {w.started_at}, heartbeat {beat:.1f}s ago"
+        )
+    for b in backfills:
+        up_to = b["position"][0] if b["position"] and b["position"][0] else "-"
+        refused = f", {b['refused']} refused (send again: --retry-refused)" if b["refused"] else ""
+        click.echo(
+            f"backfill {b['checkpoint']}: up to {up_to}, {b['runs']} task run(s), {b['events']} event(s) "
+            f"delivered{refused}, updated {b['updatedAt']}"
+        )
+
+
+def _backfills(catalog: Catalog, errors: dict[str, DeliveryError]) -> list[dict[str, Any]]:
     """Each backfill checkpoint as ``status`` shows it."""
     refused = catalog.count_refused()
     out = []

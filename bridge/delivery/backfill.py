@@ -40,12 +40,12 @@ import attrs
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import DeliveryError
 from bridge.catalog.store import Checkpoint, Position, RefusedItem
-from bridge.delivery.dispatch import Dispatcher
-from bridge.delivery.report import FailureReport, describe, retry_note
+from bridge.delivery.dispatch import Dispatcher, Pass, deliver
+from bridge.delivery.history import AssetLookup, ExportFilter
+from bridge.delivery.report import FailureReport, describe, describe_event, retry_note
 from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import Outcome
 from bridge.errors import ConfigError, NotFoundError
-from bridge.export import AssetLookup, ExportFilter
 from bridge.jsonkeys import camel_keys
 from bridge.model import AssetChange, StoredDeclaredJob, StoredTaskRun, epoch_text, format_time
 from bridge.openlineage.convert import Converter
@@ -252,7 +252,7 @@ class Backfill:
     def _stopped_short(self, unsettled: list[_Slot]) -> None:
         first = unsettled[0]
         self.summary.undelivered += sum(len(slot.lines) - slot.settled for slot in unsettled if not slot.done)
-        self.summary.stopped_before = _describe(first.lines[first.settled])
+        self.summary.stopped_before = describe_event(first.lines[first.settled])
         if self.stop.is_set() and first.last is STOPPED:
             return  # a stop request: resumed by the next run, not a failure
         last = first.last or STOPPED
@@ -422,42 +422,22 @@ class Backfill:
         """Send events of different runs until each is delivered, refused for good, or out of
         attempts (then its last outcome, to be retried); a stop request ends the retries."""
         assert self.dispatcher is not None
-        final: list[Outcome | None] = [None] * len(lines)
-        attempts = [0] * len(lines)
-        waiting = list(range(len(lines)))
-        while waiting:
-            outcomes = self.dispatcher.send([lines[i] for i in waiting])
-            again: list[int] = []
-            wait = 0.0
-            for i, outcome in zip(waiting, outcomes, strict=True):
-                attempts[i] += 1
-                self.summary.attempts += 1
-                if outcome.retry and not self.policy.gives_up(attempts[i]):
-                    again.append(i)
-                    wait = max(wait, self.policy.delay(attempts[i], outcome.retry_after))
-                else:
-                    final[i] = outcome
-            failed = [o for o in outcomes if not o.ok]
-            now = self.clock()
-            if failed:
-                self._failure = (failed[-1], now)
-            if self.report is not None:
-                tried_again = set(again)
-                retried = [o for i, o in zip(waiting, outcomes, strict=True) if i in tried_again]
-                self.report.failed(retried, retry_note(now + wait, now))
-                out = [o for i, o in zip(waiting, outcomes, strict=True) if o.retry and i not in tried_again]
-                self.report.failed(out, "out of attempts: the backfill stops after this window")
-                refused = [o for o in outcomes if o.refused]
-                self.report.failed(refused, "refused for good: kept with the checkpoint (--retry-refused)")
-            waiting = again
-            if waiting:
-                self.summary.retries += len(waiting)
-                if self.stop.is_set():
-                    for i in waiting:
-                        final[i] = STOPPED
-                    break
-                self.sleep(wait)
+        final = deliver(
+            self.dispatcher, lines, self.policy, clock=self.clock, sleep=self.sleep, stop=self.stop, observe=self._pass
+        )
         return [o if o is not None else STOPPED for o in final]
+
+    def _pass(self, done: Pass) -> None:
+        """Count a pass of :func:`deliver`, keep its latest failure and report its failures."""
+        self.summary.attempts += len(done.outcomes)
+        failed = [o for o in done.outcomes if not o.ok]
+        if failed:
+            self._failure = (failed[-1], done.at)
+        if self.report is not None:
+            self.report.failed(done.retried, retry_note(done.at + done.wait, done.at))
+            self.report.failed(done.out_of_attempts, "out of attempts: the backfill stops after this window")
+            self.report.failed(done.refused, "refused for good: kept with the checkpoint (--retry-refused)")
+        self.summary.retries += sum(done.again)
 
     def _dry_run(self, slots: Sequence[_Slot]) -> None:
         self._count([slot.item for slot in slots])
@@ -471,14 +451,18 @@ class Backfill:
             if problems:
                 self.summary.invalid += 1
                 if len(self.summary.problems) < PROBLEMS_KEPT:
-                    self.summary.problems.append({"event": _describe(line), "problems": [str(p) for p in problems]})
+                    self.summary.problems.append(
+                        {"event": describe_event(line), "problems": [str(p) for p in problems]}
+                    )
         self.summary.events += len(lines)
         return len(lines)
 
     def _problem(self, line: str, outcome: Outcome) -> None:
         self.summary.refused += 1
         if len(self.summary.problems) < PROBLEMS_KEPT:
-            self.summary.problems.append({"event": _describe(line), "status": outcome.status, "detail": outcome.detail})
+            self.summary.problems.append(
+                {"event": describe_event(line), "status": outcome.status, "detail": outcome.detail}
+            )
 
 
 def _entry(slot: _Slot) -> RefusedItem:
@@ -490,15 +474,3 @@ def _pending(slot: _Slot, now: float) -> RefusedItem:
     kept, its end next."""
     last = slot.last or STOPPED
     return RefusedItem(slot.position, slot.event_name(slot.settled), last.status, last.detail, epoch_text(now))
-
-
-def _describe(line: str) -> str:
-    event = json.loads(line)
-    if "run" in event:
-        job = event.get("job", {})
-        return f"{event.get('eventType')} {job.get('namespace')}/{job.get('name')} run {event['run'].get('runId')}"
-    if "dataset" not in event:
-        job = event.get("job", {})
-        return f"JobEvent {job.get('namespace')}/{job.get('name')}"
-    dataset = event.get("dataset", {})
-    return f"DatasetEvent {dataset.get('namespace')}/{dataset.get('name')} at {event.get('eventTime')}"

@@ -1,4 +1,4 @@
-"""Which sender ``olbridge stream`` and ``olbridge backfill`` use.
+"""Which sender ``olbridge stream`` and ``olbridge backfill`` use (and ``olbridge export --url``).
 
 With ``--url``, olbridge's HTTP sender to that backend. Without it, the configuration the
 OpenLineage client reads, found and merged by openlineage-python itself: ``$OPENLINEAGE_CONFIG``

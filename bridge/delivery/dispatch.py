@@ -1,12 +1,16 @@
-"""One round of delivery: events of different runs, split into requests sent side by side."""
+"""One round of delivery: events of different runs, split into requests sent side by side
+(:class:`Dispatcher`), and sent again by a retry policy until each is settled (:func:`deliver`)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from bridge.delivery.retry import RateLimiter
+import attrs
+
+from bridge.delivery.retry import RateLimiter, RetryPolicy
 from bridge.delivery.senders import Outcome, Sender
 
 
@@ -47,3 +51,68 @@ class Dispatcher:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         self.sender.close()
+
+
+@attrs.frozen
+class Pass:
+    """One pass of :func:`deliver`: the outcomes of the events it sent (in their order), which of
+    them go again, the seconds until they do, and the clock when the answers were in."""
+
+    outcomes: list[Outcome]
+    again: list[bool]
+    wait: float
+    at: float
+
+    @property
+    def retried(self) -> list[Outcome]:
+        return [o for o, again in zip(self.outcomes, self.again, strict=True) if again]
+
+    @property
+    def out_of_attempts(self) -> list[Outcome]:
+        """The events answered with a failure worth a retry, which the policy gives up on."""
+        return [o for o, again in zip(self.outcomes, self.again, strict=True) if o.retry and not again]
+
+    @property
+    def refused(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.refused]
+
+
+def deliver(
+    dispatcher: Dispatcher,
+    lines: Sequence[str],
+    policy: RetryPolicy,
+    *,
+    clock: Callable[[], float],
+    sleep: Callable[[float], object],
+    stop: threading.Event | None = None,
+    observe: Callable[[Pass], object] | None = None,
+) -> list[Outcome | None]:
+    """Send events of different runs until each is delivered, refused for good, or out of
+    attempts (then its last outcome, to be retried later). Between passes it sleeps the longest
+    delay the policy gives the events that go again; ``observe`` sees every pass before that
+    sleep. A ``stop`` request ends the retries: the events still to go again get ``None``."""
+    final: list[Outcome | None] = [None] * len(lines)
+    attempts = [0] * len(lines)
+    waiting = list(range(len(lines)))
+    while waiting:
+        outcomes = dispatcher.send([lines[i] for i in waiting])
+        again: list[int] = []
+        flags: list[bool] = []
+        wait = 0.0
+        for i, outcome in zip(waiting, outcomes, strict=True):
+            attempts[i] += 1
+            if outcome.retry and not policy.gives_up(attempts[i]):
+                again.append(i)
+                flags.append(True)
+                wait = max(wait, policy.delay(attempts[i], outcome.retry_after))
+            else:
+                final[i] = outcome
+                flags.append(False)
+        if observe is not None:
+            observe(Pass(outcomes, flags, wait, clock()))
+        waiting = again
+        if waiting:
+            if stop is not None and stop.is_set():
+                break
+            sleep(wait)
+    return final

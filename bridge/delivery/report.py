@@ -4,11 +4,13 @@ seconds, naming the target, the class and status, the backend's answer or the er
 happens next (the next retry's time); the failures of a class not shown are counted and said
 with its next line, or by :meth:`FailureReport.flush` at the end.
 
-The clock and the output are the caller's (the CLI writes to stderr).
+The clock and the output are the caller's (the CLI writes to stderr). :func:`describe` says a
+failure in short, :func:`describe_event` which event it was.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -97,3 +99,17 @@ def describe(outcome: Outcome) -> str:
         return f"{outcome.failure} ({detail})" if detail else outcome.failure
     answer = f"HTTP {outcome.status} {detail}".strip()
     return answer if outcome.failure.startswith("HTTP") else f"{outcome.failure} ({answer})"
+
+
+def describe_event(line: str) -> str:
+    """Which event a serialized one is, short: ``START ns/job run <id>``, ``JobEvent ns/job``,
+    ``DatasetEvent ns/name at <time>``."""
+    event = json.loads(line)
+    if "run" in event:
+        job = event.get("job", {})
+        return f"{event.get('eventType')} {job.get('namespace')}/{job.get('name')} run {event['run'].get('runId')}"
+    if "dataset" not in event:
+        job = event.get("job", {})
+        return f"JobEvent {job.get('namespace')}/{job.get('name')}"
+    dataset = event.get("dataset", {})
+    return f"DatasetEvent {dataset.get('namespace')}/{dataset.get('name')} at {event.get('eventTime')}"

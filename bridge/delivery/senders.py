@@ -1,5 +1,5 @@
-"""Senders: where the stream worker and the backfill deliver events, and what each event's
-delivery came to.
+"""Senders: where the stream worker, the backfill and ``export --url`` deliver events, and what
+each event's delivery came to.
 
 :class:`HttpSender` is olbridge's own HTTP path: one keep-alive ``requests.Session`` per sending
 thread, ``POST <url>/api/v1/lineage/batch`` with per-event results when the backend has it, one

@@ -30,7 +30,7 @@ import attrs
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import Dead, Delivered, DeliveryError, OutboxItem, Result, RetryLater
 from bridge.delivery.dispatch import Dispatcher
-from bridge.delivery.render import render
+from bridge.delivery.outbox_events import render
 from bridge.delivery.report import FailureReport, retry_note
 from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import Outcome

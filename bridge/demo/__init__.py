@@ -14,14 +14,14 @@ from pathlib import Path
 
 from bridge.adapters.dbt import ingest_dbt
 from bridge.catalog import Catalog
+from bridge.delivery.history import iter_lines
+from bridge.delivery.sinks import NdjsonSink
+from bridge.drawing.asset_graph import graph_text
 from bridge.errors import ExportError
-from bridge.export import iter_lines
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
 from bridge.recording import task_run
-from bridge.render import graph_text
-from bridge.sinks import NdjsonSink
 
 FIRST_MODEL = "dbt.main.my_first_dbt_model"
 SECOND_MODEL = "dbt.main.my_second_dbt_model"

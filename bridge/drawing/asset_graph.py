@@ -1,11 +1,12 @@
-"""Lineage graphs as text, JSON and Mermaid."""
+"""An asset's lineage graph (``olbridge lineage ID``) as text, JSON and a Mermaid flowchart: a node
+per asset, an edge per linked pair with the tasks that link them."""
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Any
 
 from bridge.catalog import LineageGraph
+from bridge.drawing.mermaid import label_text, node_id
 from bridge.model import format_time
 
 
@@ -58,35 +59,11 @@ def graph_text(graph: LineageGraph) -> str:
     return "\n".join(lines)
 
 
-# Mermaid flowcharts (checked against Mermaid 11's own parser in tests/test_render.py).
-#
-# Node ids: "n_" + the asset id with every character other than an ASCII letter or digit written
-# as "_<hex code point>_" ("a.b" -> n_a_2e_b, "a_b" -> n_a_5f_b), so distinct assets never share
-# a node, the same asset always gets the same id, and an id holds only [A-Za-z0-9_], which no
-# Mermaid keyword or arrow can be read into.
-#
-# Labels are quoted strings. Inside them Mermaid ends the string at '"', reads "#...;" as an entity
-# code and its rendering reads the text as HTML, so '"', '#', '&', '<', '>', '%' (against
-# "%%{...}%%" directives), '`' (against markdown strings) and control characters are written as
-# numeric entity codes ("#34;"); everything else, Unicode included, stays as it is. Every statement
-# ends with ';': Mermaid drops the last ';' of a line where "style"/"classDef" is followed by ':' and
-# '#', and that ';' is then the statement's own, never an entity code's.
-_MERMAID_ESCAPED = frozenset('"#&<>%`')
-
-
-def _node_id(asset_id: str) -> str:
-    return "n_" + "".join(c if c.isascii() and c.isalnum() else f"_{ord(c):x}_" for c in asset_id)
-
-
-def _mermaid_text(text: str) -> str:
-    return "".join(
-        f"#{ord(c)};" if c in _MERMAID_ESCAPED or (unicodedata.category(c)[0] in "CZ" and c != " ") else c for c in text
-    )
-
-
 def graph_mermaid(graph: LineageGraph) -> str:
     """A Mermaid flowchart: a node per asset labelled with its id and type, and one arrow per pair
-    of linked assets labelled with every task that links them, one a line."""
+    of linked assets labelled with every task that links them, one a line. Every statement ends
+    with ';': Mermaid drops the last ';' of a line where "style"/"classDef" is followed by ':' and
+    '#', and that ';' is then the statement's own, never an entity code's."""
     types = {a.id: a.type for a in graph.assets}
     pairs: dict[tuple[str, str], dict[str, None]] = {}
     for e in graph.edges:
@@ -94,11 +71,11 @@ def graph_mermaid(graph: LineageGraph) -> str:
     nodes = dict.fromkeys([*types, *(end for pair in pairs for end in pair)])
     lines = ["graph LR"]
     for node in nodes:
-        label = f"{_mermaid_text(node)}<br/>{_mermaid_text(types.get(node, '?'))}"
-        lines.append(f'    {_node_id(node)}["{label}"];')
+        label = f"{label_text(node)}<br/>{label_text(types.get(node, '?'))}"
+        lines.append(f'    {node_id(node)}["{label}"];')
     for (up, down), tasks in pairs.items():
-        label = f'|"{"<br/>".join(_mermaid_text(t) for t in tasks)}"|' if tasks else ""
-        lines.append(f"    {_node_id(up)} -->{label} {_node_id(down)};")
+        label = f'|"{"<br/>".join(label_text(t) for t in tasks)}"|' if tasks else ""
+        lines.append(f"    {node_id(up)} -->{label} {node_id(down)};")
     return "\n".join(lines)
 
 

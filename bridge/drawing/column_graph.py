@@ -1,7 +1,7 @@
 """Column lineage graphs (``lineage ID --column COL``) as text, JSON and Mermaid.
 
 A column is shown as ``<asset id>.<column>``; each edge with its transformations and the runs
-that made it, as :mod:`bridge.render` shows dataset lineage.
+that made it, as :mod:`bridge.drawing.asset_graph` shows an asset's.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from typing import Any
 
 from bridge.catalog import ColumnLineageEdge, ColumnLineageGraph
 from bridge.column_lineage import Transformation
-from bridge.render import _node_id
+from bridge.drawing.mermaid import node_id
 
 
 def _column_node(asset_id: str, column: str) -> str:
-    return "c" + _node_id(f"{asset_id}#{column}")  # apart from the assets' subgraph ids
+    return "c" + node_id(f"{asset_id}#{column}")  # apart from the assets' subgraph ids
 
 
 def _how(transformations: tuple[Transformation, ...]) -> str:
@@ -93,7 +93,7 @@ def column_graph_mermaid(graph: ColumnLineageGraph) -> str:
     lines = ["graph LR"]
     for asset_id, names in columns.items():
         label = f"{asset_id}<br/>{types.get(asset_id, '?')}".replace('"', "'")
-        lines.append(f'    subgraph {_node_id(asset_id)}["{label}"]')
+        lines.append(f'    subgraph {node_id(asset_id)}["{label}"]')
         for name in dict.fromkeys(names):
             lines.append(f'        {_column_node(asset_id, name)}["{name.replace(chr(34), chr(39))}"]')
         lines.append("    end")

@@ -1,4 +1,5 @@
-"""Export: the catalog's history as OpenLineage events, in time order, to a sink.
+"""The catalog's history as OpenLineage events, in time order: what ``olbridge export`` writes to
+a sink (:mod:`.sinks`), and the asset lookup that every way out converts with.
 
 Flows' declared lineage comes first, as JobEvents. Then task runs come from the catalog a page at a
 time and their events are merged with the asset changes by event time, so memory stays flat however

@@ -1,4 +1,4 @@
-"""Outbox rows into events, when they are delivered: one renderer per kind.
+"""The events the outbox's rows stand for, made when they are delivered: one renderer per kind.
 
 A renderer gets the rows of its kind and gives each row's serialized event, or ``None`` when the
 record it points at is gone (an asset change purged with its asset) and there is nothing left to
@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import ASSET_CHANGE, FORWARD, JOB, RUN_END, RUN_START, OutboxItem
+from bridge.delivery.history import AssetLookup
 from bridge.errors import CatalogError, NotFoundError
-from bridge.export import AssetLookup
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.serialize import dumps
 

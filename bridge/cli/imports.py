@@ -1,0 +1,113 @@
+"""``import``: external OpenLineage events from files or a Marquez instance."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from bridge.cli.context import AppContext, pass_app
+from bridge.cli.options import json_flag
+from bridge.cli.output import print_json, say
+from bridge.model import parse_window, utcnow
+from bridge.receiver.imports import ImportSummary, MarquezEvents, catalog_intake, import_files, import_marquez
+
+
+def _report(summary: ImportSummary, as_json: bool) -> None:
+    if as_json:
+        print_json(summary.to_json())
+    for where, why in summary.refused[:50]:
+        say(f"refused {where}: {why}")
+    if len(summary.refused) > 50:
+        say(f"... and {len(summary.refused) - 50} more refused")
+    say(
+        f"Imported {summary.read} events: {summary.accepted} accepted ({summary.warned} with warnings), "
+        f"{summary.duplicates} duplicates, {len(summary.refused)} refused, {summary.placeholders} new placeholders"
+        + (f"; position {summary.position}" if summary.position else "")
+    )
+
+
+def _lines(path: Path) -> int:
+    try:
+        with path.open("rb") as handle:
+            return sum(1 for line in handle if line.strip())
+    except OSError:
+        return 0  # import_files says what is wrong with it
+
+
+@click.command("import")
+@click.argument("files", nargs=-1, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--from-marquez", "marquez_url", metavar="URL", help="Import a Marquez instance's RunEvents.")
+@click.option("--since", help="Marquez: start at this time instead of where the last import stopped.")
+@click.option("--until", help="Marquez: stop before this time.")
+@click.option("--restart", is_flag=True, help="Marquez: ignore where the last import stopped.")
+@click.option("--page-size", default=200, show_default=True, type=click.IntRange(1, 10_000), help="Marquez page.")
+@click.option("--strict", is_flag=True, help="Refuse everything the OpenLineage spec refuses.")
+@json_flag("Print the summary as JSON on stdout.")
+@pass_app
+def import_(
+    app: AppContext,
+    files: tuple[Path, ...],
+    marquez_url: str | None,
+    since: str | None,
+    until: str | None,
+    restart: bool,
+    page_size: int,
+    strict: bool,
+    as_json: bool,
+) -> None:
+    """Import external OpenLineage events from FILES (NDJSON, JSON arrays, single events) or
+    from a Marquez instance (--from-marquez URL, resumable).
+
+    A bad line or a refused event is reported with where it was and does not stop the rest;
+    the exit status is 1 when any was refused (duplicates are not refusals).
+    """
+    if bool(files) == bool(marquez_url):
+        raise click.UsageError("give FILE... or --from-marquez URL (one of them)")
+    if files and (since or until or restart):
+        raise click.UsageError("--since, --until and --restart are for --from-marquez")
+    start, end = parse_window(since, until)
+    catalog, resolver = app.catalog(create=True), app.resolver()
+    intake = catalog_intake(catalog, resolver, strict=strict)
+    source = MarquezEvents(marquez_url, page_size=page_size) if marquez_url else None
+    began, done = time.monotonic(), [0]
+
+    def rate(_: object) -> str:
+        elapsed = time.monotonic() - began
+        return f"{done[0]:,} events, {done[0] / elapsed:,.0f}/s" if elapsed > 0 and done[0] else ""
+
+    # the bar's length: the files' non-blank lines (one event a line in NDJSON), or what Marquez
+    # says it holds once its first page is in
+    length = sum(_lines(path) for path in files) if files else 0
+    with click.progressbar(
+        length=length, label="Importing", file=sys.stderr, show_eta=bool(files), item_show_func=rate
+    ) as bar:
+
+        def progress(count: int) -> None:
+            done[0] += count
+            bar.update(count, done[0])
+
+        if source is None:
+            summary = import_files(files, intake, progress=progress)
+        else:
+
+            def marquez_progress(count: int) -> None:
+                if source.total and not bar.length:
+                    bar.length = source.total
+                progress(count)
+
+            summary = import_marquez(
+                source,
+                intake,
+                catalog,
+                since=start,
+                until=end,
+                resume=not restart,
+                now=utcnow,
+                progress=marquez_progress,
+            )
+    _report(summary, as_json)
+    if summary.refused:
+        raise SystemExit(1)

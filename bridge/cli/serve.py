@@ -1,0 +1,145 @@
+"""``serve``: the receiver."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from bridge.cli.context import AppContext, pass_app
+from bridge.cli.output import say
+from bridge.cli.secrets import FILE, secret
+from bridge.config import NamedToken, load_tokens
+from bridge.receiver.intake import Limits
+from bridge.receiver.server import ServeOptions
+from bridge.receiver.server import serve as serve_receiver
+
+DEFAULTS = Limits()
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=5050, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free).")
+@click.option(
+    "--token",
+    envvar="OLBRIDGE_TOKEN",
+    help="Require 'Authorization: Bearer TOKEN' [env OLBRIDGE_TOKEN]. Prefer the variable or --token-file: "
+    "the command line shows in ps.",
+)
+@click.option(
+    "--token-file",
+    type=FILE,
+    envvar="OLBRIDGE_TOKEN_FILE",
+    help="Read the token from this file: one line, trimmed [env OLBRIDGE_TOKEN_FILE].",
+)
+@click.option(
+    "--tokens",
+    "tokens_file",
+    type=FILE,
+    envvar="OLBRIDGE_TOKENS_FILE",
+    help="Named tokens, each allowed its job namespaces: a TOML file with one table per token name holding "
+    "'token' and 'namespaces' (patterns such as 'spark-*'); instead of --token [env OLBRIDGE_TOKENS_FILE; "
+    "default: the config's [serve] tokens].",
+)
+@click.option(
+    "--forward/--no-forward",
+    default=None,
+    help="Queue every accepted event in the outbox as it came, for olbridge stream to deliver [default: the "
+    "config's [serve] forward, else no].",
+)
+@click.option(
+    "--strict", is_flag=True, help="Refuse everything the OpenLineage spec refuses (default: what Marquez takes)."
+)
+@click.option("--threads", default=8, show_default=True, type=click.IntRange(1, 256), help="Request threads a worker.")
+@click.option(
+    "--workers",
+    default=2,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="HTTP worker processes sharing the port (e.g. one a core); one more process writes the catalog.",
+)
+@click.option(
+    "--durability",
+    type=click.Choice(["full", "normal"]),
+    default="full",
+    show_default=True,
+    help="SQLite sync level of each commit: 'full' survives power loss, 'normal' only a crash of olbridge.",
+)
+@click.option("--max-body", default=DEFAULTS.max_body, show_default=True, type=click.IntRange(1), help="Bytes.")
+@click.option("--max-batch", default=DEFAULTS.max_batch, show_default=True, type=click.IntRange(1), help="Events.")
+@click.option(
+    "--max-datasets", default=DEFAULTS.max_datasets, show_default=True, type=click.IntRange(1), help="Per event."
+)
+@pass_app
+def serve(
+    app: AppContext,
+    host: str,
+    port: int,
+    token: str | None,
+    token_file: Path | None,
+    tokens_file: Path | None,
+    forward: bool | None,
+    strict: bool,
+    threads: int,
+    workers: int,
+    durability: str,
+    max_body: int,
+    max_batch: int,
+    max_datasets: int,
+) -> None:
+    """Receive OpenLineage events over HTTP (POST /api/v1/lineage and /api/v1/lineage/batch).
+
+    External datasets become External placeholder assets; external runs and jobs are kept with
+    their inputs and outputs. Also GET /healthz, /readyz and /metrics. Stops on SIGTERM or Ctrl-C.
+
+    With --forward, every accepted event is also queued in the outbox, in the transaction that
+    records it and exactly as it came; olbridge stream delivers it to your backend. With
+    --tokens, each producer's token may write only its job namespaces (403 otherwise).
+    """
+    token = secret(
+        token,
+        token_file,
+        option="--token",
+        file_option="--token-file",
+        env="OLBRIDGE_TOKEN",
+        file_env="OLBRIDGE_TOKEN_FILE",
+    )
+    settings = app.config.serve
+    named: tuple[NamedToken, ...] = ()
+    if tokens_file is not None:
+        named = load_tokens(tokens_file)
+    elif settings.tokens_file is not None:
+        named = load_tokens(settings.tokens_file)
+    elif settings.tokens is not None:
+        named = settings.tokens
+    if token and named:
+        raise click.UsageError("give one shared token (--token) or named tokens (--tokens, [serve] tokens)")
+    forward = settings.forward if forward is None else forward
+    limits = Limits(max_body=max_body, max_batch=max_batch, max_datasets=max_datasets)
+    options = ServeOptions(
+        host=host,
+        port=port,
+        token=token,
+        strict=strict,
+        threads=threads,
+        durability=durability,
+        limits=limits,
+        workers=workers,
+        forward=forward,
+        tokens=named,
+    )
+    # create or migrate the catalog, and make sure it can be written, before any process forks:
+    # a catalog that cannot be is one error here rather than a writer failing again and again
+    app.catalog(create=True).check_writable()
+    app.close()
+    auth = f"{len(named)} named token(s)" if named else "bearer token" if token else "no auth"
+    if forward:
+        auth += "; forwarding accepted events through the outbox (olbridge stream delivers them)"
+    serve_receiver(
+        app.catalog_path,
+        app.resolver(),
+        options,
+        on_ready=lambda url: say(f"olbridge receiver on {url} ({auth}, catalog {app.catalog_path}); Ctrl-C stops"),
+        say=say,
+    )
+    say("Stopped.")

@@ -1,0 +1,156 @@
+"""Where ``olbridge export`` puts the history's events: an NDJSON file or stream
+(:class:`NdjsonSink`), or an OpenLineage backend (:class:`BackendSink`), through the
+:class:`~bridge.delivery.dispatch.Dispatcher` and the sender that ``stream`` and ``backfill``
+use, with their batching and retries.
+
+The backend sink sends the events in rounds, at most one event of a run (or of a dataset, or a
+job) a round, so a run's end never goes before its START; within that, in the history's order.
+Each round is sent again by the retry policy until every event of it is settled. An event the
+backend refuses for good, or one whose attempts run out, stops the export after its round with
+an :class:`~bridge.errors.ExportError` that says which event, what the backend answered, and
+how many events were delivered.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import IO, Any, Protocol
+
+from bridge.delivery.dispatch import Dispatcher, Pass, deliver
+from bridge.delivery.report import FailureReport, describe, describe_event, retry_note
+from bridge.delivery.retry import RetryPolicy
+from bridge.errors import ExportError
+
+
+class Sink(Protocol):
+    count: int  # events written or delivered
+
+    def emit(self, line: str) -> None:
+        """Take one serialized event (a JSON text without newline)."""
+
+    def finish(self) -> None:
+        """Write or deliver the events still held; an ExportError when they cannot be."""
+
+    def close(self) -> None:
+        """Let go of the file or the connections (after :meth:`finish`, or on an error)."""
+
+
+class NdjsonSink:
+    """One event per line, UTF-8."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.count = 0
+
+    def emit(self, line: str) -> None:
+        self.stream.write(line)
+        self.stream.write("\n")
+        self.count += 1
+
+    def finish(self) -> None:
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.stream.flush()
+
+
+class BackendSink:
+    """Delivers events to an OpenLineage backend (see the module docstring). ``window`` events
+    are held at most; a round sends the first held event of each run among them."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        *,
+        policy: RetryPolicy = RetryPolicy(),
+        report: FailureReport | None = None,
+        window: int | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], object] = time.sleep,
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.policy = policy
+        self.report = report
+        self.window = window or dispatcher.concurrency * dispatcher.batch_size
+        self.clock = clock
+        self.sleep = sleep
+        self.count = 0
+        self.rounds = 0
+        self.retries = 0
+        self._held: list[tuple[tuple[str, ...], str]] = []
+
+    @property
+    def target(self) -> str:
+        return self.dispatcher.sender.target
+
+    def emit(self, line: str) -> None:
+        self._held.append((_subject(json.loads(line)), line))
+        if len(self._held) >= self.window:
+            self._round()
+
+    def finish(self) -> None:
+        while self._held:
+            self._round()
+
+    def close(self) -> None:
+        """Wait for the requests in flight, then say the failures no line has shown yet."""
+        try:
+            self.dispatcher.close()
+        finally:
+            if self.report is not None:
+                self.report.flush()
+
+    def _round(self) -> None:
+        """Send the first held event of each subject, until each is settled."""
+        chosen: list[str] = []
+        kept: list[tuple[tuple[str, ...], str]] = []
+        seen: set[tuple[str, ...]] = set()
+        for subject, line in self._held:
+            if subject in seen:
+                kept.append((subject, line))
+            else:
+                seen.add(subject)
+                chosen.append(line)
+        self._held = kept
+        self.rounds += 1
+        final = deliver(self.dispatcher, chosen, self.policy, clock=self.clock, sleep=self.sleep, observe=self._pass)
+        self.count += sum(1 for o in final if o is not None and o.ok)
+        failed = [(line, o) for line, o in zip(chosen, final, strict=True) if o is not None and not o.ok]
+        if not failed:
+            return
+        refused = [(line, o) for line, o in failed if o.refused]
+        stopped = (
+            f"the export stopped there, {self.count} event(s) delivered; an export sends every event again, "
+            "olbridge backfill resumes where it stopped"
+        )
+        if refused:
+            line, outcome = refused[0]
+            others = f" (and {len(failed) - 1} other event(s) of its round)" if len(failed) > 1 else ""
+            raise ExportError(f"{self.target} refused {describe_event(line)}{others}: {describe(outcome)}; {stopped}")
+        line, outcome = failed[0]
+        raise ExportError(
+            f"{len(failed)} event(s) could not be delivered to {self.target} after {self.policy.max_attempts} "
+            f"attempt(s) each (first: {describe_event(line)}; last answer: {describe(outcome)}); {stopped}"
+        )
+
+    def _pass(self, done: Pass) -> None:
+        self.retries += sum(done.again)
+        if self.report is not None:
+            self.report.failed(done.retried, retry_note(done.at + done.wait, done.at))
+            self.report.failed(done.out_of_attempts, "out of attempts: the export stops after this round")
+            self.report.failed(done.refused, "refused for good: the export stops after this round")
+
+
+def _subject(event: dict[str, Any]) -> tuple[str, ...]:
+    """What an event is about: its run, else its dataset, else its job. A round sends one event
+    of each, so a subject's events arrive in their order."""
+    run = event.get("run")
+    if isinstance(run, dict):
+        return ("run", str(run.get("runId")))
+    dataset = event.get("dataset")
+    if isinstance(dataset, dict):
+        return ("dataset", str(dataset.get("namespace")), str(dataset.get("name")))
+    job = event.get("job") or {}
+    return ("job", str(job.get("namespace")), str(job.get("name")))

@@ -1,0 +1,209 @@
+"""``olbridge export``: the file export byte for byte against the golden history, and ``--url``
+through the delivery path (the one HTTP sender, batched and retried as ``stream`` and
+``backfill`` send) against a real loopback backend that is down, then flapping, then up."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from bridge.catalog import Catalog
+from bridge.cli import cli
+from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.history import iter_events, iter_lines
+from bridge.delivery.retry import RetryPolicy
+from bridge.delivery.senders import DELIVERED, Outcome
+from bridge.delivery.sinks import BackendSink
+from bridge.errors import ExportError
+from bridge.mapping import Resolver
+from bridge.openlineage.convert import Converter
+from bridge.openlineage.serialize import dumps
+from tests.backend import ACCEPT, Backend, Reply, event_key, free_port, wait_for
+from tests.test_convert import GOLDEN, build_catalog
+from tests.test_faults import fill
+
+OLBRIDGE = str(Path(sys.executable).parent / "olbridge")
+
+
+def history_catalog(path: Path, runs: int = 0) -> list[dict[str, Any]]:
+    """The golden history (and ``runs`` more task runs); its events, as the export gives them."""
+    with Catalog(path) as catalog:
+        build_catalog(catalog)
+        if runs:
+            fill(catalog, runs)
+        return list(iter_events(catalog, Converter(Resolver.load())))
+
+
+# --- the file export --------------------------------------------------------------------------
+
+
+def test_the_export_command_writes_the_golden_history_byte_for_byte(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    history_catalog(db)
+    golden = (GOLDEN / "history.ndjson").read_bytes()
+    assert golden.count(b"\n") == 11  # five runs' START and end, a change and a delete
+    out = tmp_path / "events.ndjson"
+    to_file = CliRunner().invoke(cli, ["--catalog", str(db), "export", "--output", str(out)])
+    assert to_file.exit_code == 0, to_file.output
+    assert out.read_bytes() == golden
+    assert "exported 11 event(s) to " in to_file.stderr
+    to_stdout = CliRunner().invoke(cli, ["--catalog", str(db), "export"])
+    assert to_stdout.exit_code == 0, to_stdout.output
+    assert to_stdout.stdout_bytes == golden
+
+
+def test_delivery_options_are_for_url_only(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    history_catalog(db)
+    result = CliRunner().invoke(cli, ["--catalog", str(db), "export", "--max-attempts", "3", "--no-batch"])
+    assert result.exit_code == 2
+    assert "--max-attempts, --no-batch: only with --url" in result.stderr
+
+
+# --- export --url against a loopback backend ---------------------------------------------------
+
+
+def test_export_url_delivers_every_event_once_through_a_backend_down_then_flapping_then_up(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    history = history_catalog(db, runs=10)
+    assert len(history) == 31
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+
+    def flapping(event: dict[str, Any], attempt: int) -> Reply:
+        """Each event's first arrival is answered 503, the next taken."""
+        return Reply(503, "flapping") if attempt == 1 else ACCEPT
+
+    backend = Backend(flapping, batch=True, port=port)
+    err, out = tmp_path / "stderr", tmp_path / "stdout"
+    command = [OLBRIDGE, "--catalog", str(db), "export", "--url", url, "--max-attempts", "0"]
+    command += ["--backoff", "0.05", "--max-backoff", "0.2", "--batch-size", "3", "--concurrency", "2"]
+    with err.open("w") as stderr, out.open("w") as stdout:
+        export = subprocess.Popen(command, stdout=stdout, stderr=stderr)
+        try:
+            # down: nothing listens on the port, and the export says so and retries
+            assert wait_for(lambda: "connection refused" in err.read_text(), timeout=30), err.read_text()
+            assert export.poll() is None
+            backend.start()  # flapping: every event refused once with a 503, then taken
+            assert wait_for(lambda: backend.accepted_count >= 6, timeout=30), err.read_text()
+            backend.stop()  # down again, for a moment
+            backend.start()  # and up
+            assert export.wait(timeout=60) == 0, err.read_text()
+        finally:
+            if export.poll() is None:
+                export.kill()
+                export.wait(timeout=10)
+            backend.stop()
+    said = err.read_text()
+    assert said.strip().splitlines()[-1] == f"exported 31 event(s) to {url}"
+    assert f"delivery to {url}: " in said and "event(s) failed, connection refused" in said
+    assert "flapping" in said and "next retry at " in said
+    assert out.read_text() == ""
+    counts = backend.counts(history)
+    assert (counts["delivered"], counts["duplicated"], counts["lost"], counts["unexpected"]) == (31, 0, 0, 0)
+    assert counts["sent"] >= 62  # every event once refused, once taken
+    assert backend.out_of_order_runs() == []
+    assert backend.batch_requests > 0  # the batch endpoint, as stream and backfill use it
+    assert sorted(map(dumps, backend.accepted)) == sorted(map(dumps, history))  # the export's very events
+
+
+def test_export_url_stops_with_an_error_at_an_event_the_backend_refuses(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    history = history_catalog(db)
+    bad = next(e for e in history if e.get("eventType") == "START" and e["job"]["name"] == "flow.report")
+
+    def refuse(event: dict[str, Any], attempt: int) -> Reply:
+        if event.get("run", {}).get("runId") == bad["run"]["runId"]:
+            return Reply(422, '{"errors":["job must not be null"]}')
+        return ACCEPT
+
+    with Backend(refuse) as backend:
+        result = CliRunner().invoke(cli, ["--catalog", str(db), "export", "--url", backend.url, "--batch-size", "1"])
+    assert result.exit_code == 1
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith(f"Error: {backend.url} refused START {bad['job']['namespace']}/flow.report run ")
+    assert "HTTP 422" in error and "job must not be null" in error
+    assert "refused for good: the export stops after this round" in result.stderr
+    taken = set(backend.taken)
+    assert event_key(bad) not in taken
+    assert ("run", bad["run"]["runId"], "COMPLETE") not in taken  # its end is never sent
+    assert backend.out_of_order_runs() == []
+    delivered = int(error.split(" event(s) delivered")[0].rsplit(" ", 1)[1])
+    assert delivered == len(taken) > 0
+
+
+def test_export_url_gives_up_after_max_attempts_with_an_error(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    history_catalog(db)
+    with Backend(lambda event, attempt: Reply(503, "busy")) as backend:
+        args = ["--catalog", str(db), "export", "--url", backend.url, "--max-attempts", "3", "--backoff", "0"]
+        result = CliRunner().invoke(cli, args)
+        attempts = backend.attempts
+    assert result.exit_code == 1
+    # the first round (each run's START, each changed dataset's event), three times each, and nothing after it
+    assert len(attempts) == 7 and set(attempts.values()) == {3}
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith(f"Error: 7 event(s) could not be delivered to {backend.url} after 3 attempt(s) each")
+    assert "last answer: HTTP 503 busy" in error and "0 event(s) delivered" in error
+
+
+# --- the backend sink's rounds -----------------------------------------------------------------
+
+
+class Recorder:
+    """A sender that takes everything and keeps each request's events."""
+
+    target = "recorder"
+    max_concurrency = 1
+
+    def __init__(self, answer: Outcome = DELIVERED) -> None:
+        self.requests: list[list[str]] = []
+        self.answer = answer
+
+    def send(self, lines: Sequence[str]) -> list[Outcome]:
+        self.requests.append(list(lines))
+        return [self.answer] * len(lines)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_round_sends_one_event_of_a_run_and_keeps_each_runs_order(tmp_path: Path) -> None:
+    with Catalog(tmp_path / "c.db") as catalog:
+        build_catalog(catalog)
+        fill(catalog, 6)
+        lines = list(iter_lines(catalog, Converter(Resolver.load())))
+    sender = Recorder()
+    sink = BackendSink(Dispatcher(sender, concurrency=1, batch_size=100), window=5)
+    for line in lines:
+        sink.emit(line)
+    sink.finish()
+    sink.close()
+    assert sink.count == len(lines) and sink.rounds == len(sender.requests) > 1
+    subjects = [[event_key(json.loads(line))[:2] for line in request] for request in sender.requests]
+    runs = [[s for s in request if s[0] == "run"] for request in subjects]
+    assert all(len(set(r)) == len(r) for r in runs)  # a run at most once a round
+    sent = [line for request in sender.requests for line in request]
+    assert sorted(sent) == sorted(lines)  # each once
+
+    def run_id(line: str) -> str | None:
+        return json.loads(line).get("run", {}).get("runId")
+
+    for run in {run_id(line) for line in lines} - {None}:
+        assert [line for line in sent if run_id(line) == run] == [line for line in lines if run_id(line) == run]
+
+
+def test_the_backend_sink_raises_an_export_error_for_a_refused_event() -> None:
+    sender = Recorder(Outcome(ok=False, status=400, detail="no"))
+    sink = BackendSink(Dispatcher(sender, concurrency=1), policy=RetryPolicy(max_attempts=1))
+    event = {"eventType": "START", "run": {"runId": "r1"}, "job": {"namespace": "n", "name": "j"}}
+    sink.emit(json.dumps(event))
+    with pytest.raises(ExportError, match=r"recorder refused START n/j run r1: refused \(HTTP 400 no\)"):
+        sink.finish()

@@ -141,52 +141,71 @@ def test_a_symlink_two_datasets_give_names_both(catalog: Catalog, resolver: Reso
         catalog.find_asset_id("hive://m/shop.orders")
 
 
+LATE_LINKS = [{"namespace": "hive://m", "name": "t", "type": "VIEW"}, {"namespace": "gs://x", "name": "y"}]
+
+
+def facets_event(minute: int, **facets: Any) -> dict[str, Any]:
+    return ol_run_event(
+        "RUNNING",
+        run_id=f"0194a1b2-0000-7000-8000-{minute:012d}",
+        inputs=[ol_dataset("s3://b", "k", **facets)],
+        time=f"2025-03-01T08:{minute:02d}:00Z",
+    )
+
+
 def test_the_latest_of_each_dataset_facet_and_every_identifier_whatever_the_order(resolver: Resolver) -> None:
     """An earlier event's facet that a later one does not repeat is kept; one it repeats is
-    replaced; identifiers accumulate; the type of an identifier is the latest event's."""
-    early = ol_run_event(
-        "START",
-        inputs=[
-            ol_dataset(
-                "s3://b",
-                "k",
-                documentation={"description": "early"},
-                acme_quality={"score": 1},
-                symlinks={"identifiers": [{"namespace": "hive://m", "name": "t", "type": "TABLE"}]},
-            )
-        ],
-        time="2025-03-01T08:00:00Z",
-    )
-    late = ol_run_event(
-        "COMPLETE",
-        inputs=[
-            ol_dataset(
-                "s3://b",
-                "k",
-                documentation={"description": "late"},
-                symlinks={
-                    "identifiers": [
-                        {"namespace": "hive://m", "name": "t", "type": "VIEW"},
-                        {"namespace": "gs://x", "name": "y"},
-                    ]
-                },
-            )
-        ],
-        time="2025-03-01T08:05:00Z",
-    )
+    replaced; an event that repeats the latest's facets changes nothing; identifiers accumulate,
+    with the latest type: the same in any order, in one group or one a group."""
+    events = [
+        facets_event(
+            0,
+            documentation={"description": "early"},
+            acme_quality={"score": 1},
+            symlinks={"identifiers": [{"namespace": "hive://m", "name": "t", "type": "TABLE"}]},
+        ),
+        facets_event(2, acme_quality={"score": 2}, acme_owner={"team": "a"}),
+        facets_event(
+            5,
+            documentation={"description": "late"},
+            symlinks={"identifiers": LATE_LINKS},
+        ),
+        facets_event(7, documentation={"description": "late"}),  # the latest says less
+        facets_event(9, documentation={"description": "late"}),  # and again, the same
+    ]  # fmt: skip
     states = []
-    for order in itertools.permutations([early, late]):
-        with Catalog(":memory:") as catalog:
-            catalog_intake(catalog, resolver).take(list(order))
-            asset = catalog.asset("s3://b/k")
-            contents = table_contents(catalog)
-            del contents["received_events"]  # its keys follow the order the events came in
-            states.append((asset, asset.received_facets, asset.identifiers, contents))
-    assert states[0] == states[1]
-    asset, facets, identifiers, _ = states[0]
-    assert facets["documentation"]["description"] == "late" and facets["acme_quality"]["score"] == 1
-    assert asset.description == "late"
+    for order in itertools.permutations(events):
+        for grouped in (True, False):
+            with Catalog(":memory:") as catalog:
+                intake = catalog_intake(catalog, resolver)
+                for group in [list(order)] if grouped else [[e] for e in order]:
+                    assert [o.status for o in intake.take(group)] == ["accepted"] * len(group)
+                asset = catalog.asset("s3://b/k")
+                contents = table_contents(catalog)
+                del contents["received_events"]  # its keys follow the order the events came in
+                states.append((asset.received_facets, asset.identifiers, asset.description, contents))
+    assert all(state == states[0] for state in states)
+    facets, identifiers, description, _ = states[0]
+    assert {key: {k: v for k, v in facet.items() if not k.startswith("_")} for key, facet in facets.items()} == {
+        "documentation": {"description": "late"},
+        "acme_quality": {"score": 2},
+        "acme_owner": {"team": "a"},
+        "symlinks": {"identifiers": LATE_LINKS},
+    }
+    assert description == "late"
     assert identifiers == (Identifier("gs://x", "y", None), Identifier("hive://m", "t", "VIEW"))
+
+
+def test_an_event_that_repeats_the_latest_facets_writes_no_facet_row(catalog: Catalog, resolver: Resolver) -> None:
+    intake = catalog_intake(catalog, resolver)
+    intake.take([facets_event(0, documentation={"description": "d"}, schema={"fields": [{"name": "id"}]})])
+    statements: list[str] = []
+    catalog._conn.set_trace_callback(statements.append)
+    intake.take([facets_event(1, documentation={"description": "d"}, schema={"fields": [{"name": "id"}]})])
+    catalog._conn.set_trace_callback(None)
+    assert statements and not [s for s in statements if "external_facets" in s]
+    intake.take([facets_event(2, documentation={"description": "new"}, schema={"fields": [{"name": "id"}]})])
+    assert catalog.asset("s3://b/k").received_facets["documentation"]["description"] == "new"
 
 
 def test_the_placeholder_keeps_no_symlinks_metadata_and_its_own_assets_take_no_producer_facets(

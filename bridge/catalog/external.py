@@ -126,11 +126,17 @@ class _Binding:
     facets_rank: str | None
     facets_digest: str | None
     new: bool
+    all_rank: str | None = None  # of the latest event that gave it facets, any
+    all_digest: str | None = None  # of all that event's facets
     base: dict[str, Any] = attrs.field(factory=dict)  # the naming rule's metadata, for a new asset
     producer: str | None = None  # of the latest-ranked event naming it, when in this group
     facets: SeenDataset | None = None  # of the latest-ranked event describing it, when in this group
     reported: bool = False  # whether an event of the group has reported its placeholder
     dirty: bool = False
+    # its facet rows (key -> (rank, JSON); rank None: as the latest event with facets has it),
+    # read once an event of the group says something new of them, and the keys to write
+    facet_rows: dict[str, tuple[str | None, str]] | None = None
+    facet_dirty: set[str] = attrs.field(factory=set)
 
 
 class GroupIngest:
@@ -185,10 +191,11 @@ class GroupIngest:
             )
         )
         self.bindings = dict.fromkeys(datasets)
-        for ns, name, asset_id, first, last, seen_rank, facets_rank, facets_digest in self._select(
-            sql.bindings_of, datasets
-        ):
-            self.bindings[ns, name] = _Binding(asset_id, first, last, seen_rank, facets_rank, facets_digest, new=False)
+        for row in self._select(sql.bindings_of, datasets):
+            ns, name, asset_id, first, last, seen_rank, facets_rank, facets_digest, all_rank, all_digest = row
+            self.bindings[ns, name] = _Binding(
+                asset_id, first, last, seen_rank, facets_rank, facets_digest, False, all_rank, all_digest
+            )
         sources = list(dict.fromkeys(e.source for e in events if e.source is not None))
         for source, inputs, outputs, job_ns, job_name, job_rank, jobs, warnings in self._select(
             sql.sources_of, sources
@@ -361,7 +368,7 @@ class GroupIngest:
         if rank > binding.seen_rank:
             binding.seen_rank, binding.producer = rank, event.producer
         if ds.facets:
-            self._take_facets(f"asset:{binding.asset_id}", ds.facets, rank)
+            self._take_dataset_facets(binding, ds, rank)
         for namespace, name, kind in ds.symlinks:
             key = (namespace, name, binding.asset_id)
             kept = self.identifiers.get(key)
@@ -375,6 +382,39 @@ class GroupIngest:
         created = binding.new and not binding.reported and self.asset(binding.asset_id) is None
         binding.reported = True
         return binding.asset_id, created, warning
+
+    def _take_dataset_facets(self, b: _Binding, ds: SeenDataset, rank: str) -> None:
+        """The latest of each facet of a dataset, whatever the order of the events. The facets of
+        its latest event with facets are kept current (rank None) and the binding holds that
+        event's rank and all its facets hashed, so that an event that repeats them, the usual
+        case, writes no facet row; any other reads the rows once and merges into them."""
+        if b.facet_rows is None:
+            if ds.facets_text_digest == b.all_digest:  # what its latest faceted event said, again
+                if b.all_rank is None or rank > b.all_rank:
+                    b.all_rank = rank
+                return
+            rows = self.cur.execute(sql.FACET_ROWS_OF, (f"asset:{b.asset_id}",))
+            b.facet_rows = {key: (kept, text) for key, kept, text in rows}
+        facets = b.facet_rows
+        if b.all_rank is None or rank > b.all_rank:  # its latest event with facets now
+            if ds.facets_text_digest != b.all_digest:
+                keys = {key for key, _ in ds.facets}
+                for key, (kept, text) in list(facets.items()):
+                    if kept is None and key not in keys:  # the former latest's, which this one leaves
+                        facets[key] = (b.all_rank, text)
+                        b.facet_dirty.add(key)
+                for key, text in ds.facets:
+                    if facets.get(key) != (None, text):
+                        facets[key] = (None, text)
+                        b.facet_dirty.add(key)
+                b.all_digest = ds.facets_text_digest
+            b.all_rank = rank
+            return
+        for key, text in ds.facets:  # an earlier event: its facets that nothing later repeats
+            row = facets.get(key)
+            if row is None or (row[0] is not None and rank > row[0]):
+                facets[key] = (rank, text)
+                b.facet_dirty.add(key)
 
     def _take_usage(self, event: IncomingEvent, direction: str, asset_id: str) -> None:
         assert event.source is not None and event.job_namespace is not None and event.job_name is not None
@@ -411,7 +451,10 @@ class GroupIngest:
             (
                 sql.INSERT_BINDING,
                 [
-                    (ns, name, b.asset_id, b.first, b.last, b.seen_rank, b.facets_rank, b.facets_digest)
+                    (
+                        *(ns, name, b.asset_id, b.first, b.last, b.seen_rank, b.facets_rank, b.facets_digest),
+                        *(b.all_rank, b.all_digest),
+                    )
                     for (ns, name), b in bound
                     if b.new
                 ],
@@ -419,7 +462,7 @@ class GroupIngest:
             (
                 sql.UPDATE_BINDING,
                 [
-                    (b.first, b.last, b.seen_rank, b.facets_rank, b.facets_digest, ns, name)
+                    (b.first, b.last, b.seen_rank, b.facets_rank, b.facets_digest, b.all_rank, b.all_digest, ns, name)
                     for (ns, name), b in bound
                     if not b.new
                 ],
@@ -429,6 +472,14 @@ class GroupIngest:
             # each event's source row, with the run's inputs and outputs as they stand after the group
             (sql.UPSERT_SOURCE, [self._source_values(row, sets[row[0]]) for row in self.sources]),
             (sql.UPSERT_FACET, [(owner, key, rank, text) for (owner, key), (rank, text) in self.facets.items()]),
+            (
+                sql.PUT_FACET,
+                [
+                    (f"asset:{b.asset_id}", key, *(b.facet_rows or {})[key])
+                    for _, b in bound
+                    for key in sorted(b.facet_dirty)
+                ],
+            ),
             (sql.UPSERT_IDENTIFIER, [(*key, kind, rank) for key, (rank, kind) in self.identifiers.items()]),
             (sql.INSERT_EXTERNAL_USAGE, list(self.job_usages)),
             (sql.INSERT_EXTERNAL_EDGE, list(self.edges)),

@@ -343,10 +343,16 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE TABLE external_facets (
             owner       TEXT NOT NULL,
             facet_key   TEXT NOT NULL,
-            facet_rank  TEXT NOT NULL,                -- '<time>|<digest>' of its event: the highest wins
+            facet_rank  TEXT,                         -- '<time>|<digest>' of its event: the highest wins;
+                                                      -- NULL: a dataset's facet as its latest event with
+                                                      -- facets has it (external_datasets.all_facets_rank)
             facet       TEXT NOT NULL,                -- its JSON (canonical)
             PRIMARY KEY (owner, facet_key)
         );
+        -- the latest event that gave a dataset any facets, and all its facets hashed: an event
+        -- that repeats them changes no facet row
+        ALTER TABLE external_datasets ADD COLUMN all_facets_rank TEXT;
+        ALTER TABLE external_datasets ADD COLUMN all_facets_digest TEXT;
 
         -- An external run's job is the one its earliest-ranked event names (job_rank); a run named
         -- under more than one job lists them all (jobs: JSON [[namespace, name], ...], sorted; NULL
@@ -705,11 +711,12 @@ QUEUE_FORWARD = """
 BINDING_OF_ASSET = "SELECT ol_namespace, ol_name FROM external_datasets WHERE asset_id = ?"
 INSERT_BINDING = """
     INSERT INTO external_datasets (ol_namespace, ol_name, asset_id, first_seen, last_seen, seen_rank, facets_rank,
-                                   facets_digest)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                                   facets_digest, all_facets_rank, all_facets_digest)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 UPDATE_BINDING = """
-    UPDATE external_datasets SET first_seen = ?, last_seen = ?, seen_rank = ?, facets_rank = ?, facets_digest = ?
+    UPDATE external_datasets SET first_seen = ?, last_seen = ?, seen_rank = ?, facets_rank = ?, facets_digest = ?,
+                                 all_facets_rank = ?, all_facets_digest = ?
     WHERE ol_namespace = ? AND ol_name = ?
 """
 # a placeholder whose facets did not change: only its sightings (and producer) move, in place
@@ -743,7 +750,13 @@ UPSERT_SOURCE = """
         jobs = excluded.jobs,
         warnings = excluded.warnings
 """
-# the latest of each facet: a facet of a lower-ranked event leaves the stored one alone
+# a dataset's facet rows, as the receiver's merge of them left them (facet_rank NULL: current)
+FACET_ROWS_OF = "SELECT facet_key, facet_rank, facet FROM external_facets WHERE owner = ?"
+PUT_FACET = """
+    INSERT INTO external_facets (owner, facet_key, facet_rank, facet) VALUES (?, ?, ?, ?)
+    ON CONFLICT (owner, facet_key) DO UPDATE SET facet_rank = excluded.facet_rank, facet = excluded.facet
+"""
+# the latest of each facet of a run or job: a facet of a lower-ranked event leaves the stored one alone
 UPSERT_FACET = """
     INSERT INTO external_facets (owner, facet_key, facet_rank, facet) VALUES (?, ?, ?, ?)
     ON CONFLICT (owner, facet_key) DO UPDATE SET facet_rank = excluded.facet_rank, facet = excluded.facet
@@ -839,7 +852,8 @@ def bindings_of(count: int) -> str:
     # would scan the table)
     pairs = " OR ".join("(ol_namespace = ? AND ol_name = ?)" for _ in range(count))
     return f"""
-        SELECT ol_namespace, ol_name, asset_id, first_seen, last_seen, seen_rank, facets_rank, facets_digest
+        SELECT ol_namespace, ol_name, asset_id, first_seen, last_seen, seen_rank, facets_rank, facets_digest,
+               all_facets_rank, all_facets_digest
         FROM external_datasets WHERE {pairs}
     """
 

@@ -37,6 +37,7 @@ class SeenDataset:
     described: bool = False  # whether the event said anything of it beyond its name
     facets_digest: str | None = None  # of what it said, to see whether it says something new
     facets: tuple[tuple[str, str], ...] = ()  # (key, canonical JSON) of each of its facets
+    facets_text_digest: str | None = None  # of all of them, to see whether they say something new
 
 
 @pickles_as_tuple
@@ -202,6 +203,7 @@ def _seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset
         if isinstance(fields, list)
         else ()
     )
+    texts = facet_texts(facets)
     described = bool(description or owners or dataset_type or symlinks or columns)
     said = (description, owners, dataset_type, symlinks, [(c.name, c.type, c.description) for c in columns])
     return SeenDataset(
@@ -215,7 +217,8 @@ def _seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset
         columns=columns,
         described=described,
         facets_digest=hashlib.sha1(orjson.dumps(said)).hexdigest() if described else None,
-        facets=facet_texts(facets),
+        facets=texts,
+        facets_text_digest=hashlib.sha1(orjson.dumps(texts)).hexdigest() if texts else None,
     )
 
 

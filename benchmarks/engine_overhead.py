@@ -72,6 +72,7 @@ from bridge.delivery import history  # noqa: E402
 from bridge.mapping import Resolver  # noqa: E402
 from bridge.model import (  # noqa: E402
     AssetDeclaration,
+    IncomingEvent,
     Statistics,
     StoredTaskRun,
     StoredUsage,
@@ -80,7 +81,7 @@ from bridge.model import (  # noqa: E402
     TaskState,
 )
 from bridge.openlineage.convert import Converter  # noqa: E402
-from bridge.receiver.events import IncomingEvent, parse_json  # noqa: E402
+from bridge.receiver.events import parse_json  # noqa: E402
 from bridge.receiver.imports import catalog_intake  # noqa: E402
 
 VARIANTS = (

@@ -24,7 +24,8 @@ from ingest import event
 
 from bridge.catalog import Catalog, external
 from bridge.mapping import Resolver
-from bridge.receiver.events import IncomingEvent, parse_json
+from bridge.model import IncomingEvent
+from bridge.receiver.events import parse_json
 from bridge.receiver.imports import catalog_intake
 from bridge.receiver.writer import CatalogWriter
 

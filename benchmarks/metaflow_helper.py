@@ -21,8 +21,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bridge.integrations.metaflow import StepContext, StepRecorder
-from bridge.integrations.metaflow_assets import make_scope, parse_definition
+from bridge.adapters.metaflow.assets import make_scope, parse_definition
+from bridge.adapters.metaflow.steps import StepContext, StepRecorder
 from bridge.model import TaskState
 
 CONFIG = 'name = "{name}"\nid = "{name}"\ndescription = "benchmark asset"\n[properties]\nowner = "bench"\n'
@@ -34,7 +34,7 @@ from metaflow import FlowSpec, step
 
 USE = os.environ.get("USE_OLBRIDGE") == "1"
 if USE:
-    from bridge.integrations.metaflow import get_data, register_data, register_model
+    from bridge.adapters.metaflow import get_data, register_data, register_model
 
 
 class BenchFlow(FlowSpec):

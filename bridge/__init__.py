@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from bridge.mapping import Resolver
     from bridge.model import AssetDeclaration, FailureBehavior, TaskRun, TaskRunKey, TaskState, slugify
     from bridge.openlineage.convert import Converter, ConvertOptions
-    from bridge.recording import task_run
+    from bridge.task_run_api import task_run
 
 _EXPORTS = {
     "AssetDeclaration": "bridge.model",
@@ -34,7 +34,7 @@ _EXPORTS = {
     "TaskState": "bridge.model",
     "ValidationError": "bridge.errors",
     "slugify": "bridge.model",
-    "task_run": "bridge.recording",
+    "task_run": "bridge.task_run_api",
 }
 
 

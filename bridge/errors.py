@@ -3,7 +3,8 @@
     BridgeError
     ├── ValidationError      an input broke a rule (id, type, namespace, metadata, ...)
     │   ├── EventValidationError   an OpenLineage event broke the spec or Marquez's contract
-    │   └── ValidationProblems     an input broke several rules at once, each reported
+    │   ├── ValidationProblems     an input broke several rules at once, each reported
+    │   └── InputFileError         an input file, or a line of it, cannot be read: missing, not UTF-8, not JSON
     ├── ConfigError          configuration file, environment or flags are wrong
     ├── MappingError         a naming rule file is wrong, or no rule can name an asset
     ├── CatalogError         the catalog cannot do what was asked (missing asset, bad schema version)
@@ -66,6 +67,23 @@ class ValidationProblems(ValidationError):
 
     def at(self, prefix: str) -> ValidationProblems:
         return ValidationProblems([p.at(prefix) for p in self.problems])
+
+
+class InputFileError(ValidationError):
+    """An input file, or a part of it, that cannot be read as what it should hold: a file that is
+    missing, unreadable or not UTF-8 text, a line or a JSON array that is not valid JSON.
+    ``path`` names the file and ``line`` the line (None: the whole file); the error reads
+    ``path:line: message``. Readers that go on past a bad line hand it over in the line's place
+    (see :mod:`bridge.files`)."""
+
+    def __init__(self, message: str, path: str, line: int | None = None, *, rule: str = "file") -> None:
+        self.path = path
+        self.line = line
+        super().__init__(message, rule=rule, where=path if line is None else f"{path}:{line}")
+
+    def at(self, prefix: str) -> InputFileError:
+        """The same error: a place in a file is whole, and does not nest under another."""
+        return self
 
 
 class ConfigError(BridgeError):

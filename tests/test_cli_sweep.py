@@ -348,7 +348,7 @@ def test_the_key_check_finds_snake_case() -> None:
 
 
 def test_every_json_output_has_camel_case_keys(tmp_path: Path, files: dict[str, str]) -> None:
-    from bridge.integrations.metaflow_assets import parse_definition
+    from bridge.adapters.metaflow.assets import parse_definition
     from tests.test_metaflow import ORDERS_CONFIG, recorder
     from tests.test_prefect import API, pipeline_events
     from tests.test_prefect import serve as prefect_answers

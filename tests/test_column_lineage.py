@@ -14,7 +14,6 @@ import attrs
 import pytest
 
 from bridge.catalog import AssetQuery, Catalog
-from bridge.column_lineage import ColumnLineage, parse_column_lineage
 from bridge.delivery.backfill import Backfill
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.history import iter_events, iter_lines
@@ -22,12 +21,12 @@ from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import HttpSender
 from bridge.delivery.worker import StreamWorker
 from bridge.errors import ValidationError
-from bridge.model import Column, format_time
+from bridge.model import Column, ColumnLineage, format_time, parse_column_lineage
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.serialize import dumps
 from bridge.openlineage.validate import validate_event
-from bridge.recording import task_run
-from bridge.records import parse_task_run, parse_task_run_lines
+from bridge.task_run_api import task_run
+from bridge.task_run_json import parse_task_run, parse_task_run_lines
 from tests.backend import Backend
 from tests.conftest import at
 from tests.helpers import decl, run, table_contents

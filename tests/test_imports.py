@@ -78,6 +78,15 @@ def test_the_import_command_prints_a_summary(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["--catalog", str(db), "import", str(events), "--json"])
     assert result.exit_code == 1, result.output  # a line was refused; the good one is in
     summary = json.loads(result.stdout)
+    assert list(summary) == [  # the shape of every import's summary: read, its counts, refused, refusals
+        "read",
+        "accepted",
+        "duplicates",
+        "newPlaceholders",
+        "acceptedWithWarnings",
+        "refused",
+        "refusals",
+    ]
     assert (summary["accepted"], summary["refused"], summary["newPlaceholders"]) == (1, 1, 2)
     assert summary["refusals"][0]["where"] == f"{events}:2"
     listed = CliRunner().invoke(cli, ["--catalog", str(db), "assets", "list", "--json"])

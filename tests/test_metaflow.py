@@ -17,13 +17,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from bridge.catalog import Catalog
-from bridge.cli import cli
-from bridge.delivery.history import iter_events
-from bridge.errors import BridgeError, ConfigError, NotFoundError, ValidationError
-from bridge.integrations import metaflow as helper
-from bridge.integrations.metaflow import StepContext, StepRecorder, context_from
-from bridge.integrations.metaflow_assets import (
+from bridge.adapters.metaflow import steps as helper
+from bridge.adapters.metaflow.assets import (
     define_all,
     find_definition,
     load_definitions,
@@ -32,6 +27,11 @@ from bridge.integrations.metaflow_assets import (
     promote,
     resolve_branch,
 )
+from bridge.adapters.metaflow.steps import StepContext, StepRecorder, context_from
+from bridge.catalog import Catalog
+from bridge.cli import cli
+from bridge.delivery.history import iter_events
+from bridge.errors import BridgeError, ConfigError, NotFoundError, ValidationError
 from bridge.model import AssetDeclaration, TaskState
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
@@ -57,7 +57,7 @@ import os
 
 from metaflow import FlowSpec, step
 
-from bridge.integrations.metaflow import get_data, register_data, register_model
+from bridge.adapters.metaflow import get_data, register_data, register_model
 
 
 class OrdersFlow(FlowSpec):

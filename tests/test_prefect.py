@@ -210,7 +210,7 @@ def test_import_reads_every_page_and_records_one_task_run_per_prefect_task_run(c
     events = pipeline_events()
     serve(responses.mock, [events[:2], events[2:3], events[3:]])
     summary = import_events(catalog, PrefectClient(API), Resolver.load(), clock=clock(10))
-    assert summary.events == 4
+    assert summary.read == 4
     first = json.loads(responses.calls[0].request.body or b"{}")
     assert first["filter"]["event"]["prefix"] == ["prefect.asset.materialization.", "prefect.asset.referenced"]
     assert first["filter"]["order"] == "ASC"
@@ -275,7 +275,7 @@ def test_an_import_resumes_after_the_last_event_it_read(catalog: Catalog) -> Non
     second = import_events(catalog, PrefectClient(API), Resolver.load(), clock=clock(20))
     body = json.loads(responses.calls[0].request.body or b"{}")
     assert body["filter"]["occurred"]["since"] == format_time(at(2))
-    assert second.events == 1
+    assert second.read == 1
     assert [r.status for r in second.results] == ["created"]
     assert {r.key.task_run_id for r in catalog.iter_task_runs()} == {"t-extract", "t-transform"}
     transform = next(r for r in catalog.iter_task_runs() if r.key.task_id == "transform")
@@ -291,7 +291,7 @@ def test_an_import_resumes_after_the_last_event_it_read(catalog: Catalog) -> Non
     responses.reset()
     serve(responses.mock, [[events[3]]])
     third = import_events(catalog, PrefectClient(API), Resolver.load(), clock=clock(30))
-    assert (third.events, third.results) == (0, ())
+    assert (third.read, third.results) == (0, ())
 
 
 @responses.activate
@@ -342,6 +342,18 @@ def test_late_events_of_an_ended_task_run_are_reported_not_applied(catalog: Cata
 
 
 @responses.activate
+def test_the_summary_has_the_shape_of_every_import(catalog: Catalog) -> None:
+    """``read``, what a Prefect import counts, ``refused``, ``refusals`` and ``position``, as the
+    summary of ``olbridge import`` (tests/test_imports.py)."""
+    serve(responses.mock, [pipeline_events()])
+    summary = import_events(catalog, PrefectClient(API), Resolver.load(), clock=clock(10)).to_json()
+    keys = list(summary)
+    assert keys[0] == "read" and keys[-3:] == ["refused", "refusals", "position"]
+    assert (summary["read"], summary["refused"], summary["refusals"]) == (4, 0, [])
+    assert summary["position"] == summary["cursor"]["lastOccurred"]  # where the next import starts
+
+
+@responses.activate
 def test_a_failed_materialization_ends_the_task_run_failed_without_outputs(catalog: Catalog) -> None:
     failing = [
         event("f1", 1, "referenced", RAW, "t-fail", name="publish-0a1"),
@@ -377,8 +389,10 @@ def test_a_malformed_group_is_refused_and_nothing_is_recorded(tmp_path: Path) ->
     code, out, err = invoke(db, "prefect", "import", "--api-url", API, "--settle", "0", "--skip-malformed", "--json")
     assert code == 0, err
     summary = json.loads(out)
-    assert (summary["taskRuns"], len(summary["skipped"])) == (2, 1)
-    assert "malformed (skipped)" in err
+    assert (summary["taskRuns"], summary["refused"]) == (2, 1)
+    [refusal] = summary["refusals"]
+    assert refusal["where"] == "task run t-load" and "its events name two flow runs" in refusal["reason"]
+    assert "malformed (skipped)" in err and "skipped: task run t-load: its events name two flow runs" in err
 
 
 @responses.activate
@@ -544,7 +558,7 @@ def just_finished() -> list[dict[str, Any]]:
 def test_events_younger_than_settle_are_not_read_by_a_plain_import(catalog: Catalog) -> None:
     serve_filtered(responses.mock, just_finished())
     summary = import_events(catalog, PrefectClient(API), Resolver.load(), settle=5, clock=lambda: NOW)
-    assert (summary.events, summary.results) == (0, ())  # what `prefect import` said before: 0 event(s) read
+    assert (summary.read, summary.results) == (0, ())  # what `prefect import` said before: 0 event(s) read
 
 
 @responses.activate
@@ -561,7 +575,7 @@ def test_a_one_shot_import_waits_out_the_settle_window_then_reads_the_flow(catal
         on_wait=lambda young, seconds: told.append((young.count, seconds)),
     )
     assert told == [(4, 4.0)] and fake.slept == [4.0]  # the newest, 1 s old, is 5 s old after 4 s
-    assert (summary.events, len(summary.results), summary.left) == (4, 2, 0)
+    assert (summary.read, len(summary.results), summary.left) == (4, 2, 0)
     assert summary.to_json()["leftForNextImport"] == 0
 
 
@@ -574,10 +588,10 @@ def test_without_waiting_the_import_says_how_many_it_left(catalog: Catalog, wait
         catalog, PrefectClient(API), Resolver.load(), settle=settle, wait=wait, clock=fake.clock, sleep=fake.sleep
     )
     assert fake.slept == []
-    assert (summary.events, summary.left) == (0, 4)
+    assert (summary.read, summary.left) == (0, 4)
     fake.now += timedelta(seconds=settle)  # the next import, once they have settled, reads them
     later = import_once(catalog, PrefectClient(API), Resolver.load(), settle=settle, clock=fake.clock, sleep=fake.sleep)
-    assert (later.events, len(later.results), later.left) == (4, 2, 0) and fake.slept == []
+    assert (later.read, len(later.results), later.left) == (4, 2, 0) and fake.slept == []
 
 
 @responses.activate
@@ -804,7 +818,7 @@ def test_a_real_flow_is_imported_and_exported_as_valid_openlineage(
     assert code == 0, err
     summary = json.loads(out)
     assert (summary["taskRuns"], summary["created"], summary["failed"]) == (3, 3, 1)
-    assert summary["skipped"] == [] and summary["referencesOnly"] == []
+    assert summary["refusals"] == [] and summary["referencesOnly"] == []
 
     raw_id, clean_id = "s3://olbridge-test/raw/orders.csv", "s3://olbridge-test/clean/orders.parquet"
     customers = "postgres://db.internal:5432/shop.public.customers"
@@ -859,7 +873,7 @@ def test_a_real_flow_is_imported_and_exported_as_valid_openlineage(
     # the next import starts after the last event read: nothing new, nothing changed
     code, out, err = invoke(db, "prefect", "import", "--api-url", prefect_server, "--settle", "0", "--json")
     assert code == 0, err
-    assert (json.loads(out)["events"], json.loads(out)["taskRuns"]) == (0, 0)
+    assert (json.loads(out)["read"], json.loads(out)["taskRuns"]) == (0, 0)
 
 
 @pytest.mark.prefect
@@ -929,6 +943,6 @@ def test_an_import_right_after_a_flow_finished_waits_for_its_events(
     assert code == 0, err
     assert "asset event(s) are younger than --settle (15 s)" in err
     summary = json.loads(out)
-    assert (summary["events"], summary["taskRuns"], summary["leftForNextImport"]) == (6, 3, 0)
+    assert (summary["read"], summary["taskRuns"], summary["leftForNextImport"]) == (6, 3, 0)
     with Catalog(db) as catalog:
         assert {r.key.execution_id for r in catalog.iter_task_runs()} == {second}

@@ -16,10 +16,9 @@ from click.testing import CliRunner
 from bridge.adapters.dbt import ingest_dbt
 from bridge.catalog import Catalog
 from bridge.cli import cli
-from bridge.column_lineage import parse_column_lineage
 from bridge.delivery.history import iter_events
 from bridge.mapping import Resolver
-from bridge.model import Column
+from bridge.model import Column, parse_column_lineage
 from bridge.openlineage.convert import Converter
 from bridge.receiver.imports import catalog_intake, import_files
 from tests.helpers import PRODUCER, decl, ol_dataset, ol_run_event, run, table_contents

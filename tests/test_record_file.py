@@ -15,7 +15,7 @@ import pytest
 
 from bridge.cli.progress import Meter, duration, progress
 from bridge.errors import ValidationError, ValidationProblems
-from bridge.records import parse_task_run, parse_task_run_lines
+from bridge.task_run_json import parse_task_run, parse_task_run_lines
 from tests.helpers import invoke
 
 BIN = Path(sys.executable).parent

@@ -8,7 +8,7 @@ import pytest
 from bridge.catalog import Catalog
 from bridge.errors import ValidationError
 from bridge.model import TaskState
-from bridge.recording import task_run
+from bridge.task_run_api import task_run
 from tests.conftest import at
 
 

@@ -14,7 +14,7 @@ from bridge.adapters.dbt.sql_lineage import (
     query_lineage,
     relation_key,
 )
-from bridge.column_lineage import Transformation
+from bridge.model import Transformation
 
 pytestmark = pytest.mark.skipif(not available(), reason="sqlglot is not installed (pip install -e '.[dbt]')")
 

@@ -16,9 +16,9 @@ import attrs
 
 from bridge.catalog import sql
 from bridge.catalog.rows import asset_from_row
-from bridge.column_lineage import ColumnEdge, Transformation, sorted_transformations
 from bridge.errors import NotFoundError, ValidationError
 from bridge.model import Asset
+from bridge.model.column_lineage import ColumnEdge, Transformation, sorted_transformations
 
 
 @attrs.frozen

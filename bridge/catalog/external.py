@@ -27,8 +27,7 @@ from bridge.catalog import sql
 from bridge.catalog.rows import asset_row
 from bridge.catalog.writes import get_asset
 from bridge.model import EXTERNAL, Asset, Origin, format_time, parse_time
-from bridge.receiver.column_lineage import ReceivedColumnEdge
-from bridge.receiver.events import TERMINAL, IncomingEvent, SeenDataset
+from bridge.model.received import TERMINAL, IncomingEvent, ReceivedColumnEdge, SeenDataset
 
 if TYPE_CHECKING:
     from bridge.mapping.resolver import Resolver

@@ -9,7 +9,6 @@ from typing import Any
 
 import attrs
 
-from bridge.column_lineage import ColumnEdge
 from bridge.model import (
     Assertion,
     Asset,
@@ -28,6 +27,7 @@ from bridge.model import (
     normalize_type,
     parse_time,
 )
+from bridge.model.column_lineage import ColumnEdge
 
 
 def dumps(value: Any) -> str:

@@ -41,7 +41,7 @@ from bridge.model import (
     TaskRun,
     format_time,
 )
-from bridge.receiver.events import IncomingEvent
+from bridge.model.received import IncomingEvent
 
 
 @attrs.frozen

@@ -14,7 +14,6 @@ import attrs
 from bridge.catalog import sql
 from bridge.catalog.outbox import ASSET_CHANGE, JOB, RUN_END, RUN_START, queue_event
 from bridge.catalog.rows import asset_from_row, asset_row, declared_job_json, dumps, snapshot, statistics_json
-from bridge.column_lineage import ColumnEdge, missing_columns, transformations_json
 from bridge.errors import CatalogError, ValidationError
 from bridge.model import (
     DECLARATION_LATER_FIELDS,
@@ -31,6 +30,7 @@ from bridge.model import (
     format_time,
     merge_metadata,
 )
+from bridge.model.column_lineage import ColumnEdge, missing_columns, transformations_json
 
 
 @attrs.frozen

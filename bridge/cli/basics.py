@@ -12,9 +12,9 @@ import click
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.output import print_json, record_summary, run_name, run_warnings, say, say_warnings
 from bridge.cli.progress import progress
-from bridge.errors import ValidationError
+from bridge.errors import InputFileError, ValidationError
 from bridge.model import TaskRun
-from bridge.records import parse_task_run, read_task_run_lines
+from bridge.task_run_json import parse_task_run, read_task_run_lines
 
 
 @click.command("init")
@@ -70,7 +70,7 @@ def record(app: AppContext, /, file: IO[str] | None, **flags: Any) -> None:
             try:
                 checked = read_task_run_lines(reading.each(file), source)
             except UnicodeDecodeError:
-                raise ValidationError(f"{source}: not UTF-8 text", rule="record.text") from None
+                raise InputFileError("not UTF-8 text", source, rule="file.text") from None
         runs = list(checked.runs)
         names = [f"{source}:{line}: {run_name(run.key)}" for line, run in zip(checked.lines, runs, strict=True)]
         catalog = app.catalog(create=True)

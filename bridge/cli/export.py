@@ -15,9 +15,9 @@ from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
 from bridge.delivery.history import ExportFilter, iter_lines
 from bridge.delivery.report import FailureReport
 from bridge.delivery.sinks import BackendSink, NdjsonSink, Sink
-from bridge.errors import ExportError
+from bridge.errors import ExportError, InputFileError
+from bridge.files import read_json_items
 from bridge.model import check_namespace, parse_window
-from bridge.openlineage.files import BadInput, read_events
 from bridge.openlineage.validate import validate_event
 from bridge.receiver.policy import judge
 
@@ -134,9 +134,9 @@ def validate(files: tuple[Path, ...], no_marquez: bool, receiver: bool, as_json:
     total = bad = 0
     report: list[dict[str, Any]] = []
     for path in files:
-        for where, event in read_events(path):
+        for where, event in read_json_items(path):
             total += 1
-            if isinstance(event, BadInput):
+            if isinstance(event, InputFileError):
                 problems = [event.message]
             else:
                 problems = [str(p) for p in validate_event(event, marquez=not no_marquez)]
@@ -158,9 +158,9 @@ def _judge_files(files: tuple[Path, ...], as_json: bool) -> None:
     counts = {"events": 0, "taken": 0, "warned": 0, "refused": 0}
     report: list[dict[str, Any]] = []
     for path in files:
-        for where, event in read_events(path):
+        for where, event in read_json_items(path):
             counts["events"] += 1
-            if isinstance(event, BadInput):
+            if isinstance(event, InputFileError):
                 verdict, problems = "refused", [event.message]
             else:
                 judged = judge(event)

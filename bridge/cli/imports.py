@@ -12,10 +12,10 @@ from bridge.cli.context import AppContext, pass_app
 from bridge.cli.options import json_flag
 from bridge.cli.output import print_json, say
 from bridge.model import parse_window, utcnow
-from bridge.receiver.imports import ImportSummary, MarquezEvents, catalog_intake, import_files, import_marquez
+from bridge.receiver.imports import EventImportSummary, MarquezEvents, catalog_intake, import_files, import_marquez
 
 
-def _report(summary: ImportSummary, as_json: bool) -> None:
+def _report(summary: EventImportSummary, as_json: bool) -> None:
     if as_json:
         print_json(summary.to_json())
     for where, why in summary.refused[:50]:

@@ -6,16 +6,16 @@ from pathlib import Path
 
 import click
 
+from bridge.adapters.metaflow.assets import define_all, make_scope, promote
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.options import deprecated_alias
 from bridge.cli.output import print_json, say
-from bridge.integrations.metaflow_assets import define_all, make_scope, promote
 from bridge.model import utcnow
 
 
 @click.group()
 def metaflow() -> None:
-    """Metaflow: assets recorded by bridge.integrations.metaflow, scoped to project branches."""
+    """Metaflow: assets recorded by the helpers of bridge.adapters.metaflow, scoped to project branches."""
 
 
 @metaflow.command("declare")

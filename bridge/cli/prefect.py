@@ -13,8 +13,8 @@ from bridge.adapters.prefect import (
     DEFAULT_NAMESPACE,
     DEFAULT_SETTLE,
     MAX_WAIT,
-    ImportSummary,
     PrefectClient,
+    PrefectImportSummary,
     Unsettled,
     follow,
     import_events,
@@ -47,28 +47,28 @@ class _Progress:
             self.bar = None
 
 
-def _say_summary(summary: ImportSummary, settle: float) -> None:
+def _say_summary(summary: PrefectImportSummary, settle: float) -> None:
     data = summary.to_json()
     line = (
-        f"{data['events']} event(s) read, {data['taskRuns']} task run(s): {data['created']} created, "
+        f"{data['read']} event(s) read, {data['taskRuns']} task run(s): {data['created']} created, "
         f"{data['unchanged']} unchanged, {data['failed']} failed"
     )
     extras = [
-        f"{len(data[key])} {label}"
-        for key, label in (
-            ("referencesOnly", "with references only (not recorded)"),
-            ("late", "already recorded (late events not applied)"),
-            ("skipped", "malformed (skipped)"),
+        f"{count} {label}"
+        for count, label in (
+            (len(summary.pending), "with references only (not recorded)"),
+            (len(summary.late), "already recorded (late events not applied)"),
+            (len(summary.refused), "malformed (skipped)"),
         )
-        if data[key]
+        if count
     ]
     if summary.left:
         extras.append(f"{summary.left} younger than --settle ({settle:g} s) left for the next import")
     say(line + ("; " + ", ".join(extras) if extras else ""))
     for warning in data["warnings"]:
         say(f"warning: {warning}")
-    for skipped in data["skipped"]:
-        say(f"skipped: {skipped}")
+    for where, reason in summary.refused:
+        say(f"skipped: {where}: {reason}")
 
 
 @click.group()
@@ -154,7 +154,7 @@ def prefect_import(
 
     done = {"polls": 0, "task_runs": 0}  # the polls that read the server, the task runs they recorded
 
-    def poll() -> ImportSummary:
+    def poll() -> PrefectImportSummary:
         progress = _Progress()
         try:
             return import_events(
@@ -201,7 +201,7 @@ def prefect_import(
             print_json(summary.to_json())
         return
 
-    def on_poll(summary: ImportSummary) -> None:
+    def on_poll(summary: PrefectImportSummary) -> None:
         done["polls"] += 1
         done["task_runs"] += len(summary.results)
         _say_summary(summary, settle)

@@ -21,7 +21,7 @@ from bridge.errors import ExportError
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
-from bridge.recording import task_run
+from bridge.task_run_api import task_run
 
 FIRST_MODEL = "dbt.main.my_first_dbt_model"
 SECOND_MODEL = "dbt.main.my_second_dbt_model"

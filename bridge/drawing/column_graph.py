@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from bridge.catalog import ColumnLineageEdge, ColumnLineageGraph
-from bridge.column_lineage import Transformation
 from bridge.drawing.mermaid import node_id
+from bridge.model import Transformation
 
 
 def _column_node(asset_id: str, column: str) -> str:

@@ -1,1 +1,2 @@
-"""Helpers used inside other systems (Metaflow steps) to record into the catalog."""
+"""The Metaflow helpers' first name, kept so that flows written for it still import: the code is
+the Metaflow adapter, :mod:`bridge.adapters.metaflow`."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from bridge.column_lineage import DIRECT, ColumnEdge, Transformation
+from bridge.model import DIRECT, ColumnEdge, Transformation
 from bridge.openlineage import facets as f
 
 Dataset = dict[str, Any]

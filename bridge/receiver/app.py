@@ -31,7 +31,8 @@ import orjson
 from bridge.config import NamedToken
 from bridge.openlineage.validate import Problem
 from bridge.receiver.events import canonical, parse_json, split_array
-from bridge.receiver.intake import Intake, Outcome
+from bridge.receiver.intake import Intake
+from bridge.receiver.outcome import Outcome
 
 StartResponse = Callable[..., Any]
 Environ = dict[str, Any]

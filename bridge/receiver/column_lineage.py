@@ -1,4 +1,5 @@
-"""A received event's ``columnLineage`` facets, read into column edges. Pure: no clock, no I/O.
+"""A received event's ``columnLineage`` facets, read into column edges (the
+:class:`~bridge.model.received.ReceivedColumnEdge` records). Pure: no clock, no I/O.
 
 Every input field of every output column (and of the facet's whole-output ``dataset`` list) is
 one edge, kept with its ``transformations`` exactly as the producer gave them (canonical JSON);
@@ -22,23 +23,10 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import attrs
 import orjson
 
-from bridge.column_lineage import SUBTYPE_TYPES
-from bridge.model import pickles_as_tuple
-
-Dataset = tuple[str, str]  # (namespace, name)
-
-
-@pickles_as_tuple
-@attrs.frozen
-class ReceivedColumnEdge:
-    output: Dataset
-    column: str  # '' for the whole output (the facet's `dataset` list)
-    input: Dataset
-    field: str
-    transformations: str  # the JSON list, canonical
+from bridge.model import SUBTYPE_TYPES
+from bridge.model.received import DatasetName, ReceivedColumnEdge
 
 
 def _canonical(value: Any) -> str:
@@ -68,7 +56,7 @@ def _deprecated(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [item]
 
 
-def _inputs(items: Any, fallback: list[dict[str, Any]]) -> Iterator[tuple[Dataset, str, str]]:
+def _inputs(items: Any, fallback: list[dict[str, Any]]) -> Iterator[tuple[DatasetName, str, str]]:
     for item in items if isinstance(items, list) else ():
         if not isinstance(item, dict):
             continue

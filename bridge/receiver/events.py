@@ -1,4 +1,5 @@
-"""An accepted OpenLineage event read into what the catalog keeps of it. Pure: no clock, no I/O.
+"""An accepted OpenLineage event read into what the catalog keeps of it (the records of
+:mod:`bridge.model.received`). Pure: no clock, no I/O.
 
 The same event (however its keys are ordered) gives the same digest, which is how a re-sent
 event is recognised."""
@@ -8,81 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from datetime import datetime
 from typing import Any
 
-import attrs
 import orjson
 
 from bridge.memo import Memo
-from bridge.model import Column, format_time, parse_time, pickles_as_tuple
-from bridge.receiver.column_lineage import ReceivedColumnEdge, read_column_lineage
-
-TERMINAL = ("COMPLETE", "FAIL", "ABORT")
-
-
-@pickles_as_tuple
-@attrs.frozen
-class SeenDataset:
-    """A dataset as one event names and describes it."""
-
-    direction: str | None  # "input", "output", or None for a DatasetEvent's dataset
-    namespace: str
-    name: str
-    description: str | None = None
-    owners: tuple[str, ...] = ()
-    dataset_type: str | None = None
-    symlinks: tuple[tuple[str, str, str | None], ...] = ()  # (namespace, name, type) of each identifier
-    columns: tuple[Column, ...] = ()
-    described: bool = False  # whether the event said anything of it beyond its name
-    facets_digest: str | None = None  # of what it said, to see whether it says something new
-    facets: tuple[tuple[str, str], ...] = ()  # (key, canonical JSON) of each of its facets
-    facets_text_digest: str | None = None  # of all of them, to see whether they say something new
-
-
-@pickles_as_tuple
-@attrs.frozen
-class IncomingEvent:
-    digest: str
-    body: str  # canonical JSON: sorted keys, compact
-    kind: str
-    event_time: datetime
-    producer: str
-    event_type: str | None = None
-    job_namespace: str | None = None
-    job_name: str | None = None
-    run_id: str | None = None
-    parent_run_id: str | None = None
-    datasets: tuple[SeenDataset, ...] = ()
-    warnings: tuple[str, ...] = ()
-    column_edges: tuple[ReceivedColumnEdge, ...] = ()  # of its outputs' columnLineage facets
-    run_facets: tuple[tuple[str, str], ...] = ()  # (key, canonical JSON) of each facet of its run
-    job_facets: tuple[tuple[str, str], ...] = ()  # the same, of its job
-    forward: str | None = None  # the event's text as it came, to forward (``serve --forward``)
-    token: str | None = None  # the name of the token that brought it (``serve --tokens``)
-
-    # worked out once, in the request's thread, rather than under the catalog's write lock
-    time_text: str = attrs.field(init=False, eq=False, repr=False)
-    source: str | None = attrs.field(init=False, eq=False, repr=False)
-    rank: str = attrs.field(init=False, eq=False, repr=False)
-    state_rank: str = attrs.field(init=False, eq=False, repr=False)
-
-    def __attrs_post_init__(self) -> None:
-        setter = object.__setattr__
-        setter(self, "time_text", format_time(self.event_time))
-        # the external run or job the event is about: run:<runId> or job:<namespace>/<name>
-        if self.kind == "RunEvent":
-            setter(self, "source", f"run:{self.run_id}")
-        elif self.kind == "JobEvent":
-            setter(self, "source", f"job:{self.job_namespace}/{self.job_name}")
-        else:
-            setter(self, "source", None)
-        # orders events the same way whatever order they arrive in: by time, then digest
-        setter(self, "rank", f"{self.time_text}|{self.digest}")
-        # which event decides a run's state: an end beats RUNNING beats START, then the later
-        kind = (self.event_type or "").upper()
-        level = 3 if kind in TERMINAL else 1 if kind == "START" else 2
-        setter(self, "state_rank", f"{level}|{self.rank}")
+from bridge.model import Column, parse_time
+from bridge.model.received import IncomingEvent, ReceivedColumnEdge, SeenDataset
+from bridge.receiver.column_lineage import read_column_lineage
 
 
 def canonical(event: Any) -> str:

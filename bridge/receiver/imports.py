@@ -14,12 +14,13 @@ import attrs
 import requests
 
 from bridge.catalog import Catalog
-from bridge.errors import CatalogError, SourceError, ValidationError
+from bridge.errors import CatalogError, InputFileError, SourceError, ValidationError
+from bridge.files import read_json_items
 from bridge.mapping.resolver import Resolver
-from bridge.model import format_time, parse_time
-from bridge.openlineage.files import BadInput, read_events
+from bridge.model import ImportSummary, format_time, parse_time
 from bridge.receiver.events import canonical
-from bridge.receiver.intake import Intake, Outcome
+from bridge.receiver.intake import Intake
+from bridge.receiver.outcome import Outcome
 from bridge.version import __version__
 
 BATCH = 500
@@ -28,14 +29,14 @@ Progress = Callable[[int], None]
 
 
 @attrs.define
-class ImportSummary:
-    read: int = 0
+class EventImportSummary(ImportSummary):
+    """What an import of OpenLineage events did: besides what every import says, the events
+    accepted, the duplicates, the new placeholders and the events accepted with warnings."""
+
     accepted: int = 0
     duplicates: int = 0
     placeholders: int = 0
     warned: int = 0
-    refused: list[tuple[str, str]] = attrs.field(factory=list)  # (where, why)
-    position: str | None = None  # where a Marquez import got to
 
     def add(self, where: str, outcome: Outcome) -> None:
         self.read += 1
@@ -44,23 +45,17 @@ class ImportSummary:
         elif outcome.status == "duplicate":
             self.duplicates += 1
         else:
-            self.refused.append((where, outcome.message))
+            self.refuse(where, outcome.message)
         self.placeholders += len(outcome.placeholders)
         self.warned += bool(outcome.warnings)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "read": self.read,
+    def counts_json(self) -> dict[str, Any]:
+        return {
             "accepted": self.accepted,
             "duplicates": self.duplicates,
-            "refused": len(self.refused),
             "newPlaceholders": self.placeholders,
             "acceptedWithWarnings": self.warned,
-            "refusals": [{"where": w, "reason": r} for w, r in self.refused],
         }
-        if self.position is not None:
-            out["position"] = self.position
-        return out
 
 
 def catalog_intake(catalog: Catalog, resolver: Resolver, *, strict: bool = False) -> Intake:
@@ -68,7 +63,7 @@ def catalog_intake(catalog: Catalog, resolver: Resolver, *, strict: bool = False
     return Intake(lambda events: catalog.ingest(events, resolver), strict=strict)
 
 
-def _take(intake: Intake, batch: Sequence[tuple[str, Any]], summary: ImportSummary) -> None:
+def _take(intake: Intake, batch: Sequence[tuple[str, Any]], summary: EventImportSummary) -> None:
     outcomes = intake.take([item for _, item in batch])
     for (where, _), outcome in zip(batch, outcomes, strict=True):
         if outcome.status == "unavailable":
@@ -76,20 +71,20 @@ def _take(intake: Intake, batch: Sequence[tuple[str, Any]], summary: ImportSumma
         summary.add(where, outcome)
 
 
-def import_files(paths: Iterable[Path], intake: Intake, *, progress: Progress | None = None) -> ImportSummary:
+def import_files(paths: Iterable[Path], intake: Intake, *, progress: Progress | None = None) -> EventImportSummary:
     """Import every event of every file. A line that is not JSON, or an event that is refused, is
     reported with where it was and does not stop the rest."""
-    summary = ImportSummary()
+    summary = EventImportSummary()
     paths = list(paths)
     for path in paths:  # a missing file stops everything before anything is written
         if not path.is_file():
-            raise ValidationError("file not found", rule="file", where=str(path))
+            raise InputFileError("file not found", str(path))
     for path in paths:
         batch: list[tuple[str, Any]] = []
-        for where, item in read_events(path):
-            if isinstance(item, BadInput):
+        for where, item in read_json_items(path):
+            if isinstance(item, InputFileError):
                 summary.read += 1
-                summary.refused.append((where, item.message))
+                summary.refuse(where, item.message)
                 continue
             batch.append((where, item))
             if len(batch) >= BATCH:
@@ -210,14 +205,14 @@ def import_marquez(
     resume: bool = True,
     now: Callable[[], datetime],
     progress: Progress | None = None,
-) -> ImportSummary:
+) -> EventImportSummary:
     """Import a Marquez instance's RunEvents from where the last import stopped (or ``since``),
     saving the position after every page, so an interrupted import resumes where it stopped."""
     key = marquez_source(source.base)
     stored = catalog.import_position(key) if resume else None
     after = format_time(since) if since is not None else stored or "1970-01-01T00:00:00.000000Z"
     before = format_time(until) if until is not None else FAR_FUTURE
-    summary = ImportSummary(position=after)
+    summary = EventImportSummary(position=after)
     for events, position in source.pages(after, before):
         batch = [(f"{source.base} event at {e.get('eventTime') if isinstance(e, dict) else '?'}", e) for e in events]
         if batch:

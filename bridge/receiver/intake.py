@@ -1,5 +1,5 @@
 """From parsed JSON to committed events: limits, the verdict, and the write, the same for HTTP
-requests, files and a Marquez instance. Each item gets an :class:`Outcome`."""
+requests, files and a Marquez instance. Each item gets an :class:`~bridge.receiver.outcome.Outcome`."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import attrs
 
 from bridge.catalog import IngestResult
 from bridge.errors import BridgeError
+from bridge.model.received import IncomingEvent
 from bridge.openlineage.validate import Problem
-from bridge.receiver.events import IncomingEvent, canonical, read_event
+from bridge.receiver.events import canonical, read_event
 from bridge.receiver.metrics import Metrics
+from bridge.receiver.outcome import Outcome
 from bridge.receiver.policy import judge
 from bridge.receiver.writer import Unavailable
 
@@ -27,24 +29,6 @@ class Limits:
     max_batch: int = 10_000  # events in one batch request
     max_datasets: int = 1_000  # inputs + outputs of one event
     max_depth: int = 64  # nesting of objects and arrays in one event
-
-
-@attrs.frozen
-class Outcome:
-    status: str  # "accepted" | "duplicate" | "refused" | "unavailable"
-    kind: str | None = None
-    message: str = ""
-    problems: tuple[Problem, ...] = ()
-    warnings: tuple[str, ...] = ()
-    placeholders: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return self.status in ("accepted", "duplicate")
-
-    @property
-    def retriable(self) -> bool:
-        return self.status == "unavailable"
 
 
 def depth_problem(value: Any, limit: int) -> Problem | None:

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from bridge.receiver.intake import Outcome
+from bridge.receiver.outcome import Outcome
 
 RESULTS = ("accepted", "duplicate", "refused", "unavailable")
 SCALARS = ("placeholders", "warned", "commits")

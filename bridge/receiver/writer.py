@@ -25,7 +25,7 @@ import attrs
 from bridge.catalog import Catalog, IngestResult
 from bridge.errors import BridgeError
 from bridge.mapping.resolver import Resolver
-from bridge.receiver.events import IncomingEvent
+from bridge.model.received import IncomingEvent
 
 Results = list[IngestResult | Exception]
 

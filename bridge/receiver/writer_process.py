@@ -25,7 +25,7 @@ from typing import Any
 
 from bridge.catalog import IngestResult
 from bridge.errors import BridgeError
-from bridge.receiver.events import IncomingEvent
+from bridge.model.received import IncomingEvent
 from bridge.receiver.writer import CatalogWriter, QueuedWriter, Results, Unavailable
 
 

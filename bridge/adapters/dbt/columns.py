@@ -18,8 +18,7 @@ from typing import Any
 
 from bridge.adapters.dbt import sql_lineage
 from bridge.adapters.dbt.sql_lineage import Relation, UnreadableSql, query_lineage, relation_key
-from bridge.column_lineage import ColumnInput, ColumnLineage
-from bridge.model import Column
+from bridge.model import Column, ColumnInput, ColumnLineage
 
 
 def _manifest_columns(node: Mapping[str, Any]) -> list[Column]:

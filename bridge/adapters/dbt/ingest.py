@@ -21,11 +21,11 @@ import attrs
 
 from bridge.adapters.dbt.artifacts import DbtArtifacts
 from bridge.adapters.dbt.columns import ProjectColumns
-from bridge.column_lineage import ColumnLineage
 from bridge.errors import ArtifactError, ValidationError
 from bridge.model import (
     Assertion,
     AssetDeclaration,
+    ColumnLineage,
     JobInfo,
     Origin,
     TaskRun,

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from bridge.column_lineage import DIRECT, INDIRECT, Transformation, sorted_transformations
+from bridge.model import DIRECT, INDIRECT, Transformation, sorted_transformations
 
 if TYPE_CHECKING:
     from sqlglot import exp

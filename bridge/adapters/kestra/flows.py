@@ -27,9 +27,9 @@ from typing import Any, NoReturn
 
 import yaml
 
-from bridge.adapters.kestra.files import FileResult, read_files, read_text
 from bridge.adapters.kestra.pebble import render
 from bridge.errors import ValidationError
+from bridge.files import FileResult, read_files, read_text
 from bridge.model import (
     AssetDeclaration,
     DeclaredFlow,
@@ -38,7 +38,7 @@ from bridge.model import (
     check_namespace,
     metadata_text,
 )
-from bridge.records import parse_asset
+from bridge.task_run_json import parse_asset
 
 _TASK_LISTS = ("tasks", "then", "else", "errors", "finally")
 _FLOW_LISTS = ("tasks", "errors", "finally", "afterExecution")

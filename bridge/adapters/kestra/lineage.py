@@ -3,7 +3,7 @@
 One record is one task run: ``tenantId``, ``namespace``, ``flowId``, ``flowRevision``,
 ``executionId``, ``taskId``, ``taskRunId``, ``state``, ``startDate``, ``endDate``, ``inputs``,
 ``outputs`` (Kestra assets) and ``timestamp``. A file holds JSON lines or one JSON array. The
-fields and their checks are those of :mod:`bridge.records` (``olbridge record --file`` reads the
+fields and their checks are those of :mod:`bridge.task_run_json` (``olbridge record --file`` reads the
 same shape); the runs are recorded with the ``KESTRA`` integration, and keep the tenant and the
 flow revision with their job.
 """
@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from bridge.adapters.kestra.files import FileResult, read_files, read_text
 from bridge.errors import ValidationError
+from bridge.files import FileResult, read_files, read_text
 from bridge.model import TaskRun
-from bridge.records import check_task_run_text
+from bridge.task_run_json import check_task_run_text
 
 INTEGRATION = "KESTRA"
-_NOT_JSON = {"kestra.text", "record.json"}  # the rules of a file that is not JSON text
+_NOT_JSON = {"file.text", "file.json"}  # the rules of a file that is not JSON text
 _ION_HINT = "Kestra's FileAssetExporter writes ION unless its format is JSON: set `format: JSON`"
 
 

@@ -134,7 +134,7 @@ def _serve_config(table: Any, where: str, base: Path) -> ServeConfig:
 class Config:
     """The settings, each a key of the file but ``source``."""
 
-    catalog: Path = Path("olbridge.db")  # the SQLite catalog file
+    catalog: Path | str = Path("olbridge.db")  # the SQLite catalog file, or a postgresql:// URL
     mappings: tuple[Path, ...] = ()  # extra naming-rule files, tried before the built-in rules at equal priority
     default_namespace: str = DEFAULT_NAMESPACE  # the OpenLineage namespace of assets that no rule names
     job_namespace_prefix: str = ""  # put before a flow's namespace to make its job namespace
@@ -158,7 +158,9 @@ def parse_config(document: Mapping[str, Any], where: str, base: Path) -> Config:
         raise ConfigError(f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(_KNOWN))}")
     values: dict[str, Any] = {}
     if "catalog" in document:
-        values["catalog"] = base / _string(document["catalog"], "catalog", where)
+        catalog = _string(document["catalog"], "catalog", where)
+        # a database URL as it is (postgresql://...), a file relative to the config file's folder
+        values["catalog"] = catalog if catalog.startswith(("postgresql://", "postgres://")) else base / catalog
     if "mappings" in document:
         files = document["mappings"]
         if not isinstance(files, list) or not all(isinstance(f, str) for f in files):

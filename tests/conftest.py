@@ -36,10 +36,97 @@ def at(minutes: float) -> datetime:
     return T0 + timedelta(minutes=minutes)
 
 
+ENGINES = ("sqlite", "postgresql")
+TEMPLATE = "olbridge_catalog"  # a migrated catalog on the test server, copied for each test
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """The tests marked ``both_engines`` (a module's ``pytestmark``) that use a catalog run once on
+    SQLite and once on PostgreSQL; the others on SQLite."""
+    if "engine" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_engines"):
+        metafunc.parametrize("engine", ENGINES, indirect=True)
+
+
 @pytest.fixture
-def catalog() -> Iterator[Catalog]:
-    with Catalog(":memory:") as cat:
-        yield cat
+def engine(request: pytest.FixtureRequest) -> str:
+    """The catalog's engine for this test: ``sqlite`` unless the test runs on both."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture(scope="session")
+def catalog_template(postgres: PostgresServer) -> str:
+    """A database holding a new catalog, marked a template: a copy of it is a catalog at once."""
+
+    def make(url: str) -> None:
+        Catalog(url).close()
+
+    return postgres.make_template(TEMPLATE, make)
+
+
+@pytest.fixture
+def catalog(engine: str, request: pytest.FixtureRequest) -> Iterator[Catalog]:
+    """A new catalog of the test's engine: SQLite in memory, or a PostgreSQL database of its own."""
+    if engine == "sqlite":
+        with Catalog(":memory:") as cat:
+            yield cat
+        return
+    server: PostgresServer = request.getfixturevalue("postgres")
+    name = server.create_database(template=request.getfixturevalue("catalog_template"))
+    try:
+        with Catalog(server.url(name)) as cat:
+            yield cat
+    finally:
+        server.drop_database(name)
+
+
+@pytest.fixture
+def new_catalog(engine: str, request: pytest.FixtureRequest) -> Iterator[Callable[[], Catalog]]:
+    """A function giving a new catalog of the test's engine at each call (closed, and on
+    PostgreSQL dropped, after the test)."""
+    opened: list[tuple[Catalog, str | None]] = []
+
+    def new() -> Catalog:
+        if engine == "sqlite":
+            opened.append((Catalog(":memory:"), None))
+        else:
+            server: PostgresServer = request.getfixturevalue("postgres")
+            name = server.create_database(template=request.getfixturevalue("catalog_template"))
+            opened.append((Catalog(server.url(name)), name))
+        return opened[-1][0]
+
+    yield new
+    for cat, name in opened:
+        cat.close()
+        if name is not None:
+            request.getfixturevalue("postgres").drop_database(name)
+
+
+@pytest.fixture
+def catalog_targets(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[[], str]]:
+    """A function giving where a new catalog may be made, on the test's engine, each call another:
+    a file path that does not exist yet (SQLite), or the URL of an empty database (PostgreSQL)."""
+    made: list[str] = []
+
+    def new() -> str:
+        if engine == "sqlite":
+            path = tmp_path / (f"c{len(made)}.db" if made else "c.db")
+            made.append(str(path))
+            return str(path)
+        server: PostgresServer = request.getfixturevalue("postgres")
+        made.append(server.create_database())
+        return server.url(made[-1])
+
+    yield new
+    if engine != "sqlite":
+        server = request.getfixturevalue("postgres")
+        for name in made:
+            server.drop_database(name)
+
+
+@pytest.fixture
+def catalog_target(catalog_targets: Callable[[], str]) -> str:
+    """Where a new catalog may be made, on the test's engine (see ``catalog_targets``)."""
+    return catalog_targets()
 
 
 @pytest.fixture(scope="session")

@@ -70,10 +70,7 @@ def run(
 def table_contents(catalog: Any) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table of a catalog, to show that a refused input changed nothing."""
     conn = catalog._conn
-    names = [
-        n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'sqlite_sequence'")
-    ]
-    return {n: conn.execute(f"SELECT * FROM {n} ORDER BY 1").fetchall() for n in sorted(names)}
+    return {n: conn.execute(f"SELECT * FROM {n} ORDER BY 1").fetchall() for n in catalog.table_names()}
 
 
 RUN_EVENT_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"

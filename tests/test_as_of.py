@@ -5,7 +5,6 @@ declared."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,12 +25,15 @@ def when(minutes: float) -> str:
     return at(minutes).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+pytestmark = pytest.mark.both_engines
+
+
 @pytest.fixture
-def catalog_path(tmp_path: Path, resolver: Resolver) -> Path:
+def catalog_path(catalog_target: str, resolver: Resolver) -> str:
     """raw.orders -(load, ours, 08:00-08:10)-> stg.orders -(build, ours, 08:20-08:30)-> mart.orders
     -(external run, 08:40-08:50)-> the export -(a JobEvent at 09:00)-> a topic; and an external
     run from mart.orders still RUNNING (since 08:45)."""
-    path = tmp_path / "asof.db"
+    path = catalog_target
     mart = ol_dataset("olbridge", "mart.orders")  # olbridge's own asset, as its events name it
     with Catalog(path) as catalog:
         catalog.record_task_run(
@@ -72,7 +74,7 @@ def catalog_path(tmp_path: Path, resolver: Resolver) -> Path:
     return path
 
 
-def edges(path: Path, root: str, *args: str) -> list[tuple[Any, ...]]:
+def edges(path: str, root: str, *args: str) -> list[tuple[Any, ...]]:
     code, out, err = invoke(path, "lineage", root, "--format", "json", *args)
     assert code == 0, err
     return [(e["upstream"], e["downstream"], e["depth"], tuple(e["tasks"])) for e in json.loads(out)["edges"]]
@@ -95,18 +97,18 @@ PUBLISH = (EXPORT, TOPIC, 4, ("airflow/publish (external)",))
         (60, [LOAD, BUILD, SHIP, PUBLISH]),  # the JobEvent's time
     ],
 )
-def test_the_graph_as_the_catalog_knew_it(catalog_path: Path, moment: int, expected: list[tuple[Any, ...]]) -> None:
+def test_the_graph_as_the_catalog_knew_it(catalog_path: str, moment: int, expected: list[tuple[Any, ...]]) -> None:
     assert edges(catalog_path, "raw.orders", "--direction", "downstream", "--as-of", when(moment)) == expected
 
 
-def test_now_the_graph_has_the_run_still_going_and_as_of_now_does_not(catalog_path: Path) -> None:
+def test_now_the_graph_has_the_run_still_going_and_as_of_now_does_not(catalog_path: str) -> None:
     now = edges(catalog_path, "mart.orders", "--direction", "downstream")
     assert (("mart.orders", PARTIAL, 1, ("spark/partial (external)",))) in now
     later = edges(catalog_path, "mart.orders", "--direction", "downstream", "--as-of", "2030-01-01")
     assert later == [e for e in now if e[1] != PARTIAL]
 
 
-def test_upstream_and_both_directions(catalog_path: Path) -> None:
+def test_upstream_and_both_directions(catalog_path: str) -> None:
     assert edges(catalog_path, TOPIC, "--direction", "upstream", "--as-of", when(55)) == []
     up = edges(catalog_path, TOPIC, "--direction", "upstream", "--as-of", when(60), "--depth", "2")
     assert up == [
@@ -117,30 +119,29 @@ def test_upstream_and_both_directions(catalog_path: Path) -> None:
     assert both == [("raw.orders", "stg.orders", 1, LOAD[3]), ("stg.orders", "mart.orders", 1, BUILD[3])]
 
 
-def test_as_of_after_everything_ended_draws_the_graph_of_now(tmp_path: Path, resolver: Resolver) -> None:
+def test_as_of_after_everything_ended_draws_the_graph_of_now(catalog: Catalog) -> None:
     """Where every run has ended, the walk over the edges known at a later time is the catalog's
     walk: the same edges, depths, order and tasks (a cycle and a diamond included)."""
-    with Catalog(tmp_path / "c.db") as catalog:
-        for n, (inputs, outputs) in enumerate(
-            [(("a",), ("b", "c")), (("b",), ("d",)), (("c",), ("d",)), (("d",), ("a",)), (("a", "d"), ("e",))]
-        ):
-            catalog.record_task_run(
-                run(
-                    f"t{n}",
-                    inputs=tuple(decl(i) for i in inputs),
-                    outputs=tuple(decl(o, type="Table") for o in outputs),
-                )
+    for n, (inputs, outputs) in enumerate(
+        [(("a",), ("b", "c")), (("b",), ("d",)), (("c",), ("d",)), (("d",), ("a",)), (("a", "d"), ("e",))]
+    ):
+        catalog.record_task_run(
+            run(
+                f"t{n}",
+                inputs=tuple(decl(i) for i in inputs),
+                outputs=tuple(decl(o, type="Table") for o in outputs),
             )
-        for root in "abcde":
-            for direction in ("upstream", "downstream", "both"):
-                for depth in (1, 2, 5):
-                    now = catalog.lineage(root, direction=direction, depth=depth)
-                    then = catalog.lineage(root, direction=direction, depth=depth, as_of=at(1000))
-                    assert graph_json(then)["edges"] == graph_json(now)["edges"], (root, direction, depth)
-                    assert graph_json(then)["asOf"] == "2025-03-02T00:40:00.000000Z" and "asOf" not in graph_json(now)
+        )
+    for root in "abcde":
+        for direction in ("upstream", "downstream", "both"):
+            for depth in (1, 2, 5):
+                now = catalog.lineage(root, direction=direction, depth=depth)
+                then = catalog.lineage(root, direction=direction, depth=depth, as_of=at(1000))
+                assert graph_json(then)["edges"] == graph_json(now)["edges"], (root, direction, depth)
+                assert graph_json(then)["asOf"] == "2025-03-02T00:40:00.000000Z" and "asOf" not in graph_json(now)
 
 
-def test_the_text_says_when_and_bad_times_are_errors(catalog_path: Path) -> None:
+def test_the_text_says_when_and_bad_times_are_errors(catalog_path: str) -> None:
     code, out, _ = invoke(catalog_path, "lineage", "raw.orders", "--as-of", when(10))
     assert code == 0 and out.splitlines()[0] == "raw.orders (External)  as of 2025-03-01T08:10:00.000000Z"
     code, out, _ = invoke(

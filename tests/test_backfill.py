@@ -30,6 +30,8 @@ from tests.conftest import T0, at
 from tests.helpers import decl, run
 from tests.test_faults import OLBRIDGE, FakeTime
 
+pytestmark = pytest.mark.both_engines
+
 
 def dispatcher(backend: Backend, *, concurrency: int = 1, batch_size: int = 50, **options: Any) -> Dispatcher:
     return Dispatcher(
@@ -159,8 +161,8 @@ def test_rate_limit(catalog: Catalog, converter: Converter) -> None:
     assert fake.now - began == pytest.approx(90 / 20)  # the first 10 at once, then 20 a second
 
 
-def test_cli_backfill_dry_run_and_delivery(tmp_path: Path) -> None:
-    db = str(tmp_path / "c.db")
+def test_cli_backfill_dry_run_and_delivery(tmp_path: Path, catalog_target: str) -> None:
+    db = catalog_target
     with Catalog(db) as catalog:
         history(catalog)
     runner = CliRunner()
@@ -313,8 +315,10 @@ def olbridge(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([OLBRIDGE, *args], capture_output=True, text=True, timeout=120)
 
 
-def test_backend_down_then_up_every_event_delivered_once(tmp_path: Path, converter: Converter) -> None:
-    db = str(tmp_path / "c.db")
+def test_backend_down_then_up_every_event_delivered_once(
+    tmp_path: Path, converter: Converter, catalog_target: str
+) -> None:
+    db = catalog_target
     with Catalog(db) as catalog:
         history(catalog)
         wanted = list(iter_events(catalog, converter))
@@ -409,8 +413,10 @@ def test_a_stop_during_retries_keeps_the_checkpoint_before_what_did_not_go(
     assert (counts["delivered"], counts["duplicated"], counts["lost"]) == (8, 0, 0)
 
 
-def test_refused_events_are_kept_and_sent_again_on_request(tmp_path: Path, converter: Converter) -> None:
-    db = str(tmp_path / "c.db")
+def test_refused_events_are_kept_and_sent_again_on_request(
+    tmp_path: Path, converter: Converter, catalog_target: str
+) -> None:
+    db = catalog_target
     with Catalog(db) as catalog:
         history(catalog)
         wanted = list(iter_events(catalog, converter))

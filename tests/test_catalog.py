@@ -5,12 +5,17 @@ from pathlib import Path
 
 import pytest
 
-from bridge.catalog import AssetQuery, Catalog, MetadataFilter
+from bridge.adapters.prefect.cursor import PrefectCursor, read_cursor
+from bridge.catalog import AssetQuery, Catalog, MetadataFilter, Position, RecordResult
 from bridge.catalog import sql as catalog_sql
+from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
+from bridge.catalog.positions import Checkpoint
 from bridge.errors import CatalogError, NotFoundError, ValidationError
 from bridge.model import Origin, TaskState
 from tests.conftest import at
 from tests.helpers import decl, run, snapshot
+
+pytestmark = pytest.mark.both_engines
 
 
 def test_inputs_nobody_produced_become_external_placeholders(catalog: Catalog) -> None:
@@ -180,3 +185,56 @@ def test_schema_is_versioned_and_newer_catalogs_are_refused(tmp_path: Path) -> N
         Catalog(path)
     with pytest.raises(CatalogError, match="does not exist"):
         Catalog(tmp_path / "missing" / "c.db")
+
+
+def test_the_three_kinds_of_position_move_into_one_table(tmp_path: Path) -> None:
+    """A catalog of schema version 8 keeps its Marquez import position, its Prefect import state and
+    its backfill checkpoint (their own tables then) as positions, read back as they were."""
+    path = tmp_path / "c.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for number, (_name, script) in enumerate(SQLITE_SCRIPTS[:8], start=1):
+        conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
+    conn.execute("INSERT INTO import_positions VALUES ('marquez:http://m:5000', '2025-03-01T08:03:00Z', 'u1')")
+    conn.execute(
+        "INSERT INTO prefect_import_state VALUES (?, ?, ?, 7, 'u2')",
+        ("http://p/api", "2025-03-01T08:00:00.000000Z", '["a","b"]'),
+    )
+    conn.execute(
+        "INSERT INTO backfill_checkpoints VALUES ('http://b', ?, ?, 3, 6, 'u3', ?)",
+        ('{"namespace":"n"}', '["2025-03-01T08:00:00Z",1,4]', '[[["2025-03-01T09:00:00Z",1,9],1]]'),
+    )
+    conn.close()
+    with Catalog(path) as cat:
+        assert cat.schema_version == catalog_sql.SCHEMA_VERSION
+        assert cat.position("marquez-import", "http://m:5000") == Position(
+            "marquez-import", "http://m:5000", {"after": "2025-03-01T08:03:00Z"}, "u1"
+        )
+        assert read_cursor(cat, "http://p/api") == PrefectCursor(at(0), ("a", "b"), 7)
+        assert cat.get_checkpoint("http://b") == Checkpoint(
+            "http://b",
+            {"namespace": "n"},
+            ("2025-03-01T08:00:00Z", 1, 4),
+            3,
+            6,
+            "u3",
+            ((("2025-03-01T09:00:00Z", 1, 9), 1),),
+        )
+        tables = {n for (n,) in cat._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"import_positions", "prefect_import_state", "backfill_checkpoints"} & tables == set()
+
+
+def test_a_position_lands_with_the_runs_it_covers_or_not_at_all(catalog: Catalog) -> None:
+    where = Position("prefect-import", "http://p/api", {"lastOccurred": "x"}, "u1")
+    ended = run("t", outputs=(decl("a.b", type="Table"),))
+    first = catalog.record_each([ended], position=where)
+    assert [r.status for r in first if isinstance(r, RecordResult)] == ["created"]
+    assert catalog.position("prefect-import", "http://p/api") == where
+    # a run that cannot be taken comes back as its error; the others and the position land
+    changed = run("t", outputs=(decl("a.b", type="Table", description="other"),))
+    later = Position("prefect-import", "http://p/api", {"lastOccurred": "y"}, "u2")
+    results = catalog.record_each([changed, run("u")], position=later)
+    assert isinstance(results[0], CatalogError) and "already ended" in str(results[0])
+    assert isinstance(results[1], RecordResult) and results[1].status == "created"
+    assert catalog.position("prefect-import", "http://p/api") == later
+    with pytest.raises(ValidationError):
+        Position("", "x", {})

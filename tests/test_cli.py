@@ -12,6 +12,8 @@ from bridge.openlineage.validate import validate_event
 from tests.helpers import invoke
 from tests.test_validate import BASE_EVENT
 
+pytestmark = pytest.mark.both_engines
+
 
 def line(**overrides: object) -> str:
     record = {
@@ -30,8 +32,8 @@ def line(**overrides: object) -> str:
     return json.dumps(record)
 
 
-def test_record_file_then_list_show_lineage_export(tmp_path: Path) -> None:
-    db = tmp_path / "c.db"
+def test_record_file_then_list_show_lineage_export(tmp_path: Path, catalog_target: str) -> None:
+    db = catalog_target
     records = tmp_path / "runs.jsonl"
     records.write_text(
         line()
@@ -70,8 +72,8 @@ def test_record_file_then_list_show_lineage_export(tmp_path: Path) -> None:
     assert len(out.splitlines()) == 4
 
 
-def test_a_bad_line_is_refused_with_its_number_and_nothing_is_recorded(tmp_path: Path) -> None:
-    db = tmp_path / "c.db"
+def test_a_bad_line_is_refused_with_its_number_and_nothing_is_recorded(tmp_path: Path, catalog_target: str) -> None:
+    db = catalog_target
     records = tmp_path / "runs.jsonl"
     bad_id = line(taskRunId="r2", outputs=[{"id": "bad id!", "type": "Table"}])
     records.write_text("\n".join([line(), bad_id, "{oops", line(taskRunId="r4", state="NOPE")]) + "\n")
@@ -102,8 +104,10 @@ def test_a_bad_line_is_refused_with_its_number_and_nothing_is_recorded(tmp_path:
         (["dbt", "import", "--project-dir", "nowhere"], "project folder not found"),
     ],
 )
-def test_bad_input_gets_a_clear_error_and_changes_nothing(tmp_path: Path, args: list[str], message: str) -> None:
-    db = tmp_path / "c.db"
+def test_bad_input_gets_a_clear_error_and_changes_nothing(
+    tmp_path: Path, args: list[str], message: str, catalog_target: str
+) -> None:
+    db = catalog_target
     invoke(db, "init")
     code, _, err = invoke(db, *args)
     assert code != 0
@@ -113,8 +117,8 @@ def test_bad_input_gets_a_clear_error_and_changes_nothing(tmp_path: Path, args: 
     assert json.loads(out) == []
 
 
-def test_set_delete_and_purge(tmp_path: Path) -> None:
-    db = tmp_path / "c.db"
+def test_set_delete_and_purge(tmp_path: Path, catalog_target: str) -> None:
+    db = catalog_target
     code, out, _ = invoke(
         db,
         "assets",
@@ -144,8 +148,8 @@ def test_set_delete_and_purge(tmp_path: Path) -> None:
     assert json.loads(out)["assets"] == 1
 
 
-def test_record_one_run_from_flags(tmp_path: Path) -> None:
-    db = tmp_path / "c.db"
+def test_record_one_run_from_flags(tmp_path: Path, catalog_target: str) -> None:
+    db = catalog_target
     code, out, err = invoke(
         db,
         "record",
@@ -200,8 +204,8 @@ def test_validate_receiver_shows_what_the_receiver_would_do(tmp_path: Path) -> N
 
 
 @responses.activate
-def test_export_to_an_http_endpoint(tmp_path: Path) -> None:
-    db = tmp_path / "c.db"
+def test_export_to_an_http_endpoint(tmp_path: Path, catalog_target: str) -> None:
+    db = catalog_target
     records = tmp_path / "runs.jsonl"
     records.write_text(line() + "\n")
     invoke(db, "record", "--file", str(records))
@@ -232,8 +236,8 @@ def test_version() -> None:
     assert result.exit_code == 0 and "olbridge" in result.stdout
 
 
-def test_file_and_run_flags_do_not_mix(tmp_path: Path) -> None:
+def test_file_and_run_flags_do_not_mix(tmp_path: Path, catalog_target: str) -> None:
     records = tmp_path / "runs.jsonl"
     records.write_text(line() + "\n")
-    code, _, err = invoke(tmp_path / "c.db", "record", "--file", str(records), "--state", "SUCCESS")
+    code, _, err = invoke(catalog_target, "record", "--file", str(records), "--state", "SUCCESS")
     assert code == 2 and "--file cannot be combined with --state" in err

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from bridge.cli import cli
 from bridge.cli.assets import assets, assets_delete, assets_list, assets_purge, assets_set, assets_show
-from bridge.cli.basics import demo, init, record
+from bridge.cli.basics import demo, init, migrate, record
 from bridge.cli.context import CONTEXT_SETTINGS, AppContext, pass_app
 from bridge.cli.dbt import dbt, dbt_import
 from bridge.cli.export import export, validate
@@ -49,6 +49,7 @@ MODULE_LEVEL: dict[tuple[str, ...], click.Command] = {
     ("kestra", "declare"): kestra_declare,
     ("kestra", "import"): kestra_import,
     ("lineage",): lineage,
+    ("migrate",): migrate,
     ("metaflow",): metaflow,
     ("metaflow", "declare"): metaflow_declare,
     ("metaflow", "promote"): metaflow_promote,

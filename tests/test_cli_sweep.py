@@ -128,6 +128,7 @@ def command_args(path: tuple[str, ...], files: dict[str, str]) -> list[str]:
         ("kestra", "declare"): [str(KESTRA / "vm_snapshot.yml")],
         ("kestra", "import"): [files["runs"]],
         ("lineage",): ["mart.orders"],
+        ("migrate",): [],
         ("metaflow", "declare"): [files["metaflow"], "--project", "shop", "--branch", "main"],
         ("metaflow", "promote"): ["orders", "--project", "shop", "--from", "user.alice", "--to", "main"],
         ("outbox", "drop"): ["1"],
@@ -369,6 +370,7 @@ def test_every_json_output_has_camel_case_keys(tmp_path: Path, files: dict[str, 
     step.end()
 
     json_of("init")
+    json_of("migrate")
     json_of("record", "--file", files["runs"])
     json_of("record", "--namespace", "ops", "--flow-id", "b", "--task-id", "s", "--execution-id", "e9",
             "--start", "2025-01-02T00:00:00Z", "--output", "snapshot.vm.e9")  # fmt: skip

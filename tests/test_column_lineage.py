@@ -33,6 +33,8 @@ from tests.helpers import decl, run, table_contents
 from tests.marquez_columns import column_lineage_problems
 from tests.test_cli import invoke
 
+pytestmark = pytest.mark.both_engines
+
 LINEAGE = {
     "fields": {
         "customer": [{"id": "shop.orders", "column": "customer_id"}],

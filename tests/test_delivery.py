@@ -28,6 +28,8 @@ from bridge.openlineage.validate import validate_event
 from tests.conftest import at
 from tests.helpers import decl, run
 
+pytestmark = pytest.mark.both_engines
+
 URL = "http://marquez.test:5000"
 LINEAGE = f"{URL}/api/v1/lineage"
 BATCH = f"{LINEAGE}/batch"

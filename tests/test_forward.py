@@ -4,12 +4,10 @@ retries, batching, per-run order and dead letters of olbridge's own events."""
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import itertools
 import json
 import signal
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -52,15 +50,18 @@ ODD = (
 )
 
 
-@pytest.fixture
-def catalog_path(tmp_path: Path) -> Path:
-    path = tmp_path / "catalog.db"
-    Catalog(path).close()
-    return path
+pytestmark = pytest.mark.both_engines
 
 
 @pytest.fixture
-def writer(catalog_path: Path, resolver: Resolver) -> Iterator[GroupWriter]:
+def catalog_path(catalog_target: str) -> str:
+    """A new catalog of the test's engine: a SQLite file, or a PostgreSQL database."""
+    Catalog(catalog_target).close()
+    return catalog_target
+
+
+@pytest.fixture
+def writer(catalog_path: str, resolver: Resolver) -> Iterator[GroupWriter]:
     writer = GroupWriter(catalog_path, resolver)
     yield writer
     writer.close()
@@ -70,15 +71,16 @@ def forwarding(writer: GroupWriter, *, forward: bool = True) -> Client:
     return Client(ReceiverApp(Intake(writer.submit), token=TOKEN, forward=forward))
 
 
-def queued(path: Path) -> list[tuple[Any, ...]]:
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        return conn.execute(
+def queued(path: str) -> list[tuple[Any, ...]]:
+    with Catalog(path) as catalog:
+        rows: list[tuple[Any, ...]] = catalog._conn.execute(
             "SELECT o.kind, o.run_key, o.payload, r.digest FROM outbox o JOIN received_events r ON r.pk = o.ref "
             "ORDER BY o.seq"
         ).fetchall()
+        return [tuple(row) for row in rows]
 
 
-def test_an_accepted_event_is_queued_as_it_came(writer: GroupWriter, catalog_path: Path) -> None:
+def test_an_accepted_event_is_queued_as_it_came(writer: GroupWriter, catalog_path: str) -> None:
     client = forwarding(writer)
     status, _, body = client.request("POST", "/api/v1/lineage", ODD.encode())
     assert (status, body["status"]) == (201, "accepted")
@@ -91,7 +93,7 @@ def test_an_accepted_event_is_queued_as_it_came(writer: GroupWriter, catalog_pat
     assert len(queued(catalog_path)) == 1
 
 
-def test_a_gzipped_body_is_forwarded_as_it_was_before_compression(writer: GroupWriter, catalog_path: Path) -> None:
+def test_a_gzipped_body_is_forwarded_as_it_was_before_compression(writer: GroupWriter, catalog_path: str) -> None:
     status, _, _ = forwarding(writer).request(
         "POST", "/api/v1/lineage", gzip.compress(ODD.encode()), {"Content-Encoding": "gzip"}
     )
@@ -99,7 +101,7 @@ def test_a_gzipped_body_is_forwarded_as_it_was_before_compression(writer: GroupW
     assert [row[2] for row in queued(catalog_path)] == [ODD]
 
 
-def test_each_event_of_a_batch_is_queued_as_it_was_in_the_batch(writer: GroupWriter, catalog_path: Path) -> None:
+def test_each_event_of_a_batch_is_queued_as_it_was_in_the_batch(writer: GroupWriter, catalog_path: str) -> None:
     complete = json.dumps(ol_run_event("COMPLETE", run_id=RUN), indent=2)
     refused = json.dumps({"eventTime": "2025-03-01T08:00:00Z", "producer": PRODUCER})  # no run, no job
     dataset = json.dumps(
@@ -131,7 +133,7 @@ def test_the_batch_splitter_keeps_each_element_as_written() -> None:
     assert split_array(b"[]") == [] and split_array(b" [ ] ") == []
 
 
-def test_without_forward_nothing_is_queued(writer: GroupWriter, catalog_path: Path) -> None:
+def test_without_forward_nothing_is_queued(writer: GroupWriter, catalog_path: str) -> None:
     status, _, _ = forwarding(writer, forward=False).request("POST", "/api/v1/lineage", ODD.encode())
     assert status == 201
     with Catalog(catalog_path) as catalog:
@@ -139,7 +141,7 @@ def test_without_forward_nothing_is_queued(writer: GroupWriter, catalog_path: Pa
         assert catalog.count_received()["received_events"] == 1
 
 
-def test_an_event_is_recorded_only_with_its_outbox_row(writer: GroupWriter, catalog_path: Path) -> None:
+def test_an_event_is_recorded_only_with_its_outbox_row(writer: GroupWriter, catalog_path: str) -> None:
     """The row is written in the transaction that records the event: when it cannot be, the
     event is not taken either (503: the producer sends it again) and nothing changed."""
     client = forwarding(writer)
@@ -157,7 +159,7 @@ def test_an_event_is_recorded_only_with_its_outbox_row(writer: GroupWriter, cata
 
 
 def test_the_stream_sends_forwarded_events_as_they_came_and_keeps_refused_ones_as_dead_letters(
-    writer: GroupWriter, catalog_path: Path, resolver: Resolver
+    writer: GroupWriter, catalog_path: str, resolver: Resolver
 ) -> None:
     client = forwarding(writer)
     other = ol_run_event("START", run_id="0194a1b2-0000-7000-8000-000000000002")
@@ -177,13 +179,13 @@ def test_the_stream_sends_forwarded_events_as_they_came_and_keeps_refused_ones_a
 # --- the real client, a real receiver and stream, a backend down, then flapping, then up ---------
 
 
-def _outbox(path: Path, query: str) -> Any:
-    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)) as conn:
-        return conn.execute(query).fetchone()[0]
+def _outbox(path: str, query: str) -> Any:
+    with Catalog(path) as catalog:
+        return catalog._conn.execute(query).fetchone()[0]
 
 
 def test_the_openlineage_client_through_serve_forward_and_stream_to_a_backend_down_then_flapping(
-    tmp_path: Path,
+    catalog_target: str,
 ) -> None:
     from openlineage.client import OpenLineageClient
     from openlineage.client.event_v2 import (
@@ -209,7 +211,7 @@ def test_the_openlineage_client_through_serve_forward_and_stream_to_a_backend_do
             sent.append(event_str)
             return super()._prepare_request(event_str)
 
-    catalog = tmp_path / "forward.db"
+    catalog = catalog_target
     port = free_port()  # the backend's: nothing listens there yet
     with serve_process(catalog, "--forward") as (url, _process):
         for compression in (None, "gzip"):
@@ -271,7 +273,7 @@ def test_the_openlineage_client_through_serve_forward_and_stream_to_a_backend_do
 
     phase = "flapping"
     backend = Backend(flapping, port=port)
-    command = [OLBRIDGE, "--catalog", str(catalog), "stream", "--url", backend.url, "--poll", "0.05"]
+    command = [OLBRIDGE, "--catalog", catalog, "stream", "--url", backend.url, "--poll", "0.05"]
     stream = subprocess.Popen(
         [*command, "--backoff", "0.05", "--max-backoff", "0.3", "--concurrency", "2", "--batch-size", "4"],
         stderr=subprocess.PIPE,

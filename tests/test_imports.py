@@ -22,6 +22,8 @@ from bridge.receiver.imports import MarquezEvents, catalog_intake, import_files,
 from tests.conftest import at
 from tests.helpers import ol_dataset, ol_run_event, table_contents
 
+pytestmark = pytest.mark.both_engines
+
 MARQUEZ = "http://marquez.test:5000"
 
 
@@ -71,10 +73,10 @@ def test_a_missing_file_refuses_the_import_before_anything_is_written(
     assert table_contents(catalog) == before
 
 
-def test_the_import_command_prints_a_summary(tmp_path: Path) -> None:
+def test_the_import_command_prints_a_summary(tmp_path: Path, catalog_target: str) -> None:
     events = tmp_path / "events.ndjson"
     events.write_text(json.dumps(_event(1, 0)) + "\n[broken\n")
-    db = tmp_path / "c.db"
+    db = catalog_target
     result = CliRunner().invoke(cli, ["--catalog", str(db), "import", str(events), "--json"])
     assert result.exit_code == 1, result.output  # a line was refused; the good one is in
     summary = json.loads(result.stdout)
@@ -135,7 +137,9 @@ def test_a_marquez_import_pages_by_time_and_resumes(catalog: Catalog, resolver: 
         import_marquez(source, intake, catalog, now=lambda: at(60))
     first = len(catalog.external_sources())
     assert first == 10  # the events of the three pages before the failure
-    position = catalog.import_position(f"marquez:{MARQUEZ}")
+    saved = catalog.position("marquez-import", MARQUEZ)
+    assert saved is not None and saved.updated_at == "2025-03-01T09:00:00.000000Z"
+    position = saved.value["after"]
     assert position == "2025-03-01T08:03:00.000000Z"
     marquez.fail_after = None
     calls = len(marquez.calls)
@@ -203,3 +207,23 @@ def test_dbt_ol_events_join_the_assets_of_olbridges_dbt_adapter(
             assert after[asset_id] == ours[asset_id]  # joined, never overwritten
         for asset_id in models & named:
             assert any(u.get("external") for u in catalog.usages_of(asset_id)), asset_id
+
+
+@responses.activate
+def test_a_pages_events_and_its_position_land_in_one_transaction(
+    catalog: Catalog, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    responses.add_callback(
+        responses.GET, f"{MARQUEZ}/api/v1/events/lineage", callback=FakeMarquez([_event(n, n) for n in range(3)])
+    )
+
+    def refuse(cur: object, position: object) -> None:
+        raise RuntimeError("the position cannot be written")
+
+    monkeypatch.setattr("bridge.catalog.positions.save", refuse)
+    with pytest.raises(RuntimeError):
+        import_marquez(MarquezEvents(MARQUEZ), catalog_intake(catalog, resolver), catalog, now=lambda: at(1))
+    assert catalog.external_sources() == [] and catalog.count_received()["received_events"] == 0
+    monkeypatch.undo()
+    summary = import_marquez(MarquezEvents(MARQUEZ), catalog_intake(catalog, resolver), catalog, now=lambda: at(2))
+    assert summary.accepted == 3 and catalog.position("marquez-import", MARQUEZ) is not None

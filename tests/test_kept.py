@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,11 +51,14 @@ def said(events: list[dict[str, Any]]) -> tuple[dict[tuple[str, str], dict[str, 
     return {k: {n: f for n, (_, f) in v.items()} for k, v in facets.items()}, identifiers
 
 
+pytestmark = pytest.mark.both_engines
+
+
 @pytest.fixture
-def imported(tmp_path: Path, resolver: Resolver) -> Path:
+def imported(catalog_target: str, resolver: Resolver) -> str:
     """The producer corpus imported, and one run of ours that reads every placeholder (so that
     each is exported)."""
-    path = tmp_path / "kept.db"
+    path = catalog_target
     with Catalog(path) as catalog:
         outcomes = catalog_intake(catalog, resolver).take(corpus())
         assert all(o.ok for o in outcomes), [o.message for o in outcomes if not o.ok]
@@ -65,7 +69,7 @@ def imported(tmp_path: Path, resolver: Resolver) -> Path:
     return path
 
 
-def test_the_round_trip_keeps_every_producer_symlink_and_facet(imported: Path, resolver: Resolver) -> None:
+def test_the_round_trip_keeps_every_producer_symlink_and_facet(imported: str, resolver: Resolver) -> None:
     facets, identifiers = said(corpus())
     assert sum(len(v) for v in identifiers.values()) >= 6  # the corpus's producer symlinks
     converter = Converter(resolver)
@@ -86,7 +90,7 @@ def test_the_round_trip_keeps_every_producer_symlink_and_facet(imported: Path, r
     assert kept_identifiers == sum(len(v) for v in identifiers.values())
 
 
-def test_exporting_twice_gives_the_same_bytes(imported: Path, resolver: Resolver) -> None:
+def test_exporting_twice_gives_the_same_bytes(imported: str, resolver: Resolver) -> None:
     first = invoke(imported, "export")
     second = invoke(imported, "export")
     assert first[0] == 0 and first[1] and first == second
@@ -94,7 +98,7 @@ def test_exporting_twice_gives_the_same_bytes(imported: Path, resolver: Resolver
         assert first[1].splitlines() == list(iter_lines(catalog, Converter(resolver)))
 
 
-def test_an_asset_is_found_by_any_name_it_came_under(imported: Path) -> None:
+def test_an_asset_is_found_by_any_name_it_came_under(imported: str) -> None:
     # Databricks' dbfs table: no naming rule gives it an id, so it has a hashed one
     with Catalog(imported) as catalog:
         (silver,) = [a for a in catalog.list_assets() if a.metadata.get("olNamespace") == "dbfs"]
@@ -153,7 +157,9 @@ def facets_event(minute: int, **facets: Any) -> dict[str, Any]:
     )
 
 
-def test_the_latest_of_each_dataset_facet_and_every_identifier_whatever_the_order(resolver: Resolver) -> None:
+def test_the_latest_of_each_dataset_facet_and_every_identifier_whatever_the_order(
+    resolver: Resolver, new_catalog: Callable[[], Catalog], engine: str
+) -> None:
     """An earlier event's facet that a later one does not repeat is kept; one it repeats is
     replaced; an event that repeats the latest's facets changes nothing; identifiers accumulate,
     with the latest type: the same in any order, in one group or one a group."""
@@ -174,14 +180,17 @@ def test_the_latest_of_each_dataset_facet_and_every_identifier_whatever_the_orde
         facets_event(9, documentation={"description": "late"}),  # and again, the same
     ]  # fmt: skip
     states = []
-    for order in itertools.permutations(events):
+    orders = list(itertools.permutations(events))
+    if engine != "sqlite":  # a database each: every seventh order of the 120
+        orders = orders[::7]
+    for order in orders:
         for grouped in (True, False):
-            with Catalog(":memory:") as catalog:
+            with new_catalog() as catalog:
                 intake = catalog_intake(catalog, resolver)
                 for group in [list(order)] if grouped else [[e] for e in order]:
                     assert [o.status for o in intake.take(group)] == ["accepted"] * len(group)
                 asset = catalog.asset("s3://b/k")
-                contents = table_contents(catalog)
+                contents = {t: sorted(rows, key=repr) for t, rows in table_contents(catalog).items()}
                 del contents["received_events"]  # its keys follow the order the events came in
                 states.append((asset.received_facets, asset.identifiers, asset.description, contents))
     assert all(state == states[0] for state in states)
@@ -196,7 +205,9 @@ def test_the_latest_of_each_dataset_facet_and_every_identifier_whatever_the_orde
     assert identifiers == (Identifier("gs://x", "y", None), Identifier("hive://m", "t", "VIEW"))
 
 
-def test_an_event_that_repeats_the_latest_facets_writes_no_facet_row(catalog: Catalog, resolver: Resolver) -> None:
+def test_an_event_that_repeats_the_latest_facets_writes_no_facet_row(resolver: Resolver) -> None:
+    """The merge is the same on both engines; SQLite's statement trace shows what was written."""
+    catalog = Catalog(":memory:")
     intake = catalog_intake(catalog, resolver)
     intake.take([facets_event(0, documentation={"description": "d"}, schema={"fields": [{"name": "id"}]})])
     statements: list[str] = []
@@ -206,6 +217,7 @@ def test_an_event_that_repeats_the_latest_facets_writes_no_facet_row(catalog: Ca
     assert statements and not [s for s in statements if "external_facets" in s]
     intake.take([facets_event(2, documentation={"description": "new"}, schema={"fields": [{"name": "id"}]})])
     assert catalog.asset("s3://b/k").received_facets["documentation"]["description"] == "new"
+    catalog.close()
 
 
 def test_the_placeholder_keeps_no_symlinks_metadata_and_its_own_assets_take_no_producer_facets(

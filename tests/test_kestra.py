@@ -15,6 +15,7 @@ import pytest
 from bridge.adapters.kestra import declare_flows, import_lineage, parse_flow
 from bridge.catalog import Catalog
 from bridge.catalog import sql as catalog_sql
+from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
 from bridge.delivery.history import iter_events
 from bridge.errors import CatalogError, NotFoundError, ValidationError
 from bridge.model import JobInfo, TaskState
@@ -22,6 +23,8 @@ from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
 from tests.conftest import at
 from tests.helpers import invoke, snapshot
+
+pytestmark = pytest.mark.both_engines
 
 FIXTURES = Path(__file__).parent / "kestra"
 LINEAGE = FIXTURES / "asset-lineage.ndjson"
@@ -490,9 +493,9 @@ def test_cli_declare_then_export(tmp_path: Path) -> None:
 
 def test_a_catalog_from_before_declared_jobs_is_migrated(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    before = [name for name, _ in catalog_sql.MIGRATIONS].index("0004_declared_jobs")
+    before = [name for name, _ in SQLITE_SCRIPTS].index("0004_declared_jobs")
     with sqlite3.connect(path) as conn:  # a catalog as the release before declared jobs left it
-        for script in [script for _, script in catalog_sql.MIGRATIONS[:before]]:
+        for script in [script for _, script in SQLITE_SCRIPTS[:before]]:
             conn.executescript(script)
         conn.execute(f"PRAGMA user_version = {before}")
     with Catalog(path) as catalog:

@@ -23,9 +23,9 @@ import responses.matchers
 
 from bridge.adapters.prefect import import_events, import_once
 from bridge.adapters.prefect.client import PrefectClient, TaskRunInfo
+from bridge.adapters.prefect.cursor import read_cursor
 from bridge.adapters.prefect.events import asset_from_resource, parse_events, task_name
 from bridge.catalog import Catalog
-from bridge.catalog.prefect_state import read_cursor
 from bridge.delivery.history import iter_events
 from bridge.errors import SourceError, ValidationError
 from bridge.mapping import Resolver
@@ -35,6 +35,8 @@ from bridge.openlineage.validate import validate_event
 from tests.conftest import T0, at
 from tests.helpers import invoke, snapshot
 
+pytestmark = pytest.mark.both_engines
+
 BIN = Path(sys.executable).parent
 API = "http://prefect.test/api"
 FLOW_RUN = "dc1f969d-f3ef-41bd-b401-5708fd20cf1a"
@@ -42,7 +44,7 @@ FLOW = "69ce976a-cd91-42e7-9499-cc3a490abf21"
 
 
 def prefect_tables(catalog: Catalog) -> tuple[object, ...]:
-    return (*snapshot(catalog), catalog._conn.execute("SELECT * FROM prefect_import_state").fetchall())
+    return (*snapshot(catalog), catalog.positions())
 
 
 # ---------------------------------------------------------------------------------------------

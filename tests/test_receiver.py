@@ -7,6 +7,7 @@ import copy
 import itertools
 import pickle
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 
 from bridge.catalog import Catalog
 from bridge.catalog import sql as catalog_sql
+from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
 from bridge.delivery.history import iter_events
 from bridge.mapping import Resolver
 from bridge.model import Identifier, Origin
@@ -32,6 +34,8 @@ from tests.helpers import (
     run,
     table_contents,
 )
+
+pytestmark = pytest.mark.both_engines
 
 RAW = ol_dataset("s3://raw-bucket", "orders/2025")
 TABLE = ol_dataset(
@@ -151,7 +155,7 @@ def _state(catalog: Catalog) -> dict[str, Any]:
     return contents
 
 
-def test_events_out_of_order_end_in_the_same_state(resolver: Resolver) -> None:
+def test_events_out_of_order_end_in_the_same_state(resolver: Resolver, new_catalog: Callable[[], Catalog]) -> None:
     events = [
         ol_run_event("START", inputs=[RAW], time="2025-03-01T08:00:00Z"),
         ol_run_event("RUNNING", inputs=[RAW], time="2025-03-01T08:02:00Z"),
@@ -165,12 +169,12 @@ def test_events_out_of_order_end_in_the_same_state(resolver: Resolver) -> None:
     ]
     states = []
     for order in itertools.permutations(events):
-        with Catalog(":memory:") as catalog:
+        with new_catalog() as catalog:
             for event in order:  # one at a time, as separate requests would
                 assert catalog_intake(catalog, resolver).take([event])[0].ok
             states.append(_state(catalog))
     assert all(state == states[0] for state in states[1:])
-    with Catalog(":memory:") as catalog:
+    with new_catalog() as catalog:
         catalog_intake(catalog, resolver).take(events)
         (source,) = catalog.external_sources()
         assert source["state"] == "COMPLETE"
@@ -309,9 +313,9 @@ def test_events_received_before_the_time_ordered_index_are_kept_and_still_known(
     columns = "pk, digest, kind, event_type, event_time, source, producer, warnings, body"  # as 0006 has them
     [row] = catalog._conn.execute(f"SELECT {columns} FROM received_events").fetchall()
     path = tmp_path / "old.db"
-    before = [name for name, _ in catalog_sql.MIGRATIONS].index("0006_received_in_time_order")
+    before = [name for name, _ in SQLITE_SCRIPTS].index("0006_received_in_time_order")
     with contextlib.closing(sqlite3.connect(path)) as conn:  # as the release before the index left it
-        for script in [script for _, script in catalog_sql.MIGRATIONS[:before]]:
+        for script in [script for _, script in SQLITE_SCRIPTS[:before]]:
             conn.executescript(script)
         conn.execute(f"INSERT INTO received_events ({columns}) VALUES ({', '.join('?' * len(row))})", row)
         conn.execute(f"PRAGMA user_version = {before}")

@@ -24,6 +24,8 @@ from bridge.receiver.imports import catalog_intake, import_files
 from tests.helpers import PRODUCER, decl, ol_dataset, ol_run_event, run, table_contents
 from tests.test_receiver_http import TOKEN, running_server
 
+pytestmark = pytest.mark.both_engines
+
 RUN = "0194a1b2-0000-7000-8000-0000000000c1"
 COLUMN_URL = "https://openlineage.io/spec/facets/1-2-0/ColumnLineageDatasetFacet.json#/$defs/ColumnLineageDatasetFacet"
 

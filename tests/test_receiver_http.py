@@ -28,6 +28,7 @@ from bridge.receiver.events import canonical
 from bridge.receiver.intake import Intake, Limits
 from bridge.receiver.writer import GroupWriter
 from tests.helpers import DATASET_EVENT_URL, PRODUCER, mutated, ol_dataset, ol_run_event, table_contents
+from tests.postgres import PostgresServer
 
 TOKEN = "s3cret-token"
 
@@ -66,15 +67,18 @@ class Client:
         return self.request("POST", path, json.dumps(value).encode(), headers)
 
 
-@pytest.fixture
-def catalog_path(tmp_path: Path) -> Path:
-    path = tmp_path / "catalog.db"
-    Catalog(path).close()
-    return path
+pytestmark = pytest.mark.both_engines
 
 
 @pytest.fixture
-def writer(catalog_path: Path, resolver: Resolver) -> Iterator[GroupWriter]:
+def catalog_path(catalog_target: str) -> str:
+    """A new catalog of the test's engine: a SQLite file, or a PostgreSQL database."""
+    Catalog(catalog_target).close()
+    return catalog_target
+
+
+@pytest.fixture
+def writer(catalog_path: str, resolver: Resolver) -> Iterator[GroupWriter]:
     writer = GroupWriter(catalog_path, resolver)
     yield writer
     writer.close()
@@ -86,12 +90,12 @@ def client(writer: GroupWriter) -> Client:
     return Client(ReceiverApp(Intake(writer.submit, limits=limits), token=TOKEN, ready=lambda: None))
 
 
-def contents(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+def contents(path: str | Path) -> dict[str, list[tuple[Any, ...]]]:
     with Catalog(path) as catalog:
         return table_contents(catalog)
 
 
-def test_one_event_is_created_as_marquez_answers(client: Client, catalog_path: Path) -> None:
+def test_one_event_is_created_as_marquez_answers(client: Client, catalog_path: str) -> None:
     status, _, body = client.post("/api/v1/lineage", ol_run_event(inputs=[ol_dataset("s3://b", "k")]))
     assert status == 201
     assert body["status"] == "accepted"
@@ -102,7 +106,7 @@ def test_one_event_is_created_as_marquez_answers(client: Client, catalog_path: P
     assert (again[0], again[2]["status"]) == (201, "duplicate")
 
 
-def test_a_batch_answers_per_event(client: Client, catalog_path: Path) -> None:
+def test_a_batch_answers_per_event(client: Client, catalog_path: str) -> None:
     good = ol_run_event(inputs=[ol_dataset("s3://b", "k")])
     bad = ol_run_event(run_id="0194a1b2-0000-7000-8000-000000000009")
     del bad["job"]
@@ -232,7 +236,7 @@ BAD_INPUTS: list[tuple[str, bytes, dict[str, str], int, str, str | None]] = [
 )
 def test_bad_inputs_are_refused_with_a_clear_answer_and_change_nothing(
     client: Client,
-    catalog_path: Path,
+    catalog_path: str,
     name: str,
     body: bytes,
     headers: dict[str, str],
@@ -275,7 +279,8 @@ def test_routes_health_readiness_and_metrics(client: Client) -> None:
     assert 'olbridge_receiver_requests_total{route="/api/v1/lineage",status="201"} 2' in text
 
 
-def test_a_catalog_that_cannot_commit_answers_503_and_keeps_nothing(catalog_path: Path, resolver: Resolver) -> None:
+def test_a_catalog_that_cannot_commit_answers_503_and_keeps_nothing(tmp_path: Path, resolver: Resolver) -> None:
+    catalog_path = tmp_path / "locked.db"
     writer = GroupWriter(catalog_path, resolver, timeout=5)
     writer.catalog._conn.execute("PRAGMA busy_timeout = 100")
     client = Client(ReceiverApp(Intake(writer.submit), token=TOKEN))
@@ -292,6 +297,37 @@ def test_a_catalog_that_cannot_commit_answers_503_and_keeps_nothing(catalog_path
         blocker.close()
         writer.close()
     assert client.post("/api/v1/lineage", ol_run_event())[0] == 503  # the writer has stopped
+
+
+def test_a_connection_the_database_ended_answers_503_then_the_writer_connects_again(
+    postgres: PostgresServer, catalog_template: str, resolver: Resolver
+) -> None:
+    """A receiver on PostgreSQL outlives its connection (a failover, a restart, an idle timeout):
+    the request in flight is answered 503 (retriable, nothing kept), the next one lands. (SQLite's
+    connection is to a file: nothing ends it from outside.)"""
+    import psycopg
+
+    catalog_path = postgres.url(postgres.create_database(template=catalog_template))
+    writer = GroupWriter(catalog_path, resolver, timeout=10)
+    client = Client(ReceiverApp(Intake(writer.submit), token=TOKEN))
+    try:
+        assert client.post("/api/v1/lineage", ol_run_event(run_id=RUN_IDS[0]))[0] == 201
+        with psycopg.connect(catalog_path, autocommit=True) as admin:  # the database ends the writer's session
+            ended = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = 'olbridge'"
+            ).fetchall()
+        assert ended == [(True,)]
+        status, headers, body = client.post("/api/v1/lineage", ol_run_event(run_id=RUN_IDS[1]))
+        assert (status, headers["Retry-After"], body["error"]["retriable"]) == (503, "1", True)
+        assert client.post("/api/v1/lineage", ol_run_event(run_id=RUN_IDS[1]))[0] == 201  # the retry lands
+    finally:
+        writer.close()
+    with Catalog(catalog_path) as catalog:
+        assert catalog.count_received()["received_events"] == 2
+
+
+RUN_IDS = [f"0194a1b2-0000-7000-8000-{n:012d}" for n in range(100, 110)]
 
 
 def _spec_events(spec_dir: Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -346,7 +382,7 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_server(catalog: Path, *options: str) -> Iterator[str]:
+def running_server(catalog: Path | str, *options: str) -> Iterator[str]:
     """``olbridge serve`` as a subprocess on a free loopback port, stopped with SIGTERM."""
     with serve_process(catalog, *options) as (url, _process):
         yield url
@@ -354,7 +390,7 @@ def running_server(catalog: Path, *options: str) -> Iterator[str]:
 
 @contextlib.contextmanager
 def serve_process(
-    catalog: Path, *options: str, token: str | None = TOKEN
+    catalog: Path | str, *options: str, token: str | None = TOKEN
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """The same, with the supervisor's process (``token``: its OLBRIDGE_TOKEN, None for none)."""
     port = _free_port()
@@ -392,10 +428,9 @@ def serve_process(
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    catalog = tmp_path / "served.db"
-    with running_server(catalog) as url:
-        yield url, catalog
+def server(catalog_target: str) -> Iterator[tuple[str, str]]:
+    with running_server(catalog_target) as url:
+        yield url, catalog_target
 
 
 def _writer_pid(supervisor: int, catalog: Path) -> int:
@@ -461,8 +496,8 @@ def test_the_writer_and_workers_stop_when_the_supervisor_is_killed(tmp_path: Pat
         assert not left, f"still running after the supervisor was killed: {left}"
 
 
-def test_workers_share_the_port_the_counts_and_the_catalog(tmp_path: Path) -> None:
-    catalog = tmp_path / "workers.db"
+def test_workers_share_the_port_the_counts_and_the_catalog(catalog_target: str) -> None:
+    catalog = catalog_target  # on PostgreSQL each worker commits its own events
     headers = {"Authorization": f"Bearer {TOKEN}"}
     with running_server(catalog, "--workers", "2", "--threads", "2") as url:
         for n in range(12):  # a new connection each: the workers take them in turn
@@ -478,7 +513,7 @@ def test_workers_share_the_port_the_counts_and_the_catalog(tmp_path: Path) -> No
         assert len(opened.external_sources()) == 20
 
 
-def test_the_openlineage_client_sends_to_a_real_server(server: tuple[str, Path]) -> None:
+def test_the_openlineage_client_sends_to_a_real_server(server: tuple[str, str]) -> None:
     from openlineage.client import OpenLineageClient
     from openlineage.client.event_v2 import (
         DatasetEvent,
@@ -569,7 +604,7 @@ def test_the_openlineage_client_sends_to_a_real_server(server: tuple[str, Path])
         assert [(e.downstream, e.depth) for e in graph.edges] == [("shop.public.orders", 1), ("kafka://b:9092/t", 2)]
 
 
-def test_the_default_takes_what_marquez_takes_and_strict_refuses_it(writer: GroupWriter, catalog_path: Path) -> None:
+def test_the_default_takes_what_marquez_takes_and_strict_refuses_it(writer: GroupWriter, catalog_path: str) -> None:
     event = ol_run_event(inputs=[ol_dataset("s3://b", "k")])
     del event["schemaURL"]
     event["eventTime"] = "2025-03-01T08:00:00"  # no offset

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +57,13 @@ def external_events() -> list[dict[str, Any]]:
     return [start, complete, only_end, running]
 
 
+pytestmark = pytest.mark.both_engines
+
+
 @pytest.fixture
-def catalog_path(tmp_path: Path, resolver: Resolver) -> Path:
-    path = tmp_path / "runs.db"
+def catalog_path(catalog_target: str, resolver: Resolver) -> str:
+    """A catalog of the test's engine with two runs of ours and four external events."""
+    path = catalog_target
     with Catalog(path) as catalog:
         catalog.record_task_run(
             run("load", inputs=(decl("raw.orders"),), outputs=(decl("mart.orders", type="Table"),), start=at(30))
@@ -69,14 +74,14 @@ def catalog_path(tmp_path: Path, resolver: Resolver) -> Path:
     return path
 
 
-def runs_json(path: Path, *args: str) -> list[dict[str, Any]]:
+def runs_json(path: str, *args: str) -> list[dict[str, Any]]:
     code, out, err = invoke(path, "runs", "list", "--json", *args)
     assert code == 0, err
     found: list[dict[str, Any]] = json.loads(out)
     return found
 
 
-def test_runs_list_shows_own_and_external_runs_by_start(catalog_path: Path, converter: Converter) -> None:
+def test_runs_list_shows_own_and_external_runs_by_start(catalog_path: str, converter: Converter) -> None:
     found = runs_json(catalog_path)
     with Catalog(catalog_path) as catalog:
         own_ids = list(dict.fromkeys(e["run"]["runId"] for e in iter_events(catalog, converter) if "run" in e))
@@ -109,14 +114,16 @@ def test_runs_list_shows_own_and_external_runs_by_start(catalog_path: Path, conv
     assert (report["state"], report["ended"], report["taskRun"]["taskState"]) == ("RUNNING", None, "RUNNING")
 
 
-def test_an_external_run_keeps_the_latest_of_each_facet_whatever_the_order(resolver: Resolver) -> None:
+def test_an_external_run_keeps_the_latest_of_each_facet_whatever_the_order(
+    resolver: Resolver, new_catalog: Callable[[], Catalog]
+) -> None:
     found = []
     for order in itertools.permutations(external_events()[:2]):
-        with Catalog(":memory:") as catalog:
+        with new_catalog() as catalog:
             catalog_intake(catalog, resolver).take(list(order))
             (view,) = Runs(catalog, Converter(resolver)).external(RunFilter(job="etl.load"))
             found.append(view)
-            contents = table_contents(catalog)
+            contents = {t: sorted(rows, key=repr) for t, rows in table_contents(catalog).items()}
             del contents["received_events"]  # its keys follow the order the events came in
             found.append(contents)
     assert found[0] == found[2] and found[1] == found[3]
@@ -139,14 +146,14 @@ def test_an_external_run_keeps_the_latest_of_each_facet_whatever_the_order(resol
         (("--limit", "2"), [R1, "own:0"]),
     ],
 )
-def test_runs_list_filters(catalog_path: Path, args: tuple[str, ...], expected: list[str]) -> None:
+def test_runs_list_filters(catalog_path: str, args: tuple[str, ...], expected: list[str]) -> None:
     everything = runs_json(catalog_path)
     own = [r["runId"] for r in everything if r["origin"] == "olbridge"]
     named = [own[int(e[4:])] if e.startswith("own:") else e for e in expected]
     assert [r["runId"] for r in runs_json(catalog_path, *args)] == named
 
 
-def test_runs_list_text(catalog_path: Path) -> None:
+def test_runs_list_text(catalog_path: str) -> None:
     code, out, _ = invoke(catalog_path, "runs", "list", "--external")
     assert code == 0
     lines = out.splitlines()
@@ -161,7 +168,7 @@ def test_runs_list_text(catalog_path: Path) -> None:
     assert "2025-03-01T09:00:00.000000Z (inferred)" in lines[1]
 
 
-def test_runs_show_finds_own_and_external_runs_by_their_run_id(catalog_path: Path) -> None:
+def test_runs_show_finds_own_and_external_runs_by_their_run_id(catalog_path: str) -> None:
     code, out, _ = invoke(catalog_path, "runs", "show", R1, "--json")
     assert code == 0
     shown = json.loads(out)
@@ -178,12 +185,14 @@ def test_runs_show_finds_own_and_external_runs_by_their_run_id(catalog_path: Pat
         assert (code, err) == (1, f"Error: no run with id {unknown!r} (olbridge runs list shows them)\n")
 
 
-def test_a_run_id_under_two_jobs_is_reported_not_merged_silently(resolver: Resolver) -> None:
+def test_a_run_id_under_two_jobs_is_reported_not_merged_silently(
+    resolver: Resolver, new_catalog: Callable[[], Catalog]
+) -> None:
     first = ol_run_event("START", run_id=R3, job=("spark-prod", "etl.a"), time="2025-03-01T08:00:00Z")
     second = ol_run_event("COMPLETE", run_id=R3, job=("spark-prod", "etl.b"), time="2025-03-01T08:05:00Z")
     kept = []
     for order in ([first, second], [second, first]):
-        with Catalog(":memory:") as catalog:
+        with new_catalog() as catalog:
             outcomes = catalog_intake(catalog, resolver).take(order)
             said = [w for o in outcomes for w in o.warnings]
             assert len(said) == 1 and f"run {R3} was named under job" in said[0]
@@ -203,7 +212,7 @@ def test_a_run_id_under_two_jobs_is_reported_not_merged_silently(resolver: Resol
         ]
 
 
-def test_runs_need_a_catalog_and_say_bad_filters(tmp_path: Path, catalog_path: Path) -> None:
+def test_runs_need_a_catalog_and_say_bad_filters(tmp_path: Path, catalog_path: str) -> None:
     code, _, err = invoke(tmp_path / "none.db", "runs", "list")
     assert code == 1 and err.startswith("Error: no catalog at")
     code, _, err = invoke(catalog_path, "runs", "list", "--since", "yesterday")

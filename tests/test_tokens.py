@@ -4,10 +4,8 @@ event it brought, and ``/metrics`` counts by it. One shared token works as befor
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,15 +38,18 @@ namespaces = ["*"]
 """
 
 
-@pytest.fixture
-def catalog_path(tmp_path: Path) -> Path:
-    path = tmp_path / "catalog.db"
-    Catalog(path).close()
-    return path
+pytestmark = pytest.mark.both_engines
 
 
 @pytest.fixture
-def writer(catalog_path: Path, resolver: Resolver) -> Iterator[GroupWriter]:
+def catalog_path(catalog_target: str) -> str:
+    """A new catalog of the test's engine: a SQLite file, or a PostgreSQL database."""
+    Catalog(catalog_target).close()
+    return catalog_target
+
+
+@pytest.fixture
+def writer(catalog_path: str, resolver: Resolver) -> Iterator[GroupWriter]:
     writer = GroupWriter(catalog_path, resolver)
     yield writer
     writer.close()
@@ -80,14 +81,14 @@ def post(app: ReceiverApp, path: str, value: Any, token: str | None) -> tuple[in
     return answer["status"], json.loads(payload)
 
 
-def contents(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+def contents(path: str) -> dict[str, list[tuple[Any, ...]]]:
     with Catalog(path) as catalog:
         return table_contents(catalog)
 
 
-def tokens_of(path: Path) -> list[tuple[str, str | None]]:
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        return conn.execute("SELECT source, token FROM received_events ORDER BY pk").fetchall()
+def tokens_of(path: str) -> list[tuple[str, str | None]]:
+    with Catalog(path) as catalog:
+        return [(s, t) for s, t in catalog._conn.execute("SELECT source, token FROM received_events ORDER BY pk")]
 
 
 def run_event(n: int, namespace: str) -> dict[str, Any]:
@@ -105,7 +106,7 @@ def dataset_event(namespace: str) -> dict[str, Any]:
     }
 
 
-def test_a_token_writes_its_namespaces_and_its_name_is_kept(app: ReceiverApp, catalog_path: Path) -> None:
+def test_a_token_writes_its_namespaces_and_its_name_is_kept(app: ReceiverApp, catalog_path: str) -> None:
     assert post(app, "/api/v1/lineage", run_event(1, "spark-prod"), SPARK.token)[0] == 201
     assert post(app, "/api/v1/lineage", run_event(2, "etl"), SPARK.token)[0] == 201
     assert post(app, "/api/v1/lineage", run_event(3, "airflow"), ANY.token)[0] == 201
@@ -128,7 +129,7 @@ def test_a_token_writes_its_namespaces_and_its_name_is_kept(app: ReceiverApp, ca
     ids=["other", "longer", "case", "any-kind", "dataset-event"],
 )
 def test_an_event_for_another_namespace_is_refused_with_403_and_changes_nothing(
-    app: ReceiverApp, catalog_path: Path, event: dict[str, Any], pointer: str, namespace: str
+    app: ReceiverApp, catalog_path: str, event: dict[str, Any], pointer: str, namespace: str
 ) -> None:
     before = contents(catalog_path)
     status, body = post(app, "/api/v1/lineage", event, SPARK.token)
@@ -149,7 +150,7 @@ def test_an_event_without_a_namespace_goes_to_the_verdict(app: ReceiverApp) -> N
     assert (status, body["error"]["code"]) == (400, "invalid_event")
 
 
-def test_in_a_batch_only_the_forbidden_events_fail(app: ReceiverApp, catalog_path: Path) -> None:
+def test_in_a_batch_only_the_forbidden_events_fail(app: ReceiverApp, catalog_path: str) -> None:
     batch = [run_event(1, "spark-a"), run_event(2, "airflow"), run_event(3, "spark-b")]
     status, body = post(app, "/api/v1/lineage/batch", batch, SPARK.token)
     assert (status, body["status"]) == (200, "partial_success")
@@ -162,7 +163,7 @@ def test_in_a_batch_only_the_forbidden_events_fail(app: ReceiverApp, catalog_pat
     assert contents(catalog_path) == before
 
 
-def test_a_wrong_or_missing_token_is_401(app: ReceiverApp, catalog_path: Path) -> None:
+def test_a_wrong_or_missing_token_is_401(app: ReceiverApp, catalog_path: str) -> None:
     before = contents(catalog_path)
     for token in ("nope", None, "spark-secre", "spark-secret "):
         status, body = post(app, "/api/v1/lineage", run_event(1, "spark-a"), token)
@@ -189,7 +190,7 @@ def test_metrics_count_each_token_by_result(app: ReceiverApp) -> None:
         assert line in text, line
 
 
-def test_one_shared_token_works_as_before(writer: GroupWriter, catalog_path: Path) -> None:
+def test_one_shared_token_works_as_before(writer: GroupWriter, catalog_path: str) -> None:
     app = ReceiverApp(Intake(writer.submit), token="shared")
     assert post(app, "/api/v1/lineage", run_event(1, "anything"), "shared")[0] == 201
     assert post(app, "/api/v1/lineage", run_event(2, "anything"), "other")[0] == 401
@@ -219,7 +220,7 @@ def test_serve_refuses_a_shared_token_with_named_ones_and_a_bad_tokens_file(tmp_
 
 @pytest.mark.parametrize("where", ["flag", "config"])
 def test_serve_with_named_tokens_and_the_real_client(
-    tmp_path: Path, where: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, catalog_target: str, where: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from openlineage.client import OpenLineageClient
     from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
@@ -228,7 +229,7 @@ def test_serve_with_named_tokens_and_the_real_client(
     tokens = tmp_path / "secrets" / "tokens.toml"
     tokens.parent.mkdir()
     tokens.write_text(TOKENS_FILE)
-    catalog = tmp_path / "tokens.db"
+    catalog = catalog_target
     options: tuple[str, ...] = ()
     if where == "flag":
         options = ("--tokens", str(tokens))

@@ -24,6 +24,8 @@ from bridge.openlineage.convert import Converter
 from tests.backend import Backend, Reply, wait_for
 from tests.test_faults import OLBRIDGE, expected, fill
 
+pytestmark = pytest.mark.both_engines
+
 T = 1_800_000_000.0
 
 
@@ -31,8 +33,10 @@ def info(name: str, host: str = "host-a", pid: int = 1) -> StreamWorkerInfo:
     return StreamWorkerInfo(id=name, host=host, pid=pid, target="http://b", started_at="t", heartbeat_at=T)
 
 
-def test_the_lease_goes_to_one_worker_and_is_taken_over_only_from_a_stale_or_dead_one(tmp_path: Path) -> None:
-    db = tmp_path / "c.db"
+def test_the_lease_goes_to_one_worker_and_is_taken_over_only_from_a_stale_or_dead_one(
+    tmp_path: Path, catalog_target: str
+) -> None:
+    db = catalog_target
     with Catalog(db) as one, Catalog(db) as other:
         a, b = info("a", pid=11), info("b", pid=22)
         one.workers.beat(a, T)
@@ -69,8 +73,8 @@ def test_a_process_of_this_host_that_is_gone_is_known_dead() -> None:
     assert not process_is_gone("another-host", child.pid)
 
 
-def test_a_holder_whose_lease_was_taken_over_stops(tmp_path: Path) -> None:
-    db = tmp_path / "c.db"
+def test_a_holder_whose_lease_was_taken_over_stops(tmp_path: Path, catalog_target: str) -> None:
+    db = catalog_target
     now = [T]
     with Catalog(db) as catalog, Catalog(db) as other:
         lease = OutboxLease(catalog, "http://b", ttl=5, interval=0.01, clock=lambda: now[0])

@@ -1,6 +1,7 @@
-"""The embedded asset catalog (SQLite)."""
+"""The asset catalog: one API, on SQLite (a file, embedded) or PostgreSQL (a shared database)."""
 
 from bridge.catalog.columns import ColumnLineageEdge, ColumnLineageGraph, StoredColumnEdge
+from bridge.catalog.positions import Position
 from bridge.catalog.query import AssetQuery, MetadataFilter, Operator, PurgeResult
 from bridge.catalog.store import Catalog, DeclareResult, IngestResult, LineageEdge, LineageGraph, RecordResult
 
@@ -15,6 +16,7 @@ __all__ = [
     "LineageGraph",
     "MetadataFilter",
     "Operator",
+    "Position",
     "PurgeResult",
     "RecordResult",
     "StoredColumnEdge",

@@ -9,12 +9,12 @@ have no output column and are kept and exported, not walked.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 
 import attrs
 
 from bridge.catalog import sql
+from bridge.catalog.engine import Connection
 from bridge.catalog.rows import asset_from_row
 from bridge.errors import NotFoundError, ValidationError
 from bridge.model import Asset
@@ -68,7 +68,7 @@ def _edge(down: str, down_column: str, up: str, up_column: str, transformations:
     return ColumnEdge(down, down_column or None, up, up_column, read_transformations(transformations))
 
 
-def edges_of_runs(conn: sqlite3.Connection, pks: Sequence[int]) -> dict[int, list[ColumnEdge]]:
+def edges_of_runs(conn: Connection, pks: Sequence[int]) -> dict[int, list[ColumnEdge]]:
     """The column edges of olbridge's task runs, by task run."""
     out: dict[int, list[ColumnEdge]] = {}
     for start in range(0, len(pks), 400):
@@ -78,10 +78,11 @@ def edges_of_runs(conn: sqlite3.Connection, pks: Sequence[int]) -> dict[int, lis
     return out
 
 
-def edges_of(conn: sqlite3.Connection, *, source: str | None, task_run_pk: int | None) -> list[StoredColumnEdge]:
+def edges_of(conn: Connection, *, source: str | None, task_run_pk: int | None) -> list[StoredColumnEdge]:
     statement = (
         "SELECT downstream_id, downstream_column, upstream_id, upstream_column, transformations, task_run_pk, source "
-        "FROM column_lineage WHERE (? IS NULL OR source = ?) AND (? IS NULL OR task_run_pk = ?) "
+        "FROM column_lineage WHERE (CAST(? AS TEXT) IS NULL OR source = ?) "
+        "AND (CAST(? AS INTEGER) IS NULL OR task_run_pk = ?) "
         "ORDER BY downstream_id, downstream_column, upstream_id, upstream_column, transformations"
     )
     return [
@@ -90,9 +91,7 @@ def edges_of(conn: sqlite3.Connection, *, source: str | None, task_run_pk: int |
     ]
 
 
-def column_lineage(
-    conn: sqlite3.Connection, asset: Asset, column: str, *, direction: str, depth: int
-) -> ColumnLineageGraph:
+def column_lineage(conn: Connection, asset: Asset, column: str, *, direction: str, depth: int) -> ColumnLineageGraph:
     if direction not in ("upstream", "downstream", "both"):
         raise ValidationError(f"unknown direction {direction!r}", rule="lineage.direction", value=direction)
     if depth < 1:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -24,7 +23,8 @@ import attrs
 import orjson
 
 from bridge.catalog import sql
-from bridge.catalog.rows import asset_row
+from bridge.catalog.engine import Conflict, Cursor
+from bridge.catalog.rows import asset_from_row, asset_row
 from bridge.catalog.writes import get_asset
 from bridge.model import EXTERNAL, Asset, Origin, format_time, parse_time
 from bridge.model.received import TERMINAL, IncomingEvent, ReceivedColumnEdge, SeenDataset
@@ -139,10 +139,20 @@ class _Binding:
 
 
 class GroupIngest:
-    """Takes a group of accepted events inside one transaction; call :meth:`flush` at the end."""
+    """Takes a group of accepted events inside one transaction; call :meth:`flush` at the end.
 
-    def __init__(self, cur: sqlite3.Cursor, resolver: Resolver, events: Sequence[IncomingEvent]) -> None:
+    With ``concurrent`` (an engine whose writers run side by side) the rows the group reads to
+    write are locked as they are read (the bindings and the runs it merges into, the assets it
+    rebuilds); what it could not lock because it did not exist yet (a new event, a new run) is
+    checked when written, and a row that another process wrote first raises :class:`Conflict`:
+    the transaction is run again and finds it. Every placeholder is then rebuilt from its row
+    (no in-place touch), which it holds locked."""
+
+    def __init__(
+        self, cur: Cursor, resolver: Resolver, events: Sequence[IncomingEvent], *, concurrent: bool = False
+    ) -> None:
         self.cur = cur
+        self.concurrent = concurrent
         self.resolver = resolver
         self.received: list[tuple[Any, ...]] = []
         self.bindings: dict[tuple[str, str], _Binding | None] = {}  # None: known not to be bound yet
@@ -190,15 +200,18 @@ class GroupIngest:
             )
         )
         self.bindings = dict.fromkeys(datasets)
-        for row in self._select(sql.bindings_of, datasets):
+        locked = sql.locked_bindings_of if self.concurrent else sql.bindings_of
+        for row in self._select(locked, sorted(datasets)):
             ns, name, asset_id, first, last, seen_rank, facets_rank, facets_digest, all_rank, all_digest = row
             self.bindings[ns, name] = _Binding(
                 asset_id, first, last, seen_rank, facets_rank, facets_digest, False, all_rank, all_digest
             )
-        sources = list(dict.fromkeys(e.source for e in events if e.source is not None))
-        for source, inputs, outputs, job_ns, job_name, job_rank, jobs, warnings in self._select(
-            sql.sources_of, sources
-        ):
+        sources = sorted({e.source for e in events if e.source is not None})
+        locked = sql.locked_sources_of if self.concurrent else sql.sources_of
+        self.stored_sources: set[str] = set()
+        for row in self._select(locked, sources):
+            source, inputs, outputs, job_ns, job_name, job_rank, jobs, warnings = row
+            self.stored_sources.add(source)
             sets = self._usage_sets(source)
             sets["input"].update(json.loads(inputs))
             sets["output"].update(json.loads(outputs))
@@ -434,8 +447,13 @@ class GroupIngest:
     def flush(self) -> None:
         bound = [((ns, name), b) for (ns, name), b in self.bindings.items() if b is not None and b.dirty]
         touched, rebuilt = [], []
+        if self.concurrent:  # the placeholders to rebuild, read (and locked) in one go, in order
+            wanted = sorted({b.asset_id for _, b in bound if b.asset_id not in self.assets})
+            self.assets.update(dict.fromkeys(wanted))
+            for row in self._select(sql.locked_assets, wanted):
+                self.assets[row[0]] = asset_from_row(row)
         for dataset, b in bound:
-            if not b.new and b.facets is None:  # only its sightings moved: in place, in SQL
+            if not b.new and b.facets is None and not self.concurrent:  # only its sightings moved: in SQL
                 touched.append((b.first, b.last, b.first, b.last, b.producer, b.asset_id))
                 continue
             current = self.asset(b.asset_id)
@@ -470,16 +488,18 @@ class GroupIngest:
             (sql.UPSERT_PLACEHOLDER, rebuilt),
             # each event's source row, with the run's inputs and outputs as they stand after the group
             (sql.UPSERT_SOURCE, [self._source_values(row, sets[row[0]]) for row in self.sources]),
-            (sql.UPSERT_FACET, [(owner, key, rank, text) for (owner, key), (rank, text) in self.facets.items()]),
+            # in key order, as every writer side by side takes their row locks
+            (
+                sql.UPSERT_FACET,
+                [(owner, key, rank, text) for (owner, key), (rank, text) in sorted(self.facets.items())],
+            ),
             (
                 sql.PUT_FACET,
-                [
-                    (f"asset:{b.asset_id}", key, *(b.facet_rows or {})[key])
-                    for _, b in bound
-                    for key in sorted(b.facet_dirty)
-                ],
+                sorted(
+                    (f"asset:{b.asset_id}", key, *(b.facet_rows or {})[key]) for _, b in bound for key in b.facet_dirty
+                ),
             ),
-            (sql.UPSERT_IDENTIFIER, [(*key, kind, rank) for key, (rank, kind) in self.identifiers.items()]),
+            (sql.UPSERT_IDENTIFIER, [(*key, kind, rank) for key, (rank, kind) in sorted(self.identifiers.items())]),
             (sql.INSERT_EXTERNAL_USAGE, list(self.job_usages)),
             (sql.INSERT_EXTERNAL_EDGE, list(self.edges)),
             (sql.INSERT_COLUMN_EDGE, list(self.column_edges)),
@@ -487,9 +507,28 @@ class GroupIngest:
         if self.forwards:  # after the received events: each row refers to its event's key
             queued_at = format_time(datetime.now(UTC))
             writes.append((sql.QUEUE_FORWARD, [(key, queued_at, text, *event) for key, text, *event in self.forwards]))
+        if self.concurrent:
+            self._claim_new()
         for statement, rows in writes:
             if rows:
                 self.cur.executemany(statement, rows)
+                if statement is sql.INSERT_RECEIVED and self.cur.rowcount != len(rows):
+                    raise Conflict("another process took some of these events meanwhile")
+
+    def _claim_new(self) -> None:
+        """Insert the group's new runs and jobs before merging into them: one that another process
+        inserted meanwhile (its merge would lose that one's inputs and outputs) is a Conflict."""
+        first: dict[str, tuple[Any, ...]] = {}
+        for row in self.sources:
+            if row[0] not in self.stored_sources:
+                first.setdefault(row[0], row)
+        if not first:
+            return
+        self.cur.executemany(
+            sql.CLAIM_SOURCE, [self._source_values(row, self._usage_sets(s)) for s, row in first.items()]
+        )
+        if self.cur.rowcount != len(first):
+            raise Conflict("another process recorded one of these runs meanwhile")
 
     def _source_values(self, row: tuple[Any, ...], sets: dict[str, set[str]]) -> tuple[Any, ...]:
         """An event's source row as it stands after the group: its run's (or job's) job, inputs,
@@ -541,9 +580,11 @@ def _source_row(event: IncomingEvent, moment: str) -> tuple[Any, ...]:
     )
 
 
-def ingest_events(cur: sqlite3.Cursor, events: Sequence[IncomingEvent], resolver: Resolver) -> list[IngestResult]:
-    """Take a group of events in the caller's transaction."""
-    group = GroupIngest(cur, resolver, events)
+def ingest_events(
+    cur: Cursor, events: Sequence[IncomingEvent], resolver: Resolver, *, concurrent: bool = False
+) -> list[IngestResult]:
+    """Take a group of events in the caller's transaction (``concurrent``: see :class:`GroupIngest`)."""
+    group = GroupIngest(cur, resolver, events, concurrent=concurrent)
     results = [group.take(event) for event in events]
     group.flush()
     return results

@@ -15,14 +15,13 @@ receiver's write of it (:mod:`bridge.catalog.external`).
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
 
 from bridge.catalog import sql
+from bridge.catalog.engine import Connection, Cursor, Database
 from bridge.errors import NotFoundError
 from bridge.jsonkeys import camel_keys
 
@@ -42,7 +41,7 @@ def run_key_of_task_run(pk: int) -> str:
     return f"run:{pk}"
 
 
-def queue_event(cur: sqlite3.Cursor, kind: str, ref: int, asset_id: str | None = None) -> None:
+def queue_event(cur: Cursor, kind: str, ref: int, asset_id: str | None = None) -> None:
     """Queue one event inside the caller's transaction: a task run's (``ref`` its pk) or an asset
     change's (``ref`` its seq, ``asset_id`` its asset, whose changes go out in order)."""
     assert kind in KINDS, kind
@@ -133,11 +132,12 @@ class DeliveryError:
 class Outbox:
     """The outbox of one catalog (``catalog.outbox``)."""
 
-    def __init__(
-        self, conn: sqlite3.Connection, transaction: Callable[[], AbstractContextManager[sqlite3.Cursor]]
-    ) -> None:
-        self._conn = conn
-        self._transaction = transaction
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    @property
+    def _conn(self) -> Connection:
+        return self._db.conn
 
     def heads(self, now: float, limit: int) -> list[OutboxItem]:
         """Pending rows due at ``now`` that no earlier row of their run key holds back, in commit
@@ -152,8 +152,10 @@ class Outbox:
     def settle(self, results: Iterable[Result], *, success_at: str, failure: DeliveryError | None = None) -> None:
         """Apply what delivery did, in one transaction: delivered rows go, the others wait for
         a retry or become dead letters; ``failure`` is kept as its source's last one."""
-        delivered = 0
-        with self._transaction() as cur:
+        results = list(results)
+
+        def work(cur: Cursor) -> None:
+            delivered = 0
             if failure is not None:
                 _save_error(cur, failure)
             for result in results:
@@ -168,10 +170,11 @@ class Outbox:
             if delivered:
                 cur.execute(sql.OUTBOX_COUNT_DELIVERED, (delivered, success_at))
 
+        self._db.write(work)
+
     def record_error(self, error: DeliveryError) -> None:
         """Keep a delivery source's last failure (``olbridge status`` shows it)."""
-        with self._transaction() as cur:
-            _save_error(cur, error)
+        self._db.write(lambda cur: _save_error(cur, error))
 
     def errors(self) -> list[DeliveryError]:
         """The last failure of each delivery source, the latest first."""
@@ -198,19 +201,25 @@ class Outbox:
     def retry(self, seqs: Sequence[int] | None = None) -> int:
         """Queue dead letters again (all of them with ``None``); returns how many. Should a seq
         given not be a dead letter, a NotFoundError names it and nothing is queued."""
-        with self._transaction() as cur:
+
+        def work(cur: Cursor) -> int:
             if seqs is None:
-                return cur.execute(sql.OUTBOX_REQUEUE_ALL).rowcount
+                return int(cur.execute(sql.OUTBOX_REQUEUE_ALL).rowcount)
             _check_seqs(cur, seqs, DEAD, "no dead letter with id", "nothing was queued")
-            return sum(cur.execute(sql.requeue_outbox(len(c)), c).rowcount for c in _chunks(sorted(set(seqs))))
+            return sum(int(cur.execute(sql.requeue_outbox(len(c)), c).rowcount) for c in _chunks(sorted(set(seqs))))
+
+        return self._db.write(work)
 
     def drop(self, seqs: Sequence[int], *, must_exist: bool = False) -> int:
         """Remove rows (dead letters or pending) for good; returns how many. With ``must_exist``,
         should a seq given not be in the outbox, a NotFoundError names it and nothing is dropped."""
-        with self._transaction() as cur:
+
+        def work(cur: Cursor) -> int:
             if must_exist:
                 _check_seqs(cur, seqs, None, "no outbox row with id", "nothing was dropped")
-            return sum(cur.execute(sql.delete_outbox(len(c)), c).rowcount for c in _chunks(sorted(set(seqs))))
+            return sum(int(cur.execute(sql.delete_outbox(len(c)), c).rowcount) for c in _chunks(sorted(set(seqs))))
+
+        return self._db.write(work)
 
     def status(self) -> OutboxStatus:
         pending = self._conn.execute(sql.OUTBOX_COUNT, (PENDING,)).fetchone()[0]
@@ -230,7 +239,7 @@ class Outbox:
         return [OutboxItem(*row) for row in rows]
 
 
-def _check_seqs(cur: sqlite3.Cursor, seqs: Sequence[int], state: str | None, missing: str, outcome: str) -> None:
+def _check_seqs(cur: Cursor, seqs: Sequence[int], state: str | None, missing: str, outcome: str) -> None:
     """Raise a NotFoundError naming the seqs that have no row (in ``state``, when given)."""
     wanted = sorted(set(seqs))
     found: set[int] = set()
@@ -243,7 +252,7 @@ def _check_seqs(cur: sqlite3.Cursor, seqs: Sequence[int], state: str | None, mis
         raise NotFoundError(f"{missing} {shown}; {outcome}")
 
 
-def _save_error(cur: sqlite3.Cursor, e: DeliveryError) -> None:
+def _save_error(cur: Cursor, e: DeliveryError) -> None:
     cur.execute(sql.SAVE_DELIVERY_ERROR, (e.source, e.target, e.failure, e.status, e.detail[:ERROR_TEXT_MAX], e.at))
 
 

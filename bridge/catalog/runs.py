@@ -12,7 +12,6 @@ warnings of its events.
 from __future__ import annotations
 
 import json
-import sqlite3
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -21,6 +20,7 @@ from typing import Any
 import attrs
 
 from bridge.catalog import sql
+from bridge.catalog.engine import Connection
 from bridge.catalog.store import Catalog
 from bridge.model import StoredTaskRun, format_time
 from bridge.openlineage.convert import Converter, execution_run_id, task_run_id
@@ -93,7 +93,10 @@ class Runs:
     def __init__(self, catalog: Catalog, converter: Converter) -> None:
         self.catalog = catalog
         self.converter = converter
-        self._conn: sqlite3.Connection = catalog._conn
+
+    @property
+    def _conn(self) -> Connection:
+        return self.catalog._conn
 
     # --- external ----------------------------------------------------------------------------
 

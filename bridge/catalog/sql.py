@@ -1,384 +1,28 @@
-"""Every SQL statement of the catalog, and its schema as ordered migrations.
+"""Every SQL statement of the catalog, for both engines.
 
-The schema version is SQLite's ``PRAGMA user_version``: migration N brings a catalog from version
-N-1 to N. Migrations are never edited once released; a change is a new migration at the end.
+Written once, in SQLite's dialect with ``?`` placeholders, and run as they are on SQLite; the
+PostgreSQL engine translates each once (:mod:`bridge.catalog.postgres`: placeholders, the
+:data:`LOCK` comment, the few fragments that differ). Portable where it costs nothing: ``ON
+CONFLICT DO NOTHING`` rather than ``INSERT OR IGNORE``, ``RETURNING`` rather than the last rowid,
+typed ``CAST(? AS ...)`` where a placeholder alone has no type. The schema is in
+:mod:`bridge.catalog.schema`, its migrations in ``migrations/versions``.
 """
 
 from __future__ import annotations
 
-MIGRATIONS: tuple[tuple[str, str], ...] = (
-    (
-        "0001_initial",
-        """
-        CREATE TABLE assets (
-            id            TEXT PRIMARY KEY,
-            type          TEXT NOT NULL,
-            namespace     TEXT,                       -- NULL: a Global asset
-            display_name  TEXT,
-            description   TEXT,
-            metadata      TEXT NOT NULL DEFAULT '{}', -- a flat JSON object
-            origin        TEXT NOT NULL CHECK (origin IN ('declared', 'auto', 'external')),
-            created_at    TEXT NOT NULL,
-            updated_at    TEXT NOT NULL,
-            deleted_at    TEXT,
-            columns       TEXT,                       -- JSON list of {name, type, description}
-            assertions    TEXT                        -- JSON list of data-quality assertions
-        );
-        CREATE INDEX assets_type ON assets (type);
-        CREATE INDEX assets_namespace ON assets (namespace);
+# The schema's version, the number of the newest migration (migrations/versions), the same on
+# both engines; a catalog with a higher one is refused.
+SCHEMA_VERSION = 10
 
-        CREATE TABLE executions (
-            flow_namespace TEXT NOT NULL,
-            flow_id        TEXT NOT NULL,
-            execution_id   TEXT NOT NULL,
-            started_at     TEXT NOT NULL,             -- the first task run's start, never changed
-            PRIMARY KEY (flow_namespace, flow_id, execution_id)
-        );
-
-        CREATE TABLE task_runs (
-            pk               INTEGER PRIMARY KEY,
-            flow_namespace   TEXT NOT NULL,
-            flow_id          TEXT NOT NULL,
-            task_id          TEXT NOT NULL,
-            execution_id     TEXT NOT NULL,
-            task_run_id      TEXT NOT NULL,
-            state            TEXT NOT NULL,
-            started_at       TEXT NOT NULL,
-            ended_at         TEXT,
-            job              TEXT NOT NULL,           -- JSON: integration, job type, sql, description
-            warnings         TEXT NOT NULL DEFAULT '[]',
-            error            TEXT,
-            record_hash      TEXT NOT NULL,
-            UNIQUE (flow_namespace, flow_id, execution_id, task_run_id)
-        );
-        CREATE INDEX task_runs_started ON task_runs (started_at, pk);
-
-        CREATE TABLE usages (
-            task_run_pk INTEGER NOT NULL REFERENCES task_runs (pk),
-            direction   TEXT NOT NULL CHECK (direction IN ('input', 'output')),
-            position    INTEGER NOT NULL,
-            asset_id    TEXT NOT NULL,
-            used_at     TEXT NOT NULL,
-            statistics  TEXT,
-            PRIMARY KEY (task_run_pk, direction, asset_id)
-        );
-        CREATE INDEX usages_asset ON usages (asset_id);
-
-        CREATE TABLE lineage (
-            upstream_id   TEXT NOT NULL,
-            downstream_id TEXT NOT NULL,
-            task_run_pk   INTEGER NOT NULL REFERENCES task_runs (pk),
-            PRIMARY KEY (upstream_id, downstream_id, task_run_pk)
-        );
-        CREATE INDEX lineage_downstream ON lineage (downstream_id);
-
-        CREATE TABLE asset_changes (
-            seq        INTEGER PRIMARY KEY AUTOINCREMENT,
-            asset_id   TEXT NOT NULL,
-            kind       TEXT NOT NULL CHECK (kind IN ('update', 'delete')),
-            changed_at TEXT NOT NULL,
-            snapshot   TEXT NOT NULL                  -- the asset record just after the change
-        );
-        CREATE INDEX asset_changes_time ON asset_changes (changed_at, seq);
-        CREATE INDEX asset_changes_asset ON asset_changes (asset_id);
-        """,
-    ),
-    (
-        "0002_external_lineage",
-        """
-        -- Every OpenLineage event the receiver accepted, once (digest of its canonical JSON).
-        CREATE TABLE received_events (
-            pk            INTEGER PRIMARY KEY,
-            digest        TEXT NOT NULL UNIQUE,
-            kind          TEXT NOT NULL CHECK (kind IN ('RunEvent', 'DatasetEvent', 'JobEvent')),
-            event_type    TEXT,
-            event_time    TEXT NOT NULL,
-            source        TEXT,                       -- 'run:<runId>' or 'job:<namespace>/<name>'
-            producer      TEXT NOT NULL,
-            warnings      TEXT NOT NULL DEFAULT '[]',
-            body          TEXT NOT NULL
-        );
-
-        -- Which OpenLineage dataset each asset id stands for: one dataset an id, one id a dataset.
-        CREATE TABLE external_datasets (
-            ol_namespace  TEXT NOT NULL,
-            ol_name       TEXT NOT NULL,
-            asset_id      TEXT NOT NULL UNIQUE,
-            first_seen    TEXT NOT NULL,              -- event times, never the clock
-            last_seen     TEXT NOT NULL,
-            seen_rank     TEXT NOT NULL,              -- '<time>|<digest>' of the latest event naming it
-            facets_rank   TEXT,                       -- the same, of the latest event describing it
-            facets_digest TEXT,                       -- what that event's facets said, hashed
-            PRIMARY KEY (ol_namespace, ol_name)
-        ) WITHOUT ROWID;
-
-        -- External runs and jobs (a JobEvent's job is a source without a run), with the asset ids
-        -- of their inputs and outputs.
-        CREATE TABLE external_sources (
-            source        TEXT PRIMARY KEY,           -- 'run:<runId>' or 'job:<namespace>/<name>'
-            job_namespace TEXT NOT NULL,
-            job_name      TEXT NOT NULL,
-            run_id        TEXT,
-            parent_run_id TEXT,
-            state         TEXT,                       -- the latest-ranked event type
-            state_rank    TEXT,                       -- what decides the state, order-independent
-            started_at    TEXT,
-            ended_at      TEXT,
-            first_seen    TEXT NOT NULL,
-            last_seen     TEXT NOT NULL,
-            producer      TEXT NOT NULL,
-            inputs        TEXT NOT NULL DEFAULT '[]', -- JSON: sorted asset ids
-            outputs       TEXT NOT NULL DEFAULT '[]'
-        ) WITHOUT ROWID;
-
-        -- What external jobs read and write, and the edges they make, once a job (not once a run).
-        CREATE TABLE external_usages (
-            job_namespace TEXT NOT NULL,
-            job_name      TEXT NOT NULL,
-            direction     TEXT NOT NULL CHECK (direction IN ('input', 'output')),
-            asset_id      TEXT NOT NULL,
-            PRIMARY KEY (job_namespace, job_name, direction, asset_id)
-        ) WITHOUT ROWID;
-        CREATE INDEX external_usages_asset ON external_usages (asset_id);
-
-        CREATE TABLE external_lineage (
-            upstream_id   TEXT NOT NULL,
-            downstream_id TEXT NOT NULL,
-            job_namespace TEXT NOT NULL,
-            job_name      TEXT NOT NULL,
-            PRIMARY KEY (upstream_id, downstream_id, job_namespace, job_name)
-        ) WITHOUT ROWID;
-        CREATE INDEX external_lineage_downstream ON external_lineage (downstream_id);
-
-        -- Where an import from a Marquez instance got to, by its URL.
-        CREATE TABLE import_positions (
-            source        TEXT PRIMARY KEY,
-            position      TEXT NOT NULL,
-            updated_at    TEXT NOT NULL
-        ) WITHOUT ROWID;
-
-        CREATE VIEW all_lineage AS
-            SELECT upstream_id, downstream_id FROM lineage
-            UNION ALL
-            SELECT upstream_id, downstream_id FROM external_lineage;
-        """,
-    ),
-    (
-        "0003_prefect_import_state",
-        """
-        -- where `prefect import` stopped reading a Prefect server's events, per API URL
-        CREATE TABLE prefect_import_state (
-            api_url        TEXT PRIMARY KEY,
-            last_occurred  TEXT NOT NULL,         -- the newest event time read
-            last_event_ids TEXT NOT NULL,         -- JSON list: the ids of the events read at that time
-            events_read    INTEGER NOT NULL,      -- events read from this server, all imports together
-            updated_at     TEXT NOT NULL
-        );
-        """,
-    ),
-    (
-        "0004_declared_jobs",
-        """
-        CREATE TABLE declared_jobs (
-            pk               INTEGER PRIMARY KEY,
-            flow_namespace   TEXT NOT NULL,
-            flow_id          TEXT NOT NULL,
-            task_id          TEXT NOT NULL,
-            declaration      TEXT NOT NULL,           -- JSON: task type, inputs, outputs, enableAuto, ...
-            declaration_hash TEXT NOT NULL,
-            declared_at      TEXT NOT NULL,           -- when this declaration was first recorded as it is
-            UNIQUE (flow_namespace, flow_id, task_id)
-        );
-        CREATE INDEX declared_jobs_time ON declared_jobs (declared_at, pk);
-        """,
-    ),
-    (
-        "0005_outbox",
-        """
-        -- A reference outbox: each row points at the stored record whose event it stands for
-        -- (task_runs.pk for run-start / run-end, asset_changes.seq for asset-change); the worker
-        -- renders the event when it delivers it. Delivered rows are deleted.
-        CREATE TABLE outbox (
-            seq             INTEGER PRIMARY KEY AUTOINCREMENT,   -- commit order
-            kind            TEXT NOT NULL,                       -- run-start | run-end | asset-change
-            ref             INTEGER NOT NULL,
-            run_key         TEXT NOT NULL,                       -- events of one key go out in seq order
-            queued_at       TEXT NOT NULL,
-            state           TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'dead')),
-            attempts        INTEGER NOT NULL DEFAULT 0,
-            next_attempt_at REAL NOT NULL DEFAULT 0,             -- seconds since the epoch
-            last_status     INTEGER,                             -- the backend's last HTTP status
-            last_error      TEXT                                 -- its response body or the error (truncated)
-        );
-        CREATE INDEX outbox_state ON outbox (state, seq);
-        CREATE INDEX outbox_run_key ON outbox (run_key, seq);
-        CREATE INDEX outbox_retrying ON outbox (next_attempt_at) WHERE state = 'pending' AND attempts > 0;
-
-        CREATE TABLE outbox_delivery (
-            id              INTEGER PRIMARY KEY CHECK (id = 1),
-            delivered       INTEGER NOT NULL,
-            last_success_at TEXT NOT NULL
-        );
-
-        CREATE TABLE backfill_checkpoints (
-            name       TEXT PRIMARY KEY,
-            filters    TEXT NOT NULL,                            -- JSON of the filters it was made with
-            position   TEXT NOT NULL,                            -- JSON [time, 0 change | 1 run, seq | pk]
-            runs       INTEGER NOT NULL,
-            events     INTEGER NOT NULL,
-            updated_at TEXT NOT NULL
-        );
-        """,
-    ),
-    (
-        "0006_received_in_time_order",
-        """
-        -- A received event is found by its time and digest (the same digest is the same event, so
-        -- the same time): events come roughly in time order, so each group's new index entries
-        -- share a few pages at the index's end, where a digest alone would scatter them over the
-        -- whole index, one page written for each event.
-        CREATE TABLE received_events_0006 (
-            pk            INTEGER PRIMARY KEY,
-            digest        TEXT NOT NULL,
-            kind          TEXT NOT NULL CHECK (kind IN ('RunEvent', 'DatasetEvent', 'JobEvent')),
-            event_type    TEXT,
-            event_time    TEXT NOT NULL,
-            source        TEXT,                       -- 'run:<runId>' or 'job:<namespace>/<name>'
-            producer      TEXT NOT NULL,
-            warnings      TEXT NOT NULL DEFAULT '[]',
-            body          TEXT NOT NULL
-        );
-        INSERT INTO received_events_0006 SELECT pk, digest, kind, event_type, event_time, source, producer,
-                                                warnings, body FROM received_events;
-        DROP TABLE received_events;
-        ALTER TABLE received_events_0006 RENAME TO received_events;
-        CREATE UNIQUE INDEX received_events_time_digest ON received_events (event_time, digest);
-        """,
-    ),
-    (
-        "0007_delivery_bookkeeping",
-        """
-        -- The stream workers running on this catalog, each with its heartbeat. On SQLite one of them
-        -- at a time holds the outbox's lease (outbox_lease) and delivers; the others wait for it.
-        CREATE TABLE stream_workers (
-            id           TEXT PRIMARY KEY,                   -- '<host>:<pid>:<random>'
-            host         TEXT NOT NULL,
-            pid          INTEGER NOT NULL,
-            target       TEXT NOT NULL,                      -- where it delivers
-            started_at   TEXT NOT NULL,
-            heartbeat_at REAL NOT NULL                       -- seconds since the epoch
-        );
-        CREATE TABLE outbox_lease (
-            id          INTEGER PRIMARY KEY CHECK (id = 1),  -- the whole outbox: one holder at a time
-            worker      TEXT NOT NULL,                       -- stream_workers.id; stale with its heartbeat
-            acquired_at TEXT NOT NULL
-        );
-
-        -- The last delivery failure of the stream ('stream') and of each backfill ('backfill:<name>').
-        CREATE TABLE delivery_errors (
-            source  TEXT PRIMARY KEY,
-            target  TEXT NOT NULL,
-            failure TEXT NOT NULL,                           -- connection | timeout | HTTP 5xx | HTTP 429 | ...
-            status  INTEGER,
-            detail  TEXT NOT NULL,
-            at      TEXT NOT NULL
-        );
-
-        -- Events a backfill's backend refused for good, kept until a backfill with --retry-refused
-        -- delivers them (item_order: -1 declared job, 0 asset change, 1 task run; ref its pk or seq;
-        -- event: the first one not delivered, 'start' / 'end' of a run or 'event').
-        CREATE TABLE backfill_refused (
-            checkpoint TEXT NOT NULL,
-            item_time  TEXT NOT NULL,
-            item_order INTEGER NOT NULL,
-            ref        INTEGER NOT NULL,
-            event      TEXT NOT NULL,
-            status     INTEGER,
-            error      TEXT NOT NULL,
-            refused_at TEXT NOT NULL,
-            PRIMARY KEY (checkpoint, item_order, ref)
-        );
-
-        -- Items past a checkpoint's position already delivered in part or whole (a window that
-        -- stopped half way): JSON [[[time, order, ref], events settled], ...].
-        ALTER TABLE backfill_checkpoints ADD COLUMN ahead TEXT NOT NULL DEFAULT '[]';
-        """,
-    ),
-    (
-        "0008_column_lineage",
-        """
-        -- Column lineage: an output asset's column from an input asset's column, with the
-        -- transformations (JSON list, as OpenLineage's columnLineage facet gives them) and the run
-        -- that made the edge: one of olbridge's task runs, or a received event's run or job.
-        CREATE TABLE column_lineage (
-            downstream_id     TEXT NOT NULL,
-            downstream_column TEXT NOT NULL,          -- '': the whole output (the facet's `dataset`)
-            upstream_id       TEXT NOT NULL,
-            upstream_column   TEXT NOT NULL,
-            transformations   TEXT NOT NULL DEFAULT '[]',
-            task_run_pk       INTEGER REFERENCES task_runs (pk),
-            source            TEXT,                   -- 'run:<runId>' or 'job:<namespace>/<name>'
-            CHECK ((task_run_pk IS NULL) <> (source IS NULL))
-        );
-        CREATE UNIQUE INDEX column_lineage_edge ON column_lineage (
-            downstream_id, downstream_column, upstream_id, upstream_column, transformations,
-            coalesce(task_run_pk, 0), coalesce(source, '')
-        );
-        CREATE INDEX column_lineage_upstream ON column_lineage (upstream_id, upstream_column);
-        CREATE INDEX column_lineage_run ON column_lineage (task_run_pk) WHERE task_run_pk IS NOT NULL;
-        """,
-    ),
-    (
-        "0009_received_kept_and_forwarded",
-        """
-        -- serve --forward: an accepted event's text as it came, queued in the outbox to go out as it
-        -- is (kind 'forward', ref the received_events pk); other kinds leave it NULL.
-        ALTER TABLE outbox ADD COLUMN payload TEXT;
-
-        -- serve --tokens: the name of the token that brought the event (NULL: one shared token, or none).
-        ALTER TABLE received_events ADD COLUMN token TEXT;
-
-        -- The latest of each facet (custom ones too) of an external run ('run:<runId>'), job
-        -- ('job:<namespace>/<name>') and dataset ('asset:<asset id>'), as the event had it.
-        CREATE TABLE external_facets (
-            owner       TEXT NOT NULL,
-            facet_key   TEXT NOT NULL,
-            facet_rank  TEXT,                         -- '<time>|<digest>' of its event: the highest wins;
-                                                      -- NULL: a dataset's facet as its latest event with
-                                                      -- facets has it (external_datasets.all_facets_rank)
-            facet       TEXT NOT NULL,                -- its JSON (canonical)
-            PRIMARY KEY (owner, facet_key)
-        );
-        -- the latest event that gave a dataset any facets, and all its facets hashed: an event
-        -- that repeats them changes no facet row
-        ALTER TABLE external_datasets ADD COLUMN all_facets_rank TEXT;
-        ALTER TABLE external_datasets ADD COLUMN all_facets_digest TEXT;
-
-        -- An external run's job is the one its earliest-ranked event names (job_rank); a run named
-        -- under more than one job lists them all (jobs: JSON [[namespace, name], ...], sorted; NULL
-        -- while there is one). warnings: the distinct warnings of its events (JSON list, sorted).
-        ALTER TABLE external_sources ADD COLUMN job_rank TEXT;
-        ALTER TABLE external_sources ADD COLUMN jobs TEXT;
-        ALTER TABLE external_sources ADD COLUMN warnings TEXT NOT NULL DEFAULT '[]';
-
-        -- A dataset's other names, as producers' symlinks facets give them: every one ever given,
-        -- with the type the latest-ranked event naming it says. An asset is found by any of them.
-        CREATE TABLE external_identifiers (
-            namespace  TEXT NOT NULL,
-            name       TEXT NOT NULL,
-            asset_id   TEXT NOT NULL,
-            type       TEXT,
-            id_rank    TEXT NOT NULL,
-            PRIMARY KEY (namespace, name, asset_id)
-        );
-        CREATE INDEX external_identifiers_asset ON external_identifiers (asset_id);
-        """,
-    ),
-)
-
-SCHEMA_VERSION = len(MIGRATIONS)
-
-PRAGMAS = ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", "PRAGMA foreign_keys = ON")
+# the keys that count up, by table: a copy that writes them as they were sets each engine's
+# counter past the highest (Catalog.reset_keys)
+COUNTED_KEYS = {
+    "asset_changes": "seq",
+    "declared_jobs": "pk",
+    "outbox": "seq",
+    "received_events": "pk",
+    "task_runs": "pk",
+}
 
 # --- assets ---------------------------------------------------------------------------------
 
@@ -387,6 +31,17 @@ ASSET_COLUMNS = (
     "deleted_at, columns, assertions"
 )
 GET_ASSET = f"SELECT {ASSET_COLUMNS} FROM assets WHERE id = ?"
+# an engine whose writers run side by side (PostgreSQL) locks the rows a write transaction reads to
+# write them: this comment becomes its FOR UPDATE (SQLite's write lock is the whole database)
+LOCK = " /*FOR UPDATE*/"
+# the same, for a reader that passes over the rows another transaction holds (a stream worker
+# claiming outbox rows beside others): FOR UPDATE SKIP LOCKED where rows are locked, nothing on SQLite
+SKIP_LOCKED = " /*FOR UPDATE SKIP LOCKED*/"
+# the other fragments of SQLite's that PostgreSQL says its own way (bridge/catalog/postgres.py)
+NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"  # the database's clock, as olbridge writes times
+CHANGE_NAMESPACE = "json_extract(snapshot, '$.namespace')"  # an asset change's namespace
+RETRY_INDEX = " INDEXED BY outbox_retrying"  # SQLite's planner needs telling
+GET_ASSET_TO_WRITE = GET_ASSET + LOCK
 UPSERT_ASSET = f"""
     INSERT INTO assets ({ASSET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (id) DO UPDATE SET
@@ -459,7 +114,7 @@ def delete_changes_of(count: int) -> str:
 
 # --- changes --------------------------------------------------------------------------------
 
-INSERT_CHANGE = "INSERT INTO asset_changes (asset_id, kind, changed_at, snapshot) VALUES (?, ?, ?, ?)"
+INSERT_CHANGE = "INSERT INTO asset_changes (asset_id, kind, changed_at, snapshot) VALUES (?, ?, ?, ?) RETURNING seq"
 
 
 def where(*conditions: tuple[bool, str]) -> str:
@@ -479,7 +134,7 @@ def select_changes(
     if until:
         where.append("changed_at < ?")
     if namespace:
-        where.append("json_extract(snapshot, '$.namespace') = ?")
+        where.append(f"{CHANGE_NAMESPACE} = ?")
     if asset:
         where.append("asset_id = ?")
     if after:
@@ -494,7 +149,8 @@ GET_CHANGE = "SELECT seq, kind, changed_at, snapshot FROM asset_changes WHERE se
 # --- task runs ------------------------------------------------------------------------------
 
 INSERT_EXECUTION = (
-    "INSERT OR IGNORE INTO executions (flow_namespace, flow_id, execution_id, started_at) VALUES (?, ?, ?, ?)"
+    "INSERT INTO executions (flow_namespace, flow_id, execution_id, started_at) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT DO NOTHING"
 )
 TASK_RUN_COLUMNS = (
     "t.pk, t.flow_namespace, t.flow_id, t.task_id, t.execution_id, t.task_run_id, t.state, t.started_at, "
@@ -511,7 +167,7 @@ FIND_TASK_RUN = (
 INSERT_TASK_RUN = """
     INSERT INTO task_runs (flow_namespace, flow_id, task_id, execution_id, task_run_id, state, started_at,
                            ended_at, job, warnings, error, record_hash)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING pk
 """
 UPDATE_TASK_RUN = """
     UPDATE task_runs SET state = ?, started_at = ?, ended_at = ?, job = ?, warnings = ?, error = ?, record_hash = ?
@@ -520,10 +176,10 @@ UPDATE_TASK_RUN = """
 DELETE_USAGES_OF_RUN = "DELETE FROM usages WHERE task_run_pk = ?"
 DELETE_LINEAGE_OF_RUN = "DELETE FROM lineage WHERE task_run_pk = ?"
 INSERT_USAGE = (
-    "INSERT OR IGNORE INTO usages (task_run_pk, direction, position, asset_id, used_at, statistics) "
-    "VALUES (?, ?, ?, ?, ?, ?)"
+    "INSERT INTO usages (task_run_pk, direction, position, asset_id, used_at, statistics) "
+    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
-INSERT_LINEAGE = "INSERT OR IGNORE INTO lineage (upstream_id, downstream_id, task_run_pk) VALUES (?, ?, ?)"
+INSERT_LINEAGE = "INSERT INTO lineage (upstream_id, downstream_id, task_run_pk) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
 COUNT_TASK_RUNS = "SELECT count(*) FROM task_runs"
 
 
@@ -590,9 +246,9 @@ USAGES_OF_ASSET = f"""
 
 DELETE_COLUMN_LINEAGE_OF_RUN = "DELETE FROM column_lineage WHERE task_run_pk = ?"
 INSERT_COLUMN_EDGE = """
-    INSERT OR IGNORE INTO column_lineage (downstream_id, downstream_column, upstream_id, upstream_column,
-                                          transformations, task_run_pk, source)
-    VALUES (?, ?, ?, ?, ?, ?, ?)
+    INSERT INTO column_lineage (downstream_id, downstream_column, upstream_id, upstream_column,
+                                transformations, task_run_pk, source)
+    VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
 """
 
 
@@ -698,15 +354,15 @@ EDGE_TASKS = """
 # --- external lineage (the receiver) ----------------------------------------------------------
 
 INSERT_RECEIVED = """
-    INSERT OR IGNORE INTO received_events (digest, kind, event_type, event_time, source, producer, warnings, body,
-                                           token)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+    INSERT INTO received_events (digest, kind, event_type, event_time, source, producer, warnings, body, token)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
 """
 # serve --forward: the received event's text as it came, queued beside it (run_key, queued_at,
 # payload, then the event's time and digest)
 QUEUE_FORWARD = """
     INSERT INTO outbox (kind, ref, run_key, queued_at, payload)
-    SELECT 'forward', pk, ?, ?, ? FROM received_events WHERE event_time = ? AND digest = ?
+    SELECT 'forward', pk, CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT) FROM received_events
+    WHERE event_time = ? AND digest = ?
 """
 BINDING_OF_ASSET = "SELECT ol_namespace, ol_name FROM external_datasets WHERE asset_id = ?"
 INSERT_BINDING = """
@@ -729,19 +385,19 @@ TOUCH_PLACEHOLDER = """
     WHERE id = ? AND origin = 'external'
 """
 UPSERT_SOURCE = """
-    INSERT INTO external_sources (source, job_namespace, job_name, run_id, parent_run_id, state, state_rank,
-                                  started_at, ended_at, first_seen, last_seen, producer, inputs, outputs,
-                                  job_rank, jobs, warnings)
+    INSERT INTO external_sources AS s (source, job_namespace, job_name, run_id, parent_run_id, state, state_rank,
+                                       started_at, ended_at, first_seen, last_seen, producer, inputs, outputs,
+                                       job_rank, jobs, warnings)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (source) DO UPDATE SET
-        parent_run_id = coalesce(parent_run_id, excluded.parent_run_id),
-        state = CASE WHEN excluded.state_rank > state_rank THEN excluded.state ELSE state END,
-        ended_at = CASE WHEN excluded.state_rank > state_rank THEN excluded.ended_at ELSE ended_at END,
-        producer = CASE WHEN excluded.state_rank > state_rank THEN excluded.producer ELSE producer END,
-        state_rank = max(state_rank, excluded.state_rank),
-        started_at = min(coalesce(started_at, excluded.started_at), coalesce(excluded.started_at, started_at)),
-        first_seen = min(first_seen, excluded.first_seen),
-        last_seen = max(last_seen, excluded.last_seen),
+        parent_run_id = coalesce(s.parent_run_id, excluded.parent_run_id),
+        state = CASE WHEN excluded.state_rank > s.state_rank THEN excluded.state ELSE s.state END,
+        ended_at = CASE WHEN excluded.state_rank > s.state_rank THEN excluded.ended_at ELSE s.ended_at END,
+        producer = CASE WHEN excluded.state_rank > s.state_rank THEN excluded.producer ELSE s.producer END,
+        state_rank = max(s.state_rank, excluded.state_rank),
+        started_at = min(coalesce(s.started_at, excluded.started_at), coalesce(excluded.started_at, s.started_at)),
+        first_seen = min(s.first_seen, excluded.first_seen),
+        last_seen = max(s.last_seen, excluded.last_seen),
         inputs = excluded.inputs,
         outputs = excluded.outputs,
         job_namespace = excluded.job_namespace,
@@ -758,14 +414,14 @@ PUT_FACET = """
 """
 # the latest of each facet of a run or job: a facet of a lower-ranked event leaves the stored one alone
 UPSERT_FACET = """
-    INSERT INTO external_facets (owner, facet_key, facet_rank, facet) VALUES (?, ?, ?, ?)
+    INSERT INTO external_facets AS f (owner, facet_key, facet_rank, facet) VALUES (?, ?, ?, ?)
     ON CONFLICT (owner, facet_key) DO UPDATE SET facet_rank = excluded.facet_rank, facet = excluded.facet
-    WHERE excluded.facet_rank > external_facets.facet_rank
+    WHERE excluded.facet_rank > f.facet_rank
 """
 UPSERT_IDENTIFIER = """
-    INSERT INTO external_identifiers (namespace, name, asset_id, type, id_rank) VALUES (?, ?, ?, ?, ?)
+    INSERT INTO external_identifiers AS i (namespace, name, asset_id, type, id_rank) VALUES (?, ?, ?, ?, ?)
     ON CONFLICT (namespace, name, asset_id) DO UPDATE SET type = excluded.type, id_rank = excluded.id_rank
-    WHERE excluded.id_rank > external_identifiers.id_rank
+    WHERE excluded.id_rank > i.id_rank
 """
 IDENTIFIERS_OF_ASSET = (
     "SELECT namespace, name, type FROM external_identifiers WHERE asset_id = ? ORDER BY namespace, name"
@@ -815,11 +471,22 @@ def facets_of(count: int) -> str:
     )
 
 
+# a run or job new to the group's transaction, inserted before the merge: no row changed when
+# another process inserted it first
+CLAIM_SOURCE = """
+    INSERT INTO external_sources (source, job_namespace, job_name, run_id, parent_run_id, state, state_rank,
+                                  started_at, ended_at, first_seen, last_seen, producer, inputs, outputs,
+                                  job_rank, jobs, warnings)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT DO NOTHING
+"""
 INSERT_EXTERNAL_USAGE = """
-    INSERT OR IGNORE INTO external_usages (job_namespace, job_name, direction, asset_id) VALUES (?, ?, ?, ?)
+    INSERT INTO external_usages (job_namespace, job_name, direction, asset_id) VALUES (?, ?, ?, ?)
+    ON CONFLICT DO NOTHING
 """
 INSERT_EXTERNAL_EDGE = """
-    INSERT OR IGNORE INTO external_lineage (upstream_id, downstream_id, job_namespace, job_name) VALUES (?, ?, ?, ?)
+    INSERT INTO external_lineage (upstream_id, downstream_id, job_namespace, job_name) VALUES (?, ?, ?, ?)
+    ON CONFLICT DO NOTHING
 """
 SELECT_SOURCES = """
     SELECT source, job_namespace, job_name, run_id, parent_run_id, state, started_at, ended_at,
@@ -829,11 +496,6 @@ SELECT_SOURCES = """
 EXTERNAL_USAGES_OF_ASSET = """
     SELECT direction, job_namespace, job_name FROM external_usages
     WHERE asset_id = ? ORDER BY job_namespace, job_name, direction
-"""
-GET_IMPORT_POSITION = "SELECT position FROM import_positions WHERE source = ?"
-SET_IMPORT_POSITION = """
-    INSERT INTO import_positions (source, position, updated_at) VALUES (?, ?, ?)
-    ON CONFLICT (source) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at
 """
 COUNT_TABLE = {
     name: f"SELECT count(*) FROM {name}"
@@ -858,25 +520,26 @@ def bindings_of(count: int) -> str:
     """
 
 
+def locked_bindings_of(count: int) -> str:
+    """:func:`bindings_of`, the rows locked in key order (writers side by side)."""
+    return bindings_of(count) + " ORDER BY ol_namespace, ol_name" + LOCK
+
+
 def sources_of(count: int) -> str:
+    """The runs and jobs a group merges into: their inputs and outputs, job, jobs and warnings."""
     return f"""
         SELECT source, inputs, outputs, job_namespace, job_name, job_rank, jobs, warnings
         FROM external_sources WHERE source IN ({", ".join("?" * count)})
     """
 
 
-# --- prefect import state ---------------------------------------------------------------------
+def locked_sources_of(count: int) -> str:
+    return sources_of(count) + " ORDER BY source" + LOCK
 
-GET_PREFECT_STATE = (
-    "SELECT last_occurred, last_event_ids, events_read, updated_at FROM prefect_import_state WHERE api_url = ?"
-)
-UPSERT_PREFECT_STATE = """
-    INSERT INTO prefect_import_state (api_url, last_occurred, last_event_ids, events_read, updated_at)
-    VALUES (?, ?, ?, ?, ?)
-    ON CONFLICT (api_url) DO UPDATE SET
-        last_occurred = excluded.last_occurred, last_event_ids = excluded.last_event_ids,
-        events_read = excluded.events_read, updated_at = excluded.updated_at
-"""
+
+def locked_assets(count: int) -> str:
+    return f"SELECT {ASSET_COLUMNS} FROM assets WHERE id IN ({', '.join('?' * count)}) ORDER BY id" + LOCK
+
 
 # --- declared jobs (a flow's static lineage) ------------------------------------------------
 
@@ -886,7 +549,7 @@ DECLARED_JOBS_OF_FLOW = (
 )
 INSERT_DECLARED_JOB = """
     INSERT INTO declared_jobs (flow_namespace, flow_id, task_id, declaration, declaration_hash, declared_at)
-    VALUES (?, ?, ?, ?, ?, ?)
+    VALUES (?, ?, ?, ?, ?, ?) RETURNING pk
 """
 UPDATE_DECLARED_JOB = "UPDATE declared_jobs SET declaration = ?, declaration_hash = ?, declared_at = ? WHERE pk = ?"
 DELETE_DECLARED_JOB = "DELETE FROM declared_jobs WHERE pk = ?"
@@ -912,9 +575,7 @@ def select_declared_jobs(
 
 # --- outbox ---------------------------------------------------------------------------------
 
-QUEUE_EVENT = (
-    "INSERT INTO outbox (kind, ref, run_key, queued_at) VALUES (?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
-)
+QUEUE_EVENT = f"INSERT INTO outbox (kind, ref, run_key, queued_at) VALUES (?, ?, ?, {NOW})"
 OUTBOX_COLUMNS = "seq, kind, ref, run_key, queued_at, state, attempts, next_attempt_at, last_status, last_error"
 # the due pending rows that are first of their run key (an earlier row of the key, pending or
 # dead, holds the later ones back), in commit order
@@ -925,9 +586,7 @@ OUTBOX_HEADS = f"""
     ORDER BY o.seq LIMIT ?
 """
 # rows tried before and pending are first of their run key (only those are ever tried)
-OUTBOX_NEXT_RETRY = (
-    "SELECT min(next_attempt_at) FROM outbox INDEXED BY outbox_retrying WHERE state = 'pending' AND attempts > 0"
-)
+OUTBOX_NEXT_RETRY = f"SELECT min(next_attempt_at) FROM outbox{RETRY_INDEX} WHERE state = 'pending' AND attempts > 0"
 OUTBOX_DELETE = "DELETE FROM outbox WHERE seq = ?"
 OUTBOX_RETRY_LATER = (
     "UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_status = ?, last_error = ? WHERE seq = ?"
@@ -935,8 +594,8 @@ OUTBOX_RETRY_LATER = (
 OUTBOX_DEAD = "UPDATE outbox SET state = 'dead', attempts = ?, last_status = ?, last_error = ? WHERE seq = ?"
 OUTBOX_REQUEUE_ALL = "UPDATE outbox SET state = 'pending', next_attempt_at = 0 WHERE state = 'dead'"
 OUTBOX_COUNT_DELIVERED = """
-    INSERT INTO outbox_delivery (id, delivered, last_success_at) VALUES (1, ?, ?)
-    ON CONFLICT (id) DO UPDATE SET delivered = delivered + excluded.delivered,
+    INSERT INTO outbox_delivery AS d (id, delivered, last_success_at) VALUES (1, ?, ?)
+    ON CONFLICT (id) DO UPDATE SET delivered = d.delivered + excluded.delivered,
         last_success_at = excluded.last_success_at
 """
 OUTBOX_DELIVERY = "SELECT delivered, last_success_at FROM outbox_delivery WHERE id = 1"
@@ -969,18 +628,15 @@ def delete_outbox(count: int) -> str:
     return f"DELETE FROM outbox WHERE seq IN ({', '.join('?' * count)})"
 
 
-# --- backfill checkpoints -------------------------------------------------------------------
+# --- positions and a backfill's refused events ----------------------------------------------
 
-CHECKPOINT_COLUMNS = "name, filters, position, runs, events, updated_at, ahead"
-GET_CHECKPOINT = f"SELECT {CHECKPOINT_COLUMNS} FROM backfill_checkpoints WHERE name = ?"
-LIST_CHECKPOINTS = f"SELECT {CHECKPOINT_COLUMNS} FROM backfill_checkpoints ORDER BY name"
-SAVE_CHECKPOINT = """
-    INSERT INTO backfill_checkpoints (name, filters, position, runs, events, updated_at, ahead)
-    VALUES (?, ?, ?, ?, ?, ?, ?)
-    ON CONFLICT (name) DO UPDATE SET filters = excluded.filters, position = excluded.position, runs = excluded.runs,
-        events = excluded.events, updated_at = excluded.updated_at, ahead = excluded.ahead
+GET_POSITION = "SELECT kind, name, value, updated_at FROM positions WHERE kind = ? AND name = ?"
+LIST_POSITIONS = "SELECT kind, name, value, updated_at FROM positions WHERE kind = ? ORDER BY name"
+LIST_ALL_POSITIONS = "SELECT kind, name, value, updated_at FROM positions ORDER BY kind, name"
+SAVE_POSITION = """
+    INSERT INTO positions (kind, name, value, updated_at) VALUES (?, ?, ?, ?)
+    ON CONFLICT (kind, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
 """
-DELETE_CHECKPOINT = "DELETE FROM backfill_checkpoints WHERE name = ?"
 REFUSED_COLUMNS = "item_time, item_order, ref, event, status, error, refused_at"
 SELECT_REFUSED = (
     f"SELECT {REFUSED_COLUMNS} FROM backfill_refused WHERE checkpoint = ? ORDER BY item_time, item_order, ref LIMIT ?"
@@ -1021,9 +677,11 @@ SELECT_LEASE = f"""
     SELECT l.worker, l.acquired_at, {WORKER_COLUMNS} FROM outbox_lease l
     LEFT JOIN stream_workers w ON w.id = l.worker WHERE l.id = 1
 """
+# from the holder given (the third value), or from nobody: one row changed when taken
 TAKE_LEASE = """
     INSERT INTO outbox_lease (id, worker, acquired_at) VALUES (1, ?, ?)
     ON CONFLICT (id) DO UPDATE SET worker = excluded.worker, acquired_at = excluded.acquired_at
+    WHERE outbox_lease.worker = ?
 """
 RELEASE_LEASE = "DELETE FROM outbox_lease WHERE id = 1 AND worker = ?"
 LEASE_HOLDER = "SELECT worker FROM outbox_lease WHERE id = 1"

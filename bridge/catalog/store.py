@@ -1,28 +1,37 @@
-"""The embedded asset catalog on SQLite.
+"""The asset catalog, the public API of :mod:`bridge.catalog`, on SQLite or PostgreSQL.
 
 Every write runs in one transaction: a refused input changes nothing. Reads return the records of
-:mod:`bridge.model`, never rows. The SQL is in :mod:`bridge.catalog.sql`, the row conversions in
-:mod:`bridge.catalog.rows` and the writes in :mod:`bridge.catalog.writes`.
+:mod:`bridge.model`, never rows. The engine (:mod:`bridge.catalog.engine`, the contract; its
+SQLite and PostgreSQL modules) says how to reach the catalog, the SQL is in
+:mod:`bridge.catalog.sql`, the schema and its versions in :mod:`bridge.catalog.schema` and
+:mod:`bridge.catalog.migrate`, the row conversions in :mod:`bridge.catalog.rows` and the writes in
+:mod:`bridge.catalog.writes` and :mod:`bridge.catalog.external`.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
 from bridge.catalog import columns as column_queries
-from bridge.catalog import external, rows, sql, writes
+from bridge.catalog import external, positions, rows, sql, writes
+from bridge.catalog import migrate as schema_migrations
 from bridge.catalog.columns import ColumnLineageGraph, StoredColumnEdge
+from bridge.catalog.engine import Busy, Connection, Cursor, Database, Engine, is_url
 from bridge.catalog.external import IngestResult
 from bridge.catalog.outbox import ASSET_CHANGE, Outbox, queue_event
+from bridge.catalog.positions import BACKFILL, Checkpoint, Position, RefusedItem
 from bridge.catalog.query import AssetQuery, PurgeResult
+from bridge.catalog.sqlite import SqliteEngine
+from bridge.catalog.sqlite import storage_error as sqlite_storage_error
 from bridge.catalog.workers import Workers
 from bridge.catalog.writes import DeclareResult, RecordResult
 from bridge.errors import BridgeError, CatalogError, NotFoundError, ValidationError
@@ -42,6 +51,8 @@ from bridge.model import (
     format_time,
 )
 from bridge.model.received import IncomingEvent
+
+T = TypeVar("T")
 
 
 @attrs.frozen
@@ -65,62 +76,137 @@ class LineageGraph:
 
 
 class Catalog:
-    """The asset catalog. ``Catalog(path)`` opens (and creates or migrates) a SQLite file;
-    ``":memory:"`` gives a private in-memory catalog."""
+    """The asset catalog. ``Catalog(target)`` opens a catalog: a SQLite file (``":memory:"``, a
+    private in-memory one) or a PostgreSQL database (a ``postgresql://`` URL, see
+    :mod:`bridge.catalog.postgres`). A new one (a file that does not exist, an empty database) is
+    created unless ``create=False``; an older SQLite catalog is brought to the current schema."""
 
-    def __init__(self, path: str | Path = "olbridge.db") -> None:
-        self.path = str(path)
-        if self.path != ":memory:":
-            parent = Path(self.path).parent
-            if not parent.is_dir():
-                raise CatalogError(f"cannot open catalog {self.path}: folder {parent} does not exist")
+    def __init__(self, target: str | Path = "olbridge.db", *, create: bool = True, migrate: bool | None = None) -> None:
+        self.engine = open_engine(target)
+        self.path = self.engine.location  # what messages show (a password masked)
+        self._target = target
+        if not create and isinstance(self.engine, SqliteEngine) and not self.engine.exists():
+            raise CatalogError(f"no catalog at {self.path}; create one with olbridge init")
         try:
-            self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            for pragma in sql.PRAGMAS:
-                self._conn.execute(pragma)
-            self._migrate()
-        except sqlite3.DatabaseError as exc:
-            raise storage_error(exc, self.path) or CatalogError(f"cannot open catalog {self.path}: {exc}") from exc
+            self.db = Database(self.engine)
+        except Exception as exc:
+            raise self._open_error(exc) from exc
+        self.upgraded_from: int | None = None  # the version an older catalog was brought up from
+        try:
+            self._open(create=create, migrate=self.engine.upgrades_on_open if migrate is None else migrate)
+        except BaseException as exc:
+            self.db.close()
+            if isinstance(exc, Exception) and not isinstance(exc, BridgeError):
+                raise self._open_error(exc) from exc
+            raise
+
+    def _open_error(self, exc: Exception) -> Exception:
+        """What an error opening the catalog stands for: a CatalogError naming the catalog where it
+        is about the storage (the file, the server), else the error itself (a fault)."""
+        found = self.engine.storage_error(exc)
+        if found is not None:
+            return found
+        if isinstance(exc, sqlite3.DatabaseError):
+            return CatalogError(f"cannot open catalog {self.path}: {exc}")
+        return exc
 
     # --- life cycle ------------------------------------------------------------------------
 
-    def _migrate(self) -> None:
-        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+    def _open(self, *, create: bool, migrate: bool) -> None:
+        """Make a new catalog (``create``), check the version of an existing one, and bring an
+        older one to the current version (``migrate``)."""
+        version = self.engine.version(self._conn)
+        if version is None:
+            if not create and not self.in_memory:  # a private in-memory catalog is always new
+                raise CatalogError(f"no catalog at {self.path}; create one with olbridge init")
+            schema_migrations.create(self.db)
+            return
         if version > sql.SCHEMA_VERSION:
             raise CatalogError(
                 f"catalog {self.path} has schema version {version}, newer than this olbridge knows "
                 f"({sql.SCHEMA_VERSION}); upgrade olbridge"
             )
-        for number, (_name, script) in enumerate(sql.MIGRATIONS, start=1):
-            if number <= version:
-                continue
-            self._conn.executescript(f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
+        if version < sql.SCHEMA_VERSION:
+            if not migrate:
+                raise CatalogError(
+                    f"catalog {self.path} has schema version {version}, older than this olbridge's "
+                    f"({sql.SCHEMA_VERSION}); bring it up to date with olbridge migrate"
+                )
+            self.upgraded_from = version
+            schema_migrations.upgrade(self.engine)
+
+    @property
+    def _conn(self) -> Connection:
+        """The connection (for reads outside a transaction, and for the tests)."""
+        return self.db.conn
+
+    def reopen(self) -> Catalog:
+        """Another connection to the same catalog (for another thread), as a Catalog of its own."""
+        if self.in_memory:
+            raise CatalogError("an in-memory catalog cannot be opened twice")
+        return Catalog(self._target, create=False)
+
+    @property
+    def in_memory(self) -> bool:
+        """A private in-memory catalog (SQLite's ``:memory:``): no other connection can see it."""
+        return isinstance(self.engine, SqliteEngine) and self.engine.in_memory
+
+    def unavailable(self, exc: BaseException) -> bool:
+        """Whether an error says the catalog cannot take a write right now (locked, busy, out of
+        reach, losing every race): worth trying again later, not a fault."""
+        return self.engine.busy(exc)
+
+    @property
+    def dialect(self) -> str:
+        """The engine's name: ``sqlite`` or ``postgresql``."""
+        return self.engine.name
 
     def check_writable(self) -> None:
         """Raise a CatalogError unless this process can write the catalog (the file, its folder for
         the journal, no other process holding it locked). Nothing is changed."""
-        cur = self._conn.cursor()
         try:
-            cur.execute("BEGIN IMMEDIATE")  # the write lock
-            try:
-                cur.execute(f"PRAGMA user_version = {self.schema_version}")  # a write of what is there
-            finally:
-                cur.execute("ROLLBACK")
-        except sqlite3.Error as exc:
-            raise storage_error(exc, self.path) or CatalogError(f"catalog {self.path}: {exc}") from exc
-        finally:
-            cur.close()
+            with self.transaction() as cur:  # the write lock
+                self.engine.stamp(cur, self.schema_version)  # a write of what is there
+                raise _Rollback
+        except _Rollback:
+            pass
+        except Exception as exc:
+            error = self.engine.storage_error(exc)
+            if error is not None:
+                raise error from exc
+            if isinstance(exc, sqlite3.Error):
+                raise CatalogError(f"catalog {self.path}: {exc}") from exc
+            raise
+
+    def reset_keys(self) -> None:
+        """After rows were written with their keys (a copy from another catalog): the next task run,
+        change, declared job, received event or outbox row gets a key past the highest."""
+        self.db.write(self.engine.reset_keys)
+
+    def table_names(self) -> list[str]:
+        """The catalog's tables (its data; not the schema's version table), in name order."""
+        return [name for name in self.engine.tables(self._conn) if name != schema_migrations.VERSION_TABLE]
 
     @property
     def schema_version(self) -> int:
-        return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+        return self.engine.version(self._conn) or 0
 
     def pragma(self, setting: str) -> None:
-        """Set a SQLite pragma on this connection (``"synchronous = FULL"``)."""
+        """Set a SQLite pragma on this connection (``"wal_autocheckpoint = 0"``)."""
+        if not isinstance(self.engine, SqliteEngine):
+            raise CatalogError(f"a pragma is SQLite's; catalog {self.path} is on {self.engine.name}")
         self._conn.execute(f"PRAGMA {setting}")
 
+    def set_durability(self, level: str) -> None:
+        """How sure a commit on this connection is once it returns: ``full`` (it survives a power
+        loss) or ``normal`` (a crash of olbridge; SQLite's WAL default, PostgreSQL without waiting
+        for the disk)."""
+        if level not in ("full", "normal"):
+            raise ValueError(f"durability is 'full' or 'normal', not {level!r}")
+        self.engine.durability(self._conn, level)
+
     def close(self) -> None:
-        self._conn.close()
+        self.db.close()
 
     def __enter__(self) -> Catalog:
         return self
@@ -129,24 +215,11 @@ class Catalog:
         self.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Cursor]:
-        """One write transaction: everything in it lands, or nothing does."""
-        cur = self._conn.cursor()
-        cur.execute("BEGIN IMMEDIATE")
-        try:
+    def transaction(self) -> Iterator[Cursor]:
+        """One write transaction: everything in it lands, or nothing does. Not run again should
+        it lose a race with another writer (see :meth:`Database.write`)."""
+        with self.db.transaction() as cur:
             yield cur
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
-        else:
-            cur.execute("COMMIT")
-        finally:
-            cur.close()
-
-    def read_one(self, statement: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        """The first row of a read, outside any write transaction (it takes no write lock)."""
-        row = self._conn.execute(statement, params).fetchone()
-        return tuple(row) if row is not None else None
 
     # --- assets ----------------------------------------------------------------------------
 
@@ -199,6 +272,9 @@ class Catalog:
         return found
 
     def list_assets(self, query: AssetQuery = AssetQuery()) -> list[Asset]:
+        return self._list_assets(self._conn, query)
+
+    def _list_assets(self, conn: Connection | Cursor, query: AssetQuery) -> list[Asset]:
         statement = sql.select_assets(
             types=len(query.types),
             namespace=query.namespace is not None,
@@ -211,7 +287,7 @@ class Catalog:
             params.append(query.namespace)
         if query.updated_before is not None:
             params.append(format_time(query.updated_before))
-        assets = [rows.asset_from_row(r) for r in self._conn.execute(statement, params)]
+        assets = [rows.asset_from_row(r) for r in conn.execute(statement, params)]
         return [a for a in assets if all(f.matches(a.metadata) for f in query.metadata)]
 
     def count_assets(self) -> int:
@@ -220,25 +296,27 @@ class Catalog:
     def set_asset(self, decl: AssetDeclaration, *, now: datetime, allow_type_change: bool = False) -> Asset:
         """Create or update an asset outside any task run (Kestra's ``Set``). Metadata merges; a key
         sent with null is removed. The change is kept and exported as a DatasetEvent."""
-        with self.transaction() as cur:
-            return writes.set_asset(cur, decl, now=now, allow_type_change=allow_type_change)
+        return self.db.write(lambda cur: writes.set_asset(cur, decl, now=now, allow_type_change=allow_type_change))
 
     def record(
         self, runs: Iterable[TaskRun], updates: Iterable[AssetDeclaration] = (), *, now: datetime | None = None
     ) -> tuple[list[RecordResult], list[Asset]]:
         """Record task runs, then asset updates made outside them, in one transaction."""
-        with self.transaction() as cur:
-            results = [writes.write_task_run(cur, run) for run in runs]
-            assets = []
-            for decl in updates:
-                assert now is not None, "updates need the time they are made"
-                assets.append(writes.set_asset(cur, decl, now=now, allow_type_change=False))
+        each, updates = _replayable(runs), list(updates)
+        assert now is not None or not updates, "updates need the time they are made"
+
+        def work(cur: Cursor) -> tuple[list[RecordResult], list[Asset]]:
+            results = [writes.write_task_run(cur, run) for run in each()]
+            assets = [writes.set_asset(cur, decl, now=now, allow_type_change=False) for decl in updates if now]
             return results, assets
+
+        return self.db.write(work)
 
     def delete_asset(self, asset_id: str, *, now: datetime) -> Asset:
         """Soft-delete an asset (a decommissioned resource). It is exported as a DatasetEvent with
         ``lifecycleStateChange: DROP``; a later write brings it back."""
-        with self.transaction() as cur:
+
+        def work(cur: Cursor) -> Asset:
             current = writes.get_asset(cur, asset_id)
             if current is None:
                 raise NotFoundError(f"no asset with id {asset_id!r}")
@@ -246,10 +324,13 @@ class Catalog:
                 return current
             asset = attrs.evolve(current, deleted_at=now, updated_at=now)
             cur.execute(sql.UPSERT_ASSET, rows.asset_row(asset))
-            cur.execute(sql.INSERT_CHANGE, (asset.id, "delete", format_time(now), rows.snapshot(asset)))
-            assert cur.lastrowid is not None
-            queue_event(cur, ASSET_CHANGE, cur.lastrowid, asset.id)
+            seq = cur.execute(
+                sql.INSERT_CHANGE, (asset.id, "delete", format_time(now), rows.snapshot(asset))
+            ).fetchone()[0]
+            queue_event(cur, ASSET_CHANGE, seq, asset.id)
             return asset
+
+        return self.db.write(work)
 
     def purge(self, query: AssetQuery, *, usages: bool = False, lineage: bool = False) -> PurgeResult:
         """Hard-delete the assets the query matches (deleted ones included), with their change
@@ -259,8 +340,9 @@ class Catalog:
                 "purge needs at least one filter (namespace, id, type, metadata or end date)", rule="purge.filter"
             )
         query = attrs.evolve(query, include_deleted=True)
-        with self.transaction() as cur:
-            ids = [a.id for a in self.list_assets(query)]
+
+        def work(cur: Cursor) -> PurgeResult:
+            ids = [a.id for a in self._list_assets(cur, query)]
             counts = {"assets": 0, "usages": 0, "lineage": 0}
             for start in range(0, len(ids), 400):
                 chunk = ids[start : start + 400]
@@ -275,6 +357,8 @@ class Catalog:
                     counts["lineage"] += cur.execute(sql.delete_lineage_of(len(chunk)), chunk * 2).rowcount
                     cur.execute(sql.delete_column_lineage_of(len(chunk)), chunk * 2)
             return PurgeResult(ids=tuple(ids), **counts)
+
+        return self.db.write(work)
 
     def iter_changes(
         self,
@@ -312,6 +396,30 @@ class Catalog:
     def record_task_runs(self, runs: Iterable[TaskRun]) -> list[RecordResult]:
         """Record many task runs in one transaction: all land, or none does."""
         return self.record(runs)[0]
+
+    def record_each(
+        self, runs: Iterable[TaskRun], *, position: Position | None = None
+    ) -> list[RecordResult | CatalogError]:
+        """Record task runs in one transaction with the ``position`` of the import they come from,
+        each run in a savepoint of its own: a run the catalog cannot take (one that already ended
+        with other content) comes back as its CatalogError and leaves no trace, the others land."""
+        runs = list(runs)
+
+        def work(cur: Cursor) -> list[RecordResult | CatalogError]:
+            results: list[RecordResult | CatalogError] = []
+            for run in runs:
+                cur.execute("SAVEPOINT task_run")
+                try:
+                    results.append(writes.write_task_run(cur, run))
+                except CatalogError as exc:
+                    cur.execute("ROLLBACK TO task_run")
+                    results.append(exc)
+                cur.execute("RELEASE task_run")
+            if position is not None:
+                positions.save(cur, position)
+            return results
+
+        return self.db.write(work)
 
     def count_task_runs(self) -> int:
         return int(self._conn.execute(sql.COUNT_TASK_RUNS).fetchone()[0])
@@ -402,27 +510,62 @@ class Catalog:
 
     # --- external lineage (the receiver) -----------------------------------------------------
 
-    def ingest(self, events: Sequence[IncomingEvent], resolver: Resolver) -> list[IngestResult | Exception]:
-        """Take accepted external events in one transaction. Should one of them fail, the group is
-        taken again one event at a time, each in a savepoint of its own: the failing event leaves
-        no trace and comes back as its exception, the others land. Re-sent events come back as
-        duplicates and change nothing."""
+    def ingest(
+        self, events: Sequence[IncomingEvent], resolver: Resolver, *, position: Position | None = None
+    ) -> list[IngestResult | Exception]:
+        """Take accepted external events in one transaction, with the ``position`` of the import
+        they come from, if any. Should one of them fail, the group is taken again one event at a
+        time, each in a savepoint of its own: the failing event leaves no trace and comes back as
+        its exception, the others land. Re-sent events come back as duplicates and change nothing.
+        Where several processes write (PostgreSQL), a group that loses a race with another is
+        taken again; it lands once, whichever process took its events first."""
+        concurrent = self.engine.concurrent_writers
+
+        def whole(cur: Cursor) -> list[IngestResult | Exception]:
+            taken: list[IngestResult | Exception] = list(
+                external.ingest_events(cur, events, resolver, concurrent=concurrent)
+            )
+            if position is not None:
+                positions.save(cur, position)
+            return taken
+
         try:
-            with self.transaction() as cur:
-                return list(external.ingest_events(cur, events, resolver))
-        except (sqlite3.IntegrityError, BridgeError, ValueError):
-            pass  # one of them: find it
-        with self.transaction() as cur:
+            return self.db.write(whole)
+        except Exception as exc:
+            if isinstance(exc, Busy) or not self._one_event(exc):
+                raise  # not one event's fault: the caller's to report
+
+        def each(cur: Cursor) -> list[IngestResult | Exception]:
             results: list[IngestResult | Exception] = []
             for event in events:
                 cur.execute("SAVEPOINT event")
                 try:
-                    results.extend(external.ingest_events(cur, [event], resolver))
-                except (sqlite3.Error, BridgeError, ValueError) as exc:
+                    results.extend(external.ingest_events(cur, [event], resolver, concurrent=concurrent))
+                except Exception as exc:
+                    if self.engine.conflict(exc) or not (self._one_event(exc) or self.engine.busy(exc)):
+                        raise
                     cur.execute("ROLLBACK TO event")
-                    results.append(exc)
+                    results.append(self._event_error(exc))
                 cur.execute("RELEASE event")
+            if position is not None:
+                positions.save(cur, position)
             return results
+
+        return self.db.write(each)
+
+    def _one_event(self, exc: BaseException) -> bool:
+        """Whether an error of a group's write may be one event's (then each is taken alone)."""
+        if isinstance(exc, Busy) or self.engine.busy(exc):
+            return False
+        return isinstance(exc, BridgeError | ValueError) or self.engine.refused(exc)
+
+    def _event_error(self, exc: Exception) -> Exception:
+        """What taking one event came to when it failed: its refusal, or a Busy to retry it."""
+        if isinstance(exc, BridgeError | ValueError):
+            return exc
+        if self.engine.refused(exc):
+            return CatalogError(f"the catalog cannot store the event: {exc}")
+        return Busy(f"the catalog could not take the event: {exc}")
 
     def count_received(self) -> dict[str, int]:
         """Rows of the receiver's tables: events, datasets, sources (runs and jobs), usages, edges."""
@@ -451,20 +594,30 @@ class Catalog:
             )
         return out
 
-    def import_position(self, source: str) -> str | None:
-        row = self._conn.execute(sql.GET_IMPORT_POSITION, (source,)).fetchone()
-        return str(row[0]) if row else None
+    # --- positions ---------------------------------------------------------------------------
 
-    def set_import_position(self, source: str, position: str, *, now: datetime) -> None:
-        with self.transaction() as cur:
-            cur.execute(sql.SET_IMPORT_POSITION, (source, position, format_time(now)))
+    def position(self, kind: str, name: str) -> Position | None:
+        """Where the reader or replay ``name`` of ``kind`` got to (None: nowhere yet); see
+        :mod:`bridge.catalog.positions`."""
+        return positions.read(self._conn, kind, name)
+
+    def positions(self, kind: str | None = None) -> list[Position]:
+        """Every position (of one kind), by kind and name."""
+        return positions.read_all(self._conn, kind)
+
+    def save_position(self, position: Position) -> None:
+        """Save a position on its own (a page that brought nothing to write, say); a position that
+        covers data goes in the transaction writing it (``ingest``, ``record_each``)."""
+        self.db.write(lambda cur: positions.save(cur, position))
 
     # --- declared jobs (a flow's static lineage) -------------------------------------------
 
     def declare_flows(self, flows: Iterable[DeclaredFlow], *, now: datetime) -> list[DeclareResult]:
         """Record flows' declared lineage, in one transaction: each flow's declared jobs replace
         the ones it had. Declaring a flow again as it was changes nothing."""
-        with self.transaction() as cur:
+        flows = list(flows)
+
+        def work(cur: Cursor) -> list[DeclareResult]:
             results: list[DeclareResult] = []
             for flow in flows:
                 if any((r.namespace, r.flow_id) == (flow.namespace, flow.flow_id) for r in results):
@@ -473,6 +626,8 @@ class Catalog:
                     )
                 results.append(writes.declare_flow(cur, flow, now=now))
             return results
+
+        return self.db.write(work)
 
     def declared_job(self, pk: int) -> StoredDeclaredJob:
         row = self._conn.execute(sql.GET_DECLARED_JOB, (pk,)).fetchone()
@@ -510,19 +665,20 @@ class Catalog:
     @property
     def outbox(self) -> Outbox:
         """The events queued for delivery (see :mod:`bridge.catalog.outbox`)."""
-        return Outbox(self._conn, self.transaction)
+        return Outbox(self.db)
 
     @property
     def workers(self) -> Workers:
         """The stream workers and the outbox's lease (see :mod:`bridge.catalog.workers`)."""
-        return Workers(self._conn, self.transaction)
+        return Workers(self.db)
 
     def get_checkpoint(self, name: str) -> Checkpoint | None:
-        row = self._conn.execute(sql.GET_CHECKPOINT, (name,)).fetchone()
-        return _checkpoint_from_row(row) if row is not None else None
+        """A backfill's checkpoint: its ``backfill`` position."""
+        found = self.position(BACKFILL, name)
+        return Checkpoint.from_position(found) if found is not None else None
 
     def list_checkpoints(self) -> list[Checkpoint]:
-        return [_checkpoint_from_row(row) for row in self._conn.execute(sql.LIST_CHECKPOINTS)]
+        return [Checkpoint.from_position(p) for p in self.positions(BACKFILL)]
 
     def save_checkpoint(
         self,
@@ -535,21 +691,9 @@ class Catalog:
         """Move a backfill's checkpoint, in one transaction with the events its backend refused
         (kept until they are re-sent) and the refused ones delivered since (``resolved``: gone
         from the list). ``clear_refused`` forgets the checkpoint's earlier refusals first."""
-        position = None if checkpoint.position is None else list(checkpoint.position)
-        ahead = [[list(p), settled] for p, settled in checkpoint.ahead]
-        with self.transaction() as cur:
-            cur.execute(
-                sql.SAVE_CHECKPOINT,
-                (
-                    checkpoint.name,
-                    rows.dumps(checkpoint.filters),
-                    rows.dumps(position),
-                    checkpoint.runs,
-                    checkpoint.events,
-                    checkpoint.updated_at,
-                    rows.dumps(ahead),
-                ),
-            )
+
+        def work(cur: Cursor) -> None:
+            positions.save(cur, checkpoint.to_position())
             if clear_refused:
                 cur.execute(sql.CLEAR_REFUSED, (checkpoint.name,))
             for item in resolved:
@@ -559,6 +703,8 @@ class Catalog:
                     sql.SAVE_REFUSED,
                     (checkpoint.name, *item.position, item.event, item.status, item.error, item.refused_at),
                 )
+
+        self.db.write(work)
 
     def refused_items(self, checkpoint: str, *, limit: int = 1_000_000) -> list[RefusedItem]:
         """The events a backfill's backend refused for good, in the backfill's order."""
@@ -570,10 +716,6 @@ class Catalog:
     def count_refused(self) -> dict[str, int]:
         """How many refused events each backfill checkpoint keeps."""
         return {name: int(count) for name, count in self._conn.execute(sql.COUNT_REFUSED)}
-
-    def delete_checkpoint(self, name: str) -> None:
-        with self.transaction() as cur:
-            cur.execute(sql.DELETE_CHECKPOINT, (name,))
 
     # --- lineage ---------------------------------------------------------------------------
 
@@ -649,62 +791,55 @@ class Catalog:
         return column_queries.edges_of(self._conn, source=source, task_run_pk=task_run_pk)
 
 
-Position = tuple[str, int, int]  # (time, 0 change | 1 run, seq | pk); ("", -1, pk) a declared job
+def open_engine(target: str | Path) -> Engine:
+    """The engine of a catalog target: a ``postgresql://`` URL, else a SQLite file (or ``:memory:``)."""
+    if is_url(target):
+        from bridge.catalog.postgres import PostgresEngine  # psycopg: only where a URL is given
+
+        return PostgresEngine(str(target))
+    return SqliteEngine(target)
 
 
-@attrs.frozen
-class Checkpoint:
-    """Where a backfill stopped: ``position`` is the last item before which every event was
-    delivered or refused for good (None: none yet), as (time, 0 for an asset change or 1 for a
-    task run, its seq or pk; ("", -1, pk) for a declared job). ``ahead`` holds the items past it
-    that a window half done already settled, each with how many of its events (1: a run's START,
-    so its end is next)."""
-
-    name: str
-    filters: dict[str, Any]
-    position: Position | None
-    runs: int
-    events: int
-    updated_at: str
-    ahead: tuple[tuple[Position, int], ...] = ()
+def unreadable(target: str | Path) -> str | None:
+    """Why a catalog cannot be read right now (None: it can), from a short connection of its own
+    that waits for nothing (a receiver's readiness)."""
+    try:
+        return open_engine(target).unreadable()
+    except BridgeError as exc:
+        return str(exc)
 
 
-@attrs.frozen
-class RefusedItem:
-    """An event a backfill's backend refused for good: its item's position, which event
-    (``start`` or ``end`` of a task run, ``event`` of the others; a refused START holds its run's
-    end), the backend's status and answer."""
+def storage_error(exc: BaseException, where: str | Path) -> CatalogError | None:
+    """The CatalogError that a driver's error about the catalog's storage stands for (SQLite: the
+    file, the disk, a lock; PostgreSQL: the server, the connection, the password, privileges),
+    naming the catalog (``where``, as messages show it); None for any other error (a fault in
+    olbridge, left to surface)."""
+    found = sqlite_storage_error(exc, where)
+    if found is None and "psycopg" in sys.modules:  # only loaded where a catalog URL was opened
+        from bridge.catalog.postgres import storage_error as postgres_storage_error
 
-    position: Position
-    event: str
-    status: int | None
-    error: str
-    refused_at: str
-
-
-# SQLite's primary result codes that mean the file, the disk or another process is in the way,
-# never a fault in olbridge's SQL: https://www.sqlite.org/rescode.html
-_STORAGE_CODES = {
-    3: "permission denied",  # SQLITE_PERM
-    5: "another process holds it locked; try again",  # SQLITE_BUSY
-    6: "it is locked",  # SQLITE_LOCKED
-    8: "it cannot be written (read-only file, folder or file system)",  # SQLITE_READONLY
-    10: "a disk input/output error",  # SQLITE_IOERR
-    11: "the file is damaged",  # SQLITE_CORRUPT
-    13: "the disk is full",  # SQLITE_FULL
-    14: "the file cannot be opened",  # SQLITE_CANTOPEN
-    15: "its lock protocol failed",  # SQLITE_PROTOCOL
-    26: "not a catalog: the file is not a SQLite database",  # SQLITE_NOTADB
-}
+        found = postgres_storage_error(exc, str(where))
+    return found
 
 
-def storage_error(exc: sqlite3.Error, path: str | Path) -> CatalogError | None:
-    """The CatalogError that a SQLite error about the catalog's file, disk or lock stands for,
-    naming the catalog; None for any other SQLite error (a fault in olbridge, left to surface)."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is None or code & 0xFF not in _STORAGE_CODES:
-        return None
-    return CatalogError(f"catalog {path}: {_STORAGE_CODES[code & 0xFF]} (SQLite: {exc})")
+def _replayable(items: Iterable[T]) -> Callable[[], Iterator[T]]:
+    """A function giving ``items`` again and again, each read from ``items`` once, when first
+    needed (a progress bar over them moves as the first pass goes, and a transaction run again
+    reads them again)."""
+    source = iter(items)
+    seen: list[T] = []
+
+    def each() -> Iterator[T]:
+        yield from seen
+        for item in source:
+            seen.append(item)
+            yield item
+
+    return each
+
+
+class _Rollback(Exception):
+    """Ends a transaction that must change nothing."""
 
 
 def _run_filters(
@@ -715,25 +850,6 @@ def _run_filters(
     params: list[Any] = [format_time(t) for t in (since, until) if t is not None]
     params += [v for v in (namespace, flow, asset) if v is not None]
     return {name: value is not None for name, value in given.items()}, params
-
-
-def _position(value: Any) -> Position:
-    time, order, ref = value
-    return (str(time), int(order), int(ref))
-
-
-def _checkpoint_from_row(row: Sequence[Any]) -> Checkpoint:
-    name, filters, position, runs, events, updated_at, ahead = row
-    where = json.loads(position)
-    return Checkpoint(
-        name,
-        json.loads(filters),
-        _position(where) if where is not None else None,
-        runs,
-        events,
-        updated_at,
-        tuple((_position(p), int(settled)) for p, settled in json.loads(ahead)),
-    )
 
 
 def _change_from_row(row: Sequence[Any]) -> AssetChange:
@@ -751,6 +867,7 @@ __all__ = [
     "IngestResult",
     "LineageEdge",
     "LineageGraph",
+    "Position",
     "RecordResult",
     "RefusedItem",
     "StoredColumnEdge",

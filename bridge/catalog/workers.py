@@ -13,14 +13,13 @@ All times are seconds since the epoch, from the caller's clock.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import Any
 
 import attrs
 
 from bridge.catalog import sql
+from bridge.catalog.engine import Conflict, Connection, Cursor, Database
 
 
 @attrs.frozen
@@ -82,21 +81,25 @@ class LeaseClaim:
 class Workers:
     """The stream workers and the outbox's lease of one catalog (``catalog.workers``)."""
 
-    def __init__(
-        self, conn: sqlite3.Connection, transaction: Callable[[], AbstractContextManager[sqlite3.Cursor]]
-    ) -> None:
-        self._conn = conn
-        self._transaction = transaction
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    @property
+    def _conn(self) -> Connection:
+        return self._db.conn
 
     def beat(self, worker: StreamWorkerInfo, now: float) -> bool:
         """Register a worker or renew its heartbeat (registering it again if it was forgotten as
         stale); True while it holds the outbox's lease."""
-        with self._transaction() as cur:
+
+        def work(cur: Cursor) -> bool:
             cur.execute(
                 sql.REGISTER_WORKER, (worker.id, worker.host, worker.pid, worker.target, worker.started_at, now)
             )
             holder = cur.execute(sql.LEASE_HOLDER).fetchone()
-        return holder is not None and holder[0] == worker.id
+            return holder is not None and holder[0] == worker.id
+
+        return self._db.write(work)
 
     def acquire(
         self,
@@ -110,7 +113,8 @@ class Workers:
         """Take the outbox's lease for a registered worker: when nobody holds it, when it holds it
         already, or when the holder's heartbeat is older than ``ttl`` seconds or ``is_dead(host,
         pid)`` says its process is gone. Workers whose heartbeat is stale are forgotten on the way."""
-        with self._transaction() as cur:
+
+        def work(cur: Cursor) -> LeaseClaim:
             row = cur.execute(sql.SELECT_LEASE).fetchone()
             if row is not None and row[0] == worker_id:
                 return LeaseClaim(taken=True)
@@ -127,8 +131,13 @@ class Workers:
                     return LeaseClaim(taken=False, holder=holder)
                 cur.execute(sql.DELETE_WORKER, (holder.worker,))
             cur.execute(sql.DELETE_STALE_WORKERS, (now - ttl, worker_id))
-            cur.execute(sql.TAKE_LEASE, (worker_id, acquired_at))
+            # taken from the holder seen here, or from nobody: a worker that took it meanwhile wins
+            # and this transaction is run again (it finds that one holding it)
+            if cur.execute(sql.TAKE_LEASE, (worker_id, acquired_at, holder.worker if holder else "")).rowcount != 1:
+                raise Conflict("the outbox's lease was taken meanwhile")
             return LeaseClaim(taken=True, holder=holder, why=why)
+
+        return self._db.write(work)
 
     def holder(self) -> LeaseHolder | None:
         """Who holds the outbox's lease (None: nobody)."""
@@ -137,9 +146,12 @@ class Workers:
 
     def release(self, worker_id: str) -> None:
         """Give the lease back (if held) and unregister."""
-        with self._transaction() as cur:
+
+        def work(cur: Cursor) -> None:
             cur.execute(sql.RELEASE_LEASE, (worker_id,))
             cur.execute(sql.DELETE_WORKER, (worker_id,))
+
+        self._db.write(work)
 
     def list(self) -> list[StreamWorkerInfo]:
         return [StreamWorkerInfo(*row) for row in self._conn.execute(sql.SELECT_WORKERS)]

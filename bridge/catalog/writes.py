@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from datetime import datetime
 from typing import Any
 
 import attrs
 
 from bridge.catalog import sql
+from bridge.catalog.engine import Cursor
 from bridge.catalog.outbox import ASSET_CHANGE, JOB, RUN_END, RUN_START, queue_event
 from bridge.catalog.rows import asset_from_row, asset_row, declared_job_json, dumps, snapshot, statistics_json
 from bridge.errors import CatalogError, ValidationError
@@ -64,8 +64,9 @@ class DeclareResult:
         return bool(self.created or self.updated or self.removed)
 
 
-def get_asset(cur: sqlite3.Cursor, asset_id: str) -> Asset | None:
-    row = cur.execute(sql.GET_ASSET, (asset_id,)).fetchone()
+def get_asset(cur: Cursor, asset_id: str) -> Asset | None:
+    """An asset, read to be written in the caller's transaction (locked where writers run side by side)."""
+    row = cur.execute(sql.GET_ASSET_TO_WRITE, (asset_id,)).fetchone()
     return asset_from_row(row) if row else None
 
 
@@ -102,7 +103,7 @@ def merged(current: Asset | None, decl: AssetDeclaration, *, origin: Origin, now
     )
 
 
-def set_asset(cur: sqlite3.Cursor, decl: AssetDeclaration, *, now: datetime, allow_type_change: bool) -> Asset:
+def set_asset(cur: Cursor, decl: AssetDeclaration, *, now: datetime, allow_type_change: bool) -> Asset:
     """Create or update an asset outside any task run, keeping the change for its DatasetEvent."""
     current = get_asset(cur, decl.id)
     if current is None and decl.type is None:
@@ -128,9 +129,8 @@ def set_asset(cur: sqlite3.Cursor, decl: AssetDeclaration, *, now: datetime, all
     if current is not None and attrs.evolve(current, updated_at=now) == asset:
         return current
     cur.execute(sql.UPSERT_ASSET, asset_row(asset))
-    cur.execute(sql.INSERT_CHANGE, (asset.id, "update", format_time(now), snapshot(asset)))
-    assert cur.lastrowid is not None
-    queue_event(cur, ASSET_CHANGE, cur.lastrowid, asset.id)
+    seq = cur.execute(sql.INSERT_CHANGE, (asset.id, "update", format_time(now), snapshot(asset))).fetchone()[0]
+    queue_event(cur, ASSET_CHANGE, seq, asset.id)
     return asset
 
 
@@ -161,7 +161,7 @@ def _write_failure(current: Asset | None, decl: AssetDeclaration) -> str | None:
     return None
 
 
-def _read_input(cur: sqlite3.Cursor, decl: AssetDeclaration, started: datetime) -> tuple[bool, str | None]:
+def _read_input(cur: Cursor, decl: AssetDeclaration, started: datetime) -> tuple[bool, str | None]:
     """Record what an input declaration says about its asset: (created a placeholder, warning)."""
     current = get_asset(cur, decl.id)
     if current is None:
@@ -190,7 +190,7 @@ def _read_input(cur: sqlite3.Cursor, decl: AssetDeclaration, started: datetime) 
     )
 
 
-def write_task_run(cur: sqlite3.Cursor, run: TaskRun) -> RecordResult:
+def write_task_run(cur: Cursor, run: TaskRun) -> RecordResult:
     """Record a task run: its inputs (External placeholders for unknown ones), the outputs it may
     write under its failure behaviour, its usages and lineage."""
     check_task_run(run)
@@ -268,7 +268,7 @@ def write_task_run(cur: sqlite3.Cursor, run: TaskRun) -> RecordResult:
     job = dumps(attrs.asdict(run.job))
     times = (format_time(run.started_at), format_time(run.ended_at) if run.ended_at else None)
     if found is None:
-        cur.execute(
+        pk = cur.execute(
             sql.INSERT_TASK_RUN,
             (
                 key.flow_namespace,
@@ -283,8 +283,7 @@ def write_task_run(cur: sqlite3.Cursor, run: TaskRun) -> RecordResult:
                 run.error,
                 digest,
             ),
-        )
-        pk = cur.lastrowid
+        ).fetchone()[0]
     else:
         cur.execute(sql.UPDATE_TASK_RUN, (state.value, *times, job, dumps(warnings), run.error, digest, pk))
     for asset_id, direction, position, moment, stats in used:
@@ -318,7 +317,7 @@ def write_task_run(cur: sqlite3.Cursor, run: TaskRun) -> RecordResult:
     return RecordResult(status, state, tuple(warnings), tuple(placeholders), tuple(written))
 
 
-def declare_flow(cur: sqlite3.Cursor, flow: DeclaredFlow, *, now: datetime) -> DeclareResult:
+def declare_flow(cur: Cursor, flow: DeclaredFlow, *, now: datetime) -> DeclareResult:
     """Replace a flow's declared lineage: a task declared as before keeps its row and time, a changed
     one is updated in place (same key), a new one is added and one no longer declared is removed."""
     stored = {
@@ -343,12 +342,11 @@ def declare_flow(cur: sqlite3.Cursor, flow: DeclaredFlow, *, now: datetime) -> D
         seen[job.task_id] = digest
         found = stored.get(job.task_id)
         if found is None:
-            cur.execute(
+            pk = cur.execute(
                 sql.INSERT_DECLARED_JOB, (flow.namespace, flow.flow_id, job.task_id, text, digest, format_time(now))
-            )
-            assert cur.lastrowid is not None
-            pks.append(cur.lastrowid)
-            changed.append(cur.lastrowid)
+            ).fetchone()[0]
+            pks.append(pk)
+            changed.append(pk)
             out["created"].append(job.task_id)
         elif found[1] != digest:
             cur.execute(sql.UPDATE_DECLARED_JOB, (text, digest, format_time(now), found[0]))

@@ -16,11 +16,12 @@ import os
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 # the modules, not their commands: a command named as its module (bridge.cli.dbt.dbt) would hide
 # the module from `import bridge.cli.dbt` and monkeypatch
 from bridge.cli import assets, basics, dbt, export, imports, kestra, lineage, metaflow, prefect, runs, serve, stream
-from bridge.cli.context import CONTEXT_SETTINGS, AppContext, BridgeGroup
+from bridge.cli.context import CONTEXT_SETTINGS, AppContext, BridgeGroup, CatalogParam, warn_of_a_password
 from bridge.config import load_config
 from bridge.version import __version__
 
@@ -32,10 +33,12 @@ __all__ = ["AppContext", "BridgeGroup", "cli", "main"]
 @click.option(
     "--catalog",
     "catalog_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=CatalogParam(),
+    metavar="PATH|URL",
     envvar="OLBRIDGE_CATALOG",
     default=None,
-    help="SQLite catalog file [env OLBRIDGE_CATALOG; default: the config's, else ./olbridge.db].",
+    help="The catalog: a SQLite file, or a PostgreSQL database (postgresql://user@host:5432/db; its password "
+    "from PGPASSWORD or ~/.pgpass) [env OLBRIDGE_CATALOG; default: the config's, else ./olbridge.db].",
 )
 @click.option(
     "--config",
@@ -46,7 +49,7 @@ __all__ = ["AppContext", "BridgeGroup", "cli", "main"]
     help="Config file (TOML) [env OLBRIDGE_CONFIG; default: ./olbridge.toml if present].",
 )
 @click.pass_context
-def cli(ctx: click.Context, catalog_path: Path | None, config_path: Path | None) -> None:
+def cli(ctx: click.Context, catalog_path: str | Path | None, config_path: Path | None) -> None:
     """olbridge: an OpenLineage bridge for data-asset catalogs.
 
     Record the assets your tasks read and write (or import them from dbt, Kestra, Prefect and
@@ -54,12 +57,15 @@ def cli(ctx: click.Context, catalog_path: Path | None, config_path: Path | None)
     receive external events back as External placeholder assets.
     """
     config = load_config(config_path, os.environ)  # a ConfigError is BridgeGroup's to report
+    if catalog_path is not None and ctx.get_parameter_source("catalog_path") is ParameterSource.COMMANDLINE:
+        warn_of_a_password(catalog_path)
     app = AppContext(config=config, catalog_path=catalog_path or config.catalog)
     ctx.obj = app
     ctx.call_on_close(app.close)
 
 
 cli.add_command(basics.init)
+cli.add_command(basics.migrate)
 cli.add_command(basics.record)
 cli.add_command(basics.demo)
 cli.add_command(assets.assets)

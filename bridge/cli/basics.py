@@ -20,9 +20,27 @@ from bridge.task_run_json import parse_task_run, read_task_run_lines
 @click.command("init")
 @pass_app
 def init(app: AppContext) -> None:
-    """Create the catalog (or bring an existing one to the current schema)."""
-    catalog = app.catalog(create=True)
+    """Create the catalog (or bring an existing one to the current schema).
+
+    A SQLite file, or a PostgreSQL database (--catalog postgresql://...): an empty database, or
+    an empty schema of one (?schema=NAME, made when missing)."""
+    catalog = app.catalog(create=True, migrate=True)
     print_json({"catalog": catalog.path, "schemaVersion": catalog.schema_version, "assets": catalog.count_assets()})
+
+
+@click.command("migrate")
+@pass_app
+def migrate(app: AppContext) -> None:
+    """Bring an existing catalog to the current schema.
+
+    Each migration runs in a transaction of its own; a catalog at the current version is left as
+    it is. A PostgreSQL catalog is upgraded only by this command (and init): run it once, before
+    the new olbridge's receivers and workers start. A SQLite catalog is upgraded in place when any
+    command opens it."""
+    catalog = app.catalog(migrate=True)
+    print_json(
+        {"catalog": catalog.path, "schemaVersion": catalog.schema_version, "upgradedFrom": catalog.upgraded_from}
+    )
 
 
 @click.command("record")

@@ -10,17 +10,17 @@ A command takes the context as its first argument::
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import click
 
 from bridge.catalog import Catalog
+from bridge.catalog.engine import is_url, masked, url_password
 from bridge.catalog.store import storage_error
 from bridge.config import Config
-from bridge.errors import BridgeError, CatalogError
+from bridge.errors import BridgeError
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter, ConvertOptions
 
@@ -28,22 +28,56 @@ from bridge.openlineage.convert import Converter, ConvertOptions
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
+def catalog_target(text: str) -> str | Path:
+    """What ``--catalog`` or ``OLBRIDGE_CATALOG`` names: a database URL as it is, else a file path."""
+    return text if is_url(text) else Path(text)
+
+
+if TYPE_CHECKING:  # generic from click 8.2 on; the dependency allows 8.1
+    _ParamType = click.ParamType[str | Path]
+else:
+    _ParamType = click.ParamType
+
+
+class CatalogParam(_ParamType):
+    """``--catalog``: a database URL as it is, else a file path (a Path)."""
+
+    name = "catalog"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str | Path:
+        return value if isinstance(value, Path) else catalog_target(str(value))
+
+
+def warn_of_a_password(text: str | Path) -> None:
+    """Say on stderr that a password given in ``--catalog`` is seen by every user of the machine."""
+    if isinstance(text, str) and url_password(text):
+        click.echo(
+            "Warning: the --catalog URL holds a password, which every user of this machine can read in its "
+            "process list; give it in PGPASSWORD, a pass file (~/.pgpass or PGPASSFILE), or the whole URL in "
+            "OLBRIDGE_CATALOG instead",
+            err=True,
+        )
+
+
 @attrs.define
 class AppContext:
     config: Config
-    catalog_path: Path
+    catalog_path: str | Path  # a SQLite file, or a postgresql:// URL (maybe with a password: see catalog_name)
     _catalog: Catalog | None = None
     _resolver: Resolver | None = None
 
-    def catalog(self, *, create: bool = False) -> Catalog:
+    @property
+    def catalog_name(self) -> str:
+        """The catalog as messages show it: its path, or its URL with the password masked."""
+        return masked(self.catalog_path)
+
+    def catalog(self, *, create: bool = False, migrate: bool | None = None) -> Catalog:
         """The catalog, opened once. Only commands that record something pass ``create=True``
         (``init`` and the writers); the others refuse a catalog that does not exist rather than
-        make an empty one at a mistyped path."""
+        make an empty one at a mistyped path. ``migrate`` (``init`` and ``migrate``) brings an
+        older catalog up to date on any engine (SQLite's are anyway)."""
         if self._catalog is None:
-            path = self.catalog_path
-            if not create and str(path) != ":memory:" and not path.exists():
-                raise CatalogError(f"no catalog at {path}; create one with olbridge init")
-            self._catalog = Catalog(path)
+            self._catalog = Catalog(self.catalog_path, create=create, migrate=migrate)
         return self._catalog
 
     def resolver(self) -> Resolver:
@@ -67,18 +101,19 @@ pass_app = click.make_pass_decorator(AppContext)
 
 class BridgeGroup(click.Group):
     """A group that turns library errors into click errors, once for every command below it (the
-    root group's own callback included): a BridgeError, and a SQLite error that says the catalog's
-    file, disk or lock is in the way (a read-only or damaged file, a full disk, a lock held too
-    long). Any other exception is a fault and keeps its traceback."""
+    root group's own callback included): a BridgeError, and a database error that says the
+    catalog's storage is in the way (SQLite: a read-only or damaged file, a full disk, a lock held
+    too long; PostgreSQL: a server that cannot be reached, a login refused, privileges missing).
+    Any other exception is a fault and keeps its traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except BridgeError as exc:
             raise click.ClickException(str(exc)) from exc
-        except sqlite3.Error as exc:
+        except Exception as exc:
             app = ctx.obj if isinstance(ctx.obj, AppContext) else None
-            error = storage_error(exc, app.catalog_path if app else "")
+            error = storage_error(exc, app.catalog_name if app else "")
             if error is None:
                 raise
             raise click.ClickException(str(error)) from exc

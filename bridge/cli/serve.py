@@ -56,14 +56,16 @@ DEFAULTS = Limits()
     default=2,
     show_default=True,
     type=click.IntRange(1, 64),
-    help="HTTP worker processes sharing the port (e.g. one a core); one more process writes the catalog.",
+    help="HTTP worker processes sharing the port (e.g. one a core); on SQLite one more process writes the "
+    "catalog, on PostgreSQL each worker commits its own.",
 )
 @click.option(
     "--durability",
     type=click.Choice(["full", "normal"]),
     default="full",
     show_default=True,
-    help="SQLite sync level of each commit: 'full' survives power loss, 'normal' only a crash of olbridge.",
+    help="How sure each commit is: 'full' survives a power loss, 'normal' only a crash of olbridge (SQLite's "
+    "synchronous, PostgreSQL's synchronous_commit).",
 )
 @click.option("--max-body", default=DEFAULTS.max_body, show_default=True, type=click.IntRange(1), help="Bytes.")
 @click.option("--max-batch", default=DEFAULTS.max_batch, show_default=True, type=click.IntRange(1), help="Events.")
@@ -139,7 +141,7 @@ def serve(
         app.catalog_path,
         app.resolver(),
         options,
-        on_ready=lambda url: say(f"olbridge receiver on {url} ({auth}, catalog {app.catalog_path}); Ctrl-C stops"),
+        on_ready=lambda url: say(f"olbridge receiver on {url} ({auth}, catalog {app.catalog_name}); Ctrl-C stops"),
         say=say,
     )
     say("Stopped.")

@@ -114,7 +114,7 @@ def stream(
     with stop_on_signals(_STOPPING) as stop:
         dispatcher = delivery.dispatcher(url, api_key_secret(api_key, api_key_file), stop=stop)
         target = dispatcher.sender.target
-        say(f"streaming the outbox of {app.catalog_path} to {target}")
+        say(f"streaming the outbox of {app.catalog_name} to {target}")
         worker = StreamWorker(
             catalog,
             app.converter(),

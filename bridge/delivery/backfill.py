@@ -39,7 +39,7 @@ import attrs
 
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import DeliveryError
-from bridge.catalog.store import Checkpoint, Position, RefusedItem
+from bridge.catalog.positions import Checkpoint, ItemPosition, RefusedItem
 from bridge.delivery.dispatch import Dispatcher, Pass, deliver
 from bridge.delivery.history import AssetLookup, ExportFilter
 from bridge.delivery.report import FailureReport, describe, describe_event, retry_note
@@ -70,7 +70,7 @@ class BackfillFilter(ExportFilter):
 class BackfillSummary:
     checkpoint: str | None
     dry_run: bool
-    resumed_from: Position | None = None
+    resumed_from: ItemPosition | None = None
     runs: int = 0  # task runs whose events were all settled by this backfill
     changes: int = 0
     jobs: int = 0  # declared jobs (JobEvents)
@@ -102,7 +102,7 @@ Item = StoredTaskRun | AssetChange | StoredDeclaredJob
 class _Slot:
     """One item of a window: its events, and how many of them (from the first) are settled."""
 
-    position: Position
+    position: ItemPosition
     item: Item
     lines: list[str]
     settled: int = 0
@@ -158,8 +158,8 @@ class Backfill:
         self.progress = progress
         self.report = report
         self.summary = BackfillSummary(checkpoint=checkpoint, dry_run=dispatcher is None)
-        self._position: Position | None = None
-        self._ahead: dict[Position, int] = {}
+        self._position: ItemPosition | None = None
+        self._ahead: dict[ItemPosition, int] = {}
         self._totals = [0, 0]  # task runs and events, since the checkpoint began
         self._clear_refused = False
         self._failure: tuple[Outcome, float] | None = None  # the latest, from the sending thread
@@ -325,7 +325,7 @@ class Backfill:
                 self._stopped_short(unsettled)
                 return
 
-    def _find(self, position: Position) -> Item | None:
+    def _find(self, position: ItemPosition) -> Item | None:
         _, order, ref = position
         if order == 1:
             return self.catalog.task_runs_by_pk([ref]).get(ref)
@@ -338,7 +338,7 @@ class Backfill:
 
     # --- reading ---------------------------------------------------------------------------
 
-    def _items(self, after: Position | None) -> Iterator[tuple[Position, Item]]:
+    def _items(self, after: ItemPosition | None) -> Iterator[tuple[ItemPosition, Item]]:
         f = self.filters
         if after is None or after[1] == -1:
             declared = self.catalog.iter_declared_jobs(
@@ -354,7 +354,7 @@ class Backfill:
             # a run at time t sorts after every change at t, a change before every run at t
             runs_after = (moment, ref) if order == 1 else (moment, -1)
             changes_after = (moment, ref) if order == 0 else (moment, 2**62)
-        runs: Iterator[tuple[Position, Item]] = (
+        runs: Iterator[tuple[ItemPosition, Item]] = (
             ((format_time(run.started_at), 1, run.pk), run)
             for run in self.catalog.iter_task_runs(
                 since=f.since, until=f.until, namespace=f.namespace, flow=f.flow, asset=f.asset, after=runs_after
@@ -363,7 +363,7 @@ class Backfill:
         if f.flow is not None:  # asset changes belong to no flow
             yield from runs
             return
-        changes: Iterator[tuple[Position, Item]] = (
+        changes: Iterator[tuple[ItemPosition, Item]] = (
             ((format_time(change.changed_at), 0, change.seq), change)
             for change in self.catalog.iter_changes(
                 since=f.since, until=f.until, namespace=f.namespace, asset=f.asset, after=changes_after
@@ -371,7 +371,7 @@ class Backfill:
         )
         yield from heapq.merge(runs, changes, key=lambda pair: pair[0])
 
-    def _slot(self, position: Position, item: Item, lookup: AssetLookup) -> _Slot:
+    def _slot(self, position: ItemPosition, item: Item, lookup: AssetLookup) -> _Slot:
         lines = self._lines(item, lookup)
         settled = min(self._ahead.get(position, 0), len(lines))
         return _Slot(position, item, lines, settled=settled, initial=settled)

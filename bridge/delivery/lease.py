@@ -12,11 +12,9 @@ lease taken stops before its next round: at most the requests it had in flight g
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import socket
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -141,26 +139,31 @@ class OutboxLease:
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
-        with contextlib.suppress(sqlite3.Error, BridgeError):
+        try:
             self.catalog.workers.release(self.info.id)
+        except Exception as exc:
+            if not (isinstance(exc, BridgeError) or self.catalog.unavailable(exc)):
+                raise
         self.held = False
 
     # --- the heartbeat --------------------------------------------------------------------
 
     def _start_heartbeat(self) -> None:
-        if self.catalog.path == ":memory:":
+        if self.catalog.in_memory:
             return  # no other process can open it
         self._stop.clear()
         self._thread = threading.Thread(target=self._beat, name="olbridge-heartbeat", daemon=True)
         self._thread.start()
 
     def _beat(self) -> None:
-        with Catalog(self.catalog.path) as own:
+        with self.catalog.reopen() as own:
             while not self._stop.wait(self.interval):
                 try:
                     holding = own.workers.beat(self.info, self.clock())
-                except (sqlite3.Error, BridgeError):
-                    continue  # the catalog is busy: beat again next time
+                except Exception as exc:
+                    if isinstance(exc, BridgeError) or own.unavailable(exc):
+                        continue  # the catalog is busy or out of reach: beat again next time
+                    raise
                 if not holding:
                     self.lost_to = own.workers.holder() or LeaseHolder("(nobody)", "-", None, None, None)
                     return

@@ -19,7 +19,6 @@ outbox's lease, and stops if it loses it.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -230,8 +229,8 @@ class StreamWorker:
             try:
                 write()
                 return True
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
+            except Exception as exc:
+                if not self.catalog.unavailable(exc):
                     raise
                 if self.stop.is_set():
                     return False

@@ -38,7 +38,7 @@ def run_demo(
     *,
     echo: Callable[[str], None],
     out: Callable[[str], None],
-    catalog_path: Path | None = None,
+    catalog_path: Path | str | None = None,
 ) -> dict[str, object]:
     """Run the demo into a fresh catalog in ``directory``, or, with ``catalog_path``, into that
     catalog as it is (recording the demo again there changes nothing)."""
@@ -80,10 +80,10 @@ def run_demo(
         out(f"Lineage from {FIRST_MODEL}:")
         out(graph_text(graph))
         out(f"Events: {events_path} ({count} events, {invalid} invalid)")
-        out(f"Catalog: {catalog_path}")
+        out(f"Catalog: {catalog.path}")
         if invalid:
             raise SystemExit(1)
-        return {"events": count, "invalid": invalid, "catalog": str(catalog_path), "output": str(events_path)}
+        return {"events": count, "invalid": invalid, "catalog": catalog.path, "output": str(events_path)}
 
 
 def _record_report_task(catalog: Catalog, dbt_finished: datetime) -> None:

@@ -13,18 +13,19 @@ from typing import Any
 import attrs
 import requests
 
-from bridge.catalog import Catalog
+from bridge.catalog import Catalog, IngestResult, Position
 from bridge.errors import CatalogError, InputFileError, SourceError, ValidationError
 from bridge.files import read_json_items
 from bridge.mapping.resolver import Resolver
-from bridge.model import ImportSummary, format_time, parse_time
+from bridge.model import ImportSummary, IncomingEvent, format_time, parse_time
 from bridge.receiver.events import canonical
 from bridge.receiver.intake import Intake
 from bridge.receiver.outcome import Outcome
 from bridge.version import __version__
 
 BATCH = 500
-FAR_FUTURE = "9999-12-31T00:00:00Z"  # Marquez hides events after 2030 unless `before` is given
+FAR_FUTURE = "9999-12-31T00:00:00Z"
+EPOCH_TEXT = "1970-01-01T00:00:00.000000Z"  # Marquez hides events after 2030 unless `before` is given
 Progress = Callable[[int], None]
 
 
@@ -58,13 +59,44 @@ class EventImportSummary(ImportSummary):
         }
 
 
-def catalog_intake(catalog: Catalog, resolver: Resolver, *, strict: bool = False) -> Intake:
+class CatalogIntake(Intake):
     """An intake that writes straight to a catalog (one transaction a batch)."""
-    return Intake(lambda events: catalog.ingest(events, resolver), strict=strict)
+
+    def __init__(self, catalog: Catalog, resolver: Resolver, *, strict: bool = False) -> None:
+        super().__init__(lambda events: catalog.ingest(events, resolver), strict=strict)
+        self.catalog = catalog
+        self.resolver = resolver
+
+    def take_to(self, items: Sequence[Any], position: Position) -> list[Outcome]:
+        """:meth:`take`, the accepted events committed in one transaction with the position of
+        the import they come from (saved alone when none is accepted)."""
+        written = False
+
+        def write(events: Sequence[IncomingEvent]) -> list[IngestResult | Exception]:
+            nonlocal written
+            written = True
+            return self.catalog.ingest(events, self.resolver, position=position)
+
+        outcomes = self.take(items, write=write)
+        if not written:
+            self.catalog.save_position(position)
+        return outcomes
 
 
-def _take(intake: Intake, batch: Sequence[tuple[str, Any]], summary: EventImportSummary) -> None:
-    outcomes = intake.take([item for _, item in batch])
+def catalog_intake(catalog: Catalog, resolver: Resolver, *, strict: bool = False) -> CatalogIntake:
+    """An intake that writes straight to a catalog (one transaction a batch)."""
+    return CatalogIntake(catalog, resolver, strict=strict)
+
+
+def _take(
+    intake: Intake, batch: Sequence[tuple[str, Any]], summary: EventImportSummary, position: Position | None = None
+) -> None:
+    items = [item for _, item in batch]
+    if position is not None:
+        assert isinstance(intake, CatalogIntake), "a position is kept by a catalog's intake"
+        outcomes = intake.take_to(items, position)
+    else:
+        outcomes = intake.take(items)
     for (where, _), outcome in zip(batch, outcomes, strict=True):
         if outcome.status == "unavailable":
             raise CatalogError(f"{where}: the catalog could not take the event: {outcome.message}")
@@ -102,8 +134,7 @@ def import_files(paths: Iterable[Path], intake: Intake, *, progress: Progress | 
 # --- Marquez ----------------------------------------------------------------------------------
 
 
-def marquez_source(url: str) -> str:
-    return "marquez:" + url.rstrip("/")
+MARQUEZ_IMPORT = "marquez-import"  # the kind of a Marquez import's position, by the instance's URL
 
 
 def _event_time(event: Any) -> datetime | None:
@@ -197,7 +228,7 @@ class MarquezEvents:
 
 def import_marquez(
     source: MarquezEvents,
-    intake: Intake,
+    intake: CatalogIntake,
     catalog: Catalog,
     *,
     since: datetime | None = None,
@@ -207,17 +238,16 @@ def import_marquez(
     progress: Progress | None = None,
 ) -> EventImportSummary:
     """Import a Marquez instance's RunEvents from where the last import stopped (or ``since``),
-    saving the position after every page, so an interrupted import resumes where it stopped."""
-    key = marquez_source(source.base)
-    stored = catalog.import_position(key) if resume else None
-    after = format_time(since) if since is not None else stored or "1970-01-01T00:00:00.000000Z"
+    saving the position with every page's events (one transaction), so an interrupted import
+    resumes where it stopped."""
+    stored = catalog.position(MARQUEZ_IMPORT, source.base) if resume else None
+    after = format_time(since) if since is not None else stored.value["after"] if stored else EPOCH_TEXT
     before = format_time(until) if until is not None else FAR_FUTURE
     summary = EventImportSummary(position=after)
     for events, position in source.pages(after, before):
         batch = [(f"{source.base} event at {e.get('eventTime') if isinstance(e, dict) else '?'}", e) for e in events]
-        if batch:
-            _take(intake, batch, summary)
-        catalog.set_import_position(key, position, now=now())
+        saved = Position(MARQUEZ_IMPORT, source.base, {"after": position}, format_time(now()))
+        _take(intake, batch, summary, saved)
         summary.position = position
         if progress:
             progress(len(events))

@@ -3,7 +3,6 @@ requests, files and a Marquez instance. Each item gets an :class:`~bridge.receiv
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,7 +16,7 @@ from bridge.receiver.events import canonical, read_event
 from bridge.receiver.metrics import Metrics
 from bridge.receiver.outcome import Outcome
 from bridge.receiver.policy import judge
-from bridge.receiver.writer import Unavailable
+from bridge.receiver.writer import Unavailable, unavailable
 
 Writer = Callable[[Sequence[IncomingEvent]], list[IngestResult | Exception]]
 
@@ -93,11 +92,17 @@ class Intake:
         return read_event(item, verdict.kind, warnings, text, forward=forward, token=token)
 
     def take(
-        self, items: Sequence[Any], *, forwards: Sequence[str] | None = None, token: str | None = None
+        self,
+        items: Sequence[Any],
+        *,
+        write: Writer | None = None,
+        forwards: Sequence[str] | None = None,
+        token: str | None = None,
     ) -> list[Outcome]:
-        """Outcomes of items, in order. The accepted ones are committed before this returns, each
-        with the outbox row that forwards it when ``forwards`` gives the items' texts as they came,
-        and with the name of the ``token`` that brought them."""
+        """Outcomes of items, in order. The accepted ones are committed before this returns (by
+        ``write`` when given, else by the intake's writer), each with the outbox row that forwards
+        it when ``forwards`` gives the items' texts as they came, and with the name of the
+        ``token`` that brought them."""
         if forwards is None and token is None:
             prepared = [self.prepare(item) for item in items]
         else:
@@ -106,7 +111,7 @@ class Intake:
         events = [p for p in prepared if isinstance(p, IncomingEvent)]
         results: list[IngestResult | Exception]
         try:
-            results = self.write(events) if events else []
+            results = (write or self.write)(events) if events else []
         except Unavailable as exc:
             results = [exc] * len(events)
         written = iter(results)
@@ -124,7 +129,7 @@ class Intake:
 def _outcome(event: IncomingEvent, result: IngestResult | Exception) -> Outcome:
     if isinstance(result, IngestResult):
         return Outcome(result.status, event.kind, warnings=result.warnings, placeholders=result.placeholders)
-    if isinstance(result, Unavailable | sqlite3.OperationalError):
+    if unavailable(result):
         return Outcome("unavailable", event.kind, message=str(result))
     if isinstance(result, BridgeError | ValueError):
         return Outcome("refused", event.kind, message=str(result), problems=(Problem("", str(result), "catalog"),))

@@ -3,7 +3,9 @@
 A supervisor binds the socket and forks one writer process (the catalog's only writer, committing
 groups of events) and ``workers`` HTTP workers, each a waitress server that parses, judges and
 reads events and hands the accepted ones to the writer. They share the socket and the counters. A
-process that dies is started again.
+process that dies is started again. On a PostgreSQL catalog there is no writer process: each
+worker commits its own groups, side by side (several ``serve`` processes, on several hosts, may
+share the catalog).
 
 SIGTERM and Ctrl-C stop it cleanly: the workers close the listening socket and finish the
 requests in flight, then the writer commits what it holds and closes the catalog."""
@@ -19,7 +21,6 @@ import os
 import shutil
 import signal
 import socket
-import sqlite3
 import tempfile
 import threading
 import time
@@ -32,13 +33,15 @@ from typing import Any
 import attrs
 from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 
+from bridge.catalog.engine import is_url
+from bridge.catalog.store import unreadable
 from bridge.config import NamedToken
 from bridge.errors import BridgeError, ReceiverError
 from bridge.mapping.resolver import Resolver
 from bridge.receiver.app import ReceiverApp
 from bridge.receiver.intake import Intake, Limits
 from bridge.receiver.metrics import Metrics
-from bridge.receiver.writer import CatalogWriter, QueuedWriter
+from bridge.receiver.writer import CatalogWriter, GroupWriter, QueuedWriter
 from bridge.receiver.writer_process import RemoteWriter, listen, run_writer
 
 WRITER = -1  # the writer process's slot among the supervisor's children
@@ -71,7 +74,7 @@ class Receiver:
         metrics: Metrics | None = None,
         sockets: list[socket.socket] | None = None,
     ) -> None:
-        self.catalog_path = str(catalog_path)
+        self.catalog_path = catalog_path
         self.metrics = metrics if metrics is not None else Metrics([t.name for t in options.tokens])
         self.writer = writer
         self.intake = Intake(self.writer.submit, strict=options.strict, limits=options.limits, metrics=self.metrics)
@@ -98,12 +101,7 @@ class Receiver:
         """None when the catalog can take events, else why not."""
         if not self.writer.alive:
             return "the writer is not running"
-        try:
-            with sqlite3.connect(f"file:{self.catalog_path}?mode=ro", uri=True, timeout=1) as conn:
-                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except sqlite3.Error as exc:
-            return f"the catalog cannot be read: {exc}"
-        return None
+        return unreadable(self.catalog_path)
 
     def run(self, on_ready: Callable[[str], None] | None = None) -> None:
         """Serve until SIGTERM or SIGINT."""
@@ -197,7 +195,9 @@ def serve(
     say: Callable[[str], None] = lambda message: None,
 ) -> None:
     """Run the receiver until SIGTERM or SIGINT: a supervisor, one writer process and
-    ``options.workers`` HTTP workers, each started again should it die.
+    ``options.workers`` HTTP workers, each started again should it die. On a PostgreSQL catalog
+    there is no writer process: each worker commits its own groups of events (group commit within
+    the process), side by side with the other workers and the receivers of other hosts.
 
     The workers share one listening socket; each takes a new connection only while it has no more
     open than the least busy worker (hashing a few long-lived connections across SO_REUSEPORT
@@ -206,6 +206,7 @@ def serve(
     listener = listen_on(options.host, options.port)
     listener.setblocking(False)
     host, port = listener.getsockname()[:2]
+    direct = is_url(catalog_path)  # PostgreSQL: every worker writes
     private = tempfile.mkdtemp(prefix="olbridge-serve-")
     address = os.path.join(private, "writer.sock")
     writer_socket = listen(address)
@@ -234,7 +235,12 @@ def serve(
                 else:
                     writer_socket.close()
                     signal.signal(signal.SIGINT, signal.default_int_handler)
-                    worker = Receiver(catalog_path, RemoteWriter(address), options, metrics=metrics, sockets=[listener])
+                    writer: QueuedWriter = (
+                        GroupWriter(catalog_path, resolver, durability=options.durability, on_commit=metrics.commit)
+                        if direct
+                        else RemoteWriter(address)
+                    )
+                    worker = Receiver(catalog_path, writer, options, metrics=metrics, sockets=[listener])
                     _balance(worker.server, open_connections, slot)
                     worker.run()
                 code = 0
@@ -260,12 +266,13 @@ def serve(
     # collector's walks, and out of copy-on-write page faults after the fork
     gc.freeze()
     try:
-        start(WRITER)
+        if not direct:
+            start(WRITER)
         for slot in range(max(options.workers, 1)):
             start(slot)
         if on_ready is not None:
             workers = f"{options.workers} worker{'s' if options.workers != 1 else ''}"
-            on_ready(f"http://{host}:{port}, {workers} and a writer")
+            on_ready(f"http://{host}:{port}, {workers} " + ("committing each" if direct else "and a writer"))
         while children:
             try:
                 pid, status = os.wait()

@@ -1,6 +1,10 @@
 """Group commit: the events of many requests are committed in one transaction, so a commit's sync
 is paid once per group, not once per event.
 
+On SQLite the catalog has one writer, the writer process of ``olbridge serve``; on PostgreSQL each
+HTTP worker process commits its own groups (a :class:`GroupWriter` each), side by side with the
+others and with the receivers of other hosts.
+
 :class:`CatalogWriter` owns the catalog's write connection and writes one group. Two things feed
 it: :class:`GroupWriter`, a thread in the requests' own process (for an in-process receiver and
 for tests), and the writer process of ``olbridge serve`` (:mod:`bridge.receiver.writer_process`),
@@ -23,6 +27,7 @@ from pathlib import Path
 import attrs
 
 from bridge.catalog import Catalog, IngestResult
+from bridge.catalog.engine import Busy
 from bridge.errors import BridgeError
 from bridge.mapping.resolver import Resolver
 from bridge.model.received import IncomingEvent
@@ -32,6 +37,11 @@ Results = list[IngestResult | Exception]
 
 class Unavailable(BridgeError):
     """The catalog cannot take events right now (busy, locked, stopping, disk trouble): retry."""
+
+
+def unavailable(result: object) -> bool:
+    """Whether an event's result says the catalog could not take it now (the client retries)."""
+    return isinstance(result, Unavailable | Busy)
 
 
 class CatalogWriter:
@@ -49,17 +59,19 @@ class CatalogWriter:
         if durability not in ("full", "normal"):
             raise ValueError(f"durability is 'full' or 'normal', not {durability!r}")
         self.catalog = Catalog(catalog_path)
-        self.catalog.pragma(f"synchronous = {durability.upper()}")
-        # checkpoints (WAL pages copied into the database) run beside the commits rather than
-        # inside whichever commit crosses the WAL's size
-        self.catalog.pragma("wal_autocheckpoint = 0")
+        self.catalog.set_durability(durability)
         self.resolver = resolver
         self.on_commit = on_commit
         self._stop = threading.Event()
-        self._checkpointer = threading.Thread(
-            target=self._checkpoint, args=(str(catalog_path),), name="olbridge-checkpoint", daemon=True
-        )
-        self._checkpointer.start()
+        self._checkpointer: threading.Thread | None = None
+        if self.catalog.dialect == "sqlite" and not self.catalog.in_memory:
+            # checkpoints (WAL pages copied into the database) run beside the commits rather than
+            # inside whichever commit crosses the WAL's size
+            self.catalog.pragma("wal_autocheckpoint = 0")
+            self._checkpointer = threading.Thread(
+                target=self._checkpoint, args=(str(catalog_path),), name="olbridge-checkpoint", daemon=True
+            )
+            self._checkpointer.start()
 
     def write(self, events: Sequence[IncomingEvent]) -> Results:
         """One result per event, after the group's transaction has committed; every event gets
@@ -81,7 +93,8 @@ class CatalogWriter:
 
     def close(self) -> None:
         self._stop.set()
-        self._checkpointer.join()
+        if self._checkpointer is not None:
+            self._checkpointer.join()
         self.catalog.close()
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import signal
 import socket
-import sqlite3
 import threading
 from collections.abc import Sequence
 from multiprocessing.connection import Connection, wait
@@ -26,7 +25,7 @@ from typing import Any
 from bridge.catalog import IngestResult
 from bridge.errors import BridgeError
 from bridge.model.received import IncomingEvent
-from bridge.receiver.writer import CatalogWriter, QueuedWriter, Results, Unavailable
+from bridge.receiver.writer import CatalogWriter, QueuedWriter, Results, Unavailable, unavailable
 
 
 def listen(path: str) -> socket.socket:
@@ -41,7 +40,7 @@ def _portable(result: IngestResult | Exception) -> IngestResult | Exception:
     """A result that pickles into the worker's process and keeps its meaning there."""
     if isinstance(result, IngestResult | Unavailable):
         return result
-    if isinstance(result, sqlite3.OperationalError):
+    if unavailable(result):
         return Unavailable(str(result))
     if isinstance(result, BridgeError | ValueError):
         return BridgeError(str(result))

@@ -48,6 +48,7 @@ from bridge.adapters.metaflow.assets import (
     resolve_branch,
 )
 from bridge.catalog import Catalog
+from bridge.catalog.engine import is_url
 from bridge.config import load_config
 from bridge.errors import BridgeError, NotFoundError, ValidationError
 from bridge.model import Asset, AssetDeclaration, JobInfo, TaskRun, TaskRunKey, TaskState, utcnow
@@ -146,10 +147,12 @@ def load_artifact(pathspec: str, artifact: str) -> Any:
         ) from exc
 
 
-def catalog_path(env: Mapping[str, str]) -> Path:
-    """The catalog as the CLI finds it: ``OLBRIDGE_CATALOG``, else the config's, else ./olbridge.db."""
-    if env.get("OLBRIDGE_CATALOG"):
-        return Path(env["OLBRIDGE_CATALOG"])
+def catalog_path(env: Mapping[str, str]) -> Path | str:
+    """The catalog as the CLI finds it: ``OLBRIDGE_CATALOG`` (a file, or a postgresql:// URL), else
+    the config's, else ./olbridge.db."""
+    given = env.get("OLBRIDGE_CATALOG")
+    if given:
+        return given if is_url(given) else Path(given)
     return load_config(None, env).catalog
 
 
@@ -166,7 +169,7 @@ class StepRecorder:
     def __init__(
         self,
         context: StepContext,
-        catalog: Path,
+        catalog: Path | str,
         *,
         clock: Callable[[], datetime] = utcnow,
         outcome: Callable[[StepContext], tuple[TaskState, str | None]] = metaflow_outcome,

@@ -1,5 +1,5 @@
 """One import from a Prefect server: the ``prefect.asset.*`` events recorded since the last import
-(its position is kept in the catalog, see :mod:`bridge.catalog.prefect_state`), grouped by task
+(its position is kept in the catalog, see :mod:`bridge.adapters.prefect.cursor`), grouped by task
 run, and one task run recorded for each (see :mod:`bridge.adapters.prefect.events` for the
 mapping). Every import is one transaction: with a malformed event or group nothing is recorded and
 the position stays where it was; :class:`PrefectImportSummary` says what it did."""
@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from bridge.adapters.prefect.client import ASSET_EVENT_PREFIXES, PrefectClient
+from bridge.adapters.prefect.cursor import LateRun, PrefectCursor, read_cursor, record_import
 from bridge.adapters.prefect.events import (
     Problem,
     group_by_task_run,
@@ -20,7 +21,6 @@ from bridge.adapters.prefect.events import (
     task_run_from_group,
 )
 from bridge.catalog import Catalog, RecordResult
-from bridge.catalog.prefect_state import LateRun, PrefectCursor, read_cursor, record_import
 from bridge.errors import ValidationError
 from bridge.mapping import Resolver
 from bridge.model import EXTERNAL, ImportSummary, Refusal, TaskRun, format_time, parse_time, utcnow

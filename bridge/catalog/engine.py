@@ -1,0 +1,281 @@
+"""The contract between the catalog and a storage engine, and the one connection the catalog
+holds through it.
+
+The catalog runs on SQLite (:mod:`bridge.catalog.sqlite`, a file; the embedded default) or on
+PostgreSQL (:mod:`bridge.catalog.postgres`, a ``postgresql://`` URL; for several processes and
+hosts). Both have the same schema (:mod:`bridge.catalog.schema`, one version number) and run the
+same statements (:mod:`bridge.catalog.sql`), written once in SQLite's dialect with ``?``
+placeholders; an engine whose dialect differs translates them (placeholders, the few functions
+and clauses that differ) once each, on its own cursors. The statements run on the drivers' own
+DB-API cursors: no layer between (docs/benchmarks.md, "Engine overhead").
+
+An :class:`Engine` says how to reach a catalog and what its errors mean; a :class:`Database` is
+one connection through it, with write transactions that an engine with concurrent writers runs
+again when they lose a race (a serialization failure, a deadlock, a row another process inserted
+first), a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import abc
+import random
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, TypeVar
+from urllib.parse import unquote
+
+from bridge.errors import CatalogError
+
+T = TypeVar("T")
+
+URL_SCHEMES = ("postgresql://", "postgres://")
+WRITE_ATTEMPTS = 12  # a write transaction that keeps losing races is given up after this many tries
+
+
+class Cursor(Protocol):
+    """A DB-API cursor, as both drivers give it (sqlite3's, psycopg's)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def execute(self, statement: str, params: Sequence[Any] = ..., /) -> Any: ...
+
+    def executemany(self, statement: str, params: Any, /) -> Any: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+    def close(self) -> None: ...
+
+
+class Connection(Protocol):
+    """A DB-API connection in autocommit mode: transactions are begun and ended by statements."""
+
+    def execute(self, statement: str, params: Sequence[Any] = ..., /) -> Any: ...
+
+    def cursor(self) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+class Conflict(Exception):
+    """A write transaction found that another process changed what it read (an event it was
+    taking, a run it was creating): run it again. Raised by the catalog's own checks; an engine's
+    serialization failures and deadlocks mean the same (:meth:`Engine.conflict`)."""
+
+
+class Busy(CatalogError):
+    """The catalog cannot take a write now (locked, unreachable, losing every race): retry later."""
+
+
+class Engine(abc.ABC):
+    """A storage engine: how to reach a catalog and what differs from one engine to the next."""
+
+    name: ClassVar[str]  # "sqlite" | "postgresql"
+    # several processes write at once: writes lock the rows they read, check for races, and are
+    # run again when they lose one (SQLite's write lock is the whole database: none of that)
+    concurrent_writers: ClassVar[bool]
+
+    @property
+    @abc.abstractmethod
+    def location(self) -> str:
+        """Where the catalog is, as messages show it (a password masked)."""
+
+    @abc.abstractmethod
+    def connect(self) -> Connection:
+        """A new connection in autocommit mode, taking the shared statements."""
+
+    @abc.abstractmethod
+    def unreadable(self) -> str | None:
+        """Why the catalog cannot be read right now (None: it can), from a short connection of its
+        own that waits for nothing (a receiver's readiness)."""
+
+    @abc.abstractmethod
+    def begin(self) -> str:
+        """The statement that begins a write transaction."""
+
+    def broken(self, conn: Connection) -> bool:
+        """Whether a connection can no longer be used (the server went away): open another."""
+        return False
+
+    @abc.abstractmethod
+    def storage_error(self, exc: BaseException) -> CatalogError | None:
+        """The CatalogError an error of the driver's about the catalog's storage stands for (a
+        file, a disk, a lock, a server, a password), naming the catalog; None for any other (a
+        fault in olbridge, left to surface)."""
+
+    def busy(self, exc: BaseException) -> bool:
+        """Whether the error says the catalog cannot take a write right now (retry later)."""
+        return isinstance(exc, Busy)
+
+    def conflict(self, exc: BaseException) -> bool:
+        """Whether the error says a write transaction lost a race with another: run it again."""
+        return isinstance(exc, Conflict)
+
+    @abc.abstractmethod
+    def refused(self, exc: BaseException) -> bool:
+        """Whether the error says a value or a constraint refused what one input asked (that input
+        fails, the others of its group land)."""
+
+    # --- the schema (bridge.catalog.migrate) ---------------------------------------------------
+
+    upgrades_on_open: ClassVar[bool]  # an older catalog is upgraded when opened (else: `olbridge migrate`)
+
+    @abc.abstractmethod
+    def version(self, conn: Connection | Cursor) -> int | None:
+        """The catalog's schema version; None for an empty database (no catalog yet). A
+        CatalogError when the database holds something else."""
+
+    @abc.abstractmethod
+    def tables(self, conn: Connection | Cursor) -> list[str]:
+        """The names of the database's tables (of the catalog's schema), in name order."""
+
+    def reset_keys(self, cur: Cursor) -> None:
+        """Set the counter of every key that counts up past its table's highest (after rows were
+        written with their keys, by a copy): none to set by default (SQLite counts from the rows)."""
+        return None
+
+    def lock_schema(self, cur: Cursor) -> None:
+        """In a write transaction: wait for any other process making or upgrading the schema (none
+        by default: the transaction holds the whole database)."""
+        return None
+
+    def stamp(self, cur: Cursor, version: int) -> None:
+        """Beside Alembic's version table, whatever else says the version (SQLite's user_version)."""
+        return None
+
+    @abc.abstractmethod
+    def sqlalchemy_engine(self) -> Any:
+        """A SQLAlchemy engine on this catalog, for Alembic (its own connections, the driver's
+        default cursors)."""
+
+    def lock_schema_for_upgrade(self, connection: Any) -> None:
+        """On Alembic's connection: hold off other processes upgrading until it closes."""
+        return None
+
+    @abc.abstractmethod
+    def durability(self, conn: Connection, level: str) -> None:
+        """How sure a commit is once it returns, on this connection: ``full`` (on disk, it survives
+        a power loss) or ``normal`` (it survives a crash of olbridge; the engine's own default)."""
+
+    def legacy_version(self, connection: Any) -> int:
+        """The version of a catalog from before Alembic (0: none)."""
+        return 0
+
+
+class Database:
+    """One connection to a catalog through its engine (opened again when it breaks)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._conn = engine.connect()
+
+    @property
+    def conn(self) -> Connection:
+        if self.engine.broken(self._conn):
+            self._reconnect()
+        return self._conn
+
+    def _reconnect(self) -> None:
+        try:
+            self._conn.close()
+        except Exception:  # a broken connection may refuse even that
+            pass
+        self._conn = self.engine.connect()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """One write transaction on a cursor of the connection: everything in it lands, or nothing."""
+        cur = self.conn.cursor()
+        try:
+            cur.execute(self.engine.begin())
+            try:
+                yield cur
+            except BaseException:
+                try:
+                    cur.execute("ROLLBACK")
+                except Exception:
+                    if not self.engine.broken(self._conn):
+                        raise
+                raise
+            else:
+                cur.execute("COMMIT")
+        finally:
+            cur.close()
+
+    def write(self, work: Callable[[Any], T], *, attempts: int = WRITE_ATTEMPTS) -> T:
+        """``work(cursor)`` in a write transaction, run again (after a short, growing, random
+        wait) while it loses a race with another writer: at most ``attempts`` times, then a
+        :class:`Busy`. ``work`` must change nothing outside the transaction."""
+        for attempt in range(1, attempts + 1):
+            try:
+                with self.transaction() as cur:
+                    return work(cur)
+            except Exception as exc:
+                if not self.engine.conflict(exc):
+                    raise
+                if attempt == attempts:
+                    raise Busy(
+                        f"catalog {self.engine.location}: a write lost {attempts} races with other writers; try again"
+                    ) from exc
+                time.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.25)))
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+_PASSWORD_PARAM = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+
+
+def masked(target: str | Path) -> str:
+    """A catalog target as messages may show it: the password of a URL (``user:password@`` or a
+    ``password=`` parameter) replaced by ``***``."""
+    text = str(target)
+    if not is_url(text):
+        return text
+    scheme, _, rest = text.partition("://")
+    authority, slash, tail = rest.partition("/")
+    if "@" in authority:
+        userinfo, _, hosts = authority.rpartition("@")
+        if ":" in userinfo:
+            userinfo = userinfo.split(":", 1)[0] + ":***"
+        authority = f"{userinfo}@{hosts}"
+    return _PASSWORD_PARAM.sub(r"\1***", f"{scheme}://{authority}{slash}{tail}")
+
+
+def url_password(target: str | Path) -> str | None:
+    """The password written in a catalog URL (``user:password@`` or ``password=``), else None."""
+    text = str(target)
+    if not is_url(text):
+        return None
+    authority = text.partition("://")[2].partition("/")[0]
+    userinfo = authority.rpartition("@")[0]
+    if ":" in userinfo:
+        return unquote(userinfo.split(":", 1)[1])
+    found = _PASSWORD_PARAM.search(text)
+    return unquote(found.group(0).split("=", 1)[1]) if found else None
+
+
+def is_url(target: str | Path) -> bool:
+    """Whether a catalog target is a database URL rather than a file path."""
+    return isinstance(target, str) and target.startswith(URL_SCHEMES)
+
+
+__all__ = [
+    "Busy",
+    "Conflict",
+    "Connection",
+    "Cursor",
+    "Database",
+    "Engine",
+    "is_url",
+    "masked",
+    "url_password",
+]

@@ -1,0 +1,14 @@
+"""0002: external lineage (SQLite only: released before PostgreSQL; see migrations/legacy.py)."""
+
+from __future__ import annotations
+
+from bridge.catalog.migrations.legacy import run_sqlite_script
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    run_sqlite_script("0002_external_lineage")

@@ -1,0 +1,292 @@
+"""The PostgreSQL engine: a catalog in a PostgreSQL database, shared by several processes and hosts.
+
+The catalog is named by a ``postgresql://`` URL, handed to libpq as it is, so that every libpq
+setting works: the password from ``PGPASSWORD`` or a pass file (``~/.pgpass``, ``PGPASSFILE``),
+``sslmode`` and the other parameters, ``options=-csearch_path=...``, a Unix socket
+(``postgresql://user@/db?host=/run/postgresql``). One parameter is olbridge's own: ``schema=NAME``
+keeps the catalog's tables in that schema (made by ``olbridge init`` when missing). A password
+written in the URL works too, but is never shown: messages show :attr:`location`, the URL with
+``***`` for it. The driver is psycopg 3 (``pip install 'olbridge[postgres]'``).
+
+Writers run side by side, each transaction at READ COMMITTED: the rows a write reads to write them
+are locked as it reads them (the shared statements' ``LOCK`` comment becomes ``FOR UPDATE``); what
+cannot be locked because it does not exist yet is checked when written (a unique key, ``ON
+CONFLICT``), and a transaction that loses such a race, a serialization failure or a deadlock is run
+again (:meth:`Database.write`). The shared statements (SQLite's dialect) are translated once each,
+on this engine's cursors: ``?`` becomes ``%s``, and :data:`FRAGMENTS` and :data:`STATEMENTS` say
+what PostgreSQL says otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar
+from urllib.parse import parse_qsl, urlencode
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+from bridge.catalog import sql as shared
+from bridge.catalog.engine import Busy, Connection, Cursor, Engine, masked, url_password
+from bridge.errors import CatalogError
+
+# SQLite's fragments, and PostgreSQL's for them
+FRAGMENTS: tuple[tuple[str, str], ...] = (
+    (shared.LOCK, " FOR UPDATE"),
+    (shared.SKIP_LOCKED, " FOR UPDATE SKIP LOCKED"),
+    (shared.NOW, """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""),
+    (shared.CHANGE_NAMESPACE, "(snapshot::jsonb ->> 'namespace')"),
+    (shared.RETRY_INDEX, ""),  # PostgreSQL's planner finds the partial index itself
+)
+
+# whole statements PostgreSQL says otherwise: SQLite's min() and max() of two values are LEAST and
+# GREATEST (the values here are never NULL where the two differ on NULLs)
+STATEMENTS: dict[str, str] = {
+    shared.UPSERT_SOURCE: shared.UPSERT_SOURCE.replace("= max(", "= GREATEST(").replace("= min(", "= LEAST("),
+}
+
+SCHEMA_LOCK = 0x6F6C6272_69646765  # pg_advisory_lock key while a process makes or upgrades the schema
+DEFAULTS = {"connect_timeout": "10", "application_name": "olbridge"}
+
+# SQLSTATE classes and codes that say the server, the connection, the password or the privileges
+# are in the way, never a fault in olbridge's SQL (https://www.postgresql.org/docs/current/errcodes-appendix.html)
+_STORAGE_CLASSES = {
+    "08": "the connection failed",
+    "28": "the server refused the login",
+    "3D": "the database does not exist",
+    "53": "the server is out of resources",
+    "57": "the server is shutting down or cannot take connections",
+    "58": "the server's disk or files failed",
+}
+_STORAGE_CODES = {
+    "42501": "permission denied",
+    "25006": "it is read-only (a standby?)",
+    "3F000": "the schema does not exist",
+    "55P03": "a lock could not be taken in time; try again",
+}
+_CONFLICT_CODES = {"40001", "40P01", "23505"}  # serialization failure, deadlock, a key taken meanwhile
+_BUSY_CLASSES = {"08", "53", "57"}
+
+
+def translate(statement: str, *, parameters: bool = True) -> str:
+    """A shared statement (SQLite's dialect, ``?`` placeholders) in PostgreSQL's (``%s``); without
+    ``parameters``, a statement that is sent as it is (no placeholder, no ``%`` to double)."""
+    cache = _TRANSLATED if parameters else _TRANSLATED_PLAIN
+    found = cache.get(statement)
+    if found is None:
+        text = STATEMENTS.get(statement, statement)
+        for sqlite_text, postgres_text in FRAGMENTS:
+            text = text.replace(sqlite_text, postgres_text)
+        if parameters:
+            text = text.replace("%", "%%").replace("?", "%s")
+        cache[statement] = found = text
+    return found
+
+
+_TRANSLATED: dict[str, str] = {}
+_TRANSLATED_PLAIN: dict[str, str] = {}
+
+
+class SharedCursor(psycopg.Cursor[Any]):
+    """psycopg's cursor, taking the shared statements: each translated once (:func:`translate`)."""
+
+    def execute(  # type: ignore[override]
+        self,
+        query: str,
+        params: Sequence[Any] | None = None,
+        *,
+        prepare: bool | None = None,
+        binary: bool | None = None,
+    ) -> SharedCursor:
+        super().execute(translate(query, parameters=params is not None), params, prepare=prepare, binary=binary)
+        return self
+
+    def executemany(  # type: ignore[override]
+        self, query: str, params_seq: Iterable[Sequence[Any]], *, returning: bool = False
+    ) -> None:
+        super().executemany(translate(query), params_seq, returning=returning)
+
+
+def split_url(url: str) -> tuple[str, str | None]:
+    """The URL for libpq, and the schema its ``schema`` parameter names (taken out: libpq refuses
+    parameters it does not know)."""
+    base, question, query = url.partition("?")
+    if not question:
+        return url, None
+    pairs = parse_qsl(query, keep_blank_values=True)
+    schema = [value for key, value in pairs if key == "schema"]
+    if not schema:
+        return url, None
+    rest = [(key, value) for key, value in pairs if key != "schema"]
+    if not schema[-1]:
+        raise CatalogError(f"catalog {masked(url)}: the schema parameter is empty")
+    return (base + ("?" + urlencode(rest) if rest else "")), schema[-1]
+
+
+def storage_error(exc: BaseException, where: str) -> CatalogError | None:
+    """The CatalogError that a psycopg error about the server, the connection, the login or the
+    privileges stands for, naming the catalog (``where``, its password masked); None for any other."""
+    if not isinstance(exc, psycopg.Error):
+        return None
+    state = exc.sqlstate or ""
+    reason = _STORAGE_CODES.get(state) or _STORAGE_CLASSES.get(state[:2])
+    if reason is None and isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) and not state:
+        reason = (
+            "cannot connect to the server" if isinstance(exc, psycopg.OperationalError) else "the connection failed"
+        )
+    if reason is None:
+        return None
+    return CatalogError(f"catalog {where}: {reason} (PostgreSQL: {_one_line(str(exc))})")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+class PostgresEngine(Engine):
+    name: ClassVar[str] = "postgresql"
+    concurrent_writers: ClassVar[bool] = True
+    # a shared database is upgraded once, on purpose (`olbridge migrate`), not by whichever replica
+    # of a rolling upgrade starts first
+    upgrades_on_open: ClassVar[bool] = False
+
+    def __init__(self, url: str) -> None:
+        self.url, self.schema = split_url(url)
+        self._location = masked(url)
+        self._password = url_password(url)
+        given = {key for key, _ in parse_qsl(self.url.partition("?")[2])}
+        self._settings = {key: value for key, value in DEFAULTS.items() if key not in given}
+
+    @property
+    def location(self) -> str:
+        return self._location
+
+    def _scrub(self, text: str) -> str:
+        """A message with the URL's password, should it be in it, masked."""
+        return text.replace(self._password, "***") if self._password else text
+
+    def _raw_connect(self, **kwargs: Any) -> psycopg.Connection[Any]:
+        try:
+            settings = {**self._settings, **{k: str(v) for k, v in kwargs.items() if k == "connect_timeout"}}
+            options = {k: v for k, v in kwargs.items() if k != "connect_timeout"}
+            conn = psycopg.connect(make_conninfo(self.url, **settings), autocommit=True, **options)
+        except psycopg.Error as exc:
+            if self._password and self._password in str(exc):  # the driver does not say it: to be sure
+                raise type(exc)(self._scrub(str(exc))) from None
+            raise
+        if self.schema is not None:
+            conn.execute(f"SET search_path TO {quoted(self.schema)}")
+        return conn
+
+    def connect(self) -> Connection:
+        conn: Connection = self._raw_connect(cursor_factory=SharedCursor)
+        return conn
+
+    def unreadable(self) -> str | None:
+        try:
+            with self._raw_connect(connect_timeout=2) as conn:
+                conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        except psycopg.Error as exc:
+            return f"the catalog cannot be read: {self._scrub(_one_line(str(exc)))}"
+        return None
+
+    def begin(self) -> str:
+        return "BEGIN"
+
+    def broken(self, conn: Connection) -> bool:
+        return isinstance(conn, psycopg.Connection) and (conn.broken or conn.closed)
+
+    def storage_error(self, exc: BaseException) -> CatalogError | None:
+        found = storage_error(exc, self._location)
+        return CatalogError(self._scrub(str(found))) if found is not None else None
+
+    def busy(self, exc: BaseException) -> bool:
+        if isinstance(exc, Busy):
+            return True
+        if not isinstance(exc, psycopg.Error):
+            return False
+        state = exc.sqlstate or ""
+        if not state:  # the client's own: the connection failed or was lost
+            return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+        return state[:2] in _BUSY_CLASSES or state == "55P03"
+
+    def conflict(self, exc: BaseException) -> bool:
+        return super().conflict(exc) or (isinstance(exc, psycopg.Error) and exc.sqlstate in _CONFLICT_CODES)
+
+    def refused(self, exc: BaseException) -> bool:
+        # a constraint, a value PostgreSQL cannot hold, or a key past an index's limit (class 54:
+        # a btree entry holds at most about 2,700 bytes): that input cannot be kept, the others can
+        if not isinstance(exc, psycopg.Error) or self.conflict(exc):
+            return False
+        return isinstance(exc, psycopg.IntegrityError | psycopg.DataError) or (exc.sqlstate or "").startswith("54")
+
+    # --- the schema ----------------------------------------------------------------------------
+
+    def version(self, conn: Connection | Cursor) -> int | None:
+        found = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
+            "AND table_name IN ('alembic_version', 'assets')"
+        ).fetchall()
+        names = {name for (name,) in found}
+        if "alembic_version" in names:
+            row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+            if row is not None and str(row[0]).isdigit():
+                return int(row[0])
+        if (
+            not names
+            and not conn.execute(
+                "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()"
+            ).fetchone()[0]
+        ):
+            return None
+        raise CatalogError(
+            f"{self._location} holds tables but not an olbridge catalog; give an empty database "
+            "(or another schema: ?schema=NAME)"
+        )
+
+    def tables(self, conn: Connection | Cursor) -> list[str]:
+        query = (
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
+            "AND table_type = 'BASE TABLE' ORDER BY table_name COLLATE \"C\""
+        )
+        return [str(name) for (name,) in conn.execute(query)]
+
+    def reset_keys(self, cur: Cursor) -> None:
+        for table, column in shared.COUNTED_KEYS.items():
+            cur.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), coalesce(max({column}), 0) + 1, false) "
+                f"FROM {table}"
+            )
+
+    def lock_schema(self, cur: Cursor) -> None:
+        cur.execute(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})")
+        if self.schema is not None:
+            cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted(self.schema)}")
+
+    def stamp(self, cur: Cursor, version: int) -> None:
+        cur.execute("UPDATE alembic_version SET version_num = ?", (f"{int(version):04d}",))
+
+    def sqlalchemy_engine(self) -> Any:
+        import sqlalchemy
+        from sqlalchemy.pool import NullPool
+
+        return sqlalchemy.create_engine("postgresql+psycopg://", creator=self._raw_connect, poolclass=NullPool)
+
+    def lock_schema_for_upgrade(self, connection: Any) -> None:
+        connection.exec_driver_sql(f"SELECT pg_advisory_lock({SCHEMA_LOCK})")
+        connection.commit()
+
+    # --- the receiver's writers ----------------------------------------------------------------
+
+    def durability(self, conn: Connection, level: str) -> None:
+        """``full``: a commit returns once on disk (``synchronous_commit`` on); ``normal``: once in
+        the server's memory (a crash of the server can lose the last ones, never corrupt any)."""
+        conn.execute(f"SET synchronous_commit TO {'on' if level == 'full' else 'off'}")
+
+
+def quoted(identifier: str) -> str:
+    """An SQL identifier, quoted (any text: a double quote is doubled)."""
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+__all__ = ["FRAGMENTS", "STATEMENTS", "PostgresEngine", "SharedCursor", "split_url", "storage_error", "translate"]

@@ -1,0 +1,439 @@
+"""The catalog's schema, one for both engines: SQLAlchemy ``Table`` objects, at the current version.
+
+A new catalog is made from these (:func:`create_statements` compiles them for its engine: SQLite
+or PostgreSQL); an existing one is brought to them by the migrations (``migrations/versions``,
+Alembic), each of which changes these tables too, so that both ways give the same schema (a test
+compares a catalog migrated from the first version with a new one). One version number for both
+engines: :data:`VERSION` (``sql.SCHEMA_VERSION``), the number of the newest migration.
+
+What differs by engine is said here once, by type variants: text is ``TEXT`` on both, with the
+``"C"`` collation on PostgreSQL (bytes order, as SQLite's and Python's: the ranks the receiver
+compares, and every ``ORDER BY``, sort the same on both); integers are ``INTEGER`` on SQLite (an
+``INTEGER PRIMARY KEY`` is the rowid) and ``BIGINT`` on PostgreSQL, keys counting up by an identity
+(``AUTOINCREMENT`` on SQLite where a number must never come back, the outbox and the changes);
+times in seconds are ``REAL`` on SQLite and ``DOUBLE PRECISION`` on PostgreSQL (its ``REAL`` has
+single precision). SQLAlchemy is used here and by the migrations only: the statements run on the
+drivers' cursors.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.schema import CreateIndex, CreateTable
+
+from bridge.catalog.sql import SCHEMA_VERSION as VERSION
+
+TEXT: sa.types.TypeEngine[str] = sa.Text().with_variant(sa.Text(collation="C"), "postgresql")
+INTEGER: sa.types.TypeEngine[int] = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+SECONDS: sa.types.TypeEngine[float] = sa.Double[float]().with_variant(sa.REAL[float](), "sqlite")
+
+metadata = sa.MetaData()
+
+
+def _text(
+    name: str,
+    *args: sa.schema.SchemaItem,
+    nullable: bool = False,
+    default: str | None = None,
+    primary_key: bool = False,
+    unique: bool = False,
+) -> sa.Column[str]:
+    return sa.Column(
+        name, TEXT, *args, nullable=nullable, server_default=default, primary_key=primary_key, unique=unique or None
+    )
+
+
+def _integer(name: str, *args: sa.schema.SchemaItem, nullable: bool = False) -> sa.Column[int]:
+    return sa.Column(name, INTEGER, *args, nullable=nullable)
+
+
+def _key(name: str) -> sa.Column[int]:
+    """A key that counts up (an identity on PostgreSQL, the rowid on SQLite)."""
+    return sa.Column(name, INTEGER, sa.Identity(), primary_key=True)
+
+
+def _partial(name: str, column: sa.Column[Any], condition: str) -> sa.Index:
+    """An index of the rows that meet a condition, on both engines."""
+    return sa.Index(name, column, sqlite_where=sa.text(condition), postgresql_where=sa.text(condition))
+
+
+# --- what the catalog records ----------------------------------------------------------------
+
+assets = sa.Table(
+    "assets",
+    metadata,
+    _text("id", primary_key=True),
+    _text("type"),
+    _text("namespace", nullable=True),  # NULL: a Global asset
+    _text("display_name", nullable=True),
+    _text("description", nullable=True),
+    _text("metadata", default="{}"),  # a flat JSON object
+    _text("origin"),
+    _text("created_at"),
+    _text("updated_at"),
+    _text("deleted_at", nullable=True),
+    _text("columns", nullable=True),  # JSON list of {name, type, description}
+    _text("assertions", nullable=True),  # JSON list of data-quality assertions
+    sa.CheckConstraint("origin IN ('declared', 'auto', 'external')"),
+)
+sa.Index("assets_type", assets.c.type)
+sa.Index("assets_namespace", assets.c.namespace)
+
+executions = sa.Table(
+    "executions",
+    metadata,
+    _text("flow_namespace", primary_key=True),
+    _text("flow_id", primary_key=True),
+    _text("execution_id", primary_key=True),
+    _text("started_at"),  # the first task run's start, never changed
+)
+
+task_runs = sa.Table(
+    "task_runs",
+    metadata,
+    _key("pk"),
+    _text("flow_namespace"),
+    _text("flow_id"),
+    _text("task_id"),
+    _text("execution_id"),
+    _text("task_run_id"),
+    _text("state"),
+    _text("started_at"),
+    _text("ended_at", nullable=True),
+    _text("job"),  # JSON: integration, job type, sql, description
+    _text("warnings", default="[]"),
+    _text("error", nullable=True),
+    _text("record_hash"),
+    sa.UniqueConstraint("flow_namespace", "flow_id", "execution_id", "task_run_id"),
+)
+sa.Index("task_runs_started", task_runs.c.started_at, task_runs.c.pk)
+
+usages = sa.Table(
+    "usages",
+    metadata,
+    _integer("task_run_pk", sa.ForeignKey("task_runs.pk"), nullable=False),
+    _text("direction"),
+    _integer("position"),
+    _text("asset_id"),
+    _text("used_at"),
+    _text("statistics", nullable=True),
+    sa.PrimaryKeyConstraint("task_run_pk", "direction", "asset_id"),
+    sa.CheckConstraint("direction IN ('input', 'output')"),
+)
+sa.Index("usages_asset", usages.c.asset_id)
+
+lineage = sa.Table(
+    "lineage",
+    metadata,
+    _text("upstream_id"),
+    _text("downstream_id"),
+    _integer("task_run_pk", sa.ForeignKey("task_runs.pk")),
+    sa.PrimaryKeyConstraint("upstream_id", "downstream_id", "task_run_pk"),
+)
+sa.Index("lineage_downstream", lineage.c.downstream_id)
+
+asset_changes = sa.Table(
+    "asset_changes",
+    metadata,
+    _key("seq"),
+    _text("asset_id"),
+    _text("kind"),
+    _text("changed_at"),
+    _text("snapshot"),  # the asset record just after the change
+    sa.CheckConstraint("kind IN ('update', 'delete')"),
+    sqlite_autoincrement=True,  # a seq never comes back: the outbox refers to changes by it
+)
+sa.Index("asset_changes_time", asset_changes.c.changed_at, asset_changes.c.seq)
+sa.Index("asset_changes_asset", asset_changes.c.asset_id)
+
+declared_jobs = sa.Table(
+    "declared_jobs",
+    metadata,
+    _key("pk"),
+    _text("flow_namespace"),
+    _text("flow_id"),
+    _text("task_id"),
+    _text("declaration"),  # JSON: task type, inputs, outputs, enableAuto, ...
+    _text("declaration_hash"),
+    _text("declared_at"),  # when this declaration was first recorded as it is
+    sa.UniqueConstraint("flow_namespace", "flow_id", "task_id"),
+)
+sa.Index("declared_jobs_time", declared_jobs.c.declared_at, declared_jobs.c.pk)
+
+column_lineage = sa.Table(
+    "column_lineage",
+    metadata,
+    _text("downstream_id"),
+    _text("downstream_column"),  # '': the whole output (the facet's `dataset`)
+    _text("upstream_id"),
+    _text("upstream_column"),
+    _text("transformations", default="[]"),
+    _integer("task_run_pk", sa.ForeignKey("task_runs.pk"), nullable=True),
+    _text("source", nullable=True),  # 'run:<runId>' or 'job:<namespace>/<name>'
+    sa.CheckConstraint("(task_run_pk IS NULL) <> (source IS NULL)"),
+)
+sa.Index(
+    "column_lineage_edge",
+    column_lineage.c.downstream_id,
+    column_lineage.c.downstream_column,
+    column_lineage.c.upstream_id,
+    column_lineage.c.upstream_column,
+    column_lineage.c.transformations,
+    sa.func.coalesce(column_lineage.c.task_run_pk, 0),
+    sa.func.coalesce(column_lineage.c.source, ""),
+    unique=True,
+)
+sa.Index("column_lineage_upstream", column_lineage.c.upstream_id, column_lineage.c.upstream_column)
+_partial("column_lineage_run", column_lineage.c.task_run_pk, "task_run_pk IS NOT NULL")
+
+# --- external lineage (the receiver) ---------------------------------------------------------
+
+received_events = sa.Table(
+    "received_events",
+    metadata,
+    _key("pk"),
+    _text("digest"),
+    _text("kind"),
+    _text("event_type", nullable=True),
+    _text("event_time"),
+    _text("source", nullable=True),  # 'run:<runId>' or 'job:<namespace>/<name>'
+    _text("producer"),
+    _text("warnings", default="[]"),
+    _text("body"),
+    _text("token", nullable=True),  # serve --tokens: the name of the token that brought it
+    sa.CheckConstraint("kind IN ('RunEvent', 'DatasetEvent', 'JobEvent')"),
+)
+# found by time and digest: events come roughly in time order, so a group's new entries share a
+# few pages at the index's end
+sa.Index("received_events_time_digest", received_events.c.event_time, received_events.c.digest, unique=True)
+
+external_datasets = sa.Table(
+    "external_datasets",
+    metadata,
+    _text("ol_namespace", primary_key=True),
+    _text("ol_name", primary_key=True),
+    _text("asset_id", unique=True),
+    _text("first_seen"),  # event times, never the clock
+    _text("last_seen"),
+    _text("seen_rank"),  # '<time>|<digest>' of the latest event naming it
+    _text("facets_rank", nullable=True),  # the same, of the latest event describing it
+    _text("facets_digest", nullable=True),  # what that event's facets said, hashed
+    # the latest event that gave it any facets, and all its facets hashed: an event that repeats
+    # them changes no facet row (external_facets)
+    _text("all_facets_rank", nullable=True),
+    _text("all_facets_digest", nullable=True),
+    sqlite_with_rowid=False,
+)
+
+external_sources = sa.Table(
+    "external_sources",
+    metadata,
+    _text("source", primary_key=True),  # 'run:<runId>' or 'job:<namespace>/<name>'
+    _text("job_namespace"),
+    _text("job_name"),
+    _text("run_id", nullable=True),
+    _text("parent_run_id", nullable=True),
+    _text("state", nullable=True),  # the latest-ranked event type
+    _text("state_rank", nullable=True),  # what decides the state, order-independent
+    _text("started_at", nullable=True),
+    _text("ended_at", nullable=True),
+    _text("first_seen"),
+    _text("last_seen"),
+    _text("producer"),
+    _text("inputs", default="[]"),  # JSON: sorted asset ids
+    _text("outputs", default="[]"),
+    # a run's job is the one its earliest-ranked event names; a run named under more than one job
+    # lists them all (JSON [[namespace, name], ...], sorted; NULL while there is one)
+    _text("job_rank", nullable=True),
+    _text("jobs", nullable=True),
+    _text("warnings", default="[]"),  # the distinct warnings of its events (JSON list, sorted)
+    sqlite_with_rowid=False,
+)
+
+external_usages = sa.Table(
+    "external_usages",
+    metadata,
+    _text("job_namespace"),
+    _text("job_name"),
+    _text("direction"),
+    _text("asset_id"),
+    sa.PrimaryKeyConstraint("job_namespace", "job_name", "direction", "asset_id"),
+    sa.CheckConstraint("direction IN ('input', 'output')"),
+    sqlite_with_rowid=False,
+)
+sa.Index("external_usages_asset", external_usages.c.asset_id)
+
+external_lineage = sa.Table(
+    "external_lineage",
+    metadata,
+    _text("upstream_id"),
+    _text("downstream_id"),
+    _text("job_namespace"),
+    _text("job_name"),
+    sa.PrimaryKeyConstraint("upstream_id", "downstream_id", "job_namespace", "job_name"),
+    sqlite_with_rowid=False,
+)
+sa.Index("external_lineage_downstream", external_lineage.c.downstream_id)
+
+# The latest of each facet (custom ones too) of an external run ('run:<runId>'), job
+# ('job:<namespace>/<name>') and dataset ('asset:<asset id>'), as the event had it.
+external_facets = sa.Table(
+    "external_facets",
+    metadata,
+    _text("owner"),
+    _text("facet_key"),
+    # '<time>|<digest>' of its event: the highest wins; NULL: a dataset's facet as its latest event
+    # with facets has it (external_datasets.all_facets_rank)
+    _text("facet_rank", nullable=True),
+    _text("facet"),  # its JSON (canonical)
+    sa.PrimaryKeyConstraint("owner", "facet_key"),
+)
+
+# A dataset's other names, as producers' symlinks facets give them: every one ever given, with the
+# type the latest-ranked event naming it says. An asset is found by any of them.
+external_identifiers = sa.Table(
+    "external_identifiers",
+    metadata,
+    _text("namespace"),
+    _text("name"),
+    _text("asset_id"),
+    _text("type", nullable=True),
+    _text("id_rank"),
+    sa.PrimaryKeyConstraint("namespace", "name", "asset_id"),
+)
+sa.Index("external_identifiers_asset", external_identifiers.c.asset_id)
+
+# olbridge's lineage and the receiver's, for the lineage walks
+VIEWS = {
+    "all_lineage": """
+        SELECT upstream_id, downstream_id FROM lineage
+        UNION ALL
+        SELECT upstream_id, downstream_id FROM external_lineage
+    """,
+}
+
+# --- delivery --------------------------------------------------------------------------------
+
+# A reference outbox: each row points at the stored record whose event it stands for
+# (task_runs.pk for run-start / run-end, asset_changes.seq for asset-change, declared_jobs.pk for
+# job); the worker renders the event when it delivers it. Delivered rows are deleted.
+outbox = sa.Table(
+    "outbox",
+    metadata,
+    _key("seq"),  # commit order
+    _text("kind"),  # run-start | run-end | asset-change | job
+    _integer("ref"),
+    _text("run_key"),  # events of one key go out in seq order
+    _text("queued_at"),
+    _text("state", default="pending"),
+    sa.Column("attempts", INTEGER, nullable=False, server_default=sa.text("0")),
+    sa.Column("next_attempt_at", SECONDS, nullable=False, server_default=sa.text("0")),  # seconds since the epoch
+    _integer("last_status", nullable=True),  # the backend's last HTTP status
+    _text("last_error", nullable=True),  # its response body or the error (truncated)
+    # serve --forward: a received event's text as it came (kind 'forward', ref its received_events pk)
+    _text("payload", nullable=True),
+    sa.CheckConstraint("state IN ('pending', 'dead')"),
+    sqlite_autoincrement=True,  # a seq never comes back
+)
+sa.Index("outbox_state", outbox.c.state, outbox.c.seq)
+sa.Index("outbox_run_key", outbox.c.run_key, outbox.c.seq)
+_partial("outbox_retrying", outbox.c.next_attempt_at, "state = 'pending' AND attempts > 0")
+
+outbox_delivery = sa.Table(
+    "outbox_delivery",
+    metadata,
+    sa.Column("id", INTEGER, primary_key=True, autoincrement=False),
+    _integer("delivered"),
+    _text("last_success_at"),
+    sa.CheckConstraint("id = 1"),
+)
+
+# The stream workers running on this catalog, each with its heartbeat, and the outbox's lease
+# (one holder at a time on SQLite).
+stream_workers = sa.Table(
+    "stream_workers",
+    metadata,
+    _text("id", primary_key=True),  # '<host>:<pid>:<random>'
+    _text("host"),
+    _integer("pid"),
+    _text("target"),  # where it delivers
+    _text("started_at"),
+    sa.Column("heartbeat_at", SECONDS, nullable=False),  # seconds since the epoch
+)
+
+outbox_lease = sa.Table(
+    "outbox_lease",
+    metadata,
+    sa.Column("id", INTEGER, primary_key=True, autoincrement=False),  # the whole outbox: one holder
+    _text("worker"),  # stream_workers.id; stale with its heartbeat
+    _text("acquired_at"),
+    sa.CheckConstraint("id = 1"),
+)
+
+# The last delivery failure of the stream ('stream') and of each backfill ('backfill:<name>').
+delivery_errors = sa.Table(
+    "delivery_errors",
+    metadata,
+    _text("source", primary_key=True),
+    _text("target"),
+    _text("failure"),  # connection | timeout | HTTP 5xx | HTTP 429 | ...
+    _integer("status", nullable=True),
+    _text("detail"),
+    _text("at"),
+)
+
+# Events a backfill's backend refused for good, kept until a backfill with --retry-refused
+# delivers them (item_order: -1 declared job, 0 asset change, 1 task run; ref its pk or seq; event:
+# the first one not delivered, 'start' / 'end' of a run or 'event').
+backfill_refused = sa.Table(
+    "backfill_refused",
+    metadata,
+    _text("checkpoint"),
+    _text("item_time"),
+    _integer("item_order"),
+    _integer("ref"),
+    _text("event"),
+    _integer("status", nullable=True),
+    _text("error"),
+    _text("refused_at"),
+    sa.PrimaryKeyConstraint("checkpoint", "item_order", "ref"),
+)
+
+# Where each reader of a source, or replay to a backend, got to (bridge/catalog/positions.py).
+positions = sa.Table(
+    "positions",
+    metadata,
+    _text("kind"),  # marquez-import | prefect-import | backfill | ...
+    _text("name"),  # the source's URL, the checkpoint's name
+    _text("value"),  # JSON
+    _text("updated_at"),
+    sa.PrimaryKeyConstraint("kind", "name"),
+)
+
+
+def dialect(name: str) -> sa.Dialect:
+    """SQLAlchemy's dialect of an engine (to compile statements; it connects to nothing)."""
+    if name == "sqlite":
+        return sqlite.base.SQLiteDialect()
+    if name == "postgresql":
+        return postgresql.base.PGDialect()  # type: ignore[no-untyped-call]  # SQLAlchemy leaves it untyped
+    raise ValueError(f"no dialect {name!r}")
+
+
+@functools.cache
+def create_statements(engine: str) -> tuple[str, ...]:
+    """The statements that make the schema in an empty database of an engine, in order."""
+    compiled = dialect(engine)
+    statements = [str(CreateTable(table).compile(dialect=compiled)).strip() for table in metadata.sorted_tables]
+    for table in metadata.sorted_tables:
+        for index in sorted(table.indexes, key=lambda i: str(i.name)):
+            statements.append(str(CreateIndex(index).compile(dialect=compiled)).strip())
+    statements += [f"CREATE VIEW {name} AS {query.strip()}" for name, query in VIEWS.items()]
+    return tuple(statements)
+
+
+__all__ = ["VERSION", "VIEWS", "create_statements", "dialect", "metadata"]

@@ -1,0 +1,144 @@
+"""The SQLite engine: a catalog in one file (or ``:memory:``), the embedded default.
+
+One writer at a time: a write transaction begins with ``BEGIN IMMEDIATE``, which takes the whole
+database's write lock (waiting up to the driver's timeout for another process to let it go), so
+a write never loses a race and is never run again. WAL journal, so readers do not wait for the
+writer; foreign keys on. The shared statements are SQLite's own dialect: no translation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from pathlib import Path
+from typing import Any, ClassVar
+
+from bridge.catalog.engine import Busy, Connection, Cursor, Engine
+from bridge.errors import CatalogError
+
+PRAGMAS = ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", "PRAGMA foreign_keys = ON")
+
+# SQLite's primary result codes that mean the file, the disk or another process is in the way,
+# never a fault in olbridge's SQL: https://www.sqlite.org/rescode.html
+_STORAGE_CODES = {
+    3: "permission denied",  # SQLITE_PERM
+    5: "another process holds it locked; try again",  # SQLITE_BUSY
+    6: "it is locked",  # SQLITE_LOCKED
+    8: "it cannot be written (read-only file, folder or file system)",  # SQLITE_READONLY
+    10: "a disk input/output error",  # SQLITE_IOERR
+    11: "the file is damaged",  # SQLITE_CORRUPT
+    13: "the disk is full",  # SQLITE_FULL
+    14: "the file cannot be opened",  # SQLITE_CANTOPEN
+    15: "its lock protocol failed",  # SQLITE_PROTOCOL
+    26: "not a catalog: the file is not a SQLite database",  # SQLITE_NOTADB
+}
+_BUSY_CODES = {5, 6}
+
+
+def storage_error(exc: BaseException, path: str | Path) -> CatalogError | None:
+    """The CatalogError that a SQLite error about the catalog's file, disk or lock stands for,
+    naming the catalog; None for any other error (a fault in olbridge, left to surface)."""
+    code = getattr(exc, "sqlite_errorcode", None) if isinstance(exc, sqlite3.Error) else None
+    if code is None or code & 0xFF not in _STORAGE_CODES:
+        return None
+    return CatalogError(f"catalog {path}: {_STORAGE_CODES[code & 0xFF]} (SQLite: {exc})")
+
+
+class SqliteEngine(Engine):
+    name: ClassVar[str] = "sqlite"
+    concurrent_writers: ClassVar[bool] = False
+    upgrades_on_open: ClassVar[bool] = True  # a file of one machine's: brought up to date in place
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            parent = Path(self.path).parent
+            if not parent.is_dir():
+                raise CatalogError(f"cannot open catalog {self.path}: folder {parent} does not exist")
+
+    @property
+    def location(self) -> str:
+        return self.path
+
+    @property
+    def in_memory(self) -> bool:
+        return self.path == ":memory:"
+
+    def exists(self) -> bool:
+        """Whether the file is there (a catalog or not: opening it tells)."""
+        return self.in_memory or Path(self.path).exists()
+
+    def connect(self) -> Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            for pragma in PRAGMAS:
+                conn.execute(pragma)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def unreadable(self) -> str | None:
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=1)) as conn:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error as exc:
+            return f"the catalog cannot be read: {exc}"
+        return None
+
+    def begin(self) -> str:
+        return "BEGIN IMMEDIATE"  # the write lock, taken now rather than at the first write
+
+    def storage_error(self, exc: BaseException) -> CatalogError | None:
+        return storage_error(exc, self.path)
+
+    def busy(self, exc: BaseException) -> bool:
+        if isinstance(exc, Busy):
+            return True
+        code = getattr(exc, "sqlite_errorcode", None) if isinstance(exc, sqlite3.OperationalError) else None
+        return code is not None and code & 0xFF in _BUSY_CODES
+
+    def refused(self, exc: BaseException) -> bool:
+        return isinstance(exc, sqlite3.IntegrityError)
+
+    def version(self, conn: Connection | Cursor) -> int | None:
+        found = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if found:
+            return found
+        if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            raise CatalogError(f"{self.path} is a SQLite database but not an olbridge catalog")
+        return None
+
+    def tables(self, conn: Connection | Cursor) -> list[str]:
+        query = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%' ORDER BY name"
+        return [str(name) for (name,) in conn.execute(query)]
+
+    def stamp(self, cur: Cursor, version: int) -> None:
+        cur.execute(f"PRAGMA user_version = {int(version)}")
+
+    def sqlalchemy_engine(self) -> Any:
+        import sqlalchemy
+        from sqlalchemy.pool import NullPool
+
+        engine = sqlalchemy.create_engine("sqlite://", creator=self._raw_connect, poolclass=NullPool)
+
+        # the driver begins no transaction before DDL: the engine does, so each migration lands
+        # whole or not at all (https://docs.sqlalchemy.org/en/20/dialects/sqlite.html, "Serializable
+        # isolation / Savepoints / Transactional DDL")
+        @sqlalchemy.event.listens_for(engine, "begin")
+        def begin(connection: Any) -> None:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+
+    def _raw_connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+
+    def durability(self, conn: Connection, level: str) -> None:
+        conn.execute(f"PRAGMA synchronous = {'FULL' if level == 'full' else 'NORMAL'}")
+
+    def legacy_version(self, connection: Any) -> int:
+        return int(connection.exec_driver_sql("PRAGMA user_version").scalar() or 0)
+
+
+__all__ = ["PRAGMAS", "SqliteEngine", "storage_error"]

@@ -1,0 +1,635 @@
+"""One catalog, two engines: the schema (made new, or migrated from the first version) is the same
+either way and on either engine, an older SQLite catalog upgrades in place with all its data, a
+PostgreSQL catalog is upgraded by ``olbridge migrate`` only, writers side by side on PostgreSQL
+end as one writer would, and a password in a catalog URL is never shown."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import sqlite3
+import string
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from bridge.catalog import Catalog, Position, sql
+from bridge.catalog.engine import masked, url_password
+from bridge.catalog.migrate import head
+from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
+from bridge.catalog.outbox import Delivered, DeliveryError
+from bridge.catalog.positions import Checkpoint, RefusedItem
+from bridge.catalog.postgres import split_url, translate
+from bridge.catalog.workers import StreamWorkerInfo
+from bridge.column_lineage import parse_column_lineage
+from bridge.delivery.history import iter_lines
+from bridge.mapping import Resolver
+from bridge.model import AssetDeclaration, Column, DeclaredFlow, DeclaredJob
+from bridge.openlineage.convert import Converter
+from bridge.receiver.imports import catalog_intake
+from tests.conftest import at
+from tests.helpers import decl, invoke, ol_dataset, ol_run_event, run, table_contents
+from tests.postgres import PostgresServer
+
+pytestmark = pytest.mark.both_engines
+
+# --- one schema --------------------------------------------------------------------------------
+
+
+def test_the_newest_migration_is_the_schema_version() -> None:
+    assert head() == f"{sql.SCHEMA_VERSION:04d}"
+
+
+def _schema(connection: sa.Connection) -> dict[str, Any]:
+    """What the database says of each table: columns (name, type, null, default, key), indexes,
+    unique constraints, foreign keys and checks, and the views."""
+    inspector = sa.inspect(connection)
+    out: dict[str, Any] = {"views": sorted(inspector.get_view_names())}
+    for table in sorted(inspector.get_table_names()):
+        key = inspector.get_pk_constraint(table)["constrained_columns"]
+        out[table] = {
+            # (a key column is never null, declared so or not; a default as each engine writes it)
+            "columns": [
+                (
+                    c["name"],
+                    str(c["type"]).split(" COLLATE")[0],
+                    c["nullable"] and c["name"] not in key,
+                    str(c.get("default")).removesuffix("::text").strip("'\""),
+                )
+                for c in inspector.get_columns(table)
+            ],
+            "key": key,
+            # (SQLAlchemy reads an index on expressions on PostgreSQL only: see the test of both)
+            "indexes": sorted(
+                (i["name"], tuple(str(c) for c in i["column_names"]), bool(i["unique"]))
+                for i in inspector.get_indexes(table)
+                if None not in i["column_names"] and not i.get("duplicates_constraint")
+            ),
+            "unique": sorted(tuple(u["column_names"]) for u in inspector.get_unique_constraints(table)),
+            "foreign": sorted(
+                (tuple(f["constrained_columns"]), f["referred_table"]) for f in inspector.get_foreign_keys(table)
+            ),
+            "checks": len(inspector.get_check_constraints(table)),
+        }
+    return out
+
+
+def _sqlite_schema(path: Path) -> dict[str, Any]:
+    engine = sa.create_engine(f"sqlite:///{path}")
+    try:
+        with engine.connect() as connection:
+            return _schema(connection)
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.filterwarnings("ignore:Skipped unsupported reflection of expression-based index")
+def test_a_catalog_migrated_from_the_first_version_has_the_schema_of_a_new_one(tmp_path: Path) -> None:
+    """The migrations and schema.py say the same thing: a new catalog is made from the tables,
+    an old one reaches them by the migrations."""
+    old = tmp_path / "old.db"
+    conn = sqlite3.connect(old, isolation_level=None)
+    conn.executescript(f"BEGIN;\n{SQLITE_SCRIPTS[0][1]}\nPRAGMA user_version = 1;\nCOMMIT;")
+    conn.close()
+    Catalog(old).close()  # upgraded, 0002 to the newest
+    Catalog(tmp_path / "new.db").close()
+    migrated, new = _sqlite_schema(old), _sqlite_schema(tmp_path / "new.db")
+    assert migrated.keys() == new.keys() and len(new) > 20
+    for table in new:
+        assert migrated[table] == new[table], table
+
+
+_TYPES = {"TEXT": "text", "INTEGER": "integer", "BIGINT": "integer", "REAL": "seconds", "DOUBLE PRECISION": "seconds"}
+
+
+def _portable(schema: dict[str, Any]) -> dict[str, Any]:
+    """A schema with each engine's own type for a kind of value named by the kind."""
+    out = dict(schema)
+    for table, found in schema.items():
+        if table != "views":
+            columns = [(name, _TYPES.get(kind, kind), null, default) for name, kind, null, default in found["columns"]]
+            out[table] = {**found, "columns": columns}
+    return out
+
+
+@pytest.mark.filterwarnings("ignore:Skipped unsupported reflection of expression-based index")
+def test_both_engines_have_the_same_schema(catalog_template: str, postgres: PostgresServer, tmp_path: Path) -> None:
+    """Tables, columns, keys, indexes, constraints and views, the same on SQLite and on PostgreSQL
+    (each kind of value in its engine's type)."""
+    with postgres.connect() as admin:  # the template takes no connections: let this one in
+        admin.execute(f'ALTER DATABASE "{catalog_template}" WITH ALLOW_CONNECTIONS true')
+    engine = sa.create_engine(postgres.url(catalog_template).replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        with engine.connect() as connection:
+            on_postgres = _schema(connection)
+    finally:
+        engine.dispose()
+        with postgres.connect() as admin:
+            admin.execute(f'ALTER DATABASE "{catalog_template}" WITH ALLOW_CONNECTIONS false')
+    Catalog(tmp_path / "c.db").close()
+    on_sqlite = _sqlite_schema(tmp_path / "c.db")
+    assert on_postgres.keys() == on_sqlite.keys()
+    for table in on_sqlite:
+        assert _portable(on_postgres)[table] == _portable(on_sqlite)[table], table
+    # the unique index on expressions (an edge of a run, whichever made it), on both
+    sqlite_index = (
+        sqlite3.connect(tmp_path / "c.db")
+        .execute("SELECT sql FROM sqlite_master WHERE name = 'column_lineage_edge'")
+        .fetchone()[0]
+    )
+    assert "UNIQUE" in sqlite_index and "coalesce(task_run_pk, 0)" in sqlite_index
+
+
+# --- an older SQLite catalog, upgraded in place ---------------------------------------------
+
+
+def _fill(catalog: Catalog, resolver: Resolver) -> None:
+    """Something in every table a release before 0009 had."""
+    catalog.record_task_runs(
+        [
+            run("load", inputs=(decl("raw.orders"),), outputs=(decl("mart.orders", type="Table"),)),
+            run("report", inputs=(decl("mart.orders"),), outputs=(decl("s3://b/report.csv", type="File"),)),
+        ]
+    )
+    catalog.set_asset(AssetDeclaration.create("ops.vm", type="VM", metadata={"zone": "eu"}), now=at(3))
+    catalog.delete_asset("ops.vm", now=at(4))
+    intake = catalog_intake(catalog, resolver)
+    assert all(
+        o.ok
+        for o in intake.take(
+            [ol_run_event("COMPLETE", inputs=[ol_dataset("s3://raw", "in")], outputs=[ol_dataset("s3://raw", "out")])]
+        )
+    )
+    catalog.save_position(Position("marquez-import", "http://marquez:5000", {"after": "2025-03-01T08:00:00Z"}, "u1"))
+    catalog.save_position(
+        Position(
+            "prefect-import",
+            "http://prefect/api",
+            {"eventsRead": 4, "lastEventIds": ["a", "b"], "lastOccurred": "2025-03-01T08:00:00.000000Z"},
+            "u2",
+        )
+    )
+    refused = RefusedItem(("2025-03-01T08:00:00.000000Z", 1, 2), "start", 400, "no", "u3")
+    catalog.save_checkpoint(
+        Checkpoint("http://backend", {"namespace": "company.data"}, ("2025-03-01T08:00:00.000000Z", 1, 1), 1, 2, "u3"),
+        refused=[refused],
+    )
+    job = DeclaredJob("company.data", "nightly", "load", "io.kestra.Load", inputs=(decl("raw.orders"),))
+    catalog.declare_flows([DeclaredFlow("company.data", "nightly", (job,))], now=at(5))
+    lineage = parse_column_lineage({"fields": {"id": [{"id": "raw.c", "column": "id", "transformation": "IDENTITY"}]}})
+    outputs = (decl("mart.customers", type="Table", columns=[Column("id")], column_lineage=lineage),)
+    catalog.record_task_runs([run("customers", inputs=(decl("raw.c"),), outputs=outputs)])
+    first = catalog.outbox.items()[0].seq
+    error = DeliveryError("stream", "http://backend", "HTTP 5xx", 503, "busy", "u5")
+    catalog.outbox.settle([Delivered(first)], success_at="u4", failure=error)
+    worker = StreamWorkerInfo("host:1:a", "host", 1, "http://backend", "u6", 100.0)
+    catalog.workers.beat(worker, 100.0)
+    assert catalog.workers.acquire(worker.id, 100.0, 5.0, acquired_at="u6").taken
+
+
+def _columns_of(path: Path, columns: dict[str, list[str]]) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of a SQLite catalog's tables that are in ``columns``, with only those columns."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return {
+            table: conn.execute(f"SELECT {', '.join(names)} FROM {table} ORDER BY 1").fetchall()
+            for table, names in sorted(columns.items())
+            if table in tables and table != "sqlite_sequence"
+        }
+
+
+def test_a_sqlite_catalog_of_the_previous_version_upgrades_in_place_and_keeps_its_data(
+    tmp_path: Path, resolver: Resolver
+) -> None:
+    """A catalog as the previous release (schema version 8) left it, with a row in every table,
+    is upgraded when opened: every row is there after, the positions as they were."""
+    now = tmp_path / "now.db"
+    with Catalog(now) as catalog:
+        _fill(catalog, resolver)
+    old = tmp_path / "old.db"
+    conn = sqlite3.connect(old, isolation_level=None)
+    for number, (_name, script) in enumerate(SQLITE_SCRIPTS, start=1):
+        conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
+    # the columns of each table as that release had them (later revisions add tables and columns)
+    then = {
+        table: [c[1] for c in conn.execute(f"PRAGMA table_info({table})")]
+        for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    }
+    then["positions"] = ["kind", "name", "value", "updated_at"]  # made by 0009 from the tables below
+    expected = _columns_of(now, then)
+    assert all(expected.values()), [t for t, rows in expected.items() if not rows]
+    conn.execute("ATTACH DATABASE ? AS now", (str(now),))
+    for table, columns in then.items():
+        if table in expected and table != "positions":
+            names = ", ".join(columns)
+            conn.execute(f"INSERT INTO main.{table} ({names}) SELECT {names} FROM now.{table}")
+    conn.execute(
+        "INSERT INTO import_positions SELECT 'marquez:' || name, json_extract(value, '$.after'), updated_at "
+        "FROM now.positions WHERE kind = 'marquez-import'"
+    )
+    conn.execute(
+        "INSERT INTO prefect_import_state SELECT name, json_extract(value, '$.lastOccurred'), "
+        "json_extract(value, '$.lastEventIds'), json_extract(value, '$.eventsRead'), updated_at "
+        "FROM now.positions WHERE kind = 'prefect-import'"
+    )
+    conn.execute(
+        "INSERT INTO backfill_checkpoints SELECT name, json_extract(value, '$.filters'), "
+        "json_extract(value, '$.position'), json_extract(value, '$.runs'), json_extract(value, '$.events'), "
+        "updated_at, json_extract(value, '$.ahead') FROM now.positions WHERE kind = 'backfill'"
+    )
+    conn.execute("DETACH DATABASE now")
+    conn.close()
+    with Catalog(old) as upgraded:
+        assert (upgraded.upgraded_from, upgraded.schema_version) == (8, sql.SCHEMA_VERSION)
+    assert _columns_of(old, then) == expected
+    with Catalog(old) as upgraded:
+        converter = Converter(resolver)
+        assert list(iter_lines(upgraded, converter)) == list(iter_lines(Catalog(now), converter))
+    assert sqlite3.connect(old).execute("PRAGMA user_version").fetchone() == (sql.SCHEMA_VERSION,)
+
+
+def test_the_migrate_command_upgrades_a_sqlite_catalog(tmp_path: Path) -> None:
+    old = tmp_path / "old.db"
+    conn = sqlite3.connect(old, isolation_level=None)
+    for number, (_name, script) in enumerate(SQLITE_SCRIPTS, start=1):
+        conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
+    conn.close()
+    code, out, err = invoke(old, "migrate")
+    assert code == 0, err
+    assert json.loads(out) == {"catalog": str(old), "schemaVersion": sql.SCHEMA_VERSION, "upgradedFrom": 8}
+    code, out, err = invoke(old, "migrate")
+    assert code == 0 and json.loads(out)["upgradedFrom"] is None
+
+
+# --- PostgreSQL: upgraded on purpose ----------------------------------------------------------
+
+
+def test_a_postgresql_catalog_of_another_version_is_refused_and_migrate_names_itself(
+    postgres: PostgresServer, catalog_template: str
+) -> None:
+    url = postgres.url(postgres.create_database(template=catalog_template))
+    code, out, err = invoke(url, "migrate")
+    assert code == 0 and json.loads(out)["upgradedFrom"] is None, err
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = %s", (f"{sql.SCHEMA_VERSION - 1:04d}",))
+    code, _, err = invoke(url, "assets", "list")
+    assert code == 1 and "older than this olbridge's" in err and "olbridge migrate" in err, err
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = %s", (f"{sql.SCHEMA_VERSION + 1:04d}",))
+    for command in (["assets", "list"], ["migrate"], ["init"]):
+        code, _, err = invoke(url, *command)
+        assert code == 1 and "newer than this olbridge knows" in err, err
+
+
+def test_an_empty_database_is_no_catalog_until_init_and_a_foreign_one_is_refused(postgres: PostgresServer) -> None:
+    url = postgres.url(postgres.create_database())
+    code, _, err = invoke(url, "assets", "list")
+    assert code == 1 and "no catalog at" in err and "olbridge init" in err
+    code, out, err = invoke(url, "init")
+    assert code == 0 and json.loads(out)["schemaVersion"] == sql.SCHEMA_VERSION, err
+    other = postgres.url(postgres.create_database())
+    with psycopg.connect(other, autocommit=True) as conn:
+        conn.execute("CREATE TABLE notes (line text)")
+    code, _, err = invoke(other, "init")
+    assert code == 1 and "not an olbridge catalog" in err
+    with psycopg.connect(other, autocommit=True) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"
+        ).fetchone() == (1,)
+
+
+def test_a_schema_parameter_keeps_the_catalog_in_its_own_schema(postgres: PostgresServer) -> None:
+    base = postgres.url(postgres.create_database())
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute("CREATE TABLE notes (line text)")  # someone else's table in public
+    url = f"{base}?schema=lineage&sslmode=disable"
+    assert split_url(url) == (f"{base}?sslmode=disable", "lineage")
+    code, _, err = invoke(url, "init")
+    assert code == 0, err
+    code, _, err = invoke(url, "record", "--namespace", "n", "--flow-id", "f", "--task-id", "t", "--execution-id",
+                          "e", "--start", "2025-03-01T08:00:00Z")  # fmt: skip
+    assert code == 0, err
+    with psycopg.connect(base, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM lineage.task_runs").fetchone() == (1,)
+
+
+# --- PostgreSQL: writers side by side -----------------------------------------------------------
+
+
+def _events(n: int) -> list[dict[str, Any]]:
+    """Events of a few runs over a few shared datasets: each run's START and COMPLETE, the same
+    datasets named by every run."""
+    events = []
+    for i in range(n):
+        run_id = f"0194a1b2-0000-7000-8000-{i:012d}"
+        shared = [ol_dataset("s3://lake", f"shared{k}") for k in range(3)]
+        own = ol_dataset("s3://lake", f"out{i % 5}", documentation={"description": f"v{i}"})
+        minute = f"2025-03-01T08:{i % 60:02d}:00Z"
+        events.append(
+            ol_run_event("START", run_id=run_id, inputs=shared, job=("airflow", f"dag.t{i % 4}"), time=minute)
+        )
+        events.append(
+            ol_run_event(
+                "COMPLETE",
+                run_id=run_id,
+                inputs=shared,
+                outputs=[own],
+                job=("airflow", f"dag.t{i % 4}"),
+                time=minute.replace(":00Z", ":30Z"),
+            )
+        )
+    return events
+
+
+def _state(catalog: Catalog) -> dict[str, Any]:
+    """Every row of every table, in full order (received events without their key: the order
+    they were taken in is not theirs)."""
+    contents = table_contents(catalog)
+    contents["received_events"] = [row[1:] for row in contents["received_events"]]
+    return {table: sorted(rows, key=repr) for table, rows in contents.items()}
+
+
+def test_writers_side_by_side_end_as_one_writer_would(
+    postgres: PostgresServer, catalog_template: str, resolver: Resolver
+) -> None:
+    """Four connections take overlapping groups of events at once (each run's START and COMPLETE
+    to different writers, every event sent twice): the catalog equals one that took them one by
+    one, every event kept once, no placeholder, usage or edge twice."""
+    events = _events(24)
+    one = postgres.url(postgres.create_database(template=catalog_template))
+    with Catalog(one) as alone:
+        for event in events:
+            assert catalog_intake(alone, resolver).take([event])[0].ok
+        expected = _state(alone)
+    many = postgres.url(postgres.create_database(template=catalog_template))
+    shares = [events[i::4] + events[(i + 1) % 4 :: 4] for i in range(4)]  # each event to two writers
+    failures: list[BaseException] = []
+    start = threading.Barrier(len(shares))
+
+    def write(share: list[dict[str, Any]]) -> None:
+        try:
+            with Catalog(many) as catalog:
+                intake = catalog_intake(catalog, resolver)
+                start.wait()
+                for begin in range(0, len(share), 3):
+                    outcomes = intake.take(share[begin : begin + 3])
+                    assert all(o.ok for o in outcomes), [o.message for o in outcomes]
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=write, args=(share,)) for share in shares]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not failures, failures
+    with Catalog(many) as together:
+        assert _state(together) == expected
+        assert together.count_received()["received_events"] == len(events)
+
+
+NOISE = "".join(random.Random(7).choices(string.ascii_letters + string.digits, k=8000))  # does not compress
+
+
+def test_a_key_past_postgresqls_index_limit_refuses_its_event_and_not_the_others(
+    postgres: PostgresServer, catalog_template: str, resolver: Resolver
+) -> None:
+    """A btree entry holds about 2,700 bytes: an event naming a dataset past that is refused (the
+    catalog cannot keep it), never retried for ever; the other events of its batch land."""
+    url = postgres.url(postgres.create_database(template=catalog_template))
+    huge = ol_run_event(run_id="0194a1b2-0000-7000-8000-000000000077", inputs=[ol_dataset("s3://b", NOISE)])
+    with Catalog(url) as catalog:
+        outcomes = catalog_intake(catalog, resolver).take([huge, ol_run_event()])
+        assert [o.status for o in outcomes] == ["refused", "accepted"]
+        assert "the catalog cannot store the event" in outcomes[0].message
+        assert catalog.count_received()["received_events"] == 1
+
+
+def test_a_deadlock_is_run_again_and_both_writes_land(postgres: PostgresServer, catalog_template: str) -> None:
+    """Two transactions lock two rows in opposite orders: PostgreSQL ends one of them (a
+    deadlock), which is run again once the other has committed; both land."""
+    url = postgres.url(postgres.create_database(template=catalog_template))
+    with Catalog(url) as catalog:
+        for name in ("x", "y"):
+            catalog.save_position(Position("test", name, 0, "u"))
+    both_hold_one = threading.Barrier(2, timeout=30)
+    tries: dict[str, int] = {"x": 0, "y": 0}
+    failures: list[BaseException] = []
+
+    def write(first: str, second: str) -> None:
+        def work(cur: Any) -> None:
+            tries[first] += 1
+            cur.execute("SELECT value FROM positions WHERE kind = 'test' AND name = ?" + sql.LOCK, (first,))
+            if tries[first] == 1:
+                both_hold_one.wait()
+            cur.execute("SELECT value FROM positions WHERE kind = 'test' AND name = ?" + sql.LOCK, (second,))
+            for name in (first, second):
+                cur.execute(
+                    "UPDATE positions SET value = value || '+' || ? WHERE kind = 'test' AND name = ?", (first, name)
+                )
+
+        try:
+            with Catalog(url) as catalog:
+                catalog.db.write(work)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=write, args=pair) for pair in (("x", "y"), ("y", "x"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not failures, failures
+    assert max(tries.values()) >= 2  # ended by a deadlock, and run again (as often as it takes)
+    with Catalog(url) as catalog:
+        values = dict(catalog._conn.execute("SELECT name, value FROM positions WHERE kind = 'test'").fetchall())
+    assert sorted(values["x"].split("+")[1:]) == sorted(values["y"].split("+")[1:]) == ["x", "y"]
+
+
+def test_two_workers_never_both_take_the_outbox_lease(postgres: PostgresServer, catalog_template: str) -> None:
+    from bridge.catalog.workers import StreamWorkerInfo
+
+    url = postgres.url(postgres.create_database(template=catalog_template))
+    taken: list[str] = []
+    start = threading.Barrier(6)
+
+    def claim(n: int) -> None:
+        with Catalog(url) as catalog:
+            info = StreamWorkerInfo(f"w{n}", "host", 1000 + n, "t", "s", 100.0)
+            catalog.workers.beat(info, 100.0)
+            start.wait()
+            if catalog.workers.acquire(info.id, 100.0, 5.0, acquired_at="now").taken:
+                taken.append(info.id)
+
+    threads = [threading.Thread(target=claim, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(taken) == 1
+    with Catalog(url) as catalog:
+        holder = catalog.workers.holder()
+        assert holder is not None and holder.worker == taken[0]
+
+
+def test_keys_written_as_they_were_are_counted_past(new_catalog: Callable[[], Catalog]) -> None:
+    """A copy writes rows with their keys; after reset_keys the next row gets a key past them."""
+    source = new_catalog()
+    source.record_task_runs([run(f"t{n}", execution=f"e{n}") for n in range(3)])
+    copy = new_catalog()
+    for table in ("executions", "task_runs", "outbox"):
+        rows = source._conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
+        with copy.transaction() as cur:
+            cur.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})", rows)
+    copy.reset_keys()
+    [result] = copy.record_task_runs([run("next", execution="e9")])
+    assert result.status == "created"
+    pks = [r.pk for r in copy.iter_task_runs()]
+    assert pks == [1, 2, 3, 4]
+    assert [item.seq for item in copy.outbox.items()][-2:] == [7, 8]
+
+
+def test_statements_are_translated_once_each() -> None:
+    assert translate("SELECT a FROM t WHERE b = ? AND c LIKE 'x%'") == "SELECT a FROM t WHERE b = %s AND c LIKE 'x%%'"
+    assert translate("SELECT 1 FROM t" + sql.LOCK) == "SELECT 1 FROM t FOR UPDATE"
+    assert translate("SELECT 1 FROM t" + sql.SKIP_LOCKED) == "SELECT 1 FROM t FOR UPDATE SKIP LOCKED"
+    assert "GREATEST(" in translate(sql.UPSERT_SOURCE) and "max(" not in translate(sql.UPSERT_SOURCE)
+    assert "strftime" not in translate(sql.QUEUE_EVENT) and "INDEXED" not in translate(sql.OUTBOX_NEXT_RETRY)
+
+
+# --- a password is never shown ----------------------------------------------------------------
+
+
+def test_a_password_is_masked_wherever_a_url_is_shown() -> None:
+    for url, shown, password in [
+        ("postgresql://u:s3cret@h:5432/db", "postgresql://u:***@h:5432/db", "s3cret"),
+        ("postgresql://u:p%40ss@h/db?sslmode=require", "postgresql://u:***@h/db?sslmode=require", "p@ss"),
+        ("postgres://u@h/db?password=s3cret&sslmode=x", "postgres://u@h/db?password=***&sslmode=x", "s3cret"),
+        ("postgresql://u@/db?host=/run/pg", "postgresql://u@/db?host=/run/pg", None),
+    ]:
+        assert (masked(url), url_password(url)) == (shown, password)
+
+
+def test_the_config_files_catalog_may_be_a_url(tmp_path: Path) -> None:
+    from bridge.config import parse_config
+
+    assert parse_config({"catalog": "postgresql://olbridge@db/lineage"}, "x.toml", tmp_path).catalog == (
+        "postgresql://olbridge@db/lineage"
+    )
+    assert parse_config({"catalog": "c.db"}, "x.toml", tmp_path).catalog == tmp_path / "c.db"
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_password_never_appears_in_any_output_or_error(postgres: PostgresServer, tmp_path: Path) -> None:
+    password = postgres.password
+    name = postgres.create_database(owner=postgres.password_role)
+    url = postgres.url(name, password=True)
+    assert password in url
+    records = tmp_path / "runs.jsonl"
+    records.write_text(json.dumps({"namespace": "n", "flowId": "f", "taskId": "t", "executionId": "e",
+                                   "taskRunId": "e.t", "state": "SUCCESS", "startDate": "2025-03-01T08:00:00Z",
+                                   "outputs": [{"id": "a.b", "type": "Table"}]}) + "\n")  # fmt: skip
+    wrong = url.replace(password, "not-" + password)
+    no_database = url.rsplit("/", 1)[0] + "/nothing_here"
+    nobody = url.replace(f":{postgres.port}/", f":{_closed_port()}/")
+    masked_url = "postgresql://olbridge_pw:***@"
+    # argv, environment, the error expected (None: it succeeds)
+    runs: list[tuple[list[str], dict[str, str], str | None]] = [
+        (["--catalog", url, "init"], {}, None),
+        (["--catalog", url, "record", "--file", str(records)], {}, None),
+        (["--catalog", url, "assets", "list", "--json"], {}, None),
+        (["--catalog", url, "status", "--json"], {}, None),
+        (["--catalog", url, "migrate"], {}, None),
+        (["--catalog", url, "export"], {}, None),
+        (["--catalog", url, "demo", "--in-catalog", "--dir", str(tmp_path / "demo")], {}, None),
+        (["--catalog", wrong, "status"], {}, f"Error: catalog {masked_url}"),
+        (["--catalog", no_database, "assets", "list"], {}, f"Error: catalog {masked_url}"),
+        (["--catalog", nobody, "init"], {}, f"Error: catalog {masked_url}"),
+        (["--catalog", url, "assets", "show", "no.such"], {}, "Error: no asset with id 'no.such'"),
+        (["status"], {"OLBRIDGE_CATALOG": url}, None),  # the URL in the environment: no warning
+        (["status"], {"OLBRIDGE_CATALOG": wrong}, f"Error: catalog {masked_url}"),
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    for argv, extra, error in runs:
+        done = subprocess.run(
+            [sys.executable, "-m", "bridge", *argv],
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
+        said = done.stdout + done.stderr
+        shown = [a.replace(password, "***") for a in argv]
+        assert (done.returncode == 0) == (error is None), f"{shown}: {said}"
+        assert password not in said, f"{shown} showed the password: {said}"
+        assert "Traceback" not in said, said
+        warned = "Warning: the --catalog URL holds a password" in done.stderr
+        assert warned == ("--catalog" in argv), f"{shown}: {done.stderr}"
+        assert error is None or error in done.stderr, said
+    # the password from the environment, as libpq reads it: no password anywhere, no warning
+    plain = postgres.url(name, user=postgres.password_role)
+    done = subprocess.run(
+        [sys.executable, "-m", "bridge", "--catalog", plain, "assets", "list", "--json"],
+        env={**env, "PGPASSWORD": password},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and json.loads(done.stdout)[0]["id"] == "a.b", done.stderr
+    assert done.stderr == ""
+
+
+def test_the_receiver_shows_no_password(postgres: PostgresServer, tmp_path: Path) -> None:
+    """``serve`` with the password on its command line: warned of, and shown nowhere else."""
+    import requests
+
+    from tests.test_receiver_http import TOKEN, _free_port
+
+    password = postgres.password
+    url = postgres.url(postgres.create_database(owner=postgres.password_role), password=True)
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bridge", "--catalog", url, "serve", "--port", str(port), "--workers", "1"],
+        env={**env, "OLBRIDGE_TOKEN": TOKEN},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    address = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(150):  # up to 15 s
+            try:
+                if requests.get(f"{address}/readyz", timeout=1).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert process.poll() is None
+            time.sleep(0.1)
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        assert requests.post(f"{address}/api/v1/lineage", json=ol_run_event(), headers=headers, timeout=10).ok
+        assert password not in requests.get(f"{address}/metrics", timeout=10).text
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert password not in out + err and "Warning: the --catalog URL holds a password" in err
+    assert "olbridge_pw:***@" in err  # the catalog it serves, as it is shown

@@ -7,6 +7,8 @@ file's folder.
 
 from __future__ import annotations
 
+import fnmatch
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,6 +24,113 @@ CONFIG_FILE = "olbridge.toml"
 
 
 @attrs.frozen
+class NamedToken:
+    """One of the receiver's tokens (``serve --tokens``): its name, its secret, and the job
+    namespaces (patterns such as ``spark-*``) the events it brings may name."""
+
+    name: str
+    token: str = attrs.field(repr=False)
+    namespaces: tuple[str, ...]
+
+    def may_write(self, namespace: str) -> bool:
+        return any(fnmatch.fnmatchcase(namespace, pattern) for pattern in self.namespaces)
+
+
+TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_TOKEN_KEYS = ("namespaces", "token")
+
+
+def parse_tokens(document: Mapping[str, Any], where: str) -> tuple[NamedToken, ...]:
+    """The receiver's tokens from a TOML document with one table per token name, each holding
+    ``token`` (the secret) and ``namespaces`` (the job namespaces it may write, ``*`` and ``?``
+    patterns)::
+
+        [spark]
+        token = "..."
+        namespaces = ["spark-*"]
+    """
+    tokens: list[NamedToken] = []
+    for name, table in document.items():
+        if not TOKEN_NAME.fullmatch(name):
+            raise ConfigError(f"{where}: token name {name!r}: letters, digits, '_', '.', '-', at most 64")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where}: '{name}' must be a table holding token and namespaces")
+        unknown = sorted(set(table) - set(_TOKEN_KEYS))
+        if unknown:
+            raise ConfigError(f"{where}: [{name}]: unknown key(s) {', '.join(unknown)}; known: token, namespaces")
+        secret = table.get("token")
+        if not isinstance(secret, str) or not secret.strip():
+            raise ConfigError(f"{where}: [{name}]: 'token' must be a non-empty string")
+        if secret != secret.strip() or any(c.isspace() or not c.isprintable() for c in secret):
+            raise ConfigError(f"{where}: [{name}]: 'token' may not hold spaces or control characters")
+        patterns = table.get("namespaces")
+        if (
+            not isinstance(patterns, list)
+            or not patterns
+            or not all(isinstance(p, str) and p.strip() and p == p.strip() for p in patterns)
+        ):
+            raise ConfigError(
+                f"{where}: [{name}]: 'namespaces' must be a non-empty list of namespaces or patterns ('spark-*')"
+            )
+        tokens.append(NamedToken(name, secret, tuple(patterns)))
+    if not tokens:
+        raise ConfigError(f"{where}: no tokens: give one table per token name, holding token and namespaces")
+    seen: dict[str, str] = {}
+    for named in tokens:
+        if named.token in seen:
+            raise ConfigError(f"{where}: [{seen[named.token]}] and [{named.name}] hold the same token")
+        seen[named.token] = named.name
+    return tuple(tokens)
+
+
+def read_toml(file: Path, what: str = "config file") -> dict[str, Any]:
+    try:
+        return tomllib.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {file}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{file}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+
+
+def load_tokens(file: Path) -> tuple[NamedToken, ...]:
+    """The receiver's tokens from a file (see :func:`parse_tokens`)."""
+    return parse_tokens(read_toml(file, "tokens file"), str(file))
+
+
+@attrs.frozen
+class ServeConfig:
+    """The ``[serve]`` table: the receiver's settings that its command line may also give."""
+
+    forward: bool = False  # queue every accepted event in the outbox, for olbridge stream
+    tokens: tuple[NamedToken, ...] | None = None  # inline [serve.tokens.<name>] tables
+    tokens_file: Path | None = None  # or a tokens file (`tokens = "path"`), read when serve starts
+
+
+_SERVE_KEYS = ("forward", "tokens")
+
+
+def _serve_config(table: Any, where: str, base: Path) -> ServeConfig:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: 'serve' must be a table ([serve])")
+    unknown = sorted(set(table) - set(_SERVE_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: [serve]: unknown setting(s) {', '.join(unknown)}; known: forward, tokens")
+    forward = table.get("forward", False)
+    if not isinstance(forward, bool):
+        raise ConfigError(f"{where}: [serve]: 'forward' must be true or false, not {forward!r}")
+    tokens = table.get("tokens")
+    if isinstance(tokens, str):
+        return ServeConfig(forward=forward, tokens_file=base / tokens)
+    if isinstance(tokens, dict):
+        return ServeConfig(forward=forward, tokens=parse_tokens(tokens, f"{where}: [serve.tokens]"))
+    if tokens is not None:
+        raise ConfigError(f"{where}: [serve]: 'tokens' is a tokens file's path or [serve.tokens.<name>] tables")
+    return ServeConfig(forward=forward)
+
+
+@attrs.frozen
 class Config:
     """The settings, each a key of the file but ``source``."""
 
@@ -30,6 +139,7 @@ class Config:
     default_namespace: str = DEFAULT_NAMESPACE  # the OpenLineage namespace of assets that no rule names
     job_namespace_prefix: str = ""  # put before a flow's namespace to make its job namespace
     producer: str = PRODUCER  # the `producer` URI of every event olbridge emits
+    serve: ServeConfig = ServeConfig()  # the receiver's [serve] table
     source: Path | None = None  # the file it was read from
 
 
@@ -73,6 +183,8 @@ def parse_config(document: Mapping[str, Any], where: str, base: Path) -> Config:
         if "://" not in producer or " " in producer:
             raise ConfigError(f"{where}: 'producer' must be an absolute URI, not {producer!r}")
         values["producer"] = producer
+    if "serve" in document:
+        values["serve"] = _serve_config(document["serve"], where, base)
     return Config(**values)
 
 
@@ -83,14 +195,7 @@ def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
     file = named or (Path(CONFIG_FILE) if Path(CONFIG_FILE).is_file() else None)
     if file is None:
         return Config()
-    try:
-        document = tomllib.loads(file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{file}: not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+    document = read_toml(file)
     return attrs.evolve(parse_config(document, str(file), file.parent), source=file)
 
 

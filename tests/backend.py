@@ -4,9 +4,9 @@ A threaded ``http.server`` on 127.0.0.1 speaking HTTP/1.1 with keep-alive. ``POS
 /api/v1/lineage`` takes one event; ``POST /api/v1/lineage/batch`` (only with ``batch=True``,
 otherwise 404 as Marquez answers) takes a JSON array and answers 200 with per-event results.
 ``respond(event, attempt)`` decides each event's answer (201 by default); every event that got a
-2xx is kept in ``accepted`` (with ``keep_bodies``; its key in ``taken`` always), in arrival
-order, and the counts say what a test needs: delivered,
-duplicated, lost, and whether each run's events came in order.
+2xx is kept in ``accepted`` (with ``keep_bodies``; its key in ``taken`` always, and the bytes of
+the request that brought it, when it came alone, in ``raw``), in arrival order, and the counts
+say what a test needs: delivered, duplicated, lost, and whether each run's events came in order.
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ class Backend:
         self.track = track  # False: count only (no keys, no attempts), for long benchmark runs
         self.on_accept = on_accept
         self.accepted: list[dict[str, Any]] = []
+        self.raw: list[bytes] = []  # the bodies of the accepted events POSTed one a request
         self.taken: list[tuple[str, ...]] = []
         self.accepted_count = 0
         self.arrived = 0  # events that reached the backend, refused ones included
@@ -116,7 +117,7 @@ class Backend:
 
     # --- answers -----------------------------------------------------------------------------
 
-    def _answer(self, event: dict[str, Any]) -> Reply:
+    def _answer(self, event: dict[str, Any], raw: bytes | None = None) -> Reply:
         key = event_key(event)
         with self.lock:
             self.arrived += 1
@@ -131,6 +132,8 @@ class Backend:
                     self.taken.append(key)
                 if self.keep_bodies:
                     self.accepted.append(event)
+                    if raw is not None:
+                        self.raw.append(raw)
             if self.on_accept is not None:
                 self.on_accept(self)
         return reply
@@ -214,7 +217,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._reply(Reply(500, '{"code":400,"message":"Unexpected character"}'))
             return
-        self._reply(backend._answer(event))
+        self._reply(backend._answer(event, body))
 
     def _batch(self, events: list[dict[str, Any]]) -> None:
         failed = []

@@ -24,6 +24,7 @@ from bridge.cli.lineage import lineage
 from bridge.cli.metaflow import metaflow, metaflow_declare, metaflow_promote
 from bridge.cli.options import DeprecatedAlias, history_filters
 from bridge.cli.prefect import prefect, prefect_import
+from bridge.cli.runs import runs, runs_list, runs_show
 from bridge.cli.serve import serve
 from bridge.cli.stream import backfill, outbox, outbox_drop, outbox_list, outbox_retry, status, stream
 from bridge.demo import example_project
@@ -59,6 +60,9 @@ MODULE_LEVEL: dict[tuple[str, ...], click.Command] = {
     ("prefect",): prefect,
     ("prefect", "import"): prefect_import,
     ("record",): record,
+    ("runs",): runs,
+    ("runs", "list"): runs_list,
+    ("runs", "show"): runs_show,
     ("serve",): serve,
     ("status",): status,
     ("stream",): stream,

@@ -139,6 +139,8 @@ def command_args(path: tuple[str, ...], files: dict[str, str]) -> list[str]:
         ("outbox", "retry"): ["--all"],
         ("prefect", "import"): ["--api-url", f"{nobody}/api"],
         ("record",): ["--file", files["runs"]],
+        ("runs", "list"): [],
+        ("runs", "show"): ["0194a1b2-0000-7000-8000-000000000001"],
         ("serve",): ["--port", "0", "--workers", "1"],
         ("status",): [],
         ("stream",): ["--once", "--url", nobody, "--max-attempts", "2", "--backoff", "0", "--give-up-after", "1"],
@@ -324,7 +326,8 @@ def test_delivery_to_a_url_nobody_answers(
 # --- JSON keys --------------------------------------------------------------------------------
 
 CAMEL = re.compile(r"[a-z][a-zA-Z0-9]*")
-USER_KEYS = {"metadata"}  # values under these keys are maps whose keys the user chose
+# values under these keys are maps whose keys the user chose, or a producer (OpenLineage facets)
+USER_KEYS = {"metadata", "facets"}
 # commands whose stdout is not olbridge's JSON: OpenLineage events (the spec's keys), text
 NOT_JSON = {("demo",), ("export",), ("outbox", "drop"), ("outbox", "retry"), ("serve",)}
 
@@ -389,6 +392,8 @@ def test_every_json_output_has_camel_case_keys(tmp_path: Path, files: dict[str, 
     json_of("metaflow", "declare", files["metaflow"], "--project", "shop", "--branch", "main")
     json_of("metaflow", "promote", "orders", "--project", "OrdersFlow", "--from", "user.alice", "--to", "main")
     json_of("import", files["events"], "--json")
+    json_of("runs", "list", "--json")
+    json_of("runs", "show", "0194a1b2-0000-7000-8000-000000000001", "--json")
     json_of("validate", files["events"], "--json")
     with responses.RequestsMock() as rsps:
         prefect_answers(rsps, [pipeline_events()])

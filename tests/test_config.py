@@ -4,6 +4,7 @@ command line, the environment, the file and the defaults wins."""
 from __future__ import annotations
 
 import json
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from bridge.cli import cli
-from bridge.config import CONFIG_FILE, Config, load_config, parse_config
+from bridge.config import CONFIG_FILE, Config, NamedToken, ServeConfig, load_config, load_tokens, parse_config
 from bridge.errors import ConfigError
 from bridge.mapping.resolver import DEFAULT_NAMESPACE
 from bridge.version import PRODUCER
@@ -24,6 +25,10 @@ mappings = ["rules/warehouse.toml", "/etc/olbridge/lake.toml"]
 default_namespace = "company.lake"
 job_namespace_prefix = "prod."
 producer = "https://example.com/olbridge/1.0"
+
+[serve]
+forward = true
+tokens = "secrets/tokens.toml"
 """
 
 
@@ -49,12 +54,11 @@ def test_every_key_is_read_and_relative_paths_are_the_files_folder(tmp_path: Pat
         default_namespace="company.lake",
         job_namespace_prefix="prod.",
         producer="https://example.com/olbridge/1.0",
+        serve=ServeConfig(forward=True, tokens_file=tmp_path / "conf" / "secrets" / "tokens.toml"),
         source=file,
     )
     # every key of the file is a field of Config, and every field but source is a key
-    assert {f.name for f in attrs.fields(Config)} - {"source"} == {
-        line.split(" =")[0] for line in EVERY_KEY.splitlines()
-    }
+    assert {f.name for f in attrs.fields(Config)} - {"source"} == set(tomllib.loads(EVERY_KEY))
 
 
 def test_unknown_keys_are_refused_and_the_known_ones_named() -> None:
@@ -62,7 +66,7 @@ def test_unknown_keys_are_refused_and_the_known_ones_named() -> None:
         parse_config({"catalog": "a.db", "catalogue": "b.db", "Producer": "x"}, "olbridge.toml", Path("."))
     assert str(refused.value) == (
         "olbridge.toml: unknown setting(s) Producer, catalogue; "
-        "known: catalog, default_namespace, job_namespace_prefix, mappings, producer"
+        "known: catalog, default_namespace, job_namespace_prefix, mappings, producer, serve"
     )
     with pytest.raises(ConfigError, match=r"unknown setting.*source"):
         parse_config({"source": "x.toml"}, "olbridge.toml", Path("."))  # a field, not a key
@@ -85,6 +89,23 @@ def test_unknown_keys_are_refused_and_the_known_ones_named() -> None:
         ({"producer": {"url": "x"}}, "'producer' must be a string"),
         ({"producer": "olbridge"}, "'producer' must be an absolute URI, not 'olbridge'"),
         ({"producer": "https://example.com/a b"}, "'producer' must be an absolute URI"),
+        ({"serve": True}, "'serve' must be a table ([serve])"),
+        ({"serve": {"forwards": True}}, "[serve]: unknown setting(s) forwards; known: forward, tokens"),
+        ({"serve": {"forward": "yes"}}, "[serve]: 'forward' must be true or false, not 'yes'"),
+        ({"serve": {"tokens": ["a"]}}, "[serve]: 'tokens' is a tokens file's path or [serve.tokens.<name>] tables"),
+        ({"serve": {"tokens": {}}}, "no tokens: give one table per token name"),
+        ({"serve": {"tokens": {"a b": {}}}}, "token name 'a b': letters, digits"),
+        ({"serve": {"tokens": {"spark": "t"}}}, "'spark' must be a table holding token and namespaces"),
+        ({"serve": {"tokens": {"spark": {"token": "t", "namespaces": ["x"], "ns": 1}}}}, "unknown key(s) ns"),
+        ({"serve": {"tokens": {"spark": {"namespaces": ["x"]}}}}, "[spark]: 'token' must be a non-empty string"),
+        ({"serve": {"tokens": {"spark": {"token": "a b", "namespaces": ["x"]}}}}, "may not hold spaces"),
+        ({"serve": {"tokens": {"spark": {"token": "t"}}}}, "[spark]: 'namespaces' must be a non-empty list"),
+        ({"serve": {"tokens": {"spark": {"token": "t", "namespaces": []}}}}, "'namespaces' must be a non-empty"),
+        ({"serve": {"tokens": {"spark": {"token": "t", "namespaces": [""]}}}}, "'namespaces' must be a non-empty"),
+        (
+            {"serve": {"tokens": {"a": {"token": "t", "namespaces": ["x"]}, "b": {"token": "t", "namespaces": ["y"]}}}},
+            "[a] and [b] hold the same token",
+        ),
     ],
 )
 def test_bad_values_are_refused(document: dict[str, Any], message: str) -> None:
@@ -92,6 +113,24 @@ def test_bad_values_are_refused(document: dict[str, Any], message: str) -> None:
         parse_config(document, "olbridge.toml", Path("."))
     assert str(refused.value).startswith("olbridge.toml: ")
     assert message in str(refused.value)
+
+
+def test_named_tokens_inline_or_in_a_file(tmp_path: Path) -> None:
+    table = {
+        "spark": {"token": "s3cret", "namespaces": ["spark-*", "etl"]},
+        "dbt": {"token": "t2", "namespaces": ["*"]},
+    }
+    config = parse_config({"serve": {"tokens": table}}, "olbridge.toml", Path("."))
+    spark, dbt = config.serve.tokens or ()
+    assert (spark.name, spark.namespaces, dbt.name) == ("spark", ("spark-*", "etl"), "dbt")
+    assert spark.may_write("spark-prod") and spark.may_write("etl")
+    assert not spark.may_write("etl2") and not spark.may_write("airflow") and not spark.may_write("Spark-prod")
+    assert dbt.may_write("anything")
+    assert "s3cret" not in repr(spark)  # the secret stays out of reprs and logs
+    file = write(tmp_path / "tokens.toml", '[spark]\ntoken = "s3cret"\nnamespaces = ["spark-*", "etl"]\n')
+    assert load_tokens(file) == (NamedToken("spark", "s3cret", ("spark-*", "etl")),)
+    with pytest.raises(ConfigError, match=r"cannot read tokens file .*missing.toml"):
+        load_tokens(tmp_path / "missing.toml")
 
 
 def test_the_longest_namespace_marquez_takes_is_taken() -> None:
@@ -177,7 +216,7 @@ def test_a_bad_config_is_an_error_before_any_command_runs(tmp_path: Path, init: 
     code, _, err = init([], {"OLBRIDGE_CONFIG": str(conf)})
     assert code == 1
     assert err == f"Error: {conf}: unknown setting(s) colour; known: catalog, default_namespace, " + (
-        "job_namespace_prefix, mappings, producer\n"
+        "job_namespace_prefix, mappings, producer, serve\n"
     )
     assert not (tmp_path / "c.db").exists()
 

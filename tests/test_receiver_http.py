@@ -389,12 +389,15 @@ def running_server(catalog: Path | str, *options: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def serve_process(catalog: Path | str, *options: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """The same, with the supervisor's process."""
+def serve_process(
+    catalog: Path | str, *options: str, token: str | None = TOKEN
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """The same, with the supervisor's process (``token``: its OLBRIDGE_TOKEN, None for none)."""
     port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("OLBRIDGE_TOKEN", "OLBRIDGE_TOKEN_FILE")}
     process = subprocess.Popen(
         [sys.executable, "-m", "bridge", "--catalog", str(catalog), "serve", "--port", str(port), *options],
-        env={**os.environ, "OLBRIDGE_TOKEN": TOKEN},
+        env={**env, "OLBRIDGE_TOKEN": token} if token else env,
         stderr=subprocess.PIPE,
         text=True,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import re
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -166,6 +167,9 @@ class Row:
         event = self.base() if self.base is not None else base_event()
         if isinstance(event, dict) and "job" in event and isinstance(event["job"], dict):
             event["job"]["name"] = self.id  # each row's event differs from every other row's
+        if isinstance(event, dict) and isinstance(event.get("run"), dict) and "runId" in event["run"]:
+            # and is its own run: one runId named under two jobs is said in a warning
+            event["run"]["runId"] = str(uuid.uuid5(uuid.NAMESPACE_URL, self.id))
         for path, value in self.changes:
             event = _set(event, path, value)
         return event
@@ -618,6 +622,8 @@ def test_a_batch_lists_the_warnings_of_the_events_it_took(clients: tuple[Client,
     default, _strict, _path = clients
     good, warned, bad = base_event(), base_event(), base_event()
     good["job"]["name"], warned["job"]["name"], bad["job"]["name"] = "batch-good", "batch-warned", "batch-bad"
+    good["run"]["runId"] = "0194a1b2-0000-7000-8000-00000000f00e"  # runs of their own: one runId under
+    warned["run"]["runId"] = "0194a1b2-0000-7000-8000-00000000f00f"  # two jobs says so in a warning
     warned["eventTime"] = "2025-03-01T08:05:00"
     del bad["run"]["runId"]
     status, _, body = default.post("/api/v1/lineage/batch", [good, warned, bad])

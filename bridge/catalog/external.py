@@ -8,6 +8,7 @@ dataset that a thousand events name costs one read and one write, not a thousand
 The state they leave depends only on the set of events taken, never on their order or on the
 clock: times come from the events, and where two events disagree (a run's state, a dataset's
 facets) the one that ranks higher wins (:attr:`IncomingEvent.rank`, :attr:`IncomingEvent.state_rank`).
+(The one reading of the clock is when an event to forward was queued in the outbox.)
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -24,7 +26,7 @@ from bridge.catalog import sql
 from bridge.catalog.engine import Conflict, Cursor, Engine
 from bridge.catalog.rows import asset_from_row, asset_row
 from bridge.catalog.writes import get_asset
-from bridge.model import EXTERNAL, Asset, Origin, parse_time
+from bridge.model import EXTERNAL, Asset, Origin, format_time, parse_time
 from bridge.model.received import TERMINAL, IncomingEvent, ReceivedColumnEdge, SeenDataset
 
 if TYPE_CHECKING:
@@ -40,7 +42,7 @@ class IngestResult:
     warnings: tuple[str, ...] = ()
 
 
-def _json(value: list[str]) -> str:
+def _json(value: list[Any]) -> str:
     return orjson.dumps(value).decode()
 
 
@@ -69,15 +71,12 @@ def _placeholder(
     columns = current.columns if current is not None else ()
     if facets is not None:
         description, columns = facets.description, facets.columns
-        for key, value in (
-            ("owner", ", ".join(facets.owners)),
-            ("datasetType", facets.dataset_type or ""),
-            ("symlinks", ", ".join(facets.symlinks)),
-        ):
+        for key, value in (("owner", ", ".join(facets.owners)), ("datasetType", facets.dataset_type or "")):
             if value:
                 metadata[key] = value
             else:
                 metadata.pop(key, None)
+        metadata.pop("symlinks", None)  # kept as identifiers now (external_identifiers), every one given
     created, updated = parse_time(first, "first_seen"), parse_time(last, "last_seen")
     if current is None:
         return Asset(
@@ -101,6 +100,20 @@ def _placeholder(
     )
 
 
+WARNINGS_KEPT = 200  # distinct warnings kept with an external run or job
+
+
+@attrs.define
+class _Source:
+    """An external run's or job's job (the one its earliest-ranked event names), every job its
+    events named, and their warnings."""
+
+    rank: str
+    job: tuple[str, str]
+    jobs: set[tuple[str, str]]
+    warnings: set[str] = attrs.field(factory=set)
+
+
 @attrs.define
 class _Binding:
     """A dataset's binding to its asset, and what the group's events said of it."""
@@ -112,11 +125,17 @@ class _Binding:
     facets_rank: str | None
     facets_digest: str | None
     new: bool
+    all_rank: str | None = None  # of the latest event that gave it facets, any
+    all_digest: str | None = None  # of all that event's facets
     base: dict[str, Any] = attrs.field(factory=dict)  # the naming rule's metadata, for a new asset
     producer: str | None = None  # of the latest-ranked event naming it, when in this group
     facets: SeenDataset | None = None  # of the latest-ranked event describing it, when in this group
     reported: bool = False  # whether an event of the group has reported its placeholder
     dirty: bool = False
+    # its facet rows (key -> (rank, JSON); rank None: as the latest event with facets has it),
+    # read once an event of the group says something new of them, and the keys to write
+    facet_rows: dict[str, tuple[str | None, str]] | None = None
+    facet_dirty: set[str] = attrs.field(factory=set)
 
 
 class GroupIngest:
@@ -156,6 +175,11 @@ class GroupIngest:
         # column_lineage rows: (downstream, column, upstream, column, transformations, task run, source)
         self.column_edges: dict[tuple[str, str, str, str, str, int | None, str], None] = {}
         self.source_rows: dict[str, tuple[Any, ...]] = {}
+        self.forwards: list[tuple[str, str, str, str]] = []  # (run key, text, event time, digest)
+        self.source_states: dict[str, _Source] = {}
+        self.facets: dict[tuple[str, str], tuple[str, str]] = {}  # (owner, key) -> (rank, JSON), the latest
+        # (namespace, name, asset id) -> (rank, type) of a dataset's symlink identifiers
+        self.identifiers: dict[tuple[str, str, str], tuple[str, str | None]] = {}
         self._preload(events)
 
     @staticmethod
@@ -207,17 +231,24 @@ class GroupIngest:
         digests, bindings, stored = self._read(
             self._queries(sql.received_digests, pairs),
             self._queries(sql.locked_bindings_of if self.concurrent else sql.bindings_of, sorted(datasets)),
-            self._queries(sql.locked_usages_of_sources if self.concurrent else sql.usages_of_sources, sources),
+            self._queries(sql.locked_sources_of if self.concurrent else sql.sources_of, sources),
         )
         self.known: set[str] = {digest for (digest,) in digests}
-        for ns, name, asset_id, first, last, seen_rank, facets_rank, facets_digest in bindings:
-            self.bindings[ns, name] = _Binding(asset_id, first, last, seen_rank, facets_rank, facets_digest, new=False)
+        for row in bindings:
+            ns, name, asset_id, first, last, seen_rank, facets_rank, facets_digest, all_rank, all_digest = row
+            self.bindings[ns, name] = _Binding(
+                asset_id, first, last, seen_rank, facets_rank, facets_digest, False, all_rank, all_digest
+            )
         self.stored_sources: set[str] = set()
-        for source, inputs, outputs in stored:
+        for row in stored:
+            source, inputs, outputs, job_ns, job_name, job_rank, jobs, warnings = row
             self.stored_sources.add(source)
             sets = self._usage_sets(source)
             sets["input"].update(json.loads(inputs))
             sets["output"].update(json.loads(outputs))
+            named = {(ns, name) for ns, name in json.loads(jobs)} if jobs else {(job_ns, job_name)}
+            # a run kept before job ranks were: its job stays its job
+            self.source_states[source] = _Source(job_rank or "", (job_ns, job_name), named, set(json.loads(warnings)))
 
     # --- reads, once each --------------------------------------------------------------------
 
@@ -275,22 +306,34 @@ class GroupIngest:
             return IngestResult("duplicate")
         self.known.add(event.digest)
         moment = event.time_text
+        source = event.source
+        warnings = list(event.warnings)
+        if source is not None:
+            warning = self._take_source(event, source)
+            if warning is not None:
+                warnings.append(warning)
+            if event.run_facets:
+                self._take_facets(source, event.run_facets, event.rank)
+        if event.job_facets:
+            self._take_facets(f"job:{event.job_namespace}/{event.job_name}", event.job_facets, event.rank)
         self.received.append(
             (
                 event.digest,
                 event.kind,
                 event.event_type,
                 moment,
-                event.source,
+                source,
                 event.producer,
-                _json(list(event.warnings)),
+                _json(warnings),
                 event.body,
+                event.token,
             )
         )
-        source = event.source
+        if event.forward is not None:
+            self.forwards.append((forward_key(event), event.forward, moment, event.digest))
         if source is not None:
             self.sources.append(_source_row(event, moment))
-        placeholders, warnings = [], list(event.warnings)
+        placeholders: list[str] = []
         for ds in event.datasets:
             asset_id, created, warning = self._take_dataset(ds, event, moment)
             if created:
@@ -303,7 +346,37 @@ class GroupIngest:
             named = {(d.namespace, d.name) for d in event.datasets}
             for edge in event.column_edges:
                 placeholders += self._take_column_edge(edge, event, source, named, warnings)
+        if source is not None and warnings:
+            kept = self.source_states[source].warnings
+            kept.update(w for w in warnings if len(kept) < WARNINGS_KEPT)
         return IngestResult("accepted", tuple(dict.fromkeys(placeholders)), tuple(warnings))
+
+    def _take_source(self, event: IncomingEvent, source: str) -> str | None:
+        """Note the job the event names for its run (or job): a run named under another job
+        than before is said in a warning, and keeps every job named."""
+        assert event.job_namespace is not None and event.job_name is not None
+        job = (event.job_namespace, event.job_name)
+        state = self.source_states.get(source)
+        if state is None:
+            self.source_states[source] = _Source(event.rank, job, {job})
+            return None
+        warning = None
+        if job not in state.jobs:
+            before = ", ".join(f"{ns}/{name}" for ns, name in sorted(state.jobs))
+            warning = (
+                f"run {event.run_id} was named under job {before}; this event names it under job "
+                f"{job[0]}/{job[1]}: kept as one run with both jobs (olbridge runs show {event.run_id})"
+            )
+            state.jobs.add(job)
+        if event.rank < state.rank:
+            state.rank, state.job = event.rank, job
+        return warning
+
+    def _take_facets(self, owner: str, facets: tuple[tuple[str, str], ...], rank: str) -> None:
+        for key, text in facets:
+            kept = self.facets.get((owner, key))
+            if kept is None or rank > kept[0]:
+                self.facets[owner, key] = (rank, text)
 
     def _take_column_edge(
         self,
@@ -337,6 +410,13 @@ class GroupIngest:
         binding.first, binding.last = min(binding.first, moment), max(binding.last, moment)
         if rank > binding.seen_rank:
             binding.seen_rank, binding.producer = rank, event.producer
+        if ds.facets:
+            self._take_dataset_facets(binding, ds, rank)
+        for namespace, name, kind in ds.symlinks:
+            key = (namespace, name, binding.asset_id)
+            kept = self.identifiers.get(key)
+            if kept is None or rank > kept[0]:
+                self.identifiers[key] = (rank, kind)
         if ds.described and (binding.facets_rank is None or rank > binding.facets_rank):
             binding.facets_rank = rank
             if ds.facets_digest != binding.facets_digest:
@@ -345,6 +425,39 @@ class GroupIngest:
         created = binding.new and not binding.reported and self.asset(binding.asset_id) is None
         binding.reported = True
         return binding.asset_id, created, warning
+
+    def _take_dataset_facets(self, b: _Binding, ds: SeenDataset, rank: str) -> None:
+        """The latest of each facet of a dataset, whatever the order of the events. The facets of
+        its latest event with facets are kept current (rank None) and the binding holds that
+        event's rank and all its facets hashed, so that an event that repeats them, the usual
+        case, writes no facet row; any other reads the rows once and merges into them."""
+        if b.facet_rows is None:
+            if ds.facets_text_digest == b.all_digest:  # what its latest faceted event said, again
+                if b.all_rank is None or rank > b.all_rank:
+                    b.all_rank = rank
+                return
+            rows = self.cur.execute(sql.FACET_ROWS_OF, (f"asset:{b.asset_id}",))
+            b.facet_rows = {key: (kept, text) for key, kept, text in rows}
+        facets = b.facet_rows
+        if b.all_rank is None or rank > b.all_rank:  # its latest event with facets now
+            if ds.facets_text_digest != b.all_digest:
+                keys = {key for key, _ in ds.facets}
+                for key, (kept, text) in list(facets.items()):
+                    if kept is None and key not in keys:  # the former latest's, which this one leaves
+                        facets[key] = (b.all_rank, text)
+                        b.facet_dirty.add(key)
+                for key, text in ds.facets:
+                    if facets.get(key) != (None, text):
+                        facets[key] = (None, text)
+                        b.facet_dirty.add(key)
+                b.all_digest = ds.facets_text_digest
+            b.all_rank = rank
+            return
+        for key, text in ds.facets:  # an earlier event: its facets that nothing later repeats
+            row = facets.get(key)
+            if row is None or (row[0] is not None and rank > row[0]):
+                facets[key] = (rank, text)
+                b.facet_dirty.add(key)
 
     def _take_usage(self, event: IncomingEvent, direction: str, asset_id: str) -> None:
         assert event.source is not None and event.job_namespace is not None and event.job_name is not None
@@ -383,13 +496,15 @@ class GroupIngest:
             if asset != current:
                 rebuilt.append(asset_row(asset))
         sets = {source: self._usage_sets(source) for source in {row[0] for row in self.sources}}
-        claimed = self._claim_new() if self.concurrent else set()  # the source rows inserted as they are
         writes: list[tuple[str, list[tuple[Any, ...]]]] = [
             (sql.INSERT_RECEIVED, self.received),
             (
                 sql.INSERT_BINDING,
                 [
-                    (ns, name, b.asset_id, b.first, b.last, b.seen_rank, b.facets_rank, b.facets_digest)
+                    (
+                        *(ns, name, b.asset_id, b.first, b.last, b.seen_rank, b.facets_rank, b.facets_digest),
+                        *(b.all_rank, b.all_digest),
+                    )
                     for (ns, name), b in bound
                     if b.new
                 ],
@@ -397,7 +512,7 @@ class GroupIngest:
             (
                 sql.UPDATE_BINDING,
                 [
-                    (b.first, b.last, b.seen_rank, b.facets_rank, b.facets_digest, ns, name)
+                    (b.first, b.last, b.seen_rank, b.facets_rank, b.facets_digest, b.all_rank, b.all_digest, ns, name)
                     for (ns, name), b in bound
                     if not b.new
                 ],
@@ -405,18 +520,28 @@ class GroupIngest:
             (sql.TOUCH_PLACEHOLDER, touched),
             (sql.UPSERT_PLACEHOLDER, rebuilt),
             # each event's source row, with the run's inputs and outputs as they stand after the group
+            (sql.UPSERT_SOURCE, [self._source_values(row, sets[row[0]]) for row in self.sources]),
+            # in key order, as every writer side by side takes their row locks
             (
-                sql.UPSERT_SOURCE,
-                [
-                    (*row, _json(sorted(sets[row[0]]["input"])), _json(sorted(sets[row[0]]["output"])))
-                    for row in self.sources
-                    if id(row) not in claimed
-                ],
+                sql.UPSERT_FACET,
+                [(owner, key, rank, text) for (owner, key), (rank, text) in sorted(self.facets.items())],
             ),
+            (
+                sql.PUT_FACET,
+                sorted(
+                    (f"asset:{b.asset_id}", key, *(b.facet_rows or {})[key]) for _, b in bound for key in b.facet_dirty
+                ),
+            ),
+            (sql.UPSERT_IDENTIFIER, [(*key, kind, rank) for key, (rank, kind) in sorted(self.identifiers.items())]),
             (sql.INSERT_EXTERNAL_USAGE, job_usages),
             (sql.INSERT_EXTERNAL_EDGE, edges),
             (sql.INSERT_COLUMN_EDGE, list(self.column_edges)),
         ]
+        if self.forwards:  # after the received events: each row refers to its event's key
+            queued_at = format_time(datetime.now(UTC))
+            writes.append((sql.QUEUE_FORWARD, [(key, queued_at, text, *event) for key, text, *event in self.forwards]))
+        if self.concurrent:
+            self._claim_new()
         (received, rows), rest = writes[0], writes[1:]
         if rows:
             self.cur.executemany(received, rows)
@@ -429,25 +554,20 @@ class GroupIngest:
             if rows:
                 self.cur.executemany(statement, rows)
 
-    def _claim_new(self) -> set[int]:
+    def _claim_new(self) -> None:
         """Insert the group's new runs and jobs before merging into them: one that another process
-        inserted meanwhile (its merge would lose that one's inputs and outputs) is a Conflict.
-        Returns the rows inserted (their ids): each is its source's first row as it stands after
-        the group, which merging again would not change."""
+        inserted meanwhile (its merge would lose that one's inputs and outputs) is a Conflict."""
         first: dict[str, tuple[Any, ...]] = {}
         for row in self.sources:
             if row[0] not in self.stored_sources:
                 first.setdefault(row[0], row)
         if not first:
-            return set()
-        sets = {source: self._usage_sets(source) for source in first}
+            return
         self.cur.executemany(
-            sql.CLAIM_SOURCE,
-            [(*row, _json(sorted(sets[s]["input"])), _json(sorted(sets[s]["output"]))) for s, row in first.items()],
+            sql.CLAIM_SOURCE, [self._source_values(row, self._usage_sets(s)) for s, row in first.items()]
         )
         if self.cur.rowcount != len(first):
             raise Conflict("another process recorded one of these runs meanwhile")
-        return {id(row) for row in first.values()}
 
     def _unknown(
         self, assets: list[str], usages: list[tuple[str, str, str, str]], edges: list[tuple[str, str, str, str]]
@@ -469,9 +589,34 @@ class GroupIngest:
             [edge for edge in edges if edge not in known_edges],
         )
 
+    def _source_values(self, row: tuple[Any, ...], sets: dict[str, set[str]]) -> tuple[Any, ...]:
+        """An event's source row as it stands after the group: its run's (or job's) job, inputs,
+        outputs, jobs named and warnings."""
+        state = self.source_states[row[0]]
+        jobs = _json([list(job) for job in sorted(state.jobs)]) if len(state.jobs) > 1 else None
+        return (
+            row[0],
+            *state.job,
+            *row[3:],
+            _json(sorted(sets["input"])),
+            _json(sorted(sets["output"])),
+            state.rank,
+            jobs,
+            _json(sorted(state.warnings)),
+        )
+
 
 def _read_each(cur: Cursor, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
     return [cur.execute(query, params).fetchall() for query, params in queries]
+
+
+def forward_key(event: IncomingEvent) -> str:
+    """The outbox's run key of a forwarded event: the events of one run (or job, or dataset) go
+    out in the order they came."""
+    if event.source is not None:
+        return f"received:{event.source}"
+    dataset = event.datasets[0]
+    return f"received:dataset:{dataset.namespace}/{dataset.name}"
 
 
 def _source_row(event: IncomingEvent, moment: str) -> tuple[Any, ...]:

@@ -7,6 +7,10 @@ stored record (a task run's pk for ``run-start`` / ``run-end``, an asset change'
 ``asset-change``) and the worker renders the event when it delivers it, with the naming rules it
 is configured with. ``run_key`` orders delivery: a row waits until every earlier row of its key
 is delivered (or dropped), so a run's end never goes before its START.
+
+One kind holds its event itself: ``forward``, an external event the receiver took with ``serve
+--forward``, kept in ``payload`` as it came (``ref`` is its received_events row), queued by the
+receiver's write of it (:mod:`bridge.catalog.external`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ RUN_START = "run-start"
 RUN_END = "run-end"
 ASSET_CHANGE = "asset-change"
 JOB = "job"  # a declared job's JobEvent (ref: declared_jobs.pk)
-KINDS = (RUN_START, RUN_END, ASSET_CHANGE, JOB)
+FORWARD = "forward"  # a received event, forwarded as it came (ref: received_events.pk; the text in payload)
+KINDS = (RUN_START, RUN_END, ASSET_CHANGE, JOB, FORWARD)
 
 PENDING = "pending"
 DEAD = "dead"
@@ -239,6 +244,13 @@ class Outbox:
             found += self._items(self._conn.execute(sql.select_outbox(seqs=len(chunk)), [*chunk, len(chunk)]))
         return found
 
+    def payloads(self, seqs: Sequence[int]) -> dict[int, str | None]:
+        """The texts that rows of kind ``forward`` hold, by seq (rows gone are left out)."""
+        found: dict[int, str | None] = {}
+        for chunk in _chunks(seqs):
+            found.update(self._conn.execute(sql.outbox_payloads(len(chunk)), chunk).fetchall())
+        return found
+
     def retry(self, seqs: Sequence[int] | None = None) -> int:
         """Queue dead letters again (all of them with ``None``); returns how many. Should a seq
         given not be a dead letter, a NotFoundError names it and nothing is queued."""
@@ -312,6 +324,7 @@ def _chunks(values: Sequence[int], size: int = 400) -> Iterator[list[int]]:
 
 __all__ = [
     "ASSET_CHANGE",
+    "FORWARD",
     "KINDS",
     "RUN_END",
     "RUN_START",

@@ -204,6 +204,7 @@ received_events = sa.Table(
     _text("producer"),
     _text("warnings", default="[]"),
     _text("body"),
+    _text("token", nullable=True),  # serve --tokens: the name of the token that brought it
     sa.CheckConstraint("kind IN ('RunEvent', 'DatasetEvent', 'JobEvent')"),
 )
 # found by time and digest: events come roughly in time order, so a group's new entries share a
@@ -221,6 +222,10 @@ external_datasets = sa.Table(
     _text("seen_rank"),  # '<time>|<digest>' of the latest event naming it
     _text("facets_rank", nullable=True),  # the same, of the latest event describing it
     _text("facets_digest", nullable=True),  # what that event's facets said, hashed
+    # the latest event that gave it any facets, and all its facets hashed: an event that repeats
+    # them changes no facet row (external_facets)
+    _text("all_facets_rank", nullable=True),
+    _text("all_facets_digest", nullable=True),
     sqlite_with_rowid=False,
 )
 
@@ -241,6 +246,11 @@ external_sources = sa.Table(
     _text("producer"),
     _text("inputs", default="[]"),  # JSON: sorted asset ids
     _text("outputs", default="[]"),
+    # a run's job is the one its earliest-ranked event names; a run named under more than one job
+    # lists them all (JSON [[namespace, name], ...], sorted; NULL while there is one)
+    _text("job_rank", nullable=True),
+    _text("jobs", nullable=True),
+    _text("warnings", default="[]"),  # the distinct warnings of its events (JSON list, sorted)
     sqlite_with_rowid=False,
 )
 
@@ -269,6 +279,34 @@ external_lineage = sa.Table(
 )
 sa.Index("external_lineage_downstream", external_lineage.c.downstream_id)
 
+# The latest of each facet (custom ones too) of an external run ('run:<runId>'), job
+# ('job:<namespace>/<name>') and dataset ('asset:<asset id>'), as the event had it.
+external_facets = sa.Table(
+    "external_facets",
+    metadata,
+    _text("owner"),
+    _text("facet_key"),
+    # '<time>|<digest>' of its event: the highest wins; NULL: a dataset's facet as its latest event
+    # with facets has it (external_datasets.all_facets_rank)
+    _text("facet_rank", nullable=True),
+    _text("facet"),  # its JSON (canonical)
+    sa.PrimaryKeyConstraint("owner", "facet_key"),
+)
+
+# A dataset's other names, as producers' symlinks facets give them: every one ever given, with the
+# type the latest-ranked event naming it says. An asset is found by any of them.
+external_identifiers = sa.Table(
+    "external_identifiers",
+    metadata,
+    _text("namespace"),
+    _text("name"),
+    _text("asset_id"),
+    _text("type", nullable=True),
+    _text("id_rank"),
+    sa.PrimaryKeyConstraint("namespace", "name", "asset_id"),
+)
+sa.Index("external_identifiers_asset", external_identifiers.c.asset_id)
+
 # olbridge's lineage and the receiver's, for the lineage walks
 VIEWS = {
     "all_lineage": """
@@ -296,6 +334,8 @@ outbox = sa.Table(
     sa.Column("next_attempt_at", SECONDS, nullable=False, server_default=sa.text("0")),  # seconds since the epoch
     _integer("last_status", nullable=True),  # the backend's last HTTP status
     _text("last_error", nullable=True),  # its response body or the error (truncated)
+    # serve --forward: a received event's text as it came (kind 'forward', ref its received_events pk)
+    _text("payload", nullable=True),
     # PostgreSQL: the stream worker (stream_workers.id) that claimed the row, until when (seconds
     # since the epoch, the database's clock); empty on SQLite, where one worker holds outbox_lease
     _text("claimed_by", nullable=True),

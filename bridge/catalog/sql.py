@@ -12,7 +12,7 @@ from __future__ import annotations
 
 # The schema's version, the number of the newest migration (migrations/versions), the same on
 # both engines; a catalog with a higher one is refused.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # the keys that count up, by table: a copy that writes them as they were sets each engine's
 # counter past the highest (Catalog.reset_keys)
@@ -97,6 +97,15 @@ def delete_lineage_of(count: int) -> str:
 
 def delete_bindings_of(count: int) -> str:
     return f"DELETE FROM external_datasets WHERE asset_id IN ({', '.join('?' * count)})"
+
+
+def delete_identifiers_of(count: int) -> str:
+    return f"DELETE FROM external_identifiers WHERE asset_id IN ({', '.join('?' * count)})"
+
+
+def delete_facets_of(count: int) -> str:
+    """The kept facets of ``count`` owners ('asset:<id>', ...)."""
+    return f"DELETE FROM external_facets WHERE owner IN ({', '.join('?' * count)})"
 
 
 def delete_changes_of(count: int) -> str:
@@ -319,6 +328,17 @@ DOWNSTREAM = """
     SELECT upstream_id, downstream_id, min(depth) FROM walk GROUP BY upstream_id, downstream_id
     ORDER BY min(depth), upstream_id, downstream_id
 """
+# lineage --as-of: the edges runs that had ended by a time made (the run that made each)
+OWN_EDGES_ENDED_BY = """
+    SELECT l.upstream_id, l.downstream_id, t.flow_namespace || '/' || t.flow_id || '.' || t.task_id
+    FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
+    WHERE t.ended_at IS NOT NULL AND t.ended_at <= ?
+"""
+# ... and the external runs that had ended by then, and the jobs JobEvents had declared
+EXTERNAL_SOURCES_KNOWN_BY = """
+    SELECT job_namespace, job_name, inputs, outputs FROM external_sources
+    WHERE (run_id IS NOT NULL AND ended_at IS NOT NULL AND ended_at <= ?) OR (run_id IS NULL AND first_seen <= ?)
+"""
 EDGE_TASKS = """
     SELECT DISTINCT t.flow_namespace || '/' || t.flow_id || '.' || t.task_id
     FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
@@ -334,17 +354,25 @@ EDGE_TASKS = """
 # --- external lineage (the receiver) ----------------------------------------------------------
 
 INSERT_RECEIVED = """
-    INSERT INTO received_events (digest, kind, event_type, event_time, source, producer, warnings, body)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+    INSERT INTO received_events (digest, kind, event_type, event_time, source, producer, warnings, body, token)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+"""
+# serve --forward: the received event's text as it came, queued beside it (run_key, queued_at,
+# payload, then the event's time and digest)
+QUEUE_FORWARD = """
+    INSERT INTO outbox (kind, ref, run_key, queued_at, payload)
+    SELECT 'forward', pk, CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT) FROM received_events
+    WHERE event_time = ? AND digest = ?
 """
 BINDING_OF_ASSET = "SELECT ol_namespace, ol_name FROM external_datasets WHERE asset_id = ?"
 INSERT_BINDING = """
     INSERT INTO external_datasets (ol_namespace, ol_name, asset_id, first_seen, last_seen, seen_rank, facets_rank,
-                                   facets_digest)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                                   facets_digest, all_facets_rank, all_facets_digest)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 UPDATE_BINDING = """
-    UPDATE external_datasets SET first_seen = ?, last_seen = ?, seen_rank = ?, facets_rank = ?, facets_digest = ?
+    UPDATE external_datasets SET first_seen = ?, last_seen = ?, seen_rank = ?, facets_rank = ?, facets_digest = ?,
+                                 all_facets_rank = ?, all_facets_digest = ?
     WHERE ol_namespace = ? AND ol_name = ?
 """
 # a placeholder whose facets did not change: only its sightings (and producer) move, in place
@@ -358,8 +386,9 @@ TOUCH_PLACEHOLDER = """
 """
 UPSERT_SOURCE = """
     INSERT INTO external_sources AS s (source, job_namespace, job_name, run_id, parent_run_id, state, state_rank,
-                                       started_at, ended_at, first_seen, last_seen, producer, inputs, outputs)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                       started_at, ended_at, first_seen, last_seen, producer, inputs, outputs,
+                                       job_rank, jobs, warnings)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (source) DO UPDATE SET
         parent_run_id = coalesce(s.parent_run_id, excluded.parent_run_id),
         state = CASE WHEN excluded.state_rank > s.state_rank THEN excluded.state ELSE s.state END,
@@ -370,14 +399,85 @@ UPSERT_SOURCE = """
         first_seen = min(s.first_seen, excluded.first_seen),
         last_seen = max(s.last_seen, excluded.last_seen),
         inputs = excluded.inputs,
-        outputs = excluded.outputs
+        outputs = excluded.outputs,
+        job_namespace = excluded.job_namespace,
+        job_name = excluded.job_name,
+        job_rank = excluded.job_rank,
+        jobs = excluded.jobs,
+        warnings = excluded.warnings
 """
+# a dataset's facet rows, as the receiver's merge of them left them (facet_rank NULL: current)
+FACET_ROWS_OF = "SELECT facet_key, facet_rank, facet FROM external_facets WHERE owner = ?"
+PUT_FACET = """
+    INSERT INTO external_facets (owner, facet_key, facet_rank, facet) VALUES (?, ?, ?, ?)
+    ON CONFLICT (owner, facet_key) DO UPDATE SET facet_rank = excluded.facet_rank, facet = excluded.facet
+"""
+# the latest of each facet of a run or job: a facet of a lower-ranked event leaves the stored one alone
+UPSERT_FACET = """
+    INSERT INTO external_facets AS f (owner, facet_key, facet_rank, facet) VALUES (?, ?, ?, ?)
+    ON CONFLICT (owner, facet_key) DO UPDATE SET facet_rank = excluded.facet_rank, facet = excluded.facet
+    WHERE excluded.facet_rank > f.facet_rank
+"""
+UPSERT_IDENTIFIER = """
+    INSERT INTO external_identifiers AS i (namespace, name, asset_id, type, id_rank) VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (namespace, name, asset_id) DO UPDATE SET type = excluded.type, id_rank = excluded.id_rank
+    WHERE excluded.id_rank > i.id_rank
+"""
+IDENTIFIERS_OF_ASSET = (
+    "SELECT namespace, name, type FROM external_identifiers WHERE asset_id = ? ORDER BY namespace, name"
+)
+# the assets a dataset name stands for: its binding (olNamespace / olName) or a symlink identifier
+ASSETS_NAMED = """
+    SELECT asset_id FROM external_datasets WHERE ol_namespace = ? AND ol_name = ?
+    UNION
+    SELECT asset_id FROM external_identifiers WHERE namespace = ? AND name = ?
+"""
+EXTERNAL_RUN_COLUMNS = (
+    "source, job_namespace, job_name, run_id, parent_run_id, state, started_at, ended_at, first_seen, last_seen, "
+    "producer, inputs, outputs, jobs, warnings"
+)
+
+
+def select_external_runs(
+    *,
+    source: bool = False,
+    job: bool = False,
+    namespace: bool = False,
+    state: bool = False,
+    since: bool = False,
+    until: bool = False,
+) -> str:
+    """External runs (not JobEvents' jobs) by start, the first event's time when no START came
+    (placeholders: source, job name, job namespace, state, since, until)."""
+    clause = where(
+        (True, "run_id IS NOT NULL"),
+        (source, "source = ?"),
+        (job, "job_name = ?"),
+        (namespace, "job_namespace = ?"),
+        (state, "state = ?"),
+        (since, "coalesce(started_at, first_seen) >= ?"),
+        (until, "coalesce(started_at, first_seen) < ?"),
+    )
+    return (
+        f"SELECT {EXTERNAL_RUN_COLUMNS} FROM external_sources{clause} ORDER BY coalesce(started_at, first_seen), source"
+    )
+
+
+def facets_of(count: int) -> str:
+    """The kept facets of ``count`` owners ('run:<runId>', 'job:<namespace>/<name>', 'asset:<id>')."""
+    return (
+        f"SELECT owner, facet_key, facet FROM external_facets WHERE owner IN ({', '.join('?' * count)}) "
+        "ORDER BY owner, facet_key"
+    )
+
+
 # a run or job new to the group's transaction, inserted before the merge: no row changed when
 # another process inserted it first
 CLAIM_SOURCE = """
     INSERT INTO external_sources (source, job_namespace, job_name, run_id, parent_run_id, state, state_rank,
-                                  started_at, ended_at, first_seen, last_seen, producer, inputs, outputs)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                  started_at, ended_at, first_seen, last_seen, producer, inputs, outputs,
+                                  job_rank, jobs, warnings)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT DO NOTHING
 """
 INSERT_EXTERNAL_USAGE = """
@@ -414,7 +514,8 @@ def bindings_of(count: int) -> str:
     # would scan the table)
     pairs = " OR ".join("(ol_namespace = ? AND ol_name = ?)" for _ in range(count))
     return f"""
-        SELECT ol_namespace, ol_name, asset_id, first_seen, last_seen, seen_rank, facets_rank, facets_digest
+        SELECT ol_namespace, ol_name, asset_id, first_seen, last_seen, seen_rank, facets_rank, facets_digest,
+               all_facets_rank, all_facets_digest
         FROM external_datasets WHERE {pairs}
     """
 
@@ -438,12 +539,16 @@ def edges_from(count: int) -> str:
     )
 
 
-def usages_of_sources(count: int) -> str:
-    return f"SELECT source, inputs, outputs FROM external_sources WHERE source IN ({', '.join('?' * count)})"
+def sources_of(count: int) -> str:
+    """The runs and jobs a group merges into: their inputs and outputs, job, jobs and warnings."""
+    return f"""
+        SELECT source, inputs, outputs, job_namespace, job_name, job_rank, jobs, warnings
+        FROM external_sources WHERE source IN ({", ".join("?" * count)})
+    """
 
 
-def locked_usages_of_sources(count: int) -> str:
-    return usages_of_sources(count) + " ORDER BY source" + LOCK
+def locked_sources_of(count: int) -> str:
+    return sources_of(count) + " ORDER BY source" + LOCK
 
 
 def locked_assets(count: int) -> str:
@@ -564,6 +669,10 @@ def select_outbox(*, state: bool = False, seqs: int = 0) -> str:
         where.append(f"seq IN ({', '.join('?' * seqs)})")
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     return f"SELECT {OUTBOX_COLUMNS} FROM outbox{clause} ORDER BY seq LIMIT ?"
+
+
+def outbox_payloads(count: int) -> str:
+    return f"SELECT seq, payload FROM outbox WHERE seq IN ({', '.join('?' * count)})"
 
 
 def requeue_outbox(count: int) -> str:

@@ -41,6 +41,8 @@ from bridge.model import (
     AssetChange,
     AssetDeclaration,
     DeclaredFlow,
+    Identifier,
+    Origin,
     Statistics,
     StoredDeclaredJob,
     StoredTaskRun,
@@ -70,6 +72,7 @@ class LineageGraph:
     depth: int
     edges: tuple[LineageEdge, ...]
     assets: tuple[Asset, ...]
+    as_of: datetime | None = None  # the graph as the catalog knew it then (None: now)
 
 
 class Catalog:
@@ -221,8 +224,46 @@ class Catalog:
     # --- assets ----------------------------------------------------------------------------
 
     def get_asset(self, asset_id: str) -> Asset | None:
+        """An asset's record; an External placeholder's with what producers said of it (the
+        latest of each dataset facet, every symlink identifier)."""
         row = self._conn.execute(sql.GET_ASSET, (asset_id,)).fetchone()
-        return rows.asset_from_row(row) if row else None
+        if not row:
+            return None
+        asset = rows.asset_from_row(row)
+        if asset.origin is not Origin.EXTERNAL:
+            return asset
+        facets = {
+            key: json.loads(text) for _, key, text in self._conn.execute(sql.facets_of(1), (f"asset:{asset_id}",))
+        }
+        identifiers = tuple(Identifier(*row) for row in self._conn.execute(sql.IDENTIFIERS_OF_ASSET, (asset_id,)))
+        if not facets and not identifiers:
+            return asset
+        return attrs.evolve(asset, received_facets=facets, identifiers=identifiers)
+
+    def find_asset_id(self, text: str) -> str:
+        """The id of the asset ``text`` names: its id, or a dataset name it was received under
+        (``<olNamespace>/<olName>``, or a symlink identifier's ``<namespace>/<name>``). A
+        NotFoundError when none does; a ValidationError naming them when several do."""
+        if self._conn.execute(sql.GET_ASSET, (text,)).fetchone():
+            return text
+        found: dict[str, None] = {}
+        start = text.find("/")
+        while start != -1:
+            namespace, name = text[:start], text[start + 1 :]
+            if namespace and name:
+                params = (namespace, name, namespace, name)
+                found.update((asset_id, None) for (asset_id,) in self._conn.execute(sql.ASSETS_NAMED, params))
+            start = text.find("/", start + 1)
+        existing = [asset_id for asset_id in found if self._conn.execute(sql.GET_ASSET, (asset_id,)).fetchone()]
+        if not existing:
+            raise NotFoundError(f"no asset with id {text!r}, nor one received under that name or symlink")
+        if len(existing) > 1:
+            raise ValidationError(
+                f"{text!r} names several assets: {', '.join(sorted(existing))}; give one by its id",
+                rule="asset.ambiguous",
+                value=text,
+            )
+        return existing[0]
 
     def asset(self, asset_id: str) -> Asset:
         found = self.get_asset(asset_id)
@@ -308,6 +349,8 @@ class Catalog:
                 counts["assets"] += cur.execute(sql.delete_assets(len(chunk)), chunk).rowcount
                 cur.execute(sql.delete_changes_of(len(chunk)), chunk)
                 cur.execute(sql.delete_bindings_of(len(chunk)), chunk)
+                cur.execute(sql.delete_identifiers_of(len(chunk)), chunk)
+                cur.execute(sql.delete_facets_of(len(chunk)), [f"asset:{asset_id}" for asset_id in chunk])
                 if usages:
                     counts["usages"] += cur.execute(sql.delete_usages_of(len(chunk)), chunk).rowcount
                 if lineage:
@@ -678,25 +721,65 @@ class Catalog:
 
     # --- lineage ---------------------------------------------------------------------------
 
-    def lineage(self, asset_id: str, *, direction: str = "both", depth: int = 5) -> LineageGraph:
-        """The upstream and/or downstream lineage of an asset, to a depth."""
+    def lineage(
+        self, asset_id: str, *, direction: str = "both", depth: int = 5, as_of: datetime | None = None
+    ) -> LineageGraph:
+        """The upstream and/or downstream lineage of an asset, to a depth; with ``as_of``, as the
+        catalog knew it then: the edges of the runs (olbridge's and external ones) that had
+        ended by that time, and of the jobs JobEvents had declared."""
         if direction not in ("upstream", "downstream", "both"):
             raise ValidationError(f"unknown direction {direction!r}", rule="lineage.direction", value=direction)
         if depth < 1:
             raise ValidationError("depth is at least 1", rule="lineage.depth", value=depth)
         self.asset(asset_id)
-        found: list[tuple[str, str, int]] = []
-        if direction in ("upstream", "both"):
-            found += self._conn.execute(sql.UPSTREAM, (asset_id, depth)).fetchall()
-        if direction in ("downstream", "both"):
-            found += self._conn.execute(sql.DOWNSTREAM, (asset_id, depth)).fetchall()
-        edges = []
-        for up, down, level in found:
-            tasks = tuple(label for (label,) in self._conn.execute(sql.EDGE_TASKS, (up, down, up, down)))
-            edges.append(LineageEdge(up, down, level, tasks))
+        if as_of is not None:
+            edges = self._lineage_as_of(asset_id, direction, depth, format_time(as_of))
+        else:
+            found: list[tuple[str, str, int]] = []
+            if direction in ("upstream", "both"):
+                found += self._conn.execute(sql.UPSTREAM, (asset_id, depth)).fetchall()
+            if direction in ("downstream", "both"):
+                found += self._conn.execute(sql.DOWNSTREAM, (asset_id, depth)).fetchall()
+            edges = []
+            for up, down, level in found:
+                tasks = tuple(label for (label,) in self._conn.execute(sql.EDGE_TASKS, (up, down, up, down)))
+                edges.append(LineageEdge(up, down, level, tasks))
         ids = dict.fromkeys([asset_id, *(e.upstream for e in edges), *(e.downstream for e in edges)])
         assets = tuple(a for a in (self.get_asset(i) for i in ids) if a is not None)
-        return LineageGraph(asset_id, direction, depth, tuple(edges), assets)
+        return LineageGraph(asset_id, direction, depth, tuple(edges), assets, as_of)
+
+    def _lineage_as_of(self, asset_id: str, direction: str, depth: int, moment: str) -> list[LineageEdge]:
+        """The walk of :meth:`lineage` over the edges known at ``moment``: each edge once a
+        direction, at the least depth it is reached, ordered as the SQL walk orders them."""
+        tasks: dict[tuple[str, str], set[str]] = {}
+        for up, down, label in self._conn.execute(sql.OWN_EDGES_ENDED_BY, (moment,)):
+            tasks.setdefault((up, down), set()).add(label)
+        for job_ns, job_name, inputs, outputs in self._conn.execute(sql.EXTERNAL_SOURCES_KNOWN_BY, (moment, moment)):
+            label = f"{job_ns}/{job_name} (external)"
+            for up in json.loads(inputs):
+                for down in json.loads(outputs):
+                    if up != down:
+                        tasks.setdefault((up, down), set()).add(label)
+        edges: list[LineageEdge] = []
+        for walk in ("upstream", "downstream"):
+            if direction not in (walk, "both"):
+                continue
+            step: dict[str, list[tuple[str, str]]] = {}
+            for up, down in tasks:
+                step.setdefault(down if walk == "upstream" else up, []).append((up, down))
+            levels: dict[tuple[str, str], int] = {}
+            frontier, level = [asset_id], 1
+            while frontier and level <= depth:
+                reached = []
+                for node in frontier:
+                    for edge in step.get(node, ()):
+                        if edge not in levels:
+                            levels[edge] = level
+                            reached.append(edge[0] if walk == "upstream" else edge[1])
+                frontier, level = reached, level + 1
+            ordered = sorted(levels.items(), key=lambda item: (item[1], item[0]))
+            edges += [LineageEdge(up, down, lvl, tuple(sorted(tasks[up, down]))) for (up, down), lvl in ordered]
+        return edges
 
     def column_lineage(
         self, asset_id: str, column: str, *, direction: str = "both", depth: int = 5

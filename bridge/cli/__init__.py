@@ -20,7 +20,21 @@ from click.core import ParameterSource
 
 # the modules, not their commands: a command named as its module (bridge.cli.dbt.dbt) would hide
 # the module from `import bridge.cli.dbt` and monkeypatch
-from bridge.cli import assets, basics, catalog, dbt, export, imports, kestra, lineage, metaflow, prefect, serve, stream
+from bridge.cli import (
+    assets,
+    basics,
+    catalog,
+    dbt,
+    export,
+    imports,
+    kestra,
+    lineage,
+    metaflow,
+    prefect,
+    runs,
+    serve,
+    stream,
+)
 from bridge.cli.context import CONTEXT_SETTINGS, AppContext, BridgeGroup, CatalogParam, warn_of_a_password
 from bridge.config import load_config
 from bridge.version import __version__
@@ -70,6 +84,7 @@ cli.add_command(basics.record)
 cli.add_command(basics.demo)
 cli.add_command(catalog.catalog)
 cli.add_command(assets.assets)
+cli.add_command(runs.runs)
 cli.add_command(export.export)
 cli.add_command(export.validate)
 cli.add_command(dbt.dbt)

@@ -93,7 +93,12 @@ def assets_list(
 @click.argument("asset_id")
 @pass_app
 def assets_show(app: AppContext, asset_id: str) -> None:
-    """Show one asset as JSON, with its OpenLineage name and its usages."""
+    """Show one asset as JSON, with its OpenLineage name and its usages; a placeholder with the
+    symlink identifiers and the latest of each facet its producers sent.
+
+    ASSET_ID is its id, or a name it was received under: <olNamespace>/<olName>, or a symlink
+    identifier's <namespace>/<name>."""
+    asset_id = app.catalog().find_asset_id(asset_id)
     asset = app.catalog().asset(asset_id)
     record = asset.to_json()
     named = app.resolver().dataset_for(asset.id, asset.type, asset.metadata)

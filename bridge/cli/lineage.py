@@ -9,6 +9,7 @@ from bridge.cli.context import AppContext, pass_app
 from bridge.cli.output import print_json, say
 from bridge.drawing.asset_graph import graph_json, graph_mermaid, graph_text, mermaid_limits
 from bridge.drawing.column_graph import column_graph_json, column_graph_mermaid, column_graph_text
+from bridge.model import parse_time
 
 
 def show_columns(graph: ColumnLineageGraph, fmt: str) -> None:
@@ -29,17 +30,33 @@ def show_columns(graph: ColumnLineageGraph, fmt: str) -> None:
     "--column",
     help="A column of the asset: where it comes from (upstream) and what it feeds (downstream), column by column.",
 )
+@click.option(
+    "--as-of",
+    "as_of",
+    metavar="TIME",
+    help="The graph as the catalog knew it at TIME (ISO 8601; no offset: UTC): the edges of runs that had "
+    "ended by then, olbridge's and external ones, and of the jobs JobEvents had declared.",
+)
 @pass_app
-def lineage(app: AppContext, asset_id: str, direction: str, depth: int, fmt: str, column: str | None) -> None:
+def lineage(
+    app: AppContext, asset_id: str, direction: str, depth: int, fmt: str, column: str | None, as_of: str | None
+) -> None:
     """Show an asset's upstream and downstream lineage (or a column's, with --column).
 
     --format mermaid prints a Mermaid flowchart: a node per asset (its id and type) and an
     arrow per linked pair, labelled with every task that links them, one a line.
+
+    ASSET_ID is its id, or a name it was received under: <olNamespace>/<olName>, or a symlink
+    identifier's <namespace>/<name>.
     """
+    moment = parse_time(as_of, "--as-of", assume_utc=True) if as_of is not None else None
+    asset_id = app.catalog().find_asset_id(asset_id)
     if column is not None:
+        if moment is not None:
+            raise click.UsageError("--as-of draws an asset's lineage; it does not go with --column")
         show_columns(app.catalog().column_lineage(asset_id, column, direction=direction, depth=depth), fmt)
         return
-    graph = app.catalog().lineage(asset_id, direction=direction, depth=depth)
+    graph = app.catalog().lineage(asset_id, direction=direction, depth=depth, as_of=moment)
     if fmt == "json":
         print_json(graph_json(graph))
     elif fmt == "mermaid":

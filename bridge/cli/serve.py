@@ -9,6 +9,7 @@ import click
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.output import say
 from bridge.cli.secrets import FILE, secret
+from bridge.config import NamedToken, load_tokens
 from bridge.receiver.intake import Limits
 from bridge.receiver.server import ServeOptions
 from bridge.receiver.server import serve as serve_receiver
@@ -30,6 +31,21 @@ DEFAULTS = Limits()
     type=FILE,
     envvar="OLBRIDGE_TOKEN_FILE",
     help="Read the token from this file: one line, trimmed [env OLBRIDGE_TOKEN_FILE].",
+)
+@click.option(
+    "--tokens",
+    "tokens_file",
+    type=FILE,
+    envvar="OLBRIDGE_TOKENS_FILE",
+    help="Named tokens, each allowed its job namespaces: a TOML file with one table per token name holding "
+    "'token' and 'namespaces' (patterns such as 'spark-*'); instead of --token [env OLBRIDGE_TOKENS_FILE; "
+    "default: the config's [serve] tokens].",
+)
+@click.option(
+    "--forward/--no-forward",
+    default=None,
+    help="Queue every accepted event in the outbox as it came, for olbridge stream to deliver [default: the "
+    "config's [serve] forward, else no].",
 )
 @click.option(
     "--strict", is_flag=True, help="Refuse everything the OpenLineage spec refuses (default: what Marquez takes)."
@@ -63,6 +79,8 @@ def serve(
     port: int,
     token: str | None,
     token_file: Path | None,
+    tokens_file: Path | None,
+    forward: bool | None,
     strict: bool,
     threads: int,
     workers: int,
@@ -75,6 +93,10 @@ def serve(
 
     External datasets become External placeholder assets; external runs and jobs are kept with
     their inputs and outputs. Also GET /healthz, /readyz and /metrics. Stops on SIGTERM or Ctrl-C.
+
+    With --forward, every accepted event is also queued in the outbox, in the transaction that
+    records it and exactly as it came; olbridge stream delivers it to your backend. With
+    --tokens, each producer's token may write only its job namespaces (403 otherwise).
     """
     token = secret(
         token,
@@ -84,6 +106,17 @@ def serve(
         env="OLBRIDGE_TOKEN",
         file_env="OLBRIDGE_TOKEN_FILE",
     )
+    settings = app.config.serve
+    named: tuple[NamedToken, ...] = ()
+    if tokens_file is not None:
+        named = load_tokens(tokens_file)
+    elif settings.tokens_file is not None:
+        named = load_tokens(settings.tokens_file)
+    elif settings.tokens is not None:
+        named = settings.tokens
+    if token and named:
+        raise click.UsageError("give one shared token (--token) or named tokens (--tokens, [serve] tokens)")
+    forward = settings.forward if forward is None else forward
     limits = Limits(max_body=max_body, max_batch=max_batch, max_datasets=max_datasets)
     options = ServeOptions(
         host=host,
@@ -94,12 +127,16 @@ def serve(
         durability=durability,
         limits=limits,
         workers=workers,
+        forward=forward,
+        tokens=named,
     )
     # create or migrate the catalog, and make sure it can be written, before any process forks:
     # a catalog that cannot be is one error here rather than a writer failing again and again
     app.catalog(create=True).check_writable()
     app.close()
-    auth = "bearer token" if token else "no auth"
+    auth = f"{len(named)} named token(s)" if named else "bearer token" if token else "no auth"
+    if forward:
+        auth += "; forwarding accepted events through the outbox (olbridge stream delivers them)"
     serve_receiver(
         app.catalog_path,
         app.resolver(),

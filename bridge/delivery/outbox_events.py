@@ -3,7 +3,8 @@
 A renderer gets the rows of its kind and gives each row's serialized event, or ``None`` when the
 record it points at is gone (an asset change purged with its asset) and there is nothing left to
 send. Rendering is the converter's, so an event from the outbox is byte for byte the one
-``olbridge export`` and ``olbridge backfill`` give for the same record.
+``olbridge export`` and ``olbridge backfill`` give for the same record. A forwarded event
+(``serve --forward``) is not rendered: it goes out as the receiver took it, byte for byte.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from bridge.catalog import Catalog
-from bridge.catalog.outbox import ASSET_CHANGE, JOB, RUN_END, RUN_START, OutboxItem
+from bridge.catalog.outbox import ASSET_CHANGE, FORWARD, JOB, RUN_END, RUN_START, OutboxItem
 from bridge.delivery.history import AssetLookup
 from bridge.errors import CatalogError, NotFoundError
 from bridge.openlineage.convert import Converter
@@ -57,11 +58,17 @@ def _job_events(catalog: Catalog, converter: Converter, lookup: AssetLookup, ite
     return out
 
 
+def _forwarded(catalog: Catalog, converter: Converter, lookup: AssetLookup, items: Sequence[OutboxItem]) -> Rendered:
+    payloads = catalog.outbox.payloads([item.seq for item in items])
+    return {item.seq: payloads.get(item.seq) for item in items}
+
+
 RENDERERS: dict[str, Renderer] = {
     RUN_START: _run_events,
     RUN_END: _run_events,
     ASSET_CHANGE: _asset_change,
     JOB: _job_events,
+    FORWARD: _forwarded,
 }
 
 

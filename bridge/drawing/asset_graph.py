@@ -7,13 +7,16 @@ from typing import Any
 
 from bridge.catalog import LineageGraph
 from bridge.drawing.mermaid import label_text, node_id
+from bridge.model import format_time
 
 
 def graph_json(graph: LineageGraph) -> dict[str, Any]:
+    as_of = {"asOf": format_time(graph.as_of)} if graph.as_of is not None else {}
     return {
         "root": graph.root,
         "direction": graph.direction,
         "depth": graph.depth,
+        **as_of,
         "assets": [
             {"id": a.id, "type": a.type, "namespace": a.namespace, "origin": a.origin.value} for a in graph.assets
         ],
@@ -27,7 +30,8 @@ def graph_json(graph: LineageGraph) -> dict[str, Any]:
 def graph_text(graph: LineageGraph) -> str:
     """An indented tree per direction: ``<- upstream`` and ``-> downstream``."""
     types = {a.id: a.type for a in graph.assets}
-    lines = [f"{graph.root} ({types.get(graph.root, '?')})"]
+    as_of = f"  as of {format_time(graph.as_of)}" if graph.as_of is not None else ""
+    lines = [f"{graph.root} ({types.get(graph.root, '?')}){as_of}"]
     for direction, arrow in (("upstream", "<-"), ("downstream", "->")):
         if graph.direction not in (direction, "both"):
             continue

@@ -38,6 +38,7 @@ from bridge.model.assets import (
     Asset,
     AssetChange,
     AssetDeclaration,
+    Identifier,
     Origin,
     Statistics,
 )
@@ -151,6 +152,7 @@ __all__ = [
     "DeclaredJob",
     "FailureBehavior",
     "IdForm",
+    "Identifier",
     "ImportSummary",
     "IncomingEvent",
     "JobInfo",

@@ -37,6 +37,18 @@ class Assertion:
 
 
 @attrs.frozen
+class Identifier:
+    """Another name of a dataset, as a producer's ``symlinks`` facet gives it."""
+
+    namespace: str
+    name: str
+    type: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"namespace": self.namespace, "name": self.name, "type": self.type}
+
+
+@attrs.frozen
 class Asset:
     id: str
     type: str
@@ -50,6 +62,10 @@ class Asset:
     deleted_at: datetime | None = None
     columns: tuple[Column, ...] = ()
     assertions: tuple[Assertion, ...] = ()
+    # what producers said of an External placeholder, read beside it (never part of its record):
+    # the latest of each dataset facet they sent, and every symlink identifier they gave
+    received_facets: Mapping[str, Any] = attrs.field(factory=dict, eq=False)
+    identifiers: tuple[Identifier, ...] = attrs.field(default=(), eq=False)
 
     @property
     def is_deleted(self) -> bool:
@@ -71,6 +87,10 @@ class Asset:
         }
         if self.columns:
             out["columns"] = [attrs.asdict(c) for c in self.columns]
+        if self.identifiers:
+            out["identifiers"] = [i.to_json() for i in self.identifiers]
+        if self.received_facets:
+            out["facets"] = dict(self.received_facets)
         return out
 
 

@@ -42,10 +42,12 @@ class SeenDataset:
     description: str | None = None
     owners: tuple[str, ...] = ()
     dataset_type: str | None = None
-    symlinks: tuple[str, ...] = ()
+    symlinks: tuple[tuple[str, str, str | None], ...] = ()  # (namespace, name, type) of each identifier
     columns: tuple[Column, ...] = ()
     described: bool = False  # whether the event said anything of it beyond its name
     facets_digest: str | None = None  # of what it said, to see whether it says something new
+    facets: tuple[tuple[str, str], ...] = ()  # (key, canonical JSON) of each of its facets
+    facets_text_digest: str | None = None  # of all of them, to see whether they say something new
 
 
 @pickles_as_tuple
@@ -66,6 +68,10 @@ class IncomingEvent:
     datasets: tuple[SeenDataset, ...] = ()
     warnings: tuple[str, ...] = ()
     column_edges: tuple[ReceivedColumnEdge, ...] = ()  # of its outputs' columnLineage facets
+    run_facets: tuple[tuple[str, str], ...] = ()  # (key, canonical JSON) of each facet of its run
+    job_facets: tuple[tuple[str, str], ...] = ()  # the same, of its job
+    forward: str | None = None  # the event's text as it came, to forward (``serve --forward``)
+    token: str | None = None  # the name of the token that brought it (``serve --tokens``)
 
     # worked out once, in the request's thread, rather than under the catalog's write lock
     time_text: str = attrs.field(init=False, eq=False, repr=False)

@@ -125,7 +125,26 @@ class Converter:
             metadata=metadata,
             origin=asset.origin.value,
         )
+        if asset.received_facets or asset.identifiers:
+            facets = self._with_received(asset, facets)
         return {"namespace": named.namespace, "name": named.name, "facets": facets}
+
+    def _with_received(self, asset: Asset, own: dict[str, Any]) -> dict[str, Any]:
+        """A placeholder's facets: the ones its producers sent (the latest of each) as they sent
+        them, olbridge's own where they sent none, the olbridge_asset facet, and ``symlinks``
+        naming olbridge's identifier and then every one its producers gave."""
+        facets = {**own, **asset.received_facets, f.ASSET_FACET_KEY: own[f.ASSET_FACET_KEY]}
+        identifiers: dict[tuple[str, str], dict[str, Any]] = {}
+        for identifier in (own.get("symlinks") or {}).get("identifiers", ()):
+            identifiers[identifier["namespace"], identifier["name"]] = identifier
+        for given in asset.identifiers:
+            item: dict[str, Any] = {"namespace": given.namespace, "name": given.name}
+            if given.type is not None:
+                item["type"] = given.type
+            identifiers.setdefault((given.namespace, given.name), item)
+        if identifiers:
+            facets["symlinks"] = f.symlinks_of(self.options.producer, list(identifiers.values()))
+        return facets
 
     def dataset_json(self, asset: Asset) -> str:
         """:meth:`dataset` serialized, kept per asset version like the dict."""
@@ -211,6 +230,11 @@ class Converter:
             sides[usage.direction][usage.asset_id] = self.dataset(self._usage(usage, assets, run.started_at)[0])
         inputs, outputs = run_datasets(self.options.producer, run.column_edges, sides["input"], sides["output"])
         return {"input": inputs, "output": outputs}
+
+    def run_facets(self, run: StoredTaskRun) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The run facets and the job facets of a task run's last event."""
+        last = self._envelopes(run)[-1]
+        return last["run"]["facets"], last["job"]["facets"]
 
     def task_run_events(self, run: StoredTaskRun, assets: Mapping[str, Asset]) -> list[dict[str, Any]]:
         """START, and COMPLETE / FAIL / ABORT once the run has ended, for one task run. ``assets``

@@ -101,6 +101,10 @@ def symlinks(producer: str, namespace: str, name: str, kind: str) -> dict[str, A
     return facet(producer, "symlinks", identifiers=[{"namespace": namespace, "name": name, "type": kind}])
 
 
+def symlinks_of(producer: str, identifiers: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    return facet(producer, "symlinks", identifiers=list(identifiers))
+
+
 def tags(producer: str, text: str) -> dict[str, Any] | None:
     items = []
     for raw in text.split(","):

@@ -11,19 +11,26 @@ is a 201 too: it changes nothing), with the warnings kept beside the event. ``PO
 /api/v1/lineage/batch`` answers 200 with the batch API's per-event results (``success`` /
 ``partial_success``) and ``warnedEvents`` (the index and warnings of each event taken with
 warnings), or 503 when nothing could be written.
+
+With named tokens (``serve --tokens``), each token may write the job namespaces its patterns
+match: an event for another namespace is refused with 403 and changes nothing (in a batch, that
+event fails and the others are taken; a batch of nothing else is a 403). With ``forward``, each
+event is handed to the catalog with its text as it came (the body, or its element of a batch),
+which the catalog queues in its outbox with the event.
 """
 
 from __future__ import annotations
 
 import hmac
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import orjson
 
+from bridge.config import NamedToken
 from bridge.openlineage.validate import Problem
-from bridge.receiver.events import parse_json
+from bridge.receiver.events import canonical, parse_json, split_array
 from bridge.receiver.intake import Intake
 from bridge.receiver.outcome import Outcome
 
@@ -55,6 +62,7 @@ _REASONS = {
     201: "Created",
     400: "Bad Request",
     401: "Unauthorized",
+    403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     411: "Length Required",
@@ -81,19 +89,40 @@ def error_body(status: int, code: str, message: str, problems: Iterable[Problem]
     }
 
 
+def _namespace_of(event: Any) -> str | None:
+    """The namespace an event writes: its job's, or a DatasetEvent's dataset's (None when it has
+    neither as text: the verdict refuses it)."""
+    if not isinstance(event, dict):
+        return None
+    for key in ("job", "dataset"):
+        part = event.get(key)
+        if isinstance(part, dict) and isinstance(part.get("namespace"), str):
+            namespace: str = part["namespace"]
+            return namespace
+    return None
+
+
 class ReceiverApp:
-    """``ReceiverApp(intake, token=..., ready=...)`` is a WSGI callable."""
+    """``ReceiverApp(intake, token=..., ready=...)`` is a WSGI callable; ``tokens`` are named
+    tokens, each allowed its namespaces (instead of the one ``token``); ``forward`` hands each
+    event's text as it came to the catalog, to forward."""
 
     def __init__(
         self,
         intake: Intake,
         *,
         token: str | None = None,
+        tokens: Sequence[NamedToken] = (),
+        forward: bool = False,
         ready: Callable[[], str | None] = lambda: None,
     ) -> None:
+        if token and tokens:
+            raise ValueError("give one token or named tokens, not both")
         self.intake = intake
         self.limits = intake.limits
         self._token = f"Bearer {token}".encode() if token else None
+        self._tokens = [(f"Bearer {t.token}".encode(), t) for t in tokens]
+        self.forward = forward
         self._ready = ready  # None when ready, else why not
 
     # --- WSGI --------------------------------------------------------------------------------
@@ -123,9 +152,12 @@ class ReceiverApp:
         if path in (LINEAGE, BATCH):
             if method != "POST":
                 raise HttpError(405, "method_not_allowed", f"{path} takes POST", headers=[("Allow", "POST")])
-            self._authorize(environ)
-            payload = self._read_json(environ)
-            return self._batch(payload) if path == BATCH else self._single(payload)
+            named = self._authorize(environ)
+            body = self._read_body(environ)
+            payload = self._parse(body)
+            if path == BATCH:
+                return self._batch(payload, body, named)
+            return self._single(payload, body, named)
         if path in ("/healthz", "/readyz", "/metrics"):
             if method not in ("GET", "HEAD"):
                 raise HttpError(405, "method_not_allowed", f"{path} takes GET", headers=[("Allow", "GET, HEAD")])
@@ -141,17 +173,46 @@ class ReceiverApp:
 
     # --- requests ----------------------------------------------------------------------------
 
-    def _authorize(self, environ: Environ) -> None:
-        if self._token is None:
-            return
+    def _authorize(self, environ: Environ) -> NamedToken | None:
+        """The named token the request bears (None without named tokens); a 401 when it bears
+        none of the tokens this receiver takes."""
+        if self._token is None and not self._tokens:
+            return None
         given = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1", "replace")
-        if not hmac.compare_digest(given, self._token):
-            raise HttpError(
-                401,
-                "unauthorized",
-                "missing or wrong bearer token (Authorization: Bearer <token>)",
-                headers=[("WWW-Authenticate", 'Bearer realm="olbridge"')],
-            )
+        if self._token is not None and hmac.compare_digest(given, self._token):
+            return None
+        found = None
+        for expected, named in self._tokens:  # every one compared: the time says nothing of which
+            if hmac.compare_digest(given, expected):
+                found = named
+        if found is not None:
+            return found
+        raise HttpError(
+            401,
+            "unauthorized",
+            "missing or wrong bearer token (Authorization: Bearer <token>)",
+            headers=[("WWW-Authenticate", 'Bearer realm="olbridge"')],
+        )
+
+    def _forbidden(self, events: Sequence[Any], named: NamedToken | None) -> list[Outcome | None]:
+        """For each event, the outcome that refuses it when its namespace is not the token's to
+        write, else None."""
+        if named is None:
+            return [None] * len(events)
+        out: list[Outcome | None] = []
+        for event in events:
+            namespace = _namespace_of(event)
+            if namespace is None or named.may_write(namespace):
+                out.append(None)
+                continue
+            where = "/job/namespace" if isinstance(event.get("job"), dict) else "/dataset/namespace"
+            message = f"token {named.name!r} may not write namespace {namespace!r}"
+            out.append(Outcome("refused", message=message, problems=(Problem(where, message, "token"),)))
+        refused = [o for o in out if o is not None]
+        if refused:
+            self.intake.metrics.count(refused)
+            self.intake.metrics.forbidden(named.name, len(refused))
+        return out
 
     def _read_body(self, environ: Environ) -> bytes:
         content_type = environ.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
@@ -191,8 +252,7 @@ class ReceiverApp:
             raise HttpError(400, "bad_gzip", "the gzip body is truncated")
         return out
 
-    def _read_json(self, environ: Environ) -> Any:
-        body = self._read_body(environ)
+    def _parse(self, body: bytes) -> Any:
         try:
             body.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -207,17 +267,24 @@ class ReceiverApp:
                 raise HttpError(400, "too_deep", "the body nests too deeply to read") from None
             raise HttpError(400, "bad_json", f"the body is not JSON: {exc}") from None
 
-    def _single(self, payload: Any) -> tuple[int, Any, list[tuple[str, str]]]:
+    def _single(self, payload: Any, body: bytes, named: NamedToken | None) -> tuple[int, Any, list[tuple[str, str]]]:
         if isinstance(payload, list):
             raise HttpError(400, "batch_on_single", f"{LINEAGE} takes one event; send arrays to {BATCH}")
-        (outcome,) = self.intake.take([payload])
+        (forbidden,) = self._forbidden([payload], named)
+        if forbidden is not None:
+            raise HttpError(403, "forbidden", forbidden.message, forbidden.problems)
+        if self.forward or named is not None:
+            forwards = [body.decode()] if self.forward else None
+            (outcome,) = self.intake.take([payload], forwards=forwards, token=named.name if named else None)
+        else:
+            (outcome,) = self.intake.take([payload])
         if outcome.status == "refused":
             raise HttpError(400, "invalid_event", outcome.message, outcome.problems)
         if outcome.status == "unavailable":
             raise HttpError(503, "unavailable", outcome.message)
         return 201, _accepted(outcome), []
 
-    def _batch(self, payload: Any) -> tuple[int, Any, list[tuple[str, str]]]:
+    def _batch(self, payload: Any, body: bytes, named: NamedToken | None) -> tuple[int, Any, list[tuple[str, str]]]:
         if not isinstance(payload, list):
             raise HttpError(400, "batch_not_array", f"{BATCH} takes a JSON array of events")
         if len(payload) > self.limits.max_batch:
@@ -226,10 +293,10 @@ class ReceiverApp:
                 "batch_too_large",
                 f"the batch has {len(payload)} events; this receiver takes at most {self.limits.max_batch}",
             )
-        outcomes = self.intake.take(payload)
+        outcomes = self._take_batch(payload, body, named)
         failed = [(i, o) for i, o in enumerate(outcomes) if not o.ok]
         retriable = sum(o.retriable for _, o in failed)
-        body = {
+        answer = {
             "status": "partial_success" if failed else "success",
             "summary": {
                 "received": len(outcomes),
@@ -252,8 +319,33 @@ class ReceiverApp:
             ],
         }
         if outcomes and retriable == len(outcomes):
-            return 503, body, [("Retry-After", RETRY_AFTER)]
-        return 200, body, []
+            return 503, answer, [("Retry-After", RETRY_AFTER)]
+        return 200, answer, []
+
+    def _take_batch(self, events: list[Any], body: bytes, named: NamedToken | None) -> list[Outcome]:
+        if not self.forward and named is None:
+            return self.intake.take(events)
+        forbidden = self._forbidden(events, named)
+        if named is not None and events and all(o is not None for o in forbidden):
+            first = forbidden[0]
+            assert first is not None
+            raise HttpError(403, "forbidden", f"{first.message} (nor those of the batch's other events)")
+        texts: list[str] | None = None
+        if self.forward:
+            pieces = split_array(body)
+            if len(pieces) == len(events):
+                texts = [piece.decode() for piece in pieces]
+            else:  # cannot happen with JSON that parsed as this array; the event as read, then
+                texts = [canonical(event) for event in events]
+        keep = [i for i, o in enumerate(forbidden) if o is None]
+        taken = iter(
+            self.intake.take(
+                [events[i] for i in keep],
+                forwards=[texts[i] for i in keep] if texts is not None else None,
+                token=named.name if named else None,
+            )
+        )
+        return [o if o is not None else next(taken) for o in forbidden]
 
     # --- metrics -----------------------------------------------------------------------------
 
@@ -282,6 +374,16 @@ class ReceiverApp:
             f'olbridge_receiver_requests_total{{route="{r["route"]}",status="{r["status"]}"}} {r["count"]}'
             for r in snap["requests"]
         ]
+        if snap["eventsByToken"]:
+            lines += [
+                "# HELP olbridge_receiver_token_events_total Events each named token brought, by result.",
+                "# TYPE olbridge_receiver_token_events_total counter",
+            ]
+            lines += [
+                f'olbridge_receiver_token_events_total{{token="{name}",result="{result}"}} {count}'
+                for name, counts in snap["eventsByToken"].items()
+                for result, count in counts.items()
+            ]
         return "\n".join(lines) + "\n"
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 import orjson
@@ -40,12 +41,51 @@ def parse_json(body: bytes) -> Any:
     return orjson.loads(body)
 
 
+# what matters to the nesting of JSON text: strings (whole, escapes included) and brackets and commas
+_JSON_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[][{},]')
+_JSON_SPACE = b" \t\r\n"
+
+
+def split_array(body: bytes) -> list[bytes]:
+    """The text of each element of a JSON array, as it is in ``body`` (valid JSON text holding
+    an array: the caller parsed it), without the whitespace around it."""
+    elements: list[bytes] = []
+    depth = 0
+    start = 0
+    for match in _JSON_TOKENS.finditer(body):
+        char = body[match.start()]
+        if char == 0x22:  # a string: brackets and commas in it mean nothing
+            continue
+        if char in b"[{":
+            depth += 1
+            if depth == 1:
+                start = match.end()
+        elif char in b"]}":
+            depth -= 1
+            if depth == 0:
+                piece = body[start : match.start()].strip(_JSON_SPACE)
+                if piece or elements:
+                    elements.append(piece)
+                break
+        elif depth == 1:  # a comma between two elements
+            elements.append(body[start : match.start()].strip(_JSON_SPACE))
+            start = match.end()
+    return elements
+
+
 def _facet(facets: Any, key: str) -> dict[str, Any]:
     if isinstance(facets, dict):
         value = facets.get(key)
         if isinstance(value, dict):
             return value
     return {}
+
+
+def facet_texts(facets: Any) -> tuple[tuple[str, str], ...]:
+    """Each facet of a facet map as (key, canonical JSON), by key; nothing when it is not a map."""
+    if not isinstance(facets, dict) or not facets:
+        return ()
+    return tuple((key, canonical(facets[key])) for key in sorted(facets))
 
 
 def _text(value: Any) -> str | None:
@@ -56,9 +96,9 @@ _SEEN: Memo[SeenDataset] = Memo()
 
 
 def seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset:
-    """A dataset with what its standard facets say: documentation, ownership, datasetType,
-    symlinks and schema. Producers name the same datasets with the same facets run after run,
-    so the answer is kept by the dataset's JSON."""
+    """A dataset with what its standard facets say (documentation, ownership, datasetType,
+    symlinks and schema) and its facets as they are. Producers name the same datasets with the
+    same facets run after run, so the answer is kept by the dataset's JSON."""
     try:
         text = orjson.dumps(dataset, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # an integer past 64 bits
@@ -80,7 +120,7 @@ def _seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset
     identifiers = _facet(facets, "symlinks").get("identifiers")
     symlinks = (
         tuple(
-            f"{i['namespace']}/{i['name']}"
+            (i["namespace"], i["name"], i["type"] if isinstance(i.get("type"), str) else None)
             for i in identifiers
             if isinstance(i, dict) and isinstance(i.get("namespace"), str) and isinstance(i.get("name"), str)
         )
@@ -97,6 +137,7 @@ def _seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset
         if isinstance(fields, list)
         else ()
     )
+    texts = facet_texts(facets)
     described = bool(description or owners or dataset_type or symlinks or columns)
     said = (description, owners, dataset_type, symlinks, [(c.name, c.type, c.description) for c in columns])
     return SeenDataset(
@@ -110,29 +151,42 @@ def _seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset
         columns=columns,
         described=described,
         facets_digest=hashlib.sha1(orjson.dumps(said)).hexdigest() if described else None,
+        facets=texts,
+        facets_text_digest=hashlib.sha1(orjson.dumps(texts)).hexdigest() if texts else None,
     )
 
 
 def read_event(
-    event: dict[str, Any], kind: str, warnings: tuple[str, ...] = (), body: str | None = None
+    event: dict[str, Any],
+    kind: str,
+    warnings: tuple[str, ...] = (),
+    body: str | None = None,
+    *,
+    forward: str | None = None,
+    token: str | None = None,
 ) -> IncomingEvent:
     """An accepted event (see :func:`bridge.receiver.policy.judge`) as the catalog keeps it;
-    ``body`` is its canonical JSON, if at hand."""
+    ``body`` is its canonical JSON, if at hand; ``forward`` its text as it came, when it is to be
+    forwarded; ``token`` the name of the token that brought it."""
     body = body if body is not None else canonical(event)
     digest = hashlib.sha256(body.encode()).hexdigest()
     datasets: list[SeenDataset] = []
     run_id = parent_run_id = job_namespace = job_name = None
+    run_facets: tuple[tuple[str, str], ...] = ()
+    job_facets: tuple[tuple[str, str], ...] = ()
     if kind == "DatasetEvent":
         datasets.append(seen_dataset(event["dataset"], None))
     else:
         job = event["job"]
         job_namespace, job_name = job["namespace"], job["name"]
+        job_facets = facet_texts(job.get("facets"))
         for key, direction in (("inputs", "input"), ("outputs", "output")):
             for dataset in event.get(key) or ():
                 datasets.append(seen_dataset(dataset, direction))
     if kind == "RunEvent":
         run = event["run"]
         run_id = run["runId"]
+        run_facets = facet_texts(run.get("facets"))
         parent = _facet(run.get("facets"), "parent").get("run")
         if isinstance(parent, dict) and isinstance(parent.get("runId"), str):
             parent_run_id = parent["runId"]
@@ -155,4 +209,8 @@ def read_event(
         datasets=tuple(datasets),
         warnings=warnings,
         column_edges=column_edges,
+        run_facets=run_facets,
+        job_facets=job_facets,
+        forward=forward,
+        token=token,
     )

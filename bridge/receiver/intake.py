@@ -67,8 +67,9 @@ class Intake:
         self.limits = limits
         self.metrics = metrics if metrics is not None else Metrics()
 
-    def prepare(self, item: Any) -> IncomingEvent | Outcome:
-        """The event to write, or the outcome that refuses it. Pure."""
+    def prepare(self, item: Any, *, forward: str | None = None, token: str | None = None) -> IncomingEvent | Outcome:
+        """The event to write, or the outcome that refuses it (``forward``: its text as it came,
+        to forward once it is taken; ``token``: the name of the token that brought it). Pure."""
         text = canonical(item)
         # an event can nest no deeper than it has brackets: walk it only when it has enough
         deep = text.count("{") + text.count("[") > self.limits.max_depth
@@ -85,12 +86,28 @@ class Intake:
             more = len(verdict.refusals) - 1
             message = str(first) + (f" (and {more} more)" if more else "")
             return Outcome("refused", kind=verdict.kind, message=message, problems=verdict.refusals)
-        return read_event(item, verdict.kind, tuple(str(w) for w in verdict.warnings), text)
+        warnings = tuple(str(w) for w in verdict.warnings)
+        if forward is None and token is None:
+            return read_event(item, verdict.kind, warnings, text)
+        return read_event(item, verdict.kind, warnings, text, forward=forward, token=token)
 
-    def take(self, items: Sequence[Any], *, write: Writer | None = None) -> list[Outcome]:
+    def take(
+        self,
+        items: Sequence[Any],
+        *,
+        write: Writer | None = None,
+        forwards: Sequence[str] | None = None,
+        token: str | None = None,
+    ) -> list[Outcome]:
         """Outcomes of items, in order. The accepted ones are committed before this returns (by
-        ``write`` when given, else by the intake's writer)."""
-        prepared = [self.prepare(item) for item in items]
+        ``write`` when given, else by the intake's writer), each with the outbox row that forwards
+        it when ``forwards`` gives the items' texts as they came, and with the name of the
+        ``token`` that brought them."""
+        if forwards is None and token is None:
+            prepared = [self.prepare(item) for item in items]
+        else:
+            texts: list[str | None] = list(forwards) if forwards is not None else [None] * len(items)
+            prepared = [self.prepare(i, forward=t, token=token) for i, t in zip(items, texts, strict=True)]
         events = [p for p in prepared if isinstance(p, IncomingEvent)]
         results: list[IngestResult | Exception]
         try:
@@ -105,7 +122,7 @@ class Intake:
                 continue
             result = next(written)
             outcomes.append(_outcome(item, result))
-        self.metrics.count(outcomes)
+        self.metrics.count(outcomes, token)
         return outcomes
 
 

@@ -1,5 +1,6 @@
 """The receiver's counters, in shared memory so that the workers of ``olbridge serve --workers N``
-count together and any of them answers ``/metrics`` for all."""
+count together and any of them answers ``/metrics`` for all. With named tokens (``serve
+--tokens``), the events each token brought are counted by its name as well."""
 
 from __future__ import annotations
 
@@ -12,14 +13,18 @@ from bridge.receiver.outcome import Outcome
 RESULTS = ("accepted", "duplicate", "refused", "unavailable")
 SCALARS = ("placeholders", "warned", "commits")
 ROUTES = ("/api/v1/lineage", "/api/v1/lineage/batch", "/healthz", "/readyz", "/metrics", "other")
-STATUSES = (200, 201, 400, 401, 404, 405, 411, 413, 415, 429, 500, 503, 0)  # 0: any other
+STATUSES = (200, 201, 400, 401, 403, 404, 405, 411, 413, 415, 429, 500, 503, 0)  # 0: any other
+TOKEN_RESULTS = (*RESULTS, "forbidden")  # what became of the events a named token brought
 
 
 class Metrics:
-    """Thread- and process-safe counts (create before forking the workers)."""
+    """Thread- and process-safe counts (create before forking the workers); ``tokens``: the
+    names of the tokens to count by."""
 
-    def __init__(self) -> None:
-        size = len(RESULTS) + len(SCALARS) + len(ROUTES) * len(STATUSES)
+    def __init__(self, tokens: Sequence[str] = ()) -> None:
+        self.tokens = tuple(tokens)
+        self._token_base = len(RESULTS) + len(SCALARS) + len(ROUTES) * len(STATUSES)
+        size = self._token_base + len(self.tokens) * len(TOKEN_RESULTS)
         self._counts: Any = multiprocessing.get_context("fork").Array("q", size)
 
     def _add(self, pairs: Sequence[tuple[int, int]]) -> None:
@@ -27,7 +32,10 @@ class Metrics:
             for index, amount in pairs:
                 self._counts[index] += amount
 
-    def count(self, outcomes: Sequence[Outcome]) -> None:
+    def _token_index(self, token: str, result: str) -> int:
+        return self._token_base + self.tokens.index(token) * len(TOKEN_RESULTS) + TOKEN_RESULTS.index(result)
+
+    def count(self, outcomes: Sequence[Outcome], token: str | None = None) -> None:
         pairs = []
         for outcome in outcomes:
             pairs.append((RESULTS.index(outcome.status), 1))
@@ -35,7 +43,14 @@ class Metrics:
                 pairs.append((len(RESULTS), len(outcome.placeholders)))
             if outcome.warnings:
                 pairs.append((len(RESULTS) + 1, 1))
+            if token is not None and token in self.tokens:
+                pairs.append((self._token_index(token, outcome.status), 1))
         self._add(pairs)
+
+    def forbidden(self, token: str, events: int) -> None:
+        """Events a token brought for namespaces it may not write (refused with 403)."""
+        if token in self.tokens:
+            self._add([(self._token_index(token, "forbidden"), events)])
 
     def commit(self) -> None:
         self._add([(len(RESULTS) + 2, 1)])
@@ -55,8 +70,14 @@ class Metrics:
                 value = counts[base + row * len(STATUSES) + column]
                 if value:
                     requests.append({"route": route, "status": status or "other", "count": value})
+        width = len(TOKEN_RESULTS)
+        by_token = {}
+        for i, name in enumerate(self.tokens):
+            start = self._token_base + i * width
+            by_token[name] = dict(zip(TOKEN_RESULTS, counts[start : start + width], strict=True))
         return {
             "events": dict(zip(RESULTS, counts[: len(RESULTS)], strict=True)),
+            "eventsByToken": by_token,
             "placeholders": counts[len(RESULTS)],
             "eventsWithWarnings": counts[len(RESULTS) + 1],
             "commits": counts[len(RESULTS) + 2],

@@ -34,6 +34,7 @@ import attrs
 from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 
 from bridge.catalog.store import unreadable
+from bridge.config import NamedToken
 from bridge.errors import BridgeError, ReceiverError
 from bridge.mapping.resolver import Resolver
 from bridge.receiver.app import ReceiverApp
@@ -55,6 +56,8 @@ class ServeOptions:
     durability: str = "full"
     limits: Limits = Limits()
     workers: int = 2
+    forward: bool = False  # queue every accepted event in the outbox, as it came
+    tokens: tuple[NamedToken, ...] = ()  # named tokens, each allowed its namespaces (instead of token)
 
 
 class Receiver:
@@ -71,10 +74,12 @@ class Receiver:
         sockets: list[socket.socket] | None = None,
     ) -> None:
         self.catalog_path = catalog_path
-        self.metrics = metrics if metrics is not None else Metrics()
+        self.metrics = metrics if metrics is not None else Metrics([t.name for t in options.tokens])
         self.writer = writer
         self.intake = Intake(self.writer.submit, strict=options.strict, limits=options.limits, metrics=self.metrics)
-        self.app = ReceiverApp(self.intake, token=options.token, ready=self.not_ready)
+        self.app = ReceiverApp(
+            self.intake, token=options.token, tokens=options.tokens, forward=options.forward, ready=self.not_ready
+        )
         where: dict[str, Any] = {"sockets": sockets} if sockets else {"host": options.host, "port": options.port}
         self.server: BaseWSGIServer | MultiSocketServer = create_server(
             self.app,
@@ -209,7 +214,7 @@ def serve(
     writer_socket = listen(address)
     # no lock: each slot has one writer, and a stale read only delays an accept
     open_connections = multiprocessing.get_context("fork").RawArray("q", max(options.workers, 1))
-    metrics = Metrics()  # shared memory, made before the processes fork
+    metrics = Metrics([t.name for t in options.tokens])  # shared memory, made before the processes fork
     children: dict[int, int] = {}  # pid -> worker slot, or WRITER
     stopping = False
 

@@ -1,4 +1,4 @@
-"""0010: outbox claims, so that several stream workers share one outbox (PostgreSQL).
+"""0011: outbox claims, so that several stream workers share one outbox (PostgreSQL).
 
 Each outbox row may be claimed by one stream worker (``stream_workers.id``) until a time (seconds
 since the epoch, the database's clock); a claim expires unless the worker renews it with its
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010"
-down_revision = "0009"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,235 @@
+"""Runs, olbridge's own and external ones, as ``olbridge runs list / show`` shows them.
+
+An own run (a task run the catalog recorded) is shown as its OpenLineage events name it: its run
+id, its job (``<flowId>.<taskId>`` in the flow's job namespace), the state its last event gives
+(RUNNING while it has not ended), the facets those events carry. An external run is shown as the
+receiver kept it: the job of its earliest event (and every job, when events named the run under
+more than one), the state of its highest-ranked event, its start (the first event's time, marked
+inferred, when its START never came), the latest of each of its run's and job's facets and the
+warnings of its events.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import attrs
+
+from bridge.catalog import sql
+from bridge.catalog.engine import Connection
+from bridge.catalog.store import Catalog
+from bridge.model import StoredTaskRun, format_time
+from bridge.openlineage.convert import Converter, execution_run_id, task_run_id
+
+OWN = "olbridge"
+EXTERNAL = "external"
+STATES = ("START", "RUNNING", "COMPLETE", "FAIL", "ABORT")
+
+
+@attrs.frozen
+class RunFilter:
+    job: str | None = None  # the job's name
+    namespace: str | None = None  # the job's namespace
+    state: str | None = None  # an OpenLineage run state (STATES)
+    since: datetime | None = None  # started at or after
+    until: datetime | None = None  # started before
+    origin: str | None = None  # OWN or EXTERNAL; None: both
+
+
+@attrs.frozen
+class RunView:
+    run_id: str
+    origin: str  # OWN or EXTERNAL
+    job_namespace: str
+    job_name: str
+    state: str | None  # the OpenLineage state: START, RUNNING, COMPLETE, FAIL, ABORT (None: not said)
+    started: str | None
+    start_inferred: bool  # the start is the first event's time: no START came
+    ended: str | None
+    inputs: tuple[str, ...]  # asset ids
+    outputs: tuple[str, ...]
+    producer: str
+    parent_run_id: str | None = None
+    warnings: tuple[str, ...] = ()
+    jobs: tuple[tuple[str, str], ...] = ()  # every job its events named, when more than one
+    run_facets: dict[str, Any] = attrs.field(factory=dict)
+    job_facets: dict[str, Any] = attrs.field(factory=dict)
+    task_run: dict[str, Any] | None = None  # an own run's key, task state and error
+
+    @property
+    def sort_key(self) -> tuple[str, str]:
+        return (self.started or "", self.run_id)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "runId": self.run_id,
+            "origin": self.origin,
+            "job": {"namespace": self.job_namespace, "name": self.job_name},
+            "state": self.state,
+            "started": self.started,
+            "startInferred": self.start_inferred,
+            "ended": self.ended,
+            "parentRunId": self.parent_run_id,
+            "inputs": list(self.inputs),
+            "outputs": list(self.outputs),
+            "producer": self.producer,
+            "facets": {"run": self.run_facets, "job": self.job_facets},
+            "warnings": list(self.warnings),
+        }
+        if self.jobs:
+            out["conflictingJobs"] = [{"namespace": ns, "name": name} for ns, name in self.jobs]
+        if self.task_run is not None:
+            out["taskRun"] = self.task_run
+        return out
+
+
+class Runs:
+    """Own and external runs of one catalog, named as ``converter`` names its events."""
+
+    def __init__(self, catalog: Catalog, converter: Converter) -> None:
+        self.catalog = catalog
+        self.converter = converter
+
+    @property
+    def _conn(self) -> Connection:
+        return self.catalog._conn
+
+    # --- external ----------------------------------------------------------------------------
+
+    def _facets(self, owners: Sequence[str]) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {owner: {} for owner in owners}
+        unique = list(found)
+        for start in range(0, len(unique), 400):
+            chunk = unique[start : start + 400]
+            for owner, key, facet in self._conn.execute(sql.facets_of(len(chunk)), chunk):
+                found[owner][key] = json.loads(facet)
+        return found
+
+    def _external(self, statement: str, params: Sequence[Any]) -> list[RunView]:
+        rows = self._conn.execute(statement, params).fetchall()
+        owners = [row[0] for row in rows] + [f"job:{row[1]}/{row[2]}" for row in rows]
+        facets = self._facets(owners)
+        out = []
+        for row in rows:
+            source, job_ns, job_name, run_id, parent, state, started, ended, first, _last = row[:10]
+            producer, inputs, outputs, jobs, warnings = row[10:]
+            out.append(
+                RunView(
+                    run_id=run_id,
+                    origin=EXTERNAL,
+                    job_namespace=job_ns,
+                    job_name=job_name,
+                    state=state,
+                    started=started or first,
+                    start_inferred=started is None,
+                    ended=ended,
+                    inputs=tuple(json.loads(inputs)),
+                    outputs=tuple(json.loads(outputs)),
+                    producer=producer,
+                    parent_run_id=parent,
+                    warnings=tuple(json.loads(warnings)),
+                    jobs=tuple((ns, name) for ns, name in json.loads(jobs)) if jobs else (),
+                    run_facets=facets[source],
+                    job_facets=facets[f"job:{job_ns}/{job_name}"],
+                )
+            )
+        return out
+
+    def external(self, filters: RunFilter = RunFilter()) -> list[RunView]:
+        statement = sql.select_external_runs(
+            job=filters.job is not None,
+            namespace=filters.namespace is not None,
+            state=filters.state is not None,
+            since=filters.since is not None,
+            until=filters.until is not None,
+        )
+        params: list[Any] = [v for v in (filters.job, filters.namespace, filters.state) if v is not None]
+        params += [format_time(t) for t in (filters.since, filters.until) if t is not None]
+        return self._external(statement, params)
+
+    # --- own ---------------------------------------------------------------------------------
+
+    def _own(self, run: StoredTaskRun, *, facets: bool = True) -> RunView:
+        converter = self.converter
+        key = run.key
+        state = run.state.run_event_type if run.ended_at is not None else "RUNNING"
+        run_facets, job_facets = converter.run_facets(run) if facets else ({}, {})
+        return RunView(
+            run_id=task_run_id(key, run.started_at),
+            origin=OWN,
+            job_namespace=converter.job_namespace(key),
+            job_name=f"{key.flow_id}.{key.task_id}",
+            state=state,
+            started=format_time(run.started_at),
+            start_inferred=False,
+            ended=format_time(run.ended_at) if run.ended_at is not None else None,
+            inputs=tuple(u.asset_id for u in run.inputs),
+            outputs=tuple(u.asset_id for u in run.outputs),
+            producer=converter.options.producer,
+            parent_run_id=execution_run_id(key, run.execution_started_at),
+            warnings=run.warnings,
+            run_facets=run_facets,
+            job_facets=job_facets,
+            task_run={
+                "flowNamespace": key.flow_namespace,
+                "flowId": key.flow_id,
+                "taskId": key.task_id,
+                "executionId": key.execution_id,
+                "taskRunId": key.task_run_id,
+                "taskState": run.state.value,
+                "error": run.error,
+            },
+        )
+
+    def own(self, filters: RunFilter = RunFilter()) -> Iterator[RunView]:
+        prefix = self.converter.options.job_namespace_prefix
+        flow_namespace = None
+        if filters.namespace is not None:
+            if not filters.namespace.startswith(prefix):
+                return
+            flow_namespace = filters.namespace[len(prefix) :]
+        runs = self.catalog.iter_task_runs(since=filters.since, until=filters.until, namespace=flow_namespace)
+        for run in runs:
+            if filters.job is not None and f"{run.key.flow_id}.{run.key.task_id}" != filters.job:
+                continue
+            view = self._own(run)
+            if filters.state is None or view.state == filters.state:
+                yield view
+
+    # --- both --------------------------------------------------------------------------------
+
+    def list(self, filters: RunFilter = RunFilter(), *, limit: int | None = None) -> list[RunView]:
+        """The runs the filters select, by start (then run id); the first ``limit`` of them."""
+        found: list[RunView] = []
+        if filters.origin in (None, EXTERNAL):
+            found += self.external(filters)
+        if filters.origin in (None, OWN):
+            found += self.own(filters)
+        found.sort(key=lambda view: view.sort_key)
+        return found if limit is None else found[:limit]
+
+    def get(self, run_id: str) -> RunView | None:
+        """The run with this OpenLineage run id: an external one, or one of olbridge's (whose run
+        ids are UUIDv7 made from the start time, so only the task runs started in that
+        millisecond are looked at)."""
+        found = self._external(sql.select_external_runs(source=True), [f"run:{run_id}"])
+        if found:
+            return found[0]
+        try:
+            parsed = uuid.UUID(run_id)
+        except ValueError:
+            return None
+        if parsed.version != 7 or str(parsed) != run_id:
+            return None
+        start = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=parsed.int >> 80)
+        for run in self.catalog.iter_task_runs(since=start, until=start + timedelta(milliseconds=1)):
+            if task_run_id(run.key, run.started_at) == run_id:
+                return self._own(run)
+        return None
+
+
+__all__ = ["EXTERNAL", "OWN", "STATES", "RunFilter", "RunView", "Runs"]

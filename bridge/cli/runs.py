@@ -1,0 +1,104 @@
+"""``runs list / show``: olbridge's own runs and the external runs the receiver took."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from bridge.catalog.runs import EXTERNAL, OWN, STATES, RunFilter, Runs, RunView
+from bridge.cli.context import AppContext, pass_app
+from bridge.cli.options import json_flag
+from bridge.cli.output import print_json
+from bridge.errors import NotFoundError
+from bridge.model import parse_window
+
+
+@click.group()
+def runs() -> None:
+    """List and show runs: olbridge's own (task runs it recorded) and external ones (received)."""
+
+
+def _line(view: RunView) -> str:
+    started = (view.started or "-") + (" (inferred)" if view.start_inferred else "")
+    flows = f"{', '.join(view.inputs) or '-'} -> {', '.join(view.outputs) or '-'}"
+    conflict = f"\talso named under {len(view.jobs) - 1} other job(s)" if view.jobs else ""
+    return (
+        f"{view.run_id}\t{view.origin}\t{view.state or '-'}\t{started}\t{view.ended or '-'}\t"
+        f"{view.job_namespace}/{view.job_name}\t{flows}{conflict}"
+    )
+
+
+@runs.command("list")
+@click.option("--job", help="Only runs of this job (its name, as its events give it: <flowId>.<taskId> for ours).")
+@click.option("--namespace", help="Only runs of jobs in this job namespace.")
+@click.option("--state", type=click.Choice(STATES, case_sensitive=False), help="Only runs in this state.")
+@click.option("--since", help="Only runs started at or after this time (ISO 8601; no offset: UTC).")
+@click.option("--until", help="Only runs started before this time.")
+@click.option("--own", "origin", flag_value=OWN, help="Only olbridge's own runs.")
+@click.option("--external", "origin", flag_value=EXTERNAL, help="Only external runs.")
+@click.option("--limit", type=click.IntRange(min=1), default=1000, show_default=True, help="At most this many runs.")
+@json_flag("Print a JSON array.")
+@pass_app
+def runs_list(
+    app: AppContext,
+    job: str | None,
+    namespace: str | None,
+    state: str | None,
+    since: str | None,
+    until: str | None,
+    origin: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """List runs by start time: run id, origin (olbridge or external), state, start (marked
+    inferred when the run's START never came), end, job, inputs and outputs.
+
+    --json gives each run's producer, parent run, facets (the latest of each, for external
+    runs), warnings, and the jobs of a run whose events named it under more than one.
+    """
+    start, end = parse_window(since, until)
+    filters = RunFilter(
+        job=job, namespace=namespace, state=state.upper() if state else None, since=start, until=end, origin=origin
+    )
+    found = Runs(app.catalog(), app.converter()).list(filters, limit=limit)
+    if as_json:
+        print_json([view.to_json() for view in found])
+        return
+    for view in found:
+        click.echo(_line(view))
+
+
+@runs.command("show")
+@click.argument("run_id")
+@json_flag("Print the run as JSON.")
+@pass_app
+def runs_show(app: AppContext, run_id: str, as_json: bool) -> None:
+    """Show one run by its OpenLineage run id (the runId its events carry): its job, state,
+    times, inputs and outputs, producer, facets and warnings."""
+    view = Runs(app.catalog(), app.converter()).get(run_id)
+    if view is None:
+        raise NotFoundError(f"no run with id {run_id!r} (olbridge runs list shows them)")
+    if as_json:
+        print_json(view.to_json())
+        return
+    lines = [
+        f"run:      {view.run_id} ({view.origin})",
+        f"job:      {view.job_namespace}/{view.job_name}",
+        f"state:    {view.state or '-'}",
+        f"started:  {view.started or '-'}"
+        + (" (inferred: no START came; the first event's time)" if view.start_inferred else ""),
+        f"ended:    {view.ended or '-'}",
+        f"producer: {view.producer}",
+    ]
+    if view.parent_run_id:
+        lines.append(f"parent:   {view.parent_run_id}")
+    lines += [f"input:    {asset}" for asset in view.inputs]
+    lines += [f"output:   {asset}" for asset in view.outputs]
+    if view.jobs:
+        lines.append("jobs:     " + ", ".join(f"{ns}/{name}" for ns, name in view.jobs) + " (its events disagree)")
+    for side, facets in (("run", view.run_facets), ("job", view.job_facets)):
+        for key, facet in facets.items():
+            lines.append(f"{side} facet {key}: {json.dumps(facet, sort_keys=True, ensure_ascii=False)}")
+    lines += [f"warning:  {warning}" for warning in view.warnings]
+    click.echo("\n".join(lines))

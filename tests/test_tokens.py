@@ -1,0 +1,264 @@
+"""``olbridge serve --tokens FILE``: named tokens, each allowed its job namespaces; an event for
+another namespace is refused with 403 and changes nothing; the token's name is kept with every
+event it brought, and ``/metrics`` counts by it. One shared token works as before."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from click.testing import CliRunner
+
+from bridge.catalog import Catalog
+from bridge.cli import cli
+from bridge.config import NamedToken
+from bridge.mapping import Resolver
+from bridge.receiver.app import ReceiverApp
+from bridge.receiver.intake import Intake
+from bridge.receiver.metrics import Metrics
+from bridge.receiver.writer import GroupWriter
+from tests.helpers import DATASET_EVENT_URL, PRODUCER, ol_dataset, ol_run_event, table_contents
+from tests.test_receiver_http import serve_process
+
+SPARK = NamedToken("spark", "spark-secret", ("spark-*", "etl"))
+ANY = NamedToken("platform", "platform-secret", ("*",))
+TOKENS_FILE = """\
+[spark]
+token = "spark-secret"
+namespaces = ["spark-*", "etl"]
+
+[platform]
+token = "platform-secret"
+namespaces = ["*"]
+"""
+
+
+pytestmark = pytest.mark.both_engines
+
+
+@pytest.fixture
+def catalog_path(catalog_target: str) -> str:
+    """A new catalog of the test's engine: a SQLite file, or a PostgreSQL database."""
+    Catalog(catalog_target).close()
+    return catalog_target
+
+
+@pytest.fixture
+def writer(catalog_path: str, resolver: Resolver) -> Iterator[GroupWriter]:
+    writer = GroupWriter(catalog_path, resolver)
+    yield writer
+    writer.close()
+
+
+@pytest.fixture
+def app(writer: GroupWriter) -> ReceiverApp:
+    metrics = Metrics([SPARK.name, ANY.name])
+    return ReceiverApp(Intake(writer.submit, metrics=metrics), tokens=[SPARK, ANY])
+
+
+def post(app: ReceiverApp, path: str, value: Any, token: str | None) -> tuple[int, Any]:
+    body = json.dumps(value).encode()
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": path,
+        "CONTENT_LENGTH": str(len(body)),
+        "CONTENT_TYPE": "application/json",
+        "wsgi.input": io.BytesIO(body),
+    }
+    if token is not None:
+        environ["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    answer: dict[str, Any] = {}
+
+    def start_response(status: str, headers: list[tuple[str, str]]) -> None:
+        answer["status"] = int(status.split()[0])
+
+    payload = b"".join(app(environ, start_response))
+    return answer["status"], json.loads(payload)
+
+
+def contents(path: str) -> dict[str, list[tuple[Any, ...]]]:
+    with Catalog(path) as catalog:
+        return table_contents(catalog)
+
+
+def tokens_of(path: str) -> list[tuple[str, str | None]]:
+    with Catalog(path) as catalog:
+        return [(s, t) for s, t in catalog._conn.execute("SELECT source, token FROM received_events ORDER BY pk")]
+
+
+def run_event(n: int, namespace: str) -> dict[str, Any]:
+    return ol_run_event(
+        run_id=f"0194a1b2-0000-7000-8000-{n:012d}", job=(namespace, "job"), inputs=[ol_dataset("s3://b", f"k{n}")]
+    )
+
+
+def dataset_event(namespace: str) -> dict[str, Any]:
+    return {
+        "eventTime": "2025-03-01T09:00:00Z",
+        "producer": PRODUCER,
+        "schemaURL": DATASET_EVENT_URL,
+        "dataset": ol_dataset(namespace, "orders"),
+    }
+
+
+def test_a_token_writes_its_namespaces_and_its_name_is_kept(app: ReceiverApp, catalog_path: str) -> None:
+    assert post(app, "/api/v1/lineage", run_event(1, "spark-prod"), SPARK.token)[0] == 201
+    assert post(app, "/api/v1/lineage", run_event(2, "etl"), SPARK.token)[0] == 201
+    assert post(app, "/api/v1/lineage", run_event(3, "airflow"), ANY.token)[0] == 201
+    assert tokens_of(catalog_path) == [
+        ("run:0194a1b2-0000-7000-8000-000000000001", "spark"),
+        ("run:0194a1b2-0000-7000-8000-000000000002", "spark"),
+        ("run:0194a1b2-0000-7000-8000-000000000003", "platform"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("event", "pointer", "namespace"),
+    [
+        (run_event(1, "airflow"), "/job/namespace", "airflow"),
+        (run_event(1, "etl2"), "/job/namespace", "etl2"),  # a pattern matches the whole namespace
+        (run_event(1, "Spark-prod"), "/job/namespace", "Spark-prod"),  # and its case
+        ({**run_event(1, "airflow"), "schemaURL": "x"}, "/job/namespace", "airflow"),
+        (dataset_event("kafka://broker:9092"), "/dataset/namespace", "kafka://broker:9092"),
+    ],
+    ids=["other", "longer", "case", "any-kind", "dataset-event"],
+)
+def test_an_event_for_another_namespace_is_refused_with_403_and_changes_nothing(
+    app: ReceiverApp, catalog_path: str, event: dict[str, Any], pointer: str, namespace: str
+) -> None:
+    before = contents(catalog_path)
+    status, body = post(app, "/api/v1/lineage", event, SPARK.token)
+    assert (status, body["error"]["code"], body["error"]["retriable"]) == (403, "forbidden", False)
+    assert body["error"]["message"] == f"token 'spark' may not write namespace {namespace!r}"
+    assert body["error"]["problems"] == [{"pointer": pointer, "message": body["error"]["message"], "rule": "token"}]
+    assert contents(catalog_path) == before
+
+
+def test_a_dataset_event_is_judged_by_its_dataset_namespace(app: ReceiverApp) -> None:
+    assert post(app, "/api/v1/lineage", dataset_event("etl"), SPARK.token)[0] == 201
+
+
+def test_an_event_without_a_namespace_goes_to_the_verdict(app: ReceiverApp) -> None:
+    event = run_event(1, "spark-prod")
+    del event["job"]
+    status, body = post(app, "/api/v1/lineage", event, SPARK.token)
+    assert (status, body["error"]["code"]) == (400, "invalid_event")
+
+
+def test_in_a_batch_only_the_forbidden_events_fail(app: ReceiverApp, catalog_path: str) -> None:
+    batch = [run_event(1, "spark-a"), run_event(2, "airflow"), run_event(3, "spark-b")]
+    status, body = post(app, "/api/v1/lineage/batch", batch, SPARK.token)
+    assert (status, body["status"]) == (200, "partial_success")
+    (failed,) = body["failed_events"]
+    assert (failed["index"], failed["retriable"], failed["problems"][0]["rule"]) == (1, False, "token")
+    assert [t for _, t in tokens_of(catalog_path)] == ["spark", "spark"]
+    before = contents(catalog_path)
+    status, body = post(app, "/api/v1/lineage/batch", [run_event(4, "airflow"), run_event(5, "hive")], SPARK.token)
+    assert (status, body["error"]["code"]) == (403, "forbidden")
+    assert contents(catalog_path) == before
+
+
+def test_a_wrong_or_missing_token_is_401(app: ReceiverApp, catalog_path: str) -> None:
+    before = contents(catalog_path)
+    for token in ("nope", None, "spark-secre", "spark-secret "):
+        status, body = post(app, "/api/v1/lineage", run_event(1, "spark-a"), token)
+        assert (status, body["error"]["code"]) == (401, "unauthorized")
+    assert contents(catalog_path) == before
+
+
+def test_metrics_count_each_token_by_result(app: ReceiverApp) -> None:
+    post(app, "/api/v1/lineage", run_event(1, "spark-a"), SPARK.token)
+    post(app, "/api/v1/lineage", run_event(1, "spark-a"), SPARK.token)  # a duplicate
+    post(app, "/api/v1/lineage", run_event(2, "airflow"), SPARK.token)
+    post(app, "/api/v1/lineage/batch", [run_event(3, "x"), run_event(4, "y")], SPARK.token)
+    post(app, "/api/v1/lineage", run_event(5, "airflow"), ANY.token)
+    text = app.metrics_text()
+    for line in (
+        'olbridge_receiver_token_events_total{token="spark",result="accepted"} 1',
+        'olbridge_receiver_token_events_total{token="spark",result="duplicate"} 1',
+        'olbridge_receiver_token_events_total{token="spark",result="forbidden"} 3',
+        'olbridge_receiver_token_events_total{token="platform",result="accepted"} 1',
+        'olbridge_receiver_token_events_total{token="platform",result="forbidden"} 0',
+        'olbridge_receiver_events_total{result="refused"} 3',
+        'olbridge_receiver_requests_total{route="/api/v1/lineage",status="403"} 1',
+    ):
+        assert line in text, line
+
+
+def test_one_shared_token_works_as_before(writer: GroupWriter, catalog_path: str) -> None:
+    app = ReceiverApp(Intake(writer.submit), token="shared")
+    assert post(app, "/api/v1/lineage", run_event(1, "anything"), "shared")[0] == 201
+    assert post(app, "/api/v1/lineage", run_event(2, "anything"), "other")[0] == 401
+    assert tokens_of(catalog_path) == [("run:0194a1b2-0000-7000-8000-000000000001", None)]
+    assert "token_events" not in app.metrics_text()
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+def test_serve_refuses_a_shared_token_with_named_ones_and_a_bad_tokens_file(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(TOKENS_FILE)
+    db = str(tmp_path / "c.db")
+    both = CliRunner().invoke(cli, ["--catalog", db, "serve", "--tokens", str(tokens)], env={"OLBRIDGE_TOKEN": "t"})
+    assert both.exit_code == 2
+    assert "give one shared token (--token) or named tokens" in both.stderr
+    tokens.write_text('[spark]\ntoken = "t"\n')
+    bad = CliRunner().invoke(cli, ["--catalog", db, "serve", "--tokens", str(tokens)], env={"OLBRIDGE_TOKEN": None})
+    assert bad.exit_code == 1
+    assert (
+        bad.stderr
+        == f"Error: {tokens}: [spark]: 'namespaces' must be a non-empty list of namespaces or patterns ('spark-*')\n"
+    )
+    assert not Path(db).exists()
+
+
+@pytest.mark.parametrize("where", ["flag", "config"])
+def test_serve_with_named_tokens_and_the_real_client(
+    tmp_path: Path, catalog_target: str, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from openlineage.client import OpenLineageClient
+    from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+    from openlineage.client.transport.http import HttpConfig, HttpTransport
+
+    tokens = tmp_path / "secrets" / "tokens.toml"
+    tokens.parent.mkdir()
+    tokens.write_text(TOKENS_FILE)
+    catalog = catalog_target
+    options: tuple[str, ...] = ()
+    if where == "flag":
+        options = ("--tokens", str(tokens))
+    else:
+        config = tmp_path / "olbridge.toml"
+        config.write_text('[serve]\ntokens = "secrets/tokens.toml"\n')
+        monkeypatch.setenv("OLBRIDGE_CONFIG", str(config))
+
+    def client(url: str, token: str) -> OpenLineageClient:
+        config = {"type": "http", "url": url, "auth": {"type": "api_key", "apiKey": token}}
+        return OpenLineageClient(transport=HttpTransport(HttpConfig.from_dict(config)))
+
+    def event(namespace: str) -> RunEvent:
+        return RunEvent(
+            eventType=RunState.COMPLETE,
+            eventTime="2025-03-01T08:00:00Z",
+            run=Run(runId="0194a1b2-0000-7000-8000-0000000000aa"),
+            job=Job(namespace=namespace, name="load"),
+            producer=PRODUCER,
+        )
+
+    with serve_process(catalog, *options, token=None) as (url, _process):
+        client(url, SPARK.token).emit(event("spark-prod"))
+        with pytest.raises(requests.HTTPError) as refused:
+            client(url, SPARK.token).emit(event("airflow"))
+        assert refused.value.response is not None and refused.value.response.status_code == 403
+        client(url, ANY.token).emit(event("airflow"))
+        metrics = requests.get(f"{url}/metrics", timeout=10).text
+    assert 'olbridge_receiver_token_events_total{token="spark",result="accepted"} 1' in metrics
+    assert 'olbridge_receiver_token_events_total{token="spark",result="forbidden"} 1' in metrics
+    assert 'olbridge_receiver_token_events_total{token="platform",result="accepted"} 1' in metrics
+    assert [t for _, t in tokens_of(catalog)] == ["spark", "platform"]

@@ -22,7 +22,7 @@ from bridge.cli import cli
 from bridge.mapping import Resolver
 from bridge.receiver.imports import catalog_intake
 from tests.conftest import ROOT
-from tests.helpers import invoke, run
+from tests.helpers import invoke, ol_dataset, ol_run_event, run
 from tests.postgres import PostgresServer
 from tests.test_faults import fill
 from tests.test_scale import overlapping_events
@@ -51,6 +51,12 @@ def rich(tmp_path: Path, resolver: Resolver) -> Path:
         fill(catalog, RUNS)
         intake = catalog_intake(catalog, resolver)
         assert all(o.ok for o in intake.take(overlapping_events(30)))
+        symlinked = ol_dataset(
+            "postgres://warehouse:5432",
+            "analytics.public.orders",
+            symlinks={"identifiers": [{"namespace": "hive://metastore", "name": "shop.orders", "type": "TABLE"}]},
+        )
+        assert intake.take([ol_run_event("COMPLETE", outputs=[symlinked])])[0].ok
         catalog.save_position(Position("marquez-import", "http://marquez:5000", {"after": "x"}, "2025-03-01T00:00:00Z"))
     for args in (
         ("demo", "--dir", str(tmp_path / "demo"), "--in-catalog"),  # dbt runs with column lineage

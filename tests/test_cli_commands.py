@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from bridge.cli import cli
 from bridge.cli.assets import assets, assets_delete, assets_list, assets_purge, assets_set, assets_show
 from bridge.cli.basics import demo, init, migrate, record
+from bridge.cli.catalog import catalog, catalog_copy
 from bridge.cli.context import CONTEXT_SETTINGS, AppContext, pass_app
 from bridge.cli.dbt import dbt, dbt_import
 from bridge.cli.export import export, validate
@@ -39,6 +40,8 @@ MODULE_LEVEL: dict[tuple[str, ...], click.Command] = {
     ("assets", "set"): assets_set,
     ("assets", "show"): assets_show,
     ("backfill",): backfill,
+    ("catalog",): catalog,
+    ("catalog", "copy"): catalog_copy,
     ("dbt",): dbt,
     ("dbt", "import"): dbt_import,
     ("demo",): demo,

@@ -40,7 +40,7 @@ def _same(source: str | Path, destination: str | Path) -> bool:
 @click.argument("source", metavar="SRC")
 @click.argument("destination", metavar="DST")
 @json_flag("Print the tables, their rows and digests as JSON (camelCase keys).")
-def copy(source: str, destination: str, as_json: bool) -> None:
+def catalog_copy(source: str, destination: str, as_json: bool) -> None:
     """Copy the catalog SRC into DST (each a SQLite file or a postgresql:// URL), then check it.
 
     DST must be empty: a new file, an empty database (or ?schema=NAME of one), or a catalog made

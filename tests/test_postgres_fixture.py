@@ -164,8 +164,8 @@ def test_the_server_dies_with_the_process_that_started_it() -> None:
         line = child.stdout.readline().split()  # the server is ready
         assert line, "the child did not start its server"
         pid, directory = int(line[0]), Path(line[1])
-        processes = [pid, *children_of(pid)]
-        assert all(alive(p) for p in processes)
+        processes = [pid, *children_of(pid)]  # a child may come and go; the server itself must run
+        assert alive(pid)
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=30)
         assert wait_gone(processes) == []

@@ -19,19 +19,14 @@ send.
 
 from __future__ import annotations
 
-import os
-import secrets
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import OutboxItem
-from bridge.catalog.workers import StreamWorkerInfo
-from bridge.delivery.lease import HEARTBEAT, LEASE_TTL, process_is_gone
+from bridge.delivery.lease import HEARTBEAT, LEASE_TTL, process_is_gone, register_as
 from bridge.errors import BridgeError
-from bridge.model import epoch_text
 
 CLAIM_TTL = LEASE_TTL  # seconds a claim lasts without its worker's heartbeat
 
@@ -55,15 +50,7 @@ class OutboxClaims:
         self.interval = interval
         self.clock = clock
         self.is_dead = is_dead
-        host, pid, now = socket.gethostname(), os.getpid(), clock()
-        self.info = StreamWorkerInfo(
-            id=f"{host}:{pid}:{secrets.token_hex(4)}",
-            host=host,
-            pid=pid,
-            target=target,
-            started_at=epoch_text(now),
-            heartbeat_at=now,
-        )
+        self.info = register_as(target, clock())
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

@@ -42,6 +42,20 @@ def process_is_gone(host: str, pid: int) -> bool:
     return False
 
 
+def register_as(target: str, now: float) -> StreamWorkerInfo:
+    """This process as a stream worker delivering to ``target``: its id (host, pid and a random
+    part, so a restarted process with a reused pid is another worker), started and beating now."""
+    host, pid = socket.gethostname(), os.getpid()
+    return StreamWorkerInfo(
+        id=f"{host}:{pid}:{secrets.token_hex(4)}",
+        host=host,
+        pid=pid,
+        target=target,
+        started_at=epoch_text(now),
+        heartbeat_at=now,
+    )
+
+
 class OutboxLease:
     def __init__(
         self,
@@ -58,15 +72,7 @@ class OutboxLease:
         self.interval = interval
         self.clock = clock
         self.is_dead = is_dead
-        host, pid, now = socket.gethostname(), os.getpid(), clock()
-        self.info = StreamWorkerInfo(
-            id=f"{host}:{pid}:{secrets.token_hex(4)}",
-            host=host,
-            pid=pid,
-            target=target,
-            started_at=epoch_text(now),
-            heartbeat_at=now,
-        )
+        self.info = register_as(target, clock())
         self.lost_to: LeaseHolder | None = None
         self.held = False
         self._stop = threading.Event()

@@ -23,6 +23,7 @@ import pytest
 from bridge.catalog import Catalog
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
+from bridge.receiver.writer import GroupWriter
 
 if TYPE_CHECKING:
     from tests.postgres import PostgresServer
@@ -127,6 +128,21 @@ def catalog_targets(engine: str, tmp_path: Path, request: pytest.FixtureRequest)
 def catalog_target(catalog_targets: Callable[[], str]) -> str:
     """Where a new catalog may be made, on the test's engine (see ``catalog_targets``)."""
     return catalog_targets()
+
+
+@pytest.fixture
+def catalog_path(catalog_target: str) -> str:
+    """A new catalog of the test's engine: a SQLite file, or a PostgreSQL database."""
+    Catalog(catalog_target).close()
+    return catalog_target
+
+
+@pytest.fixture
+def writer(catalog_path: str, resolver: Resolver) -> Iterator[GroupWriter]:
+    """The receiver's group writer on ``catalog_path`` (what the HTTP app hands events to)."""
+    writer = GroupWriter(catalog_path, resolver)
+    yield writer
+    writer.close()
 
 
 @pytest.fixture(scope="session")

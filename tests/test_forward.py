@@ -10,7 +10,6 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,20 +50,6 @@ ODD = (
 
 
 pytestmark = pytest.mark.both_engines
-
-
-@pytest.fixture
-def catalog_path(catalog_target: str) -> str:
-    """A new catalog of the test's engine: a SQLite file, or a PostgreSQL database."""
-    Catalog(catalog_target).close()
-    return catalog_target
-
-
-@pytest.fixture
-def writer(catalog_path: str, resolver: Resolver) -> Iterator[GroupWriter]:
-    writer = GroupWriter(catalog_path, resolver)
-    yield writer
-    writer.close()
 
 
 def forwarding(writer: GroupWriter, *, forward: bool = True) -> Client:

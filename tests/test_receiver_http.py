@@ -71,20 +71,6 @@ pytestmark = pytest.mark.both_engines
 
 
 @pytest.fixture
-def catalog_path(catalog_target: str) -> str:
-    """A new catalog of the test's engine: a SQLite file, or a PostgreSQL database."""
-    Catalog(catalog_target).close()
-    return catalog_target
-
-
-@pytest.fixture
-def writer(catalog_path: str, resolver: Resolver) -> Iterator[GroupWriter]:
-    writer = GroupWriter(catalog_path, resolver)
-    yield writer
-    writer.close()
-
-
-@pytest.fixture
 def client(writer: GroupWriter) -> Client:
     limits = Limits(max_body=64 * 1024, max_decompressed=256 * 1024, max_batch=50, max_datasets=20)
     return Client(ReceiverApp(Intake(writer.submit, limits=limits), token=TOKEN, ready=lambda: None))

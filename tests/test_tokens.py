@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ from click.testing import CliRunner
 from bridge.catalog import Catalog
 from bridge.cli import cli
 from bridge.config import NamedToken
-from bridge.mapping import Resolver
 from bridge.receiver.app import ReceiverApp
 from bridge.receiver.intake import Intake
 from bridge.receiver.metrics import Metrics
@@ -39,20 +37,6 @@ namespaces = ["*"]
 
 
 pytestmark = pytest.mark.both_engines
-
-
-@pytest.fixture
-def catalog_path(catalog_target: str) -> str:
-    """A new catalog of the test's engine: a SQLite file, or a PostgreSQL database."""
-    Catalog(catalog_target).close()
-    return catalog_target
-
-
-@pytest.fixture
-def writer(catalog_path: str, resolver: Resolver) -> Iterator[GroupWriter]:
-    writer = GroupWriter(catalog_path, resolver)
-    yield writer
-    writer.close()
 
 
 @pytest.fixture

@@ -148,6 +148,12 @@ class Engine(abc.ABC):
             if rows:
                 cur.executemany(statement, rows)
 
+    def write_many(self, cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) -> int:
+        """``executemany``, and the count of rows it wrote (an engine with a server may send the
+        rows in a few statements)."""
+        cur.executemany(statement, rows)
+        return int(cur.rowcount)
+
     def reset_keys(self, cur: Cursor) -> None:
         """Set the counter of every key that counts up past its table's highest (after rows were
         written with their keys, by a copy): none to set by default (SQLite counts from the rows)."""

@@ -24,7 +24,7 @@ import orjson
 
 from bridge.catalog import sql
 from bridge.catalog.engine import Conflict, Cursor, Engine
-from bridge.catalog.rows import asset_from_row, asset_row
+from bridge.catalog.rows import asset_from_row, asset_row, dumps
 from bridge.catalog.writes import get_asset
 from bridge.model import EXTERNAL, Asset, Origin, format_time, parse_time
 from bridge.model.received import TERMINAL, IncomingEvent, ReceivedColumnEdge, SeenDataset
@@ -100,6 +100,24 @@ def _placeholder(
     )
 
 
+def _touched(
+    row: Sequence[Any], dataset: tuple[str, str], first: str, last: str, producer: str | None
+) -> tuple[Any, ...] | None:
+    """A placeholder's row with only its sightings (and producer) moved, as :func:`_placeholder`
+    and :func:`asset_row` would rebuild it, from its row as stored: None when it does not change
+    (or is the catalog's own asset, never changed from outside)."""
+    if row[6] != Origin.EXTERNAL.value:
+        return None
+    metadata = json.loads(row[5])
+    metadata.update(olNamespace=dataset[0], olName=dataset[1], firstSeen=first, lastSeen=last)
+    if producer is not None:
+        metadata["producer"] = producer
+    created = format_time(min(parse_time(first, "first_seen"), parse_time(row[7], "catalog")))
+    updated = format_time(parse_time(last, "last_seen"))
+    changed = (*row[:5], dumps(metadata), row[6], created, updated, *row[9:])
+    return changed if changed != tuple(row) else None
+
+
 WARNINGS_KEPT = 200  # distinct warnings kept with an external run or job
 
 
@@ -163,12 +181,14 @@ class GroupIngest:
         # engine with a server in one round trip each
         self.read_all = engine.read_all if engine is not None else _read_each
         self.write_all = engine.write_all if engine is not None else None
+        self.write_many = engine.write_many if engine is not None else _write_each
         self.resolver = resolver
         self.received: list[tuple[Any, ...]] = []
         self.bindings: dict[tuple[str, str], _Binding | None] = {}  # None: known not to be bound yet
         self.bound_here: dict[str, tuple[str, str]] = {}  # asset id -> dataset, bound in this group
         self.assets: dict[str, Asset | None] = {}
-        self.sources: list[tuple[Any, ...]] = []
+        # each run's (or job's) source row, the group's events merged as UPSERT_SOURCE merges them
+        self.sources: dict[str, tuple[Any, ...]] = {}
         self.usages: dict[str, dict[str, set[str]]] = {}
         self.job_usages: dict[tuple[str, str, str, str], None] = {}  # (job ns, job name, direction, asset)
         self.edges: dict[tuple[str, str, str, str], None] = {}  # (upstream, downstream, job ns, job name)
@@ -332,7 +352,9 @@ class GroupIngest:
         if event.forward is not None:
             self.forwards.append((forward_key(event), event.forward, moment, event.digest))
         if source is not None:
-            self.sources.append(_source_row(event, moment))
+            row = _source_row(event, moment)
+            earlier = self.sources.get(source)
+            self.sources[source] = row if earlier is None else _merged_source(earlier, row)
         placeholders: list[str] = []
         for ds in event.datasets:
             asset_id, created, warning = self._take_dataset(ds, event, moment)
@@ -478,24 +500,34 @@ class GroupIngest:
     def flush(self) -> None:
         bound = [((ns, name), b) for (ns, name), b in self.bindings.items() if b is not None and b.dirty]
         touched, rebuilt = [], []
+        stored: dict[str, Sequence[Any]] = {}  # the placeholders' rows, read and locked (concurrent)
         job_usages, edges = list(self.job_usages), list(self.edges)
         if self.concurrent:  # the placeholders to rebuild, read (and locked) in one go, in order
             wanted = sorted({b.asset_id for _, b in bound if b.asset_id not in self.assets})
             self.assets.update(dict.fromkeys(wanted))
             rows, job_usages, edges = self._unknown(wanted, job_usages, edges)
-            for row in rows:
-                self.assets[row[0]] = asset_from_row(row)
+            stored = {row[0]: row for row in rows}
         for dataset, b in bound:
-            if not b.new and b.facets is None and not self.concurrent:  # only its sightings moved: in SQL
-                touched.append((b.first, b.last, b.first, b.last, b.producer, b.asset_id))
-                continue
+            if not b.new and b.facets is None:  # only its sightings moved
+                if not self.concurrent:  # in SQL
+                    touched.append((b.first, b.last, b.first, b.last, b.producer, b.asset_id))
+                    continue
+                row = stored.get(b.asset_id)
+                if row is not None:  # from the row read and locked, as the statement would
+                    changed = _touched(row, dataset, b.first, b.last, b.producer)
+                    if changed is not None:
+                        rebuilt.append(changed)
+                    continue
+            if self.concurrent and b.asset_id in stored:
+                self.assets[b.asset_id] = asset_from_row(stored[b.asset_id])
             current = self.asset(b.asset_id)
             if current is not None and current.origin is not Origin.EXTERNAL:
                 continue  # the catalog's own asset: never overwritten from outside
             asset = _placeholder(current, b.asset_id, dataset, b.base, (b.first, b.last), b.producer, b.facets)
             if asset != current:
                 rebuilt.append(asset_row(asset))
-        sets = {source: self._usage_sets(source) for source in {row[0] for row in self.sources}}
+        # the group's new runs and jobs, claimed first where writers run side by side
+        claimed = {source for source in self.sources if source not in self.stored_sources} if self.concurrent else set()
         writes: list[tuple[str, list[tuple[Any, ...]]]] = [
             (sql.INSERT_RECEIVED, self.received),
             (
@@ -519,8 +551,12 @@ class GroupIngest:
             ),
             (sql.TOUCH_PLACEHOLDER, touched),
             (sql.UPSERT_PLACEHOLDER, rebuilt),
-            # each event's source row, with the run's inputs and outputs as they stand after the group
-            (sql.UPSERT_SOURCE, [self._source_values(row, sets[row[0]]) for row in self.sources]),
+            # each run's source row, with its inputs and outputs as they stand after the group (a
+            # run this group claimed holds it already)
+            (
+                sql.UPSERT_SOURCE,
+                [self._source_values(row) for source, row in self.sources.items() if source not in claimed],
+            ),
             # in key order, as every writer side by side takes their row locks
             (
                 sql.UPSERT_FACET,
@@ -540,13 +576,11 @@ class GroupIngest:
         if self.forwards:  # after the received events: each row refers to its event's key
             queued_at = format_time(datetime.now(UTC))
             writes.append((sql.QUEUE_FORWARD, [(key, queued_at, text, *event) for key, text, *event in self.forwards]))
-        if self.concurrent:
-            self._claim_new()
+        if claimed:
+            self._claim(claimed)
         (received, rows), rest = writes[0], writes[1:]
-        if rows:
-            self.cur.executemany(received, rows)
-            if self.cur.rowcount != len(rows):
-                raise Conflict("another process took some of these events meanwhile")
+        if rows and self.write_many(self.cur, received, rows) != len(rows):
+            raise Conflict("another process took some of these events meanwhile")
         if self.write_all is not None:
             self.write_all(self.cur, [(statement, rows) for statement, rows in rest if rows])
             return
@@ -554,19 +588,12 @@ class GroupIngest:
             if rows:
                 self.cur.executemany(statement, rows)
 
-    def _claim_new(self) -> None:
-        """Insert the group's new runs and jobs before merging into them: one that another process
-        inserted meanwhile (its merge would lose that one's inputs and outputs) is a Conflict."""
-        first: dict[str, tuple[Any, ...]] = {}
-        for row in self.sources:
-            if row[0] not in self.stored_sources:
-                first.setdefault(row[0], row)
-        if not first:
-            return
-        self.cur.executemany(
-            sql.CLAIM_SOURCE, [self._source_values(row, self._usage_sets(s)) for s, row in first.items()]
-        )
-        if self.cur.rowcount != len(first):
+    def _claim(self, sources: set[str]) -> None:
+        """Insert the group's new runs and jobs, as the group leaves them, before the other
+        writes: one that another process inserted meanwhile (a merge would lose that one's inputs
+        and outputs) is a Conflict."""
+        rows = [self._source_values(row) for source, row in self.sources.items() if source in sources]
+        if self.write_many(self.cur, sql.CLAIM_SOURCE, rows) != len(rows):
             raise Conflict("another process recorded one of these runs meanwhile")
 
     def _unknown(
@@ -589,10 +616,10 @@ class GroupIngest:
             [edge for edge in edges if edge not in known_edges],
         )
 
-    def _source_values(self, row: tuple[Any, ...], sets: dict[str, set[str]]) -> tuple[Any, ...]:
-        """An event's source row as it stands after the group: its run's (or job's) job, inputs,
-        outputs, jobs named and warnings."""
-        state = self.source_states[row[0]]
+    def _source_values(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
+        """A source row as it stands after the group: its run's (or job's) job, inputs, outputs,
+        jobs named and warnings."""
+        state, sets = self.source_states[row[0]], self._usage_sets(row[0])
         jobs = _json([list(job) for job in sorted(state.jobs)]) if len(state.jobs) > 1 else None
         return (
             row[0],
@@ -606,6 +633,11 @@ class GroupIngest:
         )
 
 
+def _write_each(cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) -> int:
+    cur.executemany(statement, rows)
+    return int(cur.rowcount)
+
+
 def _read_each(cur: Cursor, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
     return [cur.execute(query, params).fetchall() for query, params in queries]
 
@@ -617,6 +649,31 @@ def forward_key(event: IncomingEvent) -> str:
         return f"received:{event.source}"
     dataset = event.datasets[0]
     return f"received:dataset:{dataset.namespace}/{dataset.name}"
+
+
+def _merged_source(kept: tuple[Any, ...], row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Two source rows of one run (or job) as one, as UPSERT_SOURCE merges the second into the
+    first (a parent once known stays, the state of the higher state rank, the earliest start and
+    first sighting, the latest sighting), so that a group writes a run's row once."""
+    source, job_ns, job_name, run_id, parent, state, rank, started, ended, first, last, producer = kept
+    if row[6] > rank:
+        state, rank, ended, producer = row[5], row[6], row[8], row[11]
+    if row[7] is not None:
+        started = row[7] if started is None else min(started, row[7])
+    return (
+        source,
+        job_ns,
+        job_name,
+        run_id,
+        parent if parent is not None else row[4],
+        state,
+        rank,
+        started,
+        ended,
+        min(first, row[9]),
+        max(last, row[10]),
+        producer,
+    )
 
 
 def _source_row(event: IncomingEvent, moment: str) -> tuple[Any, ...]:

@@ -28,7 +28,8 @@ from psycopg.conninfo import make_conninfo
 
 from bridge.catalog import sql as shared
 from bridge.catalog.engine import Busy, Connection, Cursor, Engine, masked, url_password
-from bridge.catalog.postgres_lookups import pair_columns, pairs_form
+from bridge.catalog.postgres_bulk import bulk_statements
+from bridge.catalog.postgres_lookups import list_form, list_param, pairs_form, pairs_param
 from bridge.errors import CatalogError
 
 # SQLite's fragments, and PostgreSQL's for them
@@ -88,7 +89,8 @@ _TRANSLATED: dict[str, str] = {}
 _TRANSLATED_PLAIN: dict[str, str] = {}
 
 
-_PAIRS: dict[str, str | None] = {}  # each statement's pairs form (None: it has none)
+# each statement's lookup form (None: it has none), and whether it takes pairs
+_LOOKUPS: dict[str, tuple[str | None, bool]] = {}
 # below this many parameters (8 pairs) the OR of index probes plans and runs faster (0.04 ms
 # against 0.2 ms for 4 pairs); above, the arrays (1.5 ms against 3.4 ms for 256)
 PAIRS_FROM = 16
@@ -106,12 +108,14 @@ class SharedCursor(psycopg.Cursor[Any]):
         binary: bool | None = None,
     ) -> SharedCursor:
         text = translate(query, parameters=params is not None)
-        if params is not None and len(params) > PAIRS_FROM:  # an OR of many point lookups on pairs: one lookup
-            pairs = _PAIRS.get(text, "")
-            if pairs == "":
-                pairs = _PAIRS[text] = pairs_form(text)
-            if pairs is not None:
-                super().execute(pairs, pair_columns(params), prepare=prepare, binary=binary)
+        if params is not None and len(params) > PAIRS_FROM:  # many point lookups: one lookup
+            if text not in _LOOKUPS:
+                pairs = pairs_form(text)
+                _LOOKUPS[text] = (pairs, True) if pairs is not None else (list_form(text), False)
+            lookup, paired = _LOOKUPS[text]
+            values = None if lookup is None else pairs_param(params) if paired else list_param(params)
+            if lookup is not None and values is not None:
+                super().execute(lookup, values, prepare=prepare, binary=binary)
                 return self
         super().execute(text, params, prepare=prepare, binary=binary)
         return self
@@ -120,6 +124,20 @@ class SharedCursor(psycopg.Cursor[Any]):
         self, query: str, params_seq: Iterable[Sequence[Any]], *, returning: bool = False
     ) -> None:
         super().executemany(translate(query), params_seq, returning=returning)
+
+    def write_many(self, query: str, rows: Sequence[Sequence[Any]]) -> int:
+        """``executemany`` of a shared statement, in a few statements where it has a bulk form
+        (:mod:`bridge.catalog.postgres_bulk`); the count of rows written."""
+        text = translate(query)
+        bulk = bulk_statements(text, rows)
+        if bulk is None:
+            super().executemany(text, rows)
+            return self.rowcount
+        written = 0
+        for statement, params in bulk:
+            super().execute(statement, params)
+            written += max(self.rowcount, 0)
+        return written
 
 
 def split_url(url: str) -> tuple[str, str | None]:
@@ -279,7 +297,12 @@ class PostgresEngine(Engine):
         conn: Any = cur.connection  # type: ignore[attr-defined]
         with conn.pipeline():
             for statement, rows in writes:
-                cur.executemany(statement, rows)
+                if rows:
+                    self.write_many(cur, statement, rows)
+
+    def write_many(self, cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) -> int:
+        assert isinstance(cur, SharedCursor)
+        return cur.write_many(statement, rows)
 
     def reset_keys(self, cur: Cursor) -> None:
         for table, column in shared.COUNTED_KEYS.items():

@@ -1,0 +1,182 @@
+"""Many rows in one statement on PostgreSQL: an ``executemany`` of a shared INSERT or UPDATE sent
+as one statement over a JSON array of the rows (``json_to_recordset``), not one a row.
+
+Each row of an ``executemany`` costs a statement on the server and a Bind/Execute message built in
+Python on the client (about 15 µs of the client's CPU a row, measured on the receiver's writes);
+the whole group as one JSON text, which orjson writes in C, costs about 3 µs a row on the client
+and less on the server (``benchmarks/scale.py``'s writer figures, docs/benchmarks.md).
+
+The forms are made from the statements themselves, for the shapes the catalog writes with:
+
+- ``INSERT INTO t [AS a] (c1, c2, ...) VALUES (%s, %s, ...) [ON CONFLICT ...]`` becomes
+  ``INSERT INTO t [AS a] (c1, c2, ...) SELECT p0, p1, ... FROM json_to_recordset(%s::json) AS
+  x(p0 type, ...) [ON CONFLICT ...]``;
+- ``UPDATE t SET c1 = %s, ... WHERE k1 = %s AND ...`` becomes ``UPDATE t SET c1 = x.p0, ... FROM
+  json_to_recordset(%s::json) AS x(...) WHERE t.k1 = x.pN AND ...``.
+
+The column types come from the tables both engines share (:mod:`bridge.catalog.schema`). One
+statement must not change a row twice (``ON CONFLICT DO UPDATE`` refuses to, an ``UPDATE ...
+FROM`` would keep one of them), where ``executemany`` changes it once a row, in order: rows
+that name a key again go to a later statement (a round), so each key's rows still apply in their
+order and the rows' effect is the same. Any other shape, or a value JSON cannot carry as it is (a
+float that is not finite, an integer past 64 bits, bytes), goes row by row as before.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import orjson
+import sqlalchemy as sa
+
+from bridge.catalog import schema
+
+BULK_FROM = 3  # rows: below this, executemany's few statements cost no more
+
+_INSERT = re.compile(
+    r"^\s*INSERT\s+INTO\s+(?P<table>\w+)(?P<alias>\s+AS\s+\w+)?\s*\((?P<columns>[^)]*)\)\s*"
+    r"VALUES\s*\((?P<values>[^)]*)\)(?P<rest>.*)$",
+    re.S | re.I,
+)
+_CONFLICT_UPDATE = re.compile(r"ON\s+CONFLICT\s*\((?P<key>[^)]*)\)\s*DO\s+UPDATE", re.S | re.I)
+_UPDATE = re.compile(r"^\s*UPDATE\s+(?P<table>\w+)\s+SET\s+(?P<set>.*?)\s+WHERE\s+(?P<where>.*?)\s*$", re.S | re.I)
+_ASSIGN = re.compile(r"^\s*(\w+)\s*=\s*%s\s*$")
+
+
+@attrs.frozen
+class BulkForm:
+    """A statement's one-statement form: its SQL (one parameter, the rows as JSON), the keys of
+    each row's object, the positions of the values that name the row changed (None: any row may
+    repeat one) and those of the float values (checked finite)."""
+
+    text: str
+    keys: tuple[str, ...]
+    key_positions: tuple[int, ...] | None
+    float_positions: tuple[int, ...]
+
+    def statements(self, rows: Sequence[Sequence[Any]]) -> list[tuple[str, tuple[str]]] | None:
+        """The statements (this one, with each round's rows) that do what ``executemany`` of the
+        rows does, or None when a value cannot go as JSON."""
+        for row in rows:
+            if len(row) != len(self.keys):
+                return None
+            for at in self.float_positions:
+                value = row[at]
+                if isinstance(value, float) and not math.isfinite(value):
+                    return None
+        rounds: list[list[Sequence[Any]]] = [list(rows)]
+        if self.key_positions is not None:
+            rounds = []
+            seen: dict[tuple[Any, ...], int] = {}
+            for row in rows:
+                key = tuple(row[at] for at in self.key_positions)
+                turn = seen.get(key, 0)
+                seen[key] = turn + 1
+                if turn == len(rounds):
+                    rounds.append([])
+                rounds[turn].append(row)
+        keys = self.keys
+        try:
+            return [
+                (self.text, (orjson.dumps([dict(zip(keys, row, strict=True)) for row in chunk]).decode(),))
+                for chunk in rounds
+            ]
+        except (TypeError, orjson.JSONEncodeError):
+            return None
+
+
+def _sql_type(table: str, column: str) -> str | None:
+    found = schema.metadata.tables.get(table)
+    if found is None or column not in found.c:
+        return None
+    kind = found.c[column].type
+    if isinstance(kind, sa.Integer):
+        return "bigint"
+    if isinstance(kind, sa.Float | sa.Double):
+        return "double precision"
+    if isinstance(kind, sa.String):
+        return "text"
+    return None
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",")]
+
+
+def _record(table: str, columns: Sequence[str]) -> tuple[str, tuple[str, ...], tuple[int, ...]] | None:
+    """The ``AS x(p0 type, ...)`` of the rows, their keys and the float columns' positions."""
+    types = [_sql_type(table, column) for column in columns]
+    if any(kind is None for kind in types):
+        return None
+    keys = tuple(f"p{at}" for at in range(len(columns)))
+    record = ", ".join(f"{key} {kind}" for key, kind in zip(keys, types, strict=True))
+    floats = tuple(at for at, kind in enumerate(types) if kind == "double precision")
+    return f"json_to_recordset(%s::json) AS x({record})", keys, floats
+
+
+def bulk_form(statement: str) -> BulkForm | None:
+    """The one-statement form of a PostgreSQL statement (``%s`` placeholders), or None for a
+    shape it has none of."""
+    insert = _INSERT.match(statement)
+    if insert is not None:
+        table, columns = insert["table"], _names(insert["columns"])
+        if _names(insert["values"]) != ["%s"] * len(columns) or "%s" in insert["rest"]:
+            return None
+        made = _record(table, columns)
+        if made is None:
+            return None
+        source, keys, floats = made
+        conflict = _CONFLICT_UPDATE.search(insert["rest"])
+        positions: tuple[int, ...] | None = None
+        if conflict is not None:
+            named = _names(conflict["key"])
+            if not set(named) <= set(columns):
+                return None
+            positions = tuple(columns.index(name) for name in named)
+        text = (
+            f"INSERT INTO {table}{insert['alias'] or ''} ({', '.join(columns)}) "
+            f"SELECT {', '.join(keys)} FROM {source}{insert['rest']}"
+        )
+        return BulkForm(text, keys, positions, floats)
+    update = _UPDATE.match(statement)
+    if update is not None:
+        table = update["table"]
+        assigned = [_ASSIGN.match(part) for part in update["set"].split(",")]
+        conditions = [_ASSIGN.match(part) for part in re.split(r"\s+AND\s+", update["where"], flags=re.I)]
+        if any(m is None for m in (*assigned, *conditions)):
+            return None
+        targets = [m[1] for m in assigned if m is not None]
+        wheres = [m[1] for m in conditions if m is not None]
+        made = _record(table, [*targets, *wheres])
+        if made is None:
+            return None
+        source, keys, floats = made
+        sets = ", ".join(f"{column} = x.{key}" for column, key in zip(targets, keys, strict=False))
+        matches = " AND ".join(
+            f"{table}.{column} = x.{key}" for column, key in zip(wheres, keys[len(targets) :], strict=True)
+        )
+        positions = tuple(range(len(targets), len(keys)))
+        return BulkForm(f"UPDATE {table} SET {sets} FROM {source} WHERE {matches}", keys, positions, floats)
+    return None
+
+
+_FORMS: dict[str, BulkForm | None] = {}  # each PostgreSQL statement's form, made once
+
+
+def bulk_statements(statement: str, rows: Sequence[Sequence[Any]]) -> list[tuple[str, tuple[str]]] | None:
+    """The statements that write ``rows`` as ``executemany(statement, rows)`` would, in a few
+    statements, or None where it should go row by row (few rows, a shape without a bulk form, a
+    value JSON cannot carry)."""
+    if len(rows) < BULK_FROM:
+        return None
+    if statement not in _FORMS:
+        _FORMS[statement] = bulk_form(statement)
+    form = _FORMS[statement]
+    return form.statements(rows) if form is not None else None
+
+
+__all__ = ["BULK_FROM", "BulkForm", "bulk_form", "bulk_statements"]

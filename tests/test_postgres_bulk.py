@@ -1,0 +1,240 @@
+"""PostgreSQL's one-statement writes and lookups (bridge.catalog.postgres_bulk, postgres_lookups):
+each leaves the tables exactly as ``executemany`` of the shared statement does, and finds the
+rows the shared lookup finds; the receiver's merge of a run's rows within a group ends as the
+one-by-one upserts would."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from bridge.catalog import Catalog, schema, sql
+from bridge.catalog.external import _merged_source
+from bridge.catalog.postgres import translate
+from bridge.catalog.postgres_bulk import BULK_FROM, bulk_form, bulk_statements
+from tests.postgres import PostgresServer
+
+# every statement the receiver's writer sends in bulk, the table it writes and that table's key
+WRITES = {
+    "INSERT_RECEIVED": ("received_events", "event_time, digest"),
+    "INSERT_BINDING": ("external_datasets", "ol_namespace, ol_name"),
+    "UPDATE_BINDING": ("external_datasets", "ol_namespace, ol_name"),
+    "UPSERT_PLACEHOLDER": ("assets", "id"),
+    "UPSERT_SOURCE": ("external_sources", "source"),
+    "CLAIM_SOURCE": ("external_sources", "source"),
+    "UPSERT_FACET": ("external_facets", "owner, facet_key"),
+    "PUT_FACET": ("external_facets", "owner, facet_key"),
+    "UPSERT_IDENTIFIER": ("external_identifiers", "namespace, name, asset_id"),
+    "INSERT_EXTERNAL_USAGE": ("external_usages", "job_namespace, job_name, direction, asset_id"),
+    "INSERT_EXTERNAL_EDGE": ("external_lineage", "upstream_id, downstream_id, job_namespace, job_name"),
+    "INSERT_COLUMN_EDGE": ("column_lineage", "downstream_id, downstream_column, upstream_id, upstream_column"),
+}
+# the values the tables' checks allow
+CHOICES = {
+    "received_events": {"kind": ["RunEvent", "DatasetEvent", "JobEvent"]},
+    "external_usages": {"direction": ["input", "output"]},
+    "assets": {"origin": ["external", "declared", "auto"]},
+}
+
+
+@pytest.fixture
+def two_catalogs(postgres: PostgresServer, catalog_template: str) -> Iterator[tuple[Catalog, Catalog]]:
+    names = [postgres.create_database(template=catalog_template) for _ in range(2)]
+    catalogs = [Catalog(postgres.url(name)) for name in names]
+    try:
+        yield catalogs[0], catalogs[1]
+    finally:
+        for catalog, name in zip(catalogs, names, strict=True):
+            catalog.close()
+            postgres.drop_database(name)
+
+
+def test_every_bulk_write_of_the_receiver_has_its_one_statement_form() -> None:
+    for name in WRITES:
+        assert bulk_form(translate(getattr(sql, name))) is not None, name
+    # a statement that reads while it writes goes row by row
+    assert bulk_form(translate(sql.QUEUE_FORWARD)) is None
+    assert bulk_statements(translate(sql.INSERT_EXTERNAL_USAGE), [("a", "b", "input", "c")] * (BULK_FROM - 1)) is None
+
+
+def _value(kind: str, rng: random.Random, pool: int) -> Any:
+    if kind == "key":
+        return f"k{rng.randrange(pool)}"
+    if "." in kind:
+        table, column = kind.split(".")
+        return rng.choice(CHOICES[table][column])
+    if kind == "int":
+        return rng.randrange(3)
+    if kind == "time":
+        return f"2026-01-0{rng.randrange(1, 9)}T00:00:00.000000Z"
+    text = rng.choice(["a", "b", "ü 'quoted' \"text\" \\ %s ?", '{"json": [1, 2]}'])
+    return None if kind == "null" and rng.random() < 0.3 else text
+
+
+def _columns(name: str) -> tuple[str, list[str]]:
+    statement = getattr(sql, name)
+    if name == "UPDATE_BINDING":
+        return "external_datasets", [
+            *("first_seen", "last_seen", "seen_rank", "facets_rank", "facets_digest"),
+            *("all_facets_rank", "all_facets_digest", "ol_namespace", "ol_name"),
+        ]
+    head = statement.split("VALUES")[0]
+    table = head.split("INTO")[1].split()[0]
+    return table, [column.strip() for column in head.split("(", 1)[1].rsplit(")", 1)[0].split(",")]
+
+
+def _rows(name: str, rng: random.Random, count: int, turn: int) -> list[tuple[Any, ...]]:
+    """Rows of a statement's parameters, each column's values as its table allows (NULL where it
+    may be): keys from a small pool, so that rows repeat keys within one call; texts with quotes,
+    backslashes, placeholders and non-ASCII."""
+    table, columns = _columns(name)
+    keys = {key.strip() for key in WRITES[name][1].split(",")}
+    kinds = []
+    for column in columns:
+        found = schema.metadata.tables[table].c[column]
+        if column in CHOICES.get(table, {}):
+            kinds.append(f"{table}.{column}")
+        elif column in keys:
+            kinds.append("key")
+        elif isinstance(found.type, sa.Integer):
+            kinds.append("int")
+        elif column.endswith(("_at", "_seen")):
+            kinds.append("time")
+        else:
+            kinds.append("null" if found.nullable else "text")
+    pool = 6 if len(keys) == 1 else 3  # so that keys repeat
+    rows = [tuple(_value(kind, rng, pool) for kind in kinds) for _ in range(count)]
+    if name == "INSERT_COLUMN_EDGE":  # the receiver's: a source, no task run
+        rows = [(*row[:5], None, f"run:{row[6]}") for row in rows]
+    if "ON CONFLICT" not in getattr(sql, name) and name != "UPDATE_BINDING":  # a plain insert: new keys
+        rows = [
+            tuple(
+                f"t{turn}-{n}" if column in keys or column == "asset_id" else value
+                for column, value in zip(columns, row, strict=True)
+            )
+            for n, row in enumerate(rows)
+        ]
+    return rows
+
+
+def _table(catalog: Catalog, table: str) -> list[tuple[Any, ...]]:
+    conn: Any = catalog._conn  # the raw rows
+    columns = [
+        c
+        for (c,) in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? AND column_name <> 'pk' "
+            "ORDER BY ordinal_position",
+            (table,),
+        ).fetchall()
+    ]
+    return sorted(conn.execute(f"SELECT {', '.join(columns)} FROM {table}").fetchall(), key=repr)
+
+
+@pytest.mark.parametrize("name", sorted(WRITES))
+def test_a_bulk_write_leaves_the_table_as_executemany_does(name: str, two_catalogs: tuple[Catalog, Catalog]) -> None:
+    rng = random.Random(name)
+    by_rows, in_bulk = two_catalogs
+    table = WRITES[name][0]
+    statement = getattr(sql, name)
+    for turn in range(4):  # on an empty table, then over what the earlier turns wrote
+        rows = _rows(name, rng, 40, turn)
+        if name == "UPDATE_BINDING":  # the rows it updates
+            seed = sorted({(row[7], row[8]) for row in rows})
+            for catalog in two_catalogs:
+                catalog._conn.cursor().executemany(
+                    sql.INSERT_BINDING + " ON CONFLICT DO NOTHING",
+                    [(ns, n, f"a-{ns}-{n}", "t0", "t0", "", None, None, None, None) for ns, n in seed],
+                )
+        expected = by_rows._conn.cursor()
+        expected.executemany(statement, rows)
+        bulk = bulk_statements(translate(statement), rows)
+        assert bulk is not None
+        if "DO UPDATE" in statement or name == "UPDATE_BINDING":
+            assert len(bulk) > 1, "the rows repeat keys: more than one round"
+        written = in_bulk.engine.write_many(in_bulk._conn.cursor(), statement, rows)
+        assert _table(in_bulk, table) == _table(by_rows, table), f"turn {turn}"
+        if "DO UPDATE" not in statement and "UPDATE " not in statement.split("(")[0]:
+            assert written == expected.rowcount
+    assert _table(in_bulk, table), "rows were written"
+
+
+def test_values_json_cannot_carry_go_row_by_row() -> None:
+    form = bulk_form(translate(sql.INSERT_EXTERNAL_USAGE))
+    assert form is not None
+    assert form.statements([("a", "b", "input", b"bytes")] * 3) is None
+    assert form.statements([("a", "b", "input", 2**70)] * 3) is None
+
+
+def _upsert_one_by_one(rows: Sequence[tuple[Any, ...]]) -> tuple[Any, ...]:
+    conn = sqlite3.connect(":memory:")
+    conn.execute(
+        "CREATE TABLE external_sources (source TEXT PRIMARY KEY, job_namespace, job_name, run_id, parent_run_id, "
+        "state, state_rank, started_at, ended_at, first_seen, last_seen, producer, inputs, outputs, job_rank, "
+        "jobs, warnings)"
+    )
+    for row in rows:
+        conn.execute(sql.UPSERT_SOURCE, (*row, "[]", "[]", "r", None, "[]"))
+    found = conn.execute("SELECT * FROM external_sources").fetchone()
+    return tuple(found[:12])
+
+
+def test_a_runs_rows_merged_in_the_group_end_as_the_upserts_one_by_one() -> None:
+    rng = random.Random(7)
+    times = [f"2026-01-01T00:0{n}:00.000000Z" for n in range(6)]
+    for _ in range(300):
+        rows = []
+        for _ in range(rng.randrange(1, 6)):
+            state = rng.choice(["START", "RUNNING", "COMPLETE", "FAIL", None])
+            moment = rng.choice(times)
+            rows.append(
+                (
+                    "run-1",
+                    "ns",
+                    "job",
+                    "run-1",
+                    rng.choice([None, None, "parent-a", "parent-b"]),
+                    state,
+                    f"{rng.randrange(3)}|{moment}|{rng.randrange(3)}",
+                    moment if state == "START" else None,
+                    moment if state in ("COMPLETE", "FAIL") else None,
+                    moment,
+                    moment,
+                    rng.choice(["p1", "p2", None]),
+                )
+            )
+        merged = list(itertools.accumulate(rows, _merged_source))[-1]
+        assert _upsert_one_by_one([merged]) == _upsert_one_by_one(rows), rows
+
+
+def test_long_lookups_find_what_the_shared_statements_find(postgres: PostgresServer, catalog_template: str) -> None:
+    name = postgres.create_database(template=catalog_template)
+    try:
+        with psycopg.connect(postgres.url(name), autocommit=True) as plain:
+            plain.execute(
+                "INSERT INTO external_sources (source, job_namespace, job_name, state_rank, first_seen, last_seen, "
+                "producer, inputs, outputs, warnings) SELECT 's' || n, 'ns', 'j', '', 't', 't', 'p', '[]', '[]', '[]' "
+                "FROM generate_series(1, 300) AS n"
+            )
+            plain.execute(
+                "INSERT INTO received_events (digest, kind, event_type, event_time, producer, warnings, body) "
+                "SELECT 'd' || n, 'RunEvent', 'START', 't' || (n % 7), 'p', '[]', '{}' "
+                "FROM generate_series(1, 300) AS n"
+            )
+        with Catalog(postgres.url(name)) as catalog:
+            cur = catalog._conn.cursor()
+            wanted = [f"s{n}" for n in range(0, 400, 3)] + ["it's", "%s", "?"]
+            found = {row[0] for row in cur.execute(sql.sources_of(len(wanted)), wanted)}
+            assert found == {s for s in wanted if s[1:].isdigit() and 1 <= int(s[1:]) <= 300}
+            pairs = [(f"t{n % 7}", f"d{n}") for n in range(0, 400, 2)] + [("t1", "d2")]
+            params = [part for pair in pairs for part in pair]
+            digests = {row[0] for row in cur.execute(sql.received_digests(len(pairs)), params)}
+            assert digests == {f"d{n}" for n in range(2, 301, 2)}
+    finally:
+        postgres.drop_database(name)

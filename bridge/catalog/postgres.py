@@ -91,9 +91,11 @@ _TRANSLATED_PLAIN: dict[str, str] = {}
 
 # each statement's lookup form (None: it has none), and whether it takes pairs
 _LOOKUPS: dict[str, tuple[str | None, bool]] = {}
-# below this many parameters (8 pairs) the OR of index probes plans and runs faster (0.04 ms
-# against 0.2 ms for 4 pairs); above, the arrays (1.5 ms against 3.4 ms for 256)
-PAIRS_FROM = 16
+# up to this many parameters (64 pairs) the OR of index probes costs the least; above, the JSON
+# array. Measured on the receiver's writer (benchmarks/scale.py's writer figures, groups of 8 and
+# 300): the server's and the client's CPU an event, together, 410 and 142 us with OR'd lookups up to
+# 64 pairs, against 545 and 190 from 8 pairs on
+PAIRS_FROM = 128
 
 
 class SharedCursor(psycopg.Cursor[Any]):
@@ -115,7 +117,10 @@ class SharedCursor(psycopg.Cursor[Any]):
             lookup, paired = _LOOKUPS[text]
             values = None if lookup is None else pairs_param(params) if paired else list_param(params)
             if lookup is not None and values is not None:
-                super().execute(lookup, values, prepare=prepare, binary=binary)
+                # planned for each call, never from a plan the server keeps: a kept plan is made
+                # once, maybe while the table was small (a hash join over the whole table), and
+                # kept as the table grows (3 ms against 0.3 for 256 pairs at 14,000 events)
+                super().execute(lookup, values, prepare=False, binary=binary)
                 return self
         super().execute(text, params, prepare=prepare, binary=binary)
         return self
@@ -135,7 +140,8 @@ class SharedCursor(psycopg.Cursor[Any]):
             return self.rowcount
         written = 0
         for statement, params in bulk:
-            super().execute(statement, params)
+            # an UPDATE joins its rows to the table: planned each time, as the lookups are
+            super().execute(statement, params, prepare=False if statement.startswith("UPDATE") else None)
             written += max(self.rowcount, 0)
         return written
 

@@ -74,6 +74,24 @@ class Busy(CatalogError):
     """The catalog cannot take a write now (locked, unreachable, losing every race): retry later."""
 
 
+def read_each(cur: Cursor, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
+    """The rows of each query, one after another (:meth:`Engine.read_all` for any cursor)."""
+    return [cur.execute(query, params).fetchall() for query, params in queries]
+
+
+def write_each(cur: Cursor, writes: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
+    """Each ``executemany`` that has rows, in order (:meth:`Engine.write_all` for any cursor)."""
+    for statement, rows in writes:
+        if rows:
+            cur.executemany(statement, rows)
+
+
+def write_counted(cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) -> int:
+    """``executemany`` and the count of rows it wrote (:meth:`Engine.write_many` for any cursor)."""
+    cur.executemany(statement, rows)
+    return int(cur.rowcount)
+
+
 class Engine(abc.ABC):
     """A storage engine: how to reach a catalog and what differs from one engine to the next."""
 
@@ -139,20 +157,17 @@ class Engine(abc.ABC):
     def read_all(self, cur: Cursor, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
         """The rows of each of several reads that do not depend on one another, in order: one
         after another here (an engine with a server sends them in one round trip)."""
-        return [cur.execute(query, params).fetchall() for query, params in queries]
+        return read_each(cur, queries)
 
     def write_all(self, cur: Cursor, writes: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
         """Several ``executemany`` whose counts of rows nobody reads, in order (an engine with a
         server sends them in one round trip)."""
-        for statement, rows in writes:
-            if rows:
-                cur.executemany(statement, rows)
+        write_each(cur, writes)
 
     def write_many(self, cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) -> int:
         """``executemany``, and the count of rows it wrote (an engine with a server may send the
         rows in a few statements)."""
-        cur.executemany(statement, rows)
-        return int(cur.rowcount)
+        return write_counted(cur, statement, rows)
 
     def reset_keys(self, cur: Cursor) -> None:
         """Set the counter of every key that counts up past its table's highest (after rows were

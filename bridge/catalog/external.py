@@ -23,7 +23,7 @@ import attrs
 import orjson
 
 from bridge.catalog import sql
-from bridge.catalog.engine import Conflict, Cursor, Engine
+from bridge.catalog.engine import Conflict, Cursor, Engine, read_each, write_counted, write_each
 from bridge.catalog.rows import asset_from_row, asset_row, dumps
 from bridge.catalog.writes import get_asset
 from bridge.model import EXTERNAL, Asset, Origin, format_time, parse_time
@@ -179,9 +179,9 @@ class GroupIngest:
         self.concurrent = concurrent
         # reads that do not depend on one another, and writes whose counts nobody reads, go to an
         # engine with a server in one round trip each
-        self.read_all = engine.read_all if engine is not None else _read_each
-        self.write_all = engine.write_all if engine is not None else None
-        self.write_many = engine.write_many if engine is not None else _write_each
+        self.read_all = engine.read_all if engine is not None else read_each
+        self.write_all = engine.write_all if engine is not None else write_each
+        self.write_many = engine.write_many if engine is not None else write_counted
         self.resolver = resolver
         self.received: list[tuple[Any, ...]] = []
         self.bindings: dict[tuple[str, str], _Binding | None] = {}  # None: known not to be bound yet
@@ -581,12 +581,7 @@ class GroupIngest:
         (received, rows), rest = writes[0], writes[1:]
         if rows and self.write_many(self.cur, received, rows) != len(rows):
             raise Conflict("another process took some of these events meanwhile")
-        if self.write_all is not None:
-            self.write_all(self.cur, [(statement, rows) for statement, rows in rest if rows])
-            return
-        for statement, rows in rest:
-            if rows:
-                self.cur.executemany(statement, rows)
+        self.write_all(self.cur, rest)
 
     def _claim(self, sources: set[str]) -> None:
         """Insert the group's new runs and jobs, as the group leaves them, before the other
@@ -631,15 +626,6 @@ class GroupIngest:
             jobs,
             _json(sorted(state.warnings)),
         )
-
-
-def _write_each(cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) -> int:
-    cur.executemany(statement, rows)
-    return int(cur.rowcount)
-
-
-def _read_each(cur: Cursor, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
-    return [cur.execute(query, params).fetchall() for query, params in queries]
 
 
 def forward_key(event: IncomingEvent) -> str:

@@ -3,13 +3,17 @@ serve`` processes, single events and batches of 100, ``olbridge stream`` with on
 workers, and the same on SQLite beside them (one process each: SQLite's topology).
 
     python benchmarks/scale.py [--seconds 10] [--connections 16] [--runs 20000] [--repeat 1] [--copy-runs 100000]
+                               [--parts receivers writer stream copy] [--writer-groups 4 400 1600] [--warm 0]
 
 The receiver is loaded by ``wrk`` as ``benchmarks/ingest.py`` does (its events and Lua script: each
 run a START and a COMPLETE, 280 jobs on their own tables, every event distinct), one wrk a server
 process, each posting its own slice of the events, so that nothing is a duplicate; events/s is the
 servers' steady rate, counted by their metrics once the load runs; p50 / p99 are wrk's (the higher
-of the wrk processes'). Every server runs with its defaults (two HTTP workers and a writer). The
-stream workers drain a catalog of ``--runs`` task runs (two events each) to a loopback backend
+of the wrk processes'); ev/commit is the events each commit of the servers' writers took, on
+average (their metrics: the group a commit holds). Every server runs with its defaults (two HTTP
+workers and a writer). The writer alone (``--parts writer``) takes the same events without HTTP in
+groups of ``--writer-groups``, after ``--warm`` events taken untimed. The stream workers drain
+a catalog of ``--runs`` task runs (two events each) to a loopback backend
 (``tests/backend.py`` in its own process, with the batch endpoint), timed from their start until
 the backend holds every event. Last, ``olbridge catalog copy`` of a SQLite catalog of
 ``--copy-runs`` task runs into PostgreSQL and back, each copy and its check timed, and the three
@@ -258,8 +262,8 @@ def receiver(
         size0, wal0 = engine.sizes(catalog)
         database = engine.server.pid if engine.server is not None else None
         figures = load(urls, endpoint, slices, script, args, [process.pid for process, _ in servers], database)
-        taken = sum(accepted(url)[0] for url in urls)
-        duplicates = sum(accepted(url)[1] for url in urls)
+        counts = [accepted(url) for url in urls]
+        taken, duplicates, commits = (sum(column) for column in zip(*counts, strict=True))
         size1, wal1 = engine.sizes(catalog)
     finally:
         for process, _ in servers:
@@ -268,6 +272,7 @@ def receiver(
     for path in slices:
         path.unlink()
     figures["duplicates"] = duplicates
+    figures["group"] = taken / max(commits, 1)  # events a commit: the writers' groups, on average
     figures["bytes"] = (size1 - size0) / max(taken, 1)
     figures["wal"] = (wal1 - wal0) / max(taken, 1)
     return figures
@@ -310,22 +315,34 @@ def stream(engine: Engine, workers: int, runs: int) -> float:
 # --- the writer alone --------------------------------------------------------------------------
 
 
-def writer_figures(folder: Path, server: PostgresServer | None, engines: Sequence[str]) -> None:
+def writer_figures(
+    folder: Path,
+    server: PostgresServer | None,
+    engines: Sequence[str],
+    groups: Sequence[int] = (4, 400, 1_600),
+    warm: int = 0,
+) -> None:
     """The receiver's writer without HTTP: the benchmark's events, parsed and judged beforehand,
-    taken by ``Catalog.ingest`` in groups of 4 (as single events give), 400 and 1,600, one group
-    after another on a new catalog; events/s, and the CPU µs an event of this process and of the
-    database server."""
+    taken by ``Catalog.ingest`` in groups of 4 (as single events give), 400 and 1,600 (or
+    ``groups``), one group after another on a new catalog, after ``warm`` events taken untimed (the
+    datasets then exist, as in a receiver that has run a while); events/s, and the CPU µs an
+    event of this process and of the database server."""
     from benchmarks.engine_overhead import prepared_events
     from bridge.mapping import Resolver
 
     resolver = Resolver.load()
-    events, _ = prepared_events(16_000, folder, resolver)
+    counts = {group: max(2_000, min(20 * group, 16_000)) // group * group for group in groups}
+    events, _ = prepared_events(warm + max(counts.values()), folder, resolver)
+    warming, events = events[:warm], events[warm:]
     print(f"\n{'engine':11} {'writer group':>12} {'events/s':>9} {'CPU us/event: olbridge + database':>34}")
     for name in engines:
         engine = Engine(name, folder, server if name == "postgresql" else None)
-        for group, count in ((4, 2_000), (400, 8_000), (1_600, 16_000)):
+        for group in groups:
+            count = counts[group]
             catalog = engine.new()
             with Catalog(catalog) as opened:
+                if warming:
+                    opened.ingest(warming, resolver)
                 database = server.pid if server is not None and name == "postgresql" else None
                 cpu, theirs, began = time.process_time(), tree_cpu(database) if database else 0.0, time.perf_counter()
                 for start in range(0, count, group):
@@ -418,6 +435,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=["receivers", "writer", "stream", "copy"],
     )
     parser.add_argument("--modes", nargs="+", choices=["single", "batch"], default=["single", "batch"])
+    parser.add_argument(
+        "--writer-groups", type=int, nargs="+", default=[4, 400, 1_600], help="group sizes of the writer alone"
+    )
+    parser.add_argument("--warm", type=int, default=0, help="events the writer alone takes untimed first")
     parser.add_argument("--copy-runs", type=int, default=100_000, help="task runs for catalog copy (0: skip)")
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
@@ -454,18 +475,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             print()
             print(
                 f"{'engine':11} {'requests':15} {'receivers':19} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-                f"{'non-2xx':>8} {'dup':>4} {'DB B/event':>10} {'WAL B/event':>11} {'CPU us/event':>16}  each run"
+                f"{'non-2xx':>8} {'dup':>4} {'ev/commit':>9} {'DB B/event':>10} {'WAL B/event':>11} "
+                f"{'CPU us/event':>16}  each run"
             )
         for name, mode, label, f, every in rows:
             print(
                 f"{name:11} {'one event each' if mode == 'single' else 'batches of ' + str(args.batch_size):15} "
                 f"{label:19} {f['steady']:>9,.0f} {f['50%']:>8.1f} {f['99%']:>8.1f} {f['non2xx']:>8.0f} "
-                f"{f['duplicates']:>4.0f} {f['bytes'] or 0:>10,.0f} {f['wal'] or 0:>11,.0f} "
+                f"{f['duplicates']:>4.0f} {f['group']:>9,.1f} {f['bytes'] or 0:>10,.0f} {f['wal'] or 0:>11,.0f} "
                 f"{f['cpu_olbridge']:>7,.0f} + {f['cpu_database']:>6,.0f}  "
                 + " ".join(f"{rate:,.0f}" for rate in every)
             )
         if "writer" in args.parts:
-            writer_figures(folder, server, args.engines)
+            writer_figures(folder, server, args.engines, args.writer_groups, args.warm)
         if args.runs and "stream" in args.parts:
             print()
             print(f"{'engine':11} {'stream workers':15} {'events/s':>9}")

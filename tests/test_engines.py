@@ -35,6 +35,7 @@ from bridge.catalog.postgres import split_url, translate
 from bridge.catalog.workers import StreamWorkerInfo
 from bridge.column_lineage import parse_column_lineage
 from bridge.delivery.history import iter_lines
+from bridge.errors import CatalogError
 from bridge.mapping import Resolver
 from bridge.model import AssetDeclaration, Column, DeclaredFlow, DeclaredJob
 from bridge.openlineage.convert import Converter
@@ -633,3 +634,40 @@ def test_the_receiver_shows_no_password(postgres: PostgresServer, tmp_path: Path
     assert process.returncode == 0, err
     assert password not in out + err and "Warning: the --catalog URL holds a password" in err
     assert "olbridge_pw:***@" in err  # the catalog it serves, as it is shown
+
+
+def test_two_writers_ending_one_task_run_end_it_once(postgres: PostgresServer, catalog_template: str) -> None:
+    """One process ends a running task run while another ends it otherwise: the second waits for
+    the first and is refused (a task run ends once), as on SQLite; one end queued, not two."""
+    from bridge.catalog import writes
+    from tests.helpers import decl, run
+
+    url = postgres.url(postgres.create_database(template=catalog_template))
+    outputs = (decl("a.b", type="Table"),)
+    with Catalog(url) as first, Catalog(url) as second:
+        first.record_task_run(run(state="RUNNING"))
+        holder: Any = first._conn
+        cur = holder.cursor()
+        cur.execute("BEGIN")
+        assert writes.write_task_run(cur, run(outputs=outputs, state="SUCCESS")).status == "updated"
+        outcome: list[BaseException | str] = []
+
+        def end_otherwise() -> None:
+            try:
+                outcome.append(second.record_task_run(run(outputs=outputs, state="FAILED")).status)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        other = threading.Thread(target=end_otherwise)
+        other.start()
+        with psycopg.connect(url, autocommit=True) as watcher:  # until the second waits for a lock
+            deadline = time.monotonic() + 30
+            while not watcher.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0]:  # type: ignore[index]
+                assert other.is_alive() and time.monotonic() < deadline, outcome
+                time.sleep(0.02)
+        cur.execute("COMMIT")
+        other.join(timeout=30)
+        assert len(outcome) == 1 and isinstance(outcome[0], CatalogError), outcome
+        assert "already ended in SUCCESS" in str(outcome[0])
+        ends = holder.execute("SELECT count(*) FROM outbox WHERE kind = 'run-end'").fetchone()[0]
+        assert ends == 1

@@ -160,9 +160,10 @@ _TASK_RUN_FROM = (
     "FROM task_runs t JOIN executions e ON e.flow_namespace = t.flow_namespace AND e.flow_id = t.flow_id "
     "AND e.execution_id = t.execution_id"
 )
+# read to be written: locked (writers side by side must not both end one run)
 FIND_TASK_RUN = (
     "SELECT pk, task_id, state, record_hash FROM task_runs "
-    "WHERE flow_namespace = ? AND flow_id = ? AND execution_id = ? AND task_run_id = ?"
+    "WHERE flow_namespace = ? AND flow_id = ? AND execution_id = ? AND task_run_id = ?" + LOCK
 )
 INSERT_TASK_RUN = """
     INSERT INTO task_runs (flow_namespace, flow_id, task_id, execution_id, task_run_id, state, started_at,
@@ -558,8 +559,9 @@ def locked_assets(count: int) -> str:
 # --- declared jobs (a flow's static lineage) ------------------------------------------------
 
 DECLARED_JOB_COLUMNS = "pk, flow_namespace, flow_id, task_id, declaration, declared_at"
-DECLARED_JOBS_OF_FLOW = (
+DECLARED_JOBS_OF_FLOW = (  # read to be replaced: locked, so that two declares of a flow take turns
     "SELECT pk, task_id, declaration_hash FROM declared_jobs WHERE flow_namespace = ? AND flow_id = ? ORDER BY pk"
+    + LOCK
 )
 INSERT_DECLARED_JOB = """
     INSERT INTO declared_jobs (flow_namespace, flow_id, task_id, declaration, declaration_hash, declared_at)

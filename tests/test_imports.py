@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from bridge.adapters.dbt import ingest_dbt
 from bridge.catalog import Catalog
 from bridge.cli import cli
+from bridge.errors import CatalogError
 from bridge.mapping import Resolver
 from bridge.model import Origin
 from bridge.receiver.imports import MarquezEvents, catalog_intake, import_files, import_marquez
@@ -227,3 +228,34 @@ def test_a_pages_events_and_its_position_land_in_one_transaction(
     monkeypatch.undo()
     summary = import_marquez(MarquezEvents(MARQUEZ), catalog_intake(catalog, resolver), catalog, now=lambda: at(2))
     assert summary.accepted == 3 and catalog.position("marquez-import", MARQUEZ) is not None
+
+
+@responses.activate
+def test_a_page_with_an_event_the_catalog_could_not_take_keeps_its_position_before_it(
+    catalog: Catalog, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One event of a page meets a busy catalog when the page is taken event by event (another
+    event was refused): the import stops with an error, and the page's position is not saved, so
+    the next import reads that event again; the events that landed stay once."""
+    from bridge.catalog import external
+    from bridge.catalog.engine import Busy
+
+    page = [_event(n, n) for n in range(3)]
+    responses.add_callback(responses.GET, f"{MARQUEZ}/api/v1/events/lineage", callback=FakeMarquez(page))
+    real = external.ingest_events
+
+    def flaky(cur: Any, events: Any, *args: Any, **kwargs: Any) -> Any:
+        if len(events) > 1:
+            raise ValueError("one event of the group cannot be kept")  # the group goes event by event
+        if events[0].run_id.endswith("1"):
+            raise Busy("the catalog is busy")
+        return real(cur, events, *args, **kwargs)
+
+    monkeypatch.setattr(external, "ingest_events", flaky)
+    with pytest.raises(CatalogError, match="could not take the event"):
+        import_marquez(MarquezEvents(MARQUEZ), catalog_intake(catalog, resolver), catalog, now=lambda: at(1))
+    assert catalog.position("marquez-import", MARQUEZ) is None
+    monkeypatch.undo()
+    summary = import_marquez(MarquezEvents(MARQUEZ), catalog_intake(catalog, resolver), catalog, now=lambda: at(2))
+    assert catalog.count_received()["received_events"] == 3
+    assert summary.accepted == 1 and summary.duplicates == 2

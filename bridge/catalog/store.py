@@ -516,9 +516,10 @@ class Catalog:
         """Take accepted external events in one transaction, with the ``position`` of the import
         they come from, if any. Should one of them fail, the group is taken again one event at a
         time, each in a savepoint of its own: the failing event leaves no trace and comes back as
-        its exception, the others land. Re-sent events come back as duplicates and change nothing.
-        Where several processes write (PostgreSQL), a group that loses a race with another is
-        taken again; it lands once, whichever process took its events first."""
+        its exception, the others land (and the position only when none came back busy). Re-sent
+        events come back as duplicates and change nothing. Where several processes write
+        (PostgreSQL), a group that loses a race with another is taken again; it lands once,
+        whichever process took its events first."""
         concurrent = self.engine.concurrent_writers
 
         def whole(cur: Cursor) -> list[IngestResult | Exception]:
@@ -549,7 +550,8 @@ class Catalog:
                     cur.execute("ROLLBACK TO event")
                     results.append(self._event_error(exc))
                 cur.execute("RELEASE event")
-            if position is not None:
+            # past an event the catalog could not take now, the import must read it again
+            if position is not None and not any(isinstance(result, Busy) for result in results):
                 positions.save(cur, position)
             return results
 

@@ -194,8 +194,10 @@ class Outbox:
         """Claim for ``worker`` up to ``limit`` pending rows due at ``now`` that no earlier row of
         their run key holds back and that no other worker holds (or whose claim expired), for
         ``ttl`` seconds; rows another worker is claiming at the same moment are skipped. In
-        commit order; at most one per run key, so a run's events go out in order whichever
-        worker sends them. PostgreSQL only (SQLite: :meth:`heads` under the outbox's lease)."""
+        ``seq`` order, which is a run key's commit order too: whoever queues an event of a run
+        holds that run's row locked until it commits; at most one per run key, so a run's events
+        go out in order whichever worker sends them. PostgreSQL only (SQLite: :meth:`heads` under
+        the outbox's lease)."""
 
         def work(cur: Cursor) -> list[OutboxItem]:
             return self._items(iter(cur.execute(sql.OUTBOX_CLAIM_HEADS, (now, limit, worker, ttl)).fetchall()))

@@ -35,7 +35,7 @@ import sqlalchemy as sa
 
 from bridge.catalog import schema
 
-BULK_FROM = 3  # rows: below this, executemany's few statements cost no more
+BULK_FROM = 3  # rows: fewer go as executemany (one or two Bind messages, no JSON to build)
 
 _INSERT = re.compile(
     r"^\s*INSERT\s+INTO\s+(?P<table>\w+)(?P<alias>\s+AS\s+\w+)?\s*\((?P<columns>[^)]*)\)\s*"
@@ -51,7 +51,7 @@ _ASSIGN = re.compile(r"^\s*(\w+)\s*=\s*%s\s*$")
 class BulkForm:
     """A statement's one-statement form: its SQL (one parameter, the rows as JSON), the keys of
     each row's object, the positions of the values that name the row changed (None: any row may
-    repeat one) and those of the float values (checked finite)."""
+    repeat one) and those of the columns that take floats."""
 
     text: str
     keys: tuple[str, ...]
@@ -60,14 +60,19 @@ class BulkForm:
 
     def statements(self, rows: Sequence[Sequence[Any]]) -> list[tuple[str, tuple[str]]] | None:
         """The statements (this one, with each round's rows) that do what ``executemany`` of the
-        rows does, or None when a value cannot go as JSON."""
+        rows does, or None when a value cannot go as JSON as it is: JSON holds texts, integers
+        and NULLs as the columns read them; a float only where the column takes one, and finite
+        (orjson writes NaN as null)."""
+        floats = self.float_positions
         for row in rows:
             if len(row) != len(self.keys):
                 return None
-            for at in self.float_positions:
-                value = row[at]
-                if isinstance(value, float) and not math.isfinite(value):
-                    return None
+            for at, value in enumerate(row):
+                if value is None or type(value) is str or type(value) is int:
+                    continue
+                if type(value) is float and at in floats and math.isfinite(value):
+                    continue
+                return None
         rounds: list[list[Sequence[Any]]] = [list(rows)]
         if self.key_positions is not None:
             rounds = []
@@ -85,7 +90,7 @@ class BulkForm:
                 (self.text, (orjson.dumps([dict(zip(keys, row, strict=True)) for row in chunk]).decode(),))
                 for chunk in rounds
             ]
-        except (TypeError, orjson.JSONEncodeError):
+        except orjson.JSONEncodeError:  # an integer past 64 bits
             return None
 
 
@@ -151,6 +156,8 @@ def bulk_form(statement: str) -> BulkForm | None:
             return None
         targets = [m[1] for m in assigned if m is not None]
         wheres = [m[1] for m in conditions if m is not None]
+        if set(targets) & set(wheres):  # one row's change would move what a later row matches
+            return None
         made = _record(table, [*targets, *wheres])
         if made is None:
             return None

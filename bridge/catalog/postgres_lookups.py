@@ -38,8 +38,11 @@ def pairs_form(translated: str) -> str | None:
     return translated[: found.start()] + lookup + translated[found.end() :]
 
 
-def pairs_param(params: Sequence[Any]) -> tuple[str]:
-    """The pairs' parameters (a1, b1, a2, b2, ...) as the JSON array of :func:`pairs_form`."""
+def pairs_param(params: Sequence[Any]) -> tuple[str] | None:
+    """The pairs' parameters (a1, b1, a2, b2, ...) as the JSON array of :func:`pairs_form`, when
+    every one is a text (the form compares texts); None otherwise."""
+    if not all(isinstance(value, str) for value in params):
+        return None
     return (orjson.dumps([params[at : at + 2] for at in range(0, len(params), 2)]).decode(),)
 
 

@@ -376,7 +376,9 @@ UPDATE_BINDING = """
                                  all_facets_rank = ?, all_facets_digest = ?
     WHERE ol_namespace = ? AND ol_name = ?
 """
-# a placeholder whose facets did not change: only its sightings (and producer) move, in place
+# a placeholder whose facets did not change: only its sightings (and producer) move, in place;
+# SQLite's alone (json_set): with writers side by side the receiver patches the row it read and
+# locked (external._touched)
 TOUCH_PLACEHOLDER = """
     UPDATE assets SET
         created_at = min(created_at, ?),
@@ -594,7 +596,8 @@ def select_declared_jobs(
 QUEUE_EVENT = f"INSERT INTO outbox (kind, ref, run_key, queued_at) VALUES (?, ?, ?, {NOW})"
 OUTBOX_COLUMNS = "seq, kind, ref, run_key, queued_at, state, attempts, next_attempt_at, last_status, last_error"
 # the due pending rows that are first of their run key (an earlier row of the key, pending or
-# dead, holds the later ones back), in commit order
+# dead, holds the later ones back), in seq order (a run key's commit order: a writer queueing an
+# event of a run holds that run's row locked until it commits)
 OUTBOX_HEADS = f"""
     SELECT {OUTBOX_COLUMNS} FROM outbox o
     WHERE o.state = 'pending' AND o.next_attempt_at <= ?

@@ -95,8 +95,7 @@ def tables() -> list[_Table]:
 
 def count_rows(catalog: Catalog) -> dict[str, int]:
     """Each table's count of rows."""
-    conn = catalog._conn
-    return {t.name: int(conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0]) for t in tables()}
+    return count_rows_on(catalog._conn, tables())
 
 
 def _pages(conn: Any, table: _Table) -> Iterator[list[tuple[Any, ...]]]:
@@ -195,6 +194,7 @@ def refuse_rows(destination: Catalog, counts: dict[str, int]) -> None:
 
 
 def count_rows_on(cur: Any, layout: Sequence[_Table]) -> dict[str, int]:
+    """Each table's of ``layout`` count of rows, read on a connection or cursor."""
     return {t.name: int(cur.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0]) for t in layout}
 
 

@@ -10,7 +10,7 @@ it is stamped with it first). Several processes may open a PostgreSQL catalog at
 that creates or upgrades it holds an advisory lock meanwhile, and the others wait for it.
 
 SQLAlchemy and Alembic are imported here only, and only when there is something to make or
-upgrade: opening a catalog at the current version costs one query.
+upgrade: opening a catalog at the current version costs the engine's version check only (a query or two).
 """
 
 from __future__ import annotations

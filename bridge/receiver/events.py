@@ -16,16 +16,8 @@ import orjson
 from bridge.memo import Memo
 from bridge.model import Column, parse_time
 from bridge.model.received import IncomingEvent, ReceivedColumnEdge, SeenDataset
+from bridge.receiver.column_lineage import canonical as canonical  # an event's canonical JSON text, for the receiver
 from bridge.receiver.column_lineage import read_column_lineage
-
-
-def canonical(event: Any) -> str:
-    """The event's canonical JSON text: keys sorted, no spaces, UTF-8 as is."""
-    try:
-        return orjson.dumps(event, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:  # an integer past 64 bits, which orjson does not write
-        return json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
 
 # a run of 16 digits shows as 16 zeros once every digit is a zero and everything else a space
 # (bytes.translate and a substring search: a few times faster than a regular expression here)

@@ -26,10 +26,12 @@ _LONG_NUMBER = b"0" * 16
 
 
 def parse_json(body: bytes) -> Any:
-    """JSON text to values. orjson where it is exact; the standard library where the text holds a
-    run of 16 or more digits, which orjson would read as a float (losing digits of an integer)."""
+    """UTF-8 JSON text to values. orjson where it is exact; the standard library where the text
+    holds a run of 16 or more digits, which orjson would read as a float (losing digits of an
+    integer). Both read UTF-8 only (the standard library given bytes would also read UTF-16 and
+    UTF-32, which :func:`split_array` cannot split)."""
     if _LONG_NUMBER in body.translate(_DIGITS_ONLY):
-        return json.loads(body)
+        return json.loads(body.decode("utf-8"))
     return orjson.loads(body)
 
 

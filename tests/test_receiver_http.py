@@ -157,6 +157,14 @@ BAD_INPUTS: list[tuple[str, bytes, dict[str, str], int, str, str | None]] = [
     ("malformed JSON", b'{"eventTime": ', {}, 400, "bad_json", None),
     ("not JSON at all", b"hello", {}, 400, "bad_json", None),
     ("invalid UTF-8", b'{"producer": "\xff\xfe"}', {}, 400, "bad_utf8", None),
+    (  # valid UTF-8 bytes too; the standard library, given bytes, read it as UTF-16 (16 digit bytes sent it there)
+        "UTF-16 JSON",
+        json.dumps(_with("job/name", "\u3030" * 8), ensure_ascii=False).encode("utf-16-le"),
+        {},
+        400,
+        "bad_json",
+        None,
+    ),
     ("an array on the single endpoint", _json([ol_run_event()]), {}, 400, "batch_on_single", None),
     ("not an object", _json("event"), {}, 400, "invalid_event", ""),
     ("eventTime a number", _json(_with("eventTime", 5)), {}, 400, "invalid_event", "/eventTime"),
@@ -483,7 +491,7 @@ def test_the_writer_and_workers_stop_when_the_supervisor_is_killed(tmp_path: Pat
 
 
 def test_workers_share_the_port_the_counts_and_the_catalog(catalog_target: str) -> None:
-    catalog = catalog_target  # on PostgreSQL each worker commits its own events
+    catalog = catalog_target  # the workers' events go through the one writer process, on PostgreSQL too
     headers = {"Authorization": f"Bearer {TOKEN}"}
     with running_server(catalog, "--workers", "2", "--threads", "2") as url:
         for n in range(12):  # a new connection each: the workers take them in turn
@@ -610,3 +618,32 @@ def test_the_default_takes_what_marquez_takes_and_strict_refuses_it(writer: Grou
         assert len(json.loads(warnings)) == 2  # kept with the event
         assert catalog.external_sources()[0]["started"] is None
         assert catalog.external_sources()[0]["firstSeen"] == "2025-03-01T08:00:00.000000Z"  # read as UTC
+
+
+def test_a_real_server_takes_json_nulls_where_marquez_does(server: tuple[str, str]) -> None:
+    # Marquez binds null as the field unset and null-checks these: taken as missing, with a warning
+    url, catalog_path = server
+    text = (
+        '{"eventType": null, "eventTime": "2025-03-01T08:00:00Z", "producer": "' + PRODUCER + '",'
+        ' "schemaURL": null, "run": {"runId": "0194a1b2-0000-7000-8000-0000000000ab"},'
+        ' "job": {"namespace": "airflow", "name": "nulls"}, "inputs": null,'
+        ' "outputs": [{"namespace": "s3://b", "name": "out"}]}'
+    )
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    answer = requests.post(f"{url}/api/v1/lineage", data=text.encode(), headers=headers, timeout=10)
+    assert answer.status_code == 201, answer.text
+    body = answer.json()
+    assert (body["status"], body["placeholders"]) == ("accepted", ["s3://b/out"])
+    assert sorted(w.split(":")[0] for w in body["warnings"]) == ["/eventType", "/inputs", "/schemaURL"]
+    with_outputs_null = (
+        text.replace('"nulls"', '"nulls2"')
+        .replace("00ab", "00ac")
+        .replace('[{"namespace": "s3://b", "name": "out"}]', "null")
+    )
+    answer = requests.post(f"{url}/api/v1/lineage", data=with_outputs_null.encode(), headers=headers, timeout=10)
+    assert answer.status_code == 201, answer.text
+    with Catalog(catalog_path) as catalog:
+        assert catalog.count_received()["received_events"] == 2
+        sources = {s["source"]: s for s in catalog.external_sources()}
+        run = sources["run:0194a1b2-0000-7000-8000-0000000000ab"]
+        assert (run["state"], run["outputs"]) == (None, ["s3://b/out"])

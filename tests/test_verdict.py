@@ -376,6 +376,15 @@ ROWS = [
         expect="warned",
         pointer="/schemaURL",
     ),
+    Row("W1", "schemaURL-null", ("schemaURL", None), expect="warned", pointer="/schemaURL"),
+    Row(
+        "W1",
+        "dataset-event-schemaURL-null",
+        ("schemaURL", None),
+        base=dataset_event,
+        expect="warned",
+        pointer="/schemaURL",
+    ),
     Row("W2", "no-offset", ("eventTime", "2025-03-01T08:05:00.123456"), expect="warned", pointer="/eventTime"),
     Row("W2", "offset-without-colon", ("eventTime", "2025-03-01T09:05:00+0100"), expect="warned", pointer="/eventTime"),
     Row("W2", "no-seconds", ("eventTime", "2025-03-01T08:05Z"), expect="warned", pointer="/eventTime"),
@@ -508,6 +517,10 @@ ROWS = [
         pointer="/outputs/0/outputFacets/outputStatistics/rowCount",
     ),
     Row("W10", "facets-null", (RF, None), expect="warned", pointer=f"/{RF}"),
+    Row("W11", "eventType-null", ("eventType", None), expect="warned", pointer="/eventType"),
+    Row("W11", "inputs-null", ("inputs", None), expect="warned", pointer="/inputs"),
+    Row("W11", "outputs-null", ("outputs", None), expect="warned", pointer="/outputs"),
+    Row("W11", "job-event-outputs-null", ("outputs", None), base=job_event, expect="warned", pointer="/outputs"),
     # --- taken silently -----------------------------------------------------------------------
     Row(
         "S1",

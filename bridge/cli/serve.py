@@ -56,8 +56,8 @@ DEFAULTS = Limits()
     default=2,
     show_default=True,
     type=click.IntRange(1, 64),
-    help="HTTP worker processes sharing the port (e.g. one a core); on SQLite one more process writes the "
-    "catalog, on PostgreSQL each worker commits its own.",
+    help="HTTP worker processes sharing the port (e.g. one a core); one more process writes the catalog, "
+    "on either engine.",
 )
 @click.option(
     "--durability",

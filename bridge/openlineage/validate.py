@@ -158,6 +158,11 @@ def check_shape(value: Any, shape: Shape, pointer: str) -> Iterator[Problem]:
                     yield from check_shape(item, shape.values, _ptr(pointer, key))
 
 
+def _shown(value: Any) -> str:
+    """A value in a message: JSON's null for None, else as Python writes it."""
+    return "null" if value is None else repr(value)
+
+
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"
@@ -320,7 +325,7 @@ def _spec_problems(event: Any, marquez: list[Problem] | None) -> list[Problem]:
     if kind == "RunEvent":
         if "eventType" in event and event["eventType"] not in EVENT_TYPES:
             problems.append(
-                Problem("/eventType", f"must be one of {', '.join(EVENT_TYPES)}, not {event['eventType']!r}")
+                Problem("/eventType", f"must be one of {', '.join(EVENT_TYPES)}, not {_shown(event['eventType'])}")
             )
         run = event.get("run")
         if run is None:

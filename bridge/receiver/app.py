@@ -30,7 +30,7 @@ import orjson
 
 from bridge.config import NamedToken
 from bridge.openlineage.validate import Problem
-from bridge.receiver.events import canonical, parse_json, split_array
+from bridge.receiver.events import parse_json, split_array
 from bridge.receiver.intake import Intake
 from bridge.receiver.outcome import Outcome
 
@@ -273,11 +273,8 @@ class ReceiverApp:
         (forbidden,) = self._forbidden([payload], named)
         if forbidden is not None:
             raise HttpError(403, "forbidden", forbidden.message, forbidden.problems)
-        if self.forward or named is not None:
-            forwards = [body.decode()] if self.forward else None
-            (outcome,) = self.intake.take([payload], forwards=forwards, token=named.name if named else None)
-        else:
-            (outcome,) = self.intake.take([payload])
+        forwards = [body.decode()] if self.forward else None
+        (outcome,) = self.intake.take([payload], forwards=forwards, token=named.name if named else None)
         if outcome.status == "refused":
             raise HttpError(400, "invalid_event", outcome.message, outcome.problems)
         if outcome.status == "unavailable":
@@ -323,20 +320,13 @@ class ReceiverApp:
         return 200, answer, []
 
     def _take_batch(self, events: list[Any], body: bytes, named: NamedToken | None) -> list[Outcome]:
-        if not self.forward and named is None:
-            return self.intake.take(events)
         forbidden = self._forbidden(events, named)
         if named is not None and events and all(o is not None for o in forbidden):
             first = forbidden[0]
             assert first is not None
             raise HttpError(403, "forbidden", f"{first.message} (nor those of the batch's other events)")
-        texts: list[str] | None = None
-        if self.forward:
-            pieces = split_array(body)
-            if len(pieces) == len(events):
-                texts = [piece.decode() for piece in pieces]
-            else:  # cannot happen with JSON that parsed as this array; the event as read, then
-                texts = [canonical(event) for event in events]
+        # split_array gives one piece for each element of UTF-8 JSON text that parsed as an array
+        texts = [piece.decode() for piece in split_array(body)] if self.forward else None
         keep = [i for i, o in enumerate(forbidden) if o is None]
         taken = iter(
             self.intake.take(

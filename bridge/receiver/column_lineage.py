@@ -29,10 +29,12 @@ from bridge.model import SUBTYPE_TYPES
 from bridge.model.received import DatasetName, ReceivedColumnEdge
 
 
-def _canonical(value: Any) -> str:
+def canonical(value: Any) -> str:
+    """A JSON value's canonical text: keys sorted, no spaces, UTF-8 as is (here rather than in
+    :mod:`bridge.receiver.events`, which imports this module and takes it from here)."""
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:  # an integer past 64 bits
+    except TypeError:  # an integer past 64 bits, which orjson does not write
         return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -65,7 +67,7 @@ def _inputs(items: Any, fallback: list[dict[str, Any]]) -> Iterator[tuple[Datase
             continue
         given = item.get("transformations")
         transformations = given if isinstance(given, list) else fallback
-        yield (namespace, name), field, _canonical(transformations)
+        yield (namespace, name), field, canonical(transformations)
 
 
 def read_column_lineage(event: Mapping[str, Any]) -> tuple[tuple[ReceivedColumnEdge, ...], tuple[str, ...]]:

@@ -16,16 +16,8 @@ import orjson
 from bridge.memo import Memo
 from bridge.model import Column, parse_time
 from bridge.model.received import IncomingEvent, ReceivedColumnEdge, SeenDataset
+from bridge.receiver.column_lineage import canonical as canonical  # an event's canonical JSON text, for the receiver
 from bridge.receiver.column_lineage import read_column_lineage
-
-
-def canonical(event: Any) -> str:
-    """The event's canonical JSON text: keys sorted, no spaces, UTF-8 as is."""
-    try:
-        return orjson.dumps(event, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:  # an integer past 64 bits, which orjson does not write
-        return json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
 
 # a run of 16 digits shows as 16 zeros once every digit is a zero and everything else a space
 # (bytes.translate and a substring search: a few times faster than a regular expression here)
@@ -34,10 +26,12 @@ _LONG_NUMBER = b"0" * 16
 
 
 def parse_json(body: bytes) -> Any:
-    """JSON text to values. orjson where it is exact; the standard library where the text holds a
-    run of 16 or more digits, which orjson would read as a float (losing digits of an integer)."""
+    """UTF-8 JSON text to values. orjson where it is exact; the standard library where the text
+    holds a run of 16 or more digits, which orjson would read as a float (losing digits of an
+    integer). Both read UTF-8 only (the standard library given bytes would also read UTF-16 and
+    UTF-32, which :func:`split_array` cannot split)."""
     if _LONG_NUMBER in body.translate(_DIGITS_ONLY):
-        return json.loads(body)
+        return json.loads(body.decode("utf-8"))
     return orjson.loads(body)
 
 

@@ -87,8 +87,6 @@ class Intake:
             message = str(first) + (f" (and {more} more)" if more else "")
             return Outcome("refused", kind=verdict.kind, message=message, problems=verdict.refusals)
         warnings = tuple(str(w) for w in verdict.warnings)
-        if forward is None and token is None:
-            return read_event(item, verdict.kind, warnings, text)
         return read_event(item, verdict.kind, warnings, text, forward=forward, token=token)
 
     def take(
@@ -103,11 +101,8 @@ class Intake:
         ``write`` when given, else by the intake's writer), each with the outbox row that forwards
         it when ``forwards`` gives the items' texts as they came, and with the name of the
         ``token`` that brought them."""
-        if forwards is None and token is None:
-            prepared = [self.prepare(item) for item in items]
-        else:
-            texts: list[str | None] = list(forwards) if forwards is not None else [None] * len(items)
-            prepared = [self.prepare(i, forward=t, token=token) for i, t in zip(items, texts, strict=True)]
+        texts: list[str | None] = list(forwards) if forwards is not None else [None] * len(items)
+        prepared = [self.prepare(i, forward=t, token=token) for i, t in zip(items, texts, strict=True)]
         events = [p for p in prepared if isinstance(p, IncomingEvent)]
         results: list[IngestResult | Exception]
         try:

@@ -12,7 +12,8 @@ it let pass:
   olbridge keys runs, jobs and datasets by (``runId``, namespaces, names) when they are not
   strings;
 - taken with a warning: every other spec problem. At the top of the event: a missing
-  ``schemaURL``, an ``eventTime`` without an offset (read as UTC, as Marquez does in its Docker
+  ``schemaURL``; a ``schemaURL``, ``eventType``, ``inputs`` or ``outputs`` that is ``null``, which
+  Marquez reads as missing; an ``eventTime`` without an offset (read as UTC, as Marquez does in its Docker
   image), a ``runId`` that is not a UUID, an ``eventType`` outside the spec's list, a ``producer``
   or ``schemaURL`` that is not an absolute URI. Inside any facet, standard or custom: formats,
   enums, types and required fields of the JSON schemas that Marquez does not hold, which are
@@ -38,6 +39,10 @@ _KIND_PROBLEMS = {
     "a DatasetEvent with a 'job' is also a JobEvent: the kind is ambiguous",
     "a JobEvent may not carry 'run'",
 }
+# top-level fields Marquez leaves unset when they are a JSON null, as when they are missing: its
+# binding reads null into the field, OpenLineageDao null-checks eventType, inputs and outputs, and a
+# null schemaURL is read as a RunEvent, as a missing one
+_NULL_AS_MISSING = frozenset({"/schemaURL", "/eventType", "/inputs", "/outputs"})
 
 
 @attrs.frozen
@@ -56,8 +61,11 @@ def _tolerated(problem: Problem, event: dict[str, Any]) -> bool:
     pointer, message = problem.pointer, problem.message
     if problem.rule == "marquez":
         # "Marquez reads this as a RunEvent unless schemaURL ends in /Kind": only when the URL is
-        # missing and the kind came from the shape, which this receiver reads as the spec means.
-        return pointer == "/schemaURL" and "schemaURL" not in event and message.startswith("Marquez reads this")
+        # missing (or null) and the kind came from the shape, which this receiver reads as the spec means.
+        return pointer == "/schemaURL" and event.get("schemaURL") is None and message.startswith("Marquez reads this")
+    if pointer in _NULL_AS_MISSING and pointer[1:] in event and event[pointer[1:]] is None:
+        # Marquez binds a JSON null as the field unset, and treats it as missing
+        return True
     if _FACETS.match(pointer):
         # inside a facet: what Marquez refuses there is a marquez problem of its own
         return True

@@ -1,9 +1,10 @@
 """Group commit: the events of many requests are committed in one transaction, so a commit's sync
 is paid once per group, not once per event.
 
-On SQLite the catalog has one writer, the writer process of ``olbridge serve``; on PostgreSQL each
-HTTP worker process commits its own groups (a :class:`GroupWriter` each), side by side with the
-others and with the receivers of other hosts.
+``olbridge serve`` commits through one writer process whatever the engine: every HTTP worker hands
+its events to it through a :class:`~bridge.receiver.writer_process.RemoteWriter`. On SQLite it is
+the catalog's only writer; on PostgreSQL the writers of other ``serve`` processes, on this host or
+others, commit their own groups side by side with it.
 
 :class:`CatalogWriter` owns the catalog's write connection and writes one group. Two things feed
 it: :class:`GroupWriter`, a thread in the requests' own process (for an in-process receiver and

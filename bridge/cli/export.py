@@ -15,7 +15,7 @@ from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
 from bridge.delivery.history import ExportFilter, iter_lines
 from bridge.delivery.report import FailureReport
 from bridge.delivery.sinks import BackendSink, NdjsonSink, Sink
-from bridge.errors import ExportError, InputFileError
+from bridge.errors import InputFileError
 from bridge.files import read_json_items
 from bridge.model import check_namespace, parse_window
 from bridge.openlineage.validate import validate_event
@@ -79,23 +79,18 @@ def export(
     )
     catalog = app.catalog()
     sink: Sink
-    stream = None
     if url:
         dispatcher = delivery.dispatcher(url, api_key_secret(api_key, api_key_file))
         report = FailureReport(dispatcher.sender.target, say)
         sink = BackendSink(dispatcher, policy=delivery.policy(), report=report)
     elif output in (None, "-"):
-        sink = NdjsonSink(sys.stdout)
+        sink = NdjsonSink(sys.stdout, name="stdout")
     else:
         assert output is not None
         path = Path(output)
         if not path.parent.is_dir():
             raise click.BadParameter(f"folder {path.parent} does not exist", param_hint="--output")
-        try:
-            stream = path.open("w", encoding="utf-8")
-        except OSError as exc:
-            raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
-        sink = NdjsonSink(stream)
+        sink = NdjsonSink.to_file(path)
     try:
         events = iter_lines(catalog, app.converter(), filters)
         estimate = catalog.count_task_runs() * 2 + catalog.count_declared_jobs()
@@ -105,8 +100,6 @@ def export(
         sink.finish()
     finally:
         sink.close()
-        if stream is not None:
-            stream.close()
     say(f"exported {sink.count} event(s) to {url or output or 'stdout'}")
 
 

@@ -20,7 +20,7 @@ from bridge.catalog import Catalog
 from bridge.catalog.engine import is_url, masked, url_password
 from bridge.catalog.store import storage_error
 from bridge.config import Config
-from bridge.errors import BridgeError
+from bridge.errors import BridgeError, CatalogError
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter, ConvertOptions
 
@@ -89,6 +89,19 @@ class AppContext:
         options = ConvertOptions(producer=self.config.producer, job_namespace_prefix=self.config.job_namespace_prefix)
         return Converter(self.resolver(), options)
 
+    def storage_error(self, exc: BaseException) -> CatalogError | None:
+        """The CatalogError a driver's error about the catalog's storage stands for (see
+        :func:`bridge.catalog.store.storage_error`), by the open catalog's engine where there is
+        one; the password of the catalog's URL masked in it either way (a driver's message may
+        hold the URL)."""
+        found = self._catalog.engine.storage_error(exc) if self._catalog is not None else None
+        if found is None:
+            found = storage_error(exc, self.catalog_name)
+        password = url_password(self.catalog_path)
+        if found is not None and password and password in str(found):
+            return CatalogError(str(found).replace(password, "***"))
+        return found
+
     def close(self) -> None:
         if self._catalog is not None:
             self._catalog.close()
@@ -113,7 +126,7 @@ class BridgeGroup(click.Group):
             raise click.ClickException(str(exc)) from exc
         except Exception as exc:
             app = ctx.obj if isinstance(ctx.obj, AppContext) else None
-            error = storage_error(exc, app.catalog_name if app else "")
+            error = app.storage_error(exc) if app else storage_error(exc, "")
             if error is None:
                 raise
             raise click.ClickException(str(error)) from exc

@@ -17,7 +17,7 @@ import attrs
 import click
 
 from bridge.catalog import Catalog
-from bridge.catalog.engine import is_url, masked, url_password
+from bridge.catalog.engine import catalog_target, masked, url_password
 from bridge.catalog.store import storage_error
 from bridge.config import Config
 from bridge.errors import BridgeError, CatalogError
@@ -26,11 +26,6 @@ from bridge.openlineage.convert import Converter, ConvertOptions
 
 # The root group's; every group and command below it inherits them from its parent context.
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-def catalog_target(text: str) -> str | Path:
-    """What ``--catalog`` or ``OLBRIDGE_CATALOG`` names: a database URL as it is, else a file path."""
-    return text if is_url(text) else Path(text)
 
 
 if TYPE_CHECKING:  # generic from click 8.2 on; the dependency allows 8.1
@@ -48,13 +43,15 @@ class CatalogParam(_ParamType):
         return value if isinstance(value, Path) else catalog_target(str(value))
 
 
-def warn_of_a_password(text: str | Path) -> None:
-    """Say on stderr that a password given in ``--catalog`` is seen by every user of the machine."""
+def warn_of_a_password(text: str | Path, name: str = "--catalog") -> None:
+    """Say on stderr that a password given in a catalog URL on the command line (``--catalog``, or
+    the argument ``name``) is seen by every user of the machine."""
     if isinstance(text, str) and url_password(text):
+        where = "PGPASSWORD, a pass file (~/.pgpass or PGPASSFILE)"
+        where += ", or the whole URL in OLBRIDGE_CATALOG" if name == "--catalog" else ""
         click.echo(
-            "Warning: the --catalog URL holds a password, which every user of this machine can read in its "
-            "process list; give it in PGPASSWORD, a pass file (~/.pgpass or PGPASSFILE), or the whole URL in "
-            "OLBRIDGE_CATALOG instead",
+            f"Warning: the {name} URL holds a password, which every user of this machine can read in its process "
+            f"list; give it in {where} instead",
             err=True,
         )
 

@@ -152,3 +152,6 @@ def test_the_text_says_when_and_bad_times_are_errors(catalog_path: str) -> None:
     assert code == 1 and err.startswith("Error: ") and "--as-of" in err
     code, _, err = invoke(catalog_path, "lineage", "mart.orders", "--column", "id", "--as-of", when(10))
     assert code == 2 and "--as-of draws an asset's lineage" in err
+    # the flags are checked before the asset is looked up: a usage error, not "not found"
+    code, _, err = invoke(catalog_path, "lineage", "no.such.asset", "--column", "id", "--as-of", when(10))
+    assert code == 2 and "--as-of draws an asset's lineage" in err and "not found" not in err

@@ -2,15 +2,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import responses
 from click.testing import CliRunner
 
+from bridge.catalog import Catalog
 from bridge.cli import cli
 from bridge.openlineage.validate import validate_event
 from tests.helpers import invoke
 from tests.test_validate import BASE_EVENT
+
+if TYPE_CHECKING:
+    from tests.postgres import PostgresServer
 
 pytestmark = pytest.mark.both_engines
 
@@ -241,3 +246,25 @@ def test_file_and_run_flags_do_not_mix(tmp_path: Path, catalog_target: str) -> N
     records.write_text(line() + "\n")
     code, _, err = invoke(catalog_target, "record", "--file", str(records), "--state", "SUCCESS")
     assert code == 2 and "--file cannot be combined with --state" in err
+
+
+def test_a_storage_error_after_the_catalog_opened_never_shows_the_urls_password(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wrong password fails the catalog's opening, which masks it; this is the other way: the
+    catalog is open when a driver's error about the storage comes, its message holding the URL (as
+    libpq's may), and the command says it with the password masked."""
+    import psycopg  # the PostgreSQL tests' own dependency
+
+    url = postgres.url(postgres.create_database(owner=postgres.password_role), password=True)
+    assert CliRunner().invoke(cli, ["--catalog", url, "init"]).exit_code == 0
+
+    def lost(*args: object, **kwargs: object) -> None:
+        raise psycopg.OperationalError(f"connection to {url} lost: server closed the connection unexpectedly")
+
+    monkeypatch.setattr(Catalog, "list_assets", lost)
+    done = CliRunner().invoke(cli, ["--catalog", url, "assets", "list"])
+    assert done.exit_code == 1, done.output
+    assert postgres.password not in done.output
+    assert "Error: catalog postgresql://olbridge_pw:***@" in done.stderr
+    assert "(PostgreSQL: connection to postgresql://olbridge_pw:***@" in done.stderr

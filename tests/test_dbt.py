@@ -284,6 +284,22 @@ def test_corrupt_artifacts_are_refused_and_change_nothing(
         assert catalog.count_task_runs() == 0
 
 
+def test_an_artifact_that_cannot_be_read_is_an_artifact_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = copy_example(tmp_path)
+    read = Path.read_text
+
+    def denied(self: Path, *args: Any, **kwargs: Any) -> str:
+        if self.name == "run_results.json":  # as chmod 000 would, for a user other than root
+            raise PermissionError(13, "Permission denied", str(self))
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", denied)
+    with Catalog(":memory:") as catalog:
+        with pytest.raises(ArtifactError, match=r"run_results\.json: cannot read it: Permission denied$"):
+            ingest_dbt(catalog, project, profiles_dir=project)
+        assert catalog.count_task_runs() == 0
+
+
 def example_catalog_json(path: Path) -> None:
     def entry(name: str, columns: list[tuple[str, str]]) -> dict[str, Any]:
         return {

@@ -33,11 +33,10 @@ from bridge.catalog.outbox import Delivered, DeliveryError
 from bridge.catalog.positions import Checkpoint, RefusedItem
 from bridge.catalog.postgres import split_url, translate
 from bridge.catalog.workers import StreamWorkerInfo
-from bridge.column_lineage import parse_column_lineage
 from bridge.delivery.history import iter_lines
 from bridge.errors import CatalogError
 from bridge.mapping import Resolver
-from bridge.model import AssetDeclaration, Column, DeclaredFlow, DeclaredJob
+from bridge.model import AssetDeclaration, Column, DeclaredFlow, DeclaredJob, parse_column_lineage
 from bridge.openlineage.convert import Converter
 from bridge.receiver.imports import catalog_intake
 from tests.conftest import at

@@ -5,6 +5,8 @@ through the delivery path (the one HTTP sender, batched and retried as ``stream`
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -20,7 +22,7 @@ from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.history import iter_events, iter_lines
 from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import DELIVERED, Outcome
-from bridge.delivery.sinks import BackendSink
+from bridge.delivery.sinks import BackendSink, NdjsonSink
 from bridge.errors import ExportError
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
@@ -57,6 +59,73 @@ def test_the_export_command_writes_the_golden_history_byte_for_byte(tmp_path: Pa
     to_stdout = CliRunner().invoke(cli, ["--catalog", str(db), "export"])
     assert to_stdout.exit_code == 0, to_stdout.output
     assert to_stdout.stdout_bytes == golden
+
+
+def test_a_failed_write_of_the_output_file_is_an_error_naming_it(tmp_path: Path) -> None:
+    """/dev/full: every write fails with ENOSPC."""
+    db = tmp_path / "c.db"
+    history_catalog(db)
+    for args, name in ((["--output", "/dev/full"], "/dev/full"), ([], "stdout")):
+        with open("/dev/full" if name == "stdout" else os.devnull, "w") as stdout:
+            done = subprocess.run(
+                [OLBRIDGE, "--catalog", str(db), "export", *args],
+                stdout=stdout,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+        assert done.returncode == 1, done.stderr
+        assert f"Error: cannot write {name}: No space left on device" in done.stderr
+        assert "Traceback" not in done.stderr
+        assert "exported" not in done.stderr
+
+
+def test_the_file_sink_names_its_file_when_a_write_flush_or_close_fails(tmp_path: Path) -> None:
+    full = Path("/dev/full")
+    held = NdjsonSink.to_file(full)
+    held.emit("{}")  # held in the buffer
+    with pytest.raises(ExportError, match=r"^cannot write /dev/full: No space left on device$"):
+        held.finish()
+    held.close()  # closed, with no second error about the same lines
+    assert held.stream.closed
+
+    unflushed = NdjsonSink.to_file(full)
+    unflushed.emit("{}")
+    with pytest.raises(ExportError, match=r"^cannot write /dev/full: "):
+        unflushed.close()  # the flush of close
+    assert unflushed.stream.closed
+
+    with pytest.raises(ExportError, match=r"^cannot write /dev/full: "):
+        NdjsonSink.to_file(full).emit("x" * 100_000)
+    with pytest.raises(ExportError, match=f"^cannot write {re.escape(str(tmp_path))}: Is a directory$"):
+        NdjsonSink.to_file(tmp_path)
+
+
+def test_the_demo_says_when_its_events_file_cannot_be_written(tmp_path: Path) -> None:
+    (tmp_path / "events.ndjson").symlink_to("/dev/full")
+    done = subprocess.run(
+        [OLBRIDGE, "demo", "--dir", str(tmp_path)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 1, done.stderr
+    assert f"Error: cannot write {tmp_path / 'events.ndjson'}: No space left on device" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_progress_counts_the_events_the_filters_select(tmp_path: Path) -> None:
+    """Off a terminal the progress is a line at the start with the count to come, and one at the
+    end: the count is of the selected runs' events (the asset changes left out by --flow)."""
+    db = tmp_path / "c.db"
+    history_catalog(db)
+    # (the filters, the runs' events they select, the events exported: the runs' and two changes)
+    cases = [([], 9, 11), (["--flow", "flow"], 9, 9), (["--flow", "nothing"], 0, 0), (["--since", "2030-01-01"], 0, 0)]
+    for args, counted, exported in cases:
+        done = CliRunner().invoke(cli, ["--catalog", str(db), "export", "--output", str(tmp_path / "out"), *args])
+        assert done.exit_code == 0, done.output
+        said = done.stderr.splitlines()
+        assert said[0] == f"exporting: 0/{counted} events", args
+        assert said[-2].startswith(f"exporting: {exported} events in "), args
+        assert said[-1].startswith(f"exported {exported} event(s)"), args
 
 
 def test_delivery_options_are_for_url_only(tmp_path: Path) -> None:

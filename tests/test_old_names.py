@@ -28,13 +28,6 @@ MOVED = [
     ),
 ]
 MOVED += [
-    (
-        "bridge.column_lineage",
-        "bridge.model",
-        ["ColumnLineage", "ColumnEdge", "Transformation", "parse_column_lineage", "parse_columns", "check_declared"],
-    ),
-]
-MOVED += [
     ("bridge.receiver.events", "bridge.model", ["IncomingEvent", "SeenDataset"]),
     ("bridge.receiver.column_lineage", "bridge.model", ["ReceivedColumnEdge"]),
 ]
@@ -56,3 +49,14 @@ def test_an_old_import_path_gives_the_same_objects(old: str, new: str, names: li
 @pytest.mark.parametrize(("old", "name", "new", "now"), RENAMED, ids=[f"{m[0]}.{m[1]}" for m in RENAMED])
 def test_an_old_name_is_its_new_one(old: str, name: str, new: str, now: str) -> None:
     assert getattr(importlib.import_module(old), name) is getattr(importlib.import_module(new), now)
+
+
+# Names that came and went within unreleased work: no code was ever written against them, so they
+# are not kept.
+NEVER_RELEASED = ["bridge.column_lineage"]
+
+
+@pytest.mark.parametrize("name", NEVER_RELEASED)
+def test_a_name_no_release_had_is_not_kept(name: str) -> None:
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(name)

@@ -19,11 +19,12 @@ from typing import Any
 
 import pytest
 
-from bridge.catalog import Catalog, LineageEdge, LineageGraph
+from bridge.catalog import Catalog, ColumnLineageEdge, ColumnLineageGraph, LineageEdge, LineageGraph
 from bridge.drawing.asset_graph import MERMAID_MAX_EDGES, MERMAID_MAX_TEXT, graph_mermaid, mermaid_limits
+from bridge.drawing.column_graph import column_graph_mermaid
 from bridge.drawing.mermaid import node_id
 from bridge.mapping import Resolver
-from bridge.model import Asset, Origin
+from bridge.model import Asset, Origin, Transformation
 from bridge.receiver.imports import catalog_intake
 from tests.conftest import BIN, ROOT, at
 from tests.helpers import decl, ol_dataset, ol_run_event, run
@@ -306,3 +307,78 @@ def test_the_lineage_command_draws_odd_names_through_an_external_job(mermaid: Pa
     nodes, edges = drawn(second)
     assert set(nodes) == {"a.b", "a_b", "a-b"}
     assert edges == {("a.b", "a_b"): ["company.data/f.a-b"], ("a.b", "a-b"): ["company.data/f.a-b"]}
+
+
+ColumnEdge = tuple[tuple[str, str], tuple[str, str], tuple[Transformation, ...]]
+
+
+def column_graph(edges: list[ColumnEdge], *, types: dict[str, str] | None = None) -> ColumnLineageGraph:
+    ids = dict.fromkeys(i for (up, _), (down, _), _ in edges for i in (up, down))
+    return ColumnLineageGraph(
+        root=edges[0][0][0],
+        column=edges[0][0][1],
+        direction="both",
+        depth=5,
+        edges=tuple(ColumnLineageEdge(u, uc, d, dc, 1, how, ()) for (u, uc), (d, dc), how in edges),
+        assets=tuple(asset(i, (types or {}).get(i, "Table")) for i in ids),
+    )
+
+
+def drawn_columns(result: dict[str, Any]) -> tuple[dict[str, list[str]], dict[tuple[tuple[str, str], ...], str]]:
+    """What a parsed column diagram shows: each subgraph's title ("<asset id>\\n<type>") with the
+    labels of the columns in it, and each edge's label by ((asset, column), (asset, column))."""
+    assert result["ok"], result.get("error")
+    labels = {n["id"]: n["label"] for n in result["nodes"]}
+    shown: dict[str, list[str]] = {}
+    column_of: dict[str, tuple[str, str]] = {}
+    for sub in result["subgraphs"]:
+        assert sub["label"] not in shown, f"{sub['label']!r} drawn twice"
+        shown[sub["label"]] = sorted(labels[n] for n in sub["nodes"])
+        column_of.update({n: (sub["label"].split("\n", 1)[0], labels[n]) for n in sub["nodes"]})
+    assert set(column_of) == set(labels), "a column outside its asset's subgraph"
+    edges = {(column_of[e["start"]], column_of[e["end"]]): e["label"] for e in result["edges"]}
+    return shown, edges
+
+
+def test_column_diagrams_parse_and_show_their_columns_and_transformations(mermaid: Parse) -> None:
+    identity, filter_, masked = (
+        Transformation.of("IDENTITY"),
+        Transformation.of("FILTER"),
+        Transformation.of("TRANSFORMATION", masking=True),
+    )
+    odd_columns = ["%%{init: {'theme': 'dark'}}%%", "x<y>", 'a"b', "a|b", "#35;&amp;", "end", "`md`", "日本 ✓"]
+    graphs = [
+        column_graph([(("raw.orders", "id"), ("mart.orders", "id"), (identity,))]),
+        column_graph(
+            [
+                (("raw.orders", "status"), ("mart.orders", "total"), (filter_,)),
+                (("raw.orders", "amount"), ("mart.orders", "total"), (Transformation.of("AGGREGATION"), filter_)),
+                (("raw.orders", "email"), ("mart.orders", "hash"), (masked,)),
+                (("raw.orders", "id"), ("mart.orders", "id"), ()),
+            ]
+        ),
+        column_graph(
+            [((ODD[i], a), (ODD[i + 1], b), (filter_,)) for i, (a, b) in enumerate(itertools.pairwise(odd_columns))],
+            types={i: f'T<{i}>"#' for i in ODD},
+        ),
+    ]
+    results = mermaid([column_graph_mermaid(g) for g in graphs])
+    shown = [drawn_columns(r) for r in results]
+
+    assert shown[0] == (
+        {"raw.orders\nTable": ["id"], "mart.orders\nTable": ["id"]},
+        {(("raw.orders", "id"), ("mart.orders", "id")): "IDENTITY"},
+    )
+    assert shown[1][1] == {
+        (("raw.orders", "status"), ("mart.orders", "total")): "FILTER (indirect)",
+        (("raw.orders", "amount"), ("mart.orders", "total")): "AGGREGATION, FILTER (indirect)",
+        (("raw.orders", "email"), ("mart.orders", "hash")): "TRANSFORMATION masked",
+        (("raw.orders", "id"), ("mart.orders", "id")): "",
+    }
+    columns, edges = shown[2]
+    titles = {f'{ODD[i]}\nT<{ODD[i]}>"#' for i in range(len(odd_columns))}
+    assert set(columns) == titles
+    assert sorted(c for cs in columns.values() for c in cs) == sorted(odd_columns)
+    assert edges == {
+        ((ODD[i], a), (ODD[i + 1], b)): "FILTER (indirect)" for i, (a, b) in enumerate(itertools.pairwise(odd_columns))
+    }

@@ -301,6 +301,11 @@ def is_url(target: str | Path) -> bool:
     return isinstance(target, str) and target.startswith(URL_SCHEMES)
 
 
+def catalog_target(text: str) -> str | Path:
+    """What ``--catalog`` or ``OLBRIDGE_CATALOG`` names: a database URL as it is, else a file path."""
+    return text if is_url(text) else Path(text)
+
+
 __all__ = [
     "Busy",
     "Conflict",
@@ -308,6 +313,7 @@ __all__ = [
     "Cursor",
     "Database",
     "Engine",
+    "catalog_target",
     "is_url",
     "masked",
     "url_password",

@@ -8,8 +8,8 @@ import click
 
 from bridge.catalog import Catalog
 from bridge.catalog.copy import TableCheck, check_copy, copy_catalog, count_rows, refuse_rows
-from bridge.catalog.engine import masked, url_password
-from bridge.cli.context import catalog_target
+from bridge.catalog.engine import catalog_target, masked
+from bridge.cli.context import warn_of_a_password
 from bridge.cli.options import json_flag
 from bridge.cli.output import print_json, say
 from bridge.cli.progress import progress
@@ -22,11 +22,7 @@ def catalog() -> None:
 
 
 def _target(text: str, name: str) -> str | Path:
-    if url_password(text):
-        say(
-            f"Warning: the {name} URL holds a password, which every user of this machine can read in its process "
-            "list; give it in a pass file (~/.pgpass or PGPASSFILE) or PGPASSWORD instead"
-        )
+    warn_of_a_password(text, name)
     return catalog_target(text)
 
 

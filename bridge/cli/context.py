@@ -17,20 +17,15 @@ import attrs
 import click
 
 from bridge.catalog import Catalog
-from bridge.catalog.engine import is_url, masked, url_password
+from bridge.catalog.engine import catalog_target, masked, url_password
 from bridge.catalog.store import storage_error
 from bridge.config import Config
-from bridge.errors import BridgeError
+from bridge.errors import BridgeError, CatalogError
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter, ConvertOptions
 
 # The root group's; every group and command below it inherits them from its parent context.
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-def catalog_target(text: str) -> str | Path:
-    """What ``--catalog`` or ``OLBRIDGE_CATALOG`` names: a database URL as it is, else a file path."""
-    return text if is_url(text) else Path(text)
 
 
 if TYPE_CHECKING:  # generic from click 8.2 on; the dependency allows 8.1
@@ -48,13 +43,15 @@ class CatalogParam(_ParamType):
         return value if isinstance(value, Path) else catalog_target(str(value))
 
 
-def warn_of_a_password(text: str | Path) -> None:
-    """Say on stderr that a password given in ``--catalog`` is seen by every user of the machine."""
+def warn_of_a_password(text: str | Path, name: str = "--catalog") -> None:
+    """Say on stderr that a password given in a catalog URL on the command line (``--catalog``, or
+    the argument ``name``) is seen by every user of the machine."""
     if isinstance(text, str) and url_password(text):
+        where = "PGPASSWORD, a pass file (~/.pgpass or PGPASSFILE)"
+        where += ", or the whole URL in OLBRIDGE_CATALOG" if name == "--catalog" else ""
         click.echo(
-            "Warning: the --catalog URL holds a password, which every user of this machine can read in its "
-            "process list; give it in PGPASSWORD, a pass file (~/.pgpass or PGPASSFILE), or the whole URL in "
-            "OLBRIDGE_CATALOG instead",
+            f"Warning: the {name} URL holds a password, which every user of this machine can read in its process "
+            f"list; give it in {where} instead",
             err=True,
         )
 
@@ -89,6 +86,19 @@ class AppContext:
         options = ConvertOptions(producer=self.config.producer, job_namespace_prefix=self.config.job_namespace_prefix)
         return Converter(self.resolver(), options)
 
+    def storage_error(self, exc: BaseException) -> CatalogError | None:
+        """The CatalogError a driver's error about the catalog's storage stands for (see
+        :func:`bridge.catalog.store.storage_error`), by the open catalog's engine where there is
+        one; the password of the catalog's URL masked in it either way (a driver's message may
+        hold the URL)."""
+        found = self._catalog.engine.storage_error(exc) if self._catalog is not None else None
+        if found is None:
+            found = storage_error(exc, self.catalog_name)
+        password = url_password(self.catalog_path)
+        if found is not None and password and password in str(found):
+            return CatalogError(str(found).replace(password, "***"))
+        return found
+
     def close(self) -> None:
         if self._catalog is not None:
             self._catalog.close()
@@ -113,7 +123,7 @@ class BridgeGroup(click.Group):
             raise click.ClickException(str(exc)) from exc
         except Exception as exc:
             app = ctx.obj if isinstance(ctx.obj, AppContext) else None
-            error = storage_error(exc, app.catalog_name if app else "")
+            error = app.storage_error(exc) if app else storage_error(exc, "")
             if error is None:
                 raise
             raise click.ClickException(str(error)) from exc

@@ -8,14 +8,16 @@ from typing import Any
 
 import click
 
+from bridge.catalog import Catalog
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.options import Delivery, delivery_options, history_filters, json_flag
 from bridge.cli.output import print_json, say
+from bridge.cli.progress import progress
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
 from bridge.delivery.history import ExportFilter, iter_lines
 from bridge.delivery.report import FailureReport
 from bridge.delivery.sinks import BackendSink, NdjsonSink, Sink
-from bridge.errors import ExportError, InputFileError
+from bridge.errors import InputFileError
 from bridge.files import read_json_items
 from bridge.model import check_namespace, parse_window
 from bridge.openlineage.validate import validate_event
@@ -77,37 +79,40 @@ def export(
         namespace=check_namespace(namespace, "--namespace"),
         flow=flow,
     )
-    catalog = app.catalog()
+    catalog = app.catalog()  # opened (or refused) before the output file is made
     sink: Sink
-    stream = None
     if url:
         dispatcher = delivery.dispatcher(url, api_key_secret(api_key, api_key_file))
         report = FailureReport(dispatcher.sender.target, say)
         sink = BackendSink(dispatcher, policy=delivery.policy(), report=report)
     elif output in (None, "-"):
-        sink = NdjsonSink(sys.stdout)
+        sink = NdjsonSink(sys.stdout, name="stdout")
     else:
         assert output is not None
         path = Path(output)
         if not path.parent.is_dir():
             raise click.BadParameter(f"folder {path.parent} does not exist", param_hint="--output")
-        try:
-            stream = path.open("w", encoding="utf-8")
-        except OSError as exc:
-            raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
-        sink = NdjsonSink(stream)
+        sink = NdjsonSink.to_file(path)
     try:
-        events = iter_lines(catalog, app.converter(), filters)
-        estimate = catalog.count_task_runs() * 2 + catalog.count_declared_jobs()
-        with click.progressbar(events, length=estimate, label="exporting", file=sys.stderr) as bar:
-            for event in bar:
+        with progress("exporting", _run_events(catalog, filters), "events") as exporting:
+            for event in exporting.each(iter_lines(catalog, app.converter(), filters)):
                 sink.emit(event)
         sink.finish()
     finally:
         sink.close()
-        if stream is not None:
-            stream.close()
     say(f"exported {sink.count} event(s) to {url or output or 'stdout'}")
+
+
+def _run_events(catalog: Catalog, filters: ExportFilter) -> int:
+    """The events of the runs and declared jobs the filters select, for the progress bar (a START
+    a run, an end an ended one, a JobEvent a declared job; the assets' changes are not counted)."""
+    runs, ended = catalog.count_task_runs_matching(
+        since=filters.since, until=filters.until, namespace=filters.namespace, flow=filters.flow
+    )
+    declared = catalog.iter_declared_jobs(
+        since=filters.since, until=filters.until, namespace=filters.namespace, flow=filters.flow
+    )
+    return runs + ended + sum(1 for _ in declared)
 
 
 @click.command("validate")

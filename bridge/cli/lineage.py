@@ -49,11 +49,11 @@ def lineage(
     ASSET_ID is its id, or a name it was received under: <olNamespace>/<olName>, or a symlink
     identifier's <namespace>/<name>.
     """
+    if column is not None and as_of is not None:
+        raise click.UsageError("--as-of draws an asset's lineage; it does not go with --column")
     moment = parse_time(as_of, "--as-of", assume_utc=True) if as_of is not None else None
     asset_id = app.catalog().find_asset_id(asset_id)
     if column is not None:
-        if moment is not None:
-            raise click.UsageError("--as-of draws an asset's lineage; it does not go with --column")
         show_columns(app.catalog().column_lineage(asset_id, column, direction=direction, depth=depth), fmt)
         return
     graph = app.catalog().lineage(asset_id, direction=direction, depth=depth, as_of=moment)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import IO, Any, Protocol
 
 from bridge.delivery.dispatch import Dispatcher, Pass, deliver
@@ -38,22 +40,61 @@ class Sink(Protocol):
 
 
 class NdjsonSink:
-    """One event per line, UTF-8."""
+    """One event per line, UTF-8. A sink with a ``name`` (:meth:`to_file`, or the caller's
+    stdout named so) turns an OSError of a write, flush or close into an ExportError naming it;
+    a closed pipe on a stream it does not own (``olbridge export | head``) goes through as it is,
+    for the caller to end quietly."""
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str], *, name: str | None = None, owned: bool = False) -> None:
         self.stream = stream
+        self.name = name
+        self.owned = owned  # closed by close()
         self.count = 0
+        self._failed = False
+
+    @classmethod
+    def to_file(cls, path: Path) -> NdjsonSink:
+        """A sink writing ``path`` (made or emptied), which its :meth:`close` closes; an
+        ExportError naming the file when it cannot be opened."""
+        try:
+            stream = path.open("w", encoding="utf-8")
+        except OSError as exc:
+            raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
+        return cls(stream, name=str(path), owned=True)
 
     def emit(self, line: str) -> None:
-        self.stream.write(line)
-        self.stream.write("\n")
+        with self._writing():
+            self.stream.write(line)
+            self.stream.write("\n")
         self.count += 1
 
     def finish(self) -> None:
-        self.stream.flush()
+        with self._writing():
+            self.stream.flush()
 
     def close(self) -> None:
-        self.stream.flush()
+        """Flush (and close an owned file); after a failed write the file is closed without a
+        second error about the same lost lines."""
+        failed = self._failed
+        try:
+            with self._writing():
+                if self.owned:
+                    self.stream.close()
+                else:
+                    self.stream.flush()
+        except ExportError:
+            if not failed:
+                raise
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            if self.name is None or (isinstance(exc, BrokenPipeError) and not self.owned):
+                raise
+            self._failed = True
+            raise ExportError(f"cannot write {self.name}: {exc.strerror or exc}") from None
 
 
 class BackendSink:

@@ -64,16 +64,15 @@ def run_demo(
 
         converter = Converter(Resolver.load())
         count = invalid = 0
+        sink = NdjsonSink.to_file(events_path)
         try:
-            stream = events_path.open("w", encoding="utf-8")
-        except OSError as exc:
-            raise ExportError(f"cannot write {events_path}: {exc.strerror or exc}") from None
-        with stream:
-            sink = NdjsonSink(stream)
             for line in iter_lines(catalog, converter):
                 sink.emit(line)
                 count += 1
                 invalid += bool(validate_event(json.loads(line)))
+            sink.finish()
+        finally:
+            sink.close()
         echo(f"3. exported {count} OpenLineage events to {events_path}")
         echo(f"4. validated them (OpenLineage 2-0-2, Marquez's contract): {count - invalid} valid, {invalid} invalid")
         graph = catalog.lineage(FIRST_MODEL, direction="downstream", depth=5)

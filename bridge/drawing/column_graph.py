@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from bridge.catalog import ColumnLineageEdge, ColumnLineageGraph
-from bridge.drawing.mermaid import node_id
+from bridge.drawing.mermaid import label_text, node_id
 from bridge.model import Transformation
 
 
@@ -84,7 +84,9 @@ def column_graph_text(graph: ColumnLineageGraph) -> str:
 
 
 def column_graph_mermaid(graph: ColumnLineageGraph) -> str:
-    """One subgraph per asset with its columns as nodes; edges labelled with their transformations."""
+    """One subgraph per asset with its columns as nodes; edges labelled with their transformations.
+    Labels, titles included, are quoted and written with :func:`label_text`, and every statement
+    ends with ';', as :func:`bridge.drawing.asset_graph.graph_mermaid` writes them."""
     columns: dict[str, list[str]] = {graph.root: [graph.column]}
     for e in graph.edges:
         columns.setdefault(e.upstream, []).append(e.upstream_column)
@@ -92,13 +94,14 @@ def column_graph_mermaid(graph: ColumnLineageGraph) -> str:
     types = {a.id: a.type for a in graph.assets}
     lines = ["graph LR"]
     for asset_id, names in columns.items():
-        label = f"{asset_id}<br/>{types.get(asset_id, '?')}".replace('"', "'")
-        lines.append(f'    subgraph {node_id(asset_id)}["{label}"]')
+        title = f"{label_text(asset_id)}<br/>{label_text(types.get(asset_id, '?'))}"
+        lines.append(f'    subgraph {node_id(asset_id)}["{title}"];')
         for name in dict.fromkeys(names):
-            lines.append(f'        {_column_node(asset_id, name)}["{name.replace(chr(34), chr(39))}"]')
-        lines.append("    end")
+            lines.append(f'        {_column_node(asset_id, name)}["{label_text(name)}"];')
+        lines.append("    end;")
     for e in graph.edges:
-        how = _how(e.transformations).replace("|", "/")
+        how = _how(e.transformations)
+        label = f'|"{label_text(how)}"|' if how else ""
         up, down = _column_node(e.upstream, e.upstream_column), _column_node(e.downstream, e.downstream_column)
-        lines.append(f"    {up} -->{f'|{how}|' if how else ''} {down}")
+        lines.append(f"    {up} -->{label} {down};")
     return "\n".join(lines)

@@ -1,7 +1,8 @@
 // Parses Mermaid diagrams with Mermaid's own parser, for the tests (tests/test_render.py).
 // Each line on stdin is a JSON array of diagram texts; for each, one line on stdout: a JSON
 // array with, for each diagram, either {"ok": false, "error": "..."} or {"ok": true, "type",
-// "nodes": [{id, text, label}], "edges": [{start, end, text, label}]}: `text` as Mermaid's
+// "nodes": [{id, text, label}], "edges": [{start, end, text, label}], "subgraphs": [{id, text,
+// label, nodes}]}: `text` as Mermaid's
 // parser keeps it, `label` as a browser would show it (entity codes decoded, <br> as a newline).
 import { createInterface } from "node:readline";
 import { JSDOM } from "jsdom";
@@ -30,7 +31,10 @@ async function check(text) {
     if (typeof db.getVertices !== "function") return { ok: true, type: diagramType };
     const nodes = [...db.getVertices().values()].map((v) => ({ id: v.id, text: v.text, label: shown(v.text) }));
     const edges = db.getEdges().map((e) => ({ start: e.start, end: e.end, text: e.text, label: shown(e.text) }));
-    return { ok: true, type: diagramType, nodes, edges };
+    const subgraphs = db
+      .getSubGraphs()
+      .map((s) => ({ id: s.id, text: s.title, label: shown(s.title), nodes: [...s.nodes] }));
+    return { ok: true, type: diagramType, nodes, edges, subgraphs };
   } catch (error) {
     return { ok: false, error: String(error?.message ?? error) };
   }

@@ -16,7 +16,8 @@ from typing import Any
 import attrs
 import yaml
 
-from bridge.errors import ArtifactError
+from bridge.errors import ArtifactError, InputFileError
+from bridge.files import read_text
 
 
 @attrs.frozen
@@ -37,9 +38,9 @@ def _read_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ArtifactError(f"{path}: file not found (run dbt first, or give --target-path)")
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise ArtifactError(f"{path}: not UTF-8 text") from None
+        document = json.loads(read_text(path))
+    except InputFileError as exc:  # not UTF-8 text, or cannot be read (permissions, say)
+        raise ArtifactError(str(exc)) from None
     except json.JSONDecodeError as exc:
         raise ArtifactError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
     if not isinstance(document, dict):

@@ -261,7 +261,9 @@ def receiver(
         time.sleep(2)  # every worker up before the load starts
         size0, wal0 = engine.sizes(catalog)
         database = engine.server.pid if engine.server is not None else None
-        figures = load(urls, endpoint, slices, script, args, [process.pid for process, _ in servers], database)
+        figures: dict[str, float] = load(
+            urls, endpoint, slices, script, args, [process.pid for process, _ in servers], database
+        )
         counts = [accepted(url) for url in urls]
         taken, duplicates, commits = (sum(column) for column in zip(*counts, strict=True))
         size1, wal1 = engine.sizes(catalog)
@@ -396,11 +398,11 @@ def copy_figures(folder: Path, server: PostgresServer, runs: int) -> None:
                 f"{report['same']}"
             )
         digests = {}
-        for label, catalog in (("SQLite", str(source)), ("PostgreSQL", postgres), ("back in SQLite", str(back))):
+        for label, location in (("SQLite", str(source)), ("PostgreSQL", postgres), ("back in SQLite", str(back))):
             out = folder / "export.ndjson"
             began = time.perf_counter()
             subprocess.run(
-                [OLBRIDGE, "--catalog", catalog, "export", "--output", str(out)], check=True, capture_output=True
+                [OLBRIDGE, "--catalog", location, "export", "--output", str(out)], check=True, capture_output=True
             )
             elapsed = time.perf_counter() - began
             digests[label] = hashlib.sha256(out.read_bytes()).hexdigest()

@@ -10,7 +10,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from bridge.catalog import Catalog
+from bridge.catalog import Catalog, schema
 from bridge.cli import cli
 from bridge.model import AssetDeclaration, FailureBehavior, TaskRun, TaskRunKey, TaskState
 from tests.conftest import at
@@ -71,6 +71,25 @@ def table_contents(catalog: Any) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table of a catalog, to show that a refused input changed nothing."""
     conn = catalog._conn
     return {n: conn.execute(f"SELECT * FROM {n} ORDER BY 1").fetchall() for n in catalog.table_names()}
+
+
+# keys a catalog gives rows in the order it takes them, which is not theirs: two catalogs that took
+# the same events in other orders (other writers, other groups) differ only there
+TAKEN_ORDER_KEYS = {"received_events": ("pk",)}
+
+
+def catalog_state(catalog: Any, *, keys: bool = False) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table of the schema, in one order whatever the engine (sorted by their
+    repr: SQLite and PostgreSQL sort NULLs apart), to compare two catalogs table by table; without
+    ``keys``, without :data:`TAKEN_ORDER_KEYS` (a received event's pk)."""
+    conn = catalog._conn
+    found: dict[str, list[tuple[Any, ...]]] = {}
+    for table in schema.metadata.sorted_tables:
+        left_out = () if keys else TAKEN_ORDER_KEYS.get(table.name, ())
+        columns = ", ".join(c.name for c in table.columns if c.name not in left_out)
+        rows = conn.execute(f"SELECT {columns} FROM {table.name}").fetchall()
+        found[table.name] = sorted((tuple(row) for row in rows), key=repr)
+    return found
 
 
 RUN_EVENT_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"

@@ -41,7 +41,7 @@ from bridge.model import AssetDeclaration, Column, DeclaredFlow, DeclaredJob
 from bridge.openlineage.convert import Converter
 from bridge.receiver.imports import catalog_intake
 from tests.conftest import at
-from tests.helpers import decl, invoke, ol_dataset, ol_run_event, run, table_contents
+from tests.helpers import catalog_state, decl, invoke, ol_dataset, ol_run_event, run
 from tests.postgres import PostgresServer
 
 pytestmark = pytest.mark.both_engines
@@ -354,14 +354,6 @@ def _events(n: int) -> list[dict[str, Any]]:
     return events
 
 
-def _state(catalog: Catalog) -> dict[str, Any]:
-    """Every row of every table, in full order (received events without their key: the order
-    they were taken in is not theirs)."""
-    contents = table_contents(catalog)
-    contents["received_events"] = [row[1:] for row in contents["received_events"]]
-    return {table: sorted(rows, key=repr) for table, rows in contents.items()}
-
-
 def test_writers_side_by_side_end_as_one_writer_would(
     postgres: PostgresServer, catalog_template: str, resolver: Resolver
 ) -> None:
@@ -373,7 +365,7 @@ def test_writers_side_by_side_end_as_one_writer_would(
     with Catalog(one) as alone:
         for event in events:
             assert catalog_intake(alone, resolver).take([event])[0].ok
-        expected = _state(alone)
+        expected = catalog_state(alone)
     many = postgres.url(postgres.create_database(template=catalog_template))
     shares = [events[i::4] + events[(i + 1) % 4 :: 4] for i in range(4)]  # each event to two writers
     failures: list[BaseException] = []
@@ -395,9 +387,10 @@ def test_writers_side_by_side_end_as_one_writer_would(
         thread.start()
     for thread in threads:
         thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "a writer never finished"
     assert not failures, failures
     with Catalog(many) as together:
-        assert _state(together) == expected
+        assert catalog_state(together) == expected
         assert together.count_received()["received_events"] == len(events)
 
 
@@ -452,6 +445,7 @@ def test_a_deadlock_is_run_again_and_both_writes_land(postgres: PostgresServer, 
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads), "a writer never finished"
     assert not failures, failures
     assert max(tries.values()) >= 2  # ended by a deadlock, and run again (as often as it takes)
     with Catalog(url) as catalog:
@@ -464,21 +458,27 @@ def test_two_workers_never_both_take_the_outbox_lease(postgres: PostgresServer, 
 
     url = postgres.url(postgres.create_database(template=catalog_template))
     taken: list[str] = []
-    start = threading.Barrier(6)
+    failures: list[BaseException] = []
+    start = threading.Barrier(6, timeout=60)
 
     def claim(n: int) -> None:
-        with Catalog(url) as catalog:
-            info = StreamWorkerInfo(f"w{n}", "host", 1000 + n, "t", "s", 100.0)
-            catalog.workers.beat(info, 100.0)
-            start.wait()
-            if catalog.workers.acquire(info.id, 100.0, 5.0, acquired_at="now").taken:
-                taken.append(info.id)
+        try:
+            with Catalog(url) as catalog:
+                info = StreamWorkerInfo(f"w{n}", "host", 1000 + n, "t", "s", 100.0)
+                catalog.workers.beat(info, 100.0)
+                start.wait()
+                if catalog.workers.acquire(info.id, 100.0, 5.0, acquired_at="now").taken:
+                    taken.append(info.id)
+        except BaseException as exc:  # said by the test, below
+            failures.append(exc)
 
     threads = [threading.Thread(target=claim, args=(n,)) for n in range(6)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads), "a worker never finished"
+    assert not failures, failures
     assert len(taken) == 1
     with Catalog(url) as catalog:
         holder = catalog.workers.holder()

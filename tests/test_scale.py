@@ -24,12 +24,12 @@ from typing import Any
 
 import requests
 
-from bridge.catalog import Catalog, schema
+from bridge.catalog import Catalog
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
 from bridge.receiver.imports import catalog_intake
 from tests.backend import Backend, Reply, free_port, wait_for
-from tests.helpers import DATASET_EVENT_URL, PRODUCER, ol_dataset, ol_run_event
+from tests.helpers import DATASET_EVENT_URL, PRODUCER, catalog_state, ol_dataset, ol_run_event
 from tests.postgres import PostgresServer
 from tests.test_faults import OLBRIDGE, expected, fill
 
@@ -215,19 +215,10 @@ def post(url: str, events: list[dict[str, Any]]) -> int:
 
 # the columns of each table that a process allocates as it goes (a row's place in its table), not
 # what the events say
-SURROGATE = {"received_events": {"pk"}}
-
-
 def tables(url: str) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table, without the surrogate keys, in one order."""
-    found: dict[str, list[tuple[Any, ...]]] = {}
+    """Every row of every table, without the received events' keys, in one order."""
     with Catalog(url) as catalog:
-        conn = catalog._conn
-        for table in schema.metadata.sorted_tables:
-            columns = [c.name for c in table.columns if c.name not in SURROGATE.get(table.name, set())]
-            listed = ", ".join(columns)
-            found[table.name] = conn.execute(f"SELECT {listed} FROM {table.name} ORDER BY {listed}").fetchall()
-    return found
+        return catalog_state(catalog)
 
 
 def test_three_receivers_on_one_catalog_equal_a_one_by_one_ingest(
@@ -254,6 +245,7 @@ def test_three_receivers_on_one_catalog_equal_a_one_by_one_ingest(
             thread.start()
         for thread in threads:
             thread.join(timeout=300)
+        assert not any(thread.is_alive() for thread in threads), "a client never finished"
         assert not errors, errors
     assert len(answers) == len(plan) and set(answers) <= {200, 201}, sorted(set(answers))
     one_by_one = postgres.url(postgres.create_database())

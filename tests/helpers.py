@@ -3,16 +3,26 @@ and the catalog's contents to compare."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+import attrs
+import requests
 from click.testing import CliRunner
 
 from bridge.catalog import Catalog, schema
 from bridge.cli import cli
 from bridge.model import AssetDeclaration, FailureBehavior, TaskRun, TaskRunKey, TaskState
+from tests.backend import free_port
 from tests.conftest import at
 
 
@@ -22,6 +32,71 @@ def invoke(db: Path | str, *args: str, input: str | None = None) -> tuple[int, s
     result = CliRunner().invoke(cli, ["--catalog", str(db), *args], input=input)
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     return result.exit_code, result.stdout, result.stderr
+
+
+@attrs.define
+class Served:
+    """An ``olbridge serve`` process started by :func:`serve_process`; once its block has ended,
+    its exit status and what it wrote."""
+
+    url: str
+    process: subprocess.Popen[str]
+    returncode: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+
+
+def _written(file: IO[str]) -> str:
+    file.flush()
+    file.seek(0)
+    return file.read()
+
+
+@contextlib.contextmanager
+def serve_process(
+    catalog: Path | str,
+    *options: str,
+    env: Mapping[str, str] | None = None,
+    ready_timeout: float = 30.0,
+    stop_timeout: float = 30.0,
+) -> Iterator[Served]:
+    """``olbridge serve`` (``python -m bridge``) with ``options`` on a free loopback port, ``env``
+    its whole environment (None: this one's), until its ``/readyz`` answers 200: a process that
+    exits first, or is not ready within ``ready_timeout`` seconds, fails the test with its stderr.
+    When the block ends it is stopped with SIGTERM (killed after ``stop_timeout`` seconds) unless
+    the test reaped it; the :class:`Served` then holds its exit status, stdout and stderr (kept in
+    files, so that a chatty server never blocks on a full pipe)."""
+    port = free_port()
+    command = [sys.executable, "-m", "bridge", "--catalog", str(catalog), "serve", "--port", str(port), *options]
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(
+            command, env=None if env is None else dict(env), stdin=subprocess.DEVNULL, stdout=out, stderr=err, text=True
+        )
+        served = Served(f"http://127.0.0.1:{port}", process)
+        try:
+            deadline = time.monotonic() + ready_timeout
+            while True:
+                assert process.poll() is None, f"olbridge serve exited with {process.returncode}: {_written(err)}"
+                try:
+                    if requests.get(f"{served.url}/readyz", timeout=1).status_code == 200:
+                        break
+                except requests.ConnectionError:
+                    pass
+                assert time.monotonic() < deadline, (
+                    f"olbridge serve not ready in {ready_timeout:.0f} s: {_written(err)}"
+                )
+                time.sleep(0.1)
+            yield served
+        finally:
+            if process.poll() is None:  # not reaped by the test itself
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=stop_timeout)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(timeout=30)
+            served.returncode = process.returncode
+            served.stdout, served.stderr = _written(out), _written(err)
 
 
 # the tables of what the catalog records (not its outbox, import positions or checkpoints)

@@ -79,3 +79,27 @@ def test_delivery_runs(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "delivery: 20 events" in out
     assert "olbridge stream --once from the outbox" in out
+
+
+WRK_OUTPUT = """\
+Running 10s test @ http://127.0.0.1:8080
+  2 threads and 16 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency    10.20ms    3.00ms  40.00ms   80.00%
+    Req/Sec   780.00     50.00     900.00     70.00%
+  Latency Distribution
+     50%   10.20ms
+     75%   12.00ms
+     90%   14.00ms
+     99%  1.20s
+  15580 requests in 10.00s, 1.20MB read
+  Non-2xx or 3xx responses: 3
+Requests/sec:   1558.00
+Transfer/sec:    122.00KB
+"""
+
+
+def test_wrk_figures_read_wrks_output() -> None:
+    """The parse both wrk benchmarks (ingest.py, scale.py) share: latencies in ms, whatever the unit."""
+    figures = load("ingest").wrk_figures(WRK_OUTPUT)
+    assert figures == {"rps": 1558.0, "50%": 10.2, "99%": 1200.0, "non2xx": 3.0}

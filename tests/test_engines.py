@@ -9,8 +9,6 @@ import contextlib
 import json
 import os
 import random
-import signal
-import socket
 import sqlite3
 import string
 import subprocess
@@ -40,8 +38,9 @@ from bridge.mapping import Resolver
 from bridge.model import AssetDeclaration, Column, DeclaredFlow, DeclaredJob
 from bridge.openlineage.convert import Converter
 from bridge.receiver.imports import catalog_intake
+from tests.backend import free_port
 from tests.conftest import at
-from tests.helpers import catalog_state, decl, invoke, ol_dataset, ol_run_event, run
+from tests.helpers import catalog_state, decl, invoke, ol_dataset, ol_run_event, run, serve_process
 from tests.postgres import PostgresServer
 
 pytestmark = pytest.mark.both_engines
@@ -532,12 +531,6 @@ def test_the_config_files_catalog_may_be_a_url(tmp_path: Path) -> None:
     assert parse_config({"catalog": "c.db"}, "x.toml", tmp_path).catalog == tmp_path / "c.db"
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_a_password_never_appears_in_any_output_or_error(postgres: PostgresServer, tmp_path: Path) -> None:
     password = postgres.password
     name = postgres.create_database(owner=postgres.password_role)
@@ -549,7 +542,7 @@ def test_a_password_never_appears_in_any_output_or_error(postgres: PostgresServe
                                    "outputs": [{"id": "a.b", "type": "Table"}]}) + "\n")  # fmt: skip
     wrong = url.replace(password, "not-" + password)
     no_database = url.rsplit("/", 1)[0] + "/nothing_here"
-    nobody = url.replace(f":{postgres.port}/", f":{_closed_port()}/")
+    nobody = url.replace(f":{postgres.port}/", f":{free_port()}/")
     masked_url = "postgresql://olbridge_pw:***@"
     # argv, environment, the error expected (None: it succeeds)
     runs: list[tuple[list[str], dict[str, str], str | None]] = [
@@ -602,36 +595,17 @@ def test_the_receiver_shows_no_password(postgres: PostgresServer, tmp_path: Path
     """``serve`` with the password on its command line: warned of, and shown nowhere else."""
     import requests
 
-    from tests.test_receiver_http import TOKEN, _free_port
+    from tests.test_receiver_http import TOKEN
 
     password = postgres.password
     url = postgres.url(postgres.create_database(owner=postgres.password_role), password=True)
-    port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bridge", "--catalog", url, "serve", "--port", str(port), "--workers", "1"],
-        env={**env, "OLBRIDGE_TOKEN": TOKEN},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    address = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(150):  # up to 15 s
-            try:
-                if requests.get(f"{address}/readyz", timeout=1).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            assert process.poll() is None
-            time.sleep(0.1)
+    with serve_process(url, "--workers", "1", env={**env, "OLBRIDGE_TOKEN": TOKEN}) as served:
         headers = {"Authorization": f"Bearer {TOKEN}"}
-        assert requests.post(f"{address}/api/v1/lineage", json=ol_run_event(), headers=headers, timeout=10).ok
-        assert password not in requests.get(f"{address}/metrics", timeout=10).text
-    finally:
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=30)
-    assert process.returncode == 0, err
+        assert requests.post(f"{served.url}/api/v1/lineage", json=ol_run_event(), headers=headers, timeout=10).ok
+        assert password not in requests.get(f"{served.url}/metrics", timeout=10).text
+    out, err = served.stdout, served.stderr
+    assert served.returncode == 0, err
     assert password not in out + err and "Warning: the --catalog URL holds a password" in err
     assert "olbridge_pw:***@" in err  # the catalog it serves, as it is shown
 

@@ -7,7 +7,8 @@ sqlite3 statements of today, on SQLite:
 **The receiver's writer.** The events of benchmarks/ingest.py (parsed and judged beforehand, not
 timed) are written by the real :class:`bridge.catalog.external.GroupIngest` (the preload reads,
 the in-memory merge, the writes: received events with their dedup, dataset bindings, placeholder
-assets touched or upserted, external runs, usages and edges), in groups of ``--group`` (a batch
+assets touched or upserted, external runs claimed and merged, facets, identifiers, usages, edges
+and column edges), in groups of ``--group`` (a batch
 load) and of 4 (single events, as ``olbridge serve`` groups them under load), each group one
 transaction, through a cursor of each kind:
 
@@ -18,7 +19,8 @@ transaction, through a cursor of each kind:
   list as one expanding parameter), built once, executed with dicts (``executemany`` for the
   writes);
 - ``sqlalchemy Core, once``: ``select()``, ``insert()`` (the SQLite dialect's ``ON CONFLICT``)
-  and ``update()`` constructs of ``Table`` objects with bind parameters, each built once (one a
+  and ``update()`` constructs of the catalog's own ``Table`` objects (``bridge.catalog.schema``)
+  with bind parameters, each built once (one a
   shape) and executed with dicts: the least Core can cost;
 - ``sqlalchemy Core, per call``: the same constructs built on every call with the values in them,
   as application code usually writes them (SQLAlchemy caches their compiled form by shape).
@@ -62,16 +64,17 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.pool import StaticPool
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from ingest import event  # noqa: E402
-
-from bridge.catalog import Catalog, external, rows, sql  # noqa: E402
+from benchmarks.ingest import event  # noqa: E402
+from bridge.catalog import Catalog, external, rows, schema, sql  # noqa: E402
+from bridge.catalog import columns as column_queries  # noqa: E402
+from bridge.catalog.sqlite import PRAGMAS  # noqa: E402
 from bridge.delivery import history  # noqa: E402
 from bridge.mapping import Resolver  # noqa: E402
 from bridge.model import (  # noqa: E402
     AssetDeclaration,
+    ColumnEdge,
     IncomingEvent,
     Statistics,
     StoredTaskRun,
@@ -98,6 +101,9 @@ RECEIVER_TABLES = (
     "external_sources",
     "external_usages",
     "external_lineage",
+    "external_facets",
+    "external_identifiers",
+    "column_lineage",
 )
 
 
@@ -105,7 +111,7 @@ def connect(path: Path) -> sqlite3.Connection:
     """The writer's connection: autocommit mode (transactions are begun by hand), the catalog's
     pragmas, FULL sync, checkpoints left to a checkpointer (here: none)."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    for pragma in (*sql.PRAGMAS, "PRAGMA synchronous = FULL", "PRAGMA wal_autocheckpoint = 0"):
+    for pragma in (*PRAGMAS, "PRAGMA synchronous = FULL", "PRAGMA wal_autocheckpoint = 0"):
         conn.execute(pragma)
     return conn
 
@@ -122,105 +128,20 @@ def engine_for(path: Path) -> sa.Engine:
     return engine
 
 
-# --- the tables, as SQLAlchemy sees them (only what the benchmark touches) -------------------------
+# --- the tables, as SQLAlchemy sees them: the catalog's own schema ---------------------------------
 
-META = sa.MetaData()
-
-
-def _table(name: str, *columns: str, key: Sequence[str] = ()) -> sa.Table:
-    return sa.Table(name, META, *(sa.Column(c, sa.Text, primary_key=c in key) for c in columns))
-
-
-RECEIVED = _table(
-    "received_events",
-    "digest",
-    "kind",
-    "event_type",
-    "event_time",
-    "source",
-    "producer",
-    "warnings",
-    "body",
-)
-BINDINGS = _table(
-    "external_datasets",
-    "ol_namespace",
-    "ol_name",
-    "asset_id",
-    "first_seen",
-    "last_seen",
-    "seen_rank",
-    "facets_rank",
-    "facets_digest",
-    key=("ol_namespace", "ol_name"),
-)
-ASSETS = _table(
-    "assets",
-    "id",
-    "type",
-    "namespace",
-    "display_name",
-    "description",
-    "metadata",
-    "origin",
-    "created_at",
-    "updated_at",
-    "deleted_at",
-    "columns",
-    "assertions",
-    key=("id",),
-)
-SOURCES = _table(
-    "external_sources",
-    "source",
-    "job_namespace",
-    "job_name",
-    "run_id",
-    "parent_run_id",
-    "state",
-    "state_rank",
-    "started_at",
-    "ended_at",
-    "first_seen",
-    "last_seen",
-    "producer",
-    "inputs",
-    "outputs",
-    key=("source",),
-)
-EXT_USAGES = _table("external_usages", "job_namespace", "job_name", "direction", "asset_id")
-EXT_EDGES = _table("external_lineage", "upstream_id", "downstream_id", "job_namespace", "job_name")
-TASK_RUNS = sa.Table(
-    "task_runs",
-    META,
-    sa.Column("pk", sa.Integer, primary_key=True),
-    *(
-        sa.Column(c, sa.Text)
-        for c in (
-            "flow_namespace",
-            "flow_id",
-            "task_id",
-            "execution_id",
-            "task_run_id",
-            "state",
-            "started_at",
-            "ended_at",
-            "job",
-            "warnings",
-            "error",
-        )
-    ),
-)
-EXECUTIONS = _table("executions", "flow_namespace", "flow_id", "execution_id", "started_at")
-USAGES = sa.Table(
-    "usages",
-    META,
-    sa.Column("task_run_pk", sa.Integer),
-    sa.Column("direction", sa.Text),
-    sa.Column("position", sa.Integer),
-    sa.Column("asset_id", sa.Text),
-    sa.Column("statistics", sa.Text),
-)
+RECEIVED = schema.received_events
+BINDINGS = schema.external_datasets
+ASSETS = schema.assets
+SOURCES = schema.external_sources
+EXT_USAGES = schema.external_usages
+EXT_EDGES = schema.external_lineage
+FACETS = schema.external_facets
+IDENTIFIERS = schema.external_identifiers
+COLUMN_EDGES = schema.column_lineage
+TASK_RUNS = schema.task_runs
+EXECUTIONS = schema.executions
+USAGES = schema.usages
 ASSET_COLUMNS = [ASSETS.c[name.strip()] for name in sql.ASSET_COLUMNS.split(",")]
 
 
@@ -232,18 +153,19 @@ class DriverSQLCursor:
 
     def __init__(self, conn: sa.Connection) -> None:
         self.conn = conn
+        self.rowcount = -1
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
         return self.conn.exec_driver_sql(statement, tuple(params))
 
-    def executemany(self, statement: str, many: list[tuple[Any, ...]]) -> None:
-        self.conn.exec_driver_sql(statement, many)
+    def executemany(self, statement: str, many: Sequence[Sequence[Any]]) -> None:
+        self.rowcount = self.conn.exec_driver_sql(statement, [tuple(row) for row in many]).rowcount
 
 
 NAMES = tuple(f"p{i}" for i in range(1024))
 # statements whose last clause is an IN list of n placeholders: text() takes the list as one
 # expanding parameter
-IN_LISTS = ("SELECT source, inputs, outputs FROM external_sources", "SELECT task_run_pk, asset_id")
+IN_LISTS = ("SELECT source, inputs, outputs", "SELECT task_run_pk, ", "SELECT upstream_id, downstream_id")
 
 
 class TextCursor:
@@ -252,12 +174,17 @@ class TextCursor:
 
     def __init__(self, conn: sa.Connection) -> None:
         self.conn = conn
+        self.rowcount = -1
         self.texts: dict[str, sa.TextClause] = {}
+
+    @staticmethod
+    def _in_list(statement: str) -> bool:
+        return statement.strip().startswith(IN_LISTS) and "IN (" in statement
 
     def _text(self, statement: str) -> sa.TextClause:
         found = self.texts.get(statement)
         if found is None:
-            if statement.startswith(IN_LISTS):
+            if self._in_list(statement):
                 head, tail = statement.split("IN (", 1)
                 found = sa.text(f"{head}IN :values{tail.split(')', 1)[1]}").bindparams(
                     sa.bindparam("values", expanding=True)
@@ -269,12 +196,13 @@ class TextCursor:
         return found
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
-        if statement.startswith(IN_LISTS):
+        if self._in_list(statement):
             return self.conn.execute(self._text(statement), {"values": list(params)})
         return self.conn.execute(self._text(statement), dict(zip(NAMES, params, strict=False)))
 
-    def executemany(self, statement: str, many: list[tuple[Any, ...]]) -> None:
-        self.conn.execute(self._text(statement), [dict(zip(NAMES, row, strict=False)) for row in many])
+    def executemany(self, statement: str, many: Sequence[Sequence[Any]]) -> None:
+        result = self.conn.execute(self._text(statement), [dict(zip(NAMES, row, strict=False)) for row in many])
+        self.rowcount = result.rowcount
 
 
 def _names(table: sa.Table, statement: str) -> tuple[str, ...]:
@@ -285,12 +213,18 @@ def _names(table: sa.Table, statement: str) -> tuple[str, ...]:
     return names
 
 
+def _selected(table: sa.Table, statement: str) -> list[sa.Column[Any]]:
+    """The columns a SELECT statement reads from ``table``, in its order."""
+    inside = statement.strip().removeprefix("SELECT").split(" FROM ", 1)[0]
+    return [table.c[part.strip()] for part in inside.split(",")]
+
+
 def _pairs_where(first: sa.Column[Any], second: sa.Column[Any], params: Sequence[Any], *, bound: bool) -> Any:
     """``(first = ? AND second = ?) OR ...`` for the pairs of ``params``: the values in the
     construct, or bind parameters a0, b0, a1, b1, ... (``bound``) for a construct built once."""
     count = len(params) // 2
     if bound:
-        pairs = [(sa.bindparam(f"a{i}"), sa.bindparam(f"b{i}")) for i in range(count)]
+        pairs: list[tuple[Any, Any]] = [(sa.bindparam(f"a{i}"), sa.bindparam(f"b{i}")) for i in range(count)]
     else:
         pairs = list(zip(params[::2], params[1::2], strict=True))
     return sa.or_(*(sa.and_(first == a, second == b) for a, b in pairs))
@@ -311,31 +245,43 @@ class CoreCursor:
     def __init__(self, conn: sa.Connection, *, once: bool) -> None:
         self.conn = conn
         self.once = once
+        self.rowcount = -1
         self.built: dict[Any, Any] = {}
+
+        def nothing(table: sa.Table, statement: str) -> tuple[Callable[[], Any], tuple[str, ...]]:
+            """An INSERT ... ON CONFLICT DO NOTHING."""
+            return lambda: sqlite_insert(table).on_conflict_do_nothing(), _names(table, statement)
+
         self.writes: dict[str, tuple[Callable[[], Any], tuple[str, ...]]] = {
-            sql.INSERT_RECEIVED: (
-                lambda: sqlite_insert(RECEIVED).on_conflict_do_nothing(),
-                _names(RECEIVED, sql.INSERT_RECEIVED),
-            ),
+            sql.INSERT_RECEIVED: nothing(RECEIVED, sql.INSERT_RECEIVED),
             sql.INSERT_BINDING: (lambda: sa.insert(BINDINGS), _names(BINDINGS, sql.INSERT_BINDING)),
             sql.UPDATE_BINDING: (
                 self._update_binding,
-                ("v_first", "v_last", "v_seen", "v_facets_rank", "v_facets_digest", "k_ns", "k_name"),
+                (
+                    "v_first",
+                    "v_last",
+                    "v_seen",
+                    "v_facets_rank",
+                    "v_facets_digest",
+                    "v_all_rank",
+                    "v_all_digest",
+                    "k_ns",
+                    "k_name",
+                ),
             ),
             sql.TOUCH_PLACEHOLDER: (
                 self._touch_placeholder,
                 ("v_first", "v_last", "v_first2", "v_last2", "v_producer", "k_id"),
             ),
             sql.UPSERT_PLACEHOLDER: (self._upsert_placeholder, tuple(c.name for c in ASSET_COLUMNS)),
+            sql.CLAIM_SOURCE: nothing(SOURCES, sql.CLAIM_SOURCE),
             sql.UPSERT_SOURCE: (self._upsert_source, _names(SOURCES, sql.UPSERT_SOURCE)),
-            sql.INSERT_EXTERNAL_USAGE: (
-                lambda: sqlite_insert(EXT_USAGES).on_conflict_do_nothing(),
-                _names(EXT_USAGES, sql.INSERT_EXTERNAL_USAGE),
-            ),
-            sql.INSERT_EXTERNAL_EDGE: (
-                lambda: sqlite_insert(EXT_EDGES).on_conflict_do_nothing(),
-                _names(EXT_EDGES, sql.INSERT_EXTERNAL_EDGE),
-            ),
+            sql.UPSERT_FACET: (lambda: self._put_facet(latest=True), _names(FACETS, sql.UPSERT_FACET)),
+            sql.PUT_FACET: (lambda: self._put_facet(latest=False), _names(FACETS, sql.PUT_FACET)),
+            sql.UPSERT_IDENTIFIER: (self._upsert_identifier, _names(IDENTIFIERS, sql.UPSERT_IDENTIFIER)),
+            sql.INSERT_EXTERNAL_USAGE: nothing(EXT_USAGES, sql.INSERT_EXTERNAL_USAGE),
+            sql.INSERT_EXTERNAL_EDGE: nothing(EXT_EDGES, sql.INSERT_EXTERNAL_EDGE),
+            sql.INSERT_COLUMN_EDGE: nothing(COLUMN_EDGES, sql.INSERT_COLUMN_EDGE),
         }
 
     def _construct(self, key: Any, build: Callable[[], Any]) -> Any:
@@ -346,51 +292,61 @@ class CoreCursor:
             found = self.built[key] = build()
         return found
 
-    def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
+    def _by_key(self, key: Any, columns: Sequence[Any], column: sa.Column[Any], params: Sequence[Any]) -> Any:
+        """``SELECT columns ... WHERE column = ?``."""
         once = self.once
-        if statement == sql.GET_ASSET:
-            query = self._construct(
-                "asset",
-                lambda: sa.select(*ASSET_COLUMNS).where(ASSETS.c.id == (sa.bindparam("k") if once else params[0])),
-            )
-            return self.conn.execute(query, {"k": params[0]} if once else None)
+        query = self._construct(
+            key, lambda: sa.select(*columns).where(column == (sa.bindparam("k") if once else params[0]))
+        )
+        return self.conn.execute(query, {"k": params[0]} if once else None)
+
+    def _by_pairs(self, key: Any, columns: Sequence[Any], pair: tuple[Any, Any], params: Sequence[Any]) -> Any:
+        """``SELECT columns ... WHERE (first = ? AND second = ?) OR ...``."""
+        once = self.once
+        query = self._construct(
+            (key, len(params)), lambda: sa.select(*columns).where(_pairs_where(*pair, params, bound=once))
+        )
+        return self.conn.execute(query, _pair_params(params) if once else None)
+
+    def _by_list(self, key: Any, columns: Sequence[Any], column: sa.Column[Any], params: Sequence[Any]) -> Any:
+        """``SELECT columns ... WHERE column IN (...)``."""
+        once = self.once
+        query = self._construct(
+            key,
+            lambda: sa.select(*columns).where(column.in_(sa.bindparam("k", expanding=True) if once else list(params))),
+        )
+        return self.conn.execute(query, {"k": list(params)} if once else None)
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
+        text = statement.strip()
+        if statement in (sql.GET_ASSET, sql.GET_ASSET_TO_WRITE):
+            return self._by_key("asset", ASSET_COLUMNS, ASSETS.c.id, params)
         if statement == sql.BINDING_OF_ASSET:
-            query = self._construct(
-                "binding of",
-                lambda: sa.select(BINDINGS.c.ol_namespace, BINDINGS.c.ol_name).where(
-                    BINDINGS.c.asset_id == (sa.bindparam("k") if once else params[0])
-                ),
-            )
-            return self.conn.execute(query, {"k": params[0]} if once else None)
-        if statement.startswith("SELECT digest FROM received_events"):  # sql.received_digests(n)
-            query = self._construct(
-                ("digests", len(params)),
-                lambda: sa.select(RECEIVED.c.digest).where(
-                    _pairs_where(RECEIVED.c.event_time, RECEIVED.c.digest, params, bound=once)
-                ),
-            )
-            return self.conn.execute(query, _pair_params(params) if once else None)
-        if "FROM external_datasets WHERE" in statement:  # sql.bindings_of(n)
-            query = self._construct(
-                ("bindings", len(params)),
-                lambda: sa.select(*BINDINGS.c).where(
-                    _pairs_where(BINDINGS.c.ol_namespace, BINDINGS.c.ol_name, params, bound=once)
-                ),
-            )
-            return self.conn.execute(query, _pair_params(params) if once else None)
-        if statement.startswith("SELECT source, inputs, outputs FROM external_sources"):  # sql.usages_of_sources(n)
-            query = self._construct(
-                "sources",
-                lambda: sa.select(SOURCES.c.source, SOURCES.c.inputs, SOURCES.c.outputs).where(
-                    SOURCES.c.source.in_(sa.bindparam("k", expanding=True) if once else list(params))
-                ),
-            )
-            return self.conn.execute(query, {"k": list(params)} if once else None)
+            return self._by_key("binding of", _selected(BINDINGS, statement), BINDINGS.c.asset_id, params)
+        if statement == sql.FACET_ROWS_OF:
+            return self._by_key("facet rows", _selected(FACETS, statement), FACETS.c.owner, params)
+        if text.startswith("SELECT digest FROM received_events"):  # sql.received_digests(n)
+            pair = (RECEIVED.c.event_time, RECEIVED.c.digest)
+            return self._by_pairs("digests", [RECEIVED.c.digest], pair, params)
+        if "FROM external_datasets WHERE (ol_namespace" in text:  # sql.bindings_of(n)
+            pair = (BINDINGS.c.ol_namespace, BINDINGS.c.ol_name)
+            return self._by_pairs("bindings", _selected(BINDINGS, text), pair, params)
+        if "FROM external_usages WHERE (job_namespace" in text:  # sql.usages_of_jobs(n)
+            pair = (EXT_USAGES.c.job_namespace, EXT_USAGES.c.job_name)
+            return self._by_pairs("job usages", _selected(EXT_USAGES, text), pair, params)
+        if "FROM external_sources WHERE source IN" in text:  # sql.sources_of(n)
+            return self._by_list("sources", _selected(SOURCES, text), SOURCES.c.source, params)
+        if "FROM external_lineage WHERE upstream_id IN" in text:  # sql.edges_from(n)
+            return self._by_list("edges from", _selected(EXT_EDGES, text), EXT_EDGES.c.upstream_id, params)
         raise AssertionError(f"no construct for {statement}")
 
-    def executemany(self, statement: str, many: list[tuple[Any, ...]]) -> None:
+    def executemany(self, statement: str, many: Sequence[Sequence[Any]]) -> None:
+        assert statement in self.writes, f"no construct for {statement}"
         build, names = self.writes[statement]
-        self.conn.execute(self._construct(statement, build), [dict(zip(names, row, strict=True)) for row in many])
+        result = self.conn.execute(
+            self._construct(statement, build), [dict(zip(names, row, strict=True)) for row in many]
+        )
+        self.rowcount = result.rowcount
 
     @staticmethod
     def _update_binding() -> Any:
@@ -404,13 +360,15 @@ class CoreCursor:
                 seen_rank=sa.bindparam("v_seen"),
                 facets_rank=sa.bindparam("v_facets_rank"),
                 facets_digest=sa.bindparam("v_facets_digest"),
+                all_facets_rank=sa.bindparam("v_all_rank"),
+                all_facets_digest=sa.bindparam("v_all_digest"),
             )
         )
 
     @staticmethod
     def _touch_placeholder() -> Any:
         a = ASSETS.c
-        producer = sa.func.coalesce(sa.bindparam("v_producer"), sa.func.json_extract(a.metadata, "$.producer"))
+        producer: Any = sa.func.coalesce(sa.bindparam("v_producer"), sa.func.json_extract(a.metadata, "$.producer"))
         metadata = sa.func.json_set(
             a.metadata,
             "$.firstSeen",
@@ -456,9 +414,32 @@ class CoreCursor:
                 ),
                 "first_seen": sa.func.min(s.first_seen, new.first_seen),
                 "last_seen": sa.func.max(s.last_seen, new.last_seen),
-                "inputs": new.inputs,
-                "outputs": new.outputs,
+                **{
+                    name: new[name]
+                    for name in ("inputs", "outputs", "job_namespace", "job_name", "job_rank", "jobs", "warnings")
+                },
             },
+        )
+
+    @staticmethod
+    def _put_facet(*, latest: bool) -> Any:
+        """PUT_FACET; UPSERT_FACET (``latest``): only over a lower-ranked facet."""
+        statement = sqlite_insert(FACETS)
+        new, f = statement.excluded, FACETS.c
+        return statement.on_conflict_do_update(
+            index_elements=[f.owner, f.facet_key],
+            set_={"facet_rank": new.facet_rank, "facet": new.facet},
+            where=new.facet_rank > f.facet_rank if latest else None,
+        )
+
+    @staticmethod
+    def _upsert_identifier() -> Any:
+        statement = sqlite_insert(IDENTIFIERS)
+        new, i = statement.excluded, IDENTIFIERS.c
+        return statement.on_conflict_do_update(
+            index_elements=[i["namespace"], i["name"], i["asset_id"]],
+            set_={"type": new["type"], "id_rank": new["id_rank"]},
+            where=new.id_rank > i.id_rank,
         )
 
 
@@ -554,7 +535,7 @@ def task_runs(count: int) -> Iterator[TaskRun]:
         )
 
 
-def _runs_from(page: Sequence[Any], usage_rows: Any) -> Iterator[StoredTaskRun]:
+def _runs_from(page: Sequence[Any], usage_rows: Any, edges: dict[int, list[ColumnEdge]]) -> Iterator[StoredTaskRun]:
     """The page's rows as StoredTaskRuns, as Catalog._with_usages makes them."""
     usages: dict[int, list[StoredUsage]] = {}
     for pk, asset_id, direction, position, stats in usage_rows:
@@ -562,7 +543,34 @@ def _runs_from(page: Sequence[Any], usage_rows: Any) -> Iterator[StoredTaskRun]:
             StoredUsage(asset_id, direction, position, Statistics(**json.loads(stats)) if stats else Statistics())
         )
     for row in page:
-        yield rows.task_run_from_row(row, usages.get(row[0], []))
+        yield rows.task_run_from_row(row, usages.get(row[0], []), edges.get(row[0], ()))
+
+
+class CoreColumnEdges:
+    """The column edges of a page's task runs as a Core construct, for
+    ``bridge.catalog.columns.edges_of_runs`` (which makes them ColumnEdges)."""
+
+    def __init__(self, conn: sa.Connection, *, once: bool) -> None:
+        self.conn = conn
+        self.once = once
+        self.built: Any = None
+
+    def _build(self, pks: list[Any]) -> Any:
+        c = COLUMN_EDGES.c
+        order = (c.downstream_id, c.downstream_column, c.upstream_id, c.upstream_column, c.transformations)
+        return (
+            sa.select(c.task_run_pk, *order)
+            .where(c.task_run_pk.in_(sa.bindparam("pks", expanding=True) if self.once else pks))
+            .order_by(c.task_run_pk, *order)
+        )
+
+    def execute(self, statement: str, params: Sequence[Any]) -> Any:
+        assert statement.startswith("SELECT task_run_pk, downstream_id"), statement
+        if not self.once:
+            return self.conn.execute(self._build(list(params)))
+        if self.built is None:
+            self.built = self._build([])
+        return self.conn.execute(self.built, {"pks": list(params)})
 
 
 def read_sqlite3(path: Path, page_size: int) -> list[StoredTaskRun]:
@@ -632,6 +640,8 @@ def read_sqlalchemy(variant: str, path: Path, page_size: int) -> list[StoredTask
                 )
                 return conn.execute(query, {"id": asset_id} if once else None).first()
 
+            edges_of: Any = CoreColumnEdges(conn, once=once)
+
         else:
             cursor: Any = DriverSQLCursor(conn) if variant == "sqlalchemy driver_sql" else TextCursor(conn)
             first, paged = sql.select_task_runs(), sql.select_task_runs(after_pk=True)
@@ -647,13 +657,16 @@ def read_sqlalchemy(variant: str, path: Path, page_size: int) -> list[StoredTask
             def asset(asset_id: str) -> Any:
                 return cursor.execute(sql.GET_ASSET, (asset_id,)).first()
 
+            edges_of = cursor
+
         seen: dict[str, Any] = {}
         after = None
         while True:
             rows_ = page(after)
             if not rows_:
                 break
-            for run in _runs_from(rows_, usages_of([r[0] for r in rows_])):
+            pks = [r[0] for r in rows_]
+            for run in _runs_from(rows_, usages_of(pks), column_queries.edges_of_runs(edges_of, pks)):
                 for usage in run.usages:  # the export's AssetLookup: each asset read once
                     if usage.asset_id not in seen:
                         found = asset(usage.asset_id)
@@ -669,7 +682,7 @@ def read_sqlalchemy(variant: str, path: Path, page_size: int) -> list[StoredTask
 # --- the report ------------------------------------------------------------------------------------
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=24_000, help="events for the batch groups")
     parser.add_argument("--group", type=int, default=400)
@@ -677,7 +690,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20_000, help="task runs for the read path")
     parser.add_argument("--repeat", type=int, default=3, help="passes of each variant's writes")
     parser.add_argument("--read-repeat", type=int, default=5, help="passes of each variant's reads")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     resolver = Resolver.load()
     print(f"SQLAlchemy {sa.__version__}, SQLite {sqlite3.sqlite_version}, Python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory(prefix="olbridge-engine-") as folder:

@@ -112,13 +112,15 @@ def wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
     raise SystemExit("the server did not start")
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+def stop(process: subprocess.Popen[Any], timeout: float = 30.0) -> None:
+    """SIGTERM (unless it has ended), then SIGKILL after ``timeout`` seconds."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def cpu_seconds(server: int) -> dict[str, float]:
@@ -143,17 +145,15 @@ def cpu_seconds(server: int) -> dict[str, float]:
     return {"writer": used(children[0]), "workers": sum(used(pid) for pid in children[1:])}
 
 
-def run_wrk(
-    url: str, endpoint: str, bodies: Path, args: argparse.Namespace, script: Path, server: int
-) -> dict[str, float]:
-    """wrk's own figures, and the server's steady rate: events counted by the server between two
-    samples taken once the load is running (wrk's Lua setup, which reads every body first, and its
-    ramp-up are left out)."""
-    process = subprocess.Popen(
+def start_wrk(
+    url: str, endpoint: str, bodies: Path, script: Path, args: argparse.Namespace, connections: int | None = None
+) -> subprocess.Popen[str]:
+    """wrk posting ``bodies`` to ``endpoint`` (``connections``: ``--connections`` unless given)."""
+    return subprocess.Popen(
         [
             "wrk",
             f"-t{args.wrk_threads}",
-            f"-c{args.connections}",
+            f"-c{connections or args.connections}",
             f"-d{args.seconds}s",
             "--timeout",
             "30s",
@@ -166,18 +166,33 @@ def run_wrk(
         stdout=subprocess.PIPE,
         text=True,
     )
-    samples: list[tuple[float, int, dict[str, float]]] = []
-    deadline = time.monotonic() + args.seconds + 120
-    while process.poll() is None and time.monotonic() < deadline:
-        samples.append((time.monotonic(), counted(url), cpu_seconds(server)))
-        time.sleep(0.5)
-    out, _ = process.communicate(timeout=60)
+
+
+def wrk_figures(out: str) -> dict[str, float]:
+    """wrk's own figures from its output: requests/s, the 50% and 99% latencies (ms), the non-2xx answers."""
     figures = {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))}  # type: ignore[union-attr]
     for label in ("50%", "99%"):
         value, unit = re.search(rf"{label}\s+([\d.]+)(us|ms|s)", out).groups()  # type: ignore[union-attr]
         figures[label] = float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     figures["non2xx"] = float(errors.group(1)) if errors else 0.0
+    return figures
+
+
+def run_wrk(
+    url: str, endpoint: str, bodies: Path, args: argparse.Namespace, script: Path, server: int
+) -> dict[str, float]:
+    """wrk's own figures, and the server's steady rate: events counted by the server between two
+    samples taken once the load is running (wrk's Lua setup, which reads every body first, and its
+    ramp-up are left out)."""
+    process = start_wrk(url, endpoint, bodies, script, args)
+    samples: list[tuple[float, int, dict[str, float]]] = []
+    deadline = time.monotonic() + args.seconds + 120
+    while process.poll() is None and time.monotonic() < deadline:
+        samples.append((time.monotonic(), counted(url), cpu_seconds(server)))
+        time.sleep(0.5)
+    out, _ = process.communicate(timeout=60)
+    figures = wrk_figures(out)
     moving = [i for i in range(1, len(samples)) if samples[i][1] > samples[i - 1][1]]
     if len(moving) < 4:
         raise SystemExit(f"the server's count moved in only {len(moving)} samples: no steady rate to measure")
@@ -197,12 +212,16 @@ def metric(text: str, name: str) -> int:
 ACCEPTED = 'olbridge_receiver_events_total{result="accepted"}'
 
 
-def counted(url: str) -> int:
-    """The events the server has accepted so far (its metrics)."""
-    try:
-        return metric(requests.get(f"{url}/metrics", timeout=5).text, ACCEPTED)
-    except requests.RequestException:
-        return 0
+def counted(*urls: str) -> int:
+    """The events the servers have accepted so far (their metrics; one that does not answer
+    counts 0)."""
+    total = 0
+    for url in urls:
+        try:
+            total += metric(requests.get(f"{url}/metrics", timeout=5).text, ACCEPTED)
+        except requests.RequestException:
+            pass
+    return total
 
 
 def accepted(url: str) -> tuple[int, int, int]:

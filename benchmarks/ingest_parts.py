@@ -16,12 +16,12 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ingest import event
-
+from benchmarks.ingest import event
 from bridge.catalog import Catalog, external
 from bridge.mapping import Resolver
 from bridge.model import IncomingEvent
@@ -58,11 +58,11 @@ def under_lock(path: Path, prepared: list[IncomingEvent], group: int, resolver: 
     return {key: 1e6 * spent / timed for key, spent in parts.items()}
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=24_000)
     parser.add_argument("--group", type=int, default=400)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     resolver = Resolver.load()
     bodies = [json.dumps(event(n), separators=(",", ":")).encode() for n in range(args.events)]
     with tempfile.TemporaryDirectory(prefix="olbridge-parts-") as work:

@@ -17,6 +17,7 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -84,10 +85,10 @@ class FakeServer(requests.Session):
         return self._answer(200, {"events": chunk, "total": len(self.events), "next_page": token})
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task-runs", type=int, default=20_000)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     events = [e for i in range(args.task_runs) for e in events_for(i)]
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "c.db"

@@ -35,7 +35,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -44,19 +43,26 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import requests
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.delivery import Server as BackendServer  # noqa: E402
 from benchmarks.delivery import fill  # noqa: E402
-from benchmarks.ingest import LUA, accepted, event, free_port, metric, wait_ready  # noqa: E402
+from benchmarks.ingest import (  # noqa: E402
+    LUA,
+    accepted,
+    counted,
+    event,
+    free_port,
+    start_wrk,
+    stop,
+    wait_ready,
+    wrk_figures,
+)
 from bridge.catalog import Catalog  # noqa: E402
 from tests.postgres import PostgresServer  # noqa: E402
 
 OLBRIDGE = str(Path(sys.executable).parent / "olbridge")
-ACCEPTED = 'olbridge_receiver_events_total{result="accepted"}'
 
 
 # --- the receiver --------------------------------------------------------------------------
@@ -82,58 +88,6 @@ def start_serve(catalog: str, log: Path, max_batch: int, workers: int = 2) -> tu
     url = f"http://127.0.0.1:{port}"
     wait_ready(f"{url}/readyz", process)
     return process, url
-
-
-def stop(process: subprocess.Popen[Any]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def counted(urls: Sequence[str]) -> int:
-    total = 0
-    for url in urls:
-        try:
-            total += metric(requests.get(f"{url}/metrics", timeout=5).text, ACCEPTED)
-        except requests.RequestException:
-            pass
-    return total
-
-
-def wrk(url: str, endpoint: str, bodies: Path, script: Path, args: argparse.Namespace, connections: int) -> Any:
-    return subprocess.Popen(
-        [
-            "wrk",
-            f"-t{args.wrk_threads}",
-            f"-c{connections}",
-            f"-d{args.seconds}s",
-            "--timeout",
-            "30s",
-            "--latency",
-            "-s",
-            str(script),
-            url,
-        ],
-        env={**os.environ, "BODIES": str(bodies), "ENDPOINT": endpoint, "THREADS": str(args.wrk_threads)},
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-
-
-def wrk_figures(out: str) -> dict[str, float]:
-    import re
-
-    found: dict[str, float] = {}
-    for label in ("50%", "99%"):
-        value, unit = re.search(rf"{label}\s+([\d.]+)(us|ms|s)", out).groups()  # type: ignore[union-attr]
-        found[label] = float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
-    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    found["non2xx"] = float(errors.group(1)) if errors else 0.0
-    return found
 
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -171,13 +125,13 @@ def load(
     of olbridge's processes (``olbridge``: the serve processes, each with its workers and writer)
     and of the database server's (``database``), over the same window."""
     per = max(args.connections // len(urls), 1)
-    loads = [wrk(url, endpoint, bodies, script, args, per) for url, bodies in zip(urls, slices, strict=True)]
+    loads = [start_wrk(url, endpoint, bodies, script, args, per) for url, bodies in zip(urls, slices, strict=True)]
     samples: list[tuple[float, int, float, float]] = []
     deadline = time.monotonic() + args.seconds + 120
     while any(p.poll() is None for p in loads) and time.monotonic() < deadline:
         ours = sum(tree_cpu(pid) for pid in olbridge)
         theirs = tree_cpu(database) if database is not None else 0.0
-        samples.append((time.monotonic(), counted(urls), ours, theirs))
+        samples.append((time.monotonic(), counted(*urls), ours, theirs))
         time.sleep(0.5)
     outs = [p.communicate(timeout=60)[0] for p in loads]
     moving = [i for i in range(1, len(samples)) if samples[i][1] > samples[i - 1][1]]
@@ -261,13 +215,15 @@ def receiver(
         time.sleep(2)  # every worker up before the load starts
         size0, wal0 = engine.sizes(catalog)
         database = engine.server.pid if engine.server is not None else None
-        figures = load(urls, endpoint, slices, script, args, [process.pid for process, _ in servers], database)
+        figures: dict[str, float] = load(
+            urls, endpoint, slices, script, args, [process.pid for process, _ in servers], database
+        )
         counts = [accepted(url) for url in urls]
         taken, duplicates, commits = (sum(column) for column in zip(*counts, strict=True))
         size1, wal1 = engine.sizes(catalog)
     finally:
         for process, _ in servers:
-            stop(process)
+            stop(process, timeout=60)
         engine.drop(catalog)
     for path in slices:
         path.unlink()
@@ -304,7 +260,7 @@ def stream(engine: Engine, workers: int, runs: int) -> float:
             elapsed = time.perf_counter() - began
         finally:
             for process in running:
-                stop(process)
+                stop(process, timeout=60)
         assert backend.accepted() == expected, (backend.accepted(), expected)
     finally:
         backend.stop()
@@ -396,11 +352,11 @@ def copy_figures(folder: Path, server: PostgresServer, runs: int) -> None:
                 f"{report['same']}"
             )
         digests = {}
-        for label, catalog in (("SQLite", str(source)), ("PostgreSQL", postgres), ("back in SQLite", str(back))):
+        for label, location in (("SQLite", str(source)), ("PostgreSQL", postgres), ("back in SQLite", str(back))):
             out = folder / "export.ndjson"
             began = time.perf_counter()
             subprocess.run(
-                [OLBRIDGE, "--catalog", catalog, "export", "--output", str(out)], check=True, capture_output=True
+                [OLBRIDGE, "--catalog", location, "export", "--output", str(out)], check=True, capture_output=True
             )
             elapsed = time.perf_counter() - began
             digests[label] = hashlib.sha256(out.read_bytes()).hexdigest()

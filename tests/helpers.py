@@ -3,16 +3,26 @@ and the catalog's contents to compare."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+import attrs
+import requests
 from click.testing import CliRunner
 
-from bridge.catalog import Catalog
+from bridge.catalog import Catalog, schema
 from bridge.cli import cli
 from bridge.model import AssetDeclaration, FailureBehavior, TaskRun, TaskRunKey, TaskState
+from tests.backend import free_port
 from tests.conftest import at
 
 
@@ -22,6 +32,71 @@ def invoke(db: Path | str, *args: str, input: str | None = None) -> tuple[int, s
     result = CliRunner().invoke(cli, ["--catalog", str(db), *args], input=input)
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     return result.exit_code, result.stdout, result.stderr
+
+
+@attrs.define
+class Served:
+    """An ``olbridge serve`` process started by :func:`serve_process`; once its block has ended,
+    its exit status and what it wrote."""
+
+    url: str
+    process: subprocess.Popen[str]
+    returncode: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+
+
+def _written(file: IO[str]) -> str:
+    file.flush()
+    file.seek(0)
+    return file.read()
+
+
+@contextlib.contextmanager
+def serve_process(
+    catalog: Path | str,
+    *options: str,
+    env: Mapping[str, str] | None = None,
+    ready_timeout: float = 30.0,
+    stop_timeout: float = 30.0,
+) -> Iterator[Served]:
+    """``olbridge serve`` (``python -m bridge``) with ``options`` on a free loopback port, ``env``
+    its whole environment (None: this one's), until its ``/readyz`` answers 200: a process that
+    exits first, or is not ready within ``ready_timeout`` seconds, fails the test with its stderr.
+    When the block ends it is stopped with SIGTERM (killed after ``stop_timeout`` seconds) unless
+    the test reaped it; the :class:`Served` then holds its exit status, stdout and stderr (kept in
+    files, so that a chatty server never blocks on a full pipe)."""
+    port = free_port()
+    command = [sys.executable, "-m", "bridge", "--catalog", str(catalog), "serve", "--port", str(port), *options]
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(
+            command, env=None if env is None else dict(env), stdin=subprocess.DEVNULL, stdout=out, stderr=err, text=True
+        )
+        served = Served(f"http://127.0.0.1:{port}", process)
+        try:
+            deadline = time.monotonic() + ready_timeout
+            while True:
+                assert process.poll() is None, f"olbridge serve exited with {process.returncode}: {_written(err)}"
+                try:
+                    if requests.get(f"{served.url}/readyz", timeout=1).status_code == 200:
+                        break
+                except requests.ConnectionError:
+                    pass
+                assert time.monotonic() < deadline, (
+                    f"olbridge serve not ready in {ready_timeout:.0f} s: {_written(err)}"
+                )
+                time.sleep(0.1)
+            yield served
+        finally:
+            if process.poll() is None:  # not reaped by the test itself
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=stop_timeout)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(timeout=30)
+            served.returncode = process.returncode
+            served.stdout, served.stderr = _written(out), _written(err)
 
 
 # the tables of what the catalog records (not its outbox, import positions or checkpoints)
@@ -71,6 +146,25 @@ def table_contents(catalog: Any) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table of a catalog, to show that a refused input changed nothing."""
     conn = catalog._conn
     return {n: conn.execute(f"SELECT * FROM {n} ORDER BY 1").fetchall() for n in catalog.table_names()}
+
+
+# keys a catalog gives rows in the order it takes them, which is not theirs: two catalogs that took
+# the same events in other orders (other writers, other groups) differ only there
+TAKEN_ORDER_KEYS = {"received_events": ("pk",)}
+
+
+def catalog_state(catalog: Any, *, keys: bool = False) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table of the schema, in one order whatever the engine (sorted by their
+    repr: SQLite and PostgreSQL sort NULLs apart), to compare two catalogs table by table; without
+    ``keys``, without :data:`TAKEN_ORDER_KEYS` (a received event's pk)."""
+    conn = catalog._conn
+    found: dict[str, list[tuple[Any, ...]]] = {}
+    for table in schema.metadata.sorted_tables:
+        left_out = () if keys else TAKEN_ORDER_KEYS.get(table.name, ())
+        columns = ", ".join(c.name for c in table.columns if c.name not in left_out)
+        rows = conn.execute(f"SELECT {columns} FROM {table.name}").fetchall()
+        found[table.name] = sorted((tuple(row) for row in rows), key=repr)
+    return found
 
 
 RUN_EVENT_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"

@@ -35,7 +35,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -46,6 +45,8 @@ from urllib.parse import quote
 
 import psycopg
 from psycopg import sql
+
+from tests.backend import free_port
 
 SUPERUSER = "olbridge"  # initdb's bootstrap superuser: trust, no password
 PASSWORD_ROLE = "olbridge_pw"  # LOGIN CREATEDB, password (SCRAM) on every connection
@@ -118,12 +119,6 @@ def find_bindir() -> Path:
             f"or the pip package ({PIP_PACKAGE}, in requirements-dev.txt)"
         )
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _parent_death_signal() -> Callable[[], None] | None:

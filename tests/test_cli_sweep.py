@@ -25,7 +25,7 @@ from click.testing import CliRunner, Result
 from bridge.catalog import Catalog
 from bridge.cli import cli
 from bridge.demo import example_project
-from tests.backend import Backend
+from tests.backend import Backend, free_port
 from tests.helpers import decl, run
 
 OLBRIDGE = str(Path(sys.executable).parent / "olbridge")
@@ -74,13 +74,6 @@ RUN_LINE = {
 }
 
 
-def closed_port() -> int:
-    """A loopback port nothing listens on (connections to it are refused at once)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def files(tmp_path: Path) -> dict[str, str]:
     """Inputs for the commands that read files, and a URL nobody answers."""
@@ -106,7 +99,7 @@ def files(tmp_path: Path) -> dict[str, str]:
         "events": str(events),
         "metaflow": str(metaflow),
         "demo": str(tmp_path / "demo"),
-        "nobody": f"http://127.0.0.1:{closed_port()}",
+        "nobody": f"http://127.0.0.1:{free_port()}",  # nothing listens there: refused at once
         "copyFrom": str(tmp_path / "copy-from.db"),  # made by the test that copies it
         "copyTo": str(tmp_path / "copy-to.db"),
     }

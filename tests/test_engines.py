@@ -9,8 +9,6 @@ import contextlib
 import json
 import os
 import random
-import signal
-import socket
 import sqlite3
 import string
 import subprocess
@@ -39,8 +37,9 @@ from bridge.mapping import Resolver
 from bridge.model import AssetDeclaration, Column, DeclaredFlow, DeclaredJob, parse_column_lineage
 from bridge.openlineage.convert import Converter
 from bridge.receiver.imports import catalog_intake
+from tests.backend import free_port
 from tests.conftest import at
-from tests.helpers import decl, invoke, ol_dataset, ol_run_event, run, table_contents
+from tests.helpers import catalog_state, decl, invoke, ol_dataset, ol_run_event, run, serve_process
 from tests.postgres import PostgresServer
 
 pytestmark = pytest.mark.both_engines
@@ -353,14 +352,6 @@ def _events(n: int) -> list[dict[str, Any]]:
     return events
 
 
-def _state(catalog: Catalog) -> dict[str, Any]:
-    """Every row of every table, in full order (received events without their key: the order
-    they were taken in is not theirs)."""
-    contents = table_contents(catalog)
-    contents["received_events"] = [row[1:] for row in contents["received_events"]]
-    return {table: sorted(rows, key=repr) for table, rows in contents.items()}
-
-
 def test_writers_side_by_side_end_as_one_writer_would(
     postgres: PostgresServer, catalog_template: str, resolver: Resolver
 ) -> None:
@@ -372,7 +363,7 @@ def test_writers_side_by_side_end_as_one_writer_would(
     with Catalog(one) as alone:
         for event in events:
             assert catalog_intake(alone, resolver).take([event])[0].ok
-        expected = _state(alone)
+        expected = catalog_state(alone)
     many = postgres.url(postgres.create_database(template=catalog_template))
     shares = [events[i::4] + events[(i + 1) % 4 :: 4] for i in range(4)]  # each event to two writers
     failures: list[BaseException] = []
@@ -394,9 +385,10 @@ def test_writers_side_by_side_end_as_one_writer_would(
         thread.start()
     for thread in threads:
         thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "a writer never finished"
     assert not failures, failures
     with Catalog(many) as together:
-        assert _state(together) == expected
+        assert catalog_state(together) == expected
         assert together.count_received()["received_events"] == len(events)
 
 
@@ -451,6 +443,7 @@ def test_a_deadlock_is_run_again_and_both_writes_land(postgres: PostgresServer, 
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads), "a writer never finished"
     assert not failures, failures
     assert max(tries.values()) >= 2  # ended by a deadlock, and run again (as often as it takes)
     with Catalog(url) as catalog:
@@ -463,21 +456,27 @@ def test_two_workers_never_both_take_the_outbox_lease(postgres: PostgresServer, 
 
     url = postgres.url(postgres.create_database(template=catalog_template))
     taken: list[str] = []
-    start = threading.Barrier(6)
+    failures: list[BaseException] = []
+    start = threading.Barrier(6, timeout=60)
 
     def claim(n: int) -> None:
-        with Catalog(url) as catalog:
-            info = StreamWorkerInfo(f"w{n}", "host", 1000 + n, "t", "s", 100.0)
-            catalog.workers.beat(info, 100.0)
-            start.wait()
-            if catalog.workers.acquire(info.id, 100.0, 5.0, acquired_at="now").taken:
-                taken.append(info.id)
+        try:
+            with Catalog(url) as catalog:
+                info = StreamWorkerInfo(f"w{n}", "host", 1000 + n, "t", "s", 100.0)
+                catalog.workers.beat(info, 100.0)
+                start.wait()
+                if catalog.workers.acquire(info.id, 100.0, 5.0, acquired_at="now").taken:
+                    taken.append(info.id)
+        except BaseException as exc:  # said by the test, below
+            failures.append(exc)
 
     threads = [threading.Thread(target=claim, args=(n,)) for n in range(6)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads), "a worker never finished"
+    assert not failures, failures
     assert len(taken) == 1
     with Catalog(url) as catalog:
         holder = catalog.workers.holder()
@@ -531,12 +530,6 @@ def test_the_config_files_catalog_may_be_a_url(tmp_path: Path) -> None:
     assert parse_config({"catalog": "c.db"}, "x.toml", tmp_path).catalog == tmp_path / "c.db"
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_a_password_never_appears_in_any_output_or_error(postgres: PostgresServer, tmp_path: Path) -> None:
     password = postgres.password
     name = postgres.create_database(owner=postgres.password_role)
@@ -548,7 +541,7 @@ def test_a_password_never_appears_in_any_output_or_error(postgres: PostgresServe
                                    "outputs": [{"id": "a.b", "type": "Table"}]}) + "\n")  # fmt: skip
     wrong = url.replace(password, "not-" + password)
     no_database = url.rsplit("/", 1)[0] + "/nothing_here"
-    nobody = url.replace(f":{postgres.port}/", f":{_closed_port()}/")
+    nobody = url.replace(f":{postgres.port}/", f":{free_port()}/")
     masked_url = "postgresql://olbridge_pw:***@"
     # argv, environment, the error expected (None: it succeeds)
     runs: list[tuple[list[str], dict[str, str], str | None]] = [
@@ -601,36 +594,17 @@ def test_the_receiver_shows_no_password(postgres: PostgresServer, tmp_path: Path
     """``serve`` with the password on its command line: warned of, and shown nowhere else."""
     import requests
 
-    from tests.test_receiver_http import TOKEN, _free_port
+    from tests.test_receiver_http import TOKEN
 
     password = postgres.password
     url = postgres.url(postgres.create_database(owner=postgres.password_role), password=True)
-    port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bridge", "--catalog", url, "serve", "--port", str(port), "--workers", "1"],
-        env={**env, "OLBRIDGE_TOKEN": TOKEN},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    address = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(150):  # up to 15 s
-            try:
-                if requests.get(f"{address}/readyz", timeout=1).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            assert process.poll() is None
-            time.sleep(0.1)
+    with serve_process(url, "--workers", "1", env={**env, "OLBRIDGE_TOKEN": TOKEN}) as served:
         headers = {"Authorization": f"Bearer {TOKEN}"}
-        assert requests.post(f"{address}/api/v1/lineage", json=ol_run_event(), headers=headers, timeout=10).ok
-        assert password not in requests.get(f"{address}/metrics", timeout=10).text
-    finally:
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=30)
-    assert process.returncode == 0, err
+        assert requests.post(f"{served.url}/api/v1/lineage", json=ol_run_event(), headers=headers, timeout=10).ok
+        assert password not in requests.get(f"{served.url}/metrics", timeout=10).text
+    out, err = served.stdout, served.stderr
+    assert served.returncode == 0, err
     assert password not in out + err and "Warning: the --catalog URL holds a password" in err
     assert "olbridge_pw:***@" in err  # the catalog it serves, as it is shown
 

@@ -32,6 +32,7 @@ from bridge.mapping import Resolver
 from bridge.model import AssetDeclaration, TaskState, format_time, parse_time, utcnow
 from bridge.openlineage.convert import Converter, execution_run_id
 from bridge.openlineage.validate import validate_event
+from tests.backend import free_port
 from tests.conftest import T0, at
 from tests.helpers import invoke, snapshot
 
@@ -678,12 +679,6 @@ if __name__ == "__main__":
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _prefect_env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     return {
@@ -704,7 +699,7 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if not (BIN / "prefect").is_file():
         pytest.skip("prefect is not installed (pip install -e '.[prefect]')")
     home = tmp_path_factory.mktemp("prefect-server")
-    port = _free_port()
+    port = free_port()
     api = f"http://127.0.0.1:{port}/api"
     log = (home / "server.log").open("w")
     server = subprocess.Popen(

@@ -24,12 +24,12 @@ from typing import Any
 
 import requests
 
-from bridge.catalog import Catalog, schema
+from bridge.catalog import Catalog
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
 from bridge.receiver.imports import catalog_intake
-from tests.backend import Backend, Reply, free_port, wait_for
-from tests.helpers import DATASET_EVENT_URL, PRODUCER, ol_dataset, ol_run_event
+from tests.backend import Backend, Reply, wait_for
+from tests.helpers import DATASET_EVENT_URL, PRODUCER, catalog_state, ol_dataset, ol_run_event, serve_process
 from tests.postgres import PostgresServer
 from tests.test_faults import OLBRIDGE, expected, fill
 
@@ -108,37 +108,14 @@ TOKEN = "t0ken"
 
 @contextlib.contextmanager
 def serving(catalog: str) -> Iterator[str]:
-    """``olbridge serve`` on a free port (one HTTP worker), until the block ends."""
-    port = free_port()
-    process = subprocess.Popen(
-        [OLBRIDGE, "--catalog", catalog, "serve", "--port", str(port), "--workers", "2", "--threads", "4"],
-        env={**os.environ, "OLBRIDGE_TOKEN": TOKEN},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        assert process.poll() is None, process.stderr.read() if process.stderr else ""
-        try:
-            return requests.get(f"{url}/readyz", timeout=1).status_code == 200
-        except requests.ConnectionError:
-            return False
-
-    try:
-        assert wait_for(ready, timeout=60), "olbridge serve did not become ready"
-        yield url
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            _, stderr = process.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            _, stderr = process.communicate(timeout=30)
-        assert process.returncode == 0, stderr
-        assert "Traceback" not in stderr, stderr
+    """``olbridge serve`` on a free port (two HTTP workers), until the block ends; it must then
+    stop cleanly."""
+    options = ("--workers", "2", "--threads", "4")
+    env = {**os.environ, "OLBRIDGE_TOKEN": TOKEN}
+    with serve_process(catalog, *options, env=env, ready_timeout=60, stop_timeout=60) as served:
+        yield served.url
+    assert served.returncode == 0, served.stderr
+    assert "Traceback" not in served.stderr, served.stderr
 
 
 def overlapping_events(runs: int) -> list[dict[str, Any]]:
@@ -215,19 +192,10 @@ def post(url: str, events: list[dict[str, Any]]) -> int:
 
 # the columns of each table that a process allocates as it goes (a row's place in its table), not
 # what the events say
-SURROGATE = {"received_events": {"pk"}}
-
-
 def tables(url: str) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table, without the surrogate keys, in one order."""
-    found: dict[str, list[tuple[Any, ...]]] = {}
+    """Every row of every table, without the received events' keys, in one order."""
     with Catalog(url) as catalog:
-        conn = catalog._conn
-        for table in schema.metadata.sorted_tables:
-            columns = [c.name for c in table.columns if c.name not in SURROGATE.get(table.name, set())]
-            listed = ", ".join(columns)
-            found[table.name] = conn.execute(f"SELECT {listed} FROM {table.name} ORDER BY {listed}").fetchall()
-    return found
+        return catalog_state(catalog)
 
 
 def test_three_receivers_on_one_catalog_equal_a_one_by_one_ingest(
@@ -254,6 +222,7 @@ def test_three_receivers_on_one_catalog_equal_a_one_by_one_ingest(
             thread.start()
         for thread in threads:
             thread.join(timeout=300)
+        assert not any(thread.is_alive() for thread in threads), "a client never finished"
         assert not errors, errors
     assert len(answers) == len(plan) and set(answers) <= {200, 201}, sorted(set(answers))
     one_by_one = postgres.url(postgres.create_database())

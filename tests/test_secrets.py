@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +17,7 @@ from bridge.cli import cli
 from bridge.config import read_secret_file
 from bridge.errors import ConfigError
 from bridge.receiver.server import ServeOptions
-from tests.backend import free_port
+from tests.helpers import serve_process
 from tests.test_cli import line
 from tests.test_validate import BASE_EVENT
 
@@ -132,40 +128,18 @@ def test_a_bad_token_file_stops_serve_with_an_error(tmp_path: Path, served: list
 
 
 def test_a_real_serve_takes_its_token_from_a_file_and_keeps_it_out_of_ps(tmp_path: Path) -> None:
-    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OLBRIDGE_TOKEN")}
-    command = [sys.executable, "-m", "bridge", "--catalog", str(tmp_path / "c.db"), "serve", "--port", str(port)]
-    command += ["--workers", "1", "--token-file", str(token_file(tmp_path))]
-    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(150):  # up to 15 s
-            try:
-                if requests.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            assert process.poll() is None, process.stderr.read() if process.stderr else ""
-            time.sleep(0.1)
-        else:
-            raise AssertionError("olbridge serve did not become ready")
-        assert TOKEN not in Path(f"/proc/{process.pid}/cmdline").read_bytes().decode()  # what ps shows
+    options = ("--workers", "1", "--token-file", str(token_file(tmp_path)))
+    with serve_process(tmp_path / "c.db", *options, env=env) as served:
+        url = served.url
+        assert TOKEN not in Path(f"/proc/{served.process.pid}/cmdline").read_bytes().decode()  # what ps shows
         assert requests.post(f"{url}/api/v1/lineage", json=BASE_EVENT, timeout=5).status_code == 401
         wrong = {"Authorization": "Bearer nope"}
         assert requests.post(f"{url}/api/v1/lineage", json=BASE_EVENT, headers=wrong, timeout=5).status_code == 401
         right = {"Authorization": f"Bearer {TOKEN}"}
         assert requests.post(f"{url}/api/v1/lineage", json=BASE_EVENT, headers=right, timeout=5).status_code == 201
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            assert process.wait(timeout=15) == 0
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    assert process.stderr is not None
-    err = process.stderr.read()
-    process.stderr.close()
+    err = served.stderr
+    assert served.returncode == 0, err
     assert "bearer token" in err and "warning" not in err and TOKEN not in err
 
 

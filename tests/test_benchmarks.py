@@ -1,0 +1,105 @@
+"""The benchmarks still run: each module under benchmarks/ imports, and the ones that need no load
+generator, dbt or Metaflow run end to end at the tiniest sizes (their own checks included: the
+engine-overhead variants must leave equal catalogs and read the same task runs). A refactor that
+breaks a benchmark fails here, not on the day someone measures."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+MODULES = sorted(path.stem for path in BENCHMARKS.glob("*.py"))
+
+
+def load(stem: str) -> ModuleType:
+    """The benchmark module, imported from its file (as ``python benchmarks/<stem>.py`` runs it,
+    under a name of its own; the benchmarks put their folder on the path for their siblings)."""
+    name = f"olbridge_benchmark_{stem}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{stem}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_benchmark_is_listed() -> None:
+    assert {"engine_overhead", "ingest", "scale", "conversion", "ingest_parts"} <= set(MODULES)
+
+
+@pytest.mark.parametrize("stem", MODULES)
+def test_imports(stem: str) -> None:
+    module = load(stem)
+    if stem != "bare_server":  # a WSGI app the ingest benchmark serves; the others have a main
+        assert callable(module.main)
+
+
+def test_engine_overhead_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    load("engine_overhead").main(
+        ["--events", "40", "--group", "8", "--small", "8", "--runs", "20", "--repeat", "1", "--read-repeat", "1"]
+    )
+    out = capsys.readouterr().out
+    assert "40 events in groups of 8" in out
+    assert "8 events in groups of 4" in out
+    assert "sqlalchemy Core, once" in out
+    assert "20 task runs in pages of 1,000" in out
+
+
+def test_ingest_parts_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    load("ingest_parts").main(["--events", "40", "--group", "8"])
+    out = capsys.readouterr().out
+    assert "write lock held, groups of 8" in out
+    assert "write lock held, groups of 4" in out
+
+
+def test_conversion_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert load("conversion").main(["--runs", "20", "--tables", "4", "--repeat", "1"]) in (0, None)
+    assert capsys.readouterr().out
+
+
+def test_prefect_import_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    load("prefect_import").main(["--task-runs", "10"])
+    assert "10 task runs imported" in capsys.readouterr().out
+
+
+def test_record_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert load("record").main(["--runs", "20"]) == 0
+    assert "summary taskRuns: 20" in capsys.readouterr().out
+
+
+def test_delivery_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert load("delivery").main(["--events", "20", "--runs", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "delivery: 20 events" in out
+    assert "olbridge stream --once from the outbox" in out
+
+
+WRK_OUTPUT = """\
+Running 10s test @ http://127.0.0.1:8080
+  2 threads and 16 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency    10.20ms    3.00ms  40.00ms   80.00%
+    Req/Sec   780.00     50.00     900.00     70.00%
+  Latency Distribution
+     50%   10.20ms
+     75%   12.00ms
+     90%   14.00ms
+     99%  1.20s
+  15580 requests in 10.00s, 1.20MB read
+  Non-2xx or 3xx responses: 3
+Requests/sec:   1558.00
+Transfer/sec:    122.00KB
+"""
+
+
+def test_wrk_figures_read_wrks_output() -> None:
+    """The parse both wrk benchmarks (ingest.py, scale.py) share: latencies in ms, whatever the unit."""
+    figures = load("ingest").wrk_figures(WRK_OUTPUT)
+    assert figures == {"rps": 1558.0, "50%": 10.2, "99%": 1200.0, "non2xx": 3.0}

@@ -143,9 +143,9 @@ def run(
 
 
 def table_contents(catalog: Any) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table of a catalog, to show that a refused input changed nothing."""
-    conn = catalog._conn
-    return {n: conn.execute(f"SELECT * FROM {n} ORDER BY 1").fetchall() for n in catalog.table_names()}
+    """Every row of every table of a catalog, keys and all, to show that a refused input changed
+    nothing (:func:`catalog_state` with the keys)."""
+    return catalog_state(catalog, keys=True)
 
 
 # keys a catalog gives rows in the order it takes them, which is not theirs: two catalogs that took

@@ -28,6 +28,7 @@ from tests.helpers import (
     DATASET_EVENT_URL,
     JOB_EVENT_URL,
     PRODUCER,
+    catalog_state,
     decl,
     ol_dataset,
     ol_run_event,
@@ -149,12 +150,6 @@ def test_re_sending_an_event_changes_nothing(catalog: Catalog, intake: Intake) -
     assert table_contents(catalog) == before
 
 
-def _state(catalog: Catalog) -> dict[str, Any]:
-    contents = table_contents(catalog)
-    contents["received_events"] = sorted(row[1:] for row in contents["received_events"])  # without the pk
-    return contents
-
-
 def test_events_out_of_order_end_in_the_same_state(resolver: Resolver, new_catalog: Callable[[], Catalog]) -> None:
     events = [
         ol_run_event("START", inputs=[RAW], time="2025-03-01T08:00:00Z"),
@@ -172,7 +167,7 @@ def test_events_out_of_order_end_in_the_same_state(resolver: Resolver, new_catal
         with new_catalog() as catalog:
             for event in order:  # one at a time, as separate requests would
                 assert catalog_intake(catalog, resolver).take([event])[0].ok
-            states.append(_state(catalog))
+            states.append(catalog_state(catalog))
     assert all(state == states[0] for state in states[1:])
     with new_catalog() as catalog:
         catalog_intake(catalog, resolver).take(events)

@@ -253,7 +253,7 @@ def test_lineage_column_walks_through_own_and_external_runs(
     }
     mermaid = lineage("reports.totals", "--column", "total", "--format", "mermaid").stdout
     assert mermaid.startswith("graph LR\n") and mermaid.count("subgraph ") == 3
-    assert "-->|AGGREGATION|" in mermaid and "-->|TRANSFORMATION|" in mermaid
+    assert '-->|"AGGREGATION"|' in mermaid and '-->|"TRANSFORMATION"|' in mermaid
     missing = lineage("reports.totals", "--column", "nope")
     assert missing.exit_code == 1
     assert missing.stderr == "Error: asset 'reports.totals' has no column 'nope' (its columns: total)\n"

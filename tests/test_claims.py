@@ -9,14 +9,19 @@ settles only the rows it still holds; a dead worker's claims are released by the
 from __future__ import annotations
 
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 
 import psycopg
 import pytest
 
 from bridge.catalog import Catalog
-from bridge.catalog.outbox import Delivered, OutboxItem, RetryLater
+from bridge.catalog.outbox import Delivered, Outbox, OutboxItem, RetryLater
 from bridge.catalog.workers import StreamWorkerInfo
+from bridge.delivery.claims import OutboxClaims
+from bridge.errors import ExportError
+from tests.backend import wait_for
 from tests.test_faults import fill
 
 NOW = 1_800_000_000.0
@@ -109,3 +114,24 @@ def test_a_dead_workers_claims_are_released_when_the_next_one_looks(shared: tupl
     assert [w.id for w in gone] == ["dead"]
     assert [(w.id, w.claims) for w in other.workers.list()] == [("alive", 4)]
     assert [i.seq for i in other.outbox.claim("alive", NOW, 4, TTL)] == [i.seq for i in claimed]
+
+
+def test_a_worker_whose_heartbeat_fails_stops_before_its_next_round(
+    shared: tuple[Catalog, Catalog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one, _ = shared
+    claims = OutboxClaims(one, "http://b", interval=0.01)
+    stop = threading.Event()
+    assert claims.acquire(wait=False, stop=stop, sleep=stop.wait)
+    assert len(claims.take(time.time(), 4)) == 4
+    claims.check()  # beating
+
+    def broken(self: Outbox, worker: str, ttl: float) -> int:
+        raise psycopg.ProgrammingError("the claims cannot be renewed")
+
+    monkeypatch.setattr(Outbox, "renew", broken)
+    assert wait_for(lambda: not claims._thread.is_alive(), timeout=10)  # type: ignore[union-attr]
+    with pytest.raises(ExportError, match=r"failed: ProgrammingError: the claims cannot be renewed; stopping"):
+        claims.check()
+    claims.release()
+    assert one.outbox.claims() == {} and one.workers.list() == []

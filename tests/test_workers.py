@@ -17,11 +17,16 @@ from typing import Any
 import pytest
 
 from bridge.catalog import Catalog
-from bridge.catalog.workers import LeaseClaim, StreamWorkerInfo
+from bridge.catalog.engine import Busy
+from bridge.catalog.workers import LeaseClaim, StreamWorkerInfo, Workers
+from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.lease import OutboxLease, process_is_gone
+from bridge.delivery.senders import DELIVERED, Outcome
+from bridge.delivery.worker import StreamWorker
 from bridge.errors import ExportError
 from bridge.openlineage.convert import Converter
 from tests.backend import Backend, Reply, wait_for
+from tests.helpers import invoke
 from tests.test_faults import OLBRIDGE, expected, fill
 
 pytestmark = pytest.mark.both_engines
@@ -106,6 +111,123 @@ def test_a_holder_whose_lease_was_taken_over_stops(tmp_path: Path, catalog_targe
         lease.release()
         second.release()
         assert catalog.workers.list() == []
+
+
+def stopped(lease: OutboxLease) -> str | None:
+    """What check() raises (None: nothing, the worker goes on)."""
+    try:
+        lease.check()
+    except ExportError as exc:
+        return str(exc)
+    return None
+
+
+def test_a_lease_whose_heartbeat_cannot_open_the_catalog_stops(
+    catalog_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Catalog(catalog_target) as catalog:
+        lease = OutboxLease(catalog, "http://b", interval=0.01)
+
+        def cannot_reopen() -> Catalog:
+            raise RuntimeError("too many open files")
+
+        monkeypatch.setattr(catalog, "reopen", cannot_reopen)
+        stop = threading.Event()
+        assert lease.acquire(wait=False, stop=stop, sleep=stop.wait)
+        assert wait_for(lambda: stopped(lease) is not None, timeout=10)
+        assert stopped(lease) == (
+            f"the heartbeat of this olbridge stream on {catalog.path} failed: RuntimeError: too many open files; "
+            "stopping so that nothing goes twice (what it holds is taken over 5s after its last heartbeat)"
+        )
+        lease.release()
+        assert catalog.workers.list() == []
+
+
+def test_a_busy_catalog_does_not_stop_the_heartbeat_but_any_other_failure_does(
+    catalog_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Catalog(catalog_target) as catalog:
+        lease = OutboxLease(catalog, "http://b", interval=0.01)
+        stop = threading.Event()
+        assert lease.acquire(wait=False, stop=stop, sleep=stop.wait)
+        beat = Workers.beat
+        calls: list[str] = []
+
+        def busy_then_broken(self: Workers, worker: StreamWorkerInfo, now: float) -> bool:
+            calls.append("beat")
+            if len(calls) <= 3:
+                raise Busy("the catalog is locked")
+            if len(calls) <= 6:
+                return beat(self, worker, now)
+            raise ValueError("a fault")
+
+        monkeypatch.setattr(Workers, "beat", busy_then_broken)
+        assert wait_for(lambda: len(calls) >= 7, timeout=10)
+        assert wait_for(lambda: not lease._thread.is_alive(), timeout=10)  # type: ignore[union-attr]
+        assert "failed: ValueError: a fault; stopping" in (stopped(lease) or "")
+        assert calls == ["beat"] * 7  # busy three times, beating on; the fault ended it
+        lease.release()
+
+
+def test_a_worker_whose_heartbeat_fails_stops_sending(
+    catalog_target: str, converter: Converter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Catalog(catalog_target) as catalog:
+        fill(catalog, 10)  # 20 events, 5 a round
+        lease = OutboxLease(catalog, "http://b", interval=0.01)
+        sent: list[str] = []
+
+        def broken(self: Workers, worker: StreamWorkerInfo, now: float) -> bool:
+            raise RuntimeError("the heartbeat broke")
+
+        class Sender:
+            target = "http://b"
+            max_concurrency = 1
+
+            def send(self, lines: list[str]) -> list[Outcome]:
+                if not sent:  # the heartbeat dies while the first round is being sent
+                    monkeypatch.setattr(Workers, "beat", broken)
+                    assert wait_for(lambda: not lease._thread.is_alive(), timeout=10)  # type: ignore[union-attr]
+                sent.extend(lines)
+                return [DELIVERED for _ in lines]
+
+            def close(self) -> None:
+                pass
+
+        worker = StreamWorker(catalog, converter, Dispatcher(Sender(), concurrency=1, batch_size=5), lease=lease)
+        with pytest.raises(ExportError, match=r"heartbeat .* failed: RuntimeError: the heartbeat broke; stopping"):
+            worker.run(once=True)
+        assert len(sent) == 5 and worker.stats.delivered == 5  # the first round, then nothing
+        assert catalog.outbox.status().pending == 15
+        assert catalog.workers.list() == []  # the lease given back
+
+
+def test_stream_says_an_error_and_stops_when_its_heartbeat_fails(
+    catalog_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Catalog(catalog_target) as catalog:
+        fill(catalog, 10)
+
+    sending = threading.Event()
+
+    def cannot_reopen(self: Catalog) -> Catalog:  # the heartbeat fails once the first round is being sent
+        sending.wait(timeout=10)
+        raise RuntimeError("too many open files")
+
+    def heartbeat_gone(event: dict[str, Any], attempt: int) -> Reply:
+        sending.set()
+        assert wait_for(lambda: not any(t.name == "olbridge-heartbeat" for t in threading.enumerate()), timeout=10)
+        return Reply(201)
+
+    monkeypatch.setattr(Catalog, "reopen", cannot_reopen)
+    with Backend(heartbeat_gone) as backend:
+        args = ["stream", "--url", backend.url, "--once", "--batch-size", "5", "--concurrency", "1"]
+        code, _, stderr = invoke(catalog_target, *args)
+        accepted = backend.accepted_count
+    assert code == 1 and accepted == 5  # one round, then it stopped
+    assert stderr.splitlines()[-1].startswith("Error: the heartbeat of this olbridge stream on ")
+    assert "failed: RuntimeError: too many open files; stopping so that nothing goes twice" in stderr
+    assert "Traceback" not in stderr
 
 
 # --- real processes -----------------------------------------------------------------------------

@@ -14,45 +14,25 @@ a worker killed with SIGKILL has its claims taken over within a heartbeat (on th
 ``ttl`` seconds (elsewhere). Duplicates happen only then, and only for what it had in flight: the
 events it had sent but not yet settled. A worker stalled past ``ttl`` loses its claims to others;
 what it then settles is not recorded over their outcome, and what it had not sent yet it does not
-send.
+send. A worker whose heartbeat failed stops before its next round, with an error naming why
+(:mod:`bridge.delivery.heartbeat`).
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import OutboxItem
-from bridge.delivery.lease import HEARTBEAT, LEASE_TTL, process_is_gone, register_as
-from bridge.errors import BridgeError
+from bridge.delivery.heartbeat import LEASE_TTL, OutboxHold
 
 CLAIM_TTL = LEASE_TTL  # seconds a claim lasts without its worker's heartbeat
 
 
-class OutboxClaims:
+class OutboxClaims(OutboxHold):
     """One worker's share of a PostgreSQL catalog's outbox: its registration, its claims and the
     heartbeat that keeps them (what :class:`~bridge.delivery.worker.StreamWorker` takes rows through)."""
-
-    def __init__(
-        self,
-        catalog: Catalog,
-        target: str,
-        *,
-        ttl: float = CLAIM_TTL,
-        interval: float = HEARTBEAT,
-        clock: Callable[[], float] = time.time,
-        is_dead: Callable[[str, int], bool] = process_is_gone,
-    ) -> None:
-        self.catalog = catalog
-        self.ttl = ttl
-        self.interval = interval
-        self.clock = clock
-        self.is_dead = is_dead
-        self.info = register_as(target, clock())
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     @property
     def owner(self) -> str:
@@ -89,47 +69,20 @@ class OutboxClaims:
         """Of the rows claimed, those this worker still holds (renewed): the ones it may send."""
         return self.catalog.outbox.confirm(self.info.id, seqs, self.ttl)
 
-    def check(self) -> None:
-        """Nothing to stop for: a claim lost while stalled is simply not settled by this worker."""
+    # check(): a claim lost while stalled is simply not settled by this worker; only a failed
+    # heartbeat stops it (OutboxHold.check)
 
-    def release(self) -> None:
-        """Stop the heartbeat, give the claims back and unregister (what a clean exit does)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-            self._thread = None
-        try:
-            self.catalog.outbox.release_claims(self.info.id)
-            self.catalog.workers.release(self.info.id)
-        except Exception as exc:  # the database is away: the claims expire on their own
-            if not _unreachable(self.catalog, exc):
-                raise
+    def _give_back(self) -> None:
+        self.catalog.outbox.release_claims(self.info.id)
+        self.catalog.workers.release(self.info.id)
 
-    # --- the heartbeat --------------------------------------------------------------------
-
-    def _start_heartbeat(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._beat, name="olbridge-heartbeat", daemon=True)
-        self._thread.start()
-
-    def _beat(self) -> None:
-        own = self.catalog.reopen()
-        try:
-            while not self._stop.wait(self.interval):
-                try:
-                    own.workers.beat(self.info, self.clock())
-                    own.outbox.renew(self.info.id, self.ttl)
-                    own.workers.reap(self.info.id, self.is_dead)
-                except Exception as exc:  # the database is away: beat again next time
-                    if not _unreachable(own, exc):
-                        raise
-        finally:
-            own.close()
-
-
-def _unreachable(catalog: Catalog, exc: Exception) -> bool:
-    """Whether an error says the catalog cannot be reached or written now (not a fault)."""
-    return isinstance(exc, BridgeError) or catalog.engine.busy(exc) or catalog.engine.storage_error(exc) is not None
+    def _beat_once(self, own: Catalog) -> bool:
+        """Renew the heartbeat and the claims, and forget the workers of this host whose process
+        is gone (releasing their claims)."""
+        own.workers.beat(self.info, self.clock())
+        own.outbox.renew(self.info.id, self.ttl)
+        own.workers.reap(self.info.id, self.is_dead)
+        return True
 
 
 __all__ = ["CLAIM_TTL", "OutboxClaims"]

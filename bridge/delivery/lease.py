@@ -7,76 +7,28 @@ worker that finds the lease held waits for it (``olbridge stream``: a standby th
 when the holder stops) or refuses, naming the holder (``stream --once``). The lease is taken over
 when the holder's heartbeat is older than ``ttl`` seconds, or at once when the holder ran on this
 host and its process is gone (a SIGKILL). A holder that was stalled past ``ttl`` and finds the
-lease taken stops before its next round: at most the requests it had in flight go twice.
+lease taken stops before its next round: at most the requests it had in flight go twice. So does
+a holder whose heartbeat failed (:mod:`bridge.delivery.heartbeat`), with an error naming why.
 """
 
 from __future__ import annotations
 
-import os
-import secrets
-import socket
 import threading
-import time
 from collections.abc import Callable, Sequence
 
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import OutboxItem
-from bridge.catalog.workers import LeaseClaim, LeaseHolder, StreamWorkerInfo
-from bridge.errors import BridgeError, ExportError
+from bridge.catalog.workers import LeaseClaim, LeaseHolder
+from bridge.delivery.heartbeat import HEARTBEAT, LEASE_TTL, OutboxHold, process_is_gone, register_as
+from bridge.errors import ExportError
 from bridge.model import epoch_text
 
-LEASE_TTL = 5.0  # seconds without a heartbeat after which a worker's lease may be taken over
-HEARTBEAT = 1.0  # seconds between heartbeats
 
+class OutboxLease(OutboxHold):
+    """One worker's lease on a SQLite catalog's whole outbox, kept by its heartbeat."""
 
-def process_is_gone(host: str, pid: int) -> bool:
-    """True when ``pid`` ran on this host and no longer exists (a PermissionError means it does)."""
-    if host != socket.gethostname():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False
-    return False
-
-
-def register_as(target: str, now: float) -> StreamWorkerInfo:
-    """This process as a stream worker delivering to ``target``: its id (host, pid and a random
-    part, so a restarted process with a reused pid is another worker), started and beating now."""
-    host, pid = socket.gethostname(), os.getpid()
-    return StreamWorkerInfo(
-        id=f"{host}:{pid}:{secrets.token_hex(4)}",
-        host=host,
-        pid=pid,
-        target=target,
-        started_at=epoch_text(now),
-        heartbeat_at=now,
-    )
-
-
-class OutboxLease:
-    def __init__(
-        self,
-        catalog: Catalog,
-        target: str,
-        *,
-        ttl: float = LEASE_TTL,
-        interval: float = HEARTBEAT,
-        clock: Callable[[], float] = time.time,
-        is_dead: Callable[[str, int], bool] = process_is_gone,
-    ) -> None:
-        self.catalog = catalog
-        self.ttl = ttl
-        self.interval = interval
-        self.clock = clock
-        self.is_dead = is_dead
-        self.info = register_as(target, clock())
-        self.lost_to: LeaseHolder | None = None
-        self.held = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+    lost_to: LeaseHolder | None = None  # who took the lease over while this worker was stalled
+    held: bool = False
 
     @property
     def owner(self) -> None:
@@ -145,7 +97,9 @@ class OutboxLease:
         return False
 
     def check(self) -> None:
-        """Raise if another worker took the lease over (this one was stalled past the ttl)."""
+        """Raise if the heartbeat failed, or if another worker took the lease over (this one was
+        stalled past the ttl)."""
+        super().check()
         if self.lost_to is not None:
             raise ExportError(
                 f"another olbridge stream took the outbox of {self.catalog.path} over "
@@ -155,35 +109,19 @@ class OutboxLease:
 
     def release(self) -> None:
         """Stop the heartbeat, give the lease back and unregister (what a clean exit does)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-            self._thread = None
-        try:
-            self.catalog.workers.release(self.info.id)
-        except Exception as exc:
-            if not (isinstance(exc, BridgeError) or self.catalog.unavailable(exc)):
-                raise
+        super().release()
         self.held = False
 
-    # --- the heartbeat --------------------------------------------------------------------
+    def _give_back(self) -> None:
+        self.catalog.workers.release(self.info.id)
 
-    def _start_heartbeat(self) -> None:
-        if self.catalog.in_memory:
-            return  # no other process can open it
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._beat, name="olbridge-heartbeat", daemon=True)
-        self._thread.start()
+    def _beat_once(self, own: Catalog) -> bool:
+        """Renew the heartbeat; a worker that finds the lease taken over keeps who took it and stops
+        beating (:meth:`check` raises)."""
+        if own.workers.beat(self.info, self.clock()):
+            return True
+        self.lost_to = own.workers.holder() or LeaseHolder("(nobody)", "-", None, None, None)
+        return False
 
-    def _beat(self) -> None:
-        with self.catalog.reopen() as own:
-            while not self._stop.wait(self.interval):
-                try:
-                    holding = own.workers.beat(self.info, self.clock())
-                except Exception as exc:
-                    if isinstance(exc, BridgeError) or own.unavailable(exc):
-                        continue  # the catalog is busy or out of reach: beat again next time
-                    raise
-                if not holding:
-                    self.lost_to = own.workers.holder() or LeaseHolder("(nobody)", "-", None, None, None)
-                    return
+
+__all__ = ["HEARTBEAT", "LEASE_TTL", "OutboxLease", "process_is_gone", "register_as"]

@@ -16,7 +16,8 @@ leaving the events pending; :attr:`StreamWorker.gave_up` says so. With a
 :class:`~bridge.delivery.lease.OutboxLease` (SQLite), the worker sends nothing before it holds
 the outbox's lease, and stops if it loses it. With :class:`~bridge.delivery.claims.OutboxClaims`
 (PostgreSQL), it shares the outbox with other workers: each round it claims the rows it sends,
-sends only those it still holds, and settles only those.
+sends only those it still holds, and settles only those. Either stops when its heartbeat failed
+(:class:`~bridge.delivery.heartbeat.OutboxHold`).
 """
 
 from __future__ import annotations
@@ -41,8 +42,7 @@ from bridge.model import epoch_text
 from bridge.openlineage.convert import Converter
 
 if TYPE_CHECKING:
-    from bridge.delivery.claims import OutboxClaims
-    from bridge.delivery.lease import OutboxLease
+    from bridge.delivery.heartbeat import OutboxHold
 
 
 @attrs.define
@@ -102,7 +102,7 @@ class StreamWorker:
         on_round: Callable[[StreamStats], object] | None = None,
         report: FailureReport | None = None,
         give_up_after: float = 0.0,
-        lease: OutboxLease | OutboxClaims | None = None,
+        lease: OutboxHold | None = None,
         notify: Callable[[str], object] | None = None,
     ) -> None:
         self.catalog = catalog

@@ -1,0 +1,184 @@
+"""A stream worker's hold on the outbox: its registration and the heartbeat that keeps it.
+
+Two kinds share it. On SQLite, :class:`~bridge.delivery.lease.OutboxLease` holds the whole
+outbox (one worker at a time); on PostgreSQL, :class:`~bridge.delivery.claims.OutboxClaims` holds
+the rows it claimed (workers side by side). Either way a thread beats every ``interval`` seconds on
+a connection of its own (so a long request or a long backoff sleep does not let the hold go
+stale): :meth:`OutboxHold._beat_once` is each kind's beat. A beat the catalog cannot take now
+(:func:`catalog_away`) is tried again at the next one; any other failure stops the heartbeat and
+is kept, and :meth:`OutboxHold.check`, which the worker calls before each round, raises it as an
+:class:`~bridge.errors.ExportError`: a worker whose heartbeat died stops sending, instead of
+sending on while another takes what it holds over.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from bridge.catalog import Catalog
+from bridge.catalog.outbox import OutboxItem
+from bridge.catalog.workers import StreamWorkerInfo
+from bridge.errors import BridgeError, ExportError
+from bridge.model import epoch_text
+
+LEASE_TTL = 5.0  # seconds without a heartbeat after which a worker's hold may be taken over
+HEARTBEAT = 1.0  # seconds between heartbeats
+
+
+def process_is_gone(host: str, pid: int) -> bool:
+    """True when ``pid`` ran on this host and no longer exists (a PermissionError means it does)."""
+    if host != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def register_as(target: str, now: float) -> StreamWorkerInfo:
+    """This process as a stream worker delivering to ``target``: its id (host, pid and a random
+    part, so a restarted process with a reused pid is another worker), started and beating now."""
+    host, pid = socket.gethostname(), os.getpid()
+    return StreamWorkerInfo(
+        id=f"{host}:{pid}:{secrets.token_hex(4)}",
+        host=host,
+        pid=pid,
+        target=target,
+        started_at=epoch_text(now),
+        heartbeat_at=now,
+    )
+
+
+def catalog_away(catalog: Catalog, exc: BaseException) -> bool:
+    """Whether an error of a heartbeat (or of giving the outbox back) says the catalog cannot be
+    written now: one of the catalog's own errors (a write that lost every race), or what
+    :meth:`Catalog.unavailable` says (locked, busy, its server out of reach). Beat again next time;
+    any other error is a failure."""
+    return isinstance(exc, BridgeError) or catalog.unavailable(exc)
+
+
+class OutboxHold(abc.ABC):
+    """One stream worker's hold on the outbox (what :class:`~bridge.delivery.worker.StreamWorker`
+    takes rows through): its registration, and the heartbeat thread that keeps it."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        target: str,
+        *,
+        ttl: float = LEASE_TTL,
+        interval: float = HEARTBEAT,
+        clock: Callable[[], float] = time.time,
+        is_dead: Callable[[str, int], bool] = process_is_gone,
+    ) -> None:
+        self.catalog = catalog
+        self.ttl = ttl
+        self.interval = interval
+        self.clock = clock
+        self.is_dead = is_dead
+        self.info = register_as(target, clock())
+        self.failure: BaseException | None = None  # why the heartbeat stopped, if it failed
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- what each kind does --------------------------------------------------------------
+
+    @property
+    @abc.abstractmethod
+    def owner(self) -> str | None:
+        """What the rows this worker settles are claimed by (None: rows carry no claim)."""
+
+    @abc.abstractmethod
+    def acquire(
+        self,
+        *,
+        wait: bool,
+        stop: threading.Event,
+        sleep: Callable[[float], object],
+        notify: Callable[[str], object] | None = None,
+    ) -> bool:
+        """Register and take the hold (starting the heartbeat); False if ``stop`` came first."""
+
+    @abc.abstractmethod
+    def take(self, now: float, limit: int) -> list[OutboxItem]:
+        """Up to ``limit`` due head rows for this worker to send."""
+
+    @abc.abstractmethod
+    def confirm(self, seqs: Sequence[int]) -> set[int]:
+        """Of the rows taken, those this worker still holds: the ones it may send."""
+
+    @abc.abstractmethod
+    def _beat_once(self, own: Catalog) -> bool:
+        """One heartbeat, on the heartbeat's own connection; False stops the heartbeat."""
+
+    @abc.abstractmethod
+    def _give_back(self) -> None:
+        """Give back what this worker holds and unregister it."""
+
+    # --- shared -----------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Raise an ExportError if the heartbeat failed: what this worker holds lapses ``ttl``
+        seconds after its last beat and others take it over, so it must not send on."""
+        if self.failure is not None:
+            raise ExportError(
+                f"the heartbeat of this olbridge stream on {self.catalog.path} failed: {self._cause(self.failure)}; "
+                f"stopping so that nothing goes twice (what it holds is taken over {self.ttl:g}s after "
+                f"its last heartbeat)"
+            )
+
+    def release(self) -> None:
+        """Stop the heartbeat, give back what this worker holds and unregister (a clean exit)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+        try:
+            self._give_back()
+        except Exception as exc:  # the catalog is away: what it held expires on its own
+            if not catalog_away(self.catalog, exc):
+                raise
+
+    def _start_heartbeat(self) -> None:
+        if self.catalog.in_memory:
+            return  # no other process can open it
+        self._stop.clear()
+        self.failure = None
+        self._thread = threading.Thread(target=self._beat, name="olbridge-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        """The heartbeat thread: beat every ``interval`` until stopped, a beat says stop, or a
+        failure (kept in :attr:`failure`, raised by :meth:`check`)."""
+        try:
+            with self.catalog.reopen() as own:
+                while not self._stop.wait(self.interval):
+                    try:
+                        if not self._beat_once(own):
+                            return
+                    except Exception as exc:
+                        if not catalog_away(own, exc):
+                            raise
+        except BaseException as exc:  # any failure: the worker stops at its next check
+            self.failure = exc
+
+    def _cause(self, exc: BaseException) -> str:
+        """A failure as a message says it: the catalog's storage named where it is about that."""
+        if isinstance(exc, BridgeError):
+            return str(exc)
+        found = self.catalog.engine.storage_error(exc)
+        if found is not None:
+            return str(found)
+        return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+__all__ = ["HEARTBEAT", "LEASE_TTL", "OutboxHold", "catalog_away", "process_is_gone", "register_as"]

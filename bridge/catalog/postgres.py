@@ -92,9 +92,9 @@ _TRANSLATED_PLAIN: dict[str, str] = {}
 # each statement's lookup form (None: it has none), and whether it takes pairs
 _LOOKUPS: dict[str, tuple[str | None, bool]] = {}
 # up to this many parameters (64 pairs) the OR of index probes costs the least; above, the JSON
-# array. Measured on the receiver's writer (benchmarks/scale.py's writer figures, groups of 8 and
-# 300): the server's and the client's CPU an event, together, 410 and 142 us with OR'd lookups up to
-# 64 pairs, against 545 and 190 from 8 pairs on
+# array. The receiver's writer alone, CPU us an event of olbridge + PostgreSQL, in groups of 8 and
+# 300 (`benchmarks/scale.py --parts writer --writer-groups 8 300 --warm 2000`): 186 + 275 and
+# 65 + 73 with OR'd lookups up to 64 pairs, against 224 + 345 and 66 + 82 from 8 pairs on
 PAIRS_FROM = 128
 
 
@@ -119,7 +119,7 @@ class SharedCursor(psycopg.Cursor[Any]):
             if lookup is not None and values is not None:
                 # planned for each call, never from a plan the server keeps: a kept plan is made
                 # once, maybe while the table was small (a hash join over the whole table), and
-                # kept as the table grows (3 ms against 0.3 for 256 pairs at 14,000 events)
+                # kept as the table grows
                 super().execute(lookup, values, prepare=False, binary=binary)
                 return self
         super().execute(text, params, prepare=prepare, binary=binary)

@@ -2,9 +2,9 @@
 as one statement over a JSON array of the rows (``json_to_recordset``), not one a row.
 
 Each row of an ``executemany`` costs a statement on the server and a Bind/Execute message built in
-Python on the client (about 15 µs of the client's CPU a row, measured on the receiver's writes);
-the whole group as one JSON text, which orjson writes in C, costs about 3 µs a row on the client
-and less on the server (``benchmarks/scale.py``'s writer figures, docs/benchmarks.md).
+Python on the client; the whole group goes as one JSON text, which orjson writes in C. What it
+saves the receiver's writer: ``benchmarks/scale.py --parts writer --writer-groups 8 300 --warm
+2000`` (figures in docs/benchmarks.md).
 
 The forms are made from the statements themselves, for the shapes the catalog writes with:
 

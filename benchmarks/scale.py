@@ -94,7 +94,8 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def tree_cpu(root: int) -> float:
-    """CPU seconds so far of a process and every process below it (Linux /proc)."""
+    """CPU seconds so far of a process and every process below it (Linux /proc), with what the
+    ones that ended used (a database server's backends come and go with their connections)."""
     total, stack, seen = 0.0, [root], set()
     while stack:
         pid = stack.pop()
@@ -103,7 +104,7 @@ def tree_cpu(root: int) -> float:
         seen.add(pid)
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+            total += sum(int(field) for field in fields[11:15]) / TICK  # utime, stime, cutime, cstime
             for task in Path(f"/proc/{pid}/task").iterdir():
                 stack += [int(child) for child in (task / "children").read_text().split()]
         except OSError:

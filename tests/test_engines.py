@@ -644,3 +644,29 @@ def test_two_writers_ending_one_task_run_end_it_once(postgres: PostgresServer, c
         assert "already ended in SUCCESS" in str(outcome[0])
         ends = holder.execute("SELECT count(*) FROM outbox WHERE kind = 'run-end'").fetchone()[0]
         assert ends == 1
+
+
+def _durability(catalog: Catalog) -> str:
+    conn: Any = catalog.db.conn
+    if catalog.dialect == "postgresql":
+        return str(conn.execute("SHOW synchronous_commit").fetchone()[0])
+    return {1: "normal", 2: "full"}.get(conn.execute("PRAGMA synchronous").fetchone()[0], "other")
+
+
+def test_the_connection_is_opened_again_when_its_kept_plans_are_due_and_keeps_its_durability(catalog: Catalog) -> None:
+    """PostgreSQL keeps plans for a connection's prepared statements, made maybe while the tables
+    were nearly empty: the catalog's connection is opened again on a growing schedule, before a
+    write, with the durability set on the one before. SQLite keeps no plans: its one connection."""
+    catalog.set_durability("full")  # the tests' server does not wait for the disk by default
+    first = catalog.db.conn
+    catalog.db._replan_at = 0.0  # due now
+    catalog.save_position(Position("test", "replan", "1"))
+    assert (catalog.db.conn is not first) == (catalog.dialect == "postgresql")
+    assert _durability(catalog) == ("on" if catalog.dialect == "postgresql" else "full")
+    found = catalog.position("test", "replan")
+    assert found is not None and found.value == "1"
+    if catalog.dialect == "postgresql":
+        assert first.closed
+        second = catalog.db.conn
+        catalog.save_position(Position("test", "replan", "2"))  # not due again for 2 s
+        assert catalog.db.conn is second

@@ -33,6 +33,11 @@ T = TypeVar("T")
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 WRITE_ATTEMPTS = 12  # a write transaction that keeps losing races is given up after this many tries
+# where the server keeps plans for a connection's statements (Engine.keeps_plans), the connection
+# is opened again 1, 3, 7, ... s after it opened, then every REPLAN_MOST s: plans made while the
+# tables were nearly empty (a scan of all the table, or of all an index, where a few index probes
+# are right) would be kept as the tables grow, until the next ANALYZE
+REPLAN_FIRST, REPLAN_MOST = 1.0, 300.0
 
 
 class Cursor(Protocol):
@@ -99,6 +104,8 @@ class Engine(abc.ABC):
     # several processes write at once: writes lock the rows they read, check for races, and are
     # run again when they lose one (SQLite's write lock is the whole database: none of that)
     concurrent_writers: ClassVar[bool]
+    # the server keeps plans for a connection's prepared statements (see REPLAN_FIRST)
+    keeps_plans: ClassVar[bool] = False
 
     @property
     @abc.abstractmethod
@@ -208,6 +215,9 @@ class Database:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._conn = engine.connect()
+        self._durability: str | None = None  # set again on each new connection
+        self._replan_every = REPLAN_FIRST
+        self._replan_at = time.monotonic() + self._replan_every
 
     @property
     def conn(self) -> Connection:
@@ -221,10 +231,29 @@ class Database:
         except Exception:  # a broken connection may refuse even that
             pass
         self._conn = self.engine.connect()
+        if self._durability is not None:
+            self.engine.durability(self._conn, self._durability)
+
+    def set_durability(self, level: str) -> None:
+        """How sure a commit is once it returns, on this connection and the ones after it."""
+        self.engine.durability(self.conn, level)
+        self._durability = level
+
+    def _replan_if_due(self) -> None:
+        """A new connection, with no plans kept, on the schedule of REPLAN_FIRST."""
+        if not self.engine.keeps_plans:
+            return
+        now = time.monotonic()
+        if now < self._replan_at:
+            return
+        self._reconnect()
+        self._replan_every = min(2 * self._replan_every, REPLAN_MOST)
+        self._replan_at = now + self._replan_every
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
         """One write transaction on a cursor of the connection: everything in it lands, or nothing."""
+        self._replan_if_due()
         cur = self.conn.cursor()
         try:
             cur.execute(self.engine.begin())

@@ -185,6 +185,7 @@ def _one_line(text: str) -> str:
 class PostgresEngine(Engine):
     name: ClassVar[str] = "postgresql"
     concurrent_writers: ClassVar[bool] = True
+    keeps_plans: ClassVar[bool] = True
     # a shared database is upgraded once, on purpose (`olbridge migrate`), not by whichever replica
     # of a rolling upgrade starts first
     upgrades_on_open: ClassVar[bool] = False

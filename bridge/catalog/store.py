@@ -203,7 +203,7 @@ class Catalog:
         for the disk)."""
         if level not in ("full", "normal"):
             raise ValueError(f"durability is 'full' or 'normal', not {level!r}")
-        self.engine.durability(self._conn, level)
+        self.db.set_durability(level)
 
     def close(self) -> None:
         self.db.close()

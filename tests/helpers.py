@@ -9,8 +9,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
@@ -101,6 +102,27 @@ def serve_process(
 
 # the tables of what the catalog records (not its outbox, import positions or checkpoints)
 RECORD_TABLES = ("assets", "executions", "task_runs", "usages", "lineage", "asset_changes", "declared_jobs")
+
+
+def in_threads(work: Callable[..., object], argsets: Sequence[tuple[Any, ...]], *, timeout: float) -> None:
+    """``work(*args)`` for each of ``argsets``, each on a thread of its own, all at once; fails the
+    test when one raised, or did not finish within ``timeout`` seconds in all."""
+    failures: list[BaseException] = []
+
+    def guarded(*args: Any) -> None:
+        try:
+            work(*args)
+        except BaseException as exc:  # said by the test, below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=args) for args in argsets]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(timeout=max(deadline - time.monotonic(), 0.0))
+    assert not any(thread.is_alive() for thread in threads), f"a thread did not finish within {timeout:g} s"
+    assert not failures, failures
 
 
 def snapshot(catalog: Catalog) -> tuple[object, ...]:

@@ -39,7 +39,7 @@ from bridge.openlineage.convert import Converter
 from bridge.receiver.imports import catalog_intake
 from tests.backend import free_port
 from tests.conftest import at
-from tests.helpers import catalog_state, decl, invoke, ol_dataset, ol_run_event, run, serve_process
+from tests.helpers import catalog_state, decl, in_threads, invoke, ol_dataset, ol_run_event, run, serve_process
 from tests.postgres import PostgresServer
 
 pytestmark = pytest.mark.both_engines
@@ -366,27 +366,17 @@ def test_writers_side_by_side_end_as_one_writer_would(
         expected = catalog_state(alone)
     many = postgres.url(postgres.create_database(template=catalog_template))
     shares = [events[i::4] + events[(i + 1) % 4 :: 4] for i in range(4)]  # each event to two writers
-    failures: list[BaseException] = []
     start = threading.Barrier(len(shares))
 
     def write(share: list[dict[str, Any]]) -> None:
-        try:
-            with Catalog(many) as catalog:
-                intake = catalog_intake(catalog, resolver)
-                start.wait()
-                for begin in range(0, len(share), 3):
-                    outcomes = intake.take(share[begin : begin + 3])
-                    assert all(o.ok for o in outcomes), [o.message for o in outcomes]
-        except BaseException as exc:
-            failures.append(exc)
+        with Catalog(many) as catalog:
+            intake = catalog_intake(catalog, resolver)
+            start.wait()
+            for begin in range(0, len(share), 3):
+                outcomes = intake.take(share[begin : begin + 3])
+                assert all(o.ok for o in outcomes), [o.message for o in outcomes]
 
-    threads = [threading.Thread(target=write, args=(share,)) for share in shares]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not any(thread.is_alive() for thread in threads), "a writer never finished"
-    assert not failures, failures
+    in_threads(write, [(share,) for share in shares], timeout=120)
     with Catalog(many) as together:
         assert catalog_state(together) == expected
         assert together.count_received()["received_events"] == len(events)
@@ -418,7 +408,6 @@ def test_a_deadlock_is_run_again_and_both_writes_land(postgres: PostgresServer, 
             catalog.save_position(Position("test", name, 0, "u"))
     both_hold_one = threading.Barrier(2, timeout=30)
     tries: dict[str, int] = {"x": 0, "y": 0}
-    failures: list[BaseException] = []
 
     def write(first: str, second: str) -> None:
         def work(cur: Any) -> None:
@@ -432,19 +421,10 @@ def test_a_deadlock_is_run_again_and_both_writes_land(postgres: PostgresServer, 
                     "UPDATE positions SET value = value || '+' || ? WHERE kind = 'test' AND name = ?", (first, name)
                 )
 
-        try:
-            with Catalog(url) as catalog:
-                catalog.db.write(work)
-        except BaseException as exc:
-            failures.append(exc)
+        with Catalog(url) as catalog:
+            catalog.db.write(work)
 
-    threads = [threading.Thread(target=write, args=pair) for pair in (("x", "y"), ("y", "x"))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not any(thread.is_alive() for thread in threads), "a writer never finished"
-    assert not failures, failures
+    in_threads(write, [("x", "y"), ("y", "x")], timeout=60)
     assert max(tries.values()) >= 2  # ended by a deadlock, and run again (as often as it takes)
     with Catalog(url) as catalog:
         values = dict(catalog._conn.execute("SELECT name, value FROM positions WHERE kind = 'test'").fetchall())
@@ -456,27 +436,17 @@ def test_two_workers_never_both_take_the_outbox_lease(postgres: PostgresServer, 
 
     url = postgres.url(postgres.create_database(template=catalog_template))
     taken: list[str] = []
-    failures: list[BaseException] = []
     start = threading.Barrier(6, timeout=60)
 
     def claim(n: int) -> None:
-        try:
-            with Catalog(url) as catalog:
-                info = StreamWorkerInfo(f"w{n}", "host", 1000 + n, "t", "s", 100.0)
-                catalog.workers.beat(info, 100.0)
-                start.wait()
-                if catalog.workers.acquire(info.id, 100.0, 5.0, acquired_at="now").taken:
-                    taken.append(info.id)
-        except BaseException as exc:  # said by the test, below
-            failures.append(exc)
+        with Catalog(url) as catalog:
+            info = StreamWorkerInfo(f"w{n}", "host", 1000 + n, "t", "s", 100.0)
+            catalog.workers.beat(info, 100.0)
+            start.wait()
+            if catalog.workers.acquire(info.id, 100.0, 5.0, acquired_at="now").taken:
+                taken.append(info.id)
 
-    threads = [threading.Thread(target=claim, args=(n,)) for n in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not any(thread.is_alive() for thread in threads), "a worker never finished"
-    assert not failures, failures
+    in_threads(claim, [(n,) for n in range(6)], timeout=60)
     assert len(taken) == 1
     with Catalog(url) as catalog:
         holder = catalog.workers.holder()
@@ -658,7 +628,7 @@ def test_the_connection_is_opened_again_when_its_kept_plans_are_due_and_keeps_it
     were nearly empty: the catalog's connection is opened again on a growing schedule, before a
     write, with the durability set on the one before. SQLite keeps no plans: its one connection."""
     catalog.set_durability("full")  # the tests' server does not wait for the disk by default
-    first = catalog.db.conn
+    first: Any = catalog.db.conn
     catalog.db._replan_at = 0.0  # due now
     catalog.save_position(Position("test", "replan", "1"))
     assert (catalog.db.conn is not first) == (catalog.dialect == "postgresql")

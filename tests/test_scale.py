@@ -16,7 +16,6 @@ import os
 import random
 import signal
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,7 +28,15 @@ from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
 from bridge.receiver.imports import catalog_intake
 from tests.backend import Backend, Reply, wait_for
-from tests.helpers import DATASET_EVENT_URL, PRODUCER, catalog_state, ol_dataset, ol_run_event, serve_process
+from tests.helpers import (
+    DATASET_EVENT_URL,
+    PRODUCER,
+    catalog_state,
+    in_threads,
+    ol_dataset,
+    ol_run_event,
+    serve_process,
+)
 from tests.postgres import PostgresServer
 from tests.test_faults import OLBRIDGE, expected, fill
 
@@ -208,22 +215,12 @@ def test_three_receivers_on_one_catalog_equal_a_one_by_one_ingest(
     with contextlib.ExitStack() as stack:
         urls = [stack.enter_context(serving(postgres_url)) for _ in range(3)]
         clients = 6
-        errors: list[BaseException] = []
 
         def client(mine: list[tuple[int, list[dict[str, Any]]]]) -> None:
-            try:
-                for server, batch in mine:
-                    answers.append(post(urls[server], batch))
-            except BaseException as exc:  # said by the test, below
-                errors.append(exc)
+            for server, batch in mine:
+                answers.append(post(urls[server], batch))
 
-        threads = [threading.Thread(target=client, args=(plan[n::clients],)) for n in range(clients)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=300)
-        assert not any(thread.is_alive() for thread in threads), "a client never finished"
-        assert not errors, errors
+        in_threads(client, [(plan[n::clients],) for n in range(clients)], timeout=300)
     assert len(answers) == len(plan) and set(answers) <= {200, 201}, sorted(set(answers))
     one_by_one = postgres.url(postgres.create_database())
     try:

@@ -81,6 +81,24 @@ def test_delivery_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert "olbridge stream --once from the outbox" in out
 
 
+def test_scale_runs_its_parts_without_a_load_generator(capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/scale.py's writer, stream and copy parts (the receivers' need wrk), on both
+    engines, at the tiniest sizes: the copy's check and identical exports included."""
+    args = ["--parts", "writer", "stream", "copy", "--writer-groups", "4", "--runs", "10", "--copy-runs", "20"]
+    assert load("scale").main(args) == 0
+    out = capsys.readouterr().out
+    assert "engine      writer group" in out
+    assert [line.split()[:2] for line in out.splitlines() if line.startswith(("postgresql  ", "sqlite  "))] == [
+        ["postgresql", "4"],
+        ["sqlite", "4"],
+        ["postgresql", "1"],
+        ["postgresql", "2"],
+        ["sqlite", "1"],
+    ]
+    assert "every table the same: True" in out and "every table the same: False" not in out
+    assert "identical exports: True" in out
+
+
 WRK_OUTPUT = """\
 Running 10s test @ http://127.0.0.1:8080
   2 threads and 16 connections

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import random
 import sqlite3
@@ -638,5 +639,7 @@ def test_the_connection_is_opened_again_when_its_kept_plans_are_due_and_keeps_it
     if catalog.dialect == "postgresql":
         assert first.closed
         second = catalog.db.conn
-        catalog.save_position(Position("test", "replan", "2"))  # not due again for 2 s
+        assert catalog.db._replan_every == 2.0  # the next turn 2 s on, then 4, ...
+        catalog.db._replan_at = math.inf  # not due: the connection stays
+        catalog.save_position(Position("test", "replan", "2"))
         assert catalog.db.conn is second

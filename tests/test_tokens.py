@@ -109,8 +109,19 @@ def test_a_token_writes_its_namespaces_and_its_name_is_kept(app: ReceiverApp, ca
         (run_event(1, "Spark-prod"), "/job/namespace", "Spark-prod"),  # and its case
         ({**run_event(1, "airflow"), "schemaURL": "x"}, "/job/namespace", "airflow"),
         (dataset_event("kafka://broker:9092"), "/dataset/namespace", "kafka://broker:9092"),
+        # a DatasetEvent writes its dataset, whatever job it names beside it (read as Marquez reads it)
+        ({**dataset_event("secret"), "job": {"namespace": "etl", "name": "j"}}, "/dataset/namespace", "secret"),
+        (
+            {
+                k: v
+                for k, v in {**dataset_event("secret"), "job": {"namespace": "etl", "name": "j"}}.items()
+                if k != "schemaURL"
+            },
+            "/dataset/namespace",
+            "secret",
+        ),
     ],
-    ids=["other", "longer", "case", "any-kind", "dataset-event"],
+    ids=["other", "longer", "case", "any-kind", "dataset-event", "dataset-event-naming-a-job", "dataset-by-shape"],
 )
 def test_an_event_for_another_namespace_is_refused_with_403_and_changes_nothing(
     app: ReceiverApp, catalog_path: str, event: dict[str, Any], pointer: str, namespace: str

@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from bridge.config import NamedToken
-from bridge.openlineage.validate import Problem
+from bridge.openlineage.validate import Problem, event_kind
 from bridge.receiver.events import parse_json, split_array
 from bridge.receiver.intake import Intake
 from bridge.receiver.outcome import Outcome
@@ -89,16 +89,16 @@ def error_body(status: int, code: str, message: str, problems: Iterable[Problem]
     }
 
 
-def _namespace_of(event: Any) -> str | None:
-    """The namespace an event writes: its job's, or a DatasetEvent's dataset's (None when it has
-    neither as text: the verdict refuses it)."""
+def _namespace_of(event: Any) -> tuple[str, str] | None:
+    """Where the namespace an event writes is, and that namespace: a DatasetEvent's dataset's,
+    else its job's, by the event's kind as it is read (None when it is not text: the verdict
+    refuses it)."""
     if not isinstance(event, dict):
         return None
-    for key in ("job", "dataset"):
-        part = event.get(key)
-        if isinstance(part, dict) and isinstance(part.get("namespace"), str):
-            namespace: str = part["namespace"]
-            return namespace
+    key = "dataset" if event_kind(event) == "DatasetEvent" else "job"
+    part = event.get(key)
+    if isinstance(part, dict) and isinstance(part.get("namespace"), str):
+        return f"/{key}/namespace", part["namespace"]
     return None
 
 
@@ -201,11 +201,11 @@ class ReceiverApp:
             return [None] * len(events)
         out: list[Outcome | None] = []
         for event in events:
-            namespace = _namespace_of(event)
-            if namespace is None or named.may_write(namespace):
+            found = _namespace_of(event)
+            if found is None or named.may_write(found[1]):
                 out.append(None)
                 continue
-            where = "/job/namespace" if isinstance(event.get("job"), dict) else "/dataset/namespace"
+            where, namespace = found
             message = f"token {named.name!r} may not write namespace {namespace!r}"
             out.append(Outcome("refused", message=message, problems=(Problem(where, message, "token"),)))
         refused = [o for o in out if o is not None]

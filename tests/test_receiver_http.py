@@ -115,6 +115,23 @@ def test_a_batch_answers_per_event(client: Client, catalog_path: str) -> None:
         assert catalog.count_received()["received_events"] == 2
 
 
+@pytest.mark.parametrize("moment", ["9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+01:00"])
+def test_a_time_marquez_reads_past_the_years_the_catalog_keeps_is_refused_and_the_rest_land(
+    client: Client, catalog_path: str, moment: str
+) -> None:
+    """Year 10000 or year 0 once in UTC: Marquez stores it, the catalog (UTC times) cannot; a 400
+    that says so, not a 500, and the batch's other events land."""
+    far = {**ol_run_event(run_id="0194a1b2-0000-7000-8000-000000000009"), "eventTime": moment}
+    status, _, body = client.post("/api/v1/lineage", far)
+    assert (status, body["error"]["code"], body["error"]["retriable"]) == (400, "invalid_event", False)
+    assert body["error"]["problems"][0]["pointer"] == "/eventTime"
+    assert "outside the years 1 to 9999 once in UTC" in body["error"]["message"]
+    status, _, body = client.post("/api/v1/lineage/batch", [far, ol_run_event()])
+    assert (status, body["summary"]["successful"], body["summary"]["failed"]) == (200, 1, 1)
+    with Catalog(catalog_path) as catalog:
+        assert catalog.count_received()["received_events"] == 1
+
+
 def test_gzip_bodies_are_read(client: Client) -> None:
     body = gzip.compress(json.dumps(ol_run_event()).encode())
     status, _, answer = client.request("POST", "/api/v1/lineage", body, {"Content-Encoding": "gzip"})

@@ -366,6 +366,8 @@ ROWS = [
         expect="refused",
         pointer="",
     ),
+    Row("R18", "year-10000-in-utc", ("eventTime", "9999-12-31T23:59:59-01:00"), expect="refused", pointer="/eventTime"),
+    Row("R18", "year-0-in-utc", ("eventTime", "0001-01-01T00:00:00+01:00"), expect="refused", pointer="/eventTime"),
     # --- taken with a warning (refused with --strict) ----------------------------------------
     Row("W1", "no-schemaURL", ("schemaURL", KeyError), expect="warned", pointer=""),
     Row(

@@ -46,7 +46,12 @@ def parse_time(value: object, where: str, *, assume_utc: bool = False) -> dateti
                 f"time {value!r} has no UTC offset; add 'Z' or '+00:00'", rule="time.offset", value=value, where=where
             )
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:00:00-02:00, 0001-01-01T00:00:00+01:00
+        raise ValidationError(
+            f"time {value!r} is outside the years 1 to 9999 once in UTC", rule="time.range", value=value, where=where
+        ) from None
 
 
 def parse_window(

@@ -29,6 +29,8 @@ from typing import Any
 
 import attrs
 
+from bridge.errors import ValidationError
+from bridge.model.times import parse_time
 from bridge.openlineage.marquez_rules import at, marquez_time
 from bridge.openlineage.validate import Problem, event_kind, event_problems
 
@@ -59,6 +61,8 @@ class Verdict:
 def _tolerated(problem: Problem, event: dict[str, Any]) -> bool:
     """Whether Marquez takes the event despite this problem (and the catalog can keep it)."""
     pointer, message = problem.pointer, problem.message
+    if problem.rule == "catalog":
+        return False
     if problem.rule == "marquez":
         # "Marquez reads this as a RunEvent unless schemaURL ends in /Kind": only when the URL is
         # missing (or null) and the kind came from the shape, which this receiver reads as the spec means.
@@ -82,12 +86,26 @@ def _tolerated(problem: Problem, event: dict[str, Any]) -> bool:
     return False
 
 
+def _catalog_problems(event: dict[str, Any]) -> list[Problem]:
+    """What Marquez takes and the catalog cannot keep: an ``eventTime`` its parser reads that is
+    outside the years 1 to 9999 once in UTC (the catalog orders events by their UTC time)."""
+    value = event.get("eventTime")
+    if not isinstance(value, str) or not marquez_time(value):
+        return []  # missing, or a time Marquez refuses: a problem of its own
+    try:
+        parse_time(value, "/eventTime", assume_utc=True)
+    except ValidationError as exc:
+        return [Problem("/eventTime", exc.message, "catalog")]
+    return []
+
+
 def judge(event: Any, *, strict: bool = False, text: str | None = None) -> Verdict:
     """The receiver's verdict on one parsed event (``text``: its JSON, if at hand)."""
     spec, marquez = event_problems(event, text=text)
     problems = spec + marquez
     if not isinstance(event, dict):
         return Verdict("RunEvent", tuple(problems), ())
+    problems += _catalog_problems(event)
     kind = event_kind(event)
     if strict:
         return Verdict(kind, tuple(problems), ())

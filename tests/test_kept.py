@@ -233,3 +233,20 @@ def test_the_placeholder_keeps_no_symlinks_metadata_and_its_own_assets_take_no_p
     exported = [d for e in iter_events(catalog, converter) for d in e.get("outputs", [])]
     assert exported and all(d["facets"]["documentation"]["description"] == "Ours" for d in exported)
     assert all("acme" not in d["facets"] for d in exported)
+
+
+def test_a_placeholder_never_overwrites_an_asset_of_the_catalogs_own(catalog: Catalog) -> None:
+    """A group that chose a placeholder's id before another process made the catalog's own asset
+    of that id writes its placeholder after: the own asset stays as it is (on PostgreSQL through
+    the bulk form of the statement, as the receiver writes three rows and more)."""
+    from bridge.catalog import sql
+    from bridge.catalog.rows import asset_row
+    from bridge.model import Asset
+
+    now = parse_time("2025-03-01T08:00:00Z", "now")
+    owns = [catalog.set_asset(decl(f"warehouse.t{n}", type="Table", description="ours"), now=now) for n in range(3)]
+    rows = [asset_row(Asset(own.id, "Table", None, Origin.EXTERNAL, now, now, description="theirs")) for own in owns]
+    catalog.db.write(lambda cur: catalog.engine.write_all(cur, [(sql.UPSERT_PLACEHOLDER, rows)]))
+    assert [(a.origin, a.description) for a in map(catalog.asset, [own.id for own in owns])] == [
+        (Origin.DECLARED, "ours")
+    ] * 3

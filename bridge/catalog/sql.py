@@ -51,9 +51,13 @@ UPSERT_ASSET = f"""
         assertions = excluded.assertions
 """
 COUNT_ASSETS = "SELECT count(*) FROM assets"
-# a placeholder's creation time is its first sighting, which an earlier event can move back
-UPSERT_PLACEHOLDER = UPSERT_ASSET.replace(
-    "updated_at = excluded.updated_at", "created_at = excluded.created_at, updated_at = excluded.updated_at"
+# a placeholder's creation time is its first sighting, which an earlier event can move back; it
+# never overwrites the catalog's own asset, should one of that id have been made meanwhile
+UPSERT_PLACEHOLDER = (
+    UPSERT_ASSET.replace(
+        "updated_at = excluded.updated_at", "created_at = excluded.created_at, updated_at = excluded.updated_at"
+    ).rstrip()
+    + "\n    WHERE assets.origin = 'external'\n"
 )
 
 

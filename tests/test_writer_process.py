@@ -10,6 +10,7 @@ import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -105,3 +106,29 @@ def test_a_dead_writer_costs_a_retry_and_the_next_one_takes_over(link: Link) -> 
     assert link.statuses(event(2), event(1)) == ["accepted", "duplicate"]
     assert stop(second) == 0
     assert link.received() == 2
+
+
+def test_a_group_the_writer_thread_cannot_hand_on_fails_alone_and_the_next_ones_go_on() -> None:
+    """A fault while handing a group on (here: the writer raising) answers that group's requests
+    as retriable, and leaves the writer's thread serving: it used to end it, and every request
+    after was refused until the process was restarted."""
+    from bridge.catalog import IngestResult
+    from bridge.receiver.writer import QueuedWriter, Unavailable
+
+    class Flaky(QueuedWriter):
+        calls = 0
+
+        def _write(self, events: list[Any]) -> list[IngestResult | Exception]:
+            Flaky.calls += 1
+            if Flaky.calls == 1:
+                raise TypeError("cannot pickle this")
+            return [IngestResult("accepted") for _ in events]
+
+    writer = Flaky(timeout=10)
+    try:
+        (first,) = writer.submit(["one"])  # type: ignore[list-item]
+        assert isinstance(first, Unavailable) and "cannot pickle this" in str(first)
+        assert writer.alive
+        assert writer.submit(["two"]) == [IngestResult("accepted")]  # type: ignore[list-item]
+    finally:
+        writer.close()

@@ -19,6 +19,7 @@ down with it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import queue
 import sqlite3
 import threading
@@ -32,6 +33,8 @@ from bridge.catalog.engine import Busy
 from bridge.errors import BridgeError
 from bridge.mapping.resolver import Resolver
 from bridge.model.received import IncomingEvent
+
+_log = logging.getLogger(__name__)
 
 Results = list[IngestResult | Exception]
 
@@ -159,7 +162,12 @@ class QueuedWriter:
                     break
                 jobs.append(more)
                 count += len(more.events)
-            results = self._write([e for job in jobs for e in job.events])
+            events = [e for job in jobs for e in job.events]
+            try:
+                results = self._write(events)
+            except Exception as exc:  # a fault of the writer's: these requests fail, the next ones go on
+                _log.exception("the writer could not hand a group on")
+                results = [Unavailable(f"the catalog's writer failed: {exc}")] * len(events)
             start = 0
             for job in jobs:  # each its share, in order
                 job.finish(results[start : start + len(job.events)])

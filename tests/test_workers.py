@@ -303,3 +303,54 @@ def test_a_second_stream_waits_and_takes_over_a_stalled_worker(
     assert (counts["delivered"], counts["lost"], counts["unexpected"]) == (len(history), 0, 0)
     assert counts["duplicated"] <= 5  # at most the request the stalled worker had in flight
     assert taken >= 100 and backend.out_of_order_runs() == []
+
+
+def test_a_retry_due_now_that_another_worker_holds_is_waited_for_not_claimed_in_a_spin(
+    catalog_target: str, converter: Converter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL the next retry may be a row another worker has claimed: this worker takes
+    nothing, and the retry is already due. It waits a moment before it claims again (each claim
+    is a write transaction); it used to claim again at once, as fast as the catalog answered."""
+    import time
+
+    from bridge.delivery.worker import HELD_RETRY_WAIT
+
+    stop = threading.Event()
+    takes: list[float] = []
+
+    class HeldByAnother:  # an OutboxHold under which another worker holds every row
+        owner = "this"
+
+        def acquire(self, **kwargs: Any) -> bool:
+            return True
+
+        def check(self) -> None:
+            pass
+
+        def take(self, now: float, limit: int) -> list[Any]:
+            takes.append(now)
+            if len(takes) == 20:
+                stop.set()
+            return []
+
+        def release(self) -> None:
+            pass
+
+    class Sender:
+        target = "http://b"
+        max_concurrency = 1
+
+        def send(self, lines: list[str]) -> list[Outcome]:
+            raise AssertionError("nothing is this worker's to send")
+
+        def close(self) -> None:
+            pass
+
+    slept: list[float] = []
+    with Catalog(catalog_target) as catalog:
+        monkeypatch.setattr(type(catalog.outbox), "next_retry_at", lambda self: time.time() - 1)  # due
+        hold: Any = HeldByAnother()
+        worker = StreamWorker(catalog, converter, Dispatcher(Sender()), lease=hold, sleep=slept.append, stop=stop)
+        worker.run()
+    assert len(takes) == 20
+    assert len(slept) >= 19 and min(slept) >= HELD_RETRY_WAIT

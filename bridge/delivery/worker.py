@@ -41,6 +41,9 @@ from bridge.jsonkeys import camel_keys
 from bridge.model import epoch_text
 from bridge.openlineage.convert import Converter
 
+# seconds a worker waits before it claims again when the retry due now is held by another worker
+HELD_RETRY_WAIT = 0.05
+
 if TYPE_CHECKING:
     from bridge.delivery.heartbeat import OutboxHold
 
@@ -157,9 +160,10 @@ class StreamWorker:
                 continue
             if self._out_of_budget(due):
                 return
-            wait = due - self.clock()
-            if wait > 0:
-                self.sleep(wait if once else min(wait, self.poll))
+            # a retry due now that this round did not take is another worker's (it holds the row):
+            # wait a moment for it rather than claim again at once
+            wait = max(due - self.clock(), min(HELD_RETRY_WAIT, self.poll))
+            self.sleep(wait if once else min(wait, self.poll))
 
     def _out_of_budget(self, due: float | None) -> bool:
         """True (and :attr:`gave_up` set) once deliveries have failed for ``give_up_after``

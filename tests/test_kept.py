@@ -250,3 +250,29 @@ def test_a_placeholder_never_overwrites_an_asset_of_the_catalogs_own(catalog: Ca
     assert [(a.origin, a.description) for a in map(catalog.asset, [own.id for own in owns])] == [
         (Origin.DECLARED, "ours")
     ] * 3
+
+
+def test_one_converter_shows_what_an_older_event_added_and_its_events_validate(
+    catalog: Catalog, resolver: Resolver
+) -> None:
+    """A stream worker keeps one converter for its life: an older event that adds a facet or a
+    symlink (the placeholder's version does not move) shows in the next conversion as in a new
+    converter's; an identifier given without a type still makes a valid symlinks facet."""
+    from bridge.openlineage.validate import validate_event
+
+    intake = catalog_intake(catalog, resolver)
+    converter = Converter(resolver)
+    assert intake.take([facets_event(5, documentation={"description": "late"})])[0].ok
+    before = converter.dataset(catalog.asset("s3://b/k"))
+    assert "acme_quality" not in before["facets"]
+    untyped = {"identifiers": [{"namespace": "hive://m", "name": "t"}]}
+    assert intake.take([facets_event(1, acme_quality={"score": 1}, symlinks=untyped)])[0].ok
+    asset = catalog.asset("s3://b/k")
+    assert asset.updated_at == parse_time("2025-03-01T08:05:00Z", "t")  # the same version
+    after = converter.dataset(asset)
+    assert after == Converter(resolver).dataset(asset)
+    assert after["facets"]["acme_quality"]["score"] == 1
+    (given,) = [i for i in after["facets"]["symlinks"]["identifiers"] if i["namespace"] == "hive://m"]
+    assert given["type"] == after["facets"]["datasetType"]["datasetType"]
+    event = {**ol_run_event("COMPLETE"), "inputs": [after]}
+    assert [p for p in validate_event(event) if "symlinks" in p.pointer] == []

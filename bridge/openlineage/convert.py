@@ -26,6 +26,7 @@ import attrs
 from openlineage.client.uuid import generate_static_uuid
 
 from bridge.mapping.resolver import Resolver
+from bridge.memo import Memo
 from bridge.model import (
     EXTERNAL,
     Asset,
@@ -72,8 +73,10 @@ class Converter:
     def __init__(self, resolver: Resolver, options: ConvertOptions = ConvertOptions()) -> None:
         self.resolver = resolver
         self.options = options
-        self._datasets: dict[tuple[str, datetime, bool], dict[str, Any]] = {}
-        self._dataset_text: dict[tuple[str, datetime, bool], str] = {}
+        # an asset's facets by its version (id, updated_at, deleted): not a placeholder's that
+        # carries its producers' facets or identifiers, which change without a new version
+        self._datasets: Memo[dict[str, Any]] = Memo(max_entries=50_000)
+        self._dataset_text: Memo[str] = Memo(max_entries=50_000)
         self._producer_json = dumps(options.producer)
         self._run_schema_json = dumps(f.RUN_EVENT)
 
@@ -81,14 +84,11 @@ class Converter:
 
     def dataset(self, asset: Asset) -> dict[str, Any]:
         """``{namespace, name, facets}`` of an asset; the dict is shared, do not change it."""
+        if asset.received_facets or asset.identifiers:
+            return self._build_dataset(asset)
         key = (asset.id, asset.updated_at, asset.is_deleted)
         found = self._datasets.get(key)
-        if found is None:
-            found = self._build_dataset(asset)
-            if len(self._datasets) > 50_000:
-                self._datasets.clear()
-            self._datasets[key] = found
-        return found
+        return found if found is not None else self._datasets.put(key, 0, self._build_dataset(asset))
 
     def _build_dataset(self, asset: Asset) -> dict[str, Any]:
         producer = self.options.producer
@@ -137,10 +137,11 @@ class Converter:
         identifiers: dict[tuple[str, str], dict[str, Any]] = {}
         for identifier in (own.get("symlinks") or {}).get("identifiers", ()):
             identifiers[identifier["namespace"], identifier["name"]] = identifier
+        # the symlinks facet requires each identifier's type: one its producer gave none (Marquez
+        # takes that) is said to be of the placeholder's own dataset type, as olbridge's own is
+        own_type = own["datasetType"]["datasetType"]
         for given in asset.identifiers:
-            item: dict[str, Any] = {"namespace": given.namespace, "name": given.name}
-            if given.type is not None:
-                item["type"] = given.type
+            item = {"namespace": given.namespace, "name": given.name, "type": given.type or own_type}
             identifiers.setdefault((given.namespace, given.name), item)
         if identifiers:
             facets["symlinks"] = f.symlinks_of(self.options.producer, list(identifiers.values()))
@@ -148,14 +149,11 @@ class Converter:
 
     def dataset_json(self, asset: Asset) -> str:
         """:meth:`dataset` serialized, kept per asset version like the dict."""
+        if asset.received_facets or asset.identifiers:
+            return dumps(self.dataset(asset))
         key = (asset.id, asset.updated_at, asset.is_deleted)
         found = self._dataset_text.get(key)
-        if found is None:
-            found = dumps(self.dataset(asset))
-            if len(self._dataset_text) > 50_000:
-                self._dataset_text.clear()
-            self._dataset_text[key] = found
-        return found
+        return found if found is not None else self._dataset_text.put(key, 0, dumps(self.dataset(asset)))
 
     def _usage(
         self, usage: StoredUsage, assets: Mapping[str, Asset], when: datetime

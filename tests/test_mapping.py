@@ -129,5 +129,9 @@ def test_user_rules_come_first_and_bad_files_are_refused(tmp_path: Path) -> None
     broken.write_text("[[rule]\n")
     with pytest.raises(MappingError, match="not valid TOML"):
         Resolver.load([broken])
-    with pytest.raises(MappingError, match="cannot read"):
+    with pytest.raises(MappingError, match=r"cannot read mapping file .*missing\.toml: file not found"):
         Resolver.load([tmp_path / "missing.toml"])
+    utf16 = tmp_path / "utf16.toml"
+    utf16.write_bytes('[[rule]]\nname = "x"\n'.encode("utf-16"))  # a BOM, then not UTF-8: no traceback
+    with pytest.raises(MappingError, match=r"cannot read mapping file .*utf16\.toml: not UTF-8 text"):
+        Resolver.load([utf16])

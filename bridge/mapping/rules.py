@@ -35,7 +35,8 @@ from typing import Any
 
 import attrs
 
-from bridge.errors import MappingError, ValidationError
+from bridge.errors import InputFileError, MappingError, ValidationError
+from bridge.files import read_text
 from bridge.mapping.template import Template, compile_template
 from bridge.model import normalize_type
 
@@ -166,11 +167,10 @@ def parse_rules(document: Mapping[str, Any], source: str, first_order: int = 0) 
 
 
 def load_rule_file(path: Path | str, first_order: int = 0) -> list[Rule]:
-    path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise MappingError(f"cannot read mapping file {path}: {exc.strerror}") from None
+        text = read_text(path)
+    except InputFileError as exc:  # missing, unreadable, or not UTF-8
+        raise MappingError(f"cannot read mapping file {path}: {exc.message}") from None
     return parse_rule_text(text, str(path), first_order)
 
 

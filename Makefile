@@ -62,7 +62,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/prefect_import.py
 	@if command -v wrk >/dev/null 2>&1; then $(BIN)/python benchmarks/ingest.py; \
 	else echo "benchmarks/ingest.py needs wrk, the load generator (Debian: apt-get install wrk)" >&2; fi
-	@if command -v wrk >/dev/null 2>&1; then $(BIN)/python benchmarks/scale.py; \
+	@if command -v wrk >/dev/null 2>&1; then $(BIN)/python benchmarks/scale.py --repeat 3; \
 	else echo "benchmarks/scale.py needs wrk, the load generator (Debian: apt-get install wrk)" >&2; fi
 	$(BIN)/python benchmarks/delivery.py
 	$(BIN)/python benchmarks/ingest_parts.py

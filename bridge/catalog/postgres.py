@@ -93,8 +93,9 @@ _TRANSLATED_PLAIN: dict[str, str] = {}
 _LOOKUPS: dict[str, tuple[str | None, bool]] = {}
 # up to this many parameters (64 pairs) the OR of index probes costs the least; above, the JSON
 # array. The receiver's writer alone, CPU us an event of olbridge + PostgreSQL, in groups of 8 and
-# 300 (`benchmarks/scale.py --parts writer --writer-groups 8 300 --warm 2000`): 186 + 275 and
-# 65 + 73 with OR'd lookups up to 64 pairs, against 224 + 345 and 66 + 82 from 8 pairs on
+# 300 (`benchmarks/scale.py --parts writer --writer-groups 8 300 --warm 2000`, run with this
+# constant at 128 and at 16): 186 + 275 and 65 + 73 with OR'd lookups up to 64 pairs, against
+# 224 + 345 and 66 + 82 from 8 pairs on
 PAIRS_FROM = 128
 
 

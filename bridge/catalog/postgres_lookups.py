@@ -4,13 +4,13 @@ of a JSON array.
 The receiver's writer reads what a group of events touches in a few statements, each an OR of
 point lookups on a pair of columns (``(event_time = ? AND digest = ?) OR ...``: SQLite answers
 each from the primary key, and a row-value ``IN`` over ``VALUES`` would scan its table). On
-PostgreSQL a few hundred OR'd pairs cost the planner and the executor a condition each, about
-4 ms for 256 pairs; the same pairs given as one JSON array, ``(a, b) IN (SELECT x->>0, x->>1
+PostgreSQL a few hundred OR'd pairs cost the planner and the executor a condition each; the same
+pairs given as one JSON array, ``(a, b) IN (SELECT x->>0, x->>1
 FROM jsonb_array_elements(...) x)``, are one index probe each and one plan for any number of
 pairs. The PostgreSQL cursor runs the shared statements that have this shape so
 (:func:`pairs_form`), with the same rows found. A long ``IN (?, ?, ...)`` list of texts goes the
 same way (:func:`list_form`): a statement of hundreds of placeholders is one the driver cannot
-cache and parses again each time (about 1.7 ms of the client's CPU for 256). The values go as one
+cache and parses again each time. The values go as one
 JSON text, which orjson writes in C, rather than as arrays the driver writes value by value in
 Python.
 """

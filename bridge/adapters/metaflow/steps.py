@@ -259,6 +259,7 @@ class StepRecorder:
 
 
 _active: StepRecorder | None = None  # the task run of the task this process runs
+_exit_hooked: list[bool] = []  # whether _end_active is registered to run at exit
 
 
 def _end_active() -> None:
@@ -272,8 +273,6 @@ def _end_active() -> None:
         print(f"olbridge: could not end the task run of {recorder.context.pathspec}: {exc}", file=sys.stderr)
 
 
-atexit.register(_end_active)  # ends the task run when the task process exits; nothing without one
-
 
 def _recorder(context: StepContext) -> StepRecorder:
     """The task run of this task; it ends when the task process exits (Metaflow runs one task a
@@ -282,6 +281,9 @@ def _recorder(context: StepContext) -> StepRecorder:
     if _active is not None and _active.context.key != context.key:
         _end_active()
     if _active is None:
+        if not _exit_hooked:  # registered with the first task run, not by every import of this module
+            atexit.register(_end_active)  # ends the task run when the task process exits
+            _exit_hooked.append(True)
         _active = StepRecorder(context, catalog_path(os.environ))
     return _active
 

@@ -169,7 +169,7 @@ def copy_catalog(source: Catalog, destination: Catalog, *, progress: Progress | 
             copied = 0
             for table in layout:
                 for page in _pages(conn, table):
-                    cur.executemany(insert[table.name], page)
+                    destination.engine.write_many(cur, insert[table.name], page)  # in bulk where it can
                     copied += len(page)
                     if progress is not None:
                         progress(len(page))

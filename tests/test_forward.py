@@ -29,7 +29,7 @@ from bridge.receiver.intake import Intake
 from bridge.receiver.writer import GroupWriter
 from tests.backend import ACCEPT, Backend, Reply, free_port, wait_for
 from tests.helpers import DATASET_EVENT_URL, PRODUCER, ol_dataset, ol_run_event, table_contents
-from tests.test_receiver_http import TOKEN, Client, serve_process
+from tests.test_receiver_http import TOKEN, Client, token_server
 
 OLBRIDGE = str(Path(sys.executable).parent / "olbridge")
 RUN = "0194a1b2-0000-7000-8000-000000000001"
@@ -198,7 +198,7 @@ def test_the_openlineage_client_through_serve_forward_and_stream_to_a_backend_do
 
     catalog = catalog_target
     port = free_port()  # the backend's: nothing listens there yet
-    with serve_process(catalog, "--forward") as (url, _process):
+    with token_server(catalog, "--forward") as (url, _process):
         for compression in (None, "gzip"):
             config: dict[str, Any] = {"type": "http", "url": url, "auth": {"type": "api_key", "apiKey": TOKEN}}
             if compression:

@@ -9,10 +9,8 @@ import io
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,7 +25,15 @@ from bridge.receiver.app import ReceiverApp
 from bridge.receiver.events import canonical
 from bridge.receiver.intake import Intake, Limits
 from bridge.receiver.writer import GroupWriter
-from tests.helpers import DATASET_EVENT_URL, PRODUCER, mutated, ol_dataset, ol_run_event, table_contents
+from tests.helpers import (
+    DATASET_EVENT_URL,
+    PRODUCER,
+    mutated,
+    ol_dataset,
+    ol_run_event,
+    serve_process,
+    table_contents,
+)
 from tests.postgres import PostgresServer
 
 TOKEN = "s3cret-token"
@@ -386,56 +392,23 @@ def test_the_specs_example_events_are_taken(
 # --- a real server, the real client -------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def running_server(catalog: Path | str, *options: str) -> Iterator[str]:
     """``olbridge serve`` as a subprocess on a free loopback port, stopped with SIGTERM."""
-    with serve_process(catalog, *options) as (url, _process):
+    with token_server(catalog, *options) as (url, _process):
         yield url
 
 
 @contextlib.contextmanager
-def serve_process(
+def token_server(
     catalog: Path | str, *options: str, token: str | None = TOKEN
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """The same, with the supervisor's process (``token``: its OLBRIDGE_TOKEN, None for none)."""
-    port = _free_port()
+    """The same (:func:`tests.helpers.serve_process`) with the supervisor's process, ``token``
+    its OLBRIDGE_TOKEN (None for none); it must end cleanly (or by SIGKILL, from the test)."""
     env = {k: v for k, v in os.environ.items() if k not in ("OLBRIDGE_TOKEN", "OLBRIDGE_TOKEN_FILE")}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bridge", "--catalog", str(catalog), "serve", "--port", str(port), *options],
-        env={**env, "OLBRIDGE_TOKEN": token} if token else env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):  # up to 10 s
-            try:
-                if requests.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            assert process.poll() is None, process.stderr.read() if process.stderr else ""
-            time.sleep(0.1)
-        else:
-            raise AssertionError("olbridge serve did not become ready")
-        yield url, process
-    finally:
-        if process.returncode is None:  # not reaped by the test itself
-            process.send_signal(signal.SIGTERM)
-        try:
-            assert process.wait(timeout=15) == 0 or process.returncode == -signal.SIGKILL
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-            if process.stderr:
-                process.stderr.close()
+    with serve_process(catalog, *options, env={**env, "OLBRIDGE_TOKEN": token} if token else env) as served:
+        yield served.url, served.process
+    assert served.returncode in (0, -signal.SIGKILL), served.stderr
 
 
 @pytest.fixture
@@ -469,7 +442,7 @@ def test_a_killed_writer_is_replaced_and_retried_events_land_once(tmp_path: Path
             time.sleep(0.2)
         return status
 
-    with serve_process(catalog) as (url, process):
+    with token_server(catalog) as (url, process):
         assert send(0) == 201
         first = _writer_pid(process.pid, catalog)
         os.kill(first, signal.SIGKILL)
@@ -492,7 +465,7 @@ def _running(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the processes through /proc (Linux)")
 def test_the_writer_and_workers_stop_when_the_supervisor_is_killed(tmp_path: Path) -> None:
-    with serve_process(tmp_path / "orphans.db") as (_url, process):
+    with token_server(tmp_path / "orphans.db") as (_url, process):
         children = [int(c) for c in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()]
         assert len(children) == 3  # the writer and two workers
         process.kill()

@@ -21,7 +21,7 @@ from bridge.receiver.intake import Intake
 from bridge.receiver.metrics import Metrics
 from bridge.receiver.writer import GroupWriter
 from tests.helpers import DATASET_EVENT_URL, PRODUCER, ol_dataset, ol_run_event, table_contents
-from tests.test_receiver_http import serve_process
+from tests.test_receiver_http import token_server
 
 SPARK = NamedToken("spark", "spark-secret", ("spark-*", "etl"))
 ANY = NamedToken("platform", "platform-secret", ("*",))
@@ -246,7 +246,7 @@ def test_serve_with_named_tokens_and_the_real_client(
             producer=PRODUCER,
         )
 
-    with serve_process(catalog, *options, token=None) as (url, _process):
+    with token_server(catalog, *options, token=None) as (url, _process):
         client(url, SPARK.token).emit(event("spark-prod"))
         with pytest.raises(requests.HTTPError) as refused:
             client(url, SPARK.token).emit(event("airflow"))

@@ -40,10 +40,11 @@ TOKEN = "s3cret-token"
 
 
 class Client:
-    """Calls a WSGI app in-process, as a server would."""
+    """Calls a WSGI app in-process, as a server would, with ``token`` as its bearer (None: none)."""
 
-    def __init__(self, app: ReceiverApp) -> None:
+    def __init__(self, app: ReceiverApp, token: str | None = TOKEN) -> None:
         self.app = app
+        self.token = token
 
     def request(
         self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
@@ -54,8 +55,9 @@ class Client:
             "CONTENT_LENGTH": str(len(body)),
             "CONTENT_TYPE": "application/json",
             "wsgi.input": io.BytesIO(body),
-            "HTTP_AUTHORIZATION": f"Bearer {TOKEN}",
         }
+        if self.token is not None:
+            environ["HTTP_AUTHORIZATION"] = f"Bearer {self.token}"
         for key, value in (headers or {}).items():
             name = key.upper().replace("-", "_")
             environ[name if name in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{name}"] = value

@@ -4,8 +4,6 @@ event it brought, and ``/metrics`` counts by it. One shared token works as befor
 
 from __future__ import annotations
 
-import io
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +18,8 @@ from bridge.receiver.app import ReceiverApp
 from bridge.receiver.intake import Intake
 from bridge.receiver.metrics import Metrics
 from bridge.receiver.writer import GroupWriter
-from tests.helpers import DATASET_EVENT_URL, PRODUCER, ol_dataset, ol_run_event, table_contents
-from tests.test_receiver_http import token_server
+from tests.helpers import DATASET_EVENT_URL, PRODUCER, ol_dataset, ol_run_event
+from tests.test_receiver_http import Client, contents, token_server
 
 SPARK = NamedToken("spark", "spark-secret", ("spark-*", "etl"))
 ANY = NamedToken("platform", "platform-secret", ("*",))
@@ -46,28 +44,8 @@ def app(writer: GroupWriter) -> ReceiverApp:
 
 
 def post(app: ReceiverApp, path: str, value: Any, token: str | None) -> tuple[int, Any]:
-    body = json.dumps(value).encode()
-    environ: dict[str, Any] = {
-        "REQUEST_METHOD": "POST",
-        "PATH_INFO": path,
-        "CONTENT_LENGTH": str(len(body)),
-        "CONTENT_TYPE": "application/json",
-        "wsgi.input": io.BytesIO(body),
-    }
-    if token is not None:
-        environ["HTTP_AUTHORIZATION"] = f"Bearer {token}"
-    answer: dict[str, Any] = {}
-
-    def start_response(status: str, headers: list[tuple[str, str]]) -> None:
-        answer["status"] = int(status.split()[0])
-
-    payload = b"".join(app(environ, start_response))
-    return answer["status"], json.loads(payload)
-
-
-def contents(path: str) -> dict[str, list[tuple[Any, ...]]]:
-    with Catalog(path) as catalog:
-        return table_contents(catalog)
+    status, _, body = Client(app, token=token).post(path, value)
+    return status, body
 
 
 def tokens_of(path: str) -> list[tuple[str, str | None]]:

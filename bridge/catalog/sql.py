@@ -743,6 +743,8 @@ SELECT_WORKERS = f"""
         ON c.claimed_by = w.id
     ORDER BY w.started_at, w.id
 """
+# what reaping needs of the workers, at every heartbeat: no join, no count of claims
+WORKER_PROCESSES = "SELECT id, host, pid FROM stream_workers"
 SELECT_LEASE = f"""
     SELECT l.worker, l.acquired_at, {WORKER_COLUMNS} FROM outbox_lease l
     LEFT JOIN stream_workers w ON w.id = l.worker WHERE l.id = 1

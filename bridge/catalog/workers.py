@@ -162,9 +162,11 @@ class Workers:
         """Forget the other workers whose process ``is_dead(host, pid)`` says is gone (killed on
         this host, say), their outbox claims released at once rather than when they expire; the
         workers forgotten."""
-        gone = [w for w in self.list() if w.id != worker_id and is_dead(w.host, w.pid)]
-        if not gone:
+        processes = self._conn.execute(sql.WORKER_PROCESSES).fetchall()
+        dead = {w_id for w_id, host, pid in processes if w_id != worker_id and is_dead(host, pid)}
+        if not dead:
             return []
+        gone = [w for w in self.list() if w.id in dead]  # as they stood before they are forgotten
 
         def work(cur: Cursor) -> None:
             for worker in gone:

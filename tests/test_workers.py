@@ -354,3 +354,43 @@ def test_a_retry_due_now_that_another_worker_holds_is_waited_for_not_claimed_in_
         worker.run()
     assert len(takes) == 20
     assert len(slept) >= 19 and min(slept) >= HELD_RETRY_WAIT
+
+
+def test_stream_waits_while_the_catalog_cannot_be_read_before_a_round_and_loses_nothing(
+    catalog_target: str, converter: Converter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catalog busy or out of reach when a round takes its rows (a PostgreSQL server
+    restarting, say): the worker waits and takes them again, as it does when settling; it used to
+    stop with an error."""
+    from bridge.catalog.outbox import Outbox
+
+    with Catalog(catalog_target) as catalog:
+        fill(catalog, 4)
+        events = expected(catalog, converter)
+        failures = iter([Busy("the server is restarting")] * 2)
+        real_heads = Outbox.heads
+
+        def heads(self: Outbox, now: float, limit: int) -> Any:
+            failure = next(failures, None)
+            if failure is not None:
+                raise failure
+            return real_heads(self, now, limit)
+
+        monkeypatch.setattr(Outbox, "heads", heads)
+
+        class Sender:
+            target = "http://b"
+            max_concurrency = 1
+
+            def send(self, lines: list[str]) -> list[Outcome]:
+                sent.extend(json.loads(line) for line in lines)
+                return [DELIVERED for _ in lines]
+
+            def close(self) -> None:
+                pass
+
+        sent: list[dict[str, Any]] = []
+        slept: list[float] = []
+        stats = StreamWorker(catalog, converter, Dispatcher(Sender()), sleep=slept.append).run(once=True)
+    assert sent == events and stats.delivered == len(events)
+    assert len(slept) >= 2

@@ -148,11 +148,18 @@ class StreamWorker:
         while not self.stop.is_set():
             if self.lease is not None:
                 self.lease.check()
-            if self.step():
+            try:
+                took = self.step()
+                due = None if took else outbox.next_retry_at()
+            except Exception as exc:  # before anything was sent: settling waits in _settle
+                if not self.catalog.unavailable(exc):
+                    raise
+                self.sleep(self.poll)  # the catalog is busy or out of reach: try again
+                continue
+            if took:
                 if self._out_of_budget(None):
                     return
                 continue
-            due = outbox.next_retry_at()
             if due is None:
                 if once:
                     return

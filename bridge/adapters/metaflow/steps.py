@@ -273,7 +273,6 @@ def _end_active() -> None:
         print(f"olbridge: could not end the task run of {recorder.context.pathspec}: {exc}", file=sys.stderr)
 
 
-
 def _recorder(context: StepContext) -> StepRecorder:
     """The task run of this task; it ends when the task process exits (Metaflow runs one task a
     process), or when a call comes from another task."""

@@ -26,12 +26,13 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+import attrs
 import orjson
 
 from bridge.config import NamedToken
 from bridge.openlineage.validate import Problem, event_kind
 from bridge.receiver.events import parse_json, split_array
-from bridge.receiver.intake import Intake
+from bridge.receiver.intake import Intake, Read, Steps, run_steps
 from bridge.receiver.outcome import Outcome
 
 StartResponse = Callable[..., Any]
@@ -40,6 +41,29 @@ Environ = dict[str, Any]
 LINEAGE = "/api/v1/lineage"
 BATCH = "/api/v1/lineage/batch"
 RETRY_AFTER = "1"
+
+
+@attrs.frozen
+class Request:
+    """What the receiver reads of an HTTP request before its body, whichever server took it."""
+
+    method: str
+    path: str
+    content_type: str = ""
+    content_length: str = ""  # the header's text ("" without one)
+    content_encoding: str = ""
+    authorization: str = ""
+
+
+@attrs.frozen
+class Reply:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    @property
+    def status_line(self) -> str:
+        return f"{self.status} {_REASONS.get(self.status, 'Unknown')}"
 
 
 class HttpError(Exception):
@@ -103,7 +127,8 @@ def _namespace_of(event: Any) -> tuple[str, str] | None:
 
 
 class ReceiverApp:
-    """``ReceiverApp(intake, token=..., ready=...)`` is a WSGI callable; ``tokens`` are named
+    """``ReceiverApp(intake, token=..., ready=...)`` answers requests as steps (:meth:`exchange`,
+    which the HTTP workers run on their event loops) and is a WSGI callable; ``tokens`` are named
     tokens, each allowed its namespaces (instead of the one ``token``); ``forward`` hands each
     event's text as it came to the catalog, to forward."""
 
@@ -125,14 +150,34 @@ class ReceiverApp:
         self.forward = forward
         self._ready = ready  # None when ready, else why not
 
-    # --- WSGI --------------------------------------------------------------------------------
+    # --- WSGI (in-process: the tests, an embedding program) ---------------------------------
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterator[bytes]:
-        path = environ.get("PATH_INFO", "") or "/"
-        method = environ.get("REQUEST_METHOD", "GET")
-        route = path if path in (LINEAGE, BATCH, "/healthz", "/readyz", "/metrics") else "other"
+        if self.intake.write is None:
+            raise ValueError("a WSGI receiver needs an intake with a writer")
+        request = Request(
+            method=environ.get("REQUEST_METHOD", "GET"),
+            path=environ.get("PATH_INFO", "") or "/",
+            content_type=environ.get("CONTENT_TYPE", ""),
+            content_length=environ.get("CONTENT_LENGTH") or "",
+            content_encoding=environ.get("HTTP_CONTENT_ENCODING", ""),
+            authorization=environ.get("HTTP_AUTHORIZATION", ""),
+        )
+        reply = run_steps(
+            self.exchange(request), write=self.intake.write, read=lambda limit: environ["wsgi.input"].read(limit)
+        )
+        start_response(reply.status_line, reply.headers)
+        return iter([reply.body])
+
+    # --- any server ---------------------------------------------------------------------------
+
+    def exchange(self, request: Request) -> Steps[Reply]:
+        """The answer to a request, as steps: the server reads the body when asked
+        (:class:`~bridge.receiver.intake.Read`) and has the events written
+        (:class:`~bridge.receiver.intake.Write`), each its own way."""
+        route = request.path if request.path in (LINEAGE, BATCH, "/healthz", "/readyz", "/metrics") else "other"
         try:
-            status, body, headers = self._dispatch(method, path, environ)
+            status, body, headers = yield from self._dispatch(request)
         except HttpError as exc:
             status, headers = exc.status, exc.headers
             body = error_body(exc.status, exc.code, exc.message, exc.problems)
@@ -145,19 +190,19 @@ class ReceiverApp:
             payload = orjson.dumps(body)
             headers = [("Content-Type", "application/json"), *headers]
         headers.append(("Content-Length", str(len(payload))))
-        start_response(f"{status} {_REASONS.get(status, 'Unknown')}", headers)
-        return iter([payload])
+        return Reply(status, headers, payload)
 
-    def _dispatch(self, method: str, path: str, environ: Environ) -> tuple[int, Any, list[tuple[str, str]]]:
+    def _dispatch(self, request: Request) -> Steps[tuple[int, Any, list[tuple[str, str]]]]:
+        method, path = request.method, request.path
         if path in (LINEAGE, BATCH):
             if method != "POST":
                 raise HttpError(405, "method_not_allowed", f"{path} takes POST", headers=[("Allow", "POST")])
-            named = self._authorize(environ)
-            body = self._read_body(environ)
+            named = self._authorize(request)
+            body = yield from self._read_body(request)
             payload = self._parse(body)
             if path == BATCH:
-                return self._batch(payload, body, named)
-            return self._single(payload, body, named)
+                return (yield from self._batch(payload, body, named))
+            return (yield from self._single(payload, body, named))
         if path in ("/healthz", "/readyz", "/metrics"):
             if method not in ("GET", "HEAD"):
                 raise HttpError(405, "method_not_allowed", f"{path} takes GET", headers=[("Allow", "GET, HEAD")])
@@ -173,12 +218,12 @@ class ReceiverApp:
 
     # --- requests ----------------------------------------------------------------------------
 
-    def _authorize(self, environ: Environ) -> NamedToken | None:
+    def _authorize(self, request: Request) -> NamedToken | None:
         """The named token the request bears (None without named tokens); a 401 when it bears
         none of the tokens this receiver takes."""
         if self._token is None and not self._tokens:
             return None
-        given = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1", "replace")
+        given = request.authorization.encode("latin-1", "replace")
         if self._token is not None and hmac.compare_digest(given, self._token):
             return None
         found = None
@@ -214,12 +259,12 @@ class ReceiverApp:
             self.intake.metrics.forbidden(named.name, len(refused))
         return out
 
-    def _read_body(self, environ: Environ) -> bytes:
-        content_type = environ.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
+    def _read_body(self, request: Request) -> Steps[bytes]:
+        content_type = request.content_type.split(";", 1)[0].strip().lower()
         if content_type != "application/json":
             raise HttpError(415, "unsupported_media_type", f"send Content-Type: application/json, not {content_type!r}")
         limit = self.limits.max_body
-        length_text = environ.get("CONTENT_LENGTH") or ""
+        length_text = request.content_length
         if length_text:
             try:
                 length = int(length_text)
@@ -227,12 +272,12 @@ class ReceiverApp:
                 raise HttpError(400, "bad_request", f"Content-Length {length_text!r} is not a number") from None
             if length > limit:
                 raise HttpError(413, "body_too_large", f"the body has {length} bytes; this receiver takes {limit}")
-            body: bytes = environ["wsgi.input"].read(length)
+            body: bytes = yield Read(length)
         else:
-            body = environ["wsgi.input"].read(limit + 1)
+            body = yield Read(limit + 1)
             if len(body) > limit:
                 raise HttpError(413, "body_too_large", f"the body has more than {limit} bytes")
-        encoding = environ.get("HTTP_CONTENT_ENCODING", "identity").strip().lower()
+        encoding = (request.content_encoding or "identity").strip().lower()
         if encoding == "gzip":
             return self._gunzip(body)
         if encoding not in ("identity", ""):
@@ -267,21 +312,25 @@ class ReceiverApp:
                 raise HttpError(400, "too_deep", "the body nests too deeply to read") from None
             raise HttpError(400, "bad_json", f"the body is not JSON: {exc}") from None
 
-    def _single(self, payload: Any, body: bytes, named: NamedToken | None) -> tuple[int, Any, list[tuple[str, str]]]:
+    def _single(
+        self, payload: Any, body: bytes, named: NamedToken | None
+    ) -> Steps[tuple[int, Any, list[tuple[str, str]]]]:
         if isinstance(payload, list):
             raise HttpError(400, "batch_on_single", f"{LINEAGE} takes one event; send arrays to {BATCH}")
         (forbidden,) = self._forbidden([payload], named)
         if forbidden is not None:
             raise HttpError(403, "forbidden", forbidden.message, forbidden.problems)
         forwards = [body.decode()] if self.forward else None
-        (outcome,) = self.intake.take([payload], forwards=forwards, token=named.name if named else None)
+        (outcome,) = yield from self.intake.taking([payload], forwards=forwards, token=named.name if named else None)
         if outcome.status == "refused":
             raise HttpError(400, "invalid_event", outcome.message, outcome.problems)
         if outcome.status == "unavailable":
             raise HttpError(503, "unavailable", outcome.message)
         return 201, _accepted(outcome), []
 
-    def _batch(self, payload: Any, body: bytes, named: NamedToken | None) -> tuple[int, Any, list[tuple[str, str]]]:
+    def _batch(
+        self, payload: Any, body: bytes, named: NamedToken | None
+    ) -> Steps[tuple[int, Any, list[tuple[str, str]]]]:
         if not isinstance(payload, list):
             raise HttpError(400, "batch_not_array", f"{BATCH} takes a JSON array of events")
         if len(payload) > self.limits.max_batch:
@@ -290,7 +339,7 @@ class ReceiverApp:
                 "batch_too_large",
                 f"the batch has {len(payload)} events; this receiver takes at most {self.limits.max_batch}",
             )
-        outcomes = self._take_batch(payload, body, named)
+        outcomes = yield from self._take_batch(payload, body, named)
         failed = [(i, o) for i, o in enumerate(outcomes) if not o.ok]
         retriable = sum(o.retriable for _, o in failed)
         answer = {
@@ -319,7 +368,7 @@ class ReceiverApp:
             return 503, answer, [("Retry-After", RETRY_AFTER)]
         return 200, answer, []
 
-    def _take_batch(self, events: list[Any], body: bytes, named: NamedToken | None) -> list[Outcome]:
+    def _take_batch(self, events: list[Any], body: bytes, named: NamedToken | None) -> Steps[list[Outcome]]:
         forbidden = self._forbidden(events, named)
         if named is not None and events and all(o is not None for o in forbidden):
             first = forbidden[0]
@@ -329,10 +378,12 @@ class ReceiverApp:
         texts = [piece.decode() for piece in split_array(body)] if self.forward else None
         keep = [i for i, o in enumerate(forbidden) if o is None]
         taken = iter(
-            self.intake.take(
-                [events[i] for i in keep],
-                forwards=[texts[i] for i in keep] if texts is not None else None,
-                token=named.name if named else None,
+            (
+                yield from self.intake.taking(
+                    [events[i] for i in keep],
+                    forwards=[texts[i] for i in keep] if texts is not None else None,
+                    token=named.name if named else None,
+                )
             )
         )
         return [o if o is not None else next(taken) for o in forbidden]

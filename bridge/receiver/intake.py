@@ -3,8 +3,8 @@ requests, files and a Marquez instance. Each item gets an :class:`~bridge.receiv
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, TypeVar
 
 import attrs
 
@@ -18,7 +18,9 @@ from bridge.receiver.outcome import Outcome
 from bridge.receiver.policy import judge
 from bridge.receiver.writer import Unavailable, unavailable
 
-Writer = Callable[[Sequence[IncomingEvent]], list[IngestResult | Exception]]
+Results = list[IngestResult | Exception]
+Writer = Callable[[Sequence[IncomingEvent]], Results]
+T = TypeVar("T")
 
 
 @attrs.frozen
@@ -57,10 +59,11 @@ def _dataset_count(event: dict[str, Any]) -> int:
 
 
 class Intake:
-    """Judges, reads and writes external events."""
+    """Judges, reads and writes external events: with ``write`` (or the one given to
+    :meth:`take`), or step by step (:meth:`taking`) for a caller that writes them its own way."""
 
     def __init__(
-        self, write: Writer, *, strict: bool = False, limits: Limits = Limits(), metrics: Metrics | None = None
+        self, write: Writer | None, *, strict: bool = False, limits: Limits = Limits(), metrics: Metrics | None = None
     ) -> None:
         self.write = write
         self.strict = strict
@@ -89,26 +92,18 @@ class Intake:
         warnings = tuple(str(w) for w in verdict.warnings)
         return read_event(item, verdict.kind, warnings, text, forward=forward, token=token)
 
-    def take(
-        self,
-        items: Sequence[Any],
-        *,
-        write: Writer | None = None,
-        forwards: Sequence[str] | None = None,
-        token: str | None = None,
-    ) -> list[Outcome]:
-        """Outcomes of items, in order. The accepted ones are committed before this returns (by
-        ``write`` when given, else by the intake's writer), each with the outbox row that forwards
-        it when ``forwards`` gives the items' texts as they came, and with the name of the
-        ``token`` that brought them."""
+    def taking(
+        self, items: Sequence[Any], *, forwards: Sequence[str] | None = None, token: str | None = None
+    ) -> Steps[list[Outcome]]:
+        """Outcomes of items, in order, as steps: yields the accepted events once (when there are
+        any) and takes their results back from whoever writes them (:func:`run_steps`, or the
+        HTTP worker's event loop), each with the outbox row that forwards it when ``forwards``
+        gives the items' texts as they came, and with the name of the ``token`` that brought
+        them."""
         texts: list[str | None] = list(forwards) if forwards is not None else [None] * len(items)
         prepared = [self.prepare(i, forward=t, token=token) for i, t in zip(items, texts, strict=True)]
         events = [p for p in prepared if isinstance(p, IncomingEvent)]
-        results: list[IngestResult | Exception]
-        try:
-            results = (write or self.write)(events) if events else []
-        except Unavailable as exc:
-            results = [exc] * len(events)
+        results: Results = (yield Write(events)) if events else []
         written = iter(results)
         outcomes = []
         for item in prepared:
@@ -119,6 +114,57 @@ class Intake:
             outcomes.append(_outcome(item, result))
         self.metrics.count(outcomes, token)
         return outcomes
+
+    def take(
+        self,
+        items: Sequence[Any],
+        *,
+        write: Writer | None = None,
+        forwards: Sequence[str] | None = None,
+        token: str | None = None,
+    ) -> list[Outcome]:
+        """Outcomes of items, in order. The accepted ones are committed before this returns (by
+        ``write`` when given, else by the intake's writer); see :meth:`taking`."""
+        chosen = write or self.write
+        if chosen is None:
+            raise ValueError("this intake has no writer: give one")
+        return run_steps(self.taking(items, forwards=forwards, token=token), write=chosen)
+
+
+@attrs.frozen
+class Write:
+    """A step: these events are to be written; what comes back is one result each."""
+
+    events: list[IncomingEvent]
+
+
+@attrs.frozen
+class Read:
+    """A step: at most this many bytes of the request body are to be read; what comes back is them."""
+
+    limit: int
+
+
+Steps = Generator[Write | Read, Any, T]
+
+
+def run_steps(steps: Steps[T], *, write: Writer, read: Callable[[int], bytes] = lambda limit: b"") -> T:
+    """Run steps to their end in this thread: each :class:`Write` by ``write`` (an
+    :class:`Unavailable` it raises becomes every event's result), each :class:`Read` by ``read``."""
+    try:
+        step = next(steps)
+        while True:
+            if isinstance(step, Read):
+                step = steps.send(read(step.limit))
+                continue
+            try:
+                results = write(step.events)
+            except Unavailable as exc:
+                results = [exc] * len(step.events)
+            step = steps.send(results)
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
 
 
 def _outcome(event: IncomingEvent, result: IngestResult | Exception) -> Outcome:

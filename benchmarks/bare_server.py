@@ -1,39 +1,60 @@
-"""The baseline for benchmarks/ingest.py: the same server stack (waitress, same threads) with an
-app that only parses the JSON body (as olbridge's workers do, with orjson) and answers 201 (or 200
-for a batch). Run by the benchmark."""
+"""The baseline for benchmarks/ingest.py: the same server stack (uvicorn with httptools and
+uvloop, one process) with an app that only parses the JSON body (as olbridge's workers do, with
+orjson) and answers 201 (or 200 for a batch). Run by the benchmark."""
 
 from __future__ import annotations
 
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import orjson
-from waitress import serve
+import uvicorn
 
 from bridge.receiver.events import parse_json
 
 TAKEN = [0]  # events parsed
-COUNTING = threading.Lock()
+
+Message = MutableMapping[str, Any]
 
 
-def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterator[bytes]:
-    if environ["REQUEST_METHOD"] == "GET":  # the count, as olbridge's metrics give it
-        text = f'olbridge_receiver_events_total{{result="accepted"}} {TAKEN[0]}\n'.encode()
-        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(text)))])
-        return iter([text])
-    length = int(environ.get("CONTENT_LENGTH") or 0)
-    body = parse_json(environ["wsgi.input"].read(length))
-    with COUNTING:
-        TAKEN[0] += len(body) if isinstance(body, list) else 1
+async def app(
+    scope: MutableMapping[str, Any],
+    receive: Callable[[], Awaitable[Message]],
+    send: Callable[[Message], Awaitable[None]],
+) -> None:
+    if scope["type"] != "http":
+        return
+    if scope["method"] == "GET":  # the count, as olbridge's metrics give it
+        await answer(send, 200, f'olbridge_receiver_events_total{{result="accepted"}} {TAKEN[0]}\n'.encode())
+        return
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    body = parse_json(b"".join(chunks))
+    TAKEN[0] += len(body) if isinstance(body, list) else 1
     if isinstance(body, list):
-        payload = orjson.dumps({"status": "success", "summary": {"received": len(body)}})
-        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
-        return iter([payload])
-    start_response("201 Created", [("Content-Length", "0")])
-    return iter([b""])
+        await answer(send, 200, orjson.dumps({"status": "success", "summary": {"received": len(body)}}))
+        return
+    await answer(send, 201, b"")
+
+
+async def answer(send: Callable[[Message], Awaitable[None]], status: int, payload: bytes) -> None:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
 
 
 if __name__ == "__main__":
-    serve(app, host="127.0.0.1", port=int(sys.argv[1]), threads=int(sys.argv[2]), ident="bare")
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=int(sys.argv[1]),
+        http="httptools",
+        loop="uvloop",
+        log_level="warning",
+        access_log=False,
+    )

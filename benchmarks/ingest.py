@@ -250,8 +250,6 @@ def measure_olbridge(
             "serve",
             "--port",
             str(port),
-            "--threads",
-            str(args.server_threads),
             "--durability",
             durability,
             "--workers",
@@ -283,7 +281,7 @@ def measure_olbridge(
 def measure_bare(endpoint: str, bodies: Path, args: argparse.Namespace, script: Path) -> dict[str, float]:
     port = free_port()
     bare = subprocess.Popen(
-        [sys.executable, str(HERE / "bare_server.py"), str(port), str(args.server_threads)],
+        [sys.executable, str(HERE / "bare_server.py"), str(port)],
         stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
@@ -305,7 +303,6 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--wrk-threads", type=int, default=2)
-    parser.add_argument("--server-threads", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--events", type=int, default=250_000, help="distinct events to prepare")
     parser.add_argument("--durability", nargs="+", default=["full", "normal"])
@@ -337,7 +334,7 @@ def measure_all(args: argparse.Namespace, work: Path) -> None:
         )
     print(
         f"{args.events:,} distinct events, wrk -t{args.wrk_threads} -c{args.connections} -d{args.seconds}s, "
-        f"server threads {args.server_threads}, batches of {size}",
+        f"batches of {size}",
         file=sys.stderr,
     )
     rows = []

@@ -9,6 +9,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -37,8 +38,40 @@ def test_every_benchmark_is_listed() -> None:
 @pytest.mark.parametrize("stem", MODULES)
 def test_imports(stem: str) -> None:
     module = load(stem)
-    if stem != "bare_server":  # a WSGI app the ingest benchmark serves; the others have a main
+    if stem != "bare_server":  # an ASGI app the ingest benchmark serves; the others have a main
         assert callable(module.main)
+
+
+def test_the_bare_server_parses_and_counts() -> None:
+    """The ingest benchmark's baseline answers as the receiver does (201 for an event, 200 and a
+    summary for a batch) and counts what it parsed, which the benchmark reads back."""
+    import asyncio
+
+    bare = load("bare_server")
+    sent: list[dict[str, Any]] = []
+
+    async def call(method: str, body: bytes) -> None:
+        pieces = [
+            {"type": "http.request", "body": body[:5], "more_body": True},
+            {"type": "http.request", "body": body[5:]},
+        ]
+
+        async def receive() -> dict[str, Any]:
+            return pieces.pop(0)
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await bare.app({"type": "http", "method": method}, receive, send)
+
+    asyncio.run(call("POST", b'{"eventType": "START"}'))
+    asyncio.run(call("POST", b'[{"a": 1}, {"b": 2}]'))
+    asyncio.run(call("GET", b""))
+    statuses = [m["status"] for m in sent if m["type"] == "http.response.start"]
+    bodies = [m["body"] for m in sent if m["type"] == "http.response.body"]
+    assert statuses == [201, 200, 200]
+    assert b'"received":2' in bodies[1]
+    assert bodies[2] == b'olbridge_receiver_events_total{result="accepted"} 3\n'
 
 
 def test_engine_overhead_runs(capsys: pytest.CaptureFixture[str]) -> None:

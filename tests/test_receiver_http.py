@@ -485,7 +485,7 @@ def test_the_writer_and_workers_stop_when_the_supervisor_is_killed(tmp_path: Pat
 def test_workers_share_the_port_the_counts_and_the_catalog(catalog_target: str) -> None:
     catalog = catalog_target  # the workers' events go through the one writer process, on PostgreSQL too
     headers = {"Authorization": f"Bearer {TOKEN}"}
-    with running_server(catalog, "--workers", "2", "--threads", "2") as url:
+    with running_server(catalog, "--workers", "2") as url:
         for n in range(12):  # a new connection each: the workers take them in turn
             event = ol_run_event(run_id=f"0194a1b2-0000-7000-8000-{n:012d}", inputs=[ol_dataset("s3://b", f"k{n}")])
             assert requests.post(f"{url}/api/v1/lineage", json=event, headers=headers, timeout=10).status_code == 201

@@ -117,7 +117,7 @@ TOKEN = "t0ken"
 def serving(catalog: str) -> Iterator[str]:
     """``olbridge serve`` on a free port (two HTTP workers), until the block ends; it must then
     stop cleanly."""
-    options = ("--workers", "2", "--threads", "4")
+    options = ("--workers", "2")
     env = {**os.environ, "OLBRIDGE_TOKEN": TOKEN}
     with serve_process(catalog, *options, env=env, ready_timeout=60, stop_timeout=60) as served:
         yield served.url

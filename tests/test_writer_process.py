@@ -4,6 +4,7 @@ worker reaches the next writer on the same socket by itself."""
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import signal
@@ -17,7 +18,8 @@ import pytest
 
 from bridge.catalog import Catalog
 from bridge.mapping import Resolver
-from bridge.receiver.intake import Intake
+from bridge.receiver.intake import Intake, run_steps_async
+from bridge.receiver.outcome import Outcome
 from bridge.receiver.writer import CatalogWriter
 from bridge.receiver.writer_process import RemoteWriter, listen, run_writer
 from tests.helpers import ol_dataset, ol_run_event
@@ -31,12 +33,14 @@ def event(n: int) -> dict[str, object]:
 
 @attrs.define
 class Link:
-    """A writer socket, a catalog, writer processes started on demand, and a worker's link."""
+    """A writer socket, a catalog, writer processes started on demand, and a worker's link on an
+    event loop of its own, as a worker has."""
 
     tmp_path: Path
     listener: socket.socket = attrs.field(init=False)
     remote: RemoteWriter = attrs.field(init=False)
     intake: Intake = attrs.field(init=False)
+    loop: asyncio.AbstractEventLoop = attrs.field(init=False, factory=asyncio.new_event_loop)
     writers: list[multiprocessing.process.BaseProcess] = attrs.field(init=False, factory=list)
 
     def __attrs_post_init__(self) -> None:
@@ -44,7 +48,22 @@ class Link:
         self.listener = listen(address)
         Catalog(self.catalog_path).close()
         self.remote = RemoteWriter(address, timeout=20)
-        self.intake = Intake(self.remote.submit)
+        self.intake = Intake(None)
+        self.run(self._start())
+
+    async def _start(self) -> None:
+        self.remote.start()
+
+    def run(self, work: Any) -> Any:
+        return self.loop.run_until_complete(work)
+
+    def take(self, events: list[dict[str, object]]) -> list[Outcome]:
+        steps = self.intake.taking(events)
+        return self.run(run_steps_async(steps, write=self.remote.submit, read=_nothing))  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self.run(self.remote.close())
+        self.loop.close()
 
     @property
     def catalog_path(self) -> Path:
@@ -60,18 +79,22 @@ class Link:
         return process
 
     def statuses(self, *events: dict[str, object]) -> list[str]:
-        return [outcome.status for outcome in self.intake.take(list(events))]
+        return [outcome.status for outcome in self.take(list(events))]
 
     def received(self) -> int:
         with Catalog(self.catalog_path) as catalog:
             return catalog.count_received()["received_events"]
 
 
+async def _nothing(limit: int) -> bytes:
+    return b""
+
+
 @pytest.fixture
 def link(tmp_path: Path) -> Iterator[Link]:
     made = Link(tmp_path)
     yield made
-    made.remote.close()
+    made.close()
     made.listener.close()
     for process in made.writers:  # a test that failed before stopping its writer leaves none behind
         if process.is_alive():
@@ -88,7 +111,7 @@ def stop(process: multiprocessing.process.BaseProcess, how: signal.Signals = sig
 
 def test_events_go_through_the_writer_process(link: Link) -> None:
     writer = link.start_writer()
-    outcomes = link.intake.take([event(1), event(2), event(1)])
+    outcomes = link.take([event(1), event(2), event(1)])
     assert [o.status for o in outcomes] == ["accepted", "accepted", "duplicate"]
     assert outcomes[0].placeholders == ("s3://bucket/key1",)  # reported across the process boundary
     assert stop(writer) == 0
@@ -99,7 +122,7 @@ def test_a_dead_writer_costs_a_retry_and_the_next_one_takes_over(link: Link) -> 
     first = link.start_writer()
     assert link.statuses(event(1)) == ["accepted"]
     stop(first, signal.SIGKILL)
-    lost = link.intake.take([event(2)])[0]
+    lost = link.take([event(2)])[0]
     assert lost.status == "unavailable" and lost.retriable, lost
     assert "not reachable" in lost.message
     second = link.start_writer()
@@ -132,3 +155,66 @@ def test_a_group_the_writer_thread_cannot_hand_on_fails_alone_and_the_next_ones_
         assert writer.submit(["two"]) == [IngestResult("accepted")]  # type: ignore[list-item]
     finally:
         writer.close()
+
+
+def test_a_group_the_worker_cannot_hand_on_fails_alone_and_the_next_ones_go_on(tmp_path: Path) -> None:
+    """The same on a worker's event loop: a fault while handing a group to the writer process
+    answers that group's requests as retriable, and the next groups go on."""
+    from bridge.catalog import IngestResult
+    from bridge.receiver.writer import Unavailable
+
+    class Flaky(RemoteWriter):
+        calls = 0
+
+        async def _write(self, events: list[Any]) -> list[IngestResult | Exception]:
+            Flaky.calls += 1
+            if Flaky.calls == 1:
+                raise TypeError("cannot pickle this")
+            return [IngestResult("accepted") for _ in events]
+
+    async def scenario() -> None:
+        writer = Flaky(str(tmp_path / "none.sock"), timeout=10)
+        writer.start()
+        try:
+            (first,) = await writer.submit(["one"])  # type: ignore[list-item]
+            assert isinstance(first, Unavailable) and "cannot pickle this" in str(first)
+            assert writer.alive
+            assert await writer.submit(["two"]) == [IngestResult("accepted")]  # type: ignore[list-item]
+        finally:
+            await writer.close()
+        assert not writer.alive
+
+    asyncio.run(scenario())
+
+
+def test_a_writer_that_does_not_answer_costs_a_retry_after_the_timeout_and_a_full_queue_refuses(
+    tmp_path: Path,
+) -> None:
+    """A writer process that takes a group and never answers: the request is answered retriable
+    once its time is up (not held for ever), and past the requests a worker may hold waiting, the
+    next one is told the catalog is busy at once."""
+    from bridge.receiver.writer import Unavailable
+
+    address = str(tmp_path / "silent.sock")
+    silent = listen(address)  # accepts (the kernel does) and never reads nor answers
+
+    async def scenario() -> None:
+        writer = RemoteWriter(address, timeout=0.5, max_queued=1)
+        writer.start()
+        in_flight = asyncio.ensure_future(writer.submit([event(1)]))  # type: ignore[list-item]
+        await asyncio.sleep(0.05)  # the group goes out; the writer holds it
+        queued = asyncio.ensure_future(writer.submit([event(2)]))  # type: ignore[list-item]
+        await asyncio.sleep(0)
+        with pytest.raises(Unavailable, match="busy"):
+            await writer.submit([event(3)])  # type: ignore[list-item]
+        for waiting in (in_flight, queued):
+            with pytest.raises(Unavailable, match=r"did not commit within 0\.5 s"):
+                await waiting
+        writer._stopping = True  # the group in flight never comes back: let the loop end without it
+        assert writer._task is not None
+        writer._task.cancel()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        silent.close()

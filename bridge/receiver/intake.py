@@ -3,8 +3,8 @@ requests, files and a Marquez instance. Each item gets an :class:`~bridge.receiv
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from typing import Any, TypeVar, cast
 
 import attrs
 
@@ -151,20 +151,41 @@ Steps = Generator[Write | Read, Any, T]
 def run_steps(steps: Steps[T], *, write: Writer, read: Callable[[int], bytes] = lambda limit: b"") -> T:
     """Run steps to their end in this thread: each :class:`Write` by ``write`` (an
     :class:`Unavailable` it raises becomes every event's result), each :class:`Read` by ``read``."""
+    answer: Any = None
     try:
-        step = next(steps)
         while True:
+            step = steps.send(answer)
             if isinstance(step, Read):
-                step = steps.send(read(step.limit))
+                answer = read(step.limit)
                 continue
             try:
-                results = write(step.events)
+                answer = write(step.events)
             except Unavailable as exc:
-                results = [exc] * len(step.events)
-            step = steps.send(results)
+                answer = [exc] * len(step.events)
     except StopIteration as stop:
-        result: T = stop.value
-        return result
+        return cast(T, stop.value)
+
+
+async def run_steps_async(
+    steps: Steps[T],
+    *,
+    write: Callable[[Sequence[IncomingEvent]], Awaitable[Results]],
+    read: Callable[[int], Awaitable[bytes]],
+) -> T:
+    """:func:`run_steps` on an event loop: each :class:`Write` and :class:`Read` awaited."""
+    answer: Any = None
+    try:
+        while True:
+            step = steps.send(answer)
+            if isinstance(step, Read):
+                answer = await read(step.limit)
+                continue
+            try:
+                answer = await write(step.events)
+            except Unavailable as exc:
+                answer = [exc] * len(step.events)
+    except StopIteration as stop:
+        return cast(T, stop.value)
 
 
 def _outcome(event: IncomingEvent, result: IngestResult | Exception) -> Outcome:

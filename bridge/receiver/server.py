@@ -1,8 +1,8 @@
-"""``olbridge serve``: the receiver on waitress, a production WSGI server (pure Python, threads).
+"""``olbridge serve``: the receiver on uvicorn (httptools and uvloop), a production ASGI server.
 
 A supervisor binds the socket and forks one writer process (the catalog's only writer, committing
-groups of events) and ``workers`` HTTP workers, each a waitress server that parses, judges and
-reads events and hands the accepted ones to the writer. They share the socket and the counters. A
+groups of events) and ``workers`` HTTP workers, each an event loop that parses, judges and reads
+events and hands the accepted ones to the writer, awaiting their results. They share the socket and the counters. A
 process that dies is started again. On PostgreSQL as on SQLite each ``serve`` has its one
 writer, and several ``serve`` processes, on several hosts, may share a PostgreSQL catalog: each
 writer commits its own groups, side by side with the others'.
@@ -15,8 +15,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import gc
-import logging
-import multiprocessing
 import os
 import shutil
 import signal
@@ -28,19 +26,19 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 import attrs
-from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
+import uvicorn
 
 from bridge.catalog.store import unreadable
 from bridge.config import NamedToken
 from bridge.errors import BridgeError, ReceiverError
 from bridge.mapping.resolver import Resolver
 from bridge.receiver.app import ReceiverApp
+from bridge.receiver.asgi import AsgiReceiver
 from bridge.receiver.intake import Intake, Limits
 from bridge.receiver.metrics import Metrics
-from bridge.receiver.writer import CatalogWriter, QueuedWriter
+from bridge.receiver.writer import CatalogWriter
 from bridge.receiver.writer_process import RemoteWriter, listen, run_writer
 
 WRITER = -1  # the writer process's slot among the supervisor's children
@@ -52,7 +50,6 @@ class ServeOptions:
     port: int = 5050
     token: str | None = None
     strict: bool = False
-    threads: int = 8
     durability: str = "full"
     limits: Limits = Limits()
     workers: int = 2
@@ -60,87 +57,40 @@ class ServeOptions:
     tokens: tuple[NamedToken, ...] = ()  # named tokens, each allowed its namespaces (instead of token)
 
 
-class Receiver:
-    """A writer (:class:`bridge.receiver.writer_process.RemoteWriter` in ``olbridge serve``), the
-    WSGI app and the server, started and stopped together."""
+KEEP_ALIVE = 75  # s an idle connection stays open (above the usual 60 s of load balancers)
+GRACE = 30  # s the requests in flight have to finish once a worker is told to stop
 
-    def __init__(
-        self,
-        catalog_path: str | Path,
-        writer: QueuedWriter,
-        options: ServeOptions = ServeOptions(),
-        *,
-        metrics: Metrics | None = None,
-        sockets: list[socket.socket] | None = None,
-    ) -> None:
-        self.catalog_path = catalog_path
-        self.metrics = metrics if metrics is not None else Metrics([t.name for t in options.tokens])
-        self.writer = writer
-        self.intake = Intake(self.writer.submit, strict=options.strict, limits=options.limits, metrics=self.metrics)
-        self.app = ReceiverApp(
-            self.intake, token=options.token, tokens=options.tokens, forward=options.forward, ready=self.not_ready
-        )
-        where: dict[str, Any] = {"sockets": sockets} if sockets else {"host": options.host, "port": options.port}
-        self.server: BaseWSGIServer | MultiSocketServer = create_server(
-            self.app,
-            threads=options.threads,
-            # waitress's own limit sits above the app's, so that the app answers 413 in JSON
-            max_request_body_size=2 * options.limits.max_body + 1024 * 1024,
-            clear_untrusted_proxy_headers=True,
-            ident="olbridge",
-            **where,
-        )
 
-    @property
-    def url(self) -> str:
-        server: Any = self.server
-        return f"http://{server.effective_host}:{server.effective_port}"
+def run_worker(
+    listener: socket.socket, catalog_path: str | Path, address: str, options: ServeOptions, metrics: Metrics
+) -> None:
+    """One HTTP worker until SIGTERM: uvicorn (httptools, uvloop) on the shared socket, the
+    receiver's answers, the writer process reached at ``address``. On SIGTERM it stops taking
+    connections, lets the requests in flight finish, then hands on what it holds."""
+    writer = RemoteWriter(address)
 
-    def not_ready(self) -> str | None:
-        """None when the catalog can take events, else why not."""
-        if not self.writer.alive:
+    def not_ready() -> str | None:
+        if not writer.alive:
             return "the writer is not running"
-        return unreadable(self.catalog_path)
+        return unreadable(catalog_path)
 
-    def run(self, on_ready: Callable[[str], None] | None = None) -> None:
-        """Serve until SIGTERM or SIGINT."""
-        if threading.current_thread() is threading.main_thread():
-            previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-        else:
-            previous = None
-        try:
-            if on_ready is not None:
-                on_ready(self.url)
-            self.server.run()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
-            self.close()
-
-    def close(self) -> None:
-        """Close the socket (waitress has let requests in flight finish), then hand over what the
-        writer holds and stop it."""
-        try:
-            self.server.close()
-        except OSError:
-            pass
-        self.writer.close()
-
-
-def _balance(server: Any, counts: Any, slot: int) -> None:
-    """Make a worker's server accept only while it holds no more connections than the least busy
-    worker (plus one), publishing its own count as it goes."""
-    readable = server.readable
-    base = len(server._map)  # the listening socket and the trigger
-
-    def balanced_readable() -> bool:
-        mine = len(server._map) - base
-        counts[slot] = mine
-        return bool(readable()) and mine <= min(counts) + 1
-
-    server.readable = balanced_readable
+    intake = Intake(None, strict=options.strict, limits=options.limits, metrics=metrics)
+    app = ReceiverApp(intake, token=options.token, tokens=options.tokens, forward=options.forward, ready=not_ready)
+    config = uvicorn.Config(
+        AsgiReceiver(app, writer),
+        http="httptools",
+        loop="uvloop",
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        headers=[("server", "olbridge")],
+        timeout_keep_alive=KEEP_ALIVE,
+        timeout_graceful_shutdown=GRACE,
+    )
+    # uvicorn raises the signal that stopped it once it is done: it finds this handler, not the default
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    uvicorn.Server(config).run(sockets=[listener])
 
 
 def _follow(supervisor: int, every: float = 1.0) -> None:
@@ -153,14 +103,6 @@ def _follow(supervisor: int, every: float = 1.0) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="olbridge-supervisor-watch", daemon=True).start()
-
-
-# waitress warns of every queued request under load; the metrics tell that story
-logging.getLogger("waitress.queue").setLevel(logging.ERROR)
-
-
-def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
 
 
 _BIND_REASONS = {
@@ -202,18 +144,15 @@ def serve(
     events a second (benchmarks/scale.py, docs/benchmarks.md). Receivers of other hosts, and other
     ``serve`` processes, commit side by side with it.
 
-    The workers share one listening socket; each takes a new connection only while it has no more
-    open than the least busy worker (hashing a few long-lived connections across SO_REUSEPORT
-    sockets can give one worker most of them). They hand accepted events to the writer process,
-    the catalog's one writer, over a Unix socket in a private temporary directory."""
+    The workers share one listening socket (whichever is free first takes a new connection) and
+    hand accepted events to the writer process, the catalog's one writer, over a Unix socket in a
+    private temporary directory."""
     listener = listen_on(options.host, options.port)
     listener.setblocking(False)
     host, port = listener.getsockname()[:2]
     private = tempfile.mkdtemp(prefix="olbridge-serve-")
     address = os.path.join(private, "writer.sock")
     writer_socket = listen(address)
-    # no lock: each slot has one writer, and a stale read only delays an accept
-    open_connections = multiprocessing.get_context("fork").RawArray("q", max(options.workers, 1))
     metrics = Metrics([t.name for t in options.tokens])  # shared memory, made before the processes fork
     children: dict[int, int] = {}  # pid -> worker slot, or WRITER
     stopping = False
@@ -236,10 +175,7 @@ def serve(
                     )
                 else:
                     writer_socket.close()
-                    signal.signal(signal.SIGINT, signal.default_int_handler)
-                    worker = Receiver(catalog_path, RemoteWriter(address), options, metrics=metrics, sockets=[listener])
-                    _balance(worker.server, open_connections, slot)
-                    worker.run()
+                    run_worker(listener, catalog_path, address, options, metrics)
                 code = 0
             except BridgeError as exc:  # the catalog cannot be opened, say: no traceback for that
                 say(f"Error: {exc}")

@@ -2,30 +2,68 @@
 HTTP workers over a Unix socket.
 
 The workers parse, judge and read events; the writer only writes them, in group transactions. It
-runs in a process of its own so that its work under SQLite's write lock never waits for the
-interpreter lock behind request threads, and so that one group can hold the events of every
-worker. Each worker keeps one request in flight to the writer: while a group is being written the
-next one gathers, so the groups grow with the load.
+runs in a process of its own so that its work never waits for a worker's requests, and so that
+one group can hold the events of every worker. Each worker keeps one group in flight to the
+writer: while a group is being written the next one gathers, so the groups grow with the load.
 
-A worker whose writer goes away answers 503 (retriable) for the events in flight and connects
-again for the next ones; the supervisor starts a new writer on the same socket.
+A message is a frame: its length (8 bytes, big-endian), then a pickle (a list of events one way,
+one result each the other way). A worker whose writer goes away answers 503 (retriable) for the
+events in flight and connects again for the next ones; the supervisor starts a new writer on the
+same socket.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextlib
+import logging
+import pickle
 import signal
 import socket
+import struct
 import threading
 from collections.abc import Sequence
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import wait
 from types import FrameType
 from typing import Any
 
 from bridge.catalog import IngestResult
 from bridge.errors import BridgeError
 from bridge.model.received import IncomingEvent
-from bridge.receiver.writer import CatalogWriter, QueuedWriter, Results, Unavailable, unavailable
+from bridge.receiver.writer import CatalogWriter, Results, Unavailable, unavailable
+
+_log = logging.getLogger(__name__)
+
+_LENGTH = struct.Struct("!Q")
+
+
+def _frame(value: object) -> bytes:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    return _LENGTH.pack(len(data)) + data
+
+
+def _receive_exactly(sock: socket.socket, size: int) -> bytes:
+    buffer = bytearray(size)
+    view, got = memoryview(buffer), 0
+    while got < size:
+        count = sock.recv_into(view[got:])
+        if count == 0:
+            raise EOFError("the connection closed in the middle of a message")
+        got += count
+    return bytes(buffer)
+
+
+def receive_frame(sock: socket.socket) -> Any:
+    """The next message on a blocking socket (EOFError when the other end has gone)."""
+    (size,) = _LENGTH.unpack(_receive_exactly(sock, _LENGTH.size))
+    return pickle.loads(_receive_exactly(sock, size))
+
+
+async def read_frame(reader: asyncio.StreamReader) -> Any:
+    """The next message on a stream (asyncio.IncompleteReadError, an EOFError, when it ends)."""
+    (size,) = _LENGTH.unpack(await reader.readexactly(_LENGTH.size))
+    return pickle.loads(await reader.readexactly(size))
 
 
 def listen(path: str) -> socket.socket:
@@ -57,34 +95,38 @@ def run_writer(listener: socket.socket, writer: CatalogWriter) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when the writer stops
-    workers: list[Connection] = []
+    workers: list[socket.socket] = []
+
+    def drop(worker: socket.socket) -> None:
+        workers.remove(worker)
+        worker.close()
+
     try:
         while True:
             ready: list[Any] = wait([listener, *workers], timeout=0 if stopping.is_set() else 0.5)
             if stopping.is_set() and not ready:
                 return
-            round_: list[tuple[Connection, Sequence[IncomingEvent]]] = []
+            round_: list[tuple[socket.socket, Sequence[IncomingEvent]]] = []
             for item in ready:
                 if item is listener:
                     with contextlib.suppress(OSError):
                         accepted, _ = listener.accept()
-                        workers.append(Connection(accepted.detach()))
+                        accepted.setblocking(True)
+                        workers.append(accepted)
                     continue
                 try:
-                    round_.append((item, item.recv()))
+                    round_.append((item, receive_frame(item)))
                 except (EOFError, OSError):  # the worker is gone
-                    workers.remove(item)
-                    item.close()
+                    drop(item)
             if not round_:
                 continue
             results = [_portable(r) for r in writer.write([e for _, events in round_ for e in events])]
             start = 0
             for worker, events in round_:
                 try:
-                    worker.send(results[start : start + len(events)])
+                    worker.sendall(_frame(results[start : start + len(events)]))
                 except OSError:
-                    workers.remove(worker)
-                    worker.close()
+                    drop(worker)
                 start += len(events)
     finally:
         for worker in workers:
@@ -92,33 +134,103 @@ def run_writer(listener: socket.socket, writer: CatalogWriter) -> None:
         writer.close()
 
 
-class RemoteWriter(QueuedWriter):
-    """A worker's way to the writer process: the worker's request threads hand their events over,
-    and they go on to the writer in groups, one group in flight at a time."""
+class RemoteWriter:
+    """A worker's way to the writer process, on the worker's event loop: each request hands its
+    events over and awaits their results; they go on to the writer in groups, one group in flight
+    at a time (:meth:`start` on the loop first, :meth:`close` on it last)."""
 
-    def __init__(self, address: str, *, max_group: int = 2000, max_queued: int = 256, timeout: float = 30.0) -> None:
+    def __init__(self, address: str, *, max_group: int = 2000, max_queued: int = 1024, timeout: float = 30.0) -> None:
         self.address = address
-        self._conn: Connection | None = None
-        super().__init__(max_group=max_group, max_queued=max_queued, timeout=timeout)
+        self.max_group = max_group
+        self.max_queued = max_queued  # requests waiting; past it a request is answered busy (retry)
+        self.timeout = timeout
+        self._jobs: collections.deque[tuple[Sequence[IncomingEvent], asyncio.Future[Results]]] = collections.deque()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._stopping = False
 
-    def _write(self, events: list[IncomingEvent]) -> Results:
+    @property
+    def alive(self) -> bool:
+        return self._task is not None and not self._task.done() and not self._stopping
+
+    def start(self) -> None:
+        """Start handing groups on, from a task of the running loop."""
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="olbridge-writer")
+
+    async def submit(self, events: Sequence[IncomingEvent]) -> Results:
+        """One result per event once they are committed (or have failed); :class:`Unavailable`
+        when the writer cannot take them now."""
+        if not events:
+            return []
+        if not self.alive:
+            raise Unavailable("the receiver is stopping")
+        if len(self._jobs) >= self.max_queued:
+            raise Unavailable("the catalog is busy: too many requests waiting to be written")
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Results] = loop.create_future()
+
+        def too_late() -> None:
+            if not done.done():
+                done.set_exception(Unavailable(f"the catalog did not commit within {self.timeout:g} s"))
+
+        timer = loop.call_later(self.timeout, too_late)
+        self._jobs.append((events, done))
+        self._wake.set()
         try:
-            if self._conn is None:
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                try:
-                    sock.connect(self.address)
-                except OSError:
-                    sock.close()
-                    raise
-                self._conn = Connection(sock.detach())
-            self._conn.send(events)
-            results: Results = self._conn.recv()
+            return await done
+        finally:
+            timer.cancel()
+
+    async def _run(self) -> None:
+        while True:
+            if not self._jobs:
+                if self._stopping:
+                    return
+                await self._wake.wait()
+                self._wake.clear()
+                continue
+            jobs = [self._jobs.popleft()]
+            count = len(jobs[0][0])
+            while self._jobs and count + len(self._jobs[0][0]) <= self.max_group:  # and the jobs queued behind it
+                jobs.append(self._jobs.popleft())
+                count += len(jobs[-1][0])
+            events = [e for job, _ in jobs for e in job]
+            try:
+                results = await self._write(events)
+            except Exception as exc:  # a fault of the writer's: these requests fail, the next ones go on
+                _log.exception("the writer could not hand a group on")
+                results = [Unavailable(f"the catalog's writer failed: {exc}")] * len(events)
+            start = 0
+            for job, done in jobs:  # each its share, in order
+                if not done.done():  # not timed out
+                    done.set_result(results[start : start + len(job)])
+                start += len(job)
+
+    async def _write(self, events: list[IncomingEvent]) -> Results:
+        try:
+            if self._stream is None:
+                self._stream = await asyncio.open_unix_connection(self.address)
+            reader, writer = self._stream
+            writer.write(_frame(events))
+            await writer.drain()
+            results: Results = await read_frame(reader)
             return results
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError) as exc:  # asyncio.IncompleteReadError is an EOFError
             self._release()
             return [Unavailable(f"the catalog's writer is not reachable: {str(exc) or 'it went away'}")] * len(events)
 
     def _release(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        if self._stream is not None:
+            self._stream[1].close()
+            self._stream = None
+
+    async def close(self) -> None:
+        """Hand on what is queued, then stop."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+        self._release()

@@ -1,0 +1,78 @@
+"""The receiver as an ASGI application, for the HTTP workers of ``olbridge serve`` (uvicorn on
+an event loop): the same answers as the WSGI form (:class:`~bridge.receiver.app.ReceiverApp`
+drives both), with the body read and the events' write awaited rather than waited for on a
+thread, so that a worker's one thread serves all its connections."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from bridge.receiver.app import ReceiverApp, Request
+from bridge.receiver.intake import run_steps_async
+from bridge.receiver.writer_process import RemoteWriter
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_HEADERS = {
+    b"content-type": "content_type",
+    b"content-length": "content_length",
+    b"content-encoding": "content_encoding",
+    b"authorization": "authorization",
+}
+
+
+class AsgiReceiver:
+    """``AsgiReceiver(app, writer)``: an ASGI callable that answers with ``app`` and writes through
+    ``writer``, which it starts and closes with the server (the lifespan protocol)."""
+
+    def __init__(self, app: ReceiverApp, writer: RemoteWriter) -> None:
+        self.app = app
+        self.writer = writer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        fields: dict[str, str] = {}
+        for name, value in scope["headers"]:
+            field = _HEADERS.get(name)
+            if field is not None and field not in fields:
+                fields[field] = value.decode("latin-1")
+        request = Request(method=scope["method"], path=scope["path"] or "/", **fields)
+
+        async def read(limit: int) -> bytes:
+            chunks: list[bytes] = []
+            size = 0
+            while size < limit:
+                message = await receive()
+                if message["type"] != "http.request":  # the client went away: what came is all
+                    break
+                chunk = message.get("body", b"")
+                chunks.append(chunk)
+                size += len(chunk)
+                if not message.get("more_body", False):
+                    break
+            body = b"".join(chunks)
+            return body if len(body) <= limit else body[:limit]
+
+        reply = await run_steps_async(self.app.exchange(request), write=self.writer.submit, read=read)
+        headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in reply.headers]
+        await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+        await send({"type": "http.response.body", "body": reply.body})
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                self.writer.start()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.writer.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return

@@ -384,7 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=20_000, help="task runs the stream workers deliver (0: skip)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each receiver setup; the median is shown")
     parser.add_argument("--engines", nargs="+", choices=["postgresql", "sqlite"], default=["postgresql", "sqlite"])
-    parser.add_argument("--serve-workers", type=int, default=2, help="olbridge serve --workers")
+    parser.add_argument("--serve-workers", type=int, default=1, help="olbridge serve --workers (its default: 1)")
     parser.add_argument(
         "--parts",
         nargs="+",

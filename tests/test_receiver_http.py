@@ -467,7 +467,7 @@ def _running(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the processes through /proc (Linux)")
 def test_the_writer_and_workers_stop_when_the_supervisor_is_killed(tmp_path: Path) -> None:
-    with token_server(tmp_path / "orphans.db") as (_url, process):
+    with token_server(tmp_path / "orphans.db", "--workers", "2") as (_url, process):
         children = [int(c) for c in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()]
         assert len(children) == 3  # the writer and two workers
         process.kill()

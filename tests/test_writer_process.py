@@ -218,3 +218,32 @@ def test_a_writer_that_does_not_answer_costs_a_retry_after_the_timeout_and_a_ful
         asyncio.run(scenario())
     finally:
         silent.close()
+
+
+def test_a_batch_lets_the_event_loop_turn_while_it_is_judged() -> None:
+    """A worker judges and reads a batch on its event loop: every few events it lets the loop
+    turn (the writer's answers, the other connections), rather than hold it for the whole batch."""
+    from bridge.catalog import IngestResult
+    from bridge.receiver.intake import PAUSE_EVERY
+
+    batch = [event(n) for n in range(3 * PAUSE_EVERY)]
+    turns: list[int] = []
+
+    async def scenario() -> list[str]:
+        async def other_work() -> None:
+            while True:
+                turns.append(1)
+                await asyncio.sleep(0)
+
+        async def write(events: Any) -> list[IngestResult | Exception]:
+            seen_at_write.append(len(turns))
+            return [IngestResult("accepted") for _ in events]
+
+        seen_at_write: list[int] = []
+        beside = asyncio.ensure_future(other_work())
+        outcomes = await run_steps_async(Intake(None).taking(batch), write=write, read=_nothing)
+        beside.cancel()
+        assert seen_at_write and seen_at_write[0] >= 2, seen_at_write  # the loop turned while judging
+        return [o.status for o in outcomes]
+
+    assert asyncio.run(scenario()) == ["accepted"] * len(batch)

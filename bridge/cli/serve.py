@@ -58,11 +58,12 @@ DEFAULTS = Limits()
 )
 @click.option(
     "--workers",
-    default=2,
+    default=1,
     show_default=True,
     type=click.IntRange(1, 64),
-    help="HTTP worker processes sharing the port (e.g. one a core); one more process writes the catalog, "
-    "on either engine.",
+    help="HTTP worker processes sharing the port, each an event loop on a core of its own; one more process "
+    "writes the catalog, on either engine. Raise it when the workers' CPU is the limit (large batches, many "
+    "cores).",
 )
 @click.option(
     "--durability",

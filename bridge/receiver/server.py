@@ -52,7 +52,7 @@ class ServeOptions:
     strict: bool = False
     durability: str = "full"
     limits: Limits = Limits()
-    workers: int = 2
+    workers: int = 1
     forward: bool = False  # queue every accepted event in the outbox, as it came
     tokens: tuple[NamedToken, ...] = ()  # named tokens, each allowed its namespaces (instead of token)
 

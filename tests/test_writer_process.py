@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -247,3 +248,42 @@ def test_a_batch_lets_the_event_loop_turn_while_it_is_judged() -> None:
         return [o.status for o in outcomes]
 
     assert asyncio.run(scenario()) == ["accepted"] * len(batch)
+
+
+def test_a_readiness_check_runs_off_the_event_loop() -> None:
+    """/readyz may connect to the catalog's server (up to its connect timeout when the server is
+    away): the worker runs the check on a thread, and its loop serves the other requests meanwhile."""
+    import threading
+
+    from bridge.receiver.app import ReceiverApp, Request
+
+    loop_thread: list[int] = []
+    checked_on: list[int] = []
+    turns: list[int] = []
+
+    def ready() -> str | None:
+        checked_on.append(threading.get_ident())
+        time.sleep(0.2)  # a slow connection
+        return "the catalog cannot be read: it is away"
+
+    async def scenario() -> int:
+        loop_thread.append(threading.get_ident())
+
+        async def other_work() -> None:
+            while True:
+                turns.append(1)
+                await asyncio.sleep(0.01)
+
+        beside = asyncio.ensure_future(other_work())
+        app = ReceiverApp(Intake(None), ready=ready)
+        reply = await run_steps_async(app.exchange(Request("GET", "/readyz")), write=_no_write, read=_nothing)
+        beside.cancel()
+        return reply.status
+
+    assert asyncio.run(scenario()) == 503
+    assert checked_on and checked_on[0] != loop_thread[0]
+    assert len(turns) >= 5  # the loop went on while the check waited
+
+
+async def _no_write(events: Any) -> list[Any]:
+    raise AssertionError("nothing to write")

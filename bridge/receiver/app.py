@@ -32,7 +32,7 @@ import orjson
 from bridge.config import NamedToken
 from bridge.openlineage.validate import Problem, event_kind
 from bridge.receiver.events import parse_json, split_array
-from bridge.receiver.intake import Intake, Read, Steps, run_steps
+from bridge.receiver.intake import Blocking, Intake, Read, Steps, run_steps
 from bridge.receiver.outcome import Outcome
 
 StartResponse = Callable[..., Any]
@@ -209,7 +209,7 @@ class ReceiverApp:
             if path == "/healthz":
                 return 200, {"status": "ok"}, []
             if path == "/readyz":
-                why = self._ready()
+                why = yield Blocking(self._ready)  # it may connect to the catalog's server
                 if why is not None:
                     raise HttpError(503, "not_ready", why)
                 return 200, {"status": "ready"}, []

@@ -157,9 +157,19 @@ class Pause:
 
 
 PAUSE = Pause()
+
+
+@attrs.frozen
+class Blocking:
+    """A step: a call that may wait on I/O (a connection to the catalog), made where it blocks
+    nothing else (an event loop runs it on a thread); what comes back is what it returns."""
+
+    call: Callable[[], Any]
+
+
 PAUSE_EVERY = 8  # events judged and read between pauses: a batch of 100 is about a millisecond of CPU
 
-Steps = Generator[Write | Read | Pause, Any, T]
+Steps = Generator[Write | Read | Pause | Blocking, Any, T]
 
 
 def run_steps(steps: Steps[T], *, write: Writer, read: Callable[[int], bytes] = lambda limit: b"") -> T:
@@ -171,6 +181,9 @@ def run_steps(steps: Steps[T], *, write: Writer, read: Callable[[int], bytes] = 
             step = steps.send(answer)
             if isinstance(step, Pause):  # nothing else to do in this thread
                 answer = None
+                continue
+            if isinstance(step, Blocking):
+                answer = step.call()
                 continue
             if isinstance(step, Read):
                 answer = read(step.limit)
@@ -197,6 +210,9 @@ async def run_steps_async(
             if isinstance(step, Pause):
                 await asyncio.sleep(0)
                 answer = None
+                continue
+            if isinstance(step, Blocking):
+                answer = await asyncio.to_thread(step.call)
                 continue
             if isinstance(step, Read):
                 answer = await read(step.limit)

@@ -83,6 +83,7 @@ def run_worker(
         lifespan="on",
         log_level="warning",
         access_log=False,
+        proxy_headers=False,  # the receiver reads no client address
         server_header=False,
         headers=[("server", "olbridge")],
         timeout_keep_alive=KEEP_ALIVE,

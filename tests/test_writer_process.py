@@ -58,11 +58,9 @@ class Link:
     def run(self, work: Any) -> Any:
         return self.loop.run_until_complete(work)
 
-    async def take_async(self, events: list[dict[str, object]]) -> list[Outcome]:
-        return await run_steps_async(self.intake.taking(events), write=self.remote.submit, read=_nothing)
-
     def take(self, events: list[dict[str, object]]) -> list[Outcome]:
-        return self.run(self.take_async(events))  # type: ignore[no-any-return]
+        steps = self.intake.taking(events)
+        return self.run(run_steps_async(steps, write=self.remote.submit, read=_nothing))  # type: ignore[no-any-return]
 
     def close(self) -> None:
         self.run(self.remote.close())
@@ -121,23 +119,15 @@ def test_events_go_through_the_writer_process(link: Link) -> None:
     assert link.received() == 2
 
 
-def test_a_writer_that_dies_costs_what_was_in_flight_a_retry_and_the_next_one_takes_over(link: Link) -> None:
+def test_a_dead_writer_costs_a_retry_and_the_next_one_takes_over(link: Link) -> None:
     first = link.start_writer()
     assert link.statuses(event(1)) == ["accepted"]
-    assert first.pid is not None
-    os.kill(first.pid, signal.SIGSTOP)  # it has asked for the next events, and will not write them
-    in_flight = link.loop.create_task(link.take_async([event(2)]))
-    link.run(asyncio.sleep(0.2))  # the events go out, to a writer that is not there
     stop(first, signal.SIGKILL)
-    (lost,) = link.run(in_flight)
+    lost = link.take([event(2)])[0]
     assert lost.status == "unavailable" and lost.retriable, lost
     assert "not reachable" in lost.message
-    # with no writer running, a request waits for the next one (the supervisor starts it)
-    waiting = link.loop.create_task(link.take_async([event(2), event(1)]))
-    link.run(asyncio.sleep(0.3))
-    assert not waiting.done()
     second = link.start_writer()
-    assert [o.status for o in link.run(waiting)] == ["accepted", "duplicate"]
+    assert link.statuses(event(2), event(1)) == ["accepted", "duplicate"]
     assert stop(second) == 0
     assert link.received() == 2
 
@@ -168,46 +158,62 @@ def test_a_group_the_writer_thread_cannot_hand_on_fails_alone_and_the_next_ones_
         writer.close()
 
 
-def test_a_group_the_worker_cannot_hand_on_fails_alone_and_the_next_ones_go_on(link: Link) -> None:
-    """The same on a worker's event loop: a group that cannot go to the writer process (here an
-    event that does not pickle) answers its requests as retriable, and the next groups go on."""
+def test_a_group_the_worker_cannot_hand_on_fails_alone_and_the_next_ones_go_on(tmp_path: Path) -> None:
+    """The same on a worker's event loop: a fault while handing a group to the writer process
+    answers that group's requests as retriable, and the next groups go on."""
+    from bridge.catalog import IngestResult
     from bridge.receiver.writer import Unavailable
 
-    link.start_writer()
+    class Flaky(RemoteWriter):
+        calls = 0
 
-    async def scenario() -> list[str]:
-        with pytest.raises(Unavailable, match="the catalog's writer failed"):
-            await link.remote.submit([lambda: None])  # type: ignore[list-item]
-        return [o.status for o in await link.take_async([event(3)])]
+        async def _write(self, events: list[Any]) -> list[IngestResult | Exception]:
+            Flaky.calls += 1
+            if Flaky.calls == 1:
+                raise TypeError("cannot pickle this")
+            return [IngestResult("accepted") for _ in events]
 
-    assert link.run(scenario()) == ["accepted"]
-    assert link.remote.alive
+    async def scenario() -> None:
+        writer = Flaky(str(tmp_path / "none.sock"), timeout=10)
+        writer.start()
+        try:
+            (first,) = await writer.submit(["one"])  # type: ignore[list-item]
+            assert isinstance(first, Unavailable) and "cannot pickle this" in str(first)
+            assert writer.alive
+            assert await writer.submit(["two"]) == [IngestResult("accepted")]  # type: ignore[list-item]
+        finally:
+            await writer.close()
+        assert not writer.alive
+
+    asyncio.run(scenario())
 
 
 def test_a_writer_that_does_not_answer_costs_a_retry_after_the_timeout_and_a_full_queue_refuses(
     tmp_path: Path,
 ) -> None:
-    """A writer process that never asks for events: the request is answered retriable once its
-    time is up (not held for ever), and past the requests a worker may hold waiting, the next one
-    is told the catalog is busy at once."""
+    """A writer process that takes a group and never answers: the request is answered retriable
+    once its time is up (not held for ever), and past the requests a worker may hold waiting, the
+    next one is told the catalog is busy at once."""
     from bridge.receiver.writer import Unavailable
 
     address = str(tmp_path / "silent.sock")
-    silent = listen(address)  # accepts (the kernel does) and never asks nor answers
+    silent = listen(address)  # accepts (the kernel does) and never reads nor answers
 
     async def scenario() -> None:
-        writer = RemoteWriter(address, timeout=0.5, max_queued=2)
+        writer = RemoteWriter(address, timeout=0.5, max_queued=1)
         writer.start()
-        first = asyncio.ensure_future(writer.submit([event(1)]))  # type: ignore[list-item]
-        second = asyncio.ensure_future(writer.submit([event(2)]))  # type: ignore[list-item]
-        await asyncio.sleep(0.05)
+        in_flight = asyncio.ensure_future(writer.submit([event(1)]))  # type: ignore[list-item]
+        await asyncio.sleep(0.05)  # the group goes out; the writer holds it
+        queued = asyncio.ensure_future(writer.submit([event(2)]))  # type: ignore[list-item]
+        await asyncio.sleep(0)
         with pytest.raises(Unavailable, match="busy"):
             await writer.submit([event(3)])  # type: ignore[list-item]
-        for waiting in (first, second):
+        for waiting in (in_flight, queued):
             with pytest.raises(Unavailable, match=r"did not commit within 0\.5 s"):
                 await waiting
-        await writer.close()  # gives up on what waits after its time, and lets go
-        assert not writer.alive
+        writer._stopping = True  # the group in flight never comes back: let the loop end without it
+        assert writer._task is not None
+        writer._task.cancel()
 
     try:
         asyncio.run(scenario())
@@ -281,52 +287,3 @@ def test_a_readiness_check_runs_off_the_event_loop() -> None:
 
 async def _no_write(events: Any) -> list[Any]:
     raise AssertionError("nothing to write")
-
-
-def test_the_writer_takes_every_worker_s_events_in_one_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The writer asks for events when it is free: what the workers gathered while it wrote goes
-    in one group. (Pushed as soon as each worker's last group came back, one worker's waited at
-    the writer behind the others', and two workers made groups of half the size.)"""
-    from bridge.receiver import writer_process
-
-    # the writer's wait for the workers it asked, after the first answer: long, for a loaded machine
-    monkeypatch.setattr(writer_process, "GATHER", 0.2)
-    catalog = tmp_path / "catalog.db"
-    Catalog(catalog).close()
-    listener = listen(str(tmp_path / "writer.sock"))
-    sizes = tmp_path / "groups.txt"
-
-    class Counting(CatalogWriter):
-        def write(self, events: Any) -> Any:
-            with sizes.open("a") as out:
-                out.write(f"{len(events)}\n")
-            time.sleep(0.3)  # a slow group: the workers gather meanwhile
-            return super().write(events)
-
-    process = FORK.Process(target=lambda: run_writer(listener, Counting(catalog, Resolver.load())))
-    process.start()
-
-    async def worker(first: int) -> list[str]:
-        remote = RemoteWriter(str(tmp_path / "writer.sock"), timeout=20)
-        remote.start()
-        intake = Intake(None)
-        taken = []
-        for n in range(first, first + 3):  # one after another: each waits for the group before
-            outcomes = await run_steps_async(intake.taking([event(n)]), write=remote.submit, read=_nothing)
-            taken += [o.status for o in outcomes]
-        await remote.close()
-        return taken
-
-    async def scenario() -> list[list[str]]:
-        return list(await asyncio.gather(worker(0), worker(100), worker(200)))
-
-    try:
-        assert asyncio.run(scenario()) == [["accepted"] * 3] * 3
-    finally:
-        stop(process)
-        listener.close()
-    # each group after the first holds an event of each worker: three groups of three, or the
-    # first alone and the rest together; never one worker's event alone after the first round
-    groups = [int(line) for line in sizes.read_text().split()]
-    assert sum(groups) == 9
-    assert max(groups) == 3 and len(groups) <= 4, groups

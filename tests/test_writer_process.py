@@ -287,3 +287,52 @@ def test_a_readiness_check_runs_off_the_event_loop() -> None:
 
 async def _no_write(events: Any) -> list[Any]:
     raise AssertionError("nothing to write")
+
+
+def test_the_writer_takes_every_worker_s_events_in_one_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After answering workers the writer waits (briefly) for their next events: what the workers
+    gathered while it wrote goes in one group. (Without the wait, one worker's message waited at
+    the writer behind the others' and went alone: two workers made groups of half the size.)"""
+    from bridge.receiver import writer_process
+
+    # the writer's wait for the workers it asked, after the first answer: long, for a loaded machine
+    monkeypatch.setattr(writer_process, "GATHER", 0.2)
+    catalog = tmp_path / "catalog.db"
+    Catalog(catalog).close()
+    listener = listen(str(tmp_path / "writer.sock"))
+    sizes = tmp_path / "groups.txt"
+
+    class Counting(CatalogWriter):
+        def write(self, events: Any) -> Any:
+            with sizes.open("a") as out:
+                out.write(f"{len(events)}\n")
+            time.sleep(0.3)  # a slow group: the workers gather meanwhile
+            return super().write(events)
+
+    process = FORK.Process(target=lambda: run_writer(listener, Counting(catalog, Resolver.load())))
+    process.start()
+
+    async def worker(first: int) -> list[str]:
+        remote = RemoteWriter(str(tmp_path / "writer.sock"), timeout=20)
+        remote.start()
+        intake = Intake(None)
+        taken = []
+        for n in range(first, first + 3):  # one after another: each waits for the group before
+            outcomes = await run_steps_async(intake.taking([event(n)]), write=remote.submit, read=_nothing)
+            taken += [o.status for o in outcomes]
+        await remote.close()
+        return taken
+
+    async def scenario() -> list[list[str]]:
+        return list(await asyncio.gather(worker(0), worker(100), worker(200)))
+
+    try:
+        assert asyncio.run(scenario()) == [["accepted"] * 3] * 3
+    finally:
+        stop(process)
+        listener.close()
+    # each group after the first holds an event of each worker: three groups of three, or the
+    # first alone and the rest together; never one worker's event alone after the first round
+    groups = [int(line) for line in sizes.read_text().split()]
+    assert sum(groups) == 9
+    assert max(groups) == 3 and len(groups) <= 4, groups

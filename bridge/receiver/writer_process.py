@@ -23,6 +23,7 @@ import signal
 import socket
 import struct
 import threading
+import time
 from collections.abc import Sequence
 from multiprocessing.connection import wait
 from types import FrameType
@@ -85,9 +86,18 @@ def _portable(result: IngestResult | Exception) -> IngestResult | Exception:
     return Unavailable(f"the catalog could not take the event: {result}")
 
 
+GATHER = 0.0005  # s the writer waits, after answering workers, for their next events
+
+
 def run_writer(listener: socket.socket, writer: CatalogWriter) -> None:
-    """Serve the workers until SIGTERM: each round, read one message from every worker that has
-    sent one, write them all in one group, answer each."""
+    """Serve the workers until SIGTERM, in rounds: write what the workers sent in one group,
+    answer each, and take the next round once every worker just answered has sent again (it sends
+    at once what it gathered meanwhile) or :data:`GATHER` has passed.
+
+    The wait is what lets one group hold every worker's events: a worker sends as soon as its last
+    group comes back, so without it the next round took the other workers' messages (sent while
+    this group was being written) and left out this one's, one group in turn each, of half the
+    size with two workers. One worker sends at once or has nothing: it waits for nothing."""
     stopping = threading.Event()
 
     def stop(signum: int, frame: FrameType | None) -> None:
@@ -96,17 +106,38 @@ def run_writer(listener: socket.socket, writer: CatalogWriter) -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when the writer stops
     workers: list[socket.socket] = []
+    round_: list[tuple[socket.socket, Sequence[IncomingEvent]]] = []
+    answered: set[socket.socket] = set()  # answered by the last round, and not sent again since
+    until = 0.0
 
     def drop(worker: socket.socket) -> None:
         workers.remove(worker)
+        answered.discard(worker)
         worker.close()
 
     try:
         while True:
-            ready: list[Any] = wait([listener, *workers], timeout=0 if stopping.is_set() else 0.5)
-            if stopping.is_set() and not ready:
+            now = time.monotonic()
+            if round_ and (not answered or now >= until):
+                results = [_portable(r) for r in writer.write([e for _, events in round_ for e in events])]
+                start = 0
+                for worker, events in round_:
+                    try:
+                        worker.sendall(_frame(results[start : start + len(events)]))
+                    except OSError:
+                        drop(worker)
+                    start += len(events)
+                answered = {worker for worker, _ in round_ if worker in workers}
+                until = time.monotonic() + GATHER
+                round_ = []
+                continue
+            if round_:
+                timeout = until - now
+            else:
+                timeout = 0 if stopping.is_set() else 0.5
+            ready: list[Any] = wait([listener, *workers], timeout=timeout)
+            if stopping.is_set() and not ready and not round_:
                 return
-            round_: list[tuple[socket.socket, Sequence[IncomingEvent]]] = []
             for item in ready:
                 if item is listener:
                     with contextlib.suppress(OSError):
@@ -118,16 +149,8 @@ def run_writer(listener: socket.socket, writer: CatalogWriter) -> None:
                     round_.append((item, receive_frame(item)))
                 except (EOFError, OSError):  # the worker is gone
                     drop(item)
-            if not round_:
-                continue
-            results = [_portable(r) for r in writer.write([e for _, events in round_ for e in events])]
-            start = 0
-            for worker, events in round_:
-                try:
-                    worker.sendall(_frame(results[start : start + len(events)]))
-                except OSError:
-                    drop(worker)
-                start += len(events)
+                    continue
+                answered.discard(item)
     finally:
         for worker in workers:
             worker.close()

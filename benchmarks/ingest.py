@@ -107,7 +107,7 @@ def wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
         try:
             requests.get(url, timeout=1)
             return
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):  # not listening yet, or still starting
             time.sleep(0.05)
     raise SystemExit("the server did not start")
 

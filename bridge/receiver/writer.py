@@ -23,7 +23,7 @@ import logging
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import attrs
@@ -46,6 +46,22 @@ class Unavailable(BridgeError):
 def unavailable(result: object) -> bool:
     """Whether an event's result says the catalog could not take it now (the client retries)."""
     return isinstance(result, Unavailable | Busy)
+
+
+def shares(results: Results, sizes: Iterable[int]) -> Iterator[Results]:
+    """A group's results cut back into each request's share, in order (``sizes``: the number of
+    events each request handed over)."""
+    start = 0
+    for size in sizes:
+        yield results[start : start + size]
+        start += size
+
+
+def failed_group(exc: Exception, count: int) -> Results:
+    """The results of a group that could not be handed on (a fault of olbridge's): each event
+    retriable, the next groups go on."""
+    _log.exception("the writer could not hand a group on")
+    return [Unavailable(f"the catalog's writer failed: {exc}")] * count
 
 
 class CatalogWriter:
@@ -166,12 +182,9 @@ class QueuedWriter:
             try:
                 results = self._write(events)
             except Exception as exc:  # a fault of the writer's: these requests fail, the next ones go on
-                _log.exception("the writer could not hand a group on")
-                results = [Unavailable(f"the catalog's writer failed: {exc}")] * len(events)
-            start = 0
-            for job in jobs:  # each its share, in order
-                job.finish(results[start : start + len(job.events)])
-                start += len(job.events)
+                results = failed_group(exc, len(events))
+            for job, share in zip(jobs, shares(results, (len(job.events) for job in jobs)), strict=True):
+                job.finish(share)
 
     def _write(self, events: list[IncomingEvent]) -> Results:
         raise NotImplementedError

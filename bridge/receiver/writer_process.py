@@ -32,7 +32,7 @@ from typing import Any
 from bridge.catalog import IngestResult
 from bridge.errors import BridgeError
 from bridge.model.received import IncomingEvent
-from bridge.receiver.writer import CatalogWriter, Results, Unavailable, unavailable
+from bridge.receiver.writer import CatalogWriter, Results, Unavailable, failed_group, shares, unavailable
 
 _log = logging.getLogger(__name__)
 
@@ -120,13 +120,11 @@ def run_writer(listener: socket.socket, writer: CatalogWriter) -> None:
             now = time.monotonic()
             if round_ and (not answered or now >= until):
                 results = [_portable(r) for r in writer.write([e for _, events in round_ for e in events])]
-                start = 0
-                for worker, events in round_:
+                for (worker, _), share in zip(round_, shares(results, (len(e) for _, e in round_)), strict=True):
                     try:
-                        worker.sendall(_frame(results[start : start + len(events)]))
+                        worker.sendall(_frame(share))
                     except OSError:
                         drop(worker)
-                    start += len(events)
                 answered = {worker for worker, _ in round_ if worker in workers}
                 until = time.monotonic() + GATHER
                 round_ = []
@@ -222,13 +220,10 @@ class RemoteWriter:
             try:
                 results = await self._write(events)
             except Exception as exc:  # a fault of the writer's: these requests fail, the next ones go on
-                _log.exception("the writer could not hand a group on")
-                results = [Unavailable(f"the catalog's writer failed: {exc}")] * len(events)
-            start = 0
-            for job, done in jobs:  # each its share, in order
+                results = failed_group(exc, len(events))
+            for (_, done), share in zip(jobs, shares(results, (len(job) for job, _ in jobs)), strict=True):
                 if not done.done():  # not timed out
-                    done.set_result(results[start : start + len(job)])
-                start += len(job)
+                    done.set_result(share)
 
     async def _write(self, events: list[IncomingEvent]) -> Results:
         try:

@@ -211,9 +211,8 @@ def test_a_writer_that_does_not_answer_costs_a_retry_after_the_timeout_and_a_ful
         for waiting in (in_flight, queued):
             with pytest.raises(Unavailable, match=r"did not commit within 0\.5 s"):
                 await waiting
-        writer._stopping = True  # the group in flight never comes back: let the loop end without it
-        assert writer._task is not None
-        writer._task.cancel()
+        await writer.close()  # the group in flight never comes back: it stops without it, in its time
+        assert not writer.alive
 
     try:
         asyncio.run(scenario())
@@ -296,7 +295,7 @@ def test_the_writer_takes_every_worker_s_events_in_one_group(tmp_path: Path, mon
     from bridge.receiver import writer_process
 
     # the writer's wait for the workers it asked, after the first answer: long, for a loaded machine
-    monkeypatch.setattr(writer_process, "GATHER", 0.2)
+    monkeypatch.setattr(writer_process, "GATHER", 1.0)
     catalog = tmp_path / "catalog.db"
     Catalog(catalog).close()
     listener = listen(str(tmp_path / "writer.sock"))
@@ -331,8 +330,8 @@ def test_the_writer_takes_every_worker_s_events_in_one_group(tmp_path: Path, mon
     finally:
         stop(process)
         listener.close()
-    # each group after the first holds an event of each worker: three groups of three, or the
-    # first alone and the rest together; never one worker's event alone after the first round
+    # a group holds an event of each of the three workers (without the wait, never more than two:
+    # one worker's message went alone while the others' waited)
     groups = [int(line) for line in sizes.read_text().split()]
     assert sum(groups) == 9
-    assert max(groups) == 3 and len(groups) <= 4, groups
+    assert max(groups) == 3, groups

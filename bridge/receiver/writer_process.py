@@ -244,11 +244,15 @@ class RemoteWriter:
             self._stream = None
 
     async def close(self) -> None:
-        """Hand on what is queued, then stop."""
+        """Hand on what is queued (within the timeout: a writer that never answers does not hold
+        the worker's shutdown), then stop."""
         if self._stopping:
             return
         self._stopping = True
         self._wake.set()
         if self._task is not None:
-            await self._task
+            try:
+                await asyncio.wait_for(self._task, self.timeout)
+            except TimeoutError:  # the task is cancelled; what it held was answered retriable already
+                _log.warning("the writer did not answer within %g s; stopping without it", self.timeout)
         self._release()

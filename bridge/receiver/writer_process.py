@@ -6,8 +6,10 @@ runs in a process of its own so that its work never waits for a worker's request
 one group can hold the events of every worker. Each worker keeps one group in flight to the
 writer: while a group is being written the next one gathers, so the groups grow with the load.
 
-A message is a frame: its length (8 bytes, big-endian), then a pickle (a list of events one way,
-one result each the other way). A worker whose writer goes away answers 503 (retriable) for the
+A message is a frame: its length (8 bytes, big-endian), then a pickle: one way the requests'
+events, each request's already pickled by the request itself as it handed them over (so that a
+group is not pickled all at once when it leaves, while the writer waits for it); the other way one
+result an event. A worker whose writer goes away answers 503 (retriable) for the
 events in flight and connects again for the next ones; the supervisor starts a new writer on the
 same socket.
 """
@@ -28,6 +30,8 @@ from collections.abc import Sequence
 from multiprocessing.connection import wait
 from types import FrameType
 from typing import Any
+
+import attrs
 
 from bridge.catalog import IngestResult
 from bridge.errors import BridgeError
@@ -88,6 +92,12 @@ def _portable(result: IngestResult | Exception) -> IngestResult | Exception:
 
 GATHER = 0.0005  # s the writer waits, after answering workers, for their next events
 
+# bytes a worker's socket to the writer may hold (the system may allow less: net.core.wmem_max):
+# a group of a few thousand events goes over in one write. With the default (about 200 KiB) a group
+# of 800 events went in pieces, each waiting for the writer to read the last and for the worker's
+# loop to turn: the writer waited 28 ms a group in the middle of reading it, a third of its time.
+BUFFER = 4 * 1024 * 1024
+
 
 def run_writer(listener: socket.socket, writer: CatalogWriter) -> None:
     """Serve the workers until SIGTERM, in rounds: write what the workers sent in one group,
@@ -141,10 +151,11 @@ def run_writer(listener: socket.socket, writer: CatalogWriter) -> None:
                     with contextlib.suppress(OSError):
                         accepted, _ = listener.accept()
                         accepted.setblocking(True)
+                        accepted.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, BUFFER)  # the results
                         workers.append(accepted)
                     continue
                 try:
-                    round_.append((item, receive_frame(item)))
+                    round_.append((item, [e for blob in receive_frame(item) for e in pickle.loads(blob)]))
                 except (EOFError, OSError):  # the worker is gone
                     drop(item)
                     continue
@@ -153,6 +164,27 @@ def run_writer(listener: socket.socket, writer: CatalogWriter) -> None:
         for worker in workers:
             worker.close()
         writer.close()
+
+
+async def _connect(address: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, BUFFER)
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, address)
+        return await asyncio.open_unix_connection(sock=sock)
+    except BaseException:
+        sock.close()
+        raise
+
+
+@attrs.frozen
+class _Job:
+    """A request's events on their way to the writer: pickled, how many, and where their results go."""
+
+    blob: bytes
+    count: int
+    done: asyncio.Future[Results]
 
 
 class RemoteWriter:
@@ -165,7 +197,7 @@ class RemoteWriter:
         self.max_group = max_group
         self.max_queued = max_queued  # requests waiting; past it a request is answered busy (retry)
         self.timeout = timeout
-        self._jobs: collections.deque[tuple[Sequence[IncomingEvent], asyncio.Future[Results]]] = collections.deque()
+        self._jobs: collections.deque[_Job] = collections.deque()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
@@ -188,6 +220,10 @@ class RemoteWriter:
             raise Unavailable("the receiver is stopping")
         if len(self._jobs) >= self.max_queued:
             raise Unavailable("the catalog is busy: too many requests waiting to be written")
+        try:  # here, in the request's turn, rather than the whole group's when it leaves
+            blob = pickle.dumps(list(events), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # a fault of olbridge's: this request fails, the next ones go on
+            return failed_group(exc, len(events))
         loop = asyncio.get_running_loop()
         done: asyncio.Future[Results] = loop.create_future()
 
@@ -196,7 +232,7 @@ class RemoteWriter:
                 done.set_exception(Unavailable(f"the catalog did not commit within {self.timeout:g} s"))
 
         timer = loop.call_later(self.timeout, too_late)
-        self._jobs.append((events, done))
+        self._jobs.append(_Job(blob, len(events), done))
         self._wake.set()
         try:
             return await done
@@ -212,31 +248,31 @@ class RemoteWriter:
                 self._wake.clear()
                 continue
             jobs = [self._jobs.popleft()]
-            count = len(jobs[0][0])
-            while self._jobs and count + len(self._jobs[0][0]) <= self.max_group:  # and the jobs queued behind it
+            count = jobs[0].count
+            while self._jobs and count + self._jobs[0].count <= self.max_group:  # and the jobs queued behind it
                 jobs.append(self._jobs.popleft())
-                count += len(jobs[-1][0])
-            events = [e for job, _ in jobs for e in job]
+                count += jobs[-1].count
             try:
-                results = await self._write(events)
+                results = await self._write([job.blob for job in jobs], count)
             except Exception as exc:  # a fault of the writer's: these requests fail, the next ones go on
-                results = failed_group(exc, len(events))
-            for (_, done), share in zip(jobs, shares(results, (len(job) for job, _ in jobs)), strict=True):
-                if not done.done():  # not timed out
-                    done.set_result(share)
+                results = failed_group(exc, count)
+            for job, share in zip(jobs, shares(results, (job.count for job in jobs)), strict=True):
+                if not job.done.done():  # not timed out
+                    job.done.set_result(share)
 
-    async def _write(self, events: list[IncomingEvent]) -> Results:
+    async def _write(self, blobs: list[bytes], count: int) -> Results:
+        """The results of a group: ``blobs``, each request's events pickled, ``count`` events in all."""
         try:
             if self._stream is None:
-                self._stream = await asyncio.open_unix_connection(self.address)
+                self._stream = await _connect(self.address)
             reader, writer = self._stream
-            writer.write(_frame(events))
+            writer.write(_frame(blobs))
             await writer.drain()
             results: Results = await read_frame(reader)
             return results
         except (OSError, EOFError) as exc:  # asyncio.IncompleteReadError is an EOFError
             self._release()
-            return [Unavailable(f"the catalog's writer is not reachable: {str(exc) or 'it went away'}")] * len(events)
+            return [Unavailable(f"the catalog's writer is not reachable: {str(exc) or 'it went away'}")] * count
 
     def _release(self) -> None:
         if self._stream is not None:

@@ -10,10 +10,10 @@ run a START and a COMPLETE, 280 jobs on their own tables, every event distinct),
 process, each posting its own slice of the events, so that nothing is a duplicate; events/s is the
 servers' steady rate, counted by their metrics once the load runs; p50 / p99 are wrk's (the higher
 of the wrk processes'); ev/commit is the events each commit of the servers' writers took, on
-average (their metrics: the group a commit holds). Every server runs with its defaults (two HTTP
-workers and a writer). The writer alone (``--parts writer``) takes the same events without HTTP in
-groups of ``--writer-groups``, after ``--warm`` events taken untimed. The stream workers drain
-a catalog of ``--runs`` task runs (two events each) to a loopback backend
+average (their metrics: the group a commit holds). Every server runs with its defaults (one HTTP
+worker, or ``--serve-workers``, and a writer). The writer alone (``--parts writer``) takes the
+same events without HTTP in groups of ``--writer-groups``, after ``--warm`` events taken untimed.
+The stream workers drain a catalog of ``--runs`` task runs (two events each) to a loopback backend
 (``tests/backend.py`` in its own process, with the batch endpoint), timed from their start until
 the backend holds every event. Last, ``olbridge catalog copy`` of a SQLite catalog of
 ``--copy-runs`` task runs into PostgreSQL and back, each copy and its check timed, and the three

@@ -114,6 +114,32 @@ def test_runs_list_shows_own_and_external_runs_by_start(catalog_path: str, conve
     assert (report["state"], report["ended"], report["taskRun"]["taskState"]) == ("RUNNING", None, "RUNNING")
 
 
+def test_a_limited_list_is_the_full_list_cut_and_renders_only_the_runs_it_keeps(
+    catalog_path: str, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``runs list --limit N`` gives the first N of the full list, facets and all, and reads and
+    renders the facets of those N only (it rendered every run of the catalog before cutting)."""
+    with Catalog(catalog_path) as catalog:
+        runs = Runs(catalog, Converter(resolver))
+        everything = runs.list()
+        assert len(everything) == 5
+        assert everything[0].run_facets and all(v.job_facets for v in everything if v.task_run is not None)
+        rendered: list[str] = []
+        real = Converter.run_facets
+
+        def counted(self: Converter, run: Any) -> Any:
+            rendered.append(run.key.task_id)
+            return real(self, run)
+
+        monkeypatch.setattr(Converter, "run_facets", counted)
+        for limit in range(1, 6):
+            rendered.clear()
+            assert runs.list(limit=limit) == everything[:limit]
+            kept_own = [view.job_name.split(".")[-1] for view in everything[:limit] if view.task_run is not None]
+            assert rendered == kept_own  # the own runs kept, and no other, had their facets rendered
+        assert runs.list(RunFilter(origin="external"), limit=2) == [v for v in everything if v.task_run is None][:2]
+
+
 def test_an_external_run_keeps_the_latest_of_each_facet_whatever_the_order(
     resolver: Resolver, new_catalog: Callable[[], Catalog]
 ) -> None:

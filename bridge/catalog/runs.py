@@ -11,6 +11,8 @@ warnings of its events.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import uuid
 from collections.abc import Iterator, Sequence
@@ -109,10 +111,9 @@ class Runs:
                 found[owner][key] = json.loads(facet)
         return found
 
-    def _external(self, statement: str, params: Sequence[Any]) -> list[RunView]:
+    def _external(self, statement: str, params: Sequence[Any], *, facets: bool = True) -> list[RunView]:
         rows = self._conn.execute(statement, params).fetchall()
-        owners = [row[0] for row in rows] + [f"job:{row[1]}/{row[2]}" for row in rows]
-        facets = self._facets(owners)
+        found = self._facets(self._owners(rows)) if facets else {}
         out = []
         for row in rows:
             source, job_ns, job_name, run_id, parent, state, started, ended, first, _last = row[:10]
@@ -133,13 +134,18 @@ class Runs:
                     parent_run_id=parent,
                     warnings=tuple(json.loads(warnings)),
                     jobs=tuple((ns, name) for ns, name in json.loads(jobs)) if jobs else (),
-                    run_facets=facets[source],
-                    job_facets=facets[f"job:{job_ns}/{job_name}"],
+                    run_facets=found.get(source, {}),
+                    job_facets=found.get(f"job:{job_ns}/{job_name}", {}),
                 )
             )
         return out
 
-    def external(self, filters: RunFilter = RunFilter()) -> list[RunView]:
+    @staticmethod
+    def _owners(rows: Sequence[Sequence[Any]]) -> list[str]:
+        """Whose facets an external run's view shows: its run's (the source) and its job's."""
+        return [row[0] for row in rows] + [f"job:{row[1]}/{row[2]}" for row in rows]
+
+    def external(self, filters: RunFilter = RunFilter(), *, facets: bool = True) -> list[RunView]:
         statement = sql.select_external_runs(
             job=filters.job is not None,
             namespace=filters.namespace is not None,
@@ -149,7 +155,7 @@ class Runs:
         )
         params: list[Any] = [v for v in (filters.job, filters.namespace, filters.state) if v is not None]
         params += [format_time(t) for t in (filters.since, filters.until) if t is not None]
-        return self._external(statement, params)
+        return self._external(statement, params, facets=facets)
 
     # --- own ---------------------------------------------------------------------------------
 
@@ -185,7 +191,11 @@ class Runs:
             },
         )
 
-    def own(self, filters: RunFilter = RunFilter()) -> Iterator[RunView]:
+    def own(self, filters: RunFilter = RunFilter(), *, facets: bool = True) -> Iterator[RunView]:
+        for view, _ in self._own_runs(filters, facets=facets):
+            yield view
+
+    def _own_runs(self, filters: RunFilter, *, facets: bool) -> Iterator[tuple[RunView, StoredTaskRun]]:
         prefix = self.converter.options.job_namespace_prefix
         flow_namespace = None
         if filters.namespace is not None:
@@ -196,21 +206,41 @@ class Runs:
         for run in runs:
             if filters.job is not None and f"{run.key.flow_id}.{run.key.task_id}" != filters.job:
                 continue
-            view = self._own(run)
+            view = self._own(run, facets=facets)
             if filters.state is None or view.state == filters.state:
-                yield view
+                yield view, run
 
     # --- both --------------------------------------------------------------------------------
 
     def list(self, filters: RunFilter = RunFilter(), *, limit: int | None = None) -> list[RunView]:
-        """The runs the filters select, by start (then run id); the first ``limit`` of them."""
-        found: list[RunView] = []
+        """The runs the filters select, by start (then run id); the first ``limit`` of them. The
+        views are made without their facets, and the facets read and rendered only for the runs
+        kept: a catalog of a million runs lists its first thousand without rendering the rest."""
+        views: list[tuple[RunView, StoredTaskRun | None]] = []
         if filters.origin in (None, EXTERNAL):
-            found += self.external(filters)
-        if filters.origin in (None, OWN):
-            found += self.own(filters)
-        found.sort(key=lambda view: view.sort_key)
-        return found if limit is None else found[:limit]
+            views += [(view, None) for view in self.external(filters, facets=False)]
+        chosen: list[tuple[RunView, StoredTaskRun | None]]
+        own = self._own_runs(filters, facets=False) if filters.origin in (None, OWN) else iter(())
+        if limit is None:
+            chosen = sorted([*views, *own], key=lambda pair: pair[0].sort_key)
+        else:  # the own runs streamed: no more than ``limit`` of them held at once
+            chosen = heapq.nsmallest(limit, itertools.chain(views, own), key=lambda pair: pair[0].sort_key)
+        external_facets = self._facets(
+            [owner for view, run in chosen if run is None for owner in (f"run:{view.run_id}", _job_owner(view))]
+        )
+        out = []
+        for view, run in chosen:
+            if run is not None:
+                out.append(self._own(run))
+            else:
+                out.append(
+                    attrs.evolve(
+                        view,
+                        run_facets=external_facets.get(f"run:{view.run_id}", {}),
+                        job_facets=external_facets.get(_job_owner(view), {}),
+                    )
+                )
+        return out
 
     def get(self, run_id: str) -> RunView | None:
         """The run with this OpenLineage run id: an external one, or one of olbridge's (whose run
@@ -230,6 +260,10 @@ class Runs:
             if task_run_id(run.key, run.started_at) == run_id:
                 return self._own(run)
         return None
+
+
+def _job_owner(view: RunView) -> str:
+    return f"job:{view.job_namespace}/{view.job_name}"
 
 
 __all__ = ["EXTERNAL", "OWN", "STATES", "RunFilter", "RunView", "Runs"]

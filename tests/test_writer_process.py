@@ -22,7 +22,7 @@ from bridge.mapping import Resolver
 from bridge.receiver.intake import Intake, run_steps_async
 from bridge.receiver.outcome import Outcome
 from bridge.receiver.writer import CatalogWriter
-from bridge.receiver.writer_process import RemoteWriter, listen, run_writer
+from bridge.receiver.writer_process import PICKLED_FROM, RemoteWriter, listen, run_writer
 from tests.helpers import ol_dataset, ol_run_event
 
 FORK = multiprocessing.get_context("fork")
@@ -167,7 +167,7 @@ def test_a_group_the_worker_cannot_hand_on_fails_alone_and_the_next_ones_go_on(t
     class Flaky(RemoteWriter):
         calls = 0
 
-        async def _write(self, blobs: list[bytes], count: int) -> list[IngestResult | Exception]:
+        async def _write(self, parts: list[Any], count: int) -> list[IngestResult | Exception]:
             Flaky.calls += 1
             if Flaky.calls == 1:
                 raise TypeError("cannot pickle this")
@@ -181,9 +181,9 @@ def test_a_group_the_worker_cannot_hand_on_fails_alone_and_the_next_ones_go_on(t
             assert isinstance(first, Unavailable) and "cannot pickle this" in str(first)
             assert writer.alive
             assert await writer.submit(["two"]) == [IngestResult("accepted")]  # type: ignore[list-item]
-            # a request's events are pickled as it hands them over: one that cannot be fails alone
-            (third,) = await writer.submit([lambda: None])  # type: ignore[list-item]
-            assert isinstance(third, Unavailable) and "pickle" in str(third)
+            # a request of many events pickles them as it hands them over: one that cannot fails alone
+            third = await writer.submit([lambda: None] * PICKLED_FROM)  # type: ignore[list-item]
+            assert len(third) == PICKLED_FROM and all(isinstance(r, Unavailable) and "pickle" in str(r) for r in third)
             assert await writer.submit(["four"]) == [IngestResult("accepted")]  # type: ignore[list-item]
         finally:
             await writer.close()

@@ -7,11 +7,11 @@ one group can hold the events of every worker. Each worker keeps one group in fl
 writer: while a group is being written the next one gathers, so the groups grow with the load.
 
 A message is a frame: its length (8 bytes, big-endian), then a pickle: one way the requests'
-events, each request's already pickled by the request itself as it handed them over (so that a
-group is not pickled all at once when it leaves, while the writer waits for it); the other way one
-result an event. A worker whose writer goes away answers 503 (retriable) for the
-events in flight and connects again for the next ones; the supervisor starts a new writer on the
-same socket.
+events, a list a request, the list of a request of many events already pickled by the request
+itself as it handed them over (so that a large group is not pickled all at once when it leaves,
+while the writer waits for it); the other way one result an event. A worker whose writer goes
+away answers 503 (retriable) for the events in flight and connects again for the next ones; the
+supervisor starts a new writer on the same socket.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def run_writer(listener: socket.socket, writer: CatalogWriter) -> None:
                         workers.append(accepted)
                     continue
                 try:
-                    round_.append((item, [e for blob in receive_frame(item) for e in pickle.loads(blob)]))
+                    round_.append((item, [e for part in receive_frame(item) for e in _events(part)]))
                 except (EOFError, OSError):  # the worker is gone
                     drop(item)
                     continue
@@ -178,11 +178,22 @@ async def _connect(address: str) -> tuple[asyncio.StreamReader, asyncio.StreamWr
         raise
 
 
+def _events(part: bytes | list[IncomingEvent]) -> list[IncomingEvent]:
+    """A request's events from a worker's message (pickled by the request, or as they are)."""
+    events: list[IncomingEvent] = pickle.loads(part) if isinstance(part, bytes) else part
+    return events
+
+
+PICKLED_FROM = 8  # events in a request from which the request pickles them itself: a pickle of its
+# own costs a few microseconds more (each class named once in it), which a single event would feel
+
+
 @attrs.frozen
 class _Job:
-    """A request's events on their way to the writer: pickled, how many, and where their results go."""
+    """A request's events on their way to the writer (pickled when there are many), how many, and
+    where their results go."""
 
-    blob: bytes
+    events: bytes | list[IncomingEvent]
     count: int
     done: asyncio.Future[Results]
 
@@ -220,10 +231,12 @@ class RemoteWriter:
             raise Unavailable("the receiver is stopping")
         if len(self._jobs) >= self.max_queued:
             raise Unavailable("the catalog is busy: too many requests waiting to be written")
-        try:  # here, in the request's turn, rather than the whole group's when it leaves
-            blob = pickle.dumps(list(events), protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:  # a fault of olbridge's: this request fails, the next ones go on
-            return failed_group(exc, len(events))
+        part: bytes | list[IncomingEvent] = list(events)
+        if len(part) >= PICKLED_FROM:
+            try:  # here, in the request's turn, rather than the whole group's when it leaves
+                part = pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:  # a fault of olbridge's: this request fails, the next ones go on
+                return failed_group(exc, len(events))
         loop = asyncio.get_running_loop()
         done: asyncio.Future[Results] = loop.create_future()
 
@@ -232,7 +245,7 @@ class RemoteWriter:
                 done.set_exception(Unavailable(f"the catalog did not commit within {self.timeout:g} s"))
 
         timer = loop.call_later(self.timeout, too_late)
-        self._jobs.append(_Job(blob, len(events), done))
+        self._jobs.append(_Job(part, len(events), done))
         self._wake.set()
         try:
             return await done
@@ -253,20 +266,21 @@ class RemoteWriter:
                 jobs.append(self._jobs.popleft())
                 count += jobs[-1].count
             try:
-                results = await self._write([job.blob for job in jobs], count)
+                results = await self._write([job.events for job in jobs], count)
             except Exception as exc:  # a fault of the writer's: these requests fail, the next ones go on
                 results = failed_group(exc, count)
             for job, share in zip(jobs, shares(results, (job.count for job in jobs)), strict=True):
                 if not job.done.done():  # not timed out
                     job.done.set_result(share)
 
-    async def _write(self, blobs: list[bytes], count: int) -> Results:
-        """The results of a group: ``blobs``, each request's events pickled, ``count`` events in all."""
+    async def _write(self, parts: list[bytes | list[IncomingEvent]], count: int) -> Results:
+        """The results of a group: ``parts``, each request's events (pickled when there are
+        many), ``count`` events in all."""
         try:
             if self._stream is None:
                 self._stream = await _connect(self.address)
             reader, writer = self._stream
-            writer.write(_frame(blobs))
+            writer.write(_frame(parts))
             await writer.drain()
             results: Results = await read_frame(reader)
             return results

@@ -95,7 +95,8 @@ GATHER = 0.0005  # s the writer waits, after answering workers, for their next e
 # bytes a worker's socket to the writer may hold (the system may allow less: net.core.wmem_max):
 # a group of a few thousand events goes over in one write. With the default (about 200 KiB) a group
 # of 800 events went in pieces, each waiting for the writer to read the last and for the worker's
-# loop to turn: the writer waited 28 ms a group in the middle of reading it, a third of its time.
+# loop to turn, while the writer sat blocked in the middle of reading it (batches of 100 on SQLite
+# gained a fifth: docs/benchmarks.md).
 BUFFER = 4 * 1024 * 1024
 
 

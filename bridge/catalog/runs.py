@@ -113,10 +113,9 @@ class Runs:
 
     def _external(self, statement: str, params: Sequence[Any], *, facets: bool = True) -> list[RunView]:
         rows = self._conn.execute(statement, params).fetchall()
-        found = self._facets(self._owners(rows)) if facets else {}
         out = []
         for row in rows:
-            source, job_ns, job_name, run_id, parent, state, started, ended, first, _last = row[:10]
+            _source, job_ns, job_name, run_id, parent, state, started, ended, first, _last = row[:10]
             producer, inputs, outputs, jobs, warnings = row[10:]
             out.append(
                 RunView(
@@ -134,16 +133,17 @@ class Runs:
                     parent_run_id=parent,
                     warnings=tuple(json.loads(warnings)),
                     jobs=tuple((ns, name) for ns, name in json.loads(jobs)) if jobs else (),
-                    run_facets=found.get(source, {}),
-                    job_facets=found.get(f"job:{job_ns}/{job_name}", {}),
                 )
             )
-        return out
+        return self._with_facets(out) if facets else out
 
-    @staticmethod
-    def _owners(rows: Sequence[Sequence[Any]]) -> list[str]:
-        """Whose facets an external run's view shows: its run's (the source) and its job's."""
-        return [row[0] for row in rows] + [f"job:{row[1]}/{row[2]}" for row in rows]
+    def _with_facets(self, views: Sequence[RunView]) -> list[RunView]:
+        """External runs' views with the latest of each of their run's and job's facets, read at once."""
+        found = self._facets([owner for view in views for owner in _owners(view)])
+        return [
+            attrs.evolve(view, run_facets=found[run_owner], job_facets=found[job_owner])
+            for view, (run_owner, job_owner) in zip(views, map(_owners, views), strict=True)
+        ]
 
     def external(self, filters: RunFilter = RunFilter(), *, facets: bool = True) -> list[RunView]:
         statement = sql.select_external_runs(
@@ -191,8 +191,8 @@ class Runs:
             },
         )
 
-    def own(self, filters: RunFilter = RunFilter(), *, facets: bool = True) -> Iterator[RunView]:
-        for view, _ in self._own_runs(filters, facets=facets):
+    def own(self, filters: RunFilter = RunFilter()) -> Iterator[RunView]:
+        for view, _ in self._own_runs(filters, facets=True):
             yield view
 
     def _own_runs(self, filters: RunFilter, *, facets: bool) -> Iterator[tuple[RunView, StoredTaskRun]]:
@@ -225,22 +225,8 @@ class Runs:
             chosen = sorted([*views, *own], key=lambda pair: pair[0].sort_key)
         else:  # the own runs streamed: no more than ``limit`` of them held at once
             chosen = heapq.nsmallest(limit, itertools.chain(views, own), key=lambda pair: pair[0].sort_key)
-        external_facets = self._facets(
-            [owner for view, run in chosen if run is None for owner in (f"run:{view.run_id}", _job_owner(view))]
-        )
-        out = []
-        for view, run in chosen:
-            if run is not None:
-                out.append(self._own(run))
-            else:
-                out.append(
-                    attrs.evolve(
-                        view,
-                        run_facets=external_facets.get(f"run:{view.run_id}", {}),
-                        job_facets=external_facets.get(_job_owner(view), {}),
-                    )
-                )
-        return out
+        external = iter(self._with_facets([view for view, run in chosen if run is None]))
+        return [self._own(run) if run is not None else next(external) for _, run in chosen]
 
     def get(self, run_id: str) -> RunView | None:
         """The run with this OpenLineage run id: an external one, or one of olbridge's (whose run
@@ -262,8 +248,9 @@ class Runs:
         return None
 
 
-def _job_owner(view: RunView) -> str:
-    return f"job:{view.job_namespace}/{view.job_name}"
+def _owners(view: RunView) -> tuple[str, str]:
+    """Whose facets an external run's view shows: its run's and its job's (as the receiver keeps them)."""
+    return f"run:{view.run_id}", f"job:{view.job_namespace}/{view.job_name}"
 
 
 __all__ = ["EXTERNAL", "OWN", "STATES", "RunFilter", "RunView", "Runs"]

@@ -353,13 +353,14 @@ def _events(n: int) -> list[dict[str, Any]]:
     return events
 
 
+@pytest.mark.parametrize(("runs", "group"), [(24, 3), (80, 40)])  # groups of 40: their new events streamed in
 def test_writers_side_by_side_end_as_one_writer_would(
-    postgres: PostgresServer, catalog_template: str, resolver: Resolver
+    postgres: PostgresServer, catalog_template: str, resolver: Resolver, runs: int, group: int
 ) -> None:
     """Four connections take overlapping groups of events at once (each run's START and COMPLETE
     to different writers, every event sent twice): the catalog equals one that took them one by
     one, every event kept once, no placeholder, usage or edge twice."""
-    events = _events(24)
+    events = _events(runs)
     one = postgres.url(postgres.create_database(template=catalog_template))
     with Catalog(one) as alone:
         for event in events:
@@ -373,8 +374,8 @@ def test_writers_side_by_side_end_as_one_writer_would(
         with Catalog(many) as catalog:
             intake = catalog_intake(catalog, resolver)
             start.wait()
-            for begin in range(0, len(share), 3):
-                outcomes = intake.take(share[begin : begin + 3])
+            for begin in range(0, len(share), group):
+                outcomes = intake.take(share[begin : begin + group])
                 assert all(o.ok for o in outcomes), [o.message for o in outcomes]
 
     in_threads(write, [(share,) for share in shares], timeout=120)

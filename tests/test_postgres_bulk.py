@@ -17,8 +17,9 @@ import sqlalchemy as sa
 
 from bridge.catalog import Catalog, schema, sql
 from bridge.catalog.external import _merged_source
-from bridge.catalog.postgres import translate
-from bridge.catalog.postgres_bulk import BULK_FROM, bulk_form, bulk_statements
+from bridge.catalog.engine import Conflict
+from bridge.catalog.postgres import COPY_FROM, translate
+from bridge.catalog.postgres_bulk import BULK_FROM, bulk_form, bulk_statements, copy_form
 from tests.postgres import PostgresServer
 
 # every statement the receiver's writer sends in bulk, the table it writes and that table's key
@@ -90,10 +91,11 @@ def _columns(name: str) -> tuple[str, list[str]]:
     return table, [column.strip() for column in head.split("(", 1)[1].rsplit(")", 1)[0].split(",")]
 
 
-def _rows(name: str, rng: random.Random, count: int, turn: int) -> list[tuple[Any, ...]]:
+def _rows(name: str, rng: random.Random, count: int, turn: int, *, new: bool = False) -> list[tuple[Any, ...]]:
     """Rows of a statement's parameters, each column's values as its table allows (NULL where it
-    may be): keys from a small pool, so that rows repeat keys within one call; texts with quotes,
-    backslashes, placeholders and non-ASCII."""
+    may be): keys from a small pool, so that rows repeat keys within one call (``new``: each row
+    its own key, none of an earlier turn's); texts with quotes, backslashes, placeholders and
+    non-ASCII."""
     table, columns = _columns(name)
     keys = {key.strip() for key in WRITES[name][1].split(",")}
     kinds = []
@@ -113,7 +115,7 @@ def _rows(name: str, rng: random.Random, count: int, turn: int) -> list[tuple[An
     rows = [tuple(_value(kind, rng, pool) for kind in kinds) for _ in range(count)]
     if name == "INSERT_COLUMN_EDGE":  # the receiver's: a source, no task run
         rows = [(*row[:5], None, f"run:{row[6]}") for row in rows]
-    if "ON CONFLICT" not in getattr(sql, name) and name != "UPDATE_BINDING":  # a plain insert: new keys
+    if new or ("ON CONFLICT" not in getattr(sql, name) and name != "UPDATE_BINDING"):  # a plain insert: new keys
         rows = [
             tuple(
                 f"t{turn}-{n}" if column in keys or column == "asset_id" else value
@@ -162,6 +164,45 @@ def test_a_bulk_write_leaves_the_table_as_executemany_does(name: str, two_catalo
         assert _table(in_bulk, table) == _table(by_rows, table), f"turn {turn}"
         assert written == expected.rowcount, f"turn {turn}: the rows written"
     assert _table(in_bulk, table), "rows were written"
+
+
+def test_inserts_of_new_rows_have_a_copy_form_and_others_none() -> None:
+    assert copy_form(translate(sql.INSERT_RECEIVED)) == (
+        "COPY received_events (digest, kind, event_type, event_time, source, producer, warnings, body, token) "
+        "FROM STDIN"
+    )
+    assert copy_form(translate(sql.CLAIM_SOURCE)) is not None
+    assert copy_form(translate(sql.UPSERT_SOURCE)) is None  # DO UPDATE: it merges into a row
+    assert copy_form(translate(sql.QUEUE_FORWARD)) is None  # it reads as it writes
+    assert copy_form(translate(sql.UPDATE_BINDING)) is None
+
+
+@pytest.mark.parametrize("count", [BULK_FROM, COPY_FROM])  # as an INSERT; streamed in (COPY)
+@pytest.mark.parametrize("name", ["INSERT_RECEIVED", "CLAIM_SOURCE"])
+def test_new_rows_land_as_executemany_leaves_them_and_one_written_meanwhile_is_a_conflict(
+    name: str, count: int, two_catalogs: tuple[Catalog, Catalog]
+) -> None:
+    """The receiver's writer writes the events and the runs it found new with write_new: the
+    table ends as ``executemany`` leaves it; where another writer wrote one of the rows after the
+    group read them, the transaction fails with a Conflict (run again, it finds the row) and
+    writes none of them."""
+    rng = random.Random(name)
+    by_rows, fresh = two_catalogs
+    table, statement = WRITES[name][0], getattr(sql, name)
+    rows = _rows(name, rng, count, 0, new=True)
+    by_rows._conn.cursor().executemany(statement, rows)
+    fresh.db.write(lambda cur: fresh.engine.write_new(cur, statement, rows))
+    assert _table(fresh, table) == _table(by_rows, table)
+    before = _table(fresh, table)
+    more = _rows(name, rng, count, 1, new=True)
+    other: Any = fresh.engine.connect()  # another writer, first (autocommit)
+    try:
+        other.cursor().executemany(statement, more[-1:])
+    finally:
+        other.close()
+    with pytest.raises(Conflict), fresh.db.transaction() as cur:
+        fresh.engine.write_new(cur, statement, more)
+    assert len(_table(fresh, table)) == len(before) + 1, "none of the rows written but the other writer's"
 
 
 def test_values_json_cannot_carry_go_row_by_row() -> None:

@@ -97,6 +97,13 @@ def write_counted(cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) ->
     return int(cur.rowcount)
 
 
+def write_new(cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+    """Rows no row of the table holds yet, as far as the caller read; a :class:`Conflict` when
+    another writer wrote one meanwhile (:meth:`Engine.write_new` for any cursor)."""
+    if write_counted(cur, statement, rows) != len(rows):
+        raise Conflict("another process wrote some of these rows meanwhile")
+
+
 class Engine(abc.ABC):
     """A storage engine: how to reach a catalog and what differs from one engine to the next."""
 
@@ -175,6 +182,14 @@ class Engine(abc.ABC):
         """``executemany``, and the count of rows it wrote (an engine with a server may send the
         rows in a few statements)."""
         return write_counted(cur, statement, rows)
+
+    def write_new(self, cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Write rows that the caller found no row of the table holding yet (an ``INSERT ... ON
+        CONFLICT DO NOTHING`` of rows whose keys it read in this transaction): a :class:`Conflict`
+        when another writer wrote one of them meanwhile. An engine with a server may stream them in
+        (PostgreSQL's ``COPY``)."""
+        if self.write_many(cur, statement, rows) != len(rows):
+            raise Conflict("another process wrote some of these rows meanwhile")
 
     def reset_keys(self, cur: Cursor) -> None:
         """Set the counter of every key that counts up past its table's highest (after rows were

@@ -23,7 +23,7 @@ import attrs
 import orjson
 
 from bridge.catalog import sql
-from bridge.catalog.engine import Conflict, Cursor, Engine, read_each, write_counted, write_each
+from bridge.catalog.engine import Cursor, Engine, read_each, write_each, write_new
 from bridge.catalog.rows import asset_from_row, asset_row, dumps
 from bridge.catalog.writes import get_asset
 from bridge.model import EXTERNAL, Asset, Origin, format_time, parse_time
@@ -181,7 +181,7 @@ class GroupIngest:
         # engine with a server in one round trip each
         self.read_all = engine.read_all if engine is not None else read_each
         self.write_all = engine.write_all if engine is not None else write_each
-        self.write_many = engine.write_many if engine is not None else write_counted
+        self.write_new = engine.write_new if engine is not None else write_new
         self.resolver = resolver
         self.received: list[tuple[Any, ...]] = []
         self.bindings: dict[tuple[str, str], _Binding | None] = {}  # None: known not to be bound yet
@@ -579,8 +579,8 @@ class GroupIngest:
         if claimed:
             self._claim(claimed)
         (received, rows), rest = writes[0], writes[1:]
-        if rows and self.write_many(self.cur, received, rows) != len(rows):
-            raise Conflict("another process took some of these events meanwhile")
+        if rows:  # events another process took meanwhile: a Conflict
+            self.write_new(self.cur, received, rows)
         self.write_all(self.cur, rest)
 
     def _claim(self, sources: set[str]) -> None:
@@ -588,8 +588,7 @@ class GroupIngest:
         writes: one that another process inserted meanwhile (a merge would lose that one's inputs
         and outputs) is a Conflict."""
         rows = [self._source_values(row) for source, row in self.sources.items() if source in sources]
-        if self.write_many(self.cur, sql.CLAIM_SOURCE, rows) != len(rows):
-            raise Conflict("another process recorded one of these runs meanwhile")
+        self.write_new(self.cur, sql.CLAIM_SOURCE, rows)
 
     def _unknown(
         self, assets: list[str], usages: list[tuple[str, str, str, str]], edges: list[tuple[str, str, str, str]]

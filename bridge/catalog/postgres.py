@@ -27,8 +27,8 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from bridge.catalog import sql as shared
-from bridge.catalog.engine import Busy, Connection, Cursor, Engine, masked, url_password
-from bridge.catalog.postgres_bulk import bulk_statements
+from bridge.catalog.engine import Busy, Conflict, Connection, Cursor, Engine, masked, url_password
+from bridge.catalog.postgres_bulk import bulk_statements, copy_form
 from bridge.catalog.postgres_lookups import list_form, list_param, pairs_form, pairs_param
 from bridge.errors import CatalogError
 
@@ -145,6 +145,32 @@ class SharedCursor(psycopg.Cursor[Any]):
             super().execute(statement, params, prepare=False if statement.startswith("UPDATE") else None)
             written += max(self.rowcount, 0)
         return written
+
+    def write_new(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Rows of a shared ``INSERT`` that the table holds none of yet, as the transaction read
+        it: from :data:`COPY_FROM` rows streamed in with ``COPY`` (a duplicate key fails it, a
+        :class:`Conflict`: another process wrote one meanwhile), fewer as :meth:`write_many`."""
+        text = translate(query)
+        if text not in _COPIES:
+            _COPIES[text] = copy_form(text)
+        copy = _COPIES[text] if len(rows) >= COPY_FROM else None
+        if copy is None:
+            if self.write_many(query, rows) != len(rows):
+                raise Conflict("another process wrote some of these rows meanwhile")
+            return
+        try:
+            with self.copy(copy) as stream:
+                for row in rows:
+                    stream.write_row(row)
+        except psycopg.errors.UniqueViolation as exc:
+            raise Conflict("another process wrote some of these rows meanwhile") from exc
+
+
+# from this many rows, COPY costs the server less than an INSERT of them as JSON: in a round trip
+# more, it parses no JSON and checks no conflict row by row. A group of 64 rows of received events
+# (about 700 bytes each): 16 us a row of the server's CPU against 25; 16 rows: about even
+COPY_FROM = 32
+_COPIES: dict[str, str | None] = {}  # each statement's COPY form (None: it has none)
 
 
 def split_url(url: str) -> tuple[str, str | None]:
@@ -311,6 +337,10 @@ class PostgresEngine(Engine):
     def write_many(self, cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) -> int:
         assert isinstance(cur, SharedCursor)
         return cur.write_many(statement, rows)
+
+    def write_new(self, cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        assert isinstance(cur, SharedCursor)
+        cur.write_new(statement, rows)
 
     def reset_keys(self, cur: Cursor) -> None:
         for table, column in shared.COUNTED_KEYS.items():

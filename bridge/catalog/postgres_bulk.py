@@ -171,6 +171,23 @@ def bulk_form(statement: str) -> BulkForm | None:
     return None
 
 
+def copy_form(statement: str) -> str | None:
+    """The ``COPY ... FROM STDIN`` that writes the rows of ``INSERT INTO t (c1, ...) VALUES (%s,
+    ...) [ON CONFLICT DO NOTHING]`` when none of them is in the table yet; None for any other
+    shape."""
+    insert = _INSERT.match(statement)
+    if (
+        insert is None
+        or insert["alias"]
+        or not re.fullmatch(r"\s*(ON\s+CONFLICT\s+DO\s+NOTHING\s*)?", insert["rest"], re.I)
+    ):
+        return None
+    columns = _names(insert["columns"])
+    if _names(insert["values"]) != ["%s"] * len(columns):
+        return None
+    return f"COPY {insert['table']} ({', '.join(columns)}) FROM STDIN"
+
+
 _FORMS: dict[str, BulkForm | None] = {}  # each PostgreSQL statement's form, made once
 
 
@@ -186,4 +203,4 @@ def bulk_statements(statement: str, rows: Sequence[Sequence[Any]]) -> list[tuple
     return form.statements(rows) if form is not None else None
 
 
-__all__ = ["BULK_FROM", "BulkForm", "bulk_form", "bulk_statements"]
+__all__ = ["BULK_FROM", "BulkForm", "bulk_form", "bulk_statements", "copy_form"]

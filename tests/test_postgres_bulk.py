@@ -16,8 +16,8 @@ import pytest
 import sqlalchemy as sa
 
 from bridge.catalog import Catalog, schema, sql
-from bridge.catalog.external import _merged_source
 from bridge.catalog.engine import Conflict
+from bridge.catalog.external import _merged_source
 from bridge.catalog.postgres import COPY_FROM, translate
 from bridge.catalog.postgres_bulk import BULK_FROM, bulk_form, bulk_statements, copy_form
 from tests.postgres import PostgresServer

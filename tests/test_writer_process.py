@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import pickle
 import signal
 import socket
 import time
@@ -167,10 +168,12 @@ def test_a_group_the_worker_cannot_hand_on_fails_alone_and_the_next_ones_go_on(t
     class Flaky(RemoteWriter):
         calls = 0
 
-        async def _write(self, parts: list[Any], count: int) -> list[IngestResult | Exception]:
+        async def _write(self, frame: bytes, count: int) -> list[IngestResult | Exception]:
             Flaky.calls += 1
             if Flaky.calls == 1:
                 raise TypeError("cannot pickle this")
+            parts = pickle.loads(frame[8:])
+            assert sum(len(pickle.loads(p) if isinstance(p, bytes) else p) for p in parts) == count
             return [IngestResult("accepted") for _ in range(count)]
 
     async def scenario() -> None:
@@ -185,6 +188,16 @@ def test_a_group_the_worker_cannot_hand_on_fails_alone_and_the_next_ones_go_on(t
             third = await writer.submit([lambda: None] * PICKLED_FROM)  # type: ignore[list-item]
             assert len(third) == PICKLED_FROM and all(isinstance(r, Unavailable) and "pickle" in str(r) for r in third)
             assert await writer.submit(["four"]) == [IngestResult("accepted")]  # type: ignore[list-item]
+            # a request of a few events goes in its group's message: one that cannot be pickled
+            # fails alone, the others of its group go on
+            fifth, sixth, seventh = await asyncio.gather(
+                writer.submit(["five"]),  # type: ignore[list-item]
+                writer.submit([lambda: None]),  # type: ignore[list-item]
+                writer.submit(["seven", "eight"]),  # type: ignore[list-item]
+            )
+            assert fifth == [IngestResult("accepted")] and seventh == [IngestResult("accepted")] * 2
+            assert len(sixth) == 1 and isinstance(sixth[0], Unavailable) and "pickle" in str(sixth[0])
+            assert Flaky.calls == 4, "five, seven and eight went in one group"
         finally:
             await writer.close()
         assert not writer.alive

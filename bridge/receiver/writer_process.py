@@ -199,6 +199,25 @@ class _Job:
     done: asyncio.Future[Results]
 
 
+def _framed(jobs: list[_Job]) -> tuple[list[_Job], bytes]:
+    """The group's message to the writer: each request's events (pickled by the request when
+    there are many). A request whose events cannot be pickled (a fault of olbridge's) is answered
+    with that failure, alone: the others go on, in a message without it."""
+    try:
+        return jobs, _frame([job.events for job in jobs])
+    except Exception:
+        kept = []
+        for job in jobs:
+            try:
+                pickle.dumps(job.events, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:
+                if not job.done.done():  # not timed out
+                    job.done.set_result(failed_group(exc, job.count))
+                continue
+            kept.append(job)
+        return kept, _frame([job.events for job in kept]) if kept else b""
+
+
 class RemoteWriter:
     """A worker's way to the writer process, on the worker's event loop: each request hands its
     events over and awaits their results; they go on to the writer in groups, one group in flight
@@ -266,22 +285,26 @@ class RemoteWriter:
             while self._jobs and count + self._jobs[0].count <= self.max_group:  # and the jobs queued behind it
                 jobs.append(self._jobs.popleft())
                 count += jobs[-1].count
+            jobs, frame = _framed(jobs)
+            if not jobs:
+                continue
+            count = sum(job.count for job in jobs)
             try:
-                results = await self._write([job.events for job in jobs], count)
+                results = await self._write(frame, count)
             except Exception as exc:  # a fault of the writer's: these requests fail, the next ones go on
                 results = failed_group(exc, count)
             for job, share in zip(jobs, shares(results, (job.count for job in jobs)), strict=True):
                 if not job.done.done():  # not timed out
                     job.done.set_result(share)
 
-    async def _write(self, parts: list[bytes | list[IncomingEvent]], count: int) -> Results:
-        """The results of a group: ``parts``, each request's events (pickled when there are
-        many), ``count`` events in all."""
+    async def _write(self, frame: bytes, count: int) -> Results:
+        """The results of a group: ``frame``, its requests' events (:func:`_framed`), ``count``
+        events in all."""
         try:
             if self._stream is None:
                 self._stream = await _connect(self.address)
             reader, writer = self._stream
-            writer.write(_frame(parts))
+            writer.write(frame)
             await writer.drain()
             results: Results = await read_frame(reader)
             return results

@@ -20,6 +20,7 @@ from bridge.catalog import Catalog
 from bridge.catalog.outbox import Delivered, Outbox, OutboxItem, RetryLater
 from bridge.catalog.workers import StreamWorkerInfo
 from bridge.delivery.claims import OutboxClaims
+from bridge.delivery.heartbeat import process_is_gone, process_space
 from bridge.errors import ExportError
 from tests.backend import wait_for
 from tests.test_faults import fill
@@ -100,20 +101,37 @@ def test_rows_another_worker_is_claiming_are_skipped_not_waited_for(
 
 
 def test_a_dead_workers_claims_are_released_when_the_next_one_looks(shared: tuple[Catalog, Catalog]) -> None:
+    """A worker whose process is gone where pids mean what they mean here (this host, this pid
+    namespace) is forgotten and its claims released at once; one whose pid is gone here but that
+    ran in another pid namespace (a container sharing this host's name and network) is not: its
+    process may well be running, and it keeps its claims until its heartbeat lapses."""
     one, other = shared
     child = subprocess.Popen(["true"])
     child.wait()
-    dead = StreamWorkerInfo(id="dead", host="here", pid=child.pid, target="t", started_at="s", heartbeat_at=NOW)
-    alive = StreamWorkerInfo(id="alive", host="here", pid=1, target="t", started_at="s", heartbeat_at=NOW)
+    here = process_space()
+    elsewhere = here.rsplit("/", 1)[0] + "/1"  # another pid namespace of the same kernel
+
+    def worker(name: str, pid: int, space: str) -> StreamWorkerInfo:
+        return StreamWorkerInfo(
+            id=name, host="here", pid=pid, target="t", started_at="s", heartbeat_at=NOW, space=space
+        )
+
+    dead, neighbour, alive = (
+        worker("dead", child.pid, here),
+        worker("neighbour", child.pid, elsewhere),
+        worker("alive", 1, here),
+    )
     one.workers.beat(dead, NOW)
+    one.workers.beat(neighbour, NOW)
     other.workers.beat(alive, NOW)
     claimed = one.outbox.claim("dead", NOW, 4, TTL)
-    assert [(w.id, w.claims) for w in other.workers.list()] == [("alive", 0), ("dead", 4)]
+    kept = one.outbox.claim("neighbour", NOW, 2, TTL)
+    assert [(w.id, w.claims) for w in other.workers.list()] == [("alive", 0), ("dead", 4), ("neighbour", 2)]
     others = other.outbox.claim("alive", NOW, 4, TTL)  # held: others are claimed instead
-    assert others and not {i.seq for i in others} & {i.seq for i in claimed}
-    gone = other.workers.reap("alive", lambda host, pid: pid == child.pid)
+    assert others and not {i.seq for i in others} & {i.seq for i in claimed + kept}
+    gone = other.workers.reap("alive", process_is_gone)
     assert [w.id for w in gone] == ["dead"]
-    assert [(w.id, w.claims) for w in other.workers.list()] == [("alive", 4)]
+    assert [(w.id, w.claims) for w in other.workers.list()] == [("alive", 4), ("neighbour", 2)]
     assert [i.seq for i in other.outbox.claim("alive", NOW, 4, TTL)] == [i.seq for i in claimed]
 
 

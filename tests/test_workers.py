@@ -20,6 +20,7 @@ from bridge.catalog import Catalog
 from bridge.catalog.engine import Busy
 from bridge.catalog.workers import LeaseClaim, StreamWorkerInfo, Workers
 from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.heartbeat import process_space, register_as
 from bridge.delivery.lease import OutboxLease, process_is_gone
 from bridge.delivery.senders import DELIVERED, Outcome
 from bridge.delivery.worker import StreamWorker
@@ -69,13 +70,19 @@ def test_the_lease_goes_to_one_worker_and_is_taken_over_only_from_a_stale_or_dea
         assert one.workers.holder() is None and one.workers.list() == []
 
 
-def test_a_process_of_this_host_that_is_gone_is_known_dead() -> None:
+def test_a_process_gone_is_known_dead_only_where_its_pid_means_the_same() -> None:
+    """Where a pid means something is the kernel's boot and the pid namespace, not the host's
+    name: containers that share the host's network share its name, not its processes. A worker
+    registers its own."""
     child = subprocess.Popen(["true"])
     child.wait()
-    here = socket.gethostname()
+    here = process_space()
     assert process_is_gone(here, child.pid)
     assert not process_is_gone(here, os.getpid())
-    assert not process_is_gone("another-host", child.pid)
+    assert not process_is_gone(here.rsplit("/", 1)[0] + "/1", child.pid)  # another pid namespace
+    assert not process_is_gone("another-boot/" + here.rsplit("/", 1)[1], child.pid)  # another host
+    assert not process_is_gone(None, child.pid)  # a worker that did not say (registered before)
+    assert register_as("http://b", T).space == here
 
 
 def test_a_holder_whose_lease_was_taken_over_stops(tmp_path: Path, catalog_target: str) -> None:

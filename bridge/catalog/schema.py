@@ -368,6 +368,8 @@ stream_workers = sa.Table(
     _text("target"),  # where it delivers
     _text("started_at"),
     sa.Column("heartbeat_at", SECONDS, nullable=False),  # seconds since the epoch
+    # where its pid means something: the kernel's boot id and pid namespace (NULL: unknown)
+    _text("space", nullable=True),
 )
 
 outbox_lease = sa.Table(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 # The schema's version, the number of the newest migration (migrations/versions), the same on
 # both engines; a catalog with a higher one is refused.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # the keys that count up, by table: a copy that writes them as they were sets each engine's
 # counter past the highest (Catalog.reset_keys)
@@ -731,22 +731,22 @@ SELECT_DELIVERY_ERRORS = "SELECT source, target, failure, status, detail, at FRO
 
 WORKER_COLUMNS = "w.id, w.host, w.pid, w.target, w.started_at, w.heartbeat_at"
 REGISTER_WORKER = """
-    INSERT INTO stream_workers (id, host, pid, target, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)
+    INSERT INTO stream_workers (id, host, pid, target, started_at, heartbeat_at, space) VALUES (?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at
 """
 DELETE_WORKER = "DELETE FROM stream_workers WHERE id = ?"
 DELETE_STALE_WORKERS = "DELETE FROM stream_workers WHERE heartbeat_at < ? AND id <> ?"
 SELECT_WORKERS = f"""
-    SELECT {WORKER_COLUMNS}, l.acquired_at, coalesce(c.claims, 0) FROM stream_workers w
+    SELECT {WORKER_COLUMNS}, l.acquired_at, coalesce(c.claims, 0), w.space FROM stream_workers w
     LEFT JOIN outbox_lease l ON l.worker = w.id
     LEFT JOIN (SELECT claimed_by, count(*) AS claims FROM outbox WHERE claimed_by IS NOT NULL GROUP BY claimed_by) c
         ON c.claimed_by = w.id
     ORDER BY w.started_at, w.id
 """
 # what reaping needs of the workers, at every heartbeat: no join, no count of claims
-WORKER_PROCESSES = "SELECT id, host, pid FROM stream_workers"
+WORKER_PROCESSES = "SELECT id, space, pid FROM stream_workers"
 SELECT_LEASE = f"""
-    SELECT l.worker, l.acquired_at, {WORKER_COLUMNS} FROM outbox_lease l
+    SELECT l.worker, l.acquired_at, {WORKER_COLUMNS}, w.space FROM outbox_lease l
     LEFT JOIN stream_workers w ON w.id = l.worker WHERE l.id = 1
 """
 # from the holder given (the third value), or from nobody: one row changed when taken

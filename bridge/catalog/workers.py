@@ -37,6 +37,7 @@ class StreamWorkerInfo:
     heartbeat_at: float
     lease_since: str | None = None
     claims: int = 0
+    space: str | None = None  # where its pid means something (None: unknown); see is_dead
 
     def as_json(self, now: float) -> dict[str, Any]:
         return {
@@ -61,6 +62,7 @@ class LeaseHolder:
     host: str | None
     pid: int | None
     heartbeat_at: float | None
+    space: str | None = None
 
     def where(self) -> str:
         """``pid 123 on host, since <when it took the lease>``."""
@@ -99,7 +101,8 @@ class Workers:
 
         def work(cur: Cursor) -> bool:
             cur.execute(
-                sql.REGISTER_WORKER, (worker.id, worker.host, worker.pid, worker.target, worker.started_at, now)
+                sql.REGISTER_WORKER,
+                (worker.id, worker.host, worker.pid, worker.target, worker.started_at, now, worker.space),
             )
             holder = cur.execute(sql.LEASE_HOLDER).fetchone()
             return holder is not None and holder[0] == worker.id
@@ -113,11 +116,12 @@ class Workers:
         ttl: float,
         *,
         acquired_at: str,
-        is_dead: Callable[[str, int], bool] = lambda host, pid: False,
+        is_dead: Callable[[str | None, int], bool] = lambda space, pid: False,
     ) -> LeaseClaim:
         """Take the outbox's lease for a registered worker: when nobody holds it, when it holds it
-        already, or when the holder's heartbeat is older than ``ttl`` seconds or ``is_dead(host,
-        pid)`` says its process is gone. Workers whose heartbeat is stale are forgotten on the way."""
+        already, or when the holder's heartbeat is older than ``ttl`` seconds or ``is_dead(space,
+        pid)`` says its process is gone (``space``: where its pid means something, None when its
+        worker did not say). Workers whose heartbeat is stale are forgotten on the way."""
 
         def work(cur: Cursor) -> LeaseClaim:
             row = cur.execute(sql.SELECT_LEASE).fetchone()
@@ -130,7 +134,7 @@ class Workers:
                     why = "it is no longer registered"
                 elif holder.heartbeat_at < now - ttl:
                     why = f"its last heartbeat is {now - holder.heartbeat_at:.1f}s old"
-                elif holder.host is not None and holder.pid is not None and is_dead(holder.host, holder.pid):
+                elif holder.pid is not None and is_dead(holder.space, holder.pid):
                     why = "its process is gone"
                 else:
                     return LeaseClaim(taken=False, holder=holder)
@@ -158,12 +162,12 @@ class Workers:
 
         self._db.write(work)
 
-    def reap(self, worker_id: str, is_dead: Callable[[str, int], bool]) -> list[StreamWorkerInfo]:
-        """Forget the other workers whose process ``is_dead(host, pid)`` says is gone (killed on
-        this host, say), their outbox claims released at once rather than when they expire; the
+    def reap(self, worker_id: str, is_dead: Callable[[str | None, int], bool]) -> list[StreamWorkerInfo]:
+        """Forget the other workers whose process ``is_dead(space, pid)`` says is gone (killed on
+        this host, in this pid namespace), their outbox claims released at once rather than when they expire; the
         workers forgotten."""
         processes = self._conn.execute(sql.WORKER_PROCESSES).fetchall()
-        dead = {w_id for w_id, host, pid in processes if w_id != worker_id and is_dead(host, pid)}
+        dead = {w_id for w_id, space, pid in processes if w_id != worker_id and is_dead(space, pid)}
         if not dead:
             return []
         gone = [w for w in self.list() if w.id in dead]  # as they stood before they are forgotten
@@ -181,8 +185,10 @@ class Workers:
 
 
 def _holder(row: Any) -> LeaseHolder:
-    worker, acquired_at, _id, host, pid, _target, _started, heartbeat_at = row
-    return LeaseHolder(worker=worker, acquired_at=acquired_at, host=host, pid=pid, heartbeat_at=heartbeat_at)
+    worker, acquired_at, _id, host, pid, _target, _started, heartbeat_at, space = row
+    return LeaseHolder(
+        worker=worker, acquired_at=acquired_at, host=host, pid=pid, heartbeat_at=heartbeat_at, space=space
+    )
 
 
 __all__ = ["LeaseClaim", "LeaseHolder", "StreamWorkerInfo", "Workers"]

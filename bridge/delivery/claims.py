@@ -6,15 +6,18 @@ or by a claim that expired; rows another worker is claiming at that moment are s
 UPDATE SKIP LOCKED``). Before it sends, it confirms that it still holds them; it settles only the
 rows it still holds. A thread renews its heartbeat and its claims every ``interval`` seconds, on a
 connection of its own, so that a long request or a backoff sleep does not let them lapse, and
-forgets the workers of this host whose process is gone, releasing their claims at once.
+forgets the workers whose process is gone, releasing their claims at once: those that ran where
+its pids mean the same (this host, the same pid namespace:
+:func:`~bridge.delivery.heartbeat.process_space`).
 
 So a run's events go out in order whichever workers run (a row is claimable only once every
 earlier row of its run key is delivered or dropped), each row is sent by one worker at a time, and
-a worker killed with SIGKILL has its claims taken over within a heartbeat (on the same host) or
-``ttl`` seconds (elsewhere). Duplicates happen only then, and only for what it had in flight: the
-events it had sent but not yet settled. A worker stalled past ``ttl`` loses its claims to others;
-what it then settles is not recorded over their outcome, and what it had not sent yet it does not
-send. A worker whose heartbeat failed stops before its next round, with an error naming why
+a worker killed with SIGKILL has its claims taken over within a heartbeat (on the same host, in
+the same pid namespace) or ``ttl`` seconds (elsewhere). Duplicates happen only then, and only for
+what it had in flight: the events it had sent but not yet settled. A worker stalled past ``ttl``
+loses its claims to others; what it then settles is not recorded over their outcome, and what it
+had not sent yet it does not send. A worker whose heartbeat failed stops before its next round,
+with an error naming why
 (:mod:`bridge.delivery.heartbeat`).
 """
 
@@ -77,8 +80,8 @@ class OutboxClaims(OutboxHold):
         self.catalog.workers.release(self.info.id)
 
     def _beat_once(self, own: Catalog) -> bool:
-        """Renew the heartbeat and the claims, and forget the workers of this host whose process
-        is gone (releasing their claims)."""
+        """Renew the heartbeat and the claims, and forget the workers whose process is gone
+        (releasing their claims)."""
         own.workers.beat(self.info, self.clock())
         own.outbox.renew(self.info.id, self.ttl)
         own.workers.reap(self.info.id, self.is_dead)

@@ -20,6 +20,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import OutboxItem
@@ -31,9 +32,25 @@ LEASE_TTL = 5.0  # seconds without a heartbeat after which a worker's hold may b
 HEARTBEAT = 1.0  # seconds between heartbeats
 
 
-def process_is_gone(host: str, pid: int) -> bool:
-    """True when ``pid`` ran on this host and no longer exists (a PermissionError means it does)."""
-    if host != socket.gethostname():
+def process_space() -> str:
+    """Where this process's pid means something: the kernel's boot id and the pid namespace
+    (Linux); elsewhere the host's name. Containers that share the host's network share its name,
+    not its processes."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}/{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return f"host:{socket.gethostname()}"
+
+
+_SPACE = process_space()
+
+
+def process_is_gone(space: str | None, pid: int) -> bool:
+    """True when ``pid`` ran where this process's pids mean the same (:func:`process_space`) and
+    no longer exists (a PermissionError means it does); never for a worker that did not say where
+    it ran (``None``)."""
+    if space is None or space != _SPACE:
         return False
     try:
         os.kill(pid, 0)
@@ -55,6 +72,7 @@ def register_as(target: str, now: float) -> StreamWorkerInfo:
         target=target,
         started_at=epoch_text(now),
         heartbeat_at=now,
+        space=_SPACE,
     )
 
 
@@ -78,7 +96,7 @@ class OutboxHold(abc.ABC):
         ttl: float = LEASE_TTL,
         interval: float = HEARTBEAT,
         clock: Callable[[], float] = time.time,
-        is_dead: Callable[[str, int], bool] = process_is_gone,
+        is_dead: Callable[[str | None, int], bool] = process_is_gone,
     ) -> None:
         self.catalog = catalog
         self.ttl = ttl
@@ -181,4 +199,4 @@ class OutboxHold(abc.ABC):
         return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-__all__ = ["HEARTBEAT", "LEASE_TTL", "OutboxHold", "catalog_away", "process_is_gone", "register_as"]
+__all__ = ["HEARTBEAT", "LEASE_TTL", "OutboxHold", "catalog_away", "process_is_gone", "process_space", "register_as"]

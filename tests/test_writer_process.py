@@ -205,6 +205,42 @@ def test_a_group_the_worker_cannot_hand_on_fails_alone_and_the_next_ones_go_on(t
     asyncio.run(scenario())
 
 
+def test_a_group_whose_message_cannot_be_made_fails_and_the_next_ones_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group's pickle may fail where no request's alone does (memory, say): its requests fail
+    as retriable, and the worker's hand-over goes on with the next groups."""
+    from bridge.catalog import IngestResult
+    from bridge.receiver import writer_process
+    from bridge.receiver.writer import Unavailable
+
+    real = writer_process._frame
+
+    def frame(value: Any) -> bytes:
+        if isinstance(value, list) and len(value) > 1:
+            raise MemoryError("no room for the group")
+        return real(value)
+
+    monkeypatch.setattr(writer_process, "_frame", frame)
+
+    class Answering(RemoteWriter):
+        async def _write(self, frame: bytes, count: int) -> list[IngestResult | Exception]:
+            return [IngestResult("accepted") for _ in range(count)]
+
+    async def scenario() -> None:
+        writer = Answering(str(tmp_path / "none.sock"), timeout=10)
+        writer.start()
+        try:
+            one, two = await asyncio.gather(writer.submit(["a"]), writer.submit(["b"]))  # type: ignore[list-item]
+            assert all(isinstance(r, Unavailable) and "no room for the group" in str(r) for r in one + two)
+            assert writer.alive
+            assert await writer.submit(["c"]) == [IngestResult("accepted")]  # type: ignore[list-item]
+        finally:
+            await writer.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_writer_that_does_not_answer_costs_a_retry_after_the_timeout_and_a_full_queue_refuses(
     tmp_path: Path,
 ) -> None:

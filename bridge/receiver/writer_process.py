@@ -215,7 +215,13 @@ def _framed(jobs: list[_Job]) -> tuple[list[_Job], bytes]:
                     job.done.set_result(failed_group(exc, job.count))
                 continue
             kept.append(job)
-        return kept, _frame([job.events for job in kept]) if kept else b""
+        try:
+            return kept, _frame([job.events for job in kept]) if kept else b""
+        except Exception as exc:  # the group's pickle fails where no request's alone does (memory, say)
+            for job in kept:
+                if not job.done.done():
+                    job.done.set_result(failed_group(exc, job.count))
+            return [], b""
 
 
 class RemoteWriter:

@@ -38,7 +38,8 @@ def process_space() -> str:
     not its processes."""
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        return f"{boot}/{os.stat('/proc/self/ns/pid').st_ino}"
+        namespace = os.stat("/proc/self/ns/pid")  # named by its device and inode together
+        return f"{boot}/{namespace.st_dev}:{namespace.st_ino}"
     except OSError:
         return f"host:{socket.gethostname()}"
 

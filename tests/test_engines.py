@@ -24,7 +24,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from bridge.catalog import Catalog, Position, sql
+from bridge.catalog import Catalog, Position, schema, sql
 from bridge.catalog.engine import masked, url_password
 from bridge.catalog.migrate import head
 from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
@@ -291,6 +291,34 @@ def test_a_postgresql_catalog_of_another_version_is_refused_and_migrate_names_it
     for command in (["assets", "list"], ["migrate"], ["init"]):
         code, _, err = invoke(url, *command)
         assert code == 1 and "newer than this olbridge knows" in err, err
+
+
+def _fillfactors(url: str) -> dict[str, str | None]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT relname, (SELECT option_value FROM pg_options_to_table(reloptions) "
+            "WHERE option_name = 'fillfactor') FROM pg_class "
+            "WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace"
+        ).fetchall()
+    return dict(rows)
+
+
+def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migrated_catalog(
+    postgres: PostgresServer, catalog_template: str
+) -> None:
+    """On PostgreSQL the tables whose rows are rewritten in place keep a fifth of each page free
+    (an update then stays on its page: no index entry written); the others fill their pages."""
+    url = postgres.url(postgres.create_database(template=catalog_template))
+    made = _fillfactors(url)
+    assert {table for table, factor in made.items() if factor == "80"} == set(schema.UPDATED_IN_PLACE)
+    assert made["received_events"] is None  # written once, never updated
+    with psycopg.connect(url, autocommit=True) as conn:  # a catalog of the version before
+        for table in schema.UPDATED_IN_PLACE:
+            conn.execute(f"ALTER TABLE {table} RESET (fillfactor)")
+        conn.execute("UPDATE alembic_version SET version_num = '0012'")
+    code, out, err = invoke(url, "migrate")
+    assert code == 0 and json.loads(out)["upgradedFrom"] == 12, err
+    assert _fillfactors(url) == made
 
 
 def test_an_empty_database_is_no_catalog_until_init_and_a_foreign_one_is_refused(postgres: PostgresServer) -> None:

@@ -30,7 +30,7 @@ from bridge.catalog.migrate import head
 from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
 from bridge.catalog.outbox import Delivered, DeliveryError
 from bridge.catalog.positions import Checkpoint, RefusedItem
-from bridge.catalog.postgres import split_url, translate
+from bridge.catalog.postgres import PostgresEngine, split_url, translate
 from bridge.catalog.workers import StreamWorkerInfo
 from bridge.delivery.history import iter_lines
 from bridge.errors import CatalogError
@@ -319,6 +319,28 @@ def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migr
     code, out, err = invoke(url, "migrate")
     assert code == 0 and json.loads(out)["upgradedFrom"] == 12, err
     assert _fillfactors(url) == made
+
+
+def test_a_silent_server_is_given_up_on_within_a_minute_unless_the_url_says_otherwise(
+    postgres: PostgresServer,
+) -> None:
+    """The catalog's connections carry TCP keepalives (30 s idle, 3 probes 10 s apart) and a
+    60 s limit on an unacknowledged write, so that a server gone silent ends a connection in about
+    a minute, not in the system's hours; a URL that sets one of them keeps its own."""
+    url = postgres.url(postgres.create_database())
+    conn: Any = PostgresEngine(url).connect()
+    with conn:
+        given = conn.info.get_parameters()
+    wanted = {
+        "keepalives_idle": "30",
+        "keepalives_interval": "10",
+        "keepalives_count": "3",
+        "tcp_user_timeout": "60000",
+    }
+    assert {key: given.get(key) for key in wanted} == wanted
+    conn = PostgresEngine(f"{url}{'&' if '?' in url else '?'}keepalives_idle=5").connect()
+    with conn:
+        assert conn.info.get_parameters()["keepalives_idle"] == "5"
 
 
 def test_an_empty_database_is_no_catalog_until_init_and_a_foreign_one_is_refused(postgres: PostgresServer) -> None:

@@ -48,7 +48,20 @@ STATEMENTS: dict[str, str] = {
 }
 
 SCHEMA_LOCK = 0x6F6C6272_69646765  # pg_advisory_lock key while a process makes or upgrades the schema
-DEFAULTS = {"connect_timeout": "10", "application_name": "olbridge"}
+# libpq settings a catalog URL gets unless it gives its own. A connection to a server that went
+# silent (a host gone, a network that drops packets) fails within about a minute instead of
+# waiting for the system's TCP timeouts (hours for an idle one): TCP keepalives after 30 s idle
+# (3 probes 10 s apart) find it while a statement waits for its answer, and a write left
+# unacknowledged for 60 s ends it. Ignored on a Unix socket.
+DEFAULTS = {
+    "connect_timeout": "10",
+    "application_name": "olbridge",
+    "keepalives": "1",
+    "keepalives_idle": "30",
+    "keepalives_interval": "10",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "60000",
+}
 
 # SQLSTATE classes and codes that say the server, the connection, the password or the privileges
 # are in the way, never a fault in olbridge's SQL (https://www.postgresql.org/docs/current/errcodes-appendix.html)

@@ -97,10 +97,17 @@ def write_counted(cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) ->
     return int(cur.rowcount)
 
 
-def write_new(cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) -> None:
-    """Rows no row of the table holds yet, as far as the caller read; a :class:`Conflict` when
-    another writer wrote one meanwhile (:meth:`Engine.write_new` for any cursor)."""
-    if write_counted(cur, statement, rows) != len(rows):
+def write_new(
+    cur: Cursor,
+    statement: str,
+    rows: Sequence[Sequence[Any]],
+    *,
+    write_many: Callable[[Cursor, str, Sequence[Sequence[Any]]], int] = write_counted,
+) -> None:
+    """Rows no row of the table holds yet, as far as the caller read, by ``write_many`` (an
+    ``INSERT ... ON CONFLICT DO NOTHING``): a :class:`Conflict` when another writer wrote one
+    meanwhile (:meth:`Engine.write_new` for any cursor)."""
+    if write_many(cur, statement, rows) != len(rows):
         raise Conflict("another process wrote some of these rows meanwhile")
 
 
@@ -188,8 +195,7 @@ class Engine(abc.ABC):
         CONFLICT DO NOTHING`` of rows whose keys it read in this transaction): a :class:`Conflict`
         when another writer wrote one of them meanwhile. An engine with a server may stream them in
         (PostgreSQL's ``COPY``)."""
-        if self.write_many(cur, statement, rows) != len(rows):
-            raise Conflict("another process wrote some of these rows meanwhile")
+        write_new(cur, statement, rows, write_many=self.write_many)
 
     def reset_keys(self, cur: Cursor) -> None:
         """Set the counter of every key that counts up past its table's highest (after rows were

@@ -159,18 +159,10 @@ class SharedCursor(psycopg.Cursor[Any]):
             written += max(self.rowcount, 0)
         return written
 
-    def write_new(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Rows of a shared ``INSERT`` that the table holds none of yet, as the transaction read
-        it: from :data:`COPY_FROM` rows streamed in with ``COPY`` (a duplicate key fails it, a
-        :class:`Conflict`: another process wrote one meanwhile), fewer as :meth:`write_many`."""
-        text = translate(query)
-        if text not in _COPIES:
-            _COPIES[text] = copy_form(text)
-        copy = _COPIES[text] if len(rows) >= COPY_FROM else None
-        if copy is None:
-            if self.write_many(query, rows) != len(rows):
-                raise Conflict("another process wrote some of these rows meanwhile")
-            return
+    def copy_rows(self, copy: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Rows streamed in by ``copy`` (a ``COPY ... FROM STDIN``) that the table holds none of
+        yet, as the transaction read it: a duplicate key fails it, a :class:`Conflict` (another
+        process wrote one meanwhile)."""
         try:
             with self.copy(copy) as stream:
                 for row in rows:
@@ -179,9 +171,8 @@ class SharedCursor(psycopg.Cursor[Any]):
             raise Conflict("another process wrote some of these rows meanwhile") from exc
 
 
-# from this many rows, COPY costs the server less than an INSERT of them as JSON: in a round trip
-# more, it parses no JSON and checks no conflict row by row. A group of 64 rows of received events
-# (about 700 bytes each): 16 us a row of the server's CPU against 25; 16 rows: about even
+# from this many rows, COPY costs the server less than an INSERT of them as JSON, which it parses
+# and checks for a conflict row by row; below, the round trip COPY takes more costs more than that
 COPY_FROM = 32
 _COPIES: dict[str, str | None] = {}  # each statement's COPY form (None: it has none)
 
@@ -352,8 +343,15 @@ class PostgresEngine(Engine):
         return cur.write_many(statement, rows)
 
     def write_new(self, cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        text = translate(statement)
+        if text not in _COPIES:
+            _COPIES[text] = copy_form(text)
+        copy = _COPIES[text]
+        if copy is None or len(rows) < COPY_FROM:
+            super().write_new(cur, statement, rows)  # an INSERT, its count checked
+            return
         assert isinstance(cur, SharedCursor)
-        cur.write_new(statement, rows)
+        cur.copy_rows(copy, rows)
 
     def reset_keys(self, cur: Cursor) -> None:
         for table, column in shared.COUNTED_KEYS.items():

@@ -321,12 +321,13 @@ def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migr
     assert _fillfactors(url) == made
 
 
-def test_a_silent_server_is_given_up_on_within_a_minute_unless_the_url_says_otherwise(
+def test_catalog_connections_carry_keepalives_and_a_write_limit_unless_the_url_sets_its_own(
     postgres: PostgresServer,
 ) -> None:
     """The catalog's connections carry TCP keepalives (30 s idle, 3 probes 10 s apart) and a
-    60 s limit on an unacknowledged write, so that a server gone silent ends a connection in about
-    a minute, not in the system's hours; a URL that sets one of them keeps its own."""
+    60 s limit on an unacknowledged write, which end a connection to a server gone silent in about
+    a minute, not in the system's hours (libpq's settings; a server going silent is not made
+    here); a URL that sets one of them keeps its own."""
     url = postgres.url(postgres.create_database())
     conn: Any = PostgresEngine(url).connect()
     with conn:

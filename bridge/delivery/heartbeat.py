@@ -14,6 +14,7 @@ sending on while another takes what it holds over.
 from __future__ import annotations
 
 import abc
+import functools
 import os
 import secrets
 import socket
@@ -32,6 +33,7 @@ LEASE_TTL = 5.0  # seconds without a heartbeat after which a worker's hold may b
 HEARTBEAT = 1.0  # seconds between heartbeats
 
 
+@functools.cache
 def process_space() -> str:
     """Where this process's pid means something: the kernel's boot id and the pid namespace
     (Linux); elsewhere the host's name. Containers that share the host's network share its name,
@@ -44,14 +46,11 @@ def process_space() -> str:
         return f"host:{socket.gethostname()}"
 
 
-_SPACE = process_space()
-
-
 def process_is_gone(space: str | None, pid: int) -> bool:
     """True when ``pid`` ran where this process's pids mean the same (:func:`process_space`) and
     no longer exists (a PermissionError means it does); never for a worker that did not say where
     it ran (``None``)."""
-    if space is None or space != _SPACE:
+    if space is None or space != process_space():
         return False
     try:
         os.kill(pid, 0)
@@ -73,7 +72,7 @@ def register_as(target: str, now: float) -> StreamWorkerInfo:
         target=target,
         started_at=epoch_text(now),
         heartbeat_at=now,
-        space=_SPACE,
+        space=process_space(),
     )
 
 

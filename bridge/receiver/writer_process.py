@@ -198,6 +198,11 @@ class _Job:
     count: int
     done: asyncio.Future[Results]
 
+    def answer(self, results: Results) -> None:
+        """The request's results, unless it was answered already (timed out)."""
+        if not self.done.done():
+            self.done.set_result(results)
+
 
 def _framed(jobs: list[_Job]) -> tuple[list[_Job], bytes]:
     """The group's message to the writer: each request's events (pickled by the request when
@@ -211,16 +216,14 @@ def _framed(jobs: list[_Job]) -> tuple[list[_Job], bytes]:
             try:
                 pickle.dumps(job.events, protocol=pickle.HIGHEST_PROTOCOL)
             except Exception as exc:
-                if not job.done.done():  # not timed out
-                    job.done.set_result(failed_group(exc, job.count))
+                job.answer(failed_group(exc, job.count))
                 continue
             kept.append(job)
         try:
             return kept, _frame([job.events for job in kept]) if kept else b""
         except Exception as exc:  # the group's pickle fails where no request's alone does (memory, say)
             for job in kept:
-                if not job.done.done():
-                    job.done.set_result(failed_group(exc, job.count))
+                job.answer(failed_group(exc, job.count))
             return [], b""
 
 
@@ -300,8 +303,7 @@ class RemoteWriter:
             except Exception as exc:  # a fault of the writer's: these requests fail, the next ones go on
                 results = failed_group(exc, count)
             for job, share in zip(jobs, shares(results, (job.count for job in jobs)), strict=True):
-                if not job.done.done():  # not timed out
-                    job.done.set_result(share)
+                job.answer(share)
 
     async def _write(self, frame: bytes, count: int) -> Results:
         """The results of a group: ``frame``, its requests' events (:func:`_framed`), ``count``

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from bridge.catalog import Catalog, schema, sql
 from bridge.catalog.engine import Conflict
 from bridge.catalog.external import _merged_source
-from bridge.catalog.postgres import COPY_FROM, translate
+from bridge.catalog.postgres import COPY_FROM, SharedCursor, translate
 from bridge.catalog.postgres_bulk import BULK_FROM, bulk_form, bulk_statements, copy_form
 from tests.postgres import PostgresServer
 
@@ -180,7 +180,7 @@ def test_inserts_of_new_rows_have_a_copy_form_and_others_none() -> None:
 @pytest.mark.parametrize("count", [BULK_FROM, COPY_FROM])  # as an INSERT; streamed in (COPY)
 @pytest.mark.parametrize("name", ["INSERT_RECEIVED", "CLAIM_SOURCE"])
 def test_new_rows_land_as_executemany_leaves_them_and_one_written_meanwhile_is_a_conflict(
-    name: str, count: int, two_catalogs: tuple[Catalog, Catalog]
+    name: str, count: int, two_catalogs: tuple[Catalog, Catalog], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The receiver's writer writes the events and the runs it found new with write_new: the
     table ends as ``executemany`` leaves it; where another writer wrote one of the rows after the
@@ -191,7 +191,13 @@ def test_new_rows_land_as_executemany_leaves_them_and_one_written_meanwhile_is_a
     table, statement = WRITES[name][0], getattr(sql, name)
     rows = _rows(name, rng, count, 0, new=True)
     by_rows._conn.cursor().executemany(statement, rows)
+    copies: list[int] = []
+    streamed = SharedCursor.copy_rows
+    monkeypatch.setattr(
+        SharedCursor, "copy_rows", lambda cur, copy, rows: (copies.append(len(rows)), streamed(cur, copy, rows))
+    )
     fresh.db.write(lambda cur: fresh.engine.write_new(cur, statement, rows))
+    assert copies == ([count] if count >= COPY_FROM else []), "streamed in from COPY_FROM rows, an INSERT below"
     assert _table(fresh, table) == _table(by_rows, table)
     before = _table(fresh, table)
     more = _rows(name, rng, count, 1, new=True)

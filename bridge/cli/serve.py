@@ -73,6 +73,15 @@ DEFAULTS = Limits()
     help="How sure each commit is: 'full' survives a power loss, 'normal' only a crash of olbridge (SQLite's "
     "synchronous, PostgreSQL's synchronous_commit).",
 )
+@click.option(
+    "--read-timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(0.1, 3600),
+    help="Seconds a client has to send a request's head (from its first byte), and again its body; past "
+    "them the connection closes (a late body is answered 408, retriable). Stalled or trickling clients "
+    "hold connections no longer.",
+)
 @click.option("--max-body", default=DEFAULTS.max_body, show_default=True, type=click.IntRange(1), help="Bytes.")
 @click.option("--max-batch", default=DEFAULTS.max_batch, show_default=True, type=click.IntRange(1), help="Events.")
 @click.option(
@@ -91,6 +100,7 @@ def serve(
     threads: int | None,
     workers: int,
     durability: str,
+    read_timeout: float,
     max_body: int,
     max_batch: int,
     max_datasets: int,
@@ -136,6 +146,7 @@ def serve(
         workers=workers,
         forward=forward,
         tokens=named,
+        read_timeout=read_timeout,
     )
     # create or migrate the catalog, and make sure it can be written, before any process forks:
     # a catalog that cannot be is one error here rather than a writer failing again and again

@@ -32,7 +32,7 @@ import orjson
 from bridge.config import NamedToken
 from bridge.openlineage.validate import Problem, event_kind
 from bridge.receiver.events import parse_json, split_array
-from bridge.receiver.intake import Blocking, Intake, Read, Steps, run_steps
+from bridge.receiver.intake import Blocking, BodyTimedOut, Intake, Read, Steps, run_steps
 from bridge.receiver.outcome import Outcome
 
 StartResponse = Callable[..., Any]
@@ -89,6 +89,7 @@ _REASONS = {
     403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
+    408: "Request Timeout",
     411: "Length Required",
     413: "Payload Too Large",
     415: "Unsupported Media Type",
@@ -107,7 +108,7 @@ def error_body(status: int, code: str, message: str, problems: Iterable[Problem]
             "status": status,
             "code": code,
             "message": message,
-            "retriable": status in (429, 503),
+            "retriable": status in (408, 429, 503),
             "problems": [_problem_json(p) for p in problems],
         }
     }
@@ -272,9 +273,9 @@ class ReceiverApp:
                 raise HttpError(400, "bad_request", f"Content-Length {length_text!r} is not a number") from None
             if length > limit:
                 raise HttpError(413, "body_too_large", f"the body has {length} bytes; this receiver takes {limit}")
-            body: bytes = yield Read(length)
+            body = yield from self._read(length)
         else:
-            body = yield Read(limit + 1)
+            body = yield from self._read(limit + 1)
             if len(body) > limit:
                 raise HttpError(413, "body_too_large", f"the body has more than {limit} bytes")
         encoding = (request.content_encoding or "identity").strip().lower()
@@ -282,6 +283,13 @@ class ReceiverApp:
             return self._gunzip(body)
         if encoding not in ("identity", ""):
             raise HttpError(415, "unsupported_encoding", f"Content-Encoding {encoding!r}: send gzip or none")
+        return body
+
+    def _read(self, limit: int) -> Steps[bytes]:
+        try:
+            body: bytes = yield Read(limit)
+        except BodyTimedOut as exc:  # the connection closes: what is still coming would be read as a request
+            raise HttpError(408, "request_timeout", str(exc), headers=[("Connection", "close")]) from None
         return body
 
     def _gunzip(self, body: bytes) -> bytes:

@@ -1,15 +1,18 @@
 """The receiver as an ASGI application, for the HTTP workers of ``olbridge serve`` (uvicorn on
 an event loop): the same answers as the WSGI form (:class:`~bridge.receiver.app.ReceiverApp`
 drives both), with the body read and the events' write awaited rather than waited for on a
-thread, so that a worker's one thread serves all its connections."""
+thread, so that a worker's one thread serves all its connections. A body that has not come in
+full within ``body_timeout`` seconds of the request's head is answered 408 (and its connection
+closed): a stalled or trickling client holds a connection no longer than that."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from bridge.receiver.app import ReceiverApp, Request
-from bridge.receiver.intake import run_steps_async
+from bridge.receiver.intake import BodyTimedOut, run_steps_async
 from bridge.receiver.writer_process import RemoteWriter
 
 Scope = MutableMapping[str, Any]
@@ -27,11 +30,13 @@ _HEADERS = {
 
 class AsgiReceiver:
     """``AsgiReceiver(app, writer)``: an ASGI callable that answers with ``app`` and writes through
-    ``writer``, which it starts and closes with the server (the lifespan protocol)."""
+    ``writer``, which it starts and closes with the server (the lifespan protocol); a request's
+    body must come within ``body_timeout`` seconds."""
 
-    def __init__(self, app: ReceiverApp, writer: RemoteWriter) -> None:
+    def __init__(self, app: ReceiverApp, writer: RemoteWriter, *, body_timeout: float = 60.0) -> None:
         self.app = app
         self.writer = writer
+        self.body_timeout = body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -49,15 +54,21 @@ class AsgiReceiver:
         async def read(limit: int) -> bytes:
             chunks: list[bytes] = []
             size = 0
-            while size < limit:
-                message = await receive()
-                if message["type"] != "http.request":  # the client went away: what came is all
-                    break
-                chunk = message.get("body", b"")
-                chunks.append(chunk)
-                size += len(chunk)
-                if not message.get("more_body", False):
-                    break
+            try:
+                async with asyncio.timeout(self.body_timeout):
+                    while size < limit:
+                        message = await receive()
+                        if message["type"] != "http.request":  # the client went away: what came is all
+                            break
+                        chunk = message.get("body", b"")
+                        chunks.append(chunk)
+                        size += len(chunk)
+                        if not message.get("more_body", False):
+                            break
+            except TimeoutError:
+                raise BodyTimedOut(
+                    f"the body did not come within {self.body_timeout:g} s ({size} bytes came)"
+                ) from None
             body = b"".join(chunks)
             return body if len(body) <= limit else body[:limit]
 

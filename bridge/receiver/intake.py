@@ -145,9 +145,14 @@ class Write:
 
 @attrs.frozen
 class Read:
-    """A step: at most this many bytes of the request body are to be read; what comes back is them."""
+    """A step: at most this many bytes of the request body are to be read; what comes back is them
+    (or :class:`BodyTimedOut`, raised where the step was taken, when they did not come in time)."""
 
     limit: int
+
+
+class BodyTimedOut(Exception):
+    """The request's body did not come within the server's deadline (a stalled or trickling client)."""
 
 
 @attrs.frozen
@@ -202,11 +207,14 @@ async def run_steps_async(
     write: Callable[[Sequence[IncomingEvent]], Awaitable[Results]],
     read: Callable[[int], Awaitable[bytes]],
 ) -> T:
-    """:func:`run_steps` on an event loop: each :class:`Write` and :class:`Read` awaited."""
+    """:func:`run_steps` on an event loop: each :class:`Write` and :class:`Read` awaited (a
+    :class:`BodyTimedOut` that ``read`` raises is raised in the steps, where they read)."""
     answer: Any = None
+    timed_out: BodyTimedOut | None = None
     try:
         while True:
-            step = steps.send(answer)
+            step = steps.send(answer) if timed_out is None else steps.throw(timed_out)
+            timed_out = None
             if isinstance(step, Pause):
                 await asyncio.sleep(0)
                 answer = None
@@ -215,7 +223,10 @@ async def run_steps_async(
                 answer = await asyncio.to_thread(step.call)
                 continue
             if isinstance(step, Read):
-                answer = await read(step.limit)
+                try:
+                    answer = await read(step.limit)
+                except BodyTimedOut as exc:
+                    answer, timed_out = None, exc
                 continue
             try:
                 answer = await write(step.events)

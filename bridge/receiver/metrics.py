@@ -13,7 +13,7 @@ from bridge.receiver.outcome import Outcome
 RESULTS = ("accepted", "duplicate", "refused", "unavailable")
 SCALARS = ("placeholders", "warned", "commits")
 ROUTES = ("/api/v1/lineage", "/api/v1/lineage/batch", "/healthz", "/readyz", "/metrics", "other")
-STATUSES = (200, 201, 400, 401, 403, 404, 405, 411, 413, 415, 429, 500, 503, 0)  # 0: any other
+STATUSES = (200, 201, 400, 401, 403, 404, 405, 408, 411, 413, 415, 429, 500, 503, 0)  # 0: any other
 TOKEN_RESULTS = (*RESULTS, "forbidden")  # what became of the events a named token brought
 
 

@@ -36,6 +36,7 @@ from bridge.errors import BridgeError, ReceiverError
 from bridge.mapping.resolver import Resolver
 from bridge.receiver.app import ReceiverApp
 from bridge.receiver.asgi import AsgiReceiver
+from bridge.receiver.http_protocol import guarded
 from bridge.receiver.intake import Intake, Limits
 from bridge.receiver.metrics import Metrics
 from bridge.receiver.writer import CatalogWriter
@@ -55,6 +56,7 @@ class ServeOptions:
     workers: int = 1
     forward: bool = False  # queue every accepted event in the outbox, as it came
     tokens: tuple[NamedToken, ...] = ()  # named tokens, each allowed its namespaces (instead of token)
+    read_timeout: float = 60.0  # s a client has to send a request's head, and again its body
 
 
 KEEP_ALIVE = 75  # s an idle connection stays open (above the usual 60 s of load balancers)
@@ -77,8 +79,8 @@ def run_worker(
     intake = Intake(None, strict=options.strict, limits=options.limits, metrics=metrics)
     app = ReceiverApp(intake, token=options.token, tokens=options.tokens, forward=options.forward, ready=not_ready)
     config = uvicorn.Config(
-        AsgiReceiver(app, writer),
-        http="httptools",
+        AsgiReceiver(app, writer, body_timeout=options.read_timeout),
+        http=guarded(options.read_timeout),  # httptools, with a deadline for a request's head
         loop="uvloop",
         lifespan="on",
         log_level="warning",

@@ -22,7 +22,7 @@ from bridge.catalog import Catalog
 from bridge.mapping import Resolver
 from bridge.receiver.intake import Intake, run_steps_async
 from bridge.receiver.outcome import Outcome
-from bridge.receiver.writer import CatalogWriter
+from bridge.receiver.writer import CatalogWriter, Unavailable
 from bridge.receiver.writer_process import PICKLED_FROM, RemoteWriter, listen, run_writer
 from tests.helpers import ol_dataset, ol_run_event
 
@@ -131,6 +131,28 @@ def test_a_dead_writer_costs_a_retry_and_the_next_one_takes_over(link: Link) -> 
     assert link.statuses(event(2), event(1)) == ["accepted", "duplicate"]
     assert stop(second) == 0
     assert link.received() == 2
+
+
+def _explode() -> None:
+    raise ValueError("cannot be made again")
+
+
+class Unreadable:
+    """Pickles, but cannot be unpickled (as an object of a class the writer's code lacks)."""
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return _explode, ()
+
+
+def test_a_message_the_writer_cannot_read_fails_alone_and_the_writer_goes_on(link: Link) -> None:
+    writer = link.start_writer()
+    results = link.run(link.remote.submit([Unreadable(), Unreadable()]))  # type: ignore[list-item]
+    assert len(results) == 2
+    assert all(isinstance(r, Unavailable) and "could not read the events" in str(r) for r in results)
+    assert writer.is_alive()
+    assert link.statuses(event(1)) == ["accepted"]  # the writer took the next events, on the same link
+    assert stop(writer) == 0
+    assert link.received() == 1
 
 
 def test_a_group_the_writer_thread_cannot_hand_on_fails_alone_and_the_next_ones_go_on() -> None:

@@ -11,7 +11,9 @@ events, a list a request, the list of a request of many events already pickled b
 itself as it handed them over (so that a large group is not pickled all at once when it leaves,
 while the writer waits for it); the other way one result an event. A worker whose writer goes
 away answers 503 (retriable) for the events in flight and connects again for the next ones; the
-supervisor starts a new writer on the same socket.
+supervisor starts a new writer on the same socket. A message the writer cannot unpickle (a fault
+of olbridge's) is answered with one :class:`~bridge.receiver.writer.Unavailable` for all its
+events; the writer goes on.
 """
 
 from __future__ import annotations
@@ -59,10 +61,10 @@ def _receive_exactly(sock: socket.socket, size: int) -> bytes:
     return bytes(buffer)
 
 
-def receive_frame(sock: socket.socket) -> Any:
-    """The next message on a blocking socket (EOFError when the other end has gone)."""
+def receive_message(sock: socket.socket) -> bytes:
+    """The next message on a blocking socket, still pickled (EOFError when the other end has gone)."""
     (size,) = _LENGTH.unpack(_receive_exactly(sock, _LENGTH.size))
-    return pickle.loads(_receive_exactly(sock, size))
+    return _receive_exactly(sock, size)
 
 
 async def read_frame(reader: asyncio.StreamReader) -> Any:
@@ -156,11 +158,19 @@ def run_writer(listener: socket.socket, writer: CatalogWriter) -> None:
                         workers.append(accepted)
                     continue
                 try:
-                    round_.append((item, [e for part in receive_frame(item) for e in _events(part)]))
+                    message = receive_message(item)
                 except (EOFError, OSError):  # the worker is gone
                     drop(item)
                     continue
                 answered.discard(item)
+                try:
+                    round_.append((item, [e for part in pickle.loads(message) for e in _events(part)]))
+                except Exception as exc:  # a fault of olbridge's: these requests fail, the next ones go on
+                    _log.exception("the writer could not read a worker's events")
+                    try:
+                        item.sendall(_frame(Unavailable(f"the catalog's writer could not read the events: {exc}")))
+                    except OSError:
+                        drop(item)
     finally:
         for worker in workers:
             worker.close()
@@ -314,7 +324,9 @@ class RemoteWriter:
             reader, writer = self._stream
             writer.write(frame)
             await writer.drain()
-            results: Results = await read_frame(reader)
+            results: Results | Unavailable = await read_frame(reader)
+            if isinstance(results, Unavailable):  # the writer could not read the group: none of it written
+                return [results] * count
             return results
         except (OSError, EOFError) as exc:  # asyncio.IncompleteReadError is an EOFError
             self._release()

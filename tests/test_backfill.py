@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from click.testing import CliRunner
 
@@ -196,8 +197,10 @@ def test_cli_backfill_dry_run_and_delivery(tmp_path: Path, catalog_target: str) 
         summary = json.loads(sent.stdout)
         assert (summary["events"], summary["checkpoint"]) == (8, backend.url)
         assert "backfill delivered 8 event(s) of 3 task run(s), 3 asset change(s) and 0 declared job(s)" in sent.stderr
+        assert sent.stderr.splitlines()[0] == f"backfill to {backend.url}: 0/8 events"
         again = runner.invoke(cli, ["--catalog", db, "backfill", "--url", backend.url])
         assert "backfill delivered 0 event(s)" in again.stderr
+        assert again.stderr.splitlines()[0] == f"backfill to {backend.url}: 8/8 events"  # resumed at the end
         assert backend.accepted_count == 8
     bad_rate = runner.invoke(cli, ["--catalog", db, "backfill", "--url", "http://x", "--rate", "fast"])
     assert bad_rate.exit_code == 2 and "not a rate" in bad_rate.output
@@ -288,6 +291,25 @@ def test_declared_flows_stream_and_backfill_as_job_events(
         kinds = [e["schemaURL"].rsplit("/", 1)[1] for e in backend.accepted]
     assert kinds[:2] == ["JobEvent", "JobEvent"] and "JobEvent" not in kinds[2:]
     assert (summary.jobs, summary.runs, summary.complete) == (2, 3, True)
+
+
+def test_the_history_s_count_is_the_events_a_read_of_it_gives(catalog: Catalog, converter: Converter) -> None:
+    from bridge.adapters.kestra import declare_flows
+    from tests.test_kestra import GUIDE_FLOW
+
+    history(catalog)
+    declare_flows(catalog, [GUIDE_FLOW], now=at(40))
+    for filters in (
+        ExportFilter(),
+        ExportFilter(namespace="other.team"),
+        ExportFilter(namespace="company.data"),
+        ExportFilter(flow="nightly"),
+        ExportFilter(flow="dbt_build_with_lineage"),
+        ExportFilter(since=at(12), until=at(41)),
+    ):
+        read = sum(1 for _ in iter_events(catalog, converter, filters))
+        assert catalog.count_history(**attrs.asdict(filters)) == read, filters
+    assert catalog.count_history() == 10  # 3 STARTs, 2 ends, 3 asset changes, 2 declared jobs
 
 
 def test_a_backfill_resumed_anywhere_among_declared_jobs_sends_each_once(

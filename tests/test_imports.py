@@ -74,6 +74,23 @@ def test_a_missing_file_refuses_the_import_before_anything_is_written(
     assert table_contents(catalog) == before
 
 
+def test_the_import_command_shows_its_progress(tmp_path: Path) -> None:
+    lines = tmp_path / "events.ndjson"
+    lines.write_text("".join(json.dumps(_event(n, 0)) + "\n\n" for n in range(3)))
+    array = tmp_path / "events.json"
+    array.write_text(json.dumps([_event(n, 1) for n in range(3)], indent=2))
+    first = CliRunner().invoke(cli, ["--catalog", str(tmp_path / "c.db"), "import", str(lines)])
+    assert first.exit_code == 0, first.output
+    shown = first.stderr.splitlines()
+    assert shown[0] == "importing: 0/3 events"  # one event a line: the total is known
+    assert shown[1].startswith("importing: 3 events in ")
+    second = CliRunner().invoke(cli, ["--catalog", str(tmp_path / "c.db"), "import", str(lines), str(array)])
+    assert second.exit_code == 0, second.output
+    shown = second.stderr.splitlines()
+    assert shown[0] == "importing: 0 events"  # an array: not known before it is read
+    assert shown[1].startswith("importing: 6 events in ")
+
+
 def test_the_import_command_prints_a_summary(tmp_path: Path, catalog_target: str) -> None:
     events = tmp_path / "events.ndjson"
     events.write_text(json.dumps(_event(1, 0)) + "\n[broken\n")

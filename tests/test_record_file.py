@@ -101,6 +101,42 @@ def test_in_a_log_a_line_every_few_seconds() -> None:
     ]
 
 
+def test_a_resumed_step_counts_from_where_it_was_and_its_rate_from_now() -> None:
+    clock = Clock()
+    meter = Meter(100, "events", clock, already=40)
+    assert meter.describe() == "40/100 events"
+    meter.done, clock.now = 60, 102.0
+    assert meter.describe() == "60/100 events, 10/s, 0:04 left"  # 20 done now in 2 s, not 60
+    log = io.StringIO()
+    with progress("backfill", 100, "events", file=log, clock=clock, already=40) as bar:
+        clock.now += 6.0
+        bar.advance(60)
+    assert log.getvalue().splitlines() == ["backfill: 40/100 events", "backfill: 100 events in 0:06 (10/s)"]
+
+
+def test_a_total_learnt_on_the_way_is_shown_from_then_on() -> None:
+    clock, log = Clock(), io.StringIO()
+    with progress("importing", None, "events", file=log, clock=clock, every=1.0) as bar:
+        clock.now += 1.0
+        bar.advance(10)
+        bar.expect(40)
+        clock.now += 1.0
+        bar.advance(10)
+    assert log.getvalue().splitlines() == [
+        "importing: 0 events",
+        "importing: 10 events, 10/s",
+        "importing: 20/40 events, 10/s, 0:02 left",
+        "importing: 20 events in 0:02 (10/s)",
+    ]
+    clock, screen = Clock(), Terminal()
+    with progress("importing", None, "events", file=screen, clock=clock) as shown:
+        shown.expect(4)
+        clock.now += 1.0
+        shown.advance(2)
+        assert "50%" in screen.getvalue() and "2/4 events" in screen.getvalue()
+        shown.advance(2)
+
+
 def test_a_failed_step_does_not_say_it_finished() -> None:
     log = io.StringIO()
     with pytest.raises(ValidationError), progress("reading task runs", 3, "lines", file=log) as bar:

@@ -132,6 +132,19 @@ def select_changes(
 ) -> str:
     """Asset changes in time order (placeholders: since, until, namespace, asset, then the
     (changed_at, seq) to read after)."""
+    clause = _change_filters(since=since, until=until, namespace=namespace, asset=asset, after=after)
+    return f"SELECT seq, kind, changed_at, snapshot FROM asset_changes{clause} ORDER BY changed_at, seq"
+
+
+def count_changes(*, since: bool = False, until: bool = False, namespace: bool = False, asset: bool = False) -> str:
+    """How many asset changes the filters select (placeholders as :func:`select_changes`')."""
+    clause = _change_filters(since=since, until=until, namespace=namespace, asset=asset)
+    return f"SELECT count(*) FROM asset_changes{clause}"
+
+
+def _change_filters(
+    *, since: bool = False, until: bool = False, namespace: bool = False, asset: bool = False, after: bool = False
+) -> str:
     where = []
     if since:
         where.append("changed_at >= ?")
@@ -143,8 +156,7 @@ def select_changes(
         where.append("asset_id = ?")
     if after:
         where.append("(changed_at, seq) > (?, ?)")
-    clause = f" WHERE {' AND '.join(where)}" if where else ""
-    return f"SELECT seq, kind, changed_at, snapshot FROM asset_changes{clause} ORDER BY changed_at, seq"
+    return f" WHERE {' AND '.join(where)}" if where else ""
 
 
 GET_CHANGE = "SELECT seq, kind, changed_at, snapshot FROM asset_changes WHERE seq = ?"
@@ -585,14 +597,28 @@ def select_declared_jobs(
     """Declared jobs in the order they were first declared, by key (placeholders: since, until,
     namespace, flow, after). A job declared again keeps its key, so a reader that resumes after
     a key misses none and reads none twice."""
-    clause = where(
+    clause = _declared_job_filters(since=since, until=until, namespace=namespace, flow=flow, after=after)
+    return f"SELECT {DECLARED_JOB_COLUMNS} FROM declared_jobs{clause} ORDER BY pk"
+
+
+def count_declared_jobs(
+    *, since: bool = False, until: bool = False, namespace: bool = False, flow: bool = False
+) -> str:
+    """How many declared jobs the filters select (placeholders as :func:`select_declared_jobs`')."""
+    clause = _declared_job_filters(since=since, until=until, namespace=namespace, flow=flow)
+    return f"SELECT count(*) FROM declared_jobs{clause}"
+
+
+def _declared_job_filters(
+    *, since: bool = False, until: bool = False, namespace: bool = False, flow: bool = False, after: bool = False
+) -> str:
+    return where(
         (since, "declared_at >= ?"),
         (until, "declared_at < ?"),
         (namespace, "flow_namespace = ?"),
         (flow, "flow_id = ?"),
         (after, "pk > ?"),
     )
-    return f"SELECT {DECLARED_JOB_COLUMNS} FROM declared_jobs{clause} ORDER BY pk"
 
 
 # --- outbox ---------------------------------------------------------------------------------

@@ -424,7 +424,7 @@ class Catalog:
     def count_task_runs(self) -> int:
         return int(self._conn.execute(sql.COUNT_TASK_RUNS).fetchone()[0])
 
-    def count_task_runs_matching(
+    def count_history(
         self,
         *,
         since: datetime | None = None,
@@ -432,11 +432,25 @@ class Catalog:
         namespace: str | None = None,
         flow: str | None = None,
         asset: str | None = None,
-    ) -> tuple[int, int]:
-        """How many task runs the filters select, and how many of those have ended."""
+    ) -> int:
+        """About how many events a read of the history with these filters gives (export,
+        backfill): a START a task run and an end an ended one, a JobEvent a declared job, and
+        without ``flow`` an event an asset change. With ``asset``, the declared jobs naming it are
+        not counted (that takes reading each)."""
         filters, params = _run_filters(since, until, namespace, flow, asset)
-        total, ended = self._conn.execute(sql.count_task_runs(**filters), params).fetchone()
-        return int(total), int(ended)
+        runs, ended = self._conn.execute(sql.count_task_runs(**filters), params).fetchone()
+        times = [format_time(t) for t in (since, until) if t is not None]
+        has = {"since": since is not None, "until": until is not None, "namespace": namespace is not None}
+        total = int(runs) + int(ended)
+        if asset is None:
+            statement = sql.count_declared_jobs(**has, flow=flow is not None)
+            params = [*times, *(v for v in (namespace, flow) if v is not None)]
+            total += int(self._conn.execute(statement, params).fetchone()[0])
+        if flow is None:
+            statement = sql.count_changes(**has, asset=asset is not None)
+            params = [*times, *(v for v in (namespace, asset) if v is not None)]
+            total += int(self._conn.execute(statement, params).fetchone()[0])
+        return total
 
     def iter_task_runs(
         self,

@@ -8,7 +8,6 @@ from typing import Any
 
 import click
 
-from bridge.catalog import Catalog
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.options import Delivery, delivery_options, history_filters, json_flag
 from bridge.cli.output import print_json, say
@@ -94,25 +93,16 @@ def export(
             raise click.BadParameter(f"folder {path.parent} does not exist", param_hint="--output")
         sink = NdjsonSink.to_file(path)
     try:
-        with progress("exporting", _run_events(catalog, filters), "events") as exporting:
+        total = catalog.count_history(
+            since=filters.since, until=filters.until, namespace=filters.namespace, flow=filters.flow
+        )
+        with progress("exporting", total, "events") as exporting:
             for event in exporting.each(iter_lines(catalog, app.converter(), filters)):
                 sink.emit(event)
         sink.finish()
     finally:
         sink.close()
     say(f"exported {sink.count} event(s) to {url or output or 'stdout'}")
-
-
-def _run_events(catalog: Catalog, filters: ExportFilter) -> int:
-    """The events of the runs and declared jobs the filters select, for the progress bar (a START
-    a run, an end an ended one, a JobEvent a declared job; the assets' changes are not counted)."""
-    runs, ended = catalog.count_task_runs_matching(
-        since=filters.since, until=filters.until, namespace=filters.namespace, flow=filters.flow
-    )
-    declared = catalog.iter_declared_jobs(
-        since=filters.since, until=filters.until, namespace=filters.namespace, flow=filters.flow
-    )
-    return runs + ended + sum(1 for _ in declared)
 
 
 @click.command("validate")

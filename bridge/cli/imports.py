@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import sys
-import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
+import orjson
 
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.options import json_flag
 from bridge.cli.output import print_json, say
+from bridge.cli.progress import progress
 from bridge.model import parse_window, utcnow
 from bridge.receiver.imports import EventImportSummary, MarquezEvents, catalog_intake, import_files, import_marquez
 
@@ -29,12 +30,29 @@ def _report(summary: EventImportSummary, as_json: bool) -> None:
     )
 
 
-def _lines(path: Path) -> int:
+def _ndjson_events(paths: Sequence[Path]) -> int | None:
+    """The events of files that hold one a line (NDJSON: their non-blank lines); None when one of
+    them holds a JSON array or an event over several lines, or cannot be read (import_files says
+    what is wrong with it)."""
+    count = 0
     try:
-        with path.open("rb") as handle:
-            return sum(1 for line in handle if line.strip())
+        for path in paths:
+            with path.open("rb") as handle:
+                lines = (line for line in handle if line.strip())
+                first = next(lines, None)
+                if first is not None and not _one_line_object(first):
+                    return None
+                count += (first is not None) + sum(1 for _ in lines)
     except OSError:
-        return 0  # import_files says what is wrong with it
+        return None
+    return count
+
+
+def _one_line_object(line: bytes) -> bool:
+    try:
+        return isinstance(orjson.loads(line), dict)
+    except orjson.JSONDecodeError:
+        return False
 
 
 @click.command("import")
@@ -72,31 +90,18 @@ def import_(
     catalog, resolver = app.catalog(create=True), app.resolver()
     intake = catalog_intake(catalog, resolver, strict=strict)
     source = MarquezEvents(marquez_url, page_size=page_size) if marquez_url else None
-    began, done = time.monotonic(), [0]
-
-    def rate(_: object) -> str:
-        elapsed = time.monotonic() - began
-        return f"{done[0]:,} events, {done[0] / elapsed:,.0f}/s" if elapsed > 0 and done[0] else ""
-
-    # the bar's length: the files' non-blank lines (one event a line in NDJSON), or what Marquez
-    # says it holds once its first page is in
-    length = sum(_lines(path) for path in files) if files else 0
-    with click.progressbar(
-        length=length, label="Importing", file=sys.stderr, show_eta=bool(files), item_show_func=rate
-    ) as bar:
-
-        def progress(count: int) -> None:
-            done[0] += count
-            bar.update(count, done[0])
-
+    # the total: the files' events when each holds one a line (NDJSON), else unknown; Marquez's
+    # once its first page says how many it holds
+    total = _ndjson_events(files) if files else None
+    with progress("importing", total, "events") as importing:
         if source is None:
-            summary = import_files(files, intake, progress=progress)
+            summary = import_files(files, intake, progress=importing.advance)
         else:
 
             def marquez_progress(count: int) -> None:
-                if source.total and not bar.length:
-                    bar.length = source.total
-                progress(count)
+                if source.total and importing.meter.total is None:
+                    importing.expect(source.total)
+                importing.advance(count)
 
             summary = import_marquez(
                 source,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-import sys
 from time import sleep
 from typing import Any
 
@@ -23,28 +23,31 @@ from bridge.adapters.prefect import (
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.options import json_flag
 from bridge.cli.output import print_json, say, stop_on_signals
+from bridge.cli.progress import Progress, progress
 from bridge.errors import SourceError
 from bridge.model import check_namespace, parse_time, utcnow
 
 
-class _Progress:
-    """A progress bar on stderr, made when the server's first page tells how many events there are."""
+class _Pages:
+    """Progress through the server's pages on stderr, shown once a page says how many events
+    there are (a poll that finds nothing new says nothing); a context manager."""
 
     def __init__(self) -> None:
-        self.bar: Any = None
+        self._stack = contextlib.ExitStack()
+        self._shown: Progress | None = None
+
+    def __enter__(self) -> _Pages:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stack.__exit__(*exc)
 
     def __call__(self, count: int, total: int | None) -> None:
-        if self.bar is None:
+        if self._shown is None:
             if not total:
                 return
-            self.bar = click.progressbar(length=total, label="reading Prefect events", file=sys.stderr)
-            self.bar.__enter__()
-        self.bar.update(count)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
-            self.bar = None
+            self._shown = self._stack.enter_context(progress("reading Prefect events", total, "events"))
+        self._shown.advance(count)
 
 
 def _say_summary(summary: PrefectImportSummary, settle: float) -> None:
@@ -155,8 +158,7 @@ def prefect_import(
     done = {"polls": 0, "task_runs": 0}  # the polls that read the server, the task runs they recorded
 
     def poll() -> PrefectImportSummary:
-        progress = _Progress()
-        try:
+        with _Pages() as pages:
             return import_events(
                 catalog,
                 client,
@@ -165,10 +167,8 @@ def prefect_import(
                 since=start if not done["polls"] else None,
                 settle=settle,
                 skip_malformed=skip_malformed,
-                on_page=progress,
+                on_page=pages,
             )
-        finally:
-            progress.close()
 
     if not follow_:
 
@@ -178,8 +178,7 @@ def prefect_import(
                 "and a task run's events are read together (--no-wait leaves them for the next import)"
             )
 
-        progress = _Progress()
-        try:
+        with _Pages() as pages:
             summary = import_once(
                 catalog,
                 client,
@@ -192,10 +191,8 @@ def prefect_import(
                 clock=utcnow,
                 sleep=sleep,
                 on_wait=waiting,
-                on_page=progress,
+                on_page=pages,
             )
-        finally:
-            progress.close()
         _say_summary(summary, settle)
         if as_json:
             print_json(summary.to_json())

@@ -29,18 +29,20 @@ def duration(seconds: float) -> str:
 
 class Meter:
     """How far a step is: ``done`` of ``total`` (None when unknown) ``unit``, at what rate, and the
-    time left at that rate, from ``clock`` (seconds)."""
+    time left at that rate, from ``clock`` (seconds). A step resumed with ``already`` done counts
+    from there, its rate from what it does now."""
 
-    def __init__(self, total: int | None, unit: str, clock: Clock = time.monotonic) -> None:
+    def __init__(self, total: int | None, unit: str, clock: Clock = time.monotonic, *, already: int = 0) -> None:
         self.total = total
         self.unit = unit
         self.clock = clock
         self.began = clock()
-        self.done = 0
+        self.done = self.already = already
 
     def rate(self) -> float | None:
         elapsed = self.clock() - self.began
-        return self.done / elapsed if elapsed > 0 and self.done else None
+        done = self.done - self.already
+        return done / elapsed if elapsed > 0 and done else None
 
     def describe(self) -> str:
         """``12,000/50,000 task runs, 4,000/s, 0:10 left``."""
@@ -71,6 +73,14 @@ class Progress:
         self.bar = bar
         self._said = meter.began
 
+    def expect(self, total: int) -> None:
+        """The step's total, learnt on the way (a server's first page says how many there are)."""
+        self.meter.total = total
+        if self.bar is not None:
+            self.bar.length = total
+            self.bar.show_percent = True
+            self.bar.update_min_steps = _redraw_every(total)
+
     def advance(self, count: int = 1) -> None:
         self.meter.done += count
         if self.bar is not None:
@@ -86,6 +96,11 @@ class Progress:
             self.advance()
 
 
+def _redraw_every(total: int | None) -> int:
+    """Items between two redraws of a bar: at most about 1,000 redraws in all."""
+    return max(1, total // 1000) if total else 100
+
+
 @contextmanager
 def progress(
     label: str,
@@ -95,11 +110,13 @@ def progress(
     file: TextIO | None = None,
     clock: Clock = time.monotonic,
     every: float = 10.0,
+    already: int = 0,
 ) -> Iterator[Progress]:
-    """Show the progress of a step of ``total`` (None: unknown) ``unit`` on ``file`` (stderr); see
-    the module's documentation. The closing line is said when the step ends well."""
+    """Show the progress of a step of ``total`` (None: unknown, or not yet: :meth:`Progress.expect`)
+    ``unit`` on ``file`` (stderr), ``already`` of them done before (a step resumed); see the
+    module's documentation. The closing line is said when the step ends well."""
     stream = file if file is not None else sys.stderr
-    meter = Meter(total, unit, clock)
+    meter = Meter(total, unit, clock, already=already)
     if stream.isatty():
         bar = click.progressbar(
             # an iterable without a length makes a bar of unknown length; it is never iterated
@@ -110,9 +127,10 @@ def progress(
             show_eta=False,  # the meter says the time left, from its own clock
             show_percent=total is not None,
             item_show_func=lambda _: meter.describe(),
-            update_min_steps=max(1, total // 1000) if total else 100,  # redraw at most ~1,000 times
+            update_min_steps=_redraw_every(total),
         )
         with bar:
+            bar.update(already)
             yield Progress(label, meter, stream, every, bar)
     else:
         click.echo(f"{label}: {meter.describe()}", file=stream)

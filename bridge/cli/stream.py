@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from bridge.catalog.outbox import DeliveryError
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.options import Delivery, F, delivery_options, history_filters, json_flag
 from bridge.cli.output import print_json, say, stop_on_signals
+from bridge.cli.progress import progress
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
 from bridge.delivery.backfill import Backfill, BackfillFilter
 from bridge.delivery.claims import OutboxClaims
@@ -209,7 +209,7 @@ def backfill(
         asset=asset,
     )
     catalog = app.catalog()
-    runs, ended = catalog.count_task_runs_matching(
+    total = catalog.count_history(
         since=filters.since, until=filters.until, namespace=filters.namespace, flow=flow, asset=asset
     )
     with stop_on_signals(_STOPPING) as stop:
@@ -230,24 +230,9 @@ def backfill(
             report=FailureReport(dispatcher.sender.target, say) if dispatcher is not None else None,
         )
         saved = job.start_position()
-        began = time.monotonic()
-        done = [saved.events if saved else 0]
-
-        def show(_: object) -> str:
-            elapsed = time.monotonic() - began
-            return f"{done[0] / elapsed:,.0f} events/s" if elapsed > 0 else ""
-
         target = "dry run" if dry_run else f"to {name}"
-        with click.progressbar(
-            length=runs + ended, label=f"backfill {target}", file=sys.stderr, show_eta=True, item_show_func=show
-        ) as bar:
-            bar.update(done[0])
-
-            def progress(count: int) -> None:
-                done[0] += count
-                bar.update(count, done[0])
-
-            job.progress = progress
+        with progress(f"backfill {target}", total, "events", already=saved.events if saved else 0) as backfilling:
+            job.progress = backfilling.advance
             try:
                 summary = job.run()
             finally:

@@ -401,6 +401,48 @@ async def _no_write(events: Any) -> list[Any]:
     raise AssertionError("nothing to write")
 
 
+@attrs.define
+class CountingWriter:
+    """A writer process on a new catalog that notes the size of each group it writes, each
+    written ``pause`` seconds late."""
+
+    tmp_path: Path
+    pause: float = 0.0
+    listener: socket.socket = attrs.field(init=False)
+    process: multiprocessing.process.BaseProcess = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        catalog = self.tmp_path / "catalog.db"
+        Catalog(catalog).close()
+        self.listener = listen(self.address)
+        sizes, pause = self.sizes, self.pause
+
+        class Counting(CatalogWriter):
+            def write(self, events: Any) -> Any:
+                with sizes.open("a") as out:
+                    out.write(f"{len(events)}\n")
+                time.sleep(pause)
+                return super().write(events)
+
+        self.process = FORK.Process(target=lambda: run_writer(self.listener, Counting(catalog, Resolver.load())))
+        self.process.start()
+
+    @property
+    def address(self) -> str:
+        return str(self.tmp_path / "writer.sock")
+
+    @property
+    def sizes(self) -> Path:
+        return self.tmp_path / "groups.txt"
+
+    def groups(self) -> list[int]:
+        return [int(line) for line in self.sizes.read_text().split()]
+
+    def stop(self) -> None:
+        stop(self.process)
+        self.listener.close()
+
+
 def test_the_writer_takes_every_worker_s_events_in_one_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """After answering workers the writer waits (briefly) for their next events: what the workers
     gathered while it wrote goes in one group. (Without the wait, one worker's message waited at
@@ -409,23 +451,10 @@ def test_the_writer_takes_every_worker_s_events_in_one_group(tmp_path: Path, mon
 
     # the writer's wait for the workers it asked, after the first answer: long, for a loaded machine
     monkeypatch.setattr(writer_process, "GATHER", 1.0)
-    catalog = tmp_path / "catalog.db"
-    Catalog(catalog).close()
-    listener = listen(str(tmp_path / "writer.sock"))
-    sizes = tmp_path / "groups.txt"
-
-    class Counting(CatalogWriter):
-        def write(self, events: Any) -> Any:
-            with sizes.open("a") as out:
-                out.write(f"{len(events)}\n")
-            time.sleep(0.3)  # a slow group: the workers gather meanwhile
-            return super().write(events)
-
-    process = FORK.Process(target=lambda: run_writer(listener, Counting(catalog, Resolver.load())))
-    process.start()
+    writer = CountingWriter(tmp_path, pause=0.3)  # a slow group: the workers gather meanwhile
 
     async def worker(first: int) -> list[str]:
-        remote = RemoteWriter(str(tmp_path / "writer.sock"), timeout=20)
+        remote = RemoteWriter(writer.address, timeout=20)
         remote.start()
         intake = Intake(None)
         taken = []
@@ -441,10 +470,44 @@ def test_the_writer_takes_every_worker_s_events_in_one_group(tmp_path: Path, mon
     try:
         assert asyncio.run(scenario()) == [["accepted"] * 3] * 3
     finally:
-        stop(process)
-        listener.close()
+        writer.stop()
     # a group holds an event of each of the three workers (without the wait, never more than two:
     # one worker's message went alone while the others' waited)
-    groups = [int(line) for line in sizes.read_text().split()]
+    groups = writer.groups()
     assert sum(groups) == 9
     assert max(groups) == 3, groups
+
+
+@pytest.mark.parametrize("gather", [0.0, 2.0])
+def test_after_a_group_of_small_requests_a_worker_waits_for_their_clients_next_ones(
+    tmp_path: Path, gather: float
+) -> None:
+    """With ``gather``, a group of several small requests answered, the worker waits (up to
+    ``gather`` seconds) for as many requests again before it sends the next group: two clients that
+    send again 0.05 s and 0.3 s after their answers go in one group; without it, each alone."""
+    writer = CountingWriter(tmp_path)
+
+    async def scenario() -> list[list[str]]:
+        remote = RemoteWriter(writer.address, timeout=20, gather=gather)
+        remote.start()
+        intake = Intake(None)
+
+        async def client(first: int, pause: float) -> list[str]:
+            taken = []
+            for n in (first, first + 1):
+                outcomes = await run_steps_async(intake.taking([event(n)]), write=remote.submit, read=_nothing)
+                taken += [o.status for o in outcomes]
+                await asyncio.sleep(pause)
+            return taken
+
+        try:
+            return list(await asyncio.gather(client(0, 0.05), client(100, 0.3)))
+        finally:
+            await remote.close()
+
+    try:
+        assert asyncio.run(scenario()) == [["accepted"] * 2] * 2
+    finally:
+        writer.stop()
+    groups = writer.groups()
+    assert groups == ([2, 2] if gather else [2, 1, 1]), groups

@@ -237,16 +237,36 @@ def _framed(jobs: list[_Job]) -> tuple[list[_Job], bytes]:
             return [], b""
 
 
+SMALL_GROUP = 64  # events: below, a group's fixed cost (its transaction) weighs on each of its events
+
+
 class RemoteWriter:
     """A worker's way to the writer process, on the worker's event loop: each request hands its
     events over and awaits their results; they go on to the writer in groups, one group in flight
-    at a time (:meth:`start` on the loop first, :meth:`close` on it last)."""
+    at a time (:meth:`start` on the loop first, :meth:`close` on it last).
 
-    def __init__(self, address: str, *, max_group: int = 2000, max_queued: int = 1024, timeout: float = 30.0) -> None:
+    ``gather``: seconds to wait, once a group of several requests but few events
+    (:data:`SMALL_GROUP`) is answered, for as many requests again as were waiting plus those just
+    answered (their clients send their next ones at once when they have more) before the next
+    group goes, so that the next group holds them too. The idea of PostgreSQL's own commit_delay:
+    where a group costs much whatever its size (each of its statements a round trip to a server),
+    fewer, larger groups take more events a second (`olbridge serve` waits 2 ms on PostgreSQL,
+    docs/benchmarks.md; not on SQLite, where a group costs little and the wait more than it saves)."""
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        max_group: int = 2000,
+        max_queued: int = 1024,
+        timeout: float = 30.0,
+        gather: float = 0.0,
+    ) -> None:
         self.address = address
         self.max_group = max_group
         self.max_queued = max_queued  # requests waiting; past it a request is answered busy (retry)
         self.timeout = timeout
+        self.gather = gather
         self._jobs: collections.deque[_Job] = collections.deque()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -314,6 +334,22 @@ class RemoteWriter:
                 results = failed_group(exc, count)
             for job, share in zip(jobs, shares(results, (job.count for job in jobs)), strict=True):
                 job.answer(share)
+            if self.gather > 0 and len(jobs) > 1 and count < SMALL_GROUP:
+                await self._gather(len(self._jobs) + len(jobs))
+
+    async def _gather(self, requests: int) -> None:
+        """Wait until this many requests are waiting, :attr:`gather` seconds at most."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self.gather
+        while len(self._jobs) < min(requests, self.max_queued) and not self._stopping:
+            left = until - loop.time()
+            if left <= 0:
+                return
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), left)
+            except TimeoutError:
+                return
 
     async def _write(self, frame: bytes, count: int) -> Results:
         """The results of a group: ``frame``, its requests' events (:func:`_framed`), ``count``

@@ -159,7 +159,7 @@ class _Binding:
 class GroupIngest:
     """Takes a group of accepted events inside one transaction; call :meth:`flush` at the end.
 
-    With ``concurrent`` (an engine whose writers run side by side) the rows the group reads to
+    On an engine whose writers run side by side (``engine.concurrent_writers``) the rows the group reads to
     write are locked as they are read (the bindings and the runs it merges into, the assets it
     rebuilds); what it could not lock because it did not exist yet (a new event, a new run) is
     checked when written, and a row that another process wrote first raises :class:`Conflict`:
@@ -172,13 +172,13 @@ class GroupIngest:
         resolver: Resolver,
         events: Sequence[IncomingEvent],
         *,
-        concurrent: bool = False,
         engine: Engine | None = None,
     ) -> None:
         self.cur = cur
-        self.concurrent = concurrent
+        self.concurrent = engine is not None and engine.concurrent_writers
         # reads that do not depend on one another, and writes whose counts nobody reads, go to an
-        # engine with a server in one round trip each
+        # engine with a server in one round trip each (without an engine: SQLite's cursor, one
+        # writer, each statement on its own)
         self.read_all = engine.read_all if engine is not None else read_each
         self.write_all = engine.write_all if engine is not None else write_each
         self.write_new = engine.write_new if engine is not None else write_new
@@ -690,12 +690,10 @@ def ingest_events(
     events: Sequence[IncomingEvent],
     resolver: Resolver,
     *,
-    concurrent: bool = False,
     engine: Engine | None = None,
 ) -> list[IngestResult]:
-    """Take a group of events in the caller's transaction (``concurrent``, ``engine``: see
-    :class:`GroupIngest`)."""
-    group = GroupIngest(cur, resolver, events, concurrent=concurrent, engine=engine)
+    """Take a group of events in the caller's transaction (``engine``: see :class:`GroupIngest`)."""
+    group = GroupIngest(cur, resolver, events, engine=engine)
     results = [group.take(event) for event in events]
     group.flush()
     return results

@@ -534,11 +534,10 @@ class Catalog:
         events come back as duplicates and change nothing. Where several processes write
         (PostgreSQL), a group that loses a race with another is taken again; it lands once,
         whichever process took its events first."""
-        concurrent = self.engine.concurrent_writers
 
         def whole(cur: Cursor) -> list[IngestResult | Exception]:
             taken: list[IngestResult | Exception] = list(
-                external.ingest_events(cur, events, resolver, concurrent=concurrent, engine=self.engine)
+                external.ingest_events(cur, events, resolver, engine=self.engine)
             )
             if position is not None:
                 positions.save(cur, position)
@@ -555,9 +554,7 @@ class Catalog:
             for event in events:
                 cur.execute("SAVEPOINT event")
                 try:
-                    results.extend(
-                        external.ingest_events(cur, [event], resolver, concurrent=concurrent, engine=self.engine)
-                    )
+                    results.extend(external.ingest_events(cur, [event], resolver, engine=self.engine))
                 except Exception as exc:
                     if self.engine.conflict(exc) or not (self._one_event(exc) or self.engine.busy(exc)):
                         raise

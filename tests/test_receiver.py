@@ -346,3 +346,17 @@ def test_the_same_dataset_read_as_input_and_as_output_keeps_its_direction(intake
     assert [d.direction for d in read.datasets] == ["input"]
     assert [d.direction for d in written.datasets] == ["output"]
     assert read.datasets[0].description == written.datasets[0].description == "d"
+
+
+def test_a_placeholder_s_sightings_are_compared_in_the_catalog_s_one_time_form() -> None:
+    """A placeholder's sightings are moved from its row as stored (PostgreSQL) by comparing times as
+    text, in the one form the catalog writes them in (which sorts as the time does); a time in any
+    other form is put in it first."""
+    from bridge.catalog.external import _canonical
+    from bridge.errors import ValidationError
+
+    assert _canonical("2026-01-31T12:00:00.000000Z", "first_seen") == "2026-01-31T12:00:00.000000Z"
+    assert _canonical("2026-01-31T12:00:00Z", "first_seen") == "2026-01-31T12:00:00.000000Z"
+    assert _canonical("2026-01-31T13:00:00.5+01:00", "first_seen") == "2026-01-31T12:00:00.500000Z"
+    with pytest.raises(ValidationError, match="not an ISO 8601 time"):
+        _canonical("yesterday", "first_seen")

@@ -100,6 +100,15 @@ def _placeholder(
     )
 
 
+def _canonical(text: str, where: str) -> str:
+    """A time in :func:`format_time`'s form, which sorts as the time does: as it is when it has that
+    form's shape (``2025-01-31T12:00:00.000000Z``: the catalog writes every time so), else parsed
+    and formatted."""
+    if len(text) == 27 and text[19] == "." and text[26] == "Z":
+        return text
+    return format_time(parse_time(text, where))
+
+
 def _touched(
     row: Sequence[Any], dataset: tuple[str, str], first: str, last: str, producer: str | None
 ) -> tuple[Any, ...] | None:
@@ -112,8 +121,8 @@ def _touched(
     metadata.update(olNamespace=dataset[0], olName=dataset[1], firstSeen=first, lastSeen=last)
     if producer is not None:
         metadata["producer"] = producer
-    created = format_time(min(parse_time(first, "first_seen"), parse_time(row[7], "catalog")))
-    updated = format_time(parse_time(last, "last_seen"))
+    created = min(_canonical(first, "first_seen"), _canonical(row[7], "catalog"))
+    updated = _canonical(last, "last_seen")
     changed = (*row[:5], dumps(metadata), row[6], created, updated, *row[9:])
     return changed if changed != tuple(row) else None
 

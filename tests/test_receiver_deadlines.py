@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -131,7 +132,12 @@ def protocol_server() -> Iterator[tuple[int, list[float]]]:
     """The guarded protocol alone on a loopback port (keep-alive 0.5 s, head 5 s), on an event
     loop of its own; the times at which it closed a connection."""
     loop = asyncio.new_event_loop()
-    config = Config(app=lambda scope, receive, send: None, timeout_keep_alive=0.5)  # type: ignore[arg-type]
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:  # answers at once, reads no body
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    config = Config(app=app, timeout_keep_alive=0.5)
     config.load()
     state = ServerState()
     protocol = guarded(5.0)
@@ -166,4 +172,34 @@ def test_a_connection_that_sends_nothing_is_closed_after_the_keep_alive_timeout(
         got, took = _read_until_closed(sock)
     assert got == b""
     assert 0.45 <= took < 4  # the keep-alive timeout (0.5 s), not the head's 5 s
+    assert len(closed) == 1
+
+
+@pytest.mark.parametrize(
+    "request_, then",
+    [
+        (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", b"\r\n"),  # a blank line after the answer, as RFC 9112 allows
+        (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n", b"x"),  # a body answered unread
+    ],
+)
+def test_bytes_that_begin_no_request_after_an_answer_hold_the_connection_no_longer_than_keep_alive(
+    protocol_server: tuple[int, list[float]], request_: bytes, then: bytes
+) -> None:
+    port, closed = protocol_server
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request_)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+        start = time.monotonic()
+        sock.settimeout(0.1)
+        while time.monotonic() - start < 5:  # a byte every 0.1 s: each within the keep-alive timeout
+            try:
+                sock.sendall(then)
+                if sock.recv(65536) == b"":
+                    break
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+        took = time.monotonic() - start
+    assert took < 3, "the connection stayed open"  # the keep-alive timeout (0.5 s), not for good
     assert len(closed) == 1

@@ -4,9 +4,10 @@ uvicorn closes a connection left idle after a response (its keep-alive timeout),
 end for a new connection's first request and for a request's head once its first bytes came: a
 client that opens connections and sends nothing, or a few bytes of headers now and then, holds a
 connection and its memory for as long as it likes, and enough of them hold every file descriptor
-the worker has. Here a connection that sends nothing is closed after the keep-alive timeout, as an
-idle one is after a response, and a request's head must be complete within ``head_timeout``
-seconds of its first byte, else the connection is closed. (The body's deadline is the
+the worker has. Here a connection that sends nothing is closed after the keep-alive timeout, and so
+is one that, after a response, sends nothing that begins a request (uvicorn's own timer stops at
+the first byte that comes); a request's head must be complete within ``head_timeout`` seconds of
+its first byte, else the connection is closed. (The body's deadline is the
 application's: :class:`bridge.receiver.asgi.AsgiReceiver` answers 408.)
 """
 
@@ -53,6 +54,14 @@ class GuardedProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._disarm()
         super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and not self.pipeline:
+            # uvicorn's keep-alive timer goes at the first byte that comes after a response, and
+            # comes back only with the next response: bytes that begin no request (the rest of a
+            # body answered before it was read, blank lines) would hold the connection for good
+            self._arm(self.timeout_keep_alive)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()

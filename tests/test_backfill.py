@@ -310,6 +310,10 @@ def test_the_history_s_count_is_the_events_a_read_of_it_gives(catalog: Catalog, 
         read = sum(1 for _ in iter_events(catalog, converter, filters))
         assert catalog.count_history(**attrs.asdict(filters)) == read, filters
     assert catalog.count_history() == 10  # 3 STARTs, 2 ends, 3 asset changes, 2 declared jobs
+    named = {a.id for d in catalog.iter_declared_jobs() for a in (*d.job.inputs, *d.job.outputs)}
+    for asset in sorted(named | {"t.a", "reports.x"}):  # backfill --asset: what a dry run reads
+        dry = Backfill(catalog, converter, None, filters=BackfillFilter(asset=asset)).run()
+        assert catalog.count_history(asset=asset) == dry.events, asset
 
 
 def test_a_backfill_resumed_anywhere_among_declared_jobs_sends_each_once(

@@ -435,8 +435,8 @@ class Catalog:
     ) -> int:
         """About how many events a read of the history with these filters gives (export,
         backfill): a START a task run and an end an ended one, a JobEvent a declared job, and
-        without ``flow`` an event an asset change. With ``asset``, the declared jobs naming it are
-        not counted (that takes reading each)."""
+        without ``flow`` an event an asset change (with ``asset``, the declared jobs naming it,
+        read to be counted)."""
         filters, params = _run_filters(since, until, namespace, flow, asset)
         runs, ended = self._conn.execute(sql.count_task_runs(**filters), params).fetchone()
         times = [format_time(t) for t in (since, until) if t is not None]
@@ -446,6 +446,9 @@ class Catalog:
             statement = sql.count_declared_jobs(**has, flow=flow is not None)
             params = [*times, *(v for v in (namespace, flow) if v is not None)]
             total += int(self._conn.execute(statement, params).fetchone()[0])
+        else:  # as backfill picks them: by the datasets they name
+            declared = self.iter_declared_jobs(since=since, until=until, namespace=namespace, flow=flow)
+            total += sum(1 for d in declared if asset in {a.id for a in (*d.job.inputs, *d.job.outputs)})
         if flow is None:
             statement = sql.count_changes(**has, asset=asset is not None)
             params = [*times, *(v for v in (namespace, asset) if v is not None)]

@@ -49,6 +49,8 @@ def _ndjson_events(paths: Sequence[Path]) -> int | None:
 
 
 def _one_line_object(line: bytes) -> bool:
+    if not line.lstrip().startswith(b"{"):  # an array (maybe the whole file on one line): not parsed here
+        return False
     try:
         return isinstance(orjson.loads(line), dict)
     except orjson.JSONDecodeError:

@@ -134,6 +134,8 @@ def protocol_server() -> Iterator[tuple[int, list[float]]]:
     loop = asyncio.new_event_loop()
 
     async def app(scope: Any, receive: Any, send: Any) -> None:  # answers at once, reads no body
+        if scope["path"] == "/slow":  # longer than the keep-alive timeout
+            await asyncio.sleep(1.0)
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
         await send({"type": "http.response.body", "body": b"ok"})
 
@@ -203,3 +205,18 @@ def test_bytes_that_begin_no_request_after_an_answer_hold_the_connection_no_long
         took = time.monotonic() - start
     assert took < 3, "the connection stayed open"  # the keep-alive timeout (0.5 s), not for good
     assert len(closed) == 1
+
+
+def test_a_pipelined_request_is_not_cut_off_by_the_keep_alive_timeout_of_the_one_before(
+    protocol_server: tuple[int, list[float]],
+) -> None:
+    port, _ = protocol_server
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = b""
+        while got.count(b"HTTP/1.1 200 ") < 2:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    assert got.count(b"HTTP/1.1 200 ") == 2, got  # the second answered, 1 s after the first

@@ -56,8 +56,9 @@ class GuardedProtocol(HttpToolsProtocol):
         super().on_headers_complete()
 
     def on_response_complete(self) -> None:
+        waiting = bool(self.pipeline)  # a pipelined request, which uvicorn starts now: not idle
         super().on_response_complete()
-        if not self.transport.is_closing() and not self.pipeline:
+        if not waiting and not self.transport.is_closing():
             # uvicorn's keep-alive timer goes at the first byte that comes after a response, and
             # comes back only with the next response: bytes that begin no request (the rest of a
             # body answered before it was read, blank lines) would hold the connection for good

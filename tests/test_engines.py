@@ -435,21 +435,50 @@ def test_writers_side_by_side_end_as_one_writer_would(
         assert together.count_received()["received_events"] == len(events)
 
 
+@pytest.mark.both_engines
+def test_a_large_group_ends_as_its_events_one_by_one_with_the_warnings_taking_them_adds(
+    new_catalog: Callable[[], Catalog], resolver: Resolver
+) -> None:
+    """A group of 40 events (on PostgreSQL its new events streamed in with COPY): one already kept
+    (and twice in the group), another twice in the group, a run named under a second job (a
+    warning taking the event adds) and an event with a warning of its own; the catalog equals one
+    that took them one by one, warnings included."""
+    events = _events(18)
+    renamed = ol_run_event("COMPLETE", run_id="0194a1b2-0000-7000-8000-000000000003", job=("airflow", "other"))
+    odd = ol_run_event("PAUSED", run_id="0194a1b2-0000-7000-8000-000000000099")  # not one of the spec's types
+    group = [events[0], *events, events[5], renamed, odd]
+    assert len(group) == 40
+    one = new_catalog()
+    for event in [events[0], *group]:
+        assert catalog_intake(one, resolver).take([event])[0].ok
+    expected = catalog_state(one)
+    warned = {body: json.loads(w) for body, w in one._conn.execute("SELECT body, warnings FROM received_events")}
+    assert any("was named under job" in " ".join(w) for w in warned.values())  # added by taking it
+    assert sum(1 for w in warned.values() if w) >= 2  # and one the event came with
+    together = new_catalog()
+    assert catalog_intake(together, resolver).take([events[0]])[0].ok
+    outcomes = catalog_intake(together, resolver).take(group)
+    assert [o.status for o in outcomes].count("duplicate") == 3  # events[0] twice, events[5] once
+    assert catalog_state(together) == expected
+
+
 NOISE = "".join(random.Random(7).choices(string.ascii_letters + string.digits, k=8000))  # does not compress
 
 
+@pytest.mark.parametrize("others", [1, 40])  # 40: the group's new events streamed in with COPY
 def test_a_key_past_postgresqls_index_limit_refuses_its_event_and_not_the_others(
-    postgres: PostgresServer, catalog_template: str, resolver: Resolver
+    postgres: PostgresServer, catalog_template: str, resolver: Resolver, others: int
 ) -> None:
     """A btree entry holds about 2,700 bytes: an event naming a dataset past that is refused (the
     catalog cannot keep it), never retried for ever; the other events of its batch land."""
     url = postgres.url(postgres.create_database(template=catalog_template))
     huge = ol_run_event(run_id="0194a1b2-0000-7000-8000-000000000077", inputs=[ol_dataset("s3://b", NOISE)])
+    rest = [ol_run_event(run_id=f"0194a1b2-0000-7000-8000-{n:012d}") for n in range(others)]
     with Catalog(url) as catalog:
-        outcomes = catalog_intake(catalog, resolver).take([huge, ol_run_event()])
-        assert [o.status for o in outcomes] == ["refused", "accepted"]
+        outcomes = catalog_intake(catalog, resolver).take([huge, *rest])
+        assert [o.status for o in outcomes] == ["refused"] + ["accepted"] * others
         assert "the catalog cannot store the event" in outcomes[0].message
-        assert catalog.count_received()["received_events"] == 1
+        assert catalog.count_received()["received_events"] == others
 
 
 def test_a_deadlock_is_run_again_and_both_writes_land(postgres: PostgresServer, catalog_template: str) -> None:

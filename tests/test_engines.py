@@ -462,6 +462,23 @@ def test_a_large_group_ends_as_its_events_one_by_one_with_the_warnings_taking_th
     assert catalog_state(together) == expected
 
 
+def test_placeholders_seen_group_after_group_are_the_same_on_both_engines(
+    postgres: PostgresServer, catalog_template: str, resolver: Resolver
+) -> None:
+    """The same events in groups of 8 on SQLite (placeholders touched in SQL) and on PostgreSQL
+    (their rows read, locked and rebuilt, the sightings moved): the catalogs are equal, table by
+    table."""
+    events = _events(40)
+    states = []
+    for target in (":memory:", postgres.url(postgres.create_database(template=catalog_template))):
+        with Catalog(target) as catalog:
+            intake = catalog_intake(catalog, resolver)
+            for begin in range(0, len(events), 8):
+                assert all(o.ok for o in intake.take(events[begin : begin + 8]))
+            states.append(catalog_state(catalog))
+    assert states[0]["assets"] and states[0] == states[1]
+
+
 NOISE = "".join(random.Random(7).choices(string.ascii_letters + string.digits, k=8000))  # does not compress
 
 

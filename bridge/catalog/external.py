@@ -111,20 +111,23 @@ def _canonical(text: str, where: str) -> str:
 
 def _touched(
     row: Sequence[Any], dataset: tuple[str, str], first: str, last: str, producer: str | None
-) -> tuple[Any, ...] | None:
-    """A placeholder's row with only its sightings (and producer) moved, as :func:`_placeholder`
-    and :func:`asset_row` would rebuild it, from its row as stored: None when it does not change
-    (or is the catalog's own asset, never changed from outside)."""
+) -> tuple[str, str, str, str] | None:
+    """What changes of a placeholder's row when only its sightings (and producer) move, as
+    :func:`_placeholder` and :func:`asset_row` would rebuild it, from its row as stored: its
+    metadata, created and updated times, then its id (:data:`sql.MOVE_PLACEHOLDER`); None when
+    nothing changes (or it is the catalog's own asset, never changed from outside)."""
     if row[6] != Origin.EXTERNAL.value:
         return None
     metadata = json.loads(row[5])
     metadata.update(olNamespace=dataset[0], olName=dataset[1], firstSeen=first, lastSeen=last)
     if producer is not None:
         metadata["producer"] = producer
+    text = dumps(metadata)
     created = min(_canonical(first, "first_seen"), _canonical(row[7], "catalog"))
     updated = _canonical(last, "last_seen")
-    changed = (*row[:5], dumps(metadata), row[6], created, updated, *row[9:])
-    return changed if changed != tuple(row) else None
+    if (text, created, updated) == (row[5], row[7], row[8]):
+        return None
+    return text, created, updated, row[0]
 
 
 WARNINGS_KEPT = 200  # distinct warnings kept with an external run or job
@@ -508,7 +511,7 @@ class GroupIngest:
 
     def flush(self) -> None:
         bound = [((ns, name), b) for (ns, name), b in self.bindings.items() if b is not None and b.dirty]
-        touched, rebuilt = [], []
+        touched, moved, rebuilt = [], [], []
         stored: dict[str, Sequence[Any]] = {}  # the placeholders' rows, read and locked (concurrent)
         job_usages, edges = list(self.job_usages), list(self.edges)
         if self.concurrent:  # the placeholders to rebuild, read (and locked) in one go, in order
@@ -525,7 +528,7 @@ class GroupIngest:
                 if row is not None:  # from the row read and locked, as the statement would
                     changed = _touched(row, dataset, b.first, b.last, b.producer)
                     if changed is not None:
-                        rebuilt.append(changed)
+                        moved.append(changed)
                     continue
             if self.concurrent and b.asset_id in stored:
                 self.assets[b.asset_id] = asset_from_row(stored[b.asset_id])
@@ -559,6 +562,7 @@ class GroupIngest:
                 ],
             ),
             (sql.TOUCH_PLACEHOLDER, touched),
+            (sql.MOVE_PLACEHOLDER, moved),
             (sql.UPSERT_PLACEHOLDER, rebuilt),
             # each run's source row, with its inputs and outputs as they stand after the group (a
             # run this group claimed holds it already)

@@ -403,6 +403,9 @@ TOUCH_PLACEHOLDER = """
                             '$.producer', coalesce(?, json_extract(metadata, '$.producer')))
     WHERE id = ? AND origin = 'external'
 """
+# the same, where writers run side by side: the row was read and locked, and the move worked out
+# from it (external._touched)
+MOVE_PLACEHOLDER = "UPDATE assets SET metadata = ?, created_at = ?, updated_at = ? WHERE id = ?"
 UPSERT_SOURCE = """
     INSERT INTO external_sources AS s (source, job_namespace, job_name, run_id, parent_run_id, state, state_rank,
                                        started_at, ended_at, first_seen, last_seen, producer, inputs, outputs,

@@ -17,9 +17,10 @@ import sqlalchemy as sa
 
 from bridge.catalog import Catalog, schema, sql
 from bridge.catalog.engine import Conflict
-from bridge.catalog.external import _merged_source
+from bridge.catalog.external import _merged_source, _metadata_text, _read_metadata
 from bridge.catalog.postgres import COPY_FROM, SharedCursor, translate
 from bridge.catalog.postgres_bulk import BULK_FROM, bulk_form, bulk_statements, copy_form
+from bridge.catalog.rows import dumps
 from tests.postgres import PostgresServer
 
 # every statement the receiver's writer sends in bulk, the table it writes and that table's key
@@ -234,6 +235,34 @@ def _upsert_one_by_one(rows: Sequence[tuple[Any, ...]]) -> tuple[Any, ...]:
         conn.execute(sql.UPSERT_SOURCE, (*row, "[]", "[]", "r", None, "[]"))
     found = conn.execute("SELECT * FROM external_sources").fetchone()
     return tuple(found[:12])
+
+
+def test_a_placeholder_s_metadata_is_read_and_written_as_the_standard_library_does() -> None:
+    """The writer on PostgreSQL reads and writes a placeholder's metadata with orjson where it is
+    a map of strings: the same values, and the same text to the byte, as the standard library
+    (which the rest of the catalog, and the rows it compares with, use); anything else falls back."""
+    pool = ["a", "Z", "0", " ", '"', "\\", "/", "\n", "\t", "\x00", "\x1f", "\x7f", "é", "€", "\u2028", "😀", "\ud800"]
+    chosen = random.Random(12)
+    maps: list[dict[str, Any]] = [
+        {
+            "".join(chosen.choices(pool, k=chosen.randint(0, 4))): "".join(
+                chosen.choices(pool, k=chosen.randint(0, 12))
+            )
+            for _ in range(chosen.randint(0, 6))
+        }
+        for _ in range(400)
+    ]
+    maps += [
+        {},
+        {"olName": "t", "size": 2**70},  # an integer past 64 bits: orjson would read a float
+        {"olName": "t", "ratio": 0.1, "big": 1e16},  # floats, which orjson writes otherwise
+        {"olName": "t", "nested": {"b": [1, None, True]}, "flag": False},
+    ]
+    for metadata in maps:
+        text = dumps(metadata)
+        assert _metadata_text(metadata) == text, metadata
+        read = _read_metadata(text)
+        assert read == metadata and {k: type(v) for k, v in read.items()} == {k: type(v) for k, v in metadata.items()}
 
 
 def test_a_runs_rows_merged_in_the_group_end_as_the_upserts_one_by_one() -> None:

@@ -109,6 +109,33 @@ def _canonical(text: str, where: str) -> str:
     return format_time(parse_time(text, where))
 
 
+def _strings(value: Any) -> bool:
+    return isinstance(value, dict) and all(type(item) is str for item in value.values())
+
+
+def _read_metadata(text: str) -> dict[str, Any]:
+    """A placeholder's stored metadata: read by orjson where it is a map of strings, as olbridge
+    writes a placeholder's (a few times faster than the standard library, which reads the rest:
+    orjson would read an integer past 64 bits as a float)."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:  # a lone surrogate, say, which the standard library reads
+        value = None
+    return value if _strings(value) else dict(json.loads(text))
+
+
+def _metadata_text(metadata: dict[str, Any]) -> str:
+    """:func:`~bridge.catalog.rows.dumps` of a placeholder's metadata: by orjson where it is a map
+    of strings, whose sorted compact text is the standard library's to the byte (escapes, and
+    characters past ASCII as they are), else by the standard library."""
+    if _strings(metadata):
+        try:
+            return orjson.dumps(metadata, option=orjson.OPT_SORT_KEYS).decode()
+        except orjson.JSONEncodeError:  # a lone surrogate, which only the standard library writes
+            pass
+    return dumps(metadata)
+
+
 def _touched(
     row: Sequence[Any], dataset: tuple[str, str], first: str, last: str, producer: str | None
 ) -> tuple[str, str, str, str] | None:
@@ -118,11 +145,11 @@ def _touched(
     nothing changes (or it is the catalog's own asset, never changed from outside)."""
     if row[6] != Origin.EXTERNAL.value:
         return None
-    metadata = json.loads(row[5])
+    metadata = _read_metadata(row[5])
     metadata.update(olNamespace=dataset[0], olName=dataset[1], firstSeen=first, lastSeen=last)
     if producer is not None:
         metadata["producer"] = producer
-    text = dumps(metadata)
+    text = _metadata_text(metadata)
     created = min(_canonical(first, "first_seen"), _canonical(row[7], "catalog"))
     updated = _canonical(last, "last_seen")
     if (text, created, updated) == (row[5], row[7], row[8]):

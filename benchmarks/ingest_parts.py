@@ -2,17 +2,20 @@
 
     python benchmarks/ingest_parts.py [--events 24000] [--group 400]
 
-Prints CPU time per event for parsing and for the verdict with reading the event, and the time
-the catalog's write lock is held per event: the preload, the in-memory merge, the writes and the
-commit (with
-``synchronous=FULL``, as ``olbridge serve`` commits by default); then the same for groups of four,
-as single-event requests give. The first 20% of the events warm the catalog and are not timed.
+Prints CPU time per event for parsing, for the verdict with reading the event and for its
+hand-over to the writer process (pickled by the worker, a request of 100 at a time, and unpickled
+by the writer; the best of five rounds), and the time the catalog's write lock is held per event: the preload, the
+in-memory merge, the writes and the commit (with ``synchronous=FULL``, as ``olbridge serve``
+commits by default); then the same for groups of four, as single-event requests give. The first
+20% of the events warm the catalog and are not timed.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import pickle
 import sys
 import tempfile
 import time
@@ -27,6 +30,7 @@ from bridge.mapping import Resolver
 from bridge.model import IncomingEvent
 from bridge.receiver.events import parse_json
 from bridge.receiver.imports import catalog_intake
+from bridge.receiver.server import GC_YOUNG
 from bridge.receiver.writer import CatalogWriter
 
 
@@ -58,6 +62,30 @@ def under_lock(path: Path, prepared: list[IncomingEvent], group: int, resolver: 
     return {key: 1e6 * spent / timed for key, spent in parts.items()}
 
 
+def hand_over(events: list[IncomingEvent], request: int = 100, rounds: int = 5) -> tuple[float, float]:
+    """CPU µs an event to pickle requests of ``request`` events, as a worker hands them to the
+    writer process, and to unpickle them, as the writer does (the best of ``rounds``: a few
+    microseconds an event, which the machine's other work blurs); with the collector's threshold
+    of ``olbridge serve``'s processes."""
+    requests = [events[at : at + request] for at in range(0, len(events), request)]
+    before = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG, 20, 50)
+    pickling, unpickling = [], []
+    try:
+        for _ in range(rounds):
+            t0 = time.process_time()
+            messages = [pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL) for part in requests]
+            t1 = time.process_time()
+            for message in messages:
+                pickle.loads(message)
+            t2 = time.process_time()
+            pickling.append(t1 - t0)
+            unpickling.append(t2 - t1)
+    finally:
+        gc.set_threshold(*before)
+    return 1e6 * min(pickling) / len(events), 1e6 * min(unpickling) / len(events)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=24_000)
@@ -80,6 +108,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"{n:,} events; outside the write lock, CPU per event:")
         print(f"  parse (orjson)              {1e6 * (t1 - t0) / n:6.1f} us")
         print(f"  verdict and reading         {1e6 * (t2 - t1) / n:6.1f} us   ({n / (t2 - t1):,.0f} events/s)")
+        pickled, unpickled = hand_over(events)
+        print(f"  hand-over: pickle           {pickled:6.1f} us")
+        print(f"  hand-over: unpickle         {unpickled:6.1f} us   (in the writer)")
         for group in (args.group, 4):
             parts = under_lock(Path(work) / f"group-{group}.db", events, group, resolver)
             total = sum(parts.values())

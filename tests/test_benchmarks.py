@@ -90,6 +90,7 @@ def test_ingest_parts_runs(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "write lock held, groups of 8" in out
     assert "write lock held, groups of 4" in out
+    assert "hand-over: unpickle" in out
 
 
 def test_conversion_runs(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,10 +4,10 @@
 
 Prints CPU time per event for parsing, for the verdict with reading the event and for its
 hand-over to the writer process (pickled by the worker, a request of 100 at a time, and unpickled
-by the writer; the best of five rounds), and the time the catalog's write lock is held per event: the preload, the
-in-memory merge, the writes and the commit (with ``synchronous=FULL``, as ``olbridge serve``
-commits by default); then the same for groups of four, as single-event requests give. The first
-20% of the events warm the catalog and are not timed.
+by the writer; the best of five rounds), and the time the catalog's write lock is held per event:
+the preload, the in-memory merge, the writes and the commit (with ``synchronous=FULL``, as
+``olbridge serve`` commits by default); then the same for groups of four, as single-event
+requests give. The first 20% of the events warm the catalog and are not timed.
 """
 
 from __future__ import annotations

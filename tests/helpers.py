@@ -79,9 +79,9 @@ def serve_process(
             while True:
                 assert process.poll() is None, f"olbridge serve exited with {process.returncode}: {_written(err)}"
                 try:
-                    if requests.get(f"{served.url}/readyz", timeout=1).status_code == 200:
+                    if requests.get(f"{served.url}/readyz", timeout=5).status_code == 200:
                         break
-                except requests.ConnectionError:
+                except (requests.ConnectionError, requests.Timeout):  # not listening, or still starting
                     pass
                 assert time.monotonic() < deadline, (
                     f"olbridge serve not ready in {ready_timeout:.0f} s: {_written(err)}"

@@ -24,6 +24,8 @@ from bridge.mapping import Resolver
 from bridge.receiver.app import ReceiverApp
 from bridge.receiver.events import canonical
 from bridge.receiver.intake import Intake, Limits
+from bridge.receiver.metrics import Metrics
+from bridge.receiver.outcome import Outcome
 from bridge.receiver.writer import GroupWriter
 from tests.helpers import (
     DATASET_EVENT_URL,
@@ -296,6 +298,38 @@ def test_routes_health_readiness_and_metrics(client: Client) -> None:
     assert 'olbridge_receiver_events_total{result="duplicate"} 1' in text
     assert 'olbridge_receiver_events_total{result="refused"} 1' in text
     assert 'olbridge_receiver_requests_total{route="/api/v1/lineage",status="201"} 2' in text
+
+
+def test_a_request_s_outcomes_counted_at_once_count_as_each_alone() -> None:
+    """A batch's outcomes are tallied before they reach the shared counters: the counts (events by
+    result, placeholders, events with warnings, a token's events by result) are those of counting
+    each outcome alone."""
+    outcomes = [
+        Outcome("accepted", placeholders=("a", "b")),
+        Outcome("accepted", warnings=("w1", "w2"), placeholders=("c",)),
+        Outcome("duplicate"),
+        Outcome("refused", warnings=("w",)),
+        Outcome("unavailable"),
+        Outcome("accepted"),
+    ]
+    together, alone = Metrics(["spark"]), Metrics(["spark"])
+    together.count(outcomes, "spark")
+    together.count(outcomes[:2])  # no token
+    for outcome in outcomes:
+        alone.count([outcome], "spark")
+    for outcome in outcomes[:2]:
+        alone.count([outcome])
+    counted = together.snapshot()
+    assert counted == alone.snapshot()
+    assert counted["events"] == {"accepted": 5, "duplicate": 1, "refused": 1, "unavailable": 1}
+    assert (counted["placeholders"], counted["eventsWithWarnings"]) == (6, 3)
+    assert counted["eventsByToken"]["spark"] == {
+        "accepted": 3,
+        "duplicate": 1,
+        "refused": 1,
+        "unavailable": 1,
+        "forbidden": 0,
+    }
 
 
 def test_a_catalog_that_cannot_commit_answers_503_and_keeps_nothing(tmp_path: Path, resolver: Resolver) -> None:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta, timezone
+
 import pytest
 
 from bridge.errors import ValidationError
@@ -9,9 +11,11 @@ from bridge.model import (
     TaskState,
     check_metadata,
     check_namespace,
+    format_time,
     id_form,
     merge_metadata,
     normalize_type,
+    parse_time,
     slugify,
 )
 
@@ -106,3 +110,23 @@ def test_states_and_failure_behaviour() -> None:
     assert FailureBehavior.FAIL.apply(TaskState.SUCCESS) is TaskState.FAILED
     assert FailureBehavior.IGNORE.apply(TaskState.SUCCESS) is TaskState.SUCCESS
     assert FailureBehavior.WARN.apply(TaskState.FAILED) is TaskState.FAILED
+
+
+@pytest.mark.parametrize(
+    ("moment", "text"),
+    [
+        (datetime(2025, 1, 31, 12, 0, tzinfo=UTC), "2025-01-31T12:00:00.000000Z"),
+        (datetime(2025, 1, 31, 12, 0, 0, 123, tzinfo=UTC), "2025-01-31T12:00:00.000123Z"),
+        (datetime(2025, 1, 31, 14, 30, tzinfo=timezone(timedelta(hours=2, minutes=30))), "2025-01-31T12:00:00.000000Z"),
+        (datetime(2025, 1, 1, 1, 0, tzinfo=timezone(timedelta(hours=3))), "2024-12-31T22:00:00.000000Z"),
+        (
+            datetime(2025, 6, 1, 12, 0, tzinfo=timezone(timedelta(0), "Z")),
+            "2025-06-01T12:00:00.000000Z",
+        ),  # not UTC itself
+        (datetime(1, 1, 1, tzinfo=UTC), "0001-01-01T00:00:00.000000Z"),
+        (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), "9999-12-31T23:59:59.999999Z"),
+    ],
+)
+def test_the_one_text_form_of_a_time(moment: datetime, text: str) -> None:
+    assert format_time(moment) == text
+    assert parse_time(text, "t") == moment

@@ -219,3 +219,28 @@ TIMES = [
 @pytest.mark.parametrize(("value", "reads"), TIMES, ids=[t for t, _ in TIMES])
 def test_marquez_time_reads_what_marquez_reads(value: str, reads: bool) -> None:
     assert marquez_time(value) is reads
+
+
+UUIDS = [
+    ("0194a1b2-0000-7000-8000-000000000001", True),
+    ("0194A1B2-ABCD-7000-8000-00000000000F", True),
+    ("0194a1b2000070008000000000000001", False),  # no hyphens
+    ("{0194a1b2-0000-7000-8000-000000000001}", False),
+    ("urn:uuid:0194a1b2-0000-7000-8000-000000000001", False),
+    ("+194a1b2-0000-7000-8000-000000000001", False),  # a sign, which int() takes
+    (" 194a1b2-0000-7000-8000-000000000001", False),  # a space, which int() takes
+    ("0_94a1b2-0000-7000-8000-000000000001", False),  # an underscore, which int() takes
+    ("0194a1b2-0000-7000-8000-00000000000g", False),
+    ("0194a1b2-0000-7000-8000-000000000001\n", False),
+    ("0194a1b2-0000-7000-8000-٠00000000001", False),  # a digit past ASCII
+]
+
+
+@pytest.mark.parametrize(("value", "valid"), UUIDS, ids=[repr(v) for v, _ in UUIDS])
+def test_a_run_id_is_a_uuid_in_the_text_form_of_rfc_4122(value: str, valid: bool) -> None:
+    event = copy.deepcopy(BASE_EVENT)
+    event["run"]["runId"] = value
+    problems = validate_event(event, marquez=False)
+    assert (problems == []) is valid, problems
+    if not valid:
+        assert problems == [Problem("/run/runId", f"must be a UUID, not {value!r}")]

@@ -12,7 +12,7 @@ def format_time(moment: datetime) -> str:
     """The one text form of a time: UTC, microseconds, ``Z`` (``2025-01-31T12:00:00.000000Z``);
     it sorts as the time does."""
     utc = moment if moment.tzinfo is UTC else moment.astimezone(UTC)
-    return utc.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    return utc.isoformat(timespec="microseconds")[:-6] + "Z"  # less its "+00:00"
 
 
 def epoch_text(seconds: float) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import re
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
@@ -29,6 +28,7 @@ _DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]*")
 _PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _FACET_URL = re.compile(r".*/facets/(\d+-\d+-\d+)/([A-Za-z0-9]+)\.json#/\$defs/([A-Za-z0-9]+)")
+_UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
 _MARQUEZ_NAMESPACE = re.compile(r"[A-Za-z0-9_\-.:/@+]{1,1024}")
 MARQUEZ_KEY_MAX = 255
 
@@ -84,11 +84,10 @@ def is_uri(value: str) -> bool:
 
 
 def is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return len(value) == 36 and all(value[i] == "-" for i in (8, 13, 18, 23))
+    """The text form of RFC 4122 (8-4-4-4-12 hexadecimal digits), which the spec's ``uuid``
+    format is. (The uuid module's parser takes more: a sign, spaces and underscores in the
+    digits, which int() takes.)"""
+    return _UUID.fullmatch(value) is not None
 
 
 _FORMATS: dict[str, tuple[Callable[[str], bool], str]] = {
@@ -227,17 +226,19 @@ def check_facets(facets: Any, base: str, pointer: str) -> Iterator[Problem]:
 # --- the core model -----------------------------------------------------------------------------
 
 
-def _required_string(obj: Mapping[str, Any], key: str, pointer: str, fmt: str | None = None) -> Iterator[Problem]:
+def _required_string(obj: Mapping[str, Any], key: str, pointer: str, fmt: str | None = None) -> tuple[Problem, ...]:
+    """The problem of a required string field, if any (a tuple, not a generator: it is called a
+    few times an event, and nearly always finds nothing)."""
     if key not in obj:
-        yield Problem(pointer, f"'{key}' is required")
-        return
+        return (Problem(pointer, f"'{key}' is required"),)
     value = obj[key]
     if not isinstance(value, str):
-        yield Problem(_ptr(pointer, key), f"must be a string, not {_json_type(value)}")
-    elif fmt:
+        return (Problem(_ptr(pointer, key), f"must be a string, not {_json_type(value)}"),)
+    if fmt:
         check, label = _FORMATS[fmt]
         if not check(value):
-            yield Problem(_ptr(pointer, key), f"must be {label}, not {value!r}")
+            return (Problem(_ptr(pointer, key), f"must be {label}, not {value!r}"),)
+    return ()
 
 
 _DATASET_PROBLEMS: Memo[tuple[tuple[str, str, str], ...]] = Memo()

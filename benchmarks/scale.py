@@ -31,6 +31,7 @@ the ``pgserver`` package's).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -60,6 +61,7 @@ from benchmarks.ingest import (  # noqa: E402
     wrk_figures,
 )
 from bridge.catalog import Catalog  # noqa: E402
+from bridge.receiver.server import GC_YOUNG  # noqa: E402
 from tests.postgres import PostgresServer  # noqa: E402
 
 OLBRIDGE = str(Path(sys.executable).parent / "olbridge")
@@ -291,28 +293,42 @@ def writer_figures(
     counts = {group: max(2_000, min(20 * group, 16_000)) // group * group for group in groups}
     events, _ = prepared_events(warm + max(counts.values()), folder, resolver)
     warming, events = events[:warm], events[warm:]
-    print(f"\n{'engine':11} {'writer group':>12} {'events/s':>9} {'CPU us/event: olbridge + database':>34}")
-    for name in engines:
-        engine = Engine(name, folder, server if name == "postgresql" else None)
-        for group in groups:
-            count = counts[group]
-            catalog = engine.new()
-            with Catalog(catalog) as opened:
-                if warming:
-                    opened.ingest(warming, resolver)
-                database = server.pid if server is not None and name == "postgresql" else None
-                cpu, theirs, began = time.process_time(), tree_cpu(database) if database else 0.0, time.perf_counter()
-                for start in range(0, count, group):
-                    opened.ingest(events[start : start + group], resolver)
-                elapsed = time.perf_counter() - began
-                ours = time.process_time() - cpu
-                theirs = (tree_cpu(database) - theirs) if database else 0.0
-            engine.drop(catalog)
-            print(
-                f"{name:11} {group:>12,} {count / elapsed:>9,.0f} "
-                f"{1e6 * ours / count:>25,.0f} + {1e6 * theirs / count:>6,.0f}",
-                flush=True,
-            )
+    # the collector as in olbridge serve's writer: the young generation's threshold, and the
+    # events prepared here (which serve's writer gets a group at a time) kept out of its walks
+    gc.collect()
+    gc.freeze()
+    before = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG, 20, 50)
+    try:
+        print(f"\n{'engine':11} {'writer group':>12} {'events/s':>9} {'CPU us/event: olbridge + database':>34}")
+        for name in engines:
+            engine = Engine(name, folder, server if name == "postgresql" else None)
+            for group in groups:
+                count = counts[group]
+                catalog = engine.new()
+                with Catalog(catalog) as opened:
+                    if warming:
+                        opened.ingest(warming, resolver)
+                    database = server.pid if server is not None and name == "postgresql" else None
+                    cpu, theirs, began = (
+                        time.process_time(),
+                        tree_cpu(database) if database else 0.0,
+                        time.perf_counter(),
+                    )
+                    for start in range(0, count, group):
+                        opened.ingest(events[start : start + group], resolver)
+                    elapsed = time.perf_counter() - began
+                    ours = time.process_time() - cpu
+                    theirs = (tree_cpu(database) - theirs) if database else 0.0
+                engine.drop(catalog)
+                print(
+                    f"{name:11} {group:>12,} {count / elapsed:>9,.0f} "
+                    f"{1e6 * ours / count:>25,.0f} + {1e6 * theirs / count:>6,.0f}",
+                    flush=True,
+                )
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
 
 
 # --- catalog copy ----------------------------------------------------------------------------

@@ -12,7 +12,16 @@ def format_time(moment: datetime) -> str:
     """The one text form of a time: UTC, microseconds, ``Z`` (``2025-01-31T12:00:00.000000Z``);
     it sorts as the time does."""
     utc = moment if moment.tzinfo is UTC else moment.astimezone(UTC)
-    return utc.isoformat(timespec="microseconds")[:-6] + "Z"  # less its "+00:00"
+    # its fields formatted: isoformat(timespec=...) costs twice as much (a call an event received)
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ" % (  # noqa: UP031 (the faster form here)
+        utc.year,
+        utc.month,
+        utc.day,
+        utc.hour,
+        utc.minute,
+        utc.second,
+        utc.microsecond,
+    )
 
 
 def epoch_text(seconds: float) -> str:

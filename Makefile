@@ -66,6 +66,8 @@ bench: $(STAMP)
 	else echo "benchmarks/scale.py needs wrk, the load generator (Debian: apt-get install wrk)" >&2; fi
 	$(BIN)/python benchmarks/delivery.py
 	$(BIN)/python benchmarks/ingest_parts.py
+	@if command -v valgrind >/dev/null 2>&1; then $(BIN)/python benchmarks/instructions.py; \
+	else echo "benchmarks/instructions.py needs valgrind (Debian: apt-get install valgrind)" >&2; fi
 	$(BIN)/python benchmarks/column_lineage.py
 	$(BIN)/python benchmarks/engine_overhead.py
 

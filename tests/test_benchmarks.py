@@ -32,7 +32,7 @@ def load(stem: str) -> ModuleType:
 
 
 def test_every_benchmark_is_listed() -> None:
-    assert {"engine_overhead", "ingest", "scale", "conversion", "ingest_parts"} <= set(MODULES)
+    assert {"engine_overhead", "ingest", "scale", "conversion", "ingest_parts", "instructions"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("stem", MODULES)
@@ -91,6 +91,18 @@ def test_ingest_parts_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert "write lock held, groups of 8" in out
     assert "write lock held, groups of 4" in out
     assert "hand-over: unpickle" in out
+
+
+def test_instructions_parts_run_and_read_callgrinds_report() -> None:
+    """Each part the instruction count runs under callgrind runs as it is (measuring nothing), and
+    the count is read from callgrind's report."""
+    instructions = load("instructions")
+    instructions.main(["--child", "worker", "--events", "16"])
+    instructions.main(["--child", "writer", "--events", "16", "--counted", "4"])
+    report = "==1== Events    : Ir\n==1== Collected : 1234567\n==1== \n==1== I   refs:      1,234,567\n"
+    assert instructions.collected(report) == 1_234_567
+    with pytest.raises(ValueError, match="Collected"):
+        instructions.collected("==1== no report\n")
 
 
 def test_conversion_runs(capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,10 +11,11 @@ benchmarks' figures move with it.
   ``olbridge serve`` commits), SQLite's own work included; the system calls (the syncs) are not
   instructions of the process and are not counted.
 
-Each part runs twice under callgrind, with ``--events`` events and with a quarter of them (after
-the same preparation and the same warm-up), and the difference is divided by the events between:
+Each part runs twice under callgrind, with ``--events`` events and with a fifth of them (after
+the same preparation and the same warm-up; with the default 2,000 and 400, whole groups and
+requests both times), and the difference is divided by the events between:
 what starting Python, importing and preparing cost falls out. ``PYTHONHASHSEED`` is fixed, so a
-run gives the same count to within a few hundredths of a percent. Needs valgrind (Debian:
+run gives the same count to within a quarter of a percent. Needs valgrind (Debian:
 ``apt-get install valgrind``); each part takes a few minutes under it.
 """
 
@@ -115,19 +116,19 @@ def count(part: str, total: int, counted: int, folder: Path) -> int:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--events", type=int, default=2_000, help="events of the larger run (the smaller: a quarter)")
+    parser.add_argument("--events", type=int, default=2_000, help="events of the larger run (the smaller: a fifth)")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--child", choices=PARTS, help=argparse.SUPPRESS)
     parser.add_argument("--counted", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.events < 8:
-        parser.error("--events must be at least 8")
+    if args.events < 10:
+        parser.error("--events must be at least 10")
     if args.child is not None:
         run_part(args.child, args.events, args.counted if args.counted is not None else args.events)
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("Error: valgrind is not installed (Debian: apt-get install valgrind)")
-    small = args.events // 4
+    small = args.events // 5
     print(f"instructions an event (callgrind; runs of {args.events:,} and {small:,} events, the difference):")
     with tempfile.TemporaryDirectory(prefix="olbridge-callgrind-") as folder:
         for part in args.parts:

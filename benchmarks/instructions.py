@@ -14,7 +14,9 @@ benchmarks' figures move with it.
 Each part runs twice under callgrind, with ``--events`` events and with a fifth of them (after
 the same preparation and the same warm-up; with the default 2,000 and 400, whole groups and
 requests both times), and the difference is divided by the events between:
-what starting Python, importing and preparing cost falls out. ``PYTHONHASHSEED`` is fixed, so a
+what starting Python, importing and preparing cost falls out. The collector runs as in ``olbridge
+serve``'s processes (:data:`bridge.receiver.server.GC_YOUNG`, what is in hand frozen), so that it
+costs each event what it costs there. ``PYTHONHASHSEED`` is fixed, so a
 run gives the same count to within a quarter of a percent. Needs valgrind (Debian:
 ``apt-get install valgrind``); each part takes a few minutes under it.
 """
@@ -22,6 +24,7 @@ run gives the same count to within a quarter of a percent. Needs valgrind (Debia
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import pickle
@@ -56,7 +59,16 @@ def run_part(part: str, total: int, counted: int) -> None:
     from bridge.model import IncomingEvent
     from bridge.receiver.events import parse_json
     from bridge.receiver.imports import catalog_intake
+    from bridge.receiver.server import GC_YOUNG
     from bridge.receiver.writer import CatalogWriter
+
+    def as_serve() -> None:
+        """The collector as in olbridge serve's processes: the young generation's threshold, and
+        what is in hand already (the bodies, the prepared events) kept out of its walks, so that
+        a run of more events does not pay more a collection."""
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(GC_YOUNG, 20, 50)
 
     resolver = Resolver.load()
     texts = bodies(WARM + total)
@@ -66,6 +78,7 @@ def run_part(part: str, total: int, counted: int) -> None:
             if part == "worker":
                 for text in texts[:WARM]:
                     intake.prepare(parse_json(text))
+                as_serve()
                 events = [intake.prepare(parse_json(text)) for text in texts[WARM : WARM + counted]]
                 messages = [
                     pickle.dumps(events[at : at + REQUEST], protocol=pickle.HIGHEST_PROTOCOL)
@@ -77,6 +90,7 @@ def run_part(part: str, total: int, counted: int) -> None:
             prepared = [intake.prepare(parse_json(text)) for text in texts]
         taken = [item for item in prepared if isinstance(item, IncomingEvent)]
         assert len(taken) == len(prepared), "every benchmark event is accepted"
+        as_serve()
         writer = CatalogWriter(Path(work) / "catalog.db", resolver)
         try:
             for start in range(0, WARM + counted, GROUP):
@@ -124,7 +138,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.events < 10:
         parser.error("--events must be at least 10")
     if args.child is not None:
-        run_part(args.child, args.events, args.counted if args.counted is not None else args.events)
+        before = gc.get_threshold()
+        try:
+            run_part(args.child, args.events, args.counted if args.counted is not None else args.events)
+        finally:  # as it was (the tests run the parts in their own process)
+            gc.set_threshold(*before)
+            gc.unfreeze()
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("Error: valgrind is not installed (Debian: apt-get install valgrind)")

@@ -96,9 +96,13 @@ def test_ingest_parts_runs(capsys: pytest.CaptureFixture[str]) -> None:
 def test_instructions_parts_run_and_read_callgrinds_report() -> None:
     """Each part the instruction count runs under callgrind runs as it is (measuring nothing), and
     the count is read from callgrind's report."""
+    import gc
+
     instructions = load("instructions")
+    before = gc.get_threshold()
     instructions.main(["--child", "worker", "--events", "16"])
     instructions.main(["--child", "writer", "--events", "16", "--counted", "4"])
+    assert (gc.get_threshold(), gc.get_freeze_count()) == (before, 0), "the collector is left as it was"
     report = "==1== Events    : Ir\n==1== Collected : 1234567\n==1== \n==1== I   refs:      1,234,567\n"
     assert instructions.collected(report) == 1_234_567
     with pytest.raises(ValueError, match="Collected"):

@@ -8,8 +8,9 @@ benchmarks' figures move with it.
   has it: parsing, the verdict, reading it, pickling it (requests of 100), and the writer's
   unpickling of it.
 - ``writer``: the writer taking the events in groups of 400 on SQLite (``synchronous=FULL``, as
-  ``olbridge serve`` commits), SQLite's own work included; the system calls (the syncs) are not
-  instructions of the process and are not counted.
+  ``olbridge serve`` commits), SQLite's own work included, and each group's results pickled (as
+  the writer answers) and unpickled (as the worker reads them); the system calls (the syncs) are
+  not instructions of the process and are not counted.
 
 Each part runs twice under callgrind, with ``--events`` events and with a fifth of them (after
 the same preparation and the same warm-up; with the default 2,000 and 400, whole groups and
@@ -94,7 +95,8 @@ def run_part(part: str, total: int, counted: int) -> None:
         writer = CatalogWriter(Path(work) / "catalog.db", resolver)
         try:
             for start in range(0, WARM + counted, GROUP):
-                writer.write(taken[start : min(start + GROUP, WARM + counted)])
+                results = writer.write(taken[start : min(start + GROUP, WARM + counted)])
+                pickle.loads(pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL))  # the answer, both ends
         finally:
             writer.close()
 

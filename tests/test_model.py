@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import pickle
 from datetime import UTC, datetime, timedelta, timezone
 
+import attrs
 import pytest
 
 from bridge.errors import ValidationError
@@ -18,6 +20,7 @@ from bridge.model import (
     parse_time,
     slugify,
 )
+from bridge.model.pickling import pickles_as_tuple
 
 
 @pytest.mark.parametrize(
@@ -130,3 +133,34 @@ def test_states_and_failure_behaviour() -> None:
 def test_the_one_text_form_of_a_time(moment: datetime, text: str) -> None:
     assert format_time(moment) == text
     assert parse_time(text, "t") == moment
+
+
+@pickles_as_tuple
+@attrs.frozen
+class _One:
+    only: str
+
+
+@pickles_as_tuple
+@attrs.frozen
+class _Many:
+    a: int
+    b: str | None
+    c: tuple[int, ...]
+    d: _One
+    e: float = 0.5
+
+
+def test_a_record_pickles_as_the_tuple_of_its_fields_and_back_whole() -> None:
+    for record in (_One("x"), _Many(1, None, (2, 3), _One("y")), _Many(0, "", (), _One(""), 1e300)):
+        again = pickle.loads(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+        assert again == record and type(again) is type(record)
+        assert again.__getstate__() == attrs.astuple(record, recurse=False)
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            again.a = 2  # type: ignore[misc]  # still frozen once unpickled
+    many = _Many(1, "b", (), _One("z"))
+    assert pickle.loads(pickle.dumps([many, many])) == [many, many]
+    for state in ((1, "b", ()), (1, "b", (), _One("z"), 0.5, "more")):  # a state of another shape: refused
+        blank = object.__new__(_Many)
+        with pytest.raises(ValueError):
+            blank.__setstate__(state)

@@ -10,7 +10,9 @@ run a START and a COMPLETE, 280 jobs on their own tables, every event distinct),
 process, each posting its own slice of the events, so that nothing is a duplicate; events/s is the
 servers' steady rate, counted by their metrics once the load runs; p50 / p99 are wrk's (the higher
 of the wrk processes'); ev/commit is the events each commit of the servers' writers took, on
-average (their metrics: the group a commit holds). Every server runs with its defaults (one HTTP
+average (their metrics: the group a commit holds); CPU µs/event is that of olbridge's processes
+(in brackets: its writers' share, the rest the HTTP workers') and of the database server's, over
+the same window. Every server runs with its defaults (one HTTP
 worker, or ``--serve-workers``, and a writer). The writer alone (``--parts writer``) takes the
 same events without HTTP in groups of ``--writer-groups``, after ``--warm`` events taken untimed.
 The stream workers drain a catalog of ``--runs`` task runs (two events each) to a loopback backend
@@ -62,7 +64,7 @@ from benchmarks.ingest import (  # noqa: E402
 )
 from bridge.catalog import Catalog  # noqa: E402
 from bridge.receiver.server import GC_YOUNG  # noqa: E402
-from tests.postgres import PostgresServer  # noqa: E402
+from tests.postgres import PostgresServer, children_of  # noqa: E402
 
 OLBRIDGE = str(Path(sys.executable).parent / "olbridge")
 
@@ -114,6 +116,36 @@ def tree_cpu(root: int) -> float:
     return total
 
 
+def listening_sockets(port: int) -> set[str]:
+    """The socket inodes listening on TCP ``port`` (Linux /proc/net), as a process's open file
+    descriptors name them (``socket:[inode]``)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # LISTEN
+                found.add(f"socket:[{fields[9]}]")
+    return found
+
+
+def writer_of(supervisor: int, port: int) -> int | None:
+    """The writer process of an ``olbridge serve``: of its supervisor's children, the one that
+    does not hold the listening socket (the HTTP workers share it; the writer closes it)."""
+    listening = listening_sockets(port)
+    for child in children_of(supervisor):
+        try:
+            held = {os.readlink(f"/proc/{child}/fd/{fd}") for fd in os.listdir(f"/proc/{child}/fd")}
+        except OSError:
+            continue
+        if listening and not held & listening:
+            return child
+    return None
+
+
 def load(
     urls: Sequence[str],
     endpoint: str,
@@ -122,25 +154,28 @@ def load(
     args: argparse.Namespace,
     olbridge: Sequence[int],
     database: int | None,
+    writers: Sequence[int] = (),
 ) -> Any:
     """wrk against each server at once, each with its own bodies; the servers' steady rate (their
     counts between samples taken once the load runs), wrk's latencies, and the CPU µs an event
-    of olbridge's processes (``olbridge``: the serve processes, each with its workers and writer)
-    and of the database server's (``database``), over the same window."""
+    of olbridge's processes (``olbridge``: the serve processes, each with its workers and writer),
+    of their writers (``writers``) and of the database server's (``database``), over the same
+    window."""
     per = max(args.connections // len(urls), 1)
     loads = [start_wrk(url, endpoint, bodies, script, args, per) for url, bodies in zip(urls, slices, strict=True)]
-    samples: list[tuple[float, int, float, float]] = []
+    samples: list[tuple[float, int, float, float, float]] = []
     deadline = time.monotonic() + args.seconds + 120
     while any(p.poll() is None for p in loads) and time.monotonic() < deadline:
         ours = sum(tree_cpu(pid) for pid in olbridge)
+        writing = sum(tree_cpu(pid) for pid in writers)
         theirs = tree_cpu(database) if database is not None else 0.0
-        samples.append((time.monotonic(), counted(*urls), ours, theirs))
+        samples.append((time.monotonic(), counted(*urls), ours, writing, theirs))
         time.sleep(0.5)
     outs = [p.communicate(timeout=60)[0] for p in loads]
     moving = [i for i in range(1, len(samples)) if samples[i][1] > samples[i - 1][1]]
     if len(moving) < 4:
         raise SystemExit(f"the servers' count moved in only {len(moving)} samples: no steady rate to measure")
-    (t0, c0, o0, d0), (t1, c1, o1, d1) = samples[moving[1]], samples[moving[-1] - 1]
+    (t0, c0, o0, w0, d0), (t1, c1, o1, w1, d1) = samples[moving[1]], samples[moving[-1] - 1]
     each = [wrk_figures(out) for out in outs]
     events = max(c1 - c0, 1)
     return {
@@ -149,6 +184,7 @@ def load(
         "99%": max(f["99%"] for f in each),
         "non2xx": sum(f["non2xx"] for f in each),
         "cpu_olbridge": 1e6 * (o1 - o0) / events,
+        "cpu_writers": 1e6 * (w1 - w0) / events if writers else float("nan"),
         "cpu_database": 1e6 * (d1 - d0) / events,
     }
 
@@ -218,8 +254,10 @@ def receiver(
         time.sleep(2)  # every worker up before the load starts
         size0, wal0 = engine.sizes(catalog)
         database = engine.server.pid if engine.server is not None else None
+        found = [writer_of(process.pid, int(url.rsplit(":", 1)[1])) for process, url in servers]
+        writers = [pid for pid in found if pid is not None] if None not in found else []
         figures: dict[str, float] = load(
-            urls, endpoint, slices, script, args, [process.pid for process, _ in servers], database
+            urls, endpoint, slices, script, args, [process.pid for process, _ in servers], database, writers
         )
         counts = [accepted(url) for url in urls]
         taken, duplicates, commits = (sum(column) for column in zip(*counts, strict=True))
@@ -449,14 +487,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"{'engine':11} {'requests':15} {'receivers':19} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
                 f"{'non-2xx':>8} {'dup':>4} {'ev/commit':>9} {'DB B/event':>10} {'WAL B/event':>11} "
-                f"{'CPU us/event':>16}  each run"
+                f"{'CPU us/event (writers)':>24}  each run"
             )
         for name, mode, label, f, every in rows:
             print(
                 f"{name:11} {'one event each' if mode == 'single' else 'batches of ' + str(args.batch_size):15} "
                 f"{label:19} {f['steady']:>9,.0f} {f['50%']:>8.1f} {f['99%']:>8.1f} {f['non2xx']:>8.0f} "
                 f"{f['duplicates']:>4.0f} {f['group']:>9,.1f} {f['bytes'] or 0:>10,.0f} {f['wal'] or 0:>11,.0f} "
-                f"{f['cpu_olbridge']:>7,.0f} + {f['cpu_database']:>6,.0f}  "
+                f"{f['cpu_olbridge']:>7,.0f} ({f['cpu_writers']:>5,.0f}) + {f['cpu_database']:>6,.0f}  "
                 + " ".join(f"{rate:,.0f}" for rate in every)
             )
         if "writer" in args.parts:

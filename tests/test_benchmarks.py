@@ -171,3 +171,29 @@ def test_wrk_figures_read_wrks_output() -> None:
     """The parse both wrk benchmarks (ingest.py, scale.py) share: latencies in ms, whatever the unit."""
     figures = load("ingest").wrk_figures(WRK_OUTPUT)
     assert figures == {"rps": 1558.0, "50%": 10.2, "99%": 1200.0, "non2xx": 3.0}
+
+
+def test_scale_tells_a_serve_processs_writer_from_its_workers(tmp_path: Path) -> None:
+    """The receivers' CPU split (scale.py's writers' share): the writer found is the child that
+    listens on the writer's Unix socket (which /proc/net/unix names), not one of the workers."""
+    from tests.helpers import serve_process
+    from tests.postgres import children_of
+
+    scale = load("scale")
+    with serve_process(tmp_path / "catalog.db", "--workers", "2") as served:
+        supervisor, port = served.process.pid, int(served.url.rsplit(":", 1)[1])
+        children = children_of(supervisor)
+        assert len(children) == 3  # a writer and two workers
+        writer = scale.writer_of(supervisor, port)
+        assert writer in children
+        listening_unix = set()
+        for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+            fields = line.split()
+            if (
+                len(fields) == 8 and fields[7].endswith("writer.sock") and int(fields[3], 16) & 0x10000
+            ):  # __SO_ACCEPTCON
+                listening_unix.add(f"socket:[{fields[6]}]")
+        for child in children:
+            held = {str(fd.readlink()) for fd in Path(f"/proc/{child}/fd").iterdir()}
+            assert bool(held & listening_unix) == (child == writer)
+        assert scale.writer_of(supervisor, port + 1 if port < 65535 else port - 1) is None  # no one listens there

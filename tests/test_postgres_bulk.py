@@ -212,6 +212,61 @@ def test_new_rows_land_as_executemany_leaves_them_and_one_written_meanwhile_is_a
     assert len(_table(fresh, table)) == len(before) + 1, "none of the rows written but the other writer's"
 
 
+@pytest.mark.parametrize("count", [1, BULK_FROM, COPY_FROM])  # executemany; one INSERT; streamed in (COPY)
+def test_new_rows_go_with_the_group_s_other_writes_and_a_short_count_is_a_conflict(
+    count: int, two_catalogs: tuple[Catalog, Catalog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The receiver's writer hands its new runs and events to write_all with its other writes:
+    below COPY_FROM rows they go in the same round trip as the others (no write_new of their
+    own), their counts checked once it is synced; a run or an event another writer wrote meanwhile
+    is a Conflict, and none of the group's writes stay, the others' included. From COPY_FROM, each
+    is streamed in first in its own turn."""
+    rng = random.Random(count)
+    by_rows, fresh = two_catalogs
+    claims, events, facets = (
+        _rows(name, rng, count, 0, new=True) for name in ("CLAIM_SOURCE", "INSERT_RECEIVED", "UPSERT_FACET")
+    )
+    for statement, rows in (
+        (sql.CLAIM_SOURCE, claims),
+        (sql.INSERT_RECEIVED, events),
+        (sql.UPSERT_FACET, facets),
+    ):
+        by_rows._conn.cursor().executemany(statement, rows)
+    alone: list[int] = []
+    write_new = type(fresh.engine).write_new
+    monkeypatch.setattr(
+        type(fresh.engine),
+        "write_new",
+        lambda engine, cur, st, rows: (alone.append(len(rows)), write_new(engine, cur, st, rows)),
+    )
+    new = [(sql.CLAIM_SOURCE, claims), (sql.INSERT_RECEIVED, events)]
+    fresh.db.write(lambda cur: fresh.engine.write_all(cur, [(sql.UPSERT_FACET, facets)], new=new))
+    assert alone == ([count, count] if count >= COPY_FROM else []), "in the others' round trip below COPY_FROM"
+    tables = ("external_sources", "received_events", "external_facets")
+    assert [_table(fresh, t) for t in tables] == [_table(by_rows, t) for t in tables]
+    for late in range(2):  # another writer wrote a run, or an event, after the group read them
+        before = [_table(fresh, t) for t in tables]
+        claims, events, facets = (
+            _rows(name, rng, count, 1 + late, new=True) for name in ("CLAIM_SOURCE", "INSERT_RECEIVED", "UPSERT_FACET")
+        )
+        other: Any = fresh.engine.connect()  # autocommit
+        try:
+            other.cursor().executemany(
+                *((sql.CLAIM_SOURCE, claims[:1]) if late == 0 else (sql.INSERT_RECEIVED, events[-1:]))
+            )
+        finally:
+            other.close()
+        new = [(sql.CLAIM_SOURCE, claims), (sql.INSERT_RECEIVED, events)]
+        with pytest.raises(Conflict), fresh.db.transaction() as cur:
+            fresh.engine.write_all(cur, [(sql.UPSERT_FACET, facets)], new=new)
+        after = [_table(fresh, t) for t in tables]
+        assert [len(rows) for rows in after] == [
+            len(before[0]) + (late == 0),
+            len(before[1]) + (late == 1),
+            len(before[2]),
+        ]
+
+
 def test_values_json_cannot_carry_go_row_by_row() -> None:
     form = bulk_form(translate(sql.INSERT_EXTERNAL_USAGE))
     assert form is not None

@@ -84,8 +84,17 @@ def read_each(cur: Cursor, queries: Sequence[tuple[str, Sequence[Any]]]) -> list
     return [cur.execute(query, params).fetchall() for query, params in queries]
 
 
-def write_each(cur: Cursor, writes: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
-    """Each ``executemany`` that has rows, in order (:meth:`Engine.write_all` for any cursor)."""
+def write_each(
+    cur: Cursor,
+    writes: Sequence[tuple[str, Sequence[Sequence[Any]]]],
+    *,
+    new: Sequence[tuple[str, Sequence[Sequence[Any]]]] = (),
+) -> None:
+    """Each ``executemany`` that has rows, in order, after the writes of ``new`` rows, each
+    checked as :func:`write_new` checks it (:meth:`Engine.write_all` for any cursor)."""
+    for statement, rows in new:
+        if rows:
+            write_new(cur, statement, rows)
     for statement, rows in writes:
         if rows:
             cur.executemany(statement, rows)
@@ -180,9 +189,20 @@ class Engine(abc.ABC):
         after another here (an engine with a server sends them in one round trip)."""
         return read_each(cur, queries)
 
-    def write_all(self, cur: Cursor, writes: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
-        """Several ``executemany`` whose counts of rows nobody reads, in order (an engine with a
-        server sends them in one round trip)."""
+    def write_all(
+        self,
+        cur: Cursor,
+        writes: Sequence[tuple[str, Sequence[Sequence[Any]]]],
+        *,
+        new: Sequence[tuple[str, Sequence[Sequence[Any]]]] = (),
+    ) -> None:
+        """Several ``executemany`` whose counts of rows nobody reads, in order, after the writes
+        of ``new`` rows (each as :meth:`write_new` writes it: a :class:`Conflict` when another
+        writer wrote one of them meanwhile, once they are all sent). An engine with a server sends
+        them in one round trip where it can."""
+        for statement, rows in new:
+            if rows:
+                self.write_new(cur, statement, rows)
         write_each(cur, writes)
 
     def write_many(self, cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) -> int:

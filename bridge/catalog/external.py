@@ -23,7 +23,7 @@ import attrs
 import orjson
 
 from bridge.catalog import sql
-from bridge.catalog.engine import Cursor, Engine, read_each, write_each, write_new
+from bridge.catalog.engine import Cursor, Engine, read_each, write_each
 from bridge.catalog.rows import asset_from_row, asset_row, dumps
 from bridge.catalog.writes import get_asset
 from bridge.model import EXTERNAL, Asset, Origin, format_time, parse_time
@@ -232,7 +232,6 @@ class GroupIngest:
         # writer, each statement on its own)
         self.read_all = engine.read_all if engine is not None else read_each
         self.write_all = engine.write_all if engine is not None else write_each
-        self.write_new = engine.write_new if engine is not None else write_new
         self.resolver = resolver
         self.received: list[tuple[Any, ...]] = []
         self.bindings: dict[tuple[str, str], _Binding | None] = {}  # None: known not to be bound yet
@@ -630,19 +629,12 @@ class GroupIngest:
         if self.forwards:  # after the received events: each row refers to its event's key
             queued_at = format_time(datetime.now(UTC))
             writes.append((sql.QUEUE_FORWARD, [(key, queued_at, text, *event) for key, text, *event in self.forwards]))
-        if claimed:
-            self._claim(claimed)
+        # first the group's new runs and jobs, as the group leaves them, and its new events: one
+        # that another process wrote meanwhile is a Conflict (a merge into a run would lose that
+        # one's inputs and outputs; an event would be kept twice)
+        claims = [self._source_values(row) for source, row in self.sources.items() if source in claimed]
         (received, rows), rest = writes[0], writes[1:]
-        if rows:  # events another process took meanwhile: a Conflict
-            self.write_new(self.cur, received, rows)
-        self.write_all(self.cur, rest)
-
-    def _claim(self, sources: set[str]) -> None:
-        """Insert the group's new runs and jobs, as the group leaves them, before the other
-        writes: one that another process inserted meanwhile (a merge would lose that one's inputs
-        and outputs) is a Conflict."""
-        rows = [self._source_values(row) for source, row in self.sources.items() if source in sources]
-        self.write_new(self.cur, sql.CLAIM_SOURCE, rows)
+        self.write_all(self.cur, rest, new=[(sql.CLAIM_SOURCE, claims), (received, rows)])
 
     def _unknown(
         self, assets: list[str], usages: list[tuple[str, str, str, str]], edges: list[tuple[str, str, str, str]]

@@ -154,10 +154,25 @@ class SharedCursor(psycopg.Cursor[Any]):
             return self.rowcount
         written = 0
         for statement, params in bulk:
-            # an UPDATE joins its rows to the table: planned each time, as the lookups are
-            super().execute(statement, params, prepare=False if statement.startswith("UPDATE") else None)
+            _execute_bulk(self, statement, params)
             written += max(self.rowcount, 0)
         return written
+
+    def send_many(self, query: str, rows: Sequence[Sequence[Any]]) -> list[psycopg.Cursor[Any]]:
+        """:meth:`write_many` in a pipeline, where no count is known until it is synced: each of
+        its statements on a cursor of its own, whose counts add up to the rows written once it is."""
+        text = translate(query)
+        bulk = bulk_statements(text, rows)
+        if bulk is None:
+            each = self.connection.cursor()
+            psycopg.Cursor.executemany(each, text, rows)  # its count: every row's, added up
+            return [each]
+        cursors = []
+        for statement, params in bulk:
+            each = self.connection.cursor()
+            _execute_bulk(each, statement, params)
+            cursors.append(each)
+        return cursors
 
     def copy_rows(self, copy: str, rows: Sequence[Sequence[Any]]) -> None:
         """Rows streamed in by ``copy`` (a ``COPY ... FROM STDIN``) that the table holds none of
@@ -169,6 +184,12 @@ class SharedCursor(psycopg.Cursor[Any]):
                     stream.write_row(row)
         except psycopg.errors.UniqueViolation as exc:
             raise Conflict("another process wrote some of these rows meanwhile") from exc
+
+
+def _execute_bulk(cur: psycopg.Cursor[Any], statement: str, params: tuple[str]) -> None:
+    """One statement of a bulk form (:mod:`bridge.catalog.postgres_bulk`), already translated."""
+    # an UPDATE joins its rows to the table: planned each time, as the lookups are
+    psycopg.Cursor.execute(cur, statement, params, prepare=False if statement.startswith("UPDATE") else None)
 
 
 # from this many rows, COPY costs the server less than an INSERT of them as JSON, which it parses
@@ -331,22 +352,48 @@ class PostgresEngine(Engine):
                 each.execute(query, params)
         return [each.fetchall() for each in cursors]
 
-    def write_all(self, cur: Cursor, writes: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
+    def write_all(
+        self,
+        cur: Cursor,
+        writes: Sequence[tuple[str, Sequence[Sequence[Any]]]],
+        *,
+        new: Sequence[tuple[str, Sequence[Sequence[Any]]]] = (),
+    ) -> None:
+        # one round trip, the new rows first and their counts checked once it is synced (a short
+        # one is a Conflict: the transaction, these writes with it, runs again); rows that go in
+        # by COPY, which has no place in a pipeline, go first each in its own
         conn: Any = cur.connection  # type: ignore[attr-defined]
+        assert isinstance(cur, SharedCursor)
+        if any(len(rows) >= COPY_FROM and self._copy_form(statement) is not None for statement, rows in new):
+            for statement, rows in new:  # each in its turn, in order
+                if rows:
+                    self.write_new(cur, statement, rows)
+            new = ()
+        counted: list[tuple[int, list[psycopg.Cursor[Any]]]] = []
         with conn.pipeline():
+            for statement, rows in new:
+                if rows:
+                    counted.append((len(rows), cur.send_many(statement, rows)))
             for statement, rows in writes:
                 if rows:
                     self.write_many(cur, statement, rows)
+        for expected, cursors in counted:
+            if sum(max(each.rowcount, 0) for each in cursors) != expected:
+                raise Conflict("another process wrote some of these rows meanwhile")
 
     def write_many(self, cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) -> int:
         assert isinstance(cur, SharedCursor)
         return cur.write_many(statement, rows)
 
-    def write_new(self, cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+    @staticmethod
+    def _copy_form(statement: str) -> str | None:
         text = translate(statement)
         if text not in _COPIES:
             _COPIES[text] = copy_form(text)
-        copy = _COPIES[text]
+        return _COPIES[text]
+
+    def write_new(self, cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        copy = self._copy_form(statement)
         if copy is None or len(rows) < COPY_FROM:
             super().write_new(cur, statement, rows)  # an INSERT, its count checked
             return

@@ -79,17 +79,15 @@ class Busy(CatalogError):
     """The catalog cannot take a write now (locked, unreachable, losing every race): retry later."""
 
 
+Writes = Sequence[tuple[str, Sequence[Sequence[Any]]]]  # statements, each with its rows
+
+
 def read_each(cur: Cursor, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
     """The rows of each query, one after another (:meth:`Engine.read_all` for any cursor)."""
     return [cur.execute(query, params).fetchall() for query, params in queries]
 
 
-def write_each(
-    cur: Cursor,
-    writes: Sequence[tuple[str, Sequence[Sequence[Any]]]],
-    *,
-    new: Sequence[tuple[str, Sequence[Sequence[Any]]]] = (),
-) -> None:
+def write_each(cur: Cursor, writes: Writes, *, new: Writes = ()) -> None:
     """Each ``executemany`` that has rows, in order, after the writes of ``new`` rows, each
     checked as :func:`write_new` checks it (:meth:`Engine.write_all` for any cursor)."""
     for statement, rows in new:
@@ -189,13 +187,7 @@ class Engine(abc.ABC):
         after another here (an engine with a server sends them in one round trip)."""
         return read_each(cur, queries)
 
-    def write_all(
-        self,
-        cur: Cursor,
-        writes: Sequence[tuple[str, Sequence[Sequence[Any]]]],
-        *,
-        new: Sequence[tuple[str, Sequence[Sequence[Any]]]] = (),
-    ) -> None:
+    def write_all(self, cur: Cursor, writes: Writes, *, new: Writes = ()) -> None:
         """Several ``executemany`` whose counts of rows nobody reads, in order, after the writes
         of ``new`` rows (each as :meth:`write_new` writes it: a :class:`Conflict` when another
         writer wrote one of them meanwhile, once they are all sent). An engine with a server sends

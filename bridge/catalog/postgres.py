@@ -27,7 +27,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from bridge.catalog import sql as shared
-from bridge.catalog.engine import Busy, Conflict, Connection, Cursor, Engine, masked, url_password
+from bridge.catalog.engine import Busy, Conflict, Connection, Cursor, Engine, Writes, masked, url_password
 from bridge.catalog.postgres_bulk import bulk_statements, copy_form
 from bridge.catalog.postgres_lookups import list_form, list_param, pairs_form, pairs_param
 from bridge.errors import CatalogError
@@ -352,13 +352,7 @@ class PostgresEngine(Engine):
                 each.execute(query, params)
         return [each.fetchall() for each in cursors]
 
-    def write_all(
-        self,
-        cur: Cursor,
-        writes: Sequence[tuple[str, Sequence[Sequence[Any]]]],
-        *,
-        new: Sequence[tuple[str, Sequence[Sequence[Any]]]] = (),
-    ) -> None:
+    def write_all(self, cur: Cursor, writes: Writes, *, new: Writes = ()) -> None:
         # one round trip, the new rows first and their counts checked once it is synced (a short
         # one is a Conflict: the transaction, these writes with it, runs again); rows that go in
         # by COPY, which has no place in a pipeline, go first each in its own

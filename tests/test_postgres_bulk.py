@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import orjson
 import psycopg
 import pytest
 import sqlalchemy as sa
@@ -265,6 +266,21 @@ def test_new_rows_go_with_the_group_s_other_writes_and_a_short_count_is_a_confli
             len(before[1]) + (late == 1),
             len(before[2]),
         ]
+
+
+def test_an_update_in_bulk_gives_the_planner_its_count_of_rows() -> None:
+    """The rows an UPDATE joins to its table come with their count as a LIMIT (the planner's
+    estimate of a function's rows is 100 whatever it returns: a few rows were joined by a hash of
+    the whole table); an INSERT reads no table to join and has none."""
+    rows = [("t1", "t2", f"r{at}", None, None, None, None, "ns", f"n{at % 2}") for at in range(5)]  # two keys
+    bulk = bulk_statements(translate(sql.UPDATE_BINDING), rows)
+    assert bulk is not None and len(bulk) == 3  # three rounds: the keys repeat
+    for text, (objects, count) in bulk:
+        assert "LIMIT %s) AS x" in text
+        assert count == len(orjson.loads(objects))
+    assert [count for _, (_, count) in bulk] == [2, 2, 1]
+    inserted = bulk_statements(translate(sql.INSERT_EXTERNAL_USAGE), [("a", "b", "input", f"c{at}") for at in range(3)])
+    assert inserted is not None and [len(params) for _, params in inserted] == [1]
 
 
 def test_values_json_cannot_carry_go_row_by_row() -> None:

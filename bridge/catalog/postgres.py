@@ -186,7 +186,7 @@ class SharedCursor(psycopg.Cursor[Any]):
             raise Conflict("another process wrote some of these rows meanwhile") from exc
 
 
-def _execute_bulk(cur: psycopg.Cursor[Any], statement: str, params: tuple[str]) -> None:
+def _execute_bulk(cur: psycopg.Cursor[Any], statement: str, params: tuple[Any, ...]) -> None:
     """One statement of a bulk form (:mod:`bridge.catalog.postgres_bulk`), already translated."""
     # an UPDATE joins its rows to the table: planned each time, as the lookups are
     psycopg.Cursor.execute(cur, statement, params, prepare=False if statement.startswith("UPDATE") else None)

@@ -159,7 +159,9 @@ def test_a_record_pickles_as_the_tuple_of_its_fields_and_back_whole() -> None:
         with pytest.raises(attrs.exceptions.FrozenInstanceError):
             again.a = 2  # type: ignore[misc]  # still frozen once unpickled
     many = _Many(1, "b", (), _One("z"))
-    assert pickle.loads(pickle.dumps([many, many])) == [many, many]
+    shared = pickle.loads(pickle.dumps([many, many]))
+    assert shared == [many, many] and shared[0] is shared[1]  # one record shared stays one
+    assert type(many).__setstate__.__module__ == __name__
     for state in ((1, "b", ()), (1, "b", (), _One("z"), 0.5, "more")):  # a state of another shape: refused
         blank = object.__new__(_Many)
         with pytest.raises(ValueError):

@@ -190,8 +190,8 @@ class Engine(abc.ABC):
     def write_all(self, cur: Cursor, writes: Writes, *, new: Writes = ()) -> None:
         """Several ``executemany`` whose counts of rows nobody reads, in order, after the writes
         of ``new`` rows (each as :meth:`write_new` writes it: a :class:`Conflict` when another
-        writer wrote one of them meanwhile, once they are all sent). An engine with a server sends
-        them in one round trip where it can."""
+        writer wrote one of them meanwhile, here at once; an engine with a server sends them all
+        in one round trip where it can, and finds it once they are all sent)."""
         for statement, rows in new:
             if rows:
                 self.write_new(cur, statement, rows)

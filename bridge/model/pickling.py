@@ -23,6 +23,7 @@ def pickles_as_tuple(cls: type[T]) -> type[T]:
     values = operator.attrgetter(*names)
     # each slot's descriptor: __set__ looks nothing up by name, where object.__setattr__ would
     namespace: dict[str, Any] = {f"set_{at}": getattr(cls, name).__set__ for at, name in enumerate(names)}
+    namespace["__name__"] = cls.__module__  # the function's module, as tracebacks show it
     unpack = "".join(f"value_{at}, " for at in range(len(names)))
     sets = "".join(f"    set_{at}(self, value_{at})\n" for at in range(len(names)))
     exec(f"def setstate(self, state):\n    {unpack}= state\n{sets}", namespace)  # the text of field numbers alone

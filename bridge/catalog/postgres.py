@@ -146,21 +146,12 @@ class SharedCursor(psycopg.Cursor[Any]):
 
     def write_many(self, query: str, rows: Sequence[Sequence[Any]]) -> int:
         """``executemany`` of a shared statement, in a few statements where it has a bulk form
-        (:mod:`bridge.catalog.postgres_bulk`); the count of rows written."""
-        text = translate(query)
-        bulk = bulk_statements(text, rows)
-        if bulk is None:
-            super().executemany(text, rows)
-            return self.rowcount
-        written = 0
-        for statement, params in bulk:
-            _execute_bulk(self, statement, params)
-            written += max(self.rowcount, 0)
-        return written
+        (:mod:`bridge.catalog.postgres_bulk`); the count of rows written (outside a pipeline)."""
+        return sum(max(each.rowcount, 0) for each in self.send_many(query, rows))
 
     def send_many(self, query: str, rows: Sequence[Sequence[Any]]) -> list[psycopg.Cursor[Any]]:
-        """:meth:`write_many` in a pipeline, where no count is known until it is synced: each of
-        its statements on a cursor of its own, whose counts add up to the rows written once it is."""
+        """:meth:`write_many`'s statements, each on a cursor of its own, whose counts add up to
+        the rows written once they are known (in a pipeline: once it is synced)."""
         text = translate(query)
         bulk = bulk_statements(text, rows)
         if bulk is None:

@@ -176,6 +176,7 @@ class PostgresServer:
         self.password = "pw-" + secrets.token_urlsafe(12)  # pw- : never taken for an option
         self.version = 0  # the server's major version
         self.process: subprocess.Popen[bytes] | None = None
+        self.options: dict[str, str] = {}  # the settings it was started with, again on resume
         self.start_seconds = 0.0  # initdb to ready
         self._names = itertools.count(1)
 
@@ -200,11 +201,11 @@ class PostgresServer:
         server = cls(bindir, directory, run_as)
         try:
             server._init()
-            options = {} if durable else dict(FAST)
-            options.update(settings or {})
+            server.options = {} if durable else dict(FAST)
+            server.options.update(settings or {})
             for attempt in range(3):  # a free port can be taken between the look and the bind
                 server.port = free_port()
-                if server._launch(options, last=attempt == 2):
+                if server._launch(server.options, last=attempt == 2):
                     break
             server._setup_roles()
         except BaseException:
@@ -334,17 +335,35 @@ class PostgresServer:
 
     def stop(self) -> None:
         """Stop the server (fast shutdown: open sessions are ended) and remove its directory."""
-        process, self.process = self.process, None
-        if process is not None:
-            for sig, wait in ((signal.SIGINT, STOP_TIMEOUT), (signal.SIGQUIT, 10.0), (signal.SIGKILL, 10.0)):
-                with contextlib.suppress(ProcessLookupError):
-                    process.send_signal(sig)
-                try:
-                    process.wait(timeout=wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+        self.halt()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+    def halt(self, *, crash: bool = False) -> None:
+        """Take the server away and keep its data, as a restart or a crash of the database does:
+        a fast shutdown (open sessions ended, what was committed written out), or with ``crash``
+        an immediate one (every server process gone at once, nothing written out: the next start
+        recovers from the WAL). :meth:`resume` starts it again."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        steps = ((signal.SIGINT, STOP_TIMEOUT), (signal.SIGQUIT, 10.0), (signal.SIGKILL, 10.0))
+        for sig, wait in steps[1:] if crash else steps:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(sig)
+            try:
+                process.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+
+    def resume(self) -> None:
+        """Start a halted server again, on its port, with its settings (after a crash it first
+        recovers from its WAL)."""
+        if self.process is not None:
+            raise PostgresUnavailable("the server is running: halt it first")
+        deadline = time.monotonic() + START_TIMEOUT
+        while not self._launch(self.options, last=time.monotonic() > deadline):
+            time.sleep(0.2)  # the port is not free again yet
 
     def __enter__(self) -> PostgresServer:
         return self

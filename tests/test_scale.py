@@ -16,11 +16,13 @@ import os
 import random
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 import requests
 
 from bridge.catalog import Catalog
@@ -114,10 +116,10 @@ TOKEN = "t0ken"
 
 
 @contextlib.contextmanager
-def serving(catalog: str) -> Iterator[str]:
-    """``olbridge serve`` on a free port (two HTTP workers), until the block ends; it must then
-    stop cleanly."""
-    options = ("--workers", "2")
+def serving(catalog: str, *extra: str) -> Iterator[str]:
+    """``olbridge serve`` on a free port (two HTTP workers, and ``extra`` options), until the
+    block ends; it must then stop cleanly."""
+    options = ("--workers", "2", *extra)
     env = {**os.environ, "OLBRIDGE_TOKEN": TOKEN}
     with serve_process(catalog, *options, env=env, ready_timeout=60, stop_timeout=60) as served:
         yield served.url
@@ -250,3 +252,81 @@ def test_the_plan_sends_each_runs_start_and_complete_to_different_servers() -> N
         assert r % 3 in sent[(run_id, "START")] and (r + 1) % 3 in sent[(run_id, "COMPLETE")]
     total = sum(len(batch) for _, batch in plan)
     assert len(events) < total < 2 * len(events)  # some sent to two servers
+
+
+# --- the database goes away and comes back -----------------------------------------------------
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["restart", "crash"])
+def test_a_database_restart_or_crash_loses_nothing_and_every_process_carries_on(crash: bool) -> None:
+    """The catalog's PostgreSQL server restarts (a fast shutdown) or crashes (an immediate one,
+    then recovery from its WAL) while a producer sends to ``olbridge serve --forward`` and
+    ``olbridge stream`` forwards to a backend: while it is away the receiver answers 503 with
+    Retry-After and ``/readyz`` 503, and the worker waits; once it is back both carry on by
+    themselves. Every event answered 2xx is kept once and reaches the backend, each run's START
+    before its COMPLETE; nobody was restarted but the database."""
+    runs = 60
+    events = [
+        ol_run_event(
+            kind, run_id=str(uuid.UUID(int=r + 1, version=4)), job=("airflow", f"dag.task_{r % 5}"), time=time_
+        )
+        for r in range(runs)
+        for kind, time_ in (("START", f"2025-03-01T08:{r:02d}:00.000Z"), ("COMPLETE", f"2025-03-01T09:{r:02d}:00.000Z"))
+    ]
+    statuses: list[int] = []
+    ready_while_away: list[int] = []
+    with PostgresServer.start(durable=True) as server:  # durable: a crash keeps what was committed
+        catalog = server.url(server.create_database())
+        subprocess.run([OLBRIDGE, "--catalog", catalog, "init"], check=True, capture_output=True, timeout=120)
+        with Backend() as backend, serving(catalog, "--forward") as url:
+            worker = stream_worker(catalog, backend.url)
+            try:
+
+                def producer() -> None:
+                    """Each event until it is answered 2xx, a 503 retried as the clients do."""
+                    for event in events:
+                        for _ in range(600):  # bounded: a minute of 503s at most
+                            answer = requests.post(
+                                f"{url}/api/v1/lineage",
+                                json=event,
+                                headers={"Authorization": f"Bearer {TOKEN}"},
+                                timeout=60,
+                            )
+                            statuses.append(answer.status_code)
+                            if answer.status_code != 503:
+                                break
+                            assert answer.headers.get("Retry-After"), answer.headers
+                            time.sleep(0.1)
+                        time.sleep(0.01)
+
+                sending = threading.Thread(target=producer)
+                sending.start()
+                try:
+                    assert wait_for(lambda: backend.accepted_count >= 20, timeout=60), "nothing was forwarded"
+                    server.halt(crash=crash)
+                    away = time.monotonic()
+                    assert wait_for(lambda: statuses.count(503) >= 3, timeout=30), "no 503 while the database was away"
+                    ready_while_away.append(requests.get(f"{url}/readyz", timeout=30).status_code)
+                    time.sleep(max(0.0, 3.0 - (time.monotonic() - away)))
+                    server.resume()
+                finally:
+                    sending.join(timeout=180)
+                assert not sending.is_alive(), "the producer did not finish"
+                delivered = wait_for(
+                    lambda: backend.counts(events)["lost"] == 0 or worker.poll() is not None, timeout=120
+                )
+                assert worker.poll() is None, "the stream worker stopped"
+                assert delivered, backend.counts(events)
+            finally:
+                code, stderr = stopped(worker)
+            with Catalog(catalog) as kept:
+                received = kept.count_received()["received_events"]
+        counts = backend.counts(events)
+    print(f"\ndatabase {'crashed' if crash else 'restarted'}: {statuses.count(503)} answers 503; backend {counts}")
+    assert code == 0 and "Traceback" not in stderr, stderr
+    assert ready_while_away == [503]
+    assert statuses.count(503) >= 3 and set(statuses) <= {201, 503}, sorted(set(statuses))
+    assert received == len(events)
+    assert counts["delivered"] == len(events) and counts["lost"] == 0 and counts["unexpected"] == 0
+    assert counts["duplicated"] <= 5  # at most a batch (--batch-size 5) sent but not yet marked
+    assert backend.out_of_order_runs() == []

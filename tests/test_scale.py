@@ -254,6 +254,88 @@ def test_the_plan_sends_each_runs_start_and_complete_to_different_servers() -> N
     assert len(events) < total < 2 * len(events)  # some sent to two servers
 
 
+def test_a_rolling_restart_of_two_receivers_loses_nothing(postgres_url: str) -> None:
+    """Two ``olbridge serve`` processes on one catalog behind a client that, as a load balancer
+    does, sends to the next process when one refuses the connection or answers 503; each is
+    stopped with SIGTERM in turn while requests are in flight, and started again: each stops
+    cleanly, and every event is kept once."""
+    events = [
+        ol_run_event(
+            kind, run_id=str(uuid.UUID(int=r + 1, version=4)), job=("airflow", f"dag.task_{r % 7}"), time=time_
+        )
+        for r in range(150)
+        for kind, time_ in (
+            ("START", f"2025-03-02T08:{r // 60:02d}:{r % 60:02d}.000Z"),
+            ("COMPLETE", f"2025-03-02T09:{r // 60:02d}:{r % 60:02d}.000Z"),
+        )
+    ]
+    subprocess.run([OLBRIDGE, "--catalog", postgres_url, "init"], check=True, capture_output=True, timeout=120)
+    env = {**os.environ, "OLBRIDGE_TOKEN": TOKEN}
+    pool: list[str] = []  # where the client sends, as a load balancer's pool
+    answers: list[int] = []  # each try's status; 0: the connection refused, -1: reset after the request
+    taken: list[int] = []  # one entry an event answered 2xx (appends: safe across threads)
+
+    def producer(mine: list[dict[str, Any]]) -> None:
+        turn = 0
+        for event in mine:
+            for _ in range(600):  # bounded: a minute of refusals at most
+                turn += 1
+                url = pool[turn % len(pool)]
+                try:
+                    answer = requests.post(
+                        f"{url}/api/v1/lineage", json=event, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60
+                    )
+                except requests.ConnectionError as exc:  # refused, or reset with the request sent
+                    answers.append(-1 if "reset" in str(exc) or "aborted" in str(exc) else 0)
+                    time.sleep(0.1)
+                    continue
+                answers.append(answer.status_code)
+                if answer.status_code != 503:
+                    taken.append(answer.status_code)
+                    break
+                time.sleep(0.1)
+
+    stopped_cleanly: list[tuple[int | None, str]] = []
+    with contextlib.ExitStack() as stack:
+
+        def start() -> Any:
+            return stack.enter_context(serve_process(postgres_url, "--workers", "2", env=env, ready_timeout=60))
+
+        def roll(served: Any) -> Any:
+            served.process.send_signal(signal.SIGTERM)  # still in the pool: its clients find it gone
+            served.process.wait(timeout=60)
+            again = start()
+            pool[:] = [url for url in pool if url != served.url] + [again.url]
+            return served
+
+        first, second = start(), start()
+        pool[:] = [first.url, second.url]
+        sending = [threading.Thread(target=producer, args=(events[n::3],)) for n in range(3)]
+        for thread in sending:
+            thread.start()
+        try:
+            assert wait_for(lambda: len(taken) >= 60, timeout=120), f"{len(taken)} events taken"
+            rolled = [roll(first)]
+            assert wait_for(lambda: len(taken) >= 160, timeout=120), f"{len(taken)} events taken"
+            rolled.append(roll(second))
+        finally:
+            for thread in sending:
+                thread.join(timeout=300)
+        assert not any(thread.is_alive() for thread in sending), "a producer did not finish"
+    for served in rolled:
+        stopped_cleanly.append((served.returncode, served.stderr))
+    with Catalog(postgres_url) as catalog:
+        received = catalog.count_received()["received_events"]
+    print(
+        f"\nrolling restart: {answers.count(0)} connections refused, {answers.count(-1)} reset after the request, "
+        f"{answers.count(503)} answers 503"
+    )
+    for code, stderr in stopped_cleanly:
+        assert code == 0 and "Traceback" not in stderr, stderr
+    assert set(answers) <= {-1, 0, 201, 503}, sorted(set(answers))
+    assert len(taken) == len(events) and received == len(events)
+
+
 # --- the database goes away and comes back -----------------------------------------------------
 
 

@@ -7,8 +7,8 @@ process that dies is started again. On PostgreSQL as on SQLite each ``serve`` ha
 writer, and several ``serve`` processes, on several hosts, may share a PostgreSQL catalog: each
 writer commits its own groups, side by side with the others'.
 
-SIGTERM and Ctrl-C stop it cleanly: the workers close the listening socket and finish the
-requests in flight, then the writer commits what it holds and closes the catalog."""
+SIGTERM and Ctrl-C stop it cleanly: the port closes (new connections are refused), the workers
+finish the requests in flight, then the writer commits what it holds and closes the catalog."""
 
 from __future__ import annotations
 
@@ -203,6 +203,10 @@ def serve(
     def stop(signum: int, frame: FrameType | None) -> None:
         nonlocal stopping
         stopping = True
+        # the port closes once the workers close theirs too: a connection made while they finish
+        # is refused at once (the client, or the load balancer, tries another receiver, knowing
+        # nothing was sent), not queued behind workers that will never take it and then reset
+        listener.close()
         for pid, slot in list(children.items()):
             if slot != WRITER:
                 with contextlib.suppress(ProcessLookupError):

@@ -16,9 +16,10 @@ import pytest
 from click.testing import CliRunner
 
 from bridge.catalog import Catalog
-from bridge.catalog.copy import count_rows
+from bridge.catalog.copy import copy_catalog, count_rows
 from bridge.catalog.positions import Position
 from bridge.cli import cli
+from bridge.errors import CatalogError
 from bridge.mapping import Resolver
 from bridge.receiver.imports import catalog_intake
 from tests.conftest import ROOT
@@ -138,6 +139,58 @@ def test_catalogs_that_cannot_be_copied_are_named(rich: Path, tmp_path: Path) ->
         assert err.strip().splitlines()[-1].startswith("Error: ") and expected in err
     assert notes.read_text() == "these are my notes, not a catalog\n" * 100
     assert not (tmp_path / "nowhere").exists() and not (tmp_path / "a.db").exists()
+
+
+def test_rows_the_destination_cannot_take_are_an_error_naming_the_table_and_copy_nothing(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """A value PostgreSQL cannot hold (a NUL character, which a SQLite file keeps) in a page
+    streamed in by COPY: an error that names the table, the destination left empty."""
+    source = tmp_path / "s.db"
+    with Catalog(source) as catalog:
+        fill(catalog, 40)
+        catalog._conn.execute(
+            "UPDATE assets SET description = 'a' || char(0) || 'b' WHERE id = (SELECT max(id) FROM assets)"
+        )
+        catalog._conn.commit()
+    code, stdout, stderr = olbridge("catalog", "copy", str(source), postgres_url)
+    assert code == 1 and stdout == "" and "Traceback" not in stderr, stderr
+    said = stderr.strip().splitlines()[-1]
+    assert said.startswith(f"Error: catalog {postgres_url}: table assets: ") and said.endswith("nothing was copied")
+    with Catalog(postgres_url) as catalog:
+        assert not any(count_rows(catalog).values())
+
+
+def test_a_key_written_into_the_destination_during_the_copy_is_an_error_naming_the_table(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """Another process writes a row into the destination while the copy runs, whose key a later
+    table's rows hold: an error naming that table (not a lost race to run again), and nothing of
+    the copy stays."""
+    import psycopg
+
+    source = tmp_path / "s.db"
+    with Catalog(source) as catalog:
+        fill(catalog, 40)
+        row = catalog._conn.execute("SELECT * FROM task_runs ORDER BY pk LIMIT 1").fetchone()
+        columns = [c[1] for c in catalog._conn.execute("PRAGMA table_info(task_runs)")]
+    written: list[int] = []
+
+    def meanwhile(rows: int) -> None:  # after the first page (assets), before task_runs
+        if not written:
+            with psycopg.connect(postgres_url, autocommit=True) as other:
+                other.execute(
+                    f"INSERT INTO task_runs ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})",
+                    tuple(row),
+                )
+            written.append(rows)
+
+    with Catalog(source) as src, Catalog(postgres_url) as dst, pytest.raises(CatalogError) as refused:
+        copy_catalog(src, dst, progress=meanwhile)
+    assert written and str(refused.value).startswith(f"catalog {postgres_url}: table task_runs: ")
+    assert "already exists" in str(refused.value) and "race" not in str(refused.value)
+    with Catalog(postgres_url) as catalog:
+        assert {name: rows for name, rows in count_rows(catalog).items() if rows} == {"task_runs": 1}
 
 
 def test_keys_go_on_past_the_copied_ones(tmp_path: Path, postgres_url: str) -> None:

@@ -1,9 +1,10 @@
 """Copying a catalog to another, between engines (SQLite to PostgreSQL and back), and checking it.
 
-Every table of the schema (:mod:`bridge.catalog.schema`) is copied row by row, keys included, in
-the order its foreign keys need, from one snapshot of the source (a read transaction) into the
-destination in one transaction: the destination gets all of it or, should anything fail, nothing.
-The destination must be empty (a new file or database, or a catalog made by ``init`` that holds no
+Every table of the schema (:mod:`bridge.catalog.schema`) is copied row by row (into PostgreSQL by
+``COPY``), keys included, in the order its foreign keys need, from one snapshot of the source (a
+read transaction) into the destination in one transaction: the destination gets all of it or,
+should anything fail, nothing (a row it cannot take is an error naming its table). The
+destination must be empty (a new file or database, or a catalog made by ``init`` that holds no
 rows) and both must be at this olbridge's schema version (``olbridge migrate`` first). Afterwards
 each counting key is set past its table's highest (:meth:`Catalog.reset_keys`), so that the next
 task run or received event gets a key of its own.
@@ -169,7 +170,7 @@ def copy_catalog(source: Catalog, destination: Catalog, *, progress: Progress | 
             copied = 0
             for table in layout:
                 for page in _pages(conn, table):
-                    destination.engine.write_many(cur, insert[table.name], page)  # in bulk where it can
+                    _write_page(destination, cur, table.name, insert[table.name], page)
                     copied += len(page)
                     if progress is not None:
                         progress(len(page))
@@ -179,6 +180,22 @@ def copy_catalog(source: Catalog, destination: Catalog, *, progress: Progress | 
         return destination.db.write(work, attempts=1)
     finally:
         conn.execute("COMMIT")
+
+
+def _write_page(destination: Catalog, cur: Cursor, table: str, insert: str, page: Sequence[Sequence[Any]]) -> None:
+    """A page of rows into the destination's table, which holds none of them: streamed in where
+    the engine can (PostgreSQL's ``COPY``, several times as fast as an ``INSERT`` of them). A key
+    there already (a destination written to meanwhile, or rows a SQLite file holds apart that
+    PostgreSQL takes for one) or a value the destination cannot hold is an error naming the table,
+    not a race to run again: the copy is written whole or not at all."""
+    engine = destination.engine
+    try:
+        engine.write_new(cur, insert, page)
+    except Exception as exc:
+        if not (engine.conflict(exc) or engine.refused(exc)):
+            raise
+        said = "; ".join(" ".join(line.split()) for line in str(exc.__cause__ or exc).strip().splitlines())
+        raise CatalogError(f"catalog {destination.path}: table {table}: {said}; nothing was copied") from exc
 
 
 def refuse_rows(destination: Catalog, counts: dict[str, int]) -> None:

@@ -536,6 +536,31 @@ def test_a_killed_writer_is_replaced_and_retried_events_land_once(tmp_path: Path
         assert opened.count_received()["received_events"] == 6
 
 
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the processes through /proc (Linux)")
+def test_sigterm_while_a_dead_worker_waits_to_be_replaced_stops_everything(tmp_path: Path) -> None:
+    """A worker dies, and serve is told to stop in the second before its replacement would start:
+    no replacement starts (on the closed port, or serving on unstopped), every process ends, and
+    serve exits 0."""
+    catalog = tmp_path / "replace.db"
+    env = {**os.environ, "OLBRIDGE_TOKEN": TOKEN}
+    with serve_process(catalog, "--workers", "2", env=env) as served:
+        process = served.process
+        writer = _writer_pid(process.pid, catalog)
+        children = [int(c) for c in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()]
+        worker = next(child for child in children if child != writer)
+        os.kill(worker, signal.SIGKILL)
+        time.sleep(0.3)  # the supervisor has reaped it and waits a second before starting another
+        process.send_signal(signal.SIGTERM)
+        try:
+            code = process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise AssertionError("serve did not stop") from None
+        after = [child for child in children if child != worker]
+    assert code == 0 and "Traceback" not in served.stderr, served.stderr
+    assert not any(_running(child) for child in after)
+
+
 def _running(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

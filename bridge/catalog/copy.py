@@ -184,10 +184,9 @@ def copy_catalog(source: Catalog, destination: Catalog, *, progress: Progress | 
 
 def _write_page(destination: Catalog, cur: Cursor, table: str, insert: str, page: Sequence[Sequence[Any]]) -> None:
     """A page of rows into the destination's table, which holds none of them: streamed in where
-    the engine can (PostgreSQL's ``COPY``, several times as fast as an ``INSERT`` of them). A key
-    there already (a destination written to meanwhile, or rows a SQLite file holds apart that
-    PostgreSQL takes for one) or a value the destination cannot hold is an error naming the table,
-    not a race to run again: the copy is written whole or not at all."""
+    the engine can (PostgreSQL's ``COPY``). A key there already (the destination written to
+    meanwhile) or a value the destination cannot hold (a NUL character a SQLite file kept) is an
+    error naming the table, not a race to run again: the copy is written whole or not at all."""
     engine = destination.engine
     try:
         engine.write_new(cur, insert, page)

@@ -234,15 +234,16 @@ def serve(
             if pid not in children:
                 continue
             slot = children.pop(pid)
-            if stopping:
+            if not stopping:
+                role = "the writer" if slot == WRITER else f"worker {pid}"
+                say(f"{role} exited ({os.waitstatus_to_exitcode(status)}); starting another")
+                time.sleep(1)
+            if stopping:  # told to stop, maybe while it waited: the port is closed, nothing starts
                 if all(s == WRITER for s in children.values()):  # the workers are done: the writer's turn
                     for writer_pid in children:
                         with contextlib.suppress(ProcessLookupError):
                             os.kill(writer_pid, signal.SIGTERM)
                 continue
-            role = "the writer" if slot == WRITER else f"worker {pid}"
-            say(f"{role} exited ({os.waitstatus_to_exitcode(status)}); starting another")
-            time.sleep(1)
             start(slot)
     finally:
         for sig, handler in previous.items():

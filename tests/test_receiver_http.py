@@ -537,13 +537,14 @@ def test_a_killed_writer_is_replaced_and_retried_events_land_once(tmp_path: Path
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the processes through /proc (Linux)")
-def test_sigterm_while_a_dead_worker_waits_to_be_replaced_stops_everything(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_while_a_dead_worker_waits_to_be_replaced_stops_everything(tmp_path: Path, workers: int) -> None:
     """A worker dies, and serve is told to stop in the second before its replacement would start:
-    no replacement starts (on the closed port, or serving on unstopped), every process ends, and
-    serve exits 0."""
+    no replacement starts (on the closed port, or serving on unstopped), every process ends (the
+    writer too when no worker is left), and serve exits 0."""
     catalog = tmp_path / "replace.db"
     env = {**os.environ, "OLBRIDGE_TOKEN": TOKEN}
-    with serve_process(catalog, "--workers", "2", env=env) as served:
+    with serve_process(catalog, "--workers", str(workers), env=env) as served:
         process = served.process
         writer = _writer_pid(process.pid, catalog)
         children = [int(c) for c in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()]

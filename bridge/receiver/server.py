@@ -71,6 +71,9 @@ GRACE = 30  # s the requests in flight have to finish once a worker is told to s
 GATHER = {"postgresql": 0.002}
 
 
+_STOPS = {signal.SIGTERM, signal.SIGINT}  # what tells serve to stop
+
+
 def run_worker(
     listener: socket.socket, catalog_path: str | Path, address: str, options: ServeOptions, metrics: Metrics
 ) -> None:
@@ -168,12 +171,33 @@ def serve(
     children: dict[int, int] = {}  # pid -> worker slot, or WRITER
     stopping = False
 
-    def start(slot: int) -> None:
+    def start(slot: int) -> bool:
+        """Start a child in ``slot``, unless told to stop (False). A stop is held off from the
+        look at ``stopping`` until the child is known: one that came between would close the port
+        under a child about to start, and not tell it to stop."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+        try:
+            if stopping:
+                return False
+            children[fork(slot)] = slot
+            return True
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
+
+    def writer_turn() -> None:
+        """Once the workers are done, stop the writer (it commits what it holds)."""
+        if all(s == WRITER for s in children.values()):
+            for writer_pid in children:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(writer_pid, signal.SIGTERM)
+
+    def fork(slot: int) -> int:
         pid = os.fork()
         if pid == 0:
             code = 1
             try:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the supervisor's handler: ours come below
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
                 _follow(supervisor)
                 # a request's events are thousands of short-lived objects, freed by their counts
                 # once it is answered: the young generation is collected only past what a batch
@@ -198,7 +222,7 @@ def serve(
                 traceback.print_exc()
             finally:
                 os._exit(code)
-        children[pid] = slot
+        return pid
 
     def stop(signum: int, frame: FrameType | None) -> None:
         nonlocal stopping
@@ -211,6 +235,7 @@ def serve(
             if slot != WRITER:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGTERM)
+        writer_turn()  # no worker running (one dead and not yet replaced, say): at once
 
     supervisor = os.getpid()
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -238,13 +263,8 @@ def serve(
                 role = "the writer" if slot == WRITER else f"worker {pid}"
                 say(f"{role} exited ({os.waitstatus_to_exitcode(status)}); starting another")
                 time.sleep(1)
-            if stopping:  # told to stop, maybe while it waited: the port is closed, nothing starts
-                if all(s == WRITER for s in children.values()):  # the workers are done: the writer's turn
-                    for writer_pid in children:
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(writer_pid, signal.SIGTERM)
-                continue
-            start(slot)
+            if not start(slot):  # told to stop, maybe while it waited: the port is closed, nothing starts
+                writer_turn()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

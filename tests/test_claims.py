@@ -12,6 +12,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -47,11 +48,11 @@ def test_workers_claim_different_heads_and_a_run_end_waits_for_its_start(shared:
     second = other.outbox.claim("b", NOW, 100, TTL)
     assert [kind for _, kind in keys(first + second)] == ["run-start"] * 10
     assert len({item.run_key for item in first + second}) == 10  # every run once, by one worker
-    assert other.outbox.claim("b", NOW, 100, TTL) == []  # the ends wait behind the claimed starts
+    assert other.outbox.claim("c", NOW, 100, TTL) == []  # the ends wait behind the claimed starts
     assert one.outbox.settle([Delivered(item.seq) for item in first[:2]], success_at="t", claimed_by="a") == 2
-    ends = other.outbox.claim("b", NOW, 100, TTL)
+    ends = other.outbox.claim("c", NOW, 100, TTL)
     assert keys(ends) == [(item.run_key, "run-end") for item in first[:2]]
-    assert {w: n for w, n in one.outbox.claims().items()} == {"a": 4, "b": 4 + 2}
+    assert {w: n for w, n in one.outbox.claims().items()} == {"a": 4, "b": 4, "c": 2}
 
 
 def test_a_due_retry_is_claimable_and_one_not_due_is_not(shared: tuple[Catalog, Catalog]) -> None:
@@ -154,3 +155,68 @@ def test_a_worker_whose_heartbeat_fails_stops_before_its_next_round(
         claims.check()
     claims.release()
     assert one.outbox.claims() == {} and one.workers.list() == []
+
+
+def test_a_worker_takes_again_what_it_claimed_in_a_round_that_failed_and_nobody_else_does(
+    shared: tuple[Catalog, Catalog],
+) -> None:
+    """Its heartbeat keeps its claims from expiring, so rows a round claimed and never settled (the
+    catalog out of reach before anything was sent) are taken again by its next round; before,
+    they and every later event of their runs waited until the worker stopped."""
+    one, other = shared
+    failed = one.outbox.claim("a", NOW, 4, TTL)
+    assert other.outbox.claim("b", NOW, 100, TTL)  # the other heads, not these
+    assert other.outbox.claim("b", NOW, 100, TTL) and not {i.seq for i in other.outbox.claim("c", NOW, 100, TTL)} & {
+        i.seq for i in failed
+    }
+    again = one.outbox.claim("a", NOW, 4, TTL)
+    assert [i.seq for i in again] == [i.seq for i in failed]
+
+
+def test_a_stream_worker_whose_round_fails_after_claiming_delivers_everything(
+    shared: tuple[Catalog, Catalog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catalog goes away between a round's claim and its send (a PostgreSQL restart): the
+    worker waits, then delivers every event, its claimed ones included."""
+    from bridge.delivery.dispatch import Dispatcher
+    from bridge.delivery.senders import DELIVERED, Outcome
+    from bridge.delivery.worker import StreamWorker
+    from bridge.mapping import Resolver
+    from bridge.openlineage.convert import Converter
+
+    one, _ = shared
+    converter = Converter(Resolver.load())
+    real_render = StreamWorker._render
+    failures = [psycopg.OperationalError("the server closed the connection unexpectedly")]
+
+    def render(self: StreamWorker, items: list[OutboxItem]) -> Any:
+        if failures:
+            raise failures.pop()
+        return real_render(self, items)
+
+    monkeypatch.setattr(StreamWorker, "_render", render)
+    sent: list[str] = []
+
+    class Sender:
+        target = "http://b"
+        max_concurrency = 1
+
+        def send(self, lines: list[str]) -> list[Outcome]:
+            sent.extend(lines)
+            return [DELIVERED for _ in lines]
+
+        def close(self) -> None:
+            pass
+
+    stop = threading.Event()
+    claims = OutboxClaims(one, "http://b", interval=0.05)
+    dispatcher = Dispatcher(Sender(), concurrency=1, batch_size=5)
+    worker = StreamWorker(one, converter, dispatcher, lease=claims, sleep=stop.wait, stop=stop)
+    runner = threading.Thread(target=worker.run)
+    runner.start()
+    try:
+        assert wait_for(lambda: len(sent) >= 20, timeout=30), f"{len(sent)} of 20 sent; claims {one.outbox.claims()}"
+    finally:
+        stop.set()
+        runner.join(timeout=30)
+    assert not failures and len(sent) == 20 and one.outbox.status().pending == 0

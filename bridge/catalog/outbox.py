@@ -192,15 +192,17 @@ class Outbox:
 
     def claim(self, worker: str, now: float, limit: int, ttl: float) -> list[OutboxItem]:
         """Claim for ``worker`` up to ``limit`` pending rows due at ``now`` that no earlier row of
-        their run key holds back and that no other worker holds (or whose claim expired), for
-        ``ttl`` seconds; rows another worker is claiming at the same moment are skipped. In
+        their run key holds back and that no other worker holds (or whose claim expired; those it
+        holds itself, from a round that failed before settling them, it takes again), for ``ttl``
+        seconds; rows another worker is claiming at the same moment are skipped. In
         ``seq`` order, which is a run key's commit order too: whoever queues an event of a run
         holds that run's row locked until it commits; at most one per run key, so a run's events
         go out in order whichever worker sends them. PostgreSQL only (SQLite: :meth:`heads` under
         the outbox's lease)."""
 
         def work(cur: Cursor) -> list[OutboxItem]:
-            return self._items(iter(cur.execute(sql.OUTBOX_CLAIM_HEADS, (now, limit, worker, ttl)).fetchall()))
+            found = cur.execute(sql.OUTBOX_CLAIM_HEADS, (now, worker, limit, worker, ttl)).fetchall()
+            return self._items(iter(found))
 
         return sorted(self._db.write(work), key=lambda item: item.seq)
 

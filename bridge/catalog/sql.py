@@ -658,7 +658,9 @@ OUTBOX_OLDEST = "SELECT queued_at FROM outbox WHERE state = 'pending' ORDER BY s
 # --- outbox claims: several stream workers share one outbox (PostgreSQL) ----------------------
 #
 # A worker claims due head rows (no earlier row of their run key left) that nobody holds, or whose
-# claim expired, skipping rows another worker is claiming at that moment; it renews its claims
+# claim expired, or that it holds itself (a round that failed before settling them: its heartbeat
+# keeps them from expiring, and its rounds run one at a time), skipping rows another worker is
+# claiming at that moment; it renews its claims
 # with its heartbeat, and settles only rows it still holds. Claim times are the database's clock,
 # so that the hosts' clocks do not matter. These statements are PostgreSQL's only (SKIP LOCKED);
 # on SQLite one worker holds the whole outbox (outbox_lease) and reads OUTBOX_HEADS.
@@ -668,7 +670,7 @@ OUTBOX_CLAIM_HEADS = f"""
     WITH due AS (
         SELECT o.seq FROM outbox o
         WHERE o.state = 'pending' AND o.next_attempt_at <= ?
-          AND (o.claimed_by IS NULL OR o.claim_expires < {DB_EPOCH})
+          AND (o.claimed_by IS NULL OR o.claimed_by = ? OR o.claim_expires < {DB_EPOCH})
           AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.run_key = o.run_key AND p.seq < o.seq)
         ORDER BY o.seq LIMIT ?
         FOR UPDATE OF o SKIP LOCKED

@@ -197,6 +197,7 @@ def serve(
             code = 1
             try:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the supervisor's handler: ours come below
+                signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor's turns Ctrl-C into SIGTERM
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
                 _follow(supervisor)
                 # a request's events are thousands of short-lived objects, freed by their counts

@@ -459,43 +459,51 @@ def test_sigterm_answers_the_request_in_flight_and_refuses_new_connections_meanw
     answers that request, committed, before it exits; a connection made meanwhile is refused at
     once (the client or its load balancer tries another receiver, knowing nothing was sent), not
     taken into the port's queue and reset when the process ends."""
-    event = json.dumps(ol_run_event(run_id=RUN_IDS[0])).encode()
-    with token_server(catalog_target, "--workers", "1") as (url, process):
-        port = int(url.rsplit(":", 1)[1])
-        slow = socket.create_connection(("127.0.0.1", port), timeout=30)
-        slow.sendall(
+    first, event = (json.dumps(ol_run_event(run_id=run_id)).encode() for run_id in RUN_IDS[:2])
+
+    def head(body: bytes) -> bytes:
+        return (
             b"POST /api/v1/lineage HTTP/1.1\r\nHost: olbridge\r\nContent-Type: application/json\r\n"
-            + f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(event)}\r\n\r\n".encode()
-            + event[:10]
+            + f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
         )
-        time.sleep(0.5)  # the worker has the request's head: it is in flight
-        process.send_signal(signal.SIGTERM)
-        refused = False
-        for _ in range(100):  # the port closes once the worker has stopped taking connections
-            probe = socket.socket()
-            probe.settimeout(5)
-            try:
-                probe.connect(("127.0.0.1", port))
-            except ConnectionRefusedError:
-                refused = True
-                break
-            finally:
-                probe.close()
-            time.sleep(0.05)
-        assert process.poll() is None, "serve did not wait for the request in flight"
-        slow.sendall(event[10:])
+
+    def answer_on(conn: socket.socket) -> bytes:
         answer = b""
         while b"\r\n\r\n" not in answer:
-            chunk = slow.recv(65536)
+            chunk = conn.recv(65536)
             if not chunk:
                 break
             answer += chunk
-        slow.close()
+        return answer
+
+    with (
+        token_server(catalog_target, "--workers", "1") as (url, process),
+        socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=30) as slow,
+    ):
+        port = int(url.rsplit(":", 1)[1])
+        slow.sendall(head(first) + first)  # one whole request first: the worker has taken this connection
+        assert answer_on(slow).startswith(b"HTTP/1.1 201")
+        slow.sendall(head(event) + event[:10])  # then a second one on it, its body still coming
+        time.sleep(0.5)  # the worker has read its head: it is in flight
+        process.send_signal(signal.SIGTERM)
+        refused = False
+        for _ in range(100):  # the port closes once the worker has stopped taking connections
+            with socket.socket() as probe:
+                probe.settimeout(5)
+                try:
+                    probe.connect(("127.0.0.1", port))
+                except ConnectionRefusedError:
+                    refused = True
+                    break
+            time.sleep(0.05)
+        assert process.poll() is None, "serve did not wait for the request in flight"
+        slow.sendall(event[10:])
+        answer = answer_on(slow)
         process.wait(timeout=60)
     assert refused, "a new connection was taken while serve was stopping"
     assert answer.startswith(b"HTTP/1.1 201"), answer[:200]
     with Catalog(catalog_target) as catalog:
-        assert catalog.count_received()["received_events"] == 1
+        assert catalog.count_received()["received_events"] == 2
 
 
 def _writer_pid(supervisor: int, catalog: Path) -> int:

@@ -8,6 +8,7 @@ import gzip
 import io
 import json
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -468,13 +469,18 @@ def test_sigterm_answers_the_request_in_flight_and_refuses_new_connections_meanw
         )
 
     def answer_on(conn: socket.socket) -> bytes:
+        """One whole response: its head, then as many bytes as its Content-Length says."""
         answer = b""
-        while b"\r\n\r\n" not in answer:
+        while b"\r\n\r\n" not in answer or len(answer.split(b"\r\n\r\n", 1)[1]) < length(answer):
             chunk = conn.recv(65536)
             if not chunk:
                 break
             answer += chunk
         return answer
+
+    def length(answer: bytes) -> int:
+        found = re.search(rb"(?im)^content-length: *(\d+)", answer.split(b"\r\n\r\n", 1)[0])
+        return int(found.group(1)) if found else 0
 
     with (
         token_server(catalog_target, "--workers", "1") as (url, process),

@@ -169,7 +169,7 @@ def copy_catalog(source: Catalog, destination: Catalog, *, progress: Progress | 
             refuse_rows(destination, count_rows_on(cur, layout))
             copied = 0
             for table in layout:
-                for page in _pages(conn, table):
+                for page in _source_pages(source, table):
                     _write_page(destination, cur, table.name, insert[table.name], page)
                     copied += len(page)
                     if progress is not None:
@@ -180,6 +180,22 @@ def copy_catalog(source: Catalog, destination: Catalog, *, progress: Progress | 
         return destination.db.write(work, attempts=1)
     finally:
         conn.execute("COMMIT")
+
+
+def _source_pages(source: Catalog, table: _Table) -> Iterator[list[tuple[Any, ...]]]:
+    """The source table's pages (:func:`_pages`); a value it holds that cannot be read (text
+    that is not UTF-8, in a SQLite file written by hand) is an error naming the table."""
+    pages = _pages(source._conn, table)
+    while True:
+        try:
+            page = next(pages)
+        except StopIteration:
+            return
+        except Exception as exc:
+            if not source.engine.undecodable(exc):
+                raise
+            raise CatalogError(f"catalog {source.path}: table {table.name}: {exc}; nothing was copied") from exc
+        yield page
 
 
 def _write_page(destination: Catalog, cur: Cursor, table: str, insert: str, page: Sequence[Sequence[Any]]) -> None:

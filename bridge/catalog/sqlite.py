@@ -101,6 +101,10 @@ class SqliteEngine(Engine):
     def refused(self, exc: BaseException) -> bool:
         return isinstance(exc, sqlite3.IntegrityError)
 
+    def undecodable(self, exc: BaseException) -> bool:
+        # sqlite3 decodes TEXT as UTF-8 as it fetches a row, and says so when it cannot
+        return isinstance(exc, sqlite3.OperationalError) and str(exc).startswith("Could not decode to UTF-8")
+
     def version(self, conn: Connection | Cursor) -> int | None:
         found = int(conn.execute("PRAGMA user_version").fetchone()[0])
         if found:

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from bridge.catalog import Catalog
 from bridge.catalog.store import storage_error
 from bridge.cli import cli
-from tests.helpers import invoke, run
+from tests.helpers import decl, invoke, run
 from tests.test_cli import line
 from tests.test_validate import BASE_EVENT
 
@@ -55,6 +55,24 @@ def test_only_sqlite_errors_about_the_file_are_operational(tmp_path: Path) -> No
         sqlite3.connect(not_sqlite).execute("PRAGMA user_version")
     error = storage_error(damaged.value, not_sqlite)
     assert error is not None and str(error).startswith(f"catalog {not_sqlite}: not a catalog")
+
+
+def test_a_catalog_holding_text_that_is_not_utf8_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    """olbridge writes text only from str; a file changed by hand can hold TEXT that is not
+    UTF-8, which sqlite3 cannot read back: every command that reads it says so, naming the
+    catalog and the column."""
+    db = tmp_path / "c.db"
+    assert invoke(db, "assets", "set", "reports.daily", "--type", "File")[0] == 0
+    with Catalog(db) as catalog:
+        catalog.record_task_runs([run("t", outputs=(decl("reports.daily"),))])
+        catalog._conn.execute("UPDATE assets SET display_name = CAST(x'61ff62' AS TEXT)")
+        catalog._conn.commit()
+    for command in (["assets", "list"], ["export", "--output", str(tmp_path / "out.ndjson")]):
+        code, out, err = invoke(db, *command)
+        assert code == 1 and out == "" and "Traceback" not in err, err
+        said = err.strip().splitlines()[-1]
+        assert said.startswith(f"Error: catalog {db}: it holds text that is not UTF-8"), said
+        assert "column 'display_name'" in said
 
 
 # --- 5: import's exit status -----------------------------------------------------------------

@@ -162,9 +162,9 @@ def test_rows_the_destination_cannot_take_are_an_error_naming_the_table_and_copy
         assert not any(count_rows(catalog).values())
 
 
-def test_text_the_source_cannot_read_is_an_error_naming_the_table_and_copies_nothing(tmp_path: Path) -> None:
-    """A SQLite file written by hand can hold TEXT that is not UTF-8, which cannot be read back:
-    an error that names the source and the table (not a traceback), the destination left empty."""
+def test_text_the_source_cannot_read_is_an_error_naming_it_and_copies_nothing(tmp_path: Path) -> None:
+    """A SQLite file changed by hand can hold TEXT that is not UTF-8, which cannot be read back:
+    an error that names the source and the column (not a traceback), the destination left empty."""
     source, destination = tmp_path / "s.db", tmp_path / "d.db"
     with Catalog(source) as catalog:
         fill(catalog, 40)
@@ -175,8 +175,8 @@ def test_text_the_source_cannot_read_is_an_error_naming_the_table_and_copies_not
     code, stdout, stderr = olbridge("catalog", "copy", str(source), str(destination))
     assert code == 1 and stdout == "" and "Traceback" not in stderr, stderr
     said = stderr.strip().splitlines()[-1]
-    assert said.startswith(f"Error: catalog {source}: table executions: Could not decode to UTF-8"), said
-    assert said.endswith("nothing was copied")
+    assert said.startswith(f"Error: catalog {source}: it holds text that is not UTF-8"), said
+    assert "column 'flow_id'" in said and said.endswith(", reading table executions")
     with Catalog(destination) as catalog:
         assert not any(count_rows(catalog).values())
 

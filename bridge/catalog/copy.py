@@ -99,8 +99,10 @@ def count_rows(catalog: Catalog) -> dict[str, int]:
     return count_rows_on(catalog._conn, tables())
 
 
-def _pages(conn: Any, table: _Table) -> Iterator[list[tuple[Any, ...]]]:
-    """The table's rows in key order, a page at a time (each after the last key of the one before)."""
+def _pages(catalog: Catalog, table: _Table) -> Iterator[list[tuple[Any, ...]]]:
+    """The table's rows in key order, a page at a time (each after the last key of the one before).
+    An error about the catalog's storage (a file damaged, a server gone, text that is not UTF-8)
+    is one naming the catalog and the table."""
     listed = ", ".join(table.columns)
     order = ", ".join(table.order)
     width = len(table.order)
@@ -111,13 +113,23 @@ def _pages(conn: Any, table: _Table) -> Iterator[list[tuple[Any, ...]]]:
     )
     if width == 1:  # a row value of one is the value itself
         after = f"SELECT {listed}, {order} FROM {table.name} WHERE {order} > ? ORDER BY {order} LIMIT {PAGE}"
-    rows = conn.execute(first).fetchall()
+
+    def read(statement: str, *params: Any) -> list[Any]:
+        try:
+            return list(catalog._conn.execute(statement, params).fetchall())
+        except Exception as exc:
+            found = catalog.engine.storage_error(exc)
+            if found is None:
+                raise
+            raise CatalogError(f"{found}, reading table {table.name}") from exc
+
+    rows = read(first)
     while rows:
         size = len(table.columns)
         yield [tuple(row[:size]) for row in rows]
         if len(rows) < PAGE:
             return
-        rows = conn.execute(after, tuple(rows[-1][size:])).fetchall()
+        rows = read(after, *rows[-1][size:])
 
 
 def _typed(row: Sequence[Any], kinds: Sequence[str]) -> list[Any]:
@@ -135,11 +147,11 @@ def _typed(row: Sequence[Any], kinds: Sequence[str]) -> list[Any]:
     return out
 
 
-def digest_table(conn: Any, table: _Table, progress: Progress | None = None) -> tuple[int, str]:
+def digest_table(catalog: Catalog, table: _Table, progress: Progress | None = None) -> tuple[int, str]:
     """A table's count of rows and the SHA-256 of its rows (as JSON lines, in key order)."""
     hashed = hashlib.sha256()
     count = 0
-    for page in _pages(conn, table):
+    for page in _pages(catalog, table):
         for row in page:
             hashed.update(orjson.dumps(_typed(row, table.kinds)) + b"\n")
         count += len(page)
@@ -169,7 +181,7 @@ def copy_catalog(source: Catalog, destination: Catalog, *, progress: Progress | 
             refuse_rows(destination, count_rows_on(cur, layout))
             copied = 0
             for table in layout:
-                for page in _source_pages(source, table):
+                for page in _pages(source, table):
                     _write_page(destination, cur, table.name, insert[table.name], page)
                     copied += len(page)
                     if progress is not None:
@@ -180,22 +192,6 @@ def copy_catalog(source: Catalog, destination: Catalog, *, progress: Progress | 
         return destination.db.write(work, attempts=1)
     finally:
         conn.execute("COMMIT")
-
-
-def _source_pages(source: Catalog, table: _Table) -> Iterator[list[tuple[Any, ...]]]:
-    """The source table's pages (:func:`_pages`); a value it holds that cannot be read (text
-    that is not UTF-8, in a SQLite file written by hand) is an error naming the table."""
-    pages = _pages(source._conn, table)
-    while True:
-        try:
-            page = next(pages)
-        except StopIteration:
-            return
-        except Exception as exc:
-            if not source.engine.undecodable(exc):
-                raise
-            raise CatalogError(f"catalog {source.path}: table {table.name}: {exc}; nothing was copied") from exc
-        yield page
 
 
 def _write_page(destination: Catalog, cur: Cursor, table: str, insert: str, page: Sequence[Sequence[Any]]) -> None:
@@ -238,7 +234,7 @@ def check_copy(source: Catalog, destination: Catalog, *, progress: Progress | No
         conn.execute(_snapshot(catalog))
         try:
             for table in tables():
-                found.setdefault(table.name, []).append(digest_table(conn, table, progress))
+                found.setdefault(table.name, []).append(digest_table(catalog, table, progress))
         finally:
             conn.execute("COMMIT")
     return [TableCheck(name, s[0], s[1], d[0], d[1]) for name, (s, d) in found.items()]

@@ -169,11 +169,6 @@ class Engine(abc.ABC):
         """Whether the error says a value or a constraint refused what one input asked (that input
         fails, the others of its group land)."""
 
-    def undecodable(self, exc: BaseException) -> bool:
-        """Whether the error says a stored value cannot be read back as its column's type (text
-        that is not UTF-8, which a SQLite file written by hand can hold)."""
-        return False
-
     # --- the schema (bridge.catalog.migrate) ---------------------------------------------------
 
     upgrades_on_open: ClassVar[bool]  # an older catalog is upgraded when opened (else: `olbridge migrate`)

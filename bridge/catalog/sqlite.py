@@ -36,12 +36,21 @@ _BUSY_CODES = {5, 6}
 
 
 def storage_error(exc: BaseException, path: str | Path) -> CatalogError | None:
-    """The CatalogError that a SQLite error about the catalog's file, disk or lock stands for,
-    naming the catalog; None for any other error (a fault in olbridge, left to surface)."""
+    """The CatalogError that a SQLite error about the catalog's file, disk or lock, or text in it
+    that is not UTF-8, stands for, naming the catalog; None for any other error (a fault in
+    olbridge, left to surface)."""
+    if undecodable(exc):
+        return CatalogError(f"catalog {path}: it holds text that is not UTF-8, changed by hand (SQLite: {exc})")
     code = getattr(exc, "sqlite_errorcode", None) if isinstance(exc, sqlite3.Error) else None
     if code is None or code & 0xFF not in _STORAGE_CODES:
         return None
     return CatalogError(f"catalog {path}: {_STORAGE_CODES[code & 0xFF]} (SQLite: {exc})")
+
+
+def undecodable(exc: BaseException) -> bool:
+    """Whether the error is sqlite3's for a TEXT value that is not UTF-8 (it decodes each as it
+    fetches a row): a file written by hand, since olbridge writes text only from str."""
+    return isinstance(exc, sqlite3.OperationalError) and str(exc).startswith("Could not decode to UTF-8")
 
 
 class SqliteEngine(Engine):
@@ -100,10 +109,6 @@ class SqliteEngine(Engine):
 
     def refused(self, exc: BaseException) -> bool:
         return isinstance(exc, sqlite3.IntegrityError)
-
-    def undecodable(self, exc: BaseException) -> bool:
-        # sqlite3 decodes TEXT as UTF-8 as it fetches a row, and says so when it cannot
-        return isinstance(exc, sqlite3.OperationalError) and str(exc).startswith("Could not decode to UTF-8")
 
     def version(self, conn: Connection | Cursor) -> int | None:
         found = int(conn.execute("PRAGMA user_version").fetchone()[0])

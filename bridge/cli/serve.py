@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from bridge.cli.context import AppContext, pass_app
+from bridge.cli.examples import examples
 from bridge.cli.output import say
 from bridge.cli.secrets import FILE, secret
 from bridge.config import NamedToken, load_tokens
@@ -17,7 +18,14 @@ from bridge.receiver.server import serve as serve_receiver
 DEFAULTS = Limits()
 
 
-@click.command("serve")
+@click.command(
+    "serve",
+    epilog=examples(
+        "olbridge serve --port 5050 --token-file token.txt   # one shared token, from a file",
+        "olbridge serve --tokens tokens.toml --forward        # named tokens; forward what it takes",
+        "olbridge serve --workers 2 --access-log json         # a JSON line a request on stderr",
+    ),
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=5050, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free).")
 @click.option(

@@ -123,3 +123,30 @@ def test_off_by_default_and_off_wins_over_the_config(tmp_path: Path, tokens: Pat
         assert served.returncode == 0, served.stderr
         assert not [line for line in served.stderr.splitlines() if "/api/v1/lineage" in line], served.stderr
         assert "access log" not in served.stderr
+
+
+def test_a_line_cuts_a_long_path_and_escapes_what_a_terminal_would_run() -> None:
+    from datetime import UTC, datetime
+
+    from bridge.receiver.access_log import AccessLog, Seen
+
+    clock = lambda: datetime(2026, 3, 1, 8, 0, 0, 123456, tzinfo=UTC)  # noqa: E731
+    seen = Seen(token="spark", events=3)
+    text = AccessLog("text", clock=clock)
+    assert text.line("POST", "/a b\\c\u2028\U0001f600é", 200, seen, 0.01234) == (
+        "2026-03-01T08:00:00.123Z POST /a\\x20b\\\\c\\u2028\U0001f600é 200 events=3 token=spark 12.3ms"
+    )
+    long = text.line("GET", "/" + "x" * 500, 404, Seen(), 0.0)
+    assert f" /{'x' * 199}... 404 events=0 token=- 0.0ms" in long
+    record = json.loads(AccessLog("json", clock=clock).line("GET", "/\ud800" + "y" * 300, 404, seen, 0.5))
+    assert record == {
+        "time": "2026-03-01T08:00:00.123Z",
+        "method": "GET",
+        "path": "/\\ud800" + "y" * 198,  # no lone surrogate: the JSON is valid UTF-8
+        "status": 404,
+        "events": 3,
+        "token": "spark",
+        "durationMs": 500.0,
+    }
+    with pytest.raises(ValueError, match="'format' must be in"):
+        AccessLog("xml")

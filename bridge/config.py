@@ -106,9 +106,11 @@ class ServeConfig:
     forward: bool = False  # queue every accepted event in the outbox, for olbridge stream
     tokens: tuple[NamedToken, ...] | None = None  # inline [serve.tokens.<name>] tables
     tokens_file: Path | None = None  # or a tokens file (`tokens = "path"`), read when serve starts
+    access_log: str | None = None  # "text" or "json": serve's access log (None: "off", none)
 
 
-_SERVE_KEYS = ("forward", "tokens")
+_SERVE_KEYS = ("access_log", "forward", "tokens")
+ACCESS_LOG = ("text", "json", "off")  # the access log's formats, and none
 
 
 def _serve_config(table: Any, where: str, base: Path) -> ServeConfig:
@@ -116,18 +118,23 @@ def _serve_config(table: Any, where: str, base: Path) -> ServeConfig:
         raise ConfigError(f"{where}: 'serve' must be a table ([serve])")
     unknown = sorted(set(table) - set(_SERVE_KEYS))
     if unknown:
-        raise ConfigError(f"{where}: [serve]: unknown setting(s) {', '.join(unknown)}; known: forward, tokens")
+        known = ", ".join(_SERVE_KEYS)
+        raise ConfigError(f"{where}: [serve]: unknown setting(s) {', '.join(unknown)}; known: {known}")
     forward = table.get("forward", False)
     if not isinstance(forward, bool):
         raise ConfigError(f"{where}: [serve]: 'forward' must be true or false, not {forward!r}")
+    access_log = table.get("access_log", "off")
+    if access_log not in ACCESS_LOG:
+        raise ConfigError(f'{where}: [serve]: \'access_log\' must be "text", "json" or "off", not {access_log!r}')
+    settings = ServeConfig(forward=forward, access_log=None if access_log == "off" else access_log)
     tokens = table.get("tokens")
     if isinstance(tokens, str):
-        return ServeConfig(forward=forward, tokens_file=base / tokens)
+        return attrs.evolve(settings, tokens_file=base / tokens)
     if isinstance(tokens, dict):
-        return ServeConfig(forward=forward, tokens=parse_tokens(tokens, f"{where}: [serve.tokens]"))
+        return attrs.evolve(settings, tokens=parse_tokens(tokens, f"{where}: [serve.tokens]"))
     if tokens is not None:
         raise ConfigError(f"{where}: [serve]: 'tokens' is a tokens file's path or [serve.tokens.<name>] tables")
-    return ServeConfig(forward=forward)
+    return settings
 
 
 @attrs.frozen

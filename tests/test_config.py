@@ -29,6 +29,7 @@ producer = "https://example.com/olbridge/1.0"
 [serve]
 forward = true
 tokens = "secrets/tokens.toml"
+access_log = "json"
 """
 
 
@@ -54,7 +55,7 @@ def test_every_key_is_read_and_relative_paths_are_the_files_folder(tmp_path: Pat
         default_namespace="company.lake",
         job_namespace_prefix="prod.",
         producer="https://example.com/olbridge/1.0",
-        serve=ServeConfig(forward=True, tokens_file=tmp_path / "conf" / "secrets" / "tokens.toml"),
+        serve=ServeConfig(forward=True, tokens_file=tmp_path / "conf" / "secrets" / "tokens.toml", access_log="json"),
         source=file,
     )
     # every key of the file is a field of Config, and every field but source is a key
@@ -90,7 +91,9 @@ def test_unknown_keys_are_refused_and_the_known_ones_named() -> None:
         ({"producer": "olbridge"}, "'producer' must be an absolute URI, not 'olbridge'"),
         ({"producer": "https://example.com/a b"}, "'producer' must be an absolute URI"),
         ({"serve": True}, "'serve' must be a table ([serve])"),
-        ({"serve": {"forwards": True}}, "[serve]: unknown setting(s) forwards; known: forward, tokens"),
+        ({"serve": {"forwards": True}}, "[serve]: unknown setting(s) forwards; known: access_log, forward, tokens"),
+        ({"serve": {"access_log": True}}, '[serve]: \'access_log\' must be "text", "json" or "off", not True'),
+        ({"serve": {"access_log": "JSON"}}, '\'access_log\' must be "text", "json" or "off", not \'JSON\''),
         ({"serve": {"forward": "yes"}}, "[serve]: 'forward' must be true or false, not 'yes'"),
         ({"serve": {"tokens": ["a"]}}, "[serve]: 'tokens' is a tokens file's path or [serve.tokens.<name>] tables"),
         ({"serve": {"tokens": {}}}, "no tokens: give one table per token name"),

@@ -9,6 +9,7 @@ import click
 
 from bridge.catalog import AssetQuery, MetadataFilter
 from bridge.cli.context import AppContext, pass_app
+from bridge.cli.examples import examples
 from bridge.cli.options import json_flag
 from bridge.cli.output import print_json, say
 from bridge.errors import ValidationError
@@ -62,7 +63,14 @@ def assets() -> None:
     """List, show, set, delete and purge assets."""
 
 
-@assets.command("list")
+@assets.command(
+    "list",
+    epilog=examples(
+        "olbridge assets list --type Table --namespace company.data",
+        "olbridge assets list --json --where dbtTestStatus EQUAL_TO fail",
+        "olbridge assets list --deleted   # deleted assets too",
+    ),
+)
 @click.option("--type", "types", multiple=True, help="Only these types (short or Kestra class names).")
 @click.option("--namespace", help="Only this namespace (never matches a Global asset).")
 @_where

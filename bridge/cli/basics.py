@@ -10,6 +10,7 @@ from typing import IO, Any
 import click
 
 from bridge.cli.context import AppContext, pass_app
+from bridge.cli.examples import examples
 from bridge.cli.output import print_json, record_summary, run_name, run_warnings, say, say_warnings
 from bridge.cli.progress import progress
 from bridge.errors import InputFileError, ValidationError
@@ -43,7 +44,15 @@ def migrate(app: AppContext) -> None:
     )
 
 
-@click.command("record")
+@click.command(
+    "record",
+    epilog=examples(
+        "olbridge record --namespace ops --flow-id backup --task-id snap --execution-id e9 \\",
+        "    --start 2025-01-01T00:00:00Z --end 2025-01-01T00:05:00Z --input vm-web-01 \\",
+        '    --output \'{"id": "snapshot.vm-web-01.e9", "type": "company.infra.Snapshot"}\'',
+        "olbridge record --file runs.jsonl   # one Kestra AssetLineage-shaped task run a line",
+    ),
+)
 @click.option(
     "--file",
     "file",

@@ -8,6 +8,7 @@ import click
 
 from bridge.adapters.dbt import ingest_dbt
 from bridge.cli.context import AppContext, pass_app
+from bridge.cli.examples import examples
 from bridge.cli.options import deprecated_alias
 from bridge.cli.output import print_json, say
 
@@ -17,7 +18,14 @@ def dbt() -> None:
     """dbt: record a project's models, seeds and snapshots from its artifacts."""
 
 
-@dbt.command("import")
+@dbt.command(
+    "import",
+    epilog=examples(
+        "olbridge dbt import --project-dir my_dbt_project",
+        "olbridge dbt import --project-dir . --target-path target --profiles-dir .",
+        "olbridge dbt import --project-dir . --catalog-json docs-target/catalog.json   # from dbt docs generate",
+    ),
+)
 @click.option(
     "--project-dir",
     type=click.Path(file_okay=False, path_type=Path),

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from bridge.cli.context import AppContext, pass_app
+from bridge.cli.examples import examples
 from bridge.cli.options import Delivery, delivery_options, history_filters, json_flag
 from bridge.cli.output import print_json, say
 from bridge.cli.progress import progress
@@ -25,7 +26,14 @@ from bridge.receiver.policy import judge
 EXPORT_MAX_ATTEMPTS = 8  # with the default backoff, half a minute to a minute of retries
 
 
-@click.command("export")
+@click.command(
+    "export",
+    epilog=examples(
+        "olbridge export --output events.ndjson --since 2025-01-01 --namespace company.data",
+        "olbridge export                                 # NDJSON on stdout",
+        "olbridge export --url http://localhost:5000     # to a backend, batched and retried",
+    ),
+)
 @click.option(
     "--output",
     "output",
@@ -105,7 +113,14 @@ def export(
     say(f"exported {sink.count} event(s) to {url or output or 'stdout'}")
 
 
-@click.command("validate")
+@click.command(
+    "validate",
+    epilog=examples(
+        "olbridge validate events.ndjson              # the spec and Marquez's contract; exit 0 only when all valid",
+        "olbridge validate --no-marquez events.json   # the OpenLineage spec only",
+        "olbridge validate --receiver events.ndjson   # what serve would refuse, or take with warnings",
+    ),
+)
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--no-marquez", is_flag=True, help="Check the OpenLineage spec only, not Marquez's contract.")
 @click.option(

@@ -9,6 +9,7 @@ import click
 import orjson
 
 from bridge.cli.context import AppContext, pass_app
+from bridge.cli.examples import examples
 from bridge.cli.options import json_flag
 from bridge.cli.output import print_json, say
 from bridge.cli.progress import progress
@@ -57,7 +58,14 @@ def _one_line_object(line: bytes) -> bool:
         return False
 
 
-@click.command("import")
+@click.command(
+    "import",
+    epilog=examples(
+        "olbridge import events.ndjson more.json one.json           # NDJSON, JSON arrays, single events",
+        "olbridge import --strict --json events.ndjson              # refuse what the spec refuses; JSON summary",
+        "olbridge import --from-marquez http://localhost:5000 --since 2025-03-01",
+    ),
+)
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--from-marquez", "marquez_url", metavar="URL", help="Import a Marquez instance's RunEvents.")
 @click.option("--since", help="Marquez: start at this time instead of where the last import stopped.")

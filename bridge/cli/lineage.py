@@ -6,6 +6,7 @@ import click
 
 from bridge.catalog import ColumnLineageGraph
 from bridge.cli.context import AppContext, pass_app
+from bridge.cli.examples import examples
 from bridge.cli.output import print_json, say
 from bridge.drawing.asset_graph import graph_json, graph_mermaid, graph_text, mermaid_limits
 from bridge.drawing.column_graph import column_graph_json, column_graph_mermaid, column_graph_text
@@ -21,7 +22,15 @@ def show_columns(graph: ColumnLineageGraph, fmt: str) -> None:
         click.echo(column_graph_text(graph))
 
 
-@click.command("lineage")
+@click.command(
+    "lineage",
+    epilog=examples(
+        "olbridge lineage dbt.main.my_first_dbt_model --direction downstream --depth 3",
+        "olbridge lineage dbt.main.my_first_dbt_model --format mermaid   # a flowchart for Markdown",
+        "olbridge lineage mart.orders --as-of 2025-03-01T08:00:00Z       # as the catalog knew it then",
+        "olbridge lineage reports.second_model_report --column label --direction upstream",
+    ),
+)
 @click.argument("asset_id")
 @click.option("--direction", type=click.Choice(["upstream", "downstream", "both"]), default="both", show_default=True)
 @click.option("--depth", type=click.IntRange(1, 100), default=5, show_default=True, help="How many hops to follow.")

@@ -8,6 +8,7 @@ import click
 
 from bridge.catalog.runs import EXTERNAL, OWN, STATES, RunFilter, Runs, RunView
 from bridge.cli.context import AppContext, pass_app
+from bridge.cli.examples import examples
 from bridge.cli.options import json_flag
 from bridge.cli.output import print_json
 from bridge.errors import NotFoundError
@@ -29,7 +30,13 @@ def _line(view: RunView) -> str:
     )
 
 
-@runs.command("list")
+@runs.command(
+    "list",
+    epilog=examples(
+        "olbridge runs list --external --state fail --since 2025-03-01 --json",
+        "olbridge runs list --own --job dbt_build_with_lineage.export_report --limit 20",
+    ),
+)
 @click.option("--job", help="Only runs of this job (its name, as its events give it: <flowId>.<taskId> for ours).")
 @click.option("--namespace", help="Only runs of jobs in this job namespace.")
 @click.option("--state", type=click.Choice(STATES, case_sensitive=False), help="Only runs in this state.")

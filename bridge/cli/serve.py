@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from bridge.cli.context import AppContext, pass_app
+from bridge.cli.examples import examples
 from bridge.cli.output import say
 from bridge.cli.secrets import FILE, secret
 from bridge.config import NamedToken, load_tokens
@@ -17,7 +18,14 @@ from bridge.receiver.server import serve as serve_receiver
 DEFAULTS = Limits()
 
 
-@click.command("serve")
+@click.command(
+    "serve",
+    epilog=examples(
+        "olbridge serve --port 5050 --token-file token.txt   # one shared token, from a file",
+        "olbridge serve --tokens tokens.toml --forward        # named tokens; forward what it takes",
+        "olbridge serve --workers 2 --access-log json         # a JSON line a request on stderr",
+    ),
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=5050, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free).")
 @click.option(
@@ -82,6 +90,16 @@ DEFAULTS = Limits()
     "them the connection closes (a late body is answered 408, retriable). Stalled or trickling clients "
     "hold connections no longer.",
 )
+@click.option(
+    "--access-log",
+    type=click.Choice(["text", "json", "off"]),
+    is_flag=False,
+    flag_value="text",
+    default=None,
+    help="A line a request on stderr once it is answered: method, path, status, events, the named token's name "
+    "(never the token) and the time taken; as text (--access-log alone) or one JSON object a line [default: "
+    "the config's [serve] access_log, else off].",
+)
 @click.option("--max-body", default=DEFAULTS.max_body, show_default=True, type=click.IntRange(1), help="Bytes.")
 @click.option("--max-batch", default=DEFAULTS.max_batch, show_default=True, type=click.IntRange(1), help="Events.")
 @click.option(
@@ -101,6 +119,7 @@ def serve(
     workers: int,
     durability: str,
     read_timeout: float,
+    access_log: str | None,
     max_body: int,
     max_batch: int,
     max_datasets: int,
@@ -133,6 +152,7 @@ def serve(
     if token and named:
         raise click.UsageError("give one shared token (--token) or named tokens (--tokens, [serve] tokens)")
     forward = settings.forward if forward is None else forward
+    access_log = settings.access_log if access_log is None else None if access_log == "off" else access_log
     if threads is not None:
         click.echo("Warning: --threads has no effect: each worker serves its connections on an event loop", err=True)
     limits = Limits(max_body=max_body, max_batch=max_batch, max_datasets=max_datasets)
@@ -147,6 +167,7 @@ def serve(
         forward=forward,
         tokens=named,
         read_timeout=read_timeout,
+        access_log=access_log,
     )
     # create or migrate the catalog, and make sure it can be written, before any process forks:
     # a catalog that cannot be is one error here rather than a writer failing again and again
@@ -155,6 +176,8 @@ def serve(
     auth = f"{len(named)} named token(s)" if named else "bearer token" if token else "no auth"
     if forward:
         auth += "; forwarding accepted events through the outbox (olbridge stream delivers them)"
+    if access_log:
+        auth += f"; access log on stderr ({access_log})"
     serve_receiver(
         app.catalog_path,
         app.resolver(),

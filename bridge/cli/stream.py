@@ -11,6 +11,7 @@ import click
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import DeliveryError
 from bridge.cli.context import AppContext, pass_app
+from bridge.cli.examples import examples
 from bridge.cli.options import Delivery, F, delivery_options, history_filters, json_flag
 from bridge.cli.output import print_json, say, stop_on_signals
 from bridge.cli.progress import progress
@@ -73,7 +74,14 @@ def _stream_message(stats: StreamStats) -> str:
     )
 
 
-@click.command("stream")
+@click.command(
+    "stream",
+    epilog=examples(
+        "olbridge stream --url http://localhost:5000   # as a service; SIGTERM or Ctrl-C stop it",
+        "olbridge stream --once                        # deliver what can be, then exit (openlineage.yml)",
+        "olbridge stream --url http://localhost:5000 --api-key-file key.txt --concurrency 8",
+    ),
+)
 @target_options
 @delivery_options(max_attempts=0, max_attempts_help=MAX_ATTEMPTS_HELP)
 @click.option("--once", is_flag=True, help="Deliver what can be delivered, then exit (retries included).")
@@ -154,7 +162,15 @@ def stream(
         )
 
 
-@click.command("backfill")
+@click.command(
+    "backfill",
+    epilog=examples(
+        "olbridge backfill --url http://localhost:5000 --since 2025-01-01 --namespace company.data",
+        "olbridge backfill --dry-run --json                                # count and validate, send nothing",
+        "olbridge backfill --url http://localhost:5000 --rate 500/s --no-resume",
+        "olbridge backfill --url http://localhost:5000 --retry-refused     # the refused events again",
+    ),
+)
 @target_options
 @delivery_options(max_attempts=0, max_attempts_help=MAX_ATTEMPTS_HELP)
 @history_filters

@@ -22,6 +22,7 @@ which the catalog queues in its outbox with the event.
 from __future__ import annotations
 
 import hmac
+import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -31,6 +32,7 @@ import orjson
 
 from bridge.config import NamedToken
 from bridge.openlineage.validate import Problem, event_kind
+from bridge.receiver.access_log import AccessLog, Seen
 from bridge.receiver.events import parse_json, split_array
 from bridge.receiver.intake import Blocking, BodyTimedOut, Intake, Read, Steps, run_steps
 from bridge.receiver.outcome import Outcome
@@ -131,7 +133,8 @@ class ReceiverApp:
     """``ReceiverApp(intake, token=..., ready=...)`` answers requests as steps (:meth:`exchange`,
     which the HTTP workers run on their event loops) and is a WSGI callable; ``tokens`` are named
     tokens, each allowed its namespaces (instead of the one ``token``); ``forward`` hands each
-    event's text as it came to the catalog, to forward."""
+    event's text as it came to the catalog, to forward; ``access_log`` writes a line for each
+    request answered."""
 
     def __init__(
         self,
@@ -141,6 +144,7 @@ class ReceiverApp:
         tokens: Sequence[NamedToken] = (),
         forward: bool = False,
         ready: Callable[[], str | None] = lambda: None,
+        access_log: AccessLog | None = None,
     ) -> None:
         if token and tokens:
             raise ValueError("give one token or named tokens, not both")
@@ -150,6 +154,7 @@ class ReceiverApp:
         self._tokens = [(f"Bearer {t.token}".encode(), t) for t in tokens]
         self.forward = forward
         self._ready = ready  # None when ready, else why not
+        self.access_log = access_log
 
     # --- WSGI (in-process: the tests, an embedding program) ---------------------------------
 
@@ -176,9 +181,10 @@ class ReceiverApp:
         """The answer to a request, as steps: the server reads the body when asked
         (:class:`~bridge.receiver.intake.Read`) and has the events written
         (:class:`~bridge.receiver.intake.Write`), each its own way."""
+        started, seen = time.perf_counter(), Seen()
         route = request.path if request.path in (LINEAGE, BATCH, "/healthz", "/readyz", "/metrics") else "other"
         try:
-            status, body, headers = yield from self._dispatch(request)
+            status, body, headers = yield from self._dispatch(request, seen)
         except HttpError as exc:
             status, headers = exc.status, exc.headers
             body = error_body(exc.status, exc.code, exc.message, exc.problems)
@@ -191,16 +197,20 @@ class ReceiverApp:
             payload = orjson.dumps(body)
             headers = [("Content-Type", "application/json"), *headers]
         headers.append(("Content-Length", str(len(payload))))
+        if self.access_log is not None:
+            self.access_log.log(request.method, request.path, status, seen, time.perf_counter() - started)
         return Reply(status, headers, payload)
 
-    def _dispatch(self, request: Request) -> Steps[tuple[int, Any, list[tuple[str, str]]]]:
+    def _dispatch(self, request: Request, seen: Seen) -> Steps[tuple[int, Any, list[tuple[str, str]]]]:
         method, path = request.method, request.path
         if path in (LINEAGE, BATCH):
             if method != "POST":
                 raise HttpError(405, "method_not_allowed", f"{path} takes POST", headers=[("Allow", "POST")])
             named = self._authorize(request)
+            seen.token = named.name if named else None
             body = yield from self._read_body(request)
             payload = self._parse(body)
+            seen.events = len(payload) if isinstance(payload, list) else 1
             if path == BATCH:
                 return (yield from self._batch(payload, body, named))
             return (yield from self._single(payload, body, named))

@@ -34,6 +34,7 @@ from bridge.catalog.store import open_engine, unreadable
 from bridge.config import NamedToken
 from bridge.errors import BridgeError, ReceiverError
 from bridge.mapping.resolver import Resolver
+from bridge.receiver.access_log import AccessLog
 from bridge.receiver.app import ReceiverApp
 from bridge.receiver.asgi import AsgiReceiver
 from bridge.receiver.http_protocol import guarded
@@ -58,6 +59,7 @@ class ServeOptions:
     forward: bool = False  # queue every accepted event in the outbox, as it came
     tokens: tuple[NamedToken, ...] = ()  # named tokens, each allowed its namespaces (instead of token)
     read_timeout: float = 60.0  # s a client has to send a request's head, and again its body
+    access_log: str | None = None  # "text" or "json": a line a request on stderr (None: no log)
 
 
 KEEP_ALIVE = 75  # s an idle connection stays open (above the usual 60 s of load balancers)
@@ -88,7 +90,15 @@ def run_worker(
         return unreadable(catalog_path)
 
     intake = Intake(None, strict=options.strict, limits=options.limits, metrics=metrics)
-    app = ReceiverApp(intake, token=options.token, tokens=options.tokens, forward=options.forward, ready=not_ready)
+    access_log = AccessLog(options.access_log) if options.access_log else None
+    app = ReceiverApp(
+        intake,
+        token=options.token,
+        tokens=options.tokens,
+        forward=options.forward,
+        ready=not_ready,
+        access_log=access_log,
+    )
     config = uvicorn.Config(
         AsgiReceiver(app, writer, body_timeout=options.read_timeout),
         http=guarded(options.read_timeout),  # httptools, with a deadline for a request's head

@@ -1,0 +1,152 @@
+"""``olbridge serve --access-log``: a real ``serve`` process writes one line a request on stderr,
+with its status, the events it carried, the time it took and its named token's name (never the
+token), as text or as JSON; off unless asked, on the command line or in the config's ``[serve]``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from tests.helpers import ol_dataset, ol_run_event, serve_process
+from tests.test_tokens import ANY, SPARK, TOKENS_FILE
+
+
+def run_event(n: int, namespace: str) -> dict[str, Any]:
+    return ol_run_event(
+        run_id=f"0194a1b2-0000-7000-8000-{n:012d}", job=(namespace, "job"), inputs=[ol_dataset("s3://b", f"k{n}")]
+    )
+
+
+def post(url: str, path: str, value: Any, token: str | None) -> int:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return requests.post(f"{url}{path}", json=value, headers=headers, timeout=30).status_code
+
+
+def requests_made(url: str) -> list[int]:
+    """A few requests, one of each kind: good, good batch, bad, forbidden, refused token, health,
+    and a path made to forge a line and drive a terminal."""
+    statuses = [
+        post(url, "/api/v1/lineage", run_event(1, "spark-prod"), SPARK.token),
+        post(url, "/api/v1/lineage/batch", [run_event(2, "etl"), run_event(3, "airflow")], ANY.token),
+        post(url, "/api/v1/lineage", {**run_event(4, "etl"), "eventTime": "yesterday"}, SPARK.token),
+        post(url, "/api/v1/lineage", run_event(5, "airflow"), SPARK.token),
+        post(url, "/api/v1/lineage", run_event(6, "etl"), "not-a-token"),
+        requests.get(f"{url}/healthz", timeout=30).status_code,
+        requests.get(f"{url}/x%1b%5b2J%0a2026-01-01T00:00:00.000Z%20GET%20/forged", timeout=30).status_code,
+    ]
+    assert statuses == [201, 200, 400, 403, 401, 200, 404]
+    return statuses
+
+
+def environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("OLBRIDGE_")}
+
+
+@pytest.fixture
+def tokens(tmp_path: Path) -> Path:
+    file = tmp_path / "tokens.toml"
+    file.write_text(TOKENS_FILE)
+    return file
+
+
+TEXT = re.compile(
+    r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z) (?P<method>GET|POST) (?P<path>\S+) (?P<status>\d{3}) "
+    r"events=(?P<events>\d+) token=(?P<token>\S+) (?P<ms>\d+(\.\d)?)ms$"
+)
+
+
+def test_the_text_access_log_has_a_line_a_request(tmp_path: Path, tokens: Path) -> None:
+    with serve_process(tmp_path / "olbridge.db", "--tokens", str(tokens), "--access-log", env=environment()) as served:
+        requests_made(served.url)
+    assert served.returncode == 0, served.stderr
+    lines = [m.groupdict() for line in served.stderr.splitlines() if (m := TEXT.match(line))]
+    seen = [(d["method"], d["path"], int(d["status"]), int(d["events"]), d["token"]) for d in lines]
+    # the readiness polls of serve_process come first
+    assert seen[-7:] == [
+        ("POST", "/api/v1/lineage", 201, 1, "spark"),
+        ("POST", "/api/v1/lineage/batch", 200, 2, "platform"),
+        ("POST", "/api/v1/lineage", 400, 1, "spark"),
+        ("POST", "/api/v1/lineage", 403, 1, "spark"),
+        ("POST", "/api/v1/lineage", 401, 0, "-"),
+        ("GET", "/healthz", 200, 0, "-"),
+        # escaped: the line is one, it forges none and clears no screen
+        ("GET", r"/x\x1b[2J\x0a2026-01-01T00:00:00.000Z\x20GET\x20/forged", 404, 0, "-"),
+    ]
+    assert all(s == ("GET", "/readyz", 200, 0, "-") for s in seen[:-7])
+    assert "access log on stderr (text)" in served.stderr
+    assert "\x1b" not in served.stderr
+    for secret in (SPARK.token, ANY.token, "not-a-token"):
+        assert secret not in served.stderr
+
+
+def test_the_json_access_log_from_the_config(tmp_path: Path, tokens: Path) -> None:
+    config = tmp_path / "olbridge.toml"
+    config.write_text(f'[serve]\ntokens = "{tokens.name}"\naccess_log = "json"\n')
+    env = {**environment(), "OLBRIDGE_CONFIG": str(config)}
+    with serve_process(tmp_path / "olbridge.db", env=env) as served:
+        requests_made(served.url)
+    assert served.returncode == 0, served.stderr
+    records = [json.loads(line) for line in served.stderr.splitlines() if line.startswith("{")]
+    assert all(set(r) == {"time", "method", "path", "status", "events", "token", "durationMs"} for r in records)
+    assert all(isinstance(r["durationMs"], float) and r["durationMs"] >= 0 for r in records)
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", r["time"]) for r in records)
+    seen = [(r["method"], r["path"], r["status"], r["events"], r["token"]) for r in records]
+    assert seen[-7:] == [
+        ("POST", "/api/v1/lineage", 201, 1, "spark"),
+        ("POST", "/api/v1/lineage/batch", 200, 2, "platform"),
+        ("POST", "/api/v1/lineage", 400, 1, "spark"),
+        ("POST", "/api/v1/lineage", 403, 1, "spark"),
+        ("POST", "/api/v1/lineage", 401, 0, None),
+        ("GET", "/healthz", 200, 0, None),
+        ("GET", "/x\x1b[2J\n2026-01-01T00:00:00.000Z GET /forged", 404, 0, None),  # JSON escapes it
+    ]
+    assert "\x1b" not in served.stderr
+    for secret in (SPARK.token, ANY.token, "not-a-token"):
+        assert secret not in served.stderr
+
+
+def test_off_by_default_and_off_wins_over_the_config(tmp_path: Path, tokens: Path) -> None:
+    config = tmp_path / "olbridge.toml"
+    config.write_text('[serve]\naccess_log = "text"\n')
+    for options, env in [
+        ((), environment()),
+        (("--access-log", "off"), {**environment(), "OLBRIDGE_CONFIG": str(config)}),
+    ]:
+        with serve_process(tmp_path / "olbridge.db", "--tokens", str(tokens), *options, env=env) as served:
+            assert post(served.url, "/api/v1/lineage", run_event(1, "spark-prod"), SPARK.token) == 201
+        assert served.returncode == 0, served.stderr
+        assert not [line for line in served.stderr.splitlines() if "/api/v1/lineage" in line], served.stderr
+        assert "access log" not in served.stderr
+
+
+def test_a_line_cuts_a_long_path_and_escapes_what_a_terminal_would_run() -> None:
+    from datetime import UTC, datetime
+
+    from bridge.receiver.access_log import AccessLog, Seen
+
+    clock = lambda: datetime(2026, 3, 1, 8, 0, 0, 123456, tzinfo=UTC)  # noqa: E731
+    seen = Seen(token="spark", events=3)
+    text = AccessLog("text", clock=clock)
+    assert text.line("POST", "/a b\\c\u2028\U0001f600é", 200, seen, 0.01234) == (
+        "2026-03-01T08:00:00.123Z POST /a\\x20b\\\\c\\u2028\U0001f600é 200 events=3 token=spark 12.3ms"
+    )
+    long = text.line("GET", "/" + "x" * 500, 404, Seen(), 0.0)
+    assert f" /{'x' * 199}... 404 events=0 token=- 0.0ms" in long
+    record = json.loads(AccessLog("json", clock=clock).line("GET", "/\ud800" + "y" * 300, 404, seen, 0.5))
+    assert record == {
+        "time": "2026-03-01T08:00:00.123Z",
+        "method": "GET",
+        "path": "/\\ud800" + "y" * 198,  # no lone surrogate: the JSON is valid UTF-8
+        "status": 404,
+        "events": 3,
+        "token": "spark",
+        "durationMs": 500.0,
+    }
+    with pytest.raises(ValueError, match="'format' must be in"):
+        AccessLog("xml")

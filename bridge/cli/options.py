@@ -1,11 +1,9 @@
 """What several commands share on the command line, declared once: option factories (the history
-filters, ``--json``, how a command delivers), and the hidden aliases that keep a renamed command's
-old name working."""
+filters, ``--json``, how a command delivers)."""
 
 from __future__ import annotations
 
 import functools
-import inspect
 import threading
 import time
 from collections.abc import Callable
@@ -15,7 +13,6 @@ import attrs
 import click
 from click.core import ParameterSource
 
-from bridge.cli.output import say
 from bridge.delivery.config import sender_for
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.retry import RateLimiter, RetryPolicy
@@ -123,33 +120,3 @@ def delivery_options(*, max_attempts: int, max_attempts_help: str) -> Callable[[
         return cast(F, command)
 
     return decorate
-
-
-class DeprecatedAlias(click.Command):
-    """A command under the name it had before it was renamed: hidden from the help, it runs the
-    same and says on stderr which name to use instead."""
-
-    def __init__(self, name: str, target: click.Command) -> None:
-        super().__init__(
-            name,
-            context_settings=target.context_settings,
-            callback=target.callback,
-            params=target.params,
-            help=f"Deprecated: the old name of {target.name!r}.\n\n{inspect.cleandoc(target.help or '')}",
-            epilog=target.epilog,
-            options_metavar=target.options_metavar,
-            add_help_option=target.add_help_option,
-            no_args_is_help=target.no_args_is_help,
-            hidden=True,
-        )
-        self.target = target
-
-    def invoke(self, ctx: click.Context) -> Any:
-        parent = f"{ctx.parent.command_path} " if ctx.parent is not None else ""
-        say(f"warning: '{ctx.command_path}' is deprecated; use '{parent}{self.target.name}'")
-        return super().invoke(ctx)
-
-
-def deprecated_alias(target: click.Command, old_name: str) -> DeprecatedAlias:
-    """``target`` under ``old_name``, for the group that holds ``target`` to add beside it."""
-    return DeprecatedAlias(old_name, target)

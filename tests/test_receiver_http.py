@@ -28,7 +28,7 @@ from bridge.receiver.events import canonical
 from bridge.receiver.intake import Intake, Limits
 from bridge.receiver.metrics import Metrics
 from bridge.receiver.outcome import Outcome
-from bridge.receiver.writer import GroupWriter
+from tests.group_writer import GroupWriter
 from tests.helpers import (
     DATASET_EVENT_URL,
     PRODUCER,

@@ -183,10 +183,6 @@ class Catalog:
         change, declared job, received event or outbox row gets a key past the highest."""
         self.db.write(self.engine.reset_keys)
 
-    def table_names(self) -> list[str]:
-        """The catalog's tables (its data; not the schema's version table), in name order."""
-        return [name for name in self.engine.tables(self._conn) if name != schema_migrations.VERSION_TABLE]
-
     @property
     def schema_version(self) -> int:
         return self.engine.version(self._conn) or 0

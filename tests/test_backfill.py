@@ -77,7 +77,7 @@ def test_runs_by_start_time_with_asset_changes_between(catalog: Catalog, convert
     ]
     assert sorted(map(dumps, backend.accepted)) == sorted(map(dumps, iter_events(catalog, converter)))
     assert (summary.runs, summary.changes, summary.events, summary.refused, summary.complete) == (3, 3, 8, 0, True)
-    assert catalog.get_checkpoint("test") is not None
+    assert catalog.backfills.checkpoint("test") is not None
 
 
 def test_replaying_twice_sends_identical_events(catalog: Catalog, converter: Converter) -> None:
@@ -95,7 +95,7 @@ def test_a_finished_backfill_resumes_at_its_end(catalog: Catalog, converter: Con
     with Backend() as backend:
         backfill(catalog, converter, backend).run()
         again = backfill(catalog, converter, backend).run()
-        assert (again.events, again.resumed_from) == (0, (catalog.get_checkpoint("test").position))  # type: ignore[union-attr]
+        assert (again.events, again.resumed_from) == (0, (catalog.backfills.checkpoint("test").position))  # type: ignore[union-attr]
         catalog.record_task_run(run("later", start=at(60), execution="e9"))
         later = backfill(catalog, converter, backend).run()
     assert later.events == 2 and later.runs == 1
@@ -251,7 +251,7 @@ def test_a_long_backfill_interrupted_and_resumed(long_history: Catalog, converte
         ).run()
         assert not first.complete and 70_000 <= first.events < 2 * RUNS
         assert backend.accepted_count == first.events  # the window in flight finished: nothing half sent
-        saved = catalog.get_checkpoint("big")
+        saved = catalog.backfills.checkpoint("big")
         assert saved is not None and (saved.events, saved.runs) == (first.events, first.runs)
         second = Backfill(
             catalog, converter, dispatcher(backend, concurrency=2, batch_size=500), checkpoint="big"
@@ -409,7 +409,7 @@ def test_out_of_attempts_the_checkpoint_stays_before_the_event_and_nothing_goes_
         # a run's end never goes without its START; the rest of the window did go
         b_start = keys_of(catalog, converter, "flow.b", ("START",))
         assert set(backend.taken) & b_events == (set() if kinds == ("START",) else b_start)
-        saved = catalog.get_checkpoint("test")
+        saved = catalog.backfills.checkpoint("test")
         assert saved is not None and saved.position is not None and saved.position[0] < format_time(at(10))
         assert saved.ahead  # what went past the event that did not
         broken[0] = False
@@ -418,7 +418,7 @@ def test_out_of_attempts_the_checkpoint_stays_before_the_event_and_nothing_goes_
     counts = backend.counts(wanted)
     assert (counts["delivered"], counts["duplicated"], counts["lost"]) == (8, 0, 0)
     assert backend.out_of_order_runs() == []
-    assert catalog.get_checkpoint("test").ahead == ()  # type: ignore[union-attr]
+    assert catalog.backfills.checkpoint("test").ahead == ()  # type: ignore[union-attr]
 
 
 def test_a_stop_during_retries_keeps_the_checkpoint_before_what_did_not_go(
@@ -432,7 +432,7 @@ def test_a_stop_during_retries_keeps_the_checkpoint_before_what_did_not_go(
         fake = FakeTime(on_sleep=lambda n: stop.set() if n == 3 else None)
         first = backfill(catalog, converter, backend, stop=stop, sleep=fake.sleep).run()
         assert (first.error, first.complete, first.events, first.undelivered) == (None, False, 0, 8)
-        assert catalog.get_checkpoint("test").position is None  # type: ignore[union-attr]
+        assert catalog.backfills.checkpoint("test").position is None  # type: ignore[union-attr]
         broken[0] = False
         assert backfill(catalog, converter, backend).run().complete
     counts = backend.counts(wanted)

@@ -210,7 +210,7 @@ def test_the_three_kinds_of_position_move_into_one_table(tmp_path: Path) -> None
             "marquez-import", "http://m:5000", {"after": "2025-03-01T08:03:00Z"}, "u1"
         )
         assert read_cursor(cat, "http://p/api") == PrefectCursor(at(0), ("a", "b"), 7)
-        assert cat.get_checkpoint("http://b") == Checkpoint(
+        assert cat.backfills.checkpoint("http://b") == Checkpoint(
             "http://b",
             {"namespace": "n"},
             ("2025-03-01T08:00:00Z", 1, 4),

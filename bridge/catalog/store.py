@@ -24,11 +24,12 @@ import attrs
 from bridge.catalog import columns as column_queries
 from bridge.catalog import external, positions, rows, sql, writes
 from bridge.catalog import migrate as schema_migrations
+from bridge.catalog.backfills import Backfills
 from bridge.catalog.columns import ColumnLineageGraph, StoredColumnEdge
 from bridge.catalog.engine import Busy, Connection, Cursor, Database, Engine, is_url
 from bridge.catalog.external import IngestResult
-from bridge.catalog.outbox import ASSET_CHANGE, Outbox, queue_event
-from bridge.catalog.positions import BACKFILL, Checkpoint, Position, RefusedItem
+from bridge.catalog.outbox import Outbox
+from bridge.catalog.positions import Checkpoint, Position, RefusedItem
 from bridge.catalog.query import AssetQuery, PurgeResult
 from bridge.catalog.sqlite import SqliteEngine
 from bridge.catalog.sqlite import storage_error as sqlite_storage_error
@@ -312,21 +313,7 @@ class Catalog:
         """Soft-delete an asset (a decommissioned resource). It is exported as a DatasetEvent with
         ``lifecycleStateChange: DROP``; a later write brings it back."""
 
-        def work(cur: Cursor) -> Asset:
-            current = writes.get_asset(cur, asset_id)
-            if current is None:
-                raise NotFoundError(f"no asset with id {asset_id!r}")
-            if current.is_deleted:
-                return current
-            asset = attrs.evolve(current, deleted_at=now, updated_at=now)
-            cur.execute(sql.UPSERT_ASSET, rows.asset_row(asset))
-            seq = cur.execute(
-                sql.INSERT_CHANGE, (asset.id, "delete", format_time(now), rows.snapshot(asset))
-            ).fetchone()[0]
-            queue_event(cur, ASSET_CHANGE, seq, asset.id)
-            return asset
-
-        return self.db.write(work)
+        return self.db.write(lambda cur: writes.delete_asset(cur, asset_id, now=now))
 
     def purge(self, query: AssetQuery, *, usages: bool = False, lineage: bool = False) -> PurgeResult:
         """Hard-delete the assets the query matches (deleted ones included), with their change
@@ -339,20 +326,7 @@ class Catalog:
 
         def work(cur: Cursor) -> PurgeResult:
             ids = [a.id for a in self._list_assets(cur, query)]
-            counts = {"assets": 0, "usages": 0, "lineage": 0}
-            for start in range(0, len(ids), 400):
-                chunk = ids[start : start + 400]
-                counts["assets"] += cur.execute(sql.delete_assets(len(chunk)), chunk).rowcount
-                cur.execute(sql.delete_changes_of(len(chunk)), chunk)
-                cur.execute(sql.delete_bindings_of(len(chunk)), chunk)
-                cur.execute(sql.delete_identifiers_of(len(chunk)), chunk)
-                cur.execute(sql.delete_facets_of(len(chunk)), [f"asset:{asset_id}" for asset_id in chunk])
-                if usages:
-                    counts["usages"] += cur.execute(sql.delete_usages_of(len(chunk)), chunk).rowcount
-                if lineage:
-                    counts["lineage"] += cur.execute(sql.delete_lineage_of(len(chunk)), chunk * 2).rowcount
-                    cur.execute(sql.delete_column_lineage_of(len(chunk)), chunk * 2)
-            return PurgeResult(ids=tuple(ids), **counts)
+            return PurgeResult(ids=tuple(ids), **writes.purge_assets(cur, ids, usages=usages, lineage=lineage))
 
         return self.db.write(work)
 
@@ -402,15 +376,7 @@ class Catalog:
         runs = list(runs)
 
         def work(cur: Cursor) -> list[RecordResult | CatalogError]:
-            results: list[RecordResult | CatalogError] = []
-            for run in runs:
-                cur.execute("SAVEPOINT task_run")
-                try:
-                    results.append(writes.write_task_run(cur, run))
-                except CatalogError as exc:
-                    cur.execute("ROLLBACK TO task_run")
-                    results.append(exc)
-                cur.execute("RELEASE task_run")
+            results = writes.write_each(cur, runs)
             if position is not None:
                 positions.save(cur, position)
             return results
@@ -686,50 +652,10 @@ class Catalog:
         """The stream workers and the outbox's lease (see :mod:`bridge.catalog.workers`)."""
         return Workers(self.db)
 
-    def get_checkpoint(self, name: str) -> Checkpoint | None:
-        """A backfill's checkpoint: its ``backfill`` position."""
-        found = self.position(BACKFILL, name)
-        return Checkpoint.from_position(found) if found is not None else None
-
-    def list_checkpoints(self) -> list[Checkpoint]:
-        return [Checkpoint.from_position(p) for p in self.positions(BACKFILL)]
-
-    def save_checkpoint(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        refused: Sequence[RefusedItem] = (),
-        resolved: Sequence[RefusedItem] = (),
-        clear_refused: bool = False,
-    ) -> None:
-        """Move a backfill's checkpoint, in one transaction with the events its backend refused
-        (kept until they are re-sent) and the refused ones delivered since (``resolved``: gone
-        from the list). ``clear_refused`` forgets the checkpoint's earlier refusals first."""
-
-        def work(cur: Cursor) -> None:
-            positions.save(cur, checkpoint.to_position())
-            if clear_refused:
-                cur.execute(sql.CLEAR_REFUSED, (checkpoint.name,))
-            for item in resolved:
-                cur.execute(sql.DELETE_REFUSED, (checkpoint.name, item.position[1], item.position[2]))
-            for item in refused:
-                cur.execute(
-                    sql.SAVE_REFUSED,
-                    (checkpoint.name, *item.position, item.event, item.status, item.error, item.refused_at),
-                )
-
-        self.db.write(work)
-
-    def refused_items(self, checkpoint: str, *, limit: int = 1_000_000) -> list[RefusedItem]:
-        """The events a backfill's backend refused for good, in the backfill's order."""
-        found = self._conn.execute(sql.SELECT_REFUSED, (checkpoint, limit))
-        return [
-            RefusedItem((t, order, ref), event, status, error, at) for t, order, ref, event, status, error, at in found
-        ]
-
-    def count_refused(self) -> dict[str, int]:
-        """How many refused events each backfill checkpoint keeps."""
-        return {name: int(count) for name, count in self._conn.execute(sql.COUNT_REFUSED)}
+    @property
+    def backfills(self) -> Backfills:
+        """The backfills' checkpoints and refused events (see :mod:`bridge.catalog.backfills`)."""
+        return Backfills(self.db)
 
     # --- lineage ---------------------------------------------------------------------------
 

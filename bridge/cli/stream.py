@@ -376,9 +376,9 @@ def status(app: AppContext, as_json: bool) -> None:
 
 def _backfills(catalog: Catalog, errors: dict[str, DeliveryError]) -> list[dict[str, Any]]:
     """Each backfill checkpoint as ``status`` shows it."""
-    refused = catalog.count_refused()
+    refused = catalog.backfills.count_refused()
     out = []
-    for checkpoint in catalog.list_checkpoints():
+    for checkpoint in catalog.backfills.checkpoints():
         error = errors.get(f"backfill:{checkpoint.name}")
         out.append(
             {

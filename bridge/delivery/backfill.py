@@ -173,7 +173,7 @@ class Backfill:
         """The checkpoint this backfill resumes from (None: from the beginning)."""
         if self.checkpoint is None or not self.resume:
             return None
-        found = self.catalog.get_checkpoint(self.checkpoint)
+        found = self.catalog.backfills.checkpoint(self.checkpoint)
         if found is not None and found.filters != self.filters.as_json():
             raise ConfigError(
                 f"checkpoint {self.checkpoint!r} belongs to a backfill with other filters "
@@ -275,7 +275,7 @@ class Backfill:
             epoch_text(self.clock()),
             tuple(sorted(self._ahead.items())),
         )
-        self.catalog.save_checkpoint(checkpoint, refused=refused, resolved=resolved, clear_refused=self._clear_refused)
+        self.catalog.backfills.save(checkpoint, refused=refused, resolved=resolved, clear_refused=self._clear_refused)
         self._clear_refused = False
 
     def _keep_failure(self) -> None:
@@ -295,7 +295,7 @@ class Backfill:
     def _resend_refused(self, lookup: AssetLookup) -> None:
         """Send the checkpoint's refused events again, in order: a run's START, then its end."""
         assert self.checkpoint is not None
-        entries = self.catalog.refused_items(self.checkpoint)
+        entries = self.catalog.backfills.refused(self.checkpoint)
         gone: list[RefusedItem] = []
         for start in range(0, len(entries), self.window):
             slots: list[_Slot] = []

@@ -4,12 +4,14 @@ root group is built from them."""
 from __future__ import annotations
 
 import importlib
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 import pytest
 from click.testing import CliRunner
 
+from bridge.catalog import HistoryFilter
 from bridge.cli import cli
 from bridge.cli.assets import assets, assets_delete, assets_list, assets_purge, assets_set, assets_show
 from bridge.cli.basics import demo, init, migrate, record
@@ -26,6 +28,7 @@ from bridge.cli.prefect import prefect, prefect_import
 from bridge.cli.runs import runs, runs_list, runs_show
 from bridge.cli.serve import serve
 from bridge.cli.stream import backfill, outbox, outbox_drop, outbox_list, outbox_retry, status, stream
+from bridge.errors import ValidationError
 from tests.test_cli_sweep import TREE, label
 
 # each command as its module holds it, by its path in the tree
@@ -106,7 +109,7 @@ def test_pass_app_hands_the_run_its_context(tmp_path: Path) -> None:
 def test_the_history_filters_are_declared_once() -> None:
     @click.command()
     @history_filters
-    def probe(since: str | None, until: str | None, namespace: str | None, flow: str | None) -> None:
+    def probe(filters: HistoryFilter) -> None:
         """A command that reads history."""
 
     ours = [(p.name, p.opts, p.help) for p in probe.params]
@@ -114,6 +117,32 @@ def test_the_history_filters_are_declared_once() -> None:
         (p.name, p.opts, p.help) for p in export.params if p.name in {"since", "until", "namespace", "flow"}
     ] == ours
     assert [name for name, _, _ in ours] == ["since", "until", "namespace", "flow"]
+
+
+def test_the_history_filters_come_to_a_command_as_one_record_the_catalog_reads() -> None:
+    seen: list[HistoryFilter] = []
+
+    @click.command()
+    @history_filters
+    def probe(filters: HistoryFilter) -> None:
+        """A command that reads history."""
+        seen.append(filters)
+
+    args = ["--since", "2025-03-01", "--until", "2025-03-02T12:00:00+02:00", "--namespace", "shop", "--flow", "f"]
+    assert CliRunner().invoke(probe, args).exit_code == 0
+    assert CliRunner().invoke(probe, []).exit_code == 0
+    assert seen == [
+        HistoryFilter(
+            since=datetime(2025, 3, 1, tzinfo=UTC),
+            until=datetime(2025, 3, 2, 10, tzinfo=UTC),
+            namespace="shop",
+            flow="f",
+        ),
+        HistoryFilter(),
+    ]
+    refused = CliRunner().invoke(probe, ["--namespace", "no spaces"])  # the root group says Error: ...
+    assert isinstance(refused.exception, ValidationError) and str(refused.exception).startswith("--namespace: ")
+    assert len(seen) == 2
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,17 @@ from bridge.catalog.engine import Busy, Connection, Cursor, Database, Engine, is
 from bridge.catalog.external import IngestResult
 from bridge.catalog.outbox import Outbox
 from bridge.catalog.positions import Checkpoint, Position, RefusedItem
-from bridge.catalog.query import AssetQuery, PurgeResult
+from bridge.catalog.query import (
+    CHANGE_FILTERS,
+    JOB_FILTERS,
+    RUN_FILTERS,
+    AssetQuery,
+    ExternalSource,
+    ExternalUsage,
+    HistoryFilter,
+    PurgeResult,
+    RunUsage,
+)
 from bridge.catalog.sqlite import SqliteEngine
 from bridge.catalog.sqlite import storage_error as sqlite_storage_error
 from bridge.catalog.workers import Workers
@@ -331,26 +341,14 @@ class Catalog:
         return self.db.write(work)
 
     def iter_changes(
-        self,
-        *,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        namespace: str | None = None,
-        asset: str | None = None,
-        after: tuple[str, int] | None = None,
+        self, filters: HistoryFilter = HistoryFilter(), *, after: tuple[str, int] | None = None
     ) -> Iterator[AssetChange]:
-        """Asset changes in time order; ``after`` = (changed_at text, seq) starts after that change."""
-        statement = sql.select_changes(
-            since=since is not None,
-            until=until is not None,
-            namespace=namespace is not None,
-            asset=asset is not None,
-            after=after is not None,
-        )
-        params: list[Any] = [format_time(t) for t in (since, until) if t is not None]
-        params += [v for v in (namespace, asset) if v is not None]
-        params += list(after or ())
-        for row in self._conn.execute(statement, params):
+        """Asset changes in time order (none with a flow filter: they belong to no flow);
+        ``after`` = (changed_at text, seq) starts after that change."""
+        if filters.flow is not None:
+            return
+        statement = sql.select_changes(**filters.given(CHANGE_FILTERS), after=after is not None)
+        for row in self._conn.execute(statement, [*filters.params(CHANGE_FILTERS), *(after or ())]):
             yield _change_from_row(row)
 
     def get_change(self, seq: int) -> AssetChange | None:
@@ -386,53 +384,36 @@ class Catalog:
     def count_task_runs(self) -> int:
         return int(self._conn.execute(sql.COUNT_TASK_RUNS).fetchone()[0])
 
-    def count_history(
-        self,
-        *,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        namespace: str | None = None,
-        flow: str | None = None,
-        asset: str | None = None,
-    ) -> int:
+    def count_history(self, filters: HistoryFilter = HistoryFilter()) -> int:
         """About how many events a read of the history with these filters gives (export,
         backfill): a START a task run and an end an ended one, a JobEvent a declared job, and
         without ``flow`` an event an asset change (with ``asset``, the declared jobs naming it,
         read to be counted)."""
-        filters, params = _run_filters(since, until, namespace, flow, asset)
-        runs, ended = self._conn.execute(sql.count_task_runs(**filters), params).fetchone()
-        times = [format_time(t) for t in (since, until) if t is not None]
-        has = {"since": since is not None, "until": until is not None, "namespace": namespace is not None}
+        statement = sql.count_task_runs(**filters.given(RUN_FILTERS))
+        runs, ended = self._conn.execute(statement, filters.params(RUN_FILTERS)).fetchone()
         total = int(runs) + int(ended)
-        if asset is None:
-            statement = sql.count_declared_jobs(**has, flow=flow is not None)
-            params = [*times, *(v for v in (namespace, flow) if v is not None)]
-            total += int(self._conn.execute(statement, params).fetchone()[0])
+        if filters.asset is None:
+            statement = sql.count_declared_jobs(**filters.given(JOB_FILTERS))
+            total += int(self._conn.execute(statement, filters.params(JOB_FILTERS)).fetchone()[0])
         else:  # as backfill picks them: by the datasets they name
-            declared = self.iter_declared_jobs(since=since, until=until, namespace=namespace, flow=flow)
-            total += sum(1 for d in declared if asset in {a.id for a in (*d.job.inputs, *d.job.outputs)})
-        if flow is None:
-            statement = sql.count_changes(**has, asset=asset is not None)
-            params = [*times, *(v for v in (namespace, asset) if v is not None)]
-            total += int(self._conn.execute(statement, params).fetchone()[0])
+            total += sum(1 for _ in self.iter_declared_jobs(filters))
+        if filters.flow is None:
+            statement = sql.count_changes(**filters.given(CHANGE_FILTERS))
+            total += int(self._conn.execute(statement, filters.params(CHANGE_FILTERS)).fetchone()[0])
         return total
 
     def iter_task_runs(
         self,
+        filters: HistoryFilter = HistoryFilter(),
         *,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        namespace: str | None = None,
-        flow: str | None = None,
-        asset: str | None = None,
         after: tuple[str, int] | None = None,
         page_size: int = 1000,
     ) -> Iterator[StoredTaskRun]:
-        """Task runs in start order, read a page at a time (memory stays flat). ``asset`` keeps
-        the runs that read or wrote it; ``after`` = (started_at text, pk) starts after that run."""
-        filters, base = _run_filters(since, until, namespace, flow, asset)
-        statement = sql.select_task_runs(**filters)
-        paged = sql.select_task_runs(**filters, after_pk=True)
+        """Task runs in start order, read a page at a time (memory stays flat). An ``asset`` filter
+        keeps the runs that read or wrote it; ``after`` = (started_at text, pk) starts after that run."""
+        statement = sql.select_task_runs(**filters.given(RUN_FILTERS))
+        paged = sql.select_task_runs(**filters.given(RUN_FILTERS), after_pk=True)
+        base = filters.params(RUN_FILTERS)
         while True:
             if after is None:
                 page = self._conn.execute(statement, [*base, page_size]).fetchall()
@@ -465,26 +446,28 @@ class Catalog:
         for row in page:
             yield rows.task_run_from_row(row, usages.get(row[0], []), edges.get(row[0], ()))
 
-    def usages_of(self, asset_id: str) -> list[dict[str, Any]]:
-        """Every read and write of an asset: direction, time and the task run's key."""
-        out = []
+    def usages_of(self, asset_id: str) -> list[RunUsage | ExternalUsage]:
+        """Every read and write of an asset: by olbridge's task runs (direction, time and the task
+        run's key), then by the jobs the receiver heard of."""
+        out: list[RunUsage | ExternalUsage] = []
         for row in self._conn.execute(sql.USAGES_OF_ASSET, (asset_id,)):
             direction, used_at, *run = row
             stored = rows.task_run_from_row(run, [])
+            key = stored.key
             out.append(
-                {
-                    "direction": direction,
-                    "time": used_at,
-                    "namespace": stored.key.flow_namespace,
-                    "flowId": stored.key.flow_id,
-                    "taskId": stored.key.task_id,
-                    "executionId": stored.key.execution_id,
-                    "taskRunId": stored.key.task_run_id,
-                    "state": stored.state.value,
-                }
+                RunUsage(
+                    direction,
+                    used_at,
+                    key.flow_namespace,
+                    key.flow_id,
+                    key.task_id,
+                    key.execution_id,
+                    key.task_run_id,
+                    stored.state.value,
+                )
             )
         for direction, job_ns, job_name in self._conn.execute(sql.EXTERNAL_USAGES_OF_ASSET, (asset_id,)):
-            out.append({"direction": direction, "external": True, "jobNamespace": job_ns, "jobName": job_name})
+            out.append(ExternalUsage(direction, job_ns, job_name))
         return out
 
     # --- external lineage (the receiver) -----------------------------------------------------
@@ -551,28 +534,15 @@ class Catalog:
         """Rows of the receiver's tables: events, datasets, sources (runs and jobs), usages, edges."""
         return {name: int(self._conn.execute(q).fetchone()[0]) for name, q in sql.COUNT_TABLE.items()}
 
-    def external_sources(self) -> list[dict[str, Any]]:
+    def external_sources(self) -> list[ExternalSource]:
         """External runs and jobs with their inputs and outputs, in first-seen order."""
-        out = []
+        found = []
         for row in self._conn.execute(sql.SELECT_SOURCES).fetchall():
             source, job_ns, job_name, run_id, parent, state, started, ended, first, last, producer, ins, outs = row
-            out.append(
-                {
-                    "source": source,
-                    "job": {"namespace": job_ns, "name": job_name},
-                    "runId": run_id,
-                    "parentRunId": parent,
-                    "state": state,
-                    "started": started,
-                    "ended": ended,
-                    "firstSeen": first,
-                    "lastSeen": last,
-                    "producer": producer,
-                    "inputs": json.loads(ins),
-                    "outputs": json.loads(outs),
-                }
-            )
-        return out
+            run = (run_id, parent, state, started, ended, first, last, producer)
+            inputs, outputs = tuple(json.loads(ins)), tuple(json.loads(outs))
+            found.append(ExternalSource(source, job_ns, job_name, *run, inputs, outputs))
+        return found
 
     # --- positions ---------------------------------------------------------------------------
 
@@ -619,26 +589,16 @@ class Catalog:
         return int(self._conn.execute(sql.COUNT_DECLARED_JOBS).fetchone()[0])
 
     def iter_declared_jobs(
-        self,
-        *,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        namespace: str | None = None,
-        flow: str | None = None,
-        after: int | None = None,
+        self, filters: HistoryFilter = HistoryFilter(), *, after: int | None = None
     ) -> Iterator[StoredDeclaredJob]:
-        """Declared jobs in the order they were first declared (by key), those after key ``after``."""
-        statement = sql.select_declared_jobs(
-            since=since is not None,
-            until=until is not None,
-            namespace=namespace is not None,
-            flow=flow is not None,
-            after=after is not None,
-        )
-        params: list[Any] = [format_time(t) for t in (since, until) if t is not None]
-        params += [v for v in (namespace, flow, after) if v is not None]
+        """Declared jobs in the order they were first declared (by key), those after key ``after``;
+        an ``asset`` filter keeps the ones that name it."""
+        statement = sql.select_declared_jobs(**filters.given(JOB_FILTERS), after=after is not None)
+        params = [*filters.params(JOB_FILTERS), *([] if after is None else [after])]
         for row in self._conn.execute(statement, params):
-            yield rows.declared_job_from_row(row)
+            declared = rows.declared_job_from_row(row)
+            if filters.keeps(declared):
+                yield declared
 
     # --- delivery --------------------------------------------------------------------------
 
@@ -780,16 +740,6 @@ def _replayable(items: Iterable[T]) -> Callable[[], Iterator[T]]:
 
 class _Rollback(Exception):
     """Ends a transaction that must change nothing."""
-
-
-def _run_filters(
-    since: datetime | None, until: datetime | None, namespace: str | None, flow: str | None, asset: str | None
-) -> tuple[dict[str, bool], list[Any]]:
-    """The task-run filters given, for :mod:`sql`, and their placeholders' values in order."""
-    given = {"since": since, "until": until, "namespace": namespace, "flow": flow, "asset": asset}
-    params: list[Any] = [format_time(t) for t in (since, until) if t is not None]
-    params += [v for v in (namespace, flow, asset) if v is not None]
-    return {name: value is not None for name, value in given.items()}, params
 
 
 def _change_from_row(row: Sequence[Any]) -> AssetChange:

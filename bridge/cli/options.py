@@ -13,27 +13,39 @@ import attrs
 import click
 from click.core import ParameterSource
 
+from bridge.catalog.query import HistoryFilter
 from bridge.delivery.config import sender_for
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.retry import RateLimiter, RetryPolicy
+from bridge.model import check_namespace, parse_window
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def history_filters(fn: F) -> F:
     """``--since``, ``--until``, ``--namespace`` and ``--flow``: the part of the catalog's history
-    that a command reads (``export``, ``backfill``). The command gets them as ``since``, ``until``,
-    ``namespace`` and ``flow``, all ``str | None``, and reads them with
-    :func:`bridge.model.parse_window` and :func:`bridge.model.check_namespace`."""
+    that a command reads (``export``, ``backfill``). The command gets them as one
+    :class:`~bridge.catalog.query.HistoryFilter`, its ``filters`` argument, the times read with
+    :func:`bridge.model.parse_window` and the namespace checked by
+    :func:`bridge.model.check_namespace`."""
     options = [
         click.option("--since", help="Only history from this time (ISO 8601; a date or a time without offset is UTC)."),
         click.option("--until", help="Only history before this time."),
         click.option("--namespace", help="Only this flow namespace (and asset changes in this namespace)."),
         click.option("--flow", help="Only this flow id (asset changes belong to no flow and are left out)."),
     ]
+
+    @functools.wraps(fn)
+    def command(
+        *args: Any, since: str | None, until: str | None, namespace: str | None, flow: str | None, **kwargs: Any
+    ) -> Any:
+        start, end = parse_window(since, until)
+        filters = HistoryFilter(since=start, until=end, namespace=check_namespace(namespace, "--namespace"), flow=flow)
+        return fn(*args, filters=filters, **kwargs)
+
     for option in reversed(options):
-        fn = option(fn)
-    return fn
+        command = option(command)
+    return cast(F, command)
 
 
 def json_flag(help: str) -> Callable[[F], F]:

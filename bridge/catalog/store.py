@@ -23,11 +23,13 @@ import attrs
 
 from bridge.catalog import columns as column_queries
 from bridge.catalog import external, positions, rows, sql, writes
+from bridge.catalog import lineage as asset_lineage
 from bridge.catalog import migrate as schema_migrations
 from bridge.catalog.backfills import Backfills
 from bridge.catalog.columns import ColumnLineageGraph, StoredColumnEdge
 from bridge.catalog.engine import Busy, Connection, Cursor, Database, Engine, is_url
 from bridge.catalog.external import IngestResult
+from bridge.catalog.lineage import LineageEdge, LineageGraph
 from bridge.catalog.outbox import Outbox
 from bridge.catalog.positions import Checkpoint, Position, RefusedItem
 from bridge.catalog.query import (
@@ -64,26 +66,6 @@ from bridge.model import (
 from bridge.model.received import IncomingEvent
 
 T = TypeVar("T")
-
-
-@attrs.frozen
-class LineageEdge:
-    upstream: str
-    downstream: str
-    depth: int
-    # "<flow namespace>/<flow id>.<task id>" of the runs that made the edge, and
-    # "<job namespace>/<job name> (external)" of the external jobs
-    tasks: tuple[str, ...]
-
-
-@attrs.frozen
-class LineageGraph:
-    root: str
-    direction: str
-    depth: int
-    edges: tuple[LineageEdge, ...]
-    assets: tuple[Asset, ...]
-    as_of: datetime | None = None  # the graph as the catalog knew it then (None: now)
 
 
 class Catalog:
@@ -624,60 +606,16 @@ class Catalog:
     ) -> LineageGraph:
         """The upstream and/or downstream lineage of an asset, to a depth; with ``as_of``, as the
         catalog knew it then: the edges of the runs (olbridge's and external ones) that had
-        ended by that time, and of the jobs JobEvents had declared."""
+        ended by that time, and of the jobs JobEvents had declared (see :mod:`bridge.catalog.lineage`)."""
         if direction not in ("upstream", "downstream", "both"):
             raise ValidationError(f"unknown direction {direction!r}", rule="lineage.direction", value=direction)
         if depth < 1:
             raise ValidationError("depth is at least 1", rule="lineage.depth", value=depth)
         self.asset(asset_id)
-        if as_of is not None:
-            edges = self._lineage_as_of(asset_id, direction, depth, format_time(as_of))
-        else:
-            found: list[tuple[str, str, int]] = []
-            if direction in ("upstream", "both"):
-                found += self._conn.execute(sql.UPSTREAM, (asset_id, depth)).fetchall()
-            if direction in ("downstream", "both"):
-                found += self._conn.execute(sql.DOWNSTREAM, (asset_id, depth)).fetchall()
-            edges = []
-            for up, down, level in found:
-                tasks = tuple(label for (label,) in self._conn.execute(sql.EDGE_TASKS, (up, down, up, down)))
-                edges.append(LineageEdge(up, down, level, tasks))
+        edges = asset_lineage.edges(self._conn, asset_id, direction, depth, as_of)
         ids = dict.fromkeys([asset_id, *(e.upstream for e in edges), *(e.downstream for e in edges)])
         assets = tuple(a for a in (self.get_asset(i) for i in ids) if a is not None)
         return LineageGraph(asset_id, direction, depth, tuple(edges), assets, as_of)
-
-    def _lineage_as_of(self, asset_id: str, direction: str, depth: int, moment: str) -> list[LineageEdge]:
-        """The walk of :meth:`lineage` over the edges known at ``moment``: each edge once a
-        direction, at the least depth it is reached, ordered as the SQL walk orders them."""
-        tasks: dict[tuple[str, str], set[str]] = {}
-        for up, down, label in self._conn.execute(sql.OWN_EDGES_ENDED_BY, (moment,)):
-            tasks.setdefault((up, down), set()).add(label)
-        for job_ns, job_name, inputs, outputs in self._conn.execute(sql.EXTERNAL_SOURCES_KNOWN_BY, (moment, moment)):
-            label = f"{job_ns}/{job_name} (external)"
-            for up in json.loads(inputs):
-                for down in json.loads(outputs):
-                    if up != down:
-                        tasks.setdefault((up, down), set()).add(label)
-        edges: list[LineageEdge] = []
-        for walk in ("upstream", "downstream"):
-            if direction not in (walk, "both"):
-                continue
-            step: dict[str, list[tuple[str, str]]] = {}
-            for up, down in tasks:
-                step.setdefault(down if walk == "upstream" else up, []).append((up, down))
-            levels: dict[tuple[str, str], int] = {}
-            frontier, level = [asset_id], 1
-            while frontier and level <= depth:
-                reached = []
-                for node in frontier:
-                    for edge in step.get(node, ()):
-                        if edge not in levels:
-                            levels[edge] = level
-                            reached.append(edge[0] if walk == "upstream" else edge[1])
-                frontier, level = reached, level + 1
-            ordered = sorted(levels.items(), key=lambda item: (item[1], item[0]))
-            edges += [LineageEdge(up, down, lvl, tuple(sorted(tasks[up, down]))) for (up, down), lvl in ordered]
-        return edges
 
     def column_lineage(
         self, asset_id: str, column: str, *, direction: str = "both", depth: int = 5

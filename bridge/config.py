@@ -159,15 +159,19 @@ def _string(value: Any, key: str, where: str) -> str:
     return value
 
 
+def _catalog(text: str, base: Path) -> Path | str:
+    """A catalog named in the file or the environment: a database URL (postgresql://...) as it
+    is, a file relative to ``base``."""
+    return text if text.startswith(("postgresql://", "postgres://")) else base / text
+
+
 def parse_config(document: Mapping[str, Any], where: str, base: Path) -> Config:
     unknown = sorted(set(document) - set(_KNOWN))
     if unknown:
         raise ConfigError(f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(_KNOWN))}")
     values: dict[str, Any] = {}
     if "catalog" in document:
-        catalog = _string(document["catalog"], "catalog", where)
-        # a database URL as it is (postgresql://...), a file relative to the config file's folder
-        values["catalog"] = catalog if catalog.startswith(("postgresql://", "postgres://")) else base / catalog
+        values["catalog"] = _catalog(_string(document["catalog"], "catalog", where), base)
     if "mappings" in document:
         files = document["mappings"]
         if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
@@ -197,13 +201,15 @@ def parse_config(document: Mapping[str, Any], where: str, base: Path) -> Config:
 
 def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
     """The configuration: from ``path``, else ``$OLBRIDGE_CONFIG``, else ``./olbridge.toml`` if it
-    exists, else the defaults. A file that is named but missing is an error."""
+    exists, else the defaults. A file that is named but missing is an error. ``$OLBRIDGE_CATALOG``
+    (a file, or a postgresql:// URL), the one place it is read, outranks the file's ``catalog``."""
     named = path or (Path(env["OLBRIDGE_CONFIG"]) if env.get("OLBRIDGE_CONFIG") else None)
     file = named or (Path(CONFIG_FILE) if Path(CONFIG_FILE).is_file() else None)
-    if file is None:
-        return Config()
-    document = read_toml(file)
-    return attrs.evolve(parse_config(document, str(file), file.parent), source=file)
+    config = (
+        Config() if file is None else attrs.evolve(parse_config(read_toml(file), str(file), file.parent), source=file)
+    )
+    given = env.get("OLBRIDGE_CATALOG")
+    return attrs.evolve(config, catalog=_catalog(given, Path())) if given else config
 
 
 def read_secret_file(path: Path, option: str) -> str:

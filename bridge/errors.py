@@ -2,17 +2,18 @@
 
     BridgeError
     ├── ValidationError      an input broke a rule (id, type, namespace, metadata, ...)
-    │   ├── EventValidationError   an OpenLineage event broke the spec or Marquez's contract
     │   ├── ValidationProblems     an input broke several rules at once, each reported
     │   └── InputFileError         an input file, or a line of it, cannot be read: missing, not UTF-8, not JSON
     ├── ConfigError          configuration file, environment or flags are wrong
     ├── MappingError         a naming rule file is wrong, or no rule can name an asset
     ├── CatalogError         the catalog cannot do what was asked (missing asset, bad schema version)
-    │   └── NotFoundError    an asset or task run that does not exist
+    │   ├── NotFoundError    an asset or task run that does not exist
+    │   └── Busy             the catalog cannot take a write now (locked, unreachable): retry later
     ├── ArtifactError        a dbt artifact (manifest, run results, profile) is missing or malformed
     ├── SourceError          a system olbridge reads from (a Prefect server) is unreachable or answers wrongly
     ├── ExportError          events could not be written to their destination
-    └── ReceiverError        the receiver cannot listen: its address is in use, does not resolve, is not allowed
+    ├── ReceiverError        the receiver cannot listen: its address is in use, does not resolve, is not allowed
+    └── Unavailable          the receiver's writer cannot take events now (busy, stopping): the client retries
 
 The CLI turns every BridgeError into ``Error: <message>`` on stderr and a non-zero exit, in one place.
 """
@@ -49,10 +50,6 @@ class ValidationError(BridgeError):
         else:
             where = f"{prefix}.{self.where}"
         return type(self)(self.message, rule=self.rule, value=self.value, where=where)
-
-
-class EventValidationError(ValidationError):
-    """An OpenLineage event is not valid."""
 
 
 class ValidationProblems(ValidationError):
@@ -102,6 +99,10 @@ class NotFoundError(CatalogError):
     """The asset or task run asked for does not exist."""
 
 
+class Busy(CatalogError):
+    """The catalog cannot take a write now (locked, unreachable, losing every race): retry later."""
+
+
 class ArtifactError(BridgeError):
     """A dbt artifact is missing or malformed; the message names the file."""
 
@@ -118,3 +119,7 @@ class ExportError(BridgeError):
 class ReceiverError(BridgeError):
     """The receiver cannot start: the address it is to listen on is in use, does not resolve or is
     not this machine's, or the port needs privileges."""
+
+
+class Unavailable(BridgeError):
+    """The catalog cannot take events right now (busy, locked, stopping, disk trouble): retry."""

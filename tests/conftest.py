@@ -24,7 +24,7 @@ import pytest
 from bridge.catalog import Catalog
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
-from bridge.receiver.writer import GroupWriter
+from tests.group_writer import GroupWriter
 
 if TYPE_CHECKING:
     from tests.postgres import PostgresServer

@@ -11,15 +11,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 from click.testing import CliRunner
 
-from bridge.catalog import Catalog
+from bridge.catalog import Catalog, HistoryFilter
 from bridge.cli import cli
-from bridge.delivery.backfill import Backfill, BackfillFilter
+from bridge.delivery.backfill import Backfill
 from bridge.delivery.dispatch import Dispatcher
-from bridge.delivery.history import ExportFilter, iter_events
+from bridge.delivery.history import iter_events
 from bridge.delivery.retry import RateLimiter, RetryPolicy
 from bridge.delivery.senders import HttpSender
 from bridge.errors import ConfigError
@@ -77,7 +76,7 @@ def test_runs_by_start_time_with_asset_changes_between(catalog: Catalog, convert
     ]
     assert sorted(map(dumps, backend.accepted)) == sorted(map(dumps, iter_events(catalog, converter)))
     assert (summary.runs, summary.changes, summary.events, summary.refused, summary.complete) == (3, 3, 8, 0, True)
-    assert catalog.get_checkpoint("test") is not None
+    assert catalog.backfills.checkpoint("test") is not None
 
 
 def test_replaying_twice_sends_identical_events(catalog: Catalog, converter: Converter) -> None:
@@ -95,7 +94,7 @@ def test_a_finished_backfill_resumes_at_its_end(catalog: Catalog, converter: Con
     with Backend() as backend:
         backfill(catalog, converter, backend).run()
         again = backfill(catalog, converter, backend).run()
-        assert (again.events, again.resumed_from) == (0, (catalog.get_checkpoint("test").position))  # type: ignore[union-attr]
+        assert (again.events, again.resumed_from) == (0, (catalog.backfills.checkpoint("test").position))  # type: ignore[union-attr]
         catalog.record_task_run(run("later", start=at(60), execution="e9"))
         later = backfill(catalog, converter, backend).run()
     assert later.events == 2 and later.runs == 1
@@ -105,27 +104,25 @@ def test_a_finished_backfill_resumes_at_its_end(catalog: Catalog, converter: Con
 @pytest.mark.parametrize(
     ("filters", "runs", "changes"),
     [
-        (BackfillFilter(), 3, 3),
-        (BackfillFilter(since=at(10)), 2, 2),
-        (BackfillFilter(until=at(10)), 1, 1),
-        (BackfillFilter(namespace="other.team"), 1, 2),
-        (BackfillFilter(flow="nightly"), 1, 0),
-        (BackfillFilter(asset="t.a"), 2, 1),
+        (HistoryFilter(), 3, 3),
+        (HistoryFilter(since=at(10)), 2, 2),
+        (HistoryFilter(until=at(10)), 1, 1),
+        (HistoryFilter(namespace="other.team"), 1, 2),
+        (HistoryFilter(flow="nightly"), 1, 0),
+        (HistoryFilter(asset="t.a"), 2, 1),
     ],
 )
-def test_filters(catalog: Catalog, converter: Converter, filters: BackfillFilter, runs: int, changes: int) -> None:
+def test_filters(catalog: Catalog, converter: Converter, filters: HistoryFilter, runs: int, changes: int) -> None:
     history(catalog)
     summary = backfill(catalog, converter, None, filters=filters).run()
     assert (summary.runs, summary.changes, summary.dry_run, summary.invalid) == (runs, changes, True, 0)
-    if filters.asset is None:
-        export = ExportFilter(since=filters.since, until=filters.until, namespace=filters.namespace, flow=filters.flow)
-        assert summary.events == len(list(iter_events(catalog, converter, export)))
+    assert summary.events == len(list(iter_events(catalog, converter, filters)))  # the export reads the same
 
 
 def test_a_checkpoint_made_with_other_filters_is_refused(catalog: Catalog, converter: Converter) -> None:
     history(catalog)
     with Backend() as backend:
-        backfill(catalog, converter, backend, filters=BackfillFilter(flow="nightly")).run()
+        backfill(catalog, converter, backend, filters=HistoryFilter(flow="nightly")).run()
         with pytest.raises(ConfigError, match="other filters"):
             backfill(catalog, converter, backend).run()
         assert backfill(catalog, converter, backend, resume=False).run().events == 8
@@ -251,7 +248,7 @@ def test_a_long_backfill_interrupted_and_resumed(long_history: Catalog, converte
         ).run()
         assert not first.complete and 70_000 <= first.events < 2 * RUNS
         assert backend.accepted_count == first.events  # the window in flight finished: nothing half sent
-        saved = catalog.get_checkpoint("big")
+        saved = catalog.backfills.checkpoint("big")
         assert saved is not None and (saved.events, saved.runs) == (first.events, first.runs)
         second = Backfill(
             catalog, converter, dispatcher(backend, concurrency=2, batch_size=500), checkpoint="big"
@@ -300,20 +297,20 @@ def test_the_history_s_count_is_the_events_a_read_of_it_gives(catalog: Catalog, 
     history(catalog)
     declare_flows(catalog, [GUIDE_FLOW], now=at(40))
     for filters in (
-        ExportFilter(),
-        ExportFilter(namespace="other.team"),
-        ExportFilter(namespace="company.data"),
-        ExportFilter(flow="nightly"),
-        ExportFilter(flow="dbt_build_with_lineage"),
-        ExportFilter(since=at(12), until=at(41)),
+        HistoryFilter(),
+        HistoryFilter(namespace="other.team"),
+        HistoryFilter(namespace="company.data"),
+        HistoryFilter(flow="nightly"),
+        HistoryFilter(flow="dbt_build_with_lineage"),
+        HistoryFilter(since=at(12), until=at(41)),
     ):
         read = sum(1 for _ in iter_events(catalog, converter, filters))
-        assert catalog.count_history(**attrs.asdict(filters)) == read, filters
+        assert catalog.count_history(filters) == read, filters
     assert catalog.count_history() == 10  # 3 STARTs, 2 ends, 3 asset changes, 2 declared jobs
     named = {a.id for d in catalog.iter_declared_jobs() for a in (*d.job.inputs, *d.job.outputs)}
     for asset in sorted(named | {"t.a", "reports.x"}):  # backfill --asset: what a dry run reads
-        dry = Backfill(catalog, converter, None, filters=BackfillFilter(asset=asset)).run()
-        assert catalog.count_history(asset=asset) == dry.events, asset
+        dry = Backfill(catalog, converter, None, filters=HistoryFilter(asset=asset)).run()
+        assert catalog.count_history(HistoryFilter(asset=asset)) == dry.events, asset
 
 
 def test_a_backfill_resumed_anywhere_among_declared_jobs_sends_each_once(
@@ -409,7 +406,7 @@ def test_out_of_attempts_the_checkpoint_stays_before_the_event_and_nothing_goes_
         # a run's end never goes without its START; the rest of the window did go
         b_start = keys_of(catalog, converter, "flow.b", ("START",))
         assert set(backend.taken) & b_events == (set() if kinds == ("START",) else b_start)
-        saved = catalog.get_checkpoint("test")
+        saved = catalog.backfills.checkpoint("test")
         assert saved is not None and saved.position is not None and saved.position[0] < format_time(at(10))
         assert saved.ahead  # what went past the event that did not
         broken[0] = False
@@ -418,7 +415,7 @@ def test_out_of_attempts_the_checkpoint_stays_before_the_event_and_nothing_goes_
     counts = backend.counts(wanted)
     assert (counts["delivered"], counts["duplicated"], counts["lost"]) == (8, 0, 0)
     assert backend.out_of_order_runs() == []
-    assert catalog.get_checkpoint("test").ahead == ()  # type: ignore[union-attr]
+    assert catalog.backfills.checkpoint("test").ahead == ()  # type: ignore[union-attr]
 
 
 def test_a_stop_during_retries_keeps_the_checkpoint_before_what_did_not_go(
@@ -432,7 +429,7 @@ def test_a_stop_during_retries_keeps_the_checkpoint_before_what_did_not_go(
         fake = FakeTime(on_sleep=lambda n: stop.set() if n == 3 else None)
         first = backfill(catalog, converter, backend, stop=stop, sleep=fake.sleep).run()
         assert (first.error, first.complete, first.events, first.undelivered) == (None, False, 0, 8)
-        assert catalog.get_checkpoint("test").position is None  # type: ignore[union-attr]
+        assert catalog.backfills.checkpoint("test").position is None  # type: ignore[union-attr]
         broken[0] = False
         assert backfill(catalog, converter, backend).run().complete
     counts = backend.counts(wanted)

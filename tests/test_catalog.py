@@ -6,7 +6,16 @@ from pathlib import Path
 import pytest
 
 from bridge.adapters.prefect.cursor import PrefectCursor, read_cursor
-from bridge.catalog import AssetQuery, Catalog, MetadataFilter, Position, RecordResult
+from bridge.catalog import (
+    AssetQuery,
+    Catalog,
+    ExternalUsage,
+    HistoryFilter,
+    MetadataFilter,
+    Position,
+    RecordResult,
+    RunUsage,
+)
 from bridge.catalog import sql as catalog_sql
 from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
 from bridge.catalog.positions import Checkpoint
@@ -210,7 +219,7 @@ def test_the_three_kinds_of_position_move_into_one_table(tmp_path: Path) -> None
             "marquez-import", "http://m:5000", {"after": "2025-03-01T08:03:00Z"}, "u1"
         )
         assert read_cursor(cat, "http://p/api") == PrefectCursor(at(0), ("a", "b"), 7)
-        assert cat.get_checkpoint("http://b") == Checkpoint(
+        assert cat.backfills.checkpoint("http://b") == Checkpoint(
             "http://b",
             {"namespace": "n"},
             ("2025-03-01T08:00:00Z", 1, 4),
@@ -238,3 +247,47 @@ def test_a_position_lands_with_the_runs_it_covers_or_not_at_all(catalog: Catalog
     assert catalog.position("prefect-import", "http://p/api") == later
     with pytest.raises(ValidationError):
         Position("", "x", {})
+
+
+def test_the_history_readers_take_one_filter_and_agree_with_the_count(catalog: Catalog) -> None:
+    catalog.record_task_run(run("load", outputs=(decl("raw.orders", type="Table"),), start=at(1)))
+    catalog.record_task_run(run("build", inputs=(decl("raw.orders"),), start=at(5), flow="nightly"))
+    catalog.record_task_run(run("other", outputs=(decl("other.t", type="Table"),), start=at(9), namespace="other.team"))
+    for filters in (
+        HistoryFilter(),
+        HistoryFilter(since=at(5)),
+        HistoryFilter(until=at(5)),
+        HistoryFilter(namespace="company.data"),
+        HistoryFilter(flow="nightly"),
+        HistoryFilter(asset="raw.orders"),
+    ):
+        runs = list(catalog.iter_task_runs(filters))
+        changes = list(catalog.iter_changes(filters))
+        declared = list(catalog.iter_declared_jobs(filters))
+        ended = sum(1 for r in runs if r.ended_at is not None)
+        assert catalog.count_history(filters) == len(runs) + ended + len(changes) + len(declared), filters
+    assert [r.key.task_id for r in catalog.iter_task_runs(HistoryFilter(asset="raw.orders"))] == ["load", "build"]
+    assert [r.key.task_id for r in catalog.iter_task_runs(HistoryFilter(since=at(5), flow="nightly"))] == ["build"]
+    assert list(catalog.iter_changes(HistoryFilter(flow="nightly"))) == []  # asset changes belong to no flow
+
+
+def test_usages_come_as_records_whose_json_is_what_assets_show_prints(catalog: Catalog) -> None:
+    catalog.record_task_run(run("load", outputs=(decl("raw.orders", type="Table"),), start=at(1)))
+    (usage,) = catalog.usages_of("raw.orders")
+    assert isinstance(usage, RunUsage) and (usage.direction, usage.task_id) == ("output", "load")
+    assert usage.to_json() == {
+        "direction": "output",
+        "time": usage.time,
+        "namespace": "company.data",
+        "flowId": "flow",
+        "taskId": "load",
+        "executionId": "e1",
+        "taskRunId": "e1.load",
+        "state": "SUCCESS",
+    }
+    assert ExternalUsage("input", "airflow", "dag.task").to_json() == {
+        "direction": "input",
+        "external": True,
+        "jobNamespace": "airflow",
+        "jobName": "dag.task",
+    }

@@ -1,17 +1,17 @@
-"""The command tree as code: every command is a module-level object that can be imported, the
-root group is built from them, and a renamed command's old name still works (hidden, with a
-deprecation warning on stderr)."""
+"""The command tree as code: every command is a module-level object that can be imported, and the
+root group is built from them."""
 
 from __future__ import annotations
 
 import importlib
-import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 import pytest
 from click.testing import CliRunner
 
+from bridge.catalog import HistoryFilter
 from bridge.cli import cli
 from bridge.cli.assets import assets, assets_delete, assets_list, assets_purge, assets_set, assets_show
 from bridge.cli.basics import demo, init, migrate, record
@@ -23,12 +23,12 @@ from bridge.cli.imports import import_
 from bridge.cli.kestra import kestra, kestra_declare, kestra_import
 from bridge.cli.lineage import lineage
 from bridge.cli.metaflow import metaflow, metaflow_declare, metaflow_promote
-from bridge.cli.options import DeprecatedAlias, history_filters
+from bridge.cli.options import history_filters
 from bridge.cli.prefect import prefect, prefect_import
 from bridge.cli.runs import runs, runs_list, runs_show
 from bridge.cli.serve import serve
 from bridge.cli.stream import backfill, outbox, outbox_drop, outbox_list, outbox_retry, status, stream
-from bridge.demo import example_project
+from bridge.errors import ValidationError
 from tests.test_cli_sweep import TREE, label
 
 # each command as its module holds it, by its path in the tree
@@ -71,12 +71,10 @@ MODULE_LEVEL: dict[tuple[str, ...], click.Command] = {
     ("stream",): stream,
     ("validate",): validate,
 }
-ALIASES = {("dbt", "ingest"): ("dbt", "import"), ("metaflow", "define"): ("metaflow", "declare")}
 
 
 def test_every_command_in_the_tree_is_a_module_level_object() -> None:
-    commands = {path for path in TREE if path not in ALIASES}
-    assert commands == set(MODULE_LEVEL)  # a new command is added here, as an object
+    assert set(TREE) == set(MODULE_LEVEL)  # a new command is added here, as an object
     for path, command in MODULE_LEVEL.items():
         assert TREE[path] is command, label(path)
         module = importlib.import_module(command.callback.__module__)  # type: ignore[union-attr]
@@ -111,7 +109,7 @@ def test_pass_app_hands_the_run_its_context(tmp_path: Path) -> None:
 def test_the_history_filters_are_declared_once() -> None:
     @click.command()
     @history_filters
-    def probe(since: str | None, until: str | None, namespace: str | None, flow: str | None) -> None:
+    def probe(filters: HistoryFilter) -> None:
         """A command that reads history."""
 
     ours = [(p.name, p.opts, p.help) for p in probe.params]
@@ -121,48 +119,30 @@ def test_the_history_filters_are_declared_once() -> None:
     assert [name for name, _, _ in ours] == ["since", "until", "namespace", "flow"]
 
 
-@pytest.mark.parametrize(("old", "new"), sorted(ALIASES.items()), ids=lambda p: " ".join(p))
-def test_an_old_name_is_hidden_and_runs_the_new_command(old: tuple[str, ...], new: tuple[str, ...]) -> None:
-    alias, command = TREE[old], TREE[new]
-    assert isinstance(alias, DeprecatedAlias) and alias.hidden and alias.target is command
-    assert alias.callback is command.callback and alias.params == command.params
-    group_help = CliRunner().invoke(cli, [old[0], "--help"], prog_name="olbridge").stdout
-    assert f"  {new[1]} " in group_help and f"  {old[1]} " not in group_help
-    help_text = CliRunner().invoke(cli, [*old, "--help"], prog_name="olbridge").stdout
-    assert f"Deprecated: the old name of '{new[1]}'." in help_text
+def test_the_history_filters_come_to_a_command_as_one_record_the_catalog_reads() -> None:
+    seen: list[HistoryFilter] = []
 
+    @click.command()
+    @history_filters
+    def probe(filters: HistoryFilter) -> None:
+        """A command that reads history."""
+        seen.append(filters)
 
-def test_dbt_ingest_still_imports_and_says_it_is_deprecated(tmp_path: Path) -> None:
-    runs = {}
-    for name in ("import", "ingest"):
-        db = tmp_path / f"{name}.db"
-        args = ["--catalog", str(db), "dbt", name, "--project-dir", str(example_project())]
-        result = CliRunner().invoke(cli, args, prog_name="olbridge")
-        assert result.exit_code == 0, result.output
-        runs[name] = (json.loads(result.stdout), result.stderr)
-    (new_out, new_err), (old_out, old_err) = runs["import"], runs["ingest"]
-    assert old_out == new_out and new_out["taskRuns"]
-    assert "deprecated" not in new_err
-    assert old_err.splitlines()[0] == "warning: 'olbridge dbt ingest' is deprecated; use 'olbridge dbt import'"
-    assert old_err.splitlines()[1:] == new_err.splitlines()
-
-
-def test_metaflow_define_still_declares_and_says_it_is_deprecated(tmp_path: Path) -> None:
-    folder = tmp_path / "project"
-    (folder / "data" / "orders").mkdir(parents=True)
-    (folder / "data" / "orders" / "asset_config.toml").write_text('name = "Orders"\nid = "orders"\n')
-    outputs = {}
-    for name in ("declare", "define"):
-        args = ["--catalog", str(tmp_path / f"{name}.db"), "metaflow", name, str(folder)]
-        result = CliRunner().invoke(cli, [*args, "--project", "shop", "--branch", "main"], prog_name="olbridge")
-        assert result.exit_code == 0, result.output
-        declared = [{k: v for k, v in a.items() if k not in {"created", "updated"}} for a in json.loads(result.stdout)]
-        outputs[name] = (declared, result.stderr)
-    assert outputs["define"][0] == outputs["declare"][0]
-    assert [a["id"] for a in outputs["declare"][0]] == ["metaflow://shop/main/data/orders"]
-    assert outputs["define"][1] == (
-        "warning: 'olbridge metaflow define' is deprecated; use 'olbridge metaflow declare'\n" + outputs["declare"][1]
-    )
+    args = ["--since", "2025-03-01", "--until", "2025-03-02T12:00:00+02:00", "--namespace", "shop", "--flow", "f"]
+    assert CliRunner().invoke(probe, args).exit_code == 0
+    assert CliRunner().invoke(probe, []).exit_code == 0
+    assert seen == [
+        HistoryFilter(
+            since=datetime(2025, 3, 1, tzinfo=UTC),
+            until=datetime(2025, 3, 2, 10, tzinfo=UTC),
+            namespace="shop",
+            flow="f",
+        ),
+        HistoryFilter(),
+    ]
+    refused = CliRunner().invoke(probe, ["--namespace", "no spaces"])  # the root group says Error: ...
+    assert isinstance(refused.exception, ValidationError) and str(refused.exception).startswith("--namespace: ")
+    assert len(seen) == 2
 
 
 @pytest.mark.parametrize(

@@ -277,19 +277,6 @@ def test_serve_on_a_port_in_use_says_so_from_the_command_itself(tmp_path: Path) 
     assert done.stderr.count("\n") == 1  # one line, from the supervisor, before any process forks
 
 
-def test_serve_still_starts_with_threads_and_says_it_has_no_effect(tmp_path: Path) -> None:
-    """--threads sized waitress's request threads; the workers now serve on an event loop. Old
-    scripts that pass it still start (here up to the port in use), told it does nothing."""
-    with socket.create_server(("127.0.0.1", 0)) as taken:
-        port = taken.getsockname()[1]
-        command = [OLBRIDGE, "--catalog", str(tmp_path / "c.db"), "serve", "--port", str(port), "--threads", "4"]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=30)
-    assert done.stderr.splitlines()[0] == (
-        "Warning: --threads has no effect: each worker serves its connections on an event loop"
-    )
-    assert_error((done.returncode, "", done.stderr.split("\n", 1)[1]), "the address is in use")
-
-
 def test_serve_on_an_address_it_cannot_have(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     with socket.create_server(("127.0.0.1", 0)) as taken:

@@ -182,7 +182,7 @@ def _fill(catalog: Catalog, resolver: Resolver) -> None:
         )
     )
     refused = RefusedItem(("2025-03-01T08:00:00.000000Z", 1, 2), "start", 400, "no", "u3")
-    catalog.save_checkpoint(
+    catalog.backfills.save(
         Checkpoint("http://backend", {"namespace": "company.data"}, ("2025-03-01T08:00:00.000000Z", 1, 1), 1, 2, "u3"),
         refused=[refused],
     )

@@ -26,8 +26,8 @@ from bridge.openlineage.convert import Converter
 from bridge.receiver.app import ReceiverApp
 from bridge.receiver.events import split_array
 from bridge.receiver.intake import Intake
-from bridge.receiver.writer import GroupWriter
 from tests.backend import ACCEPT, Backend, Reply, free_port, wait_for
+from tests.group_writer import GroupWriter
 from tests.helpers import DATASET_EVENT_URL, PRODUCER, ol_dataset, ol_run_event, table_contents
 from tests.test_receiver_http import TOKEN, Client, token_server
 

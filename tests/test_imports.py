@@ -14,7 +14,7 @@ import responses
 from click.testing import CliRunner
 
 from bridge.adapters.dbt import ingest_dbt
-from bridge.catalog import Catalog
+from bridge.catalog import Catalog, ExternalUsage
 from bridge.cli import cli
 from bridge.errors import CatalogError
 from bridge.mapping import Resolver
@@ -224,7 +224,7 @@ def test_dbt_ol_events_join_the_assets_of_olbridges_dbt_adapter(
         for asset_id in models:
             assert after[asset_id] == ours[asset_id]  # joined, never overwritten
         for asset_id in models & named:
-            assert any(u.get("external") for u in catalog.usages_of(asset_id)), asset_id
+            assert any(isinstance(u, ExternalUsage) for u in catalog.usages_of(asset_id)), asset_id
 
 
 @responses.activate

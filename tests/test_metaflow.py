@@ -28,7 +28,7 @@ from bridge.adapters.metaflow.assets import (
     resolve_branch,
 )
 from bridge.adapters.metaflow.steps import StepContext, StepRecorder, context_from
-from bridge.catalog import Catalog
+from bridge.catalog import Catalog, RunUsage
 from bridge.cli import cli
 from bridge.delivery.history import iter_events
 from bridge.errors import BridgeError, ConfigError, NotFoundError, ValidationError
@@ -543,7 +543,7 @@ def test_a_real_flow_records_its_steps_assets_and_lineage(
     assert model.metadata["annotation.mean"] == 5.0  # get_data gave train the artifact [3, 5, 7]
 
     # the lineage between the steps: start wrote orders, train read it and wrote the model
-    usages = [(u["direction"], u["taskId"]) for u in catalog.usages_of(ORDERS)]
+    usages = [(u.direction, u.task_id) for u in catalog.usages_of(ORDERS) if isinstance(u, RunUsage)]
     assert sorted(usages) == [("input", "train"), ("output", "start")]
     edges = catalog.lineage(ORDERS, direction="downstream").edges
     assert [(e.upstream, e.downstream, e.tasks) for e in edges] == [

@@ -20,7 +20,7 @@ from bridge.cli import cli
 from bridge.mapping import Resolver
 from bridge.receiver.app import ReceiverApp
 from bridge.receiver.intake import Intake
-from bridge.receiver.writer import GroupWriter
+from tests.group_writer import GroupWriter
 from tests.test_receiver_http import TOKEN, Client, running_server
 
 CORPUS = Path(__file__).resolve().parent / "producers"

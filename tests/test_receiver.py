@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bridge.catalog import Catalog
+from bridge.catalog import Catalog, ExternalUsage
 from bridge.catalog import sql as catalog_sql
 from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
 from bridge.delivery.history import iter_events
@@ -95,14 +95,14 @@ def test_external_runs_and_lineage_edges_are_recorded(catalog: Catalog, intake: 
         ol_run_event("COMPLETE", outputs=[TABLE], time="2025-03-01T08:05:00Z"),
     )
     (source,) = catalog.external_sources()
-    assert source["job"] == {"namespace": "airflow", "name": "dag.task"}
-    assert (source["state"], source["started"], source["ended"]) == (
+    assert (source.job_namespace, source.job_name) == ("airflow", "dag.task")
+    assert (source.state, source.started, source.ended) == (
         "COMPLETE",
         "2025-03-01T08:00:00.000000Z",
         "2025-03-01T08:05:00.000000Z",
     )
-    assert source["inputs"] == ["s3://raw-bucket/orders/2025"]
-    assert source["outputs"] == ["shop.public.orders"]
+    assert source.inputs == ("s3://raw-bucket/orders/2025",)
+    assert source.outputs == ("shop.public.orders",)
     graph = catalog.lineage("s3://raw-bucket/orders/2025", direction="downstream")
     assert [(e.upstream, e.downstream, e.tasks) for e in graph.edges] == [
         ("s3://raw-bucket/orders/2025", "shop.public.orders", ("airflow/dag.task (external)",))
@@ -137,7 +137,7 @@ def test_an_asset_the_catalog_produces_is_never_overwritten(catalog: Catalog, in
     assert outcome.placeholders == ("shop.public.orders",)
     assert catalog.asset("s3://raw-bucket/orders/2025") == before
     usages = catalog.usages_of("s3://raw-bucket/orders/2025")
-    assert [(u["direction"], u.get("external", False)) for u in usages] == [("output", False), ("input", True)]
+    assert [(u.direction, isinstance(u, ExternalUsage)) for u in usages] == [("output", False), ("input", True)]
 
 
 def test_re_sending_an_event_changes_nothing(catalog: Catalog, intake: Intake) -> None:
@@ -172,7 +172,7 @@ def test_events_out_of_order_end_in_the_same_state(resolver: Resolver, new_catal
     with new_catalog() as catalog:
         catalog_intake(catalog, resolver).take(events)
         (source,) = catalog.external_sources()
-        assert source["state"] == "COMPLETE"
+        assert source.state == "COMPLETE"
         assert catalog.asset("s3://raw-bucket/orders/2025").description == "late"
 
 
@@ -187,7 +187,7 @@ def test_a_job_event_records_static_lineage(catalog: Catalog, intake: Intake) ->
     }
     assert take(intake, event)[0].status == "accepted"
     (source,) = catalog.external_sources()
-    assert (source["source"], source["runId"], source["state"]) == ("job:airflow/static_job", None, None)
+    assert (source.source, source.run_id, source.state) == ("job:airflow/static_job", None, None)
     assert catalog.lineage("shop.public.orders", direction="upstream").edges[0].upstream == RAW_ID
 
 

@@ -28,7 +28,7 @@ from bridge.receiver.events import canonical
 from bridge.receiver.intake import Intake, Limits
 from bridge.receiver.metrics import Metrics
 from bridge.receiver.outcome import Outcome
-from bridge.receiver.writer import GroupWriter
+from tests.group_writer import GroupWriter
 from tests.helpers import (
     DATASET_EVENT_URL,
     PRODUCER,
@@ -702,9 +702,9 @@ def test_the_openlineage_client_sends_to_a_real_server(server: tuple[str, str]) 
         assert set(placeholders) == {"s3://landing/orders/2025-03-01.parquet", "shop.public.orders", "kafka://b:9092/t"}
         assert all(a.origin.value == "external" for a in placeholders.values())
         assert placeholders["shop.public.orders"].description == "Orders"
-        sources = {s["source"]: s for s in catalog.external_sources()}
-        assert sources[f"run:{run_id}"]["state"] == "COMPLETE"
-        assert sources["job:airflow/publish"]["outputs"] == ["kafka://b:9092/t"]
+        sources = {s.source: s for s in catalog.external_sources()}
+        assert sources[f"run:{run_id}"].state == "COMPLETE"
+        assert sources["job:airflow/publish"].outputs == ("kafka://b:9092/t",)
         graph = catalog.lineage("s3://landing/orders/2025-03-01.parquet", direction="downstream")
         assert [(e.downstream, e.depth) for e in graph.edges] == [("shop.public.orders", 1), ("kafka://b:9092/t", 2)]
 
@@ -727,8 +727,8 @@ def test_the_default_takes_what_marquez_takes_and_strict_refuses_it(writer: Grou
     with Catalog(catalog_path) as catalog:
         ((warnings,),) = catalog._conn.execute("SELECT warnings FROM received_events").fetchall()
         assert len(json.loads(warnings)) == 2  # kept with the event
-        assert catalog.external_sources()[0]["started"] is None
-        assert catalog.external_sources()[0]["firstSeen"] == "2025-03-01T08:00:00.000000Z"  # read as UTC
+        assert catalog.external_sources()[0].started is None
+        assert catalog.external_sources()[0].first_seen == "2025-03-01T08:00:00.000000Z"  # read as UTC
 
 
 def test_a_real_server_takes_json_nulls_where_marquez_does(server: tuple[str, str]) -> None:
@@ -755,6 +755,6 @@ def test_a_real_server_takes_json_nulls_where_marquez_does(server: tuple[str, st
     assert answer.status_code == 201, answer.text
     with Catalog(catalog_path) as catalog:
         assert catalog.count_received()["received_events"] == 2
-        sources = {s["source"]: s for s in catalog.external_sources()}
+        sources = {s.source: s for s in catalog.external_sources()}
         run = sources["run:0194a1b2-0000-7000-8000-0000000000ab"]
-        assert (run["state"], run["outputs"]) == (None, ["s3://b/out"])
+        assert (run.state, run.outputs) == (None, ("s3://b/out",))

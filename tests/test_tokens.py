@@ -17,7 +17,7 @@ from bridge.config import NamedToken
 from bridge.receiver.app import ReceiverApp
 from bridge.receiver.intake import Intake
 from bridge.receiver.metrics import Metrics
-from bridge.receiver.writer import GroupWriter
+from tests.group_writer import GroupWriter
 from tests.helpers import DATASET_EVENT_URL, PRODUCER, ol_dataset, ol_run_event
 from tests.test_receiver_http import Client, contents, token_server
 

@@ -17,7 +17,7 @@ from bridge.mapping import Resolver
 from bridge.receiver.app import ReceiverApp
 from bridge.receiver.intake import Intake, Limits
 from bridge.receiver.policy import judge
-from bridge.receiver.writer import GroupWriter
+from tests.group_writer import GroupWriter
 from tests.helpers import DATASET_EVENT_URL, JOB_EVENT_URL, RUN_EVENT_URL
 from tests.test_receiver_http import TOKEN, Client
 

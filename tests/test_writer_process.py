@@ -19,10 +19,11 @@ import attrs
 import pytest
 
 from bridge.catalog import Catalog
+from bridge.errors import Unavailable
 from bridge.mapping import Resolver
 from bridge.receiver.intake import Intake, run_steps_async
 from bridge.receiver.outcome import Outcome
-from bridge.receiver.writer import CatalogWriter, Unavailable
+from bridge.receiver.writer import CatalogWriter
 from bridge.receiver.writer_process import PICKLED_FROM, RemoteWriter, listen, run_writer
 from tests.helpers import ol_dataset, ol_run_event
 
@@ -160,7 +161,7 @@ def test_a_group_the_writer_thread_cannot_hand_on_fails_alone_and_the_next_ones_
     as retriable, and leaves the writer's thread serving: it used to end it, and every request
     after was refused until the process was restarted."""
     from bridge.catalog import IngestResult
-    from bridge.receiver.writer import QueuedWriter, Unavailable
+    from bridge.receiver.writer import QueuedWriter
 
     class Flaky(QueuedWriter):
         calls = 0
@@ -185,7 +186,6 @@ def test_a_group_the_worker_cannot_hand_on_fails_alone_and_the_next_ones_go_on(t
     """The same on a worker's event loop: a fault while handing a group to the writer process
     answers that group's requests as retriable, and the next groups go on."""
     from bridge.catalog import IngestResult
-    from bridge.receiver.writer import Unavailable
 
     class Flaky(RemoteWriter):
         calls = 0
@@ -234,7 +234,6 @@ def test_a_group_whose_message_cannot_be_made_fails_and_the_next_ones_go_on(
     as retriable, and the worker's hand-over goes on with the next groups."""
     from bridge.catalog import IngestResult
     from bridge.receiver import writer_process
-    from bridge.receiver.writer import Unavailable
 
     real = writer_process._frame
 
@@ -269,7 +268,6 @@ def test_a_writer_that_does_not_answer_costs_a_retry_after_the_timeout_and_a_ful
     """A writer process that takes a group and never answers: the request is answered retriable
     once its time is up (not held for ever), and past the requests a worker may hold waiting, the
     next one is told the catalog is busy at once."""
-    from bridge.receiver.writer import Unavailable
 
     address = str(tmp_path / "silent.sock")
     silent = listen(address)  # accepts (the kernel does) and never reads nor answers

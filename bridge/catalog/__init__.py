@@ -2,7 +2,16 @@
 
 from bridge.catalog.columns import ColumnLineageEdge, ColumnLineageGraph, StoredColumnEdge
 from bridge.catalog.positions import Position
-from bridge.catalog.query import AssetQuery, MetadataFilter, Operator, PurgeResult
+from bridge.catalog.query import (
+    AssetQuery,
+    ExternalSource,
+    ExternalUsage,
+    HistoryFilter,
+    MetadataFilter,
+    Operator,
+    PurgeResult,
+    RunUsage,
+)
 from bridge.catalog.store import Catalog, DeclareResult, IngestResult, LineageEdge, LineageGraph, RecordResult
 
 __all__ = [
@@ -11,6 +20,9 @@ __all__ = [
     "ColumnLineageEdge",
     "ColumnLineageGraph",
     "DeclareResult",
+    "ExternalSource",
+    "ExternalUsage",
+    "HistoryFilter",
     "IngestResult",
     "LineageEdge",
     "LineageGraph",
@@ -19,5 +31,6 @@ __all__ = [
     "Position",
     "PurgeResult",
     "RecordResult",
+    "RunUsage",
     "StoredColumnEdge",
 ]

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 from urllib.parse import unquote
 
-from bridge.errors import CatalogError
+from bridge.errors import Busy, CatalogError
 
 T = TypeVar("T")
 
@@ -73,10 +73,6 @@ class Conflict(Exception):
     """A write transaction found that another process changed what it read (an event it was
     taking, a run it was creating): run it again. Raised by the catalog's own checks; an engine's
     serialization failures and deadlocks mean the same (:meth:`Engine.conflict`)."""
-
-
-class Busy(CatalogError):
-    """The catalog cannot take a write now (locked, unreachable, losing every race): retry later."""
 
 
 Writes = Sequence[tuple[str, Sequence[Sequence[Any]]]]  # statements, each with its rows

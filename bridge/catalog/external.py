@@ -261,14 +261,9 @@ class GroupIngest:
             width = next(w for w in (1, 4, 16, 64, 256) if w >= len(chunk))
             yield chunk + [chunk[-1]] * (width - len(chunk))
 
-    def _select(self, statement: Callable[[int], str], keys: Sequence[Any]) -> Iterator[Any]:
-        """The rows ``statement(n)`` gives for ``keys`` (values, or tuples of values), n at a time."""
-        for chunk in self._chunks(keys):
-            params = [part for key in chunk for part in key] if isinstance(chunk[0], tuple) else chunk
-            yield from self.cur.execute(statement(len(chunk)), params)
-
     def _queries(self, statement: Callable[[int], str], keys: Sequence[Any]) -> list[tuple[str, list[Any]]]:
-        """:meth:`_select`'s statements and parameters, to run with others (:meth:`_read`)."""
+        """The statements ``statement(n)`` and their parameters for ``keys`` (values, or tuples of
+        values), n at a time, to run with others (:meth:`_read`)."""
         queries = []
         for chunk in self._chunks(keys):
             params = [part for key in chunk for part in key] if isinstance(chunk[0], tuple) else list(chunk)

@@ -1,4 +1,6 @@
-"""Asset queries: metadata filters (Kestra's ``metadataQuery``) and purge criteria."""
+"""The catalog's questions and the records its answers come in: asset queries (metadata filters,
+Kestra's ``metadataQuery``, and purge criteria), the history filter every history reader takes, and
+the records of an asset's usages and of the receiver's external runs."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from typing import Any
 import attrs
 
 from bridge.errors import ValidationError
-from bridge.model import check_id, check_namespace, metadata_text, normalize_type
+from bridge.jsonkeys import camel_keys
+from bridge.model import StoredDeclaredJob, check_id, check_namespace, format_time, metadata_text, normalize_type
 
 
 class Operator(enum.StrEnum):
@@ -113,3 +116,102 @@ class PurgeResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"assets": self.assets, "usages": self.usages, "lineage": self.lineage, "ids": list(self.ids)}
+
+
+RUN_FILTERS = ("since", "until", "namespace", "flow", "asset")  # a task run's, in placeholder order
+CHANGE_FILTERS = ("since", "until", "namespace", "asset")  # an asset change's
+JOB_FILTERS = ("since", "until", "namespace", "flow")  # a declared job's (its asset: read, then kept)
+
+
+@attrs.frozen
+class HistoryFilter:
+    """Which part of the catalog's history to read, as ``export`` and ``backfill`` ask (the CLI's
+    ``history_filters`` builds it) and every history reader of :class:`~bridge.catalog.Catalog`
+    takes (``iter_task_runs``, ``iter_changes``, ``iter_declared_jobs``, ``count_history``).
+
+    ``since`` and ``until`` bound the time (a run's start, a change's, a job's declaration);
+    ``namespace`` is a flow namespace (an asset's, for its changes); ``flow`` a flow id (asset
+    changes belong to no flow and are left out); ``asset`` keeps the runs that read or wrote it,
+    its changes and the declared jobs that name it."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+    namespace: str | None = None
+    flow: str | None = None
+    asset: str | None = None
+
+    def given(self, names: Sequence[str]) -> dict[str, bool]:
+        """Which of the filters ``names`` are set, as :mod:`bridge.catalog.sql`'s statements take them."""
+        return {name: getattr(self, name) is not None for name in names}
+
+    def params(self, names: Sequence[str]) -> list[Any]:
+        """The values of the filters ``names`` that are set, in order: their statement's parameters."""
+        values = (getattr(self, name) for name in names)
+        return [format_time(v) if isinstance(v, datetime) else v for v in values if v is not None]
+
+    def keeps(self, declared: StoredDeclaredJob) -> bool:
+        """Whether a declared job passes the asset filter: it names the asset (or none is given)."""
+        return self.asset is None or self.asset in {d.id for d in (*declared.job.inputs, *declared.job.outputs)}
+
+    def as_json(self) -> dict[str, Any]:
+        return {k: format_time(v) if isinstance(v, datetime) else v for k, v in attrs.asdict(self).items()}
+
+
+@attrs.frozen
+class RunUsage:
+    """A read or write of an asset by one of olbridge's task runs (:meth:`Catalog.usages_of`)."""
+
+    direction: str
+    time: str
+    namespace: str
+    flow_id: str
+    task_id: str
+    execution_id: str
+    task_run_id: str
+    state: str
+
+    def to_json(self) -> dict[str, Any]:
+        return camel_keys(attrs.asdict(self))
+
+
+@attrs.frozen
+class ExternalUsage:
+    """A read or write of an asset by a job the receiver heard of (:meth:`Catalog.usages_of`)."""
+
+    direction: str
+    job_namespace: str
+    job_name: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "direction": self.direction,
+            "external": True,
+            "jobNamespace": self.job_namespace,
+            "jobName": self.job_name,
+        }
+
+
+@attrs.frozen
+class ExternalSource:
+    """An external run (or a job without a run) the receiver took, with the datasets it read and
+    wrote (:meth:`Catalog.external_sources`)."""
+
+    source: str
+    job_namespace: str
+    job_name: str
+    run_id: str | None
+    parent_run_id: str | None
+    state: str | None
+    started: str | None
+    ended: str | None
+    first_seen: str
+    last_seen: str
+    producer: str | None
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        record = camel_keys(attrs.asdict(self))
+        job = {"namespace": record.pop("jobNamespace"), "name": record.pop("jobName")}
+        lists = {"inputs": list(self.inputs), "outputs": list(self.outputs)}
+        return {"source": record.pop("source"), "job": job, **record, **lists}

@@ -23,6 +23,7 @@ import attrs
 
 from bridge.catalog import sql
 from bridge.catalog.engine import Connection
+from bridge.catalog.query import HistoryFilter
 from bridge.catalog.store import Catalog
 from bridge.model import StoredTaskRun, format_time
 from bridge.openlineage.convert import Converter, execution_run_id, task_run_id
@@ -202,7 +203,9 @@ class Runs:
             if not filters.namespace.startswith(prefix):
                 return
             flow_namespace = filters.namespace[len(prefix) :]
-        runs = self.catalog.iter_task_runs(since=filters.since, until=filters.until, namespace=flow_namespace)
+        runs = self.catalog.iter_task_runs(
+            HistoryFilter(since=filters.since, until=filters.until, namespace=flow_namespace)
+        )
         for run in runs:
             if filters.job is not None and f"{run.key.flow_id}.{run.key.task_id}" != filters.job:
                 continue
@@ -242,7 +245,7 @@ class Runs:
         if parsed.version != 7 or str(parsed) != run_id:
             return None
         start = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=parsed.int >> 80)
-        for run in self.catalog.iter_task_runs(since=start, until=start + timedelta(milliseconds=1)):
+        for run in self.catalog.iter_task_runs(HistoryFilter(since=start, until=start + timedelta(milliseconds=1))):
             if task_run_id(run.key, run.started_at) == run_id:
                 return self._own(run)
         return None

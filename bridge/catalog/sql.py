@@ -86,34 +86,11 @@ def select_assets(
     return f"SELECT {ASSET_COLUMNS} FROM assets{clause} ORDER BY id"
 
 
-def delete_assets(count: int) -> str:
-    return f"DELETE FROM assets WHERE id IN ({', '.join('?' * count)})"
-
-
-def delete_usages_of(count: int) -> str:
-    return f"DELETE FROM usages WHERE asset_id IN ({', '.join('?' * count)})"
-
-
-def delete_lineage_of(count: int) -> str:
+def delete_in(table: str, count: int, *columns: str) -> str:
+    """Delete the rows of ``table`` whose ``columns`` (any of them; default ``asset_id``) hold one
+    of ``count`` values, given once for each column."""
     marks = ", ".join("?" * count)
-    return f"DELETE FROM lineage WHERE upstream_id IN ({marks}) OR downstream_id IN ({marks})"
-
-
-def delete_bindings_of(count: int) -> str:
-    return f"DELETE FROM external_datasets WHERE asset_id IN ({', '.join('?' * count)})"
-
-
-def delete_identifiers_of(count: int) -> str:
-    return f"DELETE FROM external_identifiers WHERE asset_id IN ({', '.join('?' * count)})"
-
-
-def delete_facets_of(count: int) -> str:
-    """The kept facets of ``count`` owners ('asset:<id>', ...)."""
-    return f"DELETE FROM external_facets WHERE owner IN ({', '.join('?' * count)})"
-
-
-def delete_changes_of(count: int) -> str:
-    return f"DELETE FROM asset_changes WHERE asset_id IN ({', '.join('?' * count)})"
+    return f"DELETE FROM {table} WHERE " + " OR ".join(f"{c} IN ({marks})" for c in columns or ("asset_id",))
 
 
 # --- changes --------------------------------------------------------------------------------
@@ -275,11 +252,6 @@ def select_column_edges_of_runs(count: int) -> str:
         f"FROM column_lineage WHERE task_run_pk IN ({', '.join('?' * count)}) "
         "ORDER BY task_run_pk, downstream_id, downstream_column, upstream_id, upstream_column, transformations"
     )
-
-
-def delete_column_lineage_of(count: int) -> str:
-    marks = ", ".join("?" * count)
-    return f"DELETE FROM column_lineage WHERE upstream_id IN ({marks}) OR downstream_id IN ({marks})"
 
 
 # the field edges (not the whole-output ones) reached from a column, to a depth; each edge with

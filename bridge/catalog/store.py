@@ -23,13 +23,26 @@ import attrs
 
 from bridge.catalog import columns as column_queries
 from bridge.catalog import external, positions, rows, sql, writes
+from bridge.catalog import lineage as asset_lineage
 from bridge.catalog import migrate as schema_migrations
+from bridge.catalog.backfills import Backfills
 from bridge.catalog.columns import ColumnLineageGraph, StoredColumnEdge
 from bridge.catalog.engine import Busy, Connection, Cursor, Database, Engine, is_url
 from bridge.catalog.external import IngestResult
-from bridge.catalog.outbox import ASSET_CHANGE, Outbox, queue_event
-from bridge.catalog.positions import BACKFILL, Checkpoint, Position, RefusedItem
-from bridge.catalog.query import AssetQuery, PurgeResult
+from bridge.catalog.lineage import LineageEdge, LineageGraph
+from bridge.catalog.outbox import Outbox
+from bridge.catalog.positions import Checkpoint, Position, RefusedItem
+from bridge.catalog.query import (
+    CHANGE_FILTERS,
+    JOB_FILTERS,
+    RUN_FILTERS,
+    AssetQuery,
+    ExternalSource,
+    ExternalUsage,
+    HistoryFilter,
+    PurgeResult,
+    RunUsage,
+)
 from bridge.catalog.sqlite import SqliteEngine
 from bridge.catalog.sqlite import storage_error as sqlite_storage_error
 from bridge.catalog.workers import Workers
@@ -53,26 +66,6 @@ from bridge.model import (
 from bridge.model.received import IncomingEvent
 
 T = TypeVar("T")
-
-
-@attrs.frozen
-class LineageEdge:
-    upstream: str
-    downstream: str
-    depth: int
-    # "<flow namespace>/<flow id>.<task id>" of the runs that made the edge, and
-    # "<job namespace>/<job name> (external)" of the external jobs
-    tasks: tuple[str, ...]
-
-
-@attrs.frozen
-class LineageGraph:
-    root: str
-    direction: str
-    depth: int
-    edges: tuple[LineageEdge, ...]
-    assets: tuple[Asset, ...]
-    as_of: datetime | None = None  # the graph as the catalog knew it then (None: now)
 
 
 class Catalog:
@@ -182,10 +175,6 @@ class Catalog:
         """After rows were written with their keys (a copy from another catalog): the next task run,
         change, declared job, received event or outbox row gets a key past the highest."""
         self.db.write(self.engine.reset_keys)
-
-    def table_names(self) -> list[str]:
-        """The catalog's tables (its data; not the schema's version table), in name order."""
-        return [name for name in self.engine.tables(self._conn) if name != schema_migrations.VERSION_TABLE]
 
     @property
     def schema_version(self) -> int:
@@ -316,21 +305,7 @@ class Catalog:
         """Soft-delete an asset (a decommissioned resource). It is exported as a DatasetEvent with
         ``lifecycleStateChange: DROP``; a later write brings it back."""
 
-        def work(cur: Cursor) -> Asset:
-            current = writes.get_asset(cur, asset_id)
-            if current is None:
-                raise NotFoundError(f"no asset with id {asset_id!r}")
-            if current.is_deleted:
-                return current
-            asset = attrs.evolve(current, deleted_at=now, updated_at=now)
-            cur.execute(sql.UPSERT_ASSET, rows.asset_row(asset))
-            seq = cur.execute(
-                sql.INSERT_CHANGE, (asset.id, "delete", format_time(now), rows.snapshot(asset))
-            ).fetchone()[0]
-            queue_event(cur, ASSET_CHANGE, seq, asset.id)
-            return asset
-
-        return self.db.write(work)
+        return self.db.write(lambda cur: writes.delete_asset(cur, asset_id, now=now))
 
     def purge(self, query: AssetQuery, *, usages: bool = False, lineage: bool = False) -> PurgeResult:
         """Hard-delete the assets the query matches (deleted ones included), with their change
@@ -343,44 +318,19 @@ class Catalog:
 
         def work(cur: Cursor) -> PurgeResult:
             ids = [a.id for a in self._list_assets(cur, query)]
-            counts = {"assets": 0, "usages": 0, "lineage": 0}
-            for start in range(0, len(ids), 400):
-                chunk = ids[start : start + 400]
-                counts["assets"] += cur.execute(sql.delete_assets(len(chunk)), chunk).rowcount
-                cur.execute(sql.delete_changes_of(len(chunk)), chunk)
-                cur.execute(sql.delete_bindings_of(len(chunk)), chunk)
-                cur.execute(sql.delete_identifiers_of(len(chunk)), chunk)
-                cur.execute(sql.delete_facets_of(len(chunk)), [f"asset:{asset_id}" for asset_id in chunk])
-                if usages:
-                    counts["usages"] += cur.execute(sql.delete_usages_of(len(chunk)), chunk).rowcount
-                if lineage:
-                    counts["lineage"] += cur.execute(sql.delete_lineage_of(len(chunk)), chunk * 2).rowcount
-                    cur.execute(sql.delete_column_lineage_of(len(chunk)), chunk * 2)
-            return PurgeResult(ids=tuple(ids), **counts)
+            return PurgeResult(ids=tuple(ids), **writes.purge_assets(cur, ids, usages=usages, lineage=lineage))
 
         return self.db.write(work)
 
     def iter_changes(
-        self,
-        *,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        namespace: str | None = None,
-        asset: str | None = None,
-        after: tuple[str, int] | None = None,
+        self, filters: HistoryFilter = HistoryFilter(), *, after: tuple[str, int] | None = None
     ) -> Iterator[AssetChange]:
-        """Asset changes in time order; ``after`` = (changed_at text, seq) starts after that change."""
-        statement = sql.select_changes(
-            since=since is not None,
-            until=until is not None,
-            namespace=namespace is not None,
-            asset=asset is not None,
-            after=after is not None,
-        )
-        params: list[Any] = [format_time(t) for t in (since, until) if t is not None]
-        params += [v for v in (namespace, asset) if v is not None]
-        params += list(after or ())
-        for row in self._conn.execute(statement, params):
+        """Asset changes in time order (none with a flow filter: they belong to no flow);
+        ``after`` = (changed_at text, seq) starts after that change."""
+        if filters.flow is not None:
+            return
+        statement = sql.select_changes(**filters.given(CHANGE_FILTERS), after=after is not None)
+        for row in self._conn.execute(statement, [*filters.params(CHANGE_FILTERS), *(after or ())]):
             yield _change_from_row(row)
 
     def get_change(self, seq: int) -> AssetChange | None:
@@ -406,15 +356,7 @@ class Catalog:
         runs = list(runs)
 
         def work(cur: Cursor) -> list[RecordResult | CatalogError]:
-            results: list[RecordResult | CatalogError] = []
-            for run in runs:
-                cur.execute("SAVEPOINT task_run")
-                try:
-                    results.append(writes.write_task_run(cur, run))
-                except CatalogError as exc:
-                    cur.execute("ROLLBACK TO task_run")
-                    results.append(exc)
-                cur.execute("RELEASE task_run")
+            results = writes.write_each(cur, runs)
             if position is not None:
                 positions.save(cur, position)
             return results
@@ -424,53 +366,36 @@ class Catalog:
     def count_task_runs(self) -> int:
         return int(self._conn.execute(sql.COUNT_TASK_RUNS).fetchone()[0])
 
-    def count_history(
-        self,
-        *,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        namespace: str | None = None,
-        flow: str | None = None,
-        asset: str | None = None,
-    ) -> int:
+    def count_history(self, filters: HistoryFilter = HistoryFilter()) -> int:
         """About how many events a read of the history with these filters gives (export,
         backfill): a START a task run and an end an ended one, a JobEvent a declared job, and
         without ``flow`` an event an asset change (with ``asset``, the declared jobs naming it,
         read to be counted)."""
-        filters, params = _run_filters(since, until, namespace, flow, asset)
-        runs, ended = self._conn.execute(sql.count_task_runs(**filters), params).fetchone()
-        times = [format_time(t) for t in (since, until) if t is not None]
-        has = {"since": since is not None, "until": until is not None, "namespace": namespace is not None}
+        statement = sql.count_task_runs(**filters.given(RUN_FILTERS))
+        runs, ended = self._conn.execute(statement, filters.params(RUN_FILTERS)).fetchone()
         total = int(runs) + int(ended)
-        if asset is None:
-            statement = sql.count_declared_jobs(**has, flow=flow is not None)
-            params = [*times, *(v for v in (namespace, flow) if v is not None)]
-            total += int(self._conn.execute(statement, params).fetchone()[0])
+        if filters.asset is None:
+            statement = sql.count_declared_jobs(**filters.given(JOB_FILTERS))
+            total += int(self._conn.execute(statement, filters.params(JOB_FILTERS)).fetchone()[0])
         else:  # as backfill picks them: by the datasets they name
-            declared = self.iter_declared_jobs(since=since, until=until, namespace=namespace, flow=flow)
-            total += sum(1 for d in declared if asset in {a.id for a in (*d.job.inputs, *d.job.outputs)})
-        if flow is None:
-            statement = sql.count_changes(**has, asset=asset is not None)
-            params = [*times, *(v for v in (namespace, asset) if v is not None)]
-            total += int(self._conn.execute(statement, params).fetchone()[0])
+            total += sum(1 for _ in self.iter_declared_jobs(filters))
+        if filters.flow is None:
+            statement = sql.count_changes(**filters.given(CHANGE_FILTERS))
+            total += int(self._conn.execute(statement, filters.params(CHANGE_FILTERS)).fetchone()[0])
         return total
 
     def iter_task_runs(
         self,
+        filters: HistoryFilter = HistoryFilter(),
         *,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        namespace: str | None = None,
-        flow: str | None = None,
-        asset: str | None = None,
         after: tuple[str, int] | None = None,
         page_size: int = 1000,
     ) -> Iterator[StoredTaskRun]:
-        """Task runs in start order, read a page at a time (memory stays flat). ``asset`` keeps
-        the runs that read or wrote it; ``after`` = (started_at text, pk) starts after that run."""
-        filters, base = _run_filters(since, until, namespace, flow, asset)
-        statement = sql.select_task_runs(**filters)
-        paged = sql.select_task_runs(**filters, after_pk=True)
+        """Task runs in start order, read a page at a time (memory stays flat). An ``asset`` filter
+        keeps the runs that read or wrote it; ``after`` = (started_at text, pk) starts after that run."""
+        statement = sql.select_task_runs(**filters.given(RUN_FILTERS))
+        paged = sql.select_task_runs(**filters.given(RUN_FILTERS), after_pk=True)
+        base = filters.params(RUN_FILTERS)
         while True:
             if after is None:
                 page = self._conn.execute(statement, [*base, page_size]).fetchall()
@@ -503,26 +428,28 @@ class Catalog:
         for row in page:
             yield rows.task_run_from_row(row, usages.get(row[0], []), edges.get(row[0], ()))
 
-    def usages_of(self, asset_id: str) -> list[dict[str, Any]]:
-        """Every read and write of an asset: direction, time and the task run's key."""
-        out = []
+    def usages_of(self, asset_id: str) -> list[RunUsage | ExternalUsage]:
+        """Every read and write of an asset: by olbridge's task runs (direction, time and the task
+        run's key), then by the jobs the receiver heard of."""
+        out: list[RunUsage | ExternalUsage] = []
         for row in self._conn.execute(sql.USAGES_OF_ASSET, (asset_id,)):
             direction, used_at, *run = row
             stored = rows.task_run_from_row(run, [])
+            key = stored.key
             out.append(
-                {
-                    "direction": direction,
-                    "time": used_at,
-                    "namespace": stored.key.flow_namespace,
-                    "flowId": stored.key.flow_id,
-                    "taskId": stored.key.task_id,
-                    "executionId": stored.key.execution_id,
-                    "taskRunId": stored.key.task_run_id,
-                    "state": stored.state.value,
-                }
+                RunUsage(
+                    direction,
+                    used_at,
+                    key.flow_namespace,
+                    key.flow_id,
+                    key.task_id,
+                    key.execution_id,
+                    key.task_run_id,
+                    stored.state.value,
+                )
             )
         for direction, job_ns, job_name in self._conn.execute(sql.EXTERNAL_USAGES_OF_ASSET, (asset_id,)):
-            out.append({"direction": direction, "external": True, "jobNamespace": job_ns, "jobName": job_name})
+            out.append(ExternalUsage(direction, job_ns, job_name))
         return out
 
     # --- external lineage (the receiver) -----------------------------------------------------
@@ -589,28 +516,15 @@ class Catalog:
         """Rows of the receiver's tables: events, datasets, sources (runs and jobs), usages, edges."""
         return {name: int(self._conn.execute(q).fetchone()[0]) for name, q in sql.COUNT_TABLE.items()}
 
-    def external_sources(self) -> list[dict[str, Any]]:
+    def external_sources(self) -> list[ExternalSource]:
         """External runs and jobs with their inputs and outputs, in first-seen order."""
-        out = []
+        found = []
         for row in self._conn.execute(sql.SELECT_SOURCES).fetchall():
             source, job_ns, job_name, run_id, parent, state, started, ended, first, last, producer, ins, outs = row
-            out.append(
-                {
-                    "source": source,
-                    "job": {"namespace": job_ns, "name": job_name},
-                    "runId": run_id,
-                    "parentRunId": parent,
-                    "state": state,
-                    "started": started,
-                    "ended": ended,
-                    "firstSeen": first,
-                    "lastSeen": last,
-                    "producer": producer,
-                    "inputs": json.loads(ins),
-                    "outputs": json.loads(outs),
-                }
-            )
-        return out
+            run = (run_id, parent, state, started, ended, first, last, producer)
+            inputs, outputs = tuple(json.loads(ins)), tuple(json.loads(outs))
+            found.append(ExternalSource(source, job_ns, job_name, *run, inputs, outputs))
+        return found
 
     # --- positions ---------------------------------------------------------------------------
 
@@ -657,26 +571,16 @@ class Catalog:
         return int(self._conn.execute(sql.COUNT_DECLARED_JOBS).fetchone()[0])
 
     def iter_declared_jobs(
-        self,
-        *,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        namespace: str | None = None,
-        flow: str | None = None,
-        after: int | None = None,
+        self, filters: HistoryFilter = HistoryFilter(), *, after: int | None = None
     ) -> Iterator[StoredDeclaredJob]:
-        """Declared jobs in the order they were first declared (by key), those after key ``after``."""
-        statement = sql.select_declared_jobs(
-            since=since is not None,
-            until=until is not None,
-            namespace=namespace is not None,
-            flow=flow is not None,
-            after=after is not None,
-        )
-        params: list[Any] = [format_time(t) for t in (since, until) if t is not None]
-        params += [v for v in (namespace, flow, after) if v is not None]
+        """Declared jobs in the order they were first declared (by key), those after key ``after``;
+        an ``asset`` filter keeps the ones that name it."""
+        statement = sql.select_declared_jobs(**filters.given(JOB_FILTERS), after=after is not None)
+        params = [*filters.params(JOB_FILTERS), *([] if after is None else [after])]
         for row in self._conn.execute(statement, params):
-            yield rows.declared_job_from_row(row)
+            declared = rows.declared_job_from_row(row)
+            if filters.keeps(declared):
+                yield declared
 
     # --- delivery --------------------------------------------------------------------------
 
@@ -690,50 +594,10 @@ class Catalog:
         """The stream workers and the outbox's lease (see :mod:`bridge.catalog.workers`)."""
         return Workers(self.db)
 
-    def get_checkpoint(self, name: str) -> Checkpoint | None:
-        """A backfill's checkpoint: its ``backfill`` position."""
-        found = self.position(BACKFILL, name)
-        return Checkpoint.from_position(found) if found is not None else None
-
-    def list_checkpoints(self) -> list[Checkpoint]:
-        return [Checkpoint.from_position(p) for p in self.positions(BACKFILL)]
-
-    def save_checkpoint(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        refused: Sequence[RefusedItem] = (),
-        resolved: Sequence[RefusedItem] = (),
-        clear_refused: bool = False,
-    ) -> None:
-        """Move a backfill's checkpoint, in one transaction with the events its backend refused
-        (kept until they are re-sent) and the refused ones delivered since (``resolved``: gone
-        from the list). ``clear_refused`` forgets the checkpoint's earlier refusals first."""
-
-        def work(cur: Cursor) -> None:
-            positions.save(cur, checkpoint.to_position())
-            if clear_refused:
-                cur.execute(sql.CLEAR_REFUSED, (checkpoint.name,))
-            for item in resolved:
-                cur.execute(sql.DELETE_REFUSED, (checkpoint.name, item.position[1], item.position[2]))
-            for item in refused:
-                cur.execute(
-                    sql.SAVE_REFUSED,
-                    (checkpoint.name, *item.position, item.event, item.status, item.error, item.refused_at),
-                )
-
-        self.db.write(work)
-
-    def refused_items(self, checkpoint: str, *, limit: int = 1_000_000) -> list[RefusedItem]:
-        """The events a backfill's backend refused for good, in the backfill's order."""
-        found = self._conn.execute(sql.SELECT_REFUSED, (checkpoint, limit))
-        return [
-            RefusedItem((t, order, ref), event, status, error, at) for t, order, ref, event, status, error, at in found
-        ]
-
-    def count_refused(self) -> dict[str, int]:
-        """How many refused events each backfill checkpoint keeps."""
-        return {name: int(count) for name, count in self._conn.execute(sql.COUNT_REFUSED)}
+    @property
+    def backfills(self) -> Backfills:
+        """The backfills' checkpoints and refused events (see :mod:`bridge.catalog.backfills`)."""
+        return Backfills(self.db)
 
     # --- lineage ---------------------------------------------------------------------------
 
@@ -742,60 +606,16 @@ class Catalog:
     ) -> LineageGraph:
         """The upstream and/or downstream lineage of an asset, to a depth; with ``as_of``, as the
         catalog knew it then: the edges of the runs (olbridge's and external ones) that had
-        ended by that time, and of the jobs JobEvents had declared."""
+        ended by that time, and of the jobs JobEvents had declared (see :mod:`bridge.catalog.lineage`)."""
         if direction not in ("upstream", "downstream", "both"):
             raise ValidationError(f"unknown direction {direction!r}", rule="lineage.direction", value=direction)
         if depth < 1:
             raise ValidationError("depth is at least 1", rule="lineage.depth", value=depth)
         self.asset(asset_id)
-        if as_of is not None:
-            edges = self._lineage_as_of(asset_id, direction, depth, format_time(as_of))
-        else:
-            found: list[tuple[str, str, int]] = []
-            if direction in ("upstream", "both"):
-                found += self._conn.execute(sql.UPSTREAM, (asset_id, depth)).fetchall()
-            if direction in ("downstream", "both"):
-                found += self._conn.execute(sql.DOWNSTREAM, (asset_id, depth)).fetchall()
-            edges = []
-            for up, down, level in found:
-                tasks = tuple(label for (label,) in self._conn.execute(sql.EDGE_TASKS, (up, down, up, down)))
-                edges.append(LineageEdge(up, down, level, tasks))
+        edges = asset_lineage.edges(self._conn, asset_id, direction, depth, as_of)
         ids = dict.fromkeys([asset_id, *(e.upstream for e in edges), *(e.downstream for e in edges)])
         assets = tuple(a for a in (self.get_asset(i) for i in ids) if a is not None)
         return LineageGraph(asset_id, direction, depth, tuple(edges), assets, as_of)
-
-    def _lineage_as_of(self, asset_id: str, direction: str, depth: int, moment: str) -> list[LineageEdge]:
-        """The walk of :meth:`lineage` over the edges known at ``moment``: each edge once a
-        direction, at the least depth it is reached, ordered as the SQL walk orders them."""
-        tasks: dict[tuple[str, str], set[str]] = {}
-        for up, down, label in self._conn.execute(sql.OWN_EDGES_ENDED_BY, (moment,)):
-            tasks.setdefault((up, down), set()).add(label)
-        for job_ns, job_name, inputs, outputs in self._conn.execute(sql.EXTERNAL_SOURCES_KNOWN_BY, (moment, moment)):
-            label = f"{job_ns}/{job_name} (external)"
-            for up in json.loads(inputs):
-                for down in json.loads(outputs):
-                    if up != down:
-                        tasks.setdefault((up, down), set()).add(label)
-        edges: list[LineageEdge] = []
-        for walk in ("upstream", "downstream"):
-            if direction not in (walk, "both"):
-                continue
-            step: dict[str, list[tuple[str, str]]] = {}
-            for up, down in tasks:
-                step.setdefault(down if walk == "upstream" else up, []).append((up, down))
-            levels: dict[tuple[str, str], int] = {}
-            frontier, level = [asset_id], 1
-            while frontier and level <= depth:
-                reached = []
-                for node in frontier:
-                    for edge in step.get(node, ()):
-                        if edge not in levels:
-                            levels[edge] = level
-                            reached.append(edge[0] if walk == "upstream" else edge[1])
-                frontier, level = reached, level + 1
-            ordered = sorted(levels.items(), key=lambda item: (item[1], item[0]))
-            edges += [LineageEdge(up, down, lvl, tuple(sorted(tasks[up, down]))) for (up, down), lvl in ordered]
-        return edges
 
     def column_lineage(
         self, asset_id: str, column: str, *, direction: str = "both", depth: int = 5
@@ -858,16 +678,6 @@ def _replayable(items: Iterable[T]) -> Callable[[], Iterator[T]]:
 
 class _Rollback(Exception):
     """Ends a transaction that must change nothing."""
-
-
-def _run_filters(
-    since: datetime | None, until: datetime | None, namespace: str | None, flow: str | None, asset: str | None
-) -> tuple[dict[str, bool], list[Any]]:
-    """The task-run filters given, for :mod:`sql`, and their placeholders' values in order."""
-    given = {"since": since, "until": until, "namespace": namespace, "flow": flow, "asset": asset}
-    params: list[Any] = [format_time(t) for t in (since, until) if t is not None]
-    params += [v for v in (namespace, flow, asset) if v is not None]
-    return {name: value is not None for name, value in given.items()}, params
 
 
 def _change_from_row(row: Sequence[Any]) -> AssetChange:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -14,7 +15,7 @@ from bridge.catalog import sql
 from bridge.catalog.engine import Cursor
 from bridge.catalog.outbox import ASSET_CHANGE, JOB, RUN_END, RUN_START, queue_event
 from bridge.catalog.rows import asset_from_row, asset_row, declared_job_json, dumps, snapshot, statistics_json
-from bridge.errors import CatalogError, ValidationError
+from bridge.errors import CatalogError, NotFoundError, ValidationError
 from bridge.model import (
     DECLARATION_LATER_FIELDS,
     EXTERNAL,
@@ -372,3 +373,54 @@ def declare_flow(cur: Cursor, flow: DeclaredFlow, *, now: datetime) -> DeclareRe
         changed_pks=tuple(changed),
         warnings=flow.warnings,
     )
+
+
+def delete_asset(cur: Cursor, asset_id: str, *, now: datetime) -> Asset:
+    """Soft-delete an asset: kept, marked deleted, its change queued (a DatasetEvent with
+    ``lifecycleStateChange: DROP``); an asset deleted already is left as it is."""
+    current = get_asset(cur, asset_id)
+    if current is None:
+        raise NotFoundError(f"no asset with id {asset_id!r}")
+    if current.is_deleted:
+        return current
+    asset = attrs.evolve(current, deleted_at=now, updated_at=now)
+    cur.execute(sql.UPSERT_ASSET, asset_row(asset))
+    seq = cur.execute(sql.INSERT_CHANGE, (asset.id, "delete", format_time(now), snapshot(asset))).fetchone()[0]
+    queue_event(cur, ASSET_CHANGE, seq, asset.id)
+    return asset
+
+
+def purge_assets(cur: Cursor, ids: Sequence[str], *, usages: bool, lineage: bool) -> dict[str, int]:
+    """Hard-delete the assets ``ids`` with their change history, received bindings, identifiers
+    and facets, and optionally their usages and lineage: how many assets, usages and lineage
+    edges went."""
+    counts = {"assets": 0, "usages": 0, "lineage": 0}
+    for start in range(0, len(ids), 400):
+        chunk = list(ids[start : start + 400])
+        size = len(chunk)
+        counts["assets"] += cur.execute(sql.delete_in("assets", size, "id"), chunk).rowcount
+        for table in ("asset_changes", "external_datasets", "external_identifiers"):
+            cur.execute(sql.delete_in(table, size), chunk)
+        cur.execute(sql.delete_in("external_facets", size, "owner"), [f"asset:{asset_id}" for asset_id in chunk])
+        if usages:
+            counts["usages"] += cur.execute(sql.delete_in("usages", size), chunk).rowcount
+        if lineage:
+            ends = ("upstream_id", "downstream_id")
+            counts["lineage"] += cur.execute(sql.delete_in("lineage", size, *ends), chunk * 2).rowcount
+            cur.execute(sql.delete_in("column_lineage", size, *ends), chunk * 2)
+    return counts
+
+
+def write_each(cur: Cursor, runs: Iterable[TaskRun]) -> list[RecordResult | CatalogError]:
+    """Write task runs, each in a savepoint of its own: a run the catalog cannot take comes back
+    as its CatalogError and leaves no trace, the others are written."""
+    results: list[RecordResult | CatalogError] = []
+    for run in runs:
+        cur.execute("SAVEPOINT task_run")
+        try:
+            results.append(write_task_run(cur, run))
+        except CatalogError as exc:
+            cur.execute("ROLLBACK TO task_run")
+            results.append(exc)
+        cur.execute("RELEASE task_run")
+    return results

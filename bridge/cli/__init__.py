@@ -49,7 +49,6 @@ __all__ = ["AppContext", "BridgeGroup", "cli", "main"]
     "catalog_path",
     type=CatalogParam(),
     metavar="PATH|URL",
-    envvar="OLBRIDGE_CATALOG",
     default=None,
     help="The catalog: a SQLite file, or a PostgreSQL database (postgresql://user@host:5432/db; its password "
     "from PGPASSWORD or ~/.pgpass) [env OLBRIDGE_CATALOG; default: the config's, else ./olbridge.db].",

@@ -111,7 +111,7 @@ def assets_show(app: AppContext, asset_id: str) -> None:
     record = asset.to_json()
     named = app.resolver().dataset_for(asset.id, asset.type, asset.metadata)
     record["openlineage"] = {"namespace": named.namespace, "name": named.name, "rule": named.rule}
-    record["usages"] = app.catalog().usages_of(asset_id)
+    record["usages"] = [usage.to_json() for usage in app.catalog().usages_of(asset_id)]
     print_json(record)
 
 

@@ -1,4 +1,4 @@
-"""``dbt import`` (and its old name ``dbt ingest``, a hidden alias)."""
+"""``dbt import``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import click
 from bridge.adapters.dbt import ingest_dbt
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
-from bridge.cli.options import deprecated_alias
 from bridge.cli.output import print_json, say
 
 
@@ -83,6 +82,3 @@ def dbt_import(
     data = summary.to_json()
     say(f"dbt invocation {summary.invocation_id}: {len(summary.results)} task run(s) recorded")
     print_json(data)
-
-
-dbt.add_command(deprecated_alias(dbt_import, "ingest"))

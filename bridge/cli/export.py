@@ -8,18 +8,18 @@ from typing import Any
 
 import click
 
+from bridge.catalog.query import HistoryFilter
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.options import Delivery, delivery_options, history_filters, json_flag
 from bridge.cli.output import print_json, say
 from bridge.cli.progress import progress
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
-from bridge.delivery.history import ExportFilter, iter_lines
+from bridge.delivery.history import iter_lines
 from bridge.delivery.report import FailureReport
 from bridge.delivery.sinks import BackendSink, NdjsonSink, Sink
 from bridge.errors import InputFileError
 from bridge.files import read_json_items
-from bridge.model import check_namespace, parse_window
 from bridge.openlineage.validate import validate_event
 from bridge.receiver.policy import judge
 
@@ -62,10 +62,7 @@ def export(
     url: str | None,
     api_key: str | None,
     api_key_file: Path | None,
-    since: str | None,
-    until: str | None,
-    namespace: str | None,
-    flow: str | None,
+    filters: HistoryFilter,
 ) -> None:
     """Export the catalog's history as OpenLineage events, in time order: NDJSON to stdout or a
     file, or delivered to a backend with --url.
@@ -79,13 +76,6 @@ def export(
     if not url and delivery.given:
         names = ", ".join(f"--{name.replace('_', '-')}" for name in sorted(delivery.given))
         raise click.UsageError(f"{names}: only with --url")
-    start, end = parse_window(since, until)
-    filters = ExportFilter(
-        since=start,
-        until=end,
-        namespace=check_namespace(namespace, "--namespace"),
-        flow=flow,
-    )
     catalog = app.catalog()  # opened (or refused) before the output file is made
     sink: Sink
     if url:
@@ -101,9 +91,7 @@ def export(
             raise click.BadParameter(f"folder {path.parent} does not exist", param_hint="--output")
         sink = NdjsonSink.to_file(path)
     try:
-        total = catalog.count_history(
-            since=filters.since, until=filters.until, namespace=filters.namespace, flow=filters.flow
-        )
+        total = catalog.count_history(filters)
         with progress("exporting", total, "events") as exporting:
             for event in exporting.each(iter_lines(catalog, app.converter(), filters)):
                 sink.emit(event)

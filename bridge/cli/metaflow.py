@@ -1,4 +1,4 @@
-"""``metaflow declare`` (and its old name ``metaflow define``, a hidden alias) and ``metaflow promote``."""
+"""``metaflow declare`` and ``metaflow promote``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import click
 
 from bridge.adapters.metaflow.assets import define_all, make_scope, promote
 from bridge.cli.context import AppContext, pass_app
-from bridge.cli.options import deprecated_alias
 from bridge.cli.output import print_json, say
 from bridge.model import utcnow
 
@@ -46,6 +45,3 @@ def metaflow_promote(app: AppContext, asset_id: str, project: str, from_branch: 
     asset = promote(app.catalog(), asset_id, from_branch, to_branch, project=project, kind=kind, now=utcnow())
     say(f"promoted {kind} asset {asset_id!r} from {from_branch} to {to_branch}: {asset.id}")
     print_json(asset.to_json())
-
-
-metaflow.add_command(deprecated_alias(metaflow_declare, "define"))

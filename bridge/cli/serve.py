@@ -59,12 +59,6 @@ DEFAULTS = Limits()
     "--strict", is_flag=True, help="Refuse everything the OpenLineage spec refuses (default: what Marquez takes)."
 )
 @click.option(
-    "--threads",
-    type=click.IntRange(1, 256),
-    hidden=True,
-    help="Gone: each worker serves its connections on an event loop (kept so that old scripts start; says so).",
-)
-@click.option(
     "--workers",
     default=1,
     show_default=True,
@@ -115,7 +109,6 @@ def serve(
     tokens_file: Path | None,
     forward: bool | None,
     strict: bool,
-    threads: int | None,
     workers: int,
     durability: str,
     read_timeout: float,
@@ -153,8 +146,6 @@ def serve(
         raise click.UsageError("give one shared token (--token) or named tokens (--tokens, [serve] tokens)")
     forward = settings.forward if forward is None else forward
     access_log = settings.access_log if access_log is None else None if access_log == "off" else access_log
-    if threads is not None:
-        click.echo("Warning: --threads has no effect: each worker serves its connections on an event loop", err=True)
     limits = Limits(max_body=max_body, max_batch=max_batch, max_datasets=max_datasets)
     options = ServeOptions(
         host=host,

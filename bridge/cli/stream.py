@@ -6,23 +6,24 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import click
 
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import DeliveryError
+from bridge.catalog.query import HistoryFilter
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.options import Delivery, F, delivery_options, history_filters, json_flag
 from bridge.cli.output import print_json, say, stop_on_signals
 from bridge.cli.progress import progress
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
-from bridge.delivery.backfill import Backfill, BackfillFilter
+from bridge.delivery.backfill import Backfill
 from bridge.delivery.claims import OutboxClaims
 from bridge.delivery.lease import OutboxLease
 from bridge.delivery.report import FailureReport, describe
 from bridge.delivery.worker import StreamStats, StreamWorker
 from bridge.errors import ExportError
-from bridge.model import check_namespace, parse_window
 
 _STOPPING = "{signal}: stopping after the requests in flight"
 ONCE_BUDGET = 60.0  # --give-up-after's default with --once
@@ -193,10 +194,7 @@ def backfill(
     url: str | None,
     api_key: str | None,
     api_key_file: Path | None,
-    since: str | None,
-    until: str | None,
-    namespace: str | None,
-    flow: str | None,
+    filters: HistoryFilter,
     asset: str | None,
     dry_run: bool,
     rate: float | None,
@@ -216,18 +214,9 @@ def backfill(
     its checkpoint before the first event not delivered."""
     if retry_refused and no_resume:
         raise click.UsageError("--retry-refused resends a checkpoint's refused events; --no-resume starts it over")
-    start, end = parse_window(since, until)
-    filters = BackfillFilter(
-        since=start,
-        until=end,
-        namespace=check_namespace(namespace, "--namespace"),
-        flow=flow,
-        asset=asset,
-    )
+    filters = attrs.evolve(filters, asset=asset)
     catalog = app.catalog()
-    total = catalog.count_history(
-        since=filters.since, until=filters.until, namespace=filters.namespace, flow=flow, asset=asset
-    )
+    total = catalog.count_history(filters)
     with stop_on_signals(_STOPPING) as stop:
         dispatcher = (
             None if dry_run else delivery.dispatcher(url, api_key_secret(api_key, api_key_file), rate=rate, stop=stop)
@@ -392,9 +381,9 @@ def status(app: AppContext, as_json: bool) -> None:
 
 def _backfills(catalog: Catalog, errors: dict[str, DeliveryError]) -> list[dict[str, Any]]:
     """Each backfill checkpoint as ``status`` shows it."""
-    refused = catalog.count_refused()
+    refused = catalog.backfills.count_refused()
     out = []
-    for checkpoint in catalog.list_checkpoints():
+    for checkpoint in catalog.backfills.checkpoints():
         error = errors.get(f"backfill:{checkpoint.name}")
         out.append(
             {

@@ -32,7 +32,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime
 from typing import Any
 
 import attrs
@@ -40,8 +39,9 @@ import attrs
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import DeliveryError
 from bridge.catalog.positions import Checkpoint, ItemPosition, RefusedItem
+from bridge.catalog.query import HistoryFilter
 from bridge.delivery.dispatch import Dispatcher, Pass, deliver
-from bridge.delivery.history import AssetLookup, ExportFilter
+from bridge.delivery.history import AssetLookup
 from bridge.delivery.report import FailureReport, describe, describe_event, retry_note
 from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import Outcome
@@ -54,16 +54,6 @@ from bridge.openlineage.validate import validate_event
 
 PROBLEMS_KEPT = 20
 STOPPED = Outcome(ok=False, retry=True, detail="the backfill was stopped before it was delivered", error="stopped")
-
-
-@attrs.frozen
-class BackfillFilter(ExportFilter):
-    """The export's filters, and ``asset``: only the runs that read or wrote it, and its changes."""
-
-    asset: str | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        return {k: format_time(v) if isinstance(v, datetime) else v for k, v in attrs.asdict(self).items()}
 
 
 @attrs.define
@@ -128,7 +118,7 @@ class Backfill:
         converter: Converter,
         dispatcher: Dispatcher | None,
         *,
-        filters: BackfillFilter = BackfillFilter(),
+        filters: HistoryFilter = HistoryFilter(),
         checkpoint: str | None = None,
         resume: bool = True,
         retry_refused: bool = False,
@@ -173,7 +163,7 @@ class Backfill:
         """The checkpoint this backfill resumes from (None: from the beginning)."""
         if self.checkpoint is None or not self.resume:
             return None
-        found = self.catalog.get_checkpoint(self.checkpoint)
+        found = self.catalog.backfills.checkpoint(self.checkpoint)
         if found is not None and found.filters != self.filters.as_json():
             raise ConfigError(
                 f"checkpoint {self.checkpoint!r} belongs to a backfill with other filters "
@@ -275,7 +265,7 @@ class Backfill:
             epoch_text(self.clock()),
             tuple(sorted(self._ahead.items())),
         )
-        self.catalog.save_checkpoint(checkpoint, refused=refused, resolved=resolved, clear_refused=self._clear_refused)
+        self.catalog.backfills.save(checkpoint, refused=refused, resolved=resolved, clear_refused=self._clear_refused)
         self._clear_refused = False
 
     def _keep_failure(self) -> None:
@@ -295,7 +285,7 @@ class Backfill:
     def _resend_refused(self, lookup: AssetLookup) -> None:
         """Send the checkpoint's refused events again, in order: a run's START, then its end."""
         assert self.checkpoint is not None
-        entries = self.catalog.refused_items(self.checkpoint)
+        entries = self.catalog.backfills.refused(self.checkpoint)
         gone: list[RefusedItem] = []
         for start in range(0, len(entries), self.window):
             slots: list[_Slot] = []
@@ -341,12 +331,8 @@ class Backfill:
     def _items(self, after: ItemPosition | None) -> Iterator[tuple[ItemPosition, Item]]:
         f = self.filters
         if after is None or after[1] == -1:
-            declared = self.catalog.iter_declared_jobs(
-                since=f.since, until=f.until, namespace=f.namespace, flow=f.flow, after=after[2] if after else None
-            )
-            for job in declared:
-                if f.asset is None or f.asset in {d.id for d in (*job.job.inputs, *job.job.outputs)}:
-                    yield ("", -1, job.pk), job
+            for job in self.catalog.iter_declared_jobs(f, after=after[2] if after else None):
+                yield ("", -1, job.pk), job
         runs_after: tuple[str, int] | None = None
         changes_after: tuple[str, int] | None = None
         if after is not None:
@@ -355,19 +341,11 @@ class Backfill:
             runs_after = (moment, ref) if order == 1 else (moment, -1)
             changes_after = (moment, ref) if order == 0 else (moment, 2**62)
         runs: Iterator[tuple[ItemPosition, Item]] = (
-            ((format_time(run.started_at), 1, run.pk), run)
-            for run in self.catalog.iter_task_runs(
-                since=f.since, until=f.until, namespace=f.namespace, flow=f.flow, asset=f.asset, after=runs_after
-            )
+            ((format_time(run.started_at), 1, run.pk), run) for run in self.catalog.iter_task_runs(f, after=runs_after)
         )
-        if f.flow is not None:  # asset changes belong to no flow
-            yield from runs
-            return
-        changes: Iterator[tuple[ItemPosition, Item]] = (
+        changes: Iterator[tuple[ItemPosition, Item]] = (  # none with a flow filter: they belong to no flow
             ((format_time(change.changed_at), 0, change.seq), change)
-            for change in self.catalog.iter_changes(
-                since=f.since, until=f.until, namespace=f.namespace, asset=f.asset, after=changes_after
-            )
+            for change in self.catalog.iter_changes(f, after=changes_after)
         )
         yield from heapq.merge(runs, changes, key=lambda pair: pair[0])
 

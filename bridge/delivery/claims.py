@@ -28,9 +28,7 @@ from collections.abc import Callable, Sequence
 
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import OutboxItem
-from bridge.delivery.heartbeat import LEASE_TTL, OutboxHold
-
-CLAIM_TTL = LEASE_TTL  # seconds a claim lasts without its worker's heartbeat
+from bridge.delivery.heartbeat import OutboxHold
 
 
 class OutboxClaims(OutboxHold):
@@ -88,4 +86,4 @@ class OutboxClaims(OutboxHold):
         return True
 
 
-__all__ = ["CLAIM_TTL", "OutboxClaims"]
+__all__ = ["OutboxClaims"]

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Any
 
-import attrs
-
 from bridge.catalog import Catalog
+from bridge.catalog.query import HistoryFilter
 from bridge.model import Asset, StoredDeclaredJob, StoredTaskRun, format_time
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.serialize import dumps
@@ -23,16 +21,8 @@ from bridge.openlineage.serialize import dumps
 Item = tuple[str, int, int, Any]  # (event time, run order, step in the run, event)
 
 
-@attrs.frozen
-class ExportFilter:
-    since: datetime | None = None
-    until: datetime | None = None
-    namespace: str | None = None
-    flow: str | None = None
-
-
 def iter_events(
-    catalog: Catalog, converter: Converter, filters: ExportFilter = ExportFilter()
+    catalog: Catalog, converter: Converter, filters: HistoryFilter = HistoryFilter()
 ) -> Iterator[dict[str, Any]]:
     """Every event of the catalog that the filters select: the declared jobs' JobEvents first (in
     the order they were declared), then the rest ordered by event time (each run's events in
@@ -41,7 +31,7 @@ def iter_events(
     return _iter(catalog, converter, filters, serialized=False)
 
 
-def iter_lines(catalog: Catalog, converter: Converter, filters: ExportFilter = ExportFilter()) -> Iterator[str]:
+def iter_lines(catalog: Catalog, converter: Converter, filters: HistoryFilter = HistoryFilter()) -> Iterator[str]:
     """The events of :func:`iter_events`, serialized (one NDJSON line each, without newline)."""
     return _iter(catalog, converter, filters, serialized=True)
 
@@ -72,14 +62,11 @@ class AssetLookup:
         return {d.id: a for d in names if (a := self.get(d.id)) is not None}
 
 
-def _iter(catalog: Catalog, converter: Converter, filters: ExportFilter, *, serialized: bool) -> Iterator[Any]:
+def _iter(catalog: Catalog, converter: Converter, filters: HistoryFilter, *, serialized: bool) -> Iterator[Any]:
     lookup = AssetLookup(catalog)
 
     def run_events() -> Iterator[Item]:
-        runs = catalog.iter_task_runs(
-            since=filters.since, until=filters.until, namespace=filters.namespace, flow=filters.flow
-        )
-        for order, run in enumerate(runs):
+        for order, run in enumerate(catalog.iter_task_runs(filters)):
             assets = lookup.of_run(run)
             payloads: list[Any] = (
                 converter.task_run_lines(run, assets) if serialized else converter.task_run_events(run, assets)
@@ -89,17 +76,11 @@ def _iter(catalog: Catalog, converter: Converter, filters: ExportFilter, *, seri
                 yield times[step], order, step, payload
 
     def change_events() -> Iterator[Item]:
-        if filters.flow is not None:
-            return
-        changes = catalog.iter_changes(since=filters.since, until=filters.until, namespace=filters.namespace)
-        for change in changes:
+        for change in catalog.iter_changes(filters):  # none with a flow filter
             event = converter.asset_change_event(change)
             yield format_time(change.changed_at), -1, change.seq, dumps(event) if serialized else event
 
-    declared = catalog.iter_declared_jobs(
-        since=filters.since, until=filters.until, namespace=filters.namespace, flow=filters.flow
-    )
-    for job in declared:
+    for job in catalog.iter_declared_jobs(filters):
         event = converter.job_event(job, lookup.of_declared(job))
         yield dumps(event) if serialized else event
 

@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from bridge.adapters.dbt import ingest_dbt
-from bridge.catalog import Catalog
+from bridge.catalog import Catalog, HistoryFilter
 from bridge.delivery.history import iter_lines
 from bridge.delivery.sinks import NdjsonSink
 from bridge.drawing.asset_graph import graph_text
@@ -55,7 +55,7 @@ def run_demo(
         summary = ingest_dbt(catalog, example_project(), namespace="company.data", flow_id="dbt_build_with_lineage")
         echo(f"1. dbt: recorded {len(summary.results)} task runs from the bundled project's artifacts")
 
-        flow_runs = list(catalog.iter_task_runs(namespace="company.data", flow="dbt_build_with_lineage"))
+        flow_runs = list(catalog.iter_task_runs(HistoryFilter(namespace="company.data", flow="dbt_build_with_lineage")))
         if any(r.key.task_run_id == REPORT_TASK_RUN for r in flow_runs):
             echo("2. python task export_report: already recorded in this catalog")
         else:

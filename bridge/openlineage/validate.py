@@ -397,12 +397,6 @@ def _namespace_problem(value: Any, pointer: str) -> Problem | None:
     return None
 
 
-def marquez_problems(event: Any, *, text: str | None = None) -> list[Problem]:
-    """What Marquez 0.51 refuses in an event, or rewrites so that it lands on another node.
-    ``text``, the event's JSON, lets the NUL check skip its walk when the text has no NUL."""
-    return event_problems(event, text=text)[1]
-
-
 def event_problems(event: Any, *, text: str | None = None) -> tuple[list[Problem], list[Problem]]:
     """The spec's problems and Marquez's problems of an event, in one walk of its datasets."""
     datasets: list[Problem] = []

@@ -10,14 +10,14 @@ from typing import Any, TypeVar, cast
 import attrs
 
 from bridge.catalog import IngestResult
-from bridge.errors import BridgeError
+from bridge.errors import BridgeError, Unavailable
 from bridge.model.received import IncomingEvent
 from bridge.openlineage.validate import Problem
 from bridge.receiver.events import canonical, read_event
 from bridge.receiver.metrics import Metrics
 from bridge.receiver.outcome import Outcome
 from bridge.receiver.policy import judge
-from bridge.receiver.writer import Unavailable, unavailable
+from bridge.receiver.writer import unavailable
 
 Results = list[IngestResult | Exception]
 Writer = Callable[[Sequence[IncomingEvent]], Results]

@@ -6,10 +6,10 @@ its events to it through a :class:`~bridge.receiver.writer_process.RemoteWriter`
 the catalog's only writer; on PostgreSQL the writers of other ``serve`` processes, on this host or
 others, commit their own groups side by side with it.
 
-:class:`CatalogWriter` owns the catalog's write connection and writes one group. Two things feed
-it: :class:`GroupWriter`, a thread in the requests' own process (for an in-process receiver and
-for tests), and the writer process of ``olbridge serve`` (:mod:`bridge.receiver.writer_process`),
-which the workers reach through :class:`bridge.receiver.writer_process.RemoteWriter`.
+:class:`CatalogWriter` owns the catalog's write connection and writes one group;
+:class:`QueuedWriter` gathers the groups on a thread. The writer process of ``olbridge serve``
+(:mod:`bridge.receiver.writer_process`) feeds it, and the workers reach that process through
+:class:`bridge.receiver.writer_process.RemoteWriter`.
 
 A request learns the outcome of each of its events only after the transaction that holds them has
 committed (or failed). Events keep their own savepoints, so one bad event never takes its group
@@ -30,17 +30,13 @@ import attrs
 
 from bridge.catalog import Catalog, IngestResult
 from bridge.catalog.engine import Busy
-from bridge.errors import BridgeError
+from bridge.errors import Unavailable
 from bridge.mapping.resolver import Resolver
 from bridge.model.received import IncomingEvent
 
 _log = logging.getLogger(__name__)
 
 Results = list[IngestResult | Exception]
-
-
-class Unavailable(BridgeError):
-    """The catalog cannot take events right now (busy, locked, stopping, disk trouble): retry."""
 
 
 def unavailable(result: object) -> bool:
@@ -200,28 +196,3 @@ class QueuedWriter:
         self._queue.put(None)
         self._thread.join()
         self._release()
-
-
-class GroupWriter(QueuedWriter):
-    """Writes the groups on a thread of this process (an in-process receiver, the tests)."""
-
-    def __init__(
-        self,
-        catalog_path: str | Path,
-        resolver: Resolver,
-        *,
-        durability: str = "full",
-        max_group: int = 2000,
-        max_queued: int = 256,
-        timeout: float = 30.0,
-        on_commit: Callable[[], None] = lambda: None,
-    ) -> None:
-        self.writer = CatalogWriter(catalog_path, resolver, durability=durability, on_commit=on_commit)
-        self.catalog = self.writer.catalog
-        super().__init__(max_group=max_group, max_queued=max_queued, timeout=timeout)
-
-    def _write(self, events: list[IncomingEvent]) -> Results:
-        return self.writer.write(events)
-
-    def _release(self) -> None:
-        self.writer.close()

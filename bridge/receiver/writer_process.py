@@ -12,7 +12,7 @@ itself as it handed them over (so that a large group is not pickled all at once 
 while the writer waits for it); the other way one result an event. A worker whose writer goes
 away answers 503 (retriable) for the events in flight and connects again for the next ones; the
 supervisor starts a new writer on the same socket. A message the writer cannot unpickle (a fault
-of olbridge's) is answered with one :class:`~bridge.receiver.writer.Unavailable` for all its
+of olbridge's) is answered with one :class:`~bridge.errors.Unavailable` for all its
 events; the writer goes on.
 """
 
@@ -36,9 +36,9 @@ from typing import Any
 import attrs
 
 from bridge.catalog import IngestResult
-from bridge.errors import BridgeError
+from bridge.errors import BridgeError, Unavailable
 from bridge.model.received import IncomingEvent
-from bridge.receiver.writer import CatalogWriter, Results, Unavailable, failed_group, shares, unavailable
+from bridge.receiver.writer import CatalogWriter, Results, failed_group, shares, unavailable
 
 _log = logging.getLogger(__name__)
 

@@ -48,7 +48,6 @@ from bridge.adapters.metaflow.assets import (
     resolve_branch,
 )
 from bridge.catalog import Catalog
-from bridge.catalog.engine import catalog_target
 from bridge.config import load_config
 from bridge.errors import BridgeError, NotFoundError, ValidationError
 from bridge.model import Asset, AssetDeclaration, JobInfo, TaskRun, TaskRunKey, TaskState, utcnow
@@ -150,8 +149,7 @@ def load_artifact(pathspec: str, artifact: str) -> Any:
 def catalog_path(env: Mapping[str, str]) -> Path | str:
     """The catalog as the CLI finds it: ``OLBRIDGE_CATALOG`` (a file, or a postgresql:// URL), else
     the config's, else ./olbridge.db."""
-    given = env.get("OLBRIDGE_CATALOG")
-    return catalog_target(given) if given else load_config(None, env).catalog
+    return load_config(None, env).catalog
 
 
 @attrs.define

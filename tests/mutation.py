@@ -28,7 +28,8 @@ PROMISES = {
     "bridge/delivery/claims.py": ["tests/test_claims.py"],  # outbox rows claimed, side by side
     "bridge/catalog/outbox.py": ["tests/test_outbox.py", "tests/test_claims.py"],
     "bridge/delivery/lease.py": ["tests/test_workers.py"],  # one stream worker at a time (SQLite)
-    "bridge/config.py": ["tests/test_tokens.py", "tests/test_config.py"],  # the tokens and their namespaces
+    # the tokens, the namespaces each may write, the token files
+    "bridge/config.py": ["tests/test_tokens.py", "tests/test_config.py", "tests/test_secrets.py"],
     "bridge/receiver/app.py": ["tests/test_tokens.py", "tests/test_forward.py"],  # token judgement, forwarding
     "bridge/receiver/events.py": ["tests/test_forward.py"],  # a batch's events as written
     "bridge/catalog/copy.py": ["tests/test_copy.py"],  # the copy and its check

@@ -17,7 +17,16 @@ import pytest
 from click.testing import CliRunner
 
 from bridge.cli import cli
-from bridge.config import CONFIG_FILE, Config, NamedToken, ServeConfig, load_config, load_tokens, parse_config
+from bridge.config import (
+    CONFIG_FILE,
+    Config,
+    NamedToken,
+    ServeConfig,
+    load_config,
+    load_tokens,
+    parse_config,
+    read_secret_file,
+)
 from bridge.errors import ConfigError
 from bridge.mapping.resolver import DEFAULT_NAMESPACE
 from bridge.version import PRODUCER
@@ -285,6 +294,8 @@ def test_files_are_read_as_utf_8_whatever_the_locale(tmp_path: Path) -> None:
     says ASCII (no UTF-8 mode, no locale coercion): not as the locale's encoding."""
     write(tmp_path / CONFIG_FILE, 'default_namespace = "café.lake"\n')
     write(tmp_path / "secret", "tökén\n")
+    assert load_config(tmp_path / CONFIG_FILE, {}).default_namespace == "café.lake"  # here, UTF-8 mode or not
+    assert read_secret_file(tmp_path / "secret", "--token-file") == "tökén"
     script = (
         "import sys, locale; from pathlib import Path; from bridge.config import load_config, read_secret_file;"
         "assert locale.getpreferredencoding(False) != 'UTF-8', locale.getpreferredencoding(False);"

@@ -13,7 +13,7 @@ BASE_STAMP := $(VENV)/.installed-base
 MERMAID := tests/mermaid
 MERMAID_STAMP := $(MERMAID)/node_modules/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench mutants clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Error: $(PYTHON) not found (set PYTHON=...)" >&2; exit 1; }
@@ -55,6 +55,11 @@ unit: $(STAMP) $(MERMAID_STAMP)
 
 test: lint typecheck unit
 
+# mutation testing of the modules that keep the promises, each with its tests only (docs/testing.md);
+# long: one module at a time with e.g. `make mutants MODULES=bridge/config.py`
+mutants: $(STAMP)
+	$(BIN)/python -m tests.mutation $(MODULES)
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/conversion.py
 	$(BIN)/python benchmarks/record.py
@@ -72,4 +77,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/engine_overhead.py
 
 clean:
-	rm -rf $(VENV) olbridge-demo .pytest_cache .mypy_cache .ruff_cache $(MERMAID)/node_modules
+	rm -rf $(VENV) olbridge-demo .pytest_cache .mypy_cache .ruff_cache .mutants $(MERMAID)/node_modules

@@ -1,16 +1,22 @@
 """Shared fixtures: catalogs, fixed times, the official OpenLineage schemas and a PostgreSQL server.
 
-The official schemas are read from the shared folder beside the repository
-(``../shared/openlineage-spec``, or ``$OLBRIDGE_SPEC_DIR``); where it is absent the tests that
-need them skip and say so, except where ``$OLBRIDGE_REQUIRE_SPEC`` is set (``.ci/run`` sets it when
-the folder is beside the clone), where they fail. The PostgreSQL server
-(:mod:`tests.postgres`) never skips: where none can be started, the tests that need it fail.
+The official schemas (the OpenLineage repository's ``spec/`` folder) are read from the shared
+folder beside the repository (``../shared/openlineage-spec``, or ``$OLBRIDGE_SPEC_DIR``); where it
+is absent the tests that need them skip and say so, except where ``$OLBRIDGE_REQUIRE_SPEC`` is set
+or in CI, where they fail. A facet naming an official schema the folder lacks is an error of the
+event, never left unchecked. The PostgreSQL server (:mod:`tests.postgres`) never skips: where none
+can be started, the tests that need it fail.
+
+In CI (``$CI`` set to ``true``, as ``.ci/run`` does, or ``$OLBRIDGE_NO_SKIP=1``) a skipped test is
+a failed one, named with its reason: a run that left something unchecked is never green.
+``--update-golden`` rewrites the golden files that changed, then fails the run, naming them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -30,6 +36,49 @@ if TYPE_CHECKING:
     from tests.postgres import PostgresServer
 
 ROOT = Path(__file__).resolve().parents[1]
+OFFICIAL = "https://openlineage.io/spec/"  # where the official schemas' URLs begin
+
+
+def no_skip() -> bool:
+    """Whether this run is CI's, where nothing may skip: ``$CI`` is ``true`` (or ``1``), or
+    ``$OLBRIDGE_NO_SKIP`` is ``1``."""
+    return os.environ.get("CI", "").lower() in ("true", "1") or os.environ.get("OLBRIDGE_NO_SKIP") == "1"
+
+
+SLOW = ("dbt", "metaflow", "prefect")  # the markers of the slow tests (real dbt, Metaflow, Prefect)
+SLOW_TIMEOUT = 1800  # s each of them may take, against the default of pyproject.toml's `timeout`
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests get a larger timeout than the default, unless they name their own."""
+    for item in items:
+        if item.get_closest_marker("timeout") is None and any(item.get_closest_marker(m) for m in SLOW):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    """In CI, a test that skipped (a marker, ``pytest.skip``, a missing extra) fails, named with
+    the reason it gave."""
+    report: pytest.TestReport = yield
+    if report.skipped and no_skip() and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"{item.nodeid} skipped, and nothing may skip in CI ($CI / $OLBRIDGE_NO_SKIP): {reason}"
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[Any]:
+    """In CI, a module that skipped as a whole (``pytest.importorskip`` at its top, say) fails."""
+    report: pytest.CollectReport = yield
+    if report.skipped and no_skip():
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"{collector.nodeid} skipped, and nothing may skip in CI ($CI / $OLBRIDGE_NO_SKIP): {reason}"
+    return report
+
+
 SPEC_DIR = Path(os.environ.get("OLBRIDGE_SPEC_DIR", ROOT.parent / "shared" / "openlineage-spec"))
 T0 = datetime(2025, 3, 1, 8, 0, tzinfo=UTC)
 
@@ -191,12 +240,13 @@ def _spec_documents() -> list[dict[str, Any]]:
 @pytest.fixture(scope="session")
 def official() -> Callable[[Any], list[str]]:
     """A function giving the official schemas' errors for an event: the core schema, then every
-    facet against the schema its ``_schemaURL`` names (olbridge's custom facet against the schema
-    the package ships)."""
+    facet against the schema its ``_schemaURL`` names, in the folder's version of it (olbridge's
+    custom facet against the schema the package ships). An official schema the folder does not
+    hold at all is an error of the event, never a facet left unchecked."""
     if not (SPEC_DIR / "spec" / "OpenLineage.json").is_file():
         missing = f"the official OpenLineage schemas are not here ({SPEC_DIR})"
-        if os.environ.get("OLBRIDGE_REQUIRE_SPEC"):  # the run said they are there: not finding them fails
-            pytest.fail(f"{missing}; this run requires them (OLBRIDGE_REQUIRE_SPEC)", pytrace=False)
+        if os.environ.get("OLBRIDGE_REQUIRE_SPEC") or no_skip():  # the run said they are there: not finding them fails
+            pytest.fail(f"{missing}; this run requires them (OLBRIDGE_REQUIRE_SPEC, or CI)", pytrace=False)
         pytest.skip(missing)
     from jsonschema import Draft202012Validator
     from referencing import Registry, Resource
@@ -205,6 +255,9 @@ def official() -> Callable[[Any], list[str]]:
     documents = _spec_documents()
     documents.append(json.loads((ROOT / "bridge" / "schemas" / "OlbridgeAssetDatasetFacet.json").read_text()))
     registry = Registry().with_resources((d["$id"], Resource.from_contents(d)) for d in documents)
+    # each schema file by its URL without the version: a facet naming another version of an
+    # official schema than the folder's is checked against the folder's
+    unversioned = {re.sub(r"/\d+-\d+-\d+/", "/", d["$id"]): d["$id"] for d in documents}
     core = documents[0]
     checker = Draft202012Validator.FORMAT_CHECKER
     core_validator = Draft202012Validator(core, registry=registry, format_checker=checker)
@@ -228,6 +281,10 @@ def official() -> Callable[[Any], list[str]]:
                 url = facet.get("_schemaURL") if isinstance(facet, dict) else None
                 if not isinstance(url, str):
                     continue
+                base, _, fragment = url.partition("#")
+                if url.startswith(OFFICIAL) and base not in registry:
+                    held = unversioned.get(re.sub(r"/\d+-\d+-\d+/", "/", base))
+                    url = f"{held}#{fragment}" if held and fragment else held or url
                 if url not in facet_validators:
                     facet_validators[url] = Draft202012Validator(
                         {"$ref": url}, registry=registry, format_checker=checker
@@ -235,7 +292,9 @@ def official() -> Callable[[Any], list[str]]:
                 try:
                     found += [f"{where}: {e.message}" for e in facet_validators[url].iter_errors(facet)]
                 except Unresolvable:
-                    continue  # a custom or unknown schema: the core schema's facet rules are all there is
+                    if url.startswith(OFFICIAL):  # an official schema the folder lacks: never left unchecked
+                        found.append(f"{where}: no schema {url} in {SPEC_DIR / 'spec'}")
+                    # a custom schema: the core schema's facet rules are all there is
         return found
 
     return errors
@@ -247,7 +306,48 @@ def spec_dir(official: Callable[[Any], list[str]]) -> Path:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--update-golden", action="store_true", help="Rewrite the golden event files.")
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="Rewrite the golden files that changed, then fail the run, naming them (check and commit them).",
+    )
+
+
+REWRITTEN = pytest.StashKey[list[str]]()  # the golden files --update-golden rewrote
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest) -> Callable[[Path, str], None]:
+    """A function that compares a text with its golden file, or with ``--update-golden``
+    rewrites the file when the text differs (the run then fails, naming it)."""
+    config = request.config
+
+    def check(path: Path, text: str) -> None:
+        if config.getoption("--update-golden"):
+            if not path.is_file() or path.read_text() != text:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+                config.stash.setdefault(REWRITTEN, []).append(str(path.relative_to(ROOT)))
+            return
+        assert path.is_file(), f"no golden file {path.relative_to(ROOT)}: run pytest --update-golden, then check it"
+        assert text == path.read_text(), f"{path.relative_to(ROOT)} changed; if on purpose, run pytest --update-golden"
+
+    return check
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if config.getoption("--update-golden"):
+        rewritten = config.stash.get(REWRITTEN, [])
+        said = (
+            "rewrote " + ", ".join(rewritten) if rewritten else "rewrote no golden file (all were as the tests wrote)"
+        )
+        terminalreporter.write_line(f"--update-golden {said}; this run fails so that it never passes as a check")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """``--update-golden`` never ends green: the files it rewrote are to be looked at first."""
+    if session.config.getoption("--update-golden") and exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 DBT_PROJECT = ROOT / "tests" / "dbt_project"

@@ -4,6 +4,9 @@ command line, the environment, the file and the defaults wins."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -14,10 +17,20 @@ import pytest
 from click.testing import CliRunner
 
 from bridge.cli import cli
-from bridge.config import CONFIG_FILE, Config, NamedToken, ServeConfig, load_config, load_tokens, parse_config
+from bridge.config import (
+    CONFIG_FILE,
+    Config,
+    NamedToken,
+    ServeConfig,
+    load_config,
+    load_tokens,
+    parse_config,
+    read_secret_file,
+)
 from bridge.errors import ConfigError
 from bridge.mapping.resolver import DEFAULT_NAMESPACE
 from bridge.version import PRODUCER
+from tests.conftest import ROOT
 
 EVERY_KEY = """\
 catalog = "state/olbridge.db"
@@ -140,6 +153,40 @@ def test_the_longest_namespace_marquez_takes_is_taken() -> None:
     assert parse_config({"default_namespace": "n" * 1024}, "f", Path(".")).default_namespace == "n" * 1024
 
 
+def test_serve_forward_is_off_unless_set_whether_tokens_are_given_or_not() -> None:
+    tokens = {"spark": {"token": "t", "namespaces": ["x"]}}
+    for serve, forward in (
+        ({}, False),
+        ({"forward": True}, True),
+        ({"tokens": tokens}, False),
+        ({"tokens": tokens, "forward": True}, True),
+        ({"tokens": "tokens.toml", "forward": True}, True),
+    ):
+        assert parse_config({"serve": serve}, "f", Path(".")).serve.forward is forward, serve
+
+
+def test_a_postgresql_catalog_url_is_kept_as_written_and_a_path_is_the_files_folder() -> None:
+    for url in ("postgresql://olbridge@db:5432/catalog", "postgres://db/catalog?schema=lineage"):
+        assert parse_config({"catalog": url}, "f", Path("/etc/olbridge")).catalog == url
+    assert parse_config({"catalog": "pg.db"}, "f", Path("/etc/olbridge")).catalog == Path("/etc/olbridge/pg.db")
+
+
+def test_several_unknown_keys_are_each_named() -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_config({"serve": {"forwards": True, "token": "x"}}, "f", Path("."))
+    assert str(refused.value) == "f: [serve]: unknown setting(s) forwards, token; known: forward, tokens"
+    with pytest.raises(ConfigError) as refused:
+        parse_config(
+            {"serve": {"tokens": {"spark": {"token": "t", "namespaces": ["x"], "ns": 1, "b": 2}}}}, "f", Path(".")
+        )
+    assert str(refused.value) == "f: [serve.tokens]: [spark]: unknown key(s) b, ns; known: token, namespaces"
+
+
+@pytest.mark.parametrize("namespace", ["company.lake", "XYZ", "s3://bucket/X", "hive://metastore:9083"])
+def test_namespaces_marquez_takes_are_taken(namespace: str) -> None:
+    assert parse_config({"default_namespace": namespace}, "f", Path(".")).default_namespace == namespace
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
@@ -243,3 +290,22 @@ def test_the_settings_reach_the_events(tmp_path: Path) -> None:
     assert {e["job"]["namespace"] for e in events} == {"prod.ops"}
     datasets = {(d["namespace"], d["name"]) for e in events for d in [*e["inputs"], *e["outputs"]]}
     assert datasets == {("company.lake", "raw.orders"), ("company.lake", "report.daily")}  # no rule names them
+
+
+def test_files_are_read_as_utf_8_whatever_the_locale(tmp_path: Path) -> None:
+    """A config file and a secret file are UTF-8 text, read as such in a process whose locale
+    says ASCII (no UTF-8 mode, no locale coercion): not as the locale's encoding."""
+    write(tmp_path / CONFIG_FILE, 'default_namespace = "café.lake"\n')
+    write(tmp_path / "secret", "tökén\n")
+    assert load_config(tmp_path / CONFIG_FILE, {}).default_namespace == "café.lake"  # here, UTF-8 mode or not
+    assert read_secret_file(tmp_path / "secret", "--token-file") == "tökén"
+    script = (
+        "import sys, locale; from pathlib import Path; from bridge.config import load_config, read_secret_file;"
+        "assert locale.getpreferredencoding(False) != 'UTF-8', locale.getpreferredencoding(False);"
+        f"print(load_config(Path({str(tmp_path / CONFIG_FILE)!r}), {{}}).default_namespace.encode().hex(),"
+        f" read_secret_file(Path({str(tmp_path / 'secret')!r}), '--token-file').encode().hex())"
+    )
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["café.lake".encode().hex(), "tökén".encode().hex()]

@@ -5,8 +5,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from bridge.catalog import Catalog
 from bridge.delivery.history import iter_events
 from bridge.mapping import Resolver
@@ -127,14 +125,9 @@ def test_exporting_twice_is_byte_identical(tmp_path: Path, resolver: Resolver) -
     assert len(first.splitlines()) == 11
 
 
-def test_golden_events(catalog: Catalog, converter: Converter, request: pytest.FixtureRequest) -> None:
+def test_golden_events(catalog: Catalog, converter: Converter, golden: Callable[[Path, str], None]) -> None:
     build_catalog(catalog)
-    text = export(catalog, converter)
-    golden = GOLDEN / "history.ndjson"
-    if request.config.getoption("--update-golden"):
-        golden.parent.mkdir(exist_ok=True)
-        golden.write_text(text)
-    assert text == golden.read_text(), "events changed; if on purpose, run pytest --update-golden"
+    golden(GOLDEN / "history.ndjson", export(catalog, converter))
 
 
 def strip_empty(value: Any) -> Any:

@@ -9,6 +9,8 @@ copied ones; a password in a URL is never printed.
 from __future__ import annotations
 
 import json
+import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -240,3 +242,56 @@ def test_a_password_in_a_url_is_never_printed(tmp_path: Path, postgres: Postgres
         assert f"{postgres.password_role}:***@" in result.stderr
     finally:
         postgres.drop_database(name)
+
+
+def _meddling(target: str) -> str:
+    """A new, empty catalog at ``target`` whose engine alters a row as the copy writes it (a
+    trigger on executions): a destination that ends up unlike its source, which the check must
+    see, whichever way it reads the two."""
+    Catalog(target).close()
+    if target.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(target, autocommit=True) as conn:
+            conn.execute(
+                "CREATE FUNCTION meddle() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "IF NEW.execution_id = 'e7' THEN NEW.started_at := '1999-01-01T00:00:00Z'; END IF; "
+                "RETURN NEW; END $$"
+            )
+            conn.execute("CREATE TRIGGER meddle BEFORE INSERT ON executions FOR EACH ROW EXECUTE FUNCTION meddle()")
+    else:
+        with sqlite3.connect(target) as conn:
+            conn.execute(
+                "CREATE TRIGGER meddle AFTER INSERT ON executions WHEN NEW.execution_id = 'e7' BEGIN "
+                "UPDATE executions SET started_at = '1999-01-01T00:00:00Z' WHERE rowid = NEW.rowid; END"
+            )
+        conn.close()
+    return target
+
+
+@pytest.mark.both_engines
+def test_a_destination_unlike_its_source_after_the_copy_is_an_error_naming_the_table(
+    tmp_path: Path, catalog_targets: Callable[[], str]
+) -> None:
+    """A row of the destination altered as it is written (by a trigger there): the check reads
+    both sides again and says the copy differs, in that table only: DIFFERS, ``"same": false``,
+    an error and exit 1."""
+    source = tmp_path / "s.db"
+    with Catalog(source) as catalog:
+        fill(catalog, 20)
+    code, stdout, stderr = olbridge("catalog", "copy", str(source), _meddling(catalog_targets()), "--json")
+    assert code == 1, stderr
+    report = json.loads(stdout)
+    assert report["same"] is False
+    differ = [t for t in report["tables"] if not t["same"]]
+    assert [t["table"] for t in differ] == ["executions"]
+    assert differ[0]["rows"] == differ[0]["destinationRows"] == 20
+    assert differ[0]["digest"] != differ[0]["destinationDigest"]
+    assert stderr.strip().splitlines()[-1] == f"Error: the copy differs from {source} in executions"
+    code, stdout, stderr = olbridge("catalog", "copy", str(source), _meddling(catalog_targets()))
+    assert code == 1, stderr
+    lines = {line.split()[0]: line for line in stdout.splitlines()[1:-1]}
+    assert lines["executions"].split()[3:5] == ["DIFFERS:", "20"]
+    assert all(line.endswith("  same") for name, line in lines.items() if name != "executions")
+    assert not stdout.splitlines()[-1].endswith("every table the same")
+    assert stderr.strip().splitlines()[-1] == f"Error: the copy differs from {source} in executions"

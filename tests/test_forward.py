@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import FORWARD
@@ -289,3 +290,48 @@ def test_the_openlineage_client_through_serve_forward_and_stream_to_a_backend_do
     order = [(e["run"]["runId"], e["eventType"]) for e in backend.accepted if "run" in e]
     for run_id in {r for r, _ in order}:
         assert [t for r, t in order if r == run_id] == ["START", "RUNNING", "COMPLETE"]
+
+
+def test_hand_formatted_gzipped_bodies_go_through_serve_forward_and_stream_byte_for_byte(catalog_target: str) -> None:
+    """The real processes: ``serve --forward`` takes a gzipped single event and a gzipped batch,
+    each written by hand (spaces, newlines, its own key order, ``\\u`` escapes, a fraction with
+    a trailing zero: text no JSON library writes back), and ``stream --once`` delivers to a
+    loopback backend the very bytes each event was written with, not the event as read."""
+    complete = (
+        (
+            '{"eventType" :"COMPLETE",\t"producer":"PRODUCER", "eventTime": "2025-03-01T08:05:00.000+00:00",\n'
+            '   "job": { "namespace": "airflow", "name": "dag.task" }, "run": {"runId": "RUN"},'
+            ' "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",'
+            ' "outputs": [{"name": "r\\u00e9sum\\u00e9s", "namespace": "s3://b"}]}'
+        )
+        .replace("RUN", RUN)
+        .replace("PRODUCER", PRODUCER)
+    )
+    dataset = (
+        (
+            '{\n  "schemaURL" : "DATASET_URL",\n  "producer" : "PRODUCER",\n'
+            '  "eventTime" : "2025-03-01T09:00:00Z",\n'
+            '  "dataset" : { "name" : "orders\\/2025", "namespace" : "kafka://broker:9092" }\n}'
+        )
+        .replace("DATASET_URL", DATASET_EVENT_URL)
+        .replace("PRODUCER", PRODUCER)
+    )
+    for text in (ODD, complete, dataset):  # none is what the standard library or orjson would write
+        assert text.strip() not in (json.dumps(json.loads(text)), json.dumps(json.loads(text), separators=(",", ":")))
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json", "Content-Encoding": "gzip"}
+    with token_server(catalog_target, "--forward") as (url, _process):
+        single = requests.post(f"{url}/api/v1/lineage", data=gzip.compress(ODD.encode()), headers=headers, timeout=10)
+        assert single.status_code == 201, single.text
+        body = f"\n[ {complete} ,\n\t{dataset}\n]\n".encode()
+        batch = requests.post(f"{url}/api/v1/lineage/batch", data=gzip.compress(body), headers=headers, timeout=10)
+        assert batch.status_code == 200 and batch.json()["summary"]["successful"] == 2, batch.text
+    with Backend() as backend:
+        sent = subprocess.run(
+            [OLBRIDGE, "--catalog", catalog_target, "stream", "--url", backend.url, "--once"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert sent.returncode == 0, sent.stderr
+        assert sorted(backend.raw) == sorted(text.encode() for text in (ODD, complete, dataset))
+    assert _outbox(catalog_target, "SELECT count(*) FROM outbox") == 0

@@ -433,6 +433,14 @@ class ReceiverApp:
             f'olbridge_receiver_requests_total{{route="{r["route"]}",status="{r["status"]}"}} {r["count"]}'
             for r in snap["requests"]
         ]
+        lines += [
+            "# HELP olbridge_receiver_worker_requests_total HTTP requests each worker answered (serve --workers).",
+            "# TYPE olbridge_receiver_worker_requests_total counter",
+        ]
+        lines += [
+            f'olbridge_receiver_worker_requests_total{{worker="{n}"}} {count}'
+            for n, count in enumerate(snap["requestsByWorker"], start=1)
+        ]
         if snap["eventsByToken"]:
             lines += [
                 "# HELP olbridge_receiver_token_events_total Events each named token brought, by result.",

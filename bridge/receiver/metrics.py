@@ -1,6 +1,7 @@
 """The receiver's counters, in shared memory so that the workers of ``olbridge serve --workers N``
 count together and any of them answers ``/metrics`` for all. With named tokens (``serve
---tokens``), the events each token brought are counted by its name as well."""
+--tokens``), the events each token brought are counted by its name as well; the requests each
+worker answered are counted by its number (1 to N), which shows that every worker serves."""
 
 from __future__ import annotations
 
@@ -20,12 +21,16 @@ TOKEN_RESULTS = (*RESULTS, "forbidden")  # what became of the events a named tok
 
 class Metrics:
     """Thread- and process-safe counts (create before forking the workers); ``tokens``: the
-    names of the tokens to count by."""
+    names of the tokens to count by; ``workers``: how many workers count their requests, each
+    setting ``worker`` (0 to ``workers`` - 1) once forked."""
 
-    def __init__(self, tokens: Sequence[str] = ()) -> None:
+    def __init__(self, tokens: Sequence[str] = (), workers: int = 1) -> None:
         self.tokens = tuple(tokens)
+        self.workers = max(workers, 1)
+        self.worker = 0  # this process's worker
         self._token_base = len(RESULTS) + len(SCALARS) + len(ROUTES) * len(STATUSES)
-        size = self._token_base + len(self.tokens) * len(TOKEN_RESULTS)
+        self._worker_base = self._token_base + len(self.tokens) * len(TOKEN_RESULTS)
+        size = self._worker_base + self.workers
         self._counts: Any = multiprocessing.get_context("fork").Array("q", size)
 
     def _add(self, pairs: Sequence[tuple[int, int]]) -> None:
@@ -62,7 +67,9 @@ class Metrics:
     def request(self, route: str, status: int) -> None:
         row = ROUTES.index(route) if route in ROUTES else len(ROUTES) - 1
         column = STATUSES.index(status) if status in STATUSES else len(STATUSES) - 1
-        self._add([(len(RESULTS) + len(SCALARS) + row * len(STATUSES) + column, 1)])
+        self._add(
+            [(len(RESULTS) + len(SCALARS) + row * len(STATUSES) + column, 1), (self._worker_base + self.worker, 1)]
+        )
 
     def snapshot(self) -> dict[str, Any]:
         with self._counts.get_lock():
@@ -86,4 +93,5 @@ class Metrics:
             "eventsWithWarnings": counts[len(RESULTS) + 1],
             "commits": counts[len(RESULTS) + 2],
             "requests": requests,
+            "requestsByWorker": counts[self._worker_base : self._worker_base + self.workers],
         }

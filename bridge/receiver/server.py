@@ -177,7 +177,8 @@ def serve(
     private = tempfile.mkdtemp(prefix="olbridge-serve-")
     address = os.path.join(private, "writer.sock")
     writer_socket = listen(address)
-    metrics = Metrics([t.name for t in options.tokens])  # shared memory, made before the processes fork
+    # shared memory, made before the processes fork
+    metrics = Metrics([t.name for t in options.tokens], workers=options.workers)
     children: dict[int, int] = {}  # pid -> worker slot, or WRITER
     stopping = False
 
@@ -225,6 +226,7 @@ def serve(
                     )
                 else:
                     writer_socket.close()
+                    metrics.worker = slot  # its requests counted as its own
                     run_worker(listener, catalog_path, address, options, metrics)
                 code = 0
             except BridgeError as exc:  # the catalog cannot be opened, say: no traceback for that

@@ -160,6 +160,8 @@ def parse_config(document: Mapping[str, Any], where: str, base: Path) -> Config:
     if "catalog" in document:
         catalog = _string(document["catalog"], "catalog", where)
         # a database URL as it is (postgresql://...), a file relative to the config file's folder
+        if "://" in catalog and not catalog.startswith(("postgresql://", "postgres://")):
+            raise ConfigError(f"{where}: 'catalog' must be a SQLite file or a postgresql:// URL, not {catalog!r}")
         values["catalog"] = catalog if catalog.startswith(("postgresql://", "postgres://")) else base / catalog
     if "mappings" in document:
         files = document["mappings"]

@@ -6,6 +6,7 @@
     │   ├── ValidationProblems     an input broke several rules at once, each reported
     │   └── InputFileError         an input file, or a line of it, cannot be read: missing, not UTF-8, not JSON
     ├── ConfigError          configuration file, environment or flags are wrong
+    ├── BadValueError        a value given to a command is not one it takes (exit status 2)
     ├── MappingError         a naming rule file is wrong, or no rule can name an asset
     ├── CatalogError         the catalog cannot do what was asked (missing asset, bad schema version)
     │   └── NotFoundError    an asset or task run that does not exist
@@ -88,6 +89,12 @@ class InputFileError(ValidationError):
 
 class ConfigError(BridgeError):
     """Configuration is missing or wrong."""
+
+
+class BadValueError(BridgeError):
+    """A value given to a command (an option, the environment, a config setting) is not one it can
+    take, such as a catalog URL libpq cannot read: the CLI exits with status 2, as for a usage
+    error, and nothing was done."""
 
 
 class MappingError(BridgeError):

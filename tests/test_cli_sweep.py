@@ -329,6 +329,84 @@ def test_delivery_to_a_url_nobody_answers(
     assert_error(olbridge(catalog_with_a_run, path, command_args(path, files)))
 
 
+# --- a catalog URL that cannot be used: bad settings, another scheme, no driver installed ----
+
+BAD_URLS = {
+    "unknown parameter": ("postgresql://u@127.0.0.1:1/db?sslmod=require", 'invalid URI query parameter: "sslmod"'),
+    "timeout not a number": ("postgresql://u@127.0.0.1:1/db?connect_timeout=abc", "connect_timeout"),
+    "bad escape": ("postgresql://u%zz@127.0.0.1:1/db", "percent-encoded"),
+    "unclosed bracket": ("postgresql://u@[::1/db", "IPv6"),
+}
+
+
+@pytest.mark.parametrize("path", CATALOG_COMMANDS, ids=label)
+@pytest.mark.parametrize("case", sorted(BAD_URLS))
+def test_a_catalog_url_libpq_cannot_read(files: dict[str, str], path: tuple[str, ...], case: str) -> None:
+    url, reason = BAD_URLS[case]
+    code, out, err = olbridge(url, path, command_args(path, files))
+    assert_error((code, out, err), "not a PostgreSQL URL libpq can read", reason)
+    assert code == 2  # a bad value
+
+
+@pytest.mark.parametrize("path", CATALOG_COMMANDS, ids=label)
+def test_a_url_of_another_scheme_is_no_file_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str], path: tuple[str, ...]
+) -> None:
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)  # were it a file name, mysql:/x@y would be a folder here
+    code, out, err = olbridge("mysql://x:secret@y/z", path, command_args(path, files))
+    assert_error((code, out, err), "mysql://x:***@y/z", "postgresql:// URL")
+    assert code == 2 and "secret" not in err
+    assert list(here.iterdir()) == []
+
+
+def test_catalog_copy_refuses_a_url_of_another_scheme(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["catalog", "copy", "mysql://x@y/z", str(tmp_path / "to.db")])
+    assert result.exit_code == 2 and "a mysql:// URL is no catalog" in result.stderr, result.output
+    assert not (tmp_path / "to.db").exists()
+
+
+@pytest.fixture
+def no_psycopg(monkeypatch: pytest.MonkeyPatch) -> None:
+    """psycopg as if not installed: an import of it fails as a missing module's does (a None in
+    sys.modules), and the engine that imports it is imported afresh."""
+    for name in [n for n in sys.modules if n == "psycopg" or n.startswith("psycopg.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    monkeypatch.delitem(sys.modules, "bridge.catalog.postgres", raising=False)
+
+
+@pytest.mark.usefixtures("no_psycopg")
+@pytest.mark.parametrize("path", CATALOG_COMMANDS, ids=label)
+def test_a_postgresql_catalog_without_the_driver(files: dict[str, str], path: tuple[str, ...]) -> None:
+    url = "postgresql://u@127.0.0.1:1/db"
+    assert_error(olbridge(url, path, command_args(path, files)), "needs the driver psycopg", "pip install")
+
+
+# psycopg is installed here: a finder first on sys.meta_path refuses it, as a base install would
+NO_DRIVER = """
+import sys
+class Blocker:
+    def find_spec(self, name, path=None, target=None):
+        if name == "psycopg" or name.startswith("psycopg."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, Blocker())
+from bridge.cli import main
+sys.argv = ["olbridge", *sys.argv[1:]]
+main()
+"""
+
+
+def test_the_command_without_the_driver_names_what_to_install() -> None:
+    command = [sys.executable, "-c", NO_DRIVER, "--catalog", "postgresql://u@127.0.0.1:1/db", "status"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("Error: catalog postgresql://u@127.0.0.1:1/db: a PostgreSQL catalog needs")
+    assert "pip install -e '.[postgres]'" in done.stderr
+
+
 # --- JSON keys --------------------------------------------------------------------------------
 
 CAMEL = re.compile(r"[a-z][a-zA-Z0-9]*")

@@ -329,6 +329,50 @@ def test_delivery_to_a_url_nobody_answers(
     assert_error(olbridge(catalog_with_a_run, path, command_args(path, files)))
 
 
+ONE_RUN = [
+    "--namespace",
+    "n",
+    "--flow-id",
+    "f",
+    "--task-id",
+    "t",
+    "--execution-id",
+    "e",
+    "--start",
+    "2025-01-01T00:00:00Z",
+]
+BAD_VALUES = [
+    (("export",), ["--since", "garbage"], "--since"),
+    (("export",), ["--since", "2025-02-01", "--until", "2025-01-01"], "is not before"),
+    (("lineage",), ["x.y", "--as-of", "tomorrow"], "--as-of"),
+    (("runs", "list"), ["--own", "--external"], "--own and --external"),
+    (("runs", "list"), ["--until", "noon"], "--until"),
+    (("backfill",), ["--dry-run", "--since", "2025-02-01", "--until", "2025-02-01"], "is not before"),
+    (("import",), ["--from-marquez", "http://127.0.0.1:1", "--since", "garbage"], "--since"),
+    (("assets", "purge"), ["--namespace", "company.data", "--end-date", "soon"], "--end-date"),
+    (("record",), [*ONE_RUN, "--state", "DONE"], "not a state"),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "args", "said"), BAD_VALUES, ids=lambda v: " ".join(v) if isinstance(v, tuple) else None
+)
+def test_a_bad_value_is_exit_status_2_and_changes_nothing(
+    catalog_with_a_run: Path, path: tuple[str, ...], args: list[str], said: str
+) -> None:
+    before = catalog_with_a_run.read_bytes()
+    code, _, err = olbridge(catalog_with_a_run, path, args)
+    assert code == 2 and "Traceback" not in err and said in err, err
+    assert catalog_with_a_run.read_bytes() == before
+
+
+def test_record_takes_a_state_as_runs_list_spells_it(catalog_with_a_run: Path) -> None:
+    code, _, err = olbridge(catalog_with_a_run, ("record",), [*ONE_RUN, "--state", "complete"])
+    assert code == 0, err
+    code, out, _ = olbridge(catalog_with_a_run, ("runs", "list"), ["--json", "--job", "f.t", "--state", "Success"])
+    assert [view["taskRun"]["taskState"] for view in json.loads(out)] == ["SUCCESS"]
+
+
 # --- a catalog URL that cannot be used: bad settings, another scheme, no driver installed ----
 
 BAD_URLS = {

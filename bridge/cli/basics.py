@@ -10,6 +10,7 @@ from typing import IO, Any
 import click
 
 from bridge.cli.context import AppContext, pass_app
+from bridge.cli.options import STATE_HELP, StateParam
 from bridge.cli.output import print_json, record_summary, run_name, run_warnings, say, say_warnings
 from bridge.cli.progress import progress
 from bridge.errors import InputFileError, ValidationError
@@ -55,7 +56,9 @@ def migrate(app: AppContext) -> None:
 @click.option("--task-id", help="The task id.")
 @click.option("--execution-id", help="The execution id.")
 @click.option("--task-run-id", help="The task run id (default: the execution id and task id).")
-@click.option("--state", default="SUCCESS", show_default=True, help="SUCCESS, WARNING, FAILED, KILLED, RUNNING, ...")
+@click.option(
+    "--state", type=StateParam(run_state=False), default="SUCCESS", show_default=True, help=f"The state ({STATE_HELP})."
+)
 @click.option("--start", "start", help="Start time, ISO 8601 with offset.")
 @click.option("--end", "end", help="End time (default: the start time for an ended run).")
 @click.option("--input", "inputs", multiple=True, help="An input: an asset id, or a JSON object {id, type, ...}.")

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from bridge.cli.context import AppContext, pass_app
-from bridge.cli.options import Delivery, delivery_options, history_filters, json_flag
+from bridge.cli.options import Delivery, delivery_options, history_filters, json_flag, window
 from bridge.cli.output import print_json, say
 from bridge.cli.progress import progress
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
@@ -18,7 +18,7 @@ from bridge.delivery.report import FailureReport
 from bridge.delivery.sinks import BackendSink, NdjsonSink, Sink
 from bridge.errors import InputFileError
 from bridge.files import read_json_items
-from bridge.model import check_namespace, parse_window
+from bridge.model import check_namespace
 from bridge.openlineage.validate import validate_event
 from bridge.receiver.policy import judge
 
@@ -71,7 +71,7 @@ def export(
     if not url and delivery.given:
         names = ", ".join(f"--{name.replace('_', '-')}" for name in sorted(delivery.given))
         raise click.UsageError(f"{names}: only with --url")
-    start, end = parse_window(since, until)
+    start, end = window(since, until)
     filters = ExportFilter(
         since=start,
         until=end,

@@ -9,10 +9,10 @@ import click
 import orjson
 
 from bridge.cli.context import AppContext, pass_app
-from bridge.cli.options import json_flag
+from bridge.cli.options import json_flag, window
 from bridge.cli.output import print_json, say
 from bridge.cli.progress import progress
-from bridge.model import parse_window, utcnow
+from bridge.model import utcnow
 from bridge.receiver.imports import EventImportSummary, MarquezEvents, catalog_intake, import_files, import_marquez
 
 
@@ -88,7 +88,7 @@ def import_(
         raise click.UsageError("give FILE... or --from-marquez URL (one of them)")
     if files and (since or until or restart):
         raise click.UsageError("--since, --until and --restart are for --from-marquez")
-    start, end = parse_window(since, until)
+    start, end = window(since, until)
     catalog, resolver = app.catalog(create=True), app.resolver()
     intake = catalog_intake(catalog, resolver, strict=strict)
     source = MarquezEvents(marquez_url, page_size=page_size) if marquez_url else None

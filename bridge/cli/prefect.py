@@ -21,11 +21,11 @@ from bridge.adapters.prefect import (
     import_once,
 )
 from bridge.cli.context import AppContext, pass_app
-from bridge.cli.options import json_flag
+from bridge.cli.options import json_flag, moment
 from bridge.cli.output import print_json, say, stop_on_signals
 from bridge.cli.progress import Progress, progress
 from bridge.errors import SourceError
-from bridge.model import check_namespace, parse_time, utcnow
+from bridge.model import check_namespace, utcnow
 
 
 class _Pages:
@@ -151,7 +151,7 @@ def prefect_import(
     if no_wait and follow_:
         raise click.UsageError("--no-wait is for an import without --follow (which reads them at its next poll)")
     check_namespace(namespace, "--namespace")
-    start = parse_time(since, "--since", assume_utc=True) if since else None
+    start = moment(since, "--since")
     client = PrefectClient(api_url, timeout=timeout)
     catalog, resolver = app.catalog(create=True), app.resolver()
 

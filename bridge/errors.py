@@ -9,7 +9,8 @@
     ├── BadValueError        a value given to a command is not one it takes (exit status 2)
     ├── MappingError         a naming rule file is wrong, or no rule can name an asset
     ├── CatalogError         the catalog cannot do what was asked (missing asset, bad schema version)
-    │   └── NotFoundError    an asset or task run that does not exist
+    │   ├── NotFoundError    an asset or task run that does not exist
+    │   └── RunEndedError    a task run that already ended, given again with other content
     ├── ArtifactError        a dbt artifact (manifest, run results, profile) is missing or malformed
     ├── SourceError          a system olbridge reads from (a Prefect server) is unreachable or answers wrongly
     ├── ExportError          events could not be written to their destination
@@ -107,6 +108,16 @@ class CatalogError(BridgeError):
 
 class NotFoundError(CatalogError):
     """The asset or task run asked for does not exist."""
+
+
+class RunEndedError(CatalogError):
+    """A task run that already ended was given again with other content: a task run ends once.
+    ``key`` is the run's key (a :class:`bridge.model.TaskRunKey`), for the caller to say where
+    it came from (a line of a file, a dbt invocation)."""
+
+    def __init__(self, message: str, key: object) -> None:
+        self.key = key
+        super().__init__(message)
 
 
 class ArtifactError(BridgeError):

@@ -7,12 +7,17 @@ import click
 from bridge.catalog import ColumnLineageGraph
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.options import moment
-from bridge.cli.output import echo_lines, print_json, say
+from bridge.cli.output import echo_lines, print_json, safe, say
 from bridge.drawing.asset_graph import graph_json, graph_lines, graph_mermaid, mermaid_limits
 from bridge.drawing.column_graph import column_graph_json, column_graph_lines, column_graph_mermaid
 
 
 def show_columns(graph: ColumnLineageGraph, fmt: str) -> None:
+    for asset_id, count in graph.whole_output:
+        say(
+            f"note: {count} input column(s) shape the whole of {safe(asset_id)} (join keys, filters): "
+            "not walked column by column here; olbridge export carries them"
+        )
     if fmt == "json":
         print_json(column_graph_json(graph))
     elif fmt == "mermaid":

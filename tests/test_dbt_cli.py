@@ -90,4 +90,5 @@ def test_the_tests_dbt_project_gets_column_lineage_from_a_plain_import(
 ) -> None:
     project, _events = dbt_ol
     summary, err = imported(tmp_path / "c.db", project, "--profiles-dir", str(project))
-    assert summary["catalogJson"] is True and summary["columnEdges"] > 50, err
+    assert summary["catalogJson"] is True and summary["columnEdges"] > 0, err
+    assert not any("needs sqlglot" in note for note in summary["columnLineageNotes"])

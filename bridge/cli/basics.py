@@ -13,7 +13,7 @@ from bridge.cli.context import AppContext, pass_app
 from bridge.cli.options import STATE_HELP, StateParam
 from bridge.cli.output import print_json, record_summary, run_name, run_warnings, say, say_warnings
 from bridge.cli.progress import progress
-from bridge.errors import InputFileError, ValidationError
+from bridge.errors import InputFileError, RunEndedError, ValidationError
 from bridge.model import TaskRun
 from bridge.task_run_json import parse_task_run, read_task_run_lines
 
@@ -95,8 +95,15 @@ def record(app: AppContext, /, file: IO[str] | None, **flags: Any) -> None:
         runs = list(checked.runs)
         names = [f"{source}:{line}: {run_name(run.key)}" for line, run in zip(checked.lines, runs, strict=True)]
         catalog = app.catalog(create=True)
-        with progress("recording task runs", len(runs), "task runs") as recording:
-            results = catalog.record_task_runs(recording.each(runs))
+        try:
+            with progress("recording task runs", len(runs), "task runs") as recording:
+                results = catalog.record_task_runs(recording.each(runs))
+        except RunEndedError as exc:
+            line = next((n for n, run in zip(checked.lines, runs, strict=True) if run.key == exc.key), None)
+            where = f"{source}:{line}" if line is not None else source
+            raise RunEndedError(
+                f"{where}: {exc}; nothing was recorded (a file is recorded whole or not at all)", exc.key
+            ) from None
     else:
         run = _run_from_flags(flags)
         say("recording 1 task run")

@@ -264,6 +264,41 @@ def test_a_catalog_that_cannot_be_written(read_only: Path, files: dict[str, str]
     assert_error(olbridge(read_only, path, args), str(read_only), "cannot be written")
 
 
+def on_a_read_only_file_system(folder: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``olbridge ARGV`` with ``folder`` mounted read-only (a bind mount in a mount namespace of
+    its own: the process, root or not, can read its files and write none)."""
+    script = f'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" && shift && exec "{OLBRIDGE}" "$@"'
+    command = ["unshare", "-m", "sh", "-c", script, "sh", str(folder), *argv]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def read_only_mount(tmp_path: Path) -> Path:
+    db = tmp_path / "ro" / "c.db"
+    db.parent.mkdir()
+    with Catalog(db) as catalog:
+        catalog.record_task_runs([run("t", outputs=(decl("company.data.out", type="Table"),))])
+    probe = on_a_read_only_file_system(db.parent, "--version")
+    if probe.returncode != 0:
+        pytest.skip(f"no read-only mount here (unshare -m, mount): {probe.stderr.strip()[:200]}")
+    return db
+
+
+READS_OF_A_RUN = [["runs", "list"], ["assets", "list"], ["lineage", "company.data.out"], ["status"], ["export"]]
+
+
+def test_a_catalog_on_a_read_only_file_system_can_be_read(read_only_mount: Path) -> None:
+    for argv in READS_OF_A_RUN:
+        done = on_a_read_only_file_system(read_only_mount.parent, "--catalog", str(read_only_mount), *argv)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (argv, done.stderr)
+        assert "company.data" in done.stdout or argv == ["status"], argv
+    done = on_a_read_only_file_system(
+        read_only_mount.parent, "--catalog", str(read_only_mount), "assets", "set", "x.y", "--type", "Table"
+    )
+    assert done.returncode == 1 and done.stderr.startswith(f"Error: catalog {read_only_mount}: it cannot be written")
+    assert "read-only" in done.stderr
+
+
 def test_serve_on_a_port_in_use_says_so_from_the_command_itself(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     with socket.create_server(("127.0.0.1", 0)) as taken:

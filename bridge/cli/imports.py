@@ -10,7 +10,7 @@ import orjson
 
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.options import json_flag, window
-from bridge.cli.output import print_json, say
+from bridge.cli.output import print_json, safe, say
 from bridge.cli.progress import progress
 from bridge.model import utcnow
 from bridge.receiver.imports import EventImportSummary, MarquezEvents, catalog_intake, import_files, import_marquez
@@ -20,7 +20,7 @@ def _report(summary: EventImportSummary, as_json: bool) -> None:
     if as_json:
         print_json(summary.to_json())
     for where, why in summary.refused[:50]:
-        say(f"refused {where}: {why}")
+        say(safe(f"refused {where}: {why}"))
     if len(summary.refused) > 50:
         say(f"... and {len(summary.refused) - 50} more refused")
     say(

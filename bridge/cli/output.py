@@ -91,7 +91,7 @@ def record_summary(results: Sequence[RecordResult], names: Sequence[str] | None 
 def say_warnings(warnings: Sequence[str], limit: int = WARNINGS_SHOWN) -> None:
     """The first ``limit`` warnings on stderr, then how many more there are."""
     for warning in warnings[:limit]:
-        say(f"warning: {warning}")
+        say(f"warning: {safe(warning)}")
     if len(warnings) > limit:
         say(f"... and {len(warnings) - limit} more warnings")
 

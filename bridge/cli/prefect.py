@@ -22,7 +22,7 @@ from bridge.adapters.prefect import (
 )
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.options import json_flag, moment
-from bridge.cli.output import print_json, say, stop_on_signals
+from bridge.cli.output import print_json, safe, say, stop_on_signals
 from bridge.cli.progress import Progress, progress
 from bridge.errors import SourceError
 from bridge.model import check_namespace, utcnow
@@ -69,9 +69,9 @@ def _say_summary(summary: PrefectImportSummary, settle: float) -> None:
         extras.append(f"{summary.left} younger than --settle ({settle:g} s) left for the next import")
     say(line + ("; " + ", ".join(extras) if extras else ""))
     for warning in data["warnings"]:
-        say(f"warning: {warning}")
+        say(f"warning: {safe(warning)}")
     for where, reason in summary.refused:
-        say(f"skipped: {where}: {reason}")
+        say(safe(f"skipped: {where}: {reason}"))
 
 
 @click.group()

@@ -159,10 +159,14 @@ def _string(value: Any, key: str, where: str) -> str:
     return value
 
 
-def _catalog(text: str, base: Path) -> Path | str:
+def _catalog(text: str, base: Path, where: str) -> Path | str:
     """A catalog named in the file or the environment: a database URL (postgresql://...) as it
-    is, a file relative to ``base``."""
-    return text if text.startswith(("postgresql://", "postgres://")) else base / text
+    is, a file relative to ``base``; a URL of another scheme is an error, not a file name."""
+    if text.startswith(("postgresql://", "postgres://")):
+        return text
+    if "://" in text:
+        raise ConfigError(f"{where}: 'catalog' must be a SQLite file or a postgresql:// URL, not {text!r}")
+    return base / text
 
 
 def parse_config(document: Mapping[str, Any], where: str, base: Path) -> Config:
@@ -171,7 +175,7 @@ def parse_config(document: Mapping[str, Any], where: str, base: Path) -> Config:
         raise ConfigError(f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(_KNOWN))}")
     values: dict[str, Any] = {}
     if "catalog" in document:
-        values["catalog"] = _catalog(_string(document["catalog"], "catalog", where), base)
+        values["catalog"] = _catalog(_string(document["catalog"], "catalog", where), base, where)
     if "mappings" in document:
         files = document["mappings"]
         if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
@@ -209,7 +213,7 @@ def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
         Config() if file is None else attrs.evolve(parse_config(read_toml(file), str(file), file.parent), source=file)
     )
     given = env.get("OLBRIDGE_CATALOG")
-    return attrs.evolve(config, catalog=_catalog(given, Path())) if given else config
+    return attrs.evolve(config, catalog=_catalog(given, Path(), "$OLBRIDGE_CATALOG")) if given else config
 
 
 def read_secret_file(path: Path, option: str) -> str:

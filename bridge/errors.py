@@ -5,10 +5,12 @@
     │   ├── ValidationProblems     an input broke several rules at once, each reported
     │   └── InputFileError         an input file, or a line of it, cannot be read: missing, not UTF-8, not JSON
     ├── ConfigError          configuration file, environment or flags are wrong
+    ├── BadValueError        a value given to a command is not one it takes (exit status 2)
     ├── MappingError         a naming rule file is wrong, or no rule can name an asset
     ├── CatalogError         the catalog cannot do what was asked (missing asset, bad schema version)
     │   ├── NotFoundError    an asset or task run that does not exist
-    │   └── Busy             the catalog cannot take a write now (locked, unreachable): retry later
+    │   ├── Busy             the catalog cannot take a write now (locked, unreachable): retry later
+    │   └── RunEndedError    a task run that already ended, given again with other content
     ├── ArtifactError        a dbt artifact (manifest, run results, profile) is missing or malformed
     ├── SourceError          a system olbridge reads from (a Prefect server) is unreachable or answers wrongly
     ├── ExportError          events could not be written to their destination
@@ -87,6 +89,12 @@ class ConfigError(BridgeError):
     """Configuration is missing or wrong."""
 
 
+class BadValueError(BridgeError):
+    """A value given to a command (an option, the environment, a config setting) is not one it can
+    take, such as a catalog URL libpq cannot read: the CLI exits with status 2, as for a usage
+    error, and nothing was done."""
+
+
 class MappingError(BridgeError):
     """A mapping rule file is wrong, or a rule cannot be applied."""
 
@@ -101,6 +109,16 @@ class NotFoundError(CatalogError):
 
 class Busy(CatalogError):
     """The catalog cannot take a write now (locked, unreachable, losing every race): retry later."""
+
+
+class RunEndedError(CatalogError):
+    """A task run that already ended was given again with other content: a task run ends once.
+    ``key`` is the run's key (a :class:`bridge.model.TaskRunKey`), for the caller to say where
+    it came from (a line of a file, a dbt invocation)."""
+
+    def __init__(self, message: str, key: object) -> None:
+        self.key = key
+        super().__init__(message)
 
 
 class ArtifactError(BridgeError):

@@ -61,10 +61,11 @@ def not_json(error: json.JSONDecodeError, source: str, line: int | None = None) 
     )
 
 
-def json_lines(lines: Iterable[str], source: str) -> Iterator[tuple[int, Any]]:
-    """The JSON value of each line that is not blank, with its number; a line that is not JSON
-    comes as its :class:`InputFileError` in place of the value, and the next lines are read."""
-    for number, line in enumerate(lines, start=1):
+def json_lines(lines: Iterable[str], source: str, *, first: int = 1) -> Iterator[tuple[int, Any]]:
+    """The JSON value of each line that is not blank, with its number (the first line's is
+    ``first``); a line that is not JSON comes as its :class:`InputFileError` in place of the
+    value, and the next lines are read."""
+    for number, line in enumerate(lines, start=first):
         if not line.strip():
             continue
         try:

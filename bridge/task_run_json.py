@@ -46,11 +46,11 @@ from bridge.model import (
     TaskRun,
     TaskRunKey,
     TaskState,
-    check_task_run,
     normalize_type,
     parse_column_lineage,
     parse_columns,
     parse_time,
+    task_run_problems,
 )
 
 _RECORD_KEYS = {
@@ -289,6 +289,7 @@ def parse_task_run(value: Any, where: str = "", *, integration: str = "OLBRIDGE"
     if ended is None and state is not None and state.is_terminal:  # as `record --start` without --end
         ended = started
     lists: dict[str, list[AssetDeclaration]] = {"inputs": [], "outputs": []}
+    before_assets = len(problems.found)
     for field, parsed in lists.items():
         items = value.get(field)
         if items is None:
@@ -303,9 +304,11 @@ def parse_task_run(value: Any, where: str = "", *, integration: str = "OLBRIDGE"
     behavior = problems.check(FailureBehavior.parse, value.get("failureBehavior") or "WARN")
     if value.get("timestamp") is not None:
         problems.check(parse_time, value["timestamp"], "timestamp")
+    assets_read = len(problems.found) == before_assets
     job = _job_info(value, integration, problems)
-    problems.raise_any(where)
-    assert key is not None and state is not None and started is not None and behavior is not None
+    if key is None or state is None or started is None or behavior is None:
+        problems.raise_any(where)  # no run to check further: these are all
+        raise AssertionError("a field missing without a problem")
     run = TaskRun(
         key=key,
         state=state,
@@ -316,7 +319,10 @@ def parse_task_run(value: Any, where: str = "", *, integration: str = "OLBRIDGE"
         failure_behavior=behavior,
         job=job,
     )
-    problems.check(check_task_run, run)
+    # the run's own rules too, so that a record's problems are all said at once; its column
+    # lineage only when all its assets could be read (an unreadable input is no missing one)
+    for error in task_run_problems(run, column_lineage=assets_read):
+        problems.add(error)
     problems.raise_any(where)
     return run
 

@@ -149,7 +149,7 @@ def test_the_text_says_when_and_bad_times_are_errors(catalog_path: str) -> None:
     )
     assert json.loads(out)["asOf"] == "2025-03-01T08:10:00.000000Z"
     code, _, err = invoke(catalog_path, "lineage", "raw.orders", "--as-of", "yesterday")
-    assert code == 1 and err.startswith("Error: ") and "--as-of" in err
+    assert code == 2 and err.startswith("Error: ") and "--as-of" in err  # a bad value
     code, _, err = invoke(catalog_path, "lineage", "mart.orders", "--column", "id", "--as-of", when(10))
     assert code == 2 and "--as-of draws an asset's lineage" in err
     # the flags are checked before the asset is looked up: a usage error, not "not found"

@@ -168,10 +168,10 @@ def test_since_must_be_before_until(tmp_path: Path, command: list[str]) -> None:
     db = tmp_path / "c.db"
     invoke(db, "init")
     code, out, err = invoke(db, *command, "--since", "2025-02-01", "--until", "2025-01-01T00:00:00Z")
-    assert code == 1 and out == ""
+    assert code == 2 and out == ""  # a bad value
     assert err == "Error: --since 2025-02-01 is not before --until 2025-01-01T00:00:00Z: the window is empty\n"
     code, _, err = invoke(db, *command, "--since", "2025-01-01", "--until", "2025-01-01")
-    assert code == 1 and "the window is empty" in err
+    assert code == 2 and "the window is empty" in err
 
 
 def test_the_rate_is_checked_in_a_dry_run_too(tmp_path: Path) -> None:

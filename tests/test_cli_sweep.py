@@ -264,6 +264,41 @@ def test_a_catalog_that_cannot_be_written(read_only: Path, files: dict[str, str]
     assert_error(olbridge(read_only, path, args), str(read_only), "cannot be written")
 
 
+def on_a_read_only_file_system(folder: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``olbridge ARGV`` with ``folder`` mounted read-only (a bind mount in a mount namespace of
+    its own: the process, root or not, can read its files and write none)."""
+    script = f'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" && shift && exec "{OLBRIDGE}" "$@"'
+    command = ["unshare", "-m", "sh", "-c", script, "sh", str(folder), *argv]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def read_only_mount(tmp_path: Path) -> Path:
+    db = tmp_path / "ro" / "c.db"
+    db.parent.mkdir()
+    with Catalog(db) as catalog:
+        catalog.record_task_runs([run("t", outputs=(decl("company.data.out", type="Table"),))])
+    probe = on_a_read_only_file_system(db.parent, "--version")
+    if probe.returncode != 0:
+        pytest.skip(f"no read-only mount here (unshare -m, mount): {probe.stderr.strip()[:200]}")
+    return db
+
+
+READS_OF_A_RUN = [["runs", "list"], ["assets", "list"], ["lineage", "company.data.out"], ["status"], ["export"]]
+
+
+def test_a_catalog_on_a_read_only_file_system_can_be_read(read_only_mount: Path) -> None:
+    for argv in READS_OF_A_RUN:
+        done = on_a_read_only_file_system(read_only_mount.parent, "--catalog", str(read_only_mount), *argv)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (argv, done.stderr)
+        assert "company.data" in done.stdout or argv == ["status"], argv
+    done = on_a_read_only_file_system(
+        read_only_mount.parent, "--catalog", str(read_only_mount), "assets", "set", "x.y", "--type", "Table"
+    )
+    assert done.returncode == 1 and done.stderr.startswith(f"Error: catalog {read_only_mount}: it cannot be written")
+    assert "read-only" in done.stderr
+
+
 def test_serve_on_a_port_in_use_says_so_from_the_command_itself(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     with socket.create_server(("127.0.0.1", 0)) as taken:
@@ -314,6 +349,128 @@ def test_delivery_to_a_url_nobody_answers(
     catalog_with_a_run: Path, files: dict[str, str], path: tuple[str, ...]
 ) -> None:
     assert_error(olbridge(catalog_with_a_run, path, command_args(path, files)))
+
+
+ONE_RUN = [
+    "--namespace",
+    "n",
+    "--flow-id",
+    "f",
+    "--task-id",
+    "t",
+    "--execution-id",
+    "e",
+    "--start",
+    "2025-01-01T00:00:00Z",
+]
+BAD_VALUES = [
+    (("export",), ["--since", "garbage"], "--since"),
+    (("export",), ["--since", "2025-02-01", "--until", "2025-01-01"], "is not before"),
+    (("lineage",), ["x.y", "--as-of", "tomorrow"], "--as-of"),
+    (("runs", "list"), ["--own", "--external"], "--own and --external"),
+    (("runs", "list"), ["--until", "noon"], "--until"),
+    (("backfill",), ["--dry-run", "--since", "2025-02-01", "--until", "2025-02-01"], "is not before"),
+    (("import",), ["--from-marquez", "http://127.0.0.1:1", "--since", "garbage"], "--since"),
+    (("assets", "purge"), ["--namespace", "company.data", "--end-date", "soon"], "--end-date"),
+    (("record",), [*ONE_RUN, "--state", "DONE"], "not a state"),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "args", "said"), BAD_VALUES, ids=lambda v: " ".join(v) if isinstance(v, tuple) else None
+)
+def test_a_bad_value_is_exit_status_2_and_changes_nothing(
+    catalog_with_a_run: Path, path: tuple[str, ...], args: list[str], said: str
+) -> None:
+    before = catalog_with_a_run.read_bytes()
+    code, _, err = olbridge(catalog_with_a_run, path, args)
+    assert code == 2 and "Traceback" not in err and said in err, err
+    assert catalog_with_a_run.read_bytes() == before
+
+
+def test_record_takes_a_state_as_runs_list_spells_it(catalog_with_a_run: Path) -> None:
+    code, _, err = olbridge(catalog_with_a_run, ("record",), [*ONE_RUN, "--state", "complete"])
+    assert code == 0, err
+    code, out, _ = olbridge(catalog_with_a_run, ("runs", "list"), ["--json", "--job", "f.t", "--state", "Success"])
+    assert [view["taskRun"]["taskState"] for view in json.loads(out)] == ["SUCCESS"]
+
+
+# --- a catalog URL that cannot be used: bad settings, another scheme, no driver installed ----
+
+BAD_URLS = {
+    "unknown parameter": ("postgresql://u@127.0.0.1:1/db?sslmod=require", 'invalid URI query parameter: "sslmod"'),
+    "timeout not a number": ("postgresql://u@127.0.0.1:1/db?connect_timeout=abc", "connect_timeout"),
+    "bad escape": ("postgresql://u%zz@127.0.0.1:1/db", "percent-encoded"),
+    "unclosed bracket": ("postgresql://u@[::1/db", "IPv6"),
+}
+
+
+@pytest.mark.parametrize("path", CATALOG_COMMANDS, ids=label)
+@pytest.mark.parametrize("case", sorted(BAD_URLS))
+def test_a_catalog_url_libpq_cannot_read(files: dict[str, str], path: tuple[str, ...], case: str) -> None:
+    url, reason = BAD_URLS[case]
+    code, out, err = olbridge(url, path, command_args(path, files))
+    assert_error((code, out, err), "not a PostgreSQL URL libpq can read", reason)
+    assert code == 2  # a bad value
+
+
+@pytest.mark.parametrize("path", CATALOG_COMMANDS, ids=label)
+def test_a_url_of_another_scheme_is_no_file_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str], path: tuple[str, ...]
+) -> None:
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)  # were it a file name, mysql:/x@y would be a folder here
+    code, out, err = olbridge("mysql://x:secret@y/z", path, command_args(path, files))
+    assert_error((code, out, err), "mysql://x:***@y/z", "postgresql:// URL")
+    assert code == 2 and "secret" not in err
+    assert list(here.iterdir()) == []
+
+
+def test_catalog_copy_refuses_a_url_of_another_scheme(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["catalog", "copy", "mysql://x@y/z", str(tmp_path / "to.db")])
+    assert result.exit_code == 2 and "a mysql:// URL is no catalog" in result.stderr, result.output
+    assert not (tmp_path / "to.db").exists()
+
+
+@pytest.fixture
+def no_psycopg(monkeypatch: pytest.MonkeyPatch) -> None:
+    """psycopg as if not installed: an import of it fails as a missing module's does (a None in
+    sys.modules), and the engine that imports it is imported afresh."""
+    for name in [n for n in sys.modules if n == "psycopg" or n.startswith("psycopg.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    monkeypatch.delitem(sys.modules, "bridge.catalog.postgres", raising=False)
+
+
+@pytest.mark.usefixtures("no_psycopg")
+@pytest.mark.parametrize("path", CATALOG_COMMANDS, ids=label)
+def test_a_postgresql_catalog_without_the_driver(files: dict[str, str], path: tuple[str, ...]) -> None:
+    url = "postgresql://u@127.0.0.1:1/db"
+    assert_error(olbridge(url, path, command_args(path, files)), "needs the driver psycopg", "pip install")
+
+
+# psycopg is installed here: a finder first on sys.meta_path refuses it, as a base install would
+NO_DRIVER = """
+import sys
+class Blocker:
+    def find_spec(self, name, path=None, target=None):
+        if name == "psycopg" or name.startswith("psycopg."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, Blocker())
+from bridge.cli import main
+sys.argv = ["olbridge", *sys.argv[1:]]
+main()
+"""
+
+
+def test_the_command_without_the_driver_names_what_to_install() -> None:
+    command = [sys.executable, "-c", NO_DRIVER, "--catalog", "postgresql://u@127.0.0.1:1/db", "status"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("Error: catalog postgresql://u@127.0.0.1:1/db: a PostgreSQL catalog needs")
+    assert "pip install -e '.[postgres]'" in done.stderr
 
 
 # --- JSON keys --------------------------------------------------------------------------------

@@ -353,7 +353,9 @@ def test_without_sqlglot_or_with_unreadable_sql_the_rest_is_recorded(
     with Catalog(":memory:") as catalog:
         monkeypatch.setattr(columns.sql_lineage, "available", lambda: False)
         summary = ingest_dbt(catalog, project)
-        assert summary.column_notes == ("column lineage needs sqlglot (pip install 'olbridge[dbt]'); none was derived",)
+        assert summary.column_notes == (
+            "column lineage needs sqlglot, which is not installed (pip install 'sqlglot>=30.31,<31'); none was derived",
+        )
         assert len(summary.results) == 2 and summary.to_json()["columnEdges"] == 0
     monkeypatch.undo()
     path = project / "target" / "manifest.json"

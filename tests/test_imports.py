@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from bridge.adapters.dbt import ingest_dbt
 from bridge.catalog import Catalog, ExternalUsage
 from bridge.cli import cli
-from bridge.errors import CatalogError
+from bridge.errors import CatalogError, SourceError
 from bridge.mapping import Resolver
 from bridge.model import Origin
 from bridge.receiver.imports import MarquezEvents, catalog_intake, import_files, import_marquez
@@ -276,3 +276,36 @@ def test_a_page_with_an_event_the_catalog_could_not_take_keeps_its_position_befo
     summary = import_marquez(MarquezEvents(MARQUEZ), catalog_intake(catalog, resolver), catalog, now=lambda: at(2))
     assert catalog.count_received()["received_events"] == 3
     assert summary.accepted == 1 and summary.duplicates == 2
+
+
+@responses.activate
+def test_marquez_errors_are_one_short_line(catalog: Catalog, resolver: Resolver) -> None:
+    """An HTML page (the web UI's port, a proxy's error page) is named by its title, never pasted;
+    a connection that fails says the system's reason, not urllib3's chain of exceptions."""
+    page = "<!doctype html><html><head><title>Marquez</title></head><body>" + "<div>x</div>" * 500 + "</body></html>"
+    endpoint = f"{MARQUEZ}/api/v1/events/lineage"
+    said = []
+    responses.add(responses.GET, endpoint, body="")
+    for answer in [
+        {"body": page, "status": 200, "content_type": "text/html"},
+        {"body": page, "status": 502, "content_type": "text/html"},
+        {"body": "oops\n" * 100, "status": 500},
+        {
+            "body": requests.ConnectionError(
+                "HTTPConnectionPool(host='m', port=5000): Max retries exceeded with url: /api (Caused by "
+                "NewConnectionError('<urllib3.connection.HTTPConnection object at 0x7f>: Failed to establish a new "
+                "connection: [Errno 111] Connection refused'))"
+            )
+        },
+    ]:
+        responses.replace(responses.GET, endpoint, **answer)
+        with pytest.raises(SourceError) as caught:
+            import_marquez(MarquezEvents(MARQUEZ), catalog_intake(catalog, resolver), catalog, now=lambda: at(1))
+        said.append(str(caught.value))
+    assert said[0] == (
+        f"Marquez's answer to GET {endpoint} is not JSON: an HTML page (Marquez), not Marquez's API: is the URL "
+        "its API's (port 5000 by default), not its web UI's?"
+    )
+    assert said[1].startswith(f"Marquez answered 502 to GET {endpoint}") and "<div>" not in said[1]
+    assert said[2].endswith("oops oops oops oops ...") and "\n" not in said[2] and len(said[2]) < 400
+    assert said[3] == f"cannot reach Marquez at {endpoint}: connection refused"

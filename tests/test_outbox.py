@@ -160,7 +160,9 @@ def test_cli_outbox_list_retry_drop_and_status(tmp_path: Path, catalog_target: s
     assert listed.exit_code == 0, listed.output
     assert [r["kind"] for r in json.loads(listed.stdout)] == [RUN_START, RUN_END, RUN_START, RUN_END]
     dead = runner.invoke(cli, ["--catalog", db, "outbox", "list", "--dead"])
-    assert dead.stdout.startswith(f"{first.seq}\trun-start\t1\tdead\tattempts=1") and "HTTP 422" in dead.stdout
+    header, row = dead.stdout.splitlines()
+    assert header == "id\tkind\tref\tstate\tattempts\tqueued\tlastError"
+    assert row.startswith(f"{first.seq}\trun-start\t1\tdead\t1\t") and row.endswith('\tHTTP 422 {"errors":["bad"]}')
     status = runner.invoke(cli, ["--catalog", db, "status", "--json"])
     assert json.loads(status.stdout) | {"oldestPending": None} == {
         "pending": 3,

@@ -493,7 +493,7 @@ def test_bad_options_are_refused(tmp_path: Path) -> None:
     code, _out, err = invoke(db, "prefect", "import", "--api-url", API, "--namespace", "Bad NS")
     assert code == 1 and "--namespace: a namespace matches" in err
     code, _out, err = invoke(db, "prefect", "import", "--api-url", API, "--since", "yesterday")
-    assert code == 1 and "not an ISO 8601 time: 'yesterday'" in err
+    assert code == 2 and "not an ISO 8601 time: 'yesterday'" in err
 
 
 # ---------------------------------------------------------------------------------------------

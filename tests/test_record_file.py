@@ -261,3 +261,40 @@ def test_good_lines_parse_as_before() -> None:
     runs = parse_task_run_lines([json.dumps(record(i)) for i in range(3)], "runs.jsonl")
     assert [r.key.task_run_id for r in runs] == ["r0", "r1", "r2"]
     assert runs[0].outputs[0].type == "Table" and runs[0].inputs[0].id == "raw.orders"
+
+
+def test_a_run_ending_before_it_starts_and_its_column_lineage_mistakes_are_said_at_once(tmp_path: Path) -> None:
+    """The run's own rules (times, column lineage) are said with the record's other problems,
+    and every column-lineage mistake of it, not the first one a run."""
+    lineage = {
+        "fields": {"id": [{"id": "raw.nowhere", "column": "id"}], "ghost": [{"id": "raw.orders", "column": "x"}]}
+    }
+    bad = record(
+        1,
+        endDate="2024-12-31T00:00:00Z",
+        extra=1,
+        outputs=[{"id": "mart.orders_1", "type": "Table", "columns": [{"name": "id"}], "columnLineage": lineage}],
+    )
+    records = write(tmp_path / "runs.jsonl", [record(0), bad])
+    code, out, err = invoke(tmp_path / "c.db", "record", "--file", str(records))
+    assert code == 1 and out == ""
+    for message in [
+        ":2: unknown field(s) extra",
+        ":2: endDate: a task run cannot end before it starts",
+        ":2: outputs[0].columnLineage.fields.id[0].id: column lineage of output 'mart.orders_1' names 'raw.nowhere'",
+        ":2: outputs[0].columnLineage.fields.ghost: column 'ghost' is not in the schema",
+    ]:
+        assert f"  {records}{message}" in err, (message, err)
+
+
+def test_recording_a_file_again_over_an_ended_run_names_its_line_and_records_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    first = write(tmp_path / "first.jsonl", [record(0), record(1)])
+    assert invoke(db, "record", "--file", str(first))[0] == 0
+    again = write(tmp_path / "again.jsonl", [record(5), record(0), record(1, state="FAILED")])
+    code, out, err = invoke(db, "record", "--file", str(again))
+    assert code == 1 and out == ""
+    assert f"\nError: {again}:3: task run 'r1' of execution 'e1' already ended in SUCCESS" in err
+    assert "nothing was recorded" in err
+    code, out, _ = invoke(db, "runs", "list", "--json")
+    assert sorted(view["taskRun"]["executionId"] for view in json.loads(out)) == ["e0", "e1"]  # no e5

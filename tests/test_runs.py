@@ -81,8 +81,8 @@ def runs_json(path: str, *args: str) -> list[dict[str, Any]]:
     return found
 
 
-def test_runs_list_shows_own_and_external_runs_by_start(catalog_path: str, converter: Converter) -> None:
-    found = runs_json(catalog_path)
+def test_runs_list_shows_own_and_external_runs_newest_first(catalog_path: str, converter: Converter) -> None:
+    found = runs_json(catalog_path)[::-1]  # oldest first, as the catalog's runs.list gives them
     with Catalog(catalog_path) as catalog:
         own_ids = list(dict.fromkeys(e["run"]["runId"] for e in iter_events(catalog, converter) if "run" in e))
     assert [(r["runId"], r["origin"], r["state"]) for r in found] == [
@@ -161,20 +161,24 @@ def test_an_external_run_keeps_the_latest_of_each_facet_whatever_the_order(
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (("--external",), [R1, R2, "nightly-1"]),
+        (("--external",), ["nightly-1", R2, R1]),
         (("--own", "--state", "running"), ["own:1"]),
-        (("--namespace", "airflow"), [R2, "nightly-1"]),
-        (("--namespace", "company.data"), ["own:0", "own:1"]),
+        (("--state", "success"), ["own:0", R1]),  # a task state, as record takes it: the runs that COMPLETE
+        (("--state", "Failed"), [R2]),
+        (("--namespace", "airflow"), ["nightly-1", R2]),
+        (("--namespace", "company.data"), ["own:1", "own:0"]),
         (("--job", "etl.load"), [R1]),
         (("--job", "flow.load"), ["own:0"]),
-        (("--state", "COMPLETE"), [R1, "own:0"]),
-        (("--since", "2025-03-01T08:30:00Z", "--until", "2025-03-01T10:00:00Z"), ["own:0", R2]),
-        (("--limit", "2"), [R1, "own:0"]),
+        (("--state", "COMPLETE"), ["own:0", R1]),
+        (("--since", "2025-03-01T08:30:00Z", "--until", "2025-03-01T10:00:00Z"), [R2, "own:0"]),
+        (("--limit", "2"), ["own:1", "nightly-1"]),  # the newest two
+        (("--limit", "2", "--offset", "2"), [R2, "own:0"]),
+        (("--offset", "4"), [R1]),
     ],
 )
 def test_runs_list_filters(catalog_path: str, args: tuple[str, ...], expected: list[str]) -> None:
-    everything = runs_json(catalog_path)
-    own = [r["runId"] for r in everything if r["origin"] == "olbridge"]
+    everything = runs_json(catalog_path)[::-1]
+    own = [r["runId"] for r in everything if r["origin"] == "olbridge"]  # own:0 the older one
     named = [own[int(e[4:])] if e.startswith("own:") else e for e in expected]
     assert [r["runId"] for r in runs_json(catalog_path, *args)] == named
 
@@ -182,7 +186,9 @@ def test_runs_list_filters(catalog_path: str, args: tuple[str, ...], expected: l
 def test_runs_list_text(catalog_path: str) -> None:
     code, out, _ = invoke(catalog_path, "runs", "list", "--external")
     assert code == 0
-    lines = out.splitlines()
+    header, *newest_first = out.splitlines()
+    lines = newest_first[::-1]
+    assert header.split("\t") == ["runId", "origin", "state", "started", "ended", "job", "lineage", "notes"]
     assert lines[0].split("\t")[:6] == [
         R1,
         "external",
@@ -242,6 +248,6 @@ def test_runs_need_a_catalog_and_say_bad_filters(tmp_path: Path, catalog_path: s
     code, _, err = invoke(tmp_path / "none.db", "runs", "list")
     assert code == 1 and err.startswith("Error: no catalog at")
     code, _, err = invoke(catalog_path, "runs", "list", "--since", "yesterday")
-    assert code == 1 and "--since" in err
+    assert code == 2 and "--since" in err
     code, _, err = invoke(catalog_path, "runs", "list", "--state", "DONE")
-    assert code == 2 and "'DONE' is not one of" in err
+    assert code == 2 and "'DONE' is not a state" in err

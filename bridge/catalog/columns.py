@@ -3,7 +3,8 @@ for the conversion and walked for ``lineage --column``.
 
 An edge is an output asset's column from an input asset's column, with its transformations and
 the run that made it; the whole-output edges (OpenLineage's ``dataset`` list: join keys, filters)
-have no output column and are kept and exported, not walked.
+have no output column and are kept and exported, not walked: the graph counts them, for
+``lineage --column`` to say so.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ class ColumnLineageGraph:
     depth: int
     edges: tuple[ColumnLineageEdge, ...]
     assets: tuple[Asset, ...]
+    # each asset of the graph whose whole output inputs shape (join keys, filters; OpenLineage's
+    # ``dataset``), with how many input columns do: edges kept and exported, not walked here
+    whole_output: tuple[tuple[str, int], ...] = ()
 
 
 def read_transformations(text: str) -> tuple[Transformation, ...]:
@@ -117,4 +121,6 @@ def column_lineage(conn: Connection, asset: Asset, column: str, *, direction: st
         row = conn.execute(sql.GET_ASSET, (asset_id,)).fetchone()
         if row is not None:
             assets.append(asset_from_row(row))
-    return ColumnLineageGraph(asset.id, column, direction, depth, tuple(edges), tuple(assets))
+    shaped = [(a.id, int(conn.execute(sql.WHOLE_OUTPUT_INPUTS, (a.id,)).fetchone()[0])) for a in assets]
+    whole_output = tuple((asset_id, count) for asset_id, count in shaped if count)
+    return ColumnLineageGraph(asset.id, column, direction, depth, tuple(edges), tuple(assets), whole_output)

@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 from urllib.parse import unquote
 
-from bridge.errors import Busy, CatalogError
+from bridge.errors import BadValueError, Busy, CatalogError
 
 T = TypeVar("T")
 
 URL_SCHEMES = ("postgresql://", "postgres://")
+_ANY_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # a scheme: a URL, never a file name
 WRITE_ATTEMPTS = 12  # a write transaction that keeps losing races is given up after this many tries
 # where the server keeps plans for a connection's statements (Engine.keeps_plans), the connection
 # is opened again 1, 3, 7, ... s after it opened, then every REPLAN_MOST s: plans made while the
@@ -327,9 +328,9 @@ _PASSWORD_PARAM = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
 
 def masked(target: str | Path) -> str:
     """A catalog target as messages may show it: the password of a URL (``user:password@`` or a
-    ``password=`` parameter) replaced by ``***``."""
+    ``password=`` parameter, of any scheme) replaced by ``***``."""
     text = str(target)
-    if not is_url(text):
+    if not _ANY_URL.match(text):
         return text
     scheme, _, rest = text.partition("://")
     authority, slash, tail = rest.partition("/")
@@ -360,8 +361,17 @@ def is_url(target: str | Path) -> bool:
 
 
 def catalog_target(text: str) -> str | Path:
-    """What ``--catalog`` or ``OLBRIDGE_CATALOG`` names: a database URL as it is, else a file path."""
-    return text if is_url(text) else Path(text)
+    """What ``--catalog`` or ``OLBRIDGE_CATALOG`` names: a database URL as it is, else a file path.
+    A URL of another scheme (``mysql://``) is a BadValueError, never taken as a file name."""
+    if is_url(text):
+        return text
+    if _ANY_URL.match(text):
+        scheme = text.partition("://")[0]
+        raise BadValueError(
+            f"catalog {masked(text)}: a {scheme}:// URL is no catalog olbridge can open; give a SQLite file "
+            "or a postgresql:// URL"
+        )
+    return Path(text)
 
 
 __all__ = [

@@ -6,7 +6,7 @@ setting works: the password from ``PGPASSWORD`` or a pass file (``~/.pgpass``, `
 (``postgresql://user@/db?host=/run/postgresql``). One parameter is olbridge's own: ``schema=NAME``
 keeps the catalog's tables in that schema (made by ``olbridge init`` when missing). A password
 written in the URL works too, but is never shown: messages show :attr:`location`, the URL with
-``***`` for it. The driver is psycopg 3 (``pip install 'olbridge[postgres]'``).
+``***`` for it. The driver is psycopg 3 (the ``postgres`` extra: ``pip install -e '.[postgres]'`` from a clone).
 
 Writers run side by side, each transaction at READ COMMITTED: the rows a write reads to write them
 are locked as it reads them (the shared statements' ``LOCK`` comment becomes ``FOR UPDATE``); what
@@ -24,13 +24,13 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlencode
 
 import psycopg
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo, timeout_from_conninfo
 
 from bridge.catalog import sql as shared
 from bridge.catalog.engine import Busy, Conflict, Connection, Cursor, Engine, Writes, masked, url_password
 from bridge.catalog.postgres_bulk import bulk_statements, copy_form
 from bridge.catalog.postgres_lookups import list_form, list_param, pairs_form, pairs_param
-from bridge.errors import CatalogError
+from bridge.errors import BadValueError, CatalogError
 
 # SQLite's fragments, and PostgreSQL's for them
 FRAGMENTS: tuple[tuple[str, str], ...] = (
@@ -201,7 +201,7 @@ def split_url(url: str) -> tuple[str, str | None]:
         return url, None
     rest = [(key, value) for key, value in pairs if key != "schema"]
     if not schema[-1]:
-        raise CatalogError(f"catalog {masked(url)}: the schema parameter is empty")
+        raise BadValueError(f"catalog {masked(url)}: the schema parameter is empty")
     return (base + ("?" + urlencode(rest) if rest else "")), schema[-1]
 
 
@@ -239,6 +239,16 @@ class PostgresEngine(Engine):
         self._password = url_password(url)
         given = {key for key, _ in parse_qsl(self.url.partition("?")[2])}
         self._settings = {key: value for key, value in DEFAULTS.items() if key not in given}
+        self._check_url(url)
+
+    def _check_url(self, url: str) -> None:
+        """A BadValueError for a URL libpq cannot read (an unknown parameter, a bad escape, an
+        unclosed ``[``) or whose ``connect_timeout`` is not a number, before any connection."""
+        try:
+            timeout_from_conninfo(conninfo_to_dict(self.url))
+        except psycopg.ProgrammingError as exc:
+            reason = self._scrub(_one_line(str(exc)).replace(url, self._location).replace(self.url, self._location))
+            raise BadValueError(f"catalog {self._location}: not a PostgreSQL URL libpq can read: {reason}") from None
 
     @property
     def location(self) -> str:

@@ -215,21 +215,44 @@ class Runs:
 
     # --- both --------------------------------------------------------------------------------
 
+    def _candidates(self, filters: RunFilter) -> Iterator[tuple[RunView, StoredTaskRun | None]]:
+        """Every run the filters select, as a view without facets (and, for an own run, its task run)."""
+        external = self.external(filters, facets=False) if filters.origin in (None, EXTERNAL) else []
+        own = self._own_runs(filters, facets=False) if filters.origin in (None, OWN) else iter(())
+        return itertools.chain(((view, None) for view in external), own)
+
+    def _rendered(self, chosen: Sequence[tuple[RunView, StoredTaskRun | None]]) -> list[RunView]:
+        """The chosen runs' views with their facets, read and rendered for these runs only."""
+        external = iter(self._with_facets([view for view, run in chosen if run is None]))
+        return [self._own(run) if run is not None else next(external) for _, run in chosen]
+
     def list(self, filters: RunFilter = RunFilter(), *, limit: int | None = None) -> list[RunView]:
         """The runs the filters select, by start (then run id); the first ``limit`` of them. The
         views are made without their facets, and the facets read and rendered only for the runs
         kept: a catalog of a million runs lists its first thousand without rendering the rest."""
-        views: list[tuple[RunView, StoredTaskRun | None]] = []
-        if filters.origin in (None, EXTERNAL):
-            views += [(view, None) for view in self.external(filters, facets=False)]
+        candidates = self._candidates(filters)
         chosen: list[tuple[RunView, StoredTaskRun | None]]
-        own = self._own_runs(filters, facets=False) if filters.origin in (None, OWN) else iter(())
         if limit is None:
-            chosen = sorted([*views, *own], key=lambda pair: pair[0].sort_key)
+            chosen = sorted(candidates, key=_by_start)
         else:  # the own runs streamed: no more than ``limit`` of them held at once
-            chosen = heapq.nsmallest(limit, itertools.chain(views, own), key=lambda pair: pair[0].sort_key)
-        external = iter(self._with_facets([view for view, run in chosen if run is None]))
-        return [self._own(run) if run is not None else next(external) for _, run in chosen]
+            chosen = heapq.nsmallest(limit, candidates, key=_by_start)
+        return self._rendered(chosen)
+
+    def page(self, filters: RunFilter = RunFilter(), *, limit: int, offset: int = 0) -> RunPage:
+        """The runs the filters select, newest first (by start, then run id, both descending):
+        ``limit`` of them after the first ``offset``, and how many the filters select in all.
+        No more than ``offset + limit`` views are held at once; the facets are rendered only
+        for the runs of the page."""
+        total = 0
+
+        def counted() -> Iterator[tuple[RunView, StoredTaskRun | None]]:
+            nonlocal total
+            for pair in self._candidates(filters):
+                total += 1
+                yield pair
+
+        chosen = heapq.nlargest(offset + limit, counted(), key=_by_start)[offset:]
+        return RunPage(runs=self._rendered(chosen), total=total, offset=offset)
 
     def get(self, run_id: str) -> RunView | None:
         """The run with this OpenLineage run id: an external one, or one of olbridge's (whose run
@@ -251,9 +274,23 @@ class Runs:
         return None
 
 
+@attrs.frozen
+class RunPage:
+    """A page of :meth:`Runs.page`: its runs, how many the filters select in all, and how many
+    newer ones come before it."""
+
+    runs: list[RunView]
+    total: int
+    offset: int
+
+
+def _by_start(pair: tuple[RunView, StoredTaskRun | None]) -> tuple[str, str]:
+    return pair[0].sort_key
+
+
 def _owners(view: RunView) -> tuple[str, str]:
     """Whose facets an external run's view shows: its run's and its job's (as the receiver keeps them)."""
     return f"run:{view.run_id}", f"job:{view.job_namespace}/{view.job_name}"
 
 
-__all__ = ["EXTERNAL", "OWN", "STATES", "RunFilter", "RunView", "Runs"]
+__all__ = ["EXTERNAL", "OWN", "STATES", "RunFilter", "RunPage", "RunView", "Runs"]

@@ -288,6 +288,14 @@ COLUMN_EDGE_RUNS = """
       AND c.source IS NOT NULL
     ORDER BY 2, 1
 """
+# the inputs that shape an asset's whole output (join keys, filters: downstream_column ''), which
+# `lineage --column` does not walk and says so
+WHOLE_OUTPUT_INPUTS = """
+    SELECT count(*) FROM (
+        SELECT DISTINCT upstream_id, upstream_column FROM column_lineage
+        WHERE downstream_id = ? AND downstream_column = ''
+    ) inputs
+"""
 COLUMN_IS_NAMED = """
     SELECT 1 FROM column_lineage WHERE (downstream_id = ? AND downstream_column = ?)
                                     OR (upstream_id = ? AND upstream_column = ?) LIMIT 1

@@ -17,6 +17,9 @@ from bridge.catalog.engine import Busy, Connection, Cursor, Engine
 from bridge.errors import CatalogError
 
 PRAGMAS = ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", "PRAGMA foreign_keys = ON")
+# read once on connecting: a file that opens but cannot be read as opened (a WAL index it cannot
+# make on a read-only file system) fails here, and is opened read-only instead
+_PROBE = "SELECT count(*) FROM sqlite_master"
 
 # SQLite's primary result codes that mean the file, the disk or another process is in the way,
 # never a fault in olbridge's SQL: https://www.sqlite.org/rescode.html
@@ -33,6 +36,9 @@ _STORAGE_CODES = {
     26: "not a catalog: the file is not a SQLite database",  # SQLITE_NOTADB
 }
 _BUSY_CODES = {5, 6}
+# what opening a file read-write fails with where it can only be read
+_READ_ONLY_CODES = {3, 8, 14}  # SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN
+READ_ONLY_PRAGMAS = ("PRAGMA foreign_keys = ON",)  # no journal mode to set: it cannot be written
 
 
 def storage_error(exc: BaseException, path: str | Path) -> CatalogError | None:
@@ -78,10 +84,29 @@ class SqliteEngine(Engine):
         return self.in_memory or Path(self.path).exists()
 
     def connect(self) -> Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
-            for pragma in PRAGMAS:
+            return self._connect(self.path, PRAGMAS)
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if self.in_memory or code not in _READ_ONLY_CODES or not Path(self.path).is_file():
+                raise
+            # a file this process may read and not write (a read-only file system, file or
+            # folder): read-only, so the commands that read work and a write says it cannot;
+            # immutable (no lock, no WAL index) where even that needs a file it cannot make
+            for mode in ("mode=ro", "immutable=1"):
+                try:
+                    return self._connect(f"{Path(self.path).absolute().as_uri()}?{mode}", READ_ONLY_PRAGMAS)
+                except sqlite3.OperationalError:
+                    continue
+            raise exc from None
+
+    @staticmethod
+    def _connect(target: str, pragmas: tuple[str, ...]) -> sqlite3.Connection:
+        conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, uri=target.startswith("file:"))
+        try:
+            for pragma in pragmas:
                 conn.execute(pragma)
+            conn.execute(_PROBE).fetchone()
         except BaseException:
             conn.close()
             raise

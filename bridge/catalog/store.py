@@ -27,7 +27,7 @@ from bridge.catalog import lineage as asset_lineage
 from bridge.catalog import migrate as schema_migrations
 from bridge.catalog.backfills import Backfills
 from bridge.catalog.columns import ColumnLineageGraph, StoredColumnEdge
-from bridge.catalog.engine import Busy, Connection, Cursor, Database, Engine, is_url
+from bridge.catalog.engine import Busy, Connection, Cursor, Database, Engine, is_url, masked
 from bridge.catalog.external import IngestResult
 from bridge.catalog.lineage import LineageEdge, LineageGraph
 from bridge.catalog.outbox import Outbox
@@ -632,8 +632,16 @@ class Catalog:
 def open_engine(target: str | Path) -> Engine:
     """The engine of a catalog target: a ``postgresql://`` URL, else a SQLite file (or ``:memory:``)."""
     if is_url(target):
-        from bridge.catalog.postgres import PostgresEngine  # psycopg: only where a URL is given
-
+        try:
+            from bridge.catalog.postgres import PostgresEngine  # psycopg: only where a URL is given
+        except ModuleNotFoundError as exc:
+            if not (exc.name or "").startswith("psycopg"):
+                raise
+            raise CatalogError(
+                f"catalog {masked(target)}: a PostgreSQL catalog needs the driver psycopg, which is not installed; "
+                "install it with pip install 'psycopg[binary]>=3.2,<4' (from a clone of olbridge: "
+                "pip install -e '.[postgres]')"
+            ) from None
         return PostgresEngine(str(target))
     return SqliteEngine(target)
 
@@ -653,7 +661,7 @@ def storage_error(exc: BaseException, where: str | Path) -> CatalogError | None:
     naming the catalog (``where``, as messages show it); None for any other error (a fault in
     olbridge, left to surface)."""
     found = sqlite_storage_error(exc, where)
-    if found is None and "psycopg" in sys.modules:  # only loaded where a catalog URL was opened
+    if found is None and sys.modules.get("psycopg") is not None:  # only loaded where a catalog URL was opened
         from bridge.catalog.postgres import storage_error as postgres_storage_error
 
         found = postgres_storage_error(exc, str(where))

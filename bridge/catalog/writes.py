@@ -15,7 +15,7 @@ from bridge.catalog import sql
 from bridge.catalog.engine import Cursor
 from bridge.catalog.outbox import ASSET_CHANGE, JOB, RUN_END, RUN_START, queue_event
 from bridge.catalog.rows import asset_from_row, asset_row, declared_job_json, dumps, snapshot, statistics_json
-from bridge.errors import CatalogError, NotFoundError, ValidationError
+from bridge.errors import CatalogError, NotFoundError, RunEndedError, ValidationError
 from bridge.model import (
     DECLARATION_LATER_FIELDS,
     EXTERNAL,
@@ -214,9 +214,10 @@ def write_task_run(cur: Cursor, run: TaskRun) -> RecordResult:
         if stored_hash == digest:
             return RecordResult("unchanged", TaskState(stored_state))
         if TaskState(stored_state).is_terminal:
-            raise CatalogError(
+            raise RunEndedError(
                 f"task run {key.task_run_id!r} of execution {key.execution_id!r} already ended in {stored_state}; "
-                "a task run ends once (record it with another taskRunId)"
+                "a task run ends once (record it with another taskRunId)",
+                key,
             )
         cur.execute(sql.DELETE_USAGES_OF_RUN, (pk,))
         cur.execute(sql.DELETE_LINEAGE_OF_RUN, (pk,))

@@ -10,10 +10,10 @@ import click
 from bridge.catalog import AssetQuery, MetadataFilter
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
-from bridge.cli.options import json_flag
-from bridge.cli.output import print_json, say
+from bridge.cli.options import json_flag, moment
+from bridge.cli.output import print_json, print_rows, say
 from bridge.errors import ValidationError
-from bridge.model import AssetDeclaration, parse_time, utcnow
+from bridge.model import AssetDeclaration, utcnow
 
 _where = click.option(
     "--where",
@@ -91,9 +91,8 @@ def assets_list(
     if as_json:
         print_json([a.to_json() for a in found])
         return
-    for a in found:
-        scope = a.namespace or "(global)"
-        click.echo(f"{a.id}\t{a.type}\t{scope}\t{a.origin.value}" + ("\tdeleted" if a.is_deleted else ""))
+    rows = ((a.id, a.type, a.namespace or "(global)", a.origin.value, "deleted" if a.is_deleted else "") for a in found)
+    print_rows(("id", "type", "namespace", "origin", "deleted"), rows)
     say(f"{len(found)} asset(s)")
 
 
@@ -188,7 +187,7 @@ def assets_purge(
     dry_run: bool,
 ) -> None:
     """Hard-delete assets that match every filter given (at least one is needed)."""
-    before = parse_time(end_date, "--end-date", assume_utc=True) if end_date else None
+    before = moment(end_date, "--end-date")
     query = AssetQuery.create(
         types=types,
         namespace=namespace,

@@ -11,9 +11,10 @@ import click
 
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
+from bridge.cli.options import STATE_HELP, StateParam
 from bridge.cli.output import print_json, record_summary, run_name, run_warnings, say, say_warnings
 from bridge.cli.progress import progress
-from bridge.errors import InputFileError, ValidationError
+from bridge.errors import InputFileError, RunEndedError, ValidationError
 from bridge.model import TaskRun
 from bridge.task_run_json import parse_task_run, read_task_run_lines
 
@@ -64,7 +65,9 @@ def migrate(app: AppContext) -> None:
 @click.option("--task-id", help="The task id.")
 @click.option("--execution-id", help="The execution id.")
 @click.option("--task-run-id", help="The task run id (default: the execution id and task id).")
-@click.option("--state", default="SUCCESS", show_default=True, help="SUCCESS, WARNING, FAILED, KILLED, RUNNING, ...")
+@click.option(
+    "--state", type=StateParam(run_state=False), default="SUCCESS", show_default=True, help=f"The state ({STATE_HELP})."
+)
 @click.option("--start", "start", help="Start time, ISO 8601 with offset.")
 @click.option("--end", "end", help="End time (default: the start time for an ended run).")
 @click.option("--input", "inputs", multiple=True, help="An input: an asset id, or a JSON object {id, type, ...}.")
@@ -101,8 +104,15 @@ def record(app: AppContext, /, file: IO[str] | None, **flags: Any) -> None:
         runs = list(checked.runs)
         names = [f"{source}:{line}: {run_name(run.key)}" for line, run in zip(checked.lines, runs, strict=True)]
         catalog = app.catalog(create=True)
-        with progress("recording task runs", len(runs), "task runs") as recording:
-            results = catalog.record_task_runs(recording.each(runs))
+        try:
+            with progress("recording task runs", len(runs), "task runs") as recording:
+                results = catalog.record_task_runs(recording.each(runs))
+        except RunEndedError as exc:
+            line = next((n for n, run in zip(checked.lines, runs, strict=True) if run.key == exc.key), None)
+            where = f"{source}:{line}" if line is not None else source
+            raise RunEndedError(
+                f"{where}: {exc}; nothing was recorded (a file is recorded whole or not at all)", exc.key
+            ) from None
     else:
         run = _run_from_flags(flags)
         say("recording 1 task run")

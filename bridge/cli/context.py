@@ -20,7 +20,7 @@ from bridge.catalog import Catalog
 from bridge.catalog.engine import catalog_target, masked, url_password
 from bridge.catalog.store import storage_error
 from bridge.config import Config
-from bridge.errors import BridgeError, CatalogError
+from bridge.errors import BadValueError, BridgeError, CatalogError
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter, ConvertOptions
 
@@ -40,7 +40,12 @@ class CatalogParam(_ParamType):
     name = "catalog"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str | Path:
-        return value if isinstance(value, Path) else catalog_target(str(value))
+        if isinstance(value, Path):
+            return value
+        try:
+            return catalog_target(str(value))
+        except BadValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 def warn_of_a_password(text: str | Path, name: str = "--catalog") -> None:
@@ -105,6 +110,12 @@ class AppContext:
             self._catalog = None
 
 
+class BadValue(click.ClickException):
+    """A BadValueError, as click reports it: ``Error: ...`` and exit status 2 (a usage error)."""
+
+    exit_code = 2
+
+
 pass_app = click.make_pass_decorator(AppContext)
 """Pass the run's :class:`AppContext` as a command's first argument (``app: AppContext``)."""
 
@@ -119,6 +130,8 @@ class BridgeGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except BadValueError as exc:
+            raise BadValue(str(exc)) from exc
         except BridgeError as exc:
             raise click.ClickException(str(exc)) from exc
         except Exception as exc:

@@ -9,7 +9,7 @@ import click
 from bridge.adapters.dbt import ingest_dbt
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
-from bridge.cli.output import print_json, say
+from bridge.cli.output import print_json, say, say_warnings
 
 
 @click.group()
@@ -81,4 +81,5 @@ def dbt_import(
     )
     data = summary.to_json()
     say(f"dbt invocation {summary.invocation_id}: {len(summary.results)} task run(s) recorded")
+    say_warnings([f"column lineage: {note}" for note in summary.column_notes])
     print_json(data)

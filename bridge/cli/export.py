@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,14 +13,14 @@ from bridge.catalog.query import HistoryFilter
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.options import Delivery, delivery_options, history_filters, json_flag
-from bridge.cli.output import print_json, say
+from bridge.cli.output import print_json, safe, say
 from bridge.cli.progress import progress
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
 from bridge.delivery.history import iter_lines
 from bridge.delivery.report import FailureReport
 from bridge.delivery.sinks import BackendSink, NdjsonSink, Sink
 from bridge.errors import InputFileError
-from bridge.files import read_json_items
+from bridge.file_stream import stream_json_items
 from bridge.openlineage.validate import validate_event
 from bridge.receiver.policy import judge
 
@@ -101,6 +102,10 @@ def export(
     say(f"exported {sink.count} event(s) to {url or output or 'stdout'}")
 
 
+PROBLEMS_LISTED = 50  # validate's default --max-problems
+PROGRESS_FROM = 64 << 20  # bytes: files this large show progress in a log too, not only on a terminal
+
+
 @click.command(
     "validate",
     epilog=examples(
@@ -117,66 +122,108 @@ def export(
     help="Report what `olbridge serve` would do with each event (refuse, or take with warnings) "
     "instead; exits 1 only when it would refuse one.",
 )
+@click.option(
+    "--max-problems",
+    type=click.IntRange(min=0),
+    default=PROBLEMS_LISTED,
+    show_default=True,
+    help="List the problems of at most this many events (0: all); the others are counted.",
+)
 @json_flag("Print the result as JSON.")
-def validate(files: tuple[Path, ...], no_marquez: bool, receiver: bool, as_json: bool) -> None:
+def validate(files: tuple[Path, ...], no_marquez: bool, receiver: bool, max_problems: int, as_json: bool) -> None:
     """Check OpenLineage events (NDJSON, JSON arrays or single events) against the OpenLineage
     2-0-2 rules and Marquez's contract. Exits 0 only when every event is valid.
+
+    The files are read as a stream, in memory that does not grow with their size; progress
+    goes to stderr (a bar on a terminal; in a log, a line every few seconds for large files).
+    The problems of the first --max-problems bad events are listed, the rest counted.
 
     This is a spec checker, stricter than the receiver, which takes an event with a spec
     problem Marquez would take and keeps a warning beside it: --receiver shows that verdict."""
     if receiver and no_marquez:
         raise click.UsageError("--receiver judges by Marquez's contract: leave out --no-marquez")
-    if receiver:
-        _judge_files(files, as_json)
-        return
-    total = bad = 0
-    report: list[dict[str, Any]] = []
-    for path in files:
-        for where, event in read_json_items(path):
-            total += 1
-            if isinstance(event, InputFileError):
-                problems = [event.message]
-            else:
-                problems = [str(p) for p in validate_event(event, marquez=not no_marquez)]
-            if problems:
-                bad += 1
-                report.append({"where": where, "problems": problems})
-                if not as_json:
-                    for problem in problems:
-                        click.echo(f"{where}: {problem}")
-    if as_json:
-        print_json({"events": total, "valid": total - bad, "invalid": bad, "problems": report})
-    say(f"{total} event(s), {total - bad} valid, {bad} invalid")
-    if bad or total == 0:
-        raise SystemExit(1)
-
-
-def _judge_files(files: tuple[Path, ...], as_json: bool) -> None:
-    """The receiver's verdict on every event of ``files``, as ``olbridge serve`` gives it."""
-    counts = {"events": 0, "taken": 0, "warned": 0, "refused": 0}
-    report: list[dict[str, Any]] = []
-    for path in files:
-        for where, event in read_json_items(path):
-            counts["events"] += 1
-            if isinstance(event, InputFileError):
-                verdict, problems = "refused", [event.message]
-            else:
-                judged = judge(event)
-                if judged.refusals:
-                    verdict, problems = "refused", [str(p) for p in judged.refusals]
-                else:
-                    verdict, problems = ("warned" if judged.warnings else "taken"), [str(p) for p in judged.warnings]
-            counts[verdict] += 1
-            if problems:
-                report.append({"where": where, "verdict": verdict, "problems": problems})
-                if not as_json:
-                    for problem in problems:
-                        click.echo(f"{where}: {'refused' if verdict == 'refused' else 'warning'}: {problem}")
-    if as_json:
-        print_json({**counts, "problems": report})
-    say(
-        f"{counts['events']} event(s): {counts['taken']} taken, {counts['warned']} taken with warnings, "
-        f"{counts['refused']} refused"
+    listing = _Listing(max_problems or None, as_json)
+    counts = (
+        {"events": 0, "taken": 0, "warned": 0, "refused": 0} if receiver else {"events": 0, "valid": 0, "invalid": 0}
     )
-    if counts["refused"] or counts["events"] == 0:
+    for where, event in _events(files):
+        counts["events"] += 1
+        if receiver:
+            verdict, problems = _verdict(event)
+            counts[verdict] += 1
+            listing.add(where, problems, verdict)
+        else:
+            problems = (
+                [event.message]
+                if isinstance(event, InputFileError)
+                else [str(p) for p in validate_event(event, marquez=not no_marquez)]
+            )
+            counts["invalid" if problems else "valid"] += 1
+            listing.add(where, problems)
+    if as_json:
+        print_json({**counts, "problems": listing.report, "eventsNotListed": listing.unlisted})
+    listing.say_unlisted()
+    if receiver:
+        say(
+            f"{counts['events']} event(s): {counts['taken']} taken, {counts['warned']} taken with warnings, "
+            f"{counts['refused']} refused"
+        )
+        failed = counts["refused"] > 0
+    else:
+        say(f"{counts['events']} event(s), {counts['valid']} valid, {counts['invalid']} invalid")
+        failed = counts["invalid"] > 0
+    if failed or counts["events"] == 0:
         raise SystemExit(1)
+
+
+def _verdict(event: Any) -> tuple[str, list[str]]:
+    """What ``olbridge serve`` would do with an event: refused, warned (taken with warnings) or taken."""
+    if isinstance(event, InputFileError):
+        return "refused", [event.message]
+    judged = judge(event)
+    if judged.refusals:
+        return "refused", [str(p) for p in judged.refusals]
+    return ("warned" if judged.warnings else "taken"), [str(p) for p in judged.warnings]
+
+
+def _events(files: tuple[Path, ...]) -> Iterator[tuple[str, Any]]:
+    """Every event of the files, read as a stream, with the bytes read shown as progress on a
+    terminal (and in a log, for files of PROGRESS_FROM bytes or more)."""
+    sizes = [path.stat().st_size if path.is_file() else 0 for path in files]
+    if not (sys.stderr.isatty() or sum(sizes) >= PROGRESS_FROM):
+        for path in files:
+            yield from stream_json_items(path)
+        return
+    with progress("validating", sum(sizes), "bytes") as reading:
+        for path in files:
+            yield from stream_json_items(path, read=reading.advance)
+
+
+class _Listing:
+    """The problems validate lists: those of the first ``limit`` bad events (None: all), each a
+    line on stdout (or kept for the JSON), and a count of the bad events past them."""
+
+    def __init__(self, limit: int | None, as_json: bool) -> None:
+        self.limit = limit
+        self.as_json = as_json
+        self.report: list[dict[str, Any]] = []
+        self.listed = 0
+        self.unlisted = 0
+
+    def add(self, where: str, problems: list[str], verdict: str | None = None) -> None:
+        if not problems:
+            return
+        if self.limit is not None and self.listed >= self.limit:
+            self.unlisted += 1
+            return
+        self.listed += 1
+        if self.as_json:
+            self.report.append({"where": where, **({"verdict": verdict} if verdict else {}), "problems": problems})
+            return
+        said = "" if verdict is None else ("refused: " if verdict == "refused" else "warning: ")
+        for problem in problems:
+            click.echo(safe(f"{where}: {said}{problem}"))
+
+    def say_unlisted(self) -> None:
+        if self.unlisted:
+            say(f"... and {self.unlisted:,} more event(s) with problems, not listed (--max-problems 0 lists all)")

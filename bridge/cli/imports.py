@@ -10,10 +10,10 @@ import orjson
 
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
-from bridge.cli.options import json_flag
-from bridge.cli.output import print_json, say
+from bridge.cli.options import json_flag, window
+from bridge.cli.output import print_json, safe, say
 from bridge.cli.progress import progress
-from bridge.model import parse_window, utcnow
+from bridge.model import utcnow
 from bridge.receiver.imports import EventImportSummary, MarquezEvents, catalog_intake, import_files, import_marquez
 
 
@@ -21,7 +21,7 @@ def _report(summary: EventImportSummary, as_json: bool) -> None:
     if as_json:
         print_json(summary.to_json())
     for where, why in summary.refused[:50]:
-        say(f"refused {where}: {why}")
+        say(safe(f"refused {where}: {why}"))
     if len(summary.refused) > 50:
         say(f"... and {len(summary.refused) - 50} more refused")
     say(
@@ -96,7 +96,7 @@ def import_(
         raise click.UsageError("give FILE... or --from-marquez URL (one of them)")
     if files and (since or until or restart):
         raise click.UsageError("--since, --until and --restart are for --from-marquez")
-    start, end = parse_window(since, until)
+    start, end = window(since, until)
     catalog, resolver = app.catalog(create=True), app.resolver()
     intake = catalog_intake(catalog, resolver, strict=strict)
     source = MarquezEvents(marquez_url, page_size=page_size) if marquez_url else None

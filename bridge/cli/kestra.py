@@ -9,7 +9,7 @@ import click
 from bridge.adapters.kestra import declare_flows, import_lineage
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.options import json_flag
-from bridge.cli.output import print_json, record_summary, run_warnings, say, say_warnings
+from bridge.cli.output import print_json, record_summary, run_warnings, safe, say, say_warnings
 from bridge.model import utcnow
 
 _FILES = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -58,7 +58,7 @@ def kestra_declare(app: AppContext, flows: tuple[Path, ...], as_json: bool) -> N
             f"{len(result.removed)} removed"
         )
         for warning in result.warnings:
-            say(f"warning: {warning}")
+            say(f"warning: {safe(warning)}")
         report.append(
             {
                 "namespace": result.namespace,

@@ -7,19 +7,24 @@ import click
 from bridge.catalog import ColumnLineageGraph
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
-from bridge.cli.output import print_json, say
-from bridge.drawing.asset_graph import graph_json, graph_mermaid, graph_text, mermaid_limits
-from bridge.drawing.column_graph import column_graph_json, column_graph_mermaid, column_graph_text
-from bridge.model import parse_time
+from bridge.cli.options import moment
+from bridge.cli.output import echo_lines, print_json, safe, say
+from bridge.drawing.asset_graph import graph_json, graph_lines, graph_mermaid, mermaid_limits
+from bridge.drawing.column_graph import column_graph_json, column_graph_lines, column_graph_mermaid
 
 
 def show_columns(graph: ColumnLineageGraph, fmt: str) -> None:
+    for asset_id, count in graph.whole_output:
+        say(
+            f"note: {count} input column(s) shape the whole of {safe(asset_id)} (join keys, filters): "
+            "not walked column by column here; olbridge export carries them"
+        )
     if fmt == "json":
         print_json(column_graph_json(graph))
     elif fmt == "mermaid":
         click.echo(column_graph_mermaid(graph))
     else:
-        click.echo(column_graph_text(graph))
+        echo_lines(column_graph_lines(graph))
 
 
 @click.command(
@@ -60,12 +65,12 @@ def lineage(
     """
     if column is not None and as_of is not None:
         raise click.UsageError("--as-of draws an asset's lineage; it does not go with --column")
-    moment = parse_time(as_of, "--as-of", assume_utc=True) if as_of is not None else None
+    when = moment(as_of, "--as-of")
     asset_id = app.catalog().find_asset_id(asset_id)
     if column is not None:
         show_columns(app.catalog().column_lineage(asset_id, column, direction=direction, depth=depth), fmt)
         return
-    graph = app.catalog().lineage(asset_id, direction=direction, depth=depth, as_of=moment)
+    graph = app.catalog().lineage(asset_id, direction=direction, depth=depth, as_of=when)
     if fmt == "json":
         print_json(graph_json(graph))
     elif fmt == "mermaid":
@@ -74,4 +79,4 @@ def lineage(
         for limit in mermaid_limits(diagram):
             say(f"warning: the diagram has {limit}; narrow it with --depth or --direction")
     else:
-        click.echo(graph_text(graph))
+        echo_lines(graph_lines(graph))

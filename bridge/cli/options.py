@@ -7,17 +7,21 @@ import functools
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import attrs
 import click
 from click.core import ParameterSource
 
 from bridge.catalog.query import HistoryFilter
+from bridge.catalog.runs import STATES
+from bridge.cli.output import say
 from bridge.delivery.config import sender_for
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.retry import RateLimiter, RetryPolicy
-from bridge.model import check_namespace, parse_window
+from bridge.errors import BadValueError, ValidationError
+from bridge.model import TaskState, check_namespace, parse_time, parse_window
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -39,13 +43,74 @@ def history_filters(fn: F) -> F:
     def command(
         *args: Any, since: str | None, until: str | None, namespace: str | None, flow: str | None, **kwargs: Any
     ) -> Any:
-        start, end = parse_window(since, until)
+        start, end = window(since, until)
         filters = HistoryFilter(since=start, until=end, namespace=check_namespace(namespace, "--namespace"), flow=flow)
         return fn(*args, filters=filters, **kwargs)
 
     for option in reversed(options):
         command = option(command)
     return cast(F, command)
+
+
+def moment(value: str | None, name: str) -> datetime | None:
+    """An option's time (ISO 8601; a date or a time without offset is UTC), None when not given;
+    a value that is no time is a bad value (exit status 2)."""
+    if value is None:
+        return None
+    try:
+        return parse_time(value, name, assume_utc=True)
+    except ValidationError as exc:
+        raise BadValueError(str(exc)) from None
+
+
+def window(
+    since: str | None, until: str | None, names: tuple[str, str] = ("--since", "--until")
+) -> tuple[datetime | None, datetime | None]:
+    """``--since`` and ``--until`` read as :func:`bridge.model.parse_window` reads them; a time
+    that is no time, or a window whose start is not before its end, is a bad value (exit status 2)."""
+    start, end = moment(since, names[0]), moment(until, names[1])
+    try:
+        return parse_window(since, until, names=names) if start and end else (start, end)
+    except ValidationError as exc:
+        raise BadValueError(str(exc)) from None
+
+
+# the OpenLineage run states, and the task states that end in each (a task run not ended: RUNNING)
+_RUN_STATE_OF = {state.value: state.run_event_type if state.is_terminal else "RUNNING" for state in TaskState}
+# the task state each OpenLineage run state stands for, when a task run is recorded
+_TASK_STATE_OF = {"START": "RUNNING", "RUNNING": "RUNNING", "COMPLETE": "SUCCESS", "FAIL": "FAILED", "ABORT": "KILLED"}
+STATE_HELP = (
+    "case-insensitive, a task state (SUCCESS, WARNING, FAILED, KILLED, RUNNING, ...) or an OpenLineage run "
+    "state (START, RUNNING, COMPLETE, FAIL, ABORT)"
+)
+
+
+if TYPE_CHECKING:  # generic from click 8.2 on; the dependency allows 8.1
+    _StrParam = click.ParamType[str]
+else:
+    _StrParam = click.ParamType
+
+
+class StateParam(_StrParam):
+    """``--state`` of ``record`` and ``runs list``, spelled the same in both: a task state or an
+    OpenLineage run state, in any case. ``record`` gets the task state (an OpenLineage state as the
+    task state that ends in it: COMPLETE is SUCCESS, FAIL is FAILED, ABORT is KILLED, START is
+    RUNNING); ``runs list`` gets the run state (a task state as the run state it ends in)."""
+
+    name = "state"
+
+    def __init__(self, *, run_state: bool) -> None:
+        self.run_state = run_state
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value).strip().upper()
+        if self.run_state:
+            found = text if text in STATES else _RUN_STATE_OF.get(text)
+        else:
+            found = text if text in _RUN_STATE_OF else _TASK_STATE_OF.get(text)
+        if found is None:
+            self.fail(f"{value!r} is not a state: {STATE_HELP}", param, ctx)
+        return found
 
 
 def json_flag(help: str) -> Callable[[F], F]:

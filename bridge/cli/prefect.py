@@ -21,11 +21,11 @@ from bridge.adapters.prefect import (
     import_once,
 )
 from bridge.cli.context import AppContext, pass_app
-from bridge.cli.options import json_flag
-from bridge.cli.output import print_json, say, stop_on_signals
+from bridge.cli.options import json_flag, moment
+from bridge.cli.output import print_json, safe, say, stop_on_signals
 from bridge.cli.progress import Progress, progress
 from bridge.errors import SourceError
-from bridge.model import check_namespace, parse_time, utcnow
+from bridge.model import check_namespace, utcnow
 
 
 class _Pages:
@@ -69,9 +69,9 @@ def _say_summary(summary: PrefectImportSummary, settle: float) -> None:
         extras.append(f"{summary.left} younger than --settle ({settle:g} s) left for the next import")
     say(line + ("; " + ", ".join(extras) if extras else ""))
     for warning in data["warnings"]:
-        say(f"warning: {warning}")
+        say(f"warning: {safe(warning)}")
     for where, reason in summary.refused:
-        say(f"skipped: {where}: {reason}")
+        say(safe(f"skipped: {where}: {reason}"))
 
 
 @click.group()
@@ -151,7 +151,7 @@ def prefect_import(
     if no_wait and follow_:
         raise click.UsageError("--no-wait is for an import without --follow (which reads them at its next poll)")
     check_namespace(namespace, "--namespace")
-    start = parse_time(since, "--since", assume_utc=True) if since else None
+    start = moment(since, "--since")
     client = PrefectClient(api_url, timeout=timeout)
     catalog, resolver = app.catalog(create=True), app.resolver()
 

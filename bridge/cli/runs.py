@@ -6,13 +6,12 @@ import json
 
 import click
 
-from bridge.catalog.runs import EXTERNAL, OWN, STATES, RunFilter, Runs, RunView
+from bridge.catalog.runs import EXTERNAL, OWN, RunFilter, Runs, RunView
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
-from bridge.cli.options import json_flag
-from bridge.cli.output import print_json
+from bridge.cli.options import STATE_HELP, StateParam, json_flag, window
+from bridge.cli.output import echo_lines, print_json, print_rows, say
 from bridge.errors import NotFoundError
-from bridge.model import parse_window
 
 
 @click.group()
@@ -20,14 +19,15 @@ def runs() -> None:
     """List and show runs: olbridge's own (task runs it recorded) and external ones (received)."""
 
 
-def _line(view: RunView) -> str:
+HEADER = ("runId", "origin", "state", "started", "ended", "job", "lineage", "notes")
+
+
+def _row(view: RunView) -> tuple[str, ...]:
     started = (view.started or "-") + (" (inferred)" if view.start_inferred else "")
     flows = f"{', '.join(view.inputs) or '-'} -> {', '.join(view.outputs) or '-'}"
-    conflict = f"\talso named under {len(view.jobs) - 1} other job(s)" if view.jobs else ""
-    return (
-        f"{view.run_id}\t{view.origin}\t{view.state or '-'}\t{started}\t{view.ended or '-'}\t"
-        f"{view.job_namespace}/{view.job_name}\t{flows}{conflict}"
-    )
+    conflict = f"also named under {len(view.jobs) - 1} other job(s)" if view.jobs else ""
+    job = f"{view.job_namespace}/{view.job_name}"
+    return (view.run_id, view.origin, view.state or "-", started, view.ended or "-", job, flows, conflict)
 
 
 @runs.command(
@@ -39,12 +39,19 @@ def _line(view: RunView) -> str:
 )
 @click.option("--job", help="Only runs of this job (its name, as its events give it: <flowId>.<taskId> for ours).")
 @click.option("--namespace", help="Only runs of jobs in this job namespace.")
-@click.option("--state", type=click.Choice(STATES, case_sensitive=False), help="Only runs in this state.")
+@click.option("--state", type=StateParam(run_state=True), help=f"Only runs in this state ({STATE_HELP}).")
 @click.option("--since", help="Only runs started at or after this time (ISO 8601; no offset: UTC).")
 @click.option("--until", help="Only runs started before this time.")
-@click.option("--own", "origin", flag_value=OWN, help="Only olbridge's own runs.")
-@click.option("--external", "origin", flag_value=EXTERNAL, help="Only external runs.")
+@click.option("--own", is_flag=True, help="Only olbridge's own runs.")
+@click.option("--external", is_flag=True, help="Only external runs.")
 @click.option("--limit", type=click.IntRange(min=1), default=1000, show_default=True, help="At most this many runs.")
+@click.option(
+    "--offset",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Skip this many of the newest runs first (the next page: --offset 1000, 2000, ...).",
+)
 @json_flag("Print a JSON array.")
 @pass_app
 def runs_list(
@@ -54,26 +61,35 @@ def runs_list(
     state: str | None,
     since: str | None,
     until: str | None,
-    origin: str | None,
+    own: bool,
+    external: bool,
     limit: int,
+    offset: int,
     as_json: bool,
 ) -> None:
-    """List runs by start time: run id, origin (olbridge or external), state, start (marked
-    inferred when the run's START never came), end, job, inputs and outputs.
+    """List runs, newest first (by start time): run id, origin (olbridge or external), state,
+    start (marked inferred when the run's START never came), end, job, inputs -> outputs, under
+    a header row. When more runs match than are shown, stderr says which of how many, and
+    --offset pages on.
 
     --json gives each run's producer, parent run, facets (the latest of each, for external
     runs), warnings, and the jobs of a run whose events named it under more than one.
     """
-    start, end = parse_window(since, until)
-    filters = RunFilter(
-        job=job, namespace=namespace, state=state.upper() if state else None, since=start, until=end, origin=origin
-    )
-    found = Runs(app.catalog(), app.converter()).list(filters, limit=limit)
+    if own and external:
+        raise click.UsageError("--own and --external each leave out the other's runs: give one, or neither for both")
+    start, end = window(since, until)
+    origin = OWN if own else EXTERNAL if external else None
+    filters = RunFilter(job=job, namespace=namespace, state=state, since=start, until=end, origin=origin)
+    page = Runs(app.catalog(), app.converter()).page(filters, limit=limit, offset=offset)
     if as_json:
-        print_json([view.to_json() for view in found])
-        return
-    for view in found:
-        click.echo(_line(view))
+        print_json([view.to_json() for view in page.runs])
+    else:
+        print_rows(HEADER, (_row(view) for view in page.runs))
+    shown = len(page.runs)
+    if shown < page.total:
+        first, last = (offset + 1, offset + shown) if shown else (offset, offset)
+        more = f"; --offset {offset + shown} shows the next" if offset + shown < page.total else ""
+        say(f"showing runs {first:,}-{last:,} of {page.total:,}, newest first{more}")
 
 
 @runs.command("show")
@@ -108,4 +124,4 @@ def runs_show(app: AppContext, run_id: str, as_json: bool) -> None:
         for key, facet in facets.items():
             lines.append(f"{side} facet {key}: {json.dumps(facet, sort_keys=True, ensure_ascii=False)}")
     lines += [f"warning:  {warning}" for warning in view.warnings]
-    click.echo("\n".join(lines))
+    echo_lines(lines)

@@ -15,7 +15,7 @@ from bridge.catalog.query import HistoryFilter
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.options import Delivery, F, delivery_options, history_filters, json_flag
-from bridge.cli.output import print_json, say, stop_on_signals
+from bridge.cli.output import echo_lines, print_json, print_rows, say, stop_on_signals
 from bridge.cli.progress import progress
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
 from bridge.delivery.backfill import Backfill
@@ -290,13 +290,21 @@ def outbox_list(app: AppContext, dead: bool, limit: int, as_json: bool) -> None:
     if as_json:
         print_json([item.as_json() for item in items])
         return
-    for item in items:
-        status = f" HTTP {item.last_status}" if item.last_status else ""
-        error = f" {item.last_error[:160]}" if item.last_error else ""
-        click.echo(
-            f"{item.seq}\t{item.kind}\t{item.ref}\t{item.state}\tattempts={item.attempts}\t"
-            f"queued {item.queued_at}{status}{error}"
+    rows = (
+        (
+            item.seq,
+            item.kind,
+            item.ref,
+            item.state,
+            item.attempts,
+            item.queued_at,
+            " ".join(
+                part for part in (f"HTTP {item.last_status}" if item.last_status else "", item.last_error or "") if part
+            )[:170],
         )
+        for item in items
+    )
+    print_rows(("id", "kind", "ref", "state", "attempts", "queued", "lastError"), rows)
     say(f"{len(items)} row(s)")
 
 
@@ -346,20 +354,21 @@ def status(app: AppContext, as_json: bool) -> None:
             }
         )
         return
-    click.echo(f"pending: {state.pending}")
-    click.echo(f"oldest pending: {state.oldest_pending or '-'}")
-    click.echo(f"dead letters: {state.dead}")
-    click.echo(f"delivered: {state.delivered}")
-    click.echo(f"last success: {state.last_success or '-'}")
+    lines: list[str] = []
+    lines.append(f"pending: {state.pending}")
+    lines.append(f"oldest pending: {state.oldest_pending or '-'}")
+    lines.append(f"dead letters: {state.dead}")
+    lines.append(f"delivered: {state.delivered}")
+    lines.append(f"last success: {state.last_success or '-'}")
     if errors:
         e = errors[0]
         answer = " ".join(e.detail.split())[:200]
         status_text = f" HTTP {e.status}" if e.status is not None else ""
         kind, _, name = e.source.partition(":")
         by = f"{kind} to {e.target}" + (f" (checkpoint {name})" if name and name != e.target else "")
-        click.echo(f"last error: {e.at} {by}: {e.failure}{status_text} {answer}".rstrip())
+        lines.append(f"last error: {e.at} {by}: {e.failure}{status_text} {answer}".rstrip())
     else:
-        click.echo("last error: -")
+        lines.append("last error: -")
     shared = catalog.engine.concurrent_writers
     for w in workers:
         if shared:
@@ -367,16 +376,17 @@ def status(app: AppContext, as_json: bool) -> None:
         else:
             role = f"delivering since {w.lease_since}" if w.lease_since else "waiting for the outbox"
         beat = max(now - w.heartbeat_at, 0.0)
-        click.echo(
+        lines.append(
             f"worker: pid {w.pid} on {w.host} to {w.target}, {role}, started {w.started_at}, heartbeat {beat:.1f}s ago"
         )
     for b in backfills:
         up_to = b["position"][0] if b["position"] and b["position"][0] else "-"
         refused = f", {b['refused']} refused (send again: --retry-refused)" if b["refused"] else ""
-        click.echo(
+        lines.append(
             f"backfill {b['checkpoint']}: up to {up_to}, {b['runs']} task run(s), {b['events']} event(s) "
             f"delivered{refused}, updated {b['updatedAt']}"
         )
+    echo_lines(lines)
 
 
 def _backfills(catalog: Catalog, errors: dict[str, DeliveryError]) -> list[dict[str, Any]]:

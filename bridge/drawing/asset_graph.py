@@ -29,6 +29,11 @@ def graph_json(graph: LineageGraph) -> dict[str, Any]:
 
 def graph_text(graph: LineageGraph) -> str:
     """An indented tree per direction: ``<- upstream`` and ``-> downstream``."""
+    return "\n".join(graph_lines(graph))
+
+
+def graph_lines(graph: LineageGraph) -> list[str]:
+    """:func:`graph_text`'s lines, each a node (for a caller that shows each line escaped)."""
     types = {a.id: a.type for a in graph.assets}
     as_of = f"  as of {format_time(graph.as_of)}" if graph.as_of is not None else ""
     lines = [f"{graph.root} ({types.get(graph.root, '?')}){as_of}"]
@@ -56,7 +61,7 @@ def graph_text(graph: LineageGraph) -> str:
                     walk(child, level + 1, seen | {child})
 
         walk(graph.root, 1, frozenset({graph.root}))
-    return "\n".join(lines)
+    return lines
 
 
 def graph_mermaid(graph: LineageGraph) -> str:

@@ -53,6 +53,11 @@ def column_graph_json(graph: ColumnLineageGraph) -> dict[str, Any]:
 
 def column_graph_text(graph: ColumnLineageGraph) -> str:
     """An indented tree per direction: ``<- upstream column`` and ``-> downstream column``."""
+    return "\n".join(column_graph_lines(graph))
+
+
+def column_graph_lines(graph: ColumnLineageGraph) -> list[str]:
+    """:func:`column_graph_text`'s lines, each a column (for a caller that shows each line escaped)."""
     lines = [f"{graph.root}.{graph.column}"]
     for direction, arrow in (("upstream", "<-"), ("downstream", "->")):
         if graph.direction not in (direction, "both"):
@@ -80,7 +85,7 @@ def column_graph_text(graph: ColumnLineageGraph) -> str:
                     walk(child, level + 1, seen | {child})
 
         walk((graph.root, graph.column), 1, frozenset({(graph.root, graph.column)}))
-    return "\n".join(lines)
+    return lines
 
 
 def column_graph_mermaid(graph: ColumnLineageGraph) -> str:

@@ -112,6 +112,7 @@ from bridge.model.runs import (
     TaskRunKey,
     TaskState,
     check_task_run,
+    task_run_problems,
 )
 from bridge.model.times import (
     epoch_text,
@@ -191,6 +192,7 @@ __all__ = [
     "pickles_as_tuple",
     "slugify",
     "sorted_transformations",
+    "task_run_problems",
     "transformations_json",
     "utcnow",
 ]

@@ -29,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from bridge.errors import ValidationError
+from bridge.errors import ValidationError, ValidationProblems
 from bridge.model.columns import column_name
 from bridge.model.ids import check_id
 
@@ -292,31 +292,67 @@ def check_declared(
     where: str,
 ) -> None:
     """Refuse a column lineage that names an asset that is not an input of the run, or (when the
-    output's columns are known) an output column that is not among them."""
+    output's columns are known) an output column that is not among them: every such problem at
+    once (:func:`declared_problems`)."""
+    _raise_all(
+        declared_problems(lineage, output_id=output_id, output_columns=output_columns, input_ids=input_ids, where=where)
+    )
+
+
+def declared_problems(
+    lineage: ColumnLineage,
+    *,
+    output_id: str,
+    output_columns: Sequence[str] | None,
+    input_ids: Iterable[str],
+    where: str,
+) -> list[ValidationError]:
+    """What :func:`check_declared` refuses, each problem its own error."""
     inputs = set(input_ids)
-    for place, item in lineage.inputs():
-        if item.asset_id not in inputs:
-            raise ValidationError(
-                f"column lineage of output {output_id!r} names {item.asset_id!r}, which is not an input of this "
-                "task run (declare it among the inputs)",
-                rule="columnLineage.input",
-                value=item.asset_id,
-                where=f"{where}.{place}.id",
-            )
+    problems = [
+        ValidationError(
+            f"column lineage of output {output_id!r} names {item.asset_id!r}, which is not an input of this "
+            "task run (declare it among the inputs)",
+            rule="columnLineage.input",
+            value=item.asset_id,
+            where=f"{where}.{place}.id",
+        )
+        for place, item in lineage.inputs()
+        if item.asset_id not in inputs
+    ]
     if output_columns is not None:
-        missing_columns(lineage, output_id, output_columns, where)
+        problems += missing_column_problems(lineage, output_id, output_columns, where)
+    return problems
 
 
 def missing_columns(lineage: ColumnLineage, output_id: str, output_columns: Sequence[str], where: str) -> None:
-    """Refuse a column lineage whose output columns are not all in ``output_columns``."""
+    """Refuse a column lineage whose output columns are not all in ``output_columns`` (every one
+    missing, at once)."""
+    _raise_all(missing_column_problems(lineage, output_id, output_columns, where))
+
+
+def missing_column_problems(
+    lineage: ColumnLineage, output_id: str, output_columns: Sequence[str], where: str
+) -> list[ValidationError]:
+    """An error for each output column of the lineage that is not in ``output_columns``."""
     known = set(output_columns)
-    for column, _inputs in lineage.fields:
-        if column not in known:
-            listed = ", ".join(output_columns) if output_columns else "none"
-            raise ValidationError(
-                f"column {column!r} is not in the schema of output {output_id!r} (its columns: {listed}); "
-                "declare it in the output's columns",
-                rule="columnLineage.output",
-                value=column,
-                where=f"{where}.fields.{column}",
-            )
+    listed = ", ".join(output_columns) if output_columns else "none"
+    return [
+        ValidationError(
+            f"column {column!r} is not in the schema of output {output_id!r} (its columns: {listed}); "
+            "declare it in the output's columns",
+            rule="columnLineage.output",
+            value=column,
+            where=f"{where}.fields.{column}",
+        )
+        for column, _inputs in lineage.fields
+        if column not in known
+    ]
+
+
+def _raise_all(problems: Sequence[ValidationError]) -> None:
+    """The one problem, or all of them (:class:`ValidationProblems`); nothing when there is none."""
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise ValidationProblems(problems)

@@ -8,9 +8,9 @@ from datetime import datetime
 
 import attrs
 
-from bridge.errors import ValidationError
+from bridge.errors import ValidationError, ValidationProblems
 from bridge.model.assets import AssetDeclaration, Origin, Statistics
-from bridge.model.column_lineage import ColumnEdge, check_declared
+from bridge.model.column_lineage import ColumnEdge, declared_problems
 from bridge.model.ids import check_key_part, check_namespace
 from bridge.model.times import format_time
 
@@ -176,42 +176,68 @@ class TaskRun:
 
 
 def check_task_run(run: TaskRun) -> None:
-    """The rules a task run keeps whatever the catalog holds."""
+    """The rules a task run keeps whatever the catalog holds: every problem at once (one raised
+    as it is, several as a :class:`ValidationProblems`)."""
+    problems = task_run_problems(run)
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise ValidationProblems(problems)
+
+
+def task_run_problems(run: TaskRun, *, column_lineage: bool = True) -> list[ValidationError]:
+    """Each rule of :func:`check_task_run` the run breaks, its own error; without
+    ``column_lineage``, its column lineage is not checked (a caller that could not read all of
+    the run's assets would find inputs missing that are only unreadable)."""
+    problems: list[ValidationError] = []
     if run.outputs and not run.state.is_terminal:
-        raise ValidationError(
-            f"outputs are written when a task run ends; state {run.state.value} has not ended",
-            rule="taskrun.outputs",
-            value=run.state.value,
-            where="outputs",
+        problems.append(
+            ValidationError(
+                f"outputs are written when a task run ends; state {run.state.value} has not ended",
+                rule="taskrun.outputs",
+                value=run.state.value,
+                where="outputs",
+            )
         )
     if run.ended_at is not None and run.ended_at < run.started_at:
-        raise ValidationError(
-            "a task run cannot end before it starts",
-            rule="taskrun.times",
-            value=format_time(run.ended_at),
-            where="endDate",
+        problems.append(
+            ValidationError(
+                "a task run cannot end before it starts",
+                rule="taskrun.times",
+                value=format_time(run.ended_at),
+                where="endDate",
+            )
         )
     if run.state.is_terminal and run.ended_at is None:
-        raise ValidationError(
-            f"state {run.state.value} ends the task run, so it needs an end time", rule="taskrun.times", where="endDate"
+        problems.append(
+            ValidationError(
+                f"state {run.state.value} ends the task run, so it needs an end time",
+                rule="taskrun.times",
+                where="endDate",
+            )
         )
+    if not column_lineage:
+        return problems
     for index, decl in enumerate(run.inputs):
         if decl.column_lineage is not None:
-            raise ValidationError(
-                "column lineage belongs to an output: it says where the output's columns come from",
-                rule="columnLineage.input",
-                where=f"inputs[{index}].columnLineage",
+            problems.append(
+                ValidationError(
+                    "column lineage belongs to an output: it says where the output's columns come from",
+                    rule="columnLineage.input",
+                    where=f"inputs[{index}].columnLineage",
+                )
             )
     input_ids = [d.id for d in run.inputs]
     for index, decl in enumerate(run.outputs):
         if decl.column_lineage is not None:
-            check_declared(
+            problems += declared_problems(
                 decl.column_lineage,
                 output_id=decl.id,
                 output_columns=[c.name for c in decl.columns] if decl.columns else None,
                 input_ids=input_ids,
                 where=f"outputs[{index}].columnLineage",
             )
+    return problems
 
 
 @attrs.frozen

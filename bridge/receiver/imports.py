@@ -5,6 +5,7 @@ receiver."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -182,15 +183,15 @@ class MarquezEvents:
         try:
             response = self.session.get(endpoint, params=params, timeout=self.timeout)
         except requests.RequestException as exc:
-            raise SourceError(f"cannot reach Marquez at {endpoint}: {exc}") from None
+            raise SourceError(f"cannot reach Marquez at {endpoint}: {_unreachable(exc, self.timeout)}") from None
         if response.status_code != 200:
             raise SourceError(
-                f"Marquez answered {response.status_code} to GET {endpoint} (after={after}): {response.text[:300]}"
+                f"Marquez answered {response.status_code} to GET {endpoint} (after={after}): {_answer(response)}"
             )
         try:
             body = response.json()
         except ValueError:
-            raise SourceError(f"Marquez's answer to GET {endpoint} is not JSON: {response.text[:200]}") from None
+            raise SourceError(f"Marquez's answer to GET {endpoint} is not JSON: {_answer(response)}") from None
         if not isinstance(body, dict) or not isinstance(body.get("events"), list):
             raise SourceError(f"Marquez's answer to GET {endpoint} has no 'events' list")
         if self.total is None and isinstance(body.get("totalCount"), int):
@@ -252,3 +253,33 @@ def import_marquez(
         if progress:
             progress(len(events))
     return summary
+
+
+_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")]+)")
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+
+
+def _unreachable(exc: requests.RequestException, timeout: float | None) -> str:
+    """Why a request got no answer, in a few words (the system's reason, not the whole chain of
+    urllib3's exceptions and their reprs)."""
+    if isinstance(exc, requests.Timeout):
+        return f"no answer within {timeout:g} s" if timeout is not None else "no answer in time"
+    found = _ERRNO.search(str(exc))
+    if found is not None:
+        return found.group(1).strip().lower()
+    if isinstance(exc, requests.exceptions.SSLError):
+        return "the TLS handshake failed"
+    return type(exc).__name__
+
+
+def _answer(response: requests.Response) -> str:
+    """A body as an error message shows it: an HTML page by its title (it is no API's answer: a
+    web UI, a proxy's error page), anything else one line of its first 200 characters."""
+    text = response.text
+    kind = response.headers.get("Content-Type", "")
+    if "html" in kind or text.lstrip()[:1] == "<":
+        title = _TITLE.search(text)
+        named = f" ({' '.join(title.group(1).split())[:100]})" if title else ""
+        return f"an HTML page{named}, not Marquez's API: is the URL its API's (port 5000 by default), not its web UI's?"
+    line = " ".join(text.split())
+    return line[:200] + ("..." if len(line) > 200 else "")

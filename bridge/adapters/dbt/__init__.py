@@ -9,6 +9,7 @@ import attrs
 from bridge.adapters.dbt.artifacts import DbtArtifacts, load_artifacts
 from bridge.adapters.dbt.ingest import DbtIngest, dbt_task_runs
 from bridge.catalog import Catalog, RecordResult
+from bridge.errors import RunEndedError
 from bridge.model import Asset, AssetDeclaration, parse_time
 
 
@@ -62,7 +63,17 @@ def ingest_dbt(
     for decl in found.test_updates:
         exists = decl.id in produced or decl.id in sources or catalog.get_asset(decl.id) is not None
         updates.append(attrs.evolve(decl, type=None if exists else "External"))
-    results, updated = catalog.record(found.task_runs, updates, now=generated)
+    invocation = artifacts.run_results["metadata"]["invocation_id"]
+    try:
+        results, updated = catalog.record(found.task_runs, updates, now=generated)
+    except RunEndedError as exc:
+        raise RunEndedError(
+            f"dbt invocation {invocation} was imported before, with other content (without catalog.json, or "
+            f"from other artifacts): {exc}. Nothing was recorded. A run is recorded once and keeps what it was "
+            "first recorded with: give --catalog-json on the first import of an invocation; for column lineage "
+            "now, import the next dbt build with its catalog.json (the SQL alone gives it without)",
+            exc.key,
+        ) from None
     written = {(r.key, a) for r, result in zip(found.task_runs, results, strict=True) for a in result.written}
     edges = sum(
         len(d.column_lineage.edges(d.id))
@@ -71,7 +82,7 @@ def ingest_dbt(
         if d.column_lineage is not None and (run.key, d.id) in written
     )
     return DbtSummary(
-        artifacts.run_results["metadata"]["invocation_id"],
+        invocation,
         tuple(results),
         tuple(updated),
         len(found.skipped),

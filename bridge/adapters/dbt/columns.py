@@ -87,7 +87,10 @@ class ProjectColumns:
         columns = self.columns.get(unique_id, [])
         if not sql_lineage.available():
             if not self._warned:
-                self.notes.append("column lineage needs sqlglot (pip install 'olbridge[dbt]'); none was derived")
+                self.notes.append(
+                    "column lineage needs sqlglot, which is not installed (pip install 'sqlglot>=30.31,<31'); "
+                    "none was derived"
+                )
                 self._warned = True
             return columns, None
         try:

@@ -1,0 +1,81 @@
+"""``runs list`` on a catalog of many runs: the newest first, a line on stderr saying which of how
+many are shown when not all are, and pages by ``--offset``; ``--own`` with ``--external`` and a
+bad time are usage errors (exit status 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.catalog import Catalog
+from tests.conftest import at
+from tests.helpers import invoke, run
+
+RUNS = 10_000
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A catalog of 10,000 task runs of one flow, run i started at hour i (the catalog's own API,
+    in one transaction)."""
+    db = tmp_path_factory.mktemp("many") / "c.db"
+    with Catalog(db) as catalog:
+        catalog.record_task_runs([run("t", execution=f"e{i}", start=at(i * 60)) for i in range(RUNS)])
+    return db
+
+
+def listed(db: Path, *args: str) -> tuple[list[dict[str, Any]], str]:
+    code, out, err = invoke(db, "runs", "list", "--json", *args)
+    assert code == 0, err
+    return json.loads(out), err
+
+
+def executions(found: list[dict[str, Any]]) -> list[int]:
+    return [int(view["taskRun"]["executionId"][1:]) for view in found]
+
+
+def test_the_newest_first_and_a_line_saying_how_many_are_not_shown(many: Path) -> None:
+    found, err = listed(many)
+    assert executions(found) == list(range(RUNS - 1, RUNS - 1001, -1))
+    assert err == "showing runs 1-1,000 of 10,000, newest first; --offset 1000 shows the next\n"
+    found, err = listed(many, "--limit", "2")
+    assert executions(found) == [RUNS - 1, RUNS - 2]
+    assert "showing runs 1-2 of 10,000" in err
+
+
+def test_pages_by_offset_cover_every_run_once(many: Path) -> None:
+    seen: list[int] = []
+    for offset in range(0, RUNS, 3000):
+        found, err = listed(many, "--limit", "3000", "--offset", str(offset))
+        seen += executions(found)
+        last = min(offset + 3000, RUNS)
+        assert err.startswith(f"showing runs {offset + 1:,}-{last:,} of 10,000")
+        assert ("--offset" in err) == (last < RUNS)
+    assert seen == list(range(RUNS - 1, -1, -1))
+    found, err = listed(many, "--offset", str(RUNS))
+    assert found == [] and "of 10,000" in err
+
+
+def test_text_has_a_header_and_all_shown_says_nothing(many: Path) -> None:
+    code, out, err = invoke(many, "runs", "list", "--since", at((RUNS - 3) * 60).isoformat())
+    assert code == 0 and err == ""
+    header, *rows = out.splitlines()
+    assert header.startswith("runId\torigin\tstate\tstarted")
+    assert len(rows) == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--own", "--external"), "--own and --external"),
+        (("--since", "garbage"), "--since"),
+        (("--since", "2025-02-01", "--until", "2025-01-01"), "is not before"),
+        (("--state", "done"), "not a state"),
+    ],
+)
+def test_bad_values_are_usage_errors(many: Path, args: tuple[str, ...], said: str) -> None:
+    code, out, err = invoke(many, "runs", "list", *args)
+    assert code == 2 and out == "" and said in err, err

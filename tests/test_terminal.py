@@ -1,0 +1,72 @@
+"""Text from the catalog is shown escaped on a terminal: a job or dataset named with ANSI escape
+sequences, CR, LF, a tab or a bidi override cannot set the window title, clear the screen, move
+the cursor or forge a row or a column, in any text output (one helper, bridge.cli.output.safe)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bridge.cli.output import safe
+from tests.helpers import invoke
+
+EVIL_JOB = "evil\x1b]0;pwned\x07\x1b[2J\r\nFORGED\tROW\u202eexe.txt\x9b"
+ESCAPED_JOB = "evil\\x1b]0;pwned\\x07\\x1b[2J\\r\\nFORGED\\tROW\\u202eexe.txt\\x9b"
+RUN_ID = "0194a1b2-0000-7000-8000-000000000001"
+
+
+def test_safe_escapes_what_a_terminal_acts_on_and_keeps_the_rest() -> None:
+    assert safe(EVIL_JOB) == ESCAPED_JOB
+    assert safe("Zürich ☃ 日本 a\\b") == "Zürich ☃ 日本 a\\b"
+    assert safe("\x00\x7f\u2028\u2066") == "\\x00\\x7f\\u2028\\u2066"
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> Path:
+    event = {
+        "eventType": "COMPLETE",
+        "eventTime": "2025-03-01T08:00:00Z",
+        "producer": "https://github.com/example/producer/tree/1.0",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+        "run": {"runId": RUN_ID},
+        "job": {"namespace": "airflow", "name": EVIL_JOB},
+        "inputs": [{"namespace": "s3://lake", "name": "raw/orders.csv"}],
+        "outputs": [{"namespace": "s3://lake", "name": "out\x1b[31m\nred.csv"}],
+    }
+    events = tmp_path / "events.ndjson"
+    events.write_text(json.dumps(event) + "\n")
+    db = tmp_path / "c.db"
+    code, _, err = invoke(db, "import", str(events))
+    assert code == 0, err
+    return db
+
+
+def shown(db: Path, *args: str) -> str:
+    code, out, err = invoke(db, *args)
+    assert code == 0, err
+    assert "\x1b" not in out + err and "\r" not in out and "\u202e" not in out and "\x9b" not in out
+    return out
+
+
+def test_runs_list_escapes_a_job_name_and_it_forges_no_row(catalog: Path) -> None:
+    out = shown(catalog, "runs", "list")
+    header, row = out.splitlines()  # one run: one row under the header, no forged one
+    assert header.count("\t") == row.count("\t")
+    assert f"airflow/{ESCAPED_JOB}" in row.split("\t")
+
+
+def test_lineage_escapes_names(catalog: Path) -> None:
+    out = shown(catalog, "lineage", "s3://lake/raw/orders.csv")
+    lines = out.splitlines()
+    assert len(lines) == 2 and f"via airflow/{ESCAPED_JOB}" in lines[1]
+
+
+def test_runs_show_escapes_the_job(catalog: Path) -> None:
+    assert f"job:      airflow/{ESCAPED_JOB}\n" in shown(catalog, "runs", "show", RUN_ID)
+
+
+@pytest.mark.parametrize("args", [("assets", "list"), ("status",), ("outbox", "list")], ids=" ".join)
+def test_other_text_outputs_show_no_control_character(catalog: Path, args: tuple[str, ...]) -> None:
+    shown(catalog, *args)

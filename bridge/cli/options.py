@@ -16,7 +16,6 @@ from click.core import ParameterSource
 
 from bridge.catalog.query import HistoryFilter
 from bridge.catalog.runs import STATES
-from bridge.cli.output import say
 from bridge.delivery.config import sender_for
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.retry import RateLimiter, RetryPolicy

@@ -95,19 +95,22 @@ def test_the_first_event_comes_before_the_file_is_read_past_it(
     assert sum(1 for _ in stream) == 1999 and sum(read) == size
 
 
-def test_validate_lists_the_first_problems_and_counts_the_rest() -> None:
-    """README.md, about a thousand lines that are not events, lists 50 of them (it listed all)."""
-    code, out, _ = invoke(Path("unused.db"), "validate", str(README), "--max-problems", "0", "--json")
+def test_validate_lists_the_first_problems_and_counts_the_rest(tmp_path: Path) -> None:
+    """A file of prose, about a thousand lines that are not events (as the README once was), lists
+    50 of them (it listed all)."""
+    prose = tmp_path / "prose.md"
+    prose.write_text("".join(f"line {n} of prose, not an event\n" for n in range(1000)), encoding="utf-8")
+    code, out, _ = invoke(Path("unused.db"), "validate", str(prose), "--max-problems", "0", "--json")
     everything = json.loads(out)
     bad = everything["invalid"]
     assert code == 1 and bad > 500 and len(everything["problems"]) == bad and everything["eventsNotListed"] == 0
-    code, out, err = invoke(Path("unused.db"), "validate", str(README))
+    code, out, err = invoke(Path("unused.db"), "validate", str(prose))
     listed = [line for problem in everything["problems"][:50] for line in problem["problems"]]
     assert code == 1 and len(out.splitlines()) == len(listed)
-    assert out.splitlines()[0] == f"{README}:1: not valid JSON: Expecting value (column 1)"
+    assert out.splitlines()[0] == f"{prose}:1: not valid JSON: Expecting value (column 1)"
     assert f"... and {bad - 50:,} more event(s) with problems, not listed (--max-problems 0 lists all)" in err
     assert err.endswith("invalid\n") and f"{bad} invalid" in err
-    code, out, _ = invoke(Path("unused.db"), "validate", str(README), "--max-problems", "3", "--json")
+    code, out, _ = invoke(Path("unused.db"), "validate", str(prose), "--max-problems", "3", "--json")
     report = json.loads(out)
     assert (len(report["problems"]), report["eventsNotListed"], report["invalid"]) == (3, bad - 3, bad)
 

@@ -156,6 +156,16 @@ class Catalog:
         reach, losing every race): worth trying again later, not a fault."""
         return self.engine.busy(exc)
 
+    def unavailable_reason(self, exc: BaseException) -> str:
+        """Why the catalog could not take a write, for a message or an HTTP answer: in the
+        engine's words, never the driver's internals."""
+        found = self.engine.reason(exc)
+        if found is not None:
+            return found
+        if isinstance(exc, BridgeError):
+            return str(exc)
+        return "it cannot take writes now"
+
     @property
     def dialect(self) -> str:
         """The engine's name: ``sqlite`` or ``postgresql``."""

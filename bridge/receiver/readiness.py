@@ -17,13 +17,23 @@ class Readiness:
 
     def __init__(self, why: str | None = "the writer is starting") -> None:
         self._text: Any = multiprocessing.get_context("fork").Array("c", SIZE)
-        self.set(why)
+        self._down: Any = multiprocessing.get_context("fork").RawValue("b", 0)
+        self.set(why, writer_down=True)
 
-    def set(self, why: str | None) -> None:
-        """Ready (None), or not ready and why."""
+    def set(self, why: str | None, *, writer_down: bool = False) -> None:
+        """Ready (None), or not ready and why; ``writer_down``: no writer runs to take events (a
+        request is answered 503 at once rather than wait for one)."""
         data = (why or "").encode("utf-8", "replace")[: SIZE - 1]
         with self._text.get_lock():
             self._text.value = data
+            self._down.value = int(writer_down)
+
+    def writer_down(self) -> str | None:
+        """Why no writer runs to take events; None while one does."""
+        with self._text.get_lock():
+            if not self._down.value:
+                return None
+        return self.why()
 
     def why(self) -> str | None:
         """None when ready, else why not."""

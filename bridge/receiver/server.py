@@ -88,7 +88,11 @@ def run_worker(
     """One HTTP worker until SIGTERM: uvicorn (httptools, uvloop) on the shared socket, the
     receiver's answers, the writer process reached at ``address``. On SIGTERM it stops taking
     connections, lets the requests in flight finish, then hands on what it holds."""
-    writer = RemoteWriter(address, gather=GATHER.get(open_engine(catalog_path).name, 0.0))
+    writer = RemoteWriter(
+        address,
+        gather=GATHER.get(open_engine(catalog_path).name, 0.0),
+        down=readiness.writer_down if readiness is not None else None,
+    )
 
     def not_ready() -> str | None:
         if not writer.alive:
@@ -243,7 +247,7 @@ def serve(
                 if slot != WRITER or readiness.why() != said:  # a writer failing again says it once
                     say(f"Error: {exc}")
                 if slot == WRITER:
-                    readiness.set(said)
+                    readiness.set(said, writer_down=True)
             except BaseException:
                 traceback.print_exc()
             finally:
@@ -296,7 +300,7 @@ def serve(
                     wait = min(2.0 ** (failures - 1), RESTART_MOST)
                     why = readiness.why()
                     if why is None or why.startswith(("the writer exited", "the writer is starting")):
-                        readiness.set(f"the writer exited ({code}); another is starting")
+                        readiness.set(f"the writer exited ({code}); another is starting", writer_down=True)
                 if slot != WRITER or failures == 1 or wait >= RESTART_MOST or failures % 6 == 0:
                     again = f" ({failures} times in a row)" if slot == WRITER and failures > 1 else ""
                     say(f"{role} exited ({code}){again}; starting another in {wait:g} s")

@@ -28,7 +28,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import wait
 from types import FrameType
 from typing import Any
@@ -283,8 +283,10 @@ class RemoteWriter:
         max_queued: int = 1024,
         timeout: float = 30.0,
         gather: float = 0.0,
+        down: Callable[[], str | None] | None = None,
     ) -> None:
         self.address = address
+        self.down = down  # why no writer runs now (None: one does), to answer at once rather than wait
         self.max_group = max_group
         self.max_queued = max_queued  # requests waiting; past it a request is answered busy (retry)
         self.timeout = timeout
@@ -310,6 +312,9 @@ class RemoteWriter:
             return []
         if not self.alive:
             raise Unavailable("the receiver is stopping")
+        why = self.down() if self.down is not None else None
+        if why is not None:
+            raise Unavailable(why)
         if len(self._jobs) >= self.max_queued:
             raise Unavailable("the catalog is busy: too many requests waiting to be written")
         part: bytes | list[IncomingEvent] = list(events)

@@ -5,6 +5,7 @@ is stamped by a newer olbridge. What docs/scaling.md's failure section says each
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -20,10 +21,11 @@ import requests
 from psycopg import sql
 
 from bridge.catalog import Catalog
-from tests.backend import Backend, wait_for
+from bridge.catalog.copy import count_rows
+from tests.backend import Backend, Reply, wait_for
 from tests.helpers import ol_run_event, serve_process
 from tests.postgres import PostgresServer, children_of
-from tests.test_faults import OLBRIDGE
+from tests.test_faults import OLBRIDGE, fill
 from tests.test_scale import TOKEN, post, stopped, stream_worker
 
 ENV = {**os.environ, "OLBRIDGE_TOKEN": TOKEN}
@@ -247,3 +249,53 @@ def test_readyz_follows_a_writer_that_cannot_start(engine: str, catalog_target: 
     assert served.returncode == 0, served.stderr
     assert served.stderr.count("newer than this olbridge") == 1, served.stderr
     assert "Traceback" not in served.stderr, served.stderr
+
+
+def test_a_copy_of_a_catalog_under_load_verifies_and_carries_no_claims(
+    postgres: PostgresServer, postgres_url: str
+) -> None:
+    """``catalog copy`` of a PostgreSQL catalog that a receiver and a stream worker are writing
+    (the worker holding claims on the outbox, its backend slow): the copy is checked against the
+    snapshot it was copied from (exit 0, every table the same), and it leaves the worker's
+    registration and claims behind, so that a worker on the copy holds nothing of the source's."""
+    init(postgres_url)
+    with Catalog(postgres_url) as source:
+        fill(source, 300)
+    copy = postgres.url(postgres.create_database())
+    events = run_events(400)
+    statuses: list[int] = []
+    stop = threading.Event()
+
+    def producer(url: str) -> None:
+        for event in events:
+            if stop.is_set():
+                return
+            post(url, [event], attempts=100, seen=statuses)
+
+    with (
+        Backend(lambda event, attempt: Reply(201, delay=0.02)) as backend,
+        serve_process(postgres_url, env=ENV, ready_timeout=60, stop_timeout=60) as served,
+    ):
+        worker = stream_worker(postgres_url, backend.url)
+        sending = threading.Thread(target=producer, args=(served.url,))
+        sending.start()
+        try:
+            assert wait_for(lambda: backend.accepted_count >= 5 and len(statuses) >= 20, timeout=60)
+            with Catalog(postgres_url) as source:
+                assert source.outbox.claims(), "the worker holds no claims"
+            done = subprocess.run(
+                [OLBRIDGE, "catalog", "copy", postgres_url, copy, "--json"], capture_output=True, text=True, timeout=300
+            )
+            assert len(statuses) < len(events), "the load was over before the copy"
+        finally:
+            stop.set()
+            sending.join(timeout=120)
+            code, worker_err = stopped(worker)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["same"] is True and all(t["same"] for t in report["tables"]), report
+    with Catalog(copy) as copied:
+        assert copied.outbox.claims() == {}
+        assert copied._conn.execute("SELECT count(*) FROM stream_workers").fetchone()[0] == 0
+        assert sum(count_rows(copied).values()) == report["rows"]
+    assert code == 0, worker_err

@@ -593,7 +593,7 @@ class Catalog:
             return exc
         if self.engine.refused(exc):
             return CatalogError(f"the catalog cannot store the event: {exc}")
-        return Busy(f"the catalog could not take the event: {exc}")
+        return Busy(f"the catalog could not take the event: {self.unavailable_reason(exc)}")
 
     def count_received(self) -> dict[str, int]:
         """Rows of the receiver's tables: events, datasets, sources (runs and jobs), usages, edges."""

@@ -83,7 +83,7 @@ def test_a_read_only_spell_under_load_pauses_the_worker_and_the_receiver_writes_
     every event answered 2xx is kept once and delivered once, each run in order."""
     init(postgres_url)
     database = database_of(postgres_url)
-    events = run_events(80)
+    events = run_events(250)  # sent over 10 s at least: the spell comes in the middle
     statuses: list[int] = []  # every answer, as it comes
     failed: list[BaseException] = []
     ready_while_read_only: list[int] = []
@@ -92,7 +92,7 @@ def test_a_read_only_spell_under_load_pauses_the_worker_and_the_receiver_writes_
         try:
             for event in events:
                 post(url, [event], attempts=900, seen=statuses)
-                time.sleep(0.01)
+                time.sleep(0.02)
         except BaseException as exc:
             failed.append(exc)
 
@@ -107,6 +107,7 @@ def test_a_read_only_spell_under_load_pauses_the_worker_and_the_receiver_writes_
                 sending.start()
                 try:
                     assert wait_for(lambda: backend.accepted_count >= 10, timeout=60), "nothing was forwarded"
+                    assert len(statuses) < len(events) / 2, "the load was over before the spell"
                     read_only(postgres, database, True)
                     end_sessions(postgres, database)
                     assert wait_for(lambda: statuses.count(503) >= 3 or bool(failed), timeout=30)
@@ -114,11 +115,12 @@ def test_a_read_only_spell_under_load_pauses_the_worker_and_the_receiver_writes_
                     ready_while_read_only.append(503)
                     time.sleep(2)
                     read_only(postgres, database, False)
-                    writable = len(statuses)
+                    writable, writable_at = len(statuses), time.monotonic()
                     # a bounded poll: the receiver's next 201 comes within 10 s of the database
                     # being writable again (it came after 2-3 minutes, at the writer's scheduled reconnect)
                     answered = wait_for(lambda: 201 in statuses[writable:] or bool(failed), 10)
                     assert answered and not failed, (failed, statuses[-5:])
+                    again = time.monotonic() - writable_at
                     assert wait_for(lambda: requests.get(f"{served.url}/readyz", timeout=10).status_code == 200, 10)
                 finally:
                     sending.join(timeout=180)
@@ -137,7 +139,7 @@ def test_a_read_only_spell_under_load_pauses_the_worker_and_the_receiver_writes_
         received = kept.count_received()["received_events"]
     counts = backend.counts(events)
     answers = statuses
-    print(f"\nread-only spell: {answers.count(503)} answers 503; backend {counts}")
+    print(f"\nread-only spell: {answers.count(503)} answers 503, a 201 again {again:.2f} s after; backend {counts}")
     assert code == 0 and "Traceback" not in worker_err, worker_err
     assert worker_err.count("is unavailable since") in (1, 2) and "is back after" in worker_err, worker_err
     assert served.returncode == 0 and "Traceback" not in served.stderr, served.stderr
@@ -170,13 +172,18 @@ def test_a_row_lock_held_by_another_client_ends_in_503_within_the_deadline_and_s
             holder.execute("SELECT * FROM external_sources FOR UPDATE").fetchall()
             holder.execute("SELECT * FROM external_datasets FOR UPDATE").fetchall()
             # the run's end updates the run's row: it waits for the lock at most lock_timeout (1 s)
+            began = time.monotonic()
             answer = requests.post(f"{served.url}/api/v1/lineage", json=complete, headers=headers, timeout=15)
+            answered = time.monotonic() - began
             assert answer.status_code == 503 and answer.headers.get("Retry-After"), answer.text
             assert "lock" in answer.json()["error"]["message"] and "psycopg" not in answer.text, answer.text
             landed = requests.post(f"{served.url}/api/v1/lineage", json=other, headers=headers, timeout=15)
             assert landed.status_code == 201, landed.text
+            began = time.monotonic()
             served.process.send_signal(signal.SIGTERM)
             code = served.process.wait(timeout=10)  # a few seconds: not the lock's 60 s
+            stopping = time.monotonic() - began
+            print(f"\nrow lock held: 503 after {answered:.2f} s, stopped {stopping:.2f} s after SIGTERM")
         assert code == 0
     with Catalog(postgres_url) as kept:
         assert kept.count_received()["received_events"] == 2

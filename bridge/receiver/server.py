@@ -289,18 +289,21 @@ def serve(
             if pid not in children:
                 continue
             slot = children.pop(pid)
+            began = started.pop(pid, 0.0)
             if not stopping:
                 role = "the writer" if slot == WRITER else f"worker {pid}"
                 code = os.waitstatus_to_exitcode(status)
                 wait = 1.0
                 if slot == WRITER:
                     # not ready until a new writer says so; one that keeps failing (a catalog it
-                    # cannot open) is started again 1, 2, 4, ... 30 s later, and said once a minute
-                    failures = failures + 1 if time.monotonic() - started.pop(pid, 0.0) < RESTART_SOON else 1
+                    # cannot open) is started again 1, 2, 4, ... 30 s later, said the first time and
+                    # then every 30 s at most
+                    failures = failures + 1 if time.monotonic() - began < RESTART_SOON else 1
                     wait = min(2.0 ** (failures - 1), RESTART_MOST)
                     why = readiness.why()
-                    if why is None or why.startswith(("the writer exited", "the writer is starting")):
-                        readiness.set(f"the writer exited ({code}); another is starting", writer_down=True)
+                    if why is None or not why.startswith("the writer cannot start"):
+                        why = f"the writer exited ({code}); another is starting"
+                    readiness.set(why, writer_down=True)
                 if slot != WRITER or failures == 1 or wait >= RESTART_MOST or failures % 6 == 0:
                     again = f" ({failures} times in a row)" if slot == WRITER and failures > 1 else ""
                     say(f"{role} exited ({code}){again}; starting another in {wait:g} s")

@@ -269,7 +269,7 @@ def test_a_copy_of_a_catalog_under_load_verifies_and_carries_no_claims(
     with Catalog(postgres_url) as source:
         fill(source, 300)
     copy = postgres.url(postgres.create_database())
-    events = run_events(400)
+    events = run_events(3000)  # more than are sent before the copy is over: the producer is stopped then
     statuses: list[int] = []
     stop = threading.Event()
 
@@ -289,7 +289,7 @@ def test_a_copy_of_a_catalog_under_load_verifies_and_carries_no_claims(
         try:
             assert wait_for(lambda: backend.accepted_count >= 5 and len(statuses) >= 20, timeout=60)
             with Catalog(postgres_url) as source:
-                assert source.outbox.claims(), "the worker holds no claims"
+                assert wait_for(lambda: bool(source.outbox.claims()), timeout=10), "the worker holds no claims"
             done = subprocess.run(
                 [OLBRIDGE, "catalog", "copy", postgres_url, copy, "--json"], capture_output=True, text=True, timeout=300
             )

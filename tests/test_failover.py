@@ -21,6 +21,7 @@ import requests
 from psycopg import sql
 
 from bridge.catalog import Catalog
+from bridge.catalog.availability import Availability
 from bridge.catalog.copy import count_rows
 from tests.backend import Backend, Reply, wait_for
 from tests.helpers import ol_run_event, serve_process
@@ -306,3 +307,20 @@ def test_a_copy_of_a_catalog_under_load_verifies_and_carries_no_claims(
         assert copied._conn.execute("SELECT count(*) FROM stream_workers").fetchone()[0] == 0
         assert sum(count_rows(copied).values()) == report["rows"]
     assert code == 0, worker_err
+
+
+def test_availability_says_each_change_once() -> None:
+    """The catalog going away and coming back is one line each, however many writes fail."""
+    said: list[str] = []
+    clock = iter([10.0, 12.5]).__next__
+    available = Availability(said.append, clock=clock, wall=lambda: 1_800_000_000.0)
+    available.up()
+    for _ in range(100):
+        available.down("it is read-only (a standby?)")
+    assert not available.available and available.reason == "it is read-only (a standby?)"
+    available.up()
+    available.up()
+    assert said == [
+        "the catalog is unavailable since 2027-01-15T08:00:00Z: it is read-only (a standby?); waiting for it",
+        "the catalog is back after 2.5 s",
+    ]

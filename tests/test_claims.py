@@ -24,6 +24,7 @@ from bridge.delivery.claims import OutboxClaims
 from bridge.delivery.heartbeat import process_is_gone, process_space
 from bridge.errors import ExportError
 from tests.backend import wait_for
+from tests.helpers import invoke
 from tests.test_faults import fill
 
 NOW = 1_800_000_000.0
@@ -220,3 +221,26 @@ def test_a_stream_worker_whose_round_fails_after_claiming_delivers_everything(
         stop.set()
         runner.join(timeout=30)
     assert not failures and len(sent) == 20 and one.outbox.status().pending == 0
+
+
+def test_outbox_drop_of_a_row_a_worker_holds_refuses_naming_the_worker(
+    shared: tuple[Catalog, Catalog], postgres_url: str
+) -> None:
+    """``outbox drop`` of a row a stream worker holds (its event may be on its way) refuses,
+    naming the worker, and drops nothing, rather than say "dropped" of an event then sent; once
+    the claim is settled or has lapsed the row can be dropped, and its old holder then settles
+    nothing of it (it confirms its claims before it sends: it sends nothing)."""
+    one, _ = shared
+    held, also_held = one.outbox.claim("host:123:beef", NOW, 2, TTL)
+    (free,) = one.outbox.claim("other:9:cafe", NOW, 1, -1.0)  # a claim that lapsed already
+    pending = one.outbox.status().pending
+    code, _, err = invoke(postgres_url, "outbox", "drop", str(held.seq), str(free.seq))
+    assert code == 1 and "host:123:beef" in err and "nothing was dropped" in err, err
+    assert str(held.seq) in err and "Traceback" not in err
+    assert one.outbox.status().pending == pending
+    code, _, err = invoke(postgres_url, "outbox", "drop", str(free.seq))
+    assert code == 0 and "dropped 1 row(s)" in err, err
+    assert one.outbox.confirm("other:9:cafe", [free.seq], TTL) == set()
+    assert one.outbox.settle([Delivered(held.seq)], success_at="t", claimed_by="host:123:beef") == 1
+    code, _, err = invoke(postgres_url, "outbox", "drop", str(also_held.seq))
+    assert code == 1 and "host:123:beef" in err, err

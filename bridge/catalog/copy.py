@@ -14,12 +14,20 @@ all its columns), and compared by its count of rows and a digest of them: SHA-25
 values as JSON, the values typed by the schema's columns (text, integers, seconds), so that both
 engines give the same digest for the same rows. Rows are read in pages of :data:`PAGE`, after the
 previous page's last key, so that neither side is held in memory.
+
+A live source (receivers and stream workers writing it) can be copied: within :func:`snapshot`
+the rows are counted, copied and digested on one snapshot of it (PostgreSQL's REPEATABLE READ,
+SQLite's read transaction), so the copy is checked against what it copied, not the source's later
+state. What belongs to the source's running processes stays behind (:data:`LEFT_BEHIND`, and the
+outbox's claims, :data:`CLEARED`): the copy starts with no stream worker holding anything.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import attrs
@@ -30,6 +38,10 @@ from bridge.catalog.store import Catalog
 from bridge.errors import CatalogError
 
 PAGE = 5_000  # rows read at a time
+# the source's running processes, not its data: the stream workers' registrations and SQLite's
+# outbox lease are not copied, and the outbox's claims are copied as none
+LEFT_BEHIND = ("stream_workers", "outbox_lease")
+CLEARED = {"outbox": ("claimed_by", "claim_expires")}
 
 Progress = Callable[[int], object]  # rows done since the last call
 
@@ -94,9 +106,21 @@ def tables() -> list[_Table]:
     return found
 
 
-def count_rows(catalog: Catalog) -> dict[str, int]:
-    """Each table's count of rows."""
-    return count_rows_on(catalog._conn, tables())
+def count_rows(catalog: Catalog, *, copied: bool = False) -> dict[str, int]:
+    """Each table's count of rows (``copied``: of the tables a copy takes)."""
+    return count_rows_on(catalog._conn, [t for t in tables() if not (copied and t.name in LEFT_BEHIND)])
+
+
+@contextmanager
+def snapshot(catalog: Catalog) -> Iterator[None]:
+    """A read transaction on one snapshot of the catalog: the reads in the block (a copy, its
+    count and its digests) see the catalog as of its first read, whatever others write."""
+    conn = catalog._conn
+    conn.execute(_snapshot(catalog))
+    try:
+        yield
+    finally:
+        conn.execute("COMMIT")
 
 
 def _pages(catalog: Catalog, table: _Table) -> Iterator[list[tuple[Any, ...]]]:
@@ -123,10 +147,16 @@ def _pages(catalog: Catalog, table: _Table) -> Iterator[list[tuple[Any, ...]]]:
                 raise
             raise CatalogError(f"{found}, reading table {table.name}") from exc
 
+    if table.name in LEFT_BEHIND:
+        return
+    cleared = [table.columns.index(name) for name in CLEARED.get(table.name, ())]
     rows = read(first)
     while rows:
         size = len(table.columns)
-        yield [tuple(row[:size]) for row in rows]
+        page = [tuple(row[:size]) for row in rows]
+        if cleared:
+            page = [tuple(None if i in cleared else value for i, value in enumerate(row)) for row in page]
+        yield page
         if len(rows) < PAGE:
             return
         rows = read(after, *rows[-1][size:])
@@ -165,17 +195,18 @@ def _snapshot(catalog: Catalog) -> str:
     return "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if catalog.dialect == "postgresql" else "BEGIN"
 
 
-def copy_catalog(source: Catalog, destination: Catalog, *, progress: Progress | None = None) -> int:
+def copy_catalog(
+    source: Catalog, destination: Catalog, *, progress: Progress | None = None, in_snapshot: bool = False
+) -> int:
     """Copy every row of ``source`` into the empty ``destination``, in one transaction; returns
-    how many rows. A CatalogError when the destination holds rows (nothing is written then)."""
+    how many rows. A CatalogError when the destination holds rows (nothing is written then).
+    Read on a snapshot of its own, unless ``in_snapshot`` (the caller's :func:`snapshot`)."""
     layout = tables()
     insert = {
         t.name: f"INSERT INTO {t.name} ({', '.join(t.columns)}) VALUES ({', '.join('?' * len(t.columns))})"
         for t in layout
     }
-    conn = source._conn
-    conn.execute(_snapshot(source))
-    try:
+    with contextlib.nullcontext() if in_snapshot else snapshot(source):
 
         def work(cur: Cursor) -> int:
             refuse_rows(destination, count_rows_on(cur, layout))
@@ -190,8 +221,6 @@ def copy_catalog(source: Catalog, destination: Catalog, *, progress: Progress | 
             return copied
 
         return destination.db.write(work, attempts=1)
-    finally:
-        conn.execute("COMMIT")
 
 
 def _write_page(destination: Catalog, cur: Cursor, table: str, insert: str, page: Sequence[Sequence[Any]]) -> None:
@@ -226,18 +255,40 @@ def count_rows_on(cur: Any, layout: Sequence[_Table]) -> dict[str, int]:
     return {t.name: int(cur.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0]) for t in layout}
 
 
-def check_copy(source: Catalog, destination: Catalog, *, progress: Progress | None = None) -> list[TableCheck]:
-    """Every table's count of rows and digest, on both sides (each side read on one snapshot)."""
-    found: dict[str, list[tuple[int, str]]] = {}
-    for catalog in (source, destination):
-        conn = catalog._conn
-        conn.execute(_snapshot(catalog))
-        try:
-            for table in tables():
-                found.setdefault(table.name, []).append(digest_table(catalog, table, progress))
-        finally:
-            conn.execute("COMMIT")
-    return [TableCheck(name, s[0], s[1], d[0], d[1]) for name, (s, d) in found.items()]
+def digests(
+    catalog: Catalog, *, progress: Progress | None = None, in_snapshot: bool = False
+) -> dict[str, tuple[int, str]]:
+    """Every table's count of rows and digest, as a copy takes them, read on one snapshot (the
+    caller's :func:`snapshot` with ``in_snapshot``)."""
+    with contextlib.nullcontext() if in_snapshot else snapshot(catalog):
+        return {table.name: digest_table(catalog, table, progress) for table in tables()}
 
 
-__all__ = ["PAGE", "TableCheck", "check_copy", "copy_catalog", "count_rows", "digest_table", "refuse_rows", "tables"]
+def check_copy(
+    source: Catalog,
+    destination: Catalog,
+    *,
+    progress: Progress | None = None,
+    taken: dict[str, tuple[int, str]] | None = None,
+) -> list[TableCheck]:
+    """Every table's count of rows and digest, on both sides (each side read on one snapshot);
+    ``taken``: the source's, from the snapshot it was copied from (:func:`digests`)."""
+    theirs = taken if taken is not None else digests(source, progress=progress)
+    ours = digests(destination, progress=progress)
+    return [TableCheck(name, *theirs[name], *ours[name]) for name in theirs]
+
+
+__all__ = [
+    "CLEARED",
+    "LEFT_BEHIND",
+    "PAGE",
+    "TableCheck",
+    "check_copy",
+    "copy_catalog",
+    "count_rows",
+    "digest_table",
+    "digests",
+    "refuse_rows",
+    "snapshot",
+    "tables",
+]

@@ -161,6 +161,17 @@ class Engine(abc.ABC):
         """Whether the error says a write transaction lost a race with another: run it again."""
         return isinstance(exc, Conflict)
 
+    def stale(self, exc: BaseException) -> bool:
+        """Whether a connection that failed with this error should be given up for a new one (a
+        PostgreSQL session opened while its database was read-only stays read-only)."""
+        return False
+
+    def reason(self, exc: BaseException) -> str | None:
+        """Why the catalog could not take a write, in a few words and none of the driver's (an
+        HTTP answer, a line on stderr); None when the engine has no words for it."""
+        found = self.storage_error(exc)
+        return str(found) if found is not None else None
+
     @abc.abstractmethod
     def refused(self, exc: BaseException) -> bool:
         """Whether the error says a value or a constraint refused what one input asked (that input
@@ -248,21 +259,30 @@ class Database:
         self._durability: str | None = None  # set again on each new connection
         self._replan_every = REPLAN_FIRST
         self._replan_at = time.monotonic() + self._replan_every
+        self._stale = False  # the last transaction failed in a way that wants a new connection
 
     @property
     def conn(self) -> Connection:
-        if self.engine.broken(self._conn):
+        if self._stale or self.engine.broken(self._conn):
             self._reconnect()
         return self._conn
 
     def _reconnect(self) -> None:
+        """A new connection in place of the old one, opened before the old one closes: where the
+        server's connections are nearly all taken, this process keeps its slot (a new one that
+        cannot be opened leaves the old one in place, and raises)."""
+        new = self.engine.connect()
         try:
-            self._conn.close()
+            if self._durability is not None:
+                self.engine.durability(new, self._durability)
+        except BaseException:
+            new.close()
+            raise
+        old, self._conn, self._stale = self._conn, new, False
+        try:
+            old.close()
         except Exception:  # a broken connection may refuse even that
             pass
-        self._conn = self.engine.connect()
-        if self._durability is not None:
-            self.engine.durability(self._conn, self._durability)
 
     def set_durability(self, level: str) -> None:
         """How sure a commit is once it returns, on this connection and the ones after it."""
@@ -276,7 +296,12 @@ class Database:
         now = time.monotonic()
         if now < self._replan_at:
             return
-        self._reconnect()
+        try:
+            self._reconnect()
+        except Exception as exc:
+            if not self.engine.busy(exc):
+                raise
+            # no new connection now (the server's slots all taken, say): the old one goes on
         self._replan_every = min(2 * self._replan_every, REPLAN_MOST)
         self._replan_at = now + self._replan_every
 
@@ -289,15 +314,21 @@ class Database:
             cur.execute(self.engine.begin())
             try:
                 yield cur
-            except BaseException:
+            except BaseException as exc:
+                if self.engine.stale(exc):
+                    self._stale = True
                 try:
                     cur.execute("ROLLBACK")
                 except Exception:
-                    if not self.engine.broken(self._conn):
+                    if not (self._stale or self.engine.broken(self._conn)):
                         raise
                 raise
             else:
-                cur.execute("COMMIT")
+                try:
+                    cur.execute("COMMIT")
+                except BaseException as exc:
+                    self._stale = self._stale or self.engine.stale(exc)
+                    raise
         finally:
             cur.close()
 

@@ -22,7 +22,7 @@ import attrs
 
 from bridge.catalog import sql
 from bridge.catalog.engine import Connection, Cursor, Database
-from bridge.errors import NotFoundError
+from bridge.errors import CatalogError, NotFoundError
 from bridge.jsonkeys import camel_keys
 
 RUN_START = "run-start"
@@ -269,11 +269,15 @@ class Outbox:
 
     def drop(self, seqs: Sequence[int], *, must_exist: bool = False) -> int:
         """Remove rows (dead letters or pending) for good; returns how many. With ``must_exist``,
-        should a seq given not be in the outbox, a NotFoundError names it and nothing is dropped."""
+        should a seq given not be in the outbox, a NotFoundError names it and nothing is dropped;
+        should a stream worker hold one (a live claim: its event may be on its way), a
+        CatalogError names the worker and nothing is dropped."""
 
         def work(cur: Cursor) -> int:
             if must_exist:
                 _check_seqs(cur, seqs, None, "no outbox row with id", "nothing was dropped")
+                if self._db.engine.concurrent_writers:  # claims are PostgreSQL's (SQLite: one worker's lease)
+                    _check_unclaimed(cur, seqs)
             return sum(int(cur.execute(sql.delete_outbox(len(c)), c).rowcount) for c in _chunks(sorted(set(seqs))))
 
         return self._db.write(work)
@@ -319,6 +323,21 @@ def _check_seqs(cur: Cursor, seqs: Sequence[int], state: str | None, missing: st
 
 def _save_error(cur: Cursor, e: DeliveryError) -> None:
     cur.execute(sql.SAVE_DELIVERY_ERROR, (e.source, e.target, e.failure, e.status, e.detail[:ERROR_TEXT_MAX], e.at))
+
+
+def _check_unclaimed(cur: Cursor, seqs: Sequence[int]) -> None:
+    """Raise a CatalogError naming the rows a stream worker holds, and the worker; the others are
+    locked until the transaction ends, so that no worker claims them meanwhile."""
+    held: list[tuple[int, str]] = []
+    for chunk in _chunks(sorted(set(seqs))):
+        held.extend((int(seq), str(worker)) for seq, worker in cur.execute(sql.held_outbox(len(chunk)), chunk))
+    if held:
+        workers = sorted({worker for _, worker in held})
+        shown = ", ".join(str(seq) for seq, _ in held[:10]) + (f" and {len(held) - 10} more" if len(held) > 10 else "")
+        raise CatalogError(
+            f"outbox row(s) {shown} held by stream worker {', '.join(workers)}, whose events may be on their "
+            "way; nothing was dropped: try again once the worker has settled them (olbridge status lists its claims)"
+        )
 
 
 def _chunks(values: Sequence[int], size: int = 400) -> Iterator[list[int]]:

@@ -19,6 +19,8 @@ what PostgreSQL says otherwise.
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlencode
@@ -80,7 +82,22 @@ _STORAGE_CODES = {
     "55P03": "a lock could not be taken in time; try again",
 }
 _CONFLICT_CODES = {"40001", "40P01", "23505"}  # serialization failure, deadlock, a key taken meanwhile
+# what passes: the connection lost (08), too many connections and the like (53), a shutdown, a
+# statement cancelled by a timeout or an operator (57), and these codes: a database that is
+# read-only (a standby after a failover), a lock not taken within lock_timeout, a serialization
+# failure or a deadlock that a read (outside Database.write's retries) met
 _BUSY_CLASSES = {"08", "53", "57"}
+_BUSY_CODES = {"25006", "55P03", "40001", "40P01"}
+# a connection that answered one of these is given up for a new one: a session opened while the
+# database was read-only stays read-only after the database is writable again
+_STALE_CODES = {"25006"}
+
+# olbridge's own URL parameters, the waits it bounds on its connections (PostgreSQL's settings of
+# the same names), and their defaults: a lock another client holds makes a write fail as busy
+# (retried, or answered 503) after lock_timeout rather than wait on, below the receivers' 30 s
+# deadline; a statement runs at most statement_timeout. `olbridge migrate` waits for what it needs.
+TIMEOUTS = {"lock_timeout": "5s", "statement_timeout": "60s"}
+_DURATION = re.compile(r"(?:0|[1-9][0-9]{0,8})(?:ms|s|min|h)?")
 
 
 def translate(statement: str, *, parameters: bool = True) -> str:
@@ -205,6 +222,25 @@ def split_url(url: str) -> tuple[str, str | None]:
     return (base + ("?" + urlencode(rest) if rest else "")), schema[-1]
 
 
+def timeouts(url: str) -> tuple[str, dict[str, str]]:
+    """The URL without olbridge's own timeout parameters (:data:`TIMEOUTS`), and the settings they
+    give, the defaults for those not given. A value is a PostgreSQL duration: a whole number of
+    milliseconds, or followed by ``ms``, ``s``, ``min`` or ``h`` (``0``: no limit)."""
+    base, question, query = url.partition("?")
+    given = parse_qsl(query, keep_blank_values=True) if question else []
+    settings = dict(TIMEOUTS)
+    for key, value in given:
+        if key in TIMEOUTS:
+            if not _DURATION.fullmatch(value):
+                raise CatalogError(
+                    f"catalog {masked(url)}: {key}={value!r} is not a duration (a whole number and "
+                    "ms, s, min or h, say 5s; 0 for no limit)"
+                )
+            settings[key] = value
+    rest = [(key, value) for key, value in given if key not in TIMEOUTS]
+    return (base + ("?" + urlencode(rest) if rest else "")) if len(rest) != len(given) else url, settings
+
+
 def storage_error(exc: BaseException, where: str) -> CatalogError | None:
     """The CatalogError that a psycopg error about the server, the connection, the login or the
     privileges stands for, naming the catalog (``where``, its password masked); None for any other."""
@@ -234,11 +270,16 @@ class PostgresEngine(Engine):
     upgrades_on_open: ClassVar[bool] = False
 
     def __init__(self, url: str) -> None:
-        self.url, self.schema = split_url(url)
         self._location = masked(url)
         self._password = url_password(url)
-        given = {key for key, _ in parse_qsl(self.url.partition("?")[2])}
+        url, self.timeouts = timeouts(url)
+        self.url, self.schema = split_url(url)
+        given = dict(parse_qsl(self.url.partition("?")[2]))
         self._settings = {key: value for key, value in DEFAULTS.items() if key not in given}
+        # the timeouts go with the connection's startup (libpq's options: no round trip of their
+        # own), after whatever options the URL gives
+        waits = " ".join(f"-c {key}={value}" for key, value in self.timeouts.items())
+        self._options = " ".join(part for part in (given.get("options", ""), waits) if part)
         self._check_url(url)
 
     def _check_url(self, url: str) -> None:
@@ -260,8 +301,11 @@ class PostgresEngine(Engine):
 
     def _raw_connect(self, **kwargs: Any) -> psycopg.Connection[Any]:
         try:
-            settings = {**self._settings, **{k: str(v) for k, v in kwargs.items() if k == "connect_timeout"}}
-            options = {k: v for k, v in kwargs.items() if k != "connect_timeout"}
+            settings = {
+                **self._settings,
+                **{k: str(v) for k, v in kwargs.items() if k in ("connect_timeout", "options")},
+            }
+            options = {k: v for k, v in kwargs.items() if k not in ("connect_timeout", "options")}
             conn = psycopg.connect(make_conninfo(self.url, **settings), autocommit=True, **options)
         except psycopg.Error as exc:
             if self._password and self._password in str(exc):  # the driver does not say it: to be sure
@@ -272,7 +316,7 @@ class PostgresEngine(Engine):
         return conn
 
     def connect(self) -> Connection:
-        conn: Connection = self._raw_connect(cursor_factory=SharedCursor)
+        conn: Connection = self._raw_connect(cursor_factory=SharedCursor, options=self._options)
         return conn
 
     def unreadable(self) -> str | None:
@@ -301,7 +345,27 @@ class PostgresEngine(Engine):
         state = exc.sqlstate or ""
         if not state:  # the client's own: the connection failed or was lost
             return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
-        return state[:2] in _BUSY_CLASSES or state == "55P03"
+        return state[:2] in _BUSY_CLASSES or state in _BUSY_CODES
+
+    def stale(self, exc: BaseException) -> bool:
+        if not isinstance(exc, psycopg.Error):
+            return False
+        # read-only, or the driver's own trouble with the connection's state (a pipeline it
+        # cannot end): a new connection, not this one, for the next transaction
+        return exc.sqlstate in _STALE_CODES or (not exc.sqlstate and isinstance(exc, psycopg.OperationalError))
+
+    def reason(self, exc: BaseException) -> str | None:
+        if not isinstance(exc, psycopg.Error):
+            return None
+        state = exc.sqlstate or ""
+        if state in ("55P03", "57014"):
+            return "a lock or a statement took longer than its limit (lock_timeout, statement_timeout)"
+        if state in ("40001", "40P01"):
+            return "a transaction lost a race with another"
+        found = _STORAGE_CODES.get(state) or _STORAGE_CLASSES.get(state[:2])
+        if found is None and not state and isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+            found = "the connection failed"
+        return found
 
     def conflict(self, exc: BaseException) -> bool:
         return super().conflict(exc) or (isinstance(exc, psycopg.Error) and exc.sqlstate in _CONFLICT_CODES)
@@ -428,9 +492,30 @@ class PostgresEngine(Engine):
         conn.execute(f"SET synchronous_commit TO {'on' if level == 'full' else 'off'}")
 
 
+class _QuietPipelines(logging.Filter):
+    """psycopg logs a warning each time a pipeline on a lost or failed connection cannot be ended;
+    the error itself is what olbridge reports (once, as the catalog being unavailable)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("error ignored terminating")
+
+
+logging.getLogger("psycopg").addFilter(_QuietPipelines())
+
+
 def quoted(identifier: str) -> str:
     """An SQL identifier, quoted (any text: a double quote is doubled)."""
     return '"' + identifier.replace('"', '""') + '"'
 
 
-__all__ = ["FRAGMENTS", "STATEMENTS", "PostgresEngine", "SharedCursor", "split_url", "storage_error", "translate"]
+__all__ = [
+    "FRAGMENTS",
+    "STATEMENTS",
+    "TIMEOUTS",
+    "PostgresEngine",
+    "SharedCursor",
+    "split_url",
+    "storage_error",
+    "timeouts",
+    "translate",
+]

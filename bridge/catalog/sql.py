@@ -702,6 +702,15 @@ def requeue_outbox(count: int) -> str:
     )
 
 
+def held_outbox(count: int) -> str:
+    """The rows of ``count`` seqs that a stream worker's live claim holds (PostgreSQL), locked: a
+    worker claiming at the same moment passes over them."""
+    return (
+        f"SELECT seq, claimed_by FROM outbox WHERE seq IN ({', '.join('?' * count)}) AND claimed_by IS NOT NULL "
+        f"AND claim_expires >= {DB_EPOCH} ORDER BY seq FOR UPDATE"
+    )
+
+
 def delete_outbox(count: int) -> str:
     return f"DELETE FROM outbox WHERE seq IN ({', '.join('?' * count)})"
 

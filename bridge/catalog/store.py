@@ -149,6 +149,16 @@ class Catalog:
         reach, losing every race): worth trying again later, not a fault."""
         return self.engine.busy(exc)
 
+    def unavailable_reason(self, exc: BaseException) -> str:
+        """Why the catalog could not take a write, for a message or an HTTP answer: in the
+        engine's words, never the driver's internals."""
+        found = self.engine.reason(exc)
+        if found is not None:
+            return found
+        if isinstance(exc, BridgeError):
+            return str(exc)
+        return "it cannot take writes now"
+
     @property
     def dialect(self) -> str:
         """The engine's name: ``sqlite`` or ``postgresql``."""
@@ -510,7 +520,7 @@ class Catalog:
             return exc
         if self.engine.refused(exc):
             return CatalogError(f"the catalog cannot store the event: {exc}")
-        return Busy(f"the catalog could not take the event: {exc}")
+        return Busy(f"the catalog could not take the event: {self.unavailable_reason(exc)}")
 
     def count_received(self) -> dict[str, int]:
         """Rows of the receiver's tables: events, datasets, sources (runs and jobs), usages, edges."""

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from bridge.catalog import Catalog
-from bridge.catalog.copy import TableCheck, check_copy, copy_catalog, count_rows, refuse_rows
+from bridge.catalog.copy import TableCheck, check_copy, copy_catalog, count_rows, digests, refuse_rows, snapshot
 from bridge.catalog.engine import catalog_target, masked
 from bridge.cli.context import warn_of_a_password
 from bridge.cli.options import json_flag
@@ -42,21 +42,24 @@ def catalog_copy(source: str, destination: str, as_json: bool) -> None:
     DST must be empty: a new file, an empty database (or ?schema=NAME of one), or a catalog made
     by init that holds nothing; it is made at the current schema, and both must be at this
     olbridge's schema version (olbridge migrate first). Every table is copied from one snapshot
-    of SRC in one transaction: DST gets all of it or nothing. Stop the processes writing SRC
-    first, or what they write after the snapshot stays behind. Then every table is read again on
-    both sides and compared by its rows and a digest of them, printed table by table; any
-    difference is an error."""
+    of SRC in one transaction: DST gets all of it or nothing. SRC may be live: the copy is SRC as
+    of that snapshot (what is written later stays behind), and the stream workers' registrations
+    and claims stay behind too (DST's outbox is held by nobody). Then every table of DST is read
+    and compared with SRC's in the same snapshot by its rows and a digest of them, printed table
+    by table; any difference is an error."""
     src, dst = _target(source, "SRC"), _target(destination, "DST")
     if _same(src, dst):
         raise CatalogError(f"SRC and DST are the same catalog ({masked(src)}): copy into another one")
     with Catalog(src, create=False, migrate=False) as origin, Catalog(dst, migrate=False) as target:
         refuse_rows(target, count_rows(target))
-        rows = sum(count_rows(origin).values())
-        say(f"copying {origin.path} ({origin.dialect}) into {target.path} ({target.dialect}): {rows:,} rows")
-        with progress("copying", rows, "rows") as copying:
-            copy_catalog(origin, target, progress=copying.advance)
-        with progress("checking", 2 * rows, "rows") as checking:
-            checks = check_copy(origin, target, progress=checking.advance)
+        with snapshot(origin):  # counted, copied and digested as of one moment of SRC
+            rows = sum(count_rows(origin, copied=True).values())
+            say(f"copying {origin.path} ({origin.dialect}) into {target.path} ({target.dialect}): {rows:,} rows")
+            with progress("copying", rows, "rows") as copying:
+                copy_catalog(origin, target, progress=copying.advance, in_snapshot=True)
+            with progress("checking", 2 * rows, "rows") as checking:
+                taken = digests(origin, progress=checking.advance, in_snapshot=True)
+                checks = check_copy(origin, target, progress=checking.advance, taken=taken)
         source_name, destination_name = origin.path, target.path
     _report(checks, source_name, destination_name, as_json)
     differ = [c.table for c in checks if not c.same]

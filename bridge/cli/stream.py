@@ -326,7 +326,8 @@ def outbox_retry(app: AppContext, ids: tuple[int, ...], every: bool) -> None:
 @pass_app
 def outbox_drop(app: AppContext, ids: tuple[int, ...]) -> None:
     """Remove rows from the outbox for good (their events are not sent). Dropping a run's
-    refused START lets its end go. An id not in the outbox is an error, and nothing is dropped."""
+    refused START lets its end go. An id not in the outbox, or a row a stream worker holds (its
+    event may be on its way; PostgreSQL), is an error naming it, and nothing is dropped."""
     count = app.catalog().outbox.drop(list(ids), must_exist=True)
     say(f"dropped {count} row(s)")
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from bridge.catalog import Catalog
+from bridge.catalog.availability import Availability
 from bridge.catalog.outbox import Dead, Delivered, DeliveryError, OutboxItem, Result, RetryLater
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.outbox_events import render
@@ -126,6 +127,8 @@ class StreamWorker:
         self.gave_up: GaveUp | None = None
         self._failing_since: float | None = None  # the first failure since the last delivery
         self._last_failure: Outcome | None = None
+        # the catalog going away and coming back, said once each (through notify)
+        self.availability = Availability(notify or (lambda message: None))
 
     def run(self, *, once: bool = False) -> StreamStats:
         """Deliver until stopped; with ``once``, until nothing is left that can be sent (rows
@@ -154,8 +157,10 @@ class StreamWorker:
             except Exception as exc:  # before anything was sent: settling waits in _settle
                 if not self.catalog.unavailable(exc):
                     raise
+                self._away(exc)
                 self.sleep(self.poll)  # the catalog is busy or out of reach: try again
                 continue
+            self.availability.up()
             if took:
                 if self._out_of_budget(None):
                     return
@@ -254,9 +259,14 @@ class StreamWorker:
             except Exception as exc:
                 if not self.catalog.unavailable(exc):
                     raise
+                self._away(exc)
                 if self.stop.is_set():
                     return False
                 self.sleep(self.poll)
+
+    def _away(self, exc: BaseException) -> None:
+        """The catalog could not take a round: said once, until it takes one again."""
+        self.availability.down(self.catalog.unavailable_reason(exc))
 
     def _render(self, items: list[OutboxItem]) -> tuple[dict[int, str | None], dict[int, str]]:
         """The events of the rows, and the rows that cannot be rendered with why (a naming rule

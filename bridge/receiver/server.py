@@ -30,7 +30,8 @@ from types import FrameType
 import attrs
 import uvicorn
 
-from bridge.catalog.store import open_engine, unreadable
+from bridge.catalog.availability import Availability
+from bridge.catalog.store import open_engine
 from bridge.config import NamedToken
 from bridge.errors import BridgeError, ReceiverError
 from bridge.mapping.resolver import Resolver
@@ -40,6 +41,7 @@ from bridge.receiver.asgi import AsgiReceiver
 from bridge.receiver.http_protocol import guarded
 from bridge.receiver.intake import Intake, Limits
 from bridge.receiver.metrics import Metrics
+from bridge.receiver.readiness import Readiness
 from bridge.receiver.writer import CatalogWriter
 from bridge.receiver.writer_process import RemoteWriter, listen, run_writer
 
@@ -74,20 +76,30 @@ GATHER = {"postgresql": 0.002}
 
 
 _STOPS = {signal.SIGTERM, signal.SIGINT}  # what tells serve to stop
+RESTART_SOON, RESTART_MOST = 10.0, 30.0  # s: a writer that exits this soon failed; the longest wait to restart it
 
 
 def run_worker(
-    listener: socket.socket, catalog_path: str | Path, address: str, options: ServeOptions, metrics: Metrics
+    listener: socket.socket,
+    catalog_path: str | Path,
+    address: str,
+    options: ServeOptions,
+    metrics: Metrics,
+    readiness: Readiness | None = None,
 ) -> None:
     """One HTTP worker until SIGTERM: uvicorn (httptools, uvloop) on the shared socket, the
     receiver's answers, the writer process reached at ``address``. On SIGTERM it stops taking
     connections, lets the requests in flight finish, then hands on what it holds."""
-    writer = RemoteWriter(address, gather=GATHER.get(open_engine(catalog_path).name, 0.0))
+    writer = RemoteWriter(
+        address,
+        gather=GATHER.get(open_engine(catalog_path).name, 0.0),
+        down=readiness.writer_down if readiness is not None else None,
+    )
 
     def not_ready() -> str | None:
         if not writer.alive:
             return "the writer is not running"
-        return unreadable(catalog_path)
+        return readiness.why() if readiness is not None else None
 
     intake = Intake(None, strict=options.strict, limits=options.limits, metrics=metrics)
     access_log = AccessLog(options.access_log) if options.access_log else None
@@ -179,7 +191,10 @@ def serve(
     writer_socket = listen(address)
     # shared memory, made before the processes fork
     metrics = Metrics([t.name for t in options.tokens], workers=options.workers)
+    readiness = Readiness()  # what the writer sees, shared likewise
+    failures = 0  # the writer's exits in a row, each soon after it started: it is started again later each time
     children: dict[int, int] = {}  # pid -> worker slot, or WRITER
+    started: dict[int, float] = {}  # pid -> when it was started
     stopping = False
 
     def start(slot: int) -> bool:
@@ -190,7 +205,9 @@ def serve(
         try:
             if stopping:
                 return False
-            children[fork(slot)] = slot
+            pid = fork(slot)
+            children[pid] = slot
+            started[pid] = time.monotonic()
             return True
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
@@ -220,17 +237,29 @@ def serve(
                 gc.set_threshold(GC_YOUNG, 20, 50)
                 if slot == WRITER:
                     listener.close()
+                    available = Availability(say)
                     run_writer(
                         writer_socket,
-                        CatalogWriter(catalog_path, resolver, durability=options.durability, on_commit=metrics.commit),
+                        CatalogWriter(
+                            catalog_path,
+                            resolver,
+                            durability=options.durability,
+                            on_commit=metrics.commit,
+                            availability=available,
+                        ),
+                        readiness,
                     )
                 else:
                     writer_socket.close()
                     metrics.worker = slot  # its requests counted as its own
-                    run_worker(listener, catalog_path, address, options, metrics)
+                    run_worker(listener, catalog_path, address, options, metrics, readiness)
                 code = 0
             except BridgeError as exc:  # the catalog cannot be opened, say: no traceback for that
-                say(f"Error: {exc}")
+                said = f"the writer cannot start: {exc}"
+                if slot != WRITER or readiness.why() != said:  # a writer failing again says it once
+                    say(f"Error: {exc}")
+                if slot == WRITER:
+                    readiness.set(said, writer_down=True)
             except BaseException:
                 traceback.print_exc()
             finally:
@@ -272,10 +301,27 @@ def serve(
             if pid not in children:
                 continue
             slot = children.pop(pid)
+            began = started.pop(pid, 0.0)
             if not stopping:
                 role = "the writer" if slot == WRITER else f"worker {pid}"
-                say(f"{role} exited ({os.waitstatus_to_exitcode(status)}); starting another")
-                time.sleep(1)
+                code = os.waitstatus_to_exitcode(status)
+                wait = 1.0
+                if slot == WRITER:
+                    # not ready until a new writer says so; one that keeps failing (a catalog it
+                    # cannot open) is started again 1, 2, 4, ... 30 s later, said the first time and
+                    # then every 30 s at most
+                    failures = failures + 1 if time.monotonic() - began < RESTART_SOON else 1
+                    wait = min(2.0 ** (failures - 1), RESTART_MOST)
+                    why = readiness.why()
+                    if why is None or not why.startswith("the writer cannot start"):
+                        why = f"the writer exited ({code}); another is starting"
+                    readiness.set(why, writer_down=True)
+                if slot != WRITER or failures == 1 or wait >= RESTART_MOST or failures % 6 == 0:
+                    again = f" ({failures} times in a row)" if slot == WRITER and failures > 1 else ""
+                    say(f"{role} exited ({code}){again}; starting another in {wait:g} s")
+                until = time.monotonic() + wait
+                while not stopping and time.monotonic() < until:  # a stop meanwhile is not held up
+                    time.sleep(0.1)
             if not start(slot):  # told to stop, maybe while it waited: the port is closed, nothing starts
                 writer_turn()
     finally:

@@ -29,6 +29,7 @@ from pathlib import Path
 import attrs
 
 from bridge.catalog import Catalog, IngestResult
+from bridge.catalog.availability import Availability
 from bridge.catalog.engine import Busy
 from bridge.errors import Unavailable
 from bridge.mapping.resolver import Resolver
@@ -71,9 +72,12 @@ class CatalogWriter:
         *,
         durability: str = "full",
         on_commit: Callable[[], None] = lambda: None,
+        availability: Availability | None = None,
     ) -> None:
         if durability not in ("full", "normal"):
             raise ValueError(f"durability is 'full' or 'normal', not {durability!r}")
+        # whether the catalog takes this writer's writes, from its last write or probe
+        self.availability = availability or Availability(lambda message: None)
         self.catalog = Catalog(catalog_path)
         self.catalog.set_durability(durability)
         self.resolver = resolver
@@ -95,9 +99,22 @@ class CatalogWriter:
         try:
             results = self.catalog.ingest(events, self.resolver)
         except Exception as exc:
-            return [Unavailable(f"the catalog could not commit: {exc}")] * len(events)
+            reason = self.catalog.unavailable_reason(exc)
+            self.availability.down(reason)
+            return [Unavailable(f"the catalog could not commit: {reason}")] * len(events)
+        self.availability.up()
         self.on_commit()
         return results
+
+    def probe(self) -> None:
+        """While no events come: whether the catalog would take a write now (a write transaction
+        that writes what is there, rolled back), into :attr:`availability`."""
+        try:
+            self.catalog.check_writable()
+        except Exception as exc:  # the driver's error, rather than the message naming the catalog
+            self.availability.down(self.catalog.unavailable_reason(exc.__cause__ or exc))
+        else:
+            self.availability.up()
 
     def _checkpoint(self, path: str, every: float = 1.0) -> None:
         with contextlib.closing(sqlite3.connect(path, timeout=1, isolation_level=None)) as conn:

@@ -28,7 +28,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import wait
 from types import FrameType
 from typing import Any
@@ -38,6 +38,7 @@ import attrs
 from bridge.catalog import IngestResult
 from bridge.errors import BridgeError, Unavailable
 from bridge.model.received import IncomingEvent
+from bridge.receiver.readiness import Readiness
 from bridge.receiver.writer import CatalogWriter, Results, failed_group, shares, unavailable
 
 _log = logging.getLogger(__name__)
@@ -102,7 +103,10 @@ GATHER = 0.0005  # s the writer waits, after answering workers, for their next e
 BUFFER = 4 * 1024 * 1024
 
 
-def run_writer(listener: socket.socket, writer: CatalogWriter) -> None:
+PROBE_EVERY = (5.0, 1.0)  # s between probes of an idle writer while the catalog takes writes, and while not
+
+
+def run_writer(listener: socket.socket, writer: CatalogWriter, readiness: Readiness | None = None) -> None:
     """Serve the workers until SIGTERM, in rounds: write what the workers sent in one group,
     answer each, and take the next round once every worker just answered has sent again (it sends
     at once what it gathered meanwhile) or :data:`GATHER` has passed.
@@ -110,14 +114,27 @@ def run_writer(listener: socket.socket, writer: CatalogWriter) -> None:
     The wait is what lets one group hold every worker's events: a worker sends as soon as its last
     group comes back, so without it the next round took the other workers' messages (sent while
     this group was being written) and left out this one's, one group in turn each, of half the
-    size with two workers. One worker sends at once or has nothing: it waits for nothing."""
+    size with two workers. One worker sends at once or has nothing: it waits for nothing.
+
+    ``readiness`` follows what the writer sees: each group's commit or failure and, while no
+    events come, a probe every few seconds (:data:`PROBE_EVERY`)."""
     stopping = threading.Event()
+    seen = time.monotonic()  # the last write or probe
+
+    def tell() -> None:
+        nonlocal seen
+        seen = time.monotonic()
+        if readiness is not None:
+            available = writer.availability
+            readiness.set(None if available.available else f"the catalog cannot take events: {available.reason}")
 
     def stop(signum: int, frame: FrameType | None) -> None:
         stopping.set()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when the writer stops
+    writer.probe()
+    tell()
     workers: list[socket.socket] = []
     round_: list[tuple[socket.socket, Sequence[IncomingEvent]]] = []
     answered: set[socket.socket] = set()  # answered by the last round, and not sent again since
@@ -133,6 +150,7 @@ def run_writer(listener: socket.socket, writer: CatalogWriter) -> None:
             now = time.monotonic()
             if round_ and (not answered or now >= until):
                 results = [_portable(r) for r in writer.write([e for _, events in round_ for e in events])]
+                tell()
                 for (worker, _), share in zip(round_, shares(results, (len(e) for _, e in round_)), strict=True):
                     try:
                         worker.sendall(_frame(share))
@@ -149,6 +167,10 @@ def run_writer(listener: socket.socket, writer: CatalogWriter) -> None:
             ready: list[Any] = wait([listener, *workers], timeout=timeout)
             if stopping.is_set() and not ready and not round_:
                 return
+            idle = time.monotonic() - seen
+            if not ready and not round_ and idle >= PROBE_EVERY[not writer.availability.available]:
+                writer.probe()
+                tell()
             for item in ready:
                 if item is listener:
                     with contextlib.suppress(OSError):
@@ -261,8 +283,10 @@ class RemoteWriter:
         max_queued: int = 1024,
         timeout: float = 30.0,
         gather: float = 0.0,
+        down: Callable[[], str | None] | None = None,
     ) -> None:
         self.address = address
+        self.down = down  # why no writer runs now (None: one does), to answer at once rather than wait
         self.max_group = max_group
         self.max_queued = max_queued  # requests waiting; past it a request is answered busy (retry)
         self.timeout = timeout
@@ -288,6 +312,9 @@ class RemoteWriter:
             return []
         if not self.alive:
             raise Unavailable("the receiver is stopping")
+        why = self.down() if self.down is not None else None
+        if why is not None:
+            raise Unavailable(why)
         if len(self._jobs) >= self.max_queued:
             raise Unavailable("the catalog is busy: too many requests waiting to be written")
         part: bytes | list[IncomingEvent] = list(events)

@@ -189,26 +189,25 @@ def prefix_children(
     ``db.``, ``schema.``), found by skipping through the primary key: one probe a child."""
     conn = catalog._conn
     out: list[PrefixNode] = []
-    low, probes = prefix, 0
-    statement = "SELECT id, namespace FROM assets WHERE id >= ? AND id < ? AND deleted_at IS NULL ORDER BY id LIMIT 1"
+    low, after, probes = prefix, False, 0  # after: ids above ``low`` (else from it on)
+    statement = "SELECT id, namespace FROM assets WHERE id {} ? AND id < ? AND deleted_at IS NULL ORDER BY id LIMIT 1"
     while len(out) < limit and probes < limit * 10:
         probes += 1
-        row = conn.execute(statement, [low, prefix + TOP]).fetchone()
+        row = conn.execute(statement.format(">" if after else ">="), [low, prefix + TOP]).fetchone()
         if row is None:
             break
         asset_id, namespace = row
+        low, after = asset_id, True
         if not allows(scope, namespace):
-            low = asset_id + "\x00"
             continue
         rest = asset_id[len(prefix) :]
         match = SEGMENT.match(rest)
         if match is None or (match.end() == len(rest) and not rest.endswith(("/", ".", ":"))):
             out.append(PrefixNode(asset_id, True))
-            low = asset_id + "\x00"
         else:
             child = prefix + rest[: match.end()]
             out.append(PrefixNode(child, False))
-            low = child + TOP
+            low, after = child + TOP, False
     return out
 
 

@@ -32,7 +32,7 @@ from bridge.web import pages
 
 COOKIE = "olbridge_ui"
 MAX_FORM = 4096
-STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
+STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml"}
 # nothing but this server: no script, style, font or image from elsewhere, no frames
 POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "

@@ -179,7 +179,7 @@ def dependencies(catalog: Catalog, runs: Runs, root: str, query: Query, scope: b
         "options": options,
         "layout": drawn,
         "truncated": graph.truncated,
-        "nodes": len(graph.nodes),
+        "nodeCount": len(graph.nodes),
         **drawn.to_json(),
         "clusters": [{"anchor": c.anchor, "direction": c.direction, "hidden": c.hidden} for c in graph.clusters],
     }

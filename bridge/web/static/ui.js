@@ -9,8 +9,10 @@
     var timer = null;
     var pending = null;
     function refresh() {
-      var params = new URLSearchParams(new FormData(form));
-      params.delete("after");
+      var params = new URLSearchParams();
+      new FormData(form).forEach(function (value, key) {
+        if (value !== "" && key !== "after") params.append(key, value);
+      });
       var url = form.getAttribute("action") + "?" + params.toString();
       if (pending) pending.abort();
       pending = new AbortController();

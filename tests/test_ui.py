@@ -14,7 +14,8 @@ from urllib.parse import quote
 import pytest
 
 from bridge.catalog import Catalog
-from bridge.catalog.browse import AssetFilter, list_assets, prefix_children
+from bridge.catalog.browse import AssetFilter, list_assets, prefix_children, recent_runs
+from bridge.catalog.runs import RunFilter, Runs
 from bridge.config import parse_tokens
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
@@ -24,6 +25,7 @@ from tests.helpers import invoke
 from tests.ui_catalog import EXTERNAL_RUN, HOSTILE, HUB_FANOUT, build
 
 pytestmark = pytest.mark.both_engines
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 TOKENS = {
     "team-a": {"token": "secret-a", "namespaces": ["team-a*"]},
@@ -166,6 +168,31 @@ def test_runs_and_a_run_as_twins(ui_catalog: str, resolver: Resolver) -> None:
     }
 
 
+def test_run_pages_go_from_the_newest_and_cover_the_list_once(ui_catalog: str, resolver: Resolver) -> None:
+    with Catalog(ui_catalog) as catalog:
+        runs = Runs(catalog, Converter(resolver))
+        everything = runs.list(RunFilter())
+        seen: list[str] = []
+        before = None
+        while True:
+            page = recent_runs(runs, RunFilter(), before=before, limit=2)
+            seen += [v.run_id for v in page.runs]
+            if page.next is None:
+                break
+            before = page.next
+        assert sorted(seen) == sorted(v.run_id for v in everything) and len(seen) == len(set(seen)) == 5
+        starts = [v.started for v in everything]
+        assert [next(v.started for v in everything if v.run_id == i) for i in seen] == sorted(starts, reverse=True)
+        assert [
+            v.job_name for v in recent_runs(runs, RunFilter(origin="olbridge", state="COMPLETE"), limit=9).runs
+        ] == [
+            "flow.fanout",
+            "flow.report",
+            "flow.pay",
+            "flow.load",
+        ]
+
+
 def test_every_catalog_string_is_escaped(ui_catalog: str, resolver: Resolver) -> None:
     app = make_app(ui_catalog, resolver)
     pages = [
@@ -237,3 +264,15 @@ def test_the_ui_is_read_only_and_says_bad_values(ui_catalog: str, resolver: Reso
 def test_ui_needs_a_catalog(tmp_path: Path) -> None:
     code, _, err = invoke(tmp_path / "missing.db", "ui", "--port", "0")
     assert code == 1 and "no catalog" in err
+
+
+def test_the_benchmark_runs_at_the_tiniest_size(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("olbridge_benchmark_ui_tiny", BENCHMARKS / "ui.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(["--assets", "60", "--runs", "100", "--hub", "20", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert "hub dependencies" in out and "runs filtered" in out

@@ -20,9 +20,9 @@ import attrs
 
 from bridge.catalog import rows, sql
 from bridge.catalog.engine import Connection
-from bridge.catalog.runs import EXTERNAL, RunFilter, Runs, RunView
+from bridge.catalog.runs import EXTERNAL, OWN, RunFilter, Runs, RunView
 from bridge.catalog.store import Catalog
-from bridge.model import Asset, parse_time
+from bridge.model import Asset, format_time, parse_time
 
 # above every character: a prefix's ids lie in [prefix, prefix + TOP) (byte order on both engines)
 TOP = "\U0010ffff"
@@ -401,6 +401,96 @@ def asset_runs(runs: Runs, asset_id: str, *, limit: int = 50, scope: Scope | Non
 
 
 @attrs.frozen
+class RunPage:
+    runs: tuple[RunView, ...]
+    next: str | None  # where the next page starts (``before`` of :func:`recent_runs`); None: no more
+
+
+def _run_order(view: RunView) -> tuple[str, str, str]:
+    own = view.task_run is not None
+    return (view.started or "", view.origin, view.run_id if not own else "")
+
+
+def recent_runs(
+    runs: Runs, filters: RunFilter, *, before: str | None = None, limit: int = 50, scope: Scope | None = None
+) -> RunPage:
+    """A page of runs, newest first (by start), olbridge's and external ones. ``before`` (a
+    page's ``next``) is ``<time>|<count>``: the runs started at or before the time, less the
+    first ``count`` of those started at that time (shown on the pages before). Own runs are read
+    by the ``task_runs_started`` index from the newest, a page at a time: the list of a catalog of
+    millions of runs costs what its page does."""
+    until, skip = None, 0
+    if before:
+        text, _, count = before.rpartition("|")
+        until, skip = text, int(count or 0)
+    wanted = limit + skip + 1
+    found: list[RunView] = []
+    if filters.origin in (None, OWN):
+        found += _own_newest(runs, filters, until, wanted, scope)
+    if filters.origin in (None, EXTERNAL):
+        external = [v for v in runs.external(filters, facets=False) if allows(scope, v.job_namespace)]
+        found += [v for v in external if until is None or (v.started or "") <= until]
+    found.sort(key=_run_order, reverse=True)
+    if until is not None:
+        at_until = [v for v in found if (v.started or "") == until]
+        dropped = {id(v) for v in at_until[:skip]}
+        found = [v for v in found if id(v) not in dropped]
+    shown = found[:limit]
+    following = None
+    if len(found) > limit and shown:
+        last = shown[-1].started or ""
+        same = sum(1 for v in shown if (v.started or "") == last)
+        following = f"{last}|{same + (skip if last == until else 0)}"
+    return RunPage(tuple(shown), following)
+
+
+def _own_newest(runs: Runs, filters: RunFilter, until: str | None, wanted: int, scope: Scope | None) -> list[RunView]:
+    """Own runs newest first, started at or before ``until``, that the filters select: the first
+    ``wanted`` of them, read a page at a time by the ``task_runs_started`` index (at most
+    SCAN_BUDGET rows passed over)."""
+    prefix = runs.converter.options.job_namespace_prefix
+    where, params = ["(t.started_at, t.pk) < (?, ?)"], []
+    if filters.namespace is not None:
+        if not filters.namespace.startswith(prefix):
+            return []
+        where.append("t.flow_namespace = ?")
+        params.append(filters.namespace[len(prefix) :])
+    if until is not None:
+        where.append("t.started_at <= ?")
+        params.append(until)
+    if filters.until is not None:
+        where.append("t.started_at < ?")
+        params.append(format_time(filters.until))
+    if filters.since is not None:
+        where.append("t.started_at >= ?")
+        params.append(format_time(filters.since))
+    statement = (
+        f"SELECT {sql.TASK_RUN_COLUMNS} {sql._TASK_RUN_FROM} WHERE {' AND '.join(where)} "
+        "ORDER BY t.started_at DESC, t.pk DESC LIMIT ?"
+    )
+    out: list[RunView] = []
+    key: tuple[str, int] = (TOP, 1 << 62)
+    scanned = 0
+    sifted = filters.job is not None or filters.state is not None or scope is not None  # in Python
+    chunk = SCAN_CHUNK if sifted else wanted
+    while len(out) < wanted and scanned < SCAN_BUDGET:
+        page = runs.catalog._conn.execute(statement, [*key, *params, chunk]).fetchall()
+        scanned += len(page)
+        for run in runs.catalog._with_usages(page):
+            view = runs._own(run, facets=False)
+            if filters.job is not None and view.job_name != filters.job:
+                continue
+            if filters.state is not None and view.state != filters.state:
+                continue
+            if allows(scope, view.job_namespace):
+                out.append(view)
+        if len(page) < chunk:
+            break
+        key = (page[-1][7], page[-1][0])
+    return out
+
+
+@attrs.frozen
 class RawEvent:
     event_time: str
     event_type: str | None
@@ -430,6 +520,7 @@ __all__ = [
     "Neighbours",
     "PrefixNode",
     "RawEvent",
+    "RunPage",
     "Scope",
     "allows",
     "asset_runs",
@@ -439,4 +530,5 @@ __all__ = [
     "neighbours",
     "prefix_children",
     "raw_events",
+    "recent_runs",
 ]

@@ -4,6 +4,7 @@ query API (:mod:`bridge.catalog.browse`, :class:`~bridge.catalog.Catalog`); no S
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from datetime import datetime
@@ -359,14 +360,15 @@ def runs_page(runs: Runs, query: Query, scope: b.Scope | None) -> dict[str, Any]
         until=_moment(query, "until"),
         origin=origin,
     )
-    skip = _int(query, "skip", 0, 0, 1_000_000)
-    views = runs.list(filters, limit=skip + PAGE + 1)[skip:]
-    shown = [v for v in views[:PAGE] if b.allows(scope, v.job_namespace)]
+    before = query.get("before") or None
+    if before is not None and not re.fullmatch(r"[^|]*\|\d{1,7}", before):
+        raise ValidationError("before is <time>|<count>, as a next link gives it", rule="ui.before", value=before)
+    page = b.recent_runs(runs, filters, before=before, limit=PAGE, scope=scope)
     return {
         "filters": {k: query.get(k, "") for k in ("state", "job", "namespace", "origin", "since", "until")},
-        "runs": [run_summary(v) for v in shown],
-        "skip": skip,
-        "next": skip + PAGE if len(views) > PAGE else None,
+        "runs": [run_summary(v) for v in page.runs],
+        "before": before,
+        "next": page.next,
         "states": list(STATES),
     }
 

@@ -26,6 +26,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from bridge.catalog import Catalog
 from bridge.cli import cli
 from bridge.receiver.intake import Limits
 from tests.backend import free_port, wait_for
@@ -414,6 +415,20 @@ def test_serve_healthcheck_asks_readyz(tmp_path: Path) -> None:
         assert wait_for(lambda: check(argv) == 0, timeout=60), "serve never became ready"
     finally:
         stop(server)
+    assert check(argv) != 0
+
+
+def test_ui_healthcheck_asks_the_status_page(tmp_path: Path) -> None:
+    port = free_port()
+    argv = [arg.replace("8090", str(port)) for arg in healthcheck("olbridge-ui")]
+    assert check(argv) != 0  # nothing listens
+    Catalog(tmp_path / "olbridge.db").close()
+    server = olbridge("ui", "--port", str(port), catalog=str(tmp_path / "olbridge.db"))
+    try:
+        assert wait_for(lambda: check(argv) == 0, timeout=60), "ui never answered"
+    finally:
+        stop(server)
+    assert server.returncode == 0  # SIGTERM stops it cleanly
     assert check(argv) != 0
 
 

@@ -4,7 +4,9 @@ beside ``serve`` and ``stream`` on one catalog)."""
 
 from __future__ import annotations
 
+import signal
 import socketserver
+import threading
 from collections.abc import Callable
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -21,8 +23,14 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def serve(app: UiApp, host: str, port: int, on_ready: Callable[[str], None]) -> None:
-    """Serve ``app`` on ``host:port`` until interrupted (Ctrl-C, SIGTERM as the caller handles it)."""
+    """Serve ``app`` on ``host:port`` until Ctrl-C or SIGTERM."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
     with make_server(host, port, app, server_class=_Server, handler_class=_QuietHandler) as server:
         bound_host, bound_port = str(server.server_address[0]), server.server_address[1]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host

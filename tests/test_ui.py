@@ -9,7 +9,7 @@ import json
 import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import pytest
 
@@ -276,3 +276,27 @@ def test_the_benchmark_runs_at_the_tiniest_size(capsys: pytest.CaptureFixture[st
     module.main(["--assets", "60", "--runs", "100", "--hub", "20", "--repeat", "1"])
     out = capsys.readouterr().out
     assert "hub dependencies" in out and "runs filtered" in out
+
+
+def test_every_twin_has_camel_case_keys(ui_catalog: str, resolver: Resolver) -> None:
+    from tests.test_cli_sweep import keys_not_camel
+
+    app = make_app(ui_catalog, resolver)
+    twins = {
+        page: twin(app, unquote(page.partition("?")[0]), page.partition("?")[2])
+        for page in [
+            "/assets?q=o",
+            "/assets/raw.orders?tab=overview",
+            "/assets/s3%3A%2F%2Fbucket%2Fexports%2Forders.parquet?tab=overview",
+            "/assets/mart.orders?tab=dependencies",
+            "/assets/raw.orders?tab=runs",
+            "/assets/raw.orders?tab=columns",
+            "/assets/raw.orders?tab=history&a=1&b=2",
+            "/neighbours?asset=hub.events&direction=down",
+            "/lineage?asset=mart.orders",
+            "/runs",
+            f"/runs/{EXTERNAL_RUN}",
+            "/status",
+        ]
+    }
+    assert {page: keys_not_camel(found) for page, found in twins.items() if keys_not_camel(found)} == {}

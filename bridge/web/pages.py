@@ -10,8 +10,6 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-import attrs
-
 from bridge.catalog import Catalog
 from bridge.catalog import browse as b
 from bridge.catalog.runs import EXTERNAL, OWN, STATES, RunFilter, Runs, RunView
@@ -382,7 +380,8 @@ def run_page(catalog: Catalog, runs: Runs, run_id: str, scope: b.Scope | None) -
     data["inputs"] = [i for i in view.inputs if i in visible]
     data["outputs"] = [o for o in view.outputs if o in visible]
     data["summary"] = run_summary(view)
-    data["rawEvents"] = [attrs.asdict(e) for e in b.raw_events(catalog, view.run_id)]
+    events = b.raw_events(catalog, view.run_id)
+    data["rawEvents"] = [{"eventTime": e.event_time, "eventType": e.event_type, "body": e.body} for e in events]
     anchor = next(iter([*data["outputs"], *data["inputs"]]), None)
     data["graphAsset"] = anchor
     return data

@@ -87,6 +87,8 @@ def test_the_assets_twin_lists_filters_and_pages(ui_catalog: str, resolver: Reso
     assert {a["id"] for a in gold} == {"mart.orders", "hr.people"}  # raw.orders is platinum now
     assert twin(app, "/assets", "meta=tier%3Dgold")["count"] is None
     assert {a["type"] for a in twin(app, "/assets", "type=Table&namespace=team-b.hr")["assets"]} == {"Table"}
+    health = {a["id"]: a["health"] for a in everything["assets"]}
+    assert health["mart.orders"] == "failing" and health["raw.orders"] is None  # one of its tests failed
     # server paging by keyset: two pages of the hub's fan, nothing twice, nothing lost
     first = twin(app, "/assets", "prefix=hub.fan.")
     assert first["count"] == HUB_FANOUT and len(first["assets"]) == min(HUB_FANOUT, 50)
@@ -122,6 +124,13 @@ def test_an_assets_tabs_as_twins(ui_catalog: str, resolver: Resolver) -> None:
     deeper = twin(app, "/assets/mart.orders", "tab=dependencies&depth=2&direction=up")["graph"]
     assert {e["upstream"] for e in deeper["edges"]} == {"raw.orders", "shared.calendar"}
     assert all(e["downstream"] == "mart.orders" for e in deeper["edges"])
+    grouped = twin(app, "/assets/mart.orders", "tab=dependencies&group=flow")["graph"]
+    assert {n["id"]: n["group"] for n in grouped["nodes"]} == {
+        "mart.orders": "team-a.sales/flow",
+        "raw.orders": "(written by no flow)",
+        "shared.calendar": "(written by no flow)",
+        "report.daily": "team-a.sales/flow",
+    }
     expanded = twin(app, "/assets/mart.orders", "tab=dependencies&expand=report.daily")["graph"]
     assert "expanded" in next(n for n in expanded["nodes"] if n["id"] == "report.daily")["marks"]
     runs = twin(app, "/assets/mart.orders", "tab=runs")["runs"]

@@ -216,6 +216,7 @@ PAGES = [
     "/assets?q=orders&prefix=hub.",
     "/assets/raw.orders",
     "/assets/mart.orders?tab=dependencies&group=namespace",
+    "/assets/mart.orders?tab=dependencies&group=flow",
     "/assets/hub.events?tab=dependencies",
     "/assets/raw.orders?tab=runs",
     "/assets/raw.orders?tab=columns",

@@ -8,7 +8,7 @@ from typing import Any
 
 from bridge.catalog import Catalog
 from bridge.mapping import Resolver
-from bridge.model import Column
+from bridge.model import Assertion, Column
 from bridge.receiver.imports import catalog_intake
 from tests.conftest import at
 from tests.helpers import PRODUCER, decl, ol_dataset, ol_run_event, run
@@ -42,7 +42,13 @@ def build(path: str, resolver: Resolver) -> None:
             metadata={"owner": HOSTILE, "tier": "gold"},
             columns=[Column("id", "int"), Column("amount", "decimal")],
         )
-        mart = decl("mart.orders", type="Table", namespace="team-a.sales", metadata={"tier": "gold"})
+        mart = decl(
+            "mart.orders",
+            type="Table",
+            namespace="team-a.sales",
+            metadata={"tier": "gold"},
+            assertions=[Assertion("not_null", False, column="id"), Assertion("unique", True, column="id")],
+        )
         report = decl("report.daily", type="File", namespace="team-a.sales", metadata={"tier": "silver"})
         shared = decl("shared.calendar", type="Table")  # Global
         people = decl("hr.people", type="Table", namespace="team-b.hr", metadata={"tier": "gold"})

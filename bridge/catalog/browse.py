@@ -266,6 +266,7 @@ class GraphNode:
     namespace: str | None
     origin: str
     deleted: bool
+    flow: str | None = None  # what wrote it last, when asked (see :func:`writers`)
 
 
 @attrs.frozen
@@ -344,6 +345,27 @@ def nodes_of(catalog: Catalog, ids: Sequence[str]) -> list[GraphNode]:
         for i, kind, ns, origin, deleted in catalog._conn.execute(statement, list(chunk)):
             found[i] = GraphNode(i, kind, ns, origin, deleted is not None)
     return [found[i] for i in ids if i in found]
+
+
+def writers(catalog: Catalog, ids: Sequence[str]) -> dict[str, str]:
+    """What last wrote each asset: the flow (``<namespace>/<flow id>``) of olbridge's latest run
+    that wrote it, else a received job (``<namespace>/<name>``) that writes it."""
+    found: dict[str, str] = {}
+    for start in range(0, len(ids), 400):
+        chunk = list(ids[start : start + 400])
+        marks = ", ".join("?" * len(chunk))
+        external = (
+            "SELECT asset_id, min(job_namespace || '/' || job_name) FROM external_usages "
+            f"WHERE direction = 'output' AND asset_id IN ({marks}) GROUP BY asset_id"
+        )
+        found.update(catalog._conn.execute(external, chunk).fetchall())
+        own = (
+            "SELECT u.asset_id, t.flow_namespace || '/' || t.flow_id, u.used_at FROM usages u "
+            f"JOIN task_runs t ON t.pk = u.task_run_pk WHERE u.direction = 'output' AND u.asset_id IN ({marks}) "
+            "ORDER BY u.used_at"
+        )
+        found.update((i, flow) for i, flow, _ in catalog._conn.execute(own, chunk).fetchall())
+    return found
 
 
 _OWN_EDGE_TIME = """
@@ -528,7 +550,9 @@ __all__ = [
     "lineage_moments",
     "list_assets",
     "neighbours",
+    "nodes_of",
     "prefix_children",
     "raw_events",
     "recent_runs",
+    "writers",
 ]

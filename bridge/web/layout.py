@@ -80,13 +80,15 @@ class Layout:
 
 
 def group_of(by: str) -> Callable[[GraphNode], str]:
-    """A node's group for ``by`` (namespace, type, origin; anything else: none)."""
+    """A node's group for ``by`` (namespace, type, origin, flow; anything else: none)."""
     if by == "namespace":
         return lambda n: n.namespace or "Global"
     if by == "type":
         return lambda n: n.type
     if by == "origin":
         return lambda n: n.origin
+    if by == "flow":
+        return lambda n: n.flow or "(written by no flow)"
     return lambda n: ""
 
 

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+import attrs
+
 from bridge.catalog import Catalog
 from bridge.catalog import browse as b
 from bridge.catalog.runs import EXTERNAL, OWN, STATES, RunFilter, Runs, RunView
@@ -21,7 +23,7 @@ Query = Mapping[str, str]
 PAGE = 50
 TABS = ("overview", "dependencies", "runs", "columns", "history")
 DIRECTIONS = {"up": "upstream", "down": "downstream", "both": "both"}
-GROUPS = ("", "namespace", "type", "origin")
+GROUPS = ("", "namespace", "type", "origin", "flow")
 MAX_DEPTH = 6
 
 
@@ -52,9 +54,18 @@ def visible_asset(catalog: Catalog, asset_id: str, scope: b.Scope | None) -> Ass
     return asset
 
 
+def health(asset: Asset) -> str | None:
+    """``failing`` when one of its data-quality assertions (dbt tests) failed at its last run,
+    ``passing`` when all passed, None when it has none."""
+    if not asset.assertions:
+        return None
+    return "passing" if all(a.success for a in asset.assertions) else "failing"
+
+
 def asset_row(item: b.ListedAsset) -> dict[str, Any]:
     a = item.asset
     return {
+        "health": health(a),
         "id": a.id,
         "type": a.type,
         "namespace": a.namespace,
@@ -110,7 +121,11 @@ def assets_page(catalog: Catalog, query: Query, scope: b.Scope | None) -> dict[s
 def asset_page(catalog: Catalog, runs: Runs, asset_id: str, query: Query, scope: b.Scope | None) -> dict[str, Any]:
     asset = visible_asset(catalog, asset_id, scope)
     tab = _choice(query, "tab", TABS, "overview")
-    out: dict[str, Any] = {"asset": asset.to_json(), "tab": tab}
+    out: dict[str, Any] = {"asset": asset.to_json(), "tab": tab, "health": health(asset)}
+    out["assertions"] = [
+        {"assertion": x.assertion, "success": x.success, "column": x.column, "severity": x.severity}
+        for x in asset.assertions
+    ]
     if tab == "overview":
         out.update(overview(catalog, runs, asset, scope))
     elif tab == "dependencies":
@@ -173,6 +188,9 @@ def dependencies(catalog: Catalog, runs: Runs, root: str, query: Query, scope: b
         expanded=[*options["expand"], *read, *written],
         scope=scope,
     )
+    if options["group"] == "flow":
+        flows = b.writers(catalog, [n.id for n in graph.nodes])
+        graph = attrs.evolve(graph, nodes=tuple(attrs.evolve(n, flow=flows.get(n.id)) for n in graph.nodes))
     drawn = layout(graph, group_by=options["group"], expanded=options["expand"], read=read, written=written)
     return {
         "options": options,

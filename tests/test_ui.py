@@ -270,6 +270,22 @@ def test_the_ui_is_read_only_and_says_bad_values(ui_catalog: str, resolver: Reso
     assert json_twin({"layout": object(), "graph": {"layout": 1, "nodes": []}}) == {"graph": {"nodes": []}}
 
 
+def test_requests_share_the_open_catalogs(ui_catalog: str, resolver: Resolver) -> None:
+    opened: list[Catalog] = []
+
+    def open_catalog() -> Catalog:
+        opened.append(Catalog(ui_catalog, create=False))
+        return opened[-1]
+
+    app = UiApp(open_catalog, Converter(resolver))
+    for path in ["/assets", "/assets/no.such.asset", "/runs", "/assets/raw.orders", "/status"]:
+        call(app, path)
+    assert len(opened) == 1  # one request at a time: one catalog, lent again after a 404 too
+    with app.catalog() as first, app.catalog() as second:
+        assert first is opened[0] and second is not first  # two at once: a second one
+    app.close()
+
+
 def test_ui_needs_a_catalog(tmp_path: Path) -> None:
     code, _, err = invoke(tmp_path / "missing.db", "ui", "--port", "0")
     assert code == 1 and "no catalog" in err

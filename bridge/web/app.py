@@ -9,12 +9,13 @@ may write, and Global assets.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import importlib.resources
+import queue
 import sys
-import threading
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlencode
 
@@ -103,13 +104,29 @@ class UiApp:
         self.converter = converter
         self.tokens = tuple(tokens)
         self.templates = _environment()
-        self._local = threading.local()
+        # open catalogs, each lent to one request at a time (the server runs a thread a request):
+        # as many are kept as requests ever ran at once
+        self._idle: queue.LifoQueue[Catalog] = queue.LifoQueue()
 
-    def catalog(self) -> Catalog:
-        found: Catalog | None = getattr(self._local, "catalog", None)
-        if found is None:
-            found = self._local.catalog = self.open_catalog()
-        return found
+    @contextlib.contextmanager
+    def catalog(self) -> Iterator[Catalog]:
+        try:
+            found = self._idle.get_nowait()
+        except queue.Empty:
+            found = self.open_catalog()
+        try:
+            yield found
+        except (NotFoundError, ValidationError):  # a page that is not there, a bad value: the catalog is fine
+            self._idle.put(found)
+            raise
+        except BaseException:
+            found.close()  # a connection another error went through is not lent again
+            raise
+        self._idle.put(found)
+
+    def close(self) -> None:
+        while not self._idle.empty():
+            self._idle.get_nowait().close()
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         response = self.respond(environ)
@@ -163,10 +180,15 @@ class UiApp:
             return self.error(as_json, "500 Internal Server Error", "internal error (see the server's log)")
 
     def page(self, path: str, query: dict[str, str], scope: Scope | None, as_json: bool) -> Response:
-        catalog = self.catalog()
-        runs = Runs(catalog, self.converter)
         if path in ("/", ""):
             return redirect("/assets")
+        with self.catalog() as catalog:
+            return self.page_of(catalog, path, query, scope, as_json)
+
+    def page_of(
+        self, catalog: Catalog, path: str, query: dict[str, str], scope: Scope | None, as_json: bool
+    ) -> Response:
+        runs = Runs(catalog, self.converter)
         if path == "/assets":
             return self.render("assets.html", pages.assets_page(catalog, query, scope), as_json, query)
         if path.startswith("/assets/"):

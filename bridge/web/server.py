@@ -1,6 +1,6 @@
-"""The UI's HTTP server: the standard library's WSGI server, a thread a connection, each thread
-with its own connection to the catalog (read-only use; any number of ``ui`` processes may run
-beside ``serve`` and ``stream`` on one catalog)."""
+"""The UI's HTTP server: the standard library's WSGI server, a thread a request, each request
+lent one of the application's open catalogs (read-only use; any number of ``ui`` processes may
+run beside ``serve`` and ``stream`` on one catalog)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,8 @@ def serve(app: UiApp, host: str, port: int, on_ready: Callable[[str], None]) -> 
             server.serve_forever(poll_interval=0.2)
         except KeyboardInterrupt:
             pass
+        finally:
+            app.close()
 
 
 __all__ = ["serve"]

@@ -8,6 +8,7 @@ text, and axe-core finds no serious or critical accessibility violation on any p
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -22,7 +23,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from bridge.mapping import Resolver
-from tests.ui_catalog import EXTERNAL_RUN, HOSTILE, HUB_FANOUT, build
+from tests.ui_catalog import EXTERNAL_RUN, HOSTILE, HUB_FANOUT, TOKENS, build
 
 CHROMIUM = os.environ.get("OLBRIDGE_CHROMIUM", "/usr/bin/chromium")
 AXE = Path(__file__).parent / "axe" / "node_modules" / "axe-core" / "axe.min.js"
@@ -40,25 +41,45 @@ SHOTS = os.environ.get("OLBRIDGE_UI_SCREENSHOTS")
 LOCAL = {"127.0.0.1", "localhost"}
 
 
-@pytest.fixture(scope="module")
-def ui_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real ``olbridge ui`` process on a small catalog, on a free loopback port."""
-    path = str(tmp_path_factory.mktemp("ui") / "catalog.db")
-    build(path, Resolver.load())
+@contextlib.contextmanager
+def ui_process(path: str, *options: str, says: str) -> Iterator[str]:
+    """A real ``olbridge ui`` process on a free loopback port; its address. Its first line on
+    stderr must say ``says``."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "bridge", "--catalog", path, "ui", "--port", "0"],
+        [sys.executable, "-m", "bridge", "--catalog", path, "ui", "--port", "0", *options],
         stderr=subprocess.PIPE,
         text=True,
     )
     assert process.stderr is not None
     line = process.stderr.readline()
-    found = re.search(r"olbridge ui on (http://127\.0\.0\.1:\d+)/ \(no tokens: listening on loopback only", line)
+    found = re.search(r"olbridge ui on (http://127\.0\.0\.1:\d+)/ \(", line)
     try:
-        assert found, line
+        assert found and says in line, line
         yield found.group(1)
     finally:
         process.terminate()
-        process.wait(timeout=10)
+        assert process.wait(timeout=10) == 0
+
+
+@pytest.fixture(scope="module")
+def catalog_file(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = str(tmp_path_factory.mktemp("ui") / "catalog.db")
+    build(path, Resolver.load())
+    return path
+
+
+@pytest.fixture(scope="module")
+def ui_url(catalog_file: str) -> Iterator[str]:
+    with ui_process(catalog_file, says="no tokens: listening on loopback only") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def tokens_url(catalog_file: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    tokens = tmp_path_factory.mktemp("tokens") / "tokens.toml"
+    tokens.write_text(TOKENS)
+    with ui_process(catalog_file, "--tokens", str(tokens), says="2 named token(s)") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -211,6 +232,32 @@ def test_open_a_run_and_go_back(ui_url: str, page: tuple[Page, Watch]) -> None:
     assert watch.dialogs == []
 
 
+def test_a_token_logs_in_and_sees_its_namespaces(tokens_url: str, page: tuple[Page, Watch]) -> None:
+    p, _ = page
+    p.goto(tokens_url + "/assets?q=raw.orders")
+    expect(p).to_have_url(re.compile(r"/login\?next="))
+    p.get_by_label("Token").fill("wrong")
+    p.get_by_role("button", name="Log in").click()
+    expect(p.get_by_role("alert")).to_have_text("That token is not known.")
+    p.get_by_label("Token").fill("secret-b")
+    p.get_by_role("button", name="Log in").click()
+    expect(p).to_have_url(tokens_url + "/assets?q=raw.orders")  # back where it was going
+    expect(p.locator("#assets-results tbody")).to_contain_text("No asset matches.")  # team-a's orders
+    p.goto(tokens_url + "/assets?q=hr.")
+    expect(p.locator("#assets-results tbody tr")).to_have_count(2)
+    (cookie,) = p.context.cookies()
+    assert (cookie["name"], cookie["httpOnly"], cookie["sameSite"]) == ("olbridge_ui", True, "Strict")
+    assert p.evaluate("document.cookie") == ""  # out of the pages' scripts' reach
+    # team-a's asset is not there for team-b, page and twin alike (asked with the page's cookie)
+    assert p.request.get(tokens_url + "/assets/raw.orders").status == 404
+    assert p.request.get(tokens_url + "/assets/raw.orders?format=json").status == 404
+    assert p.request.get(tokens_url + "/assets/hr.payroll?format=json").status == 200
+    p.get_by_role("link", name="Log out").click()
+    expect(p).to_have_url(re.compile(r"/login$"))
+    p.goto(tokens_url + "/assets")
+    expect(p).to_have_url(re.compile(r"/login\?next="))
+
+
 PAGES = [
     "/assets",
     "/assets?q=orders&prefix=hub.",
@@ -228,6 +275,7 @@ PAGES = [
     f"/runs/{EXTERNAL_RUN}",
     "/status",
     "/assets/no.such.asset",
+    "/login",
 ]
 
 

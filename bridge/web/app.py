@@ -273,7 +273,7 @@ class UiApp:
         text = self.templates.get_template("login.html").render(
             next=target, message=message, query={}, tokens=bool(self.tokens)
         )
-        return Response("401 Unauthorized" if message else "200 OK", text.encode())
+        return Response("200 OK", text.encode())  # the form again, saying why
 
 
 def safe_next(target: str) -> str:

@@ -326,3 +326,27 @@ def test_every_twin_has_camel_case_keys(ui_catalog: str, resolver: Resolver) -> 
         ]
     }
     assert {page: keys_not_camel(found) for page, found in twins.items() if keys_not_camel(found)} == {}
+
+
+def test_login_goes_back_only_to_this_server(ui_catalog: str, resolver: Resolver) -> None:
+    app = make_app(ui_catalog, resolver, tokens=True)
+    for target, expected in [("/runs?state=FAIL", "/runs?state=FAIL"), ("//elsewhere.example/x", "/assets")]:
+        body = f"token=secret-a&next={quote(target, safe='')}".encode()
+        status, headers, _ = call(app, "/login", method="POST", body=body)
+        assert status.startswith("303") and headers["Location"] == expected
+    assert call(app, "/login", "next=https%3A%2F%2Felsewhere.example%2F")[2].count("elsewhere") == 0
+
+
+def test_ui_says_who_can_see_it(ui_catalog: str) -> None:
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "bridge", "--catalog", ui_catalog, "ui", "--port", "0", "--host", "0.0.0.0"]
+    process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert "no tokens: anyone who reaches 0.0.0.0 sees the whole catalog" in line, line

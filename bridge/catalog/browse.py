@@ -42,12 +42,12 @@ class Scope:
     def allows(self, namespace: str | None) -> bool:
         return namespace is None or any(fnmatch.fnmatchcase(namespace, p) for p in self.patterns)
 
-    def clause(self, column: str) -> tuple[str, list[str]]:
+    def clause(self, column: str, *, global_: bool = True) -> tuple[str, list[str]]:
         """A SQL condition that lets through at least what :meth:`allows` does (LIKE may ignore
-        case: the rows are checked again with :meth:`allows`)."""
+        case: the rows are checked again with :meth:`allows`); with ``global_``, NULL too."""
         likes = [f"{column} LIKE ? ESCAPE '\\'" for _ in self.patterns]
         params = [_like(p) for p in self.patterns]
-        return f"({' OR '.join([f'{column} IS NULL', *likes])})", params
+        return f"({' OR '.join([*([f'{column} IS NULL'] if global_ else []), *likes, '1 = 0'])})", params
 
 
 def _like(pattern: str) -> str:
@@ -450,8 +450,7 @@ def recent_runs(
     if filters.origin in (None, OWN):
         found += _own_newest(runs, filters, until, wanted, scope)
     if filters.origin in (None, EXTERNAL):
-        external = [v for v in runs.external(filters, facets=False) if allows(scope, v.job_namespace)]
-        found += [v for v in external if until is None or (v.started or "") <= until]
+        found += _external_newest(runs, filters, until, wanted, scope)
     found.sort(key=_run_order, reverse=True)
     if until is not None:
         at_until = [v for v in found if (v.started or "") == until]
@@ -464,6 +463,36 @@ def recent_runs(
         same = sum(1 for v in shown if (v.started or "") == last)
         following = f"{last}|{same + (skip if last == until else 0)}"
     return RunPage(tuple(shown), following)
+
+
+def _external_newest(
+    runs: Runs, filters: RunFilter, until: str | None, wanted: int, scope: Scope | None
+) -> list[RunView]:
+    """External runs newest first, started at or before ``until``: the first ``wanted`` the
+    filters select (the database keeps the top ones only, rather than handing over them all)."""
+    start = "coalesce(started_at, first_seen)"
+    where, params = ["run_id IS NOT NULL"], []
+    for value, condition in [
+        (filters.job, "job_name = ?"),
+        (filters.namespace, "job_namespace = ?"),
+        (filters.state, "state = ?"),
+        (format_time(filters.since) if filters.since else None, f"{start} >= ?"),
+        (format_time(filters.until) if filters.until else None, f"{start} < ?"),
+        (until, f"{start} <= ?"),
+    ]:
+        if value is not None:
+            where.append(condition)
+            params.append(value)
+    if scope is not None:
+        clause, more = scope.clause("job_namespace", global_=False)
+        where.append(clause)
+        params += more
+    statement = (
+        f"SELECT {sql.EXTERNAL_RUN_COLUMNS} FROM external_sources WHERE {' AND '.join(where)} "
+        f"ORDER BY {start} DESC, source DESC LIMIT ?"
+    )
+    views = runs._external(statement, [*params, wanted], facets=False)
+    return [v for v in views if allows(scope, v.job_namespace)]
 
 
 def _own_newest(runs: Runs, filters: RunFilter, until: str | None, wanted: int, scope: Scope | None) -> list[RunView]:

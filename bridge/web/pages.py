@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from bridge.catalog import Catalog
+from bridge.catalog import Catalog, LineageGraph
 from bridge.catalog import browse as b
 from bridge.catalog.runs import EXTERNAL, OWN, STATES, RunFilter, Runs, RunView
 from bridge.errors import NotFoundError, ValidationError
@@ -311,8 +311,8 @@ def lineage_page(catalog: Catalog, query: Query, scope: b.Scope | None) -> dict[
     return out
 
 
-def _scoped(graph: Any, scope: b.Scope | None, max_nodes: int = 300) -> b.GraphSlice:
-    """A lineage graph (:class:`~bridge.catalog.LineageGraph`) as a slice: the nodes one may see,
+def _scoped(graph: LineageGraph, scope: b.Scope | None, max_nodes: int = 300) -> b.GraphSlice:
+    """A lineage graph as a slice: the nodes one may see,
     at most ``max_nodes`` of them (the nearest first)."""
     seen = {graph.root}
     edges = []

@@ -12,8 +12,14 @@ BASE_STAMP := $(VENV)/.installed-base
 # tests/test_render.py runs under Node to check `olbridge lineage --format mermaid`.
 MERMAID := tests/mermaid
 MERMAID_STAMP := $(MERMAID)/node_modules/.installed
+# Test-only: axe-core (npm, pinned by tests/axe/package-lock.json), the accessibility checker that
+# tests/test_ui_browser.py injects into each page of `olbridge ui`, which it drives in Debian's
+# Chromium (the chromium package, installed here where it is missing; never a downloaded browser).
+AXE := tests/axe
+AXE_STAMP := $(AXE)/node_modules/.installed
+CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: demo test lint typecheck unit bench mutants clean
+.PHONY: demo test lint typecheck unit bench mutants clean chromium
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Error: $(PYTHON) not found (set PYTHON=...)" >&2; exit 1; }
@@ -35,6 +41,16 @@ $(MERMAID_STAMP): $(MERMAID)/package.json $(MERMAID)/package-lock.json
 	npm ci --prefix $(MERMAID) --no-audit --no-fund --loglevel=error >/dev/null
 	touch $(MERMAID_STAMP)
 
+$(AXE_STAMP): $(AXE)/package.json $(AXE)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "Error: npm not found: the UI's accessibility tests need Node 20 or later with npm" >&2; exit 1; }
+	npm ci --prefix $(AXE) --no-audit --no-fund --loglevel=error >/dev/null
+	touch $(AXE_STAMP)
+
+# Debian's Chromium for the UI's browser tests: installed with apt-get where it is missing
+chromium:
+	@test -x $(CHROMIUM) || command -v apt-get >/dev/null 2>&1 || { echo "Error: $(CHROMIUM) not found and no apt-get: install Chromium (Debian: apt-get install chromium) for the UI's browser tests" >&2; exit 1; }
+	@test -x $(CHROMIUM) || { apt-get install -y -q chromium >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; } || { echo "Error: could not install chromium with apt-get (as root?): the UI's browser tests need it at $(CHROMIUM)" >&2; exit 1; }
+
 demo: $(BASE_STAMP)
 	$(BIN)/olbridge demo --dir olbridge-demo
 	@echo
@@ -50,7 +66,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) $(MERMAID_STAMP)
+unit: $(STAMP) $(MERMAID_STAMP) $(AXE_STAMP) chromium
 	$(BIN)/pytest
 
 test: lint typecheck unit
@@ -77,4 +93,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/engine_overhead.py
 
 clean:
-	rm -rf $(VENV) olbridge-demo .pytest_cache .mypy_cache .ruff_cache .mutants $(MERMAID)/node_modules
+	rm -rf $(VENV) olbridge-demo .pytest_cache .mypy_cache .ruff_cache .mutants $(MERMAID)/node_modules $(AXE)/node_modules

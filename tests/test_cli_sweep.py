@@ -137,6 +137,7 @@ def command_args(path: tuple[str, ...], files: dict[str, str]) -> list[str]:
         ("serve",): ["--port", "0", "--workers", "1"],
         ("status",): [],
         ("stream",): ["--once", "--url", nobody, "--max-attempts", "2", "--backoff", "0", "--give-up-after", "1"],
+        ("ui",): ["--port", "0"],
         ("validate",): [files["events"]],
     }
     return table[path]
@@ -479,7 +480,7 @@ CAMEL = re.compile(r"[a-z][a-zA-Z0-9]*")
 # values under these keys are maps whose keys the user chose, or a producer (OpenLineage facets)
 USER_KEYS = {"metadata", "facets"}
 # commands whose stdout is not olbridge's JSON: OpenLineage events (the spec's keys), text
-NOT_JSON = {("demo",), ("export",), ("outbox", "drop"), ("outbox", "retry"), ("serve",)}
+NOT_JSON = {("demo",), ("export",), ("outbox", "drop"), ("outbox", "retry"), ("serve",), ("ui",)}
 
 
 def keys_not_camel(value: Any, where: str = "") -> list[str]:

@@ -26,6 +26,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from bridge.catalog import Catalog
 from bridge.cli import cli
 from bridge.receiver.intake import Limits
 from tests.backend import free_port, wait_for
@@ -58,11 +59,12 @@ def test_the_services() -> None:
         "olbridge-serve",
         "olbridge-lb",
         "olbridge-stream",
+        "olbridge-ui",
         "olbridge-demo",
     }
     assert ONE_SHOT == ["olbridge-db-setup", "olbridge-demo", "olbridge-init"]
     assert SERVICES["olbridge-demo"]["profiles"] == ["demo"]
-    assert OLBRIDGE == ["olbridge-demo", "olbridge-init", "olbridge-serve", "olbridge-stream"]
+    assert OLBRIDGE == ["olbridge-demo", "olbridge-init", "olbridge-serve", "olbridge-stream", "olbridge-ui"]
 
 
 def test_two_receivers_and_two_workers() -> None:
@@ -91,7 +93,7 @@ def test_every_port_is_bound_to_loopback() -> None:
             assert outside == inside
             published.setdefault(name, []).append(int(inside))
     # the receivers publish nothing (two replicas cannot share a host port): the balancer does
-    assert published == {"marquez": [5000, 5001], "marquez-web": [3000], "olbridge-lb": [8080]}
+    assert published == {"marquez": [5000, 5001], "marquez-web": [3000], "olbridge-lb": [8080], "olbridge-ui": [8090]}
 
 
 @pytest.mark.parametrize("name", LONG_RUNNING)
@@ -112,6 +114,7 @@ def test_dependencies_wait_for_health() -> None:
         "olbridge-lb": {"olbridge-serve": "service_healthy"},
         "olbridge-stream": {"olbridge-init": "service_completed_successfully", "marquez": "service_healthy"},
         "olbridge-demo": {"olbridge-stream": "service_healthy"},
+        "olbridge-ui": {"olbridge-init": "service_completed_successfully"},
     }
     found = {
         name: {dep: spec["condition"] for dep, spec in (service.get("depends_on") or {}).items()}
@@ -338,7 +341,7 @@ def parse(argv: list[str], environment: dict[str, str]) -> click.Context:
 
 
 def test_the_olbridge_commands() -> None:
-    assert sorted(COMMANDS) == ["olbridge-demo", "olbridge-init", "olbridge-serve", "olbridge-stream"]
+    assert sorted(COMMANDS) == ["olbridge-demo", "olbridge-init", "olbridge-serve", "olbridge-stream", "olbridge-ui"]
     for name, argv in COMMANDS.items():
         assert "--catalog" not in argv, f"{name}: the catalog comes from OLBRIDGE_CATALOG"
 
@@ -355,6 +358,9 @@ def test_olbridge_command_parses(name: str) -> None:
         assert ctx.info_name == "stream"
         assert params["url"] is None  # OPENLINEAGE_URL from the service's environment applies
         assert params["once"] is False
+    elif name == "olbridge-ui":
+        assert ctx.info_name == "ui"
+        assert (params["host"], params["port"], params["tokens_file"]) == ("0.0.0.0", 8090, None)
     elif name == "olbridge-demo":
         assert ctx.info_name == "demo"
         assert params == {"directory": Path("/tmp/olbridge-demo"), "in_catalog": True}
@@ -409,6 +415,20 @@ def test_serve_healthcheck_asks_readyz(tmp_path: Path) -> None:
         assert wait_for(lambda: check(argv) == 0, timeout=60), "serve never became ready"
     finally:
         stop(server)
+    assert check(argv) != 0
+
+
+def test_ui_healthcheck_asks_the_status_page(tmp_path: Path) -> None:
+    port = free_port()
+    argv = [arg.replace("8090", str(port)) for arg in healthcheck("olbridge-ui")]
+    assert check(argv) != 0  # nothing listens
+    Catalog(tmp_path / "olbridge.db").close()
+    server = olbridge("ui", "--port", str(port), catalog=str(tmp_path / "olbridge.db"))
+    try:
+        assert wait_for(lambda: check(argv) == 0, timeout=60), "ui never answered"
+    finally:
+        stop(server)
+    assert server.returncode == 0  # SIGTERM stops it cleanly
     assert check(argv) != 0
 
 

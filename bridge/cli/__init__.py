@@ -34,6 +34,7 @@ from bridge.cli import (
     runs,
     serve,
     stream,
+    ui,
 )
 from bridge.cli.context import CONTEXT_SETTINGS, AppContext, BridgeGroup, CatalogParam, warn_of_a_password
 from bridge.config import load_config
@@ -97,6 +98,7 @@ cli.add_command(stream.stream)
 cli.add_command(stream.backfill)
 cli.add_command(stream.outbox)
 cli.add_command(stream.status)
+cli.add_command(ui.ui)
 
 
 def main() -> None:

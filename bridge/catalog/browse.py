@@ -1,0 +1,587 @@
+"""Reads for people looking at the catalog (``olbridge ui``): pages of assets found by keyset, a
+tree of id prefixes, an asset's nearest neighbours with capped counts, a scoped lineage graph
+that stops at a node budget, the moments an asset's lineage changed, and the runs that read or
+wrote an asset. Every read is bounded (``LIMIT``, counts capped) and walks an index: the assets'
+primary key, the lineage tables' keys and ``lineage_downstream``, ``usages_asset``.
+
+A :class:`Scope` (the namespaces a ``--tokens`` token may write) limits what is seen: an asset in
+another namespace is never returned; Global assets (no namespace) always are.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from bridge.catalog import rows, sql
+from bridge.catalog.engine import Connection
+from bridge.catalog.runs import EXTERNAL, OWN, RunFilter, Runs, RunView
+from bridge.catalog.store import Catalog
+from bridge.model import Asset, format_time, parse_time
+
+# above every character: a prefix's ids lie in [prefix, prefix + TOP) (byte order on both engines)
+TOP = "\U0010ffff"
+COUNT_CAP = 10_000  # counts past this are shown as "10,000+"
+SCAN_CHUNK = 500
+SCAN_BUDGET = 20_000  # rows a metadata filter may pass over for one page
+# a prefix tree's next segment: a URI scheme with its "://", else up to and with the next separator
+SEGMENT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|[^/.:]*[/.:]+")
+
+
+@attrs.frozen
+class Scope:
+    """The namespaces one may see (``*`` and ``?`` patterns, as a token's); Global assets always."""
+
+    patterns: tuple[str, ...]
+
+    def allows(self, namespace: str | None) -> bool:
+        return namespace is None or any(fnmatch.fnmatchcase(namespace, p) for p in self.patterns)
+
+    def clause(self, column: str, *, global_: bool = True) -> tuple[str, list[str]]:
+        """A SQL condition that lets through at least what :meth:`allows` does (LIKE may ignore
+        case: the rows are checked again with :meth:`allows`); with ``global_``, NULL too."""
+        likes = [f"{column} LIKE ? ESCAPE '\\'" for _ in self.patterns]
+        params = [_like(p) for p in self.patterns]
+        return f"({' OR '.join([*([f'{column} IS NULL'] if global_ else []), *likes, '1 = 0'])})", params
+
+
+def _like(pattern: str) -> str:
+    out = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return out.replace("*", "%").replace("?", "_")
+
+
+def allows(scope: Scope | None, namespace: str | None) -> bool:
+    return scope is None or scope.allows(namespace)
+
+
+GLOBAL = ""  # the namespace filter that asks for Global assets
+
+
+@attrs.frozen
+class AssetFilter:
+    """Which assets a page lists. ``namespace`` ``""`` (GLOBAL): the Global ones."""
+
+    search: str = ""
+    types: tuple[str, ...] = ()
+    namespace: str | None = None
+    origin: str | None = None
+    prefix: str = ""
+    metadata: tuple[tuple[str, str], ...] = ()  # key = value, exact
+
+    def matches_metadata(self, asset: Asset) -> bool:
+        return all(key in asset.metadata and _text(asset.metadata[key]) == value for key, value in self.metadata)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@attrs.frozen
+class ListedAsset:
+    asset: Asset
+    last_written: datetime | None  # the latest write by one of olbridge's runs (None: never)
+
+
+@attrs.frozen
+class AssetPage:
+    assets: tuple[ListedAsset, ...]
+    after: str | None  # the next page starts after this id (None: no more)
+    count: int | None  # how many match, capped at COUNT_CAP (None: not counted, a metadata filter)
+
+
+def _where(f: AssetFilter, scope: Scope | None) -> tuple[list[str], list[Any]]:
+    where, params = ["deleted_at IS NULL"], []
+    if f.prefix:
+        where.append("id >= ? AND id < ?")
+        params += [f.prefix, f.prefix + TOP]
+    if f.types:
+        where.append(f"type IN ({', '.join('?' * len(f.types))})")
+        params += list(f.types)
+    if f.namespace == GLOBAL:
+        where.append("namespace IS NULL")
+    elif f.namespace is not None:
+        where.append("namespace = ?")
+        params.append(f.namespace)
+    if f.origin:
+        where.append("origin = ?")
+        params.append(f.origin)
+    if f.search:
+        like = "%" + _like(f.search) + "%"
+        where.append(
+            "(id LIKE ? ESCAPE '\\' OR id IN (SELECT asset_id FROM external_datasets WHERE ol_namespace || '/' || "
+            "ol_name LIKE ? ESCAPE '\\') OR id IN (SELECT asset_id FROM external_identifiers WHERE namespace || '/' "
+            "|| name LIKE ? ESCAPE '\\'))"
+        )
+        params += [like, like, like]
+    if scope is not None:
+        clause, more = scope.clause("namespace")
+        where.append(clause)
+        params += more
+    return where, params
+
+
+def list_assets(
+    catalog: Catalog, f: AssetFilter, *, after: str | None = None, limit: int = 50, scope: Scope | None = None
+) -> AssetPage:
+    """A page of the assets ``f`` selects, by id, after the id ``after``."""
+    conn = catalog._conn
+    where, params = _where(f, scope)
+    found: list[Asset] = []
+    cursor, scanned, more = after, 0, False
+    chunk = limit + 1 if not f.metadata else SCAN_CHUNK
+    while True:
+        keyset = [*where, "id > ?"] if cursor is not None else where
+        statement = f"SELECT {sql.ASSET_COLUMNS} FROM assets WHERE {' AND '.join(keyset)} ORDER BY id LIMIT ?"
+        page = conn.execute(statement, [*params, *([cursor] if cursor is not None else []), chunk]).fetchall()
+        scanned += len(page)
+        for row in page:
+            asset = rows.asset_from_row(row)
+            cursor = asset.id
+            if allows(scope, asset.namespace) and f.matches_metadata(asset):
+                found.append(asset)
+                if len(found) > limit:
+                    break
+        if len(found) > limit:
+            more = True
+            break
+        if len(page) < chunk:
+            break
+        if scanned >= SCAN_BUDGET:  # a page cut short: the next one goes on from here
+            more = True
+            break
+    shown = found[:limit]
+    next_after = (shown[-1].id if len(found) > limit else cursor) if more else None
+    count = None
+    if not f.metadata:
+        statement = f"SELECT count(*) FROM (SELECT 1 FROM assets WHERE {' AND '.join(where)} LIMIT ?) t"
+        count = int(conn.execute(statement, [*params, COUNT_CAP + 1]).fetchone()[0])
+    written = last_written(conn, [a.id for a in shown])
+    return AssetPage(tuple(ListedAsset(a, written.get(a.id)) for a in shown), next_after, count)
+
+
+def last_written(conn: Connection, ids: Sequence[str]) -> dict[str, datetime]:
+    if not ids:
+        return {}
+    statement = (
+        f"SELECT asset_id, max(used_at) FROM usages WHERE direction = 'output' AND asset_id IN "
+        f"({', '.join('?' * len(ids))}) GROUP BY asset_id"
+    )
+    return {i: parse_time(t, "catalog") for i, t in conn.execute(statement, list(ids)) if t}
+
+
+@attrs.frozen
+class PrefixNode:
+    prefix: str
+    leaf: bool  # an asset's whole id, not a prefix of others
+
+
+def prefix_children(
+    catalog: Catalog, prefix: str = "", *, limit: int = 50, scope: Scope | None = None
+) -> list[PrefixNode]:
+    """The next level of the tree of id prefixes under ``prefix`` (``s3://``, ``bucket/``,
+    ``db.``, ``schema.``), found by skipping through the primary key: one probe a child."""
+    conn = catalog._conn
+    out: list[PrefixNode] = []
+    low, after, probes = prefix, False, 0  # after: ids above ``low`` (else from it on)
+    statement = "SELECT id, namespace FROM assets WHERE id {} ? AND id < ? AND deleted_at IS NULL ORDER BY id LIMIT 1"
+    while len(out) < limit and probes < limit * 10:
+        probes += 1
+        row = conn.execute(statement.format(">" if after else ">="), [low, prefix + TOP]).fetchone()
+        if row is None:
+            break
+        asset_id, namespace = row
+        low, after = asset_id, True
+        if not allows(scope, namespace):
+            continue
+        rest = asset_id[len(prefix) :]
+        match = SEGMENT.match(rest)
+        if match is None or (match.end() == len(rest) and not rest.endswith(("/", ".", ":"))):
+            out.append(PrefixNode(asset_id, True))
+        else:
+            child = prefix + rest[: match.end()]
+            out.append(PrefixNode(child, False))
+            low, after = child + TOP, False
+    return out
+
+
+# --- lineage -------------------------------------------------------------------------------
+
+UP, DOWN = "upstream", "downstream"
+_NEIGHBOURS = {
+    UP: "SELECT DISTINCT l.upstream_id, a.namespace FROM all_lineage l JOIN assets a ON a.id = l.upstream_id "
+    "WHERE l.downstream_id = ?",
+    DOWN: "SELECT DISTINCT l.downstream_id, a.namespace FROM all_lineage l JOIN assets a ON a.id = l.downstream_id "
+    "WHERE l.upstream_id = ?",
+}
+
+
+@attrs.frozen
+class Neighbours:
+    ids: tuple[str, ...]
+    count: int  # all of them (visible ones), capped at ``cap``
+
+
+def neighbours(
+    catalog: Catalog,
+    asset_id: str,
+    direction: str,
+    *,
+    limit: int = 50,
+    search: str = "",
+    after: str | None = None,
+    scope: Scope | None = None,
+    cap: int = COUNT_CAP,
+) -> Neighbours:
+    """An asset's direct upstream or downstream assets, by id: the first ``limit`` (after
+    ``after``, whose ids contain ``search``), and how many there are."""
+    conn = catalog._conn
+    base, params = _NEIGHBOURS[direction], [asset_id]
+    column = "l.upstream_id" if direction == UP else "l.downstream_id"
+    if search:
+        base += f" AND {column} LIKE ? ESCAPE '\\'"
+        params.append("%" + _like(search) + "%")
+    if scope is not None:
+        clause, more = scope.clause("a.namespace")
+        base += f" AND {clause}"
+        params += more
+    count = int(conn.execute(f"SELECT count(*) FROM ({base} LIMIT ?) t", [*params, cap]).fetchone()[0])
+    keyset = f" AND {column} > ?" if after is not None else ""
+    page = conn.execute(
+        f"{base}{keyset} ORDER BY 1 LIMIT ?", [*params, *([after] if after is not None else []), limit]
+    ).fetchall()
+    return Neighbours(tuple(i for i, ns in page if allows(scope, ns)), count)
+
+
+@attrs.frozen
+class GraphNode:
+    id: str
+    type: str
+    namespace: str | None
+    origin: str
+    deleted: bool
+    flow: str | None = None  # what wrote it last, when asked (see :func:`writers`)
+
+
+@attrs.frozen
+class Cluster:
+    """Neighbours of ``anchor`` not drawn: ``hidden`` of them (capped), ``direction`` of it."""
+
+    anchor: str
+    direction: str
+    hidden: int
+
+
+@attrs.frozen
+class GraphSlice:
+    root: str
+    nodes: tuple[GraphNode, ...]
+    edges: tuple[tuple[str, str], ...]  # (upstream, downstream)
+    clusters: tuple[Cluster, ...]
+    truncated: bool  # the node budget was reached: not all is drawn
+
+
+def graph_slice(
+    catalog: Catalog,
+    root: str,
+    *,
+    direction: str = "both",
+    depth: int = 1,
+    expanded: Iterable[str] = (),
+    per_node: int = 12,
+    max_nodes: int = 300,
+    scope: Scope | None = None,
+) -> GraphSlice:
+    """The lineage around ``root`` to ``depth`` hops (and one hop more around each ``expanded``
+    node), at most ``per_node`` neighbours of a node a side (the others a :class:`Cluster`), and
+    at most ``max_nodes`` nodes in all."""
+    walks = [w for w in (UP, DOWN) if direction in (w, "both")]
+    seen: dict[str, None] = {root: None}
+    edges: dict[tuple[str, str], None] = {}
+    clusters: list[Cluster] = []
+    truncated = False
+    extra = set(expanded)
+
+    def visit(node: str, walk: str) -> list[str]:
+        nonlocal truncated
+        found = neighbours(catalog, node, walk, limit=per_node, scope=scope, cap=per_node + COUNT_CAP)
+        reached = []
+        for other in found.ids:
+            if other not in seen and len(seen) >= max_nodes:
+                truncated = True
+                break
+            edges[(other, node) if walk == UP else (node, other)] = None
+            if other not in seen:
+                seen[other] = None
+                reached.append(other)
+        if found.count > len(found.ids):
+            clusters.append(Cluster(node, walk, found.count - len(found.ids)))
+        return reached
+
+    for walk in walks:
+        frontier = [root]
+        for _ in range(depth):
+            frontier = [n for node in frontier for n in visit(node, walk)]
+    for node in sorted(extra & set(seen)):
+        for walk in walks:
+            if not any(c.anchor == node and c.direction == walk for c in clusters):
+                visit(node, walk)
+    return GraphSlice(root, tuple(nodes_of(catalog, list(seen))), tuple(edges), tuple(clusters), truncated)
+
+
+def nodes_of(catalog: Catalog, ids: Sequence[str]) -> list[GraphNode]:
+    found: dict[str, GraphNode] = {}
+    for start in range(0, len(ids), 400):
+        chunk = ids[start : start + 400]
+        statement = (
+            f"SELECT id, type, namespace, origin, deleted_at FROM assets WHERE id IN ({', '.join('?' * len(chunk))})"
+        )
+        for i, kind, ns, origin, deleted in catalog._conn.execute(statement, list(chunk)):
+            found[i] = GraphNode(i, kind, ns, origin, deleted is not None)
+    return [found[i] for i in ids if i in found]
+
+
+def writers(catalog: Catalog, ids: Sequence[str]) -> dict[str, str]:
+    """What last wrote each asset: the flow (``<namespace>/<flow id>``) of olbridge's latest run
+    that wrote it, else a received job (``<namespace>/<name>``) that writes it."""
+    found: dict[str, str] = {}
+    for start in range(0, len(ids), 400):
+        chunk = list(ids[start : start + 400])
+        marks = ", ".join("?" * len(chunk))
+        external = (
+            "SELECT asset_id, min(job_namespace || '/' || job_name) FROM external_usages "
+            f"WHERE direction = 'output' AND asset_id IN ({marks}) GROUP BY asset_id"
+        )
+        found.update(catalog._conn.execute(external, chunk).fetchall())
+        own = (
+            "SELECT u.asset_id, t.flow_namespace || '/' || t.flow_id, u.used_at FROM usages u "
+            f"JOIN task_runs t ON t.pk = u.task_run_pk WHERE u.direction = 'output' AND u.asset_id IN ({marks}) "
+            "ORDER BY u.used_at"
+        )
+        found.update((i, flow) for i, flow, _ in catalog._conn.execute(own, chunk).fetchall())
+    return found
+
+
+_OWN_EDGE_TIME = """
+    SELECT min(t.ended_at) FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
+    WHERE l.upstream_id = ? AND l.downstream_id = ? AND t.ended_at IS NOT NULL
+"""
+_EXTERNAL_EDGE_TIME = """
+    SELECT min(CASE WHEN s.run_id IS NULL THEN s.first_seen ELSE s.ended_at END)
+    FROM external_lineage e JOIN external_sources s ON s.job_namespace = e.job_namespace AND s.job_name = e.job_name
+    WHERE e.upstream_id = ? AND e.downstream_id = ? AND (s.run_id IS NULL OR s.ended_at IS NOT NULL)
+"""
+
+
+def lineage_moments(catalog: Catalog, edges: Iterable[tuple[str, str]], *, limit: int = 200) -> list[datetime]:
+    """The moments the given edges became known, as ``lineage --as-of`` counts them (an own run's
+    end, an external run's end, a JobEvent's first sighting): the times at which the graph drawn
+    as of them changes. The latest ``limit`` of them, in time order."""
+    times: set[str] = set()
+    for up, down in edges:
+        for statement in (_OWN_EDGE_TIME, _EXTERNAL_EDGE_TIME):
+            row = catalog._conn.execute(statement, [up, down]).fetchone()
+            if row and row[0]:
+                times.add(row[0])
+    return [parse_time(t, "catalog") for t in sorted(times)[-limit:]]
+
+
+# --- runs ----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class AssetRun:
+    direction: str  # "input" | "output"
+    run: RunView
+
+
+_OWN_USES = """
+    SELECT u.task_run_pk, u.direction FROM usages u WHERE u.asset_id = ?
+    ORDER BY u.used_at DESC, u.task_run_pk DESC LIMIT ?
+"""
+_EXTERNAL_JOBS = "SELECT job_namespace, job_name, direction FROM external_usages WHERE asset_id = ? LIMIT ?"
+
+
+def asset_runs(runs: Runs, asset_id: str, *, limit: int = 50, scope: Scope | None = None) -> list[AssetRun]:
+    """The latest runs that read or wrote an asset, olbridge's and external ones, newest first."""
+    conn = runs.catalog._conn
+    uses = conn.execute(_OWN_USES, [asset_id, limit]).fetchall()
+    stored = runs.catalog.task_runs_by_pk([pk for pk, _ in uses])
+    found = [AssetRun(direction, runs._own(stored[pk])) for pk, direction in uses if pk in stored]
+    for job_ns, job_name, direction in conn.execute(_EXTERNAL_JOBS, [asset_id, 20]).fetchall():
+        for view in runs.external(RunFilter(job=job_name, namespace=job_ns, origin=EXTERNAL))[-limit:]:
+            found.append(AssetRun(direction, view))
+    found = [r for r in found if allows(scope, r.run.job_namespace)]
+    found.sort(key=lambda r: r.run.sort_key, reverse=True)
+    return found[:limit]
+
+
+@attrs.frozen
+class RunPage:
+    runs: tuple[RunView, ...]
+    next: str | None  # where the next page starts (``before`` of :func:`recent_runs`); None: no more
+
+
+def _run_order(view: RunView) -> tuple[str, str, str]:
+    own = view.task_run is not None
+    return (view.started or "", view.origin, view.run_id if not own else "")
+
+
+def recent_runs(
+    runs: Runs, filters: RunFilter, *, before: str | None = None, limit: int = 50, scope: Scope | None = None
+) -> RunPage:
+    """A page of runs, newest first (by start), olbridge's and external ones. ``before`` (a
+    page's ``next``) is ``<time>|<count>``: the runs started at or before the time, less the
+    first ``count`` of those started at that time (shown on the pages before). Own runs are read
+    by the ``task_runs_started`` index from the newest, a page at a time: the list of a catalog of
+    millions of runs costs what its page does."""
+    until, skip = None, 0
+    if before:
+        text, _, count = before.rpartition("|")
+        until, skip = text, int(count or 0)
+    wanted = limit + skip + 1
+    found: list[RunView] = []
+    if filters.origin in (None, OWN):
+        found += _own_newest(runs, filters, until, wanted, scope)
+    if filters.origin in (None, EXTERNAL):
+        found += _external_newest(runs, filters, until, wanted, scope)
+    found.sort(key=_run_order, reverse=True)
+    if until is not None:
+        at_until = [v for v in found if (v.started or "") == until]
+        dropped = {id(v) for v in at_until[:skip]}
+        found = [v for v in found if id(v) not in dropped]
+    shown = found[:limit]
+    following = None
+    if len(found) > limit and shown:
+        last = shown[-1].started or ""
+        same = sum(1 for v in shown if (v.started or "") == last)
+        following = f"{last}|{same + (skip if last == until else 0)}"
+    return RunPage(tuple(shown), following)
+
+
+def _external_newest(
+    runs: Runs, filters: RunFilter, until: str | None, wanted: int, scope: Scope | None
+) -> list[RunView]:
+    """External runs newest first, started at or before ``until``: the first ``wanted`` the
+    filters select (the database keeps the top ones only, rather than handing over them all)."""
+    start = "coalesce(started_at, first_seen)"
+    where, params = ["run_id IS NOT NULL"], []
+    for value, condition in [
+        (filters.job, "job_name = ?"),
+        (filters.namespace, "job_namespace = ?"),
+        (filters.state, "state = ?"),
+        (format_time(filters.since) if filters.since else None, f"{start} >= ?"),
+        (format_time(filters.until) if filters.until else None, f"{start} < ?"),
+        (until, f"{start} <= ?"),
+    ]:
+        if value is not None:
+            where.append(condition)
+            params.append(value)
+    if scope is not None:
+        clause, more = scope.clause("job_namespace", global_=False)
+        where.append(clause)
+        params += more
+    statement = (
+        f"SELECT {sql.EXTERNAL_RUN_COLUMNS} FROM external_sources WHERE {' AND '.join(where)} "
+        f"ORDER BY {start} DESC, source DESC LIMIT ?"
+    )
+    views = runs._external(statement, [*params, wanted], facets=False)
+    return [v for v in views if allows(scope, v.job_namespace)]
+
+
+def _own_newest(runs: Runs, filters: RunFilter, until: str | None, wanted: int, scope: Scope | None) -> list[RunView]:
+    """Own runs newest first, started at or before ``until``, that the filters select: the first
+    ``wanted`` of them, read a page at a time by the ``task_runs_started`` index (at most
+    SCAN_BUDGET rows passed over)."""
+    prefix = runs.converter.options.job_namespace_prefix
+    where, params = ["(t.started_at, t.pk) < (?, ?)"], []
+    if filters.namespace is not None:
+        if not filters.namespace.startswith(prefix):
+            return []
+        where.append("t.flow_namespace = ?")
+        params.append(filters.namespace[len(prefix) :])
+    if until is not None:
+        where.append("t.started_at <= ?")
+        params.append(until)
+    if filters.until is not None:
+        where.append("t.started_at < ?")
+        params.append(format_time(filters.until))
+    if filters.since is not None:
+        where.append("t.started_at >= ?")
+        params.append(format_time(filters.since))
+    statement = (
+        f"SELECT {sql.TASK_RUN_COLUMNS} {sql._TASK_RUN_FROM} WHERE {' AND '.join(where)} "
+        "ORDER BY t.started_at DESC, t.pk DESC LIMIT ?"
+    )
+    out: list[RunView] = []
+    key: tuple[str, int] = (TOP, 1 << 62)
+    scanned = 0
+    sifted = filters.job is not None or filters.state is not None or scope is not None  # in Python
+    chunk = SCAN_CHUNK if sifted else wanted
+    while len(out) < wanted and scanned < SCAN_BUDGET:
+        page = runs.catalog._conn.execute(statement, [*key, *params, chunk]).fetchall()
+        scanned += len(page)
+        for run in runs.catalog._with_usages(page):
+            view = runs._own(run, facets=False)
+            if filters.job is not None and view.job_name != filters.job:
+                continue
+            if filters.state is not None and view.state != filters.state:
+                continue
+            if allows(scope, view.job_namespace):
+                out.append(view)
+        if len(page) < chunk:
+            break
+        key = (page[-1][7], page[-1][0])
+    return out
+
+
+@attrs.frozen
+class RawEvent:
+    event_time: str
+    event_type: str | None
+    body: str
+
+
+def raw_events(catalog: Catalog, run_id: str, *, limit: int = 100) -> list[RawEvent]:
+    """The events received for an external run, as they came, in event time order."""
+    statement = (
+        "SELECT event_time, event_type, body FROM received_events WHERE source = ? ORDER BY event_time, pk LIMIT ?"
+    )
+    return [RawEvent(*row) for row in catalog._conn.execute(statement, [f"run:{run_id}", limit])]
+
+
+__all__ = [
+    "COUNT_CAP",
+    "DOWN",
+    "GLOBAL",
+    "UP",
+    "AssetFilter",
+    "AssetPage",
+    "AssetRun",
+    "Cluster",
+    "GraphNode",
+    "GraphSlice",
+    "ListedAsset",
+    "Neighbours",
+    "PrefixNode",
+    "RawEvent",
+    "RunPage",
+    "Scope",
+    "allows",
+    "asset_runs",
+    "graph_slice",
+    "lineage_moments",
+    "list_assets",
+    "neighbours",
+    "nodes_of",
+    "prefix_children",
+    "raw_events",
+    "recent_runs",
+    "writers",
+]

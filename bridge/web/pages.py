@@ -1,0 +1,418 @@
+"""What each page shows, as data: one function a page, taking the request's query and returning
+the JSON twin (camelCase keys) that the page's template draws. Reads go through the catalog's
+query API (:mod:`bridge.catalog.browse`, :class:`~bridge.catalog.Catalog`); no SQL here."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from bridge.catalog import Catalog, LineageGraph
+from bridge.catalog import browse as b
+from bridge.catalog.runs import EXTERNAL, OWN, STATES, RunFilter, Runs, RunView
+from bridge.errors import NotFoundError, ValidationError
+from bridge.model import Asset, format_time, parse_time
+from bridge.web.layout import layout
+
+Query = Mapping[str, str]
+PAGE = 50
+TABS = ("overview", "dependencies", "runs", "columns", "history")
+DIRECTIONS = {"up": "upstream", "down": "downstream", "both": "both"}
+GROUPS = ("", "namespace", "type", "origin", "flow")
+MAX_DEPTH = 6
+
+
+def _time(moment: datetime | None) -> str | None:
+    return format_time(moment) if moment is not None else None
+
+
+def _choice(query: Query, name: str, allowed: tuple[str, ...] | dict[str, str], default: str) -> str:
+    value = query.get(name, default) or default
+    if value not in allowed:
+        raise ValidationError(f"{name} must be one of {', '.join(allowed)}", rule=f"ui.{name}", value=value)
+    return value
+
+
+def _int(query: Query, name: str, default: int, low: int, high: int) -> int:
+    text = query.get(name, "") or str(default)
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValidationError(f"{name} must be a whole number", rule=f"ui.{name}", value=text) from None
+    return min(max(value, low), high)
+
+
+def visible_asset(catalog: Catalog, asset_id: str, scope: b.Scope | None) -> Asset:
+    asset = catalog.get_asset(asset_id)
+    if asset is None or not b.allows(scope, asset.namespace):
+        raise NotFoundError(f"no asset with id {asset_id!r}")
+    return asset
+
+
+def health(asset: Asset) -> str | None:
+    """``failing`` when one of its data-quality assertions (dbt tests) failed at its last run,
+    ``passing`` when all passed, None when it has none."""
+    if not asset.assertions:
+        return None
+    return "passing" if all(a.success for a in asset.assertions) else "failing"
+
+
+def asset_row(item: b.ListedAsset) -> dict[str, Any]:
+    a = item.asset
+    return {
+        "health": health(a),
+        "id": a.id,
+        "type": a.type,
+        "namespace": a.namespace,
+        "origin": a.origin.value,
+        "updated": _time(a.updated_at),
+        "lastWritten": _time(item.last_written),
+    }
+
+
+# --- /assets -------------------------------------------------------------------------------
+
+
+def asset_filter(query: Query) -> b.AssetFilter:
+    metadata = []
+    for pair in [p for p in query.get("meta", "").split("&&") if p.strip()]:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValidationError("a metadata filter is key=value", rule="ui.meta", value=pair)
+        metadata.append((key.strip(), value.strip()))
+    namespace = query.get("namespace")
+    origin = query.get("origin") or None
+    if origin is not None and origin not in ("declared", "auto", "external"):
+        raise ValidationError("origin is declared, auto or external", rule="ui.origin", value=origin)
+    return b.AssetFilter(
+        search=query.get("q", "").strip(),
+        types=tuple(t for t in [query.get("type", "").strip()] if t),
+        namespace=(b.GLOBAL if namespace == "Global" else namespace.strip() or None) if namespace else None,
+        origin=origin,
+        prefix=query.get("prefix", ""),
+        metadata=tuple(metadata),
+    )
+
+
+def assets_page(catalog: Catalog, query: Query, scope: b.Scope | None) -> dict[str, Any]:
+    f = asset_filter(query)
+    after = query.get("after") or None
+    page = b.list_assets(catalog, f, after=after, limit=PAGE, scope=scope)
+    tree = b.prefix_children(catalog, f.prefix, scope=scope)
+    return {
+        "filters": {k: query.get(k, "") for k in ("q", "type", "namespace", "origin", "meta", "prefix")},
+        "assets": [asset_row(item) for item in page.assets],
+        "count": page.count,
+        "countCapped": page.count is not None and page.count > b.COUNT_CAP,
+        "after": after,
+        "next": page.after,
+        "tree": [{"prefix": n.prefix, "leaf": n.leaf} for n in tree],
+    }
+
+
+# --- /assets/<id> --------------------------------------------------------------------------
+
+
+def asset_page(catalog: Catalog, runs: Runs, asset_id: str, query: Query, scope: b.Scope | None) -> dict[str, Any]:
+    asset = visible_asset(catalog, asset_id, scope)
+    tab = _choice(query, "tab", TABS, "overview")
+    out: dict[str, Any] = {"asset": asset.to_json(), "tab": tab, "health": health(asset)}
+    out["assertions"] = [
+        {"assertion": x.assertion, "success": x.success, "column": x.column, "severity": x.severity}
+        for x in asset.assertions
+    ]
+    if tab == "overview":
+        out.update(overview(catalog, runs, asset, scope))
+    elif tab == "dependencies":
+        out["graph"] = dependencies(catalog, runs, asset.id, query, scope)
+    elif tab == "runs":
+        out["runs"] = [
+            {"direction": r.direction, **run_summary(r.run)} for r in b.asset_runs(runs, asset.id, scope=scope)
+        ]
+    elif tab == "columns":
+        out["columns"] = columns(catalog, asset, scope)
+    else:
+        out["history"] = history(catalog, runs, asset, query, scope)
+    return out
+
+
+def overview(catalog: Catalog, runs: Runs, asset: Asset, scope: b.Scope | None) -> dict[str, Any]:
+    near = {
+        key: b.neighbours(catalog, asset.id, walk, limit=20, scope=scope)
+        for key, walk in (("upstream", b.UP), ("downstream", b.DOWN))
+    }
+    writes = [r for r in b.asset_runs(runs, asset.id, limit=20, scope=scope) if r.direction == "output"]
+    last = writes[0].run if writes else None
+    return {
+        "identifiers": [i.to_json() for i in asset.identifiers],
+        "facets": dict(asset.received_facets),
+        "upstream": {"ids": list(near["upstream"].ids), "count": near["upstream"].count},
+        "downstream": {"ids": list(near["downstream"].ids), "count": near["downstream"].count},
+        "lastWritten": (
+            {"at": last.ended or last.started, "runId": last.run_id, "job": f"{last.job_namespace}/{last.job_name}"}
+            if last
+            else None
+        ),
+    }
+
+
+def graph_options(query: Query) -> dict[str, Any]:
+    expand = [i for i in query.get("expand", "").split("\n") if i]
+    return {
+        "direction": _choice(query, "direction", DIRECTIONS, "both"),
+        "depth": _int(query, "depth", 1, 1, MAX_DEPTH),
+        "group": _choice(query, "group", GROUPS, ""),
+        "expand": expand[:50],
+        "run": query.get("run", ""),
+    }
+
+
+def dependencies(catalog: Catalog, runs: Runs, root: str, query: Query, scope: b.Scope | None) -> dict[str, Any]:
+    options = graph_options(query)
+    read: tuple[str, ...] = ()
+    written: tuple[str, ...] = ()
+    if options["run"]:
+        run = runs.get(options["run"])
+        if run is not None and b.allows(scope, run.job_namespace):
+            read, written = run.inputs, run.outputs
+    graph = b.graph_slice(
+        catalog,
+        root,
+        direction=DIRECTIONS[options["direction"]],
+        depth=options["depth"],
+        expanded=[*options["expand"], *read, *written],
+        scope=scope,
+    )
+    if options["group"] == "flow":
+        flows = b.writers(catalog, [n.id for n in graph.nodes])
+        graph = attrs.evolve(graph, nodes=tuple(attrs.evolve(n, flow=flows.get(n.id)) for n in graph.nodes))
+    drawn = layout(graph, group_by=options["group"], expanded=options["expand"], read=read, written=written)
+    return {
+        "options": options,
+        "layout": drawn,
+        "truncated": graph.truncated,
+        "nodeCount": len(graph.nodes),
+        **drawn.to_json(),
+        "clusters": [{"anchor": c.anchor, "direction": c.direction, "hidden": c.hidden} for c in graph.clusters],
+    }
+
+
+def columns(catalog: Catalog, asset: Asset, scope: b.Scope | None) -> list[dict[str, Any]]:
+    out = []
+    for column in asset.columns[:200]:
+        graph = catalog.column_lineage(asset.id, column.name, direction="both", depth=1)
+        edges = []
+        for e in graph.edges:
+            other = e.upstream if e.downstream == asset.id and e.downstream_column == column.name else e.downstream
+            side = "upstream" if other == e.upstream else "downstream"
+            if not b.allows(scope, next((a.namespace for a in graph.assets if a.id == other), None)):
+                continue
+            edges.append(
+                {
+                    "side": side,
+                    "asset": other,
+                    "column": e.upstream_column if side == "upstream" else e.downstream_column,
+                    "transformations": [t.to_json() for t in e.transformations],
+                }
+            )
+        out.append({"name": column.name, "type": column.type, "description": column.description, "edges": edges})
+    return out
+
+
+def history(catalog: Catalog, runs: Runs, asset: Asset, query: Query, scope: b.Scope | None) -> dict[str, Any]:
+    changes = list(catalog.iter_changes(asset=asset.id))[-200:]
+    entries: list[dict[str, Any]] = [
+        {"at": format_time(c.changed_at), "kind": c.kind, "seq": c.seq, "snapshot": c.asset.to_json()} for c in changes
+    ]
+    for r in b.asset_runs(runs, asset.id, limit=100, scope=scope):
+        if r.direction == "output":
+            entries.append({"at": r.run.ended or r.run.started, "kind": "write", "runId": r.run.run_id})
+    entries.sort(key=lambda e: e["at"] or "", reverse=True)
+    diff = None
+    snapshots = {str(c.seq): c.asset.to_json() for c in changes}
+    a, b_ = query.get("a", ""), query.get("b", "")
+    if a in snapshots and b_ in snapshots:
+        diff = compare(snapshots[a], snapshots[b_])
+    return {"entries": entries, "a": a, "b": b_, "diff": diff}
+
+
+def compare(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What differs between two snapshots of an asset: metadata keys, columns, facets, fields."""
+    out = []
+    for part in ("metadata", "receivedFacets"):
+        old, new = before.get(part) or {}, after.get(part) or {}
+        for key in sorted(set(old) | set(new)):
+            if old.get(key) != new.get(key):
+                out.append({"what": f"{part}.{key}", "before": old.get(key), "after": new.get(key)})
+    for key in ("type", "namespace", "displayName", "description", "columns", "deleted"):
+        if before.get(key) != after.get(key):
+            out.append({"what": key, "before": before.get(key), "after": after.get(key)})
+    return out
+
+
+def neighbours_page(catalog: Catalog, query: Query, scope: b.Scope | None) -> dict[str, Any]:
+    asset = visible_asset(catalog, query.get("asset", ""), scope)
+    direction = DIRECTIONS[_choice(query, "direction", ("up", "down"), "up")]
+    search = query.get("q", "").strip()
+    after = query.get("after") or None
+    found = b.neighbours(catalog, asset.id, direction, limit=PAGE + 1, search=search, after=after, scope=scope)
+    ids = list(found.ids)
+    return {
+        "asset": asset.id,
+        "direction": direction,
+        "q": search,
+        "count": found.count,
+        "ids": ids[:PAGE],
+        "next": ids[PAGE - 1] if len(ids) > PAGE else None,
+    }
+
+
+# --- /lineage ------------------------------------------------------------------------------
+
+
+def lineage_page(catalog: Catalog, query: Query, scope: b.Scope | None) -> dict[str, Any]:
+    asset_id = query.get("asset", "")
+    depth = _int(query, "depth", 2, 1, MAX_DEPTH)
+    options: dict[str, Any] = {"direction": _choice(query, "direction", DIRECTIONS, "both"), "depth": depth}
+    if not asset_id:
+        return {"asset": None, "options": options, "moments": [], "step": None}
+    asset = visible_asset(catalog, asset_id, scope)
+    direction = DIRECTIONS[options["direction"]]
+    now = catalog.lineage(asset.id, direction=direction, depth=depth)
+    moments = b.lineage_moments(catalog, [(e.upstream, e.downstream) for e in now.edges])
+    out: dict[str, Any] = {"asset": asset.id, "options": options, "moments": [format_time(m) for m in moments]}
+    if not moments:
+        out["step"] = None
+        return out
+    step = _int(query, "step", len(moments) - 1, 0, len(moments) - 1)
+    graph = _scoped(catalog.lineage(asset.id, direction=direction, depth=depth, as_of=moments[step]), scope)
+    before: set[tuple[str, str]] = set()
+    if step > 0:
+        earlier = catalog.lineage(asset.id, direction=direction, depth=depth, as_of=moments[step - 1])
+        before = set(_scoped(earlier, scope).edges)
+    new_edges = [e for e in graph.edges if e not in before]
+    known = {n for e in before for n in e} | {asset.id}
+    new_nodes = [n.id for n in graph.nodes if n.id not in known]
+    drawn = layout(graph, new_nodes=new_nodes, new_edges=new_edges)
+    out.update(
+        step=step,
+        at=format_time(moments[step]),
+        layout=drawn,
+        truncated=graph.truncated,
+        newEdges=[{"upstream": u, "downstream": d} for u, d in new_edges],
+        newAssets=new_nodes,
+        **drawn.to_json(),
+    )
+    return out
+
+
+def _scoped(graph: LineageGraph, scope: b.Scope | None, max_nodes: int = 300) -> b.GraphSlice:
+    """A lineage graph as a slice: the nodes one may see,
+    at most ``max_nodes`` of them (the nearest first)."""
+    seen = {graph.root}
+    edges = []
+    truncated = False
+    for e in sorted(graph.edges, key=lambda e: e.depth):
+        ends = {e.upstream, e.downstream}
+        if len(seen | ends) > max_nodes:
+            truncated = True
+            continue
+        edges.append((e.upstream, e.downstream))
+        seen |= ends
+    nodes = [
+        b.GraphNode(a.id, a.type, a.namespace, a.origin.value, a.is_deleted)
+        for a in graph.assets
+        if a.id in seen and b.allows(scope, a.namespace)
+    ]
+    shown = {n.id for n in nodes}
+    return b.GraphSlice(
+        graph.root, tuple(nodes), tuple(e for e in edges if e[0] in shown and e[1] in shown), (), truncated
+    )
+
+
+# --- /runs ---------------------------------------------------------------------------------
+
+
+def run_summary(view: RunView) -> dict[str, Any]:
+    duration = None
+    if view.started and view.ended:
+        start, end = parse_time(view.started, "run"), parse_time(view.ended, "run")
+        duration = round((end - start).total_seconds(), 3)
+    return {
+        "runId": view.run_id,
+        "origin": view.origin,
+        "job": {"namespace": view.job_namespace, "name": view.job_name},
+        "state": view.state,
+        "started": view.started,
+        "startInferred": view.start_inferred,
+        "ended": view.ended,
+        "durationSeconds": duration,
+        "producer": view.producer,
+    }
+
+
+def _moment(query: Query, name: str) -> datetime | None:
+    text = query.get(name, "").strip()
+    return parse_time(text, name, assume_utc=True) if text else None
+
+
+def runs_page(runs: Runs, query: Query, scope: b.Scope | None) -> dict[str, Any]:
+    state = query.get("state") or None
+    if state is not None and state not in STATES:
+        raise ValidationError(f"state is one of {', '.join(STATES)}", rule="ui.state", value=state)
+    origin = query.get("origin") or None
+    if origin is not None and origin not in (OWN, EXTERNAL):
+        raise ValidationError(f"origin is {OWN} or {EXTERNAL}", rule="ui.origin", value=origin)
+    filters = RunFilter(
+        job=query.get("job") or None,
+        namespace=query.get("namespace") or None,
+        state=state,
+        since=_moment(query, "since"),
+        until=_moment(query, "until"),
+        origin=origin,
+    )
+    before = query.get("before") or None
+    if before is not None and not re.fullmatch(r"[^|]*\|\d{1,7}", before):
+        raise ValidationError("before is <time>|<count>, as a next link gives it", rule="ui.before", value=before)
+    page = b.recent_runs(runs, filters, before=before, limit=PAGE, scope=scope)
+    return {
+        "filters": {k: query.get(k, "") for k in ("state", "job", "namespace", "origin", "since", "until")},
+        "runs": [run_summary(v) for v in page.runs],
+        "before": before,
+        "next": page.next,
+        "states": list(STATES),
+    }
+
+
+def run_page(catalog: Catalog, runs: Runs, run_id: str, scope: b.Scope | None) -> dict[str, Any]:
+    view = runs.get(run_id)
+    if view is None or not b.allows(scope, view.job_namespace):
+        raise NotFoundError(f"no run with id {run_id!r}")
+    visible = {n.id for n in b.nodes_of(catalog, [*view.inputs, *view.outputs]) if b.allows(scope, n.namespace)}
+    data = view.to_json()
+    data["inputs"] = [i for i in view.inputs if i in visible]
+    data["outputs"] = [o for o in view.outputs if o in visible]
+    data["summary"] = run_summary(view)
+    events = b.raw_events(catalog, view.run_id)
+    data["rawEvents"] = [{"eventTime": e.event_time, "eventType": e.event_type, "body": e.body} for e in events]
+    anchor = next(iter([*data["outputs"], *data["inputs"]]), None)
+    data["graphAsset"] = anchor
+    return data
+
+
+# --- /status -------------------------------------------------------------------------------
+
+
+def status_page(catalog: Catalog) -> dict[str, Any]:
+    errors = catalog.outbox.errors()
+    now = time.time()
+    return {
+        **catalog.outbox.status().as_json(),
+        "lastError": errors[0].as_json() if errors else None,
+        "workers": [w.as_json(now) for w in catalog.workers.list()],
+    }

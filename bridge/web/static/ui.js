@@ -1,0 +1,50 @@
+// olbridge ui: the few things a page does better with JavaScript; every page works without it.
+"use strict";
+(function () {
+  // Search as one types: a form marked data-live="ID" fetches its own page with the new query
+  // and swaps in the element ID; the address follows, so the view stays a link one can send.
+  function live(form) {
+    var target = document.getElementById(form.dataset.live);
+    if (!target) return;
+    var timer = null;
+    var pending = null;
+    function refresh() {
+      var params = new URLSearchParams();
+      new FormData(form).forEach(function (value, key) {
+        if (value !== "" && key !== "after") params.append(key, value);
+      });
+      var url = form.getAttribute("action") + "?" + params.toString();
+      if (pending) pending.abort();
+      pending = new AbortController();
+      fetch(url, { signal: pending.signal, credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (text) {
+          if (text === null) return;
+          var doc = new DOMParser().parseFromString(text, "text/html");
+          var fresh = doc.getElementById(form.dataset.live);
+          if (fresh) { target.replaceWith(fresh); target = fresh; }
+          history.replaceState(null, "", url);
+        })
+        .catch(function () {});
+    }
+    form.querySelectorAll("input[type=search]").forEach(function (input) {
+      input.addEventListener("input", function () {
+        clearTimeout(timer);
+        timer = setTimeout(refresh, 200);
+      });
+    });
+  }
+  // The time slider: shows the moment it is on while it moves, and goes there when let go.
+  function slider(input) {
+    var moments = (input.dataset.moments || "").split(" ");
+    var out = document.getElementById("step-at");
+    input.addEventListener("input", function () {
+      if (out) out.textContent = moments[Number(input.value)] || "";
+    });
+    input.addEventListener("change", function () { input.form.requestSubmit(); });
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("form[data-live]").forEach(live);
+    document.querySelectorAll("input[data-autosubmit]").forEach(slider);
+  });
+})();

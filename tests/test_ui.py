@@ -1,0 +1,352 @@
+"""``olbridge ui`` without a browser: the JSON twins hold what the pages show, every catalog
+string is escaped in HTML, attributes and SVG, a token sees its namespaces and Global assets only
+(pages and twins alike), the pages refuse writes, and the command says how it is reachable."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+import pytest
+
+from bridge.catalog import Catalog
+from bridge.catalog.browse import AssetFilter, list_assets, prefix_children, recent_runs
+from bridge.catalog.runs import RunFilter, Runs
+from bridge.config import parse_tokens
+from bridge.mapping import Resolver
+from bridge.openlineage.convert import Converter
+from bridge.web import UiApp
+from bridge.web.app import json_twin
+from tests.helpers import invoke
+from tests.ui_catalog import EXTERNAL_RUN, HOSTILE, HUB_FANOUT, build
+
+pytestmark = pytest.mark.both_engines
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+TOKENS = {
+    "team-a": {"token": "secret-a", "namespaces": ["team-a*"]},
+    "team-b": {"token": "secret-b", "namespaces": ["team-b*"]},
+}
+
+
+@pytest.fixture
+def ui_catalog(catalog_target: str, resolver: Resolver) -> str:
+    build(catalog_target, resolver)
+    return catalog_target
+
+
+def make_app(path: str, resolver: Resolver, *, tokens: bool = False) -> UiApp:
+    named = parse_tokens(TOKENS, "test") if tokens else ()
+    return UiApp(lambda: Catalog(path, create=False), Converter(resolver), named)
+
+
+def call(
+    app: UiApp, path: str, query: str = "", *, method: str = "GET", cookie: str = "", body: bytes = b""
+) -> tuple[str, dict[str, str], str]:
+    found: dict[str, Any] = {}
+
+    def start(status: str, headers: list[tuple[str, str]]) -> None:
+        found["status"], found["headers"] = status, dict(headers)
+
+    environ = {
+        "REQUEST_METHOD": method,
+        "PATH_INFO": path.encode().decode("latin-1"),
+        "QUERY_STRING": query,
+        "HTTP_COOKIE": cookie,
+        "CONTENT_LENGTH": str(len(body)),
+        "wsgi.input": io.BytesIO(body),
+    }
+    text = b"".join(app(environ, start)).decode()
+    return found["status"], found["headers"], text
+
+
+def twin(app: UiApp, path: str, query: str = "", **kw: Any) -> Any:
+    status, headers, text = call(app, path, f"{query}&format=json" if query else "format=json", **kw)
+    assert status.startswith("200"), text
+    assert headers["Content-Type"] == "application/json"
+    return json.loads(text)
+
+
+def test_the_assets_twin_lists_filters_and_pages(ui_catalog: str, resolver: Resolver) -> None:
+    app = make_app(ui_catalog, resolver)
+    everything = twin(app, "/assets")
+    ids = [a["id"] for a in everything["assets"]]
+    assert ids == sorted(ids) and "raw.orders" in ids and "shared.calendar" in ids
+    assert everything["count"] == len(ids) and everything["next"] is None
+    assert [a["id"] for a in twin(app, "/assets", "q=payroll")["assets"]] == ["hr.payroll"]
+    # found by a name it was received under
+    found = twin(app, "/assets", "q=exports/orders.parquet")["assets"]
+    assert len(found) == 1 and found[0]["origin"] == "external"
+    global_ = twin(app, "/assets", "namespace=Global")["assets"]
+    assert "shared.calendar" in {a["id"] for a in global_} and {a["namespace"] for a in global_} == {None}
+    gold = twin(app, "/assets", "meta=tier%3Dgold")["assets"]
+    assert {a["id"] for a in gold} == {"mart.orders", "hr.people"}  # raw.orders is platinum now
+    assert twin(app, "/assets", "meta=tier%3Dgold")["count"] is None
+    assert {a["type"] for a in twin(app, "/assets", "type=Table&namespace=team-b.hr")["assets"]} == {"Table"}
+    health = {a["id"]: a["health"] for a in everything["assets"]}
+    assert health["mart.orders"] == "failing" and health["raw.orders"] is None  # one of its tests failed
+    # server paging by keyset: two pages of the hub's fan, nothing twice, nothing lost
+    first = twin(app, "/assets", "prefix=hub.fan.")
+    assert first["count"] == HUB_FANOUT and len(first["assets"]) == min(HUB_FANOUT, 50)
+    tree = twin(app, "/assets")["tree"]
+    assert {"prefix": "hub.", "leaf": False} in tree
+
+
+def test_keyset_pages_cover_the_list_once(ui_catalog: str) -> None:
+    with Catalog(ui_catalog) as catalog:
+        seen: list[str] = []
+        after = None
+        while True:
+            page = list_assets(catalog, AssetFilter(), after=after, limit=7)
+            seen += [a.asset.id for a in page.assets]
+            if page.after is None:
+                break
+            after = page.after
+        everything = [a.asset.id for a in list_assets(catalog, AssetFilter(), limit=1000).assets]
+        assert seen == everything and len(seen) == len(set(seen))
+        assert [n.prefix for n in prefix_children(catalog, "hub.")] == ["hub.events", "hub.fan."]
+
+
+def test_an_assets_tabs_as_twins(ui_catalog: str, resolver: Resolver) -> None:
+    app = make_app(ui_catalog, resolver)
+    overview = twin(app, "/assets/mart.orders")
+    assert overview["upstream"] == {"ids": ["raw.orders", "shared.calendar"], "count": 2}
+    assert overview["downstream"] == {"ids": ["report.daily"], "count": 1}
+    assert overview["lastWritten"]["job"].endswith("flow.load")
+    graph = twin(app, "/assets/hub.events", "tab=dependencies")["graph"]
+    assert len([n for n in graph["nodes"] if n["kind"] == "asset"]) == 13  # the hub and 12 of its fan
+    (cluster,) = graph["clusters"]
+    assert cluster == {"anchor": "hub.events", "direction": "downstream", "hidden": HUB_FANOUT - 12}
+    deeper = twin(app, "/assets/mart.orders", "tab=dependencies&depth=2&direction=up")["graph"]
+    assert {e["upstream"] for e in deeper["edges"]} == {"raw.orders", "shared.calendar"}
+    assert all(e["downstream"] == "mart.orders" for e in deeper["edges"])
+    grouped = twin(app, "/assets/mart.orders", "tab=dependencies&group=flow")["graph"]
+    assert {n["id"]: n["group"] for n in grouped["nodes"]} == {
+        "mart.orders": "team-a.sales/flow",
+        "raw.orders": "(written by no flow)",
+        "shared.calendar": "(written by no flow)",
+        "report.daily": "team-a.sales/flow",
+    }
+    expanded = twin(app, "/assets/mart.orders", "tab=dependencies&expand=report.daily")["graph"]
+    assert "expanded" in next(n for n in expanded["nodes"] if n["id"] == "report.daily")["marks"]
+    runs = twin(app, "/assets/mart.orders", "tab=runs")["runs"]
+    assert [(r["direction"], r["job"]["name"]) for r in runs] == [("input", "flow.report"), ("output", "flow.load")]
+    history = twin(app, "/assets/raw.orders", "tab=history")["history"]
+    (change,) = [e for e in history["entries"] if e["kind"] == "update"]
+    assert change["snapshot"]["metadata"]["tier"] == "platinum"
+    columns = twin(app, "/assets/raw.orders", "tab=columns")["columns"]
+    assert [c["name"] for c in columns] == ["id", "amount"]
+    neighbours = twin(app, "/neighbours", "asset=hub.events&direction=down&q=f02")
+    assert neighbours["count"] == 10 and neighbours["ids"][0] == "hub.fan.f020"
+
+
+def test_lineage_steps_through_the_moments_it_changed(ui_catalog: str, resolver: Resolver) -> None:
+    app = make_app(ui_catalog, resolver)
+    last = twin(app, "/lineage", "asset=mart.orders")
+    assert len(last["moments"]) == 2 and last["step"] == 1
+    assert last["newEdges"] == [{"upstream": "mart.orders", "downstream": "report.daily"}]
+    assert last["newAssets"] == ["report.daily"]
+    first = twin(app, "/lineage", "asset=mart.orders&step=0")
+    assert {(e["upstream"], e["downstream"]) for e in first["edges"]} == {
+        ("raw.orders", "mart.orders"),
+        ("shared.calendar", "mart.orders"),
+    }
+    assert "report.daily" not in {n["id"] for n in first["nodes"]}
+
+
+def test_runs_and_a_run_as_twins(ui_catalog: str, resolver: Resolver) -> None:
+    app = make_app(ui_catalog, resolver)
+    listed = twin(app, "/runs")["runs"]
+    assert {r["origin"] for r in listed} == {"olbridge", "external"}
+    external = twin(app, "/runs", "origin=external")["runs"]
+    assert [r["runId"] for r in external] == [EXTERNAL_RUN]
+    assert external[0]["startInferred"] is True
+    run = twin(app, f"/runs/{EXTERNAL_RUN}")
+    assert run["job"]["name"] == HOSTILE and len(run["rawEvents"]) == 1
+    assert run["summary"]["startInferred"] is True
+    status = twin(app, "/status")
+    code, out, _ = invoke(ui_catalog, "status", "--json")
+    said = json.loads(out)
+    assert code == 0 and status["pending"] == said["pending"] > 0
+    assert {k: status[k] for k in ("dead", "oldestPending", "lastError", "workers")} == {
+        k: said[k] for k in ("dead", "oldestPending", "lastError", "workers")
+    }
+
+
+def test_run_pages_go_from_the_newest_and_cover_the_list_once(ui_catalog: str, resolver: Resolver) -> None:
+    with Catalog(ui_catalog) as catalog:
+        runs = Runs(catalog, Converter(resolver))
+        everything = runs.list(RunFilter())
+        seen: list[str] = []
+        before = None
+        while True:
+            page = recent_runs(runs, RunFilter(), before=before, limit=2)
+            seen += [v.run_id for v in page.runs]
+            if page.next is None:
+                break
+            before = page.next
+        assert sorted(seen) == sorted(v.run_id for v in everything) and len(seen) == len(set(seen)) == 5
+        starts = [v.started for v in everything]
+        assert [next(v.started for v in everything if v.run_id == i) for i in seen] == sorted(starts, reverse=True)
+        assert [
+            v.job_name for v in recent_runs(runs, RunFilter(origin="olbridge", state="COMPLETE"), limit=9).runs
+        ] == [
+            "flow.fanout",
+            "flow.report",
+            "flow.pay",
+            "flow.load",
+        ]
+
+
+def test_every_catalog_string_is_escaped(ui_catalog: str, resolver: Resolver) -> None:
+    app = make_app(ui_catalog, resolver)
+    pages = [
+        ("/assets/raw.orders", ""),
+        ("/assets/raw.orders", "tab=history"),
+        ("/runs", ""),
+        (f"/runs/{EXTERNAL_RUN}", ""),
+        ("/assets/exports", "q=x"),
+    ]
+    run_page = call(app, f"/runs/{EXTERNAL_RUN}")[2]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in run_page
+    for path, query in pages:
+        _status, _, text = call(app, path, query)
+        assert "<script>alert" not in text, path
+    # in attributes and in the graph: a query echoed into the search box, and the graph's titles
+    _, _, text = call(app, "/assets", "q=" + quote('"><script>alert(1)</script>'))
+    assert '"><script>' not in text and "&#34;&gt;&lt;script&gt;" in text
+    _, _, overview = call(app, "/assets/raw.orders")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in overview
+    assert re.search(r"<script(?! src=\"/static/ui.js\")", overview) is None
+
+
+def test_a_token_sees_its_namespaces_and_global_assets_only(ui_catalog: str, resolver: Resolver) -> None:
+    app = make_app(ui_catalog, resolver, tokens=True)
+    status, headers, _ = call(app, "/assets")
+    assert status.startswith("303") and headers["Location"].startswith("/login")
+    status, _, text = call(app, "/assets", "format=json")
+    assert status.startswith("401") and json.loads(text)["status"] == 401
+    # logging in sets the cookie
+    status, headers, _ = call(app, "/login", method="POST", body=b"token=secret-a&next=/runs")
+    assert status.startswith("303") and headers["Location"] == "/runs"
+    cookie = headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    a = cookie.split(";")[0]
+    status, headers, text = call(app, "/login", method="POST", body=b"token=wrong")
+    assert "Set-Cookie" not in headers and "That token is not known." in text
+    seen = {x["id"]: x["namespace"] for x in twin(app, "/assets", cookie=a)["assets"]}
+    assert "shared.calendar" in seen and "raw.orders" in seen
+    assert all(ns is None or ns.startswith("team-a") for ns in seen.values())
+    assert "hr.people" not in seen and "hr.payroll" not in seen
+    assert "hr.payroll" not in call(app, "/assets", cookie=a)[2]
+    assert call(app, "/assets/hr.payroll", cookie=a)[0].startswith("404")
+    assert call(app, "/assets/hr.payroll", "format=json", cookie=a)[0].startswith("404")
+    assert twin(app, "/assets", "q=hr.", cookie=a)["assets"] == []
+    assert all(not n["prefix"].startswith("hr.") for n in twin(app, "/assets", cookie=a)["tree"])
+    assert {r["job"]["namespace"] for r in twin(app, "/runs", cookie=a)["runs"]} <= {"team-a.sales", "team-a-spark"}
+    b = "olbridge_ui=secret-b"
+    seen_b = {x["id"]: x["namespace"] for x in twin(app, "/assets", cookie=b)["assets"]}
+    assert {i for i, ns in seen_b.items() if ns is not None} == {"hr.people", "hr.payroll"}
+    assert "shared.calendar" in seen_b
+    graph = twin(app, "/assets/shared.calendar", "tab=dependencies", cookie=b)["graph"]
+    assert {n["id"] for n in graph["nodes"]} == {"shared.calendar"}  # mart.orders is team-a's
+    assert call(app, "/assets", "format=json", cookie="olbridge_ui=nope")[0].startswith("401")
+
+
+def test_the_ui_is_read_only_and_says_bad_values(ui_catalog: str, resolver: Resolver) -> None:
+    app = make_app(ui_catalog, resolver)
+    assert call(app, "/assets", method="POST")[0].startswith("405")
+    assert call(app, "/assets/no.such.asset")[0].startswith("404")
+    status, _, text = call(app, "/assets/raw.orders", "tab=nope&format=json")
+    assert status.startswith("400") and "tab must be one of" in json.loads(text)["error"]
+    assert call(app, "/runs", "since=yesterday")[0].startswith("400")
+    _, headers, _ = call(app, "/assets")
+    assert "default-src 'none'" in headers["Content-Security-Policy"]
+    assert call(app, "/static/ui.js")[0].startswith("200")
+    assert call(app, "/static/../app.py")[0].startswith("404")
+    assert json_twin({"layout": object(), "graph": {"layout": 1, "nodes": []}}) == {"graph": {"nodes": []}}
+
+
+def test_requests_share_the_open_catalogs(ui_catalog: str, resolver: Resolver) -> None:
+    opened: list[Catalog] = []
+
+    def open_catalog() -> Catalog:
+        opened.append(Catalog(ui_catalog, create=False))
+        return opened[-1]
+
+    app = UiApp(open_catalog, Converter(resolver))
+    for path in ["/assets", "/assets/no.such.asset", "/runs", "/assets/raw.orders", "/status"]:
+        call(app, path)
+    assert len(opened) == 1  # one request at a time: one catalog, lent again after a 404 too
+    with app.catalog() as first, app.catalog() as second:
+        assert first is opened[0] and second is not first  # two at once: a second one
+    app.close()
+
+
+def test_ui_needs_a_catalog(tmp_path: Path) -> None:
+    code, _, err = invoke(tmp_path / "missing.db", "ui", "--port", "0")
+    assert code == 1 and "no catalog" in err
+
+
+def test_the_benchmark_runs_at_the_tiniest_size(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("olbridge_benchmark_ui_tiny", BENCHMARKS / "ui.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(["--assets", "60", "--runs", "100", "--hub", "20", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert "hub dependencies" in out and "runs filtered" in out
+
+
+def test_every_twin_has_camel_case_keys(ui_catalog: str, resolver: Resolver) -> None:
+    from tests.test_cli_sweep import keys_not_camel
+
+    app = make_app(ui_catalog, resolver)
+    twins = {
+        page: twin(app, unquote(page.partition("?")[0]), page.partition("?")[2])
+        for page in [
+            "/assets?q=o",
+            "/assets/raw.orders?tab=overview",
+            "/assets/s3%3A%2F%2Fbucket%2Fexports%2Forders.parquet?tab=overview",
+            "/assets/mart.orders?tab=dependencies",
+            "/assets/raw.orders?tab=runs",
+            "/assets/raw.orders?tab=columns",
+            "/assets/raw.orders?tab=history&a=1&b=2",
+            "/neighbours?asset=hub.events&direction=down",
+            "/lineage?asset=mart.orders",
+            "/runs",
+            f"/runs/{EXTERNAL_RUN}",
+            "/status",
+        ]
+    }
+    assert {page: keys_not_camel(found) for page, found in twins.items() if keys_not_camel(found)} == {}
+
+
+def test_login_goes_back_only_to_this_server(ui_catalog: str, resolver: Resolver) -> None:
+    app = make_app(ui_catalog, resolver, tokens=True)
+    for target, expected in [("/runs?state=FAIL", "/runs?state=FAIL"), ("//elsewhere.example/x", "/assets")]:
+        body = f"token=secret-a&next={quote(target, safe='')}".encode()
+        status, headers, _ = call(app, "/login", method="POST", body=body)
+        assert status.startswith("303") and headers["Location"] == expected
+    assert call(app, "/login", "next=https%3A%2F%2Felsewhere.example%2F")[2].count("elsewhere") == 0
+
+
+def test_ui_says_who_can_see_it(ui_catalog: str) -> None:
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "bridge", "--catalog", ui_catalog, "ui", "--port", "0", "--host", "0.0.0.0"]
+    process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert "no tokens: anyone who reaches 0.0.0.0 sees the whole catalog" in line, line

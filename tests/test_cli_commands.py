@@ -29,7 +29,6 @@ from bridge.cli.runs import runs, runs_list, runs_show
 from bridge.cli.serve import serve
 from bridge.cli.stream import backfill, outbox, outbox_drop, outbox_list, outbox_retry, status, stream
 from bridge.cli.ui import ui
-from bridge.demo import example_project
 from bridge.errors import ValidationError
 from tests.test_cli_sweep import TREE, label
 

@@ -316,6 +316,17 @@ VIEWS = {
     """,
 }
 
+# --- health ----------------------------------------------------------------------------------
+
+# The freshness rule set on an asset (bridge/catalog/health.py); the config's selectors are not here.
+freshness_rules = sa.Table(
+    "freshness_rules",
+    metadata,
+    _text("asset_id", primary_key=True),
+    _text("rule"),  # JSON: {max, warn} or {cron, lag, timezone}
+    _text("set_at"),
+)
+
 # --- delivery --------------------------------------------------------------------------------
 
 # A reference outbox: each row points at the stored record whose event it stands for

@@ -95,13 +95,19 @@ def set_rule(cur: Cursor, asset_id: str, rule: FreshnessRule | None, *, now: dat
     if rule is None:
         cur.execute(UNSET_RULE, (asset_id,))
         return
-    body = {k: v for k, v in rule.to_json().items() if k != "source"}
-    cur.execute(SET_RULE, (asset_id, dumps(body), format_time(now)))
+    cur.execute(SET_RULE, (asset_id, dumps(rule.to_json()), format_time(now)))
 
 
 def get_rule(conn: Connection | Cursor, asset_id: str) -> FreshnessRule | None:
     row = conn.execute(GET_RULE, (asset_id,)).fetchone()
-    return FreshnessRule.from_json(json.loads(row[0])) if row else None
+    return _rule(row[0]) if row else None
+
+
+def _rule(text: str) -> FreshnessRule:
+    """A stored rule, with where it came from (``asset``: set by ``assets set``; ``dbt``: a
+    source's freshness)."""
+    data = json.loads(text)
+    return FreshnessRule.from_json(data, source=str(data.get("source") or "asset"))
 
 
 @attrs.frozen
@@ -160,7 +166,7 @@ def assess(
         _Asset(i, t, ns, json.loads(md), _own_checks(checks), updated)
         for i, t, ns, md, checks, updated in conn.execute(ASSETS_AS_OF, (moment, moment))
     ]
-    own_rules = {asset_id: FreshnessRule.from_json(json.loads(body)) for asset_id, body in conn.execute(ALL_RULES)}
+    own_rules = {asset_id: _rule(body) for asset_id, body in conn.execute(ALL_RULES)}
     writes, runs = _runs(conn, moment)
     received = _received_checks(conn, moment)
     downstream = _edges(conn, moment)

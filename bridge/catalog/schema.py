@@ -323,7 +323,7 @@ freshness_rules = sa.Table(
     "freshness_rules",
     metadata,
     _text("asset_id", primary_key=True),
-    _text("rule"),  # JSON: {max, warn} or {cron, lag, timezone}
+    _text("rule"),  # JSON: {max, warn} or {cron, lag, timezone}, and its source (asset, dbt)
     _text("set_at"),
 )
 

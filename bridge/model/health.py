@@ -13,7 +13,9 @@ nothing to say:
   the asset, a failed one of severity ``warn`` WARNs it, until a later run passes it);
 - **the last run** that was to write it: a FAILED one FAILs the asset.
 
-An asset none of them speaks for is UNKNOWN. *At risk* is separate: an asset downstream of a
+An asset none of them speaks for is UNKNOWN (a rule on an asset never written says UNKNOWN only
+when its checks and runs say nothing either: a dbt source, never written by a run, is judged by
+``dbt source freshness``'s checks). *At risk* is separate: an asset downstream of a
 FAIL or WARN asset, with the path to the nearest one (:func:`at_risk`).
 """
 
@@ -156,7 +158,7 @@ class FreshnessRule:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], source: str = "asset") -> FreshnessRule:
-        """A rule from :meth:`to_json`'s keys (``source`` aside), checked."""
+        """A rule from :meth:`to_json`'s keys (``source`` given apart), checked."""
         where = f"freshness of {source}"
 
         def duration(key: str) -> timedelta | None:
@@ -311,8 +313,12 @@ class Verdict:
 def evaluate(facts: Facts, rule: FreshnessRule | None, as_of: datetime) -> Verdict:
     """The health of an asset as of ``as_of``: the worst of its freshness, checks and last run."""
     parts: list[tuple[Health, str]] = []
+    unwritten: tuple[Health, str] | None = None  # a rule's UNKNOWN, which speaks only when nothing else does
     if rule is not None:
-        parts.append(rule.evaluate(facts.last_write, as_of))
+        if facts.last_write is None:
+            unwritten = rule.evaluate(None, as_of)
+        else:
+            parts.append(rule.evaluate(facts.last_write, as_of))
     for check in facts.checks:
         name = check.name or check.assertion
         column = f" on {check.column}" if check.column else ""
@@ -329,7 +335,8 @@ def evaluate(facts: Facts, rule: FreshnessRule | None, as_of: datetime) -> Verdi
         elif state in ("SUCCESS", "WARNING"):
             parts.append((Health.PASS, f"last run {label} succeeded"))
     if not parts:
-        return Verdict(facts.asset_id, Health.UNKNOWN, ("nothing known: no freshness rule, check or run",), rule)
+        reason = unwritten[1] if unwritten else "nothing known: no freshness rule, check or run"
+        return Verdict(facts.asset_id, Health.UNKNOWN, (reason,), rule)
     worst = max(h.rank for h, _ in parts)
     health = next(h for h, _ in parts if h.rank == worst)
     reasons = tuple(reason for h, reason in parts if h.rank == worst)

@@ -63,6 +63,10 @@ def ingest_dbt(
         exists = decl.id in produced or decl.id in sources or catalog.get_asset(decl.id) is not None
         updates.append(attrs.evolve(decl, type=None if exists else "External"))
     results, updated = catalog.record(found.task_runs, updates, now=generated)
+    # the sources' freshness rules (a rule set again as it was changes nothing but its time)
+    for asset_id, rule in found.freshness_rules:
+        if catalog.get_asset(asset_id) is not None and catalog.freshness_of(asset_id) != rule:
+            catalog.set_freshness(asset_id, rule, now=generated)
     written = {(r.key, a) for r, result in zip(found.task_runs, results, strict=True) for a in result.written}
     edges = sum(
         len(d.column_lineage.edges(d.id))

@@ -21,7 +21,7 @@ def upgrade() -> None:
     op.create_table(
         "freshness_rules",
         sa.Column("asset_id", TEXT, nullable=False),
-        sa.Column("rule", TEXT, nullable=False),  # JSON
+        sa.Column("rule", TEXT, nullable=False),  # JSON, with its source (asset, dbt)
         sa.Column("set_at", TEXT, nullable=False),
         sa.PrimaryKeyConstraint("asset_id"),
     )

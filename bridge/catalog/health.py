@@ -27,17 +27,17 @@ import attrs
 
 from bridge.catalog.engine import Connection, Cursor
 from bridge.catalog.rows import dumps
-from bridge.model import Assertion, format_time, parse_time
+from bridge.model import Assertion, format_time
 from bridge.model.health import (
     Facts,
     FreshnessRule,
     Health,
+    RuleBook,
     Selector,
     Verdict,
     at_risk,
     evaluate,
     path_to_cause,
-    rule_for,
 )
 
 SET_RULE = """
@@ -162,23 +162,31 @@ def assess(
 ) -> list[AssetHealth]:
     """The health of every asset there was at ``as_of`` (or of those of ``ids``), by id."""
     moment = format_time(as_of)
+    # metadata is read only where a selector asks for it; rules alike are parsed once
+    by_metadata = any(s.match.metadata for s in selectors)
     assets = [
-        _Asset(i, t, ns, json.loads(md), _own_checks(checks), updated)
+        _Asset(i, t, ns, json.loads(md) if by_metadata and md != "{}" else {}, _own_checks(checks), updated)
         for i, t, ns, md, checks, updated in conn.execute(ASSETS_AS_OF, (moment, moment))
     ]
-    own_rules = {asset_id: _rule(body) for asset_id, body in conn.execute(ALL_RULES)}
+    parsed: dict[str, FreshnessRule] = {}
+    own_rules = {
+        asset_id: parsed.get(body) or parsed.setdefault(body, _rule(body)) for asset_id, body in conn.execute(ALL_RULES)
+    }
     writes, runs = _runs(conn, moment)
     received = _received_checks(conn, moment)
     downstream = _edges(conn, moment)
+    book = RuleBook(selectors)
     verdicts: dict[str, Verdict] = {}
     for a in assets:
-        rule = rule_for(a.id, a.type, a.namespace, a.metadata, own_rules.get(a.id), selectors)
+        rule = book.rule_for(a.id, a.type, a.namespace, a.metadata, own_rules.get(a.id))
         checks, checks_from = received.get(a.id, ((), None))
         if a.checks and a.updated_at <= moment and (checks_from is None or checks_from[0] < a.updated_at):
             checks, checks_from = a.checks, (a.updated_at, "the last run recorded")
+        written = writes.get(a.id)
         facts = Facts(
             a.id,
-            last_write=writes.get(a.id),
+            # only a rule reads it (datetime.fromisoformat: the catalog's one text form of a time)
+            last_write=datetime.fromisoformat(written) if written is not None and rule is not None else None,
             last_run=runs[a.id][1] if a.id in runs else None,
             checks=checks,
             checks_from=checks_from[1] if checks_from else None,
@@ -200,7 +208,7 @@ def _own_checks(text: str | None) -> tuple[Assertion, ...]:
     return tuple(Assertion(**a) for a in json.loads(text)) if text else ()
 
 
-def _runs(conn: Connection | Cursor, moment: str) -> tuple[dict[str, datetime], dict[str, tuple[str, tuple[str, str]]]]:
+def _runs(conn: Connection | Cursor, moment: str) -> tuple[dict[str, str], dict[str, tuple[str, tuple[str, str]]]]:
     """The last successful write of each asset, and its latest run that ended ((end, (state, label)))."""
     last_write: dict[str, str] = {}
     last_run: dict[str, tuple[str, tuple[str, str]]] = {}
@@ -230,8 +238,7 @@ def _runs(conn: Connection | Cursor, moment: str) -> tuple[dict[str, datetime], 
             continue
         for asset_id in json.loads(outputs):
             saw(asset_id, mapped, ended, f"{job_ns}/{job_name}")
-    writes = {k: parse_time(v, "ended_at") for k, v in last_write.items()}
-    return writes, last_run
+    return last_write, last_run
 
 
 def _received_checks(

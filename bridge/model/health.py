@@ -270,6 +270,36 @@ class Selector:
     rule: FreshnessRule
 
 
+class RuleBook:
+    """The selectors, ready to answer :meth:`rule_for` for many assets: kept most specific first
+    (then in file order), and bucketed by the namespace and type they name, so that an asset
+    tries only the selectors that could match it."""
+
+    def __init__(self, selectors: Sequence[Selector]) -> None:
+        ordered = sorted(enumerate(selectors), key=lambda item: (tuple(-x for x in item[1].match.specificity), item[0]))
+        self._buckets: dict[tuple[str | None, str | None], list[tuple[int, Selector]]] = {}
+        for rank, (_index, s) in enumerate(ordered):
+            self._buckets.setdefault((s.match.namespace, s.match.type), []).append((rank, s))
+        self._empty = not selectors
+
+    def rule_for(
+        self, asset_id: str, type: str, namespace: str | None, metadata: Mapping[str, Any], own: FreshnessRule | None
+    ) -> FreshnessRule | None:
+        """The rule an asset answers to: its own, else the most specific selector matching it
+        (the first in the file among equals)."""
+        if own is not None or self._empty:
+            return own
+        best: tuple[int, Selector] | None = None
+        for key in ((namespace, type), (namespace, None), (None, type), (None, None)):
+            for rank, s in self._buckets.get(key, ()):
+                if best is not None and rank >= best[0]:
+                    break
+                if s.match.matches(asset_id, type, namespace, metadata):
+                    best = (rank, s)
+                    break
+        return best[1].rule if best else None
+
+
 def rule_for(
     asset_id: str,
     type: str,
@@ -278,17 +308,8 @@ def rule_for(
     own: FreshnessRule | None,
     selectors: Sequence[Selector],
 ) -> FreshnessRule | None:
-    """The rule an asset answers to: its own, else the most specific selector matching it (the
-    first in the file among equals)."""
-    if own is not None:
-        return own
-    best: Selector | None = None
-    for s in selectors:
-        if s.match.matches(asset_id, type, namespace, metadata) and (
-            best is None or s.match.specificity > best.match.specificity
-        ):
-            best = s
-    return best.rule if best else None
+    """The rule an asset answers to (see :class:`RuleBook`, which answers many)."""
+    return RuleBook(selectors).rule_for(asset_id, type, namespace, metadata, own)
 
 
 @attrs.frozen
@@ -382,6 +403,7 @@ __all__ = [
     "FreshnessRule",
     "Health",
     "Match",
+    "RuleBook",
     "Selector",
     "Verdict",
     "at_risk",

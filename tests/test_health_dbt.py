@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
-from tests.helpers import invoke
+from tests.helpers import invoke, serve_process
 
 PROJECT = Path(__file__).parent / "dbt_project"
 BIN = Path(sys.executable).parent
@@ -112,3 +113,33 @@ def test_a_failing_test_and_a_stale_source_fail_and_put_downstream_at_risk(tmp_p
             "check accepted_values_orders_enriched_status__completed__returned on status failed (the last run recorded)"
         ]
     }
+
+
+@pytest.mark.dbt
+def test_dbt_ol_assertions_received_by_serve_set_the_health_of_their_datasets(
+    dbt_ol: tuple[Path, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    """The real dbt-ol's events, posted to ``olbridge serve``: orders_enriched's failed
+    accepted_values test (dataQualityAssertions on the model's dataset, severity warn as dbt-ol
+    sends it) WARNs it, the models downstream are at risk, and stg_customers, whose tests
+    passed, is PASS."""
+    _project, events = dbt_ol
+    catalog = str(tmp_path / "olbridge.db")
+    token = "health-token"
+    env = {k: v for k, v in os.environ.items() if k not in ("OLBRIDGE_TOKEN", "OLBRIDGE_TOKEN_FILE")}
+    with serve_process(catalog, env={**env, "OLBRIDGE_TOKEN": token}) as served:
+        answer = requests.post(
+            f"{served.url}/api/v1/lineage/batch",
+            json=events,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
+        )
+        assert answer.status_code == 200 and answer.json()["summary"]["failed"] == 0, answer.text
+    code, found = healths(catalog)
+    by_name = {i.rsplit(".", 1)[-1]: h for i, h in found.items()}
+    enriched = by_name["orders_enriched"]
+    assert enriched["health"] == "WARN", enriched
+    assert any(r.startswith("check accepted_values on status failed (olbridge_test/") for r in enriched["reasons"])
+    assert by_name["stg_customers"]["health"] == "PASS", by_name["stg_customers"]
+    assert by_name["customer_orders"]["atRisk"] is True
+    assert by_name["customer_orders"]["cause"] == enriched["id"]

@@ -135,7 +135,7 @@ def test_dbt_ol_assertions_received_by_serve_set_the_health_of_their_datasets(
             timeout=60,
         )
         assert answer.status_code == 200 and answer.json()["summary"]["failed"] == 0, answer.text
-    code, found = healths(catalog)
+    _code, found = healths(catalog)
     by_name = {i.rsplit(".", 1)[-1]: h for i, h in found.items()}
     enriched = by_name["orders_enriched"]
     assert enriched["health"] == "WARN", enriched

@@ -285,3 +285,25 @@ def test_a_bad_config_table_is_a_config_error() -> None:
     assert parse_freshness([{"match": {"metadata": {"tier": "gold"}}, "max": "1h"}], "f")[0].match.metadata == {
         "tier": "gold"
     }
+
+
+def test_health_filters_and_its_bad_values(chain: str) -> None:
+    with Catalog(chain) as catalog:  # another namespace, written now and then
+        catalog.record_task_run(
+            run("side", namespace="team-b", outputs=(decl("side.csv", type="File", namespace="b"),))
+        )
+    code, found = health(chain, "--as-of", when(390), "--at-risk")
+    assert (code, sorted(found)) == (0, ["report.csv"])  # the FAIL asset itself is not at risk: not shown
+    code, found = health(chain, "--as-of", when(390), "--namespace", "b")
+    assert (code, sorted(found)) == (0, ["side.csv"])
+    code, out, err = invoke(chain, "health", "--as-of", when(390))
+    assert code == 1 and "mart.orders\tFAIL\tstale: last written 2025-03-01T08:00:00.000000Z" in out
+    assert "report.csv\tPASS\tlast run company.data/flow.report" in out and "\tat risk from mart.orders" in out
+    assert err.strip() == "4 asset(s), 1 FAIL, 1 at risk"
+    for args, message in (
+        (["--state", "BAD"], "unknown health 'BAD'"),
+        (["--as-of", "yesterday"], "--as-of"),
+        (["--namespace", "a b"], "namespace"),
+    ):
+        code, out, err = invoke(chain, "health", *args)
+        assert code == 1 and err.startswith("Error: ") and message in err and out == "", (args, err)

@@ -198,6 +198,10 @@ def test_assets_show_and_list_carry_the_health(chain: str) -> None:
     shown = json.loads(out)
     assert shown["health"] == "FAIL"  # now, long after 2025
     assert shown["freshness"] == {"max": "6h", "warn": "2h", "source": "asset"}
+    report = json.loads(invoke(chain, "assets", "show", "report.csv")[1])  # judged with what is upstream
+    assert (report["health"], report["atRisk"], report["pathToCause"]) == ("PASS", True, ["mart.orders", "report.csv"])
+    code, out, err = invoke(chain, "assets", "list", "--json", "--type", "File")
+    assert [(a["id"], a["atRisk"]) for a in json.loads(out)] == [("report.csv", True)]
     code, out, err = invoke(chain, "assets", "list", "--json")
     listed = {a["id"]: a for a in json.loads(out)}
     assert listed["mart.orders"]["health"] == "FAIL" and listed["report.csv"]["atRisk"] is True

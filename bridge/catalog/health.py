@@ -176,8 +176,13 @@ def assess(
     received = _received_checks(conn, moment)
     downstream = _edges(conn, moment)
     book = RuleBook(selectors)
+    wanted = set(ids) if ids is not None else None
+    # for some assets, only they and what is upstream of them (their at-risk flags) are judged
+    judged = _with_upstream(wanted, downstream) if wanted is not None else None
     verdicts: dict[str, Verdict] = {}
     for a in assets:
+        if judged is not None and a.id not in judged:
+            continue
         rule = book.rule_for(a.id, a.type, a.namespace, a.metadata, own_rules.get(a.id))
         checks, checks_from = received.get(a.id, ((), None))
         if a.checks and a.updated_at <= moment and (checks_from is None or checks_from[0] < a.updated_at):
@@ -194,7 +199,6 @@ def assess(
         verdicts[a.id] = evaluate(facts, rule, as_of)
     bad = {i for i, v in verdicts.items() if v.health in (Health.FAIL, Health.WARN)}
     before = at_risk(bad, downstream)
-    wanted = set(ids) if ids is not None else None
     out: list[AssetHealth] = []
     for a in sorted(assets, key=lambda a: a.id):
         if wanted is not None and a.id not in wanted:
@@ -202,6 +206,22 @@ def assess(
         path = path_to_cause(a.id, before, bad) if a.id in before else ()
         out.append(AssetHealth(a.id, a.type, a.namespace, verdicts[a.id], path))
     return out
+
+
+def _with_upstream(ids: set[str], downstream: Mapping[str, Sequence[str]]) -> set[str]:
+    """``ids`` and every asset upstream of them."""
+    upstream: dict[str, list[str]] = {}
+    for up, downs in downstream.items():
+        for down in downs:
+            upstream.setdefault(down, []).append(up)
+    found, frontier = set(ids), list(ids)
+    while frontier:
+        node = frontier.pop()
+        for up in upstream.get(node, ()):
+            if up not in found:
+                found.add(up)
+                frontier.append(up)
+    return found
 
 
 def _own_checks(text: str | None) -> tuple[Assertion, ...]:

@@ -90,7 +90,8 @@ def assets_list(
     """List assets."""
     query = AssetQuery.create(types=types, namespace=namespace, metadata=_filters(where), include_deleted=deleted)
     found = app.catalog().list_assets(query)
-    judged = {h.asset_id: h for h in app.catalog().health(moment(None), app.config.freshness)}
+    shown = [a.id for a in found]
+    judged = {h.asset_id: h for h in app.catalog().health(moment(None), app.config.freshness, ids=shown)}
     if as_json:
         print_json([_with_health(a.to_json(), judged.get(a.id)) for a in found])
         return

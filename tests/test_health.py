@@ -311,3 +311,21 @@ def test_health_filters_and_its_bad_values(chain: str) -> None:
     ):
         code, out, err = invoke(chain, "health", *args)
         assert code == 1 and err.startswith("Error: ") and message in err and out == "", (args, err)
+
+
+def test_a_run_s_checks_count_as_of_its_time(catalog_target: str) -> None:
+    """The assertions a run reports on its output are kept with the run's time: as of each time,
+    the checks of the latest run by then (a later passing run does not rewrite the past)."""
+    failing = (Assertion("not_null", False, name="not_null_orders_id", column="id"),)
+    passing = (Assertion("not_null", True, name="not_null_orders_id", column="id"),)
+    with Catalog(catalog_target) as catalog:
+        for execution, minutes, checks in (("e1", 0, failing), ("e2", 120, passing)):
+            output = decl("mart.orders", type="Table", assertions=checks)
+            catalog.record_task_run(run("build", execution=execution, outputs=(output,), start=at(minutes)))
+    code, found = health(catalog_target, "--as-of", when(60))
+    assert code == 1 and found["mart.orders"]["reasons"] == [
+        "check not_null_orders_id on id failed (company.data/flow.build at 2025-03-01T08:01:00.000000Z)"
+    ]
+    code, found = health(catalog_target, "--as-of", when(180))
+    assert code == 0 and found["mart.orders"]["health"] == "PASS"
+    assert health(catalog_target, "--as-of", when(60))[1]["mart.orders"]["health"] == "FAIL"  # the past stays

@@ -9,7 +9,8 @@ The facts are the catalog's own, read as of a moment (rows whose times are past 
 - its checks: the data-quality assertions of the latest run that reported any by then; the
   receiver's from the ``dataQualityAssertions`` facets of the events kept (input or dataset
   facets, read from the events themselves: nothing more is written when they arrive); olbridge's
-  own (``dbt import``'s tests) as the asset holds them, from its last update on;
+  own (a run's outputs' assertions, ``dbt import``'s tests) from ``asset_checks``, kept as each
+  run reported them (an asset recorded before they were kept: its latest, from its last update);
 - the lineage edges of runs ended by then, for the at-risk flags.
 
 Its statements are written as those of :mod:`bridge.catalog.sql` (SQLite's dialect, ``?``), run
@@ -26,7 +27,7 @@ from typing import Any
 import attrs
 
 from bridge.catalog.engine import Connection, Cursor
-from bridge.catalog.rows import dumps
+from bridge.catalog.rows import assertions_json, dumps
 from bridge.model import Assertion, format_time
 from bridge.model.health import (
     Facts,
@@ -76,6 +77,12 @@ ASSERTION_EVENTS = """
     SELECT event_time, source, body FROM received_events
     WHERE event_time <= ? AND body LIKE ? ORDER BY event_time, pk
 """
+PUT_CHECKS = """
+    INSERT INTO asset_checks (asset_id, reported_at, reporter, assertions) VALUES (?, ?, ?, ?)
+    ON CONFLICT (asset_id, reported_at) DO UPDATE SET reporter = excluded.reporter, assertions = excluded.assertions
+"""
+CHECKS_AS_OF = "SELECT asset_id, reported_at, reporter, assertions FROM asset_checks WHERE reported_at <= ?"
+CHECKED_ASSETS = "SELECT DISTINCT asset_id FROM asset_checks"
 DATASET_NAMES = "SELECT ol_namespace, ol_name, asset_id FROM external_datasets"
 OWN_EDGES = """
     SELECT DISTINCT l.upstream_id, l.downstream_id FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
@@ -96,6 +103,12 @@ def set_rule(cur: Cursor, asset_id: str, rule: FreshnessRule | None, *, now: dat
         cur.execute(UNSET_RULE, (asset_id,))
         return
     cur.execute(SET_RULE, (asset_id, dumps(rule.to_json()), format_time(now)))
+
+
+def record_checks(cur: Cursor, asset_id: str, at: datetime, reporter: str, assertions: Sequence[Assertion]) -> None:
+    """Keep the checks a run reported on an asset, at the time it reported them (in the caller's
+    transaction, the one recording the run)."""
+    cur.execute(PUT_CHECKS, (asset_id, format_time(at), reporter, assertions_json(assertions) or "[]"))
 
 
 def get_rule(conn: Connection | Cursor, asset_id: str) -> FreshnessRule | None:
@@ -174,6 +187,9 @@ def assess(
     }
     writes, runs = _runs(conn, moment)
     received = _received_checks(conn, moment)
+    kept = _kept_checks(conn, moment)
+    # assets whose checks were recorded before checks were kept: the latest, from their last update on
+    unkept = {a.id for a in assets if a.checks} - {asset_id for (asset_id,) in conn.execute(CHECKED_ASSETS)}
     downstream = _edges(conn, moment)
     book = RuleBook(selectors)
     wanted = set(ids) if ids is not None else None
@@ -185,8 +201,11 @@ def assess(
             continue
         rule = book.rule_for(a.id, a.type, a.namespace, a.metadata, own_rules.get(a.id))
         checks, checks_from = received.get(a.id, ((), None))
-        if a.checks and a.updated_at <= moment and (checks_from is None or checks_from[0] < a.updated_at):
-            checks, checks_from = a.checks, (a.updated_at, "the last run recorded")
+        own = kept.get(a.id)
+        if own is None and a.id in unkept and a.updated_at <= moment:
+            own = (a.checks, (a.updated_at, "the last run recorded"))
+        if own is not None and (checks_from is None or checks_from[0] < own[1][0]):
+            checks, checks_from = own
         written = writes.get(a.id)
         facts = Facts(
             a.id,
@@ -222,6 +241,15 @@ def _with_upstream(ids: set[str], downstream: Mapping[str, Sequence[str]]) -> se
                 found.add(up)
                 frontier.append(up)
     return found
+
+
+def _kept_checks(conn: Connection | Cursor, moment: str) -> dict[str, tuple[tuple[Assertion, ...], tuple[str, str]]]:
+    """Each asset's latest checks recorded by then, with their time and reporter."""
+    out: dict[str, tuple[tuple[Assertion, ...], tuple[str, str]]] = {}
+    for asset_id, reported, reporter, assertions in conn.execute(CHECKS_AS_OF, (moment,)):
+        if asset_id not in out or reported > out[asset_id][1][0]:
+            out[asset_id] = (_own_checks(assertions), (reported, f"{reporter} at {reported}"))
+    return out
 
 
 def _own_checks(text: str | None) -> tuple[Assertion, ...]:
@@ -318,4 +346,4 @@ def _edges(conn: Connection | Cursor, moment: str) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in downstream.items()}
 
 
-__all__ = ["AssetHealth", "assess", "get_rule", "set_rule"]
+__all__ = ["AssetHealth", "assess", "get_rule", "record_checks", "set_rule"]

@@ -327,6 +327,17 @@ freshness_rules = sa.Table(
     _text("set_at"),
 )
 
+# The checks (data-quality assertions) reported on an asset, each at the time it was reported
+asset_checks = sa.Table(
+    "asset_checks",
+    metadata,
+    _text("asset_id"),
+    _text("reported_at"),
+    _text("reporter"),  # the run: <namespace>/<flow>.<task>, or 'dbt import'
+    _text("assertions"),  # JSON list, as assets.assertions
+    sa.PrimaryKeyConstraint("asset_id", "reported_at"),
+)
+
 # --- delivery --------------------------------------------------------------------------------
 
 # A reference outbox: each row points at the stored record whose event it stands for

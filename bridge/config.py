@@ -16,8 +16,9 @@ from typing import Any
 
 import attrs
 
-from bridge.errors import ConfigError
+from bridge.errors import ConfigError, ValidationError
 from bridge.mapping.resolver import DEFAULT_NAMESPACE, MARQUEZ_NAMESPACE_MAX
+from bridge.model.health import FreshnessRule, Match, Selector, parse_duration
 from bridge.version import PRODUCER
 
 CONFIG_FILE = "olbridge.toml"
@@ -137,6 +138,40 @@ def _serve_config(table: Any, where: str, base: Path) -> ServeConfig:
     return settings
 
 
+_FRESHNESS_KEYS = ("match", "max", "warn", "cron", "lag", "timezone")
+
+
+def parse_freshness(tables: Any, where: str) -> tuple[Selector, ...]:
+    """The ``[[freshness]]`` tables: each a ``match`` (namespace, type, id_prefix, metadata; every
+    key optional) and a rule: ``max`` and ``warn`` (durations such as ``"24h"``), or ``cron``,
+    ``lag`` and ``timezone``."""
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise ConfigError(f"{where}: 'freshness' must be [[freshness]] tables")
+    out: list[Selector] = []
+    for number, table in enumerate(tables, 1):
+        at = f"{where}: [[freshness]] #{number}"
+        unknown = sorted(set(table) - set(_FRESHNESS_KEYS))
+        if unknown:
+            raise ConfigError(f"{at}: unknown key(s) {', '.join(unknown)}; known: {', '.join(_FRESHNESS_KEYS)}")
+        try:
+            match = Match.parse(table.get("match"), f"{at}: match")
+            durations = {k: parse_duration(table[k], f"{at}: {k}") for k in ("max", "warn", "lag") if k in table}
+            for key in ("cron", "timezone"):
+                if key in table and not isinstance(table[key], str):
+                    raise ConfigError(f"{at}: '{key}' must be a string")
+            rule = FreshnessRule.create(
+                **durations,
+                cron=table.get("cron"),
+                timezone=table.get("timezone"),
+                source=f"[[freshness]] #{number}",
+                where=at,
+            )
+        except ValidationError as exc:
+            raise ConfigError(str(exc)) from None
+        out.append(Selector(match, rule))
+    return tuple(out)
+
+
 @attrs.frozen
 class Config:
     """The settings, each a key of the file but ``source``."""
@@ -147,6 +182,7 @@ class Config:
     job_namespace_prefix: str = ""  # put before a flow's namespace to make its job namespace
     producer: str = PRODUCER  # the `producer` URI of every event olbridge emits
     serve: ServeConfig = ServeConfig()  # the receiver's [serve] table
+    freshness: tuple[Selector, ...] = ()  # the [[freshness]] tables: rules by selector
     source: Path | None = None  # the file it was read from
 
 
@@ -200,6 +236,8 @@ def parse_config(document: Mapping[str, Any], where: str, base: Path) -> Config:
         values["producer"] = producer
     if "serve" in document:
         values["serve"] = _serve_config(document["serve"], where, base)
+    if "freshness" in document:
+        values["freshness"] = parse_freshness(document["freshness"], where)
     return Config(**values)
 
 

@@ -197,3 +197,9 @@ def test_scale_tells_a_serve_processs_writer_from_its_workers(tmp_path: Path) ->
             held = {str(fd.readlink()) for fd in Path(f"/proc/{child}/fd").iterdir()}
             assert bool(held & listening_unix) == (child == writer)
         assert scale.writer_of(supervisor, free_port()) is None  # a port nothing listens on
+
+
+def test_health_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert load("health").main(["--assets", "200", "--rules", "20", "--selectors", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "Catalog.health: 200 assets" in out and "FAIL 20" in out and "at risk 180" in out

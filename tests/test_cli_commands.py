@@ -19,6 +19,7 @@ from bridge.cli.catalog import catalog, catalog_copy
 from bridge.cli.context import CONTEXT_SETTINGS, AppContext, pass_app
 from bridge.cli.dbt import dbt, dbt_import
 from bridge.cli.export import export, validate
+from bridge.cli.health import health
 from bridge.cli.imports import import_
 from bridge.cli.kestra import kestra, kestra_declare, kestra_import
 from bridge.cli.lineage import lineage
@@ -47,6 +48,7 @@ MODULE_LEVEL: dict[tuple[str, ...], click.Command] = {
     ("dbt", "import"): dbt_import,
     ("demo",): demo,
     ("export",): export,
+    ("health",): health,
     ("import",): import_,
     ("init",): init,
     ("kestra",): kestra,

@@ -119,6 +119,7 @@ def command_args(path: tuple[str, ...], files: dict[str, str]) -> list[str]:
         ("dbt", "import"): ["--project-dir", str(example_project())],
         ("demo",): ["--in-catalog", "--dir", files["demo"]],
         ("export",): [],
+        ("health",): [],
         ("import",): [files["events"]],
         ("init",): [],
         ("kestra", "declare"): [str(KESTRA / "vm_snapshot.yml")],
@@ -533,6 +534,7 @@ def test_every_json_output_has_camel_case_keys(tmp_path: Path, files: dict[str, 
     json_of("assets", "set", "reports.daily", "--type", "File", "--metadata", "owner_team=x")
     json_of("assets", "list", "--json")
     json_of("assets", "show", "mart.orders")
+    json_of("health", "--json")
     json_of("assets", "delete", "reports.daily")
     json_of("assets", "purge", "--id", "reports.daily", "--dry-run")
     json_of("assets", "purge", "--id", "reports.daily", "--with-usages", "--with-lineage")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tomllib
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from bridge.config import (
 )
 from bridge.errors import ConfigError
 from bridge.mapping.resolver import DEFAULT_NAMESPACE
+from bridge.model.health import FreshnessRule, Match, Selector
 from bridge.version import PRODUCER
 from tests.conftest import ROOT
 
@@ -43,6 +45,11 @@ producer = "https://example.com/olbridge/1.0"
 forward = true
 tokens = "secrets/tokens.toml"
 access_log = "json"
+
+[[freshness]]
+match = { namespace = "team-a", type = "Table", id_prefix = "warehouse.", metadata = { tier = "gold" } }
+max = "24h"
+warn = "6h"
 """
 
 
@@ -69,6 +76,12 @@ def test_every_key_is_read_and_relative_paths_are_the_files_folder(tmp_path: Pat
         job_namespace_prefix="prod.",
         producer="https://example.com/olbridge/1.0",
         serve=ServeConfig(forward=True, tokens_file=tmp_path / "conf" / "secrets" / "tokens.toml", access_log="json"),
+        freshness=(
+            Selector(
+                Match(namespace="team-a", type="Table", id_prefix="warehouse.", metadata={"tier": "gold"}),
+                FreshnessRule(max=timedelta(hours=24), warn=timedelta(hours=6), source="[[freshness]] #1"),
+            ),
+        ),
         source=file,
     )
     # every key of the file is a field of Config, and every field but source is a key
@@ -80,7 +93,7 @@ def test_unknown_keys_are_refused_and_the_known_ones_named() -> None:
         parse_config({"catalog": "a.db", "catalogue": "b.db", "Producer": "x"}, "olbridge.toml", Path("."))
     assert str(refused.value) == (
         "olbridge.toml: unknown setting(s) Producer, catalogue; "
-        "known: catalog, default_namespace, job_namespace_prefix, mappings, producer, serve"
+        "known: catalog, default_namespace, freshness, job_namespace_prefix, mappings, producer, serve"
     )
     with pytest.raises(ConfigError, match=r"unknown setting.*source"):
         parse_config({"source": "x.toml"}, "olbridge.toml", Path("."))  # a field, not a key
@@ -265,7 +278,7 @@ def test_a_bad_config_is_an_error_before_any_command_runs(tmp_path: Path, init: 
     conf = write(tmp_path / "olbridge.toml", 'catalog = "c.db"\ncolour = "red"\n')
     code, _, err = init([], {"OLBRIDGE_CONFIG": str(conf)})
     assert code == 1
-    assert err == f"Error: {conf}: unknown setting(s) colour; known: catalog, default_namespace, " + (
+    assert err == f"Error: {conf}: unknown setting(s) colour; known: catalog, default_namespace, freshness, " + (
         "job_namespace_prefix, mappings, producer, serve\n"
     )
     assert not (tmp_path / "c.db").exists()

@@ -66,6 +66,7 @@ def rich(tmp_path: Path, resolver: Resolver) -> Path:
         ("kestra", "declare", str(ROOT / "tests" / "kestra" / "dbt_build_with_lineage.yml")),
         ("assets", "set", "reports.daily", "--type", "File", "--metadata", "owner=analytics"),
         ("assets", "delete", "reports.daily"),
+        ("assets", "set", "dbt.main.my_first_dbt_model", "--freshness", "6h", "--freshness-warn", "2h"),
     ):
         code, _, stderr = invoke(db, *args)
         assert code == 0, (args, stderr)

@@ -316,6 +316,28 @@ VIEWS = {
     """,
 }
 
+# --- health ----------------------------------------------------------------------------------
+
+# The freshness rule set on an asset (bridge/catalog/health.py); the config's selectors are not here.
+freshness_rules = sa.Table(
+    "freshness_rules",
+    metadata,
+    _text("asset_id", primary_key=True),
+    _text("rule"),  # JSON: {max, warn} or {cron, lag, timezone}, and its source (asset, dbt)
+    _text("set_at"),
+)
+
+# The checks (data-quality assertions) reported on an asset, each at the time it was reported
+asset_checks = sa.Table(
+    "asset_checks",
+    metadata,
+    _text("asset_id"),
+    _text("reported_at"),
+    _text("reporter"),  # the run: <namespace>/<flow>.<task>, or 'dbt import'
+    _text("assertions"),  # JSON list, as assets.assertions
+    sa.PrimaryKeyConstraint("asset_id", "reported_at"),
+)
+
 # --- delivery --------------------------------------------------------------------------------
 
 # A reference outbox: each row points at the stored record whose event it stands for

@@ -24,11 +24,13 @@ import attrs
 from bridge.catalog import columns as column_queries
 from bridge.catalog import external, positions, rows, sql, writes
 from bridge.catalog import lineage as asset_lineage
+from bridge.catalog import health as health_queries
 from bridge.catalog import migrate as schema_migrations
 from bridge.catalog.backfills import Backfills
 from bridge.catalog.columns import ColumnLineageGraph, StoredColumnEdge
 from bridge.catalog.engine import Busy, Connection, Cursor, Database, Engine, is_url, masked
 from bridge.catalog.external import IngestResult
+from bridge.catalog.health import AssetHealth
 from bridge.catalog.lineage import LineageEdge, LineageGraph
 from bridge.catalog.outbox import Outbox
 from bridge.catalog.positions import Checkpoint, Position, RefusedItem
@@ -63,6 +65,7 @@ from bridge.model import (
     TaskRun,
     format_time,
 )
+from bridge.model.health import FreshnessRule, Selector
 from bridge.model.received import IncomingEvent
 
 T = TypeVar("T")
@@ -637,6 +640,24 @@ class Catalog:
     def column_edges(self, *, source: str | None = None, task_run_pk: int | None = None) -> list[StoredColumnEdge]:
         """The column edges a received run or job (``source``) or one of olbridge's task runs made."""
         return column_queries.edges_of(self._conn, source=source, task_run_pk=task_run_pk)
+
+    # --- health (bridge/catalog/health.py) ---------------------------------------------------
+
+    def set_freshness(self, asset_id: str, rule: FreshnessRule | None, *, now: datetime) -> None:
+        """Set (None: remove) the freshness rule of an existing asset."""
+        self.asset(asset_id)
+        self.db.write(lambda cur: health_queries.set_rule(cur, asset_id, rule, now=now))
+
+    def freshness_of(self, asset_id: str) -> FreshnessRule | None:
+        """The freshness rule set on an asset (not one the config's selectors give)."""
+        return health_queries.get_rule(self._conn, asset_id)
+
+    def health(
+        self, as_of: datetime, selectors: Sequence[Selector] = (), *, ids: Iterable[str] | None = None
+    ) -> list[AssetHealth]:
+        """The health of the assets there were at ``as_of`` (or those of ``ids``), with their
+        at-risk flags, by id."""
+        return health_queries.assess(self._conn, selectors, as_of, ids=ids)
 
 
 def open_engine(target: str | Path) -> Engine:

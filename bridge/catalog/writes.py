@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from bridge.catalog import sql
+from bridge.catalog import health, sql
 from bridge.catalog.engine import Cursor
 from bridge.catalog.outbox import ASSET_CHANGE, JOB, RUN_END, RUN_START, queue_event
 from bridge.catalog.rows import asset_from_row, asset_row, declared_job_json, dumps, snapshot, statistics_json
@@ -130,6 +130,8 @@ def set_asset(cur: Cursor, decl: AssetDeclaration, *, now: datetime, allow_type_
     if current is not None and attrs.evolve(current, updated_at=now) == asset:
         return current
     cur.execute(sql.UPSERT_ASSET, asset_row(asset))
+    if decl.assertions is not None:  # test results of an asset that did not run now (dbt import)
+        health.record_checks(cur, asset.id, now, "dbt import", decl.assertions)
     seq = cur.execute(sql.INSERT_CHANGE, (asset.id, "update", format_time(now), snapshot(asset))).fetchone()[0]
     queue_event(cur, ASSET_CHANGE, seq, asset.id)
     return asset
@@ -260,6 +262,9 @@ def write_task_run(cur: Cursor, run: TaskRun) -> RecordResult:
                     except ValidationError as exc:
                         raise exc.at(f"task run {key.task_run_id!r} of execution {key.execution_id!r}") from None
                 cur.execute(sql.UPSERT_ASSET, asset_row(asset))
+                if decl.assertions is not None:  # its checks, as of this run (asset health)
+                    reporter = f"{key.flow_namespace}/{key.flow_id}.{key.task_id}"
+                    health.record_checks(cur, asset.id, run.ended_at, reporter, decl.assertions)
                 used.append((asset.id, "output", position, run.ended_at, decl.statistics))
                 written.append(asset.id)
                 if decl.column_lineage is not None:

@@ -26,6 +26,7 @@ from bridge.cli import (
     catalog,
     dbt,
     export,
+    health,
     imports,
     kestra,
     lineage,
@@ -92,6 +93,7 @@ cli.add_command(kestra.kestra)
 cli.add_command(prefect.prefect)
 cli.add_command(metaflow.metaflow)
 cli.add_command(lineage.lineage)
+cli.add_command(health.health)
 cli.add_command(serve.serve)
 cli.add_command(imports.import_)
 cli.add_command(stream.stream)

@@ -8,8 +8,10 @@ from typing import Any
 import click
 
 from bridge.catalog import AssetQuery, MetadataFilter
+from bridge.catalog.health import AssetHealth
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
+from bridge.cli.health import freshness_rule, judged_at
 from bridge.cli.options import json_flag, moment
 from bridge.cli.output import print_json, print_rows, say
 from bridge.errors import ValidationError
@@ -88,11 +90,24 @@ def assets_list(
     """List assets."""
     query = AssetQuery.create(types=types, namespace=namespace, metadata=_filters(where), include_deleted=deleted)
     found = app.catalog().list_assets(query)
+    shown = [a.id for a in found]
+    judged = {h.asset_id: h for h in app.catalog().health(judged_at(None), app.config.freshness, ids=shown)}
     if as_json:
-        print_json([a.to_json() for a in found])
+        print_json([_with_health(a.to_json(), judged.get(a.id)) for a in found])
         return
-    rows = ((a.id, a.type, a.namespace or "(global)", a.origin.value, "deleted" if a.is_deleted else "") for a in found)
-    print_rows(("id", "type", "namespace", "origin", "deleted"), rows)
+    rows = (
+        (
+            a.id,
+            a.type,
+            a.namespace or "(global)",
+            a.origin.value,
+            judged[a.id].health.value if a.id in judged else "-",
+            "at risk" if a.id in judged and judged[a.id].at_risk else "",
+            "deleted" if a.is_deleted else "",
+        )
+        for a in found
+    )
+    print_rows(("id", "type", "namespace", "origin", "health", "risk", "deleted"), rows)
     say(f"{len(found)} asset(s)")
 
 
@@ -111,7 +126,17 @@ def assets_show(app: AppContext, asset_id: str) -> None:
     named = app.resolver().dataset_for(asset.id, asset.type, asset.metadata)
     record["openlineage"] = {"namespace": named.namespace, "name": named.name, "rule": named.rule}
     record["usages"] = [usage.to_json() for usage in app.catalog().usages_of(asset_id)]
-    print_json(record)
+    judged = app.catalog().health(judged_at(None), app.config.freshness, ids=[asset_id])
+    print_json(_with_health(record, judged[0] if judged else None))
+
+
+def _with_health(record: dict[str, Any], judged: AssetHealth | None) -> dict[str, Any]:
+    """An asset's record with its health, its reasons, the freshness rule it answers to (and
+    where that rule comes from) and its at-risk flag; a deleted asset has none."""
+    if judged is None:
+        return {**record, "health": None}
+    found = judged.to_json()
+    return {**record, **{k: found[k] for k in ("health", "reasons", "freshness", "atRisk", "cause", "pathToCause")}}
 
 
 @assets.command("set")
@@ -130,6 +155,21 @@ def assets_show(app: AppContext, asset_id: str) -> None:
 @click.option("--unset-metadata", "unset", multiple=True, metavar="KEY", help="Remove a metadata key (repeatable).")
 @click.option("--metadata-json", help='Metadata as a JSON object of scalars; a null removes its key ({"owner": null}).')
 @click.option("--allow-type-change", is_flag=True, help="Allow changing the type of an existing asset.")
+@click.option(
+    "--freshness", "fresh_max", metavar="DURATION", help="Stale (FAIL) when not written for this long (6h, 1d)."
+)
+@click.option("--freshness-warn", "fresh_warn", metavar="DURATION", help="WARN this long before --freshness runs out.")
+@click.option("--freshness-cron", "fresh_cron", metavar="CRON", help="A deadline: written by each tick ('0 9 * * *').")
+@click.option(
+    "--freshness-lag",
+    "fresh_lag",
+    metavar="DURATION",
+    help="With --freshness-cron: written at most this long before the tick.",
+)
+@click.option(
+    "--freshness-timezone", "fresh_zone", metavar="ZONE", help="With --freshness-cron: its time zone (default UTC)."
+)
+@click.option("--no-freshness", is_flag=True, help="Remove the asset's own freshness rule.")
 @pass_app
 def assets_set(
     app: AppContext,
@@ -142,9 +182,22 @@ def assets_set(
     unset: tuple[str, ...],
     metadata_json: str | None,
     allow_type_change: bool,
+    fresh_max: str | None,
+    fresh_warn: str | None,
+    fresh_cron: str | None,
+    fresh_lag: str | None,
+    fresh_zone: str | None,
+    no_freshness: bool,
 ) -> None:
     """Create or update an asset. Metadata merges into what the asset has: --metadata KEY=VALUE
-    sets a key, --unset-metadata KEY removes one (as a null in --metadata-json does)."""
+    sets a key, --unset-metadata KEY removes one (as a null in --metadata-json does).
+
+    --freshness 6h --freshness-warn 2h: FAIL when not written for 6 hours, WARN from 4 hours (2
+    hours before). --freshness-cron '0 9 * * *' --freshness-lag 1h --freshness-timezone
+    Europe/Paris: FAIL when not written between 08:00 and each day's 09:00 tick, Paris time."""
+    rule = freshness_rule(fresh_max, fresh_warn, fresh_cron, fresh_lag, fresh_zone)
+    if rule is not None and no_freshness:
+        raise click.UsageError("--no-freshness removes the rule the other --freshness options set; give one")
     decl = AssetDeclaration.create(
         asset_id,
         type=type_,
@@ -153,7 +206,21 @@ def assets_set(
         description=description,
         metadata=_metadata(pairs, metadata_json, unset),
     )
-    asset = app.catalog(create=True).set_asset(decl, now=utcnow(), allow_type_change=allow_type_change)
+    catalog = app.catalog(create=True)
+    now = utcnow()
+    if rule is not None or no_freshness:
+        updates = any(x is not None for x in (type_, namespace, display_name, description, metadata_json)) or bool(
+            pairs or unset
+        )
+        if updates or catalog.get_asset(asset_id) is None:
+            catalog.set_asset(decl, now=now, allow_type_change=allow_type_change)
+        catalog.set_freshness(asset_id, rule, now=now)
+        asset = catalog.asset(asset_id)
+        record = asset.to_json()
+        record["freshness"] = rule.to_json() if rule else None
+        print_json(record)
+        return
+    asset = catalog.set_asset(decl, now=now, allow_type_change=allow_type_change)
     print_json(asset.to_json())
 
 

@@ -74,6 +74,10 @@ def ingest_dbt(
             "now, import the next dbt build with its catalog.json (the SQL alone gives it without)",
             exc.key,
         ) from None
+    # the sources' freshness rules (a rule set again as it was changes nothing but its time)
+    for asset_id, rule in found.freshness_rules:
+        if catalog.get_asset(asset_id) is not None and catalog.freshness_of(asset_id) != rule:
+            catalog.set_freshness(asset_id, rule, now=generated)
     written = {(r.key, a) for r, result in zip(found.task_runs, results, strict=True) for a in result.written}
     edges = sum(
         len(d.column_lineage.edges(d.id))

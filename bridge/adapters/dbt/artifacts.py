@@ -32,6 +32,8 @@ class DbtArtifacts:
     # ``catalog.json`` (``dbt docs generate``): the columns and types of relations, when present
     catalog: Mapping[str, Any] | None = None
     catalog_path: Path | None = None
+    # ``sources.json`` (``dbt source freshness``): each source's freshness as dbt judged it, when present
+    sources: Mapping[str, Any] | None = None
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -212,6 +214,11 @@ def load_artifacts(
     if catalog_json is not None or catalog_path.exists():
         catalog = _read_json(catalog_path)
         _check_catalog(catalog, catalog_path)
+    sources_path = folder / "sources.json"
+    sources = None
+    if sources_path.exists():
+        sources = _read_json(sources_path)
+        _require(sources, "results", list, sources_path)
     project_file, connection = read_connection(project, Path(profiles_dir) if profiles_dir else None, target, env)
     adapter = manifest["metadata"].get("adapter_type") or connection["type"]
     project_name = manifest["metadata"].get("project_name") or project_file.get("name") or "dbt"
@@ -225,4 +232,5 @@ def load_artifacts(
         run_results_path=results_path,
         catalog=catalog,
         catalog_path=catalog_path if catalog is not None else None,
+        sources=sources,
     )

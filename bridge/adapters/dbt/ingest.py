@@ -21,6 +21,7 @@ import attrs
 
 from bridge.adapters.dbt.artifacts import DbtArtifacts
 from bridge.adapters.dbt.columns import ProjectColumns
+from bridge.adapters.dbt.freshness import freshness_checks, source_rules
 from bridge.errors import ArtifactError, ValidationError
 from bridge.model import (
     Assertion,
@@ -34,6 +35,7 @@ from bridge.model import (
     check_id,
     parse_time,
 )
+from bridge.model.health import FreshnessRule
 
 RELATION_TYPES = ("model", "seed", "snapshot")
 _STATE = {"success": TaskState.SUCCESS, "error": TaskState.FAILED, "skipped": TaskState.SKIPPED}
@@ -48,6 +50,8 @@ class DbtIngest:
     test_updates: tuple[AssetDeclaration, ...]  # test results for relations that did not run now
     skipped: tuple[str, ...]  # run results that are not relations (tests, hooks), counted for the summary
     column_notes: tuple[str, ...] = ()  # what the column lineage could not read
+    # the freshness rules of sources (their manifest's warn_after / error_after), by asset id
+    freshness_rules: tuple[tuple[str, FreshnessRule], ...] = ()
 
 
 def normalize_snowflake_account(account: str) -> str:
@@ -223,6 +227,9 @@ def dbt_task_runs(artifacts: DbtArtifacts, *, namespace: str = "dbt", flow_id: s
     invocation = metadata["invocation_id"]
     generated = metadata["generated_at"]
     tests = _test_results(project)
+    if artifacts.sources is not None:
+        for unique_id, checks in freshness_checks(artifacts.sources, artifacts.manifest).items():
+            tests.setdefault(unique_id, []).extend(checks)
     flow = flow_id or artifacts.project_name
     runs: list[TaskRun] = []
     ran: set[str] = set()
@@ -277,6 +284,14 @@ def dbt_task_runs(artifacts: DbtArtifacts, *, namespace: str = "dbt", flow_id: s
         if unique_id not in ran and (project.is_relation(unique_id) or unique_id in project.sources)
     )
     runs.sort(key=lambda r: (r.started_at, r.key.task_run_id))
+    rules = tuple(
+        (project.asset_id(unique_id), rule)
+        for unique_id, rule in source_rules(artifacts.manifest, project.where).items()
+    )
     return DbtIngest(
-        task_runs=tuple(runs), test_updates=updates, skipped=tuple(skipped), column_notes=tuple(project.columns.notes)
+        task_runs=tuple(runs),
+        test_updates=updates,
+        skipped=tuple(skipped),
+        column_notes=tuple(project.columns.notes),
+        freshness_rules=rules,
     )

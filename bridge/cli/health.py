@@ -1,0 +1,101 @@
+"""``olbridge health``: each asset's health (FAIL, WARN, PASS, UNKNOWN) and at-risk flag, as of now
+or any time; and the ``assets set`` freshness options."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import click
+
+from bridge.catalog.health import AssetHealth
+from bridge.cli.context import AppContext, pass_app
+from bridge.cli.examples import examples
+from bridge.cli.options import json_flag, moment
+from bridge.cli.output import print_json, say
+from bridge.errors import ValidationError
+from bridge.model import check_namespace, utcnow
+from bridge.model.health import FreshnessRule, Health, parse_duration
+
+
+def judged_at(as_of: str | None) -> datetime:
+    """The time to judge at: ``--as-of``, else now; a time that is no time is a bad value (exit 2)."""
+    return moment(as_of, "--as-of") or utcnow()
+
+
+def freshness_rule(
+    max: str | None, warn: str | None, cron: str | None, lag: str | None, timezone: str | None
+) -> FreshnessRule | None:
+    """The rule the ``assets set`` freshness options give (None: none given)."""
+    if max is None and cron is None:
+        if warn is not None or lag is not None or timezone is not None:
+            raise ValidationError(
+                "--freshness-warn goes with --freshness; --freshness-lag and --freshness-timezone go with "
+                "--freshness-cron",
+                rule="freshness",
+            )
+        return None
+
+    def duration(text: str | None, option: str) -> timedelta | None:
+        return parse_duration(text, option) if text is not None else None
+
+    return FreshnessRule.create(
+        max=duration(max, "--freshness"),
+        warn=duration(warn, "--freshness-warn"),
+        cron=cron,
+        lag=duration(lag, "--freshness-lag"),
+        timezone=timezone,
+        where="--freshness",
+    )
+
+
+def _states(text: str | None) -> set[Health] | None:
+    if text is None:
+        return None
+    return {Health.parse(part, "--state") for part in text.split(",") if part.strip()}
+
+
+def line(found: AssetHealth) -> str:
+    risk = f"\tat risk from {found.path[0]} ({' -> '.join(found.path)})" if found.at_risk else ""
+    return f"{found.asset_id}\t{found.health.value}\t{'; '.join(found.verdict.reasons)}{risk}"
+
+
+@click.command(
+    "health",
+    epilog=examples(
+        "olbridge health                                   # every asset, now",
+        "olbridge health --state FAIL,WARN --json          # exit 1 when any shown is FAIL",
+        "olbridge health --namespace team-a --as-of 2026-03-01T12:00:00Z",
+    ),
+)
+@click.option("--namespace", help="Only assets of this namespace.")
+@click.option("--state", "states", metavar="FAIL,WARN,...", help="Only assets in these states (comma-separated).")
+@click.option("--at-risk", "only_at_risk", is_flag=True, help="Only assets at risk (downstream of a FAIL or WARN).")
+@click.option("--as-of", "as_of", metavar="TIME", help="Judge as of this time (ISO 8601; default now).")
+@json_flag("Print a JSON array: id, health, reasons, freshness, atRisk, cause, pathToCause.")
+@pass_app
+def health(
+    app: AppContext, namespace: str | None, states: str | None, only_at_risk: bool, as_of: str | None, as_json: bool
+) -> None:
+    """Each asset's health, the worst of its freshness, its checks and its last run, with the
+    reasons; and whether it is at risk, downstream of a FAIL or WARN asset (with the path).
+
+    Exits 1 when any asset shown is FAIL, so a cron job or a CI step can use it."""
+    wanted = _states(states)
+    if namespace is not None:
+        check_namespace(namespace)
+    found = [
+        h
+        for h in app.catalog().health(judged_at(as_of), app.config.freshness)
+        if (namespace is None or h.namespace == namespace)
+        and (wanted is None or h.health in wanted)
+        and (not only_at_risk or h.at_risk)
+    ]
+    if as_json:
+        print_json([h.to_json() for h in found])
+    else:
+        for h in found:
+            click.echo(line(h))
+    failed = sum(1 for h in found if h.health is Health.FAIL)
+    say(f"{len(found)} asset(s), {failed} FAIL, {sum(1 for h in found if h.at_risk)} at risk")
+    if failed:
+        raise SystemExit(1)

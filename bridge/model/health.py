@@ -1,0 +1,415 @@
+"""Asset health: freshness rules, the checks a run reported, and the one verdict they give.
+
+Pure: every answer is as of a time the caller gives (an injected clock), from facts the caller
+read (:class:`Facts`). The verdict of an asset is the worst of three parts, each of which may have
+nothing to say:
+
+- **freshness**, against its rule (:class:`FreshnessRule`): a *window* (``max``, and ``warn``, the
+  warning time before the window closes: with ``max = 6h`` and ``warn = 2h`` data written at 08:00
+  is PASS until 12:00, WARN from then, FAIL after 14:00), or a *cron deadline* (``cron``, ``lag``,
+  ``timezone``: at each tick of the cron, in its time zone, the asset must have been written since
+  the tick less the lag; FAIL from a missed tick until the next write);
+- **checks**: the data-quality assertions of the latest run that reported any (a failed one FAILs
+  the asset, a failed one of severity ``warn`` WARNs it, until a later run passes it);
+- **the last run** that was to write it: a FAILED one FAILs the asset.
+
+An asset none of them speaks for is UNKNOWN (a rule on an asset never written says UNKNOWN only
+when its checks and runs say nothing either: a dbt source, never written by a run, is judged by
+``dbt source freshness``'s checks). *At risk* is separate: an asset downstream of a
+FAIL or WARN asset, with the path to the nearest one (:func:`at_risk`).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections import deque
+from collections.abc import Container, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import attrs
+from cronsim import CronSim, CronSimError
+
+from bridge.errors import ValidationError
+from bridge.model.assets import Assertion
+from bridge.model.times import format_time
+
+
+class Health(enum.StrEnum):
+    PASS = "PASS"
+    UNKNOWN = "UNKNOWN"
+    WARN = "WARN"
+    FAIL = "FAIL"
+
+    @property
+    def rank(self) -> int:
+        """Worse is higher: PASS < UNKNOWN < WARN < FAIL."""
+        return _RANK[self]
+
+    @classmethod
+    def parse(cls, value: str, where: str) -> Health:
+        try:
+            return cls(value.strip().upper())
+        except ValueError:
+            known = ", ".join(h.value for h in cls)
+            raise ValidationError(f"unknown health {value!r}; known: {known}", rule="health", where=where) from None
+
+
+_RANK = {Health.PASS: 0, Health.UNKNOWN: 1, Health.WARN: 2, Health.FAIL: 3}
+
+_DURATION = re.compile(r"(\d+)([dhms])")
+_UNIT = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def parse_duration(text: object, where: str) -> timedelta:
+    """A duration written as ``6h``, ``90m``, ``1d12h``, ``30s`` (days, hours, minutes, seconds)."""
+    if not isinstance(text, str) or not re.fullmatch(r"(?:\d+[dhms])+", text.strip()):
+        raise ValidationError(f"{text!r} is no duration; write e.g. 6h, 90m, 1d12h, 30s", rule="duration", where=where)
+    seconds = sum(int(n) * _UNIT[u] for n, u in _DURATION.findall(text.strip()))
+    return timedelta(seconds=seconds)
+
+
+def format_duration(value: timedelta) -> str:
+    """The shortest text :func:`parse_duration` reads back (``0s`` for nothing)."""
+    seconds = int(value.total_seconds())
+    out = ""
+    for unit, size in _UNIT.items():
+        if seconds >= size:
+            out += f"{seconds // size}{unit}"
+            seconds %= size
+    return out or "0s"
+
+
+@attrs.frozen
+class FreshnessRule:
+    """A window (``max``, ``warn``) or a cron deadline (``cron``, ``lag``, ``timezone``), and
+    where it comes from (``asset`` for one set on the asset, ``[[freshness]] #N`` from the config)."""
+
+    max: timedelta | None = None
+    warn: timedelta | None = None
+    cron: str | None = None
+    lag: timedelta = timedelta(0)
+    timezone: str = "UTC"
+    source: str = "asset"
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        max: timedelta | None = None,
+        warn: timedelta | None = None,
+        cron: str | None = None,
+        lag: timedelta | None = None,
+        timezone: str | None = None,
+        source: str = "asset",
+        where: str = "freshness",
+    ) -> FreshnessRule:
+        """A checked rule: a window or a cron deadline, not both; ``warn`` shorter than ``max``;
+        a cron of five fields; a time zone of the tz database."""
+        if (max is None) == (cron is None):
+            raise ValidationError(
+                "give a window (max) or a cron deadline (cron), one of them", rule="freshness", where=where
+            )
+        if max is not None:
+            if lag is not None or timezone is not None:
+                raise ValidationError("lag and timezone go with a cron deadline", rule="freshness", where=where)
+            if max <= timedelta(0):
+                raise ValidationError("max must be longer than nothing", rule="freshness.max", where=where)
+            if warn is not None and not timedelta(0) < warn < max:
+                raise ValidationError(
+                    "warn must be longer than nothing and shorter than max", rule="freshness.warn", where=where
+                )
+            return cls(max=max, warn=warn, source=source)
+        if warn is not None:
+            raise ValidationError("warn goes with a window (max)", rule="freshness", where=where)
+        assert cron is not None
+        zone = timezone or "UTC"
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValidationError(f"unknown time zone {zone!r}", rule="freshness.timezone", where=where) from None
+        if len(cron.split()) != 5:
+            raise ValidationError(
+                f"cron {cron!r}: five fields (minute hour day month weekday)", rule="freshness.cron", where=where
+            )
+        try:
+            CronSim(cron, datetime(2000, 1, 1, tzinfo=UTC))
+        except CronSimError as exc:
+            raise ValidationError(f"cron {cron!r}: {exc}", rule="freshness.cron", where=where) from None
+        return cls(cron=cron, lag=lag or timedelta(0), timezone=zone, source=source)
+
+    def describe(self) -> str:
+        if self.max is not None:
+            warn = f", warn {format_duration(self.warn)} before" if self.warn else ""
+            return f"written within {format_duration(self.max)}{warn}"
+        lag = f", data at most {format_duration(self.lag)} older" if self.lag else ""
+        return f"written by each '{self.cron}' ({self.timezone}){lag}"
+
+    def to_json(self) -> dict[str, Any]:
+        if self.max is not None:
+            out: dict[str, Any] = {"max": format_duration(self.max)}
+            if self.warn is not None:
+                out["warn"] = format_duration(self.warn)
+        else:
+            out = {"cron": self.cron, "lag": format_duration(self.lag), "timezone": self.timezone}
+        return {**out, "source": self.source}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], source: str = "asset") -> FreshnessRule:
+        """A rule from :meth:`to_json`'s keys (``source`` given apart), checked."""
+        where = f"freshness of {source}"
+
+        def duration(key: str) -> timedelta | None:
+            return parse_duration(data[key], f"{where}: {key}") if data.get(key) is not None else None
+
+        return cls.create(
+            max=duration("max"),
+            warn=duration("warn"),
+            cron=data.get("cron"),
+            lag=duration("lag"),
+            timezone=data.get("timezone"),
+            source=source,
+            where=where,
+        )
+
+    def last_tick(self, as_of: datetime) -> datetime:
+        """The latest tick of the cron at or before ``as_of``, in UTC (ticks are in the rule's
+        time zone, so a daylight-saving change moves them in UTC)."""
+        assert self.cron is not None
+        local = as_of.astimezone(ZoneInfo(self.timezone))
+        # reverse iteration starts strictly before its start: a second later includes as_of itself
+        return next(CronSim(self.cron, local + timedelta(seconds=1), reverse=True)).astimezone(UTC)
+
+    def evaluate(self, last_write: datetime | None, as_of: datetime) -> tuple[Health, str]:
+        """This rule's verdict on an asset last written at ``last_write`` (None: never)."""
+        if last_write is None:
+            return Health.UNKNOWN, f"never written (freshness: {self.describe()})"
+        if self.max is not None:
+            age = as_of - last_write
+            if age > self.max:
+                return (
+                    Health.FAIL,
+                    f"stale: last written {format_time(last_write)}, older than {format_duration(self.max)}",
+                )
+            if self.warn is not None and age > self.max - self.warn:
+                due = format_time(last_write + self.max)
+                return Health.WARN, f"stale at {due}: last written {format_time(last_write)}"
+            return Health.PASS, f"fresh: last written {format_time(last_write)}"
+        tick = self.last_tick(as_of)
+        if last_write >= tick - self.lag:
+            return Health.PASS, f"fresh: last written {format_time(last_write)}, deadline {format_time(tick)} met"
+        return Health.FAIL, f"missed the deadline {format_time(tick)}: last written {format_time(last_write)}"
+
+
+_MATCH_KEYS = ("namespace", "type", "id_prefix", "metadata")
+
+
+@attrs.frozen
+class Match:
+    """Which assets a ``[[freshness]]`` (or ``[[alerts]]``) table is for; every key optional."""
+
+    namespace: str | None = None
+    type: str | None = None
+    id_prefix: str | None = None
+    metadata: Mapping[str, str] = attrs.field(factory=dict)
+
+    @classmethod
+    def parse(cls, table: object, where: str) -> Match:
+        if table is None:
+            return cls()
+        if not isinstance(table, dict):
+            raise ValidationError("'match' must be a table ({ namespace = ..., ... })", rule="match", where=where)
+        unknown = sorted(set(table) - set(_MATCH_KEYS))
+        if unknown:
+            raise ValidationError(
+                f"unknown key(s) {', '.join(unknown)}; known: {', '.join(_MATCH_KEYS)}", rule="match", where=where
+            )
+        for key in ("namespace", "type", "id_prefix"):
+            if key in table and (not isinstance(table[key], str) or not table[key]):
+                raise ValidationError(f"'{key}' must be a non-empty string", rule="match", where=where)
+        metadata = table.get("metadata", {})
+        if not isinstance(metadata, dict) or not all(
+            isinstance(v, str | int | float | bool) and not isinstance(v, dict) for v in metadata.values()
+        ):
+            raise ValidationError("'metadata' must be a table of scalar values", rule="match", where=where)
+        return cls(
+            namespace=table.get("namespace"),
+            type=table.get("type"),
+            id_prefix=table.get("id_prefix"),
+            metadata={str(k): _scalar_text(v) for k, v in metadata.items()},
+        )
+
+    def matches(self, asset_id: str, type: str, namespace: str | None, metadata: Mapping[str, Any]) -> bool:
+        return (
+            (self.namespace is None or namespace == self.namespace)
+            and (self.type is None or type == self.type)
+            and (self.id_prefix is None or asset_id.startswith(self.id_prefix))
+            and all(k in metadata and _scalar_text(metadata[k]) == v for k, v in self.metadata.items())
+        )
+
+    @property
+    def specificity(self) -> tuple[int, int]:
+        """More keys is more specific; then a longer id prefix."""
+        keys = sum(x is not None for x in (self.namespace, self.type, self.id_prefix)) + len(self.metadata)
+        return keys, len(self.id_prefix or "")
+
+
+def _scalar_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@attrs.frozen
+class Selector:
+    """A ``[[freshness]]`` table: its match and its rule."""
+
+    match: Match
+    rule: FreshnessRule
+
+
+class RuleBook:
+    """The selectors, ready to answer :meth:`rule_for` for many assets: kept most specific first
+    (then in file order), and bucketed by the namespace and type they name, so that an asset
+    tries only the selectors that could match it."""
+
+    def __init__(self, selectors: Sequence[Selector]) -> None:
+        ordered = sorted(enumerate(selectors), key=lambda item: (tuple(-x for x in item[1].match.specificity), item[0]))
+        self._buckets: dict[tuple[str | None, str | None], list[tuple[int, Selector]]] = {}
+        for rank, (_index, s) in enumerate(ordered):
+            self._buckets.setdefault((s.match.namespace, s.match.type), []).append((rank, s))
+        self._empty = not selectors
+
+    def rule_for(
+        self, asset_id: str, type: str, namespace: str | None, metadata: Mapping[str, Any], own: FreshnessRule | None
+    ) -> FreshnessRule | None:
+        """The rule an asset answers to: its own, else the most specific selector matching it
+        (the first in the file among equals)."""
+        if own is not None or self._empty:
+            return own
+        best: tuple[int, Selector] | None = None
+        for key in ((namespace, type), (namespace, None), (None, type), (None, None)):
+            for rank, s in self._buckets.get(key, ()):
+                if best is not None and rank >= best[0]:
+                    break
+                if s.match.matches(asset_id, type, namespace, metadata):
+                    best = (rank, s)
+                    break
+        return best[1].rule if best else None
+
+
+def rule_for(
+    asset_id: str,
+    type: str,
+    namespace: str | None,
+    metadata: Mapping[str, Any],
+    own: FreshnessRule | None,
+    selectors: Sequence[Selector],
+) -> FreshnessRule | None:
+    """The rule an asset answers to (see :class:`RuleBook`, which answers many)."""
+    return RuleBook(selectors).rule_for(asset_id, type, namespace, metadata, own)
+
+
+@attrs.frozen
+class Facts:
+    """What the catalog knows of an asset as of a time."""
+
+    asset_id: str
+    last_write: datetime | None = None  # the end of the latest run that wrote it successfully
+    last_run: tuple[str, str] | None = None  # (state, label) of the latest run that was to write it
+    checks: tuple[Assertion, ...] = ()  # of the latest run that reported any
+    checks_from: str | None = None  # that run
+
+
+@attrs.frozen
+class Verdict:
+    asset_id: str
+    health: Health
+    reasons: tuple[str, ...]
+    rule: FreshnessRule | None = None
+
+
+def evaluate(facts: Facts, rule: FreshnessRule | None, as_of: datetime) -> Verdict:
+    """The health of an asset as of ``as_of``: the worst of its freshness, checks and last run."""
+    parts: list[tuple[Health, str]] = []
+    unwritten: tuple[Health, str] | None = None  # a rule's UNKNOWN, which speaks only when nothing else does
+    if rule is not None:
+        if facts.last_write is None:
+            unwritten = rule.evaluate(None, as_of)
+        else:
+            parts.append(rule.evaluate(facts.last_write, as_of))
+    for check in facts.checks:
+        name = check.name or check.assertion
+        column = f" on {check.column}" if check.column else ""
+        if check.success:
+            continue
+        health = Health.WARN if check.severity == "warn" else Health.FAIL
+        parts.append((health, f"check {name}{column} failed ({facts.checks_from or 'last run'})"))
+    if facts.checks and all(c.success for c in facts.checks):
+        parts.append((Health.PASS, f"{len(facts.checks)} check(s) passed"))
+    if facts.last_run is not None:
+        state, label = facts.last_run
+        if state == "FAILED":
+            parts.append((Health.FAIL, f"last run {label} failed"))
+        elif state in ("SUCCESS", "WARNING"):
+            parts.append((Health.PASS, f"last run {label} succeeded"))
+    if not parts:
+        reason = unwritten[1] if unwritten else "nothing known: no freshness rule, check or run"
+        return Verdict(facts.asset_id, Health.UNKNOWN, (reason,), rule)
+    worst = max(h.rank for h, _ in parts)
+    health = next(h for h, _ in parts if h.rank == worst)
+    reasons = tuple(reason for h, reason in parts if h.rank == worst)
+    return Verdict(facts.asset_id, health, reasons, rule)
+
+
+def at_risk(bad: Iterable[str], downstream: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """The assets downstream of the ``bad`` ones (FAIL or WARN), each with the asset before it on
+    a shortest path from one of them (:func:`path_to_cause` follows them back). A bad asset is at
+    risk too when another is upstream of it. Linear in the edges walked."""
+    before: dict[str, str] = {}
+    queue: deque[tuple[str, str]] = deque()
+    for cause in sorted(set(bad)):
+        for child in downstream.get(cause, ()):
+            queue.append((cause, child))
+    while queue:
+        parent, node = queue.popleft()
+        if node in before:
+            continue
+        before[node] = parent
+        for child in downstream.get(node, ()):
+            if child not in before:
+                queue.append((node, child))
+    return before
+
+
+def path_to_cause(asset_id: str, before: Mapping[str, str], bad: Container[str]) -> tuple[str, ...]:
+    """The path from the cause (a bad asset, first) to ``asset_id`` (last), from :func:`at_risk`."""
+    path = [asset_id]
+    seen = {asset_id}
+    node = before[asset_id]
+    while True:
+        path.append(node)
+        if node in bad or node not in before or node in seen:
+            break
+        seen.add(node)
+        node = before[node]
+    return tuple(reversed(path))
+
+
+__all__ = [
+    "Facts",
+    "FreshnessRule",
+    "Health",
+    "Match",
+    "RuleBook",
+    "Selector",
+    "Verdict",
+    "at_risk",
+    "evaluate",
+    "format_duration",
+    "parse_duration",
+    "path_to_cause",
+    "rule_for",
+]

@@ -1,0 +1,331 @@
+"""Asset health: freshness rules (a window, a cron deadline across a daylight-saving change, by
+asset and by the config's selectors), checks (dbt's tests, received dataQualityAssertions), the
+last run, and the at-risk flags downstream; as of any time, on both engines."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.catalog import Catalog
+from bridge.errors import ConfigError, ValidationError
+from bridge.mapping import Resolver
+from bridge.model import Assertion
+from bridge.model.health import (
+    Facts,
+    FreshnessRule,
+    Health,
+    Match,
+    Selector,
+    at_risk,
+    evaluate,
+    parse_duration,
+    path_to_cause,
+    rule_for,
+)
+from bridge.receiver.imports import catalog_intake
+from tests.conftest import at
+from tests.helpers import decl, invoke, ol_dataset, ol_run_event, run
+
+pytestmark = pytest.mark.both_engines
+
+
+def when(minutes: float) -> str:
+    return at(minutes).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def window(max: str, warn: str | None = None) -> FreshnessRule:
+    return FreshnessRule.create(max=parse_duration(max, "max"), warn=parse_duration(warn, "warn") if warn else None)
+
+
+# --- the pure rules --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("minutes", "expected"),
+    [(60, Health.PASS), (239, Health.PASS), (270, Health.WARN), (360, Health.WARN), (390, Health.FAIL)],
+)
+def test_a_window_warns_its_warn_time_before_it_closes(minutes: int, expected: Health) -> None:
+    """6h with a 2h warning: written at 08:00, PASS until 12:00, WARN until 14:00, FAIL after."""
+    verdict = evaluate(Facts("a", last_write=at(0)), window("6h", "2h"), at(minutes))
+    assert verdict.health is expected, verdict.reasons
+
+
+PARIS_DAILY = FreshnessRule.create(cron="0 9 * * *", lag=timedelta(hours=1), timezone="Europe/Paris")
+
+
+def utc(*fields: int) -> datetime:
+    return datetime(*fields, tzinfo=UTC)
+
+
+def test_a_cron_deadline_follows_its_time_zone_across_a_daylight_saving_change() -> None:
+    """09:00 in Paris is 08:00 UTC in winter and 07:00 UTC from 29 March 2026. Written each day at
+    07:30 UTC: in winter that is 08:30 in Paris, inside the hour before the deadline; in summer it
+    is 09:30, after it, so at 07:05 UTC on the 30th the day's deadline has passed unmet."""
+    winter = PARIS_DAILY.evaluate(utc(2026, 3, 27, 7, 30), utc(2026, 3, 27, 8, 5))
+    assert winter[0] is Health.PASS, winter
+    assert PARIS_DAILY.last_tick(utc(2026, 3, 27, 8, 5)) == utc(2026, 3, 27, 8, 0)
+    summer = PARIS_DAILY.evaluate(utc(2026, 3, 29, 7, 30), utc(2026, 3, 30, 7, 5))
+    assert summer[0] is Health.FAIL and "2026-03-30T07:00:00" in summer[1], summer
+    # the write at 07:30 UTC (09:30 in Paris) comes late, and meets the deadline until the next tick
+    assert PARIS_DAILY.evaluate(utc(2026, 3, 30, 7, 30), utc(2026, 3, 30, 12, 0))[0] is Health.PASS
+    # on the day of the change itself (a 23-hour day) the tick is 07:00 UTC already
+    assert PARIS_DAILY.last_tick(utc(2026, 3, 29, 7, 30)) == utc(2026, 3, 29, 7, 0)
+    # a write before the lag's window misses it
+    assert PARIS_DAILY.evaluate(utc(2026, 3, 30, 5, 59), utc(2026, 3, 30, 7, 1))[0] is Health.FAIL
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({}, "one of them"),
+        ({"max": timedelta(hours=1), "cron": "0 9 * * *"}, "one of them"),
+        ({"max": timedelta(hours=1), "warn": timedelta(hours=2)}, "shorter than max"),
+        ({"cron": "0 25 * * *"}, "cron"),
+        ({"cron": "0 9 * *"}, "five fields"),
+        ({"cron": "0 9 * * *", "timezone": "Mars/Olympus"}, "time zone"),
+        ({"max": timedelta(hours=1), "timezone": "UTC"}, "cron deadline"),
+    ],
+)
+def test_a_rule_is_checked(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        FreshnessRule.create(**fields)
+
+
+def test_the_most_specific_selector_wins_and_the_asset_s_own_rule_beats_them() -> None:
+    loose = Selector(Match(namespace="team-a"), window("24h"))
+    typed = Selector(Match(namespace="team-a", type="Table"), window("12h"))
+    gold = Selector(Match(namespace="team-a", metadata={"tier": "gold"}, id_prefix="warehouse."), window("1h"))
+    selectors = [gold, typed, loose]
+    assert rule_for("x", "File", "team-a", {}, None, selectors) is loose.rule
+    assert rule_for("x", "Table", "team-a", {}, None, selectors) is typed.rule
+    assert rule_for("warehouse.x", "Table", "team-a", {"tier": "gold"}, None, selectors) is gold.rule
+    assert rule_for("warehouse.x", "Table", "team-b", {"tier": "gold"}, None, selectors) is None
+    own = window("2h")
+    assert rule_for("warehouse.x", "Table", "team-a", {"tier": "gold"}, own, selectors) is own
+
+
+def test_checks_and_the_last_run_and_the_worst_of_them() -> None:
+    failing = (Assertion("not_null", False, name="not_null_orders_id", column="id"), Assertion("unique", True))
+    verdict = evaluate(Facts("a", last_write=at(0), checks=failing, checks_from="dbt"), window("6h"), at(10))
+    assert verdict.health is Health.FAIL and verdict.reasons == ("check not_null_orders_id on id failed (dbt)",)
+    warned = (Assertion("unique", False, severity="warn"),)
+    assert evaluate(Facts("a", checks=warned), None, at(0)).health is Health.WARN
+    failed_run = evaluate(Facts("a", last_write=at(0), last_run=("FAILED", "flow.t at 09:00")), window("6h"), at(70))
+    assert failed_run.health is Health.FAIL and failed_run.reasons == ("last run flow.t at 09:00 failed",)
+    assert evaluate(Facts("a"), None, at(0)).health is Health.UNKNOWN
+    assert evaluate(Facts("a"), window("6h"), at(0)).health is Health.UNKNOWN  # never written
+
+
+def test_at_risk_is_every_asset_downstream_with_the_shortest_path_to_a_cause() -> None:
+    downstream = {"a": ["b"], "b": ["c", "d"], "c": ["e"], "x": ["e"], "e": ["a"]}  # a cycle a-b-c-e-a
+    before = at_risk({"a", "x"}, downstream)
+    assert set(before) == {"a", "b", "c", "d", "e"}
+    assert path_to_cause("d", before, {"a", "x"}) == ("a", "b", "d")
+    assert path_to_cause("e", before, {"a", "x"}) == ("x", "e")
+    assert path_to_cause("a", before, {"a", "x"}) == ("x", "e", "a")  # a bad asset may be at risk too
+
+
+# --- over the catalog, through the command line ----------------------------------------------
+
+
+def health(path: str, *args: str) -> tuple[int, dict[str, dict[str, Any]]]:
+    code, out, err = invoke(path, "health", "--json", *args)
+    assert code in (0, 1), err
+    return code, {h["id"]: h for h in json.loads(out)}
+
+
+@pytest.fixture
+def chain(catalog_target: str) -> str:
+    """stg.orders -(build, written at 08:00)-> mart.orders -(report)-> report.csv, the mart with
+    --freshness 6h --freshness-warn 2h."""
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_run(
+            run("build", inputs=(decl("stg.orders"),), outputs=(decl("mart.orders", type="Table"),), start=at(-1))
+        )
+        catalog.record_task_run(
+            run("report", inputs=(decl("mart.orders"),), outputs=(decl("report.csv", type="File"),), start=at(1))
+        )
+    code, out, err = invoke(
+        catalog_target, "assets", "set", "mart.orders", "--freshness", "6h", "--freshness-warn", "2h"
+    )
+    assert code == 0, err
+    assert json.loads(out)["freshness"] == {"max": "6h", "warn": "2h", "source": "asset"}
+    return catalog_target
+
+
+def test_a_window_as_of_each_time_and_again_after_a_new_write(chain: str) -> None:
+    expected = {60: ("PASS", 0), 270: ("WARN", 0), 390: ("FAIL", 1)}
+    for minutes, (state, exit_code) in expected.items():
+        code, found = health(chain, "--as-of", when(minutes))
+        assert (found["mart.orders"]["health"], code) == (state, exit_code), found["mart.orders"]
+        report = found["report.csv"]
+        assert report["atRisk"] is (state != "PASS")
+        if state != "PASS":
+            assert report["pathToCause"] == ["mart.orders", "report.csv"] and report["cause"] == "mart.orders"
+            assert report["health"] == "PASS"  # its own health is its own
+    with Catalog(chain) as catalog:  # written again at 15:00
+        catalog.record_task_run(
+            run("build", execution="e2", inputs=(decl("stg.orders"),), outputs=(decl("mart.orders"),), start=at(419))
+        )
+    code, found = health(chain, "--as-of", when(430))
+    assert (found["mart.orders"]["health"], code, found["report.csv"]["atRisk"]) == ("PASS", 0, False)
+    for minutes, (state, _) in expected.items():  # the past answers as it did
+        assert health(chain, "--as-of", when(minutes))[1]["mart.orders"]["health"] == state
+    # --state keeps what it names; the exit status follows what is shown
+    code, found = health(chain, "--as-of", when(390), "--state", "WARN,PASS")
+    assert code == 0 and "mart.orders" not in found
+
+
+def test_a_failed_run_fails_its_outputs_until_one_succeeds(chain: str) -> None:
+    with Catalog(chain) as catalog:
+        catalog.record_task_run(
+            run("build", execution="e2", outputs=(decl("mart.orders"),), state="FAILED", start=at(59), error="boom")
+        )
+    code, found = health(chain, "--as-of", when(70))
+    assert code == 1 and found["mart.orders"]["health"] == "FAIL"
+    assert found["mart.orders"]["reasons"] == ["last run company.data/flow.build at 2025-03-01T09:00:00.000000Z failed"]
+    assert health(chain, "--as-of", when(30))[1]["mart.orders"]["health"] == "PASS"  # before it
+
+
+def test_assets_show_and_list_carry_the_health(chain: str) -> None:
+    code, out, err = invoke(chain, "assets", "show", "mart.orders")
+    assert code == 0, err
+    shown = json.loads(out)
+    assert shown["health"] == "FAIL"  # now, long after 2025
+    assert shown["freshness"] == {"max": "6h", "warn": "2h", "source": "asset"}
+    report = json.loads(invoke(chain, "assets", "show", "report.csv")[1])  # judged with what is upstream
+    assert (report["health"], report["atRisk"], report["pathToCause"]) == ("PASS", True, ["mart.orders", "report.csv"])
+    code, out, err = invoke(chain, "assets", "list", "--json", "--type", "File")
+    assert [(a["id"], a["atRisk"]) for a in json.loads(out)] == [("report.csv", True)]
+    code, out, err = invoke(chain, "assets", "list", "--json")
+    listed = {a["id"]: a for a in json.loads(out)}
+    assert listed["mart.orders"]["health"] == "FAIL" and listed["report.csv"]["atRisk"] is True
+    code, out, err = invoke(chain, "assets", "list")
+    assert "mart.orders\tTable\t(global)\tdeclared\tFAIL" in out.splitlines()
+
+
+def test_config_selectors_and_which_rule_applies(chain: str, tmp_path: Path) -> None:
+    config = tmp_path / "olbridge.toml"
+    config.write_text(
+        """
+[[freshness]]
+match = { type = "File" }
+max = "1h"
+
+[[freshness]]
+match = { type = "File", id_prefix = "report." }
+cron = "0 9 * * *"
+lag = "2h"
+timezone = "Europe/Paris"
+""",
+        encoding="utf-8",
+    )
+    code, out, err = invoke(chain, "--config", str(config), "health", "--json", "--as-of", when(30))
+    found = {h["id"]: h for h in json.loads(out)}
+    # report.csv was written at 08:02 UTC, 09:02 in Paris: after 07:00 in Paris, the deadline met
+    assert found["report.csv"]["freshness"]["source"] == "[[freshness]] #2"
+    assert found["report.csv"]["health"] == "PASS", found["report.csv"]
+    code, out, err = invoke(chain, "--config", str(config), "assets", "show", "report.csv")
+    assert json.loads(out)["freshness"]["source"] == "[[freshness]] #2"
+    config.write_text('[[freshness]]\nmatch = { kind = "x" }\nmax = "1h"\n', encoding="utf-8")
+    code, out, err = invoke(chain, "--config", str(config), "health")
+    assert code == 1 and "unknown key(s) kind" in err and "Traceback" not in err
+
+
+def test_bad_freshness_options_are_refused_and_change_nothing(chain: str) -> None:
+    for args in (["--freshness", "6 hours"], ["--freshness-warn", "2h"], ["--freshness-cron", "61 * * * *"]):
+        code, _out, err = invoke(chain, "assets", "set", "mart.orders", *args)
+        assert code != 0 and err.startswith("Error:"), (args, err)
+    assert json.loads(invoke(chain, "assets", "show", "mart.orders")[1])["freshness"]["max"] == "6h"
+    code, _out, err = invoke(chain, "assets", "set", "mart.orders", "--no-freshness")
+    assert code == 0 and json.loads(invoke(chain, "assets", "show", "mart.orders")[1])["freshness"] is None
+
+
+def assertions_event(run_id: str, minutes: int, success: bool) -> dict[str, Any]:
+    orders = ol_dataset("postgres://db:5432", "shop.public.orders")
+    orders["inputFacets"] = {
+        "dataQualityAssertions": {
+            "_producer": "https://github.com/example/producer/tree/1.0",
+            "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DataQualityAssertionsDatasetFacet.json",
+            "assertions": [
+                {"assertion": "not_null", "success": success, "column": "id"},
+                {"assertion": "unique", "success": True, "column": "id"},
+            ],
+        }
+    }
+    return ol_run_event("COMPLETE", run_id=run_id, job=("gx", "orders_suite"), inputs=[orders], time=when(minutes))
+
+
+def test_received_assertions_fail_a_dataset_until_a_later_run_passes(catalog_target: str, resolver: Resolver) -> None:
+    with Catalog(catalog_target) as catalog:
+        events = [
+            assertions_event("0194a1b2-0000-7000-8000-0000000000a1", 10, False),
+            assertions_event("0194a1b2-0000-7000-8000-0000000000a2", 70, True),
+        ]
+        assert all(o.ok for o in catalog_intake(catalog, resolver).take(events))
+        [asset_id] = [a.id for a in catalog.list_assets()]
+    code, found = health(catalog_target, "--as-of", when(30))
+    assert code == 1 and found[asset_id]["health"] == "FAIL"
+    assert found[asset_id]["reasons"] == [
+        "check not_null on id failed (gx/orders_suite at 2025-03-01T08:10:00.000000Z)"
+    ]
+    code, found = health(catalog_target, "--as-of", when(80))
+    assert code == 0 and found[asset_id]["health"] == "PASS"
+    assert asset_id not in health(catalog_target, "--as-of", when(5))[1]  # first seen at 08:10
+
+
+def test_a_bad_config_table_is_a_config_error() -> None:
+    from bridge.config import parse_freshness
+
+    with pytest.raises(ConfigError, match="no duration"):
+        parse_freshness([{"max": "soon"}], "f")
+    with pytest.raises(ConfigError, match="unknown key"):
+        parse_freshness([{"max": "1h", "maximum": "2h"}], "f")
+    assert parse_freshness([{"match": {"metadata": {"tier": "gold"}}, "max": "1h"}], "f")[0].match.metadata == {
+        "tier": "gold"
+    }
+
+
+def test_health_filters_and_its_bad_values(chain: str) -> None:
+    with Catalog(chain) as catalog:  # another namespace, written now and then
+        catalog.record_task_run(
+            run("side", namespace="team-b", outputs=(decl("side.csv", type="File", namespace="b"),))
+        )
+    code, found = health(chain, "--as-of", when(390), "--at-risk")
+    assert (code, sorted(found)) == (0, ["report.csv"])  # the FAIL asset itself is not at risk: not shown
+    code, found = health(chain, "--as-of", when(390), "--namespace", "b")
+    assert (code, sorted(found)) == (0, ["side.csv"])
+    code, out, err = invoke(chain, "health", "--as-of", when(390))
+    assert code == 1 and "mart.orders\tFAIL\tstale: last written 2025-03-01T08:00:00.000000Z" in out
+    assert "report.csv\tPASS\tlast run company.data/flow.report" in out and "\tat risk from mart.orders" in out
+    assert err.strip() == "4 asset(s), 1 FAIL, 1 at risk"
+    for args, message in (
+        (["--state", "BAD"], "unknown health 'BAD'"),
+        (["--as-of", "yesterday"], "--as-of"),
+        (["--namespace", "a b"], "namespace"),
+    ):
+        code, out, err = invoke(chain, "health", *args)
+        assert code == 1 and err.startswith("Error: ") and message in err and out == "", (args, err)
+
+
+def test_a_run_s_checks_count_as_of_its_time(catalog_target: str) -> None:
+    """The assertions a run reports on its output are kept with the run's time: as of each time,
+    the checks of the latest run by then (a later passing run does not rewrite the past)."""
+    failing = (Assertion("not_null", False, name="not_null_orders_id", column="id"),)
+    passing = (Assertion("not_null", True, name="not_null_orders_id", column="id"),)
+    with Catalog(catalog_target) as catalog:
+        for execution, minutes, checks in (("e1", 0, failing), ("e2", 120, passing)):
+            output = decl("mart.orders", type="Table", assertions=checks)
+            catalog.record_task_run(run("build", execution=execution, outputs=(output,), start=at(minutes)))
+    code, found = health(catalog_target, "--as-of", when(60))
+    assert code == 1 and found["mart.orders"]["reasons"] == [
+        "check not_null_orders_id on id failed (company.data/flow.build at 2025-03-01T08:01:00.000000Z)"
+    ]
+    code, found = health(catalog_target, "--as-of", when(180))
+    assert code == 0 and found["mart.orders"]["health"] == "PASS"
+    assert health(catalog_target, "--as-of", when(60))[1]["mart.orders"]["health"] == "FAIL"  # the past stays

@@ -1,0 +1,147 @@
+"""Asset health from the real dbt: a failing test and a source past its ``error_after`` (``dbt
+source freshness``) give FAIL with their names as reasons, and the models downstream are at risk;
+fixed and run again, everything is PASS."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from tests.helpers import invoke, serve_process
+
+PROJECT = Path(__file__).parent / "dbt_project"
+BIN = Path(sys.executable).parent
+FAILING_TEST = "assert_every_order_is_completed"
+FRESHNESS = """
+        loaded_at_field: updated_at
+        freshness:
+          warn_after: {count: 12, period: hour}
+          error_after: {count: 1, period: day}
+"""
+
+
+def dbt(project: Path, *args: str) -> int:
+    env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        [str(BIN / "dbt"), *args, "--project-dir", ".", "--profiles-dir", "."],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    return done.returncode
+
+
+def build_and_check_freshness(project: Path) -> None:
+    """``dbt build`` then ``dbt source freshness`` (in a target folder of its own, whose
+    sources.json is copied beside the build's artifacts)."""
+    dbt(project, "build")
+    dbt(project, "source", "freshness", "--target-path", "freshness")
+    shutil.copy(project / "freshness" / "sources.json", project / "target" / "sources.json")
+
+
+def healths(catalog: str) -> tuple[int, dict[str, dict[str, Any]]]:
+    code, out, err = invoke(catalog, "health", "--json")
+    assert code in (0, 1), err
+    return code, {h["id"]: h for h in json.loads(out)}
+
+
+def dbt_import(project: Path, catalog: str) -> tuple[int, dict[str, dict[str, Any]]]:
+    code, _out, err = invoke(catalog, "dbt", "import", "--project-dir", str(project))
+    assert code == 0, err
+    return healths(catalog)
+
+
+@pytest.mark.skipif(not (BIN / "dbt").is_file(), reason="dbt is not installed (pip install -e '.[dbt]')")
+def test_a_failing_test_and_a_stale_source_fail_and_put_downstream_at_risk(tmp_path: Path) -> None:
+    """The project's own warn-severity test on orders_enriched (accepted_values on status: one
+    order is 'lost') WARNs it throughout; the added test FAILs it while it is there."""
+    project, catalog = tmp_path / "project", str(tmp_path / "olbridge.db")
+    shutil.copytree(PROJECT, project)
+    sources = project / "models" / "sources.yml"
+    text = sources.read_text(encoding="utf-8")
+    sources.write_text(
+        text.replace("      - name: customers\n", "      - name: customers\n" + FRESHNESS), encoding="utf-8"
+    )
+    build_and_check_freshness(project)  # every model built; raw.customers last loaded in 2024
+    dbt_import(project, catalog)
+    failing = project / "tests" / f"{FAILING_TEST}.sql"
+    failing.write_text(
+        "select order_id from {{ ref('orders_enriched') }} where status <> 'completed'\n", encoding="utf-8"
+    )
+    build_and_check_freshness(project)  # the models downstream of orders_enriched are skipped now
+    code, found = dbt_import(project, catalog)
+    assert code == 1
+    enriched, customers = found["warehouse.main.orders_enriched"], found["warehouse.raw.customers"]
+    assert enriched["health"] == "FAIL", enriched
+    [reason] = enriched["reasons"]
+    assert reason.startswith(f"check {FAILING_TEST} failed (dbt/olbridge_test.model.orders_enriched at "), reason
+    assert customers["health"] == "FAIL", customers
+    [reason] = customers["reasons"]
+    assert reason.startswith("check source_freshness of raw.customers failed (dbt import at "), reason
+    assert customers["freshness"] == {"max": "1d", "warn": "12h", "source": "dbt"}
+    downstream = found["warehouse.main.customer_orders"]
+    assert downstream["atRisk"] is True and downstream["health"] != "FAIL", downstream
+    assert downstream["pathToCause"][-2:] == ["warehouse.main.orders_enriched", "warehouse.main.customer_orders"]
+    assert found["warehouse.main.stg_customers"]["pathToCause"] == [
+        "warehouse.raw.customers",
+        "warehouse.main.stg_customers",
+    ]
+
+    # fixed: the test removed, the source loaded now; built and checked again
+    failing.unlink()
+    project_file = project / "dbt_project.yml"
+    loaded_now = re.sub(r"timestamp '2024-[^']*'", "now()::timestamp", project_file.read_text(encoding="utf-8"))
+    project_file.write_text(loaded_now, encoding="utf-8")
+    build_and_check_freshness(project)
+    code, found = dbt_import(project, catalog)
+    assert code == 0 and not [i for i, h in found.items() if h["health"] == "FAIL"]
+    assert found["warehouse.raw.customers"]["health"] == "PASS"
+    assert found["warehouse.main.stg_customers"]["atRisk"] is False
+    warned = {i: h["reasons"] for i, h in found.items() if h["health"] == "WARN"}
+    assert list(warned) == ["warehouse.main.orders_enriched"]
+    [reason] = warned["warehouse.main.orders_enriched"]
+    assert reason.startswith("check accepted_values_orders_enriched_status__completed__returned on status failed ("), (
+        reason
+    )
+
+
+@pytest.mark.dbt
+def test_dbt_ol_assertions_received_by_serve_set_the_health_of_their_datasets(
+    dbt_ol: tuple[Path, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    """The real dbt-ol's events, posted to ``olbridge serve``: orders_enriched's failed
+    accepted_values test (dataQualityAssertions on the model's dataset, severity warn as dbt-ol
+    sends it) WARNs it, the models downstream are at risk, and stg_customers, whose tests
+    passed, is PASS."""
+    _project, events = dbt_ol
+    catalog = str(tmp_path / "olbridge.db")
+    token = "health-token"
+    env = {k: v for k, v in os.environ.items() if k not in ("OLBRIDGE_TOKEN", "OLBRIDGE_TOKEN_FILE")}
+    with serve_process(catalog, env={**env, "OLBRIDGE_TOKEN": token}) as served:
+        answer = requests.post(
+            f"{served.url}/api/v1/lineage/batch",
+            json=events,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
+        )
+        assert answer.status_code == 200 and answer.json()["summary"]["failed"] == 0, answer.text
+    _code, found = healths(catalog)
+    by_name = {i.rsplit(".", 1)[-1]: h for i, h in found.items()}
+    enriched = by_name["orders_enriched"]
+    assert enriched["health"] == "WARN", enriched
+    assert any(r.startswith("check accepted_values on status failed (olbridge_test/") for r in enriched["reasons"])
+    assert by_name["stg_customers"]["health"] == "PASS", by_name["stg_customers"]
+    assert by_name["customer_orders"]["atRisk"] is True
+    assert by_name["customer_orders"]["cause"] == enriched["id"]

@@ -23,8 +23,8 @@ import attrs
 
 from bridge.catalog import columns as column_queries
 from bridge.catalog import external, positions, rows, sql, writes
-from bridge.catalog import lineage as asset_lineage
 from bridge.catalog import health as health_queries
+from bridge.catalog import lineage as asset_lineage
 from bridge.catalog import migrate as schema_migrations
 from bridge.catalog.backfills import Backfills
 from bridge.catalog.columns import ColumnLineageGraph, StoredColumnEdge

@@ -137,6 +137,60 @@ def _serve_config(table: Any, where: str, base: Path) -> ServeConfig:
     return settings
 
 
+_DURATION = re.compile(r"([1-9][0-9]{0,8})(s|m|h|d)")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: Any, where: str) -> float:
+    """``"30s"``, ``"15m"``, ``"12h"``, ``"7d"``: seconds."""
+    found = _DURATION.fullmatch(text) if isinstance(text, str) else None
+    if found is None:
+        raise ConfigError(f'{where} must be a duration such as "30s", "15m", "12h" or "7d", not {text!r}')
+    return float(int(found[1]) * _UNIT_SECONDS[found[2]])
+
+
+@attrs.frozen
+class RetentionConfig:
+    """The ``[retention]`` table: how long each kind of history is kept, in seconds (None: kept),
+    whether column edges of runs that are gone go, and how often ``serve`` runs it (None: never)."""
+
+    received_events: float | None = None
+    external_runs: float | None = None
+    delivered_outbox: float | None = None
+    dead_letters: float | None = None
+    delivery_errors: float | None = None
+    task_runs: float | None = None  # olbridge's own history: kept unless given
+    column_edges: bool = False
+    every: float | None = None
+
+    @property
+    def configured(self) -> bool:
+        return any(
+            getattr(self, f.name) not in (None, False) for f in attrs.fields(RetentionConfig) if f.name != "every"
+        )
+
+
+_RETENTION_KEYS = tuple(field.name for field in attrs.fields(RetentionConfig))
+
+
+def _retention_config(table: Any, where: str) -> RetentionConfig:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: 'retention' must be a table ([retention])")
+    unknown = sorted(set(table) - set(_RETENTION_KEYS))
+    if unknown:
+        known = ", ".join(_RETENTION_KEYS)
+        raise ConfigError(f"{where}: [retention]: unknown setting(s) {', '.join(unknown)}; known: {known}")
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key == "column_edges":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: [retention]: 'column_edges' must be true or false, not {value!r}")
+            values[key] = value
+        else:
+            values[key] = parse_duration(value, f"{where}: [retention]: '{key}'")
+    return RetentionConfig(**values)
+
+
 @attrs.frozen
 class Config:
     """The settings, each a key of the file but ``source``."""
@@ -147,6 +201,7 @@ class Config:
     job_namespace_prefix: str = ""  # put before a flow's namespace to make its job namespace
     producer: str = PRODUCER  # the `producer` URI of every event olbridge emits
     serve: ServeConfig = ServeConfig()  # the receiver's [serve] table
+    retention: RetentionConfig = RetentionConfig()  # the [retention] table: what history goes when
     source: Path | None = None  # the file it was read from
 
 
@@ -200,6 +255,8 @@ def parse_config(document: Mapping[str, Any], where: str, base: Path) -> Config:
         values["producer"] = producer
     if "serve" in document:
         values["serve"] = _serve_config(document["serve"], where, base)
+    if "retention" in document:
+        values["retention"] = _retention_config(document["retention"], where)
     return Config(**values)
 
 

@@ -132,6 +132,7 @@ def command_args(path: tuple[str, ...], files: dict[str, str]) -> list[str]:
         ("outbox", "retry"): ["--all"],
         ("prefect", "import"): ["--api-url", f"{nobody}/api"],
         ("record",): ["--file", files["runs"]],
+        ("retention",): ["--dry-run"],
         ("runs", "list"): [],
         ("runs", "show"): ["0194a1b2-0000-7000-8000-000000000001"],
         ("serve",): ["--port", "0", "--workers", "1"],

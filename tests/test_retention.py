@@ -249,3 +249,38 @@ def test_serve_runs_retention_on_its_schedule(catalog_target: str, resolver: Res
         served.process.terminate()
         served.process.wait(timeout=30)
     assert "retention: deleted 1 receivedEvents" in served.stderr
+
+
+def test_a_row_a_writer_holds_is_left_for_the_next_pass(postgres_url: str, resolver: Resolver) -> None:
+    """On PostgreSQL a pass never waits on a writer: the rows it holds are skipped (FOR UPDATE SKIP
+    LOCKED) and go in the next pass. (SQLite has one writer at a time: a pass waits its turn.)"""
+    catalog = Catalog(postgres_url)
+    catalog_intake(catalog, resolver).take([ol_run_event(run_id=rid(n), time=OLD) for n in (1, 2, 3)])
+    writer = catalog.engine.connect()  # another process's writer, in the middle of its transaction
+    try:
+        writer.execute("BEGIN")
+        held = writer.execute("SELECT pk FROM received_events ORDER BY pk LIMIT 1 FOR UPDATE").fetchone()[0]
+        assert expire(catalog, Windows(received_events=WEEK))["receivedEvents"] == 2
+        assert [r[0] for r in rows(catalog, "SELECT pk FROM received_events")] == [held]
+        writer.execute("ROLLBACK")
+    finally:
+        writer.close()
+    assert expire(catalog, Windows(received_events=WEEK))["receivedEvents"] == 1
+    catalog.close()
+
+
+def test_sqlite_gives_free_pages_back_where_the_catalog_allows_it(tmp_path: Path, resolver: Resolver) -> None:
+    """A new SQLite catalog gives the pages a pass freed back to the file system; one made before
+    (auto_vacuum off) keeps them for new rows, and the pass says so."""
+    with Catalog(tmp_path / "new.db") as catalog:
+        catalog_intake(catalog, resolver).take([ol_run_event(run_id=rid(n), time=OLD) for n in range(300)])
+        expire(catalog, Windows(received_events=WEEK))
+        assert int(catalog.db.conn.execute("PRAGMA freelist_count").fetchone()[0]) > 0
+        assert retention.reclaim(catalog.db.conn, "sqlite") is None
+        assert int(catalog.db.conn.execute("PRAGMA freelist_count").fetchone()[0]) == 0
+        catalog.db.conn.execute("PRAGMA auto_vacuum = NONE")
+        catalog.db.conn.execute("VACUUM")  # as a catalog made before
+        catalog_intake(catalog, resolver).take([ol_run_event(run_id=rid(n), time=OLD) for n in range(300, 600)])
+        expire(catalog, Windows(received_events=WEEK))
+        note = retention.reclaim(catalog.db.conn, "sqlite")
+        assert note is not None and "free pages stay in the catalog's file" in note

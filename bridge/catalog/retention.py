@@ -22,16 +22,18 @@ points at (the receiver's ``--forward``: every event from the oldest one queued 
 The real pass deletes at most ``batch`` rows a transaction (on PostgreSQL the rows it takes are
 locked with ``FOR UPDATE SKIP LOCKED``: a row a writer holds is left for the next pass), with a
 pause between, so a writer waits at most one batch. :func:`count` counts with the very conditions
-:func:`expire` deletes by, at the same ``now``. On SQLite the freed pages are reused by new rows;
-a catalog whose ``auto_vacuum`` is ``INCREMENTAL`` gives them back to the file system afterwards.
+:func:`expire` deletes by, at the same ``now``. On SQLite a catalog whose ``auto_vacuum`` is
+``INCREMENTAL`` (a new one) gives the freed pages back to the file system (:func:`reclaim`); an
+older one reuses them for new rows.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -229,7 +231,8 @@ def reclaim(conn: Connection, dialect: str) -> str | None:
     if not free:
         return None
     if int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) == 2:
-        conn.execute("PRAGMA incremental_vacuum").fetchall()
+        # run whole: sqlite3's execute steps it once, giving back one page
+        cast(sqlite3.Connection, conn).executescript("PRAGMA incremental_vacuum")
         return None
     return (
         f"{free} free pages stay in the catalog's file and are reused by new rows; the file shrinks only "

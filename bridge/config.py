@@ -188,7 +188,10 @@ def _retention_config(table: Any, where: str) -> RetentionConfig:
             values[key] = value
         else:
             values[key] = parse_duration(value, f"{where}: [retention]: '{key}'")
-    return RetentionConfig(**values)
+    settings = RetentionConfig(**values)
+    if settings.every is not None and not settings.configured:
+        raise ConfigError(f"{where}: [retention]: 'every' is set but no window is (received_events = \"7d\", ...)")
+    return settings
 
 
 @attrs.frozen

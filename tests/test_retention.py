@@ -196,6 +196,7 @@ def test_the_retention_table_is_validated() -> None:
         ({"received_events": "7 days"}, "must be a duration"),
         ({"received_events": 7}, "must be a duration"),
         ({"column_edges": "yes"}, "true or false"),
+        ({"every": "15m"}, "'every' is set but no window is"),
     ):
         with pytest.raises(ConfigError, match=re.escape(message)):
             parse_config({"retention": table}, "olbridge.toml", Path())

@@ -85,8 +85,6 @@ def start_schedule(catalog_path: str | Path, settings: RetentionConfig) -> tuple
     and the event that stops it. A spawned process, not a thread, as the receiver forks."""
     if settings.every is None:
         return None
-    if not settings.configured:
-        raise ConfigError("[retention]: 'every' is set but no window is; give one (received_events = \"7d\", ...)")
     context = multiprocessing.get_context("spawn")
     stop = context.Event()
     process = context.Process(

@@ -172,6 +172,63 @@ def parse_freshness(tables: Any, where: str) -> tuple[Selector, ...]:
     return tuple(out)
 
 
+def _seconds(text: Any, where: str) -> float:
+    """A duration of the config (``"30s"``, ``"15m"``, ``"12h"``, ``"7d"``, ``"1d12h"``, as
+    :func:`bridge.model.health.parse_duration` reads it, one way for every table): seconds."""
+    try:
+        seconds = parse_duration(text, where).total_seconds()
+    except ValidationError:
+        seconds = 0.0
+    if seconds <= 0:
+        raise ConfigError(f'{where} must be a duration such as "30s", "15m", "12h" or "7d", not {text!r}')
+    return seconds
+
+
+@attrs.frozen
+class RetentionConfig:
+    """The ``[retention]`` table: how long each kind of history is kept, in seconds (None: kept),
+    whether column edges of runs that are gone go, and how often ``serve`` runs it (None: never)."""
+
+    received_events: float | None = None
+    external_runs: float | None = None
+    delivered_outbox: float | None = None
+    dead_letters: float | None = None
+    delivery_errors: float | None = None
+    task_runs: float | None = None  # olbridge's own history: kept unless given
+    column_edges: bool = False
+    every: float | None = None
+
+    @property
+    def configured(self) -> bool:
+        return any(
+            getattr(self, f.name) not in (None, False) for f in attrs.fields(RetentionConfig) if f.name != "every"
+        )
+
+
+_RETENTION_KEYS = tuple(field.name for field in attrs.fields(RetentionConfig))
+
+
+def _retention_config(table: Any, where: str) -> RetentionConfig:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: 'retention' must be a table ([retention])")
+    unknown = sorted(set(table) - set(_RETENTION_KEYS))
+    if unknown:
+        known = ", ".join(_RETENTION_KEYS)
+        raise ConfigError(f"{where}: [retention]: unknown setting(s) {', '.join(unknown)}; known: {known}")
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key == "column_edges":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: [retention]: 'column_edges' must be true or false, not {value!r}")
+            values[key] = value
+        else:
+            values[key] = _seconds(value, f"{where}: [retention]: '{key}'")
+    settings = RetentionConfig(**values)
+    if settings.every is not None and not settings.configured:
+        raise ConfigError(f"{where}: [retention]: 'every' is set but no window is (received_events = \"7d\", ...)")
+    return settings
+
+
 @attrs.frozen
 class Config:
     """The settings, each a key of the file but ``source``."""
@@ -183,6 +240,7 @@ class Config:
     producer: str = PRODUCER  # the `producer` URI of every event olbridge emits
     serve: ServeConfig = ServeConfig()  # the receiver's [serve] table
     freshness: tuple[Selector, ...] = ()  # the [[freshness]] tables: rules by selector
+    retention: RetentionConfig = RetentionConfig()  # the [retention] table: what history goes when
     source: Path | None = None  # the file it was read from
 
 
@@ -238,6 +296,8 @@ def parse_config(document: Mapping[str, Any], where: str, base: Path) -> Config:
         values["serve"] = _serve_config(document["serve"], where, base)
     if "freshness" in document:
         values["freshness"] = parse_freshness(document["freshness"], where)
+    if "retention" in document:
+        values["retention"] = _retention_config(document["retention"], where)
     return Config(**values)
 
 

@@ -9,6 +9,7 @@ import click
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.output import say
+from bridge.cli.retention import start_schedule, stop_schedule
 from bridge.cli.secrets import FILE, secret
 from bridge.config import NamedToken, load_tokens
 from bridge.receiver.intake import Limits
@@ -169,11 +170,18 @@ def serve(
         auth += "; forwarding accepted events through the outbox (olbridge stream delivers them)"
     if access_log:
         auth += f"; access log on stderr ({access_log})"
-    serve_receiver(
-        app.catalog_path,
-        app.resolver(),
-        options,
-        on_ready=lambda url: say(f"olbridge receiver on {url} ({auth}, catalog {app.catalog_name}); Ctrl-C stops"),
-        say=say,
-    )
+    retention = app.config.retention
+    if retention.every is not None:
+        auth += f"; retention every {retention.every:g}s, one receiver at a time"
+    schedule = start_schedule(app.catalog_path, retention)
+    try:
+        serve_receiver(
+            app.catalog_path,
+            app.resolver(),
+            options,
+            on_ready=lambda url: say(f"olbridge receiver on {url} ({auth}, catalog {app.catalog_name}); Ctrl-C stops"),
+            say=say,
+        )
+    finally:
+        stop_schedule(schedule)
     say("Stopped.")

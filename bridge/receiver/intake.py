@@ -11,9 +11,10 @@ import attrs
 
 from bridge.catalog import IngestResult
 from bridge.errors import BridgeError
+from bridge.jsontext import DEPTH
 from bridge.model.received import IncomingEvent
 from bridge.openlineage.validate import Problem
-from bridge.receiver.events import canonical, read_event
+from bridge.receiver.events import canonical, nesting, read_event
 from bridge.receiver.metrics import Metrics
 from bridge.receiver.outcome import Outcome
 from bridge.receiver.policy import judge
@@ -30,24 +31,14 @@ class Limits:
     max_decompressed: int = 64 * 1024 * 1024  # bytes after gunzip
     max_batch: int = 10_000  # events in one batch request
     max_datasets: int = 1_000  # inputs + outputs of one event
-    max_depth: int = 64  # nesting of objects and arrays in one event
+    max_depth: int = DEPTH  # nesting of objects and arrays in one event (at most MAX_DEPTH)
 
 
 def depth_problem(value: Any, limit: int) -> Problem | None:
     """A problem if ``value`` nests objects and arrays deeper than ``limit`` (checked without recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return Problem("", f"the event nests objects and arrays deeper than {limit} levels")
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return None
+    if nesting(value, limit) is None:
+        return None
+    return Problem("", f"the event nests objects and arrays deeper than {limit} levels", "limit")
 
 
 def _dataset_count(event: dict[str, Any]) -> int:
@@ -74,11 +65,15 @@ class Intake:
     def prepare(self, item: Any, *, forward: str | None = None, token: str | None = None) -> IncomingEvent | Outcome:
         """The event to write, or the outcome that refuses it (``forward``: its text as it came,
         to forward once it is taken; ``token``: the name of the token that brought it). Pure."""
-        text = canonical(item)
+        try:
+            text: str | None = canonical(item)
+        except RecursionError:  # nested far deeper than any limit (max_depth is at most MAX_DEPTH)
+            text = None
         # an event can nest no deeper than it has brackets: walk it only when it has enough
-        deep = text.count("{") + text.count("[") > self.limits.max_depth
+        deep = text is None or text.count("{") + text.count("[") > self.limits.max_depth
         problem = depth_problem(item, self.limits.max_depth) if deep else None
-        if problem is not None:
+        if problem is not None or text is None:
+            problem = problem or Problem("", "the event nests objects and arrays too deeply", "limit")
             return Outcome("refused", message=problem.message, problems=(problem,))
         if isinstance(item, dict) and _dataset_count(item) > self.limits.max_datasets:
             count, limit = _dataset_count(item), self.limits.max_datasets

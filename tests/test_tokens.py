@@ -235,3 +235,98 @@ def test_serve_with_named_tokens_and_the_real_client(
     assert 'olbridge_receiver_token_events_total{token="spark",result="forbidden"} 1' in metrics
     assert 'olbridge_receiver_token_events_total{token="platform",result="accepted"} 1' in metrics
     assert [t for _, t in tokens_of(catalog)] == ["spark", "platform"]
+
+
+def _ledger(**facets: Any) -> dict[str, Any]:
+    return ol_dataset("s3://finance", "ledger", **facets)
+
+
+DOCUMENTED = {
+    "documentation": {"description": "forged"},
+    "ownership": {"owners": [{"name": "mallory"}]},
+}
+
+
+def _asset_said(path: str) -> tuple[str | None, Any, Any]:
+    with Catalog(path) as catalog:
+        asset = catalog.asset("s3://finance/ledger")
+        return asset.description, dict(asset.received_facets), asset.identifiers
+
+
+@pytest.fixture
+def ledger(app: ReceiverApp, catalog_path: str) -> tuple[str | None, Any, Any]:
+    """finance/ledger, described by the platform's token."""
+    event = ol_run_event(
+        run_id="0194a1b2-0000-7000-8000-000000000100",
+        job=("finance-jobs", "load"),
+        outputs=[_ledger(documentation={"description": "the ledger"}, ownership={"owners": [{"name": "fin"}]})],
+    )
+    assert post(app, "/api/v1/lineage", event, ANY.token)[0] == 201
+    said = _asset_said(catalog_path)
+    assert said[0] == "the ledger"
+    return said
+
+
+SYMLINKED = {"symlinks": {"identifiers": [{"namespace": "s3://finance", "name": "ledger", "type": "TABLE"}]}}
+
+
+@pytest.mark.parametrize(
+    ("outputs", "pointer"),
+    [
+        ([_ledger(**DOCUMENTED)], "/outputs/0/namespace"),
+        ([ol_dataset("spark-x", "out"), _ledger()], "/outputs/1/namespace"),
+        ([ol_dataset("etl", "copy", **SYMLINKED)], "/outputs/0/facets/symlinks/identifiers/0/namespace"),
+        (
+            [
+                ol_dataset(
+                    "etl",
+                    "copy",
+                    schema={"fields": [{"name": "a"}]},
+                    columnLineage={"fields": {"a": {"inputFields": [{"namespace": "etl", "name": "x", "field": "a"}]}}},
+                ),
+                _ledger(
+                    schema={"fields": [{"name": "a"}]},
+                    columnLineage={"fields": {"a": {"inputFields": [{"namespace": "etl", "name": "x", "field": "a"}]}}},
+                ),
+            ],
+            "/outputs/1/namespace",
+        ),
+    ],
+    ids=["output", "second-output", "symlink", "column-edge"],
+)
+def test_a_token_writes_no_dataset_outside_its_namespaces(
+    app: ReceiverApp, catalog_path: str, ledger: Any, outputs: list[dict[str, Any]], pointer: str
+) -> None:
+    """(#30) A spark token's event of job etl with an output in finance replaced the ledger's
+    description and owner: now a 403 that changes nothing (in a batch, that event only)."""
+    before = contents(catalog_path)
+    event = ol_run_event(run_id="0194a1b2-0000-7000-8000-000000000101", job=("etl", "job"), outputs=outputs)
+    status, body = post(app, "/api/v1/lineage", event, SPARK.token)
+    assert (status, body["error"]["code"]) == (403, "forbidden"), body
+    assert body["error"]["problems"][0]["pointer"] == pointer
+    assert "may not write namespace 's3://finance'" in body["error"]["message"]
+    assert contents(catalog_path) == before
+    status, body = post(app, "/api/v1/lineage/batch", [run_event(7, "etl"), event], SPARK.token)
+    assert (status, [f["index"] for f in body["failed_events"]]) == (200, [1])
+    assert _asset_said(catalog_path) == ledger
+
+
+def test_an_input_of_another_namespace_is_read_but_its_facets_are_not_applied(
+    app: ReceiverApp, catalog_path: str, ledger: Any
+) -> None:
+    event = ol_run_event(
+        run_id="0194a1b2-0000-7000-8000-000000000102",
+        job=("etl", "job"),
+        inputs=[_ledger(**DOCUMENTED, **SYMLINKED), ol_dataset("etl", "mine", documentation={"description": "ok"})],
+        outputs=[ol_dataset("etl", "out")],
+    )
+    status, _, body = Client(app, token=SPARK.token).post("/api/v1/lineage", event)
+    assert status == 201, body
+    assert body["warnings"] == [
+        "/inputs/0: token 'spark' may not write namespace 's3://finance': the facets the event carries for this "
+        "input were not applied"
+    ]
+    assert _asset_said(catalog_path) == ledger
+    with Catalog(catalog_path) as catalog:
+        assert "ok" in [a.description for a in catalog.list_assets()]  # its own namespace's input
+        assert catalog.count_received()["received_events"] == 2

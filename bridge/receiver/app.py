@@ -30,10 +30,11 @@ import attrs
 import orjson
 
 from bridge.config import NamedToken
-from bridge.openlineage.validate import Problem, event_kind
+from bridge.openlineage.validate import Problem
 from bridge.receiver.events import parse_json, split_array
 from bridge.receiver.intake import Blocking, BodyTimedOut, Intake, Read, Steps, run_steps
 from bridge.receiver.outcome import Outcome
+from bridge.receiver.scopes import forbidden
 
 StartResponse = Callable[..., Any]
 Environ = dict[str, Any]
@@ -112,19 +113,6 @@ def error_body(status: int, code: str, message: str, problems: Iterable[Problem]
             "problems": [_problem_json(p) for p in problems],
         }
     }
-
-
-def _namespace_of(event: Any) -> tuple[str, str] | None:
-    """Where the namespace an event writes is, and that namespace: a DatasetEvent's dataset's,
-    else its job's, by the event's kind as it is read (None when it is not text: the verdict
-    refuses it)."""
-    if not isinstance(event, dict):
-        return None
-    key = "dataset" if event_kind(event) == "DatasetEvent" else "job"
-    part = event.get(key)
-    if isinstance(part, dict) and isinstance(part.get("namespace"), str):
-        return f"/{key}/namespace", part["namespace"]
-    return None
 
 
 class ReceiverApp:
@@ -247,8 +235,8 @@ class ReceiverApp:
             return [None] * len(events)
         out: list[Outcome | None] = []
         for event in events:
-            found = _namespace_of(event)
-            if found is None or named.may_write(found[1]):
+            found = forbidden(event, named.may_write)
+            if found is None:
                 out.append(None)
                 continue
             where, namespace = found
@@ -337,7 +325,12 @@ class ReceiverApp:
         if forbidden is not None:
             raise HttpError(403, "forbidden", forbidden.message, forbidden.problems)
         forwards = [body.decode()] if self.forward else None
-        (outcome,) = yield from self.intake.taking([payload], forwards=forwards, token=named.name if named else None)
+        (outcome,) = yield from self.intake.taking(
+            [payload],
+            forwards=forwards,
+            token=named.name if named else None,
+            may_write=named.may_write if named else None,
+        )
         if outcome.status == "refused":
             raise HttpError(400, "invalid_event", outcome.message, outcome.problems)
         if outcome.status == "unavailable":
@@ -399,6 +392,7 @@ class ReceiverApp:
                     [events[i] for i in keep],
                     forwards=[texts[i] for i in keep] if texts is not None else None,
                     token=named.name if named else None,
+                    may_write=named.may_write if named else None,
                 )
             )
         )

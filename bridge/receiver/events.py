@@ -112,10 +112,12 @@ def read_event(
     *,
     forward: str | None = None,
     token: str | None = None,
+    bare_inputs: frozenset[int] = frozenset(),
 ) -> IncomingEvent:
     """An accepted event (see :func:`bridge.receiver.policy.judge`) as the catalog keeps it;
     ``body`` is its canonical JSON, if at hand; ``forward`` its text as it came, when it is to be
-    forwarded; ``token`` the name of the token that brought it."""
+    forwarded; ``token`` the name of the token that brought it; ``bare_inputs`` the indexes of
+    the inputs whose facets are not applied (kept in the event's body, not read)."""
     body = body if body is not None else canonical(event)
     digest = hashlib.sha256(body.encode()).hexdigest()
     datasets: list[SeenDataset] = []
@@ -129,7 +131,9 @@ def read_event(
         job_namespace, job_name = job["namespace"], job["name"]
         job_facets = facet_texts(job.get("facets"))
         for key, direction in (("inputs", "input"), ("outputs", "output")):
-            for dataset in event.get(key) or ():
+            for index, dataset in enumerate(event.get(key) or ()):
+                if direction == "input" and index in bare_inputs:  # named, its facets not applied
+                    dataset = {"namespace": dataset["namespace"], "name": dataset["name"]}
                 datasets.append(seen_dataset(dataset, direction))
     if kind == "RunEvent":
         run = event["run"]

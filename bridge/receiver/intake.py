@@ -18,6 +18,7 @@ from bridge.receiver.events import canonical, nesting, read_event
 from bridge.receiver.metrics import Metrics
 from bridge.receiver.outcome import Outcome
 from bridge.receiver.policy import judge
+from bridge.receiver.scopes import MayWrite, read_only_inputs
 from bridge.receiver.writer import Unavailable, unavailable
 
 Results = list[IngestResult | Exception]
@@ -62,9 +63,13 @@ class Intake:
         self.limits = limits
         self.metrics = metrics if metrics is not None else Metrics()
 
-    def prepare(self, item: Any, *, forward: str | None = None, token: str | None = None) -> IncomingEvent | Outcome:
+    def prepare(
+        self, item: Any, *, forward: str | None = None, token: str | None = None, may_write: MayWrite | None = None
+    ) -> IncomingEvent | Outcome:
         """The event to write, or the outcome that refuses it (``forward``: its text as it came,
-        to forward once it is taken; ``token``: the name of the token that brought it). Pure."""
+        to forward once it is taken; ``token``: the name of the token that brought it, which
+        ``may_write`` the namespaces it says: the facets of inputs in others are not applied,
+        with a warning). Pure."""
         try:
             text: str | None = canonical(item)
         except RecursionError:  # nested far deeper than any limit (max_depth is at most MAX_DEPTH)
@@ -86,10 +91,29 @@ class Intake:
             message = str(first) + (f" (and {more} more)" if more else "")
             return Outcome("refused", kind=verdict.kind, message=message, problems=verdict.refusals)
         warnings = tuple(str(w) for w in verdict.warnings)
-        return read_event(item, verdict.kind, warnings, text, forward=forward, token=token)
+        read_only = read_only_inputs(item, may_write) if may_write is not None else []
+        warnings += tuple(
+            f"/inputs/{index}: token {token!r} may not write namespace {namespace!r}: the facets the event "
+            "carries for this input were not applied"
+            for index, namespace in read_only
+        )
+        return read_event(
+            item,
+            verdict.kind,
+            warnings,
+            text,
+            forward=forward,
+            token=token,
+            bare_inputs=frozenset(index for index, _ in read_only),
+        )
 
     def taking(
-        self, items: Sequence[Any], *, forwards: Sequence[str] | None = None, token: str | None = None
+        self,
+        items: Sequence[Any],
+        *,
+        forwards: Sequence[str] | None = None,
+        token: str | None = None,
+        may_write: MayWrite | None = None,
     ) -> Steps[list[Outcome]]:
         """Outcomes of items, in order, as steps: yields the accepted events once (when there are
         any) and takes their results back from whoever writes them (:func:`run_steps`, or the
@@ -101,7 +125,7 @@ class Intake:
         for at, (item, text) in enumerate(zip(items, texts, strict=True)):
             if at and at % PAUSE_EVERY == 0:
                 yield PAUSE
-            prepared.append(self.prepare(item, forward=text, token=token))
+            prepared.append(self.prepare(item, forward=text, token=token, may_write=may_write))
         events = [p for p in prepared if isinstance(p, IncomingEvent)]
         results: Results = (yield Write(events)) if events else []
         written = iter(results)

@@ -106,9 +106,22 @@ class ServeConfig:
     forward: bool = False  # queue every accepted event in the outbox, for olbridge stream
     tokens: tuple[NamedToken, ...] | None = None  # inline [serve.tokens.<name>] tables
     tokens_file: Path | None = None  # or a tokens file (`tokens = "path"`), read when serve starts
+    limits: Mapping[str, int] = attrs.field(factory=dict)  # the receiver's limits set here (LIMIT_KEYS)
 
 
-_SERVE_KEYS = ("forward", "tokens")
+# the receiver's limits, each a [serve] key and an option of serve (--max-body ...): a whole number
+LIMIT_KEYS = (
+    "max_body",
+    "max_gunzipped",
+    "max_batch",
+    "max_datasets",
+    "max_depth",
+    "max_request_line",
+    "max_header",
+    "max_headers",
+    "max_in_flight",
+)
+_SERVE_KEYS = ("forward", "tokens", *LIMIT_KEYS)
 
 
 def _serve_config(table: Any, where: str, base: Path) -> ServeConfig:
@@ -116,18 +129,22 @@ def _serve_config(table: Any, where: str, base: Path) -> ServeConfig:
         raise ConfigError(f"{where}: 'serve' must be a table ([serve])")
     unknown = sorted(set(table) - set(_SERVE_KEYS))
     if unknown:
-        raise ConfigError(f"{where}: [serve]: unknown setting(s) {', '.join(unknown)}; known: forward, tokens")
+        raise ConfigError(f"{where}: [serve]: unknown setting(s) {', '.join(unknown)}; known: {', '.join(_SERVE_KEYS)}")
     forward = table.get("forward", False)
     if not isinstance(forward, bool):
         raise ConfigError(f"{where}: [serve]: 'forward' must be true or false, not {forward!r}")
+    limits = {key: table[key] for key in LIMIT_KEYS if key in table}
+    for key, value in limits.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{where}: [serve]: '{key}' must be a whole number of at least 1, not {value!r}")
     tokens = table.get("tokens")
     if isinstance(tokens, str):
-        return ServeConfig(forward=forward, tokens_file=base / tokens)
+        return ServeConfig(forward=forward, tokens_file=base / tokens, limits=limits)
     if isinstance(tokens, dict):
-        return ServeConfig(forward=forward, tokens=parse_tokens(tokens, f"{where}: [serve.tokens]"))
+        return ServeConfig(forward=forward, tokens=parse_tokens(tokens, f"{where}: [serve.tokens]"), limits=limits)
     if tokens is not None:
         raise ConfigError(f"{where}: [serve]: 'tokens' is a tokens file's path or [serve.tokens.<name>] tables")
-    return ServeConfig(forward=forward)
+    return ServeConfig(forward=forward, limits=limits)
 
 
 @attrs.frozen

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import click
@@ -10,11 +11,52 @@ from bridge.cli.context import AppContext, pass_app
 from bridge.cli.output import say
 from bridge.cli.secrets import FILE, secret
 from bridge.config import NamedToken, load_tokens
+from bridge.errors import ConfigError
+from bridge.jsontext import MAX_DEPTH
 from bridge.receiver.intake import Limits
 from bridge.receiver.server import ServeOptions
 from bridge.receiver.server import serve as serve_receiver
 
 DEFAULTS = Limits()
+# each limit: its [serve] key (the option is the same, with dashes), its field of Limits, its most and what it counts
+LIMITS: tuple[tuple[str, str, int | None, str], ...] = (
+    ("max_body", "max_body", None, "Bytes of a request's body, as sent (413 past them)."),
+    ("max_gunzipped", "max_decompressed", None, "Bytes of a gzip body once decompressed, every member (413)."),
+    ("max_batch", "max_batch", None, "Events in one batch (413)."),
+    ("max_datasets", "max_datasets", None, "Inputs and outputs of one event (400)."),
+    ("max_depth", "max_depth", MAX_DEPTH, "Nesting of objects and arrays in one event (400)."),
+    ("max_request_line", "max_request_line", None, "Bytes of a request's target (414)."),
+    ("max_header", "max_header", None, "Bytes of one header, name and value (431)."),
+    ("max_headers", "max_headers", None, "Bytes of a request's line and headers together (431)."),
+    ("max_in_flight", "max_in_flight", None, "Bytes of bodies a worker holds at once, gunzipped (503, retriable)."),
+)
+
+
+def limit_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The limits' options, ``--max-body`` ... (given, else the config's [serve] key, else the default)."""
+    for key, field, most, text in reversed(LIMITS):
+        default = getattr(DEFAULTS, field)
+        command = click.option(
+            f"--{key.replace('_', '-')}",
+            key,
+            type=click.IntRange(1, most),
+            help=f"{text} [default: the config's [serve] {key}, else {default}]",
+        )(command)
+    return command
+
+
+def chosen_limits(given: dict[str, int | None], settings: Mapping[str, int]) -> Limits:
+    """The limits: each option given, else its [serve] key, else its default."""
+    values = {}
+    for key, field, most, _ in LIMITS:
+        value = given.get(key)
+        if value is None:
+            value = settings.get(key)
+            if value is not None and most is not None and value > most:
+                raise ConfigError(f"[serve] {key}: {value} is more than {most}, the most it can be")
+        if value is not None:
+            values[field] = value
+    return Limits(**values)
 
 
 @click.command("serve")
@@ -82,14 +124,11 @@ DEFAULTS = Limits()
     "them the connection closes (a late body is answered 408, retriable). Stalled or trickling clients "
     "hold connections no longer.",
 )
-@click.option("--max-body", default=DEFAULTS.max_body, show_default=True, type=click.IntRange(1), help="Bytes.")
-@click.option("--max-batch", default=DEFAULTS.max_batch, show_default=True, type=click.IntRange(1), help="Events.")
-@click.option(
-    "--max-datasets", default=DEFAULTS.max_datasets, show_default=True, type=click.IntRange(1), help="Per event."
-)
+@limit_options
 @pass_app
 def serve(
     app: AppContext,
+    /,
     host: str,
     port: int,
     token: str | None,
@@ -101,9 +140,7 @@ def serve(
     workers: int,
     durability: str,
     read_timeout: float,
-    max_body: int,
-    max_batch: int,
-    max_datasets: int,
+    **limits: int | None,
 ) -> None:
     """Receive OpenLineage events over HTTP (POST /api/v1/lineage and /api/v1/lineage/batch).
 
@@ -135,14 +172,13 @@ def serve(
     forward = settings.forward if forward is None else forward
     if threads is not None:
         click.echo("Warning: --threads has no effect: each worker serves its connections on an event loop", err=True)
-    limits = Limits(max_body=max_body, max_batch=max_batch, max_datasets=max_datasets)
     options = ServeOptions(
         host=host,
         port=port,
         token=token,
         strict=strict,
         durability=durability,
-        limits=limits,
+        limits=chosen_limits(limits, settings.limits),
         workers=workers,
         forward=forward,
         tokens=named,

@@ -22,6 +22,7 @@ which the catalog queues in its outbox with the event.
 from __future__ import annotations
 
 import hmac
+import traceback
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -64,7 +65,7 @@ class Reply:
 
     @property
     def status_line(self) -> str:
-        return f"{self.status} {_REASONS.get(self.status, 'Unknown')}"
+        return f"{self.status} {reason(self.status)}"
 
 
 class HttpError(Exception):
@@ -93,10 +94,17 @@ _REASONS = {
     408: "Request Timeout",
     411: "Length Required",
     413: "Payload Too Large",
+    414: "URI Too Long",
     415: "Unsupported Media Type",
+    431: "Request Header Fields Too Large",
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
+
+
+def reason(status: int) -> str:
+    """The reason phrase of an HTTP status."""
+    return _REASONS.get(status, "Unknown")
 
 
 def _problem_json(problem: Problem) -> dict[str, str]:
@@ -113,6 +121,13 @@ def error_body(status: int, code: str, message: str, problems: Iterable[Problem]
             "problems": [_problem_json(p) for p in problems],
         }
     }
+
+
+@attrs.define
+class _Held:
+    """The bytes of its body a request holds, counted among the worker's bodies in flight."""
+
+    bytes: int = 0
 
 
 class ReceiverApp:
@@ -138,6 +153,7 @@ class ReceiverApp:
         self._tokens = [(f"Bearer {t.token}".encode(), t) for t in tokens]
         self.forward = forward
         self._ready = ready  # None when ready, else why not
+        self._in_flight = 0  # bytes of the bodies of the requests being answered
 
     # --- WSGI (in-process: the tests, an embedding program) ---------------------------------
 
@@ -165,13 +181,21 @@ class ReceiverApp:
         (:class:`~bridge.receiver.intake.Read`) and has the events written
         (:class:`~bridge.receiver.intake.Write`), each its own way."""
         route = request.path if request.path in (LINEAGE, BATCH, "/healthz", "/readyz", "/metrics") else "other"
+        held = _Held()
         try:
-            status, body, headers = yield from self._dispatch(request)
+            status, body, headers = yield from self._dispatch(request, held)
         except HttpError as exc:
             status, headers = exc.status, exc.headers
             body = error_body(exc.status, exc.code, exc.message, exc.problems)
             if exc.status == 503:
                 headers.append(("Retry-After", RETRY_AFTER))
+        except Exception:  # a fault of the receiver's: said on stderr, counted, and a 500 in the one shape
+            traceback.print_exc()
+            self.intake.metrics.internal_error()
+            status, headers = 500, []
+            body = error_body(500, "internal_error", "the receiver failed on this request; its log says why")
+        finally:
+            self._in_flight -= held.bytes
         self.intake.metrics.request(route, status)
         if isinstance(body, bytes):
             payload = body
@@ -181,13 +205,13 @@ class ReceiverApp:
         headers.append(("Content-Length", str(len(payload))))
         return Reply(status, headers, payload)
 
-    def _dispatch(self, request: Request) -> Steps[tuple[int, Any, list[tuple[str, str]]]]:
+    def _dispatch(self, request: Request, held: _Held) -> Steps[tuple[int, Any, list[tuple[str, str]]]]:
         method, path = request.method, request.path
         if path in (LINEAGE, BATCH):
             if method != "POST":
                 raise HttpError(405, "method_not_allowed", f"{path} takes POST", headers=[("Allow", "POST")])
             named = self._authorize(request)
-            body = yield from self._read_body(request)
+            body = yield from self._read_body(request, held)
             payload = self._parse(body)
             if path == BATCH:
                 return (yield from self._batch(payload, body, named))
@@ -248,7 +272,18 @@ class ReceiverApp:
             self.intake.metrics.forbidden(named.name, len(refused))
         return out
 
-    def _read_body(self, request: Request) -> Steps[bytes]:
+    def _hold(self, held: _Held, size: int) -> None:
+        """Count ``size`` more bytes of this request's body among those in flight; a 503
+        (retriable) when the worker holds too many already."""
+        limit = self.limits.max_in_flight
+        if self._in_flight + size > limit and self._in_flight > 0:  # one body alone always has its turn
+            raise HttpError(
+                503, "busy", f"this worker holds {self._in_flight} bytes of bodies, of at most {limit}: retry"
+            )
+        self._in_flight += size
+        held.bytes += size
+
+    def _read_body(self, request: Request, held: _Held) -> Steps[bytes]:
         content_type = request.content_type.split(";", 1)[0].strip().lower()
         if content_type != "application/json":
             raise HttpError(415, "unsupported_media_type", f"send Content-Type: application/json, not {content_type!r}")
@@ -261,14 +296,18 @@ class ReceiverApp:
                 raise HttpError(400, "bad_request", f"Content-Length {length_text!r} is not a number") from None
             if length > limit:
                 raise HttpError(413, "body_too_large", f"the body has {length} bytes; this receiver takes {limit}")
+            self._hold(held, length)  # before a byte is read
             body = yield from self._read(length)
         else:
             body = yield from self._read(limit + 1)
             if len(body) > limit:
                 raise HttpError(413, "body_too_large", f"the body has more than {limit} bytes")
+            self._hold(held, len(body))
         encoding = (request.content_encoding or "identity").strip().lower()
         if encoding == "gzip":
-            return self._gunzip(body)
+            out = self._gunzip(body)
+            self._hold(held, len(out))
+            return out
         if encoding not in ("identity", ""):
             raise HttpError(415, "unsupported_encoding", f"Content-Encoding {encoding!r}: send gzip or none")
         return body
@@ -418,6 +457,9 @@ class ReceiverApp:
             "# HELP olbridge_receiver_commits_total Group transactions committed.",
             "# TYPE olbridge_receiver_commits_total counter",
             f"olbridge_receiver_commits_total {snap['commits']}",
+            "# HELP olbridge_receiver_internal_errors_total Requests the receiver failed on (500, logged).",
+            "# TYPE olbridge_receiver_internal_errors_total counter",
+            f"olbridge_receiver_internal_errors_total {snap['internalErrors']}",
             "# HELP olbridge_receiver_requests_total HTTP requests, by route and status.",
             "# TYPE olbridge_receiver_requests_total counter",
         ]

@@ -28,11 +28,18 @@ T = TypeVar("T")
 
 @attrs.frozen
 class Limits:
+    """What the receiver takes of a client: each a ``serve`` option and a ``[serve]`` key
+    (docs/receiver.md lists them with what a client gets past them)."""
+
     max_body: int = 16 * 1024 * 1024  # bytes on the wire
-    max_decompressed: int = 64 * 1024 * 1024  # bytes after gunzip
+    max_decompressed: int = 64 * 1024 * 1024  # bytes after gunzip, every member together
     max_batch: int = 10_000  # events in one batch request
     max_datasets: int = 1_000  # inputs + outputs of one event
     max_depth: int = DEPTH  # nesting of objects and arrays in one event (at most MAX_DEPTH)
+    max_request_line: int = 8 * 1024  # bytes of a request's target
+    max_header: int = 8 * 1024  # bytes of one header, name and value
+    max_headers: int = 32 * 1024  # bytes of a request's head: its line and headers together
+    max_in_flight: int = 128 * 1024 * 1024  # bytes of bodies (gunzipped) a worker holds at once
 
 
 def depth_problem(value: Any, limit: int) -> Problem | None:

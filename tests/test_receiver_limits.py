@@ -22,6 +22,7 @@ from bridge.receiver.app import ReceiverApp, Request
 from bridge.receiver.intake import Blocking, Intake, Limits, Read, Write
 from bridge.receiver.writer import GroupWriter
 from tests.helpers import Served, invoke, ol_run_event, serve_process
+from tests.test_benchmarks import load
 from tests.test_receiver_http import Client
 
 FLOODERS = 4
@@ -200,3 +201,15 @@ def test_an_event_past_max_depth_is_refused_by_serve(tmp_path: Path) -> None:
         response = requests.post(f"{server.url}/api/v1/lineage", json=event, timeout=10)
         assert response.status_code == 400
         assert "deeper than 3 levels" in response.json()["error"]["message"]
+
+
+def test_the_wal_stays_bounded_under_a_sustained_load(tmp_path: Path) -> None:
+    """(#30) Under a sustained load the WAL grew without bound (2 GB in 40 s), PASSIVE
+    checkpoints never reaching its end; past its limit the checkpointer now restarts and truncates
+    it, so it stays within the limit and what a commit or two add."""
+    run = load("wal").run  # the benchmark's load, briefly and small
+
+    limit = 1024 * 1024
+    sizes = run(tmp_path / "wal.db", 3.0, limit, 1.0, 100, say=False, reader=False)
+    assert sizes
+    assert max(sizes) <= limit + 4 * 1024 * 1024, [round(s / 1024 / 1024, 1) for s in sizes]

@@ -23,6 +23,7 @@ import logging
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -64,9 +65,19 @@ def failed_group(exc: Exception, count: int) -> Results:
     return [Unavailable(f"the catalog's writer failed: {exc}")] * count
 
 
+# bytes of SQLite's write-ahead log past which the checkpointer restarts it from its start and
+# truncates it (a checkpoint that waits for the writer: a commit may wait up to a second for it);
+# a checkpoint that resets the log leaves it no larger than this, too (journal_size_limit)
+WAL_LIMIT = 64 * 1024 * 1024
+WAL_LOOK = 0.1  # s between two looks at the WAL's size
+
+
 class CatalogWriter:
     """The catalog's one write connection: writes groups of events, each in one transaction, and
-    checkpoints the WAL beside the commits on a connection of its own."""
+    checkpoints the WAL beside the commits on a connection of its own: a PASSIVE checkpoint every
+    second, which never waits, and a TRUNCATE one once the WAL has grown past ``wal_limit`` bytes
+    (under a sustained load the PASSIVE ones never reach the log's end, and it would grow without
+    bound, and stay that size once idle)."""
 
     def __init__(
         self,
@@ -75,6 +86,8 @@ class CatalogWriter:
         *,
         durability: str = "full",
         on_commit: Callable[[], None] = lambda: None,
+        wal_limit: int = WAL_LIMIT,
+        checkpoint_every: float = 1.0,
     ) -> None:
         if durability not in ("full", "normal"):
             raise ValueError(f"durability is 'full' or 'normal', not {durability!r}")
@@ -83,13 +96,18 @@ class CatalogWriter:
         self.resolver = resolver
         self.on_commit = on_commit
         self._stop = threading.Event()
+        self._turn = threading.Lock()  # a group's transaction, or a checkpoint that restarts the WAL
         self._checkpointer: threading.Thread | None = None
         if self.catalog.dialect == "sqlite" and not self.catalog.in_memory:
             # checkpoints (WAL pages copied into the database) run beside the commits rather than
             # inside whichever commit crosses the WAL's size
             self.catalog.pragma("wal_autocheckpoint = 0")
+            self.catalog.pragma(f"journal_size_limit = {int(wal_limit)}")
             self._checkpointer = threading.Thread(
-                target=self._checkpoint, args=(str(catalog_path),), name="olbridge-checkpoint", daemon=True
+                target=self._checkpoint,
+                args=(str(catalog_path), wal_limit, checkpoint_every),
+                name="olbridge-checkpoint",
+                daemon=True,
             )
             self._checkpointer.start()
 
@@ -97,25 +115,45 @@ class CatalogWriter:
         """One result per event, after the group's transaction has committed; every event gets
         :class:`Unavailable` when the commit itself failed (nothing of the group landed)."""
         try:
-            results = self.catalog.ingest(events, self.resolver)
+            with self._turn:
+                results = self.catalog.ingest(events, self.resolver)
         except Exception as exc:
             return [Unavailable(f"the catalog could not commit: {exc}")] * len(events)
         self.on_commit()
         return results
 
-    def _checkpoint(self, path: str, every: float = 1.0) -> None:
+    def _checkpoint(self, path: str, wal_limit: int, every: float) -> None:
+        wal = Path(f"{path}-wal")
+        look = min(every, WAL_LOOK)
         with contextlib.closing(sqlite3.connect(path, timeout=1, isolation_level=None)) as conn:
-            while not self._stop.wait(every):
+            conn.execute(f"PRAGMA journal_size_limit = {int(wal_limit)}")
+            last = time.monotonic()
+            while not self._stop.wait(look):
                 with contextlib.suppress(sqlite3.Error):
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    if _size(wal) > wal_limit:
+                        # waits (its busy timeout, a second at most) for readers, holding off the
+                        # next commit meanwhile; still busy, it is tried again at the next look
+                        with self._turn:  # between two commits: the writer holds no snapshot then
+                            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                        last = time.monotonic()
+                    elif time.monotonic() - last >= every:
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                        last = time.monotonic()
             with contextlib.suppress(sqlite3.Error):
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def close(self) -> None:
         self._stop.set()
         if self._checkpointer is not None:
             self._checkpointer.join()
         self.catalog.close()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 @attrs.define
@@ -215,8 +253,17 @@ class GroupWriter(QueuedWriter):
         max_queued: int = 256,
         timeout: float = 30.0,
         on_commit: Callable[[], None] = lambda: None,
+        wal_limit: int = WAL_LIMIT,
+        checkpoint_every: float = 1.0,
     ) -> None:
-        self.writer = CatalogWriter(catalog_path, resolver, durability=durability, on_commit=on_commit)
+        self.writer = CatalogWriter(
+            catalog_path,
+            resolver,
+            durability=durability,
+            on_commit=on_commit,
+            wal_limit=wal_limit,
+            checkpoint_every=checkpoint_every,
+        )
         self.catalog = self.writer.catalog
         super().__init__(max_group=max_group, max_queued=max_queued, timeout=timeout)
 

@@ -615,7 +615,7 @@ def test_a_killed_writer_is_replaced_and_retried_events_land_once(tmp_path: Path
         assert [send(n) for n in range(1, 6)] == [201] * 5
         assert _writer_pid(process.pid, catalog) != first
         assert send(3) == 201  # sent again: a duplicate, taken and not counted twice
-        metrics = requests.get(f"{url}/metrics", timeout=10).text
+        metrics = requests.get(f"{url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10).text
         assert 'olbridge_receiver_events_total{result="accepted"} 6' in metrics
     with Catalog(catalog) as opened:
         assert opened.count_received()["received_events"] == 6
@@ -682,7 +682,7 @@ def test_workers_share_the_port_the_counts_and_the_catalog(catalog_target: str) 
         batch = [ol_run_event(run_id=f"0194a1b2-0000-7000-8000-{n:012d}") for n in range(12, 20)]
         answer = requests.post(f"{url}/api/v1/lineage/batch", json=batch, headers=headers, timeout=10).json()
         assert answer["summary"]["successful"] == 8
-        metrics = requests.get(f"{url}/metrics", timeout=10).text
+        metrics = requests.get(f"{url}/metrics", headers=headers, timeout=10).text
         assert 'olbridge_receiver_events_total{result="accepted"} 20' in metrics
     with Catalog(catalog) as opened:
         assert opened.count_received()["received_events"] == 20
@@ -766,7 +766,7 @@ def test_the_openlineage_client_sends_to_a_real_server(server: tuple[str, str]) 
                 eventTime="2025-03-01T09:00:00Z", producer=PRODUCER, dataset=StaticDataset("kafka://b:9092", "u")
             )
         )
-    metrics = requests.get(f"{url}/metrics", timeout=5).text
+    metrics = requests.get(f"{url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5).text
     assert 'olbridge_receiver_events_total{result="accepted"} 4' in metrics
     with Catalog(catalog_path) as catalog:
         placeholders = {a.id: a for a in catalog.list_assets()}

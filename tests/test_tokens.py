@@ -4,6 +4,7 @@ event it brought, and ``/metrics`` counts by it. One shared token works as befor
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -230,7 +231,8 @@ def test_serve_with_named_tokens_and_the_real_client(
             client(url, SPARK.token).emit(event("airflow"))
         assert refused.value.response is not None and refused.value.response.status_code == 403
         client(url, ANY.token).emit(event("airflow"))
-        metrics = requests.get(f"{url}/metrics", timeout=10).text
+        metrics = requests.get(f"{url}/metrics", headers={"Authorization": f"Bearer {ANY.token}"}, timeout=10).text
+        assert requests.get(f"{url}/metrics", timeout=10).status_code == 401  # behind the tokens
     assert 'olbridge_receiver_token_events_total{token="spark",result="accepted"} 1' in metrics
     assert 'olbridge_receiver_token_events_total{token="spark",result="forbidden"} 1' in metrics
     assert 'olbridge_receiver_token_events_total{token="platform",result="accepted"} 1' in metrics
@@ -330,3 +332,36 @@ def test_an_input_of_another_namespace_is_read_but_its_facets_are_not_applied(
     with Catalog(catalog_path) as catalog:
         assert "ok" in [a.description for a in catalog.list_assets()]  # its own namespace's input
         assert catalog.count_received()["received_events"] == 2
+
+
+def test_metrics_are_behind_the_tokens(app: ReceiverApp, writer: GroupWriter) -> None:
+    """(#30) /metrics needed no token and listed the token names: with tokens on, it takes one."""
+    status, _, body = Client(app, token=None).request("GET", "/metrics")
+    assert (status, body["error"]["code"]) == (401, "unauthorized")
+    assert "spark" not in str(body)
+    status, _, text = Client(app, token=SPARK.token).request("GET", "/metrics")
+    assert status == 200 and "olbridge_receiver_events_total" in text
+    shared = ReceiverApp(Intake(writer.submit), token="shared")
+    assert Client(shared, token=None).request("GET", "/metrics")[0] == 401
+    assert Client(shared, token="shared").request("GET", "/metrics")[0] == 200
+    assert Client(ReceiverApp(Intake(writer.submit)), token=None).request("GET", "/metrics")[0] == 200
+
+
+def test_a_token_file_others_can_read_is_warned_of(tmp_path: Path) -> None:
+    """(#30) A token file readable by every user was taken silently."""
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(TOKENS_FILE)
+    token = tmp_path / "token.txt"
+    token.write_text("s3cret\n")
+    for path in (tokens, token):
+        path.chmod(0o644)
+    runner = CliRunner()
+    with socket.create_server(("127.0.0.1", 0)) as taken:  # a port in use stops serve once the files are read
+        port = str(taken.getsockname()[1])
+        for option, path in (("--tokens", tokens), ("--token-file", token)):
+            args = ["--catalog", str(tmp_path / "c.db"), "serve", option, str(path), "--port", port]
+            result = runner.invoke(cli, args)
+            assert "the address is in use" in result.stderr
+            assert f"{path} can be read by other users (mode 0644); chmod 600 {path}" in result.stderr, result.stderr
+            path.chmod(0o600)
+            assert "can be read by other users" not in runner.invoke(cli, args).stderr

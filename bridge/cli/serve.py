@@ -9,7 +9,7 @@ import click
 
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.output import say
-from bridge.cli.secrets import FILE, secret
+from bridge.cli.secrets import FILE, secret, warn_if_readable
 from bridge.config import NamedToken, load_tokens
 from bridge.errors import ConfigError
 from bridge.jsontext import MAX_DEPTH
@@ -163,8 +163,10 @@ def serve(
     named: tuple[NamedToken, ...] = ()
     if tokens_file is not None:
         named = load_tokens(tokens_file)
+        warn_if_readable(tokens_file, "the tokens file")
     elif settings.tokens_file is not None:
         named = load_tokens(settings.tokens_file)
+        warn_if_readable(settings.tokens_file, "the tokens file")
     elif settings.tokens is not None:
         named = settings.tokens
     if token and named:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -18,10 +19,11 @@ import requests
 from bridge.cli.serve import chosen_limits
 from bridge.config import parse_config
 from bridge.errors import ConfigError
+from bridge.model.received import IncomingEvent
 from bridge.receiver.app import ReceiverApp, Request
 from bridge.receiver.intake import Blocking, Intake, Limits, Read, Write
 from bridge.receiver.writer import GroupWriter
-from tests.helpers import Served, invoke, ol_run_event, serve_process
+from tests.helpers import Served, invoke, ol_dataset, ol_run_event, serve_process
 from tests.test_benchmarks import load
 from tests.test_receiver_http import Client
 
@@ -213,3 +215,51 @@ def test_the_wal_stays_bounded_under_a_sustained_load(tmp_path: Path) -> None:
     sizes = run(tmp_path / "wal.db", 3.0, limit, 1.0, 100, say=False, reader=False)
     assert sizes
     assert max(sizes) <= limit + 4 * 1024 * 1024, [round(s / 1024 / 1024, 1) for s in sizes]
+
+
+def test_a_huge_batch_is_written_in_slices_and_small_requests_go_between(catalog_path: str, resolver: Any) -> None:
+    """(#30) One batch of 160,000 new datasets held the writer for 25 s while other producers
+    waited: a request's events go in slices, each queued behind what came meanwhile, so a small
+    request waits for one slice, not for the whole batch."""
+    intake = Intake(None)
+
+    def prepared(n: int, datasets: int) -> IncomingEvent:
+        inputs = [ol_dataset("s3://b", f"in/{n}/{i}") for i in range(datasets)]
+        event = intake.prepare(ol_run_event(run_id=f"0194a1b2-0000-7000-8000-{n:012d}", inputs=inputs))
+        assert isinstance(event, IncomingEvent), event
+        return event
+
+    huge = [prepared(n, 9) for n in range(40)]  # 10 apiece: 400 in all
+    small = [prepared(1000, 1)]
+    writer = GroupWriter(catalog_path, resolver)
+    writer.slice_weight = 100
+    groups: list[list[str]] = []
+    started, queued = threading.Event(), threading.Event()
+    write = writer.writer.write
+
+    def logged(events: Sequence[IncomingEvent]) -> Any:
+        groups.append([e.run_id or "" for e in events])
+        if len(groups) == 1:
+            started.set()
+            assert queued.wait(10)
+        return write(events)
+
+    writer.writer.write = logged  # type: ignore[method-assign]
+    answers: dict[str, Any] = {}
+    big = threading.Thread(target=lambda: answers.update(huge=writer.submit(huge)))
+    big.start()
+    assert started.wait(10)
+    little = threading.Thread(target=lambda: answers.update(small=writer.submit(small)))
+    little.start()
+    while writer._queue.qsize() < 1:  # the small request waits in the queue
+        time.sleep(0.01)
+    queued.set()
+    big.join(30)
+    little.join(30)
+    writer.close()
+    assert [r.status for r in answers["huge"]] == ["accepted"] * 40
+    assert [r.status for r in answers["small"]] == ["accepted"]
+    assert all(len(group) <= 11 for group in groups), [len(g) for g in groups]  # 10 heavy events a slice, or one more
+    where = next(i for i, group in enumerate(groups) if small[0].run_id in group)
+    last_huge = max(i for i, group in enumerate(groups) if huge[-1].run_id in group)
+    assert where < last_huge  # written between the batch's slices, not after them

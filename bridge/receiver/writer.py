@@ -58,6 +58,31 @@ def shares(results: Results, sizes: Iterable[int]) -> Iterator[Results]:
         start += size
 
 
+# the work of a slice of a request's events (an event, and each dataset and column edge it names):
+# a request of more is written in slices, one at a time, each queued behind whatever came meanwhile,
+# so that other producers wait for one slice, not for a batch of thousands of new datasets
+SLICE_WEIGHT = 5_000
+
+
+def weight(event: IncomingEvent) -> int:
+    return 1 + len(event.datasets) + len(event.column_edges)
+
+
+def slices(events: Sequence[IncomingEvent], limit: int = SLICE_WEIGHT) -> list[Sequence[IncomingEvent]]:
+    """The events in order, cut where a slice would weigh more than ``limit`` (an event heavier
+    than that is a slice of its own); one slice, the events themselves, when they weigh less."""
+    out: list[Sequence[IncomingEvent]] = []
+    start, load = 0, 0
+    for at, event in enumerate(events):
+        heavy = weight(event)
+        if load and load + heavy > limit:
+            out.append(events[start:at])
+            start, load = at, 0
+        load += heavy
+    out.append(events[start:] if out else events)
+    return out
+
+
 def failed_group(exc: Exception, count: int) -> Results:
     """The results of a group that could not be handed on (a fault of olbridge's): each event
     retriable, the next groups go on."""
@@ -173,6 +198,8 @@ class QueuedWriter:
     """Takes event lists from any thread of this process and hands them on in groups, one group
     at a time, from a thread of its own: subclasses say where a group goes (:meth:`_write`)."""
 
+    slice_weight = SLICE_WEIGHT
+
     def __init__(self, *, max_group: int = 2000, max_queued: int = 256, timeout: float = 30.0) -> None:
         self.max_group = max_group
         self.timeout = timeout
@@ -186,7 +213,19 @@ class QueuedWriter:
         return self._thread.is_alive() and not self._stopping
 
     def submit(self, events: Sequence[IncomingEvent]) -> Results:
-        """Write events; returns one result per event once they are committed (or have failed)."""
+        """Write events; returns one result per event once they are committed (or have failed):
+        many in slices (:func:`slices`), each behind the requests queued meanwhile."""
+        results: Results = []
+        for piece in slices(events, self.slice_weight):
+            try:
+                results += self._submit(piece)
+            except Unavailable as exc:  # the slices before are committed; these, and those after, are not
+                if not results:
+                    raise
+                return results + [exc] * (len(events) - len(results))
+        return results
+
+    def _submit(self, events: Sequence[IncomingEvent]) -> Results:
         if not events:
             return []
         if not self.alive:

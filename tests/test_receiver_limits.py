@@ -4,13 +4,14 @@ bodies a worker holds at once, and a fault of the receiver's answered in the JSO
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import pytest
@@ -21,8 +22,10 @@ from bridge.config import parse_config
 from bridge.errors import ConfigError
 from bridge.model.received import IncomingEvent
 from bridge.receiver.app import ReceiverApp, Request
+from bridge.receiver.asgi import AsgiReceiver
 from bridge.receiver.intake import Blocking, Intake, Limits, Read, Write
 from bridge.receiver.writer import GroupWriter
+from bridge.receiver.writer_process import RemoteWriter
 from tests.helpers import Served, invoke, ol_dataset, ol_run_event, serve_process
 from tests.test_benchmarks import load
 from tests.test_receiver_http import Client
@@ -263,3 +266,32 @@ def test_a_huge_batch_is_written_in_slices_and_small_requests_go_between(catalog
     where = next(i for i, group in enumerate(groups) if small[0].run_id in group)
     last_huge = max(i for i, group in enumerate(groups) if huge[-1].run_id in group)
     assert where < last_huge  # written between the batch's slices, not after them
+
+
+def test_a_fault_outside_the_answer_is_a_500_in_the_json_shape_not_uvicorns(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """uvicorn answered an exception of the application with its own plain-text 500."""
+
+    class BrokenWriter:
+        async def submit(self, events: Any) -> Any:
+            raise RuntimeError("a bug in the writer's way")
+
+    app = ReceiverApp(Intake(None))
+    receiver = AsgiReceiver(app, cast(RemoteWriter, BrokenWriter()))
+    body = json.dumps(ol_run_event()).encode()
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: Any) -> None:
+        sent.append(dict(message))
+
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    scope = {"type": "http", "method": "POST", "path": "/api/v1/lineage", "headers": headers}
+    asyncio.run(receiver(scope, receive, send))
+    assert sent[0]["status"] == 500
+    assert json.loads(sent[1]["body"])["error"]["code"] == "internal_error"
+    assert "RuntimeError: a bug in the writer's way" in capsys.readouterr().err
+    assert "olbridge_receiver_internal_errors_total 1" in app.metrics_text()

@@ -190,10 +190,7 @@ class ReceiverApp:
             if exc.status == 503:
                 headers.append(("Retry-After", RETRY_AFTER))
         except Exception:  # a fault of the receiver's: said on stderr, counted, and a 500 in the one shape
-            traceback.print_exc()
-            self.intake.metrics.internal_error()
-            status, headers = 500, []
-            body = error_body(500, "internal_error", "the receiver failed on this request; its log says why")
+            status, headers, body = 500, [], self._fault()
         finally:
             self._in_flight -= held.bytes
         self.intake.metrics.request(route, status)
@@ -204,6 +201,19 @@ class ReceiverApp:
             headers = [("Content-Type", "application/json"), *headers]
         headers.append(("Content-Length", str(len(payload))))
         return Reply(status, headers, payload)
+
+    def _fault(self) -> dict[str, Any]:
+        """The answer's body for a fault of the receiver's (the exception in hand): its traceback
+        on stderr, and counted."""
+        traceback.print_exc()
+        self.intake.metrics.internal_error()
+        return error_body(500, "internal_error", "the receiver failed on this request; its log says why")
+
+    def internal_error(self) -> Reply:
+        """The 500 for a fault of the receiver's outside :meth:`exchange` (the exception in hand)."""
+        payload = orjson.dumps(self._fault())
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))]
+        return Reply(500, headers, payload)
 
     def _dispatch(self, request: Request, held: _Held) -> Steps[tuple[int, Any, list[tuple[str, str]]]]:
         method, path = request.method, request.path

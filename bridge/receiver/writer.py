@@ -65,7 +65,8 @@ SLICE_WEIGHT = 5_000
 
 
 def weight(event: IncomingEvent) -> int:
-    return 1 + len(event.datasets) + len(event.column_edges)
+    """An event's work for the writer: one, and one for each dataset and column edge it names."""
+    return 1 + len(getattr(event, "datasets", ())) + len(getattr(event, "column_edges", ()))
 
 
 def slices(events: Sequence[IncomingEvent], limit: int = SLICE_WEIGHT) -> list[Sequence[IncomingEvent]]:

@@ -108,10 +108,23 @@ class ServeConfig:
     tokens: tuple[NamedToken, ...] | None = None  # inline [serve.tokens.<name>] tables
     tokens_file: Path | None = None  # or a tokens file (`tokens = "path"`), read when serve starts
     access_log: str | None = None  # "text" or "json": serve's access log (None: "off", none)
+    limits: Mapping[str, int] = attrs.field(factory=dict)  # the receiver's limits set here (LIMIT_KEYS)
 
 
-_SERVE_KEYS = ("access_log", "forward", "tokens")
 ACCESS_LOG = ("text", "json", "off")  # the access log's formats, and none
+# the receiver's limits, each a [serve] key and an option of serve (--max-body ...): a whole number
+LIMIT_KEYS = (
+    "max_body",
+    "max_gunzipped",
+    "max_batch",
+    "max_datasets",
+    "max_depth",
+    "max_request_line",
+    "max_header",
+    "max_headers",
+    "max_in_flight",
+)
+_SERVE_KEYS = ("access_log", "forward", "tokens", *LIMIT_KEYS)
 
 
 def _serve_config(table: Any, where: str, base: Path) -> ServeConfig:
@@ -127,7 +140,11 @@ def _serve_config(table: Any, where: str, base: Path) -> ServeConfig:
     access_log = table.get("access_log", "off")
     if access_log not in ACCESS_LOG:
         raise ConfigError(f'{where}: [serve]: \'access_log\' must be "text", "json" or "off", not {access_log!r}')
-    settings = ServeConfig(forward=forward, access_log=None if access_log == "off" else access_log)
+    limits = {key: table[key] for key in LIMIT_KEYS if key in table}
+    for key, value in limits.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{where}: [serve]: '{key}' must be a whole number of at least 1, not {value!r}")
+    settings = ServeConfig(forward=forward, access_log=None if access_log == "off" else access_log, limits=limits)
     tokens = table.get("tokens")
     if isinstance(tokens, str):
         return attrs.evolve(settings, tokens_file=base / tokens)

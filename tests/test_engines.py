@@ -673,7 +673,8 @@ def test_the_receiver_shows_no_password(postgres: PostgresServer, tmp_path: Path
     with serve_process(url, "--workers", "1", env={**env, "OLBRIDGE_TOKEN": TOKEN}) as served:
         headers = {"Authorization": f"Bearer {TOKEN}"}
         assert requests.post(f"{served.url}/api/v1/lineage", json=ol_run_event(), headers=headers, timeout=10).ok
-        assert password not in requests.get(f"{served.url}/metrics", timeout=10).text
+        metrics = requests.get(f"{served.url}/metrics", headers=headers, timeout=10)
+        assert metrics.status_code == 200 and password not in metrics.text
     out, err = served.stdout, served.stderr
     assert served.returncode == 0, err
     assert password not in out + err and "Warning: the --catalog URL holds a password" in err

@@ -19,7 +19,7 @@ from pathlib import Path
 from bridge.mapping import Resolver
 from bridge.model.received import IncomingEvent
 from bridge.receiver.intake import Intake
-from bridge.receiver.writer import GroupWriter
+from tests.group_writer import GroupWriter
 
 
 def events(start: int, count: int) -> list[IncomingEvent]:

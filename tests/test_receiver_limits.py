@@ -24,8 +24,8 @@ from bridge.model.received import IncomingEvent
 from bridge.receiver.app import ReceiverApp, Request
 from bridge.receiver.asgi import AsgiReceiver
 from bridge.receiver.intake import Blocking, Intake, Limits, Read, Write
-from tests.group_writer import GroupWriter
 from bridge.receiver.writer_process import RemoteWriter
+from tests.group_writer import GroupWriter
 from tests.helpers import Served, invoke, ol_dataset, ol_run_event, serve_process
 from tests.test_benchmarks import load
 from tests.test_receiver_http import Client

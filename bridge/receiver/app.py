@@ -32,7 +32,7 @@ import attrs
 import orjson
 
 from bridge.config import NamedToken
-from bridge.openlineage.validate import Problem, event_kind
+from bridge.openlineage.validate import Problem
 from bridge.receiver.access_log import AccessLog, Seen
 from bridge.receiver.events import parse_json, split_array
 from bridge.receiver.intake import Blocking, BodyTimedOut, Intake, Read, Steps, run_steps

@@ -161,7 +161,6 @@ class CatalogWriter:
         else:
             self.availability.up()
 
-    def _checkpoint(self, path: str, every: float = 1.0) -> None:
     def _checkpoint(self, path: str, wal_limit: int, every: float) -> None:
         wal = Path(f"{path}-wal")
         look = min(every, WAL_LOOK)

@@ -193,7 +193,10 @@ def test_a_postgresql_catalog_url_is_kept_as_written_and_a_path_is_the_files_fol
 def test_several_unknown_keys_are_each_named() -> None:
     with pytest.raises(ConfigError) as refused:
         parse_config({"serve": {"forwards": True, "token": "x"}}, "f", Path("."))
-    assert str(refused.value) == "f: [serve]: unknown setting(s) forwards, token; known: access_log, forward, tokens"
+    assert str(refused.value) == (
+        "f: [serve]: unknown setting(s) forwards, token; known: access_log, forward, tokens, max_body, "
+        "max_gunzipped, max_batch, max_datasets, max_depth, max_request_line, max_header, max_headers, max_in_flight"
+    )
     with pytest.raises(ConfigError) as refused:
         parse_config(
             {"serve": {"tokens": {"spark": {"token": "t", "namespaces": ["x"], "ns": 1, "b": 2}}}}, "f", Path(".")

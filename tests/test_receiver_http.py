@@ -726,18 +726,19 @@ def test_every_worker_serves_requests(catalog_target: str) -> None:
         def fresh(_: int) -> int:  # a connection of its own, closed after the answer
             return requests.get(f"{url}/healthz", headers={"Connection": "close"}, timeout=10).status_code
 
+        behind_the_token = {"Connection": "close", "Authorization": f"Bearer {TOKEN}"}  # /metrics, as every route
         by_worker: dict[str, int] = {}
         with ThreadPoolExecutor(max_workers=6) as pool:
             for _ in range(50):
                 assert set(pool.map(fresh, range(12))) == {200}
-                metrics = requests.get(f"{url}/metrics", headers={"Connection": "close"}, timeout=10).text
+                metrics = requests.get(f"{url}/metrics", headers=behind_the_token, timeout=10).text
                 by_worker = _counted(metrics, "olbridge_receiver_worker_requests_total")
                 if len(by_worker) == workers and all(by_worker.values()):
                     break
         assert sorted(by_worker) == [str(n) for n in range(1, workers + 1)]
         assert all(by_worker.values()), f"a worker answered no request: {by_worker}"
         # every request counted once: by its route and status, and by the worker that answered it
-        final = requests.get(f"{url}/metrics", headers={"Connection": "close"}, timeout=10).text
+        final = requests.get(f"{url}/metrics", headers=behind_the_token, timeout=10).text
         routes = re.findall(r"^olbridge_receiver_requests_total\{[^}]*\} (\d+)$", final, re.MULTILINE)
         assert sum(_counted(final, "olbridge_receiver_worker_requests_total").values()) == sum(map(int, routes))
 

@@ -216,8 +216,13 @@ def test_the_wal_stays_bounded_under_a_sustained_load(tmp_path: Path) -> None:
 
     limit = 1024 * 1024
     sizes = run(tmp_path / "wal.db", 3.0, limit, 1.0, 100, say=False, reader=False)
-    assert sizes
-    assert max(sizes) <= limit + 4 * 1024 * 1024, [round(s / 1024 / 1024, 1) for s in sizes]
+    shown = [round(s / 1024 / 1024, 1) for s in sizes]
+    past = [n for n, size in enumerate(sizes) if size > limit]
+    assert past, f"the load never took the WAL past its limit: {shown}"
+    # past its limit the log is truncated (PASSIVE checkpoints alone never shrink the file) ...
+    assert any(size <= limit for size in sizes[past[0] + 1 :]), shown
+    # ... and never grows far beyond it: what the commits of a busy machine add between two looks
+    assert max(sizes) <= limit + 8 * 1024 * 1024, shown
 
 
 def test_a_huge_batch_is_written_in_slices_and_small_requests_go_between(catalog_path: str, resolver: Any) -> None:

@@ -28,6 +28,7 @@ WARNING = "warning: --token on the command line can be read by every user of thi
 def token_file(folder: Path, text: str = f"  {TOKEN}  \n") -> Path:
     path = folder / "token"
     path.write_text(text)
+    path.chmod(0o600)  # as a secret is kept: a file others can read is warned of
     return path
 
 
@@ -160,12 +161,16 @@ def test_export_reads_the_api_key_from_a_file(tmp_path: Path) -> None:
     db = recorded_catalog(tmp_path)
     key = tmp_path / "key"
     key.write_text("k-from-file\n")
+    key.chmod(0o600)
     responses.add(responses.POST, "http://marquez.test:5000/api/v1/lineage", status=201)
     args = ["--catalog", str(db), "export", "--url", "http://marquez.test:5000", "--api-key-file", str(key)]
     result = CliRunner().invoke(cli, args, env={"OPENLINEAGE_API_KEY": None})
     assert result.exit_code == 0, result.stderr
     assert {c.request.headers["Authorization"] for c in responses.calls} == {"Bearer k-from-file"}
     assert "warning" not in result.stderr
+    key.chmod(0o644)  # others can read it now: said, and the key still used
+    result = CliRunner().invoke(cli, args, env={"OPENLINEAGE_API_KEY": None})
+    assert result.exit_code == 0 and f"warning: --api-key-file {key} can be read by other users" in result.stderr
     args = ["--catalog", str(db), "export", "--url", "http://marquez.test:5000", "--api-key", "k"]
     result = CliRunner().invoke(cli, args, env={"OPENLINEAGE_API_KEY": None})
     assert "warning: --api-key on the command line can be read by every user of this machine (ps)" in result.stderr

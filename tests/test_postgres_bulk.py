@@ -1,4 +1,4 @@
-"""PostgreSQL's one-statement writes and lookups (bridge.catalog.postgres_bulk, postgres_lookups):
+"""PostgreSQL's one-statement writes and lookups (bridge.catalog.postgres.bulk, .lookups):
 each leaves the tables exactly as ``executemany`` of the shared statement does, and finds the
 rows the shared lookup finds; the receiver's merge of a run's rows within a group ends as the
 one-by-one upserts would."""
@@ -20,7 +20,7 @@ from bridge.catalog import Catalog, schema, sql
 from bridge.catalog.engine import Conflict
 from bridge.catalog.external import _merged_source, _metadata_text, _read_metadata
 from bridge.catalog.postgres import COPY_FROM, SharedCursor, translate
-from bridge.catalog.postgres_bulk import BULK_FROM, bulk_form, bulk_statements, copy_form
+from bridge.catalog.postgres.bulk import BULK_FROM, bulk_form, bulk_statements, copy_form
 from bridge.catalog.rows import dumps
 from tests.postgres import PostgresServer
 

@@ -37,7 +37,7 @@ LOCK = " /*FOR UPDATE*/"
 # the same, for a reader that passes over the rows another transaction holds (a stream worker
 # claiming outbox rows beside others): FOR UPDATE SKIP LOCKED where rows are locked, nothing on SQLite
 SKIP_LOCKED = " /*FOR UPDATE SKIP LOCKED*/"
-# the other fragments of SQLite's that PostgreSQL says its own way (bridge/catalog/postgres.py)
+# the other fragments of SQLite's that PostgreSQL says its own way (bridge/catalog/postgres/cursor.py)
 NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"  # the database's clock, as olbridge writes times
 CHANGE_NAMESPACE = "json_extract(snapshot, '$.namespace')"  # an asset change's namespace
 RETRY_INDEX = " INDEXED BY outbox_retrying"  # SQLite's planner needs telling

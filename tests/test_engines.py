@@ -32,7 +32,10 @@ from bridge.catalog.outbox import Delivered, DeliveryError
 from bridge.catalog.positions import Checkpoint, RefusedItem
 from bridge.catalog.postgres import PostgresEngine, split_url, translate
 from bridge.catalog.workers import StreamWorkerInfo
+from bridge.delivery.claims import OutboxClaims
 from bridge.delivery.history import iter_lines
+from bridge.delivery.holds import outbox_hold
+from bridge.delivery.lease import OutboxLease
 from bridge.errors import CatalogError
 from bridge.mapping import Resolver
 from bridge.model import AssetDeclaration, Column, DeclaredFlow, DeclaredJob, parse_column_lineage
@@ -763,3 +766,23 @@ def test_lock_and_statement_timeouts_are_set_on_the_catalogs_connections_and_ove
         assert conn.execute("SHOW work_mem").fetchone() == ("8MB",)
     code, _, err = invoke(f"{url}?lock_timeout=soon", "init")
     assert code == 1 and "lock_timeout='soon' is not a duration" in err and "Traceback" not in err, err
+
+
+def test_each_engine_chooses_how_stream_workers_hold_the_outbox(catalog: Catalog, engine: str) -> None:
+    hold = outbox_hold(catalog, "http://backend.invalid")
+    assert isinstance(hold, OutboxLease if engine == "sqlite" else OutboxClaims)
+    assert catalog.in_memory is (engine == "sqlite")  # the tests' SQLite catalogs are in memory
+
+
+def test_a_catalog_that_must_exist_is_refused_where_the_engine_knows_it_missing(tmp_path: Path) -> None:
+    with pytest.raises(CatalogError, match=r"no catalog at .*; create one with olbridge init"):
+        Catalog(tmp_path / "none.db", create=False)
+    assert not (tmp_path / "none.db").exists()
+    assert PostgresEngine("postgresql://u@127.0.0.1:1/db").missing() is False  # only a connection tells
+
+
+def test_a_file_that_is_no_sqlite_database_is_the_drivers_word_not_a_fault(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"not a database, and long enough to have a header " * 200)
+    with pytest.raises(CatalogError, match=f"catalog {bad}: not a catalog"):
+        Catalog(bad)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
 from urllib.parse import unquote
 
 from bridge.errors import BadValueError, Busy, CatalogError
@@ -124,6 +124,18 @@ class Engine(abc.ABC):
     concurrent_writers: ClassVar[bool]
     # the server keeps plans for a connection's prepared statements (see REPLAN_FIRST)
     keeps_plans: ClassVar[bool] = False
+    # how stream workers hold the outbox: one worker at a time, by the single lease; or side by
+    # side, each by claims on the rows it sends (bridge.delivery.holds picks the one)
+    outbox_hold: ClassVar[Literal["lease", "claims"]]
+
+    @property
+    def in_memory(self) -> bool:
+        """A private in-memory catalog (SQLite's ``:memory:``): no other connection can see it."""
+        return False
+
+    def missing(self) -> bool:
+        """Whether the catalog is known to be absent before any connection (a file not there)."""
+        return False
 
     @property
     @abc.abstractmethod
@@ -164,6 +176,12 @@ class Engine(abc.ABC):
     def stale(self, exc: BaseException) -> bool:
         """Whether a connection that failed with this error should be given up for a new one (a
         PostgreSQL session opened while its database was read-only stays read-only)."""
+        return False
+
+    def driver_error(self, exc: BaseException) -> bool:
+        """Whether an error that is not about the storage (:meth:`storage_error`) is still the
+        database's word on the catalog, shown as it is (SQLite's: a file it cannot read as a
+        catalog), rather than a fault in olbridge left to surface."""
         return False
 
     def reason(self, exc: BaseException) -> str | None:

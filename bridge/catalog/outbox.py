@@ -276,7 +276,7 @@ class Outbox:
         def work(cur: Cursor) -> int:
             if must_exist:
                 _check_seqs(cur, seqs, None, "no outbox row with id", "nothing was dropped")
-                if self._db.engine.concurrent_writers:  # claims are PostgreSQL's (SQLite: one worker's lease)
+                if self._db.engine.outbox_hold == "claims":  # else one worker's lease holds the whole outbox
                     _check_unclaimed(cur, seqs)
             return sum(int(cur.execute(sql.delete_outbox(len(c)), c).rowcount) for c in _chunks(sorted(set(seqs))))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from bridge.catalog.engine import Busy, Connection, Cursor, Engine
 from bridge.errors import CatalogError
@@ -62,6 +62,7 @@ def undecodable(exc: BaseException) -> bool:
 class SqliteEngine(Engine):
     name: ClassVar[str] = "sqlite"
     concurrent_writers: ClassVar[bool] = False
+    outbox_hold: ClassVar[Literal["lease", "claims"]] = "lease"
     upgrades_on_open: ClassVar[bool] = True  # a file of one machine's: brought up to date in place
 
     def __init__(self, path: str | Path) -> None:
@@ -82,6 +83,9 @@ class SqliteEngine(Engine):
     def exists(self) -> bool:
         """Whether the file is there (a catalog or not: opening it tells)."""
         return self.in_memory or Path(self.path).exists()
+
+    def missing(self) -> bool:
+        return not self.exists()
 
     def connect(self) -> Connection:
         try:
@@ -125,6 +129,9 @@ class SqliteEngine(Engine):
 
     def storage_error(self, exc: BaseException) -> CatalogError | None:
         return storage_error(exc, self.path)
+
+    def driver_error(self, exc: BaseException) -> bool:
+        return isinstance(exc, sqlite3.Error)
 
     def busy(self, exc: BaseException) -> bool:
         if isinstance(exc, Busy):

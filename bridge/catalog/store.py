@@ -11,8 +11,6 @@ SQLite and PostgreSQL modules) says how to reach the catalog, the SQL is in
 from __future__ import annotations
 
 import json
-import sqlite3
-import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -28,7 +26,8 @@ from bridge.catalog import lineage as asset_lineage
 from bridge.catalog import migrate as schema_migrations
 from bridge.catalog.backfills import Backfills
 from bridge.catalog.columns import ColumnLineageGraph, StoredColumnEdge
-from bridge.catalog.engine import Busy, Connection, Cursor, Database, Engine, is_url, masked
+from bridge.catalog.engine import Busy, Connection, Cursor, Database
+from bridge.catalog.engines import open_engine, storage_error
 from bridge.catalog.external import IngestResult
 from bridge.catalog.health import AssetHealth
 from bridge.catalog.lineage import LineageEdge, LineageGraph
@@ -45,8 +44,6 @@ from bridge.catalog.query import (
     PurgeResult,
     RunUsage,
 )
-from bridge.catalog.sqlite import SqliteEngine
-from bridge.catalog.sqlite import storage_error as sqlite_storage_error
 from bridge.catalog.workers import Workers
 from bridge.catalog.writes import DeclareResult, RecordResult
 from bridge.errors import BridgeError, CatalogError, NotFoundError, ValidationError
@@ -81,7 +78,7 @@ class Catalog:
         self.engine = open_engine(target)
         self.path = self.engine.location  # what messages show (a password masked)
         self._target = target
-        if not create and isinstance(self.engine, SqliteEngine) and not self.engine.exists():
+        if not create and self.engine.missing():
             raise CatalogError(f"no catalog at {self.path}; create one with olbridge init")
         try:
             self.db = Database(self.engine)
@@ -102,7 +99,7 @@ class Catalog:
         found = self.engine.storage_error(exc)
         if found is not None:
             return found
-        if isinstance(exc, sqlite3.DatabaseError):
+        if self.engine.driver_error(exc):
             return CatalogError(f"cannot open catalog {self.path}: {exc}")
         return exc
 
@@ -145,7 +142,7 @@ class Catalog:
     @property
     def in_memory(self) -> bool:
         """A private in-memory catalog (SQLite's ``:memory:``): no other connection can see it."""
-        return isinstance(self.engine, SqliteEngine) and self.engine.in_memory
+        return self.engine.in_memory
 
     def unavailable(self, exc: BaseException) -> bool:
         """Whether an error says the catalog cannot take a write right now (locked, busy, out of
@@ -180,7 +177,7 @@ class Catalog:
             error = self.engine.storage_error(exc)
             if error is not None:
                 raise error from exc
-            if isinstance(exc, sqlite3.Error):
+            if self.engine.driver_error(exc):
                 raise CatalogError(f"catalog {self.path}: {exc}") from exc
             raise
 
@@ -195,7 +192,7 @@ class Catalog:
 
     def pragma(self, setting: str) -> None:
         """Set a SQLite pragma on this connection (``"wal_autocheckpoint = 0"``)."""
-        if not isinstance(self.engine, SqliteEngine):
+        if self.engine.name != "sqlite":
             raise CatalogError(f"a pragma is SQLite's; catalog {self.path} is on {self.engine.name}")
         self._conn.execute(f"PRAGMA {setting}")
 
@@ -660,45 +657,6 @@ class Catalog:
         return health_queries.assess(self._conn, selectors, as_of, ids=ids)
 
 
-def open_engine(target: str | Path) -> Engine:
-    """The engine of a catalog target: a ``postgresql://`` URL, else a SQLite file (or ``:memory:``)."""
-    if is_url(target):
-        try:
-            from bridge.catalog.postgres import PostgresEngine  # psycopg: only where a URL is given
-        except ModuleNotFoundError as exc:
-            if not (exc.name or "").startswith("psycopg"):
-                raise
-            raise CatalogError(
-                f"catalog {masked(target)}: a PostgreSQL catalog needs the driver psycopg, which is not installed; "
-                "install it with pip install 'psycopg[binary]>=3.2,<4' (from a clone of olbridge: "
-                "pip install -e '.[postgres]')"
-            ) from None
-        return PostgresEngine(str(target))
-    return SqliteEngine(target)
-
-
-def unreadable(target: str | Path) -> str | None:
-    """Why a catalog cannot be read right now (None: it can), from a short connection of its own
-    that waits for nothing (a receiver's readiness)."""
-    try:
-        return open_engine(target).unreadable()
-    except BridgeError as exc:
-        return str(exc)
-
-
-def storage_error(exc: BaseException, where: str | Path) -> CatalogError | None:
-    """The CatalogError that a driver's error about the catalog's storage stands for (SQLite: the
-    file, the disk, a lock; PostgreSQL: the server, the connection, the password, privileges),
-    naming the catalog (``where``, as messages show it); None for any other error (a fault in
-    olbridge, left to surface)."""
-    found = sqlite_storage_error(exc, where)
-    if found is None and sys.modules.get("psycopg") is not None:  # only loaded where a catalog URL was opened
-        from bridge.catalog.postgres import storage_error as postgres_storage_error
-
-        found = postgres_storage_error(exc, str(where))
-    return found
-
-
 def _replayable(items: Iterable[T]) -> Callable[[], Iterator[T]]:
     """A function giving ``items`` again and again, each read from ``items`` once, when first
     needed (a progress bar over them moves as the first pass goes, and a transaction run again
@@ -738,5 +696,6 @@ __all__ = [
     "RecordResult",
     "RefusedItem",
     "StoredColumnEdge",
+    "open_engine",
     "storage_error",
 ]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 from urllib.parse import parse_qsl, urlencode
 
 import psycopg
@@ -142,6 +142,7 @@ def _one_line(text: str) -> str:
 class PostgresEngine(Engine):
     name: ClassVar[str] = "postgresql"
     concurrent_writers: ClassVar[bool] = True
+    outbox_hold: ClassVar[Literal["lease", "claims"]] = "claims"
     keeps_plans: ClassVar[bool] = True
     # a shared database is upgraded once, on purpose (`olbridge migrate`), not by whichever replica
     # of a rolling upgrade starts first

@@ -24,7 +24,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from bridge.catalog import Catalog, Position, schema, sql
+from bridge.catalog import Catalog, Position, schema, sql, sql_outbox, sql_received
 from bridge.catalog.engine import masked, url_password
 from bridge.catalog.migrate import head
 from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
@@ -577,8 +577,10 @@ def test_statements_are_translated_once_each() -> None:
     assert translate("SELECT a FROM t WHERE b = ? AND c LIKE 'x%'") == "SELECT a FROM t WHERE b = %s AND c LIKE 'x%%'"
     assert translate("SELECT 1 FROM t" + sql.LOCK) == "SELECT 1 FROM t FOR UPDATE"
     assert translate("SELECT 1 FROM t" + sql.SKIP_LOCKED) == "SELECT 1 FROM t FOR UPDATE SKIP LOCKED"
-    assert "GREATEST(" in translate(sql.UPSERT_SOURCE) and "max(" not in translate(sql.UPSERT_SOURCE)
-    assert "strftime" not in translate(sql.QUEUE_EVENT) and "INDEXED" not in translate(sql.OUTBOX_NEXT_RETRY)
+    assert "GREATEST(" in translate(sql_received.UPSERT_SOURCE) and "max(" not in translate(sql_received.UPSERT_SOURCE)
+    assert "strftime" not in translate(sql_outbox.QUEUE_EVENT) and "INDEXED" not in translate(
+        sql_outbox.OUTBOX_NEXT_RETRY
+    )
 
 
 # --- a password is never shown ----------------------------------------------------------------

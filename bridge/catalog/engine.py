@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
 from urllib.parse import unquote
 
-from bridge.errors import BadValueError, Busy, CatalogError
+from bridge.errors import BadValueError, BridgeError, Busy, CatalogError
 
 T = TypeVar("T")
 
@@ -372,6 +372,17 @@ class Database:
         self._conn.close()
 
 
+def unavailable_reason(engine: Engine, exc: BaseException) -> str:
+    """Why the catalog could not take a write, for a message or an HTTP answer: in the engine's
+    words, never the driver's internals."""
+    found = engine.reason(exc)
+    if found is not None:
+        return found
+    if isinstance(exc, BridgeError):
+        return str(exc)
+    return "it cannot take writes now"
+
+
 _PASSWORD_PARAM = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
 
 
@@ -433,5 +444,6 @@ __all__ = [
     "catalog_target",
     "is_url",
     "masked",
+    "unavailable_reason",
     "url_password",
 ]

@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 
 from bridge.catalog import sql as shared
+from bridge.catalog import sql_received
 from bridge.catalog.engine import Conflict
 from bridge.catalog.postgres.bulk import bulk_statements, copy_form
 from bridge.catalog.postgres.lookups import list_form, list_param, pairs_form, pairs_param
@@ -29,7 +30,9 @@ FRAGMENTS: tuple[tuple[str, str], ...] = (
 # whole statements PostgreSQL says otherwise: SQLite's min() and max() of two values are LEAST and
 # GREATEST (the values here are never NULL where the two differ on NULLs)
 STATEMENTS: dict[str, str] = {
-    shared.UPSERT_SOURCE: shared.UPSERT_SOURCE.replace("= max(", "= GREATEST(").replace("= min(", "= LEAST("),
+    sql_received.UPSERT_SOURCE: sql_received.UPSERT_SOURCE.replace("= max(", "= GREATEST(").replace(
+        "= min(", "= LEAST("
+    ),
 }
 
 

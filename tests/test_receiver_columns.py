@@ -306,3 +306,33 @@ def test_dbt_ols_column_lineage_is_stored_edge_by_edge(
                 for e in catalog.column_edges(source=f"run:{event['run']['runId']}")
             }
             assert got == expected, event["job"]["name"]
+
+
+def test_an_edge_from_either_side_is_stored_the_same_text_past_ascii_as_it_is(
+    catalog: Catalog, converter: Converter
+) -> None:
+    """olbridge's own edge, and the same edge received (its events imported into another catalog),
+    keep the same transformations text: canonical JSON, characters past ASCII not escaped."""
+    how = {"type": "DIRECT", "subtype": "TRANSFORMATION", "description": "montant × taux (€)"}
+    lineage = {"fields": {"total": [{"id": "shop.orders", "column": "amount", "transformations": [how]}]}}
+    catalog.record_task_run(
+        run(
+            "totals",
+            inputs=(decl("shop.orders", columns=[Column("amount")]),),
+            outputs=(
+                decl(
+                    "reports.totals",
+                    type="File",
+                    columns=[Column("total")],
+                    column_lineage=parse_column_lineage(lineage),
+                ),
+            ),
+        )
+    )
+    query = "SELECT transformations FROM column_lineage"
+    (own,) = [text for (text,) in catalog._conn.execute(query)]
+    with Catalog(":memory:") as other:
+        catalog_intake(other, Resolver.load()).take(list(iter_events(catalog, converter)))
+        (received,) = [text for (text,) in other._conn.execute(query)]
+    assert own == received == json.dumps([how], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert "× taux (€)" in own

@@ -172,28 +172,22 @@ def test_a_real_serve_stores_the_edges(tmp_path: Path) -> None:
         assert len(stored(catalog)) == 4
 
 
+def record_totals(catalog: Catalog, fields: dict[str, Any]) -> None:
+    """olbridge's run making reports.totals from shop.orders, with the column lineage ``fields``."""
+    outputs = (
+        decl(
+            "reports.totals",
+            type="File",
+            columns=[Column("total")],
+            column_lineage=parse_column_lineage({"fields": fields}),
+        ),
+    )
+    catalog.record_task_run(run("totals", inputs=(decl("shop.orders", columns=[Column("amount")]),), outputs=outputs))
+
+
 def own_and_external(catalog: Catalog, converter: Converter, resolver: Resolver) -> None:
     """shop.orders --(olbridge's run)--> reports.totals --(an external job)--> s3://exports/eur.csv"""
-    catalog.record_task_run(
-        run(
-            "totals",
-            inputs=(decl("shop.orders", columns=[Column("amount")]),),
-            outputs=(
-                decl(
-                    "reports.totals",
-                    type="File",
-                    columns=[Column("total")],
-                    column_lineage=parse_column_lineage(
-                        {
-                            "fields": {
-                                "total": [{"id": "shop.orders", "column": "amount", "transformation": "AGGREGATION"}]
-                            }
-                        }
-                    ),
-                ),
-            ),
-        )
-    )
+    record_totals(catalog, {"total": [{"id": "shop.orders", "column": "amount", "transformation": "AGGREGATION"}]})
     totals = converter.dataset(catalog.asset("reports.totals"))
     lineage = {
         "fields": {
@@ -314,21 +308,7 @@ def test_an_edge_from_either_side_is_stored_the_same_text_past_ascii_as_it_is(
     """olbridge's own edge, and the same edge received (its events imported into another catalog),
     keep the same transformations text: canonical JSON, characters past ASCII not escaped."""
     how = {"type": "DIRECT", "subtype": "TRANSFORMATION", "description": "montant × taux (€)"}
-    lineage = {"fields": {"total": [{"id": "shop.orders", "column": "amount", "transformations": [how]}]}}
-    catalog.record_task_run(
-        run(
-            "totals",
-            inputs=(decl("shop.orders", columns=[Column("amount")]),),
-            outputs=(
-                decl(
-                    "reports.totals",
-                    type="File",
-                    columns=[Column("total")],
-                    column_lineage=parse_column_lineage(lineage),
-                ),
-            ),
-        )
-    )
+    record_totals(catalog, {"total": [{"id": "shop.orders", "column": "amount", "transformations": [how]}]})
     query = "SELECT transformations FROM column_lineage"
     (own,) = [text for (text,) in catalog._conn.execute(query)]
     with Catalog(":memory:") as other:

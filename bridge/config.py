@@ -108,10 +108,23 @@ class ServeConfig:
     tokens: tuple[NamedToken, ...] | None = None  # inline [serve.tokens.<name>] tables
     tokens_file: Path | None = None  # or a tokens file (`tokens = "path"`), read when serve starts
     access_log: str | None = None  # "text" or "json": serve's access log (None: "off", none)
+    limits: Mapping[str, int] = attrs.field(factory=dict)  # the receiver's limits set here (LIMIT_KEYS)
 
 
-_SERVE_KEYS = ("access_log", "forward", "tokens")
 ACCESS_LOG = ("text", "json", "off")  # the access log's formats, and none
+# the receiver's limits, each a [serve] key and an option of serve (--max-body ...): a whole number
+LIMIT_KEYS = (
+    "max_body",
+    "max_gunzipped",
+    "max_batch",
+    "max_datasets",
+    "max_depth",
+    "max_request_line",
+    "max_header",
+    "max_headers",
+    "max_in_flight",
+)
+_SERVE_KEYS = ("access_log", "forward", "tokens", *LIMIT_KEYS)
 
 
 def _serve_config(table: Any, where: str, base: Path) -> ServeConfig:
@@ -127,7 +140,11 @@ def _serve_config(table: Any, where: str, base: Path) -> ServeConfig:
     access_log = table.get("access_log", "off")
     if access_log not in ACCESS_LOG:
         raise ConfigError(f'{where}: [serve]: \'access_log\' must be "text", "json" or "off", not {access_log!r}')
-    settings = ServeConfig(forward=forward, access_log=None if access_log == "off" else access_log)
+    limits = {key: table[key] for key in LIMIT_KEYS if key in table}
+    for key, value in limits.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{where}: [serve]: '{key}' must be a whole number of at least 1, not {value!r}")
+    settings = ServeConfig(forward=forward, access_log=None if access_log == "off" else access_log, limits=limits)
     tokens = table.get("tokens")
     if isinstance(tokens, str):
         return attrs.evolve(settings, tokens_file=base / tokens)
@@ -172,6 +189,63 @@ def parse_freshness(tables: Any, where: str) -> tuple[Selector, ...]:
     return tuple(out)
 
 
+def _seconds(text: Any, where: str) -> float:
+    """A duration of the config (``"30s"``, ``"15m"``, ``"12h"``, ``"7d"``, ``"1d12h"``, as
+    :func:`bridge.model.health.parse_duration` reads it, one way for every table): seconds."""
+    try:
+        seconds = parse_duration(text, where).total_seconds()
+    except ValidationError:
+        seconds = 0.0
+    if seconds <= 0:
+        raise ConfigError(f'{where} must be a duration such as "30s", "15m", "12h" or "7d", not {text!r}')
+    return seconds
+
+
+@attrs.frozen
+class RetentionConfig:
+    """The ``[retention]`` table: how long each kind of history is kept, in seconds (None: kept),
+    whether column edges of runs that are gone go, and how often ``serve`` runs it (None: never)."""
+
+    received_events: float | None = None
+    external_runs: float | None = None
+    delivered_outbox: float | None = None
+    dead_letters: float | None = None
+    delivery_errors: float | None = None
+    task_runs: float | None = None  # olbridge's own history: kept unless given
+    column_edges: bool = False
+    every: float | None = None
+
+    @property
+    def configured(self) -> bool:
+        return any(
+            getattr(self, f.name) not in (None, False) for f in attrs.fields(RetentionConfig) if f.name != "every"
+        )
+
+
+_RETENTION_KEYS = tuple(field.name for field in attrs.fields(RetentionConfig))
+
+
+def _retention_config(table: Any, where: str) -> RetentionConfig:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: 'retention' must be a table ([retention])")
+    unknown = sorted(set(table) - set(_RETENTION_KEYS))
+    if unknown:
+        known = ", ".join(_RETENTION_KEYS)
+        raise ConfigError(f"{where}: [retention]: unknown setting(s) {', '.join(unknown)}; known: {known}")
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key == "column_edges":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: [retention]: 'column_edges' must be true or false, not {value!r}")
+            values[key] = value
+        else:
+            values[key] = _seconds(value, f"{where}: [retention]: '{key}'")
+    settings = RetentionConfig(**values)
+    if settings.every is not None and not settings.configured:
+        raise ConfigError(f"{where}: [retention]: 'every' is set but no window is (received_events = \"7d\", ...)")
+    return settings
+
+
 @attrs.frozen
 class Config:
     """The settings, each a key of the file but ``source``."""
@@ -183,6 +257,7 @@ class Config:
     producer: str = PRODUCER  # the `producer` URI of every event olbridge emits
     serve: ServeConfig = ServeConfig()  # the receiver's [serve] table
     freshness: tuple[Selector, ...] = ()  # the [[freshness]] tables: rules by selector
+    retention: RetentionConfig = RetentionConfig()  # the [retention] table: what history goes when
     source: Path | None = None  # the file it was read from
 
 
@@ -238,6 +313,8 @@ def parse_config(document: Mapping[str, Any], where: str, base: Path) -> Config:
         values["serve"] = _serve_config(document["serve"], where, base)
     if "freshness" in document:
         values["freshness"] = parse_freshness(document["freshness"], where)
+    if "retention" in document:
+        values["retention"] = _retention_config(document["retention"], where)
     return Config(**values)
 
 

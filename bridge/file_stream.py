@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from bridge.errors import InputFileError
-from bridge.files import json_lines
+from bridge.files import json_lines, loads
+from bridge.jsontext import parse_json
 
 CHUNK = 1 << 20  # bytes read at a time from a JSON array
 # a parse that fails this close to the end of what has been read may only lack the rest of the
@@ -72,7 +73,7 @@ def stream_json_items(path: Path | str, *, read: Callable[[int], None] = _nothin
 def _one_value(line: bytes) -> bool:
     try:
         json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # not JSON (nor UTF-8), or nested too deeply to tell
         return False
     return True
 
@@ -83,7 +84,7 @@ def _whole(data: bytes, source: str) -> Iterator[tuple[str, Any]]:
     except UnicodeDecodeError:
         raise InputFileError("not UTF-8 text", source, rule="file.text") from None
     try:
-        whole = json.loads(text)
+        whole = loads(text)  # the one set of rules (no NaN, no lone surrogates, a bounded depth)
     except json.JSONDecodeError:
         for number, item in json_lines(text.splitlines(), source):  # JSON lines after all
             yield f"{source}:{number}", item
@@ -196,6 +197,8 @@ def _decode(decoder: json.JSONDecoder, buffer: _Buffer) -> tuple[Any, int]:
     while True:
         try:
             item, end = decoder.raw_decode(buffer.text, buffer.position)
+        except RecursionError:
+            raise json.JSONDecodeError("nested too deeply to read", buffer.text, buffer.position) from None
         except json.JSONDecodeError as exc:
             cut = exc.pos >= len(buffer.text) - TAIL or exc.msg.startswith("Unterminated string")
             if cut and buffer.grow():
@@ -203,6 +206,10 @@ def _decode(decoder: json.JSONDecoder, buffer: _Buffer) -> tuple[Any, int]:
             raise
         if end >= len(buffer.text) - TAIL and not buffer.done and buffer.grow():
             continue  # a number at the end may go on in the next chunk: parse it again whole
+        try:  # read again by the one set of rules (no NaN, no lone surrogates, a bounded depth)
+            item = parse_json(buffer.text[buffer.position : end].encode())
+        except json.JSONDecodeError as exc:
+            raise json.JSONDecodeError(exc.msg, buffer.text, buffer.position) from None
         return item, end
 
 

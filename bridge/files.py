@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 import attrs
 
 from bridge.errors import InputFileError, ValidationError
+from bridge.jsontext import parse_json
 
 T = TypeVar("T")
 _SPACE = re.compile(r"[ \t\r\n]*")  # JSON's whitespace
@@ -61,6 +62,26 @@ def not_json(error: json.JSONDecodeError, source: str, line: int | None = None) 
     )
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads(text: str) -> Any:
+    """A JSON value by the one set of rules (:func:`bridge.jsontext.parse_json`); text that breaks
+    them raises its ``json.JSONDecodeError``, in the standard library's words where it too
+    refuses the text."""
+    try:
+        return parse_json(text.encode())
+    except json.JSONDecodeError:
+        try:
+            json.loads(text, parse_constant=_no_constant)
+        except json.JSONDecodeError as plain:
+            raise plain from None
+        except (ValueError, RecursionError):
+            pass
+        raise
+
+
 def json_lines(lines: Iterable[str], source: str, *, first: int = 1) -> Iterator[tuple[int, Any]]:
     """The JSON value of each line that is not blank, with its number (the first line's is
     ``first``); a line that is not JSON comes as its :class:`InputFileError` in place of the
@@ -69,8 +90,8 @@ def json_lines(lines: Iterable[str], source: str, *, first: int = 1) -> Iterator
         if not line.strip():
             continue
         try:
-            yield number, json.loads(line)
-        except json.JSONDecodeError as exc:
+            yield number, loads(line)
+        except json.JSONDecodeError as exc:  # orjson's too: the one set of rules (no NaN, no lone surrogates)
             yield number, not_json(exc, source, number)
 
 
@@ -87,8 +108,15 @@ def json_array(text: str, source: str) -> Iterator[tuple[int, Any]]:
         position = _skip_space(text, position + 1)
         if not text.startswith("]", position):
             while True:
-                item, end = decoder.raw_decode(text, position)
+                try:
+                    _, end = decoder.raw_decode(text, position)  # where the item ends
+                except RecursionError:
+                    raise json.JSONDecodeError("nested too deeply to read", text, position) from None
                 line, counted = line + text.count("\n", counted, position), position
+                try:  # read by the one set of rules
+                    item = parse_json(text[position:end].encode())
+                except json.JSONDecodeError as exc:
+                    raise json.JSONDecodeError(exc.msg, text, position + exc.pos) from None
                 yield line, item
                 position = _skip_space(text, end)
                 if text.startswith("]", position):
@@ -132,7 +160,7 @@ def read_json_items(path: Path | str) -> Iterator[tuple[str, Any]]:
     lines = text.splitlines()
     if stripped.startswith("{") and len([ln for ln in lines if ln.strip()]) > 1:
         try:
-            whole = json.loads(text)
+            whole = loads(text)
         except json.JSONDecodeError:
             pass  # JSON lines, one value a line
         else:

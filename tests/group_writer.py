@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bridge.mapping.resolver import Resolver
 from bridge.model.received import IncomingEvent
-from bridge.receiver.writer import CatalogWriter, QueuedWriter, Results
+from bridge.receiver.writer import WAL_LIMIT, CatalogWriter, QueuedWriter, Results
 
 
 class GroupWriter(QueuedWriter):
@@ -25,8 +25,17 @@ class GroupWriter(QueuedWriter):
         max_queued: int = 256,
         timeout: float = 30.0,
         on_commit: Callable[[], None] = lambda: None,
+        wal_limit: int = WAL_LIMIT,
+        checkpoint_every: float = 1.0,
     ) -> None:
-        self.writer = CatalogWriter(catalog_path, resolver, durability=durability, on_commit=on_commit)
+        self.writer = CatalogWriter(
+            catalog_path,
+            resolver,
+            durability=durability,
+            on_commit=on_commit,
+            wal_limit=wal_limit,
+            checkpoint_every=checkpoint_every,
+        )
         self.catalog = self.writer.catalog
         super().__init__(max_group=max_group, max_queued=max_queued, timeout=timeout)
 

@@ -119,6 +119,17 @@ def test_prefect_import_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert "10 task runs imported" in capsys.readouterr().out
 
 
+def test_soak_runs_on_both_engines(capsys: pytest.CaptureFixture[str], postgres_url: str) -> None:
+    """benchmarks/soak.py at its tiniest: the days printed, retention deleting from the day past
+    the window, and the re-sent events answered rightly (its exit status says so)."""
+    args = ["--days", "4", "--window", "1", "--events-per-day", "40", "--batch", "10", "--pause", "0", "--jobs", "2"]
+    assert load("soak").main([*args, "--postgres-url", postgres_url]) == 0
+    out = capsys.readouterr().out
+    assert out.count("re-sent inside the window: 40/40 recognised; older than it: 40/40 taken as new") == 2
+    days = [line.split() for line in out.splitlines() if line.split()[:1] in (["1"], ["2"], ["3"], ["4"])]
+    assert [int(d[4].replace(",", "")) for d in days] == [0, 0, 60, 60] * 2  # events and runs of a day
+
+
 def test_record_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert load("record").main(["--runs", "20"]) == 0
     assert "summary taskRuns: 20" in capsys.readouterr().out

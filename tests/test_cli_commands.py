@@ -26,6 +26,7 @@ from bridge.cli.lineage import lineage
 from bridge.cli.metaflow import metaflow, metaflow_declare, metaflow_promote
 from bridge.cli.options import history_filters
 from bridge.cli.prefect import prefect, prefect_import
+from bridge.cli.retention import retention
 from bridge.cli.runs import runs, runs_list, runs_show
 from bridge.cli.serve import serve
 from bridge.cli.stream import backfill, outbox, outbox_drop, outbox_list, outbox_retry, status, stream
@@ -69,6 +70,7 @@ MODULE_LEVEL: dict[tuple[str, ...], click.Command] = {
     ("runs",): runs,
     ("runs", "list"): runs_list,
     ("runs", "show"): runs_show,
+    ("retention",): retention,
     ("serve",): serve,
     ("status",): status,
     ("stream",): stream,

@@ -133,6 +133,7 @@ def command_args(path: tuple[str, ...], files: dict[str, str]) -> list[str]:
         ("outbox", "retry"): ["--all"],
         ("prefect", "import"): ["--api-url", f"{nobody}/api"],
         ("record",): ["--file", files["runs"]],
+        ("retention",): ["--dry-run"],
         ("runs", "list"): [],
         ("runs", "show"): ["0194a1b2-0000-7000-8000-000000000001"],
         ("serve",): ["--port", "0", "--workers", "1"],
@@ -506,7 +507,9 @@ def test_the_key_check_finds_snake_case() -> None:
     ]
 
 
-def test_every_json_output_has_camel_case_keys(tmp_path: Path, files: dict[str, str]) -> None:
+def test_every_json_output_has_camel_case_keys(
+    tmp_path: Path, files: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from bridge.adapters.metaflow.assets import parse_definition
     from tests.test_metaflow import ORDERS_CONFIG, recorder
     from tests.test_prefect import API, pipeline_events
@@ -560,6 +563,12 @@ def test_every_json_output_has_camel_case_keys(tmp_path: Path, files: dict[str, 
         json_of("stream", "--once", "--url", backend.url, "--json")
     json_of("status", "--json")
     json_of("catalog", "copy", str(db), files["copyTo"], "--json")
+    with monkeypatch.context() as env:
+        config = tmp_path / "retention.toml"
+        config.write_text('[retention]\nreceived_events = "7d"\ndead_letters = "30d"\n')
+        env.setenv("OLBRIDGE_CONFIG", str(config))
+        json_of("retention", "--dry-run", "--json")
+        json_of("retention", "--json")
 
     assert sorted(outputs) == sorted(set(LEAVES) - NOT_JSON)  # every command that prints JSON, checked
     assert outputs[("assets", "show")][0]["metadata"] == {"env": "prod"}

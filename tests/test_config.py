@@ -22,6 +22,7 @@ from bridge.config import (
     CONFIG_FILE,
     Config,
     NamedToken,
+    RetentionConfig,
     ServeConfig,
     load_config,
     load_tokens,
@@ -45,6 +46,10 @@ producer = "https://example.com/olbridge/1.0"
 forward = true
 tokens = "secrets/tokens.toml"
 access_log = "json"
+
+[retention]
+received_events = "7d"
+every = "15m"
 
 [[freshness]]
 match = { namespace = "team-a", type = "Table", id_prefix = "warehouse.", metadata = { tier = "gold" } }
@@ -76,6 +81,7 @@ def test_every_key_is_read_and_relative_paths_are_the_files_folder(tmp_path: Pat
         job_namespace_prefix="prod.",
         producer="https://example.com/olbridge/1.0",
         serve=ServeConfig(forward=True, tokens_file=tmp_path / "conf" / "secrets" / "tokens.toml", access_log="json"),
+        retention=RetentionConfig(received_events=7 * 86400.0, every=900.0),
         freshness=(
             Selector(
                 Match(namespace="team-a", type="Table", id_prefix="warehouse.", metadata={"tier": "gold"}),
@@ -93,7 +99,7 @@ def test_unknown_keys_are_refused_and_the_known_ones_named() -> None:
         parse_config({"catalog": "a.db", "catalogue": "b.db", "Producer": "x"}, "olbridge.toml", Path("."))
     assert str(refused.value) == (
         "olbridge.toml: unknown setting(s) Producer, catalogue; "
-        "known: catalog, default_namespace, freshness, job_namespace_prefix, mappings, producer, serve"
+        "known: catalog, default_namespace, freshness, job_namespace_prefix, mappings, producer, retention, serve"
     )
     with pytest.raises(ConfigError, match=r"unknown setting.*source"):
         parse_config({"source": "x.toml"}, "olbridge.toml", Path("."))  # a field, not a key
@@ -187,7 +193,10 @@ def test_a_postgresql_catalog_url_is_kept_as_written_and_a_path_is_the_files_fol
 def test_several_unknown_keys_are_each_named() -> None:
     with pytest.raises(ConfigError) as refused:
         parse_config({"serve": {"forwards": True, "token": "x"}}, "f", Path("."))
-    assert str(refused.value) == "f: [serve]: unknown setting(s) forwards, token; known: access_log, forward, tokens"
+    assert str(refused.value) == (
+        "f: [serve]: unknown setting(s) forwards, token; known: access_log, forward, tokens, max_body, "
+        "max_gunzipped, max_batch, max_datasets, max_depth, max_request_line, max_header, max_headers, max_in_flight"
+    )
     with pytest.raises(ConfigError) as refused:
         parse_config(
             {"serve": {"tokens": {"spark": {"token": "t", "namespaces": ["x"], "ns": 1, "b": 2}}}}, "f", Path(".")
@@ -279,7 +288,7 @@ def test_a_bad_config_is_an_error_before_any_command_runs(tmp_path: Path, init: 
     code, _, err = init([], {"OLBRIDGE_CONFIG": str(conf)})
     assert code == 1
     assert err == f"Error: {conf}: unknown setting(s) colour; known: catalog, default_namespace, freshness, " + (
-        "job_namespace_prefix, mappings, producer, serve\n"
+        "job_namespace_prefix, mappings, producer, retention, serve\n"
     )
     assert not (tmp_path / "c.db").exists()
 

@@ -11,6 +11,7 @@ import pytest
 
 from bridge.errors import InputFileError, ValidationError
 from bridge.files import json_array, json_lines, json_values, read_json_items, read_text
+from tests.helpers import invoke
 
 
 def test_an_input_file_error_says_file_and_line() -> None:
@@ -100,3 +101,60 @@ def test_a_file_that_cannot_be_read_raises_before_anything_is_given(tmp_path: Pa
     items = read_json_items(tmp_path / "gone.ndjson")
     with pytest.raises(InputFileError, match=r"gone\.ndjson: file not found"):
         next(items)
+
+
+def _deep_event_line(depth: int, value: str = "1") -> str:
+    event = {
+        "eventType": "START",
+        "eventTime": "2025-01-01T00:00:00Z",
+        "producer": "https://example.com/p",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+        "run": {"runId": "0194a1b2-0000-7000-8000-000000000001"},
+        "job": {"namespace": "ns", "name": "job"},
+        "inputs": [{"namespace": "s3://b", "name": "k", "facets": {"acme": "PLACE"}}],
+    }
+    return json.dumps(event).replace('"PLACE"', '{"x":' * depth + value + "}" * depth)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("NaN", "not valid JSON"),
+        ("[Infinity, 1234567890123456]", "not valid JSON"),
+        ('"\\ud800"', "not valid JSON"),
+        ('["\\udc00", 1234567890123456]', "not valid JSON"),
+    ],
+)
+def test_files_are_read_by_the_receivers_rules(tmp_path: Path, value: str, message: str) -> None:
+    """(#30) No NaN, Infinity or lone surrogate, as lines or in an array, whatever the numbers."""
+    lines = tmp_path / "events.jsonl"
+    lines.write_text(_deep_event_line(1, value) + "\n" + _deep_event_line(1) + "\n")
+    items = list(read_json_items(lines))
+    assert isinstance(items[0][1], InputFileError) and message in items[0][1].message
+    assert isinstance(items[1][1], dict)
+    array = tmp_path / "events.json"
+    array.write_text("[\n" + _deep_event_line(1, value) + "\n]\n")
+    ((_, item),) = list(read_json_items(array))
+    assert isinstance(item, InputFileError) and message in item.message, item
+
+
+def test_long_integers_are_read_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "events.json"
+    path.write_text("[" + _deep_event_line(1, str(2**70 + 1)) + "]")
+    ((_, item),) = list(read_json_items(path))
+    assert item["inputs"][0]["facets"]["acme"] == {"x": 2**70 + 1}
+
+
+@pytest.mark.parametrize("shape", ["lines", "array"])
+def test_a_deeply_nested_file_is_an_error_that_says_where_not_a_traceback(tmp_path: Path, shape: str) -> None:
+    """(#30) ``import`` and ``validate`` of an event nested 1,000 deep printed a traceback."""
+    line = _deep_event_line(1_000)
+    path = tmp_path / "deep.json"
+    path.write_text(line + "\n" if shape == "lines" else "[\n" + line + "\n]\n")
+    code, out, err = invoke(tmp_path / "c.db", "validate", str(path))
+    assert code == 1
+    assert "Traceback" not in out + err
+    assert f"{path}" in out + err and "deep" in out + err
+    code, out, err = invoke(tmp_path / "c.db", "import", str(path))
+    assert "Traceback" not in out + err
+    assert "1 refused" in out + err

@@ -174,6 +174,19 @@ def _deep_event(depth: int) -> dict[str, Any]:
     return event
 
 
+def _deep_text(depth: int, number: str = "1") -> bytes:
+    """An event whose run facet nests ``depth`` objects deep around ``number``, as text (the
+    standard library's writer would not go that deep)."""
+    text = _json(_deep_event(1)).decode().replace('{"x": 1}', '{"x":' * depth + number + "}" * depth)
+    return text.encode()
+
+
+def _facet_text(value: str) -> bytes:
+    """An event with a run facet whose field ``v`` is ``value``, JSON text as it is."""
+    text = _json(_deep_event(1)).decode().replace('{"x": 1}', value)
+    return text.encode()
+
+
 def _with(path: str, value: Any) -> dict[str, Any]:
     return mutated(ol_run_event(inputs=[ol_dataset("s3://b", "k")]), path, value)
 
@@ -239,6 +252,14 @@ BAD_INPUTS: list[tuple[str, bytes, dict[str, str], int, str, str | None]] = [
     ),
     ("deep nesting", _json(_deep_event(80)), {}, 400, "invalid_event", ""),
     ("nesting too deep to parse", _nested(20_000), {}, 400, "too_deep", None),
+    # (#30) nested deeper than the standard library writes, within what orjson reads: was a 500
+    ("nesting 1,000 deep in a facet", _deep_text(1_000), {}, 400, "invalid_event", ""),
+    ("nesting 1,000 deep, with 16 digits", _deep_text(1_000, "1234567890123456"), {}, 400, "invalid_event", ""),
+    ("nesting 1,020 deep, with 16 digits", _deep_text(1_020, "1234567890123456"), {}, 400, "invalid_event", ""),
+    ("NaN", _facet_text("NaN"), {}, 400, "bad_json", None),
+    ("Infinity with 16 digits", _facet_text("[-Infinity, 1234567890123456]"), {}, 400, "bad_json", None),
+    ("a lone surrogate", _facet_text('"\\ud800"'), {}, 400, "bad_json", None),
+    ("a lone surrogate with 16 digits", _facet_text('["\\udc00", 1234567890123456]'), {}, 400, "bad_json", None),
     (
         "too many datasets",
         _json(_with("inputs", [ol_dataset("s3://b", f"k{i}") for i in range(21)])),
@@ -277,6 +298,56 @@ def test_bad_inputs_are_refused_with_a_clear_answer_and_change_nothing(
     assert error["message"]
     if pointer is not None:
         assert error["problems"][0]["pointer"] == pointer, error
+    assert contents(catalog_path) == before
+
+
+def test_an_event_nested_deep_in_a_batch_is_refused_alone(client: Client, catalog_path: str) -> None:
+    """(#30) One event nested 1,000 deep in a batch was a 500 that took none of the good ones."""
+    good = _json(ol_run_event(inputs=[ol_dataset("s3://b", "k")]))
+    for deep in (_deep_text(1_000), _deep_text(1_000, "12345678901234567890123")):
+        status, _, answer = client.request("POST", "/api/v1/lineage/batch", b"[" + good + b"," + deep + b"]")
+        assert status == 200, answer
+        assert [f["index"] for f in answer["failed_events"]] == [1]
+        assert "deeper than" in answer["failed_events"][0]["reason"]
+    with Catalog(catalog_path) as catalog:
+        assert catalog.count_received()["received_events"] == 1
+
+
+def test_long_integers_are_kept_exact_beside_a_deep_event(client: Client, catalog_path: str) -> None:
+    """Integers past 64 bits are read exactly in every event that nests within the parser's depth."""
+    event = ol_run_event(run_id="0194a1b2-0000-7000-8000-000000000009")
+    event["run"]["facets"] = {
+        "acme": {"_producer": PRODUCER, "_schemaURL": "https://acme.example/d.json", "v": 2**70 + 1}
+    }
+    body = b"[" + _json(event) + b"," + _deep_text(300) + b"]"
+    status, _, answer = client.request("POST", "/api/v1/lineage/batch", body)
+    assert (status, answer["summary"]["successful"]) == (200, 1), answer
+    assert str(2**70 + 1) in str(contents(catalog_path))
+
+
+def test_gzip_members_are_all_read(client: Client, catalog_path: str) -> None:
+    """(#30) ``(gzip -c e1; gzip -c e2)`` is one body of both members, as gzip -d reads it; only
+    the first was read, and the rest dropped without a word."""
+    first = ol_run_event(inputs=[ol_dataset("s3://b", "k1")])
+    second = ol_run_event(run_id="0194a1b2-0000-7000-8000-000000000009", inputs=[ol_dataset("s3://b", "k2")])
+    body = gzip.compress(b"[" + _json(first) + b",") + gzip.compress(_json(second) + b"]")
+    status, _, answer = client.request("POST", "/api/v1/lineage/batch", body, {"Content-Encoding": "gzip"})
+    assert (status, answer["summary"]["successful"]) == (200, 2), answer
+    # one event a member on the single endpoint: two JSON values, refused whole
+    before = contents(catalog_path)
+    third = ol_run_event(run_id="0194a1b2-0000-7000-8000-00000000000a")
+    body = gzip.compress(_json(third)) + gzip.compress(
+        _json(ol_run_event(run_id="0194a1b2-0000-7000-8000-00000000000b"))
+    )
+    status, _, answer = client.request("POST", "/api/v1/lineage", body, {"Content-Encoding": "gzip"})
+    assert (status, answer["error"]["code"]) == (400, "bad_json")
+    # a second member past the limit, or broken: the whole body refused
+    big = gzip.compress(_json(third)) + gzip.compress(b" " * (256 * 1024))
+    status, _, answer = client.request("POST", "/api/v1/lineage", big, {"Content-Encoding": "gzip"})
+    assert (status, answer["error"]["code"]) == (413, "body_too_large")
+    broken = gzip.compress(_json(third)) + gzip.compress(b" " * 100)[:-4]
+    status, _, answer = client.request("POST", "/api/v1/lineage", broken, {"Content-Encoding": "gzip"})
+    assert (status, answer["error"]["code"]) == (400, "bad_gzip")
     assert contents(catalog_path) == before
 
 
@@ -564,7 +635,7 @@ def test_a_killed_writer_is_replaced_and_retried_events_land_once(tmp_path: Path
         assert [send(n) for n in range(1, 6)] == [201] * 5
         assert _writer_pid(process.pid, catalog) != first
         assert send(3) == 201  # sent again: a duplicate, taken and not counted twice
-        metrics = requests.get(f"{url}/metrics", timeout=10).text
+        metrics = requests.get(f"{url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10).text
         assert 'olbridge_receiver_events_total{result="accepted"} 6' in metrics
     with Catalog(catalog) as opened:
         assert opened.count_received()["received_events"] == 6
@@ -631,7 +702,7 @@ def test_workers_share_the_port_the_counts_and_the_catalog(catalog_target: str) 
         batch = [ol_run_event(run_id=f"0194a1b2-0000-7000-8000-{n:012d}") for n in range(12, 20)]
         answer = requests.post(f"{url}/api/v1/lineage/batch", json=batch, headers=headers, timeout=10).json()
         assert answer["summary"]["successful"] == 8
-        metrics = requests.get(f"{url}/metrics", timeout=10).text
+        metrics = requests.get(f"{url}/metrics", headers=headers, timeout=10).text
         assert 'olbridge_receiver_events_total{result="accepted"} 20' in metrics
     with Catalog(catalog) as opened:
         assert opened.count_received()["received_events"] == 20
@@ -655,18 +726,19 @@ def test_every_worker_serves_requests(catalog_target: str) -> None:
         def fresh(_: int) -> int:  # a connection of its own, closed after the answer
             return requests.get(f"{url}/healthz", headers={"Connection": "close"}, timeout=10).status_code
 
+        behind_the_token = {"Connection": "close", "Authorization": f"Bearer {TOKEN}"}  # /metrics, as every route
         by_worker: dict[str, int] = {}
         with ThreadPoolExecutor(max_workers=6) as pool:
             for _ in range(50):
                 assert set(pool.map(fresh, range(12))) == {200}
-                metrics = requests.get(f"{url}/metrics", headers={"Connection": "close"}, timeout=10).text
+                metrics = requests.get(f"{url}/metrics", headers=behind_the_token, timeout=10).text
                 by_worker = _counted(metrics, "olbridge_receiver_worker_requests_total")
                 if len(by_worker) == workers and all(by_worker.values()):
                     break
         assert sorted(by_worker) == [str(n) for n in range(1, workers + 1)]
         assert all(by_worker.values()), f"a worker answered no request: {by_worker}"
         # every request counted once: by its route and status, and by the worker that answered it
-        final = requests.get(f"{url}/metrics", headers={"Connection": "close"}, timeout=10).text
+        final = requests.get(f"{url}/metrics", headers=behind_the_token, timeout=10).text
         routes = re.findall(r"^olbridge_receiver_requests_total\{[^}]*\} (\d+)$", final, re.MULTILINE)
         assert sum(_counted(final, "olbridge_receiver_worker_requests_total").values()) == sum(map(int, routes))
 
@@ -748,7 +820,7 @@ def test_the_openlineage_client_sends_to_a_real_server(server: tuple[str, str]) 
                 eventTime="2025-03-01T09:00:00Z", producer=PRODUCER, dataset=StaticDataset("kafka://b:9092", "u")
             )
         )
-    metrics = requests.get(f"{url}/metrics", timeout=5).text
+    metrics = requests.get(f"{url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5).text
     assert 'olbridge_receiver_events_total{result="accepted"} 4' in metrics
     with Catalog(catalog_path) as catalog:
         placeholders = {a.id: a for a in catalog.list_assets()}

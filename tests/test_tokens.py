@@ -4,6 +4,7 @@ event it brought, and ``/metrics`` counts by it. One shared token works as befor
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -230,8 +231,137 @@ def test_serve_with_named_tokens_and_the_real_client(
             client(url, SPARK.token).emit(event("airflow"))
         assert refused.value.response is not None and refused.value.response.status_code == 403
         client(url, ANY.token).emit(event("airflow"))
-        metrics = requests.get(f"{url}/metrics", timeout=10).text
+        metrics = requests.get(f"{url}/metrics", headers={"Authorization": f"Bearer {ANY.token}"}, timeout=10).text
+        assert requests.get(f"{url}/metrics", timeout=10).status_code == 401  # behind the tokens
     assert 'olbridge_receiver_token_events_total{token="spark",result="accepted"} 1' in metrics
     assert 'olbridge_receiver_token_events_total{token="spark",result="forbidden"} 1' in metrics
     assert 'olbridge_receiver_token_events_total{token="platform",result="accepted"} 1' in metrics
     assert [t for _, t in tokens_of(catalog)] == ["spark", "platform"]
+
+
+def _ledger(**facets: Any) -> dict[str, Any]:
+    return ol_dataset("s3://finance", "ledger", **facets)
+
+
+DOCUMENTED = {
+    "documentation": {"description": "forged"},
+    "ownership": {"owners": [{"name": "mallory"}]},
+}
+
+
+def _asset_said(path: str) -> tuple[str | None, Any, Any]:
+    with Catalog(path) as catalog:
+        asset = catalog.asset("s3://finance/ledger")
+        return asset.description, dict(asset.received_facets), asset.identifiers
+
+
+@pytest.fixture
+def ledger(app: ReceiverApp, catalog_path: str) -> tuple[str | None, Any, Any]:
+    """finance/ledger, described by the platform's token."""
+    event = ol_run_event(
+        run_id="0194a1b2-0000-7000-8000-000000000100",
+        job=("finance-jobs", "load"),
+        outputs=[_ledger(documentation={"description": "the ledger"}, ownership={"owners": [{"name": "fin"}]})],
+    )
+    assert post(app, "/api/v1/lineage", event, ANY.token)[0] == 201
+    said = _asset_said(catalog_path)
+    assert said[0] == "the ledger"
+    return said
+
+
+SYMLINKED = {"symlinks": {"identifiers": [{"namespace": "s3://finance", "name": "ledger", "type": "TABLE"}]}}
+
+
+@pytest.mark.parametrize(
+    ("outputs", "pointer"),
+    [
+        ([_ledger(**DOCUMENTED)], "/outputs/0/namespace"),
+        ([ol_dataset("spark-x", "out"), _ledger()], "/outputs/1/namespace"),
+        ([ol_dataset("etl", "copy", **SYMLINKED)], "/outputs/0/facets/symlinks/identifiers/0/namespace"),
+        (
+            [
+                ol_dataset(
+                    "etl",
+                    "copy",
+                    schema={"fields": [{"name": "a"}]},
+                    columnLineage={"fields": {"a": {"inputFields": [{"namespace": "etl", "name": "x", "field": "a"}]}}},
+                ),
+                _ledger(
+                    schema={"fields": [{"name": "a"}]},
+                    columnLineage={"fields": {"a": {"inputFields": [{"namespace": "etl", "name": "x", "field": "a"}]}}},
+                ),
+            ],
+            "/outputs/1/namespace",
+        ),
+    ],
+    ids=["output", "second-output", "symlink", "column-edge"],
+)
+def test_a_token_writes_no_dataset_outside_its_namespaces(
+    app: ReceiverApp, catalog_path: str, ledger: Any, outputs: list[dict[str, Any]], pointer: str
+) -> None:
+    """(#30) A spark token's event of job etl with an output in finance replaced the ledger's
+    description and owner: now a 403 that changes nothing (in a batch, that event only)."""
+    before = contents(catalog_path)
+    event = ol_run_event(run_id="0194a1b2-0000-7000-8000-000000000101", job=("etl", "job"), outputs=outputs)
+    status, body = post(app, "/api/v1/lineage", event, SPARK.token)
+    assert (status, body["error"]["code"]) == (403, "forbidden"), body
+    assert body["error"]["problems"][0]["pointer"] == pointer
+    assert "may not write namespace 's3://finance'" in body["error"]["message"]
+    assert contents(catalog_path) == before
+    status, body = post(app, "/api/v1/lineage/batch", [run_event(7, "etl"), event], SPARK.token)
+    assert (status, [f["index"] for f in body["failed_events"]]) == (200, [1])
+    assert _asset_said(catalog_path) == ledger
+
+
+def test_an_input_of_another_namespace_is_read_but_its_facets_are_not_applied(
+    app: ReceiverApp, catalog_path: str, ledger: Any
+) -> None:
+    event = ol_run_event(
+        run_id="0194a1b2-0000-7000-8000-000000000102",
+        job=("etl", "job"),
+        inputs=[_ledger(**DOCUMENTED, **SYMLINKED), ol_dataset("etl", "mine", documentation={"description": "ok"})],
+        outputs=[ol_dataset("etl", "out")],
+    )
+    status, _, body = Client(app, token=SPARK.token).post("/api/v1/lineage", event)
+    assert status == 201, body
+    assert body["warnings"] == [
+        "/inputs/0: token 'spark' may not write namespace 's3://finance': the facets the event carries for this "
+        "input were not applied"
+    ]
+    assert _asset_said(catalog_path) == ledger
+    with Catalog(catalog_path) as catalog:
+        assert "ok" in [a.description for a in catalog.list_assets()]  # its own namespace's input
+        assert catalog.count_received()["received_events"] == 2
+
+
+def test_metrics_are_behind_the_tokens(app: ReceiverApp, writer: GroupWriter) -> None:
+    """(#30) /metrics needed no token and listed the token names: with tokens on, it takes one."""
+    status, _, body = Client(app, token=None).request("GET", "/metrics")
+    assert (status, body["error"]["code"]) == (401, "unauthorized")
+    assert "spark" not in str(body)
+    status, _, text = Client(app, token=SPARK.token).request("GET", "/metrics")
+    assert status == 200 and "olbridge_receiver_events_total" in text
+    shared = ReceiverApp(Intake(writer.submit), token="shared")
+    assert Client(shared, token=None).request("GET", "/metrics")[0] == 401
+    assert Client(shared, token="shared").request("GET", "/metrics")[0] == 200
+    assert Client(ReceiverApp(Intake(writer.submit)), token=None).request("GET", "/metrics")[0] == 200
+
+
+def test_a_token_file_others_can_read_is_warned_of(tmp_path: Path) -> None:
+    """(#30) A token file readable by every user was taken silently."""
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(TOKENS_FILE)
+    token = tmp_path / "token.txt"
+    token.write_text("s3cret\n")
+    for path in (tokens, token):
+        path.chmod(0o644)
+    runner = CliRunner()
+    with socket.create_server(("127.0.0.1", 0)) as taken:  # a port in use stops serve once the files are read
+        port = str(taken.getsockname()[1])
+        for option, path in (("--tokens", tokens), ("--token-file", token)):
+            args = ["--catalog", str(tmp_path / "c.db"), "serve", option, str(path), "--port", port]
+            result = runner.invoke(cli, args)
+            assert "the address is in use" in result.stderr
+            assert f"{path} can be read by other users (mode 0644); chmod 600 {path}" in result.stderr, result.stderr
+            path.chmod(0o600)
+            assert "can be read by other users" not in runner.invoke(cli, args).stderr

@@ -254,6 +254,9 @@ external_sources = sa.Table(
     sqlite_with_rowid=False,
 )
 
+# a job's runs (retention keeps the latest of each); its columns never change once a run is written
+sa.Index("external_sources_job", external_sources.c.job_namespace, external_sources.c.job_name)
+
 external_usages = sa.Table(
     "external_usages",
     metadata,

@@ -16,7 +16,14 @@ from typing import Any, ClassVar, Literal
 from bridge.catalog.engine import Busy, Connection, Cursor, Engine
 from bridge.errors import CatalogError
 
-PRAGMAS = ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", "PRAGMA foreign_keys = ON")
+# auto_vacuum takes effect in a new file (before its first table) or at a VACUUM: a new catalog's
+# free pages, left by retention's deletes, can be given back (bridge/catalog/retention.py)
+PRAGMAS = (
+    "PRAGMA auto_vacuum = INCREMENTAL",
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA synchronous = NORMAL",
+    "PRAGMA foreign_keys = ON",
+)
 # read once on connecting: a file that opens but cannot be read as opened (a WAL index it cannot
 # make on a read-only file system) fails here, and is opened read-only instead
 _PROBE = "SELECT count(*) FROM sqlite_master"

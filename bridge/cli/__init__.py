@@ -32,6 +32,7 @@ from bridge.cli import (
     lineage,
     metaflow,
     prefect,
+    retention,
     runs,
     serve,
     stream,
@@ -101,6 +102,7 @@ cli.add_command(stream.backfill)
 cli.add_command(stream.outbox)
 cli.add_command(stream.status)
 cli.add_command(ui.ui)
+cli.add_command(retention.retention)
 
 
 def main() -> None:

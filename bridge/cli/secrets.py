@@ -41,7 +41,9 @@ def secret(
         given_file = not given_value
     if given_file:
         assert path is not None
-        return read_secret_file(path, file_option)
+        found = read_secret_file(path, file_option)
+        warn_if_readable(path, file_option)
+        return found
     if not given_value:
         return None
     if source(option) is ParameterSource.COMMANDLINE:
@@ -50,6 +52,16 @@ def secret(
             f"set {env}, or put it in a file for {file_option}"
         )
     return value
+
+
+def warn_if_readable(path: Path, what: str) -> None:
+    """A warning on stderr when the file holding secrets can be read by users other than its owner."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return
+    if mode & 0o044:
+        say(f"warning: {what} {path} can be read by other users (mode {mode & 0o777:04o}); chmod 600 {path}")
 
 
 API_KEY_FILE_HELP = "Read the API key for --url from this file: one line, trimmed [env OPENLINEAGE_API_KEY_FILE]."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import click
@@ -9,13 +10,55 @@ import click
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.output import say
-from bridge.cli.secrets import FILE, secret
+from bridge.cli.retention import start_schedule, stop_schedule
+from bridge.cli.secrets import FILE, secret, warn_if_readable
 from bridge.config import NamedToken, load_tokens
+from bridge.errors import ConfigError
+from bridge.jsontext import MAX_DEPTH
 from bridge.receiver.intake import Limits
 from bridge.receiver.server import ServeOptions
 from bridge.receiver.server import serve as serve_receiver
 
 DEFAULTS = Limits()
+# each limit: its [serve] key (the option is the same, with dashes), its field of Limits, its most and what it counts
+LIMITS: tuple[tuple[str, str, int | None, str], ...] = (
+    ("max_body", "max_body", None, "Bytes of a request's body, as sent (413 past them)."),
+    ("max_gunzipped", "max_decompressed", None, "Bytes of a gzip body once decompressed, every member (413)."),
+    ("max_batch", "max_batch", None, "Events in one batch (413)."),
+    ("max_datasets", "max_datasets", None, "Inputs and outputs of one event (400)."),
+    ("max_depth", "max_depth", MAX_DEPTH, "Nesting of objects and arrays in one event (400)."),
+    ("max_request_line", "max_request_line", None, "Bytes of a request's target (414)."),
+    ("max_header", "max_header", None, "Bytes of one header, name and value (431)."),
+    ("max_headers", "max_headers", None, "Bytes of a request's line and headers together (431)."),
+    ("max_in_flight", "max_in_flight", None, "Bytes of bodies a worker holds at once, gunzipped (503, retriable)."),
+)
+
+
+def limit_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The limits' options, ``--max-body`` ... (given, else the config's [serve] key, else the default)."""
+    for key, field, most, text in reversed(LIMITS):
+        default = getattr(DEFAULTS, field)
+        command = click.option(
+            f"--{key.replace('_', '-')}",
+            key,
+            type=click.IntRange(1, most),
+            help=f"{text} [default: the config's [serve] {key}, else {default}]",
+        )(command)
+    return command
+
+
+def chosen_limits(given: dict[str, int | None], settings: Mapping[str, int]) -> Limits:
+    """The limits: each option given, else its [serve] key, else its default."""
+    values = {}
+    for key, field, most, _ in LIMITS:
+        value = given.get(key)
+        if value is None:
+            value = settings.get(key)
+            if value is not None and most is not None and value > most:
+                raise ConfigError(f"[serve] {key}: {value} is more than {most}, the most it can be")
+        if value is not None:
+            values[field] = value
+    return Limits(**values)
 
 
 @click.command(
@@ -94,14 +137,11 @@ DEFAULTS = Limits()
     "(never the token) and the time taken; as text (--access-log alone) or one JSON object a line [default: "
     "the config's [serve] access_log, else off].",
 )
-@click.option("--max-body", default=DEFAULTS.max_body, show_default=True, type=click.IntRange(1), help="Bytes.")
-@click.option("--max-batch", default=DEFAULTS.max_batch, show_default=True, type=click.IntRange(1), help="Events.")
-@click.option(
-    "--max-datasets", default=DEFAULTS.max_datasets, show_default=True, type=click.IntRange(1), help="Per event."
-)
+@limit_options
 @pass_app
 def serve(
     app: AppContext,
+    /,
     host: str,
     port: int,
     token: str | None,
@@ -113,9 +153,7 @@ def serve(
     durability: str,
     read_timeout: float,
     access_log: str | None,
-    max_body: int,
-    max_batch: int,
-    max_datasets: int,
+    **limits: int | None,
 ) -> None:
     """Receive OpenLineage events over HTTP (POST /api/v1/lineage and /api/v1/lineage/batch).
 
@@ -138,22 +176,23 @@ def serve(
     named: tuple[NamedToken, ...] = ()
     if tokens_file is not None:
         named = load_tokens(tokens_file)
+        warn_if_readable(tokens_file, "the tokens file")
     elif settings.tokens_file is not None:
         named = load_tokens(settings.tokens_file)
+        warn_if_readable(settings.tokens_file, "the tokens file")
     elif settings.tokens is not None:
         named = settings.tokens
     if token and named:
         raise click.UsageError("give one shared token (--token) or named tokens (--tokens, [serve] tokens)")
     forward = settings.forward if forward is None else forward
     access_log = settings.access_log if access_log is None else None if access_log == "off" else access_log
-    limits = Limits(max_body=max_body, max_batch=max_batch, max_datasets=max_datasets)
     options = ServeOptions(
         host=host,
         port=port,
         token=token,
         strict=strict,
         durability=durability,
-        limits=limits,
+        limits=chosen_limits(limits, settings.limits),
         workers=workers,
         forward=forward,
         tokens=named,
@@ -169,11 +208,18 @@ def serve(
         auth += "; forwarding accepted events through the outbox (olbridge stream delivers them)"
     if access_log:
         auth += f"; access log on stderr ({access_log})"
-    serve_receiver(
-        app.catalog_path,
-        app.resolver(),
-        options,
-        on_ready=lambda url: say(f"olbridge receiver on {url} ({auth}, catalog {app.catalog_name}); Ctrl-C stops"),
-        say=say,
-    )
+    retention = app.config.retention
+    if retention.every is not None:
+        auth += f"; retention every {retention.every:g}s, one receiver at a time"
+    schedule = start_schedule(app.catalog_path, retention)
+    try:
+        serve_receiver(
+            app.catalog_path,
+            app.resolver(),
+            options,
+            on_ready=lambda url: say(f"olbridge receiver on {url} ({auth}, catalog {app.catalog_name}); Ctrl-C stops"),
+            say=say,
+        )
+    finally:
+        stop_schedule(schedule)
     say("Stopped.")

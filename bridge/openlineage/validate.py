@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import orjson
 
+from bridge.jsontext import DEPTH, nesting
 from bridge.memo import Memo
 from bridge.openlineage.marquez_rules import java_uri, typed_facet_problems
 from bridge.openlineage.spec_rules import STANDARD_FACETS, Shape
@@ -488,8 +489,11 @@ def _marquez_facets(facets: Any, holder: str | None, pointer: str) -> Iterator[P
                     yield found
 
 
-def validate_event(event: Any, *, marquez: bool = True) -> list[Problem]:
-    """Every problem of an event: the spec's, and Marquez's unless ``marquez`` is False."""
+def validate_event(event: Any, *, marquez: bool = True, max_depth: int = DEPTH) -> list[Problem]:
+    """Every problem of an event: the spec's, and Marquez's unless ``marquez`` is False; only
+    that it nests too deeply when it nests objects and arrays deeper than ``max_depth``."""
+    if nesting(event, max_depth) is not None:
+        return [Problem("", f"the event nests objects and arrays deeper than {max_depth} levels", "limit")]
     if not marquez:
         return spec_problems(event)
     spec, found = event_problems(event)

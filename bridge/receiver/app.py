@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hmac
 import time
+import traceback
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -31,11 +32,12 @@ import attrs
 import orjson
 
 from bridge.config import NamedToken
-from bridge.openlineage.validate import Problem, event_kind
+from bridge.openlineage.validate import Problem
 from bridge.receiver.access_log import AccessLog, Seen
 from bridge.receiver.events import parse_json, split_array
 from bridge.receiver.intake import Blocking, BodyTimedOut, Intake, Read, Steps, run_steps
 from bridge.receiver.outcome import Outcome
+from bridge.receiver.scopes import forbidden
 
 StartResponse = Callable[..., Any]
 Environ = dict[str, Any]
@@ -65,7 +67,7 @@ class Reply:
 
     @property
     def status_line(self) -> str:
-        return f"{self.status} {_REASONS.get(self.status, 'Unknown')}"
+        return f"{self.status} {reason(self.status)}"
 
 
 class HttpError(Exception):
@@ -94,10 +96,17 @@ _REASONS = {
     408: "Request Timeout",
     411: "Length Required",
     413: "Payload Too Large",
+    414: "URI Too Long",
     415: "Unsupported Media Type",
+    431: "Request Header Fields Too Large",
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
+
+
+def reason(status: int) -> str:
+    """The reason phrase of an HTTP status."""
+    return _REASONS.get(status, "Unknown")
 
 
 def _problem_json(problem: Problem) -> dict[str, str]:
@@ -116,17 +125,11 @@ def error_body(status: int, code: str, message: str, problems: Iterable[Problem]
     }
 
 
-def _namespace_of(event: Any) -> tuple[str, str] | None:
-    """Where the namespace an event writes is, and that namespace: a DatasetEvent's dataset's,
-    else its job's, by the event's kind as it is read (None when it is not text: the verdict
-    refuses it)."""
-    if not isinstance(event, dict):
-        return None
-    key = "dataset" if event_kind(event) == "DatasetEvent" else "job"
-    part = event.get(key)
-    if isinstance(part, dict) and isinstance(part.get("namespace"), str):
-        return f"/{key}/namespace", part["namespace"]
-    return None
+@attrs.define
+class _Held:
+    """The bytes of its body a request holds, counted among the worker's bodies in flight."""
+
+    bytes: int = 0
 
 
 class ReceiverApp:
@@ -155,6 +158,7 @@ class ReceiverApp:
         self.forward = forward
         self._ready = ready  # None when ready, else why not
         self.access_log = access_log
+        self._in_flight = 0  # bytes of the bodies of the requests being answered
 
     # --- WSGI (in-process: the tests, an embedding program) ---------------------------------
 
@@ -183,13 +187,18 @@ class ReceiverApp:
         (:class:`~bridge.receiver.intake.Write`), each its own way."""
         started, seen = time.perf_counter(), Seen()
         route = request.path if request.path in (LINEAGE, BATCH, "/healthz", "/readyz", "/metrics") else "other"
+        held = _Held()
         try:
-            status, body, headers = yield from self._dispatch(request, seen)
+            status, body, headers = yield from self._dispatch(request, seen, held)
         except HttpError as exc:
             status, headers = exc.status, exc.headers
             body = error_body(exc.status, exc.code, exc.message, exc.problems)
             if exc.status == 503:
                 headers.append(("Retry-After", RETRY_AFTER))
+        except Exception:  # a fault of the receiver's: said on stderr, counted, and a 500 in the one shape
+            status, headers, body = 500, [], self._fault()
+        finally:
+            self._in_flight -= held.bytes
         self.intake.metrics.request(route, status)
         if isinstance(body, bytes):
             payload = body
@@ -201,14 +210,27 @@ class ReceiverApp:
             self.access_log.log(request.method, request.path, status, seen, time.perf_counter() - started)
         return Reply(status, headers, payload)
 
-    def _dispatch(self, request: Request, seen: Seen) -> Steps[tuple[int, Any, list[tuple[str, str]]]]:
+    def _fault(self) -> dict[str, Any]:
+        """The answer's body for a fault of the receiver's (the exception in hand): its traceback
+        on stderr, and counted."""
+        traceback.print_exc()
+        self.intake.metrics.internal_error()
+        return error_body(500, "internal_error", "the receiver failed on this request; its log says why")
+
+    def internal_error(self) -> Reply:
+        """The 500 for a fault of the receiver's outside :meth:`exchange` (the exception in hand)."""
+        payload = orjson.dumps(self._fault())
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))]
+        return Reply(500, headers, payload)
+
+    def _dispatch(self, request: Request, seen: Seen, held: _Held) -> Steps[tuple[int, Any, list[tuple[str, str]]]]:
         method, path = request.method, request.path
         if path in (LINEAGE, BATCH):
             if method != "POST":
                 raise HttpError(405, "method_not_allowed", f"{path} takes POST", headers=[("Allow", "POST")])
             named = self._authorize(request)
             seen.token = named.name if named else None
-            body = yield from self._read_body(request)
+            body = yield from self._read_body(request, held)
             payload = self._parse(body)
             seen.events = len(payload) if isinstance(payload, list) else 1
             if path == BATCH:
@@ -224,6 +246,7 @@ class ReceiverApp:
                 if why is not None:
                     raise HttpError(503, "not_ready", why)
                 return 200, {"status": "ready"}, []
+            self._authorize(request)  # the counts, and the names of the tokens, are for those who hold one
             return 200, self.metrics_text().encode(), [("Content-Type", "text/plain; version=0.0.4")]
         raise HttpError(404, "not_found", f"no endpoint {path}; events go to POST {LINEAGE} or {BATCH}")
 
@@ -257,8 +280,8 @@ class ReceiverApp:
             return [None] * len(events)
         out: list[Outcome | None] = []
         for event in events:
-            found = _namespace_of(event)
-            if found is None or named.may_write(found[1]):
+            found = forbidden(event, named.may_write)
+            if found is None:
                 out.append(None)
                 continue
             where, namespace = found
@@ -270,7 +293,18 @@ class ReceiverApp:
             self.intake.metrics.forbidden(named.name, len(refused))
         return out
 
-    def _read_body(self, request: Request) -> Steps[bytes]:
+    def _hold(self, held: _Held, size: int) -> None:
+        """Count ``size`` more bytes of this request's body among those in flight; a 503
+        (retriable) when the worker holds too many already."""
+        limit = self.limits.max_in_flight
+        if self._in_flight + size > limit and self._in_flight > 0:  # one body alone always has its turn
+            raise HttpError(
+                503, "busy", f"this worker holds {self._in_flight} bytes of bodies, of at most {limit}: retry"
+            )
+        self._in_flight += size
+        held.bytes += size
+
+    def _read_body(self, request: Request, held: _Held) -> Steps[bytes]:
         content_type = request.content_type.split(";", 1)[0].strip().lower()
         if content_type != "application/json":
             raise HttpError(415, "unsupported_media_type", f"send Content-Type: application/json, not {content_type!r}")
@@ -283,14 +317,18 @@ class ReceiverApp:
                 raise HttpError(400, "bad_request", f"Content-Length {length_text!r} is not a number") from None
             if length > limit:
                 raise HttpError(413, "body_too_large", f"the body has {length} bytes; this receiver takes {limit}")
+            self._hold(held, length)  # before a byte is read
             body = yield from self._read(length)
         else:
             body = yield from self._read(limit + 1)
             if len(body) > limit:
                 raise HttpError(413, "body_too_large", f"the body has more than {limit} bytes")
+            self._hold(held, len(body))
         encoding = (request.content_encoding or "identity").strip().lower()
         if encoding == "gzip":
-            return self._gunzip(body)
+            out = self._gunzip(body)
+            self._hold(held, len(out))
+            return out
         if encoding not in ("identity", ""):
             raise HttpError(415, "unsupported_encoding", f"Content-Encoding {encoding!r}: send gzip or none")
         return body
@@ -303,17 +341,27 @@ class ReceiverApp:
         return body
 
     def _gunzip(self, body: bytes) -> bytes:
+        """The body's bytes once every gzip member of it is decompressed, one after the other
+        (as gzip -d does), within ``max_decompressed`` in all; else an HttpError, and none of it."""
         limit = self.limits.max_decompressed
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            out = inflater.decompress(body, limit + 1)
-        except zlib.error as exc:
-            raise HttpError(400, "bad_gzip", f"the gzip body cannot be decompressed: {exc}") from None
-        if len(out) > limit or inflater.unconsumed_tail:
-            raise HttpError(413, "body_too_large", f"the body decompresses to more than {limit} bytes")
-        if not inflater.eof:
-            raise HttpError(400, "bad_gzip", "the gzip body is truncated")
-        return out
+        out: list[bytes] = []
+        size = 0
+        rest = body
+        while True:
+            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            try:
+                piece = inflater.decompress(rest, limit - size + 1)
+            except zlib.error as exc:
+                raise HttpError(400, "bad_gzip", f"the gzip body cannot be decompressed: {exc}") from None
+            size += len(piece)
+            if size > limit or inflater.unconsumed_tail:
+                raise HttpError(413, "body_too_large", f"the body decompresses to more than {limit} bytes")
+            if not inflater.eof:
+                raise HttpError(400, "bad_gzip", "the gzip body is truncated")
+            out.append(piece)
+            rest = inflater.unused_data
+            if not rest:
+                return b"".join(out)
 
     def _parse(self, body: bytes) -> Any:
         try:
@@ -323,10 +371,8 @@ class ReceiverApp:
             raise HttpError(400, "bad_utf8", message) from None
         try:
             return parse_json(body)
-        except RecursionError:
-            raise HttpError(400, "too_deep", "the body nests too deeply to read") from None
-        except ValueError as exc:  # json.JSONDecodeError and orjson.JSONDecodeError
-            if "recursion" in str(exc) or "depth limit" in str(exc):
+        except ValueError as exc:  # orjson.JSONDecodeError: the one parser's rules
+            if "depth limit" in str(exc):
                 raise HttpError(400, "too_deep", "the body nests too deeply to read") from None
             raise HttpError(400, "bad_json", f"the body is not JSON: {exc}") from None
 
@@ -339,7 +385,12 @@ class ReceiverApp:
         if forbidden is not None:
             raise HttpError(403, "forbidden", forbidden.message, forbidden.problems)
         forwards = [body.decode()] if self.forward else None
-        (outcome,) = yield from self.intake.taking([payload], forwards=forwards, token=named.name if named else None)
+        (outcome,) = yield from self.intake.taking(
+            [payload],
+            forwards=forwards,
+            token=named.name if named else None,
+            may_write=named.may_write if named else None,
+        )
         if outcome.status == "refused":
             raise HttpError(400, "invalid_event", outcome.message, outcome.problems)
         if outcome.status == "unavailable":
@@ -401,6 +452,7 @@ class ReceiverApp:
                     [events[i] for i in keep],
                     forwards=[texts[i] for i in keep] if texts is not None else None,
                     token=named.name if named else None,
+                    may_write=named.may_write if named else None,
                 )
             )
         )
@@ -426,6 +478,9 @@ class ReceiverApp:
             "# HELP olbridge_receiver_commits_total Group transactions committed.",
             "# TYPE olbridge_receiver_commits_total counter",
             f"olbridge_receiver_commits_total {snap['commits']}",
+            "# HELP olbridge_receiver_internal_errors_total Requests the receiver failed on (500, logged).",
+            "# TYPE olbridge_receiver_internal_errors_total counter",
+            f"olbridge_receiver_internal_errors_total {snap['internalErrors']}",
             "# HELP olbridge_receiver_requests_total HTTP requests, by route and status.",
             "# TYPE olbridge_receiver_requests_total counter",
         ]

@@ -72,7 +72,10 @@ class AsgiReceiver:
             body = b"".join(chunks)
             return body if len(body) <= limit else body[:limit]
 
-        reply = await run_steps_async(self.app.exchange(request), write=self.writer.submit, read=read)
+        try:
+            reply = await run_steps_async(self.app.exchange(request), write=self.writer.submit, read=read)
+        except Exception:  # a fault outside the answer's steps (the exchange answers its own): the same 500
+            reply = self.app.internal_error()
         headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in reply.headers]
         await send({"type": "http.response.start", "status": reply.status, "headers": headers})
         await send({"type": "http.response.body", "body": reply.body})

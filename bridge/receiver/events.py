@@ -7,64 +7,18 @@ event is recognised."""
 from __future__ import annotations
 
 import hashlib
-import json
-import re
 from typing import Any
 
 import orjson
 
+from bridge.jsontext import nesting as nesting  # for the receiver
+from bridge.jsontext import parse_json as parse_json
+from bridge.jsontext import split_array as split_array
 from bridge.memo import Memo
 from bridge.model import Column, parse_time
 from bridge.model.received import IncomingEvent, ReceivedColumnEdge, SeenDataset
 from bridge.receiver.column_lineage import canonical as canonical  # an event's canonical JSON text, for the receiver
 from bridge.receiver.column_lineage import read_column_lineage
-
-# a run of 16 digits shows as 16 zeros once every digit is a zero and everything else a space
-# (bytes.translate and a substring search: a few times faster than a regular expression here)
-_DIGITS_ONLY = bytes(ord("0") if chr(i).isdigit() and i < 128 else ord(" ") for i in range(256))
-_LONG_NUMBER = b"0" * 16
-
-
-def parse_json(body: bytes) -> Any:
-    """UTF-8 JSON text to values. orjson where it is exact; the standard library where the text
-    holds a run of 16 or more digits, which orjson would read as a float (losing digits of an
-    integer). Both read UTF-8 only (the standard library given bytes would also read UTF-16 and
-    UTF-32, which :func:`split_array` cannot split)."""
-    if _LONG_NUMBER in body.translate(_DIGITS_ONLY):
-        return json.loads(body.decode("utf-8"))
-    return orjson.loads(body)
-
-
-# what matters to the nesting of JSON text: strings (whole, escapes included) and brackets and commas
-_JSON_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[][{},]')
-_JSON_SPACE = b" \t\r\n"
-
-
-def split_array(body: bytes) -> list[bytes]:
-    """The text of each element of a JSON array, as it is in ``body`` (valid JSON text holding
-    an array: the caller parsed it), without the whitespace around it."""
-    elements: list[bytes] = []
-    depth = 0
-    start = 0
-    for match in _JSON_TOKENS.finditer(body):
-        char = body[match.start()]
-        if char == 0x22:  # a string: brackets and commas in it mean nothing
-            continue
-        if char in b"[{":
-            depth += 1
-            if depth == 1:
-                start = match.end()
-        elif char in b"]}":
-            depth -= 1
-            if depth == 0:
-                piece = body[start : match.start()].strip(_JSON_SPACE)
-                if piece or elements:
-                    elements.append(piece)
-                break
-        elif depth == 1:  # a comma between two elements
-            elements.append(body[start : match.start()].strip(_JSON_SPACE))
-            start = match.end()
-    return elements
 
 
 def _facet(facets: Any, key: str) -> dict[str, Any]:
@@ -158,10 +112,12 @@ def read_event(
     *,
     forward: str | None = None,
     token: str | None = None,
+    bare_inputs: frozenset[int] = frozenset(),
 ) -> IncomingEvent:
     """An accepted event (see :func:`bridge.receiver.policy.judge`) as the catalog keeps it;
     ``body`` is its canonical JSON, if at hand; ``forward`` its text as it came, when it is to be
-    forwarded; ``token`` the name of the token that brought it."""
+    forwarded; ``token`` the name of the token that brought it; ``bare_inputs`` the indexes of
+    the inputs whose facets are not applied (kept in the event's body, not read)."""
     body = body if body is not None else canonical(event)
     digest = hashlib.sha256(body.encode()).hexdigest()
     datasets: list[SeenDataset] = []
@@ -175,7 +131,9 @@ def read_event(
         job_namespace, job_name = job["namespace"], job["name"]
         job_facets = facet_texts(job.get("facets"))
         for key, direction in (("inputs", "input"), ("outputs", "output")):
-            for dataset in event.get(key) or ():
+            for index, dataset in enumerate(event.get(key) or ()):
+                if direction == "input" and index in bare_inputs:  # named, its facets not applied
+                    dataset = {"namespace": dataset["namespace"], "name": dataset["name"]}
                 datasets.append(seen_dataset(dataset, direction))
     if kind == "RunEvent":
         run = event["run"]

@@ -9,6 +9,13 @@ is one that, after a response, sends nothing that begins a request (uvicorn's ow
 the first byte that comes); a request's head must be complete within ``head_timeout`` seconds of
 its first byte, else the connection is closed. (The body's deadline is the
 application's: :class:`bridge.receiver.asgi.AsgiReceiver` answers 408.)
+
+A request's head is also bounded in bytes, counted as they arrive and before the parser holds
+them (httptools joins a header's pieces as they come, and would hold a header of any size): past
+``max_head`` bytes for the request line and headers together, or ``max_header`` for one header,
+the answer is 431, past ``max_request_line`` for the request line 414, each in the receiver's
+JSON error shape, and the connection closes. So is text that is not HTTP (400), which uvicorn
+answered in plain text.
 """
 
 from __future__ import annotations
@@ -16,7 +23,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import httptools
+import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from bridge.receiver.app import error_body, reason
+
+_END = b"\r\n\r\n"
+
+
+class _Refused(Exception):
+    """Raised in a parser callback: the request is refused (the protocol's ``refusal``)."""
 
 
 class GuardedProtocol(HttpToolsProtocol):
@@ -24,10 +41,79 @@ class GuardedProtocol(HttpToolsProtocol):
     request's head (:func:`guarded` makes one with its deadline)."""
 
     head_timeout: float = 60.0
+    max_request_line: int = 8 * 1024
+    max_header: int = 8 * 1024
+    max_head: int = 32 * 1024
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
+        self._in_head = True  # the bytes that come are a request's head (or what comes before one)
+        self._head_bytes = 0
+        self._tail = b""  # the last bytes of the head so far, for an end split between two reads
+        self.refusal: tuple[int, str, str] | None = None
+
+    # --- bytes ------------------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        if self.refusal is not None:
+            return
+        if self._in_head:
+            seen = self._head_bytes + len(data)
+            if seen > self.max_head:
+                window = self._tail + data
+                end = window.find(_END)
+                if end < 0 or self._head_bytes - len(self._tail) + end + len(_END) > self.max_head:
+                    self._refuse(431, "headers_too_large", f"the request's head has more than {self.max_head} bytes")
+                    return
+            self._head_bytes = seen
+            self._tail = (self._tail + data)[-3:]
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._refuse(400, "bad_request", "this receiver upgrades no connection")
+        except httptools.HttpParserError as exc:
+            if self.refusal is not None:  # a callback raised _Refused, which the parser reports so
+                self._answer()
+            else:
+                self._refuse(400, "bad_request", f"not an HTTP/1.1 request: {exc}")
+
+    def _refuse(self, status: int, code: str, message: str) -> None:
+        self.refusal = (status, code, message)
+        self._answer()
+
+    def _answer(self) -> None:
+        """The refusal's answer, and the connection closed (without an answer when a request
+        on it is still being answered: the two would mix)."""
+        self._disarm()
+        if self.transport.is_closing() or self.refusal is None:
+            return
+        cycle = getattr(self, "cycle", None)
+        if cycle is None or cycle.response_complete:
+            status, code, message = self.refusal
+            body = orjson.dumps(error_body(status, code, message))
+            head = (
+                f"HTTP/1.1 {status} {reason(status)}\r\ncontent-type: application/json\r\n"
+                f"content-length: {len(body)}\r\nconnection: close\r\nserver: olbridge\r\n\r\n"
+            )
+            self.transport.write(head.encode("latin-1") + body)
+        self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        self._refuse(400, "bad_request", msg)
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        if len(self.url) > self.max_request_line:
+            self.refusal = (414, "uri_too_long", f"the request's target has more than {self.max_request_line} bytes")
+            raise _Refused
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(name) + len(value) > self.max_header:
+            self.refusal = (431, "headers_too_large", f"a header has more than {self.max_header} bytes")
+            raise _Refused
+        super().on_header(name, value)
 
     def _arm(self, seconds: float) -> None:
         self._disarm()
@@ -53,7 +139,12 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._disarm()
+        self._in_head, self._head_bytes, self._tail = False, 0, b""
         super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_head = True
 
     def on_response_complete(self) -> None:
         waiting = bool(self.pipeline)  # a pipelined request, which uvicorn starts now: not idle
@@ -69,7 +160,10 @@ class GuardedProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
 
-def guarded(head_timeout: float) -> type[GuardedProtocol]:
+def guarded(
+    head_timeout: float, *, max_request_line: int = 8 * 1024, max_header: int = 8 * 1024, max_head: int = 32 * 1024
+) -> type[GuardedProtocol]:
     """The protocol class for uvicorn's ``http`` setting, with ``head_timeout`` seconds for a
-    request's head."""
-    return type("GuardedProtocol", (GuardedProtocol,), {"head_timeout": head_timeout})
+    request's head and its limits in bytes."""
+    limits = {"max_request_line": max_request_line, "max_header": max_header, "max_head": max_head}
+    return type("GuardedProtocol", (GuardedProtocol,), {"head_timeout": head_timeout, **limits})

@@ -11,12 +11,14 @@ import attrs
 
 from bridge.catalog import IngestResult
 from bridge.errors import BridgeError, Unavailable
+from bridge.jsontext import DEPTH
 from bridge.model.received import IncomingEvent
 from bridge.openlineage.validate import Problem
-from bridge.receiver.events import canonical, read_event
+from bridge.receiver.events import canonical, nesting, read_event
 from bridge.receiver.metrics import Metrics
 from bridge.receiver.outcome import Outcome
 from bridge.receiver.policy import judge
+from bridge.receiver.scopes import MayWrite, read_only_inputs
 from bridge.receiver.writer import unavailable
 
 Results = list[IngestResult | Exception]
@@ -26,28 +28,25 @@ T = TypeVar("T")
 
 @attrs.frozen
 class Limits:
+    """What the receiver takes of a client: each a ``serve`` option and a ``[serve]`` key
+    (docs/receiver.md lists them with what a client gets past them)."""
+
     max_body: int = 16 * 1024 * 1024  # bytes on the wire
-    max_decompressed: int = 64 * 1024 * 1024  # bytes after gunzip
+    max_decompressed: int = 64 * 1024 * 1024  # bytes after gunzip, every member together
     max_batch: int = 10_000  # events in one batch request
     max_datasets: int = 1_000  # inputs + outputs of one event
-    max_depth: int = 64  # nesting of objects and arrays in one event
+    max_depth: int = DEPTH  # nesting of objects and arrays in one event (at most MAX_DEPTH)
+    max_request_line: int = 8 * 1024  # bytes of a request's target
+    max_header: int = 8 * 1024  # bytes of one header, name and value
+    max_headers: int = 32 * 1024  # bytes of a request's head: its line and headers together
+    max_in_flight: int = 128 * 1024 * 1024  # bytes of bodies (gunzipped) a worker holds at once
 
 
 def depth_problem(value: Any, limit: int) -> Problem | None:
     """A problem if ``value`` nests objects and arrays deeper than ``limit`` (checked without recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return Problem("", f"the event nests objects and arrays deeper than {limit} levels")
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return None
+    if nesting(value, limit) is None:
+        return None
+    return Problem("", f"the event nests objects and arrays deeper than {limit} levels", "limit")
 
 
 def _dataset_count(event: dict[str, Any]) -> int:
@@ -71,14 +70,22 @@ class Intake:
         self.limits = limits
         self.metrics = metrics if metrics is not None else Metrics()
 
-    def prepare(self, item: Any, *, forward: str | None = None, token: str | None = None) -> IncomingEvent | Outcome:
+    def prepare(
+        self, item: Any, *, forward: str | None = None, token: str | None = None, may_write: MayWrite | None = None
+    ) -> IncomingEvent | Outcome:
         """The event to write, or the outcome that refuses it (``forward``: its text as it came,
-        to forward once it is taken; ``token``: the name of the token that brought it). Pure."""
-        text = canonical(item)
+        to forward once it is taken; ``token``: the name of the token that brought it, which
+        ``may_write`` the namespaces it says: the facets of inputs in others are not applied,
+        with a warning). Pure."""
+        try:
+            text: str | None = canonical(item)
+        except RecursionError:  # nested far deeper than any limit (max_depth is at most MAX_DEPTH)
+            text = None
         # an event can nest no deeper than it has brackets: walk it only when it has enough
-        deep = text.count("{") + text.count("[") > self.limits.max_depth
+        deep = text is None or text.count("{") + text.count("[") > self.limits.max_depth
         problem = depth_problem(item, self.limits.max_depth) if deep else None
-        if problem is not None:
+        if problem is not None or text is None:
+            problem = problem or Problem("", "the event nests objects and arrays too deeply", "limit")
             return Outcome("refused", message=problem.message, problems=(problem,))
         if isinstance(item, dict) and _dataset_count(item) > self.limits.max_datasets:
             count, limit = _dataset_count(item), self.limits.max_datasets
@@ -91,10 +98,29 @@ class Intake:
             message = str(first) + (f" (and {more} more)" if more else "")
             return Outcome("refused", kind=verdict.kind, message=message, problems=verdict.refusals)
         warnings = tuple(str(w) for w in verdict.warnings)
-        return read_event(item, verdict.kind, warnings, text, forward=forward, token=token)
+        read_only = read_only_inputs(item, may_write) if may_write is not None else []
+        warnings += tuple(
+            f"/inputs/{index}: token {token!r} may not write namespace {namespace!r}: the facets the event "
+            "carries for this input were not applied"
+            for index, namespace in read_only
+        )
+        return read_event(
+            item,
+            verdict.kind,
+            warnings,
+            text,
+            forward=forward,
+            token=token,
+            bare_inputs=frozenset(index for index, _ in read_only),
+        )
 
     def taking(
-        self, items: Sequence[Any], *, forwards: Sequence[str] | None = None, token: str | None = None
+        self,
+        items: Sequence[Any],
+        *,
+        forwards: Sequence[str] | None = None,
+        token: str | None = None,
+        may_write: MayWrite | None = None,
     ) -> Steps[list[Outcome]]:
         """Outcomes of items, in order, as steps: yields the accepted events once (when there are
         any) and takes their results back from whoever writes them (:func:`run_steps`, or the
@@ -106,7 +132,7 @@ class Intake:
         for at, (item, text) in enumerate(zip(items, texts, strict=True)):
             if at and at % PAUSE_EVERY == 0:
                 yield PAUSE
-            prepared.append(self.prepare(item, forward=text, token=token))
+            prepared.append(self.prepare(item, forward=text, token=token, may_write=may_write))
         events = [p for p in prepared if isinstance(p, IncomingEvent)]
         results: Results = (yield Write(events)) if events else []
         written = iter(results)

@@ -13,9 +13,9 @@ from typing import Any
 from bridge.receiver.outcome import Outcome
 
 RESULTS = ("accepted", "duplicate", "refused", "unavailable")
-SCALARS = ("placeholders", "warned", "commits")
+SCALARS = ("placeholders", "warned", "commits", "internal_errors")
 ROUTES = ("/api/v1/lineage", "/api/v1/lineage/batch", "/healthz", "/readyz", "/metrics", "other")
-STATUSES = (200, 201, 400, 401, 403, 404, 405, 408, 411, 413, 415, 429, 500, 503, 0)  # 0: any other
+STATUSES = (200, 201, 400, 401, 403, 404, 405, 408, 411, 413, 414, 415, 429, 431, 500, 503, 0)  # 0: any other
 TOKEN_RESULTS = (*RESULTS, "forbidden")  # what became of the events a named token brought
 
 
@@ -64,6 +64,10 @@ class Metrics:
     def commit(self) -> None:
         self._add([(len(RESULTS) + 2, 1)])
 
+    def internal_error(self) -> None:
+        """A request the receiver failed on (answered 500)."""
+        self._add([(len(RESULTS) + 3, 1)])
+
     def request(self, route: str, status: int) -> None:
         row = ROUTES.index(route) if route in ROUTES else len(ROUTES) - 1
         column = STATUSES.index(status) if status in STATUSES else len(STATUSES) - 1
@@ -92,6 +96,7 @@ class Metrics:
             "placeholders": counts[len(RESULTS)],
             "eventsWithWarnings": counts[len(RESULTS) + 1],
             "commits": counts[len(RESULTS) + 2],
+            "internalErrors": counts[len(RESULTS) + 3],
             "requests": requests,
             "requestsByWorker": counts[self._worker_base : self._worker_base + self.workers],
         }

@@ -113,7 +113,13 @@ def run_worker(
     )
     config = uvicorn.Config(
         AsgiReceiver(app, writer, body_timeout=options.read_timeout),
-        http=guarded(options.read_timeout),  # httptools, with a deadline for a request's head
+        # httptools, with a deadline for a request's head, and its bytes bounded
+        http=guarded(
+            options.read_timeout,
+            max_request_line=options.limits.max_request_line,
+            max_header=options.limits.max_header,
+            max_head=options.limits.max_headers,
+        ),
         loop="uvloop",
         lifespan="on",
         log_level="warning",

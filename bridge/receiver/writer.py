@@ -23,6 +23,7 @@ import logging
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -54,6 +55,32 @@ def shares(results: Results, sizes: Iterable[int]) -> Iterator[Results]:
         start += size
 
 
+# the work of a slice of a request's events (an event, and each dataset and column edge it names):
+# a request of more is written in slices, one at a time, each queued behind whatever came meanwhile,
+# so that other producers wait for one slice, not for a batch of thousands of new datasets
+SLICE_WEIGHT = 5_000
+
+
+def weight(event: IncomingEvent) -> int:
+    """An event's work for the writer: one, and one for each dataset and column edge it names."""
+    return 1 + len(getattr(event, "datasets", ())) + len(getattr(event, "column_edges", ()))
+
+
+def slices(events: Sequence[IncomingEvent], limit: int = SLICE_WEIGHT) -> list[Sequence[IncomingEvent]]:
+    """The events in order, cut where a slice would weigh more than ``limit`` (an event heavier
+    than that is a slice of its own); one slice, the events themselves, when they weigh less."""
+    out: list[Sequence[IncomingEvent]] = []
+    start, load = 0, 0
+    for at, event in enumerate(events):
+        heavy = weight(event)
+        if load and load + heavy > limit:
+            out.append(events[start:at])
+            start, load = at, 0
+        load += heavy
+    out.append(events[start:] if out else events)
+    return out
+
+
 def failed_group(exc: Exception, count: int) -> Results:
     """The results of a group that could not be handed on (a fault of olbridge's): each event
     retriable, the next groups go on."""
@@ -61,9 +88,19 @@ def failed_group(exc: Exception, count: int) -> Results:
     return [Unavailable(f"the catalog's writer failed: {exc}")] * count
 
 
+# bytes of SQLite's write-ahead log past which the checkpointer restarts it from its start and
+# truncates it (a checkpoint that waits for the writer: a commit may wait up to a second for it);
+# a checkpoint that resets the log leaves it no larger than this, too (journal_size_limit)
+WAL_LIMIT = 64 * 1024 * 1024
+WAL_LOOK = 0.1  # s between two looks at the WAL's size
+
+
 class CatalogWriter:
     """The catalog's one write connection: writes groups of events, each in one transaction, and
-    checkpoints the WAL beside the commits on a connection of its own."""
+    checkpoints the WAL beside the commits on a connection of its own: a PASSIVE checkpoint every
+    second, which never waits, and a TRUNCATE one once the WAL has grown past ``wal_limit`` bytes
+    (under a sustained load the PASSIVE ones never reach the log's end, and it would grow without
+    bound, and stay that size once idle)."""
 
     def __init__(
         self,
@@ -73,6 +110,8 @@ class CatalogWriter:
         durability: str = "full",
         on_commit: Callable[[], None] = lambda: None,
         availability: Availability | None = None,
+        wal_limit: int = WAL_LIMIT,
+        checkpoint_every: float = 1.0,
     ) -> None:
         if durability not in ("full", "normal"):
             raise ValueError(f"durability is 'full' or 'normal', not {durability!r}")
@@ -83,13 +122,18 @@ class CatalogWriter:
         self.resolver = resolver
         self.on_commit = on_commit
         self._stop = threading.Event()
+        self._turn = threading.Lock()  # a group's transaction, or a checkpoint that restarts the WAL
         self._checkpointer: threading.Thread | None = None
         if self.catalog.dialect == "sqlite" and not self.catalog.in_memory:
             # checkpoints (WAL pages copied into the database) run beside the commits rather than
             # inside whichever commit crosses the WAL's size
             self.catalog.pragma("wal_autocheckpoint = 0")
+            self.catalog.pragma(f"journal_size_limit = {int(wal_limit)}")
             self._checkpointer = threading.Thread(
-                target=self._checkpoint, args=(str(catalog_path),), name="olbridge-checkpoint", daemon=True
+                target=self._checkpoint,
+                args=(str(catalog_path), wal_limit, checkpoint_every),
+                name="olbridge-checkpoint",
+                daemon=True,
             )
             self._checkpointer.start()
 
@@ -97,7 +141,8 @@ class CatalogWriter:
         """One result per event, after the group's transaction has committed; every event gets
         :class:`Unavailable` when the commit itself failed (nothing of the group landed)."""
         try:
-            results = self.catalog.ingest(events, self.resolver)
+            with self._turn:
+                results = self.catalog.ingest(events, self.resolver)
         except Exception as exc:
             reason = self.catalog.unavailable_reason(exc)
             self.availability.down(reason)
@@ -116,19 +161,38 @@ class CatalogWriter:
         else:
             self.availability.up()
 
-    def _checkpoint(self, path: str, every: float = 1.0) -> None:
+    def _checkpoint(self, path: str, wal_limit: int, every: float) -> None:
+        wal = Path(f"{path}-wal")
+        look = min(every, WAL_LOOK)
         with contextlib.closing(sqlite3.connect(path, timeout=1, isolation_level=None)) as conn:
-            while not self._stop.wait(every):
+            conn.execute(f"PRAGMA journal_size_limit = {int(wal_limit)}")
+            last = time.monotonic()
+            while not self._stop.wait(look):
                 with contextlib.suppress(sqlite3.Error):
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    if _size(wal) > wal_limit:
+                        # waits (its busy timeout, a second at most) for readers, holding off the
+                        # next commit meanwhile; still busy, it is tried again at the next look
+                        with self._turn:  # between two commits: the writer holds no snapshot then
+                            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                        last = time.monotonic()
+                    elif time.monotonic() - last >= every:
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                        last = time.monotonic()
             with contextlib.suppress(sqlite3.Error):
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def close(self) -> None:
         self._stop.set()
         if self._checkpointer is not None:
             self._checkpointer.join()
         self.catalog.close()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 @attrs.define
@@ -148,6 +212,8 @@ class QueuedWriter:
     """Takes event lists from any thread of this process and hands them on in groups, one group
     at a time, from a thread of its own: subclasses say where a group goes (:meth:`_write`)."""
 
+    slice_weight = SLICE_WEIGHT
+
     def __init__(self, *, max_group: int = 2000, max_queued: int = 256, timeout: float = 30.0) -> None:
         self.max_group = max_group
         self.timeout = timeout
@@ -161,7 +227,19 @@ class QueuedWriter:
         return self._thread.is_alive() and not self._stopping
 
     def submit(self, events: Sequence[IncomingEvent]) -> Results:
-        """Write events; returns one result per event once they are committed (or have failed)."""
+        """Write events; returns one result per event once they are committed (or have failed):
+        many in slices (:func:`slices`), each behind the requests queued meanwhile."""
+        results: Results = []
+        for piece in slices(events, self.slice_weight):
+            try:
+                results += self._submit(piece)
+            except Unavailable as exc:  # the slices before are committed; these, and those after, are not
+                if not results:
+                    raise
+                return results + [exc] * (len(events) - len(results))
+        return results
+
+    def _submit(self, events: Sequence[IncomingEvent]) -> Results:
         if not events:
             return []
         if not self.alive:

@@ -39,7 +39,15 @@ from bridge.catalog import IngestResult
 from bridge.errors import BridgeError, Unavailable
 from bridge.model.received import IncomingEvent
 from bridge.receiver.readiness import Readiness
-from bridge.receiver.writer import CatalogWriter, Results, failed_group, shares, unavailable
+from bridge.receiver.writer import (
+    SLICE_WEIGHT,
+    CatalogWriter,
+    Results,
+    failed_group,
+    shares,
+    slices,
+    unavailable,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -291,6 +299,7 @@ class RemoteWriter:
         self.max_queued = max_queued  # requests waiting; past it a request is answered busy (retry)
         self.timeout = timeout
         self.gather = gather
+        self.slice_weight = SLICE_WEIGHT
         self._jobs: collections.deque[_Job] = collections.deque()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -307,7 +316,19 @@ class RemoteWriter:
 
     async def submit(self, events: Sequence[IncomingEvent]) -> Results:
         """One result per event once they are committed (or have failed); :class:`Unavailable`
-        when the writer cannot take them now."""
+        when the writer cannot take them now. Many events go in slices (:func:`slices`), each
+        queued behind the requests that came meanwhile: they wait for a slice, not the whole."""
+        results: Results = []
+        for piece in slices(events, self.slice_weight):
+            try:
+                results += await self._submit(piece)
+            except Unavailable as exc:  # the slices before are committed; these, and those after, are not
+                if not results:
+                    raise
+                return results + [exc] * (len(events) - len(results))
+        return results
+
+    async def _submit(self, events: Sequence[IncomingEvent]) -> Results:
         if not events:
             return []
         if not self.alive:

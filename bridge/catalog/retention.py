@@ -1,0 +1,285 @@
+"""Retention: what of the catalog's history goes once it is older than its window, in small batches.
+
+Each kind of history has its own window (:class:`Windows`, seconds; ``None``: kept):
+
+- ``receivedEvents``: received events whose event time is older (an event re-sent after it went is
+  taken as a new one: a re-sent event is recognised as long as it is kept);
+- ``externalRuns``: received runs last seen before the window, with their facets, never the latest
+  run of a job (the one its job's page shows);
+- ``columnEdges``: received column edges of runs that are gone (or go in the same pass);
+- ``deadLetters``: outbox rows given up on, queued before the window;
+- ``deliveryErrors``: the last delivery failure of a stream or backfill, older than the window;
+- ``taskRuns``: olbridge's own task runs started before the window, with their usages, lineage and
+  column edges; never the latest run of a task, nor one a pending outbox row points at. Kept
+  unless a window is given: they are the history olbridge exports.
+- ``deliveredOutbox``: delivered outbox rows; the stream deletes a row as it delivers it, so
+  there are never any to go (the kind is counted, always 0, so that a config naming it works).
+
+What current lineage needs is never touched: placeholders, bindings, a dataset's facets, job
+rows, usages and lineage of received jobs, pending outbox rows, received events a pending forward
+points at (the receiver's ``--forward``: every event from the oldest one queued is kept).
+
+The real pass deletes at most ``batch`` rows a transaction (on PostgreSQL the rows it takes are
+locked with ``FOR UPDATE SKIP LOCKED``: a row a writer holds is left for the next pass), with a
+pause between, so a writer waits at most one batch. :func:`count` counts with the very conditions
+:func:`expire` deletes by, at the same ``now``. On SQLite a catalog whose ``auto_vacuum`` is
+``INCREMENTAL`` (a new one) gives the freed pages back to the file system (:func:`reclaim`); an
+older one reuses them for new rows.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, cast
+
+import attrs
+
+from bridge.catalog import sql
+from bridge.catalog.engine import Connection, Cursor, Database
+from bridge.model.times import epoch_text
+
+KINDS = (
+    "receivedEvents",
+    "externalRuns",
+    "columnEdges",
+    "deadLetters",
+    "deliveryErrors",
+    "taskRuns",
+    "deliveredOutbox",
+)
+BATCH = 1000
+PAUSE = 0.1  # seconds between two batches: how long a writer may wait on retention, at most a batch more
+_NONE_QUEUED = 2**62  # above every key: no outbox row points anywhere
+
+Seconds = float | None
+
+
+@attrs.frozen
+class Windows:
+    """How long each kind is kept, in seconds (None: forever). ``column_edges`` is a switch: the
+    received column edges of runs that are gone go (or not)."""
+
+    received_events: Seconds = None
+    external_runs: Seconds = None
+    dead_letters: Seconds = None
+    delivery_errors: Seconds = None
+    task_runs: Seconds = None
+    delivered_outbox: Seconds = None
+    column_edges: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not self.column_edges and all(
+            getattr(self, f.name) is None for f in attrs.fields(Windows) if f.name != "column_edges"
+        )
+
+
+# --- the conditions, each written once for the count and the delete -------------------------
+
+_RECEIVED = f"""
+    r.event_time < ? AND r.pk < COALESCE((SELECT min(ref) FROM outbox WHERE kind = 'forward'), {_NONE_QUEUED})
+"""
+# a received run, not the latest of its job (by last sighting, then by source)
+_RUN = """
+    s.run_id IS NOT NULL AND s.last_seen < ? AND EXISTS (
+        SELECT 1 FROM external_sources n
+        WHERE n.job_namespace = s.job_namespace AND n.job_name = s.job_name AND n.run_id IS NOT NULL
+          AND (n.last_seen > s.last_seen OR (n.last_seen = s.last_seen AND n.source > s.source)))
+"""
+_DEAD = "o.state = 'dead' AND o.queued_at < ?"
+_ERROR = "e.at < ?"
+_TASK_RUN = f"""
+    t.started_at < ?
+    AND t.pk < COALESCE((SELECT min(ref) FROM outbox WHERE kind IN ('run-start', 'run-end')), {_NONE_QUEUED})
+    AND EXISTS (
+        SELECT 1 FROM task_runs n
+        WHERE n.flow_namespace = t.flow_namespace AND n.flow_id = t.flow_id AND n.task_id = t.task_id
+          AND (n.started_at > t.started_at OR (n.started_at = t.started_at AND n.pk > t.pk)))
+"""
+
+
+def _edge_condition(runs_cutoff: str | None) -> tuple[str, tuple[Any, ...]]:
+    """Received column edges of a run that is gone, or goes in this pass (``runs_cutoff``)."""
+    received = (
+        "substr(c.source, 1, 4) = 'run:' AND NOT EXISTS (SELECT 1 FROM external_sources s WHERE s.source = c.source"
+    )
+    if runs_cutoff is None:
+        return f"{received})", ()
+    return f"{received} AND NOT ({_RUN}))", (runs_cutoff,)
+
+
+@attrs.frozen
+class _Kind:
+    """One kind: its table (aliased), its key, its condition and that condition's parameters, and
+    what goes with each row (statements taking the row's key)."""
+
+    name: str
+    table: str
+    key: str
+    condition: str
+    params: tuple[Any, ...]
+    dependents: tuple[str, ...] = ()
+
+    def count_statement(self) -> str:
+        return f"SELECT count(*) FROM {self.table} WHERE {self.condition}"
+
+    def select_statement(self) -> str:
+        return f"SELECT {self.key} FROM {self.table} WHERE {self.condition} LIMIT ?{sql.SKIP_LOCKED}"
+
+    def delete_statement(self) -> str:
+        table = self.table.split()[0]
+        return f"DELETE FROM {table} WHERE {self.key.split('.')[1]} = ?"
+
+
+def _kinds(windows: Windows, now: float) -> list[_Kind]:
+    def cutoff(seconds: Seconds) -> str | None:
+        return None if seconds is None else epoch_text(now - seconds)
+
+    kinds: list[_Kind] = []
+    received = cutoff(windows.received_events)
+    if received is not None:
+        kinds.append(_Kind("receivedEvents", "received_events r", "r.pk", _RECEIVED, (received,)))
+    runs = cutoff(windows.external_runs)
+    if runs is not None:
+        facets = "DELETE FROM external_facets WHERE owner = ?"
+        kinds.append(_Kind("externalRuns", "external_sources s", "s.source", _RUN, (runs,), (facets,)))
+    if windows.column_edges:
+        condition, params = _edge_condition(runs)
+        kinds.append(_Kind("columnEdges", "column_lineage c", "c.rowid", condition, params))
+    dead = cutoff(windows.dead_letters)
+    if dead is not None:
+        kinds.append(_Kind("deadLetters", "outbox o", "o.seq", _DEAD, (dead,)))
+    errors = cutoff(windows.delivery_errors)
+    if errors is not None:
+        kinds.append(_Kind("deliveryErrors", "delivery_errors e", "e.source", _ERROR, (errors,)))
+    task_runs = cutoff(windows.task_runs)
+    if task_runs is not None:
+        of_run = tuple(
+            f"DELETE FROM {table} WHERE task_run_pk = ?" for table in ("usages", "lineage", "column_lineage")
+        )
+        kinds.append(_Kind("taskRuns", "task_runs t", "t.pk", _TASK_RUN, (task_runs,), of_run))
+    return kinds
+
+
+def _row_key(kind: _Kind, dialect: str) -> _Kind:
+    """column_lineage has no key column: SQLite's rowid, PostgreSQL's ctid."""
+    if kind.key == "c.rowid" and dialect == "postgresql":
+        return attrs.evolve(kind, key="c.ctid")
+    return kind
+
+
+def count(conn: Connection | Cursor, windows: Windows, now: float) -> dict[str, int]:
+    """How many rows of each kind a pass at ``now`` deletes (every kind, 0 where none goes)."""
+    counts = dict.fromkeys(KINDS, 0)
+    for kind in _kinds(windows, now):
+        counts[kind.name] = int(conn.execute(kind.count_statement(), kind.params).fetchone()[0])
+    return counts
+
+
+def expire(
+    db: Database,
+    windows: Windows,
+    now: float,
+    *,
+    dialect: str,
+    batch: int = BATCH,
+    pause: float = PAUSE,
+    between: Callable[[], None] = lambda: None,
+) -> dict[str, int]:
+    """Delete what has outlived its window at ``now``, kind after kind, ``batch`` rows a
+    transaction with ``pause`` seconds between; ``between()`` is called after each batch (a
+    lease's renewal, say). The rows deleted of each kind."""
+    counts = dict.fromkeys(KINDS, 0)
+    for kind in (_row_key(k, dialect) for k in _kinds(windows, now)):
+        for deleted in _batches(db, kind, batch):
+            counts[kind.name] += deleted
+            between()
+            if pause and deleted == batch:  # another batch follows: the writers go first
+                time.sleep(pause)
+    return counts
+
+
+def _batches(db: Database, kind: _Kind, batch: int) -> Iterator[int]:
+    """Each batch's count of deleted rows, until a batch finds fewer than ``batch``."""
+    select, delete = kind.select_statement(), kind.delete_statement()
+
+    def work(cur: Cursor) -> int:
+        keys = [(row[0],) for row in cur.execute(select, (*kind.params, batch)).fetchall()]
+        if keys:
+            for dependent in kind.dependents:
+                cur.executemany(dependent, keys)
+            cur.executemany(delete, keys)
+        return len(keys)
+
+    while True:
+        deleted = db.write(work)
+        if deleted:
+            yield deleted
+        if deleted < batch:
+            return
+
+
+def reclaim(conn: Connection, dialect: str) -> str | None:
+    """On SQLite, give the file's free pages back where the catalog allows it (``auto_vacuum`` is
+    ``INCREMENTAL``); None when done or nothing to do, else why not (a note for stderr)."""
+    if dialect != "sqlite":
+        return None  # PostgreSQL's autovacuum makes the room reusable; VACUUM FULL gives it back
+    free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+    if not free:
+        return None
+    if int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) == 2:
+        # run whole: sqlite3's execute steps it once, giving back one page
+        cast(sqlite3.Connection, conn).executescript("PRAGMA incremental_vacuum")
+        return None
+    return (
+        f"{free} free pages stay in the catalog's file and are reused by new rows; the file shrinks only "
+        "with VACUUM (the catalog's auto_vacuum is not INCREMENTAL)"
+    )
+
+
+# --- one pass at a time across every process on the catalog ----------------------------------
+
+LEASE_KIND, LEASE_NAME = "retention", "lease"
+_INSERT_LEASE = "INSERT INTO positions (kind, name, value, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
+_SELECT_LEASE = f"SELECT value FROM positions WHERE kind = ? AND name = ?{sql.LOCK}"
+_SWAP_LEASE = "UPDATE positions SET value = ?, updated_at = ? WHERE kind = ? AND name = ? AND value = ?"
+
+
+def take_lease(db: Database, holder: str, now: float, ttl: float) -> bool:
+    """Take (or renew) the lease on retention for ``ttl`` seconds: True when ``holder`` has it, the
+    lease being free, expired or its own; one holder at a time across the catalog's processes (a
+    row of ``positions``, compared and swapped in one transaction)."""
+
+    def work(cur: Cursor) -> bool:
+        cur.execute(_INSERT_LEASE, (LEASE_KIND, LEASE_NAME, json.dumps({"holder": "", "until": 0}), epoch_text(now)))
+        value = cur.execute(_SELECT_LEASE, (LEASE_KIND, LEASE_NAME)).fetchone()[0]
+        found = json.loads(value)
+        if found.get("holder") not in ("", holder) and float(found.get("until", 0)) > now:
+            return False
+        new = json.dumps({"holder": holder, "until": now + ttl})
+        return bool(cur.execute(_SWAP_LEASE, (new, epoch_text(now), LEASE_KIND, LEASE_NAME, value)).rowcount == 1)
+
+    return db.write(work)
+
+
+def release_lease(db: Database, holder: str) -> None:
+    """Give the lease back if ``holder`` has it."""
+
+    def work(cur: Cursor) -> None:
+        row = cur.execute(_SELECT_LEASE, (LEASE_KIND, LEASE_NAME)).fetchone()
+        if row is not None and json.loads(row[0]).get("holder") == holder:
+            free = json.dumps({"holder": "", "until": 0})
+            cur.execute(_SWAP_LEASE, (free, epoch_text(time.time()), LEASE_KIND, LEASE_NAME, row[0]))
+
+    db.write(work)
+
+
+def windows_of(settings: Mapping[str, Any]) -> Windows:
+    """Windows from a mapping of the fields' names (the config's ``[retention]``, parsed)."""
+    return Windows(**{k: v for k, v in settings.items() if k in attrs.fields_dict(Windows)})
+
+
+__all__ = ["BATCH", "KINDS", "PAUSE", "Windows", "count", "expire", "reclaim", "release_lease", "take_lease"]

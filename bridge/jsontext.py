@@ -1,0 +1,93 @@
+"""JSON text to values by one set of rules, wherever olbridge reads JSON from outside (the
+receiver's bodies, the files ``import``, ``validate`` and ``record`` read): orjson's, which refuses
+NaN and Infinity, lone surrogates and nesting deeper than 1,024, with integers read exactly
+whatever their size. Pure."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import orjson
+
+# a run of 16 digits shows as 16 zeros once every digit is a zero and everything else a space
+# (bytes.translate and a substring search: a few times faster than a regular expression here)
+_DIGITS_ONLY = bytes(ord("0") if chr(i).isdigit() and i < 128 else ord(" ") for i in range(256))
+_LONG_NUMBER = b"0" * 16
+
+
+EXACT_DEPTH = 256  # nesting the standard library reads well within Python's recursion limit
+DEPTH = 64  # the nesting of objects and arrays an event may have, unless told otherwise
+MAX_DEPTH = 254  # the most that can be allowed: what orjson writes (events' canonical text)
+
+
+def parse_json(body: bytes) -> Any:
+    """UTF-8 JSON text to values, by one set of rules whatever the text holds: orjson's (no NaN
+    or Infinity, no lone surrogates, nothing nested deeper than 1,024; a ``ValueError`` for text
+    it refuses). Where the text holds a run of 16 or more digits, which orjson would read as a
+    float (losing digits of an integer), the text orjson took is read again by the standard
+    library for its exact integers: the whole of it, or each element of an array on its own when
+    it nests deeper than :data:`EXACT_DEPTH` (those elements keep orjson's reading: nested that
+    deep, no event is taken)."""
+    value = orjson.loads(body)
+    if _LONG_NUMBER not in body.translate(_DIGITS_ONLY):
+        return value
+    if nesting(value, EXACT_DEPTH) is None:
+        return json.loads(body.decode("utf-8"))
+    if isinstance(value, list):
+        return [
+            json.loads(piece.decode("utf-8")) if nesting(item, EXACT_DEPTH) is None else item
+            for item, piece in zip(value, split_array(body), strict=True)
+        ]
+    return value
+
+
+def nesting(value: Any, limit: int) -> int | None:
+    """The depth past ``limit`` that ``value`` nests objects and arrays to (``limit + 1``), or
+    None when it nests no deeper than ``limit`` (checked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return depth
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return None
+
+
+# what matters to the nesting of JSON text: strings (whole, escapes included) and brackets and commas
+_JSON_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[][{},]')
+_JSON_SPACE = b" \t\r\n"
+
+
+def split_array(body: bytes) -> list[bytes]:
+    """The text of each element of a JSON array, as it is in ``body`` (valid JSON text holding
+    an array: the caller parsed it), without the whitespace around it."""
+    elements: list[bytes] = []
+    depth = 0
+    start = 0
+    for match in _JSON_TOKENS.finditer(body):
+        char = body[match.start()]
+        if char == 0x22:  # a string: brackets and commas in it mean nothing
+            continue
+        if char in b"[{":
+            depth += 1
+            if depth == 1:
+                start = match.end()
+        elif char in b"]}":
+            depth -= 1
+            if depth == 0:
+                piece = body[start : match.start()].strip(_JSON_SPACE)
+                if piece or elements:
+                    elements.append(piece)
+                break
+        elif depth == 1:  # a comma between two elements
+            elements.append(body[start : match.start()].strip(_JSON_SPACE))
+            start = match.end()
+    return elements

@@ -1,0 +1,77 @@
+"""What a named token may change (``serve --tokens``): every dataset an event would write, and
+the inputs whose facets it may not apply. Pure.
+
+An event writes its job's namespace (a DatasetEvent: its dataset's), each output's namespace and
+the namespaces of each output's ``symlinks`` identifiers (the output's column lineage is an edge
+into the output: the same namespace). It reads its inputs: naming a dataset of another namespace
+as an input is allowed, but the facets it carries for that dataset (its description, owners,
+schema, symlinks) are not applied."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from bridge.openlineage.validate import event_kind
+
+MayWrite = Callable[[str], bool]
+
+
+def _symlinks(dataset: dict[str, Any], where: str) -> Iterator[tuple[str, str]]:
+    facets = dataset.get("facets")
+    symlinks = facets.get("symlinks") if isinstance(facets, dict) else None
+    identifiers = symlinks.get("identifiers") if isinstance(symlinks, dict) else None
+    if not isinstance(identifiers, list):
+        return
+    for index, identifier in enumerate(identifiers):
+        if isinstance(identifier, dict) and isinstance(identifier.get("namespace"), str):
+            yield f"{where}/facets/symlinks/identifiers/{index}/namespace", identifier["namespace"]
+
+
+def _dataset_places(dataset: Any, where: str) -> Iterator[tuple[str, str]]:
+    """The namespaces a dataset of an event names (its own, its symlinks'), each with its pointer."""
+    if not isinstance(dataset, dict):
+        return
+    if isinstance(dataset.get("namespace"), str):
+        yield f"{where}/namespace", dataset["namespace"]
+    yield from _symlinks(dataset, where)
+
+
+def written(event: Any) -> Iterator[tuple[str, str]]:
+    """Every namespace the event writes, each with its JSON pointer, the job's (or a
+    DatasetEvent's dataset's) first; nothing when it is not an object (the verdict refuses it)."""
+    if not isinstance(event, dict):
+        return
+    if event_kind(event) == "DatasetEvent":
+        yield from _dataset_places(event.get("dataset"), "/dataset")
+        return
+    job = event.get("job")
+    if isinstance(job, dict) and isinstance(job.get("namespace"), str):
+        yield "/job/namespace", job["namespace"]
+    outputs = event.get("outputs")
+    if isinstance(outputs, list):
+        for index, output in enumerate(outputs):
+            yield from _dataset_places(output, f"/outputs/{index}")
+
+
+def forbidden(event: Any, may_write: MayWrite) -> tuple[str, str] | None:
+    """The first namespace the event writes that ``may_write`` refuses, with its pointer; None
+    when it may write them all."""
+    return next(((where, ns) for where, ns in written(event) if not may_write(ns)), None)
+
+
+def read_only_inputs(event: Any, may_write: MayWrite) -> list[tuple[int, str]]:
+    """The inputs of a RunEvent or JobEvent whose facets are not to be applied: those with facets
+    that name a namespace ``may_write`` refuses (their own or a symlink's), each with its index
+    and that namespace."""
+    inputs = event.get("inputs") if isinstance(event, dict) and event_kind(event) != "DatasetEvent" else None
+    if not isinstance(inputs, list):
+        return []
+    found = []
+    for index, dataset in enumerate(inputs):
+        if not isinstance(dataset, dict) or not dataset.get("facets"):
+            continue
+        refused = next((ns for _, ns in _dataset_places(dataset, "") if not may_write(ns)), None)
+        if refused is not None:
+            found.append((index, refused))
+    return found

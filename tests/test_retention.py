@@ -1,0 +1,287 @@
+"""Retention: what outlived its window goes, in batches; what current lineage needs stays; the dry
+run counts what the real pass deletes; a re-sent event is recognised as long as it is kept; one
+pass at a time across the catalog's processes; ``serve`` runs it on its schedule."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from bridge.catalog import Catalog, retention
+from bridge.catalog.retention import KINDS, Windows
+from bridge.cli import cli
+from bridge.config import RetentionConfig, parse_config
+from bridge.errors import ConfigError
+from bridge.mapping import Resolver
+from bridge.receiver.imports import catalog_intake
+from bridge.receiver.intake import Intake
+from tests.helpers import ol_dataset, ol_run_event, serve_process
+from tests.test_receiver_columns import spark_event
+
+pytestmark = pytest.mark.both_engines
+
+NOW = datetime(2025, 6, 1, tzinfo=UTC).timestamp()
+OLD, RECENT = "2025-03-01T08:00:00Z", "2025-05-31T08:00:00Z"  # 92 days and a day before NOW
+WEEK = 7 * 86400.0
+ALL = Windows(
+    received_events=WEEK,
+    external_runs=WEEK,
+    dead_letters=WEEK,
+    delivery_errors=WEEK,
+    delivered_outbox=WEEK,
+    column_edges=True,
+)
+RAW, TABLE = ol_dataset("s3://raw", "orders"), ol_dataset("postgres://db:5432", "shop.public.orders", owner={})
+
+
+def rid(n: int) -> str:
+    return f"0194a1b2-0000-7000-8000-{n:012d}"
+
+
+@pytest.fixture
+def intake(catalog: Catalog, resolver: Resolver) -> Intake:
+    return catalog_intake(catalog, resolver)
+
+
+def build(catalog: Catalog, intake: Intake) -> None:
+    """Job ``old.a``: two old runs (the second its latest); job ``old.b``: one old run, reading
+    and writing placeholders nobody has named since; job ``spark``: an old run with column
+    lineage and a recent one without; a dead letter and a pending outbox row, both old; an old
+    delivery error."""
+    events = [
+        ol_run_event("START", run_id=rid(1), job=("old", "a"), inputs=[RAW], outputs=[TABLE], time=OLD),
+        ol_run_event("COMPLETE", run_id=rid(1), job=("old", "a"), inputs=[RAW], outputs=[TABLE], time=OLD),
+        ol_run_event("COMPLETE", run_id=rid(2), job=("old", "a"), inputs=[RAW], time="2025-03-02T08:00:00Z"),
+        ol_run_event("COMPLETE", run_id=rid(3), job=("old", "b"), inputs=[RAW], outputs=[TABLE], time=OLD),
+        {**spark_event(), "eventTime": OLD},
+        ol_run_event("COMPLETE", run_id=rid(5), job=("spark", "orders_export"), time=RECENT),
+    ]
+    outcomes = intake.take(events)
+    assert [o.status for o in outcomes] == ["accepted"] * len(events)
+    with catalog.transaction() as cur:
+        insert = "INSERT INTO outbox (kind, ref, run_key, queued_at, state) VALUES (?, ?, ?, ?, ?)"
+        cur.execute(insert, ("run-start", 1, "run:1", "2025-03-01T00:00:00.000000Z", "pending"))
+        cur.execute(insert, ("run-end", 2, "run:2", "2025-03-01T00:00:00.000000Z", "dead"))
+        cur.execute(
+            "INSERT INTO delivery_errors (source, target, failure, status, detail, at) VALUES (?, ?, ?, ?, ?, ?)",
+            ("stream", "http://backend", "timeout", None, "", "2025-03-01T00:00:00.000000Z"),
+        )
+
+
+def rows(catalog: Catalog, statement: str) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r) for r in catalog._conn.execute(statement).fetchall())
+
+
+def expire(catalog: Catalog, windows: Windows = ALL, now: float = NOW, **options: Any) -> dict[str, int]:
+    return retention.expire(catalog.db, windows, now, dialect=catalog.dialect, pause=0, **options)
+
+
+def test_the_dry_run_counts_what_the_real_pass_deletes(catalog: Catalog, intake: Intake) -> None:
+    build(catalog, intake)
+    counted = retention.count(catalog._conn, ALL, NOW)
+    assert counted == {
+        "receivedEvents": 5,  # all but the recent one
+        "externalRuns": 2,  # old.a's first and spark's old run; old.a's and old.b's latest stay
+        "columnEdges": 4,  # the old spark run's; it goes in the same pass
+        "deadLetters": 1,
+        "deliveryErrors": 1,
+        "taskRuns": 0,  # kept: no window
+        "deliveredOutbox": 0,  # the stream deletes them as it delivers them
+    }
+    deleted = expire(catalog, batch=2)  # several batches of each kind
+    assert deleted == counted
+    assert set(deleted) == set(KINDS)
+    assert retention.count(catalog._conn, ALL, NOW) == dict.fromkeys(KINDS, 0)
+
+
+def test_what_current_lineage_needs_stays(catalog: Catalog, intake: Intake) -> None:
+    """Placeholders old enough to expire, still bound to current jobs, their bindings and the
+    datasets' latest facets, the last run of every job, and pending outbox rows all stay."""
+    build(catalog, intake)
+    kept = {
+        "assets": "SELECT id, origin FROM assets",
+        "bindings": "SELECT ol_namespace, ol_name, asset_id, last_seen FROM external_datasets",
+        "usages": "SELECT * FROM external_usages",
+        "lineage": "SELECT * FROM external_lineage",
+        "facets": "SELECT owner, facet_key, facet FROM external_facets WHERE substr(owner, 1, 4) <> 'run:'",
+    }
+    before = {name: rows(catalog, statement) for name, statement in kept.items()}
+    assert before["assets"] and before["usages"] and before["lineage"]
+    assert max(r[3] for r in before["bindings"]) < "2025-05"  # old enough to expire
+    expire(catalog)
+    assert {name: rows(catalog, statement) for name, statement in kept.items()} == before
+    runs = rows(catalog, "SELECT job_namespace, job_name, run_id FROM external_sources WHERE run_id IS NOT NULL")
+    assert runs == [("old", "a", rid(2)), ("old", "b", rid(3)), ("spark", "orders_export", rid(5))]
+    assert rows(catalog, "SELECT kind, state FROM outbox") == [("run-start", "pending")]
+    assert rows(catalog, "SELECT owner FROM external_facets WHERE owner = 'run:" + rid(1) + "'") == []
+
+
+def test_a_re_sent_event_is_recognised_as_long_as_it_is_kept(catalog: Catalog, intake: Intake) -> None:
+    """Inside the window a re-sent event is a duplicate; once its window is past and it went, the
+    answer is the one any new event gets, and it is kept again."""
+    old = ol_run_event(run_id=rid(7), job=("re", "sent"), inputs=[RAW], time=OLD)
+    recent = ol_run_event(run_id=rid(8), job=("re", "sent"), inputs=[RAW], time=RECENT)
+    first = [o.status for o in intake.take([old, recent])]
+    assert first == ["accepted", "accepted"]
+    assert [o.status for o in intake.take([old, recent])] == ["duplicate", "duplicate"]
+    assert expire(catalog)["receivedEvents"] == 1
+    assert [o.status for o in intake.take([old, recent])] == ["accepted", "duplicate"]
+    assert len(rows(catalog, "SELECT pk FROM received_events")) == 2
+
+
+def test_received_events_a_pending_forward_points_at_stay(catalog: Catalog, intake: Intake) -> None:
+    intake.take([ol_run_event(run_id=rid(n), time=OLD) for n in (1, 2)])
+    pks = [r[0] for r in rows(catalog, "SELECT pk FROM received_events")]
+    with catalog.transaction() as cur:
+        cur.execute(
+            "INSERT INTO outbox (kind, ref, run_key, queued_at, payload) VALUES ('forward', ?, 'k', ?, '{}')",
+            (pks[1], OLD),
+        )
+    assert retention.count(catalog._conn, ALL, NOW)["receivedEvents"] == 1
+    assert expire(catalog)["receivedEvents"] == 1
+    assert [r[0] for r in rows(catalog, "SELECT pk FROM received_events")] == [pks[1]]
+
+
+def test_task_runs_are_kept_unless_a_window_is_given(catalog: Catalog) -> None:
+    from tests.conftest import at
+    from tests.helpers import decl, run
+
+    first = run("load", outputs=(decl("s3://b/old", type="Table"),), start=at(0), end=at(1), execution="e1")
+    latest = run("load", outputs=(decl("s3://b/old", type="Table"),), start=at(10), end=at(11), execution="e2")
+    catalog.record_each([first, latest])
+    with catalog.transaction() as cur:
+        cur.execute("DELETE FROM outbox")  # delivered
+    later = datetime.fromisoformat("2030-01-01T00:00:00+00:00").timestamp()
+    assert expire(catalog, ALL, later)["taskRuns"] == 0
+    with_runs = Windows(task_runs=WEEK)
+    assert retention.count(catalog._conn, with_runs, later)["taskRuns"] == 1
+    assert expire(catalog, with_runs, later)["taskRuns"] == 1
+    assert rows(catalog, "SELECT execution_id FROM task_runs") == [("e2",)]
+    assert len(rows(catalog, "SELECT task_run_pk FROM usages")) == 1
+
+
+def test_one_pass_at_a_time_across_processes(catalog: Catalog) -> None:
+    assert retention.take_lease(catalog.db, "a", NOW, 60)
+    assert not retention.take_lease(catalog.db, "b", NOW + 1, 60)
+    assert retention.take_lease(catalog.db, "a", NOW + 30, 60)  # renewed
+    assert not retention.take_lease(catalog.db, "b", NOW + 80, 60)
+    assert retention.take_lease(catalog.db, "b", NOW + 91, 60)  # a's lapsed
+    retention.release_lease(catalog.db, "a")  # not a's any more: nothing changes
+    assert not retention.take_lease(catalog.db, "a", NOW + 92, 60)
+    retention.release_lease(catalog.db, "b")
+    assert retention.take_lease(catalog.db, "a", NOW + 93, 60)
+
+
+# --- the config and the command --------------------------------------------------------------
+
+
+def test_the_retention_table_is_validated() -> None:
+    parsed = parse_config(
+        {"retention": {"received_events": "7d", "dead_letters": "12h", "column_edges": True, "every": "15m"}},
+        "olbridge.toml",
+        Path(),
+    ).retention
+    assert parsed == RetentionConfig(received_events=WEEK, dead_letters=43200.0, column_edges=True, every=900.0)
+    for table, message in (
+        ({"received": "7d"}, "unknown setting(s) received"),
+        ({"received_events": "7 days"}, "must be a duration"),
+        ({"received_events": 7}, "must be a duration"),
+        ({"column_edges": "yes"}, "true or false"),
+        ({"every": "15m"}, "'every' is set but no window is"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            parse_config({"retention": table}, "olbridge.toml", Path())
+
+
+def write_config(tmp_path: Path, catalog: str, retention_table: str) -> Path:
+    config = tmp_path / "olbridge.toml"
+    config.write_text(f"catalog = {json.dumps(catalog)}\n[retention]\n{retention_table}\n")
+    return config
+
+
+def test_the_command_prints_the_same_keys_for_both_modes(
+    catalog_target: str, resolver: Resolver, tmp_path: Path
+) -> None:
+    with Catalog(catalog_target) as catalog:
+        catalog_intake(catalog, resolver).take([ol_run_event(run_id=rid(1), time="2001-01-01T00:00:00Z")])
+    config = write_config(tmp_path, catalog_target, 'received_events = "7d"\ndead_letters = "30d"')
+    runner = CliRunner()
+    dry = runner.invoke(cli, ["--config", str(config), "retention", "--dry-run", "--json"])
+    assert dry.exit_code == 0, dry.output
+    real = runner.invoke(cli, ["--config", str(config), "retention", "--json"])
+    assert real.exit_code == 0, real.output
+    dry_counts, real_counts = json.loads(dry.stdout), json.loads(real.stdout)
+    assert dry_counts == {"dryRun": True, "counts": {**dict.fromkeys(KINDS, 0), "receivedEvents": 1}}
+    assert real_counts == {**dry_counts, "dryRun": False}
+    again = runner.invoke(cli, ["--config", str(config), "retention", "--dry-run", "--json"])
+    assert json.loads(again.stdout)["counts"] == dict.fromkeys(KINDS, 0)
+
+
+def test_the_command_without_windows_says_so(catalog_target: str, tmp_path: Path) -> None:
+    Catalog(catalog_target).close()
+    config = tmp_path / "olbridge.toml"
+    config.write_text(f"catalog = {json.dumps(catalog_target)}\n")
+    result = CliRunner().invoke(cli, ["--config", str(config), "retention"])
+    assert result.exit_code == 1
+    assert "Error: the config has no [retention] windows" in result.output
+
+
+def test_serve_runs_retention_on_its_schedule(catalog_target: str, resolver: Resolver, tmp_path: Path) -> None:
+    with Catalog(catalog_target) as catalog:
+        catalog_intake(catalog, resolver).take([ol_run_event(run_id=rid(1), time="2001-01-01T00:00:00Z")])
+    config = write_config(tmp_path, catalog_target, 'received_events = "7d"\nevery = "1s"')
+    env = {**os.environ, "OLBRIDGE_CONFIG": str(config)}
+    env.pop("OLBRIDGE_TOKEN", None)
+    with serve_process(catalog_target, env=env) as served, Catalog(catalog_target) as catalog:
+        left: Callable[[], int] = lambda: len(rows(catalog, "SELECT pk FROM received_events"))  # noqa: E731
+        deadline = time.monotonic() + 60
+        while left() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert left() == 0
+        served.process.terminate()
+        served.process.wait(timeout=30)
+    assert "retention: deleted 1 receivedEvents" in served.stderr
+
+
+def test_a_row_a_writer_holds_is_left_for_the_next_pass(postgres_url: str, resolver: Resolver) -> None:
+    """On PostgreSQL a pass never waits on a writer: the rows it holds are skipped (FOR UPDATE SKIP
+    LOCKED) and go in the next pass. (SQLite has one writer at a time: a pass waits its turn.)"""
+    catalog = Catalog(postgres_url)
+    catalog_intake(catalog, resolver).take([ol_run_event(run_id=rid(n), time=OLD) for n in (1, 2, 3)])
+    writer = catalog.engine.connect()  # another process's writer, in the middle of its transaction
+    try:
+        writer.execute("BEGIN")
+        held = writer.execute("SELECT pk FROM received_events ORDER BY pk LIMIT 1 FOR UPDATE").fetchone()[0]
+        assert expire(catalog, Windows(received_events=WEEK))["receivedEvents"] == 2
+        assert [r[0] for r in rows(catalog, "SELECT pk FROM received_events")] == [held]
+        writer.execute("ROLLBACK")
+    finally:
+        writer.close()
+    assert expire(catalog, Windows(received_events=WEEK))["receivedEvents"] == 1
+    catalog.close()
+
+
+def test_sqlite_gives_free_pages_back_where_the_catalog_allows_it(tmp_path: Path, resolver: Resolver) -> None:
+    """A new SQLite catalog gives the pages a pass freed back to the file system; one made before
+    (auto_vacuum off) keeps them for new rows, and the pass says so."""
+    with Catalog(tmp_path / "new.db") as catalog:
+        catalog_intake(catalog, resolver).take([ol_run_event(run_id=rid(n), time=OLD) for n in range(300)])
+        expire(catalog, Windows(received_events=WEEK))
+        assert int(catalog.db.conn.execute("PRAGMA freelist_count").fetchone()[0]) > 0
+        assert retention.reclaim(catalog.db.conn, "sqlite") is None
+        assert int(catalog.db.conn.execute("PRAGMA freelist_count").fetchone()[0]) == 0
+        catalog.db.conn.execute("PRAGMA auto_vacuum = NONE")
+        catalog.db.conn.execute("VACUUM")  # as a catalog made before
+        catalog_intake(catalog, resolver).take([ol_run_event(run_id=rid(n), time=OLD) for n in range(300, 600)])
+        expire(catalog, Windows(received_events=WEEK))
+        note = retention.reclaim(catalog.db.conn, "sqlite")
+        assert note is not None and "free pages stay in the catalog's file" in note

@@ -71,6 +71,7 @@ from bridge.catalog import Catalog, external, rows, schema, sql, sql_received  #
 from bridge.catalog import columns as column_queries  # noqa: E402
 from bridge.catalog.sqlite import PRAGMAS  # noqa: E402
 from bridge.delivery import history  # noqa: E402
+from bridge.jsontext import parse_json  # noqa: E402
 from bridge.mapping import Resolver  # noqa: E402
 from bridge.model import (  # noqa: E402
     AssetDeclaration,
@@ -84,7 +85,6 @@ from bridge.model import (  # noqa: E402
     TaskState,
 )
 from bridge.openlineage.convert import Converter  # noqa: E402
-from bridge.receiver.events import parse_json  # noqa: E402
 from bridge.receiver.imports import catalog_intake  # noqa: E402
 
 VARIANTS = (

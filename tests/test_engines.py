@@ -790,3 +790,20 @@ def test_a_file_that_is_no_sqlite_database_is_the_drivers_word_not_a_fault(tmp_p
     bad.write_bytes(b"not a database, and long enough to have a header " * 200)
     with pytest.raises(CatalogError, match=f"catalog {bad}: not a catalog"):
         Catalog(bad)
+
+
+def test_only_a_sqlite_file_has_upkeep_beside_a_writers_commits(catalog: Catalog, engine: str, tmp_path: Path) -> None:
+    """The WAL's checkpoints are SQLite's (a file's: an in-memory catalog has no WAL); a server
+    keeps its own. The receiver's gathering is PostgreSQL's alone."""
+    assert catalog.maintenance(wal_limit=1 << 20, every=1.0) is None  # in memory, or PostgreSQL
+    assert catalog.engine.gather == (0.002 if engine == "postgresql" else 0.0)
+    with Catalog(tmp_path / "file.db") as on_file:
+        upkeep = on_file.maintenance(wal_limit=1 << 20, every=1.0)
+        assert upkeep is not None and upkeep.look == 0.1
+        on_file.record_task_run(run("t"))
+        upkeep.step(threading.Lock())
+        assert (tmp_path / "file.db-wal").stat().st_size > 0
+        upkeep.close()
+        assert (tmp_path / "file.db-wal").stat().st_size == 0  # the last step truncated it
+        assert on_file._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        assert on_file._conn.execute("PRAGMA journal_size_limit").fetchone()[0] == 1 << 20

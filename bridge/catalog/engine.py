@@ -22,7 +22,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
 from urllib.parse import unquote
@@ -115,6 +115,24 @@ def write_new(
         raise Conflict("another process wrote some of these rows meanwhile")
 
 
+class Maintenance(abc.ABC):
+    """The upkeep a long-running writer runs beside its commits, on a connection of its own
+    (SQLite: checkpoints of its write-ahead log): :meth:`step` every :attr:`look` seconds from a
+    thread of the writer's, :meth:`close` once it stops."""
+
+    look: float  # s between two steps
+
+    @abc.abstractmethod
+    def step(self, between_commits: AbstractContextManager[Any]) -> None:
+        """One look at what needs doing, and doing it; what must not run beside a commit runs
+        inside ``between_commits`` (the writer's turn). Never raises for the storage's errors:
+        the next step tries again."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """The last of the upkeep, and its connection closed."""
+
+
 class Engine(abc.ABC):
     """A storage engine: how to reach a catalog and what differs from one engine to the next."""
 
@@ -127,6 +145,9 @@ class Engine(abc.ABC):
     # how stream workers hold the outbox: one worker at a time, by the single lease; or side by
     # side, each by claims on the rows it sends (bridge.delivery.holds picks the one)
     outbox_hold: ClassVar[Literal["lease", "claims"]]
+    # s a receiver's HTTP worker waits, after a group of several small requests, for their
+    # clients' next ones, to hand them to the writer as one group (0: it hands them over at once)
+    gather: ClassVar[float] = 0.0
 
     @property
     def in_memory(self) -> bool:
@@ -256,6 +277,13 @@ class Engine(abc.ABC):
 
     def lock_schema_for_upgrade(self, connection: Any) -> None:
         """On Alembic's connection: hold off other processes upgrading until it closes."""
+        return None
+
+    def maintenance(self, conn: Connection, *, wal_limit: int, every: float) -> Maintenance | None:
+        """The upkeep a long-running writer whose connection is ``conn`` runs beside its commits,
+        set up on ``conn`` (None: the engine needs none, a server keeps its own; a private
+        in-memory catalog has none either). ``wal_limit``: the bytes a write-ahead log may grow to
+        before it is restarted; ``every``: s between two routine steps."""
         return None
 
     @abc.abstractmethod
@@ -441,6 +469,7 @@ __all__ = [
     "Cursor",
     "Database",
     "Engine",
+    "Maintenance",
     "catalog_target",
     "is_url",
     "masked",

@@ -25,7 +25,7 @@ from bridge.catalog import lineage as asset_lineage
 from bridge.catalog import migrate as schema_migrations
 from bridge.catalog.backfills import Backfills
 from bridge.catalog.columns import ColumnLineageGraph, StoredColumnEdge
-from bridge.catalog.engine import Connection, Cursor, Database, unavailable_reason
+from bridge.catalog.engine import Connection, Cursor, Database, Maintenance, unavailable_reason
 from bridge.catalog.engines import open_engine, storage_error
 from bridge.catalog.external import IngestResult
 from bridge.catalog.health import AssetHealth
@@ -176,11 +176,10 @@ class Catalog:
     def schema_version(self) -> int:
         return self.engine.version(self._conn) or 0
 
-    def pragma(self, setting: str) -> None:
-        """Set a SQLite pragma on this connection (``"wal_autocheckpoint = 0"``)."""
-        if self.engine.name != "sqlite":
-            raise CatalogError(f"a pragma is SQLite's; catalog {self.path} is on {self.engine.name}")
-        self._conn.execute(f"PRAGMA {setting}")
+    def maintenance(self, *, wal_limit: int, every: float) -> Maintenance | None:
+        """The upkeep a long-running writer on this connection runs beside its commits (see
+        :meth:`bridge.catalog.engine.Engine.maintenance`); None: none is needed."""
+        return self.engine.maintenance(self._conn, wal_limit=wal_limit, every=every)
 
     def set_durability(self, level: str) -> None:
         """How sure a commit on this connection is once it returns: ``full`` (it survives a power
@@ -499,6 +498,5 @@ __all__ = [
     "RecordResult",
     "RefusedItem",
     "StoredColumnEdge",
-    "open_engine",
     "storage_error",
 ]

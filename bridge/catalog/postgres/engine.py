@@ -143,6 +143,12 @@ class PostgresEngine(Engine):
     name: ClassVar[str] = "postgresql"
     concurrent_writers: ClassVar[bool] = True
     outbox_hold: ClassVar[Literal["lease", "claims"]] = "claims"
+    # the receiver's gathering (Engine.gather), 2 ms: `benchmarks/scale.py --parts receivers`, two
+    # rounds each, back to back, before / after: single events 1,546 / 1,421 -> 1,463 / 1,862 a
+    # second with one serve process, 1,213 / 1,345 -> 2,169 / 2,323 with two, batches within the
+    # noise; on SQLite (which gathers nothing) single events fell from 4,933 / 4,974 to 3,771 /
+    # 3,383, batches from 15,744 / 17,327 to 13,483 / 13,229 (docs/benchmarks.md)
+    gather: ClassVar[float] = 0.002
     keeps_plans: ClassVar[bool] = True
     # a shared database is upgraded once, on purpose (`olbridge migrate`), not by whichever replica
     # of a rolling upgrade starts first

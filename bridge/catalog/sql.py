@@ -125,18 +125,13 @@ def count_changes(*, since: bool = False, until: bool = False, namespace: bool =
 def _change_filters(
     *, since: bool = False, until: bool = False, namespace: bool = False, asset: bool = False, after: bool = False
 ) -> str:
-    where = []
-    if since:
-        where.append("changed_at >= ?")
-    if until:
-        where.append("changed_at < ?")
-    if namespace:
-        where.append(f"{CHANGE_NAMESPACE} = ?")
-    if asset:
-        where.append("asset_id = ?")
-    if after:
-        where.append("(changed_at, seq) > (?, ?)")
-    return f" WHERE {' AND '.join(where)}" if where else ""
+    return where(
+        (since, "changed_at >= ?"),
+        (until, "changed_at < ?"),
+        (namespace, f"{CHANGE_NAMESPACE} = ?"),
+        (asset, "asset_id = ?"),
+        (after, "(changed_at, seq) > (?, ?)"),
+    )
 
 
 GET_CHANGE = "SELECT seq, kind, changed_at, snapshot FROM asset_changes WHERE seq = ?"
@@ -183,20 +178,14 @@ COUNT_TASK_RUNS = "SELECT count(*) FROM task_runs"
 def _task_run_filters(
     *, since: bool, until: bool, namespace: bool, flow: bool, asset: bool = False, after_pk: bool = False
 ) -> str:
-    where = []
-    if since:
-        where.append("t.started_at >= ?")
-    if until:
-        where.append("t.started_at < ?")
-    if namespace:
-        where.append("t.flow_namespace = ?")
-    if flow:
-        where.append("t.flow_id = ?")
-    if asset:
-        where.append("t.pk IN (SELECT task_run_pk FROM usages WHERE asset_id = ?)")
-    if after_pk:
-        where.append("(t.started_at, t.pk) > (?, ?)")
-    return f" WHERE {' AND '.join(where)}" if where else ""
+    return where(
+        (since, "t.started_at >= ?"),
+        (until, "t.started_at < ?"),
+        (namespace, "t.flow_namespace = ?"),
+        (flow, "t.flow_id = ?"),
+        (asset, "t.pk IN (SELECT task_run_pk FROM usages WHERE asset_id = ?)"),
+        (after_pk, "(t.started_at, t.pk) > (?, ?)"),
+    )
 
 
 def select_task_runs(
@@ -306,28 +295,21 @@ COLUMN_IS_NAMED = """
 
 # --- lineage --------------------------------------------------------------------------------
 
-UPSTREAM = """
+# the edges reached from an asset, to a depth, each at the least depth it is reached at: upstream
+# (from the asset, each edge's upstream end the next step) or downstream (the other way)
+_WALK = """
     WITH RECURSIVE walk (upstream_id, downstream_id, depth) AS (
-        SELECT upstream_id, downstream_id, 1 FROM all_lineage WHERE downstream_id = ?
+        SELECT upstream_id, downstream_id, 1 FROM all_lineage WHERE {start} = ?
         UNION
         SELECT l.upstream_id, l.downstream_id, w.depth + 1
-        FROM all_lineage l JOIN walk w ON l.downstream_id = w.upstream_id
+        FROM all_lineage l JOIN walk w ON l.{start} = w.{further}
         WHERE w.depth < ?
     )
     SELECT upstream_id, downstream_id, min(depth) FROM walk GROUP BY upstream_id, downstream_id
     ORDER BY min(depth), upstream_id, downstream_id
 """
-DOWNSTREAM = """
-    WITH RECURSIVE walk (upstream_id, downstream_id, depth) AS (
-        SELECT upstream_id, downstream_id, 1 FROM all_lineage WHERE upstream_id = ?
-        UNION
-        SELECT l.upstream_id, l.downstream_id, w.depth + 1
-        FROM all_lineage l JOIN walk w ON l.upstream_id = w.downstream_id
-        WHERE w.depth < ?
-    )
-    SELECT upstream_id, downstream_id, min(depth) FROM walk GROUP BY upstream_id, downstream_id
-    ORDER BY min(depth), upstream_id, downstream_id
-"""
+UPSTREAM = _WALK.format(start="downstream_id", further="upstream_id")
+DOWNSTREAM = _WALK.format(start="upstream_id", further="downstream_id")
 # lineage --as-of: the edges runs that had ended by a time made (the run that made each)
 OWN_EDGES_ENDED_BY = """
     SELECT l.upstream_id, l.downstream_id, t.flow_namespace || '/' || t.flow_id || '.' || t.task_id

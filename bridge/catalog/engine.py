@@ -176,6 +176,11 @@ class Engine(abc.ABC):
     def begin(self) -> str:
         """The statement that begins a write transaction."""
 
+    def begin_snapshot(self) -> str:
+        """The statement that begins a read transaction on one snapshot of the catalog (SQLite's
+        transaction reads one as it is)."""
+        return "BEGIN"
+
     def broken(self, conn: Connection) -> bool:
         """Whether a connection can no longer be used (the server went away): open another."""
         return False

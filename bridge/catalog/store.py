@@ -3,9 +3,11 @@
 Every write runs in one transaction: a refused input changes nothing. Reads return the records of
 :mod:`bridge.model`, never rows. The engine (:mod:`bridge.catalog.engine`, the contract; its
 SQLite and PostgreSQL modules) says how to reach the catalog, the SQL is in
-:mod:`bridge.catalog.sql`, the schema and its versions in :mod:`bridge.catalog.schema` and
-:mod:`bridge.catalog.migrate`, the row conversions in :mod:`bridge.catalog.rows` and the writes in
-:mod:`bridge.catalog.writes` and :mod:`bridge.catalog.external`.
+:mod:`bridge.catalog.sql` (and ``sql_received``, ``sql_outbox``), the schema and its versions in
+:mod:`bridge.catalog.schema` and :mod:`bridge.catalog.migrate`, the row conversions in
+:mod:`bridge.catalog.rows`. The ``Catalog`` runs no SQL of its own: each method hands its work to
+the module of its job (the reads to ``assets``, ``history``, ``received``, ``lineage``,
+``columns``, ``health``; the writes to ``writes``, ``external`` and ``ingest``).
 """
 
 from __future__ import annotations

@@ -215,6 +215,9 @@ class PostgresEngine(Engine):
     def begin(self) -> str:
         return "BEGIN"
 
+    def begin_snapshot(self) -> str:
+        return "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+
     def broken(self, conn: Connection) -> bool:
         return isinstance(conn, psycopg.Connection) and (conn.broken or conn.closed)
 

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import uvicorn
 
-from bridge.receiver.events import parse_json
+from bridge.jsontext import parse_json
 
 TAKEN = [0]  # events parsed
 

@@ -67,10 +67,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from benchmarks.ingest import event  # noqa: E402
-from bridge.catalog import Catalog, external, rows, schema, sql  # noqa: E402
+from bridge.catalog import Catalog, external, rows, schema, sql, sql_received  # noqa: E402
 from bridge.catalog import columns as column_queries  # noqa: E402
 from bridge.catalog.sqlite import PRAGMAS  # noqa: E402
 from bridge.delivery import history  # noqa: E402
+from bridge.jsontext import parse_json  # noqa: E402
 from bridge.mapping import Resolver  # noqa: E402
 from bridge.model import (  # noqa: E402
     AssetDeclaration,
@@ -84,7 +85,6 @@ from bridge.model import (  # noqa: E402
     TaskState,
 )
 from bridge.openlineage.convert import Converter  # noqa: E402
-from bridge.receiver.events import parse_json  # noqa: E402
 from bridge.receiver.imports import catalog_intake  # noqa: E402
 
 VARIANTS = (
@@ -253,9 +253,9 @@ class CoreCursor:
             return lambda: sqlite_insert(table).on_conflict_do_nothing(), _names(table, statement)
 
         self.writes: dict[str, tuple[Callable[[], Any], tuple[str, ...]]] = {
-            sql.INSERT_RECEIVED: nothing(RECEIVED, sql.INSERT_RECEIVED),
-            sql.INSERT_BINDING: (lambda: sa.insert(BINDINGS), _names(BINDINGS, sql.INSERT_BINDING)),
-            sql.UPDATE_BINDING: (
+            sql_received.INSERT_RECEIVED: nothing(RECEIVED, sql_received.INSERT_RECEIVED),
+            sql_received.INSERT_BINDING: (lambda: sa.insert(BINDINGS), _names(BINDINGS, sql_received.INSERT_BINDING)),
+            sql_received.UPDATE_BINDING: (
                 self._update_binding,
                 (
                     "v_first",
@@ -269,18 +269,24 @@ class CoreCursor:
                     "k_name",
                 ),
             ),
-            sql.TOUCH_PLACEHOLDER: (
+            sql_received.TOUCH_PLACEHOLDER: (
                 self._touch_placeholder,
                 ("v_first", "v_last", "v_first2", "v_last2", "v_producer", "k_id"),
             ),
             sql.UPSERT_PLACEHOLDER: (self._upsert_placeholder, tuple(c.name for c in ASSET_COLUMNS)),
-            sql.CLAIM_SOURCE: nothing(SOURCES, sql.CLAIM_SOURCE),
-            sql.UPSERT_SOURCE: (self._upsert_source, _names(SOURCES, sql.UPSERT_SOURCE)),
-            sql.UPSERT_FACET: (lambda: self._put_facet(latest=True), _names(FACETS, sql.UPSERT_FACET)),
-            sql.PUT_FACET: (lambda: self._put_facet(latest=False), _names(FACETS, sql.PUT_FACET)),
-            sql.UPSERT_IDENTIFIER: (self._upsert_identifier, _names(IDENTIFIERS, sql.UPSERT_IDENTIFIER)),
-            sql.INSERT_EXTERNAL_USAGE: nothing(EXT_USAGES, sql.INSERT_EXTERNAL_USAGE),
-            sql.INSERT_EXTERNAL_EDGE: nothing(EXT_EDGES, sql.INSERT_EXTERNAL_EDGE),
+            sql_received.CLAIM_SOURCE: nothing(SOURCES, sql_received.CLAIM_SOURCE),
+            sql_received.UPSERT_SOURCE: (self._upsert_source, _names(SOURCES, sql_received.UPSERT_SOURCE)),
+            sql_received.UPSERT_FACET: (
+                lambda: self._put_facet(latest=True),
+                _names(FACETS, sql_received.UPSERT_FACET),
+            ),
+            sql_received.PUT_FACET: (lambda: self._put_facet(latest=False), _names(FACETS, sql_received.PUT_FACET)),
+            sql_received.UPSERT_IDENTIFIER: (
+                self._upsert_identifier,
+                _names(IDENTIFIERS, sql_received.UPSERT_IDENTIFIER),
+            ),
+            sql_received.INSERT_EXTERNAL_USAGE: nothing(EXT_USAGES, sql_received.INSERT_EXTERNAL_USAGE),
+            sql_received.INSERT_EXTERNAL_EDGE: nothing(EXT_EDGES, sql_received.INSERT_EXTERNAL_EDGE),
             sql.INSERT_COLUMN_EDGE: nothing(COLUMN_EDGES, sql.INSERT_COLUMN_EDGE),
         }
 
@@ -321,22 +327,22 @@ class CoreCursor:
         text = statement.strip()
         if statement in (sql.GET_ASSET, sql.GET_ASSET_TO_WRITE):
             return self._by_key("asset", ASSET_COLUMNS, ASSETS.c.id, params)
-        if statement == sql.BINDING_OF_ASSET:
+        if statement == sql_received.BINDING_OF_ASSET:
             return self._by_key("binding of", _selected(BINDINGS, statement), BINDINGS.c.asset_id, params)
-        if statement == sql.FACET_ROWS_OF:
+        if statement == sql_received.FACET_ROWS_OF:
             return self._by_key("facet rows", _selected(FACETS, statement), FACETS.c.owner, params)
-        if text.startswith("SELECT digest FROM received_events"):  # sql.received_digests(n)
+        if text.startswith("SELECT digest FROM received_events"):  # sql_received.received_digests(n)
             pair = (RECEIVED.c.event_time, RECEIVED.c.digest)
             return self._by_pairs("digests", [RECEIVED.c.digest], pair, params)
-        if "FROM external_datasets WHERE (ol_namespace" in text:  # sql.bindings_of(n)
+        if "FROM external_datasets WHERE (ol_namespace" in text:  # sql_received.bindings_of(n)
             pair = (BINDINGS.c.ol_namespace, BINDINGS.c.ol_name)
             return self._by_pairs("bindings", _selected(BINDINGS, text), pair, params)
-        if "FROM external_usages WHERE (job_namespace" in text:  # sql.usages_of_jobs(n)
+        if "FROM external_usages WHERE (job_namespace" in text:  # sql_received.usages_of_jobs(n)
             pair = (EXT_USAGES.c.job_namespace, EXT_USAGES.c.job_name)
             return self._by_pairs("job usages", _selected(EXT_USAGES, text), pair, params)
-        if "FROM external_sources WHERE source IN" in text:  # sql.sources_of(n)
+        if "FROM external_sources WHERE source IN" in text:  # sql_received.sources_of(n)
             return self._by_list("sources", _selected(SOURCES, text), SOURCES.c.source, params)
-        if "FROM external_lineage WHERE upstream_id IN" in text:  # sql.edges_from(n)
+        if "FROM external_lineage WHERE upstream_id IN" in text:  # sql_received.edges_from(n)
             return self._by_list("edges from", _selected(EXT_EDGES, text), EXT_EDGES.c.upstream_id, params)
         raise AssertionError(f"no construct for {statement}")
 
@@ -536,7 +542,7 @@ def task_runs(count: int) -> Iterator[TaskRun]:
 
 
 def _runs_from(page: Sequence[Any], usage_rows: Any, edges: dict[int, list[ColumnEdge]]) -> Iterator[StoredTaskRun]:
-    """The page's rows as StoredTaskRuns, as Catalog._with_usages makes them."""
+    """The page's rows as StoredTaskRuns, as bridge.catalog.history.with_usages makes them."""
     usages: dict[int, list[StoredUsage]] = {}
     for pk, asset_id, direction, position, stats in usage_rows:
         usages.setdefault(pk, []).append(

@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.ingest import event
 from bridge.catalog import Catalog, external
+from bridge.jsontext import parse_json
 from bridge.mapping import Resolver
 from bridge.model import IncomingEvent
-from bridge.receiver.events import parse_json
 from bridge.receiver.imports import catalog_intake
 from bridge.receiver.server import GC_YOUNG
 from bridge.receiver.writer import CatalogWriter

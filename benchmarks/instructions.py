@@ -56,9 +56,9 @@ def run_part(part: str, total: int, counted: int) -> None:
     """One part's work on ``counted`` events, after the same preparation of ``total`` (and the
     warm-up) whatever ``counted`` is."""
     from bridge.catalog import Catalog
+    from bridge.jsontext import parse_json
     from bridge.mapping import Resolver
     from bridge.model import IncomingEvent
-    from bridge.receiver.events import parse_json
     from bridge.receiver.imports import catalog_intake
     from bridge.receiver.server import GC_YOUNG
     from bridge.receiver.writer import CatalogWriter

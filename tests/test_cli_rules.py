@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from bridge.catalog import Catalog
-from bridge.catalog.store import storage_error
+from bridge.catalog.engines import storage_error
 from bridge.cli import cli
 from tests.helpers import decl, invoke, run
 from tests.test_cli import line

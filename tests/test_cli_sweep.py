@@ -443,7 +443,8 @@ def no_psycopg(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in [n for n in sys.modules if n == "psycopg" or n.startswith("psycopg.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "psycopg", None)
-    monkeypatch.delitem(sys.modules, "bridge.catalog.postgres", raising=False)
+    for name in [n for n in sys.modules if n == "bridge.catalog.postgres" or n.startswith("bridge.catalog.postgres.")]:
+        monkeypatch.delitem(sys.modules, name)
 
 
 @pytest.mark.usefixtures("no_psycopg")

@@ -24,7 +24,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from bridge.catalog import Catalog, Position, schema, sql
+from bridge.catalog import Catalog, Position, schema, sql, sql_outbox, sql_received
 from bridge.catalog.engine import masked, url_password
 from bridge.catalog.migrate import head
 from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
@@ -32,7 +32,10 @@ from bridge.catalog.outbox import Delivered, DeliveryError
 from bridge.catalog.positions import Checkpoint, RefusedItem
 from bridge.catalog.postgres import PostgresEngine, split_url, translate
 from bridge.catalog.workers import StreamWorkerInfo
+from bridge.delivery.claims import OutboxClaims
 from bridge.delivery.history import iter_lines
+from bridge.delivery.holds import outbox_hold
+from bridge.delivery.lease import OutboxLease
 from bridge.errors import CatalogError
 from bridge.mapping import Resolver
 from bridge.model import AssetDeclaration, Column, DeclaredFlow, DeclaredJob, parse_column_lineage
@@ -575,8 +578,10 @@ def test_statements_are_translated_once_each() -> None:
     assert translate("SELECT a FROM t WHERE b = ? AND c LIKE 'x%'") == "SELECT a FROM t WHERE b = %s AND c LIKE 'x%%'"
     assert translate("SELECT 1 FROM t" + sql.LOCK) == "SELECT 1 FROM t FOR UPDATE"
     assert translate("SELECT 1 FROM t" + sql.SKIP_LOCKED) == "SELECT 1 FROM t FOR UPDATE SKIP LOCKED"
-    assert "GREATEST(" in translate(sql.UPSERT_SOURCE) and "max(" not in translate(sql.UPSERT_SOURCE)
-    assert "strftime" not in translate(sql.QUEUE_EVENT) and "INDEXED" not in translate(sql.OUTBOX_NEXT_RETRY)
+    assert "GREATEST(" in translate(sql_received.UPSERT_SOURCE) and "max(" not in translate(sql_received.UPSERT_SOURCE)
+    assert "strftime" not in translate(sql_outbox.QUEUE_EVENT) and "INDEXED" not in translate(
+        sql_outbox.OUTBOX_NEXT_RETRY
+    )
 
 
 # --- a password is never shown ----------------------------------------------------------------
@@ -765,3 +770,40 @@ def test_lock_and_statement_timeouts_are_set_on_the_catalogs_connections_and_ove
         assert conn.execute("SHOW work_mem").fetchone() == ("8MB",)
     code, _, err = invoke(f"{url}?lock_timeout=soon", "init")
     assert code == 1 and "lock_timeout='soon' is not a duration" in err and "Traceback" not in err, err
+
+
+def test_each_engine_chooses_how_stream_workers_hold_the_outbox(catalog: Catalog, engine: str) -> None:
+    hold = outbox_hold(catalog, "http://backend.invalid")
+    assert isinstance(hold, OutboxLease if engine == "sqlite" else OutboxClaims)
+    assert catalog.in_memory is (engine == "sqlite")  # the tests' SQLite catalogs are in memory
+
+
+def test_a_catalog_that_must_exist_is_refused_where_the_engine_knows_it_missing(tmp_path: Path) -> None:
+    with pytest.raises(CatalogError, match=r"no catalog at .*; create one with olbridge init"):
+        Catalog(tmp_path / "none.db", create=False)
+    assert not (tmp_path / "none.db").exists()
+    assert PostgresEngine("postgresql://u@127.0.0.1:1/db").missing() is False  # only a connection tells
+
+
+def test_a_file_that_is_no_sqlite_database_is_the_drivers_word_not_a_fault(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"not a database, and long enough to have a header " * 200)
+    with pytest.raises(CatalogError, match=f"catalog {bad}: not a catalog"):
+        Catalog(bad)
+
+
+def test_only_a_sqlite_file_has_upkeep_beside_a_writers_commits(catalog: Catalog, engine: str, tmp_path: Path) -> None:
+    """The WAL's checkpoints are SQLite's (a file's: an in-memory catalog has no WAL); a server
+    keeps its own. The receiver's gathering is PostgreSQL's alone."""
+    assert catalog.maintenance(wal_limit=1 << 20, every=1.0) is None  # in memory, or PostgreSQL
+    assert catalog.engine.gather == (0.002 if engine == "postgresql" else 0.0)
+    with Catalog(tmp_path / "file.db") as on_file:
+        upkeep = on_file.maintenance(wal_limit=1 << 20, every=1.0)
+        assert upkeep is not None and upkeep.look == 0.1
+        on_file.record_task_run(run("t"))
+        upkeep.step(threading.Lock())
+        assert (tmp_path / "file.db-wal").stat().st_size > 0
+        upkeep.close()
+        assert (tmp_path / "file.db-wal").stat().st_size == 0  # the last step truncated it
+        assert on_file._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        assert on_file._conn.execute("PRAGMA journal_size_limit").fetchone()[0] == 1 << 20

@@ -22,10 +22,10 @@ from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import HttpSender
 from bridge.delivery.worker import StreamWorker
+from bridge.jsontext import split_array
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
 from bridge.receiver.app import ReceiverApp
-from bridge.receiver.events import split_array
 from bridge.receiver.intake import Intake
 from tests.backend import ACCEPT, Backend, Reply, free_port, wait_for
 from tests.group_writer import GroupWriter

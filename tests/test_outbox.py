@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from bridge import Catalog, task_run
-from bridge.catalog import sql
+from bridge.catalog import sql_outbox
 from bridge.catalog.outbox import ASSET_CHANGE, FORWARD, JOB, RUN_END, RUN_START, Dead, Delivered, RetryLater
 from bridge.cli import cli
 from bridge.delivery.history import iter_lines
@@ -194,11 +194,11 @@ def test_delivery_commands_have_help(command: list[str]) -> None:
 @pytest.mark.parametrize(
     ("statement", "params", "index"),
     [
-        (sql.OUTBOX_HEADS, (0.0, 100), "outbox_state"),
-        (sql.OUTBOX_HEADS, (0.0, 100), "outbox_run_key"),
-        (sql.OUTBOX_COUNT, ("pending",), "outbox_state"),
-        (sql.OUTBOX_OLDEST, (), "outbox_state"),
-        (sql.OUTBOX_NEXT_RETRY, (), "outbox_retrying"),
+        (sql_outbox.OUTBOX_HEADS, (0.0, 100), "outbox_state"),
+        (sql_outbox.OUTBOX_HEADS, (0.0, 100), "outbox_run_key"),
+        (sql_outbox.OUTBOX_COUNT, ("pending",), "outbox_state"),
+        (sql_outbox.OUTBOX_OLDEST, (), "outbox_state"),
+        (sql_outbox.OUTBOX_NEXT_RETRY, (), "outbox_retrying"),
     ],
 )
 def test_outbox_reads_use_indexes(catalog: Catalog, statement: str, params: tuple[Any, ...], index: str) -> None:
@@ -234,7 +234,7 @@ def test_a_row_that_cannot_be_rendered_is_a_dead_letter_and_the_rest_go(catalog:
 
     catalog.record_task_run(run("a"))
     with catalog.transaction() as cur:  # a row queued by a newer olbridge
-        cur.execute(sql.QUEUE_EVENT, ("lineage-facet", 1, "job:flow"))
+        cur.execute(sql_outbox.QUEUE_EVENT, ("lineage-facet", 1, "job:flow"))
     sender = Accept()
     stats = StreamWorker(catalog, converter, Dispatcher(sender)).run(once=True)
     assert (stats.delivered, stats.dead, len(sender.sent)) == (2, 1, 2)

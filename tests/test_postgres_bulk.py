@@ -1,4 +1,4 @@
-"""PostgreSQL's one-statement writes and lookups (bridge.catalog.postgres_bulk, postgres_lookups):
+"""PostgreSQL's one-statement writes and lookups (bridge.catalog.postgres.bulk, .lookups):
 each leaves the tables exactly as ``executemany`` of the shared statement does, and finds the
 rows the shared lookup finds; the receiver's merge of a run's rows within a group ends as the
 one-by-one upserts would."""
@@ -16,11 +16,11 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from bridge.catalog import Catalog, schema, sql
+from bridge.catalog import Catalog, schema, sql, sql_received
 from bridge.catalog.engine import Conflict
-from bridge.catalog.external import _merged_source, _metadata_text, _read_metadata
+from bridge.catalog.external_rows import merged_source, metadata_text, read_metadata
 from bridge.catalog.postgres import COPY_FROM, SharedCursor, translate
-from bridge.catalog.postgres_bulk import BULK_FROM, bulk_form, bulk_statements, copy_form
+from bridge.catalog.postgres.bulk import BULK_FROM, bulk_form, bulk_statements, copy_form
 from bridge.catalog.rows import dumps
 from tests.postgres import PostgresServer
 
@@ -59,12 +59,20 @@ def two_catalogs(postgres: PostgresServer, catalog_template: str) -> Iterator[tu
             postgres.drop_database(name)
 
 
+def statement_of(name: str) -> str:
+    """A shared statement by its name, in the module of its tables."""
+    return str(getattr(sql_received, name, None) or getattr(sql, name))
+
+
 def test_every_bulk_write_of_the_receiver_has_its_one_statement_form() -> None:
     for name in WRITES:
-        assert bulk_form(translate(getattr(sql, name))) is not None, name
+        assert bulk_form(translate(statement_of(name))) is not None, name
     # a statement that reads while it writes goes row by row
-    assert bulk_form(translate(sql.QUEUE_FORWARD)) is None
-    assert bulk_statements(translate(sql.INSERT_EXTERNAL_USAGE), [("a", "b", "input", "c")] * (BULK_FROM - 1)) is None
+    assert bulk_form(translate(sql_received.QUEUE_FORWARD)) is None
+    assert (
+        bulk_statements(translate(sql_received.INSERT_EXTERNAL_USAGE), [("a", "b", "input", "c")] * (BULK_FROM - 1))
+        is None
+    )
 
 
 def _value(kind: str, rng: random.Random, pool: int) -> Any:
@@ -82,7 +90,7 @@ def _value(kind: str, rng: random.Random, pool: int) -> Any:
 
 
 def _columns(name: str) -> tuple[str, list[str]]:
-    statement = getattr(sql, name)
+    statement = statement_of(name)
     if name == "UPDATE_BINDING":
         return "external_datasets", [
             *("first_seen", "last_seen", "seen_rank", "facets_rank", "facets_digest"),
@@ -117,7 +125,7 @@ def _rows(name: str, rng: random.Random, count: int, turn: int, *, new: bool = F
     rows = [tuple(_value(kind, rng, pool) for kind in kinds) for _ in range(count)]
     if name == "INSERT_COLUMN_EDGE":  # the receiver's: a source, no task run
         rows = [(*row[:5], None, f"run:{row[6]}") for row in rows]
-    if new or ("ON CONFLICT" not in getattr(sql, name) and name != "UPDATE_BINDING"):  # a plain insert: new keys
+    if new or ("ON CONFLICT" not in statement_of(name) and name != "UPDATE_BINDING"):  # a plain insert: new keys
         rows = [
             tuple(
                 f"t{turn}-{n}" if column in keys or column == "asset_id" else value
@@ -146,14 +154,14 @@ def test_a_bulk_write_leaves_the_table_as_executemany_does(name: str, two_catalo
     rng = random.Random(name)
     by_rows, in_bulk = two_catalogs
     table = WRITES[name][0]
-    statement = getattr(sql, name)
+    statement = statement_of(name)
     for turn in range(4):  # on an empty table, then over what the earlier turns wrote
         rows = _rows(name, rng, 40, turn)
         if name == "UPDATE_BINDING":  # the rows it updates
             seed = sorted({(row[7], row[8]) for row in rows})
             for catalog in two_catalogs:
                 catalog._conn.cursor().executemany(
-                    sql.INSERT_BINDING + " ON CONFLICT DO NOTHING",
+                    sql_received.INSERT_BINDING + " ON CONFLICT DO NOTHING",
                     [(ns, n, f"a-{ns}-{n}", "t0", "t0", "", None, None, None, None) for ns, n in seed],
                 )
         expected = by_rows._conn.cursor()
@@ -169,14 +177,14 @@ def test_a_bulk_write_leaves_the_table_as_executemany_does(name: str, two_catalo
 
 
 def test_inserts_of_new_rows_have_a_copy_form_and_others_none() -> None:
-    assert copy_form(translate(sql.INSERT_RECEIVED)) == (
+    assert copy_form(translate(sql_received.INSERT_RECEIVED)) == (
         "COPY received_events (digest, kind, event_type, event_time, source, producer, warnings, body, token) "
         "FROM STDIN"
     )
-    assert copy_form(translate(sql.CLAIM_SOURCE)) is not None
-    assert copy_form(translate(sql.UPSERT_SOURCE)) is None  # DO UPDATE: it merges into a row
-    assert copy_form(translate(sql.QUEUE_FORWARD)) is None  # it reads as it writes
-    assert copy_form(translate(sql.UPDATE_BINDING)) is None
+    assert copy_form(translate(sql_received.CLAIM_SOURCE)) is not None
+    assert copy_form(translate(sql_received.UPSERT_SOURCE)) is None  # DO UPDATE: it merges into a row
+    assert copy_form(translate(sql_received.QUEUE_FORWARD)) is None  # it reads as it writes
+    assert copy_form(translate(sql_received.UPDATE_BINDING)) is None
 
 
 @pytest.mark.parametrize("count", [BULK_FROM, COPY_FROM])  # as an INSERT; streamed in (COPY)
@@ -190,7 +198,7 @@ def test_new_rows_land_as_executemany_leaves_them_and_one_written_meanwhile_is_a
     writes none of them."""
     rng = random.Random(name)
     by_rows, fresh = two_catalogs
-    table, statement = WRITES[name][0], getattr(sql, name)
+    table, statement = WRITES[name][0], statement_of(name)
     rows = _rows(name, rng, count, 0, new=True)
     by_rows._conn.cursor().executemany(statement, rows)
     copies: list[int] = []
@@ -228,9 +236,9 @@ def test_new_rows_go_with_the_group_s_other_writes_and_a_short_count_is_a_confli
         _rows(name, rng, count, 0, new=True) for name in ("CLAIM_SOURCE", "INSERT_RECEIVED", "UPSERT_FACET")
     )
     for statement, rows in (
-        (sql.CLAIM_SOURCE, claims),
-        (sql.INSERT_RECEIVED, events),
-        (sql.UPSERT_FACET, facets),
+        (sql_received.CLAIM_SOURCE, claims),
+        (sql_received.INSERT_RECEIVED, events),
+        (sql_received.UPSERT_FACET, facets),
     ):
         by_rows._conn.cursor().executemany(statement, rows)
     alone: list[int] = []
@@ -240,8 +248,8 @@ def test_new_rows_go_with_the_group_s_other_writes_and_a_short_count_is_a_confli
         "write_new",
         lambda engine, cur, st, rows: (alone.append(len(rows)), write_new(engine, cur, st, rows)),
     )
-    new = [(sql.CLAIM_SOURCE, claims), (sql.INSERT_RECEIVED, events)]
-    fresh.db.write(lambda cur: fresh.engine.write_all(cur, [(sql.UPSERT_FACET, facets)], new=new))
+    new = [(sql_received.CLAIM_SOURCE, claims), (sql_received.INSERT_RECEIVED, events)]
+    fresh.db.write(lambda cur: fresh.engine.write_all(cur, [(sql_received.UPSERT_FACET, facets)], new=new))
     assert alone == ([count, count] if count >= COPY_FROM else []), "in the others' round trip below COPY_FROM"
     tables = ("external_sources", "received_events", "external_facets")
     assert [_table(fresh, t) for t in tables] == [_table(by_rows, t) for t in tables]
@@ -253,13 +261,13 @@ def test_new_rows_go_with_the_group_s_other_writes_and_a_short_count_is_a_confli
         other: Any = fresh.engine.connect()  # autocommit
         try:
             other.cursor().executemany(
-                *((sql.CLAIM_SOURCE, claims[:1]) if late == 0 else (sql.INSERT_RECEIVED, events[-1:]))
+                *((sql_received.CLAIM_SOURCE, claims[:1]) if late == 0 else (sql_received.INSERT_RECEIVED, events[-1:]))
             )
         finally:
             other.close()
-        new = [(sql.CLAIM_SOURCE, claims), (sql.INSERT_RECEIVED, events)]
+        new = [(sql_received.CLAIM_SOURCE, claims), (sql_received.INSERT_RECEIVED, events)]
         with pytest.raises(Conflict), fresh.db.transaction() as cur:
-            fresh.engine.write_all(cur, [(sql.UPSERT_FACET, facets)], new=new)
+            fresh.engine.write_all(cur, [(sql_received.UPSERT_FACET, facets)], new=new)
         after = [_table(fresh, t) for t in tables]
         assert [len(rows) for rows in after] == [
             len(before[0]) + (late == 0),
@@ -273,18 +281,20 @@ def test_an_update_in_bulk_gives_the_planner_its_count_of_rows() -> None:
     estimate of a function's rows is 100 whatever it returns: a few rows were joined by a hash of
     the whole table); an INSERT reads no table to join and has none."""
     rows = [("t1", "t2", f"r{at}", None, None, None, None, "ns", f"n{at % 2}") for at in range(5)]  # two keys
-    bulk = bulk_statements(translate(sql.UPDATE_BINDING), rows)
+    bulk = bulk_statements(translate(sql_received.UPDATE_BINDING), rows)
     assert bulk is not None and len(bulk) == 3  # three rounds: the keys repeat
     for text, (objects, count) in bulk:
         assert "LIMIT %s) AS x" in text
         assert count == len(orjson.loads(objects))
     assert [count for _, (_, count) in bulk] == [2, 2, 1]
-    inserted = bulk_statements(translate(sql.INSERT_EXTERNAL_USAGE), [("a", "b", "input", f"c{at}") for at in range(3)])
+    inserted = bulk_statements(
+        translate(sql_received.INSERT_EXTERNAL_USAGE), [("a", "b", "input", f"c{at}") for at in range(3)]
+    )
     assert inserted is not None and [len(params) for _, params in inserted] == [1]
 
 
 def test_values_json_cannot_carry_go_row_by_row() -> None:
-    form = bulk_form(translate(sql.INSERT_EXTERNAL_USAGE))
+    form = bulk_form(translate(sql_received.INSERT_EXTERNAL_USAGE))
     assert form is not None
     assert form.statements([("a", "b", "input", b"bytes")] * 3) is None
     assert form.statements([("a", "b", "input", 2**70)] * 3) is None
@@ -303,7 +313,7 @@ def _upsert_one_by_one(rows: Sequence[tuple[Any, ...]]) -> tuple[Any, ...]:
         "jobs, warnings)"
     )
     for row in rows:
-        conn.execute(sql.UPSERT_SOURCE, (*row, "[]", "[]", "r", None, "[]"))
+        conn.execute(sql_received.UPSERT_SOURCE, (*row, "[]", "[]", "r", None, "[]"))
     found = conn.execute("SELECT * FROM external_sources").fetchone()
     return tuple(found[:12])
 
@@ -331,8 +341,8 @@ def test_a_placeholder_s_metadata_is_read_and_written_as_the_standard_library_do
     ]
     for metadata in maps:
         text = dumps(metadata)
-        assert _metadata_text(metadata) == text, metadata
-        read = _read_metadata(text)
+        assert metadata_text(metadata) == text, metadata
+        read = read_metadata(text)
         assert read == metadata and {k: type(v) for k, v in read.items()} == {k: type(v) for k, v in metadata.items()}
 
 
@@ -360,7 +370,7 @@ def test_a_runs_rows_merged_in_the_group_end_as_the_upserts_one_by_one() -> None
                     rng.choice(["p1", "p2", None]),
                 )
             )
-        merged = list(itertools.accumulate(rows, _merged_source))[-1]
+        merged = list(itertools.accumulate(rows, merged_source))[-1]
         assert _upsert_one_by_one([merged]) == _upsert_one_by_one(rows), rows
 
 
@@ -381,11 +391,11 @@ def test_long_lookups_find_what_the_shared_statements_find(postgres: PostgresSer
         with Catalog(postgres.url(name)) as catalog:
             cur = catalog._conn.cursor()
             wanted = [f"s{n}" for n in range(0, 400, 3)] + ["it's", "%s", "?"]
-            found = {row[0] for row in cur.execute(sql.sources_of(len(wanted)), wanted)}
+            found = {row[0] for row in cur.execute(sql_received.sources_of(len(wanted)), wanted)}
             assert found == {s for s in wanted if s[1:].isdigit() and 1 <= int(s[1:]) <= 300}
             pairs = [(f"t{n % 7}", f"d{n}") for n in range(0, 400, 2)] + [("t1", "d2")]
             params = [part for pair in pairs for part in pair]
-            digests = {row[0] for row in cur.execute(sql.received_digests(len(pairs)), params)}
+            digests = {row[0] for row in cur.execute(sql_received.received_digests(len(pairs)), params)}
             assert digests == {f"d{n}" for n in range(2, 301, 2)}
     finally:
         postgres.drop_database(name)

@@ -352,11 +352,11 @@ def test_a_placeholder_s_sightings_are_compared_in_the_catalog_s_one_time_form()
     """A placeholder's sightings are moved from its row as stored (PostgreSQL) by comparing times as
     text, in the one form the catalog writes them in (which sorts as the time does); a time in any
     other form is put in it first."""
-    from bridge.catalog.external import _canonical
+    from bridge.catalog.external_rows import canonical_time
     from bridge.errors import ValidationError
 
-    assert _canonical("2026-01-31T12:00:00.000000Z", "first_seen") == "2026-01-31T12:00:00.000000Z"
-    assert _canonical("2026-01-31T12:00:00Z", "first_seen") == "2026-01-31T12:00:00.000000Z"
-    assert _canonical("2026-01-31T13:00:00.5+01:00", "first_seen") == "2026-01-31T12:00:00.500000Z"
+    assert canonical_time("2026-01-31T12:00:00.000000Z", "first_seen") == "2026-01-31T12:00:00.000000Z"
+    assert canonical_time("2026-01-31T12:00:00Z", "first_seen") == "2026-01-31T12:00:00.000000Z"
+    assert canonical_time("2026-01-31T13:00:00.5+01:00", "first_seen") == "2026-01-31T12:00:00.500000Z"
     with pytest.raises(ValidationError, match="not an ISO 8601 time"):
-        _canonical("yesterday", "first_seen")
+        canonical_time("yesterday", "first_seen")

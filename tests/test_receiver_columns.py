@@ -172,28 +172,22 @@ def test_a_real_serve_stores_the_edges(tmp_path: Path) -> None:
         assert len(stored(catalog)) == 4
 
 
+def record_totals(catalog: Catalog, fields: dict[str, Any]) -> None:
+    """olbridge's run making reports.totals from shop.orders, with the column lineage ``fields``."""
+    outputs = (
+        decl(
+            "reports.totals",
+            type="File",
+            columns=[Column("total")],
+            column_lineage=parse_column_lineage({"fields": fields}),
+        ),
+    )
+    catalog.record_task_run(run("totals", inputs=(decl("shop.orders", columns=[Column("amount")]),), outputs=outputs))
+
+
 def own_and_external(catalog: Catalog, converter: Converter, resolver: Resolver) -> None:
     """shop.orders --(olbridge's run)--> reports.totals --(an external job)--> s3://exports/eur.csv"""
-    catalog.record_task_run(
-        run(
-            "totals",
-            inputs=(decl("shop.orders", columns=[Column("amount")]),),
-            outputs=(
-                decl(
-                    "reports.totals",
-                    type="File",
-                    columns=[Column("total")],
-                    column_lineage=parse_column_lineage(
-                        {
-                            "fields": {
-                                "total": [{"id": "shop.orders", "column": "amount", "transformation": "AGGREGATION"}]
-                            }
-                        }
-                    ),
-                ),
-            ),
-        )
-    )
+    record_totals(catalog, {"total": [{"id": "shop.orders", "column": "amount", "transformation": "AGGREGATION"}]})
     totals = converter.dataset(catalog.asset("reports.totals"))
     lineage = {
         "fields": {
@@ -306,3 +300,19 @@ def test_dbt_ols_column_lineage_is_stored_edge_by_edge(
                 for e in catalog.column_edges(source=f"run:{event['run']['runId']}")
             }
             assert got == expected, event["job"]["name"]
+
+
+def test_an_edge_from_either_side_is_stored_the_same_text_past_ascii_as_it_is(
+    catalog: Catalog, converter: Converter
+) -> None:
+    """olbridge's own edge, and the same edge received (its events imported into another catalog),
+    keep the same transformations text: canonical JSON, characters past ASCII not escaped."""
+    how = {"type": "DIRECT", "subtype": "TRANSFORMATION", "description": "montant × taux (€)"}
+    record_totals(catalog, {"total": [{"id": "shop.orders", "column": "amount", "transformations": [how]}]})
+    query = "SELECT transformations FROM column_lineage"
+    (own,) = [text for (text,) in catalog._conn.execute(query)]
+    with Catalog(":memory:") as other:
+        catalog_intake(other, Resolver.load()).take(list(iter_events(catalog, converter)))
+        (received,) = [text for (text,) in other._conn.execute(query)]
+    assert own == received == json.dumps([how], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert "× taux (€)" in own

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 import requests
 
+from bridge.canonical import canonical
 from bridge.catalog import Catalog
 from bridge.mapping import Resolver
 from bridge.receiver.app import ReceiverApp
-from bridge.receiver.events import canonical
 from bridge.receiver.intake import Intake, Limits
 from bridge.receiver.metrics import Metrics
 from bridge.receiver.outcome import Outcome

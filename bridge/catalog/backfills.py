@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bridge.catalog import positions, sql
+from bridge.catalog import positions, sql_outbox
 from bridge.catalog.engine import Cursor, Database
 from bridge.catalog.positions import BACKFILL, Checkpoint, RefusedItem
 
@@ -41,12 +41,12 @@ class Backfills:
         def work(cur: Cursor) -> None:
             positions.save(cur, checkpoint.to_position())
             if clear_refused:
-                cur.execute(sql.CLEAR_REFUSED, (checkpoint.name,))
+                cur.execute(sql_outbox.CLEAR_REFUSED, (checkpoint.name,))
             for item in resolved:
-                cur.execute(sql.DELETE_REFUSED, (checkpoint.name, item.position[1], item.position[2]))
+                cur.execute(sql_outbox.DELETE_REFUSED, (checkpoint.name, item.position[1], item.position[2]))
             for item in refused:
                 cur.execute(
-                    sql.SAVE_REFUSED,
+                    sql_outbox.SAVE_REFUSED,
                     (checkpoint.name, *item.position, item.event, item.status, item.error, item.refused_at),
                 )
 
@@ -54,14 +54,14 @@ class Backfills:
 
     def refused(self, checkpoint: str, *, limit: int = 1_000_000) -> list[RefusedItem]:
         """The events a backfill's backend refused for good, in the backfill's order."""
-        found = self._db.conn.execute(sql.SELECT_REFUSED, (checkpoint, limit))
+        found = self._db.conn.execute(sql_outbox.SELECT_REFUSED, (checkpoint, limit))
         return [
             RefusedItem((t, order, ref), event, status, error, at) for t, order, ref, event, status, error, at in found
         ]
 
     def count_refused(self) -> dict[str, int]:
         """How many refused events each backfill checkpoint keeps."""
-        return {name: int(count) for name, count in self._db.conn.execute(sql.COUNT_REFUSED)}
+        return {name: int(count) for name, count in self._db.conn.execute(sql_outbox.COUNT_REFUSED)}
 
 
 __all__ = ["Backfills"]

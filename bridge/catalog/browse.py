@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from bridge.catalog import rows, sql
+from bridge.catalog import history, rows, sql, sql_received
 from bridge.catalog.engine import Connection
 from bridge.catalog.runs import EXTERNAL, OWN, RunFilter, Runs, RunView
 from bridge.catalog.store import Catalog
@@ -488,7 +488,7 @@ def _external_newest(
         where.append(clause)
         params += more
     statement = (
-        f"SELECT {sql.EXTERNAL_RUN_COLUMNS} FROM external_sources WHERE {' AND '.join(where)} "
+        f"SELECT {sql_received.EXTERNAL_RUN_COLUMNS} FROM external_sources WHERE {' AND '.join(where)} "
         f"ORDER BY {start} DESC, source DESC LIMIT ?"
     )
     views = runs._external(statement, [*params, wanted], facets=False)
@@ -527,7 +527,7 @@ def _own_newest(runs: Runs, filters: RunFilter, until: str | None, wanted: int, 
     while len(out) < wanted and scanned < SCAN_BUDGET:
         page = runs.catalog._conn.execute(statement, [*key, *params, chunk]).fetchall()
         scanned += len(page)
-        for run in runs.catalog._with_usages(page):
+        for run in history.with_usages(runs.catalog._conn, page):
             view = runs._own(run, facets=False)
             if filters.job is not None and view.job_name != filters.job:
                 continue

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import attrs
 
 from bridge.catalog import sql
-from bridge.catalog.engine import Connection
+from bridge.catalog.engine import Connection, Cursor
 from bridge.catalog.rows import asset_from_row
 from bridge.errors import NotFoundError, ValidationError
 from bridge.model import Asset
@@ -72,7 +72,7 @@ def _edge(down: str, down_column: str, up: str, up_column: str, transformations:
     return ColumnEdge(down, down_column or None, up, up_column, read_transformations(transformations))
 
 
-def edges_of_runs(conn: Connection, pks: Sequence[int]) -> dict[int, list[ColumnEdge]]:
+def edges_of_runs(conn: Connection | Cursor, pks: Sequence[int]) -> dict[int, list[ColumnEdge]]:
     """The column edges of olbridge's task runs, by task run."""
     out: dict[int, list[ColumnEdge]] = {}
     for start in range(0, len(pks), 400):

@@ -192,7 +192,7 @@ def digest_table(catalog: Catalog, table: _Table, progress: Progress | None = No
 
 def _snapshot(catalog: Catalog) -> str:
     """The statement that begins a read transaction on one snapshot of the catalog."""
-    return "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if catalog.dialect == "postgresql" else "BEGIN"
+    return catalog.engine.begin_snapshot()
 
 
 def copy_catalog(

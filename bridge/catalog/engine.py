@@ -22,12 +22,12 @@ import random
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
 from urllib.parse import unquote
 
-from bridge.errors import BadValueError, Busy, CatalogError
+from bridge.errors import BadValueError, BridgeError, Busy, CatalogError
 
 T = TypeVar("T")
 
@@ -115,6 +115,24 @@ def write_new(
         raise Conflict("another process wrote some of these rows meanwhile")
 
 
+class Maintenance(abc.ABC):
+    """The upkeep a long-running writer runs beside its commits, on a connection of its own
+    (SQLite: checkpoints of its write-ahead log): :meth:`step` every :attr:`look` seconds from a
+    thread of the writer's, :meth:`close` once it stops."""
+
+    look: float  # s between two steps
+
+    @abc.abstractmethod
+    def step(self, between_commits: AbstractContextManager[Any]) -> None:
+        """One look at what needs doing, and doing it; what must not run beside a commit runs
+        inside ``between_commits`` (the writer's turn). Never raises for the storage's errors:
+        the next step tries again."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """The last of the upkeep, and its connection closed."""
+
+
 class Engine(abc.ABC):
     """A storage engine: how to reach a catalog and what differs from one engine to the next."""
 
@@ -124,6 +142,21 @@ class Engine(abc.ABC):
     concurrent_writers: ClassVar[bool]
     # the server keeps plans for a connection's prepared statements (see REPLAN_FIRST)
     keeps_plans: ClassVar[bool] = False
+    # how stream workers hold the outbox: one worker at a time, by the single lease; or side by
+    # side, each by claims on the rows it sends (bridge.delivery.holds picks the one)
+    outbox_hold: ClassVar[Literal["lease", "claims"]]
+    # s a receiver's HTTP worker waits, after a group of several small requests, for their
+    # clients' next ones, to hand them to the writer as one group (0: it hands them over at once)
+    gather: ClassVar[float] = 0.0
+
+    @property
+    def in_memory(self) -> bool:
+        """A private in-memory catalog (SQLite's ``:memory:``): no other connection can see it."""
+        return False
+
+    def missing(self) -> bool:
+        """Whether the catalog is known to be absent before any connection (a file not there)."""
+        return False
 
     @property
     @abc.abstractmethod
@@ -142,6 +175,11 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def begin(self) -> str:
         """The statement that begins a write transaction."""
+
+    def begin_snapshot(self) -> str:
+        """The statement that begins a read transaction on one snapshot of the catalog (SQLite's
+        transaction reads one as it is)."""
+        return "BEGIN"
 
     def broken(self, conn: Connection) -> bool:
         """Whether a connection can no longer be used (the server went away): open another."""
@@ -164,6 +202,12 @@ class Engine(abc.ABC):
     def stale(self, exc: BaseException) -> bool:
         """Whether a connection that failed with this error should be given up for a new one (a
         PostgreSQL session opened while its database was read-only stays read-only)."""
+        return False
+
+    def driver_error(self, exc: BaseException) -> bool:
+        """Whether an error that is not about the storage (:meth:`storage_error`) is still the
+        database's word on the catalog, shown as it is (SQLite's: a file it cannot read as a
+        catalog), rather than a fault in olbridge left to surface."""
         return False
 
     def reason(self, exc: BaseException) -> str | None:
@@ -238,6 +282,13 @@ class Engine(abc.ABC):
 
     def lock_schema_for_upgrade(self, connection: Any) -> None:
         """On Alembic's connection: hold off other processes upgrading until it closes."""
+        return None
+
+    def maintenance(self, conn: Connection, *, wal_limit: int, every: float) -> Maintenance | None:
+        """The upkeep a long-running writer whose connection is ``conn`` runs beside its commits,
+        set up on ``conn`` (None: the engine needs none, a server keeps its own; a private
+        in-memory catalog has none either). ``wal_limit``: the bytes a write-ahead log may grow to
+        before it is restarted; ``every``: s between two routine steps."""
         return None
 
     @abc.abstractmethod
@@ -354,6 +405,17 @@ class Database:
         self._conn.close()
 
 
+def unavailable_reason(engine: Engine, exc: BaseException) -> str:
+    """Why the catalog could not take a write, for a message or an HTTP answer: in the engine's
+    words, never the driver's internals."""
+    found = engine.reason(exc)
+    if found is not None:
+        return found
+    if isinstance(exc, BridgeError):
+        return str(exc)
+    return "it cannot take writes now"
+
+
 _PASSWORD_PARAM = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
 
 
@@ -412,8 +474,10 @@ __all__ = [
     "Cursor",
     "Database",
     "Engine",
+    "Maintenance",
     "catalog_target",
     "is_url",
     "masked",
+    "unavailable_reason",
     "url_password",
 ]

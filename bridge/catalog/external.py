@@ -13,21 +13,19 @@ facets) the one that ranks higher wins (:attr:`IncomingEvent.rank`, :attr:`Incom
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import orjson
 
-from bridge.catalog import sql
+from bridge.catalog import external_rows, sql, sql_received
 from bridge.catalog.engine import Cursor, Engine, read_each, write_each
-from bridge.catalog.rows import asset_from_row, asset_row, dumps
+from bridge.catalog.rows import asset_from_row, asset_row
 from bridge.catalog.writes import get_asset
-from bridge.model import EXTERNAL, Asset, Origin, format_time, parse_time
-from bridge.model.received import TERMINAL, IncomingEvent, ReceivedColumnEdge, SeenDataset
+from bridge.model import Asset, Origin, format_time
+from bridge.model.received import IncomingEvent, ReceivedColumnEdge, SeenDataset
 
 if TYPE_CHECKING:
     from bridge.mapping.resolver import Resolver
@@ -47,126 +45,6 @@ class IngestResult:
 # unpickle
 _ACCEPTED = IngestResult("accepted")
 _DUPLICATE = IngestResult("duplicate")
-
-
-def _json(value: list[Any]) -> str:
-    return orjson.dumps(value).decode()
-
-
-def _hashed_id(namespace: str, name: str) -> str:
-    return "ol:" + hashlib.sha256(f"{namespace}\n{name}".encode()).hexdigest()[:16]
-
-
-def _placeholder(
-    current: Asset | None,
-    asset_id: str,
-    dataset: tuple[str, str],
-    base: dict[str, Any],
-    times: tuple[str, str],
-    producer: str | None,
-    facets: SeenDataset | None,
-) -> Asset:
-    """The placeholder after a group: its first and last sightings, the producer of the latest
-    event that named it (when that one is in the group) and the facets of the latest event that
-    described it (likewise)."""
-    first, last = times
-    metadata: dict[str, Any] = dict(current.metadata) if current is not None else dict(base)
-    metadata.update(olNamespace=dataset[0], olName=dataset[1], firstSeen=first, lastSeen=last)
-    if producer is not None:
-        metadata["producer"] = producer
-    description = current.description if current is not None else None
-    columns = current.columns if current is not None else ()
-    if facets is not None:
-        description, columns = facets.description, facets.columns
-        for key, value in (("owner", ", ".join(facets.owners)), ("datasetType", facets.dataset_type or "")):
-            if value:
-                metadata[key] = value
-            else:
-                metadata.pop(key, None)
-        metadata.pop("symlinks", None)  # kept as identifiers now (external_identifiers), every one given
-    created, updated = parse_time(first, "first_seen"), parse_time(last, "last_seen")
-    if current is None:
-        return Asset(
-            id=asset_id,
-            type=EXTERNAL,
-            namespace=None,
-            origin=Origin.EXTERNAL,
-            created_at=created,
-            updated_at=updated,
-            description=description,
-            metadata=metadata,
-            columns=columns,
-        )
-    return attrs.evolve(
-        current,
-        created_at=min(created, current.created_at),
-        updated_at=updated,
-        description=description,
-        metadata=metadata,
-        columns=columns,
-    )
-
-
-def _canonical(text: str, where: str) -> str:
-    """A time in :func:`format_time`'s form, which sorts as the time does: as it is when it has that
-    form's shape (``2025-01-31T12:00:00.000000Z``: the catalog writes every time so), else parsed
-    and formatted."""
-    if len(text) == 27 and text[19] == "." and text[26] == "Z":
-        return text
-    return format_time(parse_time(text, where))
-
-
-_STR = {str}
-
-
-def _strings(value: Any) -> bool:
-    """Whether ``value`` is a map whose every value is a string (the types gathered in C: no
-    Python step a value)."""
-    return isinstance(value, dict) and set(map(type, value.values())) <= _STR
-
-
-def _read_metadata(text: str) -> dict[str, Any]:
-    """A placeholder's stored metadata: read by orjson where it is a map of strings, as olbridge
-    writes a placeholder's (a few times faster than the standard library, which reads the rest:
-    orjson would read an integer past 64 bits as a float)."""
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError:  # a lone surrogate, say, which the standard library reads
-        value = None
-    return value if _strings(value) else dict(json.loads(text))
-
-
-def _metadata_text(metadata: dict[str, Any]) -> str:
-    """:func:`~bridge.catalog.rows.dumps` of a placeholder's metadata: by orjson where it is a map
-    of strings, whose sorted compact text is the standard library's to the byte (escapes, and
-    characters past ASCII as they are), else by the standard library."""
-    if _strings(metadata):
-        try:
-            return orjson.dumps(metadata, option=orjson.OPT_SORT_KEYS).decode()
-        except orjson.JSONEncodeError:  # a lone surrogate, which only the standard library writes
-            pass
-    return dumps(metadata)
-
-
-def _touched(
-    row: Sequence[Any], dataset: tuple[str, str], first: str, last: str, producer: str | None
-) -> tuple[str, str, str, str] | None:
-    """What changes of a placeholder's row when only its sightings (and producer) move, as
-    :func:`_placeholder` and :func:`asset_row` would rebuild it, from its row as stored: its
-    metadata, created and updated times, then its id (:data:`sql.MOVE_PLACEHOLDER`); None when
-    nothing changes (or it is the catalog's own asset, never changed from outside)."""
-    if row[6] != Origin.EXTERNAL.value:
-        return None
-    metadata = _read_metadata(row[5])
-    metadata.update(olNamespace=dataset[0], olName=dataset[1], firstSeen=first, lastSeen=last)
-    if producer is not None:
-        metadata["producer"] = producer
-    text = _metadata_text(metadata)
-    created = min(_canonical(first, "first_seen"), _canonical(row[7], "catalog"))
-    updated = _canonical(last, "last_seen")
-    if (text, created, updated) == (row[5], row[7], row[8]):
-        return None
-    return text, created, updated, row[0]
 
 
 WARNINGS_KEPT = 200  # distinct warnings kept with an external run or job
@@ -294,9 +172,11 @@ class GroupIngest:
         self.bindings = dict.fromkeys(datasets)
         sources = sorted({e.source for e in events if e.source is not None})
         digests, bindings, stored = self._read(
-            self._queries(sql.received_digests, pairs),
-            self._queries(sql.locked_bindings_of if self.concurrent else sql.bindings_of, sorted(datasets)),
-            self._queries(sql.locked_sources_of if self.concurrent else sql.sources_of, sources),
+            self._queries(sql_received.received_digests, pairs),
+            self._queries(
+                sql_received.locked_bindings_of if self.concurrent else sql_received.bindings_of, sorted(datasets)
+            ),
+            self._queries(sql_received.locked_sources_of if self.concurrent else sql_received.sources_of, sources),
         )
         self.known: set[str] = {digest for (digest,) in digests}
         for row in bindings:
@@ -335,7 +215,7 @@ class GroupIngest:
         candidate = ref.id
         other = self.bound_here.get(candidate)
         if other is None:
-            bound = self.cur.execute(sql.BINDING_OF_ASSET, (candidate,)).fetchone()
+            bound = self.cur.execute(sql_received.BINDING_OF_ASSET, (candidate,)).fetchone()
             other = (bound[0], bound[1]) if bound else None
         if other is None:
             existing = self.asset(candidate)
@@ -345,7 +225,7 @@ class GroupIngest:
                     other = (named.namespace, named.name)
         if other is None:
             return candidate, dict(ref.metadata), None
-        fallback = _hashed_id(ds.namespace, ds.name)
+        fallback = external_rows.hashed_id(ds.namespace, ds.name)
         warning = (
             f"dataset {ds.namespace} {ds.name} maps to asset id {candidate!r}, which is already the dataset "
             f"{other[0]} {other[1]}; kept apart as {fallback!r}"
@@ -389,17 +269,17 @@ class GroupIngest:
                 moment,
                 source,
                 event.producer,
-                _json(warnings) if warnings else "[]",
+                external_rows.json_text(warnings) if warnings else "[]",
                 event.body,
                 event.token,
             )
         )
         if event.forward is not None:
-            self.forwards.append((forward_key(event), event.forward, moment, event.digest))
+            self.forwards.append((external_rows.forward_key(event), event.forward, moment, event.digest))
         if source is not None:
-            row = _source_row(event, moment)
+            row = external_rows.source_row(event, moment)
             earlier = self.sources.get(source)
-            self.sources[source] = row if earlier is None else _merged_source(earlier, row)
+            self.sources[source] = row if earlier is None else external_rows.merged_source(earlier, row)
         placeholders: list[str] = []
         for ds in event.datasets:
             asset_id, created, warning = self._take_dataset(ds, event, moment)
@@ -505,7 +385,7 @@ class GroupIngest:
                 if b.all_rank is None or rank > b.all_rank:
                     b.all_rank = rank
                 return
-            rows = self.cur.execute(sql.FACET_ROWS_OF, (f"asset:{b.asset_id}",))
+            rows = self.cur.execute(sql_received.FACET_ROWS_OF, (f"asset:{b.asset_id}",))
             b.facet_rows = {key: (kept, text) for key, kept, text in rows}
         facets = b.facet_rows
         if b.all_rank is None or rank > b.all_rank:  # its latest event with facets now
@@ -561,7 +441,7 @@ class GroupIngest:
                     continue
                 row = stored.get(b.asset_id)
                 if row is not None:  # from the row read and locked, as the statement would
-                    changed = _touched(row, dataset, b.first, b.last, b.producer)
+                    changed = external_rows.touched(row, dataset, b.first, b.last, b.producer)
                     if changed is not None:
                         moved.append(changed)
                     continue
@@ -570,15 +450,17 @@ class GroupIngest:
             current = self.asset(b.asset_id)
             if current is not None and current.origin is not Origin.EXTERNAL:
                 continue  # the catalog's own asset: never overwritten from outside
-            asset = _placeholder(current, b.asset_id, dataset, b.base, (b.first, b.last), b.producer, b.facets)
+            asset = external_rows.placeholder(
+                current, b.asset_id, dataset, b.base, (b.first, b.last), b.producer, b.facets
+            )
             if asset != current:
                 rebuilt.append(asset_row(asset))
         # the group's new runs and jobs, claimed first where writers run side by side
         claimed = {source for source in self.sources if source not in self.stored_sources} if self.concurrent else set()
         writes: list[tuple[str, list[tuple[Any, ...]]]] = [
-            (sql.INSERT_RECEIVED, self.received),
+            (sql_received.INSERT_RECEIVED, self.received),
             (
-                sql.INSERT_BINDING,
+                sql_received.INSERT_BINDING,
                 [
                     (
                         *(ns, name, b.asset_id, b.first, b.last, b.seen_rank, b.facets_rank, b.facets_digest),
@@ -589,47 +471,52 @@ class GroupIngest:
                 ],
             ),
             (
-                sql.UPDATE_BINDING,
+                sql_received.UPDATE_BINDING,
                 [
                     (b.first, b.last, b.seen_rank, b.facets_rank, b.facets_digest, b.all_rank, b.all_digest, ns, name)
                     for (ns, name), b in bound
                     if not b.new
                 ],
             ),
-            (sql.TOUCH_PLACEHOLDER, touched),
-            (sql.MOVE_PLACEHOLDER, moved),
+            (sql_received.TOUCH_PLACEHOLDER, touched),
+            (sql_received.MOVE_PLACEHOLDER, moved),
             (sql.UPSERT_PLACEHOLDER, rebuilt),
             # each run's source row, with its inputs and outputs as they stand after the group (a
             # run this group claimed holds it already)
             (
-                sql.UPSERT_SOURCE,
+                sql_received.UPSERT_SOURCE,
                 [self._source_values(row) for source, row in self.sources.items() if source not in claimed],
             ),
             # in key order, as every writer side by side takes their row locks
             (
-                sql.UPSERT_FACET,
+                sql_received.UPSERT_FACET,
                 [(owner, key, rank, text) for (owner, key), (rank, text) in sorted(self.facets.items())],
             ),
             (
-                sql.PUT_FACET,
+                sql_received.PUT_FACET,
                 sorted(
                     (f"asset:{b.asset_id}", key, *(b.facet_rows or {})[key]) for _, b in bound for key in b.facet_dirty
                 ),
             ),
-            (sql.UPSERT_IDENTIFIER, [(*key, kind, rank) for key, (rank, kind) in sorted(self.identifiers.items())]),
-            (sql.INSERT_EXTERNAL_USAGE, job_usages),
-            (sql.INSERT_EXTERNAL_EDGE, edges),
+            (
+                sql_received.UPSERT_IDENTIFIER,
+                [(*key, kind, rank) for key, (rank, kind) in sorted(self.identifiers.items())],
+            ),
+            (sql_received.INSERT_EXTERNAL_USAGE, job_usages),
+            (sql_received.INSERT_EXTERNAL_EDGE, edges),
             (sql.INSERT_COLUMN_EDGE, list(self.column_edges)),
         ]
         if self.forwards:  # after the received events: each row refers to its event's key
             queued_at = format_time(datetime.now(UTC))
-            writes.append((sql.QUEUE_FORWARD, [(key, queued_at, text, *event) for key, text, *event in self.forwards]))
+            writes.append(
+                (sql_received.QUEUE_FORWARD, [(key, queued_at, text, *event) for key, text, *event in self.forwards])
+            )
         # first the group's new runs and jobs, as the group leaves them, and its new events: one
         # that another process wrote meanwhile is a Conflict (a merge into a run would lose that
         # one's inputs and outputs; an event would be kept twice)
         claims = [self._source_values(row) for source, row in self.sources.items() if source in claimed]
         (received, rows), rest = writes[0], writes[1:]
-        self.write_all(self.cur, rest, new=[(sql.CLAIM_SOURCE, claims), (received, rows)])
+        self.write_all(self.cur, rest, new=[(sql_received.CLAIM_SOURCE, claims), (received, rows)])
 
     def _unknown(
         self, assets: list[str], usages: list[tuple[str, str, str, str]], edges: list[tuple[str, str, str, str]]
@@ -640,9 +527,9 @@ class GroupIngest:
         server, where a read costs a row of an index)."""
         jobs = sorted({(ns, name) for ns, name, _, _ in usages})
         rows, stored, found = self._read(
-            self._queries(sql.locked_assets, assets) if assets else [],
-            self._queries(sql.usages_of_jobs, jobs) if jobs else [],
-            self._queries(sql.edges_from, sorted({edge[0] for edge in edges})) if edges else [],
+            self._queries(sql_received.locked_assets, assets) if assets else [],
+            self._queries(sql_received.usages_of_jobs, jobs) if jobs else [],
+            self._queries(sql_received.edges_from, sorted({edge[0] for edge in edges})) if edges else [],
         )
         known_usages, known_edges = {tuple(row) for row in stored}, {tuple(row) for row in found}
         return (
@@ -655,75 +542,17 @@ class GroupIngest:
         """A source row as it stands after the group: its run's (or job's) job, inputs, outputs,
         jobs named and warnings."""
         state, sets = self.source_states[row[0]], self._usage_sets(row[0])
-        jobs = _json([list(job) for job in sorted(state.jobs)]) if len(state.jobs) > 1 else None
+        jobs = external_rows.json_text([list(job) for job in sorted(state.jobs)]) if len(state.jobs) > 1 else None
         return (
             row[0],
             *state.job,
             *row[3:],
-            _json(sorted(sets["input"])),
-            _json(sorted(sets["output"])),
+            external_rows.json_text(sorted(sets["input"])),
+            external_rows.json_text(sorted(sets["output"])),
             state.rank,
             jobs,
-            _json(sorted(state.warnings)),
+            external_rows.json_text(sorted(state.warnings)),
         )
-
-
-def forward_key(event: IncomingEvent) -> str:
-    """The outbox's run key of a forwarded event: the events of one run (or job, or dataset) go
-    out in the order they came."""
-    if event.source is not None:
-        return f"received:{event.source}"
-    dataset = event.datasets[0]
-    return f"received:dataset:{dataset.namespace}/{dataset.name}"
-
-
-def _merged_source(kept: tuple[Any, ...], row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Two source rows of one run (or job) as one, as UPSERT_SOURCE merges the second into the
-    first (a parent once known stays, the state of the higher state rank, the earliest start and
-    first sighting, the latest sighting), so that a group writes a run's row once."""
-    source, job_ns, job_name, run_id, parent, state, rank, started, ended, first, last, producer = kept
-    if row[6] > rank:
-        state, rank, ended, producer = row[5], row[6], row[8], row[11]
-    if row[7] is not None:
-        started = row[7] if started is None else min(started, row[7])
-    return (
-        source,
-        job_ns,
-        job_name,
-        run_id,
-        parent if parent is not None else row[4],
-        state,
-        rank,
-        started,
-        ended,
-        min(first, row[9]),
-        max(last, row[10]),
-        producer,
-    )
-
-
-def _source_row(event: IncomingEvent, moment: str) -> tuple[Any, ...]:
-    kind = (event.event_type or "").upper()
-    if event.kind == "RunEvent":
-        state, rank = (kind or None), event.state_rank
-        started = moment if kind == "START" else None
-        ended = moment if kind in TERMINAL else None
-    else:
-        state, rank, started, ended = None, event.rank, None, None
-    return (
-        event.source,
-        event.job_namespace,
-        event.job_name,
-        event.run_id,
-        event.parent_run_id,
-        state,
-        rank,
-        started,
-        ended,
-        moment,
-        moment,
-        event.producer,
-    )
 
 
 def ingest_events(

@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from bridge.catalog import sql
+from bridge.catalog import sql_outbox
 from bridge.catalog.engine import Connection, Cursor, Database
 from bridge.errors import CatalogError, NotFoundError
 from bridge.jsonkeys import camel_keys
@@ -49,7 +49,7 @@ def queue_event(cur: Cursor, kind: str, ref: int, asset_id: str | None = None) -
         key = f"job:{ref}"
     else:
         key = f"asset:{asset_id}" if asset_id is not None else run_key_of_task_run(ref)
-    cur.execute(sql.QUEUE_EVENT, (kind, ref, key))
+    cur.execute(sql_outbox.QUEUE_EVENT, (kind, ref, key))
 
 
 @attrs.frozen
@@ -142,11 +142,11 @@ class Outbox:
     def heads(self, now: float, limit: int) -> list[OutboxItem]:
         """Pending rows due at ``now`` that no earlier row of their run key holds back, in commit
         order: at most one per run key."""
-        return self._items(self._conn.execute(sql.OUTBOX_HEADS, (now, limit)))
+        return self._items(self._conn.execute(sql_outbox.OUTBOX_HEADS, (now, limit)))
 
     def next_retry_at(self) -> float | None:
         """When the first row waiting for a retry is due (None when none waits)."""
-        found = self._conn.execute(sql.OUTBOX_NEXT_RETRY).fetchone()[0]
+        found = self._conn.execute(sql_outbox.OUTBOX_NEXT_RETRY).fetchone()[0]
         return float(found) if found is not None else None
 
     def settle(
@@ -171,11 +171,14 @@ class Outbox:
                 params: tuple[Any, ...]
                 match result:
                     case Delivered(seq):
-                        statement, params = sql.OUTBOX_DELETE, (seq,)
+                        statement, params = sql_outbox.OUTBOX_DELETE, (seq,)
                     case RetryLater(seq, attempts, at, status, error):
-                        statement, params = sql.OUTBOX_RETRY_LATER, (attempts, at, status, error[:ERROR_TEXT_MAX], seq)
+                        statement, params = (
+                            sql_outbox.OUTBOX_RETRY_LATER,
+                            (attempts, at, status, error[:ERROR_TEXT_MAX], seq),
+                        )
                     case Dead(seq, attempts, status, error):
-                        statement, params = sql.OUTBOX_DEAD, (attempts, status, error[:ERROR_TEXT_MAX], seq)
+                        statement, params = sql_outbox.OUTBOX_DEAD, (attempts, status, error[:ERROR_TEXT_MAX], seq)
                 if claimed_by is not None:
                     statement, params = _CLAIMED[statement], (*params, claimed_by)
                 changed = int(cur.execute(statement, params).rowcount)
@@ -183,7 +186,7 @@ class Outbox:
                 if isinstance(result, Delivered):
                     delivered += changed
             if delivered:
-                cur.execute(sql.OUTBOX_COUNT_DELIVERED, (delivered, success_at))
+                cur.execute(sql_outbox.OUTBOX_COUNT_DELIVERED, (delivered, success_at))
             return settled
 
         return self._db.write(work)
@@ -201,7 +204,7 @@ class Outbox:
         the outbox's lease)."""
 
         def work(cur: Cursor) -> list[OutboxItem]:
-            found = cur.execute(sql.OUTBOX_CLAIM_HEADS, (now, worker, limit, worker, ttl)).fetchall()
+            found = cur.execute(sql_outbox.OUTBOX_CLAIM_HEADS, (now, worker, limit, worker, ttl)).fetchall()
             return self._items(iter(found))
 
         return sorted(self._db.write(work), key=lambda item: item.seq)
@@ -213,21 +216,23 @@ class Outbox:
             return set()
 
         def work(cur: Cursor) -> set[int]:
-            return {row[0] for row in cur.execute(sql.OUTBOX_CONFIRM_CLAIMS, (ttl, worker, list(seqs))).fetchall()}
+            return {
+                row[0] for row in cur.execute(sql_outbox.OUTBOX_CONFIRM_CLAIMS, (ttl, worker, list(seqs))).fetchall()
+            }
 
         return self._db.write(work)
 
     def renew(self, worker: str, ttl: float) -> int:
         """Renew every claim ``worker`` holds for ``ttl`` seconds (its heartbeat); how many."""
-        return self._db.write(lambda cur: int(cur.execute(sql.OUTBOX_RENEW_CLAIMS, (ttl, worker)).rowcount))
+        return self._db.write(lambda cur: int(cur.execute(sql_outbox.OUTBOX_RENEW_CLAIMS, (ttl, worker)).rowcount))
 
     def release_claims(self, worker: str) -> int:
         """Give back every claim ``worker`` holds (a worker stopping, or one found dead)."""
-        return self._db.write(lambda cur: int(cur.execute(sql.OUTBOX_RELEASE_CLAIMS, (worker,)).rowcount))
+        return self._db.write(lambda cur: int(cur.execute(sql_outbox.OUTBOX_RELEASE_CLAIMS, (worker,)).rowcount))
 
     def claims(self) -> dict[str, int]:
         """How many rows each worker holds."""
-        return {worker: int(count) for worker, count in self._conn.execute(sql.OUTBOX_CLAIMS)}
+        return {worker: int(count) for worker, count in self._conn.execute(sql_outbox.OUTBOX_CLAIMS)}
 
     def record_error(self, error: DeliveryError) -> None:
         """Keep a delivery source's last failure (``olbridge status`` shows it)."""
@@ -235,24 +240,24 @@ class Outbox:
 
     def errors(self) -> list[DeliveryError]:
         """The last failure of each delivery source, the latest first."""
-        return [DeliveryError(*row) for row in self._conn.execute(sql.SELECT_DELIVERY_ERRORS)]
+        return [DeliveryError(*row) for row in self._conn.execute(sql_outbox.SELECT_DELIVERY_ERRORS)]
 
     def items(self, *, dead: bool = False, limit: int = 1000) -> list[OutboxItem]:
         if dead:
-            return self._items(self._conn.execute(sql.select_outbox(state=True), (DEAD, limit)))
-        return self._items(self._conn.execute(sql.select_outbox(), (limit,)))
+            return self._items(self._conn.execute(sql_outbox.select_outbox(state=True), (DEAD, limit)))
+        return self._items(self._conn.execute(sql_outbox.select_outbox(), (limit,)))
 
     def get(self, seqs: Sequence[int]) -> list[OutboxItem]:
         found: list[OutboxItem] = []
         for chunk in _chunks(seqs):
-            found += self._items(self._conn.execute(sql.select_outbox(seqs=len(chunk)), [*chunk, len(chunk)]))
+            found += self._items(self._conn.execute(sql_outbox.select_outbox(seqs=len(chunk)), [*chunk, len(chunk)]))
         return found
 
     def payloads(self, seqs: Sequence[int]) -> dict[int, str | None]:
         """The texts that rows of kind ``forward`` hold, by seq (rows gone are left out)."""
         found: dict[int, str | None] = {}
         for chunk in _chunks(seqs):
-            found.update(self._conn.execute(sql.outbox_payloads(len(chunk)), chunk).fetchall())
+            found.update(self._conn.execute(sql_outbox.outbox_payloads(len(chunk)), chunk).fetchall())
         return found
 
     def retry(self, seqs: Sequence[int] | None = None) -> int:
@@ -261,9 +266,11 @@ class Outbox:
 
         def work(cur: Cursor) -> int:
             if seqs is None:
-                return int(cur.execute(sql.OUTBOX_REQUEUE_ALL).rowcount)
+                return int(cur.execute(sql_outbox.OUTBOX_REQUEUE_ALL).rowcount)
             _check_seqs(cur, seqs, DEAD, "no dead letter with id", "nothing was queued")
-            return sum(int(cur.execute(sql.requeue_outbox(len(c)), c).rowcount) for c in _chunks(sorted(set(seqs))))
+            return sum(
+                int(cur.execute(sql_outbox.requeue_outbox(len(c)), c).rowcount) for c in _chunks(sorted(set(seqs)))
+            )
 
         return self._db.write(work)
 
@@ -276,17 +283,19 @@ class Outbox:
         def work(cur: Cursor) -> int:
             if must_exist:
                 _check_seqs(cur, seqs, None, "no outbox row with id", "nothing was dropped")
-                if self._db.engine.concurrent_writers:  # claims are PostgreSQL's (SQLite: one worker's lease)
+                if self._db.engine.outbox_hold == "claims":  # else one worker's lease holds the whole outbox
                     _check_unclaimed(cur, seqs)
-            return sum(int(cur.execute(sql.delete_outbox(len(c)), c).rowcount) for c in _chunks(sorted(set(seqs))))
+            return sum(
+                int(cur.execute(sql_outbox.delete_outbox(len(c)), c).rowcount) for c in _chunks(sorted(set(seqs)))
+            )
 
         return self._db.write(work)
 
     def status(self) -> OutboxStatus:
-        pending = self._conn.execute(sql.OUTBOX_COUNT, (PENDING,)).fetchone()[0]
-        dead = self._conn.execute(sql.OUTBOX_COUNT, (DEAD,)).fetchone()[0]
-        oldest = self._conn.execute(sql.OUTBOX_OLDEST).fetchone()
-        delivery = self._conn.execute(sql.OUTBOX_DELIVERY).fetchone()
+        pending = self._conn.execute(sql_outbox.OUTBOX_COUNT, (PENDING,)).fetchone()[0]
+        dead = self._conn.execute(sql_outbox.OUTBOX_COUNT, (DEAD,)).fetchone()[0]
+        oldest = self._conn.execute(sql_outbox.OUTBOX_OLDEST).fetchone()
+        delivery = self._conn.execute(sql_outbox.OUTBOX_DELIVERY).fetchone()
         return OutboxStatus(
             pending=pending,
             dead=dead,
@@ -302,9 +311,9 @@ class Outbox:
 
 # each settling statement, for a row the worker settling it must still hold
 _CLAIMED = {
-    sql.OUTBOX_DELETE: sql.OUTBOX_DELETE_CLAIMED,
-    sql.OUTBOX_RETRY_LATER: sql.OUTBOX_RETRY_LATER_CLAIMED,
-    sql.OUTBOX_DEAD: sql.OUTBOX_DEAD_CLAIMED,
+    sql_outbox.OUTBOX_DELETE: sql_outbox.OUTBOX_DELETE_CLAIMED,
+    sql_outbox.OUTBOX_RETRY_LATER: sql_outbox.OUTBOX_RETRY_LATER_CLAIMED,
+    sql_outbox.OUTBOX_DEAD: sql_outbox.OUTBOX_DEAD_CLAIMED,
 }
 
 
@@ -314,7 +323,9 @@ def _check_seqs(cur: Cursor, seqs: Sequence[int], state: str | None, missing: st
     found: set[int] = set()
     for chunk in _chunks(wanted):
         params = [*([state] if state else []), *chunk, len(chunk)]
-        found.update(row[0] for row in cur.execute(sql.select_outbox(state=state is not None, seqs=len(chunk)), params))
+        found.update(
+            row[0] for row in cur.execute(sql_outbox.select_outbox(state=state is not None, seqs=len(chunk)), params)
+        )
     absent = [seq for seq in wanted if seq not in found]
     if absent:
         shown = ", ".join(map(str, absent[:10])) + (f" and {len(absent) - 10} more" if len(absent) > 10 else "")
@@ -322,7 +333,9 @@ def _check_seqs(cur: Cursor, seqs: Sequence[int], state: str | None, missing: st
 
 
 def _save_error(cur: Cursor, e: DeliveryError) -> None:
-    cur.execute(sql.SAVE_DELIVERY_ERROR, (e.source, e.target, e.failure, e.status, e.detail[:ERROR_TEXT_MAX], e.at))
+    cur.execute(
+        sql_outbox.SAVE_DELIVERY_ERROR, (e.source, e.target, e.failure, e.status, e.detail[:ERROR_TEXT_MAX], e.at)
+    )
 
 
 def _check_unclaimed(cur: Cursor, seqs: Sequence[int]) -> None:
@@ -330,7 +343,7 @@ def _check_unclaimed(cur: Cursor, seqs: Sequence[int]) -> None:
     locked until the transaction ends, so that no worker claims them meanwhile."""
     held: list[tuple[int, str]] = []
     for chunk in _chunks(sorted(set(seqs))):
-        held.extend((int(seq), str(worker)) for seq, worker in cur.execute(sql.held_outbox(len(chunk)), chunk))
+        held.extend((int(seq), str(worker)) for seq, worker in cur.execute(sql_outbox.held_outbox(len(chunk)), chunk))
     if held:
         workers = sorted({worker for _, worker in held})
         shown = ", ".join(str(seq) for seq, _ in held[:10]) + (f" and {len(held) - 10} more" if len(held) > 10 else "")

@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from bridge.catalog import sql
+from bridge.catalog import sql_outbox
 from bridge.catalog.engine import Connection, Cursor
 from bridge.catalog.rows import dumps
 from bridge.errors import ValidationError
@@ -44,19 +44,19 @@ class Position:
 
 
 def read(conn: Connection | Cursor, kind: str, name: str) -> Position | None:
-    row = conn.execute(sql.GET_POSITION, (kind, name)).fetchone()
+    row = conn.execute(sql_outbox.GET_POSITION, (kind, name)).fetchone()
     return _from_row(row) if row is not None else None
 
 
 def read_all(conn: Connection | Cursor, kind: str | None) -> list[Position]:
     if kind is None:
-        return [_from_row(row) for row in conn.execute(sql.LIST_ALL_POSITIONS)]
-    return [_from_row(row) for row in conn.execute(sql.LIST_POSITIONS, (kind,))]
+        return [_from_row(row) for row in conn.execute(sql_outbox.LIST_ALL_POSITIONS)]
+    return [_from_row(row) for row in conn.execute(sql_outbox.LIST_POSITIONS, (kind,))]
 
 
 def save(cur: Cursor, position: Position) -> None:
     """Save a position inside the caller's transaction (the one writing what it covers)."""
-    cur.execute(sql.SAVE_POSITION, (position.kind, position.name, dumps(position.value), position.updated_at))
+    cur.execute(sql_outbox.SAVE_POSITION, (position.kind, position.name, dumps(position.value), position.updated_at))
 
 
 def _from_row(row: Sequence[Any]) -> Position:

@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from bridge.canonical import canonical
 from bridge.model import (
     Assertion,
     Asset,
@@ -29,9 +30,7 @@ from bridge.model import (
 )
 from bridge.model.column_lineage import ColumnEdge
 
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+dumps = canonical  # every JSON text the catalog stores (bridge/canonical.py)
 
 
 def read_time(value: str | None) -> datetime | None:

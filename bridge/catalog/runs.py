@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from bridge.catalog import sql
+from bridge.catalog import sql_received
 from bridge.catalog.engine import Connection
 from bridge.catalog.query import HistoryFilter
 from bridge.catalog.store import Catalog
@@ -108,7 +108,7 @@ class Runs:
         unique = list(found)
         for start in range(0, len(unique), 400):
             chunk = unique[start : start + 400]
-            for owner, key, facet in self._conn.execute(sql.facets_of(len(chunk)), chunk):
+            for owner, key, facet in self._conn.execute(sql_received.facets_of(len(chunk)), chunk):
                 found[owner][key] = json.loads(facet)
         return found
 
@@ -147,7 +147,7 @@ class Runs:
         ]
 
     def external(self, filters: RunFilter = RunFilter(), *, facets: bool = True) -> list[RunView]:
-        statement = sql.select_external_runs(
+        statement = sql_received.select_external_runs(
             job=filters.job is not None,
             namespace=filters.namespace is not None,
             state=filters.state is not None,
@@ -258,7 +258,7 @@ class Runs:
         """The run with this OpenLineage run id: an external one, or one of olbridge's (whose run
         ids are UUIDv7 made from the start time, so only the task runs started in that
         millisecond are looked at)."""
-        found = self._external(sql.select_external_runs(source=True), [f"run:{run_id}"])
+        found = self._external(sql_received.select_external_runs(source=True), [f"run:{run_id}"])
         if found:
             return found[0]
         try:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from bridge.catalog.engine import Busy, Connection, Cursor, Engine
+from bridge.catalog.engine import Busy, Connection, Cursor, Engine, Maintenance
 from bridge.errors import CatalogError
 
 # auto_vacuum takes effect in a new file (before its first table) or at a VACUUM: a new catalog's
@@ -69,6 +71,7 @@ def undecodable(exc: BaseException) -> bool:
 class SqliteEngine(Engine):
     name: ClassVar[str] = "sqlite"
     concurrent_writers: ClassVar[bool] = False
+    outbox_hold: ClassVar[Literal["lease", "claims"]] = "lease"
     upgrades_on_open: ClassVar[bool] = True  # a file of one machine's: brought up to date in place
 
     def __init__(self, path: str | Path) -> None:
@@ -89,6 +92,9 @@ class SqliteEngine(Engine):
     def exists(self) -> bool:
         """Whether the file is there (a catalog or not: opening it tells)."""
         return self.in_memory or Path(self.path).exists()
+
+    def missing(self) -> bool:
+        return not self.exists()
 
     def connect(self) -> Connection:
         try:
@@ -133,6 +139,9 @@ class SqliteEngine(Engine):
     def storage_error(self, exc: BaseException) -> CatalogError | None:
         return storage_error(exc, self.path)
 
+    def driver_error(self, exc: BaseException) -> bool:
+        return isinstance(exc, sqlite3.Error)
+
     def busy(self, exc: BaseException) -> bool:
         if isinstance(exc, Busy):
             return True
@@ -175,6 +184,15 @@ class SqliteEngine(Engine):
     def _raw_connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
 
+    def maintenance(self, conn: Connection, *, wal_limit: int, every: float) -> Maintenance | None:
+        if self.in_memory:
+            return None
+        # checkpoints (WAL pages copied into the database) run beside the commits rather than
+        # inside whichever commit crosses the WAL's size
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        conn.execute(f"PRAGMA journal_size_limit = {int(wal_limit)}")
+        return WalCheckpoints(self.path, wal_limit=wal_limit, every=every)
+
     def durability(self, conn: Connection, level: str) -> None:
         conn.execute(f"PRAGMA synchronous = {'FULL' if level == 'full' else 'NORMAL'}")
 
@@ -182,4 +200,53 @@ class SqliteEngine(Engine):
         return int(connection.exec_driver_sql("PRAGMA user_version").scalar() or 0)
 
 
-__all__ = ["PRAGMAS", "SqliteEngine", "storage_error"]
+WAL_LOOK = 0.1  # s between two looks at the WAL's size
+
+
+class WalCheckpoints(Maintenance):
+    """The write-ahead log checkpointed beside a writer's commits, on a connection of its own: a
+    PASSIVE checkpoint every ``every`` s, which never waits, and a TRUNCATE one once the WAL has
+    grown past ``wal_limit`` bytes (under a sustained load the PASSIVE ones never reach the log's
+    end, and it would grow without bound, and stay that size once idle)."""
+
+    def __init__(self, path: str, *, wal_limit: int, every: float) -> None:
+        self.look = min(every, WAL_LOOK)
+        self._wal = Path(f"{path}-wal")
+        self._limit, self._every = wal_limit, every
+        # made here, used by the writer's checkpoint thread alone
+        self._conn = sqlite3.connect(path, timeout=1, isolation_level=None, check_same_thread=False)
+        try:
+            self._conn.execute(f"PRAGMA journal_size_limit = {int(wal_limit)}")
+        except BaseException:
+            self._conn.close()
+            raise
+        self._last = time.monotonic()
+
+    def step(self, between_commits: AbstractContextManager[Any]) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            if _size(self._wal) > self._limit:
+                # waits (its busy timeout, a second at most) for readers, holding off the next
+                # commit meanwhile; still busy, it is tried again at the next look
+                with between_commits:  # the writer holds no snapshot then
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                self._last = time.monotonic()
+            elif time.monotonic() - self._last >= self._every:
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                self._last = time.monotonic()
+
+    def close(self) -> None:
+        try:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        finally:
+            self._conn.close()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+__all__ = ["PRAGMAS", "SqliteEngine", "WalCheckpoints", "storage_error"]

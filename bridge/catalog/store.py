@@ -3,41 +3,38 @@
 Every write runs in one transaction: a refused input changes nothing. Reads return the records of
 :mod:`bridge.model`, never rows. The engine (:mod:`bridge.catalog.engine`, the contract; its
 SQLite and PostgreSQL modules) says how to reach the catalog, the SQL is in
-:mod:`bridge.catalog.sql`, the schema and its versions in :mod:`bridge.catalog.schema` and
-:mod:`bridge.catalog.migrate`, the row conversions in :mod:`bridge.catalog.rows` and the writes in
-:mod:`bridge.catalog.writes` and :mod:`bridge.catalog.external`.
+:mod:`bridge.catalog.sql` (and ``sql_received``, ``sql_outbox``), the schema and its versions in
+:mod:`bridge.catalog.schema` and :mod:`bridge.catalog.migrate`, the row conversions in
+:mod:`bridge.catalog.rows`. The ``Catalog`` runs no SQL of its own: each method hands its work to
+the module of its job (the reads to ``assets``, ``history``, ``received``, ``lineage``,
+``columns``, ``health``; the writes to ``writes``, ``external`` and ``ingest``).
 """
 
 from __future__ import annotations
 
-import json
-import sqlite3
-import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import attrs
 
+from bridge.catalog import assets, history, ingest, positions, received, sql, writes
 from bridge.catalog import columns as column_queries
-from bridge.catalog import external, positions, rows, sql, writes
 from bridge.catalog import health as health_queries
 from bridge.catalog import lineage as asset_lineage
 from bridge.catalog import migrate as schema_migrations
 from bridge.catalog.backfills import Backfills
 from bridge.catalog.columns import ColumnLineageGraph, StoredColumnEdge
-from bridge.catalog.engine import Busy, Connection, Cursor, Database, Engine, is_url, masked
+from bridge.catalog.engine import Connection, Cursor, Database, Maintenance, unavailable_reason
+from bridge.catalog.engines import open_engine, storage_error
 from bridge.catalog.external import IngestResult
 from bridge.catalog.health import AssetHealth
 from bridge.catalog.lineage import LineageEdge, LineageGraph
 from bridge.catalog.outbox import Outbox
 from bridge.catalog.positions import Checkpoint, Position, RefusedItem
 from bridge.catalog.query import (
-    CHANGE_FILTERS,
-    JOB_FILTERS,
-    RUN_FILTERS,
     AssetQuery,
     ExternalSource,
     ExternalUsage,
@@ -45,8 +42,6 @@ from bridge.catalog.query import (
     PurgeResult,
     RunUsage,
 )
-from bridge.catalog.sqlite import SqliteEngine
-from bridge.catalog.sqlite import storage_error as sqlite_storage_error
 from bridge.catalog.workers import Workers
 from bridge.catalog.writes import DeclareResult, RecordResult
 from bridge.errors import BridgeError, CatalogError, NotFoundError, ValidationError
@@ -56,14 +51,9 @@ from bridge.model import (
     AssetChange,
     AssetDeclaration,
     DeclaredFlow,
-    Identifier,
-    Origin,
-    Statistics,
     StoredDeclaredJob,
     StoredTaskRun,
-    StoredUsage,
     TaskRun,
-    format_time,
 )
 from bridge.model.health import FreshnessRule, Selector
 from bridge.model.received import IncomingEvent
@@ -81,7 +71,7 @@ class Catalog:
         self.engine = open_engine(target)
         self.path = self.engine.location  # what messages show (a password masked)
         self._target = target
-        if not create and isinstance(self.engine, SqliteEngine) and not self.engine.exists():
+        if not create and self.engine.missing():
             raise CatalogError(f"no catalog at {self.path}; create one with olbridge init")
         try:
             self.db = Database(self.engine)
@@ -102,7 +92,7 @@ class Catalog:
         found = self.engine.storage_error(exc)
         if found is not None:
             return found
-        if isinstance(exc, sqlite3.DatabaseError):
+        if self.engine.driver_error(exc):
             return CatalogError(f"cannot open catalog {self.path}: {exc}")
         return exc
 
@@ -145,7 +135,7 @@ class Catalog:
     @property
     def in_memory(self) -> bool:
         """A private in-memory catalog (SQLite's ``:memory:``): no other connection can see it."""
-        return isinstance(self.engine, SqliteEngine) and self.engine.in_memory
+        return self.engine.in_memory
 
     def unavailable(self, exc: BaseException) -> bool:
         """Whether an error says the catalog cannot take a write right now (locked, busy, out of
@@ -155,12 +145,7 @@ class Catalog:
     def unavailable_reason(self, exc: BaseException) -> str:
         """Why the catalog could not take a write, for a message or an HTTP answer: in the
         engine's words, never the driver's internals."""
-        found = self.engine.reason(exc)
-        if found is not None:
-            return found
-        if isinstance(exc, BridgeError):
-            return str(exc)
-        return "it cannot take writes now"
+        return unavailable_reason(self.engine, exc)
 
     @property
     def dialect(self) -> str:
@@ -180,7 +165,7 @@ class Catalog:
             error = self.engine.storage_error(exc)
             if error is not None:
                 raise error from exc
-            if isinstance(exc, sqlite3.Error):
+            if self.engine.driver_error(exc):
                 raise CatalogError(f"catalog {self.path}: {exc}") from exc
             raise
 
@@ -193,11 +178,10 @@ class Catalog:
     def schema_version(self) -> int:
         return self.engine.version(self._conn) or 0
 
-    def pragma(self, setting: str) -> None:
-        """Set a SQLite pragma on this connection (``"wal_autocheckpoint = 0"``)."""
-        if not isinstance(self.engine, SqliteEngine):
-            raise CatalogError(f"a pragma is SQLite's; catalog {self.path} is on {self.engine.name}")
-        self._conn.execute(f"PRAGMA {setting}")
+    def maintenance(self, *, wal_limit: int, every: float) -> Maintenance | None:
+        """The upkeep a long-running writer on this connection runs beside its commits (see
+        :meth:`bridge.catalog.engine.Engine.maintenance`); None: none is needed."""
+        return self.engine.maintenance(self._conn, wal_limit=wal_limit, every=every)
 
     def set_durability(self, level: str) -> None:
         """How sure a commit on this connection is once it returns: ``full`` (it survives a power
@@ -228,44 +212,13 @@ class Catalog:
     def get_asset(self, asset_id: str) -> Asset | None:
         """An asset's record; an External placeholder's with what producers said of it (the
         latest of each dataset facet, every symlink identifier)."""
-        row = self._conn.execute(sql.GET_ASSET, (asset_id,)).fetchone()
-        if not row:
-            return None
-        asset = rows.asset_from_row(row)
-        if asset.origin is not Origin.EXTERNAL:
-            return asset
-        facets = {
-            key: json.loads(text) for _, key, text in self._conn.execute(sql.facets_of(1), (f"asset:{asset_id}",))
-        }
-        identifiers = tuple(Identifier(*row) for row in self._conn.execute(sql.IDENTIFIERS_OF_ASSET, (asset_id,)))
-        if not facets and not identifiers:
-            return asset
-        return attrs.evolve(asset, received_facets=facets, identifiers=identifiers)
+        return assets.read_asset(self._conn, asset_id)
 
     def find_asset_id(self, text: str) -> str:
         """The id of the asset ``text`` names: its id, or a dataset name it was received under
         (``<olNamespace>/<olName>``, or a symlink identifier's ``<namespace>/<name>``). A
         NotFoundError when none does; a ValidationError naming them when several do."""
-        if self._conn.execute(sql.GET_ASSET, (text,)).fetchone():
-            return text
-        found: dict[str, None] = {}
-        start = text.find("/")
-        while start != -1:
-            namespace, name = text[:start], text[start + 1 :]
-            if namespace and name:
-                params = (namespace, name, namespace, name)
-                found.update((asset_id, None) for (asset_id,) in self._conn.execute(sql.ASSETS_NAMED, params))
-            start = text.find("/", start + 1)
-        existing = [asset_id for asset_id in found if self._conn.execute(sql.GET_ASSET, (asset_id,)).fetchone()]
-        if not existing:
-            raise NotFoundError(f"no asset with id {text!r}, nor one received under that name or symlink")
-        if len(existing) > 1:
-            raise ValidationError(
-                f"{text!r} names several assets: {', '.join(sorted(existing))}; give one by its id",
-                rule="asset.ambiguous",
-                value=text,
-            )
-        return existing[0]
+        return assets.find_asset_id(self._conn, text)
 
     def asset(self, asset_id: str) -> Asset:
         found = self.get_asset(asset_id)
@@ -274,26 +227,10 @@ class Catalog:
         return found
 
     def list_assets(self, query: AssetQuery = AssetQuery()) -> list[Asset]:
-        return self._list_assets(self._conn, query)
-
-    def _list_assets(self, conn: Connection | Cursor, query: AssetQuery) -> list[Asset]:
-        statement = sql.select_assets(
-            types=len(query.types),
-            namespace=query.namespace is not None,
-            include_deleted=query.include_deleted,
-            ids=len(query.ids),
-            updated_before=query.updated_before is not None,
-        )
-        params: list[Any] = [*query.ids, *query.types]
-        if query.namespace is not None:
-            params.append(query.namespace)
-        if query.updated_before is not None:
-            params.append(format_time(query.updated_before))
-        assets = [rows.asset_from_row(r) for r in conn.execute(statement, params)]
-        return [a for a in assets if all(f.matches(a.metadata) for f in query.metadata)]
+        return assets.list_assets(self._conn, query)
 
     def count_assets(self) -> int:
-        return int(self._conn.execute(sql.COUNT_ASSETS).fetchone()[0])
+        return assets.count_assets(self._conn)
 
     def set_asset(self, decl: AssetDeclaration, *, now: datetime, allow_type_change: bool = False) -> Asset:
         """Create or update an asset outside any task run (Kestra's ``Set``). Metadata merges; a key
@@ -330,7 +267,7 @@ class Catalog:
         query = attrs.evolve(query, include_deleted=True)
 
         def work(cur: Cursor) -> PurgeResult:
-            ids = [a.id for a in self._list_assets(cur, query)]
+            ids = [a.id for a in assets.list_assets(cur, query)]
             return PurgeResult(ids=tuple(ids), **writes.purge_assets(cur, ids, usages=usages, lineage=lineage))
 
         return self.db.write(work)
@@ -340,15 +277,10 @@ class Catalog:
     ) -> Iterator[AssetChange]:
         """Asset changes in time order (none with a flow filter: they belong to no flow);
         ``after`` = (changed_at text, seq) starts after that change."""
-        if filters.flow is not None:
-            return
-        statement = sql.select_changes(**filters.given(CHANGE_FILTERS), after=after is not None)
-        for row in self._conn.execute(statement, [*filters.params(CHANGE_FILTERS), *(after or ())]):
-            yield _change_from_row(row)
+        return history.iter_changes(self._conn, filters, after=after)
 
     def get_change(self, seq: int) -> AssetChange | None:
-        row = self._conn.execute(sql.GET_CHANGE, (seq,)).fetchone()
-        return _change_from_row(row) if row else None
+        return history.get_change(self._conn, seq)
 
     # --- task runs -------------------------------------------------------------------------
 
@@ -377,25 +309,14 @@ class Catalog:
         return self.db.write(work)
 
     def count_task_runs(self) -> int:
-        return int(self._conn.execute(sql.COUNT_TASK_RUNS).fetchone()[0])
+        return history.count_task_runs(self._conn)
 
     def count_history(self, filters: HistoryFilter = HistoryFilter()) -> int:
         """About how many events a read of the history with these filters gives (export,
         backfill): a START a task run and an end an ended one, a JobEvent a declared job, and
         without ``flow`` an event an asset change (with ``asset``, the declared jobs naming it,
         read to be counted)."""
-        statement = sql.count_task_runs(**filters.given(RUN_FILTERS))
-        runs, ended = self._conn.execute(statement, filters.params(RUN_FILTERS)).fetchone()
-        total = int(runs) + int(ended)
-        if filters.asset is None:
-            statement = sql.count_declared_jobs(**filters.given(JOB_FILTERS))
-            total += int(self._conn.execute(statement, filters.params(JOB_FILTERS)).fetchone()[0])
-        else:  # as backfill picks them: by the datasets they name
-            total += sum(1 for _ in self.iter_declared_jobs(filters))
-        if filters.flow is None:
-            statement = sql.count_changes(**filters.given(CHANGE_FILTERS))
-            total += int(self._conn.execute(statement, filters.params(CHANGE_FILTERS)).fetchone()[0])
-        return total
+        return history.count_history(self._conn, filters)
 
     def iter_task_runs(
         self,
@@ -406,138 +327,33 @@ class Catalog:
     ) -> Iterator[StoredTaskRun]:
         """Task runs in start order, read a page at a time (memory stays flat). An ``asset`` filter
         keeps the runs that read or wrote it; ``after`` = (started_at text, pk) starts after that run."""
-        statement = sql.select_task_runs(**filters.given(RUN_FILTERS))
-        paged = sql.select_task_runs(**filters.given(RUN_FILTERS), after_pk=True)
-        base = filters.params(RUN_FILTERS)
-        while True:
-            if after is None:
-                page = self._conn.execute(statement, [*base, page_size]).fetchall()
-            else:
-                page = self._conn.execute(paged, [*base, *after, page_size]).fetchall()
-            if not page:
-                return
-            yield from self._with_usages(page)
-            after = (page[-1][7], page[-1][0])
-            if len(page) < page_size:
-                return
+        return history.iter_task_runs(self._conn, filters, after=after, page_size=page_size)
 
     def task_runs_by_pk(self, pks: Sequence[int]) -> dict[int, StoredTaskRun]:
         """The task runs with these pks (the ones that exist), with their usages."""
-        found: dict[int, StoredTaskRun] = {}
-        for start in range(0, len(pks), 400):
-            chunk = list(pks[start : start + 400])
-            page = self._conn.execute(sql.select_task_runs_by_pk(len(chunk)), chunk).fetchall()
-            found.update((run.pk, run) for run in self._with_usages(page))
-        return found
-
-    def _with_usages(self, page: list[Any]) -> Iterator[StoredTaskRun]:
-        usages: dict[int, list[StoredUsage]] = {}
-        pks = [r[0] for r in page]
-        for pk, asset_id, direction, position, stats in self._conn.execute(sql.select_usages_of_runs(len(pks)), pks):
-            usages.setdefault(pk, []).append(
-                StoredUsage(asset_id, direction, position, Statistics(**json.loads(stats)) if stats else Statistics())
-            )
-        edges = column_queries.edges_of_runs(self._conn, pks)
-        for row in page:
-            yield rows.task_run_from_row(row, usages.get(row[0], []), edges.get(row[0], ()))
+        return history.task_runs_by_pk(self._conn, pks)
 
     def usages_of(self, asset_id: str) -> list[RunUsage | ExternalUsage]:
         """Every read and write of an asset: by olbridge's task runs (direction, time and the task
         run's key), then by the jobs the receiver heard of."""
-        out: list[RunUsage | ExternalUsage] = []
-        for row in self._conn.execute(sql.USAGES_OF_ASSET, (asset_id,)):
-            direction, used_at, *run = row
-            stored = rows.task_run_from_row(run, [])
-            key = stored.key
-            out.append(
-                RunUsage(
-                    direction,
-                    used_at,
-                    key.flow_namespace,
-                    key.flow_id,
-                    key.task_id,
-                    key.execution_id,
-                    key.task_run_id,
-                    stored.state.value,
-                )
-            )
-        for direction, job_ns, job_name in self._conn.execute(sql.EXTERNAL_USAGES_OF_ASSET, (asset_id,)):
-            out.append(ExternalUsage(direction, job_ns, job_name))
-        return out
+        return history.usages_of(self._conn, asset_id)
 
     # --- external lineage (the receiver) -----------------------------------------------------
 
     def ingest(
         self, events: Sequence[IncomingEvent], resolver: Resolver, *, position: Position | None = None
     ) -> list[IngestResult | Exception]:
-        """Take accepted external events in one transaction, with the ``position`` of the import
-        they come from, if any. Should one of them fail, the group is taken again one event at a
-        time, each in a savepoint of its own: the failing event leaves no trace and comes back as
-        its exception, the others land (and the position only when none came back busy). Re-sent
-        events come back as duplicates and change nothing. Where several processes write
-        (PostgreSQL), a group that loses a race with another is taken again; it lands once,
-        whichever process took its events first."""
-
-        def whole(cur: Cursor) -> list[IngestResult | Exception]:
-            taken: list[IngestResult | Exception] = list(
-                external.ingest_events(cur, events, resolver, engine=self.engine)
-            )
-            if position is not None:
-                positions.save(cur, position)
-            return taken
-
-        try:
-            return self.db.write(whole)
-        except Exception as exc:
-            if isinstance(exc, Busy) or not self._one_event(exc):
-                raise  # not one event's fault: the caller's to report
-
-        def each(cur: Cursor) -> list[IngestResult | Exception]:
-            results: list[IngestResult | Exception] = []
-            for event in events:
-                cur.execute("SAVEPOINT event")
-                try:
-                    results.extend(external.ingest_events(cur, [event], resolver, engine=self.engine))
-                except Exception as exc:
-                    if self.engine.conflict(exc) or not (self._one_event(exc) or self.engine.busy(exc)):
-                        raise
-                    cur.execute("ROLLBACK TO event")
-                    results.append(self._event_error(exc))
-                cur.execute("RELEASE event")
-            # past an event the catalog could not take now, the import must read it again
-            if position is not None and not any(isinstance(result, Busy) for result in results):
-                positions.save(cur, position)
-            return results
-
-        return self.db.write(each)
-
-    def _one_event(self, exc: BaseException) -> bool:
-        """Whether an error of a group's write may be one event's (then each is taken alone)."""
-        if isinstance(exc, Busy) or self.engine.busy(exc):
-            return False
-        return isinstance(exc, BridgeError | ValueError) or self.engine.refused(exc)
-
-    def _event_error(self, exc: Exception) -> Exception:
-        """What taking one event came to when it failed: its refusal, or a Busy to retry it."""
-        if isinstance(exc, BridgeError | ValueError):
-            return exc
-        if self.engine.refused(exc):
-            return CatalogError(f"the catalog cannot store the event: {exc}")
-        return Busy(f"the catalog could not take the event: {self.unavailable_reason(exc)}")
+        """Take accepted external events, with the ``position`` of the import they come from, if any
+        (see :func:`bridge.catalog.ingest.ingest`): each comes back as its result or its error."""
+        return ingest.ingest(self.db, events, resolver, position=position)
 
     def count_received(self) -> dict[str, int]:
         """Rows of the receiver's tables: events, datasets, sources (runs and jobs), usages, edges."""
-        return {name: int(self._conn.execute(q).fetchone()[0]) for name, q in sql.COUNT_TABLE.items()}
+        return received.count_received(self._conn)
 
     def external_sources(self) -> list[ExternalSource]:
         """External runs and jobs with their inputs and outputs, in first-seen order."""
-        found = []
-        for row in self._conn.execute(sql.SELECT_SOURCES).fetchall():
-            source, job_ns, job_name, run_id, parent, state, started, ended, first, last, producer, ins, outs = row
-            run = (run_id, parent, state, started, ended, first, last, producer)
-            inputs, outputs = tuple(json.loads(ins)), tuple(json.loads(outs))
-            found.append(ExternalSource(source, job_ns, job_name, *run, inputs, outputs))
-        return found
+        return received.external_sources(self._conn)
 
     # --- positions ---------------------------------------------------------------------------
 
@@ -575,25 +391,17 @@ class Catalog:
         return self.db.write(work)
 
     def declared_job(self, pk: int) -> StoredDeclaredJob:
-        row = self._conn.execute(sql.GET_DECLARED_JOB, (pk,)).fetchone()
-        if row is None:
-            raise NotFoundError(f"no declared job with key {pk}")
-        return rows.declared_job_from_row(row)
+        return history.declared_job(self._conn, pk)
 
     def count_declared_jobs(self) -> int:
-        return int(self._conn.execute(sql.COUNT_DECLARED_JOBS).fetchone()[0])
+        return history.count_declared_jobs(self._conn)
 
     def iter_declared_jobs(
         self, filters: HistoryFilter = HistoryFilter(), *, after: int | None = None
     ) -> Iterator[StoredDeclaredJob]:
         """Declared jobs in the order they were first declared (by key), those after key ``after``;
         an ``asset`` filter keeps the ones that name it."""
-        statement = sql.select_declared_jobs(**filters.given(JOB_FILTERS), after=after is not None)
-        params = [*filters.params(JOB_FILTERS), *([] if after is None else [after])]
-        for row in self._conn.execute(statement, params):
-            declared = rows.declared_job_from_row(row)
-            if filters.keeps(declared):
-                yield declared
+        return history.iter_declared_jobs(self._conn, filters, after=after)
 
     # --- delivery --------------------------------------------------------------------------
 
@@ -660,45 +468,6 @@ class Catalog:
         return health_queries.assess(self._conn, selectors, as_of, ids=ids)
 
 
-def open_engine(target: str | Path) -> Engine:
-    """The engine of a catalog target: a ``postgresql://`` URL, else a SQLite file (or ``:memory:``)."""
-    if is_url(target):
-        try:
-            from bridge.catalog.postgres import PostgresEngine  # psycopg: only where a URL is given
-        except ModuleNotFoundError as exc:
-            if not (exc.name or "").startswith("psycopg"):
-                raise
-            raise CatalogError(
-                f"catalog {masked(target)}: a PostgreSQL catalog needs the driver psycopg, which is not installed; "
-                "install it with pip install 'psycopg[binary]>=3.2,<4' (from a clone of olbridge: "
-                "pip install -e '.[postgres]')"
-            ) from None
-        return PostgresEngine(str(target))
-    return SqliteEngine(target)
-
-
-def unreadable(target: str | Path) -> str | None:
-    """Why a catalog cannot be read right now (None: it can), from a short connection of its own
-    that waits for nothing (a receiver's readiness)."""
-    try:
-        return open_engine(target).unreadable()
-    except BridgeError as exc:
-        return str(exc)
-
-
-def storage_error(exc: BaseException, where: str | Path) -> CatalogError | None:
-    """The CatalogError that a driver's error about the catalog's storage stands for (SQLite: the
-    file, the disk, a lock; PostgreSQL: the server, the connection, the password, privileges),
-    naming the catalog (``where``, as messages show it); None for any other error (a fault in
-    olbridge, left to surface)."""
-    found = sqlite_storage_error(exc, where)
-    if found is None and sys.modules.get("psycopg") is not None:  # only loaded where a catalog URL was opened
-        from bridge.catalog.postgres import storage_error as postgres_storage_error
-
-        found = postgres_storage_error(exc, str(where))
-    return found
-
-
 def _replayable(items: Iterable[T]) -> Callable[[], Iterator[T]]:
     """A function giving ``items`` again and again, each read from ``items`` once, when first
     needed (a progress bar over them moves as the first pass goes, and a transaction run again
@@ -717,13 +486,6 @@ def _replayable(items: Iterable[T]) -> Callable[[], Iterator[T]]:
 
 class _Rollback(Exception):
     """Ends a transaction that must change nothing."""
-
-
-def _change_from_row(row: Sequence[Any]) -> AssetChange:
-    seq, kind, changed_at, snapshot = row
-    moment = rows.read_time(changed_at)
-    assert moment is not None
-    return AssetChange(seq=seq, kind=kind, changed_at=moment, asset=rows.from_snapshot(snapshot))
 
 
 __all__ = [

@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from bridge.catalog import sql
+from bridge.catalog import sql_outbox
 from bridge.catalog.engine import Conflict, Connection, Cursor, Database
 
 
@@ -101,10 +101,10 @@ class Workers:
 
         def work(cur: Cursor) -> bool:
             cur.execute(
-                sql.REGISTER_WORKER,
+                sql_outbox.REGISTER_WORKER,
                 (worker.id, worker.host, worker.pid, worker.target, worker.started_at, now, worker.space),
             )
-            holder = cur.execute(sql.LEASE_HOLDER).fetchone()
+            holder = cur.execute(sql_outbox.LEASE_HOLDER).fetchone()
             return holder is not None and holder[0] == worker.id
 
         return self._db.write(work)
@@ -124,7 +124,7 @@ class Workers:
         worker did not say). Workers whose heartbeat is stale are forgotten on the way."""
 
         def work(cur: Cursor) -> LeaseClaim:
-            row = cur.execute(sql.SELECT_LEASE).fetchone()
+            row = cur.execute(sql_outbox.SELECT_LEASE).fetchone()
             if row is not None and row[0] == worker_id:
                 return LeaseClaim(taken=True)
             holder = _holder(row) if row is not None else None
@@ -138,11 +138,14 @@ class Workers:
                     why = "its process is gone"
                 else:
                     return LeaseClaim(taken=False, holder=holder)
-                cur.execute(sql.DELETE_WORKER, (holder.worker,))
-            cur.execute(sql.DELETE_STALE_WORKERS, (now - ttl, worker_id))
+                cur.execute(sql_outbox.DELETE_WORKER, (holder.worker,))
+            cur.execute(sql_outbox.DELETE_STALE_WORKERS, (now - ttl, worker_id))
             # taken from the holder seen here, or from nobody: a worker that took it meanwhile wins
             # and this transaction is run again (it finds that one holding it)
-            if cur.execute(sql.TAKE_LEASE, (worker_id, acquired_at, holder.worker if holder else "")).rowcount != 1:
+            if (
+                cur.execute(sql_outbox.TAKE_LEASE, (worker_id, acquired_at, holder.worker if holder else "")).rowcount
+                != 1
+            ):
                 raise Conflict("the outbox's lease was taken meanwhile")
             return LeaseClaim(taken=True, holder=holder, why=why)
 
@@ -150,15 +153,15 @@ class Workers:
 
     def holder(self) -> LeaseHolder | None:
         """Who holds the outbox's lease (None: nobody)."""
-        row = self._conn.execute(sql.SELECT_LEASE).fetchone()
+        row = self._conn.execute(sql_outbox.SELECT_LEASE).fetchone()
         return _holder(row) if row is not None else None
 
     def release(self, worker_id: str) -> None:
         """Give the lease back (if held) and unregister."""
 
         def work(cur: Cursor) -> None:
-            cur.execute(sql.RELEASE_LEASE, (worker_id,))
-            cur.execute(sql.DELETE_WORKER, (worker_id,))
+            cur.execute(sql_outbox.RELEASE_LEASE, (worker_id,))
+            cur.execute(sql_outbox.DELETE_WORKER, (worker_id,))
 
         self._db.write(work)
 
@@ -166,7 +169,7 @@ class Workers:
         """Forget the other workers whose process ``is_dead(space, pid)`` says is gone (killed on
         this host, in this pid namespace), their outbox claims released at once rather than when they expire; the
         workers forgotten."""
-        processes = self._conn.execute(sql.WORKER_PROCESSES).fetchall()
+        processes = self._conn.execute(sql_outbox.WORKER_PROCESSES).fetchall()
         dead = {w_id for w_id, space, pid in processes if w_id != worker_id and is_dead(space, pid)}
         if not dead:
             return []
@@ -174,14 +177,14 @@ class Workers:
 
         def work(cur: Cursor) -> None:
             for worker in gone:
-                cur.execute(sql.OUTBOX_RELEASE_CLAIMS, (worker.id,))
-                cur.execute(sql.DELETE_WORKER, (worker.id,))
+                cur.execute(sql_outbox.OUTBOX_RELEASE_CLAIMS, (worker.id,))
+                cur.execute(sql_outbox.DELETE_WORKER, (worker.id,))
 
         self._db.write(work)
         return gone
 
     def list(self) -> list[StreamWorkerInfo]:
-        return [StreamWorkerInfo(*row) for row in self._conn.execute(sql.SELECT_WORKERS)]
+        return [StreamWorkerInfo(*row) for row in self._conn.execute(sql_outbox.SELECT_WORKERS)]
 
 
 def _holder(row: Any) -> LeaseHolder:

@@ -18,7 +18,7 @@ import click
 
 from bridge.catalog import Catalog
 from bridge.catalog.engine import catalog_target, masked, url_password
-from bridge.catalog.store import storage_error
+from bridge.catalog.engines import storage_error
 from bridge.config import Config
 from bridge.errors import BadValueError, BridgeError, CatalogError
 from bridge.mapping import Resolver
@@ -93,7 +93,7 @@ class AppContext:
 
     def storage_error(self, exc: BaseException) -> CatalogError | None:
         """The CatalogError a driver's error about the catalog's storage stands for (see
-        :func:`bridge.catalog.store.storage_error`), by the open catalog's engine where there is
+        :func:`bridge.catalog.engines.storage_error`), by the open catalog's engine where there is
         one; the password of the catalog's URL masked in it either way (a driver's message may
         hold the URL)."""
         found = self._catalog.engine.storage_error(exc) if self._catalog is not None else None

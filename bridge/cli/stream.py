@@ -19,8 +19,7 @@ from bridge.cli.output import echo_lines, print_json, print_rows, say, stop_on_s
 from bridge.cli.progress import progress
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
 from bridge.delivery.backfill import Backfill
-from bridge.delivery.claims import OutboxClaims
-from bridge.delivery.lease import OutboxLease
+from bridge.delivery.holds import outbox_hold
 from bridge.delivery.report import FailureReport, describe
 from bridge.delivery.worker import StreamStats, StreamWorker
 from bridge.errors import ExportError
@@ -137,7 +136,7 @@ def stream(
             poll=poll,
             report=FailureReport(target, say),
             give_up_after=budget,
-            lease=OutboxClaims(catalog, target) if catalog.engine.concurrent_writers else OutboxLease(catalog, target),
+            lease=outbox_hold(catalog, target),
             notify=say,
         )
         try:
@@ -370,7 +369,7 @@ def status(app: AppContext, as_json: bool) -> None:
         lines.append(f"last error: {e.at} {by}: {e.failure}{status_text} {answer}".rstrip())
     else:
         lines.append("last error: -")
-    shared = catalog.engine.concurrent_writers
+    shared = catalog.engine.outbox_hold == "claims"
     for w in workers:
         if shared:
             role = f"holding {w.claims} event(s)"

@@ -23,12 +23,12 @@ facet's full list instead. Pure: no clock, no I/O.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from bridge.canonical import canonical
 from bridge.errors import ValidationError, ValidationProblems
 from bridge.model.columns import column_name
 from bridge.model.ids import check_id
@@ -133,8 +133,9 @@ class ColumnEdge:
 
 
 def transformations_json(items: Sequence[Transformation]) -> str:
-    """The stored text of a list of transformations: sorted, deduplicated, compact."""
-    return json.dumps([t.to_json() for t in sorted_transformations(items)], sort_keys=True, separators=(",", ":"))
+    """The stored text of a list of transformations: sorted, deduplicated, canonical JSON (as a
+    received edge's are: the same edge from either side is stored the same)."""
+    return canonical([t.to_json() for t in sorted_transformations(items)])
 
 
 def sorted_transformations(items: Iterable[Transformation]) -> tuple[Transformation, ...]:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
+from bridge.canonical import canonical
 
-# One encoder for every call: json.dumps with options builds a new encoder each time.
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-dumps = _ENCODER.encode
+dumps = canonical  # the canonical text (bridge/canonical.py)

@@ -32,9 +32,9 @@ import attrs
 import orjson
 
 from bridge.config import NamedToken
+from bridge.jsontext import parse_json, split_array
 from bridge.openlineage.validate import Problem
 from bridge.receiver.access_log import AccessLog, Seen
-from bridge.receiver.events import parse_json, split_array
 from bridge.receiver.intake import Blocking, BodyTimedOut, Intake, Read, Steps, run_steps
 from bridge.receiver.outcome import Outcome
 from bridge.receiver.scopes import forbidden

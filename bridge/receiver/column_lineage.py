@@ -19,23 +19,12 @@ keep the edges under.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import orjson
-
+from bridge.canonical import canonical
 from bridge.model import SUBTYPE_TYPES
 from bridge.model.received import DatasetName, ReceivedColumnEdge
-
-
-def canonical(value: Any) -> str:
-    """A JSON value's canonical text: keys sorted, no spaces, UTF-8 as is (here rather than in
-    :mod:`bridge.receiver.events`, which imports this module and takes it from here)."""
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:  # an integer past 64 bits, which orjson does not write
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _deprecated(entry: Mapping[str, Any]) -> list[dict[str, Any]]:

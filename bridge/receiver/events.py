@@ -11,13 +11,10 @@ from typing import Any
 
 import orjson
 
-from bridge.jsontext import nesting as nesting  # for the receiver
-from bridge.jsontext import parse_json as parse_json
-from bridge.jsontext import split_array as split_array
+from bridge.canonical import canonical
 from bridge.memo import Memo
 from bridge.model import Column, parse_time
 from bridge.model.received import IncomingEvent, ReceivedColumnEdge, SeenDataset
-from bridge.receiver.column_lineage import canonical as canonical  # an event's canonical JSON text, for the receiver
 from bridge.receiver.column_lineage import read_column_lineage
 
 

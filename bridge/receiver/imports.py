@@ -14,12 +14,12 @@ from typing import Any
 import attrs
 import requests
 
+from bridge.canonical import canonical
 from bridge.catalog import Catalog, IngestResult, Position
 from bridge.errors import CatalogError, InputFileError, SourceError, ValidationError
 from bridge.files import read_json_items
 from bridge.mapping.resolver import Resolver
 from bridge.model import ImportSummary, IncomingEvent, format_time, parse_time
-from bridge.receiver.events import canonical
 from bridge.receiver.intake import Intake
 from bridge.receiver.outcome import Outcome
 from bridge.version import __version__

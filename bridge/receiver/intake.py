@@ -9,12 +9,13 @@ from typing import Any, TypeVar, cast
 
 import attrs
 
+from bridge.canonical import canonical
 from bridge.catalog import IngestResult
 from bridge.errors import BridgeError, Unavailable
-from bridge.jsontext import DEPTH
+from bridge.jsontext import DEPTH, nesting
 from bridge.model.received import IncomingEvent
 from bridge.openlineage.validate import Problem
-from bridge.receiver.events import canonical, nesting, read_event
+from bridge.receiver.events import read_event
 from bridge.receiver.metrics import Metrics
 from bridge.receiver.outcome import Outcome
 from bridge.receiver.policy import judge

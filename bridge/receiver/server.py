@@ -31,7 +31,7 @@ import attrs
 import uvicorn
 
 from bridge.catalog.availability import Availability
-from bridge.catalog.store import open_engine
+from bridge.catalog.engines import open_engine
 from bridge.config import NamedToken
 from bridge.errors import BridgeError, ReceiverError
 from bridge.mapping.resolver import Resolver
@@ -66,13 +66,6 @@ class ServeOptions:
 
 KEEP_ALIVE = 75  # s an idle connection stays open (above the usual 60 s of load balancers)
 GRACE = 30  # s the requests in flight have to finish once a worker is told to stop
-# s a worker waits, after a group of several small requests, for their clients' next ones (see
-# RemoteWriter). `benchmarks/scale.py --parts receivers`, two rounds each, back to back, before /
-# after: on PostgreSQL single events 1,546 / 1,421 -> 1,463 / 1,862 a second with one serve
-# process, 1,213 / 1,345 -> 2,169 / 2,323 with two, batches within the noise; on SQLite (waiting
-# 2 ms) single events fell from 4,933 / 4,974 to 3,771 / 3,383, batches from 15,744 / 17,327 to
-# 13,483 / 13,229 (docs/benchmarks.md)
-GATHER = {"postgresql": 0.002}
 
 
 _STOPS = {signal.SIGTERM, signal.SIGINT}  # what tells serve to stop
@@ -92,7 +85,7 @@ def run_worker(
     connections, lets the requests in flight finish, then hands on what it holds."""
     writer = RemoteWriter(
         address,
-        gather=GATHER.get(open_engine(catalog_path).name, 0.0),
+        gather=open_engine(catalog_path).gather,
         down=readiness.writer_down if readiness is not None else None,
     )
 

@@ -18,12 +18,9 @@ down with it.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import queue
-import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -31,7 +28,7 @@ import attrs
 
 from bridge.catalog import Catalog, IngestResult
 from bridge.catalog.availability import Availability
-from bridge.catalog.engine import Busy
+from bridge.catalog.engine import Busy, Maintenance
 from bridge.errors import Unavailable
 from bridge.mapping.resolver import Resolver
 from bridge.model.received import IncomingEvent
@@ -92,15 +89,14 @@ def failed_group(exc: Exception, count: int) -> Results:
 # truncates it (a checkpoint that waits for the writer: a commit may wait up to a second for it);
 # a checkpoint that resets the log leaves it no larger than this, too (journal_size_limit)
 WAL_LIMIT = 64 * 1024 * 1024
-WAL_LOOK = 0.1  # s between two looks at the WAL's size
 
 
 class CatalogWriter:
     """The catalog's one write connection: writes groups of events, each in one transaction, and
-    checkpoints the WAL beside the commits on a connection of its own: a PASSIVE checkpoint every
-    second, which never waits, and a TRUNCATE one once the WAL has grown past ``wal_limit`` bytes
-    (under a sustained load the PASSIVE ones never reach the log's end, and it would grow without
-    bound, and stay that size once idle)."""
+    runs its engine's upkeep beside the commits, in a thread of its own (SQLite: the WAL
+    checkpointed on a connection of its own, a PASSIVE checkpoint every ``checkpoint_every`` s and
+    a TRUNCATE one once the WAL has grown past ``wal_limit`` bytes:
+    :class:`bridge.catalog.sqlite.WalCheckpoints`)."""
 
     def __init__(
         self,
@@ -124,16 +120,11 @@ class CatalogWriter:
         self._stop = threading.Event()
         self._turn = threading.Lock()  # a group's transaction, or a checkpoint that restarts the WAL
         self._checkpointer: threading.Thread | None = None
-        if self.catalog.dialect == "sqlite" and not self.catalog.in_memory:
-            # checkpoints (WAL pages copied into the database) run beside the commits rather than
-            # inside whichever commit crosses the WAL's size
-            self.catalog.pragma("wal_autocheckpoint = 0")
-            self.catalog.pragma(f"journal_size_limit = {int(wal_limit)}")
+        # the engine's upkeep beside the commits (SQLite: the WAL's checkpoints), if any
+        maintenance = self.catalog.maintenance(wal_limit=wal_limit, every=checkpoint_every)
+        if maintenance is not None:
             self._checkpointer = threading.Thread(
-                target=self._checkpoint,
-                args=(str(catalog_path), wal_limit, checkpoint_every),
-                name="olbridge-checkpoint",
-                daemon=True,
+                target=self._upkeep, args=(maintenance,), name="olbridge-checkpoint", daemon=True
             )
             self._checkpointer.start()
 
@@ -161,38 +152,18 @@ class CatalogWriter:
         else:
             self.availability.up()
 
-    def _checkpoint(self, path: str, wal_limit: int, every: float) -> None:
-        wal = Path(f"{path}-wal")
-        look = min(every, WAL_LOOK)
-        with contextlib.closing(sqlite3.connect(path, timeout=1, isolation_level=None)) as conn:
-            conn.execute(f"PRAGMA journal_size_limit = {int(wal_limit)}")
-            last = time.monotonic()
-            while not self._stop.wait(look):
-                with contextlib.suppress(sqlite3.Error):
-                    if _size(wal) > wal_limit:
-                        # waits (its busy timeout, a second at most) for readers, holding off the
-                        # next commit meanwhile; still busy, it is tried again at the next look
-                        with self._turn:  # between two commits: the writer holds no snapshot then
-                            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-                        last = time.monotonic()
-                    elif time.monotonic() - last >= every:
-                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                        last = time.monotonic()
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    def _upkeep(self, maintenance: Maintenance) -> None:
+        try:
+            while not self._stop.wait(maintenance.look):
+                maintenance.step(self._turn)
+        finally:
+            maintenance.close()
 
     def close(self) -> None:
         self._stop.set()
         if self._checkpointer is not None:
             self._checkpointer.join()
         self.catalog.close()
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 @attrs.define

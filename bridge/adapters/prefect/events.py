@@ -30,6 +30,7 @@ from typing import Any
 import attrs
 
 from bridge.adapters.prefect.client import TaskRunInfo
+from bridge.canonical import canonical
 from bridge.errors import ValidationError
 from bridge.model import (
     AssetDeclaration,
@@ -101,7 +102,7 @@ def metadata_value(value: Any) -> Any:
     compact JSON text (Prefect's metadata may nest; the catalog's is flat)."""
     if value is None or isinstance(value, str | int | float | bool):
         return value
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return canonical(value)
 
 
 def asset_from_resource(resource: Any, payload: Any, where: str = "resource") -> AssetDeclaration:

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
 from urllib.parse import parse_qsl, urlencode
 
 import psycopg
@@ -30,24 +30,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo, timeout_from_conni
 
 from bridge.catalog import sql as shared
 from bridge.catalog.engine import Busy, Conflict, Connection, Cursor, Engine, Writes, masked, url_password
-from bridge.catalog.postgres_bulk import bulk_statements, copy_form
-from bridge.catalog.postgres_lookups import list_form, list_param, pairs_form, pairs_param
+from bridge.catalog.postgres.cursor import COPY_FROM, SharedCursor, copy_form_of
 from bridge.errors import BadValueError, CatalogError
-
-# SQLite's fragments, and PostgreSQL's for them
-FRAGMENTS: tuple[tuple[str, str], ...] = (
-    (shared.LOCK, " FOR UPDATE"),
-    (shared.SKIP_LOCKED, " FOR UPDATE SKIP LOCKED"),
-    (shared.NOW, """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""),
-    (shared.CHANGE_NAMESPACE, "(snapshot::jsonb ->> 'namespace')"),
-    (shared.RETRY_INDEX, ""),  # PostgreSQL's planner finds the partial index itself
-)
-
-# whole statements PostgreSQL says otherwise: SQLite's min() and max() of two values are LEAST and
-# GREATEST (the values here are never NULL where the two differ on NULLs)
-STATEMENTS: dict[str, str] = {
-    shared.UPSERT_SOURCE: shared.UPSERT_SOURCE.replace("= max(", "= GREATEST(").replace("= min(", "= LEAST("),
-}
 
 SCHEMA_LOCK = 0x6F6C6272_69646765  # pg_advisory_lock key while a process makes or upgrades the schema
 # libpq settings a catalog URL gets unless it gives its own. A connection to a server that went
@@ -98,112 +82,6 @@ _STALE_CODES = {"25006"}
 # deadline; a statement runs at most statement_timeout. `olbridge migrate` waits for what it needs.
 TIMEOUTS = {"lock_timeout": "5s", "statement_timeout": "60s"}
 _DURATION = re.compile(r"(?:0|[1-9][0-9]{0,8})(?:ms|s|min|h)?")
-
-
-def translate(statement: str, *, parameters: bool = True) -> str:
-    """A shared statement (SQLite's dialect, ``?`` placeholders) in PostgreSQL's (``%s``); without
-    ``parameters``, a statement that is sent as it is (no placeholder, no ``%`` to double)."""
-    cache = _TRANSLATED if parameters else _TRANSLATED_PLAIN
-    found = cache.get(statement)
-    if found is None:
-        text = STATEMENTS.get(statement, statement)
-        for sqlite_text, postgres_text in FRAGMENTS:
-            text = text.replace(sqlite_text, postgres_text)
-        if parameters:
-            text = text.replace("%", "%%").replace("?", "%s")
-        cache[statement] = found = text
-    return found
-
-
-_TRANSLATED: dict[str, str] = {}
-_TRANSLATED_PLAIN: dict[str, str] = {}
-
-
-# each statement's lookup form (None: it has none), and whether it takes pairs
-_LOOKUPS: dict[str, tuple[str | None, bool]] = {}
-# up to this many parameters (64 pairs) the OR of index probes costs the least; above, the JSON
-# array. The receiver's writer alone, CPU us an event of olbridge + PostgreSQL, in groups of 8 and
-# 300 (`benchmarks/scale.py --parts writer --writer-groups 8 300 --warm 2000`, run with this
-# constant at 128 and at 16): 186 + 275 and 65 + 73 with OR'd lookups up to 64 pairs, against
-# 224 + 345 and 66 + 82 from 8 pairs on
-PAIRS_FROM = 128
-
-
-class SharedCursor(psycopg.Cursor[Any]):
-    """psycopg's cursor, taking the shared statements: each translated once (:func:`translate`)."""
-
-    def execute(  # type: ignore[override]
-        self,
-        query: str,
-        params: Sequence[Any] | None = None,
-        *,
-        prepare: bool | None = None,
-        binary: bool | None = None,
-    ) -> SharedCursor:
-        text = translate(query, parameters=params is not None)
-        if params is not None and len(params) > PAIRS_FROM:  # many point lookups: one lookup
-            if text not in _LOOKUPS:
-                pairs = pairs_form(text)
-                _LOOKUPS[text] = (pairs, True) if pairs is not None else (list_form(text), False)
-            lookup, paired = _LOOKUPS[text]
-            values = None if lookup is None else pairs_param(params) if paired else list_param(params)
-            if lookup is not None and values is not None:
-                # planned for each call, never from a plan the server keeps: a kept plan is made
-                # once, maybe while the table was small (a hash join over the whole table), and
-                # kept as the table grows
-                super().execute(lookup, values, prepare=False, binary=binary)
-                return self
-        super().execute(text, params, prepare=prepare, binary=binary)
-        return self
-
-    def executemany(  # type: ignore[override]
-        self, query: str, params_seq: Iterable[Sequence[Any]], *, returning: bool = False
-    ) -> None:
-        super().executemany(translate(query), params_seq, returning=returning)
-
-    def write_many(self, query: str, rows: Sequence[Sequence[Any]]) -> int:
-        """``executemany`` of a shared statement, in a few statements where it has a bulk form
-        (:mod:`bridge.catalog.postgres_bulk`); the count of rows written (outside a pipeline)."""
-        return sum(max(each.rowcount, 0) for each in self.send_many(query, rows))
-
-    def send_many(self, query: str, rows: Sequence[Sequence[Any]]) -> list[psycopg.Cursor[Any]]:
-        """:meth:`write_many`'s statements, each on a cursor of its own, whose counts add up to
-        the rows written once they are known (in a pipeline: once it is synced)."""
-        text = translate(query)
-        bulk = bulk_statements(text, rows)
-        if bulk is None:
-            each = self.connection.cursor()
-            psycopg.Cursor.executemany(each, text, rows)  # its count: every row's, added up
-            return [each]
-        cursors = []
-        for statement, params in bulk:
-            each = self.connection.cursor()
-            _execute_bulk(each, statement, params)
-            cursors.append(each)
-        return cursors
-
-    def copy_rows(self, copy: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Rows streamed in by ``copy`` (a ``COPY ... FROM STDIN``) that the table holds none of
-        yet, as the transaction read it: a duplicate key fails it, a :class:`Conflict` (another
-        process wrote one meanwhile)."""
-        try:
-            with self.copy(copy) as stream:
-                for row in rows:
-                    stream.write_row(row)
-        except psycopg.errors.UniqueViolation as exc:
-            raise Conflict("another process wrote some of these rows meanwhile") from exc
-
-
-def _execute_bulk(cur: psycopg.Cursor[Any], statement: str, params: tuple[Any, ...]) -> None:
-    """One statement of a bulk form (:mod:`bridge.catalog.postgres_bulk`), already translated."""
-    # an UPDATE joins its rows to the table: planned each time, as the lookups are
-    psycopg.Cursor.execute(cur, statement, params, prepare=False if statement.startswith("UPDATE") else None)
-
-
-# from this many rows, COPY costs the server less than an INSERT of them as JSON, which it parses
-# and checks for a conflict row by row; below, the round trip COPY takes more costs more than that
-COPY_FROM = 32
-_COPIES: dict[str, str | None] = {}  # each statement's COPY form (None: it has none)
 
 
 def split_url(url: str) -> tuple[str, str | None]:
@@ -264,6 +142,13 @@ def _one_line(text: str) -> str:
 class PostgresEngine(Engine):
     name: ClassVar[str] = "postgresql"
     concurrent_writers: ClassVar[bool] = True
+    outbox_hold: ClassVar[Literal["lease", "claims"]] = "claims"
+    # the receiver's gathering (Engine.gather), 2 ms: `benchmarks/scale.py --parts receivers`, two
+    # rounds each, back to back, before / after: single events 1,546 / 1,421 -> 1,463 / 1,862 a
+    # second with one serve process, 1,213 / 1,345 -> 2,169 / 2,323 with two, batches within the
+    # noise; on SQLite (which gathers nothing) single events fell from 4,933 / 4,974 to 3,771 /
+    # 3,383, batches from 15,744 / 17,327 to 13,483 / 13,229 (docs/benchmarks.md)
+    gather: ClassVar[float] = 0.002
     keeps_plans: ClassVar[bool] = True
     # a shared database is upgraded once, on purpose (`olbridge migrate`), not by whichever replica
     # of a rolling upgrade starts first
@@ -329,6 +214,9 @@ class PostgresEngine(Engine):
 
     def begin(self) -> str:
         return "BEGIN"
+
+    def begin_snapshot(self) -> str:
+        return "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
     def broken(self, conn: Connection) -> bool:
         return isinstance(conn, psycopg.Connection) and (conn.broken or conn.closed)
@@ -423,7 +311,7 @@ class PostgresEngine(Engine):
         # by COPY, which has no place in a pipeline, go first each in its own
         conn: Any = cur.connection  # type: ignore[attr-defined]
         assert isinstance(cur, SharedCursor)
-        if any(len(rows) >= COPY_FROM and self._copy_form(statement) is not None for statement, rows in new):
+        if any(len(rows) >= COPY_FROM and copy_form_of(statement) is not None for statement, rows in new):
             for statement, rows in new:  # each in its turn, in order
                 if rows:
                     self.write_new(cur, statement, rows)
@@ -444,15 +332,8 @@ class PostgresEngine(Engine):
         assert isinstance(cur, SharedCursor)
         return cur.write_many(statement, rows)
 
-    @staticmethod
-    def _copy_form(statement: str) -> str | None:
-        text = translate(statement)
-        if text not in _COPIES:
-            _COPIES[text] = copy_form(text)
-        return _COPIES[text]
-
     def write_new(self, cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) -> None:
-        copy = self._copy_form(statement)
+        copy = copy_form_of(statement)
         if copy is None or len(rows) < COPY_FROM:
             super().write_new(cur, statement, rows)  # an INSERT, its count checked
             return
@@ -509,13 +390,10 @@ def quoted(identifier: str) -> str:
 
 
 __all__ = [
-    "FRAGMENTS",
-    "STATEMENTS",
     "TIMEOUTS",
     "PostgresEngine",
-    "SharedCursor",
+    "quoted",
     "split_url",
     "storage_error",
     "timeouts",
-    "translate",
 ]

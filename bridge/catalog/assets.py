@@ -1,0 +1,82 @@
+"""The catalog's assets read: one by its id (a placeholder with what producers said of it), the
+one a name stands for, those an :class:`~bridge.catalog.query.AssetQuery` matches, their count.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+
+from bridge.catalog import rows, sql, sql_received
+from bridge.catalog.engine import Connection, Cursor
+from bridge.catalog.query import AssetQuery
+from bridge.errors import NotFoundError, ValidationError
+from bridge.model import Asset, Identifier, Origin, format_time
+
+
+def read_asset(conn: Connection | Cursor, asset_id: str) -> Asset | None:
+    """An asset's record; an External placeholder's with what producers said of it (the
+    latest of each dataset facet, every symlink identifier)."""
+    row = conn.execute(sql.GET_ASSET, (asset_id,)).fetchone()
+    if not row:
+        return None
+    asset = rows.asset_from_row(row)
+    if asset.origin is not Origin.EXTERNAL:
+        return asset
+    facets = {key: json.loads(text) for _, key, text in conn.execute(sql_received.facets_of(1), (f"asset:{asset_id}",))}
+    identifiers = tuple(Identifier(*row) for row in conn.execute(sql_received.IDENTIFIERS_OF_ASSET, (asset_id,)))
+    if not facets and not identifiers:
+        return asset
+    return attrs.evolve(asset, received_facets=facets, identifiers=identifiers)
+
+
+def find_asset_id(conn: Connection | Cursor, text: str) -> str:
+    """The id of the asset ``text`` names: its id, or a dataset name it was received under
+    (``<olNamespace>/<olName>``, or a symlink identifier's ``<namespace>/<name>``). A
+    NotFoundError when none does; a ValidationError naming them when several do."""
+    if conn.execute(sql.GET_ASSET, (text,)).fetchone():
+        return text
+    found: dict[str, None] = {}
+    start = text.find("/")
+    while start != -1:
+        namespace, name = text[:start], text[start + 1 :]
+        if namespace and name:
+            params = (namespace, name, namespace, name)
+            found.update((asset_id, None) for (asset_id,) in conn.execute(sql_received.ASSETS_NAMED, params))
+        start = text.find("/", start + 1)
+    existing = [asset_id for asset_id in found if conn.execute(sql.GET_ASSET, (asset_id,)).fetchone()]
+    if not existing:
+        raise NotFoundError(f"no asset with id {text!r}, nor one received under that name or symlink")
+    if len(existing) > 1:
+        raise ValidationError(
+            f"{text!r} names several assets: {', '.join(sorted(existing))}; give one by its id",
+            rule="asset.ambiguous",
+            value=text,
+        )
+    return existing[0]
+
+
+def list_assets(conn: Connection | Cursor, query: AssetQuery) -> list[Asset]:
+    statement = sql.select_assets(
+        types=len(query.types),
+        namespace=query.namespace is not None,
+        include_deleted=query.include_deleted,
+        ids=len(query.ids),
+        updated_before=query.updated_before is not None,
+    )
+    params: list[Any] = [*query.ids, *query.types]
+    if query.namespace is not None:
+        params.append(query.namespace)
+    if query.updated_before is not None:
+        params.append(format_time(query.updated_before))
+    assets = [rows.asset_from_row(r) for r in conn.execute(statement, params)]
+    return [a for a in assets if all(f.matches(a.metadata) for f in query.metadata)]
+
+
+def count_assets(conn: Connection | Cursor) -> int:
+    return int(conn.execute(sql.COUNT_ASSETS).fetchone()[0])
+
+
+__all__ = ["count_assets", "find_asset_id", "list_assets", "read_asset"]

@@ -1,0 +1,81 @@
+"""A group of received events taken into the catalog: in one transaction, else (one of them
+failing) one event at a time, each in a savepoint of its own (:meth:`Catalog.ingest`). The writes
+themselves are :mod:`bridge.catalog.external`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from bridge.catalog import external, positions
+from bridge.catalog.engine import Cursor, Database, Engine, unavailable_reason
+from bridge.catalog.external import IngestResult
+from bridge.catalog.positions import Position
+from bridge.errors import BridgeError, Busy, CatalogError
+from bridge.model.received import IncomingEvent
+
+if TYPE_CHECKING:
+    from bridge.mapping.resolver import Resolver
+
+
+def ingest(
+    db: Database, events: Sequence[IncomingEvent], resolver: Resolver, *, position: Position | None = None
+) -> list[IngestResult | Exception]:
+    """Take accepted external events in one transaction, with the ``position`` of the import
+    they come from, if any. Should one of them fail, the group is taken again one event at a
+    time, each in a savepoint of its own: the failing event leaves no trace and comes back as
+    its exception, the others land (and the position only when none came back busy). Re-sent
+    events come back as duplicates and change nothing. Where several processes write
+    (PostgreSQL), a group that loses a race with another is taken again; it lands once,
+    whichever process took its events first."""
+
+    def whole(cur: Cursor) -> list[IngestResult | Exception]:
+        taken: list[IngestResult | Exception] = list(external.ingest_events(cur, events, resolver, engine=db.engine))
+        if position is not None:
+            positions.save(cur, position)
+        return taken
+
+    try:
+        return db.write(whole)
+    except Exception as exc:
+        if isinstance(exc, Busy) or not _one_event(db.engine, exc):
+            raise  # not one event's fault: the caller's to report
+
+    def each(cur: Cursor) -> list[IngestResult | Exception]:
+        results: list[IngestResult | Exception] = []
+        for event in events:
+            cur.execute("SAVEPOINT event")
+            try:
+                results.extend(external.ingest_events(cur, [event], resolver, engine=db.engine))
+            except Exception as exc:
+                if db.engine.conflict(exc) or not (_one_event(db.engine, exc) or db.engine.busy(exc)):
+                    raise
+                cur.execute("ROLLBACK TO event")
+                results.append(_event_error(db.engine, exc))
+            cur.execute("RELEASE event")
+        # past an event the catalog could not take now, the import must read it again
+        if position is not None and not any(isinstance(result, Busy) for result in results):
+            positions.save(cur, position)
+        return results
+
+    return db.write(each)
+
+
+def _one_event(engine: Engine, exc: BaseException) -> bool:
+    """Whether an error of a group's write may be one event's (then each is taken alone)."""
+    if isinstance(exc, Busy) or engine.busy(exc):
+        return False
+    return isinstance(exc, BridgeError | ValueError) or engine.refused(exc)
+
+
+def _event_error(engine: Engine, exc: Exception) -> Exception:
+    """What taking one event came to when it failed: its refusal, or a Busy to retry it."""
+    if isinstance(exc, BridgeError | ValueError):
+        return exc
+    if engine.refused(exc):
+        return CatalogError(f"the catalog cannot store the event: {exc}")
+    return Busy(f"the catalog could not take the event: {unavailable_reason(engine, exc)}")
+
+
+__all__ = ["ingest"]

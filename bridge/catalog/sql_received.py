@@ -1,0 +1,215 @@
+"""The statements of the receiver's tables (received events, external datasets, runs and jobs,
+their facets, identifiers, usages and edges), in the shared dialect of :mod:`bridge.catalog.sql`.
+"""
+
+from __future__ import annotations
+
+from bridge.catalog.sql import ASSET_COLUMNS, LOCK, where
+
+# --- external lineage (the receiver) ----------------------------------------------------------
+
+INSERT_RECEIVED = """
+    INSERT INTO received_events (digest, kind, event_type, event_time, source, producer, warnings, body, token)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+"""
+# serve --forward: the received event's text as it came, queued beside it (run_key, queued_at,
+# payload, then the event's time and digest)
+QUEUE_FORWARD = """
+    INSERT INTO outbox (kind, ref, run_key, queued_at, payload)
+    SELECT 'forward', pk, CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT) FROM received_events
+    WHERE event_time = ? AND digest = ?
+"""
+BINDING_OF_ASSET = "SELECT ol_namespace, ol_name FROM external_datasets WHERE asset_id = ?"
+INSERT_BINDING = """
+    INSERT INTO external_datasets (ol_namespace, ol_name, asset_id, first_seen, last_seen, seen_rank, facets_rank,
+                                   facets_digest, all_facets_rank, all_facets_digest)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+UPDATE_BINDING = """
+    UPDATE external_datasets SET first_seen = ?, last_seen = ?, seen_rank = ?, facets_rank = ?, facets_digest = ?,
+                                 all_facets_rank = ?, all_facets_digest = ?
+    WHERE ol_namespace = ? AND ol_name = ?
+"""
+# a placeholder whose facets did not change: only its sightings (and producer) move, in place;
+# SQLite's alone (json_set): with writers side by side the receiver patches the row it read and
+# locked (external_rows.touched)
+TOUCH_PLACEHOLDER = """
+    UPDATE assets SET
+        created_at = min(created_at, ?),
+        updated_at = ?,
+        metadata = json_set(metadata, '$.firstSeen', ?, '$.lastSeen', ?,
+                            '$.producer', coalesce(?, json_extract(metadata, '$.producer')))
+    WHERE id = ? AND origin = 'external'
+"""
+# the same, where writers run side by side: the row was read and locked, and the move worked out
+# from it (external_rows.touched)
+MOVE_PLACEHOLDER = "UPDATE assets SET metadata = ?, created_at = ?, updated_at = ? WHERE id = ?"
+UPSERT_SOURCE = """
+    INSERT INTO external_sources AS s (source, job_namespace, job_name, run_id, parent_run_id, state, state_rank,
+                                       started_at, ended_at, first_seen, last_seen, producer, inputs, outputs,
+                                       job_rank, jobs, warnings)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (source) DO UPDATE SET
+        parent_run_id = coalesce(s.parent_run_id, excluded.parent_run_id),
+        state = CASE WHEN excluded.state_rank > s.state_rank THEN excluded.state ELSE s.state END,
+        ended_at = CASE WHEN excluded.state_rank > s.state_rank THEN excluded.ended_at ELSE s.ended_at END,
+        producer = CASE WHEN excluded.state_rank > s.state_rank THEN excluded.producer ELSE s.producer END,
+        state_rank = max(s.state_rank, excluded.state_rank),
+        started_at = min(coalesce(s.started_at, excluded.started_at), coalesce(excluded.started_at, s.started_at)),
+        first_seen = min(s.first_seen, excluded.first_seen),
+        last_seen = max(s.last_seen, excluded.last_seen),
+        inputs = excluded.inputs,
+        outputs = excluded.outputs,
+        job_namespace = excluded.job_namespace,
+        job_name = excluded.job_name,
+        job_rank = excluded.job_rank,
+        jobs = excluded.jobs,
+        warnings = excluded.warnings
+"""
+# a dataset's facet rows, as the receiver's merge of them left them (facet_rank NULL: current)
+FACET_ROWS_OF = "SELECT facet_key, facet_rank, facet FROM external_facets WHERE owner = ?"
+PUT_FACET = """
+    INSERT INTO external_facets (owner, facet_key, facet_rank, facet) VALUES (?, ?, ?, ?)
+    ON CONFLICT (owner, facet_key) DO UPDATE SET facet_rank = excluded.facet_rank, facet = excluded.facet
+"""
+# the latest of each facet of a run or job: a facet of a lower-ranked event leaves the stored one alone
+UPSERT_FACET = """
+    INSERT INTO external_facets AS f (owner, facet_key, facet_rank, facet) VALUES (?, ?, ?, ?)
+    ON CONFLICT (owner, facet_key) DO UPDATE SET facet_rank = excluded.facet_rank, facet = excluded.facet
+    WHERE excluded.facet_rank > f.facet_rank
+"""
+UPSERT_IDENTIFIER = """
+    INSERT INTO external_identifiers AS i (namespace, name, asset_id, type, id_rank) VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (namespace, name, asset_id) DO UPDATE SET type = excluded.type, id_rank = excluded.id_rank
+    WHERE excluded.id_rank > i.id_rank
+"""
+IDENTIFIERS_OF_ASSET = (
+    "SELECT namespace, name, type FROM external_identifiers WHERE asset_id = ? ORDER BY namespace, name"
+)
+# the assets a dataset name stands for: its binding (olNamespace / olName) or a symlink identifier
+ASSETS_NAMED = """
+    SELECT asset_id FROM external_datasets WHERE ol_namespace = ? AND ol_name = ?
+    UNION
+    SELECT asset_id FROM external_identifiers WHERE namespace = ? AND name = ?
+"""
+EXTERNAL_RUN_COLUMNS = (
+    "source, job_namespace, job_name, run_id, parent_run_id, state, started_at, ended_at, first_seen, last_seen, "
+    "producer, inputs, outputs, jobs, warnings"
+)
+
+
+def select_external_runs(
+    *,
+    source: bool = False,
+    job: bool = False,
+    namespace: bool = False,
+    state: bool = False,
+    since: bool = False,
+    until: bool = False,
+) -> str:
+    """External runs (not JobEvents' jobs) by start, the first event's time when no START came
+    (placeholders: source, job name, job namespace, state, since, until)."""
+    clause = where(
+        (True, "run_id IS NOT NULL"),
+        (source, "source = ?"),
+        (job, "job_name = ?"),
+        (namespace, "job_namespace = ?"),
+        (state, "state = ?"),
+        (since, "coalesce(started_at, first_seen) >= ?"),
+        (until, "coalesce(started_at, first_seen) < ?"),
+    )
+    return (
+        f"SELECT {EXTERNAL_RUN_COLUMNS} FROM external_sources{clause} ORDER BY coalesce(started_at, first_seen), source"
+    )
+
+
+def facets_of(count: int) -> str:
+    """The kept facets of ``count`` owners ('run:<runId>', 'job:<namespace>/<name>', 'asset:<id>')."""
+    return (
+        f"SELECT owner, facet_key, facet FROM external_facets WHERE owner IN ({', '.join('?' * count)}) "
+        "ORDER BY owner, facet_key"
+    )
+
+
+# a run or job new to the group's transaction, inserted before the merge: no row changed when
+# another process inserted it first
+CLAIM_SOURCE = """
+    INSERT INTO external_sources (source, job_namespace, job_name, run_id, parent_run_id, state, state_rank,
+                                  started_at, ended_at, first_seen, last_seen, producer, inputs, outputs,
+                                  job_rank, jobs, warnings)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT DO NOTHING
+"""
+INSERT_EXTERNAL_USAGE = """
+    INSERT INTO external_usages (job_namespace, job_name, direction, asset_id) VALUES (?, ?, ?, ?)
+    ON CONFLICT DO NOTHING
+"""
+INSERT_EXTERNAL_EDGE = """
+    INSERT INTO external_lineage (upstream_id, downstream_id, job_namespace, job_name) VALUES (?, ?, ?, ?)
+    ON CONFLICT DO NOTHING
+"""
+SELECT_SOURCES = """
+    SELECT source, job_namespace, job_name, run_id, parent_run_id, state, started_at, ended_at,
+           first_seen, last_seen, producer, inputs, outputs
+    FROM external_sources ORDER BY first_seen, source
+"""
+EXTERNAL_USAGES_OF_ASSET = """
+    SELECT direction, job_namespace, job_name FROM external_usages
+    WHERE asset_id = ? ORDER BY job_namespace, job_name, direction
+"""
+COUNT_TABLE = {
+    name: f"SELECT count(*) FROM {name}"
+    for name in ("received_events", "external_datasets", "external_sources", "external_usages", "external_lineage")
+}
+
+
+def received_digests(count: int) -> str:
+    """Which of ``count`` (event time, digest) pairs were received already: point lookups."""
+    pairs = " OR ".join("(event_time = ? AND digest = ?)" for _ in range(count))
+    return f"SELECT digest FROM received_events WHERE {pairs}"
+
+
+def bindings_of(count: int) -> str:
+    # OR of point lookups: SQLite answers each from the primary key (a row-value IN over VALUES
+    # would scan the table)
+    pairs = " OR ".join("(ol_namespace = ? AND ol_name = ?)" for _ in range(count))
+    return f"""
+        SELECT ol_namespace, ol_name, asset_id, first_seen, last_seen, seen_rank, facets_rank, facets_digest,
+               all_facets_rank, all_facets_digest
+        FROM external_datasets WHERE {pairs}
+    """
+
+
+def locked_bindings_of(count: int) -> str:
+    """:func:`bindings_of`, the rows locked in key order (writers side by side)."""
+    return bindings_of(count) + " ORDER BY ol_namespace, ol_name" + LOCK
+
+
+def usages_of_jobs(count: int) -> str:
+    """The inputs and outputs recorded of ``count`` jobs (pairs of namespace and name)."""
+    pairs = " OR ".join("(job_namespace = ? AND job_name = ?)" for _ in range(count))
+    return f"SELECT job_namespace, job_name, direction, asset_id FROM external_usages WHERE {pairs}"
+
+
+def edges_from(count: int) -> str:
+    """The external edges from ``count`` assets (the primary key's prefix)."""
+    return (
+        "SELECT upstream_id, downstream_id, job_namespace, job_name FROM external_lineage "
+        f"WHERE upstream_id IN ({', '.join('?' * count)})"
+    )
+
+
+def sources_of(count: int) -> str:
+    """The runs and jobs a group merges into: their inputs and outputs, job, jobs and warnings."""
+    return f"""
+        SELECT source, inputs, outputs, job_namespace, job_name, job_rank, jobs, warnings
+        FROM external_sources WHERE source IN ({", ".join("?" * count)})
+    """
+
+
+def locked_sources_of(count: int) -> str:
+    return sources_of(count) + " ORDER BY source" + LOCK
+
+
+def locked_assets(count: int) -> str:
+    return f"SELECT {ASSET_COLUMNS} FROM assets WHERE id IN ({', '.join('?' * count)}) ORDER BY id" + LOCK

@@ -260,14 +260,22 @@ def _all_dataset_problems(dataset: dict[str, Any], pointer: str, extra: str | No
     yield from _marquez_dataset(dataset, pointer)
 
 
-def _dataset_problems(dataset: Any, pointer: str, extra: str | None) -> Iterator[Problem]:
-    if not isinstance(dataset, dict):
-        yield Problem(pointer, f"a dataset must be an object, not {json_type(dataset)}")
+def _named_problems(value: Any, pointer: str, what: str, facet_kind: str) -> Iterator[Problem]:
+    """What the spec refuses in a dataset or a job: not an object, or its namespace, name or
+    facets (of ``facet_kind``)."""
+    if not isinstance(value, dict):
+        yield Problem(pointer, f"{what} must be an object, not {json_type(value)}")
         return
-    yield from _required_string(dataset, "namespace", pointer)
-    yield from _required_string(dataset, "name", pointer)
-    if "facets" in dataset:
-        yield from check_facets(dataset["facets"], "DatasetFacet", _ptr(pointer, "facets"))
+    yield from _required_string(value, "namespace", pointer)
+    yield from _required_string(value, "name", pointer)
+    if "facets" in value:
+        yield from check_facets(value["facets"], facet_kind, _ptr(pointer, "facets"))
+
+
+def _dataset_problems(dataset: Any, pointer: str, extra: str | None) -> Iterator[Problem]:
+    yield from _named_problems(dataset, pointer, "a dataset", "DatasetFacet")
+    if not isinstance(dataset, dict):
+        return
     if extra == "inputFacets" and "inputFacets" in dataset:
         yield from check_facets(dataset["inputFacets"], "InputDatasetFacet", _ptr(pointer, "inputFacets"))
     if extra == "outputFacets" and "outputFacets" in dataset:
@@ -275,13 +283,7 @@ def _dataset_problems(dataset: Any, pointer: str, extra: str | None) -> Iterator
 
 
 def _check_job(job: Any, pointer: str) -> Iterator[Problem]:
-    if not isinstance(job, dict):
-        yield Problem(pointer, f"'job' must be an object, not {json_type(job)}")
-        return
-    yield from _required_string(job, "namespace", pointer)
-    yield from _required_string(job, "name", pointer)
-    if "facets" in job:
-        yield from check_facets(job["facets"], "JobFacet", _ptr(pointer, "facets"))
+    return _named_problems(job, pointer, "'job'", "JobFacet")
 
 
 def _check_datasets(event: Mapping[str, Any], key: str, extra: str, marquez: list[Problem] | None) -> Iterator[Problem]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -127,13 +127,18 @@ LIMIT_KEYS = (
 _SERVE_KEYS = ("access_log", "forward", "tokens", *LIMIT_KEYS)
 
 
-def _serve_config(table: Any, where: str, base: Path) -> ServeConfig:
+def _section(table: Any, name: str, keys: Sequence[str], where: str) -> dict[str, Any]:
+    """Section ``[name]`` of the file, once it is a table holding only ``keys``."""
     if not isinstance(table, dict):
-        raise ConfigError(f"{where}: 'serve' must be a table ([serve])")
-    unknown = sorted(set(table) - set(_SERVE_KEYS))
+        raise ConfigError(f"{where}: '{name}' must be a table ([{name}])")
+    unknown = sorted(set(table) - set(keys))
     if unknown:
-        known = ", ".join(_SERVE_KEYS)
-        raise ConfigError(f"{where}: [serve]: unknown setting(s) {', '.join(unknown)}; known: {known}")
+        raise ConfigError(f"{where}: [{name}]: unknown setting(s) {', '.join(unknown)}; known: {', '.join(keys)}")
+    return table
+
+
+def _serve_config(table: Any, where: str, base: Path) -> ServeConfig:
+    table = _section(table, "serve", _SERVE_KEYS, where)
     forward = table.get("forward", False)
     if not isinstance(forward, bool):
         raise ConfigError(f"{where}: [serve]: 'forward' must be true or false, not {forward!r}")
@@ -226,12 +231,7 @@ _RETENTION_KEYS = tuple(field.name for field in attrs.fields(RetentionConfig))
 
 
 def _retention_config(table: Any, where: str) -> RetentionConfig:
-    if not isinstance(table, dict):
-        raise ConfigError(f"{where}: 'retention' must be a table ([retention])")
-    unknown = sorted(set(table) - set(_RETENTION_KEYS))
-    if unknown:
-        known = ", ".join(_RETENTION_KEYS)
-        raise ConfigError(f"{where}: [retention]: unknown setting(s) {', '.join(unknown)}; known: {known}")
+    table = _section(table, "retention", _RETENTION_KEYS, where)
     values: dict[str, Any] = {}
     for key, value in table.items():
         if key == "column_edges":

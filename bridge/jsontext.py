@@ -91,3 +91,21 @@ def split_array(body: bytes) -> list[bytes]:
             elements.append(body[start : match.start()].strip(_JSON_SPACE))
             start = match.end()
     return elements
+
+
+def json_type(value: Any) -> str:
+    """What a JSON value is, for a message: ``"null"``, ``"a boolean"``, ``"a number"``,
+    ``"a string"``, ``"an array"``, ``"an object"`` (a value JSON has no word for: its type's name)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__

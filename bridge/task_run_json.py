@@ -46,6 +46,7 @@ from bridge.model import (
     TaskRun,
     TaskRunKey,
     TaskState,
+    check_fields,
     normalize_type,
     parse_column_lineage,
     parse_columns,
@@ -117,13 +118,7 @@ class _Problems:
 
 
 def _unknown(obj: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    extra = sorted(set(obj) - allowed)
-    if extra:
-        raise ValidationError(
-            f"unknown field(s) {', '.join(extra)}; allowed: {', '.join(sorted(allowed))}",
-            rule="record.field",
-            where=where,
-        )
+    check_fields(obj, allowed, "record.field", where)
 
 
 def parse_statistics(value: Any, where: str) -> Statistics:

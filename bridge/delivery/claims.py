@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import OutboxItem
-from bridge.delivery.heartbeat import OutboxHold
+from bridge.delivery.heartbeat import OutboxHold, Say
 
 
 class OutboxClaims(OutboxHold):
@@ -40,25 +40,17 @@ class OutboxClaims(OutboxHold):
         """The worker's id, which its claims carry."""
         return self.info.id
 
-    def acquire(
-        self,
-        *,
-        wait: bool,
-        stop: threading.Event,
-        sleep: Callable[[float], object],
-        notify: Callable[[str], object] | None = None,
-    ) -> bool:
+    def _acquire(self, wait: bool, stop: threading.Event, sleep: Callable[[float], object], say: Say) -> bool:
         """Register and start the heartbeat: a worker never waits for another here (``wait``,
         ``stop`` and ``sleep`` are the lease's, for the same call)."""
         self.catalog.workers.beat(self.info, self.clock())
         others = [w for w in self.catalog.workers.list() if w.id != self.info.id]
         gone = self.catalog.workers.reap(self.info.id, self.is_dead)
-        if notify is not None:
-            for worker in gone:
-                notify(f"released the claims of pid {worker.pid} on {worker.host}: its process is gone")
-            live = len(others) - len(gone)
-            if live > 0:
-                notify(f"sharing the outbox with {live} other olbridge stream worker(s); each claims its own events")
+        for worker in gone:
+            say(f"released the claims of pid {worker.pid} on {worker.host}: its process is gone")
+        live = len(others) - len(gone)
+        if live > 0:
+            say(f"sharing the outbox with {live} other olbridge stream worker(s); each claims its own events")
         self._start_heartbeat()
         return True
 

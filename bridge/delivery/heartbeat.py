@@ -29,8 +29,14 @@ from bridge.catalog.workers import StreamWorkerInfo
 from bridge.errors import BridgeError, ExportError
 from bridge.model import epoch_text
 
+Say = Callable[[str], object]  # hears a line for the person running the worker
+
 LEASE_TTL = 5.0  # seconds without a heartbeat after which a worker's hold may be taken over
 HEARTBEAT = 1.0  # seconds between heartbeats
+
+
+def _quiet(text: str) -> None:
+    """A :data:`Say` that hears nothing (no ``notify`` given)."""
 
 
 @functools.cache
@@ -115,7 +121,6 @@ class OutboxHold(abc.ABC):
     def owner(self) -> str | None:
         """What the rows this worker settles are claimed by (None: rows carry no claim)."""
 
-    @abc.abstractmethod
     def acquire(
         self,
         *,
@@ -124,7 +129,13 @@ class OutboxHold(abc.ABC):
         sleep: Callable[[float], object],
         notify: Callable[[str], object] | None = None,
     ) -> bool:
-        """Register and take the hold (starting the heartbeat); False if ``stop`` came first."""
+        """Register and take the hold (starting the heartbeat); False if ``stop`` came first.
+        ``notify`` hears what the worker should know of the others (each kind's :meth:`_acquire`)."""
+        return self._acquire(wait, stop, sleep, notify or _quiet)
+
+    @abc.abstractmethod
+    def _acquire(self, wait: bool, stop: threading.Event, sleep: Callable[[float], object], say: Say) -> bool:
+        """:meth:`acquire`, with ``say`` always there to hear."""
 
     @abc.abstractmethod
     def take(self, now: float, limit: int) -> list[OutboxItem]:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import OutboxItem
 from bridge.catalog.workers import LeaseClaim, LeaseHolder
-from bridge.delivery.heartbeat import HEARTBEAT, LEASE_TTL, OutboxHold, process_is_gone, register_as
+from bridge.delivery.heartbeat import HEARTBEAT, LEASE_TTL, OutboxHold, Say, process_is_gone, register_as
 from bridge.errors import ExportError
 from bridge.model import epoch_text
 
@@ -55,19 +55,11 @@ class OutboxLease(OutboxHold):
             self._start_heartbeat()
         return claim
 
-    def acquire(
-        self,
-        *,
-        wait: bool,
-        stop: threading.Event,
-        sleep: Callable[[float], object],
-        notify: Callable[[str], object] | None = None,
-    ) -> bool:
+    def _acquire(self, wait: bool, stop: threading.Event, sleep: Callable[[float], object], say: Say) -> bool:
         """Take the lease. Held by a live worker: with ``wait``, wait until it is free or stale,
-        or until ``stop`` (then False); without, an ExportError naming the holder. ``notify``
+        or until ``stop`` (then False); without, an ExportError naming the holder. ``say``
         hears when it starts waiting, and whom it took the lease over from."""
         waited_for: LeaseHolder | None = None
-        say = notify or (lambda text: None)
         while not stop.is_set():
             claim = self.try_acquire()
             holder = claim.holder

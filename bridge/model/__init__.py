@@ -87,6 +87,7 @@ from bridge.model.imports import (
 )
 from bridge.model.metadata import (
     METADATA_KEY_MAX,
+    check_fields,
     check_metadata,
     check_text,
     merge_metadata,
@@ -170,6 +171,7 @@ __all__ = [
     "TaskState",
     "Transformation",
     "check_declared",
+    "check_fields",
     "check_id",
     "check_key_part",
     "check_metadata",

@@ -32,6 +32,7 @@ from bridge.canonical import canonical
 from bridge.errors import ValidationError, ValidationProblems
 from bridge.model.columns import column_name
 from bridge.model.ids import check_id
+from bridge.model.metadata import check_fields
 
 DIRECT = "DIRECT"
 INDIRECT = "INDIRECT"
@@ -165,13 +166,7 @@ def _transformation(value: Any, where: str) -> Transformation:
             rule="columnLineage.transformation",
             where=where,
         )
-    extra = sorted(set(value) - {"type", "subtype", "description", "masking"})
-    if extra:
-        raise ValidationError(
-            f"unknown field(s) {', '.join(extra)}; allowed: description, masking, subtype, type",
-            rule="columnLineage.transformation",
-            where=where,
-        )
+    check_fields(value, {"type", "subtype", "description", "masking"}, "columnLineage.transformation", where)
     kind, subtype = value.get("type"), value.get("subtype")
     if kind not in (DIRECT, INDIRECT):
         raise ValidationError(
@@ -210,13 +205,7 @@ def _input(value: Any, where: str) -> ColumnInput:
         raise ValidationError(
             "an input column is an object {id, column, transformation}", rule="columnLineage.input", where=where
         )
-    extra = sorted(set(value) - {"id", "column", "transformation", "transformations"})
-    if extra:
-        raise ValidationError(
-            f"unknown field(s) {', '.join(extra)}; allowed: column, id, transformation, transformations",
-            rule="columnLineage.input",
-            where=where,
-        )
+    check_fields(value, {"id", "column", "transformation", "transformations"}, "columnLineage.input", where)
     if "id" not in value or "column" not in value:
         raise ValidationError("an input column needs 'id' and 'column'", rule="columnLineage.input", where=where)
     asset_id = check_id(value["id"], f"{where}.id")
@@ -250,11 +239,7 @@ def parse_column_lineage(value: Any, where: str = "columnLineage") -> ColumnLine
             rule="columnLineage.type",
             where=where,
         )
-    extra = sorted(set(value) - {"fields", "dataset"})
-    if extra:
-        raise ValidationError(
-            f"unknown field(s) {', '.join(extra)}; allowed: dataset, fields", rule="columnLineage.type", where=where
-        )
+    check_fields(value, {"fields", "dataset"}, "columnLineage.type", where)
     fields = value.get("fields") or {}
     if not isinstance(fields, Mapping):
         raise ValidationError(

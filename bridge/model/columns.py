@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 
 from bridge.errors import ValidationError
-from bridge.model.metadata import check_text
+from bridge.model.metadata import check_fields, check_text
 from bridge.model.pickling import pickles_as_tuple
 
 COLUMN_MAX = 255  # Marquez keeps field names in VARCHAR(255)
@@ -54,13 +54,7 @@ def parse_columns(value: Any, where: str = "columns") -> tuple[Column, ...]:
             raise ValidationError(
                 "a column is a name or an object {name, type, description}", rule="columns.type", where=place
             )
-        extra = sorted(set(item) - {"name", "type", "description"})
-        if extra:
-            raise ValidationError(
-                f"unknown field(s) {', '.join(extra)}; allowed: description, name, type",
-                rule="columns.field",
-                where=place,
-            )
+        check_fields(item, {"name", "type", "description"}, "columns.field", place)
         name = column_name(item.get("name"), f"{place}.name")
         kind = check_text(item.get("type"), f"{place}.type", 1000)
         description = check_text(item.get("description"), f"{place}.description")

@@ -22,6 +22,14 @@ class IdForm(enum.StrEnum):
     URI = "uri"
 
 
+def _check_length(value: str, most: int, what: str, rule: str, where: str) -> None:
+    """A ValidationError under ``rule`` if ``value`` is longer than ``most`` characters."""
+    if len(value) > most:
+        raise ValidationError(
+            f"{what} has at most {most} characters, this one has {len(value)}", rule=rule, value=value, where=where
+        )
+
+
 def id_form(asset_id: object, where: str = "id") -> IdForm:
     """Check an asset id and tell which of the two forms it has.
 
@@ -33,13 +41,7 @@ def id_form(asset_id: object, where: str = "id") -> IdForm:
         raise ValidationError("an asset id must be a non-empty string", rule="id.required", value=asset_id, where=where)
     scheme = _URI_SCHEME_RE.match(asset_id)
     if scheme:
-        if len(asset_id) > ID_URI_MAX:
-            raise ValidationError(
-                f"a URI-form id has at most {ID_URI_MAX} characters, this one has {len(asset_id)}",
-                rule="id.uri.length",
-                value=asset_id,
-                where=where,
-            )
+        _check_length(asset_id, ID_URI_MAX, "a URI-form id", "id.uri.length", where)
         rest = asset_id[scheme.end() :]
         if not rest:
             raise ValidationError(
@@ -58,13 +60,7 @@ def id_form(asset_id: object, where: str = "id") -> IdForm:
                 where=where,
             )
         return IdForm.URI
-    if len(asset_id) > ID_NAME_MAX:
-        raise ValidationError(
-            f"a name-form id has at most {ID_NAME_MAX} characters, this one has {len(asset_id)}",
-            rule="id.name.length",
-            value=asset_id,
-            where=where,
-        )
+    _check_length(asset_id, ID_NAME_MAX, "a name-form id", "id.name.length", where)
     if not _ID_NAME_RE.fullmatch(asset_id):
         raise ValidationError(
             "a name-form id has only letters, digits, '.', '_', ':' and '-', and starts with a letter "
@@ -113,13 +109,7 @@ def check_namespace(value: object, where: str = "namespace") -> str | None:
         return None
     if not isinstance(value, str):
         raise ValidationError("a namespace must be a string", rule="namespace.type", value=value, where=where)
-    if len(value) > NAMESPACE_MAX:
-        raise ValidationError(
-            f"a namespace has at most {NAMESPACE_MAX} characters, this one has {len(value)}",
-            rule="namespace.length",
-            value=value,
-            where=where,
-        )
+    _check_length(value, NAMESPACE_MAX, "a namespace", "namespace.length", where)
     if not _NAMESPACE_RE.fullmatch(value):
         raise ValidationError(
             f"a namespace matches [a-z0-9][a-z0-9._-]* (lower case, digits, '.', '_', '-'): {value!r}",

@@ -4,7 +4,7 @@ names, descriptions)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from bridge.errors import ValidationError
@@ -86,6 +86,15 @@ def merge_metadata(stored: Mapping[str, Any], update: Mapping[str, Any]) -> dict
         else:
             merged[key] = value
     return dict(sorted(merged.items()))
+
+
+def check_fields(value: Mapping[str, Any], allowed: Collection[str], rule: str, where: str) -> None:
+    """A ValidationError under ``rule`` naming the fields of an object that are not ``allowed``."""
+    extra = sorted(set(value) - set(allowed))
+    if extra:
+        raise ValidationError(
+            f"unknown field(s) {', '.join(extra)}; allowed: {', '.join(sorted(allowed))}", rule=rule, where=where
+        )
 
 
 def check_text(value: object, where: str, max_length: int = 100_000) -> str | None:

@@ -85,15 +85,13 @@ def data_source(producer: str, namespace: str) -> dict[str, Any]:
     return facet(producer, "dataSource", name=namespace)
 
 
+def _with_set(item: dict[str, Any], **optional: Any) -> dict[str, Any]:
+    """``item`` and, after it, each of ``optional`` that is set (empty and None ones left out)."""
+    return item | {key: value for key, value in optional.items() if value}
+
+
 def schema(producer: str, columns: Sequence[Column]) -> dict[str, Any]:
-    fields = []
-    for column in columns:
-        item: dict[str, Any] = {"name": column.name}
-        if column.type:
-            item["type"] = column.type
-        if column.description:
-            item["description"] = column.description
-        fields.append(item)
+    fields = [_with_set({"name": c.name}, type=c.type, description=c.description) for c in columns]
     return facet(producer, "schema", fields=fields)
 
 
@@ -121,16 +119,10 @@ def lifecycle_drop(producer: str) -> dict[str, Any]:
 
 
 def assertions(producer: str, items: Sequence[Assertion]) -> dict[str, Any]:
-    out = []
-    for a in items:
-        entry: dict[str, Any] = {"assertion": a.assertion, "success": a.success}
-        if a.name:
-            entry["name"] = a.name
-        if a.column:
-            entry["column"] = a.column
-        if a.severity:
-            entry["severity"] = a.severity
-        out.append(entry)
+    out = [
+        _with_set({"assertion": a.assertion, "success": a.success}, name=a.name, column=a.column, severity=a.severity)
+        for a in items
+    ]
     return facet(producer, "dataQualityAssertions", assertions=out)
 
 

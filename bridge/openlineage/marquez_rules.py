@@ -19,6 +19,8 @@ from typing import Any
 
 import attrs
 
+from bridge.jsontext import json_type
+
 # --- java.net.URI -------------------------------------------------------------------------------
 
 _URI_LEGAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.!~*'();/?:@&=+$,[]%#")
@@ -151,18 +153,6 @@ MARQUEZ_FACETS: dict[str, dict[str, Bound]] = {
 }
 
 
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
 Path = tuple[str | int, ...]  # from the facet down: its key, then fields and indexes
 
 
@@ -181,24 +171,24 @@ def _walk(value: Any, bound: Bound, path: Path, found: list[tuple[Path, str]]) -
     kind = bound.kind
     if kind == "text" or kind == "uri":
         if isinstance(value, dict | list):
-            found.append((path, f"Marquez reads {_label(path)} as text, not {_json_type(value)}"))
+            found.append((path, f"Marquez reads {_label(path)} as text, not {json_type(value)}"))
         elif kind == "uri" and isinstance(value, str) and not java_uri(value):
             # (a number or boolean is read as its text, which is a URI)
             found.append((path, f"Marquez cannot read {_label(path)} as a URI: {value!r}"))
     elif kind == "time":
         if isinstance(value, bool | dict | list):
-            found.append((path, f"Marquez reads {_label(path)} as a time, not {_json_type(value)}"))
+            found.append((path, f"Marquez reads {_label(path)} as a time, not {json_type(value)}"))
         elif isinstance(value, str) and not marquez_time(value):
             found.append((path, f"Marquez cannot read {_label(path)} as a time: {value!r}"))
     elif kind == "list":
         if not isinstance(value, list):
-            found.append((path, f"Marquez reads {_label(path)} as an array, not {_json_type(value)}"))
+            found.append((path, f"Marquez reads {_label(path)} as an array, not {json_type(value)}"))
             return
         assert bound.item is not None
         for index, item in enumerate(value):
             _present(item, bound.item, (*path, index), found)
     elif not isinstance(value, dict):  # object, map
-        found.append((path, f"Marquez reads {_label(path)} as an object, not {_json_type(value)}"))
+        found.append((path, f"Marquez reads {_label(path)} as an object, not {json_type(value)}"))
     elif kind == "map":
         assert bound.values is not None
         for key, item in value.items():

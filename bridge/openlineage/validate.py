@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import orjson
 
-from bridge.jsontext import DEPTH, nesting
+from bridge.jsontext import DEPTH, json_type, nesting
 from bridge.memo import Memo
 from bridge.openlineage.marquez_rules import java_uri, typed_facet_problems
 from bridge.openlineage.spec_rules import STANDARD_FACETS, Shape
@@ -133,7 +133,7 @@ def check_shape(value: Any, shape: Shape, pointer: str) -> Iterator[Problem]:
             yield Problem(pointer, f"must be one of {', '.join(shape.choices)}, not {value!r}")
         return
     if not _type_ok(value, shape.kind):
-        yield Problem(pointer, f"must be {_TYPE_NAMES[shape.kind]}, not {_json_type(value)}")
+        yield Problem(pointer, f"must be {_TYPE_NAMES[shape.kind]}, not {json_type(value)}")
         return
     if shape.fmt:
         check, label = _FORMATS[shape.fmt]
@@ -163,22 +163,6 @@ def _shown(value: Any) -> str:
     return "null" if value is None else repr(value)
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
 # --- facets -------------------------------------------------------------------------------------
 
 
@@ -198,7 +182,7 @@ def standard_facet(schema_url: str) -> str | None:
 def check_facet(facet: Any, base: str, pointer: str) -> Iterator[Problem]:
     """Problems of one facet in a facet map whose entries are ``base`` facets."""
     if not isinstance(facet, dict):
-        yield Problem(pointer, f"a facet must be an object, not {_json_type(facet)}")
+        yield Problem(pointer, f"a facet must be an object, not {json_type(facet)}")
         return
     for key in ("_producer", "_schemaURL"):
         if key not in facet:
@@ -218,7 +202,7 @@ def check_facet(facet: Any, base: str, pointer: str) -> Iterator[Problem]:
 
 def check_facets(facets: Any, base: str, pointer: str) -> Iterator[Problem]:
     if not isinstance(facets, dict):
-        yield Problem(pointer, f"facets must be an object, not {_json_type(facets)}")
+        yield Problem(pointer, f"facets must be an object, not {json_type(facets)}")
         return
     for key, facet in facets.items():
         yield from check_facet(facet, base, _ptr(pointer, key))
@@ -234,7 +218,7 @@ def _required_string(obj: Mapping[str, Any], key: str, pointer: str, fmt: str | 
         return (Problem(pointer, f"'{key}' is required"),)
     value = obj[key]
     if not isinstance(value, str):
-        return (Problem(_ptr(pointer, key), f"must be a string, not {_json_type(value)}"),)
+        return (Problem(_ptr(pointer, key), f"must be a string, not {json_type(value)}"),)
     if fmt:
         check, label = _FORMATS[fmt]
         if not check(value):
@@ -276,14 +260,22 @@ def _all_dataset_problems(dataset: dict[str, Any], pointer: str, extra: str | No
     yield from _marquez_dataset(dataset, pointer)
 
 
-def _dataset_problems(dataset: Any, pointer: str, extra: str | None) -> Iterator[Problem]:
-    if not isinstance(dataset, dict):
-        yield Problem(pointer, f"a dataset must be an object, not {_json_type(dataset)}")
+def _named_problems(value: Any, pointer: str, what: str, facet_kind: str) -> Iterator[Problem]:
+    """What the spec refuses in a dataset or a job: not an object, or its namespace, name or
+    facets (of ``facet_kind``)."""
+    if not isinstance(value, dict):
+        yield Problem(pointer, f"{what} must be an object, not {json_type(value)}")
         return
-    yield from _required_string(dataset, "namespace", pointer)
-    yield from _required_string(dataset, "name", pointer)
-    if "facets" in dataset:
-        yield from check_facets(dataset["facets"], "DatasetFacet", _ptr(pointer, "facets"))
+    yield from _required_string(value, "namespace", pointer)
+    yield from _required_string(value, "name", pointer)
+    if "facets" in value:
+        yield from check_facets(value["facets"], facet_kind, _ptr(pointer, "facets"))
+
+
+def _dataset_problems(dataset: Any, pointer: str, extra: str | None) -> Iterator[Problem]:
+    yield from _named_problems(dataset, pointer, "a dataset", "DatasetFacet")
+    if not isinstance(dataset, dict):
+        return
     if extra == "inputFacets" and "inputFacets" in dataset:
         yield from check_facets(dataset["inputFacets"], "InputDatasetFacet", _ptr(pointer, "inputFacets"))
     if extra == "outputFacets" and "outputFacets" in dataset:
@@ -291,13 +283,7 @@ def _dataset_problems(dataset: Any, pointer: str, extra: str | None) -> Iterator
 
 
 def _check_job(job: Any, pointer: str) -> Iterator[Problem]:
-    if not isinstance(job, dict):
-        yield Problem(pointer, f"'job' must be an object, not {_json_type(job)}")
-        return
-    yield from _required_string(job, "namespace", pointer)
-    yield from _required_string(job, "name", pointer)
-    if "facets" in job:
-        yield from check_facets(job["facets"], "JobFacet", _ptr(pointer, "facets"))
+    return _named_problems(job, pointer, "'job'", "JobFacet")
 
 
 def _check_datasets(event: Mapping[str, Any], key: str, extra: str, marquez: list[Problem] | None) -> Iterator[Problem]:
@@ -305,7 +291,7 @@ def _check_datasets(event: Mapping[str, Any], key: str, extra: str, marquez: lis
         return
     items = event[key]
     if not isinstance(items, list):
-        yield Problem(f"/{key}", f"must be an array, not {_json_type(items)}")
+        yield Problem(f"/{key}", f"must be an array, not {json_type(items)}")
         return
     for index, dataset in enumerate(items):
         yield from _check_dataset(dataset, f"/{key}/{index}", extra, marquez)
@@ -319,7 +305,7 @@ def spec_problems(event: Any) -> list[Problem]:
 def _spec_problems(event: Any, marquez: list[Problem] | None) -> list[Problem]:
     """The spec's problems; the Marquez problems of the event's datasets go to ``marquez``."""
     if not isinstance(event, dict):
-        return [Problem("", f"an event must be a JSON object, not {_json_type(event)}")]
+        return [Problem("", f"an event must be a JSON object, not {json_type(event)}")]
     problems = list(_required_string(event, "eventTime", "", "date-time"))
     problems += _required_string(event, "producer", "", "uri")
     problems += _required_string(event, "schemaURL", "", "uri")
@@ -333,7 +319,7 @@ def _spec_problems(event: Any, marquez: list[Problem] | None) -> list[Problem]:
         if run is None:
             problems.append(Problem("", "'run' is required"))
         elif not isinstance(run, dict):
-            problems.append(Problem("/run", f"must be an object, not {_json_type(run)}"))
+            problems.append(Problem("/run", f"must be an object, not {json_type(run)}"))
         else:
             problems += _required_string(run, "runId", "/run", "uuid")
             if "facets" in run:
@@ -450,7 +436,7 @@ def _marquez_facets(facets: Any, holder: str | None, pointer: str) -> Iterator[P
     if facets is None:
         return
     if not isinstance(facets, dict):
-        yield Problem(pointer, f"Marquez reads facets as an object, not {_json_type(facets)}", "marquez")
+        yield Problem(pointer, f"Marquez reads facets as an object, not {json_type(facets)}", "marquez")
         return
     for key, facet in facets.items():
         where = _ptr(pointer, key)

@@ -59,11 +59,17 @@ def _require(document: Mapping[str, Any], key: str, kind: type, path: Path, wher
     return value
 
 
-def _check_manifest(manifest: Mapping[str, Any], path: Path) -> None:
-    metadata = _require(manifest, "metadata", dict, path)
+def _schema_metadata(artifact: Mapping[str, Any], kind: str, path: Path) -> dict[str, Any]:
+    """The artifact's ``metadata``, once its ``dbt_schema_version`` says it is a dbt ``kind``."""
+    metadata: dict[str, Any] = _require(artifact, "metadata", dict, path)
     version = metadata.get("dbt_schema_version", "")
-    if not isinstance(version, str) or "/manifest/" not in version:
-        raise ArtifactError(f"{path}: metadata.dbt_schema_version {version!r} is not a dbt manifest schema")
+    if not isinstance(version, str) or f"/{kind}/" not in version:
+        raise ArtifactError(f"{path}: metadata.dbt_schema_version {version!r} is not a dbt {kind} schema")
+    return metadata
+
+
+def _check_manifest(manifest: Mapping[str, Any], path: Path) -> None:
+    _schema_metadata(manifest, "manifest", path)
     for key in ("nodes", "sources"):
         _require(manifest, key, dict, path)
     for unique_id, node in manifest["nodes"].items():
@@ -83,10 +89,7 @@ _NOT_RUNS = {"generate": "docs generate", "compile": "compile", "list": "list", 
 
 
 def _check_run_results(run_results: Mapping[str, Any], path: Path) -> None:
-    metadata = _require(run_results, "metadata", dict, path)
-    version = metadata.get("dbt_schema_version", "")
-    if not isinstance(version, str) or "/run-results/" not in version:
-        raise ArtifactError(f"{path}: metadata.dbt_schema_version {version!r} is not a dbt run-results schema")
+    metadata = _schema_metadata(run_results, "run-results", path)
     _require(metadata, "invocation_id", str, path, "metadata")
     _require(metadata, "generated_at", str, path, "metadata")
     command = (run_results.get("args") or {}).get("which")
@@ -105,10 +108,7 @@ def _check_run_results(run_results: Mapping[str, Any], path: Path) -> None:
 
 
 def _check_catalog(catalog: Mapping[str, Any], path: Path) -> None:
-    metadata = _require(catalog, "metadata", dict, path)
-    version = metadata.get("dbt_schema_version", "")
-    if not isinstance(version, str) or "/catalog/" not in version:
-        raise ArtifactError(f"{path}: metadata.dbt_schema_version {version!r} is not a dbt catalog schema")
+    _schema_metadata(catalog, "catalog", path)
     for group in ("nodes", "sources"):
         for unique_id, entry in _require(catalog, group, dict, path).items():
             where = f"{group}[{unique_id!r}]"

@@ -102,9 +102,7 @@ class Pass(threading.Thread):
     def run(self) -> None:
         with Catalog(self.target, create=False) as catalog:
             self.started = time.perf_counter()
-            self.deleted = retention.expire(
-                catalog.db, self.windows, self.now, dialect=catalog.dialect, pause=self.pause
-            )
+            self.deleted = retention.expire(catalog.db, self.windows, self.now, pause=self.pause)
             self.ended = time.perf_counter()
             if catalog.dialect == "postgresql":
                 for table in PRUNED:

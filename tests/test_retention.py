@@ -82,7 +82,7 @@ def rows(catalog: Catalog, statement: str) -> list[tuple[Any, ...]]:
 
 
 def expire(catalog: Catalog, windows: Windows = ALL, now: float = NOW, **options: Any) -> dict[str, int]:
-    return retention.expire(catalog.db, windows, now, dialect=catalog.dialect, pause=0, **options)
+    return retention.expire(catalog.db, windows, now, pause=0, **options)
 
 
 def test_the_dry_run_counts_what_the_real_pass_deletes(catalog: Catalog, intake: Intake) -> None:
@@ -277,11 +277,11 @@ def test_sqlite_gives_free_pages_back_where_the_catalog_allows_it(tmp_path: Path
         catalog_intake(catalog, resolver).take([ol_run_event(run_id=rid(n), time=OLD) for n in range(300)])
         expire(catalog, Windows(received_events=WEEK))
         assert int(catalog.db.conn.execute("PRAGMA freelist_count").fetchone()[0]) > 0
-        assert retention.reclaim(catalog.db.conn, "sqlite") is None
+        assert retention.reclaim(catalog.db) is None
         assert int(catalog.db.conn.execute("PRAGMA freelist_count").fetchone()[0]) == 0
         catalog.db.conn.execute("PRAGMA auto_vacuum = NONE")
         catalog.db.conn.execute("VACUUM")  # as a catalog made before
         catalog_intake(catalog, resolver).take([ol_run_event(run_id=rid(n), time=OLD) for n in range(300, 600)])
         expire(catalog, Windows(received_events=WEEK))
-        note = retention.reclaim(catalog.db.conn, "sqlite")
+        note = retention.reclaim(catalog.db)
         assert note is not None and "free pages stay in the catalog's file" in note

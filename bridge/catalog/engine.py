@@ -148,6 +148,15 @@ class Engine(abc.ABC):
     # s a receiver's HTTP worker waits, after a group of several small requests, for their
     # clients' next ones, to hand them to the writer as one group (0: it hands them over at once)
     gather: ClassVar[float] = 0.0
+    # the column that names a row of a table with no key of its own (column_lineage), for deletes
+    # in batches: SQLite's rowid, PostgreSQL's ctid
+    row_id: ClassVar[str] = "rowid"
+
+    def reclaim(self, conn: Connection) -> str | None:
+        """Give the storage's free space back where the engine can, after deletes; None when done
+        or nothing to do, else why not (a note for stderr). PostgreSQL's autovacuum makes the room
+        reusable (VACUUM FULL gives it back): nothing here."""
+        return None
 
     @property
     def in_memory(self) -> bool:

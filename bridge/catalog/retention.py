@@ -30,10 +30,9 @@ older one reuses them for new rows.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, cast
+from typing import Any
 
 import attrs
 
@@ -164,10 +163,10 @@ def _kinds(windows: Windows, now: float) -> list[_Kind]:
     return kinds
 
 
-def _row_key(kind: _Kind, dialect: str) -> _Kind:
-    """column_lineage has no key column: SQLite's rowid, PostgreSQL's ctid."""
-    if kind.key == "c.rowid" and dialect == "postgresql":
-        return attrs.evolve(kind, key="c.ctid")
+def _row_key(kind: _Kind, row_id: str) -> _Kind:
+    """column_lineage has no key column: the engine's own row id (:attr:`Engine.row_id`)."""
+    if kind.key == "c.rowid":
+        return attrs.evolve(kind, key=f"c.{row_id}")
     return kind
 
 
@@ -184,7 +183,6 @@ def expire(
     windows: Windows,
     now: float,
     *,
-    dialect: str,
     batch: int = BATCH,
     pause: float = PAUSE,
     between: Callable[[], None] = lambda: None,
@@ -193,7 +191,7 @@ def expire(
     transaction with ``pause`` seconds between; ``between()`` is called after each batch (a
     lease's renewal, say). The rows deleted of each kind."""
     counts = dict.fromkeys(KINDS, 0)
-    for kind in (_row_key(k, dialect) for k in _kinds(windows, now)):
+    for kind in (_row_key(k, db.engine.row_id) for k in _kinds(windows, now)):
         for deleted in _batches(db, kind, batch):
             counts[kind.name] += deleted
             between()
@@ -222,22 +220,10 @@ def _batches(db: Database, kind: _Kind, batch: int) -> Iterator[int]:
             return
 
 
-def reclaim(conn: Connection, dialect: str) -> str | None:
-    """On SQLite, give the file's free pages back where the catalog allows it (``auto_vacuum`` is
-    ``INCREMENTAL``); None when done or nothing to do, else why not (a note for stderr)."""
-    if dialect != "sqlite":
-        return None  # PostgreSQL's autovacuum makes the room reusable; VACUUM FULL gives it back
-    free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
-    if not free:
-        return None
-    if int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) == 2:
-        # run whole: sqlite3's execute steps it once, giving back one page
-        cast(sqlite3.Connection, conn).executescript("PRAGMA incremental_vacuum")
-        return None
-    return (
-        f"{free} free pages stay in the catalog's file and are reused by new rows; the file shrinks only "
-        "with VACUUM (the catalog's auto_vacuum is not INCREMENTAL)"
-    )
+def reclaim(db: Database) -> str | None:
+    """The catalog's free space given back where its engine can (:meth:`Engine.reclaim`); None
+    when done or nothing to do, else why not (a note for stderr)."""
+    return db.engine.reclaim(db.conn)
 
 
 # --- one pass at a time across every process on the catalog ----------------------------------

@@ -13,7 +13,7 @@ import sqlite3
 import time
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 from bridge.catalog.engine import Busy, Connection, Cursor, Engine, Maintenance
 from bridge.errors import CatalogError
@@ -183,6 +183,21 @@ class SqliteEngine(Engine):
 
     def _raw_connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+
+    def reclaim(self, conn: Connection) -> str | None:
+        """The file's free pages given back where the catalog allows it (``auto_vacuum`` is
+        ``INCREMENTAL``, as new catalogs are made); else a note that they stay, and are reused."""
+        free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+        if not free:
+            return None
+        if int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) == 2:
+            # run whole: sqlite3's execute steps it once, giving back one page
+            cast(sqlite3.Connection, conn).executescript("PRAGMA incremental_vacuum")
+            return None
+        return (
+            f"{free} free pages stay in the catalog's file and are reused by new rows; the file shrinks only "
+            "with VACUUM (the catalog's auto_vacuum is not INCREMENTAL)"
+        )
 
     def maintenance(self, conn: Connection, *, wal_limit: int, every: float) -> Maintenance | None:
         if self.in_memory:

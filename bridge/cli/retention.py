@@ -37,8 +37,8 @@ def run_pass(
 ) -> tuple[dict[str, int], str | None]:
     """One real pass: the rows deleted of each kind, and a note on the file's free pages (None:
     nothing to say)."""
-    deleted = catalog_retention.expire(catalog.db, windows(settings), now, dialect=catalog.dialect, pause=pause)
-    return deleted, catalog_retention.reclaim(catalog.db.conn, catalog.dialect)
+    deleted = catalog_retention.expire(catalog.db, windows(settings), now, pause=pause)
+    return deleted, catalog_retention.reclaim(catalog.db)
 
 
 @click.command(
@@ -137,10 +137,8 @@ def _one_scheduled_pass(catalog_path: str | Path, settings: RetentionConfig, hol
                 if not catalog_retention.take_lease(catalog.db, holder, time.time(), LEASE_TTL):
                     raise LeaseLost("another process took the lease on retention; this pass stops")
 
-            counts = catalog_retention.expire(
-                catalog.db, windows(settings), time.time(), dialect=catalog.dialect, between=renew
-            )
-            catalog_retention.reclaim(catalog.db.conn, catalog.dialect)
+            counts = catalog_retention.expire(catalog.db, windows(settings), time.time(), between=renew)
+            catalog_retention.reclaim(catalog.db)
         finally:
             catalog_retention.release_lease(catalog.db, holder)
         gone = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)

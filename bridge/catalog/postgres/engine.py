@@ -143,6 +143,7 @@ class PostgresEngine(Engine):
     name: ClassVar[str] = "postgresql"
     concurrent_writers: ClassVar[bool] = True
     outbox_hold: ClassVar[Literal["lease", "claims"]] = "claims"
+    row_id: ClassVar[str] = "ctid"
     # the receiver's gathering (Engine.gather), 2 ms: `benchmarks/scale.py --parts receivers`, two
     # rounds each, back to back, before / after: single events 1,546 / 1,421 -> 1,463 / 1,862 a
     # second with one serve process, 1,213 / 1,345 -> 2,169 / 2,323 with two, batches within the

@@ -466,14 +466,31 @@ def dialect(name: str) -> sa.Dialect:
     raise ValueError(f"no dialect {name!r}")
 
 
+def partitioned(name: str, statement: str) -> list[str]:
+    """PostgreSQL's statements that make a table: received events partitioned by their time
+    (:mod:`bridge.catalog.postgres.partitions`), any other as compiled."""
+    if name != "received_events":
+        return [statement]
+    from bridge.catalog.postgres import partitions
+
+    return partitions.statements_of_partitioned(statement)
+
+
 @functools.cache
 def create_statements(engine: str) -> tuple[str, ...]:
     """The statements that make the schema in an empty database of an engine, in order."""
     compiled = dialect(engine)
-    statements = [str(CreateTable(table).compile(dialect=compiled)).strip() for table in metadata.sorted_tables]
+    statements: list[str] = []
+    for table in metadata.sorted_tables:
+        made = str(CreateTable(table).compile(dialect=compiled)).strip()
+        statements += partitioned(table.name, made) if engine == "postgresql" else [made]
     for table in metadata.sorted_tables:
         for index in sorted(table.indexes, key=lambda i: str(i.name)):
             statements.append(str(CreateIndex(index).compile(dialect=compiled)).strip())
+    if engine == "postgresql":
+        from bridge.catalog.postgres import partitions
+
+        statements.append(partitions.default_statement())
     statements += [f"CREATE VIEW {name} AS {query.strip()}" for name, query in VIEWS.items()]
     return tuple(statements)
 

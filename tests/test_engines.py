@@ -825,18 +825,24 @@ def test_a_file_that_is_no_sqlite_database_is_the_drivers_word_not_a_fault(tmp_p
         Catalog(bad)
 
 
-def test_only_a_sqlite_file_has_upkeep_beside_a_writers_commits(catalog: Catalog, engine: str, tmp_path: Path) -> None:
+def test_each_engine_has_its_upkeep_beside_a_writers_commits(catalog: Catalog, engine: str, tmp_path: Path) -> None:
     """The WAL's checkpoints are SQLite's (a file's: an in-memory catalog has no WAL); a server
-    keeps its own. The receiver's gathering is PostgreSQL's alone."""
-    assert catalog.maintenance(wal_limit=1 << 20, every=1.0) is None  # in memory, or PostgreSQL
+    keeps its own log, and PostgreSQL's upkeep makes the days ahead's partitions of received
+    events, once an hour. The receiver's gathering is PostgreSQL's alone."""
+    upkeep = catalog.maintenance(wal_limit=1 << 20, every=1.0)
+    if engine == "postgresql":
+        assert upkeep is not None and upkeep.look == 3600.0
+        upkeep.close()
+    else:
+        assert upkeep is None  # in memory
     assert catalog.engine.gather == (0.002 if engine == "postgresql" else 0.0)
     with Catalog(tmp_path / "file.db") as on_file:
-        upkeep = on_file.maintenance(wal_limit=1 << 20, every=1.0)
-        assert upkeep is not None and upkeep.look == 0.1
+        on_file_upkeep = on_file.maintenance(wal_limit=1 << 20, every=1.0)
+        assert on_file_upkeep is not None and on_file_upkeep.look == 0.1
         on_file.record_task_run(run("t"))
-        upkeep.step(threading.Lock())
+        on_file_upkeep.step(threading.Lock())
         assert (tmp_path / "file.db-wal").stat().st_size > 0
-        upkeep.close()
+        on_file_upkeep.close()
         assert (tmp_path / "file.db-wal").stat().st_size == 0  # the last step truncated it
         assert on_file._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
         assert on_file._conn.execute("PRAGMA journal_size_limit").fetchone()[0] == 1 << 20

@@ -6,6 +6,7 @@ hold back given up after its lock timeout, and the migration that partitions an 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from datetime import UTC, datetime, timedelta
@@ -21,7 +22,7 @@ from bridge.mapping import Resolver
 from bridge.model.times import epoch_text
 from bridge.receiver.imports import catalog_intake
 from bridge.receiver.intake import Intake
-from tests.helpers import invoke, ol_run_event
+from tests.helpers import invoke, ol_run_event, serve_process
 from tests.test_engines import unpartition_received
 
 DAY = 86400.0
@@ -173,3 +174,30 @@ def test_the_migration_partitions_the_received_events_of_an_existing_catalog(
         ]
         newest = catalog._conn.execute("SELECT max(pk) FROM received_events").fetchone()[0]
         assert newest > before[-1][0]  # the key counts on past the copied ones
+
+
+def drop_days_ahead(catalog: Catalog) -> list[str]:
+    """The partitions of today and the days ahead dropped, as on a catalog a week old; their names."""
+    today = partitions.day_name(datetime.now(UTC).date())
+    ahead = [name for name in days(catalog) if name >= today]
+    with catalog.transaction() as cur:
+        for name in ahead:
+            cur.execute(f"DROP TABLE {name}")
+    assert ahead and not [name for name in days(catalog) if name >= today]
+    return ahead
+
+
+def test_serve_makes_the_days_ahead_as_it_starts_and_its_writer_now_and_then(
+    catalog: Catalog, postgres_url: str
+) -> None:
+    ahead = drop_days_ahead(catalog)
+    with serve_process(postgres_url) as served:
+        assert days(catalog)[-len(ahead) :] == ahead
+        served.process.terminate()
+        served.process.wait(timeout=30)
+    drop_days_ahead(catalog)
+    upkeep = catalog.engine.maintenance(catalog._conn, wal_limit=0, every=1.0)  # the writer's
+    assert isinstance(upkeep, partitions.DayPartitions)
+    upkeep.step(contextlib.nullcontext())
+    upkeep.close()
+    assert days(catalog)[-len(ahead) :] == ahead

@@ -29,7 +29,18 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo, timeout_from_conninfo
 
 from bridge.catalog import sql as shared
-from bridge.catalog.engine import Busy, Conflict, Connection, Cursor, Database, Engine, Writes, masked, url_password
+from bridge.catalog.engine import (
+    Busy,
+    Conflict,
+    Connection,
+    Cursor,
+    Database,
+    Engine,
+    Maintenance,
+    Writes,
+    masked,
+    url_password,
+)
 from bridge.catalog.postgres import partitions
 from bridge.catalog.postgres.cursor import COPY_FROM, SharedCursor, copy_form_of
 from bridge.errors import BadValueError, CatalogError
@@ -266,6 +277,10 @@ class PostgresEngine(Engine):
         if not isinstance(exc, psycopg.Error) or self.conflict(exc):
             return False
         return isinstance(exc, psycopg.IntegrityError | psycopg.DataError) or (exc.sqlstate or "").startswith("54")
+
+    def maintenance(self, conn: Connection, *, wal_limit: int, every: float) -> Maintenance | None:
+        # the server keeps its own log; a writer makes the days ahead's partitions now and then
+        return partitions.DayPartitions(self)
 
     def prepare_partitions(self, db: Database, now: float) -> list[str]:
         return partitions.ensure(db, now)

@@ -10,6 +10,7 @@ import contextlib
 import json
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -201,3 +202,25 @@ def test_serve_makes_the_days_ahead_as_it_starts_and_its_writer_now_and_then(
     upkeep.step(contextlib.nullcontext())
     upkeep.close()
     assert days(catalog)[-len(ahead) :] == ahead
+
+
+def test_the_command_counts_what_dropping_the_days_past_the_window_deletes(
+    catalog: Catalog, postgres_url: str, resolver: Resolver, tmp_path: Path
+) -> None:
+    """``olbridge retention --dry-run`` counts the rows of the days it will drop, and the real
+    pass's counts are the same; the days are gone after it."""
+    now = time.time()
+    old_days = [datetime.fromtimestamp(now - n * DAY, UTC).date() for n in (10, 9)]
+    partitions.ensure(catalog.db, now - 10 * DAY, ahead=1)
+    events = [ol_run_event(run_id=rid(n), time=epoch_text(now - n * DAY)) for n in (10, 9, 1)]
+    assert statuses(catalog_intake(catalog, resolver), events) == ["accepted"] * 3
+    assert {where(catalog)[rid(n)] for n in (10, 9)} == {partitions.day_name(d) for d in old_days}
+    config = tmp_path / "olbridge.toml"
+    config.write_text(f'catalog = "{postgres_url}"\n[retention]\nreceived_events = "7d"\n')
+    code, dry, err = invoke(postgres_url, "--config", str(config), "retention", "--dry-run", "--json")
+    assert code == 0, err
+    code, real, err = invoke(postgres_url, "--config", str(config), "retention", "--json")
+    assert code == 0, err
+    assert json.loads(dry)["counts"]["receivedEvents"] == json.loads(real)["counts"]["receivedEvents"] == 2
+    assert not {partitions.day_name(d) for d in old_days} & set(days(catalog))
+    assert sorted(where(catalog)) == [rid(1)]

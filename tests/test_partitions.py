@@ -23,7 +23,7 @@ from bridge.mapping import Resolver
 from bridge.model.times import epoch_text
 from bridge.receiver.imports import catalog_intake
 from bridge.receiver.intake import Intake
-from tests.helpers import invoke, ol_run_event, serve_process
+from tests.helpers import in_threads, invoke, ol_run_event, serve_process
 from tests.test_engines import unpartition_received
 
 DAY = 86400.0
@@ -224,3 +224,20 @@ def test_the_command_counts_what_dropping_the_days_past_the_window_deletes(
     assert json.loads(dry)["counts"]["receivedEvents"] == json.loads(real)["counts"]["receivedEvents"] == 2
     assert not {partitions.day_name(d) for d in old_days} & set(days(catalog))
     assert sorted(where(catalog)) == [rid(1)]
+
+
+def test_receivers_making_the_same_days_at_once_each_go_on(catalog: Catalog, postgres_url: str) -> None:
+    """Several processes starting together (receivers, a pass) make the missing days side by
+    side: each day is made once, and none of them fails for it."""
+    ahead = drop_days_ahead(catalog)
+    made: list[str] = []
+    others = [Catalog(postgres_url) for _ in range(3)]
+    try:
+        in_threads(
+            lambda other: made.extend(retention.prepare(other.db, time.time())), [(c,) for c in others], timeout=60
+        )
+    finally:
+        for other in others:
+            other.close()
+    assert sorted(made) == ahead  # each made by one of them
+    assert days(catalog)[-len(ahead) :] == ahead

@@ -74,17 +74,25 @@ def days(cur: Cursor | Any) -> dict[date, str]:
     return found
 
 
-def ensure(db: Database, now: float, *, ahead: int = AHEAD, also: tuple[date, ...] = ()) -> list[str]:
-    """Make the day partitions of today and the ``ahead`` days after it (and of the days ``also``)
-    that are missing; the names made."""
+def ensure(db: Database, now: float, *, ahead: int = AHEAD) -> list[str]:
+    """Make the day partitions of today and the ``ahead`` days after it that are missing; the
+    names made (by this process: another may make some meanwhile)."""
     today = datetime.fromtimestamp(now, UTC).date()
-    wanted = sorted({today + timedelta(days=n) for n in range(ahead + 1)} | set(also))
     have = days(db.conn)
     made = []
-    for day in (d for d in wanted if d not in have):
-        if not _tried(db, functools.partial(make, day=day))[0]:
+    for day in (today + timedelta(days=n) for n in range(ahead + 1)):
+        if day in have:
+            continue
+        try:
+            done, new = _tried(db, functools.partial(make, day=day))
+        except Exception:
+            if day in days(db.conn):  # another process made it meanwhile
+                continue
+            raise
+        if not done:
             break  # the writers held the default partition each try: the next pass makes it
-        made.append(day_name(day))
+        if new:
+            made.append(day_name(day))
     return made
 
 
@@ -102,12 +110,15 @@ def _tried(db: Database, work: Callable[[Any], T]) -> tuple[bool, T | None]:
     return False, None
 
 
-def make(cur: Cursor | Any, day: date) -> None:
+def make(cur: Cursor | Any, day: date) -> bool:
     """One day's partition: a table like the partitioned one, the default partition's rows of the
-    day moved into it, then attached. A CHECK of its bounds spares ATTACH its scan of the table."""
+    day moved into it, then attached. A CHECK of its bounds spares ATTACH its scan of the table.
+    False when it is there already (another process made it)."""
     name, (low, high) = day_name(day), bounds(day)
+    if cur.execute(f"SELECT to_regclass('{name}')").fetchone()[0] is not None:
+        return False
     cur.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-    cur.execute(f"CREATE TABLE IF NOT EXISTS {name} (LIKE {TABLE} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
+    cur.execute(f"CREATE TABLE {name} (LIKE {TABLE} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
     cur.execute(
         f"ALTER TABLE {name} ADD CONSTRAINT {name}_bounds CHECK (event_time >= '{low}' AND event_time < '{high}')"
     )
@@ -117,6 +128,7 @@ def make(cur: Cursor | Any, day: date) -> None:
     )
     cur.execute(f"ALTER TABLE {TABLE} ATTACH PARTITION {name} FOR VALUES FROM ('{low}') TO ('{high}')")
     cur.execute(f"ALTER TABLE {name} DROP CONSTRAINT {name}_bounds")
+    return True
 
 
 def expired(cur: Cursor | Any, cutoff: str) -> list[str]:
@@ -143,6 +155,10 @@ def drop_expired(db: Database, cutoff: str) -> int:
             gone += _tried(db, functools.partial(_drop, name=name))[1] or 0
         except _Kept:
             continue  # rolled back: it stays attached
+        except Exception:
+            if name not in days(db.conn).values():  # another pass (olbridge retention) dropped it
+                continue
+            raise
     return gone
 
 

@@ -56,7 +56,7 @@ def test_the_newest_migration_is_the_schema_version() -> None:
     assert head() == f"{sql.SCHEMA_VERSION:04d}"
 
 
-def _schema(connection: sa.Connection) -> dict[str, Any]:
+def schema_read(connection: sa.Connection) -> dict[str, Any]:
     """What the database says of each table: columns (name, type, null, default, key), indexes,
     unique constraints, foreign keys and checks, and the views."""
     inspector = sa.inspect(connection)
@@ -94,7 +94,7 @@ def _sqlite_schema(path: Path) -> dict[str, Any]:
     engine = sa.create_engine(f"sqlite:///{path}")
     try:
         with engine.connect() as connection:
-            return _schema(connection)
+            return schema_read(connection)
     finally:
         engine.dispose()
 
@@ -167,7 +167,7 @@ def test_both_engines_have_the_same_schema(catalog_template: str, postgres: Post
     engine = sa.create_engine(postgres.url(catalog_template).replace("postgresql://", "postgresql+psycopg://"))
     try:
         with engine.connect() as connection:
-            on_postgres = _schema(connection)
+            on_postgres = schema_read(connection)
     finally:
         engine.dispose()
         with postgres.connect() as admin:

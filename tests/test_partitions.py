@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import sqlalchemy as sa
 
 from bridge.catalog import Catalog, retention
 from bridge.catalog.postgres import partitions
@@ -24,7 +25,8 @@ from bridge.model.times import epoch_text
 from bridge.receiver.imports import catalog_intake
 from bridge.receiver.intake import Intake
 from tests.helpers import in_threads, invoke, ol_run_event, serve_process
-from tests.test_engines import unpartition_received
+from tests.postgres import PostgresServer
+from tests.test_engines import schema_read, unpartition_received
 
 DAY = 86400.0
 NOW = datetime(2025, 6, 1, 6, tzinfo=UTC).timestamp()  # the window of 7 days starts 2025-05-25T06:00
@@ -147,8 +149,10 @@ def test_an_event_ahead_of_the_days_made_is_moved_into_its_day_when_made(catalog
 
 
 def test_the_migration_partitions_the_received_events_of_an_existing_catalog(
-    postgres_url: str, resolver: Resolver
+    postgres: PostgresServer, postgres_url: str, resolver: Resolver
 ) -> None:
+    """Migration 0016 on a catalog of version 15: its events copied into the partitioned table,
+    with their keys, and the table the same as a new catalog's."""
     today = datetime.now(UTC).date()
     recent = epoch_text(time.time() - 3 * DAY)
     events = [ol_run_event(run_id=rid(1), time=recent), ol_run_event(run_id=rid(2), time="2001-01-01T00:00:00Z")]
@@ -175,6 +179,19 @@ def test_the_migration_partitions_the_received_events_of_an_existing_catalog(
         ]
         newest = catalog._conn.execute("SELECT max(pk) FROM received_events").fetchone()[0]
         assert newest > before[-1][0]  # the key counts on past the copied ones
+    assert table_as_made(postgres_url) == table_as_made(postgres.url(postgres.create_database()))
+
+
+def table_as_made(url: str) -> dict[str, Any]:
+    """The received events' table (columns, keys, indexes, checks) as SQLAlchemy reads it; a new
+    catalog made at ``url`` when it is empty."""
+    Catalog(url).close()
+    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        with engine.connect() as connection:
+            return dict(schema_read(connection)["received_events"])
+    finally:
+        engine.dispose()
 
 
 def drop_days_ahead(catalog: Catalog) -> list[str]:

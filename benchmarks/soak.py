@@ -10,8 +10,13 @@ retention ran, rows deleted, the catalog's bytes in use, and bytes a day of hist
 use over the days the window holds). At the end, events inside the window are re-sent (all must
 be duplicates) and events older than it (all must be taken as new).
 
-On PostgreSQL a plain ``VACUUM`` of the pruned tables follows each pass (what autovacuum does on
-its own schedule, which a short run would not wait for); on SQLite freed pages are reused as they are.
+On PostgreSQL received events are partitioned by day of their event time: the soak makes the
+partitions of its first days as ``serve`` does at start-up, each pass makes those of the days
+ahead and drops the days wholly past the window (deleting only the boundary day's rows in
+batches), and a plain ``VACUUM`` of the other pruned tables follows each pass (what autovacuum
+does on its own schedule, which a short run would not wait for); on SQLite freed pages are
+reused as they are. At the end: ingest throughput on the last day against the first, the p99 of a
+batch's latency over every stretch retention ran, and, on PostgreSQL, the day partitions left.
 
     python benchmarks/soak.py                                   # 30 days, a 7-day window, both engines
     python benchmarks/soak.py --days 10 --events-per-day 2000 --engines sqlite
@@ -90,6 +95,15 @@ def bytes_in_use(catalog: Catalog) -> int:
     )
 
 
+def partitions_of(catalog: Catalog) -> list[str]:
+    """The day partitions of received events (PostgreSQL)."""
+    found = catalog.db.conn.execute(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+        "WHERE i.inhparent = to_regclass('received_events') AND c.relname <> 'received_events_default'"
+    ).fetchall()
+    return sorted(str(name) for (name,) in found)
+
+
 class Pass(threading.Thread):
     """A retention pass at ``now`` on a connection of its own, timed."""
 
@@ -122,7 +136,10 @@ def soak(target: str, args: argparse.Namespace, resolver: Resolver) -> bool:
     print(f"{'day':>4} {'events/s':>9} {'p99 ms':>7} {'p99 ms ret.':>11} {'deleted':>8} {'MB in use':>10}", end="")
     print(f" {'KB/day kept':>12}")
     kept: list[float] = []
+    rates: list[float] = []
+    while_retention: list[float] = []
     with Catalog(target) as catalog:
+        retention.prepare(catalog.db, BASE)  # serve, started on the first day
         intake = catalog_intake(catalog, resolver)
         running: Pass | None = None
         for day in range(args.days):
@@ -143,6 +160,8 @@ def soak(target: str, args: argparse.Namespace, resolver: Resolver) -> bool:
                 running.join()
                 during = [b - a for a, b in latencies if a < running.ended and b > running.started]
                 deleted = sum(running.deleted.values())
+            rates.append(len(events) / took)
+            while_retention += during
             size = bytes_in_use(catalog)
             per_day = size / min(day + 1, args.window + 1)
             if day >= args.window:
@@ -158,6 +177,13 @@ def soak(target: str, args: argparse.Namespace, resolver: Resolver) -> bool:
         if len(kept) > 1:
             spread = (max(kept) - min(kept)) / statistics.mean(kept)
             print(f"bytes a day kept, days {args.window + 1}-{args.days}: spread {spread:.0%} of the mean")
+        print(
+            f"ingest day {args.days} against day 1: {rates[-1]:,.0f} / {rates[0]:,.0f} events/s "
+            f"({rates[-1] / rates[0] - 1:+.0%}); p99 of a batch while retention ran: "
+            f"{p99(while_retention) * 1000:.1f} ms ({len(while_retention)} batches)"
+        )
+        if catalog.dialect == "postgresql":
+            print(f"day partitions of received events left: {len(partitions_of(catalog))}")
         last = args.days - 1
         inside = day_events(last, args.events_per_day, args.datasets, args.jobs)[:: max(args.events_per_day // 50, 1)]
         gone = day_events(0, args.events_per_day, args.datasets, args.jobs)[:: max(args.events_per_day // 50, 1)]

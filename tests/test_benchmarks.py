@@ -128,6 +128,10 @@ def test_soak_runs_on_both_engines(capsys: pytest.CaptureFixture[str], postgres_
     assert out.count("re-sent inside the window: 40/40 recognised; older than it: 40/40 taken as new") == 2
     days = [line.split() for line in out.splitlines() if line.split()[:1] in (["1"], ["2"], ["3"], ["4"])]
     assert [int(d[4].replace(",", "")) for d in days] == [0, 0, 60, 60] * 2  # events and runs of a day
+    assert out.count("ingest day 4 against day 1: ") == 2 and "while retention ran: " in out
+    # on PostgreSQL, the day partitions of received events left at the end
+    left = [line for line in out.splitlines() if line.startswith("day partitions of received events left: ")]
+    assert len(left) == 1
 
 
 def test_record_runs(capsys: pytest.CaptureFixture[str]) -> None:

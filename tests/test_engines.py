@@ -23,6 +23,7 @@ from typing import Any
 import psycopg
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 from bridge.catalog import Catalog, Position, schema, sql, sql_outbox, sql_received
 from bridge.catalog.engine import masked, url_password
@@ -55,7 +56,7 @@ def test_the_newest_migration_is_the_schema_version() -> None:
     assert head() == f"{sql.SCHEMA_VERSION:04d}"
 
 
-def _schema(connection: sa.Connection) -> dict[str, Any]:
+def schema_read(connection: sa.Connection) -> dict[str, Any]:
     """What the database says of each table: columns (name, type, null, default, key), indexes,
     unique constraints, foreign keys and checks, and the views."""
     inspector = sa.inspect(connection)
@@ -93,7 +94,7 @@ def _sqlite_schema(path: Path) -> dict[str, Any]:
     engine = sa.create_engine(f"sqlite:///{path}")
     try:
         with engine.connect() as connection:
-            return _schema(connection)
+            return schema_read(connection)
     finally:
         engine.dispose()
 
@@ -127,6 +128,36 @@ def _portable(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def unpartition_received(conn: psycopg.Connection[Any]) -> None:
+    """Received events as a catalog before migration 0016 kept them: one table, its rows kept."""
+    conn.execute("ALTER TABLE received_events RENAME TO received_events_0016")
+    conn.execute("ALTER INDEX received_events_time_digest RENAME TO received_events_0016_time_digest")
+    conn.execute("ALTER SEQUENCE received_events_pk_seq RENAME TO received_events_0016_seq")
+    for table in schema.received_events, *schema.received_events.indexes:
+        make = CreateTable(table) if isinstance(table, sa.Table) else CreateIndex(table)
+        conn.execute(str(make.compile(dialect=schema.dialect("postgresql"))))
+    conn.execute("INSERT INTO received_events OVERRIDING SYSTEM VALUE SELECT * FROM received_events_0016")
+    conn.execute(
+        "SELECT setval(pg_get_serial_sequence('received_events', 'pk'), (SELECT max(pk) FROM received_events))"
+    )
+    conn.execute("DROP TABLE received_events_0016")
+
+
+def _partitioned_as_one(schema: dict[str, Any]) -> dict[str, Any]:
+    """PostgreSQL's schema with received events' partitions (by day, and the default) left out,
+    and its table as SQLite's: on PostgreSQL its key holds the event time (the partition key, which
+    a key of a partitioned table must hold), counted by a sequence, not an identity."""
+    partitions = {t for t in schema if t.startswith("received_events_")}
+    assert "received_events_default" in partitions and len(partitions) >= 8  # today and the week ahead
+    out = {t: found for t, found in schema.items() if t not in partitions}
+    received = out["received_events"]
+    assert received["key"] == ["pk", "event_time"]
+    columns = received["columns"]
+    assert columns[0][3] == "nextval('received_events_pk_seq'::regclass)"
+    out["received_events"] = {**received, "key": ["pk"], "columns": [(*columns[0][:3], "None"), *columns[1:]]}
+    return out
+
+
 @pytest.mark.filterwarnings("ignore:Skipped unsupported reflection of expression-based index")
 def test_both_engines_have_the_same_schema(catalog_template: str, postgres: PostgresServer, tmp_path: Path) -> None:
     """Tables, columns, keys, indexes, constraints and views, the same on SQLite and on PostgreSQL
@@ -136,13 +167,14 @@ def test_both_engines_have_the_same_schema(catalog_template: str, postgres: Post
     engine = sa.create_engine(postgres.url(catalog_template).replace("postgresql://", "postgresql+psycopg://"))
     try:
         with engine.connect() as connection:
-            on_postgres = _schema(connection)
+            on_postgres = schema_read(connection)
     finally:
         engine.dispose()
         with postgres.connect() as admin:
             admin.execute(f'ALTER DATABASE "{catalog_template}" WITH ALLOW_CONNECTIONS false')
     Catalog(tmp_path / "c.db").close()
     on_sqlite = _sqlite_schema(tmp_path / "c.db")
+    on_postgres = _partitioned_as_one(on_postgres)
     assert on_postgres.keys() == on_sqlite.keys()
     for table in on_sqlite:
         assert _portable(on_postgres)[table] == _portable(on_sqlite)[table], table
@@ -301,7 +333,7 @@ def _fillfactors(url: str) -> dict[str, str | None]:
         rows = conn.execute(
             "SELECT relname, (SELECT option_value FROM pg_options_to_table(reloptions) "
             "WHERE option_name = 'fillfactor') FROM pg_class "
-            "WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace"
+            "WHERE relkind IN ('r', 'p') AND NOT relispartition AND relnamespace = 'public'::regnamespace"
         ).fetchall()
     return dict(rows)
 
@@ -320,6 +352,7 @@ def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migr
             conn.execute(f"ALTER TABLE {table} RESET (fillfactor)")
         conn.execute("DROP TABLE freshness_rules, asset_checks")  # added by 0014
         conn.execute("DROP INDEX external_sources_job")  # migration 0015's
+        unpartition_received(conn)  # migration 0016's
         conn.execute("UPDATE alembic_version SET version_num = '0012'")
     code, out, err = invoke(url, "migrate")
     assert code == 0 and json.loads(out)["upgradedFrom"] == 12, err
@@ -792,18 +825,24 @@ def test_a_file_that_is_no_sqlite_database_is_the_drivers_word_not_a_fault(tmp_p
         Catalog(bad)
 
 
-def test_only_a_sqlite_file_has_upkeep_beside_a_writers_commits(catalog: Catalog, engine: str, tmp_path: Path) -> None:
+def test_each_engine_has_its_upkeep_beside_a_writers_commits(catalog: Catalog, engine: str, tmp_path: Path) -> None:
     """The WAL's checkpoints are SQLite's (a file's: an in-memory catalog has no WAL); a server
-    keeps its own. The receiver's gathering is PostgreSQL's alone."""
-    assert catalog.maintenance(wal_limit=1 << 20, every=1.0) is None  # in memory, or PostgreSQL
+    keeps its own log, and PostgreSQL's upkeep makes the days ahead's partitions of received
+    events, once an hour. The receiver's gathering is PostgreSQL's alone."""
+    upkeep = catalog.maintenance(wal_limit=1 << 20, every=1.0)
+    if engine == "postgresql":
+        assert upkeep is not None and upkeep.look == 3600.0
+        upkeep.close()
+    else:
+        assert upkeep is None  # in memory
     assert catalog.engine.gather == (0.002 if engine == "postgresql" else 0.0)
     with Catalog(tmp_path / "file.db") as on_file:
-        upkeep = on_file.maintenance(wal_limit=1 << 20, every=1.0)
-        assert upkeep is not None and upkeep.look == 0.1
+        on_file_upkeep = on_file.maintenance(wal_limit=1 << 20, every=1.0)
+        assert on_file_upkeep is not None and on_file_upkeep.look == 0.1
         on_file.record_task_run(run("t"))
-        upkeep.step(threading.Lock())
+        on_file_upkeep.step(threading.Lock())
         assert (tmp_path / "file.db-wal").stat().st_size > 0
-        upkeep.close()
+        on_file_upkeep.close()
         assert (tmp_path / "file.db-wal").stat().st_size == 0  # the last step truncated it
         assert on_file._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
         assert on_file._conn.execute("PRAGMA journal_size_limit").fetchone()[0] == 1 << 20

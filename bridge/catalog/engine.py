@@ -158,6 +158,17 @@ class Engine(abc.ABC):
         reusable (VACUUM FULL gives it back): nothing here."""
         return None
 
+    def prepare_partitions(self, db: Database, now: float) -> list[str]:
+        """Make the partitions that will be needed soon, where the engine partitions a table by time
+        (PostgreSQL: received events, a partition a day, :mod:`bridge.catalog.postgres.partitions`);
+        the names made. SQLite partitions nothing."""
+        return []
+
+    def drop_expired_partitions(self, db: Database, cutoff: str) -> int:
+        """Drop the partitions of received events wholly older than ``cutoff`` (an event time) that
+        no pending forward points into; the rows they held (0 where the engine partitions nothing)."""
+        return 0
+
     @property
     def in_memory(self) -> bool:
         """A private in-memory catalog (SQLite's ``:memory:``): no other connection can see it."""

@@ -15,6 +15,7 @@ upgrade: opening a catalog at the current version costs the engine's version che
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,10 @@ def create(db: Database) -> bool:
         engine.stamp(cur, sql.SCHEMA_VERSION)
         return True
 
-    return db.write(work)
+    made = db.write(work)
+    if made:
+        engine.prepare_partitions(db, time.time())
+    return made
 
 
 def upgrade(engine: Engine) -> None:

@@ -19,12 +19,15 @@ What current lineage needs is never touched: placeholders, bindings, a dataset's
 rows, usages and lineage of received jobs, pending outbox rows, received events a pending forward
 points at (the receiver's ``--forward``: every event from the oldest one queued is kept).
 
-The real pass deletes at most ``batch`` rows a transaction (on PostgreSQL the rows it takes are
-locked with ``FOR UPDATE SKIP LOCKED``: a row a writer holds is left for the next pass), with a
-pause between, so a writer waits at most one batch. :func:`count` counts with the very conditions
-:func:`expire` deletes by, at the same ``now``. On SQLite a catalog whose ``auto_vacuum`` is
-``INCREMENTAL`` (a new one) gives the freed pages back to the file system (:func:`reclaim`); an
-older one reuses them for new rows.
+On PostgreSQL received events are partitioned by day of their event time
+(:mod:`bridge.catalog.postgres.partitions`): a pass first makes the partitions of the days ahead,
+then drops the partitions wholly older than the window (what it counts is what they held), and
+deletes the rest in batches. The real pass deletes at most ``batch`` rows a transaction (on
+PostgreSQL the rows it takes are locked with ``FOR UPDATE SKIP LOCKED``: a row a writer holds is
+left for the next pass), with a pause between, so a writer waits at most one batch.
+:func:`count` counts with the very conditions :func:`expire` deletes by, at the same ``now``. On
+SQLite a catalog whose ``auto_vacuum`` is ``INCREMENTAL`` (a new one) gives the freed pages back
+to the file system (:func:`reclaim`); an older one reuses them for new rows.
 """
 
 from __future__ import annotations
@@ -191,13 +194,23 @@ def expire(
     transaction with ``pause`` seconds between; ``between()`` is called after each batch (a
     lease's renewal, say). The rows deleted of each kind."""
     counts = dict.fromkeys(KINDS, 0)
+    prepare(db, now)
     for kind in (_row_key(k, db.engine.row_id) for k in _kinds(windows, now)):
+        if kind.name == "receivedEvents":  # whole partitions first, where the engine has them
+            counts[kind.name] += db.engine.drop_expired_partitions(db, kind.params[0])
+            between()
         for deleted in _batches(db, kind, batch):
             counts[kind.name] += deleted
             between()
             if pause and deleted == batch:  # another batch follows: the writers go first
                 time.sleep(pause)
     return counts
+
+
+def prepare(db: Database, now: float) -> list[str]:
+    """Make the partitions the days ahead need, where the engine partitions received events by
+    time (PostgreSQL); the names made. Run by every pass and by ``serve`` as it starts."""
+    return db.engine.prepare_partitions(db, now)
 
 
 def _batches(db: Database, kind: _Kind, batch: int) -> Iterator[int]:
@@ -268,4 +281,4 @@ def windows_of(settings: Mapping[str, Any]) -> Windows:
     return Windows(**{k: v for k, v in settings.items() if k in attrs.fields_dict(Windows)})
 
 
-__all__ = ["BATCH", "KINDS", "PAUSE", "Windows", "count", "expire", "reclaim", "release_lease", "take_lease"]
+__all__ = ["BATCH", "KINDS", "PAUSE", "Windows", "count", "expire", "prepare", "reclaim", "release_lease", "take_lease"]

@@ -10,7 +10,7 @@ import click
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.output import say
-from bridge.cli.retention import start_schedule, stop_schedule
+from bridge.cli.retention import prepare_partitions, start_schedule, stop_schedule
 from bridge.cli.secrets import FILE, secret, warn_if_readable
 from bridge.config import NamedToken, load_tokens
 from bridge.errors import ConfigError
@@ -201,7 +201,9 @@ def serve(
     )
     # create or migrate the catalog, and make sure it can be written, before any process forks:
     # a catalog that cannot be is one error here rather than a writer failing again and again
-    app.catalog(create=True).check_writable()
+    catalog = app.catalog(create=True)
+    catalog.check_writable()
+    prepare_partitions(catalog)  # PostgreSQL: received events' partitions for the days ahead
     app.close()
     auth = f"{len(named)} named token(s)" if named else "bearer token" if token else "no auth"
     if forward:

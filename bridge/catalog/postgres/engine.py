@@ -29,7 +29,19 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo, timeout_from_conninfo
 
 from bridge.catalog import sql as shared
-from bridge.catalog.engine import Busy, Conflict, Connection, Cursor, Engine, Writes, masked, url_password
+from bridge.catalog.engine import (
+    Busy,
+    Conflict,
+    Connection,
+    Cursor,
+    Database,
+    Engine,
+    Maintenance,
+    Writes,
+    masked,
+    url_password,
+)
+from bridge.catalog.postgres import partitions
 from bridge.catalog.postgres.cursor import COPY_FROM, SharedCursor, copy_form_of
 from bridge.errors import BadValueError, CatalogError
 
@@ -266,6 +278,16 @@ class PostgresEngine(Engine):
             return False
         return isinstance(exc, psycopg.IntegrityError | psycopg.DataError) or (exc.sqlstate or "").startswith("54")
 
+    def maintenance(self, conn: Connection, *, wal_limit: int, every: float) -> Maintenance | None:
+        # the server keeps its own log; a writer makes the days ahead's partitions now and then
+        return partitions.DayPartitions(self)
+
+    def prepare_partitions(self, db: Database, now: float) -> list[str]:
+        return partitions.ensure(db, now)
+
+    def drop_expired_partitions(self, db: Database, cutoff: str) -> int:
+        return partitions.drop_expired(db, cutoff)
+
     # --- the schema ----------------------------------------------------------------------------
 
     def version(self, conn: Connection | Cursor) -> int | None:
@@ -293,7 +315,9 @@ class PostgresEngine(Engine):
     def tables(self, conn: Connection | Cursor) -> list[str]:
         query = (
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
-            "AND table_type = 'BASE TABLE' ORDER BY table_name COLLATE \"C\""
+            "AND table_type = 'BASE TABLE' AND table_name NOT IN "  # a partition is its table's
+            "(SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            'WHERE c.relnamespace = current_schema()::regnamespace) ORDER BY table_name COLLATE "C"'
         )
         return [str(name) for (name,) in conn.execute(query)]
 

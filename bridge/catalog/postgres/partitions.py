@@ -1,0 +1,216 @@
+"""Received events partitioned by day of their event time (PostgreSQL), so that expiry drops a
+partition instead of deleting its rows.
+
+``received_events`` is partitioned by range of ``event_time`` (text in olbridge's one UTC format,
+compared in the "C" collation, so a day's bounds are ``'2025-03-01'`` to ``'2025-03-02'``): one
+partition a day, ``received_events_pYYYYMMDD``, and a DEFAULT partition, ``received_events_default``,
+that takes any event no day's partition holds (a day not made yet, or made and dropped): an event
+is never refused for its time. The key is the event's own time, not its arrival: an event is
+recognised when re-sent by its time and digest (a unique index, which on a partitioned table must
+hold the partition key), and a re-sent event repeats its time, so it lands in the partition of the
+first and meets it there. Partitioned by arrival, the re-sent copy would land in today's partition
+and the index could not see the first.
+
+- :func:`ensure` makes the partitions of today and the :data:`AHEAD` days after it that are
+  missing (``serve`` at start-up and its writer's upkeep, :class:`DayPartitions`, once an hour;
+  every retention pass; a new catalog): each is a
+  table made beside the partitioned one, given the default partition's rows of its day (if any),
+  then attached, which takes no lock that an insert waits on (ATTACH PARTITION: SHARE UPDATE
+  EXCLUSIVE on the partitioned table).
+- :func:`drop_expired` drops the day partitions wholly older than a cutoff: DETACH then DROP in one
+  short transaction under a lock timeout of :data:`LOCK_TIMEOUT`, tried :data:`TRIES` times, the
+  rows counted in the same transaction. Plain DETACH, not ``DETACH ... CONCURRENTLY``: that one
+  cannot run inside a transaction block, nor on a table with a default partition. DETACH waits for
+  the writers in flight and holds new ones while it waits, at most the lock timeout; what it could
+  not take is left to the batch deletes, which delete the same rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from datetime import UTC, date, datetime, timedelta
+from typing import Any, TypeVar
+
+from bridge.catalog.engine import Cursor, Database, Engine, Maintenance
+
+TABLE = "received_events"
+DEFAULT = f"{TABLE}_default"
+AHEAD = 7  # days of partitions made ahead of today
+LOCK_TIMEOUT = "50ms"  # how long dropping a partition may hold the writers back, each try
+TRIES = 3
+RETRY_PAUSE = 0.5  # s between two tries
+MAKE_EVERY = 3600.0  # s between two looks of a receiver's writer at the days ahead
+T = TypeVar("T")
+_DAY = re.compile(rf"{TABLE}_p(\d{{8}})")
+
+# the partitions of the table, by name (the days' and the default)
+_PARTITIONS = f"""
+    SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+    WHERE i.inhparent = to_regclass('{TABLE}')
+"""
+
+
+def day_name(day: date) -> str:
+    return f"{TABLE}_p{day:%Y%m%d}"
+
+
+def bounds(day: date) -> tuple[str, str]:
+    """The event times a day's partition holds: from its date to the next (text, "C" collation)."""
+    return day.isoformat(), (day + timedelta(days=1)).isoformat()
+
+
+def days(cur: Cursor | Any) -> dict[date, str]:
+    """The day partitions there are, by day."""
+    found: dict[date, str] = {}
+    for (name,) in cur.execute(_PARTITIONS).fetchall():
+        matched = _DAY.fullmatch(str(name))
+        if matched:
+            found[datetime.strptime(matched.group(1), "%Y%m%d").date()] = str(name)
+    return found
+
+
+def ensure(db: Database, now: float, *, ahead: int = AHEAD) -> list[str]:
+    """Make the day partitions of today and the ``ahead`` days after it that are missing; the
+    names made (by this process: another may make some meanwhile)."""
+    today = datetime.fromtimestamp(now, UTC).date()
+    have = days(db.conn)
+    made = []
+    for day in (today + timedelta(days=n) for n in range(ahead + 1)):
+        if day in have:
+            continue
+        try:
+            done, new = _tried(db, functools.partial(make, day=day))
+        except Exception:
+            if day in days(db.conn):  # another process made it meanwhile
+                continue
+            raise
+        if not done:
+            break  # the writers held the default partition each try: the next pass makes it
+        if new:
+            made.append(day_name(day))
+    return made
+
+
+def _tried(db: Database, work: Callable[[Any], T]) -> tuple[bool, T | None]:
+    """``work`` in a transaction, tried :data:`TRIES` times while a lock is not had within
+    :data:`LOCK_TIMEOUT`: whether it ran, and what it gave."""
+    for attempt in range(1, TRIES + 1):
+        try:
+            return True, db.write(work, attempts=1)
+        except Exception as exc:
+            if not db.engine.busy(exc):
+                raise
+            if attempt < TRIES:  # the writers held the table longer than a try waits
+                time.sleep(RETRY_PAUSE)
+    return False, None
+
+
+def make(cur: Cursor | Any, day: date) -> bool:
+    """One day's partition: a table like the partitioned one, the default partition's rows of the
+    day moved into it, then attached. A CHECK of its bounds spares ATTACH its scan of the table.
+    False when it is there already (another process made it)."""
+    name, (low, high) = day_name(day), bounds(day)
+    if cur.execute(f"SELECT to_regclass('{name}')").fetchone()[0] is not None:
+        return False
+    cur.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+    cur.execute(f"CREATE TABLE {name} (LIKE {TABLE} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
+    cur.execute(
+        f"ALTER TABLE {name} ADD CONSTRAINT {name}_bounds CHECK (event_time >= '{low}' AND event_time < '{high}')"
+    )
+    cur.execute(
+        f"WITH moved AS (DELETE FROM {DEFAULT} WHERE event_time >= '{low}' AND event_time < '{high}' RETURNING *) "
+        f"INSERT INTO {name} SELECT * FROM moved"
+    )
+    cur.execute(f"ALTER TABLE {TABLE} ATTACH PARTITION {name} FOR VALUES FROM ('{low}') TO ('{high}')")
+    cur.execute(f"ALTER TABLE {name} DROP CONSTRAINT {name}_bounds")
+    return True
+
+
+def expired(cur: Cursor | Any, cutoff: str) -> list[str]:
+    """The day partitions whose every row is older than ``cutoff`` (an event time), oldest first."""
+    return [name for day, name in sorted(days(cur).items()) if bounds(day)[1] <= cutoff]
+
+
+def _droppable(cur: Cursor | Any, name: str) -> bool:
+    """No pending forward points at a row of the partition or after it (those rows are kept)."""
+    queued = cur.execute("SELECT min(ref) FROM outbox WHERE kind = 'forward'").fetchone()[0]
+    if queued is None:
+        return True
+    newest = cur.execute(f"SELECT max(pk) FROM {name}").fetchone()[0]
+    return newest is None or int(newest) < int(queued)
+
+
+def drop_expired(db: Database, cutoff: str) -> int:
+    """Drop the day partitions wholly older than ``cutoff``; the rows they held. A partition whose
+    lock could not be had in :data:`TRIES` tries, or that a pending forward points into, stays
+    (its rows go in batches, or stay, as the batch deletes decide)."""
+    gone = 0
+    for name in expired(db.conn, cutoff):
+        try:
+            gone += _tried(db, functools.partial(_drop, name=name))[1] or 0
+        except _Kept:
+            continue  # rolled back: it stays attached
+        except Exception:
+            if name not in days(db.conn).values():  # another pass (olbridge retention) dropped it
+                continue
+            raise
+    return gone
+
+
+def _drop(cur: Cursor | Any, name: str) -> int:
+    """DETACH and DROP, counting the rows between, in one transaction (DETACH holds the table)."""
+    cur.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+    cur.execute(f"ALTER TABLE {TABLE} DETACH PARTITION {name}")
+    if not _droppable(cur, name):
+        raise _Kept(name)
+    rows = int(cur.execute(f"SELECT count(*) FROM {name}").fetchone()[0])
+    cur.execute(f"DROP TABLE {name}")
+    return rows
+
+
+class DayPartitions(Maintenance):
+    """A receiver's writer's upkeep on PostgreSQL: the days ahead's partitions made every
+    :data:`MAKE_EVERY` seconds, on a connection of its own, so that a receiver left running for
+    weeks with no retention schedule keeps its events out of the default partition."""
+
+    def __init__(self, engine: Engine, *, every: float = MAKE_EVERY) -> None:
+        self.look = every
+        self._engine = engine
+        self._db: Database | None = None
+
+    def step(self, between_commits: AbstractContextManager[Any]) -> None:
+        # not in the writer's turn: the attach waits at most its lock timeout, on its own connection
+        try:
+            if self._db is None:
+                self._db = Database(self._engine)
+            ensure(self._db, time.time())
+        except Exception as exc:
+            if not (self._engine.busy(exc) or self._engine.storage_error(exc)):
+                raise
+            self.close()  # the next step tries again, on a new connection
+
+    def close(self) -> None:
+        if self._db is not None:
+            with contextlib.suppress(Exception):
+                self._db.close()
+            self._db = None
+
+
+class _Kept(Exception):
+    """A partition a pending forward points into: it stays attached (the transaction rolls back)."""
+
+
+__all__ = [
+    "AHEAD",
+    "DEFAULT",
+    "TABLE",
+    "DayPartitions",
+    "drop_expired",
+    "ensure",
+    "expired",
+]

@@ -23,7 +23,6 @@ from datetime import datetime
 from typing import Any
 
 import attrs
-from openlineage.client.uuid import generate_static_uuid
 
 from bridge.mapping.resolver import Resolver
 from bridge.memo import Memo
@@ -42,6 +41,7 @@ from bridge.model import (
 )
 from bridge.openlineage import facets as f
 from bridge.openlineage.column_facet import run_datasets
+from bridge.openlineage.run_ids import static_uuid
 from bridge.openlineage.serialize import dumps
 from bridge.version import PRODUCER, __version__
 
@@ -55,13 +55,13 @@ class ConvertOptions:
 def task_run_id(key: TaskRunKey, started_at: datetime) -> str:
     """The run id of a task run: deterministic, UUIDv7-shaped, time-ordered by start."""
     data = f"olbridge/task-run/{key.flow_namespace}/{key.flow_id}/{key.execution_id}/{key.task_run_id}"
-    return str(generate_static_uuid(started_at, data.encode()))
+    return static_uuid(started_at, data.encode())
 
 
 def execution_run_id(key: TaskRunKey, execution_started_at: datetime) -> str:
     """The run id of a flow execution (the parent of its task runs)."""
     data = f"olbridge/execution/{key.flow_namespace}/{key.flow_id}/{key.execution_id}"
-    return str(generate_static_uuid(execution_started_at, data.encode()))
+    return static_uuid(execution_started_at, data.encode())
 
 
 class Converter:

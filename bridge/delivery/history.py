@@ -9,6 +9,7 @@ long the history is.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -88,9 +89,16 @@ def _iter(catalog: Catalog, converter: Converter, filters: HistoryFilter, *, ser
         event = converter.job_event(job, lookup.of_declared(job))
         yield dumps(event) if serialized else event
 
-    merged = heapq.merge(_in_time_order(run_events()), change_events(), key=lambda item: item[:3])
-    for _time, _order, _step, event in merged:
-        yield event
+    runs, changes = _in_time_order(run_events()), change_events()
+    first_change = next(changes, None)
+    if first_change is None:  # no asset change to merge: the runs' events as they come
+        for item in runs:
+            yield item[3]
+        return
+    # (time, order, step) is unique per event (a change's order is -1), so the tuples compare
+    # without reaching the events
+    for item in heapq.merge(runs, itertools.chain((first_change,), changes)):
+        yield item[3]
 
 
 def _in_time_order(items: Iterator[Item]) -> Iterator[Item]:
@@ -100,7 +108,7 @@ def _in_time_order(items: Iterator[Item]) -> Iterator[Item]:
     held: list[Item] = []
     for item in items:
         if item[2] == 0:
-            while held and held[0][:3] <= item[:3]:
+            while held and held[0] < item:  # (time, order, step) unique: never equal
                 yield heapq.heappop(held)
             yield item
         else:

@@ -13,18 +13,15 @@ from datetime import UTC, datetime
 from hashlib import sha1
 
 _TIME_BITS = (1 << 48) - 1
-_VERSION = 7 << 76
-_VARIANT_MASK = ~(0xC000 << 48)
-_VARIANT = 0x8000 << 48
+_VARIANT = "89ab"  # a hex digit with its top two bits set to 10 (RFC 9562's variant), by its low two bits
 
 
 def static_uuid(instant: datetime, data: bytes) -> str:
     """``str(generate_static_uuid(instant, data))``: the same instant and data give the same id,
     and ids of later instants sort after those of earlier ones."""
-    utc = instant.astimezone(UTC)
-    millis = int(utc.timestamp() * 1000)
-    digest = sha1(utc.isoformat().encode() + data, usedforsecurity=False).digest()
-    node = int.from_bytes(digest[:10]) >> 4  # the digest's leading 76 bits
-    value = ((millis & _TIME_BITS) << 80 | _VERSION | node) & _VARIANT_MASK | _VARIANT
-    text = f"{value:032x}"
-    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+    utc = instant if instant.tzinfo is UTC else instant.astimezone(UTC)
+    millis = f"{int(utc.timestamp() * 1000) & _TIME_BITS:012x}"  # the first 48 bits
+    digest = sha1(utc.isoformat().encode() + data, usedforsecurity=False).hexdigest()
+    # then the version (7) and the digest's leading 76 bits, 19 hex digits, with the variant's two
+    # bits in place of the top two of its fourth
+    return f"{millis[:8]}-{millis[8:]}-7{digest[:3]}-{_VARIANT[int(digest[3], 16) & 3]}{digest[4:7]}-{digest[7:19]}"

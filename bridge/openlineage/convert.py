@@ -79,6 +79,7 @@ class Converter:
         self._datasets: Memo[dict[str, Any]] = Memo(max_entries=50_000)
         self._dataset_text: Memo[str] = Memo(max_entries=50_000)
         self._job_text: Memo[str] = Memo(max_entries=50_000)  # a job's text by task and job info
+        self._execution_ids: Memo[str] = Memo(max_entries=10_000)
         self._producer_json = dumps(options.producer)
         self._run_schema_json = dumps(f.RUN_EVENT)
 
@@ -174,6 +175,12 @@ class Converter:
     def _job_namespace(self, flow_namespace: str) -> str:
         return f"{self.options.job_namespace_prefix}{flow_namespace}"
 
+    def _execution_run_id(self, key: TaskRunKey, started_at: datetime) -> str:
+        """:func:`execution_run_id`, kept per execution: its task runs follow one another."""
+        memo_key = (key.flow_namespace, key.flow_id, key.execution_id, started_at)
+        found = self._execution_ids.get(memo_key)
+        return found if found is not None else self._execution_ids.put(memo_key, 0, execution_run_id(key, started_at))
+
     def _job(self, namespace: str, key: TaskRunKey, info: JobInfo) -> dict[str, Any]:
         """The ``job`` of a task run's events."""
         producer = self.options.producer
@@ -206,7 +213,7 @@ class Converter:
         key = run.key
         namespace = self.job_namespace(key)
         run_id = task_run_id(key, run.started_at)
-        parent_id = execution_run_id(key, run.execution_started_at)
+        parent_id = self._execution_run_id(key, run.execution_started_at)
         run_facets: dict[str, Any] = {
             "parent": f.parent(producer, parent_id, namespace, key.flow_id),
             "processing_engine": f.processing_engine(producer, __version__),

@@ -79,7 +79,7 @@ class Converter:
         self._datasets: Memo[dict[str, Any]] = Memo(max_entries=50_000)
         self._dataset_text: Memo[str] = Memo(max_entries=50_000)
         self._job_text: Memo[str] = Memo(max_entries=50_000)  # a job's text by task and job info
-        self._execution_ids: Memo[str] = Memo(max_entries=10_000)
+        self._execution_ids: Memo[str] = Memo(max_entries=1_000)  # runs of an execution start together
         self._producer_json = dumps(options.producer)
         self._run_schema_json = dumps(f.RUN_EVENT)
 

@@ -78,6 +78,7 @@ mutants: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/conversion.py
+	$(BIN)/python benchmarks/export.py
 	$(BIN)/python benchmarks/record.py
 	$(BIN)/python benchmarks/metaflow_helper.py
 	$(BIN)/python benchmarks/prefect_import.py

@@ -218,3 +218,10 @@ def test_health_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert load("health").main(["--assets", "200", "--rules", "20", "--selectors", "5"]) == 0
     out = capsys.readouterr().out
     assert "Catalog.health: 200 assets" in out and "FAIL 20" in out and "at risk 180" in out
+
+
+def test_export_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert load("export").main(["--runs", "30", "--tables", "4", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "events equal: yes (40 events of the first 20 task runs" in out
+    assert "ratio (olbridge export / openlineage-python)" in out

@@ -2,14 +2,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bridge.catalog import Catalog
 from bridge.delivery.history import iter_events
 from bridge.mapping import Resolver
 from bridge.model import Column, Statistics
-from bridge.openlineage.convert import Converter, ConvertOptions
+from bridge.openlineage.convert import Converter, ConvertOptions, execution_run_id, task_run_id
+from bridge.openlineage.run_ids import static_uuid
 from bridge.openlineage.serialize import dumps
 from bridge.openlineage.validate import validate_event
 from tests import reference
@@ -17,6 +22,8 @@ from tests.conftest import at
 from tests.helpers import decl, run
 
 GOLDEN = Path(__file__).parent / "golden"
+TEHRAN = timezone(timedelta(hours=3, minutes=30))  # times given with an offset: the id is of the instant
+BEHIND = timezone(timedelta(hours=-11))
 
 
 def build_catalog(catalog: Catalog) -> None:
@@ -163,6 +170,33 @@ def test_run_ids_are_deterministic_and_time_ordered(catalog: Catalog, converter:
     assert ids == again
     assert ids == sorted(ids)
     assert all(i[14] == "7" for i in ids)  # UUIDv7
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    moment=st.datetimes(
+        min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.sampled_from([UTC, TEHRAN, BEHIND])
+    ),
+    data=st.binary(max_size=80),
+)
+def test_run_ids_are_openlineage_pythons_static_uuids(moment: datetime, data: bytes) -> None:
+    from openlineage.client.uuid import generate_static_uuid
+
+    assert static_uuid(moment, data) == str(generate_static_uuid(moment, data))
+
+
+def test_a_task_runs_ids_are_the_ones_openlineage_python_derives(catalog: Catalog) -> None:
+    from openlineage.client.uuid import generate_static_uuid
+
+    catalog.record_task_run(run())
+    (stored,) = catalog.iter_task_runs()
+    key = stored.key
+    task_data = f"olbridge/task-run/{key.flow_namespace}/{key.flow_id}/{key.execution_id}/{key.task_run_id}"
+    execution_data = f"olbridge/execution/{key.flow_namespace}/{key.flow_id}/{key.execution_id}"
+    assert task_run_id(key, stored.started_at) == str(generate_static_uuid(stored.started_at, task_data.encode()))
+    assert execution_run_id(key, stored.execution_started_at) == str(
+        generate_static_uuid(stored.execution_started_at, execution_data.encode())
+    )
 
 
 def test_job_namespace_prefix_and_producer(catalog: Catalog, resolver: Resolver) -> None:

@@ -4,6 +4,7 @@ through the delivery path (the one HTTP sender, batched and retried as ``stream`
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -79,6 +80,56 @@ def test_a_failed_write_of_the_output_file_is_an_error_naming_it(tmp_path: Path)
         assert f"Error: cannot write {name}: No space left on device" in done.stderr
         assert "Traceback" not in done.stderr
         assert "exported" not in done.stderr
+
+
+def test_an_export_imports_only_what_it_needs(tmp_path: Path) -> None:
+    """The export process starts without the other commands' imports (the web UI, the receiver,
+    the adapters, requests) and without openlineage-python's client, which the run ids need not:
+    a second or so of start-up before, on a history of any size."""
+    db = tmp_path / "c.db"
+    history_catalog(db)
+    probe = (
+        "import sys\n"
+        "from bridge.cli import cli\n"
+        f"cli(['--catalog', {str(db)!r}, 'export', '--output', {str(tmp_path / 'out')!r}], standalone_mode=False)\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    loaded = set(done.stdout.split())
+    assert "bridge.cli.export" in loaded and "bridge.openlineage.convert" in loaded
+    unwanted = ["bridge.web", "bridge.receiver", "bridge.adapters", "bridge.cli.ui", "bridge.cli.serve"]
+    unwanted += ["openlineage.client", "requests", "networkx", "jinja2", "uvicorn", "bridge.openlineage.validate"]
+    assert [name for name in unwanted if name in loaded] == []
+    assert (tmp_path / "out").read_bytes() == (GOLDEN / "history.ndjson").read_bytes()
+
+
+def test_the_file_sink_writes_lines_a_chunk_at_a_time(tmp_path: Path) -> None:
+    """Lines are held and written together (a write a line was a tenth of an export), and every
+    one is written by finish, or by close when the export stops on an error."""
+
+    class Counting(io.StringIO):
+        writes = 0
+
+        def write(self, text: str) -> int:
+            self.writes += 1
+            return super().write(text)
+
+    lines = [json.dumps({"n": n, "pad": "x" * 100}) for n in range(3000)]
+    stream = Counting()
+    sink = NdjsonSink(stream, name="memory")
+    for line in lines:
+        sink.emit(line)
+    sink.finish()
+    assert stream.getvalue() == "".join(f"{line}\n" for line in lines)
+    assert sink.count == 3000
+    assert 1 <= stream.writes <= 3000 * 120 // NdjsonSink.CHUNK + 1  # a write a chunk, not a line
+
+    stopped = Counting()
+    held = NdjsonSink(stopped, name="memory")
+    held.emit(lines[0])
+    assert stopped.writes == 0
+    held.close()  # the export stopped before finish: what it emitted is still written
+    assert stopped.getvalue() == f"{lines[0]}\n"
 
 
 def test_the_file_sink_names_its_file_when_a_write_flush_or_close_fails(tmp_path: Path) -> None:

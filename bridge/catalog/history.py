@@ -97,9 +97,16 @@ def with_usages(conn: Connection | Cursor, page: list[Any]) -> Iterator[StoredTa
     usages: dict[int, list[StoredUsage]] = {}
     pks = [r[0] for r in page]
     for pk, asset_id, direction, position, stats in conn.execute(sql.select_usages_of_runs(len(pks)), pks):
-        usages.setdefault(pk, []).append(
-            StoredUsage(asset_id, direction, position, Statistics(**json.loads(stats)) if stats else Statistics())
+        usage = (
+            StoredUsage(asset_id, direction, position, Statistics(**json.loads(stats)))
+            if stats
+            else StoredUsage(asset_id, direction, position)  # the shared empty Statistics
         )
+        found = usages.get(pk)
+        if found is None:
+            usages[pk] = [usage]
+        else:
+            found.append(usage)
     edges = column_queries.edges_of_runs(conn, pks)
     for row in page:
         yield rows.task_run_from_row(row, usages.get(row[0], []), edges.get(row[0], ()))

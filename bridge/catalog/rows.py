@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from datetime import datetime
@@ -34,7 +35,14 @@ dumps = canonical  # every JSON text the catalog stores (bridge/canonical.py)
 
 
 def read_time(value: str | None) -> datetime | None:
-    return parse_time(value, "catalog") if value else None
+    if not value:
+        return None
+    if type(value) is str and value.endswith("Z"):
+        try:  # the catalog's own text (format_time), read at once: a history read reads three a run
+            return datetime.fromisoformat(value)
+        except ValueError:
+            pass
+    return parse_time(value, "catalog")
 
 
 def columns_json(columns: Sequence[Column]) -> str | None:
@@ -97,12 +105,23 @@ def task_run_from_row(
         started_at=started,
         ended_at=read_time(row[8]),
         execution_started_at=execution_started,
-        job=JobInfo(**json.loads(row[9])),
-        warnings=tuple(json.loads(row[10])),
+        job=_job_info(row[9]),
+        warnings=_warnings(row[10]),
         error=row[11],
         usages=tuple(usages),
         column_edges=tuple(column_edges),
     )
+
+
+# the same few texts come back run after run (a task's job, no warnings): each read once
+@functools.lru_cache(maxsize=4096)
+def _job_info(text: str) -> JobInfo:
+    return JobInfo(**json.loads(text))
+
+
+@functools.lru_cache(maxsize=256)
+def _warnings(text: str) -> tuple[str, ...]:
+    return tuple(json.loads(text))
 
 
 def snapshot(asset: Asset) -> str:

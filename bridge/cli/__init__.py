@@ -6,8 +6,8 @@ Every BridgeError becomes ``Error: ...`` on stderr and exit status 1, in one pla
 disk or lock.
 
 Each module of this package holds module-level click commands (``bridge.cli.assets.assets_list``),
-which take the run's :class:`~bridge.cli.context.AppContext` through ``pass_app``; this one adds
-them to the root group.
+which take the run's :class:`~bridge.cli.context.AppContext` through ``pass_app``; this one names
+them to the root group, which imports a command's module when the command is run or listed.
 """
 
 from __future__ import annotations
@@ -18,34 +18,48 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-# the modules, not their commands: a command named as its module (bridge.cli.dbt.dbt) would hide
-# the module from `import bridge.cli.dbt` and monkeypatch
-from bridge.cli import (
-    assets,
-    basics,
-    catalog,
-    dbt,
-    export,
-    health,
-    imports,
-    kestra,
-    lineage,
-    metaflow,
-    prefect,
-    retention,
-    runs,
-    serve,
-    stream,
-    ui,
-)
 from bridge.cli.context import CONTEXT_SETTINGS, AppContext, BridgeGroup, CatalogParam, warn_of_a_password
+from bridge.cli.lazy import LazyCommands
 from bridge.config import load_config
 from bridge.version import __version__
 
 __all__ = ["AppContext", "BridgeGroup", "cli", "main"]
 
 
-@click.group(cls=BridgeGroup, context_settings=CONTEXT_SETTINGS)
+# each command's module (bridge.cli.<module>) imported only when the command runs or is listed:
+# `olbridge export` starts without the web UI's, the receiver's or the adapters' imports
+COMMANDS = {
+    "init": "basics:init",
+    "migrate": "basics:migrate",
+    "record": "basics:record",
+    "demo": "basics:demo",
+    "catalog": "catalog:catalog",
+    "assets": "assets:assets",
+    "runs": "runs:runs",
+    "export": "export:export",
+    "validate": "export:validate",
+    "dbt": "dbt:dbt",
+    "kestra": "kestra:kestra",
+    "prefect": "prefect:prefect",
+    "metaflow": "metaflow:metaflow",
+    "lineage": "lineage:lineage",
+    "health": "health:health",
+    "serve": "serve:serve",
+    "import": "imports:import_",
+    "stream": "stream:stream",
+    "backfill": "stream:backfill",
+    "outbox": "stream:outbox",
+    "status": "stream:status",
+    "ui": "ui:ui",
+    "retention": "retention:retention",
+}
+
+
+@click.group(
+    cls=BridgeGroup,
+    context_settings=CONTEXT_SETTINGS,
+    commands=LazyCommands({name: f"bridge.cli.{where}" for name, where in COMMANDS.items()}),
+)
 @click.version_option(__version__, "--version", prog_name="olbridge")
 @click.option(
     "--catalog",
@@ -78,31 +92,6 @@ def cli(ctx: click.Context, catalog_path: str | Path | None, config_path: Path |
     app = AppContext(config=config, catalog_path=catalog_path or config.catalog)
     ctx.obj = app
     ctx.call_on_close(app.close)
-
-
-cli.add_command(basics.init)
-cli.add_command(basics.migrate)
-cli.add_command(basics.record)
-cli.add_command(basics.demo)
-cli.add_command(catalog.catalog)
-cli.add_command(assets.assets)
-cli.add_command(runs.runs)
-cli.add_command(export.export)
-cli.add_command(export.validate)
-cli.add_command(dbt.dbt)
-cli.add_command(kestra.kestra)
-cli.add_command(prefect.prefect)
-cli.add_command(metaflow.metaflow)
-cli.add_command(lineage.lineage)
-cli.add_command(health.health)
-cli.add_command(serve.serve)
-cli.add_command(imports.import_)
-cli.add_command(stream.stream)
-cli.add_command(stream.backfill)
-cli.add_command(stream.outbox)
-cli.add_command(stream.status)
-cli.add_command(ui.ui)
-cli.add_command(retention.retention)
 
 
 def main() -> None:

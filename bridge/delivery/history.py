@@ -9,16 +9,20 @@ long the history is.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 from bridge.catalog import Catalog
 from bridge.catalog.query import HistoryFilter
-from bridge.model import Asset, StoredDeclaredJob, StoredTaskRun, format_time
+from bridge.model import Asset, StoredDeclaredJob, StoredTaskRun
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.serialize import dumps
 
-Item = tuple[str, int, int, Any]  # (event time, run order, step in the run, event)
+# (event time, run order, step in the run, event): times compared as datetimes (aware, UTC), which
+# order as their text does, without formatting each a second time
+Item = tuple[datetime, int, int, Any]
 
 
 def iter_events(
@@ -71,22 +75,30 @@ def _iter(catalog: Catalog, converter: Converter, filters: HistoryFilter, *, ser
             payloads: list[Any] = (
                 converter.task_run_lines(run, assets) if serialized else converter.task_run_events(run, assets)
             )
-            times = [format_time(t) for t in (run.started_at, run.ended_at) if t is not None]
-            for step, payload in enumerate(payloads):
-                yield times[step], order, step, payload
+            yield run.started_at, order, 0, payloads[0]
+            if len(payloads) > 1:
+                assert run.ended_at is not None  # an end event is of an ended run
+                yield run.ended_at, order, 1, payloads[1]
 
     def change_events() -> Iterator[Item]:
         for change in catalog.iter_changes(filters):  # none with a flow filter
             event = converter.asset_change_event(change)
-            yield format_time(change.changed_at), -1, change.seq, dumps(event) if serialized else event
+            yield change.changed_at, -1, change.seq, dumps(event) if serialized else event
 
     for job in catalog.iter_declared_jobs(filters):
         event = converter.job_event(job, lookup.of_declared(job))
         yield dumps(event) if serialized else event
 
-    merged = heapq.merge(_in_time_order(run_events()), change_events(), key=lambda item: item[:3])
-    for _time, _order, _step, event in merged:
-        yield event
+    runs, changes = _in_time_order(run_events()), change_events()
+    first_change = next(changes, None)
+    if first_change is None:  # no asset change to merge: the runs' events as they come
+        for item in runs:
+            yield item[3]
+        return
+    # (time, order, step) is unique per event (a change's order is -1), so the tuples compare
+    # without reaching the events
+    for item in heapq.merge(runs, itertools.chain((first_change,), changes)):
+        yield item[3]
 
 
 def _in_time_order(items: Iterator[Item]) -> Iterator[Item]:
@@ -96,7 +108,7 @@ def _in_time_order(items: Iterator[Item]) -> Iterator[Item]:
     held: list[Item] = []
     for item in items:
         if item[2] == 0:
-            while held and held[0][:3] <= item[:3]:
+            while held and held[0] < item:  # (time, order, step) unique: never equal
                 yield heapq.heappop(held)
             yield item
         else:

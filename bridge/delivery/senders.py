@@ -19,13 +19,15 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
-import requests
 
 from bridge.delivery.retry import parse_retry_after
 from bridge.errors import ConfigError
+
+if TYPE_CHECKING:  # imported where a request is made: a command that sends nothing starts without it
+    import requests
 
 BODY_MAX = 2000
 FALLBACK_STATUSES = (404, 405, 501)  # the backend has no batch endpoint
@@ -73,6 +75,8 @@ _TIMED_OUT = re.compile(r"(Read timed out|Connection to \S+ timed out)[^'\"]*")
 def unanswered(exc: requests.RequestException) -> Outcome:
     """The outcome of a request that got no answer: retried, with its class and a short reason
     (``[Errno 111] Connection refused``, ``Read timed out. (read timeout=5)``)."""
+    import requests
+
     text = str(exc)
     reason = _TIMED_OUT.search(text) or _ERRNO.search(text)
     detail = f"{type(exc).__name__}: {reason.group(0).strip() if reason else text}"[:BODY_MAX]
@@ -131,7 +135,7 @@ class HttpSender:
         verify: bool | str = True,
         batch: bool = True,
         clock: Callable[[], float] = time.time,
-        session_factory: Callable[[], requests.Session] = requests.Session,
+        session_factory: Callable[[], requests.Session] | None = None,  # default: requests.Session
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"the OpenLineage URL must be an http:// or https:// URL, not {url!r}")
@@ -146,6 +150,10 @@ class HttpSender:
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
         self.batch = batch  # False once the backend said it has no batch endpoint
+        if session_factory is None:
+            import requests
+
+            session_factory = requests.Session
         self._session_factory = session_factory
         self._local = threading.local()
         self._sessions: list[requests.Session] = []
@@ -176,6 +184,8 @@ class HttpSender:
         return [self.send_one(line) for line in lines]
 
     def send_one(self, line: str) -> Outcome:
+        import requests
+
         try:
             response = self._post(self.url, line)
         except requests.RequestException as exc:
@@ -185,6 +195,8 @@ class HttpSender:
     def _send_batch(self, lines: Sequence[str]) -> list[Outcome] | None:
         """The outcomes of one batch request, or None when the events must go one by one (no
         batch endpoint, or a refusal that does not say which event)."""
+        import requests
+
         try:
             response = self._post(self.batch_url, f"[{','.join(lines)}]")
         except requests.RequestException as exc:

@@ -23,7 +23,6 @@ from datetime import datetime
 from typing import Any
 
 import attrs
-from openlineage.client.uuid import generate_static_uuid
 
 from bridge.mapping.resolver import Resolver
 from bridge.memo import Memo
@@ -32,6 +31,7 @@ from bridge.model import (
     Asset,
     AssetChange,
     AssetDeclaration,
+    JobInfo,
     Origin,
     StoredDeclaredJob,
     StoredTaskRun,
@@ -42,6 +42,7 @@ from bridge.model import (
 )
 from bridge.openlineage import facets as f
 from bridge.openlineage.column_facet import run_datasets
+from bridge.openlineage.run_ids import static_uuid
 from bridge.openlineage.serialize import dumps
 from bridge.version import PRODUCER, __version__
 
@@ -55,13 +56,13 @@ class ConvertOptions:
 def task_run_id(key: TaskRunKey, started_at: datetime) -> str:
     """The run id of a task run: deterministic, UUIDv7-shaped, time-ordered by start."""
     data = f"olbridge/task-run/{key.flow_namespace}/{key.flow_id}/{key.execution_id}/{key.task_run_id}"
-    return str(generate_static_uuid(started_at, data.encode()))
+    return static_uuid(started_at, data.encode())
 
 
 def execution_run_id(key: TaskRunKey, execution_started_at: datetime) -> str:
     """The run id of a flow execution (the parent of its task runs)."""
     data = f"olbridge/execution/{key.flow_namespace}/{key.flow_id}/{key.execution_id}"
-    return str(generate_static_uuid(execution_started_at, data.encode()))
+    return static_uuid(execution_started_at, data.encode())
 
 
 class Converter:
@@ -77,6 +78,8 @@ class Converter:
         # carries its producers' facets or identifiers, which change without a new version
         self._datasets: Memo[dict[str, Any]] = Memo(max_entries=50_000)
         self._dataset_text: Memo[str] = Memo(max_entries=50_000)
+        self._job_text: Memo[str] = Memo(max_entries=50_000)  # a job's text by task and job info
+        self._execution_ids: Memo[str] = Memo(max_entries=1_000)  # runs of an execution start together
         self._producer_json = dumps(options.producer)
         self._run_schema_json = dumps(f.RUN_EVENT)
 
@@ -172,28 +175,50 @@ class Converter:
     def _job_namespace(self, flow_namespace: str) -> str:
         return f"{self.options.job_namespace_prefix}{flow_namespace}"
 
-    def _envelopes(self, run: StoredTaskRun) -> list[dict[str, Any]]:
+    def _execution_run_id(self, key: TaskRunKey, started_at: datetime) -> str:
+        """:func:`execution_run_id`, kept per execution: its task runs follow one another."""
+        memo_key = (key.flow_namespace, key.flow_id, key.execution_id, started_at)
+        found = self._execution_ids.get(memo_key)
+        return found if found is not None else self._execution_ids.put(memo_key, 0, execution_run_id(key, started_at))
+
+    def _job(self, namespace: str, key: TaskRunKey, info: JobInfo) -> dict[str, Any]:
+        """The ``job`` of a task run's events."""
+        producer = self.options.producer
+        job_facets: dict[str, Any] = {"jobType": f.job_type(producer, info.integration, info.job_type)}
+        if info.sql:
+            job_facets["sql"] = f.sql(producer, info.sql)
+        if info.description:
+            job_facets["documentation"] = f.job_documentation(producer, info.description)
+        kestra = {"kestra.tenantId": info.tenant_id, "kestra.flowRevision": info.flow_revision}
+        if any(v is not None for v in kestra.values()):
+            tags = {k: str(v) for k, v in kestra.items() if v is not None}
+            job_facets["tags"] = f.job_tags(producer, tags, info.integration)
+        return {"namespace": namespace, "name": f"{key.flow_id}.{key.task_id}", "facets": job_facets}
+
+    def _job_json(self, run: StoredTaskRun) -> str:
+        """:meth:`_job` serialized, kept per task and job info (the same for every run of a task)."""
+        key = run.key
+        namespace = self.job_namespace(key)
+        memo_key = (namespace, key.flow_id, key.task_id, run.job)
+        found = self._job_text.get(memo_key)
+        if found is not None:
+            return found
+        text = dumps(self._job(namespace, key, run.job))
+        return self._job_text.put(memo_key, len(text), text)
+
+    def _envelopes(self, run: StoredTaskRun, *, with_job: bool = True) -> list[dict[str, Any]]:
         """The RunEvents of a task run without their datasets: START, and the end event once the
-        run has ended."""
+        run has ended (without their ``job`` unless ``with_job``)."""
         producer = self.options.producer
         key = run.key
         namespace = self.job_namespace(key)
         run_id = task_run_id(key, run.started_at)
-        parent_id = execution_run_id(key, run.execution_started_at)
+        parent_id = self._execution_run_id(key, run.execution_started_at)
         run_facets: dict[str, Any] = {
             "parent": f.parent(producer, parent_id, namespace, key.flow_id),
             "processing_engine": f.processing_engine(producer, __version__),
         }
-        job_facets: dict[str, Any] = {"jobType": f.job_type(producer, run.job.integration, run.job.job_type)}
-        if run.job.sql:
-            job_facets["sql"] = f.sql(producer, run.job.sql)
-        if run.job.description:
-            job_facets["documentation"] = f.job_documentation(producer, run.job.description)
-        kestra = {"kestra.tenantId": run.job.tenant_id, "kestra.flowRevision": run.job.flow_revision}
-        if any(v is not None for v in kestra.values()):
-            tags = {k: str(v) for k, v in kestra.items() if v is not None}
-            job_facets["tags"] = f.job_tags(producer, tags, run.job.integration)
-        job = {"namespace": namespace, "name": f"{key.flow_id}.{key.task_id}", "facets": job_facets}
+        job = self._job(namespace, key, run.job) if with_job else None
         start = {
             "eventTime": format_time(run.started_at),
             "eventType": "START",
@@ -260,13 +285,17 @@ class Converter:
                 text = f'{text[:-1]},"outputFacets":{dumps(output_facets)}}}'
             datasets[usage.direction].append(text)
         inputs, outputs = ",".join(datasets["input"]), ",".join(datasets["output"])
-        envelopes = self._envelopes(run)
-        job = dumps(envelopes[0]["job"])
+        envelopes = self._envelopes(run, with_job=False)
+        job = self._job_json(run)
         tail = f',"producer":{self._producer_json},"run":'
+        start_run = envelopes[0]["run"]
+        start_run_json = dumps(start_run)  # the end event's too, unless its facets differ (an error)
         # eventTime (format_time) and eventType are plain ASCII: no escaping needed
         return [
             f'{{"eventTime":"{e["eventTime"]}","eventType":"{e["eventType"]}","inputs":[{inputs}],"job":{job},'
-            f'"outputs":[{outputs}]{tail}{dumps(e["run"])},"schemaURL":{self._run_schema_json}}}'
+            f'"outputs":[{outputs}]{tail}'
+            f"{start_run_json if e['run']['facets'] is start_run['facets'] else dumps(e['run'])},"
+            f'"schemaURL":{self._run_schema_json}}}'
             for e in envelopes
         ]
 

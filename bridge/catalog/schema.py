@@ -336,8 +336,11 @@ asset_checks = sa.Table(
     metadata,
     _text("asset_id"),
     _text("reported_at"),
-    _text("reporter"),  # the run: <namespace>/<flow>.<task>, or 'dbt import'
+    _text("reporter"),  # the run: <namespace>/<flow>.<task>, a received run's job, or 'dbt import'
     _text("assertions"),  # JSON list, as assets.assertions
+    # a received event's rank (its time and digest): of two events of one time, the higher one's
+    # checks are kept; NULL for olbridge's own
+    _text("check_rank", nullable=True),
     sa.PrimaryKeyConstraint("asset_id", "reported_at"),
 )
 

@@ -121,6 +121,7 @@ def test_the_migration_keeps_the_assertions_of_the_events_already_stored(
         def back_to_15(cur: Any) -> None:  # as version 15 left it: nothing in asset_checks for them
             cur.execute("DELETE FROM asset_checks")
             cur.execute("ALTER TABLE asset_checks DROP COLUMN check_rank")
+            cur.execute("DROP INDEX task_runs_task")
             cur.execute("UPDATE alembic_version SET version_num = '0015'")
             catalog.db.engine.stamp(cur, 15)
 

@@ -6,12 +6,15 @@ The facts are the catalog's own, read as of a moment (rows whose times are past 
 - the runs that wrote an asset: olbridge's task runs (``usages`` of direction output) and the
   receiver's runs (``external_sources`` outputs), ended by then; the latest successful one's end
   is the asset's last write, the latest one's state its last run;
-- its checks: the data-quality assertions of the latest run that reported any by then; the
-  receiver's from the ``dataQualityAssertions`` facets of the events kept (input or dataset
-  facets, read from the events themselves: nothing more is written when they arrive); olbridge's
-  own (a run's outputs' assertions, ``dbt import``'s tests) from ``asset_checks``, kept as each
-  run reported them (an asset recorded before they were kept: its latest, from its last update);
+- its checks: the data-quality assertions of the latest run that reported any by then, from
+  ``asset_checks``, kept as each run reported them: olbridge's own (a run's outputs' assertions,
+  ``dbt import``'s tests) and the receiver's (the ``dataQualityAssertions`` facets of the events it
+  took, recorded as it took them, so they outlive the events); an asset recorded before checks
+  were kept has its latest, from its last update;
 - the lineage edges of runs ended by then, for the at-risk flags.
+
+Each fact is read whole in one statement that does the choosing (an aggregate, a window function,
+an index's look), so that the work left in Python is judging each asset once.
 
 Its statements are written as those of :mod:`bridge.catalog.sql` (SQLite's dialect, ``?``), run
 as they are on both engines.
@@ -19,6 +22,7 @@ as they are on both engines.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -44,21 +48,21 @@ ASSETS_AS_OF = """
 ASSETS_AS_OF_WITH_METADATA = """
     SELECT id, type, namespace, metadata FROM assets WHERE created_at <= ? AND (deleted_at IS NULL OR deleted_at > ?)
 """
-# the latest run (ended by then) of each task that ever wrote each asset (its outputs are written by
-# successful runs only): the last run that was to write it
-OWN_LAST_RUNS = """
-    SELECT w.asset_id, r.flow_namespace, r.flow_id, r.task_id, r.state, r.ended_at
-    FROM (SELECT DISTINCT u.asset_id, t.flow_namespace, t.flow_id, t.task_id
-          FROM usages u JOIN task_runs t ON t.pk = u.task_run_pk WHERE u.direction = 'output') w
-    JOIN (SELECT flow_namespace, flow_id, task_id, state, ended_at,
-                 row_number() OVER (PARTITION BY flow_namespace, flow_id, task_id ORDER BY ended_at DESC, pk DESC) AS n
-          FROM task_runs WHERE ended_at IS NOT NULL AND ended_at <= ?) r
-      ON r.n = 1 AND r.flow_namespace = w.flow_namespace AND r.flow_id = w.flow_id AND r.task_id = w.task_id
-    ORDER BY w.asset_id, r.ended_at, r.flow_namespace, r.flow_id, r.task_id
+# each task that ever wrote each asset (its outputs are written by successful runs only), and the
+# end of its latest run by then that wrote it (NULL: none by then)
+OWN_WRITERS = """
+    SELECT u.asset_id, t.flow_namespace, t.flow_id, t.task_id, max(CASE WHEN t.ended_at <= ? THEN t.ended_at END)
+    FROM usages u JOIN task_runs t ON t.pk = u.task_run_pk WHERE u.direction = 'output'
+    GROUP BY u.asset_id, t.flow_namespace, t.flow_id, t.task_id
 """
-OWN_WRITES = """
-    SELECT u.asset_id, max(t.ended_at) FROM usages u JOIN task_runs t ON t.pk = u.task_run_pk
-    WHERE u.direction = 'output' AND t.ended_at IS NOT NULL AND t.ended_at <= ? GROUP BY u.asset_id
+# the latest run of each task ended by then (by end, then key; task_runs_task finds the later one):
+# the latest run of a task that writes an asset is the last run that was to write it
+LATEST_RUNS = """
+    SELECT t.flow_namespace, t.flow_id, t.task_id, t.state, t.ended_at FROM task_runs t
+    WHERE t.ended_at IS NOT NULL AND t.ended_at <= ? AND NOT EXISTS (
+        SELECT 1 FROM task_runs n
+        WHERE n.flow_namespace = t.flow_namespace AND n.flow_id = t.flow_id AND n.task_id = t.task_id
+          AND n.ended_at <= ? AND (n.ended_at > t.ended_at OR (n.ended_at = t.ended_at AND n.pk > t.pk)))
 """
 # the receiver's runs, ended by then
 EXTERNAL_WRITES = """
@@ -124,6 +128,16 @@ def _rule(text: str) -> FreshnessRule:
     return FreshnessRule.from_json(data, source=str(data.get("source") or "asset"))
 
 
+@functools.lru_cache(maxsize=4096)
+def _rule_json_once(rule: FreshnessRule) -> dict[str, Any]:
+    return rule.to_json()
+
+
+def _rule_json(rule: FreshnessRule) -> dict[str, Any]:
+    """A rule's JSON, worked out once a rule (thousands of assets share one)."""
+    return dict(_rule_json_once(rule))
+
+
 @attrs.frozen
 class AssetHealth:
     """One asset's verdict, and its at-risk flag (the path from the cause to it, or empty)."""
@@ -150,7 +164,7 @@ class AssetHealth:
             "namespace": self.namespace,
             "health": self.verdict.health.value,
             "reasons": list(self.verdict.reasons),
-            "freshness": rule.to_json() if rule else None,
+            "freshness": _rule_json(rule) if rule else None,
             "atRisk": self.at_risk,
             "cause": self.path[0] if self.path else None,
             "pathToCause": list(self.path),
@@ -242,13 +256,24 @@ def _own_checks(text: str | None) -> tuple[Assertion, ...]:
 def _runs(conn: Connection | Cursor, moment: str) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
     """The last successful write of each asset, and the state of its latest run that ended, with
     the run's label ((state, label))."""
-    last_write: dict[str, str] = dict(conn.execute(OWN_WRITES, (moment,)).fetchall())
+    latest = {
+        (ns, flow, task): (state, ended) for ns, flow, task, state, ended in conn.execute(LATEST_RUNS, (moment,) * 2)
+    }
+    last_write: dict[str, str] = {}
     ended_at: dict[str, str] = {}
     last_run: dict[str, tuple[str, str]] = {}
-    # in each asset's order of end: the latest last
-    for asset_id, ns, flow, task, state, ended in conn.execute(OWN_LAST_RUNS, (moment,)):
-        ended_at[asset_id] = ended
-        last_run[asset_id] = (state, f"{ns}/{flow}.{task} at {ended}")
+    for asset_id, ns, flow, task, written in conn.execute(OWN_WRITERS, (moment,)):
+        if written is not None and written > last_write.get(asset_id, ""):
+            last_write[asset_id] = written
+        found = latest.get((ns, flow, task))
+        if found is not None:
+            state, ended = found
+            before = ended_at.get(asset_id)
+            label = f"{ns}/{flow}.{task} at {ended}"
+            # of two tasks' runs ended at once, the one of the task that sorts last
+            if before is None or ended > before or (ended == before and label > last_run[asset_id][1]):
+                ended_at[asset_id] = ended
+                last_run[asset_id] = (state, label)
     for job_ns, job_name, state, ended, outputs in conn.execute(EXTERNAL_WRITES, (moment,)):
         mapped = _EXTERNAL_STATE.get(state or "")
         if mapped is None:

@@ -111,6 +111,15 @@ task_runs = sa.Table(
     sa.UniqueConstraint("flow_namespace", "flow_id", "execution_id", "task_run_id"),
 )
 sa.Index("task_runs_started", task_runs.c.started_at, task_runs.c.pk)
+# a task's runs in order of end (health: the latest run of each task, by then)
+sa.Index(
+    "task_runs_task",
+    task_runs.c.flow_namespace,
+    task_runs.c.flow_id,
+    task_runs.c.task_id,
+    task_runs.c.ended_at,
+    task_runs.c.pk,
+)
 
 usages = sa.Table(
     "usages",

@@ -7,6 +7,8 @@
   deleting an event forgot its assertions. The assertions of the events already stored are
   copied here (an input whose facets a token could not apply, as its event's warning says, is
   left out, as the receiver leaves it out now).
+- ``task_runs_task``: a task's runs in order of end, so that health finds the latest run of each
+  task by then with one look into it a run (rather than sorting every run).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ PUT = sa.text(
 
 def upgrade() -> None:
     op.add_column("asset_checks", sa.Column("check_rank", TEXT, nullable=True))
+    op.create_index("task_runs_task", "task_runs", ["flow_namespace", "flow_id", "task_id", "ended_at", "pk"])
     _copy_received_checks(op.get_bind())
 
 

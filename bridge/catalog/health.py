@@ -202,7 +202,9 @@ def assess(
     judged = _with_upstream(wanted, downstream) if wanted is not None else None
     rule_for, own_rule, write_of, run_of, checks_of = book.rule_for, own_rules.get, writes.get, runs.get, checks.get
     no_checks: tuple[tuple[Assertion, ...], str | None] = ((), None)
-    verdicts: dict[str, Verdict] = {}
+    rows.sort()  # by id (ids are unique): the answer's order
+    judged_rows: list[tuple[Any, Verdict]] = []
+    bad: list[str] = []
     for row in rows:
         asset_id = row[0]
         if judged is not None and asset_id not in judged:
@@ -210,14 +212,14 @@ def assess(
         metadata = json.loads(row[3]) if by_metadata and row[3] != "{}" else {}
         rule = rule_for(asset_id, row[1], row[2], metadata, own_rule(asset_id))
         found, found_from = checks_of(asset_id, no_checks)
-        verdicts[asset_id] = judge.verdict(asset_id, rule, write_of(asset_id), run_of(asset_id), found, found_from)
-    bad = [i for i, v in verdicts.items() if v.health is Health.FAIL or v.health is Health.WARN]
-    paths = paths_at_risk(bad, downstream) if bad else {}
-    path_of = paths.get
-    rows.sort()
+        verdict = judge.verdict(asset_id, rule, write_of(asset_id), run_of(asset_id), found, found_from)
+        if verdict.health is Health.FAIL or verdict.health is Health.WARN:
+            bad.append(asset_id)
+        judged_rows.append((row, verdict))
+    path_of = (paths_at_risk(bad, downstream) if bad else {}).get
     return [
-        AssetHealth(row[0], row[1], row[2], verdicts[row[0]], path_of(row[0], ()))
-        for row in rows
+        AssetHealth(row[0], row[1], row[2], verdict, path_of(row[0], ()))
+        for row, verdict in judged_rows
         if wanted is None or row[0] in wanted
     ]
 

@@ -214,10 +214,18 @@ def test_scale_tells_a_serve_processs_writer_from_its_workers(tmp_path: Path) ->
         assert scale.writer_of(supervisor, free_port()) is None  # a port nothing listens on
 
 
-def test_health_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    assert load("health").main(["--assets", "200", "--rules", "20", "--selectors", "5"]) == 0
+def test_health_runs_and_keeps_its_catalog(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    kept = tmp_path / "health.db"
+    arguments = ["--assets", "200", "--rules", "20", "--selectors", "5", "--repeat", "1", "--keep", str(kept)]
+    assert load("health").main(arguments) == 0
     out = capsys.readouterr().out
-    assert "Catalog.health: 200 assets" in out and "FAIL 20" in out and "at risk 180" in out
+    assert "200 assets, 20 rules built" in out
+    # every tenth stale (its chain at risk), and the one failing check (asset 5)
+    assert "Catalog.health: 200 assets (PASS 179, UNKNOWN 0, WARN 0, FAIL 21; at risk 180)" in out, out
+    assert "olbridge health --json: p50" in out and "200 asset(s), 21 FAIL, 180 at risk" in out
+    assert load("health").main(arguments) == 0
+    again = capsys.readouterr().out
+    assert "kept from before: not built again" in again and "FAIL 21; at risk 180" in again
 
 
 def test_export_runs(capsys: pytest.CaptureFixture[str]) -> None:

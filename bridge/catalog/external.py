@@ -1,5 +1,7 @@
 """The receiver's writes: external OpenLineage events become placeholders, external runs and jobs,
-their usages, lineage edges and column edges. Each write runs inside a transaction the caller holds.
+their usages, lineage edges and column edges, and their datasets' data-quality assertions the
+checks of their assets (``asset_checks``, kept with the event's time and job). Each write runs
+inside a transaction the caller holds.
 
 A group of events is taken by one :class:`GroupIngest`: it reads each row it needs once, merges
 the group's events in memory, and writes each touched row once at :meth:`GroupIngest.flush`, so a
@@ -22,9 +24,9 @@ import attrs
 
 from bridge.catalog import external_rows, sql, sql_received
 from bridge.catalog.engine import Cursor, Engine, read_each, write_each
-from bridge.catalog.rows import asset_from_row, asset_row
+from bridge.catalog.rows import assertions_json, asset_from_row, asset_row
 from bridge.catalog.writes import get_asset
-from bridge.model import Asset, Origin, format_time
+from bridge.model import Assertion, Asset, Origin, format_time
 from bridge.model.received import IncomingEvent, ReceivedColumnEdge, SeenDataset
 
 if TYPE_CHECKING:
@@ -128,6 +130,9 @@ class GroupIngest:
         self.facets: dict[tuple[str, str], tuple[str, str]] = {}  # (owner, key) -> (rank, JSON), the latest
         # (namespace, name, asset id) -> (rank, type) of a dataset's symlink identifiers
         self.identifiers: dict[tuple[str, str, str], tuple[str, str | None]] = {}
+        # (asset id, event time) -> (rank, reporter, assertions) of the datasets' data-quality
+        # assertions, the highest-ranked event's of a time
+        self.checks: dict[tuple[str, str], tuple[str, str, tuple[Assertion, ...]]] = {}
         self._preload(events)
 
     @staticmethod
@@ -289,6 +294,8 @@ class GroupIngest:
                 warnings.append(warning)
             if source is not None and ds.direction is not None:
                 self._take_usage(event, ds.direction, asset_id)
+            if ds.assertions:
+                self._take_checks(asset_id, event, ds.assertions)
         if source is not None and event.column_edges:
             named = {(d.namespace, d.name) for d in event.datasets}
             for edge in event.column_edges:
@@ -320,6 +327,15 @@ class GroupIngest:
         if event.rank < state.rank:
             state.rank, state.job = event.rank, job
         return warning
+
+    def _take_checks(self, asset_id: str, event: IncomingEvent, assertions: tuple[Assertion, ...]) -> None:
+        """A dataset's assertions, kept as a check of its asset at the event's time, reported by
+        the event's job (a dataset event: by its producer)."""
+        key = (asset_id, event.time_text)
+        kept = self.checks.get(key)
+        if kept is None or event.rank > kept[0]:
+            reporter = f"{event.job_namespace}/{event.job_name}" if event.job_name is not None else event.producer
+            self.checks[key] = (event.rank, reporter, assertions)
 
     def _take_facets(self, owner: str, facets: tuple[tuple[str, str], ...], rank: str) -> None:
         for key, text in facets:
@@ -501,6 +517,13 @@ class GroupIngest:
             (
                 sql_received.UPSERT_IDENTIFIER,
                 [(*key, kind, rank) for key, (rank, kind) in sorted(self.identifiers.items())],
+            ),
+            (
+                sql_received.PUT_RECEIVED_CHECKS,
+                [
+                    (asset_id, at, reporter, assertions_json(assertions), rank)
+                    for (asset_id, at), (rank, reporter, assertions) in sorted(self.checks.items())
+                ],
             ),
             (sql_received.INSERT_EXTERNAL_USAGE, job_usages),
             (sql_received.INSERT_EXTERNAL_EDGE, edges),

@@ -6,12 +6,15 @@ The facts are the catalog's own, read as of a moment (rows whose times are past 
 - the runs that wrote an asset: olbridge's task runs (``usages`` of direction output) and the
   receiver's runs (``external_sources`` outputs), ended by then; the latest successful one's end
   is the asset's last write, the latest one's state its last run;
-- its checks: the data-quality assertions of the latest run that reported any by then; the
-  receiver's from the ``dataQualityAssertions`` facets of the events kept (input or dataset
-  facets, read from the events themselves: nothing more is written when they arrive); olbridge's
-  own (a run's outputs' assertions, ``dbt import``'s tests) from ``asset_checks``, kept as each
-  run reported them (an asset recorded before they were kept: its latest, from its last update);
+- its checks: the data-quality assertions of the latest run that reported any by then, from
+  ``asset_checks``, kept as each run reported them: olbridge's own (a run's outputs' assertions,
+  ``dbt import``'s tests) and the receiver's (the ``dataQualityAssertions`` facets of the events it
+  took, recorded as it took them, so they outlive the events); an asset recorded before checks
+  were kept has its latest, from its last update;
 - the lineage edges of runs ended by then, for the at-risk flags.
+
+Each fact is read whole in one statement that does the choosing (an aggregate, a window function,
+an index's look), so that the work left in Python is judging each asset once.
 
 Its statements are written as those of :mod:`bridge.catalog.sql` (SQLite's dialect, ``?``), run
 as they are on both engines.
@@ -19,6 +22,7 @@ as they are on both engines.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -29,17 +33,7 @@ import attrs
 from bridge.catalog.engine import Connection, Cursor
 from bridge.catalog.rows import assertions_json, dumps
 from bridge.model import Assertion, format_time
-from bridge.model.health import (
-    Facts,
-    FreshnessRule,
-    Health,
-    RuleBook,
-    Selector,
-    Verdict,
-    at_risk,
-    evaluate,
-    path_to_cause,
-)
+from bridge.model.health import FreshnessRule, Health, Judge, RuleBook, Selector, Verdict, paths_at_risk
 
 SET_RULE = """
     INSERT INTO freshness_rules (asset_id, rule, set_at) VALUES (?, ?, ?)
@@ -49,44 +43,55 @@ UNSET_RULE = "DELETE FROM freshness_rules WHERE asset_id = ?"
 GET_RULE = "SELECT rule FROM freshness_rules WHERE asset_id = ?"
 ALL_RULES = "SELECT asset_id, rule FROM freshness_rules"
 ASSETS_AS_OF = """
-    SELECT id, type, namespace, metadata, assertions, updated_at FROM assets
-    WHERE created_at <= ? AND (deleted_at IS NULL OR deleted_at > ?)
+    SELECT id, type, namespace FROM assets WHERE created_at <= ? AND (deleted_at IS NULL OR deleted_at > ?)
 """
-# the tasks that write each asset (its outputs are written by successful runs only), and the
-# runs of every task, ended by then: the latest run of a task that writes an asset was to write it
+ASSETS_AS_OF_WITH_METADATA = """
+    SELECT id, type, namespace, metadata FROM assets WHERE created_at <= ? AND (deleted_at IS NULL OR deleted_at > ?)
+"""
+# each task that ever wrote each asset (its outputs are written by successful runs only), and the
+# end of its latest run by then that wrote it (NULL: none by then)
 OWN_WRITERS = """
-    SELECT DISTINCT u.asset_id, t.flow_namespace, t.flow_id, t.task_id
-    FROM usages u JOIN task_runs t ON t.pk = u.task_run_pk
-    WHERE u.direction = 'output'
+    SELECT u.asset_id, t.flow_namespace, t.flow_id, t.task_id, max(CASE WHEN t.ended_at <= ? THEN t.ended_at END)
+    FROM usages u JOIN task_runs t ON t.pk = u.task_run_pk WHERE u.direction = 'output'
+    GROUP BY u.asset_id, t.flow_namespace, t.flow_id, t.task_id
 """
-OWN_RUNS = """
-    SELECT flow_namespace, flow_id, task_id, state, ended_at, pk FROM task_runs
-    WHERE ended_at IS NOT NULL AND ended_at <= ?
-"""
-OWN_WRITES = """
-    SELECT u.asset_id, max(t.ended_at) FROM usages u JOIN task_runs t ON t.pk = u.task_run_pk
-    WHERE u.direction = 'output' AND t.ended_at IS NOT NULL AND t.ended_at <= ? GROUP BY u.asset_id
+# the latest run of each task ended by then (by end, then key; task_runs_task finds the later one):
+# the latest run of a task that writes an asset is the last run that was to write it
+LATEST_RUNS = """
+    SELECT t.flow_namespace, t.flow_id, t.task_id, t.state, t.ended_at FROM task_runs t
+    WHERE t.ended_at IS NOT NULL AND t.ended_at <= ? AND NOT EXISTS (
+        SELECT 1 FROM task_runs n
+        WHERE n.flow_namespace = t.flow_namespace AND n.flow_id = t.flow_id AND n.task_id = t.task_id
+          AND n.ended_at <= ? AND (n.ended_at > t.ended_at OR (n.ended_at = t.ended_at AND n.pk > t.pk)))
 """
 # the receiver's runs, ended by then
 EXTERNAL_WRITES = """
     SELECT job_namespace, job_name, state, ended_at, outputs FROM external_sources
     WHERE run_id IS NOT NULL AND ended_at IS NOT NULL AND ended_at <= ?
 """
-# the received events that may carry assertions (the facet's name in their text), by then
-ASSERTION_EVENTS = """
-    SELECT event_time, source, body FROM received_events
-    WHERE event_time <= ? AND body LIKE ? ORDER BY event_time, pk
-"""
 PUT_CHECKS = """
     INSERT INTO asset_checks (asset_id, reported_at, reporter, assertions) VALUES (?, ?, ?, ?)
-    ON CONFLICT (asset_id, reported_at) DO UPDATE SET reporter = excluded.reporter, assertions = excluded.assertions
+    ON CONFLICT (asset_id, reported_at) DO UPDATE
+    SET reporter = excluded.reporter, assertions = excluded.assertions, check_rank = NULL
 """
-CHECKS_AS_OF = "SELECT asset_id, reported_at, reporter, assertions FROM asset_checks WHERE reported_at <= ?"
-CHECKED_ASSETS = "SELECT DISTINCT asset_id FROM asset_checks"
-DATASET_NAMES = "SELECT ol_namespace, ol_name, asset_id FROM external_datasets"
+# each asset's latest checks reported by then
+LATEST_CHECKS = """
+    SELECT asset_id, reported_at, reporter, assertions FROM (
+        SELECT asset_id, reported_at, reporter, assertions,
+               row_number() OVER (PARTITION BY asset_id ORDER BY reported_at DESC) AS n
+        FROM asset_checks WHERE reported_at <= ?) c
+    WHERE n = 1
+"""
+# assets whose checks were recorded before checks were kept (none in asset_checks): their latest,
+# from their last update on
+UNKEPT_CHECKS = """
+    SELECT a.id, a.assertions, a.updated_at FROM assets a
+    WHERE a.assertions IS NOT NULL AND a.updated_at <= ?
+      AND NOT EXISTS (SELECT 1 FROM asset_checks c WHERE c.asset_id = a.id)
+"""
 OWN_EDGES = """
     SELECT DISTINCT l.upstream_id, l.downstream_id FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
-    WHERE t.ended_at IS NOT NULL AND t.ended_at <= ?
+    WHERE t.ended_at IS NOT NULL AND t.ended_at <= ? ORDER BY l.upstream_id, l.downstream_id
 """
 EXTERNAL_EDGES = """
     SELECT inputs, outputs FROM external_sources
@@ -123,6 +128,16 @@ def _rule(text: str) -> FreshnessRule:
     return FreshnessRule.from_json(data, source=str(data.get("source") or "asset"))
 
 
+@functools.lru_cache(maxsize=4096)
+def _rule_json_once(rule: FreshnessRule) -> dict[str, Any]:
+    return rule.to_json()
+
+
+def _rule_json(rule: FreshnessRule) -> dict[str, Any]:
+    """A rule's JSON, worked out once a rule (thousands of assets share one)."""
+    return dict(_rule_json_once(rule))
+
+
 @attrs.frozen
 class AssetHealth:
     """One asset's verdict, and its at-risk flag (the path from the cause to it, or empty)."""
@@ -149,21 +164,11 @@ class AssetHealth:
             "namespace": self.namespace,
             "health": self.verdict.health.value,
             "reasons": list(self.verdict.reasons),
-            "freshness": rule.to_json() if rule else None,
+            "freshness": _rule_json(rule) if rule else None,
             "atRisk": self.at_risk,
             "cause": self.path[0] if self.path else None,
             "pathToCause": list(self.path),
         }
-
-
-@attrs.frozen
-class _Asset:
-    id: str
-    type: str
-    namespace: str | None
-    metadata: Mapping[str, Any]
-    checks: tuple[Assertion, ...]
-    updated_at: str
 
 
 def assess(
@@ -173,58 +178,50 @@ def assess(
     *,
     ids: Iterable[str] | None = None,
 ) -> list[AssetHealth]:
-    """The health of every asset there was at ``as_of`` (or of those of ``ids``), by id."""
+    """The health of every asset there was at ``as_of`` (or of those of ``ids``), by id.
+
+    The facts are read whole, each in one statement that does the choosing (the latest run of
+    each task, the latest checks of each asset), and each asset is judged once (:class:`Judge`:
+    each rule's limits worked out once; an asset nothing speaks for is UNKNOWN at once)."""
     moment = format_time(as_of)
     # metadata is read only where a selector asks for it; rules alike are parsed once
     by_metadata = any(s.match.metadata for s in selectors)
-    assets = [
-        _Asset(i, t, ns, json.loads(md) if by_metadata and md != "{}" else {}, _own_checks(checks), updated)
-        for i, t, ns, md, checks, updated in conn.execute(ASSETS_AS_OF, (moment, moment))
-    ]
+    rows = conn.execute(ASSETS_AS_OF_WITH_METADATA if by_metadata else ASSETS_AS_OF, (moment, moment)).fetchall()
     parsed: dict[str, FreshnessRule] = {}
-    own_rules = {
-        asset_id: parsed.get(body) or parsed.setdefault(body, _rule(body)) for asset_id, body in conn.execute(ALL_RULES)
-    }
+    own_rules: dict[str, FreshnessRule] = {}
+    for asset_id, body in conn.execute(ALL_RULES):
+        rule = parsed.get(body)
+        own_rules[asset_id] = rule if rule is not None else parsed.setdefault(body, _rule(body))
     writes, runs = _runs(conn, moment)
-    received = _received_checks(conn, moment)
-    kept = _kept_checks(conn, moment)
-    # assets whose checks were recorded before checks were kept: the latest, from their last update on
-    unkept = {a.id for a in assets if a.checks} - {asset_id for (asset_id,) in conn.execute(CHECKED_ASSETS)}
+    checks = _checks(conn, moment)
     downstream = _edges(conn, moment)
     book = RuleBook(selectors)
+    judge = Judge(as_of)
     wanted = set(ids) if ids is not None else None
     # for some assets, only they and what is upstream of them (their at-risk flags) are judged
     judged = _with_upstream(wanted, downstream) if wanted is not None else None
-    verdicts: dict[str, Verdict] = {}
-    for a in assets:
-        if judged is not None and a.id not in judged:
+    rule_for, own_rule, write_of, run_of, checks_of = book.rule_for, own_rules.get, writes.get, runs.get, checks.get
+    no_checks: tuple[tuple[Assertion, ...], str | None] = ((), None)
+    rows.sort()  # by id (ids are unique): the answer's order
+    judged_rows: list[tuple[Any, Verdict]] = []
+    bad: list[str] = []
+    for row in rows:
+        asset_id = row[0]
+        if judged is not None and asset_id not in judged:
             continue
-        rule = book.rule_for(a.id, a.type, a.namespace, a.metadata, own_rules.get(a.id))
-        checks, checks_from = received.get(a.id, ((), None))
-        own = kept.get(a.id)
-        if own is None and a.id in unkept and a.updated_at <= moment:
-            own = (a.checks, (a.updated_at, "the last run recorded"))
-        if own is not None and (checks_from is None or checks_from[0] < own[1][0]):
-            checks, checks_from = own
-        written = writes.get(a.id)
-        facts = Facts(
-            a.id,
-            # only a rule reads it (datetime.fromisoformat: the catalog's one text form of a time)
-            last_write=datetime.fromisoformat(written) if written is not None and rule is not None else None,
-            last_run=runs[a.id][1] if a.id in runs else None,
-            checks=checks,
-            checks_from=checks_from[1] if checks_from else None,
-        )
-        verdicts[a.id] = evaluate(facts, rule, as_of)
-    bad = {i for i, v in verdicts.items() if v.health in (Health.FAIL, Health.WARN)}
-    before = at_risk(bad, downstream)
-    out: list[AssetHealth] = []
-    for a in sorted(assets, key=lambda a: a.id):
-        if wanted is not None and a.id not in wanted:
-            continue
-        path = path_to_cause(a.id, before, bad) if a.id in before else ()
-        out.append(AssetHealth(a.id, a.type, a.namespace, verdicts[a.id], path))
-    return out
+        metadata = json.loads(row[3]) if by_metadata and row[3] != "{}" else {}
+        rule = rule_for(asset_id, row[1], row[2], metadata, own_rule(asset_id))
+        found, found_from = checks_of(asset_id, no_checks)
+        verdict = judge.verdict(asset_id, rule, write_of(asset_id), run_of(asset_id), found, found_from)
+        if verdict.health is Health.FAIL or verdict.health is Health.WARN:
+            bad.append(asset_id)
+        judged_rows.append((row, verdict))
+    path_of = (paths_at_risk(bad, downstream) if bad else {}).get
+    return [
+        AssetHealth(row[0], row[1], row[2], verdict, path_of(row[0], ()))
+        for row, verdict in judged_rows
+        if wanted is None or row[0] in wanted
+    ]
 
 
 def _with_upstream(ids: set[str], downstream: Mapping[str, Sequence[str]]) -> set[str]:
@@ -243,12 +240,14 @@ def _with_upstream(ids: set[str], downstream: Mapping[str, Sequence[str]]) -> se
     return found
 
 
-def _kept_checks(conn: Connection | Cursor, moment: str) -> dict[str, tuple[tuple[Assertion, ...], tuple[str, str]]]:
-    """Each asset's latest checks recorded by then, with their time and reporter."""
-    out: dict[str, tuple[tuple[Assertion, ...], tuple[str, str]]] = {}
-    for asset_id, reported, reporter, assertions in conn.execute(CHECKS_AS_OF, (moment,)):
-        if asset_id not in out or reported > out[asset_id][1][0]:
-            out[asset_id] = (_own_checks(assertions), (reported, f"{reporter} at {reported}"))
+def _checks(conn: Connection | Cursor, moment: str) -> dict[str, tuple[tuple[Assertion, ...], str | None]]:
+    """Each asset's latest checks reported by then, with who reported them and when (those of an
+    asset recorded before checks were kept: its latest, from its last update on)."""
+    out: dict[str, tuple[tuple[Assertion, ...], str | None]] = {}
+    for asset_id, assertions, _updated in conn.execute(UNKEPT_CHECKS, (moment,)):
+        out[asset_id] = (_own_checks(assertions), "the last run recorded")
+    for asset_id, reported, reporter, assertions in conn.execute(LATEST_CHECKS, (moment,)):
+        out[asset_id] = (_own_checks(assertions), f"{reporter} at {reported}")
     return out
 
 
@@ -256,94 +255,58 @@ def _own_checks(text: str | None) -> tuple[Assertion, ...]:
     return tuple(Assertion(**a) for a in json.loads(text)) if text else ()
 
 
-def _runs(conn: Connection | Cursor, moment: str) -> tuple[dict[str, str], dict[str, tuple[str, tuple[str, str]]]]:
-    """The last successful write of each asset, and its latest run that ended ((end, (state, label)))."""
+def _runs(conn: Connection | Cursor, moment: str) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
+    """The last successful write of each asset, and the state of its latest run that ended, with
+    the run's label ((state, label))."""
+    latest = {
+        (ns, flow, task): (state, ended) for ns, flow, task, state, ended in conn.execute(LATEST_RUNS, (moment,) * 2)
+    }
     last_write: dict[str, str] = {}
-    last_run: dict[str, tuple[str, tuple[str, str]]] = {}
-
-    def saw(asset_id: str, state: str, ended: str, label: str) -> None:
-        if state in ("SUCCESS", "WARNING") and ended > last_write.get(asset_id, ""):
-            last_write[asset_id] = ended
-        if asset_id not in last_run or ended >= last_run[asset_id][0]:
-            last_run[asset_id] = (ended, (state, f"{label} at {ended}"))
-
-    for asset_id, ended in conn.execute(OWN_WRITES, (moment,)):
-        last_write[asset_id] = ended
-    latest: dict[tuple[str, str, str], tuple[str, int, str]] = {}
-    for ns, flow, task, state, ended, pk in conn.execute(OWN_RUNS, (moment,)):
-        key = (ns, flow, task)
-        if key not in latest or (ended, pk) > latest[key][:2]:
-            latest[key] = (ended, pk, state)
-    for asset_id, ns, flow, task in conn.execute(OWN_WRITERS):
+    ended_at: dict[str, str] = {}
+    last_run: dict[str, tuple[str, str]] = {}
+    for asset_id, ns, flow, task, written in conn.execute(OWN_WRITERS, (moment,)):
+        if written is not None and written > last_write.get(asset_id, ""):
+            last_write[asset_id] = written
         found = latest.get((ns, flow, task))
         if found is not None:
-            ended, _pk, state = found
-            if asset_id not in last_run or ended >= last_run[asset_id][0]:
-                last_run[asset_id] = (ended, (state, f"{ns}/{flow}.{task} at {ended}"))
+            state, ended = found
+            before = ended_at.get(asset_id)
+            label = f"{ns}/{flow}.{task} at {ended}"
+            # of two tasks' runs ended at once, the one of the task that sorts last
+            if before is None or ended > before or (ended == before and label > last_run[asset_id][1]):
+                ended_at[asset_id] = ended
+                last_run[asset_id] = (state, label)
     for job_ns, job_name, state, ended, outputs in conn.execute(EXTERNAL_WRITES, (moment,)):
         mapped = _EXTERNAL_STATE.get(state or "")
         if mapped is None:
             continue
         for asset_id in json.loads(outputs):
-            saw(asset_id, mapped, ended, f"{job_ns}/{job_name}")
+            if mapped != "FAILED" and ended > last_write.get(asset_id, ""):
+                last_write[asset_id] = ended
+            if ended >= ended_at.get(asset_id, ""):
+                ended_at[asset_id] = ended
+                last_run[asset_id] = (mapped, f"{job_ns}/{job_name} at {ended}")
     return last_write, last_run
 
 
-def _received_checks(
-    conn: Connection | Cursor, moment: str
-) -> dict[str, tuple[tuple[Assertion, ...], tuple[str, str]]]:
-    """Each asset's assertions, from the latest received event that gave it any (with its time
-    and its job's name)."""
-    names = {(ns, name): asset_id for ns, name, asset_id in conn.execute(DATASET_NAMES)}
-    out: dict[str, tuple[tuple[Assertion, ...], tuple[str, str]]] = {}
-    for event_time, _source, body in conn.execute(ASSERTION_EVENTS, (moment, "%dataQualityAssertions%")):
-        event = json.loads(body)
-        job = event.get("job") if isinstance(event.get("job"), dict) else {}
-        label = f"{job.get('namespace')}/{job.get('name')} at {event_time}"
-        datasets = [
-            *(event.get("inputs") or []),
-            *(event.get("outputs") or []),
-            *([event["dataset"]] if isinstance(event.get("dataset"), dict) else []),
-        ]
-        for ds in datasets:
-            if not isinstance(ds, dict):
-                continue
-            asset_id = names.get((ds.get("namespace"), ds.get("name")))
-            found = _assertions(ds)
-            if asset_id is not None and found:
-                out[asset_id] = (found, (event_time, label))
-    return out
-
-
-def _assertions(dataset: Mapping[str, Any]) -> tuple[Assertion, ...]:
-    for key in ("inputFacets", "facets"):
-        facets = dataset.get(key)
-        facet = facets.get("dataQualityAssertions") if isinstance(facets, dict) else None
-        items = facet.get("assertions") if isinstance(facet, dict) else None
-        if isinstance(items, list):
-            return tuple(
-                Assertion(
-                    assertion=str(a["assertion"]),
-                    success=a["success"],
-                    column=a.get("column") if isinstance(a.get("column"), str) else None,
-                    severity=a.get("severity") if isinstance(a.get("severity"), str) else None,
-                )
-                for a in items
-                if isinstance(a, dict) and isinstance(a.get("assertion"), str) and isinstance(a.get("success"), bool)
-            )
-    return ()
-
-
 def _edges(conn: Connection | Cursor, moment: str) -> dict[str, list[str]]:
-    downstream: dict[str, set[str]] = {}
+    """Each asset's downstream assets, by id (olbridge's lineage comes sorted and distinct; the
+    receiver's, from its runs' inputs and outputs, is merged in where there is any)."""
+    downstream: dict[str, list[str]] = {}
     for up, down in conn.execute(OWN_EDGES, (moment,)):
-        downstream.setdefault(up, set()).add(down)
+        found = downstream.get(up)
+        if found is None:
+            downstream[up] = [down]
+        else:
+            found.append(down)
+    received: dict[str, set[str]] = {}
     for inputs, outputs in conn.execute(EXTERNAL_EDGES, (moment, moment)):
+        downs = json.loads(outputs)
         for up in json.loads(inputs):
-            for down in json.loads(outputs):
-                if up != down:
-                    downstream.setdefault(up, set()).add(down)
-    return {k: sorted(v) for k, v in downstream.items()}
+            received.setdefault(up, set()).update(down for down in downs if down != up)
+    for up, downs in received.items():
+        downstream[up] = sorted(downs.union(downstream.get(up, ())))
+    return downstream
 
 
 __all__ = ["AssetHealth", "assess", "get_rule", "record_checks", "set_rule"]

@@ -112,6 +112,15 @@ task_runs = sa.Table(
     sa.UniqueConstraint("flow_namespace", "flow_id", "execution_id", "task_run_id"),
 )
 sa.Index("task_runs_started", task_runs.c.started_at, task_runs.c.pk)
+# a task's runs in order of end (health: the latest run of each task, by then)
+sa.Index(
+    "task_runs_task",
+    task_runs.c.flow_namespace,
+    task_runs.c.flow_id,
+    task_runs.c.task_id,
+    task_runs.c.ended_at,
+    task_runs.c.pk,
+)
 
 usages = sa.Table(
     "usages",
@@ -337,8 +346,11 @@ asset_checks = sa.Table(
     metadata,
     _text("asset_id"),
     _text("reported_at"),
-    _text("reporter"),  # the run: <namespace>/<flow>.<task>, or 'dbt import'
+    _text("reporter"),  # the run: <namespace>/<flow>.<task>, a received run's job, or 'dbt import'
     _text("assertions"),  # JSON list, as assets.assertions
+    # a received event's rank (its time and digest): of two events of one time, the higher one's
+    # checks are kept; NULL for olbridge's own
+    _text("check_rank", nullable=True),
     sa.PrimaryKeyConstraint("asset_id", "reported_at"),
 )
 

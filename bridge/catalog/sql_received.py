@@ -19,6 +19,14 @@ QUEUE_FORWARD = """
     SELECT 'forward', pk, CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT) FROM received_events
     WHERE event_time = ? AND digest = ?
 """
+# the data-quality assertions an event gave a dataset, as a check of its asset at the event's time;
+# of two events of one time, the higher-ranked one's (whatever the order they come in)
+PUT_RECEIVED_CHECKS = """
+    INSERT INTO asset_checks (asset_id, reported_at, reporter, assertions, check_rank) VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (asset_id, reported_at) DO UPDATE
+    SET reporter = excluded.reporter, assertions = excluded.assertions, check_rank = excluded.check_rank
+    WHERE asset_checks.check_rank IS NULL OR excluded.check_rank > asset_checks.check_rank
+"""
 BINDING_OF_ASSET = "SELECT ol_namespace, ol_name FROM external_datasets WHERE asset_id = ?"
 INSERT_BINDING = """
     INSERT INTO external_datasets (ol_namespace, ol_name, asset_id, first_seen, last_seen, seen_rank, facets_rank,

@@ -397,15 +397,15 @@ def delete_asset(cur: Cursor, asset_id: str, *, now: datetime) -> Asset:
 
 
 def purge_assets(cur: Cursor, ids: Sequence[str], *, usages: bool, lineage: bool) -> dict[str, int]:
-    """Hard-delete the assets ``ids`` with their change history, received bindings, identifiers
-    and facets, and optionally their usages and lineage: how many assets, usages and lineage
-    edges went."""
+    """Hard-delete the assets ``ids`` with their change history, received bindings, identifiers,
+    facets, freshness rules and checks, and optionally their usages and lineage: how many assets,
+    usages and lineage edges went."""
     counts = {"assets": 0, "usages": 0, "lineage": 0}
     for start in range(0, len(ids), 400):
         chunk = list(ids[start : start + 400])
         size = len(chunk)
         counts["assets"] += cur.execute(sql.delete_in("assets", size, "id"), chunk).rowcount
-        for table in ("asset_changes", "external_datasets", "external_identifiers"):
+        for table in ("asset_changes", "external_datasets", "external_identifiers", "freshness_rules", "asset_checks"):
             cur.execute(sql.delete_in(table, size), chunk)
         cur.execute(sql.delete_in("external_facets", size, "owner"), [f"asset:{asset_id}" for asset_id in chunk])
         if usages:

@@ -6,12 +6,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import click
+import orjson
 
 from bridge.catalog.health import AssetHealth
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.options import json_flag, moment
-from bridge.cli.output import print_json, say
+from bridge.cli.output import say
 from bridge.errors import ValidationError
 from bridge.model import check_namespace, utcnow
 from bridge.model.health import FreshnessRule, Health, parse_duration
@@ -90,8 +91,8 @@ def health(
         and (wanted is None or h.health in wanted)
         and (not only_at_risk or h.at_risk)
     ]
-    if as_json:
-        print_json([h.to_json() for h in found])
+    if as_json:  # orjson: the same text as print_json's, where a million assets take seconds, not a minute
+        click.echo(orjson.dumps([h.to_json() for h in found], option=orjson.OPT_INDENT_2).decode())
     else:
         for h in found:
             click.echo(line(h))

@@ -272,15 +272,26 @@ class Selector:
 
 class RuleBook:
     """The selectors, ready to answer :meth:`rule_for` for many assets: kept most specific first
-    (then in file order), and bucketed by the namespace and type they name, so that an asset
-    tries only the selectors that could match it."""
+    (then in file order), and, for each namespace and type asked about, the selectors that could
+    match an asset of them (those naming that namespace and type, or none), in that order, up to
+    the first that takes every asset of them: an asset tries only those."""
 
     def __init__(self, selectors: Sequence[Selector]) -> None:
         ordered = sorted(enumerate(selectors), key=lambda item: (tuple(-x for x in item[1].match.specificity), item[0]))
-        self._buckets: dict[tuple[str | None, str | None], list[tuple[int, Selector]]] = {}
-        for rank, (_index, s) in enumerate(ordered):
-            self._buckets.setdefault((s.match.namespace, s.match.type), []).append((rank, s))
+        self._ordered = [s for _index, s in ordered]
+        self._candidates: dict[tuple[str | None, str], tuple[Selector, ...]] = {}
         self._empty = not selectors
+
+    def _for(self, namespace: str | None, type: str) -> tuple[Selector, ...]:
+        found: list[Selector] = []
+        for s in self._ordered:
+            m = s.match
+            if (m.namespace is None or m.namespace == namespace) and (m.type is None or m.type == type):
+                found.append(s)
+                if m.id_prefix is None and not m.metadata:  # takes every asset of them: none after counts
+                    break
+        self._candidates[namespace, type] = tuple(found)
+        return self._candidates[namespace, type]
 
     def rule_for(
         self, asset_id: str, type: str, namespace: str | None, metadata: Mapping[str, Any], own: FreshnessRule | None
@@ -289,15 +300,16 @@ class RuleBook:
         (the first in the file among equals)."""
         if own is not None or self._empty:
             return own
-        best: tuple[int, Selector] | None = None
-        for key in ((namespace, type), (namespace, None), (None, type), (None, None)):
-            for rank, s in self._buckets.get(key, ()):
-                if best is not None and rank >= best[0]:
-                    break
-                if s.match.matches(asset_id, type, namespace, metadata):
-                    best = (rank, s)
-                    break
-        return best[1].rule if best else None
+        candidates = self._candidates.get((namespace, type))
+        if candidates is None:
+            candidates = self._for(namespace, type)
+        for s in candidates:
+            m = s.match
+            if (m.id_prefix is None or asset_id.startswith(m.id_prefix)) and (
+                not m.metadata or all(k in metadata and _scalar_text(metadata[k]) == v for k, v in m.metadata.items())
+            ):
+                return s.rule
+        return None
 
 
 def rule_for(
@@ -364,6 +376,82 @@ def evaluate(facts: Facts, rule: FreshnessRule | None, as_of: datetime) -> Verdi
     return Verdict(facts.asset_id, health, reasons, rule)
 
 
+_NOTHING = ("nothing known: no freshness rule, check or run",)
+
+
+class Judge:
+    """Judges many assets as of one time, as :func:`evaluate` does, from their facts as the
+    catalog keeps them (times as text, in the catalog's one form: :func:`format_time`): each
+    rule's thresholds are worked out once (the time a window warns and fails from, a cron's last
+    tick less its lag), after which an asset's freshness is two comparisons of text. An asset
+    with checks, or in any way off the common path, is judged by :func:`evaluate` itself."""
+
+    def __init__(self, as_of: datetime) -> None:
+        self.as_of = as_of
+        self._limits: dict[int, tuple[FreshnessRule, str, str | None]] = {}
+
+    def _limits_of(self, rule: FreshnessRule) -> tuple[str, str | None]:
+        """(fails before, warns before) for a window; (met from, the tick) for a cron deadline."""
+        found = self._limits.get(id(rule))
+        if found is None:
+            if rule.max is not None:
+                warns = format_time(self.as_of - (rule.max - rule.warn)) if rule.warn is not None else None
+                found = (rule, format_time(self.as_of - rule.max), warns)
+            else:
+                tick = rule.last_tick(self.as_of)
+                found = (rule, format_time(tick - rule.lag), format_time(tick))
+            self._limits[id(rule)] = found  # the rule kept with them: its id stays its own
+        return found[1], found[2]
+
+    def verdict(
+        self,
+        asset_id: str,
+        rule: FreshnessRule | None,
+        last_write: str | None,
+        last_run: tuple[str, str] | None,
+        checks: tuple[Assertion, ...] = (),
+        checks_from: str | None = None,
+    ) -> Verdict:
+        """:func:`evaluate`'s verdict on an asset last written at ``last_write`` (text)."""
+        if rule is None and last_run is None and not checks:
+            return Verdict(asset_id, Health.UNKNOWN, _NOTHING, None)
+        if checks or (rule is not None and (last_write is None or len(last_write) != 27 or last_write[-1] != "Z")):
+            written = datetime.fromisoformat(last_write) if last_write is not None and rule is not None else None
+            return evaluate(Facts(asset_id, written, last_run, checks, checks_from), rule, self.as_of)
+        fresh: tuple[Health, str] | None = None
+        if rule is not None:
+            assert last_write is not None
+            first, second = self._limits_of(rule)
+            if rule.max is None:
+                fresh = (
+                    (Health.PASS, f"fresh: last written {last_write}, deadline {second} met")
+                    if last_write >= first
+                    else (Health.FAIL, f"missed the deadline {second}: last written {last_write}")
+                )
+            elif last_write < first:
+                fresh = (Health.FAIL, f"stale: last written {last_write}, older than {format_duration(rule.max)}")
+            elif second is not None and last_write < second:
+                due = format_time(datetime.fromisoformat(last_write) + rule.max)
+                fresh = (Health.WARN, f"stale at {due}: last written {last_write}")
+            else:
+                fresh = (Health.PASS, f"fresh: last written {last_write}")
+        run: tuple[Health, str] | None = None
+        if last_run is not None:
+            state, label = last_run
+            if state == "FAILED":
+                run = (Health.FAIL, f"last run {label} failed")
+            elif state in ("SUCCESS", "WARNING"):
+                run = (Health.PASS, f"last run {label} succeeded")
+        if fresh is None:
+            if run is None:
+                return Verdict(asset_id, Health.UNKNOWN, _NOTHING, rule)
+            return Verdict(asset_id, run[0], (run[1],), rule)
+        if run is None or run[0] is fresh[0]:
+            return Verdict(asset_id, fresh[0], (fresh[1], run[1]) if run else (fresh[1],), rule)
+        worst = fresh if fresh[0].rank > run[0].rank else run
+        return Verdict(asset_id, worst[0], (worst[1],), rule)
+
+
 def at_risk(bad: Iterable[str], downstream: Mapping[str, Sequence[str]]) -> dict[str, str]:
     """The assets downstream of the ``bad`` ones (FAIL or WARN), each with the asset before it on
     a shortest path from one of them (:func:`path_to_cause` follows them back). A bad asset is at
@@ -384,6 +472,26 @@ def at_risk(bad: Iterable[str], downstream: Mapping[str, Sequence[str]]) -> dict
     return before
 
 
+def paths_at_risk(bad: Iterable[str], downstream: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    """Each asset :func:`at_risk` finds, with its :func:`path_to_cause`, worked out as the walk
+    reaches it (a path is the path to the asset before it, and it), so in one pass."""
+    bad = set(bad)
+    paths: dict[str, tuple[str, ...]] = {}
+    queue: deque[tuple[str, str]] = deque()
+    for cause in sorted(bad):
+        for child in downstream.get(cause, ()):
+            queue.append((cause, child))
+    while queue:
+        parent, node = queue.popleft()
+        if node in paths:
+            continue
+        paths[node] = (parent, node) if parent in bad else (*paths[parent], node)
+        for child in downstream.get(node, ()):
+            if child not in paths:
+                queue.append((node, child))
+    return paths
+
+
 def path_to_cause(asset_id: str, before: Mapping[str, str], bad: Container[str]) -> tuple[str, ...]:
     """The path from the cause (a bad asset, first) to ``asset_id`` (last), from :func:`at_risk`."""
     path = [asset_id]
@@ -402,6 +510,7 @@ __all__ = [
     "Facts",
     "FreshnessRule",
     "Health",
+    "Judge",
     "Match",
     "RuleBook",
     "Selector",
@@ -411,5 +520,6 @@ __all__ = [
     "format_duration",
     "parse_duration",
     "path_to_cause",
+    "paths_at_risk",
     "rule_for",
 ]

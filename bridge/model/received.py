@@ -6,10 +6,13 @@ They pickle as tuples, as the receiver's workers hand them to its writer process
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 import attrs
 
+from bridge.model.assets import Assertion
 from bridge.model.columns import Column
 from bridge.model.pickling import pickles_as_tuple
 from bridge.model.times import format_time
@@ -48,6 +51,29 @@ class SeenDataset:
     facets_digest: str | None = None  # of what it said, to see whether it says something new
     facets: tuple[tuple[str, str], ...] = ()  # (key, canonical JSON) of each of its facets
     facets_text_digest: str | None = None  # of all of them, to see whether they say something new
+    assertions: tuple[Assertion, ...] = ()  # of its dataQualityAssertions facet (see dataset_assertions)
+
+
+def dataset_assertions(dataset: Mapping[str, Any]) -> tuple[Assertion, ...]:
+    """The assertions of a dataset's ``dataQualityAssertions`` facet, as an event gives it (an
+    input facet, else a dataset facet): those with an ``assertion`` name and a boolean
+    ``success``; the others are left out."""
+    for key in ("inputFacets", "facets"):
+        facets = dataset.get(key)
+        facet = facets.get("dataQualityAssertions") if isinstance(facets, dict) else None
+        items = facet.get("assertions") if isinstance(facet, dict) else None
+        if isinstance(items, list):
+            return tuple(
+                Assertion(
+                    assertion=a["assertion"],
+                    success=a["success"],
+                    column=a.get("column") if isinstance(a.get("column"), str) else None,
+                    severity=a.get("severity") if isinstance(a.get("severity"), str) else None,
+                )
+                for a in items
+                if isinstance(a, dict) and isinstance(a.get("assertion"), str) and isinstance(a.get("success"), bool)
+            )
+    return ()
 
 
 @pickles_as_tuple

@@ -14,7 +14,7 @@ import orjson
 from bridge.canonical import canonical
 from bridge.memo import Memo
 from bridge.model import Column, parse_time
-from bridge.model.received import IncomingEvent, ReceivedColumnEdge, SeenDataset
+from bridge.model.received import IncomingEvent, ReceivedColumnEdge, SeenDataset, dataset_assertions
 from bridge.receiver.column_lineage import read_column_lineage
 
 
@@ -42,8 +42,9 @@ _SEEN: Memo[SeenDataset] = Memo()
 
 def seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset:
     """A dataset with what its standard facets say (documentation, ownership, datasetType,
-    symlinks and schema) and its facets as they are. Producers name the same datasets with the
-    same facets run after run, so the answer is kept by the dataset's JSON."""
+    symlinks and schema), its facets as they are, and its data-quality assertions. Producers name
+    the same datasets with the same facets run after run, so the answer is kept by the dataset's
+    JSON."""
     try:
         text = orjson.dumps(dataset, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # an integer past 64 bits
@@ -98,6 +99,7 @@ def _seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset
         facets_digest=hashlib.sha1(orjson.dumps(said)).hexdigest() if described else None,
         facets=texts,
         facets_text_digest=hashlib.sha1(orjson.dumps(texts)).hexdigest() if texts else None,
+        assertions=dataset_assertions(dataset),
     )
 
 

@@ -1,0 +1,99 @@
+"""Judging many assets at once gives what judging each alone gives: :class:`Judge` against
+:func:`evaluate`, :func:`paths_at_risk` against :func:`at_risk` and :func:`path_to_cause`, the
+rule book's shortcuts against every selector tried."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from datetime import UTC, datetime, timedelta
+
+from bridge.model import Assertion, format_time
+from bridge.model.health import (
+    Facts,
+    FreshnessRule,
+    Judge,
+    Match,
+    RuleBook,
+    Selector,
+    at_risk,
+    evaluate,
+    path_to_cause,
+    paths_at_risk,
+)
+
+AS_OF = datetime(2026, 3, 30, 7, 5, 30, 250, tzinfo=UTC)
+RULES = [
+    None,
+    FreshnessRule.create(max=timedelta(hours=6), warn=timedelta(hours=2)),
+    FreshnessRule.create(max=timedelta(hours=1)),
+    FreshnessRule.create(cron="0 9 * * *", lag=timedelta(hours=1), timezone="Europe/Paris"),
+    FreshnessRule.create(cron="*/15 * * * *"),
+]
+WRITES = [
+    None,
+    *(
+        AS_OF - timedelta(minutes=m, microseconds=us)
+        for m in (0, 59, 60, 61, 239, 240, 241, 360, 361, 400, 1440)
+        for us in (0, 1)
+    ),
+]
+RUNS = [None, ("SUCCESS", "ns/flow.t at x"), ("FAILED", "ns/flow.t at y"), ("WARNING", "j at z"), ("KILLED", "k")]
+CHECKS = [(), (Assertion("unique", True),), (Assertion("not_null", False, column="id"),)]
+
+
+def test_the_judge_says_what_evaluate_says() -> None:
+    judge = Judge(AS_OF)
+    for rule, written, run, checks in itertools.product(RULES, WRITES, RUNS, CHECKS):
+        text = format_time(written) if written is not None else None
+        expected = evaluate(Facts("a", written if rule is not None else None, run, checks, "r at t"), rule, AS_OF)
+        assert judge.verdict("a", rule, text, run, checks, "r at t") == expected, (rule, text, run, checks)
+
+
+def test_the_paths_at_risk_are_those_of_the_walk_and_its_paths() -> None:
+    chosen = random.Random(34)
+    for _ in range(300):
+        nodes = [f"n{i}" for i in range(chosen.randint(1, 30))]
+        downstream: dict[str, list[str]] = {}
+        for _edge in range(chosen.randint(0, 60)):
+            up, down = chosen.choice(nodes), chosen.choice(nodes)
+            downstream.setdefault(up, [])
+            if down not in downstream[up]:
+                downstream[up].append(down)
+        downstream = {k: sorted(v) for k, v in downstream.items()}
+        bad = set(chosen.sample(nodes, chosen.randint(0, min(5, len(nodes)))))
+        before = at_risk(bad, downstream)
+        assert paths_at_risk(bad, downstream) == {n: path_to_cause(n, before, bad) for n in before}
+
+
+def test_the_rule_book_finds_the_most_specific_selector_as_trying_every_one_would() -> None:
+    def rule(n: int) -> FreshnessRule:
+        return FreshnessRule.create(max=timedelta(hours=n + 1), source=f"#{n}")
+
+    matches = [
+        Match(),
+        Match(namespace="a"),
+        Match(type="Table"),
+        Match(namespace="a", type="Table"),
+        Match(id_prefix="x."),
+        Match(id_prefix="x.y."),
+        Match(namespace="b", id_prefix="x."),
+        Match(metadata={"tier": "gold"}),
+        Match(namespace="a", metadata={"tier": "gold", "team": "t"}),
+        Match(type="File", id_prefix="x.y.z"),
+    ]
+    chosen = random.Random(7)
+    for _ in range(200):
+        selectors = [
+            Selector(m, rule(n)) for n, m in enumerate(chosen.sample(matches, chosen.randint(1, len(matches))))
+        ]
+        book = RuleBook(selectors)
+        for asset_id, type, namespace, metadata in itertools.product(
+            ("x.y.z1", "x.q", "other"),
+            ("Table", "File"),
+            ("a", "b", None),
+            ({}, {"tier": "gold"}, {"tier": "gold", "team": "t"}),
+        ):
+            matching = [(n, s) for n, s in enumerate(selectors) if s.match.matches(asset_id, type, namespace, metadata)]
+            best = min(matching, key=lambda item: (tuple(-x for x in item[1].match.specificity), item[0]), default=None)
+            assert book.rule_for(asset_id, type, namespace, metadata, None) is (best[1].rule if best else None)

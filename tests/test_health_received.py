@@ -1,0 +1,162 @@
+"""Received data-quality assertions kept as checks when they arrive: they outlive their events
+(retention), answer as of any time, and a catalog from before gets those of the events it kept
+(migration 0017); a purged asset takes its rule and checks with it. On both engines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from bridge.catalog import Catalog
+from bridge.cli import cli
+from bridge.mapping import Resolver
+from bridge.model import Assertion
+from bridge.receiver.imports import catalog_intake
+from tests.conftest import at
+from tests.helpers import decl, invoke, ol_dataset, run
+from tests.test_health import assertions_event, health, when
+
+pytestmark = pytest.mark.both_engines
+
+FAILING = "0194a1b2-0000-7000-8000-0000000000b1"
+PASSING = "0194a1b2-0000-7000-8000-0000000000b2"
+
+
+def retention(tmp_path: Path, target: str) -> dict[str, int]:
+    """``olbridge retention`` with a 7-day window for received events (the tests' events are of 2025)."""
+    config = tmp_path / "olbridge.toml"
+    config.write_text(f'catalog = {json.dumps(target)}\n[retention]\nreceived_events = "7d"\n', encoding="utf-8")
+    result = CliRunner().invoke(cli, ["--config", str(config), "retention", "--json"])
+    assert result.exit_code == 0, result.output
+    counts: dict[str, int] = json.loads(result.stdout)["counts"]
+    return counts
+
+
+def received(target: str) -> int:
+    with Catalog(target) as catalog:
+        return int(catalog._conn.execute("SELECT count(*) FROM received_events").fetchone()[0])
+
+
+def test_a_received_failed_assertion_outlives_its_event(
+    catalog_target: str, resolver: Resolver, tmp_path: Path
+) -> None:
+    with Catalog(catalog_target) as catalog:
+        assert all(o.ok for o in catalog_intake(catalog, resolver).take([assertions_event(FAILING, 10, False)]))
+        [asset_id] = [a.id for a in catalog.list_assets()]
+    assert retention(tmp_path, catalog_target)["receivedEvents"] == 1
+    assert received(catalog_target) == 0
+    failed = ["check not_null on id failed (gx/orders_suite at 2025-03-01T08:10:00.000000Z)"]
+    for args in ((), ("--as-of", when(30))):  # now, and as of then
+        code, found = health(catalog_target, *args)
+        assert (code, found[asset_id]["health"], found[asset_id]["reasons"]) == (1, "FAIL", failed), args
+    # a later run passes it, and its event goes too: PASS from then on, FAIL before
+    with Catalog(catalog_target) as catalog:
+        assert all(o.ok for o in catalog_intake(catalog, resolver).take([assertions_event(PASSING, 70, True)]))
+    assert retention(tmp_path, catalog_target)["receivedEvents"] == 1
+    code, found = health(catalog_target)
+    assert code == 0 and found[asset_id]["health"] == "PASS" and found[asset_id]["reasons"] == ["2 check(s) passed"]
+    assert health(catalog_target, "--as-of", when(80))[1][asset_id]["health"] == "PASS"
+    code, found = health(catalog_target, "--as-of", when(30))
+    assert (code, found[asset_id]["reasons"]) == (1, failed)
+
+
+def test_of_two_events_of_one_time_the_higher_ranked_one_s_assertions_count_whatever_their_order(
+    catalog_targets: Any, resolver: Resolver
+) -> None:
+    """Two runs report on a dataset at the same time: the same checks are kept whichever comes first."""
+    events = [assertions_event(FAILING, 10, False), assertions_event(PASSING, 10, True)]
+    kept = []
+    for order in (events, events[::-1]):
+        target = catalog_targets()
+        with Catalog(target) as catalog:
+            for event in order:  # each in a group of its own
+                assert all(o.ok for o in catalog_intake(catalog, resolver).take([event]))
+            kept.append(catalog._conn.execute("SELECT asset_id, reported_at, assertions FROM asset_checks").fetchall())
+    assert kept[0] == kept[1] and len(kept[0]) == 1
+
+
+def test_a_dataset_event_s_assertions_count_with_its_producer_as_reporter(
+    catalog_target: str, resolver: Resolver
+) -> None:
+    dataset = ol_dataset("postgres://db:5432", "shop.public.orders")
+    dataset["facets"] = {
+        "dataQualityAssertions": {
+            "_producer": "https://github.com/example/producer/tree/1.0",
+            "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DataQualityAssertionsDatasetFacet.json",
+            "assertions": [{"assertion": "row_count", "success": False, "severity": "warn"}],
+        }
+    }
+    event = {
+        "eventTime": when(10),
+        "producer": "https://github.com/example/producer/tree/1.0",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/DatasetEvent",
+        "dataset": dataset,
+    }
+    with Catalog(catalog_target) as catalog:
+        assert all(o.ok for o in catalog_intake(catalog, resolver).take([event]))
+        [asset_id] = [a.id for a in catalog.list_assets()]
+    code, found = health(catalog_target)
+    assert code == 0 and found[asset_id]["health"] == "WARN"
+    assert found[asset_id]["reasons"] == [
+        "check row_count failed (https://github.com/example/producer/tree/1.0 at 2025-03-01T08:10:00.000000Z)"
+    ]
+
+
+def test_the_migration_keeps_the_assertions_of_the_events_already_stored(
+    catalog_target: str, resolver: Resolver
+) -> None:
+    """A catalog of version 16 read received assertions from its events: upgraded, it has them as
+    checks, the latest of each time as the receiver keeps them now."""
+    with Catalog(catalog_target) as catalog:
+        events = [assertions_event(FAILING, 10, False), assertions_event(PASSING, 70, True)]
+        assert all(o.ok for o in catalog_intake(catalog, resolver).take(events))
+        [asset_id] = [a.id for a in catalog.list_assets()]
+        recorded = catalog._conn.execute("SELECT * FROM asset_checks ORDER BY reported_at").fetchall()
+        assert len(recorded) == 2
+
+        def back_to_16(cur: Any) -> None:  # as version 16 left it: nothing in asset_checks for them
+            cur.execute("DELETE FROM asset_checks")
+            cur.execute("ALTER TABLE asset_checks DROP COLUMN check_rank")
+            cur.execute("DROP INDEX task_runs_task")
+            cur.execute("UPDATE alembic_version SET version_num = '0016'")
+            catalog.db.engine.stamp(cur, 16)
+
+        catalog.db.write(back_to_16)
+    code, out, err = invoke(catalog_target, "migrate")
+    assert code == 0 and json.loads(out)["upgradedFrom"] == 16, err
+    with Catalog(catalog_target) as catalog:
+        assert catalog._conn.execute("SELECT * FROM asset_checks ORDER BY reported_at").fetchall() == recorded
+    code, found = health(catalog_target, "--as-of", when(30))
+    assert code == 1 and found[asset_id]["health"] == "FAIL"
+    assert health(catalog_target, "--as-of", when(80))[1][asset_id]["health"] == "PASS"
+
+
+def test_purging_an_asset_takes_its_freshness_rule_and_checks(catalog_target: str) -> None:
+    checks = (Assertion("not_null", False, name="not_null_orders_id", column="id"),)
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_run(
+            run(
+                "build", outputs=(decl("mart.orders", type="Table", assertions=checks), decl("mart.keep", type="Table"))
+            )
+        )
+    for asset_id in ("mart.orders", "mart.keep"):
+        code, _out, err = invoke(catalog_target, "assets", "set", asset_id, "--freshness", "6h")
+        assert code == 0, err
+
+    def rows(table: str) -> list[str]:
+        with Catalog(catalog_target) as catalog:
+            return [r[0] for r in catalog._conn.execute(f"SELECT asset_id FROM {table} ORDER BY asset_id")]
+
+    assert (rows("freshness_rules"), rows("asset_checks")) == (["mart.keep", "mart.orders"], ["mart.orders"])
+    code, _out, err = invoke(catalog_target, "assets", "purge", "--id", "mart.orders")
+    assert code == 0, err
+    assert (rows("freshness_rules"), rows("asset_checks")) == (["mart.keep"], [])
+    # an asset of that id made again starts with neither
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_run(run("build", execution="e2", outputs=(decl("mart.orders", type="Table"),), start=at(5)))
+    code, out, err = invoke(catalog_target, "assets", "show", "mart.orders")
+    assert code == 0 and json.loads(out)["freshness"] is None, err

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -450,7 +451,8 @@ def test_two_stream_workers_on_postgresql_send_each_alert_once(
 ) -> None:
     """Forty marts, each FAIL then RECOVERED then FAIL (judged with the real clock, as the
     workers' own watch judges: it finds nothing more to say), sent by two ``olbridge stream``
-    processes side by side: 120 alerts, each once, in order per asset."""
+    processes side by side, one of them stopped (SIGTERM) and started again on the way: 120
+    alerts, each once, in order per asset."""
     marts = [f"mart.m{n:02d}" for n in range(40)]
     with Catalog(postgres_url) as catalog:
         watch = HealthWatch(catalog, settings(rule(webhook.url)))
@@ -459,20 +461,31 @@ def test_two_stream_workers_on_postgresql_send_each_alert_once(
                 write_mart(catalog, mart, n, state=state, execution=f"e{n}")
             watch.run_once()
         assert len(alerts_queued(catalog)) == 120
-    webhook.answer = lambda body: 200
+
+    def slowly(body: dict[str, Any]) -> int:
+        time.sleep(0.02)  # a webhook taking its time: the workers overlap
+        return 200
+
+    webhook.answer = slowly
     webhook.start()
     config = config_file(tmp_path, webhook)
-    with Backend() as backend:
+    with Backend() as backend, Catalog(postgres_url) as catalog:
         command = [OLBRIDGE, "--config", str(config), "--catalog", postgres_url, "stream", "--url", backend.url]
-        workers = [subprocess.Popen([*command, "--poll", "0.05"], stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        start = lambda: subprocess.Popen([*command, "--poll", "0.05"], stderr=subprocess.PIPE, text=True)  # noqa: E731
+        workers = [start(), start()]
+        stopped = ""
         try:
+            assert wait_for(lambda: len(webhook.taken) >= 30, timeout=90)
+            workers[0].terminate()  # stopped: it settles what it sent, and lets its claims go
+            stopped = workers[0].communicate(timeout=60)[1]
+            workers.append(start())  # and started again
             assert wait_for(lambda: len(webhook.taken) >= 120, timeout=90)
-            assert wait_for(lambda: Catalog(postgres_url).outbox.status().pending == 0, timeout=30)
+            assert wait_for(lambda: catalog.outbox.status().pending == 0, timeout=30)
         finally:
-            for worker in workers:
+            for worker in workers[1:]:
                 worker.terminate()
-            errors = [worker.communicate(timeout=60)[1] for worker in workers]
-    assert [w.returncode for w in workers] == [0, 0], errors
+            errors = [stopped, *(worker.communicate(timeout=60)[1] for worker in workers[1:])]
+    assert [w.returncode for w in workers] == [0, 0, 0], errors
     assert all("Traceback" not in e for e in errors)
     got = webhook.changes()
     assert len(got) == 120

@@ -36,9 +36,11 @@ from bridge.mapping import Resolver
 from bridge.model.alerts import AlertRule, Change, events_of, message
 from bridge.model.health import Health, Match
 from bridge.openlineage.convert import Converter
+from bridge.receiver.imports import catalog_intake
 from tests.backend import Backend, free_port, wait_for
 from tests.conftest import at
 from tests.helpers import decl, invoke, run, serve_process
+from tests.test_health import assertions_event
 
 OLBRIDGE = str(Path(sys.executable).parent / "olbridge")
 
@@ -340,6 +342,36 @@ def test_a_watch_that_lost_its_lease_writes_nothing(catalog_target: str) -> None
         assert alerts_queued(catalog) == [("mart.orders", "FAIL", None, "FAIL")]
         assert kept(catalog.db.conn)["mart.orders"].health is Health.FAIL
         assert slow.step() is None  # and its next look finds the lease another's
+
+
+@pytest.mark.both_engines
+def test_received_events_and_set_rules_mark_their_assets_for_the_next_look(
+    catalog_target: str, resolver: Resolver
+) -> None:
+    """The receiver's write marks the datasets its events name (no judging on the way in): the
+    watch's next look, the schedule not due, judges them: the failed assertion FAILs the
+    dataset, a later passing one RECOVERs it; a freshness rule set marks its asset likewise."""
+    every = Match()  # every asset
+    tell = AlertRule("all", every, frozenset({"FAIL", "WARN", "RECOVERED"}), "http://h/x")
+    now = [clock_at(100)]
+    with Catalog(catalog_target) as catalog:
+        watch = HealthWatch(catalog, settings(tell), clock=lambda: now[0], ttl=86400.0)
+        assert watch.step() is not None  # every asset (none yet): the schedule is not due again for an hour
+        intake = catalog_intake(catalog, resolver)
+        assert intake.take([assertions_event("0194a1b2-0000-7000-8000-0000000000a1", 10, False)])[0].ok
+        [dataset] = [a.id for a in catalog.list_assets()]
+        assert catalog.db.conn.execute("SELECT asset_id FROM health_marks").fetchall() == [(dataset,)]
+        marked = watch.step()
+        assert marked is not None and (marked.marks, marked.judged, marked.alerts) == (1, 1, 1)
+        assert alerts_queued(catalog) == [(dataset, "FAIL", None, "FAIL")]
+        assert intake.take([assertions_event("0194a1b2-0000-7000-8000-0000000000a2", 70, True)])[0].ok
+        watch.step()
+        assert alerts_queued(catalog)[-1] == (dataset, "RECOVERED", "FAIL", "PASS")
+        assert watch.step().marks == 0  # type: ignore[union-attr]
+        code, _out, err = invoke(catalog_target, "assets", "set", dataset, "--freshness", "1h")
+        assert code == 0, err
+        looked = watch.step()  # (never written by a run: its checks judge it still)
+        assert looked is not None and (looked.marks, looked.judged) == (1, 1)
 
 
 def test_updated_alerts_follow_the_metadata_condition(tmp_path: Path) -> None:

@@ -215,7 +215,7 @@ def serve(
         auth += f"; retention every {retention.every:g}s, one receiver at a time"
     watch = health_watch.settings_of(app.config)
     if watch is not None:
-        auth += f"; health watch with {len(watch.alerts)} alert(s), one process at a time"
+        auth += f"; health watch with {len(watch.alerts)} alert(s) (olbridge stream sends them), one process at a time"
     schedule = start_schedule(app.catalog_path, retention)
     counts = HealthCounts() if watch is not None else None
     watcher = health_watch.start_process(app.catalog_path, watch, counts.set) if watch and counts else None

@@ -133,7 +133,7 @@ def stream(
     with stop_on_signals(_STOPPING) as stop:
         dispatcher = delivery.dispatcher(url, api_key_secret(api_key, api_key_file), stop=stop)
         target = dispatcher.sender.target
-        alerts = AlertSenders(app.config.alerts)
+        alerts = AlertSenders(app.config.alerts, timeout=delivery.timeout or 5.0)  # --timeout, per request
         watching = ""
         if watch is not None:
             watching = f"; health watch, {len(watch.alerts)} alert(s)" + (" (one pass)" if once else "")

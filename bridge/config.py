@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import attrs
 
 from bridge.errors import ConfigError, ValidationError
 from bridge.mapping.resolver import DEFAULT_NAMESPACE, MARQUEZ_NAMESPACE_MAX
+from bridge.model.alerts import EVENTS, UPDATED, AlertRule, check_webhook
 from bridge.model.health import FreshnessRule, Match, Selector, parse_duration
 from bridge.version import PRODUCER
 
@@ -160,6 +161,18 @@ def _serve_config(table: Any, where: str, base: Path) -> ServeConfig:
     return settings
 
 
+def _array_tables(tables: Any, name: str, keys: Sequence[str], where: str) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """Each ``[[name]]`` table, numbered from 1, with where it is, once it holds only ``keys``."""
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise ConfigError(f"{where}: '{name}' must be [[{name}]] tables")
+    for number, table in enumerate(tables, 1):
+        at = f"{where}: [[{name}]] #{number}"
+        unknown = sorted(set(table) - set(keys))
+        if unknown:
+            raise ConfigError(f"{at}: unknown key(s) {', '.join(unknown)}; known: {', '.join(keys)}")
+        yield number, at, table
+
+
 _FRESHNESS_KEYS = ("match", "max", "warn", "cron", "lag", "timezone")
 
 
@@ -167,14 +180,8 @@ def parse_freshness(tables: Any, where: str) -> tuple[Selector, ...]:
     """The ``[[freshness]]`` tables: each a ``match`` (namespace, type, id_prefix, metadata; every
     key optional) and a rule: ``max`` and ``warn`` (durations such as ``"24h"``), or ``cron``,
     ``lag`` and ``timezone``."""
-    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
-        raise ConfigError(f"{where}: 'freshness' must be [[freshness]] tables")
     out: list[Selector] = []
-    for number, table in enumerate(tables, 1):
-        at = f"{where}: [[freshness]] #{number}"
-        unknown = sorted(set(table) - set(_FRESHNESS_KEYS))
-        if unknown:
-            raise ConfigError(f"{at}: unknown key(s) {', '.join(unknown)}; known: {', '.join(_FRESHNESS_KEYS)}")
+    for number, at, table in _array_tables(tables, "freshness", _FRESHNESS_KEYS, where):
         try:
             match = Match.parse(table.get("match"), f"{at}: match")
             durations = {k: parse_duration(table[k], f"{at}: {k}") for k in ("max", "warn", "lag") if k in table}
@@ -246,6 +253,73 @@ def _retention_config(table: Any, where: str) -> RetentionConfig:
     return settings
 
 
+_ALERT_KEYS = ("headers", "match", "name", "on", "updated_metadata", "webhook")
+ALERT_NAME = TOKEN_NAME
+
+
+def parse_alerts(tables: Any, where: str) -> tuple[AlertRule, ...]:
+    """The ``[[alerts]]`` tables: each a ``name``, a ``match`` (as ``[[freshness]]``'s), ``on`` (some
+    of FAIL, WARN, RECOVERED, UPDATED), a ``webhook`` (http:// or https://), and optionally
+    ``headers`` (a table of strings) and ``updated_metadata`` (UPDATED only when the asset's
+    metadata holds these values)."""
+    out: list[AlertRule] = []
+    for _number, at, table in _array_tables(tables, "alerts", _ALERT_KEYS, where):
+        name = table.get("name")
+        if not isinstance(name, str) or not ALERT_NAME.fullmatch(name):
+            raise ConfigError(f"{at}: 'name' must be letters, digits, '_', '.', '-', at most 64, not {name!r}")
+        if any(rule.name == name for rule in out):
+            raise ConfigError(f"{at}: the name {name!r} is taken by another [[alerts]] table")
+        on = table.get("on")
+        if not isinstance(on, list) or not on or not all(isinstance(e, str) and e.upper() in EVENTS for e in on):
+            raise ConfigError(f"{at}: 'on' must be a non-empty list of {', '.join(EVENTS)}, not {on!r}")
+        events = frozenset(e.upper() for e in on)
+        headers = table.get("headers", {})
+        if not isinstance(headers, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and "\n" not in v and "\r" not in v for k, v in headers.items()
+        ):
+            raise ConfigError(f"{at}: 'headers' must be a table of strings ({{ Authorization = \"...\" }})")
+        try:
+            match = Match.parse(table.get("match"), f"{at}: match")
+            condition = Match.parse({"metadata": table.get("updated_metadata", {})}, f"{at}: updated_metadata")
+            webhook = check_webhook(table.get("webhook"), at)
+        except ValidationError as exc:
+            raise ConfigError(str(exc)) from None
+        if condition.metadata and UPDATED not in events:
+            raise ConfigError(f"{at}: 'updated_metadata' goes with \"UPDATED\" in 'on'")
+        out.append(AlertRule(name, match, events, webhook, dict(headers), condition.metadata))
+    return tuple(out)
+
+
+@attrs.frozen
+class HealthConfig:
+    """The ``[health]`` table: how often the health watch (``serve``, ``stream``) judges every
+    asset (``every``, seconds) and looks for assets written since (``poll``), and the web view's
+    address for the alerts' links (``web_url``). ``watch``: the watch runs (a ``[health]`` table
+    or ``[[alerts]]`` is in the file)."""
+
+    every: float = 300.0
+    poll: float = 2.0
+    web_url: str | None = None
+    watch: bool = False
+
+
+_HEALTH_KEYS = ("every", "poll", "web_url")
+
+
+def _health_config(table: Any, where: str) -> HealthConfig:
+    table = _section(table, "health", _HEALTH_KEYS, where)
+    values: dict[str, Any] = {"watch": True}
+    for key in ("every", "poll"):
+        if key in table:
+            values[key] = _seconds(table[key], f"{where}: [health]: '{key}'")
+    if "web_url" in table:
+        url = table["web_url"]
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise ConfigError(f"{where}: [health]: 'web_url' must be an http:// or https:// URL, not {url!r}")
+        values["web_url"] = url
+    return HealthConfig(**values)
+
+
 @attrs.frozen
 class Config:
     """The settings, each a key of the file but ``source``."""
@@ -258,6 +332,8 @@ class Config:
     serve: ServeConfig = ServeConfig()  # the receiver's [serve] table
     freshness: tuple[Selector, ...] = ()  # the [[freshness]] tables: rules by selector
     retention: RetentionConfig = RetentionConfig()  # the [retention] table: what history goes when
+    alerts: tuple[AlertRule, ...] = ()  # the [[alerts]] tables
+    health: HealthConfig = HealthConfig()  # the [health] table: the health watch
     source: Path | None = None  # the file it was read from
 
 
@@ -315,6 +391,10 @@ def parse_config(document: Mapping[str, Any], where: str, base: Path) -> Config:
         values["freshness"] = parse_freshness(document["freshness"], where)
     if "retention" in document:
         values["retention"] = _retention_config(document["retention"], where)
+    if "alerts" in document:
+        values["alerts"] = parse_alerts(document["alerts"], where)
+    health = _health_config(document["health"], where) if "health" in document else HealthConfig()
+    values["health"] = attrs.evolve(health, watch=health.watch or bool(values.get("alerts")))
     return Config(**values)
 
 

@@ -21,6 +21,7 @@ from bridge.cli import cli
 from bridge.config import (
     CONFIG_FILE,
     Config,
+    HealthConfig,
     NamedToken,
     RetentionConfig,
     ServeConfig,
@@ -31,9 +32,12 @@ from bridge.config import (
 )
 from bridge.errors import ConfigError
 from bridge.mapping.resolver import DEFAULT_NAMESPACE
+from bridge.model.alerts import AlertRule
 from bridge.model.health import FreshnessRule, Match, Selector
 from bridge.version import PRODUCER
 from tests.conftest import ROOT
+
+ALERT_URL = "https://hooks.example/T000"
 
 EVERY_KEY = """\
 catalog = "state/olbridge.db"
@@ -55,6 +59,16 @@ every = "15m"
 match = { namespace = "team-a", type = "Table", id_prefix = "warehouse.", metadata = { tier = "gold" } }
 max = "24h"
 warn = "6h"
+
+[[alerts]]
+name = "marts"
+match = { namespace = "team-a" }
+on = ["FAIL", "RECOVERED"]
+webhook = "https://hooks.example/T000"
+
+[health]
+every = "10m"
+web_url = "https://olbridge.example"
 """
 
 
@@ -88,6 +102,8 @@ def test_every_key_is_read_and_relative_paths_are_the_files_folder(tmp_path: Pat
                 FreshnessRule(max=timedelta(hours=24), warn=timedelta(hours=6), source="[[freshness]] #1"),
             ),
         ),
+        alerts=(AlertRule("marts", Match(namespace="team-a"), frozenset({"FAIL", "RECOVERED"}), ALERT_URL),),
+        health=HealthConfig(every=600.0, web_url="https://olbridge.example", watch=True),
         source=file,
     )
     # every key of the file is a field of Config, and every field but source is a key
@@ -99,7 +115,8 @@ def test_unknown_keys_are_refused_and_the_known_ones_named() -> None:
         parse_config({"catalog": "a.db", "catalogue": "b.db", "Producer": "x"}, "olbridge.toml", Path("."))
     assert str(refused.value) == (
         "olbridge.toml: unknown setting(s) Producer, catalogue; "
-        "known: catalog, default_namespace, freshness, job_namespace_prefix, mappings, producer, retention, serve"
+        "known: alerts, catalog, default_namespace, freshness, health, job_namespace_prefix, mappings, producer, "
+        "retention, serve"
     )
     with pytest.raises(ConfigError, match=r"unknown setting.*source"):
         parse_config({"source": "x.toml"}, "olbridge.toml", Path("."))  # a field, not a key
@@ -287,8 +304,8 @@ def test_a_bad_config_is_an_error_before_any_command_runs(tmp_path: Path, init: 
     conf = write(tmp_path / "olbridge.toml", 'catalog = "c.db"\ncolour = "red"\n')
     code, _, err = init([], {"OLBRIDGE_CONFIG": str(conf)})
     assert code == 1
-    assert err == f"Error: {conf}: unknown setting(s) colour; known: catalog, default_namespace, freshness, " + (
-        "job_namespace_prefix, mappings, producer, retention, serve\n"
+    assert err == f"Error: {conf}: unknown setting(s) colour; known: alerts, catalog, default_namespace, " + (
+        "freshness, health, job_namespace_prefix, mappings, producer, retention, serve\n"
     )
     assert not (tmp_path / "c.db").exists()
 

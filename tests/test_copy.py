@@ -21,6 +21,7 @@ from bridge.catalog import Catalog
 from bridge.catalog.copy import copy_catalog, count_rows
 from bridge.catalog.positions import Position
 from bridge.cli import cli
+from bridge.delivery.health_watch import HealthWatch, WatchSettings
 from bridge.errors import CatalogError
 from bridge.mapping import Resolver
 from bridge.receiver.imports import catalog_intake
@@ -61,6 +62,7 @@ def rich(tmp_path: Path, resolver: Resolver) -> Path:
         )
         assert intake.take([ol_run_event("COMPLETE", outputs=[symlinked])])[0].ok
         catalog.save_position(Position("marquez-import", "http://marquez:5000", {"after": "x"}, "2025-03-01T00:00:00Z"))
+        HealthWatch(catalog, WatchSettings()).run_once()  # each asset's health kept (the commands below mark some)
     for args in (
         ("demo", "--dir", str(tmp_path / "demo"), "--in-catalog"),  # dbt runs with column lineage
         ("kestra", "declare", str(ROOT / "tests" / "kestra" / "dbt_build_with_lineage.yml")),

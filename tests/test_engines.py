@@ -354,6 +354,7 @@ def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migr
         conn.execute("DROP INDEX external_sources_job")  # migration 0015's
         unpartition_received(conn)  # migration 0016's
         conn.execute("DROP INDEX task_runs_task")  # migration 0017's
+        conn.execute("DROP TABLE asset_health, health_marks")  # added by 0018
         conn.execute("UPDATE alembic_version SET version_num = '0012'")
     code, out, err = invoke(url, "migrate")
     assert code == 0 and json.loads(out)["upgradedFrom"] == 12, err

@@ -1,6 +1,7 @@
 """Asset health from the real dbt: a failing test and a source past its ``error_after`` (``dbt
 source freshness``) give FAIL with their names as reasons, and the models downstream are at risk;
-fixed and run again, everything is PASS."""
+fixed and run again, everything is PASS; ``olbridge stream --once`` after each import sends each
+change's alert to a loopback webhook, once."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from typing import Any
 import pytest
 import requests
 
+from tests.backend import Backend
 from tests.helpers import invoke, serve_process
+from tests.test_alerts import Webhook
 
 PROJECT = Path(__file__).parent / "dbt_project"
 BIN = Path(sys.executable).parent
@@ -63,6 +66,12 @@ def dbt_import(project: Path, catalog: str) -> tuple[int, dict[str, dict[str, An
     return healths(catalog)
 
 
+def stream_alerts(catalog: str, config: Path, backend: Backend) -> None:
+    """``olbridge stream --once``: one pass of the health watch, then the outbox delivered."""
+    code, _out, err = invoke(catalog, "--config", str(config), "stream", "--once", "--url", backend.url)
+    assert code == 0, err
+
+
 @pytest.mark.skipif(not (BIN / "dbt").is_file(), reason="dbt is not installed (pip install -e '.[dbt]')")
 def test_a_failing_test_and_a_stale_source_fail_and_put_downstream_at_risk(tmp_path: Path) -> None:
     """The project's own warn-severity test on orders_enriched (accepted_values on status: one
@@ -76,12 +85,17 @@ def test_a_failing_test_and_a_stale_source_fail_and_put_downstream_at_risk(tmp_p
     )
     build_and_check_freshness(project)  # every model built; raw.customers last loaded in 2024
     dbt_import(project, catalog)
+    hook, backend = Webhook().start(), Backend().start()
+    config = tmp_path / "olbridge.toml"
+    config.write_text(f'[[alerts]]\nname = "all"\non = ["FAIL", "WARN", "RECOVERED"]\nwebhook = "{hook.url}"\n')
+    stream_alerts(catalog, config, backend)
     failing = project / "tests" / f"{FAILING_TEST}.sql"
     failing.write_text(
         "select order_id from {{ ref('orders_enriched') }} where status <> 'completed'\n", encoding="utf-8"
     )
     build_and_check_freshness(project)  # the models downstream of orders_enriched are skipped now
     code, found = dbt_import(project, catalog)
+    stream_alerts(catalog, config, backend)
     assert code == 1
     enriched, customers = found["warehouse.main.orders_enriched"], found["warehouse.raw.customers"]
     assert enriched["health"] == "FAIL", enriched
@@ -106,7 +120,23 @@ def test_a_failing_test_and_a_stale_source_fail_and_put_downstream_at_risk(tmp_p
     project_file.write_text(loaded_now, encoding="utf-8")
     build_and_check_freshness(project)
     code, found = dbt_import(project, catalog)
+    stream_alerts(catalog, config, backend)
+    hook.stop()
+    backend.stop()
     assert code == 0 and not [i for i, h in found.items() if h["health"] == "FAIL"]
+    # one alert a change, each once: the source FAIL then RECOVERED; the model WARN (its own
+    # warn-severity test), FAIL with the added test, and WARN again once it is gone
+    told = hook.changes()
+    assert [c[1:] for c in told if c[0] == "warehouse.raw.customers"] == [
+        ("FAIL", None, "FAIL"),
+        ("RECOVERED", "FAIL", "PASS"),
+    ]
+    assert [c[1:] for c in told if c[0] == "warehouse.main.orders_enriched"] == [
+        ("WARN", None, "WARN"),
+        ("FAIL", "WARN", "FAIL"),
+        ("WARN", "FAIL", "WARN"),
+    ]
+    assert len(told) == len(set(json.dumps(b, sort_keys=True) for b in hook.taken))
     assert found["warehouse.raw.customers"]["health"] == "PASS"
     assert found["warehouse.main.stg_customers"]["atRisk"] is False
     warned = {i: h["reasons"] for i, h in found.items() if h["health"] == "WARN"}

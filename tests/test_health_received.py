@@ -122,6 +122,8 @@ def test_the_migration_keeps_the_assertions_of_the_events_already_stored(
             cur.execute("DELETE FROM asset_checks")
             cur.execute("ALTER TABLE asset_checks DROP COLUMN check_rank")
             cur.execute("DROP INDEX task_runs_task")
+            cur.execute("DROP TABLE asset_health")  # migration 0018's
+            cur.execute("DROP TABLE health_marks")
             cur.execute("UPDATE alembic_version SET version_num = '0016'")
             catalog.db.engine.stamp(cur, 16)
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from bridge import Catalog, task_run
 from bridge.catalog import sql_outbox
-from bridge.catalog.outbox import ASSET_CHANGE, FORWARD, JOB, RUN_END, RUN_START, Dead, Delivered, RetryLater
+from bridge.catalog.outbox import ALERT, ASSET_CHANGE, FORWARD, JOB, RUN_END, RUN_START, Dead, Delivered, RetryLater
 from bridge.cli import cli
 from bridge.delivery.history import iter_lines
 from bridge.delivery.outbox_events import RENDERERS, render
@@ -137,8 +137,8 @@ def test_rendered_events_are_the_exported_ones(catalog: Catalog, converter: Conv
     catalog.delete_asset("t.a", now=at(11))
     rendered = render(catalog, converter, catalog.outbox.items())
     assert sorted(v for v in rendered.values() if v) == sorted(iter_lines(catalog, converter))
-    # every kind olbridge renders (a forwarded event is not rendered: it goes out as it came)
-    assert set(RENDERERS) == {RUN_START, RUN_END, ASSET_CHANGE, JOB, FORWARD}
+    # every kind olbridge renders (a forwarded event and an alert are not rendered: they go out as queued)
+    assert set(RENDERERS) == {RUN_START, RUN_END, ASSET_CHANGE, JOB, FORWARD, ALERT}
 
 
 def test_a_purged_change_renders_as_gone(catalog: Catalog, converter: Converter) -> None:

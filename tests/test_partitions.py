@@ -164,6 +164,7 @@ def test_the_migration_partitions_the_received_events_of_an_existing_catalog(
         assert conn.execute("SELECT count(*) FROM pg_inherits").fetchone() == (0,)
         conn.execute("ALTER TABLE asset_checks DROP COLUMN check_rank")  # migration 0017's
         conn.execute("DROP INDEX task_runs_task")
+        conn.execute("DROP TABLE asset_health, health_marks")  # migration 0018's
         conn.execute("UPDATE alembic_version SET version_num = '0015'")
     code, out, err = invoke(postgres_url, "migrate")
     assert code == 0 and json.loads(out)["upgradedFrom"] == 15, err

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from bridge.catalog import external_rows, sql, sql_received
+from bridge.catalog import external_rows, health_state, sql, sql_received
 from bridge.catalog.engine import Cursor, Engine, read_each, write_each
 from bridge.catalog.rows import assertions_json, asset_from_row, asset_row
 from bridge.catalog.writes import get_asset
@@ -127,6 +127,7 @@ class GroupIngest:
         self.source_rows: dict[str, tuple[Any, ...]] = {}
         self.forwards: list[tuple[str, str, str, str]] = []  # (run key, text, event time, digest)
         self.source_states: dict[str, _Source] = {}
+        self.marked: set[str] = set()  # the assets the group's events named, for the health watch
         self.facets: dict[tuple[str, str], tuple[str, str]] = {}  # (owner, key) -> (rank, JSON), the latest
         # (namespace, name, asset id) -> (rank, type) of a dataset's symlink identifiers
         self.identifiers: dict[tuple[str, str, str], tuple[str, str | None]] = {}
@@ -288,6 +289,7 @@ class GroupIngest:
         placeholders: list[str] = []
         for ds in event.datasets:
             asset_id, created, warning = self._take_dataset(ds, event, moment)
+            self.marked.add(asset_id)
             if created:
                 placeholders.append(asset_id)
             if warning:
@@ -528,6 +530,7 @@ class GroupIngest:
             (sql_received.INSERT_EXTERNAL_USAGE, job_usages),
             (sql_received.INSERT_EXTERNAL_EDGE, edges),
             (sql.INSERT_COLUMN_EDGE, list(self.column_edges)),
+            (health_state.MARK, [(asset_id,) for asset_id in sorted(self.marked)]),
         ]
         if self.forwards:  # after the received events: each row refers to its event's key
             queued_at = format_time(datetime.now(UTC))

@@ -8,9 +8,12 @@ stored record (a task run's pk for ``run-start`` / ``run-end``, an asset change'
 is configured with. ``run_key`` orders delivery: a row waits until every earlier row of its key
 is delivered (or dropped), so a run's end never goes before its START.
 
-One kind holds its event itself: ``forward``, an external event the receiver took with ``serve
---forward``, kept in ``payload`` as it came (``ref`` is its received_events row), queued by the
-receiver's write of it (:mod:`bridge.catalog.external`).
+Two kinds hold their message themselves, in ``payload``: ``forward``, an external event the
+receiver took with ``serve --forward``, kept as it came (``ref`` is its received_events row),
+queued by the receiver's write of it (:mod:`bridge.catalog.external`); and ``alert``, an
+``[[alerts]]`` message for its webhook (``ref`` 0), queued by the health watch in the
+transaction that records the change (:mod:`bridge.catalog.health_state`), ordered by its run key
+``alert:<alert name>:<asset id>``.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ RUN_END = "run-end"
 ASSET_CHANGE = "asset-change"
 JOB = "job"  # a declared job's JobEvent (ref: declared_jobs.pk)
 FORWARD = "forward"  # a received event, forwarded as it came (ref: received_events.pk; the text in payload)
-KINDS = (RUN_START, RUN_END, ASSET_CHANGE, JOB, FORWARD)
+ALERT = "alert"  # an [[alerts]] message (the JSON in payload, naming its alert), for its webhook
+KINDS = (RUN_START, RUN_END, ASSET_CHANGE, JOB, FORWARD, ALERT)
 
 PENDING = "pending"
 DEAD = "dead"
@@ -50,6 +54,12 @@ def queue_event(cur: Cursor, kind: str, ref: int, asset_id: str | None = None) -
     else:
         key = f"asset:{asset_id}" if asset_id is not None else run_key_of_task_run(ref)
     cur.execute(sql_outbox.QUEUE_EVENT, (kind, ref, key))
+
+
+def queue_alert(cur: Cursor, alert: str, asset_id: str, message: str) -> None:
+    """Queue an alert's message inside the caller's transaction (the one recording the change it
+    tells): the alerts of one alert name and asset go out in order."""
+    cur.execute(sql_outbox.QUEUE_PAYLOAD, (ALERT, f"alert:{alert}:{asset_id}", message))
 
 
 @attrs.frozen

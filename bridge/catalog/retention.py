@@ -247,31 +247,42 @@ _SELECT_LEASE = f"SELECT value FROM positions WHERE kind = ? AND name = ?{sql.LO
 _SWAP_LEASE = "UPDATE positions SET value = ?, updated_at = ? WHERE kind = ? AND name = ? AND value = ?"
 
 
-def take_lease(db: Database, holder: str, now: float, ttl: float) -> bool:
-    """Take (or renew) the lease on retention for ``ttl`` seconds: True when ``holder`` has it, the
-    lease being free, expired or its own; one holder at a time across the catalog's processes (a
-    row of ``positions``, compared and swapped in one transaction)."""
+def take_lease(db: Database, holder: str, now: float, ttl: float, *, kind: str = LEASE_KIND) -> bool:
+    """Take (or renew) the lease of ``kind`` (retention's; the health watch's is ``health``) for
+    ``ttl`` seconds: True when ``holder`` has it, the lease being free, expired or its own; one
+    holder at a time across the catalog's processes (a row of ``positions``, compared and swapped
+    in one transaction)."""
 
     def work(cur: Cursor) -> bool:
-        cur.execute(_INSERT_LEASE, (LEASE_KIND, LEASE_NAME, json.dumps({"holder": "", "until": 0}), epoch_text(now)))
-        value = cur.execute(_SELECT_LEASE, (LEASE_KIND, LEASE_NAME)).fetchone()[0]
+        cur.execute(_INSERT_LEASE, (kind, LEASE_NAME, json.dumps({"holder": "", "until": 0}), epoch_text(now)))
+        value = cur.execute(_SELECT_LEASE, (kind, LEASE_NAME)).fetchone()[0]
         found = json.loads(value)
         if found.get("holder") not in ("", holder) and float(found.get("until", 0)) > now:
             return False
         new = json.dumps({"holder": holder, "until": now + ttl})
-        return bool(cur.execute(_SWAP_LEASE, (new, epoch_text(now), LEASE_KIND, LEASE_NAME, value)).rowcount == 1)
+        return bool(cur.execute(_SWAP_LEASE, (new, epoch_text(now), kind, LEASE_NAME, value)).rowcount == 1)
 
     return db.write(work)
 
 
-def release_lease(db: Database, holder: str) -> None:
-    """Give the lease back if ``holder`` has it."""
+def holds_lease(cur: Cursor, holder: str, now: float, *, kind: str = LEASE_KIND) -> bool:
+    """True when ``holder`` holds the lease of ``kind`` at ``now``, the row locked until the
+    caller's transaction ends (a fence: what that transaction writes, it writes as the holder)."""
+    row = cur.execute(_SELECT_LEASE, (kind, LEASE_NAME)).fetchone()
+    if row is None:
+        return False
+    found = json.loads(row[0])
+    return bool(found.get("holder") == holder and float(found.get("until", 0)) > now)
+
+
+def release_lease(db: Database, holder: str, *, kind: str = LEASE_KIND) -> None:
+    """Give the lease of ``kind`` back if ``holder`` has it."""
 
     def work(cur: Cursor) -> None:
-        row = cur.execute(_SELECT_LEASE, (LEASE_KIND, LEASE_NAME)).fetchone()
+        row = cur.execute(_SELECT_LEASE, (kind, LEASE_NAME)).fetchone()
         if row is not None and json.loads(row[0]).get("holder") == holder:
             free = json.dumps({"holder": "", "until": 0})
-            cur.execute(_SWAP_LEASE, (free, epoch_text(time.time()), LEASE_KIND, LEASE_NAME, row[0]))
+            cur.execute(_SWAP_LEASE, (free, epoch_text(time.time()), kind, LEASE_NAME, row[0]))
 
     db.write(work)
 
@@ -281,4 +292,16 @@ def windows_of(settings: Mapping[str, Any]) -> Windows:
     return Windows(**{k: v for k, v in settings.items() if k in attrs.fields_dict(Windows)})
 
 
-__all__ = ["BATCH", "KINDS", "PAUSE", "Windows", "count", "expire", "prepare", "reclaim", "release_lease", "take_lease"]
+__all__ = [
+    "BATCH",
+    "KINDS",
+    "PAUSE",
+    "Windows",
+    "count",
+    "expire",
+    "holds_lease",
+    "prepare",
+    "reclaim",
+    "release_lease",
+    "take_lease",
+]

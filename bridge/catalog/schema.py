@@ -354,6 +354,26 @@ asset_checks = sa.Table(
     sa.PrimaryKeyConstraint("asset_id", "reported_at"),
 )
 
+# The last known health of each asset, as the health watch judged it (bridge/catalog/health_state.py)
+asset_health = sa.Table(
+    "asset_health",
+    metadata,
+    _text("asset_id", primary_key=True),
+    _text("health"),  # FAIL | WARN | PASS | UNKNOWN
+    _text("reasons"),  # JSON list
+    _text("asset_updated_at"),  # the asset's updated_at when judged: a later one is an UPDATED
+    _text("judged_at"),
+)
+sa.Index("asset_health_health", asset_health.c.health)
+
+# The assets a write touched since the health watch last judged them (n: how many writes)
+health_marks = sa.Table(
+    "health_marks",
+    metadata,
+    _text("asset_id", primary_key=True),
+    _integer("n"),
+)
+
 # --- delivery --------------------------------------------------------------------------------
 
 # A reference outbox: each row points at the stored record whose event it stands for

@@ -10,6 +10,7 @@ from bridge.catalog.sql import NOW, RETRY_INDEX
 # --- outbox ---------------------------------------------------------------------------------
 
 QUEUE_EVENT = f"INSERT INTO outbox (kind, ref, run_key, queued_at) VALUES (?, ?, ?, {NOW})"
+QUEUE_PAYLOAD = f"INSERT INTO outbox (kind, ref, run_key, queued_at, payload) VALUES (?, 0, ?, {NOW}, ?)"
 OUTBOX_COLUMNS = "seq, kind, ref, run_key, queued_at, state, attempts, next_attempt_at, last_status, last_error"
 # the due pending rows that are first of their run key (an earlier row of the key, pending or
 # dead, holds the later ones back), in seq order (a run key's commit order: a writer queueing an

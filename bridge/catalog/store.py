@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import attrs
 
-from bridge.catalog import assets, history, ingest, positions, received, sql, writes
+from bridge.catalog import assets, health_state, history, ingest, positions, received, sql, writes
 from bridge.catalog import columns as column_queries
 from bridge.catalog import health as health_queries
 from bridge.catalog import lineage as asset_lineage
@@ -454,7 +454,12 @@ class Catalog:
     def set_freshness(self, asset_id: str, rule: FreshnessRule | None, *, now: datetime) -> None:
         """Set (None: remove) the freshness rule of an existing asset."""
         self.asset(asset_id)
-        self.db.write(lambda cur: health_queries.set_rule(cur, asset_id, rule, now=now))
+
+        def work(cur: Cursor) -> None:
+            health_queries.set_rule(cur, asset_id, rule, now=now)
+            health_state.mark(cur, [asset_id])
+
+        self.db.write(work)
 
     def freshness_of(self, asset_id: str) -> FreshnessRule | None:
         """The freshness rule set on an asset (not one the config's selectors give)."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from bridge.catalog import health, sql
+from bridge.catalog import health, health_state, sql
 from bridge.catalog.engine import Cursor
 from bridge.catalog.outbox import ASSET_CHANGE, JOB, RUN_END, RUN_START, queue_event
 from bridge.catalog.rows import asset_from_row, asset_row, declared_job_json, dumps, snapshot, statistics_json
@@ -134,6 +134,7 @@ def set_asset(cur: Cursor, decl: AssetDeclaration, *, now: datetime, allow_type_
         health.record_checks(cur, asset.id, now, "dbt import", decl.assertions)
     seq = cur.execute(sql.INSERT_CHANGE, (asset.id, "update", format_time(now), snapshot(asset))).fetchone()[0]
     queue_event(cur, ASSET_CHANGE, seq, asset.id)
+    health_state.mark(cur, [asset.id])
     return asset
 
 
@@ -314,6 +315,8 @@ def write_task_run(cur: Cursor, run: TaskRun) -> RecordResult:
             ),
         )
     assert pk is not None
+    # its inputs' checks, its outputs' writes, and its state for the outputs it was to write
+    health_state.mark(cur, [*(u[0] for u in used), *(decl.id for decl in run.outputs)])
     ended = run.ended_at is not None and state.run_event_type != "START"
     if status == "created":
         queue_event(cur, RUN_START, pk)
@@ -393,6 +396,7 @@ def delete_asset(cur: Cursor, asset_id: str, *, now: datetime) -> Asset:
     cur.execute(sql.UPSERT_ASSET, asset_row(asset))
     seq = cur.execute(sql.INSERT_CHANGE, (asset.id, "delete", format_time(now), snapshot(asset))).fetchone()[0]
     queue_event(cur, ASSET_CHANGE, seq, asset.id)
+    health_state.mark(cur, [asset.id])
     return asset
 
 
@@ -405,7 +409,15 @@ def purge_assets(cur: Cursor, ids: Sequence[str], *, usages: bool, lineage: bool
         chunk = list(ids[start : start + 400])
         size = len(chunk)
         counts["assets"] += cur.execute(sql.delete_in("assets", size, "id"), chunk).rowcount
-        for table in ("asset_changes", "external_datasets", "external_identifiers", "freshness_rules", "asset_checks"):
+        for table in (
+            "asset_changes",
+            "external_datasets",
+            "external_identifiers",
+            "freshness_rules",
+            "asset_checks",
+            "asset_health",
+            "health_marks",
+        ):
             cur.execute(sql.delete_in(table, size), chunk)
         cur.execute(sql.delete_in("external_facets", size, "owner"), [f"asset:{asset_id}" for asset_id in chunk])
         if usages:

@@ -13,9 +13,11 @@ from bridge.cli.output import say
 from bridge.cli.retention import prepare_partitions, start_schedule, stop_schedule
 from bridge.cli.secrets import FILE, secret, warn_if_readable
 from bridge.config import NamedToken, load_tokens
+from bridge.delivery import health_watch
 from bridge.errors import ConfigError
 from bridge.jsontext import MAX_DEPTH
 from bridge.receiver.intake import Limits
+from bridge.receiver.metrics import HealthCounts
 from bridge.receiver.server import ServeOptions
 from bridge.receiver.server import serve as serve_receiver
 
@@ -213,7 +215,12 @@ def serve(
     retention = app.config.retention
     if retention.every is not None:
         auth += f"; retention every {retention.every:g}s, one receiver at a time"
+    watch = health_watch.settings_of(app.config)
+    if watch is not None:
+        auth += f"; health watch with {len(watch.alerts)} alert(s) (olbridge stream sends them), one process at a time"
     schedule = start_schedule(app.catalog_path, retention)
+    counts = HealthCounts() if watch is not None else None
+    watcher = health_watch.start_process(app.catalog_path, watch, counts.set) if watch and counts else None
     try:
         serve_receiver(
             app.catalog_path,
@@ -221,7 +228,9 @@ def serve(
             options,
             on_ready=lambda url: say(f"olbridge receiver on {url} ({auth}, catalog {app.catalog_name}); Ctrl-C stops"),
             say=say,
+            health=counts,
         )
     finally:
         stop_schedule(schedule)
+        stop_schedule(watcher)  # the same kind of process: (process, its stop event)
     say("Stopped.")

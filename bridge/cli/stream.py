@@ -18,6 +18,8 @@ from bridge.cli.options import Delivery, F, delivery_options, history_filters, j
 from bridge.cli.output import echo_lines, print_json, print_rows, say, stop_on_signals
 from bridge.cli.progress import progress
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
+from bridge.delivery import health_watch
+from bridge.delivery.alerts import AlertSenders
 from bridge.delivery.backfill import Backfill
 from bridge.delivery.holds import outbox_hold
 from bridge.delivery.report import FailureReport, describe
@@ -120,13 +122,27 @@ def stream(
     over within seconds. On SQLite one worker at a time delivers: a second one waits and takes
     over when the first stops (or within seconds when it was killed); with --once it refuses
     instead, naming the worker that holds the outbox. olbridge status shows the workers and
-    their claims."""
+    their claims.
+
+    With [[alerts]] (or a [health] table) in the config, it also keeps the assets' health (one
+    process at a time across serve and stream) and sends each alert to its webhook, with the
+    same retries and dead letters; --once judges once, then delivers."""
     catalog = app.catalog()
     budget = give_up_after if give_up_after is not None else (ONCE_BUDGET if once else 0.0)
+    watch = health_watch.settings_of(app.config)
     with stop_on_signals(_STOPPING) as stop:
         dispatcher = delivery.dispatcher(url, api_key_secret(api_key, api_key_file), stop=stop)
         target = dispatcher.sender.target
-        say(f"streaming the outbox of {app.catalog_name} to {target}")
+        alerts = AlertSenders(app.config.alerts, timeout=delivery.timeout or 5.0)  # --timeout, per request
+        watching = ""
+        if watch is not None:
+            watching = f"; health watch, {len(watch.alerts)} alert(s)" + (" (one pass)" if once else "")
+        say(f"streaming the outbox of {app.catalog_name} to {target}{watching}")
+        watcher = None
+        if watch is not None and once:  # judge once (unless another process watches), then deliver
+            health_watch.HealthWatch(catalog, watch, say=say).run_once()
+        elif watch is not None:
+            watcher = health_watch.start_thread(app.catalog_path, watch, stop, say)
         worker = StreamWorker(
             catalog,
             app.converter(),
@@ -138,11 +154,16 @@ def stream(
             give_up_after=budget,
             lease=outbox_hold(catalog, target),
             notify=say,
+            alerts=alerts,
         )
         try:
             stats = worker.run(once=once)
         finally:
+            stop.set()  # the health watch too (the worker stops on its own with --once)
+            if watcher is not None:
+                watcher.join(timeout=30)
             dispatcher.close()
+            alerts.close()
     if as_json:
         print_json(stats.as_json())
     say(_stream_message(stats))

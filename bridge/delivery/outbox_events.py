@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from bridge.catalog import Catalog
-from bridge.catalog.outbox import ASSET_CHANGE, FORWARD, JOB, RUN_END, RUN_START, OutboxItem
+from bridge.catalog.outbox import ALERT, ASSET_CHANGE, FORWARD, JOB, RUN_END, RUN_START, OutboxItem
 from bridge.delivery.history import AssetLookup
 from bridge.errors import CatalogError, NotFoundError
 from bridge.openlineage.convert import Converter
@@ -69,6 +69,7 @@ RENDERERS: dict[str, Renderer] = {
     ASSET_CHANGE: _asset_change,
     JOB: _job_events,
     FORWARD: _forwarded,
+    ALERT: _forwarded,  # the message as queued; the stream sends it to its alert's webhook
 }
 
 

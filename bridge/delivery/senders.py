@@ -139,7 +139,8 @@ class HttpSender:
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"the OpenLineage URL must be an http:// or https:// URL, not {url!r}")
-        self.url = f"{url.rstrip('/')}/{endpoint.strip('/')}"
+        # an empty endpoint: the URL itself (an alert's webhook)
+        self.url = f"{url.rstrip('/')}/{endpoint.strip('/')}" if endpoint else url
         self.batch_url = f"{self.url}/batch"
         self.target = url
         self.max_concurrency = 64

@@ -31,7 +31,8 @@ import attrs
 
 from bridge.catalog import Catalog
 from bridge.catalog.availability import Availability
-from bridge.catalog.outbox import Dead, Delivered, DeliveryError, OutboxItem, Result, RetryLater
+from bridge.catalog.outbox import ALERT, Dead, Delivered, DeliveryError, OutboxItem, Result, RetryLater
+from bridge.delivery.alerts import AlertSenders
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.outbox_events import render
 from bridge.delivery.report import FailureReport, retry_note
@@ -108,8 +109,10 @@ class StreamWorker:
         give_up_after: float = 0.0,
         lease: OutboxHold | None = None,
         notify: Callable[[str], object] | None = None,
+        alerts: AlertSenders | None = None,
     ) -> None:
         self.catalog = catalog
+        self.alerts = alerts  # the [[alerts]] webhooks (rows of kind alert go there, not to the backend)
         self.converter = converter
         self.dispatcher = dispatcher
         self.policy = policy
@@ -124,6 +127,7 @@ class StreamWorker:
         self.lease = lease
         self.notify = notify
         self.stats = StreamStats()
+        self.alert_report = FailureReport("the alerts' webhooks", report.emit) if report is not None else None
         self.gave_up: GaveUp | None = None
         self._failing_since: float | None = None  # the first failure since the last delivery
         self._last_failure: Outcome | None = None
@@ -142,6 +146,8 @@ class StreamWorker:
         finally:
             if self.report is not None:
                 self.report.flush()
+            if self.alert_report is not None:
+                self.alert_report.flush()
             if self.lease is not None:
                 self.lease.release()
         return self.stats
@@ -203,11 +209,13 @@ class StreamWorker:
         if lease is not None:  # only what this worker still holds (another took over a stalled one's)
             held = lease.confirm([item.seq for item in sending])
             sending = [item for item in sending if item.seq in held]
-        outcomes = self.dispatcher.send([rendered[item.seq] or "" for item in sending])
+        outcomes = self._send(sending, rendered)
         now = self.clock()
         results: list[Result] = [Dead(seq, 0, None, why) for seq, why in failed.items()]
         retrying: list[tuple[Outcome, float]] = []
         dead: list[Outcome] = []
+        alert_retrying: list[tuple[Outcome, float]] = []
+        alert_dead: list[Outcome] = []
         for item, outcome in zip(sending, outcomes, strict=True):
             result = settle_outcome(item.seq, item.attempts + 1, outcome, self.policy, now)
             results.append(result)
@@ -216,12 +224,13 @@ class StreamWorker:
                 self.stats.delivered += 1
             elif isinstance(result, RetryLater):
                 self.stats.retried += 1
-                retrying.append((outcome, result.at))
+                (alert_retrying if item.kind == ALERT else retrying).append((outcome, result.at))
             else:
                 self.stats.dead += 1
-                dead.append(outcome)
+                (alert_dead if item.kind == ALERT else dead).append(outcome)
         self.stats.dead += len(failed)
-        failures = [o for o in outcomes if not o.ok]
+        self._report_alerts(alert_retrying, alert_dead, now)
+        failures = [o for item, o in zip(sending, outcomes, strict=True) if not o.ok and item.kind != ALERT]
         target = self.dispatcher.sender.target
         error = stream_error(failures[-1], target, now) if failures else None
         owner = lease.owner if lease is not None else None
@@ -234,10 +243,10 @@ class StreamWorker:
             self.stats.gone += len(gone)
         if any(o.ok for o in outcomes):
             self._failing_since = None
-        elif retrying and self._failing_since is None:
+        elif (retrying or alert_retrying) and self._failing_since is None:
             self._failing_since = began
-        if failures:
-            self._last_failure = failures[-1]
+        if failures or alert_retrying or alert_dead:
+            self._last_failure = failures[-1] if failures else (alert_dead or [o for o, _ in alert_retrying])[-1]
         if self.report is not None:
             if retrying:
                 self.report.failed([o for o, _ in retrying], retry_note(min(at for _, at in retrying), now))
@@ -247,6 +256,30 @@ class StreamWorker:
         if self.on_round is not None:
             self.on_round(self.stats)
         return True
+
+    def _send(self, items: list[OutboxItem], rendered: dict[int, str | None]) -> list[Outcome]:
+        """The outcome of each item: alerts through their webhooks, the others through the
+        dispatcher, in the items' order."""
+        lines = [rendered[item.seq] or "" for item in items]
+        alerts = [i for i, item in enumerate(items) if item.kind == ALERT]
+        if not alerts:
+            return self.dispatcher.send(lines)
+        others = [i for i, item in enumerate(items) if item.kind != ALERT]
+        out: dict[int, Outcome] = dict(zip(others, self.dispatcher.send([lines[i] for i in others]), strict=True))
+        if self.alerts is None:
+            sent = [Outcome(ok=False, detail="no [[alerts]] tables in the config")] * len(alerts)
+        else:
+            sent = self.alerts.send([lines[i] for i in alerts])
+        out.update(zip(alerts, sent, strict=True))
+        return [out[i] for i in range(len(items))]
+
+    def _report_alerts(self, retrying: list[tuple[Outcome, float]], dead: list[Outcome], now: float) -> None:
+        if self.alert_report is None:
+            return
+        if retrying:
+            self.alert_report.failed([o for o, _ in retrying], retry_note(min(at for _, at in retrying), now))
+        if dead:
+            self.alert_report.failed(dead, "kept as dead letter(s): olbridge outbox list --dead")
 
     def _settle(self, write: Callable[[], object]) -> bool:
         """Record outcomes, waiting while the catalog cannot take them (another process holds

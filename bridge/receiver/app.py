@@ -496,6 +496,13 @@ class ReceiverApp:
             f'olbridge_receiver_worker_requests_total{{worker="{n}"}} {count}'
             for n, count in enumerate(snap["requestsByWorker"], start=1)
         ]
+        health = self.intake.metrics.health.snapshot() if self.intake.metrics.health is not None else None
+        if health is not None:
+            lines += [
+                "# HELP olbridge_assets_by_health Assets by their last known health (the health watch's).",
+                "# TYPE olbridge_assets_by_health gauge",
+            ]
+            lines += [f'olbridge_assets_by_health{{health="{name}"}} {count}' for name, count in health.items()]
         if snap["eventsByToken"]:
             lines += [
                 "# HELP olbridge_receiver_token_events_total Events each named token brought, by result.",

@@ -19,12 +19,38 @@ STATUSES = (200, 201, 400, 401, 403, 404, 405, 408, 411, 413, 414, 415, 429, 431
 TOKEN_RESULTS = (*RESULTS, "forbidden")  # what became of the events a named token brought
 
 
+HEALTHS = ("FAIL", "WARN", "PASS", "UNKNOWN")
+
+
+class HealthCounts:
+    """The assets by kept health, in shared memory: the health watch's process (``serve`` with
+    ``[[alerts]]`` or ``[health]``) sets them from the catalog's ``asset_health`` now and then,
+    and any worker answers ``/metrics`` from them. Create before the processes start."""
+
+    def __init__(self) -> None:
+        self._counts: Any = multiprocessing.get_context("spawn").Array("q", len(HEALTHS) + 1)
+
+    def set(self, counts: dict[str, int]) -> None:
+        with self._counts.get_lock():
+            for i, health in enumerate(HEALTHS):
+                self._counts[i] = counts.get(health, 0)
+            self._counts[len(HEALTHS)] = 1  # known
+
+    def snapshot(self) -> dict[str, int] | None:
+        """The counts, or None before the watch first set them."""
+        with self._counts.get_lock():
+            values = list(self._counts)
+        return dict(zip(HEALTHS, values, strict=False)) if values[-1] else None
+
+
 class Metrics:
     """Thread- and process-safe counts (create before forking the workers); ``tokens``: the
     names of the tokens to count by; ``workers``: how many workers count their requests, each
-    setting ``worker`` (0 to ``workers`` - 1) once forked."""
+    setting ``worker`` (0 to ``workers`` - 1) once forked; ``health``: the assets by health, when
+    the health watch runs."""
 
-    def __init__(self, tokens: Sequence[str] = (), workers: int = 1) -> None:
+    def __init__(self, tokens: Sequence[str] = (), workers: int = 1, health: HealthCounts | None = None) -> None:
+        self.health = health
         self.tokens = tuple(tokens)
         self.workers = max(workers, 1)
         self.worker = 0  # this process's worker

@@ -40,7 +40,7 @@ from bridge.receiver.app import ReceiverApp
 from bridge.receiver.asgi import AsgiReceiver
 from bridge.receiver.http_protocol import guarded
 from bridge.receiver.intake import Intake, Limits
-from bridge.receiver.metrics import Metrics
+from bridge.receiver.metrics import HealthCounts, Metrics
 from bridge.receiver.readiness import Readiness
 from bridge.receiver.writer import CatalogWriter
 from bridge.receiver.writer_process import RemoteWriter, listen, run_writer
@@ -169,6 +169,7 @@ def serve(
     *,
     on_ready: Callable[[str], None] | None = None,
     say: Callable[[str], None] = lambda message: None,
+    health: HealthCounts | None = None,
 ) -> None:
     """Run the receiver until SIGTERM or SIGINT: a supervisor, one writer process and
     ``options.workers`` HTTP workers, each started again should it die. On PostgreSQL too: one
@@ -189,7 +190,7 @@ def serve(
     address = os.path.join(private, "writer.sock")
     writer_socket = listen(address)
     # shared memory, made before the processes fork
-    metrics = Metrics([t.name for t in options.tokens], workers=options.workers)
+    metrics = Metrics([t.name for t in options.tokens], workers=options.workers, health=health)
     readiness = Readiness()  # what the writer sees, shared likewise
     failures = 0  # the writer's exits in a row, each soon after it started: it is started again later each time
     children: dict[int, int] = {}  # pid -> worker slot, or WRITER

@@ -1,0 +1,221 @@
+"""The health watch: keeps each asset's health as writes and time change it, and queues the
+alerts its changes make (:mod:`bridge.catalog.health_state` does each pass).
+
+``olbridge serve`` (in a process of its own) and ``olbridge stream`` (in a thread) run one when
+the config has ``[[alerts]]`` or a ``[health]`` table; of all the processes on a catalog, one at a
+time watches: the holder of the ``health`` lease (a row of ``positions``, as retention's, renewed
+at every step; a holder that stops renewing it, killed say, is taken over after :data:`LEASE_TTL`
+seconds). Every ``poll`` seconds the holder judges the assets writes marked since; every
+``every`` seconds, all of them (freshness changes with time alone). Each pass writes as the
+lease's holder only (the lease is checked in every write transaction), so two processes never
+record the same change, and never queue its alerts twice.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import secrets
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from bridge.catalog import Catalog
+from bridge.catalog.health_state import BATCH, PassResult, counts, judge
+from bridge.catalog.retention import holds_lease, release_lease, take_lease
+from bridge.config import Config
+from bridge.model.alerts import AlertRule
+from bridge.model.health import Selector
+
+LEASE_KIND = "health"
+LEASE_TTL = 30.0  # seconds: a holder that did not renew the lease for this long may be taken over
+PUBLISH_EVERY = 15.0  # seconds between two readings of the counts by health for publish (and after a change)
+Publish = Callable[[dict[str, int]], object]  # hears the counts of assets by kept health
+
+
+@attrs.frozen
+class WatchSettings:
+    """What the watch judges by: the ``[[freshness]]`` selectors, the ``[[alerts]]``, and the
+    ``[health]`` table's ``every``, ``poll`` and ``web_url``."""
+
+    selectors: tuple[Selector, ...] = ()
+    alerts: tuple[AlertRule, ...] = ()
+    every: float = 300.0
+    poll: float = 2.0
+    web_url: str | None = None
+
+
+def holder_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+class HealthWatch:
+    """The watch over one catalog; :meth:`step` is one look (the tests drive it with their clock)."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        settings: WatchSettings,
+        *,
+        holder: str | None = None,
+        clock: Callable[[], float] = time.time,
+        stop: threading.Event | None = None,
+        say: Callable[[str], object] = lambda text: None,
+        ttl: float = LEASE_TTL,
+        batch: int = BATCH,
+        publish: Publish | None = None,
+    ) -> None:
+        self.publish = publish
+        self._published: float | None = None
+        self.catalog = catalog
+        self.settings = settings
+        self.holder = holder or holder_id()
+        self.clock = clock
+        self.stop = stop or threading.Event()
+        self.say = say
+        self.ttl = ttl
+        self.batch = batch
+        self.holding = False
+        self._last_every: float | None = None  # when every asset was last judged (this holder)
+
+    def step(self) -> PassResult | None:
+        """Take (or renew) the lease, then one pass: every asset when ``every`` seconds have gone
+        by since this holder last judged them all (at once when it has just taken the lease),
+        else the marked ones. None when another process holds the lease."""
+        db = self.catalog.db
+        now = self.clock()
+        if not take_lease(db, self.holder, now, self.ttl, kind=LEASE_KIND):
+            if self.holding:
+                self.say("health watch: another process took it over")
+            self.holding, self._last_every = False, None
+            return None
+        self.holding = True
+        every = self._last_every is None or now - self._last_every >= self.settings.every
+        result = judge(
+            db,
+            self.settings.selectors,
+            self.settings.alerts,
+            datetime.fromtimestamp(now, UTC),
+            every=every,
+            fence=lambda cur: holds_lease(cur, self.holder, self.clock(), kind=LEASE_KIND),
+            web_url=self.settings.web_url,
+            batch=self.batch,
+        )
+        if every and not result.lost:
+            self._last_every = now
+        if result.alerts:
+            self.say(f"health watch: {result.changed} change(s), {result.alerts} alert(s) queued")
+        return result
+
+    def _publish(self, result: PassResult | None) -> None:
+        """Give ``publish`` the counts by health, every :data:`PUBLISH_EVERY` seconds and after a
+        pass that changed any (whoever holds the lease: every ``serve`` answers ``/metrics``)."""
+        now = self.clock()
+        due = self._published is None or now - self._published >= PUBLISH_EVERY
+        if self.publish is not None and (due or (result is not None and result.changed)):
+            self.publish(counts(self.catalog.db.conn))
+            self._published = now
+
+    def run_once(self) -> PassResult | None:
+        """One pass over every asset (None: another process holds the lease), the lease given back."""
+        self._last_every = None
+        try:
+            return self.step()
+        finally:
+            release_lease(self.catalog.db, self.holder, kind=LEASE_KIND)
+
+    def run(self) -> None:
+        """Look every ``poll`` seconds until stopped (at once again while marks remain); a look
+        the catalog cannot take now is tried at the next; the lease is given back at the end."""
+        try:
+            while not self.stop.is_set():
+                more = False
+                try:
+                    result = self.step()
+                    more = result is not None and result.marks >= self.batch
+                    self._publish(result)
+                except Exception as exc:
+                    if not self.catalog.unavailable(exc):
+                        self.say(f"Warning: health watch: {exc}")
+                if not more:
+                    self.stop.wait(self.settings.poll)
+        finally:
+            try:
+                release_lease(self.catalog.db, self.holder, kind=LEASE_KIND)
+            except Exception as exc:  # the catalog went away: the lease expires by itself
+                self.say(f"Warning: health watch: could not give its lease back: {exc}")
+
+
+def start_thread(
+    catalog_path: str | Path, settings: WatchSettings, stop: threading.Event, say: Callable[[str], object]
+) -> threading.Thread:
+    """Run a watch in a thread of this process, on a connection of its own (``stream``)."""
+
+    def run() -> None:
+        catalog = Catalog(catalog_path, create=False)
+        try:
+            HealthWatch(catalog, settings, stop=stop, say=say).run()
+        finally:
+            catalog.close()
+
+    thread = threading.Thread(target=run, name="olbridge-health-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def start_process(catalog_path: str | Path, settings: WatchSettings, publish: Publish | None = None) -> tuple[Any, Any]:
+    """Run a watch in a process of its own (``serve``, whose receiver forks); its process and the
+    event that stops it (set it, then join: as retention's schedule, whose stop_schedule serves both). A
+    spawned process, not a forked one, as retention's."""
+    context = multiprocessing.get_context("spawn")
+    stop = context.Event()
+    process = context.Process(
+        target=_process,
+        args=(catalog_path, settings, stop, os.getpid(), publish),
+        name="olbridge-health",
+        daemon=True,
+    )
+    process.start()
+    return process, stop
+
+
+def _process(
+    catalog_path: str | Path, settings: WatchSettings, stop: Any, parent: int, publish: Publish | None
+) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the group: the receiver stops it
+    done = threading.Event()
+
+    def orphaned() -> None:  # the receiver gone without telling: stop too
+        while not done.is_set():
+            if stop.wait(timeout=1.0) or os.getppid() != parent:
+                done.set()
+
+    threading.Thread(target=orphaned, daemon=True).start()
+    catalog = Catalog(catalog_path, create=False)
+    try:
+        HealthWatch(catalog, settings, stop=done, say=_stderr, publish=publish).run()
+    finally:
+        catalog.close()
+
+
+def _stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def settings_of(config: Config) -> WatchSettings | None:
+    """The watch's settings from the config (None: it has neither ``[[alerts]]`` nor ``[health]``)."""
+    health = config.health
+    if not health.watch:
+        return None
+    return WatchSettings(config.freshness, config.alerts, health.every, health.poll, health.web_url)
+
+
+__all__ = ["LEASE_KIND", "HealthWatch", "WatchSettings", "settings_of", "start_process", "start_thread"]

@@ -1,0 +1,547 @@
+"""Alerts and the health kept: the health watch judges marked assets and, on its schedule, every
+asset (an injected clock), keeps the last health of each, and queues one alert per change in the
+transaction that records it; ``olbridge stream`` sends each to its webhook (a loopback server
+here) through the outbox: once, in order per asset, whatever the webhook does, across restarts,
+and with two workers on PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from bridge.catalog import Catalog
+from bridge.catalog.health_state import counts, judge, kept
+from bridge.catalog.retention import holds_lease, take_lease
+from bridge.config import parse_config
+from bridge.delivery.alerts import AlertSenders
+from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.health_watch import LEASE_KIND, HealthWatch, WatchSettings
+from bridge.delivery.retry import RetryPolicy
+from bridge.delivery.senders import HttpSender
+from bridge.delivery.worker import StreamWorker
+from bridge.errors import ConfigError
+from bridge.mapping import Resolver
+from bridge.model.alerts import AlertRule, Change, events_of, message
+from bridge.model.health import Health, Match
+from bridge.openlineage.convert import Converter
+from bridge.receiver.imports import catalog_intake
+from tests.backend import Backend, free_port, wait_for
+from tests.conftest import at
+from tests.helpers import decl, invoke, run, serve_process
+from tests.test_health import assertions_event
+
+OLBRIDGE = str(Path(sys.executable).parent / "olbridge")
+
+
+def clock_at(minutes: float) -> float:
+    return at(minutes).timestamp()
+
+
+class Webhook:
+    """A loopback webhook: ``answer(body)`` gives each request's status (or None: the connection
+    is dropped unanswered); the bodies it answered 2xx are kept in order."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.answer: Callable[[dict[str, Any]], int] = lambda body: 200
+        self.taken: list[dict[str, Any]] = []
+        self.arrived = 0
+        self.headers: list[dict[str, str]] = []
+        self.lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hooks/T000"
+
+    def start(self) -> Webhook:
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+                with hook.lock:
+                    hook.arrived += 1
+                    status = hook.answer(body)
+                    if 200 <= status < 300:
+                        hook.taken.append(body)
+                        hook.headers.append(dict(self.headers))
+                self.send_response(status)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def changes(self) -> list[tuple[str, str, str | None, str]]:
+        with self.lock:
+            return [(b["asset"]["id"], b["event"], b["oldHealth"], b["health"]) for b in self.taken]
+
+
+@pytest.fixture
+def webhook() -> Iterator[Webhook]:
+    hook = Webhook()
+    yield hook
+    hook.stop()
+
+
+def rule(url: str, **fields: Any) -> AlertRule:
+    return AlertRule(
+        name=fields.get("name", "marts"),
+        match=fields.get("match", Match(id_prefix="mart.")),
+        on=frozenset(fields.get("on", ("FAIL", "WARN", "RECOVERED"))),
+        webhook=url,
+        headers=fields.get("headers", {}),
+    )
+
+
+def settings(*alerts: AlertRule, web_url: str | None = None) -> WatchSettings:
+    return WatchSettings(alerts=alerts, every=3600.0, poll=0.01, web_url=web_url)
+
+
+def write_mart(catalog: Catalog, asset_id: str, minutes: float, *, state: str = "SUCCESS", execution: str) -> None:
+    """A run of build that writes ``asset_id`` (reading stg.orders), ending a minute after ``minutes``."""
+    catalog.record_task_run(
+        run(
+            f"build-{asset_id}",
+            execution=execution,
+            inputs=(decl("stg.orders"),),
+            outputs=(decl(asset_id, type="Table"),),
+            state=state,
+            start=at(minutes - 1),
+        )
+    )
+
+
+def alerts_queued(catalog: Catalog) -> list[tuple[str, str, str | None, str]]:
+    """The alert rows pending in the outbox, in queue order: (asset, event, old, new)."""
+    rows = catalog.db.conn.execute("SELECT payload FROM outbox WHERE kind = 'alert' ORDER BY seq").fetchall()
+    return [(m["asset"]["id"], m["event"], m["oldHealth"], m["health"]) for m in (json.loads(r[0]) for r in rows)]
+
+
+# --- the pure parts --------------------------------------------------------------------------
+
+
+def test_the_events_of_a_change() -> None:
+    assert events_of(None, Health.FAIL, updated=False) == ["FAIL"]
+    assert events_of(None, Health.PASS, updated=False) == []  # first judged: it was UNKNOWN
+    assert events_of(Health.FAIL, Health.WARN, updated=False) == ["WARN"]
+    assert events_of(Health.WARN, Health.PASS, updated=True) == ["RECOVERED", "UPDATED"]
+    assert events_of(Health.FAIL, Health.UNKNOWN, updated=False) == ["RECOVERED"]
+    assert events_of(Health.PASS, Health.UNKNOWN, updated=False) == []
+    assert events_of(Health.PASS, Health.PASS, updated=True) == ["UPDATED"]
+
+
+def test_the_message_shape() -> None:
+    change = Change(
+        "mart.orders",
+        "Table",
+        "team-a",
+        Health.PASS,
+        Health.FAIL,
+        ("stale: last written 2025-03-01T08:00:00.000000Z, older than 6h",),
+        2,
+        "2025-03-01T14:30:00.000000Z",
+    )
+    assert message("marts", "FAIL", change, "https://olbridge.example/ui/") == {
+        "alert": "marts",
+        "event": "FAIL",
+        "asset": {"id": "mart.orders", "type": "Table", "namespace": "team-a"},
+        "oldHealth": "PASS",
+        "health": "FAIL",
+        "reasons": ["stale: last written 2025-03-01T08:00:00.000000Z, older than 6h"],
+        "atRiskDownstream": 2,
+        "link": "https://olbridge.example/ui/assets/mart.orders",
+        "at": "2025-03-01T14:30:00.000000Z",
+        "text": "[FAIL] mart.orders is FAIL (was PASS): stale: last written 2025-03-01T08:00:00.000000Z, older "
+        "than 6h. 2 downstream asset(s) at risk. https://olbridge.example/ui/assets/mart.orders",
+    }
+    first = message("m", "UPDATED", Change("s3://b/k", "File", None, None, Health.PASS, (), 0, "t"), None)
+    assert (first["oldHealth"], first["link"], first["text"]) == (
+        None,
+        None,
+        "[UPDATED] s3://b/k was updated; it is PASS",
+    )
+
+
+@pytest.mark.parametrize(
+    ("table", "says"),
+    [
+        ({"on": ["FAIL"], "webhook": "http://h/x"}, "'name' must be letters"),
+        ({"name": "a", "on": ["BROKEN"], "webhook": "http://h/x"}, "'on' must be a non-empty list of FAIL, WARN"),
+        ({"name": "a", "on": [], "webhook": "http://h/x"}, "'on' must be a non-empty list"),
+        ({"name": "a", "on": ["FAIL"], "webhook": "ftp://h/x"}, "'webhook' must be an http:// or https:// URL"),
+        ({"name": "a", "on": ["FAIL"]}, "'webhook' must be an http:// or https:// URL"),
+        ({"name": "a", "on": ["FAIL"], "webhook": "http://h", "url": "x"}, "unknown key(s) url; known: headers"),
+        ({"name": "a", "on": ["FAIL"], "webhook": "http://h", "match": {"tier": "g"}}, "unknown key(s) tier"),
+        ({"name": "a", "on": ["FAIL"], "webhook": "http://h", "headers": {"X": 1}}, "'headers' must be a table"),
+        (
+            {"name": "a", "on": ["FAIL"], "webhook": "http://h", "updated_metadata": {"s": "fail"}},
+            "'updated_metadata' goes with \"UPDATED\"",
+        ),
+    ],
+)
+def test_bad_alert_tables_are_config_errors(table: dict[str, Any], says: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_config({"alerts": [table]}, "olbridge.toml", Path())
+    assert "olbridge.toml: [[alerts]] #1" in str(raised.value) and says in str(raised.value)
+
+
+def test_a_config_with_bad_alerts_stops_every_command_before_it_runs(tmp_path: Path) -> None:
+    config = tmp_path / "olbridge.toml"
+    config.write_text('[[alerts]]\nname = "a"\non = ["FAIL"]\nwebhook = "http://h"\n[[alerts]]\nname = "a"\n')
+    code, _out, err = invoke(tmp_path / "c.db", "--config", str(config), "health")
+    assert code == 1 and err.startswith("Error: ") and "the name 'a' is taken" in err and "Traceback" not in err
+    assert not (tmp_path / "c.db").exists()
+    config.write_text('[health]\nevery = "5m"\nweb = "x"\n')
+    code, _out, err = invoke(tmp_path / "c.db", "--config", str(config), "health")
+    assert code == 1 and "[health]: unknown setting(s) web; known: every, poll, web_url" in err
+
+
+def test_a_good_alerts_table_and_health_table() -> None:
+    config = parse_config(
+        {
+            "alerts": [
+                {
+                    "name": "gold",
+                    "match": {"namespace": "team-a", "metadata": {"tier": "gold"}},
+                    "on": ["fail", "UPDATED"],
+                    "updated_metadata": {"dbtTestStatus": "fail"},
+                    "webhook": "https://hooks.example/T000",
+                    "headers": {"Authorization": "Bearer s3cret"},
+                }
+            ],
+            "health": {"every": "10m", "web_url": "https://olbridge.example"},
+        },
+        "olbridge.toml",
+        Path(),
+    )
+    [gold] = config.alerts
+    assert gold.on == {"FAIL", "UPDATED"} and gold.updated_metadata == {"dbtTestStatus": "fail"}
+    assert (config.health.every, config.health.poll, config.health.watch) == (600.0, 2.0, True)
+    assert "s3cret" not in repr(gold)
+    assert gold.wants("UPDATED", "x", "Table", "team-a", {"tier": "gold", "dbtTestStatus": "fail"})
+    assert not gold.wants("UPDATED", "x", "Table", "team-a", {"tier": "gold", "dbtTestStatus": "pass"})
+    assert gold.wants("FAIL", "x", "Table", "team-a", {"tier": "gold"})
+    assert not gold.wants("FAIL", "x", "Table", "team-b", {"tier": "gold"})
+    assert parse_config({}, "f", Path()).health.watch is False
+
+
+# --- the watch -------------------------------------------------------------------------------
+
+
+@pytest.mark.both_engines
+def test_the_watch_keeps_health_and_queues_one_alert_per_change(catalog_target: str) -> None:
+    """mart.orders written at 08:00 with 6h / warn 2h: PASS at 09:00 (judged first: no alert),
+    WARN at 12:30, FAIL at 14:30, written at 15:00: RECOVERED at once (the write marked it);
+    report.csv downstream counts as at risk. A second watch meanwhile holds no lease and queues
+    nothing."""
+    with Catalog(catalog_target) as catalog:
+        write_mart(catalog, "mart.orders", 0, execution="e1")
+        catalog.record_task_run(
+            run("report", inputs=(decl("mart.orders"),), outputs=(decl("report.csv", type="File"),), start=at(1))
+        )
+    code, _out, err = invoke(
+        catalog_target, "assets", "set", "mart.orders", "--freshness", "6h", "--freshness-warn", "2h"
+    )
+    assert code == 0, err
+    now = [clock_at(60)]
+    with Catalog(catalog_target) as catalog, Catalog(catalog_target) as other:
+        day = 86400.0  # the lease's time to live: the clock jumps hours
+        watch = HealthWatch(catalog, settings(rule("http://h/x"), web_url="http://ui"), clock=lambda: now[0], ttl=day)
+        rival = HealthWatch(other, settings(rule("http://h/x")), clock=lambda: now[0], ttl=day)
+        first = watch.step()
+        assert first is not None and first.judged == 3 and first.alerts == 0
+        assert {k: v.health for k, v in kept(catalog.db.conn).items()} == {
+            "mart.orders": Health.PASS,
+            "report.csv": Health.PASS,  # its last run succeeded
+            "stg.orders": Health.UNKNOWN,
+        }
+        assert watch.step() is not None and watch.step().changed == 0  # type: ignore[union-attr]
+        for minutes in (270, 300, 390):
+            now[0] = clock_at(minutes)
+            assert rival.step() is None  # the lease is the first one's
+            watch._last_every = None  # the schedule is due (every asset judged again)
+            watch.step()
+        assert alerts_queued(catalog) == [
+            ("mart.orders", "WARN", "PASS", "WARN"),
+            ("mart.orders", "FAIL", "WARN", "FAIL"),
+        ]
+        write_mart(catalog, "mart.orders", 420, execution="e2")
+        now[0] = clock_at(425)
+        done = watch.step()  # the marked ones only: the schedule is not due
+        assert done is not None and done.judged == 2 and done.alerts == 1  # the mart and stg.orders (its input)
+        assert alerts_queued(catalog)[-1] == ("mart.orders", "RECOVERED", "FAIL", "PASS")
+        assert counts(catalog.db.conn) == {"FAIL": 0, "WARN": 0, "PASS": 2, "UNKNOWN": 1}
+        payloads = [
+            json.loads(r[0]) for r in catalog.db.conn.execute("SELECT payload FROM outbox WHERE kind = 'alert'")
+        ]
+        assert [p["atRiskDownstream"] for p in payloads] == [1, 1, 0]
+        assert payloads[1]["link"] == "http://ui/assets/mart.orders"
+        assert payloads[1]["reasons"] == ["stale: last written 2025-03-01T08:00:00.000000Z, older than 6h"]
+        # the mark was cleared: nothing to judge until the next write
+        assert watch.step().marks == 0  # type: ignore[union-attr]
+        # the second watch takes over once the first lets the lease go, and finds nothing new
+        watch.run_once()
+        assert rival.step() is not None and len(alerts_queued(other)) == 3
+
+
+@pytest.mark.both_engines
+def test_a_watch_that_lost_its_lease_writes_nothing(catalog_target: str) -> None:
+    """A watch stalled past its lease's time to live (taken over meanwhile) finishes its pass
+    writing nothing: its write transaction finds the lease another's."""
+    with Catalog(catalog_target) as catalog:
+        write_mart(catalog, "mart.orders", 0, execution="e0")
+        write_mart(catalog, "mart.orders", 5, state="FAILED", execution="e1")
+    now = [clock_at(10)]
+    with Catalog(catalog_target) as catalog, Catalog(catalog_target) as other:
+        slow = HealthWatch(catalog, settings(rule("http://h/x")), clock=lambda: now[0], ttl=30)
+        fast = HealthWatch(other, settings(rule("http://h/x")), clock=lambda: now[0], ttl=30)
+        assert take_lease(catalog.db, slow.holder, now[0], 30, kind=LEASE_KIND)
+        now[0] += 1
+        assert fast.step() is None  # held
+        stalled = now[0]
+        now[0] += 31  # the slow one stalls (its clock reads before, its fence after the takeover)
+        assert fast.step() is not None and alerts_queued(other) == [("mart.orders", "FAIL", None, "FAIL")]
+        write_mart(catalog, "mart.orders", 20, execution="e2")
+        lost = judge(
+            catalog.db,
+            (),
+            slow.settings.alerts,
+            datetime.fromtimestamp(stalled, UTC),
+            every=True,
+            fence=lambda cur: holds_lease(cur, slow.holder, now[0], kind=LEASE_KIND),
+        )
+        assert lost.lost and lost.changed == 0
+        assert alerts_queued(catalog) == [("mart.orders", "FAIL", None, "FAIL")]
+        assert kept(catalog.db.conn)["mart.orders"].health is Health.FAIL
+        assert slow.step() is None  # and its next look finds the lease another's
+
+
+@pytest.mark.both_engines
+def test_received_events_and_set_rules_mark_their_assets_for_the_next_look(
+    catalog_target: str, resolver: Resolver
+) -> None:
+    """The receiver's write marks the datasets its events name (no judging on the way in): the
+    watch's next look, the schedule not due, judges them: the failed assertion FAILs the
+    dataset, a later passing one RECOVERs it; a freshness rule set marks its asset likewise."""
+    every = Match()  # every asset
+    tell = AlertRule("all", every, frozenset({"FAIL", "WARN", "RECOVERED"}), "http://h/x")
+    now = [clock_at(100)]
+    with Catalog(catalog_target) as catalog:
+        watch = HealthWatch(catalog, settings(tell), clock=lambda: now[0], ttl=86400.0)
+        assert watch.step() is not None  # every asset (none yet): the schedule is not due again for an hour
+        intake = catalog_intake(catalog, resolver)
+        assert intake.take([assertions_event("0194a1b2-0000-7000-8000-0000000000a1", 10, False)])[0].ok
+        [dataset] = [a.id for a in catalog.list_assets()]
+        assert catalog.db.conn.execute("SELECT asset_id FROM health_marks").fetchall() == [(dataset,)]
+        marked = watch.step()
+        assert marked is not None and (marked.marks, marked.judged, marked.alerts) == (1, 1, 1)
+        assert alerts_queued(catalog) == [(dataset, "FAIL", None, "FAIL")]
+        assert intake.take([assertions_event("0194a1b2-0000-7000-8000-0000000000a2", 70, True)])[0].ok
+        watch.step()
+        assert alerts_queued(catalog)[-1] == (dataset, "RECOVERED", "FAIL", "PASS")
+        assert watch.step().marks == 0  # type: ignore[union-attr]
+        code, _out, err = invoke(catalog_target, "assets", "set", dataset, "--freshness", "1h")
+        assert code == 0, err
+        looked = watch.step()  # (never written by a run: its checks judge it still)
+        assert looked is not None and (looked.marks, looked.judged) == (1, 1)
+
+
+def test_updated_alerts_follow_the_metadata_condition(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    updated = AlertRule("dbt", Match(), frozenset({"UPDATED"}), "http://h/x", {}, {"dbtTestStatus": "fail"})
+    with Catalog(db) as catalog:
+        catalog.set_asset(decl("mart.a", type="Table", metadata={"dbtTestStatus": "pass"}), now=at(0))
+        watch = HealthWatch(catalog, settings(updated), clock=lambda: clock_at(1))
+        watch.step()
+        catalog.set_asset(decl("mart.a", metadata={"dbtTestStatus": "fail"}), now=at(2))
+        watch.step()
+        catalog.set_asset(decl("mart.a", metadata={"dbtTestStatus": "pass"}), now=at(3))
+        watch.step()
+        assert alerts_queued(catalog) == [("mart.a", "UPDATED", "UNKNOWN", "UNKNOWN")]
+
+
+# --- delivery --------------------------------------------------------------------------------
+
+
+def stream_worker(
+    catalog: Catalog, backend_url: str, alerts: list[AlertRule], clock: Callable[[], float]
+) -> StreamWorker:
+    """A stream worker with a clock that moves on by ten minutes each reading (every retry is due)."""
+    return StreamWorker(
+        catalog,
+        Converter(Resolver.load()),
+        Dispatcher(HttpSender(backend_url), concurrency=1),
+        policy=RetryPolicy(max_attempts=0),
+        clock=clock,
+        sleep=lambda seconds: None,
+        alerts=AlertSenders(alerts, timeout=2.0),
+    )
+
+
+def test_alerts_to_a_webhook_down_then_flapping_then_up_go_once_each_in_order(tmp_path: Path) -> None:
+    """Two marts flip between FAIL and PASS six times while the webhook is down (nothing listens),
+    then answers 500 and 200 in turn, then 200: every change arrives once, in order per asset, and
+    a worker started again (a restart) loses and repeats nothing."""
+    db = tmp_path / "c.db"
+    port = free_port()
+    hook = Webhook(port)
+    ticks = iter(range(10**6))
+    clock = lambda: clock_at(10_000) + 600 * next(ticks)  # noqa: E731
+    marts = ("mart.a", "mart.b")
+    with Catalog(db) as catalog, Backend() as backend:
+        alert = rule(hook.url, headers={"Authorization": "Bearer t0ken"})
+        watch = HealthWatch(catalog, settings(alert), clock=lambda: clock_at(100))
+        for mart in marts:  # the marts exist (a failed run writes nothing) and are PASS
+            write_mart(catalog, mart, -1, execution="first")
+        watch.step()
+        for n in range(6):
+            for mart in marts:
+                write_mart(catalog, mart, n, state="FAILED" if n % 2 == 0 else "SUCCESS", execution=f"e{n}")
+            watch.step()
+        flips = [("FAIL", "PASS", "FAIL"), ("RECOVERED", "FAIL", "PASS")] * 3
+        expected = [(mart, *change) for mart in marts for change in flips]
+        assert sorted(alerts_queued(catalog)) == sorted(expected)
+        worker = stream_worker(catalog, backend.url, [alert], clock)
+        for _ in range(3):  # down: connection refused, the alerts stay pending
+            worker.step()
+        assert catalog.outbox.status().dead == 0 and hook.arrived == 0
+        hook.start()
+        flip = iter(range(10**6))
+        hook.answer = lambda body: 500 if next(flip) % 2 == 0 else 200
+        for _ in range(4):
+            worker.step()
+        assert 0 < len(hook.taken) < len(expected)
+        worker = stream_worker(Catalog(db), backend.url, [alert], clock)  # started again
+        hook.answer = lambda body: 200
+        for _ in range(50):
+            if not worker.step() and catalog.outbox.status().pending == 0:
+                break
+        assert catalog.outbox.status().pending == 0 and catalog.outbox.status().dead == 0
+        worker.catalog.close()
+    got = hook.changes()
+    assert len(got) == len(expected) and sorted(got) == sorted(expected)  # once each
+    for mart in marts:
+        assert [g for g in got if g[0] == mart] == [e for e in expected if e[0] == mart]  # in order
+    assert {h["Authorization"] for h in hook.headers} == {"Bearer t0ken"}
+    assert all(h["Content-Type"] == "application/json" for h in hook.headers)
+
+
+def test_an_alert_whose_table_left_the_config_is_a_dead_letter(tmp_path: Path, webhook: Webhook) -> None:
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog, Backend() as backend:
+        write_mart(catalog, "mart.a", 0, execution="e0")
+        write_mart(catalog, "mart.a", 1, state="FAILED", execution="e1")
+        HealthWatch(catalog, settings(rule(webhook.url, name="gone")), clock=lambda: clock_at(5)).step()
+        worker = stream_worker(catalog, backend.url, [rule(webhook.url)], lambda: clock_at(5))
+        worker.run(once=True)
+        [dead] = catalog.outbox.items(dead=True)
+        assert dead.kind == "alert" and dead.last_error == "no [[alerts]] table named 'gone' in the config"
+
+
+# --- real processes --------------------------------------------------------------------------
+
+
+def config_file(tmp_path: Path, hook: Webhook, extra: str = "") -> Path:
+    config = tmp_path / "olbridge.toml"
+    config.write_text(
+        f'[[alerts]]\nname = "marts"\nmatch = {{ id_prefix = "mart." }}\non = ["FAIL", "RECOVERED"]\n'
+        f'webhook = "{hook.url}"\n[health]\nevery = "1h"\npoll = "1s"\n{extra}'
+    )
+    return config
+
+
+def test_two_stream_workers_on_postgresql_send_each_alert_once(
+    postgres_url: str, tmp_path: Path, webhook: Webhook
+) -> None:
+    """Forty marts, each FAIL then RECOVERED then FAIL (judged with the real clock, as the
+    workers' own watch judges: it finds nothing more to say), sent by two ``olbridge stream``
+    processes side by side, one of them stopped (SIGTERM) and started again on the way: 120
+    alerts, each once, in order per asset."""
+    marts = [f"mart.m{n:02d}" for n in range(40)]
+    with Catalog(postgres_url) as catalog:
+        watch = HealthWatch(catalog, settings(rule(webhook.url)))
+        for n, state in enumerate(("SUCCESS", "FAILED", "SUCCESS", "FAILED")):
+            for mart in marts:
+                write_mart(catalog, mart, n, state=state, execution=f"e{n}")
+            watch.run_once()
+        assert len(alerts_queued(catalog)) == 120
+
+    def slowly(body: dict[str, Any]) -> int:
+        time.sleep(0.02)  # a webhook taking its time: the workers overlap
+        return 200
+
+    webhook.answer = slowly
+    webhook.start()
+    config = config_file(tmp_path, webhook)
+    with Backend() as backend, Catalog(postgres_url) as catalog:
+        command = [OLBRIDGE, "--config", str(config), "--catalog", postgres_url, "stream", "--url", backend.url]
+        start = lambda: subprocess.Popen([*command, "--poll", "0.05"], stderr=subprocess.PIPE, text=True)  # noqa: E731
+        workers = [start(), start()]
+        stopped = ""
+        try:
+            assert wait_for(lambda: len(webhook.taken) >= 30, timeout=90)
+            workers[0].terminate()  # stopped: it settles what it sent, and lets its claims go
+            stopped = workers[0].communicate(timeout=60)[1]
+            workers.append(start())  # and started again
+            assert wait_for(lambda: len(webhook.taken) >= 120, timeout=90)
+            assert wait_for(lambda: catalog.outbox.status().pending == 0, timeout=30)
+        finally:
+            for worker in workers[1:]:
+                worker.terminate()
+            errors = [stopped, *(worker.communicate(timeout=60)[1] for worker in workers[1:])]
+    assert [w.returncode for w in workers] == [0, 0, 0], errors
+    assert all("Traceback" not in e for e in errors)
+    got = webhook.changes()
+    assert len(got) == 120
+    for mart in marts:
+        assert [g[1] for g in got if g[0] == mart] == ["FAIL", "RECOVERED", "FAIL"]
+
+
+def test_serve_keeps_the_health_and_metrics_count_assets_by_it(tmp_path: Path, webhook: Webhook) -> None:
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        write_mart(catalog, "mart.a", 0, execution="e0")
+        write_mart(catalog, "mart.a", 1, state="FAILED", execution="e1")
+        write_mart(catalog, "mart.b", 0, execution="e1")
+    config = config_file(tmp_path, webhook)
+    with serve_process(db, env={**os.environ, "OLBRIDGE_CONFIG": str(config)}) as served:
+
+        def by_health() -> dict[str, int]:
+            text = requests.get(f"{served.url}/metrics", timeout=5).text
+            return {
+                line.split('"')[1]: int(line.rsplit(" ", 1)[1])
+                for line in text.splitlines()
+                if line.startswith("olbridge_assets_by_health{")
+            }
+
+        assert wait_for(lambda: by_health() == {"FAIL": 1, "WARN": 0, "PASS": 1, "UNKNOWN": 1}, timeout=60)
+    with Catalog(db) as catalog:
+        assert alerts_queued(catalog) == [("mart.a", "FAIL", None, "FAIL")]

@@ -16,7 +16,7 @@ from bridge.catalog import Catalog, external
 from bridge.catalog.external_rows import metadata_text
 from bridge.mapping import Resolver
 from bridge.receiver.imports import catalog_intake
-from tests.helpers import PRODUCER, ol_dataset, ol_run_event
+from tests.helpers import PRODUCER, catalog_state, ol_dataset, ol_run_event
 from tests.postgres import PostgresServer
 
 pytestmark = pytest.mark.both_engines
@@ -106,58 +106,73 @@ def test_a_dataset_seen_again_as_it_was_writes_nothing_and_a_later_sighting_move
     assert text == metadata_text(metadata)  # as olbridge writes it: sorted, compact
 
 
+def described(text: str) -> dict[str, Any]:
+    return ol_dataset("s3://raw-bucket", "orders/2025", documentation={"description": text})
+
+
+@pytest.mark.parametrize("facets", ["none", "same", "changed"])
 @pytest.mark.parametrize("paused_is_later", [True, False])
-def test_a_group_holds_no_lock_on_a_dataset_it_only_sights_until_it_writes(
+def test_a_group_holds_no_lock_on_a_dataset_it_names_until_it_writes(
     engine: str,
     postgres: PostgresServer,
     catalog_template: str,
     resolver: Resolver,
     monkeypatch: pytest.MonkeyPatch,
     paused_is_later: bool,
+    facets: str,
 ) -> None:
     """A group stopped between reading what it names and writing it does not hold another
     process's group naming the same dataset (it used to lock the dataset's rows as it read them:
-    the other waited past its lock_timeout); both land, once each, and the dataset's sightings and
-    producer are the latest of the two whichever committed first."""
+    the other waited past its lock_timeout); both land, once each, and the catalog is the one the
+    same events give taken one after another: the dataset's sightings, producer and facets the
+    latest, whichever group committed first. Neither group is taken again but where the paused
+    one's new facets were merged against ranks the other moved."""
     if engine != "postgresql":
         pytest.skip("writers side by side: PostgreSQL")
     url = postgres.url(postgres.create_database(template=catalog_template)) + "?lock_timeout=1s"
     paused_time, other_time = ("2025-03-01T10:00:00Z", "2025-03-01T09:00:00Z")[:: 1 if paused_is_later else -1]
+    first_event = sighting(1, "2025-03-01T08:00:00Z")
+    paused_event = sighting(2, paused_time, "paused-producer")
+    other_event = sighting(3, other_time, "other-producer")
+    if facets != "none":
+        first_event["inputs"] = other_event["inputs"] = [described("before")]
+        paused_event["inputs"] = [described("before" if facets == "same" else "after")]
     read, go = threading.Event(), threading.Event()
     flushes: list[str] = []
     flush = external.GroupIngest.flush
 
     def paused_flush(self: external.GroupIngest) -> None:
         flushes.append(threading.current_thread().name)
-        if threading.current_thread().name == "paused":
+        if threading.current_thread().name == "paused" and not read.is_set():
             read.set()
             assert go.wait(30)
         flush(self)
 
     outcomes: list[Any] = []
     with Catalog(url) as first, Catalog(url) as second:
-        assert catalog_intake(first, resolver).take([sighting(1, "2025-03-01T08:00:00Z")])[0].ok
+        assert catalog_intake(first, resolver).take([first_event])[0].ok
         monkeypatch.setattr(external.GroupIngest, "flush", paused_flush)
         paused = threading.Thread(
-            target=lambda: outcomes.extend(
-                catalog_intake(first, resolver).take([sighting(2, paused_time, "paused-producer")])
-            ),
-            name="paused",
+            target=lambda: outcomes.extend(catalog_intake(first, resolver).take([paused_event])), name="paused"
         )
         paused.start()
         try:
             assert read.wait(30)
-            (other,) = catalog_intake(second, resolver).take([sighting(3, other_time, "other-producer")])
+            (other,) = catalog_intake(second, resolver).take([other_event])
         finally:
             go.set()
             paused.join(60)
         assert other.status == "accepted", other.message
         assert [o.status for o in outcomes] == ["accepted"]
-        assert flushes.count("paused") == 1  # its group was not run again
+        assert flushes.count("paused") == (2 if facets == "changed" else 1)
         _, last, _, text, _, updated_at = sightings(second)
         assert last == updated_at == "2025-03-01T10:00:00.000000Z"
         metadata = json.loads(text)
-        assert metadata["lastSeen"] == last
-        assert metadata["firstSeen"] == "2025-03-01T08:00:00.000000Z"
+        assert (metadata["firstSeen"], metadata["lastSeen"]) == ("2025-03-01T08:00:00.000000Z", last)
         assert metadata["producer"] == ("paused-producer" if paused_is_later else "other-producer")
-        assert second.count_received()["received_events"] == 3
+        together = catalog_state(second)
+    monkeypatch.undo()
+    with Catalog(postgres.url(postgres.create_database(template=catalog_template))) as alone:
+        for event in (first_event, other_event, paused_event):
+            assert catalog_intake(alone, resolver).take([event])[0].ok
+        assert catalog_state(alone) == together

@@ -563,20 +563,29 @@ class GroupIngest:
         )
 
     def _relock(self, rows: list[Any], datasets: list[tuple[str, str]]) -> None:
-        """The bindings to rebuild whole, as they stand now that they are locked: their facets as
-        the group read them (else another process changed them meanwhile: a :class:`Conflict`,
-        the group taken again), their sightings merged with what others moved since."""
+        """The bindings to rebuild whole, as they stand now that they are locked, merged with what
+        other processes wrote since the group read them: sightings and the ranks of facets that
+        say what they said (a later event describing the dataset as before), the later of each;
+        a binding whose facets say something else now, or whose facets the group merged against
+        ranks that moved, is a :class:`Conflict` (the group taken again)."""
         found = {(row[0], row[1]): tuple(row) for row in rows}
         for dataset in datasets:
             b = self.bindings[dataset]
             row = found.get(dataset)
             assert b is not None
-            if row is None or (row[2], *row[6:]) != (b.asset_id, *b.stored[3:]):
+            read_digest, read_all_rank, read_all_digest = b.stored[4:]
+            if row is None or (row[2], row[7], row[9]) != (b.asset_id, read_digest, read_all_digest):
                 raise Conflict(f"another process changed dataset {dataset[0]} {dataset[1]} meanwhile")
-            first, last, seen_rank = row[3:6]
+            first, last, seen_rank, facets_rank, _, all_rank, _ = row[3:]
             b.first, b.last = min(b.first, first), max(b.last, last)
             if seen_rank > b.seen_rank:  # a later event taken meanwhile: its producer stays
                 b.seen_rank, b.producer = seen_rank, None
+            if (facets_rank or "") > (b.facets_rank or ""):  # a later event described it as before
+                b.facets_rank, b.facets_digest, b.facets = facets_rank, read_digest, None
+            if all_rank != read_all_rank:
+                if b.facet_rows is not None:  # the group merged its facet rows against the rank read
+                    raise Conflict(f"another process changed dataset {dataset[0]} {dataset[1]} meanwhile")
+                b.all_rank = max(b.all_rank or "", all_rank or "") or None
 
     @staticmethod
     def _sightings(seen: list[tuple[tuple[str, str], _Binding]]) -> list[tuple[str, int]]:

@@ -497,7 +497,6 @@ class GroupIngest:
                 ],
             ),
             (sql_received.TOUCH_PLACEHOLDER, touched),
-            (sql_received.MOVE_SIGHTINGS, self._sightings(seen) if self.concurrent else []),
             (sql.UPSERT_PLACEHOLDER, rebuilt),
             # each run's source row, with its inputs and outputs as they stand after the group (a
             # run this group claimed holds it already)
@@ -529,6 +528,8 @@ class GroupIngest:
             writes.append(
                 (sql_received.QUEUE_FORWARD, [(key, queued_at, text, *event) for key, text, *event in self.forwards])
             )
+        if self.concurrent:  # last: the rows of popular datasets, locked from here to the commit
+            writes.append((sql_received.MOVE_SIGHTINGS, self._sightings(seen)))
         # first the group's new runs and jobs, as the group leaves them, and its new events: one
         # that another process wrote meanwhile is a Conflict (a merge into a run would lose that
         # one's inputs and outputs; an event would be kept twice)

@@ -176,3 +176,28 @@ def test_a_group_holds_no_lock_on_a_dataset_it_names_until_it_writes(
         for event in (first_event, other_event, paused_event):
             assert catalog_intake(alone, resolver).take([event])[0].ok
         assert catalog_state(alone) == together
+
+
+def test_a_placeholder_with_nested_metadata_has_only_its_own_sightings_moved(
+    catalog: Catalog, resolver: Resolver
+) -> None:
+    """Members of an object inside a placeholder's metadata that share the sightings' names (a
+    record's input declaration may merge one in) stay as they are: only the placeholder's own
+    move."""
+    intake = catalog_intake(catalog, resolver)
+    assert intake.take([sighting(1, "2025-03-01T08:00:00Z")])[0].ok
+    conn: Any = catalog._conn
+    (text,) = conn.execute("SELECT metadata FROM assets WHERE id = ?", (POPULAR_ID,)).fetchone()
+    nested = {"lastSeen": "never", "producer": "someone else"}
+    conn.execute(
+        "UPDATE assets SET metadata = ? WHERE id = ?",
+        (metadata_text({**json.loads(text), "details": nested}), POPULAR_ID),
+    )
+    assert intake.take([sighting(2, "2025-03-01T09:00:00Z", ODD_PRODUCER)])[0].ok
+    metadata = json.loads(sightings(catalog)[3])
+    assert metadata["details"] == nested
+    assert (metadata["firstSeen"], metadata["lastSeen"], metadata["producer"]) == (
+        "2025-03-01T08:00:00.000000Z",
+        "2025-03-01T09:00:00.000000Z",
+        ODD_PRODUCER,
+    )

@@ -601,8 +601,9 @@ class GroupIngest:
                 "first": b.first,
                 "last": b.last,
                 "seen_rank": b.seen_rank,
+                "producer": b.producer,
                 # the member's text as olbridge writes it, backslashes doubled for regexp_replace
-                "producer": None
+                "producer_member": None
                 if b.producer is None
                 else ('"producer":' + external_rows.string_text(b.producer)).replace("\\", "\\\\"),
             }

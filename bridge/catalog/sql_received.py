@@ -42,19 +42,22 @@ TOUCH_PLACEHOLDER = """
 """
 # the same where writers run side by side (PostgreSQL), with nothing read or locked before: one
 # statement over the group's datasets only seen again (a JSON array of objects: ns, name, first,
-# last, seen_rank and producer, the text that replaces the placeholder's "producer" member, NULL
-# when the group's latest event is not newer than the binding as read; then their count). The
-# binding's sightings move by a least-of / greatest-of update where they move, under its row
-# lock; its placeholder then takes the binding's sightings as they now stand (whichever writer
-# moved them), and the group's producer only if the group's latest event is still the
-# dataset's latest. The placeholder's metadata is the compact JSON olbridge writes, sorted, a
-# member each of firstSeen, lastSeen and producer: their values are replaced in its text, which
-# stays as olbridge would write it. The rows are taken in the array's order (by dataset), as
-# every writer takes them.
+# last, seen_rank, producer and producer_member, the text of the placeholder's "producer" member
+# as olbridge writes it, backslashes doubled for regexp_replace; both NULL when the group's latest
+# event is not newer than the binding as read; then their count). The binding's sightings move by
+# a least-of / greatest-of update where they move, under its row lock; its placeholder then takes
+# the binding's sightings as they now stand (whichever writer moved them), and the group's
+# producer only if the group's latest event is still the dataset's latest. A placeholder's
+# metadata is the compact JSON olbridge writes, sorted, with a member each of firstSeen, lastSeen
+# and producer: where every member's value is a scalar (nothing nested, so that a name is a
+# member's only where it is followed by a colon), their values are replaced in its text, which
+# stays byte for byte as olbridge would write it; else (an object or array inside) the members are
+# set as JSON values (the same JSON, PostgreSQL's spacing). The rows are taken in the array's
+# order (by dataset), as every writer takes them.
 MOVE_SIGHTINGS = r"""
     WITH x AS (
         SELECT * FROM json_to_recordset(CAST(? AS json))
-            AS x(ns text, name text, first text, last text, seen_rank text, producer text)
+            AS x(ns text, name text, first text, last text, seen_rank text, producer text, producer_member text)
         LIMIT ?
     ), b AS (
         UPDATE external_datasets AS d SET
@@ -65,17 +68,29 @@ MOVE_SIGHTINGS = r"""
         WHERE d.ol_namespace = x.ns AND d.ol_name = x.name
           AND (d.first_seen > x.first OR d.last_seen < x.last OR d.seen_rank < x.seen_rank)
         RETURNING d.asset_id, d.first_seen, d.last_seen,
-                  CASE WHEN d.seen_rank = x.seen_rank THEN x.producer END AS producer
+                  CASE WHEN d.seen_rank = x.seen_rank THEN x.producer END AS producer,
+                  CASE WHEN d.seen_rank = x.seen_rank THEN x.producer_member END AS producer_member
     )
     UPDATE assets AS a SET
         created_at = LEAST(a.created_at, b.first_seen),
         updated_at = b.last_seen,
-        metadata = regexp_replace(
-            regexp_replace(
-                CASE WHEN b.producer IS NULL THEN a.metadata
-                     ELSE regexp_replace(a.metadata, '"producer":"([^"\\]|\\.)*"', b.producer) END,
-                '"firstSeen":"[^"]*"', '"firstSeen":"' || b.first_seen || '"'),
-            '"lastSeen":"[^"]*"', '"lastSeen":"' || b.last_seen || '"')
+        metadata = CASE
+            WHEN EXISTS (
+                SELECT 1 FROM jsonb_each(CAST(a.metadata AS jsonb)) AS m
+                WHERE jsonb_typeof(m.value) IN ('object', 'array')
+            ) THEN CAST(
+                CAST(a.metadata AS jsonb)
+                || jsonb_build_object('firstSeen', b.first_seen, 'lastSeen', b.last_seen)
+                || CASE WHEN b.producer IS NULL THEN CAST('{}' AS jsonb)
+                        ELSE jsonb_build_object('producer', b.producer) END
+                AS text)
+            ELSE regexp_replace(
+                regexp_replace(
+                    CASE WHEN b.producer_member IS NULL THEN a.metadata
+                         ELSE regexp_replace(a.metadata, '"producer":"([^"\\]|\\.)*"', b.producer_member) END,
+                    '"firstSeen":"[^"]*"', '"firstSeen":"' || b.first_seen || '"'),
+                '"lastSeen":"[^"]*"', '"lastSeen":"' || b.last_seen || '"')
+        END
     FROM b WHERE a.id = b.asset_id AND a.origin = 'external'
 """
 UPSERT_SOURCE = """

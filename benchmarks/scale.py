@@ -4,17 +4,22 @@ workers, and the same on SQLite beside them (one process each: SQLite's topology
 
     python benchmarks/scale.py [--seconds 10] [--connections 16] [--runs 20000] [--repeat 1] [--copy-runs 100000]
                                [--parts receivers writer stream copy] [--writer-groups 4 400 1600] [--warm 0]
+                               [--popular 0]
 
 The receiver is loaded by ``wrk`` as ``benchmarks/ingest.py`` does (its events and Lua script: each
 run a START and a COMPLETE, 280 jobs on their own tables, every event distinct), one wrk a server
-process, each posting its own slice of the events, so that nothing is a duplicate; events/s is the
+process, each posting its own slice of the events, so that nothing is a duplicate (with ``--popular N``,
+each run reads one and writes another of N popular tables instead, chosen at random: every group
+names most of them); events/s is the
 servers' steady rate, counted by their metrics once the load runs; p50 / p99 are wrk's (the higher
 of the wrk processes'); ev/commit is the events each commit of the servers' writers took, on
 average (their metrics: the group a commit holds); CPU µs/event is that of olbridge's processes
 (in brackets: its writers' share, the rest the HTTP workers') and of the database server's, over
-the same window. Every server runs with its defaults (one HTTP
-worker, or ``--serve-workers``, and a writer). The writer alone (``--parts writer``) takes the
-same events without HTTP in groups of ``--writer-groups``, after ``--warm`` events taken untimed.
+the same window; after the table, for each engine and kind of request, two processes against
+one: their events/s and CPU an event (olbridge's and the database's together). Every server
+runs with its defaults (one HTTP worker, or ``--serve-workers``, and a writer). The writer
+alone (``--parts writer``) takes the same events without HTTP in groups of ``--writer-groups``,
+after ``--warm`` events taken untimed.
 The stream workers drain a catalog of ``--runs`` task runs (two events each) to a loopback backend
 (``tests/backend.py`` in its own process, with the batch endpoint), timed from their start until
 the backend holds every event. Last, ``olbridge catalog copy`` of a SQLite catalog of
@@ -37,6 +42,7 @@ import gc
 import json
 import os
 import platform
+import random
 import shutil
 import subprocess
 import sys
@@ -70,6 +76,17 @@ OLBRIDGE = str(Path(sys.executable).parent / "olbridge")
 
 
 # --- the receiver --------------------------------------------------------------------------
+
+
+def popular_event(n: int, datasets: int) -> dict[str, Any]:
+    """:func:`event` ``n``, its run reading one and writing another of ``datasets`` popular tables
+    (no facets), chosen at random: each group of events names most of them again."""
+    out = event(n)
+    read, write = random.Random(n // 2).sample(range(datasets), 2)
+    out["inputs"] = [{"namespace": "postgres://warehouse:5432", "name": f"shop.public.t{read}"}]
+    if "outputs" in out:
+        out["outputs"] = [{"namespace": "postgres://warehouse:5432", "name": f"shop.public.t{write}"}]
+    return out
 
 
 def start_serve(catalog: str, log: Path, max_batch: int, workers: int = 2) -> tuple[subprocess.Popen[bytes], str]:
@@ -428,6 +445,24 @@ def copy_figures(folder: Path, server: PostgresServer, runs: int) -> None:
 # --- the run ---------------------------------------------------------------------------------
 
 
+def two_against_one(rows: Sequence[tuple[str, str, str, dict[str, float], list[float]]]) -> None:
+    """Two ``serve`` processes against one, each engine and kind of request measured with both:
+    events/s, and CPU an event of olbridge's processes and the database's together."""
+    by = {(name, mode, label.split()[0]): f for name, mode, label, f, _ in rows}
+    for (name, mode, processes), two in by.items():
+        one = by.get((name, mode, "1"))
+        if processes != "2" or one is None:
+            continue
+        cpu_one = one["cpu_olbridge"] + one["cpu_database"]
+        cpu_two = two["cpu_olbridge"] + two["cpu_database"]
+        print(
+            f"{name} {'single events' if mode == 'single' else 'batches'}, 2 serve processes against 1: "
+            f"events/s {two['steady']:,.0f} / {one['steady']:,.0f} = {two['steady'] / one['steady']:.2f}x "
+            f"(goal >= 1), CPU an event {cpu_two:,.0f} / {cpu_one:,.0f} us = {cpu_two / cpu_one:.2f}x "
+            f"(goal <= 1.10; database alone {two['cpu_database']:,.0f} / {one['cpu_database']:,.0f} us)"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=int, default=10, help="wrk's duration, each run")
@@ -451,6 +486,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--warm", type=int, default=0, help="events the writer alone takes untimed first")
     parser.add_argument("--copy-runs", type=int, default=100_000, help="task runs for catalog copy (0: skip)")
+    parser.add_argument(
+        "--popular", type=int, default=0, help="the receivers' runs each read and write of N popular tables (0: off)"
+    )
     args = parser.parse_args(argv)
     if "receivers" in args.parts and shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk); it loads the receivers")
@@ -466,11 +504,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         script = folder / "post.lua"
         script.write_text(LUA)
         wanted = args.events if "receivers" in args.parts else 1
-        events = [json.dumps(event(n), separators=(",", ":")) for n in range(wanted)]
+        made = (lambda n: popular_event(n, args.popular)) if args.popular >= 2 else event
+        events = [json.dumps(made(n), separators=(",", ":")) for n in range(wanted)]
         mean = sum(len(e) for e in events) / len(events)
         print(
             f"receiver: {args.events:,} distinct events (mean {mean:,.0f} bytes), {args.connections} connections in "
             f"all, {args.seconds}s a run, batches of {args.batch_size}; stream: {args.runs:,} task runs"
+            + (f"; every run reads and writes {args.popular} popular tables" if args.popular >= 2 else "")
         )
         rows: list[tuple[str, str, str, dict[str, float], list[float]]] = []
         for name in args.engines if "receivers" in args.parts else []:
@@ -497,6 +537,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{f['cpu_olbridge']:>7,.0f} ({f['cpu_writers']:>5,.0f}) + {f['cpu_database']:>6,.0f}  "
                 + " ".join(f"{rate:,.0f}" for rate in every)
             )
+        two_against_one(rows)
         if "writer" in args.parts:
             writer_figures(folder, server, args.engines, args.writer_groups, args.warm)
         if args.runs and "stream" in args.parts:

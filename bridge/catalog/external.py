@@ -21,9 +21,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import orjson
 
 from bridge.catalog import external_rows, health_state, sql, sql_received
-from bridge.catalog.engine import Cursor, Engine, read_each, write_each
+from bridge.catalog.engine import Conflict, Cursor, Engine, read_each, write_each
 from bridge.catalog.rows import assertions_json, asset_from_row, asset_row
 from bridge.catalog.writes import get_asset
 from bridge.model import Assertion, Asset, Origin, format_time
@@ -85,17 +86,38 @@ class _Binding:
     # read once an event of the group says something new of them, and the keys to write
     facet_rows: dict[str, tuple[str | None, str]] | None = None
     facet_dirty: set[str] = attrs.field(factory=set)
+    # the row as the group read it (first, last, seen rank, then the facets' columns): what the
+    # group changed of it is what it writes
+    stored: tuple[str | None, ...] = ()
+
+    def change(self) -> str | None:
+        """What the group writes of the binding: ``"whole"`` (new, or its facets changed: the row
+        and its placeholder rebuilt), ``"seen"`` (only its sightings or producer moved), or None
+        (seen again as it was: nothing)."""
+        if self.new or self.facets is not None or self.facet_dirty or self.stored[3:] != self.facet_columns():
+            return "whole"
+        return "seen" if self.stored[:3] != (self.first, self.last, self.seen_rank) else None
+
+    def facet_columns(self) -> tuple[str | None, ...]:
+        return (self.facets_rank, self.facets_digest, self.all_rank, self.all_digest)
 
 
 class GroupIngest:
     """Takes a group of accepted events inside one transaction; call :meth:`flush` at the end.
 
-    On an engine whose writers run side by side (``engine.concurrent_writers``) the rows the group reads to
-    write are locked as they are read (the bindings and the runs it merges into, the assets it
-    rebuilds); what it could not lock because it did not exist yet (a new event, a new run) is
-    checked when written, and a row that another process wrote first raises :class:`Conflict`:
-    the transaction is run again and finds it. Every placeholder is then rebuilt from its row
-    (no in-place touch), which it holds locked."""
+    A dataset seen again as it was writes nothing; one whose sightings (first and last seen, the
+    producer of its latest event) alone moved has them moved in place, its row read by nobody
+    (:data:`sql_received.MOVE_SIGHTINGS` where writers run side by side); only one whose facets
+    changed, or a new one, is rebuilt whole.
+
+    On an engine whose writers run side by side (``engine.concurrent_writers``) the bindings are
+    read without a lock: a popular dataset's row is locked only by the statement that moves its
+    sightings, at the end of the group. The runs the group merges into are locked as they are
+    read; the bindings and placeholders it rebuilds whole are locked at :meth:`flush`, and a
+    binding whose facets another process changed since the group read it raises
+    :class:`Conflict`, as does a row another process wrote first that could not be locked
+    because it did not exist yet (a new event, a new run, a new binding): the transaction is run
+    again and finds it."""
 
     def __init__(
         self,
@@ -179,16 +201,15 @@ class GroupIngest:
         sources = sorted({e.source for e in events if e.source is not None})
         digests, bindings, stored = self._read(
             self._queries(sql_received.received_digests, pairs),
-            self._queries(
-                sql_received.locked_bindings_of if self.concurrent else sql_received.bindings_of, sorted(datasets)
-            ),
+            self._queries(sql_received.bindings_of, sorted(datasets)),
             self._queries(sql_received.locked_sources_of if self.concurrent else sql_received.sources_of, sources),
         )
         self.known: set[str] = {digest for (digest,) in digests}
         for row in bindings:
             ns, name, asset_id, first, last, seen_rank, facets_rank, facets_digest, all_rank, all_digest = row
             self.bindings[ns, name] = _Binding(
-                asset_id, first, last, seen_rank, facets_rank, facets_digest, False, all_rank, all_digest
+                *(asset_id, first, last, seen_rank, facets_rank, facets_digest, False, all_rank, all_digest),
+                stored=tuple(row)[3:],
             )
         self.stored_sources: set[str] = set()
         for row in stored:
@@ -444,25 +465,22 @@ class GroupIngest:
 
     def flush(self) -> None:
         bound = [((ns, name), b) for (ns, name), b in self.bindings.items() if b is not None and b.dirty]
-        touched, moved, rebuilt = [], [], []
+        changes = [(dataset, b, b.change()) for dataset, b in bound]
+        whole = [(dataset, b) for dataset, b, change in changes if change == "whole"]
+        seen = [(dataset, b) for dataset, b, change in changes if change == "seen"]
+        touched, rebuilt = [], []
         stored: dict[str, Sequence[Any]] = {}  # the placeholders' rows, read and locked (concurrent)
         job_usages, edges = list(self.job_usages), list(self.edges)
-        if self.concurrent:  # the placeholders to rebuild, read (and locked) in one go, in order
-            wanted = sorted({b.asset_id for _, b in bound if b.asset_id not in self.assets})
+        if self.concurrent:  # the bindings and placeholders to rebuild, read (and locked) in one go, in order
+            wanted = sorted({b.asset_id for _, b in whole if b.asset_id not in self.assets})
             self.assets.update(dict.fromkeys(wanted))
-            rows, job_usages, edges = self._unknown(wanted, job_usages, edges)
+            again = sorted(dataset for dataset, b in whole if not b.new)
+            bindings, rows, job_usages, edges = self._unknown(again, wanted, job_usages, edges)
+            self._relock(bindings, again)
             stored = {row[0]: row for row in rows}
-        for dataset, b in bound:
-            if not b.new and b.facets is None:  # only its sightings moved
-                if not self.concurrent:  # in SQL
-                    touched.append((b.first, b.last, b.first, b.last, b.producer, b.asset_id))
-                    continue
-                row = stored.get(b.asset_id)
-                if row is not None:  # from the row read and locked, as the statement would
-                    changed = external_rows.touched(row, dataset, b.first, b.last, b.producer)
-                    if changed is not None:
-                        moved.append(changed)
-                    continue
+        else:  # one writer: the bindings as read are as they stand
+            touched = [(b.first, b.last, b.first, b.last, b.producer, b.asset_id) for _, b in seen]
+        for dataset, b in whole:
             if self.concurrent and b.asset_id in stored:
                 self.assets[b.asset_id] = asset_from_row(stored[b.asset_id])
             current = self.asset(b.asset_id)
@@ -473,6 +491,7 @@ class GroupIngest:
             )
             if asset != current:
                 rebuilt.append(asset_row(asset))
+        rewritten = [(dataset, b) for dataset, b in (whole if self.concurrent else whole + seen) if not b.new]
         # the group's new runs and jobs, claimed first where writers run side by side
         claimed = {source for source in self.sources if source not in self.stored_sources} if self.concurrent else set()
         writes: list[tuple[str, list[tuple[Any, ...]]]] = [
@@ -484,7 +503,7 @@ class GroupIngest:
                         *(ns, name, b.asset_id, b.first, b.last, b.seen_rank, b.facets_rank, b.facets_digest),
                         *(b.all_rank, b.all_digest),
                     )
-                    for (ns, name), b in bound
+                    for (ns, name), b in whole
                     if b.new
                 ],
             ),
@@ -492,12 +511,10 @@ class GroupIngest:
                 sql_received.UPDATE_BINDING,
                 [
                     (b.first, b.last, b.seen_rank, b.facets_rank, b.facets_digest, b.all_rank, b.all_digest, ns, name)
-                    for (ns, name), b in bound
-                    if not b.new
+                    for (ns, name), b in rewritten
                 ],
             ),
             (sql_received.TOUCH_PLACEHOLDER, touched),
-            (sql_received.MOVE_PLACEHOLDER, moved),
             (sql.UPSERT_PLACEHOLDER, rebuilt),
             # each run's source row, with its inputs and outputs as they stand after the group (a
             # run this group claimed holds it already)
@@ -513,7 +530,7 @@ class GroupIngest:
             (
                 sql_received.PUT_FACET,
                 sorted(
-                    (f"asset:{b.asset_id}", key, *(b.facet_rows or {})[key]) for _, b in bound for key in b.facet_dirty
+                    (f"asset:{b.asset_id}", key, *(b.facet_rows or {})[key]) for _, b in whole for key in b.facet_dirty
                 ),
             ),
             (
@@ -537,6 +554,8 @@ class GroupIngest:
             writes.append(
                 (sql_received.QUEUE_FORWARD, [(key, queued_at, text, *event) for key, text, *event in self.forwards])
             )
+        if self.concurrent:  # last: the rows of popular datasets, locked from here to the commit
+            writes.append((sql_received.MOVE_SIGHTINGS, self._sightings(seen)))
         # first the group's new runs and jobs, as the group leaves them, and its new events: one
         # that another process wrote meanwhile is a Conflict (a merge into a run would lose that
         # one's inputs and outputs; an event would be kept twice)
@@ -545,24 +564,78 @@ class GroupIngest:
         self.write_all(self.cur, rest, new=[(sql_received.CLAIM_SOURCE, claims), (received, rows)])
 
     def _unknown(
-        self, assets: list[str], usages: list[tuple[str, str, str, str]], edges: list[tuple[str, str, str, str]]
-    ) -> tuple[list[Any], list[tuple[str, str, str, str]], list[tuple[str, str, str, str]]]:
-        """The rows of the assets given, locked, and the usages and edges of the group that are
-        not stored yet, read at once (recurring jobs name the same usages and edges group after
-        group: an insert of each, even one that changes nothing, costs a statement on the
-        server, where a read costs a row of an index)."""
+        self,
+        bindings: list[tuple[str, str]],
+        assets: list[str],
+        usages: list[tuple[str, str, str, str]],
+        edges: list[tuple[str, str, str, str]],
+    ) -> tuple[list[Any], list[Any], list[tuple[str, str, str, str]], list[tuple[str, str, str, str]]]:
+        """The rows of the bindings and assets given, locked in that order, and the usages and
+        edges of the group that are not stored yet, read at once (recurring jobs name the same
+        usages and edges group after group: an insert of each, even one that changes nothing,
+        costs a statement on the server, where a read costs a row of an index)."""
         jobs = sorted({(ns, name) for ns, name, _, _ in usages})
-        rows, stored, found = self._read(
+        locked, rows, stored, found = self._read(
+            self._queries(sql_received.locked_bindings_of, bindings) if bindings else [],
             self._queries(sql_received.locked_assets, assets) if assets else [],
             self._queries(sql_received.usages_of_jobs, jobs) if jobs else [],
             self._queries(sql_received.edges_from, sorted({edge[0] for edge in edges})) if edges else [],
         )
         known_usages, known_edges = {tuple(row) for row in stored}, {tuple(row) for row in found}
         return (
+            locked,
             rows,
             [usage for usage in usages if usage not in known_usages],
             [edge for edge in edges if edge not in known_edges],
         )
+
+    def _relock(self, rows: list[Any], datasets: list[tuple[str, str]]) -> None:
+        """The bindings to rebuild whole, as they stand now that they are locked, merged with what
+        other processes wrote since the group read them: sightings and the ranks of facets that
+        say what they said (a later event describing the dataset as before), the later of each;
+        a binding whose facets say something else now, or whose facets the group merged against
+        ranks that moved, is a :class:`Conflict` (the group taken again)."""
+        found = {(row[0], row[1]): tuple(row) for row in rows}
+        for dataset in datasets:
+            b = self.bindings[dataset]
+            row = found.get(dataset)
+            assert b is not None
+            read_digest, read_all_rank, read_all_digest = b.stored[4:]
+            if row is None or (row[2], row[7], row[9]) != (b.asset_id, read_digest, read_all_digest):
+                raise Conflict(f"another process changed dataset {dataset[0]} {dataset[1]} meanwhile")
+            first, last, seen_rank, facets_rank, _, all_rank, _ = row[3:]
+            b.first, b.last = min(b.first, first), max(b.last, last)
+            if seen_rank > b.seen_rank:  # a later event taken meanwhile: its producer stays
+                b.seen_rank, b.producer = seen_rank, None
+            if (facets_rank or "") > (b.facets_rank or ""):  # a later event described it as before
+                b.facets_rank, b.facets_digest, b.facets = facets_rank, read_digest, None
+            if all_rank != read_all_rank:
+                if b.facet_rows is not None:  # the group merged its facet rows against the rank read
+                    raise Conflict(f"another process changed dataset {dataset[0]} {dataset[1]} meanwhile")
+                b.all_rank = max(b.all_rank or "", all_rank or "") or None
+
+    @staticmethod
+    def _sightings(seen: list[tuple[tuple[str, str], _Binding]]) -> list[tuple[str, int]]:
+        """The parameters of :data:`sql_received.MOVE_SIGHTINGS` for the datasets only seen
+        again, in key order (none: no statement)."""
+        if not seen:
+            return []
+        rows = [
+            {
+                "ns": ns,
+                "name": name,
+                "first": b.first,
+                "last": b.last,
+                "seen_rank": b.seen_rank,
+                "producer": b.producer,
+                # the member's text as olbridge writes it, backslashes doubled for regexp_replace
+                "producer_member": None
+                if b.producer is None
+                else ('"producer":' + external_rows.string_text(b.producer)).replace("\\", "\\\\"),
+            }
+            for (ns, name), b in sorted(seen, key=lambda item: item[0])
+        ]
+        return [(orjson.dumps(rows).decode(), len(rows))]
 
     def _source_values(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
         """A source row as it stands after the group: its run's (or job's) job, inputs, outputs,

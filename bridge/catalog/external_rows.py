@@ -1,5 +1,5 @@
-"""The rows the receiver writes, worked out in memory (no SQL): a placeholder after a group, what
-moves of one only sighted again, a run's or job's row from an event and two of them merged, a
+"""The rows the receiver writes, worked out in memory (no SQL): a placeholder after a group, a
+producer's text as its metadata holds it, a run's or job's row from an event and two of them merged, a
 forwarded event's run key, and the JSON texts of them (:mod:`bridge.catalog.external` writes them).
 """
 
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -117,25 +116,9 @@ def metadata_text(metadata: dict[str, Any]) -> str:
     return dumps(metadata)
 
 
-def touched(
-    row: Sequence[Any], dataset: tuple[str, str], first: str, last: str, producer: str | None
-) -> tuple[str, str, str, str] | None:
-    """What changes of a placeholder's row when only its sightings (and producer) move, as
-    :func:`placeholder` and :func:`asset_row` would rebuild it, from its row as stored: its
-    metadata, created and updated times, then its id (:data:`sql_received.MOVE_PLACEHOLDER`); None when
-    nothing changes (or it is the catalog's own asset, never changed from outside)."""
-    if row[6] != Origin.EXTERNAL.value:
-        return None
-    metadata = read_metadata(row[5])
-    metadata.update(olNamespace=dataset[0], olName=dataset[1], firstSeen=first, lastSeen=last)
-    if producer is not None:
-        metadata["producer"] = producer
-    text = metadata_text(metadata)
-    created = min(canonical_time(first, "first_seen"), canonical_time(row[7], "catalog"))
-    updated = canonical_time(last, "last_seen")
-    if (text, created, updated) == (row[5], row[7], row[8]):
-        return None
-    return text, created, updated, row[0]
+def string_text(value: str) -> str:
+    """A string's JSON text as :func:`metadata_text` writes it inside a placeholder's metadata."""
+    return metadata_text({"s": value})[5:-1]
 
 
 def forward_key(event: IncomingEvent) -> str:
@@ -206,6 +189,6 @@ __all__ = [
     "placeholder",
     "read_metadata",
     "source_row",
+    "string_text",
     "strings_only",
-    "touched",
 ]

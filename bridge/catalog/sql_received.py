@@ -38,9 +38,8 @@ UPDATE_BINDING = """
                                  all_facets_rank = ?, all_facets_digest = ?
     WHERE ol_namespace = ? AND ol_name = ?
 """
-# a placeholder whose facets did not change: only its sightings (and producer) move, in place;
-# SQLite's alone (json_set): with writers side by side the receiver patches the row it read and
-# locked (external_rows.touched)
+# a placeholder only seen again (its facets as they were): its sightings (and producer) move, in
+# place; where one writer runs at a time (SQLite), from the binding as the group read it
 TOUCH_PLACEHOLDER = """
     UPDATE assets SET
         created_at = min(created_at, ?),
@@ -49,9 +48,59 @@ TOUCH_PLACEHOLDER = """
                             '$.producer', coalesce(?, json_extract(metadata, '$.producer')))
     WHERE id = ? AND origin = 'external'
 """
-# the same, where writers run side by side: the row was read and locked, and the move worked out
-# from it (external_rows.touched)
-MOVE_PLACEHOLDER = "UPDATE assets SET metadata = ?, created_at = ?, updated_at = ? WHERE id = ?"
+# the same where writers run side by side (PostgreSQL), with nothing read or locked before: one
+# statement over the group's datasets only seen again (a JSON array of objects: ns, name, first,
+# last, seen_rank, producer and producer_member, the text of the placeholder's "producer" member
+# as olbridge writes it, backslashes doubled for regexp_replace; both NULL when the group's latest
+# event is not newer than the binding as read; then their count). The binding's sightings move by
+# a least-of / greatest-of update where they move, under its row lock; its placeholder then takes
+# the binding's sightings as they now stand (whichever writer moved them), and the group's
+# producer only if the group's latest event is still the dataset's latest. A placeholder's
+# metadata is the compact JSON olbridge writes, sorted, with a member each of firstSeen, lastSeen
+# and producer: where every member's value is a scalar (nothing nested, so that a name is a
+# member's only where it is followed by a colon), their values are replaced in its text, which
+# stays byte for byte as olbridge would write it; else (an object or array inside) the members are
+# set as JSON values (the same JSON, PostgreSQL's spacing). The rows are taken in the array's
+# order (by dataset), as every writer takes them.
+MOVE_SIGHTINGS = r"""
+    WITH x AS (
+        SELECT * FROM json_to_recordset(CAST(? AS json))
+            AS x(ns text, name text, first text, last text, seen_rank text, producer text, producer_member text)
+        LIMIT ?
+    ), b AS (
+        UPDATE external_datasets AS d SET
+            first_seen = LEAST(d.first_seen, x.first),
+            last_seen = GREATEST(d.last_seen, x.last),
+            seen_rank = GREATEST(d.seen_rank, x.seen_rank)
+        FROM x
+        WHERE d.ol_namespace = x.ns AND d.ol_name = x.name
+          AND (d.first_seen > x.first OR d.last_seen < x.last OR d.seen_rank < x.seen_rank)
+        RETURNING d.asset_id, d.first_seen, d.last_seen,
+                  CASE WHEN d.seen_rank = x.seen_rank THEN x.producer END AS producer,
+                  CASE WHEN d.seen_rank = x.seen_rank THEN x.producer_member END AS producer_member
+    )
+    UPDATE assets AS a SET
+        created_at = LEAST(a.created_at, b.first_seen),
+        updated_at = b.last_seen,
+        metadata = CASE
+            WHEN EXISTS (
+                SELECT 1 FROM jsonb_each(CAST(a.metadata AS jsonb)) AS m
+                WHERE jsonb_typeof(m.value) IN ('object', 'array')
+            ) THEN CAST(
+                CAST(a.metadata AS jsonb)
+                || jsonb_build_object('firstSeen', b.first_seen, 'lastSeen', b.last_seen)
+                || CASE WHEN b.producer IS NULL THEN CAST('{}' AS jsonb)
+                        ELSE jsonb_build_object('producer', b.producer) END
+                AS text)
+            ELSE regexp_replace(
+                regexp_replace(
+                    CASE WHEN b.producer_member IS NULL THEN a.metadata
+                         ELSE regexp_replace(a.metadata, '"producer":"([^"\\]|\\.)*"', b.producer_member) END,
+                    '"firstSeen":"[^"]*"', '"firstSeen":"' || b.first_seen || '"'),
+                '"lastSeen":"[^"]*"', '"lastSeen":"' || b.last_seen || '"')
+        END
+    FROM b WHERE a.id = b.asset_id AND a.origin = 'external'
+"""
 UPSERT_SOURCE = """
     INSERT INTO external_sources AS s (source, job_namespace, job_name, run_id, parent_run_id, state, state_rank,
                                        started_at, ended_at, first_seen, last_seen, producer, inputs, outputs,
@@ -189,7 +238,8 @@ def bindings_of(count: int) -> str:
 
 
 def locked_bindings_of(count: int) -> str:
-    """:func:`bindings_of`, the rows locked in key order (writers side by side)."""
+    """:func:`bindings_of`, the rows locked in key order (writers side by side: the bindings a
+    group rewrites whole, its facets changed)."""
     return bindings_of(count) + " ORDER BY ol_namespace, ol_name" + LOCK
 
 

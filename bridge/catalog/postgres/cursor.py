@@ -36,6 +36,18 @@ STATEMENTS: dict[str, str] = {
 }
 
 
+# reads that go as one lookup (a join to the values as JSON, planned each call) at any size: the
+# receiver's check of which usages and edges of a group's jobs are stored already. As an OR of up
+# to 64 pairs, the server read the whole table and tested the OR on every row (a kept plan or one
+# made for the values alike), a cost that grew with the table: 6 ms a group of 100 events on 20
+# popular tables, whatever the group's size (`benchmarks/scale.py --popular 20`)
+ALWAYS_LOOKUP = frozenset(
+    statement(width)
+    for statement in (sql_received.usages_of_jobs, sql_received.edges_from)
+    for width in (4, 16, 64, 256)
+)
+
+
 def translate(statement: str, *, parameters: bool = True) -> str:
     """A shared statement (SQLite's dialect, ``?`` placeholders) in PostgreSQL's (``%s``); without
     ``parameters``, a statement that is sent as it is (no placeholder, no ``%`` to double)."""
@@ -77,7 +89,9 @@ class SharedCursor(psycopg.Cursor[Any]):
         binary: bool | None = None,
     ) -> SharedCursor:
         text = translate(query, parameters=params is not None)
-        if params is not None and len(params) > PAIRS_FROM:  # many point lookups: one lookup
+        if params is not None and (
+            len(params) > PAIRS_FROM or query in ALWAYS_LOOKUP
+        ):  # many point lookups: one lookup
             if text not in _LOOKUPS:
                 pairs = pairs_form(text)
                 _LOOKUPS[text] = (pairs, True) if pairs is not None else (list_form(text), False)

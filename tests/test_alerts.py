@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,7 +34,7 @@ from bridge.delivery.senders import HttpSender
 from bridge.delivery.worker import StreamWorker
 from bridge.errors import ConfigError
 from bridge.mapping import Resolver
-from bridge.model.alerts import AlertRule, Change, events_of, message
+from bridge.model.alerts import ALERT_IDS, AlertRule, Change, events_of, message
 from bridge.model.health import Health, Match
 from bridge.openlineage.convert import Converter
 from bridge.receiver.imports import catalog_intake
@@ -169,7 +170,12 @@ def test_the_message_shape() -> None:
         2,
         "2025-03-01T14:30:00.000000Z",
     )
-    assert message("marts", "FAIL", change, "https://olbridge.example/ui/") == {
+    sent = message("marts", "FAIL", change, "https://olbridge.example/ui/")
+    assert sent["id"] == str(uuid.uuid5(ALERT_IDS, "marts\x00FAIL\x00mart.orders\x002025-03-01T14:30:00.000000Z"))
+    assert message("marts", "FAIL", change, None)["id"] == sent["id"]  # the same change, the same id
+    assert message("marts", "WARN", change, None)["id"] != sent["id"]
+    assert sent == {
+        "id": sent["id"],
         "alert": "marts",
         "event": "FAIL",
         "asset": {"id": "mart.orders", "type": "Table", "namespace": "team-a"},

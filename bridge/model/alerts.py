@@ -17,6 +17,7 @@ An asset judged for the first time counts as having been UNKNOWN before.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -95,6 +96,15 @@ class Change:
     at: str
 
 
+# the namespace of alerts' ids (a UUID of its own, so that no other name-based UUID is one of them)
+ALERT_IDS = uuid.UUID("5b0f4c1e-9a53-4f38-8c55-2d1a7e0b6c41")
+
+
+def alert_id(rule_name: str, event: str, change: Change) -> str:
+    """One change's alert, named: the same on every try, so a webhook can drop a repeat."""
+    return str(uuid.uuid5(ALERT_IDS, "\x00".join((rule_name, event, change.asset_id, change.at))))
+
+
 def message(rule_name: str, event: str, change: Change, web_url: str | None) -> dict[str, Any]:
     """The JSON an alert sends (docs/health.md, "Alerts"), with a ``text`` for Slack."""
     link = asset_link(web_url, change.asset_id)
@@ -111,6 +121,7 @@ def message(rule_name: str, event: str, change: Change, web_url: str | None) -> 
     if link:
         parts.append(f". {link}")
     return {
+        "id": alert_id(rule_name, event, change),
         "alert": rule_name,
         "event": event,
         "asset": {"id": change.asset_id, "type": change.type, "namespace": change.namespace},

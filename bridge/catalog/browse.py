@@ -1,8 +1,9 @@
 """Reads for people looking at the catalog (``olbridge ui``): pages of assets found by keyset, a
 tree of id prefixes, an asset's nearest neighbours with capped counts, a scoped lineage graph
-that stops at a node budget, the moments an asset's lineage changed, and the runs that read or
-wrote an asset. Every read is bounded (``LIMIT``, counts capped) and walks an index: the assets'
-primary key, the lineage tables' keys and ``lineage_downstream``, ``usages_asset``.
+that stops at a node budget, and the runs that read or wrote an asset (the moments an asset's
+lineage changed: :mod:`bridge.catalog.lineage_steps`). Every read is bounded (``LIMIT``, counts
+capped) and walks an index: the assets' primary key, the lineage tables' keys and
+``lineage_downstream``, ``usages_asset``.
 
 A :class:`Scope` (the namespaces a ``--tokens`` token may write) limits what is seen: an asset in
 another namespace is never returned; Global assets (no namespace) always are.
@@ -368,30 +369,6 @@ def writers(catalog: Catalog, ids: Sequence[str]) -> dict[str, str]:
     return found
 
 
-_OWN_EDGE_TIME = """
-    SELECT min(t.ended_at) FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
-    WHERE l.upstream_id = ? AND l.downstream_id = ? AND t.ended_at IS NOT NULL
-"""
-_EXTERNAL_EDGE_TIME = """
-    SELECT min(CASE WHEN s.run_id IS NULL THEN s.first_seen ELSE s.ended_at END)
-    FROM external_lineage e JOIN external_sources s ON s.job_namespace = e.job_namespace AND s.job_name = e.job_name
-    WHERE e.upstream_id = ? AND e.downstream_id = ? AND (s.run_id IS NULL OR s.ended_at IS NOT NULL)
-"""
-
-
-def lineage_moments(catalog: Catalog, edges: Iterable[tuple[str, str]], *, limit: int = 200) -> list[datetime]:
-    """The moments the given edges became known, as ``lineage --as-of`` counts them (an own run's
-    end, an external run's end, a JobEvent's first sighting): the times at which the graph drawn
-    as of them changes. The latest ``limit`` of them, in time order."""
-    times: set[str] = set()
-    for up, down in edges:
-        for statement in (_OWN_EDGE_TIME, _EXTERNAL_EDGE_TIME):
-            row = catalog._conn.execute(statement, [up, down]).fetchone()
-            if row and row[0]:
-                times.add(row[0])
-    return [parse_time(t, "catalog") for t in sorted(times)[-limit:]]
-
-
 # --- runs ----------------------------------------------------------------------------------
 
 
@@ -576,7 +553,6 @@ __all__ = [
     "allows",
     "asset_runs",
     "graph_slice",
-    "lineage_moments",
     "list_assets",
     "neighbours",
     "nodes_of",

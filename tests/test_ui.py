@@ -15,13 +15,16 @@ import pytest
 
 from bridge.catalog import Catalog
 from bridge.catalog.browse import AssetFilter, list_assets, prefix_children, recent_runs
+from bridge.catalog.query import AssetQuery
 from bridge.catalog.runs import RunFilter, Runs
 from bridge.config import parse_tokens
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
+from bridge.receiver.imports import catalog_intake
 from bridge.web import UiApp
 from bridge.web.app import json_twin
-from tests.helpers import invoke
+from tests.conftest import at
+from tests.helpers import decl, invoke, ol_dataset, ol_run_event
 from tests.ui_catalog import EXTERNAL_RUN, HOSTILE, HUB_FANOUT, build
 
 pytestmark = pytest.mark.both_engines
@@ -350,3 +353,28 @@ def test_ui_says_who_can_see_it(ui_catalog: str) -> None:
         process.terminate()
         process.wait(timeout=10)
     assert "no tokens: anyone who reaches 0.0.0.0 sees the whole catalog" in line, line
+
+
+def test_search_finds_any_part_of_an_id_a_received_name_or_a_symlink(catalog_target: str, resolver: Resolver) -> None:
+    """By the search index (three characters or more), in any case, with ``%``, ``_`` and quotes
+    taken as text; shorter, by reading the ids; an asset purged is no longer found."""
+    with Catalog(catalog_target) as catalog:
+        for asset_id in ("db1.sales.Orders_2024", "db1.sales.refunds", "odd_100_done", "ab"):
+            catalog.set_asset(decl(asset_id, type="Table"), now=at(1))
+        symlink = {"identifiers": [{"namespace": "hive://metastore", "name": 'lake."events"%tbl', "type": "TABLE"}]}
+        event = ol_run_event(
+            "COMPLETE", job=("spark", "etl"), outputs=[ol_dataset("s3://lake", "raw/events", symlinks=symlink)]
+        )
+        assert [o.status for o in catalog_intake(catalog, resolver).take([event])] == ["accepted"]
+
+        def found(text: str) -> list[str]:
+            return [a.asset.id for a in list_assets(catalog, AssetFilter(search=text)).assets]
+
+        assert found("orders_20") == ["db1.sales.Orders_2024"]  # the middle of an id, in another case
+        assert found("SALES.") == ["db1.sales.Orders_2024", "db1.sales.refunds"]
+        assert found("100_d") == ["odd_100_done"] and found("1_0") == [] and found("s%r") == []
+        (received,) = found('metastore/lake."events"%')  # a symlink's namespace/name, quotes and all
+        assert found("lake/raw/ev") == [received] and found("tbl") == [received]  # its OpenLineage name
+        assert found("ab") == ["ab"] and found("fu") == ["db1.sales.refunds"]  # shorter: read in id order
+        catalog.purge(AssetQuery.create(ids=["db1.sales.refunds", received]))
+        assert found("sales.") == ["db1.sales.Orders_2024"] and found("metastore") == [] and found("tbl") == []

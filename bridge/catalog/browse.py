@@ -30,6 +30,7 @@ TOP = "\U0010ffff"
 COUNT_CAP = 10_000  # counts past this are shown as "10,000+"
 SCAN_CHUNK = 500
 SCAN_BUDGET = 20_000  # rows a metadata filter may pass over for one page
+SEARCH_INDEXED = 3  # a search this long or longer is answered by the search index (trigrams)
 # a prefix tree's next segment: a URI scheme with its "://", else up to and with the next separator
 SEGMENT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|[^/.:]*[/.:]+")
 
@@ -113,7 +114,10 @@ def _where(f: AssetFilter, scope: Scope | None) -> tuple[list[str], list[Any]]:
     if f.origin:
         where.append("origin = ?")
         params.append(f.origin)
-    if f.search:
+    if len(f.search) >= SEARCH_INDEXED:  # by the catalog's search index
+        where.append(sql.SEARCH_ASSETS)
+        params.append(f.search)
+    elif f.search:  # shorter than a trigram: the assets in id order, read until a page is found
         like = "%" + _like(f.search) + "%"
         where.append(
             "(id LIKE ? ESCAPE '\\' OR id IN (SELECT asset_id FROM external_datasets WHERE ol_namespace || '/' || "

@@ -24,7 +24,7 @@ from bridge.receiver.imports import catalog_intake
 from bridge.web import UiApp
 from bridge.web.app import json_twin
 from tests.conftest import at
-from tests.helpers import decl, invoke, ol_dataset, ol_run_event
+from tests.helpers import PRODUCER, decl, invoke, ol_dataset, ol_run_event
 from tests.ui_catalog import EXTERNAL_RUN, HOSTILE, HUB_FANOUT, build
 
 pytestmark = pytest.mark.both_engines
@@ -145,6 +145,28 @@ def test_an_assets_tabs_as_twins(ui_catalog: str, resolver: Resolver) -> None:
     assert [c["name"] for c in columns] == ["id", "amount"]
     neighbours = twin(app, "/neighbours", "asset=hub.events&direction=down&q=f02")
     assert neighbours["count"] == 10 and neighbours["ids"][0] == "hub.fan.f020"
+
+
+def test_the_dependencies_group_by_producer(ui_catalog: str, resolver: Resolver) -> None:
+    """What last wrote each node: olbridge's run (its producer), a received run (the producer
+    its events name), or nothing; on the page as the legend and the group picker say."""
+    app = make_app(ui_catalog, resolver)
+    own = Converter(resolver).options.producer
+    grouped = twin(app, "/assets/mart.orders", "tab=dependencies&group=producer")["graph"]
+    assert {n["id"]: n["group"] for n in grouped["nodes"]} == {
+        "mart.orders": own,
+        "raw.orders": "(written by no producer)",
+        "shared.calendar": "(written by no producer)",
+        "report.daily": own,
+    }
+    (written,) = twin(app, "/assets", "q=exports/orders.parquet")["assets"]
+    received = twin(app, f"/assets/{written['id']}", "tab=dependencies&group=producer")["graph"]
+    groups = {n["id"]: n["group"] for n in received["nodes"]}
+    assert groups[written["id"]] == PRODUCER and len(groups) == 2
+    assert set(groups.values()) == {PRODUCER, "(written by no producer)"}
+    status, _, page = call(app, "/assets/mart.orders", "tab=dependencies&group=producer")
+    assert status.startswith("200") and '<option value="producer" selected>' in page
+    assert f"</span>{own}</li>" in page and "</span>(written by no producer)</li>" in page
 
 
 def test_lineage_steps_through_the_moments_it_changed(ui_catalog: str, resolver: Resolver) -> None:

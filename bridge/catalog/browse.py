@@ -272,6 +272,7 @@ class GraphNode:
     origin: str
     deleted: bool
     flow: str | None = None  # what wrote it last, when asked (see :func:`writers`)
+    producer: str | None = None  # the producer of what wrote it last, when asked (see :func:`producers`)
 
 
 @attrs.frozen
@@ -371,6 +372,33 @@ def writers(catalog: Catalog, ids: Sequence[str]) -> dict[str, str]:
         )
         found.update((i, flow) for i, flow, _ in catalog._conn.execute(own, chunk).fetchall())
     return found
+
+
+_EXTERNAL_PRODUCERS = """
+    SELECT u.asset_id, s.producer, s.last_seen FROM external_usages u
+    JOIN external_sources s ON s.job_namespace = u.job_namespace AND s.job_name = u.job_name
+    WHERE u.direction = 'output' AND u.asset_id IN ({marks})
+"""
+_OWN_WRITES = (
+    "SELECT asset_id, max(used_at) FROM usages WHERE direction = 'output' AND asset_id IN ({marks}) GROUP BY asset_id"
+)
+
+
+def producers(catalog: Catalog, ids: Sequence[str], own: str) -> dict[str, str]:
+    """The producer (OpenLineage's ``producer``) of what last wrote each asset: ``own`` (olbridge's)
+    when the latest write was one of olbridge's runs, else the producer of the latest received
+    run or JobEvent whose job writes it (by its last sighting); an asset nothing wrote has none."""
+    found: dict[str, tuple[str, str]] = {}  # id: (when, producer)
+    for start in range(0, len(ids), 400):
+        chunk = list(ids[start : start + 400])
+        marks = ", ".join("?" * len(chunk))
+        for asset_id, producer, seen in catalog._conn.execute(_EXTERNAL_PRODUCERS.format(marks=marks), chunk):
+            if asset_id not in found or seen > found[asset_id][0]:
+                found[asset_id] = (seen, producer)
+        for asset_id, written in catalog._conn.execute(_OWN_WRITES.format(marks=marks), chunk):
+            if written and (asset_id not in found or written >= found[asset_id][0]):
+                found[asset_id] = (written, own)
+    return {asset_id: producer for asset_id, (_, producer) in found.items()}
 
 
 # --- runs ----------------------------------------------------------------------------------
@@ -561,6 +589,7 @@ __all__ = [
     "neighbours",
     "nodes_of",
     "prefix_children",
+    "producers",
     "raw_events",
     "recent_runs",
     "writers",

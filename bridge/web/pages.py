@@ -25,7 +25,7 @@ Query = Mapping[str, str]
 PAGE = 50
 TABS = ("overview", "dependencies", "runs", "columns", "history")
 DIRECTIONS = {"up": "upstream", "down": "downstream", "both": "both"}
-GROUPS = ("", "namespace", "type", "origin", "flow")
+GROUPS = ("", "namespace", "type", "origin", "flow", "producer")
 MAX_DEPTH = 6
 
 
@@ -193,6 +193,9 @@ def dependencies(catalog: Catalog, runs: Runs, root: str, query: Query, scope: b
     if options["group"] == "flow":
         flows = b.writers(catalog, [n.id for n in graph.nodes])
         graph = attrs.evolve(graph, nodes=tuple(attrs.evolve(n, flow=flows.get(n.id)) for n in graph.nodes))
+    elif options["group"] == "producer":
+        made = b.producers(catalog, [n.id for n in graph.nodes], own=runs.converter.options.producer)
+        graph = attrs.evolve(graph, nodes=tuple(attrs.evolve(n, producer=made.get(n.id)) for n in graph.nodes))
     drawn = layout(graph, group_by=options["group"], expanded=options["expand"], read=read, written=written)
     return {
         "options": options,

@@ -317,16 +317,27 @@ def test_ui_needs_a_catalog(tmp_path: Path) -> None:
     assert code == 1 and "no catalog" in err
 
 
-def test_the_benchmark_runs_at_the_tiniest_size(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_benchmark_runs_at_the_tiniest_size(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Built and timed at once; and built once (kept), then timed apart."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("olbridge_benchmark_ui_tiny", BENCHMARKS / "ui.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.main(["--assets", "60", "--runs", "100", "--hub", "20", "--repeat", "1"])
+    size = ["--assets", "60", "--runs", "100", "--hub", "20", "--repeat", "1"]
+    module.main(size)
     out = capsys.readouterr().out
-    assert "hub dependencies" in out and "runs filtered" in out
+    assert "hub dependencies" in out and "runs filtered" in out and "received run" in out
+    kept = str(tmp_path / "kept.db")
+    module.main([*size, "--keep", kept, "--build-only"])
+    out = capsys.readouterr().out
+    assert out.startswith("built 60 assets") and "hub dependencies" not in out
+    module.main([*size, "--keep", kept, "--reuse"])
+    out = capsys.readouterr().out
+    assert not out.startswith("built") and "hub lineage slider" in out
+    with pytest.raises(SystemExit, match="was not built by this benchmark"):
+        module.main([*size[:1], "70", *size[2:], "--keep", kept, "--reuse"])
 
 
 def test_every_twin_has_camel_case_keys(ui_catalog: str, resolver: Resolver) -> None:

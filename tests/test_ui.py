@@ -5,6 +5,7 @@ string is escaped in HTML, attributes and SVG, a token sees its namespaces and G
 from __future__ import annotations
 
 import io
+import os
 import json
 import re
 from pathlib import Path
@@ -25,6 +26,7 @@ from bridge.web import UiApp
 from bridge.web.app import json_twin
 from tests.conftest import at
 from tests.helpers import PRODUCER, decl, invoke, ol_dataset, ol_run_event
+from tests.postgres import PASSWORD_ROLE, PostgresServer
 from tests.ui_catalog import EXTERNAL_RUN, HOSTILE, HUB_FANOUT, build
 
 pytestmark = pytest.mark.both_engines
@@ -411,3 +413,32 @@ def test_search_finds_any_part_of_an_id_a_received_name_or_a_symlink(catalog_tar
         assert found("ab") == ["ab"] and found("fu") == ["db1.sales.refunds"]  # shorter: read in id order
         catalog.purge(AssetQuery.create(ids=["db1.sales.refunds", received]))
         assert found("sales.") == ["db1.sales.Orders_2024"] and found("metastore") == [] and found("tbl") == []
+
+
+def test_a_postgresql_catalog_without_pg_trgm_is_made_searches_and_says_so(postgres: PostgresServer) -> None:
+    """A user that may not create the extension (no CREATE on the database) still makes the
+    catalog; its search reads every asset, finds the same, and ``ui`` says it has no index."""
+    import subprocess
+    import sys
+
+    name = postgres.create_database()
+    with postgres.connect(name) as admin:
+        admin.execute(f"GRANT CREATE ON SCHEMA public TO {PASSWORD_ROLE}")
+        admin.commit()
+    url = postgres.url(name, password=True)
+    with Catalog(url) as catalog:
+        assert not catalog.search_indexed()
+        catalog.set_asset(decl("db1.sales.Orders_2024", type="Table"), now=at(1))
+        assert [a.asset.id for a in list_assets(catalog, AssetFilter(search="sales.ord")).assets] == [
+            "db1.sales.Orders_2024"
+        ]
+    argv = [sys.executable, "-m", "bridge", "ui", "--port", "0"]
+    env = {**os.environ, "OLBRIDGE_CATALOG": url}
+    process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stderr is not None
+        warning, ready = process.stderr.readline(), process.stderr.readline()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert warning.startswith("warning: the catalog has no search index") and "olbridge ui on" in ready

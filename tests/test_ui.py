@@ -5,8 +5,8 @@ string is escaped in HTML, attributes and SVG, a token sees its namespaces and G
 from __future__ import annotations
 
 import io
-import os
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -183,6 +183,35 @@ def test_lineage_steps_through_the_moments_it_changed(ui_catalog: str, resolver:
         ("shared.calendar", "mart.orders"),
     }
     assert "report.daily" not in {n["id"] for n in first["nodes"]}
+
+
+def test_each_slider_step_is_what_lineage_as_of_prints(ui_catalog: str, resolver: Resolver) -> None:
+    """The slider's steps, page by page, against ``olbridge lineage --as-of`` at each moment: the
+    same links (all visible here), every step a change, and the last one today's graph."""
+    app = make_app(ui_catalog, resolver)
+    for asset, query in [
+        ("mart.orders", "depth=2"),
+        ("report.daily", "direction=up&depth=3"),
+        ("hub.events", "direction=down&depth=1"),
+        ("raw.orders", "direction=down&depth=3"),
+    ]:
+        path = f"asset={quote(asset, safe='')}&{query}"
+        moments = twin(app, "/lineage", path)["moments"]
+        assert moments
+        direction = {"up": "upstream", "down": "downstream"}.get(query.partition("direction=")[2].split("&")[0], "both")
+        depth = query.rpartition("depth=")[2]
+        before: set[tuple[str, str]] = set()
+        for step, moment in enumerate(moments):
+            page = twin(app, "/lineage", f"{path}&step={step}")
+            shown = {(e["upstream"], e["downstream"]) for e in page["edges"]}
+            code, out, err = invoke(
+                ui_catalog, "lineage", asset, "--as-of", moment, "--direction", direction, "--depth", depth,
+                "--format", "json",
+            )  # fmt: skip
+            assert code == 0, err
+            assert shown == {(e["upstream"], e["downstream"]) for e in json.loads(out)["edges"]}, (asset, moment)
+            assert shown != before and {(e["upstream"], e["downstream"]) for e in page["newEdges"]} == shown - before
+            before = shown
 
 
 def test_runs_and_a_run_as_twins(ui_catalog: str, resolver: Resolver) -> None:

@@ -117,12 +117,12 @@ def _where(f: AssetFilter, scope: Scope | None) -> tuple[list[str], list[Any]]:
     if len(f.search) >= SEARCH_INDEXED:  # by the catalog's search index
         where.append(sql.SEARCH_ASSETS)
         params.append(f.search)
-    elif f.search:  # shorter than a trigram: the assets in id order, read until a page is found
-        like = "%" + _like(f.search) + "%"
+    elif f.search:  # shorter than a trigram: the assets in id order, read until a page is found (any case)
+        like = "%" + _like(f.search.lower()) + "%"
         where.append(
-            "(id LIKE ? ESCAPE '\\' OR id IN (SELECT asset_id FROM external_datasets WHERE ol_namespace || '/' || "
-            "ol_name LIKE ? ESCAPE '\\') OR id IN (SELECT asset_id FROM external_identifiers WHERE namespace || '/' "
-            "|| name LIKE ? ESCAPE '\\'))"
+            "(lower(id) LIKE ? ESCAPE '\\' OR id IN (SELECT asset_id FROM external_datasets WHERE "
+            "lower(ol_namespace || '/' || ol_name) LIKE ? ESCAPE '\\') OR id IN (SELECT asset_id FROM "
+            "external_identifiers WHERE lower(namespace || '/' || name) LIKE ? ESCAPE '\\'))"
         )
         params += [like, like, like]
     if scope is not None:

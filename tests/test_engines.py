@@ -327,7 +327,8 @@ def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migr
         conn.execute("DROP TABLE freshness_rules, asset_checks")  # added by 0014
         conn.execute("DROP INDEX external_sources_job")  # migration 0015's
         conn.execute(  # migration 0016's
-            "DROP INDEX received_events_source, external_sources_started, external_sources_namespace_started, "
+            "DROP INDEX task_runs_namespace_started, received_events_source, external_sources_started, "
+            "external_sources_namespace_started, "
             "assets_trgm, external_datasets_trgm, external_identifiers_trgm"
         )
         conn.execute("DROP VIEW asset_search")

@@ -532,7 +532,8 @@ def _own_newest(runs: Runs, filters: RunFilter, until: str | None, wanted: int, 
     key: tuple[str, int] = (TOP, 1 << 62)
     scanned = 0
     sifted = filters.job is not None or filters.state is not None or scope is not None  # in Python
-    chunk = SCAN_CHUNK if sifted else wanted
+    # a page's worth first (most runs pass the usual filters), then more at a time up to SCAN_CHUNK
+    chunk = min(wanted, SCAN_CHUNK) if sifted else wanted
     while len(out) < wanted and scanned < SCAN_BUDGET:
         page = runs.catalog._conn.execute(statement, [*key, *params, chunk]).fetchall()
         scanned += len(page)
@@ -546,6 +547,7 @@ def _own_newest(runs: Runs, filters: RunFilter, until: str | None, wanted: int, 
                 out.append(view)
         if len(page) < chunk:
             break
+        chunk = min(chunk * 2, SCAN_CHUNK) if sifted else chunk
         key = (page[-1][7], page[-1][0])
     return out
 

@@ -111,6 +111,8 @@ task_runs = sa.Table(
     sa.UniqueConstraint("flow_namespace", "flow_id", "execution_id", "task_run_id"),
 )
 sa.Index("task_runs_started", task_runs.c.started_at, task_runs.c.pk)
+# a flow namespace's runs newest first (the UI's list of runs filtered by namespace)
+sa.Index("task_runs_namespace_started", task_runs.c.flow_namespace, task_runs.c.started_at, task_runs.c.pk)
 
 usages = sa.Table(
     "usages",

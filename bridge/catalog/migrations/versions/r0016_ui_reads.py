@@ -1,5 +1,7 @@
 """0016: what the UI reads on a large catalog, by index.
 
+- ``task_runs_namespace_started``: a flow namespace's runs newest first (the list of runs
+  filtered by namespace).
 - ``received_events_source``: a run's events (a run page), by source and time.
 - ``external_sources_started``, ``external_sources_namespace_started``: received runs newest
   first by their start (a first sighting when no START came), all of them and a job namespace's
@@ -27,6 +29,7 @@ RUNS_ONLY = sa.text("run_id IS NOT NULL")
 
 def upgrade() -> None:
     bind = op.get_bind()
+    op.create_index("task_runs_namespace_started", "task_runs", ["flow_namespace", "started_at", "pk"])
     op.create_index(
         "received_events_source",
         "received_events",

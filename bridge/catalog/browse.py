@@ -525,8 +525,11 @@ def _own_newest(runs: Runs, filters: RunFilter, until: str | None, wanted: int, 
         where.append("t.started_at >= ?")
         params.append(format_time(filters.since))
     statement = (
-        f"SELECT {sql.TASK_RUN_COLUMNS} {sql._TASK_RUN_FROM} WHERE {' AND '.join(where)} "
-        "ORDER BY t.started_at DESC, t.pk DESC LIMIT ?"
+        # the page chosen from task_runs alone, by its index, then joined: the planner (PostgreSQL's
+        # misjudges the three-column join) never joins every run to sort them
+        f"SELECT {sql.TASK_RUN_COLUMNS} FROM (SELECT * FROM task_runs t WHERE {' AND '.join(where)} "
+        "ORDER BY t.started_at DESC, t.pk DESC LIMIT ?) t JOIN executions e ON e.flow_namespace = t.flow_namespace "
+        "AND e.flow_id = t.flow_id AND e.execution_id = t.execution_id ORDER BY t.started_at DESC, t.pk DESC"
     )
     out: list[RunView] = []
     key: tuple[str, int] = (TOP, 1 << 62)

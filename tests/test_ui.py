@@ -14,7 +14,7 @@ from urllib.parse import quote, unquote
 
 import pytest
 
-from bridge.catalog import Catalog
+from bridge.catalog import Catalog, browse
 from bridge.catalog.browse import AssetFilter, list_assets, prefix_children, recent_runs
 from bridge.catalog.query import AssetQuery
 from bridge.catalog.runs import RunFilter, Runs
@@ -419,9 +419,14 @@ def test_ui_says_who_can_see_it(ui_catalog: str) -> None:
     assert "no tokens: anyone who reaches 0.0.0.0 sees the whole catalog" in line, line
 
 
-def test_search_finds_any_part_of_an_id_a_received_name_or_a_symlink(catalog_target: str, resolver: Resolver) -> None:
-    """By the search index (three characters or more), in any case, with ``%``, ``_`` and quotes
-    taken as text; shorter, by reading the ids; an asset purged is no longer found."""
+@pytest.mark.parametrize("probe", [browse.SEARCH_PROBE, 1])
+def test_search_finds_any_part_of_an_id_a_received_name_or_a_symlink(
+    catalog_target: str, resolver: Resolver, probe: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In any case, with ``%``, ``_`` and quotes taken as text, whether the text is looked for by
+    reading the assets in id order (short or common: here, every text) or by the search index (a
+    rare one: here, with a probe of one asset); an asset purged is no longer found."""
+    monkeypatch.setattr(browse, "SEARCH_PROBE", probe)
     with Catalog(catalog_target) as catalog:
         for asset_id in ("db1.sales.Orders_2024", "db1.sales.refunds", "odd_100_done", "ab"):
             catalog.set_asset(decl(asset_id, type="Table"), now=at(1))
@@ -432,7 +437,11 @@ def test_search_finds_any_part_of_an_id_a_received_name_or_a_symlink(catalog_tar
         assert [o.status for o in catalog_intake(catalog, resolver).take([event])] == ["accepted"]
 
         def found(text: str) -> list[str]:
-            return [a.asset.id for a in list_assets(catalog, AssetFilter(search=text)).assets]
+            way = browse._search_by(catalog._conn, AssetFilter(search=text), None, None, 50)
+            assert way == ("scan" if probe > 1 or len(text) < 3 else "index")
+            page = list_assets(catalog, AssetFilter(search=text))
+            assert page.count == len(page.assets)
+            return [a.asset.id for a in page.assets]
 
         assert found("orders_20") == ["db1.sales.Orders_2024"]  # the middle of an id, in another case
         assert found("SALES.") == ["db1.sales.Orders_2024", "db1.sales.refunds"]
@@ -442,6 +451,32 @@ def test_search_finds_any_part_of_an_id_a_received_name_or_a_symlink(catalog_tar
         assert found("ab") == ["ab"] and found("FU") == ["db1.sales.refunds"]  # shorter: read in id order
         catalog.purge(AssetQuery.create(ids=["db1.sales.refunds", received]))
         assert found("sales.") == ["db1.sales.Orders_2024"] and found("metastore") == [] and found("tbl") == []
+
+
+def test_a_common_search_text_is_read_in_id_order_and_counted_as_far_as_cheap(
+    catalog_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A text the first assets hold often enough is found by reading them in order; its count
+    stops at the cap, or is not given when reaching it would read every asset."""
+    with Catalog(catalog_target) as catalog:
+        for i in range(30):
+            catalog.set_asset(decl(f"t.common_{i:02d}" if i % 3 else f"t.other_{i:02d}", type="Table"), now=at(1))
+        monkeypatch.setattr(browse, "SEARCH_PROBE", 12)  # 8 of the first 12 hold "common": a page of 5
+        page = list_assets(catalog, AssetFilter(search="COMMON"), limit=5)
+        assert [a.asset.id for a in page.assets] == [
+            "t.common_01",
+            "t.common_02",
+            "t.common_04",
+            "t.common_05",
+            "t.common_07",
+        ]
+        assert page.count == 20 and page.after == "t.common_07"
+        monkeypatch.setattr(browse, "SEARCH_COUNTED", 10)  # not all read: not counted
+        assert list_assets(catalog, AssetFilter(search="common"), limit=5).count is None
+        monkeypatch.setattr(browse, "COUNT_CAP", 5)  # past the cap within what is read
+        assert list_assets(catalog, AssetFilter(search="common"), limit=5).count == 6
+        rest = list_assets(catalog, AssetFilter(search="common"), after=page.after, limit=50)
+        assert len(rest.assets) == 15 and rest.after is None
 
 
 def test_a_postgresql_catalog_without_pg_trgm_is_made_searches_and_says_so(postgres: PostgresServer) -> None:

@@ -30,7 +30,9 @@ TOP = "\U0010ffff"
 COUNT_CAP = 10_000  # counts past this are shown as "10,000+"
 SCAN_CHUNK = 500
 SCAN_BUDGET = 20_000  # rows a metadata filter may pass over for one page
-SEARCH_INDEXED = 3  # a search this long or longer is answered by the search index (trigrams)
+SEARCH_INDEXED = 3  # a search this long or longer may be answered by the search index (trigrams)
+SEARCH_PROBE = 2_000  # assets read in id order to tell a common search text (a page of it there) from a rare one
+SEARCH_COUNTED = 10_000  # assets read, at most, to count a common search text
 # a prefix tree's next segment: a URI scheme with its "://", else up to and with the next separator
 SEGMENT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|[^/.:]*[/.:]+")
 
@@ -95,10 +97,12 @@ class ListedAsset:
 class AssetPage:
     assets: tuple[ListedAsset, ...]
     after: str | None  # the next page starts after this id (None: no more)
-    count: int | None  # how many match, capped at COUNT_CAP (None: not counted, a metadata filter)
+    count: int | None  # how many match, capped at COUNT_CAP (None: not counted, see _count)
 
 
-def _where(f: AssetFilter, scope: Scope | None) -> tuple[list[str], list[Any]]:
+def _where(f: AssetFilter, scope: Scope | None, *, search: str = "") -> tuple[list[str], list[Any]]:
+    """The conditions of the filters (``search``: how the search text is looked for, "index" or
+    "scan"; none without it)."""
     where, params = ["deleted_at IS NULL"], []
     if f.prefix:
         where.append("id >= ? AND id < ?")
@@ -114,17 +118,13 @@ def _where(f: AssetFilter, scope: Scope | None) -> tuple[list[str], list[Any]]:
     if f.origin:
         where.append("origin = ?")
         params.append(f.origin)
-    if len(f.search) >= SEARCH_INDEXED:  # by the catalog's search index
+    if search == "index":  # by the catalog's search index
         where.append(sql.SEARCH_ASSETS)
         params.append(f.search)
-    elif f.search:  # shorter than a trigram: the assets in id order, read until a page is found (any case)
-        like = "%" + _like(f.search.lower()) + "%"
-        where.append(
-            "(lower(id) LIKE ? ESCAPE '\\' OR id IN (SELECT asset_id FROM external_datasets WHERE "
-            "lower(ol_namespace || '/' || ol_name) LIKE ? ESCAPE '\\') OR id IN (SELECT asset_id FROM "
-            "external_identifiers WHERE lower(namespace || '/' || name) LIKE ? ESCAPE '\\'))"
-        )
-        params += [like, like, like]
+    elif search == "scan":
+        clause, more = _holds("assets", f.search)
+        where.append(clause)
+        params += more
     if scope is not None:
         clause, more = scope.clause("namespace")
         where.append(clause)
@@ -132,12 +132,70 @@ def _where(f: AssetFilter, scope: Scope | None) -> tuple[list[str], list[Any]]:
     return where, params
 
 
+def _holds(table: str, text: str) -> tuple[str, list[str]]:
+    """An asset row (of ``table``, a name or an alias of assets) whose id, received name or
+    symlink holds ``text`` in any case: the search's condition checked row by row (its received
+    names and symlinks found by their asset's index)."""
+    like = "%" + _like(text.lower()) + "%"
+    clause = (
+        f"(lower({table}.id) LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM external_datasets d WHERE d.asset_id = "
+        f"{table}.id AND lower(d.ol_namespace || '/' || d.ol_name) LIKE ? ESCAPE '\\') OR EXISTS (SELECT 1 FROM "
+        f"external_identifiers i WHERE i.asset_id = {table}.id AND lower(i.namespace || '/' || i.name) LIKE ? "
+        "ESCAPE '\\'))"
+    )
+    return clause, [like, like, like]
+
+
+def _search_by(conn: Connection, f: AssetFilter, scope: Scope | None, after: str | None, limit: int) -> str:
+    """How to look for the search text: "scan" (the assets in id order, each checked) when it is
+    too short for the index or so common that the next SEARCH_PROBE assets hold a page of it; else
+    "index" (which reads every asset holding it, few then)."""
+    if not f.search:
+        return ""
+    if len(f.search) < SEARCH_INDEXED:
+        return "scan"
+    where, params = _where(f, scope)
+    if after is not None:
+        where, params = [*where, "id > ?"], [*params, after]
+    clause, more = _holds("a", f.search)
+    statement = (
+        f"SELECT count(*), sum(CASE WHEN {clause} THEN 1 ELSE 0 END) FROM "
+        f"(SELECT id FROM assets WHERE {' AND '.join(where)} ORDER BY id LIMIT ?) a"
+    )
+    read, held = conn.execute(statement, [*more, *params, SEARCH_PROBE]).fetchone()
+    return "scan" if read < SEARCH_PROBE or int(held or 0) > limit else "index"
+
+
+def _count(conn: Connection, f: AssetFilter, scope: Scope | None, search: str) -> int | None:
+    """How many assets ``f`` selects, up to COUNT_CAP + 1; None when not counted (a metadata
+    filter; a common search text that the first SEARCH_COUNTED assets hold too rarely to reach
+    the cap, whose count would read every asset)."""
+    if f.metadata:
+        return None
+    if search != "scan":
+        where, params = _where(f, scope, search=search)
+        statement = f"SELECT count(*) FROM (SELECT 1 FROM assets WHERE {' AND '.join(where)} LIMIT ?) t"
+        return int(conn.execute(statement, [*params, COUNT_CAP + 1]).fetchone()[0])
+    where, params = _where(f, scope)
+    clause, more = _holds("a", f.search)
+    statement = (
+        f"SELECT count(*), sum(CASE WHEN {clause} THEN 1 ELSE 0 END) FROM "
+        f"(SELECT id FROM assets WHERE {' AND '.join(where)} ORDER BY id LIMIT ?) a"
+    )
+    read, total = conn.execute(statement, [*more, *params, SEARCH_COUNTED]).fetchone()
+    held = int(total or 0)
+    if held > COUNT_CAP:
+        return COUNT_CAP + 1
+    return held if read < SEARCH_COUNTED else None
+
+
 def list_assets(
     catalog: Catalog, f: AssetFilter, *, after: str | None = None, limit: int = 50, scope: Scope | None = None
 ) -> AssetPage:
     """A page of the assets ``f`` selects, by id, after the id ``after``."""
     conn = catalog._conn
-    where, params = _where(f, scope)
+    search = _search_by(conn, f, scope, after, limit)
+    where, params = _where(f, scope, search=search)
     found: list[Asset] = []
     cursor, scanned, more = after, 0, False
     chunk = limit + 1 if not f.metadata else SCAN_CHUNK
@@ -163,10 +221,7 @@ def list_assets(
             break
     shown = found[:limit]
     next_after = (shown[-1].id if len(found) > limit else cursor) if more else None
-    count = None
-    if not f.metadata:
-        statement = f"SELECT count(*) FROM (SELECT 1 FROM assets WHERE {' AND '.join(where)} LIMIT ?) t"
-        count = int(conn.execute(statement, [*params, COUNT_CAP + 1]).fetchone()[0])
+    count = _count(conn, f, scope, search)
     written = last_written(conn, [a.id for a in shown])
     return AssetPage(tuple(ListedAsset(a, written.get(a.id)) for a in shown), next_after, count)
 

@@ -215,6 +215,8 @@ def pages(assets: int, runs: int) -> dict[str, str]:
     return {
         "assets": "/assets",
         "assets search": f"/assets?q=table_{assets // 3:07d}",
+        "assets search common": "/assets?q=table",  # half of them, the first ids among them
+        "assets search late": "/assets?q=parquet",  # half of them, none of the first ids
         "assets prefix": "/assets?prefix=s3://bucket-07/",
         "assets namespace+type": "/assets?namespace=team-03&type=Table",
         "assets metadata": "/assets?meta=tier%3Dgold",

@@ -477,6 +477,20 @@ def test_a_common_search_text_is_read_in_id_order_and_counted_as_far_as_cheap(
         assert list_assets(catalog, AssetFilter(search="common"), limit=5).count == 6
         rest = list_assets(catalog, AssetFilter(search="common"), after=page.after, limit=50)
         assert len(rest.assets) == 15 and rest.after is None
+        # held by more terms than the index is read for, and not by the first assets: read in id
+        # order too, at most SEARCH_BUDGET assets a page, a page cut short going on from where it stopped
+        monkeypatch.setattr(browse, "SEARCH_MATCHES", 3)
+        monkeypatch.setattr(browse, "SEARCH_BUDGET", 8)
+        monkeypatch.setattr(browse, "SCAN_CHUNK", 4)
+        assert browse._search_by(catalog._conn, AssetFilter(search="other"), None, None, 5) == "scan"
+        pages, after = [], None
+        while True:
+            cut = list_assets(catalog, AssetFilter(search="other"), after=after, limit=5)
+            pages.append([a.asset.id for a in cut.assets])
+            if cut.after is None:
+                break
+            after = cut.after
+        assert pages[0] == [] and [i for p in pages for i in p] == [f"t.other_{i:02d}" for i in range(0, 30, 3)]
 
 
 def test_a_postgresql_catalog_without_pg_trgm_is_made_searches_and_says_so(postgres: PostgresServer) -> None:

@@ -33,6 +33,8 @@ SCAN_BUDGET = 20_000  # rows a metadata filter may pass over for one page
 SEARCH_INDEXED = 3  # a search this long or longer may be answered by the search index (trigrams)
 SEARCH_PROBE = 2_000  # assets read in id order to tell a common search text (a page of it there) from a rare one
 SEARCH_COUNTED = 10_000  # assets read, at most, to count a common search text
+SEARCH_MATCHES = 20_000  # a search text more of the search's terms hold is read in id order
+SEARCH_BUDGET = 10_000  # assets a search read in id order checks for one page
 # a prefix tree's next segment: a URI scheme with its "://", else up to and with the next separator
 SEGMENT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|[^/.:]*[/.:]+")
 
@@ -147,9 +149,10 @@ def _holds(table: str, text: str) -> tuple[str, list[str]]:
 
 
 def _search_by(conn: Connection, f: AssetFilter, scope: Scope | None, after: str | None, limit: int) -> str:
-    """How to look for the search text: "scan" (the assets in id order, each checked) when it is
-    too short for the index or so common that the next SEARCH_PROBE assets hold a page of it; else
-    "index" (which reads every asset holding it, few then)."""
+    """How to look for the search text: "index" (which reads every asset holding it) when few
+    hold it, at most SEARCH_MATCHES; else "scan", the assets in id order, each checked, at most
+    SCAN_BUDGET of them a page (a text too short for the index; a common one, which the next
+    SEARCH_PROBE assets hold a page of, or which lies further on)."""
     if not f.search:
         return ""
     if len(f.search) < SEARCH_INDEXED:
@@ -163,7 +166,10 @@ def _search_by(conn: Connection, f: AssetFilter, scope: Scope | None, after: str
         f"(SELECT id FROM assets WHERE {' AND '.join(where)} ORDER BY id LIMIT ?) a"
     )
     read, held = conn.execute(statement, [*more, *params, SEARCH_PROBE]).fetchone()
-    return "scan" if read < SEARCH_PROBE or int(held or 0) > limit else "index"
+    if read < SEARCH_PROBE or int(held or 0) > limit:
+        return "scan"
+    terms = int(conn.execute(sql.COUNT_SEARCH_TERMS, [f.search, SEARCH_MATCHES + 1]).fetchone()[0])
+    return "index" if terms <= SEARCH_MATCHES else "scan"
 
 
 def _count(conn: Connection, f: AssetFilter, scope: Scope | None, search: str) -> int | None:
@@ -195,18 +201,26 @@ def list_assets(
     """A page of the assets ``f`` selects, by id, after the id ``after``."""
     conn = catalog._conn
     search = _search_by(conn, f, scope, after, limit)
-    where, params = _where(f, scope, search=search)
+    # a search read in id order is checked row by row, each row of a chunk said to hold it or not
+    where, params = _where(f, scope, search="" if search == "scan" else search)
+    held, held_params = _holds("a", f.search) if search == "scan" else ("1 = 1", [])
     found: list[Asset] = []
     cursor, scanned, more = after, 0, False
-    chunk = limit + 1 if not f.metadata else SCAN_CHUNK
+    chunk = limit + 1 if not (f.metadata or search == "scan") else SCAN_CHUNK
     while True:
         keyset = [*where, "id > ?"] if cursor is not None else where
-        statement = f"SELECT {sql.ASSET_COLUMNS} FROM assets WHERE {' AND '.join(keyset)} ORDER BY id LIMIT ?"
-        page = conn.execute(statement, [*params, *([cursor] if cursor is not None else []), chunk]).fetchall()
+        statement = (
+            f"SELECT a.*, CASE WHEN {held} THEN 1 ELSE 0 END FROM (SELECT {sql.ASSET_COLUMNS} FROM assets "
+            f"WHERE {' AND '.join(keyset)} ORDER BY id LIMIT ?) a ORDER BY a.id"
+        )
+        values = [*held_params, *params, *([cursor] if cursor is not None else []), chunk]
+        page = conn.execute(statement, values).fetchall()
         scanned += len(page)
-        for row in page:
+        for *row, holds in page:
+            cursor = row[0]  # the id
+            if not holds:
+                continue
             asset = rows.asset_from_row(row)
-            cursor = asset.id
             if allows(scope, asset.namespace) and f.matches_metadata(asset):
                 found.append(asset)
                 if len(found) > limit:
@@ -216,7 +230,7 @@ def list_assets(
             break
         if len(page) < chunk:
             break
-        if scanned >= SCAN_BUDGET:  # a page cut short: the next one goes on from here
+        if scanned >= (SEARCH_BUDGET if search == "scan" else SCAN_BUDGET):  # a page cut short: the next goes on
             more = True
             break
     shown = found[:limit]

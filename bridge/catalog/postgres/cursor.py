@@ -26,9 +26,8 @@ FRAGMENTS: tuple[tuple[str, str], ...] = (
     (shared.CHANGE_NAMESPACE, "(snapshot::jsonb ->> 'namespace')"),
     (shared.RETRY_INDEX, ""),  # PostgreSQL's planner finds the partial index itself
     (
-        shared.SEARCH_ASSETS,
-        "id IN (SELECT asset_id FROM asset_search WHERE term ILIKE "
-        "'%' || replace(replace(replace(?, '\\', '\\\\'), '%', '\\%'), '_', '\\_') || '%')",
+        shared.SEARCH_TERM,
+        "term ILIKE '%' || replace(replace(replace(?, '\\', '\\\\'), '%', '\\%'), '_', '\\_') || '%'",
     ),
 )
 

@@ -2,13 +2,19 @@
 
 Builds a catalog of ``--assets`` assets and ``--runs`` task runs (each reading one asset and
 writing the next: a lineage chain per run), plus a hub asset with ``--hub`` downstream
-neighbours, written in bulk through the catalog's own connection (SQLite, or PostgreSQL with
-``--catalog postgresql://...``); then asks the UI's WSGI application for each page ``--repeat``
-times, in process (the server time: no network, no browser), and prints each page's p50 and p95.
+neighbours, and a tenth as many received runs (one raw event each), written in bulk through the
+catalog's own connection; then asks the UI's WSGI application for each page ``--repeat`` times,
+in process (the server time: no network, no browser), and prints each page's p50 and p95.
+
+Where: a temporary SQLite file (the default), a database on a PostgreSQL server started for the
+run (``--engine postgresql``), a SQLite file that is kept (``--keep PATH``) or an empty PostgreSQL
+database of yours (``--postgres URL``). Building and timing apart: build once with ``--keep`` or
+``--postgres`` and ``--build-only``, then time that catalog, as often as wanted and on a quiet
+machine, with ``--reuse`` (and the same ``--assets``, ``--runs`` and ``--hub``).
 
 The issue's scale: ``--assets 1000000 --runs 2000000 --hub 100000`` (goal: p95 <= 200 ms a page,
-<= 300 ms for the hub's Dependencies). A quick check that it works: ``--assets 10000 --runs 20000
---hub 1000``.
+<= 300 ms for the hub's Dependencies). A quick check that it works: ``--assets 20000 --runs 40000
+--hub 2000``.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from bridge.web import UiApp
 from tests.postgres import PostgresServer
 
 CHUNK = 20_000
+PRODUCER = "https://example.com/spark-openlineage/1.0"
 T0 = 1_735_689_600  # 2025-01-01T00:00:00Z
 
 
@@ -46,6 +53,10 @@ def asset_id(i: int) -> str:
     if i % 2:
         return f"s3://bucket-{i % 50:02d}/area-{i // 50 % 100:02d}/file-{i:07d}.parquet"
     return f"db{i % 10}.schema{i // 10 % 50:02d}.table_{i:07d}"
+
+
+def external_run(r: int) -> str:
+    return f"0194a1b2-0000-7000-8000-{r:012d}"
 
 
 def chunks(rows: Iterator[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:
@@ -115,9 +126,20 @@ def build(target: str, assets: int, runs: int, hub: int) -> None:
             for r in range(runs):
                 e = r // 10
                 yield (
-                    r + 1, f"team-{e % 20:02d}", f"flow{e % 100}", f"task{r % 10}", f"e{e}", f"e{e}.{r}",
-                    "SUCCESS", moment(r), moment(r + 30), "{}", "[]", None, f"h{r}",
-                )  # fmt: skip
+                    r + 1,
+                    f"team-{e % 20:02d}",
+                    f"flow{e % 100}",
+                    f"task{r % 10}",
+                    f"e{e}",
+                    f"e{e}.{r}",
+                    "SUCCESS",
+                    moment(r),
+                    moment(r + 30),
+                    "{}",
+                    "[]",
+                    None,
+                    f"h{r}",
+                )
 
         insert(
             catalog,
@@ -148,16 +170,53 @@ def build(target: str, assets: int, runs: int, hub: int) -> None:
             "INSERT INTO lineage (upstream_id, downstream_id, task_run_pk) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
             (("hub.events", asset_id(n * (assets // max(hub, 1)) % assets), 1) for n in range(hub)),
         )
+        received = max(runs // 10, 1)
+        insert(
+            catalog,
+            "INSERT INTO external_sources (source, job_namespace, job_name, run_id, state, state_rank, started_at, "
+            "ended_at, first_seen, last_seen, producer, inputs, outputs, warnings) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                (
+                    f"run:{external_run(r)}",
+                    f"spark-{r % 20:02d}",
+                    f"job{r % 500}",
+                    external_run(r),
+                    "COMPLETE",
+                    "3",
+                    moment(r * 10),
+                    moment(r * 10 + 60),
+                    moment(r * 10),
+                    moment(r * 10 + 60),
+                    PRODUCER,
+                    json.dumps([asset_id(r % assets)]),
+                    json.dumps([asset_id((r + 7) % assets)]),
+                    "[]",
+                )
+                for r in range(received)
+            ),
+        )
+        insert(
+            catalog,
+            "INSERT INTO received_events (digest, kind, event_type, event_time, source, producer, warnings, body) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                (f"d{r}", "RunEvent", "COMPLETE", moment(r * 10 + 60), f"run:{external_run(r)}", PRODUCER, "[]", "{}")
+                for r in range(received)
+            ),
+        )
         with catalog.transaction() as cur:  # the planners' statistics, as a catalog in use has them
             cur.execute("ANALYZE")
 
 
-def pages(assets: int) -> dict[str, str]:
+def pages(assets: int, runs: int) -> dict[str, str]:
     mid = asset_id(assets // 2)
     quoted = mid.replace("/", "%2F").replace(":", "%3A")
     return {
         "assets": "/assets",
         "assets search": f"/assets?q=table_{assets // 3:07d}",
+        "assets search common": "/assets?q=table",  # half of them, the first ids among them
+        "assets search late": "/assets?q=parquet",  # half of them, none of the first ids
         "assets prefix": "/assets?prefix=s3://bucket-07/",
         "assets namespace+type": "/assets?namespace=team-03&type=Table",
         "assets metadata": "/assets?meta=tier%3Dgold",
@@ -168,8 +227,12 @@ def pages(assets: int) -> dict[str, str]:
         "hub dependencies": "/assets/hub.events?tab=dependencies",
         "hub cluster list": "/neighbours?asset=hub.events&direction=down",
         "lineage slider": f"/lineage?asset={quoted}&depth=2",
+        "hub lineage slider": "/lineage?asset=hub.events&depth=1",
         "runs": "/runs",
         "runs filtered": "/runs?namespace=team-03&state=COMPLETE",
+        "runs received": "/runs?origin=external",
+        "runs received namespace": "/runs?origin=external&namespace=spark-03",
+        "received run": f"/runs/{external_run(max(runs // 10, 1) // 2)}",
         "status": "/status",
     }
 
@@ -192,27 +255,45 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=20_000)
     parser.add_argument("--hub", type=int, default=1_000)
     parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--catalog", help="where to build it (a SQLite file, or an empty PostgreSQL database's URL)")
-    parser.add_argument(
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--keep", metavar="PATH", help="build in this SQLite file (new), and keep it")
+    where.add_argument("--postgres", metavar="URL", help="build in this empty PostgreSQL database")
+    where.add_argument(
         "--engine",
         choices=["sqlite", "postgresql"],
         default="sqlite",
-        help="without --catalog: a temporary SQLite file, or a database on a PostgreSQL server started for the run",
+        help="a temporary SQLite file, or a database on a PostgreSQL server started for the run (the default: sqlite)",
     )
+    parser.add_argument("--reuse", action="store_true", help="time the catalog at --keep or --postgres, built before")
+    parser.add_argument("--build-only", action="store_true", help="build (at --keep or --postgres), time nothing")
     args = parser.parse_args(argv)
+    if (args.reuse or args.build_only) and not (args.keep or args.postgres):
+        parser.error("--reuse and --build-only need --keep or --postgres")
+    if args.reuse and args.build_only:
+        parser.error("--reuse times a catalog, --build-only builds one: choose one")
+    engine = "postgresql" if args.postgres or (args.engine == "postgresql" and not args.keep) else "sqlite"
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-        target = args.catalog or str(Path(tmp) / "ui.db")
-        if args.catalog is None and args.engine == "postgresql":
+        target = args.postgres or args.keep or str(Path(tmp) / "ui.db")
+        if not (args.keep or args.postgres) and args.engine == "postgresql":
             server = stack.enter_context(PostgresServer.start())
             target = server.url(server.create_database())
-        start = time.perf_counter()
-        build(target, args.assets, args.runs, args.hub)
-        took = time.perf_counter() - start
-        print(f"built {args.assets:,} assets, {args.runs:,} runs, a hub of {args.hub:,} in {took:.1f} s")
+        if args.reuse:
+            with Catalog(target, create=False) as catalog:
+                if catalog.get_asset("hub.events") is None or catalog.get_asset(asset_id(args.assets - 1)) is None:
+                    raise SystemExit(f"Error: {target} was not built by this benchmark with --assets {args.assets}")
+        else:
+            if args.keep and Path(args.keep).exists():
+                raise SystemExit(f"Error: {args.keep} exists: --reuse it, or name a new file")
+            start = time.perf_counter()
+            build(target, args.assets, args.runs, args.hub)
+            took = time.perf_counter() - start
+            print(f"built {args.assets:,} assets, {args.runs:,} runs, a hub of {args.hub:,} in {took:.1f} s")
+            if args.build_only:
+                return
         resolver = Resolver.load()
         app = UiApp(lambda: Catalog(target, create=False), Converter(resolver))
-        print(f"{'page (' + args.engine + ')':<24} {'p50 ms':>8} {'p95 ms':>8}")
-        for name, url in pages(args.assets).items():
+        print(f"{'page (' + engine + ')':<24} {'p50 ms':>8} {'p95 ms':>8}")
+        for name, url in pages(args.assets, args.runs).items():
             times = sorted(timed(app, url) for _ in range(args.repeat))
             p50 = statistics.median(times) * 1000
             p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))] * 1000

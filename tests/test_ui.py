@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -13,15 +14,19 @@ from urllib.parse import quote, unquote
 
 import pytest
 
-from bridge.catalog import Catalog
+from bridge.catalog import Catalog, browse
 from bridge.catalog.browse import AssetFilter, list_assets, prefix_children, recent_runs
+from bridge.catalog.query import AssetQuery
 from bridge.catalog.runs import RunFilter, Runs
 from bridge.config import parse_tokens
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
+from bridge.receiver.imports import catalog_intake
 from bridge.web import UiApp
 from bridge.web.app import json_twin
-from tests.helpers import invoke
+from tests.conftest import at
+from tests.helpers import PRODUCER, decl, invoke, ol_dataset, ol_run_event
+from tests.postgres import PASSWORD_ROLE, PostgresServer
 from tests.ui_catalog import EXTERNAL_RUN, HOSTILE, HUB_FANOUT, build
 
 pytestmark = pytest.mark.both_engines
@@ -144,6 +149,28 @@ def test_an_assets_tabs_as_twins(ui_catalog: str, resolver: Resolver) -> None:
     assert neighbours["count"] == 10 and neighbours["ids"][0] == "hub.fan.f020"
 
 
+def test_the_dependencies_group_by_producer(ui_catalog: str, resolver: Resolver) -> None:
+    """What last wrote each node: olbridge's run (its producer), a received run (the producer
+    its events name), or nothing; on the page as the legend and the group picker say."""
+    app = make_app(ui_catalog, resolver)
+    own = Converter(resolver).options.producer
+    grouped = twin(app, "/assets/mart.orders", "tab=dependencies&group=producer")["graph"]
+    assert {n["id"]: n["group"] for n in grouped["nodes"]} == {
+        "mart.orders": own,
+        "raw.orders": "(written by no producer)",
+        "shared.calendar": "(written by no producer)",
+        "report.daily": own,
+    }
+    (written,) = twin(app, "/assets", "q=exports/orders.parquet")["assets"]
+    received = twin(app, f"/assets/{written['id']}", "tab=dependencies&group=producer")["graph"]
+    groups = {n["id"]: n["group"] for n in received["nodes"]}
+    assert groups[written["id"]] == PRODUCER and len(groups) == 2
+    assert set(groups.values()) == {PRODUCER, "(written by no producer)"}
+    status, _, page = call(app, "/assets/mart.orders", "tab=dependencies&group=producer")
+    assert status.startswith("200") and '<option value="producer" selected>' in page
+    assert f"</span>{own}</li>" in page and "</span>(written by no producer)</li>" in page
+
+
 def test_lineage_steps_through_the_moments_it_changed(ui_catalog: str, resolver: Resolver) -> None:
     app = make_app(ui_catalog, resolver)
     last = twin(app, "/lineage", "asset=mart.orders")
@@ -156,6 +183,35 @@ def test_lineage_steps_through_the_moments_it_changed(ui_catalog: str, resolver:
         ("shared.calendar", "mart.orders"),
     }
     assert "report.daily" not in {n["id"] for n in first["nodes"]}
+
+
+def test_each_slider_step_is_what_lineage_as_of_prints(ui_catalog: str, resolver: Resolver) -> None:
+    """The slider's steps, page by page, against ``olbridge lineage --as-of`` at each moment: the
+    same links (all visible here), every step a change, and the last one today's graph."""
+    app = make_app(ui_catalog, resolver)
+    for asset, query in [
+        ("mart.orders", "depth=2"),
+        ("report.daily", "direction=up&depth=3"),
+        ("hub.events", "direction=down&depth=1"),
+        ("raw.orders", "direction=down&depth=3"),
+    ]:
+        path = f"asset={quote(asset, safe='')}&{query}"
+        moments = twin(app, "/lineage", path)["moments"]
+        assert moments
+        direction = {"up": "upstream", "down": "downstream"}.get(query.partition("direction=")[2].split("&")[0], "both")
+        depth = query.rpartition("depth=")[2]
+        before: set[tuple[str, str]] = set()
+        for step, moment in enumerate(moments):
+            page = twin(app, "/lineage", f"{path}&step={step}")
+            shown = {(e["upstream"], e["downstream"]) for e in page["edges"]}
+            code, out, err = invoke(
+                ui_catalog, "lineage", asset, "--as-of", moment, "--direction", direction, "--depth", depth,
+                "--format", "json",
+            )  # fmt: skip
+            assert code == 0, err
+            assert shown == {(e["upstream"], e["downstream"]) for e in json.loads(out)["edges"]}, (asset, moment)
+            assert shown != before and {(e["upstream"], e["downstream"]) for e in page["newEdges"]} == shown - before
+            before = shown
 
 
 def test_runs_and_a_run_as_twins(ui_catalog: str, resolver: Resolver) -> None:
@@ -292,16 +348,27 @@ def test_ui_needs_a_catalog(tmp_path: Path) -> None:
     assert code == 1 and "no catalog" in err
 
 
-def test_the_benchmark_runs_at_the_tiniest_size(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_benchmark_runs_at_the_tiniest_size(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Built and timed at once; and built once (kept), then timed apart."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("olbridge_benchmark_ui_tiny", BENCHMARKS / "ui.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.main(["--assets", "60", "--runs", "100", "--hub", "20", "--repeat", "1"])
+    size = ["--assets", "60", "--runs", "100", "--hub", "20", "--repeat", "1"]
+    module.main(size)
     out = capsys.readouterr().out
-    assert "hub dependencies" in out and "runs filtered" in out
+    assert "hub dependencies" in out and "runs filtered" in out and "received run" in out
+    kept = str(tmp_path / "kept.db")
+    module.main([*size, "--keep", kept, "--build-only"])
+    out = capsys.readouterr().out
+    assert out.startswith("built 60 assets") and "hub dependencies" not in out
+    module.main([*size, "--keep", kept, "--reuse"])
+    out = capsys.readouterr().out
+    assert not out.startswith("built") and "hub lineage slider" in out
+    with pytest.raises(SystemExit, match="was not built by this benchmark"):
+        module.main([*size[:1], "70", *size[2:], "--keep", kept, "--reuse"])
 
 
 def test_every_twin_has_camel_case_keys(ui_catalog: str, resolver: Resolver) -> None:
@@ -350,3 +417,106 @@ def test_ui_says_who_can_see_it(ui_catalog: str) -> None:
         process.terminate()
         process.wait(timeout=10)
     assert "no tokens: anyone who reaches 0.0.0.0 sees the whole catalog" in line, line
+
+
+@pytest.mark.parametrize("probe", [browse.SEARCH_PROBE, 1])
+def test_search_finds_any_part_of_an_id_a_received_name_or_a_symlink(
+    catalog_target: str, resolver: Resolver, probe: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In any case, with ``%``, ``_`` and quotes taken as text, whether the text is looked for by
+    reading the assets in id order (short or common: here, every text) or by the search index (a
+    rare one: here, with a probe of one asset); an asset purged is no longer found."""
+    monkeypatch.setattr(browse, "SEARCH_PROBE", probe)
+    with Catalog(catalog_target) as catalog:
+        for asset_id in ("db1.sales.Orders_2024", "db1.sales.refunds", "odd_100_done", "ab"):
+            catalog.set_asset(decl(asset_id, type="Table"), now=at(1))
+        symlink = {"identifiers": [{"namespace": "hive://metastore", "name": 'lake."events"%tbl', "type": "TABLE"}]}
+        event = ol_run_event(
+            "COMPLETE", job=("spark", "etl"), outputs=[ol_dataset("s3://lake", "raw/events", symlinks=symlink)]
+        )
+        assert [o.status for o in catalog_intake(catalog, resolver).take([event])] == ["accepted"]
+
+        def found(text: str) -> list[str]:
+            way = browse._search_by(catalog._conn, AssetFilter(search=text), None, None, 50)
+            assert way == ("scan" if probe > 1 or len(text) < 3 else "index")
+            page = list_assets(catalog, AssetFilter(search=text))
+            assert page.count == len(page.assets)
+            return [a.asset.id for a in page.assets]
+
+        assert found("orders_20") == ["db1.sales.Orders_2024"]  # the middle of an id, in another case
+        assert found("SALES.") == ["db1.sales.Orders_2024", "db1.sales.refunds"]
+        assert found("100_d") == ["odd_100_done"] and found("1_0") == [] and found("s%r") == []
+        (received,) = found('metastore/lake."events"%')  # a symlink's namespace/name, quotes and all
+        assert found("lake/raw/ev") == [received] and found("tbl") == [received]  # its OpenLineage name
+        assert found("ab") == ["ab"] and found("FU") == ["db1.sales.refunds"]  # shorter: read in id order
+        catalog.purge(AssetQuery.create(ids=["db1.sales.refunds", received]))
+        assert found("sales.") == ["db1.sales.Orders_2024"] and found("metastore") == [] and found("tbl") == []
+
+
+def test_a_common_search_text_is_read_in_id_order_and_counted_as_far_as_cheap(
+    catalog_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A text the first assets hold often enough is found by reading them in order; its count
+    stops at the cap, or is not given when reaching it would read every asset."""
+    with Catalog(catalog_target) as catalog:
+        for i in range(30):
+            catalog.set_asset(decl(f"t.common_{i:02d}" if i % 3 else f"t.other_{i:02d}", type="Table"), now=at(1))
+        monkeypatch.setattr(browse, "SEARCH_PROBE", 12)  # 8 of the first 12 hold "common": a page of 5
+        page = list_assets(catalog, AssetFilter(search="COMMON"), limit=5)
+        assert [a.asset.id for a in page.assets] == [
+            "t.common_01",
+            "t.common_02",
+            "t.common_04",
+            "t.common_05",
+            "t.common_07",
+        ]
+        assert page.count == 20 and page.after == "t.common_07"
+        monkeypatch.setattr(browse, "SEARCH_COUNTED", 10)  # not all read: not counted
+        assert list_assets(catalog, AssetFilter(search="common"), limit=5).count is None
+        monkeypatch.setattr(browse, "COUNT_CAP", 5)  # past the cap within what is read
+        assert list_assets(catalog, AssetFilter(search="common"), limit=5).count == 6
+        rest = list_assets(catalog, AssetFilter(search="common"), after=page.after, limit=50)
+        assert len(rest.assets) == 15 and rest.after is None
+        # held by more terms than the index is read for, and not by the first assets: read in id
+        # order too, at most SEARCH_BUDGET assets a page, a page cut short going on from where it stopped
+        monkeypatch.setattr(browse, "SEARCH_MATCHES", 3)
+        monkeypatch.setattr(browse, "SEARCH_BUDGET", 8)
+        monkeypatch.setattr(browse, "SCAN_CHUNK", 4)
+        assert browse._search_by(catalog._conn, AssetFilter(search="other"), None, None, 5) == "scan"
+        pages, after = [], None
+        while True:
+            cut = list_assets(catalog, AssetFilter(search="other"), after=after, limit=5)
+            pages.append([a.asset.id for a in cut.assets])
+            if cut.after is None:
+                break
+            after = cut.after
+        assert pages[0] == [] and [i for p in pages for i in p] == [f"t.other_{i:02d}" for i in range(0, 30, 3)]
+
+
+def test_a_postgresql_catalog_without_pg_trgm_is_made_searches_and_says_so(postgres: PostgresServer) -> None:
+    """A user that may not create the extension (no CREATE on the database) still makes the
+    catalog; its search reads every asset, finds the same, and ``ui`` says it has no index."""
+    import subprocess
+    import sys
+
+    name = postgres.create_database()
+    with postgres.connect(name) as admin:
+        admin.execute(f"GRANT CREATE ON SCHEMA public TO {PASSWORD_ROLE}")
+        admin.commit()
+    url = postgres.url(name, password=True)
+    with Catalog(url) as catalog:
+        assert not catalog.search_indexed()
+        catalog.set_asset(decl("db1.sales.Orders_2024", type="Table"), now=at(1))
+        assert [a.asset.id for a in list_assets(catalog, AssetFilter(search="sales.ord")).assets] == [
+            "db1.sales.Orders_2024"
+        ]
+    argv = [sys.executable, "-m", "bridge", "ui", "--port", "0"]
+    env = {**os.environ, "OLBRIDGE_CATALOG": url}
+    process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stderr is not None
+        warning, ready = process.stderr.readline(), process.stderr.readline()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert warning.startswith("warning: the catalog has no search index") and "olbridge ui on" in ready

@@ -1,8 +1,9 @@
 """Reads for people looking at the catalog (``olbridge ui``): pages of assets found by keyset, a
 tree of id prefixes, an asset's nearest neighbours with capped counts, a scoped lineage graph
-that stops at a node budget, the moments an asset's lineage changed, and the runs that read or
-wrote an asset. Every read is bounded (``LIMIT``, counts capped) and walks an index: the assets'
-primary key, the lineage tables' keys and ``lineage_downstream``, ``usages_asset``.
+that stops at a node budget, and the runs that read or wrote an asset (the moments an asset's
+lineage changed: :mod:`bridge.catalog.lineage_steps`). Every read is bounded (``LIMIT``, counts
+capped) and walks an index: the assets' primary key, the lineage tables' keys and
+``lineage_downstream``, ``usages_asset``.
 
 A :class:`Scope` (the namespaces a ``--tokens`` token may write) limits what is seen: an asset in
 another namespace is never returned; Global assets (no namespace) always are.
@@ -29,6 +30,11 @@ TOP = "\U0010ffff"
 COUNT_CAP = 10_000  # counts past this are shown as "10,000+"
 SCAN_CHUNK = 500
 SCAN_BUDGET = 20_000  # rows a metadata filter may pass over for one page
+SEARCH_INDEXED = 3  # a search this long or longer may be answered by the search index (trigrams)
+SEARCH_PROBE = 2_000  # assets read in id order to tell a common search text (a page of it there) from a rare one
+SEARCH_COUNTED = 10_000  # assets read, at most, to count a common search text
+SEARCH_MATCHES = 20_000  # a search text more of the search's terms hold is read in id order
+SEARCH_BUDGET = 10_000  # assets a search read in id order checks for one page
 # a prefix tree's next segment: a URI scheme with its "://", else up to and with the next separator
 SEGMENT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|[^/.:]*[/.:]+")
 
@@ -93,10 +99,12 @@ class ListedAsset:
 class AssetPage:
     assets: tuple[ListedAsset, ...]
     after: str | None  # the next page starts after this id (None: no more)
-    count: int | None  # how many match, capped at COUNT_CAP (None: not counted, a metadata filter)
+    count: int | None  # how many match, capped at COUNT_CAP (None: not counted, see _count)
 
 
-def _where(f: AssetFilter, scope: Scope | None) -> tuple[list[str], list[Any]]:
+def _where(f: AssetFilter, scope: Scope | None, *, search: str = "") -> tuple[list[str], list[Any]]:
+    """The conditions of the filters (``search``: how the search text is looked for, "index" or
+    "scan"; none without it)."""
     where, params = ["deleted_at IS NULL"], []
     if f.prefix:
         where.append("id >= ? AND id < ?")
@@ -112,14 +120,13 @@ def _where(f: AssetFilter, scope: Scope | None) -> tuple[list[str], list[Any]]:
     if f.origin:
         where.append("origin = ?")
         params.append(f.origin)
-    if f.search:
-        like = "%" + _like(f.search) + "%"
-        where.append(
-            "(id LIKE ? ESCAPE '\\' OR id IN (SELECT asset_id FROM external_datasets WHERE ol_namespace || '/' || "
-            "ol_name LIKE ? ESCAPE '\\') OR id IN (SELECT asset_id FROM external_identifiers WHERE namespace || '/' "
-            "|| name LIKE ? ESCAPE '\\'))"
-        )
-        params += [like, like, like]
+    if search == "index":  # by the catalog's search index
+        where.append(sql.SEARCH_ASSETS)
+        params.append(f.search)
+    elif search == "scan":
+        clause, more = _holds("assets", f.search)
+        where.append(clause)
+        params += more
     if scope is not None:
         clause, more = scope.clause("namespace")
         where.append(clause)
@@ -127,23 +134,93 @@ def _where(f: AssetFilter, scope: Scope | None) -> tuple[list[str], list[Any]]:
     return where, params
 
 
+def _holds(table: str, text: str) -> tuple[str, list[str]]:
+    """An asset row (of ``table``, a name or an alias of assets) whose id, received name or
+    symlink holds ``text`` in any case: the search's condition checked row by row (its received
+    names and symlinks found by their asset's index)."""
+    like = "%" + _like(text.lower()) + "%"
+    clause = (
+        f"(lower({table}.id) LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM external_datasets d WHERE d.asset_id = "
+        f"{table}.id AND lower(d.ol_namespace || '/' || d.ol_name) LIKE ? ESCAPE '\\') OR EXISTS (SELECT 1 FROM "
+        f"external_identifiers i WHERE i.asset_id = {table}.id AND lower(i.namespace || '/' || i.name) LIKE ? "
+        "ESCAPE '\\'))"
+    )
+    return clause, [like, like, like]
+
+
+def _search_by(conn: Connection, f: AssetFilter, scope: Scope | None, after: str | None, limit: int) -> str:
+    """How to look for the search text: "index" (which reads every asset holding it) when few
+    hold it, at most SEARCH_MATCHES; else "scan", the assets in id order, each checked, at most
+    SCAN_BUDGET of them a page (a text too short for the index; a common one, which the next
+    SEARCH_PROBE assets hold a page of, or which lies further on)."""
+    if not f.search:
+        return ""
+    if len(f.search) < SEARCH_INDEXED:
+        return "scan"
+    where, params = _where(f, scope)
+    if after is not None:
+        where, params = [*where, "id > ?"], [*params, after]
+    clause, more = _holds("a", f.search)
+    statement = (
+        f"SELECT count(*), sum(CASE WHEN {clause} THEN 1 ELSE 0 END) FROM "
+        f"(SELECT id FROM assets WHERE {' AND '.join(where)} ORDER BY id LIMIT ?) a"
+    )
+    read, held = conn.execute(statement, [*more, *params, SEARCH_PROBE]).fetchone()
+    if read < SEARCH_PROBE or int(held or 0) > limit:
+        return "scan"
+    terms = int(conn.execute(sql.COUNT_SEARCH_TERMS, [f.search, SEARCH_MATCHES + 1]).fetchone()[0])
+    return "index" if terms <= SEARCH_MATCHES else "scan"
+
+
+def _count(conn: Connection, f: AssetFilter, scope: Scope | None, search: str) -> int | None:
+    """How many assets ``f`` selects, up to COUNT_CAP + 1; None when not counted (a metadata
+    filter; a common search text that the first SEARCH_COUNTED assets hold too rarely to reach
+    the cap, whose count would read every asset)."""
+    if f.metadata:
+        return None
+    if search != "scan":
+        where, params = _where(f, scope, search=search)
+        statement = f"SELECT count(*) FROM (SELECT 1 FROM assets WHERE {' AND '.join(where)} LIMIT ?) t"
+        return int(conn.execute(statement, [*params, COUNT_CAP + 1]).fetchone()[0])
+    where, params = _where(f, scope)
+    clause, more = _holds("a", f.search)
+    statement = (
+        f"SELECT count(*), sum(CASE WHEN {clause} THEN 1 ELSE 0 END) FROM "
+        f"(SELECT id FROM assets WHERE {' AND '.join(where)} ORDER BY id LIMIT ?) a"
+    )
+    read, total = conn.execute(statement, [*more, *params, SEARCH_COUNTED]).fetchone()
+    held = int(total or 0)
+    if held > COUNT_CAP:
+        return COUNT_CAP + 1
+    return held if read < SEARCH_COUNTED else None
+
+
 def list_assets(
     catalog: Catalog, f: AssetFilter, *, after: str | None = None, limit: int = 50, scope: Scope | None = None
 ) -> AssetPage:
     """A page of the assets ``f`` selects, by id, after the id ``after``."""
     conn = catalog._conn
-    where, params = _where(f, scope)
+    search = _search_by(conn, f, scope, after, limit)
+    # a search read in id order is checked row by row, each row of a chunk said to hold it or not
+    where, params = _where(f, scope, search="" if search == "scan" else search)
+    held, held_params = _holds("a", f.search) if search == "scan" else ("1 = 1", [])
     found: list[Asset] = []
     cursor, scanned, more = after, 0, False
-    chunk = limit + 1 if not f.metadata else SCAN_CHUNK
+    chunk = limit + 1 if not (f.metadata or search == "scan") else SCAN_CHUNK
     while True:
         keyset = [*where, "id > ?"] if cursor is not None else where
-        statement = f"SELECT {sql.ASSET_COLUMNS} FROM assets WHERE {' AND '.join(keyset)} ORDER BY id LIMIT ?"
-        page = conn.execute(statement, [*params, *([cursor] if cursor is not None else []), chunk]).fetchall()
+        statement = (
+            f"SELECT a.*, CASE WHEN {held} THEN 1 ELSE 0 END FROM (SELECT {sql.ASSET_COLUMNS} FROM assets "
+            f"WHERE {' AND '.join(keyset)} ORDER BY id LIMIT ?) a ORDER BY a.id"
+        )
+        values = [*held_params, *params, *([cursor] if cursor is not None else []), chunk]
+        page = conn.execute(statement, values).fetchall()
         scanned += len(page)
-        for row in page:
+        for *row, holds in page:
+            cursor = row[0]  # the id
+            if not holds:
+                continue
             asset = rows.asset_from_row(row)
-            cursor = asset.id
             if allows(scope, asset.namespace) and f.matches_metadata(asset):
                 found.append(asset)
                 if len(found) > limit:
@@ -153,15 +230,12 @@ def list_assets(
             break
         if len(page) < chunk:
             break
-        if scanned >= SCAN_BUDGET:  # a page cut short: the next one goes on from here
+        if scanned >= (SEARCH_BUDGET if search == "scan" else SCAN_BUDGET):  # a page cut short: the next goes on
             more = True
             break
     shown = found[:limit]
     next_after = (shown[-1].id if len(found) > limit else cursor) if more else None
-    count = None
-    if not f.metadata:
-        statement = f"SELECT count(*) FROM (SELECT 1 FROM assets WHERE {' AND '.join(where)} LIMIT ?) t"
-        count = int(conn.execute(statement, [*params, COUNT_CAP + 1]).fetchone()[0])
+    count = _count(conn, f, scope, search)
     written = last_written(conn, [a.id for a in shown])
     return AssetPage(tuple(ListedAsset(a, written.get(a.id)) for a in shown), next_after, count)
 
@@ -267,6 +341,7 @@ class GraphNode:
     origin: str
     deleted: bool
     flow: str | None = None  # what wrote it last, when asked (see :func:`writers`)
+    producer: str | None = None  # the producer of what wrote it last, when asked (see :func:`producers`)
 
 
 @attrs.frozen
@@ -368,28 +443,31 @@ def writers(catalog: Catalog, ids: Sequence[str]) -> dict[str, str]:
     return found
 
 
-_OWN_EDGE_TIME = """
-    SELECT min(t.ended_at) FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
-    WHERE l.upstream_id = ? AND l.downstream_id = ? AND t.ended_at IS NOT NULL
+_EXTERNAL_PRODUCERS = """
+    SELECT u.asset_id, s.producer, s.last_seen FROM external_usages u
+    JOIN external_sources s ON s.job_namespace = u.job_namespace AND s.job_name = u.job_name
+    WHERE u.direction = 'output' AND u.asset_id IN ({marks})
 """
-_EXTERNAL_EDGE_TIME = """
-    SELECT min(CASE WHEN s.run_id IS NULL THEN s.first_seen ELSE s.ended_at END)
-    FROM external_lineage e JOIN external_sources s ON s.job_namespace = e.job_namespace AND s.job_name = e.job_name
-    WHERE e.upstream_id = ? AND e.downstream_id = ? AND (s.run_id IS NULL OR s.ended_at IS NOT NULL)
-"""
+_OWN_WRITES = (
+    "SELECT asset_id, max(used_at) FROM usages WHERE direction = 'output' AND asset_id IN ({marks}) GROUP BY asset_id"
+)
 
 
-def lineage_moments(catalog: Catalog, edges: Iterable[tuple[str, str]], *, limit: int = 200) -> list[datetime]:
-    """The moments the given edges became known, as ``lineage --as-of`` counts them (an own run's
-    end, an external run's end, a JobEvent's first sighting): the times at which the graph drawn
-    as of them changes. The latest ``limit`` of them, in time order."""
-    times: set[str] = set()
-    for up, down in edges:
-        for statement in (_OWN_EDGE_TIME, _EXTERNAL_EDGE_TIME):
-            row = catalog._conn.execute(statement, [up, down]).fetchone()
-            if row and row[0]:
-                times.add(row[0])
-    return [parse_time(t, "catalog") for t in sorted(times)[-limit:]]
+def producers(catalog: Catalog, ids: Sequence[str], own: str) -> dict[str, str]:
+    """The producer (OpenLineage's ``producer``) of what last wrote each asset: ``own`` (olbridge's)
+    when the latest write was one of olbridge's runs, else the producer of the latest received
+    run or JobEvent whose job writes it (by its last sighting); an asset nothing wrote has none."""
+    found: dict[str, tuple[str, str]] = {}  # id: (when, producer)
+    for start in range(0, len(ids), 400):
+        chunk = list(ids[start : start + 400])
+        marks = ", ".join("?" * len(chunk))
+        for asset_id, producer, seen in catalog._conn.execute(_EXTERNAL_PRODUCERS.format(marks=marks), chunk):
+            if asset_id not in found or seen > found[asset_id][0]:
+                found[asset_id] = (seen, producer)
+        for asset_id, written in catalog._conn.execute(_OWN_WRITES.format(marks=marks), chunk):
+            if written and (asset_id not in found or written >= found[asset_id][0]):
+                found[asset_id] = (written, own)
+    return {asset_id: producer for asset_id, (_, producer) in found.items()}
 
 
 # --- runs ----------------------------------------------------------------------------------
@@ -516,14 +594,18 @@ def _own_newest(runs: Runs, filters: RunFilter, until: str | None, wanted: int, 
         where.append("t.started_at >= ?")
         params.append(format_time(filters.since))
     statement = (
-        f"SELECT {sql.TASK_RUN_COLUMNS} {sql._TASK_RUN_FROM} WHERE {' AND '.join(where)} "
-        "ORDER BY t.started_at DESC, t.pk DESC LIMIT ?"
+        # the page chosen from task_runs alone, by its index, then joined: the planner (PostgreSQL's
+        # misjudges the three-column join) never joins every run to sort them
+        f"SELECT {sql.TASK_RUN_COLUMNS} FROM (SELECT * FROM task_runs t WHERE {' AND '.join(where)} "
+        "ORDER BY t.started_at DESC, t.pk DESC LIMIT ?) t JOIN executions e ON e.flow_namespace = t.flow_namespace "
+        "AND e.flow_id = t.flow_id AND e.execution_id = t.execution_id ORDER BY t.started_at DESC, t.pk DESC"
     )
     out: list[RunView] = []
     key: tuple[str, int] = (TOP, 1 << 62)
     scanned = 0
     sifted = filters.job is not None or filters.state is not None or scope is not None  # in Python
-    chunk = SCAN_CHUNK if sifted else wanted
+    # a page's worth first (most runs pass the usual filters), then more at a time up to SCAN_CHUNK
+    chunk = min(wanted, SCAN_CHUNK) if sifted else wanted
     while len(out) < wanted and scanned < SCAN_BUDGET:
         page = runs.catalog._conn.execute(statement, [*key, *params, chunk]).fetchall()
         scanned += len(page)
@@ -537,6 +619,7 @@ def _own_newest(runs: Runs, filters: RunFilter, until: str | None, wanted: int, 
                 out.append(view)
         if len(page) < chunk:
             break
+        chunk = min(chunk * 2, SCAN_CHUNK) if sifted else chunk
         key = (page[-1][7], page[-1][0])
     return out
 
@@ -576,11 +659,11 @@ __all__ = [
     "allows",
     "asset_runs",
     "graph_slice",
-    "lineage_moments",
     "list_assets",
     "neighbours",
     "nodes_of",
     "prefix_children",
+    "producers",
     "raw_events",
     "recent_runs",
     "writers",

@@ -254,6 +254,11 @@ class Engine(abc.ABC):
     def tables(self, conn: Connection | Cursor) -> list[str]:
         """The names of the database's tables (of the catalog's schema), in name order."""
 
+    def search_indexed(self, conn: Connection | Cursor) -> bool:
+        """Whether the assets' search (``asset_search``) is answered by an index here (see
+        :func:`bridge.catalog.schema.search_statements`)."""
+        return True
+
     def read_all(self, cur: Cursor, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
         """The rows of each of several reads that do not depend on one another, in order: one
         after another here (an engine with a server sends them in one round trip)."""

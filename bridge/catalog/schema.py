@@ -121,6 +121,8 @@ sa.Index(
     task_runs.c.ended_at,
     task_runs.c.pk,
 )
+# a flow namespace's runs newest first (the UI's list of runs filtered by namespace)
+sa.Index("task_runs_namespace_started", task_runs.c.flow_namespace, task_runs.c.started_at, task_runs.c.pk)
 
 usages = sa.Table(
     "usages",
@@ -220,6 +222,14 @@ received_events = sa.Table(
 # found by time and digest: events come roughly in time order, so a group's new entries share a
 # few pages at the index's end
 sa.Index("received_events_time_digest", received_events.c.event_time, received_events.c.digest, unique=True)
+# a run's events (a run page of the UI), by its source and in time order
+sa.Index(
+    "received_events_source",
+    received_events.c.source,
+    received_events.c.event_time,
+    sqlite_where=sa.text("source IS NOT NULL"),
+    postgresql_where=sa.text("source IS NOT NULL"),
+)
 
 external_datasets = sa.Table(
     "external_datasets",
@@ -266,6 +276,25 @@ external_sources = sa.Table(
 
 # a job's runs (retention keeps the latest of each); its columns never change once a run is written
 sa.Index("external_sources_job", external_sources.c.job_namespace, external_sources.c.job_name)
+# received runs newest first by their start (a first sighting when no START came), all of them
+# and a job namespace's: the UI's list of runs reads a page of them, not every run
+_RUN_START = sa.func.coalesce(external_sources.c.started_at, external_sources.c.first_seen)
+_RUNS_ONLY = "run_id IS NOT NULL"
+sa.Index(
+    "external_sources_started",
+    _RUN_START,
+    external_sources.c.source,
+    sqlite_where=sa.text(_RUNS_ONLY),
+    postgresql_where=sa.text(_RUNS_ONLY),
+)
+sa.Index(
+    "external_sources_namespace_started",
+    external_sources.c.job_namespace,
+    _RUN_START,
+    external_sources.c.source,
+    sqlite_where=sa.text(_RUNS_ONLY),
+    postgresql_where=sa.text(_RUNS_ONLY),
+)
 
 external_usages = sa.Table(
     "external_usages",
@@ -328,6 +357,67 @@ VIEWS = {
         SELECT upstream_id, downstream_id FROM external_lineage
     """,
 }
+
+# The assets found by a part of their id, of a name they were received under (external_datasets)
+# or of a symlink (external_identifiers), for the UI's search (sql.SEARCH_ASSETS): each engine's
+# own. SQLite: an FTS5 table with the trigram tokenizer, kept by triggers, in which a phrase
+# matches every term that holds it (three characters or more). PostgreSQL: a view of the three,
+# whose ILIKE pg_trgm's GIN indexes answer when the extension can be had (a catalog without it
+# searches by reading every asset).
+SEARCH_SOURCES = (  # (table, what a row adds to the search, the asset it names)
+    ("assets", "{row}id", "{row}id"),
+    ("external_datasets", "{row}ol_namespace || '/' || {row}ol_name", "{row}asset_id"),
+    ("external_identifiers", "{row}namespace || '/' || {row}name", "{row}asset_id"),
+)
+
+
+def search_statements(engine: str) -> list[str]:
+    """The statements that make the assets' search on an engine (and fill it from what the
+    catalog holds)."""
+    if engine == "sqlite":
+        out = ["CREATE VIRTUAL TABLE asset_search USING fts5(term, asset_id UNINDEXED, tokenize = 'trigram')"]
+        for table, term, asset in SEARCH_SOURCES:
+            new = term.format(row="new."), asset.format(row="new.")
+            old = term.format(row="old."), asset.format(row="old.")
+            out.append(
+                f"CREATE TRIGGER {table}_searched AFTER INSERT ON {table} BEGIN "
+                f"INSERT INTO asset_search (term, asset_id) VALUES ({new[0]}, {new[1]}); END"
+            )
+            # a row found by its whole term (a phrase of it: by the index), or, shorter than a
+            # trigram, by reading the table (the condition is checked once, before)
+            out.append(
+                f"CREATE TRIGGER {table}_unsearched AFTER DELETE ON {table} BEGIN "
+                f"DELETE FROM asset_search WHERE rowid IN (SELECT rowid FROM asset_search WHERE asset_search MATCH "
+                f"'\"' || replace({old[0]}, '\"', '\"\"') || '\"' AND term = {old[0]} AND asset_id = {old[1]}) "
+                f"AND length({old[0]}) >= 3; "
+                f"DELETE FROM asset_search WHERE length({old[0]}) < 3 AND term = {old[0]} AND asset_id = {old[1]}; END"
+            )
+        out.append(
+            "INSERT INTO asset_search (term, asset_id) "
+            + " UNION ALL ".join(
+                f"SELECT {term.format(row='')}, {asset.format(row='')} FROM {table}"
+                for table, term, asset in SEARCH_SOURCES
+            )
+        )
+        return out
+    view = " UNION ALL ".join(
+        f"SELECT {asset.format(row='')} AS asset_id, {term.format(row='')} AS term FROM {table}"
+        for table, term, asset in SEARCH_SOURCES
+    )
+    indexes = " ".join(
+        f"CREATE INDEX {table}_trgm ON {table} USING gin (({term.format(row='')}) gin_trgm_ops);"
+        for table, term, _ in SEARCH_SOURCES
+    )
+    return [
+        f"CREATE VIEW asset_search AS {view}",
+        # in a block of its own: without the extension (not installed, or not this user's to
+        # create) the catalog is made all the same, and says so
+        "DO $$ BEGIN CREATE EXTENSION IF NOT EXISTS pg_trgm; "
+        + indexes
+        + " EXCEPTION WHEN OTHERS THEN RAISE WARNING USING MESSAGE = "
+        "'olbridge: no pg_trgm, the UI''s search reads every asset: ' || SQLERRM; END $$",
+    ]
+
 
 # --- health ----------------------------------------------------------------------------------
 
@@ -539,7 +629,8 @@ def create_statements(engine: str) -> tuple[str, ...]:
     if engine == "postgresql":
         statements.append(f"CREATE TABLE {PARTITIONED}_default PARTITION OF {PARTITIONED} DEFAULT")
     statements += [f"CREATE VIEW {name} AS {query.strip()}" for name, query in VIEWS.items()]
+    statements += search_statements(engine)
     return tuple(statements)
 
 
-__all__ = ["VERSION", "VIEWS", "create_statements", "dialect", "metadata"]
+__all__ = ["VERSION", "VIEWS", "create_statements", "dialect", "metadata", "search_statements"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 # The schema's version, the number of the newest migration (migrations/versions), the same on
 # both engines; a catalog with a higher one is refused.
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 
 # the keys that count up, by table: a copy that writes them as they were sets each engine's
 # counter past the highest (Catalog.reset_keys)
@@ -44,6 +44,13 @@ SKIP_LOCKED = " /*FOR UPDATE SKIP LOCKED*/"
 NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"  # the database's clock, as olbridge writes times
 CHANGE_NAMESPACE = "json_extract(snapshot, '$.namespace')"  # an asset change's namespace
 RETRY_INDEX = " INDEXED BY outbox_retrying"  # SQLite's planner needs telling
+# the assets whose id, received name or symlink holds a text (the placeholder: the text as typed,
+# three characters or more), by the search of schema.search_statements: SQLite's FTS5 trigram
+# table, a phrase of the text; PostgreSQL's view, ILIKE its text (pg_trgm's indexes)
+SEARCH_TERM = "asset_search MATCH '\"' || replace(?, '\"', '\"\"') || '\"'"
+SEARCH_ASSETS = f"id IN (SELECT asset_id FROM asset_search WHERE {SEARCH_TERM})"
+# how many of the search's terms hold a text, up to a number (read as they come, not all)
+COUNT_SEARCH_TERMS = f"SELECT count(*) FROM (SELECT 1 FROM asset_search WHERE {SEARCH_TERM} LIMIT ?) t"
 GET_ASSET_TO_WRITE = GET_ASSET + LOCK
 UPSERT_ASSET = f"""
     INSERT INTO assets ({ASSET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

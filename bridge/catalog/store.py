@@ -232,6 +232,11 @@ class Catalog:
     def count_assets(self) -> int:
         return assets.count_assets(self._conn)
 
+    def search_indexed(self) -> bool:
+        """Whether the UI's search of assets is answered by an index (PostgreSQL: when pg_trgm
+        could be had); without one it reads every asset."""
+        return self.engine.search_indexed(self._conn)
+
     def set_asset(self, decl: AssetDeclaration, *, now: datetime, allow_type_change: bool = False) -> Asset:
         """Create or update an asset outside any task run (Kestra's ``Set``). Metadata merges; a key
         sent with null is removed. The change is kept and exported as a DatasetEvent."""

@@ -46,8 +46,14 @@ def ui(app: AppContext, host: str, port: int, tokens_file: Path | None) -> None:
     """
     file = tokens_file or app.config.serve.tokens_file  # the option, else the config's [serve] tokens
     named: tuple[NamedToken, ...] = load_tokens(file) if file is not None else app.config.serve.tokens or ()
-    app.catalog()  # a catalog that is missing or cannot be read is one error here
+    indexed = app.catalog().search_indexed()  # a catalog that is missing or cannot be read is one error here
     app.close()
+    if not indexed:
+        say(
+            "warning: the catalog has no search index (PostgreSQL's pg_trgm extension was not there, or not this "
+            "user's to create, when the catalog was made or migrated): the search box reads every asset "
+            "(docs/ui.md, Search, says how to add the index)"
+        )
     target = app.catalog_path
     web = UiApp(lambda: Catalog(target, create=False), app.converter(), named)
     if named:

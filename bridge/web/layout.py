@@ -80,7 +80,7 @@ class Layout:
 
 
 def group_of(by: str) -> Callable[[GraphNode], str]:
-    """A node's group for ``by`` (namespace, type, origin, flow; anything else: none)."""
+    """A node's group for ``by`` (namespace, type, origin, flow, producer; anything else: none)."""
     if by == "namespace":
         return lambda n: n.namespace or "Global"
     if by == "type":
@@ -89,6 +89,8 @@ def group_of(by: str) -> Callable[[GraphNode], str]:
         return lambda n: n.origin
     if by == "flow":
         return lambda n: n.flow or "(written by no flow)"
+    if by == "producer":
+        return lambda n: n.producer or "(written by no producer)"
     return lambda n: ""
 
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import attrs
 
-from bridge.catalog import Catalog, LineageGraph
+from bridge.catalog import Catalog
 from bridge.catalog import browse as b
+from bridge.catalog.lineage_steps import lineage_steps
 from bridge.catalog.query import HistoryFilter
 from bridge.catalog.runs import EXTERNAL, OWN, STATES, RunFilter, Runs, RunView
 from bridge.errors import NotFoundError, ValidationError
@@ -24,7 +25,7 @@ Query = Mapping[str, str]
 PAGE = 50
 TABS = ("overview", "dependencies", "runs", "columns", "history")
 DIRECTIONS = {"up": "upstream", "down": "downstream", "both": "both"}
-GROUPS = ("", "namespace", "type", "origin", "flow")
+GROUPS = ("", "namespace", "type", "origin", "flow", "producer")
 MAX_DEPTH = 6
 
 
@@ -192,6 +193,9 @@ def dependencies(catalog: Catalog, runs: Runs, root: str, query: Query, scope: b
     if options["group"] == "flow":
         flows = b.writers(catalog, [n.id for n in graph.nodes])
         graph = attrs.evolve(graph, nodes=tuple(attrs.evolve(n, flow=flows.get(n.id)) for n in graph.nodes))
+    elif options["group"] == "producer":
+        made = b.producers(catalog, [n.id for n in graph.nodes], own=runs.converter.options.producer)
+        graph = attrs.evolve(graph, nodes=tuple(attrs.evolve(n, producer=made.get(n.id)) for n in graph.nodes))
     drawn = layout(graph, group_by=options["group"], expanded=options["expand"], read=read, written=written)
     return {
         "options": options,
@@ -283,22 +287,23 @@ def lineage_page(catalog: Catalog, query: Query, scope: b.Scope | None) -> dict[
     if not asset_id:
         return {"asset": None, "options": options, "moments": [], "step": None}
     asset = visible_asset(catalog, asset_id, scope)
-    direction = DIRECTIONS[options["direction"]]
-    now = catalog.lineage(asset.id, direction=direction, depth=depth)
-    moments = b.lineage_moments(catalog, [(e.upstream, e.downstream) for e in now.edges])
+    steps = lineage_steps(catalog, asset.id, direction=DIRECTIONS[options["direction"]], depth=depth)
+    moments = steps.moments()
     out: dict[str, Any] = {"asset": asset.id, "options": options, "moments": [format_time(m) for m in moments]}
     if not moments:
         out["step"] = None
         return out
     step = _int(query, "step", len(moments) - 1, 0, len(moments) - 1)
-    graph = _scoped(catalog.lineage(asset.id, direction=direction, depth=depth, as_of=moments[step]), scope)
-    before: set[tuple[str, str]] = set()
-    if step > 0:
-        earlier = catalog.lineage(asset.id, direction=direction, depth=depth, as_of=moments[step - 1])
-        before = set(_scoped(earlier, scope).edges)
-    new_edges = [e for e in graph.edges if e not in before]
+    edges = steps.edges_at(moments[step])
+    before = set(steps.edges_at(moments[step - 1] if step > 0 else None))
+    ids = list(dict.fromkeys([asset.id, *(n for e in edges for n in e)]))
+    nodes = tuple(n for n in b.nodes_of(catalog, ids) if b.allows(scope, n.namespace))
+    shown = {n.id for n in nodes}
+    edges = [e for e in edges if e[0] in shown and e[1] in shown]
+    graph = b.GraphSlice(asset.id, nodes, tuple(edges), (), steps.truncated)
+    new_edges = [e for e in edges if e not in before]
     known = {n for e in before for n in e} | {asset.id}
-    new_nodes = [n.id for n in graph.nodes if n.id not in known]
+    new_nodes = [n.id for n in nodes if n.id not in known]
     drawn = layout(graph, new_nodes=new_nodes, new_edges=new_edges)
     out.update(
         step=step,
@@ -310,30 +315,6 @@ def lineage_page(catalog: Catalog, query: Query, scope: b.Scope | None) -> dict[
         **drawn.to_json(),
     )
     return out
-
-
-def _scoped(graph: LineageGraph, scope: b.Scope | None, max_nodes: int = 300) -> b.GraphSlice:
-    """A lineage graph as a slice: the nodes one may see,
-    at most ``max_nodes`` of them (the nearest first)."""
-    seen = {graph.root}
-    edges = []
-    truncated = False
-    for e in sorted(graph.edges, key=lambda e: e.depth):
-        ends = {e.upstream, e.downstream}
-        if len(seen | ends) > max_nodes:
-            truncated = True
-            continue
-        edges.append((e.upstream, e.downstream))
-        seen |= ends
-    nodes = [
-        b.GraphNode(a.id, a.type, a.namespace, a.origin.value, a.is_deleted)
-        for a in graph.assets
-        if a.id in seen and b.allows(scope, a.namespace)
-    ]
-    shown = {n.id for n in nodes}
-    return b.GraphSlice(
-        graph.root, tuple(nodes), tuple(e for e in edges if e[0] in shown and e[1] in shown), (), truncated
-    )
 
 
 # --- /runs ---------------------------------------------------------------------------------

@@ -312,6 +312,11 @@ class PostgresEngine(Engine):
             "(or another schema: ?schema=NAME)"
         )
 
+    def search_indexed(self, conn: Connection | Cursor) -> bool:
+        # pg_trgm's index, made when the extension could be had (migration 0016)
+        query = "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'assets_trgm'"
+        return conn.execute(query).fetchone() is not None
+
     def tables(self, conn: Connection | Cursor) -> list[str]:
         query = (
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "

@@ -4,13 +4,14 @@ workers, and the same on SQLite beside them (one process each: SQLite's topology
 
     python benchmarks/scale.py [--seconds 10] [--connections 16] [--runs 20000] [--repeat 1] [--copy-runs 100000]
                                [--parts receivers writer stream copy] [--writer-groups 4 400 1600] [--warm 0]
-                               [--popular 0]
+                               [--popular 0] [--watch]
 
 The receiver is loaded by ``wrk`` as ``benchmarks/ingest.py`` does (its events and Lua script: each
 run a START and a COMPLETE, 280 jobs on their own tables, every event distinct), one wrk a server
 process, each posting its own slice of the events, so that nothing is a duplicate (with ``--popular N``,
 each run reads one and writes another of N popular tables instead, chosen at random: every group
-names most of them); events/s is the
+names most of them; with ``--watch``, every server runs with a ``[health]`` table: a health
+watch live, the receivers mark what their events write); events/s is the
 servers' steady rate, counted by their metrics once the load runs; p50 / p99 are wrk's (the higher
 of the wrk processes'); ev/commit is the events each commit of the servers' writers took, on
 average (their metrics: the group a commit holds); CPU µs/event is that of olbridge's processes
@@ -89,10 +90,13 @@ def popular_event(n: int, datasets: int) -> dict[str, Any]:
     return out
 
 
-def start_serve(catalog: str, log: Path, max_batch: int, workers: int = 2) -> tuple[subprocess.Popen[bytes], str]:
+def start_serve(
+    catalog: str, log: Path, max_batch: int, workers: int = 2, config: Path | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     command = [
         OLBRIDGE,
+        *(["--config", str(config)] if config is not None else []),
         "--catalog",
         catalog,
         "serve",
@@ -265,7 +269,11 @@ def receiver(
     catalog = engine.new()
     subprocess.run([OLBRIDGE, "--catalog", catalog, "init"], check=True, capture_output=True)
     log = engine.folder / "serve.log"
-    servers = [start_serve(catalog, log, args.batch_size, args.serve_workers) for _ in range(processes)]
+    config = None
+    if args.watch:  # each server's health watch (one holds the lease): its receiver marks what it writes
+        config = engine.folder / "watch.toml"
+        config.write_text('[health]\nevery = "5m"\npoll = "2s"\n')
+    servers = [start_serve(catalog, log, args.batch_size, args.serve_workers, config) for _ in range(processes)]
     urls = [url for _, url in servers]
     try:
         time.sleep(2)  # every worker up before the load starts
@@ -489,6 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--popular", type=int, default=0, help="the receivers' runs each read and write of N popular tables (0: off)"
     )
+    parser.add_argument("--watch", action="store_true", help="the servers run a health watch ([health] in a config)")
     args = parser.parse_args(argv)
     if "receivers" in args.parts and shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk); it loads the receivers")

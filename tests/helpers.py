@@ -171,9 +171,9 @@ def table_contents(catalog: Any) -> dict[str, list[tuple[Any, ...]]]:
 
 
 # keys a catalog gives rows in the order it takes them, which is not theirs: two catalogs that took
-# the same events in other orders (other writers, other groups) differ only there (and in how many
-# writes marked an asset for the health watch: one a group)
-TAKEN_ORDER_KEYS = {"received_events": ("pk",), "health_marks": ("n",)}
+# the same events in other orders (other writers, other groups) differ only there (and, a health
+# watch live, in how many marks an asset has for it: a row a group)
+TAKEN_ORDER_KEYS = {"received_events": ("pk",), "health_marks": ("seq",)}
 
 
 def catalog_state(catalog: Any, *, keys: bool = False) -> dict[str, list[tuple[Any, ...]]]:

@@ -23,7 +23,7 @@ import pytest
 import requests
 
 from bridge.catalog import Catalog
-from bridge.catalog.health_state import counts, judge, kept
+from bridge.catalog.health_state import TAKEOVER_PASS_AFTER, WatchSeen, counts, judge, kept
 from bridge.catalog.retention import holds_lease, take_lease
 from bridge.config import parse_config
 from bridge.delivery.alerts import AlertSenders
@@ -40,7 +40,7 @@ from bridge.openlineage.convert import Converter
 from bridge.receiver.imports import catalog_intake
 from tests.backend import Backend, free_port, wait_for
 from tests.conftest import at
-from tests.helpers import decl, invoke, run, serve_process
+from tests.helpers import decl, invoke, ol_dataset, ol_run_event, run, serve_process
 from tests.test_health import assertions_event
 
 OLBRIDGE = str(Path(sys.executable).parent / "olbridge")
@@ -110,6 +110,13 @@ def webhook() -> Iterator[Webhook]:
     hook = Webhook()
     yield hook
     hook.stop()
+
+
+def watched_by(catalog: Catalog, clock: Callable[[], float]) -> Catalog:
+    """The catalog's writes see the watch's lease by the watch's clock (the tests' clock), read at
+    every write (a lease its writes read before the watch took it would be trusted a while)."""
+    catalog.watch_seen = WatchSeen(clock=clock, seen_for=0.0)
+    return catalog
 
 
 def rule(url: str, **fields: Any) -> AlertRule:
@@ -282,6 +289,7 @@ def test_the_watch_keeps_health_and_queues_one_alert_per_change(catalog_target: 
         day = 86400.0  # the lease's time to live: the clock jumps hours
         watch = HealthWatch(catalog, settings(rule("http://h/x"), web_url="http://ui"), clock=lambda: now[0], ttl=day)
         rival = HealthWatch(other, settings(rule("http://h/x")), clock=lambda: now[0], ttl=day)
+        watched_by(catalog, lambda: now[0])
         first = watch.step()
         assert first is not None and first.judged == 3 and first.alerts == 0
         assert {k: v.health for k, v in kept(catalog.db.conn).items()} == {
@@ -359,9 +367,8 @@ def test_received_events_and_set_rules_mark_their_assets_for_the_next_look(
     dataset, a later passing one RECOVERs it; a freshness rule set marks its asset likewise."""
     every = Match()  # every asset
     tell = AlertRule("all", every, frozenset({"FAIL", "WARN", "RECOVERED"}), "http://h/x")
-    now = [clock_at(100)]
     with Catalog(catalog_target) as catalog:
-        watch = HealthWatch(catalog, settings(tell), clock=lambda: now[0], ttl=86400.0)
+        watch = HealthWatch(catalog, settings(tell))  # the real clock: the command's writes read the lease by it
         assert watch.step() is not None  # every asset (none yet): the schedule is not due again for an hour
         intake = catalog_intake(catalog, resolver)
         assert intake.take([assertions_event("0194a1b2-0000-7000-8000-0000000000a1", 10, False)])[0].ok
@@ -380,10 +387,152 @@ def test_received_events_and_set_rules_mark_their_assets_for_the_next_look(
         assert looked is not None and (looked.marks, looked.judged) == (1, 1)
 
 
+def marks(catalog: Catalog) -> list[str]:
+    """The assets marked for the health watch, a row each mark."""
+    return sorted(row[0] for row in catalog.db.conn.execute("SELECT asset_id FROM health_marks").fetchall())
+
+
+def received_run(
+    n: int, event_type: str, minutes: float, *, inputs: bool = True, outputs: bool = True
+) -> dict[str, Any]:
+    """An event of received run ``n``, reading s3://raw/in and writing s3://wh/out (or naming neither)."""
+    return ol_run_event(
+        event_type,
+        run_id=f"0194a1b2-0000-7000-8000-{n:012d}",
+        job=("airflow", "load"),
+        inputs=[ol_dataset("s3://raw", "in")] if inputs else [],
+        outputs=[ol_dataset("s3://wh", "out")] if outputs else [],
+        time=at(minutes).isoformat().replace("+00:00", "Z"),
+    )
+
+
+@pytest.mark.both_engines
+def test_writes_mark_nothing_while_no_watch_is_live(catalog: Catalog, resolver: Resolver) -> None:
+    """With no watch (no lease ever taken; then one whose holder stopped renewing it, killed say,
+    past its end) a received group writing a dataset, a task run, an asset set and a freshness rule
+    set write no mark; with the watch live, each does."""
+    now = [clock_at(0)]
+    watched_by(catalog, lambda: now[0])
+    intake = catalog_intake(catalog, resolver)
+
+    def write(n: int) -> None:
+        assert intake.take([received_run(n, "COMPLETE", n)])[0].ok
+        write_mart(catalog, "mart.a", n, execution=f"e{n}")
+        catalog.set_asset(decl("mart.b", type="Table"), now=at(n))
+        catalog.set_freshness("mart.b", None, now=at(n))
+
+    write(1)
+    assert marks(catalog) == []
+    watch = HealthWatch(catalog, settings(rule("http://h/x")), clock=lambda: now[0], ttl=30)
+    assert watch.step() is not None
+    write(2)
+    assert set(marks(catalog)) == {"mart.a", "mart.b", "s3://wh/out", "stg.orders"}
+    assert watch.step().marks == 4  # type: ignore[union-attr]
+    now[0] += 31  # the watch stopped renewing its lease: it lapsed
+    write(3)
+    assert marks(catalog) == []
+
+
+@pytest.mark.both_engines
+def test_a_received_group_marks_what_may_change_a_health_and_each_change_is_alerted_once(
+    catalog: Catalog, resolver: Resolver
+) -> None:
+    """A watch live: a run's START marks what it writes, not what it only reads; its FAIL, naming
+    no dataset, marks every output the run wrote (its state is theirs); a dataset with assertions
+    is marked, read or written. The watch's next look judges the marked ones and queues one alert
+    a change, and the one after finds nothing left."""
+    now = [clock_at(60)]
+    watched_by(catalog, lambda: now[0])
+    watch = HealthWatch(
+        catalog,
+        settings(AlertRule("all", Match(), frozenset({"FAIL", "RECOVERED"}), "http://h/x")),
+        clock=lambda: now[0],
+    )
+    assert watch.step() is not None  # every asset (none yet)
+    intake = catalog_intake(catalog, resolver)
+    assert intake.take([received_run(1, "START", 1)])[0].ok
+    assert marks(catalog) == ["s3://wh/out"]
+    assert watch.step().judged == 1 and alerts_queued(catalog) == []  # type: ignore[union-attr]
+    assert intake.take([received_run(1, "FAIL", 2, inputs=False, outputs=False)])[0].ok
+    assert marks(catalog) == ["s3://wh/out"]
+    failed = watch.step()
+    assert failed is not None and (failed.marks, failed.alerts) == (1, 1)
+    assert alerts_queued(catalog) == [("s3://wh/out", "FAIL", "UNKNOWN", "FAIL")]
+    assert watch.step().marks == 0 and len(alerts_queued(catalog)) == 1  # type: ignore[union-attr]
+    assert intake.take([assertions_event("0194a1b2-0000-7000-8000-0000000000a1", 10, False)])[0].ok
+    assert marks(catalog) == ["shop.public.orders"]  # an input, with assertions
+    assert watch.step().alerts == 1  # type: ignore[union-attr]
+    assert alerts_queued(catalog)[-1] == ("shop.public.orders", "FAIL", None, "FAIL")
+    assert intake.take([received_run(2, "COMPLETE", 30)])[0].ok  # a later run wrote it: it recovers
+    assert watch.step().alerts == 1 and watch.step().alerts == 0  # type: ignore[union-attr]
+    assert alerts_queued(catalog)[-1] == ("s3://wh/out", "RECOVERED", "FAIL", "PASS")
+
+
+@pytest.mark.both_engines
+def test_a_watch_taking_over_judges_every_asset_again_after_the_writers_have_seen_it(catalog: Catalog) -> None:
+    """A writer trusts what it read of the lease for a few seconds: one that read it free just
+    before a watch took it writes a failed run unmarked. The watch judges every asset as it takes
+    over, and again once the writers have all seen it live: that pass finds the failure, and its
+    alert is queued once."""
+    now = [clock_at(10)]
+    catalog.watch_seen = WatchSeen(clock=lambda: now[0])  # read again every SEEN_FOR seconds
+    write_mart(catalog, "mart.a", 0, execution="e0")  # the lease read: free
+    watch = HealthWatch(catalog, settings(rule("http://h/x")), clock=lambda: now[0])
+    taken = now[0] = now[0] + 1
+    assert watch.step().judged == 2  # type: ignore[union-attr]  # every asset, at once
+    now[0] += 1
+    write_mart(catalog, "mart.a", 2, state="FAILED", execution="e1")  # not seen live yet: no mark
+    assert marks(catalog) == []
+    now[0] += 1
+    assert watch.step().judged == 0 and alerts_queued(catalog) == []  # type: ignore[union-attr]
+    now[0] = taken + TAKEOVER_PASS_AFTER
+    again = watch.step()
+    assert again is not None and again.judged == 2 and alerts_queued(catalog) == [("mart.a", "FAIL", "PASS", "FAIL")]
+    write_mart(catalog, "mart.a", 3, execution="e2")  # seen live by now: marked
+    assert marks(catalog) == ["mart.a", "stg.orders"]
+    now[0] += 1
+    assert watch.step().judged == 2  # type: ignore[union-attr]  # the marked ones: the schedule is not due
+    assert alerts_queued(catalog) == [("mart.a", "FAIL", "PASS", "FAIL"), ("mart.a", "RECOVERED", "FAIL", "PASS")]
+
+
+def test_a_mark_committed_late_with_a_lower_key_is_not_cleared_unjudged(postgres_url: str) -> None:
+    """On PostgreSQL a writer's mark may take its key before another's and commit after the watch
+    read the marks: the watch then deletes none of that asset's marks (their count moved), and
+    judges it again at its next look."""
+    with Catalog(postgres_url) as catalog, Catalog(postgres_url) as late:
+        write_mart(catalog, "mart.a", 0, execution="e0")
+        inserted, commit, committed = threading.Event(), threading.Event(), threading.Event()
+
+        def late_writer() -> None:
+            def work(cur: Any) -> None:
+                cur.execute("INSERT INTO health_marks (asset_id) VALUES ('mart.a')")  # the lower key
+                inserted.set()
+                assert commit.wait(30)
+
+            late.db.write(work)
+            committed.set()
+
+        thread = threading.Thread(target=late_writer)
+        thread.start()
+        assert inserted.wait(30)
+        catalog.db.write(lambda cur: cur.execute("INSERT INTO health_marks (asset_id) VALUES ('mart.a')"))
+
+        def fence(cur: Any) -> bool:  # the marks read and judged; the late one commits now
+            commit.set()
+            return committed.wait(30)
+
+        first = judge(catalog.db, (), (), at(5), every=False, fence=fence)
+        thread.join(30)
+        assert first.marks == 1 and marks(catalog) == ["mart.a", "mart.a"]
+        again = judge(catalog.db, (), (), at(5), every=False)
+        assert again.marks == 1 and marks(catalog) == []
+
+
 def test_updated_alerts_follow_the_metadata_condition(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     updated = AlertRule("dbt", Match(), frozenset({"UPDATED"}), "http://h/x", {}, {"dbtTestStatus": "fail"})
     with Catalog(db) as catalog:
+        watched_by(catalog, lambda: clock_at(1))
         catalog.set_asset(decl("mart.a", type="Table", metadata={"dbtTestStatus": "pass"}), now=at(0))
         watch = HealthWatch(catalog, settings(updated), clock=lambda: clock_at(1))
         watch.step()
@@ -424,7 +573,7 @@ def test_alerts_to_a_webhook_down_then_flapping_then_up_go_once_each_in_order(tm
     marts = ("mart.a", "mart.b")
     with Catalog(db) as catalog, Backend() as backend:
         alert = rule(hook.url, headers={"Authorization": "Bearer t0ken"})
-        watch = HealthWatch(catalog, settings(alert), clock=lambda: clock_at(100))
+        watch = HealthWatch(watched_by(catalog, lambda: clock_at(100)), settings(alert), clock=lambda: clock_at(100))
         for mart in marts:  # the marts exist (a failed run writes nothing) and are PASS
             write_mart(catalog, mart, -1, execution="first")
         watch.step()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,9 @@ from click.testing import CliRunner
 
 from bridge.catalog import Catalog
 from bridge.catalog.copy import copy_catalog, count_rows
+from bridge.catalog.health_state import LEASE_KIND
 from bridge.catalog.positions import Position
+from bridge.catalog.retention import take_lease
 from bridge.cli import cli
 from bridge.delivery.health_watch import HealthWatch, WatchSettings
 from bridge.errors import CatalogError
@@ -62,7 +65,9 @@ def rich(tmp_path: Path, resolver: Resolver) -> Path:
         )
         assert intake.take([ol_run_event("COMPLETE", outputs=[symlinked])])[0].ok
         catalog.save_position(Position("marquez-import", "http://marquez:5000", {"after": "x"}, "2025-03-01T00:00:00Z"))
-        HealthWatch(catalog, WatchSettings()).run_once()  # each asset's health kept (the commands below mark some)
+        HealthWatch(catalog, WatchSettings()).run_once()  # each asset's health kept
+        # a watch live (its lease held an hour): the commands below mark some assets
+        assert take_lease(catalog.db, "a watch", time.time(), 3600.0, kind=LEASE_KIND)
     for args in (
         ("demo", "--dir", str(tmp_path / "demo"), "--in-catalog"),  # dbt runs with column lineage
         ("kestra", "declare", str(ROOT / "tests" / "kestra" / "dbt_build_with_lineage.yml")),

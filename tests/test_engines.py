@@ -761,7 +761,8 @@ def test_two_writers_ending_one_task_run_end_it_once(postgres: PostgresServer, c
         holder: Any = first._conn
         cur = holder.cursor()
         cur.execute("BEGIN")
-        assert writes.write_task_run(cur, run(outputs=outputs, state="SUCCESS")).status == "updated"
+        ended = writes.write_task_run(cur, run(outputs=outputs, state="SUCCESS"), watch=first.watch_seen)
+        assert ended.status == "updated"
         outcome: list[BaseException | str] = []
 
         def end_otherwise() -> None:

@@ -8,12 +8,15 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from bridge.catalog import Catalog, external
 from bridge.catalog.external_rows import metadata_text
+from bridge.catalog.health_state import LEASE_KIND
+from bridge.catalog.retention import take_lease
 from bridge.mapping import Resolver
 from bridge.receiver.imports import catalog_intake
 from tests.helpers import PRODUCER, catalog_state, ol_dataset, ol_run_event
@@ -125,7 +128,8 @@ def test_a_group_holds_no_lock_on_a_dataset_it_names_until_it_writes(
     the other waited past its lock_timeout); both land, once each, and the catalog is the one the
     same events give taken one after another: the dataset's sightings, producer and facets the
     latest, whichever group committed first. Neither group is taken again but where the paused
-    one's new facets were merged against ranks the other moved."""
+    one's new facets were merged against ranks the other moved. A health watch is live: the
+    dataset, only read, is marked by neither (a read changes no health of its own)."""
     url = postgres.url(postgres.create_database(template=catalog_template)) + "?lock_timeout=1s"
     paused_time, other_time = ("2025-03-01T10:00:00Z", "2025-03-01T09:00:00Z")[:: 1 if paused_is_later else -1]
     first_event = sighting(1, "2025-03-01T08:00:00Z")
@@ -146,7 +150,9 @@ def test_a_group_holds_no_lock_on_a_dataset_it_names_until_it_writes(
         flush(self)
 
     outcomes: list[Any] = []
+    lease_taken = datetime.now(UTC).timestamp()
     with Catalog(url) as first, Catalog(url) as second:
+        assert take_lease(first.db, "a watch", lease_taken, 3600.0, kind=LEASE_KIND)
         assert catalog_intake(first, resolver).take([first_event])[0].ok
         monkeypatch.setattr(external.GroupIngest, "flush", paused_flush)
         paused = threading.Thread(
@@ -168,8 +174,10 @@ def test_a_group_holds_no_lock_on_a_dataset_it_names_until_it_writes(
         assert (metadata["firstSeen"], metadata["lastSeen"]) == ("2025-03-01T08:00:00.000000Z", last)
         assert metadata["producer"] == ("paused-producer" if paused_is_later else "other-producer")
         together = catalog_state(second)
+        assert together["health_marks"] == []
     monkeypatch.undo()
     with Catalog(postgres.url(postgres.create_database(template=catalog_template))) as alone:
+        assert take_lease(alone.db, "a watch", lease_taken, 3600.0, kind=LEASE_KIND)
         for event in (first_event, other_event, paused_event):
             assert catalog_intake(alone, resolver).take([event])[0].ok
         assert catalog_state(alone) == together
@@ -198,3 +206,52 @@ def test_a_placeholder_with_nested_metadata_has_only_its_own_sightings_moved(
         "2025-03-01T09:00:00.000000Z",
         ODD_PRODUCER,
     )
+
+
+def written(n: int, time: str) -> dict[str, Any]:
+    """A run of a job of its own writing the popular dataset (no facets), at ``time``."""
+    return ol_run_event(
+        run_id=f"0194a1b2-0000-7000-8000-{n:012d}", job=("airflow", f"job{n}"), outputs=[POPULAR], time=time
+    )
+
+
+def test_groups_writing_a_popular_dataset_do_not_wait_on_each_others_marks(
+    postgres: PostgresServer, catalog_template: str, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A health watch live, every group writing the popular dataset marks it for the watch. A
+    group stopped after its writes, before its commit (every lock it took held), does not hold
+    another process's group writing the same dataset within the sightings it had: marks are rows
+    appended, none updated by both (one row an asset, updated by each group, the other waited past
+    its lock_timeout). Both land, and both marks."""
+    url = postgres.url(postgres.create_database(template=catalog_template)) + "?lock_timeout=1s"
+    written_at, go = threading.Event(), threading.Event()
+    flush = external.GroupIngest.flush
+
+    def paused_flush(self: external.GroupIngest) -> None:
+        flush(self)
+        if threading.current_thread().name == "paused" and not written_at.is_set():
+            written_at.set()
+            assert go.wait(30)
+
+    outcomes: list[Any] = []
+    with Catalog(url) as first, Catalog(url) as second:
+        assert take_lease(first.db, "a watch", datetime.now(UTC).timestamp(), 3600.0, kind=LEASE_KIND)
+        intake = catalog_intake(first, resolver)
+        seen = [written(1, "2025-03-01T08:00:00Z"), written(2, "2025-03-01T10:00:00Z")]
+        assert all(o.ok for o in intake.take(seen))
+        monkeypatch.setattr(external.GroupIngest, "flush", paused_flush)
+        paused = threading.Thread(
+            target=lambda: outcomes.extend(intake.take([written(3, "2025-03-01T11:00:00Z")])), name="paused"
+        )
+        paused.start()
+        try:
+            assert written_at.wait(30)
+            (other,) = catalog_intake(second, resolver).take([written(4, "2025-03-01T09:00:00Z")])
+        finally:
+            go.set()
+            paused.join(60)
+        assert other.status == "accepted", other.message
+        assert [o.status for o in outcomes] == ["accepted"]
+        conn: Any = second._conn
+        assert conn.execute("SELECT asset_id FROM health_marks").fetchall() == [(POPULAR_ID,)] * 3  # a group each
+        assert sightings(second)[:2] == ("2025-03-01T08:00:00.000000Z", "2025-03-01T11:00:00.000000Z")

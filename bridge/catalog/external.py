@@ -25,10 +25,11 @@ import orjson
 
 from bridge.catalog import external_rows, health_state, sql, sql_received
 from bridge.catalog.engine import Conflict, Cursor, Engine, read_each, write_each
+from bridge.catalog.health_state import WatchSeen
 from bridge.catalog.rows import assertions_json, asset_from_row, asset_row
 from bridge.catalog.writes import get_asset
 from bridge.model import Assertion, Asset, Origin, format_time
-from bridge.model.received import IncomingEvent, ReceivedColumnEdge, SeenDataset
+from bridge.model.received import TERMINAL, IncomingEvent, ReceivedColumnEdge, SeenDataset
 
 if TYPE_CHECKING:
     from bridge.mapping.resolver import Resolver
@@ -126,8 +127,10 @@ class GroupIngest:
         events: Sequence[IncomingEvent],
         *,
         engine: Engine | None = None,
+        watch: WatchSeen | None = None,
     ) -> None:
         self.cur = cur
+        self.watch = watch
         self.concurrent = engine is not None and engine.concurrent_writers
         # reads that do not depend on one another, and writes whose counts nobody reads, go to an
         # engine with a server in one round trip each (without an engine: SQLite's cursor, one
@@ -149,7 +152,11 @@ class GroupIngest:
         self.source_rows: dict[str, tuple[Any, ...]] = {}
         self.forwards: list[tuple[str, str, str, str]] = []  # (run key, text, event time, digest)
         self.source_states: dict[str, _Source] = {}
-        self.marked: set[str] = set()  # the assets the group's events named, for the health watch
+        # for the health watch: the assets whose health the group's events may change (the outputs
+        # of its run events, the datasets with assertions), and the runs an event of it ended (every
+        # output of theirs)
+        self.marked: set[str] = set()
+        self.ended: set[str] = set()
         self.facets: dict[tuple[str, str], tuple[str, str]] = {}  # (owner, key) -> (rank, JSON), the latest
         # (namespace, name, asset id) -> (rank, type) of a dataset's symlink identifiers
         self.identifiers: dict[tuple[str, str, str], tuple[str, str | None]] = {}
@@ -308,9 +315,12 @@ class GroupIngest:
             earlier = self.sources.get(source)
             self.sources[source] = row if earlier is None else external_rows.merged_source(earlier, row)
         placeholders: list[str] = []
+        if event.kind == "RunEvent" and (event.event_type or "").upper() in TERMINAL:
+            self.ended.add(str(source))
         for ds in event.datasets:
             asset_id, created, warning = self._take_dataset(ds, event, moment)
-            self.marked.add(asset_id)
+            if ds.assertions or (event.kind == "RunEvent" and ds.direction == "output"):
+                self.marked.add(asset_id)
             if created:
                 placeholders.append(asset_id)
             if warning:
@@ -547,13 +557,13 @@ class GroupIngest:
             (sql_received.INSERT_EXTERNAL_USAGE, job_usages),
             (sql_received.INSERT_EXTERNAL_EDGE, edges),
             (sql.INSERT_COLUMN_EDGE, list(self.column_edges)),
-            (health_state.MARK, [(asset_id,) for asset_id in sorted(self.marked)]),
         ]
         if self.forwards:  # after the received events: each row refers to its event's key
             queued_at = format_time(datetime.now(UTC))
             writes.append(
                 (sql_received.QUEUE_FORWARD, [(key, queued_at, text, *event) for key, text, *event in self.forwards])
             )
+        writes.append((health_state.MARK, self._marks()))  # appended rows: no lock another writer waits on
         if self.concurrent:  # last: the rows of popular datasets, locked from here to the commit
             writes.append((sql_received.MOVE_SIGHTINGS, self._sightings(seen)))
         # first the group's new runs and jobs, as the group leaves them, and its new events: one
@@ -562,6 +572,15 @@ class GroupIngest:
         claims = [self._source_values(row) for source, row in self.sources.items() if source in claimed]
         (received, rows), rest = writes[0], writes[1:]
         self.write_all(self.cur, rest, new=[(sql_received.CLAIM_SOURCE, claims), (received, rows)])
+
+    def _marks(self) -> list[tuple[str]]:
+        """The rows of :data:`health_state.MARK` the group writes: none unless a health watch is
+        live; else the assets whose health it may change (an input only read keeps its own)."""
+        for source in self.ended:
+            self.marked.update(self._usage_sets(source)["output"])
+        if not self.marked or self.watch is None or not self.watch.live(self.cur):
+            return []
+        return [(asset_id,) for asset_id in sorted(self.marked)]
 
     def _unknown(
         self,
@@ -660,9 +679,12 @@ def ingest_events(
     resolver: Resolver,
     *,
     engine: Engine | None = None,
+    watch: WatchSeen | None = None,
 ) -> list[IngestResult]:
-    """Take a group of events in the caller's transaction (``engine``: see :class:`GroupIngest`)."""
-    group = GroupIngest(cur, resolver, events, engine=engine)
+    """Take a group of events in the caller's transaction (``engine``: see :class:`GroupIngest`;
+    ``watch``: whether a health watch is live, to mark the assets whose health the group may
+    change; None: no marks)."""
+    group = GroupIngest(cur, resolver, events, engine=engine, watch=watch)
     results = [group.take(event) for event in events]
     group.flush()
     return results

@@ -1,23 +1,32 @@
 """The health kept: each asset's last known health, the marks writes leave, and the alerts a
 change queues.
 
-- **Marks.** A write that may change an asset's health (a task run's inputs and outputs, a
-  received event's datasets, an asset set or deleted, a freshness rule set) marks the asset in
-  its own transaction (:func:`mark`: one upsert into ``health_marks``, no judging).
+- **Marks.** A write that may change an asset's health (a task run's inputs and outputs; of a
+  received group, the outputs of its run events, the datasets with assertions, every output of a
+  run that ended; an asset set or deleted; a freshness rule set) marks the asset in its own
+  transaction, and only while a health watch is live (:class:`WatchSeen`: the watch's lease, read
+  at most every :data:`SEEN_FOR` seconds). A mark is a row appended to ``health_marks`` (a key
+  that counts up, the asset's id): writers side by side never update a row in common, so marking
+  the same popular asset makes none of them wait for another.
 - **A pass** (:func:`judge`), by the one process holding the health watch's lease: the marked
   assets (or, on the schedule, every asset) are judged as of the time given (an injected clock)
   by :func:`bridge.catalog.health.assess`; the judgements that differ from the kept one are
   written to ``asset_health``, and in the same transaction the alerts they make are queued in the
-  outbox (:func:`bridge.catalog.outbox.queue_alert`) and the marks read are cleared (only those
-  no write has bumped since: a mark's ``n`` counts its writes). The judging reads outside any
-  write transaction; the writing goes in transactions of at most ``batch`` assets, each of which
-  first checks that the lease is still held (``fence``), so a pass that lost it writes nothing.
+  outbox (:func:`bridge.catalog.outbox.queue_alert`) and the marks read are deleted: each marked
+  asset was read with its highest key and how many marks it had up to it, and its marks up to
+  that key are deleted only if there are still that many (a mark written after the read has a
+  higher key; one whose transaction took a lower key but committed after the read, as writers
+  side by side may on PostgreSQL, makes the count differ: the asset stays marked and is judged
+  again). The judging reads outside any write transaction; the writing goes in transactions of
+  at most ``batch`` assets, each of which first checks that the lease is still held (``fence``),
+  so a pass that lost it writes nothing.
 - :func:`counts` gives the assets by kept health (``/metrics``).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -32,12 +41,22 @@ from bridge.model import format_time
 from bridge.model.alerts import AlertRule, Change, events_of, message, rules_for
 from bridge.model.health import Health, Selector
 
-MARK = """
-    INSERT INTO health_marks (asset_id, n) VALUES (?, 1)
-    ON CONFLICT (asset_id) DO UPDATE SET n = health_marks.n + 1
+LEASE_KIND = "health"  # the watch's lease: a row of positions (bridge.catalog.retention's leases)
+SEEN_FOR = 5.0  # seconds a writer trusts what it last read of the watch's lease
+# a watch that takes the lease over judges every asset again this long after (a writer may not
+# have marked what it wrote meanwhile: it had read the lease free up to SEEN_FOR before, and its
+# transaction was in flight)
+TAKEOVER_PASS_AFTER = 3 * SEEN_FOR
+LEASE = "SELECT value FROM positions WHERE kind = ? AND name = 'lease'"  # read, not locked
+MARK = "INSERT INTO health_marks (asset_id) VALUES (?)"
+# the marked assets, each with its highest key and how many marks it has (the index's order)
+MARKED = "SELECT asset_id, max(seq), count(*) FROM health_marks GROUP BY asset_id ORDER BY asset_id LIMIT ?"
+# an asset's marks up to the key read, if there are as many as were read (one statement: one view
+# of the table on either engine)
+UNMARK = """
+    DELETE FROM health_marks WHERE asset_id = ? AND seq <= ?
+      AND (SELECT count(*) FROM health_marks WHERE asset_id = ? AND seq <= ?) = ?
 """
-MARKED = "SELECT asset_id, n FROM health_marks ORDER BY asset_id LIMIT ?"
-UNMARK = "DELETE FROM health_marks WHERE asset_id = ? AND n = ?"
 KEPT_COLUMNS = "asset_id, health, reasons, asset_updated_at"
 PUT = """
     INSERT INTO asset_health (asset_id, health, reasons, asset_updated_at, judged_at) VALUES (?, ?, ?, ?, ?)
@@ -51,12 +70,34 @@ DOWNSTREAM_DEPTH = 100  # how far the downstream assets at risk are counted
 BATCH = 1000
 
 
-def mark(cur: Cursor, asset_ids: Iterable[str]) -> None:
-    """Mark assets for the health watch, in the caller's transaction (in id order: writers side
-    by side take the marks' row locks in one order)."""
-    ids = sorted(set(asset_ids))
-    if ids:
-        cur.executemany(MARK, [(asset_id,) for asset_id in ids])
+@attrs.define
+class WatchSeen:
+    """Whether a health watch is live, as a writer sees it: its lease held, until a time not yet
+    past (``clock``: the watch's clock, seconds since the epoch), read again once ``seen_for``
+    seconds have gone by since it was last read. A writer keeps one (a :class:`Catalog` has
+    one); a watch taking the lease over makes up for the writers that had not seen it yet
+    (:data:`TAKEOVER_PASS_AFTER`)."""
+
+    clock: Callable[[], float] = time.time
+    seen_for: float = SEEN_FOR
+    _until: float = attrs.field(default=0.0, init=False)  # the live lease's end as last read (0: none)
+    _read_at: float | None = attrs.field(default=None, init=False)
+
+    def live(self, cur: Cursor) -> bool:
+        now = self.clock()
+        if self._read_at is None or not 0 <= now - self._read_at < self.seen_for:
+            row = cur.execute(LEASE, (LEASE_KIND,)).fetchone()
+            found = json.loads(row[0]) if row is not None else {}
+            self._until = float(found.get("until", 0)) if found.get("holder") else 0.0
+            self._read_at = now
+        return self._until > now
+
+    def mark(self, cur: Cursor, asset_ids: Iterable[str]) -> None:
+        """Mark assets for the health watch, in the caller's transaction, if a watch is live (else
+        nothing: no watch reads marks, and one that takes over judges every asset)."""
+        ids = sorted(set(asset_ids))
+        if ids and self.live(cur):
+            cur.executemany(MARK, [(asset_id,) for asset_id in ids])
 
 
 def counts(conn: Connection | Cursor) -> dict[str, int]:
@@ -84,7 +125,7 @@ class PassResult:
     when the lease went before it was done (what it wrote before stays: each batch whole)."""
 
     judged: int = 0
-    marks: int = 0  # the marks it read (at most its batch unless it judged every asset)
+    marks: int = 0  # the marked assets it read (at most its batch unless it judged every asset)
     changed: int = 0
     alerts: int = 0
     lost: bool = False
@@ -104,10 +145,10 @@ def judge(
     """One pass: the marked assets (at most ``batch``), or with ``every`` all of them (and the
     marks there were), judged as of ``as_of``; see the module docstring."""
     conn = db.conn
-    marks: list[tuple[str, int]] = [(str(a), int(n)) for a, n in conn.execute(MARKED, (2**62 if every else batch,))]
+    marks = [(str(a), int(seq), int(n)) for a, seq, n in conn.execute(MARKED, (2**62 if every else batch,))]
     if not every and not marks:
         return PassResult()
-    ids = None if every else [asset_id for asset_id, _ in marks]
+    ids = None if every else [asset_id for asset_id, _, _ in marks]
     found = {h.asset_id: h for h in assess(conn, selectors, as_of, ids=ids)}
     assets = {r[0]: r for r in _rows(conn, "assets", "id", ASSET_COLUMNS, ids)}
     before = kept(conn, ids)
@@ -126,7 +167,7 @@ def judge(
         ):
             todo.append((asset_id, now))
     result = PassResult(judged=len(found), marks=len(marks))
-    unmark = list(marks)
+    unmark = [(asset_id, seq, asset_id, seq, n) for asset_id, seq, n in marks]
     for start in range(0, max(len(todo), 1), batch):
         chunk = todo[start : start + batch]
         last = start + batch >= len(todo)
@@ -195,4 +236,4 @@ def _rows(
         yield from conn.execute(f"SELECT {columns} FROM {table} WHERE {key} IN ({', '.join('?' * len(chunk))})", chunk)
 
 
-__all__ = ["PassResult", "counts", "judge", "kept", "mark"]
+__all__ = ["LEASE_KIND", "SEEN_FOR", "TAKEOVER_PASS_AFTER", "PassResult", "WatchSeen", "counts", "judge", "kept"]

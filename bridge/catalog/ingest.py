@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from bridge.catalog import external, positions
 from bridge.catalog.engine import Cursor, Database, Engine, unavailable_reason
 from bridge.catalog.external import IngestResult
+from bridge.catalog.health_state import WatchSeen
 from bridge.catalog.positions import Position
 from bridge.errors import BridgeError, Busy, CatalogError
 from bridge.model.received import IncomingEvent
@@ -20,7 +21,12 @@ if TYPE_CHECKING:
 
 
 def ingest(
-    db: Database, events: Sequence[IncomingEvent], resolver: Resolver, *, position: Position | None = None
+    db: Database,
+    events: Sequence[IncomingEvent],
+    resolver: Resolver,
+    *,
+    position: Position | None = None,
+    watch: WatchSeen | None = None,
 ) -> list[IngestResult | Exception]:
     """Take accepted external events in one transaction, with the ``position`` of the import
     they come from, if any. Should one of them fail, the group is taken again one event at a
@@ -31,7 +37,9 @@ def ingest(
     whichever process took its events first."""
 
     def whole(cur: Cursor) -> list[IngestResult | Exception]:
-        taken: list[IngestResult | Exception] = list(external.ingest_events(cur, events, resolver, engine=db.engine))
+        taken: list[IngestResult | Exception] = list(
+            external.ingest_events(cur, events, resolver, engine=db.engine, watch=watch)
+        )
         if position is not None:
             positions.save(cur, position)
         return taken
@@ -47,7 +55,7 @@ def ingest(
         for event in events:
             cur.execute("SAVEPOINT event")
             try:
-                results.extend(external.ingest_events(cur, [event], resolver, engine=db.engine))
+                results.extend(external.ingest_events(cur, [event], resolver, engine=db.engine, watch=watch))
             except Exception as exc:
                 if db.engine.conflict(exc) or not (_one_event(db.engine, exc) or db.engine.busy(exc)):
                     raise

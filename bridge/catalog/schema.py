@@ -456,13 +456,15 @@ asset_health = sa.Table(
 )
 sa.Index("asset_health_health", asset_health.c.health)
 
-# The assets a write touched since the health watch last judged them (n: how many writes)
+# The assets writes touched since the health watch last judged them, while a watch was live: a
+# row a write, appended, never updated (writers side by side never wait for one another on it)
 health_marks = sa.Table(
     "health_marks",
     metadata,
-    _text("asset_id", primary_key=True),
-    _integer("n"),
+    _key("seq"),
+    _text("asset_id"),
 )
+sa.Index("health_marks_asset", health_marks.c.asset_id, health_marks.c.seq)
 
 # --- delivery --------------------------------------------------------------------------------
 

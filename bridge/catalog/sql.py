@@ -22,6 +22,7 @@ SCHEMA_VERSION = 19
 COUNTED_KEYS = {
     "asset_changes": "seq",
     "declared_jobs": "pk",
+    "health_marks": "seq",
     "outbox": "seq",
     "received_events": "pk",
     "task_runs": "pk",

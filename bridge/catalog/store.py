@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import attrs
 
-from bridge.catalog import assets, health_state, history, ingest, positions, received, sql, writes
+from bridge.catalog import assets, history, ingest, positions, received, sql, writes
 from bridge.catalog import columns as column_queries
 from bridge.catalog import health as health_queries
 from bridge.catalog import lineage as asset_lineage
@@ -31,6 +31,7 @@ from bridge.catalog.engine import Connection, Cursor, Database, Maintenance, una
 from bridge.catalog.engines import open_engine, storage_error
 from bridge.catalog.external import IngestResult
 from bridge.catalog.health import AssetHealth
+from bridge.catalog.health_state import WatchSeen
 from bridge.catalog.lineage import LineageEdge, LineageGraph
 from bridge.catalog.outbox import Outbox
 from bridge.catalog.positions import Checkpoint, Position, RefusedItem
@@ -78,6 +79,9 @@ class Catalog:
         except Exception as exc:
             raise self._open_error(exc) from exc
         self.upgraded_from: int | None = None  # the version an older catalog was brought up from
+        # whether a health watch is live, as this catalog's writes last read it: they mark the
+        # assets they touch only then (bridge/catalog/health_state.py)
+        self.watch_seen = WatchSeen()
         try:
             self._open(create=create, migrate=self.engine.upgrades_on_open if migrate is None else migrate)
         except BaseException as exc:
@@ -240,7 +244,9 @@ class Catalog:
     def set_asset(self, decl: AssetDeclaration, *, now: datetime, allow_type_change: bool = False) -> Asset:
         """Create or update an asset outside any task run (Kestra's ``Set``). Metadata merges; a key
         sent with null is removed. The change is kept and exported as a DatasetEvent."""
-        return self.db.write(lambda cur: writes.set_asset(cur, decl, now=now, allow_type_change=allow_type_change))
+        return self.db.write(
+            lambda cur: writes.set_asset(cur, decl, now=now, allow_type_change=allow_type_change, watch=self.watch_seen)
+        )
 
     def record(
         self, runs: Iterable[TaskRun], updates: Iterable[AssetDeclaration] = (), *, now: datetime | None = None
@@ -250,8 +256,12 @@ class Catalog:
         assert now is not None or not updates, "updates need the time they are made"
 
         def work(cur: Cursor) -> tuple[list[RecordResult], list[Asset]]:
-            results = [writes.write_task_run(cur, run) for run in each()]
-            assets = [writes.set_asset(cur, decl, now=now, allow_type_change=False) for decl in updates if now]
+            results = [writes.write_task_run(cur, run, watch=self.watch_seen) for run in each()]
+            assets = [
+                writes.set_asset(cur, decl, now=now, allow_type_change=False, watch=self.watch_seen)
+                for decl in updates
+                if now
+            ]
             return results, assets
 
         return self.db.write(work)
@@ -260,7 +270,7 @@ class Catalog:
         """Soft-delete an asset (a decommissioned resource). It is exported as a DatasetEvent with
         ``lifecycleStateChange: DROP``; a later write brings it back."""
 
-        return self.db.write(lambda cur: writes.delete_asset(cur, asset_id, now=now))
+        return self.db.write(lambda cur: writes.delete_asset(cur, asset_id, now=now, watch=self.watch_seen))
 
     def purge(self, query: AssetQuery, *, usages: bool = False, lineage: bool = False) -> PurgeResult:
         """Hard-delete the assets the query matches (deleted ones included), with their change
@@ -306,7 +316,7 @@ class Catalog:
         runs = list(runs)
 
         def work(cur: Cursor) -> list[RecordResult | CatalogError]:
-            results = writes.write_each(cur, runs)
+            results = writes.write_each(cur, runs, watch=self.watch_seen)
             if position is not None:
                 positions.save(cur, position)
             return results
@@ -350,7 +360,7 @@ class Catalog:
     ) -> list[IngestResult | Exception]:
         """Take accepted external events, with the ``position`` of the import they come from, if any
         (see :func:`bridge.catalog.ingest.ingest`): each comes back as its result or its error."""
-        return ingest.ingest(self.db, events, resolver, position=position)
+        return ingest.ingest(self.db, events, resolver, position=position, watch=self.watch_seen)
 
     def count_received(self) -> dict[str, int]:
         """Rows of the receiver's tables: events, datasets, sources (runs and jobs), usages, edges."""
@@ -462,7 +472,7 @@ class Catalog:
 
         def work(cur: Cursor) -> None:
             health_queries.set_rule(cur, asset_id, rule, now=now)
-            health_state.mark(cur, [asset_id])
+            self.watch_seen.mark(cur, [asset_id])
 
         self.db.write(work)
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import attrs
 
-from bridge.catalog import health, health_state, sql
+from bridge.catalog import health, sql
 from bridge.catalog.engine import Cursor
+from bridge.catalog.health_state import WatchSeen
 from bridge.catalog.outbox import ASSET_CHANGE, JOB, RUN_END, RUN_START, queue_event
 from bridge.catalog.rows import asset_from_row, asset_row, declared_job_json, dumps, snapshot, statistics_json
 from bridge.errors import CatalogError, NotFoundError, RunEndedError, ValidationError
@@ -104,7 +105,9 @@ def merged(current: Asset | None, decl: AssetDeclaration, *, origin: Origin, now
     )
 
 
-def set_asset(cur: Cursor, decl: AssetDeclaration, *, now: datetime, allow_type_change: bool) -> Asset:
+def set_asset(
+    cur: Cursor, decl: AssetDeclaration, *, now: datetime, allow_type_change: bool, watch: WatchSeen
+) -> Asset:
     """Create or update an asset outside any task run, keeping the change for its DatasetEvent."""
     current = get_asset(cur, decl.id)
     if current is None and decl.type is None:
@@ -134,7 +137,7 @@ def set_asset(cur: Cursor, decl: AssetDeclaration, *, now: datetime, allow_type_
         health.record_checks(cur, asset.id, now, "dbt import", decl.assertions)
     seq = cur.execute(sql.INSERT_CHANGE, (asset.id, "update", format_time(now), snapshot(asset))).fetchone()[0]
     queue_event(cur, ASSET_CHANGE, seq, asset.id)
-    health_state.mark(cur, [asset.id])
+    watch.mark(cur, [asset.id])
     return asset
 
 
@@ -194,7 +197,7 @@ def _read_input(cur: Cursor, decl: AssetDeclaration, started: datetime) -> tuple
     )
 
 
-def write_task_run(cur: Cursor, run: TaskRun) -> RecordResult:
+def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen) -> RecordResult:
     """Record a task run: its inputs (External placeholders for unknown ones), the outputs it may
     write under its failure behaviour, its usages and lineage."""
     check_task_run(run)
@@ -316,7 +319,7 @@ def write_task_run(cur: Cursor, run: TaskRun) -> RecordResult:
         )
     assert pk is not None
     # its inputs' checks, its outputs' writes, and its state for the outputs it was to write
-    health_state.mark(cur, [*(u[0] for u in used), *(decl.id for decl in run.outputs)])
+    watch.mark(cur, [*(u[0] for u in used), *(decl.id for decl in run.outputs)])
     ended = run.ended_at is not None and state.run_event_type != "START"
     if status == "created":
         queue_event(cur, RUN_START, pk)
@@ -384,7 +387,7 @@ def declare_flow(cur: Cursor, flow: DeclaredFlow, *, now: datetime) -> DeclareRe
     )
 
 
-def delete_asset(cur: Cursor, asset_id: str, *, now: datetime) -> Asset:
+def delete_asset(cur: Cursor, asset_id: str, *, now: datetime, watch: WatchSeen) -> Asset:
     """Soft-delete an asset: kept, marked deleted, its change queued (a DatasetEvent with
     ``lifecycleStateChange: DROP``); an asset deleted already is left as it is."""
     current = get_asset(cur, asset_id)
@@ -396,7 +399,7 @@ def delete_asset(cur: Cursor, asset_id: str, *, now: datetime) -> Asset:
     cur.execute(sql.UPSERT_ASSET, asset_row(asset))
     seq = cur.execute(sql.INSERT_CHANGE, (asset.id, "delete", format_time(now), snapshot(asset))).fetchone()[0]
     queue_event(cur, ASSET_CHANGE, seq, asset.id)
-    health_state.mark(cur, [asset.id])
+    watch.mark(cur, [asset.id])
     return asset
 
 
@@ -429,14 +432,14 @@ def purge_assets(cur: Cursor, ids: Sequence[str], *, usages: bool, lineage: bool
     return counts
 
 
-def write_each(cur: Cursor, runs: Iterable[TaskRun]) -> list[RecordResult | CatalogError]:
+def write_each(cur: Cursor, runs: Iterable[TaskRun], *, watch: WatchSeen) -> list[RecordResult | CatalogError]:
     """Write task runs, each in a savepoint of its own: a run the catalog cannot take comes back
     as its CatalogError and leaves no trace, the others are written."""
     results: list[RecordResult | CatalogError] = []
     for run in runs:
         cur.execute("SAVEPOINT task_run")
         try:
-            results.append(write_task_run(cur, run))
+            results.append(write_task_run(cur, run, watch=watch))
         except CatalogError as exc:
             cur.execute("ROLLBACK TO task_run")
             results.append(exc)

@@ -9,6 +9,12 @@ seconds). Every ``poll`` seconds the holder judges the assets writes marked sinc
 ``every`` seconds, all of them (freshness changes with time alone). Each pass writes as the
 lease's holder only (the lease is checked in every write transaction), so two processes never
 record the same change, and never queue its alerts twice.
+
+Writers mark only while the lease is held (they read it at most every
+:data:`~bridge.catalog.health_state.SEEN_FOR` seconds): a watch that takes the lease (or takes it
+back after it lapsed) judges every asset at once, and again
+:data:`~bridge.catalog.health_state.TAKEOVER_PASS_AFTER` seconds later, by when every writer has
+seen it live and marks what it writes (what one wrote before, unmarked, that second pass judges).
 """
 
 from __future__ import annotations
@@ -29,13 +35,12 @@ from typing import Any
 import attrs
 
 from bridge.catalog import Catalog
-from bridge.catalog.health_state import BATCH, PassResult, counts, judge
+from bridge.catalog.health_state import BATCH, LEASE_KIND, TAKEOVER_PASS_AFTER, PassResult, counts, judge
 from bridge.catalog.retention import holds_lease, release_lease, take_lease
 from bridge.config import Config
 from bridge.model.alerts import AlertRule
 from bridge.model.health import Selector
 
-LEASE_KIND = "health"
 LEASE_TTL = 30.0  # seconds: a holder that did not renew the lease for this long may be taken over
 PUBLISH_EVERY = 15.0  # seconds between two readings of the counts by health for publish (and after a change)
 Publish = Callable[[dict[str, int]], object]  # hears the counts of assets by kept health
@@ -72,6 +77,7 @@ class HealthWatch:
         ttl: float = LEASE_TTL,
         batch: int = BATCH,
         publish: Publish | None = None,
+        catch_up: float = TAKEOVER_PASS_AFTER,
     ) -> None:
         self.publish = publish
         self._published: float | None = None
@@ -83,22 +89,29 @@ class HealthWatch:
         self.say = say
         self.ttl = ttl
         self.batch = batch
+        self.catch_up = catch_up
         self.holding = False
         self._last_every: float | None = None  # when every asset was last judged (this holder)
+        self._renewed: float | None = None  # when this holder last took or renewed the lease
+        self._catch_up_at: float | None = None  # when every asset is to be judged again, the lease taken
 
     def step(self) -> PassResult | None:
         """Take (or renew) the lease, then one pass: every asset when ``every`` seconds have gone
-        by since this holder last judged them all (at once when it has just taken the lease),
-        else the marked ones. None when another process holds the lease."""
+        by since this holder last judged them all, at once when it has just taken the lease (or
+        renewed it after it lapsed: writers stopped marking meanwhile) and again ``catch_up``
+        seconds later; else the marked ones. None when another process holds the lease."""
         db = self.catalog.db
         now = self.clock()
         if not take_lease(db, self.holder, now, self.ttl, kind=LEASE_KIND):
             if self.holding:
                 self.say("health watch: another process took it over")
-            self.holding, self._last_every = False, None
+            self.holding, self._last_every, self._renewed = False, None, None
             return None
-        self.holding = True
-        every = self._last_every is None or now - self._last_every >= self.settings.every
+        if not self.holding or self._renewed is None or now - self._renewed >= self.ttl:  # taken
+            self._last_every, self._catch_up_at = None, now + self.catch_up
+        self.holding, self._renewed = True, now
+        due = self._catch_up_at is not None and now >= self._catch_up_at
+        every = self._last_every is None or now - self._last_every >= self.settings.every or due
         result = judge(
             db,
             self.settings.selectors,
@@ -111,6 +124,8 @@ class HealthWatch:
         )
         if every and not result.lost:
             self._last_every = now
+            if due:
+                self._catch_up_at = None
         if result.alerts:
             self.say(f"health watch: {result.changed} change(s), {result.alerts} alert(s) queued")
         return result

@@ -4,8 +4,10 @@
   judged by the health watch (``serve`` or ``stream``), the asset's ``updated_at`` then, and when it
   was judged. A change of health queues its alerts (outbox rows of kind ``alert``) in the
   transaction that writes the new row.
-- ``health_marks``: the assets a write touched since they were last judged; ``n`` counts the
-  writes, so that the watch clears a mark only if no write came after it read it.
+- ``health_marks``: the assets writes touched since they were last judged, while a watch was
+  live: appended, a row a write (``seq`` counts up), never updated, so that writers side by side
+  marking the same asset never wait for one another; the watch deletes an asset's marks up to the
+  highest key it read, once it has judged the asset.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ def upgrade() -> None:
     op.create_index("asset_health_health", "asset_health", ["health"])
     op.create_table(
         "health_marks",
+        sa.Column("seq", INTEGER, sa.Identity(), nullable=False),
         sa.Column("asset_id", TEXT, nullable=False),
-        sa.Column("n", INTEGER, nullable=False),
-        sa.PrimaryKeyConstraint("asset_id"),
+        sa.PrimaryKeyConstraint("seq"),
     )
+    op.create_index("health_marks_asset", "health_marks", ["asset_id", "seq"])

@@ -474,21 +474,30 @@ def at_risk(bad: Iterable[str], downstream: Mapping[str, Sequence[str]]) -> dict
 
 def paths_at_risk(bad: Iterable[str], downstream: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
     """Each asset :func:`at_risk` finds, with its :func:`path_to_cause`, worked out as the walk
-    reaches it (a path is the path to the asset before it, and it), so in one pass."""
+    reaches it (a path is the path to the asset before it, and it), so in one pass.
+
+    The walk is :func:`at_risk`'s, breadth first from the bad assets in order, but an asset takes
+    its path when it is first queued rather than when it leaves the queue: the first pair queued
+    for an asset is the first to leave it, so each gets the same asset before it, and none is
+    queued twice."""
     bad = set(bad)
+    get = downstream.get
     paths: dict[str, tuple[str, ...]] = {}
-    queue: deque[tuple[str, str]] = deque()
+    reached: list[str] = []  # in the order of the walk; it grows as it is read
     for cause in sorted(bad):
-        for child in downstream.get(cause, ()):
-            queue.append((cause, child))
-    while queue:
-        parent, node = queue.popleft()
-        if node in paths:
-            continue
-        paths[node] = (parent, node) if parent in bad else (*paths[parent], node)
-        for child in downstream.get(node, ()):
+        for child in get(cause, ()):
             if child not in paths:
-                queue.append((node, child))
+                paths[child] = (cause, child)
+                reached.append(child)
+    for node in reached:
+        children = get(node)
+        if children is None:
+            continue
+        path = (node,) if node in bad else paths[node]
+        for child in children:
+            if child not in paths:
+                paths[child] = (*path, child)
+                reached.append(child)
     return paths
 
 

@@ -26,6 +26,7 @@ import contextlib
 import functools
 import gc
 import json
+import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -203,7 +204,7 @@ def assess(
             # only they and what is upstream of them (their at-risk flags) are judged
             judged = _with_upstream(wanted, downstream)
             rows = [row for row in rows if row[0] in judged]
-        rows.sort()  # by id (ids are unique): the answer's order
+        rows.sort(key=_ID)  # by id (ids are unique): the answer's order; ids alone sort faster than rows
         verdicts = _judge(rows, by_metadata, RuleBook(selectors), own_rules, Judge(as_of), writes, runs, checks)
         bad = [row[0] for row, verdict in zip(rows, verdicts, strict=True) if verdict.health in _BAD]
         path_of = (paths_at_risk(bad, downstream) if bad else {}).get
@@ -215,6 +216,7 @@ def assess(
 
 
 _BAD = frozenset((Health.FAIL, Health.WARN))
+_ID = operator.itemgetter(0)
 
 
 def _judge(

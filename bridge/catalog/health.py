@@ -185,7 +185,8 @@ def assess(
 
     The facts are read whole, each in one statement that does the choosing (the latest run of
     each task, the latest checks of each asset), and each asset is judged once (:class:`Judge`:
-    each rule's limits worked out once; an asset nothing speaks for is UNKNOWN at once)."""
+    each rule's limits worked out once; an asset nothing speaks for is UNKNOWN at once), with
+    the cyclic collector held off (:func:`collector_held`)."""
     moment = format_time(as_of)
     with collector_held():
         # metadata is read only where a selector asks for it; rules alike are parsed once

@@ -388,20 +388,21 @@ class Judge:
 
     def __init__(self, as_of: datetime) -> None:
         self.as_of = as_of
-        self._limits: dict[int, tuple[FreshnessRule, str, str | None]] = {}
+        self._limits: dict[int, tuple[FreshnessRule, str, str | None, str]] = {}
 
-    def _limits_of(self, rule: FreshnessRule) -> tuple[str, str | None]:
-        """(fails before, warns before) for a window; (met from, the tick) for a cron deadline."""
+    def _limits_of(self, rule: FreshnessRule) -> tuple[str, str | None, str]:
+        """(fails before, warns before, the window's length as text) for a window; (met from, the
+        tick, "") for a cron deadline."""
         found = self._limits.get(id(rule))
         if found is None:
             if rule.max is not None:
                 warns = format_time(self.as_of - (rule.max - rule.warn)) if rule.warn is not None else None
-                found = (rule, format_time(self.as_of - rule.max), warns)
+                found = (rule, format_time(self.as_of - rule.max), warns, format_duration(rule.max))
             else:
                 tick = rule.last_tick(self.as_of)
-                found = (rule, format_time(tick - rule.lag), format_time(tick))
+                found = (rule, format_time(tick - rule.lag), format_time(tick), "")
             self._limits[id(rule)] = found  # the rule kept with them: its id stays its own
-        return found[1], found[2]
+        return found[1], found[2], found[3]
 
     def verdict(
         self,
@@ -421,7 +422,7 @@ class Judge:
         fresh: tuple[Health, str] | None = None
         if rule is not None:
             assert last_write is not None
-            first, second = self._limits_of(rule)
+            first, second, length = self._limits_of(rule)
             if rule.max is None:
                 fresh = (
                     (Health.PASS, f"fresh: last written {last_write}, deadline {second} met")
@@ -429,7 +430,7 @@ class Judge:
                     else (Health.FAIL, f"missed the deadline {second}: last written {last_write}")
                 )
             elif last_write < first:
-                fresh = (Health.FAIL, f"stale: last written {last_write}, older than {format_duration(rule.max)}")
+                fresh = (Health.FAIL, f"stale: last written {last_write}, older than {length}")
             elif second is not None and last_write < second:
                 due = format_time(datetime.fromisoformat(last_write) + rule.max)
                 fresh = (Health.WARN, f"stale at {due}: last written {last_write}")
@@ -474,21 +475,30 @@ def at_risk(bad: Iterable[str], downstream: Mapping[str, Sequence[str]]) -> dict
 
 def paths_at_risk(bad: Iterable[str], downstream: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
     """Each asset :func:`at_risk` finds, with its :func:`path_to_cause`, worked out as the walk
-    reaches it (a path is the path to the asset before it, and it), so in one pass."""
+    reaches it (a path is the path to the asset before it, and it), so in one pass.
+
+    The walk is :func:`at_risk`'s, breadth first from the bad assets in order, but an asset takes
+    its path when it is first queued rather than when it leaves the queue: the first pair queued
+    for an asset is the first to leave it, so each gets the same asset before it, and none is
+    queued twice."""
     bad = set(bad)
+    get = downstream.get
     paths: dict[str, tuple[str, ...]] = {}
-    queue: deque[tuple[str, str]] = deque()
+    reached: list[str] = []  # in the order of the walk; it grows as it is read
     for cause in sorted(bad):
-        for child in downstream.get(cause, ()):
-            queue.append((cause, child))
-    while queue:
-        parent, node = queue.popleft()
-        if node in paths:
-            continue
-        paths[node] = (parent, node) if parent in bad else (*paths[parent], node)
-        for child in downstream.get(node, ()):
+        for child in get(cause, ()):
             if child not in paths:
-                queue.append((node, child))
+                paths[child] = (cause, child)
+                reached.append(child)
+    for node in reached:
+        children = get(node)
+        if children is None:
+            continue
+        path = (node,) if node in bad else paths[node]
+        for child in children:
+            if child not in paths:
+                paths[child] = (*path, child)
+                reached.append(child)
     return paths
 
 

@@ -358,6 +358,30 @@ def test_a_watch_that_lost_its_lease_writes_nothing(catalog_target: str) -> None
         assert slow.step() is None  # and its next look finds the lease another's
 
 
+def test_a_pass_longer_than_the_lease_renews_it_as_it_writes_and_judges_every_asset_again(
+    catalog_target: str,
+) -> None:
+    """A pass that judges for longer than the lease's time to live (a large catalog) still writes
+    what it judged: each write renews the lease nobody took over, a lapse that writers may have
+    read as no watch brings another pass over every asset, and the lease is then taken for three
+    times the pass's length, so that the next pass does not lapse."""
+    with Catalog(catalog_target) as catalog:
+        write_mart(catalog, "mart.orders", 0, execution="e0")
+        write_mart(catalog, "mart.orders", 5, state="FAILED", execution="e1")
+    reads = iter(clock_at(10) + 40 * n for n in range(1000))  # every look at the clock, 40 s later
+    with Catalog(catalog_target) as catalog:
+        watch = HealthWatch(catalog, settings(rule("http://h/x")), clock=lambda: next(reads), ttl=30)
+        result = watch.step()
+        assert result is not None and not result.lost
+        assert alerts_queued(catalog) == [("mart.orders", "FAIL", None, "FAIL")]
+        assert kept(catalog.db.conn)["mart.orders"].health is Health.FAIL
+        assert watch.lease_ttl() >= 3 * 40  # the pass read the clock at least twice
+        value = catalog.db.conn.execute("SELECT value FROM positions WHERE kind = ?", (LEASE_KIND,)).fetchone()[0]
+        lease = json.loads(value)
+        assert lease["holder"] == watch.holder and lease["until"] > clock_at(10) + 30  # renewed by the write
+        assert watch._catch_up_at is not None  # every asset again, soon
+
+
 @pytest.mark.both_engines
 def test_received_events_and_set_rules_mark_their_assets_for_the_next_look(
     catalog_target: str, resolver: Resolver

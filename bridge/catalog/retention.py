@@ -275,6 +275,21 @@ def holds_lease(cur: Cursor, holder: str, now: float, *, kind: str = LEASE_KIND)
     return bool(found.get("holder") == holder and float(found.get("until", 0)) > now)
 
 
+def renew_lease(cur: Cursor, holder: str, now: float, ttl: float, *, kind: str = LEASE_KIND) -> str | None:
+    """A fence that renews: when ``holder`` is still named in the lease of ``kind``, its end moved
+    to ``now + ttl`` in the caller's transaction (the row locked until it ends) and ``"held"``, or
+    ``"lapsed"`` when its end had passed meanwhile (nobody took it over: a takeover names another
+    holder, but writers that read it lapsed may have left things unmarked); None when another
+    process holds it."""
+    row = cur.execute(_SELECT_LEASE, (kind, LEASE_NAME)).fetchone()
+    if row is None or json.loads(row[0]).get("holder") != holder:
+        return None
+    lapsed = float(json.loads(row[0]).get("until", 0)) <= now
+    new = json.dumps({"holder": holder, "until": now + ttl})
+    cur.execute(_SWAP_LEASE, (new, epoch_text(now), kind, LEASE_NAME, row[0]))
+    return "lapsed" if lapsed else "held"
+
+
 def release_lease(db: Database, holder: str, *, kind: str = LEASE_KIND) -> None:
     """Give the lease of ``kind`` back if ``holder`` has it."""
 
@@ -303,5 +318,6 @@ __all__ = [
     "prepare",
     "reclaim",
     "release_lease",
+    "renew_lease",
     "take_lease",
 ]

@@ -35,8 +35,9 @@ from typing import Any
 import attrs
 
 from bridge.catalog import Catalog
+from bridge.catalog.engine import Cursor
 from bridge.catalog.health_state import BATCH, LEASE_KIND, TAKEOVER_PASS_AFTER, PassResult, counts, judge
-from bridge.catalog.retention import holds_lease, release_lease, take_lease
+from bridge.catalog.retention import release_lease, renew_lease, take_lease
 from bridge.config import Config
 from bridge.model.alerts import AlertRule
 from bridge.model.health import Selector
@@ -94,6 +95,23 @@ class HealthWatch:
         self._last_every: float | None = None  # when every asset was last judged (this holder)
         self._renewed: float | None = None  # when this holder last took or renewed the lease
         self._catch_up_at: float | None = None  # when every asset is to be judged again, the lease taken
+        self._pass_seconds = 0.0  # how long the last pass over every asset took
+        self._lapsed = False  # the lease's end passed during a pass (writers may have stopped marking)
+
+    def lease_ttl(self) -> float:
+        """How long the lease is taken for: ``ttl``, or three times the last pass over every asset
+        when that is longer (a pass renews it at each of its writes, not while it judges)."""
+        return max(self.ttl, 3 * self._pass_seconds)
+
+    def _fence(self, cur: Cursor) -> bool:
+        """Each write of a pass: still the holder (the lease renewed), else write nothing."""
+        now = self.clock()
+        state = renew_lease(cur, self.holder, now, self.lease_ttl(), kind=LEASE_KIND)
+        if state == "lapsed":
+            self._lapsed = True
+        if state is not None:
+            self._renewed = now
+        return state is not None
 
     def step(self) -> PassResult | None:
         """Take (or renew) the lease, then one pass: every asset when ``every`` seconds have gone
@@ -102,12 +120,12 @@ class HealthWatch:
         seconds later; else the marked ones. None when another process holds the lease."""
         db = self.catalog.db
         now = self.clock()
-        if not take_lease(db, self.holder, now, self.ttl, kind=LEASE_KIND):
+        if not take_lease(db, self.holder, now, self.lease_ttl(), kind=LEASE_KIND):
             if self.holding:
                 self.say("health watch: another process took it over")
             self.holding, self._last_every, self._renewed = False, None, None
             return None
-        if not self.holding or self._renewed is None or now - self._renewed >= self.ttl:  # taken
+        if not self.holding or self._renewed is None or now - self._renewed >= self.lease_ttl():  # taken
             self._last_every, self._catch_up_at = None, now + self.catch_up
         self.holding, self._renewed = True, now
         due = self._catch_up_at is not None and now >= self._catch_up_at
@@ -118,14 +136,16 @@ class HealthWatch:
             self.settings.alerts,
             datetime.fromtimestamp(now, UTC),
             every=every,
-            fence=lambda cur: holds_lease(cur, self.holder, self.clock(), kind=LEASE_KIND),
+            fence=self._fence,
             web_url=self.settings.web_url,
             batch=self.batch,
         )
         if every and not result.lost:
-            self._last_every = now
+            self._last_every, self._pass_seconds = now, self.clock() - now
             if due:
                 self._catch_up_at = None
+        if self._lapsed:  # writers that read the lease lapsed marked nothing: every asset again, soon
+            self._lapsed, self._catch_up_at = False, self.clock() + self.catch_up
         if result.alerts:
             self.say(f"health watch: {result.changed} change(s), {result.alerts} alert(s) queued")
         return result

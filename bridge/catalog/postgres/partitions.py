@@ -15,11 +15,14 @@ and the index could not see the first.
   missing (``serve`` at start-up and its writer's upkeep, :class:`DayPartitions`, once an hour;
   every retention pass; a new catalog): each is a
   table made beside the partitioned one, given the default partition's rows of its day (if any),
-  then attached, which takes no lock that an insert waits on (ATTACH PARTITION: SHARE UPDATE
-  EXCLUSIVE on the partitioned table).
-- :func:`drop_expired` drops the day partitions wholly older than a cutoff: DETACH then DROP in one
-  short transaction under a lock timeout of :data:`LOCK_TIMEOUT`, tried :data:`TRIES` times, the
-  rows counted in the same transaction. Plain DETACH, not ``DETACH ... CONCURRENTLY``: that one
+  then attached. ATTACH PARTITION takes SHARE UPDATE EXCLUSIVE on the partitioned table (inserts
+  go on) and ACCESS EXCLUSIVE on the default partition, which is taken first, under the lock
+  timeout, so that no event of the day reaches it between the move and the attach: inserts into
+  the default partition (events of days not made) wait for that short transaction.
+- :func:`drop_expired` drops the day partitions wholly older than a cutoff: in one short
+  transaction under a lock timeout of :data:`LOCK_TIMEOUT`, tried :data:`TRIES` times, the day
+  locked (SHARE) and its rows counted, then DETACH and DROP, which alone hold the whole table.
+  Plain DETACH, not ``DETACH ... CONCURRENTLY``: that one
   cannot run inside a transaction block, nor on a table with a default partition. DETACH waits for
   the writers in flight and holds new ones while it waits, at most the lock timeout; what it could
   not take is left to the batch deletes, which delete the same rows.
@@ -122,6 +125,9 @@ def make(cur: Cursor | Any, day: date) -> bool:
     cur.execute(
         f"ALTER TABLE {name} ADD CONSTRAINT {name}_bounds CHECK (event_time >= '{low}' AND event_time < '{high}')"
     )
+    # held from here (ATTACH would take it anyway): no event of the day can reach the default
+    # partition between the move and the attach, which would then fail on it
+    cur.execute(f"LOCK TABLE {DEFAULT} IN ACCESS EXCLUSIVE MODE")
     cur.execute(
         f"WITH moved AS (DELETE FROM {DEFAULT} WHERE event_time >= '{low}' AND event_time < '{high}' RETURNING *) "
         f"INSERT INTO {name} SELECT * FROM moved"
@@ -163,12 +169,15 @@ def drop_expired(db: Database, cutoff: str) -> int:
 
 
 def _drop(cur: Cursor | Any, name: str) -> int:
-    """DETACH and DROP, counting the rows between, in one transaction (DETACH holds the table)."""
+    """Count the day's rows and check it may go while only that day is held (an insert into it, an
+    event of that old day, waits; the other days' do not), then DETACH and DROP, which hold the
+    whole table, but only for themselves: all in one transaction."""
     cur.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-    cur.execute(f"ALTER TABLE {TABLE} DETACH PARTITION {name}")
+    cur.execute(f"LOCK TABLE {name} IN SHARE MODE")
     if not _droppable(cur, name):
         raise _Kept(name)
     rows = int(cur.execute(f"SELECT count(*) FROM {name}").fetchone()[0])
+    cur.execute(f"ALTER TABLE {TABLE} DETACH PARTITION {name}")
     cur.execute(f"DROP TABLE {name}")
     return rows
 

@@ -241,9 +241,11 @@ class StreamWorker:
         if gone:
             self._settle(lambda: outbox.drop(gone))
             self.stats.gone += len(gone)
-        if any(o.ok for o in outcomes):
+        # the backend's outcomes only: a webhook that answers says nothing of the backend (and one
+        # that does not, alerts being a side channel, never makes the stream give up)
+        if any(o.ok for item, o in zip(sending, outcomes, strict=True) if item.kind != ALERT):
             self._failing_since = None
-        elif (retrying or alert_retrying) and self._failing_since is None:
+        elif retrying and self._failing_since is None:
             self._failing_since = began
         if failures or alert_retrying or alert_dead:
             self._last_failure = failures[-1] if failures else (alert_dead or [o for o, _ in alert_retrying])[-1]

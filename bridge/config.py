@@ -255,6 +255,7 @@ def _retention_config(table: Any, where: str) -> RetentionConfig:
 
 _ALERT_KEYS = ("headers", "match", "name", "on", "updated_metadata", "webhook")
 ALERT_NAME = TOKEN_NAME
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP header's name: a token (RFC 9110)
 
 
 def parse_alerts(tables: Any, where: str) -> tuple[AlertRule, ...]:
@@ -275,9 +276,12 @@ def parse_alerts(tables: Any, where: str) -> tuple[AlertRule, ...]:
         events = frozenset(e.upper() for e in on)
         headers = table.get("headers", {})
         if not isinstance(headers, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) and "\n" not in v and "\r" not in v for k, v in headers.items()
+            isinstance(k, str) and HEADER_NAME.fullmatch(k) and isinstance(v, str) and "\n" not in v and "\r" not in v
+            for k, v in headers.items()
         ):
-            raise ConfigError(f"{at}: 'headers' must be a table of strings ({{ Authorization = \"...\" }})")
+            raise ConfigError(
+                f"{at}: 'headers' must be a table of header names and one-line strings ({{ Authorization = \"...\" }})"
+            )
         try:
             match = Match.parse(table.get("match"), f"{at}: match")
             condition = Match.parse({"metadata": table.get("updated_metadata", {})}, f"{at}: updated_metadata")

@@ -214,6 +214,8 @@ def test_the_message_shape() -> None:
         ({"name": "a", "on": ["FAIL"], "webhook": "http://h", "url": "x"}, "unknown key(s) url; known: headers"),
         ({"name": "a", "on": ["FAIL"], "webhook": "http://h", "match": {"tier": "g"}}, "unknown key(s) tier"),
         ({"name": "a", "on": ["FAIL"], "webhook": "http://h", "headers": {"X": 1}}, "'headers' must be a table"),
+        ({"name": "a", "on": ["FAIL"], "webhook": "http://h", "headers": {"X Y": "1"}}, "'headers' must be a table"),
+        ({"name": "a", "on": ["FAIL"], "webhook": "http://h", "headers": {"X:": "1"}}, "'headers' must be a table"),
         (
             {"name": "a", "on": ["FAIL"], "webhook": "http://h", "updated_metadata": {"s": "fail"}},
             "'updated_metadata' goes with \"UPDATED\"",

@@ -313,7 +313,7 @@ class PostgresEngine(Engine):
         )
 
     def search_indexed(self, conn: Connection | Cursor) -> bool:
-        # pg_trgm's index, made when the extension could be had (migration 0016)
+        # pg_trgm's index, made when the extension could be had (migration 0019)
         query = "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'assets_trgm'"
         return conn.execute(query).fetchone() is not None
 

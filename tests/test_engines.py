@@ -134,6 +134,15 @@ def _portable(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def undo_asset_filters(execute: Callable[[str], Any]) -> None:
+    """A catalog as migration 0020 found it: the assets' namespace and type indexed alone."""
+    execute("DROP INDEX assets_namespace_type")
+    execute("DROP INDEX assets_namespace")
+    execute("DROP INDEX assets_type")
+    execute("CREATE INDEX assets_type ON assets (type)")
+    execute("CREATE INDEX assets_namespace ON assets (namespace)")
+
+
 def undo_ui_reads(execute: Callable[[str], Any], engine: str) -> None:
     """A catalog as migration 0019 found it: the UI's indexes and the assets' search not there."""
     for index in (
@@ -378,6 +387,7 @@ def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migr
             conn.execute(f"ALTER TABLE {table} RESET (fillfactor)")
         conn.execute("DROP TABLE freshness_rules, asset_checks")  # added by 0014
         conn.execute("DROP INDEX external_sources_job")  # migration 0015's
+        undo_asset_filters(conn.execute)  # migration 0020's
         undo_ui_reads(conn.execute, "postgresql")  # migration 0019's
         conn.execute("DROP TABLE asset_health, health_marks")  # added by 0018
         conn.execute("DROP INDEX task_runs_task")  # migration 0017's

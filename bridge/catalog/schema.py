@@ -81,8 +81,10 @@ assets = sa.Table(
     _text("assertions", nullable=True),  # JSON list of data-quality assertions
     sa.CheckConstraint("origin IN ('declared', 'auto', 'external')"),
 )
-sa.Index("assets_type", assets.c.type)
-sa.Index("assets_namespace", assets.c.namespace)
+# a filter's assets in id order (the UI's list of assets: a page by id)
+sa.Index("assets_type", assets.c.type, assets.c.id)
+sa.Index("assets_namespace", assets.c.namespace, assets.c.id)
+sa.Index("assets_namespace_type", assets.c.namespace, assets.c.type, assets.c.id)
 
 executions = sa.Table(
     "executions",

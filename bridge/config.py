@@ -224,6 +224,7 @@ class RetentionConfig:
     dead_letters: float | None = None
     delivery_errors: float | None = None
     task_runs: float | None = None  # olbridge's own history: kept unless given
+    checks: float | None = None  # never an asset's latest
     column_edges: bool = False
     every: float | None = None
 

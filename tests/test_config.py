@@ -53,6 +53,7 @@ access_log = "json"
 
 [retention]
 received_events = "7d"
+checks = "30d"
 every = "15m"
 
 [[freshness]]
@@ -95,7 +96,7 @@ def test_every_key_is_read_and_relative_paths_are_the_files_folder(tmp_path: Pat
         job_namespace_prefix="prod.",
         producer="https://example.com/olbridge/1.0",
         serve=ServeConfig(forward=True, tokens_file=tmp_path / "conf" / "secrets" / "tokens.toml", access_log="json"),
-        retention=RetentionConfig(received_events=7 * 86400.0, every=900.0),
+        retention=RetentionConfig(received_events=7 * 86400.0, checks=30 * 86400.0, every=900.0),
         freshness=(
             Selector(
                 Match(namespace="team-a", type="Table", id_prefix="warehouse.", metadata={"tier": "gold"}),

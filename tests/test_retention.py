@@ -13,10 +13,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from click.testing import CliRunner
 
-from bridge.catalog import Catalog, retention
+from bridge.catalog import Catalog, health, retention
 from bridge.catalog.retention import KINDS, Windows
 from bridge.cli import cli
 from bridge.config import RetentionConfig, parse_config
@@ -96,11 +97,56 @@ def test_the_dry_run_counts_what_the_real_pass_deletes(catalog: Catalog, intake:
         "deliveryErrors": 1,
         "taskRuns": 0,  # kept: no window
         "deliveredOutbox": 0,  # the stream deletes them as it delivers them
+        "checks": 0,  # kept: no window
     }
     deleted = expire(catalog, batch=2)  # several batches of each kind
     assert deleted == counted
     assert set(deleted) == set(KINDS)
     assert retention.count(catalog._conn, ALL, NOW) == dict.fromkeys(KINDS, 0)
+
+
+def checked(n: int, table: str, time: str, success: bool) -> dict[str, Any]:
+    """A received run whose input ``table`` carries a data-quality assertion (recorded as a check)."""
+    dataset = ol_dataset("postgres://db:5432", f"shop.public.{table}")
+    dataset["inputFacets"] = {
+        "dataQualityAssertions": {
+            "_producer": "https://github.com/example/producer/tree/1.0",
+            "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DataQualityAssertionsDatasetFacet.json",
+            "assertions": [{"assertion": "not_null", "success": success, "column": "id"}],
+        }
+    }
+    return ol_run_event("COMPLETE", run_id=rid(n), job=("gx", f"{table}_suite"), inputs=[dataset], time=time)
+
+
+def test_checks_go_but_each_assets_latest_stays_and_health_now_is_unchanged(catalog: Catalog, intake: Intake) -> None:
+    """Checks reported before the window go; an asset's latest reported by now stays however old
+    it is (``items``' only recent-enough answer), so no asset's health now changes."""
+    events = [
+        checked(1, "orders", OLD, False),
+        checked(2, "orders", "2025-03-02T08:00:00Z", True),
+        checked(3, "orders", RECENT, False),
+        checked(4, "items", OLD, True),
+        checked(5, "items", "2025-03-02T08:00:00Z", False),  # items' latest: older than the window
+    ]
+    assert all(o.ok for o in intake.take(events))
+    windows = Windows(checks=WEEK)
+    checks = "SELECT asset_id, reported_at FROM asset_checks"
+    reported = rows(catalog, checks)
+    assert len(reported) == 5
+    latest = {asset_id: max(t for a, t in reported if a == asset_id) for asset_id, _ in reported}
+
+    def health_now() -> list[dict[str, Any]]:
+        return [h.to_json() for h in health.assess(catalog._conn, [], datetime.fromtimestamp(NOW, UTC))]
+
+    before = health_now()
+    assert sorted(h["health"] for h in before) == ["FAIL", "FAIL"]  # orders' recent check, items' old one
+    counted = retention.count(catalog._conn, windows, NOW)
+    assert counted == {**dict.fromkeys(KINDS, 0), "checks": 3}
+    assert expire(catalog, windows, batch=2) == counted  # in batches
+    assert rows(catalog, checks) == sorted(latest.items())
+    assert health_now() == before
+    assert retention.count(catalog._conn, windows, NOW) == dict.fromkeys(KINDS, 0)
+    assert retention.count(catalog._conn, ALL, NOW)["checks"] == 0  # kept unless a window is given
 
 
 def test_what_current_lineage_needs_stays(catalog: Catalog, intake: Intake) -> None:
@@ -186,15 +232,27 @@ def test_one_pass_at_a_time_across_processes(catalog: Catalog) -> None:
 
 def test_the_retention_table_is_validated() -> None:
     parsed = parse_config(
-        {"retention": {"received_events": "7d", "dead_letters": "12h", "column_edges": True, "every": "15m"}},
+        {
+            "retention": {
+                "received_events": "7d",
+                "dead_letters": "12h",
+                "checks": "30d",
+                "column_edges": True,
+                "every": "15m",
+            }
+        },
         "olbridge.toml",
         Path(),
     ).retention
-    assert parsed == RetentionConfig(received_events=WEEK, dead_letters=43200.0, column_edges=True, every=900.0)
+    assert parsed == RetentionConfig(
+        received_events=WEEK, dead_letters=43200.0, checks=30 * 86400.0, column_edges=True, every=900.0
+    )
+    assert retention.windows_of(attrs.asdict(parsed)).checks == 30 * 86400.0
     for table, message in (
         ({"received": "7d"}, "unknown setting(s) received"),
         ({"received_events": "7 days"}, "must be a duration"),
         ({"received_events": 7}, "must be a duration"),
+        ({"checks": "a month"}, "must be a duration"),
         ({"column_edges": "yes"}, "true or false"),
         ({"every": "15m"}, "'every' is set but no window is"),
     ):
@@ -213,7 +271,7 @@ def test_the_command_prints_the_same_keys_for_both_modes(
 ) -> None:
     with Catalog(catalog_target) as catalog:
         catalog_intake(catalog, resolver).take([ol_run_event(run_id=rid(1), time="2001-01-01T00:00:00Z")])
-    config = write_config(tmp_path, catalog_target, 'received_events = "7d"\ndead_letters = "30d"')
+    config = write_config(tmp_path, catalog_target, 'received_events = "7d"\ndead_letters = "30d"\nchecks = "30d"')
     runner = CliRunner()
     dry = runner.invoke(cli, ["--config", str(config), "retention", "--dry-run", "--json"])
     assert dry.exit_code == 0, dry.output

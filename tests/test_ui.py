@@ -438,7 +438,7 @@ def test_search_finds_any_part_of_an_id_a_received_name_or_a_symlink(
 
         def found(text: str) -> list[str]:
             way = browse._search_by(catalog._conn, AssetFilter(search=text), None, None, 50)
-            assert way == ("scan" if probe > 1 or len(text) < 3 else "index")
+            assert way == ("scan" if probe > 1 or not browse._indexable(text) else "index")
             page = list_assets(catalog, AssetFilter(search=text))
             assert page.count == len(page.assets)
             return [a.asset.id for a in page.assets]
@@ -451,6 +451,49 @@ def test_search_finds_any_part_of_an_id_a_received_name_or_a_symlink(
         assert found("ab") == ["ab"] and found("FU") == ["db1.sales.refunds"]  # shorter: read in id order
         catalog.purge(AssetQuery.create(ids=["db1.sales.refunds", received]))
         assert found("sales.") == ["db1.sales.Orders_2024"] and found("metastore") == [] and found("tbl") == []
+
+
+@pytest.mark.parametrize("probe", [browse.SEARCH_PROBE, 1])
+def test_search_folds_the_case_of_letters_outside_ascii_the_same_on_every_path(
+    catalog_target: str, resolver: Resolver, probe: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``É`` finds ``é`` and ``Ü`` finds ``ü`` (and each itself, typed as it is) in an id, a received
+    name and a symlink, whether the assets are read in id order (every text here) or found by the
+    search index (a rare text with three characters in a row that are ASCII or have no case, here
+    with a probe of one asset), on both engines; a letter's accent still counts."""
+    monkeypatch.setattr(browse, "SEARCH_PROBE", probe)
+    with Catalog(catalog_target) as catalog:
+        for asset_id in ("s3://wh/Données.Éléments", "s3://wh/Xléments", "s3://wh/données.elements"):
+            catalog.set_asset(decl(asset_id, type="Table"), now=at(1))
+        symlink = {"identifiers": [{"namespace": "hive://metastore", "name": "lake.Ärger_Øl", "type": "TABLE"}]}
+        event = ol_run_event(
+            "COMPLETE", job=("spark", "etl"), outputs=[ol_dataset("bigquery", "proj.Über.Tâble", symlinks=symlink)]
+        )
+        assert [o.status for o in catalog_intake(catalog, resolver).take([event])] == ["accepted"]
+        (received,) = {a.id for a in catalog.list_assets()} - {
+            "s3://wh/Données.Éléments",
+            "s3://wh/Xléments",
+            "s3://wh/données.elements",
+        }
+
+        def found(text: str, way: str) -> list[str]:
+            assert browse._search_by(catalog._conn, AssetFilter(search=text), None, None, 50) == (
+                "scan" if probe > 1 else way
+            )
+            page = list_assets(catalog, AssetFilter(search=text))
+            assert page.count == len(page.assets)
+            return [a.asset.id for a in page.assets]
+
+        assert found("Éléments", "index") == ["s3://wh/Données.Éléments"]  # typed in the very case
+        assert found("éLÉMENTS", "index") == ["s3://wh/Données.Éléments"]  # in another; not s3://wh/Xléments
+        assert found("DONNÉES.élé", "index") == ["s3://wh/Données.Éléments"]
+        assert found("éLÉ", "scan") == ["s3://wh/Données.Éléments"]  # no trigram outside a wildcard
+        assert found("ONNées", "index") == ["s3://wh/Données.Éléments", "s3://wh/données.elements"]
+        assert found("onnees", "index") == []  # no accent: another letter
+        assert not received.startswith("bigquery")  # its id says nothing of its OpenLineage name
+        assert found("BIGQUERY/proj.üBER", "index") == found("tÂBLE", "index") == [received]
+        assert found("METASTORE/lake.äRGER_øL", "index") == [received]  # a symlink's namespace/name
+        assert found("ärger", "index") == [received] and found("ÄR", "scan") == [received]
 
 
 def test_a_common_search_text_is_read_in_id_order_and_counted_as_far_as_cheap(

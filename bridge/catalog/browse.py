@@ -12,6 +12,7 @@ another namespace is never returned; Global assets (no namespace) always are.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -30,7 +31,7 @@ TOP = "\U0010ffff"
 COUNT_CAP = 10_000  # counts past this are shown as "10,000+"
 SCAN_CHUNK = 500
 SCAN_BUDGET = 20_000  # rows a metadata filter may pass over for one page
-SEARCH_INDEXED = 3  # a search this long or longer may be answered by the search index (trigrams)
+SEARCH_INDEXED = 3  # a search with this many characters in a row that are no wildcard may be answered by the index
 SEARCH_PROBE = 2_000  # assets read in id order to tell a common search text (a page of it there) from a rare one
 SEARCH_COUNTED = 10_000  # assets read, at most, to count a common search text
 SEARCH_MATCHES = 20_000  # a search text more of the search's terms hold is read in id order
@@ -122,7 +123,7 @@ def _where(f: AssetFilter, scope: Scope | None, *, search: str = "") -> tuple[li
         params.append(f.origin)
     if search == "index":  # by the catalog's search index
         where.append(sql.SEARCH_ASSETS)
-        params.append(f.search)
+        params.append(_pattern(f.search))
     elif search == "scan":
         clause, more = _holds("assets", f.search)
         where.append(clause)
@@ -134,18 +135,85 @@ def _where(f: AssetFilter, scope: Scope | None, *, search: str = "") -> tuple[li
     return where, params
 
 
+def fold(text: str) -> str:
+    """``text`` as the search compares it, character for character: an ASCII letter in lower case,
+    any other character that has another case in its case folding when that is one character
+    outside ASCII (``É`` as ``é``), else as it is (``ß``, ``İ``, the Kelvin sign: only themselves).
+    Python does it, the same on both engines, whatever their collation."""
+    if text.isascii():
+        return text.lower()
+    return "".join(map(_fold, text))
+
+
+@functools.cache
+def _fold(char: str) -> str:
+    if char.isascii():
+        return char.lower()
+    folded = char.casefold()
+    return folded if len(folded) == 1 and not folded.isascii() else char
+
+
+def _pattern(text: str) -> str:
+    """The LIKE pattern (lower case, no escape) of the terms that may hold ``text`` as :func:`fold`
+    compares, whichever case the engine folds in SQL (SQLite's ``lower()`` and LIKE, and
+    PostgreSQL's under the "C" collation, fold ASCII only): ASCII letters in lower case, and any
+    character outside ASCII that has another case, ``%``, ``_`` and ``\\``, each any one character.
+    What it lets through is checked again (:func:`_holding`)."""
+    wild = "%_\\"
+    return "%" + "".join("_" if char in wild or _cased(char) else char.lower() for char in text) + "%"
+
+
+def _cased(char: str) -> bool:
+    return not char.isascii() and (char.lower() != char or char.upper() != char or char.casefold() != char)
+
+
+def _indexable(text: str) -> bool:
+    """Whether the search index narrows ``text``'s pattern: some SEARCH_INDEXED characters in a
+    row that are no wildcard (a trigram)."""
+    return any(len(run) >= SEARCH_INDEXED for run in re.split("[%_]", _pattern(text)))
+
+
 def _holds(table: str, text: str) -> tuple[str, list[str]]:
     """An asset row (of ``table``, a name or an alias of assets) whose id, received name or
-    symlink holds ``text`` in any case: the search's condition checked row by row (its received
-    names and symlinks found by their asset's index)."""
-    like = "%" + _like(text.lower()) + "%"
+    symlink may hold ``text`` (:func:`_pattern`): the search's condition checked row by row (its
+    received names and symlinks found by their asset's index), the rows it lets through then
+    checked by :func:`_holding`."""
+    like = _pattern(text)
     clause = (
-        f"(lower({table}.id) LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM external_datasets d WHERE d.asset_id = "
-        f"{table}.id AND lower(d.ol_namespace || '/' || d.ol_name) LIKE ? ESCAPE '\\') OR EXISTS (SELECT 1 FROM "
-        f"external_identifiers i WHERE i.asset_id = {table}.id AND lower(i.namespace || '/' || i.name) LIKE ? "
-        "ESCAPE '\\'))"
+        f"(lower({table}.id) LIKE ? OR EXISTS (SELECT 1 FROM external_datasets d WHERE d.asset_id = "
+        f"{table}.id AND lower(d.ol_namespace || '/' || d.ol_name) LIKE ?) OR EXISTS (SELECT 1 FROM "
+        f"external_identifiers i WHERE i.asset_id = {table}.id AND lower(i.namespace || '/' || i.name) LIKE ?))"
     )
     return clause, [like, like, like]
+
+
+_NAMES = (  # an asset's received names and symlinks, as the search reads them
+    "SELECT asset_id, ol_namespace || '/' || ol_name FROM external_datasets WHERE asset_id IN ({})",
+    "SELECT asset_id, namespace || '/' || name FROM external_identifiers WHERE asset_id IN ({})",
+)
+
+
+def _holding(conn: Connection, ids: Sequence[str], text: str) -> set[str]:
+    """Those of ``ids`` (assets the search's SQL let through) whose id, received name or symlink
+    holds ``text`` as :func:`fold` compares: the ids checked here, the names of the others read
+    by their asset's index."""
+    wanted = fold(text)
+    out = {i for i in ids if wanted in fold(i)}
+    rest = [i for i in ids if i not in out]
+    for start in range(0, len(rest), SCAN_CHUNK):
+        part = rest[start : start + SCAN_CHUNK]
+        for statement in _NAMES:
+            found = conn.execute(statement.format(", ".join("?" * len(part))), part)
+            out.update(asset_id for asset_id, term in found if wanted in fold(term))
+    return out
+
+
+def _indexed(conn: Connection, text: str) -> set[str]:
+    """The assets whose id, received name or symlink holds ``text`` as :func:`fold` compares, by
+    the search index: the terms it lets through (at most SEARCH_MATCHES, as :func:`_search_by`
+    found), each checked."""
+    wanted = fold(text)
+    return {i for i, term in conn.execute(sql.SEARCH_TERMS, [_pattern(text)]) if wanted in fold(term)}
 
 
 def _search_by(conn: Connection, f: AssetFilter, scope: Scope | None, after: str | None, limit: int) -> str:
@@ -155,7 +223,7 @@ def _search_by(conn: Connection, f: AssetFilter, scope: Scope | None, after: str
     SEARCH_PROBE assets hold a page of, or which lies further on)."""
     if not f.search:
         return ""
-    if len(f.search) < SEARCH_INDEXED:
+    if not _indexable(f.search):
         return "scan"
     where, params = _where(f, scope)
     if after is not None:
@@ -168,31 +236,36 @@ def _search_by(conn: Connection, f: AssetFilter, scope: Scope | None, after: str
     read, held = conn.execute(statement, [*more, *params, SEARCH_PROBE]).fetchone()
     if read < SEARCH_PROBE or int(held or 0) > limit:
         return "scan"
-    terms = int(conn.execute(sql.COUNT_SEARCH_TERMS, [f.search, SEARCH_MATCHES + 1]).fetchone()[0])
+    terms = int(conn.execute(sql.COUNT_SEARCH_TERMS, [_pattern(f.search), SEARCH_MATCHES + 1]).fetchone()[0])
     return "index" if terms <= SEARCH_MATCHES else "scan"
 
 
-def _count(conn: Connection, f: AssetFilter, scope: Scope | None, search: str) -> int | None:
+def _count(conn: Connection, f: AssetFilter, scope: Scope | None, search: str, indexed: set[str] | None) -> int | None:
     """How many assets ``f`` selects, up to COUNT_CAP + 1; None when not counted (a metadata
     filter; a common search text that the first SEARCH_COUNTED assets hold too rarely to reach
-    the cap, whose count would read every asset)."""
+    the cap, whose count would read every asset). ``indexed``: the assets that hold the search
+    text, when the index found them."""
     if f.metadata:
         return None
-    if search != "scan":
-        where, params = _where(f, scope, search=search)
+    if not search:
+        where, params = _where(f, scope)
         statement = f"SELECT count(*) FROM (SELECT 1 FROM assets WHERE {' AND '.join(where)} LIMIT ?) t"
         return int(conn.execute(statement, [*params, COUNT_CAP + 1]).fetchone()[0])
+    if indexed is not None:  # the assets the index let through (no more than its terms), those that hold it
+        where, params = _where(f, scope, search=search)
+        listed = conn.execute(f"SELECT id FROM assets WHERE {' AND '.join(where)}", params)
+        return min(sum(1 for (i,) in listed if i in indexed), COUNT_CAP + 1)
     where, params = _where(f, scope)
     clause, more = _holds("a", f.search)
     statement = (
-        f"SELECT count(*), sum(CASE WHEN {clause} THEN 1 ELSE 0 END) FROM "
+        f"SELECT a.id, CASE WHEN {clause} THEN 1 ELSE 0 END FROM "
         f"(SELECT id FROM assets WHERE {' AND '.join(where)} ORDER BY id LIMIT ?) a"
     )
-    read, total = conn.execute(statement, [*more, *params, SEARCH_COUNTED]).fetchone()
-    held = int(total or 0)
+    read = conn.execute(statement, [*more, *params, SEARCH_COUNTED]).fetchall()
+    held = len(_holding(conn, [i for i, holds in read if holds], f.search))
     if held > COUNT_CAP:
         return COUNT_CAP + 1
-    return held if read < SEARCH_COUNTED else None
+    return held if len(read) < SEARCH_COUNTED else None
 
 
 def list_assets(
@@ -204,6 +277,8 @@ def list_assets(
     # a search read in id order is checked row by row, each row of a chunk said to hold it or not
     where, params = _where(f, scope, search="" if search == "scan" else search)
     held, held_params = _holds("a", f.search) if search == "scan" else ("1 = 1", [])
+    # what the SQL lets through, checked in Python: those the index found, or each chunk's
+    indexed = _indexed(conn, f.search) if search == "index" else None
     found: list[Asset] = []
     cursor, scanned, more = after, 0, False
     chunk = limit + 1 if not (f.metadata or search == "scan") else SCAN_CHUNK
@@ -216,9 +291,10 @@ def list_assets(
         values = [*held_params, *params, *([cursor] if cursor is not None else []), chunk]
         page = conn.execute(statement, values).fetchall()
         scanned += len(page)
+        holding = indexed if search != "scan" else _holding(conn, [row[0] for row in page if row[-1]], f.search)
         for *row, holds in page:
             cursor = row[0]  # the id
-            if not holds:
+            if not holds or (holding is not None and row[0] not in holding):
                 continue
             asset = rows.asset_from_row(row)
             if allows(scope, asset.namespace) and f.matches_metadata(asset):
@@ -235,7 +311,7 @@ def list_assets(
             break
     shown = found[:limit]
     next_after = (shown[-1].id if len(found) > limit else cursor) if more else None
-    count = _count(conn, f, scope, search)
+    count = _count(conn, f, scope, search, indexed)
     written = last_written(conn, [a.id for a in shown])
     return AssetPage(tuple(ListedAsset(a, written.get(a.id)) for a in shown), next_after, count)
 

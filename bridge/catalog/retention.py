@@ -14,6 +14,10 @@ Each kind of history has its own window (:class:`Windows`, seconds; ``None``: ke
   unless a window is given: they are the history olbridge exports.
 - ``deliveredOutbox``: delivered outbox rows; the stream deletes a row as it delivers it, so
   there are never any to go (the kind is counted, always 0, so that a config naming it works).
+- ``checks``: the data-quality checks of an asset (``asset_checks``: a run's, a received event's,
+  ``dbt import``'s) reported before the window, never an asset's latest reported by now (the one
+  its health reads): an asset's health now is the same after a pass; only its health as of a
+  time before the window may change.
 
 What current lineage needs is never touched: placeholders, bindings, a dataset's facets, job
 rows, usages and lineage of received jobs, pending outbox rows, received events a pending forward
@@ -51,6 +55,7 @@ KINDS = (
     "deliveryErrors",
     "taskRuns",
     "deliveredOutbox",
+    "checks",
 )
 BATCH = 1000
 PAUSE = 0.1  # seconds between two batches: how long a writer may wait on retention, at most a batch more
@@ -70,6 +75,7 @@ class Windows:
     delivery_errors: Seconds = None
     task_runs: Seconds = None
     delivered_outbox: Seconds = None
+    checks: Seconds = None
     column_edges: bool = False
 
     @property
@@ -92,6 +98,13 @@ _RUN = """
           AND (n.last_seen > s.last_seen OR (n.last_seen = s.last_seen AND n.source > s.source)))
 """
 _DEAD = "o.state = 'dead' AND o.queued_at < ?"
+# an asset's check, not its latest reported by now (a later one of the asset, by now, exists: by
+# the table's key)
+_CHECK = """
+    k.reported_at < ? AND EXISTS (
+        SELECT 1 FROM asset_checks n
+        WHERE n.asset_id = k.asset_id AND n.reported_at > k.reported_at AND n.reported_at <= ?)
+"""
 _ERROR = "e.at < ?"
 _TASK_RUN = f"""
     t.started_at < ?
@@ -163,13 +176,18 @@ def _kinds(windows: Windows, now: float) -> list[_Kind]:
             f"DELETE FROM {table} WHERE task_run_pk = ?" for table in ("usages", "lineage", "column_lineage")
         )
         kinds.append(_Kind("taskRuns", "task_runs t", "t.pk", _TASK_RUN, (task_runs,), of_run))
+    checks = cutoff(windows.checks)
+    if checks is not None:
+        kinds.append(_Kind("checks", "asset_checks k", "k.rowid", _CHECK, (checks, epoch_text(now))))
     return kinds
 
 
 def _row_key(kind: _Kind, row_id: str) -> _Kind:
-    """column_lineage has no key column: the engine's own row id (:attr:`Engine.row_id`)."""
-    if kind.key == "c.rowid":
-        return attrs.evolve(kind, key=f"c.{row_id}")
+    """column_lineage has no key column, asset_checks a key of two: the engine's own row id
+    (:attr:`Engine.row_id`)."""
+    alias, column = kind.key.split(".")
+    if column == "rowid":
+        return attrs.evolve(kind, key=f"{alias}.{row_id}")
     return kind
 
 

@@ -45,13 +45,15 @@ SKIP_LOCKED = " /*FOR UPDATE SKIP LOCKED*/"
 NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"  # the database's clock, as olbridge writes times
 CHANGE_NAMESPACE = "json_extract(snapshot, '$.namespace')"  # an asset change's namespace
 RETRY_INDEX = " INDEXED BY outbox_retrying"  # SQLite's planner needs telling
-# the assets whose id, received name or symlink holds a text (the placeholder: the text as typed,
-# three characters or more), by the search of schema.search_statements: SQLite's FTS5 trigram
-# table, a phrase of the text; PostgreSQL's view, ILIKE its text (pg_trgm's indexes)
-SEARCH_TERM = "asset_search MATCH '\"' || replace(?, '\"', '\"\"') || '\"'"
+# the assets whose id, received name or symlink may hold a text (the placeholder: its LIKE
+# pattern, bridge.catalog.browse's, in which each letter of another case outside ASCII is a
+# wildcard; the rows are checked again in Python), by the search of schema.search_statements:
+# SQLite's FTS5 trigram table, whose index answers LIKE; PostgreSQL's view, ILIKE (pg_trgm's indexes)
+SEARCH_TERM = "term LIKE ?"
 SEARCH_ASSETS = f"id IN (SELECT asset_id FROM asset_search WHERE {SEARCH_TERM})"
 # how many of the search's terms hold a text, up to a number (read as they come, not all)
 COUNT_SEARCH_TERMS = f"SELECT count(*) FROM (SELECT 1 FROM asset_search WHERE {SEARCH_TERM} LIMIT ?) t"
+SEARCH_TERMS = f"SELECT asset_id, term FROM asset_search WHERE {SEARCH_TERM}"  # the terms, with their assets
 GET_ASSET_TO_WRITE = GET_ASSET + LOCK
 UPSERT_ASSET = f"""
     INSERT INTO assets ({ASSET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

@@ -60,7 +60,8 @@ def retention(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Delete the history older than the config's [retention] windows.
 
     Received events, external runs (never a job's latest), dead letters, delivery errors, column
-    edges of runs that are gone, and olbridge's own task runs if a window is given for them, in
+    edges of runs that are gone, assets' checks (never an asset's latest), and olbridge's own task
+    runs if a window is given for them, in
     batches of 1,000 rows with a short pause between, so receivers are never held for long. On
     PostgreSQL the days of received events past the window are dropped whole (their partitions),
     and the days ahead's partitions made. What current lineage needs (placeholders, bindings,

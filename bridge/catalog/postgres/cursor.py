@@ -25,10 +25,7 @@ FRAGMENTS: tuple[tuple[str, str], ...] = (
     (shared.NOW, """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""),
     (shared.CHANGE_NAMESPACE, "(snapshot::jsonb ->> 'namespace')"),
     (shared.RETRY_INDEX, ""),  # PostgreSQL's planner finds the partial index itself
-    (
-        shared.SEARCH_TERM,
-        "term ILIKE '%' || replace(replace(replace(?, '\\', '\\\\'), '%', '\\%'), '_', '\\_') || '%'",
-    ),
+    (shared.SEARCH_TERM, "term ILIKE ?"),
 )
 
 # whole statements PostgreSQL says otherwise: SQLite's min() and max() of two values are LEAST and

@@ -135,12 +135,16 @@ def _portable(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def undo_asset_filters(execute: Callable[[str], Any]) -> None:
-    """A catalog as migration 0020 found it: the assets' namespace and type indexed alone."""
+    """A catalog as migration 0020 found it: the assets' namespace and type, and the edges'
+    downstream ends, indexed alone."""
     execute("DROP INDEX assets_namespace_type")
     execute("DROP INDEX assets_namespace")
     execute("DROP INDEX assets_type")
     execute("CREATE INDEX assets_type ON assets (type)")
     execute("CREATE INDEX assets_namespace ON assets (namespace)")
+    for table in ("lineage", "external_lineage"):
+        execute(f"DROP INDEX {table}_downstream")
+        execute(f"CREATE INDEX {table}_downstream ON {table} (downstream_id)")
 
 
 def undo_ui_reads(execute: Callable[[str], Any], engine: str) -> None:

@@ -563,3 +563,39 @@ def test_a_postgresql_catalog_without_pg_trgm_is_made_searches_and_says_so(postg
         process.terminate()
         process.wait(timeout=10)
     assert warning.startswith("warning: the catalog has no search index") and "olbridge ui on" in ready
+
+
+def test_an_assets_neighbours_are_read_page_after_page_as_one_query_over_all_lineage_gives_them(
+    ui_catalog: str,
+) -> None:
+    """Each asset's neighbours (own and received lineage, read table by table in their indexes'
+    order) are, page after page and counted, what one query over every edge gives: distinct,
+    assets, in id order; with a scope only those it allows (Global ones too), with a search only
+    the ids holding it (ASCII letters in any case)."""
+    with Catalog(ui_catalog, create=False) as catalog:
+        conn = catalog._conn
+        ids = [a.id for a in catalog.list_assets()]
+        scope = browse.Scope(("team-b*",))
+        for asset_id in ids:
+            for direction, (me, other) in (
+                ("upstream", ("downstream_id", "upstream_id")),
+                ("downstream", ("upstream_id", "downstream_id")),
+            ):
+                every = conn.execute(
+                    f"SELECT DISTINCT l.{other}, a.namespace FROM all_lineage l JOIN assets a ON a.id = l.{other} "
+                    f"WHERE l.{me} = ? ORDER BY 1",
+                    [asset_id],
+                ).fetchall()
+                for chosen, search in ((None, ""), (scope, ""), (None, "F01"), (scope, "O")):
+                    wanted = [i for i, ns in every if browse.allows(chosen, ns) and search.lower() in i.lower()]
+                    pages, after = [], None
+                    while True:
+                        found = browse.neighbours(
+                            catalog, asset_id, direction, limit=3, search=search, after=after, scope=chosen, cap=7
+                        )
+                        assert found.count == min(len(wanted), 7)
+                        pages += found.ids
+                        if len(found.ids) < 3:
+                            break
+                        after = found.ids[-1]
+                    assert pages == wanted, (asset_id, direction, chosen, search)

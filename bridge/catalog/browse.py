@@ -364,12 +364,42 @@ def prefix_children(
 # --- lineage -------------------------------------------------------------------------------
 
 UP, DOWN = "upstream", "downstream"
-_NEIGHBOURS = {
-    UP: "SELECT DISTINCT l.upstream_id, a.namespace FROM all_lineage l JOIN assets a ON a.id = l.upstream_id "
-    "WHERE l.downstream_id = ?",
-    DOWN: "SELECT DISTINCT l.downstream_id, a.namespace FROM all_lineage l JOIN assets a ON a.id = l.downstream_id "
-    "WHERE l.upstream_id = ?",
-}
+# (the edge's column naming the asset, the one naming its neighbour) by direction; each table of
+# lineage read on its own, in its index's order (an asset, then its neighbours by id), so that a
+# page or a capped count reads no more edges than it needs, whatever the asset's size
+_NEIGHBOUR_COLUMNS = {UP: ("downstream_id", "upstream_id"), DOWN: ("upstream_id", "downstream_id")}
+_LINEAGE_TABLES = ("lineage", "external_lineage")
+
+
+def _neighbour_ids(
+    conn: Connection,
+    table: str,
+    asset_id: str,
+    direction: str,
+    search: str,
+    scope: Scope | None,
+    after: str | None,
+    limit: int,
+) -> list[str]:
+    """The first ``limit`` distinct neighbours of ``asset_id`` in one lineage table, by id, after
+    ``after``: those that are assets (of ``scope``), whose id holds ``search`` (ASCII letters in
+    any case, as both engines' ``lower`` folds them)."""
+    me, other = _NEIGHBOUR_COLUMNS[direction]
+    statement = f"SELECT DISTINCT l.{other} FROM {table} l WHERE l.{me} = ?"
+    params: list[Any] = [asset_id]
+    if after is not None:
+        statement += f" AND l.{other} > ?"
+        params.append(after)
+    if search:
+        statement += f" AND lower(l.{other}) LIKE ? ESCAPE '\\'"
+        params.append("%" + _like(search.lower() if search.isascii() else search) + "%")
+    exists = f"SELECT 1 FROM assets a WHERE a.id = l.{other}"
+    if scope is not None:
+        clause, more = scope.clause("a.namespace")
+        exists += f" AND {clause}"
+        params += more
+    statement += f" AND EXISTS ({exists}) ORDER BY l.{other} LIMIT ?"
+    return [row[0] for row in conn.execute(statement, [*params, limit])]
 
 
 @attrs.frozen
@@ -389,24 +419,40 @@ def neighbours(
     scope: Scope | None = None,
     cap: int = COUNT_CAP,
 ) -> Neighbours:
-    """An asset's direct upstream or downstream assets, by id: the first ``limit`` (after
-    ``after``, whose ids contain ``search``), and how many there are."""
+    """An asset's direct upstream or downstream assets (of ``scope``), by id: the first ``limit``
+    (after ``after``, whose ids contain ``search``), and how many there are (at most ``cap``)."""
     conn = catalog._conn
-    base, params = _NEIGHBOURS[direction], [asset_id]
-    column = "l.upstream_id" if direction == UP else "l.downstream_id"
-    if search:
-        base += f" AND {column} LIKE ? ESCAPE '\\'"
-        params.append("%" + _like(search) + "%")
-    if scope is not None:
-        clause, more = scope.clause("a.namespace")
-        base += f" AND {clause}"
-        params += more
-    count = int(conn.execute(f"SELECT count(*) FROM ({base} LIMIT ?) t", [*params, cap]).fetchone()[0])
-    keyset = f" AND {column} > ?" if after is not None else ""
-    page = conn.execute(
-        f"{base}{keyset} ORDER BY 1 LIMIT ?", [*params, *([after] if after is not None else []), limit]
-    ).fetchall()
-    return Neighbours(tuple(i for i, ns in page if allows(scope, ns)), count)
+
+    def batch(wanted: int, since: str | None) -> list[str]:  # the first of both tables, merged
+        found: set[str] = set()
+        for table in _LINEAGE_TABLES:
+            found.update(_neighbour_ids(conn, table, asset_id, direction, search, scope, since, wanted))
+        return sorted(found)[:wanted]
+
+    def first(wanted: int, since: str | None) -> list[str]:
+        out: list[str] = []
+        while len(out) < wanted:
+            need = wanted - len(out)
+            ids = batch(need, since)
+            # the scope's SQL lets through at least what it allows (LIKE may ignore case): checked
+            out += [i for i, ns in _namespaces(conn, ids).items() if allows(scope, ns)] if scope else ids
+            if len(ids) < need:
+                break
+            since = ids[-1]
+        return out
+
+    count = len(first(cap, None))
+    return Neighbours(tuple(first(limit, after)), count)
+
+
+def _namespaces(conn: Connection, ids: Sequence[str]) -> dict[str, str | None]:
+    """The namespace of each of ``ids`` (assets all), in their order."""
+    found: dict[str, str | None] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        statement = f"SELECT id, namespace FROM assets WHERE id IN ({', '.join('?' * len(chunk))})"
+        found.update(conn.execute(statement, list(chunk)).fetchall())
+    return {i: found.get(i) for i in ids}
 
 
 @attrs.frozen

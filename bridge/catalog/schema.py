@@ -148,7 +148,7 @@ lineage = sa.Table(
     _integer("task_run_pk", sa.ForeignKey("task_runs.pk")),
     sa.PrimaryKeyConstraint("upstream_id", "downstream_id", "task_run_pk"),
 )
-sa.Index("lineage_downstream", lineage.c.downstream_id)
+sa.Index("lineage_downstream", lineage.c.downstream_id, lineage.c.upstream_id)  # upstream ones by id
 
 asset_changes = sa.Table(
     "asset_changes",
@@ -321,7 +321,7 @@ external_lineage = sa.Table(
     sa.PrimaryKeyConstraint("upstream_id", "downstream_id", "job_namespace", "job_name"),
     sqlite_with_rowid=False,
 )
-sa.Index("external_lineage_downstream", external_lineage.c.downstream_id)
+sa.Index("external_lineage_downstream", external_lineage.c.downstream_id, external_lineage.c.upstream_id)
 
 # The latest of each facet (custom ones too) of an external run ('run:<runId>'), job
 # ('job:<namespace>/<name>') and dataset ('asset:<asset id>'), as the event had it.

@@ -342,8 +342,11 @@ class CoreCursor:
             return self._by_pairs("job usages", _selected(EXT_USAGES, text), pair, params)
         if "FROM external_sources WHERE source IN" in text:  # sql_received.sources_of(n)
             return self._by_list("sources", _selected(SOURCES, text), SOURCES.c.source, params)
-        if "FROM external_lineage WHERE upstream_id IN" in text:  # sql_received.edges_from(n)
-            return self._by_list("edges from", _selected(EXT_EDGES, text), EXT_EDGES.c.upstream_id, params)
+        if "FROM external_lineage WHERE (upstream_id" in text:  # sql_received.edges_of(n): whole keys
+            key = (EXT_EDGES.c.upstream_id, EXT_EDGES.c.downstream_id, EXT_EDGES.c.job_namespace, EXT_EDGES.c.job_name)
+            edges = [params[at : at + 4] for at in range(0, len(params), 4)]
+            wanted = sa.or_(*(sa.and_(*(c == v for c, v in zip(key, edge, strict=True))) for edge in edges))
+            return self.conn.execute(sa.select(*_selected(EXT_EDGES, text)).where(wanted))
         raise AssertionError(f"no construct for {statement}")
 
     def executemany(self, statement: str, many: Sequence[Sequence[Any]]) -> None:

@@ -397,5 +397,23 @@ def test_long_lookups_find_what_the_shared_statements_find(postgres: PostgresSer
             params = [part for pair in pairs for part in pair]
             digests = {row[0] for row in cur.execute(sql_received.received_digests(len(pairs)), params)}
             assert digests == {f"d{n}" for n in range(2, 301, 2)}
+            # an edge's whole key, four columns: each found by it, not every edge of its upstream
+            stored = [(f"u{n % 3}", f"d{n}", "ns", f"j{n % 5}") for n in range(200)]
+            cur.executemany(
+                "INSERT INTO external_lineage (upstream_id, downstream_id, job_namespace, job_name) "
+                "VALUES (?, ?, ?, ?)",
+                stored,
+            )
+            asked = [edge for edge in stored[::3]] + [
+                ("u0", "d0", "ns", "j9"),
+                ("u1", "d0", "ns", "j0"),
+                ("it's", "%s", "?", ""),
+            ]
+            for width in (4, 64, len(asked)):  # an OR of point lookups, and its one-lookup form
+                edges = asked[:width]
+                found_edges = {
+                    tuple(row) for row in cur.execute(sql_received.edges_of(len(edges)), [p for e in edges for p in e])
+                }
+                assert found_edges == {edge for edge in edges if edge in stored}
     finally:
         postgres.drop_database(name)

@@ -598,7 +598,7 @@ class GroupIngest:
             self._queries(sql_received.locked_bindings_of, bindings) if bindings else [],
             self._queries(sql_received.locked_assets, assets) if assets else [],
             self._queries(sql_received.usages_of_jobs, jobs) if jobs else [],
-            self._queries(sql_received.edges_from, sorted({edge[0] for edge in edges})) if edges else [],
+            self._queries(sql_received.edges_of, sorted(set(edges))) if edges else [],
         )
         known_usages, known_edges = {tuple(row) for row in stored}, {tuple(row) for row in found}
         return (

@@ -249,12 +249,14 @@ def usages_of_jobs(count: int) -> str:
     return f"SELECT job_namespace, job_name, direction, asset_id FROM external_usages WHERE {pairs}"
 
 
-def edges_from(count: int) -> str:
-    """The external edges from ``count`` assets (the primary key's prefix)."""
-    return (
-        "SELECT upstream_id, downstream_id, job_namespace, job_name FROM external_lineage "
-        f"WHERE upstream_id IN ({', '.join('?' * count)})"
+def edges_of(count: int) -> str:
+    """Which of ``count`` external edges (upstream, downstream, job namespace, job name: the
+    primary key) are stored, each by its key (not every edge of their upstream assets, which on
+    a popular dataset is every job's, growing as jobs come)."""
+    edges = " OR ".join(
+        "(upstream_id = ? AND downstream_id = ? AND job_namespace = ? AND job_name = ?)" for _ in range(count)
     )
+    return f"SELECT upstream_id, downstream_id, job_namespace, job_name FROM external_lineage WHERE {edges}"
 
 
 def sources_of(count: int) -> str:

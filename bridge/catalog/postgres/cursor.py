@@ -43,9 +43,7 @@ STATEMENTS: dict[str, str] = {
 # made for the values alike), a cost that grew with the table: 6 ms a group of 100 events on 20
 # popular tables, whatever the group's size (`benchmarks/scale.py --popular 20`)
 ALWAYS_LOOKUP = frozenset(
-    statement(width)
-    for statement in (sql_received.usages_of_jobs, sql_received.edges_from)
-    for width in (4, 16, 64, 256)
+    statement(width) for statement in (sql_received.usages_of_jobs, sql_received.edges_of) for width in (4, 16, 64, 256)
 )
 
 
@@ -68,8 +66,8 @@ _TRANSLATED: dict[str, str] = {}
 _TRANSLATED_PLAIN: dict[str, str] = {}
 
 
-# each statement's lookup form (None: it has none), and whether it takes pairs
-_LOOKUPS: dict[str, tuple[str | None, bool]] = {}
+# each statement's lookup form (None: it has none), and the width of its tuples (0: a list)
+_LOOKUPS: dict[str, tuple[str | None, int]] = {}
 # up to this many parameters (64 pairs) the OR of index probes costs the least; above, the JSON
 # array. The receiver's writer alone, CPU us an event of olbridge + PostgreSQL, in groups of 8 and
 # 300 (`benchmarks/scale.py --parts writer --writer-groups 8 300 --warm 2000`, run with this
@@ -95,9 +93,9 @@ class SharedCursor(psycopg.Cursor[Any]):
         ):  # many point lookups: one lookup
             if text not in _LOOKUPS:
                 pairs = pairs_form(text)
-                _LOOKUPS[text] = (pairs, True) if pairs is not None else (list_form(text), False)
-            lookup, paired = _LOOKUPS[text]
-            values = None if lookup is None else pairs_param(params) if paired else list_param(params)
+                _LOOKUPS[text] = (pairs, pairs.count("x->>")) if pairs is not None else (list_form(text), 0)
+            lookup, width = _LOOKUPS[text]
+            values = None if lookup is None else pairs_param(params, width) if width else list_param(params)
             if lookup is not None and values is not None:
                 # planned for each call, never from a plan the server keeps: a kept plan is made
                 # once, maybe while the table was small (a hash join over the whole table), and

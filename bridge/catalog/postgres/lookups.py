@@ -23,27 +23,35 @@ from typing import Any
 
 import orjson
 
-# (a = %s AND b = %s) OR (a = %s AND b = %s) ...
-_PAIRS = re.compile(r"\((\w+) = %s AND (\w+) = %s\)(?: OR \(\1 = %s AND \2 = %s\))*")
+# (a = %s AND b = %s) OR (a = %s AND b = %s) ... (two columns or more: an edge's whole key is four)
+_ONE = re.compile(r"\((\w+ = %s(?: AND \w+ = %s)+)\)")
 
 
 def pairs_form(translated: str) -> str | None:
-    """A translated statement whose only parameters are an OR of point lookups on a pair of text
-    columns, as one lookup of the pairs given as two arrays; None: not such a statement."""
-    found = _PAIRS.search(translated)
-    if found is None or translated.count("%s") != found.group(0).count("%s"):
+    """A translated statement whose only parameters are an OR of point lookups on two text
+    columns or more (pairs, or an edge's four), as one lookup of the tuples given as one JSON
+    array; None: not such a statement."""
+    first = _ONE.search(translated)
+    if first is None:
         return None
-    first, second = found.group(1), found.group(2)
-    lookup = f"({first}, {second}) IN (SELECT x->>0, x->>1 FROM jsonb_array_elements(%s::jsonb) AS x)"
-    return translated[: found.start()] + lookup + translated[found.end() :]
+    columns = [part.split(" = ")[0] for part in first.group(1).split(" AND ")]
+    one = first.group(0)
+    end = first.end()
+    while translated.startswith(" OR " + one, end):
+        end += len(" OR " + one)
+    if translated.count("%s") != translated[first.start() : end].count("%s"):
+        return None
+    picked = ", ".join(f"x->>{at}" for at in range(len(columns)))
+    lookup = f"({', '.join(columns)}) IN (SELECT {picked} FROM jsonb_array_elements(%s::jsonb) AS x)"
+    return translated[: first.start()] + lookup + translated[end:]
 
 
-def pairs_param(params: Sequence[Any]) -> tuple[str] | None:
-    """The pairs' parameters (a1, b1, a2, b2, ...) as the JSON array of :func:`pairs_form`, when
+def pairs_param(params: Sequence[Any], width: int = 2) -> tuple[str] | None:
+    """The tuples' parameters (a1, b1, a2, b2, ...) as the JSON array of :func:`pairs_form`, when
     every one is a text (the form compares texts); None otherwise."""
     if not all(isinstance(value, str) for value in params):
         return None
-    return (orjson.dumps([params[at : at + 2] for at in range(0, len(params), 2)]).decode(),)
+    return (orjson.dumps([params[at : at + width] for at in range(0, len(params), width)]).decode(),)
 
 
 # a IN (%s, %s, ...)

@@ -35,7 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.conversion import make_run, without_empty  # noqa: E402
+from benchmarks.conversion import make_run, reference_pass, without_empty  # noqa: E402
 from bridge.catalog import Catalog  # noqa: E402
 from bridge.mapping import Resolver, load_rules  # noqa: E402
 from bridge.model import Asset, StoredTaskRun  # noqa: E402
@@ -73,17 +73,6 @@ def export_process(db: Path, out: Path, *extra: str) -> tuple[float, int]:
 def stored(db: Path) -> tuple[list[StoredTaskRun], dict[str, Asset]]:
     with Catalog(db) as catalog:
         return list(catalog.iter_task_runs()), {a.id: a for a in catalog.list_assets()}
-
-
-def reference_pass(runs: Sequence[StoredTaskRun], assets: Mapping[str, Asset]) -> int:
-    """openlineage-python's RunEvents built and serialized (Serde, then the JSON text)."""
-    converter = Converter(Resolver(load_rules()))
-    events = 0
-    for run in runs:
-        for event in ol_events(converter, run, assets):
-            json.dumps(event, sort_keys=True)
-            events += 1
-    return events
 
 
 def check_equal(out: Path, runs: Sequence[StoredTaskRun], assets: Mapping[str, Asset]) -> int:
@@ -145,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if written != events:
             raise AssertionError(f"the export wrote {written} events, not {events}")
         compared = check_equal(out, runs[:CHECKED_RUNS], assets)
-        references = [timed(lambda: reference_pass(runs, assets)) for _ in range(args.repeat)]
+        references = [timed(lambda: reference_pass(load_rules(), runs, assets)) for _ in range(args.repeat)]
         if any(count != events for _, count in references):
             raise AssertionError("openlineage-python built another number of events")
 

@@ -392,7 +392,7 @@ def _neighbour_ids(
         params.append(after)
     if search:
         statement += f" AND lower(l.{other}) LIKE ? ESCAPE '\\'"
-        params.append("%" + _like(search.lower() if search.isascii() else search) + "%")
+        params.append("%" + _like("".join(c.lower() if c.isascii() else c for c in search)) + "%")
     exists = f"SELECT 1 FROM assets a WHERE a.id = l.{other}"
     if scope is not None:
         clause, more = scope.clause("a.namespace")

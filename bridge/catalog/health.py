@@ -27,7 +27,7 @@ import functools
 import gc
 import json
 import operator
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -100,6 +100,56 @@ EXTERNAL_EDGES = """
     SELECT inputs, outputs FROM external_sources
     WHERE (run_id IS NOT NULL AND ended_at IS NOT NULL AND ended_at <= ?) OR (run_id IS NULL AND first_seen <= ?)
 """
+
+# --- the same facts of a few assets, through indexes ({ids}: their placeholders) ---------------
+SOME_ASSETS = """
+    SELECT id, type, namespace FROM assets
+    WHERE id IN ({ids}) AND created_at <= ? AND (deleted_at IS NULL OR deleted_at > ?)
+"""
+SOME_ASSETS_WITH_METADATA = """
+    SELECT id, type, namespace, metadata FROM assets
+    WHERE id IN ({ids}) AND created_at <= ? AND (deleted_at IS NULL OR deleted_at > ?)
+"""
+SOME_RULES = "SELECT asset_id, rule FROM freshness_rules WHERE asset_id IN ({ids})"
+SOME_OWN_WRITERS = """
+    SELECT u.asset_id, t.flow_namespace, t.flow_id, t.task_id, max(CASE WHEN t.ended_at <= ? THEN t.ended_at END)
+    FROM usages u JOIN task_runs t ON t.pk = u.task_run_pk WHERE u.asset_id IN ({ids}) AND u.direction = 'output'
+    GROUP BY u.asset_id, t.flow_namespace, t.flow_id, t.task_id
+"""
+# the latest run of one task ended by then (by end, then key: task_runs_task)
+LATEST_RUN_OF = """
+    SELECT state, ended_at FROM task_runs
+    WHERE flow_namespace = ? AND flow_id = ? AND task_id = ? AND ended_at IS NOT NULL AND ended_at <= ?
+    ORDER BY ended_at DESC, pk DESC LIMIT 1
+"""
+# the received jobs that wrote any of them (a run's outputs are its job's output usages)
+SOME_WRITING_JOBS = """
+    SELECT DISTINCT job_namespace, job_name FROM external_usages WHERE asset_id IN ({ids}) AND direction = 'output'
+"""
+# a received job's runs, and its own row (a JobEvent's), in the order of the table's key
+RUNS_OF_JOB = """
+    SELECT run_id, state, ended_at, first_seen, inputs, outputs FROM external_sources
+    WHERE job_namespace = ? AND job_name = ? ORDER BY source
+"""
+SOME_LATEST_CHECKS = """
+    SELECT asset_id, reported_at, reporter, assertions FROM (
+        SELECT asset_id, reported_at, reporter, assertions,
+               row_number() OVER (PARTITION BY asset_id ORDER BY reported_at DESC) AS n
+        FROM asset_checks WHERE asset_id IN ({ids}) AND reported_at <= ?) c
+    WHERE n = 1
+"""
+SOME_UNKEPT_CHECKS = """
+    SELECT a.id, a.assertions, a.updated_at FROM assets a
+    WHERE a.id IN ({ids}) AND a.assertions IS NOT NULL AND a.updated_at <= ?
+      AND NOT EXISTS (SELECT 1 FROM asset_checks c WHERE c.asset_id = a.id)
+"""
+# the edges into them (lineage_downstream)
+SOME_OWN_EDGES = """
+    SELECT DISTINCT l.upstream_id, l.downstream_id FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
+    WHERE l.downstream_id IN ({ids}) AND t.ended_at IS NOT NULL AND t.ended_at <= ?
+"""
+CHUNK = 400  # ids one statement names, at most
+SOME_AT_MOST = 20_000  # ids judged by their own facts, at most; more: by the whole catalog's
 
 # the receiver's run states as the model's
 _EXTERNAL_STATE = {"COMPLETE": "SUCCESS", "FAIL": "FAILED", "ABORT": "FAILED"}
@@ -180,40 +230,159 @@ def assess(
     as_of: datetime,
     *,
     ids: Iterable[str] | None = None,
+    paths: bool = True,
 ) -> list[AssetHealth]:
-    """The health of every asset there was at ``as_of`` (or of those of ``ids``), by id.
+    """The health of every asset there was at ``as_of`` (or of those of ``ids``), by id; without
+    ``paths``, no at-risk flags (every path left empty: for a caller that shows none).
 
     The facts are read whole, each in one statement that does the choosing (the latest run of
     each task, the latest checks of each asset), and each asset is judged once (:class:`Judge`:
     each rule's limits worked out once; an asset nothing speaks for is UNKNOWN at once), with
-    the cyclic collector held off (:func:`collector_held`)."""
+    the cyclic collector held off (:func:`collector_held`). A few assets (``ids``, at most
+    :data:`SOME_AT_MOST`) are judged from their own facts alone, and those of the assets upstream
+    of them (their at-risk flags), read through indexes (:class:`_Some`): the same answer, at a
+    cost that follows them, not the catalog."""
     moment = format_time(as_of)
+    wanted = set(ids) if ids is not None else None
     with collector_held():
-        # metadata is read only where a selector asks for it; rules alike are parsed once
+        # metadata is read only where a selector asks for it
         by_metadata = any(s.match.metadata for s in selectors)
-        rows = conn.execute(ASSETS_AS_OF_WITH_METADATA if by_metadata else ASSETS_AS_OF, (moment, moment)).fetchall()
-        parsed: dict[str, FreshnessRule] = {}
-        own_rules: dict[str, FreshnessRule] = {}
-        for asset_id, body in conn.execute(ALL_RULES):
-            rule = parsed.get(body)
-            own_rules[asset_id] = rule if rule is not None else parsed.setdefault(body, _rule(body))
-        writes, runs = _runs(conn, moment)
-        checks = _checks(conn, moment)
-        downstream = _edges(conn, moment)
-        wanted = set(ids) if ids is not None else None
-        if wanted is not None:
-            # only they and what is upstream of them (their at-risk flags) are judged
-            judged = _with_upstream(wanted, downstream)
-            rows = [row for row in rows if row[0] in judged]
+        facts = None
+        if wanted is not None and len(wanted) <= SOME_AT_MOST:
+            facts = _Some(conn, moment, by_metadata).read(wanted, upstream=paths)
+        if facts is None:
+            facts = _whole(conn, moment, by_metadata, wanted, paths)
+        rows = facts.rows
         rows.sort(key=_ID)  # by id (ids are unique): the answer's order; ids alone sort faster than rows
-        verdicts = _judge(rows, by_metadata, RuleBook(selectors), own_rules, Judge(as_of), writes, runs, checks)
-        bad = [row[0] for row, verdict in zip(rows, verdicts, strict=True) if verdict.health in _BAD]
-        path_of = (paths_at_risk(bad, downstream) if bad else {}).get
+        judge = Judge(as_of)
+        book = RuleBook(selectors)
+        verdicts = _judge(rows, by_metadata, book, facts.rules, judge, facts.writes, facts.runs, facts.checks)
+        path_of: Callable[[str, tuple[str, ...]], tuple[str, ...]] = lambda _id, none: none  # noqa: E731
+        if paths:
+            bad = [row[0] for row, verdict in zip(rows, verdicts, strict=True) if verdict.health in _BAD]
+            path_of = (paths_at_risk(bad, facts.downstream) if bad else {}).get
         return [
             AssetHealth(row[0], row[1], row[2], verdict, path_of(row[0], ()))
             for row, verdict in zip(rows, verdicts, strict=True)
             if wanted is None or row[0] in wanted
         ]
+
+
+@attrs.define
+class _Facts:
+    """What the judging reads: the assets' rows (id, type, namespace[, metadata]), their own
+    rules, last writes, last runs and latest checks, and the downstream edges (each asset's
+    downstream assets, sorted)."""
+
+    rows: list[Any]
+    rules: dict[str, FreshnessRule]
+    writes: dict[str, str]
+    runs: dict[str, tuple[str, str]]
+    checks: dict[str, tuple[tuple[Assertion, ...], str | None]]
+    downstream: dict[str, list[str]]
+
+
+def _whole(conn: Connection | Cursor, moment: str, by_metadata: bool, wanted: set[str] | None, paths: bool) -> _Facts:
+    """The facts of the whole catalog (with ``wanted``: of those and the assets upstream of them)."""
+    rows = conn.execute(ASSETS_AS_OF_WITH_METADATA if by_metadata else ASSETS_AS_OF, (moment, moment)).fetchall()
+    rules = _rules(conn.execute(ALL_RULES))
+    latest = {
+        (ns, flow, task): (state, ended) for ns, flow, task, state, ended in conn.execute(LATEST_RUNS, (moment,) * 2)
+    }
+    writes, runs = _runs(latest, conn.execute(OWN_WRITERS, (moment,)), conn.execute(EXTERNAL_WRITES, (moment,)))
+    checks = _checks(conn.execute(UNKEPT_CHECKS, (moment,)), conn.execute(LATEST_CHECKS, (moment,)))
+    downstream = (
+        _edges(conn.execute(OWN_EDGES, (moment,)), conn.execute(EXTERNAL_EDGES, (moment, moment)))
+        if paths or wanted is not None
+        else {}
+    )
+    if wanted is not None:
+        # only they and what is upstream of them (their at-risk flags) are judged
+        judged = _with_upstream(wanted, downstream) if paths else wanted
+        rows = [row for row in rows if row[0] in judged]
+    return _Facts(rows, rules, writes, runs, checks, downstream)
+
+
+class _Some:
+    """The facts of a few assets, and of those upstream of them, read through indexes: their
+    rows, rules, writers and checks by their ids; the latest run of each task that writes them by
+    ``task_runs_task``; the received runs that wrote them by their jobs' output usages (every run's
+    outputs are its job's); the edges into them by ``lineage_downstream`` and those runs. The
+    same facts, of the same assets, as :func:`_whole` reads."""
+
+    def __init__(self, conn: Connection | Cursor, moment: str, by_metadata: bool) -> None:
+        self.conn, self.moment, self.by_metadata = conn, moment, by_metadata
+        self.jobs: dict[tuple[str, str], list[tuple[Any, ...]]] = {}  # each job's runs read so far
+
+    def _chunks(self, statement: str, ids: Iterable[str], before: Sequence[Any], after: Sequence[Any]) -> Iterator[Any]:
+        """``statement`` for the ids, :data:`CHUNK` at a time (in order), its other parameters
+        before and after them."""
+        ordered = sorted(ids)
+        for start in range(0, len(ordered), CHUNK):
+            chunk = ordered[start : start + CHUNK]
+            text = statement.format(ids=", ".join("?" * len(chunk)))
+            yield from self.conn.execute(text, (*before, *chunk, *after))
+
+    def _runs_of_jobs(self, ids: Iterable[str]) -> list[tuple[Any, ...]]:
+        """The runs (and job rows) of the received jobs that wrote any of ``ids``."""
+        found: list[tuple[Any, ...]] = []
+        for ns, name in sorted(set(map(tuple, self._chunks(SOME_WRITING_JOBS, ids, (), ())))):
+            runs = self.jobs.get((ns, name))
+            if runs is None:
+                runs = self.jobs[ns, name] = [(ns, name, *r) for r in self.conn.execute(RUNS_OF_JOB, (ns, name))]
+            found.extend(runs)
+        return found
+
+    def read(self, wanted: set[str], *, upstream: bool) -> _Facts | None:
+        """Their facts (None: more than :data:`SOME_AT_MOST` assets are upstream of them, read
+        faster whole)."""
+        moment = self.moment
+        judged = set(wanted)
+        own_edges: list[Any] = []
+        received: list[tuple[str, str]] = []
+        frontier = set(wanted) if upstream else set()
+        while frontier:  # up the lineage, a step at a time, while it finds assets not seen
+            step = list(self._chunks(SOME_OWN_EDGES, frontier, (), (moment,)))
+            own_edges += step
+            ups = {up for up, _down in step}
+            for run in self._runs_of_jobs(frontier):
+                if _edges_by_then(run, moment):
+                    received.append((run[6], run[7]))
+                    if not frontier.isdisjoint(json.loads(run[7])):
+                        ups.update(json.loads(run[6]))
+            frontier = ups - judged
+            judged |= frontier
+            if len(judged) > SOME_AT_MOST:
+                return None
+        own_edges.sort()  # as OWN_EDGES orders them
+        statement = SOME_ASSETS_WITH_METADATA if self.by_metadata else SOME_ASSETS
+        rows = list(self._chunks(statement, judged, (), (moment, moment)))
+        rules = _rules(self._chunks(SOME_RULES, judged, (), ()))
+        writers = list(self._chunks(SOME_OWN_WRITERS, judged, (moment,), ()))
+        latest: dict[tuple[str, str, str], tuple[str, str]] = {}
+        for task in sorted({(w[1], w[2], w[3]) for w in writers}):
+            found = self.conn.execute(LATEST_RUN_OF, (*task, moment)).fetchone()
+            if found is not None:
+                latest[task] = (found[0], found[1])
+        external = [
+            (r[0], r[1], r[3], r[4], r[7])
+            for r in self._runs_of_jobs(judged)
+            if r[2] is not None and r[4] is not None and r[4] <= moment
+        ]
+        writes, runs = _runs(latest, writers, external)
+        checks = _checks(
+            self._chunks(SOME_UNKEPT_CHECKS, judged, (), (moment,)),
+            self._chunks(SOME_LATEST_CHECKS, judged, (), (moment,)),
+        )
+        return _Facts(rows, rules, writes, runs, checks, _edges(own_edges, received) if upstream else {})
+
+
+def _edges_by_then(run: Sequence[Any], moment: str) -> bool:
+    """Whether a received run's (or job's) edges count by then (as EXTERNAL_EDGES chooses):
+    (job ns, job name, run id, state, ended at, first seen, inputs, outputs)."""
+    if run[2] is not None:
+        return run[4] is not None and run[4] <= moment
+    return bool(run[5] <= moment)
 
 
 _BAD = frozenset((Health.FAIL, Health.WARN))
@@ -281,13 +450,26 @@ def _with_upstream(ids: set[str], downstream: Mapping[str, Sequence[str]]) -> se
     return found
 
 
-def _checks(conn: Connection | Cursor, moment: str) -> dict[str, tuple[tuple[Assertion, ...], str | None]]:
+def _rules(rows: Iterable[Sequence[Any]]) -> dict[str, FreshnessRule]:
+    """The assets' own rules, each text parsed once (thousands of assets share one)."""
+    parsed: dict[str, FreshnessRule] = {}
+    own: dict[str, FreshnessRule] = {}
+    for asset_id, body in rows:
+        rule = parsed.get(body)
+        own[asset_id] = rule if rule is not None else parsed.setdefault(body, _rule(body))
+    return own
+
+
+def _checks(
+    unkept: Iterable[Sequence[Any]], latest: Iterable[Sequence[Any]]
+) -> dict[str, tuple[tuple[Assertion, ...], str | None]]:
     """Each asset's latest checks reported by then, with who reported them and when (those of an
-    asset recorded before checks were kept: its latest, from its last update on)."""
+    asset recorded before checks were kept: its latest, from its last update on): from
+    UNKEPT_CHECKS's rows, then LATEST_CHECKS's."""
     out: dict[str, tuple[tuple[Assertion, ...], str | None]] = {}
-    for asset_id, assertions, _updated in conn.execute(UNKEPT_CHECKS, (moment,)):
+    for asset_id, assertions, _updated in unkept:
         out[asset_id] = (_own_checks(assertions), "the last run recorded")
-    for asset_id, reported, reporter, assertions in conn.execute(LATEST_CHECKS, (moment,)):
+    for asset_id, reported, reporter, assertions in latest:
         out[asset_id] = (_own_checks(assertions), f"{reporter} at {reported}")
     return out
 
@@ -296,16 +478,18 @@ def _own_checks(text: str | None) -> tuple[Assertion, ...]:
     return tuple(Assertion(**a) for a in json.loads(text)) if text else ()
 
 
-def _runs(conn: Connection | Cursor, moment: str) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
+def _runs(
+    latest: Mapping[tuple[str, str, str], tuple[str, str]],
+    own_writers: Iterable[Sequence[Any]],
+    external_writes: Iterable[Sequence[Any]],
+) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
     """The last successful write of each asset, and the state of its latest run that ended, with
-    the run's label ((state, label))."""
-    latest = {
-        (ns, flow, task): (state, ended) for ns, flow, task, state, ended in conn.execute(LATEST_RUNS, (moment,) * 2)
-    }
+    the run's label ((state, label)): from the latest run of each task (by its key), and the rows
+    of OWN_WRITERS and EXTERNAL_WRITES."""
     last_write: dict[str, str] = {}
     ended_at: dict[str, str] = {}
     last_run: dict[str, tuple[str, str]] = {}
-    for asset_id, ns, flow, task, written in conn.execute(OWN_WRITERS, (moment,)):
+    for asset_id, ns, flow, task, written in own_writers:
         if written is not None and written > last_write.get(asset_id, ""):
             last_write[asset_id] = written
         found = latest.get((ns, flow, task))
@@ -317,35 +501,42 @@ def _runs(conn: Connection | Cursor, moment: str) -> tuple[dict[str, str], dict[
             if before is None or ended > before or (ended == before and label > last_run[asset_id][1]):
                 ended_at[asset_id] = ended
                 last_run[asset_id] = (state, label)
-    for job_ns, job_name, state, ended, outputs in conn.execute(EXTERNAL_WRITES, (moment,)):
+    # each asset's latest received run: of two ended at once, the one whose label, then state,
+    # sorts last (whatever order the rows come in)
+    received: dict[str, tuple[str, str, str]] = {}
+    for job_ns, job_name, state, ended, outputs in external_writes:
         mapped = _EXTERNAL_STATE.get(state or "")
         if mapped is None:
             continue
+        run = (ended, f"{job_ns}/{job_name} at {ended}", mapped)
         for asset_id in json.loads(outputs):
             if mapped != "FAILED" and ended > last_write.get(asset_id, ""):
                 last_write[asset_id] = ended
-            if ended >= ended_at.get(asset_id, ""):
-                ended_at[asset_id] = ended
-                last_run[asset_id] = (mapped, f"{job_ns}/{job_name} at {ended}")
+            if run > received.get(asset_id, ("",)):
+                received[asset_id] = run
+    for asset_id, (ended, label, state) in received.items():
+        if ended >= ended_at.get(asset_id, ""):  # a received run and an own one ended at once: the received
+            last_run[asset_id] = (state, label)
     return last_write, last_run
 
 
-def _edges(conn: Connection | Cursor, moment: str) -> dict[str, list[str]]:
-    """Each asset's downstream assets, by id (olbridge's lineage comes sorted and distinct; the
-    receiver's, from its runs' inputs and outputs, is merged in where there is any)."""
+def _edges(own: Iterable[Sequence[Any]], received: Iterable[Sequence[Any]]) -> dict[str, list[str]]:
+    """Each asset's downstream assets, by id, from OWN_EDGES's rows (olbridge's lineage, sorted
+    and distinct) and EXTERNAL_EDGES's (the receiver's, from its runs' inputs and outputs, merged
+    in where there is any)."""
     downstream: dict[str, list[str]] = {}
-    for up, down in conn.execute(OWN_EDGES, (moment,)):
+    for up, down in own:
         found = downstream.get(up)
         if found is None:
             downstream[up] = [down]
         else:
             found.append(down)
-    received: dict[str, set[str]] = {}
-    for inputs, outputs in conn.execute(EXTERNAL_EDGES, (moment, moment)):
+    merged: dict[str, set[str]] = {}
+    for inputs, outputs in received:
         downs = json.loads(outputs)
         for up in json.loads(inputs):
-            received.setdefault(up, set()).update(down for down in downs if down != up)
-    for up, downs in received.items():
+            merged.setdefault(up, set()).update(down for down in downs if down != up)
+    for up, downs in merged.items():
         downstream[up] = sorted(downs.union(downstream.get(up, ())))
     return downstream
 

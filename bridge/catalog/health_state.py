@@ -10,7 +10,9 @@ change queues.
   the same popular asset makes none of them wait for another.
 - **A pass** (:func:`judge`), by the one process holding the health watch's lease: the marked
   assets (or, on the schedule, every asset) are judged as of the time given (an injected clock)
-  by :func:`bridge.catalog.health.assess`; the judgements that differ from the kept one are
+  by :func:`bridge.catalog.health.assess` (the marked ones from their own facts, read through
+  indexes, so that a pass costs what it judges, not the catalog's size; no at-risk flags, which
+  are not kept); the judgements that differ from the kept one are
   written to ``asset_health``, and in the same transaction the alerts they make are queued in the
   outbox (:func:`bridge.catalog.outbox.queue_alert`) and the marks read are deleted: each marked
   asset was read with its highest key and how many marks it had up to it, and its marks up to
@@ -149,7 +151,7 @@ def judge(
     if not every and not marks:
         return PassResult()
     ids = None if every else [asset_id for asset_id, _, _ in marks]
-    found = {h.asset_id: h for h in assess(conn, selectors, as_of, ids=ids)}
+    found = {h.asset_id: h for h in assess(conn, selectors, as_of, ids=ids, paths=False)}  # no at-risk flags kept
     assets = {r[0]: r for r in _rows(conn, "assets", "id", ASSET_COLUMNS, ids)}
     before = kept(conn, ids)
     moment = format_time(as_of)

@@ -1,0 +1,108 @@
+"""A few assets judged from their own facts (read through indexes: what ``assets show``, a page of
+``assets list`` and the health watch's marked assets ask for) get exactly what judging the whole
+catalog gives them: their health, reasons, rule and path to the cause, as of any time, on both
+engines, over catalogs made at random of olbridge's own runs and received events."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from bridge.catalog import Catalog
+from bridge.catalog import health as health_queries
+from bridge.mapping import Resolver
+from bridge.model import Assertion
+from bridge.model.health import FreshnessRule, Match, Selector
+from bridge.receiver.imports import catalog_intake
+from tests.conftest import at
+from tests.helpers import decl, ol_dataset, ol_run_event, run
+
+pytestmark = pytest.mark.both_engines
+
+NAMESPACE = "postgres://db:5432"  # the received datasets' and, by the resolver, the own assets' ids
+NAMES = [f"shop.t{n}" for n in range(12)]
+IDS = [f"{NAMESPACE}/{name}" for name in NAMES]
+SELECTORS = (
+    Selector(Match(id_prefix=f"{NAMESPACE}/shop.t1"), FreshnessRule.create(max=timedelta(hours=3))),
+    Selector(Match(type="Table"), FreshnessRule.create(max=timedelta(hours=8), warn=timedelta(hours=2))),
+)
+
+
+def build(catalog: Catalog, resolver: Resolver, chosen: random.Random) -> list[int]:
+    """Own runs and received events at distinct minutes, at random; the minutes used."""
+    minutes = chosen.sample(range(0, 24 * 60, 7), 45)
+    for n, minute in enumerate(minutes[:25]):
+        ins = tuple(decl(i) for i in chosen.sample(IDS, chosen.randint(0, 2)))
+        outs = tuple(
+            decl(
+                o,
+                type="Table",
+                assertions=[Assertion("not_null", chosen.random() < 0.7, column="id")]
+                if chosen.random() < 0.3
+                else None,
+            )
+            for o in chosen.sample(IDS, chosen.randint(1, 2))
+        )
+        state = "FAILED" if chosen.random() < 0.25 else "SUCCESS"
+        catalog.record_task_run(
+            run(f"task{n % 5}", execution=f"e{n}", inputs=ins, outputs=outs, state=state, start=at(minute))
+        )
+    events: list[dict[str, Any]] = []
+    for n, minute in enumerate(minutes[25:]):
+        inputs = [ol_dataset(NAMESPACE, name) for name in chosen.sample(NAMES, chosen.randint(0, 2))]
+        if inputs and chosen.random() < 0.4:
+            inputs[0]["inputFacets"] = {
+                "dataQualityAssertions": {
+                    "_producer": "https://github.com/example/producer/tree/1.0",
+                    "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DataQualityAssertionsDatasetFacet.json",
+                    "assertions": [{"assertion": "unique", "success": chosen.random() < 0.6}],
+                }
+            }
+        outputs = [ol_dataset(NAMESPACE, name) for name in chosen.sample(NAMES, chosen.randint(1, 2))]
+        event_type = chosen.choice(["COMPLETE", "COMPLETE", "FAIL", "ABORT", "START"])
+        time = at(minute).strftime("%Y-%m-%dT%H:%M:%SZ")
+        run_id = f"0194a1b2-0000-7000-8000-{n:012d}"
+        job = ("airflow", f"dag.job{n % 4}")
+        events.append(ol_run_event(event_type, run_id=run_id, job=job, inputs=inputs, outputs=outputs, time=time))
+    assert all(o.ok for o in catalog_intake(catalog, resolver).take(events))
+    with catalog.transaction() as cur:
+        for asset_id in chosen.sample(IDS, 3):
+            rule = FreshnessRule.create(max=timedelta(hours=chosen.randint(1, 6)), warn=timedelta(minutes=30))
+            health_queries.set_rule(cur, asset_id, rule, now=at(0))
+    return sorted(minutes)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_few_assets_judged_alone_get_what_the_whole_catalog_gives_them(
+    catalog_target: str, resolver: Resolver, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chosen = random.Random(seed)
+    with Catalog(catalog_target) as catalog:
+        minutes = build(catalog, resolver, chosen)
+        conn = catalog._conn
+        moments = [at(m) for m in (minutes[0] - 1, *chosen.sample(minutes, 5), minutes[-1] + 1, minutes[-1] + 600)]
+        seen: set[str] = set()  # what the catalogs made at random held: each seed holds every case
+        for moment in moments:
+            whole = {h.asset_id: h for h in health_queries.assess(conn, SELECTORS, moment)}
+            for h in whole.values():
+                seen.add(h.health.value)
+                seen.update(["at risk"] if h.at_risk else [])
+                seen.update(
+                    ["received run"]
+                    if any(" at " in r and r.startswith("last run airflow/") for r in h.verdict.reasons)
+                    else []
+                )
+                seen.update(["check"] if any(r.startswith("check ") for r in h.verdict.reasons) else [])
+            with monkeypatch.context() as patched:  # judged alone: the whole catalog's facts are not read
+                patched.setattr(health_queries, "_whole", None)
+                for wanted in [[i] for i in IDS] + [chosen.sample(IDS, chosen.randint(2, 5)) for _ in range(4)]:
+                    alone = health_queries.assess(conn, SELECTORS, moment, ids=wanted)
+                    assert alone == [whole[i] for i in sorted(wanted) if i in whole], (moment, wanted)
+                    no_paths = health_queries.assess(conn, SELECTORS, moment, ids=wanted, paths=False)
+                    assert [(h.asset_id, h.verdict, h.path) for h in no_paths] == [
+                        (h.asset_id, h.verdict, ()) for h in alone
+                    ]
+    assert seen >= {"FAIL", "PASS", "at risk", "received run", "check"}, seen

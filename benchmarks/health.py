@@ -13,7 +13,11 @@ rows are written directly, in bulk (the benchmark times the judging, not the rec
 ANALYZE. It prints the p50 and max of ``--repeat`` calls of ``Catalog.health`` (``assess``: reading
 the facts, judging each asset, the at-risk walk) and of ``olbridge health --json`` run as a command
 (its start, the same, and writing the JSON; to /dev/null): in time, then in CPU time (of the
-process; of the command's process), which a machine's other work changes less.
+process; of the command's process), which a machine's other work changes less. Then the health of
+a few assets, judged from their own facts (``--some``: how many at once, each count 20 times, the
+assets chosen at random, each at the end of a chain of ten so that nine are upstream of it): what
+``assets show`` (one), a page of ``assets list`` (50) and a health watch's pass over its marked
+assets (1,000) ask for.
 
 ``--keep`` builds the catalog there once (a SQLite file, or an empty PostgreSQL database's URL) and
 times it; run again with the same ``--keep`` and it is timed without building it again. Without
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import random
 import resource
 import statistics
 import subprocess
@@ -40,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bridge.catalog import Catalog  # noqa: E402
+from bridge.catalog.health import assess  # noqa: E402
 from bridge.model import format_time  # noqa: E402
 from bridge.model.health import FreshnessRule, Health, Match, Selector, format_duration  # noqa: E402
 from tests.postgres import PostgresServer  # noqa: E402
@@ -145,6 +151,22 @@ def summary(times: list[float], cpu: list[float]) -> str:
     )
 
 
+def some_health(catalog: Catalog, book: Sequence[Selector], some: int, paths: bool, rounds: int = 20) -> str:
+    """The health of ``some`` assets at the ends of chains, chosen at random, ``rounds`` times."""
+    held = int(catalog._conn.execute("SELECT count(*) FROM assets").fetchone()[0])
+    chosen = random.Random(some)
+    times, cpu = [], []
+    for _ in range(rounds):
+        ids = [asset_id(chosen.randrange(held // CHAIN) * CHAIN + CHAIN - 1) for _ in range(some)]
+        started, used = time.perf_counter(), time.process_time()
+        found = assess(catalog._conn, book, NOW, ids=ids, paths=paths)
+        times.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - used)
+        assert len(found) == len(set(ids))
+    median, slowest = statistics.median(times) * 1000, max(times) * 1000
+    return f"p50 {median:.1f} ms, max {slowest:.1f} ms; CPU p50 {statistics.median(cpu) * 1000:.1f} ms"
+
+
 def children_cpu() -> float:
     """The CPU time (user and system) of the ended child processes so far."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -159,6 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="calls of Catalog.health, and runs of the command")
     parser.add_argument("--keep", help="build the catalog here once and keep it (a SQLite file or a PostgreSQL URL)")
     parser.add_argument("--engine", choices=["sqlite", "postgresql"], default="sqlite", help="without --keep")
+    parser.add_argument(
+        "--some", default="1,50,1000", help="how many assets judged at once from their own facts, comma-separated"
+    )
     args = parser.parse_args(argv)
     rules = args.rules if args.rules is not None else args.assets // 10
     book = selectors(args.selectors)
@@ -182,6 +207,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 found = catalog.health(NOW, book)
                 times.append(time.perf_counter() - started)
                 cpu.append(time.process_time() - used)
+            for some in (int(n) for n in args.some.split(",") if n):
+                # a watch's pass judges without at-risk flags; assets show and list with them
+                paths = some < 1000
+                what = "with their at-risk flags" if paths else "without at-risk flags, as a watch's pass"
+                print(f"health of {some:,} asset(s) {what}: {some_health(catalog, book, some, paths)}")
         counts = {h: sum(1 for f in found if f.health is h) for h in Health}
         risky = sum(1 for f in found if f.at_risk)
         print(

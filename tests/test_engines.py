@@ -134,6 +134,12 @@ def _portable(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def undo_writes_kept(execute: Callable[[str], Any]) -> None:
+    """A catalog as migration 0021 found it: no writes of deleted runs kept."""
+    execute("DROP TABLE kept_writes")
+    execute("DROP TABLE kept_writers")
+
+
 def undo_asset_filters(execute: Callable[[str], Any]) -> None:
     """A catalog as migration 0020 found it: the assets' namespace and type, and the edges'
     downstream ends, indexed alone."""
@@ -391,6 +397,7 @@ def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migr
             conn.execute(f"ALTER TABLE {table} RESET (fillfactor)")
         conn.execute("DROP TABLE freshness_rules, asset_checks")  # added by 0014
         conn.execute("DROP INDEX external_sources_job")  # migration 0015's
+        undo_writes_kept(conn.execute)  # migration 0021's
         undo_asset_filters(conn.execute)  # migration 0020's
         undo_ui_reads(conn.execute, "postgresql")  # migration 0019's
         conn.execute("DROP TABLE asset_health, health_marks")  # added by 0018

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bridge.catalog import Catalog
+from bridge.catalog import Catalog, retention
 from bridge.catalog import health as health_queries
 from bridge.mapping import Resolver
 from bridge.model import Assertion
@@ -31,8 +31,9 @@ SELECTORS = (
 )
 
 
-def build(catalog: Catalog, resolver: Resolver, chosen: random.Random) -> list[int]:
-    """Own runs and received events at distinct minutes, at random; the minutes used."""
+def build(catalog: Catalog, resolver: Resolver, chosen: random.Random, *, expire: bool) -> list[int]:
+    """Own runs and received events at distinct minutes, at random (with ``expire``, the runs
+    retention takes then gone); the minutes used."""
     minutes = chosen.sample(range(0, 24 * 60, 7), 45)
     for n, minute in enumerate(minutes[:25]):
         ins = tuple(decl(i) for i in chosen.sample(IDS, chosen.randint(0, 2)))
@@ -72,6 +73,12 @@ def build(catalog: Catalog, resolver: Resolver, chosen: random.Random) -> list[i
         for asset_id in chosen.sample(IDS, 3):
             rule = FreshnessRule.create(max=timedelta(hours=chosen.randint(1, 6)), warn=timedelta(minutes=30))
             health_queries.set_rule(cur, asset_id, rule, now=at(0))
+    if expire:  # runs gone by retention, health's facts of them kept (writes_kept)
+        with catalog.transaction() as cur:
+            cur.execute("DELETE FROM outbox")  # delivered
+        windows = retention.Windows(external_runs=3600.0, task_runs=3600.0)
+        gone = retention.expire(catalog.db, windows, at(24 * 60).timestamp(), pause=0)
+        assert gone["externalRuns"] and gone["taskRuns"], gone
     return sorted(minutes)
 
 
@@ -81,7 +88,7 @@ def test_a_few_assets_judged_alone_get_what_the_whole_catalog_gives_them(
 ) -> None:
     chosen = random.Random(seed)
     with Catalog(catalog_target) as catalog:
-        minutes = build(catalog, resolver, chosen)
+        minutes = build(catalog, resolver, chosen, expire=seed % 2 == 1)
         conn = catalog._conn
         moments = [at(m) for m in (minutes[0] - 1, *chosen.sample(minutes, 5), minutes[-1] + 1, minutes[-1] + 600)]
         seen: set[str] = set()  # what the catalogs made at random held: each seed holds every case

@@ -26,7 +26,7 @@ from bridge.receiver.imports import catalog_intake
 from bridge.receiver.intake import Intake
 from tests.helpers import in_threads, invoke, ol_run_event, serve_process
 from tests.postgres import PostgresServer
-from tests.test_engines import schema_read, undo_asset_filters, undo_ui_reads, unpartition_received
+from tests.test_engines import schema_read, undo_asset_filters, undo_ui_reads, undo_writes_kept, unpartition_received
 
 DAY = 86400.0
 NOW = datetime(2025, 6, 1, 6, tzinfo=UTC).timestamp()  # the window of 7 days starts 2025-05-25T06:00
@@ -160,6 +160,7 @@ def test_the_migration_partitions_the_received_events_of_an_existing_catalog(
         catalog_intake(catalog, resolver).take(events)
         before = catalog._conn.execute("SELECT pk, event_time, digest FROM received_events ORDER BY pk").fetchall()
     with psycopg.connect(postgres_url, autocommit=True) as conn:  # as version 15 kept them
+        undo_writes_kept(conn.execute)  # migration 0021's
         undo_asset_filters(conn.execute)  # migration 0020's
         undo_ui_reads(conn.execute, "postgresql")  # migration 0019's
         unpartition_received(conn)

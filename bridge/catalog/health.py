@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import itertools
 import json
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -35,6 +36,7 @@ import attrs
 
 from bridge.catalog.engine import Connection, Cursor
 from bridge.catalog.rows import assertions_json, dumps
+from bridge.catalog.writes_kept import KEPT_WRITERS, KEPT_WRITES, SOME_KEPT_WRITERS, SOME_KEPT_WRITES, received_run
 from bridge.model import Assertion, format_time
 from bridge.model.health import FreshnessRule, Health, Judge, RuleBook, Selector, Verdict, paths_at_risk
 
@@ -150,9 +152,6 @@ SOME_OWN_EDGES = """
 """
 CHUNK = 400  # ids one statement names, at most
 SOME_AT_MOST = 20_000  # ids judged by their own facts, at most; more: by the whole catalog's
-
-# the receiver's run states as the model's
-_EXTERNAL_STATE = {"COMPLETE": "SUCCESS", "FAIL": "FAILED", "ABORT": "FAILED"}
 
 
 def set_rule(cur: Cursor, asset_id: str, rule: FreshnessRule | None, *, now: datetime) -> None:
@@ -289,7 +288,18 @@ def _whole(conn: Connection | Cursor, moment: str, by_metadata: bool, wanted: se
     latest = {
         (ns, flow, task): (state, ended) for ns, flow, task, state, ended in conn.execute(LATEST_RUNS, (moment,) * 2)
     }
-    writes, runs = _runs(latest, conn.execute(OWN_WRITERS, (moment,)), conn.execute(EXTERNAL_WRITES, (moment,)))
+    writers = itertools.chain(conn.execute(OWN_WRITERS, (moment,)), conn.execute(KEPT_WRITERS, (moment,)))
+    external = itertools.chain(
+        (
+            (ns, name, state, ended, json.loads(outputs))
+            for ns, name, state, ended, outputs in conn.execute(EXTERNAL_WRITES, (moment,))
+        ),
+        (
+            (ns, name, state, ended, (asset_id,))
+            for ns, name, state, ended, asset_id in conn.execute(KEPT_WRITES, (moment,))
+        ),
+    )
+    writes, runs = _runs(latest, writers, external)
     checks = _checks(conn.execute(UNKEPT_CHECKS, (moment,)), conn.execute(LATEST_CHECKS, (moment,)))
     downstream = (
         _edges(conn.execute(OWN_EDGES, (moment,)), conn.execute(EXTERNAL_EDGES, (moment, moment)))
@@ -358,16 +368,23 @@ class _Some:
         statement = SOME_ASSETS_WITH_METADATA if self.by_metadata else SOME_ASSETS
         rows = list(self._chunks(statement, judged, (), (moment, moment)))
         rules = _rules(self._chunks(SOME_RULES, judged, (), ()))
-        writers = list(self._chunks(SOME_OWN_WRITERS, judged, (moment,), ()))
+        writers = [
+            *self._chunks(SOME_OWN_WRITERS, judged, (moment,), ()),
+            *self._chunks(SOME_KEPT_WRITERS, judged, (moment,), ()),
+        ]
         latest: dict[tuple[str, str, str], tuple[str, str]] = {}
         for task in sorted({(w[1], w[2], w[3]) for w in writers}):
             found = self.conn.execute(LATEST_RUN_OF, (*task, moment)).fetchone()
             if found is not None:
                 latest[task] = (found[0], found[1])
         external = [
-            (r[0], r[1], r[3], r[4], r[7])
+            (r[0], r[1], r[3], r[4], json.loads(r[7]))
             for r in self._runs_of_jobs(judged)
             if r[2] is not None and r[4] is not None and r[4] <= moment
+        ]
+        external += [
+            (ns, name, state, ended, (asset_id,))
+            for ns, name, state, ended, asset_id in self._chunks(SOME_KEPT_WRITES, judged, (), (moment,))
         ]
         writes, runs = _runs(latest, writers, external)
         checks = _checks(
@@ -484,8 +501,9 @@ def _runs(
     external_writes: Iterable[Sequence[Any]],
 ) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
     """The last successful write of each asset, and the state of its latest run that ended, with
-    the run's label ((state, label)): from the latest run of each task (by its key), and the rows
-    of OWN_WRITERS and EXTERNAL_WRITES."""
+    the run's label ((state, label)): from the latest run of each task (by its key), the rows of
+    OWN_WRITERS (and KEPT_WRITERS) and those of EXTERNAL_WRITES (and KEPT_WRITES), their outputs
+    as lists."""
     last_write: dict[str, str] = {}
     ended_at: dict[str, str] = {}
     last_run: dict[str, tuple[str, str]] = {}
@@ -505,12 +523,11 @@ def _runs(
     # sorts last (whatever order the rows come in)
     received: dict[str, tuple[str, str, str]] = {}
     for job_ns, job_name, state, ended, outputs in external_writes:
-        mapped = _EXTERNAL_STATE.get(state or "")
-        if mapped is None:
+        run = received_run(job_ns, job_name, state, ended)
+        if run is None:
             continue
-        run = (ended, f"{job_ns}/{job_name} at {ended}", mapped)
-        for asset_id in json.loads(outputs):
-            if mapped != "FAILED" and ended > last_write.get(asset_id, ""):
+        for asset_id in outputs:
+            if run[2] != "FAILED" and ended > last_write.get(asset_id, ""):
                 last_write[asset_id] = ended
             if run > received.get(asset_id, ("",)):
                 received[asset_id] = run

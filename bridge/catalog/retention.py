@@ -43,7 +43,7 @@ from typing import Any
 
 import attrs
 
-from bridge.catalog import sql
+from bridge.catalog import sql, writes_kept
 from bridge.catalog.engine import Connection, Cursor, Database
 from bridge.model.times import epoch_text
 
@@ -137,6 +137,8 @@ class _Kind:
     condition: str
     params: tuple[Any, ...]
     dependents: tuple[str, ...] = ()
+    # what is kept of the rows before they go, in the same transaction (given their keys)
+    fold: Callable[[Cursor, list[Any]], None] | None = None
 
     def count_statement(self) -> str:
         return f"SELECT count(*) FROM {self.table} WHERE {self.condition}"
@@ -160,7 +162,9 @@ def _kinds(windows: Windows, now: float) -> list[_Kind]:
     runs = cutoff(windows.external_runs)
     if runs is not None:
         facets = "DELETE FROM external_facets WHERE owner = ?"
-        kinds.append(_Kind("externalRuns", "external_sources s", "s.source", _RUN, (runs,), (facets,)))
+        kinds.append(
+            _Kind("externalRuns", "external_sources s", "s.source", _RUN, (runs,), (facets,), writes_kept.fold_received)
+        )
     if windows.column_edges:
         condition, params = _edge_condition(runs)
         kinds.append(_Kind("columnEdges", "column_lineage c", "c.rowid", condition, params))
@@ -175,7 +179,7 @@ def _kinds(windows: Windows, now: float) -> list[_Kind]:
         of_run = tuple(
             f"DELETE FROM {table} WHERE task_run_pk = ?" for table in ("usages", "lineage", "column_lineage")
         )
-        kinds.append(_Kind("taskRuns", "task_runs t", "t.pk", _TASK_RUN, (task_runs,), of_run))
+        kinds.append(_Kind("taskRuns", "task_runs t", "t.pk", _TASK_RUN, (task_runs,), of_run, writes_kept.fold_own))
     checks = cutoff(windows.checks)
     if checks is not None:
         kinds.append(_Kind("checks", "asset_checks k", "k.rowid", _CHECK, (checks, epoch_text(now))))
@@ -238,6 +242,8 @@ def _batches(db: Database, kind: _Kind, batch: int) -> Iterator[int]:
     def work(cur: Cursor) -> int:
         keys = [(row[0],) for row in cur.execute(select, (*kind.params, batch)).fetchall()]
         if keys:
+            if kind.fold is not None:  # what health reads of them, kept first
+                kind.fold(cur, [key for (key,) in keys])
             for dependent in kind.dependents:
                 cur.executemany(dependent, keys)
             cur.executemany(delete, keys)

@@ -446,6 +446,32 @@ asset_checks = sa.Table(
     sa.PrimaryKeyConstraint("asset_id", "reported_at"),
 )
 
+# What health reads of the runs retention deleted (bridge/catalog/writes_kept.py): of the
+# receiver's, each asset's latest run and latest successful write; of olbridge's own, each task
+# that wrote an asset and its latest write
+kept_writes = sa.Table(
+    "kept_writes",
+    metadata,
+    _text("asset_id"),
+    _text("fact"),  # run | write
+    _text("job_namespace"),
+    _text("job_name"),
+    _text("state"),  # the received run's, as received (COMPLETE, FAIL, ABORT)
+    _text("ended_at"),
+    sa.PrimaryKeyConstraint("asset_id", "fact"),
+    sa.CheckConstraint("fact IN ('run', 'write')"),
+)
+kept_writers = sa.Table(
+    "kept_writers",
+    metadata,
+    _text("asset_id"),
+    _text("flow_namespace"),
+    _text("flow_id"),
+    _text("task_id"),
+    _text("last_write", nullable=True),
+    sa.PrimaryKeyConstraint("asset_id", "flow_namespace", "flow_id", "task_id"),
+)
+
 # The last known health of each asset, as the health watch judged it (bridge/catalog/health_state.py)
 asset_health = sa.Table(
     "asset_health",

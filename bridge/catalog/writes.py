@@ -405,7 +405,8 @@ def delete_asset(cur: Cursor, asset_id: str, *, now: datetime, watch: WatchSeen)
 
 def purge_assets(cur: Cursor, ids: Sequence[str], *, usages: bool, lineage: bool) -> dict[str, int]:
     """Hard-delete the assets ``ids`` with their change history, received bindings, identifiers,
-    facets, freshness rules and checks, and optionally their usages and lineage: how many assets,
+    facets, freshness rules, checks and kept writes, and optionally their usages (and the writers
+    kept of deleted runs) and lineage: how many assets,
     usages and lineage edges went."""
     counts = {"assets": 0, "usages": 0, "lineage": 0}
     for start in range(0, len(ids), 400):
@@ -420,11 +421,13 @@ def purge_assets(cur: Cursor, ids: Sequence[str], *, usages: bool, lineage: bool
             "asset_checks",
             "asset_health",
             "health_marks",
+            "kept_writes",
         ):
             cur.execute(sql.delete_in(table, size), chunk)
         cur.execute(sql.delete_in("external_facets", size, "owner"), [f"asset:{asset_id}" for asset_id in chunk])
         if usages:
             counts["usages"] += cur.execute(sql.delete_in("usages", size), chunk).rowcount
+            cur.execute(sql.delete_in("kept_writers", size), chunk)  # the usages of runs retention deleted
         if lineage:
             ends = ("upstream_id", "downstream_id")
             counts["lineage"] += cur.execute(sql.delete_in("lineage", size, *ends), chunk * 2).rowcount

@@ -1,0 +1,103 @@
+"""Health outlives retention: the runs retention deletes leave what health reads of them (an
+asset's last write, its last run, the tasks that write it), so an asset last written before the
+window answers as it did before the pass. On both engines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from bridge.catalog import Catalog
+from bridge.cli import cli
+from bridge.mapping import Resolver
+from bridge.receiver.imports import catalog_intake
+from tests.conftest import at
+from tests.helpers import decl, invoke, ol_dataset, ol_run_event, run
+
+pytestmark = pytest.mark.both_engines
+
+DAY = 24 * 60
+NS = "postgres://db:5432"
+
+
+def retention(tmp_path: Path, target: str, **windows: str) -> dict[str, int]:
+    config = tmp_path / "olbridge.toml"
+    lines = "".join(f"{key} = {json.dumps(value)}\n" for key, value in windows.items())
+    config.write_text(f"catalog = {json.dumps(target)}\n[retention]\n{lines}", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["--config", str(config), "retention", "--json"])
+    assert result.exit_code == 0, result.output
+    counts: dict[str, int] = json.loads(result.stdout)["counts"]
+    return counts
+
+
+def health(target: str) -> dict[str, dict[str, Any]]:
+    code, out, err = invoke(target, "health", "--json")
+    assert code in (0, 1), err
+    return {h["id"]: h for h in json.loads(out)}
+
+
+def freshness(target: str, asset_id: str) -> None:
+    code, _out, err = invoke(target, "assets", "set", asset_id, "--freshness", "1d")
+    assert code == 0, err
+
+
+def event(run_id: str, minutes: int, outputs: list[str], event_type: str = "COMPLETE") -> dict[str, Any]:
+    return ol_run_event(
+        event_type,
+        run_id=run_id,
+        job=("airflow", "dag.load"),
+        inputs=[ol_dataset(NS, "raw.orders")],
+        outputs=[ol_dataset(NS, name) for name in outputs],
+        time=at(minutes).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
+
+
+def test_a_received_run_s_writes_outlive_it(catalog_target: str, resolver: Resolver, tmp_path: Path) -> None:
+    """The job wrote orders and customers once, then customers only: the first run, gone, was
+    orders' last write and last run; orders stays stale (FAIL, the same reasons), not unknown."""
+    with Catalog(catalog_target) as catalog:
+        events = [
+            event("0194a1b2-0000-7000-8000-0000000000c1", 0, ["shop.orders", "shop.customers"]),
+            event("0194a1b2-0000-7000-8000-0000000000c2", 2 * DAY, ["shop.customers"]),
+        ]
+        assert all(o.ok for o in catalog_intake(catalog, resolver).take(events))
+    orders = f"{NS}/shop.orders"
+    freshness(catalog_target, orders)
+    before = health(catalog_target)
+    assert before[orders]["health"] == "FAIL" and before[orders]["reasons"][0].startswith("stale: last written")
+    assert retention(tmp_path, catalog_target, external_runs="1d")["externalRuns"] == 1
+    after = health(catalog_target)
+    assert after == before
+    with Catalog(catalog_target) as catalog:  # a later write of orders still wins
+        assert all(
+            o.ok
+            for o in catalog_intake(catalog, resolver).take(
+                [event("0194a1b2-0000-7000-8000-0000000000c3", 3 * DAY, ["shop.orders"], "FAIL")]
+            )
+        )
+    failed = health(catalog_target)[orders]
+    assert failed["health"] == "FAIL" and any("failed" in r for r in failed["reasons"]), failed
+
+
+def test_an_own_run_s_writes_outlive_it(catalog_target: str, tmp_path: Path) -> None:
+    """The task wrote orders, then customers, then failed: its first run, gone, made it a writer
+    of orders, whose last run is still the task's failed one, and its last write the first run's."""
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_run(run("load", execution="e1", outputs=(decl("orders", type="Table"),), start=at(0)))
+        catalog.record_task_run(run("load", execution="e2", outputs=(decl("customers", type="Table"),), start=at(DAY)))
+        catalog.record_task_run(run("load", execution="e3", outputs=(decl("customers"),), start=at(2 * DAY)))
+        catalog.record_task_run(
+            run("load", execution="e4", outputs=(decl("customers"),), state="FAILED", start=at(3 * DAY), error="x")
+        )
+    freshness(catalog_target, "orders")
+    with Catalog(catalog_target) as catalog, catalog.transaction() as cur:
+        cur.execute("DELETE FROM outbox")  # delivered
+    before = health(catalog_target)
+    assert before["orders"]["health"] == "FAIL"
+    assert any("failed" in r for r in before["orders"]["reasons"]), before["orders"]
+    assert retention(tmp_path, catalog_target, task_runs="1d")["taskRuns"] == 3
+    assert health(catalog_target) == before

@@ -314,6 +314,12 @@ class CoreCursor:
         )
         return self.conn.execute(query, _pair_params(params) if once else None)
 
+    def _by_key_of_four(self, table: sa.Table, key: tuple[Any, ...], text: str, params: Sequence[Any]) -> Any:
+        """``SELECT ... WHERE (a = ? AND b = ? AND c = ? AND d = ?) OR ...``: whole keys of four."""
+        rows = [params[at : at + 4] for at in range(0, len(params), 4)]
+        wanted = sa.or_(*(sa.and_(*(c == v for c, v in zip(key, row, strict=True))) for row in rows))
+        return self.conn.execute(sa.select(*_selected(table, text)).where(wanted))
+
     def _by_list(self, key: Any, columns: Sequence[Any], column: sa.Column[Any], params: Sequence[Any]) -> Any:
         """``SELECT columns ... WHERE column IN (...)``."""
         once = self.once
@@ -337,16 +343,19 @@ class CoreCursor:
         if "FROM external_datasets WHERE (ol_namespace" in text:  # sql_received.bindings_of(n)
             pair = (BINDINGS.c.ol_namespace, BINDINGS.c.ol_name)
             return self._by_pairs("bindings", _selected(BINDINGS, text), pair, params)
-        if "FROM external_usages WHERE (job_namespace" in text:  # sql_received.usages_of_jobs(n)
-            pair = (EXT_USAGES.c.job_namespace, EXT_USAGES.c.job_name)
-            return self._by_pairs("job usages", _selected(EXT_USAGES, text), pair, params)
+        if "FROM external_usages WHERE (job_namespace" in text:  # sql_received.usages_of(n): whole keys
+            usage_key = (
+                EXT_USAGES.c.job_namespace,
+                EXT_USAGES.c.job_name,
+                EXT_USAGES.c.direction,
+                EXT_USAGES.c.asset_id,
+            )
+            return self._by_key_of_four(EXT_USAGES, usage_key, text, params)
         if "FROM external_sources WHERE source IN" in text:  # sql_received.sources_of(n)
             return self._by_list("sources", _selected(SOURCES, text), SOURCES.c.source, params)
         if "FROM external_lineage WHERE (upstream_id" in text:  # sql_received.edges_of(n): whole keys
             key = (EXT_EDGES.c.upstream_id, EXT_EDGES.c.downstream_id, EXT_EDGES.c.job_namespace, EXT_EDGES.c.job_name)
-            edges = [params[at : at + 4] for at in range(0, len(params), 4)]
-            wanted = sa.or_(*(sa.and_(*(c == v for c, v in zip(key, edge, strict=True))) for edge in edges))
-            return self.conn.execute(sa.select(*_selected(EXT_EDGES, text)).where(wanted))
+            return self._by_key_of_four(EXT_EDGES, key, text, params)
         raise AssertionError(f"no construct for {statement}")
 
     def executemany(self, statement: str, many: Sequence[Sequence[Any]]) -> None:

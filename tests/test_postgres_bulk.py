@@ -415,5 +415,63 @@ def test_long_lookups_find_what_the_shared_statements_find(postgres: PostgresSer
                     tuple(row) for row in cur.execute(sql_received.edges_of(len(edges)), [p for e in edges for p in e])
                 }
                 assert found_edges == {edge for edge in edges if edge in stored}
+            # a job usage's whole key, four columns, likewise: not every usage of its job
+            usages = [("ns", f"j{n % 5}", ("input", "output")[n % 2], f"a{n}") for n in range(200)]
+            cur.executemany(
+                "INSERT INTO external_usages (job_namespace, job_name, direction, asset_id) VALUES (?, ?, ?, ?)", usages
+            )
+            asked_usages = [
+                *usages[::3],
+                ("ns", "j0", "output", "a0"),
+                ("ns", "j9", "input", "a0"),
+                ("it's", "%s", "?", ""),
+            ]
+            for width in (4, 64, len(asked_usages)):
+                some = asked_usages[:width]
+                params = [p for u in some for p in u]
+                found_usages = {tuple(row) for row in cur.execute(sql_received.usages_of(len(some)), params)}
+                assert found_usages == {u for u in some if u in usages}
+    finally:
+        postgres.drop_database(name)
+
+
+def test_a_group_s_checks_by_whole_key_probe_the_key_whatever_the_table_s_size(
+    postgres: PostgresServer, catalog_template: str
+) -> None:
+    """The receiver's check of which of a group's usages and edges are stored is one probe of the
+    key a tuple (a nested loop), never a read of the whole table: as an ``IN`` of the tuples, the
+    planner hashed the whole table while it was small and its statistics young, a cost a group
+    that grew with the table."""
+    from bridge.catalog.postgres.lookups import pairs_form, probes_form
+
+    name = postgres.create_database(template=catalog_template)
+    try:
+        with psycopg.connect(postgres.url(name), autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO external_usages (job_namespace, job_name, direction, asset_id) "
+                "SELECT 'ns', 'j' || (n % 300), 'output', 't' || (n % 20) FROM generate_series(1, 6000) AS n "
+                "ON CONFLICT DO NOTHING"
+            )
+            conn.execute(
+                "INSERT INTO external_lineage (upstream_id, downstream_id, job_namespace, job_name) "
+                "SELECT 't' || (n % 20), 't' || ((n + 1) % 20), 'ns', 'j' || (n % 300) "
+                "FROM generate_series(1, 6000) AS n "
+                "ON CONFLICT DO NOTHING"
+            )
+            for statement, table in (
+                (sql_received.usages_of, "external_usages"),
+                (sql_received.edges_of, "external_lineage"),
+            ):
+                rows = conn.execute(f"SELECT * FROM {table} LIMIT 256").fetchall()
+                param = orjson.dumps([list(row) for row in rows]).decode()
+                text = translate(statement(256))
+                probes, joined = probes_form(text), pairs_form(text)
+                assert probes is not None and joined is not None
+                plans = [
+                    "\n".join(r[0] for r in conn.execute(f"EXPLAIN {form}", (param,))) for form in (probes, joined)
+                ]
+                assert f"Seq Scan on {table}" not in plans[0] and "Nested Loop" in plans[0], plans[0]
+                assert f"Seq Scan on {table}" in plans[1], plans[1]  # what the IN form did
+                assert {tuple(r) for r in conn.execute(probes, (param,))} == {tuple(r) for r in rows}
     finally:
         postgres.drop_database(name)

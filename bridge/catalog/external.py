@@ -593,11 +593,10 @@ class GroupIngest:
         edges of the group that are not stored yet, read at once (recurring jobs name the same
         usages and edges group after group: an insert of each, even one that changes nothing,
         costs a statement on the server, where a read costs a row of an index)."""
-        jobs = sorted({(ns, name) for ns, name, _, _ in usages})
         locked, rows, stored, found = self._read(
             self._queries(sql_received.locked_bindings_of, bindings) if bindings else [],
             self._queries(sql_received.locked_assets, assets) if assets else [],
-            self._queries(sql_received.usages_of_jobs, jobs) if jobs else [],
+            self._queries(sql_received.usages_of, sorted(set(usages))) if usages else [],
             self._queries(sql_received.edges_of, sorted(set(edges))) if edges else [],
         )
         known_usages, known_edges = {tuple(row) for row in stored}, {tuple(row) for row in found}

@@ -243,10 +243,14 @@ def locked_bindings_of(count: int) -> str:
     return bindings_of(count) + " ORDER BY ol_namespace, ol_name" + LOCK
 
 
-def usages_of_jobs(count: int) -> str:
-    """The inputs and outputs recorded of ``count`` jobs (pairs of namespace and name)."""
-    pairs = " OR ".join("(job_namespace = ? AND job_name = ?)" for _ in range(count))
-    return f"SELECT job_namespace, job_name, direction, asset_id FROM external_usages WHERE {pairs}"
+def usages_of(count: int) -> str:
+    """Which of ``count`` job usages (job namespace, job name, direction, asset: the primary key)
+    are stored, each by its key (not every usage of their jobs: a recurring job's, read group
+    after group, grow with the datasets it ever named)."""
+    usages = " OR ".join(
+        "(job_namespace = ? AND job_name = ? AND direction = ? AND asset_id = ?)" for _ in range(count)
+    )
+    return f"SELECT job_namespace, job_name, direction, asset_id FROM external_usages WHERE {usages}"
 
 
 def edges_of(count: int) -> str:

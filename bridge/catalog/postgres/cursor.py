@@ -16,7 +16,7 @@ from bridge.catalog import sql as shared
 from bridge.catalog import sql_received
 from bridge.catalog.engine import Conflict
 from bridge.catalog.postgres.bulk import bulk_statements, copy_form
-from bridge.catalog.postgres.lookups import list_form, list_param, pairs_form, pairs_param
+from bridge.catalog.postgres.lookups import list_form, list_param, pairs_form, pairs_param, probes_form
 
 # SQLite's fragments, and PostgreSQL's for them
 FRAGMENTS: tuple[tuple[str, str], ...] = (
@@ -37,13 +37,16 @@ STATEMENTS: dict[str, str] = {
 }
 
 
-# reads that go as one lookup (a join to the values as JSON, planned each call) at any size: the
-# receiver's check of which usages and edges of a group's jobs are stored already. As an OR of up
-# to 64 pairs, the server read the whole table and tested the OR on every row (a kept plan or one
-# made for the values alike), a cost that grew with the table: 6 ms a group of 100 events on 20
-# popular tables, whatever the group's size (`benchmarks/scale.py --popular 20`)
+# reads that go as one lookup at any size, a probe of the key a tuple (:func:`probes_form`): the
+# receiver's check of which usages and edges of a group are stored already, each by its whole
+# key. As an OR of up to 64 tuples, the server read the whole table and tested the OR on every
+# row (a kept plan or one made for the values alike), a cost that grew with the table: 6 ms a
+# group of 100 events on 20 popular tables, whatever the group's size (`benchmarks/scale.py
+# --popular 20`); as an IN of the tuples as JSON, it hashed the whole table while it was small
+# (4 ms a group of 400 events), or took another index of the key's columns and read every row
+# of a popular dataset's, while the table's statistics were young
 ALWAYS_LOOKUP = frozenset(
-    statement(width) for statement in (sql_received.usages_of_jobs, sql_received.edges_of) for width in (4, 16, 64, 256)
+    statement(width) for statement in (sql_received.usages_of, sql_received.edges_of) for width in (4, 16, 64, 256)
 )
 
 
@@ -92,7 +95,7 @@ class SharedCursor(psycopg.Cursor[Any]):
             len(params) > PAIRS_FROM or query in ALWAYS_LOOKUP
         ):  # many point lookups: one lookup
             if text not in _LOOKUPS:
-                pairs = pairs_form(text)
+                pairs = (probes_form(text) if query in ALWAYS_LOOKUP else None) or pairs_form(text)
                 _LOOKUPS[text] = (pairs, pairs.count("x->>")) if pairs is not None else (list_form(text), 0)
             lookup, width = _LOOKUPS[text]
             values = None if lookup is None else pairs_param(params, width) if width else list_param(params)

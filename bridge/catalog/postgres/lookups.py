@@ -46,6 +46,33 @@ def pairs_form(translated: str) -> str | None:
     return translated[: first.start()] + lookup + translated[end:]
 
 
+_SELECT = re.compile(r"\s*SELECT ([\w, ]+) FROM (\w+) WHERE ")
+
+
+def probes_form(translated: str) -> str | None:
+    """A translated ``SELECT columns FROM table WHERE`` an OR of point lookups on a unique key of
+    the table (its whole key: at most one row a tuple), as one probe of the key a tuple, the
+    tuples given as one JSON array (:func:`pairs_param`); None: not such a statement.
+
+    Unlike :func:`pairs_form`'s ``IN``, which the planner may answer by hashing the whole table
+    (it takes the array for 100 rows, and a small table for cheaper to read whole: a cost a
+    statement that grows with the table), a ``LATERAL`` subquery with a ``LIMIT`` is a nested
+    loop: each tuple one look in an index, whatever the table's size."""
+    head = _SELECT.match(translated)
+    lookup = pairs_form(translated)
+    if head is None or lookup is None or not lookup.endswith("AS x)") or "%s" in translated[: head.end()]:
+        return None
+    first = _ONE.match(translated, head.end())
+    if first is None:
+        return None
+    columns = [part.split(" = ")[0] for part in first.group(1).split(" AND ")]
+    probe = " AND ".join(f"{column} = x->>{at}" for at, column in enumerate(columns))
+    return (
+        f"SELECT k.* FROM jsonb_array_elements(%s::jsonb) AS x CROSS JOIN LATERAL "
+        f"(SELECT {head.group(1)} FROM {head.group(2)} WHERE {probe} LIMIT 1) AS k"
+    )
+
+
 def pairs_param(params: Sequence[Any], width: int = 2) -> tuple[str] | None:
     """The tuples' parameters (a1, b1, a2, b2, ...) as the JSON array of :func:`pairs_form`, when
     every one is a text (the form compares texts); None otherwise."""
@@ -76,4 +103,4 @@ def list_param(params: Sequence[Any]) -> tuple[str] | None:
     return (orjson.dumps(list(params)).decode(),)
 
 
-__all__ = ["list_form", "list_param", "pairs_form", "pairs_param"]
+__all__ = ["list_form", "list_param", "pairs_form", "pairs_param", "probes_form"]

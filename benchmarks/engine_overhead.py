@@ -340,8 +340,9 @@ class CoreCursor:
         if "FROM external_usages WHERE (job_namespace" in text:  # sql_received.usages_of_jobs(n)
             pair = (EXT_USAGES.c.job_namespace, EXT_USAGES.c.job_name)
             return self._by_pairs("job usages", _selected(EXT_USAGES, text), pair, params)
-        if "FROM external_sources WHERE source IN" in text:  # sql_received.sources_of(n)
-            return self._by_list("sources", _selected(SOURCES, text), SOURCES.c.source, params)
+        if "FROM external_sources WHERE (source" in text:  # sql_received.sources_of(n): sources and run days
+            pair = (SOURCES.c.source, SOURCES.c.run_day)
+            return self._by_pairs("sources", _selected(SOURCES, text), pair, params)
         if "FROM external_lineage WHERE (upstream_id" in text:  # sql_received.edges_of(n): whole keys
             key = (EXT_EDGES.c.upstream_id, EXT_EDGES.c.downstream_id, EXT_EDGES.c.job_namespace, EXT_EDGES.c.job_name)
             edges = [params[at : at + 4] for at in range(0, len(params), 4)]
@@ -411,7 +412,7 @@ class CoreCursor:
         new, s = statement.excluded, SOURCES.c
         later = new.state_rank > s.state_rank
         return statement.on_conflict_do_update(
-            index_elements=[s.source],
+            index_elements=[s.source, s.run_day],
             set_={
                 "parent_run_id": sa.func.coalesce(s.parent_run_id, new.parent_run_id),
                 "state": sa.case((later, new.state), else_=s.state),

@@ -351,8 +351,9 @@ class CoreCursor:
                 EXT_USAGES.c.asset_id,
             )
             return self._by_key_of_four(EXT_USAGES, usage_key, text, params)
-        if "FROM external_sources WHERE source IN" in text:  # sql_received.sources_of(n)
-            return self._by_list("sources", _selected(SOURCES, text), SOURCES.c.source, params)
+        if "FROM external_sources WHERE (source" in text:  # sql_received.sources_of(n): sources and run days
+            pair = (SOURCES.c.source, SOURCES.c.run_day)
+            return self._by_pairs("sources", _selected(SOURCES, text), pair, params)
         if "FROM external_lineage WHERE (upstream_id" in text:  # sql_received.edges_of(n): whole keys
             key = (EXT_EDGES.c.upstream_id, EXT_EDGES.c.downstream_id, EXT_EDGES.c.job_namespace, EXT_EDGES.c.job_name)
             return self._by_key_of_four(EXT_EDGES, key, text, params)
@@ -420,7 +421,7 @@ class CoreCursor:
         new, s = statement.excluded, SOURCES.c
         later = new.state_rank > s.state_rank
         return statement.on_conflict_do_update(
-            index_elements=[s.source],
+            index_elements=[s.source, s.run_day],
             set_={
                 "parent_run_id": sa.func.coalesce(s.parent_run_id, new.parent_run_id),
                 "state": sa.case((later, new.state), else_=s.state),

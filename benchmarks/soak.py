@@ -10,13 +10,15 @@ retention ran, rows deleted, the catalog's bytes in use, and bytes a day of hist
 use over the days the window holds). At the end, events inside the window are re-sent (all must
 be duplicates) and events older than it (all must be taken as new).
 
-On PostgreSQL received events are partitioned by day of their event time: the soak makes the
-partitions of its first days as ``serve`` does at start-up, each pass makes those of the days
+On PostgreSQL received events are partitioned by day of their event time, received runs by the
+day of their run ids (UUIDv7 made at each run's start, as the OpenLineage clients make them): the
+soak makes the partitions of its first days as ``serve`` does at start-up, each pass makes those of the days
 ahead and drops the days wholly past the window (deleting only the boundary day's rows in
 batches), and a plain ``VACUUM`` of the other pruned tables follows each pass (what autovacuum
 does on its own schedule, which a short run would not wait for); on SQLite freed pages are
 reused as they are. At the end: ingest throughput on the last day against the first, the p99 of a
-batch's latency over every stretch retention ran, and, on PostgreSQL, the day partitions left.
+batch's latency over every stretch retention ran, and, on PostgreSQL, the day partitions left of
+each table.
 
     python benchmarks/soak.py                                   # 30 days, a 7-day window, both engines
     python benchmarks/soak.py --days 10 --events-per-day 2000 --engines sqlite
@@ -42,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 from bridge.catalog import Catalog, retention  # noqa: E402
 from bridge.mapping import Resolver  # noqa: E402
 from bridge.model.times import epoch_text  # noqa: E402
+from bridge.openlineage.run_ids import static_uuid  # noqa: E402
 from bridge.receiver.imports import catalog_intake  # noqa: E402
 
 DAY = 86400.0
@@ -59,7 +62,7 @@ def day_events(day: int, count: int, datasets: int, jobs: int) -> list[dict[str,
     events = []
     for n in range(runs):
         start = BASE + day * DAY + n * (DAY - 120) / runs
-        run_id = f"0194a1b2-{day:04x}-7000-8000-{n:012x}"
+        run_id = static_uuid(datetime.fromtimestamp(start, UTC), f"{day}/{n}".encode())  # a UUIDv7, as clients make
         job = ("soak", f"job_{rng.randrange(jobs)}")
         read, write = rng.sample(range(datasets), 2)
         inputs = [{"namespace": "postgres://warehouse:5432", "name": f"shop.public.t{read}"}]
@@ -95,11 +98,11 @@ def bytes_in_use(catalog: Catalog) -> int:
     )
 
 
-def partitions_of(catalog: Catalog) -> list[str]:
-    """The day partitions of received events (PostgreSQL)."""
+def partitions_of(catalog: Catalog, table: str) -> list[str]:
+    """The day partitions of a table partitioned by day (PostgreSQL)."""
     found = catalog.db.conn.execute(
         "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-        "WHERE i.inhparent = to_regclass('received_events') AND c.relname <> 'received_events_default'"
+        f"WHERE i.inhparent = to_regclass('{table}') AND c.relname <> '{table}_default'"
     ).fetchall()
     return sorted(str(name) for (name,) in found)
 
@@ -183,7 +186,8 @@ def soak(target: str, args: argparse.Namespace, resolver: Resolver) -> bool:
             f"{p99(while_retention) * 1000:.1f} ms ({len(while_retention)} batches)"
         )
         if catalog.dialect == "postgresql":
-            print(f"day partitions of received events left: {len(partitions_of(catalog))}")
+            for table, what in (("received_events", "received events"), ("external_sources", "received runs")):
+                print(f"day partitions of {what} left: {len(partitions_of(catalog, table))}")
         last = args.days - 1
         inside = day_events(last, args.events_per_day, args.datasets, args.jobs)[:: max(args.events_per_day // 50, 1)]
         gone = day_events(0, args.events_per_day, args.datasets, args.jobs)[:: max(args.events_per_day // 50, 1)]

@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bridge.catalog import Catalog
 from bridge.catalog.sql import ASSET_COLUMNS
 from bridge.mapping import Resolver
+from bridge.model.received import run_day
 from bridge.openlineage.convert import Converter
 from bridge.web import UiApp
 from tests.postgres import PostgresServer
@@ -174,8 +175,8 @@ def build(target: str, assets: int, runs: int, hub: int) -> None:
         insert(
             catalog,
             "INSERT INTO external_sources (source, job_namespace, job_name, run_id, state, state_rank, started_at, "
-            "ended_at, first_seen, last_seen, producer, inputs, outputs, warnings) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "ended_at, first_seen, last_seen, producer, inputs, outputs, warnings, run_day) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 (
                     f"run:{external_run(r)}",
@@ -192,6 +193,7 @@ def build(target: str, assets: int, runs: int, hub: int) -> None:
                     json.dumps([asset_id(r % assets)]),
                     json.dumps([asset_id((r + 7) % assets)]),
                     "[]",
+                    run_day(f"run:{external_run(r)}"),
                 )
                 for r in range(received)
             ),

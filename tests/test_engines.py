@@ -140,6 +140,26 @@ def undo_writes_kept(execute: Callable[[str], Any]) -> None:
     execute("DROP TABLE kept_writers")
 
 
+def undo_runs_partitioned(execute: Callable[[str], Any], engine: str) -> None:
+    """Received runs as a catalog before migration 0022 kept them: keyed by their source alone,
+    with no run day (one table on PostgreSQL, not partitioned), their rows kept."""
+    runs = schema.external_sources
+    execute("ALTER TABLE external_sources RENAME TO external_sources_0022")
+    for index in runs.indexes:
+        execute(f"DROP INDEX {index.name}")
+    if engine == "postgresql":
+        execute("ALTER TABLE external_sources_0022 DROP CONSTRAINT external_sources_pkey")
+    compiled = schema.dialect(engine)
+    made = str(CreateTable(runs).compile(dialect=compiled)).strip()
+    [day] = [line for line in made.splitlines() if line.strip().startswith("run_day ")]
+    execute(made.replace(day + "\n", "").replace("PRIMARY KEY (source, run_day)", "PRIMARY KEY (source)"))
+    for index in runs.indexes:
+        execute(str(CreateIndex(index).compile(dialect=compiled)))
+    names = ", ".join(c.name for c in runs.columns if c.name != "run_day")
+    execute(f"INSERT INTO external_sources ({names}) SELECT {names} FROM external_sources_0022")
+    execute("DROP TABLE external_sources_0022")
+
+
 def undo_asset_filters(execute: Callable[[str], Any]) -> None:
     """A catalog as migration 0020 found it: the assets' namespace and type, and the edges'
     downstream ends, indexed alone."""
@@ -189,12 +209,15 @@ def unpartition_received(conn: psycopg.Connection[Any]) -> None:
 
 
 def _partitioned_as_one(schema: dict[str, Any]) -> dict[str, Any]:
-    """PostgreSQL's schema with received events' partitions (by day, and the default) left out,
-    and its table as SQLite's: on PostgreSQL its key holds the event time (the partition key, which
-    a key of a partitioned table must hold), counted by a sequence, not an identity."""
-    partitions = {t for t in schema if t.startswith("received_events_")}
-    assert "received_events_default" in partitions and len(partitions) >= 8  # today and the week ahead
-    out = {t: found for t, found in schema.items() if t not in partitions}
+    """PostgreSQL's schema with the partitions of received events and received runs (by day, and
+    the default) left out, and received events' table as SQLite's: on PostgreSQL its key holds the
+    event time (the partition key, which a key of a partitioned table must hold), counted by a
+    sequence, not an identity. (Received runs' key holds their run day on both engines.)"""
+    out = dict(schema)
+    for table in ("received_events", "external_sources"):
+        partitions = {t for t in schema if t.startswith(f"{table}_")}
+        assert f"{table}_default" in partitions and len(partitions) >= 8  # today and the week ahead
+        out = {t: found for t, found in out.items() if t not in partitions}
     received = out["received_events"]
     assert received["key"] == ["pk", "event_time"]
     columns = received["columns"]
@@ -376,9 +399,11 @@ def test_a_postgresql_catalog_of_another_version_is_refused_and_migrate_names_it
 def _fillfactors(url: str) -> dict[str, str | None]:
     with psycopg.connect(url, autocommit=True) as conn:
         rows = conn.execute(
-            "SELECT relname, (SELECT option_value FROM pg_options_to_table(reloptions) "
-            "WHERE option_name = 'fillfactor') FROM pg_class "
-            "WHERE relkind IN ('r', 'p') AND NOT relispartition AND relnamespace = 'public'::regnamespace"
+            # a partitioned table's, as its default partition has them (it has none of its own)
+            "SELECT c.relname, (SELECT option_value FROM pg_options_to_table(coalesce(d.reloptions, c.reloptions)) "
+            "WHERE option_name = 'fillfactor') FROM pg_class c "
+            "LEFT JOIN pg_class d ON c.relkind = 'p' AND d.relname = c.relname || '_default' "
+            "WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relnamespace = 'public'::regnamespace"
         ).fetchall()
     return dict(rows)
 
@@ -393,6 +418,7 @@ def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migr
     assert {table for table, factor in made.items() if factor == "80"} == set(schema.UPDATED_IN_PLACE)
     assert made["received_events"] is None  # written once, never updated
     with psycopg.connect(url, autocommit=True) as conn:  # a catalog of the version before
+        undo_runs_partitioned(conn.execute, "postgresql")  # migration 0022's
         for table in schema.UPDATED_IN_PLACE:
             conn.execute(f"ALTER TABLE {table} RESET (fillfactor)")
         conn.execute("DROP TABLE freshness_rules, asset_checks")  # added by 0014

@@ -26,7 +26,14 @@ from bridge.receiver.imports import catalog_intake
 from bridge.receiver.intake import Intake
 from tests.helpers import in_threads, invoke, ol_run_event, serve_process
 from tests.postgres import PostgresServer
-from tests.test_engines import schema_read, undo_asset_filters, undo_ui_reads, undo_writes_kept, unpartition_received
+from tests.test_engines import (
+    schema_read,
+    undo_asset_filters,
+    undo_runs_partitioned,
+    undo_ui_reads,
+    undo_writes_kept,
+    unpartition_received,
+)
 
 DAY = 86400.0
 NOW = datetime(2025, 6, 1, 6, tzinfo=UTC).timestamp()  # the window of 7 days starts 2025-05-25T06:00
@@ -160,6 +167,7 @@ def test_the_migration_partitions_the_received_events_of_an_existing_catalog(
         catalog_intake(catalog, resolver).take(events)
         before = catalog._conn.execute("SELECT pk, event_time, digest FROM received_events ORDER BY pk").fetchall()
     with psycopg.connect(postgres_url, autocommit=True) as conn:  # as version 15 kept them
+        undo_runs_partitioned(conn.execute, "postgresql")  # migration 0022's
         undo_writes_kept(conn.execute)  # migration 0021's
         undo_asset_filters(conn.execute)  # migration 0020's
         undo_ui_reads(conn.execute, "postgresql")  # migration 0019's
@@ -238,15 +246,22 @@ def test_the_command_counts_what_dropping_the_days_past_the_window_deletes(
     events = [ol_run_event(run_id=rid(n), time=epoch_text(now - n * DAY)) for n in (10, 9, 1)]
     assert statuses(catalog_intake(catalog, resolver), events) == ["accepted"] * 3
     assert {where(catalog)[rid(n)] for n in (10, 9)} == {partitions.day_name(d) for d in old_days}
-    config = tmp_path / "olbridge.toml"
-    config.write_text(f'catalog = "{postgres_url}"\n[retention]\nreceived_events = "7d"\n')
-    code, dry, err = invoke(postgres_url, "--config", str(config), "retention", "--dry-run", "--json")
-    assert code == 0, err
-    code, real, err = invoke(postgres_url, "--config", str(config), "retention", "--json")
-    assert code == 0, err
-    assert json.loads(dry)["counts"]["receivedEvents"] == json.loads(real)["counts"]["receivedEvents"] == 2
+    dry, real = dry_and_real(postgres_url, tmp_path, 'received_events = "7d"')
+    assert dry["receivedEvents"] == real["receivedEvents"] == 2
     assert not {partitions.day_name(d) for d in old_days} & set(days(catalog))
     assert sorted(where(catalog)) == [rid(1)]
+
+
+def dry_and_real(url: str, tmp_path: Path, windows: str) -> tuple[dict[str, int], dict[str, int]]:
+    """The counts of ``olbridge retention --dry-run``, then of the real pass, with ``windows``."""
+    config = tmp_path / "olbridge.toml"
+    config.write_text(f'catalog = "{url}"\n[retention]\n{windows}\n')
+    found = []
+    for dry in (["--dry-run"], []):
+        code, out, err = invoke(url, "--config", str(config), "retention", *dry, "--json")
+        assert code == 0, err
+        found.append(json.loads(out)["counts"])
+    return found[0], found[1]
 
 
 def test_receivers_making_the_same_days_at_once_each_go_on(catalog: Catalog, postgres_url: str) -> None:

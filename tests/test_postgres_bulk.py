@@ -308,12 +308,12 @@ def test_values_json_cannot_carry_go_row_by_row() -> None:
 def _upsert_one_by_one(rows: Sequence[tuple[Any, ...]]) -> tuple[Any, ...]:
     conn = sqlite3.connect(":memory:")
     conn.execute(
-        "CREATE TABLE external_sources (source TEXT PRIMARY KEY, job_namespace, job_name, run_id, parent_run_id, "
+        "CREATE TABLE external_sources (source TEXT, job_namespace, job_name, run_id, parent_run_id, "
         "state, state_rank, started_at, ended_at, first_seen, last_seen, producer, inputs, outputs, job_rank, "
-        "jobs, warnings)"
+        "jobs, warnings, run_day TEXT, PRIMARY KEY (source, run_day))"
     )
     for row in rows:
-        conn.execute(sql_received.UPSERT_SOURCE, (*row, "[]", "[]", "r", None, "[]"))
+        conn.execute(sql_received.UPSERT_SOURCE, (*row, "[]", "[]", "r", None, "[]", ""))
     found = conn.execute("SELECT * FROM external_sources").fetchone()
     return tuple(found[:12])
 
@@ -380,8 +380,8 @@ def test_long_lookups_find_what_the_shared_statements_find(postgres: PostgresSer
         with psycopg.connect(postgres.url(name), autocommit=True) as plain:
             plain.execute(
                 "INSERT INTO external_sources (source, job_namespace, job_name, state_rank, first_seen, last_seen, "
-                "producer, inputs, outputs, warnings) SELECT 's' || n, 'ns', 'j', '', 't', 't', 'p', '[]', '[]', '[]' "
-                "FROM generate_series(1, 300) AS n"
+                "producer, inputs, outputs, warnings, run_day) "
+                "SELECT 's' || n, 'ns', 'j', '', 't', 't', 'p', '[]', '[]', '[]', '' FROM generate_series(1, 300) AS n"
             )
             plain.execute(
                 "INSERT INTO received_events (digest, kind, event_type, event_time, producer, warnings, body) "
@@ -391,7 +391,8 @@ def test_long_lookups_find_what_the_shared_statements_find(postgres: PostgresSer
         with Catalog(postgres.url(name)) as catalog:
             cur = catalog._conn.cursor()
             wanted = [f"s{n}" for n in range(0, 400, 3)] + ["it's", "%s", "?"]
-            found = {row[0] for row in cur.execute(sql_received.sources_of(len(wanted)), wanted)}
+            by_day = [part for source in wanted for part in (source, "")]
+            found = {row[0] for row in cur.execute(sql_received.sources_of(len(wanted)), by_day)}
             assert found == {s for s in wanted if s[1:].isdigit() and 1 <= int(s[1:]) <= 300}
             pairs = [(f"t{n % 7}", f"d{n}") for n in range(0, 400, 2)] + [("t1", "d2")]
             params = [part for pair in pairs for part in pair]

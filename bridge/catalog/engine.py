@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
 from urllib.parse import unquote
 
+import attrs
+
 from bridge.errors import BadValueError, BridgeError, Busy, CatalogError
 
 T = TypeVar("T")
@@ -133,6 +135,22 @@ class Maintenance(abc.ABC):
         """The last of the upkeep, and its connection closed."""
 
 
+@attrs.frozen
+class Expiring:
+    """What of a table retention deletes: ``condition`` on a row of the table (aliased as
+    ``alias``) with its ``params``, and ``dependents``, statements that delete what goes with the
+    rows of a dropped partition (named by ``{partition}`` in them: a run's facets); ``fold``, what
+    is kept of the rows before they go, given their ``key`` column's values (what health reads of
+    a run: :mod:`bridge.catalog.writes_kept`)."""
+
+    alias: str
+    condition: str
+    params: tuple[Any, ...]
+    dependents: tuple[str, ...] = ()
+    key: str = ""
+    fold: Callable[[Cursor, list[Any]], None] | None = None
+
+
 class Engine(abc.ABC):
     """A storage engine: how to reach a catalog and what differs from one engine to the next."""
 
@@ -164,9 +182,10 @@ class Engine(abc.ABC):
         the names made. SQLite partitions nothing."""
         return []
 
-    def drop_expired_partitions(self, db: Database, cutoff: str) -> int:
-        """Drop the partitions of received events wholly older than ``cutoff`` (an event time) that
-        no pending forward points into; the rows they held (0 where the engine partitions nothing)."""
+    def drop_expired_partitions(self, db: Database, table: str, cutoff: str, going: Expiring) -> int:
+        """Drop the partitions of a table partitioned by time (received events, received runs)
+        wholly older than ``cutoff`` whose every row goes (``going``: retention's condition, and
+        what goes with the rows); the rows they held (0 where the engine partitions nothing)."""
         return 0
 
     @property

@@ -29,7 +29,7 @@ from bridge.catalog.health_state import WatchSeen
 from bridge.catalog.rows import assertions_json, asset_from_row, asset_row
 from bridge.catalog.writes import get_asset
 from bridge.model import Assertion, Asset, Origin, format_time
-from bridge.model.received import TERMINAL, IncomingEvent, ReceivedColumnEdge, SeenDataset
+from bridge.model.received import TERMINAL, IncomingEvent, ReceivedColumnEdge, SeenDataset, run_day
 
 if TYPE_CHECKING:
     from bridge.mapping.resolver import Resolver
@@ -205,7 +205,7 @@ class GroupIngest:
             )
         )
         self.bindings = dict.fromkeys(datasets)
-        sources = sorted({e.source for e in events if e.source is not None})
+        sources = sorted({(e.source, run_day(e.source)) for e in events if e.source is not None})
         digests, bindings, stored = self._read(
             self._queries(sql_received.received_digests, pairs),
             self._queries(sql_received.bindings_of, sorted(datasets)),
@@ -669,6 +669,7 @@ class GroupIngest:
             state.rank,
             jobs,
             external_rows.json_text(sorted(state.warnings)),
+            run_day(row[0]),
         )
 
 

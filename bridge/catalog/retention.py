@@ -23,12 +23,14 @@ What current lineage needs is never touched: placeholders, bindings, a dataset's
 rows, usages and lineage of received jobs, pending outbox rows, received events a pending forward
 points at (the receiver's ``--forward``: every event from the oldest one queued is kept).
 
-On PostgreSQL received events are partitioned by day of their event time
-(:mod:`bridge.catalog.postgres.partitions`): a pass first makes the partitions of the days ahead,
-then drops the partitions wholly older than the window (what it counts is what they held), and
-deletes the rest in batches. The real pass deletes at most ``batch`` rows a transaction (on
-PostgreSQL the rows it takes are locked with ``FOR UPDATE SKIP LOCKED``: a row a writer holds is
-left for the next pass), with a pause between, so a writer waits at most one batch.
+On PostgreSQL received events are partitioned by day of their event time, received runs by the
+day of their UUIDv7 run ids (:mod:`bridge.catalog.postgres.partitions`): a pass first makes the
+partitions of the days ahead, then drops the partitions wholly older than the window whose every
+row goes (what it counts is what they held; a day holding a run that is still the latest of its
+job stays, and its other runs go in batches), and deletes the rest in batches. The real pass
+deletes at most ``batch`` rows a transaction (on PostgreSQL the rows it takes are locked with
+``FOR UPDATE SKIP LOCKED``: a row a writer holds is left for the next pass), with a pause
+between, so a writer waits at most one batch.
 :func:`count` counts with the very conditions :func:`expire` deletes by, at the same ``now``. On
 SQLite a catalog whose ``auto_vacuum`` is ``INCREMENTAL`` (a new one) gives the freed pages back
 to the file system (:func:`reclaim`); an older one reuses them for new rows.
@@ -44,7 +46,7 @@ from typing import Any
 import attrs
 
 from bridge.catalog import sql, writes_kept
-from bridge.catalog.engine import Connection, Cursor, Database
+from bridge.catalog.engine import Connection, Cursor, Database, Expiring
 from bridge.model.times import epoch_text
 
 KINDS = (
@@ -129,7 +131,9 @@ def _edge_condition(runs_cutoff: str | None) -> tuple[str, tuple[Any, ...]]:
 @attrs.frozen
 class _Kind:
     """One kind: its table (aliased), its key, its condition and that condition's parameters, and
-    what goes with each row (statements taking the row's key)."""
+    what goes with each row (statements taking the row's key, ``{}`` where it is compared: ``= ?``
+    a row at a time, or the keys of a dropped partition). ``day``: the column that names a row's
+    partition with its key (a received run's day), given to the delete so that it looks in one."""
 
     name: str
     table: str
@@ -137,6 +141,7 @@ class _Kind:
     condition: str
     params: tuple[Any, ...]
     dependents: tuple[str, ...] = ()
+    day: str | None = None
     # what is kept of the rows before they go, in the same transaction (given their keys)
     fold: Callable[[Cursor, list[Any]], None] | None = None
 
@@ -144,11 +149,21 @@ class _Kind:
         return f"SELECT count(*) FROM {self.table} WHERE {self.condition}"
 
     def select_statement(self) -> str:
-        return f"SELECT {self.key} FROM {self.table} WHERE {self.condition} LIMIT ?{sql.SKIP_LOCKED}"
+        columns = self.key if self.day is None else f"{self.key}, {self.day}"
+        return f"SELECT {columns} FROM {self.table} WHERE {self.condition} LIMIT ?{sql.SKIP_LOCKED}"
 
     def delete_statement(self) -> str:
         table = self.table.split()[0]
-        return f"DELETE FROM {table} WHERE {self.key.split('.')[1]} = ?"
+        by_day = "" if self.day is None else f" AND {self.day.split('.')[1]} = ?"
+        return f"DELETE FROM {table} WHERE {self.key.split('.')[1]} = ?{by_day}"
+
+    def expiring(self) -> Expiring:
+        """The kind as a partitioned table's expiry takes it: what goes with the rows of a
+        partition goes by their keys, all at once."""
+        alias = self.table.split()[1]
+        column = self.key.split(".")[1]
+        dependents = tuple(d.format(f"IN (SELECT {column} FROM {{partition}})") for d in self.dependents)
+        return Expiring(alias, self.condition, self.params, dependents, column, self.fold)
 
 
 def _kinds(windows: Windows, now: float) -> list[_Kind]:
@@ -161,9 +176,18 @@ def _kinds(windows: Windows, now: float) -> list[_Kind]:
         kinds.append(_Kind("receivedEvents", "received_events r", "r.pk", _RECEIVED, (received,)))
     runs = cutoff(windows.external_runs)
     if runs is not None:
-        facets = "DELETE FROM external_facets WHERE owner = ?"
+        facets = "DELETE FROM external_facets WHERE owner {}"
         kinds.append(
-            _Kind("externalRuns", "external_sources s", "s.source", _RUN, (runs,), (facets,), writes_kept.fold_received)
+            _Kind(
+                "externalRuns",
+                "external_sources s",
+                "s.source",
+                _RUN,
+                (runs,),
+                (facets,),
+                "s.run_day",
+                writes_kept.fold_received,
+            )
         )
     if windows.column_edges:
         condition, params = _edge_condition(runs)
@@ -177,9 +201,11 @@ def _kinds(windows: Windows, now: float) -> list[_Kind]:
     task_runs = cutoff(windows.task_runs)
     if task_runs is not None:
         of_run = tuple(
-            f"DELETE FROM {table} WHERE task_run_pk = ?" for table in ("usages", "lineage", "column_lineage")
+            f"DELETE FROM {table} WHERE task_run_pk {{}}" for table in ("usages", "lineage", "column_lineage")
         )
-        kinds.append(_Kind("taskRuns", "task_runs t", "t.pk", _TASK_RUN, (task_runs,), of_run, writes_kept.fold_own))
+        kinds.append(
+            _Kind("taskRuns", "task_runs t", "t.pk", _TASK_RUN, (task_runs,), of_run, fold=writes_kept.fold_own)
+        )
     checks = cutoff(windows.checks)
     if checks is not None:
         kinds.append(_Kind("checks", "asset_checks k", "k.rowid", _CHECK, (checks, epoch_text(now))))
@@ -218,8 +244,9 @@ def expire(
     counts = dict.fromkeys(KINDS, 0)
     prepare(db, now)
     for kind in (_row_key(k, db.engine.row_id) for k in _kinds(windows, now)):
-        if kind.name == "receivedEvents":  # whole partitions first, where the engine has them
-            counts[kind.name] += db.engine.drop_expired_partitions(db, kind.params[0])
+        if kind.table.split()[0] in sql.PARTITIONED:  # whole partitions first, where the engine has them
+            table = kind.table.split()[0]
+            counts[kind.name] += db.engine.drop_expired_partitions(db, table, kind.params[0], kind.expiring())
             between()
         for deleted in _batches(db, kind, batch):
             counts[kind.name] += deleted
@@ -239,15 +266,17 @@ def _batches(db: Database, kind: _Kind, batch: int) -> Iterator[int]:
     """Each batch's count of deleted rows, until a batch finds fewer than ``batch``."""
     select, delete = kind.select_statement(), kind.delete_statement()
 
+    dependents = [dependent.format("= ?") for dependent in kind.dependents]
+
     def work(cur: Cursor) -> int:
-        keys = [(row[0],) for row in cur.execute(select, (*kind.params, batch)).fetchall()]
-        if keys:
+        rows = [tuple(row) for row in cur.execute(select, (*kind.params, batch)).fetchall()]
+        if rows:
             if kind.fold is not None:  # what health reads of them, kept first
-                kind.fold(cur, [key for (key,) in keys])
-            for dependent in kind.dependents:
-                cur.executemany(dependent, keys)
-            cur.executemany(delete, keys)
-        return len(keys)
+                kind.fold(cur, [row[0] for row in rows])
+            for dependent in dependents:
+                cur.executemany(dependent, [row[:1] for row in rows])
+            cur.executemany(delete, rows)
+        return len(rows)
 
     while True:
         deleted = db.write(work)

@@ -26,6 +26,7 @@ from bridge.catalog.engine import Connection
 from bridge.catalog.query import HistoryFilter
 from bridge.catalog.store import Catalog
 from bridge.model import StoredTaskRun, format_time
+from bridge.model.received import run_day
 from bridge.openlineage.convert import Converter, execution_run_id, task_run_id
 
 OWN = "olbridge"
@@ -258,7 +259,8 @@ class Runs:
         """The run with this OpenLineage run id: an external one, or one of olbridge's (whose run
         ids are UUIDv7 made from the start time, so only the task runs started in that
         millisecond are looked at)."""
-        found = self._external(sql_received.select_external_runs(source=True), [f"run:{run_id}"])
+        source = f"run:{run_id}"
+        found = self._external(sql_received.select_external_runs(source=True), [source, run_day(source)])
         if found:
             return found[0]
         try:

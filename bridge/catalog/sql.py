@@ -15,7 +15,26 @@ from __future__ import annotations
 
 # The schema's version, the number of the newest migration (migrations/versions), the same on
 # both engines; a catalog with a higher one is refused.
-SCHEMA_VERSION = 21
+SCHEMA_VERSION = 22
+
+# PostgreSQL: the tables partitioned by day, each by range of its column (text whose first ten
+# characters are a day): received events by their event time, received runs by the day of their
+# run ids (bridge/catalog/postgres/partitions.py makes the days and drops them)
+PARTITIONED = {"received_events": "event_time", "external_sources": "run_day"}
+
+# tables whose rows are rewritten in place again and again (a placeholder's and a dataset's
+# sightings at every group of the receiver, a run's state, a facet, a worker's heartbeat, an
+# import's position): on PostgreSQL each of their pages keeps a fifth free, so that an update can
+# stay on its page (a HOT update, which writes no index entry and leaves no dead one behind)
+UPDATED_IN_PLACE = ("assets", "external_datasets", "external_sources", "external_facets", "stream_workers", "positions")
+FILLFACTOR = 80
+
+
+def partition_storage(name: str) -> str:
+    """The storage parameters each partition of a table is made with (`` WITH (fillfactor = 80)``
+    for the tables updated in place: a partitioned table has none of its own); '' when none."""
+    return f" WITH (fillfactor = {FILLFACTOR})" if name in UPDATED_IN_PLACE else ""
+
 
 # the keys that count up, by table: a copy that writes them as they were sets each engine's
 # counter past the highest (Catalog.reset_keys)

@@ -104,9 +104,9 @@ MOVE_SIGHTINGS = r"""
 UPSERT_SOURCE = """
     INSERT INTO external_sources AS s (source, job_namespace, job_name, run_id, parent_run_id, state, state_rank,
                                        started_at, ended_at, first_seen, last_seen, producer, inputs, outputs,
-                                       job_rank, jobs, warnings)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-    ON CONFLICT (source) DO UPDATE SET
+                                       job_rank, jobs, warnings, run_day)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (source, run_day) DO UPDATE SET
         parent_run_id = coalesce(s.parent_run_id, excluded.parent_run_id),
         state = CASE WHEN excluded.state_rank > s.state_rank THEN excluded.state ELSE s.state END,
         ended_at = CASE WHEN excluded.state_rank > s.state_rank THEN excluded.ended_at ELSE s.ended_at END,
@@ -165,10 +165,10 @@ def select_external_runs(
     until: bool = False,
 ) -> str:
     """External runs (not JobEvents' jobs) by start, the first event's time when no START came
-    (placeholders: source, job name, job namespace, state, since, until)."""
+    (placeholders: source and its run day, job name, job namespace, state, since, until)."""
     clause = where(
         (True, "run_id IS NOT NULL"),
-        (source, "source = ?"),
+        (source, "source = ? AND run_day = ?"),
         (job, "job_name = ?"),
         (namespace, "job_namespace = ?"),
         (state, "state = ?"),
@@ -193,8 +193,8 @@ def facets_of(count: int) -> str:
 CLAIM_SOURCE = """
     INSERT INTO external_sources (source, job_namespace, job_name, run_id, parent_run_id, state, state_rank,
                                   started_at, ended_at, first_seen, last_seen, producer, inputs, outputs,
-                                  job_rank, jobs, warnings)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                  job_rank, jobs, warnings, run_day)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT DO NOTHING
 """
 INSERT_EXTERNAL_USAGE = """
@@ -264,10 +264,12 @@ def edges_of(count: int) -> str:
 
 
 def sources_of(count: int) -> str:
-    """The runs and jobs a group merges into: their inputs and outputs, job, jobs and warnings."""
+    """The runs and jobs a group merges into: their inputs and outputs, job, jobs and warnings; of
+    ``count`` pairs of a source and its run day (each found in its day's partition on PostgreSQL)."""
+    pairs = " OR ".join("(source = ? AND run_day = ?)" for _ in range(count))
     return f"""
         SELECT source, inputs, outputs, job_namespace, job_name, job_rank, jobs, warnings
-        FROM external_sources WHERE source IN ({", ".join("?" * count)})
+        FROM external_sources WHERE {pairs}
     """
 
 

@@ -6,8 +6,9 @@ They pickle as tuples, as the receiver's workers hand them to its writer process
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import attrs
@@ -19,6 +20,29 @@ from bridge.model.times import format_time
 
 TERMINAL = ("COMPLETE", "FAIL", "ABORT")  # the eventTypes that end a run
 DatasetName = tuple[str, str]  # (namespace, name)
+
+# a run's source whose run id is a UUIDv7 (RFC 9562: version 7, the RFC variant), its first 48
+# bits (Unix milliseconds) in two groups
+_UUID7_RUN = re.compile(r"run:([0-9A-Fa-f]{8})-([0-9A-Fa-f]{4})-7[0-9A-Fa-f]{3}-[89ABab][0-9A-Fa-f]{3}-[0-9A-Fa-f]{12}")
+NO_DAY = ""  # the run day of a job, and of a run whose id tells no day
+RUN_DAYS = ("2000-01-01", "2100-01-01")  # the days a run id may tell (from, to): others tell none
+_RUN_MILLIS = tuple(int(datetime.fromisoformat(f"{day}T00:00:00+00:00").timestamp() * 1000) for day in RUN_DAYS)
+
+
+def run_day(source: str) -> str:
+    """The day (UTC, ``YYYY-MM-DD``) a received run's id was made, where the id is a UUIDv7 (the
+    OpenLineage clients' ids: the first 48 bits are its Unix time in milliseconds), else
+    :data:`NO_DAY`: a job's source, a run whose id is another kind of UUID, or one whose time is
+    outside :data:`RUN_DAYS`. Of the source alone, never of a clock: every event of a run finds
+    the run's row by the same source and day (the key of ``external_sources``, whose day
+    partitions it on PostgreSQL)."""
+    found = _UUID7_RUN.fullmatch(source)
+    if found is None:
+        return NO_DAY
+    millis = int(found.group(1) + found.group(2), 16)
+    if not _RUN_MILLIS[0] <= millis < _RUN_MILLIS[1]:
+        return NO_DAY
+    return datetime.fromtimestamp(millis // 1000, UTC).date().isoformat()
 
 
 @pickles_as_tuple

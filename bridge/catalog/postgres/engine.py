@@ -36,6 +36,7 @@ from bridge.catalog.engine import (
     Cursor,
     Database,
     Engine,
+    Expiring,
     Maintenance,
     Writes,
     masked,
@@ -285,8 +286,8 @@ class PostgresEngine(Engine):
     def prepare_partitions(self, db: Database, now: float) -> list[str]:
         return partitions.ensure(db, now)
 
-    def drop_expired_partitions(self, db: Database, cutoff: str) -> int:
-        return partitions.drop_expired(db, cutoff)
+    def drop_expired_partitions(self, db: Database, table: str, cutoff: str, going: Expiring) -> int:
+        return partitions.drop_expired(db, cutoff, going, partitions.BY_NAME[table])
 
     # --- the schema ----------------------------------------------------------------------------
 

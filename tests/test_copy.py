@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from bridge.catalog import Catalog
+from bridge.catalog import Catalog, writes_kept
 from bridge.catalog.copy import copy_catalog, count_rows
 from bridge.catalog.health_state import LEASE_KIND
 from bridge.catalog.positions import Position
@@ -77,6 +77,10 @@ def rich(tmp_path: Path, resolver: Resolver) -> Path:
     ):
         code, _, stderr = invoke(db, *args)
         assert code == 0, (args, stderr)
+    with Catalog(db) as catalog, catalog.transaction() as cur:  # what retention keeps of runs it deletes
+        sources = [row[0] for row in cur.execute("SELECT source FROM external_sources WHERE run_id IS NOT NULL")]
+        writes_kept.fold_received(cur, sources)
+        writes_kept.fold_own(cur, [row[0] for row in cur.execute("SELECT pk FROM task_runs")])
     with Catalog(db) as catalog:
         empty = [name for name, rows in count_rows(catalog).items() if not rows]
     assert set(empty) <= {"backfill_refused", "delivery_errors", "outbox_delivery", "outbox_lease", "stream_workers"}

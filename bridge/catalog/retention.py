@@ -133,7 +133,8 @@ class _Kind:
     """One kind: its table (aliased), its key, its condition and that condition's parameters, and
     what goes with each row (statements taking the row's key, ``{}`` where it is compared: ``= ?``
     a row at a time, or the keys of a dropped partition). ``day``: the column that names a row's
-    partition with its key (a received run's day), given to the delete so that it looks in one."""
+    partition with its key (a received run's day, an event's time), given to the delete so that it
+    looks in one."""
 
     name: str
     table: str
@@ -173,7 +174,8 @@ def _kinds(windows: Windows, now: float) -> list[_Kind]:
     kinds: list[_Kind] = []
     received = cutoff(windows.received_events)
     if received is not None:
-        kinds.append(_Kind("receivedEvents", "received_events r", "r.pk", _RECEIVED, (received,)))
+        # an event found by its key and its time: on PostgreSQL, in its day's partition alone
+        kinds.append(_Kind("receivedEvents", "received_events r", "r.pk", _RECEIVED, (received,), day="r.event_time"))
     runs = cutoff(windows.external_runs)
     if runs is not None:
         facets = "DELETE FROM external_facets WHERE owner {}"

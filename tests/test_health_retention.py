@@ -101,3 +101,38 @@ def test_an_own_run_s_writes_outlive_it(catalog_target: str, tmp_path: Path) -> 
     assert any("failed" in r for r in before["orders"]["reasons"]), before["orders"]
     assert retention(tmp_path, catalog_target, task_runs="1d")["taskRuns"] == 3
     assert health(catalog_target) == before
+
+
+def test_a_task_s_latest_ended_run_stays_while_a_later_one_runs(catalog_target: str, tmp_path: Path) -> None:
+    """The task's run that wrote orders ended; a later one started and is still running (the
+    latest by start, not by end): the ended one is health's last run of orders, and stays."""
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_run(run("load", execution="e1", outputs=(decl("orders", type="Table"),), start=at(0)))
+        catalog.record_task_run(run("load", execution="e2", state="RUNNING", start=at(DAY)))
+    with Catalog(catalog_target) as catalog, catalog.transaction() as cur:
+        cur.execute("DELETE FROM outbox")  # delivered
+    before = health(catalog_target)
+    assert before["orders"]["reasons"][0].startswith("last run company.data/flow.load at"), before["orders"]
+    assert retention(tmp_path, catalog_target, task_runs="1d")["taskRuns"] == 0
+    assert health(catalog_target) == before
+
+
+def test_a_run_named_under_two_jobs_is_judged_alike_alone_and_whole(catalog_target: str, resolver: Resolver) -> None:
+    """A run whose events name two jobs (warned of) is the run of the first: what its second job's
+    event wrote is judged alike, alone (assets show) and with the whole catalog (health)."""
+    from bridge.catalog import health as health_queries
+
+    run_id = "0194a1b2-0000-7000-8000-0000000000d1"
+    start = ol_run_event(
+        "START", run_id=run_id, job=("airflow", "dag.a"), outputs=[ol_dataset(NS, "shop.a")], time=at(0).isoformat()
+    )
+    end = ol_run_event(
+        "COMPLETE", run_id=run_id, job=("airflow", "dag.b"), outputs=[ol_dataset(NS, "shop.b")], time=at(5).isoformat()
+    )
+    with Catalog(catalog_target) as catalog:
+        assert all(o.ok for o in catalog_intake(catalog, resolver).take([start, end]))
+        judged_at = at(10)
+        whole = {h.asset_id: h for h in health_queries.assess(catalog._conn, (), judged_at)}
+        assert whole[f"{NS}/shop.b"].health.value == "PASS"
+        for asset_id in whole:
+            assert health_queries.assess(catalog._conn, (), judged_at, ids=[asset_id]) == [whole[asset_id]]

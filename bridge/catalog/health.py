@@ -124,6 +124,9 @@ LATEST_RUN_OF = """
     WHERE flow_namespace = ? AND flow_id = ? AND task_id = ? AND ended_at IS NOT NULL AND ended_at <= ?
     ORDER BY ended_at DESC, pk DESC LIMIT 1
 """
+# a received run named under several jobs (external_sources_jobs): its outputs are the output
+# usages of every job it was named under, not of its own job alone, so reads by job may miss it
+ANY_RUN_OF_SEVERAL_JOBS = "SELECT source FROM external_sources WHERE jobs IS NOT NULL LIMIT 1"
 # the received jobs that wrote any of them (a run's outputs are its job's output usages)
 SOME_WRITING_JOBS = """
     SELECT DISTINCT job_namespace, job_name FROM external_usages WHERE asset_id IN ({ids}) AND direction = 'output'
@@ -302,9 +305,7 @@ def _whole(conn: Connection | Cursor, moment: str, by_metadata: bool, wanted: se
     writes, runs = _runs(latest, writers, external)
     checks = _checks(conn.execute(UNKEPT_CHECKS, (moment,)), conn.execute(LATEST_CHECKS, (moment,)))
     downstream = (
-        _edges(conn.execute(OWN_EDGES, (moment,)), conn.execute(EXTERNAL_EDGES, (moment, moment)))
-        if paths or wanted is not None
-        else {}
+        _edges(conn.execute(OWN_EDGES, (moment,)), conn.execute(EXTERNAL_EDGES, (moment, moment))) if paths else {}
     )
     if wanted is not None:
         # only they and what is upstream of them (their at-risk flags) are judged
@@ -345,7 +346,10 @@ class _Some:
 
     def read(self, wanted: set[str], *, upstream: bool) -> _Facts | None:
         """Their facts (None: more than :data:`SOME_AT_MOST` assets are upstream of them, read
-        faster whole)."""
+        faster whole; or the catalog holds a received run named under several jobs, which the
+        reads by job cannot be sure to find)."""
+        if self.conn.execute(ANY_RUN_OF_SEVERAL_JOBS).fetchone() is not None:
+            return None
         moment = self.moment
         judged = set(wanted)
         own_edges: list[Any] = []

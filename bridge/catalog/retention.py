@@ -10,8 +10,9 @@ Each kind of history has its own window (:class:`Windows`, seconds; ``None``: ke
 - ``deadLetters``: outbox rows given up on, queued before the window;
 - ``deliveryErrors``: the last delivery failure of a stream or backfill, older than the window;
 - ``taskRuns``: olbridge's own task runs started before the window, with their usages, lineage and
-  column edges; never the latest run of a task, nor one a pending outbox row points at. Kept
-  unless a window is given: they are the history olbridge exports.
+  column edges; never the latest run of a task by start nor by end, nor one still running, nor
+  one a pending outbox row points at. Kept unless a window is given: they are the history
+  olbridge exports.
 - ``deliveredOutbox``: delivered outbox rows; the stream deletes a row as it delivers it, so
   there are never any to go (the kind is counted, always 0, so that a config naming it works).
 - ``checks``: the data-quality checks of an asset (``asset_checks``: a run's, a received event's,
@@ -108,6 +109,8 @@ _CHECK = """
         WHERE n.asset_id = k.asset_id AND n.reported_at > k.reported_at AND n.reported_at <= ?)
 """
 _ERROR = "e.at < ?"
+# an own task run, not the latest of its task by start (its page's), nor by end (health's last
+# run of what the task writes)
 _TASK_RUN = f"""
     t.started_at < ?
     AND t.pk < COALESCE((SELECT min(ref) FROM outbox WHERE kind IN ('run-start', 'run-end')), {_NONE_QUEUED})
@@ -115,6 +118,10 @@ _TASK_RUN = f"""
         SELECT 1 FROM task_runs n
         WHERE n.flow_namespace = t.flow_namespace AND n.flow_id = t.flow_id AND n.task_id = t.task_id
           AND (n.started_at > t.started_at OR (n.started_at = t.started_at AND n.pk > t.pk)))
+    AND t.ended_at IS NOT NULL AND EXISTS (
+        SELECT 1 FROM task_runs n
+        WHERE n.flow_namespace = t.flow_namespace AND n.flow_id = t.flow_id AND n.task_id = t.task_id
+          AND (n.ended_at > t.ended_at OR (n.ended_at = t.ended_at AND n.pk > t.pk)))
 """
 
 

@@ -282,6 +282,14 @@ external_sources = sa.Table(
 
 # a job's runs (retention keeps the latest of each); its columns never change once a run is written
 sa.Index("external_sources_job", external_sources.c.job_namespace, external_sources.c.job_name)
+# the runs named under several jobs (rare: each is warned of), found at once: health's reads by
+# job cannot see them under every job they were named under (bridge/catalog/health.py)
+sa.Index(
+    "external_sources_jobs",
+    external_sources.c.source,
+    sqlite_where=sa.text("jobs IS NOT NULL"),
+    postgresql_where=sa.text("jobs IS NOT NULL"),
+)
 # received runs newest first by their start (a first sighting when no START came), all of them
 # and a job namespace's: the UI's list of runs reads a page of them, not every run
 _RUN_START = sa.func.coalesce(external_sources.c.started_at, external_sources.c.first_seen)

@@ -38,6 +38,7 @@ _PUT_KEPT = """
     INSERT INTO kept_writes (asset_id, fact, job_namespace, job_name, state, ended_at) VALUES (?, ?, ?, ?, ?, ?)
     ON CONFLICT (asset_id, fact) DO UPDATE SET job_namespace = excluded.job_namespace,
         job_name = excluded.job_name, state = excluded.state, ended_at = excluded.ended_at
+    WHERE excluded.ended_at >= kept_writes.ended_at
 """
 _WRITERS_GOING = """
     SELECT u.asset_id, t.flow_namespace, t.flow_id, t.task_id, max(t.ended_at)

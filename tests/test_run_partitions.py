@@ -129,8 +129,8 @@ def test_runs_land_in_their_days_partition_and_every_event_of_a_run_finds_its_ro
     assert statuses(intake, events) == ["accepted"] * 3
     assert where(catalog) == {
         f"run:{old}": partitions.RUNS.day_name(may(21)),
-        f"run:{other}": partitions.RUNS.default,
-        "job:airflow/declared": partitions.RUNS.default,
+        f"run:{other}": partitions.RUNS.undated,
+        "job:airflow/declared": partitions.RUNS.undated,
     }
     # the run's end comes days later (an event of another time, into the day of its id), and a
     # copy of its start again: each finds the one row, which ends the run
@@ -304,8 +304,8 @@ def test_the_migration_gives_the_stored_runs_their_days(catalog_target: str, eng
             assert where(catalog) == {
                 f"run:{runs[0]}": partitions.RUNS.day_name(recent.date()),
                 f"run:{runs[1]}": partitions.RUNS.default,  # older than the days made
-                f"run:{runs[2]}": partitions.RUNS.default,
-                "job:a/b": partitions.RUNS.default,
+                f"run:{runs[2]}": partitions.RUNS.undated,
+                "job:a/b": partitions.RUNS.undated,
             }
             today = datetime.now(UTC).date()
             assert partitions.RUNS.day_name(today + timedelta(days=partitions.AHEAD)) in run_partitions(catalog)

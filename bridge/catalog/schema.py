@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from bridge.catalog.sql import FILLFACTOR, PARTITIONED, UPDATED_IN_PLACE, partition_storage
+from bridge.catalog.sql import FILLFACTOR, PARTITIONED, UPDATED_IN_PLACE, partition_storage, undated_partition
 from bridge.catalog.sql import SCHEMA_VERSION as VERSION
 
 TEXT: sa.types.TypeEngine[str] = sa.Text().with_variant(sa.Text(collation="C"), "postgresql")
@@ -667,6 +667,7 @@ def create_statements(engine: str) -> tuple[str, ...]:
         statements += [
             f"CREATE TABLE {name}_default PARTITION OF {name} DEFAULT{partition_storage(name)}" for name in PARTITIONED
         ]
+        statements += [undated_partition(name) for name in PARTITIONED if undated_partition(name)]
     statements += [f"CREATE VIEW {name} AS {query.strip()}" for name, query in VIEWS.items()]
     statements += search_statements(engine)
     return tuple(statements)

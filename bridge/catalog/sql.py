@@ -21,6 +21,22 @@ SCHEMA_VERSION = 22
 # characters are a day): received events by their event time, received runs by the day of their
 # run ids (bridge/catalog/postgres/partitions.py makes the days and drops them)
 PARTITIONED = {"received_events": "event_time", "external_sources": "run_day"}
+# and beside the days and the default, a partition of the rows with no day (run_day ''): received
+# jobs and the runs whose ids tell no day, kept out of the default partition, which making a day's
+# partition reads whole while it holds it (for the rows of that day to move) and ATTACH reads again
+UNDATED = {"external_sources": ("", "1")}  # the bounds of the key '' alone (a day starts with a digit 2)
+
+
+def undated_partition(name: str) -> str:
+    """The statement that makes a table's partition of rows with no day ('' when it has none)."""
+    if name not in UNDATED:
+        return ""
+    low, high = UNDATED[name]
+    return (
+        f"CREATE TABLE {name}_undated PARTITION OF {name} FOR VALUES FROM ('{low}') TO ('{high}')"
+        f"{partition_storage(name)}"
+    )
+
 
 # tables whose rows are rewritten in place again and again (a placeholder's and a dataset's
 # sightings at every group of the receiver, a run's state, a facet, a worker's heartbeat, an

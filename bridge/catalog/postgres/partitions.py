@@ -74,6 +74,11 @@ class Partitioned:
         return f"{self.table}_default"
 
     @property
+    def undated(self) -> str:
+        """The partition of rows with no day, where the table has one (received runs)."""
+        return f"{self.table}_undated"
+
+    @property
     def storage(self) -> str:
         return partition_storage(self.table)
 

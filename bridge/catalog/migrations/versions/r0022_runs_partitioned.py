@@ -4,8 +4,11 @@
 (:func:`bridge.model.received.run_day`, of the source alone), and its key becomes (source,
 run_day), the key a partitioned table must have. The table is made again on both engines (a key
 cannot be changed in place on SQLite): the old one renamed and its indexes dropped, the new one
-made (on PostgreSQL partitioned by range of ``run_day``, with its default partition and a partition
-for each day of the last :data:`RECENT_DAYS` that holds runs and for today and the week ahead),
+made (on PostgreSQL partitioned by range of ``run_day``, with its default partition, a partition
+of the rows with no day (jobs, runs whose ids tell none: ``external_sources_undated``, so that
+the default partition, which making a day's partition reads whole, holds only runs of days not
+made), and a partition for each day of the last :data:`RECENT_DAYS` that holds runs and for
+today and the week ahead),
 each run's day worked out here (in Python: the one function the receiver uses) and the rows
 copied with it, the old table dropped. Runs of older days go to the default partition, from which
 retention deletes them in batches once they expire. Every run's source is read once, so the
@@ -88,6 +91,9 @@ def upgrade() -> None:
     days = _run_days(bind)
     if postgres:
         run(f"CREATE TABLE external_sources_default PARTITION OF external_sources DEFAULT{STORAGE}")
+        # the rows with no day (jobs, runs whose ids tell none) apart from the default partition
+        undated = "CREATE TABLE external_sources_undated PARTITION OF external_sources FOR VALUES FROM ('') TO ('1')"
+        run(f"{undated}{STORAGE}")
         for day in _days_made(days.values()):
             run(
                 f"CREATE TABLE external_sources_p{day:%Y%m%d} PARTITION OF external_sources "

@@ -119,6 +119,17 @@ def test_prefect_import_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert "10 task runs imported" in capsys.readouterr().out
 
 
+def test_making_a_day_of_runs_is_timed_with_the_runs_of_no_day_in_their_partition_or_the_default(
+    capsys: pytest.CaptureFixture[str], postgres: Any
+) -> None:
+    for extra, where in (([], "external_sources_undated"), (["--in-default"], "external_sources_default")):
+        url = postgres.url(postgres.create_database())
+        assert load("partition_make").main(["--runs", "300", "--repeat", "2", "--postgres-url", url, *extra]) == 0
+        out = capsys.readouterr().out
+        assert f"300 runs with no day in {where}, written in " in out, out
+        assert "making a day's partition of received runs: p50 " in out and "(2 days)" in out, out
+
+
 def test_soak_runs_on_both_engines(capsys: pytest.CaptureFixture[str], postgres_url: str) -> None:
     """benchmarks/soak.py at its tiniest: the days printed, retention deleting from the day past
     the window, and the re-sent events answered rightly (its exit status says so)."""

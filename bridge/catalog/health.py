@@ -34,6 +34,7 @@ from typing import Any
 
 import attrs
 
+from bridge.catalog import sql
 from bridge.catalog.engine import Connection, Cursor
 from bridge.catalog.rows import assertions_json, dumps
 from bridge.catalog.writes_kept import KEPT_WRITERS, KEPT_WRITES, SOME_KEPT_WRITERS, SOME_KEPT_WRITES, received_run
@@ -46,20 +47,25 @@ SET_RULE = """
 """
 UNSET_RULE = "DELETE FROM freshness_rules WHERE asset_id = ?"
 GET_RULE = "SELECT rule FROM freshness_rules WHERE asset_id = ?"
-ALL_RULES = "SELECT asset_id, rule FROM freshness_rules"
-ASSETS_AS_OF = """
-    SELECT id, type, namespace FROM assets WHERE created_at <= ? AND (deleted_at IS NULL OR deleted_at > ?)
-"""
-ASSETS_AS_OF_WITH_METADATA = """
-    SELECT id, type, namespace, metadata FROM assets WHERE created_at <= ? AND (deleted_at IS NULL OR deleted_at > ?)
-"""
+# Each fact's statement is written once, with ``{only}`` just after its WHERE; :func:`sql.only`
+# makes of it the statement over every asset and the one over a few (their ids in ``{values}``,
+# read by :func:`sql.in_chunks`), which reads the same facts of them through indexes.
+ALL_RULES, SOME_RULES = sql.only("SELECT asset_id, rule FROM freshness_rules WHERE {only}1 = 1", "asset_id")
+_AS_OF = "WHERE {only}created_at <= ? AND (deleted_at IS NULL OR deleted_at > ?)"
+ASSETS_AS_OF, SOME_ASSETS = sql.only(f"SELECT id, type, namespace FROM assets {_AS_OF}", "id")
+ASSETS_AS_OF_WITH_METADATA, SOME_ASSETS_WITH_METADATA = sql.only(
+    f"SELECT id, type, namespace, metadata FROM assets {_AS_OF}", "id"
+)
 # each task that ever wrote each asset (its outputs are written by successful runs only), and the
 # end of its latest run by then that wrote it (NULL: none by then)
-OWN_WRITERS = """
+OWN_WRITERS, SOME_OWN_WRITERS = sql.only(
+    """
     SELECT u.asset_id, t.flow_namespace, t.flow_id, t.task_id, max(CASE WHEN t.ended_at <= ? THEN t.ended_at END)
-    FROM usages u JOIN task_runs t ON t.pk = u.task_run_pk WHERE u.direction = 'output'
+    FROM usages u JOIN task_runs t ON t.pk = u.task_run_pk WHERE {only}u.direction = 'output'
     GROUP BY u.asset_id, t.flow_namespace, t.flow_id, t.task_id
-"""
+    """,
+    "u.asset_id",
+)
 # the latest run of each task ended by then (by end, then key; task_runs_task finds the later one):
 # the latest run of a task that writes an asset is the last run that was to write it
 LATEST_RUNS = """
@@ -69,91 +75,69 @@ LATEST_RUNS = """
         WHERE n.flow_namespace = t.flow_namespace AND n.flow_id = t.flow_id AND n.task_id = t.task_id
           AND n.ended_at <= ? AND (n.ended_at > t.ended_at OR (n.ended_at = t.ended_at AND n.pk > t.pk)))
 """
+# the same of one task (the task's writers read by a few assets)
+LATEST_RUN_OF = """
+    SELECT state, ended_at FROM task_runs
+    WHERE flow_namespace = ? AND flow_id = ? AND task_id = ? AND ended_at IS NOT NULL AND ended_at <= ?
+    ORDER BY ended_at DESC, pk DESC LIMIT 1
+"""
 # the receiver's runs, ended by then
 EXTERNAL_WRITES = """
     SELECT job_namespace, job_name, state, ended_at, outputs FROM external_sources
     WHERE run_id IS NOT NULL AND ended_at IS NOT NULL AND ended_at <= ?
 """
+# of a few assets, the received runs that wrote them are found by their jobs: the jobs that wrote
+# any of them (a run's outputs are its job's output usages), then each job's runs, and its own
+# row (a JobEvent's), in the order of the table's key
+SOME_WRITING_JOBS = """
+    SELECT DISTINCT job_namespace, job_name, asset_id FROM external_usages
+    WHERE asset_id IN ({values}) AND direction = 'output'
+"""
+RUNS_OF_JOB = """
+    SELECT run_id, state, ended_at, first_seen, inputs, outputs FROM external_sources
+    WHERE job_namespace = ? AND job_name = ? ORDER BY source
+"""
+# ... but a run named under several jobs (external_sources_jobs) has its outputs' usages under
+# every job it was named under, not its own alone: reads by job may miss it
+ANY_RUN_OF_SEVERAL_JOBS = "SELECT source FROM external_sources WHERE jobs IS NOT NULL LIMIT 1"
 PUT_CHECKS = """
     INSERT INTO asset_checks (asset_id, reported_at, reporter, assertions) VALUES (?, ?, ?, ?)
     ON CONFLICT (asset_id, reported_at) DO UPDATE
     SET reporter = excluded.reporter, assertions = excluded.assertions, check_rank = NULL
 """
 # each asset's latest checks reported by then
-LATEST_CHECKS = """
+LATEST_CHECKS, SOME_LATEST_CHECKS = sql.only(
+    """
     SELECT asset_id, reported_at, reporter, assertions FROM (
         SELECT asset_id, reported_at, reporter, assertions,
                row_number() OVER (PARTITION BY asset_id ORDER BY reported_at DESC) AS n
-        FROM asset_checks WHERE reported_at <= ?) c
+        FROM asset_checks WHERE {only}reported_at <= ?) c
     WHERE n = 1
-"""
+    """,
+    "asset_id",
+)
 # assets whose checks were recorded before checks were kept (none in asset_checks): their latest,
 # from their last update on
-UNKEPT_CHECKS = """
+UNKEPT_CHECKS, SOME_UNKEPT_CHECKS = sql.only(
+    """
     SELECT a.id, a.assertions, a.updated_at FROM assets a
-    WHERE a.assertions IS NOT NULL AND a.updated_at <= ?
+    WHERE {only}a.assertions IS NOT NULL AND a.updated_at <= ?
       AND NOT EXISTS (SELECT 1 FROM asset_checks c WHERE c.asset_id = a.id)
-"""
-OWN_EDGES = """
+    """,
+    "a.id",
+)
+# the lineage by then (of a few assets: the edges into them, by lineage_downstream)
+OWN_EDGES, SOME_OWN_EDGES = sql.only(
+    """
     SELECT DISTINCT l.upstream_id, l.downstream_id FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
-    WHERE t.ended_at IS NOT NULL AND t.ended_at <= ? ORDER BY l.upstream_id, l.downstream_id
-"""
+    WHERE {only}t.ended_at IS NOT NULL AND t.ended_at <= ? ORDER BY l.upstream_id, l.downstream_id
+    """,
+    "l.downstream_id",
+)
 EXTERNAL_EDGES = """
     SELECT inputs, outputs FROM external_sources
     WHERE (run_id IS NOT NULL AND ended_at IS NOT NULL AND ended_at <= ?) OR (run_id IS NULL AND first_seen <= ?)
 """
-
-# --- the same facts of a few assets, through indexes ({ids}: their placeholders) ---------------
-SOME_ASSETS = """
-    SELECT id, type, namespace FROM assets
-    WHERE id IN ({ids}) AND created_at <= ? AND (deleted_at IS NULL OR deleted_at > ?)
-"""
-SOME_ASSETS_WITH_METADATA = """
-    SELECT id, type, namespace, metadata FROM assets
-    WHERE id IN ({ids}) AND created_at <= ? AND (deleted_at IS NULL OR deleted_at > ?)
-"""
-SOME_RULES = "SELECT asset_id, rule FROM freshness_rules WHERE asset_id IN ({ids})"
-SOME_OWN_WRITERS = """
-    SELECT u.asset_id, t.flow_namespace, t.flow_id, t.task_id, max(CASE WHEN t.ended_at <= ? THEN t.ended_at END)
-    FROM usages u JOIN task_runs t ON t.pk = u.task_run_pk WHERE u.asset_id IN ({ids}) AND u.direction = 'output'
-    GROUP BY u.asset_id, t.flow_namespace, t.flow_id, t.task_id
-"""
-# the latest run of one task ended by then (by end, then key: task_runs_task)
-LATEST_RUN_OF = """
-    SELECT state, ended_at FROM task_runs
-    WHERE flow_namespace = ? AND flow_id = ? AND task_id = ? AND ended_at IS NOT NULL AND ended_at <= ?
-    ORDER BY ended_at DESC, pk DESC LIMIT 1
-"""
-# a received run named under several jobs (external_sources_jobs): its outputs are the output
-# usages of every job it was named under, not of its own job alone, so reads by job may miss it
-ANY_RUN_OF_SEVERAL_JOBS = "SELECT source FROM external_sources WHERE jobs IS NOT NULL LIMIT 1"
-# the received jobs that wrote any of them (a run's outputs are its job's output usages)
-SOME_WRITING_JOBS = """
-    SELECT DISTINCT job_namespace, job_name FROM external_usages WHERE asset_id IN ({ids}) AND direction = 'output'
-"""
-# a received job's runs, and its own row (a JobEvent's), in the order of the table's key
-RUNS_OF_JOB = """
-    SELECT run_id, state, ended_at, first_seen, inputs, outputs FROM external_sources
-    WHERE job_namespace = ? AND job_name = ? ORDER BY source
-"""
-SOME_LATEST_CHECKS = """
-    SELECT asset_id, reported_at, reporter, assertions FROM (
-        SELECT asset_id, reported_at, reporter, assertions,
-               row_number() OVER (PARTITION BY asset_id ORDER BY reported_at DESC) AS n
-        FROM asset_checks WHERE asset_id IN ({ids}) AND reported_at <= ?) c
-    WHERE n = 1
-"""
-SOME_UNKEPT_CHECKS = """
-    SELECT a.id, a.assertions, a.updated_at FROM assets a
-    WHERE a.id IN ({ids}) AND a.assertions IS NOT NULL AND a.updated_at <= ?
-      AND NOT EXISTS (SELECT 1 FROM asset_checks c WHERE c.asset_id = a.id)
-"""
-# the edges into them (lineage_downstream)
-SOME_OWN_EDGES = """
-    SELECT DISTINCT l.upstream_id, l.downstream_id FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
-    WHERE l.downstream_id IN ({ids}) AND t.ended_at IS NOT NULL AND t.ended_at <= ?
-"""
-CHUNK = 400  # ids one statement names, at most
 SOME_AT_MOST = 20_000  # ids judged by their own facts, at most; more: by the whole catalog's
 
 
@@ -323,21 +307,24 @@ class _Some:
 
     def __init__(self, conn: Connection | Cursor, moment: str, by_metadata: bool) -> None:
         self.conn, self.moment, self.by_metadata = conn, moment, by_metadata
-        self.jobs: dict[tuple[str, str], list[tuple[Any, ...]]] = {}  # each job's runs read so far
+        self.writing_jobs: dict[str, set[tuple[str, str]]] = {}  # each asset's received jobs, read so far
+        self.jobs: dict[tuple[str, str], list[tuple[Any, ...]]] = {}  # each job's runs, read so far
 
-    def _chunks(self, statement: str, ids: Iterable[str], before: Sequence[Any], after: Sequence[Any]) -> Iterator[Any]:
-        """``statement`` for the ids, :data:`CHUNK` at a time (in order), its other parameters
-        before and after them."""
-        ordered = sorted(ids)
-        for start in range(0, len(ordered), CHUNK):
-            chunk = ordered[start : start + CHUNK]
-            text = statement.format(ids=", ".join("?" * len(chunk)))
-            yield from self.conn.execute(text, (*before, *chunk, *after))
+    def _rows(
+        self, statement: str, ids: Iterable[str], before: Sequence[Any] = (), after: Sequence[Any] = ()
+    ) -> list[Any]:
+        return list(sql.in_chunks(self.conn, statement, ids, before, after))
 
     def _runs_of_jobs(self, ids: Iterable[str]) -> list[tuple[Any, ...]]:
-        """The runs (and job rows) of the received jobs that wrote any of ``ids``."""
+        """The runs (and job rows) of the received jobs that wrote any of ``ids``, each asset's
+        jobs and each job's runs read once."""
+        ids = set(ids)
+        unread = ids.difference(self.writing_jobs)
+        self.writing_jobs.update((asset_id, set()) for asset_id in unread)
+        for ns, name, asset_id in self._rows(SOME_WRITING_JOBS, unread):
+            self.writing_jobs[asset_id].add((ns, name))
         found: list[tuple[Any, ...]] = []
-        for ns, name in sorted(set(map(tuple, self._chunks(SOME_WRITING_JOBS, ids, (), ())))):
+        for ns, name in sorted(set().union(*(self.writing_jobs[asset_id] for asset_id in ids))):
             runs = self.jobs.get((ns, name))
             if runs is None:
                 runs = self.jobs[ns, name] = [(ns, name, *r) for r in self.conn.execute(RUNS_OF_JOB, (ns, name))]
@@ -356,7 +343,7 @@ class _Some:
         received: list[tuple[str, str]] = []
         frontier = set(wanted) if upstream else set()
         while frontier:  # up the lineage, a step at a time, while it finds assets not seen
-            step = list(self._chunks(SOME_OWN_EDGES, frontier, (), (moment,)))
+            step = self._rows(SOME_OWN_EDGES, frontier, after=(moment,))
             own_edges += step
             ups = {up for up, _down in step}
             for run in self._runs_of_jobs(frontier):
@@ -370,11 +357,11 @@ class _Some:
                 return None
         own_edges.sort()  # as OWN_EDGES orders them
         statement = SOME_ASSETS_WITH_METADATA if self.by_metadata else SOME_ASSETS
-        rows = list(self._chunks(statement, judged, (), (moment, moment)))
-        rules = _rules(self._chunks(SOME_RULES, judged, (), ()))
+        rows = self._rows(statement, judged, after=(moment, moment))
+        rules = _rules(self._rows(SOME_RULES, judged))
         writers = [
-            *self._chunks(SOME_OWN_WRITERS, judged, (moment,), ()),
-            *self._chunks(SOME_KEPT_WRITERS, judged, (moment,), ()),
+            *self._rows(SOME_OWN_WRITERS, judged, before=(moment,)),
+            *self._rows(SOME_KEPT_WRITERS, judged, before=(moment,)),
         ]
         latest: dict[tuple[str, str, str], tuple[str, str]] = {}
         for task in sorted({(w[1], w[2], w[3]) for w in writers}):
@@ -388,12 +375,12 @@ class _Some:
         ]
         external += [
             (ns, name, state, ended, (asset_id,))
-            for ns, name, state, ended, asset_id in self._chunks(SOME_KEPT_WRITES, judged, (), (moment,))
+            for ns, name, state, ended, asset_id in self._rows(SOME_KEPT_WRITES, judged, after=(moment,))
         ]
         writes, runs = _runs(latest, writers, external)
         checks = _checks(
-            self._chunks(SOME_UNKEPT_CHECKS, judged, (), (moment,)),
-            self._chunks(SOME_LATEST_CHECKS, judged, (), (moment,)),
+            self._rows(SOME_UNKEPT_CHECKS, judged, after=(moment,)),
+            self._rows(SOME_LATEST_CHECKS, judged, after=(moment,)),
         )
         return _Facts(rows, rules, writes, runs, checks, _edges(own_edges, received) if upstream else {})
 

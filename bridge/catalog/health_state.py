@@ -233,9 +233,7 @@ def _rows(
     if ids is None:
         yield from conn.execute(f"SELECT {columns} FROM {table}")
         return
-    for start in range(0, len(ids), 400):
-        chunk = list(ids[start : start + 400])
-        yield from conn.execute(f"SELECT {columns} FROM {table} WHERE {key} IN ({', '.join('?' * len(chunk))})", chunk)
+    yield from sql.in_chunks(conn, f"SELECT {columns} FROM {table} WHERE {key} IN ({{values}})", ids)
 
 
 __all__ = ["LEASE_KIND", "SEEN_FOR", "TAKEOVER_PASS_AFTER", "PassResult", "WatchSeen", "counts", "judge", "kept"]

@@ -13,6 +13,12 @@ typed ``CAST(? AS ...)`` where a placeholder alone has no type. The schema is in
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bridge.catalog.engine import Connection, Cursor
+
 # The schema's version, the number of the newest migration (migrations/versions), the same on
 # both engines; a catalog with a higher one is refused.
 SCHEMA_VERSION = 22
@@ -132,6 +138,31 @@ def select_assets(
         where.append("deleted_at IS NULL")
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     return f"SELECT {ASSET_COLUMNS} FROM assets{clause} ORDER BY id"
+
+
+IN_AT_MOST = 400  # values one IN list names, at most (well under SQLite's limit of parameters)
+
+
+def in_chunks(
+    conn: Connection | Cursor,
+    statement: str,
+    values: Iterable[Any],
+    before: Sequence[Any] = (),
+    after: Sequence[Any] = (),
+) -> Iterator[Any]:
+    """The rows of ``statement`` for ``values`` (sorted), :data:`IN_AT_MOST` at a time: its
+    ``{values}`` is the IN list's placeholders, ``before`` and ``after`` its other parameters."""
+    ordered = sorted(values)
+    for start in range(0, len(ordered), IN_AT_MOST):
+        chunk = ordered[start : start + IN_AT_MOST]
+        yield from conn.execute(statement.format(values=", ".join("?" * len(chunk))), (*before, *chunk, *after))
+
+
+def only(template: str, column: str) -> tuple[str, str]:
+    """A statement over every row, and the same over the rows whose ``column`` is one of a few
+    (``{values}``, for :func:`in_chunks`): ``{only}`` in ``template``, just after its WHERE,
+    marks where the few are chosen."""
+    return template.format(only=""), template.format(only=f"{column} IN ({{values}}) AND ")
 
 
 def delete_in(table: str, count: int, *columns: str) -> str:

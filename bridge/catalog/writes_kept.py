@@ -21,19 +21,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
+from bridge.catalog import sql
 from bridge.catalog.engine import Cursor
 
 # the receiver's run states as the model's (a run's other states say nothing of its outputs)
 RECEIVED_STATE = {"COMPLETE": "SUCCESS", "FAIL": "FAILED", "ABORT": "FAILED"}
-CHUNK = 400  # keys one statement names, at most
 
 _RUNS_GOING = """
     SELECT job_namespace, job_name, state, ended_at, outputs FROM external_sources
-    WHERE source IN ({keys}) AND run_id IS NOT NULL AND ended_at IS NOT NULL
+    WHERE source IN ({values}) AND run_id IS NOT NULL AND ended_at IS NOT NULL
 """
-_KEPT_OF = "SELECT asset_id, fact, job_namespace, job_name, state, ended_at FROM kept_writes WHERE asset_id IN ({keys})"
+_KEPT_OF = (
+    "SELECT asset_id, fact, job_namespace, job_name, state, ended_at FROM kept_writes WHERE asset_id IN ({values})"
+)
 _PUT_KEPT = """
     INSERT INTO kept_writes (asset_id, fact, job_namespace, job_name, state, ended_at) VALUES (?, ?, ?, ?, ?, ?)
     ON CONFLICT (asset_id, fact) DO UPDATE SET job_namespace = excluded.job_namespace,
@@ -43,7 +44,7 @@ _PUT_KEPT = """
 _WRITERS_GOING = """
     SELECT u.asset_id, t.flow_namespace, t.flow_id, t.task_id, max(t.ended_at)
     FROM usages u JOIN task_runs t ON t.pk = u.task_run_pk
-    WHERE t.pk IN ({keys}) AND u.direction = 'output' AND t.ended_at IS NOT NULL
+    WHERE t.pk IN ({values}) AND u.direction = 'output' AND t.ended_at IS NOT NULL
     GROUP BY u.asset_id, t.flow_namespace, t.flow_id, t.task_id
 """
 _PUT_WRITER = """
@@ -52,21 +53,20 @@ _PUT_WRITER = """
     WHERE kept_writers.last_write IS NULL OR excluded.last_write > kept_writers.last_write
 """
 
-# what health reads, as of a time (``{ids}``: a few assets' placeholders); the rows are those of
-# its statements of the runs: a received run's (job ns, job name, state, end, outputs), with
-# the one asset as its outputs; an own writer's (asset, flow ns, flow, task, latest write by then)
-KEPT_WRITES = "SELECT job_namespace, job_name, state, ended_at, asset_id FROM kept_writes WHERE ended_at <= ?"
-SOME_KEPT_WRITES = """
-    SELECT job_namespace, job_name, state, ended_at, asset_id FROM kept_writes
-    WHERE asset_id IN ({ids}) AND ended_at <= ?
-"""
-KEPT_WRITERS = """
-    SELECT asset_id, flow_namespace, flow_id, task_id, CASE WHEN last_write <= ? THEN last_write END FROM kept_writers
-"""
-SOME_KEPT_WRITERS = """
-    SELECT asset_id, flow_namespace, flow_id, task_id, CASE WHEN last_write <= ? THEN last_write END FROM kept_writers
-    WHERE asset_id IN ({ids})
-"""
+# what health reads, as of a time, of every asset or of a few (:func:`sql.only`); the rows are
+# those of its statements of the runs: a received run's (job ns, job name, state, end, outputs),
+# with the one asset as its outputs; an own writer's (asset, flow ns, flow, task, latest write by
+# then)
+KEPT_WRITES, SOME_KEPT_WRITES = sql.only(
+    "SELECT job_namespace, job_name, state, ended_at, asset_id FROM kept_writes WHERE {only}ended_at <= ?", "asset_id"
+)
+KEPT_WRITERS, SOME_KEPT_WRITERS = sql.only(
+    """
+    SELECT asset_id, flow_namespace, flow_id, task_id, CASE WHEN last_write <= ? THEN last_write END
+    FROM kept_writers WHERE {only}1 = 1
+    """,
+    "asset_id",
+)
 
 
 def received_run(job_namespace: str, job_name: str, state: str | None, ended: str) -> tuple[str, str, str] | None:
@@ -79,51 +79,36 @@ def received_run(job_namespace: str, job_name: str, state: str | None, ended: st
     return (ended, f"{job_namespace}/{job_name} at {ended}", mapped)
 
 
-def _chunks(keys: Sequence[Any]) -> list[list[Any]]:
-    return [list(keys[start : start + CHUNK]) for start in range(0, len(keys), CHUNK)]
-
-
 def fold_received(cur: Cursor, sources: Sequence[str]) -> None:
     """Keep what health reads of the received runs ``sources`` (keys of ``external_sources``),
     in the caller's transaction, before it deletes them."""
     # each asset's candidates: its latest run and its latest successful one, with their rows
     found: dict[tuple[str, str], tuple[tuple[str, str, str], tuple[str, str, str, str]]] = {}
-    for chunk in _chunks(sources):
-        statement = _RUNS_GOING.format(keys=", ".join("?" * len(chunk)))
-        for job_ns, job_name, state, ended, outputs in cur.execute(statement, chunk).fetchall():
-            run = received_run(job_ns, job_name, state, ended)
-            if run is None:
-                continue
-            for asset_id in _ids(outputs):
-                for fact in ("run", "write") if run[2] != "FAILED" else ("run",):
-                    held = found.get((asset_id, fact))
-                    if held is None or run > held[0]:
-                        found[asset_id, fact] = (run, (job_ns, job_name, state, ended))
+    for job_ns, job_name, state, ended, outputs in list(sql.in_chunks(cur, _RUNS_GOING, sources)):
+        run = received_run(job_ns, job_name, state, ended)
+        if run is None:
+            continue
+        for asset_id in json.loads(outputs):
+            for fact in ("run", "write") if run[2] != "FAILED" else ("run",):
+                held = found.get((asset_id, fact))
+                if held is None or run > held[0]:
+                    found[asset_id, fact] = (run, (job_ns, job_name, state, ended))
     if not found:
         return
-    assets = sorted({asset_id for asset_id, _fact in found})
-    for chunk in _chunks(assets):
-        statement = _KEPT_OF.format(keys=", ".join("?" * len(chunk)))
-        for asset_id, fact, job_ns, job_name, state, ended in cur.execute(statement, chunk).fetchall():
-            kept = received_run(job_ns, job_name, state, ended)
-            held = found.get((asset_id, fact))
-            if held is not None and kept is not None and kept >= held[0]:
-                del found[asset_id, fact]  # what is kept is as late: left as it is
+    assets = {asset_id for asset_id, _fact in found}
+    for asset_id, fact, job_ns, job_name, state, ended in list(sql.in_chunks(cur, _KEPT_OF, assets)):
+        kept = received_run(job_ns, job_name, state, ended)
+        held = found.get((asset_id, fact))
+        if held is not None and kept is not None and kept >= held[0]:
+            del found[asset_id, fact]  # what is kept is as late: left as it is
     cur.executemany(_PUT_KEPT, [(asset_id, fact, *row) for (asset_id, fact), (_, row) in sorted(found.items())])
 
 
 def fold_own(cur: Cursor, pks: Sequence[int]) -> None:
     """Keep what health reads of olbridge's own task runs ``pks`` (the tasks that wrote each
     asset, with their latest write), in the caller's transaction, before it deletes them."""
-    rows: list[tuple[Any, ...]] = []
-    for chunk in _chunks(pks):
-        rows += cur.execute(_WRITERS_GOING.format(keys=", ".join("?" * len(chunk))), chunk).fetchall()
-    cur.executemany(_PUT_WRITER, sorted(tuple(row) for row in rows))
-
-
-def _ids(outputs: str) -> list[str]:
-    found: list[str] = json.loads(outputs)
-    return found
+    rows = sorted(tuple(row) for row in sql.in_chunks(cur, _WRITERS_GOING, pks))
+    cur.executemany(_PUT_WRITER, rows)
 
 
 __all__ = [

@@ -14,8 +14,10 @@ and the index could not see the first.
 ``external_sources`` (received runs and jobs) is partitioned the same way by ``run_day``: the day
 a run's id was made where the id is a UUIDv7, as the OpenLineage clients make them, else ''
 (:func:`bridge.model.received.run_day`, of the source alone): a run's events all find its row in
-one partition, whenever they come. Jobs, and runs whose ids tell no day, are in the default
-partition (from which the batch deletes take expired runs). :data:`TABLES` says what each table
+one partition, whenever they come. Jobs, and runs whose ids tell no day, are in a partition of
+their own, ``external_sources_undated`` (the range of '' alone; the batch deletes take its expired
+runs), so that the default partition, which making a day reads whole, holds only runs of days
+not made yet. :data:`TABLES` says what each table
 is partitioned by.
 
 - :func:`ensure` makes the partitions of today and the :data:`AHEAD` days after it that are

@@ -211,10 +211,14 @@ def load(
 
 
 def bodies_for(events: list[str], mode: str, size: int, parts: int, folder: Path) -> list[Path]:
-    """The events split in ``parts`` disjoint slices (one a wrk process), as request bodies."""
+    """The events split in ``parts`` disjoint slices (one a wrk process), as request bodies: each
+    run's two events (a START and its COMPLETE, side by side in ``events``) in the same slice, so
+    that every process takes the work one process takes, a share of it (split event by event,
+    one process took every START and the other every COMPLETE, which then met its START's row
+    in the catalog, never in its group: twice the runs' writes, an event, of one process's)."""
     paths = []
     for part in range(parts):
-        mine = events[part::parts]
+        mine = [body for n, body in enumerate(events) if n // 2 % parts == part]
         path = folder / f"{mode}-{parts}-{part}.txt"
         if mode == "single":
             path.write_text("\n".join(mine) + "\n")

@@ -225,6 +225,29 @@ def test_scale_tells_a_serve_processs_writer_from_its_workers(tmp_path: Path) ->
         assert scale.writer_of(supervisor, free_port()) is None  # a port nothing listens on
 
 
+def test_scale_gives_each_process_whole_runs(tmp_path: Path) -> None:
+    """The receivers' slices (scale.py, one a serve process): every event once, in its order, and
+    each run's START and COMPLETE in the same slice and the same batch, as one process gets them;
+    not every START to one process and every COMPLETE to the other."""
+    import json
+
+    scale = load("scale")
+    events = [json.dumps(scale.popular_event(n, 20)) for n in range(400)]
+    for parts in (1, 2, 3):
+        paths = scale.bodies_for(events, "batch", 100, parts, tmp_path)
+        slices = [[json.loads(line) for line in path.read_text().splitlines()] for path in paths]
+        taken = [event for batches in slices for batch in batches for event in batch]
+        assert sorted(json.dumps(event) for event in taken) == sorted(events)
+        for batches in slices:
+            flat = [event for batch in batches for event in batch]
+            assert [e["eventTime"] for e in flat] == sorted(e["eventTime"] for e in flat)
+            for batch in batches:
+                runs = [event["run"]["runId"] for event in batch]
+                assert [e["eventType"] for e in batch] == ["START", "COMPLETE"] * (len(batch) // 2)
+                assert runs[0::2] == runs[1::2]
+        assert all(slices)
+
+
 def test_health_runs_and_keeps_its_catalog(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     kept = tmp_path / "health.db"
     arguments = ["--assets", "200", "--rules", "20", "--selectors", "5", "--repeat", "1", "--keep", str(kept)]

@@ -447,11 +447,8 @@ def neighbours(
 
 def _namespaces(conn: Connection, ids: Sequence[str]) -> dict[str, str | None]:
     """The namespace of each of ``ids`` (assets all), in their order."""
-    found: dict[str, str | None] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        statement = f"SELECT id, namespace FROM assets WHERE id IN ({', '.join('?' * len(chunk))})"
-        found.update(conn.execute(statement, list(chunk)).fetchall())
+    statement = "SELECT id, namespace FROM assets WHERE id IN ({values})"
+    found: dict[str, str | None] = dict(sql.in_chunks(conn, statement, ids))
     return {i: found.get(i) for i in ids}
 
 
@@ -533,45 +530,41 @@ def graph_slice(
 
 
 def nodes_of(catalog: Catalog, ids: Sequence[str]) -> list[GraphNode]:
-    found: dict[str, GraphNode] = {}
-    for start in range(0, len(ids), 400):
-        chunk = ids[start : start + 400]
-        statement = (
-            f"SELECT id, type, namespace, origin, deleted_at FROM assets WHERE id IN ({', '.join('?' * len(chunk))})"
-        )
-        for i, kind, ns, origin, deleted in catalog._conn.execute(statement, list(chunk)):
-            found[i] = GraphNode(i, kind, ns, origin, deleted is not None)
+    statement = "SELECT id, type, namespace, origin, deleted_at FROM assets WHERE id IN ({values})"
+    found = {
+        i: GraphNode(i, kind, ns, origin, deleted is not None)
+        for i, kind, ns, origin, deleted in sql.in_chunks(catalog._conn, statement, ids)
+    }
     return [found[i] for i in ids if i in found]
 
 
 def writers(catalog: Catalog, ids: Sequence[str]) -> dict[str, str]:
     """What last wrote each asset: the flow (``<namespace>/<flow id>``) of olbridge's latest run
     that wrote it, else a received job (``<namespace>/<name>``) that writes it."""
-    found: dict[str, str] = {}
-    for start in range(0, len(ids), 400):
-        chunk = list(ids[start : start + 400])
-        marks = ", ".join("?" * len(chunk))
-        external = (
-            "SELECT asset_id, min(job_namespace || '/' || job_name) FROM external_usages "
-            f"WHERE direction = 'output' AND asset_id IN ({marks}) GROUP BY asset_id"
-        )
-        found.update(catalog._conn.execute(external, chunk).fetchall())
-        own = (
-            "SELECT u.asset_id, t.flow_namespace || '/' || t.flow_id, u.used_at FROM usages u "
-            f"JOIN task_runs t ON t.pk = u.task_run_pk WHERE u.direction = 'output' AND u.asset_id IN ({marks}) "
-            "ORDER BY u.used_at"
-        )
-        found.update((i, flow) for i, flow, _ in catalog._conn.execute(own, chunk).fetchall())
+    # an asset's rows all come in one chunk: its own writes, in time order, after its received jobs
+    found: dict[str, str] = dict(sql.in_chunks(catalog._conn, _EXTERNAL_WRITERS, ids))
+    found.update((i, flow) for i, flow, _ in sql.in_chunks(catalog._conn, _OWN_WRITERS, ids))
     return found
+
+
+_EXTERNAL_WRITERS = """
+    SELECT asset_id, min(job_namespace || '/' || job_name) FROM external_usages
+    WHERE direction = 'output' AND asset_id IN ({values}) GROUP BY asset_id
+"""
+_OWN_WRITERS = """
+    SELECT u.asset_id, t.flow_namespace || '/' || t.flow_id, u.used_at FROM usages u
+    JOIN task_runs t ON t.pk = u.task_run_pk WHERE u.direction = 'output' AND u.asset_id IN ({values})
+    ORDER BY u.used_at
+"""
 
 
 _EXTERNAL_PRODUCERS = """
     SELECT u.asset_id, s.producer, s.last_seen FROM external_usages u
     JOIN external_sources s ON s.job_namespace = u.job_namespace AND s.job_name = u.job_name
-    WHERE u.direction = 'output' AND u.asset_id IN ({marks})
+    WHERE u.direction = 'output' AND u.asset_id IN ({values})
 """
 _OWN_WRITES = (
-    "SELECT asset_id, max(used_at) FROM usages WHERE direction = 'output' AND asset_id IN ({marks}) GROUP BY asset_id"
+    "SELECT asset_id, max(used_at) FROM usages WHERE direction = 'output' AND asset_id IN ({values}) GROUP BY asset_id"
 )
 
 
@@ -580,15 +573,12 @@ def producers(catalog: Catalog, ids: Sequence[str], own: str) -> dict[str, str]:
     when the latest write was one of olbridge's runs, else the producer of the latest received
     run or JobEvent whose job writes it (by its last sighting); an asset nothing wrote has none."""
     found: dict[str, tuple[str, str]] = {}  # id: (when, producer)
-    for start in range(0, len(ids), 400):
-        chunk = list(ids[start : start + 400])
-        marks = ", ".join("?" * len(chunk))
-        for asset_id, producer, seen in catalog._conn.execute(_EXTERNAL_PRODUCERS.format(marks=marks), chunk):
-            if asset_id not in found or seen > found[asset_id][0]:
-                found[asset_id] = (seen, producer)
-        for asset_id, written in catalog._conn.execute(_OWN_WRITES.format(marks=marks), chunk):
-            if written and (asset_id not in found or written >= found[asset_id][0]):
-                found[asset_id] = (written, own)
+    for asset_id, producer, seen in sql.in_chunks(catalog._conn, _EXTERNAL_PRODUCERS, ids):
+        if asset_id not in found or seen > found[asset_id][0]:
+            found[asset_id] = (seen, producer)
+    for asset_id, written in sql.in_chunks(catalog._conn, _OWN_WRITES, ids):
+        if written and (asset_id not in found or written >= found[asset_id][0]):
+            found[asset_id] = (written, own)
     return {asset_id: producer for asset_id, (_, producer) in found.items()}
 
 

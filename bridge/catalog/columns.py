@@ -75,10 +75,8 @@ def _edge(down: str, down_column: str, up: str, up_column: str, transformations:
 def edges_of_runs(conn: Connection | Cursor, pks: Sequence[int]) -> dict[int, list[ColumnEdge]]:
     """The column edges of olbridge's task runs, by task run."""
     out: dict[int, list[ColumnEdge]] = {}
-    for start in range(0, len(pks), 400):
-        chunk = list(pks[start : start + 400])
-        for pk, *row in conn.execute(sql.select_column_edges_of_runs(len(chunk)), chunk):
-            out.setdefault(pk, []).append(_edge(*row))
+    for pk, *row in sql.in_chunks(conn, sql.COLUMN_EDGES_OF_RUNS, pks):
+        out.setdefault(pk, []).append(_edge(*row))
     return out
 
 

@@ -314,12 +314,11 @@ INSERT_COLUMN_EDGE = """
 """
 
 
-def select_column_edges_of_runs(count: int) -> str:
-    return (
-        "SELECT task_run_pk, downstream_id, downstream_column, upstream_id, upstream_column, transformations "
-        f"FROM column_lineage WHERE task_run_pk IN ({', '.join('?' * count)}) "
-        "ORDER BY task_run_pk, downstream_id, downstream_column, upstream_id, upstream_column, transformations"
-    )
+COLUMN_EDGES_OF_RUNS = (  # of the runs in {values} (in_chunks)
+    "SELECT task_run_pk, downstream_id, downstream_column, upstream_id, upstream_column, transformations "
+    "FROM column_lineage WHERE task_run_pk IN ({values}) "
+    "ORDER BY task_run_pk, downstream_id, downstream_column, upstream_id, upstream_column, transformations"
+)
 
 
 # the field edges (not the whole-output ones) reached from a column, to a depth; each edge with

@@ -153,16 +153,31 @@ def listening_sockets(port: int) -> set[str]:
     return found
 
 
+def writers_listening() -> set[str]:
+    """The socket inodes listening on a Unix socket named ``writer.sock`` (Linux /proc/net/unix):
+    each ``olbridge serve``'s writer's, where its HTTP workers hand it their events."""
+    found = set()
+    for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+        fields = line.split()
+        if len(fields) == 8 and fields[7].endswith("writer.sock") and int(fields[3], 16) & 0x10000:  # listening
+            found.add(f"socket:[{fields[6]}]")
+    return found
+
+
 def writer_of(supervisor: int, port: int) -> int | None:
-    """The writer process of an ``olbridge serve``: of its supervisor's children, the one that
-    does not hold the listening socket (the HTTP workers share it; the writer closes it)."""
-    listening = listening_sockets(port)
+    """The writer process of the ``olbridge serve`` listening on ``port``: of its supervisor's
+    children, the one that listens on its writer's socket (not an HTTP worker, which holds the
+    port's socket, nor another child: a health watch's process, and the resource tracker
+    multiprocessing starts with it); None when nothing listens on the port."""
+    if not listening_sockets(port):
+        return None
+    writers = writers_listening()
     for child in children_of(supervisor):
         try:
             held = {os.readlink(f"/proc/{child}/fd/{fd}") for fd in os.listdir(f"/proc/{child}/fd")}
         except OSError:
             continue
-        if listening and not held & listening:
+        if held & writers:
             return child
     return None
 

@@ -199,17 +199,27 @@ def test_wrk_figures_read_wrks_output() -> None:
     assert figures == {"rps": 1558.0, "50%": 10.2, "99%": 1200.0, "non2xx": 3.0}
 
 
-def test_scale_tells_a_serve_processs_writer_from_its_workers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("watch", [False, True])
+def test_scale_tells_a_serve_processs_writer_from_its_workers(tmp_path: Path, watch: bool) -> None:
     """The receivers' CPU split (scale.py's writers' share): the writer found is the child that
-    listens on the writer's Unix socket (which /proc/net/unix names), not one of the workers."""
+    listens on the writer's Unix socket (which /proc/net/unix names), not one of the workers, nor,
+    with a health watch, the watch's process or the resource tracker multiprocessing starts with
+    it (children that hold no HTTP socket either)."""
+    import os
+
     from tests.helpers import free_port, serve_process
     from tests.postgres import children_of
 
     scale = load("scale")
-    with serve_process(tmp_path / "catalog.db", "--workers", "2") as served:
+    env = dict(os.environ)
+    if watch:
+        config = tmp_path / "olbridge.toml"
+        config.write_text('[health]\nevery = "5m"\n')
+        env["OLBRIDGE_CONFIG"] = str(config)
+    with serve_process(tmp_path / "catalog.db", "--workers", "2", env=env) as served:
         supervisor, port = served.process.pid, int(served.url.rsplit(":", 1)[1])
         children = children_of(supervisor)
-        assert len(children) == 3  # a writer and two workers
+        assert len(children) == (5 if watch else 3)  # a writer and two workers (the watch, the tracker)
         writer = scale.writer_of(supervisor, port)
         assert writer in children
         listening_unix = set()

@@ -71,15 +71,16 @@ _TRANSLATED_PLAIN: dict[str, str] = {}
 
 # each statement's lookup form (None: it has none), and the width of its tuples (0: a list)
 _LOOKUPS: dict[str, tuple[str | None, int]] = {}
-# up to this many parameters (25 pairs: the OR of 16 a group's chunks make) the OR of index probes
-# costs the least; above, the JSON array. The receiver's writer alone, CPU us an event of olbridge
-# + PostgreSQL, in groups of 8 and 300 (`benchmarks/scale.py --parts writer --writer-groups 8 300
-# --warm 2000`, run with this constant at 128 and at 16): 186 + 275 and 65 + 73 with OR'd lookups
-# up to 64 pairs, against 224 + 345 and 66 + 82 from 8 pairs on. Not past 50: psycopg keeps the
-# conversion of a query of up to 50 parameters and converts a longer one anew at every call, about
-# 0.8 ms of Python for 64 pairs; at 50 against 128, groups of 64 and 100 took 77-81 and 73-77 us
-# an event of olbridge's, not 118 and 89-105, and PostgreSQL's 161-192 and 140-160, not 222-237
-# and 190-195 (`--writer-groups 8 64 100 300`, twice each); groups of 8 the same
+# up to this many parameters (of a group's chunks of 1, 4, 16, 64 or 256 keys, those of 16 pairs
+# at most) the OR of index probes costs the least; above, the JSON array. The receiver's writer
+# alone, CPU us an event of olbridge + PostgreSQL, in groups of 8 and 300 (`benchmarks/scale.py
+# --parts writer --writer-groups 8 300 --warm 2000`, run with this constant at 128 and at 16):
+# 186 + 275 and 65 + 73 with OR'd lookups up to 64 pairs, against 224 + 345 and 66 + 82 from 8
+# pairs on. Not past 50: psycopg keeps the conversion of a query of up to 50 parameters and
+# converts a longer one anew at every call, about 0.8 ms of Python for 64 pairs; at 50 against
+# 128, groups of 64 and 100 took 77-81 and 73-77 us an event of olbridge's, not 118 and 89-105,
+# and PostgreSQL's 161-192 and 140-160, not 222-237 and 190-195 (`--writer-groups 8 64 100 300`,
+# twice each); groups of 8 the same
 PAIRS_FROM = 50
 
 

@@ -26,7 +26,14 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from bridge.catalog.sql import FILLFACTOR, PARTITIONED, UPDATED_IN_PLACE, partition_storage, undated_partition
+from bridge.catalog.sql import (
+    FILLFACTOR,
+    PARTITIONED,
+    UNDATED,
+    UPDATED_IN_PLACE,
+    partition_storage,
+    undated_partition,
+)
 from bridge.catalog.sql import SCHEMA_VERSION as VERSION
 
 TEXT: sa.types.TypeEngine[str] = sa.Text().with_variant(sa.Text(collation="C"), "postgresql")
@@ -391,8 +398,10 @@ SEARCH_SOURCES = (  # (table, what a row adds to the search, the asset it names)
 POSTGRES_TERMS = {"assets": "{row}id || ''"}
 
 
-def postgres_search(table: str, term: str) -> tuple[str, str]:
-    """PostgreSQL's term of a search source (:data:`POSTGRES_TERMS`), and its index's statement."""
+def postgres_search(table: str) -> tuple[str, str]:
+    """PostgreSQL's term of a search source's table (:data:`SEARCH_SOURCES`, or
+    :data:`POSTGRES_TERMS` where it says otherwise), and its index's statement."""
+    [term] = [term for source, term, _ in SEARCH_SOURCES if source == table]
     expression = POSTGRES_TERMS.get(table, term).format(row="")
     return expression, f"CREATE INDEX {table}_trgm ON {table} USING gin (({expression}) gin_trgm_ops);"
 
@@ -400,8 +409,8 @@ def postgres_search(table: str, term: str) -> tuple[str, str]:
 def postgres_search_view() -> str:
     """The statement that makes PostgreSQL's view of the search's terms."""
     view = " UNION ALL ".join(
-        f"SELECT {asset.format(row='')} AS asset_id, {postgres_search(table, term)[0]} AS term FROM {table}"
-        for table, term, asset in SEARCH_SOURCES
+        f"SELECT {asset.format(row='')} AS asset_id, {postgres_search(table)[0]} AS term FROM {table}"
+        for table, _, asset in SEARCH_SOURCES
     )
     return f"CREATE VIEW asset_search AS {view}"
 
@@ -435,7 +444,7 @@ def search_statements(engine: str) -> list[str]:
             )
         )
         return out
-    indexes = " ".join(postgres_search(table, term)[1] for table, term, _ in SEARCH_SOURCES)
+    indexes = " ".join(postgres_search(table)[1] for table, _, _ in SEARCH_SOURCES)
     return [
         postgres_search_view(),
         # in a block of its own: without the extension (not installed, or not this user's to
@@ -681,7 +690,7 @@ def create_statements(engine: str) -> tuple[str, ...]:
         statements += [
             f"CREATE TABLE {name}_default PARTITION OF {name} DEFAULT{partition_storage(name)}" for name in PARTITIONED
         ]
-        statements += [undated_partition(name) for name in PARTITIONED if undated_partition(name)]
+        statements += [undated_partition(name) for name in UNDATED]
     statements += [f"CREATE VIEW {name} AS {query.strip()}" for name, query in VIEWS.items()]
     statements += search_statements(engine)
     return tuple(statements)

@@ -34,9 +34,7 @@ UNDATED = {"external_sources": ("", "1")}  # the bounds of the key '' alone (a d
 
 
 def undated_partition(name: str) -> str:
-    """The statement that makes a table's partition of rows with no day ('' when it has none)."""
-    if name not in UNDATED:
-        return ""
+    """The statement that makes a table's partition of rows with no day (a table of :data:`UNDATED`)."""
     low, high = UNDATED[name]
     return (
         f"CREATE TABLE {name}_undated PARTITION OF {name} FOR VALUES FROM ('{low}') TO ('{high}')"

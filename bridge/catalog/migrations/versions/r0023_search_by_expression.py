@@ -31,4 +31,4 @@ def upgrade() -> None:
     bind.exec_driver_sql(postgres_search_view())
     if bind.exec_driver_sql(INDEXED).first() is not None:
         bind.exec_driver_sql("DROP INDEX assets_trgm")
-        bind.exec_driver_sql(postgres_search("assets", "{row}id")[1])
+        bind.exec_driver_sql(postgres_search("assets")[1])

@@ -2,7 +2,7 @@
 checks and the at-risk flags through their lineage.
 
     python benchmarks/health.py [--assets 20000] [--rules N] [--selectors 100] [--repeat 3]
-                                [--keep PATH_OR_URL] [--engine sqlite|postgresql]
+                                [--keep PATH_OR_URL] [--engine sqlite|postgresql] [--no-watch]
 
 The catalog gets ``--assets`` assets in lineage chains of ten (each written by one task run that
 reads the asset before it: as many runs, usages and lineage edges), every tenth written long ago
@@ -17,7 +17,9 @@ process; of the command's process), which a machine's other work changes less. T
 a few assets, judged from their own facts (``--some``: how many at once, each count 20 times, the
 assets chosen at random, each at the end of a chain of ten so that nine are upstream of it): what
 ``assets show`` (one), a page of ``assets list`` (50) and a health watch's pass over its marked
-assets (1,000) ask for.
+assets (1,000) ask for. Then the health watch's work (:func:`watch_passes`; ``--no-watch``: not):
+its passes over every asset, its looks with nothing to judge, and those that judge the thousands
+of assets whose freshness window ends at once, found by their due times.
 
 ``--keep`` builds the catalog there once (a SQLite file, or an empty PostgreSQL database's URL) and
 times it; run again with the same ``--keep`` and it is timed without building it again. Without
@@ -46,7 +48,9 @@ sys.path.insert(0, str(ROOT))
 
 from bridge.catalog import Catalog  # noqa: E402
 from bridge.catalog.health import assess  # noqa: E402
+from bridge.catalog.health_state import BATCH, judge  # noqa: E402
 from bridge.model import format_time  # noqa: E402
+from bridge.model.alerts import AlertRule  # noqa: E402
 from bridge.model.health import FreshnessRule, Health, Match, Selector, format_duration  # noqa: E402
 from tests.postgres import PostgresServer  # noqa: E402
 
@@ -167,6 +171,49 @@ def some_health(catalog: Catalog, book: Sequence[Selector], some: int, paths: bo
     return f"p50 {median:.1f} ms, max {slowest:.1f} ms; CPU p50 {statistics.median(cpu) * 1000:.1f} ms"
 
 
+def watch_passes(catalog: Catalog, book: Sequence[Selector]) -> list[str]:
+    """The health watch's work on the catalog (its kept health, marks and alerts cleared first):
+    its first pass over every asset (every kept health written), a pass over every asset again
+    (nothing changed: its ``[health] every``, by default hourly), looks with nothing due or marked
+    (every ``poll``), and the looks that judge the assets due when freshness windows end for
+    thousands at once (23 hours on: every selector's window, 12 to 23 hours, has ended for the
+    assets written an hour before NOW), a batch a look, until none is left; an alert rule takes
+    every change."""
+    with catalog.transaction() as cur:
+        for table in ("asset_health", "health_marks"):
+            cur.execute(f"DELETE FROM {table}")
+        cur.execute("DELETE FROM outbox WHERE kind = 'alert'")
+    alerts = [AlertRule("all", Match(), frozenset({"FAIL", "WARN", "RECOVERED"}), "http://127.0.0.1:9/hook")]
+    lines = []
+
+    def timed(as_of: datetime, every: bool) -> tuple[float, float, Any]:
+        started, used = time.perf_counter(), time.process_time()
+        result = judge(catalog.db, book, alerts, as_of, every=every)
+        return time.perf_counter() - started, time.process_time() - used, result
+
+    took, cpu, first = timed(NOW, True)
+    lines.append(f"first pass over every asset: {took:.1f} s (CPU {cpu:.1f} s), {first.changed:,} kept health written")
+    took, cpu, again = timed(NOW + timedelta(minutes=1), True)
+    lines.append(f"a pass over every asset again: {took:.1f} s (CPU {cpu:.1f} s), {again.changed:,} changed")
+    idle = [timed(NOW + timedelta(minutes=2, seconds=n), False)[0] * 1000 for n in range(20)]
+    lines.append(f"a look with nothing due or marked: p50 {statistics.median(idle):.1f} ms, max {max(idle):.1f} ms")
+    later = NOW + timedelta(hours=23, seconds=1)
+    counted = "SELECT count(*) FROM asset_health WHERE due_at <= ?"
+    due = int(catalog._conn.execute(counted, (format_time(later),)).fetchone()[0])
+    looks, changed, queued, spent, used = [], 0, 0, 0.0, 0.0
+    while True:
+        took, cpu, result = timed(later, False)
+        looks.append(took * 1000)
+        changed, queued, spent, used = changed + result.changed, queued + result.alerts, spent + took, used + cpu
+        if result.due < BATCH:
+            break
+    lines.append(
+        f"{due:,} assets due at once, judged in {len(looks)} looks: {spent:.2f} s (CPU {used:.2f} s), "
+        f"p50 {statistics.median(looks):.0f} ms a look; {changed:,} changed, {queued:,} alerts queued"
+    )
+    return lines
+
+
 def children_cpu() -> float:
     """The CPU time (user and system) of the ended child processes so far."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -183,6 +230,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--engine", choices=["sqlite", "postgresql"], default="sqlite", help="without --keep")
     parser.add_argument(
         "--some", default="1,50,1000", help="how many assets judged at once from their own facts, comma-separated"
+    )
+    parser.add_argument(
+        "--no-watch", dest="watch", action="store_false", help="leave out the health watch's passes and looks"
     )
     args = parser.parse_args(argv)
     rules = args.rules if args.rules is not None else args.assets // 10
@@ -212,6 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 paths = some < 1000
                 what = "with their at-risk flags" if paths else "without at-risk flags, as a watch's pass"
                 print(f"health of {some:,} asset(s) {what}: {some_health(catalog, book, some, paths)}")
+            if args.watch:
+                for line in watch_passes(catalog, book):
+                    print(f"health watch: {line}")
         counts = {h: sum(1 for f in found if f.health is h) for h in Health}
         risky = sum(1 for f in found if f.at_risk)
         print(

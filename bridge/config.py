@@ -302,7 +302,7 @@ class HealthConfig:
     address for the alerts' links (``web_url``). ``watch``: the watch runs (a ``[health]`` table
     or ``[[alerts]]`` is in the file)."""
 
-    every: float = 300.0
+    every: float = 3600.0
     poll: float = 2.0
     web_url: str | None = None
     watch: bool = False

@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -34,8 +34,9 @@ from bridge.delivery.senders import HttpSender
 from bridge.delivery.worker import StreamWorker
 from bridge.errors import ConfigError
 from bridge.mapping import Resolver
+from bridge.model import format_time
 from bridge.model.alerts import ALERT_IDS, AlertRule, Change, events_of, message
-from bridge.model.health import Health, Match
+from bridge.model.health import FreshnessRule, Health, Match
 from bridge.openlineage.convert import Converter
 from bridge.receiver.imports import catalog_intake
 from tests.backend import Backend, free_port, wait_for
@@ -44,6 +45,7 @@ from tests.helpers import decl, invoke, ol_dataset, ol_run_event, run, serve_pro
 from tests.test_health import assertions_event
 
 OLBRIDGE = str(Path(sys.executable).parent / "olbridge")
+MICROSECOND = timedelta(microseconds=1)
 
 
 def clock_at(minutes: float) -> float:
@@ -460,13 +462,54 @@ def test_writes_mark_nothing_while_no_watch_is_live(catalog: Catalog, resolver: 
 
 
 @pytest.mark.both_engines
+def test_the_watch_judges_what_time_alone_changes_when_it_is_due_and_nothing_else(catalog: Catalog) -> None:
+    """mart.orders written at 08:00 with 6h / warn 2h, mart.b with no rule: with no pass over every
+    asset after the first, each look judges only what is due. Nothing until 12:00 (12:00 itself
+    still fresh); mart.orders alone just after it (WARN), and just after 14:00 (FAIL); then
+    nothing, FAIL holding until a write. A write makes it fresh again, and due at its new time."""
+    write_mart(catalog, "mart.orders", 0, execution="e1")
+    write_mart(catalog, "mart.b", 0, execution="e2")
+    six_hours = FreshnessRule.create(max=timedelta(hours=6), warn=timedelta(hours=2))
+    catalog.set_freshness("mart.orders", six_hours, now=at(0))
+    now = [clock_at(60)]
+    day = 86400.0
+    watch = HealthWatch(
+        catalog,
+        WatchSettings(alerts=(rule("http://h/x"),), every=30 * day, poll=0.01),
+        clock=lambda: now[0],
+        ttl=30 * day,  # the clock jumps days
+        catch_up=30 * day,
+    )
+    watched_by(catalog, lambda: now[0])
+    first = watch.step()  # every asset, the lease taken
+    assert first is not None and first.judged == 3 and first.due == 0
+    assert {k: v.due_at for k, v in kept(catalog.db.conn).items()} == {
+        "mart.b": None,
+        "mart.orders": "2025-03-01T12:00:00.000001Z",
+        "stg.orders": None,
+    }
+    for minutes, judged, alerts in ((239, 0, []), (240, 0, []), (240.001, 1, ["WARN"]), (361, 1, ["WARN", "FAIL"])):
+        now[0] = clock_at(minutes)
+        done = watch.step()
+        assert done is not None and (done.judged, done.due, done.marks) == (judged, judged, 0), minutes
+        assert [a[1] for a in alerts_queued(catalog)] == alerts, minutes
+    now[0] = clock_at(3000)
+    assert watch.step().judged == 0  # type: ignore[union-attr]
+    assert kept(catalog.db.conn, ["mart.orders"])["mart.orders"].due_at is None
+    write_mart(catalog, "mart.orders", 3000, execution="e3")
+    assert watch.step().alerts == 1 and alerts_queued(catalog)[-1][1] == "RECOVERED"  # type: ignore[union-attr]
+    assert kept(catalog.db.conn, ["mart.orders"])["mart.orders"].due_at == format_time(at(3240) + MICROSECOND)
+
+
+@pytest.mark.both_engines
 def test_a_received_group_marks_what_may_change_a_health_and_each_change_is_alerted_once(
     catalog: Catalog, resolver: Resolver
 ) -> None:
-    """A watch live: a run's START marks what it writes, not what it only reads; its FAIL, naming
-    no dataset, marks every output the run wrote (its state is theirs); a dataset with assertions
-    is marked, read or written. The watch's next look judges the marked ones and queues one alert
-    a change, and the one after finds nothing left."""
+    """A watch live: a run's START marks what it writes, and what it only reads only when it
+    makes or rebuilds its placeholder (new, or its facets changed: its metadata, which a selector
+    may match); its FAIL, naming no dataset, marks every output the run wrote (its state is
+    theirs); a dataset with assertions is marked, read or written. The watch's next look judges
+    the marked ones and queues one alert a change, and the one after finds nothing left."""
     now = [clock_at(60)]
     watched_by(catalog, lambda: now[0])
     watch = HealthWatch(
@@ -477,8 +520,10 @@ def test_a_received_group_marks_what_may_change_a_health_and_each_change_is_aler
     assert watch.step() is not None  # every asset (none yet)
     intake = catalog_intake(catalog, resolver)
     assert intake.take([received_run(1, "START", 1)])[0].ok
-    assert marks(catalog) == ["s3://wh/out"]
-    assert watch.step().judged == 1 and alerts_queued(catalog) == []  # type: ignore[union-attr]
+    assert marks(catalog) == ["s3://raw/in", "s3://wh/out"]  # the input's placeholder made
+    assert watch.step().judged == 2 and alerts_queued(catalog) == []  # type: ignore[union-attr]
+    assert intake.take([received_run(3, "START", 2, outputs=False)])[0].ok
+    assert marks(catalog) == []  # the input read again as it was: not marked
     assert intake.take([received_run(1, "FAIL", 2, inputs=False, outputs=False)])[0].ok
     assert marks(catalog) == ["s3://wh/out"]
     failed = watch.step()

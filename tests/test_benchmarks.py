@@ -267,6 +267,11 @@ def test_health_runs_and_keeps_its_catalog(capsys: pytest.CaptureFixture[str], t
     # every tenth stale (its chain at risk), and the one failing check (asset 5)
     assert "Catalog.health: 200 assets (PASS 179, UNKNOWN 0, WARN 0, FAIL 21; at risk 180)" in out, out
     assert "olbridge health --json: p50" in out and "200 asset(s), 21 FAIL, 180 at risk" in out
+    # the watch: every kept health written, then nothing changed; the four assets the selectors
+    # take (windows of 13 to 16 hours, written an hour before) are due a day on, and turn FAIL
+    assert "first pass over every asset:" in out and "200 kept health written" in out, out
+    assert "a pass over every asset again:" in out and ", 0 changed" in out
+    assert "4 assets due at once, judged in 1 looks:" in out and "4 changed, 4 alerts queued" in out
     assert load("health").main(arguments) == 0
     again = capsys.readouterr().out
     assert "kept from before: not built again" in again and "FAIL 21; at risk 180" in again

@@ -134,6 +134,12 @@ def _portable(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def undo_health_due(execute: Callable[[str], Any]) -> None:
+    """A catalog as migration 0024 found it: no due times kept with the assets' health."""
+    execute("DROP INDEX asset_health_due")
+    execute("ALTER TABLE asset_health DROP COLUMN due_at")
+
+
 def undo_writes_kept(execute: Callable[[str], Any]) -> None:
     """A catalog as migration 0021 found it: no writes of deleted runs kept."""
     execute("DROP TABLE kept_writes")

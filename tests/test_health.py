@@ -14,15 +14,18 @@ import pytest
 from bridge.catalog import Catalog
 from bridge.errors import ConfigError, ValidationError
 from bridge.mapping import Resolver
-from bridge.model import Assertion
+from bridge.model import Assertion, format_time
 from bridge.model.health import (
     Facts,
     FreshnessRule,
     Health,
+    Judge,
     Match,
     Selector,
+    Verdict,
     at_risk,
     evaluate,
+    next_change,
     parse_duration,
     path_to_cause,
     rule_for,
@@ -77,6 +80,55 @@ def test_a_cron_deadline_follows_its_time_zone_across_a_daylight_saving_change()
     assert PARIS_DAILY.last_tick(utc(2026, 3, 29, 7, 30)) == utc(2026, 3, 29, 7, 0)
     # a write before the lag's window misses it
     assert PARIS_DAILY.evaluate(utc(2026, 3, 30, 5, 59), utc(2026, 3, 30, 7, 1))[0] is Health.FAIL
+
+
+def judged(rule: FreshnessRule | None, written: datetime | None, as_of: datetime) -> Verdict:
+    """The verdict of an asset last written at ``written`` by a run that succeeded, judged as
+    the watch judges it (by :class:`Judge`)."""
+    text = format_time(written) if written is not None else None
+    return Judge(as_of).verdict("a", rule, text, ("SUCCESS", "flow.t") if written is not None else None)
+
+
+@pytest.mark.parametrize(
+    ("rule", "as_of", "changes"),
+    [
+        # written at T0 (08:00): fresh until 12:00, WARN until 14:00, FAIL from the microsecond after
+        (window("6h", "2h"), at(60), at(240)),
+        (window("6h", "2h"), at(240), at(240)),  # 12:00 itself is still fresh
+        (window("6h", "2h"), at(241), at(360)),
+        (window("6h", "2h"), at(360), at(360)),
+        (window("6h", "2h"), at(361), None),  # FAIL until written again: time changes nothing
+        (window("6h"), at(60), at(360)),  # no warning: fresh until it fails
+        (None, at(60), None),  # no rule: only facts change it
+    ],
+)
+def test_a_verdict_says_when_time_alone_changes_it(
+    rule: FreshnessRule | None, as_of: datetime, changes: datetime | None
+) -> None:
+    """The first moment after a verdict at which time alone makes another one: the microsecond
+    after a window's warning or end; the verdict just before it is the same, at it another."""
+    verdict = judged(rule, at(0), as_of)
+    found = next_change(verdict, as_of)
+    if changes is None:
+        assert found is None
+        assert judged(rule, at(0), as_of + timedelta(days=30)) == verdict
+        return
+    assert found == changes + timedelta(microseconds=1)
+    assert judged(rule, at(0), found - timedelta(microseconds=1)).reasons == verdict.reasons
+    assert judged(rule, at(0), found).health is not verdict.health
+
+
+def test_a_cron_verdict_changes_at_its_next_tick_across_a_daylight_saving_change() -> None:
+    """A cron deadline's verdict names its latest tick: it changes at the next one, in the rule's
+    time zone (09:00 in Paris: 08:00 UTC before 29 March 2026, 07:00 UTC from then), FAIL or not;
+    an asset never written says UNKNOWN until it is."""
+    written = utc(2026, 3, 27, 7, 30)
+    verdict = judged(PARIS_DAILY, written, utc(2026, 3, 27, 8, 5))
+    assert verdict.health is Health.PASS and next_change(verdict, utc(2026, 3, 27, 8, 5)) == utc(2026, 3, 28, 8, 0)
+    late = judged(PARIS_DAILY, written, utc(2026, 3, 28, 23, 0))
+    assert late.health is Health.FAIL and next_change(late, utc(2026, 3, 28, 23, 0)) == utc(2026, 3, 29, 7, 0)
+    assert judged(PARIS_DAILY, written, utc(2026, 3, 29, 7, 0)).reasons != late.reasons
+    assert next_change(judged(PARIS_DAILY, None, utc(2026, 3, 28, 23, 0)), utc(2026, 3, 28, 23, 0)) is None
 
 
 @pytest.mark.parametrize(

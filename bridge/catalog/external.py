@@ -478,6 +478,9 @@ class GroupIngest:
         changes = [(dataset, b, b.change()) for dataset, b in bound]
         whole = [(dataset, b) for dataset, b, change in changes if change == "whole"]
         seen = [(dataset, b) for dataset, b, change in changes if change == "seen"]
+        # a placeholder rebuilt (new, or its facets changed: its metadata) may come to match a
+        # [[freshness]] selector: marked, read or written
+        self.marked.update(b.asset_id for _, b in whole)
         touched, rebuilt = [], []
         stored: dict[str, Sequence[Any]] = {}  # the placeholders' rows, read and locked (concurrent)
         job_usages, edges = list(self.job_usages), list(self.edges)

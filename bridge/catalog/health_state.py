@@ -8,12 +8,16 @@ change queues.
   at most every :data:`SEEN_FOR` seconds). A mark is a row appended to ``health_marks`` (a key
   that counts up, the asset's id): writers side by side never update a row in common, so marking
   the same popular asset makes none of them wait for another.
+- **Due times.** With each judgement is kept when it changes with time alone (``due_at``:
+  :func:`bridge.model.health.next_change`, the end of a freshness window or its warning, a cron
+  deadline's next tick; NULL: never), so that the assets whose health time changes are found
+  through an index (:data:`DUE`), not by judging every asset to find them.
 - **A pass** (:func:`judge`), by the one process holding the health watch's lease: the marked
-  assets (or, on the schedule, every asset) are judged as of the time given (an injected clock)
-  by :func:`bridge.catalog.health.assess` (the marked ones from their own facts, read through
-  indexes, so that a pass costs what it judges, not the catalog's size; no at-risk flags, which
-  are not kept); the judgements that differ from the kept one are
-  written to ``asset_health``, and in the same transaction the alerts they make are queued in the
+  assets and those due (or, on the schedule, every asset) are judged as of the time given (an
+  injected clock) by :func:`bridge.catalog.health.assess` (a few from their own facts, read
+  through indexes, so that a pass costs what it judges, not the catalog's size; no at-risk
+  flags, which are not kept); the judgements that differ from the kept one (or whose due time
+  does) are written to ``asset_health``, and in the same transaction the alerts they make are queued in the
   outbox (:func:`bridge.catalog.outbox.queue_alert`) and the marks read are deleted: each marked
   asset was read with its highest key and how many marks it had up to it, and its marks up to
   that key are deleted only if there are still that many (a mark written after the read has a
@@ -41,7 +45,7 @@ from bridge.catalog.health import AssetHealth, assess
 from bridge.catalog.outbox import queue_alert
 from bridge.model import format_time
 from bridge.model.alerts import AlertRule, Change, events_of, message, rules_for
-from bridge.model.health import Health, Selector
+from bridge.model.health import Health, Selector, next_change
 
 LEASE_KIND = "health"  # the watch's lease: a row of positions (bridge.catalog.retention's leases)
 SEEN_FOR = 5.0  # seconds a writer trusts what it last read of the watch's lease
@@ -59,11 +63,13 @@ UNMARK = """
     DELETE FROM health_marks WHERE asset_id = ? AND seq <= ?
       AND (SELECT count(*) FROM health_marks WHERE asset_id = ? AND seq <= ?) = ?
 """
-KEPT_COLUMNS = "asset_id, health, reasons, asset_updated_at"
+KEPT_COLUMNS = "asset_id, health, reasons, asset_updated_at, due_at"
+# the assets whose kept health changes with time alone by then, soonest first
+DUE = "SELECT asset_id FROM asset_health WHERE due_at <= ? ORDER BY due_at, asset_id LIMIT ?"
 PUT = """
-    INSERT INTO asset_health (asset_id, health, reasons, asset_updated_at, judged_at) VALUES (?, ?, ?, ?, ?)
+    INSERT INTO asset_health (asset_id, health, reasons, asset_updated_at, judged_at, due_at) VALUES (?, ?, ?, ?, ?, ?)
     ON CONFLICT (asset_id) DO UPDATE SET health = excluded.health, reasons = excluded.reasons,
-        asset_updated_at = excluded.asset_updated_at, judged_at = excluded.judged_at
+        asset_updated_at = excluded.asset_updated_at, judged_at = excluded.judged_at, due_at = excluded.due_at
 """
 FORGET = "DELETE FROM asset_health WHERE asset_id = ?"
 COUNTS = "SELECT health, count(*) FROM asset_health GROUP BY health"
@@ -113,12 +119,13 @@ class Kept:
     health: Health
     reasons: tuple[str, ...]
     asset_updated_at: str
+    due_at: str | None = None
 
 
 def kept(conn: Connection | Cursor, ids: Sequence[str] | None = None) -> dict[str, Kept]:
     """The kept health of the assets ``ids`` (None: of all)."""
     rows = _rows(conn, "asset_health", "asset_id", KEPT_COLUMNS, ids)
-    return {r[0]: Kept(Health(r[1]), tuple(json.loads(r[2])), r[3]) for r in rows}
+    return {r[0]: Kept(Health(r[1]), tuple(json.loads(r[2])), r[3], r[4]) for r in rows}
 
 
 @attrs.frozen
@@ -131,6 +138,7 @@ class PassResult:
     changed: int = 0
     alerts: int = 0
     lost: bool = False
+    due: int = 0  # the assets it read as due (at most its batch; none when it judged every asset)
 
 
 def judge(
@@ -144,45 +152,54 @@ def judge(
     web_url: str | None = None,
     batch: int = BATCH,
 ) -> PassResult:
-    """One pass: the marked assets (at most ``batch``), or with ``every`` all of them (and the
-    marks there were), judged as of ``as_of``; see the module docstring."""
+    """One pass: the marked assets and those due by ``as_of`` (at most ``batch`` of each), or
+    with ``every`` all of them (and the marks there were), judged as of ``as_of``; see the module
+    docstring."""
     conn = db.conn
+    moment = format_time(as_of)
     marks = [(str(a), int(seq), int(n)) for a, seq, n in conn.execute(MARKED, (2**62 if every else batch,))]
-    if not every and not marks:
+    due = [] if every else [str(a) for (a,) in conn.execute(DUE, (moment, batch))]
+    if not every and not marks and not due:
         return PassResult()
-    ids = None if every else [asset_id for asset_id, _, _ in marks]
+    ids = None if every else sorted({asset_id for asset_id, _, _ in marks}.union(due))
     found = {h.asset_id: h for h in assess(conn, selectors, as_of, ids=ids, paths=False)}  # no at-risk flags kept
     assets = {r[0]: r for r in _rows(conn, "assets", "id", ASSET_COLUMNS, ids)}
     before = kept(conn, ids)
-    moment = format_time(as_of)
-    # what to write: a judgement unlike the kept one, or an asset gone (None)
-    todo: list[tuple[str, AssetHealth | None]] = []
+    # what to write: a judgement unlike the kept one (or changing at another time), or an asset
+    # gone (None)
+    todo: list[tuple[str, AssetHealth | None, str | None]] = []
     for asset_id in sorted(set(found) | set(before)):
         now, prior = found.get(asset_id), before.get(asset_id)
         if now is None or asset_id not in assets:  # gone (deleted, or purged meanwhile)
             if prior is not None:
-                todo.append((asset_id, None))
-        elif prior is None or (prior.health, prior.reasons, prior.asset_updated_at) != (
+                todo.append((asset_id, None, None))
+            continue
+        changes = next_change(now.verdict, as_of)
+        due_at = format_time(changes) if changes is not None else None
+        if prior is None or (prior.health, prior.reasons, prior.asset_updated_at, prior.due_at) != (
             now.health,
             now.verdict.reasons,
             assets[asset_id][4],
+            due_at,
         ):
-            todo.append((asset_id, now))
-    result = PassResult(judged=len(found), marks=len(marks))
+            todo.append((asset_id, now, due_at))
+    result = PassResult(judged=len(found), marks=len(marks), due=len(due))
     unmark = [(asset_id, seq, asset_id, seq, n) for asset_id, seq, n in marks]
     for start in range(0, max(len(todo), 1), batch):
         chunk = todo[start : start + batch]
         last = start + batch >= len(todo)
 
-        def work(cur: Cursor, chunk: list[tuple[str, AssetHealth | None]] = chunk, last: bool = last) -> int | None:
+        def work(
+            cur: Cursor, chunk: list[tuple[str, AssetHealth | None, str | None]] = chunk, last: bool = last
+        ) -> int | None:
             if not fence(cur):
                 return None
             queued = 0
-            for asset_id, now in chunk:
+            for asset_id, now, due_at in chunk:
                 if now is None:
                     cur.execute(FORGET, (asset_id,))
                     continue
-                queued += _record(cur, now, before.get(asset_id), assets[asset_id], alerts, moment, web_url)
+                queued += _record(cur, now, before.get(asset_id), assets[asset_id], alerts, moment, web_url, due_at)
             if last:
                 cur.executemany(UNMARK, unmark)
             return queued
@@ -202,11 +219,13 @@ def _record(
     alerts: Sequence[AlertRule],
     moment: str,
     web_url: str | None,
+    due_at: str | None,
 ) -> int:
-    """Keep one judgement and queue the alerts it makes; how many."""
+    """Keep one judgement (and when it changes with time alone) and queue the alerts it makes;
+    how many."""
     _id, type, namespace, metadata_text, updated_at = asset
     reasons = now.verdict.reasons
-    cur.execute(PUT, (now.asset_id, now.health.value, json.dumps(list(reasons)), updated_at, moment))
+    cur.execute(PUT, (now.asset_id, now.health.value, json.dumps(list(reasons)), updated_at, moment, due_at))
     updated = prior is not None and prior.asset_updated_at != updated_at
     events = events_of(prior.health if prior else None, now.health, updated=updated)
     if not events or not alerts:

@@ -5,8 +5,9 @@ alerts its changes make (:mod:`bridge.catalog.health_state` does each pass).
 the config has ``[[alerts]]`` or a ``[health]`` table; of all the processes on a catalog, one at a
 time watches: the holder of the ``health`` lease (a row of ``positions``, as retention's, renewed
 at every step; a holder that stops renewing it, killed say, is taken over after :data:`LEASE_TTL`
-seconds). Every ``poll`` seconds the holder judges the assets writes marked since; every
-``every`` seconds, all of them (freshness changes with time alone). Each pass writes as the
+seconds). Every ``poll`` seconds the holder judges the assets writes marked since and those whose
+health changes with time alone by then (their freshness: each kept judgement says when, found
+through an index); every ``every`` seconds, all of them (what neither foresaw). Each pass writes as the
 lease's holder only (the lease is checked in every write transaction), so two processes never
 record the same change, and never queue its alerts twice.
 
@@ -54,7 +55,7 @@ class WatchSettings:
 
     selectors: tuple[Selector, ...] = ()
     alerts: tuple[AlertRule, ...] = ()
-    every: float = 300.0
+    every: float = 3600.0
     poll: float = 2.0
     web_url: str | None = None
 
@@ -117,7 +118,8 @@ class HealthWatch:
         """Take (or renew) the lease, then one pass: every asset when ``every`` seconds have gone
         by since this holder last judged them all, at once when it has just taken the lease (or
         renewed it after it lapsed: writers stopped marking meanwhile) and again ``catch_up``
-        seconds later; else the marked ones. None when another process holds the lease."""
+        seconds later; else the marked ones and those due. None when another process holds the
+        lease."""
         db = self.catalog.db
         now = self.clock()
         if not take_lease(db, self.holder, now, self.lease_ttl(), kind=LEASE_KIND):
@@ -175,7 +177,7 @@ class HealthWatch:
                 more = False
                 try:
                     result = self.step()
-                    more = result is not None and result.marks >= self.batch
+                    more = result is not None and (result.marks >= self.batch or result.due >= self.batch)
                     self._publish(result)
                 except Exception as exc:
                     if not self.catalog.unavailable(exc):

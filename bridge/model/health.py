@@ -337,10 +337,15 @@ class Facts:
 
 @attrs.frozen
 class Verdict:
+    """An asset's health and why; with its rule, the last write the rule was judged against
+    (``written``, the catalog's text form; None: never written, or no rule), which
+    :func:`next_change` reads."""
+
     asset_id: str
     health: Health
     reasons: tuple[str, ...]
     rule: FreshnessRule | None = None
+    written: str | None = None
 
 
 def evaluate(facts: Facts, rule: FreshnessRule | None, as_of: datetime) -> Verdict:
@@ -367,13 +372,14 @@ def evaluate(facts: Facts, rule: FreshnessRule | None, as_of: datetime) -> Verdi
             parts.append((Health.FAIL, f"last run {label} failed"))
         elif state in ("SUCCESS", "WARNING"):
             parts.append((Health.PASS, f"last run {label} succeeded"))
+    written = format_time(facts.last_write) if rule is not None and facts.last_write is not None else None
     if not parts:
         reason = unwritten[1] if unwritten else "nothing known: no freshness rule, check or run"
-        return Verdict(facts.asset_id, Health.UNKNOWN, (reason,), rule)
+        return Verdict(facts.asset_id, Health.UNKNOWN, (reason,), rule, written)
     worst = max(h.rank for h, _ in parts)
     health = next(h for h, _ in parts if h.rank == worst)
     reasons = tuple(reason for h, reason in parts if h.rank == worst)
-    return Verdict(facts.asset_id, health, reasons, rule)
+    return Verdict(facts.asset_id, health, reasons, rule, written)
 
 
 _NOTHING = ("nothing known: no freshness rule, check or run",)
@@ -448,9 +454,34 @@ class Judge:
                 return Verdict(asset_id, Health.UNKNOWN, _NOTHING, rule)
             return Verdict(asset_id, run[0], (run[1],), rule)
         if run is None or run[0] is fresh[0]:
-            return Verdict(asset_id, fresh[0], (fresh[1], run[1]) if run else (fresh[1],), rule)
+            return Verdict(asset_id, fresh[0], (fresh[1], run[1]) if run else (fresh[1],), rule, last_write)
         worst = fresh if fresh[0].rank > run[0].rank else run
-        return Verdict(asset_id, worst[0], (worst[1],), rule)
+        return Verdict(asset_id, worst[0], (worst[1],), rule, last_write)
+
+
+_INSTANT = timedelta(microseconds=1)  # the catalog's times are to the microsecond
+
+
+def next_change(verdict: Verdict, as_of: datetime) -> datetime | None:
+    """The first moment after ``as_of`` at which the verdict given then (with the same facts)
+    would be another, with time alone (None: never, until a fact changes): only freshness moves
+    with time. A window's data is fresh until ``max - warn`` after the write, WARNs until
+    ``max``, and FAILs from the microsecond after (then for good); a cron deadline's verdict
+    names its latest tick, so it changes at the next one (FAIL or not). The verdict at that moment
+    may be the same (another part, a failed run say, was the worst): the watch judges the asset
+    then, and again at its next change."""
+    rule, written = verdict.rule, verdict.written
+    if rule is None or written is None:
+        return None
+    if rule.cron is not None:
+        local = as_of.astimezone(ZoneInfo(rule.timezone))
+        return next(CronSim(rule.cron, local)).astimezone(UTC)  # the first tick after as_of
+    assert rule.max is not None
+    last = datetime.fromisoformat(written)
+    for edge in (last + rule.max - rule.warn if rule.warn is not None else None, last + rule.max):
+        if edge is not None and as_of <= edge:  # changes on the microsecond after the edge
+            return edge + _INSTANT
+    return None
 
 
 def at_risk(bad: Iterable[str], downstream: Mapping[str, Sequence[str]]) -> dict[str, str]:
@@ -528,6 +559,7 @@ __all__ = [
     "at_risk",
     "evaluate",
     "format_duration",
+    "next_change",
     "parse_duration",
     "path_to_cause",
     "paths_at_risk",

@@ -498,7 +498,44 @@ def test_the_watch_judges_what_time_alone_changes_when_it_is_due_and_nothing_els
     assert kept(catalog.db.conn, ["mart.orders"])["mart.orders"].due_at is None
     write_mart(catalog, "mart.orders", 3000, execution="e3")
     assert watch.step().alerts == 1 and alerts_queued(catalog)[-1][1] == "RECOVERED"  # type: ignore[union-attr]
+    # marked by the write: judged again five minutes on, then when its window warns
+    assert kept(catalog.db.conn, ["mart.orders"])["mart.orders"].due_at == format_time(at(3005))
+    now[0] = clock_at(3005)
+    assert watch.step().due == 2 and len(alerts_queued(catalog)) == 3  # type: ignore[union-attr]  # and its input
     assert kept(catalog.db.conn, ["mart.orders"])["mart.orders"].due_at == format_time(at(3240) + MICROSECOND)
+
+
+@pytest.mark.both_engines
+def test_a_run_dated_ahead_of_the_watch_s_clock_counts_from_its_time(catalog: Catalog, resolver: Resolver) -> None:
+    """A producer's clock two minutes fast: the run that writes a failed dataset again ends, by
+    its events, after the look its write's mark brings (left out as of then: still FAIL). The
+    asset, marked, is due again five minutes on, and that look finds the run: RECOVERED, once."""
+    now = [clock_at(60)]
+    watched_by(catalog, lambda: now[0])
+    alert = AlertRule("all", Match(), frozenset({"FAIL", "RECOVERED"}), "http://h/x")
+    watch = HealthWatch(catalog, settings(alert), clock=lambda: now[0], ttl=86400.0, catch_up=86400.0)
+    assert watch.step() is not None  # every asset (none yet)
+    intake = catalog_intake(catalog, resolver)
+    assert all(o.ok for o in intake.take([received_run(1, "START", 10), received_run(1, "FAIL", 20)]))
+    assert watch.step().alerts == 1  # type: ignore[union-attr]
+    assert all(o.ok for o in intake.take([received_run(2, "START", 61), received_run(2, "COMPLETE", 62)]))
+    now[0] = clock_at(60.5)
+    marked = watch.step()
+    assert marked is not None and (marked.marks, marked.alerts) == (1, 0)  # the run not ended as of now
+    now[0] = clock_at(65)  # the input, marked when its placeholder was made at 60: judged again
+    again = watch.step()
+    assert again is not None and (again.due, again.alerts) == (1, 0)
+    now[0] = clock_at(65.4)
+    assert watch.step().judged == 0  # type: ignore[union-attr]
+    now[0] = clock_at(65.6)
+    due = watch.step()
+    assert due is not None and (due.due, due.alerts) == (1, 1)
+    assert alerts_queued(catalog) == [
+        ("s3://wh/out", "FAIL", None, "FAIL"),  # first judged: no health before
+        ("s3://wh/out", "RECOVERED", "FAIL", "PASS"),
+    ]
+    now[0] = clock_at(80)
+    assert watch.step().judged == 0  # type: ignore[union-attr]
 
 
 @pytest.mark.both_engines

@@ -129,6 +129,15 @@ def test_a_cron_verdict_changes_at_its_next_tick_across_a_daylight_saving_change
     assert late.health is Health.FAIL and next_change(late, utc(2026, 3, 28, 23, 0)) == utc(2026, 3, 29, 7, 0)
     assert judged(PARIS_DAILY, written, utc(2026, 3, 29, 7, 0)).reasons != late.reasons
     assert next_change(judged(PARIS_DAILY, None, utc(2026, 3, 28, 23, 0)), utc(2026, 3, 28, 23, 0)) is None
+    # when the clocks go back an hour repeats: 01:30 in New York on 1 November 2026 is 05:30 UTC
+    # (its first occurrence, the tick) and 06:30 UTC; between them the day's tick has passed, and
+    # the next is the 2nd's, at 06:30 UTC
+    nightly = FreshnessRule.create(cron="30 1 * * *", timezone="America/New_York")
+    for hour, minute in ((5, 30), (6, 10), (6, 30)):
+        assert nightly.last_tick(utc(2026, 11, 1, hour, minute)) == utc(2026, 11, 1, 5, 30)
+        verdict = judged(nightly, utc(2026, 11, 1, 5, 40), utc(2026, 11, 1, hour, minute))
+        assert next_change(verdict, utc(2026, 11, 1, hour, minute)) == utc(2026, 11, 2, 6, 30)
+    assert nightly.last_tick(utc(2026, 11, 1, 5, 29)) == utc(2026, 10, 31, 5, 30)
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,9 @@ change queues.
 - **Due times.** With each judgement is kept when it changes with time alone (``due_at``:
   :func:`bridge.model.health.next_change`, the end of a freshness window or its warning, a cron
   deadline's next tick; NULL: never), so that the assets whose health time changes are found
-  through an index (:data:`DUE`), not by judging every asset to find them.
+  through an index (:data:`DUE`), not by judging every asset to find them. An asset a write
+  marked is due again :data:`RECHECK_MARKED` later at the latest: a fact dated ahead of the
+  watch's clock, left out as of the moment judged, counts then.
 - **A pass** (:func:`judge`), by the one process holding the health watch's lease: the marked
   assets and those due (or, on the schedule, every asset) are judged as of the time given (an
   injected clock) by :func:`bridge.catalog.health.assess` (a few from their own facts, read
@@ -34,7 +36,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
@@ -74,6 +76,10 @@ PUT = """
 FORGET = "DELETE FROM asset_health WHERE asset_id = ?"
 COUNTS = "SELECT health, count(*) FROM asset_health GROUP BY health"
 ASSET_COLUMNS = "id, type, namespace, metadata, updated_at"
+# an asset a write marked is judged again this long after (as if due then): a fact dated ahead of
+# the watch's clock (a producer's clock a little fast) counts from its time, not from the next pass
+# over every asset
+RECHECK_MARKED = timedelta(minutes=5)
 DOWNSTREAM_DEPTH = 100  # how far the downstream assets at risk are counted
 BATCH = 1000
 
@@ -161,7 +167,8 @@ def judge(
     due = [] if every else [str(a) for (a,) in conn.execute(DUE, (moment, batch))]
     if not every and not marks and not due:
         return PassResult()
-    ids = None if every else sorted({asset_id for asset_id, _, _ in marks}.union(due))
+    marked = {asset_id for asset_id, _, _ in marks}
+    ids = None if every else sorted(marked.union(due))
     found = {h.asset_id: h for h in assess(conn, selectors, as_of, ids=ids, paths=False)}  # no at-risk flags kept
     assets = {r[0]: r for r in _rows(conn, "assets", "id", ASSET_COLUMNS, ids)}
     before = kept(conn, ids)
@@ -175,6 +182,8 @@ def judge(
                 todo.append((asset_id, None, None))
             continue
         changes = next_change(now.verdict, as_of)
+        if asset_id in marked and (changes is None or as_of + RECHECK_MARKED < changes):
+            changes = as_of + RECHECK_MARKED
         due_at = format_time(changes) if changes is not None else None
         if prior is None or (prior.health, prior.reasons, prior.asset_updated_at, prior.due_at) != (
             now.health,

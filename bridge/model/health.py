@@ -82,6 +82,9 @@ def format_duration(value: timedelta) -> str:
     return out or "0s"
 
 
+_SHIFT = timedelta(hours=3)  # more than any daylight-saving shift of a wall clock
+
+
 @attrs.frozen
 class FreshnessRule:
     """A window (``max``, ``warn``) or a cron deadline (``cron``, ``lag``, ``timezone``), and
@@ -178,9 +181,17 @@ class FreshnessRule:
         """The latest tick of the cron at or before ``as_of``, in UTC (ticks are in the rule's
         time zone, so a daylight-saving change moves them in UTC)."""
         assert self.cron is not None
-        local = as_of.astimezone(ZoneInfo(self.timezone))
-        # reverse iteration starts strictly before its start: a second later includes as_of itself
-        return next(CronSim(self.cron, local + timedelta(seconds=1), reverse=True)).astimezone(UTC)
+        # the cron reads wall-clock time, which a daylight-saving change repeats or skips: the
+        # ticks are walked back from a time later than any shift, and the first at or before
+        # as_of in UTC is it (in a repeated hour, a tick at its first occurrence)
+        ticks = CronSim(self.cron, (as_of + _SHIFT).astimezone(ZoneInfo(self.timezone)), reverse=True)
+        return next(tick for tick in (t.astimezone(UTC) for t in ticks) if tick <= as_of)
+
+    def next_tick(self, as_of: datetime) -> datetime:
+        """The first tick of the cron after ``as_of``, in UTC (as :meth:`last_tick`, forwards)."""
+        assert self.cron is not None
+        ticks = CronSim(self.cron, (as_of - _SHIFT).astimezone(ZoneInfo(self.timezone)))
+        return next(tick for tick in (t.astimezone(UTC) for t in ticks) if tick > as_of)
 
     def evaluate(self, last_write: datetime | None, as_of: datetime) -> tuple[Health, str]:
         """This rule's verdict on an asset last written at ``last_write`` (None: never)."""
@@ -474,8 +485,7 @@ def next_change(verdict: Verdict, as_of: datetime) -> datetime | None:
     if rule is None or written is None:
         return None
     if rule.cron is not None:
-        local = as_of.astimezone(ZoneInfo(rule.timezone))
-        return next(CronSim(rule.cron, local)).astimezone(UTC)  # the first tick after as_of
+        return rule.next_tick(as_of)
     assert rule.max is not None
     last = datetime.fromisoformat(written)
     for edge in (last + rule.max - rule.warn if rule.warn is not None else None, last + rule.max):

@@ -23,4 +23,4 @@ TEXT = sa.Text().with_variant(sa.Text(collation="C"), "postgresql")
 
 def upgrade() -> None:
     op.add_column("asset_health", sa.Column("due_at", TEXT, nullable=True))
-    op.create_index("asset_health_due", "asset_health", ["due_at"])
+    op.create_index("asset_health_due", "asset_health", ["due_at", "asset_id"])

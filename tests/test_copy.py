@@ -129,7 +129,7 @@ def test_a_destination_that_holds_rows_is_refused_and_left_alone(rich: Path, pos
     code, stdout, stderr = olbridge("catalog", "copy", str(rich), postgres_url)
     assert code == 1 and stdout == ""
     assert stderr.strip().splitlines()[-1] == (
-        f"Error: catalog {postgres_url} is not empty (1 row(s) in executions and 2 other table(s)): copy into a "
+        f"Error: catalog {postgres_url} is not empty (1 row(s) in executions and 3 other table(s)): copy into a "
         "new catalog (a new file, an empty database or schema)"
     )
     with Catalog(postgres_url) as catalog:

@@ -134,6 +134,12 @@ def _portable(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def undo_own_facts_kept(execute: Callable[[str], Any]) -> None:
+    """A catalog as migration 0025 found it: no latest run of each task kept (the writers kept
+    from the runs as well: the migration merges them into those it finds)."""
+    execute("DROP TABLE latest_task_runs")
+
+
 def undo_health_due(execute: Callable[[str], Any]) -> None:
     """A catalog as migration 0024 found it: no due times kept with the assets' health."""
     execute("DROP INDEX asset_health_due")
@@ -424,6 +430,7 @@ def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migr
     assert {table for table, factor in made.items() if factor == "80"} == set(schema.UPDATED_IN_PLACE)
     assert made["received_events"] is None  # written once, never updated
     with psycopg.connect(url, autocommit=True) as conn:  # a catalog of the version before
+        undo_own_facts_kept(conn.execute)  # migration 0025's
         undo_runs_partitioned(conn.execute, "postgresql")  # migration 0022's
         for table in schema.UPDATED_IN_PLACE:
             conn.execute(f"ALTER TABLE {table} RESET (fillfactor)")

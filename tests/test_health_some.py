@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bridge.catalog import Catalog, retention
+from bridge.catalog import Catalog, retention, writes_kept
 from bridge.catalog import health as health_queries
 from bridge.mapping import Resolver
 from bridge.model import Assertion
@@ -103,6 +103,9 @@ def test_a_few_assets_judged_alone_get_what_the_whole_catalog_gives_them(
                     else []
                 )
                 seen.update(["check"] if any(r.startswith("check ") for r in h.verdict.reasons) else [])
+            with monkeypatch.context() as patched:  # every run read, not what the writes keep
+                patched.setattr(health_queries, "SOME_AT_MOST", -1)
+                assert health_queries.assess(conn, SELECTORS, moment) == list(whole.values()), moment
             with monkeypatch.context() as patched:  # judged alone: the whole catalog's facts are not read
                 patched.setattr(health_queries, "_whole", None)
                 for wanted in [[i] for i in IDS] + [chosen.sample(IDS, chosen.randint(2, 5)) for _ in range(4)]:
@@ -113,3 +116,26 @@ def test_a_few_assets_judged_alone_get_what_the_whole_catalog_gives_them(
                         (h.asset_id, h.verdict, ()) for h in alone
                     ]
     assert seen >= {"FAIL", "PASS", "at risk", "received run", "check"}, seen
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_what_the_writes_keep_of_the_runs_is_what_the_runs_give(
+    catalog_target: str, resolver: Resolver, seed: int
+) -> None:
+    """Each task's latest run and each asset's writers, kept by the writes of runs at random
+    minutes (later and earlier ones, failed ones, runs of one task side by side), are what the
+    statements that make them from the runs give (a migrated catalog's)."""
+    with Catalog(catalog_target) as catalog:
+        build(catalog, resolver, random.Random(seed), expire=False)
+        conn = catalog._conn
+        kept = {table: sorted(map(tuple, conn.execute(f"SELECT * FROM {table}"))) for table in TABLES_KEPT}
+        assert all(kept.values()), kept
+        with catalog.transaction() as cur:
+            for table in TABLES_KEPT:
+                cur.execute(f"DELETE FROM {table}")
+            cur.execute(writes_kept.FILL_LATEST_RUNS)
+            cur.execute(writes_kept.FILL_WRITERS)
+        assert {table: sorted(map(tuple, conn.execute(f"SELECT * FROM {table}"))) for table in TABLES_KEPT} == kept
+
+
+TABLES_KEPT = ("latest_task_runs", "kept_writers")

@@ -37,7 +37,15 @@ import attrs
 from bridge.catalog import sql
 from bridge.catalog.engine import Connection, Cursor
 from bridge.catalog.rows import assertions_json, dumps
-from bridge.catalog.writes_kept import KEPT_WRITERS, KEPT_WRITES, SOME_KEPT_WRITERS, SOME_KEPT_WRITES, received_run
+from bridge.catalog.writes_kept import (
+    ALL_LATEST_RUNS,
+    ALL_WRITERS,
+    KEPT_WRITERS,
+    KEPT_WRITES,
+    SOME_KEPT_WRITERS,
+    SOME_KEPT_WRITES,
+    received_run,
+)
 from bridge.model import Assertion, format_time
 from bridge.model.health import FreshnessRule, Health, Judge, RuleBook, Selector, Verdict, paths_at_risk
 
@@ -272,10 +280,7 @@ def _whole(conn: Connection | Cursor, moment: str, by_metadata: bool, wanted: se
     """The facts of the whole catalog (with ``wanted``: of those and the assets upstream of them)."""
     rows = conn.execute(ASSETS_AS_OF_WITH_METADATA if by_metadata else ASSETS_AS_OF, (moment, moment)).fetchall()
     rules = _rules(conn.execute(ALL_RULES))
-    latest = {
-        (ns, flow, task): (state, ended) for ns, flow, task, state, ended in conn.execute(LATEST_RUNS, (moment,) * 2)
-    }
-    writers = itertools.chain(conn.execute(OWN_WRITERS, (moment,)), conn.execute(KEPT_WRITERS, (moment,)))
+    latest, writers = _own(conn, moment)
     external = itertools.chain(
         (
             (ns, name, state, ended, json.loads(outputs))
@@ -296,6 +301,49 @@ def _whole(conn: Connection | Cursor, moment: str, by_metadata: bool, wanted: se
         judged = _with_upstream(wanted, downstream) if paths else wanted
         rows = [row for row in rows if row[0] in judged]
     return _Facts(rows, rules, writes, runs, checks, downstream)
+
+
+def _own(
+    conn: Connection | Cursor, moment: str
+) -> tuple[dict[tuple[str, str, str], tuple[str, str]], Iterable[Sequence[Any]]]:
+    """The facts of olbridge's own runs, of every asset: each task's latest run ended by then, and
+    each asset's writers with their latest write by then (rows as OWN_WRITERS gives them).
+
+    Read from what the writes keep (:data:`ALL_LATEST_RUNS`, :data:`ALL_WRITERS`): a row whose
+    time is after ``moment`` cannot say what was by then, and its task's latest run (or its
+    asset's writers) is read from the runs, for those alone. When more than
+    :data:`SOME_AT_MOST` are (a moment far back in the history), every run is read instead."""
+    latest: dict[tuple[str, str, str], tuple[str, str]] = {}
+    late_tasks: list[tuple[str, str, str]] = []
+    for ns, flow, task, state, ended in conn.execute(ALL_LATEST_RUNS):
+        if ended <= moment:
+            latest[ns, flow, task] = (state, ended)
+        else:
+            late_tasks.append((ns, flow, task))
+    writers: list[Sequence[Any]] = []
+    late_assets: set[str] = set()
+    if len(late_tasks) <= SOME_AT_MOST:
+        for row in conn.execute(ALL_WRITERS):
+            last = row[4]
+            if last is not None and last > moment:
+                late_assets.add(row[0])
+            else:
+                writers.append(row)
+    if len(late_tasks) > SOME_AT_MOST or len(late_assets) > SOME_AT_MOST:
+        every = {
+            (ns, flow, task): (state, ended)
+            for ns, flow, task, state, ended in conn.execute(LATEST_RUNS, (moment,) * 2)
+        }
+        return every, itertools.chain(conn.execute(OWN_WRITERS, (moment,)), conn.execute(KEPT_WRITERS, (moment,)))
+    for task in late_tasks:
+        found = conn.execute(LATEST_RUN_OF, (*task, moment)).fetchone()
+        if found is not None:
+            latest[task] = (found[0], found[1])
+    if late_assets:  # their writers, every one, as of then
+        writers = [row for row in writers if row[0] not in late_assets]
+        writers += sql.in_chunks(conn, SOME_OWN_WRITERS, late_assets, (moment,))
+        writers += sql.in_chunks(conn, SOME_KEPT_WRITERS, late_assets, (moment,))
+    return latest, writers
 
 
 class _Some:

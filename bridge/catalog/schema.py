@@ -506,6 +506,19 @@ kept_writers = sa.Table(
     _text("last_write", nullable=True),
     sa.PrimaryKeyConstraint("asset_id", "flow_namespace", "flow_id", "task_id"),
 )
+# Each task's latest run that ended (by end, then key), kept as runs are written: what health
+# reads of the task runs of a catalog, without reading them all (bridge/catalog/writes_kept.py)
+latest_task_runs = sa.Table(
+    "latest_task_runs",
+    metadata,
+    _text("flow_namespace"),
+    _text("flow_id"),
+    _text("task_id"),
+    _text("ended_at"),
+    _integer("run_pk"),
+    _text("state"),
+    sa.PrimaryKeyConstraint("flow_namespace", "flow_id", "task_id"),
+)
 
 # The last known health of each asset, as the health watch judged it (bridge/catalog/health_state.py)
 asset_health = sa.Table(

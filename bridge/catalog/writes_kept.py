@@ -1,4 +1,5 @@
-"""What health reads of the runs retention deletes, kept (migration 0021).
+"""What health reads of the runs, kept: of those retention deletes (migration 0021), and of
+olbridge's own as they are written (migration 0025).
 
 Health (:mod:`bridge.catalog.health`) reads an asset's last write and last run from the runs that
 wrote it. Retention (:mod:`bridge.catalog.retention`) deletes runs, keeping only the latest of each
@@ -15,6 +16,14 @@ folds what health reads of them into two tables, which health reads beside the r
 
 As of a time, a fact after it is left out: as of a time older than the window, only the latest of
 what went is known.
+
+Olbridge's own task runs keep theirs as they are written, in the transaction that writes them
+(:func:`keep_own`): each task's latest run that ended (``latest_task_runs``), and each writer of an
+asset with its latest write (``kept_writers``, the same rows as above), each moved only forward,
+so writers side by side leave the latest whatever their order. Health reads these two tables
+instead of aggregating every run a catalog holds (:data:`ALL_LATEST_RUNS`, :data:`ALL_WRITERS`):
+their rows follow the tasks and what they write, not the history. :data:`FILL_LATEST_RUNS` and
+:data:`FILL_WRITERS` make them from the runs (a migrated catalog; a catalog written in bulk).
 """
 
 from __future__ import annotations
@@ -49,6 +58,40 @@ _WRITERS_GOING = """
 """
 _PUT_WRITER = """
     INSERT INTO kept_writers (asset_id, flow_namespace, flow_id, task_id, last_write) VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (asset_id, flow_namespace, flow_id, task_id) DO UPDATE SET last_write = excluded.last_write
+    WHERE kept_writers.last_write IS NULL OR excluded.last_write > kept_writers.last_write
+"""
+
+# a task's run that ended, kept if it is the task's latest (by end, then key; the same run again:
+# as it now stands)
+_PUT_LATEST_RUN = """
+    INSERT INTO latest_task_runs (flow_namespace, flow_id, task_id, ended_at, run_pk, state) VALUES (?, ?, ?, ?, ?, ?)
+    ON CONFLICT (flow_namespace, flow_id, task_id) DO UPDATE SET ended_at = excluded.ended_at,
+        run_pk = excluded.run_pk, state = excluded.state
+    WHERE excluded.ended_at > latest_task_runs.ended_at
+       OR (excluded.ended_at = latest_task_runs.ended_at AND excluded.run_pk >= latest_task_runs.run_pk)
+       OR excluded.run_pk = latest_task_runs.run_pk
+"""
+# every task's latest run that ended, and every writer of every asset with its latest write (read
+# whole: health's facts of olbridge's own runs, as of a time no kept fact is after)
+ALL_LATEST_RUNS = "SELECT flow_namespace, flow_id, task_id, state, ended_at FROM latest_task_runs"
+ALL_WRITERS = "SELECT asset_id, flow_namespace, flow_id, task_id, last_write FROM kept_writers"
+# the two tables made from the runs (the first empty; the second may hold the writers of runs
+# retention deleted)
+FILL_LATEST_RUNS = """
+    INSERT INTO latest_task_runs (flow_namespace, flow_id, task_id, ended_at, run_pk, state)
+    SELECT t.flow_namespace, t.flow_id, t.task_id, t.ended_at, t.pk, t.state FROM task_runs t
+    WHERE t.ended_at IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM task_runs n
+        WHERE n.flow_namespace = t.flow_namespace AND n.flow_id = t.flow_id AND n.task_id = t.task_id
+          AND n.ended_at IS NOT NULL AND (n.ended_at > t.ended_at OR (n.ended_at = t.ended_at AND n.pk > t.pk)))
+"""
+FILL_WRITERS = """
+    INSERT INTO kept_writers (asset_id, flow_namespace, flow_id, task_id, last_write)
+    SELECT u.asset_id, t.flow_namespace, t.flow_id, t.task_id, max(t.ended_at)
+    FROM usages u JOIN task_runs t ON t.pk = u.task_run_pk
+    WHERE u.direction = 'output' AND t.ended_at IS NOT NULL
+    GROUP BY u.asset_id, t.flow_namespace, t.flow_id, t.task_id
     ON CONFLICT (asset_id, flow_namespace, flow_id, task_id) DO UPDATE SET last_write = excluded.last_write
     WHERE kept_writers.last_write IS NULL OR excluded.last_write > kept_writers.last_write
 """
@@ -104,6 +147,16 @@ def fold_received(cur: Cursor, sources: Sequence[str]) -> None:
     cur.executemany(_PUT_KEPT, [(asset_id, fact, *row) for (asset_id, fact), (_, row) in sorted(found.items())])
 
 
+def keep_own(
+    cur: Cursor, task: tuple[str, str, str], run_pk: int, state: str, ended_at: str, written: Sequence[str]
+) -> None:
+    """Keep what health reads of an own task run that ended, as it is written (in the caller's
+    transaction): its task's latest run, and the run's write of each asset of ``written``."""
+    cur.execute(_PUT_LATEST_RUN, (*task, ended_at, run_pk, state))
+    if written:
+        cur.executemany(_PUT_WRITER, [(asset_id, *task, ended_at) for asset_id in sorted(set(written))])
+
+
 def fold_own(cur: Cursor, pks: Sequence[int]) -> None:
     """Keep what health reads of olbridge's own task runs ``pks`` (the tasks that wrote each
     asset, with their latest write), in the caller's transaction, before it deletes them."""
@@ -112,6 +165,10 @@ def fold_own(cur: Cursor, pks: Sequence[int]) -> None:
 
 
 __all__ = [
+    "ALL_LATEST_RUNS",
+    "ALL_WRITERS",
+    "FILL_LATEST_RUNS",
+    "FILL_WRITERS",
     "KEPT_WRITERS",
     "KEPT_WRITES",
     "RECEIVED_STATE",
@@ -119,5 +176,6 @@ __all__ = [
     "SOME_KEPT_WRITES",
     "fold_own",
     "fold_received",
+    "keep_own",
     "received_run",
 ]

@@ -38,8 +38,6 @@ from bridge.catalog import sql
 from bridge.catalog.engine import Connection, Cursor
 from bridge.catalog.rows import assertions_json, dumps
 from bridge.catalog.writes_kept import (
-    ALL_LATEST_RUNS,
-    ALL_WRITERS,
     KEPT_WRITERS,
     KEPT_WRITES,
     SOME_KEPT_WRITERS,
@@ -280,7 +278,7 @@ def _whole(conn: Connection | Cursor, moment: str, by_metadata: bool, wanted: se
     """The facts of the whole catalog (with ``wanted``: of those and the assets upstream of them)."""
     rows = conn.execute(ASSETS_AS_OF_WITH_METADATA if by_metadata else ASSETS_AS_OF, (moment, moment)).fetchall()
     rules = _rules(conn.execute(ALL_RULES))
-    latest, writers = _own(conn, moment)
+    own, no_late_run = _own(conn, moment)
     external = itertools.chain(
         (
             (ns, name, state, ended, json.loads(outputs))
@@ -291,11 +289,12 @@ def _whole(conn: Connection | Cursor, moment: str, by_metadata: bool, wanted: se
             for ns, name, state, ended, asset_id in conn.execute(KEPT_WRITES, (moment,))
         ),
     )
-    writes, runs = _runs(latest, writers, external)
+    writes, runs = _runs(own, external)
     checks = _checks(conn.execute(UNKEPT_CHECKS, (moment,)), conn.execute(LATEST_CHECKS, (moment,)))
-    downstream = (
-        _edges(conn.execute(OWN_EDGES, (moment,)), conn.execute(EXTERNAL_EDGES, (moment, moment))) if paths else {}
-    )
+    downstream: dict[str, list[str]] = {}
+    if paths:
+        edges = conn.execute(ALL_OWN_EDGES) if no_late_run else conn.execute(OWN_EDGES, (moment,))
+        downstream = _edges(edges, conn.execute(EXTERNAL_EDGES, (moment, moment)))
     if wanted is not None:
         # only they and what is upstream of them (their at-risk flags) are judged
         judged = _with_upstream(wanted, downstream) if paths else wanted
@@ -303,47 +302,71 @@ def _whole(conn: Connection | Cursor, moment: str, by_metadata: bool, wanted: se
     return _Facts(rows, rules, writes, runs, checks, downstream)
 
 
-def _own(
-    conn: Connection | Cursor, moment: str
-) -> tuple[dict[tuple[str, str, str], tuple[str, str]], Iterable[Sequence[Any]]]:
-    """The facts of olbridge's own runs, of every asset: each task's latest run ended by then, and
-    each asset's writers with their latest write by then (rows as OWN_WRITERS gives them).
+_NO_RUN = (None, None)
+# is anything the writes keep of the own runs dated after a moment (then it cannot say what was)
+ANY_LATE_RUN = "SELECT 1 FROM latest_task_runs WHERE ended_at > ? LIMIT 1"
+ANY_LATE_WRITE = "SELECT 1 FROM kept_writers WHERE last_write > ? LIMIT 1"
+# the assets whose writers' kept facts are (their latest write, or a writing task's latest run)
+LATE_WRITERS = f"""
+    SELECT DISTINCT w.asset_id FROM kept_writers w LEFT JOIN latest_task_runs l
+        ON l.flow_namespace = w.flow_namespace AND l.flow_id = w.flow_id AND l.task_id = w.task_id
+    WHERE w.last_write > ? OR l.ended_at > ? LIMIT {SOME_AT_MOST + 1}
+"""
+# every writer of every asset, with its latest write and its task's latest run (the rows of
+# :func:`_joined`)
+JOINED_WRITERS = """
+    SELECT w.asset_id, w.flow_namespace, w.flow_id, w.task_id, w.last_write, l.state, l.ended_at
+    FROM kept_writers w LEFT JOIN latest_task_runs l
+        ON l.flow_namespace = w.flow_namespace AND l.flow_id = w.flow_id AND l.task_id = w.task_id
+"""
+# the lineage, when no own run ended after the moment (an edge is a run's that wrote its
+# downstream end: every run with lineage ended), as OWN_EDGES orders it
+ALL_OWN_EDGES = "SELECT DISTINCT upstream_id, downstream_id FROM lineage ORDER BY upstream_id, downstream_id"
 
-    Read from what the writes keep (:data:`ALL_LATEST_RUNS`, :data:`ALL_WRITERS`): a row whose
-    time is after ``moment`` cannot say what was by then, and its task's latest run (or its
-    asset's writers) is read from the runs, for those alone. When more than
-    :data:`SOME_AT_MOST` are (a moment far back in the history), every run is read instead."""
-    latest: dict[tuple[str, str, str], tuple[str, str]] = {}
-    late_tasks: list[tuple[str, str, str]] = []
-    for ns, flow, task, state, ended in conn.execute(ALL_LATEST_RUNS):
-        if ended <= moment:
-            latest[ns, flow, task] = (state, ended)
-        else:
-            late_tasks.append((ns, flow, task))
-    writers: list[Sequence[Any]] = []
-    late_assets: set[str] = set()
-    if len(late_tasks) <= SOME_AT_MOST:
-        for row in conn.execute(ALL_WRITERS):
-            last = row[4]
-            if last is not None and last > moment:
-                late_assets.add(row[0])
-            else:
-                writers.append(row)
-    if len(late_tasks) > SOME_AT_MOST or len(late_assets) > SOME_AT_MOST:
-        every = {
-            (ns, flow, task): (state, ended)
-            for ns, flow, task, state, ended in conn.execute(LATEST_RUNS, (moment,) * 2)
-        }
-        return every, itertools.chain(conn.execute(OWN_WRITERS, (moment,)), conn.execute(KEPT_WRITERS, (moment,)))
-    for task in late_tasks:
+
+def _joined(
+    latest: Mapping[tuple[str, str, str], tuple[str, str]], writers: Iterable[Sequence[Any]]
+) -> Iterator[tuple[Any, ...]]:
+    """OWN_WRITERS's rows (asset, flow ns, flow, task, latest write) each with its task's latest
+    run by then (state, end; None, None: none): :func:`_runs`'s rows of own writers."""
+    for asset_id, ns, flow, task, written in writers:
+        yield (asset_id, ns, flow, task, written, *latest.get((ns, flow, task), _NO_RUN))
+
+
+def _own_from_runs(conn: Connection | Cursor, moment: str) -> Iterator[tuple[Any, ...]]:
+    """:func:`_own`'s rows, from every run (the latest of each task by a look into the index of
+    its task's runs; each asset's writers by an aggregate of every output)."""
+    latest = {(ns, flow, task): (state, end) for ns, flow, task, state, end in conn.execute(LATEST_RUNS, (moment,) * 2)}
+    return _joined(latest, itertools.chain(conn.execute(OWN_WRITERS, (moment,)), conn.execute(KEPT_WRITERS, (moment,))))
+
+
+def _own(conn: Connection | Cursor, moment: str) -> tuple[Iterable[Sequence[Any]], bool]:
+    """The facts of olbridge's own runs, of every asset: each writer of each asset with its
+    latest write by then and its task's latest run by then (the rows of :func:`_joined`); and
+    whether no own run ended after ``moment`` (then every lineage edge counts).
+
+    Read from what the writes keep (one statement, :data:`JOINED_WRITERS`): an asset a kept fact
+    of whose writers is dated after ``moment`` (its latest write, a writing task's latest run)
+    cannot be said of then, and its writers are read from the runs, for those assets alone; when
+    more than :data:`SOME_AT_MOST` are (a moment far back in the history), every run is read
+    instead, as before anything was kept."""
+    late_run = conn.execute(ANY_LATE_RUN, (moment,)).fetchone() is not None
+    if not late_run and conn.execute(ANY_LATE_WRITE, (moment,)).fetchone() is None:
+        return conn.execute(JOINED_WRITERS), True
+    late = {asset_id for (asset_id,) in conn.execute(LATE_WRITERS, (moment, moment))}
+    if len(late) > SOME_AT_MOST:
+        return _own_from_runs(conn, moment), not late_run
+    theirs = [
+        *sql.in_chunks(conn, SOME_OWN_WRITERS, late, (moment,)),
+        *sql.in_chunks(conn, SOME_KEPT_WRITERS, late, (moment,)),
+    ]
+    latest = {}
+    for task in sorted({(w[1], w[2], w[3]) for w in theirs}):
         found = conn.execute(LATEST_RUN_OF, (*task, moment)).fetchone()
         if found is not None:
             latest[task] = (found[0], found[1])
-    if late_assets:  # their writers, every one, as of then
-        writers = [row for row in writers if row[0] not in late_assets]
-        writers += sql.in_chunks(conn, SOME_OWN_WRITERS, late_assets, (moment,))
-        writers += sql.in_chunks(conn, SOME_KEPT_WRITERS, late_assets, (moment,))
-    return latest, writers
+    rows = [row for row in conn.execute(JOINED_WRITERS) if row[0] not in late]
+    return itertools.chain(rows, _joined(latest, theirs)), not late_run
 
 
 class _Some:
@@ -425,7 +448,7 @@ class _Some:
             (ns, name, state, ended, (asset_id,))
             for ns, name, state, ended, asset_id in self._rows(SOME_KEPT_WRITES, judged, after=(moment,))
         ]
-        writes, runs = _runs(latest, writers, external)
+        writes, runs = _runs(_joined(latest, writers), external)
         checks = _checks(
             self._rows(SOME_UNKEPT_CHECKS, judged, after=(moment,)),
             self._rows(SOME_LATEST_CHECKS, judged, after=(moment,)),
@@ -535,24 +558,21 @@ def _own_checks(text: str | None) -> tuple[Assertion, ...]:
 
 
 def _runs(
-    latest: Mapping[tuple[str, str, str], tuple[str, str]],
-    own_writers: Iterable[Sequence[Any]],
-    external_writes: Iterable[Sequence[Any]],
+    own_writers: Iterable[Sequence[Any]], external_writes: Iterable[Sequence[Any]]
 ) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
     """The last successful write of each asset, and the state of its latest run that ended, with
-    the run's label ((state, label)): from the latest run of each task (by its key), the rows of
-    OWN_WRITERS (and KEPT_WRITERS) and those of EXTERNAL_WRITES (and KEPT_WRITES), their outputs
-    as lists."""
+    the run's label ((state, label)): from the rows of own writers (:func:`_joined`'s: each with
+    its task's latest run) and those of EXTERNAL_WRITES (and KEPT_WRITES), their outputs as
+    lists."""
     last_write: dict[str, str] = {}
     ended_at: dict[str, str] = {}
     last_run: dict[str, tuple[str, str]] = {}
-    for asset_id, ns, flow, task, written in own_writers:
-        if written is not None and written > last_write.get(asset_id, ""):
+    write_of, ended_of = last_write.get, ended_at.get
+    for asset_id, ns, flow, task, written, state, ended in own_writers:
+        if written is not None and written > write_of(asset_id, ""):
             last_write[asset_id] = written
-        found = latest.get((ns, flow, task))
-        if found is not None:
-            state, ended = found
-            before = ended_at.get(asset_id)
+        if ended is not None:
+            before = ended_of(asset_id)
             label = f"{ns}/{flow}.{task} at {ended}"
             # of two tasks' runs ended at once, the one of the task that sorts last
             if before is None or ended > before or (ended == before and label > last_run[asset_id][1]):

@@ -21,8 +21,8 @@ Olbridge's own task runs keep theirs as they are written, in the transaction tha
 (:func:`keep_own`): each task's latest run that ended (``latest_task_runs``), and each writer of an
 asset with its latest write (``kept_writers``, the same rows as above), each moved only forward,
 so writers side by side leave the latest whatever their order. Health reads these two tables
-instead of aggregating every run a catalog holds (:data:`ALL_LATEST_RUNS`, :data:`ALL_WRITERS`):
-their rows follow the tasks and what they write, not the history. :data:`FILL_LATEST_RUNS` and
+(joined: :data:`bridge.catalog.health.JOINED_WRITERS`) instead of aggregating every run a catalog
+holds: their rows follow the tasks and what they write, not the history. :data:`FILL_LATEST_RUNS` and
 :data:`FILL_WRITERS` make them from the runs (a migrated catalog; a catalog written in bulk).
 """
 
@@ -72,10 +72,6 @@ _PUT_LATEST_RUN = """
        OR (excluded.ended_at = latest_task_runs.ended_at AND excluded.run_pk >= latest_task_runs.run_pk)
        OR excluded.run_pk = latest_task_runs.run_pk
 """
-# every task's latest run that ended, and every writer of every asset with its latest write (read
-# whole: health's facts of olbridge's own runs, as of a time no kept fact is after)
-ALL_LATEST_RUNS = "SELECT flow_namespace, flow_id, task_id, state, ended_at FROM latest_task_runs"
-ALL_WRITERS = "SELECT asset_id, flow_namespace, flow_id, task_id, last_write FROM kept_writers"
 # the two tables made from the runs (the first empty; the second may hold the writers of runs
 # retention deleted)
 FILL_LATEST_RUNS = """
@@ -165,8 +161,6 @@ def fold_own(cur: Cursor, pks: Sequence[int]) -> None:
 
 
 __all__ = [
-    "ALL_LATEST_RUNS",
-    "ALL_WRITERS",
     "FILL_LATEST_RUNS",
     "FILL_WRITERS",
     "KEPT_WRITERS",

@@ -34,6 +34,7 @@ STATEMENTS: dict[str, str] = {
     sql_received.UPSERT_SOURCE: sql_received.UPSERT_SOURCE.replace("= max(", "= GREATEST(").replace(
         "= min(", "= LEAST("
     ),
+    **shared.WALKS_BY_VIEW,  # one recursive reference a step
 }
 
 

@@ -104,7 +104,7 @@ def test_a_few_assets_judged_alone_get_what_the_whole_catalog_gives_them(
                 )
                 seen.update(["check"] if any(r.startswith("check ") for r in h.verdict.reasons) else [])
             with monkeypatch.context() as patched:  # every run read, not what the writes keep
-                patched.setattr(health_queries, "_own", lambda c, m: (health_queries._own_from_runs(c, m), False))
+                patched.setattr(health_queries, "_own", lambda c, m: (*health_queries._own_from_runs(c, m), False))
                 assert health_queries.assess(conn, SELECTORS, moment) == list(whole.values()), moment
             with monkeypatch.context() as patched:  # judged alone: the whole catalog's facts are not read
                 patched.setattr(health_queries, "_whole", None)

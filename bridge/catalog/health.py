@@ -278,7 +278,7 @@ def _whole(conn: Connection | Cursor, moment: str, by_metadata: bool, wanted: se
     """The facts of the whole catalog (with ``wanted``: of those and the assets upstream of them)."""
     rows = conn.execute(ASSETS_AS_OF_WITH_METADATA if by_metadata else ASSETS_AS_OF, (moment, moment)).fetchall()
     rules = _rules(conn.execute(ALL_RULES))
-    own, no_late_run = _own(conn, moment)
+    latest, writers, no_late_run = _own(conn, moment)
     external = itertools.chain(
         (
             (ns, name, state, ended, json.loads(outputs))
@@ -289,7 +289,7 @@ def _whole(conn: Connection | Cursor, moment: str, by_metadata: bool, wanted: se
             for ns, name, state, ended, asset_id in conn.execute(KEPT_WRITES, (moment,))
         ),
     )
-    writes, runs = _runs(own, external)
+    writes, runs = _runs(latest, writers, external)
     checks = _checks(conn.execute(UNKEPT_CHECKS, (moment,)), conn.execute(LATEST_CHECKS, (moment,)))
     downstream: dict[str, list[str]] = {}
     if paths:
@@ -302,71 +302,65 @@ def _whole(conn: Connection | Cursor, moment: str, by_metadata: bool, wanted: se
     return _Facts(rows, rules, writes, runs, checks, downstream)
 
 
-_NO_RUN = (None, None)
 # is anything the writes keep of the own runs dated after a moment (then it cannot say what was)
 ANY_LATE_RUN = "SELECT 1 FROM latest_task_runs WHERE ended_at > ? LIMIT 1"
 ANY_LATE_WRITE = "SELECT 1 FROM kept_writers WHERE last_write > ? LIMIT 1"
-# the assets whose writers' kept facts are (their latest write, or a writing task's latest run)
+# every task's latest run that ended, and every writer of every asset with its latest write
+ALL_LATEST_RUNS = "SELECT flow_namespace, flow_id, task_id, state, ended_at FROM latest_task_runs"
+ALL_WRITERS = "SELECT asset_id, flow_namespace, flow_id, task_id, last_write FROM kept_writers"
+# the assets whose writers' kept facts are after a moment (their latest write, or a writing task's
+# latest run)
 LATE_WRITERS = f"""
     SELECT DISTINCT w.asset_id FROM kept_writers w LEFT JOIN latest_task_runs l
         ON l.flow_namespace = w.flow_namespace AND l.flow_id = w.flow_id AND l.task_id = w.task_id
     WHERE w.last_write > ? OR l.ended_at > ? LIMIT {SOME_AT_MOST + 1}
 """
-# every writer of every asset, with its latest write and its task's latest run (the rows of
-# :func:`_joined`)
-JOINED_WRITERS = """
-    SELECT w.asset_id, w.flow_namespace, w.flow_id, w.task_id, w.last_write, l.state, l.ended_at
-    FROM kept_writers w LEFT JOIN latest_task_runs l
-        ON l.flow_namespace = w.flow_namespace AND l.flow_id = w.flow_id AND l.task_id = w.task_id
-"""
 # the lineage, when no own run ended after the moment (an edge is a run's that wrote its
 # downstream end: every run with lineage ended), as OWN_EDGES orders it
 ALL_OWN_EDGES = "SELECT DISTINCT upstream_id, downstream_id FROM lineage ORDER BY upstream_id, downstream_id"
 
-
-def _joined(
-    latest: Mapping[tuple[str, str, str], tuple[str, str]], writers: Iterable[Sequence[Any]]
-) -> Iterator[tuple[Any, ...]]:
-    """OWN_WRITERS's rows (asset, flow ns, flow, task, latest write) each with its task's latest
-    run by then (state, end; None, None: none): :func:`_runs`'s rows of own writers."""
-    for asset_id, ns, flow, task, written in writers:
-        yield (asset_id, ns, flow, task, written, *latest.get((ns, flow, task), _NO_RUN))
+Latest = dict[tuple[str, str, str], tuple[str, str]]  # each task's latest run by then: (state, end)
 
 
-def _own_from_runs(conn: Connection | Cursor, moment: str) -> Iterator[tuple[Any, ...]]:
-    """:func:`_own`'s rows, from every run (the latest of each task by a look into the index of
+def _own_from_runs(conn: Connection | Cursor, moment: str) -> tuple[Latest, Iterable[Sequence[Any]]]:
+    """:func:`_own`'s facts from every run (the latest of each task by a look into the index of
     its task's runs; each asset's writers by an aggregate of every output)."""
     latest = {(ns, flow, task): (state, end) for ns, flow, task, state, end in conn.execute(LATEST_RUNS, (moment,) * 2)}
-    return _joined(latest, itertools.chain(conn.execute(OWN_WRITERS, (moment,)), conn.execute(KEPT_WRITERS, (moment,))))
+    return latest, itertools.chain(conn.execute(OWN_WRITERS, (moment,)), conn.execute(KEPT_WRITERS, (moment,)))
 
 
-def _own(conn: Connection | Cursor, moment: str) -> tuple[Iterable[Sequence[Any]], bool]:
-    """The facts of olbridge's own runs, of every asset: each writer of each asset with its
-    latest write by then and its task's latest run by then (the rows of :func:`_joined`); and
-    whether no own run ended after ``moment`` (then every lineage edge counts).
+def _own(conn: Connection | Cursor, moment: str) -> tuple[Latest, Iterable[Sequence[Any]], bool]:
+    """The facts of olbridge's own runs, of every asset: each task's latest run by then, each
+    writer of each asset with its latest write by then (OWN_WRITERS's rows); and whether no own
+    run ended after ``moment`` (then every lineage edge counts).
 
-    Read from what the writes keep (one statement, :data:`JOINED_WRITERS`): an asset a kept fact
-    of whose writers is dated after ``moment`` (its latest write, a writing task's latest run)
-    cannot be said of then, and its writers are read from the runs, for those assets alone; when
-    more than :data:`SOME_AT_MOST` are (a moment far back in the history), every run is read
+    Read from what the writes keep (:data:`ALL_LATEST_RUNS`, :data:`ALL_WRITERS`; two reads,
+    faster on SQLite than one joining them): an asset a kept fact of whose writers is dated after
+    ``moment`` (its latest write, a writing task's latest run) cannot be said of then, and its
+    writers, and their tasks' latest runs, are read from the runs, for those alone; when more
+    than :data:`SOME_AT_MOST` assets are (a moment far back in the history), every run is read
     instead, as before anything was kept."""
     late_run = conn.execute(ANY_LATE_RUN, (moment,)).fetchone() is not None
     if not late_run and conn.execute(ANY_LATE_WRITE, (moment,)).fetchone() is None:
-        return conn.execute(JOINED_WRITERS), True
+        latest = {(ns, flow, task): (state, end) for ns, flow, task, state, end in conn.execute(ALL_LATEST_RUNS)}
+        return latest, conn.execute(ALL_WRITERS), True
     late = {asset_id for (asset_id,) in conn.execute(LATE_WRITERS, (moment, moment))}
     if len(late) > SOME_AT_MOST:
-        return _own_from_runs(conn, moment), not late_run
+        return (*_own_from_runs(conn, moment), not late_run)
+    latest = {
+        (ns, flow, task): (state, end) for ns, flow, task, state, end in conn.execute(ALL_LATEST_RUNS) if end <= moment
+    }
     theirs = [
         *sql.in_chunks(conn, SOME_OWN_WRITERS, late, (moment,)),
         *sql.in_chunks(conn, SOME_KEPT_WRITERS, late, (moment,)),
     ]
-    latest = {}
-    for task in sorted({(w[1], w[2], w[3]) for w in theirs}):
+    for task in sorted({(w[1], w[2], w[3]) for w in theirs}):  # as of then, kept or not
         found = conn.execute(LATEST_RUN_OF, (*task, moment)).fetchone()
+        latest.pop(task, None)
         if found is not None:
             latest[task] = (found[0], found[1])
-    rows = [row for row in conn.execute(JOINED_WRITERS) if row[0] not in late]
-    return itertools.chain(rows, _joined(latest, theirs)), not late_run
+    rows = [row for row in conn.execute(ALL_WRITERS) if row[0] not in late]
+    return latest, itertools.chain(rows, theirs), not late_run
 
 
 class _Some:
@@ -448,7 +442,7 @@ class _Some:
             (ns, name, state, ended, (asset_id,))
             for ns, name, state, ended, asset_id in self._rows(SOME_KEPT_WRITES, judged, after=(moment,))
         ]
-        writes, runs = _runs(_joined(latest, writers), external)
+        writes, runs = _runs(latest, writers, external)
         checks = _checks(
             self._rows(SOME_UNKEPT_CHECKS, judged, after=(moment,)),
             self._rows(SOME_LATEST_CHECKS, judged, after=(moment,)),
@@ -558,20 +552,24 @@ def _own_checks(text: str | None) -> tuple[Assertion, ...]:
 
 
 def _runs(
-    own_writers: Iterable[Sequence[Any]], external_writes: Iterable[Sequence[Any]]
+    latest: Mapping[tuple[str, str, str], tuple[str, str]],
+    own_writers: Iterable[Sequence[Any]],
+    external_writes: Iterable[Sequence[Any]],
 ) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
     """The last successful write of each asset, and the state of its latest run that ended, with
-    the run's label ((state, label)): from the rows of own writers (:func:`_joined`'s: each with
-    its task's latest run) and those of EXTERNAL_WRITES (and KEPT_WRITES), their outputs as
-    lists."""
+    the run's label ((state, label)): from the latest run of each task (by its key), the rows of
+    OWN_WRITERS (and KEPT_WRITERS) and those of EXTERNAL_WRITES (and KEPT_WRITES), their outputs
+    as lists."""
     last_write: dict[str, str] = {}
     ended_at: dict[str, str] = {}
     last_run: dict[str, tuple[str, str]] = {}
-    write_of, ended_of = last_write.get, ended_at.get
-    for asset_id, ns, flow, task, written, state, ended in own_writers:
+    write_of, ended_of, latest_of = last_write.get, ended_at.get, latest.get
+    for asset_id, ns, flow, task, written in own_writers:
         if written is not None and written > write_of(asset_id, ""):
             last_write[asset_id] = written
-        if ended is not None:
+        found = latest_of((ns, flow, task))
+        if found is not None:
+            state, ended = found
             before = ended_of(asset_id)
             label = f"{ns}/{flow}.{task} at {ended}"
             # of two tasks' runs ended at once, the one of the task that sorts last

@@ -21,8 +21,8 @@ Olbridge's own task runs keep theirs as they are written, in the transaction tha
 (:func:`keep_own`): each task's latest run that ended (``latest_task_runs``), and each writer of an
 asset with its latest write (``kept_writers``, the same rows as above), each moved only forward,
 so writers side by side leave the latest whatever their order. Health reads these two tables
-(joined: :data:`bridge.catalog.health.JOINED_WRITERS`) instead of aggregating every run a catalog
-holds: their rows follow the tasks and what they write, not the history. :data:`FILL_LATEST_RUNS` and
+(:func:`bridge.catalog.health._own`) instead of aggregating every run a catalog holds: their rows
+follow the tasks and what they write, not the history. :data:`FILL_LATEST_RUNS` and
 :data:`FILL_WRITERS` make them from the runs (a migrated catalog; a catalog written in bulk).
 """
 

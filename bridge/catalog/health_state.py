@@ -20,7 +20,7 @@ change queues.
   through indexes, so that a pass costs what it judges, not the catalog's size; no at-risk
   flags, which are not kept); the judgements that differ from the kept one (or whose due time
   does) are written to ``asset_health``, and in the same transaction the alerts they make are queued in the
-  outbox (:func:`bridge.catalog.outbox.queue_alert`) and the marks read are deleted: each marked
+  outbox (:func:`bridge.catalog.outbox.queue_alerts`) and the marks read are deleted: each marked
   asset was read with its highest key and how many marks it had up to it, and its marks up to
   that key are deleted only if there are still that many (a mark written after the read has a
   higher key; one whose transaction took a lower key but committed after the read, as writers
@@ -44,7 +44,7 @@ import attrs
 from bridge.catalog import sql
 from bridge.catalog.engine import Connection, Cursor, Database
 from bridge.catalog.health import AssetHealth, assess
-from bridge.catalog.outbox import queue_alert
+from bridge.catalog.outbox import queue_alerts
 from bridge.model import format_time
 from bridge.model.alerts import AlertRule, Change, events_of, message, rules_for
 from bridge.model.health import Health, Selector, next_change
@@ -197,31 +197,40 @@ def judge(
     for start in range(0, max(len(todo), 1), batch):
         chunk = todo[start : start + batch]
         last = start + batch >= len(todo)
+        # what the batch writes, made before its transaction (the walks that count the assets at
+        # risk are reads): its rows then go in a statement each, not one an asset
+        gone = [(asset_id,) for asset_id, now, _ in chunk if now is None]
+        puts: list[tuple[Any, ...]] = []
+        queued: list[tuple[str, str, str]] = []
+        for asset_id, now, due_at in chunk:
+            if now is not None:
+                put, told = _record(conn, now, before.get(asset_id), assets[asset_id], alerts, moment, web_url, due_at)
+                puts.append(put)
+                queued += told
 
         def work(
-            cur: Cursor, chunk: list[tuple[str, AssetHealth | None, str | None]] = chunk, last: bool = last
-        ) -> int | None:
+            cur: Cursor, writes: tuple[list[Any], list[Any], list[Any]] = (gone, puts, queued), last: bool = last
+        ) -> bool:
             if not fence(cur):
-                return None
-            queued = 0
-            for asset_id, now, due_at in chunk:
-                if now is None:
-                    cur.execute(FORGET, (asset_id,))
-                    continue
-                queued += _record(cur, now, before.get(asset_id), assets[asset_id], alerts, moment, web_url, due_at)
+                return False
+            forgotten, kept_now, told = writes
+            if forgotten:
+                cur.executemany(FORGET, forgotten)
+            if kept_now:
+                cur.executemany(PUT, kept_now)
+            queue_alerts(cur, told)
             if last:
                 cur.executemany(UNMARK, unmark)
-            return queued
+            return True
 
-        queued = db.write(work)
-        if queued is None:
+        if not db.write(work):
             return attrs.evolve(result, lost=True)
-        result = attrs.evolve(result, changed=result.changed + len(chunk), alerts=result.alerts + queued)
+        result = attrs.evolve(result, changed=result.changed + len(chunk), alerts=result.alerts + len(queued))
     return result
 
 
 def _record(
-    cur: Cursor,
+    conn: Connection | Cursor,
     now: AssetHealth,
     prior: Kept | None,
     asset: Sequence[Any],
@@ -229,30 +238,30 @@ def _record(
     moment: str,
     web_url: str | None,
     due_at: str | None,
-) -> int:
-    """Keep one judgement (and when it changes with time alone) and queue the alerts it makes;
-    how many."""
+) -> tuple[tuple[Any, ...], list[tuple[str, str, str]]]:
+    """What keeping one judgement (and when it changes with time alone) writes: its row of
+    :data:`PUT`, and the alerts it makes ((alert name, asset id, message) each)."""
     _id, type, namespace, metadata_text, updated_at = asset
     reasons = now.verdict.reasons
-    cur.execute(PUT, (now.asset_id, now.health.value, json.dumps(list(reasons)), updated_at, moment, due_at))
+    put = (now.asset_id, now.health.value, json.dumps(list(reasons)), updated_at, moment, due_at)
     updated = prior is not None and prior.asset_updated_at != updated_at
     events = events_of(prior.health if prior else None, now.health, updated=updated)
     if not events or not alerts:
-        return 0
+        return put, []
     metadata = json.loads(metadata_text) if metadata_text else {}
     wanted = [(e, r) for e in events for r in rules_for(alerts, e, now.asset_id, type, namespace, metadata)]
     if not wanted:
-        return 0
-    risk = _downstream(cur, now.asset_id) if now.health in (Health.FAIL, Health.WARN) else 0
+        return put, []
+    risk = _downstream(conn, now.asset_id) if now.health in (Health.FAIL, Health.WARN) else 0
     change = Change(now.asset_id, type, namespace, prior.health if prior else None, now.health, reasons, risk, moment)
-    for event, rule in wanted:
-        queue_alert(cur, rule.name, now.asset_id, json.dumps(message(rule.name, event, change, web_url)))
-    return len(wanted)
+    return put, [
+        (rule.name, now.asset_id, json.dumps(message(rule.name, event, change, web_url))) for event, rule in wanted
+    ]
 
 
-def _downstream(cur: Cursor, asset_id: str) -> int:
+def _downstream(conn: Connection | Cursor, asset_id: str) -> int:
     """How many assets are downstream of one (each at risk while it is FAIL or WARN)."""
-    return len({down for _up, down, _level in cur.execute(sql.DOWNSTREAM, (asset_id, DOWNSTREAM_DEPTH))})
+    return len({down for _up, down, _level in conn.execute(sql.DOWNSTREAM, (asset_id, DOWNSTREAM_DEPTH))})
 
 
 def _rows(

@@ -56,10 +56,14 @@ def queue_event(cur: Cursor, kind: str, ref: int, asset_id: str | None = None) -
     cur.execute(sql_outbox.QUEUE_EVENT, (kind, ref, key))
 
 
-def queue_alert(cur: Cursor, alert: str, asset_id: str, message: str) -> None:
-    """Queue an alert's message inside the caller's transaction (the one recording the change it
-    tells): the alerts of one alert name and asset go out in order."""
-    cur.execute(sql_outbox.QUEUE_PAYLOAD, (ALERT, f"alert:{alert}:{asset_id}", message))
+def queue_alerts(cur: Cursor, alerts: Sequence[tuple[str, str, str]]) -> None:
+    """Queue alerts' messages ((alert name, asset id, message) each, in order) inside the caller's
+    transaction (the one recording the changes they tell): the alerts of one alert name and asset
+    go out in order."""
+    if alerts:
+        cur.executemany(
+            sql_outbox.QUEUE_PAYLOAD, [(ALERT, f"alert:{name}:{asset_id}", text) for name, asset_id, text in alerts]
+        )
 
 
 @attrs.frozen

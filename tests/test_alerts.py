@@ -482,7 +482,7 @@ def test_the_watch_judges_what_time_alone_changes_when_it_is_due_and_nothing_els
     )
     watched_by(catalog, lambda: now[0])
     first = watch.step()  # every asset, the lease taken
-    assert first is not None and first.judged == 3 and first.due == 0
+    assert first is not None and (first.judged, first.due, first.moved) == (3, 0, 3)
     assert {k: v.due_at for k, v in kept(catalog.db.conn).items()} == {
         "mart.b": None,
         "mart.orders": "2025-03-01T12:00:00.000001Z",
@@ -500,9 +500,43 @@ def test_the_watch_judges_what_time_alone_changes_when_it_is_due_and_nothing_els
     assert watch.step().alerts == 1 and alerts_queued(catalog)[-1][1] == "RECOVERED"  # type: ignore[union-attr]
     # marked by the write: judged again five minutes on, then when its window warns
     assert kept(catalog.db.conn, ["mart.orders"])["mart.orders"].due_at == format_time(at(3005))
-    now[0] = clock_at(3005)
-    assert watch.step().due == 2 and len(alerts_queued(catalog)) == 3  # type: ignore[union-attr]  # and its input
+    now[0] = clock_at(3005)  # it and its input: their due times rewritten, their health as it was
+    rechecked = watch.step()
+    assert rechecked is not None and (rechecked.due, rechecked.changed, rechecked.moved) == (2, 2, 0)
+    assert len(alerts_queued(catalog)) == 3
     assert kept(catalog.db.conn, ["mart.orders"])["mart.orders"].due_at == format_time(at(3240) + MICROSECOND)
+
+
+def test_the_counts_are_published_when_a_health_changes_not_when_a_due_time_alone_does(catalog: Catalog) -> None:
+    """/metrics hears the counts by health every 15 seconds, and at once after a look that changed
+    an asset's health; a look that rewrote kept health for its due time alone (a write marked it,
+    its health as it was) is no reason to count again."""
+    published: list[dict[str, int]] = []
+    now = [clock_at(60)]
+    day = 86400.0
+    watched_by(catalog, lambda: now[0])
+    watch = HealthWatch(
+        catalog,
+        WatchSettings(every=30 * day, poll=0.01),
+        clock=lambda: now[0],
+        ttl=30 * day,
+        catch_up=30 * day,
+        publish=published.append,
+    )
+    write_mart(catalog, "mart.a", 0, execution="e1")
+
+    def look(minutes: float) -> Any:
+        now[0] = clock_at(minutes)
+        result = watch.step()
+        watch._publish(result)
+        return result
+
+    assert look(60).moved == 2 and len(published) == 1  # every asset, the first counts
+    write_mart(catalog, "mart.a", 10, execution="e2")
+    again = look(60.05)  # 3 seconds on
+    assert (again.changed, again.moved) == (2, 0) and len(published) == 1  # kept rows rewritten alone
+    write_mart(catalog, "mart.a", 20, state="FAILED", execution="e3")
+    assert look(60.1).moved == 1 and published[-1]["FAIL"] == 1 and len(published) == 2
 
 
 @pytest.mark.both_engines

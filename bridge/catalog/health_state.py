@@ -145,6 +145,7 @@ class PassResult:
     alerts: int = 0
     lost: bool = False
     due: int = 0  # the assets it read as due (at most its batch; none when it judged every asset)
+    moved: int = 0  # of those changed, the assets whose kept health itself changed (or came, or went)
 
 
 def judge(
@@ -225,7 +226,12 @@ def judge(
 
         if not db.write(work):
             return attrs.evolve(result, lost=True)
-        result = attrs.evolve(result, changed=result.changed + len(chunk), alerts=result.alerts + len(queued))
+        moved = sum(
+            1 for asset_id, now, _ in chunk if now is None or _health_of(before.get(asset_id)) is not now.health
+        )
+        result = attrs.evolve(
+            result, changed=result.changed + len(chunk), alerts=result.alerts + len(queued), moved=result.moved + moved
+        )
     return result
 
 
@@ -257,6 +263,10 @@ def _record(
     return put, [
         (rule.name, now.asset_id, json.dumps(message(rule.name, event, change, web_url))) for event, rule in wanted
     ]
+
+
+def _health_of(kept: Kept | None) -> Health | None:
+    return kept.health if kept is not None else None
 
 
 def _downstream(conn: Connection | Cursor, asset_id: str) -> int:

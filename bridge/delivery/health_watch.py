@@ -154,10 +154,11 @@ class HealthWatch:
 
     def _publish(self, result: PassResult | None) -> None:
         """Give ``publish`` the counts by health, every :data:`PUBLISH_EVERY` seconds and after a
-        pass that changed any (whoever holds the lease: every ``serve`` answers ``/metrics``)."""
+        pass that changed any asset's health (whoever holds the lease: every ``serve`` answers
+        ``/metrics``; a kept health rewritten for its due time alone changes no count)."""
         now = self.clock()
         due = self._published is None or now - self._published >= PUBLISH_EVERY
-        if self.publish is not None and (due or (result is not None and result.changed)):
+        if self.publish is not None and (due or (result is not None and result.moved)):
             self.publish(counts(self.catalog.db.conn))
             self._published = now
 

@@ -42,6 +42,7 @@ from bridge.receiver.imports import catalog_intake
 from tests.backend import Backend, free_port, wait_for
 from tests.conftest import at
 from tests.helpers import decl, invoke, ol_dataset, ol_run_event, run, serve_process
+from tests.postgres import PostgresServer
 from tests.test_health import assertions_event
 
 OLBRIDGE = str(Path(sys.executable).parent / "olbridge")
@@ -505,6 +506,22 @@ def test_the_watch_judges_what_time_alone_changes_when_it_is_due_and_nothing_els
     assert rechecked is not None and (rechecked.due, rechecked.changed, rechecked.moved) == (2, 2, 0)
     assert len(alerts_queued(catalog)) == 3
     assert kept(catalog.db.conn, ["mart.orders"])["mart.orders"].due_at == format_time(at(3240) + MICROSECOND)
+
+
+def test_a_pass_goes_on_when_a_write_opens_a_new_connection(
+    postgres: PostgresServer, catalog_template: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL a write transaction may open a new connection in place of the old one (none
+    keeps its plans for long): a pass writing in batches reads what its next batch writes (the
+    assets at risk below each FAIL) on the connection as it then is, not the closed one."""
+    url = postgres.url(postgres.create_database(template=catalog_template))
+    with Catalog(url) as catalog:
+        for n, asset_id in enumerate(("mart.a", "mart.b", "mart.c")):
+            write_mart(catalog, asset_id, n, execution=f"e{n}")
+            write_mart(catalog, asset_id, n + 10, state="FAILED", execution=f"f{n}")
+        monkeypatch.setattr(catalog.db, "_replan_if_due", catalog.db._reconnect)  # a new one at each write
+        done = judge(catalog.db, (), (rule("http://h/x"),), at(60), every=True, batch=1)
+        assert (done.changed, done.alerts) == (4, 3) and len(alerts_queued(catalog)) == 3, done
 
 
 def test_the_counts_are_published_when_a_health_changes_not_when_a_due_time_alone_does(catalog: Catalog) -> None:

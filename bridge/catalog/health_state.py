@@ -205,7 +205,10 @@ def judge(
         queued: list[tuple[str, str, str]] = []
         for asset_id, now, due_at in chunk:
             if now is not None:
-                put, told = _record(conn, now, before.get(asset_id), assets[asset_id], alerts, moment, web_url, due_at)
+                # the catalog's connection as it now is (a write may have opened a new one)
+                put, told = _record(
+                    db.conn, now, before.get(asset_id), assets[asset_id], alerts, moment, web_url, due_at
+                )
                 puts.append(put)
                 queued += told
 

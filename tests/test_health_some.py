@@ -138,4 +138,33 @@ def test_what_the_writes_keep_of_the_runs_is_what_the_runs_give(
         assert {table: sorted(map(tuple, conn.execute(f"SELECT * FROM {table}"))) for table in TABLES_KEPT} == kept
 
 
+def test_a_run_written_again_leaves_what_the_runs_give(catalog: Catalog) -> None:
+    """A run not ended may be written again: one written running with an end, then ended earlier
+    than another run of its task that ended meanwhile, or written again with no end, leaves each
+    task's latest run as the runs say it is, and the pass over the whole catalog agrees with the
+    one over the asset alone."""
+    out = (decl("mart.x", type="Table"),)
+    catalog.record_task_run(run("t", execution="first", outputs=out, start=at(0), end=at(300)))  # writes mart.x
+    for n, (state, end) in enumerate((("RUNNING", 600), ("FAILED", 540), ("SUCCESS", 480))):
+        execution = "late" if n != 1 else "other"  # the first and the last: one run, written twice
+        outputs = out if state != "RUNNING" else ()
+        catalog.record_task_run(run("t", execution=execution, outputs=outputs, state=state, start=at(0), end=at(end)))
+    catalog.record_task_run(run("u", execution="a", state="RUNNING", start=at(0), end=at(700)))
+    catalog.record_task_run(run("u", execution="a", state="RUNNING", start=at(0)))  # its end gone
+    conn = catalog._conn
+    kept = {table: sorted(map(tuple, conn.execute(f"SELECT * FROM {table}"))) for table in TABLES_KEPT}
+    with catalog.transaction() as cur:
+        for table in TABLES_KEPT:
+            cur.execute(f"DELETE FROM {table}")
+        cur.execute(writes_kept.FILL_LATEST_RUNS)
+        cur.execute(writes_kept.FILL_WRITERS)
+    assert {table: sorted(map(tuple, conn.execute(f"SELECT * FROM {table}"))) for table in TABLES_KEPT} == kept
+    assert [(r[2], r[5]) for r in kept["latest_task_runs"]] == [("t", "FAILED")]  # the other run, at 09:00
+    for moment in (at(500), at(560), at(800)):
+        whole = health_queries.assess(conn, SELECTORS, moment)
+        assert health_queries.assess(conn, SELECTORS, moment, ids=["mart.x"]) == [
+            h for h in whole if h.asset_id == "mart.x"
+        ]
+
+
 TABLES_KEPT = ("latest_task_runs", "kept_writers")

@@ -299,9 +299,8 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen) -> RecordResu
         cur.execute(sql.UPDATE_TASK_RUN, (state.value, *times, job, dumps(warnings), run.error, digest, pk))
     for asset_id, direction, position, moment, stats in used:
         cur.execute(sql.INSERT_USAGE, (pk, direction, position, asset_id, format_time(moment), statistics_json(stats)))
-    if times[1] is not None:  # what health reads of it, kept
-        task = (key.flow_namespace, key.flow_id, key.task_id)
-        writes_kept.keep_own(cur, task, pk, state.value, times[1], written)
+    if times[1] is not None or found is not None:  # what health reads of it, kept (as it now stands)
+        writes_kept.keep_own(cur, (key.flow_namespace, key.flow_id, key.task_id), pk, times[1], written)
     inputs = [u[0] for u in used if u[1] == "input"]
     for down in written:
         for up in inputs:

@@ -62,16 +62,27 @@ _PUT_WRITER = """
     WHERE kept_writers.last_write IS NULL OR excluded.last_write > kept_writers.last_write
 """
 
-# a task's run that ended, kept if it is the task's latest (by end, then key; the same run again:
-# as it now stands)
+# a task's latest run that ended, as the runs now say (its index, task_runs_task, read backwards)
+_LATEST_OF_TASK = """
+    SELECT pk, state, ended_at FROM task_runs
+    WHERE flow_namespace = ? AND flow_id = ? AND task_id = ? AND ended_at IS NOT NULL
+    ORDER BY ended_at DESC, pk DESC LIMIT 1
+"""
+# ... kept if later than the one kept (by end, then key: a writer side by side may have kept a later
+# one its own transaction sees), or if the one kept is the run just written (rewritten: it may have
+# moved back, or lost its end)
 _PUT_LATEST_RUN = """
     INSERT INTO latest_task_runs (flow_namespace, flow_id, task_id, ended_at, run_pk, state) VALUES (?, ?, ?, ?, ?, ?)
     ON CONFLICT (flow_namespace, flow_id, task_id) DO UPDATE SET ended_at = excluded.ended_at,
         run_pk = excluded.run_pk, state = excluded.state
     WHERE excluded.ended_at > latest_task_runs.ended_at
        OR (excluded.ended_at = latest_task_runs.ended_at AND excluded.run_pk >= latest_task_runs.run_pk)
-       OR excluded.run_pk = latest_task_runs.run_pk
+       OR latest_task_runs.run_pk = ?
 """
+# ... or none: the run just written, kept, no longer ended, and no other run of its task has
+_FORGET_LATEST_RUN = (
+    "DELETE FROM latest_task_runs WHERE flow_namespace = ? AND flow_id = ? AND task_id = ? AND run_pk = ?"
+)
 # the two tables made from the runs (the first empty; the second may hold the writers of runs
 # retention deleted)
 FILL_LATEST_RUNS = """
@@ -144,12 +155,18 @@ def fold_received(cur: Cursor, sources: Sequence[str]) -> None:
 
 
 def keep_own(
-    cur: Cursor, task: tuple[str, str, str], run_pk: int, state: str, ended_at: str, written: Sequence[str]
+    cur: Cursor, task: tuple[str, str, str], run_pk: int, ended_at: str | None, written: Sequence[str]
 ) -> None:
-    """Keep what health reads of an own task run that ended, as it is written (in the caller's
-    transaction): its task's latest run, and the run's write of each asset of ``written``."""
-    cur.execute(_PUT_LATEST_RUN, (*task, ended_at, run_pk, state))
-    if written:
+    """Keep what health reads of an own task run as it is written (in the caller's transaction,
+    after the run's row): its task's latest run that ended, as the runs now say (a run written
+    again, not ended before, may have moved its end back or lost it), and the run's write of each
+    asset of ``written`` (at its end: only a run that ended writes outputs)."""
+    found = cur.execute(_LATEST_OF_TASK, task).fetchone()
+    if found is None:
+        cur.execute(_FORGET_LATEST_RUN, (*task, run_pk))
+    else:
+        cur.execute(_PUT_LATEST_RUN, (*task, found[2], found[0], found[1], run_pk))
+    if written and ended_at is not None:
         cur.executemany(_PUT_WRITER, [(asset_id, *task, ended_at) for asset_id in sorted(set(written))])
 
 

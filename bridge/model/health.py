@@ -22,6 +22,7 @@ FAIL or WARN asset, with the path to the nearest one (:func:`at_risk`).
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from collections import deque
 from collections.abc import Container, Iterable, Mapping, Sequence
@@ -181,17 +182,12 @@ class FreshnessRule:
         """The latest tick of the cron at or before ``as_of``, in UTC (ticks are in the rule's
         time zone, so a daylight-saving change moves them in UTC)."""
         assert self.cron is not None
-        # the cron reads wall-clock time, which a daylight-saving change repeats or skips: the
-        # ticks are walked back from a time later than any shift, and the first at or before
-        # as_of in UTC is it (in a repeated hour, a tick at its first occurrence)
-        ticks = CronSim(self.cron, (as_of + _SHIFT).astimezone(ZoneInfo(self.timezone)), reverse=True)
-        return next(tick for tick in (t.astimezone(UTC) for t in ticks) if tick <= as_of)
+        return _tick(self.cron, self.timezone, as_of, forwards=False)
 
     def next_tick(self, as_of: datetime) -> datetime:
         """The first tick of the cron after ``as_of``, in UTC (as :meth:`last_tick`, forwards)."""
         assert self.cron is not None
-        ticks = CronSim(self.cron, (as_of - _SHIFT).astimezone(ZoneInfo(self.timezone)))
-        return next(tick for tick in (t.astimezone(UTC) for t in ticks) if tick > as_of)
+        return _tick(self.cron, self.timezone, as_of, forwards=True)
 
     def evaluate(self, last_write: datetime | None, as_of: datetime) -> tuple[Health, str]:
         """This rule's verdict on an asset last written at ``last_write`` (None: never)."""
@@ -212,6 +208,22 @@ class FreshnessRule:
         if last_write >= tick - self.lag:
             return Health.PASS, f"fresh: last written {format_time(last_write)}, deadline {format_time(tick)} met"
         return Health.FAIL, f"missed the deadline {format_time(tick)}: last written {format_time(last_write)}"
+
+
+@functools.lru_cache(maxsize=1024)
+def _tick(cron: str, timezone: str, as_of: datetime, *, forwards: bool) -> datetime:
+    """A cron's last tick at or before ``as_of``, or its first after it, in UTC; worked out once a
+    cron, zone and moment (a pass judges every asset as of one moment, thousands under one rule).
+
+    The cron reads wall-clock time, which a daylight-saving change repeats or skips: the ticks
+    are walked from a time past any shift, and the first on the far side of ``as_of`` in UTC is
+    it (in a repeated hour, a tick at its first occurrence)."""
+    zone = ZoneInfo(timezone)
+    if forwards:
+        ticks = CronSim(cron, (as_of - _SHIFT).astimezone(zone))
+        return next(tick for tick in (t.astimezone(UTC) for t in ticks) if tick > as_of)
+    ticks = CronSim(cron, (as_of + _SHIFT).astimezone(zone), reverse=True)
+    return next(tick for tick in (t.astimezone(UTC) for t in ticks) if tick <= as_of)
 
 
 _MATCH_KEYS = ("namespace", "type", "id_prefix", "metadata")

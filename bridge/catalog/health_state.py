@@ -198,19 +198,22 @@ def judge(
     for start in range(0, max(len(todo), 1), batch):
         chunk = todo[start : start + batch]
         last = start + batch >= len(todo)
-        # what the batch writes, made before its transaction (the walks that count the assets at
-        # risk are reads): its rows then go in a statement each, not one an asset
+        # what the batch writes, made before its transaction (the walk that counts the assets at
+        # risk below each is a read, one for the batch): its rows then go in a statement each
         gone = [(asset_id,) for asset_id, now, _ in chunk if now is None]
-        puts: list[tuple[Any, ...]] = []
+        made = [
+            _record(now, before.get(asset_id), assets[asset_id], alerts, moment, due_at)
+            for asset_id, now, due_at in chunk
+            if now is not None
+        ]
+        puts = [put for put, _, _, _ in made]
+        # on the catalog's connection as it now is (a write may have opened a new one)
+        risk = _downstream(db.conn, [change.asset_id for _, change, _, counted in made if change and counted])
         queued: list[tuple[str, str, str]] = []
-        for asset_id, now, due_at in chunk:
-            if now is not None:
-                # the catalog's connection as it now is (a write may have opened a new one)
-                put, told = _record(
-                    db.conn, now, before.get(asset_id), assets[asset_id], alerts, moment, web_url, due_at
-                )
-                puts.append(put)
-                queued += told
+        for _, change, wanted, _ in made:
+            if change is not None:
+                told = attrs.evolve(change, at_risk_downstream=risk.get(change.asset_id, 0))
+                queued += [(r.name, told.asset_id, json.dumps(message(r.name, e, told, web_url))) for e, r in wanted]
 
         def work(
             cur: Cursor, writes: tuple[list[Any], list[Any], list[Any]] = (gone, puts, queued), last: bool = last
@@ -239,42 +242,41 @@ def judge(
 
 
 def _record(
-    conn: Connection | Cursor,
     now: AssetHealth,
     prior: Kept | None,
     asset: Sequence[Any],
     alerts: Sequence[AlertRule],
     moment: str,
-    web_url: str | None,
     due_at: str | None,
-) -> tuple[tuple[Any, ...], list[tuple[str, str, str]]]:
+) -> tuple[tuple[Any, ...], Change | None, list[tuple[str, AlertRule]], bool]:
     """What keeping one judgement (and when it changes with time alone) writes: its row of
-    :data:`PUT`, and the alerts it makes ((alert name, asset id, message) each)."""
+    :data:`PUT`; the change it tells (None: it makes no alert), with the (event, alert) pairs it
+    makes; and whether the assets at risk below it are to be counted for them (it turned FAIL or
+    WARN: the change's count is then filled in)."""
     _id, type, namespace, metadata_text, updated_at = asset
     reasons = now.verdict.reasons
     put = (now.asset_id, now.health.value, json.dumps(list(reasons)), updated_at, moment, due_at)
     updated = prior is not None and prior.asset_updated_at != updated_at
     events = events_of(prior.health if prior else None, now.health, updated=updated)
     if not events or not alerts:
-        return put, []
+        return put, None, [], False
     metadata = json.loads(metadata_text) if metadata_text else {}
     wanted = [(e, r) for e in events for r in rules_for(alerts, e, now.asset_id, type, namespace, metadata)]
     if not wanted:
-        return put, []
-    risk = _downstream(conn, now.asset_id) if now.health in (Health.FAIL, Health.WARN) else 0
-    change = Change(now.asset_id, type, namespace, prior.health if prior else None, now.health, reasons, risk, moment)
-    return put, [
-        (rule.name, now.asset_id, json.dumps(message(rule.name, event, change, web_url))) for event, rule in wanted
-    ]
+        return put, None, [], False
+    change = Change(now.asset_id, type, namespace, prior.health if prior else None, now.health, reasons, 0, moment)
+    return put, change, wanted, now.health in (Health.FAIL, Health.WARN)
 
 
 def _health_of(kept: Kept | None) -> Health | None:
     return kept.health if kept is not None else None
 
 
-def _downstream(conn: Connection | Cursor, asset_id: str) -> int:
-    """How many assets are downstream of one (each at risk while it is FAIL or WARN)."""
-    return len({down for _up, down, _level in conn.execute(sql.DOWNSTREAM, (asset_id, DOWNSTREAM_DEPTH))})
+def _downstream(conn: Connection | Cursor, asset_ids: Sequence[str]) -> dict[str, int]:
+    """How many assets are downstream of each of ``asset_ids`` (each at risk while it is FAIL or
+    WARN): one walk from them all (none downstream: not in the answer)."""
+    found = sql.in_chunks(conn, sql.DOWNSTREAM_COUNTS, asset_ids, before=(DOWNSTREAM_DEPTH,))
+    return {str(asset_id): int(n) for asset_id, n in found}
 
 
 def _rows(

@@ -409,7 +409,29 @@ if sqlite3.sqlite_version_info >= (3, 34):
     UPSTREAM, DOWNSTREAM = _WALK_EACH_TABLE.format(**_UPSTREAM), _WALK_EACH_TABLE.format(**_DOWNSTREAM)
 else:  # one recursive SELECT a step: the view's
     UPSTREAM, DOWNSTREAM = _WALK.format(**_UPSTREAM), _WALK.format(**_DOWNSTREAM)
+# how many assets are downstream of each of a few (to a depth, the walk's first parameter; their
+# ids in {values}): one walk from all of them at once, each row carrying where it started (the
+# health watch's count of the assets at risk below each asset turning FAIL or WARN)
+_DOWNSTREAM_COUNTS = """
+    WITH RECURSIVE walk (origin, node, depth, most) AS (
+        SELECT upstream_id, downstream_id, 1, CAST(? AS INTEGER) FROM all_lineage WHERE upstream_id IN ({{values}})
+        UNION
+        {steps}
+    )
+    SELECT origin, count(DISTINCT node) FROM walk GROUP BY origin
+"""
+_COUNT_STEP = """SELECT w.origin, l.downstream_id, w.depth + 1, w.most
+        FROM walk w JOIN {table} l ON l.upstream_id = w.node WHERE w.depth < w.most"""
+COUNT_STEP_BY_VIEW = _COUNT_STEP.format(table="all_lineage")  # PostgreSQL's, a fragment of its cursor's
+COUNT_STEPS = (
+    "\n        UNION\n        ".join(_COUNT_STEP.format(table=t) for t in ("lineage", "external_lineage"))
+    if sqlite3.sqlite_version_info >= (3, 34)
+    else COUNT_STEP_BY_VIEW
+)
+DOWNSTREAM_COUNTS = _DOWNSTREAM_COUNTS.format(steps=COUNT_STEPS)
 WALKS_BY_VIEW = {UPSTREAM: _WALK.format(**_UPSTREAM), DOWNSTREAM: _WALK.format(**_DOWNSTREAM)}
+
+
 # lineage --as-of: the edges runs that had ended by a time made (the run that made each)
 OWN_EDGES_ENDED_BY = """
     SELECT l.upstream_id, l.downstream_id, t.flow_namespace || '/' || t.flow_id || '.' || t.task_id

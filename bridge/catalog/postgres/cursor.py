@@ -26,6 +26,7 @@ FRAGMENTS: tuple[tuple[str, str], ...] = (
     (shared.CHANGE_NAMESPACE, "(snapshot::jsonb ->> 'namespace')"),
     (shared.RETRY_INDEX, ""),  # PostgreSQL's planner finds the partial index itself
     (shared.SEARCH_TERM, "term ILIKE ?"),
+    (shared.COUNT_STEPS, shared.COUNT_STEP_BY_VIEW),  # one recursive reference a step
 )
 
 # whole statements PostgreSQL says otherwise: SQLite's min() and max() of two values are LEAST and

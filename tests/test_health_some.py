@@ -127,15 +127,9 @@ def test_what_the_writes_keep_of_the_runs_is_what_the_runs_give(
     statements that make them from the runs give (a migrated catalog's)."""
     with Catalog(catalog_target) as catalog:
         build(catalog, resolver, random.Random(seed), expire=False)
-        conn = catalog._conn
-        kept = {table: sorted(map(tuple, conn.execute(f"SELECT * FROM {table}"))) for table in TABLES_KEPT}
+        kept = kept_rows(catalog)
         assert all(kept.values()), kept
-        with catalog.transaction() as cur:
-            for table in TABLES_KEPT:
-                cur.execute(f"DELETE FROM {table}")
-            cur.execute(writes_kept.FILL_LATEST_RUNS)
-            cur.execute(writes_kept.FILL_WRITERS)
-        assert {table: sorted(map(tuple, conn.execute(f"SELECT * FROM {table}"))) for table in TABLES_KEPT} == kept
+        assert made_from_the_runs(catalog) == kept
 
 
 def test_a_run_written_again_leaves_what_the_runs_give(catalog: Catalog) -> None:
@@ -152,13 +146,8 @@ def test_a_run_written_again_leaves_what_the_runs_give(catalog: Catalog) -> None
     catalog.record_task_run(run("u", execution="a", state="RUNNING", start=at(0), end=at(700)))
     catalog.record_task_run(run("u", execution="a", state="RUNNING", start=at(0)))  # its end gone
     conn = catalog._conn
-    kept = {table: sorted(map(tuple, conn.execute(f"SELECT * FROM {table}"))) for table in TABLES_KEPT}
-    with catalog.transaction() as cur:
-        for table in TABLES_KEPT:
-            cur.execute(f"DELETE FROM {table}")
-        cur.execute(writes_kept.FILL_LATEST_RUNS)
-        cur.execute(writes_kept.FILL_WRITERS)
-    assert {table: sorted(map(tuple, conn.execute(f"SELECT * FROM {table}"))) for table in TABLES_KEPT} == kept
+    kept = kept_rows(catalog)
+    assert made_from_the_runs(catalog) == kept
     assert [(r[2], r[5]) for r in kept["latest_task_runs"]] == [("t", "FAILED")]  # the other run, at 09:00
     for moment in (at(500), at(560), at(800)):
         whole = health_queries.assess(conn, SELECTORS, moment)
@@ -168,3 +157,18 @@ def test_a_run_written_again_leaves_what_the_runs_give(catalog: Catalog) -> None
 
 
 TABLES_KEPT = ("latest_task_runs", "kept_writers")
+
+
+def kept_rows(catalog: Catalog) -> dict[str, list[tuple[Any, ...]]]:
+    """What the writes kept of the runs, table by table."""
+    return {table: sorted(map(tuple, catalog._conn.execute(f"SELECT * FROM {table}"))) for table in TABLES_KEPT}
+
+
+def made_from_the_runs(catalog: Catalog) -> dict[str, list[tuple[Any, ...]]]:
+    """The same tables made again from the runs by the migration's statements."""
+    with catalog.transaction() as cur:
+        for table in TABLES_KEPT:
+            cur.execute(f"DELETE FROM {table}")
+        cur.execute(writes_kept.FILL_LATEST_RUNS)
+        cur.execute(writes_kept.FILL_WRITERS)
+    return kept_rows(catalog)

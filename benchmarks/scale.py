@@ -173,13 +173,25 @@ def writer_of(supervisor: int, port: int) -> int | None:
         return None
     writers = writers_listening()
     for child in children_of(supervisor):
-        try:
-            held = {os.readlink(f"/proc/{child}/fd/{fd}") for fd in os.listdir(f"/proc/{child}/fd")}
-        except OSError:
-            continue
-        if held & writers:
+        if held_by(child) & writers:
             return child
     return None
+
+
+def held_by(pid: int) -> set[str]:
+    """What a process's open file descriptors are (``socket:[inode]``, a path): one it closes
+    while they are read is left out; none for a process gone."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return set()
+    held = set()
+    for fd in fds:
+        try:
+            held.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:  # closed since the listing
+            continue
+    return held
 
 
 def load(

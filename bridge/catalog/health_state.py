@@ -19,8 +19,9 @@ change queues.
   injected clock) by :func:`bridge.catalog.health.assess` (a few from their own facts, read
   through indexes, so that a pass costs what it judges, not the catalog's size; no at-risk
   flags, which are not kept); the judgements that differ from the kept one (or whose due time
-  does) are written to ``asset_health``, and in the same transaction the alerts they make are queued in the
-  outbox (:func:`bridge.catalog.outbox.queue_alerts`) and the marks read are deleted: each marked
+  does) are written to ``asset_health``, and in the same transaction the alerts they make are
+  queued in the outbox (:func:`bridge.catalog.outbox.queue_alerts`) and the marks read are
+  deleted: each marked
   asset was read with its highest key and how many marks it had up to it, and its marks up to
   that key are deleted only if there are still that many (a mark written after the read has a
   higher key; one whose transaction took a lower key but committed after the read, as writers

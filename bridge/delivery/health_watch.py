@@ -7,8 +7,8 @@ time watches: the holder of the ``health`` lease (a row of ``positions``, as ret
 at every step; a holder that stops renewing it, killed say, is taken over after :data:`LEASE_TTL`
 seconds). Every ``poll`` seconds the holder judges the assets writes marked since and those whose
 health changes with time alone by then (their freshness: each kept judgement says when, found
-through an index); every ``every`` seconds, all of them (what neither foresaw). Each pass writes as the
-lease's holder only (the lease is checked in every write transaction), so two processes never
+through an index); every ``every`` seconds, all of them (what neither foresaw). Each pass writes
+as the lease's holder only (the lease is checked in every write transaction), so two processes never
 record the same change, and never queue its alerts twice.
 
 Writers mark only while the lease is held (they read it at most every

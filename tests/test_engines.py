@@ -134,6 +134,15 @@ def _portable(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def undo_edges_by_whole_key(execute: Callable[[str], Any]) -> None:
+    """A catalog as migration 0026 found it: the received usages' and edges' indexes by dataset
+    without the jobs."""
+    execute("DROP INDEX external_usages_asset")
+    execute("CREATE INDEX external_usages_asset ON external_usages (asset_id)")
+    execute("DROP INDEX external_lineage_downstream")
+    execute("CREATE INDEX external_lineage_downstream ON external_lineage (downstream_id, upstream_id)")
+
+
 def undo_own_facts_kept(execute: Callable[[str], Any]) -> None:
     """A catalog as migration 0025 found it: no latest run of each task kept (the writers kept
     from the runs as well: the migration merges them into those it finds)."""
@@ -430,6 +439,7 @@ def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migr
     assert {table for table, factor in made.items() if factor == "80"} == set(schema.UPDATED_IN_PLACE)
     assert made["received_events"] is None  # written once, never updated
     with psycopg.connect(url, autocommit=True) as conn:  # a catalog of the version before
+        undo_edges_by_whole_key(conn.execute)  # migration 0026's
         undo_own_facts_kept(conn.execute)  # migration 0025's
         undo_runs_partitioned(conn.execute, "postgresql")  # migration 0022's
         for table in schema.UPDATED_IN_PLACE:

@@ -20,6 +20,7 @@ from tests.conftest import at
 from tests.helpers import decl, invoke, ol_dataset, run
 from tests.test_engines import (
     undo_asset_filters,
+    undo_edges_by_whole_key,
     undo_own_facts_kept,
     undo_runs_partitioned,
     undo_ui_reads,
@@ -126,6 +127,7 @@ def test_the_migration_keeps_the_assertions_of_the_events_already_stored(
         assert len(recorded) == 2
 
         def back_to_16(cur: Any) -> None:  # as version 16 left it: nothing in asset_checks for them
+            undo_edges_by_whole_key(cur.execute)  # migration 0026's
             undo_own_facts_kept(cur.execute)  # migration 0025's
             undo_runs_partitioned(cur.execute, catalog.db.engine.name)  # migration 0022's
             undo_writes_kept(cur.execute)  # migration 0021's

@@ -29,6 +29,7 @@ from tests.postgres import PostgresServer
 from tests.test_engines import (
     schema_read,
     undo_asset_filters,
+    undo_edges_by_whole_key,
     undo_own_facts_kept,
     undo_runs_partitioned,
     undo_ui_reads,
@@ -168,6 +169,7 @@ def test_the_migration_partitions_the_received_events_of_an_existing_catalog(
         catalog_intake(catalog, resolver).take(events)
         before = catalog._conn.execute("SELECT pk, event_time, digest FROM received_events ORDER BY pk").fetchall()
     with psycopg.connect(postgres_url, autocommit=True) as conn:  # as version 15 kept them
+        undo_edges_by_whole_key(conn.execute)  # migration 0026's
         undo_own_facts_kept(conn.execute)  # migration 0025's
         undo_runs_partitioned(conn.execute, "postgresql")  # migration 0022's
         undo_writes_kept(conn.execute)  # migration 0021's

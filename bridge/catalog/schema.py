@@ -328,7 +328,15 @@ external_usages = sa.Table(
     sa.CheckConstraint("direction IN ('input', 'output')"),
     sqlite_with_rowid=False,
 )
-sa.Index("external_usages_asset", external_usages.c.asset_id)
+# the whole key, so that a probe of a usage's key through it (PostgreSQL's planner may take it,
+# the smaller) is one look, not a read of every job's usage of the dataset (migration 0026)
+sa.Index(
+    "external_usages_asset",
+    external_usages.c.asset_id,
+    external_usages.c.job_namespace,
+    external_usages.c.job_name,
+    external_usages.c.direction,
+)
 
 external_lineage = sa.Table(
     "external_lineage",
@@ -340,7 +348,14 @@ external_lineage = sa.Table(
     sa.PrimaryKeyConstraint("upstream_id", "downstream_id", "job_namespace", "job_name"),
     sqlite_with_rowid=False,
 )
-sa.Index("external_lineage_downstream", external_lineage.c.downstream_id, external_lineage.c.upstream_id)
+# the whole key, as external_usages_asset (migration 0026)
+sa.Index(
+    "external_lineage_downstream",
+    external_lineage.c.downstream_id,
+    external_lineage.c.upstream_id,
+    external_lineage.c.job_namespace,
+    external_lineage.c.job_name,
+)
 
 # The latest of each facet (custom ones too) of an external run ('run:<runId>'), job
 # ('job:<namespace>/<name>') and dataset ('asset:<asset id>'), as the event had it.

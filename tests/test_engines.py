@@ -884,23 +884,29 @@ def test_the_connection_is_opened_again_when_its_kept_plans_are_due_and_keeps_it
         assert catalog.db.conn is second
 
 
-def test_lock_and_statement_timeouts_are_set_on_the_catalogs_connections_and_overridable(
+def test_timeouts_and_jit_off_are_set_on_the_catalogs_connections_and_overridable(
     postgres: PostgresServer,
 ) -> None:
     """Every catalog connection waits for a lock at most ``lock_timeout`` and runs a statement at
     most ``statement_timeout`` (5s and 60s unless the URL says otherwise, after its own
-    ``options``); a value that is no duration is an error naming it, never a traceback."""
+    ``options``), with the server's JIT off unless the URL's ``options`` set it; a value that is
+    no duration is an error naming it, never a traceback."""
     url = postgres.url(postgres.create_database())
     conn: Any = PostgresEngine(url).connect()
     with conn:
         assert conn.execute("SHOW lock_timeout").fetchone() == ("5s",)
         assert conn.execute("SHOW statement_timeout").fetchone() == ("1min",)
+        assert conn.execute("SHOW jit").fetchone() == ("off",)  # whatever the server's default
     given = f"{url}?lock_timeout=250ms&statement_timeout=0&options=-cwork_mem%3D8MB"
     conn = PostgresEngine(given).connect()
     with conn:
         assert conn.execute("SHOW lock_timeout").fetchone() == ("250ms",)
         assert conn.execute("SHOW statement_timeout").fetchone() == ("0",)
         assert conn.execute("SHOW work_mem").fetchone() == ("8MB",)
+        assert conn.execute("SHOW jit").fetchone() == ("off",)
+    conn = PostgresEngine(f"{url}?options=-cjit%3Don").connect()  # the URL's own word on JIT
+    with conn:
+        assert conn.execute("SHOW jit").fetchone() == ("on",)
     code, _, err = invoke(f"{url}?lock_timeout=soon", "init")
     assert code == 1 and "lock_timeout='soon' is not a duration" in err and "Traceback" not in err, err
 

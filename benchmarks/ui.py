@@ -2,9 +2,10 @@
 
 Builds a catalog of ``--assets`` assets and ``--runs`` task runs (each reading one asset and
 writing the next: a lineage chain per run), plus a hub asset with ``--hub`` downstream
-neighbours, and a tenth as many received runs (one raw event each), written in bulk through the
-catalog's own connection; then asks the UI's WSGI application for each page ``--repeat`` times,
-in process (the server time: no network, no browser), and prints each page's p50 and p95.
+neighbours (read by every tenth run, and by a received job), and a tenth as many received runs
+(one raw event each), written in bulk through the catalog's own connection; then asks the UI's
+WSGI application for each page ``--repeat`` times, in process (the server time: no network, no
+browser), and prints each page's p50 and p95.
 
 Where: a temporary SQLite file (the default), a database on a PostgreSQL server started for the
 run (``--engine postgresql``), a SQLite file that is kept (``--keep PATH``) or an empty PostgreSQL
@@ -161,6 +162,12 @@ def build(target: str, assets: int, runs: int, hub: int) -> None:
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             usage_rows(),
         )
+        insert(  # the hub is read by every tenth run too: an asset whose page lists its newest uses of many
+            catalog,
+            "INSERT INTO usages (task_run_pk, direction, position, asset_id, used_at, statistics) "
+            "VALUES (?, 'input', 1, 'hub.events', ?, NULL)",
+            ((r + 1, moment(r)) for r in range(0, runs, 10)),
+        )
         insert(
             catalog,
             "INSERT INTO lineage (upstream_id, downstream_id, task_run_pk) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
@@ -198,6 +205,11 @@ def build(target: str, assets: int, runs: int, hub: int) -> None:
                 for r in range(received)
             ),
         )
+        with catalog.transaction() as cur:  # ... and by a received job's runs
+            cur.execute(
+                "INSERT INTO external_usages (job_namespace, job_name, direction, asset_id) "
+                "VALUES ('spark-00', 'job0', 'input', 'hub.events')"
+            )
         insert(
             catalog,
             "INSERT INTO received_events (digest, kind, event_type, event_time, source, producer, warnings, body) "
@@ -226,6 +238,9 @@ def pages(assets: int, runs: int) -> dict[str, str]:
         "asset dependencies": f"/assets/{quoted}?tab=dependencies&depth=3",
         "asset runs": f"/assets/{quoted}?tab=runs",
         "asset history": f"/assets/{quoted}?tab=history",
+        "hub overview": "/assets/hub.events",
+        "hub runs": "/assets/hub.events?tab=runs",
+        "hub history": "/assets/hub.events?tab=history",
         "hub dependencies": "/assets/hub.events?tab=dependencies",
         "hub cluster list": "/neighbours?asset=hub.events&direction=down",
         "lineage slider": f"/lineage?asset={quoted}&depth=2",

@@ -134,6 +134,12 @@ def _portable(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def undo_uses_by_asset_in_time(execute: Callable[[str], Any]) -> None:
+    """A catalog as migration 0027 found it: the own uses indexed by their asset alone."""
+    execute("DROP INDEX usages_asset")
+    execute("CREATE INDEX usages_asset ON usages (asset_id)")
+
+
 def undo_edges_by_whole_key(execute: Callable[[str], Any]) -> None:
     """A catalog as migration 0026 found it: the received usages' and edges' indexes by dataset
     without the jobs."""
@@ -439,6 +445,7 @@ def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migr
     assert {table for table, factor in made.items() if factor == "80"} == set(schema.UPDATED_IN_PLACE)
     assert made["received_events"] is None  # written once, never updated
     with psycopg.connect(url, autocommit=True) as conn:  # a catalog of the version before
+        undo_uses_by_asset_in_time(conn.execute)  # migration 0027's
         undo_edges_by_whole_key(conn.execute)  # migration 0026's
         undo_own_facts_kept(conn.execute)  # migration 0025's
         undo_runs_partitioned(conn.execute, "postgresql")  # migration 0022's

@@ -24,6 +24,7 @@ from tests.test_engines import (
     undo_own_facts_kept,
     undo_runs_partitioned,
     undo_ui_reads,
+    undo_uses_by_asset_in_time,
     undo_writes_kept,
 )
 from tests.test_health import assertions_event, health, when
@@ -127,6 +128,7 @@ def test_the_migration_keeps_the_assertions_of_the_events_already_stored(
         assert len(recorded) == 2
 
         def back_to_16(cur: Any) -> None:  # as version 16 left it: nothing in asset_checks for them
+            undo_uses_by_asset_in_time(cur.execute)  # migration 0027's
             undo_edges_by_whole_key(cur.execute)  # migration 0026's
             undo_own_facts_kept(cur.execute)  # migration 0025's
             undo_runs_partitioned(cur.execute, catalog.db.engine.name)  # migration 0022's

@@ -33,6 +33,7 @@ from tests.test_engines import (
     undo_own_facts_kept,
     undo_runs_partitioned,
     undo_ui_reads,
+    undo_uses_by_asset_in_time,
     undo_writes_kept,
     unpartition_received,
 )
@@ -169,6 +170,7 @@ def test_the_migration_partitions_the_received_events_of_an_existing_catalog(
         catalog_intake(catalog, resolver).take(events)
         before = catalog._conn.execute("SELECT pk, event_time, digest FROM received_events ORDER BY pk").fetchall()
     with psycopg.connect(postgres_url, autocommit=True) as conn:  # as version 15 kept them
+        undo_uses_by_asset_in_time(conn.execute)  # migration 0027's
         undo_edges_by_whole_key(conn.execute)  # migration 0026's
         undo_own_facts_kept(conn.execute)  # migration 0025's
         undo_runs_partitioned(conn.execute, "postgresql")  # migration 0022's

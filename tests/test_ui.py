@@ -25,7 +25,7 @@ from bridge.receiver.imports import catalog_intake
 from bridge.web import UiApp
 from bridge.web.app import json_twin
 from tests.conftest import at
-from tests.helpers import PRODUCER, decl, invoke, ol_dataset, ol_run_event
+from tests.helpers import PRODUCER, decl, invoke, ol_dataset, ol_run_event, run
 from tests.postgres import PASSWORD_ROLE, PostgresServer
 from tests.ui_catalog import EXTERNAL_RUN, HOSTILE, HUB_FANOUT, build
 
@@ -99,6 +99,53 @@ def test_the_assets_twin_lists_filters_and_pages(ui_catalog: str, resolver: Reso
     assert first["count"] == HUB_FANOUT and len(first["assets"]) == min(HUB_FANOUT, 50)
     tree = twin(app, "/assets")["tree"]
     assert {"prefix": "hub.", "leaf": False} in tree
+
+
+def test_an_asset_read_more_often_than_written_shows_its_last_write_and_its_newest_runs(
+    catalog_target: str, resolver: Resolver
+) -> None:
+    """An asset's last write is the newest run that wrote it however many runs read it since (it
+    was looked for among its latest twenty uses, all reads here), and its runs tab lists the
+    newest of its own uses and of a received job's runs, each read a page at a time by an index
+    (on SQLite, the plan: no sort of every use the asset had)."""
+    calendar = decl("dim.calendar", type="Table", namespace="team-a.sales")
+    visits = ol_dataset("postgres://db:5432", "shop.public.visits")
+    received = [f"0194a1b2-0000-7000-8000-{i:012d}" for i in range(60)]
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_run(run("load", outputs=(calendar,), start=at(0), namespace="team-a.sales"))
+        for i in range(30):
+            catalog.record_task_run(run(f"use{i:02d}", inputs=(calendar,), start=at(10 + i), namespace="team-a.sales"))
+        events = [
+            ol_run_event(
+                "COMPLETE",
+                run_id=run_id,
+                job=("spark", "daily"),
+                inputs=[visits],
+                time=f"2025-02-{1 + i // 24:02d}T{i % 24:02d}:00:00Z",
+            )
+            for i, run_id in enumerate(received)
+        ]
+        outcomes = catalog_intake(catalog, resolver).take(events)
+        assert {o.status for o in outcomes} == {"accepted"}, outcomes
+        if catalog.db.engine.name == "sqlite":
+            plan = " ".join(
+                str(row[-1])
+                for row in catalog._conn.execute(
+                    f"EXPLAIN QUERY PLAN {browse._OWN_USES}", ("dim.calendar", "input", 50)
+                )
+            )
+            assert "usages_asset" in plan and "TEMP B-TREE" not in plan, plan
+    app = make_app(catalog_target, resolver)
+    assert twin(app, "/assets/dim.calendar")["lastWritten"]["job"] == "team-a.sales/flow.load"
+    listed = twin(app, "/assets/dim.calendar", "tab=runs")["runs"]
+    assert [r["job"]["name"] for r in listed] == [f"flow.use{i:02d}" for i in reversed(range(30))] + ["flow.load"]
+    assert [r["direction"] for r in listed] == ["input"] * 30 + ["output"]
+    history = twin(app, "/assets/dim.calendar", "tab=history")["history"]["entries"]
+    writes = [e for e in history if e["kind"] == "write"]
+    assert [e["runId"] for e in writes] == [listed[-1]["runId"]]
+    (placeholder,) = twin(app, "/assets", "q=shop.public.visits")["assets"]
+    listed = twin(app, f"/assets/{quote(placeholder['id'], safe='')}", "tab=runs")["runs"]
+    assert [r["runId"] for r in listed] == received[::-1][:50]  # the newest 50, newest first
 
 
 def test_keyset_pages_cover_the_list_once(ui_catalog: str) -> None:

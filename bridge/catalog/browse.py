@@ -591,22 +591,39 @@ class AssetRun:
     run: RunView
 
 
+# an asset's newest uses in one direction, by usages_asset (asset, direction, time, run): the
+# first ``limit`` of its index, however many runs have used the asset
 _OWN_USES = """
-    SELECT u.task_run_pk, u.direction FROM usages u WHERE u.asset_id = ?
+    SELECT u.task_run_pk, u.direction FROM usages u WHERE u.asset_id = ? AND u.direction = ?
     ORDER BY u.used_at DESC, u.task_run_pk DESC LIMIT ?
 """
 _EXTERNAL_JOBS = "SELECT job_namespace, job_name, direction FROM external_usages WHERE asset_id = ? LIMIT ?"
+_EXTERNAL_JOBS_OF = (
+    "SELECT job_namespace, job_name, direction FROM external_usages WHERE asset_id = ? AND direction = ? LIMIT ?"
+)
+JOBS_AT_MOST = 20  # received jobs whose runs an asset's list reads
 
 
-def asset_runs(runs: Runs, asset_id: str, *, limit: int = 50, scope: Scope | None = None) -> list[AssetRun]:
-    """The latest runs that read or wrote an asset, olbridge's and external ones, newest first."""
+def asset_runs(
+    runs: Runs, asset_id: str, *, limit: int = 50, scope: Scope | None = None, direction: str | None = None
+) -> list[AssetRun]:
+    """The latest runs that read or wrote an asset (``direction``: ``input`` or ``output`` only),
+    olbridge's and external ones, newest first: each direction's newest own uses, and the newest
+    runs of each received job that used it (of :data:`JOBS_AT_MOST` jobs), each read a page at a
+    time by its index, so that the list costs what it shows, not the asset's history."""
     conn = runs.catalog._conn
-    uses = conn.execute(_OWN_USES, [asset_id, limit]).fetchall()
+    directions = ("input", "output") if direction is None else (direction,)
+    uses = [use for way in directions for use in conn.execute(_OWN_USES, [asset_id, way, limit]).fetchall()]
     stored = runs.catalog.task_runs_by_pk([pk for pk, _ in uses])
-    found = [AssetRun(direction, runs._own(stored[pk])) for pk, direction in uses if pk in stored]
-    for job_ns, job_name, direction in conn.execute(_EXTERNAL_JOBS, [asset_id, 20]).fetchall():
-        for view in runs.external(RunFilter(job=job_name, namespace=job_ns, origin=EXTERNAL))[-limit:]:
-            found.append(AssetRun(direction, view))
+    found = [AssetRun(way, runs._own(stored[pk])) for pk, way in uses if pk in stored]
+    jobs = (
+        conn.execute(_EXTERNAL_JOBS, [asset_id, JOBS_AT_MOST])
+        if direction is None
+        else conn.execute(_EXTERNAL_JOBS_OF, [asset_id, direction, JOBS_AT_MOST])
+    )
+    for job_ns, job_name, way in jobs.fetchall():
+        job = RunFilter(job=job_name, namespace=job_ns, origin=EXTERNAL)
+        found += [AssetRun(way, view) for view in _external_newest(runs, job, None, limit, scope)]
     found = [r for r in found if allows(scope, r.run.job_namespace)]
     found.sort(key=lambda r: r.run.sort_key, reverse=True)
     return found[:limit]

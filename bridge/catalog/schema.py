@@ -146,7 +146,9 @@ usages = sa.Table(
     sa.PrimaryKeyConstraint("task_run_pk", "direction", "asset_id"),
     sa.CheckConstraint("direction IN ('input', 'output')"),
 )
-sa.Index("usages_asset", usages.c.asset_id)
+# an asset's uses in one direction, newest last: its latest reads or writes are the first rows
+# read backwards (migration 0027)
+sa.Index("usages_asset", usages.c.asset_id, usages.c.direction, usages.c.used_at, usages.c.task_run_pk)
 
 lineage = sa.Table(
     "lineage",

@@ -148,7 +148,7 @@ def overview(catalog: Catalog, runs: Runs, asset: Asset, scope: b.Scope | None) 
         key: b.neighbours(catalog, asset.id, walk, limit=20, scope=scope)
         for key, walk in (("upstream", b.UP), ("downstream", b.DOWN))
     }
-    writes = [r for r in b.asset_runs(runs, asset.id, limit=20, scope=scope) if r.direction == "output"]
+    writes = b.asset_runs(runs, asset.id, limit=1, scope=scope, direction="output")
     last = writes[0].run if writes else None
     return {
         "identifiers": [i.to_json() for i in asset.identifiers],
@@ -234,9 +234,8 @@ def history(catalog: Catalog, runs: Runs, asset: Asset, query: Query, scope: b.S
     entries: list[dict[str, Any]] = [
         {"at": format_time(c.changed_at), "kind": c.kind, "seq": c.seq, "snapshot": c.asset.to_json()} for c in changes
     ]
-    for r in b.asset_runs(runs, asset.id, limit=100, scope=scope):
-        if r.direction == "output":
-            entries.append({"at": r.run.ended or r.run.started, "kind": "write", "runId": r.run.run_id})
+    for r in b.asset_runs(runs, asset.id, limit=100, scope=scope, direction="output"):
+        entries.append({"at": r.run.ended or r.run.started, "kind": "write", "runId": r.run.run_id})
     entries.sort(key=lambda e: e["at"] or "", reverse=True)
     diff = None
     snapshots = {str(c.seq): c.asset.to_json() for c in changes}

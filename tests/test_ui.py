@@ -146,6 +146,12 @@ def test_an_asset_read_more_often_than_written_shows_its_last_write_and_its_newe
     (placeholder,) = twin(app, "/assets", "q=shop.public.visits")["assets"]
     listed = twin(app, f"/assets/{quote(placeholder['id'], safe='')}", "tab=runs")["runs"]
     assert [r["runId"] for r in listed] == received[::-1][:50]  # the newest 50, newest first
+    with Catalog(catalog_target) as catalog:  # written again, by another flow
+        refresh = run("refresh", outputs=(calendar,), start=at(100), namespace="team-a.sales", flow="nightly")
+        catalog.record_task_run(refresh)
+    assert twin(app, "/assets/dim.calendar")["lastWritten"]["job"] == "team-a.sales/nightly.refresh"
+    grouped = twin(app, "/assets/dim.calendar", "tab=dependencies&group=flow")["graph"]["nodes"]
+    assert {n["id"]: n["group"] for n in grouped}["dim.calendar"] == "team-a.sales/nightly"  # the latest writer's
 
 
 def test_keyset_pages_cover_the_list_once(ui_catalog: str) -> None:

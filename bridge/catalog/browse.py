@@ -551,10 +551,11 @@ _EXTERNAL_WRITERS = """
     SELECT asset_id, min(job_namespace || '/' || job_name) FROM external_usages
     WHERE direction = 'output' AND asset_id IN ({values}) GROUP BY asset_id
 """
+# each task that wrote each asset, with its latest write (kept as runs are written: a row a
+# writer, not a row a write of the asset's history), latest last
 _OWN_WRITERS = """
-    SELECT u.asset_id, t.flow_namespace || '/' || t.flow_id, u.used_at FROM usages u
-    JOIN task_runs t ON t.pk = u.task_run_pk WHERE u.direction = 'output' AND u.asset_id IN ({values})
-    ORDER BY u.used_at
+    SELECT asset_id, flow_namespace || '/' || flow_id, last_write FROM kept_writers
+    WHERE last_write IS NOT NULL AND asset_id IN ({values}) ORDER BY last_write, flow_namespace, flow_id
 """
 
 

@@ -894,10 +894,11 @@ def test_the_connection_is_opened_again_when_its_kept_plans_are_due_and_keeps_it
 def test_timeouts_and_jit_off_are_set_on_the_catalogs_connections_and_overridable(
     postgres: PostgresServer,
 ) -> None:
-    """Every catalog connection waits for a lock at most ``lock_timeout`` and runs a statement at
-    most ``statement_timeout`` (5s and 60s unless the URL says otherwise, after its own
-    ``options``), with the server's JIT off unless the URL's ``options`` set it; a value that is
-    no duration is an error naming it, never a traceback."""
+    """Every connection that reads and writes the catalog waits for a lock at most
+    ``lock_timeout`` and runs a statement at most ``statement_timeout`` (5s and 60s unless the URL
+    says otherwise, after its own ``options``), with the server's JIT off unless the URL's
+    ``options`` set ``jit`` itself; a value that is no duration is an error naming it, never a
+    traceback."""
     url = postgres.url(postgres.create_database())
     conn: Any = PostgresEngine(url).connect()
     with conn:
@@ -911,9 +912,13 @@ def test_timeouts_and_jit_off_are_set_on_the_catalogs_connections_and_overridabl
         assert conn.execute("SHOW statement_timeout").fetchone() == ("0",)
         assert conn.execute("SHOW work_mem").fetchone() == ("8MB",)
         assert conn.execute("SHOW jit").fetchone() == ("off",)
-    conn = PostgresEngine(f"{url}?options=-cjit%3Don").connect()  # the URL's own word on JIT
-    with conn:
-        assert conn.execute("SHOW jit").fetchone() == ("on",)
+    for own in ("-cjit%3Don", "-c%20JIT%3Don", "--jit%3Don"):  # the URL's own word on JIT, however written
+        conn = PostgresEngine(f"{url}?options={own}").connect()
+        with conn:
+            assert conn.execute("SHOW jit").fetchone() == ("on",), own
+    conn = PostgresEngine(f"{url}?options=-capplication_name%3Djitter%20-cjit_above_cost%3D10").connect()
+    with conn:  # a setting that only holds the letters, or another JIT setting, is not a word on JIT itself
+        assert conn.execute("SHOW jit").fetchone() == ("off",)
     code, _, err = invoke(f"{url}?lock_timeout=soon", "init")
     assert code == 1 and "lock_timeout='soon' is not a duration" in err and "Traceback" not in err, err
 

@@ -131,7 +131,7 @@ def test_an_asset_read_more_often_than_written_shows_its_last_write_and_its_newe
             plan = " ".join(
                 str(row[-1])
                 for row in catalog._conn.execute(
-                    f"EXPLAIN QUERY PLAN {browse._OWN_USES}", ("dim.calendar", "input", 50)
+                    f"EXPLAIN QUERY PLAN {browse._OWN_USES}", ("dim.calendar", "input", browse.TOP, 1 << 62, 50)
                 )
             )
             assert "usages_asset" in plan and "TEMP B-TREE" not in plan, plan
@@ -152,6 +152,15 @@ def test_an_asset_read_more_often_than_written_shows_its_last_write_and_its_newe
     assert twin(app, "/assets/dim.calendar")["lastWritten"]["job"] == "team-a.sales/nightly.refresh"
     grouped = twin(app, "/assets/dim.calendar", "tab=dependencies&group=flow")["graph"]["nodes"]
     assert {n["id"]: n["group"] for n in grouped}["dim.calendar"] == "team-a.sales/nightly"  # the latest writer's
+    with Catalog(catalog_target) as catalog:  # written last by a run of a namespace team-a's token does not see
+        catalog.record_task_run(run("copy", outputs=(calendar,), start=at(200), namespace="team-b.hr"))
+    scoped = make_app(catalog_target, resolver, tokens=True)
+    _, headers, _ = call(scoped, "/login", method="POST", body=b"token=secret-a&next=/assets")
+    cookie = headers["Set-Cookie"].split(";")[0]
+    assert twin(scoped, "/assets/dim.calendar", cookie=cookie)["lastWritten"]["job"] == "team-a.sales/nightly.refresh"
+    history = twin(scoped, "/assets/dim.calendar", "tab=history", cookie=cookie)["history"]["entries"]
+    assert len([e for e in history if e["kind"] == "write"]) == 2  # load and refresh, not team-b's copy
+    assert twin(app, "/assets/dim.calendar")["lastWritten"]["job"] == "team-b.hr/flow.copy"  # no token: every run
 
 
 def test_keyset_pages_cover_the_list_once(ui_catalog: str) -> None:

@@ -592,10 +592,11 @@ class AssetRun:
     run: RunView
 
 
-# an asset's newest uses in one direction, by usages_asset (asset, direction, time, run): the
-# first ``limit`` of its index, however many runs have used the asset
+# an asset's newest uses in one direction before a (time, run) key, by usages_asset (asset,
+# direction, time, run): a page of its index, however many runs have used the asset
 _OWN_USES = """
-    SELECT u.task_run_pk, u.direction FROM usages u WHERE u.asset_id = ? AND u.direction = ?
+    SELECT u.task_run_pk, u.used_at FROM usages u
+    WHERE u.asset_id = ? AND u.direction = ? AND (u.used_at, u.task_run_pk) < (?, ?)
     ORDER BY u.used_at DESC, u.task_run_pk DESC LIMIT ?
 """
 _EXTERNAL_JOBS = "SELECT job_namespace, job_name, direction FROM external_usages WHERE asset_id = ? LIMIT ?"
@@ -614,9 +615,7 @@ def asset_runs(
     time by its index, so that the list costs what it shows, not the asset's history."""
     conn = runs.catalog._conn
     directions = ("input", "output") if direction is None else (direction,)
-    uses = [use for way in directions for use in conn.execute(_OWN_USES, [asset_id, way, limit]).fetchall()]
-    stored = runs.catalog.task_runs_by_pk([pk for pk, _ in uses])
-    found = [AssetRun(way, runs._own(stored[pk])) for pk, way in uses if pk in stored]
+    found = [run for way in directions for run in _own_uses(runs, asset_id, way, limit, scope)]
     jobs = (
         conn.execute(_EXTERNAL_JOBS, [asset_id, JOBS_AT_MOST])
         if direction is None
@@ -627,6 +626,26 @@ def asset_runs(
         found += [AssetRun(way, view) for view in _external_newest(runs, job, None, limit, scope)]
     found = [r for r in found if allows(scope, r.run.job_namespace)]
     found.sort(key=lambda r: r.run.sort_key, reverse=True)
+    return found[:limit]
+
+
+def _own_uses(runs: Runs, asset_id: str, direction: str, limit: int, scope: Scope | None) -> list[AssetRun]:
+    """The runs of an asset's newest ``limit`` own uses in one direction that ``scope`` lets
+    through, newest first: a page of :data:`_OWN_USES` at a time (then larger ones, with a scope
+    that may pass over runs of other namespaces), at most :data:`SCAN_BUDGET` uses passed over."""
+    found: list[AssetRun] = []
+    key: tuple[str, int] = (TOP, 1 << 62)
+    chunk, scanned = limit, 0
+    while len(found) < limit and scanned < SCAN_BUDGET:
+        page = runs.catalog._conn.execute(_OWN_USES, [asset_id, direction, *key, chunk]).fetchall()
+        scanned += len(page)
+        stored = runs.catalog.task_runs_by_pk([pk for pk, _ in page])
+        for pk, _ in page:
+            if pk in stored and allows(scope, (view := runs._own(stored[pk])).job_namespace):
+                found.append(AssetRun(direction, view))
+        if len(page) < chunk:
+            break
+        key, chunk = (page[-1][1], page[-1][0]), min(chunk * 2, SCAN_CHUNK)
     return found[:limit]
 
 

@@ -98,9 +98,10 @@ TIMEOUTS = {"lock_timeout": "5s", "statement_timeout": "60s"}
 # default), whatever it will really take. The catalog's statements are index lookups and walks whose
 # estimates can be far above what they read: the health watch's count of the assets at risk below
 # 400 assets (a recursive walk estimated at millions of rows) read 1,600 rows in 14 ms and spent
-# 160 ms compiling itself, every call. Off on the catalog's connections; a URL whose ``options``
-# name ``jit`` keeps its own.
+# 160 ms compiling itself, every call. Off on the connections that read and write the catalog
+# (not the migrations' or the readiness probe's); a URL whose ``options`` set ``jit`` keeps its own.
 NO_JIT = "-c jit=off"
+_SETS_JIT = re.compile(r"(?:^|\s)(?:-c\s*|--)jit\s*=", re.IGNORECASE)  # -c jit=, -cjit=, --jit= (any case)
 _DURATION = re.compile(r"(?:0|[1-9][0-9]{0,8})(?:ms|s|min|h)?")
 
 
@@ -186,7 +187,7 @@ class PostgresEngine(Engine):
         # own), after whatever options the URL gives; and JIT off unless those set it (NO_JIT)
         own = given.get("options", "")
         waits = " ".join(f"-c {key}={value}" for key, value in self.timeouts.items())
-        self._options = " ".join(part for part in (own, waits, "" if "jit" in own else NO_JIT) if part)
+        self._options = " ".join(part for part in (own, waits, "" if _SETS_JIT.search(own) else NO_JIT) if part)
         self._check_url(url)
 
     def _check_url(self, url: str) -> None:

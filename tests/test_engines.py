@@ -134,6 +134,11 @@ def _portable(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def undo_lineage_by_run(execute: Callable[[str], Any]) -> None:
+    """A catalog as migration 0028 found it: no index of the lineage by run."""
+    execute("DROP INDEX lineage_run")
+
+
 def undo_uses_by_asset_in_time(execute: Callable[[str], Any]) -> None:
     """A catalog as migration 0027 found it: the own uses indexed by their asset alone."""
     execute("DROP INDEX usages_asset")
@@ -423,6 +428,29 @@ def test_a_postgresql_catalog_of_another_version_is_refused_and_migrate_names_it
         assert code == 1 and "newer than this olbridge knows" in err, err
 
 
+def test_every_foreign_key_leads_an_index_of_its_table() -> None:
+    """The rows that name a task run are found by it through an index (or the primary key): a
+    run recorded again before it ended replaces its usages and edges, retention deletes a batch
+    of runs' rows, and PostgreSQL checks each deleted run's foreign keys; without one, each is a
+    read of the whole table (the lineage's, before migration 0028)."""
+    for table in schema.metadata.sorted_tables:
+        leads = {index.columns[0].name for index in table.indexes if len(index.columns)}
+        if len(table.primary_key.columns):
+            leads.add(next(iter(table.primary_key.columns)).name)
+        for key in table.foreign_keys:
+            assert key.parent.name in leads, f"{table.name}.{key.parent.name} leads no index"
+
+
+def test_a_runs_edges_are_replaced_through_an_index(tmp_path: Path) -> None:
+    """The statement that replaces a run's edges (and retention's, a batch of runs at once) reads
+    them through ``lineage_run``: SQLite's plan (the index is checked on both engines by the
+    schema's test above, and PostgreSQL's schema against SQLite's)."""
+    with Catalog(tmp_path / "c.db") as catalog:
+        statement = f"EXPLAIN QUERY PLAN {sql.DELETE_LINEAGE_OF_RUN}"
+        plan = " ".join(str(row[-1]) for row in catalog._conn.execute(statement, (1,)))
+    assert "lineage_run" in plan, plan
+
+
 def _fillfactors(url: str) -> dict[str, str | None]:
     with psycopg.connect(url, autocommit=True) as conn:
         rows = conn.execute(
@@ -445,6 +473,7 @@ def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migr
     assert {table for table, factor in made.items() if factor == "80"} == set(schema.UPDATED_IN_PLACE)
     assert made["received_events"] is None  # written once, never updated
     with psycopg.connect(url, autocommit=True) as conn:  # a catalog of the version before
+        undo_lineage_by_run(conn.execute)  # migration 0028's
         undo_uses_by_asset_in_time(conn.execute)  # migration 0027's
         undo_edges_by_whole_key(conn.execute)  # migration 0026's
         undo_own_facts_kept(conn.execute)  # migration 0025's

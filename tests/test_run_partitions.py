@@ -29,6 +29,7 @@ from tests.helpers import JOB_EVENT_URL, PRODUCER, invoke, ol_dataset, ol_run_ev
 from tests.test_engines import (
     undo_edges_by_whole_key,
     undo_health_due,
+    undo_lineage_by_run,
     undo_own_facts_kept,
     undo_runs_partitioned,
     undo_uses_by_asset_in_time,
@@ -290,6 +291,7 @@ def test_the_migration_gives_the_stored_runs_their_days(catalog_target: str, eng
         before = catalog._conn.execute(f"SELECT {columns} FROM external_sources ORDER BY source").fetchall()
 
         def back_to_21(cur: Any) -> None:
+            undo_lineage_by_run(cur.execute)  # migration 0028's
             undo_uses_by_asset_in_time(cur.execute)  # migration 0027's
             undo_edges_by_whole_key(cur.execute)  # migration 0026's
             undo_own_facts_kept(cur.execute)  # migration 0025's

@@ -17,7 +17,13 @@ from bridge.catalog.browse import AssetFilter, list_assets
 from tests.conftest import at
 from tests.helpers import decl, invoke
 from tests.postgres import PostgresServer
-from tests.test_engines import undo_edges_by_whole_key, undo_health_due, undo_own_facts_kept, undo_uses_by_asset_in_time
+from tests.test_engines import (
+    undo_edges_by_whole_key,
+    undo_health_due,
+    undo_lineage_by_run,
+    undo_own_facts_kept,
+    undo_uses_by_asset_in_time,
+)
 
 IDS = [f"postgres://warehouse:5432/shop.public.table_{n:04d}" for n in range(5000)]
 
@@ -82,6 +88,7 @@ def test_the_trigram_index_answers_the_search_not_a_lookup_by_id(postgres: Postg
     with Catalog(url) as catalog:
 
         def back_to_22(cur: Any) -> None:
+            undo_lineage_by_run(cur.execute)  # migration 0028's
             undo_uses_by_asset_in_time(cur.execute)  # migration 0027's
             undo_edges_by_whole_key(cur.execute)  # migration 0026's
             undo_own_facts_kept(cur.execute)  # migration 0025's

@@ -159,6 +159,9 @@ lineage = sa.Table(
     sa.PrimaryKeyConstraint("upstream_id", "downstream_id", "task_run_pk"),
 )
 sa.Index("lineage_downstream", lineage.c.downstream_id, lineage.c.upstream_id)  # upstream ones by id
+# a run's edges: replaced when the run is recorded again, deleted with it by retention, and on
+# PostgreSQL the foreign key's check for each run deleted (migration 0028)
+sa.Index("lineage_run", lineage.c.task_run_pk)
 
 asset_changes = sa.Table(
     "asset_changes",

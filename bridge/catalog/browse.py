@@ -612,7 +612,8 @@ def asset_runs(
     """The latest runs that read or wrote an asset (``direction``: ``input`` or ``output`` only),
     olbridge's and external ones, newest first: each direction's newest own uses, and the newest
     runs of each received job that used it (of :data:`JOBS_AT_MOST` jobs), each read a page at a
-    time by its index, so that the list costs what it shows, not the asset's history."""
+    time by its index, so that the list costs what it shows, not the asset's history. Each run
+    is the token's to see (``scope``), and without its facets (a list shows none)."""
     conn = runs.catalog._conn
     directions = ("input", "output") if direction is None else (direction,)
     found = [run for way in directions for run in _own_uses(runs, asset_id, way, limit, scope)]
@@ -624,7 +625,6 @@ def asset_runs(
     for job_ns, job_name, way in jobs.fetchall():
         job = RunFilter(job=job_name, namespace=job_ns, origin=EXTERNAL)
         found += [AssetRun(way, view) for view in _external_newest(runs, job, None, limit, scope)]
-    found = [r for r in found if allows(scope, r.run.job_namespace)]
     found.sort(key=lambda r: r.run.sort_key, reverse=True)
     return found[:limit]
 
@@ -641,7 +641,7 @@ def _own_uses(runs: Runs, asset_id: str, direction: str, limit: int, scope: Scop
         scanned += len(page)
         stored = runs.catalog.task_runs_by_pk([pk for pk, _ in page])
         for pk, _ in page:
-            if pk in stored and allows(scope, (view := runs._own(stored[pk])).job_namespace):
+            if pk in stored and allows(scope, (view := runs._own(stored[pk], facets=False)).job_namespace):
                 found.append(AssetRun(direction, view))
         if len(page) < chunk:
             break

@@ -16,7 +16,7 @@ import pytest
 
 from bridge.catalog import Catalog, browse
 from bridge.catalog.browse import AssetFilter, list_assets, prefix_children, recent_runs
-from bridge.catalog.query import AssetQuery
+from bridge.catalog.query import AssetQuery, HistoryFilter
 from bridge.catalog.runs import RunFilter, Runs
 from bridge.config import parse_tokens
 from bridge.mapping import Resolver
@@ -161,6 +161,19 @@ def test_an_asset_read_more_often_than_written_shows_its_last_write_and_its_newe
     history = twin(scoped, "/assets/dim.calendar", "tab=history", cookie=cookie)["history"]["entries"]
     assert len([e for e in history if e["kind"] == "write"]) == 2  # load and refresh, not team-b's copy
     assert twin(app, "/assets/dim.calendar")["lastWritten"]["job"] == "team-b.hr/flow.copy"  # no token: every run
+
+
+def test_an_assets_history_shows_its_latest_200_changes(catalog_target: str, resolver: Resolver) -> None:
+    """The history tab reads an asset's latest 200 changes (only they parsed), in time order: the
+    same as the latest 200 of all its changes read in order."""
+    with Catalog(catalog_target) as catalog:
+        for n in range(205):
+            catalog.set_asset(decl("dim.days", type="Table", metadata={"n": str(n)}), now=at(n))
+        everything = [c.seq for c in catalog.iter_changes(HistoryFilter(asset="dim.days"))]
+        assert [c.seq for c in catalog.latest_changes("dim.days", 200)] == everything[-200:]
+    entries = twin(make_app(catalog_target, resolver), "/assets/dim.days", "tab=history")["history"]["entries"]
+    assert [e["seq"] for e in entries] == everything[-200:][::-1]  # newest first on the page
+    assert entries[0]["snapshot"]["metadata"] == {"n": "204"}
 
 
 def test_keyset_pages_cover_the_list_once(ui_catalog: str) -> None:

@@ -30,6 +30,11 @@ def iter_changes(
         yield _change_from_row(row)
 
 
+def latest_changes(conn: Connection | Cursor, asset_id: str, limit: int) -> list[AssetChange]:
+    """An asset's latest ``limit`` changes, in time order (only they read and parsed)."""
+    return [_change_from_row(row) for row in reversed(conn.execute(sql.LATEST_CHANGES, (asset_id, limit)).fetchall())]
+
+
 def get_change(conn: Connection | Cursor, seq: int) -> AssetChange | None:
     row = conn.execute(sql.GET_CHANGE, (seq,)).fetchone()
     return _change_from_row(row) if row else None
@@ -177,6 +182,7 @@ __all__ = [
     "iter_changes",
     "iter_declared_jobs",
     "iter_task_runs",
+    "latest_changes",
     "task_runs_by_pk",
     "usages_of",
 ]

@@ -210,6 +210,11 @@ def _change_filters(
 
 
 GET_CHANGE = "SELECT seq, kind, changed_at, snapshot FROM asset_changes WHERE seq = ?"
+# an asset's latest changes, newest first (by asset_changes_asset: only that asset's rows sorted)
+LATEST_CHANGES = (
+    "SELECT seq, kind, changed_at, snapshot FROM asset_changes WHERE asset_id = ? "
+    "ORDER BY changed_at DESC, seq DESC LIMIT ?"
+)
 
 
 # --- task runs ------------------------------------------------------------------------------

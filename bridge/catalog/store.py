@@ -297,6 +297,10 @@ class Catalog:
     def get_change(self, seq: int) -> AssetChange | None:
         return history.get_change(self._conn, seq)
 
+    def latest_changes(self, asset_id: str, limit: int) -> list[AssetChange]:
+        """An asset's latest ``limit`` changes, in time order."""
+        return history.latest_changes(self._conn, asset_id, limit)
+
     # --- task runs -------------------------------------------------------------------------
 
     def record_task_run(self, run: TaskRun) -> RecordResult:

@@ -15,7 +15,6 @@ import attrs
 from bridge.catalog import Catalog
 from bridge.catalog import browse as b
 from bridge.catalog.lineage_steps import lineage_steps
-from bridge.catalog.query import HistoryFilter
 from bridge.catalog.runs import EXTERNAL, OWN, STATES, RunFilter, Runs, RunView
 from bridge.errors import NotFoundError, ValidationError
 from bridge.model import Asset, format_time, parse_time
@@ -230,7 +229,7 @@ def columns(catalog: Catalog, asset: Asset, scope: b.Scope | None) -> list[dict[
 
 
 def history(catalog: Catalog, runs: Runs, asset: Asset, query: Query, scope: b.Scope | None) -> dict[str, Any]:
-    changes = list(catalog.iter_changes(HistoryFilter(asset=asset.id)))[-200:]
+    changes = catalog.latest_changes(asset.id, 200)
     entries: list[dict[str, Any]] = [
         {"at": format_time(c.changed_at), "kind": c.kind, "seq": c.seq, "snapshot": c.asset.to_json()} for c in changes
     ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -287,3 +288,84 @@ def test_receivers_making_the_same_days_at_once_each_go_on(catalog: Catalog, pos
             other.close()
     assert sorted(made) == ahead  # each made by one of them
     assert days(catalog)[-len(ahead) :] == ahead
+
+
+def test_a_groups_lookups_read_only_the_days_of_its_events(
+    catalog: Catalog, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer's check of which events of a group were received, and its read of the runs it
+    merges into, go to PostgreSQL as one lookup of a JSON array, which tells the planner nothing of
+    the days the tuples are in: the lookup takes the days of the tuples' keys, so that only those
+    days' partitions are planned and probed, not every day kept (a cost that grew with the
+    window), and finds the same rows, each once; with the days, it is still one probe of the key a
+    tuple, never a read of a whole partition."""
+    from bridge.catalog import sql_received
+    from bridge.catalog.postgres.lookups import DAYS_AT_MOST
+
+    partitions.ensure(catalog.db, NOW - 20 * DAY, ahead=21)  # 2025-05-12 to 2025-06-02
+    with catalog.transaction() as cur:
+        cur.executemany(
+            "INSERT INTO received_events (digest, kind, event_type, event_time, producer, warnings, body) "
+            "VALUES (?, 'RunEvent', 'START', ?, 'p', '[]', '{}')",
+            [(f"d{day}-{n}", at(day, n)) for day in range(12, 32) for n in range(3)]
+            + [("old", "2001-01-01T00:00:00Z")],
+        )
+        cur.executemany(
+            "INSERT INTO external_sources (source, job_namespace, job_name, state_rank, first_seen, last_seen, "
+            "producer, inputs, outputs, warnings, run_day) "
+            "VALUES (?, 'ns', 'j', '', 't', 't', 'p', '[]', '[]', '[]', ?)",
+            [(f"s{day}", f"2025-05-{day:02d}") for day in range(12, 32)] + [(f"job{n}", "") for n in range(2000)],
+        )
+    sent: list[tuple[str, Any]] = []  # what the cursor sends the server
+    send = psycopg.Cursor.execute
+    monkeypatch.setattr(
+        psycopg.Cursor, "execute", lambda cur, q, p=None, **kw: (sent.append((q, p)), send(cur, q, p, **kw))[1]
+    )
+
+    # a group of events of the 20th to the 22nd, some never received, and one long ago
+    pairs = [(at(day, n), f"d{day}-{n}") for day in (20, 21, 22) for n in range(5)] + [("2001-01-01T00:00:00Z", "old")]
+    pairs += [(at(21, 9), f"new{n}") for n in range(20)] + [pairs[0]] * 3  # more than 25 pairs: one lookup
+    params = [part for pair in pairs for part in pair]
+    cur = catalog._conn.cursor()
+    found = [row[0] for row in cur.execute(sql_received.received_digests(len(pairs)), params)]
+    assert sorted(found) == sorted({f"d{day}-{n}" for day in (20, 21, 22) for n in range(3)} | {"old"})
+    sources = [(f"s{day}", f"2025-05-{day:02d}") for day in (14, 15)] + [("job7", ""), ("job8", "")]
+    sources += [("s99", "2025-05-15")] * 30
+    by_day = [part for pair in sources for part in pair]
+    assert [row[0] for row in cur.execute(sql_received.sources_of(len(sources)), by_day)] == [
+        "s14",
+        "s15",
+        "job7",
+        "job8",
+    ]
+    with catalog.transaction() as locking:
+        locked = locking.execute(sql_received.locked_sources_of(len(sources)), by_day).fetchall()
+    assert [row[0] for row in locked] == ["job7", "job8", "s14", "s15"]  # as ORDER BY source has them
+
+    # the plans of what was sent: the days of the tuples, and the default partition (the event
+    # long ago) alone, each probed by its key
+    sent = [(query, values) for query, values in sent if values is not None]  # not BEGIN, COMMIT
+    assert len(sent) == 3
+    plans = {}
+    monkeypatch.undo()
+    plain = psycopg.connect(postgres_url, autocommit=True)
+    for (query, values), table in zip(sent, ("received_events", "external_sources", "external_sources"), strict=True):
+        plan = "\n".join(row[0] for row in plain.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {query}", values))
+        plans[table] = sorted(set(re.findall(rf"on ({table}_\w+)", plan)))
+        assert "Nested Loop" in plan and "Seq Scan" not in plan and "Rows Removed" not in plan, plan
+    assert plans["received_events"] == [
+        "received_events_default",
+        *(f"received_events_p202505{d}" for d in (20, 21, 22)),
+    ]
+    assert plans["external_sources"] == [
+        "external_sources_p20250514",
+        "external_sources_p20250515",
+        "external_sources_undated",
+    ]
+    plain.close()
+
+    # a group of events of more days than a lookup names one by one: the range from the first to the last
+    many = [(at(day, 1), f"d{day}-1") for day in range(14, 15 + DAYS_AT_MOST)] * 3
+    params = [part for pair in many for part in pair]
+    found = [row[0] for row in cur.execute(sql_received.received_digests(len(many)), params)]
+    assert sorted(found) == sorted(f"d{day}-1" for day in range(14, 15 + DAYS_AT_MOST))

@@ -16,7 +16,15 @@ from bridge.catalog import sql as shared
 from bridge.catalog import sql_received
 from bridge.catalog.engine import Conflict
 from bridge.catalog.postgres.bulk import bulk_statements, copy_form
-from bridge.catalog.postgres.lookups import list_form, list_param, pairs_form, pairs_param, probes_form
+from bridge.catalog.postgres.lookups import (
+    by_day_form,
+    days_of,
+    list_form,
+    list_param,
+    pairs_form,
+    pairs_param,
+    probes_form,
+)
 
 # SQLite's fragments, and PostgreSQL's for them
 FRAGMENTS: tuple[tuple[str, str], ...] = (
@@ -71,8 +79,9 @@ _TRANSLATED: dict[str, str] = {}
 _TRANSLATED_PLAIN: dict[str, str] = {}
 
 
-# each statement's lookup form (None: it has none), and the width of its tuples (0: a list)
-_LOOKUPS: dict[str, tuple[str | None, int]] = {}
+# each statement's lookup form (None: it has none), the width of its tuples (0: a list), and the
+# partition key whose days the lookup takes, with its place in a tuple (None: none; lookups.bounded)
+_LOOKUPS: dict[str, tuple[str | None, int, tuple[str, int] | None]] = {}
 # up to this many parameters (of a group's chunks of 1, 4, 16, 64 or 256 keys, those of 16 pairs
 # at most) the OR of index probes costs the least; above, the JSON array. The receiver's writer
 # alone, CPU us an event of olbridge + PostgreSQL, in groups of 8 and 300 (`benchmarks/scale.py
@@ -102,10 +111,21 @@ class SharedCursor(psycopg.Cursor[Any]):
             len(params) > PAIRS_FROM or query in ALWAYS_LOOKUP
         ):  # many point lookups: one lookup
             if text not in _LOOKUPS:
+                by_day = by_day_form(text)
                 pairs = (probes_form(text) if query in ALWAYS_LOOKUP else None) or pairs_form(text)
-                _LOOKUPS[text] = (pairs, pairs.count("x->>")) if pairs is not None else (list_form(text), 0)
-            lookup, width = _LOOKUPS[text]
-            values = None if lookup is None else pairs_param(params, width) if width else list_param(params)
+                if by_day is not None:
+                    _LOOKUPS[text] = (by_day[0], by_day[0].count("x->>"), by_day[1:])
+                elif pairs is not None:
+                    _LOOKUPS[text] = (pairs, pairs.count("x->>"), None)
+                else:
+                    _LOOKUPS[text] = (list_form(text), 0, None)
+            lookup, width, key = _LOOKUPS[text]
+            values: tuple[str, ...] | None = None
+            if lookup is not None:
+                values = pairs_param(params, width) if width else list_param(params)
+            if lookup is not None and values is not None and key is not None:
+                lookup, days = days_of(lookup, key[0], params, width, key[1])
+                values = (*values, *days)
             if lookup is not None and values is not None:
                 # planned for each call, never from a plan the server keeps: a kept plan is made
                 # once, maybe while the table was small (a hash join over the whole table), and

@@ -23,6 +23,8 @@ from typing import Any
 
 import orjson
 
+from bridge.catalog.sql import PARTITIONED
+
 # (a = %s AND b = %s) OR (a = %s AND b = %s) ... (two columns or more: an edge's whole key is four)
 _ONE = re.compile(r"\((\w+ = %s(?: AND \w+ = %s)+)\)")
 
@@ -73,12 +75,83 @@ def probes_form(translated: str) -> str | None:
     )
 
 
+# the unique key of each partitioned table (a partitioned table's holds its partition key)
+PARTITIONED_KEYS = {"received_events": ("event_time", "digest"), "external_sources": ("source", "run_day")}
+_HEAD = re.compile(r"\s*SELECT ([\w,\s]+?)\s+FROM (\w+) WHERE ")
+_LOCKED = re.compile(r"\s+ORDER BY ([\w, ]+) FOR UPDATE")
+_DAYS = "{days}"  # where a lookup by day takes its days' ranges
+DAYS_AT_MOST = 8  # days a lookup names one by one; more: the range from the first to the last
+
+
+def by_day_form(translated: str) -> tuple[str, str, int] | None:
+    """A translated ``SELECT columns FROM table WHERE`` an OR of point lookups on the unique key of a
+    partitioned table (:data:`PARTITIONED_KEYS`, by day: :data:`bridge.catalog.sql.PARTITIONED`),
+    maybe then ``ORDER BY ... FOR UPDATE``, as :func:`probes_form`'s probe of the key a tuple,
+    that takes the days of the tuples' keys too (:func:`days_of`); with the partition key, and
+    its place in a tuple. None: not such a statement.
+
+    The tuples come from a JSON array, which tells the planner nothing of the partitions they are
+    in: without the days it plans every partition of the table, and probes every one for each
+    tuple, a cost that grew with the days kept (received events' by event time, runs' by run
+    day); with them, the lookup planned for its values at each call, only those days'
+    partitions are. A probe, not an ``IN``: with the days in an ``IN``, the planner took them
+    for a condition to read the table by, and read the whole partition of the undated runs (as
+    all of them have the day ''). Locked, each row is locked as it is probed, in the order of the
+    tuples (sorted, as the shared statement's ORDER BY locks them)."""
+    head = _HEAD.match(translated)
+    if head is None or head.group(2) not in PARTITIONED_KEYS or "%s" in translated[: head.end()]:
+        return None
+    table = head.group(2)
+    first = _ONE.match(translated, head.end())
+    if first is None:
+        return None
+    columns = [part.split(" = ")[0] for part in first.group(1).split(" AND ")]
+    if sorted(columns) != sorted(PARTITIONED_KEYS[table]):
+        return None
+    one, end = first.group(0), first.end()
+    while translated.startswith(" OR " + one, end):
+        end += len(" OR " + one)
+    locked = _LOCKED.fullmatch(translated, end)
+    if translated[end:].strip() and locked is None:
+        return None
+    selected = ", ".join(part.strip() for part in head.group(1).split(","))
+    probe = " AND ".join(f"{column} = x->>{at}" for at, column in enumerate(columns))
+    order = ", ".join(f"k.{column.strip()}" for column in locked.group(1).split(",")) if locked else ""
+    key = PARTITIONED[table]
+    text = (
+        f"SELECT k.* FROM jsonb_array_elements(%s::jsonb) AS x CROSS JOIN LATERAL "
+        f"(SELECT {selected} FROM {table} WHERE {probe} AND ({_DAYS}) LIMIT 1{' FOR UPDATE' if locked else ''}) AS k"
+        + (f" ORDER BY {order}" if locked else "")
+    )
+    return text, key, columns.index(key)
+
+
+def days_of(lookup: str, key: str, params: Sequence[Any], width: int, at: int) -> tuple[str, tuple[str, ...]]:
+    """A :func:`by_day_form` lookup of the tuples of ``params`` (``width`` a tuple, the partition key
+    ``key`` the ``at``-th), and the parameters of its days: a range of the keys of each day (their
+    first ten characters: a day, or a run day), each the least to the greatest key of the
+    tuples of that day, OR'd; more than :data:`DAYS_AT_MOST` days, one range, from the least
+    key to the greatest."""
+    values = [str(value) for value in params[at::width]]
+    by_day: dict[str, list[str]] = {}
+    for value in values:
+        by_day.setdefault(value[:10], []).append(value)
+    ranges = [(min(day), max(day)) for _, day in sorted(by_day.items())]
+    if len(ranges) > DAYS_AT_MOST:
+        ranges = [(min(values), max(values))]
+    condition = " OR ".join(f"{key} BETWEEN %s AND %s" for _ in ranges)
+    return lookup.replace(_DAYS, condition), tuple(bound for pair in ranges for bound in pair)
+
+
 def pairs_param(params: Sequence[Any], width: int = 2) -> tuple[str] | None:
     """The tuples' parameters (a1, b1, a2, b2, ...) as the JSON array of :func:`pairs_form`, when
     every one is a text (the form compares texts); None otherwise."""
     if not all(isinstance(value, str) for value in params):
         return None
-    return (orjson.dumps([params[at : at + width] for at in range(0, len(params), width)]).decode(),)
+    # each tuple once, in their order (a group's chunks are padded with repeats): a probe of each
+    # would find its row as many times
+    tuples = dict.fromkeys(tuple(params[at : at + width]) for at in range(0, len(params), width))
+    return (orjson.dumps(list(tuples)).decode(),)
 
 
 # a IN (%s, %s, ...)
@@ -103,4 +176,4 @@ def list_param(params: Sequence[Any]) -> tuple[str] | None:
     return (orjson.dumps(list(params)).decode(),)
 
 
-__all__ = ["list_form", "list_param", "pairs_form", "pairs_param", "probes_form"]
+__all__ = ["by_day_form", "days_of", "list_form", "list_param", "pairs_form", "pairs_param", "probes_form"]

@@ -132,13 +132,15 @@ def days_of(lookup: str, key: str, params: Sequence[Any], width: int, at: int) -
     first ten characters: a day, or a run day), each the least to the greatest key of the
     tuples of that day, OR'd; more than :data:`DAYS_AT_MOST` days, one range, from the least
     key to the greatest."""
-    values = [str(value) for value in params[at::width]]
-    by_day: dict[str, list[str]] = {}
-    for value in values:
-        by_day.setdefault(value[:10], []).append(value)
-    ranges = [(min(day), max(day)) for _, day in sorted(by_day.items())]
-    if len(ranges) > DAYS_AT_MOST:
+    values = params[at::width]  # texts (pairs_param)
+    days = sorted({value[:10] for value in values})
+    if len(days) == 1 or len(days) > DAYS_AT_MOST:
         ranges = [(min(values), max(values))]
+    else:
+        by_day: dict[str, list[str]] = {day: [] for day in days}
+        for value in values:
+            by_day[value[:10]].append(value)
+        ranges = [(min(keys), max(keys)) for keys in by_day.values()]
     condition = " OR ".join(f"{key} BETWEEN %s AND %s" for _ in ranges)
     return lookup.replace(_DAYS, condition), tuple(bound for pair in ranges for bound in pair)
 
@@ -146,12 +148,20 @@ def days_of(lookup: str, key: str, params: Sequence[Any], width: int, at: int) -
 def pairs_param(params: Sequence[Any], width: int = 2) -> tuple[str] | None:
     """The tuples' parameters (a1, b1, a2, b2, ...) as the JSON array of :func:`pairs_form`, when
     every one is a text (the form compares texts); None otherwise."""
-    if not all(isinstance(value, str) for value in params):
+    if not _texts(params):
         return None
     # each tuple once, in their order (a group's chunks are padded with repeats): a probe of each
     # would find its row as many times
-    tuples = dict.fromkeys(tuple(params[at : at + width]) for at in range(0, len(params), width))
+    tuples = dict.fromkeys(zip(*[iter(params)] * width, strict=True))
     return (orjson.dumps(list(tuples)).decode(),)
+
+
+_TEXT = {str}
+
+
+def _texts(params: Sequence[Any]) -> bool:
+    """Whether every one of ``params`` is a text (their types read in C first: thousands a group)."""
+    return set(map(type, params)) <= _TEXT or all(isinstance(value, str) for value in params)
 
 
 # a IN (%s, %s, ...)
@@ -171,7 +181,7 @@ def list_form(translated: str) -> str | None:
 def list_param(params: Sequence[Any]) -> tuple[str] | None:
     """The values as the JSON array of :func:`list_form`, when every one is a text (the form
     compares texts); None otherwise."""
-    if not all(isinstance(value, str) for value in params):
+    if not _texts(params):
         return None
     return (orjson.dumps(list(params)).decode(),)
 

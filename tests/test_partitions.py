@@ -342,26 +342,32 @@ def test_a_groups_lookups_read_only_the_days_of_its_events(
         locked = locking.execute(sql_received.locked_sources_of(len(sources)), by_day).fetchall()
     assert [row[0] for row in locked] == ["job7", "job8", "s14", "s15"]  # as ORDER BY source has them
 
+    # a group of one event: the same lookup, of its day alone
+    assert [row[0] for row in cur.execute(sql_received.received_digests(1), [at(21, 2), "d21-2"])] == ["d21-2"]
+
     # the plans of what was sent: the days of the tuples, and the default partition (the event
     # long ago) alone, each probed by its key
     sent = [(query, values) for query, values in sent if values is not None]  # not BEGIN, COMMIT
-    assert len(sent) == 3
-    plans = {}
+    assert len(sent) == 4
+    plans = []
     monkeypatch.undo()
     plain = psycopg.connect(postgres_url, autocommit=True)
-    for (query, values), table in zip(sent, ("received_events", "external_sources", "external_sources"), strict=True):
+    tables = ("received_events", "external_sources", "external_sources", "received_events")
+    for (query, values), table in zip(sent, tables, strict=True):
         plan = "\n".join(row[0] for row in plain.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {query}", values))
-        plans[table] = sorted(set(re.findall(rf"on ({table}_\w+)", plan)))
+        plans.append(sorted(set(re.findall(rf"on ({table}_\w+)", plan))))
         assert "Nested Loop" in plan and "Seq Scan" not in plan and "Rows Removed" not in plan, plan
-    assert plans["received_events"] == [
-        "received_events_default",
-        *(f"received_events_p202505{d}" for d in (20, 21, 22)),
-    ]
-    assert plans["external_sources"] == [
-        "external_sources_p20250514",
-        "external_sources_p20250515",
-        "external_sources_undated",
-    ]
+    assert plans[0] == ["received_events_default", *(f"received_events_p202505{d}" for d in (20, 21, 22))]
+    assert (
+        plans[1]
+        == plans[2]
+        == [
+            "external_sources_p20250514",
+            "external_sources_p20250515",
+            "external_sources_undated",
+        ]
+    )
+    assert plans[3] == ["received_events_p20250521"]
     plain.close()
 
     # a group of events of more days than a lookup names one by one: the range from the first to the last

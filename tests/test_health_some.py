@@ -41,6 +41,7 @@ def build(catalog: Catalog, resolver: Resolver, chosen: random.Random, *, expire
             decl(
                 o,
                 type="Table",
+                namespace=f"team-{IDS.index(o) % 3}",  # a team's assets, and the others upstream of them
                 assertions=[Assertion("not_null", chosen.random() < 0.7, column="id")]
                 if chosen.random() < 0.3
                 else None,
@@ -115,7 +116,13 @@ def test_a_few_assets_judged_alone_get_what_the_whole_catalog_gives_them(
                     assert [(h.asset_id, h.verdict, h.path) for h in no_paths] == [
                         (h.asset_id, h.verdict, ()) for h in alone
                     ]
-    assert seen >= {"FAIL", "PASS", "at risk", "received run", "check"}, seen
+                # a namespace's assets, found by its index, judged as a few are
+                for namespace in {h.namespace for h in whole.values() if h.namespace} | {"none-such"}:
+                    theirs = health_queries.assess(conn, SELECTORS, moment, namespace=namespace)
+                    assert theirs == [h for h in whole.values() if h.namespace == namespace], (moment, namespace)
+                    if theirs and any(h.at_risk for h in theirs):
+                        seen.add("a namespace at risk")
+    assert seen >= {"FAIL", "PASS", "at risk", "received run", "check", "a namespace at risk"}, seen
 
 
 @pytest.mark.parametrize("seed", range(3))

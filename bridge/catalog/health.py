@@ -59,6 +59,8 @@ GET_RULE = "SELECT rule FROM freshness_rules WHERE asset_id = ?"
 ALL_RULES, SOME_RULES = sql.only("SELECT asset_id, rule FROM freshness_rules WHERE {only}1 = 1", "asset_id")
 _AS_OF = "WHERE {only}created_at <= ? AND (deleted_at IS NULL OR deleted_at > ?)"
 ASSETS_AS_OF, SOME_ASSETS = sql.only(f"SELECT id, type, namespace FROM assets {_AS_OF}", "id")
+# the assets of a namespace there were at a moment (assets_namespace)
+NAMESPACE_AS_OF = "SELECT id FROM assets " + _AS_OF.format(only="namespace = ? AND ")
 ASSETS_AS_OF_WITH_METADATA, SOME_ASSETS_WITH_METADATA = sql.only(
     f"SELECT id, type, namespace, metadata FROM assets {_AS_OF}", "id"
 )
@@ -223,9 +225,11 @@ def assess(
     *,
     ids: Iterable[str] | None = None,
     paths: bool = True,
+    namespace: str | None = None,
 ) -> list[AssetHealth]:
-    """The health of every asset there was at ``as_of`` (or of those of ``ids``), by id; without
-    ``paths``, no at-risk flags (every path left empty: for a caller that shows none).
+    """The health of every asset there was at ``as_of`` (or of those of ``ids``; of those of
+    ``namespace``), by id; without ``paths``, no at-risk flags (every path left empty: for a
+    caller that shows none).
 
     The facts are read whole, each in one statement that does the choosing (the latest run of
     each task, the latest checks of each asset), and each asset is judged once (:class:`Judge`:
@@ -233,9 +237,12 @@ def assess(
     the cyclic collector held off (:func:`collector_held`). A few assets (``ids``, at most
     :data:`SOME_AT_MOST`) are judged from their own facts alone, and those of the assets upstream
     of them (their at-risk flags), read through indexes (:class:`_Some`): the same answer, at a
-    cost that follows them, not the catalog."""
+    cost that follows them, not the catalog; so are a namespace's assets, found by its index."""
     moment = format_time(as_of)
     wanted = set(ids) if ids is not None else None
+    if namespace is not None:  # judged as a few assets are, when it holds few
+        theirs = {asset_id for (asset_id,) in conn.execute(NAMESPACE_AS_OF, (namespace, moment, moment))}
+        wanted = theirs if wanted is None else wanted & theirs
     with collector_held():
         # metadata is read only where a selector asks for it
         by_metadata = any(s.match.metadata for s in selectors)

@@ -485,11 +485,16 @@ class Catalog:
         return health_queries.get_rule(self._conn, asset_id)
 
     def health(
-        self, as_of: datetime, selectors: Sequence[Selector] = (), *, ids: Iterable[str] | None = None
+        self,
+        as_of: datetime,
+        selectors: Sequence[Selector] = (),
+        *,
+        ids: Iterable[str] | None = None,
+        namespace: str | None = None,
     ) -> list[AssetHealth]:
-        """The health of the assets there were at ``as_of`` (or those of ``ids``), with their
-        at-risk flags, by id."""
-        return health_queries.assess(self._conn, selectors, as_of, ids=ids)
+        """The health of the assets there were at ``as_of`` (or those of ``ids``; of those of
+        ``namespace``), with their at-risk flags, by id."""
+        return health_queries.assess(self._conn, selectors, as_of, ids=ids, namespace=namespace)
 
 
 def _replayable(items: Iterable[T]) -> Callable[[], Iterator[T]]:

@@ -86,10 +86,8 @@ def health(
         check_namespace(namespace)
     found = [
         h
-        for h in app.catalog().health(judged_at(as_of), app.config.freshness)
-        if (namespace is None or h.namespace == namespace)
-        and (wanted is None or h.health in wanted)
-        and (not only_at_risk or h.at_risk)
+        for h in app.catalog().health(judged_at(as_of), app.config.freshness, namespace=namespace)
+        if (wanted is None or h.health in wanted) and (not only_at_risk or h.at_risk)
     ]
     if as_json:  # orjson: the same text as print_json's, where a million assets take seconds, not a minute
         with collector_held():  # a dictionary or two an asset, freed once written

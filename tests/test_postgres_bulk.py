@@ -482,3 +482,29 @@ def test_a_group_s_checks_by_whole_key_probe_the_key_whatever_the_table_s_size(
                 assert "Rows Removed by Filter" not in ran and "Filter:" not in ran, ran
     finally:
         postgres.drop_database(name)
+
+
+def test_only_a_plain_read_of_a_partitioned_tables_key_goes_by_day() -> None:
+    """The lookups by day (a probe of the key a tuple) stand for the receiver's reads of a
+    partitioned table's unique key, locked in ascending order or not; a read that is not one (its
+    rows distinct across tuples, locked in another order, or not of the whole key) keeps its own
+    form."""
+    from bridge.catalog.postgres.lookups import by_day_form
+
+    for statement in (
+        sql_received.received_digests(4),
+        sql_received.sources_of(4),
+        sql_received.locked_sources_of(4),
+    ):
+        found = by_day_form(translate(statement))
+        assert found is not None and "LATERAL" in found[0] and "{days}" in found[0], statement
+    locked = by_day_form(translate(sql_received.locked_sources_of(4)))
+    assert locked is not None and locked[0].endswith("FOR UPDATE) AS k ORDER BY k.source")
+    for text in (
+        "SELECT DISTINCT digest FROM received_events WHERE (event_time = %s AND digest = %s)",
+        "SELECT source FROM external_sources WHERE (source = %s AND run_day = %s) ORDER BY source DESC FOR UPDATE",
+        "SELECT digest FROM received_events WHERE (digest = %s AND kind = %s)",
+        "SELECT source FROM external_sources WHERE (source = %s AND run_day = %s) AND state = %s",
+        translate(sql_received.bindings_of(4)),
+    ):
+        assert by_day_form(text) is None, text

@@ -78,7 +78,7 @@ def probes_form(translated: str) -> str | None:
 # the unique key of each partitioned table (a partitioned table's holds its partition key)
 PARTITIONED_KEYS = {"received_events": ("event_time", "digest"), "external_sources": ("source", "run_day")}
 _HEAD = re.compile(r"\s*SELECT ([\w,\s]+?)\s+FROM (\w+) WHERE ")
-_LOCKED = re.compile(r"\s+ORDER BY ([\w, ]+) FOR UPDATE")
+_LOCKED = re.compile(r"\s+ORDER BY (\w+(?:, \w+)*) FOR UPDATE")  # columns alone: ascending
 _DAYS = "{days}"  # where a lookup by day takes its days' ranges
 DAYS_AT_MOST = 8  # days a lookup names one by one; more: the range from the first to the last
 
@@ -100,6 +100,8 @@ def by_day_form(translated: str) -> tuple[str, str, int] | None:
     tuples (sorted, as the shared statement's ORDER BY locks them)."""
     head = _HEAD.match(translated)
     if head is None or head.group(2) not in PARTITIONED_KEYS or "%s" in translated[: head.end()]:
+        return None
+    if head.group(1).split()[0].upper() == "DISTINCT":  # across all rows, not a probe's
         return None
     table = head.group(2)
     first = _ONE.match(translated, head.end())

@@ -272,6 +272,7 @@ def test_health_runs_and_keeps_its_catalog(capsys: pytest.CaptureFixture[str], t
     assert "first pass over every asset:" in out and "200 kept health written" in out, out
     assert "a pass over every asset again:" in out and ", 0 changed" in out
     assert "4 assets due at once, judged in 1 looks:" in out and "4 changed, 4 alerts queued" in out
+    assert "olbridge health --json --namespace team-small: p50" in out and "0 asset(s), 0 FAIL" in out
     assert load("health").main(arguments) == 0
     again = capsys.readouterr().out
     assert "kept from before: not built again" in again and "FAIL 21; at risk 180" in again

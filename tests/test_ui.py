@@ -92,8 +92,13 @@ def test_the_assets_twin_lists_filters_and_pages(ui_catalog: str, resolver: Reso
     assert {a["id"] for a in gold} == {"mart.orders", "hr.people"}  # raw.orders is platinum now
     assert twin(app, "/assets", "meta=tier%3Dgold")["count"] is None
     assert {a["type"] for a in twin(app, "/assets", "type=Table&namespace=team-b.hr")["assets"]} == {"Table"}
+    checks = {a["id"]: a["checks"] for a in everything["assets"]}
+    assert checks["mart.orders"] == "failing" and checks["raw.orders"] is None  # one of its tests failed
+    # each asset's health, judged from its facts (the failed test fails it), as assets show judges it
     health = {a["id"]: a["health"] for a in everything["assets"]}
-    assert health["mart.orders"] == "failing" and health["raw.orders"] is None  # one of its tests failed
+    assert health["mart.orders"]["health"] == "FAIL" and health["mart.orders"]["reasons"] == [
+        "check not_null on id failed (team-a.sales/flow.load at 2025-03-01T08:11:00.000000Z)"
+    ]
     # server paging by keyset: two pages of the hub's fan, nothing twice, nothing lost
     first = twin(app, "/assets", "prefix=hub.fan.")
     assert first["count"] == HUB_FANOUT and len(first["assets"]) == min(HUB_FANOUT, 50)
@@ -674,3 +679,51 @@ def test_an_assets_neighbours_are_read_page_after_page_as_one_query_over_all_lin
                             break
                         after = found.ids[-1]
                     assert pages == wanted, (asset_id, direction, chosen, search)
+
+
+def test_the_health_page_counts_lists_and_filters_each_assets_health(ui_catalog: str, resolver: Resolver) -> None:
+    """/health: every asset's health now, counted by health, those FAIL and WARN listed unless
+    ``state`` says others (with their reasons and the path from an at-risk flag's cause), by
+    namespace and at risk; a token counts and sees its namespaces' assets alone, and a path through
+    another's names none of its assets; the asset's own page has its health too."""
+    mart = decl("mart.orders", type="Table", namespace="team-a.sales")
+    summary = decl("hr.summary", type="Table", namespace="team-b.hr")
+    with Catalog(ui_catalog) as catalog:  # team-b reads team-a's failing mart
+        catalog.record_task_run(
+            run("summary", inputs=(mart,), outputs=(summary,), start=at(120), namespace="team-b.hr")
+        )
+    app = make_app(ui_catalog, resolver)
+    every = "state=FAIL,WARN,PASS,UNKNOWN"
+    page = twin(app, "/health")
+    assert page["filters"]["state"] == "FAIL,WARN"
+    assert {a["health"] for a in page["assets"]} <= {"FAIL", "WARN"} and "mart.orders" in {
+        a["id"] for a in page["assets"]
+    }
+    listed = twin(app, "/assets")
+    assert sum(page["counts"].values()) == listed["count"]  # every asset judged once
+    risky = {a["id"]: a for a in twin(app, "/health", f"{every}&risk=1")["assets"]}
+    assert risky["report.daily"]["pathToCause"] == ["mart.orders", "report.daily"]
+    assert risky["hr.summary"]["pathToCause"] == ["mart.orders", "hr.summary"] and page["atRisk"] == len(risky)
+    theirs = twin(app, "/health", f"{every}&namespace=team-b.hr")
+    assert {a["namespace"] for a in theirs["assets"]} == {"team-b.hr"}
+    assert {a["id"] for a in theirs["assets"]} == {"hr.people", "hr.payroll", "hr.summary"}
+    assert twin(app, "/assets/hr.summary")["health"]["pathToCause"] == ["mart.orders", "hr.summary"]
+
+    scoped = make_app(ui_catalog, resolver, tokens=True)
+    _, headers, _ = call(scoped, "/login", method="POST", body=b"token=secret-b&next=/health")
+    cookie = headers["Set-Cookie"].split(";")[0]
+    seen = twin(scoped, "/health", f"{every}&risk=1", cookie=cookie)
+    assert [a["id"] for a in seen["assets"]] == ["hr.summary"]
+    assert seen["assets"][0]["pathToCause"] == [None, "hr.summary"]  # team-a's mart is not named
+    counted = twin(scoped, "/health", every, cookie=cookie)
+    assert sum(counted["counts"].values()) == twin(scoped, "/assets", cookie=cookie)["count"]
+    _, _, text = call(scoped, "/health", f"{every}&risk=1", cookie=cookie)
+    assert "an asset of another namespace" in text and "mart.orders" not in text
+
+    status, _, text = call(app, "/health", "state=BROKEN&format=json")
+    assert status.startswith("400") and "unknown health 'BROKEN'" in text
+    # the catalog's strings escaped: a received job named like a script is in a placeholder's reasons
+    _, _, text = call(app, "/health", every)
+    assert HOSTILE not in text and "&lt;script&gt;" in text
+    _, _, text = call(app, "/assets/mart.orders")
+    assert '<span class="health FAIL">FAIL</span>' in text and "check not_null on id failed" in text

@@ -274,6 +274,8 @@ PAGES = [
     "/runs",
     f"/runs/{EXTERNAL_RUN}",
     "/status",
+    "/health",
+    "/health?state=FAIL,WARN,PASS,UNKNOWN&risk=1",
     "/assets/no.such.asset",
     "/login",
 ]

@@ -55,7 +55,7 @@ def ui(app: AppContext, host: str, port: int, tokens_file: Path | None) -> None:
             "(docs/ui.md, Search, says how to add the index)"
         )
     target = app.catalog_path
-    web = UiApp(lambda: Catalog(target, create=False), app.converter(), named)
+    web = UiApp(lambda: Catalog(target, create=False), app.converter(), named, app.config.freshness)
     if named:
         access = f"{len(named)} named token(s): each sees its namespaces and Global assets"
     elif _loopback(host):

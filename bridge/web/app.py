@@ -28,6 +28,7 @@ from bridge.catalog.browse import Scope
 from bridge.catalog.runs import Runs
 from bridge.config import NamedToken
 from bridge.errors import BridgeError, NotFoundError, ValidationError
+from bridge.model.health import Selector
 from bridge.openlineage.convert import Converter
 from bridge.web import pages
 
@@ -98,11 +99,16 @@ class UiApp:
     """The WSGI callable. ``open_catalog`` opens a catalog; each server thread opens its own once."""
 
     def __init__(
-        self, open_catalog: Callable[[], Catalog], converter: Converter, tokens: Sequence[NamedToken] = ()
+        self,
+        open_catalog: Callable[[], Catalog],
+        converter: Converter,
+        tokens: Sequence[NamedToken] = (),
+        selectors: Sequence[Selector] = (),
     ) -> None:
         self.open_catalog = open_catalog
         self.converter = converter
         self.tokens = tuple(tokens)
+        self.selectors = tuple(selectors)  # the config's [[freshness]] tables, for the assets' health
         self.templates = _environment()
         # open catalogs, each lent to one request at a time (the server runs a thread a request):
         # as many are kept as requests ever ran at once
@@ -190,10 +196,14 @@ class UiApp:
     ) -> Response:
         runs = Runs(catalog, self.converter)
         if path == "/assets":
-            return self.render("assets.html", pages.assets_page(catalog, query, scope), as_json, query)
+            data = pages.assets_page(catalog, query, scope, self.selectors)
+            return self.render("assets.html", data, as_json, query)
         if path.startswith("/assets/"):
             asset_id = path[len("/assets/") :]
-            return self.render("asset.html", pages.asset_page(catalog, runs, asset_id, query, scope), as_json, query)
+            data = pages.asset_page(catalog, runs, asset_id, query, scope, self.selectors)
+            return self.render("asset.html", data, as_json, query)
+        if path == "/health":
+            return self.render("health.html", pages.health_page(catalog, query, scope, self.selectors), as_json, query)
         if path == "/neighbours":
             return self.render("neighbours.html", pages.neighbours_page(catalog, query, scope), as_json, query)
         if path == "/lineage":

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -14,10 +14,12 @@ import attrs
 
 from bridge.catalog import Catalog
 from bridge.catalog import browse as b
+from bridge.catalog.health import AssetHealth
 from bridge.catalog.lineage_steps import lineage_steps
 from bridge.catalog.runs import EXTERNAL, OWN, STATES, RunFilter, Runs, RunView
 from bridge.errors import NotFoundError, ValidationError
-from bridge.model import Asset, format_time, parse_time
+from bridge.model import Asset, format_time, parse_time, utcnow
+from bridge.model.health import Health, Selector
 from bridge.web.layout import layout
 
 Query = Mapping[str, str]
@@ -55,7 +57,7 @@ def visible_asset(catalog: Catalog, asset_id: str, scope: b.Scope | None) -> Ass
     return asset
 
 
-def health(asset: Asset) -> str | None:
+def checks(asset: Asset) -> str | None:
     """``failing`` when one of its data-quality assertions (dbt tests) failed at its last run,
     ``passing`` when all passed, None when it has none."""
     if not asset.assertions:
@@ -63,10 +65,43 @@ def health(asset: Asset) -> str | None:
     return "passing" if all(a.success for a in asset.assertions) else "failing"
 
 
-def asset_row(item: b.ListedAsset) -> dict[str, Any]:
+def judged(
+    catalog: Catalog, selectors: Sequence[Selector], ids: Iterable[str], scope: b.Scope | None
+) -> dict[str, dict[str, Any]]:
+    """The health of the assets of ``ids`` now, by id (each judged from its own facts and those
+    upstream of it, as ``assets show`` judges one: a cost that follows the page, not the
+    catalog)."""
+    wanted = list(ids)
+    if not wanted:
+        return {}
+    found = catalog.health(utcnow(), selectors, ids=wanted)
+    return {h.asset_id: verdict(catalog, h, scope) for h in found}
+
+
+def verdict(catalog: Catalog, found: AssetHealth, scope: b.Scope | None) -> dict[str, Any]:
+    """An asset's health for a page: its health, reasons, and the path from the cause of its
+    at-risk flag, which names only the assets ``scope`` sees (None in the place of another's)."""
+    path: list[str | None] = list(found.path)
+    if scope is not None and found.path:
+        path = [asset_id if _sees(catalog, asset_id, scope) else None for asset_id in found.path]
+    return {
+        "health": found.health.value,
+        "reasons": list(found.verdict.reasons),
+        "atRisk": found.at_risk,
+        "pathToCause": path,
+    }
+
+
+def _sees(catalog: Catalog, asset_id: str, scope: b.Scope) -> bool:
+    asset = catalog.get_asset(asset_id)
+    return asset is not None and b.allows(scope, asset.namespace)
+
+
+def asset_row(item: b.ListedAsset, health: dict[str, Any] | None = None) -> dict[str, Any]:
     a = item.asset
     return {
-        "health": health(a),
+        "health": health,
+        "checks": checks(a),
         "id": a.id,
         "type": a.type,
         "namespace": a.namespace,
@@ -100,14 +135,17 @@ def asset_filter(query: Query) -> b.AssetFilter:
     )
 
 
-def assets_page(catalog: Catalog, query: Query, scope: b.Scope | None) -> dict[str, Any]:
+def assets_page(
+    catalog: Catalog, query: Query, scope: b.Scope | None, selectors: Sequence[Selector] = ()
+) -> dict[str, Any]:
     f = asset_filter(query)
     after = query.get("after") or None
     page = b.list_assets(catalog, f, after=after, limit=PAGE, scope=scope)
     tree = b.prefix_children(catalog, f.prefix, scope=scope)
+    health = judged(catalog, selectors, [item.asset.id for item in page.assets], scope)
     return {
         "filters": {k: query.get(k, "") for k in ("q", "type", "namespace", "origin", "meta", "prefix")},
-        "assets": [asset_row(item) for item in page.assets],
+        "assets": [asset_row(item, health.get(item.asset.id)) for item in page.assets],
         "count": page.count,
         "countCapped": page.count is not None and page.count > b.COUNT_CAP,
         "after": after,
@@ -116,13 +154,66 @@ def assets_page(catalog: Catalog, query: Query, scope: b.Scope | None) -> dict[s
     }
 
 
+# --- /health ------------------------------------------------------------------------------
+
+STATES_SHOWN = ("FAIL", "WARN")  # the health page's states unless ``state`` says others
+
+
+def health_page(
+    catalog: Catalog, query: Query, scope: b.Scope | None, selectors: Sequence[Selector] = ()
+) -> dict[str, Any]:
+    """Every asset's health now (those of ``namespace``: judged alone, as ``olbridge health
+    --namespace`` judges them), counted by health; those of the states asked for (``state``,
+    comma-separated; FAIL and WARN unless it says otherwise), at risk or not (``risk=1``: only
+    those at risk), 50 a page by id (``after``). A token's page counts and shows its namespaces'
+    assets alone."""
+    states = [part.strip().upper() for part in query.get("state", ",".join(STATES_SHOWN)).split(",") if part.strip()]
+    for state in states:
+        Health.parse(state, "state")
+    namespace = query.get("namespace", "").strip() or None
+    only_at_risk = query.get("risk", "") == "1"
+    after = query.get("after") or None
+    found = [h for h in catalog.health(utcnow(), selectors, namespace=namespace) if b.allows(scope, h.namespace)]
+    counts = {h.value: 0 for h in Health}
+    for h in found:
+        counts[h.health.value] += 1
+    shown = [
+        h
+        for h in found
+        if h.health.value in states and (not only_at_risk or h.at_risk) and (after is None or h.asset_id > after)
+    ]
+    page = shown[:PAGE]
+    return {
+        "filters": {"state": ",".join(states), "namespace": namespace or "", "risk": "1" if only_at_risk else ""},
+        "counts": counts,
+        "atRisk": sum(1 for h in found if h.at_risk),
+        "assets": [
+            {"id": h.asset_id, "type": h.type, "namespace": h.namespace, **verdict(catalog, h, scope)} for h in page
+        ],
+        "after": after,
+        "next": page[-1].asset_id if len(shown) > PAGE else None,
+    }
+
+
 # --- /assets/<id> --------------------------------------------------------------------------
 
 
-def asset_page(catalog: Catalog, runs: Runs, asset_id: str, query: Query, scope: b.Scope | None) -> dict[str, Any]:
+def asset_page(
+    catalog: Catalog,
+    runs: Runs,
+    asset_id: str,
+    query: Query,
+    scope: b.Scope | None,
+    selectors: Sequence[Selector] = (),
+) -> dict[str, Any]:
     asset = visible_asset(catalog, asset_id, scope)
     tab = _choice(query, "tab", TABS, "overview")
-    out: dict[str, Any] = {"asset": asset.to_json(), "tab": tab, "health": health(asset)}
+    out: dict[str, Any] = {
+        "asset": asset.to_json(),
+        "tab": tab,
+        "health": judged(catalog, selectors, [asset.id], scope).get(asset.id),
+        "checks": checks(asset),
+    }
     out["assertions"] = [
         {"assertion": x.assertion, "success": x.success, "column": x.column, "severity": x.severity}
         for x in asset.assertions

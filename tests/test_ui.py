@@ -727,3 +727,30 @@ def test_the_health_page_counts_lists_and_filters_each_assets_health(ui_catalog:
     assert HOSTILE not in text and "&lt;script&gt;" in text
     _, _, text = call(app, "/assets/mart.orders")
     assert '<span class="health FAIL">FAIL</span>' in text and "check not_null on id failed" in text
+
+
+def test_a_page_never_judges_the_whole_catalog_for_its_assets_health(
+    ui_catalog: str, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The assets list and an asset's page judge their assets from their own facts and those
+    upstream of them; where those upstream are more than a page reads (200 with them), without
+    at-risk flags (null, and a note says so), never from the whole catalog's facts (on a catalog
+    of a million assets, 20 s a page)."""
+    from bridge.catalog import health as health_queries
+    from bridge.web import pages
+
+    app = make_app(ui_catalog, resolver)
+    assert twin(app, "/assets/report.daily")["health"]["atRisk"] is True  # downstream of the failing mart
+    monkeypatch.setattr(health_queries, "_whole", None)  # read it, and the page fails
+    monkeypatch.setattr(pages, "HEALTH_UPSTREAM", 1)  # an asset and one upstream are too many
+    page = twin(app, "/assets/report.daily")
+    assert page["riskFlagged"] is False and page["health"]["atRisk"] is None
+    assert page["health"]["health"] == "PASS"  # its own facts still judge it
+    _, _, text = call(app, "/assets/report.daily")
+    assert "Whether it is at risk is not worked out here" in text
+    shown = len(twin(app, "/assets", "namespace=team-a.sales")["assets"])
+    monkeypatch.setattr(pages, "HEALTH_UPSTREAM", shown)  # a page's assets, not with those upstream
+    listed = twin(app, "/assets", "namespace=team-a.sales")
+    assert len(listed["assets"]) == shown and listed["riskFlagged"] is False
+    assert {a["health"]["atRisk"] for a in listed["assets"]} == {None}
+    assert {a["health"]["health"] for a in listed["assets"]} >= {"FAIL", "PASS"}

@@ -251,20 +251,58 @@ def assess(
             facts = _Some(conn, moment, by_metadata).read(wanted, upstream=paths)
         if facts is None:
             facts = _whole(conn, moment, by_metadata, wanted, paths)
-        rows = facts.rows
-        rows.sort(key=_ID)  # by id (ids are unique): the answer's order; ids alone sort faster than rows
-        judge = Judge(as_of)
-        book = RuleBook(selectors)
-        verdicts = _judge(rows, by_metadata, book, facts.rules, judge, facts.writes, facts.runs, facts.checks)
-        path_of: Callable[[str, tuple[str, ...]], tuple[str, ...]] = lambda _id, none: none  # noqa: E731
-        if paths:
-            bad = [row[0] for row, verdict in zip(rows, verdicts, strict=True) if verdict.health in _BAD]
-            path_of = (paths_at_risk(bad, facts.downstream) if bad else {}).get
-        return [
-            AssetHealth(row[0], row[1], row[2], verdict, path_of(row[0], ()))
-            for row, verdict in zip(rows, verdicts, strict=True)
-            if wanted is None or row[0] in wanted
-        ]
+        return _verdicts(facts, selectors, as_of, by_metadata, wanted, paths)
+
+
+def assess_few(
+    conn: Connection | Cursor,
+    selectors: Sequence[Selector],
+    as_of: datetime,
+    ids: Iterable[str],
+    *,
+    paths: bool = True,
+    at_most: int = SOME_AT_MOST,
+) -> list[AssetHealth] | None:
+    """:func:`assess` of a few assets, only where they are judged from their own facts and those
+    of the assets upstream of them (with ``paths``), ``at_most`` assets in all; None where that
+    would take more, or the whole catalog's facts (a received run named under several jobs): for
+    a caller that must stay fast, a web page, whatever the catalog."""
+    moment = format_time(as_of)
+    wanted = set(ids)
+    if len(wanted) > min(at_most, SOME_AT_MOST):
+        return None
+    with collector_held():
+        by_metadata = any(s.match.metadata for s in selectors)
+        facts = _Some(conn, moment, by_metadata).read(wanted, upstream=paths, at_most=min(at_most, SOME_AT_MOST))
+        if facts is None:
+            return None
+        return _verdicts(facts, selectors, as_of, by_metadata, wanted, paths)
+
+
+def _verdicts(
+    facts: _Facts,
+    selectors: Sequence[Selector],
+    as_of: datetime,
+    by_metadata: bool,
+    wanted: set[str] | None,
+    paths: bool,
+) -> list[AssetHealth]:
+    """Each asset's verdict from the facts read, and its at-risk path (with ``paths``), by id: of
+    ``wanted`` alone, when given."""
+    rows = facts.rows
+    rows.sort(key=_ID)  # by id (ids are unique): the answer's order; ids alone sort faster than rows
+    judge = Judge(as_of)
+    book = RuleBook(selectors)
+    verdicts = _judge(rows, by_metadata, book, facts.rules, judge, facts.writes, facts.runs, facts.checks)
+    path_of: Callable[[str, tuple[str, ...]], tuple[str, ...]] = lambda _id, none: none  # noqa: E731
+    if paths:
+        bad = [row[0] for row, verdict in zip(rows, verdicts, strict=True) if verdict.health in _BAD]
+        path_of = (paths_at_risk(bad, facts.downstream) if bad else {}).get
+    return [
+        AssetHealth(row[0], row[1], row[2], verdict, path_of(row[0], ()))
+        for row, verdict in zip(rows, verdicts, strict=True)
+        if wanted is None or row[0] in wanted
+    ]
 
 
 @attrs.define
@@ -403,7 +441,7 @@ class _Some:
             found.extend(runs)
         return found
 
-    def read(self, wanted: set[str], *, upstream: bool) -> _Facts | None:
+    def read(self, wanted: set[str], *, upstream: bool, at_most: int = SOME_AT_MOST) -> _Facts | None:
         """Their facts (None: more than :data:`SOME_AT_MOST` assets are upstream of them, read
         faster whole; or the catalog holds a received run named under several jobs, which the
         reads by job cannot be sure to find)."""
@@ -425,7 +463,7 @@ class _Some:
                         ups.update(json.loads(run[6]))
             frontier = ups - judged
             judged |= frontier
-            if len(judged) > SOME_AT_MOST:
+            if len(judged) > at_most:
                 return None
         own_edges.sort()  # as OWN_EDGES orders them
         statement = SOME_ASSETS_WITH_METADATA if self.by_metadata else SOME_ASSETS
@@ -622,4 +660,4 @@ def _edges(own: Iterable[Sequence[Any]], received: Iterable[Sequence[Any]]) -> d
     return downstream
 
 
-__all__ = ["AssetHealth", "assess", "collector_held", "get_rule", "record_checks", "set_rule"]
+__all__ = ["AssetHealth", "assess", "assess_few", "collector_held", "get_rule", "record_checks", "set_rule"]

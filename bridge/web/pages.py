@@ -65,29 +65,40 @@ def checks(asset: Asset) -> str | None:
     return "passing" if all(a.success for a in asset.assertions) else "failing"
 
 
+HEALTH_UPSTREAM = 200  # assets a page judges for its at-risk flags, with those upstream, at most
+
+
 def judged(
     catalog: Catalog, selectors: Sequence[Selector], ids: Iterable[str], scope: b.Scope | None
-) -> dict[str, dict[str, Any]]:
-    """The health of the assets of ``ids`` now, by id (each judged from its own facts and those
-    upstream of it, as ``assets show`` judges one: a cost that follows the page, not the
-    catalog)."""
+) -> tuple[dict[str, dict[str, Any]], bool]:
+    """The health of the assets of ``ids`` now, by id, each judged from its own facts and those
+    upstream of it, as ``assets show`` judges one; and whether their at-risk flags were worked
+    out. A page stays fast whatever the catalog: where they and the assets upstream of them are
+    more than :data:`HEALTH_UPSTREAM`, they are judged without at-risk flags (None); where even
+    their own facts cannot be read alone (a received run named under several jobs), not at all
+    (an empty answer)."""
     wanted = list(ids)
     if not wanted:
-        return {}
-    found = catalog.health(utcnow(), selectors, ids=wanted)
-    return {h.asset_id: verdict(catalog, h, scope) for h in found}
+        return {}, True
+    now = utcnow()
+    found = catalog.health_of_few(now, selectors, wanted, at_most=HEALTH_UPSTREAM)
+    flagged = found is not None
+    if found is None:
+        found = catalog.health_of_few(now, selectors, wanted, paths=False) or []
+    return {h.asset_id: verdict(catalog, h, scope, flagged) for h in found}, flagged
 
 
-def verdict(catalog: Catalog, found: AssetHealth, scope: b.Scope | None) -> dict[str, Any]:
+def verdict(catalog: Catalog, found: AssetHealth, scope: b.Scope | None, flagged: bool = True) -> dict[str, Any]:
     """An asset's health for a page: its health, reasons, and the path from the cause of its
-    at-risk flag, which names only the assets ``scope`` sees (None in the place of another's)."""
+    at-risk flag (``atRisk`` None: not worked out), which names only the assets ``scope`` sees
+    (None in the place of another's)."""
     path: list[str | None] = list(found.path)
     if scope is not None and found.path:
         path = [asset_id if _sees(catalog, asset_id, scope) else None for asset_id in found.path]
     return {
         "health": found.health.value,
         "reasons": list(found.verdict.reasons),
-        "atRisk": found.at_risk,
+        "atRisk": found.at_risk if flagged else None,
         "pathToCause": path,
     }
 
@@ -142,8 +153,9 @@ def assets_page(
     after = query.get("after") or None
     page = b.list_assets(catalog, f, after=after, limit=PAGE, scope=scope)
     tree = b.prefix_children(catalog, f.prefix, scope=scope)
-    health = judged(catalog, selectors, [item.asset.id for item in page.assets], scope)
+    health, flagged = judged(catalog, selectors, [item.asset.id for item in page.assets], scope)
     return {
+        "riskFlagged": flagged,
         "filters": {k: query.get(k, "") for k in ("q", "type", "namespace", "origin", "meta", "prefix")},
         "assets": [asset_row(item, health.get(item.asset.id)) for item in page.assets],
         "count": page.count,
@@ -211,9 +223,10 @@ def asset_page(
     out: dict[str, Any] = {
         "asset": asset.to_json(),
         "tab": tab,
-        "health": judged(catalog, selectors, [asset.id], scope).get(asset.id),
         "checks": checks(asset),
     }
+    health, out["riskFlagged"] = judged(catalog, selectors, [asset.id], scope)
+    out["health"] = health.get(asset.id)
     out["assertions"] = [
         {"assertion": x.assertion, "success": x.success, "column": x.column, "severity": x.severity}
         for x in asset.assertions

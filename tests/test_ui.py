@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -20,6 +21,7 @@ from bridge.catalog.query import AssetQuery, HistoryFilter
 from bridge.catalog.runs import RunFilter, Runs
 from bridge.config import parse_tokens
 from bridge.mapping import Resolver
+from bridge.model.health import FreshnessRule, Match, Selector
 from bridge.openlineage.convert import Converter
 from bridge.receiver.imports import catalog_intake
 from bridge.web import UiApp
@@ -720,6 +722,16 @@ def test_the_health_page_counts_lists_and_filters_each_assets_health(ui_catalog:
     _, _, text = call(scoped, "/health", f"{every}&risk=1", cookie=cookie)
     assert "an asset of another namespace" in text and "mart.orders" not in text
 
+    # the config's [[freshness]] selectors judge the assets they take
+    ruled = UiApp(
+        lambda: Catalog(ui_catalog, create=False),
+        Converter(resolver),
+        (),
+        [Selector(Match(namespace="team-b.hr"), FreshnessRule.create(max=timedelta(hours=1)))],
+    )
+    payroll = twin(ruled, "/assets/hr.payroll")["health"]
+    assert payroll["health"] == "FAIL" and payroll["reasons"][0].startswith("stale: last written"), payroll
+    assert twin(app, "/assets/hr.payroll")["health"]["health"] == "PASS"  # no rule: its last run succeeded
     status, _, text = call(app, "/health", "state=BROKEN&format=json")
     assert status.startswith("400") and "unknown health 'BROKEN'" in text
     # the catalog's strings escaped: a received job named like a script is in a placeholder's reasons

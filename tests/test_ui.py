@@ -24,7 +24,7 @@ from bridge.mapping import Resolver
 from bridge.model.health import FreshnessRule, Match, Selector
 from bridge.openlineage.convert import Converter
 from bridge.receiver.imports import catalog_intake
-from bridge.web import UiApp
+from bridge.web import UiApp, pages
 from bridge.web.app import json_twin
 from tests.conftest import at
 from tests.helpers import PRODUCER, decl, invoke, ol_dataset, ol_run_event, run
@@ -732,6 +732,14 @@ def test_the_health_page_counts_lists_and_filters_each_assets_health(ui_catalog:
     payroll = twin(ruled, "/assets/hr.payroll")["health"]
     assert payroll["health"] == "FAIL" and payroll["reasons"][0].startswith("stale: last written"), payroll
     assert twin(app, "/assets/hr.payroll")["health"]["health"] == "PASS"  # no rule: its last run succeeded
+    # a catalog past what a request judges whole: a namespace is asked for, and judges
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(pages, "HEALTH_PAGE_AT_MOST", 3)
+        refused = twin(app, "/health", every)
+        assert refused["tooMany"] == 3 and refused["assets"] == [] and refused["counts"] is None
+        assert len(twin(app, "/health", f"{every}&namespace=team-b.hr")["assets"]) == 3
+        _, _, text = call(app, "/health")
+        assert "Give a namespace above" in text
     status, _, text = call(app, "/health", "state=BROKEN&format=json")
     assert status.startswith("400") and "unknown health 'BROKEN'" in text
     # the catalog's strings escaped: a received job named like a script is in a placeholder's reasons
@@ -749,7 +757,6 @@ def test_a_page_never_judges_the_whole_catalog_for_its_assets_health(
     at-risk flags (null, and a note says so), never from the whole catalog's facts (on a catalog
     of a million assets, 20 s a page)."""
     from bridge.catalog import health as health_queries
-    from bridge.web import pages
 
     app = make_app(ui_catalog, resolver)
     assert twin(app, "/assets/report.daily")["health"]["atRisk"] is True  # downstream of the failing mart

@@ -169,6 +169,9 @@ def assets_page(
 # --- /health ------------------------------------------------------------------------------
 
 STATES_SHOWN = ("FAIL", "WARN")  # the health page's states unless ``state`` says others
+# assets the health page judges at a request without a namespace, at most (counted as the assets
+# page counts them: beyond, every asset judged would take seconds a request: olbridge health does it)
+HEALTH_PAGE_AT_MOST = b.COUNT_CAP
 
 
 def health_page(
@@ -178,13 +181,19 @@ def health_page(
     --namespace`` judges them), counted by health; those of the states asked for (``state``,
     comma-separated; FAIL and WARN unless it says otherwise), at risk or not (``risk=1``: only
     those at risk), 50 a page by id (``after``). A token's page counts and shows its namespaces'
-    assets alone."""
+    assets alone. Without a namespace, on a catalog of more than :data:`HEALTH_PAGE_AT_MOST`
+    assets, nothing is judged (``tooMany``): the page asks for a namespace."""
     states = [part.strip().upper() for part in query.get("state", ",".join(STATES_SHOWN)).split(",") if part.strip()]
     for state in states:
         Health.parse(state, "state")
     namespace = query.get("namespace", "").strip() or None
     only_at_risk = query.get("risk", "") == "1"
     after = query.get("after") or None
+    filters = {"state": ",".join(states), "namespace": namespace or "", "risk": "1" if only_at_risk else ""}
+    if namespace is None:  # every asset judged: not on a request, past a size
+        held = b.list_assets(catalog, b.AssetFilter(), limit=1, scope=scope).count
+        if held is None or held > HEALTH_PAGE_AT_MOST:
+            return {"filters": filters, "tooMany": HEALTH_PAGE_AT_MOST, "counts": None, "atRisk": None, "assets": []}
     found = [h for h in catalog.health(utcnow(), selectors, namespace=namespace) if b.allows(scope, h.namespace)]
     counts = {h.value: 0 for h in Health}
     for h in found:
@@ -196,7 +205,8 @@ def health_page(
     ]
     page = shown[:PAGE]
     return {
-        "filters": {"state": ",".join(states), "namespace": namespace or "", "risk": "1" if only_at_risk else ""},
+        "filters": filters,
+        "tooMany": None,
         "counts": counts,
         "atRisk": sum(1 for h in found if h.at_risk),
         "assets": [

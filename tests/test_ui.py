@@ -740,6 +740,19 @@ def test_the_health_page_counts_lists_and_filters_each_assets_health(ui_catalog:
         assert len(twin(app, "/health", f"{every}&namespace=team-b.hr")["assets"]) == 3
         _, _, text = call(app, "/health")
         assert "Give a namespace above" in text
+        # a namespace's assets, never from the whole catalog's facts: past the bound with those
+        # upstream, without at-risk flags
+        from bridge.catalog import health as health_queries
+
+        patched.setattr(health_queries, "_whole", None)
+        patched.setattr(health_queries, "SOME_AT_MOST", 3)  # team-b.hr's three, not with the mart upstream
+        unflagged = twin(app, "/health", f"{every}&namespace=team-b.hr")
+        assert unflagged["riskFlagged"] is False and unflagged["atRisk"] is None
+        assert {a["id"]: a["atRisk"] for a in unflagged["assets"]} == dict.fromkeys(
+            ["hr.payroll", "hr.people", "hr.summary"]
+        )
+        patched.setattr(health_queries, "SOME_AT_MOST", 2)
+        assert twin(app, "/health", f"{every}&namespace=team-b.hr")["tooMany"] == 3
     status, _, text = call(app, "/health", "state=BROKEN&format=json")
     assert status.startswith("400") and "unknown health 'BROKEN'" in text
     # the catalog's strings escaped: a received job named like a script is in a placeholder's reasons

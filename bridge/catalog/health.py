@@ -258,22 +258,28 @@ def assess_few(
     conn: Connection | Cursor,
     selectors: Sequence[Selector],
     as_of: datetime,
-    ids: Iterable[str],
+    ids: Iterable[str] | None = None,
     *,
+    namespace: str | None = None,
     paths: bool = True,
     at_most: int = SOME_AT_MOST,
 ) -> list[AssetHealth] | None:
-    """:func:`assess` of a few assets, only where they are judged from their own facts and those
-    of the assets upstream of them (with ``paths``), ``at_most`` assets in all; None where that
-    would take more, or the whole catalog's facts (a received run named under several jobs): for
-    a caller that must stay fast, a web page, whatever the catalog."""
+    """:func:`assess` of a few assets (those of ``ids``; of those of ``namespace``), only where
+    they are judged from their own facts and those of the assets upstream of them (with
+    ``paths``), ``at_most`` assets in all; None where that would take more, or the whole
+    catalog's facts (a received run named under several jobs): for a caller that must stay fast,
+    a web page, whatever the catalog."""
     moment = format_time(as_of)
-    wanted = set(ids)
-    if len(wanted) > min(at_most, SOME_AT_MOST):
+    wanted = set(ids) if ids is not None else set()
+    if namespace is not None:
+        theirs = {asset_id for (asset_id,) in conn.execute(NAMESPACE_AS_OF, (namespace, moment, moment))}
+        wanted = theirs if ids is None else wanted & theirs
+    bound = min(at_most, SOME_AT_MOST)
+    if len(wanted) > bound:
         return None
     with collector_held():
         by_metadata = any(s.match.metadata for s in selectors)
-        facts = _Some(conn, moment, by_metadata).read(wanted, upstream=paths, at_most=min(at_most, SOME_AT_MOST))
+        facts = _Some(conn, moment, by_metadata).read(wanted, upstream=paths, at_most=bound)
         if facts is None:
             return None
         return _verdicts(facts, selectors, as_of, by_metadata, wanted, paths)

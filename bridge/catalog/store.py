@@ -500,15 +500,19 @@ class Catalog:
         self,
         as_of: datetime,
         selectors: Sequence[Selector],
-        ids: Iterable[str],
+        ids: Iterable[str] | None = None,
         *,
+        namespace: str | None = None,
         paths: bool = True,
         at_most: int = health_queries.SOME_AT_MOST,
     ) -> list[AssetHealth] | None:
-        """The health of a few assets, with their at-risk flags (``paths``), only where their own
-        facts and those upstream of them answer it, ``at_most`` assets in all; None where more, or
-        the whole catalog's, would be read (:func:`bridge.catalog.health.assess_few`)."""
-        return health_queries.assess_few(self._conn, selectors, as_of, ids, paths=paths, at_most=at_most)
+        """The health of a few assets (``ids``; those of ``namespace``), with their at-risk flags
+        (``paths``), only where their own facts and those upstream of them answer it, ``at_most``
+        assets in all; None where more, or the whole catalog's, would be read
+        (:func:`bridge.catalog.health.assess_few`)."""
+        return health_queries.assess_few(
+            self._conn, selectors, as_of, ids, namespace=namespace, paths=paths, at_most=at_most
+        )
 
 
 def _replayable(items: Iterable[T]) -> Callable[[], Iterator[T]]:

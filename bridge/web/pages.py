@@ -182,7 +182,9 @@ def health_page(
     comma-separated; FAIL and WARN unless it says otherwise), at risk or not (``risk=1``: only
     those at risk), 50 a page by id (``after``). A token's page counts and shows its namespaces'
     assets alone. Without a namespace, on a catalog of more than :data:`HEALTH_PAGE_AT_MOST`
-    assets, nothing is judged (``tooMany``): the page asks for a namespace."""
+    assets, nothing is judged (``tooMany``): the page asks for a namespace. A namespace's assets
+    are judged from their own facts and those upstream of them (20,000 in all at most; past
+    that, without at-risk flags: ``riskFlagged`` false), never from the whole catalog's."""
     states = [part.strip().upper() for part in query.get("state", ",".join(STATES_SHOWN)).split(",") if part.strip()]
     for state in states:
         Health.parse(state, "state")
@@ -190,11 +192,21 @@ def health_page(
     only_at_risk = query.get("risk", "") == "1"
     after = query.get("after") or None
     filters = {"state": ",".join(states), "namespace": namespace or "", "risk": "1" if only_at_risk else ""}
+    refused = {"filters": filters, "tooMany": HEALTH_PAGE_AT_MOST, "counts": None, "atRisk": None, "assets": []}
+    now, flagged = utcnow(), True
     if namespace is None:  # every asset judged: not on a request, past a size
         held = b.list_assets(catalog, b.AssetFilter(), limit=1, scope=scope).count
         if held is None or held > HEALTH_PAGE_AT_MOST:
-            return {"filters": filters, "tooMany": HEALTH_PAGE_AT_MOST, "counts": None, "atRisk": None, "assets": []}
-    found = [h for h in catalog.health(utcnow(), selectors, namespace=namespace) if b.allows(scope, h.namespace)]
+            return refused
+        judged_now = catalog.health(now, selectors)
+    else:  # the namespace's assets from their own facts and those upstream; else without flags
+        few = catalog.health_of_few(now, selectors, namespace=namespace)
+        if few is None:
+            flagged, few = False, catalog.health_of_few(now, selectors, namespace=namespace, paths=False)
+        if few is None:
+            return refused
+        judged_now = few
+    found = [h for h in judged_now if b.allows(scope, h.namespace)]
     counts = {h.value: 0 for h in Health}
     for h in found:
         counts[h.health.value] += 1
@@ -207,10 +219,12 @@ def health_page(
     return {
         "filters": filters,
         "tooMany": None,
+        "riskFlagged": flagged,
         "counts": counts,
-        "atRisk": sum(1 for h in found if h.at_risk),
+        "atRisk": sum(1 for h in found if h.at_risk) if flagged else None,
         "assets": [
-            {"id": h.asset_id, "type": h.type, "namespace": h.namespace, **verdict(catalog, h, scope)} for h in page
+            {"id": h.asset_id, "type": h.type, "namespace": h.namespace, **verdict(catalog, h, scope, flagged)}
+            for h in page
         ],
         "after": after,
         "next": page[-1].asset_id if len(shown) > PAGE else None,

@@ -239,18 +239,15 @@ def assess(
     of them (their at-risk flags), read through indexes (:class:`_Some`): the same answer, at a
     cost that follows them, not the catalog; so are a namespace's assets, found by its index."""
     moment = format_time(as_of)
-    wanted = set(ids) if ids is not None else None
-    if namespace is not None:  # judged as a few assets are, when it holds few
-        theirs = {asset_id for (asset_id,) in conn.execute(NAMESPACE_AS_OF, (namespace, moment, moment))}
-        wanted = theirs if wanted is None else wanted & theirs
+    wanted = _wanted(conn, ids, namespace, moment)
+    if wanted is not None:
+        few = _few(conn, selectors, as_of, wanted, paths, SOME_AT_MOST)
+        if few is not None:
+            return few
     with collector_held():
         # metadata is read only where a selector asks for it
         by_metadata = any(s.match.metadata for s in selectors)
-        facts = None
-        if wanted is not None and len(wanted) <= SOME_AT_MOST:
-            facts = _Some(conn, moment, by_metadata).read(wanted, upstream=paths)
-        if facts is None:
-            facts = _whole(conn, moment, by_metadata, wanted, paths)
+        facts = _whole(conn, moment, by_metadata, wanted, paths)
         return _verdicts(facts, selectors, as_of, by_metadata, wanted, paths)
 
 
@@ -269,20 +266,38 @@ def assess_few(
     ``paths``), ``at_most`` assets in all; None where that would take more, or the whole
     catalog's facts (a received run named under several jobs): for a caller that must stay fast,
     a web page, whatever the catalog."""
-    moment = format_time(as_of)
-    wanted = set(ids) if ids is not None else set()
+    wanted = _wanted(conn, ids, namespace, format_time(as_of))
+    return _few(conn, selectors, as_of, wanted or set(), paths, min(at_most, SOME_AT_MOST))
+
+
+def _wanted(
+    conn: Connection | Cursor, ids: Iterable[str] | None, namespace: str | None, moment: str
+) -> set[str] | None:
+    """The assets asked for: those of ``ids``, of ``namespace`` there were at ``moment`` (found by
+    its index), or of both; None: every asset."""
+    wanted = set(ids) if ids is not None else None
     if namespace is not None:
         theirs = {asset_id for (asset_id,) in conn.execute(NAMESPACE_AS_OF, (namespace, moment, moment))}
-        wanted = theirs if ids is None else wanted & theirs
-    bound = min(at_most, SOME_AT_MOST)
-    if len(wanted) > bound:
+        wanted = theirs if wanted is None else wanted & theirs
+    return wanted
+
+
+def _few(
+    conn: Connection | Cursor,
+    selectors: Sequence[Selector],
+    as_of: datetime,
+    wanted: set[str],
+    paths: bool,
+    at_most: int,
+) -> list[AssetHealth] | None:
+    """``wanted`` judged from their own facts and those upstream of them (:class:`_Some`), at most
+    ``at_most`` assets in all; None where more are, or the reads by job cannot answer."""
+    if len(wanted) > at_most:
         return None
     with collector_held():
         by_metadata = any(s.match.metadata for s in selectors)
-        facts = _Some(conn, moment, by_metadata).read(wanted, upstream=paths, at_most=bound)
-        if facts is None:
-            return None
-        return _verdicts(facts, selectors, as_of, by_metadata, wanted, paths)
+        facts = _Some(conn, format_time(as_of), by_metadata).read(wanted, upstream=paths, at_most=at_most)
+        return None if facts is None else _verdicts(facts, selectors, as_of, by_metadata, wanted, paths)
 
 
 def _verdicts(

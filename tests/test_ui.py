@@ -740,6 +740,9 @@ def test_the_health_page_counts_lists_and_filters_each_assets_health(ui_catalog:
         assert len(twin(app, "/health", f"{every}&namespace=team-b.hr")["assets"]) == 3
         _, _, text = call(app, "/health")
         assert "Give a namespace above" in text
+        # the bound is the catalog's, not what a token sees: judging every asset costs the same
+        patched.setattr(pages, "HEALTH_PAGE_AT_MOST", twin(scoped, "/assets", cookie=cookie)["count"])
+        assert twin(scoped, "/health", every, cookie=cookie)["tooMany"] == pages.HEALTH_PAGE_AT_MOST
         # a namespace's assets, never from the whole catalog's facts: past the bound with those
         # upstream, without at-risk flags
         from bridge.catalog import health as health_queries
@@ -751,8 +754,10 @@ def test_the_health_page_counts_lists_and_filters_each_assets_health(ui_catalog:
         assert {a["id"]: a["atRisk"] for a in unflagged["assets"]} == dict.fromkeys(
             ["hr.payroll", "hr.people", "hr.summary"]
         )
-        patched.setattr(health_queries, "SOME_AT_MOST", 2)
-        assert twin(app, "/health", f"{every}&namespace=team-b.hr")["tooMany"] == 3
+        patched.setattr(health_queries, "SOME_AT_MOST", 2)  # fewer than the namespace's own: none judged
+        assert twin(app, "/health", f"{every}&namespace=team-b.hr")["tooMany"] == 2
+        _, _, text = call(app, "/health", f"{every}&namespace=team-b.hr")
+        assert "This namespace holds more than 2 assets" in text
     status, _, text = call(app, "/health", "state=BROKEN&format=json")
     assert status.startswith("400") and "unknown health 'BROKEN'" in text
     # the catalog's strings escaped: a received job named like a script is in a placeholder's reasons

@@ -14,6 +14,7 @@ import attrs
 
 from bridge.catalog import Catalog
 from bridge.catalog import browse as b
+from bridge.catalog import health as health_queries
 from bridge.catalog.health import AssetHealth
 from bridge.catalog.lineage_steps import lineage_steps
 from bridge.catalog.runs import EXTERNAL, OWN, STATES, RunFilter, Runs, RunView
@@ -85,21 +86,27 @@ def judged(
     flagged = found is not None
     if found is None:
         found = catalog.health_of_few(now, selectors, wanted, paths=False) or []
-    return {h.asset_id: verdict(catalog, h, scope, flagged) for h in found}, flagged
+    return verdicts(catalog, found, scope, flagged), flagged
 
 
-def verdict(catalog: Catalog, found: AssetHealth, scope: b.Scope | None, flagged: bool = True) -> dict[str, Any]:
-    """An asset's health for a page: its health, reasons, and the path from the cause of its
-    at-risk flag (``atRisk`` None: not worked out), which names only the assets ``scope`` sees
-    (None in the place of another's)."""
-    path: list[str | None] = list(found.path)
-    if scope is not None and found.path:
-        path = [asset_id if _sees(catalog, asset_id, scope) else None for asset_id in found.path]
+def verdicts(
+    catalog: Catalog, found: Sequence[AssetHealth], scope: b.Scope | None, flagged: bool = True
+) -> dict[str, dict[str, Any]]:
+    """Each asset's health for a page, by id: its health, reasons, and the path from the cause of
+    its at-risk flag (``atRisk`` None: not worked out), which names only the assets ``scope`` sees
+    (None in the place of another's; each asset on the paths read once)."""
+    hidden: set[str] = set()
+    if scope is not None:
+        on_paths = {asset_id for h in found for asset_id in h.path}
+        hidden = {asset_id for asset_id in on_paths if not _sees(catalog, asset_id, scope)}
     return {
-        "health": found.health.value,
-        "reasons": list(found.verdict.reasons),
-        "atRisk": found.at_risk if flagged else None,
-        "pathToCause": path,
+        h.asset_id: {
+            "health": h.health.value,
+            "reasons": list(h.verdict.reasons),
+            "atRisk": h.at_risk if flagged else None,
+            "pathToCause": [None if asset_id in hidden else asset_id for asset_id in h.path],
+        }
+        for h in found
     }
 
 
@@ -169,8 +176,9 @@ def assets_page(
 # --- /health ------------------------------------------------------------------------------
 
 STATES_SHOWN = ("FAIL", "WARN")  # the health page's states unless ``state`` says others
-# assets the health page judges at a request without a namespace, at most (counted as the assets
-# page counts them: beyond, every asset judged would take seconds a request: olbridge health does it)
+# assets the health page judges at a request without a namespace, at most (the catalog's, counted
+# as the assets page counts them, whoever asks: beyond, every asset judged would take seconds a
+# request; olbridge health does it)
 HEALTH_PAGE_AT_MOST = b.COUNT_CAP
 
 
@@ -192,19 +200,18 @@ def health_page(
     only_at_risk = query.get("risk", "") == "1"
     after = query.get("after") or None
     filters = {"state": ",".join(states), "namespace": namespace or "", "risk": "1" if only_at_risk else ""}
-    refused = {"filters": filters, "tooMany": HEALTH_PAGE_AT_MOST, "counts": None, "atRisk": None, "assets": []}
     now, flagged = utcnow(), True
-    if namespace is None:  # every asset judged: not on a request, past a size
-        held = b.list_assets(catalog, b.AssetFilter(), limit=1, scope=scope).count
+    if namespace is None:  # every asset judged: not at a request past a size (the catalog's, whoever asks)
+        held = b.list_assets(catalog, b.AssetFilter(), limit=1).count
         if held is None or held > HEALTH_PAGE_AT_MOST:
-            return refused
+            return _too_many(filters, HEALTH_PAGE_AT_MOST)
         judged_now = catalog.health(now, selectors)
     else:  # the namespace's assets from their own facts and those upstream; else without flags
         few = catalog.health_of_few(now, selectors, namespace=namespace)
         if few is None:
             flagged, few = False, catalog.health_of_few(now, selectors, namespace=namespace, paths=False)
         if few is None:
-            return refused
+            return _too_many(filters, health_queries.SOME_AT_MOST)
         judged_now = few
     found = [h for h in judged_now if b.allows(scope, h.namespace)]
     counts = {h.value: 0 for h in Health}
@@ -216,6 +223,7 @@ def health_page(
         if h.health.value in states and (not only_at_risk or h.at_risk) and (after is None or h.asset_id > after)
     ]
     page = shown[:PAGE]
+    shown_health = verdicts(catalog, page, scope, flagged)
     return {
         "filters": filters,
         "tooMany": None,
@@ -223,11 +231,24 @@ def health_page(
         "counts": counts,
         "atRisk": sum(1 for h in found if h.at_risk) if flagged else None,
         "assets": [
-            {"id": h.asset_id, "type": h.type, "namespace": h.namespace, **verdict(catalog, h, scope, flagged)}
-            for h in page
+            {"id": h.asset_id, "type": h.type, "namespace": h.namespace, **shown_health[h.asset_id]} for h in page
         ],
         "after": after,
         "next": page[-1].asset_id if len(shown) > PAGE else None,
+    }
+
+
+def _too_many(filters: dict[str, str], bound: int) -> dict[str, Any]:
+    """The health page that judged nothing: more than ``bound`` assets to judge at a request."""
+    return {
+        "filters": filters,
+        "tooMany": bound,
+        "riskFlagged": None,
+        "counts": None,
+        "atRisk": None,
+        "assets": [],
+        "after": None,
+        "next": None,
     }
 
 

@@ -91,7 +91,7 @@ _TRANSLATED_PLAIN: dict[str, str] = {}
 
 
 # each statement's lookup form (None: it has none), the width of its tuples (0: a list), and the
-# partition key whose days the lookup takes, with its place in a tuple (None: none; lookups.bounded)
+# partition key whose days the lookup takes, with its place in a tuple (None: none; lookups.by_day_form)
 _LOOKUPS: dict[str, tuple[str | None, int, tuple[str, int] | None]] = {}
 # up to this many parameters (of a group's chunks of 1, 4, 16, 64 or 256 keys, those of 16 pairs
 # at most) the OR of index probes costs the least; above, the JSON array. The receiver's writer

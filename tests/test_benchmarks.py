@@ -273,6 +273,12 @@ def test_health_runs_and_keeps_its_catalog(capsys: pytest.CaptureFixture[str], t
     assert "a pass over every asset again:" in out and ", 0 changed" in out
     assert "4 assets due at once, judged in 1 looks:" in out and "4 changed, 4 alerts queued" in out
     assert "olbridge health --json --namespace team-small: p50" in out and "0 asset(s), 0 FAIL" in out
+    # at the size, the small namespace is 1,000 assets in whole chains that no selector takes
+    bench = load("health")
+    small = [n for n in range(bench.SMALL * 2) if bench.namespace_of(n) == bench.SMALL_NAMESPACE]
+    assert len(small) == bench.SMALL and all(n % bench.CHAIN == 0 for n in small[:: bench.CHAIN])
+    taken = {s.match.id_prefix for s in bench.selectors(100)}
+    assert not any(bench.asset_id(n).startswith(prefix) for n in small for prefix in taken if prefix)
     assert load("health").main(arguments) == 0
     again = capsys.readouterr().out
     assert "kept from before: not built again" in again and "FAIL 21; at risk 180" in again

@@ -14,7 +14,7 @@
     ├── ArtifactError        a dbt artifact (manifest, run results, profile) is missing or malformed
     ├── SourceError          a system olbridge reads from (a Prefect server) is unreachable or answers wrongly
     ├── ExportError          events could not be written to their destination
-    ├── ReceiverError        the receiver cannot listen: its address is in use, does not resolve, is not allowed
+    ├── ReceiverError        a server (the receiver, the web view) cannot listen: its address is in use, ...
     └── Unavailable          the receiver's writer cannot take events now (busy, stopping): the client retries
 
 The CLI turns every BridgeError into ``Error: <message>`` on stderr and a non-zero exit, in one place.
@@ -22,6 +22,8 @@ The CLI turns every BridgeError into ``Error: <message>`` on stderr and a non-ze
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Sequence
 
 
@@ -135,8 +137,27 @@ class ExportError(BridgeError):
 
 
 class ReceiverError(BridgeError):
-    """The receiver cannot start: the address it is to listen on is in use, does not resolve or is
-    not this machine's, or the port needs privileges."""
+    """A server (the receiver, the web view) cannot start: the address it is to listen on is in
+    use, does not resolve or is not this machine's, or the port needs privileges."""
+
+
+_BIND_REASONS = {
+    errno.EADDRINUSE: "the address is in use (another server listens on it; choose another --port)",
+    errno.EADDRNOTAVAIL: "the address is not one of this machine's",
+    errno.EACCES: "permission denied (ports below 1024 need privileges)",
+}
+
+
+def cannot_listen(exc: OSError, host: str, port: int) -> ReceiverError:
+    """What a failure to listen on ``host:port`` says (a host that does not resolve too: a
+    socket.gaierror, whose codes, getaddrinfo's, are negative)."""
+    code = exc.errno or 0
+    if code < 0:
+        reason = "the host does not resolve"
+    else:
+        reason = _BIND_REASONS.get(code) or (os.strerror(code) if code else str(exc))
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return ReceiverError(f"cannot listen on {where}: {reason}")
 
 
 class Unavailable(BridgeError):

@@ -486,19 +486,71 @@ def test_login_goes_back_only_to_this_server(ui_catalog: str, resolver: Resolver
     assert call(app, "/login", "next=https%3A%2F%2Felsewhere.example%2F")[2].count("elsewhere") == 0
 
 
-def test_ui_says_who_can_see_it(ui_catalog: str) -> None:
-    import subprocess
-    import sys
+def test_login_never_sends_a_header_of_its_own_nor_leads_away(ui_catalog: str, resolver: Resolver) -> None:
+    """A ``next`` with a line break would end the Location header and start another (a cookie of
+    the caller's choosing); a tab is dropped from a URL by a browser, so ``/<TAB>/host`` leads to
+    another host; a character outside ASCII cannot be sent in a header at all. Each leads to the
+    assets instead, and the answer is whole."""
+    app = make_app(ui_catalog, resolver, tokens=True)
+    injected = "/\r\nSet-Cookie: olbridge_ui=secret-b; Path=/assets"
+    for target in (injected, "/\t/elsewhere.example", "/\n/elsewhere.example", "/assets/caf\u00e9", "/ x"):
+        body = f"token=secret-a&next={quote(target, safe='')}".encode()
+        status, headers, _ = call(app, "/login", method="POST", body=body)
+        assert status.startswith("303") and headers["Location"] == "/assets", target
+        assert "secret-b" not in headers["Set-Cookie"]
+        page = call(app, "/login", f"next={quote(target, safe='')}")[2]
+        assert 'name="next" value="/assets"' in page, target
+    # a page asked for without a token comes back to the login with its address encoded, and
+    # the login leads back to it
+    status, headers, _ = call(app, "/assets/caf\u00e9", "tab=runs")
+    assert status.startswith("303")
+    back = unquote(headers["Location"].split("next=", 1)[1])
+    assert back == "/assets/caf%C3%A9?tab=runs"
+    body = f"token=secret-a&next={quote(back, safe='')}".encode()
+    assert call(app, "/login", method="POST", body=body)[1]["Location"] == back
 
-    argv = [sys.executable, "-m", "bridge", "--catalog", ui_catalog, "ui", "--port", "0", "--host", "0.0.0.0"]
-    process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
-    try:
-        assert process.stderr is not None
-        line = process.stderr.readline()
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-    assert "no tokens: anyone who reaches 0.0.0.0 sees the whole catalog" in line, line
+
+@pytest.mark.parametrize("length", ["-5", "-1", "many"])
+def test_a_login_with_a_bad_content_length_is_refused(ui_catalog: str, resolver: Resolver, length: str) -> None:
+    app = make_app(ui_catalog, resolver, tokens=True)
+    found: dict[str, Any] = {}
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": "/login",
+        "QUERY_STRING": "",
+        "CONTENT_LENGTH": length,
+        "wsgi.input": io.BytesIO(b"token=secret-a"),
+    }
+    text = b"".join(app(environ, lambda status, headers: found.update(status=status))).decode()
+    assert found["status"].startswith("400") and "Content-Length" in text
+
+
+def test_ui_says_who_can_see_it(ui_catalog: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without tokens on an address other than loopback, the command says anyone who reaches it
+    sees the whole catalog (the server itself stands in: nothing listens)."""
+    told: list[str] = []
+
+    def ready(app: UiApp, host: str, port: int, on_ready: Any) -> None:
+        told.append(host)
+        on_ready(f"http://{host}:8000/")
+
+    monkeypatch.setattr("bridge.cli.ui.serve_ui", ready)
+    code, _, err = invoke(ui_catalog, "ui", "--port", "0", "--host", "0.0.0.0")
+    assert code == 0 and told == ["0.0.0.0"], err
+    assert "no tokens: anyone who reaches 0.0.0.0 sees the whole catalog" in err, err
+    code, _, err = invoke(ui_catalog, "ui", "--port", "0")
+    assert code == 0 and "no tokens: listening on loopback only" in err, err
+
+
+def test_ui_on_a_port_in_use_says_so(ui_catalog: str) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, _, err = invoke(ui_catalog, "ui", "--port", str(port))
+    assert code != 0 and f"Error: cannot listen on 127.0.0.1:{port}: the address is in use" in err, err
 
 
 @pytest.mark.parametrize("probe", [browse.SEARCH_PROBE, 1])

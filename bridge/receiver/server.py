@@ -13,7 +13,6 @@ finish the requests in flight, then the writer commits what it holds and closes 
 from __future__ import annotations
 
 import contextlib
-import errno
 import gc
 import os
 import shutil
@@ -33,7 +32,7 @@ import uvicorn
 from bridge.catalog.availability import Availability
 from bridge.catalog.engines import open_engine
 from bridge.config import NamedToken
-from bridge.errors import BridgeError, ReceiverError
+from bridge.errors import BridgeError, cannot_listen
 from bridge.mapping.resolver import Resolver
 from bridge.receiver.access_log import AccessLog
 from bridge.receiver.app import ReceiverApp
@@ -140,26 +139,13 @@ def _follow(supervisor: int, every: float = 1.0) -> None:
     threading.Thread(target=watch, name="olbridge-supervisor-watch", daemon=True).start()
 
 
-_BIND_REASONS = {
-    errno.EADDRINUSE: "the address is in use (another server listens on it; choose another --port)",
-    errno.EADDRNOTAVAIL: "the address is not one of this machine's",
-    errno.EACCES: "permission denied (ports below 1024 need privileges)",
-}
-
-
 def listen_on(host: str, port: int) -> socket.socket:
     """The listening socket, made before any process forks, so that a port in use or a host that
     does not resolve is one clear :class:`ReceiverError` from the command itself."""
     try:
         return socket.create_server((host, port), backlog=1024)
     except OSError as exc:  # socket.gaierror too, which create_server re-raises as OSError
-        code = exc.errno or 0
-        if isinstance(exc, socket.gaierror) or code < 0:  # getaddrinfo's codes are negative
-            reason = "the host does not resolve"
-        else:
-            reason = _BIND_REASONS.get(code) or (os.strerror(code) if code else str(exc))
-        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        raise ReceiverError(f"cannot listen on {where}: {reason}") from None
+        raise cannot_listen(exc, host, port) from None
 
 
 def serve(

@@ -13,6 +13,7 @@ import contextlib
 import hmac
 import importlib.resources
 import queue
+import re
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -170,7 +171,8 @@ class UiApp:
             if token is None:
                 if as_json:
                     return self.error(True, "401 Unauthorized", "a token is needed: log in, or send Authorization")
-                target = path + ("?" + environ["QUERY_STRING"] if environ.get("QUERY_STRING") else "")
+                # the path as the browser sent it, encoded again (PATH_INFO comes decoded)
+                target = quote(path, safe="/") + ("?" + environ["QUERY_STRING"] if environ.get("QUERY_STRING") else "")
                 return redirect(link("/login", next=target))
             scope = Scope(token.namespaces)
         try:
@@ -268,7 +270,9 @@ class UiApp:
             try:
                 length = int(environ.get("CONTENT_LENGTH") or 0)
             except ValueError:
-                length = 0
+                length = -1
+            if length < 0:
+                return self.error(False, "400 Bad Request", "Content-Length must be a number of bytes")
             if length > MAX_FORM:
                 return self.error(False, "413 Content Too Large", "the form is too large")
             form = parse_qs(environ["wsgi.input"].read(length).decode("utf-8", "replace"))
@@ -287,10 +291,16 @@ class UiApp:
 
 
 def safe_next(target: str) -> str:
-    """Where to go after logging in: a path of this server, never another host."""
-    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+    """Where to go after logging in: a path of this server, never another host, in printable
+    ASCII alone (the links pages make are percent-encoded): a control character would end the
+    Location header and start another, and a browser drops a tab or a line break from a URL, so
+    that ``/<TAB>/host`` would lead to ``//host``."""
+    if not _LOCAL_PATH.fullmatch(target) or target.startswith("//") or "\\" in target:
         return "/assets"
     return target
+
+
+_LOCAL_PATH = re.compile(r"/[!-~]*")  # printable ASCII, no space
 
 
 def redirect(target: str, headers: tuple[tuple[str, str], ...] = ()) -> Response:

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from bridge.errors import cannot_listen
 from bridge.web.app import UiApp
 
 
@@ -31,7 +32,11 @@ def serve(app: UiApp, host: str, port: int, on_ready: Callable[[str], None]) -> 
     """Serve ``app`` on ``host:port`` until Ctrl-C or SIGTERM."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
-    with make_server(host, port, app, server_class=_Server, handler_class=_QuietHandler) as server:
+    try:
+        made = make_server(host, port, app, server_class=_Server, handler_class=_QuietHandler)
+    except OSError as exc:  # a port in use, a host that does not resolve: one Error line
+        raise cannot_listen(exc, host, port) from None
+    with made as server:
         bound_host, bound_port = str(server.server_address[0]), server.server_address[1]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         on_ready(f"http://{shown}:{bound_port}/")

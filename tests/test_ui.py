@@ -16,12 +16,15 @@ from urllib.parse import quote, unquote
 import pytest
 
 from bridge.catalog import Catalog, browse
+from bridge.catalog.browse import ANOTHER_NAMESPACE as ANOTHER_WRITER
 from bridge.catalog.browse import AssetFilter, list_assets, prefix_children, recent_runs
+from bridge.catalog.outbox import DeliveryError
 from bridge.catalog.query import AssetQuery, HistoryFilter
 from bridge.catalog.runs import RunFilter, Runs
 from bridge.config import parse_tokens
 from bridge.mapping import Resolver
-from bridge.model.health import FreshnessRule, Match, Selector
+from bridge.model import format_time
+from bridge.model.health import ANOTHER_NAMESPACE, FreshnessRule, Match, Selector
 from bridge.openlineage.convert import Converter
 from bridge.receiver.imports import catalog_intake
 from bridge.web import UiApp, pages
@@ -809,7 +812,7 @@ def test_the_health_page_counts_lists_and_filters_each_assets_health(ui_catalog:
         patched.setattr(health_queries, "SOME_AT_MOST", 2)  # fewer than the namespace's own: none judged
         assert twin(app, "/health", f"{every}&namespace=team-b.hr")["tooMany"] == 2
         _, _, text = call(app, "/health", f"{every}&namespace=team-b.hr")
-        assert "This namespace holds more than 2 assets" in text
+        assert "Judging this namespace reads more than a page may: more than 2 assets" in text
     status, _, text = call(app, "/health", "state=BROKEN&format=json")
     assert status.startswith("400") and "unknown health 'BROKEN'" in text
     # the catalog's strings escaped: a received job named like a script is in a placeholder's reasons
@@ -843,3 +846,100 @@ def test_a_page_never_judges_the_whole_catalog_for_its_assets_health(
     assert len(listed["assets"]) == shown and listed["riskFlagged"] is False
     assert {a["health"]["atRisk"] for a in listed["assets"]} == {None}
     assert {a["health"]["health"] for a in listed["assets"]} >= {"FAIL", "PASS"}
+
+
+SCOPED_RUN = "0194a1b2-0000-7000-8000-0000000000cc"
+SECRET_PARENT = "0194a1b2-0000-7000-8000-0000000000dd"
+
+
+def test_a_token_reads_no_job_or_dataset_of_another_namespace(catalog_target: str, resolver: Resolver) -> None:
+    """What team-b does shows to team-a only as "another namespace": the job that wrote a Global
+    asset, in its health's reasons and the graph's legend; a team-a run that read team-b's data
+    (its raw events, facets, parent); an asset joined to team-a's only through team-b's (the
+    lineage over time); where the stream's last error went and what was answered."""
+    with Catalog(catalog_target) as catalog:
+        secret = decl("s3://secretbkt/b-only", type="File", namespace="team-b.hr")
+        shared = decl("g.shared", type="Table")
+        mine = decl("a.tbl", type="Table", namespace="team-a.sales")
+        source = decl("a.src", type="Table", namespace="team-a.sales")
+        runs = [
+            run("secretflow", inputs=(source,), outputs=(secret,), start=at(5), namespace="team-b.hr"),
+            run("secretflow", inputs=(secret,), outputs=(shared,), start=at(10), namespace="team-b.hr", execution="e2"),
+            run("aflow", inputs=(shared,), outputs=(mine,), start=at(20), namespace="team-a.sales"),
+        ]
+        for each in runs:
+            catalog.record_task_run(each)
+        parent = {
+            "_producer": PRODUCER,
+            "_schemaURL": "https://openlineage.io/spec/facets/1-1-0/ParentRunFacet.json#/$defs/ParentRunFacet",
+            "run": {"runId": SECRET_PARENT},
+            "job": {"namespace": "team-b-airflow", "name": "SECRET-PARENT-JOB"},
+        }
+        event = ol_run_event(
+            "COMPLETE",
+            run_id=SCOPED_RUN,
+            job=("team-a-spark", "reads-b"),
+            inputs=[ol_dataset("s3://secretbkt", "b-only")],
+            outputs=[ol_dataset("s3://bkt", "out")],
+            run={"runId": SCOPED_RUN, "facets": {"parent": parent}},
+        )
+        assert [o.status for o in catalog_intake(catalog, resolver).take([event])] == ["accepted"]
+        catalog.outbox.record_error(
+            DeliveryError(
+                "stream", "http://backend.example/api", "refused", 422, "team-b.hr payroll", "2025-03-01T09:00:00Z"
+            )
+        )
+    app = make_app(catalog_target, resolver, tokens=True)
+    a, b_ = {"cookie": "olbridge_ui=secret-a"}, {"cookie": "olbridge_ui=secret-b"}
+
+    shown = twin(app, "/assets/g.shared", **a)
+    assert [r for r in shown["health"]["reasons"] if "last run" in r] == [
+        f"last run {ANOTHER_NAMESPACE} at {format_time(runs[1].ended_at)} succeeded"
+    ]
+    page = call(app, "/health", "state=PASS", **a)[2] + call(app, "/assets", **a)[2]
+    assert "secretflow" not in page and "team-b" not in page
+    assert any("team-b.hr/" in r for r in twin(app, "/assets/g.shared", **b_)["health"]["reasons"])
+
+    legend = call(app, "/assets/g.shared", "tab=dependencies&group=flow", **a)[2]
+    assert "team-a.sales/flow" in legend  # a flow's label: its namespace and flow id
+    assert "team-b" not in legend and ANOTHER_WRITER in legend
+
+    seen = twin(app, f"/runs/{SCOPED_RUN}", **a)
+    assert seen["hidden"] is True and seen["rawEvents"] == [] and seen["facets"] == {"run": {}, "job": {}}
+    assert seen["parentRunId"] is None and seen["parentKnown"] is False
+    page = call(app, f"/runs/{SCOPED_RUN}", **a)[2]
+    assert "secretbkt" not in page and "SECRET-PARENT-JOB" not in page and SECRET_PARENT not in page
+    open_app = make_app(catalog_target, resolver)  # no tokens: everything, the parent unlinked (not in the catalog)
+    whole = twin(open_app, f"/runs/{SCOPED_RUN}")
+    assert whole["hidden"] is False and whole["rawEvents"] and whole["parentRunId"] == SECRET_PARENT
+    assert whole["parentKnown"] is False
+    assert f'href="/runs/{SECRET_PARENT}"' not in call(open_app, f"/runs/{SCOPED_RUN}")[2]
+
+    lineage = twin(app, "/lineage", "asset=a.tbl&direction=up&depth=3", **a)
+    assert "a.src" not in lineage["newAssets"] and "a.src" not in str(lineage["nodes"])
+    assert "g.shared" in str(lineage["nodes"])
+    assert "a.src" in str(twin(open_app, "/lineage", "asset=a.tbl&direction=up&depth=3")["nodes"])
+
+    status = twin(app, "/status", **a)["lastError"]
+    assert status["failure"] == "refused" and "target" not in status and "detail" not in status
+    assert twin(open_app, "/status")["lastError"]["detail"] == "team-b.hr payroll"
+
+
+def test_a_run_named_under_two_jobs_leaves_a_small_catalogs_pages_judged(ui_catalog: str, resolver: Resolver) -> None:
+    """A received run named under several jobs makes the few-assets reads unable to answer (its
+    outputs' usages are under every job): a catalog small enough for a page is then judged from
+    its whole facts, not said to be too large."""
+    with Catalog(ui_catalog) as catalog:
+        events = [
+            ol_run_event(job=("team-a-spark", name), run_id="0194a1b2-0000-7000-8000-0000000000ee", time=moment)
+            for name, moment in (("j1", "2025-02-01T00:00:00Z"), ("j2", "2025-02-01T00:01:00Z"))
+        ]
+        assert [o.status for o in catalog_intake(catalog, resolver).take(events)] == ["accepted", "accepted"]
+        assert catalog.health_of_few(at(200), (), namespace="team-a.sales") is None  # what the page falls back from
+        whole = [h.asset_id for h in catalog.health(at(200), namespace="team-a.sales")]
+    app = make_app(ui_catalog, resolver)
+    page = twin(app, "/health", "namespace=team-a.sales&state=FAIL,WARN,PASS,UNKNOWN")
+    assert page["tooMany"] is None and page["riskFlagged"] is True
+    assert sum(page["counts"].values()) == len(whole)
+    listed = twin(app, "/assets", "namespace=team-a.sales")
+    assert listed["riskFlagged"] is True and all(a["health"] is not None for a in listed["assets"])

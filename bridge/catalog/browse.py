@@ -538,29 +538,35 @@ def nodes_of(catalog: Catalog, ids: Sequence[str]) -> list[GraphNode]:
     return [found[i] for i in ids if i in found]
 
 
-def writers(catalog: Catalog, ids: Sequence[str]) -> dict[str, str]:
+def writers(catalog: Catalog, ids: Sequence[str], *, scope: Scope | None = None) -> dict[str, str]:
     """What last wrote each asset: the flow (``<namespace>/<flow id>``) of olbridge's latest run
-    that wrote it, else a received job (``<namespace>/<name>``) that writes it."""
-    # an asset's rows all come in one chunk: its own writes, in time order, after its received jobs
-    found: dict[str, str] = dict(sql.in_chunks(catalog._conn, _EXTERNAL_WRITERS, ids))
-    found.update((i, flow) for i, flow, _ in sql.in_chunks(catalog._conn, _OWN_WRITERS, ids))
-    return found
+    that wrote it, else a received job (``<namespace>/<name>``) that writes it (the first by
+    name); one of a namespace ``scope`` does not see is :data:`ANOTHER_NAMESPACE`."""
+    found: dict[str, tuple[str, str]] = {}  # id: (label, namespace)
+    for asset_id, ns, name in sql.in_chunks(catalog._conn, _EXTERNAL_WRITERS, ids):
+        label = f"{ns}/{name}"
+        if asset_id not in found or label < found[asset_id][0]:
+            found[asset_id] = (label, ns)
+    # an asset's own writers come in one chunk, in time order: the latest last
+    found.update((i, (f"{ns}/{flow}", ns)) for i, ns, flow, _ in sql.in_chunks(catalog._conn, _OWN_WRITERS, ids))
+    return {i: label if allows(scope, ns) else ANOTHER_NAMESPACE for i, (label, ns) in found.items()}
 
 
+ANOTHER_NAMESPACE = "another namespace"  # a writer or producer a token does not see, as a page names it
 _EXTERNAL_WRITERS = """
-    SELECT asset_id, min(job_namespace || '/' || job_name) FROM external_usages
-    WHERE direction = 'output' AND asset_id IN ({values}) GROUP BY asset_id
+    SELECT asset_id, job_namespace, job_name FROM external_usages
+    WHERE direction = 'output' AND asset_id IN ({values})
 """
 # each task that wrote each asset, with its latest write (kept as runs are written: a row a
 # writer, not a row a write of the asset's history), latest last
 _OWN_WRITERS = """
-    SELECT asset_id, flow_namespace || '/' || flow_id, last_write FROM kept_writers
+    SELECT asset_id, flow_namespace, flow_id, last_write FROM kept_writers
     WHERE last_write IS NOT NULL AND asset_id IN ({values}) ORDER BY last_write, flow_namespace, flow_id
 """
 
 
 _EXTERNAL_PRODUCERS = """
-    SELECT u.asset_id, s.producer, s.last_seen FROM external_usages u
+    SELECT u.asset_id, s.producer, s.last_seen, s.job_namespace FROM external_usages u
     JOIN external_sources s ON s.job_namespace = u.job_namespace AND s.job_name = u.job_name
     WHERE u.direction = 'output' AND u.asset_id IN ({values})
 """
@@ -569,14 +575,15 @@ _OWN_WRITES = (
 )
 
 
-def producers(catalog: Catalog, ids: Sequence[str], own: str) -> dict[str, str]:
+def producers(catalog: Catalog, ids: Sequence[str], own: str, *, scope: Scope | None = None) -> dict[str, str]:
     """The producer (OpenLineage's ``producer``) of what last wrote each asset: ``own`` (olbridge's)
     when the latest write was one of olbridge's runs, else the producer of the latest received
-    run or JobEvent whose job writes it (by its last sighting); an asset nothing wrote has none."""
+    run or JobEvent whose job writes it (by its last sighting; :data:`ANOTHER_NAMESPACE`, a job
+    of a namespace ``scope`` does not see); an asset nothing wrote has none."""
     found: dict[str, tuple[str, str]] = {}  # id: (when, producer)
-    for asset_id, producer, seen in sql.in_chunks(catalog._conn, _EXTERNAL_PRODUCERS, ids):
+    for asset_id, producer, seen, ns in sql.in_chunks(catalog._conn, _EXTERNAL_PRODUCERS, ids):
         if asset_id not in found or seen > found[asset_id][0]:
-            found[asset_id] = (seen, producer)
+            found[asset_id] = (seen, producer if allows(scope, ns) else ANOTHER_NAMESPACE)
     for asset_id, written in sql.in_chunks(catalog._conn, _OWN_WRITES, ids):
         if written and (asset_id not in found or written >= found[asset_id][0]):
             found[asset_id] = (written, own)

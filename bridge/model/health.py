@@ -25,7 +25,7 @@ import enum
 import functools
 import re
 from collections import deque
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -482,6 +482,33 @@ class Judge:
         return Verdict(asset_id, worst[0], (worst[1],), rule, last_write)
 
 
+# the reasons that name a job (:func:`evaluate`'s): a run's label, or the reporter of checks,
+# each ``<job namespace>/<job> at <time>`` (a reporter may be a word: ``dbt import``)
+_NAMES_A_JOB = (
+    re.compile(r"(last run )(.+)( (?:failed|succeeded))", re.DOTALL),
+    re.compile(r"(check .+ failed \()(.+)(\))", re.DOTALL),
+)
+ANOTHER_NAMESPACE = "a job of another namespace"
+
+
+def masked(reason: str, allows: Callable[[str], bool]) -> str:
+    """A reason as one who sees only the namespaces ``allows`` takes may read it: the job it
+    names, where its namespace may be one they do not see, is :data:`ANOTHER_NAMESPACE`. A job
+    is named ``namespace/name``, and either may hold a ``/``: it is shown only where every text
+    before one of its ``/`` is a namespace they see (so whichever is its namespace)."""
+    for pattern in _NAMES_A_JOB:
+        found = pattern.fullmatch(reason)
+        if found is None:
+            continue
+        job, at, moment = found.group(2).rpartition(" at ")
+        if not at:
+            job, moment = found.group(2), ""
+        if all(allows(job[:i]) for i, c in enumerate(job) if c == "/"):
+            return reason
+        return f"{found.group(1)}{ANOTHER_NAMESPACE}{at}{moment}{found.group(3)}"
+    return reason
+
+
 _INSTANT = timedelta(microseconds=1)  # the catalog's times are to the microsecond
 
 
@@ -570,6 +597,7 @@ def path_to_cause(asset_id: str, before: Mapping[str, str], bad: Container[str])
 
 
 __all__ = [
+    "ANOTHER_NAMESPACE",
     "Facts",
     "FreshnessRule",
     "Health",
@@ -581,6 +609,7 @@ __all__ = [
     "at_risk",
     "evaluate",
     "format_duration",
+    "masked",
     "next_change",
     "parse_duration",
     "path_to_cause",

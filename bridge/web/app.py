@@ -216,7 +216,7 @@ class UiApp:
             data = pages.run_page(catalog, runs, path[len("/runs/") :], scope)
             return self.render("run.html", data, as_json, query)
         if path == "/status":
-            return self.render("status.html", pages.status_page(catalog), as_json, query)
+            return self.render("status.html", pages.status_page(catalog, scope), as_json, query)
         raise NotFoundError(f"no page at {path}")
 
     def render(self, template: str, data: dict[str, Any], as_json: bool, query: dict[str, str]) -> Response:

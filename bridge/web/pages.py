@@ -20,7 +20,7 @@ from bridge.catalog.lineage_steps import lineage_steps
 from bridge.catalog.runs import EXTERNAL, OWN, STATES, RunFilter, Runs, RunView
 from bridge.errors import NotFoundError, ValidationError
 from bridge.model import Asset, format_time, parse_time, utcnow
-from bridge.model.health import Health, Selector
+from bridge.model.health import Health, Selector, masked
 from bridge.web.layout import layout
 
 Query = Mapping[str, str]
@@ -85,8 +85,17 @@ def judged(
     found = catalog.health_of_few(now, selectors, wanted, at_most=HEALTH_UPSTREAM)
     flagged = found is not None
     if found is None:
-        found = catalog.health_of_few(now, selectors, wanted, paths=False) or []
-    return verdicts(catalog, found, scope, flagged), flagged
+        found = catalog.health_of_few(now, selectors, wanted, paths=False)
+    if found is None and _small(catalog):  # a received run named under several jobs: the whole catalog's facts
+        flagged, found = True, catalog.health(now, selectors, ids=wanted)
+    return verdicts(catalog, found or [], scope, flagged), flagged
+
+
+def _small(catalog: Catalog) -> bool:
+    """Whether the catalog holds few enough assets (:data:`HEALTH_PAGE_AT_MOST`) that a page may
+    judge them all."""
+    held = b.list_assets(catalog, b.AssetFilter(), limit=1).count
+    return held is not None and held <= HEALTH_PAGE_AT_MOST
 
 
 def verdicts(
@@ -94,7 +103,8 @@ def verdicts(
 ) -> dict[str, dict[str, Any]]:
     """Each asset's health for a page, by id: its health, reasons, and the path from the cause of
     its at-risk flag (``atRisk`` None: not worked out), which names only the assets ``scope`` sees
-    (None in the place of another's; each asset on the paths read once)."""
+    (None in the place of another's; each asset on the paths read once), and reasons that name
+    only the jobs of its namespaces (:func:`~bridge.model.health.masked`)."""
     hidden: set[str] = set()
     if scope is not None:
         on_paths = {asset_id for h in found for asset_id in h.path}
@@ -102,7 +112,7 @@ def verdicts(
     return {
         h.asset_id: {
             "health": h.health.value,
-            "reasons": list(h.verdict.reasons),
+            "reasons": [masked(r, scope.allows) for r in h.verdict.reasons] if scope else list(h.verdict.reasons),
             "atRisk": h.at_risk if flagged else None,
             "pathToCause": [None if asset_id in hidden else asset_id for asset_id in h.path],
         }
@@ -202,14 +212,15 @@ def health_page(
     filters = {"state": ",".join(states), "namespace": namespace or "", "risk": "1" if only_at_risk else ""}
     now, flagged = utcnow(), True
     if namespace is None:  # every asset judged: not at a request past a size (the catalog's, whoever asks)
-        held = b.list_assets(catalog, b.AssetFilter(), limit=1).count
-        if held is None or held > HEALTH_PAGE_AT_MOST:
+        if not _small(catalog):
             return _too_many(filters, HEALTH_PAGE_AT_MOST)
         judged_now = catalog.health(now, selectors)
     else:  # the namespace's assets from their own facts and those upstream; else without flags
         few = catalog.health_of_few(now, selectors, namespace=namespace)
         if few is None:
             flagged, few = False, catalog.health_of_few(now, selectors, namespace=namespace, paths=False)
+        if few is None and _small(catalog):  # a received run named under several jobs: the whole catalog's facts
+            flagged, few = True, catalog.health(now, selectors, namespace=namespace)
         if few is None:
             return _too_many(filters, health_queries.SOME_AT_MOST)
         judged_now = few
@@ -339,10 +350,10 @@ def dependencies(catalog: Catalog, runs: Runs, root: str, query: Query, scope: b
         scope=scope,
     )
     if options["group"] == "flow":
-        flows = b.writers(catalog, [n.id for n in graph.nodes])
+        flows = b.writers(catalog, [n.id for n in graph.nodes], scope=scope)
         graph = attrs.evolve(graph, nodes=tuple(attrs.evolve(n, flow=flows.get(n.id)) for n in graph.nodes))
     elif options["group"] == "producer":
-        made = b.producers(catalog, [n.id for n in graph.nodes], own=runs.converter.options.producer)
+        made = b.producers(catalog, [n.id for n in graph.nodes], own=runs.converter.options.producer, scope=scope)
         graph = attrs.evolve(graph, nodes=tuple(attrs.evolve(n, producer=made.get(n.id)) for n in graph.nodes))
     drawn = layout(graph, group_by=options["group"], expanded=options["expand"], read=read, written=written)
     return {
@@ -447,6 +458,11 @@ def lineage_page(catalog: Catalog, query: Query, scope: b.Scope | None) -> dict[
     nodes = tuple(n for n in b.nodes_of(catalog, ids) if b.allows(scope, n.namespace))
     shown = {n.id for n in nodes}
     edges = [e for e in edges if e[0] in shown and e[1] in shown]
+    if scope is not None:  # what joins the asset only through assets the scope does not see is not shown
+        shown = _joined(asset.id, edges)
+        nodes = tuple(n for n in nodes if n.id in shown)
+        edges = [e for e in edges if e[0] in shown]
+        before = {e for e in before if e[0] in shown and e[1] in shown}
     graph = b.GraphSlice(asset.id, nodes, tuple(edges), (), steps.truncated)
     new_edges = [e for e in edges if e not in before]
     known = {n for e in before for n in e} | {asset.id}
@@ -462,6 +478,21 @@ def lineage_page(catalog: Catalog, query: Query, scope: b.Scope | None) -> dict[
         **drawn.to_json(),
     )
     return out
+
+
+def _joined(root: str, edges: Sequence[tuple[str, str]]) -> set[str]:
+    """The assets ``edges`` join to ``root``, either way."""
+    near: dict[str, list[str]] = {}
+    for up, down in edges:
+        near.setdefault(up, []).append(down)
+        near.setdefault(down, []).append(up)
+    found, frontier = {root}, [root]
+    while frontier:
+        for other in near.get(frontier.pop(), ()):
+            if other not in found:
+                found.add(other)
+                frontier.append(other)
+    return found
 
 
 # --- /runs ---------------------------------------------------------------------------------
@@ -527,8 +558,23 @@ def run_page(catalog: Catalog, runs: Runs, run_id: str, scope: b.Scope | None) -
     data["inputs"] = [i for i in view.inputs if i in visible]
     data["outputs"] = [o for o in view.outputs if o in visible]
     data["summary"] = run_summary(view)
+    parent = runs.get(view.parent_run_id) if view.parent_run_id else None
+    # a link to the parent run only where it is one the catalog holds (and the scope sees)
+    data["parentKnown"] = parent is not None and b.allows(scope, parent.job_namespace)
     events = b.raw_events(catalog, view.run_id)
     data["rawEvents"] = [{"eventTime": e.event_time, "eventType": e.event_type, "body": e.body} for e in events]
+    data["hidden"] = False
+    if scope is not None:
+        jobs = [(ns, name) for ns, name in view.jobs if scope.allows(ns)]
+        if len(jobs) < len(view.jobs):
+            data["conflictingJobs"] = [{"namespace": ns, "name": name} for ns, name in jobs]
+        if view.parent_run_id and not data["parentKnown"]:
+            data["parentRunId"] = None
+            data["facets"]["run"] = {k: v for k, v in data["facets"]["run"].items() if k != "parent"}
+        if len(visible) < len(set(view.inputs) | set(view.outputs)) or len(jobs) < len(view.jobs):
+            # what came with the run names what the scope does not see: its events as they came,
+            # their facets and the warnings taking them gave are not shown
+            data.update(rawEvents=[], facets={"run": {}, "job": {}}, warnings=[], hidden=True)
     anchor = next(iter([*data["outputs"], *data["inputs"]]), None)
     data["graphAsset"] = anchor
     return data
@@ -537,11 +583,17 @@ def run_page(catalog: Catalog, runs: Runs, run_id: str, scope: b.Scope | None) -
 # --- /status -------------------------------------------------------------------------------
 
 
-def status_page(catalog: Catalog) -> dict[str, Any]:
+def status_page(catalog: Catalog, scope: b.Scope | None = None) -> dict[str, Any]:
+    """The outbox and the stream workers; for a token that sees only some namespaces, the last
+    delivery error without where it went or what the backend answered (which may name any
+    namespace's events)."""
     errors = catalog.outbox.errors()
     now = time.time()
+    last = errors[0].as_json() if errors else None
+    if last is not None and scope is not None:
+        last = {key: value for key, value in last.items() if key not in ("target", "detail")}
     return {
         **catalog.outbox.status().as_json(),
-        "lastError": errors[0].as_json() if errors else None,
+        "lastError": last,
         "workers": [w.as_json(now) for w in catalog.workers.list()],
     }

@@ -226,6 +226,9 @@ def test_ingesting_olbridges_own_events_gives_back_the_same_assets(
                     "analytics.marts.orders", type="Table", metadata={"system": "postgres", "host": "db", "port": 5432}
                 ),
                 decl("reports.orders_summary", type="File"),
+                # named by its path (files.toml's file-by-path), which no rule names back: found by
+                # the symlink olbridge gives it
+                decl("reports.orders_by_day", type="File", metadata={"path": "out/orders_by_day.csv"}),
             ),
         )
     )
@@ -237,6 +240,30 @@ def test_ingesting_olbridges_own_events_gives_back_the_same_assets(
     for asset_id, asset in before.items():
         if asset.origin is not Origin.EXTERNAL:
             assert catalog.asset(asset_id) == asset
+
+
+def test_a_symlink_to_an_asset_named_otherwise_binds_nothing_to_it(
+    catalog: Catalog, intake: Intake, resolver: Resolver
+) -> None:
+    """A dataset no rule names back comes to olbridge's asset that a symlink in olbridge's
+    namespace names only where olbridge names that asset as the dataset is named: another
+    producer's dataset saying it is ``reports.orders_by_day`` stays a placeholder of its own."""
+    own = decl("reports.orders_by_day", type="File", metadata={"path": "out/orders_by_day.csv"})
+    catalog.record_task_run(run("report", outputs=(own,)))
+    link = {"namespace": resolver.default_namespace, "name": "reports.orders_by_day", "type": "FILE"}
+    for index, name in enumerate(("elsewhere/orders_by_day.csv", "out/orders_by_day.csv")):
+        event = ol_run_event(
+            run_id=f"0194a1b2-0000-7000-8000-00000000010{index}",
+            outputs=[ol_dataset("file", name, symlinks={"identifiers": [link]})],
+        )
+        (outcome,) = take(intake, event)
+        assert outcome.status == "accepted"
+        external = [u for u in catalog.usages_of("reports.orders_by_day") if isinstance(u, ExternalUsage)]
+        if index == 0:
+            assert len(outcome.placeholders) == 1 and outcome.placeholders[0] != "reports.orders_by_day"
+            assert external == []
+        else:
+            assert outcome.placeholders == () and len(external) == 1
 
 
 def test_two_datasets_never_merge_into_one_asset(catalog: Catalog, intake: Intake, converter: Converter) -> None:

@@ -49,6 +49,8 @@ class IngestResult:
 # unpickle
 _ACCEPTED = IngestResult("accepted")
 _DUPLICATE = IngestResult("duplicate")
+# what Resolver.asset_for names a dataset by where no rule names it back (an id of its own)
+_NO_RULE = frozenset(("uri", "hash"))
 
 
 WARNINGS_KEPT = 200  # distinct warnings kept with an external run or job
@@ -246,6 +248,10 @@ class GroupIngest:
         """The asset id for a dataset not seen before, the metadata its rule gives, and a warning
         when the id the rules give stands for another dataset already (a collision)."""
         ref = self.resolver.asset_for(ds.namespace, ds.name)
+        if ref.rule in _NO_RULE:  # no rule names an asset back from it: maybe one of olbridge's own
+            own = self._own_asset(ds)
+            if own is not None:
+                return own, {}, None
         candidate = ref.id
         other = self.bound_here.get(candidate)
         if other is None:
@@ -265,6 +271,24 @@ class GroupIngest:
             f"{other[0]} {other[1]}; kept apart as {fallback!r}"
         )
         return fallback, {}, warning
+
+    def _own_asset(self, ds: SeenDataset) -> str | None:
+        """The asset olbridge exported ``ds`` for, where no rule names it back (a File named by its
+        ``path``, say): the asset a symlink identifier in olbridge's namespace names, if it is in
+        the catalog and olbridge names it as ``ds`` is named (an event cannot bind a dataset to
+        an asset that is not its own), and is bound to no other dataset."""
+        for namespace, name, _kind in ds.symlinks:
+            if namespace != self.resolver.default_namespace:
+                continue
+            asset = self.asset(name) if name not in self.bound_here else None
+            if asset is None or asset.deleted_at is not None:
+                continue
+            named = self.resolver.dataset_for(asset.id, asset.type, asset.metadata)
+            if (named.namespace, named.name) != (ds.namespace, ds.name):
+                continue
+            if self.cur.execute(sql_received.BINDING_OF_ASSET, (asset.id,)).fetchone() is None:
+                return asset.id
+        return None
 
     def _binding(self, ds: SeenDataset, moment: str) -> tuple[_Binding, str | None]:
         key = (ds.namespace, ds.name)

@@ -943,3 +943,27 @@ def test_a_run_named_under_two_jobs_leaves_a_small_catalogs_pages_judged(ui_cata
     assert sum(page["counts"].values()) == len(whole)
     listed = twin(app, "/assets", "namespace=team-a.sales")
     assert listed["riskFlagged"] is True and all(a["health"] is not None for a in listed["assets"])
+
+
+def test_a_page_never_reads_more_runs_than_a_next_link_could_ask_for(ui_catalog: str, resolver: Resolver) -> None:
+    """The runs list's ``before`` skips the runs of one start time shown on the pages before, and
+    reads as many more: past what 200 pages could have shown, it is refused."""
+    app = make_app(ui_catalog, resolver)
+    assert twin(app, "/runs", f"before=2025-01-01T00:00:00Z|{pages.MAX_SKIP}")["runs"] == []
+    status, _, text = call(app, "/runs", f"before=x|{pages.MAX_SKIP + 1}&format=json")
+    assert status.startswith("400") and "at most 10,000" in text
+
+
+def test_a_bidirectional_override_in_a_name_is_shown_as_its_escape(catalog_target: str, resolver: Resolver) -> None:
+    """A job named with U+202E (right-to-left override) would turn the rest of its line around on
+    a page (``exe.txt`` read as ``txt.exe``): pages show its escape, as the command line does; the
+    twin keeps the name as it is."""
+    name = "invoice\u202etxt.exe"
+    with Catalog(catalog_target) as catalog:
+        event = ol_run_event(run_id=EXTERNAL_RUN, job=("team-a-spark", name))
+        assert [o.status for o in catalog_intake(catalog, resolver).take([event])] == ["accepted"]
+    app = make_app(catalog_target, resolver)
+    for path in (f"/runs/{EXTERNAL_RUN}", "/runs"):
+        text = call(app, path)[2]
+        assert "\u202e" not in text and "invoice\\u202etxt.exe" in text, path
+    assert twin(app, f"/runs/{EXTERNAL_RUN}")["job"]["name"] == name

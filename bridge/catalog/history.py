@@ -99,6 +99,8 @@ def task_runs_by_pk(conn: Connection | Cursor, pks: Sequence[int]) -> dict[int, 
 
 
 def with_usages(conn: Connection | Cursor, page: list[Any]) -> Iterator[StoredTaskRun]:
+    if not page:  # nothing to read (and ``IN ()`` is no SQL PostgreSQL takes)
+        return
     usages: dict[int, list[StoredUsage]] = {}
     pks = [r[0] for r in page]
     for pk, asset_id, direction, position, stats in conn.execute(sql.select_usages_of_runs(len(pks)), pks):

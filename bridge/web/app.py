@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, quote, unquote, urlencode
 
 import attrs
 import jinja2
+import markupsafe
 import orjson
 
 from bridge.catalog import Catalog
@@ -74,6 +75,20 @@ def run_url(run_id: str) -> str:
     return "/runs/" + quote(run_id, safe="")
 
 
+# the embeddings, overrides and isolates of bidirectional text: one in a name would turn the rest
+# of the line around it (an ``exe.txt`` reading ``txt.exe``)
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
+def _without_bidi(value: Any) -> Any:
+    """What a page shows, each bidirectional override written as its escape (``\\u202e``), as
+    the command line shows it; markup stays markup (the escapes are plain text)."""
+    if not isinstance(value, str) or not _BIDI.search(value):
+        return value
+    shown = _BIDI.sub(lambda found: f"\\u{ord(found.group()):04x}", value)
+    return markupsafe.Markup(shown) if isinstance(value, markupsafe.Markup) else shown
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("bridge.web", "templates"),
@@ -81,6 +96,7 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_without_bidi,
     )
     env.globals.update(link=link, asset_url=asset_url, run_url=run_url)
     env.filters["json"] = lambda value: orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()

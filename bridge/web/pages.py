@@ -29,6 +29,7 @@ TABS = ("overview", "dependencies", "runs", "columns", "history")
 DIRECTIONS = {"up": "upstream", "down": "downstream", "both": "both"}
 GROUPS = ("", "namespace", "type", "origin", "flow", "producer")
 MAX_DEPTH = 6
+MAX_SKIP = 200 * PAGE  # runs of one start time the runs list pages through, at most
 
 
 def _time(moment: datetime | None) -> str | None:
@@ -539,6 +540,12 @@ def runs_page(runs: Runs, query: Query, scope: b.Scope | None) -> dict[str, Any]
     before = query.get("before") or None
     if before is not None and not re.fullmatch(r"[^|]*\|\d{1,7}", before):
         raise ValidationError("before is <time>|<count>, as a next link gives it", rule="ui.before", value=before)
+    if before is not None and int(before.rpartition("|")[2]) > MAX_SKIP:  # a page reads as many more runs
+        raise ValidationError(
+            f"before's count is at most {MAX_SKIP:,} (runs of one start time on the pages before)",
+            rule="ui.before",
+            value=before,
+        )
     page = b.recent_runs(runs, filters, before=before, limit=PAGE, scope=scope)
     return {
         "filters": {k: query.get(k, "") for k in ("state", "job", "namespace", "origin", "since", "until")},

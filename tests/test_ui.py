@@ -967,3 +967,21 @@ def test_a_bidirectional_override_in_a_name_is_shown_as_its_escape(catalog_targe
         text = call(app, path)[2]
         assert "\u202e" not in text and "invoice\\u202etxt.exe" in text, path
     assert twin(app, f"/runs/{EXTERNAL_RUN}")["job"]["name"] == name
+
+
+def test_a_received_check_shows_in_the_list_and_on_the_assets_page(catalog_target: str, resolver: Resolver) -> None:
+    """The checks column and the assertions table show an asset's latest checks, whoever reported
+    them: here a received event's ``dataQualityAssertions``, which an External placeholder's own
+    record does not hold."""
+    failed = {"assertions": [{"assertion": "not_null", "success": False, "column": "id"}]}
+    with Catalog(catalog_target) as catalog:
+        event = ol_run_event(outputs=[ol_dataset("s3://bkt", "checked", dataQualityAssertions=failed)])
+        (outcome,) = catalog_intake(catalog, resolver).take([event])
+        assert outcome.status == "accepted" and len(outcome.placeholders) == 1
+    placeholder = outcome.placeholders[0]
+    app = make_app(catalog_target, resolver)
+    (row,) = [a for a in twin(app, "/assets")["assets"] if a["id"] == placeholder]
+    assert row["checks"] == "failing" and row["health"]["health"] == "FAIL"
+    page = twin(app, f"/assets/{placeholder}")  # PATH_INFO comes decoded
+    assert page["checks"] == "failing"
+    assert page["assertions"] == [{"assertion": "not_null", "success": False, "column": "id", "severity": None}]

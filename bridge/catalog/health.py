@@ -613,6 +613,18 @@ def _checks(
     return out
 
 
+def latest_checks(conn: Connection | Cursor, ids: Iterable[str], as_of: datetime) -> dict[str, tuple[Assertion, ...]]:
+    """The latest checks reported by ``as_of`` of each of the assets of ``ids`` that has any
+    (those the health judges: a run's, a received event's ``dataQualityAssertions``, ``dbt
+    import``'s), read through the indexes."""
+    moment, wanted = format_time(as_of), list(dict.fromkeys(ids))
+    found = _checks(
+        sql.in_chunks(conn, SOME_UNKEPT_CHECKS, wanted, (), (moment,)),
+        sql.in_chunks(conn, SOME_LATEST_CHECKS, wanted, (), (moment,)),
+    )
+    return {asset_id: assertions for asset_id, (assertions, _from) in found.items()}
+
+
 def _own_checks(text: str | None) -> tuple[Assertion, ...]:
     return tuple(Assertion(**a) for a in json.loads(text)) if text else ()
 
@@ -681,4 +693,13 @@ def _edges(own: Iterable[Sequence[Any]], received: Iterable[Sequence[Any]]) -> d
     return downstream
 
 
-__all__ = ["AssetHealth", "assess", "assess_few", "collector_held", "get_rule", "record_checks", "set_rule"]
+__all__ = [
+    "AssetHealth",
+    "assess",
+    "assess_few",
+    "collector_held",
+    "get_rule",
+    "latest_checks",
+    "record_checks",
+    "set_rule",
+]

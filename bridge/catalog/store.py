@@ -48,6 +48,7 @@ from bridge.catalog.writes import DeclareResult, RecordResult
 from bridge.errors import BridgeError, CatalogError, NotFoundError, ValidationError
 from bridge.mapping.resolver import Resolver
 from bridge.model import (
+    Assertion,
     Asset,
     AssetChange,
     AssetDeclaration,
@@ -495,6 +496,11 @@ class Catalog:
         """The health of the assets there were at ``as_of`` (or those of ``ids``; of those of
         ``namespace``), with their at-risk flags, by id."""
         return health_queries.assess(self._conn, selectors, as_of, ids=ids, namespace=namespace)
+
+    def latest_checks(self, ids: Iterable[str], as_of: datetime) -> dict[str, tuple[Assertion, ...]]:
+        """The latest checks reported by ``as_of`` of each of these assets that has any (those
+        its health reads: a run's, a received event's, ``dbt import``'s)."""
+        return health_queries.latest_checks(self._conn, ids, as_of)
 
     def health_of_few(
         self,

@@ -19,7 +19,7 @@ from bridge.catalog.health import AssetHealth
 from bridge.catalog.lineage_steps import lineage_steps
 from bridge.catalog.runs import EXTERNAL, OWN, STATES, RunFilter, Runs, RunView
 from bridge.errors import NotFoundError, ValidationError
-from bridge.model import Asset, format_time, parse_time, utcnow
+from bridge.model import Assertion, Asset, format_time, parse_time, utcnow
 from bridge.model.health import Health, Selector, masked
 from bridge.web.layout import layout
 
@@ -59,12 +59,13 @@ def visible_asset(catalog: Catalog, asset_id: str, scope: b.Scope | None) -> Ass
     return asset
 
 
-def checks(asset: Asset) -> str | None:
-    """``failing`` when one of its data-quality assertions (dbt tests) failed at its last run,
-    ``passing`` when all passed, None when it has none."""
-    if not asset.assertions:
+def checks(assertions: Sequence[Assertion]) -> str | None:
+    """``failing`` when one of an asset's latest data-quality assertions (its checks: dbt's
+    tests, a run's, a received event's ``dataQualityAssertions``) failed, ``passing`` when all
+    passed, None when it has none."""
+    if not assertions:
         return None
-    return "passing" if all(a.success for a in asset.assertions) else "failing"
+    return "passing" if all(a.success for a in assertions) else "failing"
 
 
 HEALTH_UPSTREAM = 200  # assets a page judges for its at-risk flags, with those upstream, at most
@@ -126,11 +127,13 @@ def _sees(catalog: Catalog, asset_id: str, scope: b.Scope) -> bool:
     return asset is not None and b.allows(scope, asset.namespace)
 
 
-def asset_row(item: b.ListedAsset, health: dict[str, Any] | None = None) -> dict[str, Any]:
+def asset_row(
+    item: b.ListedAsset, health: dict[str, Any] | None = None, assertions: Sequence[Assertion] = ()
+) -> dict[str, Any]:
     a = item.asset
     return {
         "health": health,
-        "checks": checks(a),
+        "checks": checks(assertions),
         "id": a.id,
         "type": a.type,
         "namespace": a.namespace,
@@ -171,11 +174,13 @@ def assets_page(
     after = query.get("after") or None
     page = b.list_assets(catalog, f, after=after, limit=PAGE, scope=scope)
     tree = b.prefix_children(catalog, f.prefix, scope=scope)
-    health, flagged = judged(catalog, selectors, [item.asset.id for item in page.assets], scope)
+    ids = [item.asset.id for item in page.assets]
+    health, flagged = judged(catalog, selectors, ids, scope)
+    latest = catalog.latest_checks(ids, utcnow())
     return {
         "riskFlagged": flagged,
         "filters": {k: query.get(k, "") for k in ("q", "type", "namespace", "origin", "meta", "prefix")},
-        "assets": [asset_row(item, health.get(item.asset.id)) for item in page.assets],
+        "assets": [asset_row(item, health.get(item.asset.id), latest.get(item.asset.id, ())) for item in page.assets],
         "count": page.count,
         "countCapped": page.count is not None and page.count > b.COUNT_CAP,
         "after": after,
@@ -277,16 +282,16 @@ def asset_page(
 ) -> dict[str, Any]:
     asset = visible_asset(catalog, asset_id, scope)
     tab = _choice(query, "tab", TABS, "overview")
+    latest = catalog.latest_checks([asset.id], utcnow()).get(asset.id, ())
     out: dict[str, Any] = {
         "asset": asset.to_json(),
         "tab": tab,
-        "checks": checks(asset),
+        "checks": checks(latest),
     }
     health, out["riskFlagged"] = judged(catalog, selectors, [asset.id], scope)
     out["health"] = health.get(asset.id)
     out["assertions"] = [
-        {"assertion": x.assertion, "success": x.success, "column": x.column, "severity": x.severity}
-        for x in asset.assertions
+        {"assertion": x.assertion, "success": x.success, "column": x.column, "severity": x.severity} for x in latest
     ]
     if tab == "overview":
         out.update(overview(catalog, runs, asset, scope))

@@ -14,18 +14,28 @@ a failed one, named with its reason: a run that left something unchecked is neve
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+# Hypothesis keeps its caches (and any example database) in `.hypothesis/` of the working folder,
+# the repository's: a folder of its own under the system's temporary one instead, removed at the
+# end. Hypothesis reads the variable at its first use of that folder, after this (the processes
+# the tests start inherit it).
+if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
+    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = _hypothesis_dir = tempfile.mkdtemp(prefix="olbridge-hypothesis-")
+    atexit.register(shutil.rmtree, _hypothesis_dir, ignore_errors=True)
 
 from bridge.catalog import Catalog
 from bridge.mapping import Resolver

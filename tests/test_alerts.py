@@ -792,6 +792,18 @@ def config_file(tmp_path: Path, hook: Webhook, extra: str = "") -> Path:
     return config
 
 
+def stopped(process: subprocess.Popen[str], timeout: float = 60) -> str:
+    """A process's stderr once it has stopped: asked to (SIGTERM) where it still runs, and killed
+    where it does not stop within ``timeout`` seconds, so that none outlives the test."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        return process.communicate(timeout=timeout)[1]
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return f"{process.communicate(timeout=timeout)[1]}\n(killed: not stopped within {timeout:g} s of SIGTERM)"
+
+
 def test_two_stream_workers_on_postgresql_send_each_alert_once(
     postgres_url: str, tmp_path: Path, webhook: Webhook
 ) -> None:
@@ -817,20 +829,20 @@ def test_two_stream_workers_on_postgresql_send_each_alert_once(
     config = config_file(tmp_path, webhook)
     with Backend() as backend, Catalog(postgres_url) as catalog:
         command = [OLBRIDGE, "--config", str(config), "--catalog", postgres_url, "stream", "--url", backend.url]
-        start = lambda: subprocess.Popen([*command, "--poll", "0.05"], stderr=subprocess.PIPE, text=True)  # noqa: E731
+
+        def start() -> subprocess.Popen[str]:
+            return subprocess.Popen([*command, "--poll", "0.05"], stderr=subprocess.PIPE, text=True)
+
         workers = [start(), start()]
-        stopped = ""
+        errors: list[str] = []  # each stopped worker's stderr, in the order of workers
         try:
             assert wait_for(lambda: len(webhook.taken) >= 30, timeout=90)
-            workers[0].terminate()  # stopped: it settles what it sent, and lets its claims go
-            stopped = workers[0].communicate(timeout=60)[1]
+            errors.append(stopped(workers[0]))  # it settles what it sent, and lets its claims go
             workers.append(start())  # and started again
             assert wait_for(lambda: len(webhook.taken) >= 120, timeout=90)
             assert wait_for(lambda: catalog.outbox.status().pending == 0, timeout=30)
-        finally:
-            for worker in workers[1:]:
-                worker.terminate()
-            errors = [stopped, *(worker.communicate(timeout=60)[1] for worker in workers[1:])]
+        finally:  # every worker not stopped yet, even when the test failed
+            errors += [stopped(worker) for worker in workers[len(errors) :]]
     assert [w.returncode for w in workers] == [0, 0, 0], errors
     assert all("Traceback" not in e for e in errors)
     got = webhook.changes()

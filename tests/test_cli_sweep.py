@@ -107,8 +107,13 @@ def files(tmp_path: Path) -> dict[str, str]:
 
 def command_args(path: tuple[str, ...], files: dict[str, str]) -> list[str]:
     """A valid run of the command (what it would do with a good catalog and reachable servers)."""
+    return command_table(files)[path]
+
+
+def command_table(files: dict[str, str]) -> dict[tuple[str, ...], list[str]]:
+    """A valid run of each command, by its path (:func:`command_args`)."""
     nobody = files["nobody"]
-    table: dict[tuple[str, ...], list[str]] = {
+    return {
         ("assets", "delete"): ["mart.orders"],
         ("assets", "list"): [],
         ("assets", "purge"): ["--namespace", "company.data"],
@@ -142,7 +147,6 @@ def command_args(path: tuple[str, ...], files: dict[str, str]) -> list[str]:
         ("ui",): ["--port", "0"],
         ("validate",): [files["events"]],
     }
-    return table[path]
 
 
 # validate reads event files only; catalog copy names its two catalogs as arguments (its errors
@@ -166,8 +170,11 @@ SERVE = ("serve",)
 
 
 def test_every_command_is_swept(files: dict[str, str]) -> None:
-    for path in LEAVES:
-        assert isinstance(command_args(path, files), list), label(path)  # a KeyError names a new command
+    """Every command has its valid run, and every run names a command that is there (a renamed
+    command leaves a row that sweeps nothing)."""
+    table = command_table(files)
+    assert [label(p) for p in LEAVES if p not in table] == [], "commands with no valid run in command_table"
+    assert [label(p) for p in table if p not in LEAVES] == [], "runs in command_table of no command"
 
 
 @pytest.fixture(autouse=True)

@@ -172,7 +172,7 @@ def test_run_ids_are_deterministic_and_time_ordered(catalog: Catalog, converter:
     assert all(i[14] == "7" for i in ids)  # UUIDv7
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=500, deadline=None, database=None)  # no example database: nothing written
 @given(
     moment=st.datetimes(
         min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.sampled_from([UTC, TEHRAN, BEHIND])

@@ -243,12 +243,16 @@ def test_documentation_is_always_sent_when_known(
     history(catalog)
     mocked.post(LINEAGE, status=201)
     worker(catalog, converter).run(once=True)
+    known = {"analytics.orders": "Orders, cleaned", "reports.daily": "Daily report"}
+    described: dict[str, list[str | None]] = {}  # each time a documented dataset was sent, the description it carried
     for event in bodies(mocked):
         for dataset in [*event.get("inputs", []), *event.get("outputs", []), event.get("dataset") or {}]:
-            if dataset.get("name") == "analytics.orders":
-                assert dataset["facets"]["documentation"]["description"] == "Orders, cleaned"
-            if dataset.get("name") == "reports.daily":
-                assert dataset["facets"]["documentation"]["description"] == "Daily report"
+            if dataset.get("name") in known:
+                description = dataset["facets"].get("documentation", {}).get("description")
+                described.setdefault(dataset["name"], []).append(description)
+    assert described.keys() == known.keys(), described  # both were sent: nothing passed unseen
+    for name, descriptions in described.items():
+        assert descriptions == [known[name]] * len(descriptions), (name, descriptions)
 
 
 def test_namespaces_are_marquez_namespaces_and_symlinks_never_empty(

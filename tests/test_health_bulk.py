@@ -8,7 +8,9 @@ import itertools
 import random
 from datetime import UTC, datetime, timedelta
 
-from bridge.model import Assertion, format_time
+import pytest
+
+from bridge.model import Assertion, format_time, health
 from bridge.model.health import (
     Facts,
     FreshnessRule,
@@ -16,6 +18,7 @@ from bridge.model.health import (
     Match,
     RuleBook,
     Selector,
+    Verdict,
     at_risk,
     evaluate,
     path_to_cause,
@@ -42,12 +45,41 @@ RUNS = [None, ("SUCCESS", "ns/flow.t at x"), ("FAILED", "ns/flow.t at y"), ("WAR
 CHECKS = [(), (Assertion("unique", True),), (Assertion("not_null", False, column="id"),)]
 
 
-def test_the_judge_says_what_evaluate_says() -> None:
+def test_the_judge_says_what_evaluate_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the common path the judge judges by itself, and must say what evaluate says; off it
+    (checks, or a rule and no write, or a write not in the catalog's form) it hands the facts to
+    evaluate, which is checked as such: comparing evaluate with itself would tell nothing."""
+    handed: list[tuple[Facts, FreshnessRule | None, datetime, Verdict]] = []  # evaluate's calls by the judge
+
+    def recorded(facts: Facts, rule: FreshnessRule | None, as_of: datetime) -> Verdict:
+        handed.append((facts, rule, as_of, evaluate(facts, rule, as_of)))
+        return handed[-1][-1]
+
+    monkeypatch.setattr(health, "evaluate", recorded)
     judge = Judge(AS_OF)
-    for rule, written, run, checks in itertools.product(RULES, WRITES, RUNS, CHECKS):
-        text = format_time(written) if written is not None else None
-        expected = evaluate(Facts("a", written if rule is not None else None, run, checks, "r at t"), rule, AS_OF)
-        assert judge.verdict("a", rule, text, run, checks, "r at t") == expected, (rule, text, run, checks)
+    alone = delegated = 0
+    odd = AS_OF - timedelta(minutes=61)
+    cases = [
+        *(
+            (rule, written, format_time(written) if written is not None else None, run, checks)
+            for rule, written, run, checks in itertools.product(RULES, WRITES, RUNS, CHECKS)
+        ),
+        *((rule, odd, odd.isoformat(), run, ()) for rule in RULES[1:] for run in RUNS),  # +00:00, not Z
+    ]
+    for rule, written, text, run, checks in cases:
+        facts = Facts("a", written if rule is not None else None, run, checks, "r at t")
+        handed.clear()
+        verdict = judge.verdict("a", rule, text, run, checks, "r at t")
+        case = (rule, text, run, checks)
+        if checks or (rule is not None and (text is None or not text.endswith("Z"))):  # off the common path
+            assert [h[:3] for h in handed] == [(facts, rule, AS_OF)], case
+            assert verdict is handed[0][3], case
+            delegated += 1
+        else:  # the judge's own verdict
+            assert handed == [], case
+            assert verdict == evaluate(facts, rule, AS_OF), case
+            alone += 1
+    assert alone and delegated, (alone, delegated)
 
 
 def test_the_paths_at_risk_are_those_of_the_walk_and_its_paths() -> None:

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +73,21 @@ def stream_alerts(catalog: str, config: Path, backend: Backend) -> None:
     assert code == 0, err
 
 
+@pytest.fixture
+def loopback() -> Iterator[tuple[Webhook, Backend]]:
+    """A webhook and a backend on loopback, stopped after the test, even a failed one."""
+    hook = Webhook().start()
+    try:
+        with Backend() as backend:
+            yield hook, backend
+    finally:
+        hook.stop()
+
+
 @pytest.mark.skipif(not (BIN / "dbt").is_file(), reason="dbt is not installed (pip install -e '.[dbt]')")
-def test_a_failing_test_and_a_stale_source_fail_and_put_downstream_at_risk(tmp_path: Path) -> None:
+def test_a_failing_test_and_a_stale_source_fail_and_put_downstream_at_risk(
+    tmp_path: Path, loopback: tuple[Webhook, Backend]
+) -> None:
     """The project's own warn-severity test on orders_enriched (accepted_values on status: one
     order is 'lost') WARNs it throughout; the added test FAILs it while it is there."""
     project, catalog = tmp_path / "project", str(tmp_path / "olbridge.db")
@@ -85,7 +99,7 @@ def test_a_failing_test_and_a_stale_source_fail_and_put_downstream_at_risk(tmp_p
     )
     build_and_check_freshness(project)  # every model built; raw.customers last loaded in 2024
     dbt_import(project, catalog)
-    hook, backend = Webhook().start(), Backend().start()
+    hook, backend = loopback
     config = tmp_path / "olbridge.toml"
     config.write_text(f'[[alerts]]\nname = "all"\non = ["FAIL", "WARN", "RECOVERED"]\nwebhook = "{hook.url}"\n')
     stream_alerts(catalog, config, backend)
@@ -121,8 +135,6 @@ def test_a_failing_test_and_a_stale_source_fail_and_put_downstream_at_risk(tmp_p
     build_and_check_freshness(project)
     code, found = dbt_import(project, catalog)
     stream_alerts(catalog, config, backend)
-    hook.stop()
-    backend.stop()
     assert code == 0 and not [i for i, h in found.items() if h["health"] == "FAIL"]
     # one alert a change, each once: the source FAIL then RECOVERED; the model WARN (its own
     # warn-severity test), FAIL with the added test, and WARN again once it is gone

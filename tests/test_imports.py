@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from bridge.adapters.dbt import ingest_dbt
 from bridge.catalog import Catalog, ExternalUsage
 from bridge.cli import cli
-from bridge.errors import CatalogError, SourceError
+from bridge.errors import CatalogError, InputFileError, SourceError, ValidationError
 from bridge.mapping import Resolver
 from bridge.model import Origin
 from bridge.receiver.imports import MarquezEvents, catalog_intake, import_files, import_marquez
@@ -69,7 +69,7 @@ def test_a_missing_file_refuses_the_import_before_anything_is_written(
     good = tmp_path / "good.ndjson"
     good.write_text(json.dumps(_event(1, 0)))
     before = table_contents(catalog)
-    with pytest.raises(Exception, match="file not found"):
+    with pytest.raises(InputFileError, match=r"missing\.ndjson: file not found$"):
         import_files([good, tmp_path / "missing.ndjson"], catalog_intake(catalog, resolver))
     assert table_contents(catalog) == before
 
@@ -151,7 +151,7 @@ def test_a_marquez_import_pages_by_time_and_resumes(catalog: Catalog, resolver: 
     intake = catalog_intake(catalog, resolver)
     source = MarquezEvents(MARQUEZ, page_size=4)
     marquez.fail_after = 3  # Marquez goes away after three pages
-    with pytest.raises(match="answered 500"):
+    with pytest.raises(SourceError, match=r"^Marquez answered 500 to GET "):
         import_marquez(source, intake, catalog, now=lambda: at(60))
     first = len(catalog.external_sources())
     assert first == 10  # the events of the three pages before the failure
@@ -185,12 +185,12 @@ def test_a_whole_page_at_one_instant_is_stepped_through(catalog: Catalog, resolv
 @responses.activate
 def test_marquez_errors_are_clear(catalog: Catalog, resolver: Resolver) -> None:
     responses.add(responses.GET, f"{MARQUEZ}/api/v1/events/lineage", body="<html>", status=200)
-    with pytest.raises(match="not JSON"):
+    with pytest.raises(SourceError, match=r"^Marquez's answer to GET .* is not JSON: "):
         import_marquez(MarquezEvents(MARQUEZ), catalog_intake(catalog, resolver), catalog, now=lambda: at(1))
     responses.replace(responses.GET, f"{MARQUEZ}/api/v1/events/lineage", body=requests.ConnectionError("refused"))
-    with pytest.raises(match="cannot reach Marquez"):
+    with pytest.raises(SourceError, match=r"^cannot reach Marquez at "):
         import_marquez(MarquezEvents(MARQUEZ), catalog_intake(catalog, resolver), catalog, now=lambda: at(1))
-    with pytest.raises(Exception, match="starts with http"):
+    with pytest.raises(ValidationError, match=r"^a Marquez URL starts with http:// or https://, not 'marquez:5000'$"):
         MarquezEvents("marquez:5000")
     result = CliRunner().invoke(cli, ["--catalog", ":memory:", "import", "--from-marquez", "ftp://x"])
     assert result.exit_code == 1 and result.output.startswith("Error:")
@@ -239,7 +239,7 @@ def test_a_pages_events_and_its_position_land_in_one_transaction(
         raise RuntimeError("the position cannot be written")
 
     monkeypatch.setattr("bridge.catalog.positions.save", refuse)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match=r"^the position cannot be written$"):  # the fault itself, not wrapped
         import_marquez(MarquezEvents(MARQUEZ), catalog_intake(catalog, resolver), catalog, now=lambda: at(1))
     assert catalog.external_sources() == [] and catalog.count_received()["received_events"] == 0
     monkeypatch.undo()

@@ -649,22 +649,29 @@ def test_sigterm_while_a_dead_worker_waits_to_be_replaced_stops_everything(tmp_p
     writer too when no worker is left), and serve exits 0."""
     catalog = tmp_path / "replace.db"
     env = {**os.environ, "OLBRIDGE_TOKEN": TOKEN}
-    with serve_process(catalog, "--workers", str(workers), env=env) as served:
-        process = served.process
-        writer = _writer_pid(process.pid, catalog)
-        children = [int(c) for c in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()]
-        worker = next(child for child in children if child != writer)
-        os.kill(worker, signal.SIGKILL)
-        time.sleep(0.3)  # the supervisor has reaped it and waits a second before starting another
-        process.send_signal(signal.SIGTERM)
-        try:
-            code = process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            raise AssertionError("serve did not stop") from None
-        after = [child for child in children if child != worker]
+    after: list[int] = []  # the children but the killed worker
+    try:
+        with serve_process(catalog, "--workers", str(workers), env=env) as served:
+            process = served.process
+            writer = _writer_pid(process.pid, catalog)
+            children = [int(c) for c in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()]
+            worker = next(child for child in children if child != writer)
+            after = [child for child in children if child != worker]
+            os.kill(worker, signal.SIGKILL)
+            time.sleep(0.3)  # the supervisor has reaped it and waits a second before starting another
+            process.send_signal(signal.SIGTERM)
+            try:
+                code = process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                raise AssertionError("serve did not stop") from None
+    finally:  # none outlives the test, even a failed one
+        left = [child for child in after if _running(child)]
+        for child in left:
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                os.kill(child, signal.SIGKILL)
     assert code == 0 and "Traceback" not in served.stderr, served.stderr
-    assert not any(_running(child) for child in after)
+    assert not left, f"still running after serve stopped: {left}"
 
 
 def _running(pid: int) -> bool:

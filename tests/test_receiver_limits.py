@@ -8,7 +8,6 @@ import asyncio
 import json
 import socket
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -25,6 +24,7 @@ from bridge.receiver.app import ReceiverApp, Request
 from bridge.receiver.asgi import AsgiReceiver
 from bridge.receiver.intake import Blocking, Intake, Limits, Read, Write
 from bridge.receiver.writer_process import RemoteWriter
+from tests.backend import wait_for
 from tests.group_writer import GroupWriter
 from tests.helpers import Served, invoke, ol_dataset, ol_run_event, serve_process
 from tests.test_benchmarks import load
@@ -259,12 +259,13 @@ def test_a_huge_batch_is_written_in_slices_and_small_requests_go_between(catalog
     assert started.wait(10)
     little = threading.Thread(target=lambda: answers.update(small=writer.submit(small)))
     little.start()
-    while writer._queue.qsize() < 1:  # the small request waits in the queue
-        time.sleep(0.01)
-    queued.set()
-    big.join(30)
-    little.join(30)
-    writer.close()
+    try:
+        assert wait_for(lambda: writer._queue.qsize() >= 1, timeout=10), "the small request never waited in the queue"
+    finally:  # the first group goes on, and the threads and the writer end, even when that failed
+        queued.set()
+        big.join(30)
+        little.join(30)
+        writer.close()
     assert [r.status for r in answers["huge"]] == ["accepted"] * 40
     assert [r.status for r in answers["small"]] == ["accepted"]
     assert all(len(group) <= 11 for group in groups), [len(g) for g in groups]  # 10 heavy events a slice, or one more

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -153,7 +154,22 @@ def test_the_suite_has_a_default_timeout(pytestconfig: pytest.Config) -> None:
 
 def test_ci_without_the_schemas_fails_before_anything_runs(tmp_path: Path) -> None:
     environ = {k: v for k, v in os.environ.items() if k not in GUARDS} | {"OLBRIDGE_SPEC_DIR": str(tmp_path / "none")}
-    done = subprocess.run([str(ROOT / ".ci" / "run")], env=environ, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr.startswith(f"Error: the official OpenLineage schemas are not at {tmp_path / 'none'}")
-    assert "OpenLineage repository's spec/ folder" in done.stderr and "OLBRIDGE_SPEC_DIR" in done.stderr
+    # a session of its own: were the guard missing, the script would go on to `make test`, whose
+    # processes a timeout must stop with it (killing bash alone would leave them running)
+    with subprocess.Popen(
+        [str(ROOT / ".ci" / "run")],
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as ci:
+        try:
+            stdout, stderr = ci.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(ci.pid, signal.SIGKILL)  # the script and everything it started
+            ci.communicate(timeout=30)
+            raise
+    assert ci.returncode == 1 and stdout == "", stdout + stderr
+    assert stderr.startswith(f"Error: the official OpenLineage schemas are not at {tmp_path / 'none'}")
+    assert "OpenLineage repository's spec/ folder" in stderr and "OLBRIDGE_SPEC_DIR" in stderr

@@ -253,7 +253,13 @@ def test_two_stream_once_workers_send_each_event_once(busy_catalog: tuple[Path, 
     with Backend(lambda e, a: Reply(201, delay=0.003)) as backend:
         command = [OLBRIDGE, "--catalog", str(db), "stream", "--url", backend.url, "--once", "--batch-size", "5"]
         workers = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-        results = [(w, w.communicate(timeout=120)[1]) for w in workers]
+        try:
+            results = [(w, w.communicate(timeout=120)[1]) for w in workers]
+        finally:  # one that did not finish in time (the test fails) does not outlive it
+            for worker in workers:
+                if worker.poll() is None:
+                    worker.kill()
+                    worker.communicate(timeout=30)
         for worker, stderr in results:
             other = next(w for w in workers if w is not worker)
             if worker.returncode == 1:  # refused: it names the one delivering and since when

@@ -298,14 +298,17 @@ def test_a_group_is_handed_to_the_writer_whole_without_waiting_for_it_to_read(tm
     buffer (4 MiB asked): the writer reads it whole at once. With the default buffer (about
     200 KiB) a group of 1 MiB went over in pieces, each waiting for the writer to read the last
     and for the worker's loop to turn, while the writer sat blocked in the middle of reading it."""
+    from bridge.receiver.writer_process import BUFFER
+
     # a group no larger than the system lets a socket hold (where net.core.wmem_max is below 2 MiB
-    # the group shrinks with it, and the default buffer may hold it too: the test then tells less)
+    # the group shrinks with it, and the default buffer may hold it too: the buffer's size, below,
+    # tells the fix apart there)
     allowed = int(Path("/proc/sys/net/core/wmem_max").read_text())
     size = min(1024 * 1024, allowed // 2)
     address = str(tmp_path / "reader.sock")
     reader = listen(address)  # takes the connection and reads nothing until asked below
 
-    async def scenario() -> int:
+    async def scenario() -> tuple[int, int]:
         writer = RemoteWriter(address, timeout=5)
         writer.start()
         pending = asyncio.ensure_future(writer.submit(["x" * size]))  # type: ignore[list-item]
@@ -320,15 +323,22 @@ def test_a_group_is_handed_to_the_writer_whole_without_waiting_for_it_to_read(tm
                 continue
             if queued > size:
                 break
+        assert writer._stream is not None, "the worker never connected to the writer"
+        sent_from = writer._stream[1].get_extra_info("socket")
+        buffer = int(sent_from.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF))
         conn.close()
         pending.cancel()
         await writer.close()
-        return queued
+        return queued, buffer
 
     try:
-        assert asyncio.run(scenario()) > size  # the whole frame waits in the socket, unread
+        queued, buffer = asyncio.run(scenario())
     finally:
         reader.close()
+    assert queued > size  # the whole frame waits in the socket, unread
+    # the worker's socket asked for BUFFER: Linux grants up to wmem_max and reports twice what it
+    # grants, where the default (net.core.wmem_default, about 200 KiB) would be reported as it is
+    assert buffer >= min(BUFFER, 2 * allowed), (buffer, BUFFER, allowed)
 
 
 def test_a_batch_lets_the_event_loop_turn_while_it_is_judged() -> None:
@@ -369,19 +379,28 @@ def test_a_readiness_check_runs_off_the_event_loop() -> None:
 
     loop_thread: list[int] = []
     checked_on: list[int] = []
-    turns: list[int] = []
+    waited: list[bool] = []  # whether the loop turned while the check waited
+    started, turned = threading.Event(), threading.Event()
 
     def ready() -> str | None:
         checked_on.append(threading.get_ident())
-        time.sleep(0.2)  # a slow connection
+        started.set()
+        # a slow connection, which ends once the loop has turned a few times meanwhile: run on the
+        # loop, it would block the loop and wait in vain (bounded)
+        waited.append(turned.wait(timeout=10))
         return "the catalog cannot be read: it is away"
 
     async def scenario() -> int:
         loop_thread.append(threading.get_ident())
 
         async def other_work() -> None:
-            while True:
-                turns.append(1)
+            after_start = 0
+            for _ in range(2000):  # bounded: about 20 s at most
+                if started.is_set():
+                    after_start += 1
+                    if after_start == 5:  # turns of the loop while the check is under way
+                        turned.set()
+                        return
                 await asyncio.sleep(0.01)
 
         beside = asyncio.ensure_future(other_work())
@@ -392,7 +411,7 @@ def test_a_readiness_check_runs_off_the_event_loop() -> None:
 
     assert asyncio.run(scenario()) == 503
     assert checked_on and checked_on[0] != loop_thread[0]
-    assert len(turns) >= 5  # the loop went on while the check waited
+    assert waited == [True]  # the loop went on while the check waited
 
 
 async def _no_write(events: Any) -> list[Any]:

@@ -232,6 +232,8 @@ def test_an_assets_tabs_as_twins(ui_catalog: str, resolver: Resolver) -> None:
     assert [c["name"] for c in columns] == ["id", "amount"]
     neighbours = twin(app, "/neighbours", "asset=hub.events&direction=down&q=f02")
     assert neighbours["count"] == 10 and neighbours["ids"][0] == "hub.fan.f020"
+    status, _, text = call(app, "/neighbours", "direction=down&format=json")  # no asset: a bad request
+    assert status.startswith("400") and "asset is required" in text
 
 
 def test_the_dependencies_group_by_producer(ui_catalog: str, resolver: Resolver) -> None:

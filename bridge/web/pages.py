@@ -425,7 +425,9 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict[st
 
 
 def neighbours_page(catalog: Catalog, query: Query, scope: b.Scope | None) -> dict[str, Any]:
-    asset = visible_asset(catalog, query.get("asset", ""), scope)
+    if not query.get("asset"):
+        raise ValidationError("asset is required: the asset whose neighbours to list", rule="ui.asset", value="")
+    asset = visible_asset(catalog, query["asset"], scope)
     direction = DIRECTIONS[_choice(query, "direction", ("up", "down"), "up")]
     search = query.get("q", "").strip()
     after = query.get("after") or None

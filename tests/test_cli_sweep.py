@@ -582,3 +582,30 @@ def test_every_json_output_has_camel_case_keys(
     assert {k for k in outputs[("status",)][-1]} >= {"oldestPending", "lastSuccess"}
     assert all(output for output in outputs.values())
     assert [(label(path), where) for path, found in outputs.items() for where in keys_not_camel(found)] == []
+
+
+def test_the_machines_own_errors_speak(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file olbridge may not read, a full disk under stdout, a JSON value nested deeper than
+    Python reads: each ``Error: ...`` and exit status 1, where no code nearer it said more."""
+    events = tmp_path / "events.ndjson"
+    events.write_text("{}\n")
+    real = Path.is_file
+
+    def refused(self: Path) -> bool:
+        if self == events:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Path, "is_file", refused)
+        result = CliRunner().invoke(cli, ["validate", str(events)])
+    assert result.exit_code == 1 and f"Error: {events}: Permission denied" in result.stderr, result.output
+    deep = '{"a":' * 20000 + "1" + "}" * 20000
+    db = tmp_path / "c.db"
+    result = CliRunner().invoke(cli, ["--catalog", str(db), "assets", "set", "a.b", "--type", "Table"])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(cli, ["--catalog", str(db), "assets", "set", "a.b", "--metadata-json", deep])
+    assert result.exit_code == 1 and "Error: a JSON value (or another input) is nested too deeply" in result.stderr
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([OLBRIDGE, "--catalog", str(db), "assets", "list"], stdout=full, stderr=subprocess.PIPE)
+    assert done.returncode == 1 and done.stderr.decode().strip() == "Error: No space left on device", done.stderr

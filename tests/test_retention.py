@@ -310,6 +310,41 @@ def test_serve_runs_retention_on_its_schedule(catalog_target: str, resolver: Res
     assert "retention: deleted 1 receivedEvents" in served.stderr
 
 
+def test_serve_with_its_schedules_stops_on_a_sigterm_to_its_group(catalog_target: str, tmp_path: Path) -> None:
+    """systemd stops a service, and ``timeout`` a command, with a SIGTERM to every process of its
+    group: the retention schedule's and the health watch's processes among them. Killed while
+    they waited on the event that stops them, the receiver then waited forever in setting it;
+    they leave the signal to the receiver, which stops them."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.backend import free_port
+
+    config = write_config(tmp_path, catalog_target, 'received_events = "7d"\nevery = "1h"')
+    config.write_text(config.read_text() + '\n[health]\nevery = "1h"\n')
+    env = {**os.environ, "OLBRIDGE_CONFIG": str(config)}
+    env.pop("OLBRIDGE_TOKEN", None)
+    port = free_port()
+    argv = [sys.executable, "-m", "bridge", "serve", "--port", str(port)]
+    err = tmp_path / "serve.err"
+    with err.open("w") as sink:
+        process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stderr=sink, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while "Ctrl-C stops" not in err.read_text():  # every process started
+            assert process.poll() is None and time.monotonic() < deadline, err.read_text()
+            time.sleep(0.1)
+        time.sleep(3)  # the spawned processes started, each waiting on its event
+        os.killpg(process.pid, signal.SIGTERM)
+        assert process.wait(timeout=30) == 0, err.read_text()
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert "Stopped." in err.read_text()
+
+
 def test_a_row_a_writer_holds_is_left_for_the_next_pass(postgres_url: str, resolver: Resolver) -> None:
     """On PostgreSQL a pass never waits on a writer: the rows it holds are skipped (FOR UPDATE SKIP
     LOCKED) and go in the next pass. (SQLite has one writer at a time: a pass waits its turn.)"""

@@ -138,5 +138,20 @@ class BridgeGroup(click.Group):
             app = ctx.obj if isinstance(ctx.obj, AppContext) else None
             error = app.storage_error(exc) if app else storage_error(exc, "")
             if error is None:
+                error = operational(exc)
+            if error is None:
                 raise
             raise click.ClickException(str(error)) from exc
+
+
+def operational(exc: Exception) -> str | None:
+    """What an error of the machine's says (a file that cannot be read for want of permission, a
+    full disk under stdout; a JSON value nested deeper than Python reads), where no code nearer
+    it did: None for anything else, a fault. A broken pipe is left to click (a reader that went
+    away, say ``| head``: quiet)."""
+    if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        return f"{exc.filename}: {reason}" if exc.filename is not None else reason
+    if isinstance(exc, RecursionError):
+        return "a JSON value (or another input) is nested too deeply to read"
+    return None

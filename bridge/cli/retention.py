@@ -108,15 +108,19 @@ def stop_schedule(started: tuple[Any, Any] | None) -> None:
     process, stop = started
     stop.set()
     process.join(timeout=10)
-    if process.is_alive():
-        process.terminate()
+    if process.is_alive():  # it takes no SIGTERM (see _schedule)
+        process.kill()
         process.join()
 
 
 def _schedule(catalog_path: str | Path, settings: RetentionConfig, stop: Any, parent: int) -> None:
     """Every ``settings.every`` seconds, a pass, if this process takes the catalog's lease on
     retention (another receiver's pass may be running). Stops when told, or when its parent is gone."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the group: the receiver stops it
+    # Ctrl-C, or a SIGTERM to the group (systemd's stop, timeout), reaches it too: the receiver
+    # stops it by ``stop`` (a process killed while it waits on ``stop`` would leave the receiver
+    # waiting for it forever in setting it)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     assert settings.every is not None
     holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     while os.getppid() == parent:

@@ -228,7 +228,9 @@ def start_process(catalog_path: str | Path, settings: WatchSettings, publish: Pu
 def _process(
     catalog_path: str | Path, settings: WatchSettings, stop: Any, parent: int, publish: Publish | None
 ) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the group: the receiver stops it
+    # Ctrl-C, or a SIGTERM to the group, reaches it too: the receiver stops it (as retention's)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     done = threading.Event()
 
     def orphaned() -> None:  # the receiver gone without telling: stop too

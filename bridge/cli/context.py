@@ -137,11 +137,10 @@ class BridgeGroup(click.Group):
         except Exception as exc:
             app = ctx.obj if isinstance(ctx.obj, AppContext) else None
             error = app.storage_error(exc) if app else storage_error(exc, "")
-            if error is None:
-                error = operational(exc)
-            if error is None:
+            said = str(error) if error is not None else operational(exc)
+            if said is None:
                 raise
-            raise click.ClickException(str(error)) from exc
+            raise click.ClickException(said) from exc
 
 
 def operational(exc: Exception) -> str | None:

@@ -236,6 +236,26 @@ def test_demo(tmp_path: Path) -> None:
     assert len(events) == 6
 
 
+def test_the_demo_starts_afresh_only_over_its_own_catalog(tmp_path: Path) -> None:
+    """Run again in its folder, the demo starts from a new catalog; given a folder that holds
+    someone's catalog (or a folder by its name), it refuses and leaves it as it is."""
+    folder = tmp_path / "demo"
+    for _ in range(2):
+        result = CliRunner().invoke(cli, ["demo", "--dir", str(folder)])
+        assert result.exit_code == 0, result.output
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    code, _, err = invoke(theirs / "olbridge.db", "assets", "set", "mine.table", "--type", "Table")
+    assert code == 0, err
+    result = CliRunner().invoke(cli, ["demo", "--dir", str(theirs)])
+    assert result.exit_code == 1 and "is not a catalog the demo made" in result.stderr, result.output
+    code, out, err = invoke(theirs / "olbridge.db", "assets", "list", "--json")
+    assert code == 0 and [a["id"] for a in json.loads(out)] == ["mine.table"], err
+    (tmp_path / "odd" / "olbridge.db").mkdir(parents=True)
+    result = CliRunner().invoke(cli, ["demo", "--dir", str(tmp_path / "odd")])
+    assert result.exit_code == 1 and "is not a catalog the demo made" in result.stderr, result.output
+
+
 def test_version() -> None:
     result = CliRunner().invoke(cli, ["--version"])
     assert result.exit_code == 0 and "olbridge" in result.stdout

@@ -6,6 +6,7 @@ and ``my_second_dbt_model``; a Python task reads the second and writes a CSV rep
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -14,10 +15,11 @@ from pathlib import Path
 
 from bridge.adapters.dbt import ingest_dbt
 from bridge.catalog import Catalog, HistoryFilter
+from bridge.catalog.browse import AssetFilter, list_assets
 from bridge.delivery.history import iter_lines
 from bridge.delivery.sinks import NdjsonSink
 from bridge.drawing.asset_graph import graph_text
-from bridge.errors import ExportError
+from bridge.errors import BridgeError, ExportError
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
@@ -27,6 +29,28 @@ FIRST_MODEL = "dbt.main.my_first_dbt_model"
 SECOND_MODEL = "dbt.main.my_second_dbt_model"
 REPORT = "reports.second_model_report"
 REPORT_TASK_RUN = "demo-export-report-1"
+
+
+NAMESPACE, FLOW = "company.data", "dbt_build_with_lineage"
+
+
+def _only_the_demos(catalog_path: Path) -> None:
+    """Refuse to start afresh over a file that is not an earlier demo's catalog (the demo's
+    assets and its flow's runs alone): ``--dir`` given a folder that holds someone's catalog."""
+    if not catalog_path.exists() and not catalog_path.is_symlink():
+        return
+    theirs = f"{catalog_path} is not a catalog the demo made; give --dir a folder of its own"
+    if not catalog_path.is_file():
+        raise ExportError(theirs)
+    try:  # a few rows are enough to tell (whatever the size of what is there)
+        with Catalog(catalog_path, create=False) as catalog:
+            assets = {a.asset.id for a in list_assets(catalog, AssetFilter(), limit=4).assets}
+            runs = itertools.islice(catalog.iter_task_runs(HistoryFilter(), page_size=10), 10)
+            flows = {(r.key.flow_namespace, r.key.flow_id) for r in runs}
+    except BridgeError:
+        raise ExportError(theirs) from None
+    if not assets <= {FIRST_MODEL, SECOND_MODEL, REPORT} or not flows <= {(NAMESPACE, FLOW)}:
+        raise ExportError(theirs)
 
 
 def example_project() -> Path:
@@ -48,14 +72,15 @@ def run_demo(
         raise ExportError(f"cannot make the demo folder {directory}: {exc.strerror or exc}") from None
     if catalog_path is None:
         catalog_path = directory / "olbridge.db"
+        _only_the_demos(catalog_path)
         for stale in (catalog_path, directory / "olbridge.db-wal", directory / "olbridge.db-shm"):
             stale.unlink(missing_ok=True)
     events_path = directory / "events.ndjson"
     with Catalog(catalog_path) as catalog:
-        summary = ingest_dbt(catalog, example_project(), namespace="company.data", flow_id="dbt_build_with_lineage")
+        summary = ingest_dbt(catalog, example_project(), namespace=NAMESPACE, flow_id=FLOW)
         echo(f"1. dbt: recorded {len(summary.results)} task runs from the bundled project's artifacts")
 
-        flow_runs = list(catalog.iter_task_runs(HistoryFilter(namespace="company.data", flow="dbt_build_with_lineage")))
+        flow_runs = list(catalog.iter_task_runs(HistoryFilter(namespace=NAMESPACE, flow=FLOW)))
         if any(r.key.task_run_id == REPORT_TASK_RUN for r in flow_runs):
             echo("2. python task export_report: already recorded in this catalog")
         else:

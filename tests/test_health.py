@@ -299,7 +299,13 @@ timezone = "Europe/Paris"
 
 
 def test_bad_freshness_options_are_refused_and_change_nothing(chain: str) -> None:
-    for args in (["--freshness", "6 hours"], ["--freshness-warn", "2h"], ["--freshness-cron", "61 * * * *"]):
+    for args in (
+        ["--freshness", "6 hours"],
+        ["--freshness-warn", "2h"],
+        ["--freshness-cron", "61 * * * *"],
+        ["--freshness", "36501d"],  # past a hundred years: the moments it reaches would pass what a date holds
+        ["--freshness-cron", "0 9 * * *", "--freshness-lag", "99999999999d"],
+    ):
         code, _out, err = invoke(chain, "assets", "set", "mart.orders", *args)
         assert code != 0 and err.startswith("Error:"), (args, err)
     assert json.loads(invoke(chain, "assets", "show", "mart.orders")[1])["freshness"]["max"] == "6h"
@@ -368,6 +374,7 @@ def test_health_filters_and_its_bad_values(chain: str) -> None:
     for args, message, status in (
         (["--state", "BAD"], "unknown health 'BAD'", 1),
         (["--as-of", "yesterday"], "--as-of", 2),  # a time that is no time: a bad value, as in every command
+        (["--as-of", "9999-12-31T23:59:59Z"], "not between the years 1000 and 9000", 2),
         (["--namespace", "a b"], "namespace", 1),
     ):
         code, out, err = invoke(chain, "health", *args)

@@ -13,14 +13,22 @@ from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.options import json_flag, moment
 from bridge.cli.output import say
-from bridge.errors import ValidationError
+from bridge.errors import BadValueError, ValidationError
 from bridge.model import check_namespace, utcnow
 from bridge.model.health import FreshnessRule, Health, parse_duration
 
 
 def judged_at(as_of: str | None) -> datetime:
-    """The time to judge at: ``--as-of``, else now; a time that is no time is a bad value (exit 2)."""
-    return moment(as_of, "--as-of") or utcnow()
+    """The time to judge at: ``--as-of``, else now; a time that is no time, or one so far back or
+    ahead that a window (of up to a hundred years) or a cron's next tick would pass the first or
+    last year a date holds, is a bad value (exit 2)."""
+    when = moment(as_of, "--as-of")
+    if when is not None and not FIRST_YEAR <= when.year <= LAST_YEAR:
+        raise BadValueError(f"--as-of: {as_of!r} is not between the years {FIRST_YEAR} and {LAST_YEAR}")
+    return when or utcnow()
+
+
+FIRST_YEAR, LAST_YEAR = 1000, 9000
 
 
 def freshness_rule(

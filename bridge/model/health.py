@@ -61,6 +61,9 @@ class Health(enum.StrEnum):
 _RANK = {Health.PASS: 0, Health.UNKNOWN: 1, Health.WARN: 2, Health.FAIL: 3}
 
 _DURATION = re.compile(r"(\d+)([dhms])")
+# the longest a window, a warning, a lag or a retention may be: times it reaches back or ahead
+# stay within what a date holds (years 1 to 9999), however far apart the moments judged
+LONGEST = timedelta(days=36500)
 _UNIT = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
@@ -69,6 +72,12 @@ def parse_duration(text: object, where: str) -> timedelta:
     if not isinstance(text, str) or not re.fullmatch(r"(?:\d+[dhms])+", text.strip()):
         raise ValidationError(f"{text!r} is no duration; write e.g. 6h, 90m, 1d12h, 30s", rule="duration", where=where)
     seconds = sum(int(n) * _UNIT[u] for n, u in _DURATION.findall(text.strip()))
+    if seconds > LONGEST.total_seconds():
+        raise ValidationError(
+            f"{text!r} is longer than {format_duration(LONGEST)} (a hundred years), the longest duration taken",
+            rule="duration",
+            where=where,
+        )
     return timedelta(seconds=seconds)
 
 

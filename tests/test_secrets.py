@@ -198,3 +198,20 @@ def test_stream_and_backfill_read_the_api_key_from_a_file(
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 1 and "Error: --api-key-file" in result.stderr and "cannot read it" in result.stderr
     assert json.dumps(keys) == '["k-from-file"]'  # the bad file stopped it before any sender
+
+
+@pytest.mark.parametrize("given", ["", "sekrit\nx", "two words", "caf\u00e9", "bell\x07"])
+def test_a_secret_that_is_no_token_is_refused_and_not_repeated(
+    tmp_path: Path, served: list[ServeOptions], given: str
+) -> None:
+    """An empty ``--token`` would mean no auth at all; a secret with a line break, a space or a
+    character outside printable ASCII would go into a header and out in error messages: each is a
+    bad value (exit 2) that does not say the secret."""
+    code, err = serve(tmp_path, "--token", given)
+    assert code == 2 and "--token" in err and not served, err
+    assert given == "" or given not in err
+    secret_file = tmp_path / "token.txt"
+    secret_file.write_text(given or "x y")
+    secret_file.chmod(0o600)
+    code, err = serve(tmp_path, "--token-file", str(secret_file))
+    assert code != 0 and "--token-file" in err and not served, err

@@ -30,6 +30,8 @@ def secret(
     def source(name: str) -> ParameterSource | None:
         return ctx.get_parameter_source(name.lstrip("-").replace("-", "_"))
 
+    if value == "" and source(option) is ParameterSource.COMMANDLINE:  # not "no secret": a mistake
+        raise click.BadParameter("it is empty", param_hint=option)
     given_value, given_file = value not in (None, ""), path is not None
     if given_value and given_file:
         value_level, file_level = source(option), source(file_option)
@@ -43,15 +45,26 @@ def secret(
         assert path is not None
         found = read_secret_file(path, file_option)
         warn_if_readable(path, file_option)
-        return found
+        return printable(found, f"{file_option} {path}")
     if not given_value:
         return None
+    assert value is not None
+    printable(value, option if source(option) is ParameterSource.COMMANDLINE else env)
     if source(option) is ParameterSource.COMMANDLINE:
         say(
             f"warning: {option} on the command line can be read by every user of this machine (ps); "
             f"set {env}, or put it in a file for {file_option}"
         )
     return value
+
+
+def printable(secret: str, where: str) -> str:
+    """``secret`` where it is printable ASCII without a space, as a token or an API key is (one
+    with a line break would go into an HTTP header and out in error messages): else a bad value
+    (exit 2) that does not repeat it."""
+    if not secret.isascii() or not secret.isprintable() or any(c.isspace() for c in secret):
+        raise click.BadParameter("a secret is printable ASCII without spaces; this one is not", param_hint=where)
+    return secret
 
 
 def warn_if_readable(path: Path, what: str) -> None:

@@ -20,6 +20,7 @@ from bridge.errors import ConfigError, ValidationError
 from bridge.mapping.resolver import DEFAULT_NAMESPACE, MARQUEZ_NAMESPACE_MAX
 from bridge.model.alerts import EVENTS, UPDATED, AlertRule, check_webhook
 from bridge.model.health import FreshnessRule, Match, Selector, parse_duration
+from bridge.model.urls import url_problem
 from bridge.version import PRODUCER
 
 CONFIG_FILE = "olbridge.toml"
@@ -319,8 +320,11 @@ def _health_config(table: Any, where: str) -> HealthConfig:
             values[key] = _seconds(table[key], f"{where}: [health]: '{key}'")
     if "web_url" in table:
         url = table["web_url"]
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise ConfigError(f"{where}: [health]: 'web_url' must be an http:// or https:// URL, not {url!r}")
+        problem = url_problem(url)
+        if problem is not None:
+            raise ConfigError(
+                f"{where}: [health]: 'web_url' must be an http:// or https:// URL, not {url!r}: {problem}"
+            )
         values["web_url"] = url
     return HealthConfig(**values)
 

@@ -25,6 +25,7 @@ import attrs
 
 from bridge.delivery.retry import parse_retry_after
 from bridge.errors import ConfigError
+from bridge.model.urls import url_problem
 
 if TYPE_CHECKING:  # imported where a request is made: a command that sends nothing starts without it
     import requests
@@ -137,8 +138,11 @@ class HttpSender:
         clock: Callable[[], float] = time.time,
         session_factory: Callable[[], requests.Session] | None = None,  # default: requests.Session
     ) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise ConfigError(f"the OpenLineage URL must be an http:// or https:// URL, not {url!r}")
+        problem = url_problem(url)
+        if problem is not None:
+            raise ConfigError(
+                f"the OpenLineage URL must be an http:// or https:// URL with a host, not {url!r}: {problem}"
+            )
         # an empty endpoint: the URL itself (an alert's webhook)
         self.url = f"{url.rstrip('/')}/{endpoint.strip('/')}" if endpoint else url
         self.batch_url = f"{self.url}/batch"

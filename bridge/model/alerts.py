@@ -20,12 +20,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import attrs
 
 from bridge.errors import ValidationError
 from bridge.model.health import Health, Match
+from bridge.model.urls import url_problem
 
 FAIL, WARN, RECOVERED, UPDATED = "FAIL", "WARN", "RECOVERED", "UPDATED"
 EVENTS = (FAIL, WARN, RECOVERED, UPDATED)
@@ -53,9 +54,15 @@ class AlertRule:
 
 
 def check_webhook(url: object, where: str) -> str:
-    """An http:// or https:// URL with a host."""
-    if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
-        raise ValidationError(f"'webhook' must be an http:// or https:// URL, not {url!r}", rule="alerts", where=where)
+    """An http:// or https:// URL with a host (:func:`~bridge.model.urls.url_problem`)."""
+    problem = url_problem(url)
+    if problem is not None:
+        raise ValidationError(
+            f"'webhook' must be an http:// or https:// URL with a host, not {url!r}: {problem}",
+            rule="alerts",
+            where=where,
+        )
+    assert isinstance(url, str)
     return url
 
 

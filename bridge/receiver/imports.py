@@ -20,6 +20,7 @@ from bridge.errors import CatalogError, InputFileError, SourceError, ValidationE
 from bridge.files import read_json_items
 from bridge.mapping.resolver import Resolver
 from bridge.model import ImportSummary, IncomingEvent, format_time, parse_time
+from bridge.model.urls import url_problem
 from bridge.receiver.intake import Intake
 from bridge.receiver.outcome import Outcome
 from bridge.version import __version__
@@ -160,8 +161,9 @@ class MarquezEvents:
         page_size: int = 200,
         timeout: float = 30.0,
     ) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise ValidationError(f"a Marquez URL starts with http:// or https://, not {url!r}", rule="url")
+        problem = url_problem(url)
+        if problem is not None:
+            raise ValidationError(f"a Marquez URL is an http:// or https:// URL, not {url!r}: {problem}", rule="url")
         if page_size < 1:
             raise ValidationError("the page size is at least 1", rule="page_size", value=page_size)
         self.base = url.rstrip("/")

@@ -18,6 +18,7 @@ import requests
 
 from bridge.errors import SourceError, ValidationError
 from bridge.model import format_time, parse_time
+from bridge.model.urls import url_problem
 
 ASSET_EVENT_PREFIXES = ("prefect.asset.materialization.", "prefect.asset.referenced")
 PAGE_SIZE = 50  # the most the server gives a page (INTERACTIVE_PAGE_SIZE)
@@ -39,8 +40,9 @@ class PrefectClient:
     """The Prefect API at ``api_url`` (such as ``http://127.0.0.1:4200/api``)."""
 
     def __init__(self, api_url: str, *, timeout: float = 10.0, session: requests.Session | None = None) -> None:
-        if not api_url.startswith(("http://", "https://")):
-            raise SourceError(f"the Prefect API URL must start with http:// or https://: {api_url!r}")
+        problem = url_problem(api_url)
+        if problem is not None:
+            raise SourceError(f"the Prefect API URL must be an http:// or https:// URL, not {api_url!r}: {problem}")
         self.api_url = api_url.rstrip("/")
         self.timeout = timeout
         self.session = session or requests.Session()

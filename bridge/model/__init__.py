@@ -18,7 +18,8 @@ One module a job, lowest first (each imports only those above it in this list):
 - :mod:`~bridge.model.declared`: declared jobs and flows;
 - :mod:`~bridge.model.received`: received OpenLineage events, the datasets they name, their
   column edges;
-- :mod:`~bridge.model.imports`: the summary of an import.
+- :mod:`~bridge.model.imports`: the summary of an import;
+- :mod:`~bridge.model.urls`: the web addresses olbridge sends to or reads from.
 
 Import any of their names from here: ``from bridge.model import TaskRun, parse_time``.
 """

@@ -609,3 +609,20 @@ def test_the_machines_own_errors_speak(tmp_path: Path, monkeypatch: pytest.Monke
     with open("/dev/full", "w") as full:
         done = subprocess.run([OLBRIDGE, "--catalog", str(db), "assets", "list"], stdout=full, stderr=subprocess.PIPE)
     assert done.returncode == 1 and done.stderr.decode().strip() == "Error: No space left on device", done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("outbox", "list", "--limit", "99999999999999999999999"),
+        ("outbox", "retry", "99999999999999999999999"),
+        ("outbox", "drop", "99999999999999999999999"),
+        ("runs", "list", "--offset", "99999999999999999999999"),
+    ],
+    ids=" ".join,
+)
+def test_a_count_past_what_a_database_holds_is_a_bad_value(tmp_path: Path, args: tuple[str, ...]) -> None:
+    db = tmp_path / "c.db"
+    assert CliRunner().invoke(cli, ["--catalog", str(db), "init"]).exit_code == 0
+    result = CliRunner().invoke(cli, ["--catalog", str(db), *args])
+    assert result.exit_code == 2 and "is more than any count or id" in result.stderr, result.output

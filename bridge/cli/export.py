@@ -12,7 +12,7 @@ import click
 from bridge.catalog.query import HistoryFilter
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
-from bridge.cli.options import Delivery, delivery_options, history_filters, json_flag
+from bridge.cli.options import Delivery, count, delivery_options, history_filters, json_flag
 from bridge.cli.output import print_json, safe, say
 from bridge.cli.progress import progress
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
@@ -122,7 +122,7 @@ PROGRESS_FROM = 64 << 20  # bytes: files this large show progress in a log too, 
 )
 @click.option(
     "--max-problems",
-    type=click.IntRange(min=0),
+    type=count(0),
     default=PROBLEMS_LISTED,
     show_default=True,
     help="List the problems of at most this many events (0: all); the others are counted.",

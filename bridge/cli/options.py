@@ -23,6 +23,26 @@ from bridge.errors import BadValueError, ValidationError
 from bridge.model import TaskState, check_namespace, parse_time, parse_window
 
 F = TypeVar("F", bound=Callable[..., Any])
+# the most a count or an id given to a command may be: what a database's integer holds (SQLite's
+# and PostgreSQL's bigint: 2**63 - 1), so that a larger one is a bad value, not a traceback
+MOST = 2**63 - 1
+
+
+class _Count(click.IntRange):
+    """A count or an id: from a least to :data:`MOST`, which the help leaves unsaid (``x>=1``)."""
+
+    def _describe_range(self) -> str:
+        return f"x>={self.min}"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.strip().lstrip("+").isdigit() and int(value) > MOST:
+            self.fail(f"{value} is more than any count or id ({MOST:,} at most)", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+def count(least: int) -> click.IntRange:
+    """A count or an id an option or argument takes: from ``least`` to :data:`MOST`."""
+    return _Count(least, MOST)
 
 
 def history_filters(fn: F) -> F:
@@ -160,12 +180,8 @@ def delivery_options(*, max_attempts: int, max_attempts_help: str) -> Callable[[
     argument."""
     options = [
         click.option("--timeout", type=click.FloatRange(min=0.001), help="Seconds per HTTP request [default: 5]."),
-        click.option(
-            "--concurrency", type=click.IntRange(min=1), default=4, show_default=True, help="Requests in flight."
-        ),
-        click.option(
-            "--batch-size", type=click.IntRange(min=1), default=200, show_default=True, help="Events per request."
-        ),
+        click.option("--concurrency", type=count(1), default=4, show_default=True, help="Requests in flight."),
+        click.option("--batch-size", type=count(1), default=200, show_default=True, help="Events per request."),
         click.option("--no-batch", is_flag=True, help="Never try POST /api/v1/lineage/batch; one event a request."),
         click.option(
             "--backoff", type=click.FloatRange(min=0), default=0.5, show_default=True, help="First retry delay (s)."
@@ -175,7 +191,7 @@ def delivery_options(*, max_attempts: int, max_attempts_help: str) -> Callable[[
         ),
         click.option(
             "--max-attempts",
-            type=click.IntRange(min=0),
+            type=count(0),
             default=max_attempts,
             show_default=True,
             help=max_attempts_help,

@@ -21,7 +21,7 @@ from bridge.adapters.prefect import (
     import_once,
 )
 from bridge.cli.context import AppContext, pass_app
-from bridge.cli.options import json_flag, moment
+from bridge.cli.options import count, json_flag, moment
 from bridge.cli.output import print_json, safe, say, stop_on_signals
 from bridge.cli.progress import Progress, progress
 from bridge.errors import SourceError
@@ -119,7 +119,7 @@ def prefect() -> None:
     show_default=True,
     help="Seconds between polls with --follow.",
 )
-@click.option("--max-polls", type=click.IntRange(min=1), help="Stop --follow after this many polls.")
+@click.option("--max-polls", type=count(1), help="Stop --follow after this many polls.")
 @click.option(
     "--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="HTTP timeout in seconds."
 )

@@ -9,7 +9,7 @@ import click
 from bridge.catalog.runs import EXTERNAL, OWN, RunFilter, Runs, RunView
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
-from bridge.cli.options import STATE_HELP, StateParam, json_flag, window
+from bridge.cli.options import STATE_HELP, StateParam, count, json_flag, window
 from bridge.cli.output import echo_lines, print_json, print_rows, say
 from bridge.errors import NotFoundError
 
@@ -44,10 +44,10 @@ def _row(view: RunView) -> tuple[str, ...]:
 @click.option("--until", help="Only runs started before this time.")
 @click.option("--own", is_flag=True, help="Only olbridge's own runs.")
 @click.option("--external", is_flag=True, help="Only external runs.")
-@click.option("--limit", type=click.IntRange(min=1), default=1000, show_default=True, help="At most this many runs.")
+@click.option("--limit", type=count(1), default=1000, show_default=True, help="At most this many runs.")
 @click.option(
     "--offset",
-    type=click.IntRange(min=0),
+    type=count(0),
     default=0,
     show_default=True,
     help="Skip this many of the newest runs first (the next page: --offset 1000, 2000, ...).",

@@ -14,7 +14,7 @@ from bridge.catalog.outbox import DeliveryError
 from bridge.catalog.query import HistoryFilter
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
-from bridge.cli.options import Delivery, F, delivery_options, history_filters, json_flag
+from bridge.cli.options import Delivery, F, count, delivery_options, history_filters, json_flag
 from bridge.cli.output import echo_lines, print_json, print_rows, say, stop_on_signals
 from bridge.cli.progress import progress
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
@@ -300,7 +300,7 @@ def outbox() -> None:
 
 @outbox.command("list")
 @click.option("--dead", is_flag=True, help="Only the dead letters (events the backend refused).")
-@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="At most this many.")
+@click.option("--limit", type=count(1), default=100, show_default=True, help="At most this many.")
 @json_flag("Print JSON.")
 @pass_app
 def outbox_list(app: AppContext, dead: bool, limit: int, as_json: bool) -> None:
@@ -329,7 +329,7 @@ def outbox_list(app: AppContext, dead: bool, limit: int, as_json: bool) -> None:
 
 
 @outbox.command("retry")
-@click.argument("ids", nargs=-1, type=int)
+@click.argument("ids", nargs=-1, type=count(0))
 @click.option("--all", "every", is_flag=True, help="Every dead letter.")
 @pass_app
 def outbox_retry(app: AppContext, ids: tuple[int, ...], every: bool) -> None:
@@ -342,7 +342,7 @@ def outbox_retry(app: AppContext, ids: tuple[int, ...], every: bool) -> None:
 
 
 @outbox.command("drop")
-@click.argument("ids", nargs=-1, type=int, required=True)
+@click.argument("ids", nargs=-1, type=count(0), required=True)
 @pass_app
 def outbox_drop(app: AppContext, ids: tuple[int, ...]) -> None:
     """Remove rows from the outbox for good (their events are not sent). Dropping a run's

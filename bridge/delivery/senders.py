@@ -232,7 +232,7 @@ def _batch_results(body: str, count: int) -> list[Outcome]:
     outcomes = [Outcome(ok=True, status=200)] * count
     try:
         parsed = json.loads(body) if body.strip() else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what Python reads: no per-event answer
         return outcomes
     failed = parsed.get("failed_events") if isinstance(parsed, dict) else None
     for entry in failed if isinstance(failed, list) else []:

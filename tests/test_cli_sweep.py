@@ -330,6 +330,18 @@ def test_serve_on_an_address_it_cannot_have(tmp_path: Path) -> None:
     # a name with characters no host name has does not resolve, and is refused before any DNS query
     assert_error(olbridge(db, SERVE, ["--host", "no such host!", "--port", "0"]), "does not resolve")
     assert_error(olbridge(db, SERVE, ["--host", "192.0.2.1", "--port", "0"]), "not one of this machine's")
+    for command in (SERVE, ("ui",)):  # an empty host would be every address, unsaid
+        code, _, err = olbridge(db, command, ["--host", "", "--port", "0"])
+        assert code == 2 and "'--host': it is empty" in err, err
+
+
+def test_the_servers_listen_on_an_ipv6_address() -> None:
+    from bridge.receiver.server import listen_on
+    from bridge.web.server import _Server6
+
+    with listen_on("::1", 0) as listening:
+        assert listening.family == socket.AF_INET6 and listening.getsockname()[0] == "::1"
+    assert _Server6.address_family == socket.AF_INET6
 
 
 UNREACHABLE = {

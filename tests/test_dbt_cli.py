@@ -57,6 +57,15 @@ def test_the_demo_project_imports_with_column_lineage(tmp_path: Path, example: P
     )
 
 
+def test_a_profiles_dir_without_profiles_is_an_error_not_a_look_elsewhere(tmp_path: Path, example: Path) -> None:
+    """dbt stops on a --profiles-dir that holds no profiles.yml; the import did not, and took
+    whichever profiles.yml it found next (the project's, ~/.dbt's)."""
+    code, out, err = invoke(
+        tmp_path / "c.db", "dbt", "import", "--project-dir", str(example), "--profiles-dir", str(tmp_path / "nope")
+    )
+    assert code == 1 and out == "" and f"Error: {tmp_path / 'nope' / 'profiles.yml'}: file not found" in err, err
+
+
 def test_without_sqlglot_the_import_says_so_on_stderr(
     tmp_path: Path, example: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

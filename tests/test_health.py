@@ -149,6 +149,7 @@ def test_a_cron_verdict_changes_at_its_next_tick_across_a_daylight_saving_change
         ({"cron": "0 25 * * *"}, "cron"),
         ({"cron": "0 9 * *"}, "five fields"),
         ({"cron": "0 9 * * *", "timezone": "Mars/Olympus"}, "time zone"),
+        ({"cron": "0 9 * * *", "timezone": " "}, "timezone is empty"),
         ({"max": timedelta(hours=1), "timezone": "UTC"}, "cron deadline"),
     ],
 )

@@ -454,7 +454,9 @@ def test_a_failing_next_page_records_nothing(catalog: Catalog) -> None:
 
 
 def test_the_api_url_must_be_http() -> None:
-    with pytest.raises(SourceError, match="must be an http:// or https:// URL, not .127.0.0.1:4200/api.: it is not an"):
+    with pytest.raises(
+        SourceError, match=r"must be an http:// or https:// URL, not .127\.0\.0\.1:4200/api.: it is not"
+    ):
         PrefectClient("127.0.0.1:4200/api")
 
 

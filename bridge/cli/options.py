@@ -110,6 +110,21 @@ else:
     _StrParam = click.ParamType
 
 
+class _Host(_StrParam):
+    """An address to listen on: not empty (an empty one is every address, 0.0.0.0, which must be
+    said as such)."""
+
+    name = "host"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not str(value).strip():
+            self.fail("it is empty; give an address (127.0.0.1, or 0.0.0.0 for every one)", param, ctx)
+        return str(value).strip()
+
+
+HOST = _Host()
+
+
 class StateParam(_StrParam):
     """``--state`` of ``record`` and ``runs list``, spelled the same in both: a task state or an
     OpenLineage run state, in any case. ``record`` gets the task state (an OpenLineage state as the

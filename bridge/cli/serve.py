@@ -9,6 +9,7 @@ import click
 
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
+from bridge.cli.options import HOST
 from bridge.cli.output import say
 from bridge.cli.retention import prepare_partitions, start_schedule, stop_schedule
 from bridge.cli.secrets import FILE, secret, warn_if_readable
@@ -71,7 +72,7 @@ def chosen_limits(given: dict[str, int | None], settings: Mapping[str, int]) -> 
         "olbridge serve --workers 2 --access-log json         # a JSON line a request on stderr",
     ),
 )
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--host", default="127.0.0.1", show_default=True, type=HOST, help="Address to listen on.")
 @click.option("--port", default=5050, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free).")
 @click.option(
     "--token",

@@ -9,6 +9,7 @@ import click
 
 from bridge.catalog import Catalog
 from bridge.cli.context import AppContext, pass_app
+from bridge.cli.options import HOST
 from bridge.cli.output import say
 from bridge.cli.secrets import FILE
 from bridge.config import NamedToken, load_tokens
@@ -26,7 +27,7 @@ def _loopback(host: str) -> bool:
 
 
 @click.command("ui")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--host", default="127.0.0.1", show_default=True, type=HOST, help="Address to listen on.")
 @click.option("--port", default=5060, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free).")
 @click.option(
     "--tokens",

@@ -138,6 +138,10 @@ class FreshnessRule:
         if warn is not None:
             raise ValidationError("warn goes with a window (max)", rule="freshness", where=where)
         assert cron is not None
+        if timezone is not None and not timezone.strip():
+            raise ValidationError(
+                "timezone is empty: name a zone (UTC, Europe/Paris)", rule="freshness.timezone", where=where
+            )
         zone = timezone or "UTC"
         try:
             ZoneInfo(zone)

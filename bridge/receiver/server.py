@@ -143,7 +143,8 @@ def listen_on(host: str, port: int) -> socket.socket:
     """The listening socket, made before any process forks, so that a port in use or a host that
     does not resolve is one clear :class:`ReceiverError` from the command itself."""
     try:
-        return socket.create_server((host, port), backlog=1024)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET  # an IPv6 address (::1, ::)
+        return socket.create_server((host, port), family=family, backlog=1024)
     except OSError as exc:  # socket.gaierror too, which create_server re-raises as OSError
         raise cannot_listen(exc, host, port) from None
 
@@ -276,7 +277,8 @@ def serve(
             start(slot)
         if on_ready is not None:
             workers = f"{options.workers} worker{'s' if options.workers != 1 else ''}"
-            on_ready(f"http://{host}:{port}, {workers} and a writer")
+            shown = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
+            on_ready(f"http://{shown}:{port}, {workers} and a writer")
         while children:
             try:
                 pid, status = os.wait()

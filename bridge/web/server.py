@@ -5,6 +5,7 @@ run beside ``serve`` and ``stream`` on one catalog)."""
 from __future__ import annotations
 
 import signal
+import socket
 import socketserver
 import threading
 from collections.abc import Callable
@@ -17,6 +18,10 @@ from bridge.web.app import UiApp
 class _Server(socketserver.ThreadingMixIn, WSGIServer):
     daemon_threads = True
     allow_reuse_address = True
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -32,8 +37,9 @@ def serve(app: UiApp, host: str, port: int, on_ready: Callable[[str], None]) -> 
     """Serve ``app`` on ``host:port`` until Ctrl-C or SIGTERM."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
+    server_class = _Server6 if ":" in host else _Server  # an IPv6 address (::1, ::)
     try:
-        made = make_server(host, port, app, server_class=_Server, handler_class=_QuietHandler)
+        made = make_server(host, port, app, server_class=server_class, handler_class=_QuietHandler)
     except OSError as exc:  # a port in use, a host that does not resolve: one Error line
         raise cannot_listen(exc, host, port) from None
     with made as server:

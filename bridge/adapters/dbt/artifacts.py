@@ -162,6 +162,8 @@ def read_connection(
     if not isinstance(project, dict) or not isinstance(project.get("profile"), str):
         raise ArtifactError(f"{project_file}: needs a 'profile' name")
     profile_name = project["profile"]
+    if profiles_dir is not None and not (profiles_dir / "profiles.yml").is_file():  # dbt would stop here too
+        raise ArtifactError(f"{profiles_dir / 'profiles.yml'}: file not found (--profiles-dir)")
     candidates = [profiles_dir] if profiles_dir else []
     if env.get("DBT_PROFILES_DIR"):
         candidates.append(Path(env["DBT_PROFILES_DIR"]))

@@ -58,6 +58,22 @@ def test_every_command_has_help(path: tuple[str, ...], flag: str) -> None:
     assert result.stdout.startswith(f"Usage: olbridge {' '.join(path)}".rstrip())
 
 
+def test_every_commands_help_whatever_the_config_holds(tmp_path: Path) -> None:
+    """A command's help is shown with a config that cannot be read or holds an unknown key (it
+    said the config's error instead); the command itself still refuses such a config."""
+    broken = tmp_path / "olbridge.toml"
+    broken.write_text("bogus = 1\n")
+    for config in (broken, tmp_path / "missing.toml"):
+        for path in [*GROUPS, *LEAVES]:
+            result = CliRunner().invoke(cli, ["--config", str(config), *path, "--help"], prog_name="olbridge")
+            assert result.exit_code == 0 and result.stdout.startswith(f"Usage: olbridge {' '.join(path)}"), (
+                path,
+                result.output,
+            )
+        result = CliRunner().invoke(cli, ["--config", str(config), "--catalog", str(tmp_path / "c.db"), "init"])
+        assert result.exit_code == 1 and result.stderr.startswith("Error: "), result.output
+
+
 # --- a valid run of every command, against any catalog -------------------------------------
 
 RUN_LINE = {

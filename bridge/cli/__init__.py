@@ -18,7 +18,14 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from bridge.cli.context import CONTEXT_SETTINGS, AppContext, BridgeGroup, CatalogParam, warn_of_a_password
+from bridge.cli.context import (
+    CONTEXT_SETTINGS,
+    HELP_ASKED,
+    AppContext,
+    BridgeGroup,
+    CatalogParam,
+    warn_of_a_password,
+)
 from bridge.cli.lazy import LazyCommands
 from bridge.config import load_config
 from bridge.version import __version__
@@ -86,10 +93,13 @@ def cli(ctx: click.Context, catalog_path: str | Path | None, config_path: Path |
     Metaflow), stream and backfill them as OpenLineage events to Marquez or any backend, and
     receive external events back as External placeholder assets.
     """
-    config = load_config(config_path, os.environ)  # a ConfigError is BridgeGroup's to report
     if catalog_path is not None and ctx.get_parameter_source("catalog_path") is ParameterSource.COMMANDLINE:
         warn_of_a_password(catalog_path)
-    app = AppContext(config=config, catalog_path=catalog_path or config.catalog)
+    app = AppContext(lambda: load_config(config_path, os.environ), catalog_path)
+    # the config is read and checked before any command runs (a ConfigError is BridgeGroup's to
+    # report); a command's --help is shown whatever it holds (read at first use if the command runs)
+    if not ctx.meta.get(HELP_ASKED):
+        app.config  # noqa: B018
     ctx.obj = app
     ctx.call_on_close(app.close)
 

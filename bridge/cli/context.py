@@ -10,6 +10,7 @@ A command takes the context as its first argument::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,10 +64,25 @@ def warn_of_a_password(text: str | Path, name: str = "--catalog") -> None:
 
 @attrs.define
 class AppContext:
-    config: Config
-    catalog_path: str | Path  # a SQLite file, or a postgresql:// URL (maybe with a password: see catalog_name)
+    """What the commands share: the config (loaded by ``load``, once), the catalog's path or URL
+    (``--catalog``, else the config's) and the catalog, opened once."""
+
+    load: Callable[[], Config]
+    given_catalog: str | Path | None = None
+    _config: Config | None = None
     _catalog: Catalog | None = None
     _resolver: Resolver | None = None
+
+    @property
+    def config(self) -> Config:
+        if self._config is None:
+            self._config = self.load()
+        return self._config
+
+    @property
+    def catalog_path(self) -> str | Path:
+        """A SQLite file, or a postgresql:// URL (maybe with a password: see catalog_name)."""
+        return self.given_catalog or self.config.catalog
 
     @property
     def catalog_name(self) -> str:
@@ -110,6 +126,9 @@ class AppContext:
             self._catalog = None
 
 
+HELP_ASKED = "olbridge.help"  # ctx.meta: the command line holds --help (or -h) for a command
+
+
 class BadValue(click.ClickException):
     """A BadValueError, as click reports it: ``Error: ...`` and exit status 2 (a usage error)."""
 
@@ -128,12 +147,18 @@ class BridgeGroup(click.Group):
     Any other exception is a fault and keeps its traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        if ctx.parent is None:  # the root: whether the command line asks a command's help
+            rest = [*ctx._protected_args, *ctx.args]
+            before = rest[: rest.index("--")] if "--" in rest else rest  # after "--": arguments, not options
+            ctx.meta[HELP_ASKED] = "--help" in before or "-h" in before
         try:
             return super().invoke(ctx)
         except BadValueError as exc:
             raise BadValue(str(exc)) from exc
         except BridgeError as exc:
             raise click.ClickException(str(exc)) from exc
+        except (click.exceptions.Exit, click.ClickException, click.Abort):  # click's own: help, usage
+            raise
         except Exception as exc:
             app = ctx.obj if isinstance(ctx.obj, AppContext) else None
             error = app.storage_error(exc) if app else storage_error(exc, "")

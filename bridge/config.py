@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from bridge.errors import ConfigError, ValidationError
+from bridge.jsontext import MAX_DEPTH
 from bridge.mapping.resolver import DEFAULT_NAMESPACE, MARQUEZ_NAMESPACE_MAX
 from bridge.model.alerts import EVENTS, UPDATED, AlertRule, check_webhook
 from bridge.model.health import FreshnessRule, Match, Selector, parse_duration
@@ -151,6 +152,8 @@ def _serve_config(table: Any, where: str, base: Path) -> ServeConfig:
     for key, value in limits.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"{where}: [serve]: '{key}' must be a whole number of at least 1, not {value!r}")
+        if key == "max_depth" and value > MAX_DEPTH:  # what the receiver can hold to: a bad value before any command
+            raise ConfigError(f"{where}: [serve]: 'max_depth' is {value}, more than {MAX_DEPTH}, the most it can be")
     settings = ServeConfig(forward=forward, access_log=None if access_log == "off" else access_log, limits=limits)
     tokens = table.get("tokens")
     if isinstance(tokens, str):

@@ -208,6 +208,13 @@ def test_a_postgresql_catalog_url_is_kept_as_written_and_a_path_is_the_files_fol
     assert parse_config({"catalog": "pg.db"}, "f", Path("/etc/olbridge")).catalog == Path("/etc/olbridge/pg.db")
 
 
+def test_a_limit_past_what_the_receiver_can_hold_to_is_refused_with_the_config() -> None:
+    """Refused as the config is read, naming the file, before any command (was when serve started)."""
+    assert parse_config({"serve": {"max_depth": 254}}, "f", Path(".")).serve.limits == {"max_depth": 254}
+    with pytest.raises(ConfigError, match=r"^f: \[serve\]: 'max_depth' is 1000, more than 254, the most it can be$"):
+        parse_config({"serve": {"max_depth": 1000}}, "f", Path("."))
+
+
 def test_several_unknown_keys_are_each_named() -> None:
     with pytest.raises(ConfigError) as refused:
         parse_config({"serve": {"forwards": True, "token": "x"}}, "f", Path("."))

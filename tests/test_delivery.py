@@ -172,6 +172,24 @@ def test_no_configuration_is_an_error(clean_env: Path, monkeypatch: pytest.Monke
         sender_for("ftp://x")
 
 
+def test_an_openlineage_configuration_that_cannot_be_read_says_so(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client logs a traceback and goes on without a file it cannot read (here: "no backend
+    configured"); olbridge says what is wrong with it."""
+    (clean_env / "openlineage.yml").write_text("transport: [a\n")
+    with pytest.raises(
+        ConfigError, match=r"(?s)openlineage\.yml: the OpenLineage configuration cannot be read: .*line 1"
+    ):
+        sender_for(None)
+    (clean_env / "openlineage.yml").write_text("- a list\n")
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        sender_for(None)
+    monkeypatch.setenv("OPENLINEAGE_CONFIG", str(clean_env / "missing.yml"))
+    with pytest.raises(ConfigError, match=r"^OPENLINEAGE_CONFIG names .*missing\.yml, which is no file$"):
+        sender_for(None)
+
+
 # --- Marquez semantics through the worker ---------------------------------------------------
 
 

@@ -34,7 +34,7 @@ def sender_for(
         return HttpSender(url, api_key=key, timeout=timeout or 5.0, batch=batch)
     if environ.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true":
         raise ConfigError("OPENLINEAGE_DISABLED is true: nothing would be delivered (unset it, or give --url)")
-    transport = openlineage_transport_config()
+    transport = openlineage_transport_config(environ)
     if transport and transport.get("type"):
         if transport["type"] == "http":
             return _http_sender(transport, timeout=timeout, batch=batch, api_key=api_key)
@@ -58,15 +58,21 @@ def sender_for(
     )
 
 
-def openlineage_transport_config() -> dict[str, Any]:
-    """The ``transport`` section as the OpenLineage client merges it (file, then variables)."""
+def openlineage_transport_config(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """The ``transport`` section as the OpenLineage client merges it (file, then variables). The
+    file the client would read is read here, so that one it cannot read is an error that says why
+    (the client logs a traceback and goes on without it): ``OPENLINEAGE_CONFIG`` naming no file
+    too."""
     from openlineage.client.client import OpenLineageClient
     from openlineage.client.utils import deep_merge_dicts
 
     merged: dict[str, Any] = {}
-    path = OpenLineageClient._find_yaml_config_path()
+    named = environ.get("OPENLINEAGE_CONFIG")
+    if named and not os.path.isfile(named):
+        raise ConfigError(f"OPENLINEAGE_CONFIG names {named}, which is no file")
+    path = named or OpenLineageClient._find_yaml_config_path()
     if path:
-        merged = OpenLineageClient._get_config_file_content(path)
+        merged = _yaml_config(path)
     from_env = OpenLineageClient._load_config_from_env_variables()
     if from_env:
         merged = deep_merge_dicts(from_env, merged)
@@ -74,6 +80,22 @@ def openlineage_transport_config() -> dict[str, Any]:
     if transport is not None and not isinstance(transport, dict):
         raise ConfigError(f"the OpenLineage configuration's transport must be a mapping, not {transport!r}")
     return transport or {}
+
+
+def _yaml_config(path: str) -> dict[str, Any]:
+    """The OpenLineage client's configuration file: a YAML mapping (empty: none)."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as file:
+            content = yaml.safe_load(file)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: the OpenLineage configuration cannot be read: {exc}") from None
+    if content is None:
+        return {}
+    if not isinstance(content, dict):
+        raise ConfigError(f"{path}: the OpenLineage configuration must be a mapping (transport: ...)")
+    return content
 
 
 def _http_sender(config: dict[str, Any], *, timeout: float | None, batch: bool, api_key: str | None) -> HttpSender:

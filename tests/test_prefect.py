@@ -490,6 +490,19 @@ def test_follow_rides_out_a_server_that_is_down_for_a_poll(tmp_path: Path) -> No
     assert [json.loads(line)["created"] for line in out.splitlines()] == [2]
 
 
+@responses.activate
+def test_follow_that_stops_on_a_failed_poll_is_no_success(tmp_path: Path) -> None:
+    """Every poll failing (a server never up, a wrong address) ended with status 0."""
+    responses.post(f"{API}/events/filter", body=requests.ConnectionError("Connection refused"))
+    code, _out, err = invoke(
+        tmp_path / "c.db", "prefect", "import", "--api-url", API, "--follow", "--interval", "0.1", "--max-polls", "2"
+    )
+    assert code == 1 and "stopped after 0 poll(s)" in err
+    assert err.rstrip().endswith(
+        f"Error: the last poll failed: cannot reach the Prefect server at {API}: connection refused"
+    )
+
+
 def test_bad_options_are_refused(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     code, _out, err = invoke(db, "prefect", "import", "--api-url", API, "--namespace", "Bad NS")

@@ -198,7 +198,10 @@ def prefect_import(
             print_json(summary.to_json())
         return
 
+    failed: list[SourceError] = []  # the last poll's error, while the polls fail
+
     def on_poll(summary: PrefectImportSummary) -> None:
+        failed.clear()
         done["polls"] += 1
         done["task_runs"] += len(summary.results)
         _say_summary(summary, settle)
@@ -206,9 +209,12 @@ def prefect_import(
             click.echo(json.dumps(summary.to_json(), ensure_ascii=False))
 
     def on_error(error: SourceError) -> None:
+        failed[:] = [error]
         say(f"warning: {error} (trying again in {interval:g} s)")
 
     say(f"following {client.api_url} every {interval:g} s (Ctrl-C to stop)")
     with stop_on_signals("stopping after this poll ({signal})") as stop:
         follow(poll, interval=interval, stop=stop, max_polls=max_polls, on_poll=on_poll, on_error=on_error)
     say(f"stopped after {done['polls']} poll(s), {done['task_runs']} task run(s) recorded")
+    if failed:  # stopped on a poll that failed (every one, maybe): not a success
+        raise SourceError(f"the last poll failed: {failed[0]}")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -188,6 +189,17 @@ def test_an_openlineage_configuration_that_cannot_be_read_says_so(
     monkeypatch.setenv("OPENLINEAGE_CONFIG", str(clean_env / "missing.yml"))
     with pytest.raises(ConfigError, match=r"^OPENLINEAGE_CONFIG names .*missing\.yml, which is no file$"):
         sender_for(None)
+
+
+def test_a_transport_that_cannot_be_set_up_is_one_error_without_the_clients_traceback(
+    clean_env: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The client logs the error of a transport it cannot make (a traceback on stderr), then
+    raises it: olbridge says it once, as an Error line."""
+    (clean_env / "openlineage.yml").write_text("transport:\n  type: bogus\n")
+    with caplog.at_level(logging.DEBUG), pytest.raises(ConfigError, match=r"^cannot set up the 'bogus' OpenLineage"):
+        sender_for(None)
+    assert [r for r in caplog.records if r.name.startswith("openlineage")] == []
 
 
 # --- Marquez semantics through the worker ---------------------------------------------------

@@ -12,6 +12,7 @@ console: a worker that prints its outbox away would lose it.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -40,10 +41,14 @@ def sender_for(
             return _http_sender(transport, timeout=timeout, batch=batch, api_key=api_key)
         from openlineage.client.transport import get_default_factory
 
+        quiet = logging.getLogger("openlineage")  # it logs its own traceback first: the error below says it
+        level, quiet.level = quiet.level, logging.CRITICAL + 1
         try:
             return TransportSender(get_default_factory().create(transport))
         except Exception as exc:  # whatever openlineage-python says of its own configuration
             raise ConfigError(f"cannot set up the {transport['type']!r} OpenLineage transport: {exc}") from exc
+        finally:
+            quiet.setLevel(level)
     if environ.get("OPENLINEAGE_URL"):
         return HttpSender(
             environ["OPENLINEAGE_URL"],

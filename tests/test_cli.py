@@ -268,6 +268,16 @@ def test_file_and_run_flags_do_not_mix(tmp_path: Path, catalog_target: str) -> N
     assert code == 2 and "--file cannot be combined with --state" in err
 
 
+def test_a_role_without_privileges_on_a_catalog_is_told_so_not_that_there_is_none(postgres: PostgresServer) -> None:
+    """information_schema shows a role only the tables it has privileges on: to one with none, the
+    catalog looked absent ("no catalog at ...; create one with olbridge init")."""
+    database = postgres.create_database()
+    assert CliRunner().invoke(cli, ["--catalog", postgres.url(database), "init"]).exit_code == 0
+    result = CliRunner().invoke(cli, ["--catalog", postgres.url(database, password=True), "status"])
+    assert result.exit_code == 1 and "permission denied" in result.stderr, result.output
+    assert "no catalog" not in result.stderr and postgres.password not in result.stderr
+
+
 def test_a_storage_error_after_the_catalog_opened_never_shows_the_urls_password(
     postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

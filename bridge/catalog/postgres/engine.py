@@ -160,6 +160,11 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+# a relation of the catalog's schema that holds rows or names them (a table, a partitioned one, a
+# view, a materialized view, a foreign table), as information_schema.tables lists them
+_IN_SCHEMA = "c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'f')"
+
+
 class PostgresEngine(Engine):
     name: ClassVar[str] = "postgresql"
     concurrent_writers: ClassVar[bool] = True
@@ -301,21 +306,17 @@ class PostgresEngine(Engine):
     # --- the schema ----------------------------------------------------------------------------
 
     def version(self, conn: Connection | Cursor) -> int | None:
+        # the catalog's tables by pg_class, which every role reads (information_schema shows a role
+        # only the tables it has privileges on: to one with none, a catalog looked absent)
         found = conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
-            "AND table_name IN ('alembic_version', 'assets')"
+            f"SELECT c.relname FROM pg_class c WHERE {_IN_SCHEMA} AND c.relname IN ('alembic_version', 'assets')"
         ).fetchall()
         names = {name for (name,) in found}
-        if "alembic_version" in names:
+        if "alembic_version" in names:  # a role without privileges on it: permission denied, said as such
             row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
             if row is not None and str(row[0]).isdigit():
                 return int(row[0])
-        if (
-            not names
-            and not conn.execute(
-                "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()"
-            ).fetchone()[0]
-        ):
+        if not names and not conn.execute(f"SELECT count(*) FROM pg_class c WHERE {_IN_SCHEMA}").fetchone()[0]:
             return None
         raise CatalogError(
             f"{self._location} holds tables but not an olbridge catalog; give an empty database "

@@ -987,3 +987,16 @@ def test_a_received_check_shows_in_the_list_and_on_the_assets_page(catalog_targe
     page = twin(app, f"/assets/{placeholder}")  # PATH_INFO comes decoded
     assert page["checks"] == "failing"
     assert page["assertions"] == [{"assertion": "not_null", "success": False, "column": "id", "severity": None}]
+
+
+def test_a_token_is_not_shown_a_datasets_column_lineage_facet(ui_catalog: str, resolver: Resolver) -> None:
+    """A received ``columnLineage`` facet names its input datasets, of any namespace: a token that
+    sees some namespaces is shown the edges it may see in the Columns tab, not the facet."""
+    asset = "s3://bucket/exports/orders.parquet"
+    whole = twin(make_app(ui_catalog, resolver), f"/assets/{asset}")
+    assert "columnLineage" in whole["facets"] and "columnLineage" in whole["asset"]["facets"]
+    scoped = make_app(ui_catalog, resolver, tokens=True)
+    seen = twin(scoped, f"/assets/{asset}", cookie="olbridge_ui=secret-a")
+    assert "columnLineage" not in seen["facets"] and "columnLineage" not in seen["asset"].get("facets", {})
+    history = twin(scoped, f"/assets/{asset}", "tab=history", cookie="olbridge_ui=secret-a")["history"]
+    assert all("columnLineage" not in e.get("snapshot", {}).get("facets", {}) for e in history["entries"])

@@ -59,6 +59,19 @@ def visible_asset(catalog: Catalog, asset_id: str, scope: b.Scope | None) -> Ass
     return asset
 
 
+# the received facets a token that sees some namespaces is not shown: a dataset's column lineage
+# names its input datasets, of any namespace (the Columns tab shows the edges it may see)
+UNSCOPED_FACETS = frozenset({"columnLineage"})
+
+
+def shown(asset: Asset, scope: b.Scope | None) -> Asset:
+    """``asset`` as ``scope`` may see it: without :data:`UNSCOPED_FACETS`."""
+    if scope is None or UNSCOPED_FACETS.isdisjoint(asset.received_facets):
+        return asset
+    facets = {key: facet for key, facet in asset.received_facets.items() if key not in UNSCOPED_FACETS}
+    return attrs.evolve(asset, received_facets=facets)
+
+
 def checks(assertions: Sequence[Assertion]) -> str | None:
     """``failing`` when one of an asset's latest data-quality assertions (its checks: dbt's
     tests, a run's, a received event's ``dataQualityAssertions``) failed, ``passing`` when all
@@ -280,7 +293,7 @@ def asset_page(
     scope: b.Scope | None,
     selectors: Sequence[Selector] = (),
 ) -> dict[str, Any]:
-    asset = visible_asset(catalog, asset_id, scope)
+    asset = shown(visible_asset(catalog, asset_id, scope), scope)
     tab = _choice(query, "tab", TABS, "overview")
     latest = catalog.latest_checks([asset.id], utcnow()).get(asset.id, ())
     out: dict[str, Any] = {
@@ -397,13 +410,14 @@ def columns(catalog: Catalog, asset: Asset, scope: b.Scope | None) -> list[dict[
 def history(catalog: Catalog, runs: Runs, asset: Asset, query: Query, scope: b.Scope | None) -> dict[str, Any]:
     changes = catalog.latest_changes(asset.id, 200)
     entries: list[dict[str, Any]] = [
-        {"at": format_time(c.changed_at), "kind": c.kind, "seq": c.seq, "snapshot": c.asset.to_json()} for c in changes
+        {"at": format_time(c.changed_at), "kind": c.kind, "seq": c.seq, "snapshot": shown(c.asset, scope).to_json()}
+        for c in changes
     ]
     for r in b.asset_runs(runs, asset.id, limit=100, scope=scope, direction="output"):
         entries.append({"at": r.run.ended or r.run.started, "kind": "write", "runId": r.run.run_id})
     entries.sort(key=lambda e: e["at"] or "", reverse=True)
     diff = None
-    snapshots = {str(c.seq): c.asset.to_json() for c in changes}
+    snapshots = {str(c.seq): shown(c.asset, scope).to_json() for c in changes}
     a, b_ = query.get("a", ""), query.get("b", "")
     if a in snapshots and b_ in snapshots:
         diff = compare(snapshots[a], snapshots[b_])

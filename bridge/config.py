@@ -363,7 +363,7 @@ def _catalog(text: str, base: Path, where: str) -> Path | str:
     is, a file relative to ``base``; a URL of another scheme is an error, not a file name."""
     if text.startswith(("postgresql://", "postgres://")):
         return text
-    if "://" in text:
+    if "://" in text or not text.strip():  # an empty one would be the folder itself
         raise ConfigError(f"{where}: 'catalog' must be a SQLite file or a postgresql:// URL, not {text!r}")
     return base / text
 

@@ -356,3 +356,10 @@ def test_files_are_read_as_utf_8_whatever_the_locale(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["café.lake".encode().hex(), "tökén".encode().hex()]
+
+
+def test_an_empty_catalog_is_refused_not_taken_for_the_folder(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"'catalog' must be a SQLite file or a postgresql:// URL, not ''"):
+        parse_config({"catalog": ""}, "f", Path("."))
+    result = CliRunner().invoke(cli, ["--catalog", "", "status"])
+    assert result.exit_code == 2 and "catalog: the name is empty" in result.stderr, result.output

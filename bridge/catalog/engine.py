@@ -500,6 +500,8 @@ def is_url(target: str | Path) -> bool:
 def catalog_target(text: str) -> str | Path:
     """What ``--catalog`` or ``OLBRIDGE_CATALOG`` names: a database URL as it is, else a file path.
     A URL of another scheme (``mysql://``) is a BadValueError, never taken as a file name."""
+    if not text.strip():  # not the current folder
+        raise BadValueError("catalog: the name is empty; give a SQLite file or a postgresql:// URL")
     if is_url(text):
         return text
     if _ANY_URL.match(text):

@@ -267,7 +267,7 @@ def test_the_bundled_example_ingests(tmp_path: Path) -> None:
             "not a dbt manifest",
         ),
         (lambda p: (p / "target" / "manifest.json").write_text("[]"), "expected a JSON object"),
-        (lambda p: (p / "profiles.yml").unlink(), "profiles.yml not found"),
+        (lambda p: (p / "profiles.yml").unlink(), r"profiles\.yml: file not found \(--profiles-dir\)"),
         (lambda p: (p / "profiles.yml").write_text("other: {}\n"), "no profile named 'my_dbt_project'"),
         (lambda p: (p / "dbt_project.yml").write_text("name: x\n"), "needs a 'profile'"),
     ],

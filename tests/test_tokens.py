@@ -5,6 +5,7 @@ event it brought, and ``/metrics`` counts by it. One shared token works as befor
 from __future__ import annotations
 
 import socket
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -332,6 +333,30 @@ def test_an_input_of_another_namespace_is_read_but_its_facets_are_not_applied(
     with Catalog(catalog_path) as catalog:
         assert "ok" in [a.description for a in catalog.list_assets()]  # its own namespace's input
         assert catalog.count_received()["received_events"] == 2
+
+
+def test_an_inputs_own_facets_of_another_namespace_check_nothing(
+    app: ReceiverApp, catalog_path: str, ledger: Any
+) -> None:
+    """An input with input facets alone (no dataset facets) was not held to the rule: a failed
+    ``dataQualityAssertions`` there FAILed another namespace's dataset."""
+    dataset = _ledger()
+    dataset["inputFacets"] = {
+        "dataQualityAssertions": {
+            "_producer": "https://github.com/example/producer/tree/1.0",
+            "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DataQualityAssertionsDatasetFacet.json",
+            "assertions": [{"assertion": "not_null", "success": False, "column": "id"}],
+        }
+    }
+    event = ol_run_event(run_id="0194a1b2-0000-7000-8000-000000000103", job=("etl", "job"), inputs=[dataset])
+    status, _, body = Client(app, token=SPARK.token).post("/api/v1/lineage", event)
+    assert status == 201 and body["warnings"] == [
+        "/inputs/0: token 'spark' may not write namespace 's3://finance': the facets the event carries for this "
+        "input were not applied"
+    ], body
+    with Catalog(catalog_path) as catalog:
+        (placeholder,) = [a.id for a in catalog.list_assets() if "ledger" in a.id]
+        assert catalog.latest_checks([placeholder], datetime.now(UTC)) == {}
 
 
 def test_metrics_are_behind_the_tokens(app: ReceiverApp, writer: GroupWriter) -> None:

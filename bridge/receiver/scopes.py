@@ -62,14 +62,15 @@ def forbidden(event: Any, may_write: MayWrite) -> tuple[str, str] | None:
 
 def read_only_inputs(event: Any, may_write: MayWrite) -> list[tuple[int, str]]:
     """The inputs of a RunEvent or JobEvent whose facets are not to be applied: those with facets
-    that name a namespace ``may_write`` refuses (their own or a symlink's), each with its index
-    and that namespace."""
+    (dataset facets, or input facets: a ``dataQualityAssertions`` there checks the dataset) that
+    name a namespace ``may_write`` refuses (their own or a symlink's), each with its index and
+    that namespace."""
     inputs = event.get("inputs") if isinstance(event, dict) and event_kind(event) != "DatasetEvent" else None
     if not isinstance(inputs, list):
         return []
     found = []
     for index, dataset in enumerate(inputs):
-        if not isinstance(dataset, dict) or not dataset.get("facets"):
+        if not isinstance(dataset, dict) or not (dataset.get("facets") or dataset.get("inputFacets")):
             continue
         refused = next((ns for _, ns in _dataset_places(dataset, "") if not may_write(ns)), None)
         if refused is not None:

@@ -359,6 +359,26 @@ def test_an_inputs_own_facets_of_another_namespace_check_nothing(
         assert catalog.latest_checks([placeholder], datetime.now(UTC)) == {}
 
 
+def test_a_token_cannot_join_another_namespaces_run_by_its_run_id(app: ReceiverApp, catalog_path: str) -> None:
+    """A token naming the runId of another namespace's run (under a job of its own) took the run
+    over: its job, its state (FAIL) and its facets, with a warning only. Now a 403 that changes
+    nothing, alone or in a batch; and in one group, the first event's job owns the run."""
+    run_id = "0194a1b2-0000-7000-8000-000000000104"
+    owner = ol_run_event("START", run_id=run_id, job=("finance-jobs", "load"), outputs=[_ledger()])
+    assert post(app, "/api/v1/lineage", owner, ANY.token)[0] == 201
+    before = contents(catalog_path)
+    taken = ol_run_event("FAIL", run_id=run_id, job=("etl", "evil"), time="2025-03-01T09:00:00Z")
+    status, body = post(app, "/api/v1/lineage", taken, SPARK.token)
+    assert (status, body["error"]["code"]) == (403, "forbidden"), body
+    assert body["error"]["problems"][0]["pointer"] == "/run/runId"
+    assert f"may not write run {run_id}: it is named under job finance-jobs/load" in body["error"]["message"]
+    assert contents(catalog_path) == before
+    status, body = post(app, "/api/v1/lineage/batch", [run_event(8, "etl"), taken], SPARK.token)
+    assert (status, [f["index"] for f in body["failed_events"]]) == (200, [1])
+    # the platform's token may write every namespace: it may still name the run under another job
+    assert post(app, "/api/v1/lineage", taken, ANY.token)[0] == 201
+
+
 def test_metrics_are_behind_the_tokens(app: ReceiverApp, writer: GroupWriter) -> None:
     """(#30) /metrics needed no token and listed the token names: with tokens on, it takes one."""
     status, _, body = Client(app, token=None).request("GET", "/metrics")

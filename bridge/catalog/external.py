@@ -29,7 +29,7 @@ from bridge.catalog.health_state import WatchSeen
 from bridge.catalog.rows import assertions_json, asset_from_row, asset_row
 from bridge.catalog.writes import get_asset
 from bridge.model import Assertion, Asset, Origin, format_time
-from bridge.model.received import TERMINAL, IncomingEvent, ReceivedColumnEdge, SeenDataset, run_day
+from bridge.model.received import TERMINAL, IncomingEvent, ReceivedColumnEdge, SeenDataset, run_day, writable
 
 if TYPE_CHECKING:
     from bridge.mapping.resolver import Resolver
@@ -39,9 +39,10 @@ if TYPE_CHECKING:
 class IngestResult:
     """What taking one external event did."""
 
-    status: str  # "accepted" | "duplicate"
+    status: str  # "accepted" | "duplicate" | "forbidden" (nothing taken: ``message`` says why)
     placeholders: tuple[str, ...] = ()  # External placeholders it created
     warnings: tuple[str, ...] = ()
+    message: str = ""
 
 
 # the results of nearly every event, shared: a group's answer pickles each once (the rest refer to
@@ -307,6 +308,9 @@ class GroupIngest:
         """Take one event. A re-sent one changes nothing."""
         if event.digest in self.known:
             return _DUPLICATE
+        refused = self._not_its_token(event)
+        if refused is not None:
+            return refused
         self.known.add(event.digest)
         moment = event.time_text
         source = event.source
@@ -363,6 +367,25 @@ class GroupIngest:
         if not placeholders and not warnings:
             return _ACCEPTED
         return IngestResult("accepted", tuple(dict.fromkeys(placeholders)), tuple(warnings))
+
+    def _not_its_token(self, event: IncomingEvent) -> IngestResult | None:
+        """The refusal of an event whose token may not write a namespace of a job its run (or
+        job) was named under already (stored, or earlier in the group): a token of another
+        namespace cannot join, end or fail another's run by naming its runId. None: not refused."""
+        if event.writes is None or event.source is None:
+            return None
+        state = self.source_states.get(event.source)
+        if state is None:
+            return None
+        theirs = sorted(f"{ns}/{name}" for ns, name in state.jobs if not writable(event.writes, ns))
+        if not theirs:
+            return None
+        what = f"run {event.run_id}" if event.run_id is not None else f"job {event.job_namespace}/{event.job_name}"
+        message = (
+            f"token {event.token!r} may not write {what}: it is named under job {', '.join(theirs)}, "
+            "of a namespace the token may not write"
+        )
+        return IngestResult("forbidden", message=message)
 
     def _take_source(self, event: IncomingEvent, source: str) -> str | None:
         """Note the job the event names for its run (or job): a run named under another job

@@ -6,6 +6,7 @@ They pickle as tuples, as the receiver's workers hand them to its writer process
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -100,6 +101,12 @@ def dataset_assertions(dataset: Mapping[str, Any]) -> tuple[Assertion, ...]:
     return ()
 
 
+def writable(patterns: tuple[str, ...] | None, namespace: str) -> bool:
+    """Whether a token of these namespace patterns (``*`` and ``?``; None: any) may write
+    ``namespace``, as :meth:`bridge.config.NamedToken.may_write` says."""
+    return patterns is None or any(fnmatch.fnmatchcase(namespace, pattern) for pattern in patterns)
+
+
 @pickles_as_tuple
 @attrs.frozen
 class IncomingEvent:
@@ -122,6 +129,9 @@ class IncomingEvent:
     job_facets: tuple[tuple[str, str], ...] = ()  # the same, of its job
     forward: str | None = None  # the event's text as it came, to forward (``serve --forward``)
     token: str | None = None  # the name of the token that brought it (``serve --tokens``)
+    # the namespaces (patterns) that token may write (None: any): a run or job it names already
+    # named under a job of another it may not join
+    writes: tuple[str, ...] | None = None
 
     # worked out once, in the request's thread, rather than under the catalog's write lock
     time_text: str = attrs.field(init=False, eq=False, repr=False)

@@ -390,7 +390,10 @@ class ReceiverApp:
             forwards=forwards,
             token=named.name if named else None,
             may_write=named.may_write if named else None,
+            writes=named.namespaces if named else None,
         )
+        if outcome.status == "refused" and outcome.problems and outcome.problems[0].rule == "token":
+            raise HttpError(403, "forbidden", outcome.message, outcome.problems)
         if outcome.status == "refused":
             raise HttpError(400, "invalid_event", outcome.message, outcome.problems)
         if outcome.status == "unavailable":
@@ -453,6 +456,7 @@ class ReceiverApp:
                     forwards=[texts[i] for i in keep] if texts is not None else None,
                     token=named.name if named else None,
                     may_write=named.may_write if named else None,
+                    writes=named.namespaces if named else None,
                 )
             )
         )

@@ -111,6 +111,7 @@ def read_event(
     *,
     forward: str | None = None,
     token: str | None = None,
+    writes: tuple[str, ...] | None = None,
     bare_inputs: frozenset[int] = frozenset(),
 ) -> IncomingEvent:
     """An accepted event (see :func:`bridge.receiver.policy.judge`) as the catalog keeps it;
@@ -164,4 +165,5 @@ def read_event(
         job_facets=job_facets,
         forward=forward,
         token=token,
+        writes=writes,
     )

@@ -72,7 +72,13 @@ class Intake:
         self.metrics = metrics if metrics is not None else Metrics()
 
     def prepare(
-        self, item: Any, *, forward: str | None = None, token: str | None = None, may_write: MayWrite | None = None
+        self,
+        item: Any,
+        *,
+        forward: str | None = None,
+        token: str | None = None,
+        may_write: MayWrite | None = None,
+        writes: tuple[str, ...] | None = None,
     ) -> IncomingEvent | Outcome:
         """The event to write, or the outcome that refuses it (``forward``: its text as it came,
         to forward once it is taken; ``token``: the name of the token that brought it, which
@@ -112,6 +118,7 @@ class Intake:
             text,
             forward=forward,
             token=token,
+            writes=writes,
             bare_inputs=frozenset(index for index, _ in read_only),
         )
 
@@ -122,6 +129,7 @@ class Intake:
         forwards: Sequence[str] | None = None,
         token: str | None = None,
         may_write: MayWrite | None = None,
+        writes: tuple[str, ...] | None = None,
     ) -> Steps[list[Outcome]]:
         """Outcomes of items, in order, as steps: yields the accepted events once (when there are
         any) and takes their results back from whoever writes them (:func:`run_steps`, or the
@@ -133,7 +141,7 @@ class Intake:
         for at, (item, text) in enumerate(zip(items, texts, strict=True)):
             if at and at % PAUSE_EVERY == 0:
                 yield PAUSE
-            prepared.append(self.prepare(item, forward=text, token=token, may_write=may_write))
+            prepared.append(self.prepare(item, forward=text, token=token, may_write=may_write, writes=writes))
         events = [p for p in prepared if isinstance(p, IncomingEvent)]
         results: Results = (yield Write(events)) if events else []
         written = iter(results)
@@ -264,6 +272,10 @@ async def run_steps_async(
 
 
 def _outcome(event: IncomingEvent, result: IngestResult | Exception) -> Outcome:
+    if isinstance(result, IngestResult) and result.status == "forbidden":  # refused by what the catalog holds
+        where = "/run/runId" if event.kind == "RunEvent" else "/job"
+        problem = Problem(where, result.message, "token")
+        return Outcome("refused", event.kind, message=result.message, problems=(problem,))
     if isinstance(result, IngestResult):
         return Outcome(result.status, event.kind, warnings=result.warnings, placeholders=result.placeholders)
     if unavailable(result):

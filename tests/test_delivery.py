@@ -376,12 +376,13 @@ def test_no_batch_endpoint_falls_back_to_one_event_a_request_and_remembers(
     assert len(bodies(mocked)) == 6
 
 
+@pytest.mark.parametrize("status", [200, 207])  # 207 (Multi-Status) was taken for every event delivered
 def test_batch_endpoint_with_per_event_results(
-    catalog: Catalog, converter: Converter, mocked: responses.RequestsMock
+    catalog: Catalog, converter: Converter, mocked: responses.RequestsMock, status: int
 ) -> None:
     catalog.record_task_runs([run("a"), run("b"), run("c")])
     failed = [{"index": 1, "reason": "bad", "retriable": False}, {"index": 2, "reason": "later", "retriable": True}]
-    mocked.post(BATCH, status=200, json={"status": "partial_success", "summary": {}, "failed_events": failed})
+    mocked.post(BATCH, status=status, json={"status": "partial_success", "summary": {}, "failed_events": failed})
     mocked.post(BATCH, status=204)
     mocked.post(LINEAGE, status=201)  # a round of one event goes to the single-event endpoint
     w = worker(catalog, converter, batch=True)

@@ -210,10 +210,8 @@ class HttpSender:
         if status in FALLBACK_STATUSES:
             self.batch = False
             return None
-        if status == 200:
-            return _batch_results(response.text, len(lines))
-        if 200 <= status < 300:
-            return [Outcome(ok=True, status=status)] * len(lines)
+        if 200 <= status < 300:  # 207 (Multi-Status) too: its failed_events name the events refused
+            return _batch_results(response.text, len(lines), status)
         whole = classify(status, response.text, response.headers, self.clock())
         if whole.retry:
             return [whole] * len(lines)
@@ -226,10 +224,10 @@ class HttpSender:
             self._sessions.clear()
 
 
-def _batch_results(body: str, count: int) -> list[Outcome]:
+def _batch_results(body: str, count: int, status: int = 200) -> list[Outcome]:
     """Per-event outcomes from a batch answer ``{status, summary, failed_events: [{index,
     reason, retriable}]}``; an answer without them means every event was taken."""
-    outcomes = [Outcome(ok=True, status=200)] * count
+    outcomes = [Outcome(ok=True, status=status)] * count
     try:
         parsed = json.loads(body) if body.strip() else {}
     except (ValueError, RecursionError):  # not JSON, or nested past what Python reads: no per-event answer
@@ -241,7 +239,7 @@ def _batch_results(body: str, count: int) -> list[Outcome]:
         index = entry["index"]
         if 0 <= index < count:
             reason = str(entry.get("reason", ""))[:BODY_MAX]
-            outcomes[index] = Outcome(ok=False, retry=bool(entry.get("retriable")), status=200, detail=reason)
+            outcomes[index] = Outcome(ok=False, retry=bool(entry.get("retriable")), status=status, detail=reason)
     return outcomes
 
 

@@ -72,6 +72,9 @@ def build(catalog: Catalog, intake: Intake) -> None:
         insert = "INSERT INTO outbox (kind, ref, run_key, queued_at, state) VALUES (?, ?, ?, ?, ?)"
         cur.execute(insert, ("run-start", 1, "run:1", "2025-03-01T00:00:00.000000Z", "pending"))
         cur.execute(insert, ("run-end", 2, "run:2", "2025-03-01T00:00:00.000000Z", "dead"))
+        # a dead START its run's end waits behind: kept (deleted, the end would go out without it)
+        cur.execute(insert, ("run-start", 7, "run:7", "2025-03-01T00:00:00.000000Z", "dead"))
+        cur.execute(insert, ("run-end", 7, "run:7", "2025-03-01T00:00:00.000000Z", "pending"))
         cur.execute(
             "INSERT INTO delivery_errors (source, target, failure, status, detail, at) VALUES (?, ?, ?, ?, ?, ?)",
             ("stream", "http://backend", "timeout", None, "", "2025-03-01T00:00:00.000000Z"),
@@ -103,6 +106,10 @@ def test_the_dry_run_counts_what_the_real_pass_deletes(catalog: Catalog, intake:
     assert deleted == counted
     assert set(deleted) == set(KINDS)
     assert retention.count(catalog._conn, ALL, NOW) == dict.fromkeys(KINDS, 0)
+    assert rows(catalog, "SELECT kind, state FROM outbox WHERE run_key = 'run:7'") == [
+        ("run-end", "pending"),
+        ("run-start", "dead"),
+    ]
 
 
 def checked(n: int, table: str, time: str, success: bool) -> dict[str, Any]:
@@ -167,7 +174,7 @@ def test_what_current_lineage_needs_stays(catalog: Catalog, intake: Intake) -> N
     assert {name: rows(catalog, statement) for name, statement in kept.items()} == before
     runs = rows(catalog, "SELECT job_namespace, job_name, run_id FROM external_sources WHERE run_id IS NOT NULL")
     assert runs == [("old", "a", rid(2)), ("old", "b", rid(3)), ("spark", "orders_export", rid(5))]
-    assert rows(catalog, "SELECT kind, state FROM outbox") == [("run-start", "pending")]
+    assert rows(catalog, "SELECT kind, state FROM outbox WHERE run_key <> 'run:7'") == [("run-start", "pending")]
     assert rows(catalog, "SELECT owner FROM external_facets WHERE owner = 'run:" + rid(1) + "'") == []
 
 

@@ -100,7 +100,12 @@ _RUN = """
         WHERE n.job_namespace = s.job_namespace AND n.job_name = s.job_name AND n.run_id IS NOT NULL
           AND (n.last_seen > s.last_seen OR (n.last_seen = s.last_seen AND n.source > s.source)))
 """
-_DEAD = "o.state = 'dead' AND o.queued_at < ?"
+# a dead letter no event of its run waits behind (its run's later events go out after it, once it
+# is retried or dropped: deleting it would send a run's end without its start)
+_DEAD = """
+    o.state = 'dead' AND o.queued_at < ?
+    AND (o.run_key IS NULL OR NOT EXISTS (SELECT 1 FROM outbox l WHERE l.run_key = o.run_key AND l.seq > o.seq))
+"""
 # an asset's check, not its latest reported by now (a later one of the asset, by now, exists: by
 # the table's key)
 _CHECK = """

@@ -229,6 +229,8 @@ def test_ingesting_olbridges_own_events_gives_back_the_same_assets(
                 # named by its path (files.toml's file-by-path), which no rule names back: found by
                 # the symlink olbridge gives it
                 decl("reports.orders_by_day", type="File", metadata={"path": "out/orders_by_day.csv"}),
+                # ... and by an absolute one, which local-file's rule names back as file:///...
+                decl("reports.orders_all", type="File", metadata={"path": "/data/orders_all.csv"}),
             ),
         )
     )

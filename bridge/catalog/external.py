@@ -50,8 +50,6 @@ class IngestResult:
 # unpickle
 _ACCEPTED = IngestResult("accepted")
 _DUPLICATE = IngestResult("duplicate")
-# what Resolver.asset_for names a dataset by where no rule names it back (an id of its own)
-_NO_RULE = frozenset(("uri", "hash"))
 
 
 WARNINGS_KEPT = 200  # distinct warnings kept with an external run or job
@@ -248,11 +246,12 @@ class GroupIngest:
     def _choose_id(self, ds: SeenDataset) -> tuple[str, dict[str, Any], str | None]:
         """The asset id for a dataset not seen before, the metadata its rule gives, and a warning
         when the id the rules give stands for another dataset already (a collision)."""
+        # one of olbridge's own assets, exported under a name a rule may name back as another
+        # (a File by an absolute path: local-file's file:///...), or as none (by a relative one)
+        own = self._own_asset(ds) if ds.symlinks else None
+        if own is not None:
+            return own, {}, None
         ref = self.resolver.asset_for(ds.namespace, ds.name)
-        if ref.rule in _NO_RULE:  # no rule names an asset back from it: maybe one of olbridge's own
-            own = self._own_asset(ds)
-            if own is not None:
-                return own, {}, None
         candidate = ref.id
         other = self.bound_here.get(candidate)
         if other is None:

@@ -177,6 +177,10 @@ def test_cli_outbox_list_retry_drop_and_status(tmp_path: Path, catalog_target: s
     assert runner.invoke(cli, ["--catalog", db, "outbox", "retry"]).exit_code == 2  # ids or --all
     assert runner.invoke(cli, ["--catalog", db, "outbox", "retry", "--all"]).exit_code == 0
     assert json.loads(runner.invoke(cli, ["--catalog", db, "status", "--json"]).stdout)["dead"] == 0
+    # retried, it counts its attempts anew (--max-attempts gives it as many again)
+    (retried,) = [r for r in json.loads(runner.invoke(cli, ["--catalog", db, "outbox", "list", "--json"]).stdout)
+                  if r["seq"] == first.seq]  # fmt: skip
+    assert retried["attempts"] == 0 and retried["state"] == "pending"
     dropped = runner.invoke(cli, ["--catalog", db, "outbox", "drop", str(first.seq)])
     assert dropped.exit_code == 0 and "dropped 1 row(s)" in dropped.output
     assert "pending: 3" in runner.invoke(cli, ["--catalog", db, "status"]).stdout

@@ -28,7 +28,8 @@ OUTBOX_RETRY_LATER = (
     "UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_status = ?, last_error = ? WHERE seq = ?"
 )
 OUTBOX_DEAD = "UPDATE outbox SET state = 'dead', attempts = ?, last_status = ?, last_error = ? WHERE seq = ?"
-OUTBOX_REQUEUE_ALL = "UPDATE outbox SET state = 'pending', next_attempt_at = 0 WHERE state = 'dead'"
+# a dead letter retried starts its count of attempts again (--max-attempts gives it as many anew)
+OUTBOX_REQUEUE_ALL = "UPDATE outbox SET state = 'pending', next_attempt_at = 0, attempts = 0 WHERE state = 'dead'"
 OUTBOX_COUNT_DELIVERED = """
     INSERT INTO outbox_delivery AS d (id, delivered, last_success_at) VALUES (1, ?, ?)
     ON CONFLICT (id) DO UPDATE SET delivered = d.delivered + excluded.delivered,
@@ -101,7 +102,7 @@ def outbox_payloads(count: int) -> str:
 
 def requeue_outbox(count: int) -> str:
     return (
-        f"UPDATE outbox SET state = 'pending', next_attempt_at = 0 WHERE state = 'dead' "
+        f"UPDATE outbox SET state = 'pending', next_attempt_at = 0, attempts = 0 WHERE state = 'dead' "
         f"AND seq IN ({', '.join('?' * count)})"
     )
 

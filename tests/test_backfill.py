@@ -178,6 +178,7 @@ def test_cli_backfill_dry_run_and_delivery(tmp_path: Path, catalog_target: str) 
         "refused": 0,
         "undelivered": 0,
         "skipped": 0,
+        "running": 0,
         "resent": 0,
         "attempts": 0,
         "retries": 0,
@@ -201,6 +202,18 @@ def test_cli_backfill_dry_run_and_delivery(tmp_path: Path, catalog_target: str) 
         assert backend.accepted_count == 8
     bad_rate = runner.invoke(cli, ["--catalog", db, "backfill", "--url", "http://x", "--rate", "fast"])
     assert bad_rate.exit_code == 2 and "not a rate" in bad_rate.output
+
+
+def test_a_backfill_says_which_runs_it_passed_while_they_ran(tmp_path: Path, catalog_target: str) -> None:
+    """A running run's START goes and the checkpoint passes it: a later backfill of the checkpoint
+    does not send its end. The backfill says so on stderr, not only deep in its JSON."""
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_runs([run("done"), run("long", state="RUNNING", start=at(5))])
+    with Backend() as backend:
+        sent = CliRunner().invoke(cli, ["--catalog", catalog_target, "backfill", "--url", backend.url, "--json"])
+        assert sent.exit_code == 0, sent.output
+        assert json.loads(sent.stdout)["running"] == 1
+        assert "note: 1 task run(s) were still running" in sent.stderr and "olbridge stream does" in sent.stderr
 
 
 # --- a long history, interrupted and resumed ------------------------------------------------

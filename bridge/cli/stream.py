@@ -282,6 +282,11 @@ def backfill(
     for problem in summary.problems if not as_json else []:
         said = problem.get("detail") or "; ".join(problem.get("problems", []))
         say(f"  {problem['event']}: {problem.get('status') or ''} {said}")
+    if summary.running and not dry_run:
+        say(
+            f"note: {summary.running} task run(s) were still running: their START went, and the checkpoint passed "
+            "them; a later backfill of it will not send their ends (olbridge stream does, or --no-resume)"
+        )
     if summary.error is not None:
         raise ExportError(summary.error)
     if summary.refused:

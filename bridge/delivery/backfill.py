@@ -69,6 +69,9 @@ class BackfillSummary:
     refused: int = 0  # refused for good by the backend: kept with the checkpoint
     undelivered: int = 0  # not delivered (retries ran out, or a stop): the checkpoint stays before them
     skipped: int = 0  # run ends not sent because the START was refused (kept with it)
+    # runs still running when their START went: the checkpoint passes them, so a later backfill of
+    # it does not send their ends (the stream does; or --no-resume)
+    running: int = 0
     resent: int = 0  # events refused before, delivered now (retry_refused)
     attempts: int = 0
     retries: int = 0
@@ -228,6 +231,9 @@ class Backfill:
         ahead.update((slot.position, slot.settled) for slot in slots[prefix:] if slot.settled > 0)
         self._ahead = ahead
         finished = [slot for slot in slots if slot.done and slot.initial < len(slot.lines)]
+        self.summary.running += sum(
+            1 for slot in finished if isinstance(slot.item, StoredTaskRun) and not slot.item.state.is_terminal
+        )
         runs = self._count([slot.item for slot in finished])
         delivered = sum(slot.delivered for slot in slots)
         self._totals[0] += runs

@@ -135,6 +135,31 @@ def test_column_lineage_marquez_would_skip_is_taken_with_a_warning(catalog: Cata
     assert "not an input of this event" in kept
 
 
+ESCAPED = "esc\x1b[31m\n"
+
+
+def test_an_input_field_of_no_dataset_marquez_takes_makes_no_dataset(catalog: Catalog, resolver: Resolver) -> None:
+    """A namespace or name an input of the event could not have (R8, R9) made a placeholder when
+    only the column lineage named it: its edges are left out, with a warning."""
+    bad = [field("bad ns", "x", "a"), field("", "", "b"), field(ESCAPED, "y", "c"), field(PG, " ", "d")]
+    event = spark_event(fields={"id": {"inputFields": [field(PG, "shop.public.orders", "id"), *bad]}})
+    (outcome,) = take(catalog, resolver, event)
+    assert outcome.status == "accepted"
+    where = "columnLineage of output s3://exports orders.parquet"
+    assert {w for w in outcome.warnings if "no dataset Marquez takes" in w} == {
+        f"{where}: 'bad ns' 'x' is no dataset Marquez takes: its edges are left out",
+        f"{where}: '' '' is no dataset Marquez takes: its edges are left out",
+        f"{where}: {ESCAPED!r} 'y' is no dataset Marquez takes: its edges are left out",  # as its repr
+        f"{where}: '{PG}' ' ' is no dataset Marquez takes: its edges are left out",
+    }
+    assert {(e[1], e[2]) for e in stored(catalog)} == {("id", "shop.public.orders"), (None, "shop.public.customers")}
+    assert {a.id for a in catalog.list_assets()} == {
+        "s3://exports/orders.parquet",
+        "shop.public.orders",
+        "shop.public.customers",
+    }
+
+
 def test_an_output_without_a_schema_facet_is_warned_about(catalog: Catalog, resolver: Resolver) -> None:
     event = spark_event()
     del event["outputs"][0]["facets"]["schema"]

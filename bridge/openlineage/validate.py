@@ -372,6 +372,11 @@ def _marquez_namespace(value: str) -> bool:
     return _MARQUEZ_NAMESPACE.fullmatch(value) is not None
 
 
+def marquez_dataset(namespace: str, name: str) -> bool:
+    """Whether Marquez takes a dataset of this namespace (R8) and name (R9: not blank)."""
+    return _marquez_namespace(namespace) and bool(name.strip())
+
+
 def _namespace_problem(value: Any, pointer: str) -> Problem | None:
     if not isinstance(value, str):
         return None

@@ -25,6 +25,7 @@ from typing import Any
 from bridge.canonical import canonical
 from bridge.model import SUBTYPE_TYPES
 from bridge.model.received import DatasetName, ReceivedColumnEdge
+from bridge.openlineage.validate import marquez_dataset
 
 
 def _deprecated(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -59,6 +60,16 @@ def _inputs(items: Any, fallback: list[dict[str, Any]]) -> Iterator[tuple[Datase
         yield (namespace, name), field, canonical(transformations)
 
 
+def _taken(source: DatasetName, where: str, warnings: dict[str, None]) -> bool:
+    """Whether an input field's dataset is one a dataset of the event could be (Marquez's R8, R9:
+    its namespace and name as an input's are checked); else its edge is left out, with a warning,
+    rather than a dataset of that name made."""
+    if marquez_dataset(*source):
+        return True
+    warnings[f"{where}: {source[0]!r} {source[1]!r} is no dataset Marquez takes: its edges are left out"] = None
+    return False
+
+
 def read_column_lineage(event: Mapping[str, Any]) -> tuple[tuple[ReceivedColumnEdge, ...], tuple[str, ...]]:
     """The column edges of an accepted RunEvent's or JobEvent's outputs, and the warnings."""
     outputs = event.get("outputs")
@@ -88,9 +99,11 @@ def read_column_lineage(event: Mapping[str, Any]) -> tuple[tuple[ReceivedColumnE
             if listed is not None and column not in listed:
                 warnings[f"{where}: column {column!r} is not in the output's schema facet"] = None
             for source, field, transformations in _inputs(entry.get("inputFields"), _deprecated(entry)):
-                edges[ReceivedColumnEdge(target, column, source, field, transformations)] = None
+                if _taken(source, where, warnings):
+                    edges[ReceivedColumnEdge(target, column, source, field, transformations)] = None
         for source, field, transformations in _inputs(facet.get("dataset"), []):
-            edges[ReceivedColumnEdge(target, "", source, field, transformations)] = None
+            if _taken(source, where, warnings):
+                edges[ReceivedColumnEdge(target, "", source, field, transformations)] = None
     for edge in edges:
         if edge.input not in inputs:
             warnings[

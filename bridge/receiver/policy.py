@@ -91,6 +91,16 @@ def _tolerated(problem: Problem, event: dict[str, Any]) -> bool:
 _EDGE_YEARS = ("0001", "9999")
 
 
+def _time_problems(event: dict[str, Any], problems: list[Problem]) -> list[Problem]:
+    """An ``eventTime`` the spec takes and Marquez's parser does not (more than nine digits of a
+    second): refused, as the same text in a time of a facet is (where the spec refuses it too,
+    that problem says it already)."""
+    value = event.get("eventTime")
+    if not isinstance(value, str) or marquez_time(value) or any(p.pointer == "/eventTime" for p in problems):
+        return []
+    return [Problem("/eventTime", f"Marquez cannot read eventTime as a time: {value!r}", "marquez")]
+
+
 def _catalog_problems(event: dict[str, Any]) -> list[Problem]:
     """What Marquez takes and the catalog cannot keep: an ``eventTime`` its parser reads that is
     outside the years 1 to 9999 once in UTC (the catalog orders events by their UTC time)."""
@@ -110,7 +120,7 @@ def judge(event: Any, *, strict: bool = False, text: str | None = None) -> Verdi
     problems = spec + marquez
     if not isinstance(event, dict):
         return Verdict("RunEvent", tuple(problems), ())
-    problems += _catalog_problems(event)
+    problems += _time_problems(event, problems) + _catalog_problems(event)
     kind = event_kind(event)
     if strict:
         return Verdict(kind, tuple(problems), ())

@@ -152,7 +152,7 @@ def cannot_listen(exc: OSError, host: str, port: int) -> ReceiverError:
     """What a failure to listen on ``host:port`` says (a host that does not resolve too: a
     socket.gaierror, whose codes, getaddrinfo's, are negative)."""
     code = exc.errno or 0
-    if code < 0:
+    if code < 0 or type(exc).__name__ == "gaierror":  # getaddrinfo's codes: negative on Linux, not everywhere
         reason = "the host does not resolve"
     else:
         reason = _BIND_REASONS.get(code) or (os.strerror(code) if code else str(exc))

@@ -352,12 +352,16 @@ def test_serve_on_an_address_it_cannot_have(tmp_path: Path) -> None:
 
 
 def test_the_servers_listen_on_an_ipv6_address() -> None:
+    from wsgiref.simple_server import make_server
+
     from bridge.receiver.server import listen_on
-    from bridge.web.server import _Server6
+    from bridge.web.server import server_class
 
     with listen_on("::1", 0) as listening:
         assert listening.family == socket.AF_INET6 and listening.getsockname()[0] == "::1"
-    assert _Server6.address_family == socket.AF_INET6
+    with make_server("::1", 0, lambda environ, start: [], server_class=server_class("::1")) as web:
+        assert web.socket.family == socket.AF_INET6 and web.server_address[0] == "::1"
+    assert server_class("127.0.0.1").address_family == socket.AF_INET
 
 
 UNREACHABLE = {
@@ -654,3 +658,12 @@ def test_a_count_past_what_a_database_holds_is_a_bad_value(tmp_path: Path, args:
     assert CliRunner().invoke(cli, ["--catalog", str(db), "init"]).exit_code == 0
     result = CliRunner().invoke(cli, ["--catalog", str(db), *args])
     assert result.exit_code == 2 and "is more than any count or id" in result.stderr, result.output
+
+
+def test_a_count_in_digits_int_does_not_read_is_a_bad_value(tmp_path: Path) -> None:
+    """Characters str.isdigit takes and int() does not (a superscript two) were a traceback."""
+    db = tmp_path / "c.db"
+    assert CliRunner().invoke(cli, ["--catalog", str(db), "init"]).exit_code == 0
+    for args in (("outbox", "list", "--limit", "\u00b2"), ("outbox", "retry", "\u2460")):
+        result = CliRunner().invoke(cli, ["--catalog", str(db), *args])
+        assert result.exit_code == 2 and "is not a valid integer" in result.stderr, result.output

@@ -163,6 +163,17 @@ def test_composite_transport_from_yaml(clean_env: Path) -> None:
     assert sender.send(['{"eventTime":"2025-01-01T00:00:00Z","producer":"p","schemaURL":"s"}']) == [Outcome(ok=True)]
 
 
+def test_an_api_key_from_the_environment_that_is_no_key_is_refused(clean_env: Path) -> None:
+    for environ in (
+        {"OPENLINEAGE_API_KEY": "sekrit\nx"},
+        {"OPENLINEAGE_URL": "http://b", "OPENLINEAGE_API_KEY": "a b"},
+    ):
+        with pytest.raises(
+            ConfigError, match=r"^OPENLINEAGE_API_KEY is no key: a key is printable ASCII without spaces$"
+        ):
+            sender_for("http://backend" if "OPENLINEAGE_URL" not in environ else None, environ=environ)
+
+
 def test_no_configuration_is_an_error(clean_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="no OpenLineage backend configured"):
         sender_for(None)

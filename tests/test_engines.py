@@ -547,6 +547,13 @@ def test_a_schema_parameter_keeps_the_catalog_in_its_ownschema_read(postgres: Po
     assert code == 0, err
     with psycopg.connect(base, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM lineage.task_runs").fetchone() == (1,)
+    # a schema named with capitals is its name as written (quoted), found again when opened
+    mixed = f"{base}?schema=Lineage_B"
+    for args in (("init",), ("status",)):
+        code, _, err = invoke(mixed, *args)
+        assert code == 0, err
+    with psycopg.connect(base, autocommit=True) as conn:
+        assert conn.execute('SELECT count(*) FROM "Lineage_B".assets').fetchone() == (0,)
 
 
 # --- PostgreSQL: writers side by side -----------------------------------------------------------

@@ -852,6 +852,7 @@ def test_a_page_never_judges_the_whole_catalog_for_its_assets_health(
 
 SCOPED_RUN = "0194a1b2-0000-7000-8000-0000000000cc"
 SECRET_PARENT = "0194a1b2-0000-7000-8000-0000000000dd"
+CHILD_RUN = "0194a1b2-0000-7000-8000-0000000000de"
 
 
 def test_a_token_reads_no_job_or_dataset_of_another_namespace(catalog_target: str, resolver: Resolver) -> None:
@@ -885,7 +886,14 @@ def test_a_token_reads_no_job_or_dataset_of_another_namespace(catalog_target: st
             outputs=[ol_dataset("s3://bkt", "out")],
             run={"runId": SCOPED_RUN, "facets": {"parent": parent}},
         )
-        assert [o.status for o in catalog_intake(catalog, resolver).take([event])] == ["accepted"]
+        # a run of team-a's own data whose parent alone is another namespace's
+        child = ol_run_event(
+            run_id=CHILD_RUN,
+            job=("team-a-spark", "child"),
+            outputs=[ol_dataset("s3://bkt", "child-out")],
+            run={"runId": CHILD_RUN, "facets": {"parent": parent}},
+        )
+        assert [o.status for o in catalog_intake(catalog, resolver).take([event, child])] == ["accepted"] * 2
         catalog.outbox.record_error(
             DeliveryError(
                 "stream", "http://backend.example/api", "refused", 422, "team-b.hr payroll", "2025-03-01T09:00:00Z"
@@ -911,6 +919,9 @@ def test_a_token_reads_no_job_or_dataset_of_another_namespace(catalog_target: st
     assert seen["parentRunId"] is None and seen["parentKnown"] is False
     page = call(app, f"/runs/{SCOPED_RUN}", **a)[2]
     assert "secretbkt" not in page and "SECRET-PARENT-JOB" not in page and SECRET_PARENT not in page
+    seen = twin(app, f"/runs/{CHILD_RUN}", **a)  # its raw events name the parent's job: not shown
+    assert seen["hidden"] is True and seen["rawEvents"] == [] and seen["parentRunId"] is None
+    assert "SECRET-PARENT-JOB" not in call(app, f"/runs/{CHILD_RUN}", **a)[2]
     open_app = make_app(catalog_target, resolver)  # no tokens: everything, the parent unlinked (not in the catalog)
     whole = twin(open_app, f"/runs/{SCOPED_RUN}")
     assert whole["hidden"] is False and whole["rawEvents"] and whole["parentRunId"] == SECRET_PARENT
@@ -998,5 +1009,3 @@ def test_a_token_is_not_shown_a_datasets_column_lineage_facet(ui_catalog: str, r
     scoped = make_app(ui_catalog, resolver, tokens=True)
     seen = twin(scoped, f"/assets/{asset}", cookie="olbridge_ui=secret-a")
     assert "columnLineage" not in seen["facets"] and "columnLineage" not in seen["asset"].get("facets", {})
-    history = twin(scoped, f"/assets/{asset}", "tab=history", cookie="olbridge_ui=secret-a")["history"]
-    assert all("columnLineage" not in e.get("snapshot", {}).get("facets", {}) for e in history["entries"])

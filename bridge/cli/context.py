@@ -148,7 +148,9 @@ class BridgeGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         if ctx.parent is None:  # the root: whether the command line asks a command's help
-            rest = [*ctx._protected_args, *ctx.args]
+            # click 8.2 keeps the subcommand's arguments in _protected_args (protected_args, before)
+            protected = ctx._protected_args if hasattr(ctx, "_protected_args") else ctx.protected_args
+            rest = [*protected, *ctx.args]
             before = rest[: rest.index("--")] if "--" in rest else rest  # after "--": arguments, not options
             ctx.meta[HELP_ASKED] = "--help" in before or "-h" in before
         try:

@@ -35,7 +35,8 @@ class _Count(click.IntRange):
         return f"x>={self.min}"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and value.strip().lstrip("+").isdigit() and int(value) > MOST:
+        digits = value.strip().lstrip("+") if isinstance(value, str) else ""
+        if digits.isascii() and digits.isdigit() and int(digits) > MOST:
             self.fail(f"{value} is more than any count or id ({MOST:,} at most)", param, ctx)
         return super().convert(value, param, ctx)
 

@@ -31,7 +31,7 @@ def sender_for(
 ) -> Sender:
     """The sender for ``--url`` (with ``--api-key``), else for the OpenLineage configuration."""
     if url:
-        key = api_key or environ.get("OPENLINEAGE_API_KEY")
+        key = api_key or _key(environ.get("OPENLINEAGE_API_KEY"))
         return HttpSender(url, api_key=key, timeout=timeout or 5.0, batch=batch)
     if environ.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true":
         raise ConfigError("OPENLINEAGE_DISABLED is true: nothing would be delivered (unset it, or give --url)")
@@ -53,7 +53,7 @@ def sender_for(
         return HttpSender(
             environ["OPENLINEAGE_URL"],
             endpoint=environ.get("OPENLINEAGE_ENDPOINT", "api/v1/lineage"),
-            api_key=api_key or environ.get("OPENLINEAGE_API_KEY"),
+            api_key=api_key or _key(environ.get("OPENLINEAGE_API_KEY")),
             timeout=timeout or 5.0,
             batch=batch,
         )
@@ -61,6 +61,14 @@ def sender_for(
         "no OpenLineage backend configured: give --url, set OPENLINEAGE_URL, or write an openlineage.yml "
         "(or OPENLINEAGE__TRANSPORT__* variables)"
     )
+
+
+def _key(value: str | None) -> str | None:
+    """``OPENLINEAGE_API_KEY``, where it is a key: printable ASCII without spaces (one with a line
+    break would go into the header, and out in error messages, as a connection error retried)."""
+    if value and (not value.isascii() or not value.isprintable() or any(c.isspace() for c in value)):
+        raise ConfigError("OPENLINEAGE_API_KEY is no key: a key is printable ASCII without spaces")
+    return value or None
 
 
 def openlineage_transport_config(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:

@@ -43,7 +43,7 @@ def _only_the_demos(catalog_path: Path) -> None:
     if not catalog_path.is_file():
         raise ExportError(theirs)
     try:  # a few rows are enough to tell (whatever the size of what is there)
-        with Catalog(catalog_path, create=False) as catalog:
+        with Catalog(catalog_path, create=False, migrate=False) as catalog:  # an older one is refused as it is
             assets = {a.asset.id for a in list_assets(catalog, AssetFilter(), limit=4).assets}
             runs = itertools.islice(catalog.iter_task_runs(HistoryFilter(), page_size=10), 10)
             flows = {(r.key.flow_namespace, r.key.flow_id) for r in runs}

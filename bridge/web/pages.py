@@ -599,7 +599,10 @@ def run_page(catalog: Catalog, runs: Runs, run_id: str, scope: b.Scope | None) -
         if view.parent_run_id and not data["parentKnown"]:
             data["parentRunId"] = None
             data["facets"]["run"] = {k: v for k, v in data["facets"]["run"].items() if k != "parent"}
-        if len(visible) < len(set(view.inputs) | set(view.outputs)) or len(jobs) < len(view.jobs):
+        named_elsewhere = any("is not an input of this event" in w for w in view.warnings)  # column lineage alone
+        parent_unseen = bool(view.parent_run_id) and not data["parentKnown"]
+        io_unseen = len(visible) < len(set(view.inputs) | set(view.outputs))
+        if io_unseen or len(jobs) < len(view.jobs) or parent_unseen or named_elsewhere:
             # what came with the run names what the scope does not see: its events as they came,
             # their facets and the warnings taking them gave are not shown
             data.update(rawEvents=[], facets={"run": {}, "job": {}}, warnings=[], hidden=True)
@@ -618,10 +621,13 @@ def status_page(catalog: Catalog, scope: b.Scope | None = None) -> dict[str, Any
     errors = catalog.outbox.errors()
     now = time.time()
     last = errors[0].as_json() if errors else None
-    if last is not None and scope is not None:
-        last = {key: value for key, value in last.items() if key not in ("target", "detail")}
+    workers = [w.as_json(now) for w in catalog.workers.list()]
+    if scope is not None:
+        if last is not None:
+            last = {key: value for key, value in last.items() if key not in ("target", "detail")}
+        workers = [{key: value for key, value in w.items() if key != "target"} for w in workers]
     return {
         **catalog.outbox.status().as_json(),
         "lastError": last,
-        "workers": [w.as_json(now) for w in catalog.workers.list()],
+        "workers": workers,
     }

@@ -24,6 +24,11 @@ class _Server6(_Server):
     address_family = socket.AF_INET6
 
 
+def server_class(host: str) -> type[_Server]:
+    """The server for an address: IPv6's for an IPv6 address (``::1``, ``::``)."""
+    return _Server6 if ":" in host else _Server
+
+
 class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -37,9 +42,8 @@ def serve(app: UiApp, host: str, port: int, on_ready: Callable[[str], None]) -> 
     """Serve ``app`` on ``host:port`` until Ctrl-C or SIGTERM."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
-    server_class = _Server6 if ":" in host else _Server  # an IPv6 address (::1, ::)
     try:
-        made = make_server(host, port, app, server_class=server_class, handler_class=_QuietHandler)
+        made = make_server(host, port, app, server_class=server_class(host), handler_class=_QuietHandler)
     except OSError as exc:  # a port in use, a host that does not resolve: one Error line
         raise cannot_listen(exc, host, port) from None
     with made as server:

@@ -162,7 +162,10 @@ def _one_line(text: str) -> str:
 
 # a relation of the catalog's schema that holds rows or names them (a table, a partitioned one, a
 # view, a materialized view, a foreign table), as information_schema.tables lists them
-_IN_SCHEMA = "c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'f')"
+_IN_SCHEMA = (
+    "c.relnamespace = (SELECT n.oid FROM pg_namespace n WHERE n.nspname = current_schema()) "
+    "AND c.relkind IN ('r', 'p', 'v', 'm', 'f')"
+)
 
 
 class PostgresEngine(Engine):

@@ -158,3 +158,12 @@ def test_a_deeply_nested_file_is_an_error_that_says_where_not_a_traceback(tmp_pa
     code, out, err = invoke(tmp_path / "c.db", "import", str(path))
     assert "Traceback" not in out + err
     assert "1 refused" in out + err
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "  []  \n"])
+def test_validate_of_a_file_with_no_event_says_so(tmp_path: Path, text: str) -> None:
+    """It exited 1 with "0 event(s), 0 valid, 0 invalid" alone: not why."""
+    path = tmp_path / "events.ndjson"
+    path.write_text(text)
+    code, out, err = invoke(tmp_path / "c.db", "validate", str(path))
+    assert code == 1 and out == "" and err.rstrip().endswith(f"Error: {path}: it holds no event to check"), err

@@ -172,7 +172,9 @@ def validate(files: tuple[Path, ...], no_marquez: bool, receiver: bool, max_prob
     else:
         say(f"{counts['events']} event(s), {counts['valid']} valid, {counts['invalid']} invalid")
         failed = counts["invalid"] > 0
-    if failed or counts["events"] == 0:
+    if counts["events"] == 0:  # exit 1: nothing was checked, and the reason is said
+        raise InputFileError("it holds no event to check", ", ".join(str(f) for f in files))
+    if failed:
         raise SystemExit(1)
 
 

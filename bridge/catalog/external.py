@@ -273,24 +273,18 @@ class GroupIngest:
         return fallback, {}, warning
 
     def _own_asset(self, ds: SeenDataset) -> str | None:
-        """The asset olbridge exported ``ds`` for, where no rule names it back (a File named by its
-        ``path``, say): the asset a symlink identifier in olbridge's namespace names, if it is in
-        the catalog and olbridge names it as ``ds`` is named (an event cannot bind a dataset to
-        an asset that is not its own), and is bound to no other dataset."""
-        for namespace, name, _kind in ds.symlinks:
-            if namespace != self.resolver.default_namespace:
-                continue
-            # olbridge gives a dataset one such identifier: the first is read, whatever the event says
-            asset = self.asset(name) if name not in self.bound_here else None
-            if asset is None or asset.deleted_at is not None:
-                return None
-            named = self.resolver.dataset_for(asset.id, asset.type, asset.metadata)
-            if (named.namespace, named.name) != (ds.namespace, ds.name):
-                return None
-            if self.cur.execute(sql_received.BINDING_OF_ASSET, (asset.id,)).fetchone() is None:
-                return asset.id
+        """The asset olbridge exported ``ds`` for, tried before any naming rule: the asset the
+        first symlink identifier in olbridge's namespace names (olbridge gives a dataset one), if
+        it is in the catalog, olbridge names it as ``ds`` is named (an event cannot bind a dataset
+        to an asset that is not its own), and no other dataset is bound to it."""
+        name = next((n for namespace, n, _kind in ds.symlinks if namespace == self.resolver.default_namespace), None)
+        asset = self.asset(name) if name is not None and name not in self.bound_here else None
+        if asset is None or asset.deleted_at is not None:
             return None
-        return None
+        named = self.resolver.dataset_for(asset.id, asset.type, asset.metadata)
+        if (named.namespace, named.name) != (ds.namespace, ds.name):
+            return None
+        return asset.id if self.cur.execute(sql_received.BINDING_OF_ASSET, (asset.id,)).fetchone() is None else None
 
     def _binding(self, ds: SeenDataset, moment: str) -> tuple[_Binding, str | None]:
         key = (ds.namespace, ds.name)

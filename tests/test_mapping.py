@@ -62,9 +62,33 @@ CASES = [
         "trino://t:8080",
         "db.sch.tbl",
     ),
+    # as dbt-ol names dbt-sqlserver's (the profile's server and port) and dbt-databricks' tables
+    (
+        "db.sch.tbl",
+        "Table",
+        {"system": "sqlserver", "host": "sql.example", **WAREHOUSE},
+        "mssql://sql.example:1433",
+        "db.sch.tbl",
+    ),
+    (
+        "main.sch.tbl",
+        "Table",
+        {"system": "databricks", "host": "adb-1.example.net", "database": "main", "schema": "sch", "name": "tbl"},
+        "databricks://adb-1.example.net",
+        "main.sch.tbl",
+    ),
     ("analytics.marts.fct", "Table", {"system": "postgres", "host": "pg"}, "postgres://pg:5432", "analytics.marts.fct"),
+    # ... and by their id alone, the connection in metadata
+    ("shop.orders", "Table", {"system": "mysql", "host": "my"}, "mysql://my:3306", "shop.orders"),
+    ("dev.public.t", "Table", {"system": "redshift", "host": "c.r"}, "redshift://c.r:5439", "dev.public.t"),
+    ("hive.sales.t", "Table", {"system": "trino", "host": "t"}, "trino://t:8080", "hive.sales.t"),
+    ("sales.dbo.t", "Table", {"system": "sqlserver", "host": "s", "port": 1434}, "mssql://s:1434", "sales.dbo.t"),
+    ("main.sales.t", "Table", {"system": "databricks", "host": "d"}, "databricks://d", "main.sales.t"),
     ("s3://bucket/data/part-0.parquet", "File", {}, "s3://bucket", "data/part-0.parquet"),
     ("s3a://bucket/key", "File", {}, "s3://bucket", "key"),
+    # a folder: named without its slashes, as Spark names it
+    ("s3://bucket/curated/orders/", "File", {}, "s3://bucket", "curated/orders"),
+    ("gs://bucket//landing/x/", "File", {}, "gs://bucket", "landing/x"),
     ("gs://bucket/obj/x", "File", {}, "gs://bucket", "obj/x"),
     ("abfss://c@acct.dfs.core.windows.net/p/x", "File", {}, "abfss://c@acct.dfs.core.windows.net", "p/x"),
     ("file:///data/x.csv", "File", {}, "file", "/data/x.csv"),
@@ -102,6 +126,8 @@ def test_reverse_rules_give_ids_and_metadata(resolver: Resolver) -> None:
     ref = resolver.asset_for("postgres://pg:5432", "db.sch.tbl")
     assert (ref.id, ref.type, ref.metadata["host"], ref.rule) == ("db.sch.tbl", "Table", "pg", "postgres")
     assert resolver.asset_for("olbridge", "plain.asset").id == "plain.asset"
+    table = resolver.asset_for("mssql://sql.example:1433", "db.sch.tbl")
+    assert (table.id, table.rule, table.metadata["host"]) == ("db.sch.tbl", "sqlserver", "sql.example")
     odd = resolver.asset_for("weird ns", "name with spaces")
     assert odd.id.startswith("ol:") and odd.id == resolver.asset_for("weird ns", "name with spaces").id
     assert odd.id != resolver.asset_for("weird ns", "other name").id

@@ -231,6 +231,9 @@ def test_ingesting_olbridges_own_events_gives_back_the_same_assets(
                 decl("reports.orders_by_day", type="File", metadata={"path": "out/orders_by_day.csv"}),
                 # ... and by an absolute one, which local-file's rule names back as file:///...
                 decl("reports.orders_all", type="File", metadata={"path": "/data/orders_all.csv"}),
+                # named by its metadata (kafka://host:9092, the topic), which the rules name back as
+                # another id: found by the symlink too
+                decl("payments", type="Dataset", metadata={"system": "kafka", "host": "kafka-1", "topic": "payments"}),
             ),
         )
     )

@@ -65,6 +65,9 @@ def asset_variables(asset_id: str, metadata: Mapping[str, Any]) -> dict[str, str
         host, _, port = host_port.rpartition(":")
         if not host or not port.isdigit():
             host, port = host_port, ""
+        # the path as OpenLineage's own extractors name an object: without a slash at either end
+        # (s3://lake/orders/ is the dataset orders, as Spark names it)
+        path = path.strip("/")
         values.update(
             {"id.scheme": scheme.lower(), "id.authority": authority, "id.host": host, "id.port": port, "id.path": path}
         )

@@ -21,7 +21,7 @@ A rule::
     metadata = { system = "postgres", host = "{host}" }
 
 Template variables are the asset's metadata keys, ``id``, and for URI-form ids ``id.scheme``,
-``id.authority``, ``id.host``, ``id.port`` and ``id.path`` (no leading slash). A rule applies only
+``id.authority``, ``id.host``, ``id.port`` and ``id.path`` (no slash at either end). A rule applies only
 when every variable it uses (without a ``|default``) has a value.
 """
 

@@ -108,7 +108,10 @@ class Converter:
             facets["ownership"] = f.ownership(producer, [o.strip() for o in owner.split(",") if o.strip()])
         if asset.columns:
             facets["schema"] = f.schema(producer, asset.columns)
-        if named.name != asset.id:
+        # olbridge's identifier where the name alone would not bring the dataset back to this
+        # asset (named otherwise, or named back by the rules as another id: a Kafka topic by its
+        # metadata, an s3a:// id exported as s3://)
+        if named.name != asset.id or self.resolver.asset_for(named.namespace, named.name).id != asset.id:
             facets["symlinks"] = f.symlinks(
                 producer, self.resolver.default_namespace, asset.id, type_facet["datasetType"]
             )

@@ -254,6 +254,22 @@ def test_a_failed_run_fails_its_outputs_until_one_succeeds(chain: str) -> None:
     assert health(chain, "--as-of", when(30))[1]["mart.orders"]["health"] == "PASS"  # before it
 
 
+@pytest.mark.parametrize(("state", "said"), [("KILLED", "was killed"), ("CANCELLED", "was cancelled")])
+def test_a_run_ended_without_writing_fails_its_outputs_as_a_failed_one(chain: str, state: str, said: str) -> None:
+    # a failure, then a run killed or cancelled (exported as ABORT, which FAILs a received dataset):
+    # still FAIL, not a run that says nothing and leaves the asset to its freshness
+    with Catalog(chain) as catalog:
+        catalog.record_task_run(
+            run("build", execution="e2", outputs=(decl("mart.orders"),), state="FAILED", start=at(59))
+        )
+        catalog.record_task_run(run("build", execution="e3", outputs=(decl("mart.orders"),), state=state, start=at(65)))
+    code, found = health(chain, "--as-of", when(75))
+    assert code == 1 and found["mart.orders"]["health"] == "FAIL"
+    assert found["mart.orders"]["reasons"] == [
+        f"last run company.data/flow.build at 2025-03-01T09:06:00.000000Z {said}"
+    ]
+
+
 def test_assets_show_and_list_carry_the_health(chain: str) -> None:
     code, out, err = invoke(chain, "assets", "show", "mart.orders")
     assert code == 0, err

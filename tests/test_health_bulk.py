@@ -95,7 +95,15 @@ def test_the_paths_at_risk_are_those_of_the_walk_and_its_paths() -> None:
         downstream = {k: sorted(v) for k, v in downstream.items()}
         bad = set(chosen.sample(nodes, chosen.randint(0, min(5, len(nodes)))))
         before = at_risk(bad, downstream)
-        assert paths_at_risk(bad, downstream) == {n: path_to_cause(n, before, bad) for n in before}
+        paths = paths_at_risk(bad, downstream)
+        assert paths == {n: path_to_cause(n, before, bad) for n in before}
+        # a path starts at a bad asset, ends at its asset, and never leads an asset back to itself
+        assert all(p[0] in bad and p[-1] == n and p[0] != n for n, p in paths.items())
+    # b is the only bad asset, in a cycle b -> c -> b: c is at risk from it, b itself is not
+    cycle = {"b": ["c"], "c": ["b", "d"], "d": ["e"]}
+    assert paths_at_risk({"b"}, cycle) == {"c": ("b", "c"), "d": ("b", "c", "d"), "e": ("b", "c", "d", "e")}
+    assert paths_at_risk({"b", "d"}, cycle)["d"] == ("b", "c", "d")  # another bad asset upstream: at risk
+    assert "b" not in paths_at_risk({"b"}, {"b": ["b"]})
 
 
 def test_the_rule_book_finds_the_most_specific_selector_as_trying_every_one_would() -> None:

@@ -14,6 +14,8 @@ import pytest
 from bridge.catalog import Catalog
 from bridge.catalog import sql as catalog_sql
 from bridge.mapping import Resolver
+from tests.conftest import at
+from tests.helpers import decl, run
 from tests.test_health_some import IDS, build
 
 
@@ -52,13 +54,24 @@ def test_the_walks_find_each_edge_at_its_least_depth(catalog: Catalog, resolver:
 @pytest.mark.parametrize("seed", range(3))
 def test_one_walk_counts_what_is_downstream_of_each_of_many(catalog: Catalog, resolver: Resolver, seed: int) -> None:
     """The health watch's count of the assets at risk below each asset of a batch, in one walk
-    from them all, is what a walk from each finds (none: left out)."""
+    from them all, is what a walk from each finds (none: left out): the assets there are (a
+    deleted one is walked through, not counted), never the asset it started from."""
     build(catalog, resolver, random.Random(seed), expire=False)
     conn = catalog._conn
+    # a cycle back to one of them, and a deleted asset below another
+    catalog.record_task_run(run("cycle", inputs=(decl(IDS[1]),), outputs=(decl(IDS[0]),)))
+    catalog.record_task_run(
+        run("gone", execution="e9", inputs=(decl(IDS[0]),), outputs=(decl("gone.x", type="Table"),))
+    )
+    catalog.delete_asset("gone.x", now=at(120))
+    there = {asset_id for (asset_id,) in conn.execute("SELECT id FROM assets WHERE deleted_at IS NULL")}
     edges = {(u, d) for u, d in conn.execute("SELECT upstream_id, downstream_id FROM all_lineage")}
+    assert ("gone.x" not in there) and any(down == "gone.x" for _, down in edges)
     for depth in (1, 2, 100):
         counted = dict(catalog_sql.in_chunks(conn, catalog_sql.DOWNSTREAM_COUNTS, IDS, before=(depth,)))
-        walked = {start: len({down for _, down, _ in reference(edges, start, depth, True)}) for start in IDS}
+        walked = {
+            start: len({down for _, down, _ in reference(edges, start, depth, True)} & there - {start}) for start in IDS
+        }
         assert counted == {start: n for start, n in walked.items() if n}, depth
 
 

@@ -416,14 +416,18 @@ else:  # one recursive SELECT a step: the view's
     UPSTREAM, DOWNSTREAM = _WALK.format(**_UPSTREAM), _WALK.format(**_DOWNSTREAM)
 # how many assets are downstream of each of a few (to a depth, the walk's first parameter; their
 # ids in {values}): one walk from all of them at once, each row carrying where it started (the
-# health watch's count of the assets at risk below each asset turning FAIL or WARN)
+# health watch's count of the assets at risk below each asset turning FAIL or WARN: the walk goes
+# through deleted assets, as health's does, but counts only those there are, and not the asset it
+# started from, reached again through a cycle)
 _DOWNSTREAM_COUNTS = """
     WITH RECURSIVE walk (origin, node, depth, most) AS (
         SELECT upstream_id, downstream_id, 1, CAST(? AS INTEGER) FROM all_lineage WHERE upstream_id IN ({{values}})
         UNION
         {steps}
     )
-    SELECT origin, count(DISTINCT node) FROM walk GROUP BY origin
+    SELECT origin, count(DISTINCT node) FROM walk
+    WHERE node <> origin AND EXISTS (SELECT 1 FROM assets a WHERE a.id = walk.node AND a.deleted_at IS NULL)
+    GROUP BY origin
 """
 _COUNT_STEP = """SELECT w.origin, l.downstream_id, w.depth + 1, w.most
         FROM walk w JOIN {table} l ON l.upstream_id = w.node WHERE w.depth < w.most"""

@@ -11,7 +11,8 @@ nothing to say:
   the tick less the lag; FAIL from a missed tick until the next write);
 - **checks**: the data-quality assertions of the latest run that reported any (a failed one FAILs
   the asset, a failed one of severity ``warn`` WARNs it, until a later run passes it);
-- **the last run** that was to write it: a FAILED one FAILs the asset.
+- **the last run** that was to write it: a FAILED one FAILs the asset (so does one KILLED,
+  CANCELLED or RETRIED: :data:`FAILED_RUN`).
 
 An asset none of them speaks for is UNKNOWN (a rule on an asset never written says UNKNOWN only
 when its checks and runs say nothing either: a dbt source, never written by a run, is judged by
@@ -384,6 +385,18 @@ class Verdict:
     written: str | None = None
 
 
+# the states of a last run that FAIL the asset it was to write, and how its reason says so: a
+# failure, and a run that ended without writing (killed, cancelled, or failed and retried: what
+# its OpenLineage FAIL or ABORT says, as a received FAIL or ABORT FAILs); a SKIPPED run says
+# nothing of its outputs
+FAILED_RUN = {
+    "FAILED": "failed",
+    "KILLED": "was killed",
+    "CANCELLED": "was cancelled",
+    "RETRIED": "failed (retried)",
+}
+
+
 def evaluate(facts: Facts, rule: FreshnessRule | None, as_of: datetime) -> Verdict:
     """The health of an asset as of ``as_of``: the worst of its freshness, checks and last run."""
     parts: list[tuple[Health, str]] = []
@@ -404,8 +417,9 @@ def evaluate(facts: Facts, rule: FreshnessRule | None, as_of: datetime) -> Verdi
         parts.append((Health.PASS, f"{len(facts.checks)} check(s) passed"))
     if facts.last_run is not None:
         state, label = facts.last_run
-        if state == "FAILED":
-            parts.append((Health.FAIL, f"last run {label} failed"))
+        failed = FAILED_RUN.get(state)
+        if failed is not None:
+            parts.append((Health.FAIL, f"last run {label} {failed}"))
         elif state in ("SUCCESS", "WARNING"):
             parts.append((Health.PASS, f"last run {label} succeeded"))
     written = format_time(facts.last_write) if rule is not None and facts.last_write is not None else None
@@ -481,8 +495,9 @@ class Judge:
         run: tuple[Health, str] | None = None
         if last_run is not None:
             state, label = last_run
-            if state == "FAILED":
-                run = (Health.FAIL, f"last run {label} failed")
+            failed = FAILED_RUN.get(state)
+            if failed is not None:
+                run = (Health.FAIL, f"last run {label} {failed}")
             elif state in ("SUCCESS", "WARNING"):
                 run = (Health.PASS, f"last run {label} succeeded")
         if fresh is None:
@@ -549,20 +564,21 @@ def next_change(verdict: Verdict, as_of: datetime) -> datetime | None:
 def at_risk(bad: Iterable[str], downstream: Mapping[str, Sequence[str]]) -> dict[str, str]:
     """The assets downstream of the ``bad`` ones (FAIL or WARN), each with the asset before it on
     a shortest path from one of them (:func:`path_to_cause` follows them back). A bad asset is at
-    risk too when another is upstream of it. Linear in the edges walked."""
+    risk too when another is upstream of it; none is at risk from itself (a cycle back to it).
+    Linear in the edges walked."""
     before: dict[str, str] = {}
-    queue: deque[tuple[str, str]] = deque()
+    queue: deque[tuple[str, str, str]] = deque()  # (the cause, the asset before, the asset)
     for cause in sorted(set(bad)):
         for child in downstream.get(cause, ()):
-            queue.append((cause, child))
+            queue.append((cause, cause, child))
     while queue:
-        parent, node = queue.popleft()
-        if node in before:
+        cause, parent, node = queue.popleft()
+        if node in before or node == cause:
             continue
         before[node] = parent
         for child in downstream.get(node, ()):
             if child not in before:
-                queue.append((node, child))
+                queue.append((cause, node, child))
     return before
 
 
@@ -573,14 +589,14 @@ def paths_at_risk(bad: Iterable[str], downstream: Mapping[str, Sequence[str]]) -
     The walk is :func:`at_risk`'s, breadth first from the bad assets in order, but an asset takes
     its path when it is first queued rather than when it leaves the queue: the first pair queued
     for an asset is the first to leave it, so each gets the same asset before it, and none is
-    queued twice."""
+    queued twice. A path back to its own cause (a cycle) is not taken."""
     bad = set(bad)
     get = downstream.get
     paths: dict[str, tuple[str, ...]] = {}
     reached: list[str] = []  # in the order of the walk; it grows as it is read
     for cause in sorted(bad):
         for child in get(cause, ()):
-            if child not in paths:
+            if child not in paths and child != cause:
                 paths[child] = (cause, child)
                 reached.append(child)
     for node in reached:
@@ -589,7 +605,7 @@ def paths_at_risk(bad: Iterable[str], downstream: Mapping[str, Sequence[str]]) -
             continue
         path = (node,) if node in bad else paths[node]
         for child in children:
-            if child not in paths:
+            if child not in paths and child != path[0]:
                 paths[child] = (*path, child)
                 reached.append(child)
     return paths

@@ -322,9 +322,14 @@ def test_bad_freshness_options_are_refused_and_change_nothing(chain: str) -> Non
         ["--freshness-cron", "61 * * * *"],
         ["--freshness", "36501d"],  # past a hundred years: the moments it reaches would pass what a date holds
         ["--freshness-cron", "0 9 * * *", "--freshness-lag", "99999999999d"],
+        ["--freshness", "0s"],
+        ["--freshness-lag", "1h"],
     ):
+        # a bad value (2), never the 1 that says an asset is FAIL
         code, _out, err = invoke(chain, "assets", "set", "mart.orders", *args)
-        assert code != 0 and err.startswith("Error:"), (args, err)
+        assert code == 2 and err.startswith("Error:"), (args, err)
+    code, _out, err = invoke(chain, "health", "--state", "FAIL,BAD")
+    assert code == 2 and err == "Error: --state: unknown health 'BAD'; known: PASS, UNKNOWN, WARN, FAIL\n"
     assert json.loads(invoke(chain, "assets", "show", "mart.orders")[1])["freshness"]["max"] == "6h"
     code, _out, err = invoke(chain, "assets", "set", "mart.orders", "--no-freshness")
     assert code == 0 and json.loads(invoke(chain, "assets", "show", "mart.orders")[1])["freshness"] is None

@@ -34,33 +34,40 @@ FIRST_YEAR, LAST_YEAR = 1000, 9000
 def freshness_rule(
     max: str | None, warn: str | None, cron: str | None, lag: str | None, timezone: str | None
 ) -> FreshnessRule | None:
-    """The rule the ``assets set`` freshness options give (None: none given)."""
+    """The rule the ``assets set`` freshness options give (None: none given); options that do not
+    go together, or a value no rule takes, are a bad value (exit 2, not the exit 1 of a FAIL)."""
     if max is None and cron is None:
         if warn is not None or lag is not None or timezone is not None:
-            raise ValidationError(
+            raise BadValueError(
                 "--freshness-warn goes with --freshness; --freshness-lag and --freshness-timezone go with "
-                "--freshness-cron",
-                rule="freshness",
+                "--freshness-cron"
             )
         return None
 
     def duration(text: str | None, option: str) -> timedelta | None:
         return parse_duration(text, option) if text is not None else None
 
-    return FreshnessRule.create(
-        max=duration(max, "--freshness"),
-        warn=duration(warn, "--freshness-warn"),
-        cron=cron,
-        lag=duration(lag, "--freshness-lag"),
-        timezone=timezone,
-        where="--freshness",
-    )
+    try:
+        return FreshnessRule.create(
+            max=duration(max, "--freshness"),
+            warn=duration(warn, "--freshness-warn"),
+            cron=cron,
+            lag=duration(lag, "--freshness-lag"),
+            timezone=timezone,
+            where="--freshness",
+        )
+    except ValidationError as exc:
+        raise BadValueError(str(exc)) from None
 
 
 def _states(text: str | None) -> set[Health] | None:
+    """``--state``'s healths; one that is none is a bad value (exit 2: exit 1 says an asset is FAIL)."""
     if text is None:
         return None
-    return {Health.parse(part, "--state") for part in text.split(",") if part.strip()}
+    try:
+        return {Health.parse(part, "--state") for part in text.split(",") if part.strip()}
+    except ValidationError as exc:
+        raise BadValueError(str(exc)) from None
 
 
 def line(found: AssetHealth) -> str:

@@ -768,6 +768,34 @@ def test_alerts_to_a_webhook_down_then_flapping_then_up_go_once_each_in_order(tm
     assert all(h["Content-Type"] == "application/json" for h in hook.headers)
 
 
+def test_a_once_run_gives_up_on_a_webhook_that_stays_down_and_a_run_that_goes_on_does_not(tmp_path: Path) -> None:
+    """``stream --once`` must end: its retry budget counts a webhook that never answers (nothing
+    listens), and the alert stays pending; a stream that runs on keeps retrying it (the backend's
+    failures alone make it give up)."""
+    db = tmp_path / "c.db"
+    hook = Webhook(free_port())  # never started
+    with Catalog(db) as catalog, Backend() as backend:
+        alert = rule(hook.url)
+        watch = HealthWatch(watched_by(catalog, lambda: clock_at(100)), settings(alert), clock=lambda: clock_at(100))
+        write_mart(catalog, "mart.a", -1, execution="first")
+        watch.step()
+        write_mart(catalog, "mart.a", 0, state="FAILED", execution="e0")
+        watch.step()
+        assert [a[0] for a in alerts_queued(catalog)] == ["mart.a"]
+        for once in (True, False):
+            ticks = iter(range(10**6))
+            worker = stream_worker(catalog, backend.url, [alert], lambda t=ticks: clock_at(10_000) + 600 * next(t))
+            worker.give_up_after = 3600
+            if once:
+                worker.run(once=True)  # it returns: a hang is the test's timeout
+                assert worker.gave_up is not None and worker.gave_up.last is not None
+            else:
+                for _ in range(20):
+                    worker.step()
+                    assert not worker._out_of_budget(None)
+            assert catalog.outbox.status().pending == 1 and catalog.outbox.status().dead == 0
+
+
 def test_an_alert_whose_table_left_the_config_is_a_dead_letter(tmp_path: Path, webhook: Webhook) -> None:
     db = tmp_path / "c.db"
     with Catalog(db) as catalog, Backend() as backend:

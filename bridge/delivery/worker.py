@@ -130,6 +130,7 @@ class StreamWorker:
         self.alert_report = FailureReport("the alerts' webhooks", report.emit) if report is not None else None
         self.gave_up: GaveUp | None = None
         self._failing_since: float | None = None  # the first failure since the last delivery
+        self._once = False  # run(once=True): the budget counts the webhooks' failures too
         self._last_failure: Outcome | None = None
         # the catalog going away and coming back, said once each (through notify)
         self.availability = Availability(notify or (lambda message: None))
@@ -141,6 +142,7 @@ class StreamWorker:
         lease = self.lease
         if lease is not None and not lease.acquire(wait=not once, stop=self.stop, sleep=self.sleep, notify=self.notify):
             return self.stats  # stopped while waiting
+        self._once = once
         try:
             self._loop(once)
         finally:
@@ -242,10 +244,11 @@ class StreamWorker:
             self._settle(lambda: outbox.drop(gone))
             self.stats.gone += len(gone)
         # the backend's outcomes only: a webhook that answers says nothing of the backend (and one
-        # that does not, alerts being a side channel, never makes the stream give up)
-        if any(o.ok for item, o in zip(sending, outcomes, strict=True) if item.kind != ALERT):
+        # that does not, alerts being a side channel, never makes a stream that runs on give up;
+        # a --once run, which must end, spends its budget on them too)
+        if any(o.ok for item, o in zip(sending, outcomes, strict=True) if item.kind != ALERT or self._once):
             self._failing_since = None
-        elif retrying and self._failing_since is None:
+        elif (retrying or (self._once and alert_retrying)) and self._failing_since is None:
             self._failing_since = began
         if failures or alert_retrying or alert_dead:
             self._last_failure = failures[-1] if failures else (alert_dead or [o for o, _ in alert_retrying])[-1]

@@ -473,3 +473,139 @@ def test_a_result_with_an_unknown_status_is_refused(tmp_path: Path) -> None:
         with pytest.raises(ArtifactError, match="unknown status 'exploded'"):
             ingest_dbt(catalog, project)
         assert catalog.count_assets() == 0
+
+
+FIRST, SECOND = "model.my_dbt_project.my_first_dbt_model", "model.my_dbt_project.my_second_dbt_model"
+UNIQUE_TEST = "test.my_dbt_project.unique_my_first_dbt_model_id.16e066b321"
+NOT_NULL_TEST = "test.my_dbt_project.not_null_my_first_dbt_model_id.5fb22c2710"
+
+
+def edit(project: Path, name: str, change: Callable[[dict[str, Any]], Any]) -> None:
+    path = project / "target" / name
+    document = json.loads(path.read_text())
+    change(document)
+    path.write_text(json.dumps(document))
+
+
+def result_of(results: dict[str, Any], unique_id: str) -> dict[str, Any]:
+    return next(r for r in results["results"] if r["unique_id"] == unique_id)
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "message"),
+    [
+        ("manifest.json", lambda m: m["nodes"][SECOND].update(depends_on=["x"]), r"depends_on' must be a dict"),
+        (
+            "manifest.json",
+            lambda m: m["nodes"][SECOND]["depends_on"].update(nodes=[{}]),
+            r"depends_on\.nodes' must be a list of unique ids",
+        ),
+        ("manifest.json", lambda m: m["nodes"][FIRST].update(schema=5), r"\.schema' must be a str or null, found int"),
+        ("manifest.json", lambda m: m["nodes"][FIRST].update(alias=["a"]), r"\.alias' must be a str or null"),
+        ("manifest.json", lambda m: m["nodes"][UNIQUE_TEST].update(attached_node=[FIRST]), r"attached_node"),
+        ("manifest.json", lambda m: m["nodes"][UNIQUE_TEST].update(test_metadata=[]), r"test_metadata' must be a dict"),
+        (
+            "manifest.json",
+            lambda m: m["nodes"][FIRST].update(columns={"a": {"name": "a", "data_type": 5}}),
+            r"columns\['a'\]\.data_type' must be a str",
+        ),
+        ("run_results.json", lambda r: r.update(args=["x"]), r"run_results\.args' must be a dict"),
+        ("run_results.json", lambda r: result_of(r, FIRST).update(timing={"a": 1}), r"timing' must be a list"),
+        ("run_results.json", lambda r: result_of(r, FIRST).update(timing=["execute"]), r"timing\[0\] must be an"),
+        ("run_results.json", lambda r: result_of(r, FIRST).update(message={"x": 1}), r"message' must be a str"),
+        (
+            "run_results.json",
+            lambda r: r["results"].append(dict(result_of(r, FIRST))),
+            r"results\[6\] is a second result of model\.my_dbt_project\.my_first_dbt_model \(results\[0\]\)",
+        ),
+        (
+            "run_results.json",
+            lambda r: r["results"].append({"unique_id": "weird", "status": "success"}),
+            "",  # a result of no node is counted, not recorded
+        ),
+    ],
+)
+def test_artifacts_of_a_shape_dbt_never_writes_are_refused_naming_the_field(
+    tmp_path: Path, name: str, change: Callable[[dict[str, Any]], Any], message: str
+) -> None:
+    project = copy_example(tmp_path)
+    edit(project, name, change)
+    with Catalog(":memory:") as catalog:
+        if not message:
+            assert ingest_dbt(catalog, project).skipped == 5  # four tests and the odd one
+            return
+        with pytest.raises(ArtifactError, match=f"{name}: .*{message}"):
+            ingest_dbt(catalog, project)
+        assert catalog.count_assets() == 0 and catalog.count_task_runs() == 0
+
+
+def test_a_node_named_without_dots_that_has_a_result_is_refused(tmp_path: Path) -> None:
+    project = copy_example(tmp_path)
+
+    def rename(document: dict[str, Any]) -> None:
+        if "nodes" in document:
+            document["nodes"]["weird"] = {**document["nodes"].pop(SECOND), "unique_id": "weird"}
+        else:
+            result_of(document, SECOND)["unique_id"] = "weird"
+
+    edit(project, "manifest.json", rename)
+    edit(project, "run_results.json", rename)
+    with Catalog(":memory:") as catalog:
+        with pytest.raises(ArtifactError, match=r"run_results\.json: results\[3\]: 'weird' is no unique id of dbt's"):
+            ingest_dbt(catalog, project)
+        assert catalog.count_task_runs() == 0
+
+
+def test_test_results_count_as_dbt_reports_them(tmp_path: Path) -> None:
+    """A test that hit its warn_if is a warning (dbt's "warn"), whatever its configured severity;
+    a skipped one says nothing; a microbatch model's "partial success" is a run that warned."""
+    project = copy_example(tmp_path)
+
+    def results(document: dict[str, Any]) -> None:
+        result_of(document, UNIQUE_TEST)["status"] = "warn"
+        result_of(document, NOT_NULL_TEST)["status"] = "skipped"
+        result_of(document, SECOND)["status"] = "partial success"
+
+    edit(project, "run_results.json", results)
+    with Catalog(":memory:") as catalog:
+        ingest_dbt(catalog, project)
+        first = catalog.get_asset("dbt.main.my_first_dbt_model")
+        assert first is not None
+        assert [(a.name, a.success, a.severity) for a in first.assertions] == [
+            ("unique_my_first_dbt_model_id", False, "warn")
+        ]
+        assert (first.metadata["dbtTestStatus"], first.metadata["dbtTestsFailed"]) == ("warn", 1)
+        [second] = [r for r in catalog.iter_task_runs() if r.key.task_run_id.endswith("my_second_dbt_model")]
+        assert second.state.value == "WARNING"
+
+
+@pytest.mark.parametrize(
+    ("sources", "message"),
+    [
+        (
+            {"metadata": {"dbt_schema_version": "https://schemas.getdbt.com/dbt/manifest/v12.json"}, "results": []},
+            "is not a dbt sources schema",
+        ),
+        (
+            {
+                "metadata": {"dbt_schema_version": "https://schemas.getdbt.com/dbt/sources/v3.json"},
+                "results": [{"unique_id": "source.my_dbt_project.raw.orders"}],
+            },
+            r"results\[0\]\.status' must be a str, found nothing",
+        ),
+        (
+            {
+                "metadata": {"dbt_schema_version": "https://schemas.getdbt.com/dbt/sources/v3.json"},
+                "results": [{"unique_id": "source.my_dbt_project.raw.orders", "status": "stale"}],
+            },
+            r"results\[0\]\.status' is 'stale', not one of pass, warn, error, runtime error",
+        ),
+    ],
+)
+def test_a_sources_json_dbt_never_writes_is_refused(tmp_path: Path, sources: dict[str, Any], message: str) -> None:
+    project = copy_example(tmp_path)
+    (project / "target" / "sources.json").write_text(json.dumps(sources))
+    with Catalog(":memory:") as catalog:
+        with pytest.raises(ArtifactError, match=rf"sources\.json: .*{message}"):
+            ingest_dbt(catalog, project)
+        assert catalog.count_task_runs() == 0

@@ -9,7 +9,7 @@ import attrs
 from bridge.adapters.dbt.artifacts import DbtArtifacts, load_artifacts
 from bridge.adapters.dbt.ingest import DbtIngest, dbt_task_runs
 from bridge.catalog import Catalog, RecordResult
-from bridge.errors import RunEndedError
+from bridge.errors import ArtifactError, RunEndedError
 from bridge.model import Asset, AssetDeclaration, parse_time
 
 
@@ -55,7 +55,15 @@ def ingest_dbt(
     artifacts = load_artifacts(
         project_dir, target_path=target_path, profiles_dir=profiles_dir, target=target, catalog_json=catalog_json
     )
-    found = dbt_task_runs(artifacts, namespace=namespace, flow_id=flow_id)
+    try:
+        found = dbt_task_runs(artifacts, namespace=namespace, flow_id=flow_id)
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        # a field of a shape dbt never writes that the artifacts' checks did not look at: an
+        # error naming the files, not a traceback (nothing is recorded yet)
+        raise ArtifactError(
+            f"{artifacts.manifest_path} and {artifacts.run_results_path}: not as dbt writes them "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
     generated = parse_time(artifacts.run_results["metadata"]["generated_at"], "run_results.json", assume_utc=True)
     updates: list[AssetDeclaration] = []
     produced = {d.id for run in found.task_runs for d in run.outputs}

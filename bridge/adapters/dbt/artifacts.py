@@ -68,20 +68,60 @@ def _schema_metadata(artifact: Mapping[str, Any], kind: str, path: Path) -> dict
     return metadata
 
 
+def _optional(document: Mapping[str, Any], key: str, kind: type, path: Path, where: str) -> Any:
+    """``document[key]`` where it is there and not null, once it is a ``kind``."""
+    value = document.get(key)
+    if value is not None and (not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool)):
+        raise ArtifactError(f"{path}: '{where}.{key}' must be a {kind.__name__} or null, found {type(value).__name__}")
+    return value
+
+
+# the text fields of a node or source that olbridge reads (a relation's name, its SQL, its docs)
+_NODE_TEXTS = ("database", "schema", "alias", "identifier", "description", "compiled_code", "language")
+
+
+def _check_node(node: Any, path: Path, where: str) -> None:
+    """The fields of a node (or source) that the import reads, each of the type dbt writes."""
+    if not isinstance(node, dict):
+        raise ArtifactError(f"{path}: {where} must be an object")
+    for key in _NODE_TEXTS:
+        _optional(node, key, str, path, where)
+    depends = _optional(node, "depends_on", dict, path, where)
+    if depends is not None:
+        parents = _optional(depends, "nodes", list, path, f"{where}.depends_on")
+        if parents is not None and not all(isinstance(p, str) for p in parents):
+            raise ArtifactError(f"{path}: '{where}.depends_on.nodes' must be a list of unique ids")
+    _optional(node, "config", dict, path, where)
+    _optional(node, "attached_node", str, path, where)
+    _optional(node, "column_name", str, path, where)
+    meta = _optional(node, "test_metadata", dict, path, where)
+    if meta is not None:
+        _optional(meta, "name", str, path, f"{where}.test_metadata")
+        _optional(meta, "kwargs", dict, path, f"{where}.test_metadata")
+    for name, column in (_optional(node, "columns", dict, path, where) or {}).items():
+        if not isinstance(column, dict):
+            raise ArtifactError(f"{path}: {where}.columns[{name!r}] must be an object")
+        for key in ("name", "data_type", "description"):
+            _optional(column, key, str, path, f"{where}.columns[{name!r}]")
+
+
 def _check_manifest(manifest: Mapping[str, Any], path: Path) -> None:
     _schema_metadata(manifest, "manifest", path)
     for key in ("nodes", "sources"):
         _require(manifest, key, dict, path)
     for unique_id, node in manifest["nodes"].items():
-        if not isinstance(node, dict):
-            raise ArtifactError(f"{path}: nodes[{unique_id!r}] must be an object")
+        _check_node(node, path, f"nodes[{unique_id!r}]")
         for key in ("resource_type", "name", "unique_id"):
             _require(node, key, str, path, f"nodes[{unique_id!r}]")
     for unique_id, node in manifest["sources"].items():
-        if not isinstance(node, dict):
-            raise ArtifactError(f"{path}: sources[{unique_id!r}] must be an object")
+        _check_node(node, path, f"sources[{unique_id!r}]")
         for key in ("name", "schema"):
             _require(node, key, str, path, f"sources[{unique_id!r}]")
+        _optional(node, "source_name", str, path, f"sources[{unique_id!r}]")
+        freshness = _optional(node, "freshness", dict, path, f"sources[{unique_id!r}]")
+        for after in ("warn_after", "error_after"):
+            if freshness is not None:
+                _optional(freshness, after, dict, path, f"sources[{unique_id!r}].freshness")
 
 
 # run_results.json of commands that run nothing: their results are compilations, not runs
@@ -92,7 +132,8 @@ def _check_run_results(run_results: Mapping[str, Any], path: Path) -> None:
     metadata = _schema_metadata(run_results, "run-results", path)
     _require(metadata, "invocation_id", str, path, "metadata")
     _require(metadata, "generated_at", str, path, "metadata")
-    command = (run_results.get("args") or {}).get("which")
+    args = _optional(run_results, "args", dict, path, "run_results") or {}
+    command = args.get("which")
     if command in _NOT_RUNS:
         raise ArtifactError(
             f"{path}: written by `dbt {_NOT_RUNS[command]}`, which runs no model; run the build again "
@@ -100,11 +141,39 @@ def _check_run_results(run_results: Mapping[str, Any], path: Path) -> None:
             "with --catalog-json)"
         )
     results = _require(run_results, "results", list, path)
+    seen: dict[str, int] = {}
     for index, result in enumerate(results):
+        where = f"results[{index}]"
         if not isinstance(result, dict):
-            raise ArtifactError(f"{path}: results[{index}] must be an object")
+            raise ArtifactError(f"{path}: {where} must be an object")
         for key in ("unique_id", "status"):
-            _require(result, key, str, path, f"results[{index}]")
+            _require(result, key, str, path, where)
+        _optional(result, "message", str, path, where)
+        timing = _optional(result, "timing", list, path, where) or []
+        for step, entry in enumerate(timing):
+            if not isinstance(entry, dict):
+                raise ArtifactError(f"{path}: {where}.timing[{step}] must be an object")
+            for key in ("name", "started_at", "completed_at"):
+                _optional(entry, key, str, path, f"{where}.timing[{step}]")
+        earlier = seen.setdefault(result["unique_id"], index)
+        if earlier != index:
+            raise ArtifactError(f"{path}: {where} is a second result of {result['unique_id']} (results[{earlier}])")
+
+
+# what `dbt source freshness` says of a source (sources.json's FreshnessStatus)
+SOURCE_STATUSES = ("pass", "warn", "error", "runtime error")
+
+
+def _check_sources(sources: Mapping[str, Any], path: Path) -> None:
+    _schema_metadata(sources, "sources", path)
+    for index, result in enumerate(_require(sources, "results", list, path)):
+        where = f"results[{index}]"
+        if not isinstance(result, dict):
+            raise ArtifactError(f"{path}: {where} must be an object")
+        _require(result, "unique_id", str, path, where)
+        status = _require(result, "status", str, path, where)
+        if status not in SOURCE_STATUSES:
+            raise ArtifactError(f"{path}: '{where}.status' is {status!r}, not one of {', '.join(SOURCE_STATUSES)}")
 
 
 def _check_catalog(catalog: Mapping[str, Any], path: Path) -> None:
@@ -220,7 +289,7 @@ def load_artifacts(
     sources = None
     if sources_path.exists():
         sources = _read_json(sources_path)
-        _require(sources, "results", list, sources_path)
+        _check_sources(sources, sources_path)
     project_file, connection = read_connection(project, Path(profiles_dir) if profiles_dir else None, target, env)
     adapter = manifest["metadata"].get("adapter_type") or connection["type"]
     project_name = manifest["metadata"].get("project_name") or project_file.get("name") or "dbt"

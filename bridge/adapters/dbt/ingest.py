@@ -38,7 +38,18 @@ from bridge.model import (
 from bridge.model.health import FreshnessRule
 
 RELATION_TYPES = ("model", "seed", "snapshot")
-_STATE = {"success": TaskState.SUCCESS, "error": TaskState.FAILED, "skipped": TaskState.SKIPPED}
+# a relation's result; "partial success" (dbt 1.9's microbatch model, some batches failed) wrote
+# the relation in part, a run that ended in a warning
+_STATE = {
+    "success": TaskState.SUCCESS,
+    "error": TaskState.FAILED,
+    "skipped": TaskState.SKIPPED,
+    "partial success": TaskState.WARNING,
+}
+# a test's result as dbt reports it: passed, or failed at the severity dbt reached ("warn": its
+# warn_if, whatever its configured severity; "fail", "error": its severity); a skipped test (its
+# model failed) says nothing and is left out
+_TEST_FAILED = {"fail": None, "error": None, "warn": "warn"}
 _JOB_TYPES = {"model": "MODEL", "seed": "SEED", "snapshot": "SNAPSHOT"}
 
 
@@ -163,7 +174,7 @@ class _Project:
         is replaced by its own parents."""
         node = self.nodes[unique_id]
         out: list[str] = []
-        for parent in node.get("depends_on", {}).get("nodes", []):
+        for parent in _parents_of(node):
             if parent in seen:
                 continue
             if parent in self.sources:
@@ -174,6 +185,11 @@ class _Project:
                 else:
                     out += self.parents(parent, seen | {unique_id})
         return list(dict.fromkeys(out))
+
+
+def _parents_of(node: Mapping[str, Any]) -> list[str]:
+    """The unique ids a node depends on (``depends_on.nodes``; either may be null)."""
+    return list((node.get("depends_on") or {}).get("nodes") or ())
 
 
 def _config(node: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -187,10 +203,11 @@ def _test_results(project: _Project) -> dict[str, list[Assertion]]:
     out: dict[str, list[Assertion]] = {}
     for unique_id, result in results.items():
         node = project.nodes.get(unique_id)
-        if node is None or node["resource_type"] != "test":
+        status = result["status"]
+        if node is None or node["resource_type"] != "test" or (status != "pass" and status not in _TEST_FAILED):
             continue
         attached = node.get("attached_node") or next(
-            (n for n in node.get("depends_on", {}).get("nodes", []) if n in project.sources or n in project.nodes), None
+            (n for n in _parents_of(node) if n in project.sources or n in project.nodes), None
         )
         if attached is None:
             continue
@@ -199,15 +216,19 @@ def _test_results(project: _Project) -> dict[str, list[Assertion]]:
         out.setdefault(attached, []).append(
             Assertion(
                 assertion=meta.get("name") or node["name"],
-                success=result["status"] == "pass",
+                success=status == "pass",
                 name=node["name"],
-                column=kwargs.get("column_name") or node.get("column_name") or None,
-                severity=str(_config(node).get("severity", "error")).lower(),
+                column=_text(kwargs.get("column_name")) or node.get("column_name") or None,
+                severity=_TEST_FAILED.get(status) or str(_config(node).get("severity", "error")).lower(),
             )
         )
     for assertions in out.values():
         assertions.sort(key=lambda a: (a.name or "", a.assertion))
     return out
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _timing(result: Mapping[str, Any], fallback: str, where: str) -> tuple[Any, Any]:
@@ -246,7 +267,12 @@ def dbt_task_runs(artifacts: DbtArtifacts, *, namespace: str = "dbt", flow_id: s
             raise ArtifactError(f"{where}: results[{index}] ({unique_id}) has unknown status {result['status']!r}")
         started, ended = _timing(result, generated, f"{where}: results[{index}]")
         # the job is <flow>.<resource type>.<name>; the package stays in it for a node of another package
-        kind, package, name = unique_id.split(".", 2)
+        parts = unique_id.split(".", 2)
+        if len(parts) != 3:
+            raise ArtifactError(
+                f"{where}: results[{index}]: {unique_id!r} is no unique id of dbt's (type.package.name)"
+            )
+        kind, package, name = parts
         task_id = f"{kind}.{name}" if package == artifacts.project_name else unique_id
 
         key = TaskRunKey.create(namespace, flow, task_id, invocation, unique_id)

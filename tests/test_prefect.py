@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
@@ -172,7 +173,7 @@ def test_task_names_come_from_task_run_names() -> None:
     ("asset_id", "namespace", "name"),
     [
         ("s3://lake/raw/orders.csv", "s3://lake", "raw/orders.csv"),
-        ("s3://bucket/dataset/2025-12-12/", "s3://bucket", "dataset/2025-12-12/"),
+        ("s3://bucket/dataset/2025-12-12/", "s3://bucket", "dataset/2025-12-12"),  # a folder: as Spark names it
         ("postgres://db.internal:5432/shop.public.customers", "postgres://db.internal:5432", "shop.public.customers"),
         ("postgresql://db.internal/shop.public.customers", "postgres://db.internal:5432", "shop.public.customers"),
         ("gcs://bucket/obj/x.parquet", "gs://bucket", "obj/x.parquet"),
@@ -194,7 +195,9 @@ def test_malformed_events_are_named_with_the_reason() -> None:
     bad_owners = event("bad3", 1, "referenced", RAW, "t1", resource={"prefect.asset.owners": "data-team"})
     bad_payload = event("bad4", 1, "materialization.succeeded", RAW, "t1")
     bad_payload["payload"] = ["rows", 3]
-    events, problems = parse_events([no_task_run, bad_key, bad_owners, bad_payload, {"id": "bad5"}])
+    # a task run's id goes into the path of a request to the server: one that would steer it is none
+    steering = event("bad6", 1, "materialization.succeeded", RAW, "t1/../../admin?x=1#frag")
+    events, problems = parse_events([no_task_run, bad_key, bad_owners, bad_payload, {"id": "bad5"}, steering])
     assert events == []
     text = "\n".join(map(str, problems))
     assert "event bad1: no related task-run resource" in text
@@ -202,6 +205,7 @@ def test_malformed_events_are_named_with_the_reason() -> None:
     assert "event bad3: resource['prefect.asset.owners'] must be a JSON list of strings" in text
     assert "event bad4: payload (the asset metadata) must be an object" in text
     assert "event bad5: event must be a non-empty string" in text
+    assert "event bad6: related task-run has the id 'prefect.task-run.t1/../../admin?x=1#frag'" in text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -451,6 +455,47 @@ def test_a_failing_next_page_records_nothing(catalog: Catalog) -> None:
     with pytest.raises(SourceError, match=r"HTTP 403 to GET /events/filter/next"):
         import_events(catalog, PrefectClient(API), Resolver.load(), clock=clock(10))
     assert catalog.count_task_runs() == 0 and read_cursor(catalog, API) is None
+
+
+@responses.activate
+def test_a_server_that_gives_a_page_token_again_is_an_error_not_an_endless_read(catalog: Catalog) -> None:
+    events = pipeline_events()
+    responses.post(f"{API}/events/filter", json=page(events[:1], 1_000_000, "tok1"))
+    responses.get(f"{API}/events/filter/next", json=page(events[1:2], 1_000_000, "tok1"))  # the same, forever
+    with pytest.raises(SourceError, match=r"gave a page token it gave before"):
+        import_events(catalog, PrefectClient(API), Resolver.load(), clock=clock(10))
+    assert len(responses.calls) == 2  # the first page, and the next that names itself again: no more
+    assert catalog.count_task_runs() == 0 and read_cursor(catalog, API) is None
+
+
+def test_the_timeout_bounds_an_answer_sent_a_byte_at_a_time() -> None:
+    """requests' timeout bounds each wait for a byte; ``--timeout`` bounds the whole answer."""
+    body = b'{"events": [], "total": 0, "next_page": null}'
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+
+        def drip() -> None:
+            connection, _ = listener.accept()
+            with connection:
+                connection.recv(65536)
+                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+                connection.sendall(b"Content-Length: %d\r\n\r\n" % len(body))
+                for byte in body:  # a byte every 0.1 s: 4.6 s in all, each wait far within the timeout
+                    try:
+                        connection.sendall(bytes([byte]))
+                    except OSError:
+                        return  # the client gave up
+                    time.sleep(0.1)
+
+        sender = threading.Thread(target=drip, daemon=True)
+        sender.start()
+        began = time.monotonic()
+        with pytest.raises(SourceError, match=r"did not answer POST /events/filter within 1 s"):
+            PrefectClient(f"http://127.0.0.1:{port}/api", timeout=1).newest_events(at(0), at(10))
+        assert time.monotonic() - began < 3
+        sender.join(timeout=10)
 
 
 def test_the_api_url_must_be_http() -> None:

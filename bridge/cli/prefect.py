@@ -121,7 +121,11 @@ def prefect() -> None:
 )
 @click.option("--max-polls", type=count(1), help="Stop --follow after this many polls.")
 @click.option(
-    "--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="HTTP timeout in seconds."
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds a request to the server may take, its whole answer read.",
 )
 @click.option(
     "--skip-malformed", is_flag=True, help="Record the good task runs and report the malformed events, skipped."

@@ -8,13 +8,16 @@ the client was given, so a server behind a proxy still pages right.
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import attrs
 import requests
+import urllib3
 
 from bridge.errors import SourceError, ValidationError
 from bridge.model import format_time, parse_time
@@ -24,6 +27,7 @@ ASSET_EVENT_PREFIXES = ("prefect.asset.materialization.", "prefect.asset.referen
 PAGE_SIZE = 50  # the most the server gives a page (INTERACTIVE_PAGE_SIZE)
 # a page bound beyond the server's own count, in case a server keeps handing out tokens
 _PAGE_SLACK = 10
+_CHUNK = 64 * 1024
 
 
 @attrs.frozen
@@ -50,16 +54,28 @@ class PrefectClient:
     # --- transport -----------------------------------------------------------------------
 
     def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        """The server's answer, read whole within :attr:`timeout` seconds of asking (requests'
+        own timeout bounds each wait for a byte: a server that sends its answer a byte at a time
+        would take as long as it likes)."""
         url = f"{self.api_url}{path}"
+        late = SourceError(
+            f"the Prefect server at {self.api_url} did not answer {method} {path} within {self.timeout:g} s"
+        )
+        deadline = time.monotonic() + self.timeout
         try:
-            response = self.session.request(method, url, timeout=self.timeout, **kwargs)
+            response = self.session.request(method, url, timeout=self.timeout, stream=True, **kwargs)
+            with contextlib.closing(response):
+                body = bytearray()
+                for chunk in _chunks(response):
+                    body += chunk
+                    if time.monotonic() > deadline:
+                        raise late
+                response._content = bytes(body)  # what requests keeps of a body read whole
         except requests.ConnectionError as exc:
             raise SourceError(f"cannot reach the Prefect server at {self.api_url}: {_reason(exc)}") from None
-        except requests.Timeout:
-            raise SourceError(
-                f"the Prefect server at {self.api_url} did not answer {method} {path} within {self.timeout:g} s"
-            ) from None
-        except requests.RequestException as exc:
+        except (requests.Timeout, urllib3.exceptions.TimeoutError):
+            raise late from None
+        except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
             raise SourceError(f"{method} {url} failed: {exc}") from None
         return response
 
@@ -118,6 +134,7 @@ class PrefectClient:
         events, total, token = self._page(self._json(self._call("POST", "/events/filter", json=query), what), what)
         pages = 1
         bound = (total // max(page_size, 1) if total is not None else 0) + _PAGE_SLACK
+        tokens: set[str] = set()
         while True:
             if on_page is not None:
                 on_page(len(events), total)
@@ -128,6 +145,9 @@ class PrefectClient:
                 raise SourceError(
                     f"the Prefect server at {self.api_url} gave more pages than its count of {total} events allows"
                 )
+            if token in tokens:  # the same page again, and again: it would never end
+                raise SourceError(f"the Prefect server at {self.api_url} gave a page token it gave before")
+            tokens.add(token)
             what = "GET /events/filter/next"
             response = self._call("GET", "/events/filter/next", params={"page-token": token})
             events, _total, token = self._page(self._json(response, what), what)
@@ -161,7 +181,7 @@ class PrefectClient:
     def task_run(self, task_run_id: str) -> TaskRunInfo | None:
         """A task run's name and times, or None when the server no longer has it."""
         what = f"GET /task_runs/{task_run_id}"
-        response = self._call("GET", f"/task_runs/{task_run_id}")
+        response = self._call("GET", f"/task_runs/{quote(task_run_id, safe='')}")
         if response.status_code == 404:
             return None
         body = self._json(response, what)
@@ -176,6 +196,17 @@ class PrefectClient:
             )
         except ValidationError as exc:
             raise SourceError(f"the Prefect server's answer to {what} has a bad time: {exc}") from None
+
+
+def _chunks(response: requests.Response) -> Iterator[bytes]:
+    """The body as it comes, each piece what one read of the socket gave (urllib3's ``read1``),
+    so that the deadline is looked at between them; with an older urllib3, requests' pieces."""
+    read = getattr(response.raw, "read1", None)
+    if read is None:
+        yield from response.iter_content(_CHUNK)
+        return
+    while chunk := read(_CHUNK, decode_content=True):
+        yield chunk
 
 
 def _reason(exc: requests.ConnectionError) -> str:

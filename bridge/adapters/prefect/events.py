@@ -48,7 +48,10 @@ FAILED = "prefect.asset.materialization.failed"
 REFERENCED = "prefect.asset.referenced"
 KINDS = (SUCCEEDED, FAILED, REFERENCED)
 JOB = JobInfo(integration="PREFECT", job_type="TASK")
-_RUN_ID_RE = re.compile(r"prefect\.(flow-run|task-run|flow)\.(.+)")
+# a flow's, flow run's or task run's resource id: Prefect's ids are UUIDs, letters, digits and
+# dashes (a task run's is put in the path of a request to the server: no '/', '?', '#' or '.' of
+# an event's may steer it elsewhere)
+_RUN_ID_RE = re.compile(r"prefect\.(flow-run|task-run|flow)\.([0-9A-Za-z-]{1,64})")
 # a task run's default name is "<task name>-<first 3 characters of its dynamic key>"
 _DEFAULT_SUFFIX_RE = re.compile(r"-[0-9a-f]{3}")
 

@@ -238,9 +238,18 @@ def test_ingesting_olbridges_own_events_gives_back_the_same_assets(
         )
     )
     before = {a.id: a for a in catalog.list_assets()}
-    outcomes = intake.take(list(iter_events(catalog, converter)))
-    assert [o.status for o in outcomes] == ["accepted", "accepted"]  # the run's START and COMPLETE
+    events = list(iter_events(catalog, converter))
+    outcomes = intake.take(events)
+    # the run's START and COMPLETE: the catalog's own run, not an external run of the same id
+    assert [o.status for o in outcomes] == ["duplicate", "duplicate"]
     assert [p for o in outcomes for p in o.placeholders] == []
+    assert table_contents(catalog)["external_sources"] == []
+    # ... the run of another olbridge (another run id): an external run as any other
+    other = copy.deepcopy(events)
+    for event in other:
+        event["run"]["runId"] = "01950000-0000-7000-8000-000000000001"
+    assert [o.status for o in intake.take(other)] == ["accepted", "accepted"]
+    assert len(table_contents(catalog)["external_sources"]) == 1
     assert {a.id for a in catalog.list_assets()} == set(before)
     for asset_id, asset in before.items():
         if asset.origin is not Origin.EXTERNAL:

@@ -28,8 +28,10 @@ from bridge.catalog.engine import Conflict, Cursor, Engine, read_each, write_eac
 from bridge.catalog.health_state import WatchSeen
 from bridge.catalog.rows import assertions_json, asset_from_row, asset_row
 from bridge.catalog.writes import get_asset
-from bridge.model import Assertion, Asset, Origin, format_time
+from bridge.model import Assertion, Asset, Origin, TaskRunKey, format_time, parse_time
 from bridge.model.received import TERMINAL, IncomingEvent, ReceivedColumnEdge, SeenDataset, run_day, writable
+from bridge.openlineage.convert import task_run_id
+from bridge.version import PROJECT_URL
 
 if TYPE_CHECKING:
     from bridge.mapping.resolver import Resolver
@@ -50,6 +52,9 @@ class IngestResult:
 # unpickle
 _ACCEPTED = IngestResult("accepted")
 _DUPLICATE = IngestResult("duplicate")
+# an event of one of olbridge's own task runs come back (an import of olbridge's export, of a
+# Marquez it streams to): the run the catalog holds already, not an external run
+_OWN_RUN = IngestResult("duplicate", message="one of olbridge's own task runs, which the catalog holds")
 
 
 WARNINGS_KEPT = 200  # distinct warnings kept with an external run or job
@@ -153,6 +158,7 @@ class GroupIngest:
         self.source_rows: dict[str, tuple[Any, ...]] = {}
         self.forwards: list[tuple[str, str, str, str]] = []  # (run key, text, event time, digest)
         self.source_states: dict[str, _Source] = {}
+        self.own_runs: dict[str, bool] = {}  # run ids looked up as olbridge's own (_own_run)
         # for the health watch: the assets whose health the group's events may change (the outputs
         # of its run events, the datasets with assertions), and the runs an event of it ended (every
         # output of theirs)
@@ -306,6 +312,8 @@ class GroupIngest:
         refused = self._not_its_token(event)
         if refused is not None:
             return refused
+        if event.run_id is not None and event.source not in self.stored_sources and self._own_run(event):
+            return _OWN_RUN
         self.known.add(event.digest)
         moment = event.time_text
         source = event.source
@@ -376,6 +384,18 @@ class GroupIngest:
         what = f"run {event.run_id}" if event.run_id is not None else f"job {event.job_namespace}/{event.job_name}"
         message = f"token {event.token!r} may not write {what}: it is the run of a job of another namespace"
         return IngestResult("forbidden", message=message)
+
+    def _own_run(self, event: IncomingEvent) -> bool:
+        """Whether the event is of one of olbridge's own task runs (its producer olbridge's, its
+        run id the one olbridge gives a task run of the catalog: :func:`own_run`), each run id
+        looked up once a group."""
+        assert event.run_id is not None
+        if not event.producer.startswith(PROJECT_URL):
+            return False
+        found = self.own_runs.get(event.run_id)
+        if found is None:
+            found = self.own_runs[event.run_id] = own_run(self.cur, event.run_id)
+        return found
 
     def _take_source(self, event: IncomingEvent, source: str) -> str | None:
         """Note the job the event names for its run (or job): a run named under another job
@@ -711,6 +731,35 @@ class GroupIngest:
             external_rows.json_text(sorted(state.warnings)),
             run_day(row[0]),
         )
+
+
+# the task runs that started within a span of time (the milliseconds a run id says)
+_STARTED_WITHIN = """
+    SELECT flow_namespace, flow_id, task_id, execution_id, task_run_id, started_at FROM task_runs
+    WHERE started_at >= ? AND started_at < ?
+"""
+
+
+def own_run(cur: Cursor, run_id: str) -> bool:
+    """Whether ``run_id`` is the one olbridge gives one of the catalog's task runs
+    (:func:`bridge.openlineage.convert.task_run_id`): a UUIDv7 whose first 48 bits are the run's
+    start in milliseconds, so that the runs of that millisecond (by ``task_runs_started``) are
+    the only ones it can be."""
+    if len(run_id) != 36 or run_id[14] != "7":
+        return False
+    try:
+        millis = int(run_id[:8] + run_id[9:13], 16)
+        low = datetime.fromtimestamp((millis - 1) / 1000, UTC)  # a millisecond each side: rounding
+        high = datetime.fromtimestamp((millis + 2) / 1000, UTC)
+    except (ValueError, OverflowError, OSError):
+        return False
+    for ns, flow, task, execution, task_run, started in cur.execute(
+        _STARTED_WITHIN, (format_time(low), format_time(high))
+    ):
+        key = TaskRunKey.create(ns, flow, task, execution, task_run)
+        if task_run_id(key, parse_time(started, "started_at")) == run_id:
+            return True
+    return False
 
 
 def ingest_events(

@@ -330,6 +330,12 @@ def test_a_property_taken_out_of_the_file_leaves_the_catalog(tmp_path: Path, def
         assert [c.asset.metadata.get("source") for c in catalog.iter_changes()] == ["erp", None]  # DatasetEvents
 
 
+def test_a_property_key_with_a_comma_is_refused() -> None:
+    # metaflow.properties lists the keys comma-separated: such a key, once set, could never leave
+    with pytest.raises(ConfigError, match=r"property key\(s\) 'a,b' hold a comma"):
+        parse_definition(ORDERS_CONFIG + '"a,b" = "x"\n', Path("data/orders/x.toml"), "data")
+
+
 def test_declare_sets_every_definition_or_none(tmp_path: Path) -> None:
     write(tmp_path / "data" / "orders" / "asset_config.toml", ORDERS_CONFIG)
     write(tmp_path / "models" / "orders_model" / "asset_config.toml", MODEL_CONFIG)
@@ -438,12 +444,17 @@ def test_promote_copies_the_latest_instance_to_another_branch(tmp_path: Path, de
     step.write(definitions["orders"], "orders", {"rows": 3}, {"env": "test"})
     step.end()
     with Catalog(tmp_path / "catalog.db") as catalog:
-        catalog.set_asset(  # main had an older instance, with an annotation the new one does not have
-            AssetDeclaration.create(
+        catalog.set_asset(  # main had an older instance, with an annotation the new one does not
+            AssetDeclaration.create(  # have, and a property its definition no longer has
                 "metaflow://ordersflow/main/data/orders",
                 type="Dataset",
                 namespace="ordersflow.main",
-                metadata={"annotation.stale": 1, "metaflow.instance.runId": "1"},
+                metadata={
+                    "annotation.stale": 1,
+                    "metaflow.instance.runId": "1",
+                    "retired": "yes",
+                    "metaflow.properties": "owner,retired",
+                },
             ),
             now=at(50),
         )
@@ -456,6 +467,7 @@ def test_promote_copies_the_latest_instance_to_another_branch(tmp_path: Path, de
         assert promoted.metadata["metaflow.branch"] == "main"
         assert (promoted.metadata["annotation.rows"], promoted.metadata["tags"]) == (3, "env:test")
         assert "annotation.stale" not in promoted.metadata
+        assert "retired" not in promoted.metadata and promoted.metadata["metaflow.properties"] == "owner,source"
         assert len(list(catalog.iter_changes())) == changes + 1  # a DatasetEvent
         before = snapshot(catalog)
         with pytest.raises(NotFoundError, match=r"no data asset 'nope' on branch user\.alice"):

@@ -104,6 +104,9 @@ def parse_definition(text: str, source: Path, kind: str) -> AssetDefinition:
         checked = check_metadata(properties, "properties")
     except ValidationError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+    commas = sorted(k for k in checked if "," in k)
+    if commas:  # metaflow.properties lists the keys, comma-separated: such a key could never leave
+        raise ConfigError(f"{source}: property key(s) {', '.join(map(repr, commas))} hold a comma, which no key may")
     reserved = sorted(k for k in checked if k == TAGS_KEY or k.startswith(_RESERVED))
     if reserved:
         raise ConfigError(
@@ -163,14 +166,20 @@ def find_definition(asset_id: str, kind: str, start: Path, root: Path | None = N
     return definitions[asset_id]
 
 
+def property_keys(asset: Asset | None) -> list[str]:
+    """The keys of an asset's properties, as ``metaflow.properties`` lists them."""
+    if asset is None:
+        return []
+    return [key for key in str(asset.metadata.get(PROPERTIES_KEY) or "").split(",") if key]
+
+
 def definition_declaration(definition: AssetDefinition, scope: Scope, stored: Asset | None) -> AssetDeclaration:
     """The catalog asset a definition becomes in a scope (set outside runs: a DatasetEvent when it
     changes). ``metaflow.properties`` lists the property keys, so a property taken out of the file
     is taken out of the catalog too."""
     metadata: dict[str, Any] = {}
     if stored is not None:
-        previous = str(stored.metadata.get(PROPERTIES_KEY, "")).split(",")
-        metadata.update({key: None for key in previous if key and key not in definition.properties})
+        metadata.update({key: None for key in property_keys(stored) if key not in definition.properties})
     metadata.update(definition.properties)
     metadata.update(
         {
@@ -307,6 +316,9 @@ def promote(
         raise NotFoundError(f"{kind} asset {asset_id!r} on branch {source_scope.branch} has no instance to promote")
     target = catalog.get_asset(target_scope.catalog_id(kind, asset_id))
     metadata = instance_metadata(target, {}, None, None)  # null for the target's previous instance
+    # ... and for the properties of its definition that the source's has not (its keys go with it)
+    kept = set(property_keys(source))
+    metadata.update({key: None for key in property_keys(target) if key not in kept})
     metadata.update(source.metadata)
     metadata.update({"metaflow.branch": target_scope.branch, f"{INSTANCE_PREFIX}promotedFrom": source_scope.branch})
     decl = AssetDeclaration.create(

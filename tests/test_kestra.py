@@ -370,6 +370,11 @@ def test_declaring_a_flow_again_changes_nothing_and_a_change_replaces_it(tmp_pat
 BAD_FLOWS: dict[str, tuple[str, str]] = {
     "bad yaml": ("id: f\nnamespace: company.data\ntasks:\n  - id: [unclosed\n", "f.yml:5: not valid YAML"),
     "not a mapping": ("- id: f\n", "f.yml: a flow is a YAML mapping"),
+    "a key twice": (  # YAML would keep the second outputs and drop the first without a word
+        "id: f\nnamespace: company.data\ntasks:\n  - id: a\n    type: x.Y\n    assets:\n"
+        "      outputs:\n        - {id: first, type: Table}\n      outputs:\n        - {id: second, type: Table}\n",
+        "f.yml:9: not valid YAML: the key 'outputs' is given twice",
+    ),
     "no tasks": ("id: f\nnamespace: company.data\n", "f.yml:1: a flow needs 'tasks'"),
     "bad namespace": ("id: f\nnamespace: Company\ntasks: []\n", "f.yml:1: namespace: a namespace matches"),
     "task without type": (

@@ -60,6 +60,17 @@ class _Loader(yaml.SafeLoader):
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _Node:
+    # a key given twice is an error, as Kestra's own parser has it: YAML would keep the last and
+    # drop the first without a word (two `outputs:` in one assets block)
+    seen: set[Any] = set()
+    for key_node, _value in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if isinstance(key, str | int | float | bool) or key is None:
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping", node.start_mark, f"the key {key!r} is given twice", key_node.start_mark
+                )
+            seen.add(key)
     mapping = _Node(loader.construct_mapping(node, deep=True))
     mapping.line = node.start_mark.line + 1
     return mapping

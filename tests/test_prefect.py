@@ -498,6 +498,32 @@ def test_the_timeout_bounds_an_answer_sent_a_byte_at_a_time() -> None:
         sender.join(timeout=10)
 
 
+@responses.activate
+@pytest.mark.parametrize(
+    ("args", "header"),
+    [
+        (["--api-key", "pnu_Secret1"], "Bearer pnu_Secret1"),  # Prefect Cloud
+        (["--auth-string", "admin:pa55"], "Basic YWRtaW46cGE1NQ=="),  # a self-hosted server's auth_string
+    ],
+)
+def test_a_server_that_asks_for_authentication_gets_it(tmp_path: Path, args: list[str], header: str) -> None:
+    authorized = [responses.matchers.header_matcher({"Authorization": header})]
+    responses.post(f"{API}/events/filter", json=page(pipeline_events(), 4, None), match=authorized)
+    responses.get(re.compile(rf"{API}/task_runs/.*"), status=404, match=authorized)
+    code, _out, err = invoke(tmp_path / "c.db", "prefect", "import", "--api-url", API, "--settle", "0", *args)
+    assert code == 0, err
+    assert all(c.request.headers["Authorization"] == header for c in responses.calls)
+
+
+def test_authentication_is_one_kind_and_a_secret_is_printable(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    both = ["--api-key", "k", "--auth-string", "a:b"]
+    code, _out, err = invoke(db, "prefect", "import", "--api-url", API, *both)
+    assert code == 2 and "do not go together" in err
+    code, _out, err = invoke(db, "prefect", "import", "--api-url", API, "--api-key", "pnu secret")
+    assert code == 2 and "a secret is printable ASCII without spaces" in err and "pnu secret" not in err
+
+
 def test_the_api_url_must_be_http() -> None:
     with pytest.raises(
         SourceError, match=r"must be an http:// or https:// URL, not .127\.0\.0\.1:4200/api.: it is not"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 from time import sleep
@@ -24,6 +25,7 @@ from bridge.cli.context import AppContext, pass_app
 from bridge.cli.options import count, json_flag, moment
 from bridge.cli.output import print_json, safe, say, stop_on_signals
 from bridge.cli.progress import Progress, progress
+from bridge.cli.secrets import printable
 from bridge.errors import SourceError
 from bridge.model import check_namespace, utcnow
 
@@ -74,6 +76,18 @@ def _say_summary(summary: PrefectImportSummary, settle: float) -> None:
         say(safe(f"skipped: {where}: {reason}"))
 
 
+def _authorization(api_key: str | None, auth_string: str | None) -> str | None:
+    """The Authorization header the server asks for: Prefect Cloud's bearer API key, or a
+    self-hosted server's basic ``user:password`` (as Prefect's own client sends them)."""
+    if api_key is not None and auth_string is not None:
+        raise click.UsageError("--api-key (Prefect Cloud) and --auth-string (a self-hosted server) do not go together")
+    if api_key is not None:
+        return "Bearer " + printable(api_key, "--api-key")
+    if auth_string is not None:
+        return "Basic " + base64.b64encode(printable(auth_string, "--auth-string").encode()).decode()
+    return None
+
+
 @click.group()
 def prefect() -> None:
     """Prefect 3: record the asset events of a Prefect server's task runs."""
@@ -85,6 +99,19 @@ def prefect() -> None:
     envvar="PREFECT_API_URL",
     required=True,
     help="The Prefect API, such as http://127.0.0.1:4200/api [env PREFECT_API_URL].",
+)
+@click.option(
+    "--api-key",
+    envvar="PREFECT_API_KEY",
+    show_envvar=False,
+    help="A Prefect Cloud API key, sent as a bearer token [env PREFECT_API_KEY].",
+)
+@click.option(
+    "--auth-string",
+    envvar="PREFECT_API_AUTH_STRING",
+    show_envvar=False,
+    help="A self-hosted server's 'user:password' (its server.api.auth_string), sent as basic "
+    "authentication [env PREFECT_API_AUTH_STRING].",
 )
 @click.option("--since", help="Read from this time (ISO 8601) instead of where the last import stopped.")
 @click.option(
@@ -135,6 +162,8 @@ def prefect() -> None:
 def prefect_import(
     app: AppContext,
     api_url: str,
+    api_key: str | None,
+    auth_string: str | None,
     since: str | None,
     namespace: str,
     settle: float,
@@ -156,7 +185,7 @@ def prefect_import(
         raise click.UsageError("--no-wait is for an import without --follow (which reads them at its next poll)")
     check_namespace(namespace, "--namespace")
     start = moment(since, "--since")
-    client = PrefectClient(api_url, timeout=timeout)
+    client = PrefectClient(api_url, timeout=timeout, authorization=_authorization(api_key, auth_string))
     catalog, resolver = app.catalog(create=True), app.resolver()
 
     done = {"polls": 0, "task_runs": 0}  # the polls that read the server, the task runs they recorded

@@ -43,13 +43,25 @@ class TaskRunInfo:
 class PrefectClient:
     """The Prefect API at ``api_url`` (such as ``http://127.0.0.1:4200/api``)."""
 
-    def __init__(self, api_url: str, *, timeout: float = 10.0, session: requests.Session | None = None) -> None:
+    def __init__(
+        self,
+        api_url: str,
+        *,
+        timeout: float = 10.0,
+        session: requests.Session | None = None,
+        authorization: str | None = None,
+    ) -> None:
+        """``authorization``: the Authorization header every request carries (Prefect Cloud's
+        ``Bearer <API key>``, a self-hosted server's ``Basic ...``); requests leaves it out of a
+        redirect to another host."""
         problem = url_problem(api_url)
         if problem is not None:
             raise SourceError(f"the Prefect API URL must be an http:// or https:// URL, not {api_url!r}: {problem}")
         self.api_url = api_url.rstrip("/")
         self.timeout = timeout
         self.session = session or requests.Session()
+        if authorization is not None:
+            self.session.headers["Authorization"] = authorization
 
     # --- transport -----------------------------------------------------------------------
 

@@ -72,6 +72,7 @@ class FakeServer(requests.Session):
         response = requests.Response()
         response.status_code = status
         response._content = json.dumps(body).encode()
+        response._content_consumed = True  # type: ignore[attr-defined]  # a body read whole, as requests keeps one
         return response
 
     def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> requests.Response:

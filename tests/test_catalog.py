@@ -46,6 +46,25 @@ def test_a_placeholder_becomes_the_real_asset_when_a_flow_writes_it(catalog: Cat
     assert (asset.type, asset.origin, asset.metadata["system"]) == ("Table", Origin.DECLARED, "postgres")
 
 
+def test_a_run_recorded_after_a_later_write_of_its_output_leaves_the_asset_as_that_left_it(catalog: Catalog) -> None:
+    # an older dbt invocation imported after a newer one: its output was written (lineage, usage),
+    # but the asset is what the later run made of it, not the older one's tests and time
+    later = decl("marts.orders", type="Table", metadata={"dbtTestStatus": "warn"})
+    catalog.record_task_run(run("load", execution="new", outputs=(later,), start=at(60)))
+    older = decl("marts.orders", type="Table", metadata={"dbtTestStatus": "fail", "stale": "yes"})
+    result = catalog.record_task_run(run("load", execution="old", outputs=(older,), start=at(0)))
+    assert result.written == ("marts.orders",)
+    asset = catalog.asset("marts.orders")
+    assert (asset.metadata.get("dbtTestStatus"), asset.metadata.get("stale"), asset.updated_at) == (
+        "warn",
+        None,
+        at(61),
+    )
+    # in time's order, the later one wins as before
+    catalog.record_task_run(run("load", execution="newest", outputs=(older,), start=at(90)))
+    assert catalog.asset("marts.orders").metadata["dbtTestStatus"] == "fail"
+
+
 def test_outputs_of_a_failed_run_are_not_written(catalog: Catalog) -> None:
     result = catalog.record_task_run(run(outputs=(decl("marts.orders", type="Table"),), state="FAILED"))
     assert result.state is TaskState.FAILED

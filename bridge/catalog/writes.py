@@ -253,6 +253,11 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen) -> RecordResu
             failure = _write_failure(current, decl)
             if failure:
                 warnings.append(f"asset write failed ({run.failure_behavior.value}): {failure}")
+            elif current is not None and current.origin is not Origin.EXTERNAL and current.updated_at > run.ended_at:
+                # a run recorded after a later change of its output (an older dbt invocation
+                # imported after a newer one, history replayed out of order): the output was
+                # written, the asset stays as the later change left it
+                plan.append((decl, current))
             else:
                 plan.append((decl, merged(current, decl, origin=run.origin, now=run.ended_at)))
         if len(plan) < len(run.outputs):

@@ -161,3 +161,25 @@ def test_user_rules_come_first_and_bad_files_are_refused(tmp_path: Path) -> None
     utf16.write_bytes('[[rule]]\nname = "x"\n'.encode("utf-16"))  # a BOM, then not UTF-8: no traceback
     with pytest.raises(MappingError, match=r"cannot read mapping file .*utf16\.toml: not UTF-8 text"):
         Resolver.load([utf16])
+
+
+def test_the_spellings_of_an_id_a_dataset_name_may_come_from(resolver: Resolver) -> None:
+    """What the receiver looks for where no asset has the id a dataset is named back as: every
+    spelling a rule names so, each of which names forward as the dataset is named."""
+    for namespace, name, spelled in [
+        ("s3://lake", "raw/orders", "s3a://lake/raw/orders"),
+        ("s3://lake", "curated/orders", "s3://lake/curated/orders/"),
+        ("gs://acme", "landing/x", "gcs://acme/landing/x"),
+        ("postgres://db.internal:5432", "shop.public.t", "postgresql://db.internal/shop.public.t"),
+        ("postgres://db.internal:5433", "shop.public.t", "postgres://db.internal:5433/shop.public.t"),
+    ]:
+        ids = resolver.ids_named(namespace, name)
+        assert spelled in ids, (namespace, name, ids)
+        for asset_id in ids:
+            if "://" in asset_id:
+                named = resolver.dataset_for(asset_id, "Dataset", {})
+                assert (named.namespace, named.name) == (namespace, name), asset_id
+    # a port other than the default is no spelling without it
+    assert "postgres://db.internal/shop.public.t" not in resolver.ids_named(
+        "postgres://db.internal:5433", "shop.public.t"
+    )

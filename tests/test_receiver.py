@@ -39,6 +39,7 @@ from tests.helpers import (
 pytestmark = pytest.mark.both_engines
 
 RAW = ol_dataset("s3://raw-bucket", "orders/2025")
+OTHER_RUN = "0194a1b2-0000-7000-8000-000000000002"
 TABLE = ol_dataset(
     "postgres://db.example.com:5432",
     "shop.public.orders",
@@ -254,6 +255,42 @@ def test_ingesting_olbridges_own_events_gives_back_the_same_assets(
     for asset_id, asset in before.items():
         if asset.origin is not Origin.EXTERNAL:
             assert catalog.asset(asset_id) == asset
+
+
+def test_a_producer_naming_an_own_asset_as_the_rules_name_it_joins_the_lineage_whatever_its_id(
+    catalog: Catalog, intake: Intake
+) -> None:
+    """Own assets whose ids the rules name back as other ids (an s3a:// id exported as s3://, a
+    gcs:// one as gs://, a postgresql:// URI without its port, a folder with its slash): Spark's
+    and Airflow's events, which carry no olbridge symlink, name them as olbridge exports them,
+    and come back to them, with no placeholder: the lineage joins up."""
+    ids = {
+        "s3a://lake/raw/orders": ("s3://lake", "raw/orders"),
+        "gcs://acme-raw/landing/orders": ("gs://acme-raw", "landing/orders"),
+        "postgresql://warehouse.internal/shop.staging.orders": (
+            "postgres://warehouse.internal:5432",
+            "shop.staging.orders",
+        ),
+        "s3://lake/curated/orders/": ("s3://lake", "curated/orders"),
+    }
+    catalog.record_task_run(run("load", outputs=tuple(decl(i, type="Dataset") for i in ids)))
+    # a Kafka topic declared by its metadata alone is named by it: no rule spells its id
+    catalog.record_task_run(
+        run(
+            "topic",
+            outputs=(decl("payments", type="Dataset", metadata={"system": "kafka", "host": "k", "topic": "p"}),),
+        )
+    )
+    inputs = [ol_dataset(*name) for name in ids.values()] + [ol_dataset("kafka://k:9092", "p")]
+    [outcome] = take(intake, ol_run_event(inputs=inputs, outputs=[TABLE]))
+    assert outcome.status == "accepted" and outcome.placeholders == ("kafka://k:9092/p", "shop.public.orders")
+    for asset_id in ids:
+        graph = catalog.lineage(asset_id, direction="downstream")
+        assert [e.downstream for e in graph.edges] == ["shop.public.orders"], asset_id
+        assert catalog.asset(asset_id).origin is Origin.DECLARED  # still its own, not overwritten
+    # a second dataset named as one of them, another spelling, binds nothing more to it
+    [again] = take(intake, ol_run_event(inputs=[ol_dataset("s3://lake", "raw/orders/")], run_id=OTHER_RUN))
+    assert again.placeholders == ("s3://lake/raw/orders/",)
 
 
 def test_a_symlink_to_an_asset_named_otherwise_binds_nothing_to_it(

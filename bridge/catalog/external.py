@@ -259,6 +259,9 @@ class GroupIngest:
             return own, {}, None
         ref = self.resolver.asset_for(ds.namespace, ds.name)
         candidate = ref.id
+        own_named = self._named_own_asset(ds, candidate)
+        if own_named is not None:
+            return own_named, {}, None
         other = self.bound_here.get(candidate)
         if other is None:
             bound = self.cur.execute(sql_received.BINDING_OF_ASSET, (candidate,)).fetchone()
@@ -277,6 +280,28 @@ class GroupIngest:
             f"{other[0]} {other[1]}; kept apart as {fallback!r}"
         )
         return fallback, {}, warning
+
+    def _named_own_asset(self, ds: SeenDataset, reverse_id: str) -> str | None:
+        """One of olbridge's own assets that the rules name as ``ds`` is named, under an id other
+        than the one they name it back as (``reverse_id``, which is no asset): ``s3a://lake/x``,
+        exported as ``s3://lake`` + ``x``, for Spark's event naming that (the spellings a rule
+        takes: :meth:`Resolver.ids_named`, read in one statement); the first that is so named,
+        not deleted and bound to no other dataset. None: the rules' own id stands."""
+        bound = self.bound_here
+        ids = [i for i in self.resolver.ids_named(ds.namespace, ds.name) if i != reverse_id and i not in bound]
+        if not ids or self.asset(reverse_id) is not None:
+            return None
+        for row in list(sql.in_chunks(self.cur, OWN_ASSETS_OF, sorted(ids))):
+            found = asset_from_row(row)
+            named = self.resolver.dataset_for(found.id, found.type, found.metadata)
+            if (named.namespace, named.name) != (ds.namespace, ds.name):
+                continue
+            asset = self.asset(found.id)  # read again to be written, as every binding's asset is
+            if asset is None or asset.deleted_at is not None:
+                continue
+            if self.cur.execute(sql_received.BINDING_OF_ASSET, (asset.id,)).fetchone() is None:
+                return asset.id
+        return None
 
     def _own_asset(self, ds: SeenDataset) -> str | None:
         """The asset olbridge exported ``ds`` for, tried before any naming rule: the asset the
@@ -733,6 +758,11 @@ class GroupIngest:
         )
 
 
+# olbridge's own assets there are among a few ids (the spellings the rules name a dataset from)
+OWN_ASSETS_OF = (
+    f"SELECT {sql.ASSET_COLUMNS} FROM assets WHERE id IN ({{values}}) AND origin <> 'external' "
+    "AND deleted_at IS NULL ORDER BY id"
+)
 # the task runs that started within a span of time (the milliseconds a run id says)
 _STARTED_WITHIN = """
     SELECT flow_namespace, flow_id, task_id, execution_id, task_run_id, started_at FROM task_runs

@@ -74,6 +74,21 @@ def asset_variables(asset_id: str, metadata: Mapping[str, Any]) -> dict[str, str
     return values
 
 
+def _authorities(rule: Rule, values: Mapping[str, str]) -> list[str]:
+    """The authorities of a URI-form id a rule's namespace was rendered from: the one it names,
+    or its host with its port, and without it where the port is the template's default."""
+    if "id.authority" in values:
+        return [values["id.authority"]]
+    host = values.get("id.host")
+    if host is None:
+        return [""]  # a namespace without the authority (file:///path)
+    port = values.get("id.port")
+    if not port:
+        return [host]
+    defaults = [part[1] for part in rule.namespace.parts if isinstance(part, tuple) and part[0] == "id.port"]
+    return [f"{host}:{port}", host] if port in defaults else [f"{host}:{port}"]
+
+
 class Resolver:
     """Names assets as OpenLineage datasets by the first rule that applies, and back."""
 
@@ -117,6 +132,33 @@ class Resolver:
         return DatasetName(self.default_namespace, asset_id, "default")
 
     # --- reverse ---------------------------------------------------------------------------
+
+    def ids_named(self, namespace: str, name: str) -> list[str]:
+        """The ids an asset the rules name (``namespace``, ``name``) may have besides the one
+        :meth:`asset_for` gives: a rule that names a URI-form id by its parts is read back into
+        every spelling it takes (each of its schemes, the port its template adds by default or
+        not, the path with or without a trailing slash: ``s3a://lake/raw/orders`` is named
+        ``s3://lake`` + ``raw/orders``), and a rule that names an asset by its id gives the id.
+        Each is only a candidate: the caller names it forward to see that it is so named. An
+        asset named by its metadata alone (a Kafka topic by ``topic``) is not found this way."""
+        found: dict[str, None] = {}
+        for rule in self.rules:
+            values = rule.namespace.parse(namespace)
+            named = rule.dataset_name.parse(name) if values is not None else None
+            if values is None or named is None or any(values.get(k, v) != v for k, v in named.items()):
+                continue
+            values.update(named)
+            if values.get("id"):
+                found[values["id"]] = None
+            path = values.get("id.path")
+            if path is None or not path.strip("/"):
+                continue
+            schemes = sorted(rule.match.schemes) or ([values["id.scheme"]] if "id.scheme" in values else [])
+            for scheme in schemes:
+                for authority in _authorities(rule, values):
+                    for tail in ("", "/"):
+                        found[f"{scheme}://{authority}/{path.strip('/')}{tail}"] = None
+        return list(found)
 
     def asset_for(self, namespace: str, name: str) -> AssetRef:
         """The asset id for an OpenLineage dataset: by the first reversible rule that parses it,

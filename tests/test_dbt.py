@@ -6,6 +6,7 @@ import json
 import shutil
 import sys
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,10 @@ from bridge.delivery.history import iter_events
 from bridge.demo import example_project
 from bridge.errors import ArtifactError
 from bridge.mapping import Resolver
+from bridge.model.health import FreshnessRule
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
+from tests.conftest import at
 from tests.marquez_columns import column_lineage_problems
 
 PROJECT = Path(__file__).parent / "dbt_project"
@@ -609,3 +612,29 @@ def test_a_sources_json_dbt_never_writes_is_refused(tmp_path: Path, sources: dic
         with pytest.raises(ArtifactError, match=rf"sources\.json: .*{message}"):
             ingest_dbt(catalog, project)
         assert catalog.count_task_runs() == 0
+
+
+def test_a_source_s_freshness_taken_out_of_the_manifest_takes_its_rule_off(tmp_path: Path) -> None:
+    project = copy_example(tmp_path)
+    source = "source.my_dbt_project.raw.orders"
+    freshness = {"error_after": {"count": 1, "period": "day"}, "warn_after": {"count": 12, "period": "hour"}}
+
+    def with_source(manifest: dict[str, Any], freshness: dict[str, Any] | None) -> None:
+        manifest["sources"][source] = {
+            "unique_id": source, "name": "orders", "source_name": "raw", "schema": "raw", "database": "dbt",
+            "resource_type": "source", "freshness": freshness,
+        }  # fmt: skip
+        manifest["nodes"][FIRST]["depends_on"]["nodes"] = [source]
+
+    edit(project, "manifest.json", lambda m: with_source(m, freshness))
+    with Catalog(":memory:") as catalog:
+        ingest_dbt(catalog, project)
+        rule = catalog.freshness_of("dbt.raw.orders")
+        assert rule is not None and rule.source == "dbt"
+        edit(project, "manifest.json", lambda m: with_source(m, None))
+        ingest_dbt(catalog, project)
+        assert catalog.freshness_of("dbt.raw.orders") is None
+        # a rule set by hand is not dbt's to take off
+        catalog.set_freshness("dbt.raw.orders", FreshnessRule.create(max=timedelta(hours=2)), now=at(0))
+        ingest_dbt(catalog, project)
+        assert catalog.freshness_of("dbt.raw.orders") is not None

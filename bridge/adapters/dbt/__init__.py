@@ -86,6 +86,11 @@ def ingest_dbt(
     for asset_id, rule in found.freshness_rules:
         if catalog.get_asset(asset_id) is not None and catalog.freshness_of(asset_id) != rule:
             catalog.set_freshness(asset_id, rule, now=generated)
+    # ... and one a source's freshness no longer gives is taken off (a rule set by hand stays)
+    for asset_id in found.unruled_sources:
+        kept = catalog.freshness_of(asset_id) if catalog.get_asset(asset_id) is not None else None
+        if kept is not None and kept.source == "dbt":
+            catalog.set_freshness(asset_id, None, now=generated)
     written = {(r.key, a) for r, result in zip(found.task_runs, results, strict=True) for a in result.written}
     edges = sum(
         len(d.column_lineage.edges(d.id))

@@ -63,6 +63,8 @@ class DbtIngest:
     column_notes: tuple[str, ...] = ()  # what the column lineage could not read
     # the freshness rules of sources (their manifest's warn_after / error_after), by asset id
     freshness_rules: tuple[tuple[str, FreshnessRule], ...] = ()
+    # the sources that have none (a rule dbt import set on one before is taken off)
+    unruled_sources: tuple[str, ...] = ()
 
 
 def normalize_snowflake_account(account: str) -> str:
@@ -310,14 +312,14 @@ def dbt_task_runs(artifacts: DbtArtifacts, *, namespace: str = "dbt", flow_id: s
         if unique_id not in ran and (project.is_relation(unique_id) or unique_id in project.sources)
     )
     runs.sort(key=lambda r: (r.started_at, r.key.task_run_id))
-    rules = tuple(
-        (project.asset_id(unique_id), rule)
-        for unique_id, rule in source_rules(artifacts.manifest, project.where).items()
-    )
+    by_source = source_rules(artifacts.manifest, project.where)
+    rules = tuple((project.asset_id(unique_id), rule) for unique_id, rule in by_source.items())
+    unruled = tuple(project.asset_id(unique_id) for unique_id in sorted(project.sources) if unique_id not in by_source)
     return DbtIngest(
         task_runs=tuple(runs),
         test_updates=updates,
         skipped=tuple(skipped),
         column_notes=tuple(project.columns.notes),
         freshness_rules=rules,
+        unruled_sources=unruled,
     )

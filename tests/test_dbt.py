@@ -638,3 +638,29 @@ def test_a_source_s_freshness_taken_out_of_the_manifest_takes_its_rule_off(tmp_p
         catalog.set_freshness("dbt.raw.orders", FreshnessRule.create(max=timedelta(hours=2)), now=at(0))
         ingest_dbt(catalog, project)
         assert catalog.freshness_of("dbt.raw.orders") is not None
+
+
+def test_results_and_parents_the_manifest_does_not_have_are_said(tmp_path: Path) -> None:
+    project = copy_example(tmp_path)
+    edit(
+        project,
+        "run_results.json",
+        lambda r: r["results"].append({"unique_id": "model.other.ghost", "status": "success"}),
+    )
+    edit(project, "manifest.json", lambda m: m["nodes"][SECOND]["depends_on"]["nodes"].append("model.other.gone"))
+    with Catalog(":memory:") as catalog:
+        summary = ingest_dbt(catalog, project)
+        assert summary.notes == (
+            "1 result(s) name nodes the manifest does not have (first: model.other.ghost): left out",
+            f"{SECOND} depends on model.other.gone, which the manifest does not have: not an input",
+        )
+    # run results of another project altogether: an error, nothing recorded
+    other = copy_example(tmp_path / "other")
+    edit(other, "run_results.json", lambda r: [x.update(unique_id=x["unique_id"] + "_elsewhere") for x in r["results"]])
+    with Catalog(":memory:") as catalog:
+        with pytest.raises(ArtifactError, match=r"run_results\.json: none of its 6 result\(s\) names a node of"):
+            ingest_dbt(catalog, other)
+        assert catalog.count_task_runs() == 0
+    edit(other, "run_results.json", lambda r: r["metadata"].update(invocation_id=" "))
+    with Catalog(":memory:") as catalog, pytest.raises(ArtifactError, match=r"'metadata\.invocation_id' is empty"):
+        ingest_dbt(catalog, other)

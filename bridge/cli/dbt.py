@@ -81,5 +81,5 @@ def dbt_import(
     )
     data = summary.to_json()
     say(f"dbt invocation {summary.invocation_id}: {len(summary.results)} task run(s) recorded")
-    say_warnings([f"column lineage: {note}" for note in summary.column_notes])
+    say_warnings([*summary.notes, *(f"column lineage: {note}" for note in summary.column_notes)])
     print_json(data)

@@ -22,6 +22,7 @@ class DbtSummary:
     catalog_json: bool = False  # whether catalog.json was read
     column_edges: int = 0  # column edges of the outputs written
     column_notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what the artifacts name that the manifest does not have
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -37,6 +38,7 @@ class DbtSummary:
             "catalogJson": self.catalog_json,
             "columnEdges": self.column_edges,
             "columnLineageNotes": list(self.column_notes),
+            "notes": list(self.notes),
         }
 
 
@@ -106,6 +108,7 @@ def ingest_dbt(
         catalog_json=artifacts.catalog is not None,
         column_edges=edges,
         column_notes=found.column_notes,
+        notes=found.notes,
     )
 
 

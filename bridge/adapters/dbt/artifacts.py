@@ -130,7 +130,8 @@ _NOT_RUNS = {"generate": "docs generate", "compile": "compile", "list": "list", 
 
 def _check_run_results(run_results: Mapping[str, Any], path: Path) -> None:
     metadata = _schema_metadata(run_results, "run-results", path)
-    _require(metadata, "invocation_id", str, path, "metadata")
+    if not _require(metadata, "invocation_id", str, path, "metadata").strip():
+        raise ArtifactError(f"{path}: 'metadata.invocation_id' is empty")
     _require(metadata, "generated_at", str, path, "metadata")
     args = _optional(run_results, "args", dict, path, "run_results") or {}
     command = args.get("which")

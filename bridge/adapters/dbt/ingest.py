@@ -61,6 +61,7 @@ class DbtIngest:
     test_updates: tuple[AssetDeclaration, ...]  # test results for relations that did not run now
     skipped: tuple[str, ...]  # run results that are not relations (tests, hooks), counted for the summary
     column_notes: tuple[str, ...] = ()  # what the column lineage could not read
+    notes: tuple[str, ...] = ()  # what the artifacts name that the manifest does not have: left out
     # the freshness rules of sources (their manifest's warn_after / error_after), by asset id
     freshness_rules: tuple[tuple[str, FreshnessRule], ...] = ()
     # the sources that have none (a rule dbt import set on one before is taken off)
@@ -109,6 +110,7 @@ class _Project:
             **connection_metadata(artifacts.adapter_type, artifacts.connection),
         }
         self.where = str(artifacts.manifest_path)
+        self.notes: dict[str, None] = {}  # said once each, in order
         self.columns = ProjectColumns(artifacts.adapter_type, artifacts.catalog)
 
     def is_relation(self, unique_id: str) -> bool:
@@ -179,7 +181,9 @@ class _Project:
         for parent in _parents_of(node):
             if parent in seen:
                 continue
-            if parent in self.sources:
+            if parent not in self.sources and parent not in self.nodes:
+                self.notes[f"{unique_id} depends on {parent}, which the manifest does not have: not an input"] = None
+            elif parent in self.sources:
                 out.append(parent)
             elif parent in self.nodes and self.nodes[parent]["resource_type"] in RELATION_TYPES:
                 if self.is_relation(parent):
@@ -258,7 +262,19 @@ def dbt_task_runs(artifacts: DbtArtifacts, *, namespace: str = "dbt", flow_id: s
     ran: set[str] = set()
     skipped: list[str] = []
     where = str(artifacts.run_results_path)
-    for index, result in enumerate(artifacts.run_results["results"]):
+    results = artifacts.run_results["results"]
+    known = project.nodes.keys() | project.sources.keys()
+    unknown = [r["unique_id"] for r in results if r["unique_id"] not in known]
+    if unknown and len(unknown) == len(results):
+        raise ArtifactError(
+            f"{where}: none of its {len(results)} result(s) names a node of {project.where} (first: {unknown[0]}): "
+            "the run results of another project, or of another manifest"
+        )
+    if unknown:
+        project.notes[
+            f"{len(unknown)} result(s) name nodes the manifest does not have (first: {unknown[0]}): left out"
+        ] = None
+    for index, result in enumerate(results):
         unique_id = result["unique_id"]
         if not project.is_relation(unique_id):
             skipped.append(unique_id)
@@ -320,6 +336,7 @@ def dbt_task_runs(artifacts: DbtArtifacts, *, namespace: str = "dbt", flow_id: s
         test_updates=updates,
         skipped=tuple(skipped),
         column_notes=tuple(project.columns.notes),
+        notes=tuple(project.notes),
         freshness_rules=rules,
         unruled_sources=unruled,
     )

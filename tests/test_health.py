@@ -394,7 +394,7 @@ def test_health_filters_and_its_bad_values(chain: str) -> None:
     assert "report.csv\tPASS\tlast run company.data/flow.report" in out and "\tat risk from mart.orders" in out
     assert err.strip() == "4 asset(s), 1 FAIL, 1 at risk"
     for args, message, status in (
-        (["--state", "BAD"], "unknown health 'BAD'", 1),
+        (["--state", "BAD"], "unknown health 'BAD'", 2),  # a bad value (1 says an asset is FAIL)
         (["--as-of", "yesterday"], "--as-of", 2),  # a time that is no time: a bad value, as in every command
         (["--as-of", "9999-12-31T23:59:59Z"], "not between the years 1000 and 9000", 2),
         (["--namespace", "a b"], "namespace", 1),

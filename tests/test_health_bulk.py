@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections import deque
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -82,6 +83,23 @@ def test_the_judge_says_what_evaluate_says(monkeypatch: pytest.MonkeyPatch) -> N
     assert alone and delegated, (alone, delegated)
 
 
+def nearest_causes(node: str, bad: set[str], downstream: dict[str, list[str]]) -> int | None:
+    """The fewest edges from a bad asset other than ``node`` to it, every asset between them not
+    bad (worked out here, a walk from each bad asset); None: none reaches it so."""
+    best = None
+    for cause in sorted(bad - {node}):
+        distance, queue = {cause: 0}, deque([cause])
+        while queue:
+            here = queue.popleft()
+            for child in downstream.get(here, ()):
+                if child == node:
+                    best = distance[here] + 1 if best is None else min(best, distance[here] + 1)
+                elif child not in distance and child not in bad:
+                    distance[child] = distance[here] + 1
+                    queue.append(child)
+    return best
+
+
 def test_the_paths_at_risk_are_those_of_the_walk_and_its_paths() -> None:
     chosen = random.Random(34)
     for _ in range(300):
@@ -96,14 +114,27 @@ def test_the_paths_at_risk_are_those_of_the_walk_and_its_paths() -> None:
         bad = set(chosen.sample(nodes, chosen.randint(0, min(5, len(nodes)))))
         before = at_risk(bad, downstream)
         paths = paths_at_risk(bad, downstream)
-        assert paths == {n: path_to_cause(n, before, bad) for n in before}
-        # a path starts at a bad asset, ends at its asset, and never leads an asset back to itself
-        assert all(p[0] in bad and p[-1] == n and p[0] != n for n, p in paths.items())
+        # the walk's paths, but for a bad asset it reached only through a cycle back to itself
+        assert {n: p for n, p in paths.items() if n not in bad} == {
+            n: path_to_cause(n, before, bad) for n in before if n not in bad
+        }
+        # every asset at risk is, and by a shortest path from another bad asset through assets
+        # that are not bad (worked out here from each bad asset); none from itself
+        for node in nodes:
+            fewest = nearest_causes(node, bad, downstream)
+            path = paths.get(node)
+            assert (path is None) == (fewest is None), (node, path, fewest, bad, downstream)
+            if path is not None:
+                assert path[0] in bad and path[0] != node and path[-1] == node
+                assert all(b in downstream.get(a, ()) for a, b in itertools.pairwise(path))
+                assert not bad.intersection(path[1:-1]) and len(path) - 1 == fewest, (node, path, fewest)
     # b is the only bad asset, in a cycle b -> c -> b: c is at risk from it, b itself is not
     cycle = {"b": ["c"], "c": ["b", "d"], "d": ["e"]}
     assert paths_at_risk({"b"}, cycle) == {"c": ("b", "c"), "d": ("b", "c", "d"), "e": ("b", "c", "d", "e")}
     assert paths_at_risk({"b", "d"}, cycle)["d"] == ("b", "c", "d")  # another bad asset upstream: at risk
     assert "b" not in paths_at_risk({"b"}, {"b": ["b"]})
+    # a and b bad, both into x, and x back into a: a is at risk from b (b -> x -> a), not from itself
+    assert paths_at_risk({"a", "b"}, {"a": ["x"], "b": ["x"], "x": ["a"]}) == {"x": ("a", "x"), "a": ("b", "x", "a")}
 
 
 def test_the_rule_book_finds_the_most_specific_selector_as_trying_every_one_would() -> None:

@@ -564,21 +564,21 @@ def next_change(verdict: Verdict, as_of: datetime) -> datetime | None:
 def at_risk(bad: Iterable[str], downstream: Mapping[str, Sequence[str]]) -> dict[str, str]:
     """The assets downstream of the ``bad`` ones (FAIL or WARN), each with the asset before it on
     a shortest path from one of them (:func:`path_to_cause` follows them back). A bad asset is at
-    risk too when another is upstream of it; none is at risk from itself (a cycle back to it).
-    Linear in the edges walked."""
+    risk too when another is upstream of it. Linear in the edges walked. (The walk alone: a bad
+    asset it reaches through a cycle back to itself is put right by :func:`paths_at_risk`.)"""
     before: dict[str, str] = {}
-    queue: deque[tuple[str, str, str]] = deque()  # (the cause, the asset before, the asset)
+    queue: deque[tuple[str, str]] = deque()
     for cause in sorted(set(bad)):
         for child in downstream.get(cause, ()):
-            queue.append((cause, cause, child))
+            queue.append((cause, child))
     while queue:
-        cause, parent, node = queue.popleft()
-        if node in before or node == cause:
+        parent, node = queue.popleft()
+        if node in before:
             continue
         before[node] = parent
         for child in downstream.get(node, ()):
             if child not in before:
-                queue.append((cause, node, child))
+                queue.append((node, child))
     return before
 
 
@@ -589,14 +589,18 @@ def paths_at_risk(bad: Iterable[str], downstream: Mapping[str, Sequence[str]]) -
     The walk is :func:`at_risk`'s, breadth first from the bad assets in order, but an asset takes
     its path when it is first queued rather than when it leaves the queue: the first pair queued
     for an asset is the first to leave it, so each gets the same asset before it, and none is
-    queued twice. A path back to its own cause (a cycle) is not taken."""
+    queued twice.
+
+    No asset is at risk from itself: a bad asset the walk reached only through a cycle back to it
+    (``b -> c -> b``) is at risk where another bad asset reaches it through assets that are not
+    bad, with the shortest such path (:func:`_from_another`), and else not at all."""
     bad = set(bad)
     get = downstream.get
     paths: dict[str, tuple[str, ...]] = {}
     reached: list[str] = []  # in the order of the walk; it grows as it is read
     for cause in sorted(bad):
         for child in get(cause, ()):
-            if child not in paths and child != cause:
+            if child not in paths:
                 paths[child] = (cause, child)
                 reached.append(child)
     for node in reached:
@@ -605,10 +609,43 @@ def paths_at_risk(bad: Iterable[str], downstream: Mapping[str, Sequence[str]]) -
             continue
         path = (node,) if node in bad else paths[node]
         for child in children:
-            if child not in paths and child != path[0]:
+            if child not in paths:
                 paths[child] = (*path, child)
                 reached.append(child)
+    itself = [node for node in bad if node in paths and paths[node][0] == node]
+    if itself:
+        upstream: dict[str, list[str]] = {}
+        for up, downs in downstream.items():
+            for down in downs:
+                upstream.setdefault(down, []).append(up)
+        for node in sorted(itself):
+            other = _from_another(node, bad, upstream)
+            if other is None:
+                del paths[node]
+            else:
+                paths[node] = other
     return paths
+
+
+def _from_another(node: str, bad: Container[str], upstream: Mapping[str, Sequence[str]]) -> tuple[str, ...] | None:
+    """The shortest path to the bad asset ``node`` from another bad asset, through assets that
+    are not bad (the path :func:`paths_at_risk` gives, whose causes are the nearest bad assets),
+    found walking up from it, each asset's upstream in sorted order; None: there is none."""
+    after: dict[str, str] = {node: node}  # each asset walked, with the one after it towards node
+    queue = deque([node])
+    while queue:
+        current = queue.popleft()
+        for up in sorted(upstream.get(current, ())):
+            if up in after:
+                continue
+            after[up] = current
+            if up in bad:  # another bad asset (node itself is in after already)
+                path = [up]
+                while path[-1] != node:
+                    path.append(after[path[-1]])
+                return tuple(path)
+            queue.append(up)
+    return None
 
 
 def path_to_cause(asset_id: str, before: Mapping[str, str], bad: Container[str]) -> tuple[str, ...]:

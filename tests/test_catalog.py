@@ -54,6 +54,9 @@ def test_a_run_recorded_after_a_later_write_of_its_output_leaves_the_asset_as_th
     older = decl("marts.orders", type="Table", metadata={"dbtTestStatus": "fail", "stale": "yes"})
     result = catalog.record_task_run(run("load", execution="old", outputs=(older,), start=at(0)))
     assert result.written == ("marts.orders",)
+    assert result.warnings == (
+        "output 'marts.orders' was written by a later run (at 2025-03-01T09:01:00.000000Z): kept as that left it",
+    )
     asset = catalog.asset("marts.orders")
     assert (asset.metadata.get("dbtTestStatus"), asset.metadata.get("stale"), asset.updated_at) == (
         "warn",
@@ -63,6 +66,11 @@ def test_a_run_recorded_after_a_later_write_of_its_output_leaves_the_asset_as_th
     # in time's order, the later one wins as before
     catalog.record_task_run(run("load", execution="newest", outputs=(older,), start=at(90)))
     assert catalog.asset("marts.orders").metadata["dbtTestStatus"] == "fail"
+    # an asset set by hand is no later run: a past run recorded after it writes it, as before
+    catalog.set_asset(decl("marts.by_hand", type="Table", metadata={"owner": "ops"}), now=at(500))
+    past = decl("marts.by_hand", metadata={"rows": "3"})
+    assert catalog.record_task_run(run("hand", execution="past", outputs=(past,), start=at(10))).warnings == ()
+    assert catalog.asset("marts.by_hand").metadata == {"owner": "ops", "rows": "3"}
 
 
 def test_outputs_of_a_failed_run_are_not_written(catalog: Catalog) -> None:

@@ -72,6 +72,23 @@ def get_asset(cur: Cursor, asset_id: str) -> Asset | None:
     return asset_from_row(row) if row else None
 
 
+# the latest write of an asset by any of olbridge's own runs (kept for every writer, those of runs
+# retention deleted too)
+_LATEST_RUN_WRITE = "SELECT max(last_write) FROM kept_writers WHERE asset_id = ?"
+
+
+def _later_run_write(cur: Cursor, current: Asset | None, ended_at: datetime) -> str | None:
+    """When a run of olbridge's own wrote ``current`` after ``ended_at``, that write's time (the
+    asset then stays as that run left it); None else. Only runs count: an asset set by hand, or a
+    placeholder's sightings, are no later version a run's output may not change."""
+    if current is None or current.origin is Origin.EXTERNAL:
+        return None
+    latest = cur.execute(_LATEST_RUN_WRITE, (current.id,)).fetchone()
+    if latest is None or latest[0] is None or latest[0] <= format_time(ended_at):
+        return None
+    return str(latest[0])
+
+
 def merged(current: Asset | None, decl: AssetDeclaration, *, origin: Origin, now: datetime) -> Asset:
     """The asset after ``decl`` is written over ``current``: given fields win, the rest are kept,
     metadata merges (null removes a key), and a write brings a deleted asset back."""
@@ -253,10 +270,12 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen) -> RecordResu
             failure = _write_failure(current, decl)
             if failure:
                 warnings.append(f"asset write failed ({run.failure_behavior.value}): {failure}")
-            elif current is not None and current.origin is not Origin.EXTERNAL and current.updated_at > run.ended_at:
-                # a run recorded after a later change of its output (an older dbt invocation
+            elif (later := _later_run_write(cur, current, run.ended_at)) is not None:
+                # a run recorded after a later run's write of its output (an older dbt invocation
                 # imported after a newer one, history replayed out of order): the output was
-                # written, the asset stays as the later change left it
+                # written, the asset stays as the later run left it
+                assert current is not None
+                warnings.append(f"output {decl.id!r} was written by a later run (at {later}): kept as that left it")
                 plan.append((decl, current))
             else:
                 plan.append((decl, merged(current, decl, origin=run.origin, now=run.ended_at)))

@@ -664,3 +664,27 @@ def test_results_and_parents_the_manifest_does_not_have_are_said(tmp_path: Path)
     edit(other, "run_results.json", lambda r: r["metadata"].update(invocation_id=" "))
     with Catalog(":memory:") as catalog, pytest.raises(ArtifactError, match=r"'metadata\.invocation_id' is empty"):
         ingest_dbt(catalog, other)
+
+
+def test_unit_test_results_and_a_source_no_model_reads_are_no_trouble(tmp_path: Path) -> None:
+    """dbt 1.8's unit tests are results of nodes kept in the manifest's unit_tests; a source whose
+    name gives no asset id (BigQuery's events_*) that no model reads stops nothing."""
+    project = copy_example(tmp_path)
+    unit = "unit_test.my_dbt_project.my_first_dbt_model.keeps_ids"
+
+    def manifest(document: dict[str, Any]) -> None:
+        document["unit_tests"] = {unit: {"unique_id": unit, "name": "keeps_ids", "resource_type": "unit_test"}}
+        document["sources"]["source.my_dbt_project.ga.events"] = {
+            "unique_id": "source.my_dbt_project.ga.events", "name": "events_*", "identifier": "events_*",
+            "source_name": "ga", "schema": "analytics 1", "database": "dbt", "resource_type": "source",
+        }  # fmt: skip
+
+    edit(project, "manifest.json", manifest)
+    edit(project, "run_results.json", lambda r: r["results"].append({"unique_id": unit, "status": "pass"}))
+    with Catalog(":memory:") as catalog:
+        summary = ingest_dbt(catalog, project)
+        assert summary.notes == () and summary.skipped == 5 and len(summary.results) == 2
+    # a `dbt test --select test_type:unit`: its results are all unit tests, no other project's
+    edit(project, "run_results.json", lambda r: r.update(results=[{"unique_id": unit, "status": "pass"}]))
+    with Catalog(":memory:") as catalog:
+        assert ingest_dbt(catalog, project).results == ()

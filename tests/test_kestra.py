@@ -321,6 +321,16 @@ def test_expressions_known_only_at_run_time_are_reported_not_guessed() -> None:
     assert second.startswith("vm_snapshot.yml:23: task 'snapshot', tasks[0].assets.outputs[1].metadata.lastExecution")
 
 
+def test_yaml_merge_keys_are_merged_as_kestra_merges_them() -> None:
+    # `<<: *anchor` is YAML's merge, not a key given twice
+    text = (
+        "id: f\nnamespace: company.data\ntasks:\n  - id: load\n    type: x.Y\n    assets:\n"
+        "      outputs:\n        - &table {id: a, type: Table}\n        - <<: *table\n          id: b\n"
+    )
+    [job] = parse_flow(text, "f.yml").jobs
+    assert [(d.id, d.type) for d in job.outputs] == [("a", "Table"), ("b", "Table")]
+
+
 def test_a_variable_made_of_known_expressions_is_known() -> None:
     text = (
         'id: sales\nnamespace: company.data\nvariables:\n  table: "{{ flow.id | upper }}_daily"\n'

@@ -130,6 +130,14 @@ class _Project:
         self.columns.register(unique_id, node, table)
         return node, table, kind
 
+    def asset_id_or_none(self, unique_id: str) -> str | None:
+        """:meth:`asset_id`, or None for a relation whose name gives no valid asset id (a source
+        no model reads, such as BigQuery's ``events_*``, stops nothing)."""
+        try:
+            return self.asset_id(unique_id)
+        except ArtifactError:
+            return None
+
     def asset_id(self, unique_id: str) -> str:
         node, table, _kind = self.relation(unique_id)
         return _relation_id(node, table, f"{self.where}: {unique_id}")
@@ -263,7 +271,11 @@ def dbt_task_runs(artifacts: DbtArtifacts, *, namespace: str = "dbt", flow_id: s
     skipped: list[str] = []
     where = str(artifacts.run_results_path)
     results = artifacts.run_results["results"]
-    known = project.nodes.keys() | project.sources.keys()
+    # dbt 1.8's unit tests are results too, of nodes the manifest keeps apart (unit_tests)
+    unit_tests = artifacts.manifest.get("unit_tests")
+    known = (
+        project.nodes.keys() | project.sources.keys() | (unit_tests.keys() if isinstance(unit_tests, dict) else set())
+    )
     unknown = [r["unique_id"] for r in results if r["unique_id"] not in known]
     if unknown and len(unknown) == len(results):
         raise ArtifactError(
@@ -330,7 +342,11 @@ def dbt_task_runs(artifacts: DbtArtifacts, *, namespace: str = "dbt", flow_id: s
     runs.sort(key=lambda r: (r.started_at, r.key.task_run_id))
     by_source = source_rules(artifacts.manifest, project.where)
     rules = tuple((project.asset_id(unique_id), rule) for unique_id, rule in by_source.items())
-    unruled = tuple(project.asset_id(unique_id) for unique_id in sorted(project.sources) if unique_id not in by_source)
+    unruled = tuple(
+        asset_id
+        for unique_id in sorted(project.sources)
+        if unique_id not in by_source and (asset_id := project.asset_id_or_none(unique_id)) is not None
+    )
     return DbtIngest(
         task_runs=tuple(runs),
         test_updates=updates,

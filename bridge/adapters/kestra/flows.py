@@ -64,6 +64,8 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _Node:
     # drop the first without a word (two `outputs:` in one assets block)
     seen: set[Any] = set()
     for key_node, _value in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults`, merged by construct_mapping
+            continue
         key = loader.construct_object(key_node, deep=True)
         if isinstance(key, str | int | float | bool) or key is None:
             if key in seen:

@@ -235,6 +235,26 @@ class GroupIngest:
             named = {(ns, name) for ns, name in json.loads(jobs)} if jobs else {(job_ns, job_name)}
             # a run kept before job ranks were: its job stays its job
             self.source_states[source] = _Source(job_rank or "", (job_ns, job_name), named, set(json.loads(warnings)))
+        self._read_spellings()
+
+    def _read_spellings(self) -> None:
+        """For each dataset not bound yet, the other spellings of an id the rules name it from
+        (:meth:`Resolver.ids_named`), and those of them that are olbridge's own assets, read in
+        one statement for the whole group (:meth:`_named_own_asset` chooses among them)."""
+        self.spellings: dict[tuple[str, str], list[str]] = {}
+        for (ns, name), binding in self.bindings.items():
+            if binding is None:
+                reverse = self.resolver.asset_for(ns, name).id
+                ids = [i for i in self.resolver.ids_named(ns, name) if i != reverse]
+                if ids:
+                    self.spellings[ns, name] = ids
+        wanted = sorted({i for ids in self.spellings.values() for i in ids})
+        self.spelled: dict[str, Asset] = {}
+        if wanted:
+            (rows,) = self._read(self._queries(own_assets_of, wanted))
+            for row in rows:
+                found = asset_from_row(row)
+                self.spelled[found.id] = found
 
     # --- reads, once each --------------------------------------------------------------------
 
@@ -287,12 +307,12 @@ class GroupIngest:
         exported as ``s3://lake`` + ``x``, for Spark's event naming that (the spellings a rule
         takes: :meth:`Resolver.ids_named`, read in one statement); the first that is so named,
         not deleted and bound to no other dataset. None: the rules' own id stands."""
-        bound = self.bound_here
-        ids = [i for i in self.resolver.ids_named(ds.namespace, ds.name) if i != reverse_id and i not in bound]
+        bound, spelled = self.bound_here, self.spelled
+        ids = [i for i in self.spellings.get((ds.namespace, ds.name), ()) if i in spelled and i not in bound]
         if not ids or self.asset(reverse_id) is not None:
             return None
-        for row in list(sql.in_chunks(self.cur, OWN_ASSETS_OF, sorted(ids))):
-            found = asset_from_row(row)
+        for asset_id in ids:
+            found = spelled[asset_id]
             named = self.resolver.dataset_for(found.id, found.type, found.metadata)
             if (named.namespace, named.name) != (ds.namespace, ds.name):
                 continue
@@ -758,11 +778,15 @@ class GroupIngest:
         )
 
 
-# olbridge's own assets there are among a few ids (the spellings the rules name a dataset from)
-OWN_ASSETS_OF = (
-    f"SELECT {sql.ASSET_COLUMNS} FROM assets WHERE id IN ({{values}}) AND origin <> 'external' "
-    "AND deleted_at IS NULL ORDER BY id"
-)
+def own_assets_of(count: int) -> str:
+    """olbridge's own assets there are among ``count`` ids (the spellings the rules name a
+    dataset from: :meth:`GroupIngest._read_spellings`)."""
+    marks = ", ".join("?" * count)
+    return (
+        f"SELECT {sql.ASSET_COLUMNS} FROM assets WHERE id IN ({marks}) AND origin <> 'external' AND deleted_at IS NULL"
+    )
+
+
 # the task runs that started within a span of time (the milliseconds a run id says)
 _STARTED_WITHIN = """
     SELECT flow_namespace, flow_id, task_id, execution_id, task_run_id, started_at FROM task_runs

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -506,7 +507,13 @@ def test_the_timeout_bounds_an_answer_sent_a_byte_at_a_time() -> None:
         (["--auth-string", "admin:pa55"], "Basic YWRtaW46cGE1NQ=="),  # a self-hosted server's auth_string
     ],
 )
-def test_a_server_that_asks_for_authentication_gets_it(tmp_path: Path, args: list[str], header: str) -> None:
+def test_a_server_that_asks_for_authentication_gets_it(
+    tmp_path: Path, args: list[str], header: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    netrc = tmp_path / "netrc"  # a ~/.netrc entry for the host does not replace what was given
+    netrc.write_text(f"machine {urlsplit(API).hostname} login someone password else\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
     authorized = [responses.matchers.header_matcher({"Authorization": header})]
     responses.post(f"{API}/events/filter", json=page(pipeline_events(), 4, None), match=authorized)
     responses.get(re.compile(rf"{API}/task_runs/.*"), status=404, match=authorized)

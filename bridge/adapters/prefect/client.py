@@ -60,15 +60,16 @@ class PrefectClient:
         self.api_url = api_url.rstrip("/")
         self.timeout = timeout
         self.session = session or requests.Session()
-        if authorization is not None:
-            self.session.headers["Authorization"] = authorization
+        if authorization is not None:  # as auth, not a header: a ~/.netrc entry would replace a header
+            self.session.auth = _Authorization(authorization)
 
     # --- transport -----------------------------------------------------------------------
 
     def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
-        """The server's answer, read whole within :attr:`timeout` seconds of asking (requests'
-        own timeout bounds each wait for a byte: a server that sends its answer a byte at a time
-        would take as long as it likes)."""
+        """The server's answer, read whole within :attr:`timeout` seconds of asking, looked at
+        between reads (requests' own timeout bounds each wait for a byte: a server that sends its
+        answer a byte at a time would take as long as it likes); a read that waits, waits at most
+        that long again, so a request takes at most twice the timeout."""
         url = f"{self.api_url}{path}"
         late = SourceError(
             f"the Prefect server at {self.api_url} did not answer {method} {path} within {self.timeout:g} s"
@@ -208,6 +209,19 @@ class PrefectClient:
             )
         except ValidationError as exc:
             raise SourceError(f"the Prefect server's answer to {what} has a bad time: {exc}") from None
+
+
+class _Authorization(requests.auth.AuthBase):
+    """The Authorization header the server asks for, set on every request as requests' auth (so
+    that a ~/.netrc entry for the host does not replace it; requests drops it on a redirect to
+    another host)."""
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request.headers["Authorization"] = self.value
+        return request
 
 
 def _chunks(response: requests.Response) -> Iterator[bytes]:

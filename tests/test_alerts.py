@@ -789,6 +789,7 @@ def test_a_once_run_gives_up_on_a_webhook_that_stays_down_and_a_run_that_goes_on
             if once:
                 worker.run(once=True)  # it returns: a hang is the test's timeout
                 assert worker.gave_up is not None and worker.gave_up.last is not None
+                assert worker.gave_up.last_was_alert  # the message names the webhooks, not the backend
             else:
                 for _ in range(20):
                     worker.step()

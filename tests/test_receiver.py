@@ -240,6 +240,10 @@ def test_ingesting_olbridges_own_events_gives_back_the_same_assets(
     )
     before = {a.id: a for a in catalog.list_assets()}
     events = list(iter_events(catalog, converter))
+    shouted = copy.deepcopy(events)  # a producer that writes the same ids in capitals
+    for event in shouted:
+        event["run"]["runId"] = event["run"]["runId"].upper()
+    assert [o.status for o in intake.take(shouted)] == ["duplicate", "duplicate"]
     outcomes = intake.take(events)
     # the run's START and COMPLETE: the catalog's own run, not an external run of the same id
     assert [o.status for o in outcomes] == ["duplicate", "duplicate"]

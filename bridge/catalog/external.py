@@ -799,6 +799,7 @@ def own_run(cur: Cursor, run_id: str) -> bool:
     (:func:`bridge.openlineage.convert.task_run_id`): a UUIDv7 whose first 48 bits are the run's
     start in milliseconds, so that the runs of that millisecond (by ``task_runs_started``) are
     the only ones it can be."""
+    run_id = run_id.lower()  # olbridge writes its ids in lower case; a producer may not
     if len(run_id) != 36 or run_id[14] != "7":
         return False
     try:

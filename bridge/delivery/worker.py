@@ -85,6 +85,7 @@ class GaveUp:
     seconds: float
     last: Outcome | None
     next_retry: float | None = None
+    last_was_alert: bool = False  # the last failure was an alert's, to its webhook (--once)
 
 
 def stream_error(outcome: Outcome, target: str, now: float) -> DeliveryError:
@@ -132,6 +133,7 @@ class StreamWorker:
         self._failing_since: float | None = None  # the first failure since the last delivery
         self._once = False  # run(once=True): the budget counts the webhooks' failures too
         self._last_failure: Outcome | None = None
+        self._last_was_alert = False
         # the catalog going away and coming back, said once each (through notify)
         self.availability = Availability(notify or (lambda message: None))
 
@@ -194,7 +196,9 @@ class StreamWorker:
         now = self.clock()
         if now < deadline and (due is None or due <= deadline):
             return False
-        self.gave_up = GaveUp(now - self._failing_since, self._last_failure, due if now < deadline else None)
+        self.gave_up = GaveUp(
+            now - self._failing_since, self._last_failure, due if now < deadline else None, self._last_was_alert
+        )
         return True
 
     def step(self) -> bool:
@@ -252,6 +256,7 @@ class StreamWorker:
             self._failing_since = began
         if failures or alert_retrying or alert_dead:
             self._last_failure = failures[-1] if failures else (alert_dead or [o for o, _ in alert_retrying])[-1]
+            self._last_was_alert = not failures
         if self.report is not None:
             if retrying:
                 self.report.failed([o for o, _ in retrying], retry_note(min(at for _, at in retrying), now))

@@ -320,6 +320,19 @@ class CoreCursor:
         wanted = sa.or_(*(sa.and_(*(c == v for c, v in zip(key, row, strict=True))) for row in rows))
         return self.conn.execute(sa.select(*_selected(table, text)).where(wanted))
 
+    def _own_assets_of(self, params: Sequence[Any]) -> Any:
+        """``SELECT ... FROM assets WHERE id IN (...) AND origin <> 'external' AND deleted_at IS NULL``."""
+        once = self.once
+        query = self._construct(
+            "own assets of",
+            lambda: sa.select(*ASSET_COLUMNS).where(
+                ASSETS.c.id.in_(sa.bindparam("k", expanding=True) if once else list(params)),
+                ASSETS.c.origin != "external",
+                ASSETS.c.deleted_at.is_(None),
+            ),
+        )
+        return self.conn.execute(query, {"k": list(params)} if once else None)
+
     def _by_list(self, key: Any, columns: Sequence[Any], column: sa.Column[Any], params: Sequence[Any]) -> Any:
         """``SELECT columns ... WHERE column IN (...)``."""
         once = self.once
@@ -337,6 +350,8 @@ class CoreCursor:
             return self._by_key("binding of", _selected(BINDINGS, statement), BINDINGS.c.asset_id, params)
         if statement == sql_received.FACET_ROWS_OF:
             return self._by_key("facet rows", _selected(FACETS, statement), FACETS.c.owner, params)
+        if text.startswith("SELECT") and "FROM assets WHERE id IN (" in text:  # external.own_assets_of(n)
+            return self._own_assets_of(params)
         if text.startswith("SELECT digest FROM received_events"):  # sql_received.received_digests(n)
             pair = (RECEIVED.c.event_time, RECEIVED.c.digest)
             return self._by_pairs("digests", [RECEIVED.c.digest], pair, params)

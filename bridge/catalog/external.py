@@ -357,7 +357,7 @@ class GroupIngest:
         refused = self._not_its_token(event)
         if refused is not None:
             return refused
-        if event.run_id is not None and event.source not in self.stored_sources and self._own_run(event):
+        if event.producer.startswith(PROJECT_URL) and event.source not in self.stored_sources and self._own_run(event):
             return _OWN_RUN
         self.known.add(event.digest)
         moment = event.time_text
@@ -434,8 +434,7 @@ class GroupIngest:
         """Whether the event is of one of olbridge's own task runs (its producer olbridge's, its
         run id the one olbridge gives a task run of the catalog: :func:`own_run`), each run id
         looked up once a group."""
-        assert event.run_id is not None
-        if not event.producer.startswith(PROJECT_URL):
+        if event.run_id is None:
             return False
         found = self.own_runs.get(event.run_id)
         if found is None:

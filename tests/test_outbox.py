@@ -12,12 +12,25 @@ from click.testing import CliRunner
 
 from bridge import Catalog, task_run
 from bridge.catalog import sql_outbox
-from bridge.catalog.outbox import ALERT, ASSET_CHANGE, FORWARD, JOB, RUN_END, RUN_START, Dead, Delivered, RetryLater
+from bridge.catalog.outbox import (
+    ALERT,
+    ASSET_CHANGE,
+    FORWARD,
+    JOB,
+    RUN_END,
+    RUN_START,
+    RUN_UPDATE,
+    Dead,
+    Delivered,
+    RetryLater,
+)
 from bridge.cli import cli
 from bridge.delivery.history import iter_lines
 from bridge.delivery.outbox_events import RENDERERS, render
 from bridge.errors import ValidationError
+from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
+from bridge.openlineage.validate import validate_event
 from tests.conftest import at
 from tests.helpers import decl, run
 
@@ -47,12 +60,19 @@ def test_a_run_recorded_again_unchanged_queues_nothing(catalog: Catalog) -> None
     assert table(catalog) == before
 
 
-def test_a_run_recorded_running_then_ended_queues_start_then_end(catalog: Catalog) -> None:
+def test_a_run_recorded_running_then_ended_queues_start_then_end(catalog: Catalog, resolver: Resolver) -> None:
     catalog.record_task_run(run("load", state="RUNNING"))
     assert rows(catalog) == [(RUN_START, 1)]
     catalog.record_task_run(run("load", inputs=(decl("raw.a"),), state="RUNNING"))  # new content, still running
     catalog.record_task_run(run("load", state="SUCCESS", end=at(3)))
-    assert rows(catalog) == [(RUN_START, 1), (RUN_START, 1), (RUN_END, 1)]
+    assert rows(catalog) == [(RUN_START, 1), (RUN_UPDATE, 1), (RUN_END, 1)]
+    # one START a run: the update is a RUNNING event of the same run, valid as the spec has it
+    rendered = render(catalog, Converter(resolver), catalog.outbox.items())
+    events = [json.loads(rendered[item.seq] or "null") for item in catalog.outbox.items()]
+    assert [e["eventType"] for e in events] == ["START", "RUNNING", "COMPLETE"]
+    assert len({e["run"]["runId"] for e in events}) == 1
+    for event in events:
+        assert validate_event(event) == [], event
 
 
 def test_asset_updates_and_deletes_queue_one_row_each(catalog: Catalog) -> None:
@@ -138,7 +158,7 @@ def test_rendered_events_are_the_exported_ones(catalog: Catalog, converter: Conv
     rendered = render(catalog, converter, catalog.outbox.items())
     assert sorted(v for v in rendered.values() if v) == sorted(iter_lines(catalog, converter))
     # every kind olbridge renders (a forwarded event and an alert are not rendered: they go out as queued)
-    assert set(RENDERERS) == {RUN_START, RUN_END, ASSET_CHANGE, JOB, FORWARD, ALERT}
+    assert set(RENDERERS) == {RUN_START, RUN_END, RUN_UPDATE, ASSET_CHANGE, JOB, FORWARD, ALERT}
 
 
 def test_a_purged_change_renders_as_gone(catalog: Catalog, converter: Converter) -> None:

@@ -3,7 +3,7 @@
 Rows are queued in the same transaction as the change they stand for, by the writes themselves
 (:func:`queue_event`), so every way into the catalog (the CLI, the Python API, the adapters)
 fills the same outbox. A row is a reference, not an event: ``kind`` and ``ref`` point at the
-stored record (a task run's pk for ``run-start`` / ``run-end``, an asset change's seq for
+stored record (a task run's pk for ``run-start`` / ``run-update`` / ``run-end``, an asset change's seq for
 ``asset-change``) and the worker renders the event when it delivers it, with the naming rules it
 is configured with. ``run_key`` orders delivery: a row waits until every earlier row of its key
 is delivered (or dropped), so a run's end never goes before its START.
@@ -30,11 +30,12 @@ from bridge.jsonkeys import camel_keys
 
 RUN_START = "run-start"
 RUN_END = "run-end"
+RUN_UPDATE = "run-update"  # a run recorded again while it runs, with new content: a RUNNING event
 ASSET_CHANGE = "asset-change"
 JOB = "job"  # a declared job's JobEvent (ref: declared_jobs.pk)
 FORWARD = "forward"  # a received event, forwarded as it came (ref: received_events.pk; the text in payload)
 ALERT = "alert"  # an [[alerts]] message (the JSON in payload, naming its alert), for its webhook
-KINDS = (RUN_START, RUN_END, ASSET_CHANGE, JOB, FORWARD, ALERT)
+KINDS = (RUN_START, RUN_END, RUN_UPDATE, ASSET_CHANGE, JOB, FORWARD, ALERT)
 
 PENDING = "pending"
 DEAD = "dead"

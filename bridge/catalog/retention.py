@@ -118,7 +118,9 @@ _ERROR = "e.at < ?"
 # run of what the task writes)
 _TASK_RUN = f"""
     t.started_at < ?
-    AND t.pk < COALESCE((SELECT min(ref) FROM outbox WHERE kind IN ('run-start', 'run-end')), {_NONE_QUEUED})
+    AND t.pk < COALESCE(
+        (SELECT min(ref) FROM outbox WHERE kind IN ('run-start', 'run-update', 'run-end')), {_NONE_QUEUED}
+    )
     AND EXISTS (
         SELECT 1 FROM task_runs n
         WHERE n.flow_namespace = t.flow_namespace AND n.flow_id = t.flow_id AND n.task_id = t.task_id

@@ -567,13 +567,13 @@ sa.Index("health_marks_asset", health_marks.c.asset_id, health_marks.c.seq)
 # --- delivery --------------------------------------------------------------------------------
 
 # A reference outbox: each row points at the stored record whose event it stands for
-# (task_runs.pk for run-start / run-end, asset_changes.seq for asset-change, declared_jobs.pk for
+# (task_runs.pk for run-start / run-update / run-end, asset_changes.seq for asset-change, declared_jobs.pk for
 # job); the worker renders the event when it delivers it. Delivered rows are deleted.
 outbox = sa.Table(
     "outbox",
     metadata,
     _key("seq"),  # commit order
-    _text("kind"),  # run-start | run-end | asset-change | job
+    _text("kind"),  # run-start | run-update | run-end | asset-change | job
     _integer("ref"),
     _text("run_key"),  # events of one key go out in seq order
     _text("queued_at"),

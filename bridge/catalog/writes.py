@@ -14,7 +14,7 @@ import attrs
 from bridge.catalog import health, sql, writes_kept
 from bridge.catalog.engine import Cursor
 from bridge.catalog.health_state import WatchSeen
-from bridge.catalog.outbox import ASSET_CHANGE, JOB, RUN_END, RUN_START, queue_event
+from bridge.catalog.outbox import ASSET_CHANGE, JOB, RUN_END, RUN_START, RUN_UPDATE, queue_event
 from bridge.catalog.rows import asset_from_row, asset_row, declared_job_json, dumps, snapshot, statistics_json
 from bridge.errors import CatalogError, NotFoundError, RunEndedError, ValidationError
 from bridge.model import (
@@ -351,8 +351,8 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen) -> RecordResu
         queue_event(cur, RUN_START, pk)
     if ended:
         queue_event(cur, RUN_END, pk)
-    elif status == "updated":  # still running, with new content: its START again
-        queue_event(cur, RUN_START, pk)
+    elif status == "updated":  # still running, with new content: a RUNNING event (one START a run)
+        queue_event(cur, RUN_UPDATE, pk)
     return RecordResult(status, state, tuple(warnings), tuple(placeholders), tuple(written))
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from bridge.catalog import Catalog
-from bridge.catalog.outbox import ALERT, ASSET_CHANGE, FORWARD, JOB, RUN_END, RUN_START, OutboxItem
+from bridge.catalog.outbox import ALERT, ASSET_CHANGE, FORWARD, JOB, RUN_END, RUN_START, RUN_UPDATE, OutboxItem
 from bridge.delivery.history import AssetLookup
 from bridge.errors import CatalogError, NotFoundError
 from bridge.openlineage.convert import Converter
@@ -33,6 +33,8 @@ def _run_events(catalog: Catalog, converter: Converter, lookup: AssetLookup, ite
         lines = converter.task_run_lines(run, lookup.of_run(run))
         if item.kind == RUN_START:
             out[item.seq] = lines[0]
+        elif item.kind == RUN_UPDATE:  # the START as the run now stands, as RUNNING (its second key)
+            out[item.seq] = lines[0].replace('"eventType":"START"', '"eventType":"RUNNING"', 1)
         else:
             out[item.seq] = lines[1] if len(lines) > 1 else None
     return out
@@ -66,6 +68,7 @@ def _forwarded(catalog: Catalog, converter: Converter, lookup: AssetLookup, item
 RENDERERS: dict[str, Renderer] = {
     RUN_START: _run_events,
     RUN_END: _run_events,
+    RUN_UPDATE: _run_events,
     ASSET_CHANGE: _asset_change,
     JOB: _job_events,
     FORWARD: _forwarded,

@@ -321,11 +321,11 @@ class CoreCursor:
         return self.conn.execute(sa.select(*_selected(table, text)).where(wanted))
 
     def _own_assets_of(self, params: Sequence[Any]) -> Any:
-        """``SELECT ... FROM assets WHERE id IN (...) AND origin <> 'external' AND deleted_at IS NULL``."""
+        """``SELECT id FROM assets WHERE id IN (...) AND origin <> 'external' AND deleted_at IS NULL``."""
         once = self.once
         query = self._construct(
             "own assets of",
-            lambda: sa.select(*ASSET_COLUMNS).where(
+            lambda: sa.select(ASSETS.c.id).where(
                 ASSETS.c.id.in_(sa.bindparam("k", expanding=True) if once else list(params)),
                 ASSETS.c.origin != "external",
                 ASSETS.c.deleted_at.is_(None),

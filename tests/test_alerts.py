@@ -795,6 +795,15 @@ def test_a_once_run_gives_up_on_a_webhook_that_stays_down_and_a_run_that_goes_on
                     worker.step()
                     assert not worker._out_of_budget(None)
             assert catalog.outbox.status().pending == 1 and catalog.outbox.status().dead == 0
+        # the command says it gave up on the webhooks, not on the backend, which took everything
+        config = config_file(tmp_path, hook)
+        code, _out, err = invoke(
+            db, "--config", str(config), "stream", "--once", "--url", backend.url, "--give-up-after", "1",
+            "--backoff", "0.2",
+        )  # fmt: skip
+        error = err.strip().splitlines()[-1]
+        assert code == 1 and error.startswith("Error: gave up on delivering alerts to their webhooks: "), err
+        assert error.endswith("when the webhook is back") and f"to {backend.url}" not in error
 
 
 def test_an_alert_whose_table_left_the_config_is_a_dead_letter(tmp_path: Path, webhook: Webhook) -> None:

@@ -34,7 +34,7 @@ from bridge.openlineage.convert import task_run_id
 from bridge.version import PROJECT_URL
 
 if TYPE_CHECKING:
-    from bridge.mapping.resolver import Resolver
+    from bridge.mapping.resolver import AssetRef, Resolver
 
 
 @attrs.frozen
@@ -242,19 +242,18 @@ class GroupIngest:
         (:meth:`Resolver.ids_named`), and those of them that are olbridge's own assets, read in
         one statement for the whole group (:meth:`_named_own_asset` chooses among them)."""
         self.spellings: dict[tuple[str, str], list[str]] = {}
+        self.named_back: dict[tuple[str, str], AssetRef] = {}  # each one's id by the rules (_choose_id's)
         for (ns, name), binding in self.bindings.items():
             if binding is None:
-                reverse = self.resolver.asset_for(ns, name).id
-                ids = [i for i in self.resolver.ids_named(ns, name) if i != reverse]
+                reverse = self.named_back[ns, name] = self.resolver.asset_for(ns, name)
+                ids = [i for i in self.resolver.ids_named(ns, name) if i != reverse.id]
                 if ids:
                     self.spellings[ns, name] = ids
         wanted = sorted({i for ids in self.spellings.values() for i in ids})
-        self.spelled: dict[str, Asset] = {}
+        self.spelled: set[str] = set()
         if wanted:
             (rows,) = self._read(self._queries(own_assets_of, wanted))
-            for row in rows:
-                found = asset_from_row(row)
-                self.spelled[found.id] = found
+            self.spelled = {asset_id for (asset_id,) in rows}
 
     # --- reads, once each --------------------------------------------------------------------
 
@@ -277,7 +276,7 @@ class GroupIngest:
         own = self._own_asset(ds) if ds.symlinks else None
         if own is not None:
             return own, {}, None
-        ref = self.resolver.asset_for(ds.namespace, ds.name)
+        ref = self.named_back.get((ds.namespace, ds.name)) or self.resolver.asset_for(ds.namespace, ds.name)
         candidate = ref.id
         own_named = self._named_own_asset(ds, candidate)
         if own_named is not None:
@@ -311,31 +310,27 @@ class GroupIngest:
         ids = [i for i in self.spellings.get((ds.namespace, ds.name), ()) if i in spelled and i not in bound]
         if not ids or self.asset(reverse_id) is not None:
             return None
-        for asset_id in ids:
-            found = spelled[asset_id]
-            named = self.resolver.dataset_for(found.id, found.type, found.metadata)
-            if (named.namespace, named.name) != (ds.namespace, ds.name):
-                continue
-            asset = self.asset(found.id)  # read again to be written, as every binding's asset is
-            if asset is None or asset.deleted_at is not None:
-                continue
-            if self.cur.execute(sql_received.BINDING_OF_ASSET, (asset.id,)).fetchone() is None:
-                return asset.id
-        return None
+        return next((asset_id for asset_id in ids if self._free_for(asset_id, ds)), None)
 
     def _own_asset(self, ds: SeenDataset) -> str | None:
         """The asset olbridge exported ``ds`` for, tried before any naming rule: the asset the
         first symlink identifier in olbridge's namespace names (olbridge gives a dataset one), if
-        it is in the catalog, olbridge names it as ``ds`` is named (an event cannot bind a dataset
-        to an asset that is not its own), and no other dataset is bound to it."""
+        :meth:`_free_for` it."""
         name = next((n for namespace, n, _kind in ds.symlinks if namespace == self.resolver.default_namespace), None)
-        asset = self.asset(name) if name is not None and name not in self.bound_here else None
+        return name if name is not None and name not in self.bound_here and self._free_for(name, ds) else None
+
+    def _free_for(self, asset_id: str, ds: SeenDataset) -> bool:
+        """Whether ``ds`` may be bound to the asset ``asset_id`` of the catalog: it is there, not
+        deleted, olbridge names it as ``ds`` is named (an event cannot bind a dataset to an asset
+        that is not its own), and no other dataset is bound to it (read to be written, as every
+        binding's asset is)."""
+        asset = self.asset(asset_id)
         if asset is None or asset.deleted_at is not None:
-            return None
+            return False
         named = self.resolver.dataset_for(asset.id, asset.type, asset.metadata)
         if (named.namespace, named.name) != (ds.namespace, ds.name):
-            return None
-        return asset.id if self.cur.execute(sql_received.BINDING_OF_ASSET, (asset.id,)).fetchone() is None else None
+            return False
+        return self.cur.execute(sql_received.BINDING_OF_ASSET, (asset.id,)).fetchone() is None
 
     def _binding(self, ds: SeenDataset, moment: str) -> tuple[_Binding, str | None]:
         key = (ds.namespace, ds.name)
@@ -778,12 +773,10 @@ class GroupIngest:
 
 
 def own_assets_of(count: int) -> str:
-    """olbridge's own assets there are among ``count`` ids (the spellings the rules name a
-    dataset from: :meth:`GroupIngest._read_spellings`)."""
+    """The ids of olbridge's own assets there are among ``count`` ids (the spellings the rules
+    name a dataset from: :meth:`GroupIngest._read_spellings`)."""
     marks = ", ".join("?" * count)
-    return (
-        f"SELECT {sql.ASSET_COLUMNS} FROM assets WHERE id IN ({marks}) AND origin <> 'external' AND deleted_at IS NULL"
-    )
+    return f"SELECT id FROM assets WHERE id IN ({marks}) AND origin <> 'external' AND deleted_at IS NULL"
 
 
 # the task runs that started within a span of time (the milliseconds a run id says)

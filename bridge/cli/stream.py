@@ -171,9 +171,11 @@ def stream(
     if gave_up is not None:
         last = f"; last failure: {describe(gave_up.last)}" if gave_up.last else ""
         later = "" if gave_up.next_retry is None else ", and the next retry was due after that"
-        where, back = ("alerts to their webhooks", "the webhook") if gave_up.last_was_alert else (target, "the backend")
+        where, back = (
+            ("alerts to their webhooks", "the webhook") if gave_up.last_was_alert else (f"to {target}", "the backend")
+        )
         raise ExportError(
-            f"gave up on delivering {'' if gave_up.last_was_alert else 'to '}{where}: nothing delivered for "
+            f"gave up on delivering {where}: nothing delivered for "
             f"{gave_up.seconds:.1f}s while deliveries failed (--give-up-after {budget:g}{later}){last}; "
             f"{catalog.outbox.status().pending} event(s) stay pending: run olbridge stream again when {back} is back"
         )

@@ -18,7 +18,9 @@ average (their metrics: the group a commit holds); CPU µs/event is that of olbr
 (in brackets: its writers' share, the rest the HTTP workers') and of the database server's, over
 the same window; after the table, for each engine and kind of request, two processes against
 one: their events/s and CPU an event (olbridge's and the database's together). Every server
-runs with its defaults (one HTTP worker, or ``--serve-workers``, and a writer). The writer
+runs with its defaults (one HTTP worker, or ``--serve-workers``, and a writer). With
+``--repeat N``, the one-process and two-process runs take turns, N of each, and the median of
+each is shown; every PostgreSQL run starts from a checkpoint of the server. The writer
 alone (``--parts writer``) takes the same events without HTTP in groups of ``--writer-groups``,
 after ``--warm`` events taken untimed.
 The stream workers drain a catalog of ``--runs`` task runs (two events each) to a loopback backend
@@ -279,6 +281,13 @@ class Engine:
         else:
             self.server.drop_database(catalog.rsplit("/", 1)[1])
 
+    def checkpoint(self) -> None:
+        """A checkpoint of the PostgreSQL server (nothing on SQLite): the pages the runs before left
+        dirty written out, and the WAL's next checkpoint a whole ``max_wal_size`` away."""
+        if self.server is not None:
+            with self.server.connect() as conn:
+                conn.execute("CHECKPOINT")
+
     def sizes(self, catalog: str) -> tuple[int, int]:
         """The database's size and the server's WAL position, in bytes (0, 0 on SQLite)."""
         if self.server is None:
@@ -308,6 +317,7 @@ def receiver(
     urls = [url for _, url in servers]
     try:
         time.sleep(2)  # every worker up before the load starts
+        engine.checkpoint()  # each run starts with no other run's pages left to write
         size0, wal0 = engine.sizes(catalog)
         database = engine.server.pid if engine.server is not None else None
         found = [writer_of(process.pid, int(url.rsplit(":", 1)[1])) for process, url in servers]
@@ -556,12 +566,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in args.engines if "receivers" in args.parts else []:
             engine = Engine(name, folder, server if name == "postgresql" else None)
             for mode in args.modes:
-                for processes in (1, 2) if name == "postgresql" else (1,):
-                    runs = [receiver(engine, processes, mode, events, args, script) for _ in range(args.repeat)]
+                # one process and two by turns, so that what drifts over the runs (the server's files,
+                # the machine's other work) falls on both alike
+                counts = (1, 2) if name == "postgresql" else (1,)
+                done: dict[int, list[dict[str, float]]] = {processes: [] for processes in counts}
+                for _ in range(args.repeat):
+                    for processes in counts:
+                        found = receiver(engine, processes, mode, events, args, script)
+                        done[processes].append(found)
+                        rate = f"{found['steady']:,.0f} events/s"
+                        print(f"  ... {name} {mode} {processes} process(es): {rate}", file=sys.stderr)
+                for processes, runs in done.items():
                     runs.sort(key=lambda f: f["steady"])
                     label = f"{processes} serve process{'es' if processes > 1 else ''}"
                     rows.append((name, mode, label, runs[(len(runs) - 1) // 2], [f["steady"] for f in runs]))
-                    print(f"  ... {name} {mode} {label}: {rows[-1][3]['steady']:,.0f} events/s", file=sys.stderr)
         if rows:
             print()
             print(

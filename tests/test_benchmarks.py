@@ -289,3 +289,32 @@ def test_export_runs(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "events equal: yes (40 events of the first 20 task runs" in out
     assert "ratio (olbridge export / openlineage-python)" in out
+
+
+def test_scale_takes_one_and_two_receivers_by_turns(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    """scale.py's ``--repeat``: the one-process and two-process rounds take turns (what drifts over a
+    run falls on both alike), and each setup's median round is the one shown. The rounds stand in
+    for the wrk runs (which need wrk and take minutes); the server is a real one."""
+    scale = load("scale")
+    rounds: list[int] = []
+
+    def receiver(engine: Any, processes: int, mode: str, events: Any, args: Any, script: Any) -> dict[str, float]:
+        rounds.append(processes)
+        steady = 1000.0 * processes + 10 * len(rounds)  # each round of a setup faster than its last
+        return dict.fromkeys(("50%", "99%", "non2xx", "duplicates", "group", "bytes", "wal"), 1.0) | {
+            "steady": steady,
+            "cpu_olbridge": 100.0,
+            "cpu_writers": 30.0,
+            "cpu_database": 40.0 + processes,
+        }
+
+    monkeypatch.setattr(scale, "receiver", receiver)
+    args = ["--parts", "receivers", "--engines", "postgresql", "--modes", "batch", "--repeat", "3", "--events", "10"]
+    assert scale.main(args) == 0
+    assert rounds == [1, 2, 1, 2, 1, 2]
+    out = capsys.readouterr().out
+    one = next(line for line in out.splitlines() if "1 serve process " in line)
+    two = next(line for line in out.splitlines() if "2 serve processes " in line)
+    assert one.split()[-3:] == ["1,010", "1,030", "1,050"] and " 1,030 " in one  # median: the second round
+    assert two.split()[-3:] == ["2,020", "2,040", "2,060"] and " 2,040 " in two
+    assert "events/s 2,040 / 1,030 = 1.98x" in out

@@ -89,6 +89,40 @@ def test_unknown_datasets_become_external_placeholders(catalog: Catalog, intake:
     assert table.metadata["system"] == "postgres"  # what the reverse naming rule says
 
 
+PARENT = "0194a1b2-0000-7000-8000-0000000000aa"
+
+
+@pytest.mark.parametrize(
+    ("facets", "parent"),
+    [
+        ({"parent": {"run": {"runId": PARENT}, "job": {"namespace": "airflow", "name": "dag"}}}, PARENT),
+        # the key Airflow's integration before its provider (and Great Expectations', and
+        # Prefect's) sent the parent under
+        ({"parentRun": {"run": {"runId": PARENT}, "job": {"namespace": "airflow", "name": "dag"}}}, PARENT),
+        (
+            {
+                "parent": {"run": {"runId": PARENT}, "job": {"namespace": "airflow", "name": "dag"}},
+                "parentRun": {"run": {"runId": OTHER_RUN}, "job": {"namespace": "airflow", "name": "dag"}},
+            },
+            PARENT,
+        ),
+        ({"parentRun": {"run": {"runId": "dag-run-7"}, "job": {"namespace": "airflow", "name": "dag"}}}, None),
+    ],
+    ids=["parent", "parentRun", "parent first", "not a UUID"],
+)
+def test_a_runs_parent_is_read_from_either_facet_key(
+    catalog: Catalog, intake: Intake, facets: dict[str, Any], parent: str | None
+) -> None:
+    for facet in facets.values():
+        facet.update(
+            {"_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/ParentRunFacet.json"}
+        )
+    (outcome,) = take(intake, ol_run_event("START", run={"runId": OTHER_RUN.replace("2", "3"), "facets": facets}))
+    assert outcome.status == "accepted", outcome
+    (source,) = catalog.external_sources()
+    assert source.parent_run_id == parent
+
+
 def test_external_runs_and_lineage_edges_are_recorded(catalog: Catalog, intake: Intake) -> None:
     take(
         intake,

@@ -7,6 +7,7 @@ event is recognised."""
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 import orjson
@@ -24,6 +25,23 @@ def _facet(facets: Any, key: str) -> dict[str, Any]:
         if isinstance(value, dict):
             return value
     return {}
+
+
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def _parent_run_id(facets: Any) -> str | None:
+    """The run id of a run's parent: its ``parent`` facet's, else that of ``parentRun``, the key
+    the OpenLineage integrations of Airflow before its provider, of Great Expectations and of
+    Prefect sent the same facet under (the spec validates only ``parent``: a ``parentRun``'s
+    id is taken only where it is a UUID, as the spec asks of a run id)."""
+    found = _facet(facets, "parent").get("run")
+    if isinstance(found, dict) and isinstance(found.get("runId"), str):
+        return str(found["runId"])
+    found = _facet(facets, "parentRun").get("run")
+    if isinstance(found, dict) and isinstance(found.get("runId"), str) and _UUID.fullmatch(found["runId"]):
+        return str(found["runId"])
+    return None
 
 
 def facet_texts(facets: Any) -> tuple[tuple[str, str], ...]:
@@ -139,9 +157,7 @@ def read_event(
         run = event["run"]
         run_id = run["runId"]
         run_facets = facet_texts(run.get("facets"))
-        parent = _facet(run.get("facets"), "parent").get("run")
-        if isinstance(parent, dict) and isinstance(parent.get("runId"), str):
-            parent_run_id = parent["runId"]
+        parent_run_id = _parent_run_id(run.get("facets"))
     column_edges: tuple[ReceivedColumnEdge, ...] = ()
     if kind != "DatasetEvent":
         column_edges, more = read_column_lineage(event)

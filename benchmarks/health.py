@@ -133,6 +133,7 @@ def fill(catalog: Catalog, assets: int, rules: int) -> None:
     with catalog.transaction() as cur:  # what the writes keep of the runs, made as a migration makes it
         cur.execute(writes_kept.FILL_LATEST_RUNS)
         cur.execute(writes_kept.FILL_WRITERS)
+        cur.execute(writes_kept.FILL_UNWRITTEN_WRITERS)
     with catalog.transaction() as cur:  # the planners' statistics, as a catalog in use has them
         cur.execute("ANALYZE")
 

@@ -134,6 +134,11 @@ def _portable(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def undo_unwritten_outputs(execute: Callable[[str], Any]) -> None:
+    """A catalog as migration 0029 found it: no outputs kept of the runs that did not write them."""
+    execute("DROP TABLE unwritten_outputs")
+
+
 def undo_lineage_by_run(execute: Callable[[str], Any]) -> None:
     """A catalog as migration 0028 found it: no index of the lineage by run."""
     execute("DROP INDEX lineage_run")
@@ -473,6 +478,7 @@ def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migr
     assert {table for table, factor in made.items() if factor == "80"} == set(schema.UPDATED_IN_PLACE)
     assert made["received_events"] is None  # written once, never updated
     with psycopg.connect(url, autocommit=True) as conn:  # a catalog of the version before
+        undo_unwritten_outputs(conn.execute)  # migration 0029's
         undo_lineage_by_run(conn.execute)  # migration 0028's
         undo_uses_by_asset_in_time(conn.execute)  # migration 0027's
         undo_edges_by_whole_key(conn.execute)  # migration 0026's

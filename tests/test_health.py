@@ -254,6 +254,31 @@ def test_a_failed_run_fails_its_outputs_until_one_succeeds(chain: str) -> None:
     assert health(chain, "--as-of", when(30))[1]["mart.orders"]["health"] == "PASS"  # before it
 
 
+def test_a_failed_run_fails_an_output_its_task_never_wrote(chain: str) -> None:
+    """A task that never wrote an asset (a new one taking it over, or one given a new output)
+    whose run fails: the asset was to be written by that run, so it FAILs, as of the run's end and
+    after, the whole catalog's pass and the asset's own alike; the task's first success writes it."""
+    with Catalog(chain) as catalog:
+        catalog.record_task_run(
+            run(
+                "rebuild", execution="e2", outputs=(decl("mart.orders"), decl("mart.new")), state="FAILED", start=at(59)
+            )
+        )
+    reason = "last run company.data/flow.rebuild at 2025-03-01T09:00:00.000000Z failed"
+    code, found = health(chain, "--as-of", when(70))
+    assert code == 1 and found["mart.orders"]["health"] == "FAIL"
+    assert reason in found["mart.orders"]["reasons"]
+    assert "mart.new" not in found  # an asset no run ever wrote is none of the catalog's: nothing to judge
+    assert found["report.csv"]["atRisk"] and found["report.csv"]["cause"] == "mart.orders"
+    code, out, err = invoke(chain, "assets", "show", "mart.orders")
+    assert json.loads(out)["health"] == "FAIL" and reason in json.loads(out)["reasons"], err
+    assert health(chain, "--as-of", when(30))[1]["mart.orders"]["health"] == "PASS"  # before it ended
+    with Catalog(chain) as catalog:
+        catalog.record_task_run(run("rebuild", execution="e3", outputs=(decl("mart.orders"),), start=at(80)))
+    assert health(chain, "--as-of", when(90))[1]["mart.orders"]["health"] == "PASS"
+    assert health(chain, "--as-of", when(70))[1]["mart.orders"]["health"] == "FAIL"  # the past as it was
+
+
 @pytest.mark.parametrize(("state", "said"), [("KILLED", "was killed"), ("CANCELLED", "was cancelled")])
 def test_a_run_ended_without_writing_fails_its_outputs_as_a_failed_one(chain: str, state: str, said: str) -> None:
     # a failure, then a run killed or cancelled (exported as ABORT, which FAILs a received dataset):

@@ -25,6 +25,7 @@ from tests.test_engines import (
     undo_own_facts_kept,
     undo_runs_partitioned,
     undo_ui_reads,
+    undo_unwritten_outputs,
     undo_uses_by_asset_in_time,
     undo_writes_kept,
 )
@@ -129,6 +130,7 @@ def test_the_migration_keeps_the_assertions_of_the_events_already_stored(
         assert len(recorded) == 2
 
         def back_to_16(cur: Any) -> None:  # as version 16 left it: nothing in asset_checks for them
+            undo_unwritten_outputs(cur.execute)  # migration 0029's
             undo_lineage_by_run(cur.execute)  # migration 0028's
             undo_uses_by_asset_in_time(cur.execute)  # migration 0027's
             undo_edges_by_whole_key(cur.execute)  # migration 0026's

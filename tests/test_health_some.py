@@ -178,4 +178,5 @@ def made_from_the_runs(catalog: Catalog) -> dict[str, list[tuple[Any, ...]]]:
             cur.execute(f"DELETE FROM {table}")
         cur.execute(writes_kept.FILL_LATEST_RUNS)
         cur.execute(writes_kept.FILL_WRITERS)
+        cur.execute(writes_kept.FILL_UNWRITTEN_WRITERS)
     return kept_rows(catalog)

@@ -35,6 +35,7 @@ from tests.test_engines import (
     undo_own_facts_kept,
     undo_runs_partitioned,
     undo_ui_reads,
+    undo_unwritten_outputs,
     undo_uses_by_asset_in_time,
     undo_writes_kept,
     unpartition_received,
@@ -172,6 +173,7 @@ def test_the_migration_partitions_the_received_events_of_an_existing_catalog(
         catalog_intake(catalog, resolver).take(events)
         before = catalog._conn.execute("SELECT pk, event_time, digest FROM received_events ORDER BY pk").fetchall()
     with psycopg.connect(postgres_url, autocommit=True) as conn:  # as version 15 kept them
+        undo_unwritten_outputs(conn.execute)  # migration 0029's
         undo_lineage_by_run(conn.execute)  # migration 0028's
         undo_uses_by_asset_in_time(conn.execute)  # migration 0027's
         undo_edges_by_whole_key(conn.execute)  # migration 0026's

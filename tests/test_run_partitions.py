@@ -32,6 +32,7 @@ from tests.test_engines import (
     undo_lineage_by_run,
     undo_own_facts_kept,
     undo_runs_partitioned,
+    undo_unwritten_outputs,
     undo_uses_by_asset_in_time,
 )
 from tests.test_partitions import dry_and_real
@@ -291,6 +292,7 @@ def test_the_migration_gives_the_stored_runs_their_days(catalog_target: str, eng
         before = catalog._conn.execute(f"SELECT {columns} FROM external_sources ORDER BY source").fetchall()
 
         def back_to_21(cur: Any) -> None:
+            undo_unwritten_outputs(cur.execute)  # migration 0029's
             undo_lineage_by_run(cur.execute)  # migration 0028's
             undo_uses_by_asset_in_time(cur.execute)  # migration 0027's
             undo_edges_by_whole_key(cur.execute)  # migration 0026's

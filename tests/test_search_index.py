@@ -22,6 +22,7 @@ from tests.test_engines import (
     undo_health_due,
     undo_lineage_by_run,
     undo_own_facts_kept,
+    undo_unwritten_outputs,
     undo_uses_by_asset_in_time,
 )
 
@@ -88,6 +89,7 @@ def test_the_trigram_index_answers_the_search_not_a_lookup_by_id(postgres: Postg
     with Catalog(url) as catalog:
 
         def back_to_22(cur: Any) -> None:
+            undo_unwritten_outputs(cur.execute)  # migration 0029's
             undo_lineage_by_run(cur.execute)  # migration 0028's
             undo_uses_by_asset_in_time(cur.execute)  # migration 0027's
             undo_edges_by_whole_key(cur.execute)  # migration 0026's

@@ -9,8 +9,8 @@ Each kind of history has its own window (:class:`Windows`, seconds; ``None``: ke
 - ``columnEdges``: received column edges of runs that are gone (or go in the same pass);
 - ``deadLetters``: outbox rows given up on, queued before the window;
 - ``deliveryErrors``: the last delivery failure of a stream or backfill, older than the window;
-- ``taskRuns``: olbridge's own task runs started before the window, with their usages, lineage and
-  column edges; never the latest run of a task by start nor by end, nor one still running, nor
+- ``taskRuns``: olbridge's own task runs started before the window, with their usages, unwritten
+  outputs, lineage and column edges; never the latest run of a task by start nor by end, nor one still running, nor
   one a pending outbox row points at. Kept unless a window is given: they are the history
   olbridge exports.
 - ``deliveredOutbox``: delivered outbox rows; the stream deletes a row as it delivers it, so
@@ -217,7 +217,8 @@ def _kinds(windows: Windows, now: float) -> list[_Kind]:
     task_runs = cutoff(windows.task_runs)
     if task_runs is not None:
         of_run = tuple(
-            f"DELETE FROM {table} WHERE task_run_pk {{}}" for table in ("usages", "lineage", "column_lineage")
+            f"DELETE FROM {table} WHERE task_run_pk {{}}"
+            for table in ("usages", "unwritten_outputs", "lineage", "column_lineage")
         )
         kinds.append(
             _Kind("taskRuns", "task_runs t", "t.pk", _TASK_RUN, (task_runs,), of_run, fold=writes_kept.fold_own)

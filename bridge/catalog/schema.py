@@ -149,6 +149,16 @@ usages = sa.Table(
 # an asset's uses in one direction, newest last: its latest reads or writes are the first rows
 # read backwards (migration 0027)
 sa.Index("usages_asset", usages.c.asset_id, usages.c.direction, usages.c.used_at, usages.c.task_run_pk)
+# the outputs a task run was to write and did not: it ended FAILED, KILLED, CANCELLED, RETRIED or
+# SKIPPED (usages hold what a run wrote, and such a run writes none). Health counts its task among
+# their writers, so that its run FAILs them though the task never wrote them (migration 0029)
+unwritten_outputs = sa.Table(
+    "unwritten_outputs",
+    metadata,
+    _integer("task_run_pk", sa.ForeignKey("task_runs.pk"), nullable=False),
+    _text("asset_id"),
+    sa.PrimaryKeyConstraint("task_run_pk", "asset_id"),
+)
 
 lineage = sa.Table(
     "lineage",

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 # The schema's version, the number of the newest migration (migrations/versions), the same on
 # both engines; a catalog with a higher one is refused.
-SCHEMA_VERSION = 28
+SCHEMA_VERSION = 29
 
 # PostgreSQL: the tables partitioned by day, each by range of its column (text whose first ten
 # characters are a day): received events by their event time, received runs by the day of their
@@ -246,6 +246,8 @@ UPDATE_TASK_RUN = """
     WHERE pk = ?
 """
 DELETE_USAGES_OF_RUN = "DELETE FROM usages WHERE task_run_pk = ?"
+DELETE_UNWRITTEN_OF_RUN = "DELETE FROM unwritten_outputs WHERE task_run_pk = ?"
+INSERT_UNWRITTEN = "INSERT INTO unwritten_outputs (task_run_pk, asset_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
 DELETE_LINEAGE_OF_RUN = "DELETE FROM lineage WHERE task_run_pk = ?"
 INSERT_USAGE = (
     "INSERT INTO usages (task_run_pk, direction, position, asset_id, used_at, statistics) "

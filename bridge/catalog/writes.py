@@ -243,6 +243,7 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen) -> RecordResu
                 key,
             )
         cur.execute(sql.DELETE_USAGES_OF_RUN, (pk,))
+        cur.execute(sql.DELETE_UNWRITTEN_OF_RUN, (pk,))
         cur.execute(sql.DELETE_LINEAGE_OF_RUN, (pk,))
         cur.execute(sql.DELETE_COLUMN_LINEAGE_OF_RUN, (pk,))
         status = "updated"
@@ -297,8 +298,13 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen) -> RecordResu
                 written.append(asset.id)
                 if decl.column_lineage is not None:
                     edges.extend(decl.column_lineage.edges(asset.id))
+    # the outputs an ended run was to write and did not (its state writes none): its task is one
+    # of their writers for health, which its run FAILs though the task never wrote them
+    unwritten: list[str] = []
     if run.outputs and not state.writes_outputs:
         warnings.append(f"{len(run.outputs)} output(s) not written: the task run ended {state.value}")
+        if run.ended_at is not None:
+            unwritten = sorted({decl.id for decl in run.outputs})
 
     job = dumps(attrs.asdict(run.job))
     times = (format_time(run.started_at), format_time(run.ended_at) if run.ended_at else None)
@@ -323,8 +329,11 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen) -> RecordResu
         cur.execute(sql.UPDATE_TASK_RUN, (state.value, *times, job, dumps(warnings), run.error, digest, pk))
     for asset_id, direction, position, moment, stats in used:
         cur.execute(sql.INSERT_USAGE, (pk, direction, position, asset_id, format_time(moment), statistics_json(stats)))
+    for asset_id in unwritten:
+        cur.execute(sql.INSERT_UNWRITTEN, (pk, asset_id))
     if times[1] is not None or found is not None:  # what health reads of it, kept (as it now stands)
-        writes_kept.keep_own(cur, (key.flow_namespace, key.flow_id, key.task_id), pk, times[1], written)
+        task = (key.flow_namespace, key.flow_id, key.task_id)
+        writes_kept.keep_own(cur, task, pk, times[1], written, unwritten)
     inputs = [u[0] for u in used if u[1] == "input"]
     for down in written:
         for up in inputs:

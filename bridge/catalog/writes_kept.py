@@ -19,11 +19,14 @@ what went is known.
 
 Olbridge's own task runs keep theirs as they are written, in the transaction that writes them
 (:func:`keep_own`): each task's latest run that ended (``latest_task_runs``), and each writer of an
-asset with its latest write (``kept_writers``, the same rows as above), each moved only forward,
+asset with its latest write (``kept_writers``, the same rows as above; a task whose run was to
+write the asset and did not, FAILED or another state that writes nothing, with no write: the
+run's ``unwritten_outputs``), each moved only forward,
 so writers side by side leave the latest whatever their order. Health reads these two tables
 (:func:`bridge.catalog.health._own`) instead of aggregating every run a catalog holds: their rows
 follow the tasks and what they write, not the history. :data:`FILL_LATEST_RUNS` and
-:data:`FILL_WRITERS` make them from the runs (a migrated catalog; a catalog written in bulk).
+:data:`FILL_WRITERS` (then :data:`FILL_UNWRITTEN_WRITERS`) make them from the runs (a migrated
+catalog; a catalog written in bulk).
 """
 
 from __future__ import annotations
@@ -102,6 +105,14 @@ FILL_WRITERS = """
     ON CONFLICT (asset_id, flow_namespace, flow_id, task_id) DO UPDATE SET last_write = excluded.last_write
     WHERE kept_writers.last_write IS NULL OR excluded.last_write > kept_writers.last_write
 """
+# ... and the tasks of the runs that were to write an asset and did not, with no write (after
+# FILL_WRITERS: where a task wrote the asset too, its write stays)
+FILL_UNWRITTEN_WRITERS = """
+    INSERT INTO kept_writers (asset_id, flow_namespace, flow_id, task_id, last_write)
+    SELECT DISTINCT o.asset_id, t.flow_namespace, t.flow_id, t.task_id, NULL
+    FROM unwritten_outputs o JOIN task_runs t ON t.pk = o.task_run_pk WHERE t.ended_at IS NOT NULL
+    ON CONFLICT (asset_id, flow_namespace, flow_id, task_id) DO NOTHING
+"""
 
 # what health reads, as of a time, of every asset or of a few (:func:`sql.only`); the rows are
 # those of its statements of the runs: a received run's (job ns, job name, state, end, outputs),
@@ -155,12 +166,19 @@ def fold_received(cur: Cursor, sources: Sequence[str]) -> None:
 
 
 def keep_own(
-    cur: Cursor, task: tuple[str, str, str], run_pk: int, ended_at: str | None, written: Sequence[str]
+    cur: Cursor,
+    task: tuple[str, str, str],
+    run_pk: int,
+    ended_at: str | None,
+    written: Sequence[str],
+    unwritten: Sequence[str] = (),
 ) -> None:
     """Keep what health reads of an own task run as it is written (in the caller's transaction,
     after the run's row): its task's latest run that ended, as the runs now say (a run written
-    again, not ended before, may have moved its end back or lost it), and the run's write of each
-    asset of ``written`` (at its end: only a run that ended writes outputs)."""
+    again, not ended before, may have moved its end back or lost it), the run's write of each
+    asset of ``written`` (at its end: only a run that ended writes outputs), and its task as a
+    writer, with no write, of each asset of ``unwritten`` (the outputs it was to write and did
+    not: its run, the task's latest, FAILs them)."""
     found = cur.execute(_LATEST_OF_TASK, task).fetchone()
     if found is None:
         cur.execute(_FORGET_LATEST_RUN, (*task, run_pk))
@@ -168,6 +186,8 @@ def keep_own(
         cur.execute(_PUT_LATEST_RUN, (*task, found[2], found[0], found[1], run_pk))
     if written and ended_at is not None:
         cur.executemany(_PUT_WRITER, [(asset_id, *task, ended_at) for asset_id in sorted(set(written))])
+    if unwritten and ended_at is not None:
+        cur.executemany(_PUT_WRITER, [(asset_id, *task, None) for asset_id in sorted(set(unwritten))])
 
 
 def fold_own(cur: Cursor, pks: Sequence[int]) -> None:
@@ -179,6 +199,7 @@ def fold_own(cur: Cursor, pks: Sequence[int]) -> None:
 
 __all__ = [
     "FILL_LATEST_RUNS",
+    "FILL_UNWRITTEN_WRITERS",
     "FILL_WRITERS",
     "KEPT_WRITERS",
     "KEPT_WRITES",

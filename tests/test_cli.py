@@ -298,3 +298,47 @@ def test_a_storage_error_after_the_catalog_opened_never_shows_the_urls_password(
     assert postgres.password not in done.output
     assert "Error: catalog postgresql://olbridge_pw:***@" in done.stderr
     assert "(PostgreSQL: connection to postgresql://olbridge_pw:***@" in done.stderr
+
+
+def test_a_command_that_fails_leaves_no_new_empty_catalog_behind(tmp_path: Path) -> None:
+    """A writer refused its input (a bad file, a server not there) made no catalog: the SQLite
+    file it created at a path with none is taken away again. One that was there before, and one
+    a command that succeeded made, stay."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    fresh = tmp_path / "fresh.db"
+    code, _, err = invoke(fresh, "record", "--file", str(bad))
+    assert code == 1 and "Error:" in err
+    assert not fresh.exists() and list(tmp_path.glob("fresh.db*")) == []
+    code, _, err = invoke(fresh, "prefect", "import", "--api-url", "http://127.0.0.1:9/api", "--timeout", "1")
+    assert code == 1 and "Error:" in err and not fresh.exists()
+    # a command that runs on keeps it from its start: others may have opened it meanwhile
+    code, _, err = invoke(
+        fresh,
+        "prefect",
+        "import",
+        "--api-url",
+        "http://127.0.0.1:9/api",
+        "--timeout",
+        "1",
+        "--follow",
+        "--max-polls",
+        "1",
+        "--interval",
+        "0.1",
+    )
+    assert code == 1 and "the last poll failed" in err and fresh.exists()
+    fresh.unlink()
+    # there before, empty: it stays
+    code, _, err = invoke(fresh, "init")
+    assert code == 0, err
+    code, _, err = invoke(fresh, "record", "--file", str(bad))
+    assert code == 1 and fresh.exists()
+    # made by a command that succeeded: it stays, with what it wrote
+    good = tmp_path / "good.jsonl"
+    good.write_text(line() + "\n")
+    other = tmp_path / "other.db"
+    code, _, err = invoke(other, "record", "--file", str(good))
+    assert code == 0, err
+    code, out, err = invoke(other, "runs", "list", "--json")
+    assert code == 0 and len(json.loads(out)) == 1, err

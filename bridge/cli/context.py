@@ -18,10 +18,8 @@ import attrs
 import click
 
 from bridge.catalog import Catalog
-from bridge.catalog.copy import count_rows
 from bridge.catalog.engine import catalog_target, masked, url_password
-from bridge.catalog.engines import open_engine, storage_error
-from bridge.catalog.sqlite import SqliteEngine
+from bridge.catalog.engines import storage_error
 from bridge.config import Config
 from bridge.errors import BadValueError, BridgeError, CatalogError
 from bridge.mapping import Resolver
@@ -74,7 +72,6 @@ class AppContext:
     _config: Config | None = None
     _catalog: Catalog | None = None
     _resolver: Resolver | None = None
-    _made_file: Path | None = None  # the SQLite file this command made its catalog in (none was there)
 
     @property
     def config(self) -> Config:
@@ -98,35 +95,8 @@ class AppContext:
         make an empty one at a mistyped path. ``migrate`` (``init`` and ``migrate``) brings an
         older catalog up to date on any engine (SQLite's are anyway)."""
         if self._catalog is None:
-            engine = open_engine(self.catalog_path)
-            made = create and isinstance(engine, SqliteEngine) and not engine.in_memory and engine.missing()
             self._catalog = Catalog(self.catalog_path, create=create, migrate=migrate)
-            self._made_file = Path(engine.location) if made else None
         return self._catalog
-
-    def discard_made_catalog(self) -> None:
-        """After a command that failed: the SQLite catalog it made, where there was none, taken
-        away again if nothing was written to it (a refused import, an unreachable server: a
-        refused input changes nothing, a new empty file at the catalog's path included). A
-        catalog that holds anything stays, and so does every PostgreSQL one."""
-        made, catalog = self._made_file, self._catalog
-        if made is None or catalog is None:
-            return
-        self._made_file = None
-        try:
-            empty = not any(count_rows(catalog).values())
-        except Exception:  # a catalog that cannot be read is not taken away
-            return
-        self.close()
-        if empty:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                Path(f"{made}{suffix}").unlink(missing_ok=True)
-
-    def keep_made_catalog(self) -> None:
-        """The catalog this command made stays, whatever comes: a command that runs on (``serve``,
-        ``prefect import --follow``) once it has started, for other processes may have opened
-        the catalog meanwhile, and a file taken away under them would take what they write."""
-        self._made_file = None
 
     def resolver(self) -> Resolver:
         if self._resolver is None:
@@ -183,17 +153,6 @@ class BridgeGroup(click.Group):
             rest = [*protected, *ctx.args]
             before = rest[: rest.index("--")] if "--" in rest else rest  # after "--": arguments, not options
             ctx.meta[HELP_ASKED] = "--help" in before or "-h" in before
-        try:
-            return self._translated(ctx)
-        except click.exceptions.Exit:  # an exit status of the command's own: help, or what it found
-            raise
-        except Exception:  # the command failed: a catalog it made and left empty goes
-            if isinstance(ctx.obj, AppContext):
-                ctx.obj.discard_made_catalog()
-            raise
-
-    def _translated(self, ctx: click.Context) -> Any:
-        """The command's result, its errors as click's."""
         try:
             return super().invoke(ctx)
         except BadValueError as exc:

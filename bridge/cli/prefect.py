@@ -231,7 +231,6 @@ def prefect_import(
             print_json(summary.to_json())
         return
 
-    app.keep_made_catalog()  # --follow runs on: others may open its catalog meanwhile
     failed: list[SourceError] = []  # the last poll's error, while the polls fail
 
     def on_poll(summary: PrefectImportSummary) -> None:

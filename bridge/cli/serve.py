@@ -205,7 +205,6 @@ def serve(
     # create or migrate the catalog, and make sure it can be written, before any process forks:
     # a catalog that cannot be is one error here rather than a writer failing again and again
     catalog = app.catalog(create=True)
-    app.keep_made_catalog()  # a server's catalog is others' too as soon as it is there
     catalog.check_writable()
     prepare_partitions(catalog)  # PostgreSQL: received events' partitions for the days ahead
     app.close()

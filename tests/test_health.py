@@ -276,7 +276,33 @@ def test_a_failed_run_fails_an_output_its_task_never_wrote(chain: str) -> None:
     with Catalog(chain) as catalog:
         catalog.record_task_run(run("rebuild", execution="e3", outputs=(decl("mart.orders"),), start=at(80)))
     assert health(chain, "--as-of", when(90))[1]["mart.orders"]["health"] == "PASS"
-    assert health(chain, "--as-of", when(70))[1]["mart.orders"]["health"] == "FAIL"  # the past as it was
+    assert health(chain, "--as-of", when(70))[1]["mart.orders"]["health"] == "FAIL"  # as of the failure, still
+
+
+def test_a_skipped_run_of_another_task_leaves_a_failure_standing(chain: str) -> None:
+    """A SKIPPED run says nothing of its outputs: a task that was skipped (a branch not taken that
+    names the same output) does not become a writer whose run would hide another task's failure."""
+    with Catalog(chain) as catalog:
+        catalog.record_task_run(
+            run("build", execution="e2", outputs=(decl("mart.orders"),), state="FAILED", start=at(59))
+        )
+        catalog.record_task_run(
+            run("alt", execution="e2", outputs=(decl("mart.orders"),), state="SKIPPED", start=at(61))
+        )
+    code, found = health(chain, "--as-of", when(70))
+    assert code == 1 and found["mart.orders"]["health"] == "FAIL", found["mart.orders"]
+
+
+def test_a_purge_with_usages_takes_what_failed_runs_were_to_write(chain: str) -> None:
+    with Catalog(chain) as catalog:
+        catalog.record_task_run(
+            run("rebuild", execution="e2", outputs=(decl("mart.orders"),), state="FAILED", start=at(59))
+        )
+        assert catalog._conn.execute("SELECT count(*) FROM unwritten_outputs").fetchone()[0] == 1
+    code, _, err = invoke(chain, "assets", "purge", "--id", "mart.orders", "--with-usages")
+    assert code == 0, err
+    with Catalog(chain) as catalog:
+        assert catalog._conn.execute("SELECT count(*) FROM unwritten_outputs").fetchone()[0] == 0
 
 
 @pytest.mark.parametrize(("state", "said"), [("KILLED", "was killed"), ("CANCELLED", "was cancelled")])

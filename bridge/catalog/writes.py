@@ -33,6 +33,7 @@ from bridge.model import (
     merge_metadata,
 )
 from bridge.model.column_lineage import ColumnEdge, missing_columns, transformations_json
+from bridge.model.health import FAILED_RUN
 
 
 @attrs.frozen
@@ -298,12 +299,13 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen) -> RecordResu
                 written.append(asset.id)
                 if decl.column_lineage is not None:
                     edges.extend(decl.column_lineage.edges(asset.id))
-    # the outputs an ended run was to write and did not (its state writes none): its task is one
-    # of their writers for health, which its run FAILs though the task never wrote them
+    # the outputs an ended run was to write and did not, where its state FAILs them (FAILED,
+    # KILLED, CANCELLED, RETRIED; not SKIPPED, which says nothing of them): its task is one of
+    # their writers for health, and its run FAILs them though the task never wrote them
     unwritten: list[str] = []
     if run.outputs and not state.writes_outputs:
         warnings.append(f"{len(run.outputs)} output(s) not written: the task run ended {state.value}")
-        if run.ended_at is not None:
+        if run.ended_at is not None and state.value in FAILED_RUN:
             unwritten = sorted({decl.id for decl in run.outputs})
 
     job = dumps(attrs.asdict(run.job))
@@ -462,6 +464,7 @@ def purge_assets(cur: Cursor, ids: Sequence[str], *, usages: bool, lineage: bool
         cur.execute(sql.delete_in("external_facets", size, "owner"), [f"asset:{asset_id}" for asset_id in chunk])
         if usages:
             counts["usages"] += cur.execute(sql.delete_in("usages", size), chunk).rowcount
+            cur.execute(sql.delete_in("unwritten_outputs", size), chunk)  # what failed runs were to write
             cur.execute(sql.delete_in("kept_writers", size), chunk)  # the usages of runs retention deleted
         if lineage:
             ends = ("upstream_id", "downstream_id")

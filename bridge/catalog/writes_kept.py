@@ -20,8 +20,8 @@ what went is known.
 Olbridge's own task runs keep theirs as they are written, in the transaction that writes them
 (:func:`keep_own`): each task's latest run that ended (``latest_task_runs``), and each writer of an
 asset with its latest write (``kept_writers``, the same rows as above; a task whose run was to
-write the asset and did not, FAILED or another state that writes nothing, with no write: the
-run's ``unwritten_outputs``), each moved only forward,
+write the asset and did not, FAILED, KILLED, CANCELLED or RETRIED, with no write: the run's
+``unwritten_outputs``), each moved only forward,
 so writers side by side leave the latest whatever their order. Health reads these two tables
 (:func:`bridge.catalog.health._own`) instead of aggregating every run a catalog holds: their rows
 follow the tasks and what they write, not the history. :data:`FILL_LATEST_RUNS` and

@@ -1,6 +1,6 @@
 """0029: the outputs a task run was to write and did not.
 
-A task run that ended FAILED (KILLED, CANCELLED, RETRIED, SKIPPED) writes none of its outputs,
+A task run that ended FAILED (KILLED, CANCELLED, RETRIED) writes none of its outputs,
 and only what a run wrote was kept (``usages``): health counted a failed run against an asset
 only where its task had written the asset before, so a new task's first run failing, or a task
 failing on an output it never wrote, left the asset as it was. ``unwritten_outputs`` keeps those

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge.catalog import Catalog
-from bridge.delivery.history import iter_events
+from bridge.delivery.history import iter_events, iter_lines
 from bridge.mapping import Resolver
 from bridge.model import Column, Statistics
 from bridge.openlineage.convert import Converter, ConvertOptions, execution_run_id, task_run_id
@@ -118,6 +118,41 @@ def test_the_history_becomes_the_right_events(catalog: Catalog, converter: Conve
     assert change["dataset"]["facets"]["ownership"]["owners"] == [{"name": "team:finance"}]
     assert drop["dataset"]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "DROP"
     assert drop["schemaURL"].endswith("/DatasetEvent")
+
+
+def test_a_failed_run_names_the_outputs_it_was_to_write(
+    catalog: Catalog, converter: Converter, official: Callable[[Any], list[str]]
+) -> None:
+    """A run that failed (or was killed) names the outputs it was to write, in its START (as
+    dbt-ol names a failed model's table) and its end: Marquez makes a job's outputs of its run's
+    datasets, and a failed run without them would drop the job's edges to its outputs until it
+    next succeeds. Only assets the catalog holds: one never written, or deleted since, is left
+    out. The export path (lines) names them as the stream's (events) does."""
+    catalog.record_task_run(
+        run("load", outputs=(decl("w.main.orders", type="Table"), decl("w.main.gone", type="Table")))
+    )
+    catalog.delete_asset("w.main.gone", now=at(2))
+    outputs = (decl("w.main.orders"), decl("w.main.new", type="Table"), decl("w.main.gone"))
+    catalog.record_task_run(
+        run("load", execution="e2", inputs=(decl("w.raw.x"),), outputs=outputs, state="FAILED", start=at(5))
+    )
+    catalog.record_task_run(run("load", execution="e3", outputs=outputs[:1], state="KILLED", start=at(9)))
+    events = list(iter_events(catalog, converter))
+    runs = [
+        e
+        for e in events
+        if e.get("eventType") in ("START", "FAIL", "ABORT") and e["run"]["runId"] != events[0]["run"]["runId"]
+    ]
+    assert [(e["eventType"], [d["name"] for d in e["outputs"]]) for e in runs] == [
+        ("START", ["w.main.orders"]),
+        ("FAIL", ["w.main.orders"]),
+        ("START", ["w.main.orders"]),
+        ("ABORT", ["w.main.orders"]),
+    ]
+    assert [d["name"] for d in runs[1]["inputs"]] == ["w.raw.x"]
+    for event in runs:
+        assert official(event) == [] and validate_event(event) == [], event
+    assert [json.loads(line) for line in iter_lines(catalog, converter)] == events
 
 
 def test_exporting_twice_is_byte_identical(tmp_path: Path, resolver: Resolver) -> None:

@@ -115,8 +115,11 @@ def with_usages(conn: Connection | Cursor, page: list[Any]) -> Iterator[StoredTa
         else:
             found.append(usage)
     edges = column_queries.edges_of_runs(conn, pks)
+    unwritten: dict[int, list[str]] = {}
+    for pk, asset_id in conn.execute(sql.select_unwritten_of_runs(len(pks)), pks):
+        unwritten.setdefault(pk, []).append(asset_id)
     for row in page:
-        yield rows.task_run_from_row(row, usages.get(row[0], []), edges.get(row[0], ()))
+        yield rows.task_run_from_row(row, usages.get(row[0], []), edges.get(row[0], ()), unwritten.get(row[0], ()))
 
 
 def usages_of(conn: Connection | Cursor, asset_id: str) -> list[RunUsage | ExternalUsage]:

@@ -94,7 +94,10 @@ def statistics_json(stats: Statistics) -> str | None:
 
 
 def task_run_from_row(
-    row: Sequence[Any], usages: list[StoredUsage], column_edges: Sequence[ColumnEdge] = ()
+    row: Sequence[Any],
+    usages: list[StoredUsage],
+    column_edges: Sequence[ColumnEdge] = (),
+    unwritten: Sequence[str] = (),
 ) -> StoredTaskRun:
     started, execution_started = read_time(row[7]), read_time(row[12])
     assert started is not None and execution_started is not None
@@ -110,6 +113,7 @@ def task_run_from_row(
         error=row[11],
         usages=tuple(usages),
         column_edges=tuple(column_edges),
+        unwritten=tuple(unwritten),
     )
 
 

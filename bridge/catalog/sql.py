@@ -304,6 +304,14 @@ def select_usages_of_runs(count: int) -> str:
     )
 
 
+def select_unwritten_of_runs(count: int) -> str:
+    """The outputs the runs of ``count`` keys were to write and did not."""
+    return (
+        "SELECT task_run_pk, asset_id FROM unwritten_outputs "
+        f"WHERE task_run_pk IN ({', '.join('?' * count)}) ORDER BY task_run_pk, asset_id"
+    )
+
+
 USAGES_OF_ASSET = f"""
     SELECT u.direction, u.used_at, {TASK_RUN_COLUMNS}
     {_TASK_RUN_FROM} JOIN usages u ON u.task_run_pk = t.pk

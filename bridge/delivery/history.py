@@ -57,8 +57,10 @@ class AssetLookup:
         return self._cache[asset_id]
 
     def of_run(self, run: StoredTaskRun) -> dict[str, Asset]:
-        """The assets a task run's usages refer to (purged ones left out)."""
-        return {u.asset_id: a for u in run.usages if (a := self.get(u.asset_id)) is not None}
+        """The assets a task run's usages refer to, and the outputs it was to write and did not
+        (purged ones left out)."""
+        ids = [*(u.asset_id for u in run.usages), *run.unwritten]
+        return {asset_id: a for asset_id in ids if (a := self.get(asset_id)) is not None}
 
     def of_declared(self, declared: StoredDeclaredJob) -> dict[str, Asset]:
         """The catalog's records of the assets a declared job names."""

@@ -263,6 +263,8 @@ class StoredTaskRun:
     error: str | None
     usages: tuple[StoredUsage, ...]
     column_edges: tuple[ColumnEdge, ...] = ()  # of the outputs it wrote
+    # the outputs it was to write and did not (it ended FAILED, KILLED, CANCELLED or RETRIED), by id
+    unwritten: tuple[str, ...] = ()
 
     @property
     def inputs(self) -> tuple[StoredUsage, ...]:

@@ -273,6 +273,7 @@ class Converter:
             if changed is not None:
                 dataset = changed[usage.direction].get(usage.asset_id, dataset)
             datasets[usage.direction].append({**dataset, "outputFacets": output_facets} if output_facets else dataset)
+        datasets["output"] += [self.dataset(asset) for asset in _unwritten(run, assets)]
         return [{**e, "inputs": datasets["input"], "outputs": datasets["output"]} for e in self._envelopes(run)]
 
     def task_run_lines(self, run: StoredTaskRun, assets: Mapping[str, Asset]) -> list[str]:
@@ -287,6 +288,7 @@ class Converter:
             if output_facets:  # "outputFacets" sorts after "namespace", the dataset's last key
                 text = f'{text[:-1]},"outputFacets":{dumps(output_facets)}}}'
             datasets[usage.direction].append(text)
+        datasets["output"] += [self.dataset_json(asset) for asset in _unwritten(run, assets)]
         inputs, outputs = ",".join(datasets["input"]), ",".join(datasets["output"])
         envelopes = self._envelopes(run, with_job=False)
         job = self._job_json(run)
@@ -364,6 +366,23 @@ def _declared(decl: AssetDeclaration, when: datetime) -> Asset:
         description=decl.description,
         metadata=merge_metadata({}, decl.metadata),
     )
+
+
+def _unwritten(run: StoredTaskRun, assets: Mapping[str, Asset]) -> list[Asset]:
+    """The outputs a run was to write and did not (it FAILed, or was killed, cancelled or retried),
+    among the datasets of its events, START and end (dbt-ol names a failed model's table in its
+    START): the job's outputs in Marquez come from the datasets of its run's events, and a run
+    without them would drop the job's edges to its outputs until its next success. Only those
+    the catalog holds, not deleted: one never written has no record to name it by (its rule may
+    need metadata a write brings)."""
+    if not run.unwritten:
+        return []
+    written = {u.asset_id for u in run.usages if u.direction == "output"}
+    return [
+        asset
+        for asset_id in run.unwritten
+        if asset_id not in written and (asset := assets.get(asset_id)) is not None and not asset.is_deleted
+    ]
 
 
 def _purged(asset_id: str, when: datetime) -> Asset:

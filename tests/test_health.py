@@ -293,6 +293,42 @@ def test_a_skipped_run_of_another_task_leaves_a_failure_standing(chain: str) -> 
     assert code == 1 and found["mart.orders"]["health"] == "FAIL", found["mart.orders"]
 
 
+def test_a_skip_neither_fails_nor_mends_an_asset(chain: str) -> None:
+    """A task that failed, then was skipped (dbt skips the models below a failed test): its
+    output stays FAIL, named by the failure, now and as of the skip; no RECOVERED comes of it. A
+    success after mends it; a skip after that leaves it PASS. A migrated catalog whose kept latest
+    run was a skip gets the task's latest run that was not."""
+    out = (decl("mart.orders"),)
+    with Catalog(chain) as catalog:
+        catalog.record_task_run(run("build", execution="e2", outputs=out, state="FAILED", start=at(59)))
+        catalog.record_task_run(run("build", execution="e3", outputs=out, state="SKIPPED", start=at(65)))
+    failed = "last run company.data/flow.build at 2025-03-01T09:00:00.000000Z failed"
+    for moment in (when(70), None):
+        code, found = health(chain, *(("--as-of", moment) if moment else ()))
+        assert code == 1 and failed in found["mart.orders"]["reasons"], found["mart.orders"]
+    with Catalog(chain) as catalog:  # as a catalog of version 29 kept it: the skip as the latest run
+        conn = catalog._conn
+        [(pk,)] = conn.execute("SELECT pk FROM task_runs WHERE execution_id = 'e3'").fetchall()
+        with catalog.transaction() as cur:
+            cur.execute(
+                "UPDATE latest_task_runs SET run_pk = ?, state = 'SKIPPED', ended_at = ? WHERE task_id = 'build'",
+                (pk, "2025-03-01T09:06:00.000000Z"),
+            )
+            cur.execute("UPDATE alembic_version SET version_num = '0029'")
+            catalog.db.engine.stamp(cur, 29)
+    code, out_json, err = invoke(chain, "migrate")
+    assert code == 0 and json.loads(out_json)["upgradedFrom"] == 29, err
+    with Catalog(chain) as catalog:
+        assert catalog._conn.execute("SELECT state FROM latest_task_runs WHERE task_id = 'build'").fetchall() == [
+            ("FAILED",)
+        ]
+    with Catalog(chain) as catalog:
+        catalog.record_task_run(run("build", execution="e4", outputs=out, start=at(80)))
+        catalog.record_task_run(run("build", execution="e5", outputs=out, state="SKIPPED", start=at(90)))
+    code, found = health(chain, "--as-of", when(100))
+    assert code == 0 and found["mart.orders"]["health"] == "PASS", found["mart.orders"]
+
+
 def test_a_purge_with_usages_takes_what_failed_runs_were_to_write(chain: str) -> None:
     with Catalog(chain) as catalog:
         catalog.record_task_run(

@@ -74,19 +74,22 @@ OWN_WRITERS, SOME_OWN_WRITERS = sql.only(
     """,
     "u.asset_id",
 )
-# the latest run of each task ended by then (by end, then key; task_runs_task finds the later one):
-# the latest run of a task that writes an asset is the last run that was to write it
+# the latest run of each task ended by then (by end, then key; task_runs_task finds the later one),
+# a SKIPPED one left out (a skip neither fails nor mends what the task writes): the latest run of
+# a task that writes an asset is the last run that was to write it
 LATEST_RUNS = """
     SELECT t.flow_namespace, t.flow_id, t.task_id, t.state, t.ended_at FROM task_runs t
-    WHERE t.ended_at IS NOT NULL AND t.ended_at <= ? AND NOT EXISTS (
+    WHERE t.ended_at IS NOT NULL AND t.ended_at <= ? AND t.state <> 'SKIPPED' AND NOT EXISTS (
         SELECT 1 FROM task_runs n
         WHERE n.flow_namespace = t.flow_namespace AND n.flow_id = t.flow_id AND n.task_id = t.task_id
-          AND n.ended_at <= ? AND (n.ended_at > t.ended_at OR (n.ended_at = t.ended_at AND n.pk > t.pk)))
+          AND n.ended_at <= ? AND n.state <> 'SKIPPED'
+          AND (n.ended_at > t.ended_at OR (n.ended_at = t.ended_at AND n.pk > t.pk)))
 """
 # the same of one task (the task's writers read by a few assets)
 LATEST_RUN_OF = """
     SELECT state, ended_at FROM task_runs
     WHERE flow_namespace = ? AND flow_id = ? AND task_id = ? AND ended_at IS NOT NULL AND ended_at <= ?
+      AND state <> 'SKIPPED'
     ORDER BY ended_at DESC, pk DESC LIMIT 1
 """
 # the receiver's runs, ended by then

@@ -10,9 +10,10 @@ Each kind of history has its own window (:class:`Windows`, seconds; ``None``: ke
 - ``deadLetters``: outbox rows given up on, queued before the window;
 - ``deliveryErrors``: the last delivery failure of a stream or backfill, older than the window;
 - ``taskRuns``: olbridge's own task runs started before the window, with their usages, unwritten
-  outputs, lineage and column edges; never the latest run of a task by start nor by end, nor one still running, nor
-  one a pending outbox row points at. Kept unless a window is given: they are the history
-  olbridge exports.
+  outputs, lineage and column edges; never the latest run of a task by start nor by end, nor its
+  latest by end that was not skipped (the last run health reads), nor one still running, nor one
+  a pending outbox row points at. Kept unless a window is given: they are the history olbridge
+  exports.
 - ``deliveredOutbox``: delivered outbox rows; the stream deletes a row as it delivers it, so
   there are never any to go (the kind is counted, always 0, so that a config naming it works).
 - ``checks``: the data-quality checks of an asset (``asset_checks``: a run's, a received event's,
@@ -129,6 +130,10 @@ _TASK_RUN = f"""
         SELECT 1 FROM task_runs n
         WHERE n.flow_namespace = t.flow_namespace AND n.flow_id = t.flow_id AND n.task_id = t.task_id
           AND (n.ended_at > t.ended_at OR (n.ended_at = t.ended_at AND n.pk > t.pk)))
+    AND (t.state = 'SKIPPED' OR EXISTS (
+        SELECT 1 FROM task_runs n
+        WHERE n.flow_namespace = t.flow_namespace AND n.flow_id = t.flow_id AND n.task_id = t.task_id
+          AND n.state <> 'SKIPPED' AND (n.ended_at > t.ended_at OR (n.ended_at = t.ended_at AND n.pk > t.pk))))
 """
 
 

@@ -66,10 +66,12 @@ _PUT_WRITER = """
     WHERE kept_writers.last_write IS NULL OR excluded.last_write > kept_writers.last_write
 """
 
-# a task's latest run that ended, as the runs now say (its index, task_runs_task, read backwards)
+# a task's latest run that ended, as the runs now say (its index, task_runs_task, read backwards),
+# a SKIPPED one left out: a skip is no run of the task for health, and neither fails nor mends what
+# the task writes
 _LATEST_OF_TASK = """
     SELECT pk, state, ended_at FROM task_runs
-    WHERE flow_namespace = ? AND flow_id = ? AND task_id = ? AND ended_at IS NOT NULL
+    WHERE flow_namespace = ? AND flow_id = ? AND task_id = ? AND ended_at IS NOT NULL AND state <> 'SKIPPED'
     ORDER BY ended_at DESC, pk DESC LIMIT 1
 """
 # ... kept if later than the one kept (by end, then key: a writer side by side may have kept a later
@@ -92,10 +94,12 @@ _FORGET_LATEST_RUN = (
 FILL_LATEST_RUNS = """
     INSERT INTO latest_task_runs (flow_namespace, flow_id, task_id, ended_at, run_pk, state)
     SELECT t.flow_namespace, t.flow_id, t.task_id, t.ended_at, t.pk, t.state FROM task_runs t
-    WHERE t.ended_at IS NOT NULL AND NOT EXISTS (
+    WHERE t.ended_at IS NOT NULL AND t.state <> 'SKIPPED' AND NOT EXISTS (
         SELECT 1 FROM task_runs n
         WHERE n.flow_namespace = t.flow_namespace AND n.flow_id = t.flow_id AND n.task_id = t.task_id
-          AND n.ended_at IS NOT NULL AND (n.ended_at > t.ended_at OR (n.ended_at = t.ended_at AND n.pk > t.pk)))
+          AND n.ended_at IS NOT NULL AND n.state <> 'SKIPPED'
+          AND (n.ended_at > t.ended_at OR (n.ended_at = t.ended_at AND n.pk > t.pk)))
+    ON CONFLICT (flow_namespace, flow_id, task_id) DO NOTHING
 """
 FILL_WRITERS = """
     INSERT INTO kept_writers (asset_id, flow_namespace, flow_id, task_id, last_write)

@@ -299,14 +299,13 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen) -> RecordResu
                 written.append(asset.id)
                 if decl.column_lineage is not None:
                     edges.extend(decl.column_lineage.edges(asset.id))
-    # the outputs a run that ended without writing was to write: its events name them (Marquez
-    # makes a job's outputs of its run's datasets); where its state FAILs them (FAILED, KILLED,
-    # CANCELLED, RETRIED; not SKIPPED, which says nothing of them), its task is one of their
-    # writers for health, and its run FAILs them though the task never wrote them
+    # the outputs an ended run was to write and did not, where its state FAILs them (FAILED,
+    # KILLED, CANCELLED, RETRIED; not SKIPPED, which says nothing of them): its task is one of
+    # their writers for health, and its run FAILs them though the task never wrote them
     unwritten: list[str] = []
     if run.outputs and not state.writes_outputs:
         warnings.append(f"{len(run.outputs)} output(s) not written: the task run ended {state.value}")
-        if run.ended_at is not None and state.is_terminal:
+        if run.ended_at is not None and state.value in FAILED_RUN:
             unwritten = sorted({decl.id for decl in run.outputs})
 
     job = dumps(attrs.asdict(run.job))
@@ -336,8 +335,7 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen) -> RecordResu
         cur.execute(sql.INSERT_UNWRITTEN, (pk, asset_id))
     if times[1] is not None or found is not None:  # what health reads of it, kept (as it now stands)
         task = (key.flow_namespace, key.flow_id, key.task_id)
-        failing = unwritten if state.value in FAILED_RUN else []
-        writes_kept.keep_own(cur, task, pk, times[1], written, failing)
+        writes_kept.keep_own(cur, task, pk, times[1], written, unwritten)
     inputs = [u[0] for u in used if u[1] == "input"]
     for down in written:
         for up in inputs:

@@ -36,7 +36,6 @@ from collections.abc import Sequence
 
 from bridge.catalog import sql
 from bridge.catalog.engine import Cursor
-from bridge.model.health import FAILED_RUN
 
 # the receiver's run states as the model's (a run's other states say nothing of its outputs)
 RECEIVED_STATE = {"COMPLETE": "SUCCESS", "FAIL": "FAILED", "ABORT": "FAILED"}
@@ -110,14 +109,12 @@ FILL_WRITERS = """
     ON CONFLICT (asset_id, flow_namespace, flow_id, task_id) DO UPDATE SET last_write = excluded.last_write
     WHERE kept_writers.last_write IS NULL OR excluded.last_write > kept_writers.last_write
 """
-# ... and the tasks of the runs that were to write an asset and did not and FAIL it (health's
-# FAILED_RUN: a SKIPPED run says nothing), with no write (after FILL_WRITERS: where a task wrote
-# the asset too, its write stays)
-FILL_UNWRITTEN_WRITERS = f"""
+# ... and the tasks of the runs that were to write an asset and did not, with no write (after
+# FILL_WRITERS: where a task wrote the asset too, its write stays)
+FILL_UNWRITTEN_WRITERS = """
     INSERT INTO kept_writers (asset_id, flow_namespace, flow_id, task_id, last_write)
     SELECT DISTINCT o.asset_id, t.flow_namespace, t.flow_id, t.task_id, NULL
-    FROM unwritten_outputs o JOIN task_runs t ON t.pk = o.task_run_pk
-    WHERE t.ended_at IS NOT NULL AND t.state IN ({", ".join(f"'{state}'" for state in sorted(FAILED_RUN))})
+    FROM unwritten_outputs o JOIN task_runs t ON t.pk = o.task_run_pk WHERE t.ended_at IS NOT NULL
     ON CONFLICT (asset_id, flow_namespace, flow_id, task_id) DO NOTHING
 """
 

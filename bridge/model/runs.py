@@ -263,7 +263,7 @@ class StoredTaskRun:
     error: str | None
     usages: tuple[StoredUsage, ...]
     column_edges: tuple[ColumnEdge, ...] = ()  # of the outputs it wrote
-    # the outputs it was to write and did not (it ended FAILED, KILLED, CANCELLED, RETRIED, SKIPPED)
+    # the outputs it was to write and did not (it ended FAILED, KILLED, CANCELLED or RETRIED), by id
     unwritten: tuple[str, ...] = ()
 
     @property

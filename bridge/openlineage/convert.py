@@ -369,7 +369,7 @@ def _declared(decl: AssetDeclaration, when: datetime) -> Asset:
 
 
 def _unwritten(run: StoredTaskRun, assets: Mapping[str, Asset]) -> list[Asset]:
-    """The outputs a run was to write and did not (it FAILed, was killed, cancelled, retried or skipped),
+    """The outputs a run was to write and did not (it FAILed, or was killed, cancelled or retried),
     among the datasets of its events, START and end (dbt-ol names a failed model's table in its
     START): the job's outputs in Marquez come from the datasets of its run's events, and a run
     without them would drop the job's edges to its outputs until its next success. Only those

@@ -1,13 +1,11 @@
 """0029: the outputs a task run was to write and did not.
 
-A task run that ended FAILED (KILLED, CANCELLED, RETRIED, SKIPPED) writes none of its outputs,
+A task run that ended FAILED (KILLED, CANCELLED, RETRIED) writes none of its outputs,
 and only what a run wrote was kept (``usages``): health counted a failed run against an asset
 only where its task had written the asset before, so a new task's first run failing, or a task
-failing on an output it never wrote, left the asset as it was; and the run's events named no
-outputs, so Marquez, which makes a job's outputs of its run's datasets, dropped the job's edges
-to them. ``unwritten_outputs`` keeps those outputs by run, the events name them, and the writes
-keep the task of a run that FAILs them among the asset's writers (``kept_writers``, with no
-write). Runs recorded before this kept none: their outputs are not known.
+failing on an output it never wrote, left the asset as it was. ``unwritten_outputs`` keeps those
+outputs by run, and the writes keep each such task among the asset's writers (``kept_writers``,
+with no write). Runs recorded before this kept none: their outputs are not known.
 """
 
 from __future__ import annotations

@@ -25,8 +25,10 @@ write the asset and did not, FAILED, KILLED, CANCELLED or RETRIED, with no write
 so writers side by side leave the latest whatever their order. Health reads these two tables
 (:func:`bridge.catalog.health._own`) instead of aggregating every run a catalog holds: their rows
 follow the tasks and what they write, not the history. :data:`FILL_LATEST_RUNS` and
-:data:`FILL_WRITERS` (then :data:`FILL_UNWRITTEN_WRITERS`) make them from the runs (a migrated
-catalog; a catalog written in bulk).
+:data:`FILL_WRITERS` make them from the runs (a migrated catalog; a catalog written in bulk), and
+:data:`FILL_UNWRITTEN_WRITERS` adds the writers of failed runs that wrote nothing (a catalog
+written in bulk, the tests' check of what the writes keep; a catalog migrated to schema 29 has
+none to add).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from bridge.config import parse_tokens
 from bridge.mapping import Resolver
 from bridge.model import format_time
 from bridge.model.health import ANOTHER_NAMESPACE, FreshnessRule, Match, Selector
-from bridge.openlineage.convert import Converter
+from bridge.openlineage.convert import Converter, task_run_id
 from bridge.receiver.imports import catalog_intake
 from bridge.web import UiApp, pages
 from bridge.web.app import json_twin
@@ -936,6 +936,44 @@ def test_a_token_reads_no_job_or_dataset_of_another_namespace(catalog_target: st
     status = twin(app, "/status", **a)["lastError"]
     assert status["failure"] == "refused" and "target" not in status and "detail" not in status
     assert twin(open_app, "/status")["lastError"]["detail"] == "team-b.hr payroll"
+
+
+def test_a_failed_runs_page_names_what_it_was_to_write(catalog_target: str, resolver: Resolver) -> None:
+    """A failed own run wrote none of its outputs: its page (and ``runs show``) names those it was
+    to write that the catalog holds, apart from its outputs; a token sees only its namespaces' of
+    them, and the page keeps back what came with the run, as for any asset it does not see."""
+    with Catalog(catalog_target) as catalog:
+        mine = decl("a.mart", type="Table", namespace="team-a.sales")
+        catalog.record_task_run(run("load", outputs=(mine,), namespace="team-a.sales"))
+        catalog.record_task_run(
+            run("copy", outputs=(decl("b.mart", type="Table", namespace="team-b.hr"),), namespace="team-b.hr")
+        )
+        outputs = (decl("a.mart"), decl("b.mart"), decl("a.never", type="Table"))
+        failed = run(
+            "load",
+            execution="e2",
+            outputs=outputs,
+            state="FAILED",
+            start=at(10),
+            error="boom",
+            namespace="team-a.sales",
+        )
+        catalog.record_task_run(failed)
+    run_id = task_run_id(failed.key, failed.started_at)
+    app = make_app(catalog_target, resolver)
+    whole = twin(app, f"/runs/{run_id}")
+    assert whole["outputs"] == [] and whole["unwrittenOutputs"] == ["a.mart", "b.mart"]  # a.never: no asset
+    page = call(app, f"/runs/{run_id}")[2]
+    assert "Outputs it was to write, not written" in page and 'href="/assets/b.mart"' in page
+    scoped = make_app(catalog_target, resolver, tokens=True)
+    a = {"cookie": "olbridge_ui=secret-a"}
+    seen = twin(scoped, f"/runs/{run_id}", **a)
+    assert seen["unwrittenOutputs"] == ["a.mart"] and seen["hidden"] is True
+    assert "b.mart" not in call(scoped, f"/runs/{run_id}", **a)[2]
+    code, out, err = invoke(catalog_target, "runs", "show", run_id)
+    assert code == 0 and "output:   a.mart (not written: the run ended FAIL)" in out.splitlines(), err
+    code, out, err = invoke(catalog_target, "runs", "show", run_id, "--json")
+    assert json.loads(out)["unwrittenOutputs"] == ["a.mart", "a.never", "b.mart"], err
 
 
 def test_a_run_named_under_two_jobs_leaves_a_small_catalogs_pages_judged(ui_catalog: str, resolver: Resolver) -> None:

@@ -63,6 +63,8 @@ class RunView:
     run_facets: dict[str, Any] = attrs.field(factory=dict)
     job_facets: dict[str, Any] = attrs.field(factory=dict)
     task_run: dict[str, Any] | None = None  # an own run's key, task state and error
+    # an own run that ended FAILED (KILLED, CANCELLED, RETRIED): the outputs it was to write and did not
+    unwritten: tuple[str, ...] = ()
 
     @property
     def sort_key(self) -> tuple[str, str]:
@@ -88,6 +90,8 @@ class RunView:
             out["conflictingJobs"] = [{"namespace": ns, "name": name} for ns, name in self.jobs]
         if self.task_run is not None:
             out["taskRun"] = self.task_run
+        if self.unwritten:
+            out["unwrittenOutputs"] = list(self.unwritten)
         return out
 
 
@@ -177,6 +181,7 @@ class Runs:
             ended=format_time(run.ended_at) if run.ended_at is not None else None,
             inputs=tuple(u.asset_id for u in run.inputs),
             outputs=tuple(u.asset_id for u in run.outputs),
+            unwritten=run.unwritten,
             producer=converter.options.producer,
             parent_run_id=execution_run_id(key, run.execution_started_at),
             warnings=run.warnings,

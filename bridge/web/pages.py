@@ -581,10 +581,15 @@ def run_page(catalog: Catalog, runs: Runs, run_id: str, scope: b.Scope | None) -
     view = runs.get(run_id)
     if view is None or not b.allows(scope, view.job_namespace):
         raise NotFoundError(f"no run with id {run_id!r}")
-    visible = {n.id for n in b.nodes_of(catalog, [*view.inputs, *view.outputs]) if b.allows(scope, n.namespace)}
+    # what a failed run was to write: the assets of it the catalog holds (one never written is none)
+    nodes = b.nodes_of(catalog, [*view.inputs, *view.outputs, *view.unwritten])
+    held = {n.id for n in nodes}
+    named = [*view.inputs, *view.outputs, *(o for o in view.unwritten if o in held)]
+    visible = {n.id for n in nodes if b.allows(scope, n.namespace)}
     data = view.to_json()
     data["inputs"] = [i for i in view.inputs if i in visible]
     data["outputs"] = [o for o in view.outputs if o in visible]
+    data["unwrittenOutputs"] = [o for o in view.unwritten if o in visible]
     data["summary"] = run_summary(view)
     parent = runs.get(view.parent_run_id) if view.parent_run_id else None
     # a link to the parent run only where it is one the catalog holds (and the scope sees)
@@ -601,7 +606,7 @@ def run_page(catalog: Catalog, runs: Runs, run_id: str, scope: b.Scope | None) -
             data["facets"]["run"] = {k: v for k, v in data["facets"]["run"].items() if k != "parent"}
         named_elsewhere = any("is not an input of this event" in w for w in view.warnings)  # column lineage alone
         parent_unseen = bool(view.parent_run_id) and not data["parentKnown"]
-        io_unseen = len(visible) < len(set(view.inputs) | set(view.outputs))
+        io_unseen = len(visible) < len(set(named))
         if io_unseen or len(jobs) < len(view.jobs) or parent_unseen or named_elsewhere:
             # what came with the run names what the scope does not see: its events as they came,
             # their facets and the warnings taking them gave are not shown

@@ -280,6 +280,8 @@ def test_the_history_readers_take_one_filter_and_agree_with_the_count(catalog: C
     catalog.record_task_run(run("load", outputs=(decl("raw.orders", type="Table"),), start=at(1)))
     catalog.record_task_run(run("build", inputs=(decl("raw.orders"),), start=at(5), flow="nightly"))
     catalog.record_task_run(run("other", outputs=(decl("other.t", type="Table"),), start=at(9), namespace="other.team"))
+    # a run that failed on raw.orders: its events name it as an output, so an asset's history has it
+    catalog.record_task_run(run("reload", outputs=(decl("raw.orders"),), state="FAILED", start=at(12)))
     for filters in (
         HistoryFilter(),
         HistoryFilter(since=at(5)),
@@ -293,7 +295,11 @@ def test_the_history_readers_take_one_filter_and_agree_with_the_count(catalog: C
         declared = list(catalog.iter_declared_jobs(filters))
         ended = sum(1 for r in runs if r.ended_at is not None)
         assert catalog.count_history(filters) == len(runs) + ended + len(changes) + len(declared), filters
-    assert [r.key.task_id for r in catalog.iter_task_runs(HistoryFilter(asset="raw.orders"))] == ["load", "build"]
+    assert [r.key.task_id for r in catalog.iter_task_runs(HistoryFilter(asset="raw.orders"))] == [
+        "load",
+        "build",
+        "reload",
+    ]
     assert [r.key.task_id for r in catalog.iter_task_runs(HistoryFilter(since=at(5), flow="nightly"))] == ["build"]
     assert list(catalog.iter_changes(HistoryFilter(flow="nightly"))) == []  # asset changes belong to no flow
 

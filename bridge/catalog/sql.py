@@ -257,6 +257,14 @@ INSERT_LINEAGE = "INSERT INTO lineage (upstream_id, downstream_id, task_run_pk) 
 COUNT_TASK_RUNS = "SELECT count(*) FROM task_runs"
 
 
+# the runs that read or wrote an asset, or were to write it and did not (their events name it as
+# an output): the asset given once, its uses of either kind found through an index
+_RUNS_NAMING_ASSET = """t.pk IN (
+    WITH named(id) AS (SELECT CAST(? AS TEXT))
+    SELECT u.task_run_pk FROM usages u JOIN named ON u.asset_id = named.id
+    UNION ALL SELECT o.task_run_pk FROM unwritten_outputs o JOIN named ON o.asset_id = named.id)"""
+
+
 def _task_run_filters(
     *, since: bool, until: bool, namespace: bool, flow: bool, asset: bool = False, after_pk: bool = False
 ) -> str:
@@ -265,7 +273,7 @@ def _task_run_filters(
         (until, "t.started_at < ?"),
         (namespace, "t.flow_namespace = ?"),
         (flow, "t.flow_id = ?"),
-        (asset, "t.pk IN (SELECT task_run_pk FROM usages WHERE asset_id = ?)"),
+        (asset, _RUNS_NAMING_ASSET),
         (after_pk, "(t.started_at, t.pk) > (?, ?)"),
     )
 

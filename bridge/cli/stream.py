@@ -198,7 +198,10 @@ def stream(
 @target_options
 @delivery_options(max_attempts=0, max_attempts_help=MAX_ATTEMPTS_HELP)
 @history_filters
-@click.option("--asset", help="Only the task runs that read or wrote this asset id, and its changes.")
+@click.option(
+    "--asset",
+    help="Only the task runs that read or wrote this asset id (or failed to write it), and its changes.",
+)
 @click.option("--dry-run", is_flag=True, help="Count and validate the events; send nothing.")
 @click.option("--rate", callback=_rate, help="At most this many events a second, e.g. 500/s.")
 @click.option("--checkpoint", help="Name of the checkpoint to resume from and keep [default: the target].")

@@ -282,6 +282,9 @@ def test_the_history_readers_take_one_filter_and_agree_with_the_count(catalog: C
     catalog.record_task_run(run("other", outputs=(decl("other.t", type="Table"),), start=at(9), namespace="other.team"))
     # a run that failed on raw.orders: its events name it as an output, so an asset's history has it
     catalog.record_task_run(run("reload", outputs=(decl("raw.orders"),), state="FAILED", start=at(12)))
+    # one that failed on an asset made after it: its events name none, so that asset's history has it not
+    catalog.record_task_run(run("early", outputs=(decl("late.t", type="Table"),), state="FAILED", start=at(14)))
+    catalog.record_task_run(run("late", outputs=(decl("late.t", type="Table"),), start=at(16)))
     for filters in (
         HistoryFilter(),
         HistoryFilter(since=at(5)),
@@ -300,6 +303,7 @@ def test_the_history_readers_take_one_filter_and_agree_with_the_count(catalog: C
         "build",
         "reload",
     ]
+    assert [r.key.task_id for r in catalog.iter_task_runs(HistoryFilter(asset="late.t"))] == ["late"]
     assert [r.key.task_id for r in catalog.iter_task_runs(HistoryFilter(since=at(5), flow="nightly"))] == ["build"]
     assert list(catalog.iter_changes(HistoryFilter(flow="nightly"))) == []  # asset changes belong to no flow
 

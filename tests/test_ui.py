@@ -959,6 +959,8 @@ def test_a_failed_runs_page_names_what_it_was_to_write(catalog_target: str, reso
             namespace="team-a.sales",
         )
         catalog.record_task_run(failed)
+        own = run("load", execution="e3", outputs=outputs[:1], state="KILLED", start=at(20), namespace="team-a.sales")
+        catalog.record_task_run(own)
     run_id = task_run_id(failed.key, failed.started_at)
     app = make_app(catalog_target, resolver)
     whole = twin(app, f"/runs/{run_id}")
@@ -968,10 +970,15 @@ def test_a_failed_runs_page_names_what_it_was_to_write(catalog_target: str, reso
     scoped = make_app(catalog_target, resolver, tokens=True)
     a = {"cookie": "olbridge_ui=secret-a"}
     seen = twin(scoped, f"/runs/{run_id}", **a)
-    assert seen["unwrittenOutputs"] == ["a.mart"] and seen["hidden"] is True
+    assert seen["unwrittenOutputs"] == ["a.mart"] and seen["hidden"] is True  # it names team-b's
     assert "b.mart" not in call(scoped, f"/runs/{run_id}", **a)[2]
+    # a run of team-a's that names only team-a's: shown whole, its execution as its parent
+    theirs = twin(scoped, f"/runs/{task_run_id(own.key, own.started_at)}", **a)
+    assert theirs["unwrittenOutputs"] == ["a.mart"] and theirs["hidden"] is False, theirs
+    assert theirs["parentRunId"] is not None and theirs["facets"]["run"]["parent"]
+    assert theirs["graphAsset"] == "a.mart"  # no output written: the graph is drawn from what it was to write
     code, out, err = invoke(catalog_target, "runs", "show", run_id)
-    assert code == 0 and "output:   a.mart (not written: the run ended FAIL)" in out.splitlines(), err
+    assert code == 0 and "output:   a.mart (not written: the run ended FAILED)" in out.splitlines(), err
     code, out, err = invoke(catalog_target, "runs", "show", run_id, "--json")
     assert json.loads(out)["unwrittenOutputs"] == ["a.mart", "a.never", "b.mart"], err
 

@@ -159,6 +159,7 @@ unwritten_outputs = sa.Table(
     _text("asset_id"),
     sa.PrimaryKeyConstraint("task_run_pk", "asset_id"),
 )
+sa.Index("unwritten_outputs_asset", unwritten_outputs.c.asset_id, unwritten_outputs.c.task_run_pk)  # backfill --asset
 
 lineage = sa.Table(
     "lineage",

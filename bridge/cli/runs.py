@@ -118,7 +118,8 @@ def runs_show(app: AppContext, run_id: str, as_json: bool) -> None:
         lines.append(f"parent:   {view.parent_run_id}")
     lines += [f"input:    {asset}" for asset in view.inputs]
     lines += [f"output:   {asset}" for asset in view.outputs]
-    lines += [f"output:   {asset} (not written: the run ended {view.state})" for asset in view.unwritten]
+    ended = (view.task_run or {}).get("taskState") or view.state
+    lines += [f"output:   {asset} (not written: the run ended {ended})" for asset in view.unwritten]
     if view.jobs:
         lines.append("jobs:     " + ", ".join(f"{ns}/{name}" for ns, name in view.jobs) + " (its events disagree)")
     for side, facets in (("run", view.run_facets), ("job", view.job_facets)):

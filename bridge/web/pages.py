@@ -594,6 +594,9 @@ def run_page(catalog: Catalog, runs: Runs, run_id: str, scope: b.Scope | None) -
     parent = runs.get(view.parent_run_id) if view.parent_run_id else None
     # a link to the parent run only where it is one the catalog holds (and the scope sees)
     data["parentKnown"] = parent is not None and b.allows(scope, parent.job_namespace)
+    # an own run's parent is its execution, of its flow, in the namespace of its job: seen as the
+    # job is, though the catalog holds no run of it to link to
+    parent_seen = data["parentKnown"] or view.origin == OWN
     events = b.raw_events(catalog, view.run_id)
     data["rawEvents"] = [{"eventTime": e.event_time, "eventType": e.event_type, "body": e.body} for e in events]
     data["hidden"] = False
@@ -601,17 +604,17 @@ def run_page(catalog: Catalog, runs: Runs, run_id: str, scope: b.Scope | None) -
         jobs = [(ns, name) for ns, name in view.jobs if scope.allows(ns)]
         if len(jobs) < len(view.jobs):
             data["conflictingJobs"] = [{"namespace": ns, "name": name} for ns, name in jobs]
-        if view.parent_run_id and not data["parentKnown"]:
+        if view.parent_run_id and not parent_seen:
             data["parentRunId"] = None
             data["facets"]["run"] = {k: v for k, v in data["facets"]["run"].items() if k != "parent"}
         named_elsewhere = any("is not an input of this event" in w for w in view.warnings)  # column lineage alone
-        parent_unseen = bool(view.parent_run_id) and not data["parentKnown"]
+        parent_unseen = bool(view.parent_run_id) and not parent_seen
         io_unseen = len(visible) < len(set(named))
         if io_unseen or len(jobs) < len(view.jobs) or parent_unseen or named_elsewhere:
             # what came with the run names what the scope does not see: its events as they came,
             # their facets and the warnings taking them gave are not shown
             data.update(rawEvents=[], facets={"run": {}, "job": {}}, warnings=[], hidden=True)
-    anchor = next(iter([*data["outputs"], *data["inputs"]]), None)
+    anchor = next(iter([*data["outputs"], *data["inputs"], *data["unwrittenOutputs"]]), None)
     data["graphAsset"] = anchor
     return data
 

@@ -30,3 +30,4 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("task_run_pk", "asset_id"),
         sa.ForeignKeyConstraint(["task_run_pk"], ["task_runs.pk"]),
     )
+    op.create_index("unwritten_outputs_asset", "unwritten_outputs", ["asset_id", "task_run_pk"])

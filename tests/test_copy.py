@@ -28,7 +28,7 @@ from bridge.delivery.health_watch import HealthWatch, WatchSettings
 from bridge.errors import CatalogError
 from bridge.mapping import Resolver
 from bridge.receiver.imports import catalog_intake
-from tests.conftest import ROOT
+from tests.conftest import ROOT, at
 from tests.helpers import catalog_state, decl, invoke, ol_dataset, ol_run_event, run
 from tests.postgres import PostgresServer
 from tests.test_faults import fill
@@ -57,7 +57,8 @@ def rich(tmp_path: Path, resolver: Resolver) -> Path:
     with Catalog(db) as catalog:
         fill(catalog, RUNS)
         # a run that failed on an output its task never wrote: its unwritten outputs
-        catalog.record_task_run(run("rebuild", outputs=(decl("rebuilt.table", type="Table"),), state="FAILED"))
+        catalog.record_task_run(run("build", outputs=(decl("rebuilt.table", type="Table"),)))
+        catalog.record_task_run(run("rebuild", outputs=(decl("rebuilt.table"),), state="FAILED", start=at(5)))
         intake = catalog_intake(catalog, resolver)
         assert all(o.ok for o in intake.take(overlapping_events(30)))
         symlinked = ol_dataset(

@@ -257,15 +257,12 @@ INSERT_LINEAGE = "INSERT INTO lineage (upstream_id, downstream_id, task_run_pk) 
 COUNT_TASK_RUNS = "SELECT count(*) FROM task_runs"
 
 
-# the runs that read or wrote an asset, or were to write it and did not where their events name it
-# as an output (the catalog held it when the run ended: bridge.openlineage.convert's _unwritten):
-# the asset given once, its uses of either kind found through an index
+# the runs that read or wrote an asset, or were to write it and did not (their events name it as
+# an output): the asset given once, its uses of either kind found through an index
 _RUNS_NAMING_ASSET = """t.pk IN (
     WITH named(id) AS (SELECT CAST(? AS TEXT))
     SELECT u.task_run_pk FROM usages u JOIN named ON u.asset_id = named.id
-    UNION ALL SELECT o.task_run_pk FROM unwritten_outputs o JOIN named ON o.asset_id = named.id
-    JOIN task_runs r ON r.pk = o.task_run_pk JOIN assets a ON a.id = o.asset_id
-    WHERE a.created_at <= r.ended_at AND (a.deleted_at IS NULL OR a.deleted_at > r.ended_at))"""
+    UNION ALL SELECT o.task_run_pk FROM unwritten_outputs o JOIN named ON o.asset_id = named.id)"""
 
 
 def _task_run_filters(

@@ -90,6 +90,18 @@ def _later_run_write(cur: Cursor, current: Asset | None, ended_at: datetime) -> 
     return str(latest[0])
 
 
+def _held_at(cur: Cursor, ids: Iterable[str], moment: datetime) -> list[str]:
+    """Of ``ids``, by id, the assets the catalog held at ``moment`` (made by then, not deleted by
+    then), decided once, as the run is written: one it did not hold has no record to name it by
+    in the run's events (its rule may need metadata a write brings) and no health to fail."""
+    held: list[str] = []
+    for asset_id in sorted(ids):
+        asset = get_asset(cur, asset_id)
+        if asset is not None and asset.created_at <= moment and (asset.deleted_at is None or asset.deleted_at > moment):
+            held.append(asset_id)
+    return held
+
+
 def merged(current: Asset | None, decl: AssetDeclaration, *, origin: Origin, now: datetime) -> Asset:
     """The asset after ``decl`` is written over ``current``: given fields win, the rest are kept,
     metadata merges (null removes a key), and a write brings a deleted asset back."""
@@ -301,12 +313,13 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen) -> RecordResu
                     edges.extend(decl.column_lineage.edges(asset.id))
     # the outputs an ended run was to write and did not, where its state FAILs them (FAILED,
     # KILLED, CANCELLED, RETRIED; not SKIPPED, which says nothing of them): its task is one of
-    # their writers for health, and its run FAILs them though the task never wrote them
+    # their writers for health, its run FAILs them though the task never wrote them, and its
+    # events name them (Marquez makes a job's outputs of its run's datasets)
     unwritten: list[str] = []
     if run.outputs and not state.writes_outputs:
         warnings.append(f"{len(run.outputs)} output(s) not written: the task run ended {state.value}")
         if run.ended_at is not None and state.value in FAILED_RUN:
-            unwritten = sorted({decl.id for decl in run.outputs})
+            unwritten = _held_at(cur, {decl.id for decl in run.outputs}, run.ended_at)
 
     job = dumps(attrs.asdict(run.job))
     times = (format_time(run.started_at), format_time(run.ended_at) if run.ended_at else None)

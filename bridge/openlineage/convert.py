@@ -372,22 +372,11 @@ def _unwritten(run: StoredTaskRun, assets: Mapping[str, Asset]) -> list[Asset]:
     """The outputs a run was to write and did not (it FAILed, or was killed, cancelled or retried),
     among the datasets of its events, START and end (dbt-ol names a failed model's table in its
     START): the job's outputs in Marquez come from the datasets of its run's events, and a run
-    without them would drop the job's edges to its outputs until its next success. Only those
-    the catalog held when the run ended (made by then, not deleted by then), so that its events
-    are the same whenever they are made, streamed as it ends or exported later: one never written
-    has no record to name it by (its rule may need metadata a write brings)."""
-    ended = run.ended_at
-    if not run.unwritten or ended is None:
-        return []
-    written = {u.asset_id for u in run.usages if u.direction == "output"}
-    return [
-        asset
-        for asset_id in run.unwritten
-        if asset_id not in written
-        and (asset := assets.get(asset_id)) is not None
-        and asset.created_at <= ended
-        and (asset.deleted_at is None or asset.deleted_at > ended)
-    ]
+    without them would drop the job's edges to its outputs until its next success. They are
+    those the catalog held when the run ended, decided as it was written, so that its events are
+    the same whenever they are made, streamed as it ends or exported later (a purged one left out,
+    as a purged usage is)."""
+    return [asset for asset_id in run.unwritten if (asset := assets.get(asset_id)) is not None]
 
 
 def _purged(asset_id: str, when: datetime) -> Asset:

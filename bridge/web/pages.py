@@ -581,11 +581,8 @@ def run_page(catalog: Catalog, runs: Runs, run_id: str, scope: b.Scope | None) -
     view = runs.get(run_id)
     if view is None or not b.allows(scope, view.job_namespace):
         raise NotFoundError(f"no run with id {run_id!r}")
-    # what a failed run was to write: the assets of it the catalog holds (one never written is none)
-    nodes = b.nodes_of(catalog, [*view.inputs, *view.outputs, *view.unwritten])
-    held = {n.id for n in nodes}
-    named = [*view.inputs, *view.outputs, *(o for o in view.unwritten if o in held)]
-    visible = {n.id for n in nodes if b.allows(scope, n.namespace)}
+    named = [*view.inputs, *view.outputs, *view.unwritten]  # what a failed run was to write, too
+    visible = {n.id for n in b.nodes_of(catalog, named) if b.allows(scope, n.namespace)}
     data = view.to_json()
     data["inputs"] = [i for i in view.inputs if i in visible]
     data["outputs"] = [o for o in view.outputs if o in visible]

@@ -30,11 +30,10 @@ def _run_events(catalog: Catalog, converter: Converter, lookup: AssetLookup, ite
         if run is None:
             out[item.seq] = None
             continue
-        lines = converter.task_run_lines(run, lookup.of_run(run))
-        if item.kind == RUN_START:
+        # a run recorded again while it runs: a RUNNING event, the run as it now stands
+        lines = converter.task_run_lines(run, lookup.of_run(run), running=item.kind == RUN_UPDATE)
+        if item.kind in (RUN_START, RUN_UPDATE):
             out[item.seq] = lines[0]
-        elif item.kind == RUN_UPDATE:  # the START as the run now stands, as RUNNING (its second key)
-            out[item.seq] = lines[0].replace('"eventType":"START"', '"eventType":"RUNNING"', 1)
         else:
             out[item.seq] = lines[1] if len(lines) > 1 else None
     return out

@@ -209,9 +209,10 @@ class Converter:
         text = dumps(self._job(namespace, key, run.job))
         return self._job_text.put(memo_key, len(text), text)
 
-    def _envelopes(self, run: StoredTaskRun, *, with_job: bool = True) -> list[dict[str, Any]]:
-        """The RunEvents of a task run without their datasets: START, and the end event once the
-        run has ended (without their ``job`` unless ``with_job``)."""
+    def _envelopes(self, run: StoredTaskRun, *, with_job: bool = True, running: bool = False) -> list[dict[str, Any]]:
+        """The RunEvents of a task run without their datasets: START (RUNNING with ``running``: the
+        run as it now stands, recorded again while it runs), and the end event once the run has
+        ended (without their ``job`` unless ``with_job``)."""
         producer = self.options.producer
         key = run.key
         namespace = self.job_namespace(key)
@@ -224,7 +225,7 @@ class Converter:
         job = self._job(namespace, key, run.job) if with_job else None
         start = {
             "eventTime": format_time(run.started_at),
-            "eventType": "START",
+            "eventType": "RUNNING" if running else "START",
             "producer": producer,
             "schemaURL": f.RUN_EVENT,
             "run": {"runId": run_id, "facets": run_facets},
@@ -276,9 +277,10 @@ class Converter:
         datasets["output"] += [self.dataset(asset) for asset in _unwritten(run, assets)]
         return [{**e, "inputs": datasets["input"], "outputs": datasets["output"]} for e in self._envelopes(run)]
 
-    def task_run_lines(self, run: StoredTaskRun, assets: Mapping[str, Asset]) -> list[str]:
+    def task_run_lines(self, run: StoredTaskRun, assets: Mapping[str, Asset], *, running: bool = False) -> list[str]:
         """:meth:`task_run_events`, each serialized exactly as :func:`dumps` would: the export
-        path, which serializes each dataset once per asset version instead of once per event."""
+        path, which serializes each dataset once per asset version instead of once per event
+        (``running``: the first a RUNNING event, the run as it now stands)."""
         datasets: dict[str, list[str]] = {"input": [], "output": []}
         changed = self._column_datasets(run, assets)
         for usage in run.usages:
@@ -290,7 +292,7 @@ class Converter:
             datasets[usage.direction].append(text)
         datasets["output"] += [self.dataset_json(asset) for asset in _unwritten(run, assets)]
         inputs, outputs = ",".join(datasets["input"]), ",".join(datasets["output"])
-        envelopes = self._envelopes(run, with_job=False)
+        envelopes = self._envelopes(run, with_job=False, running=running)
         job = self._job_json(run)
         tail = f',"producer":{self._producer_json},"run":'
         start_run = envelopes[0]["run"]

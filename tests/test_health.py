@@ -23,11 +23,10 @@ from bridge.model.health import (
     Match,
     Selector,
     Verdict,
-    at_risk,
     evaluate,
     next_change,
     parse_duration,
-    path_to_cause,
+    paths_at_risk,
     rule_for,
 )
 from bridge.receiver.imports import catalog_intake
@@ -185,11 +184,13 @@ def test_checks_and_the_last_run_and_the_worst_of_them() -> None:
 
 def test_at_risk_is_every_asset_downstream_with_the_shortest_path_to_a_cause() -> None:
     downstream = {"a": ["b"], "b": ["c", "d"], "c": ["e"], "x": ["e"], "e": ["a"]}  # a cycle a-b-c-e-a
-    before = at_risk({"a", "x"}, downstream)
-    assert set(before) == {"a", "b", "c", "d", "e"}
-    assert path_to_cause("d", before, {"a", "x"}) == ("a", "b", "d")
-    assert path_to_cause("e", before, {"a", "x"}) == ("x", "e")
-    assert path_to_cause("a", before, {"a", "x"}) == ("x", "e", "a")  # a bad asset may be at risk too
+    assert paths_at_risk({"a", "x"}, downstream) == {
+        "b": ("a", "b"),
+        "c": ("a", "b", "c"),
+        "d": ("a", "b", "d"),
+        "e": ("x", "e"),
+        "a": ("x", "e", "a"),  # a bad asset may be at risk too
+    }
 
 
 # --- over the catalog, through the command line ----------------------------------------------

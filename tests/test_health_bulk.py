@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections import deque
+from collections.abc import Container, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -20,9 +21,7 @@ from bridge.model.health import (
     RuleBook,
     Selector,
     Verdict,
-    at_risk,
     evaluate,
-    path_to_cause,
     paths_at_risk,
 )
 
@@ -98,6 +97,41 @@ def nearest_causes(node: str, bad: set[str], downstream: dict[str, list[str]]) -
                     distance[child] = distance[here] + 1
                     queue.append(child)
     return best
+
+
+def at_risk(bad: Iterable[str], downstream: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """A reference for :func:`paths_at_risk`, the plain walk: the assets downstream of the ``bad``
+    ones, breadth first from each in order, each with the asset before it on a shortest path
+    (:func:`path_to_cause` follows them back); a bad asset reached through a cycle back to
+    itself is left as the walk reaches it."""
+    before: dict[str, str] = {}
+    queue: deque[tuple[str, str]] = deque()
+    for cause in sorted(set(bad)):
+        for child in downstream.get(cause, ()):
+            queue.append((cause, child))
+    while queue:
+        parent, node = queue.popleft()
+        if node in before:
+            continue
+        before[node] = parent
+        for child in downstream.get(node, ()):
+            if child not in before:
+                queue.append((node, child))
+    return before
+
+
+def path_to_cause(asset_id: str, before: Mapping[str, str], bad: Container[str]) -> tuple[str, ...]:
+    """The path from the cause (a bad asset, first) to ``asset_id`` (last), from :func:`at_risk`."""
+    path = [asset_id]
+    seen = {asset_id}
+    node = before[asset_id]
+    while True:
+        path.append(node)
+        if node in bad or node not in before or node in seen:
+            break
+        seen.add(node)
+        node = before[node]
+    return tuple(reversed(path))
 
 
 def test_the_paths_at_risk_are_those_of_the_walk_and_its_paths() -> None:

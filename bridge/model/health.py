@@ -17,7 +17,7 @@ nothing to say:
 An asset none of them speaks for is UNKNOWN (a rule on an asset never written says UNKNOWN only
 when its checks and runs say nothing either: a dbt source, never written by a run, is judged by
 ``dbt source freshness``'s checks). *At risk* is separate: an asset downstream of a
-FAIL or WARN asset, with the path to the nearest one (:func:`at_risk`).
+FAIL or WARN asset, with the path to the nearest one (:func:`paths_at_risk`).
 """
 
 from __future__ import annotations
@@ -561,35 +561,14 @@ def next_change(verdict: Verdict, as_of: datetime) -> datetime | None:
     return None
 
 
-def at_risk(bad: Iterable[str], downstream: Mapping[str, Sequence[str]]) -> dict[str, str]:
-    """The assets downstream of the ``bad`` ones (FAIL or WARN), each with the asset before it on
-    a shortest path from one of them (:func:`path_to_cause` follows them back). A bad asset is at
-    risk too when another is upstream of it. Linear in the edges walked. (The walk alone: a bad
-    asset it reaches through a cycle back to itself is put right by :func:`paths_at_risk`.)"""
-    before: dict[str, str] = {}
-    queue: deque[tuple[str, str]] = deque()
-    for cause in sorted(set(bad)):
-        for child in downstream.get(cause, ()):
-            queue.append((cause, child))
-    while queue:
-        parent, node = queue.popleft()
-        if node in before:
-            continue
-        before[node] = parent
-        for child in downstream.get(node, ()):
-            if child not in before:
-                queue.append((node, child))
-    return before
-
-
 def paths_at_risk(bad: Iterable[str], downstream: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
-    """Each asset :func:`at_risk` finds, with its :func:`path_to_cause`, worked out as the walk
-    reaches it (a path is the path to the asset before it, and it), so in one pass.
+    """The assets downstream of the ``bad`` ones (FAIL or WARN), each with a shortest path from
+    one of them (the cause first, the asset last; a bad asset is at risk too when another is
+    upstream of it), worked out as the walk reaches it (a path is the path to the asset before
+    it, and it), so in one pass, linear in the edges walked.
 
-    The walk is :func:`at_risk`'s, breadth first from the bad assets in order, but an asset takes
-    its path when it is first queued rather than when it leaves the queue: the first pair queued
-    for an asset is the first to leave it, so each gets the same asset before it, and none is
-    queued twice.
+    The walk is breadth first from the bad assets in order; an asset takes its path when it is
+    first queued, and none is queued twice.
 
     No asset is at risk from itself: a bad asset the walk reached only through a cycle back to it
     (``b -> c -> b``) is at risk where another bad asset reaches it through assets that are not
@@ -648,20 +627,6 @@ def _from_another(node: str, bad: Container[str], upstream: Mapping[str, Sequenc
     return None
 
 
-def path_to_cause(asset_id: str, before: Mapping[str, str], bad: Container[str]) -> tuple[str, ...]:
-    """The path from the cause (a bad asset, first) to ``asset_id`` (last), from :func:`at_risk`."""
-    path = [asset_id]
-    seen = {asset_id}
-    node = before[asset_id]
-    while True:
-        path.append(node)
-        if node in bad or node not in before or node in seen:
-            break
-        seen.add(node)
-        node = before[node]
-    return tuple(reversed(path))
-
-
 __all__ = [
     "ANOTHER_NAMESPACE",
     "Facts",
@@ -672,13 +637,11 @@ __all__ = [
     "RuleBook",
     "Selector",
     "Verdict",
-    "at_risk",
     "evaluate",
     "format_duration",
     "masked",
     "next_change",
     "parse_duration",
-    "path_to_cause",
     "paths_at_risk",
     "rule_for",
 ]

@@ -13,6 +13,7 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,7 @@ from bridge.receiver.app import ReceiverApp
 from bridge.receiver.intake import Intake, Limits
 from bridge.receiver.metrics import Metrics
 from bridge.receiver.outcome import Outcome
+from tests.backend import free_port
 from tests.group_writer import GroupWriter
 from tests.helpers import (
     DATASET_EVENT_URL,
@@ -672,6 +674,57 @@ def test_sigterm_while_a_dead_worker_waits_to_be_replaced_stops_everything(tmp_p
                 os.kill(child, signal.SIGKILL)
     assert code == 0 and "Traceback" not in served.stderr, served.stderr
     assert not left, f"still running after serve stopped: {left}"
+
+
+# uvicorn's Server.run, in the workers of the serve this starts: the first worker is sent SIGTERM
+# just before uvicorn takes its signals (the supervisor stopping as the worker starts)
+_EARLY_SIGTERM = """
+import os, signal, sys, uvicorn
+mark = sys.argv.pop(1)
+run = uvicorn.Server.run
+def early(self, sockets=None):
+    try:
+        os.close(os.open(mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        pass
+    else:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return run(self, sockets=sockets)
+uvicorn.Server.run = early
+sys.argv[0] = "olbridge"
+from bridge.cli import main
+main()
+"""
+
+
+def test_a_sigterm_before_uvicorn_takes_its_signals_stops_the_worker(tmp_path: Path) -> None:
+    """A worker told to stop while it starts (before uvicorn has taken SIGTERM) stops, rather than
+    serve on while its supervisor, stopping, waits for it forever."""
+    port = free_port()
+    catalog = tmp_path / "early.db"
+    command = [sys.executable, "-c", _EARLY_SIGTERM, str(tmp_path / "signalled"), "--catalog", str(catalog)]
+    env = {**os.environ, "OLBRIDGE_TOKEN": TOKEN}
+    with (tmp_path / "stderr").open("w+") as err:
+        process = subprocess.Popen(
+            [*command, "serve", "--port", str(port)], env=env, stdin=subprocess.DEVNULL, stderr=err, text=True
+        )
+        try:
+            for _ in range(300):  # up to 30 s
+                err.seek(0)
+                if "exited (0); starting another" in err.read() or process.poll() is not None:
+                    break
+                time.sleep(0.1)
+            process.send_signal(signal.SIGTERM)
+            code = process.wait(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        err.seek(0)
+        said = err.read()
+    assert (tmp_path / "signalled").exists(), said
+    assert re.search(r"worker \d+ exited \(0\); starting another", said), said
+    assert code == 0 and "Traceback" not in said, said
 
 
 def _running(pid: int) -> bool:

@@ -122,9 +122,13 @@ def run_worker(
         timeout_keep_alive=KEEP_ALIVE,
         timeout_graceful_shutdown=GRACE,
     )
-    # uvicorn raises the signal that stopped it once it is done: it finds this handler, not the default
-    signal.signal(signal.SIGTERM, lambda signum, frame: None)
-    uvicorn.Server(config).run(sockets=[listener])
+    server = uvicorn.Server(config)
+    # Until uvicorn takes SIGTERM as it starts, a SIGTERM (the supervisor stopping) is uvicorn's all
+    # the same: it starts, sees it is to exit, and stops, rather than the signal being lost and the
+    # worker serving on while the supervisor waits for it. Once done, uvicorn raises the signal that
+    # stopped it again: it finds this handler, not the default.
+    signal.signal(signal.SIGTERM, server.handle_exit)
+    server.run(sockets=[listener])
 
 
 def _follow(supervisor: int, every: float = 1.0) -> None:

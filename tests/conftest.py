@@ -263,7 +263,7 @@ def official() -> Callable[[Any], list[str]]:
     from referencing.exceptions import Unresolvable
 
     documents = _spec_documents()
-    documents.append(json.loads((ROOT / "bridge" / "schemas" / "OlbridgeAssetDatasetFacet.json").read_text()))
+    documents += [json.loads(path.read_text()) for path in sorted((ROOT / "bridge" / "schemas").glob("*.json"))]
     registry = Registry().with_resources((d["$id"], Resource.from_contents(d)) for d in documents)
     # each schema file by its URL without the version: a facet naming another version of an
     # official schema than the folder's is checked against the folder's

@@ -15,6 +15,7 @@ import attr
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent
 from openlineage.client.facet_v2 import (
     DatasetFacet,
+    RunFacet,
     data_quality_assertions_dataset,
     dataset_type_dataset,
     datasource_dataset,
@@ -35,7 +36,13 @@ from openlineage.client.serde import Serde
 
 from bridge.model import Asset, StoredTaskRun, format_time
 from bridge.openlineage.convert import Converter, execution_run_id, task_run_id
-from bridge.openlineage.facets import ASSET_FACET_KEY, ASSET_FACET_URL, DATASET_TYPES
+from bridge.openlineage.facets import (
+    ASSET_FACET_KEY,
+    ASSET_FACET_URL,
+    DATASET_TYPES,
+    TASK_RUN_FACET_KEY,
+    TASK_RUN_FACET_URL,
+)
 from bridge.version import __version__
 
 
@@ -52,6 +59,15 @@ class OlbridgeAssetDatasetFacet(DatasetFacet):
     @staticmethod
     def _get_schema() -> str:
         return ASSET_FACET_URL
+
+
+@attr.define
+class OlbridgeTaskRunRunFacet(RunFacet):
+    state: str = attr.field()
+
+    @staticmethod
+    def _get_schema() -> str:
+        return TASK_RUN_FACET_URL
 
 
 def _dataset_facets(converter: Converter, asset: Asset) -> tuple[str, str, dict[str, Any]]:
@@ -147,6 +163,8 @@ def task_run_events(converter: Converter, run: StoredTaskRun, assets: Mapping[st
             version=__version__, name="olbridge", openlineageAdapterVersion=__version__, producer=producer
         ),
     }
+    if run.ended_at is not None and run.state.value in ("WARNING", "RETRIED", "KILLED", "CANCELLED", "SKIPPED"):
+        run_facets[TASK_RUN_FACET_KEY] = OlbridgeTaskRunRunFacet(state=run.state.value, producer=producer)
     job_facets: dict[str, Any] = {
         "jobType": job_type_job.JobTypeJobFacet(
             processingType="BATCH", integration=run.job.integration, jobType=run.job.job_type, producer=producer

@@ -159,6 +159,41 @@ def test_a_failed_run_names_the_outputs_it_was_to_write(
     assert [json.loads(line) for line in iter_lines(catalog, converter)] == events
 
 
+def test_a_skipped_run_names_its_outputs_and_says_it_was_skipped(
+    catalog: Catalog, converter: Converter, official: Callable[[Any], list[str]]
+) -> None:
+    """A skipped run (dbt skips the models below a failed test) names the outputs it was to write,
+    in its START and its ABORT, as a failed one does: Marquez makes a job's version, and so its
+    edges, of the datasets of its latest run's events, and a skip naming none dropped the job's
+    edges to its outputs until it next ran. Its ``olbridge_taskRun`` facet says SKIPPED (which a
+    receiving olbridge reads: it wrote none and failed none); a killed run's says KILLED, where
+    ABORT alone cannot tell the two apart."""
+    outputs = (decl("w.main.orders", type="Table"),)
+    catalog.record_task_run(run("load", inputs=(decl("w.raw.x"),), outputs=outputs))
+    catalog.record_task_run(run("load", execution="e2", inputs=(decl("w.raw.x"),), outputs=outputs, state="SKIPPED"))
+    catalog.record_task_run(run("load", execution="e3", inputs=(decl("w.raw.x"),), outputs=outputs, state="KILLED"))
+    events = [e for e in iter_events(catalog, converter) if e.get("job", {}).get("name") == "flow.load"]
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for event in events:
+        by_run.setdefault(event["run"]["runId"], []).append(event)
+    success, skipped, killed = by_run.values()
+
+    def datasets(run_events: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+        """What Marquez makes a job's version of: the datasets of every event of its run."""
+        sides = ("inputs", "outputs")
+        return {(side, d["namespace"], d["name"]) for e in run_events for side in sides for d in e[side]}
+
+    assert [e["eventType"] for e in skipped] == ["START", "ABORT"]
+    assert datasets(skipped) == datasets(killed) == datasets(success)  # the job's edges stay as they were
+    assert [e["run"]["facets"]["olbridge_taskRun"]["state"] for e in [*skipped, *killed]] == ["SKIPPED"] * 2 + [
+        "KILLED"
+    ] * 2
+    assert all("olbridge_taskRun" not in e["run"]["facets"] for e in success)
+    for event in events:
+        assert official(event) == [] and validate_event(event) == [], event
+    assert [json.loads(line) for line in iter_lines(catalog, converter)] == list(iter_events(catalog, converter))
+
+
 def test_exporting_twice_is_byte_identical(tmp_path: Path, resolver: Resolver) -> None:
     path = tmp_path / "c.db"
     with Catalog(path) as catalog:

@@ -282,14 +282,17 @@ def test_a_failed_run_fails_an_output_its_task_never_wrote(chain: str) -> None:
 
 def test_a_skipped_run_of_another_task_leaves_a_failure_standing(chain: str) -> None:
     """A SKIPPED run says nothing of its outputs: a task that was skipped (a branch not taken that
-    names the same output) does not become a writer whose run would hide another task's failure."""
+    names the same output) does not become a writer whose run would hide another task's failure,
+    though its events name that output (its task's later success elsewhere is no run of it)."""
     with Catalog(chain) as catalog:
         catalog.record_task_run(
             run("build", execution="e2", outputs=(decl("mart.orders"),), state="FAILED", start=at(59))
         )
+        catalog.record_task_run(run("alt", execution="e1", outputs=(decl("mart.other", type="Table"),), start=at(60)))
         catalog.record_task_run(
             run("alt", execution="e2", outputs=(decl("mart.orders"),), state="SKIPPED", start=at(61))
         )
+        catalog.record_task_run(run("alt", execution="e3", outputs=(decl("mart.other"),), start=at(63)))
     code, found = health(chain, "--as-of", when(70))
     assert code == 1 and found["mart.orders"]["health"] == "FAIL", found["mart.orders"]
 

@@ -13,8 +13,10 @@ from click.testing import CliRunner
 
 from bridge.catalog import Catalog
 from bridge.cli import cli
+from bridge.delivery.history import iter_events
 from bridge.mapping import Resolver
 from bridge.model import Assertion
+from bridge.openlineage.convert import Converter
 from bridge.receiver.imports import catalog_intake
 from tests.conftest import at
 from tests.helpers import decl, invoke, ol_dataset, run
@@ -182,3 +184,27 @@ def test_purging_an_asset_takes_its_freshness_rule_and_checks(catalog_target: st
         catalog.record_task_run(run("build", execution="e2", outputs=(decl("mart.orders", type="Table"),), start=at(5)))
     code, out, err = invoke(catalog_target, "assets", "show", "mart.orders")
     assert code == 0 and json.loads(out)["freshness"] is None, err
+
+
+@pytest.mark.parametrize(("state", "after"), [("SKIPPED", "PASS"), ("KILLED", "FAIL")])
+def test_a_skipped_run_streamed_to_another_olbridge_fails_none_of_its_outputs(
+    catalog_targets: Any, resolver: Resolver, state: str, after: str
+) -> None:
+    """A run olbridge recorded SKIPPED names its outputs in its events (so that Marquez keeps the
+    job's edges), and says it was skipped: another olbridge taking them (a stream, export then
+    import, an import from Marquez) reads none as written or failed by it, where a killed run's
+    ABORT FAILs them as any received ABORT does."""
+    source, target = catalog_targets(), catalog_targets()
+    outputs = (decl("w.main.orders", type="Table"),)
+    with Catalog(source) as catalog:
+        catalog.record_task_run(run("load", inputs=(decl("w.raw.x"),), outputs=outputs))
+        catalog.record_task_run(
+            run("load", execution="e2", inputs=(decl("w.raw.x"),), outputs=outputs, state=state, start=at(5))
+        )
+        events = list(iter_events(catalog, Converter(resolver)))
+    ended = [e for e in events if e.get("eventType") == "ABORT"]
+    assert [d["name"] for e in ended for d in e["outputs"]] == ["w.main.orders"]  # named either way
+    with Catalog(target) as catalog:
+        assert all(o.ok for o in catalog_intake(catalog, resolver).take(events))
+        [found] = [h for h in catalog.health(at(60)) if h.asset_id.endswith("w.main.orders")]
+    assert found.health.value == after, found.verdict.reasons

@@ -311,14 +311,14 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen) -> RecordResu
                 written.append(asset.id)
                 if decl.column_lineage is not None:
                     edges.extend(decl.column_lineage.edges(asset.id))
-    # the outputs an ended run was to write and did not, where its state FAILs them (FAILED,
-    # KILLED, CANCELLED, RETRIED; not SKIPPED, which says nothing of them): its task is one of
-    # their writers for health, its run FAILs them though the task never wrote them, and its
-    # events name them (Marquez makes a job's outputs of its run's datasets)
+    # the outputs an ended run was to write and did not: its events name them (Marquez makes a
+    # job's outputs of its run's datasets). Where its state FAILs them (FAILED, KILLED, CANCELLED,
+    # RETRIED) its task is one of their writers for health, and its run FAILs them though the task
+    # never wrote them; a SKIPPED run says nothing of them (its events say it was skipped)
     unwritten: list[str] = []
     if run.outputs and not state.writes_outputs:
         warnings.append(f"{len(run.outputs)} output(s) not written: the task run ended {state.value}")
-        if run.ended_at is not None and state.value in FAILED_RUN:
+        if run.ended_at is not None and (state.value in FAILED_RUN or state is TaskState.SKIPPED):
             unwritten = _held_at(cur, {decl.id for decl in run.outputs}, run.ended_at)
 
     job = dumps(attrs.asdict(run.job))
@@ -348,7 +348,8 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen) -> RecordResu
         cur.execute(sql.INSERT_UNWRITTEN, (pk, asset_id))
     if times[1] is not None or found is not None:  # what health reads of it, kept (as it now stands)
         task = (key.flow_namespace, key.flow_id, key.task_id)
-        writes_kept.keep_own(cur, task, pk, times[1], written, unwritten)
+        failed = unwritten if state.value in FAILED_RUN else ()
+        writes_kept.keep_own(cur, task, pk, times[1], written, failed)
     inputs = [u[0] for u in used if u[1] == "input"]
     for down in written:
         for up in inputs:

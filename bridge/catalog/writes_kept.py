@@ -111,12 +111,13 @@ FILL_WRITERS = """
     ON CONFLICT (asset_id, flow_namespace, flow_id, task_id) DO UPDATE SET last_write = excluded.last_write
     WHERE kept_writers.last_write IS NULL OR excluded.last_write > kept_writers.last_write
 """
-# ... and the tasks of the runs that were to write an asset and did not, with no write (after
-# FILL_WRITERS: where a task wrote the asset too, its write stays)
+# ... and the tasks of the runs that were to write an asset and failed to, with no write (after
+# FILL_WRITERS: where a task wrote the asset too, its write stays; a skipped run's are none's)
 FILL_UNWRITTEN_WRITERS = """
     INSERT INTO kept_writers (asset_id, flow_namespace, flow_id, task_id, last_write)
     SELECT DISTINCT o.asset_id, t.flow_namespace, t.flow_id, t.task_id, NULL
-    FROM unwritten_outputs o JOIN task_runs t ON t.pk = o.task_run_pk WHERE t.ended_at IS NOT NULL
+    FROM unwritten_outputs o JOIN task_runs t ON t.pk = o.task_run_pk
+    WHERE t.ended_at IS NOT NULL AND t.state <> 'SKIPPED'
     ON CONFLICT (asset_id, flow_namespace, flow_id, task_id) DO NOTHING
 """
 

@@ -37,6 +37,7 @@ from bridge.model import (
     StoredTaskRun,
     StoredUsage,
     TaskRunKey,
+    TaskState,
     format_time,
     merge_metadata,
 )
@@ -234,6 +235,8 @@ class Converter:
         end_type = run.state.run_event_type
         if run.ended_at is None or end_type == "START":
             return [start]
+        if run.state in _STATE_UNSAID:  # both events: a skipped run's START names its outputs too
+            run_facets[f.TASK_RUN_FACET_KEY] = f.task_run(producer, run.state.value)
         end_facets = run_facets
         if run.error and end_type == "FAIL":
             end_facets = {**run_facets, "errorMessage": f.error_message(producer, run.error)}
@@ -370,11 +373,18 @@ def _declared(decl: AssetDeclaration, when: datetime) -> Asset:
     )
 
 
+# the states an event's type does not tell from another (its olbridge_taskRun facet says them)
+_STATE_UNSAID = frozenset(
+    (TaskState.WARNING, TaskState.RETRIED, TaskState.KILLED, TaskState.CANCELLED, TaskState.SKIPPED)
+)
+
+
 def _unwritten(run: StoredTaskRun, assets: Mapping[str, Asset]) -> list[Asset]:
-    """The outputs a run was to write and did not (it FAILed, or was killed, cancelled or retried),
-    among the datasets of its events, START and end (dbt-ol names a failed model's table in its
-    START): the job's outputs in Marquez come from the datasets of its run's events, and a run
-    without them would drop the job's edges to its outputs until its next success. They are
+    """The outputs a run was to write and did not (it FAILed, was killed, cancelled or retried, or
+    was skipped), among the datasets of its events, START and end (dbt-ol names a failed model's
+    table in its START): the job's outputs in Marquez come from the datasets of its run's events,
+    and a run without them would drop the job's edges to its outputs until its next success (a
+    skipped run's facet ``olbridge_taskRun`` says it wrote none and failed none). They are
     those the catalog held when the run ended, decided as it was written, so that its events are
     the same whenever they are made, streamed as it ends or exported later (a purged one left out,
     as a purged usage is)."""

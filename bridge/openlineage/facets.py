@@ -48,6 +48,16 @@ ASSET_FACET_VERSION = "1-0-0"
 ASSET_FACET_ID = f"https://olbridge.github.io/spec/facets/{ASSET_FACET_VERSION}/OlbridgeAssetDatasetFacet.json"
 ASSET_FACET_URL = f"{ASSET_FACET_ID}#/$defs/OlbridgeAssetDatasetFacet"
 
+# The custom run facet that says the state olbridge recorded where the event's type cannot (KILLED,
+# CANCELLED and SKIPPED all end in ABORT, RETRIED in FAIL, WARNING in COMPLETE); its schema ships
+# in bridge/schemas/. A receiving olbridge reads one thing of it: a SKIPPED run's outputs, which
+# its events name so that Marquez keeps the job's edges to them, were not written, nor failed.
+TASK_RUN_FACET_KEY = "olbridge_taskRun"
+TASK_RUN_FACET_VERSION = "1-0-0"
+TASK_RUN_FACET_ID = f"https://olbridge.github.io/spec/facets/{TASK_RUN_FACET_VERSION}/OlbridgeTaskRunRunFacet.json"
+TASK_RUN_FACET_URL = f"{TASK_RUN_FACET_ID}#/$defs/OlbridgeTaskRunRunFacet"
+SKIPPED = "SKIPPED"  # the state of a run that did not run: its outputs were neither written nor failed
+
 # asset type -> datasetType
 DATASET_TYPES = {
     "Table": "TABLE",
@@ -172,6 +182,17 @@ def parent(producer: str, run_id: str, namespace: str, name: str) -> dict[str, A
 
 def processing_engine(producer: str, version: str) -> dict[str, Any]:
     return facet(producer, "processing_engine", version=version, name="olbridge", openlineageAdapterVersion=version)
+
+
+def task_run(producer: str, state: str) -> dict[str, Any]:
+    """The ``olbridge_taskRun`` facet: the state olbridge recorded of the run."""
+    return {"_producer": producer, "_schemaURL": TASK_RUN_FACET_URL, "state": state}
+
+
+def skipped(facets: Any) -> bool:
+    """Whether a run's facets say olbridge recorded it SKIPPED (its outputs named, not written)."""
+    found = facets.get(TASK_RUN_FACET_KEY) if isinstance(facets, dict) else None
+    return isinstance(found, dict) and found.get("state") == SKIPPED
 
 
 def error_message(producer: str, message: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from bridge.canonical import canonical
 from bridge.memo import Memo
 from bridge.model import Column, parse_time
 from bridge.model.received import IncomingEvent, ReceivedColumnEdge, SeenDataset, dataset_assertions
+from bridge.openlineage.facets import skipped as skipped_run
 from bridge.receiver.column_lineage import read_column_lineage
 
 
@@ -142,13 +143,17 @@ def read_event(
     run_id = parent_run_id = job_namespace = job_name = None
     run_facets: tuple[tuple[str, str], ...] = ()
     job_facets: tuple[tuple[str, str], ...] = ()
+    skipped = False
     if kind == "DatasetEvent":
         datasets.append(seen_dataset(event["dataset"], None))
     else:
         job = event["job"]
         job_namespace, job_name = job["namespace"], job["name"]
         job_facets = facet_texts(job.get("facets"))
-        for key, direction in (("inputs", "input"), ("outputs", "output")):
+        # a run olbridge recorded SKIPPED names the outputs it was to write (so that Marquez keeps
+        # the job's edges to them): it wrote none, and failed none, so none is read as its output
+        skipped = kind == "RunEvent" and skipped_run(event["run"].get("facets"))
+        for key, direction in (("inputs", "input"), ("outputs", "output")) if not skipped else (("inputs", "input"),):
             for index, dataset in enumerate(event.get(key) or ()):
                 if direction == "input" and index in bare_inputs:  # named, its facets not applied
                     dataset = {"namespace": dataset["namespace"], "name": dataset["name"]}
@@ -159,7 +164,7 @@ def read_event(
         run_facets = facet_texts(run.get("facets"))
         parent_run_id = _parent_run_id(run.get("facets"))
     column_edges: tuple[ReceivedColumnEdge, ...] = ()
-    if kind != "DatasetEvent":
+    if kind != "DatasetEvent" and not skipped:
         column_edges, more = read_column_lineage(event)
         warnings = warnings + more
     event_type = event.get("eventType") if isinstance(event.get("eventType"), str) else None

@@ -210,6 +210,35 @@ def test_the_time_slider_steps_through_the_lineage(ui_url: str, page: tuple[Page
     expect(report).to_be_visible()
 
 
+def test_from_the_health_page_to_a_failing_asset_and_what_is_at_risk_by_keyboard(
+    ui_url: str, page: tuple[Page, Watch]
+) -> None:
+    """The health page, reached from the menu, lists what FAILs with its reason; its counts link
+    to the assets at risk, each with the path from the cause; an asset's page says its health."""
+    p, _ = page
+    p.goto(ui_url + "/assets")
+    p.get_by_role("navigation").get_by_role("link", name="Health").click()
+    expect(p).to_have_url(ui_url + "/health")
+    failing = p.locator("tbody tr", has=p.get_by_role("link", name="mart.orders", exact=True))
+    expect(failing).to_contain_text("FAIL")
+    expect(failing).to_contain_text("check not_null on id failed")
+    shot(p, "health")
+    at_risk = p.get_by_role("link", name="At risk")
+    at_risk.focus()
+    p.keyboard.press("Enter")
+    expect(p).to_have_url(re.compile(r"risk=1"))
+    report = p.locator("tbody tr", has=p.get_by_role("link", name="report.daily", exact=True))
+    expect(report).to_contain_text("mart.orders")  # the path from the cause
+    report.get_by_role("link", name="report.daily", exact=True).first.focus()
+    p.keyboard.press("Enter")
+    expect(p).to_have_url(ui_url + "/assets/report.daily")
+    p.go_back()
+    p.go_back()
+    expect(p).to_have_url(ui_url + "/health")
+    p.get_by_role("link", name="mart.orders", exact=True).first.click()
+    expect(p.get_by_text("FAIL").first).to_be_visible()
+
+
 def test_open_a_run_and_go_back(ui_url: str, page: tuple[Page, Watch]) -> None:
     p, watch = page
     p.goto(ui_url + "/runs")

@@ -244,7 +244,7 @@ def health_page(
             return _too_many(filters, health_queries.SOME_AT_MOST)
         judged_now = few
     found = [h for h in judged_now if b.allows(scope, h.namespace)]
-    counts = {h.value: 0 for h in Health}
+    counts = {h.value: 0 for h in sorted(Health, key=lambda h: -h.rank)}  # the worst first, as shown
     for h in found:
         counts[h.health.value] += 1
     shown = [

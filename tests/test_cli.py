@@ -298,3 +298,30 @@ def test_a_storage_error_after_the_catalog_opened_never_shows_the_urls_password(
     assert postgres.password not in done.output
     assert "Error: catalog postgresql://olbridge_pw:***@" in done.stderr
     assert "(PostgreSQL: connection to postgresql://olbridge_pw:***@" in done.stderr
+
+
+def _bad_inputs(folder: Path) -> dict[str, list[str]]:
+    """Each file-reading import, given an input it refuses (made under ``folder``)."""
+    (folder / "empty").mkdir()
+    (folder / "lineage.ndjson").write_text('{"not": "a record"}\n', encoding="utf-8")
+    (folder / "flow.yml").write_text("id: [unclosed\n", encoding="utf-8")
+    (folder / "events.ndjson").write_text('{"eventType": "START"}\n', encoding="utf-8")
+    return {
+        "import": ["import", str(folder / "events.ndjson")],
+        "dbt import": ["dbt", "import", "--project-dir", str(folder / "empty")],
+        "kestra import": ["kestra", "import", str(folder / "lineage.ndjson")],
+        "kestra declare": ["kestra", "declare", str(folder / "flow.yml")],
+        "metaflow declare": ["metaflow", "declare", str(folder / "empty"), "--project", "shop", "--branch", "main"],
+    }
+
+
+@pytest.mark.parametrize("command", ["dbt import", "kestra import", "kestra declare", "metaflow declare", "import"])
+def test_an_import_refused_for_its_input_makes_no_catalog(tmp_path: Path, command: str) -> None:
+    """A refused input changes nothing, not even by leaving a new, empty catalog at the path
+    (which would then open as one that holds nothing, not as one missing): the catalog is made
+    once the input is read (events: at the first one taken)."""
+    catalog = tmp_path / "new.db"
+    code, _, err = invoke(catalog, *_bad_inputs(tmp_path)[command])
+    said = "refused " if command == "import" else "Error: "  # an import of events reports each it refused
+    assert code != 0 and said in err, err
+    assert not catalog.exists() and list(tmp_path.glob("new.db*")) == []

@@ -12,11 +12,21 @@ from bridge.catalog.query import (
     PurgeResult,
     RunUsage,
 )
-from bridge.catalog.store import Catalog, DeclareResult, IngestResult, LineageEdge, LineageGraph, RecordResult
+from bridge.catalog.store import (
+    Catalog,
+    CatalogSource,
+    DeclareResult,
+    IngestResult,
+    LineageEdge,
+    LineageGraph,
+    RecordResult,
+    opened,
+)
 
 __all__ = [
     "AssetQuery",
     "Catalog",
+    "CatalogSource",
     "ColumnLineageEdge",
     "ColumnLineageGraph",
     "DeclareResult",
@@ -33,4 +43,5 @@ __all__ = [
     "RecordResult",
     "RunUsage",
     "StoredColumnEdge",
+    "opened",
 ]

@@ -521,6 +521,16 @@ class Catalog:
         )
 
 
+# a catalog, or what opens it once wanted: a command that reads its input first takes the latter, so
+# that an input it refuses leaves no new, empty catalog behind (it is made once the input is read)
+CatalogSource = Catalog | Callable[[], Catalog]
+
+
+def opened(source: CatalogSource) -> Catalog:
+    """The catalog of ``source``, opened (and made, where the command makes one) now."""
+    return source if isinstance(source, Catalog) else source()
+
+
 def _replayable(items: Iterable[T]) -> Callable[[], Iterator[T]]:
     """A function giving ``items`` again and again, each read from ``items`` once, when first
     needed (a progress bar over them moves as the first pass goes, and a transaction run again
@@ -543,6 +553,7 @@ class _Rollback(Exception):
 
 __all__ = [
     "Catalog",
+    "CatalogSource",
     "Checkpoint",
     "ColumnLineageGraph",
     "DeclareResult",
@@ -553,5 +564,6 @@ __all__ = [
     "RecordResult",
     "RefusedItem",
     "StoredColumnEdge",
+    "opened",
     "storage_error",
 ]

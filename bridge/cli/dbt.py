@@ -70,7 +70,7 @@ def dbt_import(
     run it with --target-path elsewhere and give its catalog.json here, or run it before the
     build."""
     summary = ingest_dbt(
-        app.catalog(create=True),
+        lambda: app.catalog(create=True),
         project_dir,
         target_path=target_path,
         profiles_dir=profiles_dir,

@@ -97,8 +97,9 @@ def import_(
     if files and (since or until or restart):
         raise click.UsageError("--since, --until and --restart are for --from-marquez")
     start, end = window(since, until)
-    catalog, resolver = app.catalog(create=True), app.resolver()
-    intake = catalog_intake(catalog, resolver, strict=strict)
+    resolver = app.resolver()
+    # from files, the catalog is made at the first event taken (none taken: none made)
+    intake = catalog_intake(lambda: app.catalog(create=True), resolver, strict=strict)
     source = MarquezEvents(marquez_url, page_size=page_size) if marquez_url else None
     # the total: the files' events when each holds one a line (NDJSON), else unknown; Marquez's
     # once its first page says how many it holds
@@ -116,7 +117,7 @@ def import_(
             summary = import_marquez(
                 source,
                 intake,
-                catalog,
+                intake.catalog,
                 since=start,
                 until=end,
                 resume=not restart,

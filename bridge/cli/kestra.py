@@ -28,7 +28,7 @@ def kestra_import(app: AppContext, files: tuple[Path, ...], as_json: bool) -> No
     """Record the AssetLineage records of Kestra's AssetShipper (its file exporter with
     `format: JSON`): JSON lines or a JSON array, one task run a record. Every file is checked
     first: one bad record and nothing is recorded."""
-    results = import_lineage(app.catalog(create=True), list(files))
+    results = import_lineage(lambda: app.catalog(create=True), list(files))
     summary = record_summary(results)
     say(
         f"kestra: {summary['taskRuns']} task run(s) from {len(files)} file(s): {summary['created']} created, "
@@ -49,7 +49,7 @@ def kestra_declare(app: AppContext, flows: tuple[Path, ...], as_json: bool) -> N
     task (nested ones included), exported as OpenLineage JobEvents. A flow declared again
     replaces its declaration; declared as it was, it changes nothing. Pebble expressions not
     known before a run are reported, and what depends on them is left out."""
-    results = declare_flows(app.catalog(create=True), list(flows), now=utcnow())
+    results = declare_flows(lambda: app.catalog(create=True), list(flows), now=utcnow())
     report = []
     for result in results:
         say(

@@ -26,7 +26,7 @@ def metaflow_declare(app: AppContext, folder: Path, project: str, branch: str) -
     """Set every asset defined in FOLDER/data/*/ and FOLDER/models/*/asset_config.toml as a catalog
     asset of the branch (as a deployment does); with any bad file nothing is set."""
     scope = make_scope(project, branch)
-    assets = define_all(app.catalog(create=True), folder, scope, now=utcnow())
+    assets = define_all(lambda: app.catalog(create=True), folder, scope, now=utcnow())
     say(f"{len(assets)} asset definition(s) set in namespace {scope.namespace}")
     print_json([a.to_json() for a in assets])
 

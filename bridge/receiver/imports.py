@@ -15,7 +15,7 @@ import attrs
 import requests
 
 from bridge.canonical import canonical
-from bridge.catalog import Catalog, IngestResult, Position
+from bridge.catalog import Catalog, CatalogSource, IngestResult, Position, opened
 from bridge.errors import CatalogError, InputFileError, SourceError, ValidationError
 from bridge.files import read_json_items
 from bridge.mapping.resolver import Resolver
@@ -62,12 +62,19 @@ class EventImportSummary(ImportSummary):
 
 
 class CatalogIntake(Intake):
-    """An intake that writes straight to a catalog (one transaction a batch)."""
+    """An intake that writes straight to a catalog (one transaction a batch), opened at its first
+    write when given as what opens it: events that are all refused leave no new catalog behind."""
 
-    def __init__(self, catalog: Catalog, resolver: Resolver, *, strict: bool = False) -> None:
-        super().__init__(lambda events: catalog.ingest(events, resolver), strict=strict)
-        self.catalog = catalog
+    def __init__(self, catalog: CatalogSource, resolver: Resolver, *, strict: bool = False) -> None:
+        super().__init__(lambda events: self.catalog.ingest(events, resolver), strict=strict)
+        self._source = catalog
         self.resolver = resolver
+
+    @property
+    def catalog(self) -> Catalog:
+        if not isinstance(self._source, Catalog):
+            self._source = opened(self._source)
+        return self._source
 
     def take_to(self, items: Sequence[Any], position: Position) -> list[Outcome]:
         """:meth:`take`, the accepted events committed in one transaction with the position of
@@ -85,8 +92,9 @@ class CatalogIntake(Intake):
         return outcomes
 
 
-def catalog_intake(catalog: Catalog, resolver: Resolver, *, strict: bool = False) -> CatalogIntake:
-    """An intake that writes straight to a catalog (one transaction a batch)."""
+def catalog_intake(catalog: CatalogSource, resolver: Resolver, *, strict: bool = False) -> CatalogIntake:
+    """An intake that writes straight to a catalog (one transaction a batch; see
+    :class:`CatalogIntake`)."""
     return CatalogIntake(catalog, resolver, strict=strict)
 
 

@@ -8,7 +8,7 @@ import attrs
 
 from bridge.adapters.dbt.artifacts import DbtArtifacts, load_artifacts
 from bridge.adapters.dbt.ingest import DbtIngest, dbt_task_runs
-from bridge.catalog import Catalog, RecordResult
+from bridge.catalog import CatalogSource, RecordResult, opened
 from bridge.errors import ArtifactError, RunEndedError
 from bridge.model import Asset, AssetDeclaration, parse_time
 
@@ -43,7 +43,7 @@ class DbtSummary:
 
 
 def ingest_dbt(
-    catalog: Catalog,
+    catalog: CatalogSource,
     project_dir: Path | str,
     *,
     target_path: Path | str | None = None,
@@ -53,7 +53,8 @@ def ingest_dbt(
     flow_id: str | None = None,
     catalog_json: Path | str | None = None,
 ) -> DbtSummary:
-    """Read a dbt project's artifacts and record them, all in one transaction."""
+    """Read a dbt project's artifacts and record them, all in one transaction (the catalog opened
+    once they are read)."""
     artifacts = load_artifacts(
         project_dir, target_path=target_path, profiles_dir=profiles_dir, target=target, catalog_json=catalog_json
     )
@@ -67,6 +68,7 @@ def ingest_dbt(
             f"({type(exc).__name__}: {exc})"
         ) from None
     generated = parse_time(artifacts.run_results["metadata"]["generated_at"], "run_results.json", assume_utc=True)
+    catalog = opened(catalog)
     updates: list[AssetDeclaration] = []
     produced = {d.id for run in found.task_runs for d in run.outputs}
     sources = {d.id for run in found.task_runs for d in run.inputs}

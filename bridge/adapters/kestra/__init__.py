@@ -9,17 +9,21 @@ from pathlib import Path
 
 from bridge.adapters.kestra.flows import parse_flow, read_flow_files
 from bridge.adapters.kestra.lineage import INTEGRATION, read_lineage_files
-from bridge.catalog import Catalog, DeclareResult, RecordResult
+from bridge.catalog import CatalogSource, DeclareResult, RecordResult, opened
 
 
-def import_lineage(catalog: Catalog, paths: Sequence[Path]) -> list[RecordResult]:
-    """Record every task run of the files, in one transaction: all of them, or none."""
-    return catalog.record_task_runs(read_lineage_files(paths))
+def import_lineage(catalog: CatalogSource, paths: Sequence[Path]) -> list[RecordResult]:
+    """Record every task run of the files, in one transaction: all of them, or none (the catalog
+    opened once they are read)."""
+    runs = read_lineage_files(paths)
+    return opened(catalog).record_task_runs(runs)
 
 
-def declare_flows(catalog: Catalog, paths: Sequence[Path], *, now: datetime) -> list[DeclareResult]:
-    """Record the declared lineage of every flow file, in one transaction: all of them, or none."""
-    return catalog.declare_flows(read_flow_files(paths), now=now)
+def declare_flows(catalog: CatalogSource, paths: Sequence[Path], *, now: datetime) -> list[DeclareResult]:
+    """Record the declared lineage of every flow file, in one transaction: all of them, or none
+    (the catalog opened once they are read)."""
+    flows = read_flow_files(paths)
+    return opened(catalog).declare_flows(flows, now=now)
 
 
 __all__ = ["INTEGRATION", "declare_flows", "import_lineage", "parse_flow", "read_flow_files", "read_lineage_files"]

@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from bridge.catalog import Catalog
+from bridge.catalog import Catalog, CatalogSource, opened
 from bridge.errors import ConfigError, NotFoundError, ValidationError
 from bridge.model import Asset, AssetDeclaration, check_metadata, check_namespace, slugify
 
@@ -200,12 +200,13 @@ def definition_declaration(definition: AssetDefinition, scope: Scope, stored: As
     )
 
 
-def define_all(catalog: Catalog, root: Path, scope: Scope, *, now: datetime) -> list[Asset]:
+def define_all(catalog: CatalogSource, root: Path, scope: Scope, *, now: datetime) -> list[Asset]:
     """Set every definition under ``root`` (data/ and models/) as a catalog asset of ``scope``, in
-    one transaction; with any bad file nothing is set."""
+    one transaction; with any bad file nothing is set (the catalog opened once they are read)."""
     definitions = [d for kind in KINDS for d in load_definitions(root, kind).values()]
     if not definitions:
         raise ConfigError(f"no asset definitions in {root / 'data'} or {root / 'models'}")
+    catalog = opened(catalog)
     decls = [definition_declaration(d, scope, catalog.get_asset(scope.catalog_id(d.kind, d.id))) for d in definitions]
     return catalog.record([], decls, now=now)[1]
 

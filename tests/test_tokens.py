@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from bridge.catalog import Catalog
 from bridge.cli import cli
 from bridge.config import NamedToken
+from bridge.openlineage.facets import TASK_RUN_FACET_URL
 from bridge.receiver.app import ReceiverApp
 from bridge.receiver.intake import Intake
 from bridge.receiver.metrics import Metrics
@@ -312,6 +313,30 @@ def test_a_token_writes_no_dataset_outside_its_namespaces(
     status, body = post(app, "/api/v1/lineage/batch", [run_event(7, "etl"), event], SPARK.token)
     assert (status, [f["index"] for f in body["failed_events"]]) == (200, [1])
     assert _asset_said(catalog_path) == ledger
+
+
+def test_a_skipped_olbridge_run_names_outputs_it_does_not_write(
+    app: ReceiverApp, catalog_path: str, ledger: Any
+) -> None:
+    """The ABORT of a run another olbridge recorded SKIPPED names the outputs it was to write (for
+    Marquez's job edges) and writes none: a token needs no right to their namespaces, and the
+    outputs, their facets with them, are left as they were."""
+    event = ol_run_event(
+        "ABORT",
+        run_id="0194a1b2-0000-7000-8000-000000000102",
+        job=("etl", "job"),
+        outputs=[_ledger(documentation={"description": "taken over"})],
+    )
+    event["run"].setdefault("facets", {})["olbridge_taskRun"] = {
+        "_producer": PRODUCER,
+        "_schemaURL": TASK_RUN_FACET_URL,
+        "state": "SKIPPED",
+    }
+    assert post(app, "/api/v1/lineage", event, SPARK.token)[0] == 201
+    assert _asset_said(catalog_path) == ledger
+    event["run"]["facets"]["olbridge_taskRun"]["state"] = "KILLED"  # a killed run wrote: refused as before
+    event["run"]["runId"] = "0194a1b2-0000-7000-8000-000000000103"
+    assert post(app, "/api/v1/lineage", event, SPARK.token)[0] == 403
 
 
 def test_an_input_of_another_namespace_is_read_but_its_facets_are_not_applied(

@@ -63,8 +63,8 @@ class RunView:
     run_facets: dict[str, Any] = attrs.field(factory=dict)
     job_facets: dict[str, Any] = attrs.field(factory=dict)
     task_run: dict[str, Any] | None = None  # an own run's key, task state and error
-    # an own run that ended FAILED (KILLED, CANCELLED, RETRIED): the outputs it was to write and did
-    # not, of those the catalog held then
+    # an own run that ended FAILED (KILLED, CANCELLED, RETRIED, SKIPPED): the outputs it was to
+    # write and did not, of those the catalog held then
     unwritten: tuple[str, ...] = ()
 
     @property

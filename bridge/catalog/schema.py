@@ -150,9 +150,10 @@ usages = sa.Table(
 # read backwards (migration 0027)
 sa.Index("usages_asset", usages.c.asset_id, usages.c.direction, usages.c.used_at, usages.c.task_run_pk)
 # the outputs a task run was to write and did not, of those the catalog held when it ended: it
-# ended FAILED, KILLED, CANCELLED or RETRIED (usages hold what a run wrote, and such a run writes
-# none). Health counts its task among their writers, so that its run FAILs them though the task
-# never wrote them, and its events name them (migration 0029)
+# ended FAILED, KILLED, CANCELLED, RETRIED or SKIPPED (usages hold what a run wrote, and such a
+# run writes none). Its events name them; where it ended FAILED, KILLED, CANCELLED or RETRIED
+# (not SKIPPED), health counts its task among their writers (kept_writers), so that its run FAILs
+# them though the task never wrote them (migration 0029)
 unwritten_outputs = sa.Table(
     "unwritten_outputs",
     metadata,

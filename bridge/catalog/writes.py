@@ -478,7 +478,7 @@ def purge_assets(cur: Cursor, ids: Sequence[str], *, usages: bool, lineage: bool
         cur.execute(sql.delete_in("external_facets", size, "owner"), [f"asset:{asset_id}" for asset_id in chunk])
         if usages:
             counts["usages"] += cur.execute(sql.delete_in("usages", size), chunk).rowcount
-            cur.execute(sql.delete_in("unwritten_outputs", size), chunk)  # what failed runs were to write
+            cur.execute(sql.delete_in("unwritten_outputs", size), chunk)  # what failed or skipped runs were to write
             cur.execute(sql.delete_in("kept_writers", size), chunk)  # the usages of runs retention deleted
         if lineage:
             ends = ("upstream_id", "downstream_id")

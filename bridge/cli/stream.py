@@ -200,7 +200,8 @@ def stream(
 @history_filters
 @click.option(
     "--asset",
-    help="Only the task runs that read or wrote this asset id (or failed to write it), and its changes.",
+    help="Only the task runs that read or wrote this asset id (or were to write it and did not: failed or skipped), "
+    "and its changes.",
 )
 @click.option("--dry-run", is_flag=True, help="Count and validate the events; send nothing.")
 @click.option("--rate", callback=_rate, help="At most this many events a second, e.g. 500/s.")

@@ -263,8 +263,8 @@ class StoredTaskRun:
     error: str | None
     usages: tuple[StoredUsage, ...]
     column_edges: tuple[ColumnEdge, ...] = ()  # of the outputs it wrote
-    # the outputs it was to write and did not (it ended FAILED, KILLED, CANCELLED or RETRIED), by id,
-    # of those the catalog held when it ended
+    # the outputs it was to write and did not (it ended FAILED, KILLED, CANCELLED, RETRIED or
+    # SKIPPED), by id, of those the catalog held when it ended
     unwritten: tuple[str, ...] = ()
 
     @property

@@ -3,7 +3,9 @@ the inputs whose facets it may not apply. Pure.
 
 An event writes its job's namespace (a DatasetEvent: its dataset's), each output's namespace and
 the namespaces of each output's ``symlinks`` identifiers (the output's column lineage is an edge
-into the output: the same namespace). It reads its inputs: naming a dataset of another namespace
+into the output: the same namespace); the outputs of a run olbridge recorded SKIPPED (its
+``olbridge_taskRun`` facet says so) are named, not written, and the receiver takes nothing of
+them. It reads its inputs: naming a dataset of another namespace
 as an input is allowed, but the facets it carries for that dataset (its description, owners,
 schema, symlinks) are not applied."""
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from bridge.openlineage.facets import skipped
 from bridge.openlineage.validate import event_kind
 
 MayWrite = Callable[[str], bool]
@@ -48,6 +51,9 @@ def written(event: Any) -> Iterator[tuple[str, str]]:
     job = event.get("job")
     if isinstance(job, dict) and isinstance(job.get("namespace"), str):
         yield "/job/namespace", job["namespace"]
+    run = event.get("run")
+    if isinstance(run, dict) and skipped(run.get("facets")):  # named, not written: none is taken
+        return
     outputs = event.get("outputs")
     if isinstance(outputs, list):
         for index, output in enumerate(outputs):

@@ -581,7 +581,7 @@ def run_page(catalog: Catalog, runs: Runs, run_id: str, scope: b.Scope | None) -
     view = runs.get(run_id)
     if view is None or not b.allows(scope, view.job_namespace):
         raise NotFoundError(f"no run with id {run_id!r}")
-    named = [*view.inputs, *view.outputs, *view.unwritten]  # what a failed run was to write, too
+    named = [*view.inputs, *view.outputs, *view.unwritten]  # what a failed or skipped run was to write, too
     visible = {n.id for n in b.nodes_of(catalog, named) if b.allows(scope, n.namespace)}
     data = view.to_json()
     data["inputs"] = [i for i in view.inputs if i in visible]

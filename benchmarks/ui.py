@@ -40,7 +40,6 @@ from bridge.mapping import Resolver
 from bridge.model.received import run_day
 from bridge.openlineage.convert import Converter
 from bridge.web import UiApp
-from tests.postgres import PostgresServer
 
 CHUNK = 20_000
 PRODUCER = "https://example.com/spark-openlineage/1.0"
@@ -292,6 +291,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         target = args.postgres or args.keep or str(Path(tmp) / "ui.db")
         if not (args.keep or args.postgres) and args.engine == "postgresql":
+            from tests.postgres import PostgresServer  # the tests' server (the dev extra): only for it
+
             server = stack.enter_context(PostgresServer.start())
             target = server.url(server.create_database())
         if args.reuse:

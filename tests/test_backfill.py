@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import threading
 from collections import Counter
@@ -381,6 +382,45 @@ def test_backend_down_then_up_every_event_delivered_once(
     counts = backend.counts(wanted)
     assert counts == {"sent": 8, "delivered": 8, "duplicated": 0, "lost": 0, "unexpected": 0}
     assert backend.out_of_order_runs() == []
+
+
+def test_a_backfill_to_a_backend_that_never_answers_gives_up_by_default(catalog_target: str) -> None:
+    """A backfill is a job that ends: without --max-attempts it gives up after 10 attempts an
+    event (about one to three minutes at the default backoff), an error, exit 1, resumable."""
+    with Catalog(catalog_target) as catalog:
+        history(catalog)
+    down = Backend(port=free_port()).url  # nothing listens
+    done = olbridge(
+        "--catalog", catalog_target, "backfill", "--url", down, "--backoff", "0.001", "--max-backoff", "0.001"
+    )
+    assert done.returncode == 1, done.stderr
+    assert "could not be delivered" in done.stderr and "after 10 attempt(s) each" in done.stderr
+
+
+def test_a_backfill_stopped_before_its_end_exits_1(catalog_target: str) -> None:
+    """Stopped by SIGTERM (or Ctrl-C) with events left, a backfill says so as an error and exits 1,
+    not 0: a cron job or a CI step must not take it for done."""
+    with Catalog(catalog_target) as catalog:
+        history(catalog)
+    down = Backend(port=free_port()).url
+    command = [OLBRIDGE, "--catalog", catalog_target, "backfill", "--url", down, "--max-attempts", "0"]
+    process = subprocess.Popen(
+        [*command, "--backoff", "0.05", "--max-backoff", "0.05"], stderr=subprocess.PIPE, text=True
+    )
+    assert process.stderr is not None
+    try:
+        for line in process.stderr:  # the first failure said: it is retrying
+            if "connection refused" in line:
+                break
+        process.send_signal(signal.SIGTERM)
+        rest = process.stderr.read()
+        code = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert code == 1, rest
+    assert "Error: the backfill was stopped before its end: 8 event(s) undelivered" in rest, rest
 
 
 def failing(keys: set[tuple[str, ...]], broken: list[bool], status: int = 503) -> Callable[..., Reply]:

@@ -28,6 +28,9 @@ from bridge.errors import ExportError
 
 _STOPPING = "{signal}: stopping after the requests in flight"
 ONCE_BUDGET = 60.0  # --give-up-after's default with --once
+# backfill's --max-attempts: a job that ends, not a service; with the default backoff it stops
+# after about one to three minutes of a backend that answers nothing, resumable from there
+BACKFILL_ATTEMPTS = 10
 
 
 def target_options(fn: F) -> F:
@@ -196,7 +199,7 @@ def stream(
     ),
 )
 @target_options
-@delivery_options(max_attempts=0, max_attempts_help=MAX_ATTEMPTS_HELP)
+@delivery_options(max_attempts=BACKFILL_ATTEMPTS, max_attempts_help=MAX_ATTEMPTS_HELP)
 @history_filters
 @click.option(
     "--asset",
@@ -296,6 +299,11 @@ def backfill(
         )
     if summary.error is not None:
         raise ExportError(summary.error)
+    if not summary.complete and not dry_run:  # stopped by a signal: not done, whatever it sent
+        raise ExportError(
+            f"the backfill was stopped before its end: {summary.undelivered} event(s) undelivered; "
+            f"run it again to resume (checkpoint {name!r})"
+        )
     if summary.refused:
         say(
             f"the refused events are kept with checkpoint {name!r} (olbridge status counts them); fix the cause, "

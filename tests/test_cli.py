@@ -325,3 +325,26 @@ def test_an_import_refused_for_its_input_makes_no_catalog(tmp_path: Path, comman
     said = "refused " if command == "import" else "Error: "  # an import of events reports each it refused
     assert code != 0 and said in err, err
     assert not catalog.exists() and list(tmp_path.glob("new.db*")) == []
+
+
+@pytest.mark.parametrize("option", ["--catalog", "--config"])
+def test_olbridge_s_own_option_after_a_command_says_where_it_goes(tmp_path: Path, option: str) -> None:
+    result = CliRunner().invoke(cli, ["assets", "list", option, str(tmp_path / "x")])
+    assert result.exit_code == 2
+    said = result.stderr.strip().splitlines()[-1]
+    assert said == (
+        f"Error: No such option '{option}': {option} is olbridge's own, before the command: "
+        f"olbridge {option} ... assets list ..."
+    )
+
+
+def test_a_bad_record_flag_is_named_as_given(tmp_path: Path) -> None:
+    """``record``'s flags fill a task run record; a bad one is named by the flag the user typed
+    (``--start``), not by the record's field (``startDate``), each of several at once."""
+    flags = ["record", "--namespace", "Bad NS", "--flow-id", "f", "--task-id", "t", "--execution-id", "e"]
+    code, _, err = invoke(tmp_path / "c.db", *flags, "--start", "yesterday", "--end", "nope")
+    assert code == 1 and "startDate" not in err and "endDate" not in err, err
+    said = err.strip().splitlines()[-1]
+    assert said.startswith("Error: --namespace: a namespace matches") and "; --start: not an ISO 8601 time" in said
+    assert "; --end: not an ISO 8601 time: 'nope'" in said
+    assert not (tmp_path / "c.db").exists()

@@ -44,6 +44,9 @@ def test_the_demo_project_imports_with_column_lineage(tmp_path: Path, example: P
     db = tmp_path / "c.db"
     summary, err = imported(db, example)
     assert summary["columnEdges"] > 0 and summary["columnLineageNotes"] == [] and "warning" not in err
+    assert ": 2 task run(s): 2 created, 0 updated, 0 unchanged" in err
+    again, err = imported(db, example)  # imported again: recorded before, as the message says
+    assert again["taskRuns"] == 2 and ": 2 task run(s): 0 created, 0 updated, 2 unchanged" in err, err
     code, out, err = invoke(db, "lineage", "dbt.main.my_second_dbt_model", "--column", "id", "--direction", "upstream")
     assert code == 0
     assert out.splitlines() == [

@@ -533,7 +533,7 @@ def test_authentication_is_one_kind_and_a_secret_is_printable(tmp_path: Path) ->
 
 def test_the_api_url_must_be_http() -> None:
     with pytest.raises(
-        SourceError, match=r"must be an http:// or https:// URL, not .127\.0\.0\.1:4200/api.: it is not"
+        SourceError, match=r"must be an http:// or https:// URL, not .127\.0\.0\.1:4200/api.: no scheme \(begin it"
     ):
         PrefectClient("127.0.0.1:4200/api")
 

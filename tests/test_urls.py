@@ -13,7 +13,8 @@ from tests.helpers import invoke
 BAD = {
     "http://[::1": "cannot be read",
     "http://127.0.0.1:99999/api": "cannot be read",
-    "ftp://host/x": "not an http:// or https:// URL",
+    "ftp://host/x": "its scheme is 'ftp'",
+    "marquez:5000": "no scheme (begin it with http://)",
     "http:///path": "names no host",
     "http://host/a b": "a space or a control character",
     "http://host/\x1b[2J": "a space or a control character",

@@ -14,7 +14,7 @@ from bridge.cli.examples import examples
 from bridge.cli.options import STATE_HELP, StateParam
 from bridge.cli.output import print_json, record_summary, run_name, run_warnings, say, say_warnings
 from bridge.cli.progress import progress
-from bridge.errors import InputFileError, RunEndedError, ValidationError
+from bridge.errors import InputFileError, RunEndedError, ValidationError, ValidationProblems
 from bridge.model import TaskRun
 from bridge.task_run_json import parse_task_run, read_task_run_lines
 
@@ -190,4 +190,32 @@ def _run_from_flags(flags: dict[str, Any]) -> TaskRun:
     }
     if flags.get("end"):
         record["endDate"] = flags["end"]  # without it, an ended run ends at its start (parse_task_run)
-    return parse_task_run(record)
+    try:
+        return parse_task_run(record)
+    except ValidationProblems as exc:  # each problem named by the flag given, not the record's field
+        raise ValidationProblems([_as_flag(p) for p in exc.problems]) from None
+    except ValidationError as exc:
+        raise _as_flag(exc) from None
+
+
+# the record's fields a flag fills (the --input and --output ones are named by their flags already)
+_FLAG_OF = {
+    "namespace": "--namespace",
+    "flowId": "--flow-id",
+    "taskId": "--task-id",
+    "executionId": "--execution-id",
+    "taskRunId": "--task-run-id",
+    "state": "--state",
+    "startDate": "--start",
+    "endDate": "--end",
+    "failureBehavior": "--failure-behavior",
+}
+
+
+def _as_flag(error: ValidationError) -> ValidationError:
+    """A problem of the record made from the flags, where it names a field, named by its flag."""
+    field, dot, rest = error.where.partition(".")
+    flag = _FLAG_OF.get(field)
+    if flag is None:
+        return error
+    return ValidationError(error.message, rule=error.rule, value=error.value, where=flag + dot + rest)

@@ -139,6 +139,9 @@ pass_app = click.make_pass_decorator(AppContext)
 """Pass the run's :class:`AppContext` as a command's first argument (``app: AppContext``)."""
 
 
+ROOT_OPTIONS = ("--catalog", "--config")  # the root group's: given before any command
+
+
 class BridgeGroup(click.Group):
     """A group that turns library errors into click errors, once for every command below it (the
     root group's own callback included): a BridgeError, and a database error that says the
@@ -155,6 +158,15 @@ class BridgeGroup(click.Group):
             ctx.meta[HELP_ASKED] = "--help" in before or "-h" in before
         try:
             return super().invoke(ctx)
+        except click.NoSuchOption as exc:  # olbridge's own option given after a command
+            below = exc.ctx is not None and exc.ctx.parent is not None
+            if below and exc.option_name in ROOT_OPTIONS and not exc.possibilities:
+                assert exc.ctx is not None
+                name, command = exc.option_name, exc.ctx.command_path.split(" ", 1)[-1]
+                where = f"before the command: olbridge {name} ... {command} ..."
+                message = f"{exc.message[:-1]}: {name} is olbridge's own, {where}"
+                raise click.NoSuchOption(name, message, ctx=exc.ctx) from None
+            raise
         except BadValueError as exc:
             raise BadValue(str(exc)) from exc
         except BridgeError as exc:

@@ -80,6 +80,8 @@ def dbt_import(
         catalog_json=catalog_json,
     )
     data = summary.to_json()
-    say(f"dbt invocation {summary.invocation_id}: {len(summary.results)} task run(s) recorded")
+    counts = {state: sum(r.status == state for r in summary.results) for state in ("created", "updated", "unchanged")}
+    said = ", ".join(f"{n} {state}" for state, n in counts.items())
+    say(f"dbt invocation {summary.invocation_id}: {len(summary.results)} task run(s): {said}")
     say_warnings([*summary.notes, *(f"column lineage: {note}" for note in summary.column_notes)])
     print_json(data)

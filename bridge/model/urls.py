@@ -20,8 +20,10 @@ def url_problem(url: object) -> str | None:
         parts.port  # noqa: B018 (reading it checks it: out of range is a ValueError)
     except ValueError as exc:
         return f"it cannot be read ({exc})"
-    if parts.scheme not in ("http", "https"):
-        return "it is not an http:// or https:// URL"
+    if parts.scheme not in ("http", "https"):  # said as what it is: the callers say what it should be
+        return (
+            f"its scheme is {parts.scheme!r}" if parts.scheme and "://" in url else "no scheme (begin it with http://)"
+        )
     if not parts.hostname:
         return "it names no host"
     return None

@@ -109,6 +109,11 @@ class NotFoundError(CatalogError):
     """The asset or task run asked for does not exist."""
 
 
+class NotInCatalog(NotFoundError):
+    """An asset or run named by a user's id is in none of the catalog's records: the command line
+    names the catalog it looked in (perhaps not the one meant)."""
+
+
 class Busy(CatalogError):
     """The catalog cannot take a write now (locked, unreachable, losing every race): retry later."""
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from bridge.catalog import Catalog
+from bridge.catalog.engine import masked
 from bridge.delivery.history import iter_events, iter_lines
 from bridge.errors import ValidationError
 from bridge.mapping import Resolver
@@ -128,7 +129,8 @@ def test_an_asset_is_found_by_any_name_it_came_under(imported: str) -> None:
     code, _, err = invoke(imported, "assets", "show", "hdfs://namenode:8020//nowhere")
     assert (code, err) == (
         1,
-        "Error: no asset with id 'hdfs://namenode:8020//nowhere', nor one received under that name or symlink\n",
+        "Error: no asset with id 'hdfs://namenode:8020//nowhere', nor one received under that name or symlink "
+        f"(catalog {masked(str(imported))})\n",  # the catalog looked in: perhaps not the one meant
     )
 
 

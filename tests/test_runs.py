@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from bridge.catalog import Catalog
+from bridge.catalog.engine import masked
 from bridge.catalog.runs import RunFilter, Runs
 from bridge.delivery.history import iter_events
 from bridge.mapping import Resolver
@@ -214,7 +215,8 @@ def test_runs_show_finds_own_and_external_runs_by_their_run_id(catalog_path: str
     assert "started:  2025-03-01T09:00:00.000000Z (inferred" in out
     for unknown in ("0194a1b2-0000-7000-8000-00000000ffff", "no-such-run", own[0]["runId"].upper()):
         code, _, err = invoke(catalog_path, "runs", "show", unknown)
-        assert (code, err) == (1, f"Error: no run with id {unknown!r} (olbridge runs list shows them)\n")
+        shows = f"(olbridge runs list shows them) (catalog {masked(str(catalog_path))})"
+        assert (code, err) == (1, f"Error: no run with id {unknown!r} {shows}\n")
 
 
 def test_a_run_id_under_two_jobs_is_reported_not_merged_silently(

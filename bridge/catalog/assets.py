@@ -12,7 +12,7 @@ import attrs
 from bridge.catalog import rows, sql, sql_received
 from bridge.catalog.engine import Connection, Cursor
 from bridge.catalog.query import AssetQuery
-from bridge.errors import NotFoundError, ValidationError
+from bridge.errors import NotInCatalog, ValidationError
 from bridge.model import Asset, Identifier, Origin, format_time
 
 
@@ -48,7 +48,7 @@ def find_asset_id(conn: Connection | Cursor, text: str) -> str:
         start = text.find("/", start + 1)
     existing = [asset_id for asset_id in found if conn.execute(sql.GET_ASSET, (asset_id,)).fetchone()]
     if not existing:
-        raise NotFoundError(f"no asset with id {text!r}, nor one received under that name or symlink")
+        raise NotInCatalog(f"no asset with id {text!r}, nor one received under that name or symlink")
     if len(existing) > 1:
         raise ValidationError(
             f"{text!r} names several assets: {', '.join(sorted(existing))}; give one by its id",

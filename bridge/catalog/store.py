@@ -45,7 +45,7 @@ from bridge.catalog.query import (
 )
 from bridge.catalog.workers import Workers
 from bridge.catalog.writes import DeclareResult, RecordResult
-from bridge.errors import BridgeError, CatalogError, NotFoundError, ValidationError
+from bridge.errors import BridgeError, CatalogError, NotInCatalog, ValidationError
 from bridge.mapping.resolver import Resolver
 from bridge.model import (
     Assertion,
@@ -228,7 +228,7 @@ class Catalog:
     def asset(self, asset_id: str) -> Asset:
         found = self.get_asset(asset_id)
         if found is None:
-            raise NotFoundError(f"no asset with id {asset_id!r}")
+            raise NotInCatalog(f"no asset with id {asset_id!r}")
         return found
 
     def list_assets(self, query: AssetQuery = AssetQuery()) -> list[Asset]:

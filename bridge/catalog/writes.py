@@ -16,7 +16,7 @@ from bridge.catalog.engine import Cursor
 from bridge.catalog.health_state import WatchSeen
 from bridge.catalog.outbox import ASSET_CHANGE, JOB, RUN_END, RUN_START, RUN_UPDATE, queue_event
 from bridge.catalog.rows import asset_from_row, asset_row, declared_job_json, dumps, snapshot, statistics_json
-from bridge.errors import CatalogError, NotFoundError, RunEndedError, ValidationError
+from bridge.errors import CatalogError, NotInCatalog, RunEndedError, ValidationError
 from bridge.model import (
     DECLARATION_LATER_FIELDS,
     EXTERNAL,
@@ -443,7 +443,7 @@ def delete_asset(cur: Cursor, asset_id: str, *, now: datetime, watch: WatchSeen)
     ``lifecycleStateChange: DROP``); an asset deleted already is left as it is."""
     current = get_asset(cur, asset_id)
     if current is None:
-        raise NotFoundError(f"no asset with id {asset_id!r}")
+        raise NotInCatalog(f"no asset with id {asset_id!r}")
     if current.is_deleted:
         return current
     asset = attrs.evolve(current, deleted_at=now, updated_at=now)

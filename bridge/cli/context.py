@@ -21,7 +21,7 @@ from bridge.catalog import Catalog
 from bridge.catalog.engine import catalog_target, masked, url_password
 from bridge.catalog.engines import storage_error
 from bridge.config import Config
-from bridge.errors import BadValueError, BridgeError, CatalogError
+from bridge.errors import BadValueError, BridgeError, CatalogError, NotInCatalog
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter, ConvertOptions
 
@@ -98,6 +98,11 @@ class AppContext:
             self._catalog = Catalog(self.catalog_path, create=create, migrate=migrate)
         return self._catalog
 
+    @property
+    def catalog_opened(self) -> bool:
+        """Whether this command opened the catalog."""
+        return self._catalog is not None
+
     def resolver(self) -> Resolver:
         if self._resolver is None:
             self._resolver = Resolver.load(self.config.mappings, self.config.default_namespace)
@@ -170,12 +175,16 @@ class BridgeGroup(click.Group):
         except BadValueError as exc:
             raise BadValue(str(exc)) from exc
         except BridgeError as exc:
-            raise click.ClickException(str(exc)) from exc
+            app = ctx.obj if isinstance(ctx.obj, AppContext) else None
+            message = str(exc)
+            if isinstance(exc, NotInCatalog) and app is not None and app.catalog_opened:
+                message += f" (catalog {app.catalog_name})"  # which one was looked in: not the one meant, maybe
+            raise click.ClickException(message) from exc
         except (click.exceptions.Exit, click.ClickException, click.Abort):  # click's own: help, usage
             raise
         except Exception as exc:
-            app = ctx.obj if isinstance(ctx.obj, AppContext) else None
-            error = app.storage_error(exc) if app else storage_error(exc, "")
+            opened = ctx.obj if isinstance(ctx.obj, AppContext) else None
+            error = opened.storage_error(exc) if opened else storage_error(exc, "")
             said = str(error) if error is not None else operational(exc)
             if said is None:
                 raise

@@ -11,7 +11,7 @@ from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.options import STATE_HELP, StateParam, count, json_flag, window
 from bridge.cli.output import echo_lines, print_json, print_rows, say
-from bridge.errors import NotFoundError
+from bridge.errors import NotInCatalog
 
 
 @click.group()
@@ -101,7 +101,7 @@ def runs_show(app: AppContext, run_id: str, as_json: bool) -> None:
     times, inputs and outputs, producer, facets and warnings."""
     view = Runs(app.catalog(), app.converter()).get(run_id)
     if view is None:
-        raise NotFoundError(f"no run with id {run_id!r} (olbridge runs list shows them)")
+        raise NotInCatalog(f"no run with id {run_id!r} (olbridge runs list shows them)")
     if as_json:
         print_json(view.to_json())
         return

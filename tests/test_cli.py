@@ -254,6 +254,14 @@ def test_the_demo_starts_afresh_only_over_its_own_catalog(tmp_path: Path) -> Non
     (tmp_path / "odd" / "olbridge.db").mkdir(parents=True)
     result = CliRunner().invoke(cli, ["demo", "--dir", str(tmp_path / "odd")])
     assert result.exit_code == 1 and "is not a catalog the demo made" in result.stderr, result.output
+    # nor does it write its events over someone's file, and it makes no catalog beside it
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "events.ndjson").write_text('{"eventType": "COMPLETE", "job": {"namespace": "mine"}}\n')
+    result = CliRunner().invoke(cli, ["demo", "--dir", str(mine)])
+    assert result.exit_code == 1 and "is not a file the demo wrote" in result.stderr, result.output
+    assert (mine / "events.ndjson").read_text().startswith('{"eventType": "COMPLETE", "job": {"namespace": "mine"}}')
+    assert sorted(p.name for p in mine.iterdir()) == ["events.ndjson"]
 
 
 def test_version() -> None:

@@ -53,6 +53,22 @@ def _only_the_demos(catalog_path: Path) -> None:
         raise ExportError(theirs)
 
 
+def _only_the_demos_events(path: Path) -> None:
+    """Refuse to write the demo's events over a file the demo did not write (its first event is
+    of the demo's flow), rather than replace someone's file."""
+    if not path.exists() and not path.is_symlink():
+        return
+    try:
+        with path.open("rb") as file:
+            first = json.loads(file.readline() or b"null")
+        job = first.get("job") if isinstance(first, dict) else None
+        ours = isinstance(job, dict) and job.get("namespace") == NAMESPACE and str(job.get("name")).startswith(FLOW)
+    except (OSError, ValueError):
+        ours = False
+    if not ours:
+        raise ExportError(f"{path} is not a file the demo wrote; give --dir a folder of its own")
+
+
 def example_project() -> Path:
     return Path(str(resources.files("bridge") / "demo" / "dbt_example"))
 
@@ -76,6 +92,7 @@ def run_demo(
         for stale in (catalog_path, directory / "olbridge.db-wal", directory / "olbridge.db-shm"):
             stale.unlink(missing_ok=True)
     events_path = directory / "events.ndjson"
+    _only_the_demos_events(events_path)
     with Catalog(catalog_path) as catalog:
         summary = ingest_dbt(catalog, example_project(), namespace=NAMESPACE, flow_id=FLOW)
         echo(f"1. dbt: recorded {len(summary.results)} task runs from the bundled project's artifacts")

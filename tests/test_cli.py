@@ -262,6 +262,19 @@ def test_the_demo_starts_afresh_only_over_its_own_catalog(tmp_path: Path) -> Non
     assert result.exit_code == 1 and "is not a file the demo wrote" in result.stderr, result.output
     assert (mine / "events.ndjson").read_text().startswith('{"eventType": "COMPLETE", "job": {"namespace": "mine"}}')
     assert sorted(p.name for p in mine.iterdir()) == ["events.ndjson"]
+    # ... though one it wrote, of a catalog it was given whose first run is another flow's, or one
+    # left empty by a demo stopped while exporting, it writes again
+    given = tmp_path / "given.db"
+    code, _, err = invoke(given, "record", "--namespace", "other", "--flow-id", "f", "--task-id", "t",
+                          "--execution-id", "e", "--start", "2000-01-01T00:00:00Z")  # fmt: skip
+    assert code == 0, err
+    into = ["--catalog", str(given), "demo", "--dir", str(tmp_path / "in"), "--in-catalog"]
+    for _ in range(2):
+        result = CliRunner().invoke(cli, into)
+        assert result.exit_code == 0, result.output
+    (folder / "events.ndjson").write_text("")
+    result = CliRunner().invoke(cli, ["demo", "--dir", str(folder)])
+    assert result.exit_code == 0, result.output
 
 
 def test_version() -> None:
@@ -335,14 +348,20 @@ def test_an_import_refused_for_its_input_makes_no_catalog(tmp_path: Path, comman
     assert not catalog.exists() and list(tmp_path.glob("new.db*")) == []
 
 
-@pytest.mark.parametrize("option", ["--catalog", "--config"])
-def test_olbridge_s_own_option_after_a_command_says_where_it_goes(tmp_path: Path, option: str) -> None:
-    result = CliRunner().invoke(cli, ["assets", "list", option, str(tmp_path / "x")])
+@pytest.mark.parametrize(
+    ("option", "command"),
+    [("--catalog", ["assets", "list"]), ("--config", ["assets", "list"]), ("--catalog", ["demo"])],
+    ids=["catalog", "config", "a-near-option"],  # demo has --in-catalog, which click would suggest
+)
+def test_olbridge_s_own_option_after_a_command_says_where_it_goes(
+    tmp_path: Path, option: str, command: list[str]
+) -> None:
+    result = CliRunner().invoke(cli, [*command, option, str(tmp_path / "x")])
     assert result.exit_code == 2
     said = result.stderr.strip().splitlines()[-1]
     assert said == (
         f"Error: No such option '{option}': {option} is olbridge's own, before the command: "
-        f"olbridge {option} ... assets list ..."
+        f"olbridge {option} ... {' '.join(command)} ..."
     )
 
 
@@ -356,3 +375,7 @@ def test_a_bad_record_flag_is_named_as_given(tmp_path: Path) -> None:
     assert said.startswith("Error: --namespace: a namespace matches") and "; --start: not an ISO 8601 time" in said
     assert "; --end: not an ISO 8601 time: 'nope'" in said
     assert not (tmp_path / "c.db").exists()
+    code, _, err = invoke(tmp_path / "c.db", *flags[:2], "ops", *flags[3:], "--start", "2025-01-01T00:00:00Z",
+                          "--input", "", "--output", '{"id": "x", "type": "T"}')  # fmt: skip
+    said = err.strip().splitlines()[-1]
+    assert said.startswith("Error: --input[0].id: ") and "; --output[0].type: unknown asset type 'T'" in said, err

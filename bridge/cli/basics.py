@@ -198,7 +198,7 @@ def _run_from_flags(flags: dict[str, Any]) -> TaskRun:
         raise _as_flag(exc) from None
 
 
-# the record's fields a flag fills (the --input and --output ones are named by their flags already)
+# the record's fields a flag fills
 _FLAG_OF = {
     "namespace": "--namespace",
     "flowId": "--flow-id",
@@ -213,9 +213,11 @@ _FLAG_OF = {
 
 
 def _as_flag(error: ValidationError) -> ValidationError:
-    """A problem of the record made from the flags, where it names a field, named by its flag."""
+    """A problem of the record made from the flags, where it names a field, named by its flag
+    (``inputs[0].id``: ``--input[0].id``)."""
     field, dot, rest = error.where.partition(".")
-    flag = _FLAG_OF.get(field)
+    name, bracket, index = field.partition("[")
+    flag = {"inputs": "--input", "outputs": "--output"}.get(name) if bracket else _FLAG_OF.get(field)
     if flag is None:
         return error
-    return ValidationError(error.message, rule=error.rule, value=error.value, where=flag + dot + rest)
+    return ValidationError(error.message, rule=error.rule, value=error.value, where=flag + bracket + index + dot + rest)

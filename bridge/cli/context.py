@@ -165,9 +165,13 @@ class BridgeGroup(click.Group):
             return super().invoke(ctx)
         except click.NoSuchOption as exc:  # olbridge's own option given after a command
             below = exc.ctx is not None and exc.ctx.parent is not None
-            if below and exc.option_name in ROOT_OPTIONS and not exc.possibilities:
+            if below and exc.option_name in ROOT_OPTIONS:  # not click's near match: the one meant
                 assert exc.ctx is not None
-                name, command = exc.option_name, exc.ctx.command_path.split(" ", 1)[-1]
+                names, at = [], exc.ctx
+                while at.parent is not None:  # the command's words, whatever started olbridge
+                    names.append(at.info_name or "")
+                    at = at.parent
+                name, command = exc.option_name, " ".join(reversed(names))
                 where = f"before the command: olbridge {name} ... {command} ..."
                 message = f"{exc.message[:-1]}: {name} is olbridge's own, {where}"
                 raise click.NoSuchOption(name, message, ctx=exc.ctx) from None

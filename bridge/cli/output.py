@@ -99,8 +99,9 @@ def say_warnings(warnings: Sequence[str], limit: int = WARNINGS_SHOWN) -> None:
 @contextmanager
 def stop_on_signals(message: str) -> Iterator[threading.Event]:
     """An event set by SIGTERM or SIGINT (Ctrl-C), which ``message`` announces on stderr (its
-    ``{signal}`` is the signal's name): the command finishes the work in flight, then stops and
-    exits 0. The previous handlers are back afterwards."""
+    ``{signal}`` is the signal's name): the command finishes the work in flight, then stops (a
+    service, ``stream``, exits 0; a job stopped before its end, ``backfill``, exits 1). The
+    previous handlers are back afterwards."""
     stop = threading.Event()
 
     def handler(signum: int, frame: FrameType | None) -> None:

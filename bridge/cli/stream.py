@@ -299,11 +299,9 @@ def backfill(
         )
     if summary.error is not None:
         raise ExportError(summary.error)
-    if not summary.complete and not dry_run:  # stopped by a signal: not done, whatever it sent
-        raise ExportError(
-            f"the backfill was stopped before its end: {summary.undelivered} event(s) undelivered; "
-            f"run it again to resume (checkpoint {name!r})"
-        )
+    if not summary.complete:  # stopped by a signal: not done, whatever it sent (or checked)
+        again = "run it again" if dry_run else f"run it again to resume (checkpoint {name!r})"
+        raise ExportError(f"the backfill was stopped before its end; {again}")
     if summary.refused:
         say(
             f"the refused events are kept with checkpoint {name!r} (olbridge status counts them); fix the cause, "

@@ -24,6 +24,7 @@ from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
 from bridge.task_run_api import task_run
+from bridge.version import PROJECT_URL
 
 FIRST_MODEL = "dbt.main.my_first_dbt_model"
 SECOND_MODEL = "dbt.main.my_second_dbt_model"
@@ -54,15 +55,16 @@ def _only_the_demos(catalog_path: Path) -> None:
 
 
 def _only_the_demos_events(path: Path) -> None:
-    """Refuse to write the demo's events over a file the demo did not write (its first event is
-    of the demo's flow), rather than replace someone's file."""
+    """Refuse to write the demo's events over a file the demo did not write (empty, as a demo
+    stopped while exporting leaves it, or its first event made by olbridge: the demo exports the
+    whole catalog it is given), rather than replace someone's file."""
     if not path.exists() and not path.is_symlink():
         return
     try:
         with path.open("rb") as file:
-            first = json.loads(file.readline() or b"null")
-        job = first.get("job") if isinstance(first, dict) else None
-        ours = isinstance(job, dict) and job.get("namespace") == NAMESPACE and str(job.get("name")).startswith(FLOW)
+            line = file.readline()
+        first = json.loads(line) if line.strip() else None
+        ours = first is None or (isinstance(first, dict) and str(first.get("producer", "")).startswith(PROJECT_URL))
     except (OSError, ValueError):
         ours = False
     if not ours:
@@ -86,13 +88,13 @@ def run_demo(
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ExportError(f"cannot make the demo folder {directory}: {exc.strerror or exc}") from None
+    events_path = directory / "events.ndjson"
+    _only_the_demos_events(events_path)
     if catalog_path is None:
         catalog_path = directory / "olbridge.db"
         _only_the_demos(catalog_path)
         for stale in (catalog_path, directory / "olbridge.db-wal", directory / "olbridge.db-shm"):
             stale.unlink(missing_ok=True)
-    events_path = directory / "events.ndjson"
-    _only_the_demos_events(events_path)
     with Catalog(catalog_path) as catalog:
         summary = ingest_dbt(catalog, example_project(), namespace=NAMESPACE, flow_id=FLOW)
         echo(f"1. dbt: recorded {len(summary.results)} task runs from the bundled project's artifacts")

@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 
 from bridge.catalog import Catalog, CatalogSource, opened
-from bridge.errors import ConfigError, NotFoundError, ValidationError
+from bridge.errors import ConfigError, NotFoundError, NotInCatalog, ValidationError
 from bridge.model import Asset, AssetDeclaration, check_metadata, check_namespace, slugify
 
 CONFIG_FILE = "asset_config.toml"
@@ -311,7 +311,7 @@ def promote(
         raise ValidationError(f"promoting to the same branch ({source_scope.branch})", rule="metaflow.promote")
     source = catalog.get_asset(source_scope.catalog_id(kind, asset_id))
     if source is None or source.is_deleted:
-        raise NotFoundError(f"no {kind} asset {asset_id!r} on branch {source_scope.branch} of project {project!r}")
+        raise NotInCatalog(f"no {kind} asset {asset_id!r} on branch {source_scope.branch} of project {project!r}")
     pointers = {k: v for k, v in source.metadata.items() if k.startswith(INSTANCE_PREFIX)}
     if not pointers:
         raise NotFoundError(f"{kind} asset {asset_id!r} on branch {source_scope.branch} has no instance to promote")

@@ -22,6 +22,7 @@ from bridge.catalog.outbox import DeliveryError
 from bridge.catalog.query import AssetQuery, HistoryFilter
 from bridge.catalog.runs import RunFilter, Runs
 from bridge.config import parse_tokens
+from bridge.demo import run_demo
 from bridge.mapping import Resolver
 from bridge.model import format_time
 from bridge.model.health import ANOTHER_NAMESPACE, FreshnessRule, Match, Selector
@@ -1054,3 +1055,17 @@ def test_a_token_is_not_shown_a_datasets_column_lineage_facet(ui_catalog: str, r
     scoped = make_app(ui_catalog, resolver, tokens=True)
     seen = twin(scoped, f"/assets/{asset}", cookie="olbridge_ui=secret-a")
     assert "columnLineage" not in seen["facets"] and "columnLineage" not in seen["asset"].get("facets", {})
+
+
+@pytest.mark.parametrize("tab", ["overview", "dependencies", "runs", "columns", "history"])
+def test_every_tab_of_every_demo_asset_draws(tmp_path: Path, resolver: Resolver, tab: str) -> None:
+    """The demo's assets, as a first look at the view shows them: every tab answers 200, page and
+    twin (a column edge whose transformation has no description broke the Columns tab: a 500)."""
+    run_demo(tmp_path / "demo", echo=lambda line: None, out=lambda line: None)
+    app = make_app(str(tmp_path / "demo" / "olbridge.db"), resolver)
+    ids = [a["id"] for a in twin(app, "/assets")["assets"]]
+    assert len(ids) == 3
+    for asset_id in ids:
+        status, _, text = call(app, f"/assets/{asset_id}", f"tab={tab}")
+        assert status.startswith("200"), text[-2000:]
+        twin(app, f"/assets/{asset_id}", f"tab={tab}")

@@ -1069,3 +1069,16 @@ def test_every_tab_of_every_demo_asset_draws(tmp_path: Path, resolver: Resolver,
         status, _, text = call(app, f"/assets/{asset_id}", f"tab={tab}")
         assert status.startswith("200"), text[-2000:]
         twin(app, f"/assets/{asset_id}", f"tab={tab}")
+
+
+def test_an_asset_page_says_the_freshness_rule_it_is_judged_by(ui_catalog: str, resolver: Resolver) -> None:
+    """Its verdict names how stale it is; the page says the rule too, and where it comes from (as
+    ``assets show`` does), the twin as the rule's JSON."""
+    with Catalog(ui_catalog) as catalog:
+        catalog.set_freshness("hr.payroll", FreshnessRule.create(max=timedelta(hours=1)), now=at(200))
+    app = make_app(ui_catalog, resolver)
+    status, _, text = call(app, "/assets/hr.payroll")
+    assert status.startswith("200") and "Freshness rule: written within 1h <small>(asset)</small>" in text
+    rule = twin(app, "/assets/hr.payroll")["health"]["freshness"]
+    assert rule == {"max": "1h", "source": "asset", "says": "written within 1h"}
+    assert twin(app, "/assets/raw.orders")["health"]["freshness"] is None  # no rule, none said

@@ -239,6 +239,29 @@ def test_from_the_health_page_to_a_failing_asset_and_what_is_at_risk_by_keyboard
     expect(p.get_by_text("FAIL").first).to_be_visible()
 
 
+def test_grouped_nodes_wear_their_group_s_colour_and_a_narrow_screen_scrolls_no_page(
+    ui_url: str, browser: Browser
+) -> None:
+    """group=...: each node is filled with its group's colour, the legend's (a rule for every
+    node's white fill outranked them: every node stayed white). On a phone-sized screen no page
+    is wider than the screen: a wide table scrolls in itself, the tabs wrap."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    p = context.new_page()
+    try:
+        p.goto(ui_url + "/assets/mart.orders?tab=dependencies&group=namespace")
+        fills = p.eval_on_selector_all(
+            "svg.graph a.node:not(.cluster) rect", "rects => rects.map(r => getComputedStyle(r).fill)"
+        )
+        swatches = p.eval_on_selector_all(".legend .swatch", "s => s.map(e => getComputedStyle(e).backgroundColor)")
+        assert len(set(swatches)) > 1 and set(fills) == set(swatches), (fills, swatches)
+        p.set_viewport_size({"width": 390, "height": 800})
+        for path in ("/assets", "/assets/mart.orders", "/assets/mart.orders?tab=runs", "/runs", "/health"):
+            p.goto(ui_url + path)
+            assert p.evaluate("document.documentElement.scrollWidth") <= 390, path
+    finally:
+        context.close()
+
+
 def test_open_a_run_and_go_back(ui_url: str, page: tuple[Page, Watch]) -> None:
     p, watch = page
     p.goto(ui_url + "/runs")

@@ -20,7 +20,7 @@ from bridge.catalog.lineage_steps import lineage_steps
 from bridge.catalog.runs import EXTERNAL, OWN, STATES, RunFilter, Runs, RunView
 from bridge.errors import NotFoundError, ValidationError
 from bridge.model import Assertion, Asset, format_time, parse_time, utcnow
-from bridge.model.health import Health, Selector, masked
+from bridge.model.health import FreshnessRule, Health, Selector, masked
 from bridge.web.layout import layout
 
 Query = Mapping[str, str]
@@ -130,9 +130,15 @@ def verdicts(
             "reasons": [masked(r, scope.allows) for r in h.verdict.reasons] if scope else list(h.verdict.reasons),
             "atRisk": h.at_risk if flagged else None,
             "pathToCause": [None if asset_id in hidden else asset_id for asset_id in h.path],
+            # the freshness rule it is judged by, and where it comes from (as assets show says)
+            "freshness": _freshness(h.verdict.rule),
         }
         for h in found
     }
+
+
+def _freshness(rule: FreshnessRule | None) -> dict[str, Any] | None:
+    return None if rule is None else {**rule.to_json(), "says": rule.describe()}
 
 
 def _sees(catalog: Catalog, asset_id: str, scope: b.Scope) -> bool:

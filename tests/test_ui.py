@@ -1082,3 +1082,21 @@ def test_an_asset_page_says_the_freshness_rule_it_is_judged_by(ui_catalog: str, 
     rule = twin(app, "/assets/hr.payroll")["health"]["freshness"]
     assert rule == {"max": "1h", "source": "asset", "says": "written within 1h"}
     assert twin(app, "/assets/raw.orders")["health"]["freshness"] is None  # no rule, none said
+
+
+def test_the_run_that_failed_an_asset_is_on_its_runs_tab(ui_catalog: str, resolver: Resolver) -> None:
+    """An asset FAILed by a run that was to write it and did not: its Runs tab lists that run
+    ("output, not written"), so the failure its health names is a click away."""
+    with Catalog(ui_catalog) as catalog:
+        failed = run(
+            "report", execution="e9", inputs=(decl("mart.orders"),), outputs=(decl("report.daily"),),
+            state="FAILED", start=at(120), namespace="team-a.sales",
+        )  # fmt: skip
+        catalog.record_task_run(failed)
+    app = make_app(ui_catalog, resolver)
+    listed = twin(app, "/assets/report.daily", "tab=runs")["runs"]
+    assert [(r["direction"], r["state"]) for r in listed] == [("unwritten", "FAIL"), ("output", "COMPLETE")]
+    health = twin(app, "/assets/report.daily")["health"]
+    assert health["health"] == "FAIL" and "flow.report at 2025-03-01T10:01:00.000000Z failed" in health["reasons"][0]
+    status, _, text = call(app, "/assets/report.daily", "tab=runs")
+    assert status.startswith("200") and "<td>output, not written</td>" in text

@@ -595,7 +595,7 @@ def producers(catalog: Catalog, ids: Sequence[str], own: str, *, scope: Scope | 
 
 @attrs.frozen
 class AssetRun:
-    direction: str  # "input" | "output"
+    direction: str  # "input" | "output" | "unwritten" (an own run that was to write it, and did not)
     run: RunView
 
 
@@ -606,6 +606,9 @@ _OWN_USES = """
     WHERE u.asset_id = ? AND u.direction = ? AND (u.used_at, u.task_run_pk) < (?, ?)
     ORDER BY u.used_at DESC, u.task_run_pk DESC LIMIT ?
 """
+# the newest own runs that were to write an asset and did not (failed, skipped, ...), by
+# unwritten_outputs_asset (asset, run)
+_OWN_UNWRITTEN = "SELECT task_run_pk FROM unwritten_outputs WHERE asset_id = ? ORDER BY task_run_pk DESC LIMIT ?"
 _EXTERNAL_JOBS = "SELECT job_namespace, job_name, direction FROM external_usages WHERE asset_id = ? LIMIT ?"
 _EXTERNAL_JOBS_OF = (
     "SELECT job_namespace, job_name, direction FROM external_usages WHERE asset_id = ? AND direction = ? LIMIT ?"
@@ -617,13 +620,20 @@ def asset_runs(
     runs: Runs, asset_id: str, *, limit: int = 50, scope: Scope | None = None, direction: str | None = None
 ) -> list[AssetRun]:
     """The latest runs that read or wrote an asset (``direction``: ``input`` or ``output`` only),
-    olbridge's and external ones, newest first: each direction's newest own uses, and the newest
-    runs of each received job that used it (of :data:`JOBS_AT_MOST` jobs), each read a page at a
-    time by its index, so that the list costs what it shows, not the asset's history. Each run
-    is the token's to see (``scope``), and without its facets (a list shows none)."""
+    olbridge's and external ones, newest first: each direction's newest own uses, the own runs
+    that were to write it and did not (``unwritten``: a failure its health names, with all the
+    rest), and the newest runs of each received job that used it (of :data:`JOBS_AT_MOST` jobs),
+    each read a page at a time by its index, so that the list costs what it shows, not the
+    asset's history. Each run is the token's to see (``scope``), and without its facets (a list
+    shows none)."""
     conn = runs.catalog._conn
     directions = ("input", "output") if direction is None else (direction,)
     found = [run for way in directions for run in _own_uses(runs, asset_id, way, limit, scope)]
+    if direction is None:
+        pks = [pk for (pk,) in conn.execute(_OWN_UNWRITTEN, [asset_id, limit])]
+        stored = runs.catalog.task_runs_by_pk(pks)
+        views = (runs._own(stored[pk], facets=False) for pk in pks if pk in stored)
+        found += [AssetRun("unwritten", view) for view in views if allows(scope, view.job_namespace)]
     jobs = (
         conn.execute(_EXTERNAL_JOBS, [asset_id, JOBS_AT_MOST])
         if direction is None

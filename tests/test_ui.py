@@ -1100,3 +1100,23 @@ def test_the_run_that_failed_an_asset_is_on_its_runs_tab(ui_catalog: str, resolv
     assert health["health"] == "FAIL" and "flow.report at 2025-03-01T10:01:00.000000Z failed" in health["reasons"][0]
     status, _, text = call(app, "/assets/report.daily", "tab=runs")
     assert status.startswith("200") and "<td>output, not written</td>" in text
+
+
+def test_no_control_that_leads_nowhere(ui_catalog: str, resolver: Resolver) -> None:
+    """Depth has no "less" at 1 nor "more" at its most; History offers to compare two changes only
+    where there are two; the lineage steps' links and the moment are set apart."""
+    app = make_app(ui_catalog, resolver)
+    text = call(app, "/assets/mart.orders", "tab=dependencies")[2]
+    assert 'aria-label="Less depth"' not in text and 'aria-label="More depth"' in text
+    text = call(app, "/assets/mart.orders", "tab=dependencies&depth=6")[2]
+    assert 'aria-label="Less depth"' in text and 'aria-label="More depth"' not in text
+    entries = twin(app, "/assets/raw.orders", "tab=history")["history"]["entries"]
+    assert len([e for e in entries if "seq" in e]) == 1
+    text = call(app, "/assets/raw.orders", "tab=history")[2]
+    assert "Choose two to compare" not in text and 'type="radio"' not in text and ">Compare</button>" not in text
+    with Catalog(ui_catalog) as catalog:  # a second change: now there are two to compare
+        catalog.set_asset(decl("raw.orders", metadata={"tier": "gold"}, namespace="team-a.sales"), now=at(300))
+    text = call(app, "/assets/raw.orders", "tab=history")[2]
+    assert "Choose two to compare" in text and text.count('type="radio"') == 4 and ">Compare</button>" in text
+    text = call(app, "/lineage", "asset=mart.orders")[2]
+    assert "</a> · As of <time>" in text

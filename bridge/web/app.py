@@ -98,7 +98,7 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
         finalize=_without_bidi,
     )
-    env.globals.update(link=link, asset_url=asset_url, run_url=run_url)
+    env.globals.update(link=link, asset_url=asset_url, run_url=run_url, max_depth=pages.MAX_DEPTH)
     env.filters["json"] = lambda value: orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
     return env
 

@@ -98,6 +98,7 @@ def test_the_assets_twin_lists_filters_and_pages(ui_catalog: str, resolver: Reso
     assert {a["id"] for a in gold} == {"mart.orders", "hr.people"}  # raw.orders is platinum now
     assert twin(app, "/assets", "meta=tier%3Dgold")["count"] is None
     assert {a["type"] for a in twin(app, "/assets", "type=Table&namespace=team-b.hr")["assets"]} == {"Table"}
+    assert twin(app, "/assets", "type=table")["assets"] == twin(app, "/assets", "type=Table")["assets"]  # any case
     checks = {a["id"]: a["checks"] for a in everything["assets"]}
     assert checks["mart.orders"] == "failing" and checks["raw.orders"] is None  # one of its tests failed
     # each asset's health, judged from its facts (the failed test fails it), as assets show judges it

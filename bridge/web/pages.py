@@ -20,6 +20,7 @@ from bridge.catalog.lineage_steps import lineage_steps
 from bridge.catalog.runs import EXTERNAL, OWN, STATES, RunFilter, Runs, RunView
 from bridge.errors import NotFoundError, ValidationError
 from bridge.model import Assertion, Asset, format_time, parse_time, utcnow
+from bridge.model.asset_types import SHORT_TYPES
 from bridge.model.health import FreshnessRule, Health, Selector, masked
 from bridge.web.layout import layout
 
@@ -137,6 +138,15 @@ def verdicts(
     }
 
 
+# the built-in types by their names in any case: `table` finds the Tables (a custom dotted type is
+# matched as written)
+_SHORT_TYPES = {t.lower(): t for t in SHORT_TYPES}
+
+
+def _type_named(text: str) -> str:
+    return _SHORT_TYPES.get(text.lower(), text)
+
+
 def _freshness(rule: FreshnessRule | None) -> dict[str, Any] | None:
     return None if rule is None else {**rule.to_json(), "says": rule.describe()}
 
@@ -178,7 +188,7 @@ def asset_filter(query: Query) -> b.AssetFilter:
         raise ValidationError("origin is declared, auto or external", rule="ui.origin", value=origin)
     return b.AssetFilter(
         search=query.get("q", "").strip(),
-        types=tuple(t for t in [query.get("type", "").strip()] if t),
+        types=tuple(_type_named(t) for t in [query.get("type", "").strip()] if t),
         namespace=(b.GLOBAL if namespace == "Global" else namespace.strip() or None) if namespace else None,
         origin=origin,
         prefix=query.get("prefix", ""),

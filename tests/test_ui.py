@@ -1121,3 +1121,21 @@ def test_no_control_that_leads_nowhere(ui_catalog: str, resolver: Resolver) -> N
     assert "Choose two to compare" in text and text.count('type="radio"') == 4 and ">Compare</button>" in text
     text = call(app, "/lineage", "asset=mart.orders")[2]
     assert "</a> · As of <time>" in text
+
+
+def test_an_own_asset_is_found_by_its_openlineage_name(tmp_path: Path, resolver: Resolver) -> None:
+    """Someone coming from Marquez searches the name it shows, ``<namespace>/<name>``: an asset of
+    olbridge's own, named so by the naming rules in its events, is found by it (the names a
+    received one came under are searched already)."""
+    run_demo(tmp_path / "demo", echo=lambda line: None, out=lambda line: None)
+    catalog = str(tmp_path / "demo" / "olbridge.db")
+    with Catalog(catalog) as opened:
+        asset = opened.asset("dbt.main.my_first_dbt_model")
+    named = resolver.dataset_for(asset.id, asset.type, asset.metadata)
+    assert named.name != asset.id or "/" not in asset.id  # a name the search of ids would not find
+    app = make_app(catalog, resolver)
+    found = twin(app, "/assets", f"q={quote(named.namespace + '/' + named.name, safe='')}")
+    assert found["namedInOpenLineage"] == ["dbt.main.my_first_dbt_model"]
+    text = call(app, "/assets", f"q={quote(named.namespace + '/' + named.name, safe='')}")[2]
+    assert 'Named so in OpenLineage: <a href="/assets/dbt.main.my_first_dbt_model">' in text
+    assert twin(app, "/assets", "q=nowhere%2Fdbt.main.my_first_dbt_model")["namedInOpenLineage"] == []

@@ -214,7 +214,7 @@ class UiApp:
     ) -> Response:
         runs = Runs(catalog, self.converter)
         if path == "/assets":
-            data = pages.assets_page(catalog, query, scope, self.selectors)
+            data = pages.assets_page(catalog, query, scope, self.selectors, self.converter.resolver)
             return self.render("assets.html", data, as_json, query)
         if path.startswith("/assets/"):
             asset_id = path[len("/assets/") :]

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from bridge.catalog import Catalog
 from bridge.cli import cli
+from bridge.mapping import Resolver
 from bridge.openlineage.validate import validate_event
 from tests.helpers import invoke
 from tests.test_validate import BASE_EVENT
@@ -379,3 +380,20 @@ def test_a_bad_record_flag_is_named_as_given(tmp_path: Path) -> None:
                           "--input", "", "--output", '{"id": "x", "type": "T"}')  # fmt: skip
     said = err.strip().splitlines()[-1]
     assert said.startswith("Error: --input[0].id: ") and "; --output[0].type: unknown asset type 'T'" in said, err
+
+
+def test_assets_show_and_lineage_find_an_own_asset_by_its_openlineage_name(tmp_path: Path) -> None:
+    """The name Marquez shows for one of olbridge's own assets (its events') finds it, as its id
+    does; a name nothing is known by is an error naming the catalog."""
+    result = CliRunner().invoke(cli, ["demo", "--dir", str(tmp_path / "demo")])
+    assert result.exit_code == 0, result.output
+    db = tmp_path / "demo" / "olbridge.db"
+    with Catalog(db) as catalog:
+        asset = catalog.asset("dbt.main.my_first_dbt_model")
+    named = Resolver.load().dataset_for(asset.id, asset.type, asset.metadata)
+    code, out, err = invoke(db, "assets", "show", f"{named.namespace}/{named.name}")
+    assert code == 0 and json.loads(out)["id"] == asset.id, err
+    code, out, err = invoke(db, "lineage", f"{named.namespace}/{named.name}", "--format", "json")
+    assert code == 0 and json.loads(out)["root"] == asset.id, err
+    code, _, err = invoke(db, "assets", "show", f"elsewhere/{named.name}")
+    assert code == 1 and err.startswith("Error: no asset with id") and f"(catalog {db})" in err

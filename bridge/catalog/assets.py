@@ -13,6 +13,7 @@ from bridge.catalog import rows, sql, sql_received
 from bridge.catalog.engine import Connection, Cursor
 from bridge.catalog.query import AssetQuery
 from bridge.errors import NotInCatalog, ValidationError
+from bridge.mapping.resolver import Resolver
 from bridge.model import Asset, Identifier, Origin, format_time
 
 
@@ -32,10 +33,34 @@ def read_asset(conn: Connection | Cursor, asset_id: str) -> Asset | None:
     return attrs.evolve(asset, received_facets=facets, identifiers=identifiers)
 
 
-def find_asset_id(conn: Connection | Cursor, text: str) -> str:
+def named_in_openlineage(conn: Connection | Cursor, resolver: Resolver, text: str) -> list[str]:
+    """The assets ``text`` names as an OpenLineage dataset, ``<namespace>/<name>`` (split at any
+    ``/``: either may hold one), as olbridge's naming rules name them in its events: the id the
+    rules read back from it, where that asset is there and is named so (someone coming from
+    Marquez finds an asset of olbridge's own by the name Marquez shows; the names a received one
+    came under are kept, and found by them)."""
+    found: list[str] = []
+    start = text.find("/")
+    while start != -1:
+        namespace, name = text[:start], text[start + 1 :]
+        start = text.find("/", start + 1)
+        if not namespace or not name:
+            continue
+        row = conn.execute(sql.GET_ASSET, (resolver.asset_for(namespace, name).id,)).fetchone()
+        asset = rows.asset_from_row(row) if row else None
+        if asset is None or asset.id in found:
+            continue
+        named = resolver.dataset_for(asset.id, asset.type, asset.metadata)
+        if (named.namespace, named.name) == (namespace, name):
+            found.append(asset.id)
+    return found
+
+
+def find_asset_id(conn: Connection | Cursor, text: str, resolver: Resolver | None = None) -> str:
     """The id of the asset ``text`` names: its id, or a dataset name it was received under
-    (``<olNamespace>/<olName>``, or a symlink identifier's ``<namespace>/<name>``). A
-    NotFoundError when none does; a ValidationError naming them when several do."""
+    (``<olNamespace>/<olName>``, or a symlink identifier's ``<namespace>/<name>``), or with
+    ``resolver`` the OpenLineage name olbridge's events give it (:func:`named_in_openlineage`).
+    A NotFoundError when none does; a ValidationError naming them when several do."""
     if conn.execute(sql.GET_ASSET, (text,)).fetchone():
         return text
     found: dict[str, None] = {}
@@ -47,6 +72,8 @@ def find_asset_id(conn: Connection | Cursor, text: str) -> str:
             found.update((asset_id, None) for (asset_id,) in conn.execute(sql_received.ASSETS_NAMED, params))
         start = text.find("/", start + 1)
     existing = [asset_id for asset_id in found if conn.execute(sql.GET_ASSET, (asset_id,)).fetchone()]
+    if not existing and resolver is not None:
+        existing = named_in_openlineage(conn, resolver, text)
     if not existing:
         raise NotInCatalog(f"no asset with id {text!r}, nor one received under that name or symlink")
     if len(existing) > 1:

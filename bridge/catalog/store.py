@@ -219,11 +219,17 @@ class Catalog:
         latest of each dataset facet, every symlink identifier)."""
         return assets.read_asset(self._conn, asset_id)
 
-    def find_asset_id(self, text: str) -> str:
+    def find_asset_id(self, text: str, resolver: Resolver | None = None) -> str:
         """The id of the asset ``text`` names: its id, or a dataset name it was received under
-        (``<olNamespace>/<olName>``, or a symlink identifier's ``<namespace>/<name>``). A
-        NotFoundError when none does; a ValidationError naming them when several do."""
-        return assets.find_asset_id(self._conn, text)
+        (``<olNamespace>/<olName>``, or a symlink identifier's ``<namespace>/<name>``), or with
+        ``resolver`` the name olbridge's events give it. A NotFoundError when none does; a
+        ValidationError naming them when several do."""
+        return assets.find_asset_id(self._conn, text, resolver)
+
+    def named_in_openlineage(self, text: str, resolver: Resolver) -> list[str]:
+        """The own assets ``text`` names as the OpenLineage ``<namespace>/<name>`` olbridge's
+        events give them (:func:`bridge.catalog.assets.named_in_openlineage`)."""
+        return assets.named_in_openlineage(self._conn, resolver, text)
 
     def asset(self, asset_id: str) -> Asset:
         found = self.get_asset(asset_id)

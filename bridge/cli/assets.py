@@ -120,7 +120,7 @@ def assets_show(app: AppContext, asset_id: str) -> None:
 
     ASSET_ID is its id, or a name it was received under: <olNamespace>/<olName>, or a symlink
     identifier's <namespace>/<name>."""
-    asset_id = app.catalog().find_asset_id(asset_id)
+    asset_id = app.catalog().find_asset_id(asset_id, app.resolver())
     asset = app.catalog().asset(asset_id)
     record = asset.to_json()
     named = app.resolver().dataset_for(asset.id, asset.type, asset.metadata)

@@ -66,7 +66,7 @@ def lineage(
     if column is not None and as_of is not None:
         raise click.UsageError("--as-of draws an asset's lineage; it does not go with --column")
     when = moment(as_of, "--as-of")
-    asset_id = app.catalog().find_asset_id(asset_id)
+    asset_id = app.catalog().find_asset_id(asset_id, app.resolver())
     if column is not None:
         show_columns(app.catalog().column_lineage(asset_id, column, direction=direction, depth=depth), fmt)
         return

@@ -197,28 +197,6 @@ def asset_filter(query: Query) -> b.AssetFilter:
     )
 
 
-def named_in_openlineage(catalog: Catalog, resolver: Resolver, text: str, scope: b.Scope | None) -> list[str]:
-    """The assets ``text`` names as an OpenLineage dataset, ``<namespace>/<name>`` (split at any
-    ``/``: either may hold one), as olbridge's naming rules name them in its events: the id the
-    rules read back from it, where that asset is there and is named so (someone coming from
-    Marquez finds an asset of olbridge's own by the name Marquez shows). A received one is found
-    by the search itself (the names it came under are kept)."""
-    found: list[str] = []
-    start = text.find("/")
-    while start != -1:
-        namespace, name = text[:start], text[start + 1 :]
-        start = text.find("/", start + 1)
-        if not namespace or not name:
-            continue
-        asset = catalog.get_asset(resolver.asset_for(namespace, name).id)
-        if asset is None or asset.id in found or not b.allows(scope, asset.namespace):
-            continue
-        named = resolver.dataset_for(asset.id, asset.type, asset.metadata)
-        if (named.namespace, named.name) == (namespace, name):
-            found.append(asset.id)
-    return found
-
-
 def assets_page(
     catalog: Catalog,
     query: Query,
@@ -233,7 +211,11 @@ def assets_page(
     ids = [item.asset.id for item in page.assets]
     health, flagged = judged(catalog, selectors, ids, scope)
     latest = catalog.latest_checks(ids, utcnow())
-    named = named_in_openlineage(catalog, resolver, f.search, scope) if resolver is not None and f.search else []
+    named = (
+        [i for i in catalog.named_in_openlineage(f.search, resolver) if scope is None or _sees(catalog, i, scope)]
+        if resolver is not None and f.search
+        else []
+    )
     return {
         "riskFlagged": flagged,
         "namedInOpenLineage": named,

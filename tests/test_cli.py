@@ -397,3 +397,19 @@ def test_assets_show_and_lineage_find_an_own_asset_by_its_openlineage_name(tmp_p
     assert code == 0 and json.loads(out)["root"] == asset.id, err
     code, _, err = invoke(db, "assets", "show", f"elsewhere/{named.name}")
     assert code == 1 and err.startswith("Error: no asset with id") and f"(catalog {db})" in err
+
+
+@pytest.mark.parametrize(
+    ("asset_id", "named"),
+    [("s3a://lake/raw/orders", "s3://lake/raw/orders"), ("s3://lake/raw/trail/", "s3://lake/raw/trail")],
+)
+def test_an_own_asset_is_found_by_every_spelling_its_events_name(tmp_path: Path, asset_id: str, named: str) -> None:
+    """The rules name ``s3a://`` ids ``s3://`` and drop a trailing slash: the name Marquez shows
+    finds the asset all the same; a text too long to be a name finds nothing, at once."""
+    db = tmp_path / "c.db"
+    assert invoke(db, "assets", "set", asset_id, "--type", "File")[0] == 0
+    code, out, err = invoke(db, "assets", "show", named)
+    assert code == 0 and json.loads(out)["id"] == asset_id, err
+    with Catalog(db) as catalog:
+        assert catalog.named_in_openlineage(named, Resolver.load()) == [asset_id]
+        assert catalog.named_in_openlineage("a/" * 5000, Resolver.load()) == []

@@ -1094,9 +1094,18 @@ def test_the_run_that_failed_an_asset_is_on_its_runs_tab(ui_catalog: str, resolv
             state="FAILED", start=at(120), namespace="team-a.sales",
         )  # fmt: skip
         catalog.record_task_run(failed)
+        earlier = run(
+            "report", execution="e8", inputs=(decl("mart.orders"),), outputs=(decl("report.daily"),),
+            state="KILLED", start=at(100), namespace="team-a.sales",
+        )  # fmt: skip
+        catalog.record_task_run(earlier)  # recorded after, started before: listed by its start
     app = make_app(ui_catalog, resolver)
     listed = twin(app, "/assets/report.daily", "tab=runs")["runs"]
-    assert [(r["direction"], r["state"]) for r in listed] == [("unwritten", "FAIL"), ("output", "COMPLETE")]
+    assert [(r["direction"], r["state"]) for r in listed] == [
+        ("unwritten", "FAIL"),
+        ("unwritten", "ABORT"),
+        ("output", "COMPLETE"),
+    ]
     health = twin(app, "/assets/report.daily")["health"]
     assert health["health"] == "FAIL" and "flow.report at 2025-03-01T10:01:00.000000Z failed" in health["reasons"][0]
     status, _, text = call(app, "/assets/report.daily", "tab=runs")

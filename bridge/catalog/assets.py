@@ -38,22 +38,32 @@ def named_in_openlineage(conn: Connection | Cursor, resolver: Resolver, text: st
     ``/``: either may hold one), as olbridge's naming rules name them in its events: the id the
     rules read back from it, where that asset is there and is named so (someone coming from
     Marquez finds an asset of olbridge's own by the name Marquez shows; the names a received one
-    came under are kept, and found by them)."""
-    found: list[str] = []
+    came under are kept, and found by them). Each spelling the rules read back is a candidate
+    (``s3a://lake/x`` is named ``s3://lake`` ``x``), named forward to see that it is so named. A
+    text longer than :data:`OPENLINEAGE_NAME_AT_MOST` or with more than :data:`SPLITS_AT_MOST`
+    slashes names none: a search typed live looks it up at every keystroke."""
+    if len(text) > OPENLINEAGE_NAME_AT_MOST or text.count("/") > SPLITS_AT_MOST:
+        return []
+    candidates: dict[str, set[tuple[str, str]]] = {}  # each id, and the splits that may name it
     start = text.find("/")
     while start != -1:
         namespace, name = text[:start], text[start + 1 :]
         start = text.find("/", start + 1)
-        if not namespace or not name:
-            continue
-        row = conn.execute(sql.GET_ASSET, (resolver.asset_for(namespace, name).id,)).fetchone()
+        if namespace and name:
+            for asset_id in [resolver.asset_for(namespace, name).id, *resolver.ids_named(namespace, name)]:
+                candidates.setdefault(asset_id, set()).add((namespace, name))
+    found: list[str] = []
+    for asset_id, said in candidates.items():
+        row = conn.execute(sql.GET_ASSET, (asset_id,)).fetchone()
         asset = rows.asset_from_row(row) if row else None
-        if asset is None or asset.id in found:
-            continue
-        named = resolver.dataset_for(asset.id, asset.type, asset.metadata)
-        if (named.namespace, named.name) == (namespace, name):
+        named = resolver.dataset_for(asset.id, asset.type, asset.metadata) if asset is not None else None
+        if asset is not None and named is not None and (named.namespace, named.name) in said:
             found.append(asset.id)
     return found
+
+
+OPENLINEAGE_NAME_AT_MOST = 2048  # characters of a namespace/name looked up (ids are at most 512)
+SPLITS_AT_MOST = 32  # slashes it may hold
 
 
 def find_asset_id(conn: Connection | Cursor, text: str, resolver: Resolver | None = None) -> str:

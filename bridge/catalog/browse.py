@@ -606,9 +606,12 @@ _OWN_USES = """
     WHERE u.asset_id = ? AND u.direction = ? AND (u.used_at, u.task_run_pk) < (?, ?)
     ORDER BY u.used_at DESC, u.task_run_pk DESC LIMIT ?
 """
-# the newest own runs that were to write an asset and did not (failed, skipped, ...), by
-# unwritten_outputs_asset (asset, run)
-_OWN_UNWRITTEN = "SELECT task_run_pk FROM unwritten_outputs WHERE asset_id = ? ORDER BY task_run_pk DESC LIMIT ?"
+# the own runs that were to write an asset and did not (failed, skipped, ...), newest first by
+# start: unwritten_outputs_asset (asset, run) finds them, a few an asset (failures, skips)
+_OWN_UNWRITTEN = """
+    SELECT o.task_run_pk FROM unwritten_outputs o JOIN task_runs t ON t.pk = o.task_run_pk
+    WHERE o.asset_id = ? ORDER BY t.started_at DESC, t.pk DESC LIMIT ?
+"""
 _EXTERNAL_JOBS = "SELECT job_namespace, job_name, direction FROM external_usages WHERE asset_id = ? LIMIT ?"
 _EXTERNAL_JOBS_OF = (
     "SELECT job_namespace, job_name, direction FROM external_usages WHERE asset_id = ? AND direction = ? LIMIT ?"
@@ -629,11 +632,11 @@ def asset_runs(
     conn = runs.catalog._conn
     directions = ("input", "output") if direction is None else (direction,)
     found = [run for way in directions for run in _own_uses(runs, asset_id, way, limit, scope)]
-    if direction is None:
-        pks = [pk for (pk,) in conn.execute(_OWN_UNWRITTEN, [asset_id, limit])]
+    if direction is None:  # past those of namespaces the token does not see, 20 pages at most
+        pks = [pk for (pk,) in conn.execute(_OWN_UNWRITTEN, [asset_id, limit if scope is None else limit * 20])]
         stored = runs.catalog.task_runs_by_pk(pks)
-        views = (runs._own(stored[pk], facets=False) for pk in pks if pk in stored)
-        found += [AssetRun("unwritten", view) for view in views if allows(scope, view.job_namespace)]
+        views = [runs._own(stored[pk], facets=False) for pk in pks if pk in stored]
+        found += [AssetRun("unwritten", view) for view in views if allows(scope, view.job_namespace)][:limit]
     jobs = (
         conn.execute(_EXTERNAL_JOBS, [asset_id, JOBS_AT_MOST])
         if direction is None

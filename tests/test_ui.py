@@ -1148,3 +1148,12 @@ def test_an_own_asset_is_found_by_its_openlineage_name(tmp_path: Path, resolver:
     text = call(app, "/assets", f"q={quote(named.namespace + '/' + named.name, safe='')}")[2]
     assert 'Named so in OpenLineage: <a href="/assets/dbt.main.my_first_dbt_model">' in text
     assert twin(app, "/assets", "q=nowhere%2Fdbt.main.my_first_dbt_model")["namedInOpenLineage"] == []
+
+
+def test_a_bad_filter_value_offers_the_page_again_without_filters(ui_catalog: str, resolver: Resolver) -> None:
+    app = make_app(ui_catalog, resolver)
+    for path, query in (("/health", "state=fial"), ("/runs", "since=yesterday"), ("/assets", "origin=nowhere")):
+        status, _, text = call(app, path, query)
+        assert status.startswith("400") and f'<a href="{path}">Again, without these filters</a>' in text, text
+    status, _, text = call(app, "/assets/mart.orders", "tab=dependencies&depth=x")
+    assert status.startswith("400") and "Again, without these filters" not in text  # not a list's filter

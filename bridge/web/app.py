@@ -112,6 +112,10 @@ def json_twin(data: Any) -> Any:
     return data
 
 
+# the pages whose filters a bad value comes from: a 400 links to the page without them
+FILTERED_PAGES = frozenset(("/assets", "/runs", "/health", "/lineage", "/neighbours"))
+
+
 class UiApp:
     """The WSGI callable. ``open_catalog`` opens a catalog; each server thread opens its own once."""
 
@@ -195,8 +199,9 @@ class UiApp:
             return self.page(path, query, scope, as_json)
         except NotFoundError as exc:
             return self.error(as_json, "404 Not Found", str(exc))
-        except ValidationError as exc:
-            return self.error(as_json, "400 Bad Request", str(exc))
+        except ValidationError as exc:  # a bad filter: the page offers itself again without them
+            again = path if path in FILTERED_PAGES else None
+            return self.error(as_json, "400 Bad Request", str(exc), again=again)
         except BridgeError as exc:
             return self.error(as_json, "500 Internal Server Error", str(exc))
         except Exception:
@@ -241,13 +246,13 @@ class UiApp:
         text = self.templates.get_template(template).render(data=data, query=query, tokens=bool(self.tokens))
         return Response("200 OK", text.encode())
 
-    def error(self, as_json: bool, status: str, message: str) -> Response:
+    def error(self, as_json: bool, status: str, message: str, *, again: str | None = None) -> Response:
         code = int(status.split()[0])
         if as_json:
             body = orjson.dumps({"ok": False, "error": message, "status": code})
             return Response(status, body, content_type="application/json")
         text = self.templates.get_template("error.html").render(
-            status=status, message=message, query={}, tokens=bool(self.tokens)
+            status=status, message=message, query={}, tokens=bool(self.tokens), again=again
         )
         return Response(status, text.encode())
 

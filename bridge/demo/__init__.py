@@ -58,11 +58,11 @@ def _only_the_demos_events(path: Path) -> None:
     """Refuse to write the demo's events over a file the demo did not write (empty, as a demo
     stopped while exporting leaves it, or its first event made by olbridge: the demo exports the
     whole catalog it is given), rather than replace someone's file."""
-    if not path.exists() and not path.is_symlink():
+    if not path.is_file():  # none, or no file of anyone's (a device: writing to it says what it says)
         return
     try:
         with path.open("rb") as file:
-            line = file.readline()
+            line = file.readline(1 << 20)
         first = json.loads(line) if line.strip() else None
         ours = first is None or (isinstance(first, dict) and str(first.get("producer", "")).startswith(PROJECT_URL))
     except (OSError, ValueError):

@@ -267,7 +267,7 @@ def test_olbridge_record_takes_column_lineage_in_an_output(tmp_path: Path) -> No
         db, *common, "--execution-id", "e2", "--input", "shop.orders", "--output", json.dumps(wrong)
     )
     assert code == 1 and out == ""
-    assert err.startswith("Error: outputs[0].columnLineage.fields.total[0].id: column lineage of output")
+    assert err.startswith("Error: --output[0].columnLineage.fields.total[0].id: column lineage of output")
     assert "Traceback" not in err
 
 

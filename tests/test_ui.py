@@ -1157,3 +1157,16 @@ def test_a_bad_filter_value_offers_the_page_again_without_filters(ui_catalog: st
         assert status.startswith("400") and f'<a href="{path}">Again, without these filters</a>' in text, text
     status, _, text = call(app, "/assets/mart.orders", "tab=dependencies&depth=x")
     assert status.startswith("400") and "Again, without these filters" not in text  # not a list's filter
+
+
+def test_an_asset_s_unwritten_runs_are_taken_newest_by_start(ui_catalog: str, resolver: Resolver) -> None:
+    """Past the list's size, the runs kept are the newest by start, not the last recorded (a
+    history imported out of order records an older failure after a newer one)."""
+    with Catalog(ui_catalog) as catalog:
+        for execution, minutes in (("late", 300), ("early", 150)):  # the earlier one recorded last
+            catalog.record_task_run(
+                run("report", execution=execution, outputs=(decl("report.daily"),), state="FAILED",
+                    start=at(minutes), namespace="team-a.sales")
+            )  # fmt: skip
+        listed = browse.asset_runs(Runs(catalog, Converter(resolver)), "report.daily", limit=1)
+    assert [(r.direction, r.run.started) for r in listed] == [("unwritten", format_time(at(300)))]

@@ -55,9 +55,11 @@ def named_in_openlineage(conn: Connection | Cursor, resolver: Resolver, text: st
     found: list[str] = []
     for asset_id, said in candidates.items():
         row = conn.execute(sql.GET_ASSET, (asset_id,)).fetchone()
-        asset = rows.asset_from_row(row) if row else None
-        named = resolver.dataset_for(asset.id, asset.type, asset.metadata) if asset is not None else None
-        if asset is not None and named is not None and (named.namespace, named.name) in said:
+        if row is None:
+            continue
+        asset = rows.asset_from_row(row)
+        named = resolver.dataset_for(asset.id, asset.type, asset.metadata)
+        if (named.namespace, named.name) in said:
             found.append(asset.id)
     return found
 

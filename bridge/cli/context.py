@@ -187,8 +187,8 @@ class BridgeGroup(click.Group):
         except (click.exceptions.Exit, click.ClickException, click.Abort):  # click's own: help, usage
             raise
         except Exception as exc:
-            opened = ctx.obj if isinstance(ctx.obj, AppContext) else None
-            error = opened.storage_error(exc) if opened else storage_error(exc, "")
+            app = ctx.obj if isinstance(ctx.obj, AppContext) else None
+            error = app.storage_error(exc) if app else storage_error(exc, "")
             said = str(error) if error is not None else operational(exc)
             if said is None:
                 raise

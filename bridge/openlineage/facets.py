@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bridge.model import Assertion, Column, Statistics
+from bridge.model import Assertion, Column, Statistics, TaskState
 
 SPEC = "https://openlineage.io/spec"
 RUN_EVENT = f"{SPEC}/2-0-2/OpenLineage.json#/$defs/RunEvent"
@@ -56,7 +56,6 @@ TASK_RUN_FACET_KEY = "olbridge_taskRun"
 TASK_RUN_FACET_VERSION = "1-0-0"
 TASK_RUN_FACET_ID = f"https://olbridge.github.io/spec/facets/{TASK_RUN_FACET_VERSION}/OlbridgeTaskRunRunFacet.json"
 TASK_RUN_FACET_URL = f"{TASK_RUN_FACET_ID}#/$defs/OlbridgeTaskRunRunFacet"
-SKIPPED = "SKIPPED"  # the state of a run that did not run: its outputs were neither written nor failed
 
 # asset type -> datasetType
 DATASET_TYPES = {
@@ -192,7 +191,7 @@ def task_run(producer: str, state: str) -> dict[str, Any]:
 def skipped(facets: Any) -> bool:
     """Whether a run's facets say olbridge recorded it SKIPPED (its outputs named, not written)."""
     found = facets.get(TASK_RUN_FACET_KEY) if isinstance(facets, dict) else None
-    return isinstance(found, dict) and found.get("state") == SKIPPED
+    return isinstance(found, dict) and found.get("state") == TaskState.SKIPPED.value
 
 
 def error_message(producer: str, message: str) -> dict[str, Any]:

@@ -134,6 +134,11 @@ def _portable(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def undo_writers_by_task(execute: Callable[[str], Any]) -> None:
+    """A catalog as migration 0031 found it: no index of the writers by task."""
+    execute("DROP INDEX kept_writers_task")
+
+
 def undo_unwritten_outputs(execute: Callable[[str], Any]) -> None:
     """A catalog as migration 0029 found it: no outputs kept of the runs that did not write them."""
     execute("DROP TABLE unwritten_outputs")

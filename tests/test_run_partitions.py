@@ -34,6 +34,7 @@ from tests.test_engines import (
     undo_runs_partitioned,
     undo_unwritten_outputs,
     undo_uses_by_asset_in_time,
+    undo_writers_by_task,
 )
 from tests.test_partitions import dry_and_real
 from tests.test_receiver_columns import spark_event
@@ -292,6 +293,7 @@ def test_the_migration_gives_the_stored_runs_their_days(catalog_target: str, eng
         before = catalog._conn.execute(f"SELECT {columns} FROM external_sources ORDER BY source").fetchall()
 
         def back_to_21(cur: Any) -> None:
+            undo_writers_by_task(cur.execute)  # migration 0031's
             undo_unwritten_outputs(cur.execute)  # migration 0029's
             undo_lineage_by_run(cur.execute)  # migration 0028's
             undo_uses_by_asset_in_time(cur.execute)  # migration 0027's

@@ -24,6 +24,7 @@ from tests.test_engines import (
     undo_own_facts_kept,
     undo_unwritten_outputs,
     undo_uses_by_asset_in_time,
+    undo_writers_by_task,
 )
 
 IDS = [f"postgres://warehouse:5432/shop.public.table_{n:04d}" for n in range(5000)]
@@ -89,6 +90,7 @@ def test_the_trigram_index_answers_the_search_not_a_lookup_by_id(postgres: Postg
     with Catalog(url) as catalog:
 
         def back_to_22(cur: Any) -> None:
+            undo_writers_by_task(cur.execute)  # migration 0031's
             undo_unwritten_outputs(cur.execute)  # migration 0029's
             undo_lineage_by_run(cur.execute)  # migration 0028's
             undo_uses_by_asset_in_time(cur.execute)  # migration 0027's

@@ -1,13 +1,14 @@
 """The health kept: each asset's last known health, the marks writes leave, and the alerts a
 change queues.
 
-- **Marks.** A write that may change an asset's health (a task run's inputs and outputs; of a
-  received group, the outputs of its run events, the datasets with assertions, every output of a
-  run that ended; an asset set or deleted; a freshness rule set) marks the asset in its own
-  transaction, and only while a health watch is live (:class:`WatchSeen`: the watch's lease, read
-  at most every :data:`SEEN_FOR` seconds). A mark is a row appended to ``health_marks`` (a key
-  that counts up, the asset's id): writers side by side never update a row in common, so marking
-  the same popular asset makes none of them wait for another.
+- **Marks.** A write that may change an asset's health (a task run's inputs and outputs, and
+  once it ended every asset its task ever wrote, whose last run it now is; of a received group,
+  the outputs of its run events, the datasets with assertions, every output of a run that ended;
+  an asset set or deleted; a freshness rule set) marks the asset in its own transaction, and only
+  while a health watch is live (:class:`WatchSeen`: the watch's lease, read at most every
+  :data:`SEEN_FOR` seconds). A mark is a row appended to ``health_marks`` (a key that counts up,
+  the asset's id): writers side by side never update a row in common, so marking the same popular
+  asset makes none of them wait for another.
 - **Due times.** With each judgement is kept when it changes with time alone (``due_at``:
   :func:`bridge.model.health.next_change`, the end of a freshness window or its warning, a cron
   deadline's next tick; NULL: never), so that the assets whose health time changes are found
@@ -58,6 +59,7 @@ SEEN_FOR = 5.0  # seconds a writer trusts what it last read of the watch's lease
 TAKEOVER_PASS_AFTER = 3 * SEEN_FOR
 LEASE = "SELECT value FROM positions WHERE kind = ? AND name = 'lease'"  # read, not locked
 MARK = "INSERT INTO health_marks (asset_id) VALUES (?)"
+TASK_WRITES = "SELECT asset_id FROM kept_writers WHERE flow_namespace = ? AND flow_id = ? AND task_id = ?"
 # the marked assets, each with its highest key and how many marks it has (the index's order)
 MARKED = "SELECT asset_id, max(seq), count(*) FROM health_marks GROUP BY asset_id ORDER BY asset_id LIMIT ?"
 # an asset's marks up to the key read, if there are as many as were read (one statement: one view
@@ -107,12 +109,16 @@ class WatchSeen:
             self._read_at = now
         return self._until > now
 
-    def mark(self, cur: Cursor, asset_ids: Iterable[str]) -> None:
+    def mark(self, cur: Cursor, asset_ids: Iterable[str], *, tasks: Iterable[tuple[str, str, str]] = ()) -> None:
         """Mark assets for the health watch, in the caller's transaction, if a watch is live (else
-        nothing: no watch reads marks, and one that takes over judges every asset)."""
-        ids = sorted(set(asset_ids))
-        if ids and self.live(cur):
-            cur.executemany(MARK, [(asset_id,) for asset_id in ids])
+        nothing: no watch reads marks, and one that takes over judges every asset); with
+        ``tasks`` (each a task whose run ended: it is now the last run of every asset the task
+        ever wrote, or was to write), those assets too, found by the index ``kept_writers_task``."""
+        ids, tasks = set(asset_ids), list(tasks)
+        if (ids or tasks) and self.live(cur):
+            for task in tasks:
+                ids.update(str(asset_id) for (asset_id,) in cur.execute(TASK_WRITES, task))
+            cur.executemany(MARK, [(asset_id,) for asset_id in sorted(ids)])
 
 
 def counts(conn: Connection | Cursor) -> dict[str, int]:

@@ -539,6 +539,8 @@ kept_writers = sa.Table(
     _text("last_write", nullable=True),
     sa.PrimaryKeyConstraint("asset_id", "flow_namespace", "flow_id", "task_id"),
 )
+# a task's assets (whose last run its run that ends is: the health watch's marks)
+sa.Index("kept_writers_task", kept_writers.c.flow_namespace, kept_writers.c.flow_id, kept_writers.c.task_id)
 # Each task's latest run that ended (by end, then key), kept as runs are written: what health
 # reads of the task runs of a catalog, without reading them all (bridge/catalog/writes_kept.py)
 latest_task_runs = sa.Table(

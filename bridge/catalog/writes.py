@@ -369,8 +369,10 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen) -> RecordResu
             ),
         )
     assert pk is not None
-    # its inputs' checks, its outputs' writes, and its state for the outputs it was to write
-    watch.mark(cur, [*(u[0] for u in used), *(decl.id for decl in run.outputs)])
+    # its inputs' checks, its outputs' writes, and its state for the outputs it was to write; ended,
+    # it is its task's latest run, the last run of every asset the task wrote
+    ended_task = [(key.flow_namespace, key.flow_id, key.task_id)] if times[1] is not None else []
+    watch.mark(cur, [*(u[0] for u in used), *(decl.id for decl in run.outputs)], tasks=ended_task)
     ended = run.ended_at is not None and state.run_event_type != "START"
     if status == "created":
         queue_event(cur, RUN_START, pk)

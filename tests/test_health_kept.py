@@ -1,0 +1,120 @@
+"""What the health watch keeps after each look is what judging the whole catalog gives then (every
+asset's health and reasons), as writes and time go on at random, on both engines: the writes mark
+every asset whose health they may change, and the due times find those time alone changes."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import pytest
+
+from bridge.catalog import Catalog
+from bridge.catalog import health as health_queries
+from bridge.catalog.health_state import WatchSeen, kept
+from bridge.delivery.health_watch import HealthWatch, WatchSettings
+from bridge.mapping import Resolver
+from bridge.model import Assertion
+from bridge.model.health import FreshnessRule
+from bridge.receiver.imports import catalog_intake
+from tests.conftest import at
+from tests.helpers import decl, ol_dataset, ol_run_event, run
+from tests.test_health_some import IDS, NAMES, NAMESPACE, SELECTORS, build
+
+pytestmark = pytest.mark.both_engines
+
+DAY = 86400.0
+
+
+def writes(catalog: Catalog, resolver: Resolver, chosen: random.Random, minute: int, n: int) -> None:
+    """What a few minutes of work write, at random: own runs (some failing, some skipped, some
+    with checks), received events, a rule set, now and then an asset deleted."""
+    for k in range(chosen.randint(0, 2)):
+        outs = tuple(
+            decl(
+                o,
+                type="Table",
+                namespace=f"team-{IDS.index(o) % 3}",
+                assertions=[Assertion("unique", chosen.random() < 0.6)] if chosen.random() < 0.3 else None,
+            )
+            for o in chosen.sample(IDS, chosen.randint(1, 2))
+        )
+        ins = tuple(decl(i) for i in chosen.sample(IDS, chosen.randint(0, 2)))
+        state = chosen.choice(["SUCCESS", "SUCCESS", "FAILED", "SKIPPED"])
+        catalog.record_task_run(
+            # ended by the watch's clock (a fact dated ahead of it counts at its recheck, later)
+            run(
+                f"task{(n + k) % 5}",
+                execution=f"late{n}.{k}",
+                inputs=ins,
+                outputs=outs,
+                state=state,
+                start=at(minute - 1),
+            )
+        )
+    if chosen.random() < 0.5:
+        event = ol_run_event(
+            chosen.choice(["COMPLETE", "FAIL"]),
+            run_id=f"0194a1b2-0000-7000-9000-{n:012d}",
+            job=("airflow", f"dag.job{n % 4}"),
+            inputs=[ol_dataset(NAMESPACE, name) for name in chosen.sample(NAMES, 1)],
+            outputs=[ol_dataset(NAMESPACE, name) for name in chosen.sample(NAMES, chosen.randint(1, 2))],
+            time=at(minute).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        )
+        assert all(o.ok for o in catalog_intake(catalog, resolver).take([event]))
+    if chosen.random() < 0.3:
+        rule = FreshnessRule.create(max=timedelta(minutes=chosen.randint(30, 300)))
+        catalog.set_freshness(chosen.choice(IDS), rule, now=at(minute))
+    if chosen.random() < 0.1:
+        held = [h.asset_id for h in catalog.health(at(minute), SELECTORS)]
+        if held:
+            catalog.delete_asset(chosen.choice(held), now=at(minute))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_what_the_watch_keeps_after_each_look_is_what_the_whole_catalog_gives(
+    catalog_target: str, resolver: Resolver, seed: int
+) -> None:
+    chosen = random.Random(seed)
+    now = [0.0]
+    with Catalog(catalog_target) as catalog:
+        catalog.watch_seen = WatchSeen(clock=lambda: now[0], seen_for=0.0)
+        minute = build(catalog, resolver, chosen, expire=seed % 2 == 1)[-1] + 1
+        now[0] = at(minute).timestamp()
+        watch = HealthWatch(catalog, WatchSettings(selectors=SELECTORS), clock=lambda: now[0], ttl=DAY, catch_up=DAY)
+        watch.step()  # its first pass over every asset; then only what is marked or due, for a day
+        seen: set[str] = set()
+        for n in range(14):
+            minute += chosen.choice([1, 7, 30, 90, 200])
+            now[0] = at(minute).timestamp()
+            writes(catalog, resolver, chosen, minute, n)
+            result = watch.step()
+            assert result is not None and not result.lost
+            whole = {h.asset_id: (h.health, h.verdict.reasons) for h in catalog.health(at(minute), SELECTORS)}
+            held = {asset_id: (k.health, k.reasons) for asset_id, k in kept(catalog._conn).items()}
+            assert held == whole, (n, [(a, held.get(a), whole.get(a)) for a in set(held) | set(whole)])
+            seen.update(h.value for h, _ in whole.values())
+    assert seen >= {"FAIL", "PASS"}, seen
+
+
+def test_a_task_that_fails_on_one_output_fails_every_asset_it_wrote_at_the_next_look(catalog_target: str) -> None:
+    """Health judges an asset by the latest run of each task that wrote it: a task that wrote two
+    tables and then failed naming one fails both, and the watch sees it at its next look, not at
+    its next pass over every asset."""
+    now = [at(0).timestamp()]
+    with Catalog(catalog_target) as catalog:
+        catalog.watch_seen = WatchSeen(clock=lambda: now[0], seen_for=0.0)
+        watch = HealthWatch(catalog, WatchSettings(), clock=lambda: now[0], ttl=DAY, catch_up=DAY)
+        watch.step()
+        both = (decl("mart.a", type="Table"), decl("mart.b", type="Table"))
+        catalog.record_task_run(run("build", execution="e1", outputs=both, start=at(1)))
+        now[0] = at(2).timestamp()
+        watch.step()
+        assert {a: k.health.value for a, k in kept(catalog._conn).items()} == {"mart.a": "PASS", "mart.b": "PASS"}
+        catalog.record_task_run(run("build", execution="e2", outputs=both[1:], state="FAILED", start=at(10)))
+        now[0] = at(11).timestamp()
+        result = watch.step()
+        assert result is not None and result.marks == 2  # both marked by the failed run
+        judged = {h.asset_id: h.health.value for h in health_queries.assess(catalog._conn, (), at(11))}
+        assert judged == {"mart.a": "FAIL", "mart.b": "FAIL"}
+        assert {a: k.health.value for a, k in kept(catalog._conn).items()} == judged

@@ -50,11 +50,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bridge.catalog import Catalog, writes_kept  # noqa: E402
+from bridge.catalog.browse import Scope  # noqa: E402
 from bridge.catalog.health import assess  # noqa: E402
-from bridge.catalog.health_state import BATCH, judge  # noqa: E402
+from bridge.catalog.health_state import BATCH, LEASE_KIND, judge  # noqa: E402
+from bridge.catalog.retention import release_lease, take_lease  # noqa: E402
 from bridge.model import format_time  # noqa: E402
 from bridge.model.alerts import AlertRule  # noqa: E402
 from bridge.model.health import FreshnessRule, Health, Match, Selector, format_duration  # noqa: E402
+from bridge.web import pages  # noqa: E402
 from tests.postgres import PostgresServer  # noqa: E402
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -229,6 +232,37 @@ def watch_passes(catalog: Catalog, book: Sequence[Selector]) -> list[str]:
     return lines
 
 
+def kept_pages(catalog: Catalog, book: Sequence[Selector], rounds: int = 5) -> list[str]:
+    """The web view's health page of the whole catalog as the health watch keeps it (a catalog
+    past what a request judges whole; the kept health the watch's passes above left), a lease
+    taken for the time as a live watch holds it: the FAIL and WARN page, a page of every state
+    after an id, and a token's page (one team's namespace), ``rounds`` times each."""
+    holder = "benchmark"
+    if not take_lease(catalog.db, holder, time.time(), 600.0, kind=LEASE_KIND):
+        return ["the health watch's lease is held by another process: not timed"]
+    lines = []
+    try:
+        for label, query, scope in (
+            ("FAIL and WARN, the first page", {}, None),
+            ("every state, a page after an id", {"state": "FAIL,WARN,PASS,UNKNOWN", "after": "wh.s5"}, None),
+            ("a token that sees team-7", {}, Scope(("team-7",))),
+        ):
+            times = []
+            for _ in range(rounds):
+                started = time.perf_counter()
+                page = pages.health_page(catalog, query, scope, book)
+                times.append(time.perf_counter() - started)
+            if not page["kept"]:
+                raise SystemExit("the health page did not read the kept health")
+            lines.append(
+                f"{label}: p50 {statistics.median(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms "
+                f"({len(page['assets'])} assets shown of {sum(page['counts'].values()):,} counted)"
+            )
+    finally:
+        release_lease(catalog.db, holder, kind=LEASE_KIND)
+    return lines
+
+
 def children_cpu() -> float:
     """The CPU time (user and system) of the ended child processes so far."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -280,6 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.watch:
                 for line in watch_passes(catalog, book):
                     print(f"health watch: {line}")
+                for line in kept_pages(catalog, book):
+                    print(f"the web view's health page, as the watch keeps it: {line}")
         counts = {h: sum(1 for f in found if f.health is h) for h in Health}
         risky = sum(1 for f in found if f.at_risk)
         print(

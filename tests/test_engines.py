@@ -135,8 +135,11 @@ def _portable(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def undo_writers_by_task(execute: Callable[[str], Any]) -> None:
-    """A catalog as migration 0031 found it: no index of the writers by task."""
+    """A catalog as migration 0031 found it: no index of the writers by task, the kept health's
+    by health alone."""
     execute("DROP INDEX kept_writers_task")
+    execute("DROP INDEX asset_health_health")
+    execute("CREATE INDEX asset_health_health ON asset_health (health)")
 
 
 def undo_unwritten_outputs(execute: Callable[[str], Any]) -> None:

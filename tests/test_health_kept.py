@@ -1,6 +1,7 @@
 """What the health watch keeps after each look is what judging the whole catalog gives then (every
 asset's health and reasons), as writes and time go on at random, on both engines: the writes mark
-every asset whose health they may change, and the due times find those time alone changes."""
+every asset whose health they may change, and the due times find those time alone changes. And
+what it keeps, read: counted and paged by health and namespace."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from datetime import timedelta
 
 import pytest
 
-from bridge.catalog import Catalog
+from bridge.catalog import Catalog, health_kept
 from bridge.catalog import health as health_queries
+from bridge.catalog.browse import Scope
 from bridge.catalog.health_state import WatchSeen, kept
 from bridge.delivery.health_watch import HealthWatch, WatchSettings
 from bridge.mapping import Resolver
 from bridge.model import Assertion
-from bridge.model.health import FreshnessRule
+from bridge.model.health import FreshnessRule, Health
 from bridge.receiver.imports import catalog_intake
 from tests.conftest import at
 from tests.helpers import decl, ol_dataset, ol_run_event, run
@@ -118,3 +120,36 @@ def test_a_task_that_fails_on_one_output_fails_every_asset_it_wrote_at_the_next_
         judged = {h.asset_id: h.health.value for h in health_queries.assess(catalog._conn, (), at(11))}
         assert judged == {"mart.a": "FAIL", "mart.b": "FAIL"}
         assert {a: k.health.value for a, k in kept(catalog._conn).items()} == judged
+
+
+@pytest.mark.parametrize("limit", [1, 3, 50])
+def test_the_kept_health_is_counted_and_paged_by_state_and_namespace(
+    catalog_target: str, resolver: Resolver, limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counts by kept health, and the pages of the assets of some states by id, of every asset
+    or those a token sees, are what the kept rows hold: every asset once, in order, a page
+    ending early (with where to go on) once it has read its rows' bound for a token."""
+    chosen = random.Random(limit)
+    with Catalog(catalog_target) as catalog:
+        build(catalog, resolver, chosen, expire=False)
+        watch = HealthWatch(catalog, WatchSettings(selectors=SELECTORS), clock=lambda: at(24 * 60).timestamp())
+        watch.step()
+        conn = catalog._conn
+        held = kept(conn)
+        namespace = {a.id: a.namespace for a in catalog.list_assets()}
+        monkeypatch.setattr(health_kept, "SCANNED_AT_MOST", 2)
+        for scope in (None, Scope(("team-1",)), Scope(("team-?", "none-such"))):
+            sees = [a for a in sorted(held) if scope is None or scope.allows(namespace[a])]
+            counted = health_kept.kept_counts(conn, scope)
+            assert counted == {h.value: sum(1 for a in sees if held[a].health is h) for h in Health}
+            for states in (["FAIL"], ["FAIL", "WARN"], ["PASS", "FAIL", "UNKNOWN"], []):
+                wanted = [a for a in sees if held[a].health.value in states]
+                found, after, pages = [], None, 0
+                while pages < 100:
+                    page, after = health_kept.kept_in_states(conn, states, after, limit, scope)
+                    assert len(page) <= limit
+                    found, pages = found + page, pages + 1
+                    if after is None:
+                        break
+                assert found == wanted, (scope, states)
+        assert {h.health.value for h in held.values()} >= {"FAIL", "PASS"}

@@ -18,10 +18,13 @@ import pytest
 from bridge.catalog import Catalog, browse
 from bridge.catalog.browse import ANOTHER_NAMESPACE as ANOTHER_WRITER
 from bridge.catalog.browse import AssetFilter, list_assets, prefix_children, recent_runs
+from bridge.catalog.health_state import LEASE_KIND
 from bridge.catalog.outbox import DeliveryError
 from bridge.catalog.query import AssetQuery, HistoryFilter
+from bridge.catalog.retention import release_lease
 from bridge.catalog.runs import RunFilter, Runs
 from bridge.config import parse_tokens
+from bridge.delivery.health_watch import HealthWatch, WatchSettings
 from bridge.demo import run_demo
 from bridge.mapping import Resolver
 from bridge.model import format_time
@@ -824,6 +827,63 @@ def test_the_health_page_counts_lists_and_filters_each_assets_health(ui_catalog:
     assert HOSTILE not in text and "&lt;script&gt;" in text
     _, _, text = call(app, "/assets/mart.orders")
     assert '<span class="health FAIL">FAIL</span>' in text and "check not_null on id failed" in text
+
+
+def test_past_what_a_request_judges_the_health_page_shows_what_the_watch_keeps(
+    ui_catalog: str, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A catalog past what a request judges whole, while a health watch keeps each asset's health:
+    /health counts the assets by health, and pages through those of the states asked for, as the
+    watch keeps them, each asset on the page judged now with its at-risk flag (what the page judges
+    whole gives the same); a token's counts and pages are its namespaces'; the at-risk filter,
+    which the watch keeps no flags for, asks for a namespace. Without a live watch, the page asks
+    for one as before."""
+    mart = decl("mart.orders", type="Table", namespace="team-a.sales")
+    summary = decl("hr.summary", type="Table", namespace="team-b.hr")
+    with Catalog(ui_catalog) as catalog:  # team-b reads team-a's failing mart
+        catalog.record_task_run(
+            run("summary", inputs=(mart,), outputs=(summary,), start=at(120), namespace="team-b.hr")
+        )
+    app, scoped = make_app(ui_catalog, resolver), make_app(ui_catalog, resolver, tokens=True)
+    _, headers, _ = call(scoped, "/login", method="POST", body=b"token=secret-b&next=/health")
+    cookie = headers["Set-Cookie"].split(";")[0]
+    every = "state=FAIL,WARN,PASS,UNKNOWN"
+    whole = twin(app, "/health", every)  # a small catalog: judged whole at the request
+    theirs = twin(scoped, "/health", every, cookie=cookie)
+    assert whole["kept"] is False and whole["tooMany"] is None
+    with Catalog(ui_catalog) as catalog:
+        watch = HealthWatch(catalog, WatchSettings())  # the real clock: the page reads the lease by it
+        assert watch.step() is not None
+        monkeypatch.setattr(pages, "HEALTH_PAGE_AT_MOST", 3)
+        monkeypatch.setattr(pages, "PAGE", 4)
+        try:
+            for where, cookie_of, judged in ((app, "", whole), (scoped, cookie, theirs)):
+                kept = twin(where, "/health", every, cookie=cookie_of)
+                assert kept["kept"] is True and kept["tooMany"] is None and kept["atRisk"] is None
+                assert kept["counts"] == judged["counts"] and list(kept["counts"]) == list(judged["counts"])
+                shown: list[dict[str, Any]] = []
+                after, pages_read = "", 0
+                while after is not None and pages_read < 20:  # every page of 4, by id
+                    page = twin(where, "/health", f"{every}&after={quote(after)}", cookie=cookie_of)
+                    assert len(page["assets"]) <= 4
+                    shown, after, pages_read = shown + page["assets"], page["next"], pages_read + 1
+                assert pages_read > 1 and shown == judged["assets"]  # each judged now, at-risk path and all
+                bad = twin(where, "/health", cookie=cookie_of)  # FAIL and WARN, the default
+                assert [a["id"] for a in bad["assets"]] == [
+                    a["id"] for a in judged["assets"] if a["health"] in ("FAIL", "WARN")
+                ][:4]
+            assert {a["namespace"] for a in shown} <= {"team-b.hr", "team-b.ops", None}
+            assert twin(app, "/health", f"{every}&risk=1")["tooMany"] == 3  # no at-risk flags kept
+            _, _, text = call(app, "/health")
+            assert "as the health watch keeps them" in text and HOSTILE not in text
+            _, _, text = call(app, "/health", f"{every}&risk=1")
+            assert "the health watch keeps no at-risk flags" in text
+        finally:
+            release_lease(catalog.db, watch.holder, kind=LEASE_KIND)
+    refused = twin(app, "/health", every)
+    assert refused["tooMany"] == 3 and refused["kept"] is False
+    _, _, text = call(app, "/health")
+    assert "no health watch keeps their health now" in text
 
 
 def test_a_page_never_judges_the_whole_catalog_for_its_assets_health(

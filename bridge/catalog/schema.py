@@ -566,7 +566,7 @@ asset_health = sa.Table(
     _text("judged_at"),
     _text("due_at", nullable=True),  # when its verdict changes with time alone (NULL: never)
 )
-sa.Index("asset_health_health", asset_health.c.health)
+sa.Index("asset_health_health", asset_health.c.health, asset_health.c.asset_id)  # by health, a page by id
 sa.Index("asset_health_due", asset_health.c.due_at, asset_health.c.asset_id)
 
 # The assets writes touched since the health watch last judged them, while a watch was live: a

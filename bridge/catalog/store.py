@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import attrs
 
-from bridge.catalog import assets, history, ingest, positions, received, sql, writes
+from bridge.catalog import assets, health_kept, history, ingest, positions, received, sql, writes
 from bridge.catalog import columns as column_queries
 from bridge.catalog import health as health_queries
 from bridge.catalog import lineage as asset_lineage
@@ -502,6 +502,22 @@ class Catalog:
         """The health of the assets there were at ``as_of`` (or those of ``ids``; of those of
         ``namespace``), with their at-risk flags, by id."""
         return health_queries.assess(self._conn, selectors, as_of, ids=ids, namespace=namespace)
+
+    def health_watch_live(self) -> bool:
+        """Whether a health watch keeps the assets' health now (by the clock the writes read its
+        lease by)."""
+        return health_kept.watch_live(self._conn, self.watch_seen.clock())
+
+    def kept_health_counts(self, scope: health_kept.Scope | None = None) -> dict[str, int]:
+        """How many assets (of those ``scope`` sees) have each health the watch keeps."""
+        return health_kept.kept_counts(self._conn, scope)
+
+    def kept_health_page(
+        self, states: Sequence[str], after: str | None, limit: int, scope: health_kept.Scope | None = None
+    ) -> tuple[list[str], str | None]:
+        """A page of the assets whose kept health is one of ``states``, by id, and where the next
+        starts (:func:`bridge.catalog.health_kept.kept_in_states`)."""
+        return health_kept.kept_in_states(self._conn, states, after, limit, scope)
 
     def latest_checks(self, ids: Iterable[str], as_of: datetime) -> dict[str, tuple[Assertion, ...]]:
         """The latest checks reported by ``as_of`` of each of these assets that has any (those

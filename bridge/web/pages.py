@@ -246,7 +246,9 @@ def health_page(
     comma-separated; FAIL and WARN unless it says otherwise), at risk or not (``risk=1``: only
     those at risk), 50 a page by id (``after``). A token's page counts and shows its namespaces'
     assets alone. Without a namespace, on a catalog of more than :data:`HEALTH_PAGE_AT_MOST`
-    assets, nothing is judged (``tooMany``): the page asks for a namespace. A namespace's assets
+    assets, nothing is judged (``tooMany``): the page asks for a namespace; unless a health watch
+    keeps each asset's health, when the page counts and lists them as it keeps them (``kept``,
+    :func:`_kept_health_page`; but for ``risk=1``, which it keeps no flags for). A namespace's assets
     are judged from their own facts and those upstream of them (20,000 in all at most; past
     that, without at-risk flags: ``riskFlagged`` false), never from the whole catalog's."""
     states = [part.strip().upper() for part in query.get("state", ",".join(STATES_SHOWN)).split(",") if part.strip()]
@@ -259,7 +261,9 @@ def health_page(
     now, flagged = utcnow(), True
     if namespace is None:  # every asset judged: not at a request past a size (the catalog's, whoever asks)
         if not _small(catalog):
-            return _too_many(filters, HEALTH_PAGE_AT_MOST)
+            if only_at_risk or not catalog.health_watch_live():
+                return _too_many(filters, HEALTH_PAGE_AT_MOST)
+            return _kept_health_page(catalog, filters, states, after, scope, selectors)
         judged_now = catalog.health(now, selectors)
     else:  # the namespace's assets from their own facts and those upstream; else without flags
         few = catalog.health_of_few(now, selectors, namespace=namespace)
@@ -284,6 +288,7 @@ def health_page(
     return {
         "filters": filters,
         "tooMany": None,
+        "kept": False,
         "riskFlagged": flagged,
         "counts": counts,
         "atRisk": sum(1 for h in found if h.at_risk) if flagged else None,
@@ -295,11 +300,44 @@ def health_page(
     }
 
 
+def _kept_health_page(
+    catalog: Catalog,
+    filters: dict[str, str],
+    states: Sequence[str],
+    after: str | None,
+    scope: b.Scope | None,
+    selectors: Sequence[Selector],
+) -> dict[str, Any]:
+    """The health page of a catalog past what a request judges whole, while a health watch keeps
+    each asset's health: counted, and its assets of ``states`` found, as the watch keeps them
+    (current within its ``poll``); the page's assets judged now, with their at-risk flags (each
+    as it now is, which may differ from what was kept a moment before). No count of the assets at
+    risk, which the watch does not keep (``atRisk`` None)."""
+    ids, following = catalog.kept_health_page(states, after, PAGE, scope)
+    page = [h for h in catalog.health(utcnow(), selectors, ids=ids) if b.allows(scope, h.namespace)]
+    shown_health = verdicts(catalog, page, scope)
+    counts = catalog.kept_health_counts(scope)
+    return {
+        "filters": filters,
+        "tooMany": None,
+        "kept": True,
+        "riskFlagged": True,
+        "counts": {h.value: counts[h.value] for h in sorted(Health, key=lambda h: -h.rank)},
+        "atRisk": None,
+        "assets": [
+            {"id": h.asset_id, "type": h.type, "namespace": h.namespace, **shown_health[h.asset_id]} for h in page
+        ],
+        "after": after,
+        "next": following,
+    }
+
+
 def _too_many(filters: dict[str, str], bound: int) -> dict[str, Any]:
     """The health page that judged nothing: more than ``bound`` assets to judge at a request."""
     return {
         "filters": filters,
         "tooMany": bound,
+        "kept": False,
         "riskFlagged": None,
         "counts": None,
         "atRisk": None,

@@ -328,25 +328,62 @@ def _bad_inputs(folder: Path) -> dict[str, list[str]]:
     (folder / "lineage.ndjson").write_text('{"not": "a record"}\n', encoding="utf-8")
     (folder / "flow.yml").write_text("id: [unclosed\n", encoding="utf-8")
     (folder / "events.ndjson").write_text('{"eventType": "START"}\n', encoding="utf-8")
+    # one task run twice, ended in two states: read well, refused by the write
+    (folder / "twice.ndjson").write_text(f"{line()}\n{line(state='FAILED')}\n", encoding="utf-8")
+    nobody = "http://127.0.0.1:9"  # loopback's discard port: nothing listens, refused at once
     return {
         "import": ["import", str(folder / "events.ndjson")],
         "dbt import": ["dbt", "import", "--project-dir", str(folder / "empty")],
         "kestra import": ["kestra", "import", str(folder / "lineage.ndjson")],
         "kestra declare": ["kestra", "declare", str(folder / "flow.yml")],
         "metaflow declare": ["metaflow", "declare", str(folder / "empty"), "--project", "shop", "--branch", "main"],
+        "kestra import, refused by the write": ["kestra", "import", str(folder / "twice.ndjson")],
+        "prefect import": ["prefect", "import", "--api-url", f"{nobody}/api", "--no-wait"],
+        "import --from-marquez": ["import", "--from-marquez", nobody],
     }
 
 
-@pytest.mark.parametrize("command", ["dbt import", "kestra import", "kestra declare", "metaflow declare", "import"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "dbt import",
+        "kestra import",
+        "kestra declare",
+        "metaflow declare",
+        "import",
+        "kestra import, refused by the write",
+        "prefect import",
+        "import --from-marquez",
+    ],
+)
 def test_an_import_refused_for_its_input_makes_no_catalog(tmp_path: Path, command: str) -> None:
     """A refused input changes nothing, not even by leaving a new, empty catalog at the path
     (which would then open as one that holds nothing, not as one missing): the catalog is made
-    once the input is read (events: at the first one taken)."""
+    once the input is read (events: at the first one taken), and one made for an input refused
+    after (by the write, or a server that cannot be reached) is taken away again."""
     catalog = tmp_path / "new.db"
     code, _, err = invoke(catalog, *_bad_inputs(tmp_path)[command])
     said = "refused " if command == "import" else "Error: "  # an import of events reports each it refused
     assert code != 0 and said in err, err
     assert not catalog.exists() and list(tmp_path.glob("new.db*")) == []
+
+
+def test_a_refused_input_leaves_a_catalog_that_was_there_as_it_was(tmp_path: Path) -> None:
+    """Only a catalog the refused command made is taken away: one made before (by ``init``,
+    holding nothing) stays, and so does a new one the command wrote to before it failed."""
+    catalog = tmp_path / "kept.db"
+    assert invoke(catalog, "init")[0] == 0
+    code, _, err = invoke(catalog, *_bad_inputs(tmp_path)["kestra import, refused by the write"])
+    assert code == 1 and "already ended in SUCCESS" in err and catalog.exists()
+    assert invoke(catalog, "assets", "list", "--json")[0] == 0
+    written = tmp_path / "written.db"  # a first file recorded, the second refused by the write
+    (tmp_path / "first.ndjson").write_text(f"{line(taskRunId='r0')}\n", encoding="utf-8")
+    code, _, err = invoke(written, "kestra", "import", str(tmp_path / "first.ndjson"))
+    assert code == 0 and written.exists()
+    code, _, err = invoke(written, "kestra", "import", str(tmp_path / "twice.ndjson"))
+    assert code == 1 and written.exists()
+    code, out, _ = invoke(written, "runs", "list", "--json")
+    assert code == 0 and len(json.loads(out)) == 1, out
 
 
 @pytest.mark.parametrize(

@@ -197,6 +197,14 @@ class Engine(abc.ABC):
         """Whether the catalog is known to be absent before any connection (a file not there)."""
         return False
 
+    def removable(self) -> bool:
+        """Whether :meth:`remove` can take the catalog away (a file of its own)."""
+        return False
+
+    def remove(self) -> None:
+        """Take the catalog away, every connection closed (:meth:`removable` catalogs only)."""
+        raise NotImplementedError
+
     @property
     @abc.abstractmethod
     def location(self) -> str:

@@ -96,6 +96,14 @@ class SqliteEngine(Engine):
     def missing(self) -> bool:
         return not self.exists()
 
+    def removable(self) -> bool:
+        return not self.in_memory
+
+    def remove(self) -> None:
+        """The file, and those of its journal (``-wal``, ``-shm``, ``-journal``)."""
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(self.path + suffix).unlink(missing_ok=True)
+
     def connect(self) -> Connection:
         try:
             return self._connect(self.path, PRAGMAS)

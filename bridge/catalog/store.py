@@ -80,6 +80,7 @@ class Catalog:
         except Exception as exc:
             raise self._open_error(exc) from exc
         self.upgraded_from: int | None = None  # the version an older catalog was brought up from
+        self.made = False  # whether this opening made the catalog (a new one)
         # whether a health watch is live, as this catalog's writes last read it: they mark the
         # assets they touch only then (bridge/catalog/health_state.py)
         self.watch_seen = WatchSeen()
@@ -111,6 +112,7 @@ class Catalog:
             if not create and not self.in_memory:  # a private in-memory catalog is always new
                 raise CatalogError(f"no catalog at {self.path}; create one with olbridge init")
             schema_migrations.create(self.db)
+            self.made = True
             return
         if version > sql.SCHEMA_VERSION:
             raise CatalogError(
@@ -198,6 +200,22 @@ class Catalog:
 
     def close(self) -> None:
         self.db.close()
+
+    def discard(self) -> bool:
+        """Close and remove a catalog this opening made that still holds nothing (a command's
+        input refused at its first write): a refused input leaves no new, empty catalog behind,
+        which would then open as one that holds nothing rather than as none. Only a SQLite file
+        (with its journal's files); False, and nothing done, for any other catalog."""
+        if not self.made or not self.engine.removable():
+            return False
+        from bridge.catalog.schema import metadata  # only here: sqlalchemy is slow to import
+
+        for table in metadata.sorted_tables:
+            if self._conn.execute(f"SELECT 1 FROM {table.name} LIMIT 1").fetchone() is not None:
+                return False
+        self.close()
+        self.engine.remove()
+        return True
 
     def __enter__(self) -> Catalog:
         return self

@@ -130,6 +130,12 @@ class AppContext:
             self._catalog.close()
             self._catalog = None
 
+    def discard_new_catalog(self) -> None:
+        """After a command's error: a catalog it made that holds nothing (its input refused at the
+        first write) is taken away again (:meth:`Catalog.discard`)."""
+        if self._catalog is not None and self._catalog.discard():
+            self._catalog = None
+
 
 HELP_ASKED = "olbridge.help"  # ctx.meta: the command line holds --help (or -h) for a command
 
@@ -180,6 +186,8 @@ class BridgeGroup(click.Group):
             raise BadValue(str(exc)) from exc
         except BridgeError as exc:
             app = ctx.obj if isinstance(ctx.obj, AppContext) else None
+            if app is not None:
+                app.discard_new_catalog()
             message = str(exc)
             if isinstance(exc, NotInCatalog) and app is not None and app.catalog_opened:
                 message += f" (catalog {app.catalog_name})"  # which one was looked in: not the one meant, maybe

@@ -463,6 +463,40 @@ def test_writes_mark_nothing_while_no_watch_is_live(catalog: Catalog, resolver: 
 
 
 @pytest.mark.both_engines
+def test_a_failing_asset_deleted_is_told_as_recovered_once(catalog: Catalog) -> None:
+    """An asset FAIL, then deleted: its alert's incident is closed by one RECOVERED, its health
+    UNKNOWN with the reason that it was deleted (at the next look: the deletion marks it); a PASS
+    asset deleted tells nothing, and neither does a pass over every asset later."""
+    now = [clock_at(10)]
+    watched_by(catalog, lambda: now[0])
+    write_mart(catalog, "mart.bad", 0, execution="e0")
+    write_mart(catalog, "mart.bad", 2, state="FAILED", execution="e1")
+    write_mart(catalog, "mart.good", 0, execution="e2")
+    watch = HealthWatch(catalog, settings(rule("http://h/x")), clock=lambda: now[0], ttl=86400.0)
+    watch.step()
+    assert alerts_queued(catalog) == [("mart.bad", "FAIL", None, "FAIL")]
+    now[0] = clock_at(20)
+    catalog.delete_asset("mart.bad", now=at(20))
+    catalog.delete_asset("mart.good", now=at(20))
+    result = watch.step()
+    assert result is not None and result.alerts == 1
+    rows = catalog.db.conn.execute("SELECT payload FROM outbox WHERE kind = 'alert' ORDER BY seq").fetchall()
+    told = json.loads(rows[-1][0])
+    assert (told["asset"]["id"], told["event"], told["oldHealth"], told["health"]) == (
+        "mart.bad",
+        "RECOVERED",
+        "FAIL",
+        "UNKNOWN",
+    )
+    assert told["reasons"] == ["the asset was deleted"] and told["asset"]["type"] == "Table"
+    assert told["text"] == "[RECOVERED] mart.bad is UNKNOWN (was FAIL): the asset was deleted"
+    assert set(kept(catalog.db.conn)) == {"stg.orders"}  # both forgotten
+    now[0] = clock_at(200)
+    watch.run_once()  # a pass over every asset: nothing more
+    assert len(alerts_queued(catalog)) == 2
+
+
+@pytest.mark.both_engines
 def test_the_watch_judges_what_time_alone_changes_when_it_is_due_and_nothing_else(catalog: Catalog) -> None:
     """mart.orders written at 08:00 with 6h / warn 2h, mart.b with no rule: with no pass over every
     asset after the first, each look judges only what is due. Nothing until 12:00 (12:00 itself

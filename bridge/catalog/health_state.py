@@ -207,7 +207,7 @@ def judge(
         last = start + batch >= len(todo)
         # what the batch writes, made before its transaction (the walk that counts the assets at
         # risk below each is a read, one for the batch): its rows then go in a statement each
-        gone = [(asset_id,) for asset_id, now, _ in chunk if now is None]
+        gone = [(asset_id, None) for asset_id, now, _ in chunk if now is None]
         made = [
             _record(now, before.get(asset_id), assets[asset_id], alerts, moment, due_at)
             for asset_id, now, due_at in chunk
@@ -221,6 +221,10 @@ def judge(
             if change is not None:
                 told = attrs.evolve(change, at_risk_downstream=risk.get(change.asset_id, 0))
                 queued += [(r.name, told.asset_id, json.dumps(message(r.name, e, told, web_url))) for e, r in wanted]
+        for asset_id, _ in gone:
+            change, wanted = _deleted(before.get(asset_id), assets.get(asset_id), alerts, moment)
+            if change is not None:
+                queued += [(r.name, asset_id, json.dumps(message(r.name, e, change, web_url))) for e, r in wanted]
 
         def work(
             cur: Cursor, writes: tuple[list[Any], list[Any], list[Any]] = (gone, puts, queued), last: bool = last
@@ -229,7 +233,7 @@ def judge(
                 return False
             forgotten, kept_now, told = writes
             if forgotten:
-                cur.executemany(FORGET, forgotten)
+                cur.executemany(FORGET, [(asset_id,) for asset_id, _ in forgotten])
             if kept_now:
                 cur.executemany(PUT, kept_now)
             queue_alerts(cur, told)
@@ -273,6 +277,27 @@ def _record(
         return put, None, [], False
     change = Change(now.asset_id, type, namespace, prior.health if prior else None, now.health, reasons, 0, moment)
     return put, change, wanted, now.health in (Health.FAIL, Health.WARN)
+
+
+DELETED = "the asset was deleted"
+
+
+def _deleted(
+    prior: Kept | None, asset: Sequence[Any] | None, alerts: Sequence[AlertRule], moment: str
+) -> tuple[Change | None, list[tuple[str, AlertRule]]]:
+    """What an asset gone (deleted) tells: from FAIL or WARN, RECOVERED, its health now UNKNOWN
+    with the reason that it was deleted (an alert that opened an incident is closed), to the
+    rules that take it; nothing from any other health, or once its row is gone too (purged:
+    nothing left to match a rule's type or metadata against)."""
+    if prior is None or prior.health not in (Health.FAIL, Health.WARN) or asset is None or not alerts:
+        return None, []
+    _id, type, namespace, metadata_text, _updated = asset
+    events = events_of(prior.health, Health.UNKNOWN, updated=False)
+    metadata = json.loads(metadata_text) if metadata_text else {}
+    wanted = [(e, r) for e in events for r in rules_for(alerts, e, _id, type, namespace, metadata)]
+    if not wanted:
+        return None, []
+    return Change(_id, type, namespace, prior.health, Health.UNKNOWN, (DELETED,), 0, moment), wanted
 
 
 def _health_of(kept: Kept | None) -> Health | None:

@@ -272,6 +272,9 @@ def test_health_runs_and_keeps_its_catalog(capsys: pytest.CaptureFixture[str], t
     assert "first pass over every asset:" in out and "200 kept health written" in out, out
     assert "a pass over every asset again:" in out and ", 0 changed" in out
     assert "4 assets due at once, judged in 1 looks:" in out and "4 changed, 4 alerts queued" in out
+    # the health page as the watch keeps it: the FAIL (and WARN) assets, 25 of them by then
+    assert "as the watch keeps it: FAIL and WARN, the first page: p50" in out
+    assert "(25 assets shown of 200 counted)" in out, out
     assert "olbridge health --json --namespace team-small: p50" in out and "0 asset(s), 0 FAIL" in out
     # at the size, the small namespace is 1,000 assets in whole chains that no selector takes
     bench = load("health")

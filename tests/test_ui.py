@@ -768,6 +768,15 @@ def test_the_health_page_counts_lists_and_filters_each_assets_health(ui_catalog:
     risky = {a["id"]: a for a in twin(app, "/health", f"{every}&risk=1")["assets"]}
     assert risky["report.daily"]["pathToCause"] == ["mart.orders", "report.daily"]
     assert risky["hr.summary"]["pathToCause"] == ["mart.orders", "hr.summary"] and page["atRisk"] == len(risky)
+    # the graphs mark each asset's health now: FAIL or WARN, and at risk, with a legend
+    graph = twin(app, "/assets/mart.orders", "tab=dependencies&direction=down")["graph"]
+    marks = {n["id"]: n["marks"] for n in graph["nodes"]}
+    assert "FAIL" in marks["mart.orders"] and "at-risk" in marks["report.daily"], marks
+    assert graph["riskFlagged"] is True and not {"FAIL", "WARN"} & set(marks["report.daily"])
+    lineage = twin(app, "/lineage", "asset=mart.orders&direction=down")
+    assert "at-risk" in {n["id"]: n["marks"] for n in lineage["nodes"]}["hr.summary"]
+    _, _, text = call(app, "/assets/mart.orders", "tab=dependencies&direction=down")
+    assert 'aria-label="Health now"' in text and "Table · at risk</text>" in text
     theirs = twin(app, "/health", f"{every}&namespace=team-b.hr")
     assert {a["namespace"] for a in theirs["assets"]} == {"team-b.hr"}
     assert {a["id"] for a in theirs["assets"]} == {"hr.people", "hr.payroll", "hr.summary"}

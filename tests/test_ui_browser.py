@@ -243,7 +243,8 @@ def test_grouped_nodes_wear_their_group_s_colour_and_a_narrow_screen_scrolls_no_
     ui_url: str, browser: Browser
 ) -> None:
     """group=...: each node is filled with its group's colour, the legend's (a rule for every
-    node's white fill outranked them: every node stayed white). On a phone-sized screen no page
+    node's white fill outranked them: every node stayed white); a FAIL asset has the health
+    legend's FAIL border. On a phone-sized screen no page
     is wider than the screen: a wide table scrolls in itself, the tabs wrap."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     p = context.new_page()
@@ -252,8 +253,16 @@ def test_grouped_nodes_wear_their_group_s_colour_and_a_narrow_screen_scrolls_no_
         fills = p.eval_on_selector_all(
             "svg.graph a.node:not(.cluster) rect", "rects => rects.map(r => getComputedStyle(r).fill)"
         )
-        swatches = p.eval_on_selector_all(".legend .swatch", "s => s.map(e => getComputedStyle(e).backgroundColor)")
+        swatches = p.eval_on_selector_all(
+            '.legend[aria-label="Groups"] .swatch', "s => s.map(e => getComputedStyle(e).backgroundColor)"
+        )
         assert len(set(swatches)) > 1 and set(fills) == set(swatches), (fills, swatches)
+        # a FAIL asset's border is the health legend's FAIL (mart.orders fails its check)
+        stroke = p.eval_on_selector("svg.graph a.node.FAIL rect", "r => getComputedStyle(r).stroke")
+        swatch = p.eval_on_selector(
+            '.legend[aria-label="Health now"] .swatch.FAIL', "e => getComputedStyle(e).borderTopColor"
+        )
+        assert stroke == swatch == "rgb(164, 0, 0)", (stroke, swatch)
         p.set_viewport_size({"width": 390, "height": 800})
         for path in ("/assets", "/assets/mart.orders", "/assets/mart.orders?tab=runs", "/runs", "/health"):
             p.goto(ui_url + path)

@@ -230,7 +230,9 @@ class UiApp:
         if path == "/neighbours":
             return self.render("neighbours.html", pages.neighbours_page(catalog, query, scope), as_json, query)
         if path == "/lineage":
-            return self.render("lineage.html", pages.lineage_page(catalog, query, scope), as_json, query)
+            return self.render(
+                "lineage.html", pages.lineage_page(catalog, query, scope, self.selectors), as_json, query
+            )
         if path == "/runs":
             return self.render("runs.html", pages.runs_page(runs, query, scope), as_json, query)
         if path.startswith("/runs/"):

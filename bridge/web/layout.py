@@ -7,7 +7,7 @@ group. Pure: a :class:`~bridge.catalog.browse.GraphSlice` in, coordinates out.""
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import attrs
@@ -36,7 +36,7 @@ class PlacedNode:
     hidden: int = 0  # a cluster's count
     direction: str = ""  # a cluster's side
     anchor: str = ""  # a cluster's asset
-    marks: tuple[str, ...] = ()  # root, expanded, new, read, written, deleted
+    marks: tuple[str, ...] = ()  # root, expanded, new, read, written, deleted, FAIL, WARN, at-risk
 
 
 @attrs.frozen
@@ -107,7 +107,10 @@ def layout(
     new_edges: Collection[tuple[str, str]] = (),
     read: Collection[str] = (),
     written: Collection[str] = (),
+    health: Mapping[str, tuple[str, ...]] | None = None,
 ) -> Layout:
+    """The graph's nodes placed in layers, each with its marks (``health``: the health marks of
+    each asset that has any: FAIL, WARN, at-risk)."""
     grouping = group_of(group_by)
     g: nx.DiGraph = nx.DiGraph()
     by_id = {n.id: n for n in graph.nodes}
@@ -155,7 +158,7 @@ def layout(
                     ("deleted", node.deleted),
                 )
                 if on
-            )
+            ) + (health.get(i, ()) if health else ())
             group = grouping(node)
             placed[i] = PlacedNode(i, short(i), x, y, group, colours[group], "asset", node=node, marks=marks)
     edges = []

@@ -108,6 +108,20 @@ def judged(
     return verdicts(catalog, found or [], scope, flagged), flagged
 
 
+def health_marks(
+    catalog: Catalog, selectors: Sequence[Selector], ids: Iterable[str], scope: b.Scope | None
+) -> tuple[dict[str, tuple[str, ...]], bool]:
+    """The health marks of a graph's assets now, by id (:func:`judged`): ``FAIL`` or ``WARN``,
+    and ``at-risk``; an asset PASS or UNKNOWN and not at risk has none. And whether the at-risk
+    flags were worked out (as a page's: :data:`HEALTH_UPSTREAM`)."""
+    found, flagged = judged(catalog, selectors, ids, scope)
+    marks = {
+        asset_id: (*((h["health"],) if h["health"] in STATES_SHOWN else ()), *(("at-risk",) if h["atRisk"] else ()))
+        for asset_id, h in found.items()
+    }
+    return {asset_id: m for asset_id, m in marks.items() if m}, flagged
+
+
 def _small(catalog: Catalog) -> bool:
     """Whether the catalog holds few enough assets (:data:`HEALTH_PAGE_AT_MOST`) that a page may
     judge them all."""
@@ -374,7 +388,7 @@ def asset_page(
     if tab == "overview":
         out.update(overview(catalog, runs, asset, scope))
     elif tab == "dependencies":
-        out["graph"] = dependencies(catalog, runs, asset.id, query, scope)
+        out["graph"] = dependencies(catalog, runs, asset.id, query, scope, selectors)
     elif tab == "runs":
         out["runs"] = [
             {"direction": r.direction, **run_summary(r.run)} for r in b.asset_runs(runs, asset.id, scope=scope)
@@ -417,7 +431,14 @@ def graph_options(query: Query) -> dict[str, Any]:
     }
 
 
-def dependencies(catalog: Catalog, runs: Runs, root: str, query: Query, scope: b.Scope | None) -> dict[str, Any]:
+def dependencies(
+    catalog: Catalog,
+    runs: Runs,
+    root: str,
+    query: Query,
+    scope: b.Scope | None,
+    selectors: Sequence[Selector] = (),
+) -> dict[str, Any]:
     options = graph_options(query)
     read: tuple[str, ...] = ()
     written: tuple[str, ...] = ()
@@ -439,10 +460,14 @@ def dependencies(catalog: Catalog, runs: Runs, root: str, query: Query, scope: b
     elif options["group"] == "producer":
         made = b.producers(catalog, [n.id for n in graph.nodes], own=runs.converter.options.producer, scope=scope)
         graph = attrs.evolve(graph, nodes=tuple(attrs.evolve(n, producer=made.get(n.id)) for n in graph.nodes))
-    drawn = layout(graph, group_by=options["group"], expanded=options["expand"], read=read, written=written)
+    marks, flagged = health_marks(catalog, selectors, [n.id for n in graph.nodes], scope)
+    drawn = layout(
+        graph, group_by=options["group"], expanded=options["expand"], read=read, written=written, health=marks
+    )
     return {
         "options": options,
         "layout": drawn,
+        "riskFlagged": flagged,
         "truncated": graph.truncated,
         "nodeCount": len(graph.nodes),
         **drawn.to_json(),
@@ -525,7 +550,9 @@ def neighbours_page(catalog: Catalog, query: Query, scope: b.Scope | None) -> di
 # --- /lineage ------------------------------------------------------------------------------
 
 
-def lineage_page(catalog: Catalog, query: Query, scope: b.Scope | None) -> dict[str, Any]:
+def lineage_page(
+    catalog: Catalog, query: Query, scope: b.Scope | None, selectors: Sequence[Selector] = ()
+) -> dict[str, Any]:
     asset_id = query.get("asset", "")
     depth = _int(query, "depth", 2, 1, MAX_DEPTH)
     options: dict[str, Any] = {"direction": _choice(query, "direction", DIRECTIONS, "both"), "depth": depth}
@@ -554,9 +581,11 @@ def lineage_page(catalog: Catalog, query: Query, scope: b.Scope | None) -> dict[
     new_edges = [e for e in edges if e not in before]
     known = {n for e in before for n in e} | {asset.id}
     new_nodes = [n.id for n in nodes if n.id not in known]
-    drawn = layout(graph, new_nodes=new_nodes, new_edges=new_edges)
+    marks, flagged = health_marks(catalog, selectors, [n.id for n in nodes], scope)
+    drawn = layout(graph, new_nodes=new_nodes, new_edges=new_edges, health=marks)
     out.update(
         step=step,
+        riskFlagged=flagged,
         at=format_time(moments[step]),
         layout=drawn,
         truncated=graph.truncated,

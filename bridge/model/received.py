@@ -101,6 +101,20 @@ def dataset_assertions(dataset: Mapping[str, Any]) -> tuple[Assertion, ...]:
     return ()
 
 
+# Hadoop's clients of S3 (s3a://, and the older s3n://) name the objects OpenLineage names s3://
+_S3_ALIASES = ("s3a://", "s3n://")
+
+
+def store_namespace(namespace: str) -> str:
+    """A received dataset's namespace as olbridge reads it: S3 by Hadoop's schemes (``s3a://``,
+    ``s3n://``, in any case) read as ``s3://``, the bucket as given, as the built-in rules read
+    such ids (OpenLineage names S3 ``s3://{bucket}``; Spark's column lineage, and jobs that reach
+    S3 through Hadoop, name the same objects ``s3a://{bucket}``); any other as it is."""
+    if namespace[:6].lower() in _S3_ALIASES:
+        return f"s3://{namespace[6:]}"
+    return namespace
+
+
 def writable(patterns: tuple[str, ...] | None, namespace: str) -> bool:
     """Whether a token of these namespace patterns (``*`` and ``?``; None: any) may write
     ``namespace``, as :meth:`bridge.config.NamedToken.may_write` says."""

@@ -24,7 +24,7 @@ from typing import Any
 
 from bridge.canonical import canonical
 from bridge.model import SUBTYPE_TYPES
-from bridge.model.received import DatasetName, ReceivedColumnEdge
+from bridge.model.received import DatasetName, ReceivedColumnEdge, store_namespace
 from bridge.openlineage.validate import marquez_dataset
 
 
@@ -57,7 +57,7 @@ def _inputs(items: Any, fallback: list[dict[str, Any]]) -> Iterator[tuple[Datase
             continue
         given = item.get("transformations")
         transformations = given if isinstance(given, list) else fallback
-        yield (namespace, name), field, canonical(transformations)
+        yield (store_namespace(namespace), name), field, canonical(transformations)
 
 
 def _taken(source: DatasetName, where: str, warnings: dict[str, None]) -> bool:
@@ -75,7 +75,11 @@ def read_column_lineage(event: Mapping[str, Any]) -> tuple[tuple[ReceivedColumnE
     outputs = event.get("outputs")
     if not isinstance(outputs, list):
         return (), ()
-    inputs = {(d.get("namespace"), d.get("name")) for d in event.get("inputs") or () if isinstance(d, dict)}
+    inputs = {
+        (store_namespace(d["namespace"]) if isinstance(d.get("namespace"), str) else None, d.get("name"))
+        for d in event.get("inputs") or ()
+        if isinstance(d, dict)
+    }
     edges: dict[ReceivedColumnEdge, None] = {}
     warnings: dict[str, None] = {}
     for output in outputs:
@@ -84,7 +88,7 @@ def read_column_lineage(event: Mapping[str, Any]) -> tuple[tuple[ReceivedColumnE
         facet = output["facets"].get("columnLineage")
         if not isinstance(facet, dict):
             continue
-        target = (output["namespace"], output["name"])
+        target = (store_namespace(output["namespace"]), output["name"])
         where = f"columnLineage of output {target[0]} {target[1]}"
         schema = output["facets"].get("schema")
         fields = schema.get("fields") if isinstance(schema, dict) else None

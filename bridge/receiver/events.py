@@ -15,7 +15,7 @@ import orjson
 from bridge.canonical import canonical
 from bridge.memo import Memo
 from bridge.model import Column, parse_time
-from bridge.model.received import IncomingEvent, ReceivedColumnEdge, SeenDataset, dataset_assertions
+from bridge.model.received import IncomingEvent, ReceivedColumnEdge, SeenDataset, dataset_assertions, store_namespace
 from bridge.openlineage.facets import skipped as skipped_run
 from bridge.receiver.column_lineage import read_column_lineage
 
@@ -85,7 +85,7 @@ def _seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset
     identifiers = _facet(facets, "symlinks").get("identifiers")
     symlinks = (
         tuple(
-            (i["namespace"], i["name"], i["type"] if isinstance(i.get("type"), str) else None)
+            (store_namespace(i["namespace"]), i["name"], i["type"] if isinstance(i.get("type"), str) else None)
             for i in identifiers
             if isinstance(i, dict) and isinstance(i.get("namespace"), str) and isinstance(i.get("name"), str)
         )
@@ -107,7 +107,7 @@ def _seen_dataset(dataset: dict[str, Any], direction: str | None) -> SeenDataset
     said = (description, owners, dataset_type, symlinks, [(c.name, c.type, c.description) for c in columns])
     return SeenDataset(
         direction=direction,
-        namespace=dataset["namespace"],
+        namespace=store_namespace(dataset["namespace"]),
         name=dataset["name"],
         description=description,
         owners=owners,

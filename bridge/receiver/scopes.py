@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from bridge.model.received import store_namespace
 from bridge.openlineage.facets import skipped
 from bridge.openlineage.validate import event_kind
 
@@ -28,7 +29,7 @@ def _symlinks(dataset: dict[str, Any], where: str) -> Iterator[tuple[str, str]]:
         return
     for index, identifier in enumerate(identifiers):
         if isinstance(identifier, dict) and isinstance(identifier.get("namespace"), str):
-            yield f"{where}/facets/symlinks/identifiers/{index}/namespace", identifier["namespace"]
+            yield f"{where}/facets/symlinks/identifiers/{index}/namespace", store_namespace(identifier["namespace"])
 
 
 def _dataset_places(dataset: Any, where: str) -> Iterator[tuple[str, str]]:
@@ -36,7 +37,7 @@ def _dataset_places(dataset: Any, where: str) -> Iterator[tuple[str, str]]:
     if not isinstance(dataset, dict):
         return
     if isinstance(dataset.get("namespace"), str):
-        yield f"{where}/namespace", dataset["namespace"]
+        yield f"{where}/namespace", store_namespace(dataset["namespace"])
     yield from _symlinks(dataset, where)
 
 

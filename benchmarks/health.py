@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 from bridge.catalog import Catalog, writes_kept  # noqa: E402
 from bridge.catalog.browse import Scope  # noqa: E402
 from bridge.catalog.health import assess  # noqa: E402
-from bridge.catalog.health_state import BATCH, LEASE_KIND, judge  # noqa: E402
+from bridge.catalog.health_state import BATCH, LEASE_KIND, judge, keep_passed  # noqa: E402
 from bridge.catalog.retention import release_lease, take_lease  # noqa: E402
 from bridge.model import format_time  # noqa: E402
 from bridge.model.alerts import AlertRule  # noqa: E402
@@ -241,6 +241,8 @@ def kept_pages(catalog: Catalog, book: Sequence[Selector], rounds: int = 5) -> l
     holder = "benchmark"
     if not take_lease(catalog.db, holder, time.time(), 600.0, kind=LEASE_KIND):
         return ["the health watch's lease is held by another process: not timed"]
+    # as the watch's passes above made it: a pass over every asset by the lease's holder
+    catalog.db.write(lambda cur: keep_passed(cur, holder, format_time(NOW)))
     lines = []
     bound = pages.HEALTH_PAGE_AT_MOST
     pages.HEALTH_PAGE_AT_MOST = 0  # a catalog of any size as past it (at 1,000,000, as it is)

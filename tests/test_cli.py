@@ -12,7 +12,8 @@ from bridge.catalog import Catalog
 from bridge.cli import cli
 from bridge.mapping import Resolver
 from bridge.openlineage.validate import validate_event
-from tests.helpers import invoke
+from tests.conftest import at
+from tests.helpers import decl, invoke, run
 from tests.test_validate import BASE_EVENT
 
 if TYPE_CHECKING:
@@ -366,6 +367,27 @@ def test_an_import_refused_for_its_input_makes_no_catalog(tmp_path: Path, comman
     said = "refused " if command == "import" else "Error: "  # an import of events reports each it refused
     assert code != 0 and said in err, err
     assert not catalog.exists() and list(tmp_path.glob("new.db*")) == []
+
+
+def test_a_new_catalog_another_process_opened_is_not_discarded(tmp_path: Path) -> None:
+    """The catalog a failing command made is taken away only when no other connection has it
+    open (a receiver started on the same new path meanwhile keeps it), and what was at the path
+    before (an empty file) is never taken: it was not made here."""
+    path = tmp_path / "new.db"
+    made, other = Catalog(path), Catalog(path)
+    try:
+        assert made.made and not made.discard() and path.exists()
+        other.record_task_run(run("t", outputs=(decl("mart.a", type="Table"),), start=at(0)))
+    finally:
+        other.close()
+    assert not made.discard() and path.exists()  # it holds something now
+    made.close()
+    alone = Catalog(tmp_path / "alone.db")
+    assert alone.discard() and list(tmp_path.glob("alone.db*")) == []
+    (tmp_path / "empty.db").write_bytes(b"")
+    there = Catalog(tmp_path / "empty.db")
+    assert not there.made and not there.discard() and (tmp_path / "empty.db").exists()
+    there.close()
 
 
 def test_a_refused_input_leaves_a_catalog_that_was_there_as_it_was(tmp_path: Path) -> None:

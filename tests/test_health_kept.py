@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from bridge.catalog import Catalog, health_kept
+from bridge.catalog import Catalog, health_kept, health_state
 from bridge.catalog import health as health_queries
 from bridge.catalog.browse import Scope
 from bridge.catalog.health_state import WatchSeen, kept
@@ -128,7 +128,8 @@ def test_the_kept_health_is_counted_and_paged_by_state_and_namespace(
 ) -> None:
     """Counts by kept health, and the pages of the assets of some states by id, of every asset
     or those a token sees, are what the kept rows hold: every asset once, in order, a page
-    ending early (with where to go on) once it has read its rows' bound for a token."""
+    ending early (with where to go on) once it has read its bound of kept rows; an asset deleted
+    since the watch last looked is not listed."""
     chosen = random.Random(limit)
     with Catalog(catalog_target) as catalog:
         build(catalog, resolver, chosen, expire=False)
@@ -137,6 +138,9 @@ def test_the_kept_health_is_counted_and_paged_by_state_and_namespace(
         conn = catalog._conn
         held = kept(conn)
         namespace = {a.id: a.namespace for a in catalog.list_assets()}
+        typed = {a.id: (a.namespace, a.type) for a in catalog.list_assets()}
+        gone = sorted(held)[1]  # deleted since the watch looked: its kept row is still there, not listed
+        catalog.delete_asset(gone, now=at(24 * 60))
         monkeypatch.setattr(health_kept, "SCANNED_AT_MOST", 2)
         for scope in (None, Scope(("team-1",)), Scope(("team-?", "none-such"))):
             sees = [a for a in sorted(held) if scope is None or scope.allows(namespace[a])]
@@ -144,12 +148,37 @@ def test_the_kept_health_is_counted_and_paged_by_state_and_namespace(
             assert counted == {h.value: sum(1 for a in sees if held[a].health is h) for h in Health}
             for states in (["FAIL"], ["FAIL", "WARN"], ["PASS", "FAIL", "UNKNOWN"], []):
                 wanted = [a for a in sees if held[a].health.value in states]
-                found, after, pages = [], None, 0
+                found: list[str] = []
+                after, pages = None, 0
                 while pages < 100:
                     page, after = health_kept.kept_in_states(conn, states, after, limit, scope)
                     assert len(page) <= limit
-                    found, pages = found + page, pages + 1
+                    assert all((namespace, type_) == typed[i] for i, namespace, type_ in page)
+                    found, pages = found + [i for i, _, _ in page], pages + 1
                     if after is None:
                         break
-                assert found == wanted, (scope, states)
+                assert found == [a for a in wanted if a != gone], (scope, states)
         assert {h.health.value for h in held.values()} >= {"FAIL", "PASS"}
+
+
+def test_a_task_with_more_assets_than_a_run_marks_marks_only_those_its_run_names(
+    catalog_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task that wrote more assets than :data:`TASK_MARKS_AT_MOST` (a new dated file each run)
+    marks at a run's end only those the run names: the others are judged at the watch's next pass
+    over every asset, not marked by thousands at every run."""
+    monkeypatch.setattr(health_state, "TASK_WRITES", health_state.TASK_WRITES.replace("LIMIT 1001", "LIMIT 3"))
+    monkeypatch.setattr(health_state, "TASK_MARKS_AT_MOST", 2)
+    now = [at(0).timestamp()]
+    with Catalog(catalog_target) as catalog:
+        catalog.watch_seen = WatchSeen(clock=lambda: now[0], seen_for=0.0)
+        watch = HealthWatch(catalog, WatchSettings(), clock=lambda: now[0], ttl=DAY, catch_up=DAY)
+        watch.step()
+        for n, day in enumerate(("d1", "d2")):  # two files: at most two, every one marked
+            catalog.record_task_run(run("export", execution=f"e{n}", outputs=(decl(day, type="File"),), start=at(n)))
+        marked = {m for (m,) in catalog._conn.execute("SELECT asset_id FROM health_marks")}
+        assert marked == {"d1", "d2"}
+        watch.step()
+        catalog.record_task_run(run("export", execution="e3", outputs=(decl("d3", type="File"),), start=at(5)))
+        marked = {m for (m,) in catalog._conn.execute("SELECT asset_id FROM health_marks")}
+        assert marked == {"d3"}  # three written: past the bound, only the run's own

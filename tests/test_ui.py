@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from bridge.catalog.browse import AssetFilter, list_assets, prefix_children, rec
 from bridge.catalog.health_state import LEASE_KIND
 from bridge.catalog.outbox import DeliveryError
 from bridge.catalog.query import AssetQuery, HistoryFilter
-from bridge.catalog.retention import release_lease
+from bridge.catalog.retention import release_lease, take_lease
 from bridge.catalog.runs import RunFilter, Runs
 from bridge.config import parse_tokens
 from bridge.delivery.health_watch import HealthWatch, WatchSettings
@@ -860,10 +861,14 @@ def test_past_what_a_request_judges_the_health_page_shows_what_the_watch_keeps(
     whole = twin(app, "/health", every)  # a small catalog: judged whole at the request
     theirs = twin(scoped, "/health", every, cookie=cookie)
     assert whole["kept"] is False and whole["tooMany"] is None
+    monkeypatch.setattr(pages, "HEALTH_PAGE_AT_MOST", 3)
     with Catalog(ui_catalog) as catalog:
+        # a lease taken, its holder's first pass over every asset not made yet: nothing current kept
+        assert take_lease(catalog.db, "starting", time.time(), 600.0, kind=LEASE_KIND)
+        assert twin(app, "/health", every)["tooMany"] == 3
+        release_lease(catalog.db, "starting", kind=LEASE_KIND)
         watch = HealthWatch(catalog, WatchSettings())  # the real clock: the page reads the lease by it
         assert watch.step() is not None
-        monkeypatch.setattr(pages, "HEALTH_PAGE_AT_MOST", 3)
         monkeypatch.setattr(pages, "PAGE", 4)
         try:
             for where, cookie_of, judged in ((app, "", whole), (scoped, cookie, theirs)):
@@ -883,6 +888,18 @@ def test_past_what_a_request_judges_the_health_page_shows_what_the_watch_keeps(
                 ][:4]
             assert {a["namespace"] for a in shown} <= {"team-b.hr", "team-b.ops", None}
             assert twin(app, "/health", f"{every}&risk=1")["tooMany"] == 3  # no at-risk flags kept
+            # a received run named under several jobs: the page's assets as the watch keeps them,
+            # never judged from the whole catalog's facts
+            from bridge.catalog import health as health_queries
+
+            with monkeypatch.context() as patched:
+                patched.setattr(health_queries, "_whole", None)
+                patched.setattr(health_queries, "ANY_RUN_OF_SEVERAL_JOBS", "SELECT 1")
+                alone = twin(app, "/health")
+                assert alone["kept"] is True and alone["riskFlagged"] is False
+                assert [(a["id"], a["health"], a["atRisk"]) for a in alone["assets"]] == [
+                    (a["id"], a["health"], None) for a in whole["assets"] if a["health"] in ("FAIL", "WARN")
+                ][:4]
             _, _, text = call(app, "/health")
             assert "as the health watch keeps them" in text and HOSTILE not in text
             _, _, text = call(app, "/health", f"{every}&risk=1")

@@ -15,6 +15,7 @@ from bridge.catalog.query import AssetQuery
 from bridge.errors import NotInCatalog, ValidationError
 from bridge.mapping.resolver import Resolver
 from bridge.model import Asset, Identifier, Origin, format_time
+from bridge.model.received import store_namespace
 
 
 def read_asset(conn: Connection | Cursor, asset_id: str) -> Asset | None:
@@ -49,9 +50,10 @@ def named_in_openlineage(conn: Connection | Cursor, resolver: Resolver, text: st
     while start != -1:
         namespace, name = text[:start], text[start + 1 :]
         start = text.find("/", start + 1)
-        if namespace and name:
-            for asset_id in [resolver.asset_for(namespace, name).id, *resolver.ids_named(namespace, name)]:
-                candidates.setdefault(asset_id, set()).add((namespace, name))
+        # S3 by Hadoop's schemes (s3a://) as the receiver reads it (s3://) too
+        for spelled in dict.fromkeys([namespace, store_namespace(namespace)]) if namespace and name else ():
+            for asset_id in [resolver.asset_for(spelled, name).id, *resolver.ids_named(spelled, name)]:
+                candidates.setdefault(asset_id, set()).add((spelled, name))
     found: list[str] = []
     for asset_id, said in candidates.items():
         row = conn.execute(sql.GET_ASSET, (asset_id,)).fetchone()
@@ -79,8 +81,8 @@ def find_asset_id(conn: Connection | Cursor, text: str, resolver: Resolver | Non
     start = text.find("/")
     while start != -1:
         namespace, name = text[:start], text[start + 1 :]
-        if namespace and name:
-            params = (namespace, name, namespace, name)
+        for spelled in dict.fromkeys([namespace, store_namespace(namespace)]) if namespace and name else ():
+            params = (spelled, name, spelled, name)  # received as the receiver reads it: s3a:// as s3://
             found.update((asset_id, None) for (asset_id,) in conn.execute(sql_received.ASSETS_NAMED, params))
         start = text.find("/", start + 1)
     existing = [asset_id for asset_id in found if conn.execute(sql.GET_ASSET, (asset_id,)).fetchone()]

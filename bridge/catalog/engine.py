@@ -202,7 +202,16 @@ class Engine(abc.ABC):
         return False
 
     def remove(self) -> None:
-        """Take the catalog away, every connection closed (:meth:`removable` catalogs only)."""
+        """Take the catalog away (:meth:`removable` catalogs only, under :meth:`take_alone`)."""
+        raise NotImplementedError
+
+    def take_alone(self, conn: Connection) -> bool:
+        """Lock the catalog for ``conn`` alone, if no other connection has it open (False: one has,
+        or a removable catalog's engine cannot tell)."""
+        return False
+
+    def release_alone(self, conn: Connection) -> None:
+        """Give back what :meth:`take_alone` took, the catalog as it was."""
         raise NotImplementedError
 
     @property

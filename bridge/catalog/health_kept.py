@@ -4,8 +4,10 @@ catalog larger than it judges at a request).
 
 What is kept is each asset's health as the watch last judged it: a write's change within a
 ``poll`` (2 s by default), time's at its due moment, anything else at its pass over every asset
-(:mod:`bridge.catalog.health_state`). No at-risk flag is kept: a caller judges the assets it shows
-again, with theirs (:func:`bridge.catalog.health.assess` of their ids).
+(:mod:`bridge.catalog.health_state`). It is read as current only while the watch that holds the
+lease has made a pass over every asset since it took it (:data:`~bridge.catalog.health_state.PASSED`):
+not while its first pass runs, nor after another process took the lease over and before its own.
+No at-risk flag is kept: a caller judges the assets it shows again, with theirs.
 """
 
 from __future__ import annotations
@@ -15,22 +17,24 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from bridge.catalog.engine import Connection, Cursor
-from bridge.catalog.health_state import LEASE, LEASE_KIND, counts
+from bridge.catalog.health_state import LEASE, LEASE_KIND, PASSED, Kept, counts, kept
 from bridge.model.health import Health
 
-# by namespace (a token's counts: its namespaces' alone, checked again by Scope.allows)
+# by namespace (a token's counts: its namespaces' alone, checked again by Scope.allows), as kept
+# (an asset deleted since the watch last looked counts until it looks again, as in counts())
 COUNTS_BY_NAMESPACE = """
     SELECT a.namespace, h.health, count(*) FROM asset_health h JOIN assets a ON a.id = h.asset_id
-    WHERE a.deleted_at IS NULL AND {scope} GROUP BY a.namespace, h.health
+    WHERE {scope} GROUP BY a.namespace, h.health
 """
-# the kept assets of a state after an id, by id (asset_health_health: by health, then id, read in
-# its order; one state a statement, the states' pages merged, as an IN of them would be sorted whole)
+# the next kept assets of a state after an id, by id, at most so many read (asset_health_health:
+# by health, then id, read in its order), with their namespaces, types, and whether they are gone
+# (deleted, or purged: no type), which the caller leaves out, counting them as read
 IN_STATE = """
-    SELECT h.asset_id, a.namespace FROM asset_health h JOIN assets a ON a.id = h.asset_id
-    WHERE h.health = ? AND h.asset_id > ? AND a.deleted_at IS NULL AND {scope}
-    ORDER BY h.asset_id LIMIT ?
+    SELECT h.asset_id, a.namespace, a.type, a.deleted_at FROM (
+        SELECT asset_id FROM asset_health WHERE health = ? AND asset_id > ? ORDER BY asset_id LIMIT ?
+    ) h LEFT JOIN assets a ON a.id = h.asset_id ORDER BY h.asset_id
 """
-SCANNED_AT_MOST = 20_000  # rows a page reads for a token's assets, at most (then it stops, to go on)
+SCANNED_AT_MOST = 20_000  # kept rows a page reads for a token's assets, at most (then it stops, to go on)
 
 
 class Scope(Protocol):
@@ -42,11 +46,18 @@ class Scope(Protocol):
 
 
 def watch_live(conn: Connection | Cursor, now: float) -> bool:
-    """Whether a health watch holds its lease at ``now`` (seconds since the epoch): then what it
-    keeps is current (and writes mark what they change)."""
-    row = conn.execute(LEASE, (LEASE_KIND,)).fetchone()
+    """Whether a health watch holds its lease at ``now`` (seconds since the epoch) and has made a
+    pass over every asset since it took it: then what it keeps is current (and writes mark what
+    they change)."""
+    row, passed = conn.execute(LEASE, (LEASE_KIND,)).fetchone(), conn.execute(PASSED, (LEASE_KIND,)).fetchone()
     lease = json.loads(row[0]) if row is not None else {}
-    return bool(lease.get("holder")) and float(lease.get("until", 0)) > now
+    holder = lease.get("holder")
+    return (
+        bool(holder)
+        and float(lease.get("until", 0)) > now
+        and passed is not None
+        and json.loads(passed[0]).get("holder") == holder
+    )
 
 
 def kept_counts(conn: Connection | Cursor, scope: Scope | None) -> dict[str, int]:
@@ -63,35 +74,41 @@ def kept_counts(conn: Connection | Cursor, scope: Scope | None) -> dict[str, int
 
 def kept_in_states(
     conn: Connection | Cursor, states: Sequence[str], after: str | None, limit: int, scope: Scope | None
-) -> tuple[list[str], str | None]:
-    """The ids of at most ``limit`` assets whose kept health is one of ``states``, after ``after``
-    (by id), of those ``scope`` sees; and where the next page starts (None: no more). A token's
-    page reads at most :data:`SCANNED_AT_MOST` rows and then ends where it got to."""
-    if not states:
-        return [], None
-    clause, params = scope.clause("a.namespace") if scope is not None else ("1 = 1", [])
-    statement = IN_STATE.format(scope=clause)
-    found: list[str] = []
+) -> tuple[list[tuple[str, str | None, str]], str | None]:
+    """At most ``limit`` assets whose kept health is one of ``states``, after ``after`` (by id), of
+    those ``scope`` sees, each (id, namespace, type); and where the next page starts (None: no
+    more). A page reads at most :data:`SCANNED_AT_MOST` kept rows, and then ends where it got to
+    (a token that sees few of them)."""
+    found: list[tuple[str, str | None, str]] = []
     cursor, scanned, chunk = after or "", 0, limit + 1
-    while True:
+    while states:
         # the next ``chunk`` rows by id of each state, merged: the first ``chunk`` of them all
-        rows = sorted(
-            (str(asset_id), namespace)
+        read = [
+            (str(asset_id), namespace, type_, gone)
             for state in dict.fromkeys(states)
-            for asset_id, namespace in conn.execute(statement, (state, cursor, *params, chunk))
-        )[:chunk]
-        for asset_id, namespace in rows:
+            for asset_id, namespace, type_, gone in conn.execute(IN_STATE, (state, cursor, chunk))
+        ]
+        rows = sorted(read, key=lambda r: r[0])[:chunk]
+        for asset_id, namespace, type_, gone in rows:
             scanned += 1
             cursor = asset_id
+            if type_ is None or gone is not None:  # deleted since the watch last looked
+                continue
             if scope is None or scope.allows(namespace):
                 if len(found) == limit:  # one more there is: the page ends before it
-                    return found, found[-1]
-                found.append(asset_id)
+                    return found, found[-1][0]
+                found.append((asset_id, namespace, str(type_)))
         if len(rows) < chunk:
             return found, None
         if scanned >= SCANNED_AT_MOST:
             return found, cursor
         chunk = min(max(chunk * 2, 100), 1000)
+    return found, None
 
 
-__all__ = ["kept_counts", "kept_in_states", "watch_live"]
+def kept_of(conn: Connection | Cursor, ids: Sequence[str]) -> dict[str, Kept]:
+    """The kept health of the assets of ``ids`` that have one."""
+    return kept(conn, ids)
+
+
+__all__ = ["Kept", "kept_counts", "kept_in_states", "kept_of", "watch_live"]

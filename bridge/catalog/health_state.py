@@ -59,7 +59,22 @@ SEEN_FOR = 5.0  # seconds a writer trusts what it last read of the watch's lease
 TAKEOVER_PASS_AFTER = 3 * SEEN_FOR
 LEASE = "SELECT value FROM positions WHERE kind = ? AND name = 'lease'"  # read, not locked
 MARK = "INSERT INTO health_marks (asset_id) VALUES (?)"
-TASK_WRITES = "SELECT asset_id FROM kept_writers WHERE flow_namespace = ? AND flow_id = ? AND task_id = ?"
+# a task's assets whose last run its run that ends is, if it has at most so many (a task that
+# writes a new asset every run, a dated file, would mark a year of them at every run's end: those
+# are judged at the watch's next pass over every asset, as before any was marked)
+TASK_MARKS_AT_MOST = 1000
+TASK_WRITES = f"""
+    SELECT asset_id FROM kept_writers WHERE flow_namespace = ? AND flow_id = ? AND task_id = ?
+    LIMIT {TASK_MARKS_AT_MOST + 1}
+"""
+# the holder of the lease that last made a pass over every asset, and when (a row of positions
+# beside the lease): what it keeps is current only once the lease's holder has made one
+PASSED_NAME = "passed"
+PASSED = f"SELECT value FROM positions WHERE kind = ? AND name = '{PASSED_NAME}'"
+PUT_PASSED = f"""
+    INSERT INTO positions (kind, name, value, updated_at) VALUES (?, '{PASSED_NAME}', ?, ?)
+    ON CONFLICT (kind, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
+"""
 # the marked assets, each with its highest key and how many marks it has (the index's order)
 MARKED = "SELECT asset_id, max(seq), count(*) FROM health_marks GROUP BY asset_id ORDER BY asset_id LIMIT ?"
 # an asset's marks up to the key read, if there are as many as were read (one statement: one view
@@ -78,7 +93,7 @@ PUT = """
 """
 FORGET = "DELETE FROM asset_health WHERE asset_id = ?"
 COUNTS = "SELECT health, count(*) FROM asset_health GROUP BY health"
-ASSET_COLUMNS = "id, type, namespace, metadata, updated_at"
+ASSET_COLUMNS = "id, type, namespace, metadata, updated_at, deleted_at"
 # an asset a write marked is judged again this long after (as if due then): a fact dated ahead of
 # the watch's clock (a producer's clock a little fast) counts from its time, not from the next pass
 # over every asset
@@ -117,8 +132,15 @@ class WatchSeen:
         ids, tasks = set(asset_ids), list(tasks)
         if (ids or tasks) and self.live(cur):
             for task in tasks:
-                ids.update(str(asset_id) for (asset_id,) in cur.execute(TASK_WRITES, task))
+                theirs = [str(asset_id) for (asset_id,) in cur.execute(TASK_WRITES, task)]
+                ids.update(theirs if len(theirs) <= TASK_MARKS_AT_MOST else ())
             cur.executemany(MARK, [(asset_id,) for asset_id in sorted(ids)])
+
+
+def keep_passed(cur: Cursor, holder: str, moment: str) -> None:
+    """Say, in the caller's transaction (fenced: ``holder`` holds the lease), that ``holder``
+    made a pass over every asset as of ``moment``."""
+    cur.execute(PUT_PASSED, (LEASE_KIND, json.dumps({"holder": holder, "at": moment}), moment))
 
 
 def counts(conn: Connection | Cursor) -> dict[str, int]:
@@ -264,7 +286,7 @@ def _record(
     :data:`PUT`; the change it tells (None: it makes no alert), with the (event, alert) pairs it
     makes; and whether the assets at risk below it are to be counted for them (it turned FAIL or
     WARN: the change's count is then filled in)."""
-    _id, type, namespace, metadata_text, updated_at = asset
+    _id, type, namespace, metadata_text, updated_at, _deleted_at = asset
     reasons = now.verdict.reasons
     put = (now.asset_id, now.health.value, json.dumps(list(reasons)), updated_at, moment, due_at)
     updated = prior is not None and prior.asset_updated_at != updated_at
@@ -291,7 +313,9 @@ def _deleted(
     nothing left to match a rule's type or metadata against)."""
     if prior is None or prior.health not in (Health.FAIL, Health.WARN) or asset is None or not alerts:
         return None, []
-    _id, type, namespace, metadata_text, _updated = asset
+    _id, type, namespace, metadata_text, _updated, deleted_at = asset
+    if deleted_at is None:  # not judged for another reason (made after the moment judged): not deleted
+        return None, []
     events = events_of(prior.health, Health.UNKNOWN, updated=False)
     metadata = json.loads(metadata_text) if metadata_text else {}
     wanted = [(e, r) for e in events for r in rules_for(alerts, e, _id, type, namespace, metadata)]
@@ -320,4 +344,15 @@ def _rows(
     yield from sql.in_chunks(conn, f"SELECT {columns} FROM {table} WHERE {key} IN ({{values}})", ids)
 
 
-__all__ = ["LEASE_KIND", "SEEN_FOR", "TAKEOVER_PASS_AFTER", "PassResult", "WatchSeen", "counts", "judge", "kept"]
+__all__ = [
+    "LEASE_KIND",
+    "SEEN_FOR",
+    "TAKEOVER_PASS_AFTER",
+    "Kept",
+    "PassResult",
+    "WatchSeen",
+    "counts",
+    "judge",
+    "keep_passed",
+    "kept",
+]

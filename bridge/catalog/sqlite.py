@@ -104,6 +104,22 @@ class SqliteEngine(Engine):
         for suffix in ("", "-wal", "-shm", "-journal"):
             Path(self.path + suffix).unlink(missing_ok=True)
 
+    def take_alone(self, conn: Connection) -> bool:
+        """Out of WAL mode (SQLite refuses while another connection has the file open), then an
+        exclusive lock (no other connection reads or writes it until released)."""
+        try:
+            mode = conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0]
+            if str(mode).lower() != "delete":
+                return False
+            conn.execute("BEGIN EXCLUSIVE")
+        except sqlite3.OperationalError:  # busy: another connection has it
+            return False
+        return True
+
+    def release_alone(self, conn: Connection) -> None:
+        conn.execute("ROLLBACK")
+        conn.execute("PRAGMA journal_mode=WAL")
+
     def connect(self) -> Connection:
         try:
             return self._connect(self.path, PRAGMAS)

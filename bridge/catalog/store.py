@@ -73,14 +73,16 @@ class Catalog:
         self.engine = open_engine(target)
         self.path = self.engine.location  # what messages show (a password masked)
         self._target = target
-        if not create and self.engine.missing():
+        missing = self.engine.missing()  # nothing at the path before this opening (made new, if at all)
+        if not create and missing:
             raise CatalogError(f"no catalog at {self.path}; create one with olbridge init")
         try:
             self.db = Database(self.engine)
         except Exception as exc:
             raise self._open_error(exc) from exc
         self.upgraded_from: int | None = None  # the version an older catalog was brought up from
-        self.made = False  # whether this opening made the catalog (a new one)
+        self.made = False  # whether this opening made the catalog where nothing was (see discard)
+        self._missing = missing
         # whether a health watch is live, as this catalog's writes last read it: they mark the
         # assets they touch only then (bridge/catalog/health_state.py)
         self.watch_seen = WatchSeen()
@@ -112,7 +114,7 @@ class Catalog:
             if not create and not self.in_memory:  # a private in-memory catalog is always new
                 raise CatalogError(f"no catalog at {self.path}; create one with olbridge init")
             schema_migrations.create(self.db)
-            self.made = True
+            self.made = self._missing
             return
         if version > sql.SCHEMA_VERSION:
             raise CatalogError(
@@ -206,16 +208,26 @@ class Catalog:
         input refused at its first write): a refused input leaves no new, empty catalog behind,
         which would then open as one that holds nothing rather than as none. Only a SQLite file
         (with its journal's files); False, and nothing done, for any other catalog."""
-        if not self.made or not self.engine.removable():
+        if not self.made or not self.engine.removable() or not self._holds_nothing():
             return False
+        # alone on it, or not at all: another process that opened the new catalog meanwhile (a
+        # receiver started at the same path) keeps it; checked again under the lock
+        if not self.engine.take_alone(self._conn):
+            return False
+        if not self._holds_nothing():
+            self.engine.release_alone(self._conn)
+            return False
+        self.engine.remove()  # under the lock: nobody opens it between the check and this
+        self.close()
+        return True
+
+    def _holds_nothing(self) -> bool:
         from bridge.catalog.schema import metadata  # only here: sqlalchemy is slow to import
 
-        for table in metadata.sorted_tables:
-            if self._conn.execute(f"SELECT 1 FROM {table.name} LIMIT 1").fetchone() is not None:
-                return False
-        self.close()
-        self.engine.remove()
-        return True
+        return all(
+            self._conn.execute(f"SELECT 1 FROM {table.name} LIMIT 1").fetchone() is None
+            for table in metadata.sorted_tables
+        )
 
     def __enter__(self) -> Catalog:
         return self
@@ -532,10 +544,14 @@ class Catalog:
 
     def kept_health_page(
         self, states: Sequence[str], after: str | None, limit: int, scope: health_kept.Scope | None = None
-    ) -> tuple[list[str], str | None]:
-        """A page of the assets whose kept health is one of ``states``, by id, and where the next
-        starts (:func:`bridge.catalog.health_kept.kept_in_states`)."""
+    ) -> tuple[list[tuple[str, str | None, str]], str | None]:
+        """A page of the assets whose kept health is one of ``states``, by id (each id, namespace
+        and type), and where the next starts (:func:`bridge.catalog.health_kept.kept_in_states`)."""
         return health_kept.kept_in_states(self._conn, states, after, limit, scope)
+
+    def kept_health_of(self, ids: Sequence[str]) -> dict[str, health_kept.Kept]:
+        """The health the watch keeps of these assets (those that have one)."""
+        return health_kept.kept_of(self._conn, ids)
 
     def latest_checks(self, ids: Iterable[str], as_of: datetime) -> dict[str, tuple[Assertion, ...]]:
         """The latest checks reported by ``as_of`` of each of these assets that has any (those

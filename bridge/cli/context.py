@@ -186,11 +186,11 @@ class BridgeGroup(click.Group):
             raise BadValue(str(exc)) from exc
         except BridgeError as exc:
             app = ctx.obj if isinstance(ctx.obj, AppContext) else None
-            if app is not None:
-                app.discard_new_catalog()
             message = str(exc)
             if isinstance(exc, NotInCatalog) and app is not None and app.catalog_opened:
                 message += f" (catalog {app.catalog_name})"  # which one was looked in: not the one meant, maybe
+            if app is not None:
+                app.discard_new_catalog()
             raise click.ClickException(message) from exc
         except (click.exceptions.Exit, click.ClickException, click.Abort):  # click's own: help, usage
             raise

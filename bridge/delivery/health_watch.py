@@ -37,9 +37,18 @@ import attrs
 
 from bridge.catalog import Catalog
 from bridge.catalog.engine import Cursor
-from bridge.catalog.health_state import BATCH, LEASE_KIND, TAKEOVER_PASS_AFTER, PassResult, counts, judge
+from bridge.catalog.health_state import (
+    BATCH,
+    LEASE_KIND,
+    TAKEOVER_PASS_AFTER,
+    PassResult,
+    counts,
+    judge,
+    keep_passed,
+)
 from bridge.catalog.retention import release_lease, renew_lease, take_lease
 from bridge.config import Config
+from bridge.model import format_time
 from bridge.model.alerts import AlertRule
 from bridge.model.health import Selector
 
@@ -146,11 +155,23 @@ class HealthWatch:
             self._last_every, self._pass_seconds = now, self.clock() - now
             if due:
                 self._catch_up_at = None
+            self._passed(now)
         if self._lapsed:  # writers that read the lease lapsed marked nothing: every asset again, soon
             self._lapsed, self._catch_up_at = False, self.clock() + self.catch_up
         if result.alerts:
             self.say(f"health watch: {result.changed} change(s), {result.alerts} alert(s) queued")
         return result
+
+    def _passed(self, began: float) -> None:
+        """After a pass over every asset that ``began`` then: said so, as this holder (what it
+        keeps is then read as current: :mod:`bridge.catalog.health_kept`)."""
+        holder, moment = self.holder, format_time(datetime.fromtimestamp(began, UTC))
+
+        def work(cur: Cursor) -> None:
+            if self._fence(cur):
+                keep_passed(cur, holder, moment)
+
+        self.catalog.db.write(work)
 
     def _publish(self, result: PassResult | None) -> None:
         """Give ``publish`` the counts by health, every :data:`PUBLISH_EVERY` seconds and after a

@@ -29,7 +29,7 @@ def _symlinks(dataset: dict[str, Any], where: str) -> Iterator[tuple[str, str]]:
         return
     for index, identifier in enumerate(identifiers):
         if isinstance(identifier, dict) and isinstance(identifier.get("namespace"), str):
-            yield f"{where}/facets/symlinks/identifiers/{index}/namespace", store_namespace(identifier["namespace"])
+            yield f"{where}/facets/symlinks/identifiers/{index}/namespace", identifier["namespace"]
 
 
 def _dataset_places(dataset: Any, where: str) -> Iterator[tuple[str, str]]:
@@ -37,7 +37,7 @@ def _dataset_places(dataset: Any, where: str) -> Iterator[tuple[str, str]]:
     if not isinstance(dataset, dict):
         return
     if isinstance(dataset.get("namespace"), str):
-        yield f"{where}/namespace", store_namespace(dataset["namespace"])
+        yield f"{where}/namespace", dataset["namespace"]
     yield from _symlinks(dataset, where)
 
 
@@ -61,10 +61,17 @@ def written(event: Any) -> Iterator[tuple[str, str]]:
             yield from _dataset_places(output, f"/outputs/{index}")
 
 
+def allowed(may_write: MayWrite, namespace: str) -> bool:
+    """Whether a token may write a namespace as an event names it, or as olbridge reads it (S3 by
+    Hadoop's schemes as ``s3://``: :func:`bridge.model.received.store_namespace`): a token of
+    ``s3://lake*`` writes ``s3a://lake`` too, one of ``s3a://lake*`` as before."""
+    return may_write(namespace) or may_write(store_namespace(namespace))
+
+
 def forbidden(event: Any, may_write: MayWrite) -> tuple[str, str] | None:
-    """The first namespace the event writes that ``may_write`` refuses, with its pointer; None
-    when it may write them all."""
-    return next(((where, ns) for where, ns in written(event) if not may_write(ns)), None)
+    """The first namespace the event writes that ``may_write`` refuses (:func:`allowed`), with its
+    pointer; None when it may write them all."""
+    return next(((where, ns) for where, ns in written(event) if not allowed(may_write, ns)), None)
 
 
 def read_only_inputs(event: Any, may_write: MayWrite) -> list[tuple[int, str]]:
@@ -79,7 +86,7 @@ def read_only_inputs(event: Any, may_write: MayWrite) -> list[tuple[int, str]]:
     for index, dataset in enumerate(inputs):
         if not isinstance(dataset, dict) or not (dataset.get("facets") or dataset.get("inputFacets")):
             continue
-        refused = next((ns for _, ns in _dataset_places(dataset, "") if not may_write(ns)), None)
+        refused = next((ns for _, ns in _dataset_places(dataset, "") if not allowed(may_write, ns)), None)
         if refused is not None:
             found.append((index, refused))
     return found

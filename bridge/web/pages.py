@@ -324,22 +324,41 @@ def _kept_health_page(
 ) -> dict[str, Any]:
     """The health page of a catalog past what a request judges whole, while a health watch keeps
     each asset's health: counted, and its assets of ``states`` found, as the watch keeps them
-    (current within its ``poll``); the page's assets judged now, with their at-risk flags (each
-    as it now is, which may differ from what was kept a moment before). No count of the assets at
-    risk, which the watch does not keep (``atRisk`` None)."""
-    ids, following = catalog.kept_health_page(states, after, PAGE, scope)
-    page = [h for h in catalog.health(utcnow(), selectors, ids=ids) if b.allows(scope, h.namespace)]
-    shown_health = verdicts(catalog, page, scope)
+    (current within its ``poll``); the page's assets judged now from their own facts, with their
+    at-risk flags (each as it now is, which may differ from what was kept a moment before), never
+    from the whole catalog's: past 20,000 with those upstream of them, without the flags; where
+    their own facts cannot answer (a received run named under several jobs), as the watch keeps
+    them. No count of the assets at risk, which the watch does not keep (``atRisk`` None)."""
+    rows, following = catalog.kept_health_page(states, after, PAGE, scope)
+    ids = [asset_id for asset_id, _, _ in rows]
+    now = utcnow()
+    few = catalog.health_of_few(now, selectors, ids) if ids else []
+    flagged = few is not None
+    if few is None:
+        few = catalog.health_of_few(now, selectors, ids, paths=False)
+    shown = verdicts(catalog, few or [], scope, flagged)
+    if len(shown) < len(ids):  # not judged now: as the watch keeps them
+        flagged = False
+        for asset_id, k in catalog.kept_health_of([i for i in ids if i not in shown]).items():
+            shown[asset_id] = {
+                "health": k.health.value,
+                "reasons": [masked(r, scope.allows) for r in k.reasons] if scope else list(k.reasons),
+                "atRisk": None,
+                "pathToCause": [],
+                "freshness": None,
+            }
     counts = catalog.kept_health_counts(scope)
     return {
         "filters": filters,
         "tooMany": None,
         "kept": True,
-        "riskFlagged": True,
+        "riskFlagged": flagged,
         "counts": {h.value: counts[h.value] for h in sorted(Health, key=lambda h: -h.rank)},
         "atRisk": None,
         "assets": [
-            {"id": h.asset_id, "type": h.type, "namespace": h.namespace, **shown_health[h.asset_id]} for h in page
+            {"id": asset_id, "type": type_, "namespace": namespace, **shown[asset_id]}
+            for asset_id, namespace, type_ in rows
+            if asset_id in shown
         ],
         "after": after,
         "next": following,

@@ -782,6 +782,9 @@ def test_the_health_page_counts_lists_and_filters_each_assets_health(ui_catalog:
     assert {a["namespace"] for a in theirs["assets"]} == {"team-b.hr"}
     assert {a["id"] for a in theirs["assets"]} == {"hr.people", "hr.payroll", "hr.summary"}
     assert twin(app, "/assets/hr.summary")["health"]["pathToCause"] == ["mart.orders", "hr.summary"]
+    # a reason that names the last run links to the asset's runs, where that run is listed
+    _, _, text = call(app, "/assets/report.daily")
+    assert re.search(r'<li>last run [^<]* · <a href="/assets/report\.daily\?tab=runs">its runs</a></li>', text), text
 
     scoped = make_app(ui_catalog, resolver, tokens=True)
     _, headers, _ = call(scoped, "/login", method="POST", body=b"token=secret-b&next=/health")

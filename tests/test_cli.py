@@ -377,6 +377,7 @@ def test_a_new_catalog_another_process_opened_is_not_discarded(tmp_path: Path) -
     made, other = Catalog(path), Catalog(path)
     try:
         assert made.made and not made.discard() and path.exists()
+        assert made._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # left as it was
         other.record_task_run(run("t", outputs=(decl("mart.a", type="Table"),), start=at(0)))
     finally:
         other.close()
@@ -384,6 +385,7 @@ def test_a_new_catalog_another_process_opened_is_not_discarded(tmp_path: Path) -
     made.close()
     alone = Catalog(tmp_path / "alone.db")
     assert alone.discard() and list(tmp_path.glob("alone.db*")) == []
+    assert not alone.discard()  # gone: nothing more to do
     (tmp_path / "empty.db").write_bytes(b"")
     there = Catalog(tmp_path / "empty.db")
     assert not there.made and not there.discard() and (tmp_path / "empty.db").exists()

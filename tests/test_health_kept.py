@@ -167,6 +167,7 @@ def test_a_task_with_more_assets_than_a_run_marks_marks_only_those_its_run_names
     """A task that wrote more assets than :data:`TASK_MARKS_AT_MOST` (a new dated file each run)
     marks at a run's end only those the run names: the others are judged at the watch's next pass
     over every asset, not marked by thousands at every run."""
+    assert "LIMIT 1001" in health_state.TASK_WRITES  # the bound, one past it read
     monkeypatch.setattr(health_state, "TASK_WRITES", health_state.TASK_WRITES.replace("LIMIT 1001", "LIMIT 3"))
     monkeypatch.setattr(health_state, "TASK_MARKS_AT_MOST", 2)
     now = [at(0).timestamp()]
@@ -182,3 +183,27 @@ def test_a_task_with_more_assets_than_a_run_marks_marks_only_those_its_run_names
         catalog.record_task_run(run("export", execution="e3", outputs=(decl("d3", type="File"),), start=at(5)))
         marked = {m for (m,) in catalog._conn.execute("SELECT asset_id FROM health_marks")}
         assert marked == {"d3"}  # three written: past the bound, only the run's own
+
+
+def test_the_kept_health_is_current_only_after_the_lease_holder_s_own_pass(catalog_target: str) -> None:
+    """What the watch keeps is read as current once the lease's holder has made a pass over every
+    asset; not once the lease lapsed (writers may have marked nothing meanwhile), until its next."""
+    now = [at(0).timestamp()]
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_run(run("build", outputs=(decl("mart.a", type="Table"),), start=at(0)))
+        watch = HealthWatch(catalog, WatchSettings(), clock=lambda: now[0], ttl=60.0, catch_up=15.0)
+        conn = catalog._conn
+        assert not health_kept.watch_live(conn, now[0])
+        watch.step()
+        assert health_kept.watch_live(conn, now[0])
+        now[0] += 61  # the lease's end passed, nobody took it over: a write of the watch sees it lapsed
+        assert catalog.db.write(watch._fence)
+        assert not health_kept.watch_live(conn, now[0])
+        watch.step()  # taken back, a pass over every asset at once: marks may have been missed during it
+        assert not health_kept.watch_live(conn, now[0])
+        now[0] += 15
+        watch.step()  # the pass 15 s later, every writer marking by then: current again
+        assert health_kept.watch_live(conn, now[0])
+        other = HealthWatch(catalog, WatchSettings(), clock=lambda: now[0] + 120, ttl=60.0)
+        assert other.step() is not None  # a takeover: its own pass, and current for it
+        assert health_kept.watch_live(conn, now[0] + 120)

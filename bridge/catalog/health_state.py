@@ -71,6 +71,7 @@ TASK_WRITES = f"""
 # beside the lease): what it keeps is current only once the lease's holder has made one
 PASSED_NAME = "passed"
 PASSED = f"SELECT value FROM positions WHERE kind = ? AND name = '{PASSED_NAME}'"
+FORGET_PASSED = f"DELETE FROM positions WHERE kind = ? AND name = '{PASSED_NAME}'"
 PUT_PASSED = f"""
     INSERT INTO positions (kind, name, value, updated_at) VALUES (?, '{PASSED_NAME}', ?, ?)
     ON CONFLICT (kind, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
@@ -141,6 +142,12 @@ def keep_passed(cur: Cursor, holder: str, moment: str) -> None:
     """Say, in the caller's transaction (fenced: ``holder`` holds the lease), that ``holder``
     made a pass over every asset as of ``moment``."""
     cur.execute(PUT_PASSED, (LEASE_KIND, json.dumps({"holder": holder, "at": moment}), moment))
+
+
+def forget_passed(cur: Cursor) -> None:
+    """No pass over every asset counts any longer (the lease taken anew, or lapsed: writers may
+    have marked nothing meanwhile), in the caller's transaction."""
+    cur.execute(FORGET_PASSED, (LEASE_KIND,))
 
 
 def counts(conn: Connection | Cursor) -> dict[str, int]:
@@ -352,6 +359,7 @@ __all__ = [
     "PassResult",
     "WatchSeen",
     "counts",
+    "forget_passed",
     "judge",
     "keep_passed",
     "kept",

@@ -112,13 +112,28 @@ class SqliteEngine(Engine):
             if str(mode).lower() != "delete":
                 return False
             conn.execute("BEGIN EXCLUSIVE")
+            # a connection opened between the two set WAL again, under which EXCLUSIVE locks out
+            # no reader: inside the transaction the pragma says the file's mode
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "delete":
+                return True
+            conn.execute("ROLLBACK")
         except sqlite3.OperationalError:  # busy: another connection has it
-            return False
-        return True
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        self._back_to_wal(conn)
+        return False
 
     def release_alone(self, conn: Connection) -> None:
-        conn.execute("ROLLBACK")
-        conn.execute("PRAGMA journal_mode=WAL")
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        self._back_to_wal(conn)
+
+    @staticmethod
+    def _back_to_wal(conn: Connection) -> None:
+        """WAL again, as every connection sets it (one that cannot now finds it so when the other
+        connection that holds the file opened it)."""
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("PRAGMA journal_mode=WAL")
 
     def connect(self) -> Connection:
         try:

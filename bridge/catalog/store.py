@@ -219,6 +219,7 @@ class Catalog:
             return False
         self.engine.remove()  # under the lock: nobody opens it between the check and this
         self.close()
+        self.made = False  # gone: nothing more to discard
         return True
 
     def _holds_nothing(self) -> bool:

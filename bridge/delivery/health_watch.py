@@ -43,6 +43,7 @@ from bridge.catalog.health_state import (
     TAKEOVER_PASS_AFTER,
     PassResult,
     counts,
+    forget_passed,
     judge,
     keep_passed,
 )
@@ -117,8 +118,9 @@ class HealthWatch:
         """Each write of a pass: still the holder (the lease renewed), else write nothing."""
         now = self.clock()
         state = renew_lease(cur, self.holder, now, self.lease_ttl(), kind=LEASE_KIND)
-        if state == "lapsed":
+        if state == "lapsed":  # writers may have marked nothing: no pass before counts
             self._lapsed = True
+            forget_passed(cur)
         if state is not None:
             self._renewed = now
         return state is not None
@@ -138,6 +140,7 @@ class HealthWatch:
             return None
         if not self.holding or self._renewed is None or now - self._renewed >= self.lease_ttl():  # taken
             self._last_every, self._catch_up_at = None, now + self.catch_up
+            self.catalog.db.write(forget_passed)  # until this holder's own pass over every asset
         self.holding, self._renewed = True, now
         due = self._catch_up_at is not None and now >= self._catch_up_at
         every = self._last_every is None or now - self._last_every >= self.settings.every or due
@@ -155,7 +158,8 @@ class HealthWatch:
             self._last_every, self._pass_seconds = now, self.clock() - now
             if due:
                 self._catch_up_at = None
-            self._passed(now)
+            if not self._lapsed:  # a pass the lease lapsed during does not count
+                self._passed(now)
         if self._lapsed:  # writers that read the lease lapsed marked nothing: every asset again, soon
             self._lapsed, self._catch_up_at = False, self.clock() + self.catch_up
         if result.alerts:

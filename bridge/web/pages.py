@@ -337,8 +337,7 @@ def _kept_health_page(
     if few is None:
         few = catalog.health_of_few(now, selectors, ids, paths=False)
     shown = verdicts(catalog, few or [], scope, flagged)
-    if len(shown) < len(ids):  # not judged now: as the watch keeps them
-        flagged = False
+    if len(shown) < len(ids):  # not judged now: as the watch keeps them, with no at-risk flag
         for asset_id, k in catalog.kept_health_of([i for i in ids if i not in shown]).items():
             shown[asset_id] = {
                 "health": k.health.value,

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from bridge.catalog.engine import Connection, Cursor
-from bridge.catalog.health_state import LEASE, LEASE_KIND, PASSED, Kept, counts, kept
+from bridge.catalog.health_state import LEASE, LEASE_KIND, PASSED, counts
 from bridge.model.health import Health
 
 # by namespace (a token's counts: its namespaces' alone, checked again by Scope.allows), as kept
@@ -106,9 +106,4 @@ def kept_in_states(
     return found, None
 
 
-def kept_of(conn: Connection | Cursor, ids: Sequence[str]) -> dict[str, Kept]:
-    """The kept health of the assets of ``ids`` that have one."""
-    return kept(conn, ids)
-
-
-__all__ = ["Kept", "kept_counts", "kept_in_states", "kept_of", "watch_live"]
+__all__ = ["kept_counts", "kept_in_states", "watch_live"]

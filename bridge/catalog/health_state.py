@@ -236,7 +236,7 @@ def judge(
         last = start + batch >= len(todo)
         # what the batch writes, made before its transaction (the walk that counts the assets at
         # risk below each is a read, one for the batch): its rows then go in a statement each
-        gone = [(asset_id, None) for asset_id, now, _ in chunk if now is None]
+        gone = [asset_id for asset_id, now, _ in chunk if now is None]
         made = [
             _record(now, before.get(asset_id), assets[asset_id], alerts, moment, due_at)
             for asset_id, now, due_at in chunk
@@ -250,7 +250,7 @@ def judge(
             if change is not None:
                 told = attrs.evolve(change, at_risk_downstream=risk.get(change.asset_id, 0))
                 queued += [(r.name, told.asset_id, json.dumps(message(r.name, e, told, web_url))) for e, r in wanted]
-        for asset_id, _ in gone:
+        for asset_id in gone:
             change, wanted = _deleted(before.get(asset_id), assets.get(asset_id), alerts, moment)
             if change is not None:
                 queued += [(r.name, asset_id, json.dumps(message(r.name, e, change, web_url))) for e, r in wanted]
@@ -262,7 +262,7 @@ def judge(
                 return False
             forgotten, kept_now, told = writes
             if forgotten:
-                cur.executemany(FORGET, [(asset_id,) for asset_id, _ in forgotten])
+                cur.executemany(FORGET, [(asset_id,) for asset_id in forgotten])
             if kept_now:
                 cur.executemany(PUT, kept_now)
             queue_alerts(cur, told)

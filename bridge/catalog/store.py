@@ -31,7 +31,7 @@ from bridge.catalog.engine import Connection, Cursor, Database, Maintenance, una
 from bridge.catalog.engines import open_engine, storage_error
 from bridge.catalog.external import IngestResult
 from bridge.catalog.health import AssetHealth
-from bridge.catalog.health_state import WatchSeen
+from bridge.catalog.health_state import Kept, WatchSeen, kept
 from bridge.catalog.lineage import LineageEdge, LineageGraph
 from bridge.catalog.outbox import Outbox
 from bridge.catalog.positions import Checkpoint, Position, RefusedItem
@@ -550,9 +550,9 @@ class Catalog:
         and type), and where the next starts (:func:`bridge.catalog.health_kept.kept_in_states`)."""
         return health_kept.kept_in_states(self._conn, states, after, limit, scope)
 
-    def kept_health_of(self, ids: Sequence[str]) -> dict[str, health_kept.Kept]:
+    def kept_health_of(self, ids: Sequence[str]) -> dict[str, Kept]:
         """The health the watch keeps of these assets (those that have one)."""
-        return health_kept.kept_of(self._conn, ids)
+        return kept(self._conn, ids)
 
     def latest_checks(self, ids: Iterable[str], as_of: datetime) -> dict[str, tuple[Assertion, ...]]:
         """The latest checks reported by ``as_of`` of each of these assets that has any (those

@@ -166,3 +166,18 @@ def test_a_record_pickles_as_the_tuple_of_its_fields_and_back_whole() -> None:
         blank = object.__new__(_Many)
         with pytest.raises(ValueError):
             blank.__setstate__(state)
+
+
+@pytest.mark.parametrize("state", ["SUCCESS", "WARNING", "FAILED", "KILLED", "CANCELLED", "RETRIED"])
+def test_a_token_reads_no_job_of_another_namespace_in_any_last_run_s_reason(state: str) -> None:
+    """Whatever the last run's state, its reason names the job only to one who sees its namespace:
+    a killed, cancelled or retried run's job of another namespace was shown as it was."""
+    from bridge.model.health import ANOTHER_NAMESPACE, FAILED_RUN, Facts, evaluate, masked
+
+    now = datetime(2025, 3, 1, 9, tzinfo=UTC)
+    label = "secret.ns/flow.task at 2025-03-01T08:00:00.000000Z"
+    (reason,) = evaluate(Facts("mart.a", last_run=(state, label)), None, now).reasons
+    assert reason.endswith(FAILED_RUN.get(state, "succeeded")) and "secret.ns" in reason
+    hidden = masked(reason, lambda namespace: namespace == "team-a")
+    assert "secret.ns" not in hidden and ANOTHER_NAMESPACE in hidden, hidden
+    assert masked(reason, lambda namespace: namespace == "secret.ns") == reason

@@ -512,8 +512,10 @@ class Judge:
 
 # the reasons that name a job (:func:`evaluate`'s): a run's label, or the reporter of checks,
 # each ``<job namespace>/<job> at <time>`` (a reporter may be a word: ``dbt import``)
+_RUN_ENDS = "|".join(re.escape(said) for said in sorted({*FAILED_RUN.values(), "succeeded"}, key=len, reverse=True))
 _NAMES_A_JOB = (
-    re.compile(r"(last run )(.+)( (?:failed|succeeded))", re.DOTALL),
+    # every way a last run's reason ends (FAILED_RUN's words: a killed run's job named too)
+    re.compile(rf"(last run )(.+)( (?:{_RUN_ENDS}))", re.DOTALL),
     re.compile(r"(check .+ failed \()(.+)(\))", re.DOTALL),
 )
 ANOTHER_NAMESPACE = "a job of another namespace"

@@ -6,6 +6,7 @@ breaks a benchmark fails here, not on the day someone measures."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -288,10 +289,11 @@ def test_health_runs_and_keeps_its_catalog(capsys: pytest.CaptureFixture[str], t
 
 
 def test_export_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    assert load("export").main(["--runs", "30", "--tables", "4", "--repeat", "1"]) == 0
+    assert load("export").main(["--runs", "30", "--tables", "4", "--repeat", "2"]) == 0
     out = capsys.readouterr().out
     assert "events equal: yes (40 events of the first 20 task runs" in out
     assert "ratio (olbridge export / openlineage-python)" in out
+    assert re.search(r"ratio of each pair, in the order measured: [\d.]+x, [\d.]+x; median [\d.]+x", out), out
 
 
 def test_scale_takes_one_and_two_receivers_by_turns(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:

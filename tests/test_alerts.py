@@ -25,13 +25,15 @@ import requests
 from bridge.catalog import Catalog
 from bridge.catalog.health_state import TAKEOVER_PASS_AFTER, WatchSeen, counts, judge, kept
 from bridge.catalog.retention import holds_lease, take_lease
+from bridge.catalog.sql_outbox import OUTBOX_ALERT_HEADS, OUTBOX_NEXT_ALERT_RETRY
 from bridge.config import parse_config
 from bridge.delivery.alerts import AlertSenders
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.health_watch import LEASE_KIND, HealthWatch, WatchSettings
+from bridge.delivery.holds import outbox_hold
 from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import HttpSender
-from bridge.delivery.worker import StreamWorker
+from bridge.delivery.worker import ALERTS_ONLY_TARGET, StreamWorker
 from bridge.errors import ConfigError
 from bridge.mapping import Resolver
 from bridge.model import format_time
@@ -852,6 +854,53 @@ def test_an_alert_whose_table_left_the_config_is_a_dead_letter(tmp_path: Path, w
         assert dead.kind == "alert" and dead.last_error == "no [[alerts]] table named 'gone' in the config"
 
 
+@pytest.mark.both_engines
+def test_a_worker_without_a_backend_sends_the_alerts_past_the_events_and_leaves_those_queued(
+    catalog_target: str, webhook: Webhook
+) -> None:
+    """``stream --alerts-only``'s worker (no dispatcher) takes the alerts alone, though the runs'
+    events were queued before them, through its hold on the outbox (the lease on SQLite, claims on
+    PostgreSQL); a worker with a backend then delivers the events, and nothing twice."""
+    webhook.start()
+    alert = rule(webhook.url)
+    with Catalog(catalog_target) as catalog, Backend() as backend:
+        watch = HealthWatch(watched_by(catalog, lambda: clock_at(5)), settings(alert), clock=lambda: clock_at(5))
+        write_mart(catalog, "mart.a", 0, execution="e0")
+        watch.step()
+        write_mart(catalog, "mart.a", 1, state="FAILED", execution="e1")
+        watch.step()
+        events = catalog.outbox.status().pending - 1
+        assert len(alerts_queued(catalog)) == 1 and events == 4  # two runs, START and end each
+        worker = StreamWorker(
+            catalog,
+            Converter(Resolver.load()),
+            None,
+            clock=lambda: clock_at(5),
+            sleep=lambda seconds: None,
+            alerts=AlertSenders([alert], timeout=2.0),
+            lease=outbox_hold(catalog, ALERTS_ONLY_TARGET),
+        )
+        stats = worker.run(once=True)
+        assert webhook.changes() == [("mart.a", "FAIL", "PASS", "FAIL")]
+        assert (stats.delivered, stats.dead, worker.gave_up) == (1, 0, None)
+        assert catalog.outbox.status().pending == events and alerts_queued(catalog) == []
+        assert {item.kind for item in catalog.outbox.items()} == {"run-start", "run-end"}
+        assert worker.run(once=True).delivered == 1  # nothing more of its own to take
+        stream_worker(catalog, backend.url, [alert], lambda: clock_at(5)).run(once=True)
+        assert catalog.outbox.status().pending == 0 and backend.accepted_count == events
+    assert len(webhook.taken) == 1
+
+
+def test_the_alerts_are_found_through_their_own_index_on_sqlite(tmp_path: Path) -> None:
+    """Past the events that wait (as many as the catalog records, where no backend takes them),
+    not by reading every pending row at each look."""
+    with Catalog(tmp_path / "c.db") as catalog:
+        plan = " ".join(r[3] for r in catalog.db.conn.execute(f"EXPLAIN QUERY PLAN {OUTBOX_ALERT_HEADS}", (0, 50)))
+        retry = " ".join(r[3] for r in catalog.db.conn.execute(f"EXPLAIN QUERY PLAN {OUTBOX_NEXT_ALERT_RETRY}"))
+    assert "USING INDEX outbox_alerts" in plan and "outbox_state" not in plan, plan
+    assert "outbox_retrying" in retry, retry
+
+
 # --- real processes --------------------------------------------------------------------------
 
 
@@ -862,6 +911,30 @@ def config_file(tmp_path: Path, hook: Webhook, extra: str = "") -> Path:
         f'webhook = "{hook.url}"\n[health]\nevery = "1h"\npoll = "1s"\n{extra}'
     )
     return config
+
+
+def test_stream_alerts_only_needs_no_backend_and_says_what_it_cannot_do(tmp_path: Path, webhook: Webhook) -> None:
+    """``olbridge stream --alerts-only --once``: the health judged, the alert delivered with no
+    OpenLineage backend anywhere (no --url, no openlineage.yml), the events left queued and
+    counted by ``status``; a --url with it, or no [[alerts]] to send, is an error saying so."""
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        write_mart(catalog, "mart.a", 0, execution="e0")
+        write_mart(catalog, "mart.a", 1, state="FAILED", execution="e1")
+    webhook.start()
+    config = config_file(tmp_path, webhook)
+    code, out, err = invoke(db, "--config", str(config), "stream", "--alerts-only", "--once", "--json")
+    assert code == 0, err
+    assert f"streaming the alerts of {db} to the alerts' webhooks; health watch, 1 alert(s) (one pass)" in err
+    assert "delivered 1 alert(s) in 1 round(s)" in err and json.loads(out)["delivered"] == 1
+    assert webhook.changes() == [("mart.a", "FAIL", None, "FAIL")]
+    code, out, err = invoke(db, "status", "--json")
+    assert code == 0 and json.loads(out)["pending"] == 4, out
+    code, _out, err = invoke(db, "--config", str(config), "stream", "--alerts-only", "--url", "http://127.0.0.1:9")
+    assert code == 2 and "Error: --alerts-only sends nothing to an OpenLineage backend: leave out --url" in err
+    code, _out, err = invoke(db, "stream", "--alerts-only", "--once")
+    assert code == 1 and err.strip().splitlines()[-1].startswith("Error: --alerts-only: no [[alerts]] tables"), err
+    assert len(webhook.taken) == 1
 
 
 def stopped(process: subprocess.Popen[str], timeout: float = 60) -> str:

@@ -134,6 +134,11 @@ def _portable(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def undo_alert_heads(execute: Callable[[str], Any]) -> None:
+    """A catalog as migration 0032 found it: no index of the alerts waiting in the outbox."""
+    execute("DROP INDEX outbox_alerts")
+
+
 def undo_writers_by_task(execute: Callable[[str], Any]) -> None:
     """A catalog as migration 0031 found it: no index of the writers by task, the kept health's
     by health alone."""
@@ -486,6 +491,7 @@ def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migr
     assert {table for table, factor in made.items() if factor == "80"} == set(schema.UPDATED_IN_PLACE)
     assert made["received_events"] is None  # written once, never updated
     with psycopg.connect(url, autocommit=True) as conn:  # a catalog of the version before
+        undo_alert_heads(conn.execute)  # migration 0032's
         undo_unwritten_outputs(conn.execute)  # migration 0029's
         undo_lineage_by_run(conn.execute)  # migration 0028's
         undo_uses_by_asset_in_time(conn.execute)  # migration 0027's

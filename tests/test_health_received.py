@@ -21,6 +21,7 @@ from bridge.receiver.imports import catalog_intake
 from tests.conftest import at
 from tests.helpers import decl, invoke, ol_dataset, run
 from tests.test_engines import (
+    undo_alert_heads,
     undo_asset_filters,
     undo_edges_by_whole_key,
     undo_lineage_by_run,
@@ -132,6 +133,7 @@ def test_the_migration_keeps_the_assertions_of_the_events_already_stored(
         assert len(recorded) == 2
 
         def back_to_16(cur: Any) -> None:  # as version 16 left it: nothing in asset_checks for them
+            undo_alert_heads(cur.execute)  # migration 0032's
             undo_unwritten_outputs(cur.execute)  # migration 0029's
             undo_lineage_by_run(cur.execute)  # migration 0028's
             undo_uses_by_asset_in_time(cur.execute)  # migration 0027's

@@ -29,6 +29,7 @@ from tests.helpers import in_threads, invoke, ol_run_event, serve_process
 from tests.postgres import PostgresServer
 from tests.test_engines import (
     schema_read,
+    undo_alert_heads,
     undo_asset_filters,
     undo_edges_by_whole_key,
     undo_lineage_by_run,
@@ -173,6 +174,7 @@ def test_the_migration_partitions_the_received_events_of_an_existing_catalog(
         catalog_intake(catalog, resolver).take(events)
         before = catalog._conn.execute("SELECT pk, event_time, digest FROM received_events ORDER BY pk").fetchall()
     with psycopg.connect(postgres_url, autocommit=True) as conn:  # as version 15 kept them
+        undo_alert_heads(conn.execute)  # migration 0032's
         undo_unwritten_outputs(conn.execute)  # migration 0029's
         undo_lineage_by_run(conn.execute)  # migration 0028's
         undo_uses_by_asset_in_time(conn.execute)  # migration 0027's

@@ -27,6 +27,7 @@ from bridge.receiver.imports import catalog_intake
 from bridge.receiver.intake import Intake
 from tests.helpers import JOB_EVENT_URL, PRODUCER, invoke, ol_dataset, ol_run_event
 from tests.test_engines import (
+    undo_alert_heads,
     undo_edges_by_whole_key,
     undo_health_due,
     undo_lineage_by_run,
@@ -293,6 +294,7 @@ def test_the_migration_gives_the_stored_runs_their_days(catalog_target: str, eng
         before = catalog._conn.execute(f"SELECT {columns} FROM external_sources ORDER BY source").fetchall()
 
         def back_to_21(cur: Any) -> None:
+            undo_alert_heads(cur.execute)  # migration 0032's
             undo_writers_by_task(cur.execute)  # migration 0031's
             undo_unwritten_outputs(cur.execute)  # migration 0029's
             undo_lineage_by_run(cur.execute)  # migration 0028's

@@ -18,6 +18,7 @@ from tests.conftest import at
 from tests.helpers import decl, invoke
 from tests.postgres import PostgresServer
 from tests.test_engines import (
+    undo_alert_heads,
     undo_edges_by_whole_key,
     undo_health_due,
     undo_lineage_by_run,
@@ -90,6 +91,7 @@ def test_the_trigram_index_answers_the_search_not_a_lookup_by_id(postgres: Postg
     with Catalog(url) as catalog:
 
         def back_to_22(cur: Any) -> None:
+            undo_alert_heads(cur.execute)  # migration 0032's
             undo_writers_by_task(cur.execute)  # migration 0031's
             undo_unwritten_outputs(cur.execute)  # migration 0029's
             undo_lineage_by_run(cur.execute)  # migration 0028's

@@ -340,7 +340,7 @@ def test_a_retry_due_now_that_another_worker_holds_is_waited_for_not_claimed_in_
         def check(self) -> None:
             pass
 
-        def take(self, now: float, limit: int) -> list[Any]:
+        def take(self, now: float, limit: int, *, alerts_only: bool = False) -> list[Any]:
             takes.append(now)
             if len(takes) == 20:
                 stop.set()
@@ -361,7 +361,8 @@ def test_a_retry_due_now_that_another_worker_holds_is_waited_for_not_claimed_in_
 
     slept: list[float] = []
     with Catalog(catalog_target) as catalog:
-        monkeypatch.setattr(type(catalog.outbox), "next_retry_at", lambda self: time.time() - 1)  # due
+        due = lambda self, alerts_only=False: time.time() - 1  # noqa: E731
+        monkeypatch.setattr(type(catalog.outbox), "next_retry_at", due)
         hold: Any = HeldByAnother()
         worker = StreamWorker(catalog, converter, Dispatcher(Sender()), lease=hold, sleep=slept.append, stop=stop)
         worker.run()
@@ -383,11 +384,11 @@ def test_stream_waits_while_the_catalog_cannot_be_read_before_a_round_and_loses_
         failures = iter([Busy("the server is restarting")] * 2)
         real_heads = Outbox.heads
 
-        def heads(self: Outbox, now: float, limit: int) -> Any:
+        def heads(self: Outbox, now: float, limit: int, *, alerts_only: bool = False) -> Any:
             failure = next(failures, None)
             if failure is not None:
                 raise failure
-            return real_heads(self, now, limit)
+            return real_heads(self, now, limit, alerts_only=alerts_only)
 
         monkeypatch.setattr(Outbox, "heads", heads)
 

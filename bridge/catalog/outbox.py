@@ -154,14 +154,17 @@ class Outbox:
     def _conn(self) -> Connection:
         return self._db.conn
 
-    def heads(self, now: float, limit: int) -> list[OutboxItem]:
+    def heads(self, now: float, limit: int, *, alerts_only: bool = False) -> list[OutboxItem]:
         """Pending rows due at ``now`` that no earlier row of their run key holds back, in commit
-        order: at most one per run key."""
-        return self._items(self._conn.execute(sql_outbox.OUTBOX_HEADS, (now, limit)))
+        order: at most one per run key (``alerts_only``: of the alerts alone)."""
+        statement = sql_outbox.OUTBOX_ALERT_HEADS if alerts_only else sql_outbox.OUTBOX_HEADS
+        return self._items(self._conn.execute(statement, (now, limit)))
 
-    def next_retry_at(self) -> float | None:
-        """When the first row waiting for a retry is due (None when none waits)."""
-        found = self._conn.execute(sql_outbox.OUTBOX_NEXT_RETRY).fetchone()[0]
+    def next_retry_at(self, *, alerts_only: bool = False) -> float | None:
+        """When the first row waiting for a retry is due (None when none waits; ``alerts_only``:
+        of the alerts alone)."""
+        statement = sql_outbox.OUTBOX_NEXT_ALERT_RETRY if alerts_only else sql_outbox.OUTBOX_NEXT_RETRY
+        found = self._conn.execute(statement).fetchone()[0]
         return float(found) if found is not None else None
 
     def settle(
@@ -208,18 +211,19 @@ class Outbox:
 
     # --- claims: several workers sharing the outbox (PostgreSQL) ----------------------------
 
-    def claim(self, worker: str, now: float, limit: int, ttl: float) -> list[OutboxItem]:
+    def claim(self, worker: str, now: float, limit: int, ttl: float, *, alerts_only: bool = False) -> list[OutboxItem]:
         """Claim for ``worker`` up to ``limit`` pending rows due at ``now`` that no earlier row of
         their run key holds back and that no other worker holds (or whose claim expired; those it
         holds itself, from a round that failed before settling them, it takes again), for ``ttl``
         seconds; rows another worker is claiming at the same moment are skipped. In
         ``seq`` order, which is a run key's commit order too: whoever queues an event of a run
         holds that run's row locked until it commits; at most one per run key, so a run's events
-        go out in order whichever worker sends them. PostgreSQL only (SQLite: :meth:`heads` under
-        the outbox's lease)."""
+        go out in order whichever worker sends them (``alerts_only``: alerts alone). PostgreSQL only
+        (SQLite: :meth:`heads` under the outbox's lease)."""
+        statement = sql_outbox.OUTBOX_CLAIM_ALERT_HEADS if alerts_only else sql_outbox.OUTBOX_CLAIM_HEADS
 
         def work(cur: Cursor) -> list[OutboxItem]:
-            found = cur.execute(sql_outbox.OUTBOX_CLAIM_HEADS, (now, worker, limit, worker, ttl)).fetchall()
+            found = cur.execute(statement, (now, worker, limit, worker, ttl)).fetchall()
             return self._items(iter(found))
 
         return sorted(self._db.write(work), key=lambda item: item.seq)

@@ -610,6 +610,9 @@ sa.Index("outbox_state", outbox.c.state, outbox.c.seq)
 sa.Index("outbox_run_key", outbox.c.run_key, outbox.c.seq)
 _partial("outbox_retrying", outbox.c.next_attempt_at, "state = 'pending' AND attempts > 0")
 _partial("outbox_claimed", outbox.c.claimed_by, "claimed_by IS NOT NULL")
+# the alerts waiting, for a stream that delivers alerts alone (stream --alerts-only) past the
+# OpenLineage events that wait for a backend
+_partial("outbox_alerts", outbox.c.seq, "kind = 'alert' AND state = 'pending'")
 
 outbox_delivery = sa.Table(
     "outbox_delivery",

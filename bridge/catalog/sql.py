@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 # The schema's version, the number of the newest migration (migrations/versions), the same on
 # both engines; a catalog with a higher one is refused.
-SCHEMA_VERSION = 31
+SCHEMA_VERSION = 32
 
 # PostgreSQL: the tables partitioned by day, each by range of its column (text whose first ten
 # characters are a day): received events by their event time, received runs by the day of their
@@ -85,6 +85,7 @@ SKIP_LOCKED = " /*FOR UPDATE SKIP LOCKED*/"
 NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"  # the database's clock, as olbridge writes times
 CHANGE_NAMESPACE = "json_extract(snapshot, '$.namespace')"  # an asset change's namespace
 RETRY_INDEX = " INDEXED BY outbox_retrying"  # SQLite's planner needs telling
+ALERTS_INDEX = " INDEXED BY outbox_alerts"  # likewise (it reads the pending rows' index, events and all)
 # the assets whose id, received name or symlink may hold a text (the placeholder: its LIKE
 # pattern, bridge.catalog.browse's, in which each letter of another case outside ASCII is a
 # wildcard; the rows are checked again in Python), by the search of schema.search_statements:

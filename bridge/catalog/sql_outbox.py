@@ -5,7 +5,7 @@ refused events, delivery errors, stream workers and the outbox's lease), in the 
 
 from __future__ import annotations
 
-from bridge.catalog.sql import NOW, RETRY_INDEX
+from bridge.catalog.sql import ALERTS_INDEX, NOW, RETRY_INDEX
 
 # --- outbox ---------------------------------------------------------------------------------
 
@@ -21,8 +21,20 @@ OUTBOX_HEADS = f"""
       AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.run_key = o.run_key AND p.seq < o.seq)
     ORDER BY o.seq LIMIT ?
 """
+# the same for a worker that delivers alerts alone (stream --alerts-only): the alerts through
+# their own index, past the OpenLineage events that wait (an alert's run key is an alert's only)
+_ALERTS_WAITING = "o.kind = 'alert' AND o.state = 'pending'"  # outbox_alerts's condition, as written
+OUTBOX_ALERT_HEADS = f"""
+    SELECT {OUTBOX_COLUMNS} FROM outbox o{ALERTS_INDEX}
+    WHERE {_ALERTS_WAITING} AND o.next_attempt_at <= ?
+      AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.run_key = o.run_key AND p.seq < o.seq)
+    ORDER BY o.seq LIMIT ?
+"""
 # rows tried before and pending are first of their run key (only those are ever tried)
 OUTBOX_NEXT_RETRY = f"SELECT min(next_attempt_at) FROM outbox{RETRY_INDEX} WHERE state = 'pending' AND attempts > 0"
+OUTBOX_NEXT_ALERT_RETRY = (
+    f"SELECT min(next_attempt_at) FROM outbox{RETRY_INDEX} WHERE state = 'pending' AND attempts > 0 AND kind = 'alert'"
+)
 OUTBOX_DELETE = "DELETE FROM outbox WHERE seq = ?"
 OUTBOX_RETRY_LATER = (
     "UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_status = ?, last_error = ? WHERE seq = ?"
@@ -51,10 +63,12 @@ OUTBOX_OLDEST = "SELECT queued_at FROM outbox WHERE state = 'pending' ORDER BY s
 # on SQLite one worker holds the whole outbox (outbox_lease) and reads OUTBOX_HEADS.
 
 DB_EPOCH = "CAST(extract(epoch FROM clock_timestamp()) AS DOUBLE PRECISION)"
-OUTBOX_CLAIM_HEADS = f"""
+
+
+_CLAIM_HEADS = f"""
     WITH due AS (
         SELECT o.seq FROM outbox o
-        WHERE o.state = 'pending' AND o.next_attempt_at <= ?
+        WHERE {{waiting}} AND o.next_attempt_at <= ?
           AND (o.claimed_by IS NULL OR o.claimed_by = ? OR o.claim_expires < {DB_EPOCH})
           AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.run_key = o.run_key AND p.seq < o.seq)
         ORDER BY o.seq LIMIT ?
@@ -64,6 +78,8 @@ OUTBOX_CLAIM_HEADS = f"""
     FROM due WHERE outbox.seq = due.seq
     RETURNING {", ".join("outbox." + c for c in OUTBOX_COLUMNS.split(", "))}
 """
+OUTBOX_CLAIM_HEADS = _CLAIM_HEADS.format(waiting="o.state = 'pending'")
+OUTBOX_CLAIM_ALERT_HEADS = _CLAIM_HEADS.format(waiting=_ALERTS_WAITING)
 # a worker's claims, renewed (all of them, or those of the seqs given, which it still holds)
 OUTBOX_RENEW_CLAIMS = f"UPDATE outbox SET claim_expires = {DB_EPOCH} + ? WHERE claimed_by = ?"
 OUTBOX_CONFIRM_CLAIMS = f"""

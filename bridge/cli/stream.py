@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 import click
+from click.core import ParameterSource
 
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import DeliveryError
@@ -23,8 +24,8 @@ from bridge.delivery.alerts import AlertSenders
 from bridge.delivery.backfill import Backfill
 from bridge.delivery.holds import outbox_hold
 from bridge.delivery.report import FailureReport, describe
-from bridge.delivery.worker import StreamStats, StreamWorker
-from bridge.errors import ExportError
+from bridge.delivery.worker import ALERTS_ONLY_TARGET, StreamStats, StreamWorker
+from bridge.errors import ConfigError, ExportError
 
 _STOPPING = "{signal}: stopping after the requests in flight"
 ONCE_BUDGET = 60.0  # --give-up-after's default with --once
@@ -72,9 +73,9 @@ def _rate(ctx: click.Context, param: click.Parameter, text: str | None) -> float
     return value
 
 
-def _stream_message(stats: StreamStats) -> str:
+def _stream_message(stats: StreamStats, what: str = "event(s)") -> str:
     return (
-        f"delivered {stats.delivered} event(s) in {stats.rounds} round(s); {stats.retried} retry(ies), "
+        f"delivered {stats.delivered} {what} in {stats.rounds} round(s); {stats.retried} retry(ies), "
         f"{stats.dead} dead letter(s)"
     )
 
@@ -85,11 +86,18 @@ def _stream_message(stats: StreamStats) -> str:
         "olbridge stream --url http://localhost:5000   # as a service; SIGTERM or Ctrl-C stop it",
         "olbridge stream --once                        # deliver what can be, then exit (openlineage.yml)",
         "olbridge stream --url http://localhost:5000 --api-key-file key.txt --concurrency 8",
+        "olbridge stream --alerts-only                 # [[alerts]] to their webhooks, no backend",
     ),
 )
 @target_options
 @delivery_options(max_attempts=0, max_attempts_help=MAX_ATTEMPTS_HELP)
 @click.option("--once", is_flag=True, help="Deliver what can be delivered, then exit (retries included).")
+@click.option(
+    "--alerts-only",
+    is_flag=True,
+    help="Deliver the [[alerts]] to their webhooks and nothing else, with no OpenLineage backend (no --url): "
+    "the OpenLineage events stay queued for a stream to a backend.",
+)
 @click.option("--poll", type=click.FloatRange(min=0.01), default=1.0, show_default=True, help="Seconds between looks.")
 @click.option(
     "--give-up-after",
@@ -107,6 +115,7 @@ def stream(
     api_key: str | None,
     api_key_file: Path | None,
     once: bool,
+    alerts_only: bool,
     poll: float,
     give_up_after: float | None,
     as_json: bool,
@@ -129,18 +138,24 @@ def stream(
 
     With [[alerts]] (or a [health] table) in the config, it also keeps the assets' health (one
     process at a time across serve and stream) and sends each alert to its webhook, with the
-    same retries and dead letters; --once judges once, then delivers."""
+    same retries and dead letters; --once judges once, then delivers. With --alerts-only it
+    needs no OpenLineage backend: it keeps the health and delivers the alerts alone, and the
+    OpenLineage events stay queued in the outbox (olbridge status counts them) for a stream to a
+    backend, which may run beside it on PostgreSQL (on SQLite one worker at a time delivers)."""
+    if alerts_only:
+        _alerts_only_check(app)
     catalog = app.catalog()
     budget = give_up_after if give_up_after is not None else (ONCE_BUDGET if once else 0.0)
     watch = health_watch.settings_of(app.config)
     with stop_on_signals(_STOPPING) as stop:
-        dispatcher = delivery.dispatcher(url, api_key_secret(api_key, api_key_file), stop=stop)
-        target = dispatcher.sender.target
+        dispatcher = None if alerts_only else delivery.dispatcher(url, api_key_secret(api_key, api_key_file), stop=stop)
+        target = ALERTS_ONLY_TARGET if dispatcher is None else dispatcher.sender.target
         alerts = AlertSenders(app.config.alerts, timeout=delivery.timeout or 5.0)  # --timeout, per request
         watching = ""
         if watch is not None:
             watching = f"; health watch, {len(watch.alerts)} alert(s)" + (" (one pass)" if once else "")
-        say(f"streaming the outbox of {app.catalog_name} to {target}{watching}")
+        what = "the alerts" if dispatcher is None else "the outbox"
+        say(f"streaming {what} of {app.catalog_name} to {target}{watching}")
         watcher = None
         if watch is not None and once:  # judge once (unless another process watches), then deliver
             health_watch.HealthWatch(catalog, watch, say=say).run_once()
@@ -165,11 +180,12 @@ def stream(
             stop.set()  # the health watch too (the worker stops on its own with --once)
             if watcher is not None:
                 watcher.join(timeout=30)
-            dispatcher.close()
+            if dispatcher is not None:
+                dispatcher.close()
             alerts.close()
     if as_json:
         print_json(stats.as_json())
-    say(_stream_message(stats))
+    say(_stream_message(stats, "alert(s)" if alerts_only else "event(s)"))
     gave_up = worker.gave_up
     if gave_up is not None:
         last = f"; last failure: {describe(gave_up.last)}" if gave_up.last else ""
@@ -187,6 +203,23 @@ def stream(
             f"{stats.dead} event(s) became dead letters (refused by {target}, or out of --max-attempts); "
             "see olbridge outbox list --dead, and olbridge outbox retry once the cause is fixed"
         )
+
+
+def _alerts_only_check(app: AppContext) -> None:
+    """--alerts-only sends nothing to a backend (said of the options given on the command line;
+    an OPENLINEAGE_API_KEY_FILE in the environment is no error), and needs alerts to send."""
+    ctx = click.get_current_context()
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in ("url", "api_key", "api_key_file")
+        if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+    ]
+    if given:
+        raise click.UsageError(f"--alerts-only sends nothing to an OpenLineage backend: leave out {', '.join(given)}")
+    if not app.config.alerts:
+        source = app.config.source
+        read = f"in {source}" if source is not None else "(no config file was read: --config or olbridge.toml)"
+        raise ConfigError(f"--alerts-only: no [[alerts]] tables {read}, so there is nothing to deliver")
 
 
 @click.command(

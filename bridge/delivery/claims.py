@@ -54,9 +54,9 @@ class OutboxClaims(OutboxHold):
         self._start_heartbeat()
         return True
 
-    def take(self, now: float, limit: int) -> list[OutboxItem]:
-        """Claim up to ``limit`` due head rows for this worker."""
-        return self.catalog.outbox.claim(self.info.id, now, limit, self.ttl)
+    def take(self, now: float, limit: int, *, alerts_only: bool = False) -> list[OutboxItem]:
+        """Claim up to ``limit`` due head rows for this worker (``alerts_only``: alerts alone)."""
+        return self.catalog.outbox.claim(self.info.id, now, limit, self.ttl, alerts_only=alerts_only)
 
     def confirm(self, seqs: Sequence[int]) -> set[int]:
         """Of the rows claimed, those this worker still holds (renewed): the ones it may send."""

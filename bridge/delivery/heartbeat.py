@@ -138,8 +138,8 @@ class OutboxHold(abc.ABC):
         """:meth:`acquire`, with ``say`` always there to hear."""
 
     @abc.abstractmethod
-    def take(self, now: float, limit: int) -> list[OutboxItem]:
-        """Up to ``limit`` due head rows for this worker to send."""
+    def take(self, now: float, limit: int, *, alerts_only: bool = False) -> list[OutboxItem]:
+        """Up to ``limit`` due head rows for this worker to send (``alerts_only``: alerts alone)."""
 
     @abc.abstractmethod
     def confirm(self, seqs: Sequence[int]) -> set[int]:

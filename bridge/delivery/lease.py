@@ -35,9 +35,9 @@ class OutboxLease(OutboxHold):
         """Rows carry no claim: the lease covers the whole outbox."""
         return None
 
-    def take(self, now: float, limit: int) -> list[OutboxItem]:
-        """The due head rows (the holder of the lease sends them all)."""
-        return self.catalog.outbox.heads(now, limit)
+    def take(self, now: float, limit: int, *, alerts_only: bool = False) -> list[OutboxItem]:
+        """The due head rows (the holder of the lease sends them all; ``alerts_only``: alerts alone)."""
+        return self.catalog.outbox.heads(now, limit, alerts_only=alerts_only)
 
     def confirm(self, seqs: Sequence[int]) -> set[int]:
         """Every row: while the lease is held, they are this worker's (see :meth:`check`)."""

@@ -33,6 +33,7 @@ FRAGMENTS: tuple[tuple[str, str], ...] = (
     (shared.NOW, """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""),
     (shared.CHANGE_NAMESPACE, "(snapshot::jsonb ->> 'namespace')"),
     (shared.RETRY_INDEX, ""),  # PostgreSQL's planner finds the partial index itself
+    (shared.ALERTS_INDEX, ""),  # and this one
     (shared.SEARCH_TERM, "term ILIKE ?"),
     (shared.COUNT_STEPS, shared.COUNT_STEP_BY_VIEW),  # one recursive reference a step
 )

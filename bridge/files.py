@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import IO, Any, Generic, TypeVar
 
 import attrs
 
@@ -41,6 +41,19 @@ def read_text(path: Path | str) -> str:
         raise InputFileError("file not found", str(path)) from None
     except UnicodeDecodeError:
         raise InputFileError("not UTF-8 text", str(path), rule="file.text") from None
+    except OSError as exc:
+        raise InputFileError(f"cannot read it: {exc.strerror or exc}", str(path)) from None
+
+
+def open_text(path: Path | str) -> IO[str]:
+    """The file opened to read its UTF-8 text as it goes (``record --file``'s lines, which may
+    be many): the caller closes it. The same :class:`InputFileError` as :func:`read_text` when it
+    is missing or cannot be opened; text that is not UTF-8 raises ``UnicodeDecodeError`` as it is
+    read."""
+    try:
+        return open(path, encoding="utf-8")
+    except FileNotFoundError:
+        raise InputFileError("file not found", str(path)) from None
     except OSError as exc:
         raise InputFileError(f"cannot read it: {exc.strerror or exc}", str(path)) from None
 

@@ -13,7 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -282,6 +282,30 @@ WRITES = [
     ("record",),
     ("serve",),
 ]
+
+
+# the commands that read files named as arguments (or by --file): a missing one, named with others
+# that are there
+FILE_READERS: dict[tuple[str, ...], Callable[[dict[str, str], str], list[str]]] = {
+    ("import",): lambda files, gone: [files["events"], gone],
+    ("validate",): lambda files, gone: [files["events"], gone],
+    ("kestra", "import"): lambda files, gone: [files["runs"], gone],
+    ("kestra", "declare"): lambda files, gone: [str(KESTRA / "vm_snapshot.yml"), gone],
+    ("record",): lambda files, gone: ["--file", gone],
+}
+
+
+@pytest.mark.parametrize("path", list(FILE_READERS), ids=label)
+def test_a_missing_input_file_is_said_alike_by_every_command(
+    tmp_path: Path, files: dict[str, str], path: tuple[str, ...]
+) -> None:
+    """``Error: <file>: file not found`` and exit status 1, whichever command reads it, and nothing
+    recorded (not even a new catalog): a command's own reader says it, not click's usage line."""
+    catalog, gone = tmp_path / "new.db", str(tmp_path / "gone.ndjson")
+    code, out, err = olbridge(catalog, path, FILE_READERS[path](files, gone))
+    assert code == 1 and "Usage:" not in err, err
+    assert_error((code, out, err), f"{gone}: file not found")
+    assert not catalog.exists()
 
 
 @pytest.mark.parametrize("path", WRITES, ids=label)

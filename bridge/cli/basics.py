@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import click
 
@@ -15,6 +15,7 @@ from bridge.cli.options import STATE_HELP, StateParam
 from bridge.cli.output import print_json, record_summary, run_name, run_warnings, say, say_warnings
 from bridge.cli.progress import progress
 from bridge.errors import InputFileError, RunEndedError, ValidationError, ValidationProblems
+from bridge.files import open_text
 from bridge.model import TaskRun
 from bridge.task_run_json import parse_task_run, read_task_run_lines
 
@@ -57,7 +58,7 @@ def migrate(app: AppContext) -> None:
 @click.option(
     "--file",
     "file",
-    type=click.File("r", encoding="utf-8"),
+    type=click.Path(dir_okay=False, allow_dash=True),  # opened by the file reader, which says a missing one
     help="JSON lines, one task run a line ('-' for stdin).",
 )
 @click.option("--namespace", help="The flow's namespace.")
@@ -79,7 +80,7 @@ def migrate(app: AppContext) -> None:
     help="WARN, FAIL or IGNORE when an output cannot be written.",
 )
 @pass_app
-def record(app: AppContext, /, file: IO[str] | None, **flags: Any) -> None:
+def record(app: AppContext, /, file: str | None, **flags: Any) -> None:
     """Record task runs with their inputs and outputs.
 
     One from flags (for shell tasks), or many from --file: JSON lines with the field names of
@@ -95,12 +96,16 @@ def record(app: AppContext, /, file: IO[str] | None, **flags: Any) -> None:
             raise click.UsageError(
                 f"--file cannot be combined with {', '.join('--' + k.replace('_', '-') for k in given)}"
             )
-        source = getattr(file, "name", "-")
+        source = "<stdin>" if file == "-" else file
+        # stdin as click opens it (closing it leaves it open), a file by the one file reader
+        lines = click.open_file("-", encoding="utf-8") if file == "-" else open_text(file)
         with progress("reading task runs", _line_count(file), "lines") as reading:
             try:
-                checked = read_task_run_lines(reading.each(file), source)
+                checked = read_task_run_lines(reading.each(lines), source)
             except UnicodeDecodeError:
                 raise InputFileError("not UTF-8 text", source, rule="file.text") from None
+            finally:
+                lines.close()
         runs = list(checked.runs)
         names = [f"{source}:{line}: {run_name(run.key)}" for line, run in zip(checked.lines, runs, strict=True)]
         catalog = app.catalog(create=True)
@@ -146,10 +151,9 @@ def demo(app: AppContext, directory: Path, in_catalog: bool) -> None:
     run_demo(directory, echo=say, out=click.echo, catalog_path=app.catalog_path if in_catalog else None)
 
 
-def _line_count(file: IO[str]) -> int | None:
+def _line_count(name: str) -> int | None:
     """The lines of the file ``--file`` names, for the progress bar; None for stdin or a pipe."""
-    name = getattr(file, "name", None)
-    if not isinstance(name, str) or not os.path.isfile(name):
+    if name == "-" or not os.path.isfile(name):
         return None
     try:
         with open(name, "rb") as handle:

@@ -891,6 +891,60 @@ def test_a_worker_without_a_backend_sends_the_alerts_past_the_events_and_leaves_
     assert len(webhook.taken) == 1
 
 
+def alerts_only_worker(catalog: Catalog, alert: AlertRule, clock: Callable[[], float]) -> StreamWorker:
+    """A worker of ``stream --alerts-only`` without a dispatcher, on ``clock``: read more than 1,000
+    times, or a sleep more than 200, fails the test (a worker that would never end)."""
+    readings, naps = iter(range(1000)), iter(range(200))
+
+    def bounded() -> float:
+        if next(readings, None) is None:
+            raise AssertionError("the worker runs on and on")
+        return clock()
+
+    def nap(seconds: float) -> None:
+        if next(naps, None) is None:
+            raise AssertionError("the worker waits on and on")
+
+    return StreamWorker(
+        catalog,
+        Converter(Resolver.load()),
+        None,
+        policy=RetryPolicy(max_attempts=0),
+        clock=bounded,
+        sleep=nap,
+        alerts=AlertSenders([alert], timeout=2.0),
+    )
+
+
+def test_a_worker_of_alerts_alone_ends_past_events_waiting_for_a_retry_and_gives_up_on_its_webhooks(
+    tmp_path: Path,
+) -> None:
+    """The retry it waits for is an alert's, never an event's (tried before by a stream to a
+    backend that was down: a ``--once`` run waiting for it would never end); and its webhooks'
+    failures count against --give-up-after, the only outcomes it has, with or without --once."""
+    hook = Webhook(free_port())  # never started: nothing listens
+    ticks = iter(range(10**6))
+    clock = lambda: clock_at(10_000) + 600 * next(ticks)  # noqa: E731
+    with Catalog(tmp_path / "c.db") as catalog:
+        alert = rule(hook.url)
+        watch = HealthWatch(watched_by(catalog, lambda: clock_at(5)), settings(alert), clock=lambda: clock_at(5))
+        write_mart(catalog, "mart.a", 0, execution="e0")
+        watch.step()
+        stream_worker(catalog, f"http://127.0.0.1:{free_port()}", [alert], clock).step()  # the backend is down
+        assert {i.kind for i in catalog.outbox.items() if i.attempts > 0} == {"run-start"}
+        assert alerts_queued(catalog) == [] and catalog.outbox.next_retry_at(alerts_only=True) is None
+        assert alerts_only_worker(catalog, alert, clock).run(once=True).attempts == 0  # nothing of its own
+        write_mart(catalog, "mart.a", 1, state="FAILED", execution="e1")
+        watch.step()
+        assert len(alerts_queued(catalog)) == 1
+        for once in (True, False):
+            worker = alerts_only_worker(catalog, alert, clock)
+            worker.give_up_after = 3600
+            worker.run(once=once)
+            assert worker.gave_up is not None and worker.gave_up.last_was_alert, once
+            assert worker.stats.delivered == 0 and catalog.outbox.alerts_pending() == 1
+
+
 def test_the_alerts_are_found_through_their_own_index_on_sqlite(tmp_path: Path) -> None:
     """Past the events that wait (as many as the catalog records, where no backend takes them),
     not by reading every pending row at each look."""
@@ -932,9 +986,21 @@ def test_stream_alerts_only_needs_no_backend_and_says_what_it_cannot_do(tmp_path
     assert code == 0 and json.loads(out)["pending"] == 4, out
     code, _out, err = invoke(db, "--config", str(config), "stream", "--alerts-only", "--url", "http://127.0.0.1:9")
     assert code == 2 and "Error: --alerts-only sends nothing to an OpenLineage backend: leave out --url" in err
+    code, _out, err = invoke(db, "--config", str(config), "stream", "--alerts-only", "--concurrency", "8")
+    assert code == 2 and "leave out --concurrency" in err, err
     code, _out, err = invoke(db, "stream", "--alerts-only", "--once")
     assert code == 1 and err.strip().splitlines()[-1].startswith("Error: --alerts-only: no [[alerts]] tables"), err
     assert len(webhook.taken) == 1
+    # a stream to a backend, on SQLite, is told that the worker holding the outbox sends alerts alone
+    with Catalog(db) as catalog:
+        hold = outbox_hold(catalog, ALERTS_ONLY_TARGET)
+        assert hold.acquire(wait=False, stop=threading.Event(), sleep=lambda seconds: None)
+        try:
+            code, _out, err = invoke(db, "stream", "--once", "--url", "http://127.0.0.1:9")
+        finally:
+            hold.release()
+    assert code == 1 and "is being delivered by another olbridge stream (pid " in err, err
+    assert ", to the alerts' webhooks, last heartbeat " in err, err
 
 
 def stopped(process: subprocess.Popen[str], timeout: float = 60) -> str:

@@ -53,7 +53,7 @@ def test_the_lease_goes_to_one_worker_and_is_taken_over_only_from_a_stale_or_dea
         held = refused.holder
         assert not refused.taken and held is not None
         assert (held.worker, held.host, held.pid, held.acquired_at) == ("a", "host-a", 11, "since-a")
-        assert held.describe(T + 1) == "pid 11 on host-a, since since-a, last heartbeat 1.0s ago"
+        assert held.describe(T + 1) == "pid 11 on host-a, since since-a, to http://b, last heartbeat 1.0s ago"
         assert one.workers.beat(a, T + 4) and not other.workers.beat(b, T + 4)
         assert not other.workers.acquire("b", T + 8, 5, acquired_at="since-b").taken  # a beat 4 s ago
         claim = other.workers.acquire("b", T + 8, 5, acquired_at="since-b", is_dead=lambda h, p: p == 11)

@@ -310,6 +310,10 @@ class Outbox:
 
         return self._db.write(work)
 
+    def alerts_pending(self) -> int:
+        """How many alerts wait (what a stream of alerts alone leaves when it gives up)."""
+        return int(self._conn.execute(sql_outbox.OUTBOX_ALERTS_WAITING).fetchone()[0])
+
     def status(self) -> OutboxStatus:
         pending = self._conn.execute(sql_outbox.OUTBOX_COUNT, (PENDING,)).fetchone()[0]
         dead = self._conn.execute(sql_outbox.OUTBOX_COUNT, (DEAD,)).fetchone()[0]

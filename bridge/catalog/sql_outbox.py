@@ -49,6 +49,7 @@ OUTBOX_COUNT_DELIVERED = """
 """
 OUTBOX_DELIVERY = "SELECT delivered, last_success_at FROM outbox_delivery WHERE id = 1"
 OUTBOX_COUNT = "SELECT count(*) FROM outbox WHERE state = ?"
+OUTBOX_ALERTS_WAITING = f"SELECT count(*) FROM outbox o{ALERTS_INDEX} WHERE {_ALERTS_WAITING}"
 OUTBOX_OLDEST = "SELECT queued_at FROM outbox WHERE state = 'pending' ORDER BY seq LIMIT 1"
 
 

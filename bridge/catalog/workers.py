@@ -63,6 +63,7 @@ class LeaseHolder:
     pid: int | None
     heartbeat_at: float | None
     space: str | None = None
+    target: str | None = None  # what it delivers to (a backend's URL, or the alerts' webhooks alone)
 
     def where(self) -> str:
         """``pid 123 on host, since <when it took the lease>``."""
@@ -72,7 +73,8 @@ class LeaseHolder:
     def describe(self, now: float) -> str:
         """:meth:`where`, and how old its heartbeat is."""
         beat = f", last heartbeat {max(now - self.heartbeat_at, 0.0):.1f}s ago" if self.heartbeat_at else ""
-        return f"{self.where()}{beat}"
+        to = f", to {self.target}" if self.target else ""
+        return f"{self.where()}{to}{beat}"
 
 
 @attrs.frozen
@@ -188,9 +190,15 @@ class Workers:
 
 
 def _holder(row: Any) -> LeaseHolder:
-    worker, acquired_at, _id, host, pid, _target, _started, heartbeat_at, space = row
+    worker, acquired_at, _id, host, pid, target, _started, heartbeat_at, space = row
     return LeaseHolder(
-        worker=worker, acquired_at=acquired_at, host=host, pid=pid, heartbeat_at=heartbeat_at, space=space
+        worker=worker,
+        acquired_at=acquired_at,
+        host=host,
+        pid=pid,
+        heartbeat_at=heartbeat_at,
+        space=space,
+        target=target,
     )
 
 

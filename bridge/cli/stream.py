@@ -193,10 +193,12 @@ def stream(
         where, back = (
             ("alerts to their webhooks", "the webhook") if gave_up.last_was_alert else (f"to {target}", "the backend")
         )
+        outbox = catalog.outbox
+        left = f"{outbox.alerts_pending()} alert(s)" if alerts_only else f"{outbox.status().pending} event(s)"
         raise ExportError(
             f"gave up on delivering {where}: nothing delivered for "
             f"{gave_up.seconds:.1f}s while deliveries failed (--give-up-after {budget:g}{later}){last}; "
-            f"{catalog.outbox.status().pending} event(s) stay pending: run olbridge stream again when {back} is back"
+            f"{left} stay pending: run olbridge stream again when {back} is back"
         )
     if once and stats.dead:
         raise ExportError(
@@ -209,9 +211,9 @@ def _alerts_only_check(app: AppContext) -> None:
     """--alerts-only sends nothing to a backend (said of the options given on the command line;
     an OPENLINEAGE_API_KEY_FILE in the environment is no error), and needs alerts to send."""
     ctx = click.get_current_context()
-    given = [
+    given = [  # (--timeout, --max-attempts and the backoff are the webhooks' too)
         f"--{name.replace('_', '-')}"
-        for name in ("url", "api_key", "api_key_file")
+        for name in ("url", "api_key", "api_key_file", "concurrency", "batch_size", "no_batch")
         if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
     ]
     if given:

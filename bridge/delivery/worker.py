@@ -264,10 +264,12 @@ class StreamWorker:
             self.stats.gone += len(gone)
         # the backend's outcomes only: a webhook that answers says nothing of the backend (and one
         # that does not, alerts being a side channel, never makes a stream that runs on give up;
-        # a --once run, which must end, spends its budget on them too)
-        if any(o.ok for item, o in zip(sending, outcomes, strict=True) if item.kind != ALERT or self._once):
+        # a --once run, which must end, spends its budget on them too, and so does a worker of
+        # alerts alone, whose only outcomes they are)
+        webhooks_count = self._once or self.alerts_only
+        if any(o.ok for item, o in zip(sending, outcomes, strict=True) if item.kind != ALERT or webhooks_count):
             self._failing_since = None
-        elif (retrying or (self._once and alert_retrying)) and self._failing_since is None:
+        elif (retrying or (webhooks_count and alert_retrying)) and self._failing_since is None:
             self._failing_since = began
         if failures or alert_retrying or alert_dead:
             self._last_failure = failures[-1] if failures else (alert_dead or [o for o, _ in alert_retrying])[-1]

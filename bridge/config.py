@@ -225,6 +225,7 @@ class RetentionConfig:
     received_events: float | None = None
     external_runs: float | None = None
     delivered_outbox: float | None = None
+    pending_outbox: float | None = None  # events (and alerts) nobody delivered: kept unless given
     dead_letters: float | None = None
     delivery_errors: float | None = None
     task_runs: float | None = None  # olbridge's own history: kept unless given

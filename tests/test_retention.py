@@ -23,6 +23,7 @@ from bridge.cli import cli
 from bridge.config import RetentionConfig, parse_config
 from bridge.errors import ConfigError
 from bridge.mapping import Resolver
+from bridge.model import TaskState
 from bridge.receiver.imports import catalog_intake
 from bridge.receiver.intake import Intake
 from tests.helpers import ol_dataset, ol_run_event, serve_process
@@ -100,6 +101,7 @@ def test_the_dry_run_counts_what_the_real_pass_deletes(catalog: Catalog, intake:
         "deliveryErrors": 1,
         "taskRuns": 0,  # kept: no window
         "deliveredOutbox": 0,  # the stream deletes them as it delivers them
+        "pendingOutbox": 0,  # kept: no window
         "checks": 0,  # kept: no window
     }
     deleted = expire(catalog, batch=2)  # several batches of each kind
@@ -222,6 +224,46 @@ def test_task_runs_are_kept_unless_a_window_is_given(catalog: Catalog) -> None:
     assert len(rows(catalog, "SELECT task_run_pk FROM usages")) == 1
 
 
+def test_events_nobody_delivered_go_by_whole_runs_and_free_the_task_runs_they_kept(catalog: Catalog) -> None:
+    """``pending_outbox``: a catalog with no OpenLineage backend (nothing streams) keeps every
+    event queued, and with them every task run since the oldest: with a window, the rows queued
+    before it go, a run's together (one whose end was queued inside the window keeps its start),
+    never a row a stream worker's live claim holds; the task runs they kept may go in the same
+    pass, and the dry run counts both."""
+    from tests.conftest import at
+    from tests.helpers import decl, run
+
+    out = (decl("s3://b/daily", type="Table"),)
+    runs = [run("load", outputs=out, start=at(10 * n), end=at(10 * n + 1), execution=f"e{n}") for n in range(4)]
+    catalog.record_each(runs[:3])
+    catalog.record_task_run(attrs.evolve(runs[3], state=TaskState.RUNNING, ended_at=None, outputs=()))  # its START
+    with catalog.transaction() as cur:
+        cur.execute("UPDATE outbox SET queued_at = '2025-01-01T00:00:00.000000Z'")  # long ago
+    catalog.record_task_run(runs[3])  # its end, queued now: inside the window
+    kinds = "SELECT o.kind, t.execution_id FROM outbox o JOIN task_runs t ON t.pk = o.ref WHERE o.kind LIKE 'run-%'"
+    queued = rows(catalog, kinds)
+    assert ("run-start", "e0") in queued and ("run-end", "e3") in queued
+    later = time.time() + 86400  # a day on: e3's end was queued inside a week's window
+    with catalog.transaction() as cur:  # e1's START claimed by a live worker (PostgreSQL's claims)
+        cur.execute(
+            "UPDATE outbox SET claimed_by = 'w', claim_expires = ? WHERE kind = 'run-start' AND ref = "
+            "(SELECT pk FROM task_runs WHERE execution_id = 'e1')",
+            (later + 60,),
+        )
+    with_runs = Windows(task_runs=WEEK)
+    assert retention.count(catalog._conn, with_runs, later)["taskRuns"] == 0  # the events keep them all
+    both = Windows(task_runs=WEEK, pending_outbox=WEEK)
+    counted = retention.count(catalog._conn, both, later)
+    assert expire(catalog, both, later, batch=2) == counted
+    left = rows(catalog, kinds)
+    assert [e for e in left if e[1] in ("e0", "e2")] == []  # whole runs, queued long ago
+    assert ("run-start", "e1") in left and ("run-end", "e1") not in left  # the claimed row stays
+    assert [k for k, e in left if e == "e3"] == ["run-end", "run-start"]  # its end is recent
+    assert counted["pendingOutbox"] == len(queued) - len(left) and counted["taskRuns"] == 1
+    assert rows(catalog, "SELECT execution_id FROM task_runs") == [("e1",), ("e2",), ("e3",)]  # e0 went
+    assert retention.count(catalog._conn, both, later) == dict.fromkeys(KINDS, 0)
+
+
 def test_one_pass_at_a_time_across_processes(catalog: Catalog) -> None:
     assert retention.take_lease(catalog.db, "a", NOW, 60)
     assert not retention.take_lease(catalog.db, "b", NOW + 1, 60)
@@ -244,6 +286,7 @@ def test_the_retention_table_is_validated() -> None:
                 "received_events": "7d",
                 "dead_letters": "12h",
                 "checks": "30d",
+                "pending_outbox": "90d",
                 "column_edges": True,
                 "every": "15m",
             }
@@ -252,9 +295,15 @@ def test_the_retention_table_is_validated() -> None:
         Path(),
     ).retention
     assert parsed == RetentionConfig(
-        received_events=WEEK, dead_letters=43200.0, checks=30 * 86400.0, column_edges=True, every=900.0
+        received_events=WEEK,
+        dead_letters=43200.0,
+        checks=30 * 86400.0,
+        pending_outbox=90 * 86400.0,
+        column_edges=True,
+        every=900.0,
     )
     assert retention.windows_of(attrs.asdict(parsed)).checks == 30 * 86400.0
+    assert retention.windows_of(attrs.asdict(parsed)).pending_outbox == 90 * 86400.0
     for table, message in (
         ({"received": "7d"}, "unknown setting(s) received"),
         ({"received_events": "7 days"}, "must be a duration"),

@@ -16,14 +16,22 @@ Each kind of history has its own window (:class:`Windows`, seconds; ``None``: ke
   exports.
 - ``deliveredOutbox``: delivered outbox rows; the stream deletes a row as it delivers it, so
   there are never any to go (the kind is counted, always 0, so that a config naming it works).
+- ``pendingOutbox``: outbox rows still waiting (events no stream delivered: a catalog without an
+  OpenLineage backend, or one long away; alerts whose webhook never took them), queued before
+  the window; a run's rows go together (none while any of its run key was queued inside the
+  window: its end never goes out without its start), never a row a stream worker's live claim
+  holds. Kept unless a window is given. What they kept from the other kinds (the task runs and
+  received events from the oldest one queued) may then go too; ``olbridge backfill`` sends the
+  history that is kept to a backend set up later.
 - ``checks``: the data-quality checks of an asset (``asset_checks``: a run's, a received event's,
   ``dbt import``'s) reported before the window, never an asset's latest reported by now (the one
   its health reads): an asset's health now is the same after a pass; only its health as of a
   time before the window may change.
 
 What current lineage needs is never touched: placeholders, bindings, a dataset's facets, job
-rows, usages and lineage of received jobs, pending outbox rows, received events a pending forward
-points at (the receiver's ``--forward``: every event from the oldest one queued is kept).
+rows, usages and lineage of received jobs, pending outbox rows (but with ``pendingOutbox``),
+received events a pending forward points at (the receiver's ``--forward``: every event from the
+oldest one queued is kept).
 
 On PostgreSQL received events are partitioned by day of their event time, received runs by the
 day of their UUIDv7 run ids (:mod:`bridge.catalog.postgres.partitions`): a pass first makes the
@@ -59,6 +67,7 @@ KINDS = (
     "deliveryErrors",
     "taskRuns",
     "deliveredOutbox",
+    "pendingOutbox",
     "checks",
 )
 BATCH = 1000
@@ -79,6 +88,7 @@ class Windows:
     delivery_errors: Seconds = None
     task_runs: Seconds = None
     delivered_outbox: Seconds = None
+    pending_outbox: Seconds = None
     checks: Seconds = None
     column_edges: bool = False
 
@@ -91,8 +101,11 @@ class Windows:
 
 # --- the conditions, each written once for the count and the delete -------------------------
 
+# (``{staying}``: the condition of the outbox rows ``q`` that stay after the pass: every one, or
+# those pendingOutbox leaves; what they point at is kept)
 _RECEIVED = f"""
-    r.event_time < ? AND r.pk < COALESCE((SELECT min(ref) FROM outbox WHERE kind = 'forward'), {_NONE_QUEUED})
+    r.event_time < ?
+    AND r.pk < COALESCE((SELECT min(ref) FROM outbox q WHERE q.kind = 'forward' AND {{staying}}), {_NONE_QUEUED})
 """
 # a received run, not the latest of its job (by last sighting, then by source)
 _RUN = """
@@ -114,13 +127,23 @@ _CHECK = """
         SELECT 1 FROM asset_checks n
         WHERE n.asset_id = k.asset_id AND n.reported_at > k.reported_at AND n.reported_at <= ?)
 """
+# a row waiting, queued before the window, as are all of its run key's, that no stream worker's
+# live claim holds (PostgreSQL's claims; on SQLite no row carries one): the whole of a run's events
+# that nobody delivered, never the start of a run whose end is still to come, nor a row in flight
+_PENDING = """
+    {o}.state = 'pending' AND {o}.queued_at < ?
+    AND ({o}.claimed_by IS NULL OR COALESCE({o}.claim_expires, 0) < ?)
+    AND ({o}.run_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM outbox l WHERE l.run_key = {o}.run_key AND l.seq > {o}.seq AND l.queued_at >= ?))
+"""
 _ERROR = "e.at < ?"
 # an own task run, not the latest of its task by start (its page's), nor by end (health's last
 # run of what the task writes)
 _TASK_RUN = f"""
     t.started_at < ?
     AND t.pk < COALESCE(
-        (SELECT min(ref) FROM outbox WHERE kind IN ('run-start', 'run-update', 'run-end')), {_NONE_QUEUED}
+        (SELECT min(ref) FROM outbox q WHERE q.kind IN ('run-start', 'run-update', 'run-end') AND {{staying}}),
+        {_NONE_QUEUED}
     )
     AND EXISTS (
         SELECT 1 FROM task_runs n
@@ -191,10 +214,22 @@ def _kinds(windows: Windows, now: float) -> list[_Kind]:
         return None if seconds is None else epoch_text(now - seconds)
 
     kinds: list[_Kind] = []
+    # first the rows waiting in the outbox: the task runs and received events they point at are
+    # kept, and the others' conditions count without those that go (a dry run counts what a
+    # pass deletes)
+    pending = cutoff(windows.pending_outbox)
+    staying: tuple[str, tuple[Any, ...]] = ("1 = 1", ())
+    if pending is not None:
+        params = (pending, now, pending)
+        kinds.append(_Kind("pendingOutbox", "outbox o", "o.seq", _PENDING.format(o="o"), params))
+        staying = (f"NOT ({_PENDING.format(o='q')})", params)
     received = cutoff(windows.received_events)
     if received is not None:
         # an event found by its key and its time: on PostgreSQL, in its day's partition alone
-        kinds.append(_Kind("receivedEvents", "received_events r", "r.pk", _RECEIVED, (received,), day="r.event_time"))
+        condition = _RECEIVED.format(staying=staying[0])
+        kinds.append(
+            _Kind("receivedEvents", "received_events r", "r.pk", condition, (received, *staying[1]), day="r.event_time")
+        )
     runs = cutoff(windows.external_runs)
     if runs is not None:
         facets = "DELETE FROM external_facets WHERE owner {}"
@@ -226,7 +261,15 @@ def _kinds(windows: Windows, now: float) -> list[_Kind]:
             for table in ("usages", "unwritten_outputs", "lineage", "column_lineage")
         )
         kinds.append(
-            _Kind("taskRuns", "task_runs t", "t.pk", _TASK_RUN, (task_runs,), of_run, fold=writes_kept.fold_own)
+            _Kind(
+                "taskRuns",
+                "task_runs t",
+                "t.pk",
+                _TASK_RUN.format(staying=staying[0]),
+                (task_runs, *staying[1]),
+                of_run,
+                fold=writes_kept.fold_own,
+            )
         )
     checks = cutoff(windows.checks)
     if checks is not None:

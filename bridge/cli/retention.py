@@ -61,11 +61,11 @@ def retention(app: AppContext, dry_run: bool, as_json: bool) -> None:
 
     Received events, external runs (never a job's latest), dead letters, delivery errors, column
     edges of runs that are gone, assets' checks (never an asset's latest), and olbridge's own task
-    runs if a window is given for them, in
+    runs and the outbox's events no stream delivered if windows are given for them, in
     batches of 1,000 rows with a short pause between, so receivers are never held for long. On
     PostgreSQL the days of received events past the window are dropped whole (their partitions),
     and the days ahead's partitions made. What current lineage needs (placeholders, bindings,
-    datasets' facets, pending outbox rows) stays.
+    datasets' facets, pending outbox rows unless pending_outbox says) stays.
     """
     catalog = app.catalog()
     settings = app.config.retention

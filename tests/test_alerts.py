@@ -24,6 +24,7 @@ import requests
 
 from bridge.catalog import Catalog
 from bridge.catalog.health_state import TAKEOVER_PASS_AFTER, WatchSeen, counts, judge, kept
+from bridge.catalog.outbox import ALERTS_ONLY_TARGET
 from bridge.catalog.retention import holds_lease, take_lease
 from bridge.catalog.sql_outbox import OUTBOX_ALERT_HEADS, OUTBOX_NEXT_ALERT_RETRY
 from bridge.config import parse_config
@@ -33,7 +34,7 @@ from bridge.delivery.health_watch import LEASE_KIND, HealthWatch, WatchSettings
 from bridge.delivery.holds import outbox_hold
 from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import HttpSender
-from bridge.delivery.worker import ALERTS_ONLY_TARGET, StreamWorker
+from bridge.delivery.worker import StreamWorker
 from bridge.errors import ConfigError
 from bridge.mapping import Resolver
 from bridge.model import format_time

@@ -18,12 +18,15 @@ import pytest
 from click.testing import CliRunner
 
 from bridge.catalog import Catalog, health, retention
+from bridge.catalog.outbox import ALERTS_ONLY_TARGET
 from bridge.catalog.retention import KINDS, Windows
+from bridge.catalog.workers import StreamWorkerInfo
 from bridge.cli import cli
 from bridge.config import RetentionConfig, parse_config
 from bridge.errors import ConfigError
 from bridge.mapping import Resolver
 from bridge.model import TaskState
+from bridge.model.times import epoch_text
 from bridge.receiver.imports import catalog_intake
 from bridge.receiver.intake import Intake
 from tests.helpers import ol_dataset, ol_run_event, serve_process
@@ -225,43 +228,105 @@ def test_task_runs_are_kept_unless_a_window_is_given(catalog: Catalog) -> None:
 
 
 def test_events_nobody_delivered_go_by_whole_runs_and_free_the_task_runs_they_kept(catalog: Catalog) -> None:
-    """``pending_outbox``: a catalog with no OpenLineage backend (nothing streams) keeps every
-    event queued, and with them every task run since the oldest: with a window, the rows queued
-    before it go, a run's together (one whose end was queued inside the window keeps its start),
-    never a row a stream worker's live claim holds; the task runs they kept may go in the same
-    pass, and the dry run counts both."""
+    """``pending_outbox``: a catalog no stream delivers keeps every event queued, and with them
+    every task run since the oldest. With a window, what was queued before it goes: a run's rows
+    together, in one batch, once all are that old and the run has ended; an asset's changes and
+    an alert's row by row; never a run key with a dead letter (its end stays behind it) or with a
+    row a live claim holds; nothing while a stream to a backend is live. The task runs and
+    received events they kept go by their own windows in the same pass; the dry run counts all."""
     from tests.conftest import at
     from tests.helpers import decl, run
 
     out = (decl("s3://b/daily", type="Table"),)
-    runs = [run("load", outputs=out, start=at(10 * n), end=at(10 * n + 1), execution=f"e{n}") for n in range(4)]
-    catalog.record_each(runs[:3])
-    catalog.record_task_run(attrs.evolve(runs[3], state=TaskState.RUNNING, ended_at=None, outputs=()))  # its START
+    runs = [run("load", outputs=out, start=at(10 * n), end=at(10 * n + 1), execution=f"e{n}") for n in range(6)]
+    catalog.record_each(runs[:5])
+    catalog.record_task_run(attrs.evolve(runs[5], state=TaskState.RUNNING, ended_at=None, outputs=()))  # e5 runs
+    old, recent = "2025-01-01T00:00:00.000000Z", epoch_text(time.time())
+    insert = "INSERT INTO outbox (kind, ref, run_key, queued_at, state, payload) VALUES (?, ?, ?, ?, ?, ?)"
     with catalog.transaction() as cur:
-        cur.execute("UPDATE outbox SET queued_at = '2025-01-01T00:00:00.000000Z'")  # long ago
-    catalog.record_task_run(runs[3])  # its end, queued now: inside the window
-    kinds = "SELECT o.kind, t.execution_id FROM outbox o JOIN task_runs t ON t.pk = o.ref WHERE o.kind LIKE 'run-%'"
-    queued = rows(catalog, kinds)
-    assert ("run-start", "e0") in queued and ("run-end", "e3") in queued
-    later = time.time() + 86400  # a day on: e3's end was queued inside a week's window
-    with catalog.transaction() as cur:  # e1's START claimed by a live worker (PostgreSQL's claims)
-        cur.execute(
-            "UPDATE outbox SET claimed_by = 'w', claim_expires = ? WHERE kind = 'run-start' AND ref = "
-            "(SELECT pk FROM task_runs WHERE execution_id = 'e1')",
-            (later + 60,),
+        cur.execute("UPDATE outbox SET queued_at = ?", (old,))
+        pk = "(SELECT pk FROM task_runs WHERE execution_id = ?)"
+        cur.execute(f"UPDATE outbox SET queued_at = ? WHERE kind = 'run-end' AND ref = {pk}", (recent, "e3"))
+        cur.execute(f"UPDATE outbox SET state = 'dead' WHERE kind = 'run-start' AND ref = {pk}", ("e1",))
+        cur.execute(  # (as of the pass, an hour on)
+            f"UPDATE outbox SET claimed_by = 'w', claim_expires = ? WHERE kind = 'run-end' AND ref = {pk}",
+            (time.time() + 3605, "e2"),
         )
-    with_runs = Windows(task_runs=WEEK)
-    assert retention.count(catalog._conn, with_runs, later)["taskRuns"] == 0  # the events keep them all
-    both = Windows(task_runs=WEEK, pending_outbox=WEEK)
-    counted = retention.count(catalog._conn, both, later)
-    assert expire(catalog, both, later, batch=2) == counted
-    left = rows(catalog, kinds)
-    assert [e for e in left if e[1] in ("e0", "e2")] == []  # whole runs, queued long ago
-    assert ("run-start", "e1") in left and ("run-end", "e1") not in left  # the claimed row stays
-    assert [k for k, e in left if e == "e3"] == ["run-end", "run-start"]  # its end is recent
-    assert counted["pendingOutbox"] == len(queued) - len(left) and counted["taskRuns"] == 1
-    assert rows(catalog, "SELECT execution_id FROM task_runs") == [("e1",), ("e2",), ("e3",)]  # e0 went
-    assert retention.count(catalog._conn, both, later) == dict.fromkeys(KINDS, 0)
+        received = [("received:run:r1", old), ("received:run:r1", old), ("received:run:r2", old)]
+        alerts = [("alert:a:x", old), ("alert:a:x", old), ("alert:a:x", recent)]
+        for n, (key, when) in enumerate([*received, ("received:run:r2", recent), *alerts]):
+            kind = "forward" if key.startswith("received") else "alert"
+            cur.execute(insert, (kind, 10_000 + n, key, when, "pending", "{}"))
+    waiting = "SELECT o.run_key, o.kind, o.queued_at FROM outbox o"
+    before = rows(catalog, waiting)
+    later = time.time() + 3600
+    assert retention.count(catalog._conn, Windows(task_runs=WEEK), later)["taskRuns"] == 0  # the events keep them
+    every = Windows(task_runs=WEEK, pending_outbox=WEEK, dead_letters=WEEK)
+
+    # a stream to a backend is live: nothing waiting goes (it delivers them when its backend is back)
+    catalog.workers.beat(StreamWorkerInfo("w", "host", 1, "http://backend", "t", later), later)
+    assert retention.count(catalog._conn, every, later)["pendingOutbox"] == 0
+    catalog.workers.release("w")
+    catalog.workers.beat(StreamWorkerInfo("a", "host", 2, ALERTS_ONLY_TARGET, "t", later), later)  # alerts alone
+
+    by_pk = dict(rows(catalog, "SELECT pk, execution_id FROM task_runs"))
+    counted = retention.count(catalog._conn, every, later)
+    assert expire(catalog, every, later, batch=3) == counted
+    left = rows(catalog, "SELECT run_key, kind FROM outbox")
+    run_rows = [(by_pk[int(key[4:])], kind) for key, kind in left if key.startswith("run:")]
+    assert sorted(run_rows) == [
+        ("e1", "run-end"),  # behind its dead START, which stays too (a later row waits behind it)
+        ("e1", "run-start"),
+        ("e2", "run-end"),  # a live claim holds it: its START stays with it
+        ("e2", "run-start"),
+        ("e3", "run-end"),  # queued inside the window: its START stays with it
+        ("e3", "run-start"),
+        ("e5", "run-start"),  # still running: its end is to come
+    ]  # e0's and e4's went whole
+    assert ("received:run:r1", "forward") not in left and ("received:run:r2", "forward") in left
+    assert [r for r in rows(catalog, waiting) if r[0] == "received:run:r2"] == [
+        r for r in before if r[0] == "received:run:r2"
+    ]  # a run with a recent row keeps all of its rows
+    assert [r for r in rows(catalog, waiting) if r[0] == "alert:a:x"] == [("alert:a:x", "alert", recent)]
+    assert counted["deadLetters"] == 0 and counted["taskRuns"] == 1  # e0; e1's rows keep the rest
+    assert [e for _, e in rows(catalog, "SELECT pk, execution_id FROM task_runs")] == ["e1", "e2", "e3", "e4", "e5"]
+    assert counted["pendingOutbox"] == len(before) - len(rows(catalog, waiting))
+    assert retention.count(catalog._conn, every, later) == dict.fromkeys(KINDS, 0)
+
+
+def test_a_batch_of_waiting_events_takes_each_run_whole(catalog: Catalog) -> None:
+    """Batches of one row: each takes the rest of its run with it, in its transaction, so that a
+    stream between two batches never finds a run's end without its start."""
+    from tests.conftest import at
+    from tests.helpers import run
+
+    catalog.record_each([run("load", start=at(10 * n), end=at(10 * n + 1), execution=f"e{n}") for n in range(3)])
+    with catalog.transaction() as cur:
+        cur.execute("UPDATE outbox SET queued_at = '2025-01-01T00:00:00.000000Z'")
+    [kind] = [k for k in retention._kinds(Windows(pending_outbox=WEEK), time.time()) if k.name == "pendingOutbox"]
+    keys = "SELECT run_key, count(*) FROM outbox GROUP BY run_key"
+    assert [n for _, n in rows(catalog, keys)] == [2, 2, 2]
+    batches = retention._batches(catalog.db, kind, 1)
+    assert next(batches) == 2  # one row asked for, its run's two taken
+    assert [n for _, n in rows(catalog, keys)] == [2, 2]
+    assert list(batches) == [2, 2]
+
+
+def test_the_dry_run_counts_the_task_runs_a_dead_letter_that_goes_kept(catalog: Catalog) -> None:
+    """A dead letter of an old run keeps the task runs from its own on; the pass deletes it first,
+    then those runs: the dry run counts them too."""
+    from tests.conftest import at
+    from tests.helpers import run
+
+    catalog.record_each([run("load", start=at(10 * n), end=at(10 * n + 1), execution=f"e{n}") for n in range(3)])
+    with catalog.transaction() as cur:
+        cur.execute("DELETE FROM outbox WHERE kind = 'run-end' OR ref <> (SELECT min(pk) FROM task_runs)")
+        cur.execute("UPDATE outbox SET state = 'dead', queued_at = '2025-01-01T00:00:00.000000Z'")
+    windows, later = Windows(task_runs=WEEK, dead_letters=WEEK), time.time() + 3600
+    assert retention.count(catalog._conn, Windows(task_runs=WEEK), later)["taskRuns"] == 0  # it keeps them
+    counted = retention.count(catalog._conn, windows, later)
+    assert (counted["deadLetters"], counted["taskRuns"]) == (1, 2)  # e0 and e1; e2 is the latest
+    assert expire(catalog, windows, later) == counted
 
 
 def test_one_pass_at_a_time_across_processes(catalog: Catalog) -> None:

@@ -37,6 +37,9 @@ FORWARD = "forward"  # a received event, forwarded as it came (ref: received_eve
 ALERT = "alert"  # an [[alerts]] message (the JSON in payload, naming its alert), for its webhook
 KINDS = (RUN_START, RUN_END, RUN_UPDATE, ASSET_CHANGE, JOB, FORWARD, ALERT)
 
+# the target a stream worker of alerts alone registers (stream --alerts-only): it sends no event
+# of a run, which retention's pendingOutbox needs to know
+ALERTS_ONLY_TARGET = "the alerts' webhooks"
 PENDING = "pending"
 DEAD = "dead"
 ERROR_TEXT_MAX = 2000  # response bodies and errors kept on a row are cut to this

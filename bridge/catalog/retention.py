@@ -16,13 +16,15 @@ Each kind of history has its own window (:class:`Windows`, seconds; ``None``: ke
   exports.
 - ``deliveredOutbox``: delivered outbox rows; the stream deletes a row as it delivers it, so
   there are never any to go (the kind is counted, always 0, so that a config naming it works).
-- ``pendingOutbox``: outbox rows still waiting (events no stream delivered: a catalog without an
-  OpenLineage backend, or one long away; alerts whose webhook never took them), queued before
-  the window; a run's rows go together (none while any of its run key was queued inside the
-  window: its end never goes out without its start), never a row a stream worker's live claim
-  holds. Kept unless a window is given. What they kept from the other kinds (the task runs and
-  received events from the oldest one queued) may then go too; ``olbridge backfill`` sends the
-  history that is kept to a backend set up later.
+- ``pendingOutbox``: outbox rows still waiting (events no stream delivers: a catalog without an
+  OpenLineage backend, or ``stream --alerts-only``'s; alerts whose webhook never took them),
+  queued before the window, while no stream worker to a backend is live (the rows it retries are
+  not given up); never of a run key with a dead letter (``deadLetters``' rule) or a row a live
+  claim holds. A run's rows (olbridge's own, or a received one forwarded) go together, in one
+  transaction, once every one of them is that old and an own run has ended; an asset's changes,
+  a job's and an alert's go row by row, oldest first. Kept unless a window is given. The task runs
+  and received events that waiting rows kept may then go too, in the same pass (``olbridge
+  backfill`` sends what is kept to a backend set up later).
 - ``checks``: the data-quality checks of an asset (``asset_checks``: a run's, a received event's,
   ``dbt import``'s) reported before the window, never an asset's latest reported by now (the one
   its health reads): an asset's health now is the same after a pass; only its health as of a
@@ -57,6 +59,7 @@ import attrs
 
 from bridge.catalog import sql, writes_kept
 from bridge.catalog.engine import Connection, Cursor, Database, Expiring
+from bridge.catalog.outbox import ALERTS_ONLY_TARGET
 from bridge.model.times import epoch_text
 
 KINDS = (
@@ -101,8 +104,8 @@ class Windows:
 
 # --- the conditions, each written once for the count and the delete -------------------------
 
-# (``{staying}``: the condition of the outbox rows ``q`` that stay after the pass: every one, or
-# those pendingOutbox leaves; what they point at is kept)
+# (``{staying}``: the condition of the outbox rows ``q`` that stay after the pass, those that
+# neither pendingOutbox nor deadLetters deletes; what they point at is kept)
 _RECEIVED = f"""
     r.event_time < ?
     AND r.pk < COALESCE((SELECT min(ref) FROM outbox q WHERE q.kind = 'forward' AND {{staying}}), {_NONE_QUEUED})
@@ -117,8 +120,8 @@ _RUN = """
 # a dead letter no event of its run waits behind (its run's later events go out after it, once it
 # is retried or dropped: deleting it would send a run's end without its start)
 _DEAD = """
-    o.state = 'dead' AND o.queued_at < ?
-    AND (o.run_key IS NULL OR NOT EXISTS (SELECT 1 FROM outbox l WHERE l.run_key = o.run_key AND l.seq > o.seq))
+    {o}.state = 'dead' AND {o}.queued_at < ?
+    AND NOT EXISTS (SELECT 1 FROM outbox l WHERE l.run_key = {o}.run_key AND l.seq > {o}.seq)
 """
 # an asset's check, not its latest reported by now (a later one of the asset, by now, exists: by
 # the table's key)
@@ -127,15 +130,26 @@ _CHECK = """
         SELECT 1 FROM asset_checks n
         WHERE n.asset_id = k.asset_id AND n.reported_at > k.reported_at AND n.reported_at <= ?)
 """
-# a row waiting, queued before the window, as are all of its run key's, that no stream worker's
-# live claim holds (PostgreSQL's claims; on SQLite no row carries one): the whole of a run's events
-# that nobody delivered, never the start of a run whose end is still to come, nor a row in flight
-_PENDING = """
-    {o}.state = 'pending' AND {o}.queued_at < ?
-    AND ({o}.claimed_by IS NULL OR COALESCE({o}.claim_expires, 0) < ?)
-    AND ({o}.run_key IS NULL OR NOT EXISTS (
-        SELECT 1 FROM outbox l WHERE l.run_key = {o}.run_key AND l.seq > {o}.seq AND l.queued_at >= ?))
+# a row waiting, queued before the window, while no stream worker to a backend is live (one is
+# delivering, or will once its backend is back: its rows are not given up; a worker of alerts
+# alone sends no run's events), of a run key with no dead letter (the dead letters' own rule) and
+# no row a live claim holds (give or take a minute of the hosts' clocks); of a run (olbridge's own,
+# or one received and forwarded) only when every row of the run is that old and an own run has
+# ended: a run's events go together (:func:`_whole_runs`), never its start before its end is
+# queued. Other keys (an asset's changes, a job's, an alert's) go by the row, oldest first.
+_RUN_KINDS = "('run-start', 'run-update', 'run-end')"
+_PENDING = f"""
+    {{o}}.state = 'pending' AND {{o}}.queued_at < ?
+    AND NOT EXISTS (SELECT 1 FROM stream_workers w WHERE w.target <> ? AND w.heartbeat_at >= ?)
+    AND {{o}}.run_key NOT IN (
+        SELECT b.run_key FROM outbox b
+        WHERE b.state = 'dead' OR (b.claimed_by IS NOT NULL AND COALESCE(b.claim_expires, 0) >= ?))
+    AND (({{o}}.kind NOT IN {_RUN_KINDS} AND substr({{o}}.run_key, 1, 13) <> 'received:run:') OR (
+        NOT EXISTS (SELECT 1 FROM outbox l WHERE l.run_key = {{o}}.run_key AND l.queued_at >= ?)
+        AND NOT EXISTS (
+            SELECT 1 FROM task_runs t WHERE {{o}}.kind IN {_RUN_KINDS} AND t.pk = {{o}}.ref AND t.ended_at IS NULL)))
 """
+CLOCKS_APART = 60.0  # seconds: how far apart the hosts' clocks may be (heartbeats, claims)
 _ERROR = "e.at < ?"
 # an own task run, not the latest of its task by start (its page's), nor by end (health's last
 # run of what the task writes)
@@ -187,6 +201,8 @@ class _Kind:
     day: str | None = None
     # what is kept of the rows before they go, in the same transaction (given their keys)
     fold: Callable[[Cursor, list[Any]], None] | None = None
+    # the rows that go with a batch's rows, in the same transaction (given their keys; theirs too)
+    whole: Callable[[Cursor, list[Any]], list[Any]] | None = None
 
     def count_statement(self) -> str:
         return f"SELECT count(*) FROM {self.table} WHERE {self.condition}"
@@ -214,15 +230,22 @@ def _kinds(windows: Windows, now: float) -> list[_Kind]:
         return None if seconds is None else epoch_text(now - seconds)
 
     kinds: list[_Kind] = []
-    # first the rows waiting in the outbox: the task runs and received events they point at are
-    # kept, and the others' conditions count without those that go (a dry run counts what a
-    # pass deletes)
-    pending = cutoff(windows.pending_outbox)
-    staying: tuple[str, tuple[Any, ...]] = ("1 = 1", ())
+    # first the outbox's rows that go (waiting, dead): the task runs and received events the
+    # others point at are kept, and the later kinds' conditions count without those that go (a
+    # dry run counts what a pass deletes)
+    pending, dead = cutoff(windows.pending_outbox), cutoff(windows.dead_letters)
+    going: list[tuple[str, tuple[Any, ...]]] = []  # the outbox rows this pass deletes
     if pending is not None:
-        params = (pending, now, pending)
-        kinds.append(_Kind("pendingOutbox", "outbox o", "o.seq", _PENDING.format(o="o"), params))
-        staying = (f"NOT ({_PENDING.format(o='q')})", params)
+        params = (pending, ALERTS_ONLY_TARGET, now - CLOCKS_APART, now - CLOCKS_APART, pending)
+        kinds.append(_Kind("pendingOutbox", "outbox o", "o.seq", _PENDING.format(o="o"), params, whole=_whole_runs))
+        going.append((_PENDING.format(o="q"), params))
+    if dead is not None:  # then the dead letters (an own run's may keep task runs, a forward's events)
+        kinds.append(_Kind("deadLetters", "outbox o", "o.seq", _DEAD.format(o="o"), (dead,)))
+        going.append((_DEAD.format(o="q"), (dead,)))
+    staying: tuple[str, tuple[Any, ...]] = (
+        " AND ".join(f"NOT ({condition})" for condition, _ in going) or "1 = 1",
+        tuple(param for _, params in going for param in params),
+    )
     received = cutoff(windows.received_events)
     if received is not None:
         # an event found by its key and its time: on PostgreSQL, in its day's partition alone
@@ -248,9 +271,6 @@ def _kinds(windows: Windows, now: float) -> list[_Kind]:
     if windows.column_edges:
         condition, params = _edge_condition(runs)
         kinds.append(_Kind("columnEdges", "column_lineage c", "c.rowid", condition, params))
-    dead = cutoff(windows.dead_letters)
-    if dead is not None:
-        kinds.append(_Kind("deadLetters", "outbox o", "o.seq", _DEAD, (dead,)))
     errors = cutoff(windows.delivery_errors)
     if errors is not None:
         kinds.append(_Kind("deliveryErrors", "delivery_errors e", "e.source", _ERROR, (errors,)))
@@ -275,6 +295,26 @@ def _kinds(windows: Windows, now: float) -> list[_Kind]:
     if checks is not None:
         kinds.append(_Kind("checks", "asset_checks k", "k.rowid", _CHECK, (checks, epoch_text(now))))
     return kinds
+
+
+_OTHER_ROWS_OF_RUNS = f"""
+    SELECT o.seq FROM outbox o
+    WHERE o.run_key IN (
+        SELECT p.run_key FROM outbox p
+        WHERE p.seq IN ({{seqs}}) AND (p.kind IN {_RUN_KINDS} OR substr(p.run_key, 1, 13) = 'received:run:'))
+"""
+
+
+def _whole_runs(cur: Cursor, seqs: list[Any]) -> list[Any]:
+    """The other rows of the runs a batch of pendingOutbox takes rows of, so that a run's rows go
+    in one transaction (a stream never finds its end without its start): every row of such a run
+    goes with them (its condition holds of a run's rows all together)."""
+    found: list[Any] = []
+    for start in range(0, len(seqs), 500):
+        chunk = seqs[start : start + 500]
+        statement = _OTHER_ROWS_OF_RUNS.format(seqs=", ".join("?" * len(chunk)))
+        found += [row[0] for row in cur.execute(statement, chunk).fetchall()]
+    return found
 
 
 def _row_key(kind: _Kind, row_id: str) -> _Kind:
@@ -316,7 +356,7 @@ def expire(
         for deleted in _batches(db, kind, batch):
             counts[kind.name] += deleted
             between()
-            if pause and deleted == batch:  # another batch follows: the writers go first
+            if pause and deleted >= batch:  # another batch follows: the writers go first
                 time.sleep(pause)
     return counts
 
@@ -335,6 +375,9 @@ def _batches(db: Database, kind: _Kind, batch: int) -> Iterator[int]:
 
     def work(cur: Cursor) -> int:
         rows = [tuple(row) for row in cur.execute(select, (*kind.params, batch)).fetchall()]
+        if rows and kind.whole is not None:
+            taken = {row[0] for row in rows}
+            rows += [(key,) for key in kind.whole(cur, [row[0] for row in rows]) if key not in taken]
         if rows:
             if kind.fold is not None:  # what health reads of them, kept first
                 kind.fold(cur, [row[0] for row in rows])
@@ -347,7 +390,7 @@ def _batches(db: Database, kind: _Kind, batch: int) -> Iterator[int]:
         deleted = db.write(work)
         if deleted:
             yield deleted
-        if deleted < batch:
+        if deleted < batch:  # (a batch made whole may hold more: then another follows)
             return
 
 

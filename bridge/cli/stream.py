@@ -11,7 +11,7 @@ import click
 from click.core import ParameterSource
 
 from bridge.catalog import Catalog
-from bridge.catalog.outbox import DeliveryError
+from bridge.catalog.outbox import ALERTS_ONLY_TARGET, DeliveryError
 from bridge.catalog.query import HistoryFilter
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
@@ -24,7 +24,7 @@ from bridge.delivery.alerts import AlertSenders
 from bridge.delivery.backfill import Backfill
 from bridge.delivery.holds import outbox_hold
 from bridge.delivery.report import FailureReport, describe
-from bridge.delivery.worker import ALERTS_ONLY_TARGET, StreamStats, StreamWorker
+from bridge.delivery.worker import StreamStats, StreamWorker
 from bridge.errors import ConfigError, ExportError
 
 _STOPPING = "{signal}: stopping after the requests in flight"

@@ -35,7 +35,16 @@ import attrs
 
 from bridge.catalog import Catalog
 from bridge.catalog.availability import Availability
-from bridge.catalog.outbox import ALERT, Dead, Delivered, DeliveryError, OutboxItem, Result, RetryLater
+from bridge.catalog.outbox import (
+    ALERT,
+    ALERTS_ONLY_TARGET,
+    Dead,
+    Delivered,
+    DeliveryError,
+    OutboxItem,
+    Result,
+    RetryLater,
+)
 from bridge.delivery.alerts import AlertSenders
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.outbox_events import render
@@ -50,7 +59,6 @@ from bridge.openlineage.convert import Converter
 # seconds a worker waits before it claims again when the retry due now is held by another worker
 HELD_RETRY_WAIT = 0.05
 ALERTS_ROUND = 50  # the alerts a round of a worker without a dispatcher takes (sent one at a time)
-ALERTS_ONLY_TARGET = "the alerts' webhooks"  # what such a worker delivers to, as status shows it
 
 if TYPE_CHECKING:
     from bridge.delivery.heartbeat import OutboxHold

@@ -230,10 +230,10 @@ def test_task_runs_are_kept_unless_a_window_is_given(catalog: Catalog) -> None:
 def test_events_nobody_delivered_go_by_whole_runs_and_free_the_task_runs_they_kept(catalog: Catalog) -> None:
     """``pending_outbox``: a catalog no stream delivers keeps every event queued, and with them
     every task run since the oldest. With a window, what was queued before it goes: a run's rows
-    together, in one batch, once all are that old and the run has ended; an asset's changes and
-    an alert's row by row; never a run key with a dead letter (its end stays behind it) or with a
-    row a live claim holds; nothing while a stream to a backend is live. The task runs and
-    received events they kept go by their own windows in the same pass; the dry run counts all."""
+    together, in one batch, its dead letter with them, once all are that old and the run has
+    ended; an asset's changes and an alert's row by row; never a key whose first row a live claim
+    holds; nothing while a stream to a backend is live. The task runs and received events they
+    kept go by their own windows in the same pass; the dry run counts all."""
     from tests.conftest import at
     from tests.helpers import decl, run
 
@@ -249,7 +249,7 @@ def test_events_nobody_delivered_go_by_whole_runs_and_free_the_task_runs_they_ke
         cur.execute(f"UPDATE outbox SET queued_at = ? WHERE kind = 'run-end' AND ref = {pk}", (recent, "e3"))
         cur.execute(f"UPDATE outbox SET state = 'dead' WHERE kind = 'run-start' AND ref = {pk}", ("e1",))
         cur.execute(  # (as of the pass, an hour on)
-            f"UPDATE outbox SET claimed_by = 'w', claim_expires = ? WHERE kind = 'run-end' AND ref = {pk}",
+            f"UPDATE outbox SET claimed_by = 'w', claim_expires = ? WHERE kind = 'run-start' AND ref = {pk}",
             (time.time() + 3605, "e2"),
         )
         received = [("received:run:r1", old), ("received:run:r1", old), ("received:run:r2", old)]
@@ -275,21 +275,19 @@ def test_events_nobody_delivered_go_by_whole_runs_and_free_the_task_runs_they_ke
     left = rows(catalog, "SELECT run_key, kind FROM outbox")
     run_rows = [(by_pk[int(key[4:])], kind) for key, kind in left if key.startswith("run:")]
     assert sorted(run_rows) == [
-        ("e1", "run-end"),  # behind its dead START, which stays too (a later row waits behind it)
-        ("e1", "run-start"),
-        ("e2", "run-end"),  # a live claim holds it: its START stays with it
+        ("e2", "run-end"),  # a live claim holds its START: its end stays with it
         ("e2", "run-start"),
         ("e3", "run-end"),  # queued inside the window: its START stays with it
         ("e3", "run-start"),
         ("e5", "run-start"),  # still running: its end is to come
-    ]  # e0's and e4's went whole
+    ]  # e0's and e4's went whole, and e1's, its dead START with it
     assert ("received:run:r1", "forward") not in left and ("received:run:r2", "forward") in left
     assert [r for r in rows(catalog, waiting) if r[0] == "received:run:r2"] == [
         r for r in before if r[0] == "received:run:r2"
     ]  # a run with a recent row keeps all of its rows
     assert [r for r in rows(catalog, waiting) if r[0] == "alert:a:x"] == [("alert:a:x", "alert", recent)]
-    assert counted["deadLetters"] == 0 and counted["taskRuns"] == 1  # e0; e1's rows keep the rest
-    assert [e for _, e in rows(catalog, "SELECT pk, execution_id FROM task_runs")] == ["e1", "e2", "e3", "e4", "e5"]
+    assert counted["deadLetters"] == 0 and counted["taskRuns"] == 2  # e0 and e1; e2's rows keep the rest
+    assert [e for _, e in rows(catalog, "SELECT pk, execution_id FROM task_runs")] == ["e2", "e3", "e4", "e5"]
     assert counted["pendingOutbox"] == len(before) - len(rows(catalog, waiting))
     assert retention.count(catalog._conn, every, later) == dict.fromkeys(KINDS, 0)
 
@@ -327,6 +325,67 @@ def test_the_dry_run_counts_the_task_runs_a_dead_letter_that_goes_kept(catalog: 
     counted = retention.count(catalog._conn, windows, later)
     assert (counted["deadLetters"], counted["taskRuns"]) == (1, 2)  # e0 and e1; e2 is the latest
     assert expire(catalog, windows, later) == counted
+
+
+def test_a_stream_that_stops_during_a_pass_frees_nothing_its_waiting_rows_kept(catalog: Catalog) -> None:
+    """Whether a stream to a backend is live is decided once a pass: one that stops after the
+    waiting rows were passed over (it was live) leaves them keeping their task runs."""
+    from tests.conftest import at
+    from tests.helpers import run
+
+    catalog.record_each([run("load", start=at(10 * n), end=at(10 * n + 1), execution=f"e{n}") for n in range(3)])
+    with catalog.transaction() as cur:
+        cur.execute("UPDATE outbox SET queued_at = '2025-01-01T00:00:00.000000Z'")
+        cur.execute(  # a dead letter that goes: a batch, after which the stream stops
+            "INSERT INTO outbox (kind, ref, run_key, queued_at, state) "
+            "VALUES ('asset-change', 1, 'asset:z', '2025-01-01T00:00:00.000000Z', 'dead')"
+        )
+    now = time.time()
+    catalog.workers.beat(StreamWorkerInfo("w", "host", 1, "http://backend", "t", now), now)
+    windows = Windows(pending_outbox=WEEK, task_runs=WEEK, dead_letters=WEEK)
+    counted = retention.count(catalog._conn, windows, now)
+    assert (counted["pendingOutbox"], counted["deadLetters"], counted["taskRuns"]) == (0, 1, 0)
+    stopped: list[str] = []
+
+    def stop_the_stream() -> None:  # after the first batch of a kind: the stream stops, cleanly
+        if not stopped:
+            catalog.workers.release("w")
+            stopped.append("w")
+
+    assert retention.expire(catalog.db, windows, now, pause=0, between=stop_the_stream) == counted
+    assert stopped and len(rows(catalog, "SELECT pk FROM task_runs")) == 3
+    assert len(rows(catalog, "SELECT seq FROM outbox")) == 6
+
+
+def test_a_batch_made_whole_counts_each_row_once(catalog: Catalog) -> None:
+    """A run whose rows fall in two of a batch's chunks of keys and past its end: each row is
+    taken (and counted) once."""
+    old = "2025-01-01T00:00:00.000000Z"
+    insert = "INSERT INTO outbox (kind, ref, run_key, queued_at, payload) VALUES (?, ?, ?, ?, '{}')"
+    with catalog.transaction() as cur:
+        for n in range(760):
+            key = "received:run:r" if n in (0, 549, 759) else f"alert:a:{n}"
+            cur.execute(insert, ("forward" if key.startswith("received") else "alert", n, key, old))
+    windows = Windows(pending_outbox=WEEK)
+    counted = retention.count(catalog._conn, windows, time.time())
+    assert counted["pendingOutbox"] == 760
+    assert expire(catalog, windows, time.time(), batch=600) == counted
+    assert rows(catalog, "SELECT seq FROM outbox") == []
+
+
+def test_an_asset_s_changes_behind_a_dead_letter_stay_with_it(catalog: Catalog) -> None:
+    """Row by row keys (an asset's changes) keep what waits behind a dead letter: the dead
+    letters' rule keeps it while they wait, and they go out after it once it is retried."""
+    old = "2025-01-01T00:00:00.000000Z"
+    insert = "INSERT INTO outbox (kind, ref, run_key, queued_at, state) VALUES ('asset-change', ?, ?, ?, ?)"
+    with catalog.transaction() as cur:
+        for n, (key, state) in enumerate([("asset:a", "dead"), ("asset:a", "pending"), ("asset:b", "pending")]):
+            cur.execute(insert, (n, key, old, state))
+    windows = Windows(pending_outbox=WEEK, dead_letters=WEEK)
+    counted = retention.count(catalog._conn, windows, time.time())
+    assert (counted["pendingOutbox"], counted["deadLetters"]) == (1, 0)  # asset:b's
+    assert expire(catalog, windows, time.time()) == counted
+    assert rows(catalog, "SELECT run_key, state FROM outbox") == [("asset:a", "dead"), ("asset:a", "pending")]
 
 
 def test_one_pass_at_a_time_across_processes(catalog: Catalog) -> None:

@@ -18,13 +18,14 @@ Each kind of history has its own window (:class:`Windows`, seconds; ``None``: ke
   there are never any to go (the kind is counted, always 0, so that a config naming it works).
 - ``pendingOutbox``: outbox rows still waiting (events no stream delivers: a catalog without an
   OpenLineage backend, or ``stream --alerts-only``'s; alerts whose webhook never took them),
-  queued before the window, while no stream worker to a backend is live (the rows it retries are
-  not given up); never of a run key with a dead letter (``deadLetters``' rule) or a row a live
-  claim holds. A run's rows (olbridge's own, or a received one forwarded) go together, in one
-  transaction, once every one of them is that old and an own run has ended; an asset's changes,
-  a job's and an alert's go row by row, oldest first. Kept unless a window is given. The task runs
-  and received events that waiting rows kept may then go too, in the same pass (``olbridge
-  backfill`` sends what is kept to a backend set up later).
+  queued before the window, in a pass that starts while no stream worker to a backend is live
+  (the rows it retries are not given up); never of a key whose first row a live claim holds. A
+  run's rows (olbridge's own, or a received one forwarded) go together, in one transaction, its
+  dead letter with them, once its last row is that old and an own run has ended; an asset's
+  changes, a job's and an alert's go row by row, oldest first, but not behind a dead letter.
+  Kept unless a window is given. The task runs and received events that waiting rows kept may
+  then go too, in the same pass (``olbridge backfill`` sends what is kept to a backend set up
+  later).
 - ``checks``: the data-quality checks of an asset (``asset_checks``: a run's, a received event's,
   ``dbt import``'s) reported before the window, never an asset's latest reported by now (the one
   its health reads): an asset's health now is the same after a pass; only its health as of a
@@ -130,25 +131,33 @@ _CHECK = """
         SELECT 1 FROM asset_checks n
         WHERE n.asset_id = k.asset_id AND n.reported_at > k.reported_at AND n.reported_at <= ?)
 """
-# a row waiting, queued before the window, while no stream worker to a backend is live (one is
-# delivering, or will once its backend is back: its rows are not given up; a worker of alerts
-# alone sends no run's events), of a run key with no dead letter (the dead letters' own rule) and
-# no row a live claim holds (give or take a minute of the hosts' clocks); of a run (olbridge's own,
-# or one received and forwarded) only when every row of the run is that old and an own run has
-# ended: a run's events go together (:func:`_whole_runs`), never its start before its end is
-# queued. Other keys (an asset's changes, a job's, an alert's) go by the row, oldest first.
+# a row waiting, queued before the window (a pass runs it only while no stream worker to a
+# backend is live: :func:`_backend_live`), of a run key whose first row no live claim holds
+# (give or take a minute of the hosts' clocks; only a key's first row is ever claimed, or made a
+# dead letter). A run's rows (olbridge's own, or a received run's forwarded events) go together
+# (:func:`_whole_runs`), its dead letter with them, once its last row is that old and an own run
+# has ended (its START waits for its end); the rows of other keys (an asset's changes, a job's,
+# an alert's) go one by one, oldest first, while no dead letter holds them back (the dead letters'
+# own rule keeps it and them). Each look into the key is one through its index.
 _RUN_KINDS = "('run-start', 'run-update', 'run-end')"
+_OF_A_RUN = f"({{o}}.kind IN {_RUN_KINDS} OR substr({{o}}.run_key, 1, 13) = 'received:run:')"
 _PENDING = f"""
-    {{o}}.state = 'pending' AND {{o}}.queued_at < ?
-    AND NOT EXISTS (SELECT 1 FROM stream_workers w WHERE w.target <> ? AND w.heartbeat_at >= ?)
-    AND {{o}}.run_key NOT IN (
-        SELECT b.run_key FROM outbox b
-        WHERE b.state = 'dead' OR (b.claimed_by IS NOT NULL AND COALESCE(b.claim_expires, 0) >= ?))
-    AND (({{o}}.kind NOT IN {_RUN_KINDS} AND substr({{o}}.run_key, 1, 13) <> 'received:run:') OR (
-        NOT EXISTS (SELECT 1 FROM outbox l WHERE l.run_key = {{o}}.run_key AND l.queued_at >= ?)
-        AND NOT EXISTS (
-            SELECT 1 FROM task_runs t WHERE {{o}}.kind IN {_RUN_KINDS} AND t.pk = {{o}}.ref AND t.ended_at IS NULL)))
+    {{o}}.queued_at < ?
+    AND NOT EXISTS (
+        SELECT 1 FROM outbox h
+        WHERE h.seq = (SELECT min(m.seq) FROM outbox m WHERE m.run_key = {{o}}.run_key)
+          AND h.claimed_by IS NOT NULL AND COALESCE(h.claim_expires, 0) >= ?)
+    AND (
+        ({_OF_A_RUN}
+         AND (SELECT l.queued_at FROM outbox l WHERE l.run_key = {{o}}.run_key ORDER BY l.seq DESC LIMIT 1) < ?
+         AND NOT EXISTS (
+            SELECT 1 FROM task_runs t WHERE {{o}}.kind IN {_RUN_KINDS} AND t.pk = {{o}}.ref AND t.ended_at IS NULL))
+        OR (NOT {_OF_A_RUN} AND {{o}}.state = 'pending'
+            AND NOT EXISTS (
+                SELECT 1 FROM outbox h
+                WHERE h.seq = (SELECT min(m.seq) FROM outbox m WHERE m.run_key = {{o}}.run_key) AND h.state = 'dead')))
 """
+_LIVE_BACKEND = "SELECT 1 FROM stream_workers WHERE target <> ? AND heartbeat_at >= ? LIMIT 1"
 CLOCKS_APART = 60.0  # seconds: how far apart the hosts' clocks may be (heartbeats, claims)
 _ERROR = "e.at < ?"
 # an own task run, not the latest of its task by start (its page's), nor by end (health's last
@@ -203,13 +212,15 @@ class _Kind:
     fold: Callable[[Cursor, list[Any]], None] | None = None
     # the rows that go with a batch's rows, in the same transaction (given their keys; theirs too)
     whole: Callable[[Cursor, list[Any]], list[Any]] | None = None
+    order: str | None = None  # the order a batch takes the rows in (None: the engine's)
 
     def count_statement(self) -> str:
         return f"SELECT count(*) FROM {self.table} WHERE {self.condition}"
 
     def select_statement(self) -> str:
         columns = self.key if self.day is None else f"{self.key}, {self.day}"
-        return f"SELECT {columns} FROM {self.table} WHERE {self.condition} LIMIT ?{sql.SKIP_LOCKED}"
+        order = "" if self.order is None else f" ORDER BY {self.order}"
+        return f"SELECT {columns} FROM {self.table} WHERE {self.condition}{order} LIMIT ?{sql.SKIP_LOCKED}"
 
     def delete_statement(self) -> str:
         table = self.table.split()[0]
@@ -225,27 +236,49 @@ class _Kind:
         return Expiring(alias, self.condition, self.params, dependents, column, self.fold)
 
 
-def _kinds(windows: Windows, now: float) -> list[_Kind]:
+def _backend_live(conn: Connection | Cursor, now: float) -> bool:
+    """Whether a stream worker to a backend is live (its heartbeat within a minute): it delivers
+    the waiting rows, or will once its backend is back, so none of them is given up. A worker of
+    alerts alone (``stream --alerts-only``) sends no run's events. Decided once a pass."""
+    return conn.execute(_LIVE_BACKEND, (ALERTS_ONLY_TARGET, now - CLOCKS_APART)).fetchone() is not None
+
+
+def _kinds(windows: Windows, now: float, *, backend_live: bool = False, predict: bool = True) -> list[_Kind]:
+    """The kinds a pass at ``now`` deletes, in order. ``predict``: for a count, whose later kinds'
+    conditions leave out the outbox rows the earlier kinds delete (a pass deletes them first)."""
+
     def cutoff(seconds: Seconds) -> str | None:
         return None if seconds is None else epoch_text(now - seconds)
 
     kinds: list[_Kind] = []
     # first the outbox's rows that go (waiting, dead): the task runs and received events the
-    # others point at are kept, and the later kinds' conditions count without those that go (a
-    # dry run counts what a pass deletes)
-    pending, dead = cutoff(windows.pending_outbox), cutoff(windows.dead_letters)
-    going: list[tuple[str, tuple[Any, ...]]] = []  # the outbox rows this pass deletes
+    # others point at are kept; a count leaves out the rows that go, which a pass has deleted
+    # by the time it comes to the later kinds (a dry run counts what a pass deletes)
+    pending = None if backend_live else cutoff(windows.pending_outbox)
+    dead = cutoff(windows.dead_letters)
+    going: list[tuple[str, tuple[Any, ...]]] = []  # the outbox rows (``q``) this pass deletes
     if pending is not None:
-        params = (pending, ALERTS_ONLY_TARGET, now - CLOCKS_APART, now - CLOCKS_APART, pending)
-        kinds.append(_Kind("pendingOutbox", "outbox o", "o.seq", _PENDING.format(o="o"), params, whole=_whole_runs))
+        before: str = pending
+        params: tuple[Any, ...] = (before, now - CLOCKS_APART, before)
+
+        def whole(cur: Cursor, seqs: list[Any]) -> list[Any]:
+            return _whole_runs(cur, seqs, before)
+
+        condition = _PENDING.format(o="o")
+        kinds.append(_Kind("pendingOutbox", "outbox o", "o.seq", condition, params, whole=whole, order="o.seq"))
         going.append((_PENDING.format(o="q"), params))
     if dead is not None:  # then the dead letters (an own run's may keep task runs, a forward's events)
-        kinds.append(_Kind("deadLetters", "outbox o", "o.seq", _DEAD.format(o="o"), (dead,)))
+        condition, params = _DEAD.format(o="o"), (dead,)
+        if pending is not None:  # a run's dead letter may go with its run: counted there
+            condition, params = f"{condition} AND NOT ({_PENDING.format(o='o')})", (dead, *going[0][1])
+        kinds.append(_Kind("deadLetters", "outbox o", "o.seq", condition, params))
         going.append((_DEAD.format(o="q"), (dead,)))
-    staying: tuple[str, tuple[Any, ...]] = (
-        " AND ".join(f"NOT ({condition})" for condition, _ in going) or "1 = 1",
-        tuple(param for _, params in going for param in params),
-    )
+    staying: tuple[str, tuple[Any, ...]] = ("1 = 1", ())
+    if predict and going:
+        staying = (
+            " AND ".join(f"NOT ({condition})" for condition, _ in going),
+            tuple(param for _, params in going for param in params),
+        )
     received = cutoff(windows.received_events)
     if received is not None:
         # an event found by its key and its time: on PostgreSQL, in its day's partition alone
@@ -299,22 +332,23 @@ def _kinds(windows: Windows, now: float) -> list[_Kind]:
 
 _OTHER_ROWS_OF_RUNS = f"""
     SELECT o.seq FROM outbox o
-    WHERE o.run_key IN (
+    WHERE o.queued_at < ? AND o.run_key IN (
         SELECT p.run_key FROM outbox p
         WHERE p.seq IN ({{seqs}}) AND (p.kind IN {_RUN_KINDS} OR substr(p.run_key, 1, 13) = 'received:run:'))
 """
 
 
-def _whole_runs(cur: Cursor, seqs: list[Any]) -> list[Any]:
+def _whole_runs(cur: Cursor, seqs: list[Any], before: str) -> list[Any]:
     """The other rows of the runs a batch of pendingOutbox takes rows of, so that a run's rows go
     in one transaction (a stream never finds its end without its start): every row of such a run
-    goes with them (its condition holds of a run's rows all together)."""
-    found: list[Any] = []
+    meets the condition with them (it holds of a run's rows all together); one queued since the
+    batch was read (``before``: the window's start) is not taken."""
+    found: dict[Any, None] = {}
     for start in range(0, len(seqs), 500):
         chunk = seqs[start : start + 500]
         statement = _OTHER_ROWS_OF_RUNS.format(seqs=", ".join("?" * len(chunk)))
-        found += [row[0] for row in cur.execute(statement, chunk).fetchall()]
-    return found
+        found.update(dict.fromkeys(row[0] for row in cur.execute(statement, (before, *chunk)).fetchall()))
+    return list(found)
 
 
 def _row_key(kind: _Kind, row_id: str) -> _Kind:
@@ -329,7 +363,7 @@ def _row_key(kind: _Kind, row_id: str) -> _Kind:
 def count(conn: Connection | Cursor, windows: Windows, now: float) -> dict[str, int]:
     """How many rows of each kind a pass at ``now`` deletes (every kind, 0 where none goes)."""
     counts = dict.fromkeys(KINDS, 0)
-    for kind in _kinds(windows, now):
+    for kind in _kinds(windows, now, backend_live=_backend_live(conn, now)):
         counts[kind.name] = int(conn.execute(kind.count_statement(), kind.params).fetchone()[0])
     return counts
 
@@ -348,7 +382,8 @@ def expire(
     lease's renewal, say). The rows deleted of each kind."""
     counts = dict.fromkeys(KINDS, 0)
     prepare(db, now)
-    for kind in (_row_key(k, db.engine.row_id) for k in _kinds(windows, now)):
+    kinds = _kinds(windows, now, backend_live=_backend_live(db.conn, now), predict=False)
+    for kind in (_row_key(k, db.engine.row_id) for k in kinds):
         if kind.table.split()[0] in sql.PARTITIONED:  # whole partitions first, where the engine has them
             table = kind.table.split()[0]
             counts[kind.name] += db.engine.drop_expired_partitions(db, table, kind.params[0], kind.expiring())

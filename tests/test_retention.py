@@ -388,6 +388,49 @@ def test_an_asset_s_changes_behind_a_dead_letter_stay_with_it(catalog: Catalog) 
     assert rows(catalog, "SELECT run_key, state FROM outbox") == [("asset:a", "dead"), ("asset:a", "pending")]
 
 
+def test_a_stream_that_starts_during_a_pass_stops_the_waiting_rows_going(
+    catalog: Catalog, catalog_target: str, tmp_path: Path
+) -> None:
+    """A stream to a backend that starts after a batch of waiting rows went: the next batch sees
+    it and deletes nothing more (the stream sends the oldest runs first, whole); the command
+    says why nothing waiting goes while one is live."""
+    from tests.conftest import at
+    from tests.helpers import run
+
+    catalog.record_each([run("load", start=at(10 * n), end=at(10 * n + 1), execution=f"e{n}") for n in range(4)])
+    with catalog.transaction() as cur:
+        cur.execute("UPDATE outbox SET queued_at = '2025-01-01T00:00:00.000000Z'")
+    now = time.time()
+
+    def a_stream_starts() -> None:
+        catalog.workers.beat(StreamWorkerInfo("w", "host", 1, "http://backend", "t", now), now)
+
+    deleted = retention.expire(catalog.db, Windows(pending_outbox=WEEK), now, batch=2, pause=0, between=a_stream_starts)
+    assert deleted["pendingOutbox"] == 2  # the first batch: one run, whole
+    assert [n for _, n in rows(catalog, "SELECT run_key, count(*) FROM outbox GROUP BY run_key")] == [2, 2, 2]
+    config = tmp_path / "olbridge.toml"
+    config.write_text('[retention]\npending_outbox = "7d"\n')
+    with Catalog(catalog_target) as other:  # (the command opens the catalog anew: not one in memory)
+        other.workers.beat(StreamWorkerInfo("w", "host", 1, "http://backend", "t", now), now)
+    result = CliRunner().invoke(cli, ["--catalog", catalog_target, "--config", str(config), "retention", "--dry-run"])
+    assert result.exit_code == 0 and "Note: pending_outbox: a stream to a backend is live" in result.stderr
+
+
+def test_a_run_s_dead_letter_alone_is_the_dead_letters_to_keep(catalog: Catalog) -> None:
+    """A run whose end the backend refused after it took its start: the dead END is all that is
+    left, and ``pending_outbox`` (rows still waiting) leaves it to ``dead_letters``."""
+    from tests.conftest import at
+    from tests.helpers import run
+
+    catalog.record_each([run("load", start=at(0), end=at(1), execution="e0")])
+    with catalog.transaction() as cur:
+        cur.execute("DELETE FROM outbox WHERE kind = 'run-start'")  # delivered
+        cur.execute("UPDATE outbox SET state = 'dead', queued_at = '2025-01-01T00:00:00.000000Z'")
+    assert retention.count(catalog._conn, Windows(pending_outbox=WEEK), time.time())["pendingOutbox"] == 0
+    both = retention.count(catalog._conn, Windows(pending_outbox=WEEK, dead_letters=WEEK), time.time())
+    assert (both["pendingOutbox"], both["deadLetters"]) == (0, 1)
+
+
 def test_one_pass_at_a_time_across_processes(catalog: Catalog) -> None:
     assert retention.take_lease(catalog.db, "a", NOW, 60)
     assert not retention.take_lease(catalog.db, "b", NOW + 1, 60)

@@ -18,14 +18,14 @@ Each kind of history has its own window (:class:`Windows`, seconds; ``None``: ke
   there are never any to go (the kind is counted, always 0, so that a config naming it works).
 - ``pendingOutbox``: outbox rows still waiting (events no stream delivers: a catalog without an
   OpenLineage backend, or ``stream --alerts-only``'s; alerts whose webhook never took them),
-  queued before the window, in a pass that starts while no stream worker to a backend is live
-  (the rows it retries are not given up); never of a key whose first row a live claim holds. A
-  run's rows (olbridge's own, or a received one forwarded) go together, in one transaction, its
-  dead letter with them, once its last row is that old and an own run has ended; an asset's
-  changes, a job's and an alert's go row by row, oldest first, but not behind a dead letter.
-  Kept unless a window is given. The task runs and received events that waiting rows kept may
-  then go too, in the same pass (``olbridge backfill`` sends what is kept to a backend set up
-  later).
+  queued before the window, while no stream worker to a backend is live (asked as a pass starts
+  and before each batch: the rows it retries are not given up); never of a key whose first row a
+  live claim holds. A run's rows (olbridge's own, or a received one forwarded) go together, in one
+  transaction, its dead letter with them, once its last row is waiting and that old and an own
+  run has ended (a run's dead letter alone is ``deadLetters``'); an asset's changes, a job's and
+  an alert's go row by row, oldest first, but not behind a dead letter. Kept unless a window is
+  given. The task runs and received events that waiting rows kept may then go too, in the same
+  pass (``olbridge backfill`` sends what is kept to a backend set up later).
 - ``checks``: the data-quality checks of an asset (``asset_checks``: a run's, a received event's,
   ``dbt import``'s) reported before the window, never an asset's latest reported by now (the one
   its health reads): an asset's health now is the same after a pass; only its health as of a
@@ -135,8 +135,9 @@ _CHECK = """
 # backend is live: :func:`_backend_live`), of a run key whose first row no live claim holds
 # (give or take a minute of the hosts' clocks; only a key's first row is ever claimed, or made a
 # dead letter). A run's rows (olbridge's own, or a received run's forwarded events) go together
-# (:func:`_whole_runs`), its dead letter with them, once its last row is that old and an own run
-# has ended (its START waits for its end); the rows of other keys (an asset's changes, a job's,
+# (:func:`_whole_runs`), its dead letter with them, once its last row is that old and waiting (a
+# dead letter alone is the dead letters' to keep or not) and an own run has ended (its START waits
+# for its end); the rows of other keys (an asset's changes, a job's,
 # an alert's) go one by one, oldest first, while no dead letter holds them back (the dead letters'
 # own rule keeps it and them). Each look into the key is one through its index.
 _RUN_KINDS = "('run-start', 'run-update', 'run-end')"
@@ -150,6 +151,7 @@ _PENDING = f"""
     AND (
         ({_OF_A_RUN}
          AND (SELECT l.queued_at FROM outbox l WHERE l.run_key = {{o}}.run_key ORDER BY l.seq DESC LIMIT 1) < ?
+         AND (SELECT l.state FROM outbox l WHERE l.run_key = {{o}}.run_key ORDER BY l.seq DESC LIMIT 1) = 'pending'
          AND NOT EXISTS (
             SELECT 1 FROM task_runs t WHERE {{o}}.kind IN {_RUN_KINDS} AND t.pk = {{o}}.ref AND t.ended_at IS NULL))
         OR (NOT {_OF_A_RUN} AND {{o}}.state = 'pending'
@@ -213,6 +215,8 @@ class _Kind:
     # the rows that go with a batch's rows, in the same transaction (given their keys; theirs too)
     whole: Callable[[Cursor, list[Any]], list[Any]] | None = None
     order: str | None = None  # the order a batch takes the rows in (None: the engine's)
+    # asked in each batch's transaction before it deletes: True stops the kind for this pass
+    stop: Callable[[Cursor], bool] | None = None
 
     def count_statement(self) -> str:
         return f"SELECT count(*) FROM {self.table} WHERE {self.condition}"
@@ -239,8 +243,15 @@ class _Kind:
 def _backend_live(conn: Connection | Cursor, now: float) -> bool:
     """Whether a stream worker to a backend is live (its heartbeat within a minute): it delivers
     the waiting rows, or will once its backend is back, so none of them is given up. A worker of
-    alerts alone (``stream --alerts-only``) sends no run's events. Decided once a pass."""
+    alerts alone (``stream --alerts-only``) sends no run's events. Asked as a pass starts (the
+    later kinds then read what is left), and again before each of pendingOutbox's batches."""
     return conn.execute(_LIVE_BACKEND, (ALERTS_ONLY_TARGET, now - CLOCKS_APART)).fetchone() is not None
+
+
+def waiting_kept(conn: Connection | Cursor, windows: Windows, now: float) -> bool:
+    """Whether a pass at ``now`` keeps every waiting row although ``pending_outbox`` has a window
+    (a stream to a backend is live): a note for the command to say."""
+    return windows.pending_outbox is not None and _backend_live(conn, now)
 
 
 def _kinds(windows: Windows, now: float, *, backend_live: bool = False, predict: bool = True) -> list[_Kind]:
@@ -264,8 +275,13 @@ def _kinds(windows: Windows, now: float, *, backend_live: bool = False, predict:
         def whole(cur: Cursor, seqs: list[Any]) -> list[Any]:
             return _whole_runs(cur, seqs, before)
 
+        def stop(cur: Cursor) -> bool:  # a stream to a backend started since: it sends the oldest first
+            return _backend_live(cur, now)
+
         condition = _PENDING.format(o="o")
-        kinds.append(_Kind("pendingOutbox", "outbox o", "o.seq", condition, params, whole=whole, order="o.seq"))
+        kinds.append(
+            _Kind("pendingOutbox", "outbox o", "o.seq", condition, params, whole=whole, order="o.seq", stop=stop)
+        )
         going.append((_PENDING.format(o="q"), params))
     if dead is not None:  # then the dead letters (an own run's may keep task runs, a forward's events)
         condition, params = _DEAD.format(o="o"), (dead,)
@@ -409,6 +425,8 @@ def _batches(db: Database, kind: _Kind, batch: int) -> Iterator[int]:
     dependents = [dependent.format("= ?") for dependent in kind.dependents]
 
     def work(cur: Cursor) -> int:
+        if kind.stop is not None and kind.stop(cur):
+            return 0
         rows = [tuple(row) for row in cur.execute(select, (*kind.params, batch)).fetchall()]
         if rows and kind.whole is not None:
             taken = {row[0] for row in rows}
@@ -516,4 +534,5 @@ __all__ = [
     "release_lease",
     "renew_lease",
     "take_lease",
+    "waiting_kept",
 ]

@@ -97,7 +97,7 @@ def record(app: AppContext, /, file: str | None, **flags: Any) -> None:
                 f"--file cannot be combined with {', '.join('--' + k.replace('_', '-') for k in given)}"
             )
         source = "<stdin>" if file == "-" else file
-        # stdin as click opens it (closing it leaves it open), a file by the one file reader
+        # stdin as click opens it (left open: it is not this command's), a file by the one file reader
         lines = click.open_file("-", encoding="utf-8") if file == "-" else open_text(file)
         with progress("reading task runs", _line_count(file), "lines") as reading:
             try:
@@ -105,7 +105,8 @@ def record(app: AppContext, /, file: str | None, **flags: Any) -> None:
             except UnicodeDecodeError:
                 raise InputFileError("not UTF-8 text", source, rule="file.text") from None
             finally:
-                lines.close()
+                if file != "-":
+                    lines.close()
         runs = list(checked.runs)
         names = [f"{source}:{line}: {run_name(run.key)}" for line, run in zip(checked.lines, runs, strict=True)]
         catalog = app.catalog(create=True)

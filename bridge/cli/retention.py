@@ -73,6 +73,11 @@ def retention(app: AppContext, dry_run: bool, as_json: bool) -> None:
         raise ConfigError('the config has no [retention] windows (received_events = "7d", ...); nothing would go')
     now = time.time()
     note = None
+    if catalog_retention.waiting_kept(catalog.db.conn, windows(settings), now):
+        say(
+            "Note: pending_outbox: a stream to a backend is live (olbridge status), so nothing waiting in the "
+            "outbox goes: it delivers it when its backend answers"
+        )
     if dry_run:  # the partitions wholly expired hold rows the count meets: the same total
         counts = catalog_retention.count(catalog.db.conn, windows(settings), now)
     else:

@@ -195,14 +195,16 @@ def stream(
         )
         outbox = catalog.outbox
         left = f"{outbox.alerts_pending()} alert(s)" if alerts_only else f"{outbox.status().pending} event(s)"
+        again = "olbridge stream --alerts-only" if alerts_only else "olbridge stream"
         raise ExportError(
             f"gave up on delivering {where}: nothing delivered for "
             f"{gave_up.seconds:.1f}s while deliveries failed (--give-up-after {budget:g}{later}){last}; "
-            f"{left} stay pending: run olbridge stream again when {back} is back"
+            f"{left} stay pending: run {again} again when {back} is back"
         )
     if once and stats.dead:
         raise ExportError(
-            f"{stats.dead} event(s) became dead letters (refused by {target}, or out of --max-attempts); "
+            f"{stats.dead} {'alert(s)' if alerts_only else 'event(s)'} became dead letters (refused by {target}, "
+            "or out of --max-attempts); "
             "see olbridge outbox list --dead, and olbridge outbox retry once the cause is fixed"
         )
 

@@ -74,6 +74,9 @@ def test_three_stream_workers_share_the_outbox_and_a_killed_one_loses_nothing(
     with Backend(lambda event, attempt: Reply(201, delay=0.002)) as backend, Catalog(postgres_url) as catalog:
         workers = [stream_worker(postgres_url, backend.url) for _ in range(3)]
         try:
+            # every worker registered (a slow start under load would leave the victim unknown)
+            pids = {w.pid for w in workers}
+            assert wait_for(lambda: pids <= {w.pid for w in catalog.workers.list()}, timeout=120), "not registered"
             assert wait_for(lambda: backend.accepted_count >= 300, timeout=120), "nothing was delivered"
             victim = workers[0]
             victim.send_signal(signal.SIGSTOP)  # frozen: what it holds now is what it had in flight

@@ -137,9 +137,9 @@ _CHECK = """
 # dead letter). A run's rows (olbridge's own, or a received run's forwarded events) go together
 # (:func:`_whole_runs`), its dead letter with them, once its last row is that old and waiting (a
 # dead letter alone is the dead letters' to keep or not) and an own run has ended (its START waits
-# for its end); the rows of other keys (an asset's changes, a job's,
-# an alert's) go one by one, oldest first, while no dead letter holds them back (the dead letters'
-# own rule keeps it and them). Each look into the key is one through its index.
+# for its end); the rows of other keys (an asset's changes, a job's, an alert's) go one by one,
+# oldest first, while no dead letter holds them back (the dead letters' own rule keeps it and
+# them). Each look into the key is one through its index.
 _RUN_KINDS = "('run-start', 'run-update', 'run-end')"
 _OF_A_RUN = f"({{o}}.kind IN {_RUN_KINDS} OR substr({{o}}.run_key, 1, 13) = 'received:run:')"
 _PENDING = f"""

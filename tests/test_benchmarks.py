@@ -131,6 +131,17 @@ def test_making_a_day_of_runs_is_timed_with_the_runs_of_no_day_in_their_partitio
         assert "making a day's partition of received runs: p50 " in out and "(2 days)" in out, out
 
 
+def test_pending_outbox_runs_on_both_engines(capsys: pytest.CaptureFixture[str], postgres_url: str) -> None:
+    """benchmarks/pending_outbox.py at its tiniest: every row waiting goes (the lone dead letters as
+    such) but the received run with one row inside the window (11 rows), the dry run's counts
+    checked equal to the pass's."""
+    assert load("pending_outbox").main(["--scale", "50", "--postgres-url", postgres_url]) == 0
+    out = capsys.readouterr().out
+    for engine in ("sqlite", "postgresql"):
+        assert re.search(rf"^{engine}: 211 rows waiting: the dry run [\d.]+ s, the pass [\d.]+ s ", out, re.M), out
+    assert out.count("(150 pendingOutbox, 50 deadLetters; 11 left; no pause between batches)") == 2, out
+
+
 def test_soak_runs_on_both_engines(capsys: pytest.CaptureFixture[str], postgres_url: str) -> None:
     """benchmarks/soak.py at its tiniest: the days printed, retention deleting from the day past
     the window, and the re-sent events answered rightly (its exit status says so)."""

@@ -7,7 +7,6 @@ file's folder.
 
 from __future__ import annotations
 
-import fnmatch
 import re
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
@@ -21,6 +20,7 @@ from bridge.jsontext import MAX_DEPTH
 from bridge.mapping.resolver import DEFAULT_NAMESPACE, MARQUEZ_NAMESPACE_MAX
 from bridge.model.alerts import EVENTS, UPDATED, AlertRule, check_webhook
 from bridge.model.health import FreshnessRule, Match, Selector, parse_duration
+from bridge.model.received import namespace_matches
 from bridge.model.urls import url_problem
 from bridge.version import PRODUCER
 
@@ -37,7 +37,7 @@ class NamedToken:
     namespaces: tuple[str, ...]
 
     def may_write(self, namespace: str) -> bool:
-        return any(fnmatch.fnmatchcase(namespace, pattern) for pattern in self.namespaces)
+        return any(namespace_matches(namespace, pattern) for pattern in self.namespaces)
 
 
 TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")

@@ -30,6 +30,7 @@ from bridge.demo import run_demo
 from bridge.mapping import Resolver
 from bridge.model import format_time
 from bridge.model.health import ANOTHER_NAMESPACE, FreshnessRule, Match, Selector
+from bridge.model.received import writable
 from bridge.openlineage.convert import Converter, task_run_id
 from bridge.receiver.imports import catalog_intake
 from bridge.web import UiApp, pages
@@ -1259,3 +1260,38 @@ def test_an_asset_s_unwritten_runs_are_taken_newest_by_start(ui_catalog: str, re
             )  # fmt: skip
         listed = browse.asset_runs(Runs(catalog, Converter(resolver)), "report.daily", limit=1)
     assert [(r.direction, r.run.started) for r in listed] == [("unwritten", format_time(at(300)))]
+
+
+def test_a_tokens_patterns_are_read_alike_by_every_page_and_the_database(catalog: Catalog) -> None:
+    """A token's namespace pattern has two wildcards, ``*`` and ``?``, and is case-sensitive;
+    every other character is itself, ``[`` too (as the receiver reads it). The database's filter
+    says the same on both engines: the lists, their counts and an asset's neighbours (whose counts
+    and ``EXISTS`` nothing checks again) see what the receiver lets the token write, no more."""
+    namespaces = {  # as an asset's namespace may be: lower case, digits, ".", "_", "-"
+        "tb.a": "team-a",
+        "tb.b": "team-b",
+        "tb.bx": "team-bx",
+        "tb.under": "team_b",
+        "tb.dot": "team.b",
+    }
+    hub = decl("hub.global")
+    catalog.record_task_run(
+        run(
+            "fan",
+            inputs=(hub,),
+            outputs=tuple(decl(i, type="Table", namespace=ns) for i, ns in namespaces.items()),
+            start=at(0),
+        )
+    )
+    for patterns in (("TEAM-B*",), ("team-[ab]*",), ("team_b",), ("team?b",), ("team-b", "team-?x"), ("team%",)):
+        scope = browse.Scope(patterns)
+        wanted = sorted(i for i, ns in namespaces.items() if writable(patterns, ns))
+        page = list_assets(catalog, AssetFilter(prefix="tb."), scope=scope)
+        assert [x.asset.id for x in page.assets] == wanted, patterns
+        assert page.count == len(wanted), patterns
+        down = browse.neighbours(catalog, "hub.global", "downstream", scope=scope)
+        assert list(down.ids) == wanted and down.count == len(wanted), patterns
+    # as the receiver reads them, where a job's namespace may be any text
+    assert writable(("team-[ab]*",), "team-[ab]x") and not writable(("team-[ab]*",), "team-b")
+    assert not writable(("TEAM-B*",), "team-b") and writable(("team-a?c",), "team-a%c")
+    assert writable(("a\\b*",), "a\\bc") and not writable(("team%",), "team-b")

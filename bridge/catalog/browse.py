@@ -11,7 +11,6 @@ another namespace is never returned; Global assets (no namespace) always are.
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import re
 from collections.abc import Iterable, Sequence
@@ -25,6 +24,7 @@ from bridge.catalog.engine import Connection
 from bridge.catalog.runs import EXTERNAL, OWN, RunFilter, Runs, RunView
 from bridge.catalog.store import Catalog
 from bridge.model import Asset, format_time, parse_time
+from bridge.model.received import namespace_matches
 
 # above every character: a prefix's ids lie in [prefix, prefix + TOP) (byte order on both engines)
 TOP = "\U0010ffff"
@@ -47,14 +47,14 @@ class Scope:
     patterns: tuple[str, ...]
 
     def allows(self, namespace: str | None) -> bool:
-        return namespace is None or any(fnmatch.fnmatchcase(namespace, p) for p in self.patterns)
+        return namespace is None or any(namespace_matches(namespace, p) for p in self.patterns)
 
     def clause(self, column: str, *, global_: bool = True) -> tuple[str, list[str]]:
-        """A SQL condition that lets through at least what :meth:`allows` does (LIKE may ignore
-        case: the rows are checked again with :meth:`allows`); with ``global_``, NULL too."""
-        likes = [f"{column} LIKE ? ESCAPE '\\'" for _ in self.patterns]
-        params = [_like(p) for p in self.patterns]
-        return f"({' OR '.join([*([f'{column} IS NULL'] if global_ else []), *likes, '1 = 0'])})", params
+        """A SQL condition that lets through what :meth:`allows` does, exactly (case and all, on
+        both engines: counts and ``EXISTS`` take it as it is); with ``global_``, NULL too."""
+        globs = [f"{column}{sql.NAMESPACE_GLOB}" for _ in self.patterns]
+        params = [p.replace("[", "[[]") for p in self.patterns]  # a "[" is itself, as in allows
+        return f"({' OR '.join([*([f'{column} IS NULL'] if global_ else []), *globs, '1 = 0'])})", params
 
 
 def _like(pattern: str) -> str:

@@ -91,6 +91,9 @@ ALERTS_INDEX = " INDEXED BY outbox_alerts"  # likewise (it reads the pending row
 # wildcard; the rows are checked again in Python), by the search of schema.search_statements:
 # SQLite's FTS5 trigram table, whose index answers LIKE; PostgreSQL's view, ILIKE (pg_trgm's indexes)
 SEARCH_TERM = "term LIKE ?"
+# a token's namespace pattern, on a column: ``*`` and ``?`` wildcards, case-sensitive, "[" given
+# as "[[]" (browse.Scope.clause); PostgreSQL says it with LIKE (postgres/cursor.py)
+NAMESPACE_GLOB = " GLOB ?"
 SEARCH_ASSETS = f"id IN (SELECT asset_id FROM asset_search WHERE {SEARCH_TERM})"
 # how many of the search's terms hold a text, up to a number (read as they come, not all)
 COUNT_SEARCH_TERMS = f"SELECT count(*) FROM (SELECT 1 FROM asset_search WHERE {SEARCH_TERM} LIMIT ?) t"

@@ -6,7 +6,7 @@ They pickle as tuples, as the receiver's workers hand them to its writer process
 
 from __future__ import annotations
 
-import fnmatch
+import functools
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -118,7 +118,20 @@ def store_namespace(namespace: str) -> str:
 def writable(patterns: tuple[str, ...] | None, namespace: str) -> bool:
     """Whether a token of these namespace patterns (``*`` and ``?``; None: any) may write
     ``namespace``, as :meth:`bridge.config.NamedToken.may_write` says."""
-    return patterns is None or any(fnmatch.fnmatchcase(namespace, pattern) for pattern in patterns)
+    return patterns is None or any(namespace_matches(namespace, pattern) for pattern in patterns)
+
+
+def namespace_matches(namespace: str, pattern: str) -> bool:
+    """Whether ``namespace`` is one a token's pattern names: ``*`` any run of characters, ``?``
+    any one, every other character itself, case and all (``[`` too: no character classes, so
+    that the catalog's reads can ask the same of the database, :meth:`bridge.catalog.browse.Scope.clause`)."""
+    return _pattern_of(pattern).fullmatch(namespace) is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def _pattern_of(pattern: str) -> re.Pattern[str]:
+    parts = (".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.compile("".join(parts), re.DOTALL)
 
 
 @pickles_as_tuple

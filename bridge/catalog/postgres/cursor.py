@@ -35,6 +35,12 @@ FRAGMENTS: tuple[tuple[str, str], ...] = (
     (shared.RETRY_INDEX, ""),  # PostgreSQL's planner finds the partial index itself
     (shared.ALERTS_INDEX, ""),  # and this one
     (shared.SEARCH_TERM, "term ILIKE ?"),
+    # the GLOB pattern in LIKE's words (chr(63) is "?", which would be taken for a placeholder)
+    (
+        shared.NAMESPACE_GLOB,
+        " LIKE replace(replace(replace(replace(replace(replace(?, '\\', '\\\\'), '%', '\\%'), '_', '\\_'),"
+        " '*', '%'), chr(63), '_'), '[[]', '[') ESCAPE '\\'",
+    ),
     (shared.COUNT_STEPS, shared.COUNT_STEP_BY_VIEW),  # one recursive reference a step
 )
 

@@ -1295,3 +1295,34 @@ def test_a_tokens_patterns_are_read_alike_by_every_page_and_the_database(catalog
     assert writable(("team-[ab]*",), "team-[ab]x") and not writable(("team-[ab]*",), "team-b")
     assert not writable(("TEAM-B*",), "team-b") and writable(("team-a?c",), "team-a%c")
     assert writable(("a\\b*",), "a\\bc") and not writable(("team%",), "team-b")
+
+
+def test_an_integer_past_64_bits_is_shown_as_it_was_received(catalog_target: str, resolver: Resolver) -> None:
+    """The receiver keeps an integer of any size exact, in a dataset's facets, a run's facets and
+    an asset's metadata; the pages and their twins show it (they gave a 500, orjson writing no
+    integer past 64 bits)."""
+    big, huge = 123456789012345678901234567890, 2**70
+    run_id = "0194a1b2-0000-7000-8000-0000000000ee"
+    dataset = ol_dataset("s3://bucket", "big/rows.parquet", stats={"bytes": big})
+    event = ol_run_event(
+        run_id=run_id,
+        job=("spark", "job"),
+        outputs=[dataset],
+        run={
+            "runId": run_id,
+            "facets": {"sized": {"_producer": PRODUCER, "_schemaURL": "https://x.test/S", "n": huge}},
+        },
+    )
+    with Catalog(catalog_target) as catalog:
+        assert catalog_intake(catalog, resolver).take([event])[0].status == "accepted"
+        catalog.set_asset(decl("mart.big", type="Table", metadata={"rows": huge}), now=at(1))
+        placeholder = next(a.id for a in catalog.list_assets() if a.id != "mart.big")
+    app = make_app(catalog_target, resolver)
+    for path in (f"/assets/{placeholder}", "/assets/mart.big", f"/runs/{run_id}"):
+        for query in ("", "tab=history"):
+            status, _, text = call(app, path, query)
+            assert status.startswith("200"), (path, query, status)
+            assert query or str(big) in text or str(huge) in text, path
+    assert str(big) in json.dumps(twin(app, f"/assets/{placeholder}"))
+    assert twin(app, "/assets/mart.big")["asset"]["metadata"]["rows"] == huge
+    assert str(huge) in json.dumps(twin(app, f"/runs/{run_id}"))

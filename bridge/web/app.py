@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import importlib.resources
+import json
 import queue
 import re
 import sys
@@ -99,8 +100,17 @@ def _environment() -> jinja2.Environment:
         finalize=_without_bidi,
     )
     env.globals.update(link=link, asset_url=asset_url, run_url=run_url, max_depth=pages.MAX_DEPTH)
-    env.filters["json"] = lambda value: orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+    env.filters["json"] = lambda value: json_bytes(value, indent=True).decode()
     return env
+
+
+def json_bytes(value: Any, *, indent: bool = False) -> bytes:
+    """A page's values as JSON: by orjson, else (an integer past 64 bits, which the receiver keeps
+    exact in facets and metadata) by the standard library, the same text but for spacing."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_INDENT_2 if indent else None)
+    except orjson.JSONEncodeError:
+        return json.dumps(value, ensure_ascii=False, indent=2 if indent else None).encode()
 
 
 def json_twin(data: Any) -> Any:
@@ -244,7 +254,7 @@ class UiApp:
 
     def render(self, template: str, data: dict[str, Any], as_json: bool, query: dict[str, str]) -> Response:
         if as_json:
-            return Response("200 OK", orjson.dumps(json_twin(data)), content_type="application/json")
+            return Response("200 OK", json_bytes(json_twin(data)), content_type="application/json")
         text = self.templates.get_template(template).render(data=data, query=query, tokens=bool(self.tokens))
         return Response("200 OK", text.encode())
 

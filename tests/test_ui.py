@@ -419,6 +419,22 @@ def test_the_ui_is_read_only_and_says_bad_values(ui_catalog: str, resolver: Reso
     assert call(app, "/static/ui.js")[0].startswith("200")
     assert call(app, "/static/../app.py")[0].startswith("404")
     assert json_twin({"layout": object(), "graph": {"layout": 1, "nodes": []}}) == {"graph": {"nodes": []}}
+    # a NUL character, which PostgreSQL's text cannot hold (it answered 500), anywhere
+    for path, query in (
+        ("/assets", "q=%00"),
+        ("/assets", "prefix=a%00&format=json"),
+        ("/assets", "namespace=%00"),
+        ("/assets/raw%00.orders", ""),
+        ("/runs/a\x00", ""),
+        ("/runs", "job=%00"),
+        ("/neighbours", "asset=%00&direction=down"),
+        ("/lineage", "asset=%00"),
+        ("/health", "namespace=%00"),
+        ("/assets/raw.orders", "tab=dependencies&run=%00"),
+        ("/assets", "%00=1"),
+    ):
+        status, _, text = call(app, path.replace("%00", "\x00"), query)
+        assert status.startswith("400") and "NUL character" in text, (path, query, status)
 
 
 def test_requests_share_the_open_catalogs(ui_catalog: str, resolver: Resolver) -> None:

@@ -205,6 +205,9 @@ class UiApp:
                 target = quote(path, safe="/") + ("?" + environ["QUERY_STRING"] if environ.get("QUERY_STRING") else "")
                 return redirect(link("/login", next=target))
             scope = Scope(token.namespaces)
+        if "\x00" in path or any("\x00" in key or "\x00" in value for key, value in query.items()):
+            # no id, name or filter of the catalog holds one (PostgreSQL's text cannot)
+            return self.error(as_json, "400 Bad Request", "the address holds a NUL character (%00)")
         try:
             return self.page(path, query, scope, as_json)
         except NotFoundError as exc:

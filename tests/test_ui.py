@@ -34,7 +34,7 @@ from bridge.model.received import writable
 from bridge.openlineage.convert import Converter, task_run_id
 from bridge.receiver.imports import catalog_intake
 from bridge.web import UiApp, pages
-from bridge.web.app import json_twin
+from bridge.web.app import json_twin, link
 from tests.conftest import at
 from tests.helpers import PRODUCER, decl, invoke, ol_dataset, ol_run_event, run
 from tests.postgres import PASSWORD_ROLE, PostgresServer
@@ -277,6 +277,10 @@ def test_lineage_steps_through_the_moments_it_changed(ui_catalog: str, resolver:
         ("shared.calendar", "mart.orders"),
     }
     assert "report.daily" not in {n["id"] for n in first["nodes"]}
+    # the page's "Earlier" link leads to the first step, not back to the latest
+    earlier = re.search(r'href="([^"]*)" rel="prev"', call(app, "/lineage", "asset=mart.orders")[2])
+    assert earlier is not None and "step=0" in earlier.group(1)
+    assert link("/x", {"a": 0, "b": False, "c": "", "d": None}) == "/x?a=0"
 
 
 def test_each_slider_step_is_what_lineage_as_of_prints(ui_catalog: str, resolver: Resolver) -> None:

@@ -63,7 +63,7 @@ def link(path: str, params: dict[str, Any] | None = None, **changes: Any) -> str
     pairs: list[tuple[str, str]] = []
     for key, value in merged.items():
         for v in value if isinstance(value, list | tuple) else [value]:
-            if v not in (None, "", False):
+            if v is not None and v is not False and v != "":  # a 0 stays (0 == False)
                 pairs.append((key, str(v)))
     return path + ("?" + urlencode(pairs) if pairs else "")
 

@@ -1346,3 +1346,47 @@ def test_an_integer_past_64_bits_is_shown_as_it_was_received(catalog_target: str
     assert str(big) in json.dumps(twin(app, f"/assets/{placeholder}"))
     assert twin(app, "/assets/mart.big")["asset"]["metadata"]["rows"] == huge
     assert str(huge) in json.dumps(twin(app, f"/runs/{run_id}"))
+
+
+def test_a_tokens_lineage_slider_steps_only_where_what_it_sees_changed(catalog_target: str, resolver: Resolver) -> None:
+    """Another namespace's run that reads a Global asset is no step of a token's slider (it was:
+    a step with no new link, and the moment another team's run ended)."""
+    calendar = decl("shared.calendar", type="Table")
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_run(
+            run(
+                "load",
+                inputs=(calendar,),
+                outputs=(decl("a.out", type="Table", namespace="team-a.sales"),),
+                start=at(10),
+                namespace="team-a.sales",
+            )
+        )
+        catalog.record_task_run(
+            run(
+                "pay",
+                inputs=(calendar,),
+                outputs=(decl("b.secret", type="Table", namespace="team-b.hr"),),
+                start=at(50),
+                namespace="team-b.hr",
+            )
+        )
+        catalog.record_task_run(
+            run(
+                "more",
+                inputs=(decl("a.out"),),
+                outputs=(decl("a.more", type="Table", namespace="team-a.sales"),),
+                start=at(90),
+                namespace="team-a.sales",
+            )
+        )
+    app = make_app(catalog_target, resolver, tokens=True)
+    every = twin(make_app(catalog_target, resolver), "/lineage", "asset=shared.calendar")["moments"]
+    assert len(every) == 3
+    a = twin(app, "/lineage", "asset=shared.calendar", cookie="olbridge_ui=secret-a")
+    assert a["moments"] == [every[0], every[2]]
+    first = twin(app, "/lineage", "asset=shared.calendar&step=0", cookie="olbridge_ui=secret-a")
+    assert first["newEdges"] == [{"upstream": "shared.calendar", "downstream": "a.out"}]
+    assert a["newEdges"] == [{"upstream": "a.out", "downstream": "a.more"}]
+    b = twin(app, "/lineage", "asset=shared.calendar", cookie="olbridge_ui=secret-b")
+    assert b["moments"] == [every[1]] and b["newEdges"] == [{"upstream": "shared.calendar", "downstream": "b.secret"}]

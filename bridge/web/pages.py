@@ -16,7 +16,7 @@ from bridge.catalog import Catalog
 from bridge.catalog import browse as b
 from bridge.catalog import health as health_queries
 from bridge.catalog.health import AssetHealth
-from bridge.catalog.lineage_steps import lineage_steps
+from bridge.catalog.lineage_steps import LineageSteps, lineage_steps
 from bridge.catalog.runs import EXTERNAL, OWN, STATES, RunFilter, Runs, RunView
 from bridge.errors import NotFoundError, ValidationError
 from bridge.mapping import Resolver
@@ -579,6 +579,8 @@ def lineage_page(
     asset = visible_asset(catalog, asset_id, scope)
     steps = lineage_steps(catalog, asset.id, direction=DIRECTIONS[options["direction"]], depth=depth)
     moments = steps.moments()
+    if scope is not None:  # the moments at which what the scope sees changed, no others
+        moments = _moments_seen(catalog, asset.id, steps, moments, scope)
     out: dict[str, Any] = {"asset": asset.id, "options": options, "moments": [format_time(m) for m in moments]}
     if not moments:
         out["step"] = None
@@ -612,6 +614,25 @@ def lineage_page(
         **drawn.to_json(),
     )
     return out
+
+
+def _moments_seen(
+    catalog: Catalog, root: str, steps: LineageSteps, moments: Sequence[datetime], scope: b.Scope
+) -> list[datetime]:
+    """Those of ``moments`` at which the links a page of ``scope`` shows (both ends seen, joined
+    to ``root`` through seen assets) changed: another namespace's change is no step of its."""
+    every = {n for m in moments for e in steps.edges_at(m) for n in e}
+    seen = {n.id for n in b.nodes_of(catalog, sorted(every | {root})) if b.allows(scope, n.namespace)}
+    kept: list[datetime] = []
+    last: frozenset[tuple[str, str]] = frozenset()
+    for moment in moments:
+        edges = [e for e in steps.edges_at(moment) if e[0] in seen and e[1] in seen]
+        joined = _joined(root, edges)
+        shown = frozenset(e for e in edges if e[0] in joined)
+        if shown != last:
+            kept.append(moment)
+            last = shown
+    return kept
 
 
 def _joined(root: str, edges: Sequence[tuple[str, str]]) -> set[str]:

@@ -1390,3 +1390,38 @@ def test_a_tokens_lineage_slider_steps_only_where_what_it_sees_changed(catalog_t
     assert a["newEdges"] == [{"upstream": "a.out", "downstream": "a.more"}]
     b = twin(app, "/lineage", "asset=shared.calendar", cookie="olbridge_ui=secret-b")
     assert b["moments"] == [every[1]] and b["newEdges"] == [{"upstream": "shared.calendar", "downstream": "b.secret"}]
+
+
+def test_runs_past_what_one_page_may_pass_over_are_reached_by_its_next_link(
+    catalog_target: str, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page passes over at most SCAN_BUDGET own runs that its filters (a job, a state, a token)
+    leave out; older runs that they select are on the pages its ``next`` leads to (the list ended
+    there, ``next`` null). Every run once, in order, whatever the budget."""
+    mine = decl("a.x", type="Table", namespace="team-a.sales")
+    theirs = decl("b.y", type="Table", namespace="team-b.hr")
+    with Catalog(catalog_target) as catalog:
+        for i in range(5):
+            catalog.record_task_run(run(f"old{i}", outputs=(mine,), start=at(i), namespace="team-a.sales"))
+        for i in range(60):  # more than a page's first read (51 runs)
+            catalog.record_task_run(run(f"new{i}", outputs=(theirs,), start=at(100 + i), namespace="team-b.hr"))
+        catalog.record_task_run(run("old1", outputs=(mine,), start=at(50), namespace="team-a.sales", execution="e2"))
+
+    def every(app: UiApp, query: str, cookie: str = "") -> list[str]:
+        names, before, pages_read = [], None, 0
+        while True:
+            page = twin(app, "/runs", query + (f"&before={quote(before)}" if before else ""), cookie=cookie)
+            names += [r["job"]["name"] for r in page["runs"]]
+            before, pages_read = page["next"], pages_read + 1
+            assert pages_read < 50
+            if before is None:
+                return names
+
+    for budget in (7, 55, 20_000):
+        monkeypatch.setattr(browse, "SCAN_BUDGET", budget)
+        scoped = make_app(catalog_target, resolver, tokens=True)
+        assert every(scoped, "", cookie="olbridge_ui=secret-a") == [
+            "flow.old1",
+            *(f"flow.old{i}" for i in (4, 3, 2, 1, 0)),
+        ], budget
+        assert every(make_app(catalog_target, resolver), "job=flow.old1") == ["flow.old1", "flow.old1"], budget

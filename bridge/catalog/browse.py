@@ -694,8 +694,10 @@ def recent_runs(
         until, skip = text, int(count or 0)
     wanted = limit + skip + 1
     found: list[RunView] = []
+    reached: str | None = None  # own runs were passed over only as far back as this start
     if filters.origin in (None, OWN):
-        found += _own_newest(runs, filters, until, wanted, scope)
+        own, reached = _own_newest(runs, filters, until, wanted, scope)
+        found += own
     if filters.origin in (None, EXTERNAL):
         found += _external_newest(runs, filters, until, wanted, scope)
     found.sort(key=_run_order, reverse=True)
@@ -703,6 +705,12 @@ def recent_runs(
         at_until = [v for v in found if (v.started or "") == until]
         dropped = {id(v) for v in at_until[:skip]}
         found = [v for v in found if id(v) not in dropped]
+    if reached is not None and reached != until:
+        # past the own runs' scan, the page cannot tell what is older: it ends there, and the
+        # next page starts at that moment (whose own runs were not all passed over)
+        found = [v for v in found if (v.started or "") > reached]
+        if len(found) <= limit:
+            return RunPage(tuple(found), f"{reached}|0")
     shown = found[:limit]
     following = None
     if len(found) > limit and shown:
@@ -742,15 +750,18 @@ def _external_newest(
     return [v for v in views if allows(scope, v.job_namespace)]
 
 
-def _own_newest(runs: Runs, filters: RunFilter, until: str | None, wanted: int, scope: Scope | None) -> list[RunView]:
+def _own_newest(
+    runs: Runs, filters: RunFilter, until: str | None, wanted: int, scope: Scope | None
+) -> tuple[list[RunView], str | None]:
     """Own runs newest first, started at or before ``until``, that the filters select: the first
     ``wanted`` of them, read a page at a time by the ``task_runs_started`` index (at most
-    SCAN_BUDGET rows passed over)."""
+    SCAN_BUDGET rows passed over); and, when the budget ended the scan first, the start of the
+    last run it passed over (else None)."""
     prefix = runs.converter.options.job_namespace_prefix
     where, params = ["(t.started_at, t.pk) < (?, ?)"], []
     if filters.namespace is not None:
         if not filters.namespace.startswith(prefix):
-            return []
+            return [], None
         where.append("t.flow_namespace = ?")
         params.append(filters.namespace[len(prefix) :])
     if until is not None:
@@ -787,10 +798,10 @@ def _own_newest(runs: Runs, filters: RunFilter, until: str | None, wanted: int, 
             if allows(scope, view.job_namespace):
                 out.append(view)
         if len(page) < chunk:
-            break
+            return out, None
         chunk = min(chunk * 2, SCAN_CHUNK) if sifted else chunk
         key = (page[-1][7], page[-1][0])
-    return out
+    return out, (str(key[0]) if len(out) < wanted else None)
 
 
 @attrs.frozen

@@ -548,3 +548,47 @@ def test_out_of_attempts_an_answer_to_retry_is_a_dead_letter_but_no_answer_stays
     later = settle_outcome(2, 2, down, policy, 100.0)
     assert isinstance(later, RetryLater) and later.attempts == 2
     assert isinstance(settle_outcome(2, 50, down, policy, 100.0), RetryLater)
+
+
+def test_a_backend_that_redirects_is_told_not_followed() -> None:
+    """A 3xx from the backend is an answer, not delivery: followed, the POST went on as a GET to
+    the new address without its body (a login page answered 200, and the events were marked
+    delivered). It is refused, with where it led, and nothing but the POST reaches the server."""
+    import http.server
+    import threading
+
+    seen: list[str] = []
+
+    class Redirecting(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            seen.append(f"POST {self.path}")
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(302)
+            self.send_header("Location", "/login")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_GET(self) -> None:
+            seen.append(f"GET {self.path}")
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirecting)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        sender = HttpSender(f"http://127.0.0.1:{server.server_address[1]}", timeout=5)
+        outcomes = sender.send(['{"eventType":"START"}', '{"eventType":"COMPLETE"}'])
+        sender.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert [(o.ok, o.retry, o.status) for o in outcomes] == [(False, False, 302)] * 2
+    assert all("a redirect to /login" in (o.detail or "") for o in outcomes)
+    assert seen and all(s.startswith("POST /api/v1/lineage") for s in seen), seen

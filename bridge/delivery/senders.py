@@ -95,6 +95,9 @@ def classify(status: int, body: str, headers: Mapping[str, str], now: float) -> 
     if 200 <= status < 300:
         return Outcome(ok=True, status=status)
     detail = body.strip()[:BODY_MAX]
+    if 300 <= status < 400:  # never followed: the POST would go on as a GET, its body dropped
+        where = headers.get("Location") or "(no Location)"
+        detail = f"a redirect to {where}, which olbridge does not follow: give the URL it leads to"
     if status == 500 and _says_code_400(body):
         return Outcome(ok=False, status=status, detail=detail)
     if status in (408, 429) or status >= 500:
@@ -178,7 +181,12 @@ class HttpSender:
         with self._lock:
             self.requests += 1
         return self._session().post(
-            url, data=body.encode("utf-8"), headers=self.headers, timeout=self.timeout, verify=self.verify
+            url,
+            data=body.encode("utf-8"),
+            headers=self.headers,
+            timeout=self.timeout,
+            verify=self.verify,
+            allow_redirects=False,  # a 3xx is an answer (classify): followed, a POST became a GET
         )
 
     def send(self, lines: Sequence[str]) -> list[Outcome]:

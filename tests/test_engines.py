@@ -1020,3 +1020,23 @@ def test_each_engine_has_its_upkeep_beside_a_writers_commits(catalog: Catalog, e
         assert (tmp_path / "file.db-wal").stat().st_size == 0  # the last step truncated it
         assert on_file._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
         assert on_file._conn.execute("PRAGMA journal_size_limit").fetchone()[0] == 1 << 20
+
+
+@pytest.mark.parametrize("user_version", [0, 5, 7, 31, 32, 999])
+@pytest.mark.parametrize("command", [("assets", "list"), ("init",), ("migrate",), ("status",)])
+def test_another_applications_sqlite_database_that_numbers_its_versions_is_refused_untouched(
+    tmp_path: Path, user_version: int, command: tuple[str, ...]
+) -> None:
+    """A SQLite file of another application whose ``user_version`` is set (as olbridge's catalogs
+    number theirs) is no catalog: refused as such, and not a byte of it written (tables were added
+    to it, or a traceback said a table was missing)."""
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE notes (line text)")
+        conn.execute(f"PRAGMA user_version = {user_version}")
+    conn.close()
+    before = path.read_bytes()
+    code, out, err = invoke(path, *command)
+    assert code == 1 and "is a SQLite database but not an olbridge catalog" in err, (out, err)
+    assert "Traceback" not in err
+    assert path.read_bytes() == before

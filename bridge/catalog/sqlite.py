@@ -29,6 +29,11 @@ PRAGMAS = (
 # read once on connecting: a file that opens but cannot be read as opened (a WAL index it cannot
 # make on a read-only file system) fails here, and is opened read-only instead
 _PROBE = "SELECT count(*) FROM sqlite_master"
+# how many tables a database has, and how many of the two every catalog has had since its first version
+_OURS = (
+    "SELECT count(*), count(CASE WHEN name IN ('assets', 'task_runs') THEN 1 END) FROM sqlite_master "
+    "WHERE type = 'table' AND name NOT LIKE 'sqlite%'"
+)
 
 # SQLite's primary result codes that mean the file, the disk or another process is in the way,
 # never a fault in olbridge's SQL: https://www.sqlite.org/rescode.html
@@ -136,6 +141,7 @@ class SqliteEngine(Engine):
             conn.execute("PRAGMA journal_mode=WAL")
 
     def connect(self) -> Connection:
+        self._refuse_foreign()
         try:
             return self._connect(self.path, PRAGMAS)
         except sqlite3.OperationalError as exc:
@@ -151,6 +157,21 @@ class SqliteEngine(Engine):
                 except sqlite3.OperationalError:
                     continue
             raise exc from None
+
+    def _refuse_foreign(self) -> None:
+        """Another application's database is refused before anything is set on it (WAL, which
+        rewrites its header): it holds tables, but not those every catalog has. What cannot be
+        read here is left to the connection, which says why."""
+        if self.in_memory or not Path(self.path).is_file():
+            return
+        try:
+            uri = f"{Path(self.path).absolute().as_uri()}?mode=ro"
+            with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=1)) as conn:
+                tables, ours = conn.execute(_OURS).fetchone()
+        except sqlite3.Error:
+            return
+        if tables and ours < 2:
+            raise CatalogError(f"{self.path} is a SQLite database but not an olbridge catalog")
 
     @staticmethod
     def _connect(target: str, pragmas: tuple[str, ...]) -> sqlite3.Connection:
@@ -192,9 +213,12 @@ class SqliteEngine(Engine):
 
     def version(self, conn: Connection | Cursor) -> int | None:
         found = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        if found:
+        # another application's database may number its versions too: a catalog of every version
+        # has two tables of its own (and is refused before anything is set on it: connect)
+        tables, ours = conn.execute(_OURS).fetchone()
+        if found and ours == 2:
             return found
-        if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+        if found or tables:
             raise CatalogError(f"{self.path} is a SQLite database but not an olbridge catalog")
         return None
 

@@ -691,3 +691,30 @@ def test_a_count_in_digits_int_does_not_read_is_a_bad_value(tmp_path: Path) -> N
     for args in (("outbox", "list", "--limit", "\u00b2"), ("outbox", "retry", "\u2460")):
         result = CliRunner().invoke(cli, ["--catalog", str(db), *args])
         assert result.exit_code == 2 and "is not a valid integer" in result.stderr, result.output
+
+
+# every option of the tree that takes a number with a fraction (seconds, all of them)
+FLOAT_OPTIONS = sorted(
+    (path, param.opts[0])
+    for path in LEAVES
+    for param in TREE[path].params
+    if isinstance(param, click.Option) and isinstance(param.type, click.types.FloatParamType)
+)
+
+
+def test_the_float_options_are_found() -> None:
+    assert (("stream",), "--timeout") in FLOAT_OPTIONS and (("serve",), "--read-timeout") in FLOAT_OPTIONS
+
+
+@pytest.mark.parametrize(("path", "option"), FLOAT_OPTIONS, ids=lambda v: label(v) if isinstance(v, tuple) else v)
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e308"])
+def test_a_float_option_takes_finite_seconds_only(
+    tmp_path: Path, files: dict[str, str], path: tuple[str, ...], option: str, value: str
+) -> None:
+    """``nan`` passed every range (a stream whose retries were due at NaN, a server that refused
+    every request), ``inf`` and ``1e308`` overflowed the clocks they were added to (tracebacks):
+    each is a usage error, before anything runs."""
+    code, out, err = olbridge(tmp_path / "c.db", path, [*command_table(files)[path], option, value])
+    assert code == 2, (out, err)
+    assert f"Invalid value for '{option}'" in err and "Traceback" not in err
+    assert not (tmp_path / "c.db").exists()

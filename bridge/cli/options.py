@@ -4,6 +4,7 @@ filters, ``--json``, how a command delivers)."""
 from __future__ import annotations
 
 import functools
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +40,28 @@ class _Count(click.IntRange):
         if digits.isascii() and digits.isdigit() and int(digits) > MOST:
             self.fail(f"{value} is more than any count or id ({MOST:,} at most)", param, ctx)
         return super().convert(value, param, ctx)
+
+
+A_YEAR = 365 * 86_400.0  # the most seconds an option may say: more overflows a clock's arithmetic
+
+
+class _Seconds(click.FloatRange):
+    """Seconds: a finite number in a range (``nan`` passes every comparison, ``inf`` and ``1e308``
+    overflow the clocks they are added to: tracebacks, or a server that refused every request)."""
+
+    def _describe_range(self) -> str:
+        return f"x>={self.min:g}" if self.max == A_YEAR else f"{self.min:g}<=x<={self.max:g}"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        found = super().convert(value, param, ctx)
+        if not math.isfinite(found) or found > A_YEAR:
+            self.fail(f"{value} is not a number of seconds (finite, up to {A_YEAR:,.0f}: a year)", param, ctx)
+        return found
+
+
+def seconds(least: float, most: float = A_YEAR) -> click.FloatRange:
+    """Seconds an option takes: a finite number from ``least`` to ``most`` (a year at most)."""
+    return _Seconds(least, min(most, A_YEAR))
 
 
 def count(least: int) -> click.IntRange:
@@ -195,16 +218,12 @@ def delivery_options(*, max_attempts: int, max_attempts_help: str) -> Callable[[
     sends to a backend. The command gets them as one :class:`Delivery`, its ``delivery``
     argument."""
     options = [
-        click.option("--timeout", type=click.FloatRange(min=0.001), help="Seconds per HTTP request [default: 5]."),
+        click.option("--timeout", type=seconds(0.001), help="Seconds per HTTP request [default: 5]."),
         click.option("--concurrency", type=count(1), default=4, show_default=True, help="Requests in flight."),
         click.option("--batch-size", type=count(1), default=200, show_default=True, help="Events per request."),
         click.option("--no-batch", is_flag=True, help="Never try POST /api/v1/lineage/batch; one event a request."),
-        click.option(
-            "--backoff", type=click.FloatRange(min=0), default=0.5, show_default=True, help="First retry delay (s)."
-        ),
-        click.option(
-            "--max-backoff", type=click.FloatRange(min=0), default=60.0, show_default=True, help="Longest delay (s)."
-        ),
+        click.option("--backoff", type=seconds(0), default=0.5, show_default=True, help="First retry delay (s)."),
+        click.option("--max-backoff", type=seconds(0), default=60.0, show_default=True, help="Longest delay (s)."),
         click.option(
             "--max-attempts",
             type=count(0),

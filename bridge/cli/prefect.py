@@ -22,7 +22,7 @@ from bridge.adapters.prefect import (
     import_once,
 )
 from bridge.cli.context import AppContext, pass_app
-from bridge.cli.options import count, json_flag, moment
+from bridge.cli.options import count, json_flag, moment, seconds
 from bridge.cli.output import print_json, safe, say, stop_on_signals
 from bridge.cli.progress import Progress, progress
 from bridge.cli.secrets import printable
@@ -122,7 +122,7 @@ def prefect() -> None:
 )
 @click.option(
     "--settle",
-    type=click.FloatRange(min=0),
+    type=seconds(0),
     default=DEFAULT_SETTLE,
     show_default=True,
     help="Leave events younger than this many seconds for the next import (an import without --follow "
@@ -141,7 +141,7 @@ def prefect() -> None:
 )
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.1, max=3600),
+    type=seconds(0.1, 3600),
     default=5.0,
     show_default=True,
     help="Seconds between polls with --follow.",
@@ -149,7 +149,7 @@ def prefect() -> None:
 @click.option("--max-polls", type=count(1), help="Stop --follow after this many polls.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0.1),
+    type=seconds(0.1),
     default=10.0,
     show_default=True,
     help="Seconds a request to the server may take, its whole answer read.",

@@ -9,7 +9,7 @@ import click
 
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
-from bridge.cli.options import HOST
+from bridge.cli.options import HOST, seconds
 from bridge.cli.output import say
 from bridge.cli.retention import prepare_partitions, start_schedule, stop_schedule
 from bridge.cli.secrets import FILE, secret, warn_if_readable
@@ -125,7 +125,7 @@ def chosen_limits(given: dict[str, int | None], settings: Mapping[str, int]) -> 
     "--read-timeout",
     default=60.0,
     show_default=True,
-    type=click.FloatRange(0.1, 3600),
+    type=seconds(0.1, 3600),
     help="Seconds a client has to send a request's head (from its first byte), and again its body; past "
     "them the connection closes (a late body is answered 408, retriable). Stalled or trickling clients "
     "hold connections no longer.",

@@ -15,7 +15,7 @@ from bridge.catalog.outbox import ALERTS_ONLY_TARGET, DeliveryError
 from bridge.catalog.query import HistoryFilter
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
-from bridge.cli.options import Delivery, F, count, delivery_options, history_filters, json_flag
+from bridge.cli.options import Delivery, F, count, delivery_options, history_filters, json_flag, seconds
 from bridge.cli.output import echo_lines, print_json, print_rows, say, stop_on_signals
 from bridge.cli.progress import progress
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
@@ -98,10 +98,10 @@ def _stream_message(stats: StreamStats, what: str = "event(s)") -> str:
     help="Deliver the [[alerts]] to their webhooks and nothing else, with no OpenLineage backend (no --url): "
     "the OpenLineage events stay queued for a stream to a backend.",
 )
-@click.option("--poll", type=click.FloatRange(min=0.01), default=1.0, show_default=True, help="Seconds between looks.")
+@click.option("--poll", type=seconds(0.01), default=1.0, show_default=True, help="Seconds between looks.")
 @click.option(
     "--give-up-after",
-    type=click.FloatRange(min=0),
+    type=seconds(0),
     help="Stop and exit 1 when no event has been delivered for this many seconds while deliveries fail "
     "(a retry due later is not waited for); the events stay pending. 0: never "
     f"[default: {ONCE_BUDGET:g} with --once, else 0].",

@@ -104,3 +104,15 @@ def test_the_tests_dbt_project_gets_column_lineage_from_a_plain_import(
     summary, err = imported(tmp_path / "c.db", project, "--profiles-dir", str(project))
     assert summary["catalogJson"] is True and summary["columnEdges"] > 0, err
     assert not any("needs sqlglot" in note for note in summary["columnLineageNotes"])
+
+
+@pytest.mark.parametrize("name", ["dbt_project.yml", "profiles.yml"])
+def test_a_yaml_file_that_is_not_utf8_is_said_so(tmp_path: Path, example: Path, name: str) -> None:
+    """A project's or profiles' YAML that is not UTF-8 text: said as every reader says it (it was
+    a traceback), nothing recorded."""
+    (example / name).write_bytes(b"\xff\xfe name: x\n")
+    code, out, err = invoke(
+        tmp_path / "c.db", "dbt", "import", "--project-dir", str(example), "--profiles-dir", str(example)
+    )
+    assert code == 1 and out == "" and "Traceback" not in err, err
+    assert f"Error: {example / name}: not UTF-8 text" in err, err

@@ -212,12 +212,11 @@ def _render_env(value: Any, env: Mapping[str, str], path: Path) -> Any:
 
 
 def _read_yaml(path: Path) -> Any:
+    text = read_text(path)  # a file missing, unreadable or not UTF-8 said as every reader says it
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ArtifactError(f"{path}: not valid YAML: {exc}") from None
-    except OSError as exc:
-        raise ArtifactError(f"{path}: cannot read: {exc.strerror}") from None
 
 
 def read_connection(

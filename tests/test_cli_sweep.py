@@ -718,3 +718,29 @@ def test_a_float_option_takes_finite_seconds_only(
     assert code == 2, (out, err)
     assert f"Invalid value for '{option}'" in err and "Traceback" not in err
     assert not (tmp_path / "c.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "closed", "said"),
+    [
+        (["assets", "list"], ">&-", "Error: stdout is closed"),  # the data was lost, exit 0
+        (["export"], ">&-", "Error: cannot write stdout: stdout is closed"),  # a traceback
+        (["record", "--file", "-"], "<&-", "Error: stdin is closed"),  # a traceback
+    ],
+)
+def test_a_closed_standard_stream_is_said(tmp_path: Path, args: list[str], closed: str, said: str) -> None:
+    """A process started with stdout or stdin closed: what a command writes or reads there is an
+    ``Error:``, not data silently lost or a traceback."""
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        catalog.record_task_run(run("t", outputs=(decl("a.b", type="Table"),)))
+    command = " ".join([OLBRIDGE, "--catalog", str(db), *args])
+    done = subprocess.run(["sh", "-c", f"exec {command} {closed}"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_the_roots_own_answers_to_a_full_disk_are_an_error(flag: str) -> None:
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([OLBRIDGE, flag], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert done.returncode == 1 and done.stderr == "Error: No space left on device\n", done.stderr

@@ -12,8 +12,12 @@ them to the root group, which imports a command's module when the command is run
 
 from __future__ import annotations
 
+import errno
+import io
 import os
+import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from click.core import ParameterSource
@@ -24,6 +28,7 @@ from bridge.cli.context import (
     AppContext,
     BridgeGroup,
     CatalogParam,
+    operational,
     warn_of_a_password,
 )
 from bridge.cli.lazy import LazyCommands
@@ -104,5 +109,35 @@ def cli(ctx: click.Context, catalog_path: str | Path | None, config_path: Path |
     ctx.call_on_close(app.close)
 
 
+class _Closed(io.RawIOBase):
+    """A standard stream the process was started without (``>&-``, ``<&-``): what is written to or
+    read from it is an error that says so, where it would be lost or read as nothing."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.stream = name
+
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        raise OSError(errno.EBADF, f"{self.stream} is closed")
+
+    def write(self, data: Any) -> int:
+        if not len(data):
+            return 0
+        raise OSError(errno.EBADF, f"{self.stream} is closed")
+
+
 def main() -> None:
-    cli()
+    for name in ("stdin", "stdout"):
+        if getattr(sys, name) is None:  # its descriptor was closed when the process started
+            setattr(sys, name, io.TextIOWrapper(_Closed(name), encoding="utf-8", write_through=True))
+    try:
+        cli()
+    except OSError as exc:  # before any command ran (the root's --help, --version): a full disk under stdout
+        click.echo(f"Error: {operational(exc)}", err=True)
+        sys.exit(1)

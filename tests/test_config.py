@@ -363,3 +363,28 @@ def test_an_empty_catalog_is_refused_not_taken_for_the_folder(tmp_path: Path) ->
         parse_config({"catalog": ""}, "f", Path("."))
     result = CliRunner().invoke(cli, ["--catalog", "", "status"])
     assert result.exit_code == 2 and "catalog: the name is empty" in result.stderr, result.output
+
+
+@pytest.mark.parametrize(
+    ("mapping", "said"),
+    [("[[rules]]\nmatch = 'x'\n", "unknown key(s) rules"), (None, "file not found")],
+)
+@pytest.mark.parametrize(
+    "command",
+    [["status"], ["record", "--namespace", "ops", "--flow-id", "f", "--task-id", "t", "--execution-id", "e"]],
+)
+def test_a_bad_mapping_file_is_an_error_before_any_command_runs(
+    tmp_path: Path, mapping: str | None, said: str, command: list[str]
+) -> None:
+    """The mapping files the config names are read and checked at start-up with the rest of it:
+    a command that did not use them (``status``) or used them later (``record``, which queued
+    events and then ``export`` failed on them) stops at once, and writes nothing."""
+    if mapping is not None:
+        write(tmp_path / "m.toml", mapping)
+    conf = write(tmp_path / "olbridge.toml", 'mappings = ["m.toml"]\n')
+    db = tmp_path / "c.db"
+    result = CliRunner().invoke(cli, ["--config", str(conf), "--catalog", str(db), *command])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
+    assert result.stderr.startswith("Error: ") and f"{tmp_path / 'm.toml'}" in result.stderr, result.stderr
+    assert said in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert not db.exists()

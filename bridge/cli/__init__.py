@@ -103,8 +103,9 @@ def cli(ctx: click.Context, catalog_path: str | Path | None, config_path: Path |
     app = AppContext(lambda: load_config(config_path, os.environ), catalog_path)
     # the config is read and checked before any command runs (a ConfigError is BridgeGroup's to
     # report); a command's --help is shown whatever it holds (read at first use if the command runs)
-    if not ctx.meta.get(HELP_ASKED):
-        app.config  # noqa: B018
+    # (its mapping files read and checked too, before anything is written)
+    if not ctx.meta.get(HELP_ASKED) and app.config.mappings:
+        app.resolver()
     ctx.obj = app
     ctx.call_on_close(app.close)
 

@@ -98,7 +98,10 @@ def health(
     Exits 1 when any asset shown is FAIL, so a cron job or a CI step can use it."""
     wanted = _states(states)
     if namespace is not None:
-        check_namespace(namespace)
+        try:
+            check_namespace(namespace)
+        except ValidationError as exc:  # a bad value: exit 2, as --state's (exit 1 says an asset is FAIL)
+            raise BadValueError(str(exc)) from None
     found = [
         h
         for h in app.catalog().health(judged_at(as_of), app.config.freshness, namespace=namespace)

@@ -4,6 +4,9 @@ by time window, resumable), and real dbt-ol events joining the assets olbridge's
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -89,6 +92,28 @@ def test_the_import_command_shows_its_progress(tmp_path: Path) -> None:
     shown = second.stderr.splitlines()
     assert shown[0] == "importing: 0 events"  # an array: not known before it is read
     assert shown[1].startswith("importing: 6 events in ")
+
+
+def test_the_import_command_reads_a_pipe(tmp_path: Path) -> None:
+    """``producer | olbridge import /dev/stdin`` (or a FIFO) is read once, whole: it was refused as
+    a file not found, after the count of its events had read it."""
+    fifo = tmp_path / "events.fifo"
+    os.mkfifo(fifo)
+    olbridge = str(Path(sys.executable).parent / "olbridge")
+    body = "".join(json.dumps(_event(n, 0)) + "\n" for n in range(3))
+    for source in ("/dev/stdin", str(fifo)):
+        command = [olbridge, "--catalog", str(tmp_path / f"c{len(source)}.db"), "import", source]
+        if source == "/dev/stdin":
+            done = subprocess.run(command, input=body, capture_output=True, text=True, timeout=60)
+        else:
+            reader = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            fifo.write_text(body)
+            out, err = reader.communicate(timeout=60)
+            done = subprocess.CompletedProcess(command, reader.returncode, out, err)
+        assert done.returncode == 0, done.stderr
+        assert "Imported 3 events: 3 accepted" in done.stderr, done.stderr
+    folder = CliRunner().invoke(cli, ["--catalog", str(tmp_path / "d.db"), "import", str(tmp_path)])
+    assert folder.exit_code == 2 and "is a directory" in folder.stderr
 
 
 def test_the_import_command_prints_a_summary(tmp_path: Path, catalog_target: str) -> None:

@@ -38,6 +38,8 @@ def _ndjson_events(paths: Sequence[Path]) -> int | None:
     count = 0
     try:
         for path in paths:
+            if not path.is_file():  # a pipe (/dev/stdin, a FIFO) is read once, by the import
+                return None
             with path.open("rb") as handle:
                 lines = (line for line in handle if line.strip())
                 first = next(lines, None)

@@ -118,9 +118,11 @@ def import_files(paths: Iterable[Path], intake: Intake, *, progress: Progress | 
     reported with where it was and does not stop the rest."""
     summary = EventImportSummary()
     paths = list(paths)
-    for path in paths:  # a missing file stops everything before anything is written
-        if not path.is_file():
+    for path in paths:  # a missing file stops everything before anything is written (a pipe is read)
+        if not path.exists():
             raise InputFileError("file not found", str(path))
+        if path.is_dir():
+            raise InputFileError("a folder, not a file", str(path))
     for path in paths:
         batch: list[tuple[str, Any]] = []
         for where, item in read_json_items(path):

@@ -1425,3 +1425,26 @@ def test_runs_past_what_one_page_may_pass_over_are_reached_by_its_next_link(
             *(f"flow.old{i}" for i in (4, 3, 2, 1, 0)),
         ], budget
         assert every(make_app(catalog_target, resolver), "job=flow.old1") == ["flow.old1", "flow.old1"], budget
+
+
+def test_a_tokens_tree_passes_over_the_assets_it_does_not_see(catalog_target: str, resolver: Resolver) -> None:
+    """The tree of id prefixes gave up after 500 probes, one spent on each asset of another
+    namespace: a token that saw one asset past 600 of team-b's was shown none. And an id that ends
+    in a separator, opened as a folder, is linked with its whole id (the link had no text)."""
+    with Catalog(catalog_target) as catalog:
+        for i in range(600):
+            catalog.set_asset(decl(f"hr.t{i:04d}", type="Table", namespace="team-b.hr"), now=at(0))
+        catalog.set_asset(decl("sales.orders", type="Table", namespace="team-a.sales"), now=at(0))
+        catalog.set_asset(decl("s3://bucket/dir/", type="File"), now=at(0))
+        scope = browse.Scope(("team-a*",))
+        assert prefix_children(catalog, scope=scope) == [
+            browse.PrefixNode("s3://", False),
+            browse.PrefixNode("sales.", False),
+        ]
+        assert [n.prefix for n in prefix_children(catalog)] == ["hr.", "s3://", "sales."]
+        assert prefix_children(catalog, "hr.", scope=scope) == []
+        assert len(prefix_children(catalog, "hr.", limit=700)) == 600
+        assert prefix_children(catalog, "s3://bucket/", scope=scope) == [browse.PrefixNode("s3://bucket/dir/", False)]
+        assert prefix_children(catalog, "s3://bucket/dir/") == [browse.PrefixNode("s3://bucket/dir/", True)]
+    _, _, text = call(make_app(catalog_target, resolver), "/assets", "prefix=s3://bucket/dir/")
+    assert '<a href="/assets/s3%3A%2F%2Fbucket%2Fdir%2F">s3://bucket/dir/</a>' in text

@@ -336,20 +336,22 @@ def prefix_children(
     catalog: Catalog, prefix: str = "", *, limit: int = 50, scope: Scope | None = None
 ) -> list[PrefixNode]:
     """The next level of the tree of id prefixes under ``prefix`` (``s3://``, ``bucket/``,
-    ``db.``, ``schema.``), found by skipping through the primary key: one probe a child."""
+    ``db.``, ``schema.``), found by skipping through the primary key: one probe a child (with a
+    scope, the next asset it sees: the assets of other namespaces passed over in the probe)."""
     conn = catalog._conn
     out: list[PrefixNode] = []
-    low, after, probes = prefix, False, 0  # after: ids above ``low`` (else from it on)
-    statement = "SELECT id, namespace FROM assets WHERE id {} ? AND id < ? AND deleted_at IS NULL ORDER BY id LIMIT 1"
-    while len(out) < limit and probes < limit * 10:
-        probes += 1
-        row = conn.execute(statement.format(">" if after else ">="), [low, prefix + TOP]).fetchone()
+    low, after = prefix, False  # after: ids above ``low`` (else from it on)
+    seen, seen_params = scope.clause("namespace") if scope is not None else ("1 = 1", [])
+    statement = (
+        "SELECT id FROM assets WHERE id {} ? AND id < ? AND deleted_at IS NULL "
+        f"AND {seen} ORDER BY id LIMIT 1"
+    )
+    while len(out) < limit:
+        row = conn.execute(statement.format(">" if after else ">="), [low, prefix + TOP, *seen_params]).fetchone()
         if row is None:
             break
-        asset_id, namespace = row
+        asset_id = str(row[0])
         low, after = asset_id, True
-        if not allows(scope, namespace):
-            continue
         rest = asset_id[len(prefix) :]
         match = SEGMENT.match(rest)
         if match is None or (match.end() == len(rest) and not rest.endswith(("/", ".", ":"))):

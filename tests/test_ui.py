@@ -35,6 +35,7 @@ from bridge.openlineage.convert import Converter, task_run_id
 from bridge.receiver.imports import catalog_intake
 from bridge.web import UiApp, pages
 from bridge.web.app import json_twin, link
+from bridge.web.layout import layout
 from tests.conftest import at
 from tests.helpers import PRODUCER, decl, invoke, ol_dataset, ol_run_event, run
 from tests.postgres import PASSWORD_ROLE, PostgresServer
@@ -1448,3 +1449,25 @@ def test_a_tokens_tree_passes_over_the_assets_it_does_not_see(catalog_target: st
         assert prefix_children(catalog, "s3://bucket/dir/") == [browse.PrefixNode("s3://bucket/dir/", True)]
     _, _, text = call(make_app(catalog_target, resolver), "/assets", "prefix=s3://bucket/dir/")
     assert '<a href="/assets/s3%3A%2F%2Fbucket%2Fdir%2F">s3://bucket/dir/</a>' in text
+
+
+def test_an_asset_named_as_a_cluster_is_drawn_as_itself() -> None:
+    """A cluster ("N more") was keyed ``cluster:<direction>:<anchor>``, which an asset may be
+    named: that asset vanished from the drawing, its node taken by the cluster's."""
+    named = "cluster:downstream:hub"
+
+    def node(i: str) -> browse.GraphNode:
+        return browse.GraphNode(i, "Table", None, "own", False)
+
+    graph = browse.GraphSlice(
+        "hub",
+        (node("hub"), node(named), node("fan.a")),
+        ((named, "hub"), ("hub", "fan.a")),
+        (browse.Cluster("hub", "downstream", 20),),
+        False,
+    )
+    drawn = layout(graph)
+    kinds = {n.id: n.kind for n in drawn.nodes}
+    assert kinds[named] == "asset" and kinds["hub"] == "asset" and kinds["fan.a"] == "asset"
+    assert sorted(kind for kind in kinds.values()) == ["asset", "asset", "asset", "cluster"]
+    assert {(e.upstream, e.downstream) for e in drawn.edges} >= {(named, "hub"), ("hub", "fan.a")}

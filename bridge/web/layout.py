@@ -119,6 +119,8 @@ def layout(
     clusters = {}
     for c in graph.clusters:
         key = f"cluster:{c.direction}:{c.anchor}"
+        while key in by_id:  # an asset may be named so: the cluster's key is another
+            key = "~" + key
         clusters[key] = c
         g.add_edge(key, c.anchor) if c.direction == UP else g.add_edge(c.anchor, key)
     layer = _layers(g)

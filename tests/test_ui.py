@@ -1471,3 +1471,27 @@ def test_an_asset_named_as_a_cluster_is_drawn_as_itself() -> None:
     assert kinds[named] == "asset" and kinds["hub"] == "asset" and kinds["fan.a"] == "asset"
     assert sorted(kind for kind in kinds.values()) == ["asset", "asset", "asset", "cluster"]
     assert {(e.upstream, e.downstream) for e in drawn.edges} >= {(named, "hub"), ("hub", "fan.a")}
+
+
+def test_a_token_reads_no_change_made_while_an_asset_was_another_namespaces(
+    catalog_target: str, resolver: Resolver
+) -> None:
+    """An asset moved from team-b's namespace to team-a's: team-a's history tab showed the
+    snapshots of its time in team-b's (their description, their metadata)."""
+    with Catalog(catalog_target) as catalog:
+        catalog.set_asset(
+            decl("x.moved", type="Table", namespace="team-b.hr", description="salary table", metadata={"k": "b-only"}),
+            now=at(1),
+        )
+        catalog.set_asset(
+            decl("x.moved", type="Table", namespace="team-a.sales", description="orders", metadata={"k": "a"}),
+            now=at(2),
+        )
+    app = make_app(catalog_target, resolver, tokens=True)
+    seen = twin(app, "/assets/x.moved", "tab=history", cookie="olbridge_ui=secret-a")
+    text = json.dumps(seen)
+    assert "b-only" not in text and "salary table" not in text and "team-b.hr" not in text
+    assert [e["snapshot"]["namespace"] for e in seen["history"]["entries"] if "snapshot" in e] == ["team-a.sales"]
+    assert "b-only" not in call(app, "/assets/x.moved", "tab=history", cookie="olbridge_ui=secret-a")[2]
+    every = twin(make_app(catalog_target, resolver), "/assets/x.moved", "tab=history")
+    assert len([e for e in every["history"]["entries"] if "snapshot" in e]) == 2

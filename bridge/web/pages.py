@@ -516,7 +516,8 @@ def columns(catalog: Catalog, asset: Asset, scope: b.Scope | None) -> list[dict[
 
 
 def history(catalog: Catalog, runs: Runs, asset: Asset, query: Query, scope: b.Scope | None) -> dict[str, Any]:
-    changes = catalog.latest_changes(asset.id, 200)
+    # a change made while the asset was another namespace's is that namespace's to see
+    changes = [c for c in catalog.latest_changes(asset.id, 200) if b.allows(scope, c.asset.namespace)]
     entries: list[dict[str, Any]] = [
         {"at": format_time(c.changed_at), "kind": c.kind, "seq": c.seq, "snapshot": shown(c.asset, scope).to_json()}
         for c in changes

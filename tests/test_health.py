@@ -422,6 +422,14 @@ def test_bad_freshness_options_are_refused_and_change_nothing(chain: str) -> Non
         # a bad value (2), never the 1 that says an asset is FAIL
         code, _out, err = invoke(chain, "assets", "set", "mart.orders", *args)
         assert code == 2 and err.startswith("Error:"), (args, err)
+    # each said of the option that gave the value (all were said of --freshness)
+    for args, said in (
+        (["--freshness-cron", "bad cron"], "Error: --freshness-cron: cron 'bad cron': five fields"),
+        (["--freshness-cron", "0 9 * * *", "--freshness-timezone", "Nope/Zone"], "Error: --freshness-timezone: "),
+        (["--freshness", "1h", "--freshness-warn", "2h"], "Error: --freshness-warn: warn must be"),
+    ):
+        code, _out, err = invoke(chain, "assets", "set", "mart.orders", *args)
+        assert code == 2 and err.startswith(said), (args, err)
     code, _out, err = invoke(chain, "health", "--state", "FAIL,BAD")
     assert code == 2 and err == "Error: --state: unknown health 'BAD'; known: PASS, UNKNOWN, WARN, FAIL\n"
     assert json.loads(invoke(chain, "assets", "show", "mart.orders")[1])["freshness"]["max"] == "6h"

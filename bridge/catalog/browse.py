@@ -343,8 +343,7 @@ def prefix_children(
     low, after = prefix, False  # after: ids above ``low`` (else from it on)
     seen, seen_params = scope.clause("namespace") if scope is not None else ("1 = 1", [])
     statement = (
-        "SELECT id FROM assets WHERE id {} ? AND id < ? AND deleted_at IS NULL "
-        f"AND {seen} ORDER BY id LIMIT 1"
+        f"SELECT id FROM assets WHERE id {{}} ? AND id < ? AND deleted_at IS NULL AND {seen} ORDER BY id LIMIT 1"
     )
     while len(out) < limit:
         row = conn.execute(statement.format(">" if after else ">="), [low, prefix + TOP, *seen_params]).fetchone()

@@ -56,8 +56,16 @@ def freshness_rule(
             timezone=timezone,
             where="--freshness",
         )
-    except ValidationError as exc:
-        raise BadValueError(str(exc)) from None
+    except ValidationError as exc:  # said of the option that gave the value
+        raise BadValueError(f"{_OPTION_OF.get(exc.rule, exc.where)}: {exc.message}") from None
+
+
+# the option of each rule a freshness rule's value breaks (the others are said of --freshness)
+_OPTION_OF = {
+    "freshness.cron": "--freshness-cron",
+    "freshness.timezone": "--freshness-timezone",
+    "freshness.warn": "--freshness-warn",
+}
 
 
 def _states(text: str | None) -> set[Health] | None:

@@ -334,3 +334,27 @@ def test_marquez_errors_are_one_short_line(catalog: Catalog, resolver: Resolver)
     assert said[1].startswith(f"Marquez answered 502 to GET {endpoint}") and "<div>" not in said[1]
     assert said[2].endswith("oops oops oops oops ...") and "\n" not in said[2] and len(said[2]) < 400
     assert said[3] == f"cannot reach Marquez at {endpoint}: connection refused"
+
+
+@responses.activate
+def test_a_marquez_event_without_a_time_is_refused_saying_so(catalog: Catalog, resolver: Resolver) -> None:
+    """A refusal names where the event was: at its time, or, without one, that it has none (it
+    read "event at None", or "event at ?")."""
+    good = _event(1, 0)
+    timeless = {k: v for k, v in _event(2, 0).items() if k != "eventTime"}
+    pages = [{"events": [good, timeless, "x"], "totalCount": 3}, {"events": [], "totalCount": 3}]
+
+    def answer(request: Any) -> tuple[int, dict[str, str], str]:
+        return (
+            200,
+            {"Content-Type": "application/json"},
+            json.dumps(pages[0] if "offset=0" in request.url else pages[1]),
+        )
+
+    responses.add_callback(responses.GET, f"{MARQUEZ}/api/v1/events/lineage", callback=answer)
+    summary = import_marquez(
+        MarquezEvents(MARQUEZ, page_size=10), catalog_intake(catalog, resolver), catalog, now=lambda: at(60)
+    )
+    wheres = [where for where, _ in summary.refused]
+    assert wheres == [f"{MARQUEZ} event with no eventTime"] * 2, summary.refused
+    assert summary.accepted == 1

@@ -87,9 +87,11 @@ def runs_list(
         print_rows(HEADER, (_row(view) for view in page.runs))
     shown = len(page.runs)
     if shown < page.total:
-        first, last = (offset + 1, offset + shown) if shown else (offset, offset)
+        if not shown:  # past the last
+            say(f"no runs past --offset {offset:,}: there are {page.total:,}")
+            return
         more = f"; --offset {offset + shown} shows the next" if offset + shown < page.total else ""
-        say(f"showing runs {first:,}-{last:,} of {page.total:,}, newest first{more}")
+        say(f"showing runs {offset + 1:,}-{offset + shown:,} of {page.total:,}, newest first{more}")
 
 
 @runs.command("show")

@@ -98,6 +98,12 @@ def catalog_intake(catalog: CatalogSource, resolver: Resolver, *, strict: bool =
     return CatalogIntake(catalog, resolver, strict=strict)
 
 
+def _when(event: object) -> str:
+    """Where a page's event was, for its refusal: at its time, else the page's (it has none)."""
+    time = event.get("eventTime") if isinstance(event, dict) else None
+    return f"at {time}" if isinstance(time, str) and time else "with no eventTime"
+
+
 def _take(
     intake: Intake, batch: Sequence[tuple[str, Any]], summary: EventImportSummary, position: Position | None = None
 ) -> None:
@@ -258,7 +264,7 @@ def import_marquez(
     before = format_time(until) if until is not None else FAR_FUTURE
     summary = EventImportSummary(position=after)
     for events, position in source.pages(after, before):
-        batch = [(f"{source.base} event at {e.get('eventTime') if isinstance(e, dict) else '?'}", e) for e in events]
+        batch = [(f"{source.base} event {_when(e)}", e) for e in events]
         saved = Position(MARQUEZ_IMPORT, source.base, {"after": position}, format_time(now()))
         _take(intake, batch, summary, saved)
         summary.position = position

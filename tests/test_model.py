@@ -59,6 +59,27 @@ def test_invalid_ids_name_the_rule(value: str, rule: str) -> None:
     assert info.value.value == value
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        "postgres://alice:s3cret@db:5432/shop.public.orders",
+        "s3://AKIA:secretkey@bucket/raw/o.csv",
+        "https://user:pw@ex.com:8443/api",
+        "kafka://u:@broker:9092/t",
+    ],
+)
+def test_an_id_that_holds_a_password_is_refused_without_saying_it(value: str) -> None:
+    """Every event of the asset would carry it (its namespace, its symlinks, olbridge's facet):
+    refused, and neither the message nor the error's value repeats it."""
+    with pytest.raises(ValidationError) as info:
+        id_form(value)
+    assert info.value.rule == "id.uri.password" and info.value.value is None
+    secret = value.split("@")[0].split(":")[-1]
+    assert "password" in str(info.value) and (not secret or secret not in str(info.value))
+    assert id_form(value.replace(value.split("//")[1].split("@")[0] + "@", "")) is IdForm.URI
+    assert id_form("kafka://etl@broker:9092/t") is IdForm.URI  # a user alone holds no secret
+
+
 def test_kestra_type_aliases_and_custom_types() -> None:
     assert normalize_type("io.kestra.plugin.ee.assets.Table") == "Table"
     assert normalize_type("io.kestra.core.models.assets.External") == "External"

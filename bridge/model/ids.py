@@ -50,6 +50,15 @@ def id_form(asset_id: object, where: str = "id") -> IdForm:
                 value=asset_id,
                 where=where,
             )
+        userinfo, at, _ = rest.partition("/")[0].rpartition("@")
+        if at and ":" in userinfo:  # every event would carry it: in its namespace, its symlinks
+            raise ValidationError(
+                f"a URI-form id may not hold a password (user:password@ before the host): {scheme.group(0)}"
+                "***@...; name the asset without it",
+                rule="id.uri.password",
+                value=None,
+                where=where,
+            )
         bad = sorted({c for c in asset_id if c.isspace() or c in _URI_FORBIDDEN or not c.isprintable()})
         if bad:
             shown = ", ".join(repr(c) for c in bad)

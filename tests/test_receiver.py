@@ -20,6 +20,7 @@ from bridge.delivery.history import iter_events
 from bridge.mapping import Resolver
 from bridge.model import Identifier, Origin
 from bridge.openlineage.convert import Converter
+from bridge.openlineage.validate import validate_event
 from bridge.receiver.imports import catalog_intake
 from bridge.receiver.intake import Intake, Outcome
 from bridge.receiver.policy import judge
@@ -247,6 +248,34 @@ def test_exporting_a_placeholder_gives_back_its_namespace_and_name(
     events = list(iter_events(catalog, converter))
     names = {(d["namespace"], d["name"]) for e in events for d in e.get("inputs", [])}
     assert ("postgres://db.example.com:5432", "shop.public.orders") in names
+
+
+def test_a_received_facet_the_spec_refuses_or_that_says_what_a_run_did_is_not_passed_on(
+    catalog: Catalog, intake: Intake, converter: Converter
+) -> None:
+    """A producer's dataSource whose uri is no URI made every olbridge event naming the dataset
+    fail the spec; its lifecycleStateChange (OVERWRITE) made every later olbridge run that only
+    read it say it overwrote it. Neither is passed on; the producer's other facets are."""
+    spark = ol_dataset(
+        "file",
+        "/data/spark_out",
+        dataSource={"name": "file", "uri": "file"},
+        lifecycleStateChange={"lifecycleStateChange": "OVERWRITE"},
+        documentation={"description": "Spark's output"},
+    )
+    spark["facets"]["dataSource"]["_schemaURL"] = (
+        "https://openlineage.io/spec/facets/1-0-1/DatasourceDatasetFacet.json#/$defs/DatasourceDatasetFacet"
+    )
+    take(intake, ol_run_event(outputs=[spark]))
+    (found,) = [a.id for a in catalog.list_assets() if a.metadata.get("olName") == "/data/spark_out"]
+    placeholder = catalog.asset(found)
+    assert {"dataSource", "lifecycleStateChange", "documentation"} <= set(placeholder.received_facets)
+    catalog.record_task_run(run("report", inputs=(decl(placeholder.id),), start=at(30)))
+    events = [e for e in iter_events(catalog, converter) if e.get("inputs")]
+    assert events and all(validate_event(e) == [] for e in events), [validate_event(e) for e in events]
+    facets = events[0]["inputs"][0]["facets"]
+    assert "lifecycleStateChange" not in facets and facets["documentation"]["description"] == "Spark's output"
+    assert facets["dataSource"].get("uri") != "file"  # olbridge's own
 
 
 def test_ingesting_olbridges_own_events_gives_back_the_same_assets(

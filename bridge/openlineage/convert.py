@@ -45,7 +45,12 @@ from bridge.openlineage import facets as f
 from bridge.openlineage.column_facet import run_datasets
 from bridge.openlineage.run_ids import static_uuid
 from bridge.openlineage.serialize import dumps
+from bridge.openlineage.validate import check_facet
 from bridge.version import PRODUCER, __version__
+
+# a received dataset's facets that say what the producer's run did to it, not what it is: never
+# passed on in the events of other runs
+EVENT_FACETS = frozenset({"lifecycleStateChange"})
 
 
 @attrs.frozen
@@ -140,7 +145,14 @@ class Converter:
         """A placeholder's facets: the ones its producers sent (the latest of each) as they sent
         them, olbridge's own where they sent none, the olbridge_asset facet, and ``symlinks``
         naming olbridge's identifier and then every one its producers gave."""
-        facets = {**own, **asset.received_facets, f.ASSET_FACET_KEY: own[f.ASSET_FACET_KEY]}
+        # not what one producer's event said of what its run did to the dataset, nor a facet the
+        # spec refuses (another producer's fault would make every olbridge event invalid)
+        received = {
+            key: facet
+            for key, facet in asset.received_facets.items()
+            if key not in EVENT_FACETS and next(check_facet(facet, "DatasetFacet", ""), None) is None
+        }
+        facets = {**own, **received, f.ASSET_FACET_KEY: own[f.ASSET_FACET_KEY]}
         identifiers: dict[tuple[str, str], dict[str, Any]] = {}
         for identifier in (own.get("symlinks") or {}).get("identifiers", ()):
             identifiers[identifier["namespace"], identifier["name"]] = identifier

@@ -45,7 +45,6 @@ from bridge.openlineage import facets as f
 from bridge.openlineage.column_facet import run_datasets
 from bridge.openlineage.run_ids import static_uuid
 from bridge.openlineage.serialize import dumps
-from bridge.openlineage.validate import check_facet
 from bridge.version import PRODUCER, __version__
 
 # a received dataset's facets that say what the producer's run did to it, not what it is: never
@@ -146,7 +145,10 @@ class Converter:
         them, olbridge's own where they sent none, the olbridge_asset facet, and ``symlinks``
         naming olbridge's identifier and then every one its producers gave."""
         # not what one producer's event said of what its run did to the dataset, nor a facet the
-        # spec refuses (another producer's fault would make every olbridge event invalid)
+        # spec refuses (another producer's fault would make every olbridge event invalid); the
+        # checks imported here, by the catalogs that hold received facets only (an export's start)
+        from bridge.openlineage.validate import check_facet
+
         received = {
             key: facet
             for key, facet in asset.received_facets.items()

@@ -21,7 +21,7 @@ from bridge.receiver.app import ReceiverApp
 from bridge.receiver.intake import Intake
 from bridge.receiver.metrics import Metrics
 from tests.group_writer import GroupWriter
-from tests.helpers import DATASET_EVENT_URL, PRODUCER, ol_dataset, ol_run_event
+from tests.helpers import DATASET_EVENT_URL, JOB_EVENT_URL, PRODUCER, ol_dataset, ol_run_event
 from tests.test_receiver_http import Client, contents, token_server
 
 SPARK = NamedToken("spark", "spark-secret", ("spark-*", "etl"))
@@ -337,6 +337,14 @@ def test_a_skipped_olbridge_run_names_outputs_it_does_not_write(
     event["run"]["facets"]["olbridge_taskRun"]["state"] = "KILLED"  # a killed run wrote: refused as before
     event["run"]["runId"] = "0194a1b2-0000-7000-8000-000000000103"
     assert post(app, "/api/v1/lineage", event, SPARK.token)[0] == 403
+    # a JobEvent has no run: one it carries, SKIPPED or not, is ignored and its outputs written, so
+    # the exemption is no way past the token's namespaces (it overwrote the ledger with a warning)
+    job_event = {k: v for k, v in event.items() if k not in ("eventType", "schemaURL")}
+    job_event["schemaURL"] = JOB_EVENT_URL
+    job_event["run"]["facets"]["olbridge_taskRun"]["state"] = "SKIPPED"
+    status, body = post(app, "/api/v1/lineage", job_event, SPARK.token)
+    assert (status, body["error"]["problems"][0]["pointer"]) == (403, "/outputs/0/namespace"), body
+    assert _asset_said(catalog_path) == ledger
 
 
 def test_an_input_of_another_namespace_is_read_but_its_facets_are_not_applied(

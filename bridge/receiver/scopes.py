@@ -53,7 +53,9 @@ def written(event: Any) -> Iterator[tuple[str, str]]:
     if isinstance(job, dict) and isinstance(job.get("namespace"), str):
         yield "/job/namespace", job["namespace"]
     run = event.get("run")
-    if isinstance(run, dict) and skipped(run.get("facets")):  # named, not written: none is taken
+    # a RunEvent's skipped run names its outputs, writes none (bridge/receiver/events.py); a JobEvent
+    # has no run: a run it carries is ignored, and its outputs are written
+    if event_kind(event) == "RunEvent" and isinstance(run, dict) and skipped(run.get("facets")):
         return
     outputs = event.get("outputs")
     if isinstance(outputs, list):

@@ -17,7 +17,7 @@ from bridge.adapters.dbt import ingest_dbt
 from bridge.catalog import Catalog
 from bridge.delivery.history import iter_events
 from bridge.demo import example_project
-from bridge.errors import ArtifactError
+from bridge.errors import ArtifactError, ValidationError
 from bridge.mapping import Resolver
 from bridge.model.health import FreshnessRule
 from bridge.openlineage.convert import Converter
@@ -638,6 +638,28 @@ def test_a_source_s_freshness_taken_out_of_the_manifest_takes_its_rule_off(tmp_p
         catalog.set_freshness("dbt.raw.orders", FreshnessRule.create(max=timedelta(hours=2)), now=at(0))
         ingest_dbt(catalog, project)
         assert catalog.freshness_of("dbt.raw.orders") is not None
+
+
+def test_a_source_s_freshness_past_a_hundred_years_is_refused_not_stored(tmp_path: Path) -> None:
+    """An ``error_after`` of a million days was stored as a rule that every later read refused:
+    ``olbridge health`` (and the watch, and ``assets list``) failed for every asset. It is refused at
+    the import, which records nothing."""
+    project = copy_example(tmp_path)
+    source = "source.my_dbt_project.raw.orders"
+
+    def with_source(manifest: dict[str, Any]) -> None:
+        manifest["sources"][source] = {
+            "unique_id": source, "name": "orders", "source_name": "raw", "schema": "raw", "database": "dbt",
+            "resource_type": "source", "freshness": {"error_after": {"count": 1_000_000, "period": "day"}},
+        }  # fmt: skip
+
+    edit(project, "manifest.json", with_source)
+    with Catalog(":memory:") as catalog:
+        with pytest.raises(ArtifactError, match=r"freshness: max 1000000d is longer than 36500d"):
+            ingest_dbt(catalog, project)
+        assert catalog.count_task_runs() == 0 and catalog.freshness_of("dbt.raw.orders") is None
+    with pytest.raises(ValidationError, match="lag 36501d is longer"):
+        FreshnessRule.create(cron="0 9 * * *", lag=timedelta(days=36501))
 
 
 def test_results_and_parents_the_manifest_does_not_have_are_said(tmp_path: Path) -> None:

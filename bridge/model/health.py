@@ -126,6 +126,14 @@ class FreshnessRule:
             raise ValidationError(
                 "give a window (max) or a cron deadline (cron), one of them", rule="freshness", where=where
             )
+        for name, value in (("max", max), ("warn", warn), ("lag", lag)):
+            if value is not None and value > LONGEST:  # a rule read back must be one parse_duration takes
+                raise ValidationError(
+                    f"{name} {format_duration(value)} is longer than {format_duration(LONGEST)} (a hundred years), "
+                    "the longest taken",
+                    rule=f"freshness.{name}",
+                    where=where,
+                )
         if max is not None:
             if lag is not None or timezone is not None:
                 raise ValidationError("lag and timezone go with a cron deadline", rule="freshness", where=where)

@@ -144,6 +144,20 @@ def test_a_running_run_ends_later(catalog: Catalog) -> None:
     assert [u.asset_id for u in stored.usages] == ["raw.x", "out.x"]
 
 
+def test_a_running_runs_start_does_not_move(catalog: Catalog) -> None:
+    """Its OpenLineage runId is made from its start: a later recording with another start queued
+    the end under another runId than the START already queued (or sent), which stayed RUNNING in
+    Marquez for ever. It is refused, and changes nothing; the end with the same start is taken."""
+    catalog.record_task_run(run(inputs=(decl("raw.x"),), state="RUNNING", start=at(31)))
+    before = snapshot(catalog)
+    with pytest.raises(ValidationError, match=r"is recorded as started at .*; a run's start does not move") as info:
+        catalog.record_task_run(run(inputs=(decl("raw.x"),), start=at(31.1), end=at(40)))
+    assert info.value.rule == "taskrun.start" and snapshot(catalog) == before
+    assert catalog.record_task_run(run(inputs=(decl("raw.x"),), start=at(31), end=at(40))).status == "updated"
+    (stored,) = catalog.iter_task_runs()
+    assert stored.started_at == at(31) and stored.state is TaskState.SUCCESS
+
+
 def test_queries_by_type_namespace_and_metadata(catalog: Catalog) -> None:
     catalog.set_asset(decl("g.table", type="Table", metadata={"env": "prod", "tier": 1}), now=at(0))
     catalog.set_asset(

@@ -444,3 +444,24 @@ def test_a_token_file_others_can_read_is_warned_of(tmp_path: Path) -> None:
             assert f"{path} can be read by other users (mode 0644); chmod 600 {path}" in result.stderr, result.stderr
             path.chmod(0o600)
             assert "can be read by other users" not in runner.invoke(cli, args).stderr
+
+
+def test_a_collision_is_said_without_naming_a_dataset_the_token_may_not_write(
+    app: ReceiverApp, catalog_path: str
+) -> None:
+    """A dataset whose id the rules give is another dataset's already is kept apart with a warning;
+    that warning named the other dataset (a payroll database's host, say) to any token whose
+    event collided with it. It names it to a token that may write its namespace only."""
+    payroll = ol_dataset("postgres://payroll-db.internal:5432", "hr.public.salaries")
+    assert post(app, "/api/v1/lineage", run_event(21, "airflow") | {"outputs": [payroll]}, ANY.token)[0] == 201
+    guess = ol_dataset("postgres://guess:5432", "hr.public.salaries")
+    status, body = post(app, "/api/v1/lineage", run_event(22, "etl") | {"inputs": [guess]}, SPARK.token)
+    assert status == 201
+    (warning,) = [w for w in body["warnings"] if "maps to asset id" in w]
+    assert "payroll-db" not in warning and "another dataset's, in a namespace not this token's" in warning
+    other = ol_dataset("postgres://other:5432", "hr.public.salaries")
+    status, body = post(app, "/api/v1/lineage", run_event(23, "airflow") | {"inputs": [other]}, ANY.token)
+    assert any("the dataset postgres://payroll-db.internal:5432 hr.public.salaries" in w for w in body["warnings"])
+    with Catalog(catalog_path) as catalog:
+        kept = [row[0] for row in catalog._conn.execute("SELECT warnings FROM external_sources ORDER BY source")]
+    assert sum(text.count("payroll-db") for text in kept) == 1  # in the platform token's run alone

@@ -29,7 +29,15 @@ from bridge.catalog.health_state import WatchSeen
 from bridge.catalog.rows import assertions_json, asset_from_row, asset_row
 from bridge.catalog.writes import get_asset
 from bridge.model import Assertion, Asset, Origin, TaskRunKey, format_time, parse_time
-from bridge.model.received import TERMINAL, IncomingEvent, ReceivedColumnEdge, SeenDataset, run_day, writable
+from bridge.model.received import (
+    TERMINAL,
+    IncomingEvent,
+    ReceivedColumnEdge,
+    SeenDataset,
+    run_day,
+    store_namespace,
+    writable,
+)
 from bridge.openlineage.convert import task_run_id
 from bridge.version import PROJECT_URL
 
@@ -268,9 +276,10 @@ class GroupIngest:
             sets = self.usages[source] = {"input": set(), "output": set()}
         return sets
 
-    def _choose_id(self, ds: SeenDataset) -> tuple[str, dict[str, Any], str | None]:
+    def _choose_id(self, ds: SeenDataset, writes: tuple[str, ...] | None) -> tuple[str, dict[str, Any], str | None]:
         """The asset id for a dataset not seen before, the metadata its rule gives, and a warning
-        when the id the rules give stands for another dataset already (a collision)."""
+        when the id the rules give stands for another dataset already (a collision): naming that
+        dataset only to a token that may write its namespace (``writes``: None, any)."""
         # one of olbridge's own assets, exported under a name a rule may name back as another
         # (a File by an absolute path: local-file's file:///...), or as none (by a relative one)
         own = self._own_asset(ds) if ds.symlinks else None
@@ -294,11 +303,10 @@ class GroupIngest:
         if other is None:
             return candidate, dict(ref.metadata), None
         fallback = external_rows.hashed_id(ds.namespace, ds.name)
-        warning = (
-            f"dataset {ds.namespace} {ds.name} maps to asset id {candidate!r}, which is already the dataset "
-            f"{other[0]} {other[1]}; kept apart as {fallback!r}"
-        )
-        return fallback, {}, warning
+        seen = writable(writes, other[0]) or writable(writes, store_namespace(other[0]))
+        which = f"the dataset {other[0]} {other[1]}" if seen else "another dataset's, in a namespace not this token's"
+        warning = f"dataset {ds.namespace} {ds.name} maps to asset id {candidate!r}, which is already {which}; "
+        return fallback, {}, warning + f"kept apart as {fallback!r}"
 
     def _named_own_asset(self, ds: SeenDataset, reverse_id: str) -> str | None:
         """One of olbridge's own assets that the rules name as ``ds`` is named, under an id other
@@ -332,12 +340,12 @@ class GroupIngest:
             return False
         return self.cur.execute(sql_received.BINDING_OF_ASSET, (asset.id,)).fetchone() is None
 
-    def _binding(self, ds: SeenDataset, moment: str) -> tuple[_Binding, str | None]:
+    def _binding(self, ds: SeenDataset, moment: str, writes: tuple[str, ...] | None) -> tuple[_Binding, str | None]:
         key = (ds.namespace, ds.name)
         binding = self.bindings[key]
         if binding is not None:
             return binding, None
-        asset_id, base, warning = self._choose_id(ds)
+        asset_id, base, warning = self._choose_id(ds, writes)
         binding = _Binding(asset_id, moment, moment, "", None, None, new=True, base=base)
         self.bound_here[asset_id] = key
         self.bindings[key] = binding
@@ -499,7 +507,7 @@ class GroupIngest:
         return created
 
     def _take_dataset(self, ds: SeenDataset, event: IncomingEvent, moment: str) -> tuple[str, bool, str | None]:
-        binding, warning = self._binding(ds, moment)
+        binding, warning = self._binding(ds, moment, event.writes)
         rank = event.rank
         binding.first, binding.last = min(binding.first, moment), max(binding.last, moment)
         if rank > binding.seen_rank:

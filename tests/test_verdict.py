@@ -175,6 +175,18 @@ class Row:
         return event
 
 
+COLUMN_LINEAGE_URL = (
+    "https://openlineage.io/spec/facets/1-2-0/ColumnLineageDatasetFacet.json#/$defs/ColumnLineageDatasetFacet"
+)
+
+
+def _column_lineage_output(read: int) -> dict[str, Any]:
+    """An output whose column lineage reads ``read`` datasets the event names nowhere else."""
+    fields = {"c": {"inputFields": [{"namespace": "s3://b", "name": f"k{i}", "field": "c"} for i in range(read)]}}
+    facet = {"_producer": PRODUCER, "_schemaURL": COLUMN_LINEAGE_URL, "fields": fields}
+    return {"namespace": "s3://b", "name": "out", "facets": {"columnLineage": facet}}
+
+
 ROWS = [
     # --- refused: what Marquez refuses ------------------------------------------------------
     Row("R1", "a-string", ("", "event"), expect="refused", pointer=""),
@@ -365,6 +377,13 @@ ROWS = [
         "R17",
         "too-many-datasets",
         ("inputs", [{"namespace": "s3://b", "name": f"k{i}"} for i in range(21)]),
+        expect="refused",
+        pointer="",
+    ),
+    Row(
+        "R17",
+        "too-many-datasets-through-column-lineage",  # each a placeholder: counted (it was not)
+        ("outputs", [_column_lineage_output(20)]),
         expect="refused",
         pointer="",
     ),

@@ -28,7 +28,7 @@ LIMITS: tuple[tuple[str, str, int | None, str], ...] = (
     ("max_body", "max_body", None, "Bytes of a request's body, as sent (413 past them)."),
     ("max_gunzipped", "max_decompressed", None, "Bytes of a gzip body once decompressed, every member (413)."),
     ("max_batch", "max_batch", None, "Events in one batch (413)."),
-    ("max_datasets", "max_datasets", None, "Inputs and outputs of one event (400)."),
+    ("max_datasets", "max_datasets", None, "Datasets of one event: inputs, outputs, column lineage's others (400)."),
     ("max_depth", "max_depth", MAX_DEPTH, "Nesting of objects and arrays in one event (400)."),
     ("max_request_line", "max_request_line", None, "Bytes of a request's target (414)."),
     ("max_header", "max_header", None, "Bytes of one header, name and value (431)."),

@@ -35,7 +35,7 @@ class Limits:
     max_body: int = 16 * 1024 * 1024  # bytes on the wire
     max_decompressed: int = 64 * 1024 * 1024  # bytes after gunzip, every member together
     max_batch: int = 10_000  # events in one batch request
-    max_datasets: int = 1_000  # inputs + outputs of one event
+    max_datasets: int = 1_000  # inputs + outputs of one event, and the other datasets its column lineage reads
     max_depth: int = DEPTH  # nesting of objects and arrays in one event (at most MAX_DEPTH)
     max_request_line: int = 8 * 1024  # bytes of a request's target
     max_header: int = 8 * 1024  # bytes of one header, name and value
@@ -51,12 +51,34 @@ def depth_problem(value: Any, limit: int) -> Problem | None:
 
 
 def _dataset_count(event: dict[str, Any]) -> int:
-    count = 0
+    """The datasets an event names: its inputs and outputs, and those its outputs' column lineage
+    reads that it names nowhere else (each a placeholder, as an input's is)."""
+    count, named, more = 0, set[tuple[Any, Any]](), set[tuple[Any, Any]]()
+    outputs: list[Any] = []
     for key in ("inputs", "outputs"):
         items = event.get(key)
         if isinstance(items, list):
             count += len(items)
-    return count
+            named.update(_named(item) for item in items)
+            outputs = items if key == "outputs" else outputs
+    for output in outputs:
+        facets = output.get("facets") if isinstance(output, dict) else None
+        lineage = facets.get("columnLineage") if isinstance(facets, dict) else None
+        if not isinstance(lineage, dict):
+            continue
+        fields = lineage.get("fields")
+        sources = (
+            [f.get("inputFields") for f in fields.values() if isinstance(f, dict)] if isinstance(fields, dict) else []
+        )
+        sources.append(lineage.get("dataset"))
+        for found in sources:
+            if isinstance(found, list):
+                more.update(_named(item) for item in found)
+    return count + len(more - named)
+
+
+def _named(dataset: Any) -> tuple[Any, Any]:
+    return (dataset.get("namespace"), dataset.get("name")) if isinstance(dataset, dict) else (None, None)
 
 
 class Intake:

@@ -213,6 +213,11 @@ TIMES = [
     ("2025-13-01T08:00:00Z", False),
     ("2025-03-01T08:00:00.1234567890Z", False),  # nanoseconds at most
     ("yesterday", False),
+    ("2025-03-01T08:00:00+18:00", True),  # Java's ZoneOffset: 18 hours either way at most
+    ("2025-03-01T08:00:00-18:00", True),
+    ("2025-03-01T08:00:00+18:30", False),  # Python's reads to 23:59: taken, then refused by Marquez
+    ("2025-03-01T08:00:00-19:00", False),
+    ("2025-03-01T08:00:00+23:59", False),
 ]
 
 

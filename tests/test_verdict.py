@@ -201,6 +201,7 @@ ROWS = [
     Row("R2", "job-event-without-job", ("job", KeyError), base=job_event, expect="refused", pointer=""),
     Row("R3", "bare-date", ("eventTime", "2025-03-01"), expect="refused", pointer="/eventTime"),
     Row("R3", "words", ("eventTime", "yesterday"), expect="refused", pointer="/eventTime"),
+    Row("R3", "offset-past-18h", ("eventTime", "2025-03-01T08:00:00+19:00"), expect="refused", pointer="/eventTime"),
     Row("R3", "month-13", ("eventTime", "2025-13-01T08:00:00Z"), expect="refused", pointer="/eventTime"),
     Row("R3", "space-for-T", ("eventTime", "2025-03-01 08:00:00Z"), expect="refused", pointer="/eventTime"),
     # the spec's date-time takes any digits of a second; Marquez's parser nine at most

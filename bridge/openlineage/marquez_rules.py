@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
@@ -64,10 +64,12 @@ def marquez_time(value: str) -> bool:
     if not _MARQUEZ_TIME.fullmatch(value):
         return False
     try:
-        datetime.fromisoformat(value[:-1] + "+00:00" if value[-1] in "Zz" else value)
-    except ValueError:  # a month 13, an hour 25, an offset past 18 hours
+        read = datetime.fromisoformat(value[:-1] + "+00:00" if value[-1] in "Zz" else value)
+    except ValueError:  # a month 13, an hour 25, an offset of 24 hours or more
         return False
-    return True
+    # Java's ZoneOffset goes to 18 hours either way; Python's to 23:59
+    offset = read.utcoffset()
+    return offset is None or abs(offset) <= timedelta(hours=18)
 
 
 # --- the typed facets ---------------------------------------------------------------------------

@@ -79,7 +79,10 @@ class Metrics:
         if warned:
             pairs.append((len(RESULTS) + 1, warned))
         if token is not None and token in self.tokens:
-            pairs += [(self._token_index(token, status), n) for status, n in statuses.items()]
+            # a refusal for a run or job another token holds is the token's "forbidden", as a
+            # namespace it may not write is (Metrics.forbidden)
+            theirs = collections.Counter(_token_result(outcome) for outcome in outcomes)
+            pairs += [(self._token_index(token, result), n) for result, n in theirs.items()]
         self._add(pairs)
 
     def forbidden(self, token: str, events: int) -> None:
@@ -126,3 +129,9 @@ class Metrics:
             "requests": requests,
             "requestsByWorker": counts[self._worker_base : self._worker_base + self.workers],
         }
+
+
+def _token_result(outcome: Outcome) -> str:
+    if outcome.status == "refused" and outcome.problems and outcome.problems[0].rule == "token":
+        return "forbidden"
+    return outcome.status

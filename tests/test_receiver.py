@@ -16,6 +16,7 @@ import pytest
 from bridge.catalog import Catalog, ExternalUsage
 from bridge.catalog import sql as catalog_sql
 from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
+from bridge.catalog.runs import Runs
 from bridge.delivery.history import iter_events
 from bridge.mapping import Resolver
 from bridge.model import Identifier, Origin
@@ -228,6 +229,20 @@ def test_a_job_event_records_static_lineage(catalog: Catalog, intake: Intake) ->
 
 
 RAW_ID = "s3://raw-bucket/orders/2025"
+
+
+def test_a_run_id_in_capitals_is_the_same_run(catalog: Catalog, intake: Intake, converter: Converter) -> None:
+    """Marquez reads a runId as a UUID, whatever its case: one run. The receiver kept a START in
+    lower case and its COMPLETE in capitals as two runs (one RUNNING for ever)."""
+    run_id = "0194a1b2-0000-7000-8000-00000000abcd"
+    take(intake, ol_run_event("START", run_id=run_id, inputs=[RAW]))
+    take(intake, ol_run_event("COMPLETE", run_id=run_id.upper(), outputs=[TABLE], time="2025-03-01T09:00:00Z"))
+    (source,) = catalog.external_sources()
+    assert source.state == "COMPLETE" and source.inputs and source.outputs
+    runs = Runs(catalog, converter)
+    for spelled in (run_id, run_id.upper()):
+        found = runs.get(spelled)
+        assert found is not None and found.state == "COMPLETE", spelled
 
 
 def test_exporting_a_placeholder_gives_back_its_namespace_and_name(

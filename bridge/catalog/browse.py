@@ -24,7 +24,7 @@ from bridge.catalog.engine import Connection
 from bridge.catalog.runs import EXTERNAL, OWN, RunFilter, Runs, RunView
 from bridge.catalog.store import Catalog
 from bridge.model import Asset, format_time, parse_time
-from bridge.model.received import namespace_matches
+from bridge.model.received import namespace_matches, run_source
 
 # above every character: a prefix's ids lie in [prefix, prefix + TOP) (byte order on both engines)
 TOP = "\U0010ffff"
@@ -817,7 +817,7 @@ def raw_events(catalog: Catalog, run_id: str, *, limit: int = 100) -> list[RawEv
     statement = (
         "SELECT event_time, event_type, body FROM received_events WHERE source = ? ORDER BY event_time, pk LIMIT ?"
     )
-    return [RawEvent(*row) for row in catalog._conn.execute(statement, [f"run:{run_id}", limit])]
+    return [RawEvent(*row) for row in catalog._conn.execute(statement, [run_source(run_id), limit])]
 
 
 __all__ = [

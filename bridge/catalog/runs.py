@@ -26,7 +26,7 @@ from bridge.catalog.engine import Connection
 from bridge.catalog.query import HistoryFilter
 from bridge.catalog.store import Catalog
 from bridge.model import StoredTaskRun, format_time
-from bridge.model.received import run_day
+from bridge.model.received import run_day, run_source
 from bridge.openlineage.convert import Converter, execution_run_id, task_run_id
 
 OWN = "olbridge"
@@ -265,7 +265,7 @@ class Runs:
         """The run with this OpenLineage run id: an external one, or one of olbridge's (whose run
         ids are UUIDv7 made from the start time, so only the task runs started in that
         millisecond are looked at)."""
-        source = f"run:{run_id}"
+        source = run_source(run_id)
         found = self._external(sql_received.select_external_runs(source=True), [source, run_day(source)])
         if found:
             return found[0]
@@ -298,7 +298,7 @@ def _by_start(pair: tuple[RunView, StoredTaskRun | None]) -> tuple[str, str]:
 
 def _owners(view: RunView) -> tuple[str, str]:
     """Whose facets an external run's view shows: its run's and its job's (as the receiver keeps them)."""
-    return f"run:{view.run_id}", f"job:{view.job_namespace}/{view.job_name}"
+    return run_source(view.run_id), f"job:{view.job_namespace}/{view.job_name}"
 
 
 __all__ = ["EXTERNAL", "OWN", "STATES", "RunFilter", "RunPage", "RunView", "Runs"]

@@ -115,6 +115,16 @@ def store_namespace(namespace: str) -> str:
     return namespace
 
 
+_UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
+
+
+def run_source(run_id: str) -> str:
+    """The key an external run is kept under, ``run:<runId>``: a UUID in lower case, whatever case
+    it came in (Marquez reads a runId as a UUID, which ignores case: one run to it, so one here,
+    whose owner a token cannot get past by writing its id in capitals)."""
+    return f"run:{run_id.lower() if _UUID.fullmatch(run_id) else run_id}"
+
+
 def writable(patterns: tuple[str, ...] | None, namespace: str) -> bool:
     """Whether a token of these namespace patterns (``*`` and ``?``; None: any) may write
     ``namespace``, as :meth:`bridge.config.NamedToken.may_write` says."""
@@ -171,7 +181,7 @@ class IncomingEvent:
         setter(self, "time_text", format_time(self.event_time))
         # the external run or job the event is about: run:<runId> or job:<namespace>/<name>
         if self.kind == "RunEvent":
-            setter(self, "source", f"run:{self.run_id}")
+            setter(self, "source", run_source(str(self.run_id)))
         elif self.kind == "JobEvent":
             setter(self, "source", f"job:{self.job_namespace}/{self.job_name}")
         else:

@@ -138,6 +138,18 @@ def test_a_cron_verdict_changes_at_its_next_tick_across_a_daylight_saving_change
         verdict = judged(nightly, utc(2026, 11, 1, 5, 40), utc(2026, 11, 1, hour, minute))
         assert next_change(verdict, utc(2026, 11, 1, hour, minute)) == utc(2026, 11, 2, 6, 30)
     assert nightly.last_tick(utc(2026, 11, 1, 5, 29)) == utc(2026, 10, 31, 5, 30)
+    # an hourly (or every-30-minutes) deadline ticks once in the repeated hour too, at its first
+    # occurrence: 02:00 CEST on 26 October 2025 is 00:00 UTC, and the next tick is 03:00 CET at
+    # 02:00 UTC (cronsim gave 02:00 CET, 01:00 UTC, as well: a write at 00:10 UTC FAILed at 01:05)
+    hourly = FreshnessRule.create(cron="0 * * * *", timezone="Europe/Paris")
+    assert hourly.next_tick(utc(2025, 10, 26, 0, 0)) == utc(2025, 10, 26, 2, 0)
+    assert hourly.last_tick(utc(2025, 10, 26, 1, 30)) == utc(2025, 10, 26, 0, 0)
+    assert hourly.evaluate(utc(2025, 10, 26, 0, 10), utc(2025, 10, 26, 1, 5))[0] is Health.PASS
+    half = FreshnessRule.create(cron="*/30 * * * *", timezone="Europe/Paris")
+    ticks = [utc(2025, 10, 25, 23, 30)]
+    while ticks[-1] < utc(2025, 10, 26, 3, 0):
+        ticks.append(half.next_tick(ticks[-1]))
+    assert [t.strftime("%H:%M") for t in ticks] == ["23:30", "00:00", "00:30", "02:00", "02:30", "03:00"]
 
 
 @pytest.mark.parametrize(

@@ -243,9 +243,15 @@ def _tick(cron: str, timezone: str, as_of: datetime, *, forwards: bool) -> datet
     zone = ZoneInfo(timezone)
     if forwards:
         ticks = CronSim(cron, (as_of - _SHIFT).astimezone(zone))
-        return next(tick for tick in (t.astimezone(UTC) for t in ticks) if tick > as_of)
+        return next(tick for tick in (t.astimezone(UTC) for t in ticks if not _again(t)) if tick > as_of)
     ticks = CronSim(cron, (as_of + _SHIFT).astimezone(zone), reverse=True)
-    return next(tick for tick in (t.astimezone(UTC) for t in ticks) if tick <= as_of)
+    return next(tick for tick in (t.astimezone(UTC) for t in ticks if not _again(t)) if tick <= as_of)
+
+
+def _again(tick: datetime) -> bool:
+    """Whether a wall-clock tick is the second occurrence of a time the clocks went back over
+    (cronsim gives an hourly cron both 02:00s of such a night: a deadline ticks once)."""
+    return tick.fold == 1 and tick.replace(fold=0).utcoffset() != tick.utcoffset()
 
 
 _MATCH_KEYS = ("namespace", "type", "id_prefix", "metadata")

@@ -122,6 +122,25 @@ def test_a_task_that_fails_on_one_output_fails_every_asset_it_wrote_at_the_next_
         assert {a: k.health.value for a, k in kept(catalog._conn).items()} == judged
 
 
+def test_an_asset_written_ahead_of_the_watchs_clock_is_judged_once_its_time_comes(catalog_target: str) -> None:
+    """A write dated a little ahead of the watch's clock (another host's) made an asset that, as
+    of the look, did not exist yet: the look dropped its mark and judged it at the next pass over
+    every asset, an hour later. Its mark stays until a look reaches its time."""
+    now = [at(0).timestamp()]
+    with Catalog(catalog_target) as catalog:
+        catalog.watch_seen = WatchSeen(clock=lambda: now[0], seen_for=0.0)
+        watch = HealthWatch(catalog, WatchSettings(), clock=lambda: now[0], ttl=DAY, catch_up=DAY)
+        watch.step()
+        catalog.record_task_run(run("build", outputs=(decl("mart.x", type="Table"),), start=at(0.25), end=at(0.5)))
+        now[0] = at(0.1).timestamp()  # 24 s before the write's end, by the watch's clock
+        watch.step()
+        assert "mart.x" not in kept(catalog._conn)
+        now[0] = at(0.6).timestamp()
+        result = watch.step()
+        assert result is not None and result.marks == 1
+        assert {a: k.health.value for a, k in kept(catalog._conn).items()} == {"mart.x": "PASS"}
+
+
 @pytest.mark.parametrize("limit", [1, 3, 50])
 def test_the_kept_health_is_counted_and_paged_by_state_and_namespace(
     catalog_target: str, resolver: Resolver, limit: int, monkeypatch: pytest.MonkeyPatch

@@ -230,7 +230,15 @@ def judge(
         ):
             todo.append((asset_id, now, due_at))
     result = PassResult(judged=len(found), marks=len(marks), due=len(due))
-    unmark = [(asset_id, seq, asset_id, seq, n) for asset_id, seq, n in marks]
+    # an asset written with a time ahead of this clock (another host's) is none yet as of it:
+    # its mark stays, for a later look to judge it once it is (it was dropped, and the asset not
+    # judged until the next pass over every asset)
+    ahead = {
+        asset_id
+        for asset_id in marked
+        if asset_id not in found and asset_id in assets and assets[asset_id][5] is None and assets[asset_id][4] > moment
+    }
+    unmark = [(asset_id, seq, asset_id, seq, n) for asset_id, seq, n in marks if asset_id not in ahead]
     for start in range(0, max(len(todo), 1), batch):
         chunk = todo[start : start + batch]
         last = start + batch >= len(todo)

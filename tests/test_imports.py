@@ -358,3 +358,22 @@ def test_a_marquez_event_without_a_time_is_refused_saying_so(catalog: Catalog, r
     wheres = [where for where, _ in summary.refused]
     assert wheres == [f"{MARQUEZ} event with no eventTime"] * 2, summary.refused
     assert summary.accepted == 1
+
+
+@responses.activate
+def test_a_marquez_event_with_a_lone_surrogate_is_refused_alone(catalog: Catalog, resolver: Resolver) -> None:
+    """Marquez's pages are JSON read leniently; an event with a lone surrogate (an escape no UTF-8
+    text holds) stopped the whole import with a traceback. It is refused; the others land."""
+    odd = _event(2, 0)
+    odd["job"]["name"] = "SURROGATE"
+    events = json.dumps([_event(1, 0), odd]).replace("SURROGATE", "load\\ud800")  # the JSON escape, as text
+    page = '{"events": ' + events + ', "totalCount": 2}'
+
+    def answer(request: Any) -> tuple[int, dict[str, str], str]:
+        return 200, {"Content-Type": "application/json"}, page if "offset=0" in request.url else '{"events": []}'
+
+    responses.add_callback(responses.GET, f"{MARQUEZ}/api/v1/events/lineage", callback=answer)
+    intake = catalog_intake(catalog, resolver)
+    summary = import_marquez(MarquezEvents(MARQUEZ, page_size=10), intake, catalog, now=lambda: at(60))
+    assert summary.accepted == 1 and len(summary.refused) == 1, summary.refused
+    assert "lone surrogate" in summary.refused[0][1]

@@ -133,16 +133,20 @@ class Intake:
             "carries for this input were not applied"
             for index, namespace in read_only
         )
-        return read_event(
-            item,
-            verdict.kind,
-            warnings,
-            text,
-            forward=forward,
-            token=token,
-            writes=writes,
-            bare_inputs=frozenset(index for index, _ in read_only),
-        )
+        try:
+            return read_event(
+                item,
+                verdict.kind,
+                warnings,
+                text,
+                forward=forward,
+                token=token,
+                writes=writes,
+                bare_inputs=frozenset(index for index, _ in read_only),
+            )
+        except UnicodeEncodeError:  # read by a lenient reader (a Marquez import's page): no UTF-8 text holds it
+            message = "the event holds a lone surrogate (a \\ud800-\\udfff escape without its pair)"
+            return Outcome("refused", kind=verdict.kind, message=message, problems=(Problem("", message, "json"),))
 
     def taking(
         self,

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from bridge.adapters.dbt import ingest_dbt
+from bridge.adapters.dbt.ingest import normalize_snowflake_account
 from bridge.catalog import Catalog
 from bridge.delivery.history import iter_events
 from bridge.demo import example_project
@@ -710,3 +711,16 @@ def test_unit_test_results_and_a_source_no_model_reads_are_no_trouble(tmp_path: 
     edit(project, "run_results.json", lambda r: r.update(results=[{"unique_id": unit, "status": "pass"}]))
     with Catalog(":memory:") as catalog:
         assert ingest_dbt(catalog, project).results == ()
+
+
+@pytest.mark.parametrize(
+    "account",
+    ["myorg-myaccount", "myorg-myaccount.privatelink", "xy12345", "xy12345.us-east-1", "xy12345.east-us-2.azure"],
+)
+def test_a_snowflake_account_is_named_as_dbt_ol_names_it(account: str) -> None:
+    """The dataset namespace of a Snowflake profile's account, against openlineage-dbt's own
+    normalization (an org-account with a suffix, ``.privatelink``, was kept whole: another
+    namespace than dbt-ol's, and the lineage did not join)."""
+    from openlineage.common.provider.snowflake import fix_account_name
+
+    assert normalize_snowflake_account(account) == fix_account_name(account)

@@ -69,11 +69,12 @@ class DbtIngest:
 
 
 def normalize_snowflake_account(account: str) -> str:
-    """The Snowflake account as OpenLineage names it: ``org-account`` as is; a legacy locator
-    gets its default region and cloud (``xy12345`` → ``xy12345.us-west-1.aws``)."""
+    """The Snowflake account as OpenLineage names it: ``org-account`` alone (what follows it, a
+    ``.privatelink`` say, left out: the same account as dbt-ol names it); a legacy locator gets
+    its default region and cloud (``xy12345`` → ``xy12345.us-west-1.aws``)."""
     parts = account.split(".")
     if "-" in parts[0]:
-        return account
+        return parts[0]
     if len(parts) == 1:
         return f"{account}.us-west-1.aws"
     if len(parts) == 2:

@@ -474,3 +474,29 @@ def test_a_collision_is_said_without_naming_a_dataset_the_token_may_not_write(
     with Catalog(catalog_path) as catalog:
         kept = [row[0] for row in catalog._conn.execute("SELECT warnings FROM external_sources ORDER BY source")]
     assert sum(text.count("payroll-db") for text in kept) == 1  # in the platform token's run alone
+
+
+def test_naming_another_namespaces_dataset_moves_nothing_of_it_and_says_nothing_of_it(
+    app: ReceiverApp, catalog_path: str, ledger: Any
+) -> None:
+    """An input of a namespace the token may not write is read: its sightings and producer stayed
+    only in name (a later event of the token's moved the ledger's "last seen" and named its own
+    producer there), and the answer's placeholders told whether the dataset existed."""
+    with Catalog(catalog_path) as catalog:
+        before = catalog.asset("s3://finance/ledger")
+    event = ol_run_event(
+        run_id="0194a1b2-0000-7000-8000-000000000131",
+        job=("etl", "peek"),
+        inputs=[_ledger(), ol_dataset("s3://finance", "no-such-table")],
+        outputs=[ol_dataset("etl", "mine")],
+        time="2030-01-01T00:00:00Z",
+        producer="https://evil.example/peeked",
+    )
+    status, body = post(app, "/api/v1/lineage", event, SPARK.token)
+    with Catalog(catalog_path) as catalog:
+        after = catalog.asset("s3://finance/ledger")
+        new = [a.id for a in catalog.list_assets() if a.metadata.get("olName") == "no-such-table"]
+        mine = [a.id for a in catalog.list_assets() if a.metadata.get("olName") == "mine"]
+    assert status == 201 and body["placeholders"] == mine, body  # its own new dataset alone
+    assert after.metadata == before.metadata and after.updated_at == before.updated_at
+    assert len(new) == 1  # the lineage still has the dataset it read

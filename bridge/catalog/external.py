@@ -509,9 +509,16 @@ class GroupIngest:
     def _take_dataset(self, ds: SeenDataset, event: IncomingEvent, moment: str) -> tuple[str, bool, str | None]:
         binding, warning = self._binding(ds, moment, event.writes)
         rank = event.rank
-        binding.first, binding.last = min(binding.first, moment), max(binding.last, moment)
-        if rank > binding.seen_rank:
-            binding.seen_rank, binding.producer = rank, event.producer
+        # a dataset of a namespace the event's token may not write (an input it read) is named,
+        # not described: its sightings and producer stay (a token moved another team's dataset's
+        # "last seen" and producer by naming it), unless this group made it
+        foreign = event.writes is not None and not (
+            writable(event.writes, ds.namespace) or writable(event.writes, store_namespace(ds.namespace))
+        )
+        if not foreign or binding.new:
+            binding.first, binding.last = min(binding.first, moment), max(binding.last, moment)
+            if rank > binding.seen_rank:
+                binding.seen_rank, binding.producer = rank, event.producer
         if ds.facets:
             self._take_dataset_facets(binding, ds, rank)
         for namespace, name, kind in ds.symlinks:
@@ -526,7 +533,9 @@ class GroupIngest:
         binding.dirty = True
         created = binding.new and not binding.reported and self.asset(binding.asset_id) is None
         binding.reported = True
-        return binding.asset_id, created, warning
+        # nor is it said to the token whether it was new there (whether another team's dataset
+        # exists is not its to learn)
+        return binding.asset_id, created and not foreign, warning
 
     def _take_dataset_facets(self, b: _Binding, ds: SeenDataset, rank: str) -> None:
         """The latest of each facet of a dataset, whatever the order of the events. The facets of

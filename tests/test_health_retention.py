@@ -136,3 +136,35 @@ def test_a_run_named_under_two_jobs_is_judged_alike_alone_and_whole(catalog_targ
         assert whole[f"{NS}/shop.b"].health.value == "PASS"
         for asset_id in whole:
             assert health_queries.assess(catalog._conn, (), judged_at, ids=[asset_id]) == [whole[asset_id]]
+
+
+def test_an_assets_at_risk_flag_outlives_the_run_that_joined_it(
+    catalog_target: str, resolver: Resolver, tmp_path: Path
+) -> None:
+    """A job read raw.orders and wrote shop.old once, then wrote shop.new; raw.orders FAILs. The
+    first run, gone, held the only edge raw.orders -> shop.old, which `olbridge lineage` still
+    shows: shop.old stays at risk (it was not, after the pass), as the whole catalog's pass and a
+    look at the asset alone say."""
+    with Catalog(catalog_target) as catalog:
+        events = [
+            event("0194a1b2-0000-7000-8000-0000000000d1", 0, ["shop.old"]),
+            event("0194a1b2-0000-7000-8000-0000000000d2", 2 * DAY, ["shop.new"]),
+            ol_run_event(
+                "FAIL",
+                run_id="0194a1b2-0000-7000-8000-0000000000d3",
+                job=("airflow", "dag.check"),
+                outputs=[ol_dataset(NS, "raw.orders")],
+                time=at(3 * DAY).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            ),
+        ]
+        assert all(o.ok for o in catalog_intake(catalog, resolver).take(events))
+    old = f"{NS}/shop.old"
+    before = health(catalog_target)
+    assert before[old]["atRisk"] and before[f"{NS}/raw.orders"]["health"] == "FAIL"
+    assert retention(tmp_path, catalog_target, external_runs="1d")["externalRuns"] == 1
+    assert health(catalog_target) == before
+    code, out, err = invoke(catalog_target, "assets", "show", old)
+    assert code == 0 and json.loads(out)["atRisk"], (out, err)
+    # as of a time before the run's end, the edge was not there yet
+    code, out, _ = invoke(catalog_target, "health", "--json", "--as-of", at(-1).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    assert not [h for h in json.loads(out) if h["atRisk"]]

@@ -149,6 +149,9 @@ EXTERNAL_EDGES = """
     SELECT inputs, outputs FROM external_sources
     WHERE (run_id IS NOT NULL AND ended_at IS NOT NULL AND ended_at <= ?) OR (run_id IS NULL AND first_seen <= ?)
 """
+# ... and those of the runs retention deleted, kept (writes_kept.fold_received), by then
+KEPT_EDGES = "SELECT upstream_id, downstream_id FROM kept_edges WHERE since <= ?"
+SOME_KEPT_EDGES = "SELECT upstream_id, downstream_id FROM kept_edges WHERE downstream_id IN ({values}) AND since <= ?"
 SOME_AT_MOST = 20_000  # ids judged by their own facts, at most; more: by the whole catalog's
 
 
@@ -363,7 +366,12 @@ def _whole(conn: Connection | Cursor, moment: str, by_metadata: bool, wanted: se
     downstream: dict[str, list[str]] = {}
     if paths:
         edges = conn.execute(ALL_OWN_EDGES) if no_late_run else conn.execute(OWN_EDGES, (moment,))
-        downstream = _edges(edges, conn.execute(EXTERNAL_EDGES, (moment, moment)))
+        downstream = _edges(
+            edges,
+            itertools.chain(
+                conn.execute(EXTERNAL_EDGES, (moment, moment)), _kept_edges(conn.execute(KEPT_EDGES, (moment,)))
+            ),
+        )
     if wanted is not None:
         # only they and what is upstream of them (their at-risk flags) are judged
         judged = _with_upstream(wanted, downstream) if paths else wanted
@@ -485,6 +493,9 @@ class _Some:
                     received.append((run[6], run[7]))
                     if not frontier.isdisjoint(json.loads(run[7])):
                         ups.update(json.loads(run[6]))
+            kept = self._rows(SOME_KEPT_EDGES, frontier, after=(moment,))
+            received += _kept_edges(kept)
+            ups.update(up for up, _down in kept)
             frontier = ups - judged
             judged |= frontier
             if len(judged) > at_most:
@@ -673,6 +684,11 @@ def _runs(
         if ended >= ended_at.get(asset_id, ""):  # a received run and an own one ended at once: the received
             last_run[asset_id] = (state, label)
     return last_write, last_run
+
+
+def _kept_edges(rows: Iterable[Sequence[Any]]) -> list[tuple[str, str]]:
+    """KEPT_EDGES's rows as EXTERNAL_EDGES's: (inputs, outputs) as JSON texts, one of each."""
+    return [(json.dumps([up]), json.dumps([down])) for up, down in rows]
 
 
 def _edges(own: Iterable[Sequence[Any]], received: Iterable[Sequence[Any]]) -> dict[str, list[str]]:

@@ -539,6 +539,17 @@ kept_writers = sa.Table(
     _text("last_write", nullable=True),
     sa.PrimaryKeyConstraint("asset_id", "flow_namespace", "flow_id", "task_id"),
 )
+# the received lineage of the runs retention deleted: each edge (an input and an output of one
+# run) with the earliest end of a run that made it, for health's at-risk walk as of a time
+kept_edges = sa.Table(
+    "kept_edges",
+    metadata,
+    _text("upstream_id"),
+    _text("downstream_id"),
+    _text("since"),
+    sa.PrimaryKeyConstraint("upstream_id", "downstream_id"),
+)
+sa.Index("kept_edges_downstream", kept_edges.c.downstream_id)
 # a task's assets (whose last run its run that ends is: the health watch's marks)
 sa.Index("kept_writers_task", kept_writers.c.flow_namespace, kept_writers.c.flow_id, kept_writers.c.task_id)
 # Each task's latest run that ended (by end, then key), kept as runs are written: what health

@@ -9,7 +9,9 @@ folds what health reads of them into two tables, which health reads beside the r
 
 - :func:`fold_received`: of the receiver's runs, each asset's latest run (``kept_writes``, fact
   ``run``) and its latest that wrote it successfully (fact ``write``), as health orders them
-  (:func:`received_run`), each kept only when later than the one kept before;
+  (:func:`received_run`), each kept only when later than the one kept before; and each edge of
+  their lineage (an input and an output of one run) with the earliest end of a run that made it
+  (``kept_edges``, migration 0033), for the at-risk walk;
 - :func:`fold_own`: of olbridge's own, each task that wrote an asset with its latest write
   (``kept_writers``): the rows health's writers aggregate gives of usages, so a task that wrote
   an asset once is still one of its writers (its latest run, kept, is the asset's last run).
@@ -43,8 +45,14 @@ from bridge.catalog.engine import Cursor
 RECEIVED_STATE = {"COMPLETE": "SUCCESS", "FAIL": "FAILED", "ABORT": "FAILED"}
 
 _RUNS_GOING = """
-    SELECT job_namespace, job_name, state, ended_at, outputs FROM external_sources
+    SELECT job_namespace, job_name, state, ended_at, outputs, inputs FROM external_sources
     WHERE source IN ({values}) AND run_id IS NOT NULL AND ended_at IS NOT NULL
+"""
+# an edge of a run that goes, kept with the earliest end of a run that made it
+_PUT_EDGE = """
+    INSERT INTO kept_edges (upstream_id, downstream_id, since) VALUES (?, ?, ?)
+    ON CONFLICT (upstream_id, downstream_id) DO UPDATE SET since = excluded.since
+    WHERE excluded.since < kept_edges.since
 """
 _KEPT_OF = (
     "SELECT asset_id, fact, job_namespace, job_name, state, ended_at FROM kept_writes WHERE asset_id IN ({values})"
@@ -152,7 +160,13 @@ def fold_received(cur: Cursor, sources: Sequence[str]) -> None:
     in the caller's transaction, before it deletes them."""
     # each asset's candidates: its latest run and its latest successful one, with their rows
     found: dict[tuple[str, str], tuple[tuple[str, str, str], tuple[str, str, str, str]]] = {}
-    for job_ns, job_name, state, ended, outputs in list(sql.in_chunks(cur, _RUNS_GOING, sources)):
+    edges: dict[tuple[str, str], str] = {}  # the runs' edges (health's at-risk walk), each at its first end
+    for job_ns, job_name, state, ended, outputs, inputs in list(sql.in_chunks(cur, _RUNS_GOING, sources)):
+        downs = json.loads(outputs)
+        for up in json.loads(inputs):
+            for down in downs:
+                if down != up and ended < edges.get((up, down), "~"):
+                    edges[up, down] = ended
         run = received_run(job_ns, job_name, state, ended)
         if run is None:
             continue
@@ -161,6 +175,7 @@ def fold_received(cur: Cursor, sources: Sequence[str]) -> None:
                 held = found.get((asset_id, fact))
                 if held is None or run > held[0]:
                     found[asset_id, fact] = (run, (job_ns, job_name, state, ended))
+    cur.executemany(_PUT_EDGE, [(up, down, since) for (up, down), since in sorted(edges.items())])
     if not found:
         return
     assets = {asset_id for asset_id, _fact in found}

@@ -15,7 +15,7 @@ import pytest
 from bridge.catalog import Catalog
 from bridge.mapping import Resolver
 from bridge.receiver.app import ReceiverApp
-from bridge.receiver.intake import Intake, Limits
+from bridge.receiver.intake import Intake, Limits, Outcome
 from bridge.receiver.policy import judge
 from tests.group_writer import GroupWriter
 from tests.helpers import DATASET_EVENT_URL, JOB_EVENT_URL, RUN_EVENT_URL
@@ -675,3 +675,23 @@ def test_the_docs_table_has_exactly_the_rows_tested() -> None:
     text = (ROOT / "docs" / "receiver.md").read_text()
     documented = set(re.findall(r"^\| \*\*([RWS]\d+)\*\* \|", text, flags=re.MULTILINE))
     assert documented == {r.row for r in ROWS}
+
+
+@pytest.mark.parametrize(
+    "datasets",
+    [
+        {"inputs": [{"namespace": ["x"], "name": "a"}]},
+        {"outputs": [{"namespace": "s3://b", "name": {"n": 1}}]},
+        {
+            "outputs": [
+                _column_lineage_output(0)
+                | {"facets": {"columnLineage": {"fields": {"c": {"inputFields": [{"namespace": ["x"], "name": "a"}]}}}}}
+            ]
+        },
+    ],
+)
+def test_a_dataset_named_by_no_strings_is_refused_not_a_fault(datasets: dict[str, Any]) -> None:
+    """Counting an event's datasets (before the verdict) met a namespace that is a list: a
+    TypeError, a 500 for the whole request. The verdict refuses the event."""
+    outcome = Intake(None).prepare(base_event() | datasets)
+    assert isinstance(outcome, Outcome) and outcome.status == "refused", outcome

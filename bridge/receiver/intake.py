@@ -53,7 +53,7 @@ def depth_problem(value: Any, limit: int) -> Problem | None:
 def _dataset_count(event: dict[str, Any]) -> int:
     """The datasets an event names: its inputs and outputs, and those its outputs' column lineage
     reads that it names nowhere else (each a placeholder, as an input's is)."""
-    count, named, more = 0, set[tuple[Any, Any]](), set[tuple[Any, Any]]()
+    count, named, more = 0, set[tuple[Any, ...]](), set[tuple[Any, ...]]()
     outputs: list[Any] = []
     for key in ("inputs", "outputs"):
         items = event.get(key)
@@ -77,8 +77,14 @@ def _dataset_count(event: dict[str, Any]) -> int:
     return count + len(more - named)
 
 
-def _named(dataset: Any) -> tuple[Any, Any]:
-    return (dataset.get("namespace"), dataset.get("name")) if isinstance(dataset, dict) else (None, None)
+def _named(dataset: Any) -> tuple[Any, ...]:
+    """A dataset's (namespace, name); one that has no such strings (the verdict refuses it, after
+    this count) is a dataset of its own."""
+    if isinstance(dataset, dict):
+        namespace, name = dataset.get("namespace"), dataset.get("name")
+        if isinstance(namespace, str) and isinstance(name, str):
+            return (namespace, name)
+    return ("", id(dataset))
 
 
 class Intake:

@@ -230,13 +230,19 @@ def judge(
         ):
             todo.append((asset_id, now, due_at))
     result = PassResult(judged=len(found), marks=len(marks), due=len(due))
-    # an asset written with a time ahead of this clock (another host's) is none yet as of it:
-    # its mark stays, for a later look to judge it once it is (it was dropped, and the asset not
-    # judged until the next pass over every asset)
+    # an asset written with a time a little ahead of this clock (another host's) is none yet as
+    # of it: its mark stays, for a later look to judge it once it is (it was dropped, and the
+    # asset not judged until the next pass over every asset); one dated further ahead than a
+    # marked asset's recheck is left to that pass, as before (its mark, kept, would be read again
+    # at every look until then, taking a batch's room from the others)
+    soon = format_time(as_of + RECHECK_MARKED)
     ahead = {
         asset_id
         for asset_id in marked
-        if asset_id not in found and asset_id in assets and assets[asset_id][5] is None and assets[asset_id][4] > moment
+        if asset_id not in found
+        and asset_id in assets
+        and assets[asset_id][5] is None
+        and moment < assets[asset_id][4] <= soon
     }
     unmark = [(asset_id, seq, asset_id, seq, n) for asset_id, seq, n in marks if asset_id not in ahead]
     for start in range(0, max(len(todo), 1), batch):

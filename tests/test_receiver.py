@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import itertools
+import json
 import pickle
 import sqlite3
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from tests.helpers import (
     PRODUCER,
     catalog_state,
     decl,
+    invoke,
     ol_dataset,
     ol_run_event,
     run,
@@ -520,3 +522,35 @@ def test_a_placeholder_s_sightings_are_compared_in_the_catalog_s_one_time_form()
     assert canonical_time("2026-01-31T13:00:00.5+01:00", "first_seen") == "2026-01-31T12:00:00.500000Z"
     with pytest.raises(ValidationError, match="not an ISO 8601 time"):
         canonical_time("yesterday", "first_seen")
+
+
+def test_a_catalogs_runs_received_in_capitals_before_are_moved_to_lower_case(
+    catalog_target: str, resolver: Resolver, converter: Converter
+) -> None:
+    """A run received before its id was kept in lower case: migration 0034 moves its keys (its
+    row, events and facets), so that its end, in either case, is the same run, found by either."""
+    run_id = "0194A1B2-0000-7000-8000-00000000ABCD"
+    started = ol_run_event("START", run_id=run_id, inputs=[RAW])
+    started["run"]["facets"] = {"custom": {"_producer": PRODUCER, "_schemaURL": "https://x.test/S", "n": 1}}
+    with Catalog(catalog_target) as catalog:
+        assert catalog_intake(catalog, resolver).take([started])[0].ok
+        lower, upper = f"run:{run_id.lower()}", f"run:{run_id}"
+        with catalog.transaction() as cur:  # as a catalog of version 33 kept it: the id as it came
+            for table, column in (("external_sources", "source"), ("received_events", "source")):
+                cur.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?", (upper, lower))
+            cur.execute("UPDATE external_facets SET owner = ? WHERE owner = ?", (upper, lower))
+            cur.execute("UPDATE alembic_version SET version_num = '0033'")
+            catalog.db.engine.stamp(cur, 33)
+    code, out, err = invoke(catalog_target, "migrate")
+    assert code == 0 and json.loads(out)["upgradedFrom"] == 33, err
+    with Catalog(catalog_target) as catalog:
+        conn = catalog._conn
+        assert conn.execute("SELECT source FROM external_sources").fetchall() == [(lower,)]
+        assert conn.execute("SELECT DISTINCT source FROM received_events").fetchall() == [(lower,)]
+        assert conn.execute("SELECT owner FROM external_facets WHERE owner LIKE 'run:%'").fetchall() == [(lower,)]
+        ended = ol_run_event("COMPLETE", run_id=run_id, outputs=[TABLE], time="2025-03-01T09:00:00Z")
+        assert catalog_intake(catalog, resolver).take([ended])[0].ok
+        (source,) = catalog.external_sources()
+        assert source.state == "COMPLETE"
+        found = Runs(catalog, converter).get(run_id)
+        assert found is not None and found.state == "COMPLETE" and "custom" in found.run_facets

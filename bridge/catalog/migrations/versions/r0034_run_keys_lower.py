@@ -1,0 +1,53 @@
+"""0034: the keys of received runs whose runId is a UUID, in lower case.
+
+Marquez reads a runId as a UUID, whatever its case: one run. The receiver now keeps a run under
+``run:<runId>`` with a UUID in lower case (:func:`bridge.model.received.run_source`); the runs
+received before were kept under their id as it came, and an event of one of them in another case
+(or in the same case, now read in lower case) would make a second run. Their keys are moved to
+lower case where the run has no row under that key already (a run already split in two, received
+in two cases before, stays as it was): its row, its events, its column edges, its facets, and the
+outbox's rows forwarding its events (``received:run:<runId>``: one key, in their order).
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+revision = "0034"
+down_revision = "0033"
+branch_labels = None
+depends_on = None
+
+
+def _uuid_key(column: str, prefix: str, postgresql: bool) -> str:
+    """A condition: ``column`` is ``prefix`` then a UUID with some capital letter."""
+    n = len(prefix)
+    dashes = " AND ".join(f"substr({column}, {n + at}, 1) = '-'" for at in (9, 14, 19, 24))
+    rest = f"lower(substr({column}, {n + 1}))"
+    hex_only = f"{rest} ~ '^[0-9a-f-]+$'" if postgresql else f"{rest} NOT GLOB '*[^0-9a-f-]*'"
+    return (
+        f"substr({column}, 1, {n}) = '{prefix}' AND length({column}) = {n + 36} AND lower({column}) <> {column} "
+        f"AND {dashes} AND {hex_only}"
+    )
+
+
+def upgrade() -> None:
+    postgresql = op.get_bind().dialect.name == "postgresql"
+    runs = _uuid_key("source", "run:", postgresql)
+    op.execute(
+        f"UPDATE external_sources SET source = lower(source) WHERE {runs} "
+        "AND NOT EXISTS (SELECT 1 FROM external_sources s WHERE s.source = lower(external_sources.source))"
+    )
+    # what belongs to a run whose key moved (none is left under the key as it came)
+    for table, column in (("received_events", "source"), ("column_lineage", "source")):
+        op.execute(
+            f"UPDATE {table} SET {column} = lower({column}) WHERE {_uuid_key(column, 'run:', postgresql)} "
+            f"AND NOT EXISTS (SELECT 1 FROM external_sources s WHERE s.source = {table}.{column})"
+        )
+    op.execute(
+        f"UPDATE external_facets SET owner = lower(owner) WHERE {_uuid_key('owner', 'run:', postgresql)} "
+        "AND NOT EXISTS (SELECT 1 FROM external_sources s WHERE s.source = external_facets.owner) "
+        "AND NOT EXISTS (SELECT 1 FROM external_facets f WHERE f.owner = lower(external_facets.owner) "
+        "AND f.facet_key = external_facets.facet_key)"
+    )
+    op.execute(f"UPDATE outbox SET run_key = lower(run_key) WHERE {_uuid_key('run_key', 'received:run:', postgresql)}")

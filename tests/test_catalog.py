@@ -20,9 +20,9 @@ from bridge.catalog import sql as catalog_sql
 from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
 from bridge.catalog.positions import Checkpoint
 from bridge.errors import CatalogError, NotFoundError, ValidationError
-from bridge.model import Origin, TaskState
+from bridge.model import AssetDeclaration, Origin, TaskState
 from tests.conftest import at
-from tests.helpers import decl, run, snapshot
+from tests.helpers import decl, invoke, run, snapshot
 
 pytestmark = pytest.mark.both_engines
 
@@ -342,3 +342,15 @@ def test_usages_come_as_records_whose_json_is_what_assets_show_prints(catalog: C
         "jobNamespace": "airflow",
         "jobName": "dag.task",
     }
+
+
+def test_an_asset_held_under_an_id_with_a_password_can_be_purged(catalog_target: str) -> None:
+    """An id recorded before the rule that refuses a password in one is still one a lookup finds
+    (``assets purge --id``, the way to take it out of the events), not refused as a new one is."""
+    secret = "postgres://alice:s3cret@db:5432/shop.public.orders"
+    with Catalog(catalog_target) as catalog:
+        catalog.set_asset(AssetDeclaration(id=secret, type="Table"), now=at(0))  # as recorded before
+    code, _out, err = invoke(catalog_target, "assets", "purge", "--id", secret)
+    assert code == 0, err
+    with Catalog(catalog_target) as catalog:
+        assert catalog.list_assets() == []

@@ -97,7 +97,7 @@ class AssetQuery:
             types=tuple(dict.fromkeys(normalize_type(t) for t in types)),
             namespace=check_namespace(namespace),
             metadata=tuple(metadata),
-            ids=tuple(dict.fromkeys(check_id(i) for i in ids)),
+            ids=tuple(dict.fromkeys(check_id(i, lookup=True) for i in ids)),
             include_deleted=include_deleted,
             updated_before=updated_before,
         )

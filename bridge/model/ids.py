@@ -30,7 +30,7 @@ def _check_length(value: str, most: int, what: str, rule: str, where: str) -> No
         )
 
 
-def id_form(asset_id: object, where: str = "id") -> IdForm:
+def id_form(asset_id: object, where: str = "id", *, lookup: bool = False) -> IdForm:
     """Check an asset id and tell which of the two forms it has.
 
     Name form (Kestra): letters, digits, ``.``, ``_``, ``:``, ``-``, first character a letter or a
@@ -51,7 +51,9 @@ def id_form(asset_id: object, where: str = "id") -> IdForm:
                 where=where,
             )
         userinfo, at, _ = rest.partition("/")[0].rpartition("@")
-        if at and ":" in userinfo:  # every event would carry it: in its namespace, its symlinks
+        # every event would carry it: in its namespace, its symlinks (one recorded before this
+        # rule is still found by it, with ``lookup``: to be deleted or purged)
+        if at and ":" in userinfo and not lookup:
             raise ValidationError(
                 f"a URI-form id may not hold a password (user:password@ before the host): {scheme.group(0)}"
                 "***@...; name the asset without it",
@@ -86,8 +88,8 @@ def is_uri_id(asset_id: str) -> bool:
     return _URI_SCHEME_RE.match(asset_id) is not None
 
 
-def check_id(asset_id: object, where: str = "id") -> str:
-    id_form(asset_id, where)
+def check_id(asset_id: object, where: str = "id", *, lookup: bool = False) -> str:
+    id_form(asset_id, where, lookup=lookup)
     assert isinstance(asset_id, str)
     return asset_id
 

@@ -550,10 +550,23 @@ def test_out_of_attempts_an_answer_to_retry_is_a_dead_letter_but_no_answer_stays
     assert isinstance(settle_outcome(2, 50, down, policy, 100.0), RetryLater)
 
 
-def test_a_backend_that_redirects_is_told_not_followed() -> None:
-    """A 3xx from the backend is an answer, not delivery: followed, the POST went on as a GET to
-    the new address without its body (a login page answered 200, and the events were marked
-    delivered). It is refused, with where it led, and nothing but the POST reaches the server."""
+@pytest.mark.parametrize(
+    ("status", "location", "delivered"),
+    [
+        (302, "/login", False),  # followed, the POST became a GET: a login page's 200 read as delivered
+        (301, "/api/v1/lineage/", False),
+        (303, "/see", False),
+        (307, "/v2/api/v1/lineage", True),  # keeps the POST and its body, on the same host: followed
+        (308, "/v2/api/v1/lineage", True),
+        (308, "http://elsewhere.invalid/api/v1/lineage", False),  # another host: the token goes nowhere else
+    ],
+)
+def test_a_backend_that_redirects_is_followed_only_where_the_post_is_kept(
+    status: int, location: str, delivered: bool
+) -> None:
+    """A 3xx from the backend is an answer, not delivery, but for a 307 or 308 on its own host
+    (the same POST, with its body, at the new address). The others are refused with where they
+    led, and nothing but a POST reaches the server."""
     import http.server
     import threading
 
@@ -561,10 +574,13 @@ def test_a_backend_that_redirects_is_told_not_followed() -> None:
 
     class Redirecting(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            seen.append(f"POST {self.path}")
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            self.send_response(302)
-            self.send_header("Location", "/login")
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            seen.append(f"POST {self.path} {len(body)}")
+            if self.path.startswith("/v2/"):
+                self.send_response(200)
+            else:
+                self.send_response(status)
+                self.send_header("Location", location)
             self.send_header("Content-Length", "0")
             self.end_headers()
 
@@ -582,13 +598,17 @@ def test_a_backend_that_redirects_is_told_not_followed() -> None:
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
-        sender = HttpSender(f"http://127.0.0.1:{server.server_address[1]}", timeout=5)
+        sender = HttpSender(f"http://127.0.0.1:{server.server_address[1]}", timeout=5, batch=False)
         outcomes = sender.send(['{"eventType":"START"}', '{"eventType":"COMPLETE"}'])
         sender.close()
     finally:
         server.shutdown()
         server.server_close()
         thread.join(5)
-    assert [(o.ok, o.retry, o.status) for o in outcomes] == [(False, False, 302)] * 2
-    assert all("a redirect to /login" in (o.detail or "") for o in outcomes)
-    assert seen and all(s.startswith("POST /api/v1/lineage") for s in seen), seen
+    assert all(s.startswith("POST ") and not s.endswith(" 0") for s in seen), seen  # each with its body
+    if delivered:
+        assert [(o.ok, o.status) for o in outcomes] == [(True, 200)] * 2
+        assert sum(s.startswith("POST /v2/") for s in seen) == 2
+    else:
+        assert [(o.ok, o.retry, o.status) for o in outcomes] == [(False, False, status)] * 2
+        assert all(f"a redirect to {location}" in (o.detail or "") for o in outcomes)

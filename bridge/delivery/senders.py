@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urljoin, urlsplit
 
 import attrs
 
@@ -90,12 +91,24 @@ def unanswered(exc: requests.RequestException) -> Outcome:
     return Outcome(ok=False, retry=True, detail=detail, error=error)
 
 
+REDIRECTS_FOLLOWED = 3  # 307 and 308 to the same host, in a row, at most
+
+
+def _same_host(url: str, target: str) -> bool:
+    """Whether ``target`` is on ``url``'s host: the same scheme, host and port, or the same host
+    over https where ``url`` was http (a redirect to TLS)."""
+    a, b = urlsplit(url), urlsplit(target)
+    if (a.hostname or "").lower() != (b.hostname or "").lower() or b.scheme not in ("http", "https"):
+        return False
+    return (a.scheme, a.port) == (b.scheme, b.port) or (a.scheme, b.scheme) == ("http", "https")
+
+
 def classify(status: int, body: str, headers: Mapping[str, str], now: float) -> Outcome:
     """The outcome an HTTP answer to one event means."""
     if 200 <= status < 300:
         return Outcome(ok=True, status=status)
     detail = body.strip()[:BODY_MAX]
-    if 300 <= status < 400:  # never followed: the POST would go on as a GET, its body dropped
+    if 300 <= status < 400:  # not followed (HttpSender._post): say where it led
         where = headers.get("Location") or "(no Location)"
         detail = f"a redirect to {where}, which olbridge does not follow: give the URL it leads to"
     if status == 500 and _says_code_400(body):
@@ -178,16 +191,23 @@ class HttpSender:
         return session
 
     def _post(self, url: str, body: str) -> requests.Response:
-        with self._lock:
-            self.requests += 1
-        return self._session().post(
-            url,
-            data=body.encode("utf-8"),
-            headers=self.headers,
-            timeout=self.timeout,
-            verify=self.verify,
-            allow_redirects=False,  # a 3xx is an answer (classify): followed, a POST became a GET
-        )
+        """The answer to a POST of ``body``. A redirect is followed only where it keeps the POST
+        and its body (307, 308) and stays on the same host (its token goes nowhere else), a few
+        times at most; any other is the answer (classify): followed, a 301, 302 or 303 turns the
+        POST into a GET without its body, and a login page's 200 would read as delivered."""
+        data = body.encode("utf-8")
+        for _ in range(REDIRECTS_FOLLOWED + 1):
+            with self._lock:
+                self.requests += 1
+            response = self._session().post(
+                url, data=data, headers=self.headers, timeout=self.timeout, verify=self.verify, allow_redirects=False
+            )
+            target = urljoin(url, response.headers.get("Location", "")) if response.status_code in (307, 308) else None
+            if target is None or not _same_host(url, target):
+                return response
+            response.close()
+            url = target
+        return response
 
     def send(self, lines: Sequence[str]) -> list[Outcome]:
         if self.batch and len(lines) > 1:

@@ -180,6 +180,10 @@ def test_the_rate_is_checked_in_a_dry_run_too(tmp_path: Path) -> None:
     code, _, err = invoke(db, "backfill", "--dry-run", "--rate", "fast")
     assert code == 2 and "'fast' is not a rate such as 500/s" in err
     assert invoke(db, "backfill", "--dry-run", "--rate", "500/s")[0] == 0
+    # nan passed (no limit at all), and a rate so small an event took past a year a traceback
+    for rate in ("nan/s", "inf", "1e-320", "0"):
+        code, _, err = invoke(db, "backfill", "--dry-run", "--rate", rate)
+        assert code == 2 and "the rate must be a finite number above 0" in err and "Traceback" not in err, rate
 
 
 def test_record_file_and_flags_agree_on_a_missing_end(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from bridge.catalog.outbox import ALERTS_ONLY_TARGET, DeliveryError
 from bridge.catalog.query import HistoryFilter
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
-from bridge.cli.options import Delivery, F, count, delivery_options, history_filters, json_flag, seconds
+from bridge.cli.options import A_YEAR, Delivery, F, count, delivery_options, history_filters, json_flag, seconds
 from bridge.cli.output import echo_lines, print_json, print_rows, say, stop_on_signals
 from bridge.cli.progress import progress
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
@@ -68,8 +69,12 @@ def _rate(ctx: click.Context, param: click.Parameter, text: str | None) -> float
         value = float(number)
     except ValueError:
         raise click.BadParameter(f"{text!r} is not a rate such as 500/s", param_hint="--rate") from None
-    if value <= 0:
-        raise click.BadParameter("the rate must be above 0", param_hint="--rate")
+    # nan passes every comparison (no limit at all), and a rate so small that an event takes
+    # more than a year overflows the clock its wait is added to
+    if not math.isfinite(value) or value <= 0 or 1 / value > A_YEAR:
+        raise click.BadParameter(
+            f"the rate must be a finite number above 0 (an event a year at least), not {text!r}", param_hint="--rate"
+        )
     return value
 
 

@@ -119,9 +119,10 @@ class Busy(CatalogError):
 
 
 class RunEndedError(CatalogError):
-    """A task run that already ended was given again with other content: a task run ends once.
-    ``key`` is the run's key (a :class:`bridge.model.TaskRunKey`), for the caller to say where
-    it came from (a line of a file, a dbt invocation)."""
+    """A task run the catalog holds was given again with what it cannot take: other content after
+    it ended (a task run ends once), or another start (its runId is made from it). ``key`` is the
+    run's key (a :class:`bridge.model.TaskRunKey`), for the caller to say where it came from (a
+    line of a file, a dbt invocation)."""
 
     def __init__(self, message: str, key: object) -> None:
         self.key = key

@@ -298,3 +298,10 @@ def test_recording_a_file_again_over_an_ended_run_names_its_line_and_records_not
     assert "nothing was recorded" in err
     code, out, _ = invoke(db, "runs", "list", "--json")
     assert sorted(view["taskRun"]["executionId"] for view in json.loads(out)) == ["e0", "e1"]  # no e5
+    # a running run recorded again with another start: said of its line, as an ended one is
+    running = write(tmp_path / "running.jsonl", [record(7, state="RUNNING", endDate=None, outputs=[])])
+    assert invoke(db, "record", "--file", str(running))[0] == 0
+    moved = write(tmp_path / "moved.jsonl", [record(8), record(7, startDate="2025-01-01T00:00:30Z")])
+    code, out, err = invoke(db, "record", "--file", str(moved))
+    assert code == 1 and out == "" and f"\nError: {moved}:2: task run 'r7' of execution 'e7' is recorded" in err, err
+    assert "a run's start does not move" in err and "nothing was recorded" in err

@@ -258,13 +258,11 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen) -> RecordResu
         if stored_start != format_time(run.started_at):
             # its OpenLineage runId is made from its start: moved, its end would go under another
             # id than the START already queued (or sent), and that run would stay RUNNING for ever
-            raise ValidationError(
+            raise RunEndedError(
                 f"task run {key.task_run_id!r} of execution {key.execution_id!r} is recorded as started at "
                 f"{stored_start}; a run's start does not move (its OpenLineage runId is made from it): record "
                 f"its end with that start, or record it again with another taskRunId",
-                rule="taskrun.start",
-                value=format_time(run.started_at),
-                where="start",
+                key,
             )
         cur.execute(sql.DELETE_USAGES_OF_RUN, (pk,))
         cur.execute(sql.DELETE_UNWRITTEN_OF_RUN, (pk,))

@@ -52,15 +52,12 @@ def depth_problem(value: Any, limit: int) -> Problem | None:
 
 def _dataset_count(event: dict[str, Any]) -> int:
     """The datasets an event names: its inputs and outputs, and those its outputs' column lineage
-    reads that it names nowhere else (each a placeholder, as an input's is)."""
-    count, named, more = 0, set[tuple[Any, ...]](), set[tuple[Any, ...]]()
-    outputs: list[Any] = []
-    for key in ("inputs", "outputs"):
-        items = event.get(key)
-        if isinstance(items, list):
-            count += len(items)
-            named.update(_named(item) for item in items)
-            outputs = items if key == "outputs" else outputs
+    reads that it names nowhere else (each a placeholder, as an input's is). Read before the
+    verdict: any shape may come."""
+    inputs, outputs = event.get("inputs"), event.get("outputs")
+    inputs = inputs if isinstance(inputs, list) else []
+    outputs = outputs if isinstance(outputs, list) else []
+    more: set[tuple[Any, ...]] = set()
     for output in outputs:
         facets = output.get("facets") if isinstance(output, dict) else None
         lineage = facets.get("columnLineage") if isinstance(facets, dict) else None
@@ -74,7 +71,9 @@ def _dataset_count(event: dict[str, Any]) -> int:
         for found in sources:
             if isinstance(found, list):
                 more.update(_named(item) for item in found)
-    return count + len(more - named)
+    if more:  # the usual event has no column lineage: nothing more to read
+        more.difference_update(_named(item) for item in (*inputs, *outputs))
+    return len(inputs) + len(outputs) + len(more)
 
 
 def _named(dataset: Any) -> tuple[Any, ...]:

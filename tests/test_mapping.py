@@ -92,6 +92,7 @@ CASES = [
     ("gs://bucket/obj/x", "File", {}, "gs://bucket", "obj/x"),
     ("abfss://c@acct.dfs.core.windows.net/p/x", "File", {}, "abfss://c@acct.dfs.core.windows.net", "p/x"),
     ("file:///data/x.csv", "File", {}, "file", "/data/x.csv"),
+    ("file://nas-1/data/y.csv", "File", {}, "file://nas-1", "/data/y.csv"),  # a remote file: its host (it was "file")
     ("reports.daily", "File", {"path": "/exports/daily.csv"}, "file", "/exports/daily.csv"),
     ("kafka://broker:9092/orders", "Dataset", {}, "kafka://broker:9092", "orders"),
     ("orders.topic", "Dataset", {"system": "kafka", "host": "b", "topic": "orders"}, "kafka://b:9092", "orders"),
@@ -115,7 +116,13 @@ def test_builtin_rules_follow_the_naming_table(
 
 @pytest.mark.parametrize(
     "asset_id",
-    ["s3://bucket/data/part-0.parquet", "gs://bucket/obj/x", "kafka://broker:9092/orders", "file:///data/x.csv"],
+    [
+        "s3://bucket/data/part-0.parquet",
+        "gs://bucket/obj/x",
+        "kafka://broker:9092/orders",
+        "file:///data/x.csv",
+        "file://nas-1/data/y.csv",
+    ],
 )
 def test_uri_ids_round_trip(resolver: Resolver, asset_id: str) -> None:
     named = resolver.dataset_for(asset_id, "File", {})

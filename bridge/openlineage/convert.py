@@ -85,6 +85,9 @@ class Converter:
         self._dataset_text: Memo[str] = Memo(max_entries=50_000)
         self._job_text: Memo[str] = Memo(max_entries=50_000)  # a job's text by task and job info
         self._execution_ids: Memo[str] = Memo(max_entries=1_000)  # runs of an execution start together
+        # each placeholder's received facets as passed on (_passed), by the mapping read: an
+        # export reads an asset once and names it in many events (a schema's check is ~40 us)
+        self._passed: Memo[tuple[Mapping[str, Any], dict[str, Any]]] = Memo(max_entries=10_000)
         self._producer_json = dumps(options.producer)
         self._run_schema_json = dumps(f.RUN_EVENT)
 
@@ -144,17 +147,7 @@ class Converter:
         """A placeholder's facets: the ones its producers sent (the latest of each) as they sent
         them, olbridge's own where they sent none, the olbridge_asset facet, and ``symlinks``
         naming olbridge's identifier and then every one its producers gave."""
-        # not what one producer's event said of what its run did to the dataset, nor a facet the
-        # spec refuses (another producer's fault would make every olbridge event invalid); the
-        # checks imported here, by the catalogs that hold received facets only (an export's start)
-        from bridge.openlineage.validate import check_facet
-
-        received = {
-            key: facet
-            for key, facet in asset.received_facets.items()
-            if key not in EVENT_FACETS and next(check_facet(facet, "DatasetFacet", ""), None) is None
-        }
-        facets = {**own, **received, f.ASSET_FACET_KEY: own[f.ASSET_FACET_KEY]}
+        facets = {**own, **self._passed_facets(asset.received_facets), f.ASSET_FACET_KEY: own[f.ASSET_FACET_KEY]}
         identifiers: dict[tuple[str, str], dict[str, Any]] = {}
         for identifier in (own.get("symlinks") or {}).get("identifiers", ()):
             identifiers[identifier["namespace"], identifier["name"]] = identifier
@@ -167,6 +160,23 @@ class Converter:
         if identifiers:
             facets["symlinks"] = f.symlinks_of(self.options.producer, list(identifiers.values()))
         return facets
+
+    def _passed_facets(self, received: Mapping[str, Any]) -> dict[str, Any]:
+        """The received facets passed on: not what one producer's event said of what its run did
+        to the dataset, nor a facet the spec refuses (another producer's fault would make every
+        olbridge event invalid). Kept by the mapping itself (held, so its id names no other)."""
+        found = self._passed.get(id(received))
+        if found is not None and found[0] is received:
+            return found[1]
+        # imported here, by the catalogs that hold received facets only (an export's start)
+        from bridge.openlineage.validate import check_facet
+
+        passed = {
+            key: facet
+            for key, facet in received.items()
+            if key not in EVENT_FACETS and next(check_facet(facet, "DatasetFacet", ""), None) is None
+        }
+        return self._passed.put(id(received), 0, (received, passed))[1]
 
     def dataset_json(self, asset: Asset) -> str:
         """:meth:`dataset` serialized, kept per asset version like the dict."""

@@ -35,8 +35,8 @@ from bridge.model.received import (
     ReceivedColumnEdge,
     SeenDataset,
     run_day,
-    store_namespace,
     writable,
+    writes_stored,
 )
 from bridge.openlineage.convert import task_run_id
 from bridge.version import PROJECT_URL
@@ -303,7 +303,7 @@ class GroupIngest:
         if other is None:
             return candidate, dict(ref.metadata), None
         fallback = external_rows.hashed_id(ds.namespace, ds.name)
-        seen = writable(writes, other[0]) or writable(writes, store_namespace(other[0]))
+        seen = writes_stored(writes, other[0])
         which = f"the dataset {other[0]} {other[1]}" if seen else "another dataset's, in a namespace not this token's"
         warning = f"dataset {ds.namespace} {ds.name} maps to asset id {candidate!r}, which is already {which}; "
         return fallback, {}, warning + f"kept apart as {fallback!r}"
@@ -512,9 +512,7 @@ class GroupIngest:
         # a dataset of a namespace the event's token may not write (an input it read) is named,
         # not described: its sightings and producer stay (a token moved another team's dataset's
         # "last seen" and producer by naming it), unless this group made it
-        foreign = event.writes is not None and not (
-            writable(event.writes, ds.namespace) or writable(event.writes, store_namespace(ds.namespace))
-        )
+        foreign = not writes_stored(event.writes, ds.namespace)
         if not foreign or binding.new:
             binding.first, binding.last = min(binding.first, moment), max(binding.last, moment)
             if rank > binding.seen_rank:

@@ -131,6 +131,16 @@ def writable(patterns: tuple[str, ...] | None, namespace: str) -> bool:
     return patterns is None or any(namespace_matches(namespace, pattern) for pattern in patterns)
 
 
+def writes_stored(patterns: tuple[str, ...] | None, namespace: str) -> bool:
+    """Whether a token of these patterns may write a dataset olbridge keeps under ``namespace``
+    (:func:`store_namespace`'s reading): under any spelling an event may give it (``s3://lake``
+    is also ``s3a://lake`` and ``s3n://lake``), as the receiver lets an event through by the
+    spelling it names."""
+    if writable(patterns, namespace):
+        return True
+    return namespace.startswith("s3://") and any(writable(patterns, a + namespace[5:]) for a in _S3_ALIASES)
+
+
 def namespace_matches(namespace: str, pattern: str) -> bool:
     """Whether ``namespace`` is one a token's pattern names: ``*`` any run of characters, ``?``
     any one, every other character itself, case and all (``[`` too: no character classes, so

@@ -594,9 +594,9 @@ def lineage_page(
     shown = {n.id for n in nodes}
     edges = [e for e in edges if e[0] in shown and e[1] in shown]
     if scope is not None:  # what joins the asset only through assets the scope does not see is not shown
-        shown = _joined(asset.id, edges)
+        edges = _shown_edges(asset.id, edges, shown)
+        shown = {asset.id, *(n for e in edges for n in e)}
         nodes = tuple(n for n in nodes if n.id in shown)
-        edges = [e for e in edges if e[0] in shown]
         before = {e for e in before if e[0] in shown and e[1] in shown}
     graph = b.GraphSlice(asset.id, nodes, tuple(edges), (), steps.truncated)
     new_edges = [e for e in edges if e not in before]
@@ -627,13 +627,18 @@ def _moments_seen(
     kept: list[datetime] = []
     last: frozenset[tuple[str, str]] = frozenset()
     for moment in moments:
-        edges = [e for e in steps.edges_at(moment) if e[0] in seen and e[1] in seen]
-        joined = _joined(root, edges)
-        shown = frozenset(e for e in edges if e[0] in joined)
+        shown = frozenset(_shown_edges(root, steps.edges_at(moment), seen))
         if shown != last:
             kept.append(moment)
             last = shown
     return kept
+
+
+def _shown_edges(root: str, edges: Sequence[tuple[str, str]], seen: set[str]) -> list[tuple[str, str]]:
+    """Those of ``edges`` a scope shows: both ends ``seen``, and joined to ``root`` through them."""
+    edges = [e for e in edges if e[0] in seen and e[1] in seen]
+    joined = _joined(root, edges)
+    return [e for e in edges if e[0] in joined]
 
 
 def _joined(root: str, edges: Sequence[tuple[str, str]]) -> set[str]:

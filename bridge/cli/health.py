@@ -65,6 +65,7 @@ _OPTION_OF = {
     "freshness.cron": "--freshness-cron",
     "freshness.timezone": "--freshness-timezone",
     "freshness.warn": "--freshness-warn",
+    "freshness.lag": "--freshness-lag",
 }
 
 

@@ -1353,34 +1353,15 @@ def test_a_tokens_lineage_slider_steps_only_where_what_it_sees_changed(catalog_t
     """Another namespace's run that reads a Global asset is no step of a token's slider (it was:
     a step with no new link, and the moment another team's run ended)."""
     calendar = decl("shared.calendar", type="Table")
+    written = [  # (task, what it reads, what it writes, its namespace, when)
+        ("load", calendar, "a.out", "team-a.sales", 10),
+        ("pay", calendar, "b.secret", "team-b.hr", 50),
+        ("more", decl("a.out"), "a.more", "team-a.sales", 90),
+    ]
     with Catalog(catalog_target) as catalog:
-        catalog.record_task_run(
-            run(
-                "load",
-                inputs=(calendar,),
-                outputs=(decl("a.out", type="Table", namespace="team-a.sales"),),
-                start=at(10),
-                namespace="team-a.sales",
-            )
-        )
-        catalog.record_task_run(
-            run(
-                "pay",
-                inputs=(calendar,),
-                outputs=(decl("b.secret", type="Table", namespace="team-b.hr"),),
-                start=at(50),
-                namespace="team-b.hr",
-            )
-        )
-        catalog.record_task_run(
-            run(
-                "more",
-                inputs=(decl("a.out"),),
-                outputs=(decl("a.more", type="Table", namespace="team-a.sales"),),
-                start=at(90),
-                namespace="team-a.sales",
-            )
-        )
+        for task, read, wrote, namespace, minute in written:
+            out = decl(wrote, type="Table", namespace=namespace)
+            catalog.record_task_run(run(task, inputs=(read,), outputs=(out,), start=at(minute), namespace=namespace))
     app = make_app(catalog_target, resolver, tokens=True)
     every = twin(make_app(catalog_target, resolver), "/lineage", "asset=shared.calendar")["moments"]
     assert len(every) == 3

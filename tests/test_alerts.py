@@ -740,6 +740,35 @@ def test_updated_alerts_follow_the_metadata_condition(tmp_path: Path) -> None:
         assert alerts_queued(catalog) == [("mart.a", "UPDATED", "UNKNOWN", "UNKNOWN")]
 
 
+@pytest.mark.both_engines
+def test_a_first_write_while_a_watch_is_live_is_told_updated(catalog_target: str) -> None:
+    """An asset new while a watch is live, or back from a delete, was written: UPDATED, as for a
+    later write; the assets there before the watch began are judged for the first time by its
+    first pass, and tell none."""
+    now = [clock_at(1)]
+    updated = AlertRule("all", Match(), frozenset({"UPDATED"}), "http://h/x", {})
+    with Catalog(catalog_target) as catalog:
+        watched_by(catalog, lambda: now[0])
+        catalog.set_asset(decl("mart.old", type="Table"), now=at(0))
+        watch = HealthWatch(catalog, settings(updated), clock=lambda: now[0], ttl=86400.0)
+        watch.step()
+        assert alerts_queued(catalog) == []
+        now[0] = clock_at(2)
+        catalog.set_asset(decl("mart.new", type="Table"), now=at(2))
+        watch.step()
+        assert alerts_queued(catalog) == [("mart.new", "UPDATED", None, "UNKNOWN")]
+        now[0] = clock_at(3)
+        catalog.delete_asset("mart.new", now=at(3))
+        watch.step()
+        now[0] = clock_at(4)
+        catalog.set_asset(decl("mart.new", type="Table"), now=at(4))
+        watch.step()
+        assert alerts_queued(catalog)[1:] == [("mart.new", "UPDATED", None, "UNKNOWN")]
+        now[0] = clock_at(200)
+        watch.run_once()  # a pass over every asset: nothing more
+        assert len(alerts_queued(catalog)) == 2
+
+
 # --- delivery --------------------------------------------------------------------------------
 
 

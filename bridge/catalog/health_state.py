@@ -252,7 +252,7 @@ def judge(
         # risk below each is a read, one for the batch): its rows then go in a statement each
         gone = [asset_id for asset_id, now, _ in chunk if now is None]
         made = [
-            _record(now, before.get(asset_id), assets[asset_id], alerts, moment, due_at)
+            _record(now, before.get(asset_id), assets[asset_id], alerts, moment, due_at, marked=asset_id in marked)
             for asset_id, now, due_at in chunk
             if now is not None
         ]
@@ -302,15 +302,20 @@ def _record(
     alerts: Sequence[AlertRule],
     moment: str,
     due_at: str | None,
+    *,
+    marked: bool,
 ) -> tuple[tuple[Any, ...], Change | None, list[tuple[str, AlertRule]], bool]:
     """What keeping one judgement (and when it changes with time alone) writes: its row of
     :data:`PUT`; the change it tells (None: it makes no alert), with the (event, alert) pairs it
     makes; and whether the assets at risk below it are to be counted for them (it turned FAIL or
-    WARN: the change's count is then filled in)."""
+    WARN: the change's count is then filled in). The asset was written since it was judged if
+    its ``updated_at`` moved; or, judged for the first time, if a write ``marked`` it (new, or
+    back from a delete, while a watch was live: an asset that was there before the watch began
+    is judged for the first time unmarked, and tells no UPDATED)."""
     _id, type, namespace, metadata_text, updated_at, _deleted_at = asset
     reasons = now.verdict.reasons
     put = (now.asset_id, now.health.value, json.dumps(list(reasons)), updated_at, moment, due_at)
-    updated = prior is not None and prior.asset_updated_at != updated_at
+    updated = prior.asset_updated_at != updated_at if prior is not None else marked
     events = events_of(prior.health if prior else None, now.health, updated=updated)
     if not events or not alerts:
         return put, None, [], False

@@ -9,8 +9,9 @@ The events:
 
 - ``FAIL``: the asset became FAIL; ``WARN``: it became WARN (from any other health);
 - ``RECOVERED``: it was FAIL or WARN and is now PASS or UNKNOWN;
-- ``UPDATED``: the asset was written (its ``updated_at`` moved), whatever its health; a rule may
-  ask for it only when the asset's metadata holds some values (``updated_metadata``).
+- ``UPDATED``: the asset was written (its ``updated_at`` moved; or, judged for the first time,
+  a write marked it: new, or back from a delete, while a watch was live), whatever its health; a
+  rule may ask for it only when the asset's metadata holds some values (``updated_metadata``).
 
 An asset judged for the first time counts as having been UNKNOWN before.
 """

@@ -46,8 +46,8 @@ _TOKEN_KEYS = ("namespaces", "token")
 
 def parse_tokens(document: Mapping[str, Any], where: str) -> tuple[NamedToken, ...]:
     """The receiver's tokens from a TOML document with one table per token name, each holding
-    ``token`` (the secret) and ``namespaces`` (the job namespaces it may write, ``*`` and ``?``
-    patterns)::
+    ``token`` (the secret) and ``namespaces`` (the namespaces it may write: its jobs' and its
+    outputs' datasets', ``*`` and ``?`` patterns)::
 
         [spark]
         token = "..."

@@ -91,8 +91,9 @@ def chosen_limits(given: dict[str, int | None], settings: Mapping[str, int]) -> 
     "tokens_file",
     type=FILE,
     envvar="OLBRIDGE_TOKENS_FILE",
-    help="Named tokens, each allowed its job namespaces: a TOML file with one table per token name holding "
-    "'token' and 'namespaces' (patterns such as 'spark-*'); instead of --token [env OLBRIDGE_TOKENS_FILE; "
+    help="Named tokens, each allowed the namespaces it writes (its jobs' and its outputs' datasets'): a TOML "
+    "file with one table per token name holding 'token' and 'namespaces' (patterns such as 'spark-*', "
+    "'s3://team-bucket*'); instead of --token [env OLBRIDGE_TOKENS_FILE; "
     "default: the config's [serve] tokens].",
 )
 @click.option(
@@ -165,7 +166,8 @@ def serve(
 
     With --forward, every accepted event is also queued in the outbox, in the transaction that
     records it and exactly as it came; olbridge stream delivers it to your backend. With
-    --tokens, each producer's token may write only its job namespaces (403 otherwise).
+    --tokens, each producer's token may write only its namespaces: its jobs' and the datasets
+    its events write (403 otherwise).
     """
     token = secret(
         token,

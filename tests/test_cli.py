@@ -429,10 +429,11 @@ def test_olbridge_s_own_option_after_a_command_says_where_it_goes(
 
 def test_a_bad_record_flag_is_named_as_given(tmp_path: Path) -> None:
     """``record``'s flags fill a task run record; a bad one is named by the flag the user typed
-    (``--start``), not by the record's field (``startDate``), each of several at once."""
+    (``--start``), not by the record's field (``startDate``), each of several at once: a usage
+    error (exit status 2), nothing done."""
     flags = ["record", "--namespace", "Bad NS", "--flow-id", "f", "--task-id", "t", "--execution-id", "e"]
     code, _, err = invoke(tmp_path / "c.db", *flags, "--start", "yesterday", "--end", "nope")
-    assert code == 1 and "startDate" not in err and "endDate" not in err, err
+    assert code == 2 and "startDate" not in err and "endDate" not in err, err
     said = err.strip().splitlines()[-1]
     assert said.startswith("Error: --namespace: a namespace matches") and "; --start: not an ISO 8601 time" in said
     assert "; --end: not an ISO 8601 time: 'nope'" in said
@@ -440,7 +441,30 @@ def test_a_bad_record_flag_is_named_as_given(tmp_path: Path) -> None:
     code, _, err = invoke(tmp_path / "c.db", *flags[:2], "ops", *flags[3:], "--start", "2025-01-01T00:00:00Z",
                           "--input", "", "--output", '{"id": "x", "type": "T"}')  # fmt: skip
     said = err.strip().splitlines()[-1]
+    assert code == 2 and not (tmp_path / "c.db").exists()
     assert said.startswith("Error: --input[0].id: ") and "; --output[0].type: unknown asset type 'T'" in said, err
+
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["assets", "list", "--where", "dbtTestStatus", "EQ", "fail"], "Error: --where dbtTestStatus: unknown filter"),
+        (["assets", "list", "--type", "Tabel"], "Error: --type: unknown asset type 'Tabel'"),
+        (["assets", "purge", "--type", "Tabel"], "Error: --type: unknown asset type 'Tabel'"),
+        (["assets", "set", "reports.daily", "--metadata", "owner"], "Error: --metadata: expected KEY=VALUE"),
+        (["assets", "set", "reports.daily", "--metadata-json", "[1]"], "Error: --metadata-json: must be a JSON"),
+    ],
+)
+def test_a_bad_option_value_is_a_usage_error(tmp_path: Path, args: list[str], says: str) -> None:
+    """A value an option cannot take is a usage error (exit status 2, as cli.md says), named by the
+    option, and changes nothing; not an error of the command's work (1)."""
+    db = tmp_path / "c.db"
+    assert invoke(db, "init")[0] == 0
+    before = db.read_bytes()
+    code, out, err = invoke(db, *args)
+    assert (code, out) == (2, "") and err.strip().splitlines()[-1].startswith(says), err
+    assert db.read_bytes() == before
 
 
 def test_assets_show_and_lineage_find_an_own_asset_by_its_openlineage_name(tmp_path: Path) -> None:

@@ -136,7 +136,7 @@ def test_assets_set_removes_a_metadata_key_and_keeps_the_text_null(tmp_path: Pat
     code, out, _ = invoke(db, "assets", "set", "a.b", "--metadata-json", '{"note": null}', "--unset-metadata", "env")
     assert code == 0 and json.loads(out)["metadata"] == {}
     code, _, err = invoke(db, "assets", "set", "a.b", "--metadata", "k=v", "--unset-metadata", "k")
-    assert code == 1 and "'k' is both set and unset" in err
+    assert code == 2 and "'k' is both set and unset" in err
     help_text = CliRunner().invoke(cli, ["assets", "set", "--help"]).stdout
     assert "--unset-metadata KEY" in help_text and "Remove a metadata key" in help_text
 

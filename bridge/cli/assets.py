@@ -16,6 +16,7 @@ from bridge.cli.options import json_flag, moment
 from bridge.cli.output import print_json, print_rows, say
 from bridge.errors import ValidationError
 from bridge.model import AssetDeclaration, utcnow
+from bridge.model.asset_types import normalize_type
 
 _where = click.option(
     "--where",
@@ -29,6 +30,11 @@ _where = click.option(
 
 def _filters(where: tuple[tuple[str, str, str], ...]) -> list[MetadataFilter]:
     return [MetadataFilter.create(f, op, v, where=f"--where {f}") for f, op, v in where]
+
+
+def _types(types: tuple[str, ...]) -> tuple[str, ...]:
+    """The ``--type`` options' types, each checked (an unknown one is the option's bad value)."""
+    return tuple(normalize_type(t, where="--type") for t in types)
 
 
 def _metadata(pairs: tuple[str, ...], blob: str | None, unset: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -88,7 +94,9 @@ def assets_list(
     as_json: bool,
 ) -> None:
     """List assets."""
-    query = AssetQuery.create(types=types, namespace=namespace, metadata=_filters(where), include_deleted=deleted)
+    query = AssetQuery.create(
+        types=_types(types), namespace=namespace, metadata=_filters(where), include_deleted=deleted
+    )
     found = app.catalog().list_assets(query)
     shown = [a.id for a in found]
     judged = {h.asset_id: h for h in app.catalog().health(judged_at(None), app.config.freshness, ids=shown)}
@@ -256,7 +264,7 @@ def assets_purge(
     """Hard-delete assets that match every filter given (at least one is needed)."""
     before = moment(end_date, "--end-date")
     query = AssetQuery.create(
-        types=types,
+        types=_types(types),
         namespace=namespace,
         metadata=_filters(where),
         ids=ids,

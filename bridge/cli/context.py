@@ -21,7 +21,7 @@ from bridge.catalog import Catalog
 from bridge.catalog.engine import catalog_target, masked, url_password
 from bridge.catalog.engines import storage_error
 from bridge.config import Config
-from bridge.errors import BadValueError, BridgeError, CatalogError, NotInCatalog
+from bridge.errors import BadValueError, BridgeError, CatalogError, NotInCatalog, ValidationError, ValidationProblems
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter, ConvertOptions
 
@@ -153,6 +153,14 @@ pass_app = click.make_pass_decorator(AppContext)
 ROOT_OPTIONS = ("--catalog", "--config")  # the root group's: given before any command
 
 
+def _of_options(exc: BridgeError) -> bool:
+    """Whether an error is of the values of a command's options alone (each problem where an
+    option's name says: ``--start``, ``--input[0].id``)."""
+    if isinstance(exc, ValidationProblems):
+        return all(_of_options(p) for p in exc.problems)
+    return isinstance(exc, ValidationError) and exc.where.startswith("--")
+
+
 class BridgeGroup(click.Group):
     """A group that turns library errors into click errors, once for every command below it (the
     root group's own callback included): a BridgeError, and a database error that says the
@@ -182,8 +190,6 @@ class BridgeGroup(click.Group):
                 message = f"{exc.message[:-1]}: {name} is olbridge's own, {where}"
                 raise click.NoSuchOption(name, message, ctx=exc.ctx) from None
             raise
-        except BadValueError as exc:
-            raise BadValue(str(exc)) from exc
         except BridgeError as exc:
             app = ctx.obj if isinstance(ctx.obj, AppContext) else None
             message = str(exc)
@@ -191,6 +197,10 @@ class BridgeGroup(click.Group):
                 message += f" (catalog {app.catalog_name})"  # which one was looked in: not the one meant, maybe
             if app is not None:
                 app.discard_new_catalog()
+            # a value a command cannot take, or one of its options' (a ValidationError where an
+            # option's name says): a usage error, nothing done
+            if isinstance(exc, BadValueError) or _of_options(exc):
+                raise BadValue(message) from exc
             raise click.ClickException(message) from exc
         except (click.exceptions.Exit, click.ClickException, click.Abort):  # click's own: help, usage
             raise

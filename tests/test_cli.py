@@ -445,7 +445,6 @@ def test_a_bad_record_flag_is_named_as_given(tmp_path: Path) -> None:
     assert said.startswith("Error: --input[0].id: ") and "; --output[0].type: unknown asset type 'T'" in said, err
 
 
-
 @pytest.mark.parametrize(
     ("args", "says"),
     [

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.errors import InputFileError
-from bridge.files import json_lines, loads
+from bridge.files import json_lines, loads, text_lines
 from bridge.jsontext import parse_json
 
 CHUNK = 1 << 20  # bytes read at a time from a JSON array
@@ -86,7 +86,7 @@ def _whole(data: bytes, source: str) -> Iterator[tuple[str, Any]]:
     try:
         whole = loads(text)  # the one set of rules (no NaN, no lone surrogates, a bounded depth)
     except json.JSONDecodeError:
-        for number, item in json_lines(text.splitlines(), source):  # JSON lines after all
+        for number, item in json_lines(text_lines(text), source):  # JSON lines after all
             yield f"{source}:{number}", item
         return
     yield source, whole

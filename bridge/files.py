@@ -95,6 +95,14 @@ def loads(text: str) -> Any:
         raise
 
 
+def text_lines(text: str) -> list[str]:
+    """The lines of a text, each ended by a newline (a carriage return before it is JSON's white
+    space): not ``str.splitlines``, which ends a line at U+2028, U+0085 or a form feed too, all
+    of which a JSON string may hold as they are."""
+    lines = text.split("\n")
+    return lines[:-1] if lines and not lines[-1] else lines
+
+
 def json_lines(lines: Iterable[str], source: str, *, first: int = 1) -> Iterator[tuple[int, Any]]:
     """The JSON value of each line that is not blank, with its number (the first line's is
     ``first``); a line that is not JSON comes as its :class:`InputFileError` in place of the
@@ -149,7 +157,7 @@ def json_values(text: str, source: str) -> Iterator[tuple[int, Any]]:
     lines (:func:`json_lines`)."""
     if text.lstrip().startswith("["):
         return json_array(text, source)
-    return json_lines(text.splitlines(), source)
+    return json_lines(text_lines(text), source)
 
 
 def read_json_items(path: Path | str) -> Iterator[tuple[str, Any]]:
@@ -170,7 +178,7 @@ def read_json_items(path: Path | str) -> Iterator[tuple[str, Any]]:
         for index, item in enumerate(items):
             yield f"{source}[{index}]", item
         return
-    lines = text.splitlines()
+    lines = text_lines(text)
     if stripped.startswith("{") and len([ln for ln in lines if ln.strip()]) > 1:
         try:
             whole = loads(text)

@@ -167,3 +167,32 @@ def test_validate_of_a_file_with_no_event_says_so(tmp_path: Path, text: str) -> 
     path.write_text(text)
     code, out, err = invoke(tmp_path / "c.db", "validate", str(path))
     assert code == 1 and out == "" and err.rstrip().endswith(f"Error: {path}: it holds no event to check"), err
+
+
+# characters str.splitlines ends a line at, which a JSON string holds as they are
+LINE_ENDS_TO_PYTHON = "\u2028\u2029\u0085\x0c\x0b\x1c\x1d\x1e"
+
+
+def test_a_json_line_ends_at_a_newline_only(tmp_path: Path) -> None:
+    values = [{"description": f"a{c}b", "n": n} for n, c in enumerate(LINE_ENDS_TO_PYTHON)]
+    text = "".join(json.dumps(v, ensure_ascii=False) + "\n" for v in values) + "\r\n" + json.dumps({"n": 99}) + "\r\n"
+    path = tmp_path / "e.ndjson"
+    path.write_text(text, encoding="utf-8")
+    assert [v for _, v in json_values(text, "e.ndjson")] == [*values, {"n": 99}]
+    read = list(read_json_items(path))
+    assert read == [(f"{path}:{n + 1}", v) for n, v in enumerate(values)] + [(f"{path}:{len(values) + 2}", {"n": 99})]
+
+
+def test_an_export_with_such_characters_is_imported_again(tmp_path: Path) -> None:
+    """olbridge's own export holds them as they are (JSON need not escape them): ``import`` of it
+    takes every event."""
+    db, other, events = tmp_path / "c.db", tmp_path / "o.db", tmp_path / "e.ndjson"
+    described = json.dumps({"id": "o.a", "type": "Table", "description": f"a{LINE_ENDS_TO_PYTHON}b"})
+    flags = ["--namespace", "n", "--flow-id", "f", "--task-id", "t", "--execution-id", "e1"]
+    assert invoke(db, "record", *flags, "--start", "2025-01-01T00:00:00Z", "--output", described)[0] == 0
+    assert invoke(db, "export", "--output", str(events))[0] == 0
+    assert "\u2028" in events.read_text(encoding="utf-8")
+    code, _, err = invoke(other, "import", str(events))
+    assert code == 0 and "2 accepted" in err, err
+    code, out, _ = invoke(other, "assets", "show", "o.a")
+    assert code == 0 and f"a{LINE_ENDS_TO_PYTHON}b" in json.loads(out)["description"]

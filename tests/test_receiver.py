@@ -554,3 +554,63 @@ def test_a_catalogs_runs_received_in_capitals_before_are_moved_to_lower_case(
         assert source.state == "COMPLETE"
         found = Runs(catalog, converter).get(run_id)
         assert found is not None and found.state == "COMPLETE" and "custom" in found.run_facets
+
+
+@pytest.mark.both_engines
+def test_a_run_received_under_two_spellings_before_stays_split_through_migration_0034(
+    catalog_target: str, resolver: Resolver
+) -> None:
+    """A run received before in two cases, neither lower case, was two runs: migration 0034 moves
+    neither (both would take the same key: the upgrade failed, and every command with it), nor
+    the facets a run gone left under two spellings; a run of one spelling still moves."""
+    first, second, alone = (
+        "0194A1B2-0000-7000-8000-0000000000CC",
+        "0194a1B2-0000-7000-8000-0000000000Cc",
+        "0194A1B2-0000-7000-8000-0000000000DD",
+    )
+    facet = {"custom": {"_producer": PRODUCER, "_schemaURL": "https://x.test/S", "n": 1}}
+    events = [
+        ol_run_event("START", run_id=run_id, inputs=[RAW])
+        for run_id in (first, "0194a1b2-0000-7000-8000-0000000000ee", alone)
+    ]
+    for event in events:
+        event["run"]["facets"] = facet
+    with Catalog(catalog_target) as catalog:
+        assert all(result.ok for result in catalog_intake(catalog, resolver).take(events))
+        with catalog.transaction() as cur:  # as a catalog of version 33 kept them: each id as it came
+            for was, now in (("0000000000cc", first), ("0000000000ee", second), ("0000000000dd", alone)):
+                lower = f"run:0194a1b2-0000-7000-8000-{was}"
+                for table, column in (("external_sources", "source"), ("received_events", "source")):
+                    cur.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?", (f"run:{now}", lower))
+                cur.execute("UPDATE external_facets SET owner = ? WHERE owner = ?", (f"run:{now}", lower))
+            for gone in ("0194A1B2-0000-7000-8000-0000000000FF", "0194a1b2-0000-7000-8000-0000000000Ff"):
+                cur.execute(
+                    "INSERT INTO external_facets (owner, facet_key, facet_rank, facet) "
+                    "VALUES (?, 'custom', NULL, '{}')",
+                    (f"run:{gone}",),
+                )
+            cur.execute("UPDATE alembic_version SET version_num = '0033'")
+            catalog.db.engine.stamp(cur, 33)
+    code, out, err = invoke(catalog_target, "migrate")
+    assert code == 0 and json.loads(out)["upgradedFrom"] == 33, err
+    with Catalog(catalog_target) as catalog:
+        conn = catalog._conn
+        sources = {row[0] for row in conn.execute("SELECT source FROM external_sources")}
+        assert sources == {f"run:{first}", f"run:{second}", f"run:{alone.lower()}"}
+        owners = {row[0] for row in conn.execute("SELECT owner FROM external_facets WHERE owner LIKE 'run:%'")}
+        assert owners == sources | {
+            "run:0194A1B2-0000-7000-8000-0000000000FF",
+            "run:0194a1b2-0000-7000-8000-0000000000Ff",
+        }
+
+
+def test_a_migration_the_server_refuses_is_an_error_not_a_traceback(postgres_url: str) -> None:
+    """An upgrade whose statement PostgreSQL refuses (here a column gone that 0034 moves) is one
+    line, ``Error: cannot open catalog ...: <the server's word>``, as on SQLite."""
+    with Catalog(postgres_url) as catalog, catalog.transaction() as cur:
+        cur.execute("ALTER TABLE outbox RENAME COLUMN run_key TO gone")
+        cur.execute("UPDATE alembic_version SET version_num = '0033'")
+        catalog.db.engine.stamp(cur, 33)
+    code, out, err = invoke(postgres_url, "migrate")
+    assert (code, out) == (1, "") and "Traceback" not in err, err
+    assert err.startswith("Error: cannot open catalog ") and 'column "run_key" does not exist' in err, err

@@ -289,6 +289,9 @@ class PostgresEngine(Engine):
     def conflict(self, exc: BaseException) -> bool:
         return super().conflict(exc) or (isinstance(exc, psycopg.Error) and exc.sqlstate in _CONFLICT_CODES)
 
+    def driver_error(self, exc: BaseException) -> bool:
+        return isinstance(exc, psycopg.Error)  # the server's word (a migration's statement refused, say)
+
     def refused(self, exc: BaseException) -> bool:
         # a constraint, a value PostgreSQL cannot hold, or a key past an index's limit (class 54:
         # a btree entry holds at most about 2,700 bytes): that input cannot be kept, the others can

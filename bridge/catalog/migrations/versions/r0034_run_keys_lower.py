@@ -4,9 +4,10 @@ Marquez reads a runId as a UUID, whatever its case: one run. The receiver now ke
 ``run:<runId>`` with a UUID in lower case (:func:`bridge.model.received.run_source`); the runs
 received before were kept under their id as it came, and an event of one of them in another case
 (or in the same case, now read in lower case) would make a second run. Their keys are moved to
-lower case where the run has no row under that key already (a run already split in two, received
-in two cases before, stays as it was): its row, its events, its column edges, its facets, and the
-outbox's rows forwarding its events (``received:run:<runId>``: one key, in their order).
+lower case where the run has no row under that key already and no row under another spelling (a
+run already split in two, received in two cases before, stays as it was: a second spelling would
+move to the same key): its row, its events, its column edges, its facets, and the outbox's rows
+forwarding its events (``received:run:<runId>``: one key, in their order).
 """
 
 from __future__ import annotations
@@ -34,9 +35,16 @@ def _uuid_key(column: str, prefix: str, postgresql: bool) -> str:
 def upgrade() -> None:
     postgresql = op.get_bind().dialect.name == "postgresql"
     runs = _uuid_key("source", "run:", postgresql)
+    # the runs received under two spellings or more, none in lower case (found in one pass: a
+    # lookup of each spelling's other spellings would read the table once a row)
+    split = (
+        f"SELECT lower(source) FROM external_sources WHERE {runs} "
+        "GROUP BY lower(source) HAVING count(DISTINCT source) > 1"
+    )
     op.execute(
         f"UPDATE external_sources SET source = lower(source) WHERE {runs} "
-        "AND NOT EXISTS (SELECT 1 FROM external_sources s WHERE s.source = lower(external_sources.source))"
+        "AND NOT EXISTS (SELECT 1 FROM external_sources s WHERE s.source = lower(external_sources.source)) "
+        f"AND lower(source) NOT IN ({split})"
     )
     # what belongs to a run whose key moved (none is left under the key as it came)
     for table, column in (("received_events", "source"), ("column_lineage", "source")):
@@ -44,10 +52,14 @@ def upgrade() -> None:
             f"UPDATE {table} SET {column} = lower({column}) WHERE {_uuid_key(column, 'run:', postgresql)} "
             f"AND NOT EXISTS (SELECT 1 FROM external_sources s WHERE s.source = {table}.{column})"
         )
+    owners = _uuid_key("owner", "run:", postgresql)
     op.execute(
-        f"UPDATE external_facets SET owner = lower(owner) WHERE {_uuid_key('owner', 'run:', postgresql)} "
+        f"UPDATE external_facets SET owner = lower(owner) WHERE {owners} "
         "AND NOT EXISTS (SELECT 1 FROM external_sources s WHERE s.source = external_facets.owner) "
         "AND NOT EXISTS (SELECT 1 FROM external_facets f WHERE f.owner = lower(external_facets.owner) "
-        "AND f.facet_key = external_facets.facet_key)"
+        "AND f.facet_key = external_facets.facet_key) "
+        # a facet of a run gone (retention) under two spellings: each stays
+        f"AND (lower(owner), facet_key) NOT IN (SELECT lower(owner), facet_key FROM external_facets WHERE {owners} "
+        "GROUP BY lower(owner), facet_key HAVING count(DISTINCT owner) > 1)"
     )
     op.execute(f"UPDATE outbox SET run_key = lower(run_key) WHERE {_uuid_key('run_key', 'received:run:', postgresql)}")

@@ -524,6 +524,24 @@ def test_a_placeholder_s_sightings_are_compared_in_the_catalog_s_one_time_form()
         canonical_time("yesterday", "first_seen")
 
 
+def _keyed_as_it_came(cur: Any, lower: str, given: str) -> None:
+    """A run's row, events and facets under ``given``, as a catalog of version 33 kept a runId:
+    as it came."""
+    for table, column in (("external_sources", "source"), ("received_events", "source")):
+        cur.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?", (given, lower))
+    cur.execute("UPDATE external_facets SET owner = ? WHERE owner = ?", (given, lower))
+
+
+def _stamped_33(catalog: Catalog, cur: Any) -> None:
+    cur.execute("UPDATE alembic_version SET version_num = '0033'")
+    catalog.db.engine.stamp(cur, 33)
+
+
+def _migrate_from_33(target: str) -> None:
+    code, out, err = invoke(target, "migrate")
+    assert code == 0 and json.loads(out)["upgradedFrom"] == 33, err
+
+
 def test_a_catalogs_runs_received_in_capitals_before_are_moved_to_lower_case(
     catalog_target: str, resolver: Resolver, converter: Converter
 ) -> None:
@@ -536,13 +554,9 @@ def test_a_catalogs_runs_received_in_capitals_before_are_moved_to_lower_case(
         assert catalog_intake(catalog, resolver).take([started])[0].ok
         lower, upper = f"run:{run_id.lower()}", f"run:{run_id}"
         with catalog.transaction() as cur:  # as a catalog of version 33 kept it: the id as it came
-            for table, column in (("external_sources", "source"), ("received_events", "source")):
-                cur.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?", (upper, lower))
-            cur.execute("UPDATE external_facets SET owner = ? WHERE owner = ?", (upper, lower))
-            cur.execute("UPDATE alembic_version SET version_num = '0033'")
-            catalog.db.engine.stamp(cur, 33)
-    code, out, err = invoke(catalog_target, "migrate")
-    assert code == 0 and json.loads(out)["upgradedFrom"] == 33, err
+            _keyed_as_it_came(cur, lower, upper)
+            _stamped_33(catalog, cur)
+    _migrate_from_33(catalog_target)
     with Catalog(catalog_target) as catalog:
         conn = catalog._conn
         assert conn.execute("SELECT source FROM external_sources").fetchall() == [(lower,)]
@@ -579,20 +593,15 @@ def test_a_run_received_under_two_spellings_before_stays_split_through_migration
         assert all(result.ok for result in catalog_intake(catalog, resolver).take(events))
         with catalog.transaction() as cur:  # as a catalog of version 33 kept them: each id as it came
             for was, now in (("0000000000cc", first), ("0000000000ee", second), ("0000000000dd", alone)):
-                lower = f"run:0194a1b2-0000-7000-8000-{was}"
-                for table, column in (("external_sources", "source"), ("received_events", "source")):
-                    cur.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?", (f"run:{now}", lower))
-                cur.execute("UPDATE external_facets SET owner = ? WHERE owner = ?", (f"run:{now}", lower))
+                _keyed_as_it_came(cur, f"run:0194a1b2-0000-7000-8000-{was}", f"run:{now}")
             for gone in ("0194A1B2-0000-7000-8000-0000000000FF", "0194a1b2-0000-7000-8000-0000000000Ff"):
                 cur.execute(
                     "INSERT INTO external_facets (owner, facet_key, facet_rank, facet) "
                     "VALUES (?, 'custom', NULL, '{}')",
                     (f"run:{gone}",),
                 )
-            cur.execute("UPDATE alembic_version SET version_num = '0033'")
-            catalog.db.engine.stamp(cur, 33)
-    code, out, err = invoke(catalog_target, "migrate")
-    assert code == 0 and json.loads(out)["upgradedFrom"] == 33, err
+            _stamped_33(catalog, cur)
+    _migrate_from_33(catalog_target)
     with Catalog(catalog_target) as catalog:
         conn = catalog._conn
         sources = {row[0] for row in conn.execute("SELECT source FROM external_sources")}
@@ -609,8 +618,7 @@ def test_a_migration_the_server_refuses_is_an_error_not_a_traceback(postgres_url
     line, ``Error: cannot open catalog ...: <the server's word>``, as on SQLite."""
     with Catalog(postgres_url) as catalog, catalog.transaction() as cur:
         cur.execute("ALTER TABLE outbox RENAME COLUMN run_key TO gone")
-        cur.execute("UPDATE alembic_version SET version_num = '0033'")
-        catalog.db.engine.stamp(cur, 33)
+        _stamped_33(catalog, cur)
     code, out, err = invoke(postgres_url, "migrate")
     assert (code, out) == (1, "") and "Traceback" not in err, err
     assert err.startswith("Error: cannot open catalog ") and 'column "run_key" does not exist' in err, err

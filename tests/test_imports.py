@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -148,6 +149,7 @@ class FakeMarquez:
         self.events = events
         self.calls: list[dict[str, str]] = []
         self.fail_after: int | None = None
+        self.unstable = False  # equal times in another order at every answer, as Marquez may give them
 
     def __call__(self, request: Any) -> tuple[int, dict[str, str], str]:
         query = {k: v[0] for k, v in parse_qs(urlparse(request.url).query).items()}
@@ -156,8 +158,10 @@ class FakeMarquez:
             return 500, {}, ""
         assert query["sortDirection"] == "asc"
         after, before = query["after"], query["before"]
+        shuffled = random.Random(len(self.calls)).sample(self.events, len(self.events))
         selected = sorted(
-            (e for e in self.events if after <= _norm(e["eventTime"]) < before), key=lambda e: _norm(e["eventTime"])
+            (e for e in (shuffled if self.unstable else self.events) if after <= _norm(e["eventTime"]) < before),
+            key=lambda e: _norm(e["eventTime"]),
         )
         offset, limit = int(query["offset"]), int(query["limit"])
         body = {"events": selected[offset : offset + limit], "totalCount": len(self.events)}
@@ -205,6 +209,28 @@ def test_a_whole_page_at_one_instant_is_stepped_through(catalog: Catalog, resolv
         MarquezEvents(MARQUEZ, page_size=3), catalog_intake(catalog, resolver), catalog, now=lambda: at(1)
     )
     assert (summary.accepted, summary.duplicates) == (10, 0)
+
+
+@responses.activate
+@pytest.mark.parametrize("page_size", [1, 3, 7, 25, 200])
+def test_events_at_one_instant_in_an_order_that_changes_are_each_taken_once(
+    catalog: Catalog, resolver: Resolver, page_size: int
+) -> None:
+    """More events at one instant than a page holds, which Marquez gives in another order at each
+    answer: each is taken once, none left out (stepping through them by offset lost some)."""
+    events = [_event(n, n // 25) for n in range(134)]  # 25 events a minute, and 9 at the last
+    marquez = FakeMarquez(events)
+    marquez.unstable = True
+    responses.add_callback(responses.GET, f"{MARQUEZ}/api/v1/events/lineage", callback=marquez)
+    summary = import_marquez(
+        MarquezEvents(MARQUEZ, page_size=page_size), catalog_intake(catalog, resolver), catalog, now=lambda: at(9)
+    )
+    assert (summary.accepted, summary.refused) == (134, [])
+    assert len(catalog.external_sources()) == 134
+    again = import_marquez(
+        MarquezEvents(MARQUEZ, page_size=page_size), catalog_intake(catalog, resolver), catalog, now=lambda: at(10)
+    )
+    assert again.accepted == 0
 
 
 @responses.activate

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -167,7 +167,10 @@ def _event_time(event: Any) -> datetime | None:
 class MarquezEvents:
     """Pages ``GET /api/v1/events/lineage`` in ascending time from ``after`` (inclusive) to
     ``before`` (exclusive). Events at the page boundary's instant are fetched again on the next
-    page (Marquez does not order equal times stably) and skipped here by their digest."""
+    page (Marquez does not order equal times stably) and skipped here by their digest; a page
+    that is all one instant is followed by that instant's events whole, in one answer (stepping
+    through them by offset, in an order that changes from one answer to the next, would skip some
+    and read others twice), and the next page starts after it."""
 
     def __init__(
         self,
@@ -189,14 +192,14 @@ class MarquezEvents:
         self.timeout = timeout
         self.total: int | None = None
 
-    def _page(self, after: str, before: str, offset: int) -> list[Any]:
+    def _page(self, after: str, before: str, limit: int) -> list[Any]:
         endpoint = f"{self.base}/api/v1/events/lineage"
         params: dict[str, str | int] = {
             "after": after,
             "before": before,
             "sortDirection": "asc",
-            "limit": self.page_size,
-            "offset": offset,
+            "limit": limit,
+            "offset": 0,
         }
         try:
             response = self.session.get(endpoint, params=params, timeout=self.timeout)
@@ -216,17 +219,31 @@ class MarquezEvents:
             self.total = body["totalCount"]
         return list(body["events"])
 
+    def _instant(self, at: str) -> list[Any]:
+        """Every event of one instant, in one answer (asked again with a larger limit until it
+        is not full)."""
+        until = format_time(parse_time(at, "after") + timedelta(microseconds=1))
+        limit = self.page_size
+        while True:
+            limit *= 4
+            events = self._page(at, until, limit)
+            if len(events) < limit:
+                return events
+
     def pages(self, after: str, before: str = FAR_FUTURE) -> Iterator[tuple[list[Any], str]]:
         """Pages of new events, each with the position (a time) to resume from after it."""
-        offset = 0
         boundary: set[str] = set()  # digests of the events already seen at the `after` instant
         while True:
-            events = self._page(after, before, offset)
+            events = self._page(after, before, self.page_size)
             if not events:
                 return
             times = [_event_time(e) for e in events]
             known = [t for t in times if t is not None]
             last = format_time(max(known)) if known else after
+            whole = last == after and len(events) >= self.page_size
+            if whole:  # a page all at one instant: that instant whole
+                events = self._instant(after)
+                times = [_event_time(e) for e in events]
             fresh = []
             for event, moment in zip(events, times, strict=True):
                 if moment is not None and format_time(moment) == after:
@@ -235,13 +252,13 @@ class MarquezEvents:
                         continue
                     boundary.add(digest)
                 fresh.append(event)
-            if last > after:
-                after, offset = last, 0
+            if whole:  # the next page after it: it was read whole
+                after, boundary = format_time(parse_time(after, "after") + timedelta(microseconds=1)), set()
+            elif last > after:
+                after = last
                 boundary = {canonical(e) for e, t in zip(events, times, strict=True) if t and format_time(t) == last}
-            else:
-                offset += len(events)  # a whole page at one instant: step through it
             yield fresh, after
-            if len(events) < self.page_size:
+            if not whole and len(events) < self.page_size:
                 return
 
 

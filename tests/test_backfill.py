@@ -201,6 +201,12 @@ def test_cli_backfill_dry_run_and_delivery(tmp_path: Path, catalog_target: str) 
         assert "backfill delivered 0 event(s)" in again.stderr
         assert again.stderr.splitlines()[0] == f"backfill to {backend.url}: 8/8 events"  # resumed at the end
         assert backend.accepted_count == 8
+        # a dry run of the same --url reads its checkpoint: what the real run would send, nothing
+        dry_again = runner.invoke(cli, ["--catalog", db, "backfill", "--url", backend.url, "--dry-run", "--json"])
+        assert dry_again.exit_code == 0, dry_again.output
+        checked = json.loads(dry_again.stdout)
+        assert (checked["events"], checked["runs"], checked["checkpoint"]) == (0, 0, backend.url)
+        assert checked["resumedFrom"] is not None and backend.accepted_count == 8
     bad_rate = runner.invoke(cli, ["--catalog", db, "backfill", "--url", "http://x", "--rate", "fast"])
     assert bad_rate.exit_code == 2 and "not a rate" in bad_rate.output
 
@@ -343,6 +349,34 @@ def test_a_backfill_resumed_anywhere_among_declared_jobs_sends_each_once(
     assert len(order) == 3
     for stop, position in enumerate(order):  # stopped after any job: the rest, each once, in order
         assert [p for p, _ in job._items(position)] == order[stop + 1 :]
+
+
+def test_a_job_declared_after_a_backfill_passed_the_jobs_goes_when_it_resumes(
+    catalog: Catalog, converter: Converter
+) -> None:
+    """Declared jobs go first; one declared once the checkpoint is past them goes when it resumes
+    (it was never sent: a resumed backfill read the jobs only before its position), once, and a
+    dry run counts it as the real run sends it."""
+    from bridge.adapters.kestra import declare_flows
+    from tests.test_kestra import GUIDE_FLOW, SNAPSHOT_FLOW
+
+    history(catalog)
+    declare_flows(catalog, [GUIDE_FLOW], now=at(40))
+    with Backend(batch=True) as backend:
+        first = backfill(catalog, converter, backend, window=2).run()
+        assert (first.jobs, first.runs, first.complete) == (2, 3, True)
+        declare_flows(catalog, [SNAPSHOT_FLOW], now=at(50))
+        catalog.record_task_runs([run("d", start=at(60), end=at(61), execution="e4")])
+        dry = backfill(catalog, converter, None, window=2).run()
+        sent = len(backend.accepted)
+        second = backfill(catalog, converter, backend, window=2).run()
+        late = backend.accepted[sent:]
+        assert [e["schemaURL"].rsplit("/", 1)[1] for e in late] == ["JobEvent", "RunEvent", "RunEvent"]
+        jobs = [e for e in iter_events(catalog, converter) if "run" not in e and "dataset" not in e]
+        assert len(jobs) == 3 and dumps(late[0]) == dumps(jobs[-1])  # the job declared last
+        assert (second.jobs, second.runs, second.events) == (1, 1, 3) == (dry.jobs, dry.runs, dry.events)
+        third = backfill(catalog, converter, backend, window=2).run()
+        assert (third.events, len(backend.accepted)) == (0, sent + 3)
 
 
 # --- the checkpoint never moves past an event the backend did not take ----------------------

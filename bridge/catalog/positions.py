@@ -77,7 +77,10 @@ class Checkpoint:
     delivered or refused for good (None: none yet), as (time, 0 for an asset change or 1 for a
     task run, its seq or pk; ("", -1, pk) for a declared job). ``ahead`` holds the items past it
     that a window half done already settled, each with how many of its events (1: a run's START,
-    so its end is next). Kept as the value of the ``backfill`` position of its name."""
+    so its end is next). ``jobs_through`` is the highest key of the declared jobs it delivered (or
+    refused for good): a job declared after the checkpoint passed the jobs goes out when it resumes
+    (None: a checkpoint kept before it was kept, whose later jobs are not known). Kept as the value
+    of the ``backfill`` position of its name."""
 
     name: str
     filters: dict[str, Any]
@@ -86,6 +89,7 @@ class Checkpoint:
     events: int
     updated_at: str
     ahead: tuple[tuple[ItemPosition, int], ...] = ()
+    jobs_through: int | None = None
 
     def to_position(self) -> Position:
         value = {
@@ -94,6 +98,7 @@ class Checkpoint:
             "runs": self.runs,
             "events": self.events,
             "ahead": [[list(p), settled] for p, settled in self.ahead],
+            "jobsThrough": self.jobs_through,
         }
         return Position(BACKFILL, self.name, value, self.updated_at)
 
@@ -109,6 +114,7 @@ class Checkpoint:
             int(value["events"]),
             position.updated_at,
             tuple((_item(p), int(settled)) for p, settled in value["ahead"]),
+            int(value["jobsThrough"]) if value.get("jobsThrough") is not None else None,
         )
 
 

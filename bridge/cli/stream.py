@@ -293,7 +293,11 @@ def backfill(
         dispatcher = (
             None if dry_run else delivery.dispatcher(url, api_key_secret(api_key, api_key_file), rate=rate, stop=stop)
         )
-        name = None if dry_run else (checkpoint or (dispatcher.sender.target if dispatcher else None))
+        # a dry run reads the checkpoint the same backfill would resume from (and keeps none): the
+        # one named, or the --url's; without either (a backend of the OpenLineage configuration,
+        # not set up for a dry run), it checks everything
+        target = dispatcher.sender.target if dispatcher is not None else url
+        name = checkpoint or target
         job = Backfill(
             catalog,
             app.converter(),
@@ -307,8 +311,8 @@ def backfill(
             report=FailureReport(dispatcher.sender.target, say) if dispatcher is not None else None,
         )
         saved = job.start_position()
-        target = "dry run" if dry_run else f"to {name}"
-        with progress(f"backfill {target}", total, "events", already=saved.events if saved else 0) as backfilling:
+        shown = "dry run" if dry_run else f"to {name}"
+        with progress(f"backfill {shown}", total, "events", already=saved.events if saved else 0) as backfilling:
             job.progress = backfilling.advance
             try:
                 summary = job.run()

@@ -18,7 +18,9 @@ After each window the checkpoint (in the catalog) moves to the last item of the 
 prefix, as (time, 0 for an asset change or 1 for a run, seq or pk; a declared job is ("", -1, its
 pk)): never past an event that was not delivered or refused. The items past it that the window
 settled in whole or in part are kept with it (``ahead``), so the next run sends neither them nor a
-run's START again. A stop request lets the window in flight finish (a retry in progress ends it
+run's START again. The checkpoint also keeps the highest key of the declared jobs it settled: a
+job declared after it passed the jobs goes first when it resumes (its position before the
+checkpoint's, which stays where it was). A stop request lets the window in flight finish (a retry in progress ends it
 early, undelivered). Events are the converter's, deterministic: replaying sends the same bytes.
 """
 
@@ -152,6 +154,7 @@ class Backfill:
         self.report = report
         self.summary = BackfillSummary(checkpoint=checkpoint, dry_run=dispatcher is None)
         self._position: ItemPosition | None = None
+        self._jobs_through: int | None = 0  # the highest declared job's key settled (None: not known)
         self._ahead: dict[ItemPosition, int] = {}
         self._totals = [0, 0]  # task runs and events, since the checkpoint began
         self._clear_refused = False
@@ -183,6 +186,7 @@ class Backfill:
         saved = self.start_position()
         if saved is not None:
             self._position, self._ahead = saved.position, dict(saved.ahead)
+            self._jobs_through = saved.jobs_through
             self._totals = [saved.runs, saved.events]
         self.summary.resumed_from = self._position
         self._clear_refused = self.checkpoint is not None and not self.resume
@@ -225,8 +229,11 @@ class Backfill:
             except concurrent.futures.TimeoutError:
                 self._keep_failure()
         prefix = next((i for i, slot in enumerate(slots) if not slot.done), len(slots))
-        if prefix:
-            self._position = slots[prefix - 1].position
+        for slot in slots[:prefix]:
+            if isinstance(slot.item, StoredDeclaredJob):
+                self._jobs_through = max(self._jobs_through or 0, slot.item.pk)
+        if prefix and (self._position is None or slots[prefix - 1].position > self._position):
+            self._position = slots[prefix - 1].position  # not back to a job declared after it passed them
         ahead = {p: n for p, n in self._ahead.items() if p > slots[-1].position}
         ahead.update((slot.position, slot.settled) for slot in slots[prefix:] if slot.settled > 0)
         self._ahead = ahead
@@ -270,6 +277,7 @@ class Backfill:
             self._totals[1],
             epoch_text(self.clock()),
             tuple(sorted(self._ahead.items())),
+            self._jobs_through,
         )
         self.catalog.backfills.save(checkpoint, refused=refused, resolved=resolved, clear_refused=self._clear_refused)
         self._clear_refused = False
@@ -338,6 +346,9 @@ class Backfill:
         f = self.filters
         if after is None or after[1] == -1:
             for job in self.catalog.iter_declared_jobs(f, after=after[2] if after else None):
+                yield ("", -1, job.pk), job
+        elif self._jobs_through is not None:  # past the jobs: those declared since, first
+            for job in self.catalog.iter_declared_jobs(f, after=self._jobs_through):
                 yield ("", -1, job.pk), job
         runs_after: tuple[str, int] | None = None
         changes_after: tuple[str, int] | None = None
@@ -424,8 +435,11 @@ class Backfill:
         self.summary.retries += sum(done.again)
 
     def _dry_run(self, slots: Sequence[_Slot]) -> None:
-        self._count([slot.item for slot in slots])
-        checked = self._check([line for slot in slots for line in slot.lines])
+        """Count and check what the window would send: past what an earlier window of its
+        checkpoint settled, as a real run would."""
+        todo = [slot for slot in slots if slot.initial < len(slot.lines)]
+        self._count([slot.item for slot in todo])
+        checked = self._check([line for slot in todo for line in slot.lines[slot.initial :]])
         if self.progress is not None and checked:
             self.progress(checked)
 

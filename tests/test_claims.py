@@ -223,6 +223,75 @@ def test_a_stream_worker_whose_round_fails_after_claiming_delivers_everything(
     assert not failures and len(sent) == 20 and one.outbox.status().pending == 0
 
 
+class _Recorder:
+    """A backend's sender that keeps what it was sent, one event a request (as to Marquez); the
+    first request waits for ``release`` when one is given (a worker stalled as it sends)."""
+
+    target = "http://b"
+    max_concurrency = 1
+    batch = False
+
+    def __init__(self, release: threading.Event | None = None) -> None:
+        self.sent: list[str] = []
+        self.release = release
+
+    def send(self, lines: list[str]) -> list[Any]:
+        from bridge.delivery.senders import DELIVERED
+
+        if self.release is not None and not self.sent:
+            self.sent.extend(lines)
+            assert self.release.wait(30)
+            return [DELIVERED for _ in lines]
+        self.sent.extend(lines)
+        return [DELIVERED for _ in lines]
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_worker_stalled_past_its_claims_does_not_send_what_another_took_over(
+    shared: tuple[Catalog, Catalog],
+) -> None:
+    """A worker that stalls in a round (here its first request hangs, its heartbeat silent) past
+    its claims' time: another takes them and delivers every run, START then end; the first, woken,
+    sends nothing more of its round (it sent its round's rest after the others' ends, a START
+    after its run's COMPLETE)."""
+    from bridge.delivery.dispatch import Dispatcher
+    from bridge.delivery.worker import StreamWorker
+    from bridge.mapping import Resolver
+    from bridge.openlineage.convert import Converter
+
+    one, other = shared
+    converter = Converter(Resolver.load())
+    release, stop = threading.Event(), threading.Event()
+    stalled_sender, sender = _Recorder(release), _Recorder()
+    stalled_claims = OutboxClaims(one, "http://b", ttl=1.0, interval=3600.0)  # no heartbeat in the stall
+    assert stalled_claims.acquire(wait=False, stop=stop, sleep=stop.wait)
+    stalled = StreamWorker(
+        one, converter, Dispatcher(stalled_sender, concurrency=1, batch_size=10), lease=stalled_claims
+    )
+    stalling = threading.Thread(target=stalled.step)
+    stalling.start()
+    try:
+        assert wait_for(lambda: len(stalled_sender.sent) >= 1, timeout=30)
+        time.sleep(1.2)  # its claims lapse
+        claims = OutboxClaims(other, "http://b", interval=0.05)
+        worker = StreamWorker(
+            other, converter, Dispatcher(sender, concurrency=1, batch_size=10), lease=claims, stop=stop
+        )
+        runner = threading.Thread(target=worker.run)
+        runner.start()
+        assert wait_for(lambda: len(sender.sent) >= 20, timeout=30), len(sender.sent)
+        stop.set()
+        runner.join(timeout=30)
+    finally:
+        release.set()
+        stalling.join(timeout=30)
+        stalled_claims.release()
+    assert len(sender.sent) == 20 and len(stalled_sender.sent) == 1  # what it had in flight, no more
+    assert one.outbox.status().pending == 0
+
+
 def test_outbox_drop_of_a_row_a_worker_holds_refuses_naming_the_worker(
     shared: tuple[Catalog, Catalog], postgres_url: str
 ) -> None:

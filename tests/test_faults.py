@@ -262,20 +262,26 @@ def test_worker_killed_mid_stream_loses_nothing(big_catalog: tuple[Path, list[di
     assert backend.out_of_order_runs() == []
 
 
+def terminated(command: list[str], ready: Callable[[], bool]) -> tuple[int, str]:
+    """Run ``command``, send it SIGTERM once ``ready``, and give its exit status and stderr."""
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(ready, timeout=60)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return process.returncode, stderr
+
+
 def test_sigterm_stops_cleanly_after_the_requests_in_flight(big_catalog: tuple[Path, list[dict[str, Any]]]) -> None:
     db, history = big_catalog
     with Backend(lambda e, a: Reply(201, delay=0.002)) as backend:
         command = [OLBRIDGE, "--catalog", str(db), "stream", "--url", backend.url, "--batch-size", "5"]
-        worker = subprocess.Popen([*command, "--poll", "0.05"], stderr=subprocess.PIPE, text=True)
-        try:
-            assert wait_for(lambda: backend.accepted_count >= 200, timeout=60)
-            worker.send_signal(signal.SIGTERM)
-            _, stderr = worker.communicate(timeout=30)
-        finally:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait()
-        assert worker.returncode == 0, stderr
+        code, stderr = terminated([*command, "--poll", "0.05"], lambda: backend.accepted_count >= 200)
+        assert code == 0, stderr
         assert "SIGTERM: stopping after the requests in flight" in stderr
         with Catalog(db) as catalog:
             status = catalog.outbox.status()
@@ -367,3 +373,66 @@ def test_stream_once_has_a_retry_budget_by_default(tmp_path: Path, monkeypatch: 
     result = CliRunner().invoke(cli, ["--catalog", str(db), "stream", "--url", url, "--once", "--backoff", "0.05"])
     assert result.exit_code == 1 and "(--give-up-after 0.3" in result.stderr
     assert "--give-up-after" in CliRunner().invoke(cli, ["stream", "--help"]).stdout
+
+
+class Silent:
+    """A backend that takes connections and reads requests, and never answers: how many requests
+    came (each, with its connection, given up by its client's timeout)."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server.settimeout(0.2)
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
+        self.requests = 0
+        self._open: list[Any] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._done.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:  # the accept's timeout: look at _done again
+                continue
+            self._open.append(conn)
+            self.requests += 1
+
+    def close(self) -> None:
+        self._done.set()
+        self._thread.join(5)
+        for conn in self._open:
+            conn.close()
+        self.server.close()
+
+
+@pytest.mark.parametrize("once", [True, False])
+def test_a_round_to_a_backend_that_never_answers_ends_at_the_first_timeout(tmp_path: Path, once: bool) -> None:
+    """One event a request (Marquez's way, or --no-batch) to a backend that takes the request
+    and never answers: a round stops at its first unanswered request rather than waiting out a
+    timeout an event, so ``--once --give-up-after`` ends near its budget, and a stream that runs
+    on stops at SIGTERM, with the events pending (each was waited for in turn: 30 events, 30
+    timeouts, before either)."""
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        fill(catalog, 30)
+    silent = Silent()
+    try:
+        command = [OLBRIDGE, "--catalog", str(db), "stream", "--url", silent.url, "--no-batch", "--timeout", "1"]
+        command += ["--concurrency", "1", "--backoff", "1", "--max-backoff", "1"]
+        if once:
+            done = subprocess.run(
+                [*command, "--once", "--give-up-after", "3"], capture_output=True, text=True, timeout=120
+            )
+            assert done.returncode == 1 and "Error: gave up on delivering to" in done.stderr, done.stderr
+        else:
+            code, err = terminated(command, lambda: silent.requests >= 2)
+            assert code == 0, err
+        # a request a second at most (each its timeout, then the round's pause for its retry)
+        assert 1 <= silent.requests <= 8, silent.requests
+    finally:
+        silent.close()
+    with Catalog(db) as catalog:
+        assert catalog.outbox.status().pending == 60

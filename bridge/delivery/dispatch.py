@@ -13,6 +13,10 @@ import attrs
 from bridge.delivery.retry import RateLimiter, RetryPolicy
 from bridge.delivery.senders import Outcome, Sender
 
+# the outcome of an event a round did not send (``proceed`` said no, or the backend stopped
+# answering): not an attempt; the caller sends it again, untouched
+NOT_SENT = Outcome(ok=False, retry=True, detail="not sent in this round", error="not sent")
+
 
 class Dispatcher:
     """Sends rounds of events with at most ``concurrency`` requests in flight, up to
@@ -30,16 +34,37 @@ class Dispatcher:
             ThreadPoolExecutor(self.concurrency, thread_name_prefix="olbridge-send") if self.concurrency > 1 else None
         )
 
-    def send(self, lines: Sequence[str]) -> list[Outcome]:
+    def send(self, lines: Sequence[str], *, proceed: Callable[[], bool] | None = None) -> list[Outcome]:
+        """The outcome of each event, in order. With ``proceed``, asked before each request: once
+        it says no the requests not yet made are not made, and their events are
+        :data:`NOT_SENT`; so are the rest of a request's share (a chunk) of a sender of one event
+        a request once one goes unanswered (the backend is away: no use waiting out a timeout
+        an event)."""
         if not lines:
             return []
         size = min(self.batch_size, math.ceil(len(lines) / self.concurrency))
         chunks = [lines[i : i + size] for i in range(0, len(lines), size)]
+        one = self._one if proceed is None else self._checked(proceed)
         if self._pool is None or len(chunks) == 1:
-            results = [self._one(chunk) for chunk in chunks]
+            results = [one(chunk) for chunk in chunks]
         else:
-            results = list(self._pool.map(self._one, chunks))
+            results = list(self._pool.map(one, chunks))
         return [outcome for chunk in results for outcome in chunk]
+
+    def _checked(self, proceed: Callable[[], bool]) -> Callable[[Sequence[str]], list[Outcome]]:
+        def one(chunk: Sequence[str]) -> list[Outcome]:
+            if not proceed():
+                return [NOT_SENT] * len(chunk)
+            if getattr(self.sender, "batch", True):  # one request (or a sender of its own ways)
+                return self._one(chunk)
+            out: list[Outcome] = []
+            for line in chunk:
+                if out and (not proceed() or (out[-1].retry and out[-1].status is None)):
+                    break
+                out += self._one([line])
+            return out + [NOT_SENT] * (len(chunk) - len(out))
+
+        return one
 
     def _one(self, chunk: Sequence[str]) -> list[Outcome]:
         if self.limiter is not None:

@@ -46,7 +46,7 @@ from bridge.catalog.outbox import (
     RetryLater,
 )
 from bridge.delivery.alerts import AlertSenders
-from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.dispatch import NOT_SENT, Dispatcher
 from bridge.delivery.outbox_events import render
 from bridge.delivery.report import FailureReport, retry_note
 from bridge.delivery.retry import RetryPolicy
@@ -152,6 +152,7 @@ class StreamWorker:
         self._once = False  # run(once=True): the budget counts the webhooks' failures too
         self._last_failure: Outcome | None = None
         self._last_was_alert = False
+        self._pause: float | None = None  # after a round the backend stopped answering: until when to wait
         # the catalog going away and coming back, said once each (through notify)
         self.availability = Availability(notify or (lambda message: None))
 
@@ -190,8 +191,11 @@ class StreamWorker:
                 continue
             self.availability.up()
             if took:
-                if self._out_of_budget(None):
+                pause, self._pause = self._pause, None
+                if self._out_of_budget(pause):
                     return
+                if pause is not None:  # the backend is away: wait for the first retry due
+                    self.sleep(max(0.0, pause - self.clock()))
                 continue
             if due is None:
                 if once:
@@ -238,7 +242,20 @@ class StreamWorker:
         if lease is not None:  # only what this worker still holds (another took over a stalled one's)
             held = lease.confirm([item.seq for item in sending])
             sending = [item for item in sending if item.seq in held]
-        outcomes = self._send(sending, rendered)
+        confirmed = time.monotonic()
+        hold = lease.ttl / 2 if lease is not None else None
+
+        def proceed() -> bool:
+            """Whether the round may make another request: not once stopped, nor once half its
+            hold's time has gone since it confirmed what it holds (stalled past its claims or
+            lease, another worker may send those rows now: it confirms again in a new round)."""
+            return not self.stop.is_set() and (hold is None or time.monotonic() - confirmed < hold)
+
+        outcomes = self._send(sending, rendered, proceed)
+        unsent = {item.seq for item, o in zip(sending, outcomes, strict=True) if o is NOT_SENT}
+        if unsent:  # still held (or not), untouched: sent again by a later round, no attempt counted
+            kept = [(item, o) for item, o in zip(sending, outcomes, strict=True) if item.seq not in unsent]
+            sending, outcomes = [item for item, _ in kept], [o for _, o in kept]
         now = self.clock()
         results: list[Result] = [Dead(seq, 0, None, why) for seq, why in failed.items()]
         retrying: list[tuple[Outcome, float]] = []
@@ -258,6 +275,10 @@ class StreamWorker:
                 self.stats.dead += 1
                 (alert_dead if item.kind == ALERT else dead).append(outcome)
         self.stats.dead += len(failed)
+        # the backend stopped answering and the round left rows unsent: the next round waits for
+        # the first retry of those it tried, not probing the others at once
+        away = [o for o in outcomes if o.retry and o.status is None]
+        self._pause = min((at for _, at in retrying), default=None) if unsent and away else None
         self._report_alerts(alert_retrying, alert_dead, now)
         failures = [o for item, o in zip(sending, outcomes, strict=True) if not o.ok and item.kind != ALERT]
         target = self.target
@@ -292,19 +313,21 @@ class StreamWorker:
             self.on_round(self.stats)
         return True
 
-    def _send(self, items: list[OutboxItem], rendered: dict[int, str | None]) -> list[Outcome]:
+    def _send(
+        self, items: list[OutboxItem], rendered: dict[int, str | None], proceed: Callable[[], bool]
+    ) -> list[Outcome]:
         """The outcome of each item: alerts through their webhooks, the others through the
-        dispatcher, in the items' order."""
+        dispatcher (each request only while ``proceed`` says so), in the items' order."""
         lines = [rendered[item.seq] or "" for item in items]
         alerts = [i for i, item in enumerate(items) if item.kind == ALERT]
         others = [i for i, item in enumerate(items) if item.kind != ALERT]
         if others and self.dispatcher is None:  # never taken (heads of alerts alone): a bug if so
             raise AssertionError("a stream worker without a backend took OpenLineage events")
         if not alerts and self.dispatcher is not None:
-            return self.dispatcher.send(lines)
+            return self.dispatcher.send(lines, proceed=proceed)
         out: dict[int, Outcome] = {}
         if self.dispatcher is not None and others:
-            out.update(zip(others, self.dispatcher.send([lines[i] for i in others]), strict=True))
+            out.update(zip(others, self.dispatcher.send([lines[i] for i in others], proceed=proceed), strict=True))
         if self.alerts is None:
             sent = [Outcome(ok=False, detail="no [[alerts]] tables in the config")] * len(alerts)
         else:

@@ -769,6 +769,41 @@ def test_a_first_write_while_a_watch_is_live_is_told_updated(catalog_target: str
         assert len(alerts_queued(catalog)) == 2
 
 
+@pytest.mark.both_engines
+def test_two_watches_whose_pass_outlasts_the_lease_do_not_take_it_from_each_other(
+    catalog_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass over every asset that judges for longer than the lease (a million assets read for
+    half a minute, against 30 s): the lease is renewed while it judges, so the other watch does
+    not take it over mid-pass (and this one then take it back from that one's pass: no pass ever
+    ended, no health kept, no alert)."""
+    import bridge.catalog.health_state
+
+    real = bridge.catalog.health_state.assess
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(1.4)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bridge.catalog.health_state, "assess", slow)
+    with Catalog(catalog_target) as catalog:
+        write_mart(catalog, "mart.a", 0, execution="e0")
+    stop = threading.Event()
+    catalogs = [Catalog(catalog_target), Catalog(catalog_target)]
+    watches = [HealthWatch(c, WatchSettings(poll=0.05), ttl=1.0, stop=stop) for c in catalogs]
+    threads = [threading.Thread(target=w.run) for w in watches]
+    for thread in threads:
+        thread.start()
+    try:
+        assert wait_for(lambda: set(kept(catalogs[0].db.conn)) == {"stg.orders", "mart.a"}, timeout=20)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+        for c in catalogs:
+            c.close()
+
+
 # --- delivery --------------------------------------------------------------------------------
 
 

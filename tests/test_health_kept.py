@@ -146,6 +146,36 @@ def test_an_asset_written_ahead_of_the_watchs_clock_is_judged_once_its_time_come
         assert catalog._conn.execute("SELECT count(*) FROM health_marks").fetchone()[0] == 0
 
 
+def test_a_batch_of_marks_dated_ahead_waits_for_the_poll_not_a_look_after_another(catalog_target: str) -> None:
+    """Marks kept for a later look (their assets written a little ahead of the watch's clock) do
+    not count as a full batch judged: the watch waits its poll before looking again rather than
+    looking again at once, and at once, until their time (3,000 looks in 10 s, a core's worth)."""
+    now = at(0).timestamp()
+    with Catalog(catalog_target) as catalog:
+        catalog.watch_seen = WatchSeen(clock=lambda: now, seen_for=0.0)
+        watch = HealthWatch(catalog, WatchSettings(poll=0.2), clock=lambda: now, ttl=DAY, catch_up=DAY, batch=2)
+        watch.step()
+        outputs = tuple(decl(f"mart.ahead{i}", type="Table") for i in range(3))
+        catalog.record_task_run(run("build", outputs=outputs, start=at(1), end=at(2)))  # 2 minutes ahead
+        looks: list[health_state.PassResult | None] = []
+        real_step = watch.step
+
+        def step() -> health_state.PassResult | None:
+            looks.append(real_step())
+            if len(looks) >= 5:
+                watch.stop.set()
+            return looks[-1]
+
+        watch.step = step  # type: ignore[method-assign]
+        watch.stop.clear()
+        waits: list[float] = []
+        watch.stop.wait = lambda seconds=None: bool(waits.append(seconds or 0.0)) or watch.stop.is_set()  # type: ignore[method-assign]
+        watch.run()
+        assert len(waits) >= 4  # a poll between looks
+        assert [r.ahead if r else None for r in looks] == [2] * 5  # the same batch each look
+        assert catalog._conn.execute("SELECT count(*) FROM health_marks").fetchone()[0] == 3
+
+
 @pytest.mark.parametrize("limit", [1, 3, 50])
 def test_the_kept_health_is_counted_and_paged_by_state_and_namespace(
     catalog_target: str, resolver: Resolver, limit: int, monkeypatch: pytest.MonkeyPatch

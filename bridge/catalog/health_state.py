@@ -182,6 +182,7 @@ class PassResult:
     lost: bool = False
     due: int = 0  # the assets it read as due (at most its batch; none when it judged every asset)
     moved: int = 0  # of those changed, the assets whose kept health itself changed (or came, or went)
+    ahead: int = 0  # of the marks, those kept for a later look (their assets dated a little ahead)
 
 
 def judge(
@@ -245,6 +246,7 @@ def judge(
         and moment < assets[asset_id][4] <= soon
     }
     unmark = [(asset_id, seq, asset_id, seq, n) for asset_id, seq, n in marks if asset_id not in ahead]
+    result = attrs.evolve(result, ahead=len(ahead))
     for start in range(0, max(len(todo), 1), batch):
         chunk = todo[start : start + batch]
         last = start + batch >= len(todo)

@@ -111,7 +111,8 @@ class HealthWatch:
 
     def lease_ttl(self) -> float:
         """How long the lease is taken for: ``ttl``, or three times the last pass over every asset
-        when that is longer (a pass renews it at each of its writes, not while it judges)."""
+        when that is longer (a pass renews it at each of its writes, and a pass over every asset
+        every third of ``ttl`` while it judges: :class:`_PassKeeper`)."""
         return max(self.ttl, 3 * self._pass_seconds)
 
     def _fence(self, cur: Cursor) -> bool:
@@ -144,16 +145,24 @@ class HealthWatch:
         self.holding, self._renewed = True, now
         due = self._catch_up_at is not None and now >= self._catch_up_at
         every = self._last_every is None or now - self._last_every >= self.settings.every or due
-        result = judge(
-            db,
-            self.settings.selectors,
-            self.settings.alerts,
-            datetime.fromtimestamp(now, UTC),
-            every=every,
-            fence=self._fence,
-            web_url=self.settings.web_url,
-            batch=self.batch,
-        )
+        # a pass over every asset reads for long before its first write renews the lease (half a
+        # minute at a million assets): renewed meanwhile, or another watch takes it over mid-pass,
+        # and then this one takes it back from that one's pass, and no pass ever ends
+        keeper = _PassKeeper(self) if every and not self.catalog.in_memory else None
+        try:
+            result = judge(
+                db,
+                self.settings.selectors,
+                self.settings.alerts,
+                datetime.fromtimestamp(now, UTC),
+                every=every,
+                fence=self._fence,
+                web_url=self.settings.web_url,
+                batch=self.batch,
+            )
+        finally:
+            if keeper is not None:
+                keeper.stop()
         if every and not result.lost:
             self._last_every, self._pass_seconds = now, self.clock() - now
             if due:
@@ -203,7 +212,11 @@ class HealthWatch:
                 more = False
                 try:
                     result = self.step()
-                    more = result is not None and (result.marks >= self.batch or result.due >= self.batch)
+                    # a full batch judged: more may be waiting (marks kept for a later look, of
+                    # assets dated a little ahead, are not: a batch of them waits for the poll)
+                    more = result is not None and (
+                        result.marks - result.ahead >= self.batch or result.due >= self.batch
+                    )
                     self._publish(result)
                 except Exception as exc:
                     if not self.catalog.unavailable(exc):
@@ -215,6 +228,36 @@ class HealthWatch:
                 release_lease(self.catalog.db, self.holder, kind=LEASE_KIND)
             except Exception as exc:  # the catalog went away: the lease expires by itself
                 self.say(f"Warning: health watch: could not give its lease back: {exc}")
+
+
+class _PassKeeper:
+    """Renews a watch's lease every third of its ``ttl`` while a pass judges, on a connection of
+    its own, in a thread (the pass's reads are one long call); it stops once the lease is lost
+    (the pass's fenced writes then write nothing) or the catalog is away (the lease then runs
+    out as it would)."""
+
+    def __init__(self, watch: HealthWatch) -> None:
+        self.watch = watch
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="olbridge-health-lease", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        own: Catalog | None = None
+        try:
+            while not self._done.wait(self.watch.ttl / 3):
+                own = own or self.watch.catalog.reopen()
+                if not own.db.write(self.watch._fence):
+                    return
+        except Exception:  # the catalog away: the pass finds it so too
+            return
+        finally:
+            if own is not None:
+                own.close()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
 
 
 def start_thread(

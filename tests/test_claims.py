@@ -137,6 +137,40 @@ def test_a_dead_workers_claims_are_released_when_the_next_one_looks(shared: tupl
     assert [i.seq for i in other.outbox.claim("alive", NOW, 4, TTL)] == [i.seq for i in claimed]
 
 
+def test_a_worker_silent_for_ten_minutes_elsewhere_is_forgotten_its_claims_left_to_expire(
+    shared: tuple[Catalog, Catalog],
+) -> None:
+    """A worker of another host or pid namespace (a pod restarted) whose death nobody here can
+    see: once its heartbeat is ten minutes old, the next worker's start or beat forgets it (it was
+    listed for ever, and every worker said it shared the outbox with it); its claims are not
+    taken from it, they expire by the database's clock, and a worker forgotten while it still
+    beats (its clock far behind) registers again at its next beat."""
+    from bridge.delivery.claims import FORGET_AFTER
+
+    one, other = shared
+
+    def worker(name: str, beat: float) -> StreamWorkerInfo:
+        return StreamWorkerInfo(
+            id=name, host="elsewhere", pid=1, target="t", started_at="s", heartbeat_at=beat, space="other/1"
+        )
+
+    old, recent = worker("old", NOW - FORGET_AFTER - 1), worker("recent", NOW - FORGET_AFTER + 60)
+    one.workers.beat(old, old.heartbeat_at)
+    one.workers.beat(recent, recent.heartbeat_at)
+    held = {i.seq for i in one.outbox.claim("old", NOW, 2, TTL)}
+    claims = OutboxClaims(other, "t", clock=lambda: NOW, interval=3600.0)
+    notes: list[str] = []
+    assert claims.acquire(wait=False, stop=threading.Event(), sleep=lambda s: None, notify=notes.append)
+    try:
+        assert {w.id for w in other.workers.list()} == {claims.owner, "recent"}
+        assert notes == ["sharing the outbox with 1 other olbridge stream worker(s); each claims its own events"]
+        assert one.outbox.claims().get("old") == len(held) == 2  # not taken from it
+        one.workers.beat(old, NOW)  # it was alive after all: registered again
+        assert "old" in [w.id for w in other.workers.list()]
+    finally:
+        claims.release()
+
+
 def test_a_worker_whose_heartbeat_fails_stops_before_its_next_round(
     shared: tuple[Catalog, Catalog], monkeypatch: pytest.MonkeyPatch
 ) -> None:

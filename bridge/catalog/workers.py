@@ -185,6 +185,16 @@ class Workers:
         self._db.write(work)
         return gone
 
+    def forget_stale(self, worker_id: str, before: float) -> int:
+        """Forget the other workers whose heartbeat is older than ``before`` (by their clocks):
+        gone where :meth:`reap` cannot tell (another host, another pid namespace: a pod
+        restarted), else listed for ever. Their claims are left to expire by the database's
+        clock (one still beating, its clock far behind, registers again at its next beat and
+        keeps them); how many."""
+        return self._db.write(
+            lambda cur: max(int(cur.execute(sql_outbox.DELETE_STALE_WORKERS, (before, worker_id)).rowcount), 0)
+        )
+
     def list(self) -> list[StreamWorkerInfo]:
         return [StreamWorkerInfo(*row) for row in self._conn.execute(sql_outbox.SELECT_WORKERS)]
 

@@ -30,6 +30,11 @@ from bridge.catalog import Catalog
 from bridge.catalog.outbox import OutboxItem
 from bridge.delivery.heartbeat import OutboxHold, Say
 
+# seconds without a heartbeat after which another worker's registration is forgotten (its claims
+# expired long before): a worker that ran on another host, or in another pid namespace (a pod
+# restarted), whose death no one here can see
+FORGET_AFTER = 600.0
+
 
 class OutboxClaims(OutboxHold):
     """One worker's share of a PostgreSQL catalog's outbox: its registration, its claims and the
@@ -43,7 +48,9 @@ class OutboxClaims(OutboxHold):
     def _acquire(self, wait: bool, stop: threading.Event, sleep: Callable[[float], object], say: Say) -> bool:
         """Register and start the heartbeat: a worker never waits for another here (``wait``,
         ``stop`` and ``sleep`` are the lease's, for the same call)."""
-        self.catalog.workers.beat(self.info, self.clock())
+        now = self.clock()
+        self.catalog.workers.beat(self.info, now)
+        self.catalog.workers.forget_stale(self.info.id, now - FORGET_AFTER)
         others = [w for w in self.catalog.workers.list() if w.id != self.info.id]
         gone = self.catalog.workers.reap(self.info.id, self.is_dead)
         for worker in gone:
@@ -71,10 +78,12 @@ class OutboxClaims(OutboxHold):
 
     def _beat_once(self, own: Catalog) -> bool:
         """Renew the heartbeat and the claims, and forget the workers whose process is gone
-        (releasing their claims)."""
-        own.workers.beat(self.info, self.clock())
+        (releasing their claims), and those silent for :data:`FORGET_AFTER` seconds."""
+        now = self.clock()
+        own.workers.beat(self.info, now)
         own.outbox.renew(self.info.id, self.ttl)
         own.workers.reap(self.info.id, self.is_dead)
+        own.workers.forget_stale(self.info.id, now - FORGET_AFTER)
         return True
 
 

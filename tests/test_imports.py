@@ -141,6 +141,28 @@ def test_the_import_command_prints_a_summary(tmp_path: Path, catalog_target: str
     assert usage.exit_code == 2 and "FILE... or --from-marquez" in usage.output
 
 
+def test_a_file_that_is_not_text_is_refused_in_its_place_and_the_others_are_taken(
+    tmp_path: Path, catalog_target: str
+) -> None:
+    """``import`` of several files, one not UTF-8: that file is refused as one input, in its place
+    among the refusals, and the others' events are taken (exit status 1, the summary says all):
+    it stopped with an Error and no summary, the files before it taken, those after it not."""
+    first, bad, last = tmp_path / "1.ndjson", tmp_path / "2.ndjson", tmp_path / "3.ndjson"
+    first.write_text(json.dumps(_event(1, 0)) + "\nnot json\n" + json.dumps(_event(2, 0)) + "\n")
+    bad.write_bytes(b'{"a": "\xff"}\n')
+    last.write_text(json.dumps(_event(3, 0)) + "\n")
+    result = CliRunner().invoke(
+        cli, ["--catalog", str(catalog_target), "import", str(first), str(bad), str(last), "--json"]
+    )
+    assert result.exit_code == 1, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["read"], summary["accepted"], summary["refused"]) == (5, 3, 2)
+    assert [r["where"] for r in summary["refusals"]] == [f"{first}:2", str(bad)]
+    assert summary["refusals"][1]["reason"] == "not UTF-8 text"
+    said = [line for line in result.stderr.splitlines() if line.startswith("refused ")]
+    assert said == [f"refused {first}:2: not valid JSON: Expecting value (column 1)", f"refused {bad}: not UTF-8 text"]
+
+
 class FakeMarquez:
     """``GET /api/v1/events/lineage`` as Marquez 0.51 answers it: after inclusive, before exclusive,
     ascending by eventTime, offset paging, only RunEvents."""

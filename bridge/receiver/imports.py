@@ -120,8 +120,9 @@ def _take(
 
 
 def import_files(paths: Iterable[Path], intake: Intake, *, progress: Progress | None = None) -> EventImportSummary:
-    """Import every event of every file. A line that is not JSON, or an event that is refused, is
-    reported with where it was and does not stop the rest."""
+    """Import every event of every file. A line that is not JSON, an event that is refused, or a
+    file that cannot be read as text (not UTF-8) is reported with where it was, in its place
+    among the others, and does not stop the rest."""
     summary = EventImportSummary()
     paths = list(paths)
     for path in paths:  # a missing file stops everything before anything is written (a pipe is read)
@@ -129,23 +130,34 @@ def import_files(paths: Iterable[Path], intake: Intake, *, progress: Progress | 
             raise InputFileError("file not found", str(path))
         if path.is_dir():
             raise InputFileError("a folder, not a file", str(path))
-    for path in paths:
-        batch: list[tuple[str, Any]] = []
-        for where, item in read_json_items(path):
-            if isinstance(item, InputFileError):
-                summary.read += 1
-                summary.refuse(where, item.message)
-                continue
-            batch.append((where, item))
-            if len(batch) >= BATCH:
-                _take(intake, batch, summary)
-                if progress:
-                    progress(len(batch))
-                batch = []
+    batch: list[tuple[str, Any]] = []
+
+    def take() -> None:
         if batch:
             _take(intake, batch, summary)
             if progress:
                 progress(len(batch))
+            batch.clear()
+
+    def refuse(where: str, message: str) -> None:
+        take()  # the events before it first: its refusal in its place
+        summary.read += 1
+        summary.refuse(where, message)
+        if progress:
+            progress(1)
+
+    for path in paths:
+        try:
+            for where, item in read_json_items(path):
+                if isinstance(item, InputFileError):
+                    refuse(where, item.message)
+                    continue
+                batch.append((where, item))
+                if len(batch) >= BATCH:
+                    take()
+        except InputFileError as exc:  # the file as a whole: refused as one input, the rest go on
+            refuse(exc.where or str(path), exc.message)
+        take()
     return summary
 
 

@@ -122,10 +122,12 @@ class RunEndedError(CatalogError):
     """A task run the catalog holds was given again with what it cannot take: other content after
     it ended (a task run ends once), or another start (its runId is made from it). ``key`` is the
     run's key (a :class:`bridge.model.TaskRunKey`), for the caller to say where it came from (a
-    line of a file, a dbt invocation)."""
+    line of a file, a dbt invocation), and ``index`` its place among the runs recorded together
+    (None: not known)."""
 
-    def __init__(self, message: str, key: object) -> None:
+    def __init__(self, message: str, key: object, index: int | None = None) -> None:
         self.key = key
+        self.index = index
         super().__init__(message)
 
 

@@ -257,6 +257,26 @@ def test_parse_task_run_holds_every_problem_with_its_rule() -> None:
     assert not isinstance(one.value, ValidationProblems) and one.value.where == "state"
 
 
+@pytest.mark.parametrize("key", [{"taskRunId": None}, {"executionId": ""}, {"namespace": "Bad NS"}])
+def test_a_record_without_a_good_key_has_its_other_problems_said_too(key: dict[str, object]) -> None:
+    """A key missing or bad is one problem of the record; its run's own rules (times, column
+    lineage) are checked as well, all said at once (they were said once the key was fixed)."""
+    lineage = {"fields": {"id": [{"id": "raw.nowhere", "column": "id"}]}}
+    given = record(
+        1,
+        endDate="2024-12-31T00:00:00Z",
+        outputs=[{"id": "mart.orders_1", "type": "Table", "columns": [{"name": "id"}], "columnLineage": lineage}],
+        **key,
+    )
+    if key.get("taskRunId", "") is None:
+        del given["taskRunId"]
+    with pytest.raises(ValidationProblems) as found:
+        parse_task_run(given)
+    said = [p.where for p in found.value.problems]
+    assert said[1:] == ["endDate", "outputs[0].columnLineage.fields.id[0].id"], said
+    assert "stand-in" not in str(found.value)
+
+
 def test_good_lines_parse_as_before() -> None:
     runs = parse_task_run_lines([json.dumps(record(i)) for i in range(3)], "runs.jsonl")
     assert [r.key.task_run_id for r in runs] == ["r0", "r1", "r2"]
@@ -298,6 +318,16 @@ def test_recording_a_file_again_over_an_ended_run_names_its_line_and_records_not
     assert "nothing was recorded" in err
     code, out, _ = invoke(db, "runs", "list", "--json")
     assert sorted(view["taskRun"]["executionId"] for view in json.loads(out)) == ["e0", "e1"]  # no e5
+
+
+def test_a_file_that_records_one_run_twice_names_the_second_line(tmp_path: Path) -> None:
+    """A file whose line 3 records again, otherwise, the run line 1 recorded and ended: the error
+    names line 3 (it named the first line that held the run, which was fine)."""
+    db = tmp_path / "c.db"
+    twice = write(tmp_path / "twice.jsonl", [record(1), record(5), record(1, state="FAILED")])
+    code, out, err = invoke(db, "record", "--file", str(twice))
+    assert code == 1 and out == ""
+    assert f"\nError: {twice}:3: task run 'r1' of execution 'e1' already ended in SUCCESS" in err, err
     # a running run recorded again with another start: said of its line, as an ended one is
     running = write(tmp_path / "running.jsonl", [record(7, state="RUNNING", endDate=None, outputs=[])])
     assert invoke(db, "record", "--file", str(running))[0] == 0

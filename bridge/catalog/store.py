@@ -45,7 +45,7 @@ from bridge.catalog.query import (
 )
 from bridge.catalog.workers import Workers
 from bridge.catalog.writes import DeclareResult, RecordResult
-from bridge.errors import BridgeError, CatalogError, NotInCatalog, ValidationError
+from bridge.errors import BridgeError, CatalogError, NotInCatalog, RunEndedError, ValidationError
 from bridge.mapping.resolver import Resolver
 from bridge.model import (
     Assertion,
@@ -294,7 +294,12 @@ class Catalog:
         assert now is not None or not updates, "updates need the time they are made"
 
         def work(cur: Cursor) -> tuple[list[RecordResult], list[Asset]]:
-            results = [writes.write_task_run(cur, run, watch=self.watch_seen) for run in each()]
+            results = []
+            for index, run in enumerate(each()):
+                try:
+                    results.append(writes.write_task_run(cur, run, watch=self.watch_seen))
+                except RunEndedError as exc:  # which of them (a file's line: two may hold one run)
+                    raise RunEndedError(str(exc), exc.key, index) from None
             assets = [
                 writes.set_asset(cur, decl, now=now, allow_type_change=False, watch=self.watch_seen)
                 for decl in updates

@@ -85,7 +85,7 @@ def record(app: AppContext, /, file: str | None, **flags: Any) -> None:
 
     One from flags (for shell tasks), or many from --file: JSON lines with the field names of
     Kestra's AssetLineage (namespace, flowId, taskId, executionId, taskRunId, state, startDate,
-    endDate, inputs, outputs). A file is checked whole first: one bad line and nothing is
+    all required; endDate, inputs, outputs). A file is checked whole first: one bad line and nothing is
     recorded, and each bad line is reported with every problem it has. Progress (count, rate,
     time left) goes to stderr; each warning names its run and line.
     """
@@ -114,7 +114,7 @@ def record(app: AppContext, /, file: str | None, **flags: Any) -> None:
             with progress("recording task runs", len(runs), "task runs") as recording:
                 results = catalog.record_task_runs(recording.each(runs))
         except RunEndedError as exc:
-            line = next((n for n, run in zip(checked.lines, runs, strict=True) if run.key == exc.key), None)
+            line = checked.lines[exc.index] if exc.index is not None else None
             where = f"{source}:{line}" if line is not None else source
             raise RunEndedError(
                 f"{where}: {exc}; nothing was recorded (a file is recorded whole or not at all)", exc.key

@@ -360,6 +360,7 @@ def test_serve_on_a_port_in_use_says_so_from_the_command_itself(tmp_path: Path) 
             raise AssertionError(f"serve did not stop: {exc.stderr!r}") from None
     assert_error((done.returncode, done.stdout, done.stderr), f"127.0.0.1:{port}: the address is in use")
     assert done.stderr.count("\n") == 1  # one line, from the supervisor, before any process forks
+    assert not db.exists()  # no catalog made on the way (a mistyped --catalog left one behind)
 
 
 def test_serve_on_an_address_it_cannot_have(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from bridge.errors import ConfigError
 from bridge.jsontext import MAX_DEPTH
 from bridge.receiver.intake import Limits
 from bridge.receiver.metrics import HealthCounts
-from bridge.receiver.server import ServeOptions
+from bridge.receiver.server import ServeOptions, listen_on
 from bridge.receiver.server import serve as serve_receiver
 
 DEFAULTS = Limits()
@@ -204,6 +204,9 @@ def serve(
         read_timeout=read_timeout,
         access_log=access_log,
     )
+    # the port first: one in use is an error before a catalog is made (a mistyped --catalog and
+    # a busy port left an empty catalog behind)
+    listener = listen_on(host, port)
     # create or migrate the catalog, and make sure it can be written, before any process forks:
     # a catalog that cannot be is one error here rather than a writer failing again and again
     catalog = app.catalog(create=True)
@@ -232,6 +235,7 @@ def serve(
             on_ready=lambda url: say(f"olbridge receiver on {url} ({auth}, catalog {app.catalog_name}); Ctrl-C stops"),
             say=say,
             health=counts,
+            listener=listener,
         )
     finally:
         stop_schedule(schedule)

@@ -235,6 +235,8 @@ def test_schema_is_versioned_and_newer_catalogs_are_refused(tmp_path: Path) -> N
         Catalog(path)
     with pytest.raises(CatalogError, match="does not exist"):
         Catalog(tmp_path / "missing" / "c.db")
+    with pytest.raises(CatalogError, match=f"catalog {tmp_path}: it is a folder, not a catalog's file"):
+        Catalog(tmp_path)  # SQLite says only that the file cannot be opened
 
 
 def test_the_three_kinds_of_position_move_into_one_table(tmp_path: Path) -> None:

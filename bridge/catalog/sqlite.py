@@ -85,6 +85,8 @@ class SqliteEngine(Engine):
             parent = Path(self.path).parent
             if not parent.is_dir():
                 raise CatalogError(f"cannot open catalog {self.path}: folder {parent} does not exist")
+            if Path(self.path).is_dir():  # SQLite says only that it cannot open it
+                raise CatalogError(f"cannot open catalog {self.path}: it is a folder, not a catalog's file")
 
     @property
     def location(self) -> str:

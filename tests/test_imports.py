@@ -163,6 +163,54 @@ def test_a_file_that_is_not_text_is_refused_in_its_place_and_the_others_are_take
     assert said == [f"refused {first}:2: not valid JSON: Expecting value (column 1)", f"refused {bad}: not UTF-8 text"]
 
 
+def test_an_import_stopped_between_batches_says_so_and_taken_again_takes_the_rest(
+    tmp_path: Path, catalog: Catalog, resolver: Resolver
+) -> None:
+    """A stop request (SIGTERM, Ctrl-C: the command's) ends an import of files after the batch
+    in hand, its summary saying so (the command then exits 1 with an Error: it stopped with
+    click's 'Aborted!', nothing said of what it took); run again, it takes the rest."""
+    import threading
+
+    from bridge.receiver.imports import BATCH
+
+    events = tmp_path / "e.ndjson"
+    events.write_text("".join(json.dumps(_event(n, n % 60)) + "\n" for n in range(BATCH + 5)))
+    stop = threading.Event()
+    first = import_files([events], catalog_intake(catalog, resolver), progress=lambda n: stop.set(), stop=stop)
+    assert (first.stopped, first.accepted, first.read) == (True, BATCH, BATCH)
+    again = import_files([events], catalog_intake(catalog, resolver))
+    assert (again.stopped, again.accepted, again.duplicates) == (False, 5, BATCH)
+
+
+def test_import_stopped_by_sigterm_exits_1_saying_what_it_took(tmp_path: Path) -> None:
+    import signal
+
+    from tests.backend import wait_for
+
+    events, db = tmp_path / "e.ndjson", tmp_path / "c.db"
+    events.write_text("".join(json.dumps(_event(n, n % 60)) + "\n" for n in range(20_000)))
+    olbridge = str(Path(sys.executable).parent / "olbridge")
+    process = subprocess.Popen(
+        [olbridge, "--catalog", str(db), "import", str(events), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert wait_for(db.exists, timeout=60)  # made at its first batch
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 1, err
+    assert err.strip().splitlines()[-1] == (
+        "Error: the import was stopped before its end; run it again (the events taken are duplicates then)"
+    )
+    assert 0 < json.loads(out)["accepted"] < 20_000
+
+
 class FakeMarquez:
     """``GET /api/v1/events/lineage`` as Marquez 0.51 answers it: after inclusive, before exclusive,
     ascending by eventTime, offset paging, only RunEvents."""

@@ -11,10 +11,12 @@ import orjson
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.options import json_flag, window
-from bridge.cli.output import print_json, safe, say
+from bridge.cli.output import print_json, safe, say, stop_on_signals
 from bridge.cli.progress import progress
 from bridge.model import utcnow
 from bridge.receiver.imports import EventImportSummary, MarquezEvents, catalog_intake, import_files, import_marquez
+
+_STOPPING = "{signal}: stopping after the events in hand"
 
 
 def _report(summary: EventImportSummary, as_json: bool) -> None:
@@ -106,9 +108,9 @@ def import_(
     # the total: the files' events when each holds one a line (NDJSON), else unknown; Marquez's
     # once its first page says how many it holds
     total = _ndjson_events(files) if files else None
-    with progress("importing", total, "events") as importing:
+    with stop_on_signals(_STOPPING) as stop, progress("importing", total, "events") as importing:
         if source is None:
-            summary = import_files(files, intake, progress=importing.advance)
+            summary = import_files(files, intake, progress=importing.advance, stop=stop)
         else:
 
             def marquez_progress(count: int) -> None:
@@ -125,7 +127,11 @@ def import_(
                 resume=not restart,
                 now=utcnow,
                 progress=marquez_progress,
+                stop=stop,
             )
     _report(summary, as_json)
+    if summary.stopped:  # what it took is above; run again, what it took is recognised
+        again = "run it again to resume" if source else "run it again (the events taken are duplicates then)"
+        raise click.ClickException(f"the import was stopped before its end; {again}")
     if summary.refused:
         raise SystemExit(1)

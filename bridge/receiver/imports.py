@@ -6,6 +6,7 @@ receiver."""
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -40,6 +41,7 @@ class EventImportSummary(ImportSummary):
     duplicates: int = 0
     placeholders: int = 0
     warned: int = 0
+    stopped: bool = False  # a stop request ended it between two batches (or pages), before its end
 
     def add(self, where: str, outcome: Outcome) -> None:
         self.read += 1
@@ -119,10 +121,13 @@ def _take(
         summary.add(where, outcome)
 
 
-def import_files(paths: Iterable[Path], intake: Intake, *, progress: Progress | None = None) -> EventImportSummary:
+def import_files(
+    paths: Iterable[Path], intake: Intake, *, progress: Progress | None = None, stop: threading.Event | None = None
+) -> EventImportSummary:
     """Import every event of every file. A line that is not JSON, an event that is refused, or a
     file that cannot be read as text (not UTF-8) is reported with where it was, in its place
-    among the others, and does not stop the rest."""
+    among the others, and does not stop the rest. A ``stop`` request ends it after the batch in
+    hand (:attr:`EventImportSummary.stopped`)."""
     summary = EventImportSummary()
     paths = list(paths)
     for path in paths:  # a missing file stops everything before anything is written (a pipe is read)
@@ -155,9 +160,15 @@ def import_files(paths: Iterable[Path], intake: Intake, *, progress: Progress | 
                 batch.append((where, item))
                 if len(batch) >= BATCH:
                     take()
+                    if stop is not None and stop.is_set():
+                        summary.stopped = True
+                        return summary
         except InputFileError as exc:  # the file as a whole: refused as one input, the rest go on
             refuse(exc.where or str(path), exc.message)
         take()
+        if stop is not None and stop.is_set():
+            summary.stopped = path != paths[-1]
+            return summary
     return summary
 
 
@@ -284,6 +295,7 @@ def import_marquez(
     resume: bool = True,
     now: Callable[[], datetime],
     progress: Progress | None = None,
+    stop: threading.Event | None = None,
 ) -> EventImportSummary:
     """Import a Marquez instance's RunEvents from where the last import stopped (or ``since``),
     saving the position with every page's events (one transaction), so an interrupted import
@@ -299,6 +311,9 @@ def import_marquez(
         summary.position = position
         if progress:
             progress(len(events))
+        if stop is not None and stop.is_set():  # between pages: the position saved with the last
+            summary.stopped = True
+            return summary
     return summary
 
 

@@ -247,3 +247,19 @@ def mutated(event: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     else:
         target[last] = value
     return out
+
+
+def terminated(command: list[str], ready: Callable[[], bool]) -> tuple[int, str, str]:
+    """Run ``command``, send it SIGTERM once ``ready``, and give its exit status, stdout and stderr."""
+    from tests.backend import wait_for
+
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(ready, timeout=60)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return process.returncode, out, err

@@ -34,7 +34,7 @@ from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
 from tests.backend import ACCEPT, Backend, Reply, free_port, wait_for
 from tests.conftest import T0
-from tests.helpers import decl, run
+from tests.helpers import decl, run, terminated
 
 OLBRIDGE = str(Path(sys.executable).parent / "olbridge")
 
@@ -262,25 +262,11 @@ def test_worker_killed_mid_stream_loses_nothing(big_catalog: tuple[Path, list[di
     assert backend.out_of_order_runs() == []
 
 
-def terminated(command: list[str], ready: Callable[[], bool]) -> tuple[int, str]:
-    """Run ``command``, send it SIGTERM once ``ready``, and give its exit status and stderr."""
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
-    try:
-        assert wait_for(ready, timeout=60)
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    return process.returncode, stderr
-
-
 def test_sigterm_stops_cleanly_after_the_requests_in_flight(big_catalog: tuple[Path, list[dict[str, Any]]]) -> None:
     db, history = big_catalog
     with Backend(lambda e, a: Reply(201, delay=0.002)) as backend:
         command = [OLBRIDGE, "--catalog", str(db), "stream", "--url", backend.url, "--batch-size", "5"]
-        code, stderr = terminated([*command, "--poll", "0.05"], lambda: backend.accepted_count >= 200)
+        code, _, stderr = terminated([*command, "--poll", "0.05"], lambda: backend.accepted_count >= 200)
         assert code == 0, stderr
         assert "SIGTERM: stopping after the requests in flight" in stderr
         with Catalog(db) as catalog:
@@ -428,7 +414,7 @@ def test_a_round_to_a_backend_that_never_answers_ends_at_the_first_timeout(tmp_p
             )
             assert done.returncode == 1 and "Error: gave up on delivering to" in done.stderr, done.stderr
         else:
-            code, err = terminated(command, lambda: silent.requests >= 2)
+            code, _, err = terminated(command, lambda: silent.requests >= 2)
             assert code == 0, err
         # a request a second at most (each its timeout, then the round's pause for its retry)
         assert 1 <= silent.requests <= 8, silent.requests

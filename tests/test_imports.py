@@ -25,7 +25,7 @@ from bridge.mapping import Resolver
 from bridge.model import Origin
 from bridge.receiver.imports import MarquezEvents, catalog_intake, import_files, import_marquez
 from tests.conftest import at
-from tests.helpers import ol_dataset, ol_run_event, table_contents
+from tests.helpers import ol_dataset, ol_run_event, table_contents, terminated
 
 pytestmark = pytest.mark.both_engines
 
@@ -183,28 +183,11 @@ def test_an_import_stopped_between_batches_says_so_and_taken_again_takes_the_res
 
 
 def test_import_stopped_by_sigterm_exits_1_saying_what_it_took(tmp_path: Path) -> None:
-    import signal
-
-    from tests.backend import wait_for
-
     events, db = tmp_path / "e.ndjson", tmp_path / "c.db"
     events.write_text("".join(json.dumps(_event(n, n % 60)) + "\n" for n in range(20_000)))
     olbridge = str(Path(sys.executable).parent / "olbridge")
-    process = subprocess.Popen(
-        [olbridge, "--catalog", str(db), "import", str(events), "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert wait_for(db.exists, timeout=60)  # made at its first batch
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert process.returncode == 1, err
+    code, out, err = terminated([olbridge, "--catalog", str(db), "import", str(events), "--json"], db.exists)
+    assert code == 1, err
     assert err.strip().splitlines()[-1] == (
         "Error: the import was stopped before its end; run it again (the events taken are duplicates then)"
     )

@@ -266,7 +266,7 @@ def test_olbridge_record_takes_column_lineage_in_an_output(tmp_path: Path) -> No
     code, out, err = invoke(
         db, *common, "--execution-id", "e2", "--input", "shop.orders", "--output", json.dumps(wrong)
     )
-    assert code == 1 and out == ""
+    assert code == 2 and out == ""  # the --output given is refused: a usage error
     assert err.startswith("Error: --output[0].columnLineage.fields.total[0].id: column lineage of output")
     assert "Traceback" not in err
 

@@ -584,7 +584,7 @@ def test_follow_that_stops_on_a_failed_poll_is_no_success(tmp_path: Path) -> Non
 def test_bad_options_are_refused(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     code, _out, err = invoke(db, "prefect", "import", "--api-url", API, "--namespace", "Bad NS")
-    assert code == 1 and "--namespace: a namespace matches" in err
+    assert code == 2 and "--namespace: a namespace matches" in err  # a usage error
     code, _out, err = invoke(db, "prefect", "import", "--api-url", API, "--since", "yesterday")
     assert code == 2 and "not an ISO 8601 time: 'yesterday'" in err
 

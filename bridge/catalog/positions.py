@@ -98,8 +98,9 @@ class Checkpoint:
             "runs": self.runs,
             "events": self.events,
             "ahead": [[list(p), settled] for p, settled in self.ahead],
-            "jobsThrough": self.jobs_through,
         }
+        if self.jobs_through is not None:  # a checkpoint from before it was kept has none
+            value["jobsThrough"] = self.jobs_through
         return Position(BACKFILL, self.name, value, self.updated_at)
 
     @classmethod

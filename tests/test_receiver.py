@@ -576,7 +576,8 @@ def test_a_run_received_under_two_spellings_before_stays_split_through_migration
 ) -> None:
     """A run received before in two cases, neither lower case, was two runs: migration 0034 moves
     neither (both would take the same key: the upgrade failed, and every command with it), nor
-    the facets a run gone left under two spellings; a run of one spelling still moves."""
+    the facets a run gone left (under two spellings, or under another spelling of a live run's
+    id, whose facet of the same name moves with it); a run of one spelling still moves."""
     first, second, alone = (
         "0194A1B2-0000-7000-8000-0000000000CC",
         "0194a1B2-0000-7000-8000-0000000000Cc",
@@ -594,7 +595,12 @@ def test_a_run_received_under_two_spellings_before_stays_split_through_migration
         with catalog.transaction() as cur:  # as a catalog of version 33 kept them: each id as it came
             for was, now in (("0000000000cc", first), ("0000000000ee", second), ("0000000000dd", alone)):
                 _keyed_as_it_came(cur, f"run:0194a1b2-0000-7000-8000-{was}", f"run:{now}")
-            for gone in ("0194A1B2-0000-7000-8000-0000000000FF", "0194a1b2-0000-7000-8000-0000000000Ff"):
+            gone_runs = (  # two spellings of a run gone, and another spelling of the one alone
+                "0194A1B2-0000-7000-8000-0000000000FF",
+                "0194a1b2-0000-7000-8000-0000000000Ff",
+                "0194a1b2-0000-7000-8000-0000000000Dd",
+            )
+            for gone in gone_runs:
                 cur.execute(
                     "INSERT INTO external_facets (owner, facet_key, facet_rank, facet) "
                     "VALUES (?, 'custom', NULL, '{}')",
@@ -607,10 +613,7 @@ def test_a_run_received_under_two_spellings_before_stays_split_through_migration
         sources = {row[0] for row in conn.execute("SELECT source FROM external_sources")}
         assert sources == {f"run:{first}", f"run:{second}", f"run:{alone.lower()}"}
         owners = {row[0] for row in conn.execute("SELECT owner FROM external_facets WHERE owner LIKE 'run:%'")}
-        assert owners == sources | {
-            "run:0194A1B2-0000-7000-8000-0000000000FF",
-            "run:0194a1b2-0000-7000-8000-0000000000Ff",
-        }
+        assert owners == sources | {f"run:{gone}" for gone in gone_runs}  # the run alone's facet moved
 
 
 def test_a_migration_the_server_refuses_is_an_error_not_a_traceback(postgres_url: str) -> None:

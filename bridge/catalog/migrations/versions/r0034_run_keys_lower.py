@@ -7,7 +7,8 @@ received before were kept under their id as it came, and an event of one of them
 lower case where the run has no row under that key already and no row under another spelling (a
 run already split in two, received in two cases before, stays as it was: a second spelling would
 move to the same key): its row, its events, its column edges, its facets, and the outbox's rows
-forwarding its events (``received:run:<runId>``: one key, in their order).
+forwarding its events (``received:run:<runId>``: one key, in their order). The facets a run gone
+(its row deleted by retention) left stay where they are.
 """
 
 from __future__ import annotations
@@ -41,6 +42,18 @@ def upgrade() -> None:
         f"SELECT lower(source) FROM external_sources WHERE {runs} "
         "GROUP BY lower(source) HAVING count(DISTINCT source) > 1"
     )
+    # a run's facets first, while its row is under the key as it came: those of a run whose row
+    # moves (a facet of a run gone, whose row retention deleted, stays where it is: it belongs to
+    # no run, and under another spelling of a live run's id it would take that run's key)
+    owners = _uuid_key("owner", "run:", postgresql)
+    op.execute(
+        f"UPDATE external_facets SET owner = lower(owner) WHERE {owners} "
+        "AND EXISTS (SELECT 1 FROM external_sources s WHERE s.source = external_facets.owner) "
+        "AND NOT EXISTS (SELECT 1 FROM external_sources s WHERE s.source = lower(external_facets.owner)) "
+        f"AND lower(owner) NOT IN ({split}) "
+        "AND NOT EXISTS (SELECT 1 FROM external_facets f WHERE f.owner = lower(external_facets.owner) "
+        "AND f.facet_key = external_facets.facet_key)"
+    )
     op.execute(
         f"UPDATE external_sources SET source = lower(source) WHERE {runs} "
         "AND NOT EXISTS (SELECT 1 FROM external_sources s WHERE s.source = lower(external_sources.source)) "
@@ -52,14 +65,4 @@ def upgrade() -> None:
             f"UPDATE {table} SET {column} = lower({column}) WHERE {_uuid_key(column, 'run:', postgresql)} "
             f"AND NOT EXISTS (SELECT 1 FROM external_sources s WHERE s.source = {table}.{column})"
         )
-    owners = _uuid_key("owner", "run:", postgresql)
-    op.execute(
-        f"UPDATE external_facets SET owner = lower(owner) WHERE {owners} "
-        "AND NOT EXISTS (SELECT 1 FROM external_sources s WHERE s.source = external_facets.owner) "
-        "AND NOT EXISTS (SELECT 1 FROM external_facets f WHERE f.owner = lower(external_facets.owner) "
-        "AND f.facet_key = external_facets.facet_key) "
-        # a facet of a run gone (retention) under two spellings: each stays
-        f"AND (lower(owner), facet_key) NOT IN (SELECT lower(owner), facet_key FROM external_facets WHERE {owners} "
-        "GROUP BY lower(owner), facet_key HAVING count(DISTINCT owner) > 1)"
-    )
     op.execute(f"UPDATE outbox SET run_key = lower(run_key) WHERE {_uuid_key('run_key', 'received:run:', postgresql)}")

@@ -12,6 +12,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -324,6 +325,62 @@ def test_a_worker_stalled_past_its_claims_does_not_send_what_another_took_over(
         stalled_claims.release()
     assert len(sender.sent) == 20 and len(stalled_sender.sent) == 1  # what it had in flight, no more
     assert one.outbox.status().pending == 0
+
+
+def test_a_round_cut_short_gives_back_the_claims_of_what_it_did_not_send(shared: tuple[Catalog, Catalog]) -> None:
+    """A round that stops before it sent everything (its hold's time half gone since it
+    confirmed, here a slow first request) releases the claims of the rest: the heartbeat would
+    keep them from the other workers while this one waits or is away."""
+    from bridge.delivery.dispatch import Dispatcher
+    from bridge.delivery.worker import StreamWorker
+    from bridge.mapping import Resolver
+    from bridge.openlineage.convert import Converter
+
+    one, _ = shared
+    slow = _Recorder(threading.Event())
+    threading.Timer(0.5, slow.release.set).start()  # type: ignore[union-attr]
+    claims = OutboxClaims(one, "http://b", ttl=0.6, interval=3600.0)
+    stop = threading.Event()
+    assert claims.acquire(wait=False, stop=stop, sleep=stop.wait)
+    try:
+        worker = StreamWorker(
+            one, Converter(Resolver.load()), Dispatcher(slow, concurrency=1, batch_size=10), lease=claims
+        )
+        assert worker.step()
+        assert len(slow.sent) == 1 and one.outbox.claims().get(claims.owner, 0) == 0
+        assert one.outbox.status().pending == 19  # the one sent is delivered; the rest wait, unclaimed
+    finally:
+        claims.release()
+
+
+def test_a_worker_stalled_past_the_sqlite_lease_sends_nothing_once_another_took_it(tmp_path: Path) -> None:
+    """On SQLite one worker holds the whole outbox by a lease: one stalled past it (its
+    heartbeat silent) finds it taken over when it confirms its round, and sends nothing."""
+    from bridge.delivery.dispatch import Dispatcher
+    from bridge.delivery.lease import OutboxLease
+    from bridge.delivery.worker import StreamWorker
+    from bridge.mapping import Resolver
+    from bridge.openlineage.convert import Converter
+
+    db = tmp_path / "c.db"
+    with Catalog(db) as one, Catalog(db) as other:
+        fill(one, 5)
+        stop = threading.Event()
+        stalled = OutboxLease(one, "http://b", ttl=0.3, interval=3600.0, is_dead=lambda space, pid: False)
+        assert stalled.acquire(wait=False, stop=stop, sleep=stop.wait)
+        time.sleep(0.5)  # its lease lapses, its heartbeat silent
+        taker = OutboxLease(other, "http://b", ttl=0.3, is_dead=lambda space, pid: False)
+        assert taker.acquire(wait=False, stop=stop, sleep=stop.wait)
+        sender = _Recorder()
+        worker = StreamWorker(
+            one, Converter(Resolver.load()), Dispatcher(sender, concurrency=1, batch_size=10), lease=stalled
+        )
+        try:
+            worker.step()
+            assert sender.sent == [] and stalled.lost_to is not None
+        finally:
+            taker.release()
+            stalled.release()
 
 
 def test_outbox_drop_of_a_row_a_worker_holds_refuses_naming_the_worker(

@@ -422,3 +422,53 @@ def test_a_round_to_a_backend_that_never_answers_ends_at_the_first_timeout(tmp_p
         silent.close()
     with Catalog(db) as catalog:
         assert catalog.outbox.status().pending == 60
+
+
+def test_a_first_round_to_a_backend_without_a_batch_endpoint_stops_at_its_first_unanswered_event(
+    catalog: Catalog, converter: Converter
+) -> None:
+    """Marquez has no batch endpoint: the first batch request finds that out (404), and the round
+    goes on one event a request; a request unanswered there ends the chunk, as in later rounds
+    (it sent the whole chunk one by one, a timeout each)."""
+    fill(catalog, 6)
+    with Backend(lambda e, a: Reply(201, delay=1.0)) as backend:  # no batch endpoint; every event too slow
+        fake = FakeTime()
+        sender = HttpSender(backend.url, timeout=0.2, batch=True, clock=fake.clock)
+        w = StreamWorker(
+            catalog, converter, Dispatcher(sender, concurrency=1, batch_size=6), clock=fake.clock, sleep=fake.sleep
+        )
+        try:
+            assert w.step()
+        finally:
+            w.dispatcher.close()
+        assert not sender.batch and backend.arrived == 1  # the batch request, then one event
+    assert catalog.outbox.status().pending == 12
+
+
+def test_one_event_unanswered_among_delivered_ones_makes_no_pause(catalog: Catalog, converter: Converter) -> None:
+    """The pause after a round is for a backend that answered nothing: a round where one event
+    went unanswered and others were delivered goes on at once (a slow event of its own paused
+    the worker for its retry's 30 to 60 s, each time it was due)."""
+    from bridge.delivery.senders import DELIVERED, Outcome
+
+    fill(catalog, 4)
+    sent: list[str] = []
+
+    class OneSlow:
+        target, max_concurrency, batch = "http://b", 2, False
+
+        def send(self, lines: list[str]) -> list[Outcome]:
+            sent.extend(lines)
+            if len(sent) == 1:
+                return [Outcome(ok=False, retry=True, detail="ReadTimeout", error="timeout")]
+            return [DELIVERED for _ in lines]
+
+        def close(self) -> None:
+            pass
+
+    fake = FakeTime()
+    w = StreamWorker(
+        catalog, converter, Dispatcher(OneSlow(), concurrency=1, batch_size=2), clock=fake.clock, round_size=4
+    )
+    assert w.step()
+    assert len(sent) == 3 and w._pause is None  # the first chunk stopped at its unanswered event; no pause

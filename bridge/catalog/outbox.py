@@ -248,6 +248,12 @@ class Outbox:
         """Renew every claim ``worker`` holds for ``ttl`` seconds (its heartbeat); how many."""
         return self._db.write(lambda cur: int(cur.execute(sql_outbox.OUTBOX_RENEW_CLAIMS, (ttl, worker)).rowcount))
 
+    def release_some(self, worker: str, seqs: Sequence[int]) -> int:
+        """Give back ``worker``'s claims of ``seqs`` (rows it did not send); how many it held."""
+        return self._db.write(
+            lambda cur: int(cur.execute(sql_outbox.OUTBOX_RELEASE_SOME_CLAIMS, (worker, list(seqs))).rowcount)
+        )
+
     def release_claims(self, worker: str) -> int:
         """Give back every claim ``worker`` holds (a worker stopping, or one found dead)."""
         return self._db.write(lambda cur: int(cur.execute(sql_outbox.OUTBOX_RELEASE_CLAIMS, (worker,)).rowcount))

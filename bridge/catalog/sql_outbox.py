@@ -87,6 +87,9 @@ OUTBOX_CONFIRM_CLAIMS = f"""
     UPDATE outbox SET claim_expires = {DB_EPOCH} + ? WHERE claimed_by = ? AND seq = ANY(?) RETURNING seq
 """
 OUTBOX_RELEASE_CLAIMS = "UPDATE outbox SET claimed_by = NULL, claim_expires = NULL WHERE claimed_by = ?"
+OUTBOX_RELEASE_SOME_CLAIMS = (
+    "UPDATE outbox SET claimed_by = NULL, claim_expires = NULL WHERE claimed_by = ? AND seq = ANY(?)"
+)
 OUTBOX_CLAIMS = "SELECT claimed_by, count(*) FROM outbox WHERE claimed_by IS NOT NULL GROUP BY claimed_by"
 # settling a claimed row: only while the worker still holds it (one that lost it to another after
 # a stall records nothing over the new holder's outcome)

@@ -69,6 +69,12 @@ class OutboxClaims(OutboxHold):
         """Of the rows claimed, those this worker still holds (renewed): the ones it may send."""
         return self.catalog.outbox.confirm(self.info.id, seqs, self.ttl)
 
+    def put_back(self, seqs: Sequence[int]) -> None:
+        """Release the claims of rows not sent this round (its heartbeat would keep them from the
+        other workers while this one waits)."""
+        if seqs:
+            self.catalog.outbox.release_some(self.info.id, seqs)
+
     # check(): a claim lost while stalled is simply not settled by this worker; only a failed
     # heartbeat stops it (OutboxHold.check)
 

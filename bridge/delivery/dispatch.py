@@ -55,13 +55,23 @@ class Dispatcher:
         def one(chunk: Sequence[str]) -> list[Outcome]:
             if not proceed():
                 return [NOT_SENT] * len(chunk)
-            if getattr(self.sender, "batch", True):  # one request (or a sender of its own ways)
-                return self._one(chunk)
+            paid = False  # the rate limit's share of the chunk taken
+            if getattr(self.sender, "batch", True):
+                tried = getattr(self.sender, "try_batch", None)
+                if tried is None:  # a sender of its own ways
+                    return self._one(chunk)
+                if self.limiter is not None:
+                    self.limiter.acquire(len(chunk))
+                    paid = True
+                outcomes: list[Outcome] | None = tried(chunk)
+                if outcomes is not None:
+                    return outcomes
+                # no batch endpoint (Marquez), or a refusal that names no event: one by one
             out: list[Outcome] = []
             for line in chunk:
                 if out and (not proceed() or (out[-1].retry and out[-1].status is None)):
                     break
-                out += self._one([line])
+                out += self.sender.send([line]) if paid else self._one([line])
             return out + [NOT_SENT] * (len(chunk) - len(out))
 
         return one

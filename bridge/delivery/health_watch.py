@@ -212,10 +212,10 @@ class HealthWatch:
                 more = False
                 try:
                     result = self.step()
-                    # a full batch judged: more may be waiting (marks kept for a later look, of
-                    # assets dated a little ahead, are not: a batch of them waits for the poll)
+                    # a full batch read: more may be waiting, unless every mark it read was kept
+                    # for a later look (assets dated a little ahead: a batch of them waits the poll)
                     more = result is not None and (
-                        result.marks - result.ahead >= self.batch or result.due >= self.batch
+                        (result.marks >= self.batch and result.ahead < result.marks) or result.due >= self.batch
                     )
                     self._publish(result)
                 except Exception as exc:

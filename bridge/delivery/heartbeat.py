@@ -146,6 +146,10 @@ class OutboxHold(abc.ABC):
         """Of the rows taken, those this worker still holds: the ones it may send."""
 
     @abc.abstractmethod
+    def put_back(self, seqs: Sequence[int]) -> None:
+        """Rows taken and not sent this round, given back for any worker's next round."""
+
+    @abc.abstractmethod
     def _beat_once(self, own: Catalog) -> bool:
         """One heartbeat, on the heartbeat's own connection; False stops the heartbeat."""
 

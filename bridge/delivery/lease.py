@@ -40,8 +40,15 @@ class OutboxLease(OutboxHold):
         return self.catalog.outbox.heads(now, limit, alerts_only=alerts_only)
 
     def confirm(self, seqs: Sequence[int]) -> set[int]:
-        """Every row: while the lease is held, they are this worker's (see :meth:`check`)."""
-        return set(seqs)
+        """Every row while this worker still holds the lease (renewed with its heartbeat), none
+        once another took it over (it was stalled past the ttl: :meth:`check` then stops it)."""
+        if self.catalog.workers.beat(self.info, self.clock()):
+            return set(seqs)
+        self.lost_to = self.catalog.workers.holder() or LeaseHolder("(nobody)", "-", None, None, None)
+        return set()
+
+    def put_back(self, seqs: Sequence[int]) -> None:
+        """Nothing to give back: the lease holds the whole outbox, no row of its own."""
 
     def try_acquire(self) -> LeaseClaim:
         """Take the lease if it is free or stale (see :meth:`Workers.acquire`)."""

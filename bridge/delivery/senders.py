@@ -216,6 +216,11 @@ class HttpSender:
                 return outcomes
         return [self.send_one(line) for line in lines]
 
+    def try_batch(self, lines: Sequence[str]) -> list[Outcome] | None:
+        """The outcomes of the events as one batch request, or None when they must go one by one
+        (a caller that checks between requests sends them so)."""
+        return self._send_batch(lines) if self.batch and len(lines) > 1 else None
+
     def send_one(self, line: str) -> Outcome:
         import requests
 

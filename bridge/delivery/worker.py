@@ -253,9 +253,11 @@ class StreamWorker:
 
         outcomes = self._send(sending, rendered, proceed)
         unsent = {item.seq for item, o in zip(sending, outcomes, strict=True) if o is NOT_SENT}
-        if unsent:  # still held (or not), untouched: sent again by a later round, no attempt counted
+        if unsent:  # untouched: sent again by a later round (anyone's), no attempt counted
             kept = [(item, o) for item, o in zip(sending, outcomes, strict=True) if item.seq not in unsent]
             sending, outcomes = [item for item, _ in kept], [o for _, o in kept]
+            if lease is not None:
+                lease.put_back(sorted(unsent))
         now = self.clock()
         results: list[Result] = [Dead(seq, 0, None, why) for seq, why in failed.items()]
         retrying: list[tuple[Outcome, float]] = []
@@ -275,9 +277,10 @@ class StreamWorker:
                 self.stats.dead += 1
                 (alert_dead if item.kind == ALERT else dead).append(outcome)
         self.stats.dead += len(failed)
-        # the backend stopped answering and the round left rows unsent: the next round waits for
-        # the first retry of those it tried, not probing the others at once
-        away = [o for o in outcomes if o.retry and o.status is None]
+        # the backend stopped answering (nothing it was sent got an answer) and the round left
+        # rows unsent: the next round waits for the first retry of those it tried, not probing
+        # the others one at a time, each a timeout
+        away = outcomes and all(not o.ok and o.retry and o.status is None for o in outcomes)
         self._pause = min((at for _, at in retrying), default=None) if unsent and away else None
         self._report_alerts(alert_retrying, alert_dead, now)
         failures = [o for item, o in zip(sending, outcomes, strict=True) if not o.ok and item.kind != ALERT]
@@ -330,6 +333,8 @@ class StreamWorker:
             out.update(zip(others, self.dispatcher.send([lines[i] for i in others], proceed=proceed), strict=True))
         if self.alerts is None:
             sent = [Outcome(ok=False, detail="no [[alerts]] tables in the config")] * len(alerts)
+        elif not proceed():  # stopped, or its hold may have lapsed: a later round sends them
+            sent = [NOT_SENT] * len(alerts)
         else:
             sent = self.alerts.send([lines[i] for i in alerts])
         out.update(zip(alerts, sent, strict=True))

@@ -176,6 +176,36 @@ def test_a_batch_of_marks_dated_ahead_waits_for_the_poll_not_a_look_after_anothe
         assert catalog._conn.execute("SELECT count(*) FROM health_marks").fetchone()[0] == 3
 
 
+def test_a_full_batch_with_some_marks_kept_for_later_looks_again_at_once(catalog_target: str) -> None:
+    """A batch of marks of which some were kept for a later look, not all: the others were
+    judged, and more may wait, so the watch looks again at once (a backlog drained a batch a
+    poll behind one asset dated ahead)."""
+    now = at(0).timestamp()
+    with Catalog(catalog_target) as catalog:
+        catalog.watch_seen = WatchSeen(clock=lambda: now, seen_for=0.0)
+        watch = HealthWatch(catalog, WatchSettings(poll=0.2), clock=lambda: now, ttl=DAY, catch_up=DAY, batch=2)
+        watch.step()
+        catalog.record_task_run(run("ahead", outputs=(decl("mart.a", type="Table"),), start=at(1), end=at(2)))
+        for name in ("mart.b", "mart.c", "mart.d"):
+            catalog.record_task_run(
+                run(name, outputs=(decl(name, type="Table"),), start=at(-2), end=at(-1), execution=name)
+            )
+        said: list[str] = []
+        real_step = watch.step
+
+        def step() -> health_state.PassResult | None:
+            said.append("look")
+            if said.count("look") >= 3:
+                watch.stop.set()
+            return real_step()
+
+        watch.step = step  # type: ignore[method-assign]
+        watch.stop.clear()
+        watch.stop.wait = lambda seconds=None: bool(said.append("wait")) or watch.stop.is_set()  # type: ignore[method-assign]
+        watch.run()
+        assert said[:2] == ["look", "look"], said
+
+
 @pytest.mark.parametrize("limit", [1, 3, 50])
 def test_the_kept_health_is_counted_and_paged_by_state_and_namespace(
     catalog_target: str, resolver: Resolver, limit: int, monkeypatch: pytest.MonkeyPatch

@@ -180,6 +180,13 @@ def test_an_import_stopped_between_batches_says_so_and_taken_again_takes_the_res
     assert (first.stopped, first.accepted, first.read) == (True, BATCH, BATCH)
     again = import_files([events], catalog_intake(catalog, resolver))
     assert (again.stopped, again.accepted, again.duplicates) == (False, 5, BATCH)
+    small = tmp_path / "s.ndjson"
+    small.write_text(json.dumps(_event(9_999, 0)) + "\n")
+    stop.clear()  # a file named twice: stopped in the first of them, it is not at its end
+    twice = import_files(
+        [small, events, small], catalog_intake(catalog, resolver), progress=lambda n: stop.set(), stop=stop
+    )
+    assert twice.stopped and twice.read == 1
 
 
 def test_import_stopped_by_sigterm_exits_1_saying_what_it_took(tmp_path: Path) -> None:

@@ -204,9 +204,10 @@ def serve(
         read_timeout=read_timeout,
         access_log=access_log,
     )
-    # the port first: one in use is an error before a catalog is made (a mistyped --catalog and
-    # a busy port left an empty catalog behind)
-    listener = listen_on(host, port)
+    # the port tried first: one in use is an error before a catalog is made (a mistyped --catalog
+    # and a busy port left an empty catalog behind); not held meanwhile, which would take
+    # connections nobody answers while a catalog is made or upgraded
+    listen_on(host, port).close()
     # create or migrate the catalog, and make sure it can be written, before any process forks:
     # a catalog that cannot be is one error here rather than a writer failing again and again
     catalog = app.catalog(create=True)
@@ -235,7 +236,6 @@ def serve(
             on_ready=lambda url: say(f"olbridge receiver on {url} ({auth}, catalog {app.catalog_name}); Ctrl-C stops"),
             say=say,
             health=counts,
-            listener=listener,
         )
     finally:
         stop_schedule(schedule)

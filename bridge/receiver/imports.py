@@ -151,7 +151,7 @@ def import_files(
         if progress:
             progress(1)
 
-    for path in paths:
+    for number, path in enumerate(paths, start=1):
         try:
             for where, item in read_json_items(path):
                 if isinstance(item, InputFileError):
@@ -167,7 +167,7 @@ def import_files(
             refuse(exc.where or str(path), exc.message)
         take()
         if stop is not None and stop.is_set():
-            summary.stopped = path != paths[-1]
+            summary.stopped = number < len(paths)
             return summary
     return summary
 

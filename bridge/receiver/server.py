@@ -161,7 +161,6 @@ def serve(
     on_ready: Callable[[str], None] | None = None,
     say: Callable[[str], None] = lambda message: None,
     health: HealthCounts | None = None,
-    listener: socket.socket | None = None,
 ) -> None:
     """Run the receiver until SIGTERM or SIGINT: a supervisor, one writer process and
     ``options.workers`` HTTP workers, each started again should it die. On PostgreSQL too: one
@@ -174,9 +173,8 @@ def serve(
 
     The workers share one listening socket (whichever is free first takes a new connection) and
     hand accepted events to the writer process, the catalog's one writer, over a Unix socket in a
-    private temporary directory. ``listener``: the socket made already (:func:`listen_on`; by
-    default, of ``options.host`` and ``options.port``)."""
-    listener = listener or listen_on(options.host, options.port)
+    private temporary directory."""
+    listener = listen_on(options.host, options.port)
     listener.setblocking(False)
     host, port = listener.getsockname()[:2]
     private = tempfile.mkdtemp(prefix="olbridge-serve-")

@@ -466,6 +466,14 @@ def test_a_bad_option_value_is_a_usage_error(tmp_path: Path, args: list[str], sa
     assert db.read_bytes() == before
 
 
+def test_a_file_named_like_an_option_is_not_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file's problem is named by the file, whose name may begin with "--" (given after "--"):
+    not taken for an option's bad value (exit 1, as for any file)."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = invoke(tmp_path / "c.db", "import", "--", "--nowhere.jsonl")
+    assert code == 1 and "Error: --nowhere.jsonl: file not found" in err, err
+
+
 def test_assets_show_and_lineage_find_an_own_asset_by_its_openlineage_name(tmp_path: Path) -> None:
     """The name Marquez shows for one of olbridge's own assets (its events') finds it, as its id
     does; a name nothing is known by is an error naming the catalog."""

@@ -21,7 +21,15 @@ from bridge.catalog import Catalog
 from bridge.catalog.engine import catalog_target, masked, url_password
 from bridge.catalog.engines import storage_error
 from bridge.config import Config
-from bridge.errors import BadValueError, BridgeError, CatalogError, NotInCatalog, ValidationError, ValidationProblems
+from bridge.errors import (
+    BadValueError,
+    BridgeError,
+    CatalogError,
+    InputFileError,
+    NotInCatalog,
+    ValidationError,
+    ValidationProblems,
+)
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter, ConvertOptions
 
@@ -158,7 +166,8 @@ def _of_options(exc: BridgeError) -> bool:
     option's name says: ``--start``, ``--input[0].id``)."""
     if isinstance(exc, ValidationProblems):
         return all(_of_options(p) for p in exc.problems)
-    return isinstance(exc, ValidationError) and exc.where.startswith("--")
+    # a file's own place is its name, which may begin with "--" (given after "--")
+    return isinstance(exc, ValidationError) and not isinstance(exc, InputFileError) and exc.where.startswith("--")
 
 
 class BridgeGroup(click.Group):

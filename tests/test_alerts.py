@@ -23,7 +23,7 @@ import pytest
 import requests
 
 from bridge.catalog import Catalog
-from bridge.catalog.health_state import TAKEOVER_PASS_AFTER, WatchSeen, counts, judge, kept
+from bridge.catalog.health_state import LEASE, TAKEOVER_PASS_AFTER, WatchSeen, counts, judge, kept
 from bridge.catalog.outbox import ALERTS_ONLY_TARGET
 from bridge.catalog.retention import holds_lease, take_lease
 from bridge.catalog.sql_outbox import OUTBOX_ALERT_HEADS, OUTBOX_NEXT_ALERT_RETRY
@@ -802,6 +802,34 @@ def test_two_watches_whose_pass_outlasts_the_lease_do_not_take_it_from_each_othe
             thread.join(30)
         for c in catalogs:
             c.close()
+
+
+def test_a_watch_started_while_its_catalog_cannot_be_opened_waits_for_it(tmp_path: Path) -> None:
+    """The watch's thread (``stream``) or process (``serve``) opens the catalog on its own: one
+    that cannot be opened as it starts (its server restarting) is said once and tried again each
+    poll, and the watch runs once it can (it died with a traceback, for as long as its process ran)."""
+    from bridge.delivery.health_watch import start_thread
+
+    db = tmp_path / "c.db"
+    said: list[str] = []
+    stop = threading.Event()
+    thread = start_thread(db, WatchSettings(poll=0.05), stop, said.append)
+    try:
+        assert wait_for(lambda: len(said) >= 1, timeout=10)
+        assert said[0].startswith(f"Warning: health watch: no catalog at {db}") and thread.is_alive()
+        Catalog(db).close()
+        assert wait_for(lambda: "health watch: the catalog is back" in said, timeout=10)
+        with Catalog(db) as catalog:
+
+            def leased() -> bool:
+                row = catalog.db.conn.execute(LEASE, (LEASE_KIND,)).fetchone()
+                return row is not None and bool(json.loads(row[0]).get("holder"))
+
+            assert wait_for(leased, timeout=10)
+    finally:
+        stop.set()
+        thread.join(30)
+    assert len([line for line in said if line.startswith("Warning")]) == 1
 
 
 # --- delivery --------------------------------------------------------------------------------

@@ -266,11 +266,7 @@ def start_thread(
     """Run a watch in a thread of this process, on a connection of its own (``stream``)."""
 
     def run() -> None:
-        catalog = Catalog(catalog_path, create=False)
-        try:
-            HealthWatch(catalog, settings, stop=stop, say=say).run()
-        finally:
-            catalog.close()
+        _watch(catalog_path, settings, stop, say)
 
     thread = threading.Thread(target=run, name="olbridge-health-watch", daemon=True)
     thread.start()
@@ -307,11 +303,36 @@ def _process(
                 done.set()
 
     threading.Thread(target=orphaned, daemon=True).start()
-    catalog = Catalog(catalog_path, create=False)
-    try:
-        HealthWatch(catalog, settings, stop=done, say=_stderr, publish=publish).run()
-    finally:
-        catalog.close()
+    _watch(catalog_path, settings, done, _stderr, publish)
+
+
+def _watch(
+    catalog_path: str | Path,
+    settings: WatchSettings,
+    stop: threading.Event,
+    say: Callable[[str], object],
+    publish: Publish | None = None,
+) -> None:
+    """Open the catalog and watch it until ``stop``; a catalog that cannot be opened now (its
+    server restarting as the watch starts) is tried again every ``poll``, said once (the watch
+    died with a traceback, and was not started again while its process ran)."""
+    away = False
+    while not stop.is_set():
+        try:
+            catalog = Catalog(catalog_path, create=False)
+        except Exception as exc:
+            if not away:
+                say(f"Warning: health watch: {exc}; trying again every {settings.poll:g}s")
+                away = True
+            stop.wait(settings.poll)
+            continue
+        if away:
+            say("health watch: the catalog is back")
+        try:
+            HealthWatch(catalog, settings, stop=stop, say=say, publish=publish).run()
+        finally:
+            catalog.close()
+        return
 
 
 def _stderr(text: str) -> None:

@@ -458,7 +458,7 @@ def assertions_event(run_id: str, minutes: int, success: bool) -> dict[str, Any]
             "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DataQualityAssertionsDatasetFacet.json",
             "assertions": [
                 {"assertion": "not_null", "success": success, "column": "id"},
-                {"assertion": "unique", "success": True, "column": "id"},
+                {"assertion": "unique", "success": True, "column": "id", "name": ""},  # an empty name: none
             ],
         }
     }

@@ -92,6 +92,7 @@ def dataset_assertions(dataset: Mapping[str, Any]) -> tuple[Assertion, ...]:
                 Assertion(
                     assertion=a["assertion"],
                     success=a["success"],
+                    name=a.get("name") if isinstance(a.get("name"), str) and a.get("name") else None,
                     column=a.get("column") if isinstance(a.get("column"), str) else None,
                     severity=a.get("severity") if isinstance(a.get("severity"), str) else None,
                 )

@@ -1,6 +1,6 @@
 """Text from the catalog is shown escaped on a terminal: a job or dataset named with ANSI escape
 sequences, CR, LF, a tab or a bidi override cannot set the window title, clear the screen, move
-the cursor or forge a row or a column, in any text output (one helper, bridge.cli.output.safe)."""
+the cursor or forge a row or a column, in any text output (one helper, bridge.shown.safe)."""
 
 from __future__ import annotations
 
@@ -89,3 +89,13 @@ def test_a_backends_answer_is_shown_escaped(answered: Path) -> None:
     assert ESCAPED_ANSWER in shown(answered, "outbox", "list", "--dead")
     # status shows it on one line, a line break as a space
     assert ESCAPED_ANSWER.replace("\\r", " ") in shown(answered, "status")
+
+
+def test_a_backends_answer_in_a_delivery_failure_line_is_escaped() -> None:
+    """The line ``stream`` (and ``backfill``, ``export --url``) says on stderr of a failure holds the
+    backend's answer: escaped as everywhere else (a BEL went to the terminal as it came)."""
+    from bridge.delivery.report import describe
+    from bridge.delivery.senders import Outcome
+
+    said = describe(Outcome(ok=False, status=400, detail="\x1b[31mRED\nFAKE: line\r\x07"))
+    assert said == "refused (HTTP 400 \\x1b[31mRED FAKE: line \\x07)"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import signal
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -15,28 +14,9 @@ import click
 
 from bridge.catalog import RecordResult
 from bridge.model import TaskRunKey
+from bridge.shown import safe as safe  # the one escape of text shown, for the commands
 
 WARNINGS_SHOWN = 100  # warnings a summary lists; past them it says how many more
-
-
-# what a terminal would act on rather than show: C0 controls (tab, CR and LF among them), DEL, C1
-# controls (CSI and OSC start escape sequences), and the marks that reorder or hide text (bidi
-# embeddings, overrides and isolates, the Arabic letter mark, line and paragraph separators)
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escaped(found: re.Match[str]) -> str:
-    char = found.group()
-    return _NAMED.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
-
-
-def safe(text: object) -> str:
-    """Text from the catalog (or an input file) as a terminal may show it: every character a
-    terminal would act on is written as its escape (``\\x1b``, ``\\n``, ``\\u202e``), so that a
-    name cannot set the window title, clear the screen, move the cursor or forge a row. Every
-    text output goes through it, a field (or a line of fields) at a time."""
-    return _UNSAFE.sub(_escaped, str(text))
 
 
 def echo_lines(lines: Iterable[str]) -> None:

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 import attrs
 
 from bridge.delivery.senders import Outcome
+from bridge.shown import safe
 
 DETAIL_SHOWN = 160  # characters of a backend's answer or an error in a line
 
@@ -92,7 +93,7 @@ class FailureReport:
 def describe(outcome: Outcome) -> str:
     """A failure's class, status and answer (or error), short: ``HTTP 503 busy``, ``refused (HTTP
     422 {...})``, ``connection refused (ConnectionError: [Errno 111] Connection refused)``."""
-    detail = " ".join(outcome.detail.split())
+    detail = safe(" ".join(outcome.detail.split()))  # a backend's answer: no control character to the terminal
     if len(detail) > DETAIL_SHOWN:
         detail = detail[: DETAIL_SHOWN - 3] + "..."
     if outcome.status is None:

@@ -31,7 +31,7 @@ def post(url: str, path: str, value: Any, token: str | None) -> int:
 
 def requests_made(url: str) -> list[int]:
     """A few requests, one of each kind: good, good batch, bad, forbidden, refused token, health,
-    and a path made to forge a line and drive a terminal."""
+    a path made to forge a line and drive a terminal, and the metrics (a token's, named)."""
     statuses = [
         post(url, "/api/v1/lineage", run_event(1, "spark-prod"), SPARK.token),
         post(url, "/api/v1/lineage/batch", [run_event(2, "etl"), run_event(3, "airflow")], ANY.token),
@@ -40,8 +40,9 @@ def requests_made(url: str) -> list[int]:
         post(url, "/api/v1/lineage", run_event(6, "etl"), "not-a-token"),
         requests.get(f"{url}/healthz", timeout=30).status_code,
         requests.get(f"{url}/x%1b%5b2J%0a2026-01-01T00:00:00.000Z%20GET%20/forged", timeout=30).status_code,
+        requests.get(f"{url}/metrics", headers={"Authorization": f"Bearer {SPARK.token}"}, timeout=30).status_code,
     ]
-    assert statuses == [201, 200, 400, 403, 401, 200, 404]
+    assert statuses == [201, 200, 400, 403, 401, 200, 404, 200]
     return statuses
 
 
@@ -69,7 +70,7 @@ def test_the_text_access_log_has_a_line_a_request(tmp_path: Path, tokens: Path) 
     lines = [m.groupdict() for line in served.stderr.splitlines() if (m := TEXT.match(line))]
     seen = [(d["method"], d["path"], int(d["status"]), int(d["events"]), d["token"]) for d in lines]
     # the readiness polls of serve_process come first
-    assert seen[-7:] == [
+    assert seen[-8:] == [
         ("POST", "/api/v1/lineage", 201, 1, "spark"),
         ("POST", "/api/v1/lineage/batch", 200, 2, "platform"),
         ("POST", "/api/v1/lineage", 400, 1, "spark"),
@@ -78,8 +79,9 @@ def test_the_text_access_log_has_a_line_a_request(tmp_path: Path, tokens: Path) 
         ("GET", "/healthz", 200, 0, "-"),
         # escaped: the line is one, it forges none and clears no screen
         ("GET", r"/x\x1b[2J\x0a2026-01-01T00:00:00.000Z\x20GET\x20/forged", 404, 0, "-"),
+        ("GET", "/metrics", 200, 0, "spark"),
     ]
-    assert all(s == ("GET", "/readyz", 200, 0, "-") for s in seen[:-7])
+    assert all(s == ("GET", "/readyz", 200, 0, "-") for s in seen[:-8])
     assert "access log on stderr (text)" in served.stderr
     assert "\x1b" not in served.stderr
     for secret in (SPARK.token, ANY.token, "not-a-token"):
@@ -93,18 +95,18 @@ def test_the_json_access_log_from_the_config(tmp_path: Path, tokens: Path) -> No
     with serve_process(tmp_path / "olbridge.db", env=env) as served:
         began = time.monotonic()
         requests_made(served.url)
-        waited = (time.monotonic() - began) * 1000  # ms the client waited for the seven, one after another
+        waited = (time.monotonic() - began) * 1000  # ms the client waited for the eight, one after another
     assert served.returncode == 0, served.stderr
     records = [json.loads(line) for line in served.stderr.splitlines() if line.startswith("{")]
     assert all(set(r) == {"time", "method", "path", "status", "events", "token", "durationMs"} for r in records)
     assert all(isinstance(r["durationMs"], float) for r in records)
     # the time each took, within the client's wait for its answer (to the log's rounding, 0.05 ms):
     # a clock's reading, or a duration in microseconds, would not be
-    durations = [r["durationMs"] for r in records[-7:]]
+    durations = [r["durationMs"] for r in records[-8:]]
     assert min(durations) >= 0 and sum(durations) <= waited + 0.05 * len(durations), (durations, waited)
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", r["time"]) for r in records)
     seen = [(r["method"], r["path"], r["status"], r["events"], r["token"]) for r in records]
-    assert seen[-7:] == [
+    assert seen[-8:] == [
         ("POST", "/api/v1/lineage", 201, 1, "spark"),
         ("POST", "/api/v1/lineage/batch", 200, 2, "platform"),
         ("POST", "/api/v1/lineage", 400, 1, "spark"),
@@ -112,6 +114,7 @@ def test_the_json_access_log_from_the_config(tmp_path: Path, tokens: Path) -> No
         ("POST", "/api/v1/lineage", 401, 0, None),
         ("GET", "/healthz", 200, 0, None),
         ("GET", "/x\x1b[2J\n2026-01-01T00:00:00.000Z GET /forged", 404, 0, None),  # JSON escapes it
+        ("GET", "/metrics", 200, 0, "spark"),
     ]
     assert "\x1b" not in served.stderr
     for secret in (SPARK.token, ANY.token, "not-a-token"):

@@ -246,7 +246,8 @@ class ReceiverApp:
                 if why is not None:
                     raise HttpError(503, "not_ready", why)
                 return 200, {"status": "ready"}, []
-            self._authorize(request)  # the counts, and the names of the tokens, are for those who hold one
+            named = self._authorize(request)  # the counts, and the names of the tokens, are for those who hold one
+            seen.token = named.name if named else None  # the access log's
             return 200, self.metrics_text().encode(), [("Content-Type", "text/plain; version=0.0.4")]
         raise HttpError(404, "not_found", f"no endpoint {path}; events go to POST {LINEAGE} or {BATCH}")
 

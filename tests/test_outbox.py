@@ -183,6 +183,9 @@ def test_cli_outbox_list_retry_drop_and_status(tmp_path: Path, catalog_target: s
     header, row = dead.stdout.splitlines()
     assert header == "id\tkind\tref\tstate\tattempts\tqueued\tlastError"
     assert row.startswith(f"{first.seq}\trun-start\t1\tdead\t1\t") and row.endswith('\tHTTP 422 {"errors":["bad"]}')
+    assert dead.stderr == "1 row(s)\n"
+    cut = runner.invoke(cli, ["--catalog", db, "outbox", "list", "--limit", "2"])  # it said only "2 row(s)"
+    assert len(cut.stdout.splitlines()) == 3 and cut.stderr == "2 row(s) of 4 (the first 2: --limit to see more)\n"
     status = runner.invoke(cli, ["--catalog", db, "status", "--json"])
     assert json.loads(status.stdout) | {"oldestPending": None} == {
         "pending": 3,
@@ -204,6 +207,25 @@ def test_cli_outbox_list_retry_drop_and_status(tmp_path: Path, catalog_target: s
     dropped = runner.invoke(cli, ["--catalog", db, "outbox", "drop", str(first.seq)])
     assert dropped.exit_code == 0 and "dropped 1 row(s)" in dropped.output
     assert "pending: 3" in runner.invoke(cli, ["--catalog", db, "status"]).stdout
+
+
+def test_status_says_a_worker_silent_past_its_hold_has_lapsed(tmp_path: Path) -> None:
+    """A worker killed (or stalled) is listed until another looks: its line said "delivering"
+    with a heartbeat older than its hold lasts, as if it were; it says that the hold lapsed."""
+    import time
+
+    from bridge.catalog.workers import StreamWorkerInfo
+
+    db = str(tmp_path / "c.db")
+    now = time.time()
+    with Catalog(db) as catalog:
+        for name, beat in (("quiet", now - 60), ("live", now)):
+            catalog.workers.beat(StreamWorkerInfo(name, "host", 7, "http://b", "s", beat, None), beat)
+    lines = [
+        line for line in CliRunner().invoke(cli, ["--catalog", db, "status"]).stdout.splitlines() if "worker" in line
+    ]
+    assert len(lines) == 2
+    assert sum(line.endswith("(its hold lapsed after 5s: gone or stalled)") for line in lines) == 1
 
 
 @pytest.mark.parametrize(

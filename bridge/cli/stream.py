@@ -23,6 +23,7 @@ from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
 from bridge.delivery import health_watch
 from bridge.delivery.alerts import AlertSenders
 from bridge.delivery.backfill import Backfill
+from bridge.delivery.heartbeat import LEASE_TTL
 from bridge.delivery.holds import outbox_hold
 from bridge.delivery.report import FailureReport, describe
 from bridge.delivery.worker import StreamStats, StreamWorker
@@ -389,7 +390,10 @@ def outbox_list(app: AppContext, dead: bool, limit: int, as_json: bool) -> None:
         for item in items
     )
     print_rows(("id", "kind", "ref", "state", "attempts", "queued", "lastError"), rows)
-    say(f"{len(items)} row(s)")
+    state = app.catalog().outbox.status()
+    total = state.dead if dead else state.pending + state.dead
+    more = f" of {total} (the first {limit}: --limit to see more)" if total > len(items) else ""
+    say(f"{len(items)} row(s){more}")
 
 
 @outbox.command("retry")
@@ -461,8 +465,12 @@ def status(app: AppContext, as_json: bool) -> None:
         else:
             role = f"delivering since {w.lease_since}" if w.lease_since else "waiting for the outbox"
         beat = max(now - w.heartbeat_at, 0.0)
+        # past its hold's time without a beat: gone, or stalled (the next worker to start or look
+        # takes what it held over)
+        lapsed = f" (its hold lapsed after {LEASE_TTL:g}s: gone or stalled)" if beat > LEASE_TTL else ""
         lines.append(
-            f"worker: pid {w.pid} on {w.host} to {w.target}, {role}, started {w.started_at}, heartbeat {beat:.1f}s ago"
+            f"worker: pid {w.pid} on {w.host} to {w.target}, {role}, started {w.started_at}, "
+            f"heartbeat {beat:.1f}s ago{lapsed}"
         )
     for b in backfills:
         up_to = b["position"][0] if b["position"] and b["position"][0] else "-"

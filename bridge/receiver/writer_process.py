@@ -402,6 +402,10 @@ class RemoteWriter:
     async def _write(self, frame: bytes, count: int) -> Results:
         """The results of a group: ``frame``, its requests' events (:func:`_framed`), ``count``
         events in all."""
+        if self._stream is not None and (self._stream[0].at_eof() or self._stream[1].is_closing()):
+            # a connection kept to a writer that died since (its end closed): a new one, to the
+            # writer started again, rather than this group's 503 (one a worker, after a restart)
+            self._release()
         try:
             if self._stream is None:
                 self._stream = await _connect(self.address)

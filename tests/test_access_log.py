@@ -160,3 +160,41 @@ def test_a_line_cuts_a_long_path_and_escapes_what_a_terminal_would_run() -> None
     }
     with pytest.raises(ValueError, match="'format' must be in"):
         AccessLog("xml")
+
+
+def raw(url: str, data: bytes) -> int:
+    """The status of the answer to ``data`` sent on a connection of its own (0: none)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=30) as sock:
+        sock.sendall(data)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/1.1 ") else 0
+
+
+def test_requests_the_http_layer_refuses_are_counted_and_logged(tmp_path: Path) -> None:
+    """Text that is not HTTP (400), a target past its bytes (414), a head past its bytes (431):
+    answered before the receiver's application reads them, they went into neither the metrics'
+    counts of requests nor the access log, which promise every request."""
+    with serve_process(tmp_path / "olbridge.db", "--access-log", env=environment()) as served:
+        statuses = [
+            raw(served.url, b"GET /p\x1b[31m HTTP/1.1\r\n\r\n"),
+            raw(served.url, b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n"),
+            raw(served.url, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n"),
+        ]
+        metrics = requests.get(f"{served.url}/metrics", timeout=30).text
+    assert statuses == [400, 414, 431]
+    counted = {
+        (m.group(1), int(m.group(2))): float(m.group(3))
+        for m in re.finditer(r'olbridge_receiver_requests_total\{route="([^"]+)",status="(\d+)"\} (\S+)', metrics)
+    }
+    assert counted.get(("other", 400)) == 1 and counted.get(("other", 414)) == 1
+    assert counted.get(("/healthz", 431)) == 1
+    lines = [m.groupdict() for line in served.stderr.splitlines() if (m := TEXT.match(line))]
+    refused = [(d["method"], d["status"]) for d in lines if d["status"] in ("400", "414", "431")]
+    assert refused == [("GET", "400"), ("GET", "414"), ("GET", "431")], served.stderr
+    assert "\x1b" not in served.stderr

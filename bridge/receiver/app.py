@@ -210,6 +210,14 @@ class ReceiverApp:
             self.access_log.log(request.method, request.path, status, seen, time.perf_counter() - started)
         return Reply(status, headers, payload)
 
+    def refused_unread(self, method: str, path: str, status: int) -> None:
+        """A request the HTTP layer refused before it reached here (text that is not HTTP, a
+        target or a head past its bytes: 400, 414, 431): counted and logged as any other."""
+        known = path if path in (LINEAGE, BATCH, "/healthz", "/readyz", "/metrics") else "other"
+        self.intake.metrics.request(known, status)
+        if self.access_log is not None:
+            self.access_log.log(method, path, status, Seen(), 0.0)
+
     def _fault(self) -> dict[str, Any]:
         """The answer's body for a fault of the receiver's (the exception in hand): its traceback
         on stderr, and counted."""

@@ -21,6 +21,7 @@ answered in plain text.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import httptools
@@ -44,6 +45,9 @@ class GuardedProtocol(HttpToolsProtocol):
     max_request_line: int = 8 * 1024
     max_header: int = 8 * 1024
     max_head: int = 32 * 1024
+    # told of each request refused here (method, path, status; "-" where not read): the metrics'
+    # and the access log's (staticmethod: a function, not a method of the protocol)
+    on_refused: Callable[[str, str, int], None] | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -92,6 +96,8 @@ class GuardedProtocol(HttpToolsProtocol):
         cycle = getattr(self, "cycle", None)
         if cycle is None or cycle.response_complete:
             status, code, message = self.refusal
+            if self.on_refused is not None:
+                self.on_refused(*self._read_so_far(), status)
             body = orjson.dumps(error_body(status, code, message))
             head = (
                 f"HTTP/1.1 {status} {reason(status)}\r\ncontent-type: application/json\r\n"
@@ -99,6 +105,16 @@ class GuardedProtocol(HttpToolsProtocol):
             )
             self.transport.write(head.encode("latin-1") + body)
         self.transport.close()
+
+    def _read_so_far(self) -> tuple[str, str]:
+        """The refused request's method and target, as far as they were read ("-": not)."""
+        try:
+            method = self.parser.get_method().decode("latin-1")
+        except Exception:  # httptools has read no method yet (text that is not HTTP)
+            method = "-"
+        url = getattr(self, "url", b"") or b""
+        path = url.split(b"?", 1)[0].decode("latin-1")[:200] if url else "-"
+        return method, path
 
     def send_400_response(self, msg: str) -> None:
         self._refuse(400, "bad_request", msg)
@@ -161,9 +177,15 @@ class GuardedProtocol(HttpToolsProtocol):
 
 
 def guarded(
-    head_timeout: float, *, max_request_line: int = 8 * 1024, max_header: int = 8 * 1024, max_head: int = 32 * 1024
+    head_timeout: float,
+    *,
+    max_request_line: int = 8 * 1024,
+    max_header: int = 8 * 1024,
+    max_head: int = 32 * 1024,
+    on_refused: Callable[[str, str, int], None] | None = None,
 ) -> type[GuardedProtocol]:
     """The protocol class for uvicorn's ``http`` setting, with ``head_timeout`` seconds for a
-    request's head and its limits in bytes."""
+    request's head and its limits in bytes; ``on_refused`` hears of each request it refuses."""
     limits = {"max_request_line": max_request_line, "max_header": max_header, "max_head": max_head}
-    return type("GuardedProtocol", (GuardedProtocol,), {"head_timeout": head_timeout, **limits})
+    told = {"on_refused": staticmethod(on_refused)} if on_refused is not None else {}
+    return type("GuardedProtocol", (GuardedProtocol,), {"head_timeout": head_timeout, **limits, **told})

@@ -111,6 +111,7 @@ def run_worker(
             max_request_line=options.limits.max_request_line,
             max_header=options.limits.max_header,
             max_head=options.limits.max_headers,
+            on_refused=app.refused_unread,
         ),
         loop="uvloop",
         lifespan="on",

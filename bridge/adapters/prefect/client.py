@@ -96,7 +96,7 @@ class PrefectClient:
         if not 200 <= response.status_code < 300:
             body = response.text.strip().replace("\n", " ")
             raise SourceError(
-                f"the Prefect server answered HTTP {response.status_code} to {what}"
+                f"the Prefect server at {self.api_url} answered HTTP {response.status_code} to {what}"
                 + (f": {body[:300]}" if body else "")
             )
         try:

@@ -221,8 +221,10 @@ def test_the_wal_stays_bounded_under_a_sustained_load(tmp_path: Path) -> None:
     assert past, f"the load never took the WAL past its limit: {shown}"
     # past its limit the log is truncated (PASSIVE checkpoints alone never shrink the file) ...
     assert any(size <= limit for size in sizes[past[0] + 1 :]), shown
-    # ... and never grows far beyond it: what the commits of a busy machine add between two looks
-    assert max(sizes) <= limit + 8 * 1024 * 1024, shown
+    # ... and never grows far beyond it: what the commits add between two checkpoints (a second:
+    # up to 10 MiB on this machine when it runs fast, which it does by turns; unbounded, the log
+    # grew by about 50 MiB a second, 2 GB in 40 s)
+    assert max(sizes) <= limit + 24 * 1024 * 1024, shown
 
 
 def test_a_huge_batch_is_written_in_slices_and_small_requests_go_between(catalog_path: str, resolver: Any) -> None:

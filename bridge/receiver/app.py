@@ -132,6 +132,11 @@ class _Held:
     bytes: int = 0
 
 
+def _route(path: str) -> str:
+    """The route a request's path is counted under (``other``: none of the receiver's)."""
+    return path if path in (LINEAGE, BATCH, "/healthz", "/readyz", "/metrics") else "other"
+
+
 class ReceiverApp:
     """``ReceiverApp(intake, token=..., ready=...)`` answers requests as steps (:meth:`exchange`,
     which the HTTP workers run on their event loops) and is a WSGI callable; ``tokens`` are named
@@ -186,7 +191,7 @@ class ReceiverApp:
         (:class:`~bridge.receiver.intake.Read`) and has the events written
         (:class:`~bridge.receiver.intake.Write`), each its own way."""
         started, seen = time.perf_counter(), Seen()
-        route = request.path if request.path in (LINEAGE, BATCH, "/healthz", "/readyz", "/metrics") else "other"
+        route = _route(request.path)
         held = _Held()
         try:
             status, body, headers = yield from self._dispatch(request, seen, held)
@@ -213,8 +218,7 @@ class ReceiverApp:
     def refused_unread(self, method: str, path: str, status: int) -> None:
         """A request the HTTP layer refused before it reached here (text that is not HTTP, a
         target or a head past its bytes: 400, 414, 431): counted and logged as any other."""
-        known = path if path in (LINEAGE, BATCH, "/healthz", "/readyz", "/metrics") else "other"
-        self.intake.metrics.request(known, status)
+        self.intake.metrics.request(_route(path), status)
         if self.access_log is not None:
             self.access_log.log(method, path, status, Seen(), 0.0)
 

@@ -210,11 +210,8 @@ class HttpSender:
         return response
 
     def send(self, lines: Sequence[str]) -> list[Outcome]:
-        if self.batch and len(lines) > 1:
-            outcomes = self._send_batch(lines)
-            if outcomes is not None:
-                return outcomes
-        return [self.send_one(line) for line in lines]
+        outcomes = self.try_batch(lines)
+        return outcomes if outcomes is not None else [self.send_one(line) for line in lines]
 
     def try_batch(self, lines: Sequence[str]) -> list[Outcome] | None:
         """The outcomes of the events as one batch request, or None when they must go one by one

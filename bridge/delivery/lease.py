@@ -44,7 +44,7 @@ class OutboxLease(OutboxHold):
         once another took it over (it was stalled past the ttl: :meth:`check` then stops it)."""
         if self.catalog.workers.beat(self.info, self.clock()):
             return set(seqs)
-        self.lost_to = self.catalog.workers.holder() or LeaseHolder("(nobody)", "-", None, None, None)
+        self._taken_over(self.catalog)
         return set()
 
     def put_back(self, seqs: Sequence[int]) -> None:
@@ -119,8 +119,12 @@ class OutboxLease(OutboxHold):
         beating (:meth:`check` raises)."""
         if own.workers.beat(self.info, self.clock()):
             return True
-        self.lost_to = own.workers.holder() or LeaseHolder("(nobody)", "-", None, None, None)
+        self._taken_over(own)
         return False
+
+    def _taken_over(self, catalog: Catalog) -> None:
+        """Keep who took the lease over (:meth:`check` says so and stops)."""
+        self.lost_to = catalog.workers.holder() or LeaseHolder("(nobody)", "-", None, None, None)
 
 
 __all__ = ["HEARTBEAT", "LEASE_TTL", "OutboxLease", "process_is_gone", "register_as"]

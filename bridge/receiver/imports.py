@@ -187,6 +187,11 @@ def _event_time(event: Any) -> datetime | None:
     return None
 
 
+def _after_instant(at: str) -> str:
+    """The first time after the instant ``at`` (times are kept to the microsecond)."""
+    return format_time(parse_time(at, "after") + timedelta(microseconds=1))
+
+
 class MarquezEvents:
     """Pages ``GET /api/v1/events/lineage`` in ascending time from ``after`` (inclusive) to
     ``before`` (exclusive). Events at the page boundary's instant are fetched again on the next
@@ -245,7 +250,7 @@ class MarquezEvents:
     def _instant(self, at: str) -> list[Any]:
         """Every event of one instant, in one answer (asked again with a larger limit until it
         is not full)."""
-        until = format_time(parse_time(at, "after") + timedelta(microseconds=1))
+        until = _after_instant(at)
         limit = self.page_size
         while True:
             limit *= 4
@@ -276,7 +281,7 @@ class MarquezEvents:
                     boundary.add(digest)
                 fresh.append(event)
             if whole:  # the next page after it: it was read whole
-                after, boundary = format_time(parse_time(after, "after") + timedelta(microseconds=1)), set()
+                after, boundary = _after_instant(after), set()
             elif last > after:
                 after = last
                 boundary = {canonical(e) for e, t in zip(events, times, strict=True) if t and format_time(t) == last}

@@ -788,10 +788,12 @@ class GroupIngest:
 
 
 def own_assets_of(count: int) -> str:
-    """The ids of olbridge's own assets there are among ``count`` ids (the spellings the rules
-    name a dataset from: :meth:`GroupIngest._read_spellings`)."""
+    """The ids of the assets there are among ``count`` ids (the spellings the rules name a
+    dataset from: :meth:`GroupIngest._read_spellings`): olbridge's own, or placeholders its own
+    runs made of their inputs (a received placeholder has its dataset bound: not taken then,
+    :meth:`GroupIngest._free_for`)."""
     marks = ", ".join("?" * count)
-    return f"SELECT id FROM assets WHERE id IN ({marks}) AND origin <> 'external' AND deleted_at IS NULL"
+    return f"SELECT id FROM assets WHERE id IN ({marks}) AND deleted_at IS NULL"
 
 
 # the task runs that started within a span of time (the milliseconds a run id says)

@@ -69,7 +69,14 @@ class Catalog:
     :mod:`bridge.catalog.postgres`). A new one (a file that does not exist, an empty database) is
     created unless ``create=False``; an older SQLite catalog is brought to the current schema."""
 
-    def __init__(self, target: str | Path = "olbridge.db", *, create: bool = True, migrate: bool | None = None) -> None:
+    def __init__(
+        self,
+        target: str | Path = "olbridge.db",
+        *,
+        create: bool = True,
+        migrate: bool | None = None,
+        naming: Resolver | None = None,
+    ) -> None:
         self.engine = open_engine(target)
         self.path = self.engine.location  # what messages show (a password masked)
         self._target = target
@@ -86,6 +93,9 @@ class Catalog:
         # whether a health watch is live, as this catalog's writes last read it: they mark the
         # assets they touch only then (bridge/catalog/health_state.py)
         self.watch_seen = WatchSeen()
+        # how olbridge's events name its assets (the config's rules): an asset its writes make
+        # takes over the received placeholder of the dataset it is named as (bridge/catalog/adopt.py)
+        self._naming = naming
         try:
             self._open(create=create, migrate=self.engine.upgrades_on_open if migrate is None else migrate)
         except BaseException as exc:
@@ -93,6 +103,14 @@ class Catalog:
             if isinstance(exc, Exception) and not isinstance(exc, BridgeError):
                 raise self._open_error(exc) from exc
             raise
+
+    @property
+    def naming(self) -> Resolver:
+        """The rules olbridge's events name assets by: those the catalog was opened with, else
+        the built-in ones."""
+        if self._naming is None:
+            self._naming = Resolver.load()
+        return self._naming
 
     def _open_error(self, exc: Exception) -> Exception:
         """What an error opening the catalog stands for: a CatalogError naming the catalog where it
@@ -283,7 +301,9 @@ class Catalog:
         """Create or update an asset outside any task run (Kestra's ``Set``). Metadata merges; a key
         sent with null is removed. The change is kept and exported as a DatasetEvent."""
         return self.db.write(
-            lambda cur: writes.set_asset(cur, decl, now=now, allow_type_change=allow_type_change, watch=self.watch_seen)
+            lambda cur: writes.set_asset(
+                cur, decl, now=now, allow_type_change=allow_type_change, watch=self.watch_seen, naming=self.naming
+            )
         )
 
     def record(
@@ -297,11 +317,11 @@ class Catalog:
             results = []
             for index, run in enumerate(each()):
                 try:
-                    results.append(writes.write_task_run(cur, run, watch=self.watch_seen))
+                    results.append(writes.write_task_run(cur, run, watch=self.watch_seen, naming=self.naming))
                 except RunEndedError as exc:  # which of them (a file's line: two may hold one run)
                     raise RunEndedError(str(exc), exc.key, index) from None
             assets = [
-                writes.set_asset(cur, decl, now=now, allow_type_change=False, watch=self.watch_seen)
+                writes.set_asset(cur, decl, now=now, allow_type_change=False, watch=self.watch_seen, naming=self.naming)
                 for decl in updates
                 if now
             ]
@@ -363,7 +383,7 @@ class Catalog:
         runs = list(runs)
 
         def work(cur: Cursor) -> list[RecordResult | CatalogError]:
-            results = writes.write_each(cur, runs, watch=self.watch_seen)
+            results = writes.write_each(cur, runs, watch=self.watch_seen, naming=self.naming)
             if position is not None:
                 positions.save(cur, position)
             return results

@@ -11,12 +11,13 @@ from typing import Any
 
 import attrs
 
-from bridge.catalog import health, sql, writes_kept
+from bridge.catalog import adopt, health, sql, writes_kept
 from bridge.catalog.engine import Cursor
 from bridge.catalog.health_state import WatchSeen
 from bridge.catalog.outbox import ASSET_CHANGE, JOB, RUN_END, RUN_START, RUN_UPDATE, queue_event
 from bridge.catalog.rows import asset_from_row, asset_row, declared_job_json, dumps, snapshot, statistics_json
 from bridge.errors import CatalogError, NotInCatalog, RunEndedError, ValidationError
+from bridge.mapping.resolver import Resolver
 from bridge.model import (
     DECLARATION_LATER_FIELDS,
     EXTERNAL,
@@ -136,10 +137,18 @@ def merged(current: Asset | None, decl: AssetDeclaration, *, origin: Origin, now
 
 
 def set_asset(
-    cur: Cursor, decl: AssetDeclaration, *, now: datetime, allow_type_change: bool, watch: WatchSeen
+    cur: Cursor,
+    decl: AssetDeclaration,
+    *,
+    now: datetime,
+    allow_type_change: bool,
+    watch: WatchSeen,
+    naming: Resolver | None = None,
 ) -> Asset:
-    """Create or update an asset outside any task run, keeping the change for its DatasetEvent."""
-    current = get_asset(cur, decl.id)
+    """Create or update an asset outside any task run, keeping the change for its DatasetEvent.
+    A new asset takes over the received placeholder of the dataset ``naming`` exports it as
+    (:mod:`bridge.catalog.adopt`)."""
+    current = _current(cur, decl, naming if decl.type is not None else None)  # a new asset has a type
     if current is None and decl.type is None:
         raise ValidationError(
             f"asset {decl.id!r} does not exist yet; give its type", rule="type.required", where="type"
@@ -198,9 +207,24 @@ def _write_failure(current: Asset | None, decl: AssetDeclaration) -> str | None:
     return None
 
 
-def _read_input(cur: Cursor, decl: AssetDeclaration, started: datetime) -> tuple[bool, str | None]:
-    """Record what an input declaration says about its asset: (created a placeholder, warning)."""
+def _current(cur: Cursor, decl: AssetDeclaration, naming: Resolver | None) -> Asset | None:
+    """The stored asset a declaration names; for one not stored yet, the received placeholder of
+    its dataset (by ``naming``) taken over under its id, if there is one."""
     current = get_asset(cur, decl.id)
+    if current is not None or naming is None:
+        return current
+    placeholder = adopt.placeholder_for(cur, naming, decl.id, decl.type, decl.metadata)
+    if placeholder is None:
+        return None
+    adopt.take_over(cur, placeholder, decl.id)
+    return get_asset(cur, decl.id)
+
+
+def _read_input(
+    cur: Cursor, decl: AssetDeclaration, started: datetime, naming: Resolver | None
+) -> tuple[bool, str | None]:
+    """Record what an input declaration says about its asset: (created a placeholder, warning)."""
+    current = _current(cur, decl, naming)
     if current is None:
         placeholder = merged(None, attrs.evolve(decl, type=EXTERNAL), origin=Origin.EXTERNAL, now=started)
         cur.execute(sql.UPSERT_ASSET, asset_row(placeholder))
@@ -227,9 +251,11 @@ def _read_input(cur: Cursor, decl: AssetDeclaration, started: datetime) -> tuple
     )
 
 
-def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen) -> RecordResult:
+def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: Resolver | None = None) -> RecordResult:
     """Record a task run: its inputs (External placeholders for unknown ones), the outputs it may
-    write under its failure behaviour, its usages and lineage."""
+    write under its failure behaviour, its usages and lineage. An input or output new to the
+    catalog takes over the received placeholder of the dataset ``naming`` exports it as
+    (:mod:`bridge.catalog.adopt`)."""
     check_task_run(run)
     key = run.key
     digest = _record_hash(run)
@@ -275,7 +301,7 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen) -> RecordResu
     placeholders: list[str] = []
     used: list[tuple[str, str, int, datetime, Statistics]] = []
     for position, decl in enumerate(run.inputs):
-        created, warning = _read_input(cur, decl, run.started_at)
+        created, warning = _read_input(cur, decl, run.started_at, naming)
         if created:
             placeholders.append(decl.id)
         if warning:
@@ -289,7 +315,7 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen) -> RecordResu
         assert run.ended_at is not None
         plan: list[tuple[AssetDeclaration, Asset]] = []
         for decl in run.outputs:
-            current = get_asset(cur, decl.id)
+            current = _current(cur, decl, naming)
             failure = _write_failure(current, decl)
             if failure:
                 warnings.append(f"asset write failed ({run.failure_behavior.value}): {failure}")
@@ -499,14 +525,16 @@ def purge_assets(cur: Cursor, ids: Sequence[str], *, usages: bool, lineage: bool
     return counts
 
 
-def write_each(cur: Cursor, runs: Iterable[TaskRun], *, watch: WatchSeen) -> list[RecordResult | CatalogError]:
+def write_each(
+    cur: Cursor, runs: Iterable[TaskRun], *, watch: WatchSeen, naming: Resolver | None = None
+) -> list[RecordResult | CatalogError]:
     """Write task runs, each in a savepoint of its own: a run the catalog cannot take comes back
     as its CatalogError and leaves no trace, the others are written."""
     results: list[RecordResult | CatalogError] = []
     for run in runs:
         cur.execute("SAVEPOINT task_run")
         try:
-            results.append(write_task_run(cur, run, watch=watch))
+            results.append(write_task_run(cur, run, watch=watch, naming=naming))
         except CatalogError as exc:
             cur.execute("ROLLBACK TO task_run")
             results.append(exc)

@@ -103,7 +103,7 @@ class AppContext:
         make an empty one at a mistyped path. ``migrate`` (``init`` and ``migrate``) brings an
         older catalog up to date on any engine (SQLite's are anyway)."""
         if self._catalog is None:
-            self._catalog = Catalog(self.catalog_path, create=create, migrate=migrate)
+            self._catalog = Catalog(self.catalog_path, create=create, migrate=migrate, naming=self.resolver())
         return self._catalog
 
     @property

@@ -113,7 +113,7 @@ class CatalogWriter:
             raise ValueError(f"durability is 'full' or 'normal', not {durability!r}")
         # whether the catalog takes this writer's writes, from its last write or probe
         self.availability = availability or Availability(lambda message: None)
-        self.catalog = Catalog(catalog_path)
+        self.catalog = Catalog(catalog_path, naming=resolver)
         self.catalog.set_durability(durability)
         self.resolver = resolver
         self.on_commit = on_commit

@@ -1,0 +1,117 @@
+"""A received placeholder taken over by one of olbridge's own assets named as its dataset.
+
+An event that names a dataset binds it to an asset: one of olbridge's own that the rules name so,
+if there is one (``s3a://lake/raw/orders``, exported as ``s3://lake`` + ``raw/orders``, for Spark's
+event naming that), else an External placeholder. Where the event came first, the placeholder
+was made before olbridge's own asset, under the id the rules name the dataset back as (``s3://lake/
+raw/orders``); olbridge's own asset, made later under another spelling of the same dataset, would
+stay apart from it, and the received lineage with the placeholder. So an own write that makes an
+asset first looks for a placeholder of the dataset the asset is exported as, and takes it over:
+the placeholder's rows (its binding, received usages, lineage, column edges, facets, identifiers,
+checks, freshness rule, history) move to the asset's id, which makes the catalog what it would be
+had the asset been there before the event. A placeholder olbridge's own runs name (read or wrote
+under its id) is a spelling a user chose, and is left as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from bridge.catalog import schema
+from bridge.catalog.engine import Cursor
+from bridge.catalog.external_rows import json_text
+from bridge.mapping.resolver import Resolver
+from bridge.model import EXTERNAL
+
+_BOUND = "SELECT asset_id FROM external_datasets WHERE ol_namespace = ? AND ol_name = ?"
+_RECEIVED_PLACEHOLDER = "SELECT 1 FROM assets WHERE id = ? AND origin = 'external' AND deleted_at IS NULL"
+# olbridge's own runs that name the placeholder's id: a spelling of their own, not taken over
+_OWN_REFERENCES = (
+    "SELECT 1 FROM usages WHERE asset_id = ? UNION ALL SELECT 1 FROM unwritten_outputs WHERE asset_id = ? "
+    "UNION ALL SELECT 1 FROM lineage WHERE upstream_id = ? UNION ALL SELECT 1 FROM lineage WHERE downstream_id = ? "
+    "UNION ALL SELECT 1 FROM kept_writers WHERE asset_id = ? LIMIT 1"
+)
+# rows moved whole (deleted, then written again under the new id), so that SQLite's search, kept
+# by triggers on insert and delete, follows them; (table, column)
+_MOVED_WHOLE = (("external_datasets", "asset_id"), ("external_identifiers", "asset_id"))
+# columns updated in place
+_UPDATED = (
+    ("external_usages", "asset_id"),
+    ("external_lineage", "upstream_id"),
+    ("external_lineage", "downstream_id"),
+    ("column_lineage", "upstream_id"),
+    ("column_lineage", "downstream_id"),
+    ("kept_edges", "upstream_id"),
+    ("kept_edges", "downstream_id"),
+    ("asset_checks", "asset_id"),
+    ("freshness_rules", "asset_id"),
+    ("asset_changes", "asset_id"),
+    ("health_marks", "asset_id"),
+)
+# the runs (and jobs) received that name the placeholder among their inputs or outputs
+_SOURCES_NAMING = (
+    "SELECT source, inputs, outputs FROM external_sources WHERE inputs LIKE ? ESCAPE '!' OR outputs LIKE ? ESCAPE '!'"
+)
+_SET_SOURCE_USAGES = "UPDATE external_sources SET inputs = ?, outputs = ? WHERE source = ?"
+
+
+def placeholder_for(
+    cur: Cursor, naming: Resolver, asset_id: str, asset_type: str | None, metadata: Mapping[str, Any]
+) -> str | None:
+    """The received placeholder that the asset ``asset_id`` (not in the catalog yet) is to take
+    over: the one bound to the dataset the rules export the asset as, when it has another id, is
+    live and no own run names it. None: nothing to take over."""
+    named = naming.dataset_for(asset_id, asset_type or EXTERNAL, metadata)
+    bound = cur.execute(_BOUND, (named.namespace, named.name)).fetchone()
+    if bound is None or bound[0] == asset_id:
+        return None
+    placeholder = str(bound[0])
+    if cur.execute(_RECEIVED_PLACEHOLDER, (placeholder,)).fetchone() is None:
+        return None
+    if cur.execute(_OWN_REFERENCES, (placeholder,) * 5).fetchone() is not None:
+        return None
+    return placeholder
+
+
+def take_over(cur: Cursor, placeholder: str, asset_id: str) -> None:
+    """Move every row of the received placeholder ``placeholder`` to the id ``asset_id``, which no
+    asset has yet: its asset row (an External placeholder still, which the own write then makes
+    its own), binding, received usages and lineage, facets, identifiers, checks, rule, health and
+    history, and its id in the received runs' inputs and outputs."""
+    _move_whole(cur, "assets", "id", placeholder, asset_id)
+    for table, column in _MOVED_WHOLE:
+        _move_whole(cur, table, column, placeholder, asset_id)
+    for table, column in _UPDATED:
+        cur.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?", (asset_id, placeholder))
+    cur.execute("UPDATE external_facets SET owner = ? WHERE owner = ?", (f"asset:{asset_id}", f"asset:{placeholder}"))
+    cur.execute("DELETE FROM asset_health WHERE asset_id = ?", (placeholder,))  # judged again, as marked
+    quoted = orjson.dumps(placeholder).decode()
+    pattern = "%" + quoted.replace("!", "!!").replace("%", "!%").replace("_", "!_") + "%"
+    for source, inputs, outputs in cur.execute(_SOURCES_NAMING, (pattern, pattern)).fetchall():
+        renamed = [_renamed(text, placeholder, asset_id) for text in (inputs, outputs)]
+        cur.execute(_SET_SOURCE_USAGES, (*renamed, source))
+
+
+def _renamed(text: str, old: str, new: str) -> str:
+    """A received run's JSON list of asset ids (sorted) with ``old`` named ``new``."""
+    ids: list[str] = orjson.loads(text)
+    return json_text(sorted({new if asset_id == old else asset_id for asset_id in ids}))
+
+
+def _move_whole(cur: Cursor, table: str, column: str, old: str, new: str) -> None:
+    columns = [c.name for c in schema.metadata.tables[table].columns]
+    rows = cur.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE {column} = ?", (old,)).fetchall()
+    if not rows:
+        return
+    cur.execute(f"DELETE FROM {table} WHERE {column} = ?", (old,))
+    where = columns.index(column)
+    marks = ", ".join("?" * len(columns))
+    for row in rows:
+        values = [new if i == where else value for i, value in enumerate(row)]
+        cur.execute(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", values)
+
+
+__all__ = ["placeholder_for", "take_over"]

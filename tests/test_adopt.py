@@ -1,0 +1,163 @@
+"""A received placeholder taken over by olbridge's own asset of the same dataset: whichever came
+first, an event naming a dataset or olbridge's own run naming it under another spelling (Spark's
+``s3://lake`` + ``raw/orders`` for olbridge's ``s3a://lake/raw/orders``; dbt-ol's
+``postgres://pg:5432`` + ``shop.marts.orders`` for ``postgresql://pg/shop.marts.orders``), the
+catalog holds one asset and one lineage, as Marquez does from olbridge's events."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.catalog import Catalog
+from bridge.errors import RunEndedError
+from bridge.mapping import Resolver
+from bridge.receiver.imports import catalog_intake
+from tests.conftest import at
+from tests.helpers import decl, invoke, ol_dataset, ol_run_event, run
+from tests.test_cli import line
+from tests.test_receiver_columns import IDENTITY, dataset, field
+
+pytestmark = pytest.mark.both_engines
+
+OWN = "s3a://lake/raw/orders"  # olbridge's own id; exported as s3://lake + raw/orders
+RECEIVED = "s3://lake/raw/orders"  # the id the rules name Spark's dataset back as
+
+
+def spark_event(run_id: str = "0194a1b2-0000-7000-8000-000000000001", time: str = "2025-03-01T09:00:00Z") -> Any:
+    lineage = {"fields": {"id": {"inputFields": [field("s3://lake", "raw/orders", "id", IDENTITY)]}}}
+    return ol_run_event(
+        "COMPLETE",
+        run_id=run_id,
+        job=("spark", "orders_daily"),
+        inputs=[dataset("s3://lake", "raw/orders", ["id", "amount"])],
+        outputs=[dataset("s3://lake", "mart/daily", ["id"], columnLineage=lineage)],
+        time=time,
+    )
+
+
+def ids(catalog: Catalog) -> list[str]:
+    return sorted(a.id for a in catalog.list_assets())
+
+
+def test_an_own_output_written_after_the_event_takes_its_placeholder_over(
+    catalog_target: str, resolver: Resolver
+) -> None:
+    with Catalog(catalog_target) as catalog:
+        assert [o.ok for o in catalog_intake(catalog, resolver).take([spark_event()])] == [True]
+        assert ids(catalog) == ["s3://lake/mart/daily", RECEIVED]
+        catalog.record_task_run(run("load", outputs=(decl(OWN, type="File"),), start=at(10)))
+
+        assert ids(catalog) == ["s3://lake/mart/daily", OWN]  # one asset for the dataset
+        asset = catalog.get_asset(OWN)
+        assert asset is not None and asset.type == "File" and asset.origin.value != "external"
+        assert [c.name for c in asset.columns] == ["id", "amount"] or asset.columns == ()
+        down = catalog.lineage(OWN, direction="downstream", depth=1)
+        assert {a.id for a in down.assets} == {OWN, "s3://lake/mart/daily"}
+        found = catalog.column_lineage("s3://lake/mart/daily", "id", direction="upstream", depth=1)
+        assert {(e.upstream, e.upstream_column) for e in found.edges} == {(OWN, "id")}
+        # the dataset's received name finds it, and a later event naming it joins it
+        assert catalog.find_asset_id("s3://lake/raw/orders", resolver) == OWN
+        later = spark_event("0194a1b2-0000-7000-8000-000000000002", "2025-03-02T09:00:00Z")
+        assert [o.ok for o in catalog_intake(catalog, resolver).take([later])] == [True]
+        assert ids(catalog) == ["s3://lake/mart/daily", OWN]
+        assert {a.id for a in catalog.lineage("s3://lake/mart/daily", direction="upstream", depth=1).assets} == {
+            OWN,
+            "s3://lake/mart/daily",
+        }
+        # the received runs name it among their inputs
+        runs = catalog.external_sources()
+        assert len(runs) == 2 and all(OWN in r.inputs and RECEIVED not in r.inputs for r in runs)
+        # and the health it is judged by is its own
+        assert catalog.usages_of(OWN)
+
+
+def test_an_own_input_read_after_the_event_takes_its_placeholder_over(catalog_target: str, resolver: Resolver) -> None:
+    dbt_ol = ol_run_event(
+        "COMPLETE",
+        job=("dbt", "shop.marts.orders"),
+        inputs=[ol_dataset("postgres://pg:5432", "shop.staging.orders")],
+        outputs=[ol_dataset("postgres://pg:5432", "shop.marts.orders")],
+    )
+    with Catalog(catalog_target) as catalog:
+        assert [o.ok for o in catalog_intake(catalog, resolver).take([dbt_ol])] == [True]
+        before = ids(catalog)
+        assert len(before) == 2
+        own = "postgresql://pg/shop.marts.orders"
+        catalog.record_task_run(
+            run("report", inputs=(decl(own),), outputs=(decl("s3a://lake/report", type="File"),), start=at(10))
+        )
+        up = catalog.lineage("s3a://lake/report", direction="upstream", depth=5)
+        assert {a.id for a in up.assets} == {"s3a://lake/report", own, *(i for i in before if "staging" in i)}
+        assert own in ids(catalog) and len(ids(catalog)) == 3
+
+
+def test_an_event_after_an_own_input_binds_to_it(catalog_target: str, resolver: Resolver) -> None:
+    """The other order: the placeholder olbridge's own run made of its input is the dataset's
+    asset, as olbridge's own asset is (it was taken for none, a placeholder)."""
+    own = "postgresql://pg/shop.marts.orders"
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_run(
+            run("report", inputs=(decl(own),), outputs=(decl("s3a://lake/report", type="File"),), start=at(10))
+        )
+        written = [ol_dataset("postgres://pg:5432", "shop.marts.orders")]
+        dbt_ol = ol_run_event("COMPLETE", job=("dbt", "m"), outputs=written)
+        assert [o.ok for o in catalog_intake(catalog, resolver).take([dbt_ol])] == [True]
+        assert ids(catalog) == [own, "s3a://lake/report"]
+        assert catalog.find_asset_id("postgres://pg:5432/shop.marts.orders", resolver) == own
+
+
+def test_a_placeholder_an_own_run_names_is_left_as_it_is(catalog_target: str, resolver: Resolver) -> None:
+    """An own run that read the placeholder by its id made it a spelling of its own: an asset of
+    the same dataset under another spelling stays apart (which of the two the dataset is, the
+    user says)."""
+    with Catalog(catalog_target) as catalog:
+        catalog_intake(catalog, resolver).take([spark_event()])
+        catalog.record_task_run(run("peek", inputs=(decl(RECEIVED),), start=at(5)))
+        catalog.record_task_run(run("load", outputs=(decl(OWN, type="File"),), start=at(10)))
+        assert ids(catalog) == ["s3://lake/mart/daily", RECEIVED, OWN]
+
+
+def test_a_refused_write_takes_nothing_over(catalog_target: str, resolver: Resolver) -> None:
+    """Runs recorded together land together or not at all: one refused, the takeover another of
+    them made is undone with it."""
+    with Catalog(catalog_target) as catalog:
+        catalog_intake(catalog, resolver).take([spark_event()])
+        catalog.record_task_run(run("other", start=at(1), end=at(2)))
+        again = run("other", start=at(1), end=at(3))  # an ended run recorded again: refused
+        with pytest.raises(RunEndedError):
+            catalog.record_task_runs([run("load", outputs=(decl(OWN, type="File"),), start=at(10)), again])
+        assert ids(catalog) == ["s3://lake/mart/daily", RECEIVED]
+
+
+def test_the_commands_take_over_by_the_config_s_rules(tmp_path: Path, catalog_target: str) -> None:
+    """``olbridge record`` names its assets by the config's rules, as ``export`` does: a rule of
+    the user's names the Table ``orders`` as a warehouse's dataset an event named before."""
+    (tmp_path / "rules.toml").write_text(
+        '[[rule]]\nname = "wh"\npriority = 10\n[rule.match]\nid_form = "name"\nsystems = ["wh"]\n'
+        '[rule.dataset]\nnamespace = "warehouse://main"\nname = "{id}"\n'
+    )
+    config = tmp_path / "olbridge.toml"
+    config.write_text('mappings = ["rules.toml"]\n')
+    event = ol_run_event("COMPLETE", job=("etl", "load"), outputs=[ol_dataset("warehouse://main", "orders")])
+    (tmp_path / "events.ndjson").write_text(json.dumps(event) + "\n")
+    record = line(
+        startDate="2025-03-02T00:00:00Z",
+        endDate="2025-03-02T00:01:00Z",
+        inputs=[{"id": "orders", "type": "Table", "metadata": {"system": "wh"}}],
+        outputs=[{"id": "daily", "type": "Table"}],
+    )
+    (tmp_path / "runs.jsonl").write_text(record + "\n")
+    base = ("--config", str(config))
+    assert invoke(catalog_target, *base, "import", str(tmp_path / "events.ndjson"))[0] == 0
+    code, _, err = invoke(catalog_target, *base, "record", "--file", str(tmp_path / "runs.jsonl"))
+    assert code == 0, err
+    code, out, _ = invoke(catalog_target, *base, "assets", "list", "--json")
+    assert sorted(a["id"] for a in json.loads(out)) == ["daily", "orders"]
+    code, out, _ = invoke(catalog_target, *base, "assets", "show", "orders")
+    shown = json.loads(out)
+    assert shown["openlineage"]["namespace"] == "warehouse://main"
+    assert [u["jobName"] for u in shown["usages"] if u.get("external")] == ["load"]

@@ -29,6 +29,7 @@ from bridge.delivery.history import iter_lines
 from bridge.delivery.outbox_events import RENDERERS, render
 from bridge.errors import ValidationError
 from bridge.mapping import Resolver
+from bridge.model.times import parse_time
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
 from tests.conftest import at
@@ -202,11 +203,40 @@ def test_cli_outbox_list_retry_drop_and_status(tmp_path: Path, catalog_target: s
     assert json.loads(runner.invoke(cli, ["--catalog", db, "status", "--json"]).stdout)["dead"] == 0
     # retried, it counts its attempts anew (--max-attempts gives it as many again)
     (retried,) = [r for r in json.loads(runner.invoke(cli, ["--catalog", db, "outbox", "list", "--json"]).stdout)
-                  if r["seq"] == first.seq]  # fmt: skip
+                  if r["id"] == first.seq]  # fmt: skip
     assert retried["attempts"] == 0 and retried["state"] == "pending"
     dropped = runner.invoke(cli, ["--catalog", db, "outbox", "drop", str(first.seq)])
     assert dropped.exit_code == 0 and "dropped 1 row(s)" in dropped.output
     assert "pending: 3" in runner.invoke(cli, ["--catalog", db, "status"]).stdout
+
+
+def test_cli_outbox_list_json_names_rows_by_the_id_retry_takes_with_times_as_iso_text(catalog_target: str) -> None:
+    """``outbox list --json`` called the id ``seq`` (``retry`` and ``drop`` take an id, and the
+    table's header says id) and gave ``nextAttemptAt`` in seconds since the epoch, where every other
+    output gives times as ISO text."""
+    db = catalog_target
+    with Catalog(db) as catalog:
+        catalog.record_task_runs([run("a", start=at(0)), run("b", start=at(1))])
+        start_a, start_b = catalog.outbox.heads(now=0, limit=10)
+        retry_at = at(30).timestamp()
+        catalog.outbox.settle(
+            [Dead(start_a.seq, 1, 422, "bad"), RetryLater(start_b.seq, 2, retry_at, 503, "busy")], success_at="t"
+        )
+    runner = CliRunner()
+    listed = runner.invoke(cli, ["--catalog", db, "outbox", "list", "--json"])
+    assert listed.exit_code == 0, listed.output
+    items = {item["id"]: item for item in json.loads(listed.stdout)}
+    assert all("seq" not in item for item in items.values())
+    dead, waiting = items[start_a.seq], items[start_b.seq]
+    assert (dead["state"], dead["nextAttemptAt"]) == ("dead", None)  # a dead letter waits for no retry
+    assert (waiting["state"], waiting["attempts"]) == ("pending", 2)
+    assert waiting["nextAttemptAt"] == "2025-03-01T08:30:00.000000Z"
+    for item in items.values():
+        assert parse_time(item["queuedAt"], "queuedAt")
+        if item["id"] not in (start_a.seq, start_b.seq):
+            assert item["nextAttemptAt"] is None  # never tried: due at once
+    # the id listed is the one retry takes
+    assert runner.invoke(cli, ["--catalog", db, "outbox", "retry", str(dead["id"])]).exit_code == 0
 
 
 def test_status_says_a_worker_silent_past_its_hold_has_lapsed(tmp_path: Path) -> None:

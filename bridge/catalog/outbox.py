@@ -27,6 +27,7 @@ from bridge.catalog import sql_outbox
 from bridge.catalog.engine import Connection, Cursor, Database
 from bridge.errors import CatalogError, NotFoundError
 from bridge.jsonkeys import camel_keys
+from bridge.model.times import epoch_text
 
 RUN_START = "run-start"
 RUN_END = "run-end"
@@ -79,12 +80,27 @@ class OutboxItem:
     queued_at: str
     state: str
     attempts: int
-    next_attempt_at: float
+    next_attempt_at: float  # seconds since the epoch; 0: due at once
     last_status: int | None
     last_error: str | None
 
     def as_json(self) -> dict[str, Any]:
-        return camel_keys(attrs.asdict(self))
+        """The row as ``outbox list --json`` prints it: ``id`` is the number ``outbox retry`` and
+        ``outbox drop`` take, times are ISO text, and ``nextAttemptAt`` is when a retry is due
+        (None when there is none to wait for: a row never tried or queued again, a dead letter)."""
+        waits = self.state == PENDING and self.next_attempt_at > 0
+        return {
+            "id": self.seq,
+            "kind": self.kind,
+            "ref": self.ref,
+            "runKey": self.run_key,
+            "queuedAt": self.queued_at,
+            "state": self.state,
+            "attempts": self.attempts,
+            "nextAttemptAt": epoch_text(self.next_attempt_at) if waits else None,
+            "lastStatus": self.last_status,
+            "lastError": self.last_error,
+        }
 
 
 @attrs.frozen

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -514,6 +515,46 @@ def test_the_command_without_windows_says_so(catalog_target: str, tmp_path: Path
     result = CliRunner().invoke(cli, ["--config", str(config), "retention"])
     assert result.exit_code == 1
     assert "Error: the config has no [retention] windows" in result.output
+
+
+def test_the_command_takes_the_lease_serve_s_schedule_takes(
+    catalog_target: str, resolver: Resolver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``olbridge retention`` took no lease, so a pass by hand ran beside serve's scheduled one.
+    It takes the same lease: held by another process, it deletes nothing and says whose it is;
+    a lease that lapsed (its holder killed) is taken over; ``--dry-run`` needs none."""
+    with Catalog(catalog_target) as catalog:
+        catalog_intake(catalog, resolver).take([ol_run_event(run_id=rid(1), time="2001-01-01T00:00:00Z")])
+        assert retention.take_lease(catalog.db, "host-a:4242:0badcafe", time.time(), 300)
+    config = write_config(tmp_path, catalog_target, 'received_events = "7d"')
+    runner = CliRunner()
+    refused = runner.invoke(cli, ["--config", str(config), "retention", "--json"])
+    assert refused.exit_code == 1
+    assert refused.stdout == ""
+    assert refused.stderr.startswith("Error: another retention pass is running on this catalog (pid 4242 on host-a, ")
+    dry = runner.invoke(cli, ["--config", str(config), "retention", "--dry-run", "--json"])
+    assert dry.exit_code == 0, dry.output
+    assert json.loads(dry.stdout)["counts"]["receivedEvents"] == 1  # nothing went
+    assert "Note: a retention pass is running (pid 4242 on host-a, " in dry.stderr
+
+    seen: list[retention.HeldLease | None] = []
+    real_expire = retention.expire
+
+    def expire_watched(db: Any, *args: Any, **kwargs: Any) -> dict[str, int]:
+        seen.append(retention.lease_holder(db.conn, time.time()))
+        return real_expire(db, *args, **kwargs)
+
+    monkeypatch.setattr(retention, "expire", expire_watched)
+    with Catalog(catalog_target) as catalog:  # host-a's pass was killed: its lease lapses
+        retention.release_lease(catalog.db, "host-a:4242:0badcafe")
+        assert retention.take_lease(catalog.db, "host-a:4242:0badcafe", time.time() - 1000, 300)
+    done = runner.invoke(cli, ["--config", str(config), "retention", "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["counts"]["receivedEvents"] == 1
+    [held] = seen
+    assert held is not None and held.holder.startswith(f"{socket.gethostname()}:{os.getpid()}:")
+    with Catalog(catalog_target) as catalog:
+        assert retention.lease_holder(catalog.db.conn, time.time()) is None  # given back
 
 
 def test_serve_runs_retention_on_its_schedule(catalog_target: str, resolver: Resolver, tmp_path: Path) -> None:

@@ -52,6 +52,9 @@ to the file system (:func:`reclaim`); an older one reuses them for new rows.
 from __future__ import annotations
 
 import json
+import os
+import secrets
+import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -459,6 +462,42 @@ LEASE_KIND, LEASE_NAME = "retention", "lease"
 _INSERT_LEASE = "INSERT INTO positions (kind, name, value, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
 _SELECT_LEASE = f"SELECT value FROM positions WHERE kind = ? AND name = ?{sql.LOCK}"
 _SWAP_LEASE = "UPDATE positions SET value = ?, updated_at = ? WHERE kind = ? AND name = ? AND value = ?"
+_READ_LEASE = "SELECT value, updated_at FROM positions WHERE kind = ? AND name = ?"
+
+
+def holder_id() -> str:
+    """A name for a lease's holder: this host, this process and a token of its own
+    (``host:pid:token``)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+@attrs.frozen
+class HeldLease:
+    """A live lease as a process that could not take it sees it: its ``holder``
+    (:func:`holder_id`), when it was last taken or renewed, and when it lapses unless renewed."""
+
+    holder: str
+    renewed_at: str
+    until: float
+
+    def describe(self) -> str:
+        """``pid 123 on host-a, renewed at <time>, lapsing at <time> unless renewed``."""
+        host, _, rest = self.holder.partition(":")
+        pid = rest.partition(":")[0]
+        who = f"pid {pid} on {host}" if pid.isdigit() else f"holder {self.holder}"
+        return f"{who}, renewed at {self.renewed_at}, lapsing at {epoch_text(self.until)} unless renewed"
+
+
+def lease_holder(conn: Connection, now: float, *, kind: str = LEASE_KIND) -> HeldLease | None:
+    """Who holds the lease of ``kind`` at ``now`` (None: nobody, or a holder whose lease lapsed)."""
+    row = conn.execute(_READ_LEASE, (kind, LEASE_NAME)).fetchone()
+    if row is None:
+        return None
+    found = json.loads(row[0])
+    until = float(found.get("until", 0))
+    if not found.get("holder") or until <= now:
+        return None
+    return HeldLease(str(found["holder"]), str(row[1]), until)
 
 
 def take_lease(db: Database, holder: str, now: float, ttl: float, *, kind: str = LEASE_KIND) -> bool:
@@ -525,10 +564,13 @@ __all__ = [
     "BATCH",
     "KINDS",
     "PAUSE",
+    "HeldLease",
     "Windows",
     "count",
     "expire",
+    "holder_id",
     "holds_lease",
+    "lease_holder",
     "prepare",
     "reclaim",
     "release_lease",

@@ -6,9 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import socket
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +20,7 @@ from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.output import print_json, print_rows, say
 from bridge.config import RetentionConfig
-from bridge.errors import ConfigError
+from bridge.errors import CatalogError, ConfigError
 
 LEASE_TTL = 300.0  # seconds a pass holds the lease without renewing it (renewed after every batch)
 
@@ -32,13 +30,37 @@ def windows(settings: RetentionConfig) -> Windows:
     return catalog_retention.windows_of(attrs.asdict(settings))
 
 
+class LeaseLost(CatalogError):
+    """Another process took the lease on retention while this one's pass was slow: it stops."""
+
+
 def run_pass(
-    catalog: Catalog, settings: RetentionConfig, now: float, *, pause: float = catalog_retention.PAUSE
-) -> tuple[dict[str, int], str | None]:
-    """One real pass: the rows deleted of each kind, and a note on the file's free pages (None:
-    nothing to say)."""
-    deleted = catalog_retention.expire(catalog.db, windows(settings), now, pause=pause)
-    return deleted, catalog_retention.reclaim(catalog.db)
+    catalog: Catalog,
+    settings: RetentionConfig,
+    holder: str,
+    now: float | None = None,
+    *,
+    pause: float = catalog_retention.PAUSE,
+) -> tuple[dict[str, int], str | None] | None:
+    """One real pass under the catalog's lease on retention, which the command and serve's
+    schedule take alike (one pass at a time across every process on the catalog): taken for
+    ``holder``, renewed after every batch, given back at the end. The rows deleted of each kind and
+    a note on the file's free pages (None: nothing to say); None when another process's pass holds
+    the lease (nothing was deleted)."""
+    db = catalog.db
+    if not catalog_retention.take_lease(db, holder, time.time(), LEASE_TTL):
+        return None
+
+    def renew() -> None:
+        if not catalog_retention.take_lease(db, holder, time.time(), LEASE_TTL):
+            raise LeaseLost("another process took the lease on retention; this pass stops")
+
+    try:
+        at = time.time() if now is None else now
+        deleted = catalog_retention.expire(db, windows(settings), at, pause=pause, between=renew)
+        return deleted, catalog_retention.reclaim(db)
+    finally:
+        catalog_retention.release_lease(db, holder)
 
 
 def prepare_partitions(catalog: Catalog) -> None:
@@ -66,6 +88,10 @@ def retention(app: AppContext, dry_run: bool, as_json: bool) -> None:
     PostgreSQL the days of received events past the window are dropped whole (their partitions),
     and the days ahead's partitions made. What current lineage needs (placeholders, bindings,
     datasets' facets, pending outbox rows unless pending_outbox says) stays.
+
+    One pass runs at a time across every process on the catalog (serve's scheduled passes
+    too): while another holds the lease on retention, this one deletes nothing and exits 1 naming
+    it. --dry-run deletes nothing and takes no lease.
     """
     catalog = app.catalog()
     settings = app.config.retention
@@ -79,9 +105,20 @@ def retention(app: AppContext, dry_run: bool, as_json: bool) -> None:
             "outbox goes: it delivers it when its backend answers"
         )
     if dry_run:  # the partitions wholly expired hold rows the count meets: the same total
+        held = catalog_retention.lease_holder(catalog.db.conn, now)
+        if held is not None:
+            say(f"Note: a retention pass is running ({held.describe()}): these counts hold what it has yet to delete")
         counts = catalog_retention.count(catalog.db.conn, windows(settings), now)
     else:
-        counts, note = run_pass(catalog, settings, now)
+        done = run_pass(catalog, settings, catalog_retention.holder_id(), now)
+        if done is None:
+            held = catalog_retention.lease_holder(catalog.db.conn, time.time())
+            who = f" ({held.describe()})" if held is not None else ""
+            raise CatalogError(
+                f"another retention pass is running on this catalog{who}; one runs at a time, so this one "
+                "deleted nothing: run it again once that one is done"
+            )
+        counts, note = done
     if as_json:
         print_json({"dryRun": dry_run, "counts": counts})
     else:
@@ -127,7 +164,7 @@ def _schedule(catalog_path: str | Path, settings: RetentionConfig, stop: Any, pa
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     assert settings.every is not None
-    holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    holder = catalog_retention.holder_id()
     while os.getppid() == parent:
         started = time.monotonic()
         try:
@@ -139,26 +176,13 @@ def _schedule(catalog_path: str | Path, settings: RetentionConfig, stop: Any, pa
                 return
 
 
-class LeaseLost(Exception):
-    """Another process took the lease on retention while this one's pass was slow: it stops."""
-
-
 def _one_scheduled_pass(catalog_path: str | Path, settings: RetentionConfig, holder: str) -> None:
     catalog = Catalog(catalog_path, create=False)
     try:
-        if not catalog_retention.take_lease(catalog.db, holder, time.time(), LEASE_TTL):
+        done = run_pass(catalog, settings, holder)
+        if done is None:
             return  # another process's pass is running
-        try:
-
-            def renew() -> None:
-                if not catalog_retention.take_lease(catalog.db, holder, time.time(), LEASE_TTL):
-                    raise LeaseLost("another process took the lease on retention; this pass stops")
-
-            counts = catalog_retention.expire(catalog.db, windows(settings), time.time(), between=renew)
-            catalog_retention.reclaim(catalog.db)
-        finally:
-            catalog_retention.release_lease(catalog.db, holder)
-        gone = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
+        gone = ", ".join(f"{n} {kind}" for kind, n in done[0].items() if n)
         if gone:
             say(f"retention: deleted {gone}")
     finally:

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import secrets
 import signal
-import socket
 import sys
 import threading
 import time
@@ -47,7 +45,7 @@ from bridge.catalog.health_state import (
     judge,
     keep_passed,
 )
-from bridge.catalog.retention import release_lease, renew_lease, take_lease
+from bridge.catalog.retention import holder_id, release_lease, renew_lease, take_lease
 from bridge.config import Config
 from bridge.model import format_time
 from bridge.model.alerts import AlertRule
@@ -68,10 +66,6 @@ class WatchSettings:
     every: float = 3600.0
     poll: float = 2.0
     web_url: str | None = None
-
-
-def holder_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
 class HealthWatch:

@@ -18,11 +18,13 @@ from bridge.catalog import sql as catalog_sql
 from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
 from bridge.delivery.history import iter_events
 from bridge.errors import CatalogError, NotFoundError, ValidationError
+from bridge.mapping import Resolver
 from bridge.model import JobInfo, TaskState
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
-from tests.conftest import at
-from tests.helpers import invoke, snapshot
+from bridge.receiver.imports import catalog_intake
+from tests.conftest import ROOT, at
+from tests.helpers import invoke, ol_dataset, ol_run_event, snapshot
 
 pytestmark = pytest.mark.both_engines
 
@@ -130,6 +132,65 @@ def test_imported_runs_become_valid_run_events(
         "kestra.tenantId": "main",
         "kestra.flowRevision": "7",
     }
+
+
+def documented_rule() -> str:
+    """The naming rule docs/adapters.md gives for the dbt models Kestra records on DuckDB, which
+    name no connection: it names them by the file their dbt profile names."""
+    text = (ROOT / "docs" / "adapters.md").read_text()
+    section = text[text.index("**dbt models from Kestra, and dbt-ol.**") :]
+    start = section.index("```toml\n") + len("```toml\n")
+    return section[start : section.index("```", start)]
+
+
+def dataset_names(catalog: Catalog, converter: Converter) -> dict[str, tuple[str, str]]:
+    """Each asset id of the catalog's run events, with the dataset (namespace, name) it is sent as."""
+    return {
+        d["facets"]["olbridge_asset"]["id"]: (d["namespace"], d["name"])
+        for e in iter_events(catalog, converter)
+        for d in (*e.get("inputs", ()), *e.get("outputs", ()))
+    }
+
+
+def test_a_dbt_model_names_dbt_ol_s_dataset_where_its_record_holds_enough(
+    tmp_path: Path, new_catalog: Callable[[], Catalog], resolver: Resolver
+) -> None:
+    """A dbt model's Table, as Kestra's dbt plugin records it, holds no connection: dbt-ol's
+    namespace for BigQuery is ``bigquery`` alone, so a BigQuery model names dbt-ol's dataset and
+    dbt-ol's events join it; for DuckDB it is the profile's path (for the others a host and port,
+    an account), which the record lacks: such a model keeps the default namespace and dbt-ol's
+    event makes a placeholder of its own, unless the user's rule gives the path."""
+    duck = records()[0]  # dbt.main.my_first_dbt_model, on DuckDB
+    table = {"system": "bigquery", "database": "shop", "schema": "marts", "name": "orders"}
+    big = {
+        **duck,
+        "flowId": "dbt_on_bigquery",
+        "taskRunId": "5mX2nR8pQ4sT6uV8wY0zA1",
+        "outputs": [{**duck["outputs"][0], "id": "shop.marts.orders", "metadata": table, **table}],
+    }
+    lineage = write_lines(tmp_path / "lineage.ndjson", [duck, big])
+    rules = tmp_path / "rules.toml"
+    rules.write_text(documented_rule())
+    ruled = Resolver.load([rules])
+    dbt_ol = ol_run_event(
+        job=("dbt", "dbt.models"),
+        outputs=[
+            ol_dataset("bigquery", "shop.marts.orders"),
+            ol_dataset("duckdb://dbt.duckdb", "dbt.main.my_first_dbt_model"),
+        ],
+    )
+    for naming, duck_dataset, placeholders in (
+        (resolver, ("olbridge", "dbt.main.my_first_dbt_model"), 1),
+        (ruled, ("duckdb://dbt.duckdb", "dbt.main.my_first_dbt_model"), 0),
+    ):
+        catalog = new_catalog()
+        import_lineage(catalog, [lineage])
+        assert dataset_names(catalog, Converter(naming)) == {
+            "dbt.main.my_first_dbt_model": duck_dataset,
+            "shop.marts.orders": ("bigquery", "shop.marts.orders"),
+        }
+        [taken] = catalog_intake(catalog, naming).take([dbt_ol])
+        assert len(taken.placeholders) == placeholders, taken  # the BigQuery model's joined either way
 
 
 def test_a_run_recorded_before_tenant_and_revision_were_kept_hashes_as_before() -> None:

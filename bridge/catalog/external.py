@@ -228,11 +228,7 @@ class GroupIngest:
         )
         self.known: set[str] = {digest for (digest,) in digests}
         for row in bindings:
-            ns, name, asset_id, first, last, seen_rank, facets_rank, facets_digest, all_rank, all_digest = row
-            self.bindings[ns, name] = _Binding(
-                *(asset_id, first, last, seen_rank, facets_rank, facets_digest, False, all_rank, all_digest),
-                stored=tuple(row)[3:],
-            )
+            self._bound(row)
         self.stored_sources: set[str] = set()
         for row in stored:
             source, inputs, outputs, job_ns, job_name, job_rank, jobs, warnings = row
@@ -243,25 +239,55 @@ class GroupIngest:
             named = {(ns, name) for ns, name in json.loads(jobs)} if jobs else {(job_ns, job_name)}
             # a run kept before job ranks were: its job stays its job
             self.source_states[source] = _Source(job_rank or "", (job_ns, job_name), named, set(json.loads(warnings)))
-        self._read_spellings()
+        symlinks = {(e_ds.namespace, e_ds.name): e_ds.symlinks for e in events for e_ds in e.datasets if e_ds.symlinks}
+        self._read_spellings(symlinks)
 
-    def _read_spellings(self) -> None:
+    def _bound(self, row: Sequence[Any]) -> None:
+        """A binding as read (:func:`sql_received.bindings_of`'s columns)."""
+        ns, name, asset_id, first, last, seen_rank, facets_rank, facets_digest, all_rank, all_digest = row
+        self.bindings[ns, name] = _Binding(
+            *(asset_id, first, last, seen_rank, facets_rank, facets_digest, False, all_rank, all_digest),
+            stored=tuple(row)[3:],
+        )
+
+    def _read_spellings(self, symlinks: dict[tuple[str, str], tuple[tuple[str, str, str | None], ...]]) -> None:
         """For each dataset not bound yet, the other spellings of an id the rules name it from
-        (:meth:`Resolver.ids_named`), and those of them that are olbridge's own assets, read in
-        one statement for the whole group (:meth:`_named_own_asset` chooses among them)."""
+        (:meth:`Resolver.ids_named`), and those of them that are olbridge's own assets
+        (:meth:`_named_own_asset` chooses among them); and the bound dataset it is another name
+        of, if one: a dataset whose symlinks name it, or one its own symlinks name (Spark's table
+        on ``hdfs://`` with its Hive table as a symlink, then Hive naming the table), read in one
+        round trip for the whole group (:meth:`_binding` takes it)."""
         self.spellings: dict[tuple[str, str], list[str]] = {}
         self.named_back: dict[tuple[str, str], AssetRef] = {}  # each one's id by the rules (_choose_id's)
-        for (ns, name), binding in self.bindings.items():
-            if binding is None:
-                reverse = self.named_back[ns, name] = self.resolver.asset_for(ns, name)
-                ids = [i for i in self.resolver.ids_named(ns, name) if i != reverse.id]
-                if ids:
-                    self.spellings[ns, name] = ids
+        unbound = [key for key, binding in self.bindings.items() if binding is None]
+        for ns, name in unbound:
+            reverse = self.named_back[ns, name] = self.resolver.asset_for(ns, name)
+            ids = [i for i in self.resolver.ids_named(ns, name) if i != reverse.id]
+            if ids:
+                self.spellings[ns, name] = ids
         wanted = sorted({i for ids in self.spellings.values() for i in ids})
+        linked = sorted({(ns, name) for key in unbound for ns, name, _ in symlinks.get(key, ())} - set(self.bindings))
         self.spelled: set[str] = set()
-        if wanted:
-            (rows,) = self._read(self._queries(own_assets_of, wanted))
-            self.spelled = {asset_id for (asset_id,) in rows}
+        self.aliases: dict[tuple[str, str], tuple[str, str]] = {}  # a dataset -> the bound one it names
+        if not (wanted or unbound):
+            return
+        own, named_by, linked_rows = self._read(
+            self._queries(own_assets_of, wanted) if wanted else [],
+            self._queries(sql_received.symlinked_bindings_of, unbound) if unbound else [],
+            self._queries(sql_received.bindings_of, linked) if linked else [],
+        )
+        self.spelled = {asset_id for (asset_id,) in own}
+        targets: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        for ns, name, *row in named_by:  # a bound dataset's symlink names this one
+            targets.setdefault((ns, name), set()).add((row[0], row[1]))
+            if (row[0], row[1]) not in self.bindings:
+                self._bound(row)
+        for row in linked_rows:  # the bound datasets their symlinks name (:meth:`_symlinked`)
+            self._bound(row)
+        for key, found in targets.items():
+            found.discard(key)
+            if len(found) == 1:  # another name of one dataset; of several, it is its own
+                self.aliases[key] = found.pop()
 
     # --- reads, once each --------------------------------------------------------------------
 
@@ -280,16 +306,11 @@ class GroupIngest:
         """The asset id for a dataset not seen before, the metadata its rule gives, and a warning
         when the id the rules give stands for another dataset already (a collision): naming that
         dataset only to a token that may write its namespace (``writes``: None, any)."""
-        # one of olbridge's own assets, exported under a name a rule may name back as another
-        # (a File by an absolute path: local-file's file:///...), or as none (by a relative one)
-        own = self._own_asset(ds) if ds.symlinks else None
+        own = self._own_choice(ds)
         if own is not None:
             return own, {}, None
         ref = self.named_back.get((ds.namespace, ds.name)) or self.resolver.asset_for(ds.namespace, ds.name)
         candidate = ref.id
-        own_named = self._named_own_asset(ds, candidate)
-        if own_named is not None:
-            return own_named, {}, None
         other = self.bound_here.get(candidate)
         if other is None:
             bound = self.cur.execute(sql_received.BINDING_OF_ASSET, (candidate,)).fetchone()
@@ -307,6 +328,24 @@ class GroupIngest:
         which = f"the dataset {other[0]} {other[1]}" if seen else "another dataset's, in a namespace not this token's"
         warning = f"dataset {ds.namespace} {ds.name} maps to asset id {candidate!r}, which is already {which}; "
         return fallback, {}, warning + f"kept apart as {fallback!r}"
+
+    def _symlinked(self, ds: SeenDataset) -> tuple[str, str] | None:
+        """The one bound dataset (before, or earlier in the group) that the symlinks of ``ds``
+        name, if one: ``ds`` is another name of it. Of several, none: it is a dataset of its own."""
+        found = {(ns, name) for ns, name, _ in ds.symlinks if (ns, name) != (ds.namespace, ds.name)}
+        bound = [key for key in found if self.bindings.get(key) is not None]
+        return bound[0] if len(bound) == 1 else None
+
+    def _own_choice(self, ds: SeenDataset) -> str | None:
+        """One of olbridge's own assets for a dataset not bound yet: the one its olbridge symlink
+        names, else one the rules name as it is under another spelling; None: none."""
+        # one of olbridge's own assets, exported under a name a rule may name back as another
+        # (a File by an absolute path: local-file's file:///...), or as none (by a relative one)
+        own = self._own_asset(ds) if ds.symlinks else None
+        if own is not None:
+            return own
+        ref = self.named_back.get((ds.namespace, ds.name)) or self.resolver.asset_for(ds.namespace, ds.name)
+        return self._named_own_asset(ds, ref.id)
 
     def _named_own_asset(self, ds: SeenDataset, reverse_id: str) -> str | None:
         """One of olbridge's own assets that the rules name as ``ds`` is named, under an id other
@@ -345,10 +384,19 @@ class GroupIngest:
         binding = self.bindings[key]
         if binding is not None:
             return binding, None
+        alias = self.aliases.get(key) or self._symlinked(ds)
+        if alias is not None and self._own_choice(ds) is None:  # another name of a bound dataset: its
+            self.aliases[key] = alias
+            aliased = self.bindings[alias]
+            assert aliased is not None
+            return aliased, None
         asset_id, base, warning = self._choose_id(ds, writes)
         binding = _Binding(asset_id, moment, moment, "", None, None, new=True, base=base)
         self.bound_here[asset_id] = key
         self.bindings[key] = binding
+        for ns, name, _ in ds.symlinks:  # the other names it gives, not bound yet, are its
+            if (ns, name) != key and self.bindings.get((ns, name)) is None:
+                self.aliases.setdefault((ns, name), key)
         return binding, warning
 
     # --- one event ---------------------------------------------------------------------------
@@ -511,8 +559,17 @@ class GroupIngest:
         rank = event.rank
         # a dataset of a namespace the event's token may not write (an input it read) is named,
         # not described: its sightings and producer stay (a token moved another team's dataset's
-        # "last seen" and producer by naming it), unless this group made it
-        foreign = not writes_stored(event.writes, ds.namespace)
+        # "last seen" and producer by naming it), unless this group made it; another name of a
+        # bound dataset (:meth:`_binding`) is judged on that dataset's namespace
+        seen = (ds.namespace, ds.name)
+        aliased = self.bindings[seen] is None
+        foreign = not writes_stored(event.writes, self.aliases[seen][0] if aliased else ds.namespace)
+        if aliased:  # kept as one of the names of its asset, found by it next time (and by the search)
+            kept = self.identifiers.get((*seen, binding.asset_id))
+            if kept is None or rank > kept[0]:
+                self.identifiers[(*seen, binding.asset_id)] = (rank, kept[1] if kept else None)
+            if foreign:
+                ds = SeenDataset(ds.direction, ds.namespace, ds.name)
         if not foreign or binding.new:
             binding.first, binding.last = min(binding.first, moment), max(binding.last, moment)
             if rank > binding.seen_rank:

@@ -279,3 +279,14 @@ def locked_sources_of(count: int) -> str:
 
 def locked_assets(count: int) -> str:
     return f"SELECT {ASSET_COLUMNS} FROM assets WHERE id IN ({', '.join('?' * count)}) ORDER BY id" + LOCK
+
+
+def symlinked_bindings_of(count: int) -> str:
+    """The bindings whose datasets' symlinks name one of ``count`` datasets (namespace, name),
+    each row led by the dataset it names: the bound dataset another name stands for."""
+    pairs = " OR ".join("(i.namespace = ? AND i.name = ?)" for _ in range(count))
+    return f"""
+        SELECT i.namespace, i.name, d.ol_namespace, d.ol_name, d.asset_id, d.first_seen, d.last_seen, d.seen_rank,
+               d.facets_rank, d.facets_digest, d.all_facets_rank, d.all_facets_digest
+        FROM external_identifiers AS i JOIN external_datasets AS d ON d.asset_id = i.asset_id WHERE {pairs}
+    """

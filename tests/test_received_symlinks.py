@@ -1,0 +1,111 @@
+"""Another name of a received dataset: Spark writes a table at its location (``hdfs://`` + the
+path) and gives its Hive table as a symlink; Hive then reads the table by that name (with its
+location as a symlink back). Marquez takes a symlink's name as the dataset's (its lineage leads to
+the main dataset), and so does the receiver: the name is bound to no asset of its own but to the
+dataset's, whichever order the events come in, in one group or in several."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bridge.catalog import Catalog
+from bridge.mapping import Resolver
+from bridge.receiver.imports import catalog_intake
+from tests.helpers import ol_dataset, ol_run_event
+
+pytestmark = pytest.mark.both_engines
+
+HDFS = ("hdfs://namenode:8020", "/warehouse/sales.db/orders_enriched")
+HIVE = ("hive://metastore:9083", "sales.orders_enriched")
+
+
+def symlinked(namespace: str, name: str, other: tuple[str, str], kind: str) -> dict[str, Any]:
+    identifiers = [{"namespace": other[0], "name": other[1], "type": kind}]
+    return ol_dataset(namespace, name, symlinks={"identifiers": identifiers})
+
+
+def spark(with_symlink: bool = True) -> dict[str, Any]:
+    written = symlinked(*HDFS, HIVE, "TABLE") if with_symlink else ol_dataset(*HDFS)
+    return ol_run_event(
+        "COMPLETE",
+        run_id="0194a1b2-0000-7000-8000-000000000001",
+        job=("spark", "enrich"),
+        inputs=[ol_dataset("s3://lake", "raw/orders")],
+        outputs=[written],
+        time="2025-03-01T09:00:00Z",
+    )
+
+
+def hive(with_symlink: bool = False) -> dict[str, Any]:
+    read = symlinked(*HIVE, HDFS, "LOCATION") if with_symlink else ol_dataset(*HIVE)
+    return ol_run_event(
+        "COMPLETE",
+        run_id="0194a1b2-0000-7000-8000-000000000002",
+        job=("hive", "by_region"),
+        inputs=[read],
+        outputs=[ol_dataset("hive://metastore:9083", "sales.by_region")],
+        time="2025-03-01T10:00:00Z",
+    )
+
+
+def take(catalog: Catalog, resolver: Resolver, *events: dict[str, Any]) -> None:
+    assert [o.ok for o in catalog_intake(catalog, resolver).take(list(events))] == [True] * len(events)
+
+
+def joined(catalog: Catalog, resolver: Resolver) -> str:
+    """The one asset of the two names, after checking the lineage runs through it."""
+    ids = sorted(a.id for a in catalog.list_assets())
+    assert len(ids) == 3, ids  # s3's, the table's, by_region's: the table's two names are one asset
+    table = catalog.find_asset_id(f"{HIVE[0]}/{HIVE[1]}", resolver)
+    assert catalog.find_asset_id(f"{HDFS[0]}/{HDFS[1]}", resolver) == table  # as received: namespace/name
+    down = catalog.lineage("s3://lake/raw/orders", direction="downstream", depth=3)
+    assert {a.id for a in down.assets} == {
+        "s3://lake/raw/orders",
+        table,
+        catalog.find_asset_id("hive://metastore:9083/sales.by_region", resolver),
+    }
+    return table
+
+
+@pytest.mark.parametrize("hive_symlink", [False, True])
+def test_a_symlink_s_name_read_later_is_the_dataset(
+    catalog_target: str, resolver: Resolver, hive_symlink: bool
+) -> None:
+    with Catalog(catalog_target) as catalog:
+        take(catalog, resolver, spark())
+        take(catalog, resolver, hive(hive_symlink))
+        joined(catalog, resolver)
+
+
+def test_a_dataset_whose_symlink_names_one_bound_before_is_that_one(catalog_target: str, resolver: Resolver) -> None:
+    with Catalog(catalog_target) as catalog:
+        take(catalog, resolver, hive())  # Hive first, by the table's name alone
+        take(catalog, resolver, spark())  # Spark's location, its symlink naming the table
+        assert joined(catalog, resolver) == "hive://metastore:9083/sales.orders_enriched"
+
+
+@pytest.mark.parametrize("order", ["spark first", "hive first"])
+def test_both_names_in_one_group_are_one_dataset(catalog_target: str, resolver: Resolver, order: str) -> None:
+    with Catalog(catalog_target) as catalog:
+        events = [spark(), hive()] if order == "spark first" else [hive(), spark()]
+        take(catalog, resolver, *events)
+        joined(catalog, resolver)
+
+
+def test_a_name_two_datasets_give_is_its_own(catalog_target: str, resolver: Resolver) -> None:
+    """A symlink two bound datasets name is no one's other name: a dataset of its own."""
+    other = ol_run_event(
+        "COMPLETE",
+        run_id="0194a1b2-0000-7000-8000-000000000003",
+        job=("spark", "copy"),
+        outputs=[symlinked("hdfs://namenode:8020", "/backup/orders_enriched", HIVE, "TABLE")],
+        time="2025-03-01T09:30:00Z",
+    )
+    with Catalog(catalog_target) as catalog:
+        take(catalog, resolver, spark())
+        take(catalog, resolver, other)
+        take(catalog, resolver, hive())
+        assert catalog.find_asset_id(f"{HIVE[0]}/{HIVE[1]}", resolver) == "hive://metastore:9083/sales.orders_enriched"
+        assert len(catalog.list_assets()) == 5  # the backup, and the name its own

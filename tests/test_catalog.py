@@ -20,7 +20,7 @@ from bridge.catalog import sql as catalog_sql
 from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
 from bridge.catalog.positions import Checkpoint
 from bridge.errors import CatalogError, NotFoundError, RunEndedError, ValidationError
-from bridge.model import AssetDeclaration, Origin, TaskState
+from bridge.model import Assertion, AssetDeclaration, Origin, TaskState
 from tests.conftest import at
 from tests.helpers import decl, invoke, run, snapshot
 
@@ -74,12 +74,25 @@ def test_a_run_recorded_after_a_later_write_of_its_output_leaves_the_asset_as_th
 
 
 def test_outputs_of_a_failed_run_are_not_written(catalog: Catalog) -> None:
-    result = catalog.record_task_run(run(outputs=(decl("marts.orders", type="Table"),), state="FAILED"))
-    assert result.state is TaskState.FAILED
-    assert catalog.get_asset("marts.orders") is None
+    """A new output the failed run gave the type of is made as its success would have made it (so
+    that the run FAILs it), but not written: no usage, no lineage, no checks."""
+    made = decl("marts.orders", type="Table", metadata={"owner": "finance"}, assertions=(Assertion("unique", True),))
+    failed = run(inputs=(decl("raw.orders"),), outputs=(made, decl("marts.untyped")), state="FAILED")
+    result = catalog.record_task_run(failed)
+    assert result.state is TaskState.FAILED and result.written == ()
+    asset = catalog.asset("marts.orders")
+    assert (asset.type, dict(asset.metadata), asset.created_at, asset.assertions) == (
+        "Table",
+        {"owner": "finance"},
+        failed.ended_at,
+        (),
+    )
+    assert catalog.get_asset("marts.untyped") is None  # no type: its success would not have made it either
     assert "not written" in result.warnings[0]
     stored = next(catalog.iter_task_runs())
-    assert stored.outputs == ()
+    assert (stored.outputs, stored.unwritten) == ((), ("marts.orders",))
+    assert catalog.usages_of("marts.orders") == []
+    assert catalog._conn.execute("SELECT count(*) FROM lineage").fetchone()[0] == 0
 
 
 @pytest.mark.parametrize(
@@ -101,7 +114,9 @@ def test_failure_behaviour_when_an_asset_write_fails(
     assert list(result.written) == written
     assert catalog.asset("shared.vm").type == "VM"
     assert any("shared.vm" in w for w in result.warnings)
-    assert (catalog.get_asset("good.out") is not None) == bool(written)
+    # written; or, the run FAILED, made as its success would have made it, and not written
+    assert catalog.asset("good.out").type == "File"
+    assert [u.direction for u in catalog.usages_of("good.out")] == ["output"] * len(written)
 
 
 def test_new_output_without_type_is_a_write_failure(catalog: Catalog) -> None:
@@ -298,8 +313,9 @@ def test_the_history_readers_take_one_filter_and_agree_with_the_count(catalog: C
     catalog.record_task_run(run("other", outputs=(decl("other.t", type="Table"),), start=at(9), namespace="other.team"))
     # a run that failed on raw.orders: its events name it as an output, so an asset's history has it
     catalog.record_task_run(run("reload", outputs=(decl("raw.orders"),), state="FAILED", start=at(12)))
-    # one that failed on an asset made after it: its events name none, so that asset's history has it not
-    catalog.record_task_run(run("early", outputs=(decl("late.t", type="Table"),), state="FAILED", start=at(14)))
+    # one that failed on an asset made after it (new, without a type: not made by the failed run):
+    # its events name none, so that asset's history has it not
+    catalog.record_task_run(run("early", outputs=(decl("late.t"),), state="FAILED", start=at(14)))
     catalog.record_task_run(run("late", outputs=(decl("late.t", type="Table"),), start=at(16)))
     for filters in (
         HistoryFilter(),

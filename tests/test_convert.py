@@ -126,13 +126,14 @@ def test_a_failed_run_names_the_outputs_it_was_to_write(
     """A run that failed (or was killed) names the outputs it was to write, in its START (as
     dbt-ol names a failed model's table) and its end: Marquez makes a job's outputs of its run's
     datasets, and a failed run without them would drop the job's edges to its outputs until it
-    next succeeds. Only assets the catalog held when the run ended: one never written by then, or
-    deleted by then, is left out. The export path (lines) names them as the stream's (events) does."""
+    next succeeds. The assets the catalog held when the run ended, a new one the run gave the type
+    of made by it (dbt-ol names a model new to the build that failed): one deleted by then, or new
+    without a type, is left out. The export path (lines) names them as the stream's (events) does."""
     catalog.record_task_run(
         run("load", outputs=(decl("w.main.orders", type="Table"), decl("w.main.gone", type="Table")))
     )
     catalog.delete_asset("w.main.gone", now=at(2))
-    outputs = (decl("w.main.orders"), decl("w.main.new", type="Table"), decl("w.main.gone"))
+    outputs = (decl("w.main.orders"), decl("w.main.made", type="Table"), decl("w.main.new"), decl("w.main.gone"))
     catalog.record_task_run(
         run("load", execution="e2", inputs=(decl("w.raw.x"),), outputs=outputs, state="FAILED", start=at(5))
     )
@@ -148,8 +149,8 @@ def test_a_failed_run_names_the_outputs_it_was_to_write(
         if e.get("job", {}).get("name") == "flow.load" and e["run"]["runId"] != events[0]["run"]["runId"]
     ]
     assert [(e["eventType"], [d["name"] for d in e["outputs"]]) for e in runs] == [
-        ("START", ["w.main.orders"]),
-        ("FAIL", ["w.main.orders"]),
+        ("START", ["w.main.made", "w.main.orders"]),
+        ("FAIL", ["w.main.made", "w.main.orders"]),
         ("START", ["w.main.orders"]),
         ("ABORT", ["w.main.orders"]),
     ]

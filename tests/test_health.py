@@ -293,6 +293,35 @@ def test_a_failed_run_fails_an_output_its_task_never_wrote(chain: str) -> None:
     assert health(chain, "--as-of", when(70))[1]["mart.orders"]["health"] == "FAIL"  # as of the failure, still
 
 
+def test_a_new_output_whose_first_run_fails_is_made_and_fails(chain: str) -> None:
+    """An output the catalog does not have, given with its type, whose run fails (a model new to
+    a dbt build that failed its first run): the run makes it as its success would have, never
+    written, and it FAILs, named by that run (as a received FAIL naming a new dataset makes it),
+    the whole catalog's pass and the asset's own alike; as of before the run it was not there. The
+    task's first success makes it PASS."""
+    with Catalog(chain) as catalog:
+        fresh = decl("mart.fresh", type="Table", metadata={"owner": "finance"})
+        catalog.record_task_run(
+            run("model", execution="e2", inputs=(decl("mart.orders"),), outputs=(fresh,), state="FAILED", start=at(59))
+        )
+    reason = "last run company.data/flow.model at 2025-03-01T09:00:00.000000Z failed"
+    code, found = health(chain, "--as-of", when(70))
+    assert code == 1 and (found["mart.fresh"]["health"], found["mart.fresh"]["reasons"]) == ("FAIL", [reason])
+    assert "mart.fresh" not in health(chain, "--as-of", when(30))[1]
+    code, out, err = invoke(chain, "assets", "show", "mart.fresh")
+    shown = json.loads(out)
+    assert (shown["type"], shown["metadata"], shown["health"], shown["reasons"]) == (
+        "Table",
+        {"owner": "finance"},
+        "FAIL",
+        [reason],
+    ), err
+    with Catalog(chain) as catalog:
+        catalog.record_task_run(run("model", execution="e3", outputs=(fresh,), start=at(80)))
+    assert health(chain, "--as-of", when(90))[1]["mart.fresh"]["health"] == "PASS"
+    assert health(chain, "--as-of", when(70))[1]["mart.fresh"]["health"] == "FAIL"  # as of the failure, still
+
+
 def test_a_skipped_run_of_another_task_leaves_a_failure_standing(chain: str) -> None:
     """A SKIPPED run says nothing of its outputs: a task that was skipped (a branch not taken that
     names the same output) does not become a writer whose run would hide another task's failure,

@@ -20,6 +20,7 @@ from bridge.delivery.history import iter_events
 from bridge.errors import CatalogError, NotFoundError, ValidationError
 from bridge.mapping import Resolver
 from bridge.model import JobInfo, TaskState
+from bridge.model.health import Health
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
 from bridge.receiver.imports import catalog_intake
@@ -89,8 +90,13 @@ def test_import_keeps_kestra_ids_types_namespaces_and_metadata(catalog: Catalog)
         {"sizeGb": 40, "vm": "vm-web-prod-01"},
     )
     assert catalog.asset("crm.accounts").type == "External"
-    # a failed run writes no output
-    assert catalog.get_asset("warehouse.sales.accounts") is None
+    # a failed run writes no output: the new one it was to write is made (as Kestra keeps a new
+    # asset whose task failed, of status failed), never written, and the run FAILs it
+    accounts = catalog.asset("warehouse.sales.accounts")
+    assert (accounts.type, accounts.metadata["system"]) == ("Table", "postgres")
+    assert [u.direction for u in catalog.usages_of("warehouse.sales.accounts")] == []
+    [failed] = [h for h in catalog.health(at(180)) if h.asset_id == "warehouse.sales.accounts"]
+    assert failed.health is Health.FAIL
 
 
 def test_import_reads_a_json_array_as_it_reads_json_lines(tmp_path: Path) -> None:

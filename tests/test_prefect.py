@@ -373,7 +373,11 @@ def test_a_failed_materialization_ends_the_task_run_failed_without_outputs(catal
     (stored,) = catalog.iter_task_runs()
     assert (stored.key.task_id, stored.state) == ("publish", TaskState.FAILED)
     assert [u.asset_id for u in stored.inputs] == [RAW] and stored.outputs == ()
-    assert catalog.get_asset("file:///exports/report.csv") is None
+    # the new output is made as its success would have made it (a File, by the naming rules), not
+    # written: the failed run FAILs it
+    assert stored.unwritten == ("file:///exports/report.csv",)
+    assert catalog.asset("file:///exports/report.csv").type == "File"
+    assert catalog.usages_of("file:///exports/report.csv") == []
     assert summary.to_json()["failed"] == 1
 
 
@@ -939,7 +943,9 @@ def test_a_real_flow_is_imported_and_exported_as_valid_openlineage(
         }
         assert dict(catalog.asset(clean_id).metadata) == {"rows": 3, "format": "parquet"}
         assert catalog.asset(customers).type == "External"
-        assert catalog.get_asset("file:///exports/orders-report.csv") is None
+        # the failed materialization's new asset: made, never written (the failed run FAILs it)
+        assert runs["publish"].unwritten == ("file:///exports/orders-report.csv",)
+        assert catalog.usages_of("file:///exports/orders-report.csv") == []
         upstream = {(e.upstream, e.downstream) for e in catalog.lineage(clean_id, direction="upstream").edges}
         assert upstream == {(raw_id, clean_id), (customers, clean_id)}
         parent_id = execution_run_id(runs["transform"].key, runs["transform"].execution_started_at)
@@ -961,7 +967,9 @@ def test_a_real_flow_is_imported_and_exported_as_valid_openlineage(
     assert [(d["namespace"], d["name"]) for d in transform_done["outputs"]] == [
         ("s3://olbridge-test", "clean/orders.parquet")
     ]
-    assert by_job[("orders-pipeline.publish", "FAIL")]["outputs"] == []
+    # the failed run names the output it was to write, as it names one the catalog held before
+    failed_outputs = by_job[("orders-pipeline.publish", "FAIL")]["outputs"]
+    assert [(d["namespace"], d["name"]) for d in failed_outputs] == [("file", "/exports/orders-report.csv")]
 
     # the next import starts after the last event read: nothing new, nothing changed
     code, out, err = invoke(db, "prefect", "import", "--api-url", prefect_server, "--settle", "0", "--json")

@@ -45,7 +45,9 @@ def test_a_failed_block_ends_failed_and_writes_no_output(catalog: Catalog) -> No
     assert stored.state is TaskState.FAILED
     assert stored.error == "RuntimeError: disk full"
     assert stored.outputs == ()
-    assert catalog.get_asset("reports.orders") is None
+    # made as the block's success would have made it, not written: the failed run FAILs it
+    assert (stored.unwritten, catalog.asset("reports.orders").type) == (("reports.orders",), "File")
+    assert catalog.usages_of("reports.orders") == []
 
 
 def test_declarations_are_checked_when_made(catalog: Catalog) -> None:

@@ -1061,7 +1061,7 @@ def test_a_failed_runs_page_names_what_it_was_to_write(catalog_target: str, reso
         catalog.record_task_run(
             run("copy", outputs=(decl("b.mart", type="Table", namespace="team-b.hr"),), namespace="team-b.hr")
         )
-        outputs = (decl("a.mart"), decl("b.mart"), decl("a.never", type="Table"))
+        outputs = (decl("a.mart"), decl("b.mart"), decl("a.never"))  # a.never: new, without a type
         failed = run(
             "load",
             execution="e2",

@@ -103,6 +103,19 @@ def _held_at(cur: Cursor, ids: Iterable[str], moment: datetime) -> list[str]:
     return held
 
 
+def _make_failed_outputs(cur: Cursor, run: TaskRun, naming: Resolver | None) -> None:
+    """Make each output a failed run was to write that the catalog does not hold, given with its
+    type, as the run's success would have made it, never written: the run then FAILs it (a dbt
+    model that failed the first time it ran, as dbt-ol's events make its dataset; a Kestra asset
+    whose task failed keeps the status failed). The checks its declaration carries are not kept:
+    no run that ended well reported them."""
+    assert run.ended_at is not None
+    for decl in run.outputs:
+        if decl.type is not None and _current(cur, decl, naming) is None:
+            made = merged(None, attrs.evolve(decl, assertions=None), origin=run.origin, now=run.ended_at)
+            cur.execute(sql.UPSERT_ASSET, asset_row(made))
+
+
 def merged(current: Asset | None, decl: AssetDeclaration, *, origin: Origin, now: datetime) -> Asset:
     """The asset after ``decl`` is written over ``current``: given fields win, the rest are kept,
     metadata merges (null removes a key), and a write brings a deleted asset back."""
@@ -253,9 +266,9 @@ def _read_input(
 
 def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: Resolver | None = None) -> RecordResult:
     """Record a task run: its inputs (External placeholders for unknown ones), the outputs it may
-    write under its failure behaviour, its usages and lineage. An input or output new to the
-    catalog takes over the received placeholder of the dataset ``naming`` exports it as
-    (:mod:`bridge.catalog.adopt`)."""
+    write under its failure behaviour (those a failed run was to write, new ones made), its usages
+    and lineage. An input or output new to the catalog takes over the received placeholder of the
+    dataset ``naming`` exports it as (:mod:`bridge.catalog.adopt`)."""
     check_task_run(run)
     key = run.key
     digest = _record_hash(run)
@@ -349,11 +362,14 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: Resol
     # the outputs an ended run was to write and did not: its events name them (Marquez makes a
     # job's outputs of its run's datasets). Where its state FAILs them (FAILED, KILLED, CANCELLED,
     # RETRIED) its task is one of their writers for health, and its run FAILs them though the task
-    # never wrote them; a SKIPPED run says nothing of them (its events say it was skipped)
+    # never wrote them, a new one it gave the type of made first; a SKIPPED run says nothing of
+    # them (its events say it was skipped)
     unwritten: list[str] = []
     if run.outputs and not state.writes_outputs:
         warnings.append(f"{len(run.outputs)} output(s) not written: the task run ended {state.value}")
         if run.ended_at is not None and (state.value in FAILED_RUN or state is TaskState.SKIPPED):
+            if state.value in FAILED_RUN:
+                _make_failed_outputs(cur, run, naming)
             unwritten = _held_at(cur, {decl.id for decl in run.outputs}, run.ended_at)
 
     job = dumps(attrs.asdict(run.job))

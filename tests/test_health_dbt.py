@@ -1,7 +1,8 @@
 """Asset health from the real dbt: a failing test and a source past its ``error_after`` (``dbt
 source freshness``) give FAIL with their names as reasons, and the models downstream are at risk;
-fixed and run again, everything is PASS; ``olbridge stream --once`` after each import sends each
-change's alert to a loopback webhook, once."""
+a new model that fails its first run is FAIL, as dbt-ol's events of the same build say; fixed and
+run again, everything is PASS; ``olbridge stream --once`` after each import sends each change's
+alert to a loopback webhook, once."""
 
 from __future__ import annotations
 
@@ -33,10 +34,15 @@ FRESHNESS = """
 """
 
 
-def dbt(project: Path, *args: str) -> int:
-    env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+def dbt(project: Path, *args: str, program: str = "dbt", env: dict[str, str] | None = None) -> int:
+    env = {
+        **os.environ,
+        "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        **(env or {}),
+    }
     done = subprocess.run(
-        [str(BIN / "dbt"), *args, "--project-dir", ".", "--profiles-dir", "."],
+        [str(BIN / program), *args, "--project-dir", ".", "--profiles-dir", "."],
         cwd=project,
         env=env,
         capture_output=True,
@@ -190,3 +196,66 @@ def test_dbt_ol_assertions_received_by_serve_set_the_health_of_their_datasets(
     assert by_name["stg_customers"]["health"] == "PASS", by_name["stg_customers"]
     assert by_name["customer_orders"]["atRisk"] is True
     assert by_name["customer_orders"]["cause"] == enriched["id"]
+
+
+@pytest.mark.dbt
+@pytest.mark.skipif(not (BIN / "dbt-ol").is_file(), reason="dbt-ol is not installed (pip install -e '.[dbt]')")
+def test_a_new_model_that_fails_its_first_run_is_fail_as_dbt_ol_s_events_say(
+    tmp_path: Path, loopback: tuple[Webhook, Backend]
+) -> None:
+    """A model added to the project that fails the first time it runs (no relation of it ever
+    built): ``dbt import`` makes its asset, the model's table, never written, FAIL with the failed
+    run as the reason, where it used to make none (the run failed an asset the catalog did not
+    hold); dbt-ol's events of the same build make its dataset FAIL too, and the failed run's
+    events name that dataset as dbt-ol's do. Fixed and built again, it is PASS: alerted FAIL,
+    then RECOVERED."""
+    project, catalog, theirs = tmp_path / "project", str(tmp_path / "olbridge.db"), str(tmp_path / "dbt-ol.db")
+    shutil.copytree(PROJECT, project)
+    model = project / "models" / "broken_orders.sql"
+    model.write_text("select order_id, no_such_column from {{ ref('orders_enriched') }}\n", encoding="utf-8")
+    events, config = tmp_path / "events.jsonl", tmp_path / "openlineage.yml"
+    config.write_text(f"transport:\n  type: file\n  log_file_path: {events}\n  append: true\n")
+    ol_env = {"OPENLINEAGE_CONFIG": str(config), "OPENLINEAGE_NAMESPACE": "olbridge_test"}
+    assert dbt(project, "build", program="dbt-ol", env=ol_env) == 1  # the new model failed
+    hook, backend = loopback
+    alerts = tmp_path / "olbridge.toml"
+    alerts.write_text(f'[[alerts]]\nname = "all"\non = ["FAIL", "RECOVERED"]\nwebhook = "{hook.url}"\n')
+    code, found = dbt_import(project, catalog)
+    stream_alerts(catalog, alerts, backend)
+    broken = found["warehouse.main.broken_orders"]
+    assert code == 1 and broken["health"] == "FAIL", broken
+    [reason] = broken["reasons"]
+    assert re.fullmatch(r"last run dbt/olbridge_test\.model\.broken_orders at \S+Z failed", reason), reason
+    code, out, err = invoke(catalog, "assets", "show", "warehouse.main.broken_orders")
+    shown = json.loads(out)
+    assert (shown["type"], shown["origin"], shown["health"], shown["reasons"]) == ("Table", "auto", "FAIL", [reason])
+    assert shown["metadata"]["dbtUniqueId"] == "model.olbridge_test.broken_orders"
+    assert found["warehouse.main.orders_enriched"]["atRisk"] is False  # upstream of it: not at risk
+
+    # the failed run's events name the model's dataset, as dbt-ol's START does
+    dataset = ("duckdb://warehouse.duckdb", "warehouse.main.broken_orders")
+    code, _out, err = invoke(catalog, "export", "--output", str(tmp_path / "ours.ndjson"))
+    assert code == 0, err
+    ours = [json.loads(line) for line in (tmp_path / "ours.ndjson").read_text().splitlines()]
+    named = {
+        e["eventType"]: [(o["namespace"], o["name"]) for o in e["outputs"]]
+        for e in ours
+        if e.get("job", {}).get("name") == "olbridge_test.model.broken_orders"
+    }
+    assert named == {"START": [dataset], "FAIL": [dataset]}
+    told = [json.loads(line) for line in events.read_text().splitlines() if line.strip()]
+    assert dataset in {(o["namespace"], o["name"]) for e in told for o in e.get("outputs") or []}
+    code, _out, err = invoke(theirs, "import", str(events))
+    assert code == 0, err
+    _code, received = healths(theirs)
+    assert received["warehouse.main.broken_orders"]["health"] == "FAIL", received["warehouse.main.broken_orders"]
+
+    model.write_text("select order_id from {{ ref('orders_enriched') }}\n", encoding="utf-8")
+    assert dbt(project, "build") == 0
+    code, found = dbt_import(project, catalog)
+    stream_alerts(catalog, alerts, backend)
+    assert found["warehouse.main.broken_orders"]["health"] == "PASS", found["warehouse.main.broken_orders"]
+    assert [c[1:] for c in hook.changes() if c[0] == "warehouse.main.broken_orders"] == [
+        ("FAIL", None, "FAIL"),
+        ("RECOVERED", "FAIL", "PASS"),
+    ]

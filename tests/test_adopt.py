@@ -161,3 +161,15 @@ def test_the_commands_take_over_by_the_config_s_rules(tmp_path: Path, catalog_ta
     shown = json.loads(out)
     assert shown["openlineage"]["namespace"] == "warehouse://main"
     assert [u["jobName"] for u in shown["usages"] if u.get("external")] == ["load"]
+
+
+def test_an_output_a_failed_run_makes_takes_its_placeholder_over(catalog_target: str, resolver: Resolver) -> None:
+    """A failed run makes its new typed outputs (never written, FAIL): that too takes over."""
+    with Catalog(catalog_target) as catalog:
+        catalog_intake(catalog, resolver).take([spark_event()])
+        catalog.record_task_run(run("load", outputs=(decl(OWN, type="File"),), start=at(10), state="FAILED"))
+        assert ids(catalog) == ["s3://lake/mart/daily", OWN]
+        assert {a.id for a in catalog.lineage(OWN, direction="downstream", depth=1).assets} == {
+            OWN,
+            "s3://lake/mart/daily",
+        }

@@ -7,17 +7,21 @@ catalog holds one asset and one lineage, as Marquez does from olbridge's events.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from bridge.catalog import Catalog
+from bridge.catalog.postgres.engine import ADOPTION_LOCK
 from bridge.errors import RunEndedError
 from bridge.mapping import Resolver
 from bridge.receiver.imports import catalog_intake
 from tests.conftest import at
 from tests.helpers import decl, invoke, ol_dataset, ol_run_event, run
+from tests.postgres import PostgresServer
 from tests.test_cli import line
 from tests.test_receiver_columns import IDENTITY, dataset, field
 
@@ -173,3 +177,35 @@ def test_an_output_a_failed_run_makes_takes_its_placeholder_over(catalog_target:
             OWN,
             "s3://lake/mart/daily",
         }
+
+
+def test_a_takeover_waits_for_a_receiver_s_group_in_flight(
+    postgres: PostgresServer, catalog_template: str, resolver: Resolver
+) -> None:
+    """Where receivers write beside it, a group that read the placeholder's binding before the
+    takeover would write its usages under the placeholder's id after it: a takeover waits for
+    the groups in flight (which hold the lock shared from before they read their bindings)."""
+    name = postgres.create_database(template=catalog_template)
+    try:
+        with Catalog(postgres.url(name)) as catalog:
+            catalog_intake(catalog, resolver).take([spark_event()])
+        group = psycopg.connect(postgres.dsn(name))  # a receiver's group, its bindings read
+        group.execute(f"SELECT pg_advisory_xact_lock_shared({ADOPTION_LOCK})")
+        done = threading.Event()
+
+        def record() -> None:
+            with Catalog(postgres.url(name)) as catalog:
+                catalog.record_task_run(run("load", outputs=(decl(OWN, type="File"),), start=at(10)))
+            done.set()
+
+        writer = threading.Thread(target=record, daemon=True)
+        writer.start()
+        assert not done.wait(1.0)  # waiting for the group
+        group.commit()
+        group.close()
+        assert done.wait(30)
+        writer.join(5)
+        with Catalog(postgres.url(name)) as catalog:
+            assert ids(catalog) == ["s3://lake/mart/daily", OWN]
+    finally:
+        postgres.drop_database(name)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
 import orjson
 
 from bridge.catalog import schema
@@ -58,13 +59,38 @@ _SOURCES_NAMING = (
 _SET_SOURCE_USAGES = "UPDATE external_sources SET inputs = ?, outputs = ? WHERE source = ?"
 
 
+@attrs.frozen
+class Naming:
+    """What an own write takes a placeholder over by: the rules olbridge's events name assets by,
+    and the engine's statement that waits for the receivers' groups in flight (None: SQLite's
+    one writer at a time)."""
+
+    rules: Resolver
+    lock: str | None = None
+
+
+def adopted(cur: Cursor, naming: Naming, asset_id: str, asset_type: str | None, metadata: Mapping[str, Any]) -> bool:
+    """Take over, under the id ``asset_id`` (which no asset has yet), the received placeholder of
+    the dataset the rules export that asset as, if there is one (:func:`placeholder_for`): whether
+    one was. Where receivers write beside this, it waits for their groups in flight, which read
+    the placeholder's binding before, and looks again."""
+    placeholder = placeholder_for(cur, naming.rules, asset_id, asset_type, metadata)
+    if placeholder is not None and naming.lock is not None:
+        cur.execute(naming.lock)
+        placeholder = placeholder_for(cur, naming.rules, asset_id, asset_type, metadata)
+    if placeholder is None:
+        return False
+    take_over(cur, placeholder, asset_id)
+    return True
+
+
 def placeholder_for(
-    cur: Cursor, naming: Resolver, asset_id: str, asset_type: str | None, metadata: Mapping[str, Any]
+    cur: Cursor, rules: Resolver, asset_id: str, asset_type: str | None, metadata: Mapping[str, Any]
 ) -> str | None:
     """The received placeholder that the asset ``asset_id`` (not in the catalog yet) is to take
     over: the one bound to the dataset the rules export the asset as, when it has another id, is
     live and no own run names it. None: nothing to take over."""
-    named = naming.dataset_for(asset_id, asset_type or EXTERNAL, metadata)
+    named = rules.dataset_for(asset_id, asset_type or EXTERNAL, metadata)
     bound = cur.execute(_BOUND, (named.namespace, named.name)).fetchone()
     if bound is None or bound[0] == asset_id:
         return None
@@ -114,4 +140,4 @@ def _move_whole(cur: Cursor, table: str, column: str, old: str, new: str) -> Non
         cur.execute(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", values)
 
 
-__all__ = ["placeholder_for", "take_over"]
+__all__ = ["Naming", "adopted", "placeholder_for", "take_over"]

@@ -170,6 +170,14 @@ class Engine(abc.ABC):
     # in batches: SQLite's rowid, PostgreSQL's ctid
     row_id: ClassVar[str] = "rowid"
 
+    def adoption_lock(self, *, exclusive: bool) -> str | None:
+        """The statement that takes, for the rest of a transaction, the lock by which an own
+        write's takeover of a received placeholder (:mod:`bridge.catalog.adopt`, ``exclusive``)
+        waits for the receivers' groups in flight, which hold it shared from before they read
+        their bindings (so none writes under an id read before the takeover); None where one
+        writer at a time holds the whole database (SQLite)."""
+        return None
+
     def reclaim(self, conn: Connection) -> str | None:
         """Give the storage's free space back where the engine can, after deletes; None when done
         or nothing to do, else why not (a note for stderr). PostgreSQL's autovacuum makes the room

@@ -144,6 +144,7 @@ class GroupIngest:
         watch: WatchSeen | None = None,
     ) -> None:
         self.cur = cur
+        self.engine = engine
         self.watch = watch
         self.concurrent = engine is not None and engine.concurrent_writers
         # reads that do not depend on one another, and writes whose counts nobody reads, go to an
@@ -221,7 +222,10 @@ class GroupIngest:
         )
         self.bindings = dict.fromkeys(datasets)
         sources = sorted({(e.source, run_day(e.source)) for e in events if e.source is not None})
-        digests, bindings, stored = self._read(
+        # before the bindings are read: a takeover of a placeholder waits for the group (adopt.py)
+        lock = self.engine.adoption_lock(exclusive=False) if self.engine is not None else None
+        _, digests, bindings, stored = self._read(
+            [(lock, [])] if lock else [],
             self._queries(sql_received.received_digests, pairs),
             self._queries(sql_received.bindings_of, sorted(datasets)),
             self._queries(sql_received.locked_sources_of if self.concurrent else sql_received.sources_of, sources),

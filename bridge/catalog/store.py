@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import attrs
 
-from bridge.catalog import assets, health_kept, history, ingest, positions, received, sql, writes
+from bridge.catalog import adopt, assets, health_kept, history, ingest, positions, received, sql, writes
 from bridge.catalog import columns as column_queries
 from bridge.catalog import health as health_queries
 from bridge.catalog import lineage as asset_lineage
@@ -105,12 +105,13 @@ class Catalog:
             raise
 
     @property
-    def naming(self) -> Resolver:
-        """The rules olbridge's events name assets by: those the catalog was opened with, else
-        the built-in ones."""
+    def naming(self) -> adopt.Naming:
+        """What the catalog's own writes take received placeholders over by (bridge/catalog/
+        adopt.py): the rules olbridge's events name assets by (those the catalog was opened with,
+        else the built-in ones) and the engine's lock."""
         if self._naming is None:
             self._naming = Resolver.load()
-        return self._naming
+        return adopt.Naming(self._naming, self.engine.adoption_lock(exclusive=True))
 
     def _open_error(self, exc: Exception) -> Exception:
         """What an error opening the catalog stands for: a CatalogError naming the catalog where it

@@ -17,7 +17,6 @@ from bridge.catalog.health_state import WatchSeen
 from bridge.catalog.outbox import ASSET_CHANGE, JOB, RUN_END, RUN_START, RUN_UPDATE, queue_event
 from bridge.catalog.rows import asset_from_row, asset_row, declared_job_json, dumps, snapshot, statistics_json
 from bridge.errors import CatalogError, NotInCatalog, RunEndedError, ValidationError
-from bridge.mapping.resolver import Resolver
 from bridge.model import (
     DECLARATION_LATER_FIELDS,
     EXTERNAL,
@@ -103,7 +102,7 @@ def _held_at(cur: Cursor, ids: Iterable[str], moment: datetime) -> list[str]:
     return held
 
 
-def _make_failed_outputs(cur: Cursor, run: TaskRun, naming: Resolver | None) -> None:
+def _make_failed_outputs(cur: Cursor, run: TaskRun, naming: adopt.Naming | None) -> None:
     """Make each output a failed run was to write that the catalog does not hold, given with its
     type, as the run's success would have made it, never written: the run then FAILs it (a dbt
     model that failed the first time it ran, as dbt-ol's events make its dataset; a Kestra asset
@@ -156,7 +155,7 @@ def set_asset(
     now: datetime,
     allow_type_change: bool,
     watch: WatchSeen,
-    naming: Resolver | None = None,
+    naming: adopt.Naming | None = None,
 ) -> Asset:
     """Create or update an asset outside any task run, keeping the change for its DatasetEvent.
     A new asset takes over the received placeholder of the dataset ``naming`` exports it as
@@ -220,21 +219,17 @@ def _write_failure(current: Asset | None, decl: AssetDeclaration) -> str | None:
     return None
 
 
-def _current(cur: Cursor, decl: AssetDeclaration, naming: Resolver | None) -> Asset | None:
+def _current(cur: Cursor, decl: AssetDeclaration, naming: adopt.Naming | None) -> Asset | None:
     """The stored asset a declaration names; for one not stored yet, the received placeholder of
     its dataset (by ``naming``) taken over under its id, if there is one."""
     current = get_asset(cur, decl.id)
     if current is not None or naming is None:
         return current
-    placeholder = adopt.placeholder_for(cur, naming, decl.id, decl.type, decl.metadata)
-    if placeholder is None:
-        return None
-    adopt.take_over(cur, placeholder, decl.id)
-    return get_asset(cur, decl.id)
+    return get_asset(cur, decl.id) if adopt.adopted(cur, naming, decl.id, decl.type, decl.metadata) else None
 
 
 def _read_input(
-    cur: Cursor, decl: AssetDeclaration, started: datetime, naming: Resolver | None
+    cur: Cursor, decl: AssetDeclaration, started: datetime, naming: adopt.Naming | None
 ) -> tuple[bool, str | None]:
     """Record what an input declaration says about its asset: (created a placeholder, warning)."""
     current = _current(cur, decl, naming)
@@ -264,7 +259,7 @@ def _read_input(
     )
 
 
-def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: Resolver | None = None) -> RecordResult:
+def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: adopt.Naming | None = None) -> RecordResult:
     """Record a task run: its inputs (External placeholders for unknown ones), the outputs it may
     write under its failure behaviour (those a failed run was to write, new ones made), its usages
     and lineage. An input or output new to the catalog takes over the received placeholder of the
@@ -542,7 +537,7 @@ def purge_assets(cur: Cursor, ids: Sequence[str], *, usages: bool, lineage: bool
 
 
 def write_each(
-    cur: Cursor, runs: Iterable[TaskRun], *, watch: WatchSeen, naming: Resolver | None = None
+    cur: Cursor, runs: Iterable[TaskRun], *, watch: WatchSeen, naming: adopt.Naming | None = None
 ) -> list[RecordResult | CatalogError]:
     """Write task runs, each in a savepoint of its own: a run the catalog cannot take comes back
     as its CatalogError and leaves no trace, the others are written."""

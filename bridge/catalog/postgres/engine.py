@@ -47,6 +47,7 @@ from bridge.catalog.postgres.cursor import COPY_FROM, SharedCursor, copy_form_of
 from bridge.errors import BadValueError, CatalogError
 
 SCHEMA_LOCK = 0x6F6C6272_69646765  # pg_advisory_lock key while a process makes or upgrades the schema
+ADOPTION_LOCK = 0x6F6C6272_61646F70  # pg_advisory_xact_lock key of a placeholder's takeover (adopt.py)
 # libpq settings a catalog URL gets unless it gives its own. A connection to a server that went
 # silent (a host gone, a network that drops packets) fails within about a minute instead of
 # waiting for the system's TCP timeouts (hours for an idle one): TCP keepalives after 30 s idle
@@ -393,6 +394,9 @@ class PostgresEngine(Engine):
                 f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), coalesce(max({column}), 0) + 1, false) "
                 f"FROM {table}"
             )
+
+    def adoption_lock(self, *, exclusive: bool) -> str | None:
+        return f"SELECT pg_advisory_xact_lock{'' if exclusive else '_shared'}({ADOPTION_LOCK})"
 
     def lock_schema(self, cur: Cursor) -> None:
         cur.execute(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})")

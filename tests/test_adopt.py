@@ -16,6 +16,7 @@ import pytest
 
 from bridge.catalog import Catalog
 from bridge.catalog.postgres.engine import ADOPTION_LOCK
+from bridge.catalog.query import AssetQuery, ExternalUsage
 from bridge.errors import RunEndedError
 from bridge.mapping import Resolver
 from bridge.receiver.imports import catalog_intake
@@ -209,3 +210,22 @@ def test_a_takeover_waits_for_a_receiver_s_group_in_flight(
             assert ids(catalog) == ["s3://lake/mart/daily", OWN]
     finally:
         postgres.drop_database(name)
+
+
+def test_rows_an_id_kept_from_before_a_purge_stay_once(catalog_target: str, resolver: Resolver) -> None:
+    """An asset purged without its lineage leaves its received usages and edges under its id;
+    made again, it takes over the placeholder that an event bound meanwhile: the rows both hold
+    (the same job reading it) are kept once, and the write is taken."""
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_run(run("load", outputs=(decl(OWN, type="File"),), start=at(0)))
+        catalog_intake(catalog, resolver).take([spark_event()])  # bound to OWN
+        catalog.purge(AssetQuery(ids=(OWN,)))
+        later = spark_event("0194a1b2-0000-7000-8000-000000000002", "2025-03-02T09:00:00Z")
+        catalog_intake(catalog, resolver).take([later])  # a placeholder, the same job's usage
+        assert RECEIVED in ids(catalog)
+        catalog.record_task_run(run("load", execution="e2", outputs=(decl(OWN, type="File"),), start=at(10)))
+        assert ids(catalog) == ["s3://lake/mart/daily", OWN]
+        readers = [u for u in catalog.usages_of(OWN) if isinstance(u, ExternalUsage)]
+        assert [(u.direction, u.job_name) for u in readers] == [("input", "orders_daily")]
+        down = catalog.lineage(OWN, direction="downstream", depth=1)
+        assert {a.id for a in down.assets} == {OWN, "s3://lake/mart/daily"}

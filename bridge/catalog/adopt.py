@@ -38,19 +38,27 @@ _OWN_REFERENCES = (
 # rows moved whole (deleted, then written again under the new id), so that SQLite's search, kept
 # by triggers on insert and delete, follows them; (table, column)
 _MOVED_WHOLE = (("external_datasets", "asset_id"), ("external_identifiers", "asset_id"))
-# columns updated in place
-_UPDATED = (
-    ("external_usages", "asset_id"),
-    ("external_lineage", "upstream_id"),
-    ("external_lineage", "downstream_id"),
-    ("column_lineage", "upstream_id"),
-    ("column_lineage", "downstream_id"),
-    ("kept_edges", "upstream_id"),
-    ("kept_edges", "downstream_id"),
-    ("asset_checks", "asset_id"),
-    ("freshness_rules", "asset_id"),
-    ("asset_changes", "asset_id"),
-    ("health_marks", "asset_id"),
+_EDGE = ("upstream_id", "downstream_id")
+_COLUMN_EDGE = (
+    "downstream_id",
+    "downstream_column",
+    "upstream_id",
+    "upstream_column",
+    "transformations",
+    "coalesce({t}.task_run_pk, 0)",
+    "coalesce({t}.source, '')",
+)
+# columns updated in place, each with the rest of its table's key: a row the new id has already
+# (left by an asset of that id purged without its lineage) is kept, the placeholder's goes
+_UPDATED: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("external_usages", "asset_id", ("job_namespace", "job_name", "direction")),
+    *(("external_lineage", end, (*_EDGE, "job_namespace", "job_name")) for end in _EDGE),
+    *(("column_lineage", end, _COLUMN_EDGE) for end in _EDGE),
+    *(("kept_edges", end, _EDGE) for end in _EDGE),
+    ("asset_checks", "asset_id", ("reported_at",)),
+    ("freshness_rules", "asset_id", ()),
+    ("asset_changes", "asset_id", ("seq",)),
+    ("health_marks", "asset_id", ("seq",)),
 )
 # the runs (and jobs) received that name the placeholder among their inputs or outputs
 _SOURCES_NAMING = (
@@ -110,8 +118,8 @@ def take_over(cur: Cursor, placeholder: str, asset_id: str) -> None:
     _move_whole(cur, "assets", "id", placeholder, asset_id)
     for table, column in _MOVED_WHOLE:
         _move_whole(cur, table, column, placeholder, asset_id)
-    for table, column in _UPDATED:
-        cur.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?", (asset_id, placeholder))
+    for table, column, key in _UPDATED:
+        _move_column(cur, table, column, key, placeholder, asset_id)
     cur.execute("UPDATE external_facets SET owner = ? WHERE owner = ?", (f"asset:{asset_id}", f"asset:{placeholder}"))
     cur.execute("DELETE FROM asset_health WHERE asset_id = ?", (placeholder,))  # judged again, as marked
     quoted = orjson.dumps(placeholder).decode()
@@ -125,6 +133,19 @@ def _renamed(text: str, old: str, new: str) -> str:
     """A received run's JSON list of asset ids (sorted) with ``old`` named ``new``."""
     ids: list[str] = orjson.loads(text)
     return json_text(sorted({new if asset_id == old else asset_id for asset_id in ids}))
+
+
+def _move_column(cur: Cursor, table: str, column: str, key: tuple[str, ...], old: str, new: str) -> None:
+    """Rows of ``table`` from ``old`` to ``new`` in ``column``; those whose key (``column`` and the
+    rest of ``key``: columns, or expressions of ``{t}``) ``new`` has already are dropped."""
+    rest = [part if "{t}" in part else "{t}." + part for part in key if part != column]
+    same = "".join(f" AND {part.format(t='o')} = {part.format(t=table)}" for part in rest)
+    cur.execute(
+        f"UPDATE {table} SET {column} = ? WHERE {column} = ? "
+        f"AND NOT EXISTS (SELECT 1 FROM {table} AS o WHERE o.{column} = ?{same})",
+        (new, old, new),
+    )
+    cur.execute(f"DELETE FROM {table} WHERE {column} = ?", (old,))
 
 
 def _move_whole(cur: Cursor, table: str, column: str, old: str, new: str) -> None:

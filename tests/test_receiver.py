@@ -18,7 +18,7 @@ from bridge.catalog import Catalog, ExternalUsage
 from bridge.catalog import sql as catalog_sql
 from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
 from bridge.catalog.runs import Runs
-from bridge.delivery.history import iter_events
+from bridge.delivery.history import iter_events, iter_lines
 from bridge.mapping import Resolver
 from bridge.model import Identifier, Origin
 from bridge.openlineage.convert import Converter
@@ -293,6 +293,61 @@ def test_a_received_facet_the_spec_refuses_or_that_says_what_a_run_did_is_not_pa
     facets = events[0]["inputs"][0]["facets"]
     assert "lifecycleStateChange" not in facets and facets["documentation"]["description"] == "Spark's output"
     assert facets["dataSource"].get("uri") != "file"  # olbridge's own
+
+
+def test_what_a_producers_run_said_of_a_dataset_is_not_passed_on_in_olbridges_runs(
+    catalog: Catalog, intake: Intake, resolver: Resolver, converter: Converter
+) -> None:
+    """Spark's output carries its run's columnLineage (from s3a://lake inputs), the Iceberg
+    snapshot it wrote (version), and statistics and data-quality results of its read or write
+    (facets the spec gives as input or output facets, here sent among the dataset facets). None
+    is a statement about olbridge's run that later reads the dataset, so none is in its events;
+    what the dataset is (documentation, schema, storage) is, as Spark sent it."""
+    url = "https://openlineage.io/spec/facets/{}/{}.json#/$defs/{}"
+
+    def facet(version: str, name: str, **fields: Any) -> dict[str, Any]:
+        return {"_producer": PRODUCER, "_schemaURL": url.format(version, name, name), **fields}
+
+    lake = [ol_dataset("s3a://lake", "raw/orders"), ol_dataset("s3a://lake", "raw/customers")]
+    written = ol_dataset(
+        "hdfs://namenode:8020",
+        "/warehouse/x",
+        documentation={"description": "Spark's output"},
+        schema={"fields": [{"name": "id"}, {"name": "label"}]},
+    )
+    from_lake = [
+        {"namespace": "s3a://lake", "name": "raw/orders", "field": "id"},
+        {"namespace": "s3a://lake", "name": "raw/customers", "field": "name"},
+    ]
+    said = {
+        "columnLineage": facet(
+            "1-2-0",
+            "ColumnLineageDatasetFacet",
+            fields={"id": {"inputFields": from_lake[:1]}, "label": {"inputFields": from_lake[1:]}},
+        ),
+        "version": facet("1-0-1", "DatasetVersionDatasetFacet", datasetVersion="8021"),
+        "outputStatistics": facet("1-0-2", "OutputStatisticsOutputDatasetFacet", rowCount=12),
+        "inputStatistics": facet("1-0-0", "InputStatisticsInputDatasetFacet", rowCount=12),
+        "dataQualityMetrics": facet("1-0-3", "DataQualityMetricsInputDatasetFacet", rowCount=12, columnMetrics={}),
+        "dataQualityAssertions": facet(
+            "1-1-0", "DataQualityAssertionsDatasetFacet", assertions=[{"assertion": "not_null", "success": True}]
+        ),
+        "storage": facet("1-0-1", "StorageDatasetFacet", storageLayer="iceberg", fileFormat="parquet"),
+    }
+    written["facets"].update(said)
+    assert take(intake, ol_run_event(job=("spark", "app.write_x"), inputs=lake, outputs=[written]))[0].ok
+    placeholder = catalog.asset(resolver.asset_for("hdfs://namenode:8020", "/warehouse/x").id)
+    assert placeholder.origin is Origin.EXTERNAL and set(said) <= set(placeholder.received_facets)
+    catalog.record_task_run(run("report", inputs=(decl(placeholder.id),), start=at(30)))
+    events = [json.loads(line) for line in iter_lines(catalog, converter)]
+    (start, _end) = [e for e in events if e["job"]["name"] == "flow.report"]
+    (dataset,) = start["inputs"]
+    assert (dataset["namespace"], dataset["name"]) == ("hdfs://namenode:8020", "/warehouse/x")
+    facets = dataset["facets"]
+    assert set(said) - {"storage"} == set(said) - set(facets), sorted(facets)
+    assert facets["storage"] == said["storage"] and facets["documentation"]["description"] == "Spark's output"
+    assert [f["name"] for f in facets["schema"]["fields"]] == ["id", "label"]
+    assert all(validate_event(e) == [] for e in (start, _end))
 
 
 def test_ingesting_olbridges_own_events_gives_back_the_same_assets(

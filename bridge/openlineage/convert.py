@@ -47,9 +47,35 @@ from bridge.openlineage.run_ids import static_uuid
 from bridge.openlineage.serialize import dumps
 from bridge.version import PRODUCER, __version__
 
-# a received dataset's facets that say what the producer's run did to it, not what it is: never
-# passed on in the events of other runs
-EVENT_FACETS = frozenset({"lifecycleStateChange"})
+# A received dataset's facets that are statements about the producer's run, not about the
+# dataset: kept beside its placeholder (``assets show``, health), never passed on in the events
+# of olbridge's runs, whose datasets they would then describe. By the spec's kinds of facet:
+# - dataset facets that say what a run did to the dataset: ``lifecycleStateChange`` (it
+#   overwrote, dropped it), ``columnLineage`` and ``lineage`` (the run's lineage into it, from the
+#   run's inputs), ``version`` (the version the run read or wrote, not the one olbridge's run read);
+# - the input and output facets, per run by definition (what the run read or wrote, measured or
+#   checked): ``inputStatistics``, ``outputStatistics``, ``dataQualityMetrics``,
+#   ``dataQualityAssertions``, ``subset``, ``icebergScanReport``, ``icebergCommitReport``, when a
+#   producer sent them among the dataset facets (olbridge keeps only those). An asset's own checks
+#   still go out as olbridge's ``dataQualityAssertions``, an output's own statistics as its
+#   ``outputStatistics``, its own column edges as its ``columnLineage``.
+# What describes the dataset (schema, documentation, ownership, dataSource, storage, catalog,
+# hierarchy, tags, ...) and custom facets, which no kind tells, are passed on.
+EVENT_FACETS = frozenset(
+    {
+        "lifecycleStateChange",
+        "columnLineage",
+        "lineage",
+        "version",
+        "inputStatistics",
+        "outputStatistics",
+        "dataQualityMetrics",
+        "dataQualityAssertions",
+        "subset",
+        "icebergScanReport",
+        "icebergCommitReport",
+    }
+)
 
 
 @attrs.frozen
@@ -162,9 +188,9 @@ class Converter:
         return facets
 
     def _passed_facets(self, received: Mapping[str, Any]) -> dict[str, Any]:
-        """The received facets passed on: not what one producer's event said of what its run did
-        to the dataset, nor a facet the spec refuses (another producer's fault would make every
-        olbridge event invalid). Kept by the mapping itself (held, so its id names no other)."""
+        """The received facets passed on: not what one producer's event said of its own run
+        (:data:`EVENT_FACETS`), nor a facet the spec refuses (another producer's fault would make
+        every olbridge event invalid). Kept by the mapping itself (held, so its id names no other)."""
         found = self._passed.get(id(received))
         if found is not None and found[0] is received:
             return found[1]

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from bridge.adapters.dbt import ingest_dbt
-from bridge.adapters.dbt.ingest import normalize_snowflake_account
+from bridge.adapters.dbt.ingest import connection_metadata
 from bridge.catalog import Catalog
 from bridge.delivery.history import iter_events
 from bridge.demo import example_project
@@ -723,4 +723,4 @@ def test_a_snowflake_account_is_named_as_dbt_ol_names_it(account: str) -> None:
     namespace than dbt-ol's, and the lineage did not join)."""
     from openlineage.common.provider.snowflake import fix_account_name
 
-    assert normalize_snowflake_account(account) == fix_account_name(account)
+    assert connection_metadata("snowflake", {"account": account}) == {"account": fix_account_name(account)}

@@ -7,6 +7,7 @@ import pytest
 
 from bridge.errors import MappingError
 from bridge.mapping import Resolver, marquez_namespace
+from bridge.mapping.rules import parse_rule_text
 
 MARQUEZ = re.compile(r"[A-Za-z0-9_\-.:/@+]{1,1024}")
 WAREHOUSE = {"database": "db", "schema": "sch", "name": "tbl"}
@@ -190,3 +191,41 @@ def test_the_spellings_of_an_id_a_dataset_name_may_come_from(resolver: Resolver)
     assert "postgres://db.internal/shop.public.t" not in resolver.ids_named(
         "postgres://db.internal:5433", "shop.public.t"
     )
+
+
+SNOWFLAKE_ACCOUNTS = [
+    "myorg-myaccount",
+    "myorg-myaccount.privatelink",
+    "xy12345",
+    "xy12345.us-east-1",
+    "xy12345.us-west-1.aws",
+    "xy12345.east-us-2.azure",
+]
+
+
+@pytest.mark.parametrize("account", SNOWFLAKE_ACCOUNTS)
+def test_a_snowflake_account_is_named_as_openlineage_names_it(resolver: Resolver, account: str) -> None:
+    """A declared Snowflake table's namespace, by its parts or by its id, against openlineage's
+    own normalisation (dbt-ol and Airflow send ``snowflake://xy12345.us-west-1.aws``; the rules
+    gave ``snowflake://xy12345``, another dataset in Marquez); read back, it names itself."""
+    from openlineage.common.provider.snowflake import fix_account_name
+
+    expected = f"snowflake://{fix_account_name(account)}"
+    by_parts = {"system": "snowflake", "account": account, "database": "ANALYTICS", "schema": "MARTS", "name": "DIM_X"}
+    for metadata in (by_parts, {"system": "snowflake", "account": account}):
+        named = resolver.dataset_for("ANALYTICS.MARTS.DIM_X", "Table", metadata)
+        assert (named.namespace, named.name) == (expected, "ANALYTICS.MARTS.DIM_X"), named.rule
+        back = resolver.asset_for(named.namespace, named.name)
+        again = resolver.dataset_for(back.id, back.type, back.metadata)
+        assert (back.id, again.namespace, again.name) == ("ANALYTICS.MARTS.DIM_X", expected, named.name)
+
+
+def test_a_template_filter_renders_a_variable_and_an_unknown_one_is_refused() -> None:
+    namespace = "snowflake://{account!snowflake_account|xy12345}"
+    rule = f'[[rule]]\nname = "sf"\n[rule.dataset]\nnamespace = "{namespace}"\nname = "{{id}}"\n'
+    resolver = Resolver(parse_rule_text(rule, "mine.toml"))
+    assert resolver.dataset_for("a.b.c", "Table", {}).namespace == "snowflake://xy12345.us-west-1.aws"
+    named = resolver.dataset_for("a.b.c", "Table", {"account": "org-acct.privatelink"})
+    assert named.namespace == "snowflake://org-acct"
+    with pytest.raises(MappingError, match=r"mine.toml: rule 'sf'.*unknown filter 'upper'.*known: snowflake_account"):
+        parse_rule_text(rule.replace("snowflake_account|xy12345", "upper"), "mine.toml")

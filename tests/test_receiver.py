@@ -350,6 +350,23 @@ def test_what_a_producers_run_said_of_a_dataset_is_not_passed_on_in_olbridges_ru
     assert all(validate_event(e) == [] for e in (start, _end))
 
 
+def test_a_snowflake_table_declared_by_its_account_locator_is_dbt_ols_dataset(
+    catalog: Catalog, intake: Intake, converter: Converter
+) -> None:
+    """``assets set ANALYTICS.MARTS.DIM_X --metadata system=snowflake --metadata account=xy12345``
+    is named as dbt-ol and Airflow name the table (the locator with its default region and
+    cloud), so their events of it are of this asset: it was ``snowflake://xy12345``, and dbt-ol's
+    dataset collided with it and was kept apart under a hashed id."""
+    metadata = {"system": "snowflake", "account": "xy12345"}
+    catalog.set_asset(decl("ANALYTICS.MARTS.DIM_X", type="Table", metadata=metadata), now=at(0))
+    (change,) = iter_events(catalog, converter)
+    assert change["dataset"]["namespace"] == "snowflake://xy12345.us-west-1.aws"
+    dbt_ol = ol_dataset("snowflake://xy12345.us-west-1.aws", "ANALYTICS.MARTS.DIM_X")
+    (outcome,) = take(intake, ol_run_event(job=("dbt", "model.dim_x"), outputs=[dbt_ol]))
+    assert (outcome.status, outcome.placeholders, outcome.warnings) == ("accepted", (), ())
+    assert [a.id for a in catalog.list_assets()] == ["ANALYTICS.MARTS.DIM_X"]
+
+
 def test_ingesting_olbridges_own_events_gives_back_the_same_assets(
     catalog: Catalog, intake: Intake, converter: Converter
 ) -> None:

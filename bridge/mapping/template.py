@@ -1,25 +1,30 @@
 """Name templates of the mapping rules: ``postgres://{host}:{port|5432}``.
 
 A template renders from variables (forward: asset → dataset) and parses back into variables
-(reverse: dataset → asset). ``{var|default}`` gives a default when the variable is missing.
+(reverse: dataset → asset). ``{var|default}`` gives a default when the variable is missing;
+``{var!filter}`` renders the variable through a filter of :mod:`bridge.mapping.filters`
+(``snowflake://{account!snowflake_account}``), and parses back the text as it is.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import attrs
 
 from bridge.errors import MappingError
+from bridge.mapping.filters import FILTERS
 
-_FIELD = re.compile(r"\{([A-Za-z0-9_.\-]+)(?:\|([^{}]*))?\}")
+_FIELD = re.compile(r"\{([A-Za-z0-9_.\-]+)(?:!([^{}|]*))?(?:\|([^{}]*))?\}")
+# a variable of a template: its name, its default, its filter
+Field = tuple[str, str | None, Callable[[str], str] | None]
 
 
 @attrs.frozen
 class Template:
     text: str
-    parts: tuple[str | tuple[str, str | None], ...]  # literal text, or (variable, default)
+    parts: tuple[str | Field, ...]  # literal text, or a variable
     pattern: re.Pattern[str]
 
     @property
@@ -33,13 +38,13 @@ class Template:
             if isinstance(part, str):
                 out.append(part)
                 continue
-            name, default = part
+            name, default, apply = part
             value = values.get(name)
             if value is None or value == "":
                 if default is None:
                     return None
                 value = default
-            out.append(value)
+            out.append(apply(value) if apply is not None else value)
         return "".join(out)
 
     def parse(self, text: str) -> dict[str, str] | None:
@@ -62,7 +67,7 @@ class Template:
 def compile_template(text: object, where: str) -> Template:
     if not isinstance(text, str) or not text:
         raise MappingError(f"{where}: a template must be a non-empty string, not {text!r}")
-    parts: list[str | tuple[str, str | None]] = []
+    parts: list[str | Field] = []
     regex = []
     position = 0
     for index, match in enumerate(_FIELD.finditer(text)):
@@ -72,7 +77,14 @@ def compile_template(text: object, where: str) -> Template:
         if literal:
             parts.append(literal)
             regex.append(re.escape(literal))
-        parts.append((match.group(1), match.group(2)))
+        name, filter_name, default = match.groups()
+        apply = None
+        if filter_name is not None:
+            apply = FILTERS.get(filter_name)
+            if apply is None:
+                known = ", ".join(sorted(FILTERS))
+                raise MappingError(f"{where}: unknown filter {filter_name!r} in template {text!r}; known: {known}")
+        parts.append((name, default, apply))
         last = match.end() == len(text)
         regex.append(f"(?P<v{index}>.+)" if last else f"(?P<v{index}>.+?)")
         position = match.end()

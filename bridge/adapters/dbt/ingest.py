@@ -23,6 +23,7 @@ from bridge.adapters.dbt.artifacts import DbtArtifacts
 from bridge.adapters.dbt.columns import ProjectColumns
 from bridge.adapters.dbt.freshness import freshness_checks, source_rules
 from bridge.errors import ArtifactError, ValidationError
+from bridge.mapping.filters import snowflake_account
 from bridge.model import (
     Assertion,
     AssetDeclaration,
@@ -68,26 +69,12 @@ class DbtIngest:
     unruled_sources: tuple[str, ...] = ()
 
 
-def normalize_snowflake_account(account: str) -> str:
-    """The Snowflake account as OpenLineage names it: ``org-account`` alone (what follows it, a
-    ``.privatelink`` say, left out: the same account as dbt-ol names it); a legacy locator gets
-    its default region and cloud (``xy12345`` → ``xy12345.us-west-1.aws``)."""
-    parts = account.split(".")
-    if "-" in parts[0]:
-        return parts[0]
-    if len(parts) == 1:
-        return f"{account}.us-west-1.aws"
-    if len(parts) == 2:
-        return f"{account}.aws"
-    return account
-
-
 def connection_metadata(adapter: str, connection: Mapping[str, Any]) -> dict[str, Any]:
     """The connection details the naming rules need, from a profile target."""
     if adapter == "duckdb":
         return {"path": str(connection["path"])} if connection.get("path") else {}
     if adapter == "snowflake" and connection.get("account"):
-        return {"account": normalize_snowflake_account(str(connection["account"]))}
+        return {"account": snowflake_account(str(connection["account"]))}
     if adapter == "sqlserver":
         return {k: str(connection[s]) for k, s in (("host", "server"), ("port", "port")) if connection.get(s)}
     return {k: str(connection[k]) for k in ("host", "port") if connection.get(k) not in (None, "")}

@@ -34,12 +34,13 @@ from openlineage.client.facet_v2 import (
 )
 from openlineage.client.serde import Serde
 
-from bridge.model import Asset, StoredTaskRun, format_time
+from bridge.model import EXTERNAL, Asset, StoredTaskRun, format_time
 from bridge.openlineage.convert import Converter, execution_run_id, task_run_id
 from bridge.openlineage.facets import (
     ASSET_FACET_KEY,
     ASSET_FACET_URL,
     DATASET_TYPES,
+    SYMLINK_TABLE,
     TASK_RUN_FACET_KEY,
     TASK_RUN_FACET_URL,
 )
@@ -74,17 +75,18 @@ def _dataset_facets(converter: Converter, asset: Asset) -> tuple[str, str, dict[
     producer = converter.options.producer
     named = converter.resolver.dataset_for(asset.id, asset.type, asset.metadata)
     meta = asset.metadata
-    kind = (
-        "VIEW"
-        if meta.get("materialized") == "view"
-        else DATASET_TYPES.get(asset.type, asset.type.rsplit(".", 1)[-1].upper())
+    if asset.type == EXTERNAL:  # a placeholder: the type its producer gave, if any
+        kind = str(meta["datasetType"]) if meta.get("datasetType") else None
+    elif meta.get("materialized") == "view":
+        kind = "VIEW"
+    else:
+        kind = DATASET_TYPES.get(asset.type, asset.type.rsplit(".", 1)[-1].upper())
+    facets: dict[str, Any] = {}
+    if kind is not None:
+        facets["datasetType"] = dataset_type_dataset.DatasetTypeDatasetFacet(datasetType=kind, producer=producer)
+    facets["dataSource"] = datasource_dataset.DatasourceDatasetFacet(
+        name=named.namespace, uri=named.namespace if "://" in named.namespace else None, producer=producer
     )
-    facets: dict[str, Any] = {
-        "datasetType": dataset_type_dataset.DatasetTypeDatasetFacet(datasetType=kind, producer=producer),
-        "dataSource": datasource_dataset.DatasourceDatasetFacet(
-            name=named.namespace, uri=named.namespace if "://" in named.namespace else None, producer=producer
-        ),
-    }
     if asset.description:
         facets["documentation"] = documentation_dataset.DocumentationDatasetFacet(
             description=asset.description, producer=producer
@@ -105,7 +107,9 @@ def _dataset_facets(converter: Converter, asset: Asset) -> tuple[str, str, dict[
     if named.name != asset.id:
         facets["symlinks"] = symlinks_dataset.SymlinksDatasetFacet(
             identifiers=[
-                symlinks_dataset.Identifier(namespace=converter.resolver.default_namespace, name=asset.id, type=kind)
+                symlinks_dataset.Identifier(
+                    namespace=converter.resolver.default_namespace, name=asset.id, type=kind or SYMLINK_TABLE
+                )
             ],
             producer=producer,
         )

@@ -367,6 +367,41 @@ def test_a_snowflake_table_declared_by_its_account_locator_is_dbt_ols_dataset(
     assert [a.id for a in catalog.list_assets()] == ["ANALYTICS.MARTS.DIM_X"]
 
 
+def test_a_placeholder_is_exported_with_no_dataset_type_but_the_one_its_producer_gave(
+    catalog: Catalog, intake: Intake, converter: Converter
+) -> None:
+    """External is olbridge's word for a dataset it knows only by name, not a dataset type (the
+    spec's DatasetTypeDatasetFacet gives TABLE, VIEW, FILE, TOPIC, STREAM, MODEL, JOB_OUTPUT;
+    EXTERNAL is a subType there): a placeholder no producer typed has no datasetType facet, and
+    the symlink identifiers of its own and its producers' that came without a type are TABLE, as
+    OpenLineage's integrations type an identifier naming a dataset in a catalog; one a producer
+    typed goes out with the producer's type, and its identifiers with it."""
+    hive = {"identifiers": [{"namespace": "hive://metastore", "name": "raw.events"}]}  # no type (W8)
+    take(
+        intake,
+        ol_run_event(
+            inputs=[
+                ol_dataset("gs://landing", "events", symlinks=hive),
+                ol_dataset("kafka://broker:9092", "payments", datasetType={"datasetType": "TOPIC"}, symlinks=hive),
+            ]
+        ),
+    )
+    read = ("s3a://raw/orders.csv", "gs://landing/events", "kafka://broker:9092/payments")
+    catalog.record_task_run(run("report", inputs=tuple(decl(i) for i in read), start=at(30)))
+    (start, _end) = [e for e in iter_events(catalog, converter) if e["job"]["name"] == "flow.report"]
+    assert [d["facets"]["olbridge_asset"]["type"] for d in start["inputs"]] == ["External"] * 3
+    types = [(d["facets"].get("datasetType") or {}).get("datasetType") for d in start["inputs"]]
+    assert types == [None, None, "TOPIC"]
+    symlinks = [{(i["namespace"], i["type"]) for i in d["facets"]["symlinks"]["identifiers"]} for d in start["inputs"]]
+    # each named by its object or topic: olbridge's identifier gives its id
+    assert symlinks == [
+        {("olbridge", "TABLE")},
+        {("olbridge", "TABLE"), ("hive://metastore", "TABLE")},
+        {("olbridge", "TOPIC"), ("hive://metastore", "TOPIC")},
+    ]
+    assert validate_event(start) == []
+
+
 def test_ingesting_olbridges_own_events_gives_back_the_same_assets(
     catalog: Catalog, intake: Intake, converter: Converter
 ) -> None:

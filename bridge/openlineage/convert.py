@@ -132,8 +132,11 @@ class Converter:
         named = self.resolver.dataset_for(asset.id, asset.type, asset.metadata)
         metadata = asset.metadata
         facets: dict[str, Any] = {}
-        type_facet = f.dataset_type(producer, asset.type, _text(metadata.get("materialized")))
-        facets["datasetType"] = type_facet
+        kind = f.dataset_kind(asset.type, _text(metadata.get("materialized")), _text(metadata.get("datasetType")))
+        if kind is not None:
+            facets["datasetType"] = f.dataset_type(producer, kind)
+        # the type of olbridge's symlink identifier, and of a producer's that came without one
+        symlink_type = kind or f.SYMLINK_TABLE
         facets["dataSource"] = f.data_source(producer, named.namespace)
         if asset.description:
             facets["documentation"] = f.documentation(producer, asset.description)
@@ -146,9 +149,7 @@ class Converter:
         # asset (named otherwise, or named back by the rules as another id: a Kafka topic by its
         # metadata, an s3a:// id exported as s3://)
         if named.name != asset.id or self.resolver.asset_for(named.namespace, named.name).id != asset.id:
-            facets["symlinks"] = f.symlinks(
-                producer, self.resolver.default_namespace, asset.id, type_facet["datasetType"]
-            )
+            facets["symlinks"] = f.symlinks(producer, self.resolver.default_namespace, asset.id, symlink_type)
         tag_text = _text(metadata.get("tags"))
         if tag_text:
             tag_facet = f.tags(producer, tag_text)
@@ -166,22 +167,22 @@ class Converter:
             origin=asset.origin.value,
         )
         if asset.received_facets or asset.identifiers:
-            facets = self._with_received(asset, facets)
+            facets = self._with_received(asset, facets, symlink_type)
         return {"namespace": named.namespace, "name": named.name, "facets": facets}
 
-    def _with_received(self, asset: Asset, own: dict[str, Any]) -> dict[str, Any]:
+    def _with_received(self, asset: Asset, own: dict[str, Any], symlink_type: str) -> dict[str, Any]:
         """A placeholder's facets: the ones its producers sent (the latest of each) as they sent
         them, olbridge's own where they sent none, the olbridge_asset facet, and ``symlinks``
-        naming olbridge's identifier and then every one its producers gave."""
+        naming olbridge's identifier and then every one its producers gave (one given without a
+        type typed as olbridge's is: ``symlink_type``)."""
         facets = {**own, **self._passed_facets(asset.received_facets), f.ASSET_FACET_KEY: own[f.ASSET_FACET_KEY]}
         identifiers: dict[tuple[str, str], dict[str, Any]] = {}
         for identifier in (own.get("symlinks") or {}).get("identifiers", ()):
             identifiers[identifier["namespace"], identifier["name"]] = identifier
         # the symlinks facet requires each identifier's type: one its producer gave none (Marquez
-        # takes that) is said to be of the placeholder's own dataset type, as olbridge's own is
-        own_type = own["datasetType"]["datasetType"]
+        # takes that) is typed as olbridge's own is
         for given in asset.identifiers:
-            item = {"namespace": given.namespace, "name": given.name, "type": given.type or own_type}
+            item = {"namespace": given.namespace, "name": given.name, "type": given.type or symlink_type}
             identifiers.setdefault((given.namespace, given.name), item)
         if identifiers:
             facets["symlinks"] = f.symlinks_of(self.options.producer, list(identifiers.values()))

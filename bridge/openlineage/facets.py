@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bridge.model import Assertion, Column, Statistics, TaskState
+from bridge.model import EXTERNAL, Assertion, Column, Statistics, TaskState
 
 SPEC = "https://openlineage.io/spec"
 RUN_EVENT = f"{SPEC}/2-0-2/OpenLineage.json#/$defs/RunEvent"
@@ -57,15 +57,22 @@ TASK_RUN_FACET_VERSION = "1-0-0"
 TASK_RUN_FACET_ID = f"https://olbridge.github.io/spec/facets/{TASK_RUN_FACET_VERSION}/OlbridgeTaskRunRunFacet.json"
 TASK_RUN_FACET_URL = f"{TASK_RUN_FACET_ID}#/$defs/OlbridgeTaskRunRunFacet"
 
-# asset type -> datasetType
+# asset type -> datasetType. Not External: olbridge's word for a dataset it knows only by name,
+# which says nothing of what the dataset is (the spec's DatasetTypeDatasetFacet gives TABLE, VIEW,
+# FILE, TOPIC, STREAM, MODEL, JOB_OUTPUT as types, and EXTERNAL only as a subType, of a table
+# stored outside its database): a placeholder's type is the one its producer gave, or none.
 DATASET_TYPES = {
     "Table": "TABLE",
     "File": "FILE",
     "Dataset": "DATASET",
     "VM": "VM",
     "Model": "MODEL",
-    "External": "EXTERNAL",
 }
+# The type of a symlink identifier where no dataset type says it (a placeholder no producer typed):
+# the one OpenLineage's integrations give an identifier that names a dataset in a catalog (TABLE,
+# against LOCATION, a path in storage; openlineage-java's DatasetIdentifier.SymlinkType), as
+# olbridge's identifier does, and as Spark and dbt-ol type a metastore's or Glue's name.
+SYMLINK_TABLE = "TABLE"
 
 
 def facet(producer: str, key: str, **fields: Any) -> dict[str, Any]:
@@ -80,11 +87,17 @@ def ownership(producer: str, owners: Sequence[str]) -> dict[str, Any]:
     return facet(producer, "ownership", owners=[{"name": o} for o in owners])
 
 
-def dataset_type(producer: str, asset_type: str, materialized: str | None) -> dict[str, Any]:
+def dataset_kind(asset_type: str, materialized: str | None, received: str | None) -> str | None:
+    """The ``datasetType`` of an asset: ``VIEW`` for a dbt view, else its type's; an External
+    placeholder's is the one its producer gave (``received``), or None (no facet)."""
+    if asset_type == EXTERNAL:
+        return received
     if materialized == "view":
-        kind = "VIEW"
-    else:
-        kind = DATASET_TYPES.get(asset_type) or asset_type.rsplit(".", 1)[-1].upper()
+        return "VIEW"
+    return DATASET_TYPES.get(asset_type) or asset_type.rsplit(".", 1)[-1].upper()
+
+
+def dataset_type(producer: str, kind: str) -> dict[str, Any]:
     return facet(producer, "datasetType", datasetType=kind)
 
 

@@ -28,6 +28,11 @@ from bridge.mapping.resolver import Resolver
 from bridge.model import EXTERNAL
 
 _BOUND = "SELECT asset_id FROM external_datasets WHERE ol_namespace = ? AND ol_name = ?"
+# the received datasets' assets that give the dataset as one of their names (a symlink)
+_SYMLINKED = (
+    "SELECT DISTINCT i.asset_id FROM external_identifiers AS i JOIN external_datasets AS d ON d.asset_id = i.asset_id "
+    "WHERE i.namespace = ? AND i.name = ?"
+)
 _RECEIVED_PLACEHOLDER = "SELECT 1 FROM assets WHERE id = ? AND origin = 'external' AND deleted_at IS NULL"
 # olbridge's own runs that name the placeholder's id: a spelling of their own, not taken over
 _OWN_REFERENCES = (
@@ -100,6 +105,9 @@ def placeholder_for(
     live and no own run names it. None: nothing to take over."""
     named = rules.dataset_for(asset_id, asset_type or EXTERNAL, metadata)
     bound = cur.execute(_BOUND, (named.namespace, named.name)).fetchone()
+    if bound is None:  # another name of a received dataset (its symlink): that dataset's
+        found = cur.execute(_SYMLINKED, (named.namespace, named.name)).fetchall()
+        bound = found[0] if len(found) == 1 else None
     if bound is None or bound[0] == asset_id:
         return None
     placeholder = str(bound[0])

@@ -269,7 +269,15 @@ class GroupIngest:
             ids = [i for i in self.resolver.ids_named(ns, name) if i != reverse.id]
             if ids:
                 self.spellings[ns, name] = ids
-        wanted = sorted({i for ids in self.spellings.values() for i in ids})
+        # the ids of olbridge's own assets their symlinks may name (Spark's table at its location,
+        # its Hive table olbridge's own asset): each symlink's id by the rules, and its spellings
+        self.symlink_spellings: dict[tuple[str, str], list[str]] = {}
+        for key in unbound:
+            for ns, name, _ in symlinks.get(key, ()):
+                if ns != self.resolver.default_namespace and (ns, name) not in self.symlink_spellings:
+                    ids = [self.resolver.asset_for(ns, name).id, *self.resolver.ids_named(ns, name)]
+                    self.symlink_spellings[ns, name] = list(dict.fromkeys(ids))
+        wanted = sorted({i for ids in (*self.spellings.values(), *self.symlink_spellings.values()) for i in ids})
         linked = sorted({(ns, name) for key in unbound for ns, name, _ in symlinks.get(key, ())} - set(self.bindings))
         self.spelled: set[str] = set()
         self.aliases: dict[tuple[str, str], tuple[str, str]] = {}  # a dataset -> the bound one it names
@@ -342,14 +350,29 @@ class GroupIngest:
 
     def _own_choice(self, ds: SeenDataset) -> str | None:
         """One of olbridge's own assets for a dataset not bound yet: the one its olbridge symlink
-        names, else one the rules name as it is under another spelling; None: none."""
+        names, else one the rules name as it is under another spelling, else (no asset has the id
+        the rules name it back as) one they name as one of its symlinks; None: none."""
         # one of olbridge's own assets, exported under a name a rule may name back as another
         # (a File by an absolute path: local-file's file:///...), or as none (by a relative one)
         own = self._own_asset(ds) if ds.symlinks else None
         if own is not None:
             return own
         ref = self.named_back.get((ds.namespace, ds.name)) or self.resolver.asset_for(ds.namespace, ds.name)
-        return self._named_own_asset(ds, ref.id)
+        named = self._named_own_asset(ds, ref.id)
+        if named is not None or self.asset(ref.id) is not None:
+            return named
+        return self._symlinked_own_asset(ds)
+
+    def _symlinked_own_asset(self, ds: SeenDataset) -> str | None:
+        """One of olbridge's own assets that a symlink of ``ds`` names as the rules name it (Spark's
+        table at its location, its Hive table olbridge's asset), the first that is so named, not
+        deleted and bound to no other dataset; None: none."""
+        for ns, name, _ in ds.symlinks:
+            for asset_id in self.symlink_spellings.get((ns, name), ()):
+                free = asset_id in self.spelled and asset_id not in self.bound_here
+                if free and self._free_for(asset_id, SeenDataset(None, ns, name)):
+                    return asset_id
+        return None
 
     def _named_own_asset(self, ds: SeenDataset, reverse_id: str) -> str | None:
         """One of olbridge's own assets that the rules name as ``ds`` is named, under an id other

@@ -180,16 +180,20 @@ def test_an_output_a_failed_run_makes_takes_its_placeholder_over(catalog_target:
         }
 
 
+@pytest.mark.parametrize("bound", [True, False])
 def test_a_takeover_waits_for_a_receiver_s_group_in_flight(
-    postgres: PostgresServer, catalog_template: str, resolver: Resolver
+    postgres: PostgresServer, catalog_template: str, resolver: Resolver, bound: bool
 ) -> None:
     """Where receivers write beside it, a group that read the placeholder's binding before the
-    takeover would write its usages under the placeholder's id after it: a takeover waits for
-    the groups in flight (which hold the lock shared from before they read their bindings)."""
+    takeover would write its usages under the placeholder's id after it, and one that found no
+    binding and no asset would bind the dataset to a placeholder of its own after a write that
+    found none made the asset: a write that makes an asset waits for the groups in flight (which
+    hold the lock shared from before they read their bindings)."""
     name = postgres.create_database(template=catalog_template)
     try:
-        with Catalog(postgres.url(name)) as catalog:
-            catalog_intake(catalog, resolver).take([spark_event()])
+        if bound:
+            with Catalog(postgres.url(name)) as catalog:
+                catalog_intake(catalog, resolver).take([spark_event()])
         group = psycopg.connect(postgres.dsn(name))  # a receiver's group, its bindings read
         group.execute(f"SELECT pg_advisory_xact_lock_shared({ADOPTION_LOCK})")
         done = threading.Event()
@@ -207,7 +211,7 @@ def test_a_takeover_waits_for_a_receiver_s_group_in_flight(
         assert done.wait(30)
         writer.join(5)
         with Catalog(postgres.url(name)) as catalog:
-            assert ids(catalog) == ["s3://lake/mart/daily", OWN]
+            assert ids(catalog) == (["s3://lake/mart/daily", OWN] if bound else [OWN])
     finally:
         postgres.drop_database(name)
 
@@ -229,3 +233,45 @@ def test_rows_an_id_kept_from_before_a_purge_stay_once(catalog_target: str, reso
         assert [(u.direction, u.job_name) for u in readers] == [("input", "orders_daily")]
         down = catalog.lineage(OWN, direction="downstream", depth=1)
         assert {a.id for a in down.assets} == {OWN, "s3://lake/mart/daily"}
+
+
+def test_the_asset_taken_over_is_named_by_the_rules_not_as_received(catalog_target: str, resolver: Resolver) -> None:
+    """What the receiver keeps of a dataset in its placeholder (the name it came under, pinned,
+    and its sightings) is not the own asset's: a Table declared as the Hive table that Spark gave
+    as its location's symlink is exported as the Hive table, and its rules move it after."""
+    spark_written = ol_dataset(
+        "hdfs://namenode:8020",
+        "/warehouse/orders",
+        symlinks={"identifiers": [{"namespace": "hive://metastore:9083", "name": "sales.orders", "type": "TABLE"}]},
+    )
+    with Catalog(catalog_target) as catalog:
+        catalog_intake(catalog, resolver).take([ol_run_event("COMPLETE", job=("spark", "w"), outputs=[spark_written])])
+        own = "hive://metastore:9083/sales.orders"
+        catalog.set_asset(decl(own, type="Table"), now=at(10))
+        asset = catalog.get_asset(own)
+        assert asset is not None and not {"olNamespace", "olName", "firstSeen", "lastSeen", "producer"} & set(
+            asset.metadata
+        )
+        named = resolver.dataset_for(asset.id, asset.type, asset.metadata)
+        assert (named.namespace, named.name) == ("hive://metastore:9083", "sales.orders")
+        assert [a.id for a in catalog.list_assets()] == [own]
+
+
+def test_a_failed_run_s_output_taken_over_is_the_run_s(catalog_target: str, resolver: Resolver) -> None:
+    """As its success would have made it: its type and description, not a placeholder's."""
+    with Catalog(catalog_target) as catalog:
+        catalog_intake(catalog, resolver).take([spark_event()])
+        written = decl(OWN, type="File", description="raw orders")
+        catalog.record_task_run(run("load", outputs=(written,), start=at(10), state="FAILED"))
+        asset = catalog.get_asset(OWN)
+        assert asset is not None and (asset.type, asset.origin.value) == ("File", "declared")
+        assert asset.description == "raw orders"
+
+
+def test_the_placeholder_s_history_is_named_anew(catalog_target: str, resolver: Resolver) -> None:
+    with Catalog(catalog_target) as catalog:
+        catalog_intake(catalog, resolver).take([spark_event()])
+        catalog.set_asset(decl(RECEIVED, metadata={"team": "lake"}), now=at(5))  # a change of the placeholder
+        catalog.record_task_run(run("load", outputs=(decl(OWN, type="File"),), start=at(10)))
+        assert [c.asset.id for c in catalog.latest_changes(OWN, 10)] == [OWN]
+        assert catalog.latest_changes(RECEIVED, 10) == []

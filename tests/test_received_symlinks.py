@@ -11,8 +11,11 @@ from typing import Any
 import pytest
 
 from bridge.catalog import Catalog
+from bridge.catalog.query import ExternalUsage
 from bridge.mapping import Resolver
+from bridge.model.received import writable
 from bridge.receiver.imports import catalog_intake
+from bridge.receiver.intake import run_steps
 from tests.conftest import at
 from tests.helpers import decl, ol_dataset, ol_run_event, run
 
@@ -92,7 +95,7 @@ def test_both_names_in_one_group_are_one_dataset(catalog_target: str, resolver: 
     with Catalog(catalog_target) as catalog:
         events = [spark(), hive()] if order == "spark first" else [hive(), spark()]
         take(catalog, resolver, *events)
-        joined(catalog, resolver)
+        assert joined(catalog, resolver) == f"{HDFS[0]}{HDFS[1]}"  # the least name, whichever came first
 
 
 def test_a_name_two_datasets_give_is_its_own(catalog_target: str, resolver: Resolver) -> None:
@@ -130,3 +133,59 @@ def test_olbridge_s_asset_named_as_a_symlink_is_the_dataset(
         assert sorted(a.id for a in catalog.list_assets()) == sorted([own, "s3://lake/raw/orders", "s3a://lake/report"])
         down = catalog.lineage("s3://lake/raw/orders", direction="downstream", depth=3)
         assert {a.id for a in down.assets} == {"s3://lake/raw/orders", own, "s3a://lake/report"}
+
+
+def take_as(catalog: Catalog, resolver: Resolver, patterns: tuple[str, ...], *events: dict[str, Any]) -> list[Any]:
+    """The events taken under a token that may write the namespaces ``patterns``."""
+    intake = catalog_intake(catalog, resolver)
+    assert intake.write is not None
+    steps = intake.taking(list(events), token="t", may_write=lambda ns: writable(patterns, ns), writes=patterns)
+    return run_steps(steps, write=intake.write)
+
+
+def test_a_token_writes_no_other_namespace_s_dataset_through_another_name(
+    catalog_target: str, resolver: Resolver
+) -> None:
+    """A token of Hive's namespace writing the table by its Hive name, which is another name of
+    Spark's dataset at its location (another namespace), is refused, as writing that dataset by its
+    own name is; reading it, its checks are not taken (named, not described)."""
+    hive_token = ("hive://metastore:9083", "hive")
+    with Catalog(catalog_target) as catalog:
+        take(catalog, resolver, spark())
+        table = catalog.find_asset_id(f"{HDFS[0]}/{HDFS[1]}", resolver)
+        writes = ol_run_event(
+            "COMPLETE",
+            run_id="0194a1b2-0000-7000-8000-000000000004",
+            job=("hive", "overwrite"),
+            outputs=[ol_dataset(*HIVE)],
+            time="2025-03-01T11:00:00Z",
+        )
+        outcome = take_as(catalog, resolver, hive_token, writes)
+        assert [o.status for o in outcome] == ["refused"] and "another name" in outcome[0].message, outcome
+        failing = {"assertions": [{"assertion": "not_null", "success": False, "column": "id"}]}
+        reads = ol_run_event(
+            "FAIL",
+            run_id="0194a1b2-0000-7000-8000-000000000005",
+            job=("hive", "check"),
+            inputs=[ol_dataset(*HIVE, dataQualityAssertions=failing)],
+            time="2025-03-01T12:00:00Z",
+        )
+        assert [o.ok for o in take_as(catalog, resolver, hive_token, reads)] == [True]
+        assert catalog.health(at(100), ids=[table])[0].health != "FAIL"
+        assert sorted(u.job_name for u in catalog.usages_of(table) if isinstance(u, ExternalUsage)) == [
+            "check",
+            "enrich",
+        ]
+
+
+def test_an_asset_under_the_name_s_own_id_is_its_own(catalog_target: str, resolver: Resolver) -> None:
+    """A name whose own id is an asset bound to no dataset (a Table declared under it) is that
+    asset's, though a bound dataset's symlink names it."""
+    own = f"{HIVE[0]}/{HIVE[1]}"
+    with Catalog(catalog_target) as catalog:
+        take(catalog, resolver, spark())
+        catalog.record_task_run(run("peek", inputs=(decl(f"{HDFS[0]}{HDFS[1]}"),), start=at(5)))
+        catalog.set_asset(decl(own, type="Table"), now=at(6))
+        take(catalog, resolver, hive())
+        readers = [u.job_name for u in catalog.usages_of(own) if isinstance(u, ExternalUsage)]
+        assert readers == ["by_region"]

@@ -15,15 +15,16 @@ under its id) is a spelling a user chose, and is left as it is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 import orjson
 
-from bridge.catalog import schema
+from bridge.catalog import schema, sql
 from bridge.catalog.engine import Cursor
-from bridge.catalog.external_rows import json_text
+from bridge.catalog.external_rows import RECEIVED_KEYS, json_text
+from bridge.catalog.rows import asset_from_row, asset_row, from_snapshot, snapshot
 from bridge.mapping.resolver import Resolver
 from bridge.model import EXTERNAL
 
@@ -41,7 +42,7 @@ _OWN_REFERENCES = (
     "UNION ALL SELECT 1 FROM kept_writers WHERE asset_id = ? LIMIT 1"
 )
 # rows moved whole (deleted, then written again under the new id), so that SQLite's search, kept
-# by triggers on insert and delete, follows them; (table, column)
+# by triggers on insert and delete, follows them (the asset's own row likewise); (table, column)
 _MOVED_WHOLE = (("external_datasets", "asset_id"), ("external_identifiers", "asset_id"))
 _EDGE = ("upstream_id", "downstream_id")
 _COLUMN_EDGE = (
@@ -61,14 +62,22 @@ _UPDATED: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     *(("column_lineage", end, _COLUMN_EDGE) for end in _EDGE),
     *(("kept_edges", end, _EDGE) for end in _EDGE),
     ("asset_checks", "asset_id", ("reported_at",)),
+    ("kept_writes", "asset_id", ("fact",)),
     ("freshness_rules", "asset_id", ()),
     ("asset_changes", "asset_id", ("seq",)),
     ("health_marks", "asset_id", ("seq",)),
 )
-# the runs (and jobs) received that name the placeholder among their inputs or outputs
-_SOURCES_NAMING = (
-    "SELECT source, inputs, outputs FROM external_sources WHERE inputs LIKE ? ESCAPE '!' OR outputs LIKE ? ESCAPE '!'"
+# the runs (and jobs) received that name the placeholder among their inputs or outputs: those of
+# the jobs its received usages name, and those named under several jobs
+_JOBS_NAMING = "SELECT DISTINCT job_namespace, job_name FROM external_usages WHERE asset_id = ?"
+_NAMING = "(inputs LIKE ? ESCAPE '!' OR outputs LIKE ? ESCAPE '!')"
+_SOURCES_OF_JOB = (
+    f"SELECT source, inputs, outputs FROM external_sources WHERE job_namespace = ? AND job_name = ? AND {_NAMING}"
 )
+_SOURCES_OF_JOBS = f"SELECT source, inputs, outputs FROM external_sources WHERE jobs IS NOT NULL AND {_NAMING}"
+_CHANGES_OF = "SELECT seq, snapshot FROM asset_changes WHERE asset_id = ?"
+_SET_SNAPSHOT = "UPDATE asset_changes SET snapshot = ? WHERE seq = ?"
+_OUTBOX_KEY = "UPDATE outbox SET run_key = ? WHERE run_key = ?"
 _SET_SOURCE_USAGES = "UPDATE external_sources SET inputs = ?, outputs = ? WHERE source = ?"
 
 
@@ -82,15 +91,33 @@ class Naming:
     lock: str | None = None
 
 
+def lock_for_new(cur: Cursor, naming: Naming | None, ids: Iterable[str]) -> None:
+    """Before an own write that makes an asset the catalog does not hold (one of ``ids``) and may
+    so take a placeholder over: where receivers write beside it, wait for their groups in flight
+    and hold new ones back until the write commits, taken first (before any row lock: the groups
+    hold none while they wait for theirs). A group that read no binding of the new asset's dataset
+    would otherwise bind it to a placeholder of its own after the write looked and found none."""
+    wanted = sorted(set(ids))
+    if naming is None or naming.lock is None or not wanted:
+        return
+    held = {
+        row[0]
+        for start in range(0, len(wanted), 500)
+        for row in cur.execute(
+            f"SELECT id FROM assets WHERE id IN ({', '.join('?' * len(wanted[start : start + 500]))})",
+            wanted[start : start + 500],
+        ).fetchall()
+    }
+    if len(held) < len(wanted):
+        cur.execute(naming.lock)
+
+
 def adopted(cur: Cursor, naming: Naming, asset_id: str, asset_type: str | None, metadata: Mapping[str, Any]) -> bool:
     """Take over, under the id ``asset_id`` (which no asset has yet), the received placeholder of
     the dataset the rules export that asset as, if there is one (:func:`placeholder_for`): whether
-    one was. Where receivers write beside this, it waits for their groups in flight, which read
-    the placeholder's binding before, and looks again."""
+    one was. Where receivers write beside this, the write holds their lock from its start
+    (:func:`lock_for_new`)."""
     placeholder = placeholder_for(cur, naming.rules, asset_id, asset_type, metadata)
-    if placeholder is not None and naming.lock is not None:
-        cur.execute(naming.lock)
-        placeholder = placeholder_for(cur, naming.rules, asset_id, asset_type, metadata)
     if placeholder is None:
         return False
     take_over(cur, placeholder, asset_id)
@@ -121,18 +148,30 @@ def placeholder_for(
 def take_over(cur: Cursor, placeholder: str, asset_id: str) -> None:
     """Move every row of the received placeholder ``placeholder`` to the id ``asset_id``, which no
     asset has yet: its asset row (an External placeholder still, which the own write then makes
-    its own), binding, received usages and lineage, facets, identifiers, checks, rule, health and
-    history, and its id in the received runs' inputs and outputs."""
-    _move_whole(cur, "assets", "id", placeholder, asset_id)
+    its own; without what the receiver keeps of a dataset it names, the name it was received
+    under first of all, so that the rules name the asset), binding, received usages and lineage,
+    facets, identifiers, checks, rule, kept facts, health and history (its snapshots and queued
+    changes named anew), and its id in the received runs' inputs and outputs."""
+    jobs = cur.execute(_JOBS_NAMING, (placeholder,)).fetchall()  # before the usages move
+    row = cur.execute(sql.GET_ASSET, (placeholder,)).fetchone()
+    asset = asset_from_row(row)
+    metadata = {k: v for k, v in asset.metadata.items() if k not in RECEIVED_KEYS}
+    cur.execute("DELETE FROM assets WHERE id = ?", (placeholder,))
+    cur.execute(sql.UPSERT_ASSET, asset_row(attrs.evolve(asset, id=asset_id, metadata=metadata)))
     for table, column in _MOVED_WHOLE:
         _move_whole(cur, table, column, placeholder, asset_id)
     for table, column, key in _UPDATED:
         _move_column(cur, table, column, key, placeholder, asset_id)
     cur.execute("UPDATE external_facets SET owner = ? WHERE owner = ?", (f"asset:{asset_id}", f"asset:{placeholder}"))
     cur.execute("DELETE FROM asset_health WHERE asset_id = ?", (placeholder,))  # judged again, as marked
+    for seq, text in cur.execute(_CHANGES_OF, (asset_id,)).fetchall():
+        cur.execute(_SET_SNAPSHOT, (snapshot(attrs.evolve(from_snapshot(text), id=asset_id)), seq))
+    cur.execute(_OUTBOX_KEY, (f"asset:{asset_id}", f"asset:{placeholder}"))
     quoted = orjson.dumps(placeholder).decode()
     pattern = "%" + quoted.replace("!", "!!").replace("%", "!%").replace("_", "!_") + "%"
-    for source, inputs, outputs in cur.execute(_SOURCES_NAMING, (pattern, pattern)).fetchall():
+    found = [*(cur.execute(_SOURCES_OF_JOB, (*job, pattern, pattern)).fetchall() for job in jobs)]
+    found.append(cur.execute(_SOURCES_OF_JOBS, (pattern, pattern)).fetchall())
+    for source, inputs, outputs in {tuple(r) for rows in found for r in rows}:
         renamed = [_renamed(text, placeholder, asset_id) for text in (inputs, outputs)]
         cur.execute(_SET_SOURCE_USAGES, (*renamed, source))
 
@@ -169,4 +208,4 @@ def _move_whole(cur: Cursor, table: str, column: str, old: str, new: str) -> Non
         cur.execute(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", values)
 
 
-__all__ = ["Naming", "adopted", "placeholder_for", "take_over"]
+__all__ = ["Naming", "adopted", "lock_for_new", "placeholder_for", "take_over"]

@@ -243,8 +243,13 @@ class GroupIngest:
             named = {(ns, name) for ns, name in json.loads(jobs)} if jobs else {(job_ns, job_name)}
             # a run kept before job ranks were: its job stays its job
             self.source_states[source] = _Source(job_rank or "", (job_ns, job_name), named, set(json.loads(warnings)))
-        symlinks = {(e_ds.namespace, e_ds.name): e_ds.symlinks for e in events for e_ds in e.datasets if e_ds.symlinks}
-        self._read_spellings(symlinks)
+        # each dataset's symlinks, as all the group's events give them (whatever their order)
+        symlinks: dict[tuple[str, str], set[tuple[str, str, str | None]]] = {}
+        for e in events:
+            for e_ds in e.datasets:
+                if e_ds.symlinks:
+                    symlinks.setdefault((e_ds.namespace, e_ds.name), set()).update(e_ds.symlinks)
+        self._read_spellings({key: tuple(sorted(found, key=str)) for key, found in symlinks.items()})
 
     def _bound(self, row: Sequence[Any]) -> None:
         """A binding as read (:func:`sql_received.bindings_of`'s columns)."""
@@ -280,7 +285,9 @@ class GroupIngest:
         wanted = sorted({i for ids in (*self.spellings.values(), *self.symlink_spellings.values()) for i in ids})
         linked = sorted({(ns, name) for key in unbound for ns, name, _ in symlinks.get(key, ())} - set(self.bindings))
         self.spelled: set[str] = set()
-        self.aliases: dict[tuple[str, str], tuple[str, str]] = {}  # a dataset -> the bound one it names
+        self.aliases: dict[tuple[str, str], tuple[str, str]] = {}  # a dataset -> the one it is a name of
+        self.symlinks = symlinks
+        self.kept_names: set[tuple[str, str]] = set()  # names a bound dataset's identifiers hold already
         if not (wanted or unbound):
             return
         own, named_by, linked_rows = self._read(
@@ -291,15 +298,49 @@ class GroupIngest:
         self.spelled = {asset_id for (asset_id,) in own}
         targets: dict[tuple[str, str], set[tuple[str, str]]] = {}
         for ns, name, *row in named_by:  # a bound dataset's symlink names this one
+            self.kept_names.add((ns, name))
             targets.setdefault((ns, name), set()).add((row[0], row[1]))
             if (row[0], row[1]) not in self.bindings:
                 self._bound(row)
-        for row in linked_rows:  # the bound datasets their symlinks name (:meth:`_symlinked`)
+        for row in linked_rows:  # the bound datasets their symlinks name
             self._bound(row)
+        for key in unbound:
+            for ns, name, _ in symlinks.get(key, ()):
+                if self.bindings.get((ns, name)) is not None:
+                    targets.setdefault(key, set()).add((ns, name))
         for key, found in targets.items():
             found.discard(key)
-            if len(found) == 1:  # another name of one dataset; of several, it is its own
+            if len(found) == 1 and not self._stands_alone(key):  # of several, it is its own
                 self.aliases[key] = found.pop()
+        self._alias_new(unbound)
+
+    def _alias_new(self, unbound: list[tuple[str, str]]) -> None:
+        """The datasets new to the catalog that the group's symlinks make names of one dataset
+        (Spark's location and its Hive table, both first named in this group): each set of them
+        is the dataset of the one that stands alone (:meth:`_stands_alone`), else of the least of
+        their names, whatever the order of the events."""
+        free = {key for key in unbound if key not in self.aliases}
+        linked: dict[tuple[str, str], set[tuple[str, str]]] = {key: set() for key in free}
+        for key in free:
+            for ns, name, _ in self.symlinks.get(key, ()):
+                if (ns, name) in free and (ns, name) != key:
+                    linked[key].add((ns, name))
+                    linked[ns, name].add(key)
+        done: set[tuple[str, str]] = set()
+        for start in sorted(free):
+            if start in done or not linked[start]:
+                continue
+            names, queue = {start}, [start]
+            while queue:
+                for other in linked[queue.pop()]:
+                    if other not in names:
+                        names.add(other)
+                        queue.append(other)
+            done |= names
+            alone = [key for key in sorted(names) if self._stands_alone(key)]
+            primary = alone[0] if alone else min(names)
+            for key in names - {primary, *alone}:
+                self.aliases[key] = primary
 
     # --- reads, once each --------------------------------------------------------------------
 
@@ -341,12 +382,18 @@ class GroupIngest:
         warning = f"dataset {ds.namespace} {ds.name} maps to asset id {candidate!r}, which is already {which}; "
         return fallback, {}, warning + f"kept apart as {fallback!r}"
 
-    def _symlinked(self, ds: SeenDataset) -> tuple[str, str] | None:
-        """The one bound dataset (before, or earlier in the group) that the symlinks of ``ds``
-        name, if one: ``ds`` is another name of it. Of several, none: it is a dataset of its own."""
-        found = {(ns, name) for ns, name, _ in ds.symlinks if (ns, name) != (ds.namespace, ds.name)}
-        bound = [key for key in found if self.bindings.get(key) is not None]
-        return bound[0] if len(bound) == 1 else None
+    def _stands_alone(self, key: tuple[str, str]) -> bool:
+        """Whether a dataset not bound yet has an asset of its own: one of olbridge's
+        (:meth:`_own_choice`, by the symlinks the group's events give it), or one under the id the
+        rules name it back as, bound to no other dataset (:meth:`_choose_id` takes either)."""
+        ds = SeenDataset(None, *key, symlinks=self.symlinks.get(key, ()))
+        if self._own_choice(ds) is not None:
+            return True
+        ref = self.named_back.get(key) or self.resolver.asset_for(*key)
+        return self.asset(ref.id) is not None and ref.id not in self.bound_here and self._unbound(ref.id)
+
+    def _unbound(self, asset_id: str) -> bool:
+        return self.cur.execute(sql_received.BINDING_OF_ASSET, (asset_id,)).fetchone() is None
 
     def _own_choice(self, ds: SeenDataset) -> str | None:
         """One of olbridge's own assets for a dataset not bound yet: the one its olbridge symlink
@@ -404,26 +451,26 @@ class GroupIngest:
         named = self.resolver.dataset_for(asset.id, asset.type, asset.metadata)
         if (named.namespace, named.name) != (ds.namespace, ds.name):
             return False
-        return self.cur.execute(sql_received.BINDING_OF_ASSET, (asset.id,)).fetchone() is None
+        return self._unbound(asset.id)
 
     def _binding(self, ds: SeenDataset, moment: str, writes: tuple[str, ...] | None) -> tuple[_Binding, str | None]:
         key = (ds.namespace, ds.name)
         binding = self.bindings[key]
         if binding is not None:
             return binding, None
-        alias = self.aliases.get(key) or self._symlinked(ds)
-        if alias is not None and self._own_choice(ds) is None:  # another name of a bound dataset: its
-            self.aliases[key] = alias
+        alias = self.aliases.get(key)
+        if alias is not None:  # another name of a dataset (_read_spellings): its binding
             aliased = self.bindings[alias]
-            assert aliased is not None
+            if aliased is None:  # new too, first named by this event
+                aliased, warning = self._binding(
+                    SeenDataset(None, *alias, symlinks=self.symlinks.get(alias, ())), moment, writes
+                )
+                return aliased, warning
             return aliased, None
         asset_id, base, warning = self._choose_id(ds, writes)
         binding = _Binding(asset_id, moment, moment, "", None, None, new=True, base=base)
         self.bound_here[asset_id] = key
         self.bindings[key] = binding
-        for ns, name, _ in ds.symlinks:  # the other names it gives, not bound yet, are its
-            if (ns, name) != key and self.bindings.get((ns, name)) is None:
-                self.aliases.setdefault((ns, name), key)
         return binding, warning
 
     # --- one event ---------------------------------------------------------------------------
@@ -432,7 +479,7 @@ class GroupIngest:
         """Take one event. A re-sent one changes nothing."""
         if event.digest in self.known:
             return _DUPLICATE
-        refused = self._not_its_token(event)
+        refused = self._not_its_token(event) or self._not_its_alias(event)
         if refused is not None:
             return refused
         if event.producer.startswith(PROJECT_URL) and event.source not in self.stored_sources and self._own_run(event):
@@ -473,6 +520,8 @@ class GroupIngest:
             self.ended.add(str(source))
         for ds in event.datasets:
             asset_id, created, warning = self._take_dataset(ds, event, moment)
+            if self._aliased_away(ds, event):  # another namespace's dataset, read: named, not checked
+                ds = SeenDataset(ds.direction, ds.namespace, ds.name)
             if ds.assertions or (event.kind == "RunEvent" and ds.direction == "output"):
                 self.marked.add(asset_id)
             if created:
@@ -507,6 +556,28 @@ class GroupIngest:
         what = f"run {event.run_id}" if event.run_id is not None else f"job {event.job_namespace}/{event.job_name}"
         message = f"token {event.token!r} may not write {what}: it is the run of a job of another namespace"
         return IngestResult("forbidden", message=message)
+
+    def _aliased_away(self, ds: SeenDataset, event: IncomingEvent) -> bool:
+        """Whether ``ds`` is another name of a dataset (:meth:`_binding`) of a namespace the
+        event's token may not write."""
+        key = (ds.namespace, ds.name)
+        target = self.aliases.get(key) if self.bindings.get(key) is None else None
+        return target is not None and not writes_stored(event.writes, target[0])
+
+    def _not_its_alias(self, event: IncomingEvent) -> IngestResult | None:
+        """The refusal of an event whose token writes a dataset (an output, a DatasetEvent's) that
+        is another name of a dataset of a namespace it may not write, which its own name hid from
+        the receiver's check of namespaces (nor is that dataset named to it). None: not refused."""
+        if event.writes is None:
+            return None
+        for ds in event.datasets:
+            if ds.direction != "input" and self._aliased_away(ds, event):
+                message = (
+                    f"token {event.token!r} may not write dataset {ds.namespace} {ds.name}: it is another name "
+                    "of a dataset in a namespace not this token's"
+                )
+                return IngestResult("forbidden", message=message)
+        return None
 
     def _own_run(self, event: IncomingEvent) -> bool:
         """Whether the event is of one of olbridge's own task runs (its producer olbridge's, its
@@ -591,7 +662,7 @@ class GroupIngest:
         seen = (ds.namespace, ds.name)
         aliased = self.bindings[seen] is None
         foreign = not writes_stored(event.writes, self.aliases[seen][0] if aliased else ds.namespace)
-        if aliased:  # kept as one of the names of its asset, found by it next time (and by the search)
+        if aliased and seen not in self.kept_names:  # kept as a name of its asset, found by it next time
             kept = self.identifiers.get((*seen, binding.asset_id))
             if kept is None or rank > kept[0]:
                 self.identifiers[(*seen, binding.asset_id)] = (rank, kept[1] if kept else None)

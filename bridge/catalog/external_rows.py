@@ -25,6 +25,11 @@ def hashed_id(namespace: str, name: str) -> str:
     return "ol:" + hashlib.sha256(f"{namespace}\n{name}".encode()).hexdigest()[:16]
 
 
+# what the receiver keeps in a placeholder's metadata of the dataset it names (the name it was
+# received under, which olbridge's events then give it, and its sightings): not an own asset's
+RECEIVED_KEYS = frozenset({"olNamespace", "olName", "firstSeen", "lastSeen", "producer"})
+
+
 def placeholder(
     current: Asset | None,
     asset_id: str,

@@ -301,11 +301,14 @@ class Catalog:
     def set_asset(self, decl: AssetDeclaration, *, now: datetime, allow_type_change: bool = False) -> Asset:
         """Create or update an asset outside any task run (Kestra's ``Set``). Metadata merges; a key
         sent with null is removed. The change is kept and exported as a DatasetEvent."""
-        return self.db.write(
-            lambda cur: writes.set_asset(
+
+        def work(cur: Cursor) -> Asset:
+            adopt.lock_for_new(cur, self.naming, [decl.id])
+            return writes.set_asset(
                 cur, decl, now=now, allow_type_change=allow_type_change, watch=self.watch_seen, naming=self.naming
             )
-        )
+
+        return self.db.write(work)
 
     def record(
         self, runs: Iterable[TaskRun], updates: Iterable[AssetDeclaration] = (), *, now: datetime | None = None
@@ -315,6 +318,9 @@ class Catalog:
         assert now is not None or not updates, "updates need the time they are made"
 
         def work(cur: Cursor) -> tuple[list[RecordResult], list[Asset]]:
+            naming = self.naming
+            if naming.lock is not None:  # where receivers write beside it (reads the runs once more)
+                adopt.lock_for_new(cur, naming, [*_asset_ids(each()), *(decl.id for decl in updates)])
             results = []
             for index, run in enumerate(each()):
                 try:
@@ -384,6 +390,7 @@ class Catalog:
         runs = list(runs)
 
         def work(cur: Cursor) -> list[RecordResult | CatalogError]:
+            adopt.lock_for_new(cur, self.naming, _asset_ids(runs))
             results = writes.write_each(cur, runs, watch=self.watch_seen, naming=self.naming)
             if position is not None:
                 positions.save(cur, position)
@@ -612,6 +619,11 @@ CatalogSource = Catalog | Callable[[], Catalog]
 def opened(source: CatalogSource) -> Catalog:
     """The catalog of ``source``, opened (and made, where the command makes one) now."""
     return source if isinstance(source, Catalog) else source()
+
+
+def _asset_ids(runs: Iterable[TaskRun]) -> list[str]:
+    """The assets task runs name (inputs and outputs)."""
+    return [decl.id for run in runs for decl in (*run.inputs, *run.outputs)]
 
 
 def _replayable(items: Iterable[T]) -> Callable[[], Iterator[T]]:

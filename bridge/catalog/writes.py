@@ -110,8 +110,9 @@ def _make_failed_outputs(cur: Cursor, run: TaskRun, naming: adopt.Naming | None)
     no run that ended well reported them."""
     assert run.ended_at is not None
     for decl in run.outputs:
-        if decl.type is not None and _current(cur, decl, naming) is None:
-            made = merged(None, attrs.evolve(decl, assertions=None), origin=run.origin, now=run.ended_at)
+        if decl.type is not None and get_asset(cur, decl.id) is None:
+            current = _current(cur, decl, naming)  # the received placeholder of its dataset, taken over
+            made = merged(current, attrs.evolve(decl, assertions=None), origin=run.origin, now=run.ended_at)
             cur.execute(sql.UPSERT_ASSET, asset_row(made))
 
 
@@ -225,7 +226,8 @@ def _current(cur: Cursor, decl: AssetDeclaration, naming: adopt.Naming | None) -
     current = get_asset(cur, decl.id)
     if current is not None or naming is None:
         return current
-    return get_asset(cur, decl.id) if adopt.adopted(cur, naming, decl.id, decl.type, decl.metadata) else None
+    adopt.adopted(cur, naming, decl.id, decl.type, decl.metadata)
+    return get_asset(cur, decl.id)
 
 
 def _read_input(

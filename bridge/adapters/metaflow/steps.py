@@ -50,6 +50,7 @@ from bridge.adapters.metaflow.assets import (
 from bridge.catalog import Catalog
 from bridge.config import load_config
 from bridge.errors import BridgeError, NotFoundError, ValidationError
+from bridge.mapping import Resolver
 from bridge.model import Asset, AssetDeclaration, JobInfo, TaskRun, TaskRunKey, TaskState, utcnow
 
 ENV_ASSETS = "OLBRIDGE_METAFLOW_ASSETS"  # the folder holding data/ and models/
@@ -152,6 +153,12 @@ def catalog_path(env: Mapping[str, str]) -> Path | str:
     return load_config(None, env).catalog
 
 
+def catalog_naming(env: Mapping[str, str]) -> Resolver:
+    """The naming rules of the config the CLI finds, as ``olbridge export`` names assets by."""
+    config = load_config(None, env)
+    return Resolver.load(config.mappings, config.default_namespace)
+
+
 @attrs.define
 class _Output:
     pointers: dict[str, Any]
@@ -169,9 +176,11 @@ class StepRecorder:
         *,
         clock: Callable[[], datetime] = utcnow,
         outcome: Callable[[StepContext], tuple[TaskState, str | None]] = metaflow_outcome,
+        naming: Resolver | None = None,
     ) -> None:
         self.context = context
         self.catalog_path = catalog
+        self.naming = naming  # the config's rules, by which a new asset takes a placeholder over
         self.clock = clock
         self.outcome = outcome
         self.started_at: datetime | None = None
@@ -207,7 +216,7 @@ class StepRecorder:
         now = self.clock()
         started_at = self.started_at or now
         scope = self.context.scope
-        with Catalog(self.catalog_path) as catalog:
+        with Catalog(self.catalog_path, naming=self.naming) as catalog:
             updates = []
             if definition is not None:
                 stored = catalog.get_asset(scope.catalog_id(definition.kind, definition.id))
@@ -246,7 +255,7 @@ class StepRecorder:
         if state is None:
             state, error = self.outcome(self.context)
         outputs = []
-        with Catalog(self.catalog_path) as catalog:
+        with Catalog(self.catalog_path, naming=self.naming) as catalog:
             for catalog_id, out in self.outputs.items():
                 stored = catalog.get_asset(catalog_id)
                 metadata = instance_metadata(stored, out.pointers, out.annotations, out.tags)
@@ -281,7 +290,7 @@ def _recorder(context: StepContext) -> StepRecorder:
         if not _exit_hooked:  # registered with the first task run, not by every import of this module
             atexit.register(_end_active)  # ends the task run when the task process exits
             _exit_hooked.append(True)
-        _active = StepRecorder(context, catalog_path(os.environ))
+        _active = StepRecorder(context, catalog_path(os.environ), naming=catalog_naming(os.environ))
     return _active
 
 

@@ -121,6 +121,8 @@ LIMIT_KEYS = (
     "max_gunzipped",
     "max_batch",
     "max_datasets",
+    "max_column_edges",
+    "max_values",
     "max_depth",
     "max_request_line",
     "max_header",

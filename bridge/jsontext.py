@@ -43,6 +43,47 @@ def parse_json(body: bytes) -> Any:
     return value
 
 
+# a JSON string of text, whole, escapes included (the unrolled form: no backtracking per character)
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+# JSON text with its strings blanked out, to its brackets alone, each written [ or ]
+_BRACKETS = bytes.maketrans(b"{}", b"[]")
+_NOT_BRACKETS = bytes(i for i in range(256) if i not in b"[]{}")
+
+
+def _bare(text: str) -> str:
+    """JSON text with each string blanked out (``""``): what is left has brackets and commas only
+    where they are JSON's, and is ASCII."""
+    return _STRING.sub('""', text) if '"' in text else text
+
+
+def values_past(text: str, limit: int) -> int | None:
+    """The number of JSON values in ``text`` (valid JSON text: every object, array, string,
+    number, ``true``, ``false`` and ``null``, the outermost one too; an object's keys are not
+    values) when it is more than ``limit``, else None. Counted in the text, never walking a parsed
+    value: by three ``str.count`` when that bounds it (the usual event), else with its strings
+    blanked out, as each non-empty object or array holds one value more than its commas."""
+    if 1 + text.count(",") + text.count("[") + text.count("{") <= limit:
+        return None
+    bare = _bare(text)
+    containers = bare.count("[") + bare.count("{") - bare.count("[]") - bare.count("{}")
+    count = 1 + bare.count(",") + containers
+    return count if count > limit else None
+
+
+def nested_past(text: str, limit: int) -> bool:
+    """Whether valid JSON ``text`` nests objects and arrays deeper than ``limit``: its brackets
+    alone, from which each pass takes the innermost pairs (a level) away; what is left after
+    ``limit`` passes is deeper. Work in C over the text, at most ``limit`` passes of what is left."""
+    if text.count("[") + text.count("{") <= limit:  # no deeper than it has brackets
+        return False
+    brackets = _bare(text).encode("ascii").translate(_BRACKETS, _NOT_BRACKETS)
+    for _ in range(limit):
+        if not brackets:
+            return False
+        brackets = brackets.replace(b"[]", b"")
+    return bool(brackets)
+
+
 def nesting(value: Any, limit: int) -> int | None:
     """The depth past ``limit`` that ``value`` nests objects and arrays to (``limit + 1``), or
     None when it nests no deeper than ``limit`` (checked without recursion)."""

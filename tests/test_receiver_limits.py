@@ -5,9 +5,12 @@ bodies a worker holds at once, and a fault of the receiver's answered in the JSO
 from __future__ import annotations
 
 import asyncio
+import gzip
+import itertools
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -16,19 +19,20 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
+from bridge.catalog import IngestResult
 from bridge.cli.serve import chosen_limits
 from bridge.config import parse_config
 from bridge.errors import ConfigError
 from bridge.model.received import IncomingEvent
 from bridge.receiver.app import ReceiverApp, Request
 from bridge.receiver.asgi import AsgiReceiver
-from bridge.receiver.intake import Blocking, Intake, Limits, Read, Write
+from bridge.receiver.intake import Blocking, Intake, Limits, Read, Write, run_steps_async
 from bridge.receiver.writer_process import RemoteWriter
 from tests.backend import wait_for
 from tests.group_writer import GroupWriter
 from tests.helpers import Served, invoke, ol_dataset, ol_run_event, serve_process
 from tests.test_benchmarks import load
-from tests.test_receiver_http import Client
+from tests.test_receiver_http import Client, contents
 
 FLOODERS = 4
 FLOOD = 64 * 1024 * 1024  # bytes each flooding connection would send in one header
@@ -303,3 +307,151 @@ def test_a_fault_outside_the_answer_is_a_500_in_the_json_shape_not_uvicorns(
     assert json.loads(sent[1]["body"])["error"]["code"] == "internal_error"
     assert "RuntimeError: a bug in the writer's way" in capsys.readouterr().err
     assert "olbridge_receiver_internal_errors_total 1" in app.metrics_text()
+
+
+def _values(value: Any) -> int:
+    """The JSON values in a (small) value, itself and every one it holds."""
+    if isinstance(value, dict):
+        return 1 + sum(_values(v) for v in value.values())
+    if isinstance(value, list):
+        return 1 + sum(_values(v) for v in value)
+    return 1
+
+
+def _with_custom_facet(values: str) -> tuple[dict[str, Any], bytes]:
+    """A run event whose custom run facet holds the JSON text ``values`` (in place of a string),
+    and its body."""
+    event = ol_run_event()
+    event["run"]["facets"] = {
+        "acme": {"_producer": "https://x.example", "_schemaURL": "https://x.example/f.json", "v": "HERE"}
+    }
+    return event, json.dumps(event).replace('"HERE"', values, 1).encode()
+
+
+def test_an_event_of_more_values_than_max_values_is_refused_before_it_is_walked(
+    writer: GroupWriter, catalog_path: str
+) -> None:
+    """An event of 6 million empty objects in a custom facet (18 KB gzipped) was taken after a
+    worker's event loop had walked it for 9.8 s, and one of 30 million zeros was stored whole (60
+    MB): past --max-values (a million by default) an event is refused, counted in its text."""
+    app = ReceiverApp(Intake(writer.submit), token="t")
+    event, body = _with_custom_facet("[" + ",".join(["{}"] * 1_100_000) + "]")
+    before = contents(catalog_path)
+    status, _, answer = Client(app, token="t").request(
+        "POST", "/api/v1/lineage", gzip.compress(body), {"Content-Encoding": "gzip"}
+    )
+    message = f"the event has {_values(event) + 1_100_000} JSON values; this receiver takes at most 1000000"
+    assert (status, answer["error"]["code"], answer["error"]["retriable"]) == (400, "invalid_event", False), answer
+    assert answer["error"]["problems"] == [{"pointer": "", "message": message, "rule": "limit"}]
+    assert contents(catalog_path) == before
+
+
+def test_max_values_counts_every_value_and_refuses_that_event_alone(writer: GroupWriter) -> None:
+    event, _ = _with_custom_facet('"v"')
+    size = _values(event)
+    event["run"]["facets"]["acme"]["v"] = {"a": [1, "b,[{", None, True, {}, []], 'c\\"]': 1.5}  # 9 values for 1
+    within = Client(ReceiverApp(Intake(writer.submit, limits=Limits(max_values=size + 8)), token="t"), token="t")
+    past = Client(ReceiverApp(Intake(writer.submit, limits=Limits(max_values=size + 7)), token="t"), token="t")
+    status, _, answer = past.post("/api/v1/lineage/batch", [ol_run_event(), event])
+    assert status == 200 and [f["index"] for f in answer["failed_events"]] == [1], answer
+    assert answer["failed_events"][0]["reason"] == (
+        f"the event has {size + 8} JSON values; this receiver takes at most {size + 7}"
+    )
+    status, _, answer = within.post("/api/v1/lineage", event)
+    assert status == 201, answer
+
+
+def _lineage(*columns: int, dataset: int = 0) -> dict[str, Any]:
+    """A columnLineage facet: an output column for each number, with that many input fields, and
+    a ``dataset`` list of ``dataset`` more."""
+    field = [{"namespace": "s3://b", "name": "in", "field": f"f{n}"} for n in range(max((*columns, dataset)))]
+    return {
+        "fields": {f"c{at}": {"inputFields": field[:count]} for at, count in enumerate(columns)},
+        "dataset": field[:dataset],
+    }
+
+
+def test_column_edges_past_max_column_edges_are_refused_where_they_pass_it(
+    writer: GroupWriter, catalog_path: str
+) -> None:
+    """An event of two datasets and 800,000 column edges held the writer 22.6 s (an event is
+    written whole, however heavy) and was counted as two datasets: the input fields of an
+    event's column lineage are bounded by --max-column-edges, the facet where they pass it named."""
+    outputs = [
+        ol_dataset("s3://b", "out1", columnLineage=_lineage(3, 3)),
+        ol_dataset("s3://b", "out2", columnLineage=_lineage(4, dataset=1)),
+    ]
+    event = ol_run_event(inputs=[ol_dataset("s3://b", "in")], outputs=outputs)
+    limits = Limits(max_column_edges=10)
+    before = contents(catalog_path)
+    status, _, answer = Client(ReceiverApp(Intake(writer.submit, limits=limits)), token=None).post(
+        "/api/v1/lineage", event
+    )
+    message = "the event's column lineage has 11 input fields (column edges); this receiver takes at most 10"
+    assert (status, answer["error"]["code"]) == (400, "invalid_event"), answer
+    assert answer["error"]["problems"] == [
+        {"pointer": "/outputs/1/facets/columnLineage", "message": message, "rule": "limit"}
+    ]
+    assert contents(catalog_path) == before
+    limits = Limits(max_column_edges=11)
+    status, _, answer = Client(ReceiverApp(Intake(writer.submit, limits=limits)), token=None).post(
+        "/api/v1/lineage", event
+    )
+    assert status == 201, answer
+
+
+def test_a_large_event_is_judged_off_the_event_loop() -> None:
+    """A large event is judged and read on a thread (a Blocking step): the worker's event loop
+    answers its other connections meanwhile, where it stalled for as long as the event took."""
+    fields = [{"name": f"c{n}", "type": "int"} for n in range(100_000)]
+    heavy = ol_run_event(outputs=[ol_dataset("s3://b", "wide", schema={"fields": fields})])
+    intake = Intake(None)
+    assert isinstance(next(intake.taking([heavy])), Blocking)
+    assert isinstance(next(intake.taking([ol_run_event()])), Write)  # the usual event: judged at once
+
+    async def taken() -> tuple[float, float]:
+        ticks = [time.perf_counter()]
+        done = asyncio.Event()
+
+        async def tick() -> None:
+            while not done.is_set():
+                await asyncio.sleep(0.005)
+                ticks.append(time.perf_counter())
+
+        async def write(events: Sequence[IncomingEvent]) -> list[Any]:
+            return [IngestResult("accepted")] * len(events)
+
+        async def read(limit: int) -> bytes:
+            return b""
+
+        ticking = asyncio.create_task(tick())
+        await asyncio.sleep(0)
+        outcomes = await run_steps_async(intake.taking([heavy]), write=write, read=read)
+        took = time.perf_counter() - ticks[0]
+        done.set()
+        await ticking
+        assert [o.status for o in outcomes] == ["accepted"]
+        return took, max(b - a for a, b in itertools.pairwise(ticks))
+
+    took, longest = asyncio.run(taken())
+    assert longest < took / 2, (took, longest)  # on the loop, one gap as long as the whole
+
+
+def test_max_values_and_max_column_edges_are_options_and_serve_keys(tmp_path: Path) -> None:
+    config = parse_config({"serve": {"max_values": 5000, "max_column_edges": 20}}, "olbridge.toml", tmp_path)
+    limits = chosen_limits({"max_values": None, "max_column_edges": 30}, config.serve.limits)
+    assert (limits.max_values, limits.max_column_edges) == (5000, 30)
+    assert (Limits().max_values, Limits().max_column_edges) == (1_000_000, 50_000)
+    with pytest.raises(ConfigError, match="'max_values' must be a whole number of at least 1, not 0"):
+        parse_config({"serve": {"max_values": 0}}, "olbridge.toml", tmp_path)
+    code, out, _ = invoke(tmp_path / "c.db", "serve", "--help")
+    assert code == 0 and "--max-values" in out and "--max-column-edges" in out
+    with serve_process(tmp_path / "values.db", "--max-values", "2000", "--max-column-edges", "10") as server:
+        _, body = _with_custom_facet("[" + ",".join(["0"] * 2_000) + "]")
+        response = requests.post(
+            f"{server.url}/api/v1/lineage", data=body, headers={"Content-Type": "application/json"}, timeout=10
+        )
+        assert response.status_code == 400 and "at most 2000" in response.json()["error"]["message"]
+        outputs = [ol_dataset("s3://b", "out", columnLineage=_lineage(6, 5))]
+        response = requests.post(f"{server.url}/api/v1/lineage", json=ol_run_event(outputs=outputs), timeout=10)
+        assert response.status_code == 400 and "at most 10" in response.json()["error"]["message"]

@@ -29,6 +29,13 @@ LIMITS: tuple[tuple[str, str, int | None, str], ...] = (
     ("max_gunzipped", "max_decompressed", None, "Bytes of a gzip body once decompressed, every member (413)."),
     ("max_batch", "max_batch", None, "Events in one batch (413)."),
     ("max_datasets", "max_datasets", None, "Datasets of one event: inputs, outputs, column lineage's others (400)."),
+    ("max_column_edges", "max_column_edges", None, "Input fields of one event's column lineage, each an edge (400)."),
+    (
+        "max_values",
+        "max_values",
+        None,
+        "JSON values in one event: objects, arrays, strings, numbers, booleans, nulls (400).",
+    ),
     ("max_depth", "max_depth", MAX_DEPTH, "Nesting of objects and arrays in one event (400)."),
     ("max_request_line", "max_request_line", None, "Bytes of a request's target (414)."),
     ("max_header", "max_header", None, "Bytes of one header, name and value (431)."),

@@ -4,6 +4,7 @@ requests, files and a Marquez instance. Each item gets an :class:`~bridge.receiv
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, TypeVar, cast
 
@@ -12,7 +13,7 @@ import attrs
 from bridge.canonical import canonical
 from bridge.catalog import IngestResult
 from bridge.errors import BridgeError, Unavailable
-from bridge.jsontext import DEPTH, nesting
+from bridge.jsontext import DEPTH, nested_past, values_past
 from bridge.model.received import IncomingEvent
 from bridge.openlineage.validate import Problem
 from bridge.receiver.events import read_event
@@ -36,6 +37,8 @@ class Limits:
     max_decompressed: int = 64 * 1024 * 1024  # bytes after gunzip, every member together
     max_batch: int = 10_000  # events in one batch request
     max_datasets: int = 1_000  # inputs + outputs of one event, and the other datasets its column lineage reads
+    max_column_edges: int = 50_000  # input fields of one event's column lineage (each a column edge)
+    max_values: int = 1_000_000  # JSON values in one event: objects, arrays, strings, numbers, ...
     max_depth: int = DEPTH  # nesting of objects and arrays in one event (at most MAX_DEPTH)
     max_request_line: int = 8 * 1024  # bytes of a request's target
     max_header: int = 8 * 1024  # bytes of one header, name and value
@@ -43,11 +46,41 @@ class Limits:
     max_in_flight: int = 128 * 1024 * 1024  # bytes of bodies (gunzipped) a worker holds at once
 
 
-def depth_problem(value: Any, limit: int) -> Problem | None:
-    """A problem if ``value`` nests objects and arrays deeper than ``limit`` (checked without recursion)."""
-    if nesting(value, limit) is None:
+def depth_problem(text: str | None, limit: int) -> Problem | None:
+    """A problem if the value of JSON ``text`` nests objects and arrays deeper than ``limit``
+    (read in the text, at C's speed; None: a value too deep to write, deeper than any limit)."""
+    if text is not None and not nested_past(text, limit):
         return None
     return Problem("", f"the event nests objects and arrays deeper than {limit} levels", "limit")
+
+
+def _lineage_lists(output: Any) -> list[Any]:
+    """The input-field lists of an output's ``columnLineage`` facet: its columns' ``inputFields``
+    and its ``dataset`` list (each item an edge), as they came (any shape: read before the verdict)."""
+    facets = output.get("facets") if isinstance(output, dict) else None
+    lineage = facets.get("columnLineage") if isinstance(facets, dict) else None
+    if not isinstance(lineage, dict):
+        return []
+    fields = lineage.get("fields")
+    lists = [f.get("inputFields") for f in fields.values() if isinstance(f, dict)] if isinstance(fields, dict) else []
+    lists.append(lineage.get("dataset"))
+    return lists
+
+
+def _column_edges_problem(event: dict[str, Any], limit: int) -> Problem | None:
+    """A problem if the column lineage of the event's outputs lists more than ``limit`` input
+    fields (each a column edge for the writer), pointing at the ``columnLineage`` facet where the
+    count passes the limit. Counted by the lists' lengths, not item by item."""
+    outputs = event.get("outputs")
+    count, where = 0, ""
+    for at, output in enumerate(outputs if isinstance(outputs, list) else ()):
+        count += sum(len(found) for found in _lineage_lists(output) if isinstance(found, list))
+        if count > limit and not where:
+            where = f"/outputs/{at}/facets/columnLineage"
+    if count <= limit:
+        return None
+    message = f"the event's column lineage has {count} input fields (column edges); this receiver takes at most {limit}"
+    return Problem(where, message, "limit")
 
 
 def _dataset_count(event: dict[str, Any]) -> int:
@@ -59,16 +92,7 @@ def _dataset_count(event: dict[str, Any]) -> int:
     outputs = outputs if isinstance(outputs, list) else []
     more: set[tuple[Any, ...]] = set()
     for output in outputs:
-        facets = output.get("facets") if isinstance(output, dict) else None
-        lineage = facets.get("columnLineage") if isinstance(facets, dict) else None
-        if not isinstance(lineage, dict):
-            continue
-        fields = lineage.get("fields")
-        sources = (
-            [f.get("inputFields") for f in fields.values() if isinstance(f, dict)] if isinstance(fields, dict) else []
-        )
-        sources.append(lineage.get("dataset"))
-        for found in sources:
+        for found in _lineage_lists(output):
             if isinstance(found, list):
                 more.update(_named(item) for item in found)
     if more:  # the usual event has no column lineage: nothing more to read
@@ -106,25 +130,18 @@ class Intake:
         token: str | None = None,
         may_write: MayWrite | None = None,
         writes: tuple[str, ...] | None = None,
+        text: str | None = None,
     ) -> IncomingEvent | Outcome:
         """The event to write, or the outcome that refuses it (``forward``: its text as it came,
         to forward once it is taken; ``token``: the name of the token that brought it, which
         ``may_write`` the namespaces it says: the facets of inputs in others are not applied,
-        with a warning). Pure."""
-        try:
-            text: str | None = canonical(item)
-        except RecursionError:  # nested far deeper than any limit (max_depth is at most MAX_DEPTH)
-            text = None
-        # an event can nest no deeper than it has brackets: walk it only when it has enough
-        deep = text is None or text.count("{") + text.count("[") > self.limits.max_depth
-        problem = depth_problem(item, self.limits.max_depth) if deep else None
-        if problem is not None or text is None:
-            problem = problem or Problem("", "the event nests objects and arrays too deeply", "limit")
-            return Outcome("refused", message=problem.message, problems=(problem,))
-        if isinstance(item, dict) and _dataset_count(item) > self.limits.max_datasets:
-            count, limit = _dataset_count(item), self.limits.max_datasets
-            message = f"the event has {count} datasets; this receiver takes at most {limit}"
-            return Outcome("refused", message=message, problems=(Problem("", message, "limit"),))
+        with a warning; ``text``: its canonical text, when the caller has it). Pure."""
+        if text is None:
+            text = canonical_text(item)
+        past = self._past_limits(item, text)
+        if past is not None:
+            return Outcome("refused", message=past.message, problems=(past,))
+        assert text is not None  # an item without one is past the limits
         verdict = judge(item, strict=self.strict, text=text)
         if not verdict.accepted:
             first = verdict.refusals[0]
@@ -153,6 +170,29 @@ class Intake:
             message = "the event holds a lone surrogate (a \\ud800-\\udfff escape without its pair)"
             return Outcome("refused", kind=verdict.kind, message=message, problems=(Problem("", message, "json"),))
 
+    def _past_limits(self, item: Any, text: str | None) -> Problem | None:
+        """The limit the item is past, if any. Each is read at C's speed or by the lengths of
+        lists, never walking the event item by item: the values and the nesting in its text, the
+        column edges by their lists' lengths; then the datasets, once those bound them."""
+        limits = self.limits
+        if text is None:
+            return depth_problem(text, limits.max_depth)
+        values = values_past(text, limits.max_values)
+        if values is not None:
+            message = f"the event has {values} JSON values; this receiver takes at most {limits.max_values}"
+            return Problem("", message, "limit")
+        past = depth_problem(text, limits.max_depth)
+        if past is not None or not isinstance(item, dict):
+            return past
+        past = _column_edges_problem(item, limits.max_column_edges)
+        if past is not None:
+            return past
+        count = _dataset_count(item)
+        if count > limits.max_datasets:
+            message = f"the event has {count} datasets; this receiver takes at most {limits.max_datasets}"
+            return Problem("", message, "limit")
+        return None
+
     def taking(
         self,
         items: Sequence[Any],
@@ -169,10 +209,15 @@ class Intake:
         them."""
         texts: list[str | None] = list(forwards) if forwards is not None else [None] * len(items)
         prepared: list[IncomingEvent | Outcome] = []
-        for at, (item, text) in enumerate(zip(items, texts, strict=True)):
+        for at, (item, forward) in enumerate(zip(items, texts, strict=True)):
             if at and at % PAUSE_EVERY == 0:
                 yield PAUSE
-            prepared.append(self.prepare(item, forward=text, token=token, may_write=may_write, writes=writes))
+            text = canonical_text(item)
+            prepare = functools.partial(
+                self.prepare, item, forward=forward, token=token, may_write=may_write, writes=writes, text=text
+            )
+            # a large event is judged and read on a thread: the loop answers others meanwhile
+            prepared.append((yield Blocking(prepare)) if text is not None and len(text) > OFF_LOOP else prepare())
         events = [p for p in prepared if isinstance(p, IncomingEvent)]
         results: Results = (yield Write(events)) if events else []
         written = iter(results)
@@ -200,6 +245,15 @@ class Intake:
         if chosen is None:
             raise ValueError("this intake has no writer: give one")
         return run_steps(self.taking(items, forwards=forwards, token=token), write=chosen)
+
+
+def canonical_text(item: Any) -> str | None:
+    """An item's canonical text, or None when it nests far deeper than any limit (``max_depth`` is
+    at most :data:`~bridge.jsontext.MAX_DEPTH`: too deep to write)."""
+    try:
+        return canonical(item)
+    except RecursionError:
+        return None
 
 
 @attrs.frozen
@@ -232,29 +286,39 @@ PAUSE = Pause()
 
 @attrs.frozen
 class Blocking:
-    """A step: a call that may wait on I/O (a connection to the catalog), made where it blocks
-    nothing else (an event loop runs it on a thread); what comes back is what it returns."""
+    """A step: a call that may wait on I/O (a connection to the catalog) or take long (a large
+    event's judging), made where it blocks nothing else (an event loop runs it on a thread); what
+    comes back is what it returns (an exception it raises is raised where the step was taken)."""
 
     call: Callable[[], Any]
 
 
 PAUSE_EVERY = 8  # events judged and read between pauses: a batch of 100 is about a millisecond of CPU
+# characters of an event's canonical text past which it is judged and read on a thread (a few ms of
+# CPU at this size; an event of a million values, the most it may have, takes a second or so)
+OFF_LOOP = 64 * 1024
 
 Steps = Generator[Write | Read | Pause | Blocking, Any, T]
 
 
 def run_steps(steps: Steps[T], *, write: Writer, read: Callable[[int], bytes] = lambda limit: b"") -> T:
     """Run steps to their end in this thread: each :class:`Write` by ``write`` (an
-    :class:`Unavailable` it raises becomes every event's result), each :class:`Read` by ``read``."""
+    :class:`Unavailable` it raises becomes every event's result), each :class:`Read` by ``read``,
+    each :class:`Blocking` call (what it raises is raised in the steps, where they called)."""
     answer: Any = None
+    raised: Exception | None = None
     try:
         while True:
-            step = steps.send(answer)
+            step = steps.send(answer) if raised is None else steps.throw(raised)
+            raised = None
             if isinstance(step, Pause):  # nothing else to do in this thread
                 answer = None
                 continue
             if isinstance(step, Blocking):
-                answer = step.call()
+                try:
+                    answer = step.call()
+                except Exception as exc:
+                    answer, raised = None, exc
                 continue
             if isinstance(step, Read):
                 answer = read(step.limit)
@@ -273,26 +337,30 @@ async def run_steps_async(
     write: Callable[[Sequence[IncomingEvent]], Awaitable[Results]],
     read: Callable[[int], Awaitable[bytes]],
 ) -> T:
-    """:func:`run_steps` on an event loop: each :class:`Write` and :class:`Read` awaited (a
-    :class:`BodyTimedOut` that ``read`` raises is raised in the steps, where they read)."""
+    """:func:`run_steps` on an event loop: each :class:`Write` and :class:`Read` awaited, each
+    :class:`Blocking` call made on a thread (a :class:`BodyTimedOut` that ``read`` raises, and
+    what a call raises, is raised in the steps, where they read or called)."""
     answer: Any = None
-    timed_out: BodyTimedOut | None = None
+    raised: Exception | None = None
     try:
         while True:
-            step = steps.send(answer) if timed_out is None else steps.throw(timed_out)
-            timed_out = None
+            step = steps.send(answer) if raised is None else steps.throw(raised)
+            raised = None
             if isinstance(step, Pause):
                 await asyncio.sleep(0)
                 answer = None
                 continue
             if isinstance(step, Blocking):
-                answer = await asyncio.to_thread(step.call)
+                try:
+                    answer = await asyncio.to_thread(step.call)
+                except Exception as exc:
+                    answer, raised = None, exc
                 continue
             if isinstance(step, Read):
                 try:
                     answer = await read(step.limit)
                 except BodyTimedOut as exc:
-                    answer, timed_out = None, exc
+                    answer, raised = None, exc
                 continue
             try:
                 answer = await write(step.events)

@@ -65,7 +65,8 @@ def weight(event: IncomingEvent) -> int:
 
 def slices(events: Sequence[IncomingEvent], limit: int = SLICE_WEIGHT) -> list[Sequence[IncomingEvent]]:
     """The events in order, cut where a slice would weigh more than ``limit`` (an event heavier
-    than that is a slice of its own); one slice, the events themselves, when they weigh less."""
+    than that is a slice of its own: it is written whole, and the receiver's limits on datasets and
+    column edges bound its weight); one slice, the events themselves, when they weigh less."""
     out: list[Sequence[IncomingEvent]] = []
     start, load = 0, 0
     for at, event in enumerate(events):

@@ -128,6 +128,7 @@ LIMIT_KEYS = (
     "max_header",
     "max_headers",
     "max_in_flight",
+    "max_connections",
 )
 _SERVE_KEYS = ("access_log", "forward", "tokens", *LIMIT_KEYS)
 

@@ -146,7 +146,8 @@ class ExportError(BridgeError):
 
 class ReceiverError(BridgeError):
     """A server (the receiver, the web view) cannot start: the address it is to listen on is in
-    use, does not resolve or is not this machine's, or the port needs privileges."""
+    use, does not resolve or is not this machine's, or the port needs privileges; or the system
+    lets a process open fewer files than its connections need."""
 
 
 _BIND_REASONS = {

@@ -221,7 +221,7 @@ def test_several_unknown_keys_are_each_named() -> None:
     assert str(refused.value) == (
         "f: [serve]: unknown setting(s) forwards, token; known: access_log, forward, tokens, max_body, "
         "max_gunzipped, max_batch, max_datasets, max_column_edges, max_values, max_depth, max_request_line, "
-        "max_header, max_headers, max_in_flight"
+        "max_header, max_headers, max_in_flight, max_connections"
     )
     with pytest.raises(ConfigError) as refused:
         parse_config(

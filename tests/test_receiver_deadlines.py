@@ -1,12 +1,16 @@
-"""Deadlines for slow clients: a request's head and body must come within ``serve --read-timeout``,
-a connection that sends nothing is closed after the keep-alive timeout. A real ``olbridge serve``
-on loopback, and the HTTP protocol on a loopback server of its own (for the idle connection,
-whose deadline is the keep-alive timeout, too long to wait for in the real server)."""
+"""Deadlines and bounds for slow clients: a request's head and body must come within ``serve
+--read-timeout``, a new connection's first byte within ``--first-byte-timeout``, a connection idle
+after an answer is closed after the keep-alive timeout, and a worker holds at most
+``--max-connections``. A real ``olbridge serve`` on loopback, and the HTTP protocol on a loopback
+server of its own (for the idle connection, whose deadline is the keep-alive timeout, too long to
+wait for in the real server, and the bounds, made small)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import resource
 import socket
 import threading
 import time
@@ -17,11 +21,19 @@ from urllib.parse import urlsplit
 
 import pytest
 import requests
+from click.testing import CliRunner
 from uvicorn.config import Config
 from uvicorn.server import ServerState
 
 from bridge.catalog import Catalog
+from bridge.cli import cli
+from bridge.cli.serve import chosen_limits
+from bridge.config import parse_config
+from bridge.errors import ReceiverError
 from bridge.receiver.http_protocol import guarded
+from bridge.receiver.intake import Limits
+from bridge.receiver.server import allow_files
+from tests.backend import wait_for
 from tests.helpers import Served, ol_run_event, serve_process
 
 TIMEOUT = 1.0  # s: serve --read-timeout in these tests
@@ -118,19 +130,15 @@ def test_a_request_in_pieces_within_the_deadline_is_taken(served: Served, tmp_pa
 
 
 def test_the_read_timeout_is_checked() -> None:
-    from click.testing import CliRunner
-
-    from bridge.cli import cli
-
     result = CliRunner().invoke(cli, ["serve", "--read-timeout", "0"])
     assert result.exit_code == 2
     assert "--read-timeout" in result.output and "0.1" in result.output
 
 
-@pytest.fixture
-def protocol_server() -> Iterator[tuple[int, list[float]]]:
-    """The guarded protocol alone on a loopback port (keep-alive 0.5 s, head 5 s), on an event
-    loop of its own; the times at which it closed a connection."""
+@contextlib.contextmanager
+def _protocol_on_loopback(*, keep_alive: float = 0.5, **guards: Any) -> Iterator[tuple[int, list[float]]]:
+    """The guarded protocol alone on a loopback port (keep-alive 0.5 s, head 5 s, and ``guards``
+    for :func:`guarded`), on an event loop of its own; the times at which it closed a connection."""
     loop = asyncio.new_event_loop()
 
     async def app(scope: Any, receive: Any, send: Any) -> None:  # answers at once, reads no body
@@ -139,10 +147,10 @@ def protocol_server() -> Iterator[tuple[int, list[float]]]:
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
         await send({"type": "http.response.body", "body": b"ok"})
 
-    config = Config(app=app, timeout_keep_alive=0.5)
+    config = Config(app=app, timeout_keep_alive=keep_alive)
     config.load()
     state = ServerState()
-    protocol = guarded(5.0)
+    protocol = guarded(5.0, **guards)
     closed: list[float] = []
 
     class Watched(protocol):  # type: ignore[valid-type, misc]
@@ -166,15 +174,75 @@ def protocol_server() -> Iterator[tuple[int, list[float]]]:
         loop.close()
 
 
-def test_a_connection_that_sends_nothing_is_closed_after_the_keep_alive_timeout(
-    protocol_server: tuple[int, list[float]],
-) -> None:
-    port, closed = protocol_server
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        got, took = _read_until_closed(sock)
-    assert got == b""
-    assert 0.45 <= took < 4  # the keep-alive timeout (0.5 s), not the head's 5 s
-    assert len(closed) == 1
+@pytest.fixture
+def protocol_server() -> Iterator[tuple[int, list[float]]]:
+    with _protocol_on_loopback(first_byte_timeout=0.5) as server:
+        yield server
+
+
+def test_a_new_connection_that_sends_nothing_is_closed_after_the_first_byte_timeout() -> None:
+    """A new connection that sent nothing was kept for the keep-alive timeout (75 s): twenty
+    thousand of them held every file descriptor of a worker."""
+    with _protocol_on_loopback(keep_alive=5.0, first_byte_timeout=0.3) as (port, closed):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            got, took = _read_until_closed(sock)
+        assert got == b""
+        assert 0.25 <= took < 3  # the first byte's 0.3 s, not the keep-alive's 5 s nor the head's 5 s
+        assert wait_for(lambda: len(closed) == 1)
+
+
+def _closed(sock: socket.socket, within: float) -> bool:
+    """Whether the server closed ``sock`` (what it sent before is read and dropped)."""
+    sock.settimeout(within)
+    try:
+        while sock.recv(65536):
+            pass
+    except TimeoutError:
+        return False
+    except OSError:  # reset
+        pass
+    return True
+
+
+def test_past_max_connections_the_one_idle_longest_is_closed() -> None:
+    """Connections past --max-connections close the one that has waited longest without a
+    request in hand (sending nothing, or half a head), not the new one nor one being answered."""
+    with _protocol_on_loopback(keep_alive=30.0, first_byte_timeout=30.0, max_connections=3) as (port, _):
+        oldest = socket.create_connection(("127.0.0.1", port), timeout=10)
+        half = socket.create_connection(("127.0.0.1", port), timeout=10)
+        half.sendall(b"GET / HTTP/1.1\r\n")  # half a head: no request in hand yet
+        time.sleep(0.2)
+        answered = socket.create_connection(("127.0.0.1", port), timeout=10)
+        answered.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")  # in hand for a second
+        time.sleep(0.2)
+        with oldest, half, answered, socket.create_connection(("127.0.0.1", port), timeout=10) as new:
+            assert _closed(oldest, 5)
+            new.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert new.recv(65536).startswith(b"HTTP/1.1 200 ")
+            assert answered.recv(65536).startswith(b"HTTP/1.1 200 ")
+            assert not _closed(half, 0.2)
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as newer:
+                assert _closed(half, 5)  # the one waiting longest now (the others were answered since)
+                newer.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert newer.recv(65536).startswith(b"HTTP/1.1 200 ")
+
+
+def test_past_max_connections_each_with_a_request_a_new_one_is_answered_503() -> None:
+    with _protocol_on_loopback(max_connections=2) as (port, _):
+        busy = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(2)]
+        for sock in busy:
+            sock.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(0.2)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as refused:
+            got, _ = _read_until_closed(refused)
+        head, _, body = got.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503 ") and b"retry-after: 1" in head.lower()
+        error = json.loads(body)["error"]
+        assert (error["code"], error["retriable"]) == ("busy", True)
+        assert error["message"] == "this worker holds its most connections (2), each with a request: retry"
+        for sock in busy:
+            with sock:
+                assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
 
 
 @pytest.mark.parametrize(
@@ -220,3 +288,43 @@ def test_a_pipelined_request_is_not_cut_off_by_the_keep_alive_timeout_of_the_one
                 break
             got += chunk
     assert got.count(b"HTTP/1.1 200 ") == 2, got  # the second answered, 1 s after the first
+
+
+def test_idle_connections_past_max_connections_leave_other_clients_served(tmp_path: Path) -> None:
+    """Three clients holding 20,000 connections that sent nothing took every file descriptor of
+    the worker, each for 75 s, and new clients were refused: past --max-connections the one idle
+    longest is closed, and one that sends nothing is closed after --first-byte-timeout."""
+    options = ("--max-connections", "20", "--first-byte-timeout", "1")
+    with serve_process(tmp_path / "connections.db", *options) as served:
+        idle = [_connect(served.url) for _ in range(100)]
+        try:
+            for n in range(5):
+                event = ol_run_event(run_id=f"0194a1b2-0000-7000-8000-{n:012d}")
+                assert requests.post(f"{served.url}/api/v1/lineage", json=event, timeout=10).status_code == 201
+            assert requests.get(f"{served.url}/healthz", timeout=10).status_code == 200
+            start = time.monotonic()
+            assert all(_closed(sock, 5) for sock in idle)  # closed to make room, or after their first second
+            assert time.monotonic() - start < 5
+        finally:
+            for sock in idle:
+                sock.close()
+
+
+def test_the_connection_bounds_are_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = CliRunner().invoke(cli, ["serve", "--first-byte-timeout", "0"])
+    assert result.exit_code == 2 and "--first-byte-timeout" in result.output
+    config = parse_config({"serve": {"max_connections": 300}}, "olbridge.toml", tmp_path)
+    assert chosen_limits({}, config.serve.limits).max_connections == 300
+    assert Limits().max_connections == 1_000
+    raised: list[tuple[int, int]] = []
+    monkeypatch.setattr(resource, "setrlimit", lambda kind, limits: raised.append(limits))
+    monkeypatch.setattr(resource, "getrlimit", lambda kind: (1024, 4096))
+    allow_files(1_000)  # 1,064 files: the soft limit raised toward the hard one
+    assert raised == [(1_064, 4096)]
+    monkeypatch.setattr(resource, "getrlimit", lambda kind: (1024, 1024))
+    with pytest.raises(ReceiverError) as refused:
+        allow_files(1_000)
+    assert str(refused.value) == (
+        "--max-connections 1000 needs 1064 open files a worker, and this system lets a process open 1024 "
+        "(ulimit -Hn): give fewer connections (--max-connections, [serve] max_connections), or raise the limit"
+    )

@@ -19,7 +19,7 @@ from bridge.errors import ConfigError
 from bridge.jsontext import MAX_DEPTH
 from bridge.receiver.intake import Limits
 from bridge.receiver.metrics import HealthCounts
-from bridge.receiver.server import ServeOptions, listen_on
+from bridge.receiver.server import ServeOptions, allow_files, listen_on
 from bridge.receiver.server import serve as serve_receiver
 
 DEFAULTS = Limits()
@@ -41,6 +41,13 @@ LIMITS: tuple[tuple[str, str, int | None, str], ...] = (
     ("max_header", "max_header", None, "Bytes of one header, name and value (431)."),
     ("max_headers", "max_headers", None, "Bytes of a request's line and headers together (431)."),
     ("max_in_flight", "max_in_flight", None, "Bytes of bodies a worker holds at once, gunzipped (503, retriable)."),
+    (
+        "max_connections",
+        "max_connections",
+        None,
+        "Connections a worker holds open; past them it closes the one waiting longest without a request, "
+        "else answers 503 (retriable).",
+    ),
 )
 
 
@@ -55,6 +62,11 @@ def limit_options(command: Callable[..., None]) -> Callable[..., None]:
             help=f"{text} [default: the config's [serve] {key}, else {default}]",
         )(command)
     return command
+
+
+def deadline_option(name: str, default: float, text: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """An option of seconds a client has for something (0.1 s to an hour)."""
+    return click.option(name, default=default, show_default=True, type=seconds(0.1, 3600), help=text)
 
 
 def chosen_limits(given: dict[str, int | None], settings: Mapping[str, int]) -> Limits:
@@ -129,14 +141,18 @@ def chosen_limits(given: dict[str, int | None], settings: Mapping[str, int]) -> 
     help="How sure each commit is: 'full' survives a power loss, 'normal' only a crash of olbridge (SQLite's "
     "synchronous, PostgreSQL's synchronous_commit).",
 )
-@click.option(
+@deadline_option(
     "--read-timeout",
-    default=60.0,
-    show_default=True,
-    type=seconds(0.1, 3600),
-    help="Seconds a client has to send a request's head (from its first byte), and again its body; past "
-    "them the connection closes (a late body is answered 408, retriable). Stalled or trickling clients "
-    "hold connections no longer.",
+    60.0,
+    "Seconds a client has to send a request's head (from its first byte), and again its body; past them the "
+    "connection closes (a late body is answered 408, retriable). Stalled or trickling clients hold connections "
+    "no longer.",
+)
+@deadline_option(
+    "--first-byte-timeout",
+    10.0,
+    "Seconds a new connection has to send its first byte; past them it is closed (a connection kept alive after "
+    "an answer waits 75 s). Idle connections hold a worker's file descriptors no longer.",
 )
 @click.option(
     "--access-log",
@@ -163,6 +179,7 @@ def serve(
     workers: int,
     durability: str,
     read_timeout: float,
+    first_byte_timeout: float,
     access_log: str | None,
     **limits: int | None,
 ) -> None:
@@ -209,11 +226,14 @@ def serve(
         forward=forward,
         tokens=named,
         read_timeout=read_timeout,
+        first_byte_timeout=first_byte_timeout,
         access_log=access_log,
     )
-    # the port tried first: one in use is an error before a catalog is made (a mistyped --catalog
-    # and a busy port left an empty catalog behind); not held meanwhile, which would take
-    # connections nobody answers while a catalog is made or upgraded
+    # the open files and the port tried first: too few files or a port in use is an error before a
+    # catalog is made (a mistyped --catalog and a busy port left an empty catalog behind); the
+    # port not held meanwhile, which would take connections nobody answers while a catalog is made
+    # or upgraded
+    allow_files(options.limits.max_connections)
     listen_on(host, port).close()
     # create or migrate the catalog, and make sure it can be written, before any process forks:
     # a catalog that cannot be is one error here rather than a writer failing again and again

@@ -4,11 +4,18 @@ uvicorn closes a connection left idle after a response (its keep-alive timeout),
 end for a new connection's first request and for a request's head once its first bytes came: a
 client that opens connections and sends nothing, or a few bytes of headers now and then, holds a
 connection and its memory for as long as it likes, and enough of them hold every file descriptor
-the worker has. Here a connection that sends nothing is closed after the keep-alive timeout, and so
-is one that, after a response, sends nothing that begins a request (uvicorn's own timer stops at
-the first byte that comes); a request's head must be complete within ``head_timeout`` seconds of
-its first byte, else the connection is closed. (The body's deadline is the
-application's: :class:`bridge.receiver.asgi.AsgiReceiver` answers 408.)
+the worker has. Here a new connection that sends nothing is closed after ``first_byte_timeout``
+seconds, one that after a response sends nothing that begins a request after the keep-alive
+timeout (uvicorn's own timer stops at the first byte that comes); a request's head must be
+complete within ``head_timeout`` seconds of its first byte, else the connection is closed. (The
+body's deadline is the application's: :class:`bridge.receiver.asgi.AsgiReceiver` answers 408.)
+
+A worker holds at most ``max_connections`` connections open. A connection past them closes the
+one that has waited longest without a request in hand (one that has not sent a whole request
+head since it was made, or since its last response: no request on it is lost, its client opens
+another when it has one); when every one has a request in hand, the new one is answered 503
+(``busy``, retriable) and closed. So a client holding thousands of idle connections takes
+neither the worker's file descriptors nor others' turn.
 
 A request's head is also bounded in bytes, counted as they arrive and before the parser holds
 them (httptools joins a header's pieces as they come, and would hold a header of any size): past
@@ -22,13 +29,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import httptools
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from bridge.receiver.app import error_body, reason
+from bridge.receiver.app import RETRY_AFTER, error_body, reason
 
 _END = b"\r\n\r\n"
 
@@ -39,9 +46,16 @@ class _Refused(Exception):
 
 class GuardedProtocol(HttpToolsProtocol):
     """:class:`HttpToolsProtocol` with a deadline for a new connection's first byte and for a
-    request's head (:func:`guarded` makes one with its deadline)."""
+    request's head, and a bound on a worker's connections (:func:`guarded` makes one with its
+    deadlines and bounds, and the worker's idle connections of its own)."""
 
     head_timeout: float = 60.0
+    first_byte_timeout: float = 10.0
+    max_connections: int = 1_000
+    # the worker's connections without a request in hand (no whole head since it was made, or
+    # since its last response), the one that has waited longest first: those a connection past
+    # max_connections may close
+    idle: ClassVar[dict[GuardedProtocol, None]] = {}
     max_request_line: int = 8 * 1024
     max_header: int = 8 * 1024
     max_head: int = 32 * 1024
@@ -99,9 +113,10 @@ class GuardedProtocol(HttpToolsProtocol):
             if self.on_refused is not None:
                 self.on_refused(*self._read_so_far(), status)
             body = orjson.dumps(error_body(status, code, message))
+            retry = f"retry-after: {RETRY_AFTER}\r\n" if status == 503 else ""
             head = (
                 f"HTTP/1.1 {status} {reason(status)}\r\ncontent-type: application/json\r\n"
-                f"content-length: {len(body)}\r\nconnection: close\r\nserver: olbridge\r\n\r\n"
+                f"content-length: {len(body)}\r\n{retry}connection: close\r\nserver: olbridge\r\n\r\n"
             )
             self.transport.write(head.encode("latin-1") + body)
         self.transport.close()
@@ -147,13 +162,30 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._arm(self.timeout_keep_alive)  # idle until the first request, as after a response
+        if len(self.connections) > self.max_connections and not self._make_room():
+            return
+        self._arm(self.first_byte_timeout)
+        self.idle[self] = None
+
+    def _make_room(self) -> bool:
+        """Past ``max_connections``: close the connection idle longest, or else refuse this one
+        (503); whether this one stays."""
+        waited = next(iter(self.idle), None)
+        if waited is not None:
+            del self.idle[waited]
+            waited._disarm()
+            waited.transport.close()
+            return True
+        most = self.max_connections
+        self._refuse(503, "busy", f"this worker holds its most connections ({most}), each with a request: retry")
+        return False
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._arm(self.head_timeout)
 
     def on_headers_complete(self) -> None:
+        self.idle.pop(self, None)  # a request in hand
         self._disarm()
         self._in_head, self._head_bytes, self._tail = False, 0, b""
         super().on_headers_complete()
@@ -170,22 +202,30 @@ class GuardedProtocol(HttpToolsProtocol):
             # comes back only with the next response: bytes that begin no request (the rest of a
             # body answered before it was read, blank lines) would hold the connection for good
             self._arm(self.timeout_keep_alive)
+            self.idle[self] = None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self.idle.pop(self, None)
         super().connection_lost(exc)
 
 
 def guarded(
     head_timeout: float,
     *,
+    first_byte_timeout: float = 10.0,
+    max_connections: int = 1_000,
     max_request_line: int = 8 * 1024,
     max_header: int = 8 * 1024,
     max_head: int = 32 * 1024,
     on_refused: Callable[[str, str, int], None] | None = None,
 ) -> type[GuardedProtocol]:
     """The protocol class for uvicorn's ``http`` setting, with ``head_timeout`` seconds for a
-    request's head and its limits in bytes; ``on_refused`` hears of each request it refuses."""
+    request's head, ``first_byte_timeout`` for a new connection's first byte, at most
+    ``max_connections`` open, and the head's limits in bytes; ``on_refused`` hears of each
+    request it refuses. Each class keeps its own idle connections: one a worker."""
     limits = {"max_request_line": max_request_line, "max_header": max_header, "max_head": max_head}
     told = {"on_refused": staticmethod(on_refused)} if on_refused is not None else {}
-    return type("GuardedProtocol", (GuardedProtocol,), {"head_timeout": head_timeout, **limits, **told})
+    deadlines = {"head_timeout": head_timeout, "first_byte_timeout": first_byte_timeout}
+    bounds = {"max_connections": max_connections, "idle": {}}
+    return type("GuardedProtocol", (GuardedProtocol,), {**deadlines, **bounds, **limits, **told})

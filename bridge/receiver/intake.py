@@ -44,6 +44,7 @@ class Limits:
     max_header: int = 8 * 1024  # bytes of one header, name and value
     max_headers: int = 32 * 1024  # bytes of a request's head: its line and headers together
     max_in_flight: int = 128 * 1024 * 1024  # bytes of bodies (gunzipped) a worker holds at once
+    max_connections: int = 1_000  # connections a worker holds open
 
 
 def depth_problem(text: str | None, limit: int) -> Problem | None:

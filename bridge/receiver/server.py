@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -32,7 +33,7 @@ import uvicorn
 from bridge.catalog.availability import Availability
 from bridge.catalog.engines import open_engine
 from bridge.config import NamedToken
-from bridge.errors import BridgeError, cannot_listen
+from bridge.errors import BridgeError, ReceiverError, cannot_listen
 from bridge.mapping.resolver import Resolver
 from bridge.receiver.access_log import AccessLog
 from bridge.receiver.app import ReceiverApp
@@ -60,6 +61,7 @@ class ServeOptions:
     forward: bool = False  # queue every accepted event in the outbox, as it came
     tokens: tuple[NamedToken, ...] = ()  # named tokens, each allowed its namespaces (instead of token)
     read_timeout: float = 60.0  # s a client has to send a request's head, and again its body
+    first_byte_timeout: float = 10.0  # s a new connection has to send its first byte
     access_log: str | None = None  # "text" or "json": a line a request on stderr (None: no log)
 
 
@@ -108,6 +110,8 @@ def run_worker(
         # httptools, with a deadline for a request's head, and its bytes bounded
         http=guarded(
             options.read_timeout,
+            first_byte_timeout=options.first_byte_timeout,
+            max_connections=options.limits.max_connections,
             max_request_line=options.limits.max_request_line,
             max_header=options.limits.max_header,
             max_head=options.limits.max_headers,
@@ -154,6 +158,35 @@ def listen_on(host: str, port: int) -> socket.socket:
         raise cannot_listen(exc, host, port) from None
 
 
+# files a worker holds besides its connections (a dozen and a half: its listening socket, the
+# writer's, the catalog's files, its event loop's), with room to spare
+FILES_BESIDE = 64
+
+
+def allow_files(connections: int) -> None:
+    """Let this process (and the workers it forks) open ``connections`` files and
+    :data:`FILES_BESIDE` more, raising its soft limit toward the hard one when it is lower, so that
+    a worker at its most connections still accepts, and closes what it must, rather than fail for
+    want of a file descriptor; a :class:`ReceiverError` when the system does not allow as many."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = connections + FILES_BESIDE
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    problem = None
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        problem = f"this system lets a process open {hard} (ulimit -Hn)"
+    else:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+        except (OSError, ValueError) as exc:
+            problem = f"the limit of {soft} (ulimit -n) cannot be raised: {exc}"
+    if problem is not None:
+        raise ReceiverError(
+            f"--max-connections {connections} needs {needed} open files a worker, and {problem}: give fewer "
+            "connections (--max-connections, [serve] max_connections), or raise the limit"
+        )
+
+
 def serve(
     catalog_path: str | Path,
     resolver: Resolver,
@@ -175,6 +208,7 @@ def serve(
     The workers share one listening socket (whichever is free first takes a new connection) and
     hand accepted events to the writer process, the catalog's one writer, over a Unix socket in a
     private temporary directory."""
+    allow_files(options.limits.max_connections)
     listener = listen_on(options.host, options.port)
     listener.setblocking(False)
     host, port = listener.getsockname()[:2]

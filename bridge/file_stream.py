@@ -23,7 +23,7 @@ from typing import Any
 
 from bridge.errors import InputFileError
 from bridge.files import json_lines, loads, text_lines
-from bridge.jsontext import parse_json
+from bridge.jsontext import extent_decoder, parse_json
 
 CHUNK = 1 << 20  # bytes read at a time from a JSON array
 # a parse that fails this close to the end of what has been read may only lack the rest of the
@@ -164,7 +164,7 @@ class _Buffer:
 
 def _array_items(chunks: Iterable[bytes], source: str, read: Callable[[int], None]) -> Iterator[tuple[str, Any]]:
     buffer = _Buffer(chunks, source, read)
-    decoder = json.JSONDecoder()
+    decoder = extent_decoder()
     index = 0
     try:
         buffer.next_char()  # the "[" found by the caller

@@ -26,7 +26,7 @@ from typing import IO, Any, Generic, TypeVar
 import attrs
 
 from bridge.errors import InputFileError, ValidationError
-from bridge.jsontext import parse_json
+from bridge.jsontext import extent_decoder, parse_json
 
 T = TypeVar("T")
 _SPACE = re.compile(r"[ \t\r\n]*")  # JSON's whitespace
@@ -120,7 +120,7 @@ def json_array(text: str, source: str) -> Iterator[tuple[int, Any]]:
     """The items of one JSON array, each with the line it starts on, parsed in one pass. Text that
     is not one JSON array raises the :class:`InputFileError` of the line where it breaks off,
     once the items before it have been given."""
-    decoder = json.JSONDecoder()
+    decoder = extent_decoder()
     position = _skip_space(text, 0)
     line, counted = 1, 0
     try:

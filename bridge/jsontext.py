@@ -1,7 +1,7 @@
 """JSON text to values by one set of rules, wherever olbridge reads JSON from outside (the
 receiver's bodies, the files ``import``, ``validate`` and ``record`` read): orjson's, which refuses
-NaN and Infinity, lone surrogates and nesting deeper than 1,024, with integers read exactly
-whatever their size. Pure."""
+NaN and Infinity, lone surrogates and nesting deeper than 1,024, with integers of up to
+:data:`MAX_DIGITS` digits read exactly. Pure."""
 
 from __future__ import annotations
 
@@ -15,7 +15,17 @@ import orjson
 # (bytes.translate and a substring search: a few times faster than a regular expression here)
 _DIGITS_ONLY = bytes(ord("0") if chr(i).isdigit() and i < 128 else ord(" ") for i in range(256))
 _LONG_NUMBER = b"0" * 16
+# a run of digits that, as an integer, orjson reads as a double past its range, and refuses (one
+# that goes on as a float's is past that range as a float too: refused all the same)
+# (possessive, from the run's first digit: read once, whatever its length)
+_PAST_DOUBLES = re.compile(rb"(?<![0-9])[0-9]{309,}+(?![.eE])")
 
+# the digits of an integer read exactly, at most: far past any a producer sends (OpenLineage's
+# counts are 64-bit: 20 digits), and what Jackson (2.15 and later) reads of a number by default;
+# within CPython's 4,300, and cheap (reading n digits takes time in n squared: 1,000 take 5 us, no
+# more a byte than other JSON; 4,300 take 85 us)
+MAX_DIGITS = 1_000
+_TOO_LONG = b"0" * (MAX_DIGITS + 1)  # a run of more digits, as _DIGITS_ONLY shows it (in a string, it may be)
 
 EXACT_DEPTH = 256  # nesting the standard library reads well within Python's recursion limit
 DEPTH = 64  # the nesting of objects and arrays an event may have, unless told otherwise
@@ -24,23 +34,81 @@ MAX_DEPTH = 254  # the most that can be allowed: what orjson writes (events' can
 
 def parse_json(body: bytes) -> Any:
     """UTF-8 JSON text to values, by one set of rules whatever the text holds: orjson's (no NaN
-    or Infinity, no lone surrogates, nothing nested deeper than 1,024; a ``ValueError`` for text
-    it refuses). Where the text holds a run of 16 or more digits, which orjson would read as a
-    float (losing digits of an integer), the text orjson took is read again by the standard
-    library for its exact integers: the whole of it, or each element of an array on its own when
-    it nests deeper than :data:`EXACT_DEPTH` (those elements keep orjson's reading: nested that
-    deep, no event is taken)."""
-    value = orjson.loads(body)
-    if _LONG_NUMBER not in body.translate(_DIGITS_ONLY):
+    or Infinity, no lone surrogates, nothing nested deeper than 1,024; a ``json.JSONDecodeError``
+    for text it refuses). Where the text holds a run of 16 or more digits, which orjson would
+    read as a float (losing digits of an integer) or refuse (309 digits or more: past a double's
+    range), the text is read again by the standard library for its exact integers, of at most
+    :data:`MAX_DIGITS` digits (a longer one is a ``json.JSONDecodeError`` saying where): the
+    whole of it, or each element of an array on its own when it nests deeper than
+    :data:`EXACT_DEPTH` (those elements keep orjson's reading: nested that deep, no event is
+    taken)."""
+    checks: dict[str, Any] = {}  # the standard library's reading checked where it may pass orjson's
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        if _PAST_DOUBLES.search(body) is None:
+            raise
+        # orjson's rules, but for such a run: checked on the text with each cut to its first four
+        # digits (a \uXXXX escape's) and the rest blank, so that its errors say where in the body;
+        # an exponent so cut may hide a float past a double's range, which the reading refuses
+        value = orjson.loads(_PAST_DOUBLES.sub(lambda run: run[0][:4] + b" " * (len(run[0]) - 4), body))
+        checks["parse_float"] = _float
+    digits = body.translate(_DIGITS_ONLY)
+    if not checks and _LONG_NUMBER not in digits:
         return value
+    if _TOO_LONG in digits:  # checked by a Python call a number, two or three times slower: only then
+        checks["parse_int"] = _integer
     if nesting(value, EXACT_DEPTH) is None:
-        return json.loads(body.decode("utf-8"))
+        return _exact(body, body, checks)
     if isinstance(value, list):
         return [
-            json.loads(piece.decode("utf-8")) if nesting(item, EXACT_DEPTH) is None else item
+            _exact(piece, body, checks) if nesting(item, EXACT_DEPTH) is None else item
             for item, piece in zip(value, split_array(body), strict=True)
         ]
     return value
+
+
+def extent_decoder() -> json.JSONDecoder:
+    """A decoder for where a JSON value in a text ends, whose reading :func:`parse_json` then
+    makes: its integers are kept as their text, of any length (``int`` refuses one of more than
+    4,300 digits with a ``ValueError`` that is no ``JSONDecodeError``)."""
+    return json.JSONDecoder(parse_int=str)
+
+
+class _TooLong(Exception):
+    """An integer of more than :data:`MAX_DIGITS` digits (its text)."""
+
+
+def _integer(text: str) -> int:
+    if len(text) - text.startswith("-") > MAX_DIGITS:
+        raise _TooLong(text)
+    return int(text)
+
+
+def _float(text: str) -> float:
+    number = float(text)
+    if number in (float("inf"), float("-inf")):  # orjson's rule: a number past a double's range
+        raise _TooLong(text)
+    return number
+
+
+def _exact(piece: bytes, body: bytes, checks: dict[str, Any]) -> Any:
+    """The value of ``piece`` of ``body`` by the standard library, its integers exact; a number
+    past the rules (an integer past :data:`MAX_DIGITS` digits, a float past a double's range,
+    where ``checks`` look for them) is a ``json.JSONDecodeError`` at its place in ``body``."""
+    try:
+        return json.loads(piece.decode("utf-8"), **checks)
+    except _TooLong as exc:
+        number = exc.args[0]
+        text = body.decode("utf-8")
+        found = re.search(r"(?:^|[\[:,])[ \t\r\n]*(" + re.escape(number) + r")(?![0-9.eE])", text)
+        at = found.start(1) if found else 0
+        digits = len(number) - number.startswith("-")
+        if number.lstrip("-").isdigit():
+            message = f"an integer of {digits} digits: at most {MAX_DIGITS} are read"
+        else:
+            message = "number is infinity when parsed as double"
+        raise json.JSONDecodeError(message, text, at) from None
 
 
 # a JSON string of text, whole, escapes included (the unrolled form: no backtracking per character)

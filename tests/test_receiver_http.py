@@ -327,6 +327,38 @@ def test_long_integers_are_kept_exact_beside_a_deep_event(client: Client, catalo
     assert str(2**70 + 1) in str(contents(catalog_path))
 
 
+def test_integers_of_up_to_max_digits_are_kept_exact_and_longer_ones_refused_where_they_are(
+    client: Client, catalog_path: str
+) -> None:
+    """Integers of 309 digits or more were refused (``bad_json: number is infinity when parsed as
+    double``), though docs/receiver.md said integers of any size were read exactly: up to 1,000
+    digits (what Jackson reads by default) they are; a longer one is refused, saying where."""
+    numbers = [int("9" * 309), -int("7" * 1_000), 2**70 + 1]
+    event = ol_run_event(run_id="0194a1b2-0000-7000-8000-00000000000c")
+    event["run"]["facets"] = {
+        "acme": {"_producer": PRODUCER, "_schemaURL": "https://acme.example/d.json", "v": numbers}
+    }
+    status, _, answer = client.post("/api/v1/lineage", event)
+    assert status == 201, answer
+    kept = str(contents(catalog_path))
+    assert all(str(number) in kept for number in numbers)
+    before = contents(catalog_path)
+    event["run"]["facets"]["acme"]["v"] = [1, int("8" * 1_001)]
+    body = _json(event)
+    status, _, answer = client.request("POST", "/api/v1/lineage", body)
+    at = body.index(b"8" * 1_001)
+    assert (status, answer["error"]["code"]) == (400, "bad_json"), answer
+    assert answer["error"]["message"] == (
+        f"the body is not JSON: an integer of 1001 digits: at most 1000 are read: line 1 column {at + 1} (char {at})"
+    )
+    event["run"]["facets"]["acme"]["v"] = "HERE"
+    for number in (b"1" + b"0" * 400 + b".5", b"1e" + b"0" * 400 + b"999"):  # floats past a double's range
+        status, _, answer = client.request("POST", "/api/v1/lineage", _json(event).replace(b'"HERE"', number))
+        assert (status, answer["error"]["code"]) == (400, "bad_json"), answer
+        assert "number is infinity when parsed as double" in answer["error"]["message"]
+    assert contents(catalog_path) == before
+
+
 def test_gzip_members_are_all_read(client: Client, catalog_path: str) -> None:
     """(#30) ``(gzip -c e1; gzip -c e2)`` is one body of both members, as gzip -d reads it; only
     the first was read, and the rest dropped without a word."""

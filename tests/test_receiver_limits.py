@@ -24,7 +24,7 @@ from bridge.cli.serve import chosen_limits
 from bridge.config import parse_config
 from bridge.errors import ConfigError
 from bridge.model.received import IncomingEvent
-from bridge.receiver.app import ReceiverApp, Request
+from bridge.receiver.app import GZIP_MEMBERS, ReceiverApp, Request
 from bridge.receiver.asgi import AsgiReceiver
 from bridge.receiver.intake import Blocking, Intake, Limits, Read, Write, run_steps_async
 from bridge.receiver.writer_process import RemoteWriter
@@ -138,6 +138,27 @@ def test_a_head_within_its_limits_is_served(served: Served) -> None:
     headers = {f"X-{i}": "a" * 3_000 for i in range(9)}  # 27 kB in all, each header within 8 kB
     response = requests.get(f"{served.url}/healthz", headers=headers, timeout=10)
     assert response.status_code == 200
+
+
+def test_a_gzip_body_of_many_tiny_members_is_refused_at_once_and_others_are_served(served: Served) -> None:
+    """A 16 MB body of empty gzip members, 800,000 of them, held the worker at 100% CPU for
+    minutes (a new inflater for each member, and a copy of the rest of the body after it), its
+    /healthz and SIGTERM unanswered. Past GZIP_MEMBERS members it is refused at once (within the
+    client's 10 s), and the worker answers others."""
+    empty = gzip.compress(b"")
+    body = empty * (16 * 1024 * 1024 // len(empty))
+    head = (
+        "POST /api/v1/lineage HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"Content-Encoding: gzip\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    with _connect(served.url) as sock:
+        sock.sendall(head.encode() + body)
+        answer = _answer(sock)  # until the server closes the connection, or 10 s without a byte
+    assert answer, "no answer within 10 s"
+    status, error = _error(answer)
+    assert (status, error["code"]) == (400, "bad_gzip")
+    assert f"more than {GZIP_MEMBERS} members" in error["message"]
+    assert requests.get(f"{served.url}/healthz", timeout=10).status_code == 200
 
 
 def _steps_until_write(app: ReceiverApp, body: bytes) -> Any:

@@ -35,7 +35,7 @@ from bridge.config import NamedToken
 from bridge.jsontext import parse_json, split_array
 from bridge.openlineage.validate import Problem
 from bridge.receiver.access_log import AccessLog, Seen
-from bridge.receiver.intake import Blocking, BodyTimedOut, Intake, Read, Steps, run_steps
+from bridge.receiver.intake import PAUSE, Blocking, BodyTimedOut, Intake, Read, Steps, run_steps
 from bridge.receiver.outcome import Outcome
 from bridge.receiver.scopes import forbidden
 
@@ -45,6 +45,12 @@ Environ = dict[str, Any]
 LINEAGE = "/api/v1/lineage"
 BATCH = "/api/v1/lineage/batch"
 RETRY_AFTER = "1"
+# gzip members a body may be made of: OpenLineage's clients send one, ``(gzip -c a; gzip -c b)`` a
+# few; more is no client's doing (a body of thousands of empty members, each an inflater's start)
+GZIP_MEMBERS = 64
+# what one step of gunzip inflates at most, the event loop's other work between two: bytes of the
+# body, and bytes they decompress to
+GUNZIP_STEP, GUNZIP_OUT = 64 * 1024, 1024 * 1024
 
 
 @attrs.frozen
@@ -339,9 +345,7 @@ class ReceiverApp:
             self._hold(held, len(body))
         encoding = (request.content_encoding or "identity").strip().lower()
         if encoding == "gzip":
-            out = self._gunzip(body)
-            self._hold(held, len(out))
-            return out
+            return (yield from self._gunzip(body, held))
         if encoding not in ("identity", ""):
             raise HttpError(415, "unsupported_encoding", f"Content-Encoding {encoding!r}: send gzip or none")
         return body
@@ -353,28 +357,48 @@ class ReceiverApp:
             raise HttpError(408, "request_timeout", str(exc), headers=[("Connection", "close")]) from None
         return body
 
-    def _gunzip(self, body: bytes) -> bytes:
+    def _gunzip(self, body: bytes, held: _Held) -> Steps[bytes]:
         """The body's bytes once every gzip member of it is decompressed, one after the other
-        (as gzip -d does), within ``max_decompressed`` in all; else an HttpError, and none of it."""
+        (as gzip -d does), within ``max_decompressed`` in all and :data:`GZIP_MEMBERS` members;
+        else an HttpError, and none of it. A step inflates at most :data:`GUNZIP_STEP` bytes of
+        the body into at most :data:`GUNZIP_OUT`, counted among the bytes in flight, and lets the
+        server do other work before the next: what a member's end leaves over (zlib's copy) is
+        the rest of a step, not of the body, so the time is linear in the body."""
         limit = self.limits.max_decompressed
+        view = memoryview(body)
         out: list[bytes] = []
-        size = 0
-        rest = body
-        while True:
-            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        size = at = members = 0
+        inflater = None
+        pending = False  # the inflater may hold output it had no room for
+        while at < len(view) or pending:
+            if inflater is None:
+                members += 1
+                if members > GZIP_MEMBERS:
+                    most = GZIP_MEMBERS
+                    message = f"the gzip body has more than {most} members; this receiver reads at most {most}"
+                    raise HttpError(400, "bad_gzip", message)
+                inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            given = view[at : at + GUNZIP_STEP]
+            room = min(limit - size + 1, GUNZIP_OUT)
             try:
-                piece = inflater.decompress(rest, limit - size + 1)
+                piece = inflater.decompress(given, room)
             except zlib.error as exc:
                 raise HttpError(400, "bad_gzip", f"the gzip body cannot be decompressed: {exc}") from None
             size += len(piece)
-            if size > limit or inflater.unconsumed_tail:
+            if size > limit:
                 raise HttpError(413, "body_too_large", f"the body decompresses to more than {limit} bytes")
-            if not inflater.eof:
-                raise HttpError(400, "bad_gzip", "the gzip body is truncated")
+            self._hold(held, len(piece))
             out.append(piece)
-            rest = inflater.unused_data
-            if not rest:
-                return b"".join(out)
+            if inflater.eof:  # what it did not take is the next member's
+                at += len(given) - len(inflater.unused_data)
+                inflater, pending = None, False
+            else:  # what it did not take, it had no room to inflate
+                at += len(given) - len(inflater.unconsumed_tail)
+                pending = len(piece) == room
+            yield PAUSE
+        if inflater is not None or not members:
+            raise HttpError(400, "bad_gzip", "the gzip body is truncated")
+        return b"".join(out)
 
     def _parse(self, body: bytes) -> Any:
         try:

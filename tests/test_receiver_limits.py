@@ -8,6 +8,7 @@ import asyncio
 import gzip
 import itertools
 import json
+import re
 import socket
 import threading
 import time
@@ -161,6 +162,68 @@ def test_a_gzip_body_of_many_tiny_members_is_refused_at_once_and_others_are_serv
     assert requests.get(f"{served.url}/healthz", timeout=10).status_code == 200
 
 
+def _head(length: int | None) -> bytes:
+    """A POST's head with ``length`` as its Content-Length, or chunked (None)."""
+    framing = f"Content-Length: {length}" if length is not None else "Transfer-Encoding: chunked"
+    head = f"POST /api/v1/lineage HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n{framing}\r\n\r\n"
+    return head.encode()
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _one_answer(sock: socket.socket) -> bytes:
+    """The answer the server sends on a connection it keeps open: its head and its body."""
+    got = b""
+    while b"\r\n\r\n" not in got:
+        chunk = sock.recv(65536)
+        assert chunk, f"the connection closed without an answer: {got!r}"
+        got += chunk
+    head, _, body = got.partition(b"\r\n\r\n")
+    found = re.search(rb"content-length: (\d+)", head.lower())
+    assert found, head
+    while len(body) < int(found[1]):
+        body += sock.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+def test_a_body_counts_in_flight_as_it_comes_not_as_its_content_length_claims(served: Served) -> None:
+    """Eight connections each claiming a body of 16 MiB and sending one byte held the worker's
+    whole budget (128 MiB) until their read timeout: every other producer was answered 503. The
+    bytes that came count, not those claimed."""
+    claimed = [_connect(served.url) for _ in range(8)]
+    try:
+        for sock in claimed:
+            sock.sendall(_head(16 * 1024 * 1024) + b"[")
+        time.sleep(0.5)  # their heads are read: the claims were held from here
+        for n in range(3):
+            event = ol_run_event(run_id=f"0194a1b2-0000-7000-8000-{n:012d}")
+            response = requests.post(f"{served.url}/api/v1/lineage", json=event, timeout=10)
+            assert response.status_code == 201, response.text
+    finally:
+        for sock in claimed:
+            sock.close()
+
+
+def test_a_chunked_body_counts_in_flight_as_it_comes(tmp_path: Path) -> None:
+    """Twenty connections each sending 15 MB chunked (no Content-Length), never ending, grew a
+    worker to 358 MB over a 128 MiB budget: a chunked body was not counted. Counted as it comes,
+    the one whose bytes would pass the budget is answered 503 (retriable), and a small event
+    that fits beside the others is taken."""
+    with serve_process(tmp_path / "chunked.db", "--max-in-flight", str(1024 * 1024)) as server:
+        first, second = _connect(server.url), _connect(server.url)
+        with first, second:
+            part = _chunk(b"[" + b" " * (700 * 1024))
+            first.sendall(_head(None) + part)  # and never the end
+            time.sleep(0.5)  # its bytes are read
+            response = requests.post(f"{server.url}/api/v1/lineage", json=ol_run_event(), timeout=10)
+            assert response.status_code == 201, response.text
+            second.sendall(_head(None) + part)
+            status, error = _error(_one_answer(second))
+    assert (status, error["code"], error["retriable"]) == (503, "busy", True)
+
+
 def _steps_until_write(app: ReceiverApp, body: bytes) -> Any:
     steps = app.exchange(
         Request("POST", "/api/v1/lineage", "application/json", str(len(body)), authorization="Bearer t")
@@ -191,6 +254,15 @@ def test_a_worker_holds_bodies_in_flight_up_to_its_limit(writer: GroupWriter) ->
         "/api/v1/lineage", ol_run_event(run_id="0194a1b2-0000-7000-8000-000000000002")
     )
     assert status == 201
+
+
+def test_a_body_alone_has_its_turn_however_many_pieces_it_comes_in(writer: GroupWriter) -> None:
+    """Counted piece by piece as it comes, a body past the budget is still taken when no other
+    request holds one: its own pieces do not make it wait for itself."""
+    body = json.dumps(ol_run_event()).encode()[:-1] + b" " * (256 * 1024) + b"}"
+    app = ReceiverApp(Intake(writer.submit, limits=Limits(max_in_flight=64 * 1024)), token="t")
+    status, _, answer = Client(app, token="t").request("POST", "/api/v1/lineage", body)
+    assert (status, answer["status"]) == (201, "accepted"), answer
 
 
 def test_a_fault_of_the_receiver_is_a_500_in_the_json_shape_counted_and_logged(

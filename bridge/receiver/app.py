@@ -51,6 +51,7 @@ GZIP_MEMBERS = 64
 # what one step of gunzip inflates at most, the event loop's other work between two: bytes of the
 # body, and bytes they decompress to
 GUNZIP_STEP, GUNZIP_OUT = 64 * 1024, 1024 * 1024
+WSGI_PIECE = 64 * 1024  # bytes of a body read at a time from a WSGI server's input
 
 
 @attrs.frozen
@@ -185,7 +186,9 @@ class ReceiverApp:
             authorization=environ.get("HTTP_AUTHORIZATION", ""),
         )
         reply = run_steps(
-            self.exchange(request), write=self.intake.write, read=lambda limit: environ["wsgi.input"].read(limit)
+            self.exchange(request),
+            write=self.intake.write,
+            read=lambda limit: environ["wsgi.input"].read(min(limit, WSGI_PIECE)),
         )
         start_response(reply.status_line, reply.headers)
         return iter([reply.body])
@@ -313,10 +316,11 @@ class ReceiverApp:
         return out
 
     def _hold(self, held: _Held, size: int) -> None:
-        """Count ``size`` more bytes of this request's body among those in flight; a 503
-        (retriable) when the worker holds too many already."""
+        """Count ``size`` more bytes of this request's body among those in flight, as they come;
+        a 503 (retriable) when the worker's other requests hold so many that these would pass
+        the limit (a body alone always has its turn)."""
         limit = self.limits.max_in_flight
-        if self._in_flight + size > limit and self._in_flight > 0:  # one body alone always has its turn
+        if self._in_flight + size > limit and self._in_flight > held.bytes:
             raise HttpError(
                 503, "busy", f"this worker holds {self._in_flight} bytes of bodies, of at most {limit}: retry"
             )
@@ -324,25 +328,34 @@ class ReceiverApp:
         held.bytes += size
 
     def _read_body(self, request: Request, held: _Held) -> Steps[bytes]:
+        """The body, read a piece at a time as it comes, each piece counted among the bytes in
+        flight once it is here (not as the client's Content-Length claims, nor left uncounted
+        when the client sends it chunked); gunzipped when it says gzip."""
         content_type = request.content_type.split(";", 1)[0].strip().lower()
         if content_type != "application/json":
             raise HttpError(415, "unsupported_media_type", f"send Content-Type: application/json, not {content_type!r}")
         limit = self.limits.max_body
         length_text = request.content_length
+        expected = limit + 1  # chunked: until it ends, or is past the limit
         if length_text:
             try:
-                length = int(length_text)
+                expected = int(length_text)
             except ValueError:
                 raise HttpError(400, "bad_request", f"Content-Length {length_text!r} is not a number") from None
-            if length > limit:
-                raise HttpError(413, "body_too_large", f"the body has {length} bytes; this receiver takes {limit}")
-            self._hold(held, length)  # before a byte is read
-            body = yield from self._read(length)
-        else:
-            body = yield from self._read(limit + 1)
-            if len(body) > limit:
+            if expected > limit:
+                raise HttpError(413, "body_too_large", f"the body has {expected} bytes; this receiver takes {limit}")
+        pieces: list[bytes] = []
+        size = 0
+        while size < expected:
+            piece = yield from self._read(expected - size)
+            if not piece:
+                break
+            size += len(piece)
+            if size > limit:
                 raise HttpError(413, "body_too_large", f"the body has more than {limit} bytes")
-            self._hold(held, len(body))
+            self._hold(held, len(piece))
+            pieces.append(piece)
+        body = b"".join(pieces)
         encoding = (request.content_encoding or "identity").strip().lower()
         if encoding == "gzip":
             return (yield from self._gunzip(body, held))
@@ -351,11 +364,12 @@ class ReceiverApp:
         return body
 
     def _read(self, limit: int) -> Steps[bytes]:
+        """The body's next piece (b"" once it has all come)."""
         try:
-            body: bytes = yield Read(limit)
+            piece: bytes = yield Read(limit)
         except BodyTimedOut as exc:  # the connection closes: what is still coming would be read as a request
             raise HttpError(408, "request_timeout", str(exc), headers=[("Connection", "close")]) from None
-        return body
+        return piece
 
     def _gunzip(self, body: bytes, held: _Held) -> Steps[bytes]:
         """The body's bytes once every gzip member of it is decompressed, one after the other

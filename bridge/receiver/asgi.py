@@ -51,26 +51,31 @@ class AsgiReceiver:
                 fields[field] = value.decode("latin-1")
         request = Request(method=scope["method"], path=scope["path"] or "/", **fields)
 
+        deadline = asyncio.get_running_loop().time() + self.body_timeout  # the whole body's, from its head
+        came = 0
+        ended = False
+
         async def read(limit: int) -> bytes:
-            chunks: list[bytes] = []
-            size = 0
+            """The body's next piece, as uvicorn gives it (it holds at most about 64 KiB unread,
+            the socket's reading paused past that); b"" once it has all come."""
+            nonlocal came, ended
             try:
-                async with asyncio.timeout(self.body_timeout):
-                    while size < limit:
+                async with asyncio.timeout_at(deadline):
+                    while not ended:
                         message = await receive()
                         if message["type"] != "http.request":  # the client went away: what came is all
+                            ended = True
                             break
-                        chunk = message.get("body", b"")
-                        chunks.append(chunk)
-                        size += len(chunk)
-                        if not message.get("more_body", False):
-                            break
+                        ended = not message.get("more_body", False)
+                        piece: bytes = message.get("body", b"")
+                        if piece:
+                            came += len(piece)
+                            return piece
             except TimeoutError:
                 raise BodyTimedOut(
-                    f"the body did not come within {self.body_timeout:g} s ({size} bytes came)"
+                    f"the body did not come within {self.body_timeout:g} s ({came} bytes came)"
                 ) from None
-            body = b"".join(chunks)
-            return body if len(body) <= limit else body[:limit]
+            return b""
 
         try:
             reply = await run_steps_async(self.app.exchange(request), write=self.writer.submit, read=read)

@@ -266,8 +266,10 @@ class Write:
 
 @attrs.frozen
 class Read:
-    """A step: at most this many bytes of the request body are to be read; what comes back is them
-    (or :class:`BodyTimedOut`, raised where the step was taken, when they did not come in time)."""
+    """A step: the request body's next piece is to be read, of at most this many bytes (a server
+    that takes a body in pieces of its own may give a larger one: more than the steps wanted);
+    what comes back is it, as soon as some of the body is here, and b"" once it has all come (or
+    :class:`BodyTimedOut`, raised where the step was taken, when it did not come in time)."""
 
     limit: int
 

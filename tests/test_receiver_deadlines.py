@@ -129,6 +129,36 @@ def test_a_request_in_pieces_within_the_deadline_is_taken(served: Served, tmp_pa
         assert catalog.count_received()["received_events"] == 1
 
 
+def _chunked_head(path: str) -> bytes:
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n"
+    ).encode()
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_a_body_cut_short_by_the_client_going_away_is_not_kept(tmp_path: Path, framing: str) -> None:
+    """A client that said Content-Length: N + 1000, sent the N bytes of an event and closed the
+    connection had the event committed and a 201 logged (what came was taken for the body), and so
+    had one that closed a chunked body before its last chunk. A body that did not come whole is
+    dropped, and counted and logged as 499 (the client went away), not as an answer it never got."""
+    body = json.dumps(ol_run_event()).encode()
+    if framing == "chunked":
+        sent = _chunked_head("/api/v1/lineage") + b"%x\r\n%s\r\n" % (len(body), body)  # no last chunk
+    else:
+        sent = _head("/api/v1/lineage", len(body) + 1000) + body
+    with serve_process(tmp_path / "cut.db", "--access-log") as served:
+        with _connect(served.url) as sock:
+            sock.sendall(sent)
+        line = 'olbridge_receiver_requests_total{route="/api/v1/lineage",status="499"} 1'
+        assert wait_for(lambda: line in requests.get(f"{served.url}/metrics", timeout=10).text, timeout=10)
+        counted = [n for n in requests.get(f"{served.url}/metrics", timeout=10).text.splitlines() if "lineage" in n]
+        assert counted == [line]
+    assert " POST /api/v1/lineage 499 events=0 " in served.stderr
+    with Catalog(tmp_path / "cut.db") as catalog:
+        assert catalog.count_received()["received_events"] == 0
+
+
 def test_the_read_timeout_is_checked() -> None:
     result = CliRunner().invoke(cli, ["serve", "--read-timeout", "0"])
     assert result.exit_code == 2

@@ -35,7 +35,7 @@ from bridge.config import NamedToken
 from bridge.jsontext import parse_json, split_array
 from bridge.openlineage.validate import Problem
 from bridge.receiver.access_log import AccessLog, Seen
-from bridge.receiver.intake import PAUSE, Blocking, BodyTimedOut, Intake, Read, Steps, run_steps
+from bridge.receiver.intake import PAUSE, Blocking, BodyCut, BodyTimedOut, Intake, Read, Steps, run_steps
 from bridge.receiver.outcome import Outcome
 from bridge.receiver.scopes import forbidden
 
@@ -106,6 +106,7 @@ _REASONS = {
     414: "URI Too Long",
     415: "Unsupported Media Type",
     431: "Request Header Fields Too Large",
+    499: "Client Closed Request",  # nginx's: no answer reaches the client, the status is the log's
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
@@ -355,6 +356,8 @@ class ReceiverApp:
                 raise HttpError(413, "body_too_large", f"the body has more than {limit} bytes")
             self._hold(held, len(piece))
             pieces.append(piece)
+        if length_text and size < expected:  # a WSGI server's input ended short: the client went away
+            raise HttpError(499, "client_closed", f"the client went away after {size} of the body's {expected} bytes")
         body = b"".join(pieces)
         encoding = (request.content_encoding or "identity").strip().lower()
         if encoding == "gzip":
@@ -369,6 +372,8 @@ class ReceiverApp:
             piece: bytes = yield Read(limit)
         except BodyTimedOut as exc:  # the connection closes: what is still coming would be read as a request
             raise HttpError(408, "request_timeout", str(exc), headers=[("Connection", "close")]) from None
+        except BodyCut as exc:  # a body not whole is no request: nothing of it is kept
+            raise HttpError(499, "client_closed", str(exc)) from None
         return piece
 
     def _gunzip(self, body: bytes, held: _Held) -> Steps[bytes]:

@@ -3,7 +3,9 @@ an event loop): the same answers as the WSGI form (:class:`~bridge.receiver.app.
 drives both), with the body read and the events' write awaited rather than waited for on a
 thread, so that a worker's one thread serves all its connections. A body that has not come in
 full within ``body_timeout`` seconds of the request's head is answered 408 (and its connection
-closed): a stalled or trickling client holds a connection no longer than that."""
+closed): a stalled or trickling client holds a connection no longer than that. A body whose
+client went away before its end is no request: nothing of it is kept (499, in the counts and the
+log)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from bridge.receiver.app import ReceiverApp, Request
-from bridge.receiver.intake import BodyTimedOut, run_steps_async
+from bridge.receiver.intake import BodyCut, BodyTimedOut, run_steps_async
 from bridge.receiver.writer_process import RemoteWriter
 
 Scope = MutableMapping[str, Any]
@@ -57,15 +59,15 @@ class AsgiReceiver:
 
         async def read(limit: int) -> bytes:
             """The body's next piece, as uvicorn gives it (it holds at most about 64 KiB unread,
-            the socket's reading paused past that); b"" once it has all come."""
+            the socket's reading paused past that); b"" once it has all come; :class:`BodyCut`
+            when the client went away before."""
             nonlocal came, ended
             try:
                 async with asyncio.timeout_at(deadline):
                     while not ended:
                         message = await receive()
-                        if message["type"] != "http.request":  # the client went away: what came is all
-                            ended = True
-                            break
+                        if message["type"] != "http.request":  # the client went away: the body is not whole
+                            raise BodyCut(f"the client went away after {came} bytes of the body")
                         ended = not message.get("more_body", False)
                         piece: bytes = message.get("body", b"")
                         if piece:

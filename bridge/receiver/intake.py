@@ -269,13 +269,18 @@ class Read:
     """A step: the request body's next piece is to be read, of at most this many bytes (a server
     that takes a body in pieces of its own may give a larger one: more than the steps wanted);
     what comes back is it, as soon as some of the body is here, and b"" once it has all come (or
-    :class:`BodyTimedOut`, raised where the step was taken, when it did not come in time)."""
+    :class:`BodyTimedOut`, raised where the step was taken, when it did not come in time, and
+    :class:`BodyCut` when the client went away before its end)."""
 
     limit: int
 
 
 class BodyTimedOut(Exception):
     """The request's body did not come within the server's deadline (a stalled or trickling client)."""
+
+
+class BodyCut(Exception):
+    """The client went away before the request's body came whole."""
 
 
 @attrs.frozen
@@ -341,8 +346,8 @@ async def run_steps_async(
     read: Callable[[int], Awaitable[bytes]],
 ) -> T:
     """:func:`run_steps` on an event loop: each :class:`Write` and :class:`Read` awaited, each
-    :class:`Blocking` call made on a thread (a :class:`BodyTimedOut` that ``read`` raises, and
-    what a call raises, is raised in the steps, where they read or called)."""
+    :class:`Blocking` call made on a thread (a :class:`BodyTimedOut` or :class:`BodyCut` that
+    ``read`` raises, and what a call raises, is raised in the steps, where they read or called)."""
     answer: Any = None
     raised: Exception | None = None
     try:
@@ -362,7 +367,7 @@ async def run_steps_async(
             if isinstance(step, Read):
                 try:
                     answer = await read(step.limit)
-                except BodyTimedOut as exc:
+                except (BodyTimedOut, BodyCut) as exc:
                     answer, raised = None, exc
                 continue
             try:

@@ -15,7 +15,8 @@ from bridge.receiver.outcome import Outcome
 RESULTS = ("accepted", "duplicate", "refused", "unavailable")
 SCALARS = ("placeholders", "warned", "commits", "internal_errors")
 ROUTES = ("/api/v1/lineage", "/api/v1/lineage/batch", "/healthz", "/readyz", "/metrics", "other")
-STATUSES = (200, 201, 400, 401, 403, 404, 405, 408, 411, 413, 414, 415, 429, 431, 500, 503, 0)  # 0: any other
+# 499: the client went away before its request's body came whole (nginx's status; no answer sent); 0: any other
+STATUSES = (200, 201, 400, 401, 403, 404, 405, 408, 411, 413, 414, 415, 429, 431, 499, 500, 503, 0)
 TOKEN_RESULTS = (*RESULTS, "forbidden")  # what became of the events a named token brought
 
 

@@ -162,6 +162,19 @@ def test_the_bearer_token_is_required(client: Client) -> None:
     assert client.request("POST", "/api/v1/lineage", b"{}", {"Authorization": ""})[0] == 401
 
 
+def test_the_bearer_scheme_is_read_in_any_case(client: Client, catalog_path: str) -> None:
+    """An authentication scheme is case-insensitive (RFC 9110): ``bearer <token>`` was refused 401."""
+    for scheme in ("bearer", "BEARER", "bEaReR"):
+        status, _, body = client.post("/api/v1/lineage", ol_run_event(), Authorization=f"{scheme} {TOKEN}")
+        assert status == 201, (scheme, body)
+    before = contents(catalog_path)
+    for wrong in (f"bearer {TOKEN}x", f"Basic {TOKEN}", TOKEN, f"bearer{TOKEN}", "bearer"):
+        other = ol_run_event(run_id="0194a1b2-0000-7000-8000-000000000002")
+        status, _, body = client.post("/api/v1/lineage", other, Authorization=wrong)
+        assert (status, body["error"]["code"]) == (401, "unauthorized"), wrong
+    assert contents(catalog_path) == before
+
+
 def _nested(depth: int) -> bytes:
     return ("[" * depth + "]" * depth).encode()
 

@@ -147,6 +147,13 @@ def test_a_wrong_or_missing_token_is_401(app: ReceiverApp, catalog_path: str) ->
     assert contents(catalog_path) == before
 
 
+def test_a_named_token_is_read_whatever_the_case_of_its_scheme(app: ReceiverApp, catalog_path: str) -> None:
+    event = run_event(1, "spark-a")
+    status, _, body = Client(app, token=None).post("/api/v1/lineage", event, Authorization="bearer spark-secret")
+    assert status == 201, body
+    assert [token for _, token in tokens_of(catalog_path)] == ["spark"]
+
+
 def test_metrics_count_each_token_by_result(app: ReceiverApp) -> None:
     post(app, "/api/v1/lineage", run_event(1, "spark-a"), SPARK.token)
     post(app, "/api/v1/lineage", run_event(1, "spark-a"), SPARK.token)  # a duplicate

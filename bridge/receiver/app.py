@@ -140,6 +140,15 @@ class _Held:
     bytes: int = 0
 
 
+def _bearer(authorization: str) -> bytes | None:
+    """The token of an ``Authorization: Bearer <token>`` header, its scheme in any case (RFC 9110
+    section 11.1: an authentication scheme is case-insensitive); None for another scheme or none."""
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.lstrip(" ").encode("latin-1", "replace")
+
+
 def _route(path: str) -> str:
     """The route a request's path is counted under (``other``: none of the receiver's)."""
     return path if path in (LINEAGE, BATCH, "/healthz", "/readyz", "/metrics") else "other"
@@ -166,8 +175,8 @@ class ReceiverApp:
             raise ValueError("give one token or named tokens, not both")
         self.intake = intake
         self.limits = intake.limits
-        self._token = f"Bearer {token}".encode() if token else None
-        self._tokens = [(f"Bearer {t.token}".encode(), t) for t in tokens]
+        self._token = token.encode() if token else None
+        self._tokens = [(t.token.encode(), t) for t in tokens]
         self.forward = forward
         self._ready = ready  # None when ready, else why not
         self.access_log = access_log
@@ -280,13 +289,14 @@ class ReceiverApp:
         none of the tokens this receiver takes."""
         if self._token is None and not self._tokens:
             return None
-        given = request.authorization.encode("latin-1", "replace")
-        if self._token is not None and hmac.compare_digest(given, self._token):
-            return None
+        given = _bearer(request.authorization)
         found = None
-        for expected, named in self._tokens:  # every one compared: the time says nothing of which
-            if hmac.compare_digest(given, expected):
-                found = named
+        if given is not None:
+            if self._token is not None and hmac.compare_digest(given, self._token):
+                return None
+            for expected, named in self._tokens:  # every one compared: the time says nothing of which
+                if hmac.compare_digest(given, expected):
+                    found = named
         if found is not None:
             return found
         raise HttpError(

@@ -878,6 +878,24 @@ def test_every_worker_serves_requests(catalog_target: str) -> None:
         assert sum(_counted(final, "olbridge_receiver_worker_requests_total").values()) == sum(map(int, routes))
 
 
+def test_a_path_is_routed_as_sent_and_an_encoded_slash_is_no_separator(server: tuple[str, str]) -> None:
+    """``POST /api/v1/lineage%2Fbatch`` reached the batch endpoint: requests were routed by their
+    decoded path, where ``%2F`` is a slash. They are routed by the path as sent: no endpoint, 404,
+    nothing kept."""
+    url, catalog = server
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    response = requests.post(f"{url}/api/v1/lineage%2Fbatch", json=[ol_run_event()], headers=bearer, timeout=10)
+    assert (response.status_code, response.json()["error"]["code"]) == (404, "not_found"), response.text
+    assert response.json()["error"]["message"].startswith("no endpoint /api/v1/lineage%2Fbatch;")
+    with Catalog(catalog) as kept:
+        assert kept.count_received()["received_events"] == 0
+    # the query is no part of the path
+    response = requests.post(f"{url}/api/v1/lineage?source=x", json=ol_run_event(), headers=bearer, timeout=10)
+    assert response.status_code == 201, response.text
+    metrics = requests.get(f"{url}/metrics", headers=bearer, timeout=10).text
+    assert 'olbridge_receiver_requests_total{route="other",status="404"} 1' in metrics
+
+
 def test_the_openlineage_client_sends_to_a_real_server(server: tuple[str, str]) -> None:
     from openlineage.client import OpenLineageClient
     from openlineage.client.event_v2 import (

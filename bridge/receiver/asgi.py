@@ -51,7 +51,10 @@ class AsgiReceiver:
             field = _HEADERS.get(name)
             if field is not None and field not in fields:
                 fields[field] = value.decode("latin-1")
-        request = Request(method=scope["method"], path=scope["path"] or "/", **fields)
+        # routed by the path as sent: decoded, /api/v1/lineage%2Fbatch would be the batch endpoint's
+        raw = scope.get("raw_path")
+        path = raw.decode("latin-1") if raw else scope["path"]
+        request = Request(method=scope["method"], path=path or "/", **fields)
 
         deadline = asyncio.get_running_loop().time() + self.body_timeout  # the whole body's, from its head
         came = 0

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from bridge.catalog import IngestResult
+from bridge.catalog import Catalog, IngestResult
 from bridge.cli.serve import chosen_limits
 from bridge.config import parse_config
 from bridge.errors import ConfigError
@@ -33,7 +33,7 @@ from tests.backend import wait_for
 from tests.group_writer import GroupWriter
 from tests.helpers import Served, invoke, ol_dataset, ol_run_event, serve_process
 from tests.test_benchmarks import load
-from tests.test_receiver_http import Client, contents
+from tests.test_receiver_http import TOKEN, Client, contents, token_server
 
 FLOODERS = 4
 FLOOD = 64 * 1024 * 1024  # bytes each flooding connection would send in one header
@@ -222,6 +222,32 @@ def test_a_chunked_body_counts_in_flight_as_it_comes(tmp_path: Path) -> None:
             second.sendall(_head(None) + part)
             status, error = _error(_one_answer(second))
     assert (status, error["code"], error["retriable"]) == (503, "busy", True)
+
+
+def test_a_header_the_receiver_reads_sent_twice_is_refused_naming_it(tmp_path: Path) -> None:
+    """With two Content-Encoding or two Authorization headers the first silently won (where a
+    proxy before the receiver may read the other): such a request is refused, 400 naming the
+    header, and changes nothing."""
+    event = json.dumps(ol_run_event()).encode()
+    bearer = f"Authorization: Bearer {TOKEN}\r\n"
+    cases = [  # (the header, the head's other lines, the body)
+        ("Content-Encoding", bearer + "Content-Encoding: gzip\r\nContent-Encoding: identity\r\n", gzip.compress(event)),
+        ("Authorization", bearer + "Authorization: Bearer wrong\r\n", event),
+        ("Content-Type", bearer + "Content-Type: text/plain\r\n", event),
+    ]
+    with token_server(tmp_path / "twice.db") as (url, _):
+        for name, lines, body in cases:
+            head = (
+                "POST /api/v1/lineage HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n{lines}\r\n"
+            )
+            with _connect(url) as sock:
+                sock.sendall(head.encode() + body)
+                status, error = _error(_answer(sock))
+            assert (status, error["code"]) == (400, "bad_request"), (name, error)
+            assert error["message"] == f"the request has more than one {name} header: send it once"
+    with Catalog(tmp_path / "twice.db") as catalog:
+        assert catalog.count_received()["received_events"] == 0
 
 
 def _steps_until_write(app: ReceiverApp, body: bytes) -> Any:

@@ -64,6 +64,7 @@ class Request:
     content_length: str = ""  # the header's text ("" without one)
     content_encoding: str = ""
     authorization: str = ""
+    repeated: str = ""  # the name of one of these headers the request has more than once ("": none)
 
 
 @attrs.frozen
@@ -256,6 +257,9 @@ class ReceiverApp:
 
     def _dispatch(self, request: Request, seen: Seen, held: _Held) -> Steps[tuple[int, Any, list[tuple[str, str]]]]:
         method, path = request.method, request.path
+        if request.repeated:  # the first would win here, another maybe in a proxy before: no guess
+            message = f"the request has more than one {request.repeated} header: send it once"
+            raise HttpError(400, "bad_request", message)
         if path in (LINEAGE, BATCH):
             if method != "POST":
                 raise HttpError(405, "method_not_allowed", f"{path} takes POST", headers=[("Allow", "POST")])

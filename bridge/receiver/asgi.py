@@ -47,14 +47,19 @@ class AsgiReceiver:
         if scope["type"] != "http":
             return
         fields: dict[str, str] = {}
+        repeated = ""  # the first header the receiver reads that came twice: which of them is meant?
         for name, value in scope["headers"]:
             field = _HEADERS.get(name)
-            if field is not None and field not in fields:
-                fields[field] = value.decode("latin-1")
+            if field is None:
+                continue
+            if field in fields:
+                repeated = repeated or "-".join(word.capitalize() for word in name.decode("latin-1").split("-"))
+                continue
+            fields[field] = value.decode("latin-1")
         # routed by the path as sent: decoded, /api/v1/lineage%2Fbatch would be the batch endpoint's
         raw = scope.get("raw_path")
         path = raw.decode("latin-1") if raw else scope["path"]
-        request = Request(method=scope["method"], path=path or "/", **fields)
+        request = Request(method=scope["method"], path=path or "/", repeated=repeated, **fields)
 
         deadline = asyncio.get_running_loop().time() + self.body_timeout  # the whole body's, from its head
         came = 0

@@ -24,8 +24,9 @@ from bridge.catalog import Catalog, IngestResult
 from bridge.cli.serve import chosen_limits
 from bridge.config import parse_config
 from bridge.errors import ConfigError
+from bridge.jsontext import values_past
 from bridge.model.received import IncomingEvent
-from bridge.receiver.app import GZIP_MEMBERS, ReceiverApp, Request
+from bridge.receiver.app import BODY_VALUES, GZIP_MEMBERS, ReceiverApp, Request
 from bridge.receiver.asgi import AsgiReceiver
 from bridge.receiver.intake import Blocking, Intake, Limits, Read, Write, run_steps_async
 from bridge.receiver.writer_process import RemoteWriter
@@ -463,6 +464,29 @@ def test_an_event_of_more_values_than_max_values_is_refused_before_it_is_walked(
     assert (status, answer["error"]["code"], answer["error"]["retriable"]) == (400, "invalid_event", False), answer
     assert answer["error"]["problems"] == [{"pointer": "", "message": message, "rule": "limit"}]
     assert contents(catalog_path) == before
+
+
+@pytest.mark.parametrize("path", ["/api/v1/lineage", "/api/v1/lineage/batch"])
+def test_a_body_of_more_values_than_events_hold_is_not_parsed(
+    writer: GroupWriter, catalog_path: str, path: str
+) -> None:
+    """A body is parsed whole before any event's limits are read: 30 million zeros (58 KB
+    gzipped) stalled a worker 2 s and took 1.2 GB before their 400. A body of more JSON values
+    than BODY_VALUES events' --max-values is a 413 before it is parsed; a batch of events within
+    their limits is taken."""
+    limits = Limits(max_values=1_000)
+    client = Client(ReceiverApp(Intake(writer.submit, limits=limits), token="t"), token="t")
+    before = contents(catalog_path)
+    zeros = "[" + ",".join(["0"] * (BODY_VALUES * 1_000)) + "]"
+    body = (zeros if path.endswith("batch") else json.dumps({"eventType": "START", "x": json.loads(zeros)})).encode()
+    status, _, answer = client.request("POST", path, gzip.compress(body), {"Content-Encoding": "gzip"})
+    assert (status, answer["error"]["code"]) == (413, "body_too_large"), answer
+    assert "more than 4000 JSON values" in answer["error"]["message"]
+    assert contents(catalog_path) == before
+    events = [ol_run_event(run_id=f"0194a1b2-0000-7000-8000-{n:012d}") for n in range(150)]
+    assert 1_000 < values_past(json.dumps(events), 0) < BODY_VALUES * 1_000  # type: ignore[operator]
+    status, _, answer = client.post("/api/v1/lineage/batch", events)  # more values than one event's limit
+    assert status == 200 and not answer.get("failed_events"), answer
 
 
 def test_max_values_counts_every_value_and_refuses_that_event_alone(writer: GroupWriter) -> None:

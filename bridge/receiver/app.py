@@ -32,7 +32,7 @@ import attrs
 import orjson
 
 from bridge.config import NamedToken
-from bridge.jsontext import parse_json, split_array
+from bridge.jsontext import parse_json, split_array, values_past
 from bridge.openlineage.validate import Problem
 from bridge.receiver.access_log import AccessLog, Seen
 from bridge.receiver.intake import PAUSE, Blocking, BodyCut, BodyTimedOut, Intake, Read, Steps, run_steps
@@ -48,6 +48,11 @@ RETRY_AFTER = "1"
 # gzip members a body may be made of: OpenLineage's clients send one, ``(gzip -c a; gzip -c b)`` a
 # few; more is no client's doing (a body of thousands of empty members, each an inflater's start)
 GZIP_MEMBERS = 64
+# the JSON values a body may hold, in events' worth (--max-values each): a body is parsed whole
+# before any event's limits are read, some 70 bytes of memory a value, so its values are counted
+# in its text first. Real JSON holds a value for every 30 to 40 bytes: the 64 MiB a gzip body may
+# decompress to is some 2 million; 30 million zeros (58 KB gzipped) are not read.
+BODY_VALUES = 4
 # what one step of gunzip inflates at most, the event loop's other work between two: bytes of the
 # body, and bytes they decompress to
 GUNZIP_STEP, GUNZIP_OUT = 64 * 1024, 1024 * 1024
@@ -435,10 +440,14 @@ class ReceiverApp:
 
     def _parse(self, body: bytes) -> Any:
         try:
-            body.decode("utf-8")
+            text = body.decode("utf-8")
         except UnicodeDecodeError as exc:
             message = f"the body is not UTF-8: byte {exc.start} ({body[exc.start]:#04x})"
             raise HttpError(400, "bad_utf8", message) from None
+        most = BODY_VALUES * self.limits.max_values
+        if values_past(text, most) is not None:
+            message = f"the body holds more than {most} JSON values; this receiver reads at most {most}"
+            raise HttpError(413, "body_too_large", message)
         try:
             return parse_json(body)
         except ValueError as exc:  # orjson.JSONDecodeError: the one parser's rules

@@ -24,4 +24,16 @@ def safe(text: object) -> str:
     return _UNSAFE.sub(_escaped, str(text))
 
 
-__all__ = ["safe"]
+# the same in JSON text that JSON leaves as they are (it escapes C0 controls itself): inside its
+# strings, where alone they can be, each is written as the escape that reads back as it
+_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def json_safe(text: str) -> str:
+    """JSON text as a terminal may show it, the same JSON: every character a terminal would act
+    on that JSON leaves as it is (DEL, C1 controls, the marks that reorder text) written as its
+    ``\\uXXXX`` escape."""
+    return _UNSAFE_IN_JSON.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+
+
+__all__ = ["json_safe", "safe"]

@@ -99,3 +99,11 @@ def test_a_backends_answer_in_a_delivery_failure_line_is_escaped() -> None:
 
     said = describe(Outcome(ok=False, status=400, detail="\x1b[31mRED\nFAKE: line\r\x07"))
     assert said == "refused (HTTP 400 \\x1b[31mRED FAKE: line \\x07)"
+
+
+def test_json_output_escapes_what_json_leaves_and_reads_back_the_same(catalog: Path) -> None:
+    """JSON escapes C0 controls itself, not DEL, C1 controls (``\\x9b`` starts a terminal's
+    escape sequence) or the marks that reorder text: ``runs show --json`` printed them raw."""
+    out = shown(catalog, "runs", "show", RUN_ID, "--json")
+    assert "\\u202e" in out and "\\u009b" in out
+    assert json.loads(out)["job"]["name"] == EVIL_JOB

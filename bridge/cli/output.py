@@ -14,6 +14,7 @@ import click
 
 from bridge.catalog import RecordResult
 from bridge.model import TaskRunKey
+from bridge.shown import json_safe
 from bridge.shown import safe as safe  # the one escape of text shown, for the commands
 
 WARNINGS_SHOWN = 100  # warnings a summary lists; past them it says how many more
@@ -33,7 +34,7 @@ def print_rows(header: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
 
 
 def print_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False))
+    click.echo(json_safe(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)))
 
 
 def say(message: str) -> None:

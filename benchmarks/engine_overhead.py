@@ -321,17 +321,28 @@ class CoreCursor:
         return self.conn.execute(sa.select(*_selected(table, text)).where(wanted))
 
     def _own_assets_of(self, params: Sequence[Any]) -> Any:
-        """``SELECT id FROM assets WHERE id IN (...) AND origin <> 'external' AND deleted_at IS NULL``."""
+        """``SELECT id FROM assets WHERE id IN (...) AND deleted_at IS NULL``."""
         once = self.once
         query = self._construct(
             "own assets of",
             lambda: sa.select(ASSETS.c.id).where(
                 ASSETS.c.id.in_(sa.bindparam("k", expanding=True) if once else list(params)),
-                ASSETS.c.origin != "external",
                 ASSETS.c.deleted_at.is_(None),
             ),
         )
         return self.conn.execute(query, {"k": list(params)} if once else None)
+
+    def _symlinked_bindings_of(self, params: Sequence[Any]) -> Any:
+        """``sql_received.symlinked_bindings_of(n)``: the bindings whose symlinks name the pairs."""
+        once = self.once
+        columns = [IDENTIFIERS.c.namespace, IDENTIFIERS.c.name, *_selected(BINDINGS, sql_received.bindings_of(1))]
+        joined = IDENTIFIERS.join(BINDINGS, BINDINGS.c.asset_id == IDENTIFIERS.c.asset_id)
+        pair = (IDENTIFIERS.c.namespace, IDENTIFIERS.c.name)
+        query = self._construct(
+            ("symlinked bindings", len(params)),
+            lambda: sa.select(*columns).select_from(joined).where(_pairs_where(*pair, params, bound=once)),
+        )
+        return self.conn.execute(query, _pair_params(params) if once else None)
 
     def _by_list(self, key: Any, columns: Sequence[Any], column: sa.Column[Any], params: Sequence[Any]) -> Any:
         """``SELECT columns ... WHERE column IN (...)``."""
@@ -355,6 +366,8 @@ class CoreCursor:
         if text.startswith("SELECT digest FROM received_events"):  # sql_received.received_digests(n)
             pair = (RECEIVED.c.event_time, RECEIVED.c.digest)
             return self._by_pairs("digests", [RECEIVED.c.digest], pair, params)
+        if "FROM external_identifiers AS i JOIN external_datasets" in text:  # symlinked_bindings_of(n)
+            return self._symlinked_bindings_of(params)
         if "FROM external_datasets WHERE (ol_namespace" in text:  # sql_received.bindings_of(n)
             pair = (BINDINGS.c.ol_namespace, BINDINGS.c.ol_name)
             return self._by_pairs("bindings", _selected(BINDINGS, text), pair, params)

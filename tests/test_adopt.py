@@ -275,3 +275,26 @@ def test_the_placeholder_s_history_is_named_anew(catalog_target: str, resolver: 
         catalog.record_task_run(run("load", outputs=(decl(OWN, type="File"),), start=at(10)))
         assert [c.asset.id for c in catalog.latest_changes(OWN, 10)] == [OWN]
         assert catalog.latest_changes(RECEIVED, 10) == []
+
+
+def test_assets_adopt_joins_a_split_made_before(catalog_target: str, resolver: Resolver) -> None:
+    """A split that no write mended (made before takeovers were, or by an asset named anew after
+    the event, here by pinning its dataset): ``assets adopt --dry-run`` says it, ``assets adopt``
+    joins it, and again finds nothing."""
+    dbt_ol = ol_run_event("COMPLETE", job=("dbt", "orders"), outputs=[ol_dataset("postgres://pg:5432", "shop.orders")])
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_run(run("report", inputs=(decl("orders"),), start=at(10)))
+        catalog_intake(catalog, resolver).take([dbt_ol])
+        placeholder = catalog.find_asset_id("postgres://pg:5432/shop.orders", resolver)
+        assert placeholder != "orders"
+    pin = ("--metadata", "olNamespace=postgres://pg:5432", "--metadata", "olName=shop.orders")
+    assert invoke(catalog_target, "assets", "set", "orders", *pin)[0] == 0
+    code, out, _ = invoke(catalog_target, "assets", "adopt", "--dry-run")
+    assert code == 0 and json.loads(out) == {"wouldAdopt": [{"placeholder": placeholder, "assetId": "orders"}]}
+    code, out, _ = invoke(catalog_target, "assets", "adopt")
+    assert code == 0 and json.loads(out) == {"adopted": [{"placeholder": placeholder, "assetId": "orders"}]}
+    with Catalog(catalog_target) as catalog:
+        assert ids(catalog) == ["orders"]
+        assert [u.job_name for u in catalog.usages_of("orders") if isinstance(u, ExternalUsage)] == ["orders"]
+        assert catalog.find_asset_id("postgres://pg:5432/shop.orders", resolver) == "orders"
+    assert json.loads(invoke(catalog_target, "assets", "adopt")[1]) == {"adopted": []}

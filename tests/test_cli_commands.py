@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from bridge.catalog import HistoryFilter
 from bridge.cli import cli
-from bridge.cli.assets import assets, assets_delete, assets_list, assets_purge, assets_set, assets_show
+from bridge.cli.assets import assets, assets_adopt, assets_delete, assets_list, assets_purge, assets_set, assets_show
 from bridge.cli.basics import demo, init, migrate, record
 from bridge.cli.catalog import catalog, catalog_copy
 from bridge.cli.context import CONTEXT_SETTINGS, AppContext, pass_app
@@ -37,6 +37,7 @@ from tests.test_cli_sweep import TREE, label
 # each command as its module holds it, by its path in the tree
 MODULE_LEVEL: dict[tuple[str, ...], click.Command] = {
     ("assets",): assets,
+    ("assets", "adopt"): assets_adopt,
     ("assets", "delete"): assets_delete,
     ("assets", "list"): assets_list,
     ("assets", "purge"): assets_purge,

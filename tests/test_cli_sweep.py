@@ -130,6 +130,7 @@ def command_table(files: dict[str, str]) -> dict[tuple[str, ...], list[str]]:
     """A valid run of each command, by its path (:func:`command_args`)."""
     nobody = files["nobody"]
     return {
+        ("assets", "adopt"): ["--dry-run"],
         ("assets", "delete"): ["mart.orders"],
         ("assets", "list"): [],
         ("assets", "purge"): ["--namespace", "company.data"],
@@ -606,6 +607,8 @@ def test_every_json_output_has_camel_case_keys(
     json_of("assets", "delete", "reports.daily")
     json_of("assets", "purge", "--id", "reports.daily", "--dry-run")
     json_of("assets", "purge", "--id", "reports.daily", "--with-usages", "--with-lineage")
+    json_of("assets", "adopt", "--dry-run")
+    json_of("assets", "adopt")
     json_of("lineage", "mart.orders", "--format", "json")
     json_of("dbt", "import", "--project-dir", str(example_project()))
     json_of("kestra", "import", str(KESTRA / "asset-lineage.ndjson"), "--json")

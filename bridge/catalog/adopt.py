@@ -75,6 +75,10 @@ _SOURCES_OF_JOB = (
     f"SELECT source, inputs, outputs FROM external_sources WHERE job_namespace = ? AND job_name = ? AND {_NAMING}"
 )
 _SOURCES_OF_JOBS = f"SELECT source, inputs, outputs FROM external_sources WHERE jobs IS NOT NULL AND {_NAMING}"
+_SHARED_NAMES = (
+    "DELETE FROM external_identifiers WHERE asset_id = ? AND EXISTS (SELECT 1 FROM external_identifiers AS o "
+    "WHERE o.asset_id = ? AND o.namespace = external_identifiers.namespace AND o.name = external_identifiers.name)"
+)
 _CHANGES_OF = "SELECT seq, snapshot FROM asset_changes WHERE asset_id = ?"
 _SET_SNAPSHOT = "UPDATE asset_changes SET snapshot = ? WHERE seq = ?"
 _OUTBOX_KEY = "UPDATE outbox SET run_key = ? WHERE run_key = ?"
@@ -124,12 +128,47 @@ def adopted(cur: Cursor, naming: Naming, asset_id: str, asset_type: str | None, 
     return True
 
 
+@attrs.frozen
+class Adoption:
+    """A received placeholder an asset of the catalog takes over (:func:`adoptions`)."""
+
+    placeholder: str
+    asset_id: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"placeholder": self.placeholder, "assetId": self.asset_id}
+
+
+# the assets a takeover may be by: olbridge's own, and the placeholders its runs made of their
+# inputs (a received placeholder is bound to the dataset it was received under)
+_ADOPTERS = (
+    "SELECT a.id, a.type, a.metadata FROM assets AS a WHERE a.deleted_at IS NULL "
+    "AND NOT EXISTS (SELECT 1 FROM external_datasets AS d WHERE d.asset_id = a.id) ORDER BY a.id"
+)
+
+
+def adoptions(cur: Cursor, rules: Resolver) -> list[Adoption]:
+    """The received placeholders the catalog's assets would take over had they been made after
+    the events (catalogs that received the events first, before takeovers were made: the lineage
+    split in two): each asset bound to no dataset whose dataset by the rules a placeholder is
+    bound to (:func:`placeholder_for`). Reads every such asset."""
+    found: list[Adoption] = []
+    taken: set[str] = set()
+    for asset_id, asset_type, metadata in cur.execute(_ADOPTERS).fetchall():
+        placeholder = placeholder_for(cur, rules, asset_id, asset_type, orjson.loads(metadata))
+        if placeholder is not None and placeholder not in taken:
+            taken.add(placeholder)
+            found.append(Adoption(placeholder, asset_id))
+    return found
+
+
 def placeholder_for(
     cur: Cursor, rules: Resolver, asset_id: str, asset_type: str | None, metadata: Mapping[str, Any]
 ) -> str | None:
-    """The received placeholder that the asset ``asset_id`` (not in the catalog yet) is to take
-    over: the one bound to the dataset the rules export the asset as, when it has another id, is
-    live and no own run names it. None: nothing to take over."""
+    """The received placeholder that the asset ``asset_id`` (not in the catalog yet, or one bound
+    to no dataset) is to take over: the one bound to the dataset the rules export the asset as,
+    or whose symlinks name it, when it has another id, is live and no own run names it. None:
+    nothing to take over."""
     named = rules.dataset_for(asset_id, asset_type or EXTERNAL, metadata)
     bound = cur.execute(_BOUND, (named.namespace, named.name)).fetchone()
     if bound is None:  # another name of a received dataset (its symlink): that dataset's
@@ -146,23 +185,27 @@ def placeholder_for(
 
 
 def take_over(cur: Cursor, placeholder: str, asset_id: str) -> None:
-    """Move every row of the received placeholder ``placeholder`` to the id ``asset_id``, which no
-    asset has yet: its asset row (an External placeholder still, which the own write then makes
-    its own; without what the receiver keeps of a dataset it names, the name it was received
-    under first of all, so that the rules name the asset), binding, received usages and lineage,
-    facets, identifiers, checks, rule, kept facts, health and history (its snapshots and queued
-    changes named anew), and its id in the received runs' inputs and outputs."""
+    """Move every row of the received placeholder ``placeholder`` to the id ``asset_id``: its
+    asset row, where no asset has that id yet (an External placeholder still, which the own write
+    then makes its own; without what the receiver keeps of a dataset it names, the name it was
+    received under first of all, so that the rules name the asset; where one has, that one stays
+    and the placeholder's goes), binding, received usages and lineage, facets, identifiers,
+    checks, rule, kept facts, health and history (its snapshots and queued changes named anew),
+    and its id in the received runs' inputs and outputs. A row of a key the asset has already is
+    the asset's."""
     jobs = cur.execute(_JOBS_NAMING, (placeholder,)).fetchall()  # before the usages move
     row = cur.execute(sql.GET_ASSET, (placeholder,)).fetchone()
     asset = asset_from_row(row)
     metadata = {k: v for k, v in asset.metadata.items() if k not in RECEIVED_KEYS}
     cur.execute("DELETE FROM assets WHERE id = ?", (placeholder,))
-    cur.execute(sql.UPSERT_ASSET, asset_row(attrs.evolve(asset, id=asset_id, metadata=metadata)))
+    if cur.execute(sql.GET_ASSET, (asset_id,)).fetchone() is None:
+        cur.execute(sql.UPSERT_ASSET, asset_row(attrs.evolve(asset, id=asset_id, metadata=metadata)))
+    cur.execute(_SHARED_NAMES, (placeholder, asset_id))  # the names both give: the asset's
     for table, column in _MOVED_WHOLE:
         _move_whole(cur, table, column, placeholder, asset_id)
     for table, column, key in _UPDATED:
         _move_column(cur, table, column, key, placeholder, asset_id)
-    cur.execute("UPDATE external_facets SET owner = ? WHERE owner = ?", (f"asset:{asset_id}", f"asset:{placeholder}"))
+    _move_column(cur, "external_facets", "owner", ("facet_key",), f"asset:{placeholder}", f"asset:{asset_id}")
     cur.execute("DELETE FROM asset_health WHERE asset_id = ?", (placeholder,))  # judged again, as marked
     for seq, text in cur.execute(_CHANGES_OF, (asset_id,)).fetchall():
         cur.execute(_SET_SNAPSHOT, (snapshot(attrs.evolve(from_snapshot(text), id=asset_id)), seq))
@@ -208,4 +251,4 @@ def _move_whole(cur: Cursor, table: str, column: str, old: str, new: str) -> Non
         cur.execute(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", values)
 
 
-__all__ = ["Naming", "adopted", "lock_for_new", "placeholder_for", "take_over"]
+__all__ = ["Adoption", "Naming", "adopted", "adoptions", "lock_for_new", "placeholder_for", "take_over"]

@@ -342,6 +342,26 @@ class Catalog:
 
         return self.db.write(lambda cur: writes.delete_asset(cur, asset_id, now=now, watch=self.watch_seen))
 
+    def adopt_placeholders(self, *, dry_run: bool = False) -> list[adopt.Adoption]:
+        """Join the lineage split in two before takeovers were made (bridge/catalog/adopt.py):
+        each received placeholder that one of the catalog's assets bound to no dataset is named
+        as by the rules (:attr:`naming`) is taken over by it, in one transaction (on PostgreSQL the
+        receivers wait meanwhile); with ``dry_run``, only said. Reads every such asset."""
+        naming = self.naming
+        if dry_run:
+            return adopt.adoptions(self._conn, naming.rules)  # type: ignore[arg-type]
+
+        def work(cur: Cursor) -> list[adopt.Adoption]:
+            if naming.lock is not None:
+                cur.execute(naming.lock)
+            found = adopt.adoptions(cur, naming.rules)
+            for adoption in found:
+                adopt.take_over(cur, adoption.placeholder, adoption.asset_id)
+            self.watch_seen.mark(cur, [adoption.asset_id for adoption in found])
+            return found
+
+        return self.db.write(work)
+
     def purge(self, query: AssetQuery, *, usages: bool = False, lineage: bool = False) -> PurgeResult:
         """Hard-delete the assets the query matches (deleted ones included), with their change
         history, and optionally their usages and lineage records."""

@@ -240,6 +240,21 @@ def assets_delete(app: AppContext, asset_id: str) -> None:
     print_json(app.catalog().delete_asset(asset_id, now=utcnow()).to_json())
 
 
+@assets.command("adopt")
+@click.option("--dry-run", is_flag=True, help="Show what would be taken over; change nothing.")
+@pass_app
+def assets_adopt(app: AppContext, dry_run: bool) -> None:
+    """Join the lineage a catalog split before placeholders were taken over.
+
+    An event that named a dataset before olbridge's own asset of it was made left a placeholder
+    apart from the asset (the lineage in two). Since, the asset takes the placeholder over when
+    it is made; this takes over those split before: each received placeholder of a dataset that
+    one of the catalog's assets is named as by the config's rules. On PostgreSQL the receivers
+    wait while it runs."""
+    found = app.catalog().adopt_placeholders(dry_run=dry_run)
+    print_json({"wouldAdopt" if dry_run else "adopted": [adoption.to_json() for adoption in found]})
+
+
 @assets.command("purge")
 @click.option("--namespace", help="Assets of this namespace.")
 @click.option("--id", "ids", multiple=True, help="These asset ids.")

@@ -33,6 +33,8 @@ def json_safe(text: str) -> str:
     """JSON text as a terminal may show it, the same JSON: every character a terminal would act
     on that JSON leaves as it is (DEL, C1 controls, the marks that reorder text) written as its
     ``\\uXXXX`` escape."""
+    if text.isascii() and "\x7f" not in text:  # the usual text, at C's speed
+        return text
     return _UNSAFE_IN_JSON.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,17 +28,16 @@ def test_safe_escapes_what_a_terminal_acts_on_and_keeps_the_rest() -> None:
     assert safe("\x00\x7f\u2028\u2066") == "\\x00\\x7f\\u2028\\u2066"
 
 
-@pytest.fixture
-def catalog(tmp_path: Path) -> Path:
+def imported(tmp_path: Path, job: str, **datasets: Any) -> Path:
+    """A catalog that took one external event of ``job``, with these ``inputs`` and ``outputs``."""
     event = {
         "eventType": "COMPLETE",
         "eventTime": "2025-03-01T08:00:00Z",
         "producer": "https://github.com/example/producer/tree/1.0",
         "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
         "run": {"runId": RUN_ID},
-        "job": {"namespace": "airflow", "name": EVIL_JOB},
-        "inputs": [{"namespace": "s3://lake", "name": "raw/orders.csv"}],
-        "outputs": [{"namespace": "s3://lake", "name": "out\x1b[31m\nred.csv"}],
+        "job": {"namespace": "airflow", "name": job},
+        **datasets,
     }
     events = tmp_path / "events.ndjson"
     events.write_text(json.dumps(event) + "\n")
@@ -45,6 +45,14 @@ def catalog(tmp_path: Path) -> Path:
     code, _, err = invoke(db, "import", str(events))
     assert code == 0, err
     return db
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> Path:
+    inputs = [{"namespace": "s3://lake", "name": "raw/orders.csv"}]
+    return imported(
+        tmp_path, EVIL_JOB, inputs=inputs, outputs=[{"namespace": "s3://lake", "name": "out\x1b[31m\nred.csv"}]
+    )
 
 
 @pytest.fixture
@@ -107,3 +115,17 @@ def test_json_output_escapes_what_json_leaves_and_reads_back_the_same(catalog: P
     out = shown(catalog, "runs", "show", RUN_ID, "--json")
     assert "\\u202e" in out and "\\u009b" in out
     assert json.loads(out)["job"]["name"] == EVIL_JOB
+
+
+def test_health_escapes_what_it_shows(tmp_path: Path) -> None:
+    """``olbridge health`` (its own JSON writer, and its lines) showed a check's name as it came."""
+    failing = {"assertions": [{"assertion": "evil\x9b[2J\u202eexe", "success": False}]}
+    facet = {"_producer": "https://github.com/example/producer/tree/1.0", "_schemaURL": "https://x/y.json", **failing}
+    read = {"namespace": "s3://lake", "name": "t", "inputFacets": {"dataQualityAssertions": facet}}
+    db = imported(tmp_path, "check", inputs=[read])
+    for args in (("health", "--json"), ("health",)):
+        code, out, err = invoke(db, *args)
+        assert code == 1, err  # the asset is FAIL
+        assert "\x9b" not in out and "\u202e" not in out, out
+        assert "\\u009b" in out or "\\x9b" in out
+    assert "evil\x9b[2J\u202eexe" in json.loads(invoke(db, "health", "--json")[1])[0]["reasons"][0]

@@ -15,7 +15,7 @@ under its id) is a spelling a user chose, and is left as it is.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -95,34 +95,19 @@ class Naming:
     lock: str | None = None
 
 
-def lock_for_new(cur: Cursor, naming: Naming | None, ids: Iterable[str]) -> None:
-    """Before an own write that makes an asset the catalog does not hold (one of ``ids``) and may
-    so take a placeholder over: where receivers write beside it, wait for their groups in flight
-    and hold new ones back until the write commits, taken first (before any row lock: the groups
-    hold none while they wait for theirs). A group that read no binding of the new asset's dataset
-    would otherwise bind it to a placeholder of its own after the write looked and found none."""
-    wanted = sorted(set(ids))
-    if naming is None or naming.lock is None or not wanted:
-        return
-    held = {
-        row[0]
-        for start in range(0, len(wanted), 500)
-        for row in cur.execute(
-            f"SELECT id FROM assets WHERE id IN ({', '.join('?' * len(wanted[start : start + 500]))})",
-            wanted[start : start + 500],
-        ).fetchall()
-    }
-    if len(held) < len(wanted):
-        cur.execute(naming.lock)
-
-
 def adopted(cur: Cursor, naming: Naming, asset_id: str, asset_type: str | None, metadata: Mapping[str, Any]) -> bool:
     """Take over, under the id ``asset_id`` (which no asset has yet), the received placeholder of
     the dataset the rules export that asset as, if there is one (:func:`placeholder_for`): whether
-    one was. Where receivers write beside this, the write holds their lock from its start
-    (:func:`lock_for_new`)."""
+    one was. Where receivers write beside this, it first waits for their groups in flight, which
+    may have read the placeholder's binding, and holds new ones back until its transaction
+    commits (:attr:`Naming.lock`), then looks again. An own write takes its placeholders over
+    first, each in a short transaction of its own (:meth:`Catalog.take_over_first`): this finds
+    one only where one was bound meanwhile."""
     placeholder = placeholder_for(cur, naming.rules, asset_id, asset_type, metadata)
-    if placeholder is None:
+    if placeholder is not None and naming.lock is not None:
+        cur.execute(naming.lock)
+        placeholder = placeholder_for(cur, naming.rules, asset_id, asset_type, metadata)
+    if placeholder is None or cur.execute(sql.GET_ASSET, (asset_id,)).fetchone() is not None:
         return False
     take_over(cur, placeholder, asset_id)
     return True
@@ -251,4 +236,4 @@ def _move_whole(cur: Cursor, table: str, column: str, old: str, new: str) -> Non
         cur.execute(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", values)
 
 
-__all__ = ["Adoption", "Naming", "adopted", "adoptions", "lock_for_new", "placeholder_for", "take_over"]
+__all__ = ["Adoption", "Naming", "adopted", "adoptions", "placeholder_for", "take_over"]

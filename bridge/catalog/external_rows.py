@@ -26,8 +26,9 @@ def hashed_id(namespace: str, name: str) -> str:
 
 
 # what the receiver keeps in a placeholder's metadata of the dataset it names (the name it was
-# received under, which olbridge's events then give it, and its sightings): not an own asset's
-RECEIVED_KEYS = frozenset({"olNamespace", "olName", "firstSeen", "lastSeen", "producer"})
+# received under, which olbridge's events then give it, its sightings, and its facets' owner and
+# dataset type): not an own asset's
+RECEIVED_KEYS = frozenset({"olNamespace", "olName", "firstSeen", "lastSeen", "producer", "owner", "datasetType"})
 
 
 def placeholder(

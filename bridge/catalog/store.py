@@ -303,11 +303,12 @@ class Catalog:
         sent with null is removed. The change is kept and exported as a DatasetEvent."""
 
         def work(cur: Cursor) -> Asset:
-            adopt.lock_for_new(cur, self.naming, [decl.id])
             return writes.set_asset(
                 cur, decl, now=now, allow_type_change=allow_type_change, watch=self.watch_seen, naming=self.naming
             )
 
+        if decl.type is not None:  # a new asset has one
+            self.take_over_first([decl])
         return self.db.write(work)
 
     def record(
@@ -318,9 +319,6 @@ class Catalog:
         assert now is not None or not updates, "updates need the time they are made"
 
         def work(cur: Cursor) -> tuple[list[RecordResult], list[Asset]]:
-            naming = self.naming
-            if naming.lock is not None:  # where receivers write beside it (reads the runs once more)
-                adopt.lock_for_new(cur, naming, [*_asset_ids(each()), *(decl.id for decl in updates)])
             results = []
             for index, run in enumerate(each()):
                 try:
@@ -334,7 +332,35 @@ class Catalog:
             ]
             return results, assets
 
+        if self.naming.lock is not None:  # reads the runs once before the write
+            self.take_over_first([*_declarations(each()), *(decl for decl in updates if decl.type is not None)])
         return self.db.write(work)
+
+    def take_over_first(self, decls: Iterable[AssetDeclaration]) -> None:
+        """Where receivers write beside the catalog's writes (PostgreSQL), the received
+        placeholders that the new assets among ``decls`` are to take over (bridge/catalog/adopt.py),
+        each taken over in a short transaction of its own before the write that makes the asset:
+        a takeover holds the receivers back until it commits, and a write (a dbt import's first
+        run of many models) may take long. A write refused after leaves the placeholder under the
+        asset's id, which the rules name as the placeholder's dataset: nothing else of it lands.
+        Where one writer holds the whole catalog (SQLite), the write itself takes them over."""
+        naming = self.naming
+        if naming.lock is None:
+            return
+        wanted: dict[str, AssetDeclaration] = {}
+        for decl in decls:
+            wanted.setdefault(decl.id, decl)
+        for asset_id, decl in wanted.items():
+            if self.get_asset(asset_id) is not None:
+                continue
+            if adopt.placeholder_for(self._conn, naming.rules, asset_id, decl.type, decl.metadata) is None:  # type: ignore[arg-type]
+                continue
+
+            def work(cur: Cursor, decl: AssetDeclaration = decl) -> None:
+                if adopt.adopted(cur, naming, decl.id, decl.type, decl.metadata):
+                    self.watch_seen.mark(cur, [decl.id])
+
+            self.db.write(work)
 
     def delete_asset(self, asset_id: str, *, now: datetime) -> Asset:
         """Soft-delete an asset (a decommissioned resource). It is exported as a DatasetEvent with
@@ -345,22 +371,32 @@ class Catalog:
     def adopt_placeholders(self, *, dry_run: bool = False) -> list[adopt.Adoption]:
         """Join the lineage split in two before takeovers were made (bridge/catalog/adopt.py):
         each received placeholder that one of the catalog's assets bound to no dataset is named
-        as by the rules (:attr:`naming`) is taken over by it, in one transaction (on PostgreSQL the
-        receivers wait meanwhile); with ``dry_run``, only said. Reads every such asset."""
+        as by the rules (:attr:`naming`) is taken over by it, each in a short transaction of its
+        own (on PostgreSQL the receivers wait for it); with ``dry_run``, only said. Reads every
+        such asset."""
         naming = self.naming
+        found = adopt.adoptions(self._conn, naming.rules)  # type: ignore[arg-type]
         if dry_run:
-            return adopt.adoptions(self._conn, naming.rules)  # type: ignore[arg-type]
-
-        def work(cur: Cursor) -> list[adopt.Adoption]:
-            if naming.lock is not None:
-                cur.execute(naming.lock)
-            found = adopt.adoptions(cur, naming.rules)
-            for adoption in found:
-                adopt.take_over(cur, adoption.placeholder, adoption.asset_id)
-            self.watch_seen.mark(cur, [adoption.asset_id for adoption in found])
             return found
+        taken: list[adopt.Adoption] = []
+        for adoption in found:
 
-        return self.db.write(work)
+            def work(cur: Cursor, adoption: adopt.Adoption = adoption) -> bool:
+                if naming.lock is not None:
+                    cur.execute(naming.lock)
+                asset = writes.get_asset(cur, adoption.asset_id)
+                if asset is None or asset.deleted_at is not None:
+                    return False
+                again = adopt.placeholder_for(cur, naming.rules, asset.id, asset.type, asset.metadata)
+                if again != adoption.placeholder:  # no longer so, now that no receiver writes
+                    return False
+                adopt.take_over(cur, adoption.placeholder, adoption.asset_id)
+                self.watch_seen.mark(cur, [adoption.asset_id])
+                return True
+
+            if self.db.write(work):
+                taken.append(adoption)
+        return taken
 
     def purge(self, query: AssetQuery, *, usages: bool = False, lineage: bool = False) -> PurgeResult:
         """Hard-delete the assets the query matches (deleted ones included), with their change
@@ -410,12 +446,12 @@ class Catalog:
         runs = list(runs)
 
         def work(cur: Cursor) -> list[RecordResult | CatalogError]:
-            adopt.lock_for_new(cur, self.naming, _asset_ids(runs))
             results = writes.write_each(cur, runs, watch=self.watch_seen, naming=self.naming)
             if position is not None:
                 positions.save(cur, position)
             return results
 
+        self.take_over_first(_declarations(runs))
         return self.db.write(work)
 
     def count_task_runs(self) -> int:
@@ -641,9 +677,9 @@ def opened(source: CatalogSource) -> Catalog:
     return source if isinstance(source, Catalog) else source()
 
 
-def _asset_ids(runs: Iterable[TaskRun]) -> list[str]:
-    """The assets task runs name (inputs and outputs)."""
-    return [decl.id for run in runs for decl in (*run.inputs, *run.outputs)]
+def _declarations(runs: Iterable[TaskRun]) -> list[AssetDeclaration]:
+    """The assets task runs name (inputs and outputs), as they name them."""
+    return [decl for run in runs for decl in (*run.inputs, *run.outputs)]
 
 
 def _replayable(items: Iterable[T]) -> Callable[[], Iterator[T]]:

@@ -103,15 +103,18 @@ def _held_at(cur: Cursor, ids: Iterable[str], moment: datetime) -> list[str]:
 
 
 def _make_failed_outputs(cur: Cursor, run: TaskRun, naming: adopt.Naming | None) -> None:
-    """Make each output a failed run was to write that the catalog does not hold, given with its
-    type, as the run's success would have made it, never written: the run then FAILs it (a dbt
-    model that failed the first time it ran, as dbt-ol's events make its dataset; a Kestra asset
-    whose task failed keeps the status failed). The checks its declaration carries are not kept:
-    no run that ended well reported them."""
+    """Make each output a failed run was to write that the catalog holds no asset of (none, or
+    a placeholder: one it took over, say), given with its type, as the run's success would have
+    made it, never written: the run then FAILs it (a dbt model that failed the first time it ran,
+    as dbt-ol's events make its dataset; a Kestra asset whose task failed keeps the status
+    failed). The checks its declaration carries are not kept: no run that ended well reported
+    them."""
     assert run.ended_at is not None
     for decl in run.outputs:
-        if decl.type is not None and get_asset(cur, decl.id) is None:
-            current = _current(cur, decl, naming)  # the received placeholder of its dataset, taken over
+        if decl.type is None:
+            continue
+        current = _current(cur, decl, naming)  # the received placeholder of its dataset, taken over
+        if current is None or current.type == EXTERNAL:
             made = merged(current, attrs.evolve(decl, assertions=None), origin=run.origin, now=run.ended_at)
             cur.execute(sql.UPSERT_ASSET, asset_row(made))
 

@@ -12,7 +12,7 @@ from bridge.catalog.health import AssetHealth, collector_held
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.options import json_flag, moment
-from bridge.cli.output import say
+from bridge.cli.output import json_safe, safe, say
 from bridge.errors import BadValueError, ValidationError
 from bridge.model import check_namespace, utcnow
 from bridge.model.health import FreshnessRule, Health, parse_duration
@@ -80,8 +80,9 @@ def _states(text: str | None) -> set[Health] | None:
 
 
 def line(found: AssetHealth) -> str:
-    risk = f"\tat risk from {found.path[0]} ({' -> '.join(found.path)})" if found.at_risk else ""
-    return f"{found.asset_id}\t{found.health.value}\t{'; '.join(found.verdict.reasons)}{risk}"
+    path = [safe(step) for step in found.path]
+    risk = f"\tat risk from {path[0]} ({' -> '.join(path)})" if found.at_risk else ""
+    return f"{safe(found.asset_id)}\t{found.health.value}\t{'; '.join(safe(r) for r in found.verdict.reasons)}{risk}"
 
 
 @click.command(
@@ -119,7 +120,7 @@ def health(
     if as_json:  # orjson: the same text as print_json's, where a million assets take seconds, not a minute
         with collector_held():  # a dictionary or two an asset, freed once written
             text = orjson.dumps([h.to_json() for h in found], option=orjson.OPT_INDENT_2)
-        click.echo(text)
+        click.echo(text if text.isascii() and b"\x7f" not in text else json_safe(text.decode()))
     else:
         for h in found:
             click.echo(line(h))

@@ -14,7 +14,7 @@ import click
 
 from bridge.catalog import RecordResult
 from bridge.model import TaskRunKey
-from bridge.shown import json_safe
+from bridge.shown import json_safe as json_safe  # JSON text's, beside it
 from bridge.shown import safe as safe  # the one escape of text shown, for the commands
 
 WARNINGS_SHOWN = 100  # warnings a summary lists; past them it says how many more

@@ -40,6 +40,14 @@ class NamedToken:
         return any(namespace_matches(namespace, pattern) for pattern in self.namespaces)
 
 
+def bearer(authorization: str) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, its scheme in any case (RFC 9110
+    section 11.1: an authentication scheme is case-insensitive); None for another scheme or none.
+    The receiver's and the web view's."""
+    scheme, _, token = authorization.partition(" ")
+    return token.strip(" ") if scheme.lower() == "bearer" else None
+
+
 TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _TOKEN_KEYS = ("namespaces", "token")
 

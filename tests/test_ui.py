@@ -1476,3 +1476,13 @@ def test_a_token_reads_no_change_made_while_an_asset_was_another_namespaces(
     assert "b-only" not in call(app, "/assets/x.moved", "tab=history", cookie="olbridge_ui=secret-a")[2]
     every = twin(make_app(catalog_target, resolver), "/assets/x.moved", "tab=history")
     assert len([e for e in every["history"]["entries"] if "snapshot" in e]) == 2
+
+
+def test_a_script_s_bearer_token_is_read_whatever_the_case_of_its_scheme(ui_catalog: str, resolver: Resolver) -> None:
+    """The web view read ``Authorization: Bearer`` with a capital B only, where the receiver reads
+    any case (RFC 9110: an authentication scheme is case-insensitive): one reading for both."""
+    app = make_app(ui_catalog, resolver, tokens=True)
+    for given in ("Bearer secret-a", "bearer secret-a", "BEARER secret-a"):
+        token = app.token_of({"HTTP_AUTHORIZATION": given})
+        assert token is not None and token.token == "secret-a", given
+    assert app.token_of({"HTTP_AUTHORIZATION": "Basic secret-a"}) is None

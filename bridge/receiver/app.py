@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 import orjson
 
-from bridge.config import NamedToken
+from bridge.config import NamedToken, bearer
 from bridge.jsontext import parse_json, split_array, values_past
 from bridge.openlineage.validate import Problem
 from bridge.receiver.access_log import AccessLog, Seen
@@ -147,12 +147,10 @@ class _Held:
 
 
 def _bearer(authorization: str) -> bytes | None:
-    """The token of an ``Authorization: Bearer <token>`` header, its scheme in any case (RFC 9110
-    section 11.1: an authentication scheme is case-insensitive); None for another scheme or none."""
-    scheme, _, token = authorization.partition(" ")
-    if scheme.lower() != "bearer":
-        return None
-    return token.lstrip(" ").encode("latin-1", "replace")
+    """The bearer token of an ``Authorization`` header (:func:`bridge.config.bearer`), as bytes to
+    compare in constant time; None for another scheme or none."""
+    token = bearer(authorization)
+    return None if token is None else token.encode("latin-1", "replace")
 
 
 def _route(path: str) -> str:

@@ -29,7 +29,7 @@ import orjson
 from bridge.catalog import Catalog
 from bridge.catalog.browse import Scope
 from bridge.catalog.runs import Runs
-from bridge.config import NamedToken
+from bridge.config import NamedToken, bearer
 from bridge.errors import BridgeError, NotFoundError, ValidationError
 from bridge.model.health import Selector
 from bridge.openlineage.convert import Converter
@@ -290,9 +290,9 @@ class UiApp:
         return found
 
     def token_of(self, environ: Environ) -> NamedToken | None:
-        auth = environ.get("HTTP_AUTHORIZATION", "")
-        if auth.startswith("Bearer "):
-            return self.find_token(auth[len("Bearer ") :].strip())
+        given = bearer(environ.get("HTTP_AUTHORIZATION", ""))
+        if given is not None:
+            return self.find_token(given)
         for part in environ.get("HTTP_COOKIE", "").split(";"):
             name, _, value = part.strip().partition("=")
             if name == COOKIE and value:

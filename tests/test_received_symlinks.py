@@ -189,3 +189,26 @@ def test_an_asset_under_the_name_s_own_id_is_its_own(catalog_target: str, resolv
         take(catalog, resolver, hive())
         readers = [u.job_name for u in catalog.usages_of(own) if isinstance(u, ExternalUsage)]
         assert readers == ["by_region"]
+
+
+def test_olbridge_s_input_named_as_a_symlink_stays_named_so(catalog_target: str, resolver: Resolver) -> None:
+    """A placeholder olbridge's run made of an input, bound to a dataset whose symlink names it,
+    is rebuilt as the dataset's facets change: it stays named as olbridge's run named it (the
+    Hive table), not as the dataset it was bound by (its location)."""
+    own = f"{HIVE[0]}/{HIVE[1]}"
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_run(run("report", inputs=(decl(own),), start=at(10)))
+        take(catalog, resolver, spark())
+        described = spark()
+        described["run"]["runId"] = "0194a1b2-0000-7000-8000-000000000009"
+        described["eventTime"] = "2025-03-02T09:00:00Z"
+        described["outputs"][0]["facets"]["documentation"] = {
+            "_producer": "https://github.com/example/producer/tree/1.0",
+            "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DocumentationDatasetFacet.json",
+            "description": "orders, enriched",
+        }
+        take(catalog, resolver, described)
+        asset = catalog.get_asset(own)
+        assert asset is not None and asset.description == "orders, enriched"
+        named = resolver.dataset_for(asset.id, asset.type, asset.metadata)
+        assert (named.namespace, named.name) == HIVE

@@ -45,7 +45,11 @@ def placeholder(
     described it (likewise)."""
     first, last = times
     metadata: dict[str, Any] = dict(current.metadata) if current is not None else dict(base)
-    metadata.update(olNamespace=dataset[0], olName=dataset[1], firstSeen=first, lastSeen=last)
+    if current is None or "olNamespace" in current.metadata:  # the name it came under, pinned
+        metadata.update(olNamespace=dataset[0], olName=dataset[1])
+    # (a placeholder olbridge's run made of an input, or one an asset took over, is named by the
+    # rules: as the dataset, or as the symlink it was bound by)
+    metadata.update(firstSeen=first, lastSeen=last)
     if producer is not None:
         metadata["producer"] = producer
     description = current.description if current is not None else None

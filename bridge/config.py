@@ -45,7 +45,7 @@ def bearer(authorization: str) -> str | None:
     section 11.1: an authentication scheme is case-insensitive); None for another scheme or none.
     The receiver's and the web view's."""
     scheme, _, token = authorization.partition(" ")
-    return token.strip(" ") if scheme.lower() == "bearer" else None
+    return token.lstrip(" ") if scheme.lower() == "bearer" else None
 
 
 TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")

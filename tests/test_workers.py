@@ -8,8 +8,10 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -273,6 +275,26 @@ def test_two_stream_once_workers_send_each_event_once(busy_catalog: tuple[Path, 
     assert backend.out_of_order_runs() == []
 
 
+def stall_between_transactions(process: subprocess.Popen[Any], db: Path) -> None:
+    """Stop ``process`` (SIGSTOP) where it holds no write transaction of the SQLite catalog at
+    ``db``: one stopped inside one holds every writer of the file (SQLite's one write lock), which
+    no lease can take over; stopped there, it is let go on at once and stopped again a moment on."""
+    for _ in range(200):
+        process.send_signal(signal.SIGSTOP)
+        try:
+            probe = sqlite3.connect(db, timeout=0.2)
+            try:
+                probe.execute("BEGIN IMMEDIATE")
+                probe.rollback()
+                return
+            finally:
+                probe.close()
+        except sqlite3.OperationalError:  # locked: it was inside a write
+            process.send_signal(signal.SIGCONT)
+            time.sleep(0.01)
+    raise AssertionError("the worker never left the catalog's write lock")
+
+
 def test_a_second_stream_waits_and_takes_over_a_stalled_worker(
     busy_catalog: tuple[Path, list[dict[str, Any]]],
 ) -> None:
@@ -288,7 +310,7 @@ def test_a_second_stream_waits_and_takes_over_a_stalled_worker(
             )
             [shown] = status["workers"]
             assert (shown["pid"], shown["holdsLease"], shown["target"]) == (first.pid, True, backend.url)
-            first.send_signal(signal.SIGSTOP)  # alive, but its heartbeat stops
+            stall_between_transactions(first, db)  # alive, but its heartbeat stops
             taken = backend.accepted_count
             second = subprocess.Popen([*command, "--poll", "0.05"], stderr=subprocess.PIPE, text=True)
             assert wait_for(lambda: backend.counts(history)["delivered"] == len(history), timeout=90)

@@ -171,11 +171,24 @@ def test_a_token_writes_no_other_namespace_s_dataset_through_another_name(
             time="2025-03-01T12:00:00Z",
         )
         assert [o.ok for o in take_as(catalog, resolver, hive_token, reads)] == [True]
+        documented = {
+            "_producer": "https://github.com/example/producer/tree/1.0",
+            "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DocumentationDatasetFacet.json",
+            "description": "said by another namespace",
+        }
+        described = ol_run_event(
+            "COMPLETE",
+            run_id="0194a1b2-0000-7000-8000-000000000006",
+            job=("hive", "describe"),
+            inputs=[ol_dataset(*HIVE, documentation=documented)],
+            time="2025-03-01T13:00:00Z",
+        )
+        assert [o.ok for o in take_as(catalog, resolver, hive_token, described)] == [True]
+        asset = catalog.get_asset(table)
+        assert asset is not None and asset.description != "said by another namespace"
         assert catalog.health(at(100), ids=[table])[0].health != "FAIL"
-        assert sorted(u.job_name for u in catalog.usages_of(table) if isinstance(u, ExternalUsage)) == [
-            "check",
-            "enrich",
-        ]
+        readers = sorted(u.job_name for u in catalog.usages_of(table) if isinstance(u, ExternalUsage))
+        assert readers == ["check", "describe", "enrich"]
 
 
 def test_an_asset_under_the_name_s_own_id_is_its_own(catalog_target: str, resolver: Resolver) -> None:

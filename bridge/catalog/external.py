@@ -666,8 +666,8 @@ class GroupIngest:
             kept = self.identifiers.get((*seen, binding.asset_id))
             if kept is None or rank > kept[0]:
                 self.identifiers[(*seen, binding.asset_id)] = (rank, kept[1] if kept else None)
-            if foreign:
-                ds = SeenDataset(ds.direction, ds.namespace, ds.name)
+        if aliased and foreign:  # another namespace's dataset by another name: named, not described
+            ds = SeenDataset(ds.direction, ds.namespace, ds.name)
         if not foreign or binding.new:
             binding.first, binding.last = min(binding.first, moment), max(binding.last, moment)
             if rank > binding.seen_rank:

@@ -229,8 +229,9 @@ def _current(cur: Cursor, decl: AssetDeclaration, naming: adopt.Naming | None) -
     current = get_asset(cur, decl.id)
     if current is not None or naming is None:
         return current
-    adopt.adopted(cur, naming, decl.id, decl.type, decl.metadata)
-    return get_asset(cur, decl.id)
+    taken = adopt.adopted(cur, naming, decl.id, decl.type, decl.metadata)
+    # read again where taken over, or where a lock may have waited for another writer's commit
+    return get_asset(cur, decl.id) if taken or naming.lock is not None else None
 
 
 def _read_input(

@@ -794,13 +794,15 @@ def test_two_watches_whose_pass_outlasts_the_lease_do_not_take_it_from_each_othe
     threads = [threading.Thread(target=w.run) for w in watches]
     for thread in threads:
         thread.start()
+    # Read through a catalog of its own: a connection is not shared with a watch's thread.
+    reader = Catalog(catalog_target)
     try:
-        assert wait_for(lambda: set(kept(catalogs[0].db.conn)) == {"stg.orders", "mart.a"}, timeout=20)
+        assert wait_for(lambda: set(kept(reader.db.conn)) == {"stg.orders", "mart.a"}, timeout=20)
     finally:
         stop.set()
         for thread in threads:
             thread.join(30)
-        for c in catalogs:
+        for c in [*catalogs, reader]:
             c.close()
 
 

@@ -185,6 +185,13 @@ def test_an_output_a_failed_run_makes_takes_its_placeholder_over(catalog_target:
         }
 
 
+def record_own(url: str, done: threading.Event) -> None:
+    """olbridge's own run writing ``OWN`` (in a thread: a takeover), ``done`` set once it is."""
+    with Catalog(url) as catalog:
+        catalog.record_task_run(run("load", outputs=(decl(OWN, type="File"),), start=at(10)))
+    done.set()
+
+
 def test_a_takeover_waits_for_a_receiver_s_group_in_flight(
     postgres: PostgresServer, catalog_template: str, resolver: Resolver
 ) -> None:
@@ -198,13 +205,7 @@ def test_a_takeover_waits_for_a_receiver_s_group_in_flight(
         group = psycopg.connect(postgres.dsn(name))  # a receiver's group, its bindings read
         group.execute(f"SELECT pg_advisory_xact_lock_shared({ADOPTION_LOCK})")
         done = threading.Event()
-
-        def record() -> None:
-            with Catalog(postgres.url(name)) as catalog:
-                catalog.record_task_run(run("load", outputs=(decl(OWN, type="File"),), start=at(10)))
-            done.set()
-
-        writer = threading.Thread(target=record, daemon=True)
+        writer = threading.Thread(target=record_own, args=(postgres.url(name), done), daemon=True)
         writer.start()
         assert not done.wait(1.0)  # waiting for the group
         group.commit()
@@ -214,6 +215,58 @@ def test_a_takeover_waits_for_a_receiver_s_group_in_flight(
         with Catalog(postgres.url(name)) as catalog:
             assert ids(catalog) == ["s3://lake/mart/daily", OWN]
     finally:
+        postgres.drop_database(name)
+
+
+@pytest.mark.parametrize("later", ["2025-03-01T12:00:00Z", "2025-03-05T09:00:00Z"], ids=["batch", "partition"])
+def test_a_takeover_waits_for_retention_folding_the_placeholder_s_runs(
+    postgres: PostgresServer, catalog_template: str, resolver: Resolver, monkeypatch: pytest.MonkeyPatch, later: str
+) -> None:
+    """Retention keeps what health reads of the received runs it deletes (their edges, their
+    writes) under the ids the runs name: a takeover committed while it folds would leave the
+    kept edge under the placeholder's old id. A transaction that folds (a batch of a day's runs,
+    or a whole day's partition dropped: the job's later run stays, on the same day or another)
+    holds the takeovers' lock shared, as a receiver's group does: the takeover waits, then moves
+    the kept edge too."""
+    from bridge.catalog import retention, writes_kept
+
+    name = postgres.create_database(template=catalog_template)
+    folded, release = threading.Event(), threading.Event()
+    real = writes_kept.fold_received
+
+    def held(cur: Any, sources: Any) -> None:
+        real(cur, sources)
+        folded.set()
+        assert release.wait(30)
+
+    monkeypatch.setattr(writes_kept, "fold_received", held)
+    try:
+        with Catalog(postgres.url(name)) as catalog:
+            later_run = spark_event("0194a1b2-0000-7000-8000-000000000002", later)
+            catalog_intake(catalog, resolver).take([spark_event(), later_run])
+        done = threading.Event()
+
+        def expire() -> None:
+            with Catalog(postgres.url(name)) as catalog:
+                windows = retention.Windows(external_runs=86400.0)
+                gone = retention.expire(catalog.db, windows, at(60 * 24 * 400).timestamp(), pause=0)
+                assert gone["externalRuns"] == 1
+
+        expiring = threading.Thread(target=expire, daemon=True)
+        expiring.start()
+        assert folded.wait(30)
+        writer = threading.Thread(target=record_own, args=(postgres.url(name), done), daemon=True)
+        writer.start()
+        waited = not done.wait(1.0)  # the takeover waits for the batch
+        release.set()
+        expiring.join(30)
+        assert done.wait(30)
+        writer.join(5)
+        with psycopg.connect(postgres.dsn(name)) as conn:
+            kept = conn.execute("SELECT upstream_id, downstream_id FROM kept_edges ORDER BY 1").fetchall()
+        assert kept == [(OWN, "s3://lake/mart/daily")] and waited
+    finally:
+        release.set()
         postgres.drop_database(name)
 
 

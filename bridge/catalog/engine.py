@@ -141,7 +141,8 @@ class Expiring:
     ``alias``) with its ``params``, and ``dependents``, statements that delete what goes with the
     rows of a dropped partition (named by ``{partition}`` in them: a run's facets); ``fold``, what
     is kept of the rows before they go, given their ``key`` column's values (what health reads of
-    a run: :mod:`bridge.catalog.writes_kept`)."""
+    a run: :mod:`bridge.catalog.writes_kept`); ``lock``, a statement that a transaction which
+    folds runs first (the takeovers' lock: :meth:`Engine.adoption_lock`)."""
 
     alias: str
     condition: str
@@ -149,6 +150,7 @@ class Expiring:
     dependents: tuple[str, ...] = ()
     key: str = ""
     fold: Callable[[Cursor, list[Any]], None] | None = None
+    lock: str | None = None
 
 
 class Engine(abc.ABC):

@@ -405,7 +405,8 @@ def expire(
     for kind in (_row_key(k, db.engine.row_id) for k in kinds):
         if kind.table.split()[0] in sql.PARTITIONED:  # whole partitions first, where the engine has them
             table = kind.table.split()[0]
-            counts[kind.name] += db.engine.drop_expired_partitions(db, table, kind.params[0], kind.expiring())
+            going = attrs.evolve(kind.expiring(), lock=_fold_lock(db, kind))
+            counts[kind.name] += db.engine.drop_expired_partitions(db, table, kind.params[0], going)
             between()
         for deleted in _batches(db, kind, batch):
             counts[kind.name] += deleted
@@ -421,15 +422,26 @@ def prepare(db: Database, now: float) -> list[str]:
     return db.engine.prepare_partitions(db, now)
 
 
+def _fold_lock(db: Database, kind: _Kind) -> str | None:
+    """A fold keeps rows under the ids its runs name: a placeholder taken over meanwhile
+    (:mod:`bridge.catalog.adopt`) would keep them under its old id. So a transaction that folds
+    takes the takeovers' lock shared before anything else, as a receiver's group does (first: a
+    takeover holding it may wait for the rows the transaction would lock)."""
+    return db.engine.adoption_lock(exclusive=False) if kind.fold is not None else None
+
+
 def _batches(db: Database, kind: _Kind, batch: int) -> Iterator[int]:
     """Each batch's count of deleted rows, until a batch finds fewer than ``batch``."""
     select, delete = kind.select_statement(), kind.delete_statement()
 
     dependents = [dependent.format("= ?") for dependent in kind.dependents]
+    lock = _fold_lock(db, kind)
 
     def work(cur: Cursor) -> int:
         if kind.stop is not None and kind.stop(cur):
             return 0
+        if lock is not None:
+            cur.execute(lock)
         rows = [tuple(row) for row in cur.execute(select, (*kind.params, batch)).fetchall()]
         if rows and kind.whole is not None:
             taken = {row[0] for row in rows}

@@ -782,7 +782,7 @@ def test_two_watches_whose_pass_outlasts_the_lease_do_not_take_it_from_each_othe
     real = bridge.catalog.health_state.assess
 
     def slow(*args: Any, **kwargs: Any) -> Any:
-        time.sleep(1.4)
+        time.sleep(2.5)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(bridge.catalog.health_state, "assess", slow)
@@ -790,14 +790,14 @@ def test_two_watches_whose_pass_outlasts_the_lease_do_not_take_it_from_each_othe
         write_mart(catalog, "mart.a", 0, execution="e0")
     stop = threading.Event()
     catalogs = [Catalog(catalog_target), Catalog(catalog_target)]
-    watches = [HealthWatch(c, WatchSettings(poll=0.05), ttl=1.0, stop=stop) for c in catalogs]
+    watches = [HealthWatch(c, WatchSettings(poll=0.05), ttl=2.0, stop=stop) for c in catalogs]
     threads = [threading.Thread(target=w.run) for w in watches]
     for thread in threads:
         thread.start()
     # Read through a catalog of its own: a connection is not shared with a watch's thread.
     reader = Catalog(catalog_target)
     try:
-        assert wait_for(lambda: set(kept(reader.db.conn)) == {"stg.orders", "mart.a"}, timeout=20)
+        assert wait_for(lambda: set(kept(reader.db.conn)) == {"stg.orders", "mart.a"}, timeout=40)
     finally:
         stop.set()
         for thread in threads:

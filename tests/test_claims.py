@@ -260,15 +260,17 @@ def test_a_stream_worker_whose_round_fails_after_claiming_delivers_everything(
 
 class _Recorder:
     """A backend's sender that keeps what it was sent, one event a request (as to Marquez); the
-    first request waits for ``release`` when one is given (a worker stalled as it sends)."""
+    first request waits for ``release`` when one is given (a worker stalled as it sends), or
+    takes ``delay`` seconds."""
 
     target = "http://b"
     max_concurrency = 1
     batch = False
 
-    def __init__(self, release: threading.Event | None = None) -> None:
+    def __init__(self, release: threading.Event | None = None, *, delay: float = 0.0) -> None:
         self.sent: list[str] = []
         self.release = release
+        self.delay = delay  # s the first request takes
 
     def send(self, lines: list[str]) -> list[Any]:
         from bridge.delivery.senders import DELIVERED
@@ -277,6 +279,8 @@ class _Recorder:
             self.sent.extend(lines)
             assert self.release.wait(30)
             return [DELIVERED for _ in lines]
+        if self.delay and not self.sent:
+            time.sleep(self.delay)
         self.sent.extend(lines)
         return [DELIVERED for _ in lines]
 
@@ -337,8 +341,7 @@ def test_a_round_cut_short_gives_back_the_claims_of_what_it_did_not_send(shared:
     from bridge.openlineage.convert import Converter
 
     one, _ = shared
-    slow = _Recorder(threading.Event())
-    threading.Timer(0.5, slow.release.set).start()  # type: ignore[union-attr]
+    slow = _Recorder(delay=0.5)  # from its start: past half the hold's time, whatever came before
     claims = OutboxClaims(one, "http://b", ttl=0.6, interval=3600.0)
     stop = threading.Event()
     assert claims.acquire(wait=False, stop=stop, sleep=stop.wait)

@@ -27,7 +27,7 @@ from tests.backend import Backend, Reply, wait_for
 from tests.helpers import ol_run_event, serve_process
 from tests.postgres import PostgresServer, children_of
 from tests.test_faults import OLBRIDGE, fill
-from tests.test_scale import TOKEN, post, stopped, stream_worker
+from tests.test_scale import TOKEN, post, registered, stopped, stream_worker
 
 ENV = {**os.environ, "OLBRIDGE_TOKEN": TOKEN}
 
@@ -104,6 +104,7 @@ def test_a_read_only_spell_under_load_pauses_the_worker_and_the_receiver_writes_
         ):
             worker = stream_worker(postgres_url, backend.url)
             try:
+                registered(postgres_url, worker)
                 sending = threading.Thread(target=producer, args=(served.url,))
                 sending.start()
                 try:

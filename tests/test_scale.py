@@ -53,6 +53,14 @@ def stream_worker(catalog: str, url: str) -> subprocess.Popen[str]:
     )
 
 
+def registered(catalog: str, worker: subprocess.Popen[str], timeout: float = 120) -> None:
+    """Wait until the ``stream`` process ``worker`` is among the catalog's workers: a load started
+    before (a slow start under load) could be over before the worker sends anything."""
+    with Catalog(catalog) as opened:
+        found = wait_for(lambda: worker.pid in {w.pid for w in opened.workers.list()}, timeout=timeout)
+    assert found or worker.poll() is not None, "the stream worker did not register"
+
+
 def stopped(worker: subprocess.Popen[str]) -> tuple[int, str]:
     if worker.poll() is None:
         worker.send_signal(signal.SIGTERM)
@@ -386,6 +394,7 @@ def test_a_database_restart_or_crash_loses_nothing_and_every_process_carries_on(
                     except BaseException as exc:
                         failed.append(exc)
 
+                registered(catalog, worker)
                 sending = threading.Thread(target=producer)
                 sending.start()
                 try:

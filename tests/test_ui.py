@@ -36,6 +36,7 @@ from bridge.receiver.imports import catalog_intake
 from bridge.web import UiApp, pages
 from bridge.web.app import json_twin, link
 from bridge.web.layout import layout
+from tests.backend import wait_for
 from tests.conftest import at
 from tests.helpers import PRODUCER, decl, invoke, ol_dataset, ol_run_event, run
 from tests.postgres import PASSWORD_ROLE, PostgresServer
@@ -584,6 +585,52 @@ def test_ui_on_a_port_in_use_says_so(ui_catalog: str) -> None:
         port = taken.getsockname()[1]
         code, _, err = invoke(ui_catalog, "ui", "--port", str(port))
     assert code != 0 and f"Error: cannot listen on 127.0.0.1:{port}: the address is in use" in err, err
+
+
+def test_the_ui_server_closes_silent_connections_and_refuses_past_its_bound(
+    ui_catalog: str, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection that never sends its request (or a login's body it promised) held a thread
+    for as long as its client kept it open, and any number of them could: it is closed after
+    the read timeout, and past the bound on connections at once a new one is answered 503."""
+    import socket
+    import threading
+    from wsgiref.simple_server import make_server
+
+    from bridge.web import server
+
+    monkeypatch.setattr(server._QuietHandler, "timeout", 0.5)
+    monkeypatch.setattr(server, "MAX_CONNECTIONS", 3)
+    app = make_app(ui_catalog, resolver)
+    made = make_server("127.0.0.1", 0, app, server_class=server._Server, handler_class=server._QuietHandler)
+    thread = threading.Thread(target=made.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    host, port = "127.0.0.1", made.server_address[1]
+    idle = [socket.create_connection((host, port), timeout=10) for _ in range(2)]
+    login = socket.create_connection((host, port), timeout=10)
+    login.sendall(b"POST /login HTTP/1.1\r\nHost: x\r\nContent-Length: 4000\r\n\r\ntoken=")
+    try:
+        time.sleep(0.2)  # the three taken: the next is one too many
+        with socket.create_connection((host, port), timeout=10) as extra:
+            assert extra.recv(200).startswith(b"HTTP/1.0 503 Service Unavailable")
+        began = time.monotonic()
+        for sock in [*idle, login]:
+            while sock.recv(4096):  # what the server says, then its close
+                pass
+        assert time.monotonic() - began < 5  # each closed by the read timeout, not by its client
+
+        def answered() -> bytes:
+            with socket.create_connection((host, port), timeout=10) as again:
+                again.sendall(b"GET /assets HTTP/1.0\r\n\r\n")
+                return again.recv(200)
+
+        assert wait_for(lambda: answered().startswith(b"HTTP/1.0 200"), timeout=10)  # the slots are back
+    finally:
+        for sock in [*idle, login]:
+            sock.close()
+        made.shutdown()
+        made.server_close()
+        app.close()
 
 
 @pytest.mark.parametrize("probe", [browse.SEARCH_PROBE, 1])

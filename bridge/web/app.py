@@ -311,7 +311,11 @@ class UiApp:
                 return self.error(False, "400 Bad Request", "Content-Length must be a number of bytes")
             if length > MAX_FORM:
                 return self.error(False, "413 Content Too Large", "the form is too large")
-            form = parse_qs(environ["wsgi.input"].read(length).decode("utf-8", "replace"))
+            try:
+                body = environ["wsgi.input"].read(length)
+            except OSError:  # the client silent past the server's read timeout, or gone
+                return self.error(False, "408 Request Timeout", "the form did not arrive in time")
+            form = parse_qs(body.decode("utf-8", "replace"))
             target = safe_next(form.get("next", [target])[0])
             token = self.find_token(form.get("token", [""])[0].strip())
             if token is not None:

@@ -1163,6 +1163,44 @@ def test_a_run_named_under_two_jobs_leaves_a_small_catalogs_pages_judged(ui_cata
     assert listed["riskFlagged"] is True and all(a["health"] is not None for a in listed["assets"])
 
 
+def test_a_token_is_not_shown_a_column_edge_to_an_asset_no_longer_in_the_catalog(
+    catalog_target: str, resolver: Resolver
+) -> None:
+    """An asset purged without its lineage leaves its column edges: the Columns tab of a team's
+    asset listed another team's purged asset and its column (it found no namespace for it, and
+    no namespace passed as Global)."""
+    from bridge.catalog.query import AssetQuery
+    from bridge.model import Column
+
+    secret = decl("s3://secretbkt/b-only", type="File", namespace="team-b.hr", columns=[Column("ssn", "text")])
+    mine = decl("s3://bkt/out", type="File", namespace="team-a.sales", columns=[Column("id", "int")])
+    field = {"namespace": "s3://secretbkt", "name": "b-only", "field": "ssn"}
+    out = ol_dataset("s3://bkt", "out")
+    out["facets"] = {
+        "columnLineage": {
+            "_producer": PRODUCER,
+            "_schemaURL": "https://openlineage.io/spec/facets/1-2-0/ColumnLineageDatasetFacet.json",
+            "fields": {"id": {"inputFields": [field]}},
+        }
+    }
+    with Catalog(catalog_target) as catalog:
+        for each in (secret, mine):
+            catalog.set_asset(each, now=at(0))
+        event = ol_run_event(
+            "COMPLETE", job=("team-a-spark", "j"), inputs=[ol_dataset("s3://secretbkt", "b-only")], outputs=[out]
+        )
+        catalog_intake(catalog, resolver).take([event])
+    whole = twin(make_app(catalog_target, resolver), "/assets/s3://bkt/out", "tab=columns")["columns"]
+    assert [e["asset"] for c in whole for e in c["edges"]] == ["s3://secretbkt/b-only"]
+    with Catalog(catalog_target) as catalog:
+        catalog.purge(AssetQuery(ids=("s3://secretbkt/b-only",)))
+    app = make_app(catalog_target, resolver, tokens=True)
+    _, headers, _ = call(app, "/login", method="POST", body=b"token=secret-a&next=/assets")
+    cookie = headers["Set-Cookie"].split(";")[0]
+    columns = twin(app, "/assets/s3://bkt/out", "tab=columns", cookie=cookie)["columns"]
+    assert [e for c in columns for e in c["edges"]] == []
+
+
 def test_a_page_never_reads_more_runs_than_a_next_link_could_ask_for(ui_catalog: str, resolver: Resolver) -> None:
     """The runs list's ``before`` skips the runs of one start time shown on the pages before, and
     reads as many more: past what 200 pages could have shown, it is refused."""

@@ -1208,6 +1208,14 @@ def test_a_page_never_reads_more_runs_than_a_next_link_could_ask_for(ui_catalog:
     assert twin(app, "/runs", f"before=2025-01-01T00:00:00Z|{pages.MAX_SKIP}")["runs"] == []
     status, _, text = call(app, "/runs", f"before=x|{pages.MAX_SKIP + 1}&format=json")
     assert status.startswith("400") and "at most 10,000" in text
+    # what no next link gives is refused, not read as a time of its own
+    status, _, text = call(app, "/runs", "before=garbage|1&format=json")
+    assert status.startswith("400") and "its time is not one" in text
+    status, _, text = call(app, "/runs", "since=2025-02-01&until=2025-01-01&format=json")
+    assert status.startswith("400") and "since is after until" in text
+    first = twin(app, "/runs")
+    if first["next"]:  # a next link is taken as it is given
+        assert twin(app, "/runs", "before=" + quote(first["next"]))["runs"]
 
 
 def test_a_bidirectional_override_in_a_name_is_shown_as_its_escape(catalog_target: str, resolver: Resolver) -> None:
@@ -1223,6 +1231,10 @@ def test_a_bidirectional_override_in_a_name_is_shown_as_its_escape(catalog_targe
         text = call(app, path)[2]
         assert "\u202e" not in text and "invoice\\u202etxt.exe" in text, path
     assert twin(app, f"/runs/{EXTERNAL_RUN}")["job"]["name"] == name
+    # a filter's field holds what was asked, as it was: the form sends it back and finds the run
+    text = call(app, "/runs", "job=" + quote(name))[2]
+    assert f'name="job" value="{name}"' in text
+    assert [r["job"]["name"] for r in twin(app, "/runs", "job=" + quote(name))["runs"]] == [name]
 
 
 def test_a_received_check_shows_in_the_list_and_on_the_assets_page(catalog_target: str, resolver: Resolver) -> None:

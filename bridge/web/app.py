@@ -81,9 +81,17 @@ def run_url(run_id: str) -> str:
 _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
+class _FieldValue(str):
+    """A form field's value (``|field``): given back as it was typed, whatever it holds, so that
+    the form sends it again as it is (its bidirectional overrides too)."""
+
+
 def _without_bidi(value: Any) -> Any:
     """What a page shows, each bidirectional override written as its escape (``\\u202e``), as
-    the command line shows it; markup stays markup (the escapes are plain text)."""
+    the command line shows it; markup stays markup (the escapes are plain text); a form field's
+    value (:class:`_FieldValue`) as it is, which the browser shows in its field and sends back."""
+    if isinstance(value, _FieldValue):
+        return str(value)
     if not isinstance(value, str) or not _BIDI.search(value):
         return value
     shown = _BIDI.sub(lambda found: f"\\u{ord(found.group()):04x}", value)
@@ -101,6 +109,7 @@ def _environment() -> jinja2.Environment:
     )
     env.globals.update(link=link, asset_url=asset_url, run_url=run_url, max_depth=pages.MAX_DEPTH)
     env.filters["json"] = lambda value: json_bytes(value, indent=True).decode()
+    env.filters["field"] = lambda value: _FieldValue("" if value is None else value)
     return env
 
 

@@ -685,6 +685,31 @@ def _moment(query: Query, name: str) -> datetime | None:
     return parse_time(text, name, assume_utc=True) if text else None
 
 
+def _before(query: Query) -> str | None:
+    """The runs page's ``before``: ``<time>|<count>``, as a next link gives it (the time empty
+    for runs that have none)."""
+    before = query.get("before") or None
+    if before is None:
+        return None
+    if not re.fullmatch(r"[^|]*\|\d{1,7}", before):
+        raise ValidationError("before is <time>|<count>, as a next link gives it", rule="ui.before", value=before)
+    text, _, count = before.rpartition("|")
+    if int(count) > MAX_SKIP:  # a page reads as many more runs
+        raise ValidationError(
+            f"before's count is at most {MAX_SKIP:,} (runs of one start time on the pages before)",
+            rule="ui.before",
+            value=before,
+        )
+    if text:
+        try:
+            parse_time(text, "before", assume_utc=True)
+        except ValidationError:
+            raise ValidationError(
+                "before is <time>|<count>, as a next link gives it: its time is not one", rule="ui.before", value=before
+            ) from None
+    return before
+
+
 def runs_page(runs: Runs, query: Query, scope: b.Scope | None) -> dict[str, Any]:
     state = query.get("state") or None
     if state is not None and state not in STATES:
@@ -700,15 +725,9 @@ def runs_page(runs: Runs, query: Query, scope: b.Scope | None) -> dict[str, Any]
         until=_moment(query, "until"),
         origin=origin,
     )
-    before = query.get("before") or None
-    if before is not None and not re.fullmatch(r"[^|]*\|\d{1,7}", before):
-        raise ValidationError("before is <time>|<count>, as a next link gives it", rule="ui.before", value=before)
-    if before is not None and int(before.rpartition("|")[2]) > MAX_SKIP:  # a page reads as many more runs
-        raise ValidationError(
-            f"before's count is at most {MAX_SKIP:,} (runs of one start time on the pages before)",
-            rule="ui.before",
-            value=before,
-        )
+    if filters.since is not None and filters.until is not None and filters.since > filters.until:
+        raise ValidationError("since is after until", rule="ui.since", value=query.get("since", ""))
+    before = _before(query)
     page = b.recent_runs(runs, filters, before=before, limit=PAGE, scope=scope)
     return {
         "filters": {k: query.get(k, "") for k in ("state", "job", "namespace", "origin", "since", "until")},

@@ -285,6 +285,27 @@ def test_lineage_steps_through_the_moments_it_changed(ui_catalog: str, resolver:
     assert link("/x", {"a": 0, "b": False, "c": "", "d": None}) == "/x?a=0"
 
 
+def test_a_tokens_lineage_cut_short_by_what_it_does_not_see_says_so(catalog_target: str, resolver: Resolver) -> None:
+    """The lineage over time reads at most 300 assets, then shows those the token sees: where all
+    of those read were another team's, the page said the asset had no lineage yet (while its
+    Dependencies tab showed the token's own). It says the graph was cut short."""
+    hub = decl("g.hub", type="Table")
+    theirs = tuple(decl(f"b.x{i:03d}", type="Table", namespace="team-b.hr") for i in range(305))
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_run(run("fan", inputs=(hub,), outputs=theirs, start=at(5), namespace="team-b.hr"))
+        mine = decl("z.a0", type="Table", namespace="team-a.sales")
+        catalog.record_task_run(run("mine", inputs=(hub,), outputs=(mine,), start=at(6), namespace="team-a.sales"))
+    app = make_app(catalog_target, resolver, tokens=True)
+    _, headers, _ = call(app, "/login", method="POST", body=b"token=secret-a&next=/assets")
+    cookie = headers["Set-Cookie"].split(";")[0]
+    page = twin(app, "/lineage", "asset=g.hub&direction=down&depth=1", cookie=cookie)
+    assert page["moments"] == [] and page["truncated"] is True
+    text = call(app, "/lineage", "asset=g.hub&direction=down&depth=1", cookie=cookie)[2]
+    assert "none of those read is one you see" in text and "has no lineage yet" not in text
+    whole = twin(make_app(catalog_target, resolver), "/lineage", "asset=g.hub&direction=down&depth=1")
+    assert whole["truncated"] is True and len(whole["moments"]) >= 1
+
+
 def test_each_slider_step_is_what_lineage_as_of_prints(ui_catalog: str, resolver: Resolver) -> None:
     """The slider's steps, page by page, against ``olbridge lineage --as-of`` at each moment: the
     same links (all visible here), every step a change, and the last one today's graph."""

@@ -586,8 +586,8 @@ def lineage_page(
     if scope is not None:  # the moments at which what the scope sees changed, no others
         moments = _moments_seen(catalog, asset.id, steps, moments, scope)
     out: dict[str, Any] = {"asset": asset.id, "options": options, "moments": [format_time(m) for m in moments]}
-    if not moments:
-        out["step"] = None
+    if not moments:  # none, or none the scope sees within the nodes read (then said: truncated)
+        out.update(step=None, truncated=steps.truncated)
         return out
     step = _int(query, "step", len(moments) - 1, 0, len(moments) - 1)
     edges = steps.edges_at(moments[step])

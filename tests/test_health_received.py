@@ -1,6 +1,7 @@
 """Received data-quality assertions kept as checks when they arrive: they outlive their events
 (retention), answer as of any time, and a catalog from before gets those of the events it kept
-(migration 0017); a purged asset takes its rule and checks with it. On both engines."""
+(migration 0017); a purged asset takes its rule and checks with it; a ``dbt test`` that reports
+again what the asset last held, after another reporter's checks, counts. On both engines."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from bridge.adapters.dbt import ingest_dbt
 from bridge.catalog import Catalog
 from bridge.cli import cli
 from bridge.delivery.history import iter_events
@@ -19,7 +21,8 @@ from bridge.model import Assertion
 from bridge.openlineage.convert import Converter
 from bridge.receiver.imports import catalog_intake
 from tests.conftest import at
-from tests.helpers import decl, invoke, ol_dataset, run
+from tests.helpers import decl, invoke, ol_dataset, ol_run_event, run
+from tests.test_dbt import NOT_NULL_TEST, copy_example, edit, result_of
 from tests.test_engines import (
     undo_alert_heads,
     undo_asset_filters,
@@ -161,6 +164,50 @@ def test_the_migration_keeps_the_assertions_of_the_events_already_stored(
     code, found = health(catalog_target, "--as-of", when(30))
     assert code == 1 and found[asset_id]["health"] == "FAIL"
     assert health(catalog_target, "--as-of", when(80))[1][asset_id]["health"] == "PASS"
+
+
+def test_a_dbt_test_repeating_the_last_build_s_result_counts_after_another_reporter_s(
+    catalog_target: str, resolver: Resolver, tmp_path: Path
+) -> None:
+    """A build whose not_null fails (08:00), a suite passing the model (09:00), then ``dbt test``
+    failing it as the build did (10:00): the model is FAIL again, though the test results leave
+    the asset as the build left it (its assertions and metadata the same)."""
+    project = copy_example(tmp_path)
+
+    def build(results: dict[str, Any]) -> None:
+        results["metadata"]["generated_at"] = "2026-12-01T08:00:00Z"
+        result_of(results, NOT_NULL_TEST)["status"] = "fail"
+
+    def tests_alone(results: dict[str, Any]) -> None:
+        results["metadata"].update(generated_at="2026-12-01T10:00:00Z", invocation_id="dbt-test-at-ten")
+        results["results"] = [r for r in results["results"] if r["unique_id"].startswith("test.")]
+
+    edit(project, "run_results.json", build)
+    model = dbt_dataset("dbt.main.my_first_dbt_model")
+    suite = ol_run_event(run_id=PASSING, job=("gx", "orders_suite"), inputs=[model], time="2026-12-01T09:00:00Z")
+    with Catalog(catalog_target) as catalog:
+        ingest_dbt(catalog, project)
+        assert all(o.ok for o in catalog_intake(catalog, resolver).take([suite]))
+        edit(project, "run_results.json", tests_alone)
+        assert "dbt.main.my_first_dbt_model" in [a.id for a in ingest_dbt(catalog, project).updated]
+    judged = {t: health(catalog_target, "--as-of", f"2026-12-01T{t}:30:00Z")[1] for t in ("08", "09", "10")}
+    assert [judged[t]["dbt.main.my_first_dbt_model"]["health"] for t in judged] == ["FAIL", "PASS", "FAIL"]
+    assert judged["10"]["dbt.main.my_first_dbt_model"]["reasons"] == [
+        "check not_null_my_first_dbt_model_id on id failed (dbt import at 2026-12-01T10:00:00.000000Z)"
+    ]
+
+
+def dbt_dataset(name: str) -> dict[str, Any]:
+    """The example project's relation as a received event names it, with a passing not_null on id."""
+    dataset = ol_dataset("duckdb://dbt.duckdb", name)
+    dataset["inputFacets"] = {
+        "dataQualityAssertions": {
+            "_producer": "https://github.com/example/producer/tree/1.0",
+            "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DataQualityAssertionsDatasetFacet.json",
+            "assertions": [{"assertion": "not_null", "success": True, "column": "id"}],
+        }
+    }
+    return dataset
 
 
 def test_purging_an_asset_takes_its_freshness_rule_and_checks(catalog_target: str) -> None:

@@ -186,14 +186,25 @@ def set_asset(
     origin = current.origin if current is not None and decl.type is None else Origin.DECLARED
     asset = merged(current, decl, origin=origin, now=now)
     if current is not None and attrs.evolve(current, updated_at=now) == asset:
+        if _record_test_results(cur, decl, now):  # results as the stored ones are a later report still
+            watch.mark(cur, [asset.id])
         return current
     cur.execute(sql.UPSERT_ASSET, asset_row(asset))
-    if decl.assertions is not None:  # test results of an asset that did not run now (dbt import)
-        health.record_checks(cur, asset.id, now, "dbt import", decl.assertions)
+    _record_test_results(cur, decl, now)
     seq = cur.execute(sql.INSERT_CHANGE, (asset.id, "update", format_time(now), snapshot(asset))).fetchone()[0]
     queue_event(cur, ASSET_CHANGE, seq, asset.id)
     watch.mark(cur, [asset.id])
     return asset
+
+
+def _record_test_results(cur: Cursor, decl: AssetDeclaration, now: datetime) -> bool:
+    """Keep the test results a declaration carries (``dbt import``'s, of an asset that did not run
+    now) as its checks at ``now``, whether or not they change the asset (another reporter's checks
+    may have come between): whether it carried any."""
+    if decl.assertions is None:
+        return False
+    health.record_checks(cur, decl.id, now, "dbt import", decl.assertions)
+    return True
 
 
 def _record_hash(run: TaskRun) -> str:

@@ -547,6 +547,16 @@ def test_health_filters_and_its_bad_values(chain: str) -> None:
         assert code == status and err.startswith("Error: ") and message in err and out == "", (args, err)
 
 
+@pytest.mark.parametrize("states", ["", ",", " ", " , "])
+def test_a_state_list_naming_no_health_is_a_bad_value(chain: str, states: str) -> None:
+    """``--state ""`` showed nothing and exited 0 with a FAIL asset in the catalog."""
+    code, out, err = invoke(chain, "health", "--as-of", when(390), "--state", states)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"Error: --state: {states!r} names no health; give one or more of PASS, UNKNOWN, WARN, FAIL, comma-separated\n"
+    )
+
+
 def test_a_run_s_checks_count_as_of_its_time(catalog_target: str) -> None:
     """The assertions a run reports on its output are kept with the run's time: as of each time,
     the checks of the latest run by then (a later passing run does not rewrite the past)."""

@@ -925,6 +925,9 @@ def test_the_health_page_counts_lists_and_filters_each_assets_health(ui_catalog:
         assert "Judging this namespace reads more than a page may: more than 2 assets" in text
     status, _, text = call(app, "/health", "state=BROKEN&format=json")
     assert status.startswith("400") and "unknown health 'BROKEN'" in text
+    for states in ("", "%2C", "+"):  # a list naming no health showed no asset
+        status, _, text = call(app, "/health", f"state={states}&format=json")
+        assert status.startswith("400") and "state: " in text and "names no health" in text, (states, text)
     # the catalog's strings escaped: a received job named like a script is in a placeholder's reasons
     _, _, text = call(app, "/health", every)
     assert HOSTILE not in text and "&lt;script&gt;" in text

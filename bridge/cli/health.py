@@ -70,11 +70,12 @@ _OPTION_OF = {
 
 
 def _states(text: str | None) -> set[Health] | None:
-    """``--state``'s healths; one that is none is a bad value (exit 2: exit 1 says an asset is FAIL)."""
+    """``--state``'s healths; one that is none, or a list naming none, is a bad value (exit 2: exit
+    1 says an asset is FAIL)."""
     if text is None:
         return None
     try:
-        return {Health.parse(part, "--state") for part in text.split(",") if part.strip()}
+        return set(Health.parse_list(text, "--state"))
     except ValidationError as exc:
         raise BadValueError(str(exc)) from None
 

@@ -58,6 +58,18 @@ class Health(enum.StrEnum):
             known = ", ".join(h.value for h in cls)
             raise ValidationError(f"unknown health {value!r}; known: {known}", rule="health", where=where) from None
 
+    @classmethod
+    def parse_list(cls, text: str, where: str) -> tuple[Health, ...]:
+        """The healths of a comma-separated list (``FAIL,WARN``), in any case; a list naming none
+        (empty, blank, commas alone) is an error, never a filter that shows nothing."""
+        parts = [part for part in text.split(",") if part.strip()]
+        if not parts:
+            known = ", ".join(h.value for h in cls)
+            raise ValidationError(
+                f"{text!r} names no health; give one or more of {known}, comma-separated", rule="health", where=where
+            )
+        return tuple(cls.parse(part, where) for part in parts)
+
 
 _RANK = {Health.PASS: 0, Health.UNKNOWN: 1, Health.WARN: 2, Health.FAIL: 3}
 

@@ -257,7 +257,7 @@ def health_page(
 ) -> dict[str, Any]:
     """Every asset's health now (those of ``namespace``: judged alone, as ``olbridge health
     --namespace`` judges them), counted by health; those of the states asked for (``state``,
-    comma-separated; FAIL and WARN unless it says otherwise), at risk or not (``risk=1``: only
+    comma-separated; FAIL and WARN when not given; given naming none, a bad value), at risk or not (``risk=1``: only
     those at risk), 50 a page by id (``after``). A token's page counts and shows its namespaces'
     assets alone. Without a namespace, on a catalog of more than :data:`HEALTH_PAGE_AT_MOST`
     assets, nothing is judged (``tooMany``): the page asks for a namespace; unless a health watch
@@ -265,9 +265,7 @@ def health_page(
     :func:`_kept_health_page`; but for ``risk=1``, which it keeps no flags for). A namespace's assets
     are judged from their own facts and those upstream of them (20,000 in all at most; past
     that, without at-risk flags: ``riskFlagged`` false), never from the whole catalog's."""
-    states = [part.strip().upper() for part in query.get("state", ",".join(STATES_SHOWN)).split(",") if part.strip()]
-    for state in states:
-        Health.parse(state, "state")
+    states = [h.value for h in Health.parse_list(query.get("state", ",".join(STATES_SHOWN)), "state")]
     namespace = query.get("namespace", "").strip() or None
     only_at_risk = query.get("risk", "") == "1"
     after = query.get("after") or None

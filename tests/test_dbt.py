@@ -24,6 +24,7 @@ from bridge.model.health import FreshnessRule
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
 from tests.conftest import at
+from tests.helpers import invoke
 from tests.marquez_columns import column_lineage_problems
 
 PROJECT = Path(__file__).parent / "dbt_project"
@@ -615,19 +616,22 @@ def test_a_sources_json_dbt_never_writes_is_refused(tmp_path: Path, sources: dic
         assert catalog.count_task_runs() == 0
 
 
+SOURCE = "source.my_dbt_project.raw.orders"  # dbt.raw.orders, read by the first model, as with_source adds it
+FRESHNESS = {"error_after": {"count": 1, "period": "day"}, "warn_after": {"count": 12, "period": "hour"}}
+
+
+def with_source(manifest: dict[str, Any], freshness: dict[str, Any] | None) -> None:
+    """The example's manifest with a source ``raw.orders`` of this freshness, read by its first model."""
+    manifest["sources"][SOURCE] = {
+        "unique_id": SOURCE, "name": "orders", "source_name": "raw", "schema": "raw", "database": "dbt",
+        "resource_type": "source", "freshness": freshness,
+    }  # fmt: skip
+    manifest["nodes"][FIRST]["depends_on"]["nodes"] = [SOURCE]
+
+
 def test_a_source_s_freshness_taken_out_of_the_manifest_takes_its_rule_off(tmp_path: Path) -> None:
     project = copy_example(tmp_path)
-    source = "source.my_dbt_project.raw.orders"
-    freshness = {"error_after": {"count": 1, "period": "day"}, "warn_after": {"count": 12, "period": "hour"}}
-
-    def with_source(manifest: dict[str, Any], freshness: dict[str, Any] | None) -> None:
-        manifest["sources"][source] = {
-            "unique_id": source, "name": "orders", "source_name": "raw", "schema": "raw", "database": "dbt",
-            "resource_type": "source", "freshness": freshness,
-        }  # fmt: skip
-        manifest["nodes"][FIRST]["depends_on"]["nodes"] = [source]
-
-    edit(project, "manifest.json", lambda m: with_source(m, freshness))
+    edit(project, "manifest.json", lambda m: with_source(m, FRESHNESS))
     with Catalog(":memory:") as catalog:
         ingest_dbt(catalog, project)
         rule = catalog.freshness_of("dbt.raw.orders")
@@ -639,6 +643,35 @@ def test_a_source_s_freshness_taken_out_of_the_manifest_takes_its_rule_off(tmp_p
         catalog.set_freshness("dbt.raw.orders", FreshnessRule.create(max=timedelta(hours=2)), now=at(0))
         ingest_dbt(catalog, project)
         assert catalog.freshness_of("dbt.raw.orders") is not None
+
+
+@pytest.mark.both_engines
+def test_a_rule_set_by_hand_on_a_source_is_not_replaced_by_its_dbt_freshness(
+    tmp_path: Path, catalog_target: str
+) -> None:
+    """``assets set --freshness`` on a source whose manifest gives a freshness: the next imports
+    keep it (an asset's own rule wins); taken off by hand, dbt's is the source's again."""
+    project = copy_example(tmp_path)
+    edit(project, "manifest.json", lambda m: with_source(m, FRESHNESS))
+
+    def imported() -> dict[str, Any]:
+        code, _out, err = invoke(catalog_target, "dbt", "import", "--project-dir", str(project))
+        assert code == 0 and "freshness" not in err, err
+        code, out, err = invoke(catalog_target, "assets", "show", "dbt.raw.orders")
+        assert code == 0, err
+        rule: dict[str, Any] = json.loads(out)["freshness"]
+        return rule
+
+    assert imported() == {"max": "1d", "warn": "12h", "source": "dbt"}
+    code, _out, err = invoke(catalog_target, "assets", "set", "dbt.raw.orders", "--freshness", "2h")
+    assert code == 0, err
+    assert imported() == {"max": "2h", "source": "asset"}
+    two_days = {**FRESHNESS, "error_after": {"count": 2, "period": "day"}}
+    edit(project, "manifest.json", lambda m: with_source(m, two_days))
+    assert imported() == {"max": "2h", "source": "asset"}  # nor by another of dbt's
+    code, _out, err = invoke(catalog_target, "assets", "set", "dbt.raw.orders", "--no-freshness")
+    assert code == 0, err
+    assert imported() == {"max": "2d", "warn": "1d12h", "source": "dbt"}
 
 
 def test_a_source_s_freshness_past_a_hundred_years_is_refused_not_stored(tmp_path: Path) -> None:

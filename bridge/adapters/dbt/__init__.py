@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import attrs
 
 from bridge.adapters.dbt.artifacts import DbtArtifacts, load_artifacts
+from bridge.adapters.dbt.freshness import DBT_RULE
 from bridge.adapters.dbt.ingest import DbtIngest, dbt_task_runs
-from bridge.catalog import CatalogSource, RecordResult, opened
+from bridge.catalog import Catalog, CatalogSource, RecordResult, opened
 from bridge.errors import ArtifactError, RunEndedError
 from bridge.model import Asset, AssetDeclaration, parse_time
 
@@ -86,15 +88,7 @@ def ingest_dbt(
             "now, import the next dbt build with its catalog.json (the SQL alone gives it without)",
             exc.key,
         ) from None
-    # the sources' freshness rules (a rule set again as it was changes nothing but its time)
-    for asset_id, rule in found.freshness_rules:
-        if catalog.get_asset(asset_id) is not None and catalog.freshness_of(asset_id) != rule:
-            catalog.set_freshness(asset_id, rule, now=generated)
-    # ... and one a source's freshness no longer gives is taken off (a rule set by hand stays)
-    for asset_id in found.unruled_sources:
-        kept = catalog.freshness_of(asset_id) if catalog.get_asset(asset_id) is not None else None
-        if kept is not None and kept.source == "dbt":
-            catalog.set_freshness(asset_id, None, now=generated)
+    _set_source_rules(catalog, found, generated)
     written = {(r.key, a) for r, result in zip(found.task_runs, results, strict=True) for a in result.written}
     edges = sum(
         len(d.column_lineage.edges(d.id))
@@ -112,6 +106,20 @@ def ingest_dbt(
         column_notes=found.column_notes,
         notes=found.notes,
     )
+
+
+def _set_source_rules(catalog: Catalog, found: DbtIngest, now: datetime) -> None:
+    """Each source's freshness as its asset's rule, and the rule of a source whose freshness no
+    longer gives one taken off; a rule set again as it was is left (it would change nothing but
+    its time). A rule set by hand (``assets set --freshness``) is the asset's own, which wins: dbt
+    neither replaces nor takes it off, and says nothing of it."""
+    wanted = dict(found.freshness_rules)
+    for asset_id in [*wanted, *found.unruled_sources]:
+        if catalog.get_asset(asset_id) is None:
+            continue
+        kept = catalog.freshness_of(asset_id)
+        if (kept is None or kept.source == DBT_RULE) and kept != wanted.get(asset_id):
+            catalog.set_freshness(asset_id, wanted.get(asset_id), now=now)
 
 
 __all__ = ["DbtArtifacts", "DbtIngest", "DbtSummary", "dbt_task_runs", "ingest_dbt", "load_artifacts"]

@@ -18,6 +18,7 @@ from bridge.errors import ArtifactError, ValidationError
 from bridge.model import Assertion
 from bridge.model.health import FreshnessRule
 
+DBT_RULE = "dbt"  # the source of the rules dbt import sets, which a later import may change
 _PERIOD = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
 
 
@@ -44,7 +45,7 @@ def source_rules(manifest: Mapping[str, Any], where: str) -> dict[str, Freshness
             continue
         try:
             out[unique_id] = FreshnessRule.create(
-                max=error, warn=error - warn if warn is not None and warn < error else None, source="dbt", where=at
+                max=error, warn=error - warn if warn is not None and warn < error else None, source=DBT_RULE, where=at
             )
         except ValidationError as exc:
             raise ArtifactError(str(exc)) from None

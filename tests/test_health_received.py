@@ -124,6 +124,23 @@ def test_a_dataset_event_s_assertions_count_with_its_producer_as_reporter(
     ]
 
 
+@pytest.mark.parametrize("severity", ["warn", "WARN", "Warn"])
+def test_a_received_failed_assertion_of_severity_warn_in_any_case_warns(
+    catalog_target: str, resolver: Resolver, severity: str
+) -> None:
+    """A producer's ``"WARN"`` FAILed the dataset where ``"warn"`` WARNed it."""
+    event = assertions_event(FAILING, 10, False)
+    event["inputs"][0]["inputFacets"]["dataQualityAssertions"]["assertions"][0]["severity"] = severity
+    with Catalog(catalog_target) as catalog:
+        assert all(o.ok for o in catalog_intake(catalog, resolver).take([event]))
+        [asset_id] = [a.id for a in catalog.list_assets()]
+    code, found = health(catalog_target)
+    assert (code, found[asset_id]["health"]) == (0, "WARN")
+    with Catalog(catalog_target) as catalog:  # kept as the producer spelled it
+        [kept] = catalog._conn.execute("SELECT assertions FROM asset_checks").fetchone()
+    assert json.loads(kept)[0]["severity"] == severity
+
+
 def test_the_migration_keeps_the_assertions_of_the_events_already_stored(
     catalog_target: str, resolver: Resolver
 ) -> None:

@@ -10,7 +10,7 @@ nothing to say:
   ``timezone``: at each tick of the cron, in its time zone, the asset must have been written since
   the tick less the lag; FAIL from a missed tick until the next write);
 - **checks**: the data-quality assertions of the latest run that reported any (a failed one FAILs
-  the asset, a failed one of severity ``warn`` WARNs it, until a later run passes it);
+  the asset, a failed one of severity ``warn``, in any case, WARNs it, until a later run passes it);
 - **the last run** that was to write it: a FAILED one FAILs the asset (so does one KILLED,
   CANCELLED or RETRIED: :data:`FAILED_RUN`).
 
@@ -423,6 +423,12 @@ FAILED_RUN = {
 }
 
 
+def _warns(check: Assertion) -> bool:
+    """Whether a failed check WARNs (severity ``warn``, in any case: producers spell it ``WARN``
+    too; kept as they spelled it), not FAILs."""
+    return check.severity is not None and check.severity.lower() == "warn"
+
+
 def evaluate(facts: Facts, rule: FreshnessRule | None, as_of: datetime) -> Verdict:
     """The health of an asset as of ``as_of``: the worst of its freshness, checks and last run."""
     parts: list[tuple[Health, str]] = []
@@ -437,7 +443,7 @@ def evaluate(facts: Facts, rule: FreshnessRule | None, as_of: datetime) -> Verdi
         column = f" on {check.column}" if check.column else ""
         if check.success:
             continue
-        health = Health.WARN if check.severity == "warn" else Health.FAIL
+        health = Health.WARN if _warns(check) else Health.FAIL
         parts.append((health, f"check {name}{column} failed ({facts.checks_from or 'last run'})"))
     if facts.checks and all(c.success for c in facts.checks):
         parts.append((Health.PASS, f"{len(facts.checks)} check(s) passed"))

@@ -221,10 +221,10 @@ def _seconds(text: Any, where: str) -> float:
     :func:`bridge.model.health.parse_duration` reads it, one way for every table): seconds."""
     try:
         seconds = parse_duration(text, where).total_seconds()
-    except ValidationError:
-        seconds = 0.0
+    except ValidationError as exc:  # said as every duration is: the form it takes
+        raise ConfigError(str(exc)) from None
     if seconds <= 0:
-        raise ConfigError(f'{where} must be a duration such as "30s", "15m", "12h" or "7d", not {text!r}')
+        raise ConfigError(f"{where} must be longer than nothing, not {text!r}")
     return seconds
 
 

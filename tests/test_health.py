@@ -512,6 +512,38 @@ def test_received_assertions_fail_a_dataset_until_a_later_run_passes(catalog_tar
     assert asset_id not in health(catalog_target, "--as-of", when(5))[1]  # first seen at 08:10
 
 
+DURATION_FORM = "write a number and a unit (d, h, m, s) for each part, each unit once, the largest first, no spaces: "
+DURATION_FORM += "6h, 90m, 1d12h, 30s"
+MALFORMED = ["1h1h", "1m1d", "2h1d", "30s1m", " 6h", "6h ", "1d 12h"]
+
+
+@pytest.mark.parametrize("text", MALFORMED)
+def test_a_duration_takes_each_unit_once_the_largest_first_and_no_spaces(chain: str, text: str) -> None:
+    """``--freshness 1h1h`` was stored as 2h, and ``1m1d`` and `` 6h`` were taken."""
+    code, out, err = invoke(chain, "assets", "set", "mart.orders", "--freshness", text)
+    assert (code, out, err) == (2, "", f"Error: --freshness: {text!r} is no duration; {DURATION_FORM}\n")
+    assert json.loads(invoke(chain, "assets", "show", "mart.orders")[1])["freshness"]["max"] == "6h"
+
+
+@pytest.mark.parametrize("text", MALFORMED)
+def test_a_config_duration_of_no_such_form_is_said_where_it_is(text: str) -> None:
+    from bridge.config import parse_config
+
+    for config, where in (
+        ({"freshness": [{"max": text}]}, "[[freshness]] #1: max"),
+        ({"retention": {"received_events": text}}, "[retention]: 'received_events'"),
+        ({"health": {"every": text}}, "[health]: 'every'"),
+    ):
+        with pytest.raises(ConfigError) as raised:
+            parse_config(config, "olbridge.toml", Path())
+        assert str(raised.value) == f"olbridge.toml: {where}: {text!r} is no duration; {DURATION_FORM}"
+
+
+def test_a_duration_of_the_form_is_read() -> None:
+    for text, seconds in (("0s", 0), ("90m", 5400), ("1d12h", 129600), ("2d3h4m5s", 183845), ("36500d", 3153600000)):
+        assert parse_duration(text, "d") == timedelta(seconds=seconds)
+
+
 def test_a_bad_config_table_is_a_config_error() -> None:
     from bridge.config import parse_freshness
 

@@ -474,9 +474,13 @@ def test_the_retention_table_is_validated() -> None:
     assert retention.windows_of(attrs.asdict(parsed)).pending_outbox == 90 * 86400.0
     for table, message in (
         ({"received": "7d"}, "unknown setting(s) received"),
-        ({"received_events": "7 days"}, "must be a duration"),
-        ({"received_events": 7}, "must be a duration"),
-        ({"checks": "a month"}, "must be a duration"),
+        (
+            {"received_events": "7 days"},
+            "olbridge.toml: [retention]: 'received_events': '7 days' is no duration; write",
+        ),
+        ({"received_events": 7}, "'received_events': 7 is no duration"),
+        ({"checks": "a month"}, "'checks': 'a month' is no duration"),
+        ({"checks": "0s"}, "'checks' must be longer than nothing, not '0s'"),
         ({"column_edges": "yes"}, "true or false"),
         ({"every": "15m"}, "'every' is set but no window is"),
     ):

@@ -73,7 +73,12 @@ class Health(enum.StrEnum):
 
 _RANK = {Health.PASS: 0, Health.UNKNOWN: 1, Health.WARN: 2, Health.FAIL: 3}
 
-_DURATION = re.compile(r"(\d+)([dhms])")
+# each unit at most once, the largest first, nothing else (no spaces): 1d12h, 90m
+_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+_DURATION_FORM = (
+    "write a number and a unit (d, h, m, s) for each part, each unit once, the largest first, no spaces: "
+    "6h, 90m, 1d12h, 30s"
+)
 # the longest a window, a warning, a lag or a retention may be: times it reaches back or ahead
 # stay within what a date holds (years 1 to 9999), however far apart the moments judged
 LONGEST = timedelta(days=36500)
@@ -81,10 +86,12 @@ _UNIT = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
 def parse_duration(text: object, where: str) -> timedelta:
-    """A duration written as ``6h``, ``90m``, ``1d12h``, ``30s`` (days, hours, minutes, seconds)."""
-    if not isinstance(text, str) or not re.fullmatch(r"(?:\d+[dhms])+", text.strip()):
-        raise ValidationError(f"{text!r} is no duration; write e.g. 6h, 90m, 1d12h, 30s", rule="duration", where=where)
-    seconds = sum(int(n) * _UNIT[u] for n, u in _DURATION.findall(text.strip()))
+    """A duration written as ``6h``, ``90m``, ``1d12h``, ``30s``: days, hours, minutes, seconds,
+    each at most once, the largest first, with no spaces (``1h1h``, ``1m1d`` and `` 6h`` are none)."""
+    found = _DURATION.fullmatch(text) if isinstance(text, str) and text else None
+    if found is None:
+        raise ValidationError(f"{text!r} is no duration; {_DURATION_FORM}", rule="duration", where=where)
+    seconds = sum(int(n) * size for n, size in zip(found.groups(), _UNIT.values(), strict=True) if n is not None)
     if seconds > LONGEST.total_seconds():
         raise ValidationError(
             f"{text!r} is longer than {format_duration(LONGEST)} (a hundred years), the longest duration taken",

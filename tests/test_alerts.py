@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import requests
 
-from bridge.catalog import Catalog
+from bridge.catalog import AssetQuery, Catalog
 from bridge.catalog.health_state import LEASE, TAKEOVER_PASS_AFTER, WatchSeen, counts, judge, kept
 from bridge.catalog.outbox import ALERTS_ONLY_TARGET
 from bridge.catalog.retention import holds_lease, take_lease
@@ -498,6 +498,50 @@ def test_a_failing_asset_deleted_is_told_as_recovered_once(catalog: Catalog) -> 
     now[0] = clock_at(200)
     watch.run_once()  # a pass over every asset: nothing more
     assert len(alerts_queued(catalog)) == 2
+
+
+@pytest.mark.both_engines
+def test_a_failing_asset_purged_is_told_as_recovered_once(catalog_target: str) -> None:
+    """As a deleted one: an asset FAIL, then purged, closes its alert's incident with one
+    RECOVERED (at the next look: the purge marks it), matched by its rules as it was; one purged
+    while no watch was live, at the next pass over every asset; a PASS asset purged tells nothing.
+    A purge told nothing (the kept health went with the asset)."""
+    now = [clock_at(10)]
+    with Catalog(catalog_target) as catalog:
+        watched_by(catalog, lambda: now[0])
+        write_mart(catalog, "mart.bad", 0, execution="e0")
+        write_mart(catalog, "mart.bad", 2, state="FAILED", execution="e1")
+        write_mart(catalog, "mart.worse", 2, state="FAILED", execution="e2")
+        write_mart(catalog, "mart.good", 0, execution="e3")
+        watch = HealthWatch(catalog, settings(rule("http://h/x")), clock=lambda: now[0], ttl=86400.0)
+        watch.step()
+        assert alerts_queued(catalog) == [("mart.bad", "FAIL", None, "FAIL"), ("mart.worse", "FAIL", None, "FAIL")]
+        now[0] = clock_at(20)
+        assert catalog.purge(AssetQuery.create(ids=("mart.bad", "mart.good"))).ids == ("mart.bad", "mart.good")
+        result = watch.step()
+        assert result is not None and result.alerts == 1
+        rows = catalog.db.conn.execute("SELECT payload FROM outbox WHERE kind = 'alert' ORDER BY seq").fetchall()
+        told = json.loads(rows[-1][0])
+        assert (told["asset"], told["event"], told["oldHealth"], told["health"], told["reasons"]) == (
+            {"id": "mart.bad", "type": "Table", "namespace": None},
+            "RECOVERED",
+            "FAIL",
+            "UNKNOWN",
+            ["the asset was deleted"],
+        )
+        # the command line's writes see no live watch (its clock is not the tests'): no mark
+        code, _out, err = invoke(catalog_target, "assets", "purge", "--id", "mart.worse")
+        assert code == 0, err
+        now[0] = clock_at(30)
+        watch.run_once()  # a pass over every asset
+        assert alerts_queued(catalog)[2:] == [
+            ("mart.bad", "RECOVERED", "FAIL", "UNKNOWN"),
+            ("mart.worse", "RECOVERED", "FAIL", "UNKNOWN"),
+        ]
+        assert set(kept(catalog.db.conn)) == {"stg.orders"}
+        now[0] = clock_at(200)
+        watch.run_once()  # nothing more
+        assert len(alerts_queued(catalog)) == 4
 
 
 @pytest.mark.both_engines

@@ -134,6 +134,11 @@ def _portable(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def undo_health_purged(execute: Callable[[str], Any]) -> None:
+    """A catalog as migration 0035 found it: nothing kept of the assets purged while FAIL or WARN."""
+    execute("ALTER TABLE asset_health DROP COLUMN purged")
+
+
 def undo_kept_edges(execute: Callable[[str], Any]) -> None:
     """A catalog as migration 0033 found it: no edges kept of the received runs retention deleted."""
     execute("DROP TABLE kept_edges")
@@ -496,6 +501,7 @@ def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migr
     assert {table for table, factor in made.items() if factor == "80"} == set(schema.UPDATED_IN_PLACE)
     assert made["received_events"] is None  # written once, never updated
     with psycopg.connect(url, autocommit=True) as conn:  # a catalog of the version before
+        undo_health_purged(conn.execute)  # migration 0035's
         undo_kept_edges(conn.execute)  # migration 0033's
         undo_alert_heads(conn.execute)  # migration 0032's
         undo_unwritten_outputs(conn.execute)  # migration 0029's

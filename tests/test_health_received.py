@@ -27,6 +27,7 @@ from tests.test_engines import (
     undo_alert_heads,
     undo_asset_filters,
     undo_edges_by_whole_key,
+    undo_health_purged,
     undo_kept_edges,
     undo_lineage_by_run,
     undo_own_facts_kept,
@@ -154,6 +155,7 @@ def test_the_migration_keeps_the_assertions_of_the_events_already_stored(
         assert len(recorded) == 2
 
         def back_to_16(cur: Any) -> None:  # as version 16 left it: nothing in asset_checks for them
+            undo_health_purged(cur.execute)  # migration 0035's
             undo_kept_edges(cur.execute)  # migration 0033's
             undo_alert_heads(cur.execute)  # migration 0032's
             undo_unwritten_outputs(cur.execute)  # migration 0029's

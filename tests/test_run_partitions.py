@@ -30,6 +30,7 @@ from tests.test_engines import (
     undo_alert_heads,
     undo_edges_by_whole_key,
     undo_health_due,
+    undo_health_purged,
     undo_kept_edges,
     undo_lineage_by_run,
     undo_own_facts_kept,
@@ -295,6 +296,7 @@ def test_the_migration_gives_the_stored_runs_their_days(catalog_target: str, eng
         before = catalog._conn.execute(f"SELECT {columns} FROM external_sources ORDER BY source").fetchall()
 
         def back_to_21(cur: Any) -> None:
+            undo_health_purged(cur.execute)  # migration 0035's
             undo_kept_edges(cur.execute)  # migration 0033's
             undo_alert_heads(cur.execute)  # migration 0032's
             undo_writers_by_task(cur.execute)  # migration 0031's

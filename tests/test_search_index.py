@@ -21,6 +21,7 @@ from tests.test_engines import (
     undo_alert_heads,
     undo_edges_by_whole_key,
     undo_health_due,
+    undo_health_purged,
     undo_kept_edges,
     undo_lineage_by_run,
     undo_own_facts_kept,
@@ -92,6 +93,7 @@ def test_the_trigram_index_answers_the_search_not_a_lookup_by_id(postgres: Postg
     with Catalog(url) as catalog:
 
         def back_to_22(cur: Any) -> None:
+            undo_health_purged(cur.execute)  # migration 0035's
             undo_kept_edges(cur.execute)  # migration 0033's
             undo_alert_heads(cur.execute)  # migration 0032's
             undo_writers_by_task(cur.execute)  # migration 0031's

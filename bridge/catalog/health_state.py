@@ -84,15 +84,22 @@ UNMARK = """
     DELETE FROM health_marks WHERE asset_id = ? AND seq <= ?
       AND (SELECT count(*) FROM health_marks WHERE asset_id = ? AND seq <= ?) = ?
 """
-KEPT_COLUMNS = "asset_id, health, reasons, asset_updated_at, due_at"
+KEPT_COLUMNS = "asset_id, health, reasons, asset_updated_at, due_at, purged"
 # the assets whose kept health changes with time alone by then, soonest first
 DUE = "SELECT asset_id FROM asset_health WHERE due_at <= ? ORDER BY due_at, asset_id LIMIT ?"
 PUT = """
     INSERT INTO asset_health (asset_id, health, reasons, asset_updated_at, judged_at, due_at) VALUES (?, ?, ?, ?, ?, ?)
     ON CONFLICT (asset_id) DO UPDATE SET health = excluded.health, reasons = excluded.reasons,
-        asset_updated_at = excluded.asset_updated_at, judged_at = excluded.judged_at, due_at = excluded.due_at
+        asset_updated_at = excluded.asset_updated_at, judged_at = excluded.judged_at, due_at = excluded.due_at,
+        purged = NULL
 """
 FORGET = "DELETE FROM asset_health WHERE asset_id = ?"
+# of the assets a purge takes, those kept FAIL or WARN, with what the alerts' rules match of them
+PURGED_OPEN = """
+    SELECT a.id, a.type, a.namespace, a.metadata FROM assets a JOIN asset_health h ON h.asset_id = a.id
+    WHERE a.id IN ({values}) AND h.health IN ('FAIL', 'WARN')
+"""
+KEEP_PURGED = "UPDATE asset_health SET purged = ? WHERE asset_id = ?"
 COUNTS = "SELECT health, count(*) FROM asset_health GROUP BY health"
 ASSET_COLUMNS = "id, type, namespace, metadata, updated_at, deleted_at"
 # an asset a write marked is judged again this long after (as if due then): a fact dated ahead of
@@ -162,12 +169,30 @@ class Kept:
     reasons: tuple[str, ...]
     asset_updated_at: str
     due_at: str | None = None
+    purged: str | None = None  # of an asset purged while FAIL or WARN: what its alerts' rules match (JSON)
 
 
 def kept(conn: Connection | Cursor, ids: Sequence[str] | None = None) -> dict[str, Kept]:
     """The kept health of the assets ``ids`` (None: of all)."""
     rows = _rows(conn, "asset_health", "asset_id", KEPT_COLUMNS, ids)
-    return {r[0]: Kept(Health(r[1]), tuple(json.loads(r[2])), r[3], r[4]) for r in rows}
+    return {r[0]: Kept(Health(r[1]), tuple(json.loads(r[2])), r[3], r[4], r[5]) for r in rows}
+
+
+def keep_purged(cur: Cursor, ids: Sequence[str]) -> list[str]:
+    """In a purge's transaction, before the assets ``ids`` go: the kept health of those FAIL or
+    WARN stays, with what the alerts' rules match of each (its type, namespace and metadata), for
+    the watch to tell their RECOVERED as it tells a deleted asset's (:func:`_deleted`); the
+    others' goes. The ids kept, for the purge to mark once their old marks are gone."""
+    found = [
+        (json.dumps({"type": t, "namespace": ns, "metadata": json.loads(md) if md else {}}), str(asset_id))
+        for asset_id, t, ns, md in sql.in_chunks(cur, PURGED_OPEN, ids)
+    ]
+    cur.executemany(KEEP_PURGED, found)
+    closed = sorted(set(ids) - {asset_id for _, asset_id in found})
+    for start in range(0, len(closed), sql.IN_AT_MOST):
+        chunk = closed[start : start + sql.IN_AT_MOST]
+        cur.execute(sql.delete_in("asset_health", len(chunk)), chunk)
+    return [asset_id for _, asset_id in found]
 
 
 @attrs.frozen
@@ -267,7 +292,7 @@ def judge(
                 told = attrs.evolve(change, at_risk_downstream=risk.get(change.asset_id, 0))
                 queued += [(r.name, told.asset_id, json.dumps(message(r.name, e, told, web_url))) for e, r in wanted]
         for asset_id in gone:
-            change, wanted = _deleted(before.get(asset_id), assets.get(asset_id), alerts, moment)
+            change, wanted = _deleted(asset_id, before.get(asset_id), assets.get(asset_id), alerts, moment)
             if change is not None:
                 queued += [(r.name, asset_id, json.dumps(message(r.name, e, change, web_url))) for e, r in wanted]
 
@@ -333,23 +358,38 @@ DELETED = "the asset was deleted"
 
 
 def _deleted(
-    prior: Kept | None, asset: Sequence[Any] | None, alerts: Sequence[AlertRule], moment: str
+    asset_id: str, prior: Kept | None, asset: Sequence[Any] | None, alerts: Sequence[AlertRule], moment: str
 ) -> tuple[Change | None, list[tuple[str, AlertRule]]]:
-    """What an asset gone (deleted) tells: from FAIL or WARN, RECOVERED, its health now UNKNOWN
-    with the reason that it was deleted (an alert that opened an incident is closed), to the
-    rules that take it; nothing from any other health, or once its row is gone too (purged:
-    nothing left to match a rule's type or metadata against)."""
-    if prior is None or prior.health not in (Health.FAIL, Health.WARN) or asset is None or not alerts:
+    """What an asset gone (deleted, or purged) tells: from FAIL or WARN, RECOVERED, its health now
+    UNKNOWN with the reason that it was deleted (an alert that opened an incident is closed), to
+    the rules that take it as it was (its row, deleted; what its purge kept, purged); nothing
+    from any other health."""
+    if prior is None or prior.health not in (Health.FAIL, Health.WARN) or not alerts:
         return None, []
-    _id, type, namespace, metadata_text, _updated, deleted_at = asset
-    if deleted_at is None:  # not judged for another reason (made after the moment judged): not deleted
+    gone = _gone_as(asset, prior)
+    if gone is None:
         return None, []
+    type, namespace, metadata = gone
     events = events_of(prior.health, Health.UNKNOWN, updated=False)
-    metadata = json.loads(metadata_text) if metadata_text else {}
-    wanted = [(e, r) for e in events for r in rules_for(alerts, e, _id, type, namespace, metadata)]
+    wanted = [(e, r) for e in events for r in rules_for(alerts, e, asset_id, type, namespace, metadata)]
     if not wanted:
         return None, []
-    return Change(_id, type, namespace, prior.health, Health.UNKNOWN, (DELETED,), 0, moment), wanted
+    return Change(asset_id, type, namespace, prior.health, Health.UNKNOWN, (DELETED,), 0, moment), wanted
+
+
+def _gone_as(asset: Sequence[Any] | None, prior: Kept) -> tuple[str, str | None, dict[str, Any]] | None:
+    """What the alerts' rules match of an asset gone: (type, namespace, metadata) of its row,
+    deleted, else of what its purge kept; None: neither (its row not deleted: not judged for
+    another reason, made after the moment judged)."""
+    if asset is not None:
+        _id, type, namespace, metadata_text, _updated, deleted_at = asset
+        if deleted_at is None:
+            return None
+        return type, namespace, json.loads(metadata_text) if metadata_text else {}
+    if prior.purged is None:
+        return None
+    purged = json.loads(prior.purged)
+    return purged["type"], purged["namespace"], purged["metadata"]
 
 
 def _health_of(kept: Kept | None) -> Health | None:

@@ -576,6 +576,9 @@ asset_health = sa.Table(
     _text("asset_updated_at"),  # the asset's updated_at when judged: a later one is an UPDATED
     _text("judged_at"),
     _text("due_at", nullable=True),  # when its verdict changes with time alone (NULL: never)
+    # of an asset purged while FAIL or WARN: its type, namespace and metadata then (JSON), which the
+    # watch matches its RECOVERED against, as it does a deleted asset's row
+    _text("purged", nullable=True),
 )
 sa.Index("asset_health_health", asset_health.c.health, asset_health.c.asset_id)  # by health, a page by id
 sa.Index("asset_health_due", asset_health.c.due_at, asset_health.c.asset_id)

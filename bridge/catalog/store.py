@@ -409,7 +409,8 @@ class Catalog:
 
         def work(cur: Cursor) -> PurgeResult:
             ids = [a.id for a in assets.list_assets(cur, query)]
-            return PurgeResult(ids=tuple(ids), **writes.purge_assets(cur, ids, usages=usages, lineage=lineage))
+            counts = writes.purge_assets(cur, ids, usages=usages, lineage=lineage, watch=self.watch_seen)
+            return PurgeResult(ids=tuple(ids), **counts)
 
         return self.db.write(work)
 

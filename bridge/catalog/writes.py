@@ -13,7 +13,7 @@ import attrs
 
 from bridge.catalog import adopt, health, sql, writes_kept
 from bridge.catalog.engine import Cursor
-from bridge.catalog.health_state import WatchSeen
+from bridge.catalog.health_state import WatchSeen, keep_purged
 from bridge.catalog.outbox import ASSET_CHANGE, JOB, RUN_END, RUN_START, RUN_UPDATE, queue_event
 from bridge.catalog.rows import asset_from_row, asset_row, declared_job_json, dumps, snapshot, statistics_json
 from bridge.errors import CatalogError, NotInCatalog, RunEndedError, ValidationError
@@ -519,15 +519,17 @@ def delete_asset(cur: Cursor, asset_id: str, *, now: datetime, watch: WatchSeen)
     return asset
 
 
-def purge_assets(cur: Cursor, ids: Sequence[str], *, usages: bool, lineage: bool) -> dict[str, int]:
+def purge_assets(cur: Cursor, ids: Sequence[str], *, usages: bool, lineage: bool, watch: WatchSeen) -> dict[str, int]:
     """Hard-delete the assets ``ids`` with their change history, received bindings, identifiers,
     facets, freshness rules, checks and kept writes, and optionally their usages (and the writers
-    kept of deleted runs) and lineage: how many assets,
-    usages and lineage edges went."""
+    kept of deleted runs) and lineage: how many assets, usages and lineage edges went. Their kept
+    health goes too, but for those FAIL or WARN, kept and marked for the health watch to tell
+    their RECOVERED, as for an asset deleted (:func:`bridge.catalog.health_state.keep_purged`)."""
     counts = {"assets": 0, "usages": 0, "lineage": 0}
     for start in range(0, len(ids), 400):
         chunk = list(ids[start : start + 400])
         size = len(chunk)
+        still_open = keep_purged(cur, chunk)
         counts["assets"] += cur.execute(sql.delete_in("assets", size, "id"), chunk).rowcount
         for table in (
             "asset_changes",
@@ -535,11 +537,11 @@ def purge_assets(cur: Cursor, ids: Sequence[str], *, usages: bool, lineage: bool
             "external_identifiers",
             "freshness_rules",
             "asset_checks",
-            "asset_health",
             "health_marks",
             "kept_writes",
         ):
             cur.execute(sql.delete_in(table, size), chunk)
+        watch.mark(cur, still_open)
         cur.execute(sql.delete_in("external_facets", size, "owner"), [f"asset:{asset_id}" for asset_id in chunk])
         if usages:
             counts["usages"] += cur.execute(sql.delete_in("usages", size), chunk).rowcount

@@ -994,6 +994,52 @@ def test_an_alert_whose_table_left_the_config_is_a_dead_letter(tmp_path: Path, w
         assert dead.kind == "alert" and dead.last_error == "no [[alerts]] table named 'gone' in the config"
 
 
+def fail_recover_fail(catalog: Catalog, alert: AlertRule) -> None:
+    """mart.a FAIL, then RECOVERED, then FAIL again: three alerts of one asset queued for ``alert``."""
+    watch = HealthWatch(watched_by(catalog, lambda: clock_at(100)), settings(alert), clock=lambda: clock_at(100))
+    write_mart(catalog, "mart.a", 0, execution="e0")
+    watch.step()
+    for n, state in enumerate(("FAILED", "SUCCESS", "FAILED"), start=1):
+        write_mart(catalog, "mart.a", n, state=state, execution=f"e{n}")
+        watch.step()
+    assert [a[1] for a in alerts_queued(catalog)] == ["FAIL", "RECOVERED", "FAIL"]
+
+
+@pytest.mark.both_engines
+@pytest.mark.parametrize("alerts_only", [True, False], ids=["alerts-only", "with-a-backend"])
+def test_an_alert_refused_for_good_mutes_none_of_its_asset_s_later_alerts(
+    catalog_target: str, webhook: Webhook, alerts_only: bool
+) -> None:
+    """The webhook refuses the first alert of an asset for good (410), then takes what comes: the
+    refused one is a dead letter, and the asset's later alerts still go, one at a time, each once
+    and in order, through the outbox's hold (the lease on SQLite, claims on PostgreSQL), whether
+    the worker sends the alerts alone or the events too. They stayed queued behind it for ever."""
+    answers = iter([410])
+    webhook.answer = lambda body: next(answers, 200)
+    webhook.start()
+    alert = rule(webhook.url)
+    with Catalog(catalog_target) as catalog, Backend() as backend:
+        fail_recover_fail(catalog, alert)
+        dispatcher = None if alerts_only else Dispatcher(HttpSender(backend.url), concurrency=1)
+        worker = StreamWorker(
+            catalog,
+            Converter(Resolver.load()),
+            dispatcher,
+            policy=RetryPolicy(max_attempts=0),
+            clock=lambda: clock_at(100),
+            sleep=lambda seconds: None,
+            alerts=AlertSenders([alert], timeout=2.0),
+            lease=outbox_hold(catalog, ALERTS_ONLY_TARGET if alerts_only else backend.url),
+        )
+        stats = worker.run(once=True)
+        [dead] = catalog.outbox.items(dead=True)
+        assert (dead.kind, dead.last_status) == ("alert", 410) and stats.dead == 1
+        assert alerts_queued(catalog) == [("mart.a", "FAIL", "PASS", "FAIL")]  # the dead one, the others gone
+        assert catalog.outbox.status().pending == (4 * 2 if alerts_only else 0)  # the runs' events
+    assert webhook.arrived == 3
+    assert webhook.changes() == [("mart.a", "RECOVERED", "FAIL", "PASS"), ("mart.a", "FAIL", "PASS", "FAIL")]
+
+
 @pytest.mark.both_engines
 def test_a_worker_without_a_backend_sends_the_alerts_past_the_events_and_leaves_those_queued(
     catalog_target: str, webhook: Webhook
@@ -1161,7 +1207,8 @@ def test_two_stream_workers_on_postgresql_send_each_alert_once(
     """Forty marts, each FAIL then RECOVERED then FAIL (judged with the real clock, as the
     workers' own watch judges: it finds nothing more to say), sent by two ``olbridge stream``
     processes side by side, one of them stopped (SIGTERM) and started again on the way: 120
-    alerts, each once, in order per asset."""
+    alerts, each once, in order per asset; the first alert of ten of the marts is refused for
+    good (410) and mutes none of their later ones."""
     marts = [f"mart.m{n:02d}" for n in range(40)]
     with Catalog(postgres_url) as catalog:
         watch = HealthWatch(catalog, settings(rule(webhook.url)))
@@ -1171,8 +1218,13 @@ def test_two_stream_workers_on_postgresql_send_each_alert_once(
             watch.run_once()
         assert len(alerts_queued(catalog)) == 120
 
+    refusing = set(marts[::4])  # the marts whose first alert the webhook refuses for good
+
     def slowly(body: dict[str, Any]) -> int:
         time.sleep(0.02)  # a webhook taking its time: the workers overlap
+        if body["asset"]["id"] in refusing:
+            refusing.remove(body["asset"]["id"])
+            return 410
         return 200
 
     webhook.answer = slowly
@@ -1190,16 +1242,17 @@ def test_two_stream_workers_on_postgresql_send_each_alert_once(
             assert wait_for(lambda: len(webhook.taken) >= 30, timeout=90)
             errors.append(stopped(workers[0]))  # it settles what it sent, and lets its claims go
             workers.append(start())  # and started again
-            assert wait_for(lambda: len(webhook.taken) >= 120, timeout=90)
+            assert wait_for(lambda: len(webhook.taken) >= 110, timeout=90)
             assert wait_for(lambda: catalog.outbox.status().pending == 0, timeout=30)
+            assert catalog.outbox.status().dead == 10
         finally:  # every worker not stopped yet, even when the test failed
             errors += [stopped(worker) for worker in workers[len(errors) :]]
     assert [w.returncode for w in workers] == [0, 0, 0], errors
     assert all("Traceback" not in e for e in errors)
     got = webhook.changes()
-    assert len(got) == 120
-    for mart in marts:
-        assert [g[1] for g in got if g[0] == mart] == ["FAIL", "RECOVERED", "FAIL"]
+    assert len(got) == 110 and webhook.arrived == 120 and not refusing
+    for n, mart in enumerate(marts):
+        assert [g[1] for g in got if g[0] == mart] == ["FAIL", "RECOVERED", "FAIL"][1 if n % 4 == 0 else 0 :]
 
 
 def test_serve_keeps_the_health_and_metrics_count_assets_by_it(tmp_path: Path, webhook: Webhook) -> None:

@@ -23,6 +23,7 @@ from bridge.catalog.outbox import (
     Dead,
     Delivered,
     RetryLater,
+    queue_alerts,
 )
 from bridge.cli import cli
 from bridge.delivery.history import iter_lines
@@ -133,6 +134,24 @@ def test_a_dead_start_holds_its_end_until_retried_or_dropped(catalog: Catalog) -
     outbox.settle([Dead(start.seq, 2, 400, "")], success_at="t")
     assert outbox.drop([start.seq]) == 1
     assert [h.kind for h in outbox.heads(now=0, limit=10)] == [RUN_END]
+
+
+def test_a_dead_alert_holds_none_of_its_asset_s_later_alerts_back(catalog: Catalog) -> None:
+    """An alert its webhook refused for good is no run's START: the asset's next alert is the
+    key's head past it (in order, one at a time), for every worker (heads, alerts alone) and
+    their retries. Queued again, it is the head once more, before the alerts that wait."""
+    with catalog.transaction() as cur:
+        queue_alerts(cur, [("a", "x", "{}"), ("a", "x", "{}"), ("a", "x", "{}"), ("a", "y", "{}")])
+    outbox = catalog.outbox
+    first, _, _, other = outbox.items()
+    outbox.settle([Dead(first.seq, 1, 410, "gone"), Delivered(other.seq)], success_at="t")
+    for alerts_only in (False, True):
+        assert [h.seq for h in outbox.heads(now=0, limit=10, alerts_only=alerts_only)] == [first.seq + 1]
+    outbox.settle([RetryLater(first.seq + 1, 1, 50.0, 503, "busy")], success_at="t")
+    assert outbox.heads(now=0, limit=10) == [] and outbox.next_retry_at(alerts_only=True) == 50.0
+    assert outbox.retry([first.seq]) == 1
+    assert [h.seq for h in outbox.heads(now=60, limit=10)] == [first.seq]
+    assert outbox.next_retry_at() is None and outbox.next_retry_at(alerts_only=True) is None  # not a head now
 
 
 def test_status_counts_depth_dead_letters_and_last_success(catalog: Catalog) -> None:

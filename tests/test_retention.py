@@ -389,6 +389,35 @@ def test_an_asset_s_changes_behind_a_dead_letter_stay_with_it(catalog: Catalog) 
     assert rows(catalog, "SELECT run_key, state FROM outbox") == [("asset:a", "dead"), ("asset:a", "pending")]
 
 
+def test_an_asset_s_alerts_behind_a_dead_alert_go_and_so_does_the_dead_alert(catalog: Catalog) -> None:
+    """A dead alert holds none of its asset's later alerts back (they are sent past it): those
+    waiting go row by row, and the dead one goes with the dead letters, whatever waits after it;
+    but nothing of a key whose first alert past its dead ones a live claim holds (a worker may be
+    sending it)."""
+    old = "2025-01-01T00:00:00.000000Z"
+    insert = (
+        "INSERT INTO outbox (kind, ref, run_key, queued_at, state, claimed_by, claim_expires, payload) "
+        "VALUES ('alert', 0, ?, ?, ?, ?, ?, '{}')"
+    )
+    now = time.time()
+    held = ("w", now + 3600)
+    with catalog.transaction() as cur:
+        for key, state, claim in [
+            ("alert:a:x", "dead", (None, None)),
+            ("alert:a:x", "pending", (None, None)),
+            ("alert:a:x", "pending", (None, None)),
+            ("alert:a:y", "dead", (None, None)),
+            ("alert:a:y", "pending", held),
+            ("alert:a:y", "pending", (None, None)),
+        ]:
+            cur.execute(insert, (key, old, state, *claim))
+    windows = Windows(pending_outbox=WEEK, dead_letters=WEEK)
+    counted = retention.count(catalog._conn, windows, now)
+    assert (counted["pendingOutbox"], counted["deadLetters"]) == (2, 2)  # x's waiting ones; both dead ones
+    assert expire(catalog, windows, now) == counted
+    assert rows(catalog, "SELECT run_key, state FROM outbox ORDER BY seq") == [("alert:a:y", "pending")] * 2
+
+
 def test_a_stream_that_starts_during_a_pass_stops_the_waiting_rows_going(
     catalog: Catalog, catalog_target: str, tmp_path: Path
 ) -> None:

@@ -6,7 +6,9 @@ fills the same outbox. A row is a reference, not an event: ``kind`` and ``ref`` 
 stored record (a task run's pk for ``run-start`` / ``run-update`` / ``run-end``, an asset change's seq for
 ``asset-change``) and the worker renders the event when it delivers it, with the naming rules it
 is configured with. ``run_key`` orders delivery: a row waits until every earlier row of its key
-is delivered (or dropped), so a run's end never goes before its START.
+is delivered (or dropped), so a run's end never goes before its START; a dead letter holds the
+later rows of its key back until it is retried or dropped, but for an alert's (its webhook
+refused it for good: the asset's later alerts still go, in order).
 
 Two kinds hold their message themselves, in ``payload``: ``forward``, an external event the
 receiver took with ``serve --forward``, kept as it came (``ref`` is its received_events row),
@@ -174,8 +176,9 @@ class Outbox:
         return self._db.conn
 
     def heads(self, now: float, limit: int, *, alerts_only: bool = False) -> list[OutboxItem]:
-        """Pending rows due at ``now`` that no earlier row of their run key holds back, in commit
-        order: at most one per run key (``alerts_only``: of the alerts alone)."""
+        """Pending rows due at ``now`` that no earlier row of their run key holds back (pending, or
+        dead but for a dead alert), in commit order: at most one per run key (``alerts_only``: of
+        the alerts alone)."""
         statement = sql_outbox.OUTBOX_ALERT_HEADS if alerts_only else sql_outbox.OUTBOX_HEADS
         return self._items(self._conn.execute(statement, (now, limit)))
 

@@ -19,13 +19,15 @@ Each kind of history has its own window (:class:`Windows`, seconds; ``None``: ke
 - ``pendingOutbox``: outbox rows still waiting (events no stream delivers: a catalog without an
   OpenLineage backend, or ``stream --alerts-only``'s; alerts whose webhook never took them),
   queued before the window, while no stream worker to a backend is live (asked as a pass starts
-  and before each batch: the rows it retries are not given up); never of a key whose first row a
-  live claim holds. A run's rows (olbridge's own, or a received one forwarded) go together, in one
-  transaction, its dead letter with them, once its last row is waiting and that old and an own
-  run has ended (a run's dead letter alone is ``deadLetters``'); an asset's changes, a job's and
-  an alert's go row by row, oldest first, but not behind a dead letter. Kept unless a window is
-  given. The task runs and received events that waiting rows kept may then go too, in the same
-  pass (``olbridge backfill`` sends what is kept to a backend set up later).
+  and before each batch: the rows it retries are not given up); never of a key whose first row
+  (past its dead alerts) a live claim holds. A run's rows (olbridge's own, or a received one
+  forwarded) go together, in one transaction, its dead letter with them, once its last row is
+  waiting and that old and an own run has ended (a run's dead letter alone is ``deadLetters``');
+  an asset's changes, a job's and an alert's go row by row, oldest first, but not behind a dead
+  letter (a dead alert holds none of its asset's later alerts back, and goes by ``deadLetters``
+  whatever waits after it). Kept unless a window is given. The task runs and received events
+  that waiting rows kept may then go too, in the same pass (``olbridge backfill`` sends what is
+  kept to a backend set up later).
 - ``checks``: the data-quality checks of an asset (``asset_checks``: a run's, a received event's,
   ``dbt import``'s) reported before the window, never an asset's latest reported by now (the one
   its health reads): an asset's health now is the same after a pass; only its health as of a
@@ -64,6 +66,7 @@ import attrs
 from bridge.catalog import sql, writes_kept
 from bridge.catalog.engine import Connection, Cursor, Database, Expiring
 from bridge.catalog.outbox import ALERTS_ONLY_TARGET
+from bridge.catalog.sql_outbox import HOLDS_BACK
 from bridge.model.times import epoch_text
 
 KINDS = (
@@ -122,10 +125,11 @@ _RUN = """
           AND (n.last_seen > s.last_seen OR (n.last_seen = s.last_seen AND n.source > s.source)))
 """
 # a dead letter no event of its run waits behind (its run's later events go out after it, once it
-# is retried or dropped: deleting it would send a run's end without its start)
+# is retried or dropped: deleting it would send a run's end without its start); a dead alert holds
+# no later alert of its asset back (sql_outbox.HOLDS_BACK), whatever waits after it
 _DEAD = """
     {o}.state = 'dead' AND {o}.queued_at < ?
-    AND NOT EXISTS (SELECT 1 FROM outbox l WHERE l.run_key = {o}.run_key AND l.seq > {o}.seq)
+    AND ({o}.kind = 'alert' OR NOT EXISTS (SELECT 1 FROM outbox l WHERE l.run_key = {o}.run_key AND l.seq > {o}.seq))
 """
 # an asset's check, not its latest reported by now (a later one of the asset, by now, exists: by
 # the table's key)
@@ -135,22 +139,24 @@ _CHECK = """
         WHERE n.asset_id = k.asset_id AND n.reported_at > k.reported_at AND n.reported_at <= ?)
 """
 # a row waiting, queued before the window (a pass runs it only while no stream worker to a
-# backend is live: :func:`_backend_live`), of a run key whose first row no live claim holds
-# (give or take a minute of the hosts' clocks; only a key's first row is ever claimed, or made a
-# dead letter). A run's rows (olbridge's own, or a received run's forwarded events) go together
+# backend is live: :func:`_backend_live`), of a run key whose head no live claim holds (give or
+# take a minute of the hosts' clocks; only a key's head is ever claimed, or made a dead letter:
+# its first row that holds the later ones back, :data:`_KEY_HEAD`, its first row past its dead
+# alerts). A run's rows (olbridge's own, or a received run's forwarded events) go together
 # (:func:`_whole_runs`), its dead letter with them, once its last row is that old and waiting (a
 # dead letter alone is the dead letters' to keep or not) and an own run has ended (its START waits
 # for its end); the rows of other keys (an asset's changes, a job's, an alert's) go one by one,
 # oldest first, while no dead letter holds them back (the dead letters' own rule keeps it and
-# them). Each look into the key is one through its index.
+# them; a dead alert holds none). Each look into the key is one through its index.
 _RUN_KINDS = "('run-start', 'run-update', 'run-end')"
 _OF_A_RUN = f"({{o}}.kind IN {_RUN_KINDS} OR substr({{o}}.run_key, 1, 13) = 'received:run:')"
+_KEY_HEAD = f"""(
+    SELECT m.seq FROM outbox m WHERE m.run_key = {{o}}.run_key AND {HOLDS_BACK.format(p="m")} ORDER BY m.seq LIMIT 1)"""
 _PENDING = f"""
     {{o}}.queued_at < ?
     AND NOT EXISTS (
         SELECT 1 FROM outbox h
-        WHERE h.seq = (SELECT min(m.seq) FROM outbox m WHERE m.run_key = {{o}}.run_key)
-          AND h.claimed_by IS NOT NULL AND COALESCE(h.claim_expires, 0) >= ?)
+        WHERE h.seq = {_KEY_HEAD} AND h.claimed_by IS NOT NULL AND COALESCE(h.claim_expires, 0) >= ?)
     AND (
         ({_OF_A_RUN}
          AND (SELECT l.queued_at FROM outbox l WHERE l.run_key = {{o}}.run_key ORDER BY l.seq DESC LIMIT 1) < ?
@@ -158,9 +164,7 @@ _PENDING = f"""
          AND NOT EXISTS (
             SELECT 1 FROM task_runs t WHERE {{o}}.kind IN {_RUN_KINDS} AND t.pk = {{o}}.ref AND t.ended_at IS NULL))
         OR (NOT {_OF_A_RUN} AND {{o}}.state = 'pending'
-            AND NOT EXISTS (
-                SELECT 1 FROM outbox h
-                WHERE h.seq = (SELECT min(m.seq) FROM outbox m WHERE m.run_key = {{o}}.run_key) AND h.state = 'dead')))
+            AND NOT EXISTS (SELECT 1 FROM outbox h WHERE h.seq = {_KEY_HEAD} AND h.state = 'dead')))
 """
 _LIVE_BACKEND = "SELECT 1 FROM stream_workers WHERE target <> ? AND heartbeat_at >= ? LIMIT 1"
 CLOCKS_APART = 60.0  # seconds: how far apart the hosts' clocks may be (heartbeats, claims)

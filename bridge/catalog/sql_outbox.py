@@ -12,13 +12,19 @@ from bridge.catalog.sql import ALERTS_INDEX, NOW, RETRY_INDEX
 QUEUE_EVENT = f"INSERT INTO outbox (kind, ref, run_key, queued_at) VALUES (?, ?, ?, {NOW})"
 QUEUE_PAYLOAD = f"INSERT INTO outbox (kind, ref, run_key, queued_at, payload) VALUES (?, 0, ?, {NOW}, ?)"
 OUTBOX_COLUMNS = "seq, kind, ref, run_key, queued_at, state, attempts, next_attempt_at, last_status, last_error"
-# the due pending rows that are first of their run key (an earlier row of the key, pending or
-# dead, holds the later ones back), in seq order (a run key's commit order: a writer queueing an
-# event of a run holds that run's row locked until it commits)
+# a row {p} that holds the later rows of its run key back: any row, pending or dead, but a dead
+# alert (an alert its webhook refused for good mutes none of its asset's later alerts; a run's
+# dead START keeps its end back)
+HOLDS_BACK = "NOT ({p}.kind = 'alert' AND {p}.state = 'dead')"
+# no earlier row of its run key holds row o back: it is its key's head
+_HEAD = f"""NOT EXISTS (
+    SELECT 1 FROM outbox p WHERE p.run_key = o.run_key AND p.seq < o.seq AND {HOLDS_BACK.format(p="p")})"""
+# the due pending rows that are first of their run key (an earlier row of the key that holds it
+# back, pending or dead, keeps it waiting), in seq order (a run key's commit order: a writer
+# queueing an event of a run holds that run's row locked until it commits)
 OUTBOX_HEADS = f"""
     SELECT {OUTBOX_COLUMNS} FROM outbox o
-    WHERE o.state = 'pending' AND o.next_attempt_at <= ?
-      AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.run_key = o.run_key AND p.seq < o.seq)
+    WHERE o.state = 'pending' AND o.next_attempt_at <= ? AND {_HEAD}
     ORDER BY o.seq LIMIT ?
 """
 # the same for a worker that delivers alerts alone (stream --alerts-only): the alerts through
@@ -26,15 +32,14 @@ OUTBOX_HEADS = f"""
 _ALERTS_WAITING = "o.kind = 'alert' AND o.state = 'pending'"  # outbox_alerts's condition, as written
 OUTBOX_ALERT_HEADS = f"""
     SELECT {OUTBOX_COLUMNS} FROM outbox o{ALERTS_INDEX}
-    WHERE {_ALERTS_WAITING} AND o.next_attempt_at <= ?
-      AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.run_key = o.run_key AND p.seq < o.seq)
+    WHERE {_ALERTS_WAITING} AND o.next_attempt_at <= ? AND {_HEAD}
     ORDER BY o.seq LIMIT ?
 """
-# rows tried before and pending are first of their run key (only those are ever tried)
-OUTBOX_NEXT_RETRY = f"SELECT min(next_attempt_at) FROM outbox{RETRY_INDEX} WHERE state = 'pending' AND attempts > 0"
-OUTBOX_NEXT_ALERT_RETRY = (
-    f"SELECT min(next_attempt_at) FROM outbox{RETRY_INDEX} WHERE state = 'pending' AND attempts > 0 AND kind = 'alert'"
-)
+# the first retry due of a head (only heads are ever tried, but an alert tried behind a dead one
+# is no longer its key's head once that dead one is queued again)
+_RETRYING = f"outbox o{RETRY_INDEX} WHERE o.state = 'pending' AND o.attempts > 0 AND {_HEAD}"
+OUTBOX_NEXT_RETRY = f"SELECT min(o.next_attempt_at) FROM {_RETRYING}"
+OUTBOX_NEXT_ALERT_RETRY = f"SELECT min(o.next_attempt_at) FROM {_RETRYING} AND o.kind = 'alert'"
 OUTBOX_DELETE = "DELETE FROM outbox WHERE seq = ?"
 OUTBOX_RETRY_LATER = (
     "UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_status = ?, last_error = ? WHERE seq = ?"
@@ -55,11 +60,11 @@ OUTBOX_OLDEST = "SELECT queued_at FROM outbox WHERE state = 'pending' ORDER BY s
 
 # --- outbox claims: several stream workers share one outbox (PostgreSQL) ----------------------
 #
-# A worker claims due head rows (no earlier row of their run key left) that nobody holds, or whose
-# claim expired, or that it holds itself (a round that failed before settling them: its heartbeat
-# keeps them from expiring, and its rounds run one at a time), skipping rows another worker is
-# claiming at that moment; it renews its claims
-# with its heartbeat, and settles only rows it still holds. Claim times are the database's clock,
+# A worker claims due head rows (no earlier row of their run key holds them back) that nobody
+# holds, or whose claim expired, or that it holds itself (a round that failed before settling them:
+# its heartbeat keeps them from expiring, and its rounds run one at a time), skipping rows another
+# worker is claiming at that moment; it renews its claims with its heartbeat, and settles only
+# rows it still holds. Claim times are the database's clock,
 # so that the hosts' clocks do not matter. These statements are PostgreSQL's only (SKIP LOCKED);
 # on SQLite one worker holds the whole outbox (outbox_lease) and reads OUTBOX_HEADS.
 
@@ -70,8 +75,7 @@ _CLAIM_HEADS = f"""
     WITH due AS (
         SELECT o.seq FROM outbox o
         WHERE {{waiting}} AND o.next_attempt_at <= ?
-          AND (o.claimed_by IS NULL OR o.claimed_by = ? OR o.claim_expires < {DB_EPOCH})
-          AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.run_key = o.run_key AND p.seq < o.seq)
+          AND (o.claimed_by IS NULL OR o.claimed_by = ? OR o.claim_expires < {DB_EPOCH}) AND {_HEAD}
         ORDER BY o.seq LIMIT ?
         FOR UPDATE OF o SKIP LOCKED
     )

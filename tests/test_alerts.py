@@ -24,7 +24,7 @@ import requests
 
 from bridge.catalog import AssetQuery, Catalog
 from bridge.catalog.health_state import LEASE, TAKEOVER_PASS_AFTER, WatchSeen, counts, judge, kept
-from bridge.catalog.outbox import ALERTS_ONLY_TARGET
+from bridge.catalog.outbox import ALERTS_ONLY_TARGET, DeliveryError
 from bridge.catalog.retention import holds_lease, take_lease
 from bridge.catalog.sql_outbox import OUTBOX_ALERT_HEADS, OUTBOX_NEXT_ALERT_RETRY
 from bridge.config import parse_config
@@ -1038,6 +1038,34 @@ def test_an_alert_refused_for_good_mutes_none_of_its_asset_s_later_alerts(
         assert catalog.outbox.status().pending == (4 * 2 if alerts_only else 0)  # the runs' events
     assert webhook.arrived == 3
     assert webhook.changes() == [("mart.a", "RECOVERED", "FAIL", "PASS"), ("mart.a", "FAIL", "PASS", "FAIL")]
+
+
+@pytest.mark.both_engines
+def test_status_s_last_error_is_an_alert_s_when_its_webhook_failed_last(catalog_target: str, webhook: Webhook) -> None:
+    """A webhook's failure is kept as the alerts' last one (named by the alert, its webhook never
+    kept), beside the backend's: ``status`` shows the latest, which was only ever the backend's."""
+    webhook.answer = lambda body: 410
+    webhook.start()
+    alert = rule(webhook.url)
+    with Catalog(catalog_target) as catalog:
+        fail_recover_fail(catalog, alert)
+        older = DeliveryError("stream", "http://backend", "connection refused", None, "down", "2020-01-01T00:00:00Z")
+        catalog.outbox.record_error(older)
+        alerts_only_worker(catalog, alert, lambda: clock_at(100)).run(once=True)
+        assert catalog.outbox.status().dead == 3 and catalog.outbox.errors()[1] == older
+    code, out, _ = invoke(catalog_target, "status", "--json")
+    error = json.loads(out)["lastError"]
+    assert code == 0 and error == {
+        "source": "alerts",
+        "target": "marts",
+        "failure": "refused",
+        "status": 410,
+        "detail": "ok",
+        "at": format_time(at(100)),
+    }
+    code, out, _ = invoke(catalog_target, "status")
+    assert code == 0 and f"last error: {error['at']} alert marts to its webhook: refused HTTP 410 ok\n" in out
+    assert webhook.url not in out
 
 
 @pytest.mark.both_engines

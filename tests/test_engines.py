@@ -356,7 +356,7 @@ def _fill(catalog: Catalog, resolver: Resolver) -> None:
     catalog.record_task_runs([run("customers", inputs=(decl("raw.c"),), outputs=outputs)])
     first = catalog.outbox.items()[0].seq
     error = DeliveryError("stream", "http://backend", "HTTP 5xx", 503, "busy", "u5")
-    catalog.outbox.settle([Delivered(first)], success_at="u4", failure=error)
+    catalog.outbox.settle([Delivered(first)], success_at="u4", failures=[error])
     worker = StreamWorkerInfo("host:1:a", "host", 1, "http://backend", "u6", 100.0)
     catalog.workers.beat(worker, 100.0)
     assert catalog.workers.acquire(worker.id, 100.0, 5.0, acquired_at="u6").taken

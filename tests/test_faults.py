@@ -207,6 +207,7 @@ def test_one_422_is_dead_lettered_and_the_rest_delivered(
         )
         assert first.returncode == 1, first.stderr  # a --once run that made a dead letter fails
         assert "1 event(s) became dead letters" in first.stderr
+        assert "note: 1 event(s) wait behind a dead letter of their run (or asset, or job)" in first.stderr
         assert json.loads(first.stdout)["dead"] == 1
         counts = backend.counts(history)
         assert (counts["delivered"], counts["duplicated"]) == (38, 0)
@@ -219,7 +220,7 @@ def test_one_422_is_dead_lettered_and_the_rest_delivered(
         status = json.loads(
             subprocess.run([OLBRIDGE, "--catalog", str(db), "status", "--json"], capture_output=True, text=True).stdout
         )
-        assert (status["pending"], status["dead"], status["delivered"]) == (1, 1, 38)  # the end waits
+        assert (status["pending"], status["dead"], status["held"], status["delivered"]) == (1, 1, 1, 38)  # the end
 
         refusing[0] = False  # the backend is fixed: queue the letter again and stream
         retried = subprocess.run([OLBRIDGE, "--catalog", str(db), "outbox", "retry", "--all"], capture_output=True)

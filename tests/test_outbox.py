@@ -34,7 +34,7 @@ from bridge.model.times import parse_time
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
 from tests.conftest import at
-from tests.helpers import decl, run
+from tests.helpers import decl, invoke, run
 
 pytestmark = pytest.mark.both_engines
 
@@ -166,6 +166,27 @@ def test_status_counts_depth_dead_letters_and_last_success(catalog: Catalog) -> 
     assert status.last_success == "2026-01-01T00:00:00Z"
 
 
+def test_status_counts_the_rows_held_behind_a_dead_letter_never_an_alert(catalog_target: str) -> None:
+    """``status`` counts the rows no stream sends until a dead letter of their key is retried or
+    dropped (``held``): a dead START's end, not the alerts after a dead alert, which go."""
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_runs([run("a"), run("b")])
+        with catalog.transaction() as cur:
+            queue_alerts(cur, [("marts", "mart.a", "{}")] * 3)
+        start, _, alert = catalog.outbox.heads(now=0, limit=10)
+        assert (start.kind, alert.kind) == (RUN_START, ALERT)
+        catalog.outbox.settle([Dead(start.seq, 1, 422, "bad"), Dead(alert.seq, 1, 410, "gone")], success_at="t")
+        assert (catalog.outbox.status().pending, catalog.outbox.held()) == (5, 1)
+        catalog.outbox.drop([start.seq])
+        assert catalog.outbox.held() == 0
+        [other] = [h for h in catalog.outbox.heads(now=0, limit=10) if h.kind == RUN_START]  # b's
+        catalog.outbox.settle([Dead(other.seq, 1, 422, "bad")], success_at="t")
+    code, out, _ = invoke(catalog_target, "status", "--json")
+    assert code == 0 and (json.loads(out)["dead"], json.loads(out)["held"]) == (2, 1)
+    code, out, _ = invoke(catalog_target, "status")
+    assert code == 0 and "dead letters: 2\nheld behind a dead letter: 1\n" in out
+
+
 def test_rendered_events_are_the_exported_ones(catalog: Catalog, converter: Converter) -> None:
     catalog.record_task_runs(
         [
@@ -210,6 +231,7 @@ def test_cli_outbox_list_retry_drop_and_status(tmp_path: Path, catalog_target: s
     assert json.loads(status.stdout) | {"oldestPending": None} == {
         "pending": 3,
         "dead": 1,
+        "held": 1,  # the dead START's end
         "oldestPending": None,
         "delivered": 0,
         "lastSuccess": None,
@@ -294,6 +316,8 @@ def test_delivery_commands_have_help(command: list[str]) -> None:
         (sql_outbox.OUTBOX_COUNT, ("pending",), "outbox_state"),
         (sql_outbox.OUTBOX_OLDEST, (), "outbox_state"),
         (sql_outbox.OUTBOX_NEXT_RETRY, (), "outbox_retrying"),
+        (sql_outbox.OUTBOX_HELD, (), "outbox_state"),
+        (sql_outbox.OUTBOX_HELD, (), "outbox_run_key"),
     ],
 )
 def test_outbox_reads_use_indexes(catalog: Catalog, statement: str, params: tuple[Any, ...], index: str) -> None:

@@ -43,6 +43,8 @@ KINDS = (RUN_START, RUN_END, RUN_UPDATE, ASSET_CHANGE, JOB, FORWARD, ALERT)
 # the target a stream worker of alerts alone registers (stream --alerts-only): it sends no event
 # of a run, which retention's pendingOutbox needs to know
 ALERTS_ONLY_TARGET = "the alerts' webhooks"
+# the delivery source whose last failure is an alert's (a DeliveryError's target: its alert's name)
+ALERTS_SOURCE = "alerts"
 PENDING = "pending"
 DEAD = "dead"
 ERROR_TEXT_MAX = 2000  # response bodies and errors kept on a row are cut to this
@@ -61,6 +63,13 @@ def queue_event(cur: Cursor, kind: str, ref: int, asset_id: str | None = None) -
     else:
         key = f"asset:{asset_id}" if asset_id is not None else run_key_of_task_run(ref)
     cur.execute(sql_outbox.QUEUE_EVENT, (kind, ref, key))
+
+
+def alert_of(run_key: str) -> tuple[str, str] | None:
+    """The alert name and asset id of an alert's run key (None for another kind's key)."""
+    kind, _, rest = run_key.partition(":")
+    name, colon, asset_id = rest.partition(":")
+    return (name, asset_id) if kind == ALERT and colon else None
 
 
 def queue_alerts(cur: Cursor, alerts: Sequence[tuple[str, str, str]]) -> None:
@@ -109,6 +118,7 @@ class OutboxItem:
 class OutboxStatus:
     pending: int
     dead: int
+    held: int  # pending rows a dead letter of their run key holds back (never an alert's)
     oldest_pending: str | None  # when the oldest pending event was queued
     delivered: int  # events delivered since the catalog was made
     last_success: str | None
@@ -144,8 +154,9 @@ Result = Delivered | RetryLater | Dead
 
 @attrs.frozen
 class DeliveryError:
-    """The last failure of a delivery ``source`` (``stream``, or ``backfill:<checkpoint>``):
-    ``failure`` is its class (connection, timeout, HTTP 5xx, HTTP 429, refused, ...)."""
+    """The last failure of a delivery ``source`` (``stream``, to ``target``; ``backfill:<checkpoint>``;
+    or ``alerts``, whose ``target`` is the alert's name, its webhook never kept): ``failure`` is
+    its class (connection, timeout, HTTP 5xx, HTTP 429, refused, ...)."""
 
     source: str
     target: str
@@ -175,6 +186,11 @@ class Outbox:
     def _conn(self) -> Connection:
         return self._db.conn
 
+    def held(self) -> int:
+        """How many pending rows wait behind a dead letter of their run key (until it is retried
+        or dropped): a run's later events, an asset's later changes; never an alert."""
+        return int(self._conn.execute(sql_outbox.OUTBOX_HELD).fetchone()[0])
+
     def heads(self, now: float, limit: int, *, alerts_only: bool = False) -> list[OutboxItem]:
         """Pending rows due at ``now`` that no earlier row of their run key holds back (pending, or
         dead but for a dead alert), in commit order: at most one per run key (``alerts_only``: of
@@ -194,18 +210,18 @@ class Outbox:
         results: Iterable[Result],
         *,
         success_at: str,
-        failure: DeliveryError | None = None,
+        failures: Sequence[DeliveryError] = (),
         claimed_by: str | None = None,
     ) -> int:
         """Apply what delivery did, in one transaction: delivered rows go, the others wait for
-        a retry or become dead letters; ``failure`` is kept as its source's last one. With
+        a retry or become dead letters; each of ``failures`` is kept as its source's last one. With
         ``claimed_by`` (a worker sharing the outbox, see :meth:`claim`), only the rows that worker
         still holds are settled, and released; returns how many rows were settled."""
         results = list(results)
 
         def work(cur: Cursor) -> int:
             delivered = settled = 0
-            if failure is not None:
+            for failure in failures:
                 _save_error(cur, failure)
             for result in results:
                 params: tuple[Any, ...]
@@ -350,6 +366,7 @@ class Outbox:
         return OutboxStatus(
             pending=pending,
             dead=dead,
+            held=self.held(),
             oldest_pending=oldest[0] if oldest else None,
             delivered=delivery[0] if delivery else 0,
             last_success=delivery[1] if delivery else None,

@@ -56,6 +56,13 @@ OUTBOX_DELIVERY = "SELECT delivered, last_success_at FROM outbox_delivery WHERE 
 OUTBOX_COUNT = "SELECT count(*) FROM outbox WHERE state = ?"
 OUTBOX_ALERTS_WAITING = f"SELECT count(*) FROM outbox o{ALERTS_INDEX} WHERE {_ALERTS_WAITING}"
 OUTBOX_OLDEST = "SELECT queued_at FROM outbox WHERE state = 'pending' ORDER BY seq LIMIT 1"
+# the rows that a dead letter holds back (status's held), counted from the dead letters (there are
+# few) through the keys' index: a dead letter that holds its key back is the key's first row (it
+# was tried as its key's head), and the rows after it were never tried (all pending)
+OUTBOX_HELD = f"""
+    SELECT coalesce(sum((SELECT count(*) FROM outbox o WHERE o.run_key = d.run_key AND o.seq > d.seq)), 0)
+    FROM outbox d WHERE d.state = 'dead' AND {HOLDS_BACK.format(p="d")}
+"""
 
 
 # --- outbox claims: several stream workers share one outbox (PostgreSQL) ----------------------
@@ -174,7 +181,10 @@ SAVE_DELIVERY_ERROR = """
     ON CONFLICT (source) DO UPDATE SET target = excluded.target, failure = excluded.failure,
         status = excluded.status, detail = excluded.detail, at = excluded.at
 """
-SELECT_DELIVERY_ERRORS = "SELECT source, target, failure, status, detail, at FROM delivery_errors ORDER BY at DESC"
+# the latest first (of one round, the backend's failure before its alerts')
+SELECT_DELIVERY_ERRORS = (
+    "SELECT source, target, failure, status, detail, at FROM delivery_errors ORDER BY at DESC, source DESC"
+)
 
 # --- stream workers and the outbox's lease ----------------------------------------------------
 

@@ -12,7 +12,7 @@ import click
 from click.core import ParameterSource
 
 from bridge.catalog import Catalog
-from bridge.catalog.outbox import ALERTS_ONLY_TARGET, DeliveryError
+from bridge.catalog.outbox import ALERTS_ONLY_TARGET, ALERTS_SOURCE, DeliveryError
 from bridge.catalog.query import HistoryFilter
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
@@ -192,6 +192,8 @@ def stream(
     if as_json:
         print_json(stats.as_json())
     say(_stream_message(stats, "alert(s)" if alerts_only else "event(s)"))
+    if not alerts_only:  # (an alert never waits behind a dead one)
+        _say_held(catalog)
     gave_up = worker.gave_up
     if gave_up is not None:
         last = f"; last failure: {describe(gave_up.last)}" if gave_up.last else ""
@@ -212,6 +214,17 @@ def stream(
             f"{stats.dead} {'alert(s)' if alerts_only else 'event(s)'} became dead letters (refused by {target}, "
             "or out of --max-attempts); "
             "see olbridge outbox list --dead, and olbridge outbox retry once the cause is fixed"
+        )
+
+
+def _say_held(catalog: Catalog) -> None:
+    """Say how many events wait behind a dead letter of their key: no stream sends them until it
+    is retried or dropped."""
+    held = catalog.outbox.held()
+    if held:
+        say(
+            f"note: {held} event(s) wait behind a dead letter of their run (or asset, or job), until it is "
+            "retried or dropped: see olbridge outbox list --dead"
         )
 
 
@@ -447,17 +460,10 @@ def status(app: AppContext, as_json: bool) -> None:
     lines.append(f"pending: {state.pending}")
     lines.append(f"oldest pending: {state.oldest_pending or '-'}")
     lines.append(f"dead letters: {state.dead}")
+    lines.append(f"held behind a dead letter: {state.held}")
     lines.append(f"delivered: {state.delivered}")
     lines.append(f"last success: {state.last_success or '-'}")
-    if errors:
-        e = errors[0]
-        answer = " ".join(e.detail.split())[:200]
-        status_text = f" HTTP {e.status}" if e.status is not None else ""
-        kind, _, name = e.source.partition(":")
-        by = f"{kind} to {e.target}" + (f" (checkpoint {name})" if name and name != e.target else "")
-        lines.append(f"last error: {e.at} {by}: {e.failure}{status_text} {answer}".rstrip())
-    else:
-        lines.append("last error: -")
+    lines.append(f"last error: {_error_line(errors[0])}" if errors else "last error: -")
     shared = catalog.engine.outbox_hold == "claims"
     for w in workers:
         if shared:
@@ -480,6 +486,19 @@ def status(app: AppContext, as_json: bool) -> None:
             f"delivered{refused}, updated {b['updatedAt']}"
         )
     echo_lines(lines)
+
+
+def _error_line(e: DeliveryError) -> str:
+    """The last delivery failure as ``status`` says it: when, whose (the stream's to its backend,
+    an alert's to its webhook, a backfill's), its class and the answer."""
+    answer = " ".join(e.detail.split())[:200]
+    status_text = f" HTTP {e.status}" if e.status is not None else ""
+    kind, _, name = e.source.partition(":")
+    if e.source == ALERTS_SOURCE:
+        by = f"alert {e.target} to its webhook"
+    else:
+        by = f"{kind} to {e.target}" + (f" (checkpoint {name})" if name and name != e.target else "")
+    return f"{e.at} {by}: {e.failure}{status_text} {answer}".rstrip()
 
 
 def _backfills(catalog: Catalog, errors: dict[str, DeliveryError]) -> list[dict[str, Any]]:

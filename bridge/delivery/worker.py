@@ -9,15 +9,15 @@ the next one sends the events in flight again, and the deterministic run ids mak
 
 The clock and the sleep are the caller's (tests drive them); ``stop`` ends the loop after the
 round in flight. Failures are said as they happen through a :class:`~bridge.delivery.report.
-FailureReport` (rate-limited), and each round's last failure is kept in the catalog with its
-outcomes (``olbridge status``). With ``give_up_after`` the worker stops once that many seconds
-have passed without a delivery while deliveries fail (a retry due later is not waited for),
-leaving the events pending; :attr:`StreamWorker.gave_up` says so. With a
-:class:`~bridge.delivery.lease.OutboxLease` (SQLite), the worker sends nothing before it holds
-the outbox's lease, and stops if it loses it. With :class:`~bridge.delivery.claims.OutboxClaims`
-(PostgreSQL), it shares the outbox with other workers: each round it claims the rows it sends,
-sends only those it still holds, and settles only those. Either stops when its heartbeat failed
-(:class:`~bridge.delivery.heartbeat.OutboxHold`).
+FailureReport` (rate-limited), and each round's last failure (to the backend, and to an alert's
+webhook, each its source's) is kept in the catalog with its outcomes (``olbridge status``). With
+``give_up_after`` the worker stops once that many seconds have passed without a delivery while
+deliveries fail (a retry due later is not waited for), leaving the events pending;
+:attr:`StreamWorker.gave_up` says so. With a :class:`~bridge.delivery.lease.OutboxLease`
+(SQLite), the worker sends nothing before it holds the outbox's lease, and stops if it loses it.
+With :class:`~bridge.delivery.claims.OutboxClaims` (PostgreSQL), it shares the outbox with other
+workers: each round it claims the rows it sends, sends only those it still holds, and settles
+only those. Either stops when its heartbeat failed (:class:`~bridge.delivery.heartbeat.OutboxHold`).
 
 Without a dispatcher (``olbridge stream --alerts-only``: no OpenLineage backend) the worker takes
 the alerts alone, each of its own run key, so that taking them past the events changes no order;
@@ -38,12 +38,14 @@ from bridge.catalog.availability import Availability
 from bridge.catalog.outbox import (
     ALERT,
     ALERTS_ONLY_TARGET,
+    ALERTS_SOURCE,
     Dead,
     Delivered,
     DeliveryError,
     OutboxItem,
     Result,
     RetryLater,
+    alert_of,
 )
 from bridge.delivery.alerts import AlertSenders
 from bridge.delivery.dispatch import NOT_SENT, Dispatcher
@@ -102,8 +104,15 @@ class GaveUp:
     last_was_alert: bool = False  # the last failure was an alert's, to its webhook (--once)
 
 
-def stream_error(outcome: Outcome, target: str, now: float) -> DeliveryError:
-    return DeliveryError("stream", target, outcome.failure, outcome.status, outcome.detail, epoch_text(now))
+def stream_error(outcome: Outcome, target: str, now: float, source: str = "stream") -> DeliveryError:
+    return DeliveryError(source, target, outcome.failure, outcome.status, outcome.detail, epoch_text(now))
+
+
+def alert_error(item: OutboxItem, outcome: Outcome, now: float) -> DeliveryError:
+    """An alert's failure, as its source's last one: its target the alert's name (the webhook,
+    which may hold a secret, is never kept)."""
+    name = (alert_of(item.run_key) or ("?", ""))[0]
+    return stream_error(outcome, name, now, ALERTS_SOURCE)
 
 
 class StreamWorker:
@@ -284,11 +293,10 @@ class StreamWorker:
         self._pause = min((at for _, at in retrying), default=None) if unsent and away else None
         self._report_alerts(alert_retrying, alert_dead, now)
         failures = [o for item, o in zip(sending, outcomes, strict=True) if not o.ok and item.kind != ALERT]
-        target = self.target
-        error = stream_error(failures[-1], target, now) if failures else None
+        errors = self._errors(sending, outcomes, now)
         owner = lease.owner if lease is not None else None
         if not self._settle(
-            lambda: outbox.settle(results, success_at=epoch_text(now), failure=error, claimed_by=owner)
+            lambda: outbox.settle(results, success_at=epoch_text(now), failures=errors, claimed_by=owner)
         ):
             return True
         if gone:
@@ -339,6 +347,15 @@ class StreamWorker:
             sent = self.alerts.send([lines[i] for i in alerts])
         out.update(zip(alerts, sent, strict=True))
         return [out[i] for i in range(len(items))]
+
+    def _errors(self, items: list[OutboxItem], outcomes: list[Outcome], now: float) -> list[DeliveryError]:
+        """The round's last failure to the backend and its last failure to an alert's webhook,
+        each kept as its source's last one (``olbridge status``)."""
+        failed = [(item, o) for item, o in zip(items, outcomes, strict=True) if not o.ok]
+        backend = [o for item, o in failed if item.kind != ALERT]
+        alerts = [(item, o) for item, o in failed if item.kind == ALERT]
+        errors = [stream_error(backend[-1], self.target, now)] if backend else []
+        return errors + ([alert_error(*alerts[-1], now)] if alerts else [])
 
     def _report_alerts(self, retrying: list[tuple[Outcome, float]], dead: list[Outcome], now: float) -> None:
         if self.alert_report is None:

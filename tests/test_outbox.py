@@ -251,6 +251,29 @@ def test_cli_outbox_list_retry_drop_and_status(tmp_path: Path, catalog_target: s
     assert "pending: 3" in runner.invoke(cli, ["--catalog", db, "status"]).stdout
 
 
+def test_cli_outbox_list_names_an_alert_s_asset(catalog_target: str) -> None:
+    """An alert holds its message (its ``ref`` is 0): ``outbox list`` shows its run key, which
+    names its alert and asset, where it showed ``0``; ``--json`` adds ``alert`` and ``asset``."""
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_run(run("a"))
+        with catalog.transaction() as cur:
+            queue_alerts(cur, [("marts", "mart.a:v2", "{}")])
+        start, alert = catalog.outbox.heads(now=0, limit=10)
+        catalog.outbox.settle([Dead(alert.seq, 1, 410, "gone")], success_at="t")
+    code, out, _ = invoke(catalog_target, "outbox", "list")
+    assert code == 0 and [line.split("\t")[:4] for line in out.splitlines()[1:]] == [
+        [str(start.seq), RUN_START, "1", "pending"],
+        [str(start.seq + 1), RUN_END, "1", "pending"],
+        [str(alert.seq), ALERT, "alert:marts:mart.a:v2", "dead"],
+    ]
+    code, out, _ = invoke(catalog_target, "outbox", "list", "--dead", "--json")
+    [row] = json.loads(out)
+    assert code == 0 and (row["ref"], row["runKey"]) == (0, "alert:marts:mart.a:v2")
+    assert (row["alert"], row["asset"]) == ("marts", "mart.a:v2")
+    code, out, _ = invoke(catalog_target, "outbox", "list", "--json")
+    assert [(r["alert"], r["asset"]) for r in json.loads(out)][:2] == [(None, None), (None, None)]
+
+
 def test_cli_outbox_list_json_names_rows_by_the_id_retry_takes_with_times_as_iso_text(catalog_target: str) -> None:
     """``outbox list --json`` called the id ``seq`` (``retry`` and ``drop`` take an id, and the
     table's header says id) and gave ``nextAttemptAt`` in seconds since the epoch, where every other

@@ -95,15 +95,25 @@ class OutboxItem:
     last_status: int | None
     last_error: str | None
 
+    @property
+    def shown_ref(self) -> str:
+        """What ``outbox list`` shows of the record a row stands for: its ``ref``, but an alert's
+        run key (``alert:<name>:<asset id>``), as an alert holds its message (its ``ref`` is 0)."""
+        return self.run_key if self.kind == ALERT else str(self.ref)
+
     def as_json(self) -> dict[str, Any]:
         """The row as ``outbox list --json`` prints it: ``id`` is the number ``outbox retry`` and
-        ``outbox drop`` take, times are ISO text, and ``nextAttemptAt`` is when a retry is due
-        (None when there is none to wait for: a row never tried or queued again, a dead letter)."""
+        ``outbox drop`` take, times are ISO text, ``nextAttemptAt`` is when a retry is due (None
+        when there is none to wait for: a row never tried or queued again, a dead letter), and
+        ``alert`` and ``asset`` are an alert's name and its asset's id (None for other kinds)."""
         waits = self.state == PENDING and self.next_attempt_at > 0
+        alert = alert_of(self.run_key) if self.kind == ALERT else None
         return {
             "id": self.seq,
             "kind": self.kind,
             "ref": self.ref,
+            "alert": alert[0] if alert else None,
+            "asset": alert[1] if alert else None,
             "runKey": self.run_key,
             "queuedAt": self.queued_at,
             "state": self.state,

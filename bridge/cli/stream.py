@@ -382,8 +382,9 @@ def outbox() -> None:
 @json_flag("Print JSON.")
 @pass_app
 def outbox_list(app: AppContext, dead: bool, limit: int, as_json: bool) -> None:
-    """The outbox's rows in queue order: id, kind, the record it refers to, state, attempts,
-    and for dead letters the backend's status and answer."""
+    """The outbox's rows in queue order: id, kind, the record it refers to (an alert's run key,
+    alert:<name>:<asset id>), state, attempts, and for dead letters the backend's status and
+    answer."""
     items = app.catalog().outbox.items(dead=dead, limit=limit)
     if as_json:
         print_json([item.as_json() for item in items])
@@ -392,7 +393,7 @@ def outbox_list(app: AppContext, dead: bool, limit: int, as_json: bool) -> None:
         (
             item.seq,
             item.kind,
-            item.ref,
+            item.shown_ref,
             item.state,
             item.attempts,
             item.queued_at,

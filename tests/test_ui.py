@@ -180,6 +180,13 @@ def test_an_asset_read_more_often_than_written_shows_its_last_write_and_its_newe
     history = twin(scoped, "/assets/dim.calendar", "tab=history", cookie=cookie)["history"]["entries"]
     assert len([e for e in history if e["kind"] == "write"]) == 2  # load and refresh, not team-b's copy
     assert twin(app, "/assets/dim.calendar")["lastWritten"]["job"] == "team-b.hr/flow.copy"  # no token: every run
+    # the list gives each asset's last write as its page does: by the runs the token sees
+    own_page = twin(scoped, "/assets/dim.calendar", cookie=cookie)["lastWritten"]["at"]
+    (mine,) = [
+        a for a in twin(scoped, "/assets", "q=dim.calendar", cookie=cookie)["assets"] if a["id"] == "dim.calendar"
+    ]
+    (every,) = [a for a in twin(app, "/assets", "q=dim.calendar")["assets"] if a["id"] == "dim.calendar"]
+    assert mine["lastWritten"] == own_page and every["lastWritten"] > own_page
 
 
 def test_an_assets_history_shows_its_latest_200_changes(catalog_target: str, resolver: Resolver) -> None:

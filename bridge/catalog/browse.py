@@ -269,9 +269,16 @@ def _count(conn: Connection, f: AssetFilter, scope: Scope | None, search: str, i
 
 
 def list_assets(
-    catalog: Catalog, f: AssetFilter, *, after: str | None = None, limit: int = 50, scope: Scope | None = None
+    catalog: Catalog,
+    f: AssetFilter,
+    *,
+    after: str | None = None,
+    limit: int = 50,
+    scope: Scope | None = None,
+    prefix: str = "",
 ) -> AssetPage:
-    """A page of the assets ``f`` selects, by id, after the id ``after``."""
+    """A page of the assets ``f`` selects, by id, after the id ``after``; each with its last write
+    by a run ``scope`` sees (``prefix``: the job namespace's before a flow's namespace)."""
     conn = catalog._conn
     search = _search_by(conn, f, scope, after, limit)
     # a search read in id order is checked row by row, each row of a chunk said to hold it or not
@@ -312,18 +319,33 @@ def list_assets(
     shown = found[:limit]
     next_after = (shown[-1].id if len(found) > limit else cursor) if more else None
     count = _count(conn, f, scope, search, indexed)
-    written = last_written(conn, [a.id for a in shown])
+    written = last_written(conn, [a.id for a in shown], scope, prefix)
     return AssetPage(tuple(ListedAsset(a, written.get(a.id)) for a in shown), next_after, count)
 
 
-def last_written(conn: Connection, ids: Sequence[str]) -> dict[str, datetime]:
+def last_written(
+    conn: Connection, ids: Sequence[str], scope: Scope | None = None, prefix: str = ""
+) -> dict[str, datetime]:
+    """Each asset's latest write by one of olbridge's runs, of those ``scope`` sees (a run's job
+    namespace: ``prefix`` and its flow's namespace), as its page's Runs tab lists them."""
     if not ids:
         return {}
+    marks = ", ".join("?" * len(ids))
+    if scope is None:
+        statement = (
+            f"SELECT asset_id, max(used_at) FROM usages WHERE direction = 'output' AND asset_id IN ({marks}) "
+            "GROUP BY asset_id"
+        )
+        return {i: parse_time(t, "catalog") for i, t in conn.execute(statement, list(ids)) if t}
     statement = (
-        f"SELECT asset_id, max(used_at) FROM usages WHERE direction = 'output' AND asset_id IN "
-        f"({', '.join('?' * len(ids))}) GROUP BY asset_id"
+        "SELECT u.asset_id, t.flow_namespace, max(u.used_at) FROM usages u JOIN task_runs t ON t.pk = u.task_run_pk "
+        f"WHERE u.direction = 'output' AND u.asset_id IN ({marks}) GROUP BY u.asset_id, t.flow_namespace"
     )
-    return {i: parse_time(t, "catalog") for i, t in conn.execute(statement, list(ids)) if t}
+    latest: dict[str, str] = {}
+    for asset_id, namespace, used in conn.execute(statement, list(ids)):
+        if used and scope.allows(prefix + namespace) and used > latest.get(asset_id, ""):
+            latest[asset_id] = used
+    return {i: parse_time(t, "catalog") for i, t in latest.items()}
 
 
 @attrs.frozen

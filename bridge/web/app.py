@@ -241,7 +241,14 @@ class UiApp:
     ) -> Response:
         runs = Runs(catalog, self.converter)
         if path == "/assets":
-            data = pages.assets_page(catalog, query, scope, self.selectors, self.converter.resolver)
+            data = pages.assets_page(
+                catalog,
+                query,
+                scope,
+                self.selectors,
+                self.converter.resolver,
+                self.converter.options.job_namespace_prefix,
+            )
             return self.render("assets.html", data, as_json, query)
         if path.startswith("/assets/"):
             asset_id = path[len("/assets/") :]

@@ -217,10 +217,11 @@ def assets_page(
     scope: b.Scope | None,
     selectors: Sequence[Selector] = (),
     resolver: Resolver | None = None,
+    prefix: str = "",
 ) -> dict[str, Any]:
     f = asset_filter(query)
     after = query.get("after") or None
-    page = b.list_assets(catalog, f, after=after, limit=PAGE, scope=scope)
+    page = b.list_assets(catalog, f, after=after, limit=PAGE, scope=scope, prefix=prefix)
     tree = b.prefix_children(catalog, f.prefix, scope=scope)
     ids = [item.asset.id for item in page.assets]
     health, flagged = judged(catalog, selectors, ids, scope)

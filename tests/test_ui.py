@@ -615,46 +615,75 @@ def test_ui_on_a_port_in_use_says_so(ui_catalog: str) -> None:
     assert code != 0 and f"Error: cannot listen on 127.0.0.1:{port}: the address is in use" in err, err
 
 
-def test_the_ui_server_closes_silent_connections_and_refuses_past_its_bound(
+def test_the_ui_server_closes_slow_connections_and_refuses_past_its_bounds(
     ui_catalog: str, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A connection that never sends its request (or a login's body it promised) held a thread
-    for as long as its client kept it open, and any number of them could: it is closed after
-    the read timeout, and past the bound on connections at once a new one is answered 503."""
+    """A connection that never sends its request (or a login's body it promised), or sends it a
+    byte at a time, held a thread for as long as its client kept it open, and any number of them
+    could: each is closed once the request's time is up, whatever trickled in; past the bound on
+    connections from one address, or in all, a new one is answered 503."""
     import socket
     import threading
     from wsgiref.simple_server import make_server
 
     from bridge.web import server
 
-    monkeypatch.setattr(server._QuietHandler, "timeout", 0.5)
-    monkeypatch.setattr(server, "MAX_CONNECTIONS", 3)
+    monkeypatch.setattr(server._QuietHandler, "timeout", 1.0)
+    monkeypatch.setattr(server, "MAX_CONNECTIONS", 4)
+    monkeypatch.setattr(server, "PER_CLIENT", 3)
     app = make_app(ui_catalog, resolver)
     made = make_server("127.0.0.1", 0, app, server_class=server._Server, handler_class=server._QuietHandler)
     thread = threading.Thread(target=made.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
-    host, port = "127.0.0.1", made.server_address[1]
-    idle = [socket.create_connection((host, port), timeout=10) for _ in range(2)]
-    login = socket.create_connection((host, port), timeout=10)
+    port = made.server_address[1]
+
+    def connect(source: str) -> socket.socket:
+        return socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+
+    def refused(source: str) -> bool:
+        with connect(source) as extra:
+            return extra.recv(200).startswith(b"HTTP/1.0 503 Service Unavailable")
+
+    idle = [connect("127.0.0.1") for _ in range(2)]
+    login = connect("127.0.0.1")
     login.sendall(b"POST /login HTTP/1.1\r\nHost: x\r\nContent-Length: 4000\r\n\r\ntoken=")
+    trickling = connect("127.0.0.2")
+    held = [*idle, login, trickling]
     try:
-        time.sleep(0.2)  # the three taken: the next is one too many
-        with socket.create_connection((host, port), timeout=10) as extra:
-            assert extra.recv(200).startswith(b"HTTP/1.0 503 Service Unavailable")
+        time.sleep(0.2)  # the four taken
+        assert refused("127.0.0.1")  # a fourth from one address
+        assert refused("127.0.0.2")  # a fifth in all
         began = time.monotonic()
+        trickling.settimeout(0.2)
+        closed = False
+        for byte in b"GET /assets HTTP/1.0\r\nX-Slow: " + b"x" * 100:  # a byte every 0.1 s
+            try:
+                trickling.sendall(bytes([byte]))
+                closed = trickling.recv(4096) == b""
+            except TimeoutError:
+                pass
+            except OSError:
+                closed = True
+            if closed:
+                break
+            time.sleep(0.1)
+        assert closed and time.monotonic() - began < 4  # at its deadline, bytes trickling in or not
         for sock in [*idle, login]:
+            sock.settimeout(10)
             while sock.recv(4096):  # what the server says, then its close
                 pass
-        assert time.monotonic() - began < 5  # each closed by the read timeout, not by its client
+        assert time.monotonic() - began < 5  # each closed at its deadline, not by its client
 
         def answered() -> bytes:
-            with socket.create_connection((host, port), timeout=10) as again:
+            with connect("127.0.0.1") as again:
                 again.sendall(b"GET /assets HTTP/1.0\r\n\r\n")
                 return again.recv(200)
 
         assert wait_for(lambda: answered().startswith(b"HTTP/1.0 200"), timeout=10)  # the slots are back
+        assert server.BUSY.endswith(b"\r\n\r\ntoo many connections at once\n")
+        assert f"Content-Length: {len(b'too many connections at once' + bytes([10]))}".encode() in server.BUSY
     finally:
-        for sock in [*idle, login]:
+        for sock in held:
             sock.close()
         made.shutdown()
         made.server_close()

@@ -427,11 +427,12 @@ def prepare(db: Database, now: float) -> list[str]:
 
 
 def _fold_lock(db: Database, kind: _Kind) -> str | None:
-    """A fold keeps rows under the ids its runs name: a placeholder taken over meanwhile
-    (:mod:`bridge.catalog.adopt`) would keep them under its old id. So a transaction that folds
-    takes the takeovers' lock shared before anything else, as a receiver's group does (first: a
-    takeover holding it may wait for the rows the transaction would lock)."""
-    return db.engine.adoption_lock(exclusive=False) if kind.fold is not None else None
+    """The received runs' fold keeps rows under the ids the runs name: a placeholder taken over
+    meanwhile (:mod:`bridge.catalog.adopt`) would keep them under its old id. So a transaction
+    that folds them takes the takeovers' lock shared before anything else, as a receiver's group
+    does (first: a takeover holding it may wait for the rows the transaction would lock). Own
+    runs' fold needs none: no placeholder an own run names is taken over."""
+    return db.engine.adoption_lock(exclusive=False) if kind.fold is writes_kept.fold_received else None
 
 
 def _batches(db: Database, kind: _Kind, batch: int) -> Iterator[int]:

@@ -232,9 +232,9 @@ def _drop(cur: Cursor | Any, name: str, table: Partitioned, going: Expiring) -> 
     event of that old day, or of a run of that day, waits; the other days' do not), delete what
     goes with its rows (and keep what is kept of them), then DETACH and DROP, which hold the whole
     table, but only for themselves: all in one transaction."""
+    cur.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
     if going.fold is not None and going.lock is not None:  # before any other lock (retention.py)
         cur.execute(going.lock)
-    cur.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
     cur.execute(f"LOCK TABLE {name} IN SHARE MODE")
     if not _DROPPABLE.get(table.table, _every_row_goes)(cur, name, going):
         raise _Kept(name)

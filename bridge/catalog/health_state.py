@@ -100,7 +100,8 @@ PURGED_OPEN = """
     WHERE a.id IN ({values}) AND h.health IN ('FAIL', 'WARN')
 """
 KEEP_PURGED = "UPDATE asset_health SET purged = ? WHERE asset_id = ?"
-COUNTS = "SELECT health, count(*) FROM asset_health GROUP BY health"
+# a purged asset's kept row (kept until its RECOVERED is told) is no asset's health
+COUNTS = "SELECT health, count(*) FROM asset_health WHERE purged IS NULL GROUP BY health"
 ASSET_COLUMNS = "id, type, namespace, metadata, updated_at, deleted_at"
 # an asset a write marked is judged again this long after (as if due then): a fact dated ahead of
 # the watch's clock (a producer's clock a little fast) counts from its time, not from the next pass

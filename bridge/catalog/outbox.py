@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from bridge.catalog import sql_outbox
+from bridge.catalog import sql, sql_outbox
 from bridge.catalog.engine import Connection, Cursor, Database
 from bridge.errors import CatalogError, NotFoundError
 from bridge.jsonkeys import camel_keys
@@ -233,6 +233,10 @@ class Outbox:
             delivered = settled = 0
             for failure in failures:
                 _save_error(cur, failure)
+            sent = [result.seq for result in results if isinstance(result, Delivered)]
+            for start in range(0, len(sent), sql.IN_AT_MOST):
+                chunk = sent[start : start + sql.IN_AT_MOST]
+                cur.execute(sql_outbox.OUTBOX_SUPERSEDED.format(values=", ".join("?" * len(chunk))), chunk)
             for result in results:
                 params: tuple[Any, ...]
                 match result:

@@ -41,6 +41,13 @@ _RETRYING = f"outbox o{RETRY_INDEX} WHERE o.state = 'pending' AND o.attempts > 0
 OUTBOX_NEXT_RETRY = f"SELECT min(o.next_attempt_at) FROM {_RETRYING}"
 OUTBOX_NEXT_ALERT_RETRY = f"SELECT min(o.next_attempt_at) FROM {_RETRYING} AND o.kind = 'alert'"
 OUTBOX_DELETE = "DELETE FROM outbox WHERE seq = ?"
+# the dead alerts a delivered one of the same key supersedes (it tells the asset's health since):
+# sent again later they would reopen, or misstate, what the later one told
+OUTBOX_SUPERSEDED = """
+    DELETE FROM outbox WHERE kind = 'alert' AND state = 'dead' AND seq IN (
+        SELECT o.seq FROM outbox d JOIN outbox o ON o.run_key = d.run_key AND o.seq < d.seq
+        WHERE d.seq IN ({values}) AND d.kind = 'alert' AND o.kind = 'alert' AND o.state = 'dead')
+"""
 OUTBOX_RETRY_LATER = (
     "UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_status = ?, last_error = ? WHERE seq = ?"
 )

@@ -140,6 +140,7 @@ class OutboxStatus:
 @attrs.frozen
 class Delivered:
     seq: int
+    alert: bool = False  # an alert's: it supersedes its asset's dead alerts (settled with it)
 
 
 @attrs.frozen
@@ -233,8 +234,8 @@ class Outbox:
             delivered = settled = 0
             for failure in failures:
                 _save_error(cur, failure)
-            sent = [result.seq for result in results if isinstance(result, Delivered)]
-            for start in range(0, len(sent), sql.IN_AT_MOST):
+            sent = [result.seq for result in results if isinstance(result, Delivered) and result.alert]
+            for start in range(0, len(sent), sql.IN_AT_MOST):  # (none for the events: no statement)
                 chunk = sent[start : start + sql.IN_AT_MOST]
                 cur.execute(sql_outbox.OUTBOX_SUPERSEDED.format(values=", ".join("?" * len(chunk))), chunk)
             for result in results:

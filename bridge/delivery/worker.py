@@ -275,6 +275,8 @@ class StreamWorker:
         alert_dead: list[Outcome] = []
         for item, outcome in zip(sending, outcomes, strict=True):
             result = settle_outcome(item.seq, item.attempts + 1, outcome, self.policy, now)
+            if isinstance(result, Delivered) and item.kind == ALERT:
+                result = Delivered(item.seq, alert=True)
             results.append(result)
             self.stats.attempts += 1
             if isinstance(result, Delivered):

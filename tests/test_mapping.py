@@ -98,6 +98,17 @@ CASES = [
     ("kafka://broker:9092/orders", "Dataset", {}, "kafka://broker:9092", "orders"),
     ("orders.topic", "Dataset", {"system": "kafka", "host": "b", "topic": "orders"}, "kafka://b:9092", "orders"),
     ("prefect://my/asset", "Dataset", {}, "prefect://my", "asset"),
+    # the warehouses' URI-form ids (Prefect asset keys), named as their name-form assets are
+    ("mysql://orders-db/shop.orders", "Table", {}, "mysql://orders-db:3306", "shop.orders"),
+    ("mariadb://m:3307/shop.orders", "Table", {}, "mysql://m:3307", "shop.orders"),
+    ("mssql://s/sales.dbo.t", "Table", {}, "mssql://s:1433", "sales.dbo.t"),
+    ("sqlserver://s:1434/sales.dbo.t", "Table", {}, "mssql://s:1434", "sales.dbo.t"),
+    ("redshift://c.r/dev.public.t", "Table", {}, "redshift://c.r:5439", "dev.public.t"),
+    ("trino://t/hive.sales.t", "Table", {}, "trino://t:8080", "hive.sales.t"),
+    ("snowflake://xy12345/RAW.PUBLIC.ORDERS", "Table", {}, "snowflake://xy12345.us-west-1.aws", "RAW.PUBLIC.ORDERS"),
+    ("snowflake://myorg-acct.privatelink/D.S.T", "Table", {}, "snowflake://myorg-acct", "D.S.T"),
+    ("bigquery://proj/ds.t", "Table", {}, "bigquery", "proj.ds.t"),
+    ("bigquery://proj/ds/t", "Table", {}, "bigquery", "proj.ds.t"),
     ("plain.asset", "VM", {}, "olbridge", "plain.asset"),
 ]
 
@@ -180,6 +191,9 @@ def test_the_spellings_of_an_id_a_dataset_name_may_come_from(resolver: Resolver)
         ("gs://acme", "landing/x", "gcs://acme/landing/x"),
         ("postgres://db.internal:5432", "shop.public.t", "postgresql://db.internal/shop.public.t"),
         ("postgres://db.internal:5433", "shop.public.t", "postgres://db.internal:5433/shop.public.t"),
+        ("mysql://orders-db:3306", "shop.orders", "mysql://orders-db/shop.orders"),
+        ("mssql://s:1433", "sales.dbo.t", "sqlserver://s/sales.dbo.t"),
+        ("bigquery", "proj.ds.t", "bigquery://proj/ds.t"),
     ]:
         ids = resolver.ids_named(namespace, name)
         assert spelled in ids, (namespace, name, ids)
@@ -227,5 +241,6 @@ def test_a_template_filter_renders_a_variable_and_an_unknown_one_is_refused() ->
     assert resolver.dataset_for("a.b.c", "Table", {}).namespace == "snowflake://xy12345.us-west-1.aws"
     named = resolver.dataset_for("a.b.c", "Table", {"account": "org-acct.privatelink"})
     assert named.namespace == "snowflake://org-acct"
-    with pytest.raises(MappingError, match=r"mine.toml: rule 'sf'.*unknown filter 'upper'.*known: snowflake_account"):
+    known = r"known: dotted, snowflake_account"
+    with pytest.raises(MappingError, match=rf"mine.toml: rule 'sf'.*unknown filter 'upper'.*{known}"):
         parse_rule_text(rule.replace("snowflake_account|xy12345", "upper"), "mine.toml")

@@ -27,4 +27,11 @@ def snowflake_account(account: str) -> str:
     return account
 
 
-FILTERS: dict[str, Callable[[str], str]] = {"snowflake_account": snowflake_account}
+def dotted(path: str) -> str:
+    """A path's segments joined by dots, as a warehouse names a table: a BigQuery key
+    ``bigquery://project/dataset/table`` names ``project.dataset.table``, as does
+    ``bigquery://project/dataset.table``."""
+    return path.replace("/", ".")
+
+
+FILTERS: dict[str, Callable[[str], str]] = {"dotted": dotted, "snowflake_account": snowflake_account}

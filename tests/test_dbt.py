@@ -259,6 +259,56 @@ def test_the_bundled_example_ingests(tmp_path: Path) -> None:
         assert ids == ["dbt.main.my_first_dbt_model", "dbt.main.my_second_dbt_model"]
 
 
+def test_the_profile_is_rendered_as_dbt_renders_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """dbt (and openlineage-dbt, whose names the datasets must meet) render a profile's values as
+    Jinja: a filter after env_var, a target chosen by one; each dataset is named from the values
+    rendered, never from the template's text."""
+    project = copy_example(tmp_path)
+    (project / "profiles.yml").write_text(
+        "my_dbt_project:\n"
+        "  target: \"{{ env_var('DBT_TARGET', 'prod') }}\"\n"
+        "  outputs:\n"
+        "    prod:\n"
+        "      type: duckdb\n"
+        "      path: \"{{ env_var('WAREHOUSE_PATH', 'dbt.duckdb') | trim }}\"\n"
+        "      schema: main\n"
+        "      threads: \"{{ env_var('DBT_THREADS', '4') | as_number }}\"\n"
+    )
+    monkeypatch.delenv("DBT_TARGET", raising=False)
+    monkeypatch.setenv("WAREHOUSE_PATH", " dbt.duckdb \n")
+    monkeypatch.delenv("DBT_THREADS", raising=False)
+    resolver = Resolver.load()
+    with Catalog(":memory:") as catalog:
+        ingest_dbt(catalog, project, profiles_dir=project)
+        asset = catalog.get_asset("dbt.main.my_first_dbt_model")
+        assert asset is not None and asset.metadata["path"] == "dbt.duckdb", asset.metadata
+        named = resolver.dataset_for(asset.id, asset.type, asset.metadata)
+        assert named.namespace == "duckdb://dbt.duckdb"
+
+
+@pytest.mark.parametrize(
+    ("profile", "message"),
+    [
+        ("host: \"{{ env_var('PG_HOST') }}\"", r"profiles\.yml: the profile reads environment variable PG_HOST, which"),
+        ("port: \"{{ env_var('PG_PORT', 'x') | as_number }}\"", r"cannot render my_dbt_project\.outputs\.prod\.port"),
+        ("host: \"{{ var('host') }}\"", r"cannot render my_dbt_project\.outputs\.prod\.host .*'var' is undefined"),
+        ("host: \"{{ env_var('PG_HOST'\"", r"cannot render my_dbt_project\.outputs\.prod\.host"),
+    ],
+)
+def test_a_profile_that_cannot_be_rendered_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, profile: str, message: str
+) -> None:
+    project = copy_example(tmp_path)
+    (project / "profiles.yml").write_text(
+        f"my_dbt_project:\n  target: prod\n  outputs:\n    prod:\n      type: postgres\n      {profile}\n"
+    )
+    monkeypatch.delenv("PG_HOST", raising=False)
+    with Catalog(":memory:") as catalog:
+        with pytest.raises(ArtifactError, match=message):
+            ingest_dbt(catalog, project, profiles_dir=project)
+        assert catalog.count_assets() == 0
+
+
 @pytest.mark.parametrize(
     ("damage", "message"),
     [

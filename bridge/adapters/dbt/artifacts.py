@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 import yaml
+from jinja2 import StrictUndefined, TemplateError
+from jinja2.sandbox import SandboxedEnvironment
 
 from bridge.errors import ArtifactError, InputFileError
 from bridge.files import read_text
@@ -190,24 +191,55 @@ def _check_catalog(catalog: Mapping[str, Any], path: Path) -> None:
                     raise ArtifactError(f"{path}: {where}.columns[{name!r}] must be an object")
 
 
-_ENV_VAR = re.compile(r"\{\{\s*env_var\(\s*['\"]([^'\"]+)['\"]\s*(?:,\s*['\"]([^'\"]*)['\"]\s*)?\)\s*\}\}")
+def _profile_jinja(env: Mapping[str, str], path: Path) -> SandboxedEnvironment:
+    """The Jinja that renders a profile's values as dbt (and openlineage-dbt) renders them:
+    ``env_var('NAME', 'default')``, the filters ``as_text``, ``as_number``, ``as_bool`` and
+    ``as_native``, and Jinja's own (``trim``, ``lower``); anything else undefined is an error."""
+    jinja = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+
+    def env_var(name: str, default: Any = None) -> Any:
+        if name in env:
+            return env[name]
+        if default is not None:
+            return default
+        raise ArtifactError(f"{path}: the profile reads environment variable {name}, which is not set")
+
+    jinja.globals["env_var"] = env_var
+    jinja.filters.update(as_text=str, as_number=_as_number, as_bool=_as_bool, as_native=lambda value: value)
+    return jinja
 
 
-def _render_env(value: Any, env: Mapping[str, str], path: Path) -> Any:
-    """Resolve ``{{ env_var('NAME', 'default') }}`` in profile values, as dbt does."""
+def _as_number(value: Any) -> int | float:
+    text = str(value).strip()
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)  # a ValueError here is the template's error, said with its key
+
+
+def _as_bool(value: Any) -> bool:
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"{value!r} is not a boolean")
+    return text == "true"
+
+
+def _render_env(value: Any, jinja: SandboxedEnvironment, path: Path, where: str) -> Any:
+    """A profile's value with its Jinja rendered (``{{ env_var('NAME', 'default') | trim }}``),
+    as dbt renders it; ``where`` names the key in errors."""
     if isinstance(value, str):
-
-        def replace(match: re.Match[str]) -> str:
-            name, default = match.group(1), match.group(2)
-            if name in env:
-                return env[name]
-            if default is not None:
-                return default
-            raise ArtifactError(f"{path}: the profile reads environment variable {name}, which is not set")
-
-        return _ENV_VAR.sub(replace, value)
+        if "{{" not in value and "{%" not in value:
+            return value
+        try:
+            return jinja.from_string(value).render()
+        except ArtifactError:
+            raise
+        except (TemplateError, ValueError, TypeError) as exc:
+            raise ArtifactError(f"{path}: cannot render {where} {value!r}: {exc}") from None
     if isinstance(value, dict):
-        return {k: _render_env(v, env, path) for k, v in value.items()}
+        return {k: _render_env(v, jinja, path, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, list):
+        return [_render_env(v, jinja, path, f"{where}[{i}]") for i, v in enumerate(value)]
     return value
 
 
@@ -244,7 +276,8 @@ def read_connection(
     if not isinstance(profiles, dict) or not isinstance(profiles.get(profile_name), dict):
         raise ArtifactError(f"{profiles_file}: no profile named {profile_name!r}")
     profile = profiles[profile_name]
-    target_name = target or profile.get("target")
+    jinja = _profile_jinja(env, profiles_file)
+    target_name = target or _render_env(profile.get("target"), jinja, profiles_file, f"{profile_name}.target")
     outputs = profile.get("outputs")
     if (
         not isinstance(outputs, dict)
@@ -252,7 +285,7 @@ def read_connection(
         or not isinstance(outputs.get(target_name), dict)
     ):
         raise ArtifactError(f"{profiles_file}: profile {profile_name!r} has no output for target {target_name!r}")
-    connection = _render_env(outputs[target_name], env, profiles_file)
+    connection = _render_env(outputs[target_name], jinja, profiles_file, f"{profile_name}.outputs.{target_name}")
     if not isinstance(connection.get("type"), str):
         raise ArtifactError(f"{profiles_file}: target {target_name!r} of {profile_name!r} has no adapter 'type'")
     return project, connection

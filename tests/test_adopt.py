@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -352,3 +353,56 @@ def test_assets_adopt_joins_a_split_made_before(catalog_target: str, resolver: R
         assert [u.job_name for u in catalog.usages_of("orders") if isinstance(u, ExternalUsage)] == ["orders"]
         assert catalog.find_asset_id("postgres://pg:5432/shop.orders", resolver) == "orders"
     assert json.loads(invoke(catalog_target, "assets", "adopt")[1]) == {"adopted": []}
+
+
+def test_an_own_asset_declared_as_another_dataset_keeps_the_received_one_apart(
+    catalog_targets: Callable[[], str], resolver: Resolver
+) -> None:
+    """A placeholder under the id an own write declares, of another dataset than the one the
+    write's metadata names (Airflow's table on pg-old; olbridge's asset of the same id on
+    pg-new): two datasets, never one asset. The receiver keeps the second apart when the asset
+    came first; an own write after the event moves the placeholder apart, with a warning, so the
+    catalog is the same in either order and the asset is exported as its metadata says."""
+    table = "shop.public.orders"
+    old, new = "postgres://pg-old:5432", "postgres://pg-new:5432"
+    meta = {"system": "postgres", "host": "pg-new", "port": "5432"}
+    airflow = ol_run_event("COMPLETE", job=("airflow", "load_orders"), outputs=[ol_dataset(old, table)])
+    later = ol_run_event(
+        "COMPLETE",
+        run_id="0194a1b2-0000-7000-8000-0000000000aa",
+        job=("airflow", "read_orders"),
+        inputs=[ol_dataset(new, table)],
+    )
+
+    def state(catalog: Catalog) -> tuple[Any, ...]:
+        asset = catalog.get_asset(table)
+        assert asset is not None
+        named = resolver.dataset_for(asset.id, asset.type, asset.metadata)
+        return (
+            ids(catalog),
+            asset.origin.value,
+            (named.namespace, named.name),
+            catalog.find_asset_id(f"{old}/{table}", resolver),
+            catalog.find_asset_id(f"{new}/{table}", resolver),
+        )
+
+    outcomes = []
+    for event_first in (True, False):
+        with Catalog(catalog_targets()) as catalog:
+            own = run("load", outputs=(decl(table, type="Table", metadata=meta),), start=at(10))
+            if event_first:
+                assert [o.ok for o in catalog_intake(catalog, resolver).take([airflow])] == [True]
+                result = catalog.record_task_run(own)
+                assert any(old in w and "kept apart as 'ol:" in w for w in result.warnings), result.warnings
+            else:
+                catalog.record_task_run(own)
+                assert [o.ok for o in catalog_intake(catalog, resolver).take([airflow])] == [True]
+            assert [o.ok for o in catalog_intake(catalog, resolver).take([later])] == [True]
+            outcomes.append(state(catalog))
+            # the asset's lineage is pg-new's: the later reader, not the load of pg-old
+            down = catalog.lineage(table, direction="downstream", depth=1)
+            assert len(down.assets) == 1 and catalog.usages_of(table)
+    assert outcomes[0] == outcomes[1], outcomes
+    assets, origin, named, by_old, by_new = outcomes[0]
+    assert origin != "external" and named == (new, table)
+    assert by_new == table and by_old is not None and by_old.startswith("ol:") and by_old in assets

@@ -23,10 +23,11 @@ import orjson
 
 from bridge.catalog import schema, sql
 from bridge.catalog.engine import Cursor
-from bridge.catalog.external_rows import RECEIVED_KEYS, json_text
+from bridge.catalog.external_rows import RECEIVED_KEYS, hashed_id, json_text
 from bridge.catalog.rows import asset_from_row, asset_row, from_snapshot, snapshot
 from bridge.mapping.resolver import Resolver
-from bridge.model import EXTERNAL
+from bridge.model import EXTERNAL, Asset, Origin
+from bridge.model.metadata import merge_metadata
 
 _BOUND = "SELECT asset_id FROM external_datasets WHERE ol_namespace = ? AND ol_name = ?"
 # the received datasets' assets that give the dataset as one of their names (a symlink)
@@ -169,7 +170,51 @@ def placeholder_for(
     return placeholder
 
 
-def take_over(cur: Cursor, placeholder: str, asset_id: str) -> None:
+_BINDINGS_OF = "SELECT ol_namespace, ol_name FROM external_datasets WHERE asset_id = ?"
+
+
+@attrs.frozen
+class Apart:
+    """A received placeholder moved off an id an own write declares another dataset under
+    (:func:`kept_apart`): its dataset, and the id it is kept under now."""
+
+    dataset: tuple[str, str]
+    asset_id: str
+
+
+def kept_apart(
+    cur: Cursor, naming: Naming, current: Asset, asset_type: str | None, metadata: Mapping[str, Any]
+) -> Apart | None:
+    """Move the received placeholder ``current`` to the id the receiver gives a dataset whose id
+    is taken (``ol:`` and a hash of its name) when an own write declares its id with metadata
+    that names another dataset (``host = "pg-new"`` where the placeholder is the table of
+    ``postgres://pg-old:5432``): the receiver keeps such a dataset apart when the asset came
+    first, so the catalog is the same whichever came first, and the asset is named as its
+    metadata says, not as the placeholder's dataset. Only a placeholder the rules name as its
+    dataset by its own metadata is moved; one named so only by the name it was received under
+    (an ``ol:`` or URI id, pinned) stays the asset declared under its id, as before. None:
+    nothing moved."""
+    if current.origin is not Origin.EXTERNAL or not metadata:
+        return None
+    datasets = {(str(ns), str(name)) for ns, name in cur.execute(_BINDINGS_OF, (current.id,)).fetchall()}
+    if not datasets:
+        return None
+    kind = asset_type or current.type
+    base = {k: v for k, v in current.metadata.items() if k not in RECEIVED_KEYS}
+    before = naming.rules.dataset_for(current.id, kind, base)
+    after = naming.rules.dataset_for(current.id, kind, merge_metadata(base, metadata))
+    if (before.namespace, before.name) not in datasets or (after.namespace, after.name) in datasets:
+        return None
+    if naming.lock is not None:  # the receivers' groups in flight may have read the binding
+        cur.execute(naming.lock)
+    pinned = (str(current.metadata.get("olNamespace")), str(current.metadata.get("olName")))
+    dataset = pinned if pinned in datasets else min(datasets)
+    moved_to = hashed_id(*dataset)
+    take_over(cur, current.id, moved_to, received=True)
+    return Apart(dataset, moved_to)
+
+
+def take_over(cur: Cursor, placeholder: str, asset_id: str, *, received: bool = False) -> None:
     """Move every row of the received placeholder ``placeholder`` to the id ``asset_id``: its
     asset row, where no asset has that id yet (an External placeholder still, which the own write
     then makes its own; without what the receiver keeps of a dataset it names, the name it was
@@ -177,11 +222,12 @@ def take_over(cur: Cursor, placeholder: str, asset_id: str) -> None:
     and the placeholder's goes), binding, received usages and lineage, facets, identifiers,
     checks, rule, kept facts, health and history (its snapshots and queued changes named anew),
     and its id in the received runs' inputs and outputs. A row of a key the asset has already is
-    the asset's."""
+    the asset's. With ``received``, the placeholder keeps what the receiver keeps of its dataset
+    (moved apart: :func:`kept_apart`)."""
     jobs = cur.execute(_JOBS_NAMING, (placeholder,)).fetchall()  # before the usages move
     row = cur.execute(sql.GET_ASSET, (placeholder,)).fetchone()
     asset = asset_from_row(row)
-    metadata = {k: v for k, v in asset.metadata.items() if k not in RECEIVED_KEYS}
+    metadata = dict(asset.metadata) if received else {k: v for k, v in asset.metadata.items() if k not in RECEIVED_KEYS}
     cur.execute("DELETE FROM assets WHERE id = ?", (placeholder,))
     if cur.execute(sql.GET_ASSET, (asset_id,)).fetchone() is None:
         cur.execute(sql.UPSERT_ASSET, asset_row(attrs.evolve(asset, id=asset_id, metadata=metadata)))
@@ -236,4 +282,4 @@ def _move_whole(cur: Cursor, table: str, column: str, old: str, new: str) -> Non
         cur.execute(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", values)
 
 
-__all__ = ["Adoption", "Naming", "adopted", "adoptions", "placeholder_for", "take_over"]
+__all__ = ["Adoption", "Apart", "Naming", "adopted", "adoptions", "kept_apart", "placeholder_for", "take_over"]

@@ -164,7 +164,7 @@ def set_asset(
     """Create or update an asset outside any task run, keeping the change for its DatasetEvent.
     A new asset takes over the received placeholder of the dataset ``naming`` exports it as
     (:mod:`bridge.catalog.adopt`)."""
-    current = _current(cur, decl, naming if decl.type is not None else None)  # a new asset has a type
+    current = _current(cur, decl, naming if decl.type is not None else None, watch=watch)  # a new asset has a type
     if current is None and decl.type is None:
         raise ValidationError(
             f"asset {decl.id!r} does not exist yet; give its type", rule="type.required", where="type"
@@ -234,10 +234,29 @@ def _write_failure(current: Asset | None, decl: AssetDeclaration) -> str | None:
     return None
 
 
-def _current(cur: Cursor, decl: AssetDeclaration, naming: adopt.Naming | None) -> Asset | None:
+def _current(
+    cur: Cursor,
+    decl: AssetDeclaration,
+    naming: adopt.Naming | None,
+    said: list[str] | None = None,
+    watch: WatchSeen | None = None,
+) -> Asset | None:
     """The stored asset a declaration names; for one not stored yet, the received placeholder of
-    its dataset (by ``naming``) taken over under its id, if there is one."""
+    its dataset (by ``naming``) taken over under its id, if there is one. A received placeholder
+    of another dataset under the id the declaration's metadata names otherwise is moved apart
+    first (:func:`adopt.kept_apart`; said in ``said``, its health marked for ``watch``)."""
     current = get_asset(cur, decl.id)
+    if current is not None and naming is not None:
+        apart = adopt.kept_apart(cur, naming, current, decl.type, decl.metadata)
+        if apart is not None:
+            current = None
+            if said is not None:
+                said.append(
+                    f"asset {decl.id!r} was the received dataset {apart.dataset[0]} {apart.dataset[1]}, which its "
+                    f"metadata does not name: that dataset is kept apart as {apart.asset_id!r}"
+                )
+            if watch is not None:
+                watch.mark(cur, [apart.asset_id])
     if current is not None or naming is None:
         return current
     taken = adopt.adopted(cur, naming, decl.id, decl.type, decl.metadata)
@@ -246,10 +265,16 @@ def _current(cur: Cursor, decl: AssetDeclaration, naming: adopt.Naming | None) -
 
 
 def _read_input(
-    cur: Cursor, decl: AssetDeclaration, started: datetime, naming: adopt.Naming | None
+    cur: Cursor,
+    decl: AssetDeclaration,
+    started: datetime,
+    naming: adopt.Naming | None,
+    warnings: list[str],
+    watch: WatchSeen,
 ) -> tuple[bool, str | None]:
-    """Record what an input declaration says about its asset: (created a placeholder, warning)."""
-    current = _current(cur, decl, naming)
+    """Record what an input declaration says about its asset: (created a placeholder, warning;
+    a received dataset moved apart is said in ``warnings``)."""
+    current = _current(cur, decl, naming, warnings, watch)
     if current is None:
         placeholder = merged(None, attrs.evolve(decl, type=EXTERNAL), origin=Origin.EXTERNAL, now=started)
         cur.execute(sql.UPSERT_ASSET, asset_row(placeholder))
@@ -326,7 +351,7 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: adopt
     placeholders: list[str] = []
     used: list[tuple[str, str, int, datetime, Statistics]] = []
     for position, decl in enumerate(run.inputs):
-        created, warning = _read_input(cur, decl, run.started_at, naming)
+        created, warning = _read_input(cur, decl, run.started_at, naming, warnings, watch)
         if created:
             placeholders.append(decl.id)
         if warning:
@@ -340,7 +365,7 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: adopt
         assert run.ended_at is not None
         plan: list[tuple[AssetDeclaration, Asset]] = []
         for decl in run.outputs:
-            current = _current(cur, decl, naming)
+            current = _current(cur, decl, naming, warnings, watch)
             failure = _write_failure(current, decl)
             if failure:
                 warnings.append(f"asset write failed ({run.failure_behavior.value}): {failure}")

@@ -1261,16 +1261,21 @@ def test_a_token_is_not_shown_a_column_edge_to_an_asset_no_longer_in_the_catalog
     assert [e for c in columns for e in c["edges"]] == []
 
 
-def test_a_page_never_reads_more_runs_than_a_next_link_could_ask_for(ui_catalog: str, resolver: Resolver) -> None:
-    """The runs list's ``before`` skips the runs of one start time shown on the pages before, and
-    reads as many more: past what 200 pages could have shown, it is refused."""
+def test_a_runs_page_takes_only_a_place_a_next_link_gives(ui_catalog: str, resolver: Resolver) -> None:
+    """The runs list's ``before`` is the place of the last run a page showed: what no next link
+    gives (the former ``<time>|<count>``, a key that is no pk, a start that is no time) is refused,
+    not read as a place of its own."""
     app = make_app(ui_catalog, resolver)
-    assert twin(app, "/runs", f"before=2025-01-01T00:00:00Z|{pages.MAX_SKIP}")["runs"] == []
-    status, _, text = call(app, "/runs", f"before=x|{pages.MAX_SKIP + 1}&format=json")
-    assert status.startswith("400") and "at most 10,000" in text
-    # what no next link gives is refused, not read as a time of its own
-    status, _, text = call(app, "/runs", "before=garbage|1&format=json")
-    assert status.startswith("400") and "its time is not one" in text
+    assert twin(app, "/runs", "before=2000-01-01T00:00:00Z|olbridge|1")["runs"] == []
+    for before, said in [
+        ("2025-01-01T00:00:00Z|3", "as a next link gives it"),
+        ("2025-01-01T00:00:00Z|olbridge|x1", "as a next link gives it"),
+        ("2025-01-01T00:00:00Z|olbridge|\u00b2", "as a next link gives it"),
+        ("2025-01-01T00:00:00Z|external|", "as a next link gives it"),
+        ("garbage|olbridge|1", "its start is not a time"),
+    ]:
+        status, _, text = call(app, "/runs", f"before={quote(before)}&format=json")
+        assert status.startswith("400") and said in text, (before, text)
     status, _, text = call(app, "/runs", "since=2025-02-01&until=2025-01-01&format=json")
     assert status.startswith("400") and "since is after until" in text
 
@@ -1561,6 +1566,90 @@ def test_runs_past_what_one_page_may_pass_over_are_reached_by_its_next_link(
             *(f"flow.old{i}" for i in (4, 3, 2, 1, 0)),
         ], budget
         assert every(make_app(catalog_target, resolver), "job=flow.old1") == ["flow.old1", "flow.old1"], budget
+
+
+def test_runs_written_at_a_pages_boundary_neither_repeat_nor_push_runs_off_the_pages(
+    catalog_target: str, resolver: Resolver
+) -> None:
+    """A page's next link named a start and how many of its runs the pages before showed: a run
+    written meanwhile with that start (a task recorded late, an event received) made the next
+    page show one of them again. It names the last run's place now: every run shown once, in
+    order, whatever is written between the pages."""
+    out = decl("t.out", type="Table")
+    with Catalog(catalog_target) as catalog:
+        intake = catalog_intake(catalog, resolver)
+        for i in range(4):  # own and received runs, all of one start
+            catalog.record_task_run(run(f"own{i}", outputs=(out,), start=at(10)))
+            event = ol_run_event(
+                "START",
+                run_id=f"0194a1b2-0000-7000-8000-00000000000{i}",
+                job=("airflow", f"ext{i}"),
+                time="2025-01-01T00:10:00Z",
+            )
+            assert [o.ok for o in intake.take([event])] == [True]
+        runs = Runs(catalog, Converter(resolver))
+        first = recent_runs(runs, RunFilter(), limit=3)
+        assert first.next is not None
+        # written between the pages: one own and one received run of the same start
+        catalog.record_task_run(run("late", outputs=(out,), start=at(10)))
+        late = ol_run_event(
+            "START", run_id="0194a1b2-0000-7000-8000-0000000000ff", job=("airflow", "late"), time="2025-01-01T00:10:00Z"
+        )
+        assert [o.ok for o in intake.take([late])] == [True]
+        seen = [v.run_id for v in first.runs]
+        before: str | None = first.next
+        while before is not None:
+            page = recent_runs(runs, RunFilter(), before=before, limit=3)
+            seen += [v.run_id for v in page.runs]
+            before = page.next
+        everything = {v.run_id for v in runs.list(RunFilter())}
+        assert len(seen) == len(set(seen)), seen  # none twice
+        # every run there was when the first page was read is on a page; the late ones may not be
+        assert everything - set(seen) <= {
+            v.run_id for v in runs.list(RunFilter()) if v.job_name in ("flow.late", "late")
+        }
+        assert len(set(seen)) >= 8
+
+
+def test_received_runs_past_what_one_page_may_pass_over_are_reached_by_its_next_link(
+    catalog_target: str, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The received runs of a job, a state or a namespace asked for were read by the start index
+    with the filter tested on every run passed over, however many: a rare job's runs in a year of
+    received runs cost a scan of them all. A page passes over at most SCAN_BUDGET of them, and its
+    next link goes on from there: every run once, in order, whatever the budget."""
+    with Catalog(catalog_target) as catalog:
+        intake = catalog_intake(catalog, resolver)
+        events = [
+            ol_run_event(
+                "COMPLETE",
+                run_id=f"0194a1b2-0000-7000-8000-{i:012d}",
+                job=("airflow", "rare" if i % 20 == 0 else "busy"),
+                time=f"2025-01-01T{i // 60:02d}:{i % 60:02d}:00Z",
+            )
+            for i in range(100)
+        ]
+        assert all(o.ok for o in intake.take(events))
+
+    def every(query: str) -> tuple[list[str], int]:
+        app, names, before, pages_read = make_app(catalog_target, resolver), [], None, 0
+        while True:
+            page = twin(app, "/runs", query + (f"&before={quote(before)}" if before else ""))
+            names += [r["runId"] for r in page["runs"]]
+            before, pages_read = page["next"], pages_read + 1
+            assert pages_read < 60
+            if before is None:
+                return names, pages_read
+
+    rare = [f"0194a1b2-0000-7000-8000-{i:012d}" for i in range(80, -1, -20)]
+    for budget in (7, 30, 20_000):
+        monkeypatch.setattr(browse, "SCAN_BUDGET", budget)
+        names, pages_read = every("job=rare")
+        assert names == rare, budget
+        # a page passed over at most the budget's runs: the five rare runs of 100 took pages
+        assert pages_read == (1 if budget == 20_000 else -(-100 // budget)), (budget, pages_read)
+        names, _ = every("state=COMPLETE&origin=external")
+        assert names == [f"0194a1b2-0000-7000-8000-{i:012d}" for i in range(99, -1, -1)]
 
 
 def test_a_tokens_tree_passes_over_the_assets_it_does_not_see(catalog_target: str, resolver: Resolver) -> None:

@@ -21,7 +21,18 @@ import attrs
 
 from bridge.catalog import history, rows, sql, sql_received
 from bridge.catalog.engine import Connection
-from bridge.catalog.runs import EXTERNAL, OWN, RunFilter, Runs, RunView
+from bridge.catalog.runs import (
+    EXTERNAL,
+    OWN,
+    RunFilter,
+    RunKey,
+    Runs,
+    RunView,
+    external_key,
+    own_conditions,
+    own_key,
+    own_newest,
+)
 from bridge.catalog.store import Catalog
 from bridge.model import Asset, format_time, parse_time
 from bridge.model.received import namespace_matches, run_source
@@ -667,7 +678,8 @@ def asset_runs(
     )
     for job_ns, job_name, way in jobs.fetchall():
         job = RunFilter(job=job_name, namespace=job_ns, origin=EXTERNAL)
-        found += [AssetRun(way, view) for view in _external_newest(runs, job, None, limit, scope)]
+        newest, _ = _external_newest(runs, job, None, limit, scope, passing=False)
+        found += [AssetRun(way, view) for _, view in newest]
     found.sort(key=lambda r: r.run.sort_key, reverse=True)
     return found[:limit]
 
@@ -698,133 +710,150 @@ class RunPage:
     next: str | None  # where the next page starts (``before`` of :func:`recent_runs`); None: no more
 
 
-def _run_order(view: RunView) -> tuple[str, str, str]:
-    own = view.task_run is not None
-    return (view.started or "", view.origin, view.run_id if not own else "")
+def run_key(text: str) -> RunKey:
+    """A page's ``next`` (``<start>|<origin>|<pk or source>``) read back; ValueError: not one."""
+    start, origin, tie = [*text.split("|", 2), "", ""][:3]
+    if origin == OWN and tie.isascii() and tie.isdigit() and len(tie) <= 19:
+        return start, origin, f"{int(tie):020d}"
+    if origin == EXTERNAL and tie:
+        return start, origin, tie
+    raise ValueError(text)
+
+
+def _key_text(key: RunKey) -> str:
+    start, origin, tie = key
+    return f"{start}|{origin}|{int(tie) if origin == OWN else tie}"
 
 
 def recent_runs(
     runs: Runs, filters: RunFilter, *, before: str | None = None, limit: int = 50, scope: Scope | None = None
 ) -> RunPage:
-    """A page of runs, newest first (by start), olbridge's and external ones. ``before`` (a
-    page's ``next``) is ``<time>|<count>``: the runs started at or before the time, less the
-    first ``count`` of those started at that time (shown on the pages before). Own runs are read
-    by the ``task_runs_started`` index from the newest, a page at a time: the list of a catalog of
-    millions of runs costs what its page does."""
-    until, skip = None, 0
-    if before:
-        text, _, count = before.rpartition("|")
-        until, skip = text, int(count or 0)
-    wanted = limit + skip + 1
-    found: list[RunView] = []
-    reached: str | None = None  # own runs were passed over only as far back as this start
-    if filters.origin in (None, OWN):
-        own, reached = _own_newest(runs, filters, until, wanted, scope)
-        found += own
-    if filters.origin in (None, EXTERNAL):
-        found += _external_newest(runs, filters, until, wanted, scope)
-    found.sort(key=_run_order, reverse=True)
-    if until is not None:
-        at_until = [v for v in found if (v.started or "") == until]
-        dropped = {id(v) for v in at_until[:skip]}
-        found = [v for v in found if id(v) not in dropped]
-    if reached is not None and reached != until:
-        # past the own runs' scan, the page cannot tell what is older: it ends there, and the
-        # next page starts at that moment (whose own runs were not all passed over)
-        found = [v for v in found if (v.started or "") > reached]
+    """A page of runs, newest first (by start, then olbridge's before external ones, then by
+    their keys), olbridge's and external ones. ``before`` (a page's ``next``) is the place of the
+    last run shown, ``<start>|<origin>|<pk or source>``: the page holds the runs after it, so a
+    run written meanwhile never shows twice nor pushes another off the pages. Each side is read
+    newest first by its start index, a page at a time, passing over at most SCAN_BUDGET runs its
+    filters leave out: the list of a catalog of millions of runs costs what its page does (a
+    page whose side passed over that many ends where it stopped, its ``next`` there)."""
+    after = run_key(before) if before else None
+    wanted = limit + 1
+    found: list[tuple[RunKey, RunView]] = []
+    reached: list[RunKey] = []  # where a side stopped passing over runs: nothing older of it was read
+    for origin, newest in ((OWN, _own_newest), (EXTERNAL, _external_newest)):
+        if filters.origin in (None, origin):
+            side, stopped = newest(runs, filters, after, wanted, scope)
+            found += side
+            reached += [stopped] if stopped is not None else []
+    found.sort(key=lambda item: item[0], reverse=True)
+    if reached:
+        cutoff = max(reached)
+        found = [(key, view) for key, view in found if key >= cutoff]
         if len(found) <= limit:
-            return RunPage(tuple(found), f"{reached}|0")
+            return RunPage(tuple(view for _, view in found), _key_text(cutoff))
     shown = found[:limit]
-    following = None
-    if len(found) > limit and shown:
-        last = shown[-1].started or ""
-        same = sum(1 for v in shown if (v.started or "") == last)
-        following = f"{last}|{same + (skip if last == until else 0)}"
-    return RunPage(tuple(shown), following)
+    following = _key_text(shown[-1][0]) if len(found) > limit and shown else None
+    return RunPage(tuple(view for _, view in shown), following)
+
+
+_START = "coalesce(started_at, first_seen)"
 
 
 def _external_newest(
-    runs: Runs, filters: RunFilter, until: str | None, wanted: int, scope: Scope | None
-) -> list[RunView]:
-    """External runs newest first, started at or before ``until``: the first ``wanted`` the
-    filters select (the database keeps the top ones only, rather than handing over them all)."""
-    start = "coalesce(started_at, first_seen)"
+    runs: Runs,
+    filters: RunFilter,
+    after: RunKey | None,
+    wanted: int,
+    scope: Scope | None,
+    *,
+    passing: bool = True,
+) -> tuple[list[tuple[RunKey, RunView]], RunKey | None]:
+    """External runs newest first, after the place ``after``: the first ``wanted`` the filters
+    select, read by the start index; with a filter the index cannot take (a job, a namespace, a
+    state, a token's namespaces), of the first SCAN_BUDGET runs after ``after`` only, and then the
+    place of the last of those where there were that many (else None). Without ``passing``, the
+    filters go to the database as they are (one job's runs, read by the jobs' index)."""
     where, params = ["run_id IS NOT NULL"], []
+    if after is not None and after[1] == EXTERNAL:
+        where.append(f"({_START}, source) < (?, ?)")
+        params += [after[0], after[2]]
+    elif after is not None:  # olbridge's runs of a start come first: every external run of it is after
+        where.append(f"{_START} <= ?")
+        params.append(after[0])
     for value, condition in [
-        (filters.job, "job_name = ?"),
-        (filters.namespace, "job_namespace = ?"),
-        (filters.state, "state = ?"),
-        (format_time(filters.since) if filters.since else None, f"{start} >= ?"),
-        (format_time(filters.until) if filters.until else None, f"{start} < ?"),
-        (until, f"{start} <= ?"),
+        (format_time(filters.since) if filters.since else None, f"{_START} >= ?"),
+        (format_time(filters.until) if filters.until else None, f"{_START} < ?"),
     ]:
         if value is not None:
             where.append(condition)
             params.append(value)
+    sifted, sift_params = [], []
+    for value, condition in [
+        (filters.job, "job_name = ?"),
+        (filters.namespace, "job_namespace = ?"),
+        (filters.state, "state = ?"),
+    ]:
+        if value is not None:
+            sifted.append(condition)
+            sift_params.append(value)
     if scope is not None:
         clause, more = scope.clause("job_namespace", global_=False)
-        where.append(clause)
-        params += more
+        sifted.append(clause)
+        sift_params += more
+    order = f"ORDER BY {_START} DESC, source DESC"
+    passed = f"SELECT * FROM external_sources WHERE {' AND '.join(where)} {order} LIMIT {SCAN_BUDGET}"
+    if not sifted or not passing:
+        statement = f"SELECT {sql_received.EXTERNAL_RUN_COLUMNS} FROM external_sources "
+        statement += f"WHERE {' AND '.join([*where, *sifted])} {order} LIMIT ?"
+        views = runs._external(statement, [*params, *sift_params, wanted], facets=False)
+        return [(external_key(v), v) for v in views if allows(scope, v.job_namespace)], None
     statement = (
-        f"SELECT {sql_received.EXTERNAL_RUN_COLUMNS} FROM external_sources WHERE {' AND '.join(where)} "
-        f"ORDER BY {start} DESC, source DESC LIMIT ?"
+        f"SELECT {sql_received.EXTERNAL_RUN_COLUMNS} FROM ({passed}) AS s WHERE {' AND '.join(sifted)} {order} LIMIT ?"
     )
-    views = runs._external(statement, [*params, wanted], facets=False)
-    return [v for v in views if allows(scope, v.job_namespace)]
+    views = runs._external(statement, [*params, *sift_params, wanted], facets=False)
+    out = [(external_key(v), v) for v in views if allows(scope, v.job_namespace)]
+    if len(out) >= wanted:
+        return out, None
+    last = runs.catalog._conn.execute(
+        f"SELECT {_START}, source, count(*) OVER () FROM ({passed}) AS s ORDER BY {_START}, source LIMIT 1", params
+    ).fetchone()
+    if last is None or last[2] < SCAN_BUDGET:
+        return out, None
+    return out, (str(last[0] or ""), EXTERNAL, str(last[1]))
 
 
 def _own_newest(
-    runs: Runs, filters: RunFilter, until: str | None, wanted: int, scope: Scope | None
-) -> tuple[list[RunView], str | None]:
-    """Own runs newest first, started at or before ``until``, that the filters select: the first
+    runs: Runs, filters: RunFilter, after: RunKey | None, wanted: int, scope: Scope | None
+) -> tuple[list[tuple[RunKey, RunView]], RunKey | None]:
+    """Own runs newest first, after the place ``after``, that the filters select: the first
     ``wanted`` of them, read a page at a time by the ``task_runs_started`` index (at most
-    SCAN_BUDGET rows passed over); and, when the budget ended the scan first, the start of the
+    SCAN_BUDGET rows passed over); and, when the budget ended the scan first, the place of the
     last run it passed over (else None)."""
-    prefix = runs.converter.options.job_namespace_prefix
-    where, params = ["(t.started_at, t.pk) < (?, ?)"], []
-    if filters.namespace is not None:
-        if not filters.namespace.startswith(prefix):
-            return [], None
-        where.append("t.flow_namespace = ?")
-        params.append(filters.namespace[len(prefix) :])
-    if until is not None:
-        where.append("t.started_at <= ?")
-        params.append(until)
-    if filters.until is not None:
-        where.append("t.started_at < ?")
-        params.append(format_time(filters.until))
-    if filters.since is not None:
-        where.append("t.started_at >= ?")
-        params.append(format_time(filters.since))
-    statement = (
-        # the page chosen from task_runs alone, by its index, then joined: the planner (PostgreSQL's
-        # misjudges the three-column join) never joins every run to sort them
-        f"SELECT {sql.TASK_RUN_COLUMNS} FROM (SELECT * FROM task_runs t WHERE {' AND '.join(where)} "
-        "ORDER BY t.started_at DESC, t.pk DESC LIMIT ?) t JOIN executions e ON e.flow_namespace = t.flow_namespace "
-        "AND e.flow_id = t.flow_id AND e.execution_id = t.execution_id ORDER BY t.started_at DESC, t.pk DESC"
-    )
-    out: list[RunView] = []
+    conditions = own_conditions(runs.converter.options.job_namespace_prefix, filters)
+    if conditions is None:
+        return [], None
+    where, params = conditions
+    statement = own_newest(["(t.started_at, t.pk) < (?, ?)", *where])
+    out: list[tuple[RunKey, RunView]] = []
+    # olbridge's runs of a start come before external ones: after an external run, none of its start
     key: tuple[str, int] = (TOP, 1 << 62)
+    if after is not None:
+        key = (after[0], int(after[2])) if after[1] == OWN else (after[0], 0)
     scanned = 0
-    sifted = filters.job is not None or filters.state is not None or scope is not None  # in Python
+    sifted = scope is not None  # in Python: a token's namespaces, as the view names them
     # a page's worth first (most runs pass the usual filters), then more at a time up to SCAN_CHUNK
     chunk = min(wanted, SCAN_CHUNK) if sifted else wanted
     while len(out) < wanted and scanned < SCAN_BUDGET:
         page = runs.catalog._conn.execute(statement, [*key, *params, chunk]).fetchall()
         scanned += len(page)
-        for run in history.with_usages(runs.catalog._conn, page):
+        for row, run in zip(page, history.with_usages(runs.catalog._conn, page), strict=True):
             view = runs._own(run, facets=False)
-            if filters.job is not None and view.job_name != filters.job:
-                continue
-            if filters.state is not None and view.state != filters.state:
-                continue
             if allows(scope, view.job_namespace):
-                out.append(view)
+                out.append((own_key(view, row[0]), view))
         if len(page) < chunk:
             return out, None
         chunk = min(chunk * 2, SCAN_CHUNK) if sifted else chunk
         key = (page[-1][7], page[-1][0])
-    return out, (str(key[0]) if len(out) < wanted else None)
+    return out, ((str(key[0]), OWN, f"{key[1]:020d}") if len(out) < wanted else None)
 
 
 @attrs.frozen
@@ -857,6 +886,7 @@ __all__ = [
     "Neighbours",
     "PrefixNode",
     "RawEvent",
+    "RunKey",
     "RunPage",
     "Scope",
     "allows",
@@ -869,5 +899,6 @@ __all__ = [
     "producers",
     "raw_events",
     "recent_runs",
+    "run_key",
     "writers",
 ]

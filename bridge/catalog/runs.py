@@ -21,17 +21,20 @@ from typing import Any
 
 import attrs
 
-from bridge.catalog import sql_received
+from bridge.catalog import history, sql, sql_received
 from bridge.catalog.engine import Connection
 from bridge.catalog.query import HistoryFilter
 from bridge.catalog.store import Catalog
-from bridge.model import StoredTaskRun, format_time
+from bridge.model import StoredTaskRun, TaskState, format_time
 from bridge.model.received import run_day, run_source
 from bridge.openlineage.convert import Converter, execution_run_id, task_run_id
 
 OWN = "olbridge"
 EXTERNAL = "external"
 STATES = ("START", "RUNNING", "COMPLETE", "FAIL", "ABORT")
+
+
+RunKey = tuple[str, str, str]  # a run's place in a list: (start, origin, own pk or external source)
 
 
 @attrs.frozen
@@ -94,6 +97,55 @@ class RunView:
         if self.unwritten:
             out["unwrittenOutputs"] = list(self.unwritten)
         return out
+
+
+def own_conditions(prefix: str, filters: RunFilter) -> tuple[list[str], list[Any]] | None:
+    """The conditions on ``task_runs t`` (and their parameters) of the own runs the filters
+    select, each tested by the database: the job (``<flowId>.<taskId>``), the namespace (the
+    flow's, ``prefix`` put before it), the state its events give, the start; None: no own run
+    (a namespace without the prefix)."""
+    where: list[str] = []
+    params: list[Any] = []
+    if filters.namespace is not None:
+        if not filters.namespace.startswith(prefix):
+            return None
+        where.append("t.flow_namespace = ?")
+        params.append(filters.namespace[len(prefix) :])
+    if filters.job is not None:
+        where.append("t.flow_id || '.' || t.task_id = ?")
+        params.append(filters.job)
+    if filters.state == "RUNNING":
+        where.append("t.ended_at IS NULL")
+    elif filters.state is not None:
+        states = [s.value for s in TaskState if s.run_event_type == filters.state] or [""]
+        where.append(f"t.ended_at IS NOT NULL AND t.state IN ({', '.join('?' * len(states))})")
+        params += states
+    if filters.until is not None:
+        where.append("t.started_at < ?")
+        params.append(format_time(filters.until))
+    if filters.since is not None:
+        where.append("t.started_at >= ?")
+        params.append(format_time(filters.since))
+    return where, params
+
+
+def own_newest(where: Sequence[str]) -> str:
+    """The own runs the conditions select, newest first (by start, then key), the first ``?``:
+    chosen from task_runs alone, by its start index, then joined (the planner, PostgreSQL's
+    misjudging the three-column join, never joins every run to sort them)."""
+    return (
+        f"SELECT {sql.TASK_RUN_COLUMNS} FROM (SELECT * FROM task_runs t WHERE {' AND '.join(where) or '1 = 1'} "
+        "ORDER BY t.started_at DESC, t.pk DESC LIMIT ?) t JOIN executions e ON e.flow_namespace = t.flow_namespace "
+        "AND e.flow_id = t.flow_id AND e.execution_id = t.execution_id ORDER BY t.started_at DESC, t.pk DESC"
+    )
+
+
+def own_key(view: RunView, pk: int) -> RunKey:
+    return (view.started or "", OWN, f"{pk:020d}")
+
+
+def external_key(view: RunView) -> RunKey:
+    return (view.started or "", EXTERNAL, run_source(view.run_id))
 
 
 class Runs:
@@ -246,20 +298,40 @@ class Runs:
         return self._rendered(chosen)
 
     def page(self, filters: RunFilter = RunFilter(), *, limit: int, offset: int = 0) -> RunPage:
-        """The runs the filters select, newest first (by start, then run id, both descending):
-        ``limit`` of them after the first ``offset``, and how many the filters select in all.
-        No more than ``offset + limit`` views are held at once; the facets are rendered only
-        for the runs of the page."""
-        total = 0
-
-        def counted() -> Iterator[tuple[RunView, StoredTaskRun | None]]:
-            nonlocal total
-            for pair in self._candidates(filters):
-                total += 1
-                yield pair
-
-        chosen = heapq.nlargest(offset + limit, counted(), key=_by_start)[offset:]
-        return RunPage(runs=self._rendered(chosen), total=total, offset=offset)
+        """The runs the filters select, newest first (by start, then olbridge's before external
+        ones, then by key), as the web view lists them: ``limit`` of them after the first
+        ``offset``, and how many the filters select in all (counted by the database). Each side
+        reads its newest ``offset + limit`` runs by its start index, the filters tested by the
+        database, and the facets are rendered only for the runs of the page: a page costs what
+        the pages up to it hold, not the catalog's history."""
+        wanted, total = offset + limit, 0
+        found: list[tuple[RunKey, RunView, StoredTaskRun | None]] = []
+        conditions = own_conditions(self.converter.options.job_namespace_prefix, filters)
+        if filters.origin in (None, OWN) and conditions is not None:
+            where, params = conditions
+            clause = " AND ".join(where) or "1 = 1"
+            total += int(self._conn.execute(f"SELECT count(*) FROM task_runs t WHERE {clause}", params).fetchone()[0])
+            rows = self._conn.execute(own_newest(where), [*params, wanted]).fetchall()
+            for row, run in zip(rows, history.with_usages(self._conn, rows), strict=True):
+                view = self._own(run, facets=False)
+                found.append((own_key(view, row[0]), view, run))
+        if filters.origin in (None, EXTERNAL):
+            flags = {
+                "job": filters.job is not None,
+                "namespace": filters.namespace is not None,
+                "state": filters.state is not None,
+                "since": filters.since is not None,
+                "until": filters.until is not None,
+            }
+            params = [v for v in (filters.job, filters.namespace, filters.state) if v is not None]
+            params += [format_time(t) for t in (filters.since, filters.until) if t is not None]
+            total += int(self._conn.execute(sql_received.count_external_runs(**flags), params).fetchone()[0])
+            newest = self._external(
+                sql_received.select_external_runs(newest=True, **flags), [*params, wanted], facets=False
+            )
+            found += [(external_key(view), view, None) for view in newest]
+        chosen = heapq.nlargest(wanted, found, key=lambda item: item[0])[offset:]
+        return RunPage(runs=self._rendered([(view, run) for _, view, run in chosen]), total=total, offset=offset)
 
     def get(self, run_id: str) -> RunView | None:
         """The run with this OpenLineage run id: an external one, or one of olbridge's (whose run
@@ -301,4 +373,17 @@ def _owners(view: RunView) -> tuple[str, str]:
     return run_source(view.run_id), f"job:{view.job_namespace}/{view.job_name}"
 
 
-__all__ = ["EXTERNAL", "OWN", "STATES", "RunFilter", "RunPage", "RunView", "Runs"]
+__all__ = [
+    "EXTERNAL",
+    "OWN",
+    "STATES",
+    "RunFilter",
+    "RunKey",
+    "RunPage",
+    "RunView",
+    "Runs",
+    "external_key",
+    "own_conditions",
+    "own_key",
+    "own_newest",
+]

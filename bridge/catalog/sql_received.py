@@ -163,10 +163,31 @@ def select_external_runs(
     state: bool = False,
     since: bool = False,
     until: bool = False,
+    newest: bool = False,
 ) -> str:
     """External runs (not JobEvents' jobs) by start, the first event's time when no START came
-    (placeholders: source and its run day, job name, job namespace, state, since, until)."""
-    clause = where(
+    (placeholders: source and its run day, job name, job namespace, state, since, until); with
+    ``newest``, newest first (then by source), the first ``?`` of them."""
+    clause = _external_runs_where(source, job, namespace, state, since, until)
+    if newest:
+        return (
+            f"SELECT {EXTERNAL_RUN_COLUMNS} FROM external_sources{clause} "
+            "ORDER BY coalesce(started_at, first_seen) DESC, source DESC LIMIT ?"
+        )
+    return (
+        f"SELECT {EXTERNAL_RUN_COLUMNS} FROM external_sources{clause} ORDER BY coalesce(started_at, first_seen), source"
+    )
+
+
+def count_external_runs(
+    *, job: bool = False, namespace: bool = False, state: bool = False, since: bool = False, until: bool = False
+) -> str:
+    """How many external runs :func:`select_external_runs` selects with the same filters."""
+    return f"SELECT count(*) FROM external_sources{_external_runs_where(False, job, namespace, state, since, until)}"
+
+
+def _external_runs_where(source: bool, job: bool, namespace: bool, state: bool, since: bool, until: bool) -> str:
+    return where(
         (True, "run_id IS NOT NULL"),
         (source, "source = ? AND run_day = ?"),
         (job, "job_name = ?"),
@@ -174,9 +195,6 @@ def select_external_runs(
         (state, "state = ?"),
         (since, "coalesce(started_at, first_seen) >= ?"),
         (until, "coalesce(started_at, first_seen) < ?"),
-    )
-    return (
-        f"SELECT {EXTERNAL_RUN_COLUMNS} FROM external_sources{clause} ORDER BY coalesce(started_at, first_seen), source"
     )
 
 

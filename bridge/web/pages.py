@@ -4,7 +4,6 @@ query API (:mod:`bridge.catalog.browse`, :class:`~bridge.catalog.Catalog`); no S
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -31,7 +30,6 @@ TABS = ("overview", "dependencies", "runs", "columns", "history")
 DIRECTIONS = {"up": "upstream", "down": "downstream", "both": "both"}
 GROUPS = ("", "namespace", "type", "origin", "flow", "producer")
 MAX_DEPTH = 6
-MAX_SKIP = 200 * PAGE  # runs of one start time the runs list pages through, at most
 
 
 def _time(moment: datetime | None) -> str | None:
@@ -685,26 +683,27 @@ def _moment(query: Query, name: str) -> datetime | None:
 
 
 def _before(query: Query) -> str | None:
-    """The runs page's ``before``: ``<time>|<count>``, as a next link gives it (the time empty
-    for runs that have none)."""
+    """The runs page's ``before``: ``<start>|<origin>|<pk or source>``, the place of the last
+    run a page showed, as its next link gives it (the start empty for runs that have none)."""
     before = query.get("before") or None
     if before is None:
         return None
-    if not re.fullmatch(r"[^|]*\|\d{1,7}", before):
-        raise ValidationError("before is <time>|<count>, as a next link gives it", rule="ui.before", value=before)
-    text, _, count = before.rpartition("|")
-    if int(count) > MAX_SKIP:  # a page reads as many more runs
+    try:
+        start, _, _ = b.run_key(before)
+        if len(before) > 1_000:
+            raise ValueError(before)
+    except ValueError:
         raise ValidationError(
-            f"before's count is at most {MAX_SKIP:,} (runs of one start time on the pages before)",
-            rule="ui.before",
-            value=before,
-        )
-    if text:
+            "before is <start>|<origin>|<key>, as a next link gives it", rule="ui.before", value=before
+        ) from None
+    if start:
         try:
-            parse_time(text, "before", assume_utc=True)
+            parse_time(start, "before", assume_utc=True)
         except ValidationError:
             raise ValidationError(
-                "before is <time>|<count>, as a next link gives it: its time is not one", rule="ui.before", value=before
+                "before is <start>|<origin>|<key>, as a next link gives it: its start is not a time",
+                rule="ui.before",
+                value=before,
             ) from None
     return before
 

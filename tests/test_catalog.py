@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,6 +140,25 @@ def test_a_refused_batch_changes_nothing(catalog: Catalog) -> None:
     with pytest.raises(ValidationError, match="end before it starts"):
         catalog.record_task_runs([run("three", outputs=(decl("c.d", type="Table"),)), bad])
     assert snapshot(catalog) == before
+
+
+def test_a_write_whose_transaction_the_engine_ended_raises_its_own_error(catalog: Catalog) -> None:
+    """SQLite rolls a transaction back itself on some errors (a full disk, an I/O error): the
+    error raised is the write's, never the ROLLBACK's after it ("no transaction is active"), and
+    the next write goes on as usual."""
+    catalog.record_task_run(run("one", outputs=(decl("a.b", type="Table"),)))
+    before = snapshot(catalog)
+
+    def work(cur: Any) -> None:
+        cur.execute("DELETE FROM column_lineage")
+        cur.execute("ROLLBACK")  # as the engine does on its own
+        raise OSError("the write's own error")
+
+    with pytest.raises(OSError, match=r"^the write's own error$"):
+        catalog.db.write(work)
+    assert snapshot(catalog) == before
+    catalog.record_task_run(run("two", outputs=(decl("c.d", type="Table"),)))
+    assert catalog.get_asset("c.d") is not None
 
 
 def test_recording_twice_is_unchanged_and_a_second_end_is_refused(catalog: Catalog) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -335,3 +337,33 @@ def test_a_file_that_records_one_run_twice_names_the_second_line(tmp_path: Path)
     code, out, err = invoke(db, "record", "--file", str(moved))
     assert code == 1 and out == "" and f"\nError: {moved}:2: task run 'r7' of execution 'e7' is recorded" in err, err
     assert "a run's start does not move" in err and "nothing was recorded" in err
+
+
+def test_a_write_that_fails_past_the_files_size_limit_is_said_as_the_catalogs_error(tmp_path: Path) -> None:
+    """A large write that the file system refuses midway (here a limit on the size of a file, as a
+    full disk does) is rolled back by SQLite itself: that error is the one reported, as an
+    ``Error:`` line (a ROLLBACK after it failed, "no transaction is active", and took its place as
+    a traceback), and the catalog holds what it held before."""
+    db = tmp_path / "c.db"
+    assert invoke(db, "record", "--file", str(write(tmp_path / "one.jsonl", [record(0)])))[0] == 0
+    many = write(tmp_path / "runs.jsonl", [record(i) for i in range(1, 3000)])
+    limit = os.path.getsize(db) + 500_000  # the write-ahead log of the 2,999 runs goes past it
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past it fails (EFBIG)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    done = subprocess.run(
+        [str(BIN / "olbridge"), "--catalog", str(db), "record", "--file", str(many)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limited,
+        check=False,
+    )
+    assert done.returncode == 1 and done.stdout == "", done.stderr
+    assert f"\nError: catalog {db}: a disk input/output error (SQLite: disk I/O error)\n" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    code, out, err = invoke(db, "assets", "list", "--json")
+    assert code == 0, err
+    assert sorted(a["id"] for a in json.loads(out)) == ["mart.orders_0", "raw.orders"]

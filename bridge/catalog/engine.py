@@ -251,6 +251,11 @@ class Engine(abc.ABC):
         """Whether a connection can no longer be used (the server went away): open another."""
         return False
 
+    def in_transaction(self, conn: Connection) -> bool:
+        """Whether a transaction is open on the connection, one an error left to roll back (True
+        where the engine cannot tell: a ROLLBACK is tried)."""
+        return True
+
     @abc.abstractmethod
     def storage_error(self, exc: BaseException) -> CatalogError | None:
         """The CatalogError an error of the driver's about the catalog's storage stands for (a
@@ -439,11 +444,7 @@ class Database:
             except BaseException as exc:
                 if self.engine.stale(exc):
                     self._stale = True
-                try:
-                    cur.execute("ROLLBACK")
-                except Exception:
-                    if not (self._stale or self.engine.broken(self._conn)):
-                        raise
+                self._roll_back(cur)
                 raise
             else:
                 try:
@@ -453,6 +454,19 @@ class Database:
                     raise
         finally:
             cur.close()
+
+    def _roll_back(self, cur: Cursor) -> None:
+        """Roll back the transaction an error ended, where it is still open: SQLite rolls it back
+        itself on some errors (a full disk), and a ROLLBACK then fails. A ROLLBACK that fails never
+        takes the place of the error being raised; a connection it left in a transaction is given
+        up for a new one (never a private in-memory catalog's: a new one would be empty)."""
+        if not self.engine.in_transaction(self._conn):
+            return
+        try:
+            cur.execute("ROLLBACK")
+        except Exception:
+            if not self.engine.in_memory:
+                self._stale = True
 
     def write(self, work: Callable[[Any], T], *, attempts: int = WRITE_ATTEMPTS) -> T:
         """``work(cursor)`` in a write transaction, run again (after a short, growing, random

@@ -198,6 +198,10 @@ class SqliteEngine(Engine):
     def begin(self) -> str:
         return "BEGIN IMMEDIATE"  # the write lock, taken now rather than at the first write
 
+    def in_transaction(self, conn: Connection) -> bool:
+        # False once SQLite rolled a transaction back itself (a full disk, an I/O error)
+        return not isinstance(conn, sqlite3.Connection) or conn.in_transaction
+
     def storage_error(self, exc: BaseException) -> CatalogError | None:
         return storage_error(exc, self.path)
 

@@ -8,8 +8,11 @@ import io
 import json
 import os
 import re
+import resource
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,13 +32,14 @@ from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.serialize import dumps
 from tests.backend import ACCEPT, Backend, Reply, event_key, free_port, wait_for
+from tests.helpers import terminated
 from tests.test_convert import GOLDEN, build_catalog
 from tests.test_faults import fill
 
 OLBRIDGE = str(Path(sys.executable).parent / "olbridge")
 
 
-def history_catalog(path: Path, runs: int = 0) -> list[dict[str, Any]]:
+def history_catalog(path: Path | str, runs: int = 0) -> list[dict[str, Any]]:
     """The golden history (and ``runs`` more task runs); its events, as the export gives them."""
     with Catalog(path) as catalog:
         build_catalog(catalog)
@@ -80,6 +84,120 @@ def test_a_failed_write_of_the_output_file_is_an_error_naming_it(tmp_path: Path)
         assert f"Error: cannot write {name}: No space left on device" in done.stderr
         assert "Traceback" not in done.stderr
         assert "exported" not in done.stderr
+
+
+def signalled_export(catalog: str, args: Sequence[str], sig: str, after: int) -> subprocess.CompletedProcess[str]:
+    """``olbridge --catalog CATALOG export ARGS`` in a process of its own that gets the signal
+    ``sig`` (its name) once ``after`` events have been written or sent."""
+    probe = (
+        "import signal, sys\n"
+        "import bridge.cli.export as export\n"
+        "lines = export.iter_lines\n"
+        "def signalled(*args, **kwargs):\n"
+        "    for n, line in enumerate(lines(*args, **kwargs)):\n"
+        f"        if n == {after}:\n"
+        f"            signal.raise_signal(signal.{sig})\n"
+        "        yield line\n"
+        "export.iter_lines = signalled\n"
+        "from bridge.cli import main\n"
+        f"sys.argv = ['olbridge', '--catalog', {catalog!r}, 'export', *{list(args)!r}]\n"
+        "main()\n"
+    )
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.both_engines
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_an_export_stopped_by_a_signal_leaves_the_file_as_it_was(catalog_target: str, tmp_path: Path, sig: str) -> None:
+    """A signal stops the export with a message and exit status 1; the file it was to write is
+    left as it was (it was emptied and left with the events written so far, NDJSON that reads
+    as a whole export; SIGTERM ended it with no word, 143), and nothing else is left beside it."""
+    history_catalog(catalog_target)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    out = folder / "events.ndjson"
+    out.write_text("the earlier export\n")
+    done = signalled_export(catalog_target, ["--output", str(out)], sig, after=5)
+    assert done.returncode == 1, done.stderr
+    assert f"{sig}: stopping the export" in done.stderr
+    assert f"Error: the export was stopped before its end; {out} was left as it was" in done.stderr
+    assert "Traceback" not in done.stderr and "exported" not in done.stderr
+    assert out.read_text() == "the earlier export\n"
+    assert list(folder.iterdir()) == [out]
+    new = folder / "new.ndjson"  # none there before: none after
+    assert signalled_export(catalog_target, ["--output", str(new)], sig, after=5).returncode == 1
+    assert list(folder.iterdir()) == [out]
+    # to stdout, the events before the stop are there, each whole, and the message says so
+    done = signalled_export(catalog_target, [], sig, after=5)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == "".join((GOLDEN / "history.ndjson").read_text().splitlines(keepends=True)[:5])
+    assert "Error: the export was stopped before its end; stdout holds its first 5 event(s), not all" in done.stderr
+
+
+@pytest.mark.both_engines
+def test_an_export_that_fails_midway_leaves_the_file_as_it_was(catalog_target: str, tmp_path: Path) -> None:
+    """A write of the file refused midway (here past a limit on a file's size, as a full disk
+    would) is an error naming the file, which keeps its earlier content; the new file beside it
+    is removed."""
+    events = history_catalog(catalog_target, runs=100)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    out = folder / "events.ndjson"
+    out.write_text("the earlier export\n")
+    out.chmod(0o640)
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past it fails (EFBIG)
+        # past the catalog's own files (SQLite's shared memory: 32 kB), short of the export's 500 kB
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64_000, 64_000))
+
+    done = subprocess.run(
+        [OLBRIDGE, "--catalog", catalog_target, "export", "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limited,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert f"Error: cannot write {out}: File too large" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert out.read_text() == "the earlier export\n"
+    assert list(folder.iterdir()) == [out]
+    # whole, the new export takes the file's place, with its permissions
+    assert CliRunner().invoke(cli, ["--catalog", catalog_target, "export", "--output", str(out)]).exit_code == 0
+    assert [json.loads(line) for line in out.read_text().splitlines()] == events
+    assert (out.stat().st_mode & 0o777, list(folder.iterdir())) == (0o640, [out])
+
+
+def test_the_file_sink_puts_a_whole_file_in_place_and_nothing_else(tmp_path: Path) -> None:
+    """Through a link, the file it leads to is replaced (the link stays); a new file has the
+    permissions the umask gives; one not finished leaves the file as it was."""
+    real = tmp_path / "real.ndjson"
+    real.write_text("old\n")
+    link = tmp_path / "link.ndjson"
+    link.symlink_to(real)
+    sink = NdjsonSink.to_file(link)
+    sink.emit("{}")
+    sink.finish()
+    sink.close()
+    assert (link.is_symlink(), real.read_text()) == (True, "{}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.ndjson", "real.ndjson"]
+
+    unfinished = NdjsonSink.to_file(real)
+    unfinished.emit("x" * 100_000)  # written to the new file beside it
+    unfinished.close()
+    assert real.read_text() == "{}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.ndjson", "real.ndjson"]
+
+    umask = os.umask(0o027)
+    try:
+        made = NdjsonSink.to_file(tmp_path / "new.ndjson")
+        made.finish()
+        made.close()
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "new.ndjson").stat().st_mode & 0o777 == 0o640
 
 
 def test_an_export_imports_only_what_it_needs(tmp_path: Path) -> None:
@@ -232,6 +350,24 @@ def test_export_url_delivers_every_event_once_through_a_backend_down_then_flappi
     assert backend.out_of_order_runs() == []
     assert backend.batch_requests > 0  # the batch endpoint, as stream and backfill use it
     assert sorted(map(dumps, backend.accepted)) == sorted(map(dumps, history))  # the export's very events
+
+
+@pytest.mark.both_engines
+def test_export_url_stopped_by_a_signal_ends_its_retries_and_sends_nothing_more(catalog_target: str) -> None:
+    """SIGTERM while a round waits to be sent again: the wait ends, nothing more is sent, and the
+    export says it stopped and how many events were delivered (exit status 1). It ended at once
+    with 143 and no word."""
+    history_catalog(catalog_target)
+    with Backend(lambda e, a: Reply(503, "busy"), batch=True) as backend:
+        command = [OLBRIDGE, "--catalog", catalog_target, "export", "--url", backend.url, "--max-attempts", "0"]
+        began = time.monotonic()
+        code, _, stderr = terminated([*command, "--backoff", "60", "--concurrency", "1"], lambda: backend.requests >= 1)
+        assert time.monotonic() - began < 30  # not the minute of the backoff
+        assert backend.requests == 1  # the round's one request; none after the stop
+    assert code == 1, stderr
+    assert "SIGTERM: stopping the export" in stderr
+    assert "Error: the export was stopped before its end; 0 event(s) delivered; an export sends every" in stderr
+    assert "Traceback" not in stderr
 
 
 def test_export_url_stops_with_an_error_at_an_event_the_backend_refuses(tmp_path: Path) -> None:

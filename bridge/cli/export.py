@@ -13,15 +13,16 @@ from bridge.catalog.query import HistoryFilter
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.options import Delivery, count, delivery_options, history_filters, json_flag
-from bridge.cli.output import print_json, safe, say
+from bridge.cli.output import print_json, safe, say, stop_on_signals
 from bridge.cli.progress import progress
 from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
 from bridge.delivery.history import iter_lines
 from bridge.delivery.report import FailureReport
 from bridge.delivery.sinks import BackendSink, NdjsonSink, Sink
-from bridge.errors import InputFileError
+from bridge.errors import ExportError, InputFileError
 from bridge.file_stream import stream_json_items
 
+_STOPPING = "{signal}: stopping the export"
 EXPORT_MAX_ATTEMPTS = 8  # with the default backoff, half a minute to a minute of retries
 
 
@@ -69,35 +70,58 @@ def export(
     With --url the events go out in rounds (a run's START before its end), batched, side by side
     and retried with backoff; failures are said on stderr as they happen. An event the backend
     refuses for good, or one still undelivered after --max-attempts, stops the export with an
-    error (olbridge backfill keeps a checkpoint and goes on past refused events instead)."""
+    error (olbridge backfill keeps a checkpoint and goes on past refused events instead).
+
+    --output FILE is replaced only once the export is whole: an export that fails, or is stopped
+    by SIGTERM or Ctrl-C (exit status 1), leaves it as it was."""
     if output and url:
         raise click.UsageError("use --output or --url, not both")
     if not url and delivery.given:
         names = ", ".join(f"--{name.replace('_', '-')}" for name in sorted(delivery.given))
         raise click.UsageError(f"{names}: only with --url")
     catalog = app.catalog()  # opened (or refused) before the output file is made
-    sink: Sink
-    if url:
-        dispatcher = delivery.dispatcher(url, api_key_secret(api_key, api_key_file))
-        report = FailureReport(dispatcher.sender.target, say)
-        sink = BackendSink(dispatcher, policy=delivery.policy(), report=report)
-    elif output in (None, "-"):
-        sink = NdjsonSink(sys.stdout, name="stdout")
-    else:
-        assert output is not None
-        path = Path(output)
-        if not path.parent.is_dir():
-            raise click.BadParameter(f"folder {path.parent} does not exist", param_hint="--output")
-        sink = NdjsonSink.to_file(path)
-    try:
-        total = catalog.count_history(filters)
-        with progress("exporting", total, "events") as exporting:
-            for event in exporting.each(iter_lines(catalog, app.converter(), filters)):
-                sink.emit(event)
-        sink.finish()
-    finally:
-        sink.close()
+    path = None if output is None or output == "-" else Path(output)
+    if path is not None and not path.parent.is_dir():
+        raise click.BadParameter(f"folder {path.parent} does not exist", param_hint="--output")
+    with stop_on_signals(_STOPPING) as stop:
+        sink: Sink
+        if url:
+            dispatcher = delivery.dispatcher(url, api_key_secret(api_key, api_key_file), stop=stop)
+            report = FailureReport(dispatcher.sender.target, say)
+            sink = BackendSink(dispatcher, policy=delivery.policy(), report=report, sleep=stop.wait, stop=stop)
+        elif path is None:
+            sink = NdjsonSink(sys.stdout, name="stdout")
+        else:
+            sink = NdjsonSink.to_file(path)  # written beside, put in its place once whole
+        try:
+            total = catalog.count_history(filters)
+            with progress("exporting", total, "events") as exporting:
+                for event in exporting.each(iter_lines(catalog, app.converter(), filters)):
+                    if stop.is_set():
+                        break
+                    sink.emit(event)
+            stopped = stop.is_set()
+            if not stopped:
+                sink.finish()
+                # a stop in the last rounds of --url's, which left events undelivered (a file is whole)
+                stopped = isinstance(sink, BackendSink) and sink.left > 0
+        finally:
+            sink.close()
+    if stopped:
+        raise ExportError(f"the export was stopped before its end; {_stopped(sink, url, path)}")
     say(f"exported {sink.count} event(s) to {url or output or 'stdout'}")
+
+
+def _stopped(sink: Sink, url: str | None, path: Path | None) -> str:
+    """What a stopped export left: the events delivered, the file as it was, what stdout holds."""
+    if url:
+        return (
+            f"{sink.count} event(s) delivered; an export sends every event again, olbridge backfill resumes where "
+            "it stopped"
+        )
+    if path is not None:
+        return f"{path} was left as it was"
+    return f"stdout holds its first {sink.count} event(s), not all"
 
 
 PROBLEMS_LISTED = 50  # validate's default --max-problems

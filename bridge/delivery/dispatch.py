@@ -125,7 +125,8 @@ def deliver(
     """Send events of different runs until each is delivered, refused for good, or out of
     attempts (then its last outcome, to be retried later). Between passes it sleeps the longest
     delay the policy gives the events that go again; ``observe`` sees every pass before that
-    sleep. A ``stop`` request ends the retries: the events still to go again get ``None``."""
+    sleep. A ``stop`` request ends the retries (and the sleep, where ``sleep`` is its wait): the
+    events still to go again get ``None``, and nothing is sent after it."""
     final: list[Outcome | None] = [None] * len(lines)
     attempts = [0] * len(lines)
     waiting = list(range(len(lines)))
@@ -150,4 +151,6 @@ def deliver(
             if stop is not None and stop.is_set():
                 break
             sleep(wait)
+            if stop is not None and stop.is_set():  # the stop ended the wait: nothing goes again
+                break
     return final

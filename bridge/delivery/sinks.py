@@ -13,10 +13,15 @@ how many events were delivered.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import secrets
+import stat
+import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -43,14 +48,23 @@ class NdjsonSink:
     """One event per line, UTF-8. A sink with a ``name`` (:meth:`to_file`, or the caller's
     stdout named so) turns an OSError of a write, flush or close into an ExportError naming it;
     a closed pipe on a stream it does not own (``olbridge export | head``) goes through as it is,
-    for the caller to end quietly."""
+    for the caller to end quietly. A file of :meth:`to_file` is whole or left as it was: what
+    :meth:`close` finds unfinished (an error, a stop) is never written to it."""
 
     CHUNK = 64 * 1024  # characters of lines held, then written at once (a write a line: a tenth of an export)
 
-    def __init__(self, stream: IO[str], *, name: str | None = None, owned: bool = False) -> None:
+    def __init__(
+        self,
+        stream: IO[str],
+        *,
+        name: str | None = None,
+        owned: bool = False,
+        replacing: Replacement | None = None,
+    ) -> None:
         self.stream = stream
         self.name = name
         self.owned = owned  # closed by close()
+        self.replacing = replacing  # the new file that finish() puts in the place of the named one
         self.count = 0
         self._held: list[str] = []
         self._held_size = 0
@@ -58,13 +72,16 @@ class NdjsonSink:
 
     @classmethod
     def to_file(cls, path: Path) -> NdjsonSink:
-        """A sink writing ``path`` (made or emptied), which its :meth:`close` closes; an
-        ExportError naming the file when it cannot be opened."""
+        """A sink writing ``path``, which its :meth:`close` closes; an ExportError naming the file
+        when it cannot be opened. A regular file (or none yet) is written whole or not at all: the
+        lines go to a new file beside it, put in its place by :meth:`finish` (a device, a pipe is
+        written as it is)."""
         try:
-            stream = path.open("w", encoding="utf-8")
+            replacing = Replacement.beside(path)
+            stream = replacing.stream if replacing is not None else path.open("w", encoding="utf-8")
         except OSError as exc:
             raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
-        return cls(stream, name=str(path), owned=True)
+        return cls(stream, name=str(path), owned=True, replacing=replacing)
 
     def emit(self, line: str) -> None:
         self._held.append(line)
@@ -76,7 +93,10 @@ class NdjsonSink:
     def finish(self) -> None:
         self._write_held()
         with self._writing():
-            self.stream.flush()
+            if self.replacing is not None:
+                self.replacing.commit()
+            else:
+                self.stream.flush()
 
     def _write_held(self) -> None:
         held, self._held, self._held_size = self._held, [], 0
@@ -86,7 +106,11 @@ class NdjsonSink:
 
     def close(self) -> None:
         """Flush (and close an owned file); after a failed write the file is closed without a
-        second error about the same lost lines."""
+        second error about the same lost lines. A file put in place by :meth:`finish` only: one
+        not finished is left as it was (the new one beside it removed)."""
+        if self.replacing is not None:
+            self.replacing.discard()
+            return
         failed = self._failed
         try:
             try:
@@ -113,6 +137,67 @@ class NdjsonSink:
             raise ExportError(f"cannot write {self.name}: {exc.strerror or exc}") from None
 
 
+class Replacement:
+    """A new file written beside ``target`` (in its folder, a hidden name of its own), then put in
+    its place at once by :meth:`commit` (a rename: a reader sees the old file or the new one,
+    whole), or removed by :meth:`discard`. It has the target's permissions, or a new file's."""
+
+    def __init__(self, target: Path, temporary: Path, stream: IO[str]) -> None:
+        self.target = target
+        self.temporary = temporary
+        self.stream = stream
+        self.done = False
+
+    @classmethod
+    def beside(cls, path: Path) -> Replacement | None:
+        """The new file for ``path`` (through its links, to the file they lead to); None where
+        ``path`` is there and no regular file (a device, a pipe, a folder: written as it is)."""
+        target = Path(os.path.realpath(path))
+        try:
+            mode: int | None = stat.S_IMODE(target.stat().st_mode) if target.is_file() else None
+        except OSError:
+            mode = None
+        if target.exists() and mode is None:
+            return None
+        if mode is not None and not os.access(target, os.W_OK):  # a file kept from writes: kept from this one too
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        for _ in range(100):
+            temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+            try:
+                fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # as a new file, by the umask
+            except FileExistsError:
+                continue
+            try:
+                if mode is not None:
+                    os.fchmod(fd, mode)
+                stream = os.fdopen(fd, "w", encoding="utf-8")  # closed by commit or discard
+            except BaseException:
+                os.close(fd)
+                temporary.unlink(missing_ok=True)
+                raise
+            return cls(target, temporary, stream)
+        raise FileExistsError(f"no free name for a new file beside {target}")
+
+    def commit(self) -> None:
+        """The new file on disk, then in the target's place."""
+        self.stream.flush()
+        os.fsync(self.stream.fileno())
+        self.stream.close()
+        os.replace(self.temporary, self.target)
+        self.done = True
+
+    def discard(self) -> None:
+        """The new file closed and removed, unless :meth:`commit` put it in place (never raises:
+        what it held is given up)."""
+        if self.done:
+            return
+        self.done = True
+        with suppress(OSError):
+            self.stream.close()
+        with suppress(OSError):
+            self.temporary.unlink()
+
+
 class BackendSink:
     """Delivers events to an OpenLineage backend (see the module docstring). ``window`` events
     are held at most; a round sends the first held event of each run among them."""
@@ -126,8 +211,10 @@ class BackendSink:
         window: int | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], object] = time.sleep,
+        stop: threading.Event | None = None,
     ) -> None:
         self.dispatcher = dispatcher
+        self.stop = stop  # set: the retries of a round end (its events are not delivered)
         self.policy = policy
         self.report = report
         self.window = window or dispatcher.concurrency * dispatcher.batch_size
@@ -137,6 +224,7 @@ class BackendSink:
         self.rounds = 0
         self.retries = 0
         self._held: list[tuple[tuple[str, ...], str]] = []
+        self._cut = 0  # events of rounds the stop cut short
 
     @property
     def target(self) -> str:
@@ -147,8 +235,13 @@ class BackendSink:
         if len(self._held) >= self.window:
             self._round()
 
+    @property
+    def left(self) -> int:
+        """The events taken and not settled: held, or of a round the stop cut short."""
+        return len(self._held) + self._cut
+
     def finish(self) -> None:
-        while self._held:
+        while self._held and not (self.stop is not None and self.stop.is_set()):
             self._round()
 
     def close(self) -> None:
@@ -172,8 +265,11 @@ class BackendSink:
                 chosen.append(line)
         self._held = kept
         self.rounds += 1
-        final = deliver(self.dispatcher, chosen, self.policy, clock=self.clock, sleep=self.sleep, observe=self._pass)
+        final = deliver(
+            self.dispatcher, chosen, self.policy, clock=self.clock, sleep=self.sleep, stop=self.stop, observe=self._pass
+        )
         self.count += sum(1 for o in final if o is not None and o.ok)
+        self._cut += sum(1 for o in final if o is None)
         failed = [(line, o) for line, o in zip(chosen, final, strict=True) if o is not None and not o.ok]
         if not failed:
             return

@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -588,6 +591,105 @@ def test_the_command_takes_the_lease_serve_s_schedule_takes(
     assert held is not None and held.holder.startswith(f"{socket.gethostname()}:{os.getpid()}:")
     with Catalog(catalog_target) as catalog:
         assert retention.lease_holder(catalog.db.conn, time.time()) is None  # given back
+
+
+def signalled_retention(config: Path, sig: str, after: int = 1) -> subprocess.CompletedProcess[str]:
+    """``olbridge --config CONFIG retention --json`` in a process of its own that gets the signal
+    ``sig`` (its name) after the ``after``-th step of its pass (the first: the expired partitions
+    dropped, on PostgreSQL; then each batch deleted)."""
+    probe = (
+        "import signal, sys\n"
+        "import bridge.catalog.retention as retention\n"
+        "expire = retention.expire\n"
+        "steps = []\n"
+        "def signalled(db, *args, between, **kwargs):\n"
+        "    def step():\n"
+        "        between()\n"
+        "        steps.append(1)\n"
+        f"        if len(steps) == {after}:\n"
+        f"            signal.raise_signal(signal.{sig})\n"
+        "    return expire(db, *args, between=step, **kwargs)\n"
+        "retention.expire = signalled\n"
+        "from bridge.cli import main\n"
+        f"sys.argv = ['olbridge', '--config', {str(config)!r}, 'retention', '--json']\n"
+        "main()\n"
+    )
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False)
+
+
+OLD_EVENTS = 2500  # three batches (received today: in no partition old enough to drop whole)
+
+
+def old_events(catalog_target: str, resolver: Resolver, tmp_path: Path) -> Path:
+    """A catalog holding OLD_EVENTS received events past a week's window, and its config."""
+    with Catalog(catalog_target) as catalog:
+        catalog_intake(catalog, resolver).take([ol_run_event(run_id=rid(n), time=OLD) for n in range(OLD_EVENTS)])
+    return write_config(tmp_path, catalog_target, 'received_events = "7d"')
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signal_stops_a_pass_after_its_batch_and_gives_the_lease_back(
+    catalog_target: str, resolver: Resolver, tmp_path: Path, sig: str
+) -> None:
+    """SIGTERM (or Ctrl-C) stops a pass between two batches: it says so, prints what it deleted,
+    gives its lease back and exits 1, and the next pass deletes the rest. SIGTERM ended it at
+    once (143) with the lease held: the next pass was refused for five minutes."""
+    config = old_events(catalog_target, resolver, tmp_path)
+    done = signalled_retention(config, sig, after=2)  # after the first batch
+    assert done.returncode == 1, done.stderr
+    assert f"{sig}: stopping after the batch in hand" in done.stderr
+    assert "Error: the retention pass was stopped before its end; what it deleted is above" in done.stderr
+    assert "Traceback" not in done.stderr
+    first = json.loads(done.stdout)["counts"]["receivedEvents"]
+    assert first == retention.BATCH
+    with Catalog(catalog_target) as catalog:
+        assert retention.lease_holder(catalog.db.conn, time.time()) is None
+    again = CliRunner().invoke(cli, ["--config", str(config), "retention", "--json"])
+    assert again.exit_code == 0, again.output
+    assert first + json.loads(again.stdout)["counts"]["receivedEvents"] == OLD_EVENTS
+
+
+def test_the_lease_of_a_pass_killed_on_this_host_is_taken_over_at_once(
+    catalog_target: str, resolver: Resolver, tmp_path: Path
+) -> None:
+    """A pass killed (SIGKILL; a database lost, whose lease cannot be given back) left its lease
+    held, and every pass for five minutes was refused, naming a pid that was gone on this same
+    host. A lease whose holder is a process of this host that is gone is taken over; one of another
+    host, or a live one of this host, still refuses."""
+    config = old_events(catalog_target, resolver, tmp_path)
+    killed = signalled_retention(config, "SIGKILL", after=2)
+    assert killed.returncode == -signal.SIGKILL
+    with Catalog(catalog_target) as catalog:  # its lease, held for five minutes more
+        row = catalog.db.conn.execute("SELECT value FROM positions WHERE kind = 'retention'").fetchone()
+        lease = json.loads(row[0])
+        assert lease["holder"].startswith(f"{socket.gethostname()}:") and lease["until"] > time.time() + 200
+    done = CliRunner().invoke(cli, ["--config", str(config), "retention", "--json"])
+    assert done.exit_code == 0, done.output
+    with Catalog(catalog_target) as catalog:
+        assert rows(catalog, "SELECT pk FROM received_events") == []
+        alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        try:
+            for holder in (f"{socket.gethostname()}:{alive.pid}:0badcafe", "host-a:4242:0badcafe"):
+                assert retention.take_lease(catalog.db, holder, time.time(), 300)
+                assert not retention.take_lease(catalog.db, "another", time.time(), 300), holder
+                retention.release_lease(catalog.db, holder)
+        finally:
+            alive.kill()
+            alive.wait()
+        # a lease that says nothing of its holder's process space (written before) lapses only
+        gone = f"{socket.gethostname()}:{killed_pid()}:0badcafe"
+        old = json.dumps({"holder": gone, "until": time.time() + 300})
+        catalog.db.conn.execute("UPDATE positions SET value = ? WHERE kind = 'retention'", (old,))
+        assert not retention.take_lease(catalog.db, "another", time.time(), 300)
+        retention.release_lease(catalog.db, gone)
+        assert retention.take_lease(catalog.db, gone, time.time(), 300)  # as that process took it
+        assert retention.take_lease(catalog.db, "another", time.time(), 300)
+
+
+def killed_pid() -> int:
+    """The pid of a process of this host that has ended."""
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(ended.stdout)
 
 
 def test_serve_runs_retention_on_its_schedule(catalog_target: str, resolver: Resolver, tmp_path: Path) -> None:

@@ -54,9 +54,6 @@ to the file system (:func:`reclaim`); an older one reuses them for new rows.
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -65,6 +62,7 @@ import attrs
 
 from bridge.catalog import sql, writes_kept
 from bridge.catalog.engine import Connection, Cursor, Database, Expiring
+from bridge.catalog.holders import gone, holder_id, process_space
 from bridge.catalog.outbox import ALERTS_ONLY_TARGET
 from bridge.catalog.sql_outbox import HOLDS_BACK
 from bridge.model.times import epoch_text
@@ -399,25 +397,44 @@ def expire(
     batch: int = BATCH,
     pause: float = PAUSE,
     between: Callable[[], None] = lambda: None,
+    stop: Callable[[], bool] = lambda: False,
 ) -> dict[str, int]:
     """Delete what has outlived its window at ``now``, kind after kind, ``batch`` rows a
     transaction with ``pause`` seconds between; ``between()`` is called after each batch (a
-    lease's renewal, say). The rows deleted of each kind."""
+    lease's renewal, say). The rows deleted of each kind; :class:`Stopped` with them when
+    ``stop()`` says so between two batches (a signal)."""
     counts = dict.fromkeys(KINDS, 0)
+
+    def after_batch() -> None:
+        between()
+        if stop():
+            raise Stopped(counts)
+
     prepare(db, now)
     kinds = _kinds(windows, now, backend_live=_backend_live(db.conn, now), predict=False)
     for kind in (_row_key(k, db.engine.row_id) for k in kinds):
+        if stop():
+            raise Stopped(counts)
         if kind.table.split()[0] in sql.PARTITIONED:  # whole partitions first, where the engine has them
             table = kind.table.split()[0]
             going = attrs.evolve(kind.expiring(), lock=_fold_lock(db, kind))
             counts[kind.name] += db.engine.drop_expired_partitions(db, table, kind.params[0], going)
-            between()
+            after_batch()
         for deleted in _batches(db, kind, batch):
             counts[kind.name] += deleted
-            between()
+            after_batch()
             if pause and deleted >= batch:  # another batch follows: the writers go first
                 time.sleep(pause)
     return counts
+
+
+class Stopped(Exception):
+    """A pass asked to stop (:func:`expire`'s ``stop``) did, between two batches: ``counts``, the
+    rows it deleted of each kind before."""
+
+    def __init__(self, counts: dict[str, int]) -> None:
+        super().__init__("the retention pass was stopped before its end")
+        self.counts = counts
 
 
 def prepare(db: Database, now: float) -> list[str]:
@@ -482,12 +499,6 @@ _SWAP_LEASE = "UPDATE positions SET value = ?, updated_at = ? WHERE kind = ? AND
 _READ_LEASE = "SELECT value, updated_at FROM positions WHERE kind = ? AND name = ?"
 
 
-def holder_id() -> str:
-    """A name for a lease's holder: this host, this process and a token of its own
-    (``host:pid:token``)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-
-
 @attrs.frozen
 class HeldLease:
     """A live lease as a process that could not take it sees it: its ``holder``
@@ -512,24 +523,37 @@ def lease_holder(conn: Connection, now: float, *, kind: str = LEASE_KIND) -> Hel
         return None
     found = json.loads(row[0])
     until = float(found.get("until", 0))
-    if not found.get("holder") or until <= now:
+    if _free(found, now):
         return None
     return HeldLease(str(found["holder"]), str(row[1]), until)
 
 
+def _free(found: Mapping[str, Any], now: float) -> bool:
+    """Whether a lease (its row's value) may be taken: nobody holds it, its end has passed, or its
+    holder is a process of this host that is gone (stopped or killed before it gave it back;
+    :mod:`bridge.catalog.holders`). A holder of another host keeps it until it lapses."""
+    holder = str(found.get("holder") or "")
+    return not holder or float(found.get("until", 0)) <= now or gone(holder, found.get("space"))
+
+
+def _held(holder: str, now: float, ttl: float) -> str:
+    """A lease's value: held by ``holder`` (of this process space) until ``now + ttl``."""
+    return json.dumps({"holder": holder, "until": now + ttl, "space": process_space()})
+
+
 def take_lease(db: Database, holder: str, now: float, ttl: float, *, kind: str = LEASE_KIND) -> bool:
     """Take (or renew) the lease of ``kind`` (retention's; the health watch's is ``health``) for
-    ``ttl`` seconds: True when ``holder`` has it, the lease being free, expired or its own; one
-    holder at a time across the catalog's processes (a row of ``positions``, compared and swapped
-    in one transaction)."""
+    ``ttl`` seconds: True when ``holder`` has it, the lease being free, expired, its own, or
+    held by a process of this host that is gone; one holder at a time across the catalog's
+    processes (a row of ``positions``, compared and swapped in one transaction)."""
 
     def work(cur: Cursor) -> bool:
         cur.execute(_INSERT_LEASE, (kind, LEASE_NAME, json.dumps({"holder": "", "until": 0}), epoch_text(now)))
         value = cur.execute(_SELECT_LEASE, (kind, LEASE_NAME)).fetchone()[0]
         found = json.loads(value)
-        if found.get("holder") not in ("", holder) and float(found.get("until", 0)) > now:
+        if found.get("holder") != holder and not _free(found, now):
             return False
-        new = json.dumps({"holder": holder, "until": now + ttl})
+        new = _held(holder, now, ttl)
         return bool(cur.execute(_SWAP_LEASE, (new, epoch_text(now), kind, LEASE_NAME, value)).rowcount == 1)
 
     return db.write(work)
@@ -555,7 +579,7 @@ def renew_lease(cur: Cursor, holder: str, now: float, ttl: float, *, kind: str =
     if row is None or json.loads(row[0]).get("holder") != holder:
         return None
     lapsed = float(json.loads(row[0]).get("until", 0)) <= now
-    new = json.dumps({"holder": holder, "until": now + ttl})
+    new = _held(holder, now, ttl)
     cur.execute(_SWAP_LEASE, (new, epoch_text(now), kind, LEASE_NAME, row[0]))
     return "lapsed" if lapsed else "held"
 
@@ -582,6 +606,7 @@ __all__ = [
     "KINDS",
     "PAUSE",
     "HeldLease",
+    "Stopped",
     "Windows",
     "count",
     "expire",

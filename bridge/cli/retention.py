@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,11 @@ from bridge.catalog import retention as catalog_retention
 from bridge.catalog.retention import Windows
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
-from bridge.cli.output import print_json, print_rows, say
+from bridge.cli.output import print_json, print_rows, say, stop_on_signals
 from bridge.config import RetentionConfig
 from bridge.errors import CatalogError, ConfigError
 
+_STOPPING = "{signal}: stopping after the batch in hand"
 LEASE_TTL = 300.0  # seconds a pass holds the lease without renewing it (renewed after every batch)
 
 
@@ -41,12 +43,14 @@ def run_pass(
     now: float | None = None,
     *,
     pause: float = catalog_retention.PAUSE,
+    stop: Callable[[], bool] = lambda: False,
 ) -> tuple[dict[str, int], str | None] | None:
     """One real pass under the catalog's lease on retention, which the command and serve's
     schedule take alike (one pass at a time across every process on the catalog): taken for
     ``holder``, renewed after every batch, given back at the end. The rows deleted of each kind and
     a note on the file's free pages (None: nothing to say); None when another process's pass holds
-    the lease (nothing was deleted)."""
+    the lease (nothing was deleted). Stopped between two batches when ``stop()`` says so
+    (:class:`~bridge.catalog.retention.Stopped`, the lease given back)."""
     db = catalog.db
     if not catalog_retention.take_lease(db, holder, time.time(), LEASE_TTL):
         return None
@@ -57,7 +61,7 @@ def run_pass(
 
     try:
         at = time.time() if now is None else now
-        deleted = catalog_retention.expire(db, windows(settings), at, pause=pause, between=renew)
+        deleted = catalog_retention.expire(db, windows(settings), at, pause=pause, between=renew, stop=stop)
         return deleted, catalog_retention.reclaim(db)
     finally:
         catalog_retention.release_lease(db, holder)
@@ -91,7 +95,9 @@ def retention(app: AppContext, dry_run: bool, as_json: bool) -> None:
 
     One pass runs at a time across every process on the catalog (serve's scheduled passes
     too): while another holds the lease on retention, this one deletes nothing and exits 1 naming
-    it. --dry-run deletes nothing and takes no lease.
+    it (a lease whose holder on this host is gone, stopped or killed, is taken over). --dry-run
+    deletes nothing and takes no lease. SIGTERM or Ctrl-C stops a pass after the batch in hand:
+    it prints what it deleted, gives the lease back and exits 1.
     """
     catalog = app.catalog()
     settings = app.config.retention
@@ -110,7 +116,14 @@ def retention(app: AppContext, dry_run: bool, as_json: bool) -> None:
             say(f"Note: a retention pass is running ({held.describe()}): these counts hold what it has yet to delete")
         counts = catalog_retention.count(catalog.db.conn, windows(settings), now)
     else:
-        done = run_pass(catalog, settings, catalog_retention.holder_id(), now)
+        with stop_on_signals(_STOPPING) as stop:
+            try:
+                done = run_pass(catalog, settings, catalog_retention.holder_id(), now, stop=stop.is_set)
+            except catalog_retention.Stopped as stopped:
+                _print_counts(stopped.counts, dry_run=False, as_json=as_json)
+                raise CatalogError(
+                    "the retention pass was stopped before its end; what it deleted is above: run it again for the rest"
+                ) from None
         if done is None:
             held = catalog_retention.lease_holder(catalog.db.conn, time.time())
             who = f" ({held.describe()})" if held is not None else ""
@@ -119,12 +132,16 @@ def retention(app: AppContext, dry_run: bool, as_json: bool) -> None:
                 "deleted nothing: run it again once that one is done"
             )
         counts, note = done
+    _print_counts(counts, dry_run=dry_run, as_json=as_json)
+    if note:
+        say(f"Note: {note}")
+
+
+def _print_counts(counts: dict[str, int], *, dry_run: bool, as_json: bool) -> None:
     if as_json:
         print_json({"dryRun": dry_run, "counts": counts})
     else:
         print_rows(("kind", "would go" if dry_run else "deleted"), sorted(counts.items()))
-    if note:
-        say(f"Note: {note}")
 
 
 # --- serve's schedule ------------------------------------------------------------------------
@@ -168,7 +185,7 @@ def _schedule(catalog_path: str | Path, settings: RetentionConfig, stop: Any, pa
     while os.getppid() == parent:
         started = time.monotonic()
         try:
-            _one_scheduled_pass(catalog_path, settings, holder)
+            _one_scheduled_pass(catalog_path, settings, holder, stop.is_set)
         except Exception as exc:  # the receiver goes on; the next pass tries again
             say(f"Warning: retention: {exc}")
         while time.monotonic() - started < settings.every:
@@ -176,14 +193,21 @@ def _schedule(catalog_path: str | Path, settings: RetentionConfig, stop: Any, pa
                 return
 
 
-def _one_scheduled_pass(catalog_path: str | Path, settings: RetentionConfig, holder: str) -> None:
+def _one_scheduled_pass(
+    catalog_path: str | Path, settings: RetentionConfig, holder: str, stop: Callable[[], bool]
+) -> None:
     catalog = Catalog(catalog_path, create=False)
     try:
-        done = run_pass(catalog, settings, holder)
-        if done is None:
-            return  # another process's pass is running
-        gone = ", ".join(f"{n} {kind}" for kind, n in done[0].items() if n)
+        try:
+            done = run_pass(catalog, settings, holder, stop=stop)
+        except catalog_retention.Stopped as stopped:  # the receiver stops: the rest in a later pass
+            counts, still = stopped.counts, " (stopped before its end)"
+        else:
+            if done is None:
+                return  # another process's pass is running
+            counts, still = done[0], ""
+        gone = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
         if gone:
-            say(f"retention: deleted {gone}")
+            say(f"retention: deleted {gone}{still}")
     finally:
         catalog.close()

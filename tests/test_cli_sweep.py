@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -741,6 +742,37 @@ def test_a_closed_standard_stream_is_said(tmp_path: Path, args: list[str], close
     command = " ".join([OLBRIDGE, "--catalog", str(db), *args])
     done = subprocess.run(["sh", "-c", f"exec {command} {closed}"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.both_engines
+def test_with_stderr_closed_the_commands_work_and_their_errors_never_reach_stdout(
+    catalog_path: str, tmp_path: Path
+) -> None:
+    """A process started with stderr closed (``2>&-``): its messages go nowhere, but the command
+    does its work and its exit status says how it went. ``export`` failed with exit status 1 and
+    wrote nothing (its progress asked a missing stderr whether it was a terminal), and an error
+    was written to stdout, among the data."""
+    with Catalog(catalog_path) as catalog:
+        catalog.record_task_run(run("t", outputs=(decl("a.b", type="Table"),)))
+
+    def closed(catalog: str, *args: str) -> subprocess.CompletedProcess[str]:
+        command = " ".join(shlex.quote(word) for word in [OLBRIDGE, "--catalog", catalog, *args])
+        return subprocess.run(["sh", "-c", f"exec {command} 2>&-"], capture_output=True, text=True, timeout=60)
+
+    exported = closed(catalog_path, "export")
+    assert exported.returncode == 0
+    assert exported.stdout == CliRunner().invoke(cli, ["--catalog", catalog_path, "export"]).stdout
+    assert len(exported.stdout.splitlines()) == 2  # the run's START and COMPLETE
+    flags = ["--namespace", "ops", "--flow-id", "b", "--task-id", "s", "--execution-id", "e9"]
+    times = ["--start", "2025-01-02T00:00:00Z", "--end", "2025-01-02T00:01:00Z"]
+    recorded = closed(catalog_path, "record", *flags, *times, "--output", '{"id": "c.d", "type": "Table"}')
+    assert recorded.returncode == 0 and json.loads(recorded.stdout)["created"] == 1
+    listed = closed(catalog_path, "assets", "list", "--json")
+    assert listed.returncode == 0 and sorted(a["id"] for a in json.loads(listed.stdout)) == ["a.b", "c.d"]
+    missing = closed(str(tmp_path / "none.db"), "assets", "list")
+    assert (missing.returncode, missing.stdout) == (1, "")
+    refused = closed(catalog_path, "assets", "show", "no.such.asset")
+    assert (refused.returncode, refused.stdout) == (1, "")
 
 
 @pytest.mark.parametrize("flag", ["--help", "--version"])

@@ -17,7 +17,7 @@ import io
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import click
 from click.core import ParameterSource
@@ -133,10 +133,27 @@ class _Closed(io.RawIOBase):
         raise OSError(errno.EBADF, f"{self.stream} is closed")
 
 
+def _nowhere() -> TextIO:
+    """A stderr for a process started without one: the null device, on descriptor 2 itself, so
+    that no file the command opens (a catalog) takes that number, where a write meant for stderr
+    would land."""
+    fd = os.open(os.devnull, os.O_WRONLY)
+    if fd != 2:
+        try:
+            os.fstat(2)
+        except OSError:  # free: stdin or stdout was closed too, and took the lower number
+            os.dup2(fd, 2)
+            os.close(fd)
+            fd = 2
+    return open(fd, "w", encoding="utf-8")  # stderr, for the whole process
+
+
 def main() -> None:
     for name in ("stdin", "stdout"):
         if getattr(sys, name) is None:  # its descriptor was closed when the process started
             setattr(sys, name, io.TextIOWrapper(_Closed(name), encoding="utf-8", write_through=True))
+    if sys.stderr is None:  # closed too (``2>&-``): the messages go nowhere, the exit status still says how it went
+        sys.stderr = _nowhere()
     try:
         cli()
     except OSError as exc:  # before any command ran (the root's --help, --version): a full disk under stdout

@@ -23,10 +23,11 @@ from bridge.delivery.history import iter_events
 from bridge.delivery.retry import RateLimiter, RetryPolicy
 from bridge.delivery.senders import HttpSender
 from bridge.errors import ConfigError
+from bridge.mapping import Resolver
 from bridge.model import AssetDeclaration, TaskRun, TaskRunKey, TaskState, format_time
 from bridge.openlineage.convert import Converter, task_run_id
 from bridge.openlineage.serialize import dumps
-from tests.backend import ACCEPT, Backend, Reply, event_key, free_port
+from tests.backend import ACCEPT, Backend, Reply, event_key, free_port, wait_for
 from tests.conftest import T0, at
 from tests.helpers import decl, run
 from tests.test_faults import OLBRIDGE, FakeTime
@@ -455,6 +456,38 @@ def test_a_backfill_stopped_before_its_end_exits_1(catalog_target: str) -> None:
             process.wait()
     assert code == 1, rest
     assert "Error: the backfill was stopped before its end; run it again to resume" in rest, rest
+
+
+def test_a_stop_under_a_rate_limit_sends_nothing_more_and_loses_nothing(catalog_target: str) -> None:
+    """SIGTERM during ``backfill --rate``: the requests waiting for the rate limit are not made
+    (they all went at once, within a tenth of a second, while stderr said it stopped after the
+    requests in flight); what did not go is sent by the next run, and nothing twice."""
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_runs(run(f"t{i}", start=at(i), end=at(i + 0.5)) for i in range(40))
+        wanted = list(iter_events(catalog, Converter(Resolver.load())))
+    with Backend(batch=True) as backend:
+        command = [OLBRIDGE, "--catalog", catalog_target, "backfill", "--url", backend.url]
+        limited = [*command, "--rate", "10/s", "--batch-size", "1", "--concurrency", "4"]
+        process = subprocess.Popen(limited, stderr=subprocess.PIPE, text=True)
+        try:
+            assert wait_for(lambda: backend.requests >= 3, timeout=60)
+            process.send_signal(signal.SIGTERM)
+            at_the_stop = backend.requests
+            _, err = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        assert process.returncode == 1, err
+        assert "SIGTERM: stopping after the requests in flight" in err
+        assert "Error: the backfill was stopped before its end; run it again to resume" in err
+        assert backend.requests - at_the_stop <= 4, (backend.requests, at_the_stop)  # those in flight, at most
+        assert backend.accepted_count < 40
+        again = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        assert again.returncode == 0, again.stderr
+    counts = backend.counts(wanted)
+    assert (counts["delivered"], counts["duplicated"], counts["lost"]) == (80, 0, 0)
+    assert backend.out_of_order_runs() == []
 
 
 def failing(keys: set[tuple[str, ...]], broken: list[bool], status: int = 503) -> Callable[..., Reply]:

@@ -203,13 +203,14 @@ class Delivery:
         stop: threading.Event | None = None,
     ) -> Dispatcher:
         """A dispatcher to ``url`` (else to the OpenLineage configuration's backend), at most
-        ``rate`` events a second; a ``stop`` request ends the rate limit's waits."""
+        ``rate`` events a second; a ``stop`` request ends the rate limit's waits, and after it no
+        request is made (those in flight are answered)."""
         sender = sender_for(url, api_key=api_key, timeout=self.timeout, batch=not self.no_batch)
         limiter = None
         if rate is not None:
             wait = stop.wait if stop is not None else time.sleep
             limiter = RateLimiter(rate, time.monotonic, wait)
-        return Dispatcher(sender, concurrency=self.concurrency, batch_size=self.batch_size, limiter=limiter)
+        return Dispatcher(sender, concurrency=self.concurrency, batch_size=self.batch_size, limiter=limiter, stop=stop)
 
 
 def delivery_options(*, max_attempts: int, max_attempts_help: str) -> Callable[[F], F]:

@@ -21,15 +21,24 @@ NOT_SENT = Outcome(ok=False, retry=True, detail="not sent in this round", error=
 class Dispatcher:
     """Sends rounds of events with at most ``concurrency`` requests in flight, up to
     ``batch_size`` events a request. The events of one round belong to different runs (the
-    callers see to that), so their order within the round does not matter."""
+    callers see to that), so their order within the round does not matter. Once ``stop`` is set
+    no request is made (those in flight are answered): the events of the others are
+    :data:`NOT_SENT`, a rate limit's wait that the stop ended among them."""
 
     def __init__(
-        self, sender: Sender, *, concurrency: int = 4, batch_size: int = 200, limiter: RateLimiter | None = None
+        self,
+        sender: Sender,
+        *,
+        concurrency: int = 4,
+        batch_size: int = 200,
+        limiter: RateLimiter | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self.sender = sender
         self.concurrency = max(1, min(concurrency, sender.max_concurrency))
         self.batch_size = max(1, batch_size)
         self.limiter = limiter
+        self.stop = stop
         self._pool = (
             ThreadPoolExecutor(self.concurrency, thread_name_prefix="olbridge-send") if self.concurrency > 1 else None
         )
@@ -53,7 +62,7 @@ class Dispatcher:
 
     def _checked(self, proceed: Callable[[], bool]) -> Callable[[Sequence[str]], list[Outcome]]:
         def one(chunk: Sequence[str]) -> list[Outcome]:
-            if not proceed():
+            if not proceed() or self._stopped():
                 return [NOT_SENT] * len(chunk)
             paid = False  # the rate limit's share of the chunk taken
             if getattr(self.sender, "batch", True):
@@ -63,13 +72,15 @@ class Dispatcher:
                 if self.limiter is not None:
                     self.limiter.acquire(len(chunk))
                     paid = True
+                    if self._stopped():  # (the stop ended the wait)
+                        return [NOT_SENT] * len(chunk)
                 outcomes: list[Outcome] | None = tried(chunk)
                 if outcomes is not None:
                     return outcomes
                 # no batch endpoint (Marquez), or a refusal that names no event: one by one
             out: list[Outcome] = []
             for line in chunk:
-                if out and (not proceed() or (out[-1].retry and out[-1].status is None)):
+                if out and (not proceed() or self._stopped() or (out[-1].retry and out[-1].status is None)):
                     break
                 out += self.sender.send([line]) if paid else self._one([line])
             return out + [NOT_SENT] * (len(chunk) - len(out))
@@ -77,9 +88,16 @@ class Dispatcher:
         return one
 
     def _one(self, chunk: Sequence[str]) -> list[Outcome]:
+        if self._stopped():
+            return [NOT_SENT] * len(chunk)
         if self.limiter is not None:
             self.limiter.acquire(len(chunk))
+            if self._stopped():  # the stop ended the wait: nothing new goes
+                return [NOT_SENT] * len(chunk)
         return self.sender.send(chunk)
+
+    def _stopped(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
 
     def close(self) -> None:
         """Wait for requests in flight, then let the sender go."""
@@ -126,17 +144,25 @@ def deliver(
     attempts (then its last outcome, to be retried later). Between passes it sleeps the longest
     delay the policy gives the events that go again; ``observe`` sees every pass before that
     sleep. A ``stop`` request ends the retries (and the sleep, where ``sleep`` is its wait): the
-    events still to go again get ``None``, and nothing is sent after it."""
+    events still to go again get ``None``, and nothing is sent after it; so do those a stopped
+    dispatcher did not send (:data:`NOT_SENT`: no attempt, and no part of the pass)."""
     final: list[Outcome | None] = [None] * len(lines)
     attempts = [0] * len(lines)
     waiting = list(range(len(lines)))
     while waiting:
         outcomes = dispatcher.send([lines[i] for i in waiting])
         again: list[int] = []
+        sent: list[Outcome] = []
         flags: list[bool] = []
         wait = 0.0
+        cut = False  # the dispatcher stopped: what it did not send is left for later, untouched
         for i, outcome in zip(waiting, outcomes, strict=True):
+            if outcome is NOT_SENT:  # no attempt
+                again.append(i)
+                cut = True
+                continue
             attempts[i] += 1
+            sent.append(outcome)
             if outcome.retry and not policy.gives_up(attempts[i]):
                 again.append(i)
                 flags.append(True)
@@ -145,10 +171,10 @@ def deliver(
                 final[i] = outcome
                 flags.append(False)
         if observe is not None:
-            observe(Pass(outcomes, flags, wait, clock()))
+            observe(Pass(sent, flags, wait, clock()))
         waiting = again
         if waiting:
-            if stop is not None and stop.is_set():
+            if cut or (stop is not None and stop.is_set()):
                 break
             sleep(wait)
             if stop is not None and stop.is_set():  # the stop ended the wait: nothing goes again

@@ -57,8 +57,12 @@ def lineage(
 ) -> None:
     """Show an asset's upstream and downstream lineage (or a column's, with --column).
 
+    The text tree draws each asset's subtree once; where an asset is reached again its line ends
+    "(shown above)" (or "(shown below)"). A line names its edge's first three tasks, then how many
+    more (--format json has them all).
+
     --format mermaid prints a Mermaid flowchart: a node per asset (its id and type) and an
-    arrow per linked pair, labelled with every task that links them, one a line.
+    arrow per linked pair, labelled with the tasks that link them (the first three), one a line.
 
     ASSET_ID is its id, or a name it was received under: <olNamespace>/<olName>, or a symlink
     identifier's <namespace>/<name>.

@@ -7,6 +7,7 @@ from typing import Any
 
 from bridge.catalog import LineageGraph
 from bridge.drawing.mermaid import label_text, node_id
+from bridge.drawing.tree import first_tasks, tree_lines, via
 from bridge.model import format_time
 
 
@@ -28,7 +29,9 @@ def graph_json(graph: LineageGraph) -> dict[str, Any]:
 
 
 def graph_text(graph: LineageGraph) -> str:
-    """An indented tree per direction: ``<- upstream`` and ``-> downstream``."""
+    """An indented tree per direction: ``<- upstream`` and ``-> downstream``, each asset's subtree
+    once (elsewhere its line says where it is shown) and each edge's first few tasks
+    (:mod:`bridge.drawing.tree`)."""
     return "\n".join(graph_lines(graph))
 
 
@@ -40,33 +43,24 @@ def graph_lines(graph: LineageGraph) -> list[str]:
     for direction, arrow in (("upstream", "<-"), ("downstream", "->")):
         if graph.direction not in (direction, "both"):
             continue
-        children: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+        found: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
         for e in graph.edges:
             if direction == "upstream":
-                children.setdefault(e.downstream, []).append((e.upstream, e.tasks))
+                found.setdefault(e.downstream, []).append((e.upstream, e.tasks))
             else:
-                children.setdefault(e.upstream, []).append((e.downstream, e.tasks))
-
-        def walk(
-            node: str,
-            level: int,
-            seen: frozenset[str],
-            children: dict[str, list[tuple[str, tuple[str, ...]]]] = children,
-            arrow: str = arrow,
-        ) -> None:
-            for child, tasks in sorted(children.get(node, [])):
-                via = f"  via {', '.join(tasks)}" if tasks else ""
-                lines.append(f"{'  ' * level}{arrow} {child} ({types.get(child, '?')}){via}")
-                if child not in seen and level < graph.depth:
-                    walk(child, level + 1, seen | {child})
-
-        walk(graph.root, 1, frozenset({graph.root}))
+                found.setdefault(e.upstream, []).append((e.downstream, e.tasks))
+        children = {
+            node: [(child, f"{child} ({types.get(child, '?')}){via(tasks)}") for child, tasks in sorted(pairs)]
+            for node, pairs in found.items()
+        }
+        lines += tree_lines(graph.root, children, graph.depth, arrow)
     return lines
 
 
 def graph_mermaid(graph: LineageGraph) -> str:
     """A Mermaid flowchart: a node per asset labelled with its id and type, and one arrow per pair
-    of linked assets labelled with every task that links them, one a line. Every statement ends
+    of linked assets labelled with the tasks that link them, one a line: the first
+    :data:`~bridge.drawing.tree.VIA_SHOWN`, then ``and N more``. Every statement ends
     with ';': Mermaid drops the last ';' of a line where "style"/"classDef" is followed by ':' and
     '#', and that ';' is then the statement's own, never an entity code's."""
     types = {a.id: a.type for a in graph.assets}
@@ -79,7 +73,7 @@ def graph_mermaid(graph: LineageGraph) -> str:
         label = f"{label_text(node)}<br/>{label_text(types.get(node, '?'))}"
         lines.append(f'    {node_id(node)}["{label}"];')
     for (up, down), tasks in pairs.items():
-        label = f'|"{"<br/>".join(label_text(t) for t in tasks)}"|' if tasks else ""
+        label = f'|"{"<br/>".join(label_text(t) for t in first_tasks(list(tasks)))}"|' if tasks else ""
         lines.append(f"    {node_id(up)} -->{label} {node_id(down)};")
     return "\n".join(lines)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from bridge.catalog import ColumnLineageEdge, ColumnLineageGraph
 from bridge.drawing.mermaid import label_text, node_id
+from bridge.drawing.tree import tree_lines, via
 from bridge.model import Transformation
 
 
@@ -52,7 +53,8 @@ def column_graph_json(graph: ColumnLineageGraph) -> dict[str, Any]:
 
 
 def column_graph_text(graph: ColumnLineageGraph) -> str:
-    """An indented tree per direction: ``<- upstream column`` and ``-> downstream column``."""
+    """An indented tree per direction: ``<- upstream column`` and ``-> downstream column``, each
+    column's subtree once and each edge's first few tasks, as :func:`bridge.drawing.asset_graph.graph_text`."""
     return "\n".join(column_graph_lines(graph))
 
 
@@ -62,30 +64,24 @@ def column_graph_lines(graph: ColumnLineageGraph) -> list[str]:
     for direction, arrow in (("upstream", "<-"), ("downstream", "->")):
         if graph.direction not in (direction, "both"):
             continue
-        children: dict[tuple[str, str], list[tuple[tuple[str, str], ColumnLineageEdge]]] = {}
+        found: dict[tuple[str, str], list[tuple[tuple[str, str], ColumnLineageEdge]]] = {}
         for e in graph.edges:
             up, down = (e.upstream, e.upstream_column), (e.downstream, e.downstream_column)
             if direction == "upstream":
-                children.setdefault(down, []).append((up, e))
+                found.setdefault(down, []).append((up, e))
             else:
-                children.setdefault(up, []).append((down, e))
-
-        def walk(
-            node: tuple[str, str],
-            level: int,
-            seen: frozenset[tuple[str, str]],
-            children: dict[tuple[str, str], list[tuple[tuple[str, str], ColumnLineageEdge]]] = children,
-            arrow: str = arrow,
-        ) -> None:
-            for child, edge in sorted(children.get(node, []), key=lambda item: item[0]):
-                how = _how(edge.transformations)
-                via = f"  via {', '.join(edge.tasks)}" if edge.tasks else ""
-                lines.append(f"{'  ' * level}{arrow} {child[0]}.{child[1]}{f'  {how}' if how else ''}{via}")
-                if child not in seen and level < graph.depth:
-                    walk(child, level + 1, seen | {child})
-
-        walk((graph.root, graph.column), 1, frozenset({(graph.root, graph.column)}))
+                found.setdefault(up, []).append((down, e))
+        children = {
+            node: [(child, _line(child, edge)) for child, edge in sorted(pairs, key=lambda item: item[0])]
+            for node, pairs in found.items()
+        }
+        lines += tree_lines((graph.root, graph.column), children, graph.depth, arrow)
     return lines
+
+
+def _line(column: tuple[str, str], edge: ColumnLineageEdge) -> str:
+    how = _how(edge.transformations)
+    return f"{column[0]}.{column[1]}{f'  {how}' if how else ''}{via(edge.tasks)}"
 
 
 def column_graph_mermaid(graph: ColumnLineageGraph) -> str:

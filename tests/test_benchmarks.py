@@ -299,6 +299,16 @@ def test_health_runs_and_keeps_its_catalog(capsys: pytest.CaptureFixture[str], t
     assert "kept from before: not built again" in again and "FAIL 21; at risk 180" in again
 
 
+def test_asset_show_runs_and_keeps_its_catalogs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    arguments = ["--usages", "30", "50", "--jobs", "4", "--job-runs", "2", "--repeat", "1", "--keep", str(tmp_path)]
+    assert load("asset_show").main(arguments) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^ +30 +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+$", out, re.MULTILINE), out
+    assert (tmp_path / "asset-show-50.db").is_file()
+    assert load("asset_show").main(arguments) == 0
+    assert re.search(r"^ +50 +kept ", capsys.readouterr().out, re.MULTILINE)
+
+
 def test_export_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert load("export").main(["--runs", "30", "--tables", "4", "--repeat", "2"]) == 0
     out = capsys.readouterr().out

@@ -4,6 +4,7 @@ from bridge.catalog.columns import ColumnLineageEdge, ColumnLineageGraph, Stored
 from bridge.catalog.positions import Position
 from bridge.catalog.query import (
     AssetQuery,
+    AssetUsages,
     ExternalSource,
     ExternalUsage,
     HistoryFilter,
@@ -25,6 +26,7 @@ from bridge.catalog.store import (
 
 __all__ = [
     "AssetQuery",
+    "AssetUsages",
     "Catalog",
     "CatalogSource",
     "ColumnLineageEdge",

@@ -1,5 +1,6 @@
 """The catalog's history read back: asset changes, task runs with their usages and column edges,
-declared jobs, each under one :class:`~bridge.catalog.query.HistoryFilter`, and an asset's usages.
+declared jobs, each under one :class:`~bridge.catalog.query.HistoryFilter`, and an asset's usages
+(all of them, or the latest few with their counts).
 What ``export``, ``backfill``, ``history`` and the web view read, through :class:`Catalog`'s
 delegates of the same names.
 """
@@ -13,7 +14,15 @@ from typing import Any
 from bridge.catalog import columns as column_queries
 from bridge.catalog import rows, sql, sql_received
 from bridge.catalog.engine import Connection, Cursor
-from bridge.catalog.query import CHANGE_FILTERS, JOB_FILTERS, RUN_FILTERS, ExternalUsage, HistoryFilter, RunUsage
+from bridge.catalog.query import (
+    CHANGE_FILTERS,
+    JOB_FILTERS,
+    RUN_FILTERS,
+    AssetUsages,
+    ExternalUsage,
+    HistoryFilter,
+    RunUsage,
+)
 from bridge.errors import NotFoundError
 from bridge.model import AssetChange, Statistics, StoredDeclaredJob, StoredTaskRun, StoredUsage
 
@@ -124,27 +133,50 @@ def with_usages(conn: Connection | Cursor, page: list[Any]) -> Iterator[StoredTa
 
 def usages_of(conn: Connection | Cursor, asset_id: str) -> list[RunUsage | ExternalUsage]:
     """Every read and write of an asset: by olbridge's task runs (direction, time and the task
-    run's key), then by the jobs the receiver heard of."""
-    out: list[RunUsage | ExternalUsage] = []
-    for row in conn.execute(sql.USAGES_OF_ASSET, (asset_id,)):
-        direction, used_at, *run = row
-        stored = rows.task_run_from_row(run, [])
-        key = stored.key
-        out.append(
-            RunUsage(
-                direction,
-                used_at,
-                key.flow_namespace,
-                key.flow_id,
-                key.task_id,
-                key.execution_id,
-                key.task_run_id,
-                stored.state.value,
-            )
-        )
+    run's key), then by the jobs the receiver heard of. All of them: :func:`latest_usages` reads
+    a few, whatever the asset's history."""
+    out: list[RunUsage | ExternalUsage] = [_run_usage(row) for row in conn.execute(sql.USAGES_OF_ASSET, (asset_id,))]
     for direction, job_ns, job_name in conn.execute(sql_received.EXTERNAL_USAGES_OF_ASSET, (asset_id,)):
         out.append(ExternalUsage(direction, job_ns, job_name))
     return out
+
+
+def latest_usages(conn: Connection | Cursor, asset_id: str, limit: int) -> AssetUsages:
+    """An asset's latest ``limit`` uses by olbridge's task runs (newest first) and its first
+    ``limit`` received jobs (by namespace and name), with how many there are of each: the rows
+    shown read through usages_asset backwards and external_usages_asset, the rest counted there."""
+    found: list[Sequence[Any]] = []
+    for direction in ("input", "output"):
+        found += conn.execute(sql.LATEST_USAGES_OF_ASSET, (asset_id, direction, limit)).fetchall()
+    found.sort(key=lambda row: (row[1], row[2]), reverse=True)  # used_at, then the task run's key
+    jobs = conn.execute(sql_received.FIRST_EXTERNAL_USAGES_OF_ASSET, (asset_id, limit)).fetchall()
+    own = dict(conn.execute(sql.COUNT_USAGES_OF_ASSET, (asset_id,)).fetchall())
+    theirs = dict(conn.execute(sql_received.COUNT_EXTERNAL_USAGES_OF_ASSET, (asset_id,)).fetchall())
+    return AssetUsages(
+        runs=tuple(_run_usage(row) for row in found[:limit]),
+        jobs=tuple(ExternalUsage(direction, job_ns, job_name) for direction, job_ns, job_name in jobs),
+        reads=int(own.get("input", 0)),
+        writes=int(own.get("output", 0)),
+        job_reads=int(theirs.get("input", 0)),
+        job_writes=int(theirs.get("output", 0)),
+    )
+
+
+def _run_usage(row: Sequence[Any]) -> RunUsage:
+    """A use by one of olbridge's task runs from its row: direction, time, the task run's columns."""
+    direction, used_at, *run = row
+    stored = rows.task_run_from_row(run, [])
+    key = stored.key
+    return RunUsage(
+        direction,
+        used_at,
+        key.flow_namespace,
+        key.flow_id,
+        key.task_id,
+        key.execution_id,
+        key.task_run_id,
+        stored.state.value,
+    )
 
 
 def declared_job(conn: Connection | Cursor, pk: int) -> StoredDeclaredJob:
@@ -188,6 +220,7 @@ __all__ = [
     "iter_declared_jobs",
     "iter_task_runs",
     "latest_changes",
+    "latest_usages",
     "task_runs_by_pk",
     "usages_of",
 ]

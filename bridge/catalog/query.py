@@ -192,6 +192,38 @@ class ExternalUsage:
 
 
 @attrs.frozen
+class AssetUsages:
+    """An asset's latest uses (:meth:`Catalog.latest_usages`): the latest reads and writes by
+    olbridge's task runs, newest first, and the first of the jobs the receiver heard of (by
+    namespace and name), each cut to a limit, with how many there are of each."""
+
+    runs: tuple[RunUsage, ...]
+    jobs: tuple[ExternalUsage, ...]
+    reads: int  # by olbridge's task runs, all of them
+    writes: int
+    job_reads: int  # by received jobs, all of them
+    job_writes: int
+
+    @property
+    def left_out(self) -> int:
+        return self.reads + self.writes + self.job_reads + self.job_writes - len(self.runs) - len(self.jobs)
+
+    def to_json(self) -> dict[str, Any]:
+        """``assets show``'s keys: ``usages`` (the runs' then the jobs'), ``usageCounts`` and
+        ``usagesLeftOut``."""
+        return {
+            "usages": [*(u.to_json() for u in self.runs), *(u.to_json() for u in self.jobs)],
+            "usageCounts": {
+                "reads": self.reads,
+                "writes": self.writes,
+                "externalReads": self.job_reads,
+                "externalWrites": self.job_writes,
+            },
+            "usagesLeftOut": self.left_out,
+        }
+
+
+@attrs.frozen
 class ExternalSource:
     """An external run (or a job without a run) the receiver took, with the datasets it read and
     wrote (:meth:`Catalog.external_sources`)."""

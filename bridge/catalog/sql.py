@@ -329,6 +329,17 @@ USAGES_OF_ASSET = f"""
     {_TASK_RUN_FROM} JOIN usages u ON u.task_run_pk = t.pk
     WHERE u.asset_id = ? ORDER BY u.used_at, t.pk
 """
+# an asset's latest uses in one direction, newest first: the first rows of usages_asset read
+# backwards (however many uses the asset has)
+LATEST_USAGES_OF_ASSET = f"""
+    SELECT u.direction, u.used_at, {TASK_RUN_COLUMNS}
+    FROM usages u JOIN task_runs t ON t.pk = u.task_run_pk
+    JOIN executions e ON e.flow_namespace = t.flow_namespace AND e.flow_id = t.flow_id
+                     AND e.execution_id = t.execution_id
+    WHERE u.asset_id = ? AND u.direction = ? ORDER BY u.used_at DESC, u.task_run_pk DESC LIMIT ?
+"""
+# how many uses an asset has in each direction (counted in usages_asset)
+COUNT_USAGES_OF_ASSET = "SELECT direction, count(*) FROM usages WHERE asset_id = ? GROUP BY direction"
 
 # --- column lineage -------------------------------------------------------------------------
 

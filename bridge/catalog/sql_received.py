@@ -232,6 +232,11 @@ EXTERNAL_USAGES_OF_ASSET = """
     SELECT direction, job_namespace, job_name FROM external_usages
     WHERE asset_id = ? ORDER BY job_namespace, job_name, direction
 """
+FIRST_EXTERNAL_USAGES_OF_ASSET = """
+    SELECT direction, job_namespace, job_name FROM external_usages
+    WHERE asset_id = ? ORDER BY job_namespace, job_name, direction LIMIT ?
+"""
+COUNT_EXTERNAL_USAGES_OF_ASSET = "SELECT direction, count(*) FROM external_usages WHERE asset_id = ? GROUP BY direction"
 COUNT_TABLE = {
     name: f"SELECT count(*) FROM {name}"
     for name in ("received_events", "external_datasets", "external_sources", "external_usages", "external_lineage")

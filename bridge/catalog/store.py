@@ -37,6 +37,7 @@ from bridge.catalog.outbox import Outbox
 from bridge.catalog.positions import Checkpoint, Position, RefusedItem
 from bridge.catalog.query import (
     AssetQuery,
+    AssetUsages,
     ExternalSource,
     ExternalUsage,
     HistoryFilter,
@@ -484,6 +485,12 @@ class Catalog:
         """Every read and write of an asset: by olbridge's task runs (direction, time and the task
         run's key), then by the jobs the receiver heard of."""
         return history.usages_of(self._conn, asset_id)
+
+    def latest_usages(self, asset_id: str, limit: int = 20) -> AssetUsages:
+        """An asset's latest ``limit`` reads and writes by olbridge's task runs (newest first)
+        and its first ``limit`` received jobs, with how many there are of each: a few rows read
+        however long its history (``assets show``)."""
+        return history.latest_usages(self._conn, asset_id, limit)
 
     # --- external lineage (the receiver) -----------------------------------------------------
 

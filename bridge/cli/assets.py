@@ -119,12 +119,27 @@ def assets_list(
     say(f"{len(found)} asset(s)")
 
 
-@assets.command("show")
+@assets.command(
+    "show",
+    epilog=examples(
+        "olbridge assets show dbt.main.my_second_dbt_model",
+        "olbridge assets show hub.events --usages 200   # its latest 200 uses",
+    ),
+)
 @click.argument("asset_id")
+@click.option(
+    "--usages",
+    "limit",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="How many of its latest uses by task runs to list (and of the received jobs that use it).",
+)
 @pass_app
-def assets_show(app: AppContext, asset_id: str) -> None:
-    """Show one asset as JSON, with its OpenLineage name and its usages; a placeholder with the
-    symlink identifiers and the latest of each facet its producers sent.
+def assets_show(app: AppContext, asset_id: str, limit: int) -> None:
+    """Show one asset as JSON, with its OpenLineage name and its latest usages (newest first),
+    how many there are and how many are left out; a placeholder with the symlink identifiers and
+    the latest of each facet its producers sent.
 
     ASSET_ID is its id, or a name it was received under: <olNamespace>/<olName>, or a symlink
     identifier's <namespace>/<name>."""
@@ -133,7 +148,7 @@ def assets_show(app: AppContext, asset_id: str) -> None:
     record = asset.to_json()
     named = app.resolver().dataset_for(asset.id, asset.type, asset.metadata)
     record["openlineage"] = {"namespace": named.namespace, "name": named.name, "rule": named.rule}
-    record["usages"] = [usage.to_json() for usage in app.catalog().usages_of(asset_id)]
+    record.update(app.catalog().latest_usages(asset_id, limit).to_json())
     judged = app.catalog().health(judged_at(None), app.config.freshness, ids=[asset_id])
     print_json(_with_health(record, judged[0] if judged else None))
 

@@ -466,6 +466,61 @@ def test_a_bad_option_value_is_a_usage_error(tmp_path: Path, args: list[str], sa
     assert db.read_bytes() == before
 
 
+_RECORD_FLAGS = ("record", "--namespace", "ops", "--flow-id", "f", "--task-id", "t", "--execution-id", "e",
+                 "--start", "2025-01-01T00:00:00Z")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--metadata-json", '{"a": "\\ud800"}'], "Error: --metadata-json: not valid JSON: no low surrogate"),
+        (["--metadata-json", '{"a": ' + "1" * 5000 + "}"], "not valid JSON: an integer of 5000"),
+        (["--metadata-json", '{"a": ' + "1" * 2000 + "}"], "not valid JSON: an integer of 2000"),
+        (["--metadata-json", '{"a": NaN}'], "Error: --metadata-json: not valid JSON: "),
+        (["--metadata-json", '{"a": [1]}'], "Error: --metadata-json a: metadata is flat"),
+        (["--metadata-json", '{"a": "\\u0000"}'], "Error: --metadata-json a: metadata key 'a' holds a NUL"),
+        (["--namespace", ""], "Error: --namespace: a namespace matches"),
+        (["--display-name", "d" * 1001], "Error: --display-name: has at most 1000 characters"),
+    ],
+)
+def test_assets_set_reads_its_json_by_the_json_rules(tmp_path: Path, args: list[str], says: str) -> None:
+    """``--metadata-json`` is read as every JSON olbridge reads is (no lone surrogates, no NaN,
+    integers of at most 1,000 digits): a value past them is a usage error named by the option, not
+    a traceback, nor stored; so is a value the declaration refuses, named by the option that gave it."""
+    db = tmp_path / "c.db"
+    assert invoke(db, "assets", "set", "a.b", "--type", "Table")[0] == 0
+    before = db.read_bytes()
+    code, out, err = invoke(db, "assets", "set", "a.b", "--type", "Table", *args)
+    said = err.strip().splitlines()[-1]
+    assert (code, out) == (2, "") and said.startswith("Error: --") and says in said, err
+    assert db.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("output", "says"),
+    [
+        ('{"id": "a.d", "type": "Table", "description": "\\ud800"}', "no low surrogate in string"),
+        ('{"id": "a.d", "type": "Table", "metadata": {"k": ' + "9" * 5000 + "}}", "an integer of 5000 digits"),
+        ('{"id": "a.d", "type": "Table", "metadata": {"k": NaN}}', "not a valid JSON object"),
+    ],
+)
+def test_record_reads_its_json_flags_by_the_json_rules(tmp_path: Path, output: str, says: str) -> None:
+    """``record --output '{...}'`` is read by the JSON rules too: a usage error naming the flag."""
+    db = tmp_path / "c.db"
+    code, out, err = invoke(db, *_RECORD_FLAGS, "--output", output)
+    said = err.strip().splitlines()[-1]
+    assert (code, out) == (2, "") and said.startswith("Error: --output[0]: ") and says in said, err
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("args", [["list"], ["purge"]])
+def test_an_empty_namespace_filter_is_named_by_its_option(tmp_path: Path, args: list[str]) -> None:
+    db = tmp_path / "c.db"
+    assert invoke(db, "init")[0] == 0
+    code, _, err = invoke(db, "assets", *args, "--namespace", "")
+    assert code == 2 and err.strip().splitlines()[-1].startswith("Error: --namespace: a namespace matches"), err
+
+
 def test_a_file_named_like_an_option_is_not_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file's problem is named by the file, whose name may begin with "--" (given after "--"):
     not taken for an option's bad value (exit 1, as for any file)."""

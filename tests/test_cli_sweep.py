@@ -25,6 +25,7 @@ from click.testing import CliRunner, Result
 
 from bridge.catalog import Catalog
 from bridge.cli import cli
+from bridge.cli.context import operational
 from bridge.demo import example_project
 from tests.backend import Backend, free_port
 from tests.helpers import decl, run
@@ -666,7 +667,9 @@ def test_the_machines_own_errors_speak(tmp_path: Path, monkeypatch: pytest.Monke
     result = CliRunner().invoke(cli, ["--catalog", str(db), "assets", "set", "a.b", "--type", "Table"])
     assert result.exit_code == 0, result.output
     result = CliRunner().invoke(cli, ["--catalog", str(db), "assets", "set", "a.b", "--metadata-json", deep])
-    assert result.exit_code == 1 and "Error: a JSON value (or another input) is nested too deeply" in result.stderr
+    # read by the JSON rules, which say how deep a value may nest: a bad value of the option
+    assert result.exit_code == 2 and "Error: --metadata-json: not valid JSON: depth limit" in result.stderr
+    assert operational(RecursionError()) == "a JSON value (or another input) is nested too deeply to read"
     with open("/dev/full", "w") as full:
         done = subprocess.run([OLBRIDGE, "--catalog", str(db), "assets", "list"], stdout=full, stderr=subprocess.PIPE)
     assert done.returncode == 1 and done.stderr.decode().strip() == "Error: No space left on device", done.stderr

@@ -14,8 +14,9 @@ from bridge.cli.examples import examples
 from bridge.cli.health import freshness_rule, judged_at
 from bridge.cli.options import json_flag, moment
 from bridge.cli.output import print_json, print_rows, say
-from bridge.errors import ValidationError
-from bridge.model import AssetDeclaration, utcnow
+from bridge.errors import ValidationError, ValidationProblems
+from bridge.files import loads
+from bridge.model import AssetDeclaration, check_namespace, utcnow
 from bridge.model.asset_types import normalize_type
 
 _where = click.option(
@@ -40,13 +41,16 @@ def _types(types: tuple[str, ...]) -> tuple[str, ...]:
 def _metadata(pairs: tuple[str, ...], blob: str | None, unset: tuple[str, ...] = ()) -> dict[str, Any]:
     """The metadata update: --metadata-json, then the --metadata pairs (values are strings, "null"
     too), then the --unset-metadata keys as nulls, which remove them. A key both set and unset is
-    refused."""
+    refused. The JSON is read by the rules of every JSON olbridge reads (no NaN, no lone
+    surrogates, integers of at most 1,000 digits)."""
     out: dict[str, Any] = {}
     if blob is not None:
         try:
-            parsed = json.loads(blob)
+            parsed = loads(blob)
         except json.JSONDecodeError as exc:
-            raise ValidationError(f"not valid JSON: {exc.msg}", rule="json", where="--metadata-json") from None
+            raise ValidationError(
+                f"not valid JSON: {exc.msg} (column {exc.colno})", rule="json", where="--metadata-json"
+            ) from None
         if not isinstance(parsed, dict):
             raise ValidationError("must be a JSON object", rule="metadata.type", where="--metadata-json")
         out.update(parsed)
@@ -64,6 +68,31 @@ def _metadata(pairs: tuple[str, ...], blob: str | None, unset: tuple[str, ...] =
             )
         out[key] = None
     return out
+
+
+# the fields of a declaration an option of ``assets set`` gives
+_OPTION_OF = {
+    "type": "--type",
+    "namespace": "--namespace",
+    "displayName": "--display-name",
+    "description": "--description",
+}
+
+
+def _as_option(error: ValidationError, pairs: tuple[str, ...]) -> ValidationError:
+    """A problem of the declaration ``assets set`` makes of its options, named by the option that
+    gave the value (``metadata.owner``: ``--metadata owner`` or ``--metadata-json owner``)."""
+    field, dot, key = error.where.partition(".")
+    if field == "metadata":
+        key = key if dot else (error.value if isinstance(error.value, str) else "")
+        given = {pair.partition("=")[0] for pair in pairs}
+        option = "--metadata" if key in given else "--metadata-json"
+        where = f"{option} {key}" if key else option
+    elif field in _OPTION_OF and not dot:
+        where = _OPTION_OF[field]
+    else:
+        return error
+    return ValidationError(error.message, rule=error.rule, value=error.value, where=where)
 
 
 @click.group()
@@ -95,7 +124,10 @@ def assets_list(
 ) -> None:
     """List assets."""
     query = AssetQuery.create(
-        types=_types(types), namespace=namespace, metadata=_filters(where), include_deleted=deleted
+        types=_types(types),
+        namespace=check_namespace(namespace, "--namespace"),
+        metadata=_filters(where),
+        include_deleted=deleted,
     )
     found = app.catalog().list_assets(query)
     shown = [a.id for a in found]
@@ -221,14 +253,19 @@ def assets_set(
     rule = freshness_rule(fresh_max, fresh_warn, fresh_cron, fresh_lag, fresh_zone)
     if rule is not None and no_freshness:
         raise click.UsageError("--no-freshness removes the rule the other --freshness options set; give one")
-    decl = AssetDeclaration.create(
-        asset_id,
-        type=type_,
-        namespace=namespace,
-        display_name=display_name,
-        description=description,
-        metadata=_metadata(pairs, metadata_json, unset),
-    )
+    try:
+        decl = AssetDeclaration.create(
+            asset_id,
+            type=type_,
+            namespace=namespace,
+            display_name=display_name,
+            description=description,
+            metadata=_metadata(pairs, metadata_json, unset),
+        )
+    except ValidationProblems as exc:
+        raise ValidationProblems([_as_option(problem, pairs) for problem in exc.problems]) from None
+    except ValidationError as exc:
+        raise _as_option(exc, pairs) from None
     catalog = app.catalog(create=True)
     now = utcnow()
     if rule is not None or no_freshness:
@@ -295,7 +332,7 @@ def assets_purge(
     before = moment(end_date, "--end-date")
     query = AssetQuery.create(
         types=_types(types),
-        namespace=namespace,
+        namespace=check_namespace(namespace, "--namespace"),
         metadata=_filters(where),
         ids=ids,
         include_deleted=True,

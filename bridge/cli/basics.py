@@ -15,7 +15,7 @@ from bridge.cli.options import STATE_HELP, StateParam
 from bridge.cli.output import print_json, record_summary, run_name, run_warnings, say, say_warnings
 from bridge.cli.progress import progress
 from bridge.errors import InputFileError, RunEndedError, ValidationError, ValidationProblems
-from bridge.files import open_text
+from bridge.files import loads, open_text
 from bridge.model import TaskRun
 from bridge.task_run_json import parse_task_run, read_task_run_lines
 
@@ -164,12 +164,16 @@ def _line_count(name: str) -> int | None:
 
 
 def _asset_flag(text: str, where: str) -> object:
+    """An asset ``--input`` or ``--output`` gives: its id, or a JSON object read by the rules of
+    every JSON olbridge reads (no NaN, no lone surrogates, integers of at most 1,000 digits)."""
     text = text.strip()
     if text.startswith("{"):
         try:
-            return json.loads(text)
+            return loads(text)
         except json.JSONDecodeError as exc:
-            raise ValidationError(f"not a valid JSON object: {exc.msg}", rule="json", where=where) from None
+            raise ValidationError(
+                f"not a valid JSON object: {exc.msg} (column {exc.colno})", rule="json", where=where
+            ) from None
     return {"id": text}
 
 

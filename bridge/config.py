@@ -374,6 +374,10 @@ def _catalog(text: str, base: Path, where: str) -> Path | str:
     """A catalog named in the file or the environment: a database URL (postgresql://...) as it
     is, a file relative to ``base``; a URL of another scheme is an error, not a file name."""
     if text.startswith(("postgresql://", "postgres://")):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # bytes of the environment that are not UTF-8
+            raise ConfigError(f"{where}: the catalog's URL is not UTF-8 text") from None
         return text
     if "://" in text or not text.strip():  # an empty one would be the folder itself
         raise ConfigError(f"{where}: 'catalog' must be a SQLite file or a postgresql:// URL, not {text!r}")

@@ -5,7 +5,10 @@ are in test_cli_sweep.py)."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -205,3 +208,70 @@ def test_record_file_and_flags_agree_on_a_missing_end(tmp_path: Path) -> None:
         [flagged] = list(flags_catalog.iter_task_runs())
     assert ended.ended_at == ended.started_at == flagged.ended_at
     assert running.ended_at is None
+
+
+# --- command-line text that is not UTF-8 --------------------------------------------------------
+
+
+def test_a_lone_surrogate_that_is_no_byte_is_said_as_a_character(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    assert invoke(db, "init")[0] == 0
+    code, _, err = invoke(db, "assets", "show", "caf\ud800")
+    assert code == 2 and err == (
+        "Error: ASSET_ID: not UTF-8 text (character 4 is U+D800, a lone surrogate); olbridge reads its arguments "
+        "as UTF-8\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["assets", "show", "caf\udce9"], "ASSET_ID"),
+        (["assets", "delete", "caf\udce9"], "ASSET_ID"),
+        (["assets", "set", "caf\udce9", "--type", "Table"], "ASSET_ID"),
+        (["assets", "set", "a.b", "--type", "Table", "--description", "caf\udce9"], "--description"),
+        (["lineage", "caf\udce9"], "ASSET_ID"),
+        (["runs", "show", "caf\udce9"], "RUN_ID"),
+        (["metaflow", "promote", "caf\udce9", "--project", "p", "--from", "a", "--to", "b"], "ASSET_ID"),
+        (["export", "--namespace", "caf\udce9"], "--namespace"),
+        (["backfill", "--dry-run", "--checkpoint", "caf\udce9"], "--checkpoint"),
+        (["record", "--namespace", "o", "--flow-id", "f", "--task-id", "t", "--input", "caf\udce9"], "--input"),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else value,
+)
+def test_an_argument_that_is_not_utf8_is_a_bad_value(tmp_path: Path, args: list[str], named: str) -> None:
+    """Bytes of the command line that are not UTF-8 come to Python as lone surrogates, which no
+    catalog can store nor output carry: a bad value (exit status 2) naming the argument, before
+    anything is done, not a traceback."""
+    db = tmp_path / "c.db"
+    assert invoke(db, "init")[0] == 0
+    before = db.read_bytes()
+    code, out, err = invoke(db, *args)
+    assert (code, out) == (2, ""), err
+    assert err == f"Error: {named}: not UTF-8 text (byte 4 is 0xe9); olbridge reads its arguments as UTF-8\n"
+    assert db.read_bytes() == before
+
+
+def test_a_catalog_url_that_is_not_utf8_is_a_bad_value(tmp_path: Path) -> None:
+    url = "postgresql://u@127.0.0.1:1/caf\udce9"
+    result = CliRunner().invoke(cli, ["--catalog", url, "assets", "list"])
+    assert result.exit_code == 2 and "the URL is not UTF-8 text" in result.stderr, result.output
+    result = CliRunner().invoke(cli, ["catalog", "copy", str(tmp_path / "a.db"), url])
+    assert result.exit_code == 2 and "the URL is not UTF-8 text" in result.stderr, result.output
+    result = CliRunner().invoke(cli, ["assets", "list"], env={"OLBRIDGE_CATALOG": url})
+    assert result.exit_code == 1 and "$OLBRIDGE_CATALOG: the catalog's URL is not UTF-8" in result.stderr
+
+
+def test_bytes_that_are_not_utf8_on_a_real_command_line(tmp_path: Path) -> None:
+    """As a shell passes them (``$'caf\\xe9'``): refused as text, taken as a file's name."""
+    db = tmp_path / "c.db"
+    assert invoke(db, "assets", "set", "a.b", "--type", "Table")[0] == 0
+    olbridge = [sys.executable, "-m", "bridge", "--catalog", str(db)]
+    done = subprocess.run([*olbridge, "assets", "show", b"caf\xe9"], capture_output=True, cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, b""), done.stderr
+    assert done.stderr == b"Error: ASSET_ID: not UTF-8 text (byte 4 is 0xe9); olbridge reads its arguments as UTF-8\n"
+    output = os.fsencode(tmp_path) + b"/caf\xe9.ndjson"
+    done = subprocess.run([*olbridge, "export", "--output", output], capture_output=True, cwd=tmp_path)
+    assert done.returncode == 0 and os.path.isfile(output), done.stderr
+    done = subprocess.run([*olbridge, "validate", output], capture_output=True, cwd=tmp_path)
+    assert done.returncode == 0 and b"1 valid, 0 invalid" in done.stderr, done.stderr

@@ -540,10 +540,15 @@ def is_url(target: str | Path) -> bool:
 
 def catalog_target(text: str) -> str | Path:
     """What ``--catalog`` or ``OLBRIDGE_CATALOG`` names: a database URL as it is, else a file path.
-    A URL of another scheme (``mysql://``) is a BadValueError, never taken as a file name."""
+    A URL of another scheme (``mysql://``) is a BadValueError, never taken as a file name, and so
+    is a URL that is not UTF-8 text (a file's name may be any bytes)."""
     if not text.strip():  # not the current folder
         raise BadValueError("catalog: the name is empty; give a SQLite file or a postgresql:// URL")
     if is_url(text):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # bytes the command line or the environment had that are not UTF-8
+            raise BadValueError(f"catalog {masked(text)}: the URL is not UTF-8 text") from None
         return text
     if _ANY_URL.match(text):
         scheme = text.partition("://")[0]

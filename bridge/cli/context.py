@@ -10,9 +10,10 @@ A command takes the context as its first argument::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import attrs
 import click
@@ -154,8 +155,60 @@ class BadValue(click.ClickException):
     exit_code = 2
 
 
-pass_app = click.make_pass_decorator(AppContext)
-"""Pass the run's :class:`AppContext` as a command's first argument (``app: AppContext``)."""
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def pass_app(fn: Callable[Concatenate[AppContext, P], R]) -> Callable[P, R]:
+    """Pass the run's :class:`AppContext` as a command's first argument (``app: AppContext``),
+    once the command line's text is known to be UTF-8 (:func:`refuse_undecodable`)."""
+    passed = click.make_pass_decorator(AppContext)(fn)
+
+    @functools.wraps(passed)
+    def command(*args: P.args, **kwargs: P.kwargs) -> R:
+        refuse_undecodable(click.get_current_context())
+        return passed(*args, **kwargs)
+
+    return command
+
+
+def refuse_undecodable(ctx: click.Context) -> None:
+    """Refuse, as a bad value (exit status 2, before anything is done), an argument or option of
+    the command line (or of the environment) that is not UTF-8 text: Python hands such bytes on
+    as lone surrogates (``caf\\xe9`` as ``caf\\udce9``), which no catalog, output or request can
+    carry. A file's path is taken as it is: the file system has its names as bytes."""
+    at: click.Context | None = ctx
+    while at is not None:
+        for param in at.command.params:
+            if isinstance(param.type, click.Path | click.File) or param.name is None:
+                continue
+            for text in _texts(at.params.get(param.name)):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    name = max(param.opts, key=len) if isinstance(param, click.Option) else param.human_readable_name
+                    where = _first_bad(text, exc.start)
+                    raise BadValue(f"{name}: not UTF-8 text ({where}); olbridge reads its arguments as UTF-8") from None
+        at = at.parent
+
+
+def _first_bad(text: str, start: int) -> str:
+    """Where the first byte that is not UTF-8 is in ``text`` (it and what is before it, as the
+    command line gave them), and what it is."""
+    char = text[start]
+    offset = len(text[:start].encode("utf-8")) + 1  # (what is before it is UTF-8)
+    if "\udc80" <= char <= "\udcff":  # a byte as Python's file system encoding hands it on
+        return f"byte {offset} is 0x{ord(char) - 0xDC00:02x}"
+    return f"character {start + 1} is U+{ord(char):04X}, a lone surrogate"
+
+
+def _texts(value: Any) -> Iterator[str]:
+    """The strings of a parameter's value (a tuple's, for options given more than once)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, tuple | list):
+        for item in value:
+            yield from _texts(item)
 
 
 ROOT_OPTIONS = ("--catalog", "--config")  # the root group's: given before any command

@@ -37,6 +37,8 @@ EXPORT_MAX_ATTEMPTS = 8  # with the default backoff, half a minute to a minute o
 @click.option(
     "--output",
     "output",
+    # a path as given, its name any bytes (a folder, an unwritable file: said when it is written)
+    type=click.Path(readable=False, allow_dash=True),
     default=None,
     help="Write NDJSON to this file ('-' for stdout, the default without --url).",
 )

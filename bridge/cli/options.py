@@ -17,6 +17,7 @@ from click.core import ParameterSource
 
 from bridge.catalog.query import HistoryFilter
 from bridge.catalog.runs import STATES
+from bridge.cli.context import refuse_undecodable
 from bridge.delivery.config import sender_for
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.retry import RateLimiter, RetryPolicy
@@ -86,6 +87,7 @@ def history_filters(fn: F) -> F:
     def command(
         *args: Any, since: str | None, until: str | None, namespace: str | None, flow: str | None, **kwargs: Any
     ) -> Any:
+        refuse_undecodable(click.get_current_context())  # before the values are read (pass_app's check, after)
         start, end = window(since, until)
         filters = HistoryFilter(since=start, until=end, namespace=check_namespace(namespace, "--namespace"), flow=flow)
         return fn(*args, filters=filters, **kwargs)

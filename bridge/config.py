@@ -168,7 +168,7 @@ def _serve_config(table: Any, where: str, base: Path) -> ServeConfig:
     settings = ServeConfig(forward=forward, access_log=None if access_log == "off" else access_log, limits=limits)
     tokens = table.get("tokens")
     if isinstance(tokens, str):
-        return attrs.evolve(settings, tokens_file=base / tokens)
+        return attrs.evolve(settings, tokens_file=base / _path(tokens, "[serve]: 'tokens'", where))
     if isinstance(tokens, dict):
         return attrs.evolve(settings, tokens=parse_tokens(tokens, f"{where}: [serve.tokens]"))
     if tokens is not None:
@@ -370,9 +370,19 @@ def _string(value: Any, key: str, where: str) -> str:
     return value
 
 
+def _path(text: str, key: str, where: str) -> str:
+    """A path the file gives (under ``key``), once it holds no NUL character, which no path may
+    hold (the operating system ends one there: an error at first use, or another file)."""
+    if "\x00" in text:  # (the text itself not said: a catalog's URL may hold a password)
+        at = text.index("\x00") + 1
+        raise ConfigError(f"{where}: {key} holds a NUL character (character {at}), which no path or URL may hold")
+    return text
+
+
 def _catalog(text: str, base: Path, where: str) -> Path | str:
     """A catalog named in the file or the environment: a database URL (postgresql://...) as it
     is, a file relative to ``base``; a URL of another scheme is an error, not a file name."""
+    _path(text, "'catalog'", where)
     if text.startswith(("postgresql://", "postgres://")):
         try:
             text.encode("utf-8")
@@ -395,7 +405,7 @@ def parse_config(document: Mapping[str, Any], where: str, base: Path) -> Config:
         files = document["mappings"]
         if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
             raise ConfigError(f"{where}: 'mappings' must be a list of file paths")
-        values["mappings"] = tuple(base / f for f in files)
+        values["mappings"] = tuple(base / _path(f, f"'mappings' #{n}", where) for n, f in enumerate(files, 1))
     if "default_namespace" in document:
         namespace = _string(document["default_namespace"], "default_namespace", where)
         if not namespace or len(namespace) > MARQUEZ_NAMESPACE_MAX or any(c in namespace for c in " ;=?\n\t"):

@@ -389,3 +389,30 @@ def test_a_bad_mapping_file_is_an_error_before_any_command_runs(
     assert result.stderr.startswith("Error: ") and f"{tmp_path / 'm.toml'}" in result.stderr, result.stderr
     assert said in result.stderr and result.stderr.count("\n") == 1, result.stderr
     assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('catalog = "a\\u0000b"\n', "'catalog' holds a NUL character (character 2)"),
+        ('catalog = "postgresql://u:secret@h/a\\u0000b"\n', "'catalog' holds a NUL character (character 26)"),
+        ('mappings = ["m.toml", "a\\u0000b"]\n', "'mappings' #2 holds a NUL character (character 2)"),
+        ('[serve]\ntokens = "a\\u0000b"\n', "[serve]: 'tokens' holds a NUL character (character 2)"),
+    ],
+)
+@pytest.mark.parametrize("command", [["init"], ["assets", "list"], ["serve", "--port", "0"], ["ui", "--port", "0"]])
+def test_a_nul_in_a_path_of_the_config_is_refused_at_start_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, said: str, command: list[str]
+) -> None:
+    """A path (or URL) the config gives that holds a NUL is refused when the config is read,
+    naming its key, whatever the command: not a ``ValueError: embedded null byte`` traceback when
+    it is opened, nor ``no catalog at a<NUL>b``. The URL itself is not said (it may hold a
+    password)."""
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "m.toml", "")
+    conf = write(tmp_path / "olbridge.toml", text)
+    result = CliRunner().invoke(cli, ["--config", str(conf), *command])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
+    assert result.stderr == f"Error: {conf}: {said}, which no path or URL may hold\n"
+    assert "secret" not in result.stderr
+    assert sorted(tmp_path.iterdir()) == [tmp_path / "m.toml", conf]  # no catalog made

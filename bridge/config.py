@@ -17,9 +17,15 @@ import attrs
 
 from bridge.errors import ConfigError, ValidationError
 from bridge.jsontext import MAX_DEPTH
-from bridge.mapping.resolver import DEFAULT_NAMESPACE, MARQUEZ_NAMESPACE_MAX
+from bridge.mapping.resolver import (
+    DEFAULT_NAMESPACE,
+    MARQUEZ_NAMESPACE_CHARACTERS,
+    MARQUEZ_NAMESPACE_MAX,
+    marquez_unsafe,
+)
 from bridge.model.alerts import EVENTS, UPDATED, AlertRule, check_webhook
 from bridge.model.health import FreshnessRule, Match, Selector, parse_duration
+from bridge.model.ids import NAMESPACE_MAX
 from bridge.model.received import namespace_matches
 from bridge.model.urls import url_problem
 from bridge.version import PRODUCER
@@ -394,6 +400,20 @@ def _catalog(text: str, base: Path, where: str) -> Path | str:
     return base / text
 
 
+# the longest job namespace prefix: with the longest flow namespace, the longest namespace Marquez takes
+PREFIX_MAX = MARQUEZ_NAMESPACE_MAX - NAMESPACE_MAX
+
+
+def _uri(text: str) -> bool:
+    """Whether ``text`` is a URI as the spec's ``format: uri`` and Marquez (``java.net.URI``)
+    both read one: the ``producer`` of every event and facet olbridge writes."""
+    # (imported here: the event validator is not needed to start a command)
+    from bridge.openlineage.marquez_rules import java_uri
+    from bridge.openlineage.validate import is_uri
+
+    return is_uri(text) and java_uri(text)
+
+
 def parse_config(document: Mapping[str, Any], where: str, base: Path) -> Config:
     unknown = sorted(set(document) - set(_KNOWN))
     if unknown:
@@ -413,15 +433,26 @@ def parse_config(document: Mapping[str, Any], where: str, base: Path) -> Config:
         values["default_namespace"] = namespace
     if "job_namespace_prefix" in document:
         prefix = _string(document["job_namespace_prefix"], "job_namespace_prefix", where)
-        if any(not (c.isalnum() or c in "_-.:/@+") for c in prefix):
+        unsafe = marquez_unsafe(prefix)
+        if unsafe is not None:
             raise ConfigError(
-                f"{where}: 'job_namespace_prefix' {prefix!r} has characters Marquez refuses in namespaces"
+                f"{where}: 'job_namespace_prefix' {prefix!r} has characters Marquez refuses in namespaces "
+                f"({unsafe!r}; it takes {MARQUEZ_NAMESPACE_CHARACTERS})"
+            )
+        if len(prefix) > PREFIX_MAX:
+            raise ConfigError(
+                f"{where}: 'job_namespace_prefix' has {len(prefix)} characters; at most {PREFIX_MAX}, so that a job "
+                f"namespace (it and a flow's namespace of up to {NAMESPACE_MAX}) is one Marquez takes"
             )
         values["job_namespace_prefix"] = prefix
     if "producer" in document:
         producer = _string(document["producer"], "producer", where)
-        if "://" not in producer or " " in producer:
-            raise ConfigError(f"{where}: 'producer' must be an absolute URI, not {producer!r}")
+        if "://" not in producer or not _uri(producer):
+            raise ConfigError(
+                f"{where}: 'producer' must be an absolute URI, not {producer!r}: scheme://..., as the OpenLineage "
+                "spec and Marquez read one (the characters RFC 3986 allows, % only before two hex digits, # once "
+                "at most)"
+            )
         values["producer"] = producer
     if "serve" in document:
         values["serve"] = _serve_config(document["serve"], where, base)

@@ -137,6 +137,12 @@ def test_unknown_keys_are_refused_and_the_known_ones_named() -> None:
         ({"default_namespace": "n" * 1025}, "is not a namespace Marquez takes"),
         ({"job_namespace_prefix": 3}, "'job_namespace_prefix' must be a string, not 3"),
         ({"job_namespace_prefix": "prod "}, "'job_namespace_prefix' 'prod ' has characters Marquez refuses"),
+        ({"job_namespace_prefix": "é"}, "'é' has characters Marquez refuses in namespaces ('é'; it takes A-Z"),
+        ({"job_namespace_prefix": "p" * 875}, "'job_namespace_prefix' has 875 characters; at most 874"),
+        ({"producer": "http://x\u0000y"}, "'producer' must be an absolute URI"),
+        ({"producer": "http://x/a#b#c"}, "'producer' must be an absolute URI"),
+        ({"producer": "http://x/%zz"}, "'producer' must be an absolute URI"),
+        ({"producer": "http://exämple.com/"}, "'producer' must be an absolute URI"),
         ({"producer": {"url": "x"}}, "'producer' must be a string"),
         ({"producer": "olbridge"}, "'producer' must be an absolute URI, not 'olbridge'"),
         ({"producer": "https://example.com/a b"}, "'producer' must be an absolute URI"),
@@ -338,6 +344,26 @@ def test_the_settings_reach_the_events(tmp_path: Path) -> None:
     assert {e["job"]["namespace"] for e in events} == {"prod.ops"}
     datasets = {(d["namespace"], d["name"]) for e in events for d in [*e["inputs"], *e["outputs"]]}
     assert datasets == {("company.lake", "raw.orders"), ("company.lake", "report.daily")}  # no rule names them
+
+
+def test_a_prefix_and_a_producer_the_config_takes_make_valid_events(tmp_path: Path) -> None:
+    """Whatever ``job_namespace_prefix`` and ``producer`` the config takes, at the edges of what
+    it takes, the events olbridge exports are valid (the spec's and Marquez's rules, as
+    ``validate`` checks them): what they refuse is refused at start-up instead."""
+    prefix = ("Az09_-.:/@+" * 80)[:874]
+    producer = "https://example.com/a-b_c~d/!$&'()*+,;=:@%20?x=[1]#f"
+    conf = write(tmp_path / "olbridge.toml", f'job_namespace_prefix = "{prefix}"\nproducer = "{producer}"\n')
+    db = str(tmp_path / "c.db")
+    base = ["--config", str(conf), "--catalog", db]
+    runner = CliRunner()
+    run = ["--namespace", "n" * 150, "--flow-id", "f", "--task-id", "t", "--execution-id", "e"]
+    run += ["--start", "2025-01-01T00:00Z", "--output", '{"id": "report.daily", "type": "Table"}']
+    assert runner.invoke(cli, [*base, "record", *run]).exit_code == 0
+    assert runner.invoke(cli, [*base, "export", "--output", str(tmp_path / "events.ndjson")]).exit_code == 0
+    events = [json.loads(line) for line in (tmp_path / "events.ndjson").read_text().splitlines()]
+    assert {e["job"]["namespace"] for e in events if "job" in e} == {prefix + "n" * 150}
+    checked = runner.invoke(cli, ["validate", str(tmp_path / "events.ndjson")])
+    assert checked.exit_code == 0 and f"{len(events)} valid, 0 invalid" in checked.stderr, checked.output
 
 
 def test_files_are_read_as_utf_8_whatever_the_locale(tmp_path: Path) -> None:

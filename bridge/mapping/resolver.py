@@ -41,6 +41,16 @@ class AssetRef:
     rule: str
 
 
+MARQUEZ_NAMESPACE_CHARACTERS = "A-Z a-z 0-9 _ - . : / @ +"  # what _MARQUEZ_UNSAFE keeps, as a message says it
+
+
+def marquez_unsafe(namespace: str) -> str | None:
+    """The first character of ``namespace`` that Marquez does not keep in a namespace (None:
+    every one is kept, :data:`MARQUEZ_NAMESPACE_CHARACTERS`)."""
+    found = _MARQUEZ_UNSAFE.search(namespace)
+    return found[0] if found else None
+
+
 def marquez_namespace(namespace: str) -> str:
     """A namespace as Marquez stores it: outside ``[A-Za-z0-9_-.:/@+]`` every character becomes ``_``."""
     if not namespace:

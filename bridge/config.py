@@ -281,6 +281,21 @@ ALERT_NAME = TOKEN_NAME
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP header's name: a token (RFC 9110)
 
 
+def _field_value_problem(value: str) -> str | None:
+    """What keeps ``value`` from being an HTTP field's value (RFC 9110 section 5.5: visible
+    characters, and spaces and tabs between them; Latin-1's upper half as obs-text), said without
+    repeating it; None when it is one."""
+    for index, char in enumerate(value, 1):
+        code = ord(char)
+        if code > 0xFF:
+            return f"holds U+{code:04X} (character {index}), which a header cannot carry (Latin-1 at most)"
+        if (code < 0x20 and char != "\t") or code == 0x7F:
+            return f"holds a control character (U+{code:04X}, character {index})"
+    if value != value.strip(" \t"):
+        return "begins or ends with a space or a tab"
+    return None
+
+
 def parse_alerts(tables: Any, where: str) -> tuple[AlertRule, ...]:
     """The ``[[alerts]]`` tables: each a ``name``, a ``match`` (as ``[[freshness]]``'s), ``on`` (some
     of FAIL, WARN, RECOVERED, UPDATED), a ``webhook`` (http:// or https://), and optionally
@@ -299,12 +314,18 @@ def parse_alerts(tables: Any, where: str) -> tuple[AlertRule, ...]:
         events = frozenset(e.upper() for e in on)
         headers = table.get("headers", {})
         if not isinstance(headers, dict) or not all(
-            isinstance(k, str) and HEADER_NAME.fullmatch(k) and isinstance(v, str) and "\n" not in v and "\r" not in v
-            for k, v in headers.items()
+            isinstance(k, str) and HEADER_NAME.fullmatch(k) and isinstance(v, str) for k, v in headers.items()
         ):
             raise ConfigError(
                 f"{at}: 'headers' must be a table of header names and one-line strings ({{ Authorization = \"...\" }})"
             )
+        for header, value in headers.items():
+            problem = _field_value_problem(value)
+            if problem is not None:  # (the value not said: it may be a secret)
+                raise ConfigError(
+                    f"{at} ({name}): header {header!r}: its value {problem}; a header's value is visible characters, "
+                    "spaces and tabs between them (RFC 9110)"
+                )
         try:
             match = Match.parse(table.get("match"), f"{at}: match")
             condition = Match.parse({"metadata": table.get("updated_metadata", {})}, f"{at}: updated_metadata")

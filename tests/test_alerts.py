@@ -234,6 +234,36 @@ def test_bad_alert_tables_are_config_errors(table: dict[str, Any], says: str) ->
     assert "olbridge.toml: [[alerts]] #1" in str(raised.value) and says in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("Bearer s3cret\x00", "its value holds a control character (U+0000, character 14)"),
+        ("Bearer\rs3cret", "its value holds a control character (U+000D, character 7)"),
+        ("s3cret\x7f", "its value holds a control character (U+007F, character 7)"),
+        ("s3cret\x1b[0m", "its value holds a control character (U+001B, character 7)"),
+        (" s3cret", "its value begins or ends with a space or a tab"),
+        ("s3cret\t", "its value begins or ends with a space or a tab"),
+        ("s3cret\u0100", "its value holds U+0100 (character 7), which a header cannot carry"),
+    ],
+)
+def test_a_header_value_http_refuses_is_refused_naming_the_alert_and_header(value: str, says: str) -> None:
+    """An alert's header value is an HTTP field value (RFC 9110): a control character (a NUL
+    too, which was sent as it was), a space at either end or a character past Latin-1 is refused
+    when the config is read, naming the alert and the header, without the value (a secret)."""
+    table = {"name": "marts", "on": ["FAIL"], "webhook": "http://h", "headers": {"X-Token": value}}
+    with pytest.raises(ConfigError) as raised:
+        parse_config({"alerts": [table]}, "olbridge.toml", Path())
+    said = str(raised.value)
+    assert said.startswith("olbridge.toml: [[alerts]] #1 (marts): header 'X-Token': " + says), said
+    assert "s3cret" not in said
+
+
+def test_a_header_value_http_takes_is_taken_as_it_is() -> None:
+    headers = {"X-A": "a\tb c", "X-B": "café", "X-C": ""}
+    table = {"name": "marts", "on": ["FAIL"], "webhook": "http://h", "headers": headers}
+    assert parse_config({"alerts": [table]}, "olbridge.toml", Path()).alerts[0].headers == headers
+
+
 def test_a_config_with_bad_alerts_stops_every_command_before_it_runs(tmp_path: Path) -> None:
     config = tmp_path / "olbridge.toml"
     config.write_text('[[alerts]]\nname = "a"\non = ["FAIL"]\nwebhook = "http://h"\n[[alerts]]\nname = "a"\n')

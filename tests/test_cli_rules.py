@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from bridge.catalog import Catalog
 from bridge.catalog.engines import storage_error
 from bridge.cli import cli
+from tests.backend import Backend
 from tests.helpers import decl, invoke, run
 from tests.test_cli import line
 from tests.test_validate import BASE_EVENT
@@ -275,3 +276,74 @@ def test_bytes_that_are_not_utf8_on_a_real_command_line(tmp_path: Path) -> None:
     assert done.returncode == 0 and os.path.isfile(output), done.stderr
     done = subprocess.run([*olbridge, "validate", output], capture_output=True, cwd=tmp_path)
     assert done.returncode == 0 and b"1 valid, 0 invalid" in done.stderr, done.stderr
+
+
+# --- an empty value is not "not given" -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["stream", "--once", "--url", ""], "'--url'"),
+        (["backfill", "--url", ""], "'--url'"),
+        (["backfill", "--dry-run", "--checkpoint", ""], "'--checkpoint'"),
+        (["backfill", "--dry-run", "--asset", " "], "'--asset'"),
+        (["export", "--url", ""], "'--url'"),
+        (["export", "--output", ""], "'--output'"),
+        (["export", "--flow", ""], "'--flow'"),
+        (["export", "--url", "http://127.0.0.1:1", "--api-key-file", ""], "'--api-key-file'"),
+        (["import", "--from-marquez", ""], "'--from-marquez'"),
+        (["import", ""], "'[FILES]...'"),
+        (["validate", ""], "'FILES...'"),
+        (["kestra", "import", ""], "'FILES...'"),
+        (["record", "--file", ""], "'--file'"),
+        (["record", "--namespace", "o", "--flow-id", "f", "--task-id", "t", "--task-run-id", ""], "'--task-run-id'"),
+        (["runs", "list", "--job", ""], "'--job'"),
+        (["runs", "list", "--namespace", ""], "'--namespace'"),
+        (["lineage", "a.b", "--column", ""], "'--column'"),
+        (["metaflow", "promote", "a.b", "--project", "", "--from", "a", "--to", "b"], "'--project'"),
+        (["dbt", "import", "--project-dir", ""], "'--project-dir'"),
+        (["dbt", "import", "--target", ""], "'--target'"),
+        (["demo", "--dir", ""], "'--dir'"),
+        (["serve", "--port", "0", "--tokens", ""], "'--tokens'"),
+        (["prefect", "import", "--api-url", "http://127.0.0.1:1/api", "--api-key", ""], "'--api-key'"),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else value,
+)
+def test_an_empty_url_path_or_name_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], option: str
+) -> None:
+    """An option that takes a URL, a path or a name, given empty (``--url "$URL"`` with the
+    variable unset), is a usage error naming it: not taken as "not given", which delivered to
+    the default backend, dumped to stdout, resumed the default checkpoint or read the folder."""
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "c.db"
+    assert invoke(db, "init")[0] == 0
+    before = db.read_bytes()
+    code, out, err = invoke(db, *args)
+    assert (code, out) == (2, ""), err
+    assert f"Error: Invalid value for {option}: it is empty; give a" in err, err
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.db"]
+
+
+def test_an_empty_url_does_not_deliver_to_the_default_backend(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        catalog.record_task_runs([run("t")])
+    with Backend() as backend:
+        env = {"OPENLINEAGE_URL": backend.url, "OPENLINEAGE_CONFIG": str(tmp_path / "none.yml")}
+        result = CliRunner(env=env).invoke(cli, ["--catalog", str(db), "stream", "--once", "--url", ""])
+        assert result.exit_code == 2 and "Invalid value for '--url': it is empty" in result.stderr, result.output
+        result = CliRunner(env=env).invoke(cli, ["--catalog", str(db), "backfill", "--url", ""])
+        assert result.exit_code == 2 and "Invalid value for '--url': it is empty" in result.stderr, result.output
+        assert backend.requests == 0
+    result = CliRunner().invoke(cli, ["--config", "", "status"])
+    assert result.exit_code == 2 and "Invalid value for '--config': it is empty; give a path" in result.stderr
+
+
+def test_an_empty_health_namespace_is_named_by_its_option(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    assert invoke(db, "init")[0] == 0
+    code, _, err = invoke(db, "health", "--namespace", "")
+    assert code == 2 and err.startswith("Error: --namespace: a namespace matches"), err

@@ -28,6 +28,7 @@ from bridge.cli.context import (
     AppContext,
     BridgeGroup,
     CatalogParam,
+    given_path,
     operational,
     warn_of_a_password,
 )
@@ -85,7 +86,7 @@ COMMANDS = {
 @click.option(
     "--config",
     "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=given_path(dir_okay=False, path_type=Path),
     envvar="OLBRIDGE_CONFIG",
     default=None,
     help="Config file (TOML) [env OLBRIDGE_CONFIG; default: ./olbridge.toml if present].",

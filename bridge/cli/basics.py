@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from bridge.cli.context import AppContext, pass_app
+from bridge.cli.context import NAMED, AppContext, given_path, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.options import STATE_HELP, StateParam
 from bridge.cli.output import print_json, record_summary, run_name, run_warnings, say, say_warnings
@@ -58,19 +58,19 @@ def migrate(app: AppContext) -> None:
 @click.option(
     "--file",
     "file",
-    type=click.Path(dir_okay=False, allow_dash=True),  # opened by the file reader, which says a missing one
+    type=given_path(dir_okay=False, allow_dash=True),  # opened by the file reader, which says a missing one
     help="JSON lines, one task run a line ('-' for stdin).",
 )
-@click.option("--namespace", help="The flow's namespace.")
-@click.option("--flow-id", help="The flow id.")
-@click.option("--task-id", help="The task id.")
-@click.option("--execution-id", help="The execution id.")
-@click.option("--task-run-id", help="The task run id (default: the execution id and task id).")
+@click.option("--namespace", type=NAMED, help="The flow's namespace.")
+@click.option("--flow-id", type=NAMED, help="The flow id.")
+@click.option("--task-id", type=NAMED, help="The task id.")
+@click.option("--execution-id", type=NAMED, help="The execution id.")
+@click.option("--task-run-id", type=NAMED, help="The task run id (default: the execution id and task id).")
 @click.option(
     "--state", type=StateParam(run_state=False), default="SUCCESS", show_default=True, help=f"The state ({STATE_HELP})."
 )
 @click.option("--start", "start", help="Start time, ISO 8601 with offset.")
-@click.option("--end", "end", help="End time (default: the start time for an ended run).")
+@click.option("--end", "end", type=NAMED, help="End time (default: the start time for an ended run).")
 @click.option("--input", "inputs", multiple=True, help="An input: an asset id, or a JSON object {id, type, ...}.")
 @click.option("--output", "outputs", multiple=True, help="An output: an asset id, or a JSON object {id, type, ...}.")
 @click.option(
@@ -132,7 +132,7 @@ def record(app: AppContext, /, file: str | None, **flags: Any) -> None:
 @click.option(
     "--dir",
     "directory",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=given_path(file_okay=False, path_type=Path),
     default=Path("olbridge-demo"),
     show_default=True,
     help="Folder for the demo's catalog and events.",

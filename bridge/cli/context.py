@@ -58,6 +58,58 @@ class CatalogParam(_ParamType):
             self.fail(str(exc), param, ctx)
 
 
+if TYPE_CHECKING:
+    _TextType = click.ParamType[str]
+else:
+    _TextType = click.ParamType
+
+
+class _Named(_TextType):
+    """Text an option takes that names something (a URL, a checkpoint, a job, a flow): given
+    empty or blank (``--url "$URL"`` with the variable unset), a bad value, never "not given",
+    which would quietly do the other thing (deliver to the default backend, dump to stdout)."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        if not str(value).strip():
+            optional = isinstance(param, click.Option) and not param.required
+            self.fail("it is empty; give a value" + (", or leave the option out" if optional else ""), param, ctx)
+        return str(value)
+
+
+NAMED = _Named()
+
+
+class _Path(click.Path):
+    """A path a command takes: an empty one is a bad value (it would be the current folder)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str | bytes) and not value:
+            self.fail("it is empty; give a path", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+def given_path(
+    *,
+    exists: bool = False,
+    file_okay: bool = True,
+    dir_okay: bool = True,
+    readable: bool = True,
+    allow_dash: bool = False,
+    path_type: type[Any] | None = None,
+) -> click.Path:
+    """A ``click.Path`` (with its options) that refuses an empty path."""
+    return _Path(
+        exists=exists,
+        file_okay=file_okay,
+        dir_okay=dir_okay,
+        readable=readable,
+        allow_dash=allow_dash,
+        path_type=path_type,
+    )
+
+
 def warn_of_a_password(text: str | Path, name: str = "--catalog") -> None:
     """Say on stderr that a password given in a catalog URL on the command line (``--catalog``, or
     the argument ``name``) is seen by every user of the machine."""

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from bridge.adapters.dbt import ingest_dbt
-from bridge.cli.context import AppContext, pass_app
+from bridge.cli.context import NAMED, AppContext, given_path, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.output import print_json, say, say_warnings
 
@@ -27,29 +27,29 @@ def dbt() -> None:
 )
 @click.option(
     "--project-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=given_path(file_okay=False, path_type=Path),
     default=Path("."),
     show_default=True,
     help="The dbt project folder.",
 )
 @click.option(
     "--target-path",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=given_path(file_okay=False, path_type=Path),
     help="The target folder (default: <project>/target).",
 )
 @click.option(
     "--profiles-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=given_path(file_okay=False, path_type=Path),
     help="Where profiles.yml is (default: as dbt looks).",
 )
-@click.option("--target", help="The profile target (default: the profile's).")
+@click.option("--target", type=NAMED, help="The profile target (default: the profile's).")
 @click.option(
     "--namespace", default="dbt", show_default=True, help="The flow namespace the dbt runs are recorded under."
 )
-@click.option("--flow-id", help="The flow id (default: the dbt project's name).")
+@click.option("--flow-id", type=NAMED, help="The flow id (default: the dbt project's name).")
 @click.option(
     "--catalog-json",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=given_path(dir_okay=False, path_type=Path),
     help="dbt's catalog.json, for columns and types (default: the target folder's, when there).",
 )
 @pass_app

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from bridge.catalog.query import HistoryFilter
-from bridge.cli.context import AppContext, pass_app
+from bridge.cli.context import NAMED, AppContext, given_path, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.options import Delivery, count, delivery_options, history_filters, json_flag
 from bridge.cli.output import print_json, safe, say, stop_on_signals
@@ -38,12 +38,13 @@ EXPORT_MAX_ATTEMPTS = 8  # with the default backoff, half a minute to a minute o
     "--output",
     "output",
     # a path as given, its name any bytes (a folder, an unwritable file: said when it is written)
-    type=click.Path(readable=False, allow_dash=True),
+    type=given_path(readable=False, allow_dash=True),
     default=None,
     help="Write NDJSON to this file ('-' for stdout, the default without --url).",
 )
 @click.option(
     "--url",
+    type=NAMED,
     help="Deliver the events to this OpenLineage backend instead, batched and retried as by stream and backfill "
     "(POST <url>/api/v1/lineage/batch, or one POST <url>/api/v1/lineage an event where it has no batch "
     "endpoint, as Marquez).",
@@ -138,7 +139,7 @@ PROGRESS_FROM = 64 << 20  # bytes: files this large show progress in a log too, 
         "olbridge validate --receiver events.ndjson   # what serve would refuse, or take with warnings",
     ),
 )
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, required=True, type=given_path(dir_okay=False, path_type=Path))
 @click.option("--no-marquez", is_flag=True, help="Check the OpenLineage spec only, not Marquez's contract.")
 @click.option(
     "--receiver",

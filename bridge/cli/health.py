@@ -110,7 +110,7 @@ def health(
     wanted = _states(states)
     if namespace is not None:
         try:
-            check_namespace(namespace)
+            check_namespace(namespace, "--namespace")
         except ValidationError as exc:  # a bad value: exit 2, as --state's (exit 1 says an asset is FAIL)
             raise BadValueError(str(exc)) from None
     found = [

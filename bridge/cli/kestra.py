@@ -7,12 +7,12 @@ from pathlib import Path
 import click
 
 from bridge.adapters.kestra import declare_flows, import_lineage
-from bridge.cli.context import AppContext, pass_app
+from bridge.cli.context import AppContext, given_path, pass_app
 from bridge.cli.options import json_flag
 from bridge.cli.output import print_json, record_summary, run_warnings, safe, say, say_warnings
 from bridge.model import utcnow
 
-_FILES = click.Path(dir_okay=False, path_type=Path)  # a missing one: the file reader says so, as elsewhere
+_FILES = given_path(dir_okay=False, path_type=Path)  # a missing one: the file reader says so, as elsewhere
 
 
 @click.group()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from bridge.catalog import ColumnLineageGraph
-from bridge.cli.context import AppContext, pass_app
+from bridge.cli.context import NAMED, AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.options import moment
 from bridge.cli.output import echo_lines, print_json, safe, say
@@ -42,6 +42,7 @@ def show_columns(graph: ColumnLineageGraph, fmt: str) -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "mermaid"]), default="text", show_default=True)
 @click.option(
     "--column",
+    type=NAMED,
     help="A column of the asset: where it comes from (upstream) and what it feeds (downstream), column by column.",
 )
 @click.option(

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from bridge.adapters.metaflow.assets import define_all, make_scope, promote
-from bridge.cli.context import AppContext, pass_app
+from bridge.cli.context import NAMED, AppContext, given_path, pass_app
 from bridge.cli.output import print_json, say
 from bridge.model import utcnow
 
@@ -18,9 +18,11 @@ def metaflow() -> None:
 
 
 @metaflow.command("declare")
-@click.argument("folder", type=click.Path(file_okay=False, exists=True, path_type=Path), default=Path("."))
-@click.option("--project", required=True, help="The project (the @project name, else the flow's name).")
-@click.option("--branch", required=True, help="The branch, e.g. main (a deployment's git branch) or user.alice.")
+@click.argument("folder", type=given_path(file_okay=False, exists=True, path_type=Path), default=Path("."))
+@click.option("--project", required=True, type=NAMED, help="The project (the @project name, else the flow's name).")
+@click.option(
+    "--branch", required=True, type=NAMED, help="The branch, e.g. main (a deployment's git branch) or user.alice."
+)
 @pass_app
 def metaflow_declare(app: AppContext, folder: Path, project: str, branch: str) -> None:
     """Set every asset defined in FOLDER/data/*/ and FOLDER/models/*/asset_config.toml as a catalog
@@ -33,9 +35,9 @@ def metaflow_declare(app: AppContext, folder: Path, project: str, branch: str) -
 
 @metaflow.command("promote")
 @click.argument("asset_id")
-@click.option("--project", required=True, help="The project (the @project name, else the flow's name).")
-@click.option("--from", "from_branch", required=True, help="The branch to copy from, e.g. user.alice.")
-@click.option("--to", "to_branch", required=True, help="The branch to copy to, e.g. main.")
+@click.option("--project", required=True, type=NAMED, help="The project (the @project name, else the flow's name).")
+@click.option("--from", "from_branch", required=True, type=NAMED, help="The branch to copy from, e.g. user.alice.")
+@click.option("--to", "to_branch", required=True, type=NAMED, help="The branch to copy to, e.g. main.")
 @click.option(
     "--kind", type=click.Choice(["data", "model"]), default="data", show_default=True, help="The asset's kind."
 )

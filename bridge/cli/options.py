@@ -17,7 +17,7 @@ from click.core import ParameterSource
 
 from bridge.catalog.query import HistoryFilter
 from bridge.catalog.runs import STATES
-from bridge.cli.context import refuse_undecodable
+from bridge.cli.context import NAMED, refuse_undecodable
 from bridge.delivery.config import sender_for
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.retry import RateLimiter, RetryPolicy
@@ -80,7 +80,9 @@ def history_filters(fn: F) -> F:
         click.option("--since", help="Only history from this time (ISO 8601; a date or a time without offset is UTC)."),
         click.option("--until", help="Only history before this time."),
         click.option("--namespace", help="Only this flow namespace (and asset changes in this namespace)."),
-        click.option("--flow", help="Only this flow id (asset changes belong to no flow and are left out)."),
+        click.option(
+            "--flow", type=NAMED, help="Only this flow id (asset changes belong to no flow and are left out)."
+        ),
     ]
 
     @functools.wraps(fn)

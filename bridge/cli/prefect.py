@@ -21,7 +21,7 @@ from bridge.adapters.prefect import (
     import_events,
     import_once,
 )
-from bridge.cli.context import AppContext, pass_app
+from bridge.cli.context import NAMED, AppContext, pass_app
 from bridge.cli.options import count, json_flag, moment, seconds
 from bridge.cli.output import print_json, safe, say, stop_on_signals
 from bridge.cli.progress import Progress, progress
@@ -102,12 +102,14 @@ def prefect() -> None:
 )
 @click.option(
     "--api-key",
+    type=NAMED,
     envvar="PREFECT_API_KEY",
     show_envvar=False,
     help="A Prefect Cloud API key, sent as a bearer token [env PREFECT_API_KEY].",
 )
 @click.option(
     "--auth-string",
+    type=NAMED,
     envvar="PREFECT_API_AUTH_STRING",
     show_envvar=False,
     help="A self-hosted server's 'user:password' (its server.api.auth_string), sent as basic "

@@ -7,7 +7,7 @@ import json
 import click
 
 from bridge.catalog.runs import EXTERNAL, OWN, RunFilter, Runs, RunView
-from bridge.cli.context import AppContext, pass_app
+from bridge.cli.context import NAMED, AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.options import STATE_HELP, StateParam, count, json_flag, window
 from bridge.cli.output import echo_lines, print_json, print_rows, say
@@ -37,8 +37,10 @@ def _row(view: RunView) -> tuple[str, ...]:
         "olbridge runs list --own --job dbt_build_with_lineage.export_report --limit 20",
     ),
 )
-@click.option("--job", help="Only runs of this job (its name, as its events give it: <flowId>.<taskId> for ours).")
-@click.option("--namespace", help="Only runs of jobs in this job namespace.")
+@click.option(
+    "--job", type=NAMED, help="Only runs of this job (its name, as its events give it: <flowId>.<taskId> for ours)."
+)
+@click.option("--namespace", type=NAMED, help="Only runs of jobs in this job namespace.")
 @click.option("--state", type=StateParam(run_state=True), help=f"Only runs in this state ({STATE_HELP}).")
 @click.option("--since", help="Only runs started at or after this time (ISO 8601; no offset: UTC).")
 @click.option("--until", help="Only runs started before this time.")

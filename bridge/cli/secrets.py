@@ -14,10 +14,11 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
+from bridge.cli.context import given_path
 from bridge.cli.output import say
 from bridge.config import read_secret_file
 
-FILE = click.Path(dir_okay=False, path_type=Path)
+FILE = given_path(dir_okay=False, path_type=Path)
 
 
 def secret(

@@ -14,7 +14,7 @@ from click.core import ParameterSource
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import ALERTS_ONLY_TARGET, ALERTS_SOURCE, DeliveryError
 from bridge.catalog.query import HistoryFilter
-from bridge.cli.context import AppContext, pass_app
+from bridge.cli.context import NAMED, AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.options import A_YEAR, Delivery, F, count, delivery_options, history_filters, json_flag, seconds
 from bridge.cli.output import echo_lines, print_json, print_rows, say, stop_on_signals
@@ -42,6 +42,7 @@ def target_options(fn: F) -> F:
     options = [
         click.option(
             "--url",
+            type=NAMED,
             help="The OpenLineage backend (events go to <url>/api/v1/lineage[/batch]); without it, the "
             "OpenLineage client's configuration: openlineage.yml, OPENLINEAGE_CONFIG, OPENLINEAGE_URL, "
             "OPENLINEAGE__TRANSPORT__*.",
@@ -259,12 +260,13 @@ def _alerts_only_check(app: AppContext) -> None:
 @history_filters
 @click.option(
     "--asset",
+    type=NAMED,
     help="Only the task runs that read or wrote this asset id (or were to write it and did not: failed or skipped), "
     "and its changes.",
 )
 @click.option("--dry-run", is_flag=True, help="Count and validate the events; send nothing.")
 @click.option("--rate", callback=_rate, help="At most this many events a second, e.g. 500/s.")
-@click.option("--checkpoint", help="Name of the checkpoint to resume from and keep [default: the target].")
+@click.option("--checkpoint", type=NAMED, help="Name of the checkpoint to resume from and keep [default: the target].")
 @click.option("--no-resume", is_flag=True, help="Start from the beginning (the checkpoint starts over).")
 @click.option(
     "--retry-refused",

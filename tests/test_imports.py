@@ -163,6 +163,37 @@ def test_a_file_that_is_not_text_is_refused_in_its_place_and_the_others_are_take
     assert said == [f"refused {first}:2: not valid JSON: Expecting value (column 1)", f"refused {bad}: not UTF-8 text"]
 
 
+@pytest.mark.parametrize("content", ["", "\n  \n", "[]", " [ ]\n"], ids=["empty", "blank", "array", "spaced"])
+def test_a_file_that_holds_no_event_is_refused(tmp_path: Path, content: str) -> None:
+    """An empty file, a blank one or an empty array holds no event: refused, naming it, exit 1, as
+    ``validate`` and ``record --file`` refuse it (it was "Imported 0 events" and exit 0: the file
+    not written yet, or the wrong one, went unnoticed). It is no event read; the others are taken."""
+    db, empty, good = tmp_path / "c.db", tmp_path / "empty.ndjson", tmp_path / "good.ndjson"
+    empty.write_text(content)
+    good.write_text(json.dumps(_event(1, 0)) + "\n")
+    result = CliRunner().invoke(cli, ["--catalog", str(db), "import", str(empty)])
+    assert result.exit_code == 1, result.output
+    assert f"refused {empty}: it holds no event to import" in result.stderr.splitlines()
+    assert "Imported 0 events: 0 accepted (0 with warnings), 0 duplicates, 1 refused" in result.stderr
+    assert not db.exists()  # nothing taken: no catalog made
+    result = CliRunner().invoke(cli, ["--catalog", str(db), "import", str(empty), str(good), "--json"])
+    assert result.exit_code == 1, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["read"], summary["accepted"], summary["refused"]) == (1, 1, 1)
+    assert summary["refusals"] == [{"where": str(empty), "reason": "it holds no event to import"}]
+
+
+@responses.activate
+def test_a_resumed_marquez_import_that_finds_nothing_new_is_no_error(tmp_path: Path) -> None:
+    marquez = FakeMarquez([_event(n, n) for n in range(3)])
+    responses.add_callback(responses.GET, f"{MARQUEZ}/api/v1/events/lineage", callback=marquez)
+    command = ["--catalog", str(tmp_path / "c.db"), "import", "--from-marquez", MARQUEZ, "--json"]
+    first = CliRunner().invoke(cli, command)
+    assert first.exit_code == 0 and json.loads(first.stdout)["accepted"] == 3, first.output
+    again = CliRunner().invoke(cli, command)
+    assert again.exit_code == 0 and json.loads(again.stdout)["accepted"] == 0, again.output
+
+
 def test_an_import_stopped_between_batches_says_so_and_taken_again_takes_the_rest(
     tmp_path: Path, catalog: Catalog, resolver: Resolver
 ) -> None:

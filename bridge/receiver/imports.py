@@ -127,7 +127,8 @@ def import_files(
     """Import every event of every file. A line that is not JSON, an event that is refused, or a
     file that cannot be read as text (not UTF-8) is reported with where it was, in its place
     among the others, and does not stop the rest. A ``stop`` request ends it after the batch in
-    hand (:attr:`EventImportSummary.stopped`)."""
+    hand (:attr:`EventImportSummary.stopped`). A file that holds no event (empty, blank, ``[]``)
+    is refused as a whole, as ``validate`` and ``record --file`` refuse it."""
     summary = EventImportSummary()
     paths = list(paths)
     for path in paths:  # a missing file stops everything before anything is written (a pipe is read)
@@ -153,7 +154,9 @@ def import_files(
 
     for number, path in enumerate(paths, start=1):
         try:
+            found = False  # anything in the file: an event, or a line refused
             for where, item in read_json_items(path):
+                found = True
                 if isinstance(item, InputFileError):
                     refuse(where, item.message)
                     continue
@@ -163,6 +166,9 @@ def import_files(
                     if stop is not None and stop.is_set():
                         summary.stopped = True
                         return summary
+            if not found:  # empty, blank or [] (a file not written yet, the wrong one): no event read
+                take()
+                summary.refuse(str(path), "it holds no event to import")
         except InputFileError as exc:  # the file as a whole: refused as one input, the rest go on
             refuse(exc.where or str(path), exc.message)
         take()

@@ -472,6 +472,9 @@ BAD_URLS = {
     "timeout not a number": ("postgresql://u@127.0.0.1:1/db?connect_timeout=abc", "connect_timeout"),
     "bad escape": ("postgresql://u%zz@127.0.0.1:1/db", "percent-encoded"),
     "unclosed bracket": ("postgresql://u@[::1/db", "IPv6"),
+    # values libpq refuses before it connects: said as such, not "cannot connect to the server"
+    "unknown sslmode": ("postgresql://u@127.0.0.1:1/db?sslmode=bogus", "sslmode='bogus' is none of disable"),
+    "port out of range": ("postgresql://u@127.0.0.1:99999/db", "the port '99999' is out of range (1 to 65535)"),
 }
 
 

@@ -37,7 +37,7 @@ from bridge.delivery.claims import OutboxClaims
 from bridge.delivery.history import iter_lines
 from bridge.delivery.holds import outbox_hold
 from bridge.delivery.lease import OutboxLease
-from bridge.errors import CatalogError
+from bridge.errors import BadValueError, CatalogError
 from bridge.mapping import Resolver
 from bridge.model import AssetDeclaration, Column, DeclaredFlow, DeclaredJob, parse_column_lineage
 from bridge.openlineage.convert import Converter
@@ -804,6 +804,46 @@ def test_a_password_is_masked_wherever_a_url_is_shown() -> None:
         assert (masked(url), url_password(url)) == (shown, password)
 
 
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        ("sslmode=bogus", "not a PostgreSQL URL libpq can read: sslmode='bogus' is none of disable, allow, prefer"),
+        ("sslmode=REQUIRE", "sslmode='REQUIRE' is none of"),
+        ("gssencmode=x", "gssencmode='x' is none of disable, prefer, require"),
+        ("target_session_attrs=rw", "target_session_attrs='rw' is none of any, read-write"),
+        ("keepalives_idle=abc", "not a PostgreSQL URL libpq can read: keepalives_idle='abc' is not a whole number"),
+        ("tcp_user_timeout=99999999999", "tcp_user_timeout='99999999999' is not a whole number"),
+        ("port=abc", "the port 'abc' is not a whole number"),
+        ("port=0", "the port '0' is out of range (1 to 65535)"),
+        ("host=a,b&port=1,2,3", "3 ports for 2 host(s): give one port for all, or one for each host"),
+        ("statement_timeout=abc", "statement_timeout='abc' is not a duration (a whole number and ms, s, min or h"),
+        ("lock_timeout=99999999999999h", "lock_timeout='99999999999999h' is longer than PostgreSQL takes: at most"),
+        ("lock_timeout=597h", "lock_timeout='597h' is longer than PostgreSQL takes: at most 2147483647ms"),
+        ("lock_timeout=" + "9" * 5000, "is longer than PostgreSQL takes"),
+        ("schema=a&schema=b", "the parameter 'schema' is given more than once; give it once"),
+        ("sslmode=require&sslmode=disable", "the parameter 'sslmode' is given more than once"),
+        ("password=s3cret&password=other", "the parameter 'password' is given more than once"),
+    ],
+)
+def test_a_url_value_libpq_or_postgresql_refuses_is_a_bad_value_before_any_connection(query: str, said: str) -> None:
+    """What libpq refuses before it connects (a word none of a setting's, a number that is none,
+    a port out of range, more ports than hosts), a timeout that is no duration or longer than
+    PostgreSQL holds, and a parameter given twice (it took the last): each a BadValueError (a
+    usage error: exit status 2) saying what is wrong, no connection tried; not "cannot connect
+    to the server" (exit status 1)."""
+    url = f"postgresql://u:s3cret@127.0.0.1:1/db?{query}"
+    with pytest.raises(BadValueError) as refused:
+        PostgresEngine(url)
+    assert said in str(refused.value) and "s3cret" not in str(refused.value), str(refused.value)
+    code, _, err = invoke(url, "status")
+    assert code == 2 and said in err and "cannot connect" not in err, err
+
+
+def test_a_url_value_postgresql_takes_is_taken() -> None:
+    for query in ("sslmode=verify-full&keepalives_idle=%2010%20&port=5432", "lock_timeout=596h", "port=1,2&host=a,b"):
+        PostgresEngine(f"postgresql://u@127.0.0.1/db?{query}")
+
+
 def test_the_config_files_catalog_may_be_a_url(tmp_path: Path) -> None:
     from bridge.config import parse_config
 
@@ -988,7 +1028,7 @@ def test_timeouts_and_jit_off_are_set_on_the_catalogs_connections_and_overridabl
     with conn:  # a setting that only holds the letters, or another JIT setting, is not a word on JIT itself
         assert conn.execute("SHOW jit").fetchone() == ("off",)
     code, _, err = invoke(f"{url}?lock_timeout=soon", "init")
-    assert code == 1 and "lock_timeout='soon' is not a duration" in err and "Traceback" not in err, err
+    assert code == 2 and "lock_timeout='soon' is not a duration" in err and "Traceback" not in err, err
 
 
 def test_each_engine_chooses_how_stream_workers_hold_the_outbox(catalog: Catalog, engine: str) -> None:

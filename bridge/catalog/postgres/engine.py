@@ -103,7 +103,69 @@ TIMEOUTS = {"lock_timeout": "5s", "statement_timeout": "60s"}
 # (not the migrations' or the readiness probe's); a URL whose ``options`` set ``jit`` keeps its own.
 NO_JIT = "-c jit=off"
 _SETS_JIT = re.compile(r"(?:^|\s)(?:-c\s*|--)jit\s*=", re.IGNORECASE)  # -c jit=, -cjit=, --jit= (any case)
-_DURATION = re.compile(r"(?:0|[1-9][0-9]{0,8})(?:ms|s|min|h)?")
+_DURATION = re.compile(r"(0|[1-9][0-9]*)(ms|s|min|h)?")
+_MILLISECONDS = {"ms": 1, "s": 1_000, "min": 60_000, "h": 3_600_000}
+INT_MAX = 2**31 - 1  # the most milliseconds a PostgreSQL timeout setting holds (about 24.8 days)
+
+# libpq's settings of a few words, which it checks (as written: in this case) before it connects:
+# a value of none of them was "cannot connect to the server", no connection tried
+_CHOICES = {
+    "sslmode": ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
+    "gssencmode": ("disable", "prefer", "require"),
+    "channel_binding": ("disable", "prefer", "require"),
+    "sslcertmode": ("disable", "allow", "require"),
+    "sslnegotiation": ("postgres", "direct"),
+    "target_session_attrs": ("any", "read-write", "read-only", "primary", "standby", "prefer-standby"),
+    "load_balance_hosts": ("disable", "random"),
+}
+# libpq's whole-number settings (a C int: spaces around it and a sign allowed, as strtol reads one)
+_INTEGERS = ("keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout")
+_INTEGER = re.compile(r"\s*[+-]?([0-9]+)\s*")
+
+
+def _integer(value: str) -> int | None:
+    """A libpq whole number's value, None for text it refuses (not one, or past a C int)."""
+    found = _INTEGER.fullmatch(value)
+    if found is None or len(found[1].lstrip("0")) > 10:
+        return None
+    number = int(value)
+    return number if -(2**31) <= number <= INT_MAX else None
+
+
+def conninfo_problem(params: dict[str, str]) -> str | None:
+    """What libpq would refuse in a connection's parameters (as :func:`conninfo_to_dict` reads
+    them from a URL) before it connects, said as what is wrong: a word of none of a setting's
+    values, a number that is none, a port out of range, more ports than hosts; None when it
+    would refuse none of these."""
+    for key, values in _CHOICES.items():
+        if key in params and params[key] not in values:
+            return f"{key}={params[key]!r} is none of {', '.join(values)}"
+    for key in _INTEGERS:
+        if key in params and _integer(params[key]) is None:
+            return f"{key}={params[key]!r} is not a whole number"
+    if params.get("port"):
+        ports = params["port"].split(",")
+        for port in filter(None, ports):  # (an empty one: the default, 5432)
+            number = _integer(port)
+            if number is None:
+                return f"the port {port!r} is not a whole number"
+            if not 1 <= number <= 65535:
+                return f"the port {port!r} is out of range (1 to 65535)"
+        hosts = len((params.get("host") or params.get("hostaddr") or "").split(","))
+        if len(ports) > 1 and len(ports) != hosts:
+            return f"{len(ports)} ports for {hosts} host(s): give one port for all, or one for each host"
+    return None
+
+
+def repeated_parameter(url: str) -> str | None:
+    """The first parameter a URL's query gives more than once (libpq, as olbridge did, would
+    take the last without a word), None when each is given once."""
+    seen: set[str] = set()
+    for key, _ in parse_qsl(url.partition("?")[2], keep_blank_values=True):
+        if key in seen:
+            return key
+        seen.add(key)
+    return None
 
 
 def split_url(url: str) -> tuple[str, str | None]:
@@ -125,16 +187,24 @@ def split_url(url: str) -> tuple[str, str | None]:
 def timeouts(url: str) -> tuple[str, dict[str, str]]:
     """The URL without olbridge's own timeout parameters (:data:`TIMEOUTS`), and the settings they
     give, the defaults for those not given. A value is a PostgreSQL duration: a whole number of
-    milliseconds, or followed by ``ms``, ``s``, ``min`` or ``h`` (``0``: no limit)."""
+    milliseconds, or followed by ``ms``, ``s``, ``min`` or ``h`` (``0``: no limit), of at most
+    :data:`INT_MAX` milliseconds (a BadValueError: no duration, or one too long)."""
     base, question, query = url.partition("?")
     given = parse_qsl(query, keep_blank_values=True) if question else []
     settings = dict(TIMEOUTS)
     for key, value in given:
         if key in TIMEOUTS:
-            if not _DURATION.fullmatch(value):
-                raise CatalogError(
+            found = _DURATION.fullmatch(value)
+            if found is None:
+                raise BadValueError(
                     f"catalog {masked(url)}: {key}={value!r} is not a duration (a whole number and "
                     "ms, s, min or h, say 5s; 0 for no limit)"
+                )
+            number, unit = found[1], found[2] or "ms"
+            if len(number) > 10 or int(number) * _MILLISECONDS[unit] > INT_MAX:
+                raise BadValueError(
+                    f"catalog {masked(url)}: {key}={value!r} is longer than PostgreSQL takes: at most "
+                    f"{INT_MAX}ms (about 24 days; 0 for no limit)"
                 )
             settings[key] = value
     rest = [(key, value) for key, value in given if key not in TIMEOUTS]
@@ -188,6 +258,11 @@ class PostgresEngine(Engine):
     def __init__(self, url: str) -> None:
         self._location = masked(url)
         self._password = url_password(url)
+        twice = repeated_parameter(url)
+        if twice is not None:
+            raise BadValueError(
+                f"catalog {self._location}: the parameter {twice!r} is given more than once; give it once"
+            )
         url, self.timeouts = timeouts(url)
         self.url, self.schema = split_url(url)
         given = dict(parse_qsl(self.url.partition("?")[2]))
@@ -201,12 +276,18 @@ class PostgresEngine(Engine):
 
     def _check_url(self, url: str) -> None:
         """A BadValueError for a URL libpq cannot read (an unknown parameter, a bad escape, an
-        unclosed ``[``) or whose ``connect_timeout`` is not a number, before any connection."""
+        unclosed ``[``), whose ``connect_timeout`` is not a number, or that holds a value libpq
+        refuses before it connects (:func:`conninfo_problem`), before any connection."""
         try:
-            timeout_from_conninfo(conninfo_to_dict(self.url))
+            params = conninfo_to_dict(self.url)
+            timeout_from_conninfo(params)
         except psycopg.ProgrammingError as exc:
             reason = self._scrub(_one_line(str(exc)).replace(url, self._location).replace(self.url, self._location))
             raise BadValueError(f"catalog {self._location}: not a PostgreSQL URL libpq can read: {reason}") from None
+        problem = conninfo_problem({key: str(value) for key, value in params.items()})
+        if problem is not None:
+            reason = self._scrub(problem)
+            raise BadValueError(f"catalog {self._location}: not a PostgreSQL URL libpq can read: {reason}")
 
     @property
     def location(self) -> str:

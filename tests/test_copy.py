@@ -198,6 +198,47 @@ def test_text_the_source_cannot_read_is_an_error_naming_it_and_copies_nothing(tm
         assert not any(count_rows(catalog).values())
 
 
+def test_a_destination_whose_server_goes_away_mid_copy_is_the_catalog_named(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy's connection to the destination ended mid-copy (its server killed, here its
+    backend terminated): the error names the destination, not the command's --catalog (its
+    default, olbridge.db, which the copy never opened); the destination keeps nothing."""
+    import psycopg
+
+    from bridge.catalog import copy
+
+    source = tmp_path / "s.db"
+    with Catalog(source) as catalog:
+        fill(catalog, 40)
+    database = postgres_url.rsplit("/", 1)[1]
+    written = copy._write_page
+    pages: list[str] = []
+
+    def cut_off(destination: Catalog, cur: Any, table: str, insert: str, page: Any) -> None:
+        pages.append(table)
+        if len(pages) == 2:  # after the first page: the server ends the copy's connection
+            with psycopg.connect(postgres_url, autocommit=True) as other:
+                other.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
+                    "AND pid <> pg_backend_pid()",
+                    (database,),
+                )
+        written(destination, cur, table, insert, page)
+
+    monkeypatch.setattr(copy, "_write_page", cut_off)
+    monkeypatch.chdir(tmp_path)  # where the default --catalog, olbridge.db, would be
+    code, stdout, stderr = olbridge("catalog", "copy", str(source), postgres_url)
+    assert code == 1 and stdout == "" and "Traceback" not in stderr, stderr
+    said = stderr.strip().splitlines()[-1]
+    assert said.startswith(f"Error: catalog {postgres_url}: "), said
+    assert "olbridge.db" not in stderr and len(pages) >= 2
+    assert not (tmp_path / "olbridge.db").exists()
+    monkeypatch.undo()
+    with Catalog(postgres_url) as catalog:
+        assert not any(count_rows(catalog).values())
+
+
 def test_a_key_written_into_the_destination_during_the_copy_is_an_error_naming_the_table(
     tmp_path: Path, postgres_url: str
 ) -> None:

@@ -35,7 +35,7 @@ import orjson
 
 from bridge.catalog.engine import Cursor
 from bridge.catalog.store import Catalog
-from bridge.errors import CatalogError
+from bridge.errors import BridgeError, CatalogError
 
 PAGE = 5_000  # rows read at a time
 # the source's running processes, not its data: the stream workers' registrations and SQLite's
@@ -106,9 +106,26 @@ def tables() -> list[_Table]:
     return found
 
 
+@contextmanager
+def naming(catalog: Catalog) -> Iterator[None]:
+    """An error about ``catalog``'s storage raised in the block (a server gone, a full disk), as
+    the CatalogError that names that catalog. A copy works on two catalogs, neither of them the
+    command's own ``--catalog``, which an error left to the command line would name instead."""
+    try:
+        yield
+    except BridgeError:
+        raise
+    except Exception as exc:
+        found = catalog.engine.storage_error(exc)
+        if found is None:
+            raise
+        raise found from exc
+
+
 def count_rows(catalog: Catalog, *, copied: bool = False) -> dict[str, int]:
     """Each table's count of rows (``copied``: of the tables a copy takes)."""
-    return count_rows_on(catalog._conn, [t for t in tables() if not (copied and t.name in LEFT_BEHIND)])
+    with naming(catalog):
+        return count_rows_on(catalog._conn, [t for t in tables() if not (copied and t.name in LEFT_BEHIND)])
 
 
 @contextmanager
@@ -116,11 +133,13 @@ def snapshot(catalog: Catalog) -> Iterator[None]:
     """A read transaction on one snapshot of the catalog: the reads in the block (a copy, its
     count and its digests) see the catalog as of its first read, whatever others write."""
     conn = catalog._conn
-    conn.execute(_snapshot(catalog))
+    with naming(catalog):
+        conn.execute(_snapshot(catalog))
     try:
         yield
     finally:
-        conn.execute("COMMIT")
+        with naming(catalog):
+            conn.execute("COMMIT")
 
 
 def _pages(catalog: Catalog, table: _Table) -> Iterator[list[tuple[Any, ...]]]:
@@ -199,7 +218,8 @@ def copy_catalog(
     source: Catalog, destination: Catalog, *, progress: Progress | None = None, in_snapshot: bool = False
 ) -> int:
     """Copy every row of ``source`` into the empty ``destination``, in one transaction; returns
-    how many rows. A CatalogError when the destination holds rows (nothing is written then).
+    how many rows. A CatalogError when the destination holds rows (nothing is written then), and
+    for an error about either catalog's storage, naming the one that failed (:func:`naming`).
     Read on a snapshot of its own, unless ``in_snapshot`` (the caller's :func:`snapshot`)."""
     layout = tables()
     insert = {
@@ -220,7 +240,8 @@ def copy_catalog(
             destination.engine.reset_keys(cur)
             return copied
 
-        return destination.db.write(work, attempts=1)
+        with naming(destination):  # (the source's reads name the source: _pages)
+            return destination.db.write(work, attempts=1)
 
 
 def _write_page(destination: Catalog, cur: Cursor, table: str, insert: str, page: Sequence[Sequence[Any]]) -> None:

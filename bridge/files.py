@@ -7,7 +7,8 @@
 - :func:`read_json_items`: the JSON values of a file that holds JSON lines (the OpenLineage
   client's file transport), one JSON array or one JSON value, each with where it is
   (``file:line``, ``file[index]`` or ``file``), for ``import`` and ``validate``;
-- :func:`read_files`: a set of files read all or nothing (Kestra's lineage and flow files).
+- :func:`read_files`: a set of files read all or nothing (Kestra's lineage and flow files);
+- :func:`yaml_problem`: what a YAML file's error says, on one line.
 
 Whatever cannot be read is an :class:`~bridge.errors.InputFileError` that says where
 (``file:line: message``): raised when nothing past it can be read (a file that is missing or not
@@ -231,6 +232,25 @@ def read_files(paths: Sequence[Path], read: Callable[[Path], FileResult[T]], *, 
     return items
 
 
+def yaml_problem(exc: Exception, text: str | None = None) -> tuple[int | None, str]:
+    """Where a PyYAML error is (its line, from 1; None where it says none) and what it says, on
+    one line: its own text runs over several (a ``in "<unicode string>", position 5`` line, a
+    ``while parsing ...`` context), which a one-line error cannot hold. ``text``: what was read,
+    for the line of an error that gives a position in it (a character YAML does not allow)."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    said = getattr(exc, "problem", None) or getattr(exc, "context", None)
+    if said is not None:  # a MarkedYAMLError
+        return (mark.line + 1 if mark is not None else None), " ".join(str(said).split())
+    character, position = getattr(exc, "character", None), getattr(exc, "position", None)
+    if character is not None and isinstance(position, int):  # a ReaderError: a character at a place
+        line = text.count("\n", 0, position) + 1 if text is not None else None
+        reason = getattr(exc, "reason", "")
+        if isinstance(character, bytes):  # (a stream of bytes: text is given here as text)
+            return line, f"cannot decode byte #x{character[0]:02x}: {reason}"
+        return line, f"unacceptable character #x{character:04x}: {reason}"
+    return None, " ".join(str(exc).split())
+
+
 __all__ = [
     "FileResult",
     "InputFileError",
@@ -241,4 +261,5 @@ __all__ = [
     "read_files",
     "read_json_items",
     "read_text",
+    "yaml_problem",
 ]

@@ -324,6 +324,14 @@ def test_a_profile_that_cannot_be_rendered_is_refused(
         (lambda p: (p / "target" / "manifest.json").write_text("[]"), "expected a JSON object"),
         (lambda p: (p / "profiles.yml").unlink(), r"profiles\.yml: file not found \(--profiles-dir\)"),
         (lambda p: (p / "profiles.yml").write_text("other: {}\n"), "no profile named 'my_dbt_project'"),
+        (  # on one line: the file, the line, the reason (not YAML's own lines)
+            lambda p: (p / "profiles.yml").write_text("a: 1\nb: \x00\n"),
+            r"profiles\.yml:2: not valid YAML: unacceptable character #x0000: special characters are not allowed$",
+        ),
+        (
+            lambda p: (p / "profiles.yml").write_text("a: [1\n"),
+            r"profiles\.yml:2: not valid YAML: expected ',' or ']', but got '<stream end>'$",
+        ),
         (lambda p: (p / "dbt_project.yml").write_text("name: x\n"), "needs a 'profile'"),
     ],
 )

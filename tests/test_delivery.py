@@ -190,10 +190,15 @@ def test_an_openlineage_configuration_that_cannot_be_read_says_so(
     """The client logs a traceback and goes on without a file it cannot read (here: "no backend
     configured"); olbridge says what is wrong with it."""
     (clean_env / "openlineage.yml").write_text("transport: [a\n")
-    with pytest.raises(
-        ConfigError, match=r"(?s)openlineage\.yml: the OpenLineage configuration cannot be read: .*line 1"
-    ):
+    with pytest.raises(ConfigError) as refused:
         sender_for(None)
+    said = "the OpenLineage configuration cannot be read: line 2: expected ',' or ']', but got '<stream end>'"
+    assert str(refused.value).endswith(f"openlineage.yml: {said}")  # on one line: where it is, what is wrong
+    (clean_env / "openlineage.yml").write_text("transport:\n  type: http\x00\n")
+    with pytest.raises(ConfigError) as refused:
+        sender_for(None)
+    said = "the OpenLineage configuration cannot be read: line 2: unacceptable character #x0000: special"
+    assert f"openlineage.yml: {said}" in str(refused.value) and "\n" not in str(refused.value)
     (clean_env / "openlineage.yml").write_text("- a list\n")
     with pytest.raises(ConfigError, match="must be a mapping"):
         sender_for(None)

@@ -447,6 +447,10 @@ def test_declaring_a_flow_again_changes_nothing_and_a_change_replaces_it(tmp_pat
 BAD_FLOWS: dict[str, tuple[str, str]] = {
     "bad yaml": ("id: f\nnamespace: company.data\ntasks:\n  - id: [unclosed\n", "f.yml:5: not valid YAML"),
     "not a mapping": ("- id: f\n", "f.yml: a flow is a YAML mapping"),
+    "a NUL": (  # one line, not YAML's own two ('\n  in "<unicode string>", position 21')
+        "id: f\nnamespace: company.data\x00\ntasks: []\n",
+        "f.yml:2: not valid YAML: unacceptable character #x0000: special characters are not allowed",
+    ),
     "a key twice": (  # YAML would keep the second outputs and drop the first without a word
         "id: f\nnamespace: company.data\ntasks:\n  - id: a\n    type: x.Y\n    assets:\n"
         "      outputs:\n        - {id: first, type: Table}\n      outputs:\n        - {id: second, type: Table}\n",
@@ -506,6 +510,19 @@ def test_a_bad_flow_is_refused_with_its_file_and_line_and_nothing_is_recorded(
     assert "1 bad flow file(s); nothing was recorded" in str(caught.value)
     assert message.replace("f.yml", str(bad)) in str(caught.value)
     assert snapshot(catalog) == before
+
+
+def test_a_flow_yaml_refuses_is_said_on_one_line(tmp_path: Path) -> None:
+    """``kestra declare`` of a flow YAML refuses (a NUL character): the file, the line and the
+    reason on one line, under the one that says nothing was recorded."""
+    bad = tmp_path / "f.yml"
+    bad.write_text("id: f\nnamespace: company.data\x00\ntasks: []\n")
+    code, out, err = invoke(tmp_path / "c.db", "kestra", "declare", str(bad))
+    assert (code, out) == (1, "")
+    assert err.splitlines() == [
+        "Error: 1 bad flow file(s); nothing was recorded:",
+        f"  {bad}:2: not valid YAML: unacceptable character #x0000: special characters are not allowed",
+    ]
 
 
 def test_the_same_flow_twice_in_one_call_is_refused(tmp_path: Path, catalog: Catalog) -> None:

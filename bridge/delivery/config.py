@@ -19,6 +19,7 @@ from typing import Any
 
 from bridge.delivery.senders import HttpSender, Sender, TransportSender
 from bridge.errors import ConfigError
+from bridge.files import yaml_problem
 
 
 def sender_for(
@@ -101,9 +102,14 @@ def _yaml_config(path: str) -> dict[str, Any]:
 
     try:
         with open(path, encoding="utf-8") as file:
-            content = yaml.safe_load(file)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            text = file.read()
+        content = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: the OpenLineage configuration cannot be read: {exc}") from None
+    except yaml.YAMLError as exc:  # said on one line, where it is first
+        number, problem = yaml_problem(exc, text)
+        at = "" if number is None else f"line {number}: "
+        raise ConfigError(f"{path}: the OpenLineage configuration cannot be read: {at}{problem}") from None
     if content is None:
         return {}
     if not isinstance(content, dict):

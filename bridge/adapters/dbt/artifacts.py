@@ -18,7 +18,7 @@ from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import SandboxedEnvironment
 
 from bridge.errors import ArtifactError, InputFileError
-from bridge.files import read_text
+from bridge.files import read_text, yaml_problem
 
 
 @attrs.frozen
@@ -248,7 +248,8 @@ def _read_yaml(path: Path) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ArtifactError(f"{path}: not valid YAML: {exc}") from None
+        number, problem = yaml_problem(exc, text)
+        raise ArtifactError(f"{path}{'' if number is None else f':{number}'}: not valid YAML: {problem}") from None
 
 
 def read_connection(

@@ -29,7 +29,7 @@ import yaml
 
 from bridge.adapters.kestra.pebble import render
 from bridge.errors import ValidationError
-from bridge.files import FileResult, read_files, read_text
+from bridge.files import FileResult, read_files, read_text, yaml_problem
 from bridge.model import (
     AssetDeclaration,
     DeclaredFlow,
@@ -114,14 +114,10 @@ class _FlowReader:
     def read(self, text: str) -> DeclaredFlow:
         try:
             doc = yaml.load(text, Loader=_Loader)  # a SafeLoader
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            line = f":{mark.line + 1}" if mark is not None else ""
-            raise ValidationError(
-                f"{self.source}{line}: not valid YAML: {exc.problem or exc.context}", rule="kestra.yaml"
-            ) from None
         except yaml.YAMLError as exc:
-            raise ValidationError(f"{self.source}: not valid YAML: {exc}", rule="kestra.yaml") from None
+            number, problem = yaml_problem(exc, text)
+            line = f":{number}" if number is not None else ""
+            raise ValidationError(f"{self.source}{line}: not valid YAML: {problem}", rule="kestra.yaml") from None
         if not isinstance(doc, dict):
             self.fail("a flow is a YAML mapping with 'id', 'namespace' and 'tasks'", doc)
         missing = [key for key in ("id", "namespace", "tasks") if doc.get(key) is None]

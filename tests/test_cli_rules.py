@@ -347,3 +347,25 @@ def test_an_empty_health_namespace_is_named_by_its_option(tmp_path: Path) -> Non
     assert invoke(db, "init")[0] == 0
     code, _, err = invoke(db, "health", "--namespace", "")
     assert code == 2 and err.startswith("Error: --namespace: a namespace matches"), err
+
+
+def test_assets_purge_of_an_id_that_names_no_asset_is_an_error_as_delete_is(tmp_path: Path) -> None:
+    """``assets purge --id nope`` purged nothing and exited 0 where ``assets delete nope`` is an
+    error: an --id that names no asset is one too (exit 1, naming it), and nothing is purged,
+    not even the ids that name one; a dry run says the same."""
+    db = tmp_path / "c.db"
+    assert invoke(db, "assets", "set", "a.b", "--type", "Table")[0] == 0
+    code, out, err = invoke(db, "assets", "delete", "nope")
+    assert (code, out) == (1, "") and "no asset with id 'nope'" in err
+    for extra in ([], ["--dry-run"]):
+        code, out, err = invoke(db, "assets", "purge", "--id", "nope", *extra)
+        assert (code, out) == (1, ""), err
+        assert err == f"Error: no asset with id 'nope'; nothing was purged (catalog {db})\n"
+    code, out, err = invoke(db, "assets", "purge", "--id", "a.b", "--id", "nope", "--id", "gone.too")
+    assert (code, out) == (1, "") and "no asset with ids 'nope', 'gone.too'; nothing was purged" in err
+    code, out, _ = invoke(db, "assets", "list", "--json")
+    assert [a["id"] for a in json.loads(out)] == ["a.b"]
+    code, out, err = invoke(db, "assets", "purge", "--id", "a.b")
+    assert code == 0 and json.loads(out)["assets"] == 1, err
+    code, out, err = invoke(db, "assets", "purge", "--type", "Table")  # a filter that matches none: no error
+    assert code == 0 and json.loads(out)["assets"] == 0, err

@@ -14,7 +14,7 @@ from bridge.cli.examples import examples
 from bridge.cli.health import freshness_rule, judged_at
 from bridge.cli.options import json_flag, moment
 from bridge.cli.output import print_json, print_rows, say
-from bridge.errors import ValidationError, ValidationProblems
+from bridge.errors import NotInCatalog, ValidationError, ValidationProblems
 from bridge.files import loads
 from bridge.model import AssetDeclaration, check_namespace, utcnow
 from bridge.model.asset_types import normalize_type
@@ -328,7 +328,8 @@ def assets_purge(
     with_lineage: bool,
     dry_run: bool,
 ) -> None:
-    """Hard-delete assets that match every filter given (at least one is needed)."""
+    """Hard-delete assets that match every filter given (at least one is needed). An --id that
+    names no asset is an error, as for assets delete: nothing is purged."""
     before = moment(end_date, "--end-date")
     query = AssetQuery.create(
         types=_types(types),
@@ -338,6 +339,10 @@ def assets_purge(
         include_deleted=True,
         updated_before=before,
     )
+    missing = [asset_id for asset_id in query.ids if app.catalog().get_asset(asset_id) is None]
+    if missing:  # (a mistyped id: said, not "0 purged" with exit 0)
+        names = ", ".join(repr(asset_id) for asset_id in missing)
+        raise NotInCatalog(f"no asset with id{'s' if len(missing) > 1 else ''} {names}; nothing was purged")
     if dry_run:
         if query.is_empty:
             raise ValidationError("purge needs at least one filter", rule="purge.filter")

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import psycopg
 import pytest
 
@@ -20,6 +22,8 @@ from bridge.catalog.postgres.engine import ADOPTION_LOCK
 from bridge.catalog.query import AssetQuery, ExternalUsage
 from bridge.errors import RunEndedError
 from bridge.mapping import Resolver
+from bridge.model import TaskState
+from bridge.model.health import FreshnessRule
 from bridge.receiver.imports import catalog_intake
 from tests.conftest import at
 from tests.helpers import decl, invoke, ol_dataset, ol_run_event, run
@@ -406,3 +410,63 @@ def test_an_own_asset_declared_as_another_dataset_keeps_the_received_one_apart(
     assets, origin, named, by_old, by_new = outcomes[0]
     assert origin != "external" and named == (new, table)
     assert by_new == table and by_old is not None and by_old.startswith("ol:") and by_old in assets
+
+
+def _pg_old_placeholder(catalog: Catalog, resolver: Resolver) -> None:
+    airflow = ol_run_event(
+        "COMPLETE", job=("airflow", "load_orders"), outputs=[ol_dataset("postgres://pg-old:5432", "shop.public.orders")]
+    )
+    assert [o.ok for o in catalog_intake(catalog, resolver).take([airflow])] == [True]
+
+
+PG_NEW = {"system": "postgres", "host": "pg-new", "port": "5432"}
+
+
+def test_what_cannot_make_the_asset_moves_nothing_apart(catalog_target: str, resolver: Resolver) -> None:
+    """An output declared without its type cannot make an asset: the write of it is refused (a
+    warning), and the placeholder under its id stays where it is, as before."""
+    with Catalog(catalog_target) as catalog:
+        _pg_old_placeholder(catalog, resolver)
+        result = catalog.record_task_run(
+            run("load", outputs=(decl("shop.public.orders", metadata=PG_NEW),), start=at(10))
+        )
+        assert not any("kept apart" in w for w in result.warnings), result.warnings
+        assert ids(catalog) == ["shop.public.orders"]
+
+
+def test_a_failed_runs_output_moves_its_placeholder_apart_and_says_so(catalog_target: str, resolver: Resolver) -> None:
+    with Catalog(catalog_target) as catalog:
+        _pg_old_placeholder(catalog, resolver)
+        failed = run("load", outputs=(decl("shop.public.orders", type="Table", metadata=PG_NEW),), start=at(10))
+        result = catalog.record_task_run(attrs.evolve(failed, state=TaskState.FAILED))
+        assert any("kept apart as 'ol:" in w for w in result.warnings), result.warnings
+        assert len(ids(catalog)) == 2 and "shop.public.orders" in ids(catalog)
+
+
+def test_an_id_olbridges_runs_name_is_left_as_it_is(catalog_target: str, resolver: Resolver) -> None:
+    """A placeholder an own run read under its id is a spelling of olbridge's: its lineage and
+    column lineage are the run's, and nothing is moved apart from it (as no takeover is)."""
+    table = "shop.public.orders"
+    with Catalog(catalog_target) as catalog:
+        _pg_old_placeholder(catalog, resolver)
+        catalog.record_task_run(run("report", inputs=(decl(table),), outputs=(decl("rep.totals", type="Table"),)))
+        result = catalog.record_task_run(
+            run("load", outputs=(decl(table, type="Table", metadata=PG_NEW),), start=at(10))
+        )
+        assert not any("kept apart" in w for w in result.warnings) and ids(catalog) == ["rep.totals", table]
+
+
+def test_a_rule_set_on_the_id_stays_with_it(catalog_target: str, resolver: Resolver) -> None:
+    """A freshness rule a user set on the id (of the placeholder, then) stays with the id when the
+    placeholder moves apart: had the asset come first, the rule would be the asset's."""
+    table = "shop.public.orders"
+    rule = FreshnessRule.create(max=timedelta(hours=6))
+    with Catalog(catalog_target) as catalog:
+        _pg_old_placeholder(catalog, resolver)
+        catalog.set_freshness(table, rule, now=at(1))
+        result = catalog.record_task_run(
+            run("load", outputs=(decl(table, type="Table", metadata=PG_NEW),), start=at(10))
+        )
+        assert any("kept apart" in w for w in result.warnings), result.warnings
+        moved = next(i for i in ids(catalog) if i.startswith("ol:"))
+        assert catalog.freshness_of(table) == rule and catalog.freshness_of(moved) is None

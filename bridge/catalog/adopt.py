@@ -94,6 +94,9 @@ class Naming:
 
     rules: Resolver
     lock: str | None = None
+    # the received placeholders moved apart before the write, each in a short transaction of its
+    # own (:meth:`Catalog.take_over_first`), by the id declared: the write says so in its result
+    moved: Mapping[str, Apart] = attrs.field(factory=dict)
 
 
 def adopted(cur: Cursor, naming: Naming, asset_id: str, asset_type: str | None, metadata: Mapping[str, Any]) -> bool:
@@ -182,6 +185,28 @@ class Apart:
     asset_id: str
 
 
+def apart_from(
+    cur: Cursor, rules: Resolver, current: Asset, asset_type: str | None, metadata: Mapping[str, Any]
+) -> tuple[str, str] | None:
+    """The received dataset of the placeholder ``current`` that an own write declaring its id
+    with ``metadata`` is not (:func:`kept_apart`); None: none, the write is the placeholder's."""
+    if current.origin is not Origin.EXTERNAL or not metadata:
+        return None
+    datasets = {(str(ns), str(name)) for ns, name in cur.execute(_BINDINGS_OF, (current.id,)).fetchall()}
+    if not datasets:
+        return None
+    kind = asset_type or current.type
+    base = {k: v for k, v in current.metadata.items() if k not in RECEIVED_KEYS}
+    before = rules.dataset_for(current.id, kind, base)
+    after = rules.dataset_for(current.id, kind, merge_metadata(base, metadata))
+    if (before.namespace, before.name) not in datasets or (after.namespace, after.name) in datasets:
+        return None
+    if cur.execute(_OWN_REFERENCES, (current.id,) * 5).fetchone() is not None:
+        return None  # olbridge's own runs name it under this id: theirs, as it is
+    pinned = (str(current.metadata.get("olNamespace")), str(current.metadata.get("olName")))
+    return pinned if pinned in datasets else min(datasets)
+
+
 def kept_apart(
     cur: Cursor, naming: Naming, current: Asset, asset_type: str | None, metadata: Mapping[str, Any]
 ) -> Apart | None:
@@ -191,24 +216,21 @@ def kept_apart(
     ``postgres://pg-old:5432``): the receiver keeps such a dataset apart when the asset came
     first, so the catalog is the same whichever came first, and the asset is named as its
     metadata says, not as the placeholder's dataset. Only a placeholder the rules name as its
-    dataset by its own metadata is moved; one named so only by the name it was received under
-    (an ``ol:`` or URI id, pinned) stays the asset declared under its id, as before. None:
-    nothing moved."""
-    if current.origin is not Origin.EXTERNAL or not metadata:
-        return None
-    datasets = {(str(ns), str(name)) for ns, name in cur.execute(_BINDINGS_OF, (current.id,)).fetchall()}
-    if not datasets:
-        return None
-    kind = asset_type or current.type
-    base = {k: v for k, v in current.metadata.items() if k not in RECEIVED_KEYS}
-    before = naming.rules.dataset_for(current.id, kind, base)
-    after = naming.rules.dataset_for(current.id, kind, merge_metadata(base, metadata))
-    if (before.namespace, before.name) not in datasets or (after.namespace, after.name) in datasets:
-        return None
-    if naming.lock is not None:  # the receivers' groups in flight may have read the binding
+    dataset by its own metadata, and no own run names, is moved; one named so only by the name
+    it was received under (an ``ol:`` or URI id, pinned) stays the asset declared under its id,
+    as before. What a user set on the id (a freshness rule) stays with it. Where receivers write
+    beside this (PostgreSQL), it waits for their groups in flight and holds new ones back until
+    its transaction commits (:attr:`Naming.lock`), then looks again: an own write moves its
+    placeholders apart first, each in a short transaction of its own
+    (:meth:`Catalog.take_over_first`). None: nothing moved."""
+    dataset = apart_from(cur, naming.rules, current, asset_type, metadata)
+    if dataset is not None and naming.lock is not None:
         cur.execute(naming.lock)
-    pinned = (str(current.metadata.get("olNamespace")), str(current.metadata.get("olName")))
-    dataset = pinned if pinned in datasets else min(datasets)
+        found = cur.execute(sql.GET_ASSET, (current.id,)).fetchone()
+        again = asset_from_row(found) if found is not None else None
+        dataset = apart_from(cur, naming.rules, again, asset_type, metadata) if again is not None else None
+    if dataset is None:
+        return None
     moved_to = hashed_id(*dataset)
     take_over(cur, current.id, moved_to, received=True)
     return Apart(dataset, moved_to)
@@ -235,7 +257,8 @@ def take_over(cur: Cursor, placeholder: str, asset_id: str, *, received: bool = 
     for table, column in _MOVED_WHOLE:
         _move_whole(cur, table, column, placeholder, asset_id)
     for table, column, key in _UPDATED:
-        _move_column(cur, table, column, key, placeholder, asset_id)
+        if not (received and table == "freshness_rules"):  # a rule set on the id stays with it
+            _move_column(cur, table, column, key, placeholder, asset_id)
     _move_column(cur, "external_facets", "owner", ("facet_key",), f"asset:{placeholder}", f"asset:{asset_id}")
     cur.execute("DELETE FROM asset_health WHERE asset_id = ?", (placeholder,))  # judged again, as marked
     for seq, text in cur.execute(_CHANGES_OF, (asset_id,)).fetchall():
@@ -282,4 +305,14 @@ def _move_whole(cur: Cursor, table: str, column: str, old: str, new: str) -> Non
         cur.execute(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", values)
 
 
-__all__ = ["Adoption", "Apart", "Naming", "adopted", "adoptions", "kept_apart", "placeholder_for", "take_over"]
+__all__ = [
+    "Adoption",
+    "Apart",
+    "Naming",
+    "adopted",
+    "adoptions",
+    "apart_from",
+    "kept_apart",
+    "placeholder_for",
+    "take_over",
+]

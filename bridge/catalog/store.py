@@ -305,11 +305,12 @@ class Catalog:
 
         def work(cur: Cursor) -> Asset:
             return writes.set_asset(
-                cur, decl, now=now, allow_type_change=allow_type_change, watch=self.watch_seen, naming=self.naming
+                cur, decl, now=now, allow_type_change=allow_type_change, watch=self.watch_seen, naming=naming
             )
 
+        naming = self.naming
         if decl.type is not None:  # a new asset has one
-            self.take_over_first([decl])
+            naming = attrs.evolve(naming, moved=self.take_over_first([decl]))
         return self.db.write(work)
 
     def record(
@@ -319,40 +320,73 @@ class Catalog:
         each, updates = _replayable(runs), list(updates)
         assert now is not None or not updates, "updates need the time they are made"
 
+        naming = self.naming
+
         def work(cur: Cursor) -> tuple[list[RecordResult], list[Asset]]:
             results = []
             for index, run in enumerate(each()):
                 try:
-                    results.append(writes.write_task_run(cur, run, watch=self.watch_seen, naming=self.naming))
+                    results.append(writes.write_task_run(cur, run, watch=self.watch_seen, naming=naming))
                 except RunEndedError as exc:  # which of them (a file's line: two may hold one run)
                     raise RunEndedError(str(exc), exc.key, index) from None
             assets = [
-                writes.set_asset(cur, decl, now=now, allow_type_change=False, watch=self.watch_seen, naming=self.naming)
+                writes.set_asset(cur, decl, now=now, allow_type_change=False, watch=self.watch_seen, naming=naming)
                 for decl in updates
                 if now
             ]
             return results, assets
 
-        if self.naming.lock is not None:  # reads the runs once before the write
-            self.take_over_first([*_declarations(each()), *(decl for decl in updates if decl.type is not None)])
+        if naming.lock is not None:  # reads the runs once before the write
+            decls = [*_declarations(each()), *(decl for decl in updates if decl.type is not None)]
+            naming = attrs.evolve(naming, moved=self.take_over_first(decls, _reads(each())))
         return self.db.write(work)
 
-    def take_over_first(self, decls: Iterable[AssetDeclaration]) -> None:
+    def _apart_first(self, current: Asset, decl: AssetDeclaration) -> adopt.Apart | None:
+        """Where receivers write beside the catalog's writes, the received placeholder ``current``
+        moved apart (:func:`adopt.kept_apart`) in a short transaction of its own, before the
+        write that declares its id as another dataset (which says so in its result)."""
+        naming = self.naming
+        if adopt.apart_from(self._conn, naming.rules, current, decl.type, decl.metadata) is None:  # type: ignore[arg-type]
+            return None
+
+        def work(cur: Cursor) -> adopt.Apart | None:
+            found = writes.get_asset(cur, current.id)
+            apart = adopt.kept_apart(cur, naming, found, decl.type, decl.metadata) if found is not None else None
+            if apart is not None:
+                self.watch_seen.mark(cur, [apart.asset_id])
+            return apart
+
+        return self.db.write(work)
+
+    def take_over_first(self, decls: Iterable[AssetDeclaration], reads: Iterable[str] = ()) -> dict[str, adopt.Apart]:
         """Where receivers write beside the catalog's writes (PostgreSQL), the received
         placeholders that the new assets among ``decls`` are to take over (bridge/catalog/adopt.py),
         each taken over in a short transaction of its own before the write that makes the asset:
         a takeover holds the receivers back until it commits, and a write (a dbt import's first
         run of many models) may take long. A write refused after leaves the placeholder under the
         asset's id, which the rules name as the placeholder's dataset: nothing else of it lands.
-        Where one writer holds the whole catalog (SQLite), the write itself takes them over."""
+        Likewise a received placeholder of another dataset under an id ``decls`` declare (an
+        output with its type, or an input: ``reads``) is moved apart first (what was moved, by
+        id, is returned for the write to say; one refused after leaves it apart, as the receiver
+        would have kept it had the asset come first). Where one writer holds the whole catalog
+        (SQLite), the write itself takes them over and moves them apart."""
         naming = self.naming
+        moved: dict[str, adopt.Apart] = {}
         if naming.lock is None:
-            return
+            return moved
         wanted: dict[str, AssetDeclaration] = {}
+        reads = set(reads)
         for decl in decls:
             wanted.setdefault(decl.id, decl)
         for asset_id, decl in wanted.items():
-            if self.get_asset(asset_id) is not None:
+            current = self.get_asset(asset_id)
+            if current is not None:
+                # a received placeholder of another dataset under the id, moved apart first (an
+                # output without its type cannot make the asset: its write is refused, nothing moved)
+                if decl.type is not None or asset_id in reads:
+                    apart = self._apart_first(current, decl)
+                    if apart is not None:
+                        moved[asset_id] = apart
                 continue
             if adopt.placeholder_for(self._conn, naming.rules, asset_id, decl.type, decl.metadata) is None:  # type: ignore[arg-type]
                 continue
@@ -362,6 +396,7 @@ class Catalog:
                     self.watch_seen.mark(cur, [decl.id])
 
             self.db.write(work)
+        return moved
 
     def delete_asset(self, asset_id: str, *, now: datetime) -> Asset:
         """Soft-delete an asset (a decommissioned resource). It is exported as a DatasetEvent with
@@ -447,13 +482,14 @@ class Catalog:
         with other content) comes back as its CatalogError and leaves no trace, the others land."""
         runs = list(runs)
 
+        naming = attrs.evolve(self.naming, moved=self.take_over_first(_declarations(runs), _reads(runs)))
+
         def work(cur: Cursor) -> list[RecordResult | CatalogError]:
-            results = writes.write_each(cur, runs, watch=self.watch_seen, naming=self.naming)
+            results = writes.write_each(cur, runs, watch=self.watch_seen, naming=naming)
             if position is not None:
                 positions.save(cur, position)
             return results
 
-        self.take_over_first(_declarations(runs))
         return self.db.write(work)
 
     def count_task_runs(self) -> int:
@@ -688,6 +724,11 @@ def opened(source: CatalogSource) -> Catalog:
 def _declarations(runs: Iterable[TaskRun]) -> list[AssetDeclaration]:
     """The assets task runs name (inputs and outputs), as they name them."""
     return [decl for run in runs for decl in (*run.inputs, *run.outputs)]
+
+
+def _reads(runs: Iterable[TaskRun]) -> set[str]:
+    """The ids of the assets task runs read."""
+    return {decl.id for run in runs for decl in run.inputs}
 
 
 def _replayable(items: Iterable[T]) -> Callable[[], Iterator[T]]:

@@ -102,7 +102,9 @@ def _held_at(cur: Cursor, ids: Iterable[str], moment: datetime) -> list[str]:
     return held
 
 
-def _make_failed_outputs(cur: Cursor, run: TaskRun, naming: adopt.Naming | None) -> None:
+def _make_failed_outputs(
+    cur: Cursor, run: TaskRun, naming: adopt.Naming | None, warnings: list[str], watch: WatchSeen
+) -> None:
     """Make each output a failed run was to write that the catalog holds no asset of (none, or
     a placeholder: one it took over, say), given with its type, as the run's success would have
     made it, never written: the run then FAILs it (a dbt model that failed the first time it ran,
@@ -113,7 +115,7 @@ def _make_failed_outputs(cur: Cursor, run: TaskRun, naming: adopt.Naming | None)
     for decl in run.outputs:
         if decl.type is None:
             continue
-        current = _current(cur, decl, naming)  # the received placeholder of its dataset, taken over
+        current = _current(cur, decl, naming, warnings, watch)  # the received placeholder of its dataset, taken over
         if current is None or current.type == EXTERNAL:
             made = merged(current, attrs.evolve(decl, assertions=None), origin=run.origin, now=run.ended_at)
             cur.execute(sql.UPSERT_ASSET, asset_row(made))
@@ -240,23 +242,31 @@ def _current(
     naming: adopt.Naming | None,
     said: list[str] | None = None,
     watch: WatchSeen | None = None,
+    *,
+    apart: bool = True,
 ) -> Asset | None:
     """The stored asset a declaration names; for one not stored yet, the received placeholder of
-    its dataset (by ``naming``) taken over under its id, if there is one. A received placeholder
-    of another dataset under the id the declaration's metadata names otherwise is moved apart
-    first (:func:`adopt.kept_apart`; said in ``said``, its health marked for ``watch``)."""
+    its dataset (by ``naming``) taken over under its id, if there is one. With ``apart`` (a
+    declaration that may make the asset: an input, an output with its type), a received
+    placeholder of another dataset under the id the declaration's metadata names otherwise is
+    moved apart first (:func:`adopt.kept_apart`; said in ``said``, its health marked for
+    ``watch``)."""
     current = get_asset(cur, decl.id)
-    if current is not None and naming is not None:
-        apart = adopt.kept_apart(cur, naming, current, decl.type, decl.metadata)
-        if apart is not None:
-            current = None
-            if said is not None:
-                said.append(
-                    f"asset {decl.id!r} was the received dataset {apart.dataset[0]} {apart.dataset[1]}, which its "
-                    f"metadata does not name: that dataset is kept apart as {apart.asset_id!r}"
-                )
-            if watch is not None:
-                watch.mark(cur, [apart.asset_id])
+    if naming is not None and apart:
+        moved = None
+        if current is not None:
+            moved = adopt.kept_apart(cur, naming, current, decl.type, decl.metadata)
+            if moved is not None:
+                current = None
+                if watch is not None:
+                    watch.mark(cur, [moved.asset_id])
+        else:  # moved apart before the write (where receivers write beside it)
+            moved = naming.moved.get(decl.id)
+        if moved is not None and said is not None:
+            said.append(
+                f"asset {decl.id!r} was the received dataset {moved.dataset[0]} {moved.dataset[1]}, which its "
+                f"metadata does not name: that dataset is kept apart as {moved.asset_id!r}"
+            )
     if current is not None or naming is None:
         return current
     taken = adopt.adopted(cur, naming, decl.id, decl.type, decl.metadata)
@@ -365,7 +375,7 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: adopt
         assert run.ended_at is not None
         plan: list[tuple[AssetDeclaration, Asset]] = []
         for decl in run.outputs:
-            current = _current(cur, decl, naming, warnings, watch)
+            current = _current(cur, decl, naming, warnings, watch, apart=decl.type is not None)
             failure = _write_failure(current, decl)
             if failure:
                 warnings.append(f"asset write failed ({run.failure_behavior.value}): {failure}")
@@ -406,7 +416,7 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: adopt
         warnings.append(f"{len(run.outputs)} output(s) not written: the task run ended {state.value}")
         if run.ended_at is not None and (state.value in FAILED_RUN or state is TaskState.SKIPPED):
             if state.value in FAILED_RUN:
-                _make_failed_outputs(cur, run, naming)
+                _make_failed_outputs(cur, run, naming, warnings, watch)
             unwritten = _held_at(cur, {decl.id for decl in run.outputs}, run.ended_at)
 
     job = dumps(attrs.asdict(run.job))

@@ -293,6 +293,10 @@ def test_the_profile_is_rendered_as_dbt_renders_it(tmp_path: Path, monkeypatch: 
         ("port: \"{{ env_var('PG_PORT', 'x') | as_number }}\"", r"cannot render my_dbt_project\.outputs\.prod\.port"),
         ("host: \"{{ var('host') }}\"", r"cannot render my_dbt_project\.outputs\.prod\.host .*'var' is undefined"),
         ("host: \"{{ env_var('PG_HOST'\"", r"cannot render my_dbt_project\.outputs\.prod\.host"),
+        (
+            "port: \"{{ env_var('DBT_ENV_SECRET_PORT') | as_number }}\"",
+            r"could not convert string to float: '\*\*\*\*\*'$",
+        ),
     ],
 )
 def test_a_profile_that_cannot_be_rendered_is_refused(
@@ -303,6 +307,7 @@ def test_a_profile_that_cannot_be_rendered_is_refused(
         f"my_dbt_project:\n  target: prod\n  outputs:\n    prod:\n      type: postgres\n      {profile}\n"
     )
     monkeypatch.delenv("PG_HOST", raising=False)
+    monkeypatch.setenv("DBT_ENV_SECRET_PORT", "s3cr3t-value")
     with Catalog(":memory:") as catalog:
         with pytest.raises(ArtifactError, match=message):
             ingest_dbt(catalog, project, profiles_dir=project)

@@ -1652,6 +1652,50 @@ def test_received_runs_past_what_one_page_may_pass_over_are_reached_by_its_next_
         assert names == [f"0194a1b2-0000-7000-8000-{i:012d}" for i in range(99, -1, -1)]
 
 
+def test_a_tokens_next_link_names_no_run_it_does_not_see(
+    catalog_target: str, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page that passed over its budget of runs a token does not see ends where it stopped: its
+    next link named the last of them (its run id, or its key), another team's run. It names only
+    that run's start now, and the next page reads that start's runs again: every run the token
+    sees once, in order."""
+    monkeypatch.setattr(browse, "SCAN_BUDGET", 7)
+    out = decl("t.out", type="Table")
+    with Catalog(catalog_target) as catalog:
+        intake = catalog_intake(catalog, resolver)
+        for i in range(30):
+            hidden = i % 10 != 0
+            ns = "team-a-secret" if hidden else "team-b"
+            catalog.record_task_run(run(f"own{i}", outputs=(out,), start=at(i), namespace=ns))
+            event = ol_run_event(
+                "START", run_id=f"0194a1b2-0000-7000-8000-{i:012d}", job=(ns, f"ext{i}"), time=format_time(at(i))
+            )
+            assert [o.ok for o in intake.take([event])] == [True]
+        runs = Runs(catalog, Converter(resolver))
+        scope = browse.Scope(("team-b",))
+        hidden_ids = {v.run_id for v in runs.list(RunFilter()) if v.job_namespace != "team-b"}
+        pks = catalog._conn.execute("SELECT pk FROM task_runs WHERE flow_namespace = 'team-b'").fetchall()
+        visible_pks = {int(pk) for (pk,) in pks}
+        shown: list[str] = []
+        before: str | None = None
+        for _ in range(100):
+            page = recent_runs(runs, RunFilter(), before=before, limit=2, scope=scope)
+            shown += [v.run_id for v in page.runs]
+            before = page.next
+            if before is None:
+                break
+            assert not any(h in before or h[-12:] in before for h in hidden_ids), before
+            _, origin, tie = before.split("|")
+            assert origin != "olbridge" or int(tie) in visible_pks | {browse.LAST_PK}, before
+        assert before is None
+        seen = [v for v in runs.list(RunFilter()) if v.job_namespace == "team-b"]
+        assert sorted(shown) == sorted(v.run_id for v in seen) and len(shown) == len(set(shown)) == 6
+    status, _, _ = call(
+        make_app(catalog_target, resolver), "/runs", "before=2025-01-01T00:00:00Z|olbridge|9999999999999999999"
+    )
+    assert status.startswith("400")
+
+
 def test_a_tokens_tree_passes_over_the_assets_it_does_not_see(catalog_target: str, resolver: Resolver) -> None:
     """The tree of id prefixes gave up after 500 probes, one spent on each asset of another
     namespace: a token that saw one asset past 600 of team-b's was shown none. And an id that ends

@@ -710,10 +710,14 @@ class RunPage:
     next: str | None  # where the next page starts (``before`` of :func:`recent_runs`); None: no more
 
 
+LAST_PK = (1 << 63) - 1  # a key no run has: after it, every own run of its start
+LAST_SOURCE = "~"  # after every external run's source ("run:..."), likewise
+
+
 def run_key(text: str) -> RunKey:
     """A page's ``next`` (``<start>|<origin>|<pk or source>``) read back; ValueError: not one."""
     start, origin, tie = [*text.split("|", 2), "", ""][:3]
-    if origin == OWN and tie.isascii() and tie.isdigit() and len(tie) <= 19:
+    if origin == OWN and tie.isascii() and tie.isdigit() and len(tie) <= 19 and int(tie) <= LAST_PK:
         return start, origin, f"{int(tie):020d}"
     if origin == EXTERNAL and tie:
         return start, origin, tie
@@ -814,11 +818,16 @@ def _external_newest(
     if len(out) >= wanted:
         return out, None
     last = runs.catalog._conn.execute(
-        f"SELECT {_START}, source, count(*) OVER () FROM ({passed}) AS s ORDER BY {_START}, source LIMIT 1", params
+        f"SELECT {_START}, source, job_namespace, count(*) OVER () FROM ({passed}) AS s "
+        f"ORDER BY {_START}, source LIMIT 1",
+        params,
     ).fetchone()
-    if last is None or last[2] < SCAN_BUDGET:
+    if last is None or last[3] < SCAN_BUDGET:
         return out, None
-    return out, (str(last[0] or ""), EXTERNAL, str(last[1]))
+    # the place of a run the token does not see is not given away: the next page starts with
+    # every external run of its start (read again)
+    tie = str(last[1]) if allows(scope, last[2]) else LAST_SOURCE
+    return out, (str(last[0] or ""), EXTERNAL, tie)
 
 
 def _own_newest(
@@ -838,7 +847,7 @@ def _own_newest(
     key: tuple[str, int] = (TOP, 1 << 62)
     if after is not None:
         key = (after[0], int(after[2])) if after[1] == OWN else (after[0], 0)
-    scanned = 0
+    scanned, seen = 0, True
     sifted = scope is not None  # in Python: a token's namespaces, as the view names them
     # a page's worth first (most runs pass the usual filters), then more at a time up to SCAN_CHUNK
     chunk = min(wanted, SCAN_CHUNK) if sifted else wanted
@@ -847,13 +856,16 @@ def _own_newest(
         scanned += len(page)
         for row, run in zip(page, history.with_usages(runs.catalog._conn, page), strict=True):
             view = runs._own(run, facets=False)
-            if allows(scope, view.job_namespace):
+            seen = allows(scope, view.job_namespace)
+            if seen:
                 out.append((own_key(view, row[0]), view))
         if len(page) < chunk:
             return out, None
         chunk = min(chunk * 2, SCAN_CHUNK) if sifted else chunk
         key = (page[-1][7], page[-1][0])
-    return out, ((str(key[0]), OWN, f"{key[1]:020d}") if len(out) < wanted else None)
+    # the place of a run the token does not see is not given away: the next page starts with
+    # every own run of its start (read again)
+    return out, ((str(key[0]), OWN, f"{key[1] if seen else LAST_PK:020d}") if len(out) < wanted else None)
 
 
 @attrs.frozen

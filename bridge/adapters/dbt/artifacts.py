@@ -205,8 +205,15 @@ def _profile_jinja(env: Mapping[str, str], path: Path) -> SandboxedEnvironment:
         raise ArtifactError(f"{path}: the profile reads environment variable {name}, which is not set")
 
     jinja.globals["env_var"] = env_var
+    # the values dbt keeps secret (DBT_ENV_SECRET_...), left out of what an error says
+    jinja.extend(olbridge_secrets=tuple(v for k, v in env.items() if k.startswith("DBT_ENV_SECRET_") and v))
     jinja.filters.update(as_text=str, as_number=_as_number, as_bool=_as_bool, as_native=lambda value: value)
     return jinja
+
+
+def _secrets(jinja: SandboxedEnvironment) -> tuple[str, ...]:
+    secrets: tuple[str, ...] = getattr(jinja, "olbridge_secrets", ())
+    return secrets
 
 
 def _as_number(value: Any) -> int | float:
@@ -235,7 +242,10 @@ def _render_env(value: Any, jinja: SandboxedEnvironment, path: Path, where: str)
         except ArtifactError:
             raise
         except (TemplateError, ValueError, TypeError) as exc:
-            raise ArtifactError(f"{path}: cannot render {where} {value!r}: {exc}") from None
+            said = str(exc)
+            for secret in _secrets(jinja):  # as dbt does, never said
+                said = said.replace(secret, "*****")
+            raise ArtifactError(f"{path}: cannot render {where} {value!r}: {said}") from None
     if isinstance(value, dict):
         return {k: _render_env(v, jinja, path, f"{where}.{k}") for k, v in value.items()}
     if isinstance(value, list):

@@ -4,6 +4,7 @@ through the delivery path (the one HTTP sender, batched and retried as ``stream`
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -198,6 +199,239 @@ def test_the_file_sink_puts_a_whole_file_in_place_and_nothing_else(tmp_path: Pat
     finally:
         os.umask(umask)
     assert (tmp_path / "new.ndjson").stat().st_mode & 0o777 == 0o640
+
+
+# --- what is not replaced whole: written as it goes, or in place -----------------------------
+
+
+def _made_beside(folder: Path) -> list[str]:
+    """The hidden new files left in ``folder`` (none, once a sink is closed)."""
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp"))
+
+
+def _in_place(path: Path, why: str) -> str:
+    return f"{path} is written in place, not replaced whole ({why}): a stop while it is written leaves it partial"
+
+
+def test_dev_stdout_a_pipe_and_a_fifo_are_written_as_they_go(tmp_path: Path) -> None:
+    """``--output /dev/stdout`` into a pipe (``| wc -l``) was an error, 'cannot write /dev/stdout:
+    No such file or directory': its link reads ``pipe:[N]``, no file's name, and the new file was
+    to be made beside that. A name of an open descriptor (/dev/stdout, /dev/fd/N) is written
+    through it, whatever it holds: a pipe, or a file (that file, the descriptor's, not a new one
+    in its place); a FIFO is written as it goes. Every event, exit 0, nothing made beside."""
+    db = tmp_path / "c.db"
+    history_catalog(db)
+    golden = (GOLDEN / "history.ndjson").read_bytes()
+    export = [OLBRIDGE, "--catalog", str(db), "export", "--output"]
+    for name in ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"):
+        done = subprocess.run([*export, name], capture_output=True, timeout=120, check=False)
+        assert (done.returncode, done.stdout) == (0, golden), done.stderr
+        assert f"exported 11 event(s) to {name}" in done.stderr.decode()
+    out = tmp_path / "out.ndjson"
+    out.write_text("the earlier export\n")
+    inode = out.stat().st_ino
+    with out.open("r+") as stdout:  # olbridge export --output /dev/stdout 1<> out.ndjson
+        done = subprocess.run([*export, "/dev/stdout"], stdout=stdout, stderr=subprocess.PIPE, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert (out.read_bytes(), out.stat().st_ino) == (golden, inode)
+    fifo = tmp_path / "events.fifo"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen([*export, str(fifo)], stderr=subprocess.PIPE)
+    try:
+        with fifo.open("rb") as reader:
+            read = reader.read()
+        assert writer.wait(timeout=120) == 0
+    finally:
+        writer.kill()
+        writer.communicate()
+    assert read == golden
+    assert _made_beside(tmp_path) == []
+
+
+def test_a_file_a_rename_cannot_replace_is_written_in_place_and_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file mounted on its own (``docker run -v events.ndjson:...``): a rename over a mount
+    point is refused, EBUSY, and the export was an error, 'Device or resource busy', where it
+    had written the file. Its lines now go into the file in place (the same file: its inode),
+    a warning says so, and the new file beside it is removed."""
+    db = tmp_path / "c.db"
+    history_catalog(db)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    out = folder / "events.ndjson"
+    out.write_text("the earlier export\n")
+    inode = out.stat().st_ino
+
+    def busy(source: str | Path, target: str | Path) -> None:
+        raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), str(target))
+
+    monkeypatch.setattr(os, "replace", busy)
+    done = CliRunner().invoke(cli, ["--catalog", str(db), "export", "--output", str(out)])
+    assert done.exit_code == 0, done.output
+    assert f"warning: {_in_place(out, 'a rename over it is refused: Device or resource busy')}\n" in done.stderr
+    assert (out.read_bytes(), out.stat().st_ino) == ((GOLDEN / "history.ndjson").read_bytes(), inode)
+    assert list(folder.iterdir()) == [out]
+    # a rename refused for another reason is an error naming the file, which is left as it was
+    monkeypatch.setattr(os, "replace", lambda source, target: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
+    sink = NdjsonSink.to_file(out)
+    sink.emit("{}")
+    with pytest.raises(ExportError, match=f"^cannot write {re.escape(str(out))}: I/O error$"):
+        sink.finish()
+    sink.close()
+    assert out.read_bytes() == (GOLDEN / "history.ndjson").read_bytes()
+    assert list(folder.iterdir()) == [out]
+
+
+def _mount_namespace() -> bool:
+    """Whether this process may bind-mount in a mount namespace of its own (root, ``unshare``)."""
+    try:
+        done = subprocess.run(["unshare", "-m", "true"], capture_output=True, timeout=30, check=False)
+    except OSError:
+        return False
+    return done.returncode == 0
+
+
+@pytest.mark.skipif(not _mount_namespace(), reason="no mount namespace can be made here (root and unshare)")
+def test_a_file_mounted_on_its_own_is_written_in_place(tmp_path: Path) -> None:
+    """The real mount (as ``docker run -v file:file`` makes): the file mounted is written."""
+    db = tmp_path / "c.db"
+    history_catalog(db)
+    mounted = tmp_path / "mounted.ndjson"
+    mounted.write_text("the earlier export\n")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    out = folder / "events.ndjson"
+    out.write_text("")
+    script = 'mount --bind "$1" "$2" && exec "$3" --catalog "$4" export --output "$2"'
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, "sh", str(mounted), str(out), OLBRIDGE, str(db)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"warning: {_in_place(out, 'a rename over it is refused: Device or resource busy')}\n" in done.stderr
+    assert mounted.read_bytes() == (GOLDEN / "history.ndjson").read_bytes()
+    assert list(folder.iterdir()) == [out]
+
+
+def test_a_file_whose_folder_takes_no_new_file_is_written_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file one may write in a folder one may not (or an immutable folder): the new file beside
+    it cannot be made, and the export was an error, 'Operation not permitted', where it had
+    written the file. The file is written in place, as it was, and a warning says so."""
+    db = tmp_path / "c.db"
+    history_catalog(db)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    out = folder / "events.ndjson"
+    out.write_text("the earlier export\n")
+    inode = out.stat().st_ino
+    opened = os.open
+
+    def refused(path: str | Path, flags: int, mode: int = 0o777) -> int:
+        if Path(path).parent == folder:
+            raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), str(path))
+        return opened(path, flags, mode)
+
+    monkeypatch.setattr(os, "open", refused)
+    done = CliRunner().invoke(cli, ["--catalog", str(db), "export", "--output", str(out)])
+    assert done.exit_code == 0, done.output
+    assert (
+        f"warning: {_in_place(out, 'no new file can be made in its folder: Operation not permitted')}\n" in done.stderr
+    )
+    assert (out.read_bytes(), out.stat().st_ino) == ((GOLDEN / "history.ndjson").read_bytes(), inode)
+    assert list(folder.iterdir()) == [out]
+
+
+def _immutable(folder: Path) -> bool:
+    """Whether ``folder`` could be made immutable (chattr +i: root, and a file system with it)."""
+    try:
+        done = subprocess.run(["chattr", "+i", str(folder)], capture_output=True, timeout=30, check=False)
+    except OSError:
+        return False
+    return done.returncode == 0
+
+
+def test_a_file_of_an_immutable_folder_is_written_in_place(tmp_path: Path) -> None:
+    """The real refusal: a folder made immutable takes no new file, its file is written."""
+    db = tmp_path / "c.db"
+    history_catalog(db)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    out = folder / "events.ndjson"
+    out.write_text("the earlier export\n")
+    if not _immutable(folder):
+        pytest.skip("no folder can be made immutable here (chattr +i)")
+    try:
+        done = CliRunner().invoke(cli, ["--catalog", str(db), "export", "--output", str(out)])
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True, timeout=30)
+    assert done.exit_code == 0, done.output
+    assert (
+        f"warning: {_in_place(out, 'no new file can be made in its folder: Operation not permitted')}\n" in done.stderr
+    )
+    assert out.read_bytes() == (GOLDEN / "history.ndjson").read_bytes()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives a file to another user (root only)")
+def test_a_replaced_file_keeps_its_owner_and_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file of nobody:nogroup, mode 640, exported by root became root's (its owner could no
+    longer read it). The new file is given the owner and group of the one it replaces; where
+    that is refused, the file is written in place, with a warning."""
+    nobody = 65534
+    out = tmp_path / "events.ndjson"
+    out.write_text("the earlier export\n")
+    os.chown(out, nobody, nobody)
+    out.chmod(0o640)
+    inode = out.stat().st_ino
+    sink = NdjsonSink.to_file(out)
+    sink.emit("{}")
+    sink.finish()
+    sink.close()
+    st = out.stat()
+    assert (out.read_text(), st.st_uid, st.st_gid, st.st_mode & 0o7777) == ("{}\n", nobody, nobody, 0o640)
+    assert st.st_ino != inode  # replaced whole
+    assert _made_beside(tmp_path) == []
+
+    def refused(fd: int, uid: int, gid: int) -> None:
+        raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
+
+    monkeypatch.setattr(os, "fchown", refused)
+    inode = st.st_ino
+    notes: list[str] = []
+    sink = NdjsonSink.to_file(out, note=notes.append)
+    sink.emit('{"n": 2}')
+    sink.finish()
+    sink.close()
+    assert notes == [_in_place(out, "a new file cannot be given its owner and group: Operation not permitted")]
+    st = out.stat()
+    assert (out.read_text(), st.st_ino, st.st_uid, st.st_gid) == ('{"n": 2}\n', inode, nobody, nobody)
+    assert _made_beside(tmp_path) == []
+
+
+def test_a_file_with_other_hard_links_is_written_in_place(tmp_path: Path) -> None:
+    """A rename puts a new file under one name: the file's other hard links kept the earlier
+    export. A file with other links is written in place, as it was (every name sees the new
+    export), with a warning."""
+    db = tmp_path / "c.db"
+    history_catalog(db)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    out = folder / "events.ndjson"
+    out.write_text("the earlier export\n")
+    other = folder / "other.ndjson"
+    os.link(out, other)
+    done = CliRunner().invoke(cli, ["--catalog", str(db), "export", "--output", str(out)])
+    assert done.exit_code == 0, done.output
+    assert f"warning: {_in_place(out, 'it has 2 hard links, which would keep the earlier content')}\n" in done.stderr
+    golden = (GOLDEN / "history.ndjson").read_bytes()
+    assert (out.read_bytes(), other.read_bytes()) == (golden, golden)
+    assert out.stat().st_ino == other.stat().st_ino
+    assert sorted(folder.iterdir()) == [out, other]
 
 
 def test_an_export_imports_only_what_it_needs(tmp_path: Path) -> None:

@@ -76,7 +76,9 @@ def export(
     error (olbridge backfill keeps a checkpoint and goes on past refused events instead).
 
     --output FILE is replaced only once the export is whole: an export that fails, or is stopped
-    by SIGTERM or Ctrl-C (exit status 1), leaves it as it was."""
+    by SIGTERM or Ctrl-C (exit status 1), leaves it as it was. A device, a FIFO or /dev/stdout is
+    written as it goes; a file that cannot be replaced (mounted on its own, in a folder that takes
+    no new file, another user's, with other hard links) is written in place, with a warning."""
     if output and url:
         raise click.UsageError("use --output or --url, not both")
     if not url and delivery.given:
@@ -95,7 +97,8 @@ def export(
         elif path is None:
             sink = NdjsonSink(sys.stdout, name="stdout")
         else:
-            sink = NdjsonSink.to_file(path)  # written beside, put in its place once whole
+            # written beside, put in its place once whole (or in place, and said so)
+            sink = NdjsonSink.to_file(path, note=lambda line: say(f"warning: {safe(line)}"))
         try:
             total = catalog.count_history(filters)
             with progress("exporting", total, "events") as exporting:

@@ -17,6 +17,7 @@ import errno
 import json
 import os
 import secrets
+import shutil
 import stat
 import threading
 import time
@@ -49,7 +50,8 @@ class NdjsonSink:
     stdout named so) turns an OSError of a write, flush or close into an ExportError naming it;
     a closed pipe on a stream it does not own (``olbridge export | head``) goes through as it is,
     for the caller to end quietly. A file of :meth:`to_file` is whole or left as it was: what
-    :meth:`close` finds unfinished (an error, a stop) is never written to it."""
+    :meth:`close` finds unfinished (an error, a stop) is never written to it (unless it cannot be
+    replaced whole, see :class:`Replacement`: then it is written in place, and ``note`` says so)."""
 
     CHUNK = 64 * 1024  # characters of lines held, then written at once (a write a line: a tenth of an export)
 
@@ -71,16 +73,25 @@ class NdjsonSink:
         self._failed = False
 
     @classmethod
-    def to_file(cls, path: Path) -> NdjsonSink:
+    def to_file(cls, path: Path, note: Callable[[str], object] | None = None) -> NdjsonSink:
         """A sink writing ``path``, which its :meth:`close` closes; an ExportError naming the file
         when it cannot be opened. A regular file (or none yet) is written whole or not at all: the
-        lines go to a new file beside it, put in its place by :meth:`finish` (a device, a pipe is
-        written as it is)."""
+        lines go to a new file beside it, put in its place by :meth:`finish` (a device, a pipe, a
+        name of an open descriptor such as /dev/stdout is written as it is). A file that cannot be
+        replaced whole (:class:`Replacement`) is written in place, as a device is, and ``note``
+        is told so in a line."""
+        say = note or (lambda line: None)
         try:
-            replacing = Replacement.beside(path)
+            try:
+                replacing = Replacement.beside(path, say)
+                in_place = None
+            except NotReplaceable as why:
+                replacing, in_place = None, why
             stream = replacing.stream if replacing is not None else path.open("w", encoding="utf-8")
         except OSError as exc:
             raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
+        if in_place is not None:
+            say(in_place.said(path))
         return cls(stream, name=str(path), owned=True, replacing=replacing)
 
     def emit(self, line: str) -> None:
@@ -137,53 +148,99 @@ class NdjsonSink:
             raise ExportError(f"cannot write {self.name}: {exc.strerror or exc}") from None
 
 
+class NotReplaceable(Exception):
+    """Why a regular file cannot be replaced whole, so is written in place."""
+
+    def said(self, path: Path) -> str:
+        return f"{path} is written in place, not replaced whole ({self}): a stop while it is written leaves it partial"
+
+
+# where a name is that of an open descriptor (/dev/stdout, /dev/fd/1 lead to /proc/self/fd/1): a pipe,
+# a terminal or a file another process opened, written through it as it is
+_DESCRIPTOR_FOLDERS = ("/proc", "/dev/fd")
+_LINKS_FOLLOWED = 40  # as the kernel's limit: past it, a loop of links (its open says so)
+# a rename over the file refused, where writing it in place is not: a mount point (a file of its own
+# mounted, as ``docker run -v file:file``), another file system, a folder's rule (a sticky folder)
+_RENAME_REFUSED = frozenset({errno.EBUSY, errno.EXDEV, errno.EPERM, errno.EACCES})
+
+
 class Replacement:
     """A new file written beside ``target`` (in its folder, a hidden name of its own), then put in
     its place at once by :meth:`commit` (a rename: a reader sees the old file or the new one,
-    whole), or removed by :meth:`discard`. It has the target's permissions, or a new file's."""
+    whole), or removed by :meth:`discard`. It has the target's permissions, owner and group, or a
+    new file's.
 
-    def __init__(self, target: Path, temporary: Path, stream: IO[str]) -> None:
-        self.target = target
+    A regular file that cannot be replaced so is written in place, as it was before there was a
+    replacement (a stop while it is written leaves a part of it): :meth:`beside` raises
+    :class:`NotReplaceable` for a file whose folder takes no new file (not writable, immutable),
+    whose owner and group a new file cannot be given (a file of another user's), or that has other
+    hard links (which see the file written, not a new one beside it); :meth:`commit` copies the new
+    file's lines into the target where the rename is refused (a file mounted on its own)."""
+
+    def __init__(
+        self, path: Path, target: Path, temporary: Path, stream: IO[str], note: Callable[[str], object]
+    ) -> None:
+        self.path = path  # as named
+        self.target = target  # the file it names, its links followed
         self.temporary = temporary
         self.stream = stream
+        self.note = note  # told, a line, where commit writes the target in place
         self.done = False
 
     @classmethod
-    def beside(cls, path: Path) -> Replacement | None:
+    def beside(cls, path: Path, note: Callable[[str], object] = lambda line: None) -> Replacement | None:
         """The new file for ``path`` (through its links, to the file they lead to); None where
-        ``path`` is there and no regular file (a device, a pipe, a folder: written as it is)."""
+        ``path`` is there and no regular file (a device, a pipe, a folder) or is the name of an open
+        descriptor (``/dev/stdout``, a file or not): written as it is. NotReplaceable where it is a
+        file that cannot be replaced whole (see the class)."""
+        if _through_descriptor(path):
+            return None
         target = Path(os.path.realpath(path))
         try:
-            mode: int | None = stat.S_IMODE(target.stat().st_mode) if target.is_file() else None
-        except OSError:
-            mode = None
-        if target.exists() and mode is None:
+            found: os.stat_result | None = target.stat()
+        except FileNotFoundError:
+            found = None
+        except OSError:  # its open says what is wrong
             return None
-        if mode is not None and not os.access(target, os.W_OK):  # a file kept from writes: kept from this one too
+        if found is not None and not stat.S_ISREG(found.st_mode):
+            return None
+        if found is not None and not os.access(target, os.W_OK):  # a file kept from writes: kept from this one too
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        if found is not None and found.st_nlink > 1:
+            raise NotReplaceable(f"it has {found.st_nlink} hard links, which would keep the earlier content")
         for _ in range(100):
             temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
             try:
                 fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # as a new file, by the umask
             except FileExistsError:
                 continue
+            except OSError as exc:
+                raise NotReplaceable(f"no new file can be made in its folder: {exc.strerror or exc}") from None
             try:
-                if mode is not None:
-                    os.fchmod(fd, mode)
+                if found is not None:
+                    _take_over(fd, found)
                 stream = os.fdopen(fd, "w", encoding="utf-8")  # closed by commit or discard
             except BaseException:
                 os.close(fd)
                 temporary.unlink(missing_ok=True)
                 raise
-            return cls(target, temporary, stream)
+            return cls(path, target, temporary, stream, note)
         raise FileExistsError(f"no free name for a new file beside {target}")
 
     def commit(self) -> None:
-        """The new file on disk, then in the target's place."""
+        """The new file on disk, then in the target's place (or, where the rename is refused, its
+        lines copied into the target)."""
         self.stream.flush()
         os.fsync(self.stream.fileno())
         self.stream.close()
-        os.replace(self.temporary, self.target)
+        try:
+            os.replace(self.temporary, self.target)
+        except OSError as exc:
+            if exc.errno not in _RENAME_REFUSED:
+                raise
+            self.note(NotReplaceable(f"a rename over it is refused: {exc.strerror or exc}").said(self.path))
+            shutil.copyfile(self.temporary, self.target)  # the target truncated and written: its inode, owner, mode
+            self.temporary.unlink()
         self.done = True
 
     def discard(self) -> None:
@@ -196,6 +253,51 @@ class Replacement:
             self.stream.close()
         with suppress(OSError):
             self.temporary.unlink()
+
+
+def _take_over(fd: int, found: os.stat_result) -> None:
+    """The new file (open as ``fd``) given the owner, group and permissions of the file it is to
+    replace; NotReplaceable where the owner or group cannot be given (a file of another user's)."""
+    made = os.fstat(fd)
+    if (made.st_uid, made.st_gid) != (found.st_uid, found.st_gid):
+        try:
+            os.fchown(fd, found.st_uid, found.st_gid)
+        except OSError as exc:
+            raise NotReplaceable(f"a new file cannot be given its owner and group: {exc.strerror or exc}") from None
+    os.fchmod(fd, stat.S_IMODE(found.st_mode))  # after the owner: a change of owner clears set-user-ID
+
+
+def _through_descriptor(path: Path) -> bool:
+    """Whether ``path``, its links followed one by one as the system follows them, goes through
+    /proc or /dev/fd: the name of an open descriptor (``/dev/stdout`` is ``/proc/self/fd/1``),
+    whose file is the descriptor's, whatever name the link shows (``pipe:[N]``, a file)."""
+    absolute = path if path.is_absolute() else Path(os.getcwd(), path)
+    parts = list(absolute.parts[1:])  # ".." kept: it is resolved after the links before it
+    at = "/"
+    followed = 0
+    while parts:
+        if _in_descriptor_folder(at):
+            return True
+        part = parts.pop(0)
+        if part == "..":
+            at = os.path.dirname(at)
+            continue
+        candidate = os.path.join(at, part)
+        if not os.path.islink(candidate):
+            at = candidate
+            continue
+        followed += 1
+        if followed > _LINKS_FOLLOWED:
+            return False
+        link = os.readlink(candidate)
+        if os.path.isabs(link):
+            at = "/"
+        parts[:0] = [p for p in link.split("/") if p not in ("", ".")]
+    return _in_descriptor_folder(at)
+
+
+def _in_descriptor_folder(at: str) -> bool:
+    return any(at == folder or at.startswith(folder + "/") for folder in _DESCRIPTOR_FOLDERS)
 
 
 class BackendSink:

@@ -85,6 +85,15 @@ LATEST_RUNS = """
           AND n.ended_at <= ? AND n.state <> 'SKIPPED'
           AND (n.ended_at > t.ended_at OR (n.ended_at = t.ended_at AND n.pk > t.pk)))
 """
+# the writers of a few assets as the writes keep them (writes_kept.keep_own), each with its
+# latest write, and a task's latest run that ended, as kept: of an asset none of whose facts is
+# dated after the moment, what the runs give as of then (SOME_OWN_WRITERS, LATEST_RUN_OF)
+SOME_WRITERS_KEPT = (
+    "SELECT asset_id, flow_namespace, flow_id, task_id, last_write FROM kept_writers WHERE asset_id IN ({values})"
+)
+LATEST_RUN_KEPT = (
+    "SELECT state, ended_at FROM latest_task_runs WHERE flow_namespace = ? AND flow_id = ? AND task_id = ?"
+)
 # the same of one task (the task's writers read by a few assets)
 LATEST_RUN_OF = """
     SELECT state, ended_at FROM task_runs
@@ -137,14 +146,32 @@ UNKEPT_CHECKS, SOME_UNKEPT_CHECKS = sql.only(
     """,
     "a.id",
 )
-# the lineage by then (of a few assets: the edges into them, by lineage_downstream)
-OWN_EDGES, SOME_OWN_EDGES = sql.only(
-    """
+# the lineage by then
+OWN_EDGES = """
     SELECT DISTINCT l.upstream_id, l.downstream_id FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
-    WHERE {only}t.ended_at IS NOT NULL AND t.ended_at <= ? ORDER BY l.upstream_id, l.downstream_id
-    """,
-    "l.downstream_id",
-)
+    WHERE t.ended_at IS NOT NULL AND t.ended_at <= ? ORDER BY l.upstream_id, l.downstream_id
+"""
+# the lineage into a few assets (their ids in {values}, the rows of a VALUES), one row an edge
+# however many runs made it: each asset's upstream ends read through lineage_downstream, each the
+# next after the one before; and whether a run that made an edge ended by then (its runs by the
+# lineage's key, as far as the first that did)
+SOME_EDGES_BY_INDEX = """
+    WITH RECURSIVE wanted (id) AS (VALUES {values}), edges (upstream_id, downstream_id) AS (
+        SELECT (SELECT l.upstream_id FROM lineage l WHERE l.downstream_id = w.id ORDER BY l.upstream_id LIMIT 1), w.id
+        FROM wanted w
+        UNION ALL
+        SELECT (
+            SELECT l.upstream_id FROM lineage l
+            WHERE l.downstream_id = e.downstream_id AND l.upstream_id > e.upstream_id ORDER BY l.upstream_id LIMIT 1
+        ), e.downstream_id
+        FROM edges e WHERE e.upstream_id IS NOT NULL
+    )
+    SELECT upstream_id, downstream_id FROM edges WHERE upstream_id IS NOT NULL
+"""
+EDGE_BY_THEN = """
+    SELECT 1 FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
+    WHERE l.upstream_id = ? AND l.downstream_id = ? AND t.ended_at <= ? LIMIT 1
+"""
 EXTERNAL_EDGES = """
     SELECT inputs, outputs FROM external_sources
     WHERE (run_id IS NOT NULL AND ended_at IS NOT NULL AND ended_at <= ?) OR (run_id IS NULL AND first_seen <= ?)
@@ -442,20 +469,91 @@ def _own(conn: Connection | Cursor, moment: str) -> tuple[Latest, Iterable[Seque
 
 class _Some:
     """The facts of a few assets, and of those upstream of them, read through indexes: their
-    rows, rules, writers and checks by their ids; the latest run of each task that writes them by
-    ``task_runs_task``; the received runs that wrote them by their jobs' output usages (every run's
-    outputs are its job's); the edges into them by ``lineage_downstream`` and those runs. The
-    same facts, of the same assets, as :func:`_whole` reads."""
+    rows, rules, writers and checks by their ids; the received runs that wrote them by their jobs'
+    output usages (every run's outputs are its job's). Of an asset none of whose own facts the
+    writes keep is dated after the moment (as of now, every asset), its writers and their tasks'
+    latest runs as kept (``kept_writers``, ``latest_task_runs``), and the edges into it by
+    ``lineage_downstream`` alone, a row an edge; of the others, from their runs (the latest of
+    each task by ``task_runs_task``; the edges into them by ``lineage_downstream`` and those
+    runs). The same facts, of the same assets, as :func:`_whole` reads, at a cost that follows
+    the assets, not the runs kept of them."""
 
     def __init__(self, conn: Connection | Cursor, moment: str, by_metadata: bool) -> None:
         self.conn, self.moment, self.by_metadata = conn, moment, by_metadata
         self.writing_jobs: dict[str, set[tuple[str, str]]] = {}  # each asset's received jobs, read so far
         self.jobs: dict[tuple[str, str], list[tuple[Any, ...]]] = {}  # each job's runs, read so far
+        self.kept: dict[str, list[tuple[Any, ...]]] = {}  # each asset's writers as kept, read so far
+        self.tasks: dict[tuple[str, str, str], tuple[str, str] | None] = {}  # each task's latest run kept
 
     def _rows(
-        self, statement: str, ids: Iterable[str], before: Sequence[Any] = (), after: Sequence[Any] = ()
+        self,
+        statement: str,
+        ids: Iterable[str],
+        before: Sequence[Any] = (),
+        after: Sequence[Any] = (),
+        *,
+        mark: str = "?",
     ) -> list[Any]:
-        return list(sql.in_chunks(self.conn, statement, ids, before, after))
+        return list(sql.in_chunks(self.conn, statement, ids, before, after, mark=mark))
+
+    def _read_kept(self, ids: Iterable[str]) -> None:
+        """The kept writers of those of ``ids`` not read yet, and their tasks' latest runs."""
+        unread = set(ids).difference(self.kept)
+        self.kept.update((asset_id, []) for asset_id in unread)
+        for row in self._rows(SOME_WRITERS_KEPT, unread):
+            self.kept[row[0]].append(tuple(row))
+        for task in sorted({(r[1], r[2], r[3]) for a in unread for r in self.kept[a]}.difference(self.tasks)):
+            found = self.conn.execute(LATEST_RUN_KEPT, task).fetchone()
+            self.tasks[task] = None if found is None else (found[0], found[1])
+
+    def _late(self, asset_id: str) -> bool:
+        """Whether a kept fact of an asset's writers is dated after the moment (a task's latest
+        write of it, or a writing task's latest run): then what is kept cannot say what was."""
+        for _id, ns, flow, task, written in self.kept[asset_id]:
+            latest = self.tasks[ns, flow, task]
+            if (written is not None and written > self.moment) or (latest is not None and latest[1] > self.moment):
+                return True
+        return False
+
+    def _own_edges(self, ids: set[str]) -> list[Any]:
+        """The own lineage into ``ids`` by then (OWN_EDGES's rows into them), each edge read once
+        through the index. An edge is made by a run that wrote its downstream end: its task is
+        one of that asset's writers kept, and the run ended at the task's latest write at the
+        latest. Into an asset written, whose kept writes are all of then or before, every edge
+        counts; into the others, those a run ended by then made."""
+        self._read_kept(ids)
+        by_index = {a for a in ids if any(r[4] is not None for r in self.kept[a]) and not self._late(a)}
+        return [
+            (up, down)
+            for up, down in self._rows(SOME_EDGES_BY_INDEX, ids, mark="(?)")
+            if down in by_index or self.conn.execute(EDGE_BY_THEN, (up, down, self.moment)).fetchone() is not None
+        ]
+
+    def _own_writers(self, ids: set[str]) -> tuple[Latest, list[Any]]:
+        """Each task's latest run by then, and the writers of ``ids`` with their latest writes by
+        then (OWN_WRITERS's rows): as kept, where no kept fact of an asset's writers is dated after
+        the moment; of the others, from their runs (as :func:`_own` reads them)."""
+        moment = self.moment
+        self._read_kept(ids)
+        late = {asset_id for asset_id in ids if self._late(asset_id)}
+        writers: list[Any] = [row for asset_id in sorted(ids - late) for row in self.kept[asset_id]]
+        latest: Latest = {}
+        for task in {(w[1], w[2], w[3]) for w in writers}:
+            found = self.tasks[task]
+            if found is not None:
+                latest[task] = found
+        if late:
+            theirs = [
+                *self._rows(SOME_OWN_WRITERS, late, before=(moment,)),
+                *self._rows(SOME_KEPT_WRITERS, late, before=(moment,)),
+            ]
+            for task in sorted({(w[1], w[2], w[3]) for w in theirs}):
+                found = self.conn.execute(LATEST_RUN_OF, (*task, moment)).fetchone()
+                latest.pop(task, None)
+                if found is not None:
+                    latest[task] = (found[0], found[1])
+            writers += theirs
+        return latest, writers
 
     def _runs_of_jobs(self, ids: Iterable[str]) -> list[tuple[Any, ...]]:
         """The runs (and job rows) of the received jobs that wrote any of ``ids``, each asset's
@@ -485,7 +583,7 @@ class _Some:
         received: list[tuple[str, str]] = []
         frontier = set(wanted) if upstream else set()
         while frontier:  # up the lineage, a step at a time, while it finds assets not seen
-            step = self._rows(SOME_OWN_EDGES, frontier, after=(moment,))
+            step = self._own_edges(frontier)
             own_edges += step
             ups = {up for up, _down in step}
             for run in self._runs_of_jobs(frontier):
@@ -504,15 +602,7 @@ class _Some:
         statement = SOME_ASSETS_WITH_METADATA if self.by_metadata else SOME_ASSETS
         rows = self._rows(statement, judged, after=(moment, moment))
         rules = _rules(self._rows(SOME_RULES, judged))
-        writers = [
-            *self._rows(SOME_OWN_WRITERS, judged, before=(moment,)),
-            *self._rows(SOME_KEPT_WRITERS, judged, before=(moment,)),
-        ]
-        latest: dict[tuple[str, str, str], tuple[str, str]] = {}
-        for task in sorted({(w[1], w[2], w[3]) for w in writers}):
-            found = self.conn.execute(LATEST_RUN_OF, (*task, moment)).fetchone()
-            if found is not None:
-                latest[task] = (found[0], found[1])
+        latest, writers = self._own_writers(judged)
         external = [
             (r[0], r[1], r[3], r[4], json.loads(r[7]))
             for r in self._runs_of_jobs(judged)

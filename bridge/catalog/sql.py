@@ -152,13 +152,16 @@ def in_chunks(
     values: Iterable[Any],
     before: Sequence[Any] = (),
     after: Sequence[Any] = (),
+    *,
+    mark: str = "?",
 ) -> Iterator[Any]:
     """The rows of ``statement`` for ``values`` (sorted), :data:`IN_AT_MOST` at a time: its
-    ``{values}`` is the IN list's placeholders, ``before`` and ``after`` its other parameters."""
+    ``{values}`` is the IN list's placeholders (each ``mark``: ``(?)`` for the rows of a
+    ``VALUES``), ``before`` and ``after`` its other parameters."""
     ordered = sorted(values)
     for start in range(0, len(ordered), IN_AT_MOST):
         chunk = ordered[start : start + IN_AT_MOST]
-        yield from conn.execute(statement.format(values=", ".join("?" * len(chunk))), (*before, *chunk, *after))
+        yield from conn.execute(statement.format(values=", ".join([mark] * len(chunk))), (*before, *chunk, *after))
 
 
 def only(template: str, column: str) -> tuple[str, str]:

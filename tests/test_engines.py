@@ -134,6 +134,12 @@ def _portable(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def undo_runs_by_job_in_time(execute: Callable[[str], Any]) -> None:
+    """A catalog as migration 0036 found it: the received runs indexed by their job alone."""
+    execute("DROP INDEX external_sources_job")
+    execute("CREATE INDEX external_sources_job ON external_sources (job_namespace, job_name)")
+
+
 def undo_health_purged(execute: Callable[[str], Any]) -> None:
     """A catalog as migration 0035 found it: nothing kept of the assets purged while FAIL or WARN."""
     execute("ALTER TABLE asset_health DROP COLUMN purged")
@@ -501,6 +507,7 @@ def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migr
     assert {table for table, factor in made.items() if factor == "80"} == set(schema.UPDATED_IN_PLACE)
     assert made["received_events"] is None  # written once, never updated
     with psycopg.connect(url, autocommit=True) as conn:  # a catalog of the version before
+        undo_runs_by_job_in_time(conn.execute)  # migration 0036's
         undo_health_purged(conn.execute)  # migration 0035's
         undo_kept_edges(conn.execute)  # migration 0033's
         undo_alert_heads(conn.execute)  # migration 0032's

@@ -40,12 +40,14 @@ from bridge.catalog.rows import assertions_json, dumps
 from bridge.catalog.writes_kept import (
     KEPT_WRITERS,
     KEPT_WRITES,
+    RECEIVED_STATE,
     SOME_KEPT_WRITERS,
     SOME_KEPT_WRITES,
     received_run,
 )
 from bridge.model import Assertion, format_time
 from bridge.model.health import FreshnessRule, Health, Judge, RuleBook, Selector, Verdict, paths_at_risk
+from bridge.model.received import run_day
 
 SET_RULE = """
     INSERT INTO freshness_rules (asset_id, rule, set_at) VALUES (?, ?, ?)
@@ -107,15 +109,27 @@ EXTERNAL_WRITES = """
     WHERE run_id IS NOT NULL AND ended_at IS NOT NULL AND ended_at <= ?
 """
 # of a few assets, the received runs that wrote them are found by their jobs: the jobs that wrote
-# any of them (a run's outputs are its job's output usages), then each job's runs, and its own
-# row (a JobEvent's), in the order of the table's key
+# any of them (a run's outputs are its job's output usages), then each job's runs ended by then,
+# the latest first (by end, then source: external_sources_job), a page at a time, as far as the
+# assets' latest run and write need; the lineage into them from their jobs' edges (a row an edge
+# and job: a run's inputs to its outputs are its job's), each made by then where a run of its job
+# ended by then (read the latest first, as far as the edges need) or its JobEvent was seen by then
 SOME_WRITING_JOBS = """
     SELECT DISTINCT job_namespace, job_name, asset_id FROM external_usages
     WHERE asset_id IN ({values}) AND direction = 'output'
 """
-RUNS_OF_JOB = """
-    SELECT run_id, state, ended_at, first_seen, inputs, outputs FROM external_sources
-    WHERE job_namespace = ? AND job_name = ? ORDER BY source
+# (the next page after a run: by the pair alone, which SQLite seeks to, where with the moment's
+# bound beside it it read the page before again and threw it away)
+_JOB_RUNS = """
+    SELECT source, state, ended_at, inputs, outputs FROM external_sources
+    WHERE job_namespace = ? AND job_name = ? AND {ended} AND run_id IS NOT NULL
+    ORDER BY ended_at DESC, source DESC LIMIT ?
+"""
+LATEST_RUNS_OF_JOB = _JOB_RUNS.format(ended="ended_at <= ?")
+RUNS_OF_JOB_BEFORE = _JOB_RUNS.format(ended="(ended_at, source) < (?, ?)")
+JOB_ROW = "SELECT first_seen, inputs, outputs FROM external_sources WHERE source = ? AND run_day = ? AND run_id IS NULL"
+SOME_JOB_EDGES = """
+    SELECT upstream_id, downstream_id, job_namespace, job_name FROM external_lineage WHERE downstream_id IN ({values})
 """
 # ... but a run named under several jobs (external_sources_jobs) has its outputs' usages under
 # every job it was named under, not its own alone: reads by job may miss it
@@ -481,7 +495,7 @@ class _Some:
     def __init__(self, conn: Connection | Cursor, moment: str, by_metadata: bool) -> None:
         self.conn, self.moment, self.by_metadata = conn, moment, by_metadata
         self.writing_jobs: dict[str, set[tuple[str, str]]] = {}  # each asset's received jobs, read so far
-        self.jobs: dict[tuple[str, str], list[tuple[Any, ...]]] = {}  # each job's runs, read so far
+        self.jobs: dict[tuple[str, str], _JobRuns] = {}  # each job's runs, read so far
         self.kept: dict[str, list[tuple[Any, ...]]] = {}  # each asset's writers as kept, read so far
         self.tasks: dict[tuple[str, str, str], tuple[str, str] | None] = {}  # each task's latest run kept
 
@@ -555,21 +569,67 @@ class _Some:
             writers += theirs
         return latest, writers
 
-    def _runs_of_jobs(self, ids: Iterable[str]) -> list[tuple[Any, ...]]:
-        """The runs (and job rows) of the received jobs that wrote any of ``ids``, each asset's
-        jobs and each job's runs read once."""
-        ids = set(ids)
+    def _job(self, job: tuple[str, str]) -> _JobRuns:
+        found = self.jobs.get(job)
+        if found is None:
+            found = self.jobs[job] = _JobRuns(self.conn, job, self.moment)
+        return found
+
+    def _received_writes(self, ids: set[str]) -> list[tuple[Any, ...]]:
+        """The received runs ended by then that wrote ``ids``, as EXTERNAL_WRITES's rows (their
+        outputs as lists): of each job that wrote any of them (its output usages), its runs the
+        latest first, as far as each of those it wrote has its latest run and its latest write
+        among them (and the runs that ended at the same time as the last of those)."""
         unread = ids.difference(self.writing_jobs)
         self.writing_jobs.update((asset_id, set()) for asset_id in unread)
         for ns, name, asset_id in self._rows(SOME_WRITING_JOBS, unread):
             self.writing_jobs[asset_id].add((ns, name))
+        theirs: dict[tuple[str, str], set[str]] = {}
+        for asset_id in ids:
+            for job in self.writing_jobs[asset_id]:
+                theirs.setdefault(job, set()).add(asset_id)
         found: list[tuple[Any, ...]] = []
-        for ns, name in sorted(set().union(*(self.writing_jobs[asset_id] for asset_id in ids))):
-            runs = self.jobs.get((ns, name))
-            if runs is None:
-                runs = self.jobs[ns, name] = [(ns, name, *r) for r in self.conn.execute(RUNS_OF_JOB, (ns, name))]
-            found.extend(runs)
+        for job, assets in sorted(theirs.items()):
+            unfound = {(asset_id, fact) for asset_id in assets for fact in ("run", "write")}
+            last: str | None = None  # the end of the run that found the last of them
+            for _source, state, ended, _inputs, outputs in self._job(job):
+                if last is not None and ended < last:
+                    break
+                found.append((*job, state, ended, outputs))
+                mapped = RECEIVED_STATE.get(state or "")
+                if mapped is not None:
+                    for asset_id in assets.intersection(outputs):
+                        unfound.discard((asset_id, "run"))
+                        if mapped != "FAILED":
+                            unfound.discard((asset_id, "write"))
+                if not unfound and last is None:
+                    last = ended
         return found
+
+    def _received_edges(self, ids: set[str]) -> list[tuple[str, str]]:
+        """The received lineage into ``ids`` by then, each edge (upstream, downstream) once: of
+        the edges their jobs keep (SOME_JOB_EDGES), those a run of the job ended by then made
+        (its runs read the latest first, as far as they find them) or its JobEvent, seen by
+        then, declares."""
+        unfound: dict[tuple[str, str], dict[str, set[str]]] = {}  # by job: each downstream end's upstream ends
+        for up, down, ns, name in self._rows(SOME_JOB_EDGES, ids):
+            if up != down:
+                unfound.setdefault((ns, name), {}).setdefault(down, set()).add(up)
+        found: set[tuple[str, str]] = set()
+        for job, edges in sorted(unfound.items()):
+            left = sum(map(len, edges.values()))
+            declared = self._job(job).declared()
+            for _source, _state, _ended, inputs, outputs in itertools.chain(declared, self._job(job)):
+                for down in outputs:
+                    ups = edges.get(down)
+                    if ups:
+                        made = ups.intersection(inputs)
+                        ups -= made
+                        left -= len(made)
+                        found.update((up, down) for up in made)
+                if not left:
+                    break
+        return sorted(found)
 
     def read(self, wanted: set[str], *, upstream: bool, at_most: int = SOME_AT_MOST) -> _Facts | None:
         """Their facts (None: more than :data:`SOME_AT_MOST` assets are upstream of them, read
@@ -586,11 +646,9 @@ class _Some:
             step = self._own_edges(frontier)
             own_edges += step
             ups = {up for up, _down in step}
-            for run in self._runs_of_jobs(frontier):
-                if _edges_by_then(run, moment):
-                    received.append((run[6], run[7]))
-                    if not frontier.isdisjoint(json.loads(run[7])):
-                        ups.update(json.loads(run[6]))
+            theirs = self._received_edges(frontier)
+            received += _kept_edges(theirs)
+            ups.update(up for up, _down in theirs)
             kept = self._rows(SOME_KEPT_EDGES, frontier, after=(moment,))
             received += _kept_edges(kept)
             ups.update(up for up, _down in kept)
@@ -603,11 +661,7 @@ class _Some:
         rows = self._rows(statement, judged, after=(moment, moment))
         rules = _rules(self._rows(SOME_RULES, judged))
         latest, writers = self._own_writers(judged)
-        external = [
-            (r[0], r[1], r[3], r[4], json.loads(r[7]))
-            for r in self._runs_of_jobs(judged)
-            if r[2] is not None and r[4] is not None and r[4] <= moment
-        ]
+        external = self._received_writes(judged)
         external += [
             (ns, name, state, ended, (asset_id,))
             for ns, name, state, ended, asset_id in self._rows(SOME_KEPT_WRITES, judged, after=(moment,))
@@ -620,12 +674,57 @@ class _Some:
         return _Facts(rows, rules, writes, runs, checks, _edges(own_edges, received) if upstream else {})
 
 
-def _edges_by_then(run: Sequence[Any], moment: str) -> bool:
-    """Whether a received run's (or job's) edges count by then (as EXTERNAL_EDGES chooses):
-    (job ns, job name, run id, state, ended at, first seen, inputs, outputs)."""
-    if run[2] is not None:
-        return run[4] is not None and run[4] <= moment
-    return bool(run[5] <= moment)
+class _JobRuns:
+    """A received job's runs ended by a moment, read the latest first (by end, then source),
+    a page at a time as far as its readers go, each read once; and its JobEvent's row. Each run
+    as (source, state, end, inputs, outputs), its inputs and outputs as lists."""
+
+    FIRST, MOST = 8, 1024  # runs a page reads: at first, and at most
+
+    def __init__(self, conn: Connection | Cursor, job: tuple[str, str], moment: str) -> None:
+        self.conn, self.job, self.moment = conn, job, moment
+        self.runs: list[tuple[str, str | None, str, list[str], list[str]]] = []
+        self.done = False
+        self.lists: dict[str, list[str]] = {}  # each JSON list read, parsed once
+        self.job_row: list[tuple[str, str | None, str, list[str], list[str]]] | None = None
+
+    def _list(self, text: str) -> list[str]:
+        found = self.lists.get(text)
+        if found is None:
+            found = self.lists[text] = json.loads(text)
+        return found
+
+    def __iter__(self) -> Iterator[tuple[str, str | None, str, list[str], list[str]]]:
+        n = 0
+        while True:
+            while n < len(self.runs):
+                yield self.runs[n]
+                n += 1
+            if self.done:
+                return
+            self._more()
+
+    def _more(self) -> None:
+        size = min(max(len(self.runs), self.FIRST), self.MOST)
+        if self.runs:
+            source, _, ended, _, _ = self.runs[-1]
+            page = self.conn.execute(RUNS_OF_JOB_BEFORE, (*self.job, ended, source, size)).fetchall()
+        else:
+            page = self.conn.execute(LATEST_RUNS_OF_JOB, (*self.job, self.moment, size)).fetchall()
+        self.done = len(page) < size
+        self.runs += [
+            (source, state, ended, self._list(inputs), self._list(outputs))
+            for source, state, ended, inputs, outputs in page
+        ]
+
+    def declared(self) -> list[tuple[str, str | None, str, list[str], list[str]]]:
+        """The job's JobEvent's row where it was seen by then (its edges then known), as a run's."""
+        if self.job_row is None:
+            source = f"job:{self.job[0]}/{self.job[1]}"
+            row = self.conn.execute(JOB_ROW, (source, run_day(source))).fetchone()
+            seen = row is not None and row[0] <= self.moment
+            self.job_row = [(source, None, row[0], self._list(row[1]), self._list(row[2]))] if seen else []
+        return self.job_row
 
 
 _BAD = frozenset((Health.FAIL, Health.WARN))

@@ -305,8 +305,15 @@ external_sources = sa.Table(
     sqlite_with_rowid=False,
 )
 
-# a job's runs (retention keeps the latest of each); its columns never change once a run is written
-sa.Index("external_sources_job", external_sources.c.job_namespace, external_sources.c.job_name)
+# a job's runs (retention keeps the latest of each), in order of end, then source: its latest
+# runs ended by a time are the first read backwards (health's reads of a few assets, migration 0036)
+sa.Index(
+    "external_sources_job",
+    external_sources.c.job_namespace,
+    external_sources.c.job_name,
+    external_sources.c.ended_at,
+    external_sources.c.source,
+)
 # the runs named under several jobs (rare: each is warned of), found at once: health's reads by
 # job cannot see them under every job they were named under (bridge/catalog/health.py)
 sa.Index(

@@ -1,8 +1,8 @@
 """Reads whose cost follows what they answer, not the history the catalog keeps: a few assets'
-health, judged now. Each test adds history (more runs of the same tasks and jobs, writing the same
-assets) and checks that the read reads no more than before: on SQLite, the virtual machine's
-steps (a row read is some of them); on PostgreSQL, the rows each statement's scans read
-(``EXPLAIN ANALYZE`` of the statements it ran, with their parameters)."""
+health, judged now; the producers of a graph's assets. Each test adds history (more runs of the
+same tasks and jobs, writing the same assets) and checks that the read reads no more than before:
+on SQLite, the virtual machine's steps (a row read is some of them); on PostgreSQL, the rows each
+statement's scans read (``EXPLAIN ANALYZE`` of the statements it ran, with their parameters)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from bridge.catalog import Catalog
+from bridge.catalog import Catalog, browse
 from bridge.catalog import health as health_queries
 from bridge.catalog.postgres.cursor import SharedCursor
 from bridge.mapping import Resolver
 from bridge.model.health import FreshnessRule, Match, Selector
 from bridge.receiver.imports import catalog_intake
 from tests.conftest import at
-from tests.helpers import decl, ol_dataset, ol_run_event, run
+from tests.helpers import PRODUCER, decl, ol_dataset, ol_run_event, run
 
 pytestmark = pytest.mark.both_engines
 
@@ -187,3 +187,25 @@ def test_a_received_asset_judged_now_reads_its_jobs_latest_runs_not_every_run(
     [found] = judged()
     assert [found] == [h for h in whole if h.asset_id == wanted]
     assert found.health.value == "FAIL" and "last run spark/build" in found.verdict.reasons[-1], found
+
+
+def test_the_producers_of_a_graphs_assets_read_a_row_or_two_a_job_not_every_run(
+    catalog: Catalog, resolver: Resolver
+) -> None:
+    """What last wrote each asset (the dependencies tab grouped by producer): each received job's
+    latest run that ended and its JobEvent, and each asset's latest own write, read through
+    their indexes; a month more of daily runs reads nothing more (every run of each job was
+    joined to each asset it writes, every own write of each asset read)."""
+    ids = [f"{LAKE}/two", f"{LAKE}/three", f"{LAKE}/four", "mart.y", "src.a"]
+
+    def made() -> dict[str, str]:
+        return browse.producers(catalog, ids, own="olbridge")
+
+    received_days(catalog, resolver, 0, 10)
+    own_days(catalog, 0, 10)
+    before = work(catalog, made)
+    received_days(catalog, resolver, 10, 40)
+    own_days(catalog, 10, 40)
+    assert work(catalog, made) <= before
+    four = f"{LAKE}/four"  # written by runs that never ended alone: their job's producer
+    assert made() == {f"{LAKE}/two": PRODUCER, f"{LAKE}/three": PRODUCER, four: PRODUCER, "mart.y": "olbridge"}

@@ -35,7 +35,7 @@ from bridge.catalog.runs import (
 )
 from bridge.catalog.store import Catalog
 from bridge.model import Asset, format_time, parse_time
-from bridge.model.received import namespace_matches, run_source
+from bridge.model.received import namespace_matches, run_day, run_source
 
 # above every character: a prefix's ids lie in [prefix, prefix + TOP) (byte order on both engines)
 TOP = "\U0010ffff"
@@ -599,29 +599,62 @@ _OWN_WRITERS = """
 """
 
 
-_EXTERNAL_PRODUCERS = """
-    SELECT u.asset_id, s.producer, s.last_seen, s.job_namespace FROM external_usages u
-    JOIN external_sources s ON s.job_namespace = u.job_namespace AND s.job_name = u.job_name
-    WHERE u.direction = 'output' AND u.asset_id IN ({values})
+# each received job's latest run that ended (by end, then source: external_sources_job read
+# backwards), and its JobEvent's row, each with its producer and last sighting; a job neither of
+# which there is of, its runs that have not ended (a job's runs, in the table's key: every one read)
+_LATEST_RUN_PRODUCER = """
+    SELECT producer, last_seen FROM external_sources
+    WHERE job_namespace = ? AND job_name = ? AND ended_at IS NOT NULL AND run_id IS NOT NULL
+    ORDER BY ended_at DESC, source DESC LIMIT 1
 """
-_OWN_WRITES = (
-    "SELECT asset_id, max(used_at) FROM usages WHERE direction = 'output' AND asset_id IN ({values}) GROUP BY asset_id"
-)
+_JOB_PRODUCER = "SELECT producer, last_seen FROM external_sources WHERE source = ? AND run_day = ? AND run_id IS NULL"
+_RUNNING_PRODUCERS = """
+    SELECT producer, last_seen FROM external_sources
+    WHERE job_namespace = ? AND job_name = ? AND ended_at IS NULL AND run_id IS NOT NULL
+"""
+# each asset's latest own write, by usages_asset (its outputs in time order: the last)
+_OWN_WRITES = """
+    WITH wanted (id) AS (VALUES {values})
+    SELECT w.id, (
+        SELECT u.used_at FROM usages u WHERE u.asset_id = w.id AND u.direction = 'output'
+        ORDER BY u.used_at DESC LIMIT 1
+    ) FROM wanted w
+"""
 
 
 def producers(catalog: Catalog, ids: Sequence[str], own: str, *, scope: Scope | None = None) -> dict[str, str]:
     """The producer (OpenLineage's ``producer``) of what last wrote each asset: ``own`` (olbridge's)
-    when the latest write was one of olbridge's runs, else the producer of the latest received
-    run or JobEvent whose job writes it (by its last sighting; :data:`ANOTHER_NAMESPACE`, a job
-    of a namespace ``scope`` does not see); an asset nothing wrote has none."""
+    when the latest write was one of olbridge's runs, else that of the latest seen of the latest
+    run that ended (by its end) of each received job that writes it, and of the job's JobEvent (a
+    job with neither: of its runs not ended); :data:`ANOTHER_NAMESPACE`, a job of a namespace
+    ``scope`` does not see; an asset nothing wrote has none. A job's producer is read once, a
+    row or two however many runs it kept."""
+    conn = catalog._conn
+    jobs: dict[tuple[str, str], tuple[str, str] | None] = {}  # each job's (last seen, producer)
     found: dict[str, tuple[str, str]] = {}  # id: (when, producer)
-    for asset_id, producer, seen, ns in sql.in_chunks(catalog._conn, _EXTERNAL_PRODUCERS, ids):
-        if asset_id not in found or seen > found[asset_id][0]:
-            found[asset_id] = (seen, producer if allows(scope, ns) else ANOTHER_NAMESPACE)
-    for asset_id, written in sql.in_chunks(catalog._conn, _OWN_WRITES, ids):
+    for asset_id, ns, name in sql.in_chunks(conn, _EXTERNAL_WRITERS, ids):
+        if (ns, name) not in jobs:
+            jobs[ns, name] = _job_producer(conn, ns, name)
+        latest = jobs[ns, name]
+        if latest is not None and (asset_id not in found or latest[0] > found[asset_id][0]):
+            found[asset_id] = (latest[0], latest[1] if allows(scope, ns) else ANOTHER_NAMESPACE)
+    for asset_id, written in sql.in_chunks(conn, _OWN_WRITES, ids, mark="(?)"):
         if written and (asset_id not in found or written >= found[asset_id][0]):
             found[asset_id] = (written, own)
     return {asset_id: producer for asset_id, (_, producer) in found.items()}
+
+
+def _job_producer(conn: Connection, namespace: str, name: str) -> tuple[str, str] | None:
+    """A received job's producer and when it was seen: its latest run that ended, or its
+    JobEvent, the later seen (a job with neither: its runs not ended, the latest seen)."""
+    source = f"job:{namespace}/{name}"
+    rows = [
+        *conn.execute(_LATEST_RUN_PRODUCER, (namespace, name)),
+        *conn.execute(_JOB_PRODUCER, (source, run_day(source))),
+    ]
+    if not rows:
+        rows = conn.execute(_RUNNING_PRODUCERS, (namespace, name)).fetchall()
+    return max(((seen, producer) for producer, seen in rows), default=None)
 
 
 # --- runs ----------------------------------------------------------------------------------

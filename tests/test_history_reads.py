@@ -1,8 +1,9 @@
 """Reads whose cost follows what they answer, not the history the catalog keeps: a few assets'
-health, judged now; the producers of a graph's assets. Each test adds history (more runs of the
-same tasks and jobs, writing the same assets) and checks that the read reads no more than before:
-on SQLite, the virtual machine's steps (a row read is some of them); on PostgreSQL, the rows each
-statement's scans read (``EXPLAIN ANALYZE`` of the statements it ran, with their parameters)."""
+health, judged now; the producers of a graph's assets; the lineage slider's steps. Each test adds
+history (more runs of the same tasks and jobs, writing the same assets) and checks that the read
+reads no more than before: on SQLite, the virtual machine's steps (a row read is some of them); on
+PostgreSQL, the rows each statement's scans read (``EXPLAIN ANALYZE`` of the statements it ran,
+with their parameters)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 
 from bridge.catalog import Catalog, browse
 from bridge.catalog import health as health_queries
+from bridge.catalog.lineage_steps import lineage_steps
 from bridge.catalog.postgres.cursor import SharedCursor
 from bridge.mapping import Resolver
 from bridge.model.health import FreshnessRule, Match, Selector
@@ -136,20 +138,19 @@ def test_a_few_own_assets_judged_now_read_what_the_writes_keep_not_their_runs(ca
 LAKE = "s3://lake"
 
 
-def received_days(catalog: Catalog, resolver: Resolver, first: int, last: int) -> None:
+def received_days(catalog: Catalog, resolver: Resolver, first: int, last: int, *, unended: bool = True) -> None:
     """A day's runs of two received jobs, each day from ``first`` to ``last``: ``load`` reads
-    one and writes two, ``build`` two to three (its run failing on odd days), and each day a
-    run of ``load`` that never ends writes four."""
+    one and writes two, ``build`` two to three (its run failing on odd days), and (``unended``)
+    each day a run of ``load`` that never ends writes four."""
     events = []
     for day in range(first, last):
         time = at(day * DAY).strftime("%Y-%m-%dT%H:%M:%SZ")
-        for n, (job, inputs, outputs, event_type) in enumerate(
-            (
-                ("load", ["one"], ["two"], "COMPLETE"),
-                ("build", ["two"], ["three"], "FAIL" if day % 2 == 1 else "COMPLETE"),
-                ("load", ["one"], ["four"], "START"),
-            )
-        ):
+        runs = [
+            ("load", ["one"], ["two"], "COMPLETE"),
+            ("build", ["two"], ["three"], "FAIL" if day % 2 == 1 else "COMPLETE"),
+            *([("load", ["one"], ["four"], "START")] if unended else []),
+        ]
+        for n, (job, inputs, outputs, event_type) in enumerate(runs):
             events.append(
                 ol_run_event(
                     event_type,
@@ -209,3 +210,26 @@ def test_the_producers_of_a_graphs_assets_read_a_row_or_two_a_job_not_every_run(
     assert work(catalog, made) <= before
     four = f"{LAKE}/four"  # written by runs that never ended alone: their job's producer
     assert made() == {f"{LAKE}/two": PRODUCER, f"{LAKE}/three": PRODUCER, four: PRODUCER, "mart.y": "olbridge"}
+
+
+def test_the_lineage_sliders_steps_read_the_first_run_of_each_edge_not_every_run(
+    catalog: Catalog, resolver: Resolver
+) -> None:
+    """When each edge around an asset was first known: an own edge from the first write of its
+    downstream end whose run made it, a row an edge; a received job's edges from its runs the
+    earliest first, as far as the first that made them. A month more of daily runs reads nothing
+    more (every own edge was a row a run, every received run read), and the steps stay."""
+    received_days(catalog, resolver, 0, 10, unended=False)
+    own_days(catalog, 0, 10)
+    roots = ("raw.x", f"{LAKE}/two")
+
+    def steps() -> list[dict[tuple[str, str], str]]:
+        return [lineage_steps(catalog, root, depth=2).entered for root in roots]
+
+    first, before = steps(), work(catalog, steps)
+    received_days(catalog, resolver, 10, 40, unended=False)
+    own_days(catalog, 10, 40)
+    assert work(catalog, steps) <= before
+    assert steps() == first
+    assert first[0][("src.a", "raw.x")] == "2025-03-01T08:01:00.000000Z"
+    assert first[1][(f"{LAKE}/one", f"{LAKE}/two")] == "2025-03-01T08:00:00.000000Z"

@@ -9,7 +9,10 @@ read once, node by node from the asset, by the lineage tables' keys (``lineage``
 ``depth`` hops with the moment the catalog first knew it, as the as-of walk counts it (the end of
 the earliest olbridge run that made it; of the earliest external run whose inputs and outputs give
 it, or the first sighting of a JobEvent's job that declares it). An edge that an unfinished run
-made only is known at no moment and left out.
+made only is known at no moment and left out. Each own edge is a row of its index however many
+runs made it, its moment the first write of its downstream end whose run made it; each received
+job's runs are read the earliest first, as far as the edges asked of it need: what is read follows
+the neighbourhood, and the history only as far as each edge's first run.
 
 An edge is in the graph as of a moment when it was known by then and its upstream end (walking
 downstream; its downstream end walking upstream) was reached by then in fewer than ``depth``
@@ -30,29 +33,64 @@ import attrs
 from bridge.catalog.engine import Connection
 from bridge.catalog.store import Catalog
 from bridge.model import format_time, parse_time
+from bridge.model.received import run_day
 
 UP, DOWN = "upstream", "downstream"
 
-# a node's edges (in a walk's direction) made by olbridge's runs, with the end of the earliest run
-# that ended: by the lineage table's primary key (upstream) or lineage_downstream (downstream)
+# a node's edges (in a walk's direction) made by olbridge's runs, each with the end of the earliest
+# run that made it, a row an edge however many runs made it: its other ends one after the other
+# through the lineage table's primary key (upstream) or lineage_downstream (downstream), at most
+# so many; the end of the first write of the edge's downstream end (usages_asset, in time order:
+# an output's use is at its run's end) whose run made the edge, read as far as that write (each
+# write's run looked for among the edge's by a value, not an EXISTS: PostgreSQL made that a join
+# from every run of the edge); an edge none of whose runs' writes is kept (its downstream end's
+# usages purged, its lineage not), from its runs
+_FIRST_OF_EDGE = """coalesce(
+        (SELECT u.used_at FROM usages u
+         WHERE u.asset_id = {down} AND u.direction = 'output' AND (
+             SELECT 1 FROM lineage l
+             WHERE l.upstream_id = {up} AND l.downstream_id = {down} AND l.task_run_pk = u.task_run_pk) = 1
+         ORDER BY u.used_at, u.task_run_pk LIMIT 1),
+        (SELECT min(t.ended_at) FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
+         WHERE l.upstream_id = {up} AND l.downstream_id = {down} AND t.ended_at IS NOT NULL))"""
 _OWN = """
-    SELECT l.{other}, min(t.ended_at) FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
-    WHERE l.{this} = ? AND t.ended_at IS NOT NULL GROUP BY l.{other} ORDER BY l.{other} LIMIT ?
+    WITH RECURSIVE others (other, n) AS (
+        SELECT (SELECT l.{other} FROM lineage l WHERE l.{this} = ? ORDER BY l.{other} LIMIT 1), 1
+        UNION ALL
+        SELECT (
+            SELECT l.{other} FROM lineage l WHERE l.{this} = ? AND l.{other} > o.other ORDER BY l.{other} LIMIT 1
+        ), o.n + 1
+        FROM others o WHERE o.other IS NOT NULL AND o.n < ?
+    )
+    SELECT o.other, {first} FROM others o WHERE o.other IS NOT NULL
 """
 # ... and by received jobs, whose runs say when (external_lineage's key, or its downstream index)
 _EXTERNAL = "SELECT {other}, job_namespace, job_name FROM external_lineage WHERE {this} = ? ORDER BY 1, 2, 3 LIMIT ?"
-# a job's runs and JobEvents, by external_sources_job
-_JOB_SOURCES = """
-    SELECT run_id, ended_at, first_seen, inputs, outputs FROM external_sources
-    WHERE job_namespace = ? AND job_name = ?
+# a job's runs that ended, the earliest first (by end, then source: external_sources_job), a page
+# at a time, the next after a run; and its JobEvent's row (by its key)
+_JOB_RUNS = """
+    SELECT source, ended_at, inputs, outputs FROM external_sources
+    WHERE job_namespace = ? AND job_name = ? AND {ended} AND run_id IS NOT NULL
+    ORDER BY ended_at, source LIMIT ?
 """
+_FIRST_RUNS = _JOB_RUNS.format(ended="ended_at IS NOT NULL")
+_RUNS_AFTER = _JOB_RUNS.format(ended="(ended_at, source) > (?, ?)")
+_JOB_ROW = (
+    "SELECT first_seen, inputs, outputs FROM external_sources WHERE source = ? AND run_day = ? AND run_id IS NULL"
+)
 _STATEMENTS = {
-    walk: (
-        _OWN.format(this=this, other=other),
-        _EXTERNAL.format(this=this, other=other),
-    )
-    for walk, this, other in ((DOWN, "upstream_id", "downstream_id"), (UP, "downstream_id", "upstream_id"))
+    DOWN: (
+        _OWN.format(this="upstream_id", other="downstream_id", first=_FIRST_OF_EDGE.format(up="?", down="o.other")),
+        _EXTERNAL.format(this="upstream_id", other="downstream_id"),
+    ),
+    UP: (
+        _OWN.format(this="downstream_id", other="upstream_id", first=_FIRST_OF_EDGE.format(up="o.other", down="?")),
+        _EXTERNAL.format(this="downstream_id", other="upstream_id"),
+    ),
 }
+# how many times each own statement's reads of the first writes name the node (its parameters:
+# the node for the other ends' two reads, their count, then the node that many times)
+_OWN_PARAMS = {DOWN: 2, UP: 3}
 
 Edge = tuple[str, str]  # (upstream, downstream)
 
@@ -138,9 +176,9 @@ def _edges_of(conn: Connection, jobs: _JobEdges, node: str, walk: str, limit: in
     most ``limit`` of each kind), and whether some were left unread."""
     own, external = _STATEMENTS[walk]
     found: dict[str, str] = {}
-    rows = conn.execute(own, [node, limit]).fetchall()
+    rows = conn.execute(own, [node, node, limit, *[node] * _OWN_PARAMS[walk]]).fetchall()
     cut = len(rows) >= limit
-    found.update(rows)
+    found.update((other, when) for other, when in rows if when is not None)
     rows = conn.execute(external, [node, limit]).fetchall()
     cut |= len(rows) >= limit
     for other, job_ns, job_name in rows:
@@ -153,32 +191,74 @@ def _edges_of(conn: Connection, jobs: _JobEdges, node: str, walk: str, limit: in
 
 class _JobEdges:
     """When each received job's edges were first known, as the as-of walk counts it: a run's
-    inputs to its outputs at the run's end, a JobEvent's at the job's first sighting (each job's
-    runs read once)."""
+    inputs to its outputs at the run's end, a JobEvent's at the job's first sighting. Each job's
+    runs that ended are read the earliest first, as far as the edges asked of it need (to the
+    first run that made each, or past its JobEvent's sighting), each read once."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
-        self.jobs: dict[tuple[str, str], dict[Edge, str]] = {}
+        self.jobs: dict[tuple[str, str], _FirstKnown] = {}
 
     def known(self, job_namespace: str, job_name: str, edge: Edge) -> str | None:
         key = (job_namespace, job_name)
         if key not in self.jobs:
-            self.jobs[key] = self._read(*key)
-        return self.jobs[key].get(edge)
+            self.jobs[key] = _FirstKnown(self.conn, key)
+        return self.jobs[key].known(edge)
 
-    def _read(self, job_namespace: str, job_name: str) -> dict[Edge, str]:
-        out: dict[Edge, str] = {}
-        for run_id, ended, first_seen, inputs, outputs in self.conn.execute(
-            _JOB_SOURCES, [job_namespace, job_name]
-        ).fetchall():
-            when = first_seen if run_id is None else ended
-            if when is None:
-                continue
-            for up in json.loads(inputs):
-                for down in json.loads(outputs):
-                    if up != down and ((up, down) not in out or when < out[up, down]):
-                        out[up, down] = when
-        return out
+
+class _FirstKnown:
+    """One job's edges, with when each was first known, as far as its runs are read."""
+
+    FIRST, MOST = 8, 1024  # runs a page reads: at first, and at most
+
+    def __init__(self, conn: Connection, job: tuple[str, str]) -> None:
+        self.conn, self.job = conn, job
+        self.runs: dict[Edge, str] = {}  # each edge of the runs read, at the first one's end
+        self.read = 0
+        self.last: tuple[str, str] | None = None  # the last run read: (end, source)
+        self.done = False
+        self.lists: dict[str, list[str]] = {}  # each JSON list read, parsed once
+        source = f"job:{job[0]}/{job[1]}"
+        self.declared: dict[Edge, str] = {}  # its JobEvent's edges, at the job's first sighting
+        row = conn.execute(_JOB_ROW, [source, run_day(source)]).fetchone()
+        if row is not None:
+            self._add(self.declared, row[0], row[1], row[2])
+
+    def known(self, edge: Edge) -> str | None:
+        declared = self.declared.get(edge)
+        while (
+            edge not in self.runs
+            and not self.done
+            and (declared is None or self.last is None or self.last[0] < declared)
+        ):
+            self._more()
+        found = [when for when in (self.runs.get(edge), declared) if when is not None]
+        return min(found) if found else None
+
+    def _more(self) -> None:
+        size = min(max(self.read, self.FIRST), self.MOST)
+        if self.last is None:
+            page = self.conn.execute(_FIRST_RUNS, [*self.job, size]).fetchall()
+        else:
+            page = self.conn.execute(_RUNS_AFTER, [*self.job, *self.last, size]).fetchall()
+        self.done = len(page) < size
+        self.read += len(page)
+        for source, ended, inputs, outputs in page:
+            self._add(self.runs, ended, inputs, outputs)
+            self.last = (ended, source)
+
+    def _add(self, into: dict[Edge, str], when: str, inputs: str, outputs: str) -> None:
+        downs = self._list(outputs)
+        for up in self._list(inputs):
+            for down in downs:
+                if up != down and (up, down) not in into:
+                    into[up, down] = when
+
+    def _list(self, text: str) -> list[str]:
+        found = self.lists.get(text)
+        if found is None:
+            found = self.lists[text] = json.loads(text)
+        return found
 
 
 __all__ = ["LineageSteps", "lineage_steps"]

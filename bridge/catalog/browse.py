@@ -743,8 +743,8 @@ class RunPage:
     next: str | None  # where the next page starts (``before`` of :func:`recent_runs`); None: no more
 
 
-LAST_PK = (1 << 63) - 1  # a key no run has: after it, every own run of its start
-LAST_SOURCE = "~"  # after every external run's source ("run:..."), likewise
+LAST_PK = (1 << 63) - 1  # the largest key a run may have
+LAST_SOURCE = "~"  # after every external run's source ("run:..."): every external run of its start
 
 
 def run_key(text: str) -> RunKey:
@@ -857,10 +857,13 @@ def _external_newest(
     ).fetchone()
     if last is None or last[3] < SCAN_BUDGET:
         return out, None
-    # the place of a run the token does not see is not given away: the next page starts with
-    # every external run of its start (read again)
-    tie = str(last[1]) if allows(scope, last[2]) else LAST_SOURCE
-    return out, (str(last[0] or ""), EXTERNAL, tie)
+    # the place of a run the token does not see (its run id) is not given away: the next page
+    # starts with every external run of its start (read again), unless this page started there
+    # (more runs of one start than a page passes over: the run's place, or no page would go on)
+    coarse = (str(last[0] or ""), EXTERNAL, LAST_SOURCE)
+    if allows(scope, last[2]) or after == coarse:
+        return out, (str(last[0] or ""), EXTERNAL, str(last[1]))
+    return out, coarse
 
 
 def _own_newest(
@@ -880,7 +883,7 @@ def _own_newest(
     key: tuple[str, int] = (TOP, 1 << 62)
     if after is not None:
         key = (after[0], int(after[2])) if after[1] == OWN else (after[0], 0)
-    scanned, seen = 0, True
+    scanned = 0
     sifted = scope is not None  # in Python: a token's namespaces, as the view names them
     # a page's worth first (most runs pass the usual filters), then more at a time up to SCAN_CHUNK
     chunk = min(wanted, SCAN_CHUNK) if sifted else wanted
@@ -889,16 +892,14 @@ def _own_newest(
         scanned += len(page)
         for row, run in zip(page, history.with_usages(runs.catalog._conn, page), strict=True):
             view = runs._own(run, facets=False)
-            seen = allows(scope, view.job_namespace)
-            if seen:
+            if allows(scope, view.job_namespace):
                 out.append((own_key(view, row[0]), view))
         if len(page) < chunk:
             return out, None
         chunk = min(chunk * 2, SCAN_CHUNK) if sifted else chunk
         key = (page[-1][7], page[-1][0])
-    # the place of a run the token does not see is not given away: the next page starts with
-    # every own run of its start (read again)
-    return out, ((str(key[0]), OWN, f"{key[1] if seen else LAST_PK:020d}") if len(out) < wanted else None)
+    # (a run's key is a number the catalog counts up: it says nothing of the run)
+    return out, ((str(key[0]), OWN, f"{key[1]:020d}") if len(out) < wanted else None)
 
 
 @attrs.frozen

@@ -33,6 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.health import insert  # noqa: E402
 from bridge.catalog import Catalog  # noqa: E402
 from bridge.catalog.sql import ASSET_COLUMNS  # noqa: E402
 from bridge.model.received import run_day  # noqa: E402
@@ -40,25 +41,11 @@ from bridge.model.received import run_day  # noqa: E402
 HUB = "hub.events"
 PRODUCER = "https://example.com/spark"
 FLOWS = 100
-CHUNK = 20_000
 T0 = 1_735_689_600  # 2025-01-01T00:00:00Z
 
 
 def moment(seconds: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(T0 + seconds))
-
-
-def insert(catalog: Catalog, statement: str, rows: Iterator[tuple[Any, ...]]) -> None:
-    batch: list[tuple[Any, ...]] = []
-    for row in rows:
-        batch.append(row)
-        if len(batch) == CHUNK:
-            with catalog.transaction() as cur:
-                cur.executemany(statement, batch)
-            batch = []
-    if batch:
-        with catalog.transaction() as cur:
-            cur.executemany(statement, batch)
 
 
 def build(target: str, usages: int, jobs: int, job_runs: int) -> None:

@@ -60,7 +60,7 @@ def measure(target: str, scale: int, pause: bool) -> str:
         total = int(catalog._conn.execute("SELECT count(*) FROM outbox").fetchone()[0])
         windows = Windows(pending_outbox=WEEK, dead_letters=WEEK, task_runs=WEEK)
         began = time.perf_counter()
-        counted = retention.count(catalog._conn, windows, now)
+        counted = retention.count(catalog.db, windows, now)
         counting = time.perf_counter() - began
         began = time.perf_counter()
         deleted = retention.expire(catalog.db, windows, now, pause=retention.PAUSE if pause else 0)

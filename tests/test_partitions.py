@@ -104,13 +104,13 @@ def test_expiry_drops_whole_days_and_deletes_only_the_boundary_in_batches(catalo
     events += [ol_run_event(run_id=rid(100), time=at(25, 0))]  # the boundary day, before the window
     events += [ol_run_event(run_id=rid(200), time="2025-03-01T08:00:00Z")]  # the default partition
     assert statuses(intake, events) == ["accepted"] * len(events)
-    counted = retention.count(catalog._conn, WEEK, NOW)["receivedEvents"]
+    counted = retention.count(catalog.db, WEEK, NOW)["receivedEvents"]
     assert counted == 7  # the 20th to the 24th, the 25th at midnight, the old one
     assert retention.expire(catalog.db, WEEK, NOW, pause=0, batch=1)["receivedEvents"] == counted
     assert partitions.day_name(datetime(2025, 5, 24).date()) not in days(catalog)  # dropped, not emptied
     assert days(catalog)[0] == partitions.day_name(datetime(2025, 5, 25).date())  # the boundary stays
     assert sorted(where(catalog)) == sorted(rid(d) for d in range(25, 32))
-    assert retention.count(catalog._conn, WEEK, NOW)["receivedEvents"] == 0
+    assert retention.count(catalog.db, WEEK, NOW)["receivedEvents"] == 0
     # what went is a new event when re-sent (in the default partition now); what is kept, a duplicate
     assert statuses(intake, [events[0], events[5]]) == ["accepted", "duplicate"]
     assert where(catalog)[rid(20)] == partitions.DEFAULT
@@ -126,7 +126,7 @@ def test_a_drop_the_writers_hold_back_is_given_up_for_batches(catalog: Catalog, 
     try:
         writer.execute("BEGIN")
         writer.execute("SELECT count(*) FROM received_events WHERE event_time > '2025-05-29'")
-        assert retention.count(catalog._conn, WEEK, NOW)["receivedEvents"] == 2
+        assert retention.count(catalog.db, WEEK, NOW)["receivedEvents"] == 2
         assert retention.expire(catalog.db, WEEK, NOW, pause=0)["receivedEvents"] == 2
         assert partitions.day_name(datetime(2025, 5, 20).date()) in days(catalog)  # not dropped: held
         writer.execute("ROLLBACK")
@@ -147,7 +147,7 @@ def test_a_pending_forward_keeps_the_day_it_points_into(catalog: Catalog, resolv
             "INSERT INTO outbox (kind, ref, run_key, queued_at, payload) VALUES ('forward', ?, 'k', ?, '{}')",
             (pk, at(21)),
         )
-    assert retention.count(catalog._conn, WEEK, NOW)["receivedEvents"] == 1
+    assert retention.count(catalog.db, WEEK, NOW)["receivedEvents"] == 1
     assert retention.expire(catalog.db, WEEK, NOW, pause=0)["receivedEvents"] == 1
     assert where(catalog) == {rid(21): partitions.day_name(datetime(2025, 5, 21).date())}
 

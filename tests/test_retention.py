@@ -99,7 +99,7 @@ def expire(catalog: Catalog, windows: Windows = ALL, now: float = NOW, **options
 
 def test_the_dry_run_counts_what_the_real_pass_deletes(catalog: Catalog, intake: Intake) -> None:
     build(catalog, intake)
-    counted = retention.count(catalog._conn, ALL, NOW)
+    counted = retention.count(catalog.db, ALL, NOW)
     assert counted == {
         "receivedEvents": 5,  # all but the recent one
         "externalRuns": 2,  # old.a's first and spark's old run; old.a's and old.b's latest stay
@@ -114,7 +114,7 @@ def test_the_dry_run_counts_what_the_real_pass_deletes(catalog: Catalog, intake:
     deleted = expire(catalog, batch=2)  # several batches of each kind
     assert deleted == counted
     assert set(deleted) == set(KINDS)
-    assert retention.count(catalog._conn, ALL, NOW) == dict.fromkeys(KINDS, 0)
+    assert retention.count(catalog.db, ALL, NOW) == dict.fromkeys(KINDS, 0)
     assert rows(catalog, "SELECT kind, state FROM outbox WHERE run_key = 'run:7'") == [
         ("run-end", "pending"),
         ("run-start", "dead"),
@@ -156,13 +156,13 @@ def test_checks_go_but_each_assets_latest_stays_and_health_now_is_unchanged(cata
 
     before = health_now()
     assert sorted(h["health"] for h in before) == ["FAIL", "FAIL"]  # orders' recent check, items' old one
-    counted = retention.count(catalog._conn, windows, NOW)
+    counted = retention.count(catalog.db, windows, NOW)
     assert counted == {**dict.fromkeys(KINDS, 0), "checks": 3}
     assert expire(catalog, windows, batch=2) == counted  # in batches
     assert rows(catalog, checks) == sorted(latest.items())
     assert health_now() == before
-    assert retention.count(catalog._conn, windows, NOW) == dict.fromkeys(KINDS, 0)
-    assert retention.count(catalog._conn, ALL, NOW)["checks"] == 0  # kept unless a window is given
+    assert retention.count(catalog.db, windows, NOW) == dict.fromkeys(KINDS, 0)
+    assert retention.count(catalog.db, ALL, NOW)["checks"] == 0  # kept unless a window is given
 
 
 def test_what_current_lineage_needs_stays(catalog: Catalog, intake: Intake) -> None:
@@ -208,7 +208,7 @@ def test_received_events_a_pending_forward_points_at_stay(catalog: Catalog, inta
             "INSERT INTO outbox (kind, ref, run_key, queued_at, payload) VALUES ('forward', ?, 'k', ?, '{}')",
             (pks[1], OLD),
         )
-    assert retention.count(catalog._conn, ALL, NOW)["receivedEvents"] == 1
+    assert retention.count(catalog.db, ALL, NOW)["receivedEvents"] == 1
     assert expire(catalog)["receivedEvents"] == 1
     assert [r[0] for r in rows(catalog, "SELECT pk FROM received_events")] == [pks[1]]
 
@@ -225,7 +225,7 @@ def test_task_runs_are_kept_unless_a_window_is_given(catalog: Catalog) -> None:
     later = datetime.fromisoformat("2030-01-01T00:00:00+00:00").timestamp()
     assert expire(catalog, ALL, later)["taskRuns"] == 0
     with_runs = Windows(task_runs=WEEK)
-    assert retention.count(catalog._conn, with_runs, later)["taskRuns"] == 1
+    assert retention.count(catalog.db, with_runs, later)["taskRuns"] == 1
     assert expire(catalog, with_runs, later)["taskRuns"] == 1
     assert rows(catalog, "SELECT execution_id FROM task_runs") == [("e2",)]
     assert len(rows(catalog, "SELECT task_run_pk FROM usages")) == 1
@@ -264,17 +264,17 @@ def test_events_nobody_delivered_go_by_whole_runs_and_free_the_task_runs_they_ke
     waiting = "SELECT o.run_key, o.kind, o.queued_at FROM outbox o"
     before = rows(catalog, waiting)
     later = time.time() + 3600
-    assert retention.count(catalog._conn, Windows(task_runs=WEEK), later)["taskRuns"] == 0  # the events keep them
+    assert retention.count(catalog.db, Windows(task_runs=WEEK), later)["taskRuns"] == 0  # the events keep them
     every = Windows(task_runs=WEEK, pending_outbox=WEEK, dead_letters=WEEK)
 
     # a stream to a backend is live: nothing waiting goes (it delivers them when its backend is back)
     catalog.workers.beat(StreamWorkerInfo("w", "host", 1, "http://backend", "t", later), later)
-    assert retention.count(catalog._conn, every, later)["pendingOutbox"] == 0
+    assert retention.count(catalog.db, every, later)["pendingOutbox"] == 0
     catalog.workers.release("w")
     catalog.workers.beat(StreamWorkerInfo("a", "host", 2, ALERTS_ONLY_TARGET, "t", later), later)  # alerts alone
 
     by_pk = dict(rows(catalog, "SELECT pk, execution_id FROM task_runs"))
-    counted = retention.count(catalog._conn, every, later)
+    counted = retention.count(catalog.db, every, later)
     assert expire(catalog, every, later, batch=3) == counted
     left = rows(catalog, "SELECT run_key, kind FROM outbox")
     run_rows = [(by_pk[int(key[4:])], kind) for key, kind in left if key.startswith("run:")]
@@ -293,7 +293,7 @@ def test_events_nobody_delivered_go_by_whole_runs_and_free_the_task_runs_they_ke
     assert counted["deadLetters"] == 0 and counted["taskRuns"] == 2  # e0 and e1; e2's rows keep the rest
     assert [e for _, e in rows(catalog, "SELECT pk, execution_id FROM task_runs")] == ["e2", "e3", "e4", "e5"]
     assert counted["pendingOutbox"] == len(before) - len(rows(catalog, waiting))
-    assert retention.count(catalog._conn, every, later) == dict.fromkeys(KINDS, 0)
+    assert retention.count(catalog.db, every, later) == dict.fromkeys(KINDS, 0)
 
 
 def test_a_batch_of_waiting_events_takes_each_run_whole(catalog: Catalog) -> None:
@@ -325,8 +325,8 @@ def test_the_dry_run_counts_the_task_runs_a_dead_letter_that_goes_kept(catalog: 
         cur.execute("DELETE FROM outbox WHERE kind = 'run-end' OR ref <> (SELECT min(pk) FROM task_runs)")
         cur.execute("UPDATE outbox SET state = 'dead', queued_at = '2025-01-01T00:00:00.000000Z'")
     windows, later = Windows(task_runs=WEEK, dead_letters=WEEK), time.time() + 3600
-    assert retention.count(catalog._conn, Windows(task_runs=WEEK), later)["taskRuns"] == 0  # it keeps them
-    counted = retention.count(catalog._conn, windows, later)
+    assert retention.count(catalog.db, Windows(task_runs=WEEK), later)["taskRuns"] == 0  # it keeps them
+    counted = retention.count(catalog.db, windows, later)
     assert (counted["deadLetters"], counted["taskRuns"]) == (1, 2)  # e0 and e1; e2 is the latest
     assert expire(catalog, windows, later) == counted
 
@@ -347,7 +347,7 @@ def test_a_stream_that_stops_during_a_pass_frees_nothing_its_waiting_rows_kept(c
     now = time.time()
     catalog.workers.beat(StreamWorkerInfo("w", "host", 1, "http://backend", "t", now), now)
     windows = Windows(pending_outbox=WEEK, task_runs=WEEK, dead_letters=WEEK)
-    counted = retention.count(catalog._conn, windows, now)
+    counted = retention.count(catalog.db, windows, now)
     assert (counted["pendingOutbox"], counted["deadLetters"], counted["taskRuns"]) == (0, 1, 0)
     stopped: list[str] = []
 
@@ -371,7 +371,7 @@ def test_a_batch_made_whole_counts_each_row_once(catalog: Catalog) -> None:
             key = "received:run:r" if n in (0, 549, 759) else f"alert:a:{n}"
             cur.execute(insert, ("forward" if key.startswith("received") else "alert", n, key, old))
     windows = Windows(pending_outbox=WEEK)
-    counted = retention.count(catalog._conn, windows, time.time())
+    counted = retention.count(catalog.db, windows, time.time())
     assert counted["pendingOutbox"] == 760
     assert expire(catalog, windows, time.time(), batch=600) == counted
     assert rows(catalog, "SELECT seq FROM outbox") == []
@@ -386,7 +386,7 @@ def test_an_asset_s_changes_behind_a_dead_letter_stay_with_it(catalog: Catalog) 
         for n, (key, state) in enumerate([("asset:a", "dead"), ("asset:a", "pending"), ("asset:b", "pending")]):
             cur.execute(insert, (n, key, old, state))
     windows = Windows(pending_outbox=WEEK, dead_letters=WEEK)
-    counted = retention.count(catalog._conn, windows, time.time())
+    counted = retention.count(catalog.db, windows, time.time())
     assert (counted["pendingOutbox"], counted["deadLetters"]) == (1, 0)  # asset:b's
     assert expire(catalog, windows, time.time()) == counted
     assert rows(catalog, "SELECT run_key, state FROM outbox") == [("asset:a", "dead"), ("asset:a", "pending")]
@@ -415,7 +415,7 @@ def test_an_asset_s_alerts_behind_a_dead_alert_go_and_so_does_the_dead_alert(cat
         ]:
             cur.execute(insert, (key, old, state, *claim))
     windows = Windows(pending_outbox=WEEK, dead_letters=WEEK)
-    counted = retention.count(catalog._conn, windows, now)
+    counted = retention.count(catalog.db, windows, now)
     assert (counted["pendingOutbox"], counted["deadLetters"]) == (2, 2)  # x's waiting ones; both dead ones
     assert expire(catalog, windows, now) == counted
     assert rows(catalog, "SELECT run_key, state FROM outbox ORDER BY seq") == [("alert:a:y", "pending")] * 2
@@ -459,9 +459,56 @@ def test_a_run_s_dead_letter_alone_is_the_dead_letters_to_keep(catalog: Catalog)
     with catalog.transaction() as cur:
         cur.execute("DELETE FROM outbox WHERE kind = 'run-start'")  # delivered
         cur.execute("UPDATE outbox SET state = 'dead', queued_at = '2025-01-01T00:00:00.000000Z'")
-    assert retention.count(catalog._conn, Windows(pending_outbox=WEEK), time.time())["pendingOutbox"] == 0
-    both = retention.count(catalog._conn, Windows(pending_outbox=WEEK, dead_letters=WEEK), time.time())
+    assert retention.count(catalog.db, Windows(pending_outbox=WEEK), time.time())["pendingOutbox"] == 0
+    both = retention.count(catalog.db, Windows(pending_outbox=WEEK, dead_letters=WEEK), time.time())
     assert (both["pendingOutbox"], both["deadLetters"]) == (0, 1)
+
+
+def test_the_dead_start_of_a_run_still_running_stays_for_its_end(catalog: Catalog) -> None:
+    """A START the backend refused, of an own run still running: no later event of its run is
+    queued yet, but its end will be, and would go out without it; ``dead_letters`` keeps it
+    until the run ends (then it goes with the end behind it only once that is gone too)."""
+    from tests.conftest import at
+    from tests.helpers import run
+
+    running = run("load", start=at(0), end=at(1), execution="e0")
+    catalog.record_task_run(attrs.evolve(running, state=TaskState.RUNNING, ended_at=None, outputs=()))
+    with catalog.transaction() as cur:
+        cur.execute("UPDATE outbox SET state = 'dead', queued_at = '2025-01-01T00:00:00.000000Z'")
+    dead = Windows(dead_letters=WEEK)
+    assert rows(catalog, "SELECT kind, state FROM outbox") == [("run-start", "dead")]
+    assert retention.count(catalog.db, dead, time.time())["deadLetters"] == 0
+    assert expire(catalog, dead, time.time())["deadLetters"] == 0
+    assert rows(catalog, "SELECT kind, state FROM outbox") == [("run-start", "dead")]
+    catalog.record_task_run(running)  # it ends: its end waits behind the dead START
+    assert rows(catalog, "SELECT kind, state FROM outbox") == [("run-end", "pending"), ("run-start", "dead")]
+    assert expire(catalog, dead, time.time())["deadLetters"] == 0
+
+
+def test_the_dry_run_counts_every_kind_on_one_snapshot(catalog_target: str, resolver: Resolver) -> None:
+    """A dry run beside a pass: each kind is counted as of one moment, however the pass deletes
+    between two counts (here another connection deletes every column edge after the first kind
+    is counted: the counts are still those of the catalog before)."""
+    kinds = retention._kinds
+    with Catalog(catalog_target) as catalog, Catalog(catalog_target) as other:
+        build(catalog, catalog_intake(catalog, resolver))
+        expected = retention.count(catalog.db, ALL, NOW)
+        assert expected["columnEdges"] > 0 and expected["receivedEvents"] > 0
+
+        def deleting_between(*args: Any, **kwargs: Any) -> Any:
+            for n, kind in enumerate(kinds(*args, **kwargs)):
+                yield kind
+                if n == 0:  # a pass deletes meanwhile, and commits
+                    with other.transaction() as cur:
+                        cur.execute("DELETE FROM column_lineage")
+
+        try:
+            retention._kinds = deleting_between  # type: ignore[assignment]
+            counted = retention.count(catalog.db, ALL, NOW)
+        finally:
+            retention._kinds = kinds  # type: ignore[assignment]
+        assert counted == expected
+        assert retention.count(catalog.db, ALL, NOW)["columnEdges"] == 0  # as of now, they are gone
 
 
 def test_one_pass_at_a_time_across_processes(catalog: Catalog) -> None:

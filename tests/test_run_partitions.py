@@ -196,7 +196,7 @@ def test_expiry_drops_a_day_of_runs_but_never_the_latest_run_of_a_job(catalog: C
     assert statuses(intake, [events[0]]) == ["duplicate"] and statuses(intake, [first]) == ["accepted"]
     edges = "SELECT count(*) FROM column_lineage WHERE substr(source, 1, 4) = 'run:'"
     assert catalog._conn.execute(edges).fetchone()[0] > 0
-    counted = retention.count(catalog._conn, WEEK, NOW)
+    counted = retention.count(catalog.db, WEEK, NOW)
     assert counted["externalRuns"] == 4  # a's three old runs and spark's old one; b's only run stays
     assert counted["columnEdges"] == catalog._conn.execute(edges).fetchone()[0]
     deleted = retention.expire(catalog.db, WEEK, NOW, pause=0, batch=1)
@@ -208,7 +208,7 @@ def test_expiry_drops_a_day_of_runs_but_never_the_latest_run_of_a_job(catalog: C
     facets = catalog._conn.execute("SELECT owner FROM external_facets WHERE substr(owner, 1, 4) = 'run:'").fetchall()
     assert facets == [(f"run:{v7(may(22), 3)}",)]
     assert catalog._conn.execute(edges).fetchone()[0] == 0
-    assert retention.count(catalog._conn, WEEK, NOW) == dict.fromkeys(retention.KINDS, 0)
+    assert retention.count(catalog.db, WEEK, NOW) == dict.fromkeys(retention.KINDS, 0)
     # b runs again: its old run is no longer its latest, and its day goes whole at the next pass
     assert statuses(intake, [ol_run_event(run_id=v7(may(31), 7), job=("old", "b"), time=at(31, 13))]) == ["accepted"]
     assert retention.expire(catalog.db, WEEK, NOW, pause=0)["externalRuns"] == 1

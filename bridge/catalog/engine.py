@@ -436,9 +436,24 @@ class Database:
     def transaction(self) -> Iterator[Any]:
         """One write transaction on a cursor of the connection: everything in it lands, or nothing."""
         self._replan_if_due()
+        with self._within(self.engine.begin()) as cur:
+            yield cur
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Any]:
+        """One read transaction on a cursor of the connection: the reads in it see the catalog as
+        of the first, whatever others write meanwhile (PostgreSQL's REPEATABLE READ; SQLite's
+        transaction reads one state of its file)."""
+        with self._within(self.engine.begin_snapshot()) as cur:
+            yield cur
+
+    @contextmanager
+    def _within(self, begin: str) -> Iterator[Any]:
+        """A transaction begun by ``begin`` on a cursor of the connection, committed at the end of
+        the block, rolled back on an error (a connection an error broke marked for a new one)."""
         cur = self.conn.cursor()
         try:
-            cur.execute(self.engine.begin())
+            cur.execute(begin)
             try:
                 yield cur
             except BaseException as exc:

@@ -122,13 +122,6 @@ _RUN = """
         WHERE n.job_namespace = s.job_namespace AND n.job_name = s.job_name AND n.run_id IS NOT NULL
           AND (n.last_seen > s.last_seen OR (n.last_seen = s.last_seen AND n.source > s.source)))
 """
-# a dead letter no event of its run waits behind (its run's later events go out after it, once it
-# is retried or dropped: deleting it would send a run's end without its start); a dead alert holds
-# no later alert of its asset back (sql_outbox.HOLDS_BACK), whatever waits after it
-_DEAD = """
-    {o}.state = 'dead' AND {o}.queued_at < ?
-    AND ({o}.kind = 'alert' OR NOT EXISTS (SELECT 1 FROM outbox l WHERE l.run_key = {o}.run_key AND l.seq > {o}.seq))
-"""
 # an asset's check, not its latest reported by now (a later one of the asset, by now, exists: by
 # the table's key)
 _CHECK = """
@@ -163,6 +156,17 @@ _PENDING = f"""
             SELECT 1 FROM task_runs t WHERE {{o}}.kind IN {_RUN_KINDS} AND t.pk = {{o}}.ref AND t.ended_at IS NULL))
         OR (NOT {_OF_A_RUN} AND {{o}}.state = 'pending'
             AND NOT EXISTS (SELECT 1 FROM outbox h WHERE h.seq = {_KEY_HEAD} AND h.state = 'dead')))
+"""
+# a dead letter no event of its run waits behind (its run's later events go out after it, once it
+# is retried or dropped: deleting it would send a run's end without its start), nor one of an own
+# run still running (its end, queued when it ends, would wait behind it); a dead alert holds no
+# later alert of its asset back (sql_outbox.HOLDS_BACK), whatever waits after it
+_DEAD = f"""
+    {{o}}.state = 'dead' AND {{o}}.queued_at < ?
+    AND ({{o}}.kind = 'alert'
+         OR NOT EXISTS (SELECT 1 FROM outbox l WHERE l.run_key = {{o}}.run_key AND l.seq > {{o}}.seq))
+    AND NOT EXISTS (
+        SELECT 1 FROM task_runs t WHERE {{o}}.kind IN {_RUN_KINDS} AND t.pk = {{o}}.ref AND t.ended_at IS NULL)
 """
 _LIVE_BACKEND = "SELECT 1 FROM stream_workers WHERE target <> ? AND heartbeat_at >= ? LIMIT 1"
 CLOCKS_APART = 60.0  # seconds: how far apart the hosts' clocks may be (heartbeats, claims)
@@ -381,11 +385,14 @@ def _row_key(kind: _Kind, row_id: str) -> _Kind:
     return kind
 
 
-def count(conn: Connection | Cursor, windows: Windows, now: float) -> dict[str, int]:
-    """How many rows of each kind a pass at ``now`` deletes (every kind, 0 where none goes)."""
+def count(db: Database, windows: Windows, now: float) -> dict[str, int]:
+    """How many rows of each kind a pass at ``now`` deletes (every kind, 0 where none goes), all
+    counted on one snapshot of the catalog: beside a pass that deletes meanwhile, the counts are
+    those of one moment, not each kind's after the pass went on."""
     counts = dict.fromkeys(KINDS, 0)
-    for kind in _kinds(windows, now, backend_live=_backend_live(conn, now)):
-        counts[kind.name] = int(conn.execute(kind.count_statement(), kind.params).fetchone()[0])
+    with db.snapshot() as cur:
+        for kind in _kinds(windows, now, backend_live=_backend_live(cur, now)):
+            counts[kind.name] = int(cur.execute(kind.count_statement(), kind.params).fetchone()[0])
     return counts
 
 

@@ -114,7 +114,7 @@ def retention(app: AppContext, dry_run: bool, as_json: bool) -> None:
         held = catalog_retention.lease_holder(catalog.db.conn, now)
         if held is not None:
             say(f"Note: a retention pass is running ({held.describe()}): these counts hold what it has yet to delete")
-        counts = catalog_retention.count(catalog.db.conn, windows(settings), now)
+        counts = catalog_retention.count(catalog.db, windows(settings), now)
     else:
         with stop_on_signals(_STOPPING) as stop:
             try:

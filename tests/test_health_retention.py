@@ -168,3 +168,35 @@ def test_an_assets_at_risk_flag_outlives_the_run_that_joined_it(
     # as of a time before the run's end, the edge was not there yet
     code, out, _ = invoke(catalog_target, "health", "--json", "--as-of", at(-1).strftime("%Y-%m-%dT%H:%M:%SZ"))
     assert not [h for h in json.loads(out) if h["atRisk"]]
+
+
+def test_an_own_run_s_lineage_outlives_it_for_the_at_risk_flag(catalog_target: str, tmp_path: Path) -> None:
+    """raw's writer FAILs; then a task read raw and wrote mart (seeded before) once, then read
+    other and wrote mart. The first run, gone (``task_runs``), held the only edge raw -> mart: mart stays at risk,
+    in the whole catalog's pass and a look at the asset alone, and is not as of before that run
+    ended."""
+    table = {"type": "Table"}
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_run(run("load", execution="e0", outputs=(decl("raw", **table),), state="FAILED", error="x"))
+        catalog.record_task_run(run("seed", execution="s0", outputs=(decl("mart", **table),)))
+        catalog.record_task_run(
+            run("build", execution="e1", inputs=(decl("raw"),), outputs=(decl("mart"),), start=at(DAY))
+        )
+        catalog.record_task_run(
+            run("build", execution="e2", inputs=(decl("other", **table),), outputs=(decl("mart"),), start=at(2 * DAY))
+        )
+        with catalog.transaction() as cur:
+            cur.execute("DELETE FROM outbox")  # delivered
+    before = health(catalog_target)
+    assert before["mart"]["atRisk"] and before["mart"]["pathToCause"] == ["raw", "mart"]
+    assert before["raw"]["health"] == "FAIL"
+    assert retention(tmp_path, catalog_target, task_runs="1d")["taskRuns"] == 1
+    with Catalog(catalog_target) as catalog:
+        assert catalog._conn.execute("SELECT count(*) FROM lineage WHERE upstream_id = 'raw'").fetchone()[0] == 0
+    assert health(catalog_target) == before
+    code, out, err = invoke(catalog_target, "assets", "show", "mart")
+    assert code == 0 and json.loads(out)["atRisk"], (out, err)
+    # as of a time before the first run's end (raw already FAIL), the edge was not there yet
+    code, out, _ = invoke(catalog_target, "health", "--json", "--as-of", at(DAY).strftime("%Y-%m-%dT%H:%M:30Z"))
+    then = {h["id"]: h for h in json.loads(out)}
+    assert then["raw"]["health"] == "FAIL" and not then["mart"]["atRisk"]

@@ -14,7 +14,9 @@ folds what health reads of them into two tables, which health reads beside the r
   (``kept_edges``, migration 0033), for the at-risk walk;
 - :func:`fold_own`: of olbridge's own, each task that wrote an asset with its latest write
   (``kept_writers``): the rows health's writers aggregate gives of usages, so a task that wrote
-  an asset once is still one of its writers (its latest run, kept, is the asset's last run).
+  an asset once is still one of its writers (its latest run, kept, is the asset's last run);
+  and each edge of their lineage with the earliest end of a run that made it (``kept_edges``,
+  as the received runs'), so that an asset downstream of one that FAILs stays at risk.
 
 As of a time, a fact after it is left out: as of a time older than the window, only the latest of
 what went is known.
@@ -68,6 +70,14 @@ _WRITERS_GOING = """
     FROM usages u JOIN task_runs t ON t.pk = u.task_run_pk
     WHERE t.pk IN ({values}) AND u.direction = 'output' AND t.ended_at IS NOT NULL
     GROUP BY u.asset_id, t.flow_namespace, t.flow_id, t.task_id
+"""
+# the lineage of own runs that go, each edge with the earliest end of a run that made it (a run
+# that never ended made no edge for health)
+_EDGES_GOING = """
+    SELECT l.upstream_id, l.downstream_id, min(t.ended_at)
+    FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
+    WHERE t.pk IN ({values}) AND t.ended_at IS NOT NULL
+    GROUP BY l.upstream_id, l.downstream_id
 """
 _PUT_WRITER = """
     INSERT INTO kept_writers (asset_id, flow_namespace, flow_id, task_id, last_write) VALUES (?, ?, ?, ?, ?)
@@ -214,9 +224,15 @@ def keep_own(
 
 def fold_own(cur: Cursor, pks: Sequence[int]) -> None:
     """Keep what health reads of olbridge's own task runs ``pks`` (the tasks that wrote each
-    asset, with their latest write), in the caller's transaction, before it deletes them."""
+    asset, with their latest write; the edges of their lineage, each with its first end), in the
+    caller's transaction, before it deletes them."""
     rows = sorted(tuple(row) for row in sql.in_chunks(cur, _WRITERS_GOING, pks))
     cur.executemany(_PUT_WRITER, rows)
+    edges: dict[tuple[str, str], str] = {}
+    for up, down, ended in sql.in_chunks(cur, _EDGES_GOING, pks):
+        if ended < edges.get((up, down), "~"):
+            edges[up, down] = ended
+    cur.executemany(_PUT_EDGE, [(up, down, since) for (up, down), since in sorted(edges.items())])
 
 
 __all__ = [

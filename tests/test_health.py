@@ -161,6 +161,9 @@ def test_a_cron_verdict_changes_at_its_next_tick_across_a_daylight_saving_change
         ({"cron": "0 25 * * *"}, "cron"),
         ({"cron": "0 9 * *"}, "five fields"),
         ({"cron": "0 9 * * *", "timezone": "Mars/Olympus"}, "time zone"),
+        # the host's own zone, which each host (a watch, a laptop) would read as another
+        ({"cron": "0 9 * * *", "timezone": "localtime"}, "this host's own"),
+        ({"cron": "0 9 * * *", "timezone": "posixrules"}, "this host's own"),
         ({"cron": "0 9 * * *", "timezone": " "}, "timezone is empty"),
         ({"max": timedelta(hours=1), "timezone": "UTC"}, "cron deadline"),
     ],
@@ -168,6 +171,13 @@ def test_a_cron_verdict_changes_at_its_next_tick_across_a_daylight_saving_change
 def test_a_rule_is_checked(fields: dict[str, Any], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         FreshnessRule.create(**fields)
+
+
+def test_a_rule_stored_with_the_host_s_zone_is_still_read_back() -> None:
+    """A rule stored before the host's own zone was refused is read as it was stored: refused,
+    every read of the catalog's health would fail."""
+    rule = FreshnessRule.from_json({"cron": "0 9 * * *", "lag": "0s", "timezone": "localtime"})
+    assert rule.timezone == "localtime"
 
 
 def test_the_most_specific_selector_wins_and_the_asset_s_own_rule_beats_them() -> None:

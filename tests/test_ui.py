@@ -964,6 +964,10 @@ def test_the_health_page_counts_lists_and_filters_each_assets_health(ui_catalog:
     for states in ("", "%2C", "+"):  # a list naming no health showed no asset
         status, _, text = call(app, "/health", f"state={states}&format=json")
         assert status.startswith("400") and "state: " in text and "names no health" in text, (states, text)
+    # a namespace no asset may have is a bad value (as `olbridge health --namespace` says), not a page of none
+    for namespace in ("%3Cscript%3Ex%3C%2Fscript%3E", "Team-A", "a" * 151):
+        status, _, text = call(app, "/health", f"namespace={namespace}&format=json")
+        assert status.startswith("400") and "namespace" in text, (namespace, status, text)
     # the catalog's strings escaped: a received job named like a script is in a placeholder's reasons
     _, _, text = call(app, "/health", every)
     assert HOSTILE not in text and "&lt;script&gt;" in text

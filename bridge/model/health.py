@@ -82,6 +82,8 @@ _DURATION_FORM = (
 # the longest a window, a warning, a lag or a retention may be: times it reaches back or ahead
 # stay within what a date holds (years 1 to 9999), however far apart the moments judged
 LONGEST = timedelta(days=36500)
+# the names of the tz database's files that stand for the host's own zone, not one of its zones
+HOST_ZONES = frozenset(("localtime", "posixrules"))
 _UNIT = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
@@ -138,9 +140,12 @@ class FreshnessRule:
         timezone: str | None = None,
         source: str = "asset",
         where: str = "freshness",
+        read_back: bool = False,
     ) -> FreshnessRule:
         """A checked rule: a window or a cron deadline, not both; ``warn`` shorter than ``max``;
-        a cron of five fields; a time zone of the tz database."""
+        a cron of five fields; a time zone of the tz database, not one that names the host's own
+        (:data:`HOST_ZONES`: each host would judge the rule in its own), unless the rule is one
+        ``read_back`` from the catalog, as it was stored."""
         if (max is None) == (cron is None):
             raise ValidationError(
                 "give a window (max) or a cron deadline (cron), one of them", rule="freshness", where=where
@@ -171,6 +176,13 @@ class FreshnessRule:
                 "timezone is empty: name a zone (UTC, Europe/Paris)", rule="freshness.timezone", where=where
             )
         zone = timezone or "UTC"
+        if zone in HOST_ZONES and not read_back:
+            raise ValidationError(
+                f"time zone {zone!r} is this host's own, which another host (a watch, a laptop) reads as its "
+                "own: name a zone of the tz database (UTC, Europe/Paris)",
+                rule="freshness.timezone",
+                where=where,
+            )
         try:
             ZoneInfo(zone)
         except (ZoneInfoNotFoundError, ValueError):
@@ -217,6 +229,7 @@ class FreshnessRule:
             timezone=data.get("timezone"),
             source=source,
             where=where,
+            read_back=True,
         )
 
     def last_tick(self, as_of: datetime) -> datetime:
@@ -670,6 +683,8 @@ def _from_another(node: str, bad: Container[str], upstream: Mapping[str, Sequenc
 
 __all__ = [
     "ANOTHER_NAMESPACE",
+    "HOST_ZONES",
+    "LONGEST",
     "Facts",
     "FreshnessRule",
     "Health",

@@ -22,6 +22,7 @@ from bridge.mapping import Resolver
 from bridge.model import Assertion, Asset, format_time, parse_time, utcnow
 from bridge.model.asset_types import SHORT_TYPES
 from bridge.model.health import FreshnessRule, Health, Selector, masked
+from bridge.model.ids import check_namespace
 from bridge.web.layout import layout
 
 Query = Mapping[str, str]
@@ -265,7 +266,7 @@ def health_page(
     are judged from their own facts and those upstream of them (20,000 in all at most; past
     that, without at-risk flags: ``riskFlagged`` false), never from the whole catalog's."""
     states = [h.value for h in Health.parse_list(query.get("state", ",".join(STATES_SHOWN)), "state")]
-    namespace = query.get("namespace", "").strip() or None
+    namespace = check_namespace(query.get("namespace", "").strip() or None)  # a bad one: a 400, as the CLI's 2
     only_at_risk = query.get("risk", "") == "1"
     after = query.get("after") or None
     filters = {"state": ",".join(states), "namespace": namespace or "", "risk": "1" if only_at_risk else ""}

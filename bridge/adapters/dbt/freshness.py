@@ -16,7 +16,7 @@ from typing import Any
 
 from bridge.errors import ArtifactError, ValidationError
 from bridge.model import Assertion
-from bridge.model.health import FreshnessRule
+from bridge.model.health import LONGEST, FreshnessRule, format_duration
 
 DBT_RULE = "dbt"  # the source of the rules dbt import sets, which a later import may change
 _PERIOD = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
@@ -28,7 +28,13 @@ def _after(value: Any, where: str) -> timedelta | None:
     count, period = value["count"], value["period"]
     if not isinstance(count, int) or isinstance(count, bool) or count <= 0 or period not in _PERIOD:
         raise ArtifactError(f"{where}: a count of minutes, hours or days, not {value!r}")
-    return count * _PERIOD[period]
+    unit = _PERIOD[period]
+    if count > LONGEST // unit:  # (before a timedelta is made of it: a huge count overflows one)
+        raise ArtifactError(
+            f"{where}: {count} {period}s is longer than {format_duration(LONGEST)} (a hundred years), "
+            "the longest duration taken"
+        )
+    return count * unit
 
 
 def source_rules(manifest: Mapping[str, Any], where: str) -> dict[str, FreshnessRule]:

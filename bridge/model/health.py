@@ -140,12 +140,33 @@ class FreshnessRule:
         timezone: str | None = None,
         source: str = "asset",
         where: str = "freshness",
-        read_back: bool = False,
     ) -> FreshnessRule:
         """A checked rule: a window or a cron deadline, not both; ``warn`` shorter than ``max``;
         a cron of five fields; a time zone of the tz database, not one that names the host's own
-        (:data:`HOST_ZONES`: each host would judge the rule in its own), unless the rule is one
-        ``read_back`` from the catalog, as it was stored."""
+        (:data:`HOST_ZONES`: each host would judge the rule in its own; a rule stored with one
+        before they were refused is read back as it was, :meth:`from_json`)."""
+        if timezone in HOST_ZONES:
+            raise ValidationError(
+                f"time zone {timezone!r} is this host's own, which another host (a watch, a laptop) reads as "
+                "its own: name a zone of the tz database (UTC, Europe/Paris)",
+                rule="freshness.timezone",
+                where=where,
+            )
+        return cls._checked(max=max, warn=warn, cron=cron, lag=lag, timezone=timezone, source=source, where=where)
+
+    @classmethod
+    def _checked(
+        cls,
+        *,
+        max: timedelta | None,
+        warn: timedelta | None,
+        cron: str | None,
+        lag: timedelta | None,
+        timezone: str | None,
+        source: str,
+        where: str,
+    ) -> FreshnessRule:
+        """:meth:`create`'s rule, a time zone of the host's own taken."""
         if (max is None) == (cron is None):
             raise ValidationError(
                 "give a window (max) or a cron deadline (cron), one of them", rule="freshness", where=where
@@ -176,13 +197,6 @@ class FreshnessRule:
                 "timezone is empty: name a zone (UTC, Europe/Paris)", rule="freshness.timezone", where=where
             )
         zone = timezone or "UTC"
-        if zone in HOST_ZONES and not read_back:
-            raise ValidationError(
-                f"time zone {zone!r} is this host's own, which another host (a watch, a laptop) reads as its "
-                "own: name a zone of the tz database (UTC, Europe/Paris)",
-                rule="freshness.timezone",
-                where=where,
-            )
         try:
             ZoneInfo(zone)
         except (ZoneInfoNotFoundError, ValueError):
@@ -221,7 +235,7 @@ class FreshnessRule:
         def duration(key: str) -> timedelta | None:
             return parse_duration(data[key], f"{where}: {key}") if data.get(key) is not None else None
 
-        return cls.create(
+        return cls._checked(
             max=duration("max"),
             warn=duration("warn"),
             cron=data.get("cron"),
@@ -229,7 +243,6 @@ class FreshnessRule:
             timezone=data.get("timezone"),
             source=source,
             where=where,
-            read_back=True,
         )
 
     def last_tick(self, as_of: datetime) -> datetime:

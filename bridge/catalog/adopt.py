@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import orjson
 
-from bridge.catalog import schema, sql
+from bridge.catalog import sql
 from bridge.catalog.engine import Cursor
 from bridge.catalog.external_rows import RECEIVED_KEYS, hashed_id, json_text
 from bridge.catalog.rows import asset_from_row, asset_row, from_snapshot, snapshot
@@ -293,6 +293,8 @@ def _move_column(cur: Cursor, table: str, column: str, key: tuple[str, ...], old
 
 
 def _move_whole(cur: Cursor, table: str, column: str, old: str, new: str) -> None:
+    from bridge.catalog import schema  # only here: sqlalchemy is slow to import, and every command imports this
+
     columns = [c.name for c in schema.metadata.tables[table].columns]
     rows = cur.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE {column} = ?", (old,)).fetchall()
     if not rows:

@@ -1804,3 +1804,24 @@ def test_a_script_s_bearer_token_is_read_whatever_the_case_of_its_scheme(ui_cata
         token = app.token_of({"HTTP_AUTHORIZATION": given})
         assert token is not None and token.token == "secret-a", given
     assert app.token_of({"HTTP_AUTHORIZATION": "Basic secret-a"}) is None
+
+
+# the ports browsers refuse to open (the Fetch standard's "bad ports": SIP's 5060 and 5061 among them)
+BAD_PORTS = frozenset(
+    [
+        *(1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104),
+        *(109, 110, 111, 113, 115, 117, 119, 123, 135, 137, 139, 143, 161, 179, 389, 427, 465, 512, 513, 514, 515),
+        *(526, 530, 531, 532, 540, 548, 554, 556, 563, 587, 601, 636, 989, 990, 993, 995, 1719, 1720, 1723, 2049),
+        *(3659, 4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080),
+    ]
+)
+
+
+def test_the_default_ports_are_ones_a_browser_opens() -> None:
+    """The web view's default port was 5060, which browsers refuse (net::ERR_UNSAFE_PORT): the
+    README's `olbridge ui` failed at its first use in a browser, whatever curl said."""
+    from bridge.cli import cli
+
+    for name in ("ui", "serve"):
+        port = next(p for p in cli.commands[name].params if p.name == "port")
+        assert port.default not in BAD_PORTS, (name, port.default)

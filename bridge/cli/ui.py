@@ -28,7 +28,7 @@ def _loopback(host: str) -> bool:
 
 @click.command("ui")
 @click.option("--host", default="127.0.0.1", show_default=True, type=HOST, help="Address to listen on.")
-@click.option("--port", default=5060, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free).")
+@click.option("--port", default=5070, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free).")
 @click.option(
     "--tokens",
     "tokens_file",

@@ -1162,6 +1162,35 @@ def test_a_token_reads_no_job_or_dataset_of_another_namespace(catalog_target: st
     assert twin(open_app, "/status")["lastError"]["detail"] == "team-b.hr payroll"
 
 
+def test_a_runs_page_keeps_back_a_warning_naming_another_namespaces_asset(
+    catalog_target: str, resolver: Resolver
+) -> None:
+    """A run of team-a's declared team-b's asset as an output of team-a: the write failed (WARN),
+    and the run's warning names the asset and its namespace. The asset is in none of the run's
+    inputs and outputs, so a team-a token saw the warning on the run's page, where the asset's own
+    page is a 404: what came with the run is kept back, as for any asset it does not see."""
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_run(
+            run("copy", outputs=(decl("b.private", type="Table", namespace="team-b.hr"),), namespace="team-b.hr")
+        )
+        outputs = (decl("b.private", type="Table", namespace="team-a.sales"), decl("a.out", type="Table"))
+        mine = run("load", outputs=outputs, namespace="team-a.sales", start=at(10))
+        catalog.record_task_run(mine)
+    run_id = task_run_id(mine.key, mine.started_at)
+    app = make_app(catalog_target, resolver)
+    whole = twin(app, f"/runs/{run_id}")
+    assert whole["outputs"] == ["a.out"] and any(
+        "'b.private' belongs to namespace team-b.hr" in w for w in whole["warnings"]
+    )
+    scoped = make_app(catalog_target, resolver, tokens=True)
+    a = {"cookie": "olbridge_ui=secret-a"}
+    assert call(scoped, "/assets/b.private", **a)[0].startswith("404")
+    seen = twin(scoped, f"/runs/{run_id}", **a)
+    assert seen["hidden"] is True and seen["warnings"] == [] and seen["outputs"] == ["a.out"]
+    assert "b.private" not in call(scoped, f"/runs/{run_id}", **a)[2]
+    assert "team-b" not in json.dumps(seen)
+
+
 def test_a_failed_runs_page_names_what_it_was_to_write(catalog_target: str, resolver: Resolver) -> None:
     """A failed own run wrote none of its outputs: its page (and ``runs show``) names those it was
     to write that the catalog holds, apart from its outputs; a token sees only its namespaces' of

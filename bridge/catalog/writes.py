@@ -3,8 +3,10 @@ with their usages, placeholders and lineage."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -223,6 +225,22 @@ def _record_hash(run: TaskRun) -> str:
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=default).encode()).hexdigest()
 
 
+WRITE_FAILED = "asset write failed"  # how a run's warning of an output it could not write begins
+# the id such a warning names (as Python's repr writes it, in either quotes)
+_FAILED_OUTPUT = re.compile(WRITE_FAILED + r""" \([A-Z]+\): output ('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
+
+
+def failed_outputs(warnings: Iterable[str]) -> list[str]:
+    """The ids of the outputs a run's warnings say it could not write (:func:`_write_failure`'s):
+    assets the run names nowhere else, of any namespace."""
+    found = []
+    for warning in warnings:
+        match = _FAILED_OUTPUT.match(warning)
+        if match is not None:
+            found.append(str(ast.literal_eval(match.group(1))))
+    return found
+
+
 def _write_failure(current: Asset | None, decl: AssetDeclaration) -> str | None:
     """Why an output cannot be written over the stored asset, or None."""
     if current is None:
@@ -378,7 +396,7 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: adopt
             current = _current(cur, decl, naming, warnings, watch, apart=decl.type is not None)
             failure = _write_failure(current, decl)
             if failure:
-                warnings.append(f"asset write failed ({run.failure_behavior.value}): {failure}")
+                warnings.append(f"{WRITE_FAILED} ({run.failure_behavior.value}): {failure}")
             elif (later := _later_run_write(cur, current, run.ended_at)) is not None:
                 # a run recorded after a later run's write of its output (an older dbt invocation
                 # imported after a newer one, history replayed out of order): the output was

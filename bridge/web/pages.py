@@ -17,6 +17,7 @@ from bridge.catalog import health as health_queries
 from bridge.catalog.health import AssetHealth
 from bridge.catalog.lineage_steps import LineageSteps, lineage_steps
 from bridge.catalog.runs import EXTERNAL, OWN, STATES, RunFilter, Runs, RunView
+from bridge.catalog.writes import failed_outputs
 from bridge.errors import NotFoundError, ValidationError
 from bridge.mapping import Resolver
 from bridge.model import Assertion, Asset, format_time, parse_time, utcnow
@@ -743,6 +744,9 @@ def run_page(catalog: Catalog, runs: Runs, run_id: str, scope: b.Scope | None) -
         raise NotFoundError(f"no run with id {run_id!r}")
     named = [*view.inputs, *view.outputs, *view.unwritten]  # what a failed or skipped run was to write, too
     visible = {n.id for n in b.nodes_of(catalog, named) if b.allows(scope, n.namespace)}
+    # the outputs the run's warnings say it could not write (another namespace's asset, say)
+    failed = failed_outputs(view.warnings) if view.origin == OWN else []
+    failed_unseen = any(not b.allows(scope, n.namespace) for n in b.nodes_of(catalog, failed)) if scope else False
     data = view.to_json()
     data["inputs"] = [i for i in view.inputs if i in visible]
     data["outputs"] = [o for o in view.outputs if o in visible]
@@ -767,7 +771,7 @@ def run_page(catalog: Catalog, runs: Runs, run_id: str, scope: b.Scope | None) -
         named_elsewhere = any("is not an input of this event" in w for w in view.warnings)  # column lineage alone
         parent_unseen = bool(view.parent_run_id) and not parent_seen
         io_unseen = len(visible) < len(set(named))
-        if io_unseen or len(jobs) < len(view.jobs) or parent_unseen or named_elsewhere:
+        if io_unseen or len(jobs) < len(view.jobs) or parent_unseen or named_elsewhere or failed_unseen:
             # what came with the run names what the scope does not see: its events as they came,
             # their facets and the warnings taking them gave are not shown
             data.update(rawEvents=[], facets={"run": {}, "job": {}}, warnings=[], hidden=True)

@@ -964,6 +964,12 @@ def test_the_health_page_counts_lists_and_filters_each_assets_health(ui_catalog:
     for states in ("", "%2C", "+"):  # a list naming no health showed no asset
         status, _, text = call(app, "/health", f"state={states}&format=json")
         assert status.startswith("400") and "state: " in text and "names no health" in text, (states, text)
+    # a value no id, name or filter is as long as: a 400 naming it (a search past SQLite's LIKE limit was a 500)
+    for page, parameter in (("/assets", "q"), ("/neighbours", "q"), ("/assets", "prefix"), ("/health", "namespace")):
+        status, _, text = call(app, page, f"asset=mart.orders&{parameter}={'a' * 50_010}&format=json")
+        assert status.startswith("400") and f"{parameter}: at most 4,096 characters" in text, (page, status, text)
+    status, _, text = call(app, "/assets", f"q={'a' * 4096}&format=json")
+    assert status.startswith("200"), text
     # a namespace no asset may have is a bad value (as `olbridge health --namespace` says), not a page of none
     for namespace in ("%3Cscript%3Ex%3C%2Fscript%3E", "Team-A", "a" * 151):
         status, _, text = call(app, "/health", f"namespace={namespace}&format=json")

@@ -131,6 +131,7 @@ def json_twin(data: Any) -> Any:
     return data
 
 
+VALUE_AT_MOST = 4096  # characters of a query parameter's value (an id is at most 512; a namespace/name 2,048)
 # the pages whose filters a bad value comes from: a 400 links to the page without them
 FILTERED_PAGES = frozenset(("/assets", "/runs", "/health", "/lineage", "/neighbours"))
 
@@ -217,6 +218,11 @@ class UiApp:
         if "\x00" in path or any("\x00" in key or "\x00" in value for key, value in query.items()):
             # no id, name or filter of the catalog holds one (PostgreSQL's text cannot)
             return self.error(as_json, "400 Bad Request", "the address holds a NUL character (%00)")
+        long = sorted(key for key, value in query.items() if len(value) > VALUE_AT_MOST)
+        if long:  # no id, name or filter is so long (a search's pattern past SQLite's LIKE limit failed)
+            again = path if path in FILTERED_PAGES else None
+            message = f"{long[0]}: at most {VALUE_AT_MOST:,} characters"
+            return self.error(as_json, "400 Bad Request", message, again=again)
         try:
             return self.page(path, query, scope, as_json)
         except NotFoundError as exc:

@@ -970,6 +970,9 @@ def test_the_health_page_counts_lists_and_filters_each_assets_health(ui_catalog:
         assert status.startswith("400") and f"{parameter}: at most 4,096 characters" in text, (page, status, text)
     status, _, text = call(app, "/assets", f"q={'a' * 4096}&format=json")
     assert status.startswith("200"), text
+    # each value alone: a graph's many expanded ids are many values of one parameter
+    expanded = "&".join(f"expand={'x' * 1000}{n}" for n in range(6))
+    assert call(app, "/lineage", f"asset=mart.orders&{expanded}&format=json")[0].startswith("200")
     # a namespace no asset may have is a bad value (as `olbridge health --namespace` says), not a page of none
     for namespace in ("%3Cscript%3Ex%3C%2Fscript%3E", "Team-A", "a" * 151):
         status, _, text = call(app, "/health", f"namespace={namespace}&format=json")

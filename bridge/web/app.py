@@ -218,7 +218,7 @@ class UiApp:
         if "\x00" in path or any("\x00" in key or "\x00" in value for key, value in query.items()):
             # no id, name or filter of the catalog holds one (PostgreSQL's text cannot)
             return self.error(as_json, "400 Bad Request", "the address holds a NUL character (%00)")
-        long = sorted(key for key, value in query.items() if len(value) > VALUE_AT_MOST)
+        long = sorted(key for key, values in raw.items() if any(len(v) > VALUE_AT_MOST for v in values))
         if long:  # no id, name or filter is so long (a search's pattern past SQLite's LIKE limit failed)
             again = path if path in FILTERED_PAGES else None
             message = f"{long[0]}: at most {VALUE_AT_MOST:,} characters"

@@ -34,17 +34,29 @@
       });
     });
   }
-  // The time slider: shows the moment it is on while it moves, and goes there when let go.
+  // The time slider: shows the moment it is on while it moves, and goes there when let go; the
+  // page it goes to gives it the focus back, so the arrow keys go on stepping from there.
+  var FOCUS = "olbridge-focus";
   function slider(input) {
     var moments = (input.dataset.moments || "").split(" ");
     var out = document.getElementById("step-at");
     input.addEventListener("input", function () {
       if (out) out.textContent = moments[Number(input.value)] || "";
     });
-    input.addEventListener("change", function () { input.form.requestSubmit(); });
+    input.addEventListener("change", function () {
+      try { sessionStorage.setItem(FOCUS, input.id); } catch (e) { /* storage off: focus not kept */ }
+      input.form.requestSubmit();
+    });
+  }
+  function refocus() {
+    var id = null;
+    try { id = sessionStorage.getItem(FOCUS); sessionStorage.removeItem(FOCUS); } catch (e) { return; }
+    var input = id ? document.getElementById(id) : null;
+    if (input && input.hasAttribute("data-autosubmit")) input.focus();
   }
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("form[data-live]").forEach(live);
     document.querySelectorAll("input[data-autosubmit]").forEach(slider);
+    refocus();
   });
 })();

@@ -1788,6 +1788,36 @@ def test_a_tokens_tree_passes_over_the_assets_it_does_not_see(catalog_target: st
     assert '<a href="/assets/s3%3A%2F%2Fbucket%2Fdir%2F">s3://bucket/dir/</a>' in text
 
 
+def test_the_tree_of_id_prefixes_pages_through_a_level_of_more_than_50(catalog_target: str, resolver: Resolver) -> None:
+    """A level of the tree stopped at its first 50 children, with no note and no way on: a
+    catalog whose ids run big.00000.x to big.00119.y could not reach big.00050. on from the tree.
+    The level pages by a next link (``tree``), a token's passing over what it does not see."""
+    with Catalog(catalog_target) as catalog:
+        for i in range(120):
+            catalog.set_asset(decl(f"big.{i:05d}.x", type="Table", namespace="team-a.sales"), now=at(0))
+            if i % 2 == 0:
+                catalog.set_asset(decl(f"big.{i:05d}", type="Table", namespace="team-b.hr"), now=at(0))  # a leaf
+    app = make_app(catalog_target, resolver)
+    for scoped, cookie, expected in (
+        (app, {}, sorted([f"big.{i:05d}." for i in range(120)] + [f"big.{i:05d}" for i in range(0, 120, 2)])),
+        (make_app(catalog_target, resolver, tokens=True), {"cookie": "olbridge_ui=secret-a"}, None),
+    ):
+        shown, query = [], "prefix=big."
+        for _ in range(10):
+            data = twin(scoped, "/assets", query, **cookie)
+            shown += [node["prefix"] for node in data["tree"]]
+            if data["treeNext"] is None:
+                break
+            query = f"prefix=big.&tree={quote(data['treeNext'])}"
+        assert len(shown) == len(set(shown))
+        assert shown == (expected or [f"big.{i:05d}." for i in range(120)]), shown[:5]
+    page = call(app, "/assets", "prefix=big.")[2]
+    assert 'rel="next">More of this level' in page
+    for bad in ("big.00001", "*other.", "*big."):
+        status, _, text = call(app, "/assets", f"prefix=big.&tree={quote(bad)}&format=json")
+        assert status.startswith("400") and "tree" in text, (bad, status, text)
+
+
 def test_an_asset_named_as_a_cluster_is_drawn_as_itself() -> None:
     """A cluster ("N more") was keyed ``cluster:<direction>:<anchor>``, which an asset may be
     named: that asset vanished from the drawing, its node taken by the cluster's."""

@@ -34,6 +34,7 @@ from bridge.catalog.runs import (
     own_newest,
 )
 from bridge.catalog.store import Catalog
+from bridge.errors import ValidationError
 from bridge.model import Asset, format_time, parse_time
 from bridge.model.received import namespace_matches, run_day, run_source
 
@@ -368,17 +369,39 @@ class PrefixNode:
 def prefix_children(
     catalog: Catalog, prefix: str = "", *, limit: int = 50, scope: Scope | None = None
 ) -> list[PrefixNode]:
-    """The next level of the tree of id prefixes under ``prefix`` (``s3://``, ``bucket/``,
-    ``db.``, ``schema.``), found by skipping through the primary key: one probe a child (with a
-    scope, the next asset it sees: the assets of other namespaces passed over in the probe)."""
+    """The next level of the tree of id prefixes under ``prefix``: its first ``limit`` children
+    (:func:`prefix_page`)."""
+    return prefix_page(catalog, prefix, limit=limit, scope=scope)[0]
+
+
+def prefix_page(
+    catalog: Catalog, prefix: str = "", *, resume: str | None = None, limit: int = 50, scope: Scope | None = None
+) -> tuple[list[PrefixNode], str | None]:
+    """At most ``limit`` children of the next level of the tree of id prefixes under ``prefix``
+    (``s3://``, ``bucket/``, ``db.``, ``schema.``), from where ``resume`` says (the token the page
+    before gave), found by skipping through the primary key: one probe a child (with a scope, the
+    next asset it sees: the assets of other namespaces passed over in the probe); and the token
+    of the next page (None: no more). A token is ``+<id>`` (after that asset) or ``*<prefix>``
+    (after every id under that prefix); one that is neither, or of another prefix, is a
+    ValidationError."""
     conn = catalog._conn
     out: list[PrefixNode] = []
     low, after = prefix, False  # after: ids above ``low`` (else from it on)
+    if resume is not None:
+        kind, rest = resume[:1], resume[1:]
+        if kind not in ("+", "*") or not rest.startswith(prefix) or (rest == prefix and kind == "*"):
+            raise ValidationError(
+                "tree is +<id> or *<prefix> under the prefix, as the tree's next link gives it",
+                rule="ui.tree",
+                value=resume,
+            )
+        low, after = (rest, True) if kind == "+" else (rest + TOP, False)
     seen, seen_params = scope.clause("namespace") if scope is not None else ("1 = 1", [])
     statement = (
         f"SELECT id FROM assets WHERE id {{}} ? AND id < ? AND deleted_at IS NULL AND {seen} ORDER BY id LIMIT 1"
     )
-    while len(out) < limit:
+    tokens: list[str] = []
+    while len(out) <= limit:
         row = conn.execute(statement.format(">" if after else ">="), [low, prefix + TOP, *seen_params]).fetchone()
         if row is None:
             break
@@ -388,11 +411,15 @@ def prefix_children(
         match = SEGMENT.match(rest)
         if match is None or (match.end() == len(rest) and not rest.endswith(("/", ".", ":"))):
             out.append(PrefixNode(asset_id, True))
+            tokens.append("+" + asset_id)
         else:
             child = prefix + rest[: match.end()]
             out.append(PrefixNode(child, False))
+            tokens.append("*" + child)
             low, after = child + TOP, False
-    return out
+    if len(out) > limit:
+        return out[:limit], tokens[limit - 1]
+    return out, None
 
 
 # --- lineage -------------------------------------------------------------------------------
@@ -942,6 +969,7 @@ __all__ = [
     "neighbours",
     "nodes_of",
     "prefix_children",
+    "prefix_page",
     "producers",
     "raw_events",
     "recent_runs",

@@ -222,7 +222,7 @@ def assets_page(
     f = asset_filter(query)
     after = query.get("after") or None
     page = b.list_assets(catalog, f, after=after, limit=PAGE, scope=scope, prefix=prefix)
-    tree = b.prefix_children(catalog, f.prefix, scope=scope)
+    tree, tree_next = b.prefix_page(catalog, f.prefix, resume=query.get("tree") or None, scope=scope)
     ids = [item.asset.id for item in page.assets]
     health, flagged = judged(catalog, selectors, ids, scope)
     latest = catalog.latest_checks(ids, utcnow())
@@ -241,6 +241,7 @@ def assets_page(
         "after": after,
         "next": page.after,
         "tree": [{"prefix": n.prefix, "leaf": n.leaf} for n in tree],
+        "treeNext": tree_next,  # the tree's next link's ``tree`` (None: the level ends here)
     }
 
 

@@ -952,14 +952,20 @@ def test_alerts_to_a_webhook_down_then_flapping_then_up_go_once_each_in_order(tm
         expected = [(mart, *change) for mart in marts for change in flips]
         assert sorted(alerts_queued(catalog)) == sorted(expected)
         worker = stream_worker(catalog, backend.url, [alert], clock)
-        for _ in range(3):  # down: connection refused, the alerts stay pending
+        tried = "SELECT count(*) FROM outbox WHERE kind = 'alert' AND attempts > 0"
+        for _ in range(200):  # down: connection refused, the alerts stay pending (rounds of what is in flight)
             worker.step()
+            if catalog._conn.execute(tried).fetchone()[0] >= len(marts):
+                break
+        assert catalog._conn.execute(tried).fetchone()[0] >= len(marts)  # each asset's first alert tried
         assert catalog.outbox.status().dead == 0 and hook.arrived == 0
         hook.start()
         flip = iter(range(10**6))
         hook.answer = lambda body: 500 if next(flip) % 2 == 0 else 200
-        for _ in range(4):
+        for _ in range(200):  # flapping: some go, some are retried
             worker.step()
+            if len(hook.taken) >= 2:
+                break
         assert 0 < len(hook.taken) < len(expected)
         worker = stream_worker(Catalog(db), backend.url, [alert], clock)  # started again
         hook.answer = lambda body: 200

@@ -243,24 +243,42 @@ def big_catalog(tmp_path: Path, converter: Converter) -> Iterator[tuple[Path, li
 
 
 def test_worker_killed_mid_stream_loses_nothing(big_catalog: tuple[Path, list[dict[str, Any]]]) -> None:
+    counts = killed_then_again(big_catalog, ["--batch-size", "5"], 300)
+    assert counts["duplicated"] <= 2 * 5 * 2  # at most the requests in flight when it was killed
+
+
+def killed_then_again(big_catalog: tuple[Path, list[dict[str, Any]]], options: list[str], taken: int) -> dict[str, int]:
+    """A stream worker (2 in flight, ``options``) SIGKILLed once the backend (without a batch
+    endpoint) took ``taken`` events, then ``stream --once``: the backend's counts, every event
+    delivered, none lost, in order by run."""
     db, history = big_catalog
     with Backend(lambda e, a: Reply(201, delay=0.002)) as backend:
         command = [OLBRIDGE, "--catalog", str(db), "stream", "--url", backend.url, "--concurrency", "2"]
-        worker = subprocess.Popen([*command, "--batch-size", "5"], stderr=subprocess.PIPE)
+        worker = subprocess.Popen([*command, *options], stderr=subprocess.PIPE)
         try:
-            assert wait_for(lambda: backend.accepted_count >= 300, timeout=60)
+            assert wait_for(lambda: backend.accepted_count >= taken, timeout=60)
         finally:
             worker.send_signal(signal.SIGKILL)
             worker.wait(timeout=30)
         assert worker.returncode == -signal.SIGKILL
-        taken_before = backend.accepted_count
-        assert taken_before < 1000
-        restarted = subprocess.run([*command, "--once"], capture_output=True, text=True, timeout=120)
+        assert backend.accepted_count < 1000
+        restarted = subprocess.run([*command, *options, "--once"], capture_output=True, text=True, timeout=120)
         assert restarted.returncode == 0, restarted.stderr
     counts = backend.counts(history)
     assert (counts["delivered"], counts["lost"], counts["unexpected"]) == (1000, 0, 0)
-    assert counts["duplicated"] <= 2 * 5 * 2  # at most the requests in flight when it was killed
     assert backend.out_of_order_runs() == []
+    return counts
+
+
+def test_a_worker_killed_sending_one_by_one_sends_again_only_its_requests_in_flight(
+    big_catalog: tuple[Path, list[dict[str, Any]]],
+) -> None:
+    """To a backend without a batch endpoint (Marquez), with the default batch size: a round took
+    concurrency x batch size events (400 here) and sent them one by one, recording their
+    outcomes at its end, so a worker killed mid-round sent again hundreds of events the backend
+    had taken. A round now takes what its requests carry side by side: one event each."""
+    counts = killed_then_again(big_catalog, [], 150)
+    assert counts["duplicated"] <= 2  # at most its requests in flight: two, an event each
 
 
 def test_sigterm_stops_cleanly_after_the_requests_in_flight(big_catalog: tuple[Path, list[dict[str, Any]]]) -> None:
@@ -473,4 +491,6 @@ def test_one_event_unanswered_among_delivered_ones_makes_no_pause(catalog: Catal
         catalog, converter, Dispatcher(OneSlow(), concurrency=1, batch_size=2), clock=fake.clock, round_size=4
     )
     assert w.step()
-    assert len(sent) == 3 and w._pause is None  # the first chunk stopped at its unanswered event; no pause
+    # each chunk sent its first event alone (one event a request: a round sends what is in flight),
+    # the first unanswered, the second delivered: no pause
+    assert len(sent) == 2 and w._pause is None

@@ -43,12 +43,18 @@ class Dispatcher:
             ThreadPoolExecutor(self.concurrency, thread_name_prefix="olbridge-send") if self.concurrency > 1 else None
         )
 
+    @property
+    def per_request(self) -> int:
+        """The events a request carries: a batch, or one once the sender sends one a request."""
+        return self.batch_size if getattr(self.sender, "batch", True) else 1
+
     def send(self, lines: Sequence[str], *, proceed: Callable[[], bool] | None = None) -> list[Outcome]:
         """The outcome of each event, in order. With ``proceed``, asked before each request: once
         it says no the requests not yet made are not made, and their events are
         :data:`NOT_SENT`; so are the rest of a request's share (a chunk) of a sender of one event
-        a request once one goes unanswered (the backend is away: no use waiting out a timeout
-        an event)."""
+        a request, of which one event alone goes (a round sends what it has in flight), and of a
+        batch refused whole, sent one by one to find the event refused, those after one that went
+        unanswered (the backend is away: no use waiting out a timeout an event)."""
         if not lines:
             return []
         size = min(self.batch_size, math.ceil(len(lines) / self.concurrency))
@@ -77,7 +83,13 @@ class Dispatcher:
                 outcomes: list[Outcome] | None = tried(chunk)
                 if outcomes is not None:
                     return outcomes
-                # no batch endpoint (Marquez), or a refusal that names no event: one by one
+            if not getattr(self.sender, "batch", True):
+                # no batch endpoint (Marquez): of the chunk its first alone, the rest untouched for
+                # the next rounds (a round records its outcomes at its end: a worker killed before
+                # would send again every event it had sent in the round, not only those in flight)
+                first = chunk[:1]
+                return (self.sender.send(first) if paid else self._one(first)) + [NOT_SENT] * (len(chunk) - 1)
+            # a batch refused whole, naming no event: one by one, to find the one refused
             out: list[Outcome] = []
             for line in chunk:
                 if out and (not proceed() or self._stopped() or (out[-1].retry and out[-1].status is None)):

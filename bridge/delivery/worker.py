@@ -146,9 +146,7 @@ class StreamWorker:
         self.poll = poll
         self.alerts_only = dispatcher is None  # no backend: the alerts alone (module docstring)
         self.target = ALERTS_ONLY_TARGET if dispatcher is None else dispatcher.sender.target
-        self.round_size = round_size or (
-            ALERTS_ROUND if dispatcher is None else dispatcher.concurrency * dispatcher.batch_size
-        )
+        self._round_size = round_size
         self.on_round = on_round
         self.report = report
         self.give_up_after = give_up_after
@@ -231,6 +229,16 @@ class StreamWorker:
             now - self._failing_since, self._last_failure, due if now < deadline else None, self._last_was_alert
         )
         return True
+
+    @property
+    def round_size(self) -> int:
+        """The events a round takes: what its requests carry side by side, so that a worker
+        killed or stalled mid-round sends again, from the next round, only what it had in flight
+        (its outcomes are recorded at the round's end): ``concurrency`` requests of a batch each,
+        or, sent one event a request (no batch endpoint, Marquez's), ``concurrency`` events."""
+        if self._round_size is not None:
+            return self._round_size
+        return ALERTS_ROUND if self.dispatcher is None else self.dispatcher.concurrency * self.dispatcher.per_request
 
     def step(self) -> bool:
         """One round; False when no row was due."""

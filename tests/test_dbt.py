@@ -287,6 +287,38 @@ def test_the_profile_is_rendered_as_dbt_renders_it(tmp_path: Path, monkeypatch: 
 
 
 @pytest.mark.parametrize(
+    ("adapter", "connection", "noted"),
+    [
+        ("spark", "method: thrift\n      host: sparkhost\n      port: 10000\n      schema: main", True),
+        ("clickhouse", "host: ch\n      port: 8123\n      schema: main", True),
+        ("postgres", "host: pg\n      port: 5432\n      dbname: dbt\n      schema: main", False),
+    ],
+)
+def test_an_adapter_no_rule_names_is_said(tmp_path: Path, adapter: str, connection: str, noted: bool) -> None:
+    """The tables of an adapter no naming rule takes (spark, clickhouse) were named in the
+    default namespace by their ids, silently: they join none of the datasets dbt-ol sends for the
+    same tables. A note says so (in the summary's notes, which `dbt import` writes on stderr); none for
+    postgres."""
+    project = copy_example(tmp_path)
+    edit(project, "manifest.json", lambda m: m["metadata"].update(adapter_type=adapter))
+    (project / "profiles.yml").write_text(
+        f"my_dbt_project:\n  target: prod\n  outputs:\n    prod:\n      type: {adapter}\n      {connection}\n"
+    )
+    with Catalog(":memory:") as catalog:
+        summary = ingest_dbt(catalog, project, profiles_dir=project)
+    said = [n for n in summary.notes if n.startswith("no naming rule takes the tables of the dbt adapter")]
+    if not noted:
+        assert said == []
+        return
+    assert said == [
+        f"no naming rule takes the tables of the dbt adapter '{adapter}': they are named in namespace 'olbridge' by "
+        "their ids (dbt.main.my_first_dbt_model is olbridge/dbt.main.my_first_dbt_model), so they will not join the "
+        f"datasets dbt-ol and other integrations send for them; a [[rule]] of system '{adapter}' in a mappings file "
+        "names them (docs/mappings.md)"
+    ]
+
+
+@pytest.mark.parametrize(
     ("profile", "message"),
     [
         ("host: \"{{ env_var('PG_HOST') }}\"", r"profiles\.yml: the profile reads environment variable PG_HOST, which"),

@@ -78,6 +78,7 @@ def dbt_import(
         namespace=namespace,
         flow_id=flow_id,
         catalog_json=catalog_json,
+        naming=app.resolver(),
     )
     data = summary.to_json()
     counts = {state: sum(r.status == state for r in summary.results) for state in ("created", "updated", "unchanged")}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -12,7 +13,8 @@ from bridge.adapters.dbt.freshness import DBT_RULE
 from bridge.adapters.dbt.ingest import DbtIngest, dbt_task_runs
 from bridge.catalog import Catalog, CatalogSource, RecordResult, opened
 from bridge.errors import ArtifactError, RunEndedError
-from bridge.model import Asset, AssetDeclaration, parse_time
+from bridge.mapping import Resolver
+from bridge.model import Asset, AssetDeclaration, TaskRun, parse_time
 
 
 @attrs.frozen
@@ -54,9 +56,11 @@ def ingest_dbt(
     namespace: str = "dbt",
     flow_id: str | None = None,
     catalog_json: Path | str | None = None,
+    naming: Resolver | None = None,
 ) -> DbtSummary:
     """Read a dbt project's artifacts and record them, all in one transaction (the catalog opened
-    once they are read)."""
+    once they are read). Where no rule of ``naming`` (the built-in ones by default) names the
+    adapter's tables, a note says so: they would not join the datasets dbt-ol sends."""
     artifacts = load_artifacts(
         project_dir, target_path=target_path, profiles_dir=profiles_dir, target=target, catalog_json=catalog_json
     )
@@ -104,7 +108,24 @@ def ingest_dbt(
         catalog_json=artifacts.catalog is not None,
         column_edges=edges,
         column_notes=found.column_notes,
-        notes=found.notes,
+        notes=(*found.notes, *_unnamed(found.task_runs, naming or Resolver.load(), artifacts.adapter_type)),
+    )
+
+
+def _unnamed(runs: Sequence[TaskRun], naming: Resolver, adapter: str) -> tuple[str, ...]:
+    """A note when the first table the runs write is named by no rule (in the default namespace,
+    by its id): so are all of the adapter's, where dbt-ol names them by the connection."""
+    first = next((d for run in runs for d in run.outputs), None)
+    if first is None:
+        return ()
+    named = naming.dataset_for(first.id, first.type or "Table", first.metadata)
+    if named.rule != "default":
+        return ()
+    return (
+        f"no naming rule takes the tables of the dbt adapter {adapter!r}: they are named in namespace "
+        f"{named.namespace!r} by their ids ({first.id} is {named.namespace}/{named.name}), so they will not join "
+        f"the datasets dbt-ol and other integrations send for them; a [[rule]] of system {adapter!r} in a "
+        "mappings file names them (docs/mappings.md)",
     )
 
 

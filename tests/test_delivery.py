@@ -80,7 +80,10 @@ def test_backoff_doubles_with_jitter_up_to_the_cap_and_honours_retry_after() -> 
     assert [low.delay(n) for n in (1, 2, 3, 4, 5, 6)] == [0.5, 1, 2, 4, 5, 5]
     assert [round(high.delay(n), 3) for n in (1, 2, 3, 4, 5)] == [1, 2, 4, 8, 10]
     assert low.delay(3, retry_after=7) == 7
-    assert low.delay(3, retry_after=700) == 10
+    # the backend's ask, beyond --max-backoff (a backend that asks for 700 s was asked again every
+    # 10 s), up to an hour
+    assert low.delay(3, retry_after=700) == 700
+    assert low.delay(3, retry_after=10**9) == 3600
     assert not RetryPolicy().gives_up(1000)
     assert RetryPolicy(max_attempts=3).gives_up(3)
 

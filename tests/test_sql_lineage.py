@@ -134,3 +134,20 @@ def test_an_indirect_step_makes_the_whole_path_indirect() -> None:
     assert compose(Transformation.of("JOIN"), aggregation).subtype == "JOIN"
     masked = Transformation.of("TRANSFORMATION", masking=True)
     assert compose(identity, masked).masking
+
+
+def test_sqlglot_s_own_warnings_stay_off_stderr() -> None:
+    """sqlglot logs what it cannot do on its logger (``Cannot convert untyped key-value
+    definitions``, reading a trino model): with no handler configured, Python printed each as a
+    bare line on stderr beside olbridge's own. A process that read SQL no longer shows them."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import logging\n"
+        "from bridge.adapters.dbt.sql_lineage import query_lineage\n"
+        "query_lineage('select 1 as a', dialect='trino', relations={})\n"
+        "logging.getLogger('sqlglot').warning('Cannot convert untyped key-value definitions (try annotate_types).')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stderr == ""

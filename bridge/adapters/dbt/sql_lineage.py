@@ -24,6 +24,7 @@ is installed.
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -322,12 +323,21 @@ def _indirect(clause: Transformation, inner: Transformation) -> Transformation:
     return clause if inner.type == DIRECT else inner
 
 
+def _quiet_sqlglot() -> None:
+    """sqlglot logs what it cannot do on its own logger (``Cannot convert untyped key-value
+    definitions``), which reached stderr as bare lines beside olbridge's own: what the column
+    lineage could not read is said in its notes."""
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)
+
+
 def query_lineage(sql: str, *, dialect: str | None, relations: Mapping[Relation, Sequence[str]]) -> QueryLineage:
     """The column lineage of one query. ``relations`` gives the known relations' columns (for
     ``SELECT *``, unqualified columns and matching table references); raises
     :class:`UnreadableSql` when the query cannot be read."""
     import sqlglot
     from sqlglot import exp
+
+    _quiet_sqlglot()
     from sqlglot.errors import SqlglotError
     from sqlglot.optimizer.qualify import qualify
     from sqlglot.optimizer.scope import build_scope

@@ -84,6 +84,7 @@ def test_backoff_doubles_with_jitter_up_to_the_cap_and_honours_retry_after() -> 
     # 10 s), up to an hour
     assert low.delay(3, retry_after=700) == 700
     assert low.delay(3, retry_after=10**9) == 3600
+    assert RetryPolicy(cap=7200).delay(3, retry_after=7200) == 7200  # a --max-backoff longer than an hour
     assert not RetryPolicy().gives_up(1000)
     assert RetryPolicy(max_attempts=3).gives_up(3)
 

@@ -465,6 +465,33 @@ def test_a_first_round_to_a_backend_without_a_batch_endpoint_stops_at_its_first_
     assert catalog.outbox.status().pending == 12
 
 
+def test_a_round_of_what_is_in_flight_that_gets_no_answer_pauses(catalog: Catalog, converter: Converter) -> None:
+    """One event a request, a round takes what its requests carry side by side and sends every
+    event of it: a round whose every request went unanswered (the backend away) leaves nothing
+    unsent, and must pause all the same, not go on to the next run heads a round at a time, each
+    a timeout, an attempt and a delivery error."""
+    from bridge.delivery.senders import Outcome
+
+    fill(catalog, 20)
+    sent: list[str] = []
+
+    class Away:
+        target, max_concurrency, batch = "http://b", 2, False
+
+        def send(self, lines: list[str]) -> list[Outcome]:
+            sent.extend(lines)
+            return [Outcome(ok=False, retry=True, detail="ReadTimeout", error="timeout") for _ in lines]
+
+        def close(self) -> None:
+            pass
+
+    fake = FakeTime()
+    w = StreamWorker(catalog, converter, Dispatcher(Away(), concurrency=2, batch_size=200), clock=fake.clock)
+    assert w.round_size == 2
+    assert w.step()
+    assert len(sent) == 2 and w._pause is not None  # the first retry's time: the next round waits for it
+
+
 def test_one_event_unanswered_among_delivered_ones_makes_no_pause(catalog: Catalog, converter: Converter) -> None:
     """The pause after a round is for a backend that answered nothing: a round where one event
     went unanswered and others were delivered goes on at once (a slow event of its own paused

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -467,22 +467,31 @@ def test_a_run_s_dead_letter_alone_is_the_dead_letters_to_keep(catalog: Catalog)
 def test_the_dead_start_of_a_run_still_running_stays_for_its_end(catalog: Catalog) -> None:
     """A START the backend refused, of an own run still running: no later event of its run is
     queued yet, but its end will be, and would go out without it; ``dead_letters`` keeps it
-    until the run ends (then it goes with the end behind it only once that is gone too)."""
-    from tests.conftest import at
+    until the run ends. A run still running since before the window is taken as abandoned (its
+    worker killed): its dead START goes, else it would keep every task run recorded after it."""
     from tests.helpers import run
 
-    running = run("load", start=at(0), end=at(1), execution="e0")
+    now = time.time()
+    started = datetime.fromtimestamp(now - 3600, UTC)  # an hour ago: inside the window
+    running = run("load", start=started, end=started + timedelta(minutes=90), execution="e0")
     catalog.record_task_run(attrs.evolve(running, state=TaskState.RUNNING, ended_at=None, outputs=()))
+    long_ago = datetime.fromtimestamp(now - 30 * 86400, UTC)  # a month ago: before the window
+    abandoned = run("load", start=long_ago, execution="e1")
+    catalog.record_task_run(attrs.evolve(abandoned, state=TaskState.RUNNING, ended_at=None, outputs=()))
     with catalog.transaction() as cur:
         cur.execute("UPDATE outbox SET state = 'dead', queued_at = '2025-01-01T00:00:00.000000Z'")
     dead = Windows(dead_letters=WEEK)
-    assert rows(catalog, "SELECT kind, state FROM outbox") == [("run-start", "dead")]
-    assert retention.count(catalog.db, dead, time.time())["deadLetters"] == 0
-    assert expire(catalog, dead, time.time())["deadLetters"] == 0
-    assert rows(catalog, "SELECT kind, state FROM outbox") == [("run-start", "dead")]
+    assert retention.count(catalog.db, dead, now)["deadLetters"] == 1  # the abandoned run's
+    assert expire(catalog, dead, now)["deadLetters"] == 1
+    assert rows(catalog, "SELECT kind, state, ref FROM outbox") == [
+        ("run-start", "dead", rows(catalog, "SELECT pk FROM task_runs WHERE execution_id = 'e0'")[0][0])
+    ]
     catalog.record_task_run(running)  # it ends: its end waits behind the dead START
-    assert rows(catalog, "SELECT kind, state FROM outbox") == [("run-end", "pending"), ("run-start", "dead")]
-    assert expire(catalog, dead, time.time())["deadLetters"] == 0
+    assert [r[:2] for r in rows(catalog, "SELECT kind, state FROM outbox")] == [
+        ("run-end", "pending"),
+        ("run-start", "dead"),
+    ]
+    assert expire(catalog, dead, now)["deadLetters"] == 0
 
 
 def test_the_dry_run_counts_every_kind_on_one_snapshot(catalog_target: str, resolver: Resolver) -> None:

@@ -1198,6 +1198,12 @@ def test_a_runs_page_keeps_back_a_warning_naming_another_namespaces_asset(
     assert seen["hidden"] is True and seen["warnings"] == [] and seen["outputs"] == ["a.out"]
     assert "b.private" not in call(scoped, f"/runs/{run_id}", **a)[2]
     assert "team-b" not in json.dumps(seen)
+    # the asset purged since: its warning still names it and its namespace
+    with Catalog(catalog_target) as catalog:
+        catalog.purge(AssetQuery.create(ids=["b.private"]))
+    assert call(scoped, "/assets/b.private", **a)[0].startswith("404")
+    seen = twin(scoped, f"/runs/{run_id}", **a)
+    assert seen["hidden"] is True and seen["warnings"] == [] and "team-b" not in json.dumps(seen)
 
 
 def test_a_failed_runs_page_names_what_it_was_to_write(catalog_target: str, resolver: Resolver) -> None:

@@ -159,14 +159,17 @@ _PENDING = f"""
 """
 # a dead letter no event of its run waits behind (its run's later events go out after it, once it
 # is retried or dropped: deleting it would send a run's end without its start), nor one of an own
-# run still running (its end, queued when it ends, would wait behind it); a dead alert holds no
-# later alert of its asset back (sql_outbox.HOLDS_BACK), whatever waits after it
+# run still running that started inside the window (its end, queued when it ends, would wait
+# behind it; one running since before the window is taken as abandoned, a worker killed, which
+# would otherwise keep its START, and with it every task run recorded after it, for ever); a dead
+# alert holds no later alert of its asset back (sql_outbox.HOLDS_BACK), whatever waits after it
 _DEAD = f"""
     {{o}}.state = 'dead' AND {{o}}.queued_at < ?
     AND ({{o}}.kind = 'alert'
          OR NOT EXISTS (SELECT 1 FROM outbox l WHERE l.run_key = {{o}}.run_key AND l.seq > {{o}}.seq))
     AND NOT EXISTS (
-        SELECT 1 FROM task_runs t WHERE {{o}}.kind IN {_RUN_KINDS} AND t.pk = {{o}}.ref AND t.ended_at IS NULL)
+        SELECT 1 FROM task_runs t
+        WHERE {{o}}.kind IN {_RUN_KINDS} AND t.pk = {{o}}.ref AND t.ended_at IS NULL AND t.started_at >= ?)
 """
 _LIVE_BACKEND = "SELECT 1 FROM stream_workers WHERE target <> ? AND heartbeat_at >= ? LIMIT 1"
 CLOCKS_APART = 60.0  # seconds: how far apart the hosts' clocks may be (heartbeats, claims)
@@ -293,11 +296,11 @@ def _kinds(windows: Windows, now: float, *, backend_live: bool = False, predict:
         )
         going.append((_PENDING.format(o="q"), params))
     if dead is not None:  # then the dead letters (an own run's may keep task runs, a forward's events)
-        condition, params = _DEAD.format(o="o"), (dead,)
+        condition, params = _DEAD.format(o="o"), (dead, dead)
         if pending is not None:  # a run's dead letter may go with its run: counted there
-            condition, params = f"{condition} AND NOT ({_PENDING.format(o='o')})", (dead, *going[0][1])
+            condition, params = f"{condition} AND NOT ({_PENDING.format(o='o')})", (dead, dead, *going[0][1])
         kinds.append(_Kind("deadLetters", "outbox o", "o.seq", condition, params))
-        going.append((_DEAD.format(o="q"), (dead,)))
+        going.append((_DEAD.format(o="q"), (dead, dead)))
     staying: tuple[str, tuple[Any, ...]] = ("1 = 1", ())
     if predict and going:
         staying = (

@@ -604,7 +604,7 @@ def purge_assets(cur: Cursor, ids: Sequence[str], *, usages: bool, lineage: bool
             ends = ("upstream_id", "downstream_id")
             counts["lineage"] += cur.execute(sql.delete_in("lineage", size, *ends), chunk * 2).rowcount
             cur.execute(sql.delete_in("column_lineage", size, *ends), chunk * 2)
-            cur.execute(sql.delete_in("kept_edges", size, *ends), chunk * 2)  # of received runs deleted
+            cur.execute(sql.delete_in("kept_edges", size, *ends), chunk * 2)  # of runs retention deleted
     return counts
 
 

@@ -15,7 +15,7 @@ RETRY_AFTER_AT_MOST = 3600.0  # seconds a Retry-After is honoured for, at most (
 @attrs.frozen
 class RetryPolicy:
     """Backoff ``base * 2**(attempt-1)`` seconds, at most ``cap``, times a jitter factor drawn
-    from [0.5, 1); a ``Retry-After`` the backend sent wins (up to an hour, whatever ``cap``). ``max_attempts`` 0
+    from [0.5, 1); a ``Retry-After`` the backend sent wins (up to an hour, or ``cap`` if longer). ``max_attempts`` 0
     means retry for as long as it takes."""
 
     base: float = 0.5
@@ -25,10 +25,11 @@ class RetryPolicy:
 
     def delay(self, attempts: int, retry_after: float | None = None) -> float:
         """Seconds before the next attempt: the backend's ``Retry-After`` as it asks (at most
-        :data:`RETRY_AFTER_AT_MOST`, however short ``cap``: a backend that asks for an hour is
-        not asked again every minute), else the exponential backoff with jitter, up to ``cap``."""
+        :data:`RETRY_AFTER_AT_MOST`, or ``cap`` where that is longer: a backend that asks for an
+        hour is not asked again every minute), else the exponential backoff with jitter, up to
+        ``cap``."""
         if retry_after is not None:
-            return min(max(retry_after, 0.0), RETRY_AFTER_AT_MOST)
+            return min(max(retry_after, 0.0), max(self.cap, RETRY_AFTER_AT_MOST))
         backoff = min(self.cap, self.base * 2.0 ** min(max(attempts - 1, 0), 60))
         return backoff * (0.5 + self.jitter() / 2)
 

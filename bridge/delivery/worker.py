@@ -296,11 +296,12 @@ class StreamWorker:
                 self.stats.dead += 1
                 (alert_dead if item.kind == ALERT else dead).append(outcome)
         self.stats.dead += len(failed)
-        # the backend stopped answering (nothing it was sent got an answer) and the round left
-        # rows unsent: the next round waits for the first retry of those it tried, not probing
-        # the others one at a time, each a timeout
+        # the backend stopped answering (nothing it was sent got an answer): the next round waits
+        # for the first retry of those it tried, not probing the other rows a round at a time,
+        # each a timeout (whether this round left rows unsent or, a round of what is in flight,
+        # tried them all)
         away = outcomes and all(not o.ok and o.retry and o.status is None for o in outcomes)
-        self._pause = min((at for _, at in retrying), default=None) if unsent and away else None
+        self._pause = min((at for _, at in retrying), default=None) if away else None
         self._report_alerts(alert_retrying, alert_dead, now)
         failures = [o for item, o in zip(sending, outcomes, strict=True) if not o.ok and item.kind != ALERT]
         errors = self._errors(sending, outcomes, now)

@@ -145,7 +145,7 @@ class FreshnessRule:
         a cron of five fields; a time zone of the tz database, not one that names the host's own
         (:data:`HOST_ZONES`: each host would judge the rule in its own; a rule stored with one
         before they were refused is read back as it was, :meth:`from_json`)."""
-        if timezone in HOST_ZONES:
+        if timezone is not None and timezone.casefold() in HOST_ZONES:  # (Localtime too, where names fold)
             raise ValidationError(
                 f"time zone {timezone!r} is this host's own, which another host (a watch, a laptop) reads as "
                 "its own: name a zone of the tz database (UTC, Europe/Paris)",

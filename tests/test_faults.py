@@ -28,7 +28,7 @@ from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.history import iter_events
 from bridge.delivery.report import FailureReport
 from bridge.delivery.retry import RetryPolicy
-from bridge.delivery.senders import HttpSender
+from bridge.delivery.senders import DELIVERED, HttpSender, Outcome
 from bridge.delivery.worker import StreamWorker
 from bridge.mapping import Resolver
 from bridge.openlineage.convert import Converter
@@ -465,59 +465,53 @@ def test_a_first_round_to_a_backend_without_a_batch_endpoint_stops_at_its_first_
     assert catalog.outbox.status().pending == 12
 
 
+class OneByOne:
+    """A sender of one event a request (no batch endpoint) that answers each as ``answer`` says
+    (given how many were sent before it), and keeps what it was sent."""
+
+    target, max_concurrency, batch = "http://b", 2, False
+
+    def __init__(self, answer: Callable[[int], Outcome]) -> None:
+        self.answer = answer
+        self.sent: list[str] = []
+
+    def send(self, lines: list[str]) -> list[Outcome]:
+        out = []
+        for line in lines:
+            out.append(self.answer(len(self.sent)))
+            self.sent.append(line)
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+UNANSWERED = Outcome(ok=False, retry=True, detail="ReadTimeout", error="timeout")
+
+
 def test_a_round_of_what_is_in_flight_that_gets_no_answer_pauses(catalog: Catalog, converter: Converter) -> None:
     """One event a request, a round takes what its requests carry side by side and sends every
     event of it: a round whose every request went unanswered (the backend away) leaves nothing
     unsent, and must pause all the same, not go on to the next run heads a round at a time, each
     a timeout, an attempt and a delivery error."""
-    from bridge.delivery.senders import Outcome
-
     fill(catalog, 20)
-    sent: list[str] = []
-
-    class Away:
-        target, max_concurrency, batch = "http://b", 2, False
-
-        def send(self, lines: list[str]) -> list[Outcome]:
-            sent.extend(lines)
-            return [Outcome(ok=False, retry=True, detail="ReadTimeout", error="timeout") for _ in lines]
-
-        def close(self) -> None:
-            pass
-
-    fake = FakeTime()
-    w = StreamWorker(catalog, converter, Dispatcher(Away(), concurrency=2, batch_size=200), clock=fake.clock)
+    away = OneByOne(lambda before: UNANSWERED)
+    w = StreamWorker(catalog, converter, Dispatcher(away, concurrency=2, batch_size=200), clock=FakeTime().clock)
     assert w.round_size == 2
     assert w.step()
-    assert len(sent) == 2 and w._pause is not None  # the first retry's time: the next round waits for it
+    assert len(away.sent) == 2 and w._pause is not None  # the first retry's time: the next round waits for it
 
 
 def test_one_event_unanswered_among_delivered_ones_makes_no_pause(catalog: Catalog, converter: Converter) -> None:
     """The pause after a round is for a backend that answered nothing: a round where one event
     went unanswered and others were delivered goes on at once (a slow event of its own paused
     the worker for its retry's 30 to 60 s, each time it was due)."""
-    from bridge.delivery.senders import DELIVERED, Outcome
-
     fill(catalog, 4)
-    sent: list[str] = []
-
-    class OneSlow:
-        target, max_concurrency, batch = "http://b", 2, False
-
-        def send(self, lines: list[str]) -> list[Outcome]:
-            sent.extend(lines)
-            if len(sent) == 1:
-                return [Outcome(ok=False, retry=True, detail="ReadTimeout", error="timeout")]
-            return [DELIVERED for _ in lines]
-
-        def close(self) -> None:
-            pass
-
-    fake = FakeTime()
+    one_slow = OneByOne(lambda before: UNANSWERED if before == 0 else DELIVERED)
     w = StreamWorker(
-        catalog, converter, Dispatcher(OneSlow(), concurrency=1, batch_size=2), clock=fake.clock, round_size=4
+        catalog, converter, Dispatcher(one_slow, concurrency=1, batch_size=2), clock=FakeTime().clock, round_size=4
     )
     assert w.step()
     # each chunk sent its first event alone (one event a request: a round sends what is in flight),
     # the first unanswered, the second delivered: no pause
-    assert len(sent) == 2 and w._pause is None
+    assert len(one_slow.sent) == 2 and w._pause is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from pathlib import Path
@@ -19,7 +19,7 @@ import responses
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import Dead, RetryLater
 from bridge.delivery.config import sender_for
-from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.dispatch import NOT_SENT, Dispatcher
 from bridge.delivery.retry import RateLimiter, RetryPolicy, parse_retry_after
 from bridge.delivery.senders import HttpSender, Outcome, TransportSender, classify
 from bridge.delivery.worker import StreamWorker, settle_outcome
@@ -101,6 +101,39 @@ def test_rate_limiter_spaces_requests() -> None:
     for _ in range(5):
         limiter.acquire(50)
     assert slept == [0.5, 0.5, 0.5, 0.5]  # 250 events at 100/s: 2 seconds after the first
+
+
+def test_a_batch_that_went_as_one_event_pays_the_rate_limit_for_one() -> None:
+    """The first batch request found no batch endpoint (404): its share of ``--rate`` was taken
+    for the whole batch (200 events: 20 s at 10 a second) though one event went; the rest is
+    given back, so the next request waits a tenth of a second, not 20."""
+    from bridge.delivery.senders import DELIVERED
+
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    class NoBatchEndpoint:
+        target, max_concurrency, batch = "http://b", 1, True
+
+        def try_batch(self, lines: Sequence[str]) -> None:
+            self.batch = False  # the 404: one event a request from now on
+
+        def send(self, lines: Sequence[str]) -> list[Outcome]:
+            return [DELIVERED for _ in lines]
+
+        def close(self) -> None:
+            pass
+
+    limiter = RateLimiter(10, lambda: now[0], sleep)
+    dispatcher = Dispatcher(NoBatchEndpoint(), concurrency=1, batch_size=200, limiter=limiter)
+    first = dispatcher.send(["e"] * 200, proceed=lambda: True)
+    assert first[0].ok and sum(o is NOT_SENT for o in first) == 199
+    dispatcher.send(["e"], proceed=lambda: True)
+    assert slept == [pytest.approx(0.1)]
 
 
 # --- configuration --------------------------------------------------------------------------

@@ -88,6 +88,8 @@ class Dispatcher:
                 # the next rounds (a round records its outcomes at its end: a worker killed before
                 # would send again every event it had sent in the round, not only those in flight)
                 first = chunk[:1]
+                if paid and self.limiter is not None:  # the batch's share taken, one event sent
+                    self.limiter.refund(len(chunk) - 1)
                 return (self.sender.send(first) if paid else self._one(first)) + [NOT_SENT] * (len(chunk) - 1)
             # a batch refused whole, naming no event: one by one, to find the one refused
             out: list[Outcome] = []

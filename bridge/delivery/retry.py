@@ -68,3 +68,9 @@ class RateLimiter:
             self._next = start + events / self.rate
         if start > now:
             self.sleep(start - now)
+
+    def refund(self, events: int) -> None:
+        """Give back the share of ``events`` taken and not sent (a batch that went as one event):
+        the next request waits only for what was sent."""
+        with self._lock:
+            self._next -= events / self.rate

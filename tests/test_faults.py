@@ -270,15 +270,15 @@ def killed_then_again(big_catalog: tuple[Path, list[dict[str, Any]]], options: l
     return counts
 
 
-def test_a_worker_killed_sending_one_by_one_sends_again_only_its_requests_in_flight(
+def test_a_worker_killed_sending_one_by_one_sends_again_only_its_round(
     big_catalog: tuple[Path, list[dict[str, Any]]],
 ) -> None:
     """To a backend without a batch endpoint (Marquez), with the default batch size: a round took
     concurrency x batch size events (400 here) and sent them one by one, recording their
     outcomes at its end, so a worker killed mid-round sent again hundreds of events the backend
-    had taken. A round now takes what its requests carry side by side: one event each."""
+    had taken (150 of 1,000 here). A round now gives each connection 8 events."""
     counts = killed_then_again(big_catalog, [], 150)
-    assert counts["duplicated"] <= 2  # at most its requests in flight: two, an event each
+    assert counts["duplicated"] <= 2 * 8  # at most its round: 8 events each of its 2 connections
 
 
 def test_sigterm_stops_cleanly_after_the_requests_in_flight(big_catalog: tuple[Path, list[dict[str, Any]]]) -> None:
@@ -490,15 +490,16 @@ UNANSWERED = Outcome(ok=False, retry=True, detail="ReadTimeout", error="timeout"
 
 
 def test_a_round_of_what_is_in_flight_that_gets_no_answer_pauses(catalog: Catalog, converter: Converter) -> None:
-    """One event a request, a round takes what its requests carry side by side and sends every
-    event of it: a round whose every request went unanswered (the backend away) leaves nothing
-    unsent, and must pause all the same, not go on to the next run heads a round at a time, each
-    a timeout, an attempt and a delivery error."""
+    """One event a request, a round whose every request went unanswered (the backend away)
+    pauses until the first retry, whether it left events unsent or tried them all (a round of
+    one event a connection leaves none): it does not go on to the next run heads a round at a
+    time, each a timeout, an attempt and a delivery error."""
     fill(catalog, 20)
     away = OneByOne(lambda before: UNANSWERED)
     w = StreamWorker(catalog, converter, Dispatcher(away, concurrency=2, batch_size=200), clock=FakeTime().clock)
-    assert w.round_size == 2
+    assert w.round_size == 2 * 8
     assert w.step()
+    # each connection's share stopped at its first unanswered event; the round tried them all
     assert len(away.sent) == 2 and w._pause is not None  # the first retry's time: the next round waits for it
 
 
@@ -512,6 +513,5 @@ def test_one_event_unanswered_among_delivered_ones_makes_no_pause(catalog: Catal
         catalog, converter, Dispatcher(one_slow, concurrency=1, batch_size=2), clock=FakeTime().clock, round_size=4
     )
     assert w.step()
-    # each chunk sent its first event alone (one event a request: a round sends what is in flight),
-    # the first unanswered, the second delivered: no pause
-    assert len(one_slow.sent) == 2 and w._pause is None
+    # the first chunk stopped at its unanswered event, the second was delivered: no pause
+    assert len(one_slow.sent) == 3 and w._pause is None

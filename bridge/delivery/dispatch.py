@@ -16,6 +16,10 @@ from bridge.delivery.senders import Outcome, Sender
 # the outcome of an event a round did not send (``proceed`` said no, or the backend stopped
 # answering): not an attempt; the caller sends it again, untouched
 NOT_SENT = Outcome(ok=False, retry=True, detail="not sent in this round", error="not sent")
+# the events a round gives each connection, sent one a request (no batch endpoint): the round
+# records their outcomes at its end, so a worker killed mid-round sends again at most so many a
+# connection; the more, the fewer rounds' writes to the catalog an event
+ONE_BY_ONE = 8
 
 
 class Dispatcher:
@@ -44,17 +48,17 @@ class Dispatcher:
         )
 
     @property
-    def per_request(self) -> int:
-        """The events a request carries: a batch, or one once the sender sends one a request."""
-        return self.batch_size if getattr(self.sender, "batch", True) else 1
+    def per_connection(self) -> int:
+        """The events a round gives each connection: a batch, or, once the sender sends one event
+        a request, :data:`ONE_BY_ONE` of them."""
+        return self.batch_size if getattr(self.sender, "batch", True) else min(self.batch_size, ONE_BY_ONE)
 
     def send(self, lines: Sequence[str], *, proceed: Callable[[], bool] | None = None) -> list[Outcome]:
         """The outcome of each event, in order. With ``proceed``, asked before each request: once
         it says no the requests not yet made are not made, and their events are
-        :data:`NOT_SENT`; so are the rest of a request's share (a chunk) of a sender of one event
-        a request, of which one event alone goes (a round sends what it has in flight), and of a
-        batch refused whole, sent one by one to find the event refused, those after one that went
-        unanswered (the backend is away: no use waiting out a timeout an event)."""
+        :data:`NOT_SENT`; so are the rest of a connection's share (a chunk) of a sender of one
+        event a request past :data:`ONE_BY_ONE` of them, and, sent one by one, those after one
+        that went unanswered (the backend is away: no use waiting out a timeout an event)."""
         if not lines:
             return []
         size = min(self.batch_size, math.ceil(len(lines) / self.concurrency))
@@ -83,17 +87,16 @@ class Dispatcher:
                 outcomes: list[Outcome] | None = tried(chunk)
                 if outcomes is not None:
                     return outcomes
-            if not getattr(self.sender, "batch", True):
-                # no batch endpoint (Marquez): of the chunk its first alone, the rest untouched for
-                # the next rounds (a round records its outcomes at its end: a worker killed before
-                # would send again every event it had sent in the round, not only those in flight)
-                first = chunk[:1]
-                if paid and self.limiter is not None:  # the batch's share taken, one event sent
-                    self.limiter.refund(len(chunk) - 1)
-                return (self.sender.send(first) if paid else self._one(first)) + [NOT_SENT] * (len(chunk) - 1)
-            # a batch refused whole, naming no event: one by one, to find the one refused
+            # one by one: a batch refused whole, naming no event (to find the one refused), or no
+            # batch endpoint (Marquez), whose rounds give a connection ONE_BY_ONE events: of a
+            # larger chunk (the first round, which found the endpoint missing) the rest stays
+            # untouched for the next rounds (a round records its outcomes at its end: a worker
+            # killed mid-round sends again what it sent in the round, so a round stays small)
+            going = chunk if getattr(self.sender, "batch", True) else chunk[:ONE_BY_ONE]
+            if paid and self.limiter is not None and len(going) < len(chunk):
+                self.limiter.refund(len(chunk) - len(going))  # the batch's share taken, fewer sent
             out: list[Outcome] = []
-            for line in chunk:
+            for line in going:
                 if out and (not proceed() or self._stopped() or (out[-1].retry and out[-1].status is None)):
                     break
                 out += self.sender.send([line]) if paid else self._one([line])

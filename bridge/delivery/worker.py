@@ -232,13 +232,13 @@ class StreamWorker:
 
     @property
     def round_size(self) -> int:
-        """The events a round takes: what its requests carry side by side, so that a worker
-        killed or stalled mid-round sends again, from the next round, only what it had in flight
-        (its outcomes are recorded at the round's end): ``concurrency`` requests of a batch each,
-        or, sent one event a request (no batch endpoint, Marquez's), ``concurrency`` events."""
+        """The events a round takes (its outcomes are recorded at its end, so a worker killed or
+        stalled mid-round sends them again from the next round): ``concurrency`` requests of a
+        batch each, or, sent one event a request (no batch endpoint, Marquez's), ``concurrency``
+        x :data:`~bridge.delivery.dispatch.ONE_BY_ONE` events."""
         if self._round_size is not None:
             return self._round_size
-        return ALERTS_ROUND if self.dispatcher is None else self.dispatcher.concurrency * self.dispatcher.per_request
+        return ALERTS_ROUND if self.dispatcher is None else self.dispatcher.concurrency * self.dispatcher.per_connection
 
     def step(self) -> bool:
         """One round; False when no row was due."""

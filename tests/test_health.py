@@ -164,7 +164,7 @@ def test_a_cron_verdict_changes_at_its_next_tick_across_a_daylight_saving_change
         # the host's own zone, which each host (a watch, a laptop) would read as another
         ({"cron": "0 9 * * *", "timezone": "localtime"}, "this host's own"),
         ({"cron": "0 9 * * *", "timezone": "posixrules"}, "this host's own"),
-        ({"cron": "0 9 * * *", "timezone": "Localtime"}, "this host's own|time zone"),
+        ({"cron": "0 9 * * *", "timezone": "Localtime"}, "this host's own"),  # as a folding file system reads it
         ({"cron": "0 9 * * *", "timezone": " "}, "timezone is empty"),
         ({"max": timedelta(hours=1), "timezone": "UTC"}, "cron deadline"),
     ],

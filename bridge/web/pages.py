@@ -746,10 +746,10 @@ def run_page(catalog: Catalog, runs: Runs, run_id: str, scope: b.Scope | None) -
     named = [*view.inputs, *view.outputs, *view.unwritten]  # what a failed or skipped run was to write, too
     visible = {n.id for n in b.nodes_of(catalog, named) if b.allows(scope, n.namespace)}
     # the outputs the run's warnings say it could not write (another namespace's asset, say)
-    failed = failed_outputs(view.warnings) if view.origin == OWN else []
+    failed = failed_outputs(view.warnings) if view.origin == OWN and scope is not None else []
     # (one the catalog no longer holds, purged since, is as unseen: its warning names its namespace)
     seen_failed = {n.id for n in b.nodes_of(catalog, failed) if b.allows(scope, n.namespace)}
-    failed_unseen = scope is not None and any(i not in seen_failed for i in failed)
+    failed_unseen = any(i not in seen_failed for i in failed)
     data = view.to_json()
     data["inputs"] = [i for i in view.inputs if i in visible]
     data["outputs"] = [o for o in view.outputs if o in visible]

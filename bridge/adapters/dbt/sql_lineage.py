@@ -32,6 +32,11 @@ import attrs
 
 from bridge.model import DIRECT, INDIRECT, Transformation, sorted_transformations
 
+# sqlglot logs what it cannot do on its own logger (``Cannot convert untyped key-value
+# definitions``), which reached stderr as bare lines beside olbridge's own: what the column
+# lineage could not read is said in its notes (set once; sqlglot itself is imported when used)
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
+
 if TYPE_CHECKING:
     from sqlglot import exp
     from sqlglot.optimizer.scope import Scope
@@ -323,21 +328,12 @@ def _indirect(clause: Transformation, inner: Transformation) -> Transformation:
     return clause if inner.type == DIRECT else inner
 
 
-def _quiet_sqlglot() -> None:
-    """sqlglot logs what it cannot do on its own logger (``Cannot convert untyped key-value
-    definitions``), which reached stderr as bare lines beside olbridge's own: what the column
-    lineage could not read is said in its notes."""
-    logging.getLogger("sqlglot").setLevel(logging.ERROR)
-
-
 def query_lineage(sql: str, *, dialect: str | None, relations: Mapping[Relation, Sequence[str]]) -> QueryLineage:
     """The column lineage of one query. ``relations`` gives the known relations' columns (for
     ``SELECT *``, unqualified columns and matching table references); raises
     :class:`UnreadableSql` when the query cannot be read."""
     import sqlglot
     from sqlglot import exp
-
-    _quiet_sqlglot()
     from sqlglot.errors import SqlglotError
     from sqlglot.optimizer.qualify import qualify
     from sqlglot.optimizer.scope import build_scope

@@ -6,11 +6,17 @@
    openlineage-python's ``HttpTransport`` emitting them one by one, in one run.
 2. ``olbridge backfill --url`` of a catalog with ``--runs`` task runs (1,000,000 by default) to
    the loopback backend with its batch endpoint: the whole CLI process timed, its peak RSS.
+3. ``olbridge stream --once`` of a catalog's outbox (``--stream-runs`` task runs, 1,000 by
+   default: twice as many events) to a backend of one event a request (Marquez's way) that
+   answers each in ``--stream-delay`` seconds (0.003), from a SQLite catalog and from one on a
+   PostgreSQL server started for it (durable: its commits synced, as in production; skipped
+   where no server can start), ``--stream-repeat`` times each: the whole process timed.
 
 The backend (``tests/backend.py``) runs in its own process, so it never shares an interpreter
 with the sender being measured.
 
     .venv/bin/python benchmarks/delivery.py [--events 20000] [--runs 1000000]
+                                            [--stream-runs 1000] [--stream-delay 0.003] [--stream-repeat 3]
 """
 
 from __future__ import annotations
@@ -69,9 +75,10 @@ def fill(catalog: Catalog, count: int, chunk: int = 100_000) -> None:
 class Server:
     """``python -m tests.backend`` in a child process."""
 
-    def __init__(self, *, batch: bool) -> None:
+    def __init__(self, *, batch: bool, delay: float = 0.0) -> None:
         self.port = free_port()
-        command = [sys.executable, "-m", "tests.backend", "--port", str(self.port)] + (["--batch"] if batch else [])
+        command = [sys.executable, "-m", "tests.backend", "--port", str(self.port), "--delay", str(delay)]
+        command += ["--batch"] if batch else []
         self.process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
         assert self.process.stdout is not None
         self.process.stdout.readline()  # "serving on ..."
@@ -221,10 +228,56 @@ def backfill(runs: int, folder: Path) -> None:
     )
 
 
+def stream_from(catalog: str, runs: int, delay: float) -> float:
+    """Events a second of ``olbridge stream --once`` draining ``catalog`` (filled with ``runs``
+    task runs here) to a backend of one event a request answering in ``delay`` seconds."""
+    with Catalog(catalog) as opened:
+        fill(opened, runs)
+    server = Server(batch=False, delay=delay)
+    try:
+        olbridge = str(Path(sys.executable).parent / "olbridge")
+        began = time.perf_counter()
+        subprocess.run(
+            [olbridge, "--catalog", catalog, "stream", "--once", "--url", server.url],
+            check=True,
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        elapsed = time.perf_counter() - began
+        assert server.accepted() == 2 * runs, (server.accepted(), 2 * runs)
+    finally:
+        server.stop()
+    return 2 * runs / elapsed
+
+
+def stream(runs: int, delay: float, repeat: int, folder: Path) -> None:
+    print(
+        f"\nolbridge stream --once of {2 * runs:,} events to a backend of one event a request, "
+        f"answering in {1000 * delay:g} ms (events/s, each run):"
+    )
+    rates = [stream_from(str(folder / f"stream-{n}.db"), runs, delay) for n in range(repeat)]
+    print("  SQLite catalog:     " + ", ".join(f"{rate:,.0f}" for rate in rates))
+    from tests.postgres import PostgresServer
+
+    try:
+        server = PostgresServer.start(durable=True)
+    except Exception as exc:  # no server binaries here: said, not hidden
+        print(f"  PostgreSQL catalog: skipped ({exc})", file=sys.stderr)
+        return
+    with server:
+        rates = [stream_from(server.url(server.create_database()), runs, delay) for _ in range(repeat)]
+    print("  PostgreSQL catalog: " + ", ".join(f"{rate:,.0f}" for rate in rates))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=20_000, help="events for the delivery comparison")
     parser.add_argument("--runs", type=int, default=1_000_000, help="task runs for the backfill (0 skips it)")
+    parser.add_argument(
+        "--stream-runs", type=int, default=1_000, help="task runs whose events olbridge stream sends (0 skips it)"
+    )
+    parser.add_argument("--stream-delay", type=float, default=0.003, help="seconds the backend takes to answer")
+    parser.add_argument("--stream-repeat", type=int, default=3, help="runs of olbridge stream from each engine")
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]
     print(f"{os.cpu_count()} cores, load {load:.2f}, CPython {platform.python_version()}, {platform.machine()}")
@@ -232,6 +285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         delivery(args.events, Path(folder))
         if args.runs:
             backfill(args.runs, Path(folder))
+        if args.stream_runs:
+            stream(args.stream_runs, args.stream_delay, args.stream_repeat, Path(folder))
     return 0
 
 

@@ -250,15 +250,19 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def main() -> None:
-    """Serve until killed: ``python -m tests.backend --port N [--batch]`` (the benchmark runs
+    """Serve until killed: ``python -m tests.backend --port N [--batch] [--delay S]`` (the benchmark runs
     the backend in its own process, so it does not share the sender's interpreter)."""
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--batch", action="store_true", help="offer POST /api/v1/lineage/batch")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
     args = parser.parse_args()
-    backend = Backend(batch=args.batch, port=args.port, keep_bodies=False, track=False).start()
+    reply = Reply(delay=args.delay)
+    backend = Backend(
+        lambda event, attempt: reply, batch=args.batch, port=args.port, keep_bodies=False, track=False
+    ).start()
     print(f"serving on {backend.url}", flush=True)
     threading.Event().wait()
 

@@ -407,3 +407,51 @@ def test_outbox_drop_of_a_row_a_worker_holds_refuses_naming_the_worker(
     assert one.outbox.settle([Delivered(held.seq)], success_at="t", claimed_by="host:123:beef") == 1
     code, _, err = invoke(postgres_url, "outbox", "drop", str(also_held.seq))
     assert code == 1 and "host:123:beef" in err, err
+
+
+def test_a_round_confirms_its_claims_only_when_it_did_not_send_at_once(
+    shared: tuple[Catalog, Catalog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round that sends what it claimed at once sends it unconfirmed (the claim holds it for the
+    ttl: a transaction a round less); one slowed between its claim and its requests past a share
+    of the ttl (its rendering, here) confirms first, and sends nothing another worker took over
+    meanwhile."""
+    from bridge.delivery.dispatch import Dispatcher
+    from bridge.delivery.worker import StreamWorker
+    from bridge.mapping import Resolver
+    from bridge.openlineage.convert import Converter
+
+    one, other = shared
+    confirmed: list[list[int]] = []
+    confirm = Outbox.confirm
+
+    def counted(outbox: Outbox, worker: str, seqs: Any, ttl: float) -> set[int]:
+        confirmed.append(list(seqs))
+        return confirm(outbox, worker, seqs, ttl)
+
+    monkeypatch.setattr(Outbox, "confirm", counted)
+    sender = _Recorder()
+    claims = OutboxClaims(one, "http://b", ttl=1.0, interval=3600.0)  # no heartbeat: claims lapse
+    stop = threading.Event()
+    assert claims.acquire(wait=False, stop=stop, sleep=stop.wait)
+    try:
+        worker = StreamWorker(
+            one, Converter(Resolver.load()), Dispatcher(sender, concurrency=1, batch_size=10), lease=claims
+        )
+        assert worker.step()
+        assert confirmed == [] and len(sender.sent) == 8  # a round of one connection: 8 STARTs
+        render = worker._render
+        taken: list[OutboxItem] = []
+
+        def slow(items: list[OutboxItem]) -> Any:
+            time.sleep(1.2)  # past the ttl: the claims lapse, and another worker takes them
+            taken.extend(other.outbox.claim("other:1:beef", time.time(), 100, 30.0))
+            return render(items)
+
+        monkeypatch.setattr(worker, "_render", slow)
+        assert worker.step()
+        assert len(confirmed) == 1 and taken, (confirmed, taken)
+        assert len(sender.sent) == 8  # nothing more: what it claimed is the other worker's now
+        assert {item.seq for item in taken} >= set(confirmed[0])
+    finally:
+        claims.release()

@@ -382,3 +382,29 @@ def test_a_row_that_cannot_be_rendered_is_a_dead_letter_and_the_rest_go(catalog:
     assert (stats.delivered, stats.dead, len(sender.sent)) == (2, 1, 2)
     [dead] = catalog.outbox.items(dead=True)
     assert dead.kind == "lineage-facet" and "cannot render" in (dead.last_error or "")
+
+
+def test_a_round_reads_its_runs_assets_in_a_few_statements_however_many(resolver: Resolver) -> None:
+    """Rendering a stream's round reads the assets of its runs a few hundred a statement, not one
+    an asset (on PostgreSQL each is a round trip: a round of 32 runs read some 170): a round of
+    four times the runs, each with assets of its own, runs as many statements."""
+    converter = Converter(resolver)
+
+    def statements(runs: int) -> tuple[int, int]:
+        with Catalog(":memory:") as catalog:
+            catalog.record_task_runs(
+                run(f"t{i}", inputs=(decl(f"raw.r{i}"),), outputs=(decl(f"mart.m{i}", type="Table"),))
+                for i in range(runs)
+            )
+            items = catalog.outbox.items()
+            ran: list[str] = []
+            catalog._conn.set_trace_callback(ran.append)
+            try:
+                rendered = render(catalog, converter, items)
+            finally:
+                catalog._conn.set_trace_callback(None)
+            assert len(rendered) == len(items) == 2 * runs and all(rendered.values())  # a START, an end
+            return len(ran), sum("FROM assets" in text for text in ran)
+
+    small, large = statements(8), statements(32)
+    assert small == large and large[1] == 1, (small, large)

@@ -225,3 +225,29 @@ def test_olbridge_s_input_named_as_a_symlink_stays_named_so(catalog_target: str,
         assert asset is not None and asset.description == "orders, enriched"
         named = resolver.dataset_for(asset.id, asset.type, asset.metadata)
         assert (named.namespace, named.name) == HIVE
+
+
+def test_assets_read_together_are_as_each_read_alone(catalog_target: str, resolver: Resolver) -> None:
+    """``get_assets`` (what a stream's round renders its events with, a few statements for the
+    round) gives each record as ``get_asset`` does, a placeholder's facets and other names with
+    it, and leaves out the ids that are no asset."""
+    facets = {"schema": {"fields": [{"name": "id", "type": "int"}]}, "documentation": {"description": "d"}}
+    own = run("report", outputs=(decl("s3a://lake/report", type="File", metadata={"tier": "gold"}),), start=at(10))
+    with Catalog(catalog_target) as catalog:
+        take(catalog, resolver, spark(), hive(with_symlink=True))
+        event = ol_run_event(
+            "COMPLETE",
+            run_id="0194a1b2-0000-7000-8000-000000000009",
+            job=("spark", "describe"),
+            outputs=[ol_dataset("s3://lake", "described", **facets)],
+            time="2025-03-01T11:00:00Z",
+        )
+        take(catalog, resolver, event)
+        catalog.record_task_run(own)
+        ids = [a.id for a in catalog.list_assets()]
+        alone = {asset_id: catalog.get_asset(asset_id) for asset_id in ids}
+        assert catalog.get_assets([*ids, "no/such", ids[0]]) == alone
+        described = catalog.find_asset_id("s3://lake/described", resolver)
+        assert set(alone[described].received_facets) >= {"schema", "documentation"}  # type: ignore[union-attr]
+        assert any(a is not None and a.identifiers for a in alone.values())  # a symlink read with its dataset
+        assert catalog.get_assets([]) == {}

@@ -238,11 +238,19 @@ class Outbox:
             for start in range(0, len(sent), sql.IN_AT_MOST):  # (none for the events: no statement)
                 chunk = sent[start : start + sql.IN_AT_MOST]
                 cur.execute(sql_outbox.OUTBOX_SUPERSEDED.format(values=", ".join("?" * len(chunk))), chunk)
+            # the delivered rows a few hundred a statement (a round's, in one), the others one by one
+            gone = [result.seq for result in results if isinstance(result, Delivered)]
+            remove = sql_outbox.OUTBOX_DELETE_SOME if claimed_by is None else sql_outbox.OUTBOX_DELETE_SOME_CLAIMED
+            for start in range(0, len(gone), sql.IN_AT_MOST):
+                chunk = gone[start : start + sql.IN_AT_MOST]
+                by = () if claimed_by is None else (claimed_by,)
+                delivered += int(cur.execute(remove.format(values=", ".join("?" * len(chunk))), (*chunk, *by)).rowcount)
+            settled = delivered
             for result in results:
                 params: tuple[Any, ...]
                 match result:
-                    case Delivered(seq):
-                        statement, params = sql_outbox.OUTBOX_DELETE, (seq,)
+                    case Delivered():
+                        continue
                     case RetryLater(seq, attempts, at, status, error):
                         statement, params = (
                             sql_outbox.OUTBOX_RETRY_LATER,
@@ -252,10 +260,7 @@ class Outbox:
                         statement, params = sql_outbox.OUTBOX_DEAD, (attempts, status, error[:ERROR_TEXT_MAX], seq)
                 if claimed_by is not None:
                     statement, params = _CLAIMED[statement], (*params, claimed_by)
-                changed = int(cur.execute(statement, params).rowcount)
-                settled += changed
-                if isinstance(result, Delivered):
-                    delivered += changed
+                settled += int(cur.execute(statement, params).rowcount)
             if delivered:
                 cur.execute(sql_outbox.OUTBOX_COUNT_DELIVERED, (delivered, success_at))
             return settled
@@ -394,7 +399,6 @@ class Outbox:
 
 # each settling statement, for a row the worker settling it must still hold
 _CLAIMED = {
-    sql_outbox.OUTBOX_DELETE: sql_outbox.OUTBOX_DELETE_CLAIMED,
     sql_outbox.OUTBOX_RETRY_LATER: sql_outbox.OUTBOX_RETRY_LATER_CLAIMED,
     sql_outbox.OUTBOX_DEAD: sql_outbox.OUTBOX_DEAD_CLAIMED,
 }

@@ -75,6 +75,7 @@ ASSET_COLUMNS = (
     "deleted_at, columns, assertions"
 )
 GET_ASSET = f"SELECT {ASSET_COLUMNS} FROM assets WHERE id = ?"
+GET_ASSETS = f"SELECT {ASSET_COLUMNS} FROM assets WHERE id IN ({{values}})"  # in_chunks
 # an engine whose writers run side by side (PostgreSQL) locks the rows a write transaction reads to
 # write them: this comment becomes its FOR UPDATE (SQLite's write lock is the whole database)
 LOCK = " /*FOR UPDATE*/"

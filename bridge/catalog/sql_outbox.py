@@ -40,7 +40,7 @@ OUTBOX_ALERT_HEADS = f"""
 _RETRYING = f"outbox o{RETRY_INDEX} WHERE o.state = 'pending' AND o.attempts > 0 AND {_HEAD}"
 OUTBOX_NEXT_RETRY = f"SELECT min(o.next_attempt_at) FROM {_RETRYING}"
 OUTBOX_NEXT_ALERT_RETRY = f"SELECT min(o.next_attempt_at) FROM {_RETRYING} AND o.kind = 'alert'"
-OUTBOX_DELETE = "DELETE FROM outbox WHERE seq = ?"
+OUTBOX_DELETE_SOME = "DELETE FROM outbox WHERE seq IN ({values})"  # the delivered rows of a round
 # the dead alerts a delivered one of the same key supersedes (it tells the asset's health since):
 # sent again later they would reopen, or misstate, what the later one told
 OUTBOX_SUPERSEDED = """
@@ -111,7 +111,7 @@ OUTBOX_RELEASE_SOME_CLAIMS = (
 OUTBOX_CLAIMS = "SELECT claimed_by, count(*) FROM outbox WHERE claimed_by IS NOT NULL GROUP BY claimed_by"
 # settling a claimed row: only while the worker still holds it (one that lost it to another after
 # a stall records nothing over the new holder's outcome)
-OUTBOX_DELETE_CLAIMED = "DELETE FROM outbox WHERE seq = ? AND claimed_by = ?"
+OUTBOX_DELETE_SOME_CLAIMED = "DELETE FROM outbox WHERE seq IN ({values}) AND claimed_by = ?"
 OUTBOX_RETRY_LATER_CLAIMED = """
     UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_status = ?, last_error = ?, claimed_by = NULL,
         claim_expires = NULL

@@ -143,6 +143,10 @@ UPSERT_IDENTIFIER = """
 IDENTIFIERS_OF_ASSET = (
     "SELECT namespace, name, type FROM external_identifiers WHERE asset_id = ? ORDER BY namespace, name"
 )
+IDENTIFIERS_OF_ASSETS = (  # in_chunks
+    "SELECT asset_id, namespace, name, type FROM external_identifiers WHERE asset_id IN ({values}) "
+    "ORDER BY asset_id, namespace, name"
+)
 # the assets a dataset name stands for: its binding (olNamespace / olName) or a symlink identifier
 ASSETS_NAMED = """
     SELECT asset_id FROM external_datasets WHERE ol_namespace = ? AND ol_name = ?

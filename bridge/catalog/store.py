@@ -270,6 +270,11 @@ class Catalog:
         latest of each dataset facet, every symlink identifier)."""
         return assets.read_asset(self._conn, asset_id)
 
+    def get_assets(self, asset_ids: Iterable[str]) -> dict[str, Asset]:
+        """The records of those of ``asset_ids`` that are there, as :meth:`get_asset` gives each,
+        read in a few statements (:func:`bridge.catalog.assets.read_assets`)."""
+        return assets.read_assets(self._conn, asset_ids)
+
     def find_asset_id(self, text: str, resolver: Resolver | None = None) -> str:
         """The id of the asset ``text`` names: its id, or a dataset name it was received under
         (``<olNamespace>/<olName>``, or a symlink identifier's ``<namespace>/<name>``), or with

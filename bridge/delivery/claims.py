@@ -24,6 +24,7 @@ with an error naming why
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from bridge.catalog import Catalog
@@ -34,6 +35,9 @@ from bridge.delivery.heartbeat import OutboxHold, Say
 # expired long before): a worker that ran on another host, or in another pid namespace (a pod
 # restarted), whose death no one here can see
 FORGET_AFTER = 600.0
+# the share of the ttl after its claim within which a round sends what it claimed without
+# confirming it (the rest of the round's half of the ttl is for its requests)
+FRESH = 0.125
 
 
 class OutboxClaims(OutboxHold):
@@ -68,6 +72,12 @@ class OutboxClaims(OutboxHold):
     def confirm(self, seqs: Sequence[int]) -> set[int]:
         """Of the rows claimed, those this worker still holds (renewed): the ones it may send."""
         return self.catalog.outbox.confirm(self.info.id, seqs, self.ttl)
+
+    def fresh(self, taken_at: float) -> bool:
+        """True within :data:`FRESH` of the ttl after the claim: a claim holds its rows for ``ttl``
+        seconds from the moment the catalog made it, which was after ``taken_at``, so a round that
+        sends at once need not confirm them (a transaction a round less); past it, it confirms."""
+        return time.monotonic() - taken_at < FRESH * self.ttl
 
     def put_back(self, seqs: Sequence[int]) -> None:
         """Release the claims of rows not sent this round (its heartbeat would keep them from the

@@ -145,6 +145,11 @@ class OutboxHold(abc.ABC):
     def confirm(self, seqs: Sequence[int]) -> set[int]:
         """Of the rows taken, those this worker still holds: the ones it may send."""
 
+    def fresh(self, taken_at: float) -> bool:
+        """Whether rows taken at ``taken_at`` (``time.monotonic()`` just before :meth:`take`)
+        are held still, without asking the catalog: False unless taking them holds them."""
+        return False
+
     @abc.abstractmethod
     def put_back(self, seqs: Sequence[int]) -> None:
         """Rows taken and not sent this round, given back for any worker's next round."""

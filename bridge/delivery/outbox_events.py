@@ -24,6 +24,7 @@ Renderer = Callable[[Catalog, Converter, AssetLookup, Sequence[OutboxItem]], Ren
 
 def _run_events(catalog: Catalog, converter: Converter, lookup: AssetLookup, items: Sequence[OutboxItem]) -> Rendered:
     runs = catalog.task_runs_by_pk(sorted({item.ref for item in items}))
+    lookup.read_ahead(i for run in runs.values() for i in (*(u.asset_id for u in run.usages), *run.unwritten))
     out: Rendered = {}
     for item in items:
         run = runs.get(item.ref)

@@ -246,6 +246,7 @@ class StreamWorker:
         began = self.clock()
         lease = self.lease
         size, alerts_only = self.round_size, self.alerts_only
+        taken_at = time.monotonic()
         items = (
             lease.take(began, size, alerts_only=alerts_only)
             if lease is not None
@@ -256,10 +257,12 @@ class StreamWorker:
         rendered, failed = self._render(items)
         gone = [item.seq for item in items if item.seq not in failed and rendered.get(item.seq) is None]
         sending = [item for item in items if rendered.get(item.seq) is not None]
-        if lease is not None:  # only what this worker still holds (another took over a stalled one's)
+        confirmed = taken_at
+        if lease is not None and not lease.fresh(taken_at):
+            # only what this worker still holds (another took over a stalled one's)
             held = lease.confirm([item.seq for item in sending])
             sending = [item for item in sending if item.seq in held]
-        confirmed = time.monotonic()
+            confirmed = time.monotonic()
         hold = lease.ttl / 2 if lease is not None else None
 
         def proceed() -> bool:

@@ -289,13 +289,14 @@ def test_the_profile_is_rendered_as_dbt_renders_it(tmp_path: Path, monkeypatch: 
 @pytest.mark.parametrize(
     ("adapter", "connection", "noted"),
     [
-        ("spark", "method: thrift\n      host: sparkhost\n      port: 10000\n      schema: main", True),
-        ("clickhouse", "host: ch\n      port: 8123\n      schema: main", True),
+        ("oracle", "host: ora\n      port: 1521\n      schema: main", True),
+        ("vertica", "host: vt\n      port: 5433\n      schema: main", True),
         ("postgres", "host: pg\n      port: 5432\n      dbname: dbt\n      schema: main", False),
+        ("spark", "method: thrift\n      host: sparkhost\n      port: 10000\n      schema: main", False),
     ],
 )
 def test_an_adapter_no_rule_names_is_said(tmp_path: Path, adapter: str, connection: str, noted: bool) -> None:
-    """The tables of an adapter no naming rule takes (spark, clickhouse) were named in the
+    """The tables of an adapter no naming rule takes (oracle, vertica) were named in the
     default namespace by their ids, silently: they join none of the datasets dbt-ol sends for the
     same tables. A note says so (in the summary's notes, which `dbt import` writes on stderr); none for
     postgres."""
@@ -316,6 +317,65 @@ def test_an_adapter_no_rule_names_is_said(tmp_path: Path, adapter: str, connecti
         f"datasets dbt-ol and other integrations send for them; a [[rule]] of system '{adapter}' in a mappings file "
         "names them (docs/mappings.md)"
     ]
+
+
+# the profiles of the adapters openlineage-dbt names by their connection beyond the warehouses
+# named before (each as profiles.yml gives it: the keys dbt-ol reads)
+ADAPTER_PROFILES = [
+    ("spark", {"method": "thrift", "host": "sparkhost", "port": 10000, "schema": "main"}),
+    ("spark", {"method": "thrift", "host": "sparkhost", "schema": "main"}),
+    ("spark", {"method": "http", "host": "dbc-1.cloud.databricks.com", "schema": "main"}),
+    ("spark", {"method": "odbc", "host": "dbc-1.cloud.databricks.com", "schema": "main"}),
+    ("clickhouse", {"host": "ch", "port": 8123, "schema": "main"}),
+    ("presto", {"host": "presto", "port": 8080, "schema": "main"}),
+    ("watsonx_presto", {"host": "wx", "port": 8443, "schema": "main"}),
+    ("dremio", {"software_host": "dremio", "port": 9047, "schema": "main"}),
+    ("athena", {"region_name": "eu-west-1", "database": "awsdatacatalog", "schema": "main"}),
+    ("glue", {"region": "eu-west-1", "account_id": "123456789012", "schema": "main"}),
+    ("glue", {"region": "eu-west-1", "role_arn": "arn:aws:iam::123456789012:role/GlueRole", "schema": "main"}),
+    ("fabric", {"server": "fab.datawarehouse.fabric.microsoft.com", "port": 1433, "schema": "main"}),
+    ("fabric", {"server": "fab.datawarehouse.fabric.microsoft.com", "schema": "main"}),
+]
+
+
+@pytest.mark.parametrize("database", ["dbt", None])
+@pytest.mark.parametrize(("adapter", "profile"), ADAPTER_PROFILES)
+def test_an_adapter_s_tables_are_named_as_dbt_ol_names_them(
+    tmp_path: Path, adapter: str, profile: dict[str, Any], database: str | None
+) -> None:
+    """The tables of a dbt project on Spark, ClickHouse, Presto, Dremio, Athena, Glue or Fabric
+    were named in the default namespace by their ids, joining none of the datasets dbt-ol sends
+    for them: they are named as openlineage-dbt's own code names them (its namespace from the
+    profile, the name of the parts the table has: a table without a database, as on Spark, is
+    schema.table), a dataset dbt-ol names is read back as the same asset, and no note is said."""
+    from openlineage.common.provider.dbt.processor import Adapter, DbtArtifactProcessor
+
+    project = copy_example(tmp_path)
+
+    def manifest(m: dict[str, Any]) -> None:
+        m["metadata"]["adapter_type"] = adapter
+        for node in m["nodes"].values():
+            node["database"] = database
+
+    edit(project, "manifest.json", manifest)
+    lines = "".join(f"      {key}: {value}\n" for key, value in profile.items())
+    target = f"my_dbt_project:\n  target: prod\n  outputs:\n    prod:\n      type: {adapter}\n{lines}"
+    (project / "profiles.yml").write_text(target)
+    dbt_ol = DbtArtifactProcessor("producer", "namespace")
+    dbt_ol.adapter_type = Adapter(adapter)
+    resolver = Resolver.load()
+    with Catalog(":memory:") as catalog:
+        summary = ingest_dbt(catalog, project, profiles_dir=project)
+        assets = catalog.list_assets()
+    assert len(assets) == 2 and not [n for n in summary.notes if n.startswith("no naming rule")], summary.notes
+    for asset in assets:
+        named = resolver.dataset_for(asset.id, asset.type, asset.metadata)
+        expected = (
+            dbt_ol.extract_namespace(profile),
+            dbt_ol._format_dataset_name(database, "main", asset.metadata["name"]),
+        )
+        assert (named.namespace, named.name) == expected, asset.metadata
+        assert resolver.asset_for(*expected).id == asset.id
 
 
 @pytest.mark.parametrize(

@@ -75,9 +75,31 @@ def connection_metadata(adapter: str, connection: Mapping[str, Any]) -> dict[str
         return {"path": str(connection["path"])} if connection.get("path") else {}
     if adapter == "snowflake" and connection.get("account"):
         return {"account": snowflake_account(str(connection["account"]))}
-    if adapter == "sqlserver":
+    if adapter in ("sqlserver", "fabric"):
         return {k: str(connection[s]) for k, s in (("host", "server"), ("port", "port")) if connection.get(s)}
-    return {k: str(connection[k]) for k in ("host", "port") if connection.get(k) not in (None, "")}
+    if adapter == "dremio":
+        return {k: str(connection[s]) for k, s in (("host", "software_host"), ("port", "port")) if connection.get(s)}
+    if adapter == "athena":
+        return {"region": str(connection["region_name"])} if connection.get("region_name") else {}
+    if adapter == "glue":
+        return _glue(connection)
+    found = {k: str(connection[k]) for k in ("host", "port") if connection.get(k) not in (None, "")}
+    if adapter == "spark" and "port" not in found and connection.get("method") in SPARK_PORTS:
+        found["port"] = SPARK_PORTS[connection["method"]]  # dbt-ol's, by the connection method
+    return found
+
+
+# the port openlineage-dbt names a Spark connection by when its profile gives none
+SPARK_PORTS = {"thrift": "10001", "http": "443", "odbc": "443"}
+
+
+def _glue(connection: Mapping[str, Any]) -> dict[str, Any]:
+    """A Glue profile's region and account, as openlineage-dbt names them: the account its
+    ``account_id``, else the one of its ``role_arn`` (``arn:aws:iam::ACCOUNT:role/...``)."""
+    region, account, role = connection.get("region"), connection.get("account_id"), connection.get("role_arn")
+    if not account and isinstance(role, str) and len(role.split(":")) > 4:
+        account = role.split(":")[4]
+    return {"region": str(region), "account": str(account)} if region and account else {}
 
 
 def _relation_id(node: Mapping[str, Any], table: str, where: str) -> str:

@@ -431,15 +431,21 @@ def test_a_round_confirms_its_claims_only_when_it_did_not_send_at_once(
 
     monkeypatch.setattr(Outbox, "confirm", counted)
     sender = _Recorder()
-    claims = OutboxClaims(one, "http://b", ttl=1.0, interval=3600.0)  # no heartbeat: claims lapse
+    converter = Converter(Resolver.load())
     stop = threading.Event()
-    assert claims.acquire(wait=False, stop=stop, sleep=stop.wait)
+    # a round that sends at once: an eighth of a long ttl (2 s) is time enough, however slow the machine
+    roomy = OutboxClaims(one, "http://b", ttl=16.0, interval=3600.0)
+    assert roomy.acquire(wait=False, stop=stop, sleep=stop.wait)
     try:
-        worker = StreamWorker(
-            one, Converter(Resolver.load()), Dispatcher(sender, concurrency=1, batch_size=10), lease=claims
-        )
+        worker = StreamWorker(one, converter, Dispatcher(sender, concurrency=1, batch_size=10), lease=roomy)
         assert worker.step()
         assert confirmed == [] and len(sender.sent) == 8  # a round of one connection: 8 STARTs
+    finally:
+        roomy.release()
+    claims = OutboxClaims(one, "http://b", ttl=1.0, interval=3600.0)  # no heartbeat: its claims lapse
+    assert claims.acquire(wait=False, stop=stop, sleep=stop.wait)
+    try:
+        worker = StreamWorker(one, converter, Dispatcher(sender, concurrency=1, batch_size=10), lease=claims)
         render = worker._render
         taken: list[OutboxItem] = []
 

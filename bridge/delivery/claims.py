@@ -3,12 +3,12 @@
 A worker registers itself (host, pid, target, start time), then each round claims the head rows it
 will send (:meth:`bridge.catalog.outbox.Outbox.claim`: due, first of their run key, held by nobody
 or by a claim that expired; rows another worker is claiming at that moment are skipped, ``FOR
-UPDATE SKIP LOCKED``). Before it sends, it confirms that it still holds them; it settles only the
-rows it still holds. A thread renews its heartbeat and its claims every ``interval`` seconds, on a
-connection of its own, so that a long request or a backoff sleep does not let them lapse, and
-forgets the workers whose process is gone, releasing their claims at once: those that ran where
-its pids mean the same (this host, the same pid namespace:
-:func:`~bridge.delivery.heartbeat.process_space`).
+UPDATE SKIP LOCKED``). Before it sends, it confirms that it still holds them, unless it claimed
+them a moment before (:meth:`OutboxClaims.fresh`); it settles only the rows it still holds. A
+thread renews its heartbeat and its claims every ``interval`` seconds, on a connection of its own,
+so that a long request or a backoff sleep does not let them lapse, and forgets the workers whose
+process is gone, releasing their claims at once: those that ran where its pids mean the same (this
+host, the same pid namespace: :func:`~bridge.delivery.heartbeat.process_space`).
 
 So a run's events go out in order whichever workers run (a row is claimable only once every
 earlier row of its run key is delivered or dropped), each row is sent by one worker at a time, and
@@ -24,12 +24,11 @@ with an error naming why
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import OutboxItem
-from bridge.delivery.heartbeat import OutboxHold, Say
+from bridge.delivery.heartbeat import OutboxHold, Say, hold_clock
 
 # seconds without a heartbeat after which another worker's registration is forgotten (its claims
 # expired long before): a worker that ran on another host, or in another pid namespace (a pod
@@ -77,7 +76,7 @@ class OutboxClaims(OutboxHold):
         """True within :data:`FRESH` of the ttl after the claim: a claim holds its rows for ``ttl``
         seconds from the moment the catalog made it, which was after ``taken_at``, so a round that
         sends at once need not confirm them (a transaction a round less); past it, it confirms."""
-        return time.monotonic() - taken_at < FRESH * self.ttl
+        return hold_clock() - taken_at < FRESH * self.ttl
 
     def put_back(self, seqs: Sequence[int]) -> None:
         """Release the claims of rows not sent this round (its heartbeat would keep them from the

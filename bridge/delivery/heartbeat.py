@@ -35,6 +35,17 @@ LEASE_TTL = 5.0  # seconds without a heartbeat after which a worker's hold may b
 HEARTBEAT = 1.0  # seconds between heartbeats
 
 
+def hold_clock() -> float:
+    """Seconds on a clock that goes on while the machine sleeps (Linux's ``CLOCK_BOOTTIME``;
+    elsewhere the monotonic clock): what a round's hold is timed by, as the database's clock
+    that expires claims and leases goes on too (``CLOCK_MONOTONIC`` stops while a host or a VM
+    is suspended, and a round woken after would take its claims for fresh)."""
+    return time.clock_gettime(BOOTTIME) if BOOTTIME is not None else time.monotonic()
+
+
+BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
+
+
 def _quiet(text: str) -> None:
     """A :data:`Say` that hears nothing (no ``notify`` given)."""
 
@@ -146,7 +157,7 @@ class OutboxHold(abc.ABC):
         """Of the rows taken, those this worker still holds: the ones it may send."""
 
     def fresh(self, taken_at: float) -> bool:
-        """Whether rows taken at ``taken_at`` (``time.monotonic()`` just before :meth:`take`)
+        """Whether rows taken at ``taken_at`` (:func:`hold_clock` just before :meth:`take`)
         are held still, without asking the catalog: False unless taking them holds them."""
         return False
 

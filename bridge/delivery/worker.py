@@ -49,6 +49,7 @@ from bridge.catalog.outbox import (
 )
 from bridge.delivery.alerts import AlertSenders
 from bridge.delivery.dispatch import NOT_SENT, Dispatcher
+from bridge.delivery.heartbeat import hold_clock
 from bridge.delivery.outbox_events import render
 from bridge.delivery.report import FailureReport, retry_note
 from bridge.delivery.retry import RetryPolicy
@@ -246,7 +247,7 @@ class StreamWorker:
         began = self.clock()
         lease = self.lease
         size, alerts_only = self.round_size, self.alerts_only
-        taken_at = time.monotonic()
+        taken_at = hold_clock()
         items = (
             lease.take(began, size, alerts_only=alerts_only)
             if lease is not None
@@ -262,14 +263,15 @@ class StreamWorker:
             # only what this worker still holds (another took over a stalled one's)
             held = lease.confirm([item.seq for item in sending])
             sending = [item for item in sending if item.seq in held]
-            confirmed = time.monotonic()
+            confirmed = hold_clock()
         hold = lease.ttl / 2 if lease is not None else None
 
         def proceed() -> bool:
             """Whether the round may make another request: not once stopped, nor once half its
-            hold's time has gone since it confirmed what it holds (stalled past its claims or
-            lease, another worker may send those rows now: it confirms again in a new round)."""
-            return not self.stop.is_set() and (hold is None or time.monotonic() - confirmed < hold)
+            hold's time has gone since it claimed or confirmed what it holds (stalled past its
+            claims or lease, another worker may send those rows now: a new round claims or
+            confirms them again)."""
+            return not self.stop.is_set() and (hold is None or hold_clock() - confirmed < hold)
 
         outcomes = self._send(sending, rendered, proceed)
         unsent = {item.seq for item, o in zip(sending, outcomes, strict=True) if o is NOT_SENT}

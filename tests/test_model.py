@@ -202,3 +202,41 @@ def test_a_token_reads_no_job_of_another_namespace_in_any_last_run_s_reason(stat
     hidden = masked(reason, lambda namespace: namespace == "team-a")
     assert "secret.ns" not in hidden and ANOTHER_NAMESPACE in hidden, hidden
     assert masked(reason, lambda namespace: namespace == "secret.ns") == reason
+
+
+# runIds and what java.util.UUID.fromString (JDK 17, the Java Marquez runs on) reads each as, read
+# by it ("-": it throws, and Marquez derives a UUID from the text instead)
+JAVA_UUIDS = [
+    ("f33551b1-9845-46de-a878-e416e092c9e", "f33551b1-9845-46de-a878-0e416e092c9e"),
+    ("f33551b1-9845-46de-a878-+e416e092c9e", "f33551b1-9845-46de-a878-0e416e092c9e"),
+    ("1-2-3-4-5", "00000001-0002-0003-0004-000000000005"),
+    ("F33551B1-9845-46DE-A878-0E416E092C9E", "f33551b1-9845-46de-a878-0e416e092c9e"),
+    ("+-1-1-1-1", "-"),
+    ("1-2-3-4-", "-"),
+    ("ffffffffffffffff1-1-1-1-1", "-"),
+    ("\uff11-\uff12-\uff13-\uff14-\uff15", "00000001-0002-0003-0004-000000000005"),
+    ("\uff21-b-c-d-e", "0000000a-000b-000c-000d-00000000000e"),
+    ("123456789-1-1-1-1", "23456789-0001-0001-0001-000000000001"),
+    ("7fffffffffffffff-ffff1-1-1-1", "ffffffff-fff1-0001-0001-000000000001"),
+    ("8000000000000000-1-1-1-1", "-"),
+    ("g-1-1-1-1", "-"),
+    ("{f33551b1-9845-46de-a878-0e416e092c9e}", "-"),
+    ("f33551b19845-46de-a878-0e416e092c9e", "-"),
+    ("\u0663-1-1-1-1", "00000003-0001-0001-0001-000000000001"),
+    ("1-1-1-1-1-1", "-"),
+    (" 1-1-1-1-1", "-"),
+    ("0f33551b1-9845-46de-a878-0e416e092c9", "f33551b1-9845-46de-a878-00e416e092c9"),
+    ("\uff41-\uff46-\uff26-\uff21-\uff47", "-"),
+    ("\U0001d7d9-1-1-1-1", "-"),
+]
+
+
+@pytest.mark.parametrize(("text", "read"), JAVA_UUIDS)
+def test_a_run_id_is_read_as_javas_uuid_parser_reads_it(text: str, read: str) -> None:
+    """Marquez reads a runId with ``UUID.fromString``, which takes more than the canonical form:
+    every spelling it reads as a UUID is that UUID's run here too (its key), so that a token
+    cannot reach another namespace's run by a spelling the receiver kept apart."""
+    from bridge.model.received import java_uuid, run_source
+
+    assert (java_uuid(text) or "-") == read
+    assert run_source(text) == f"run:{read if read != '-' else text}"

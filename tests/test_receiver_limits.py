@@ -598,3 +598,81 @@ def test_max_values_and_max_column_edges_are_options_and_serve_keys(tmp_path: Pa
         outputs = [ol_dataset("s3://b", "out", columnLineage=_lineage(6, 5))]
         response = requests.post(f"{server.url}/api/v1/lineage", json=ol_run_event(outputs=outputs), timeout=10)
         assert response.status_code == 400 and "at most 10" in response.json()["error"]["message"]
+
+
+def _answers(got: bytes) -> list[tuple[int, bytes]]:
+    """The answers, in order, in what a connection sent until it closed: (status, body) each."""
+    found = []
+    while got:
+        head, _, rest = got.partition(b"\r\n\r\n")
+        length = re.search(rb"content-length: (\d+)", head.lower())
+        assert length, got
+        found.append((int(head.split(b" ", 2)[1]), rest[: int(length[1])]))
+        got = rest[int(length[1]) :]
+    return found
+
+
+@pytest.mark.parametrize(
+    ("after", "status", "code"),
+    [
+        (b"GARBAGE\r\n\r\n", 400, "bad_request"),
+        (b"GET /healthz HTTP/9.9\r\n\r\n", 400, "bad_request"),
+        (b"GET /" + b"a" * 9_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414, "uri_too_long"),
+    ],
+    ids=["not-http", "http-9.9", "long-target"],
+)
+def test_a_request_followed_by_what_is_refused_is_answered_first(
+    tmp_path: Path, after: bytes, status: int, code: str
+) -> None:
+    """A request and, in the same bytes, one that is refused (text that is not HTTP, a target
+    past its limit): the first is committed and its client heard nothing (the connection closed
+    without its 201, where only a retry, answered `duplicate`, would tell it); now its answer
+    comes, then the refusal, then the connection closes."""
+    event = json.dumps(ol_run_event()).encode()
+    head = (
+        "POST /api/v1/lineage HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(event)}\r\n\r\n"
+    )
+    with token_server(tmp_path / "after.db") as (url, _):
+        with _connect(url) as sock:
+            sock.sendall(head.encode() + event + after)
+            answers = _answers(_answer(sock))
+        assert [s for s, _ in answers] == [201, status], answers
+        assert json.loads(answers[1][1])["error"]["code"] == code
+    with Catalog(tmp_path / "after.db") as catalog:
+        assert catalog.count_received()["received_events"] == 1
+
+
+@pytest.mark.parametrize(
+    ("line", "headers", "status", "code"),
+    [
+        ("POST /api/v1/lineage HTTP/2.0", "", 400, "bad_request"),
+        ("POST /api/v1/lineage HTTP/0.9", "", 400, "bad_request"),
+        ("POST /api/v1/lineage HTTP/1.1", "Transfer-Encoding: foo, chunked\r\n", 501, "unsupported_transfer_coding"),
+        ("POST /api/v1/lineage HTTP/1.1", "Transfer-Encoding: gzip, chunked\r\n", 501, "unsupported_transfer_coding"),
+        ("POST /api/v1/lineage HTTP/1.1", "Expect: 200-ok\r\n", 417, "expectation_failed"),
+    ],
+    ids=["http-2.0", "http-0.9", "te-foo", "te-gzip", "expect"],
+)
+def test_a_head_asking_what_the_receiver_does_not_do_is_refused_and_changes_nothing(
+    tmp_path: Path, line: str, headers: str, status: int, code: str
+) -> None:
+    """An HTTP version other than 1.0 and 1.1, a transfer coding other than chunked (whose body
+    was read as plain: a gzipped one refused as bad UTF-8, another taken as if it had none, as a
+    proxy in front may not) and an expectation other than 100-continue were served: refused in
+    the JSON shape, nothing taken."""
+    event = json.dumps(ol_run_event()).encode()
+    framing = f"Content-Length: {len(event)}\r\n" if "chunked" not in headers else ""
+    body = event if framing else _chunk(event) + b"0\r\n\r\n"
+    head = (
+        f"{line}\r\nHost: localhost\r\nContent-Type: application/json\r\nAuthorization: Bearer {TOKEN}\r\n"
+        f"{framing}{headers}\r\n"
+    )
+    with token_server(tmp_path / "head.db") as (url, _):
+        with _connect(url) as sock:
+            sock.sendall(head.encode() + body)
+            error_status, error = _error(_answer(sock))
+        assert (error_status, error["code"]) == (status, code), error
+        assert requests.get(f"{url}/healthz", timeout=10).status_code == 200
+    with Catalog(tmp_path / "head.db") as catalog:
+        assert catalog.count_received()["received_events"] == 0

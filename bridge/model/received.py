@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -120,10 +121,68 @@ _UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}
 
 
 def run_source(run_id: str) -> str:
-    """The key an external run is kept under, ``run:<runId>``: a UUID in lower case, whatever case
-    it came in (Marquez reads a runId as a UUID, which ignores case: one run to it, so one here,
-    whose owner a token cannot get past by writing its id in capitals)."""
-    return f"run:{run_id.lower() if _UUID.fullmatch(run_id) else run_id}"
+    """The key an external run is kept under, ``run:<runId>``: the UUID Marquez reads the runId
+    as, where it reads one (:func:`java_uuid`), in its canonical lower case, whatever spelling it
+    came in; else the runId as it is (Marquez derives a UUID from the text). One run to Marquez,
+    so one here, whose owner a token cannot get past by spelling its id otherwise: in capitals,
+    or, as Java's parser takes it, a group short of its leading zeros or with a ``+``."""
+    if _UUID.fullmatch(run_id):
+        return f"run:{run_id.lower()}"
+    return f"run:{java_uuid(run_id) or run_id}"
+
+
+def java_uuid(text: str) -> str | None:
+    """The UUID ``java.util.UUID.fromString`` reads ``text`` as (Marquez reads a runId so), in
+    canonical form, or None where it reads none. Besides the canonical form it takes five groups
+    of hexadecimal digits between four dashes, 36 characters at most, each group a number as
+    ``Long.parseLong`` reads it in base 16 (a ``+`` before it, any length, any Unicode decimal
+    digit or full-width letter), keeping its low 32, 16, 16, 16 and 48 bits:
+    ``f33551b1-9845-46de-a878-e416e092c9e`` is ``f33551b1-9845-46de-a878-0e416e092c9e``."""
+    if len(text) > 36 or text.count("-") != 4:
+        return None
+    groups = []
+    for part in text.split("-"):
+        value = _java_long16(part)
+        if value is None:
+            return None
+        groups.append(value)
+    high = (groups[0] & 0xFFFFFFFF) << 32 | (groups[1] & 0xFFFF) << 16 | groups[2] & 0xFFFF
+    low = (groups[3] & 0xFFFF) << 48 | groups[4] & 0xFFFFFFFFFFFF
+    number = f"{high << 64 | low:032x}"
+    return f"{number[:8]}-{number[8:12]}-{number[12:16]}-{number[16:20]}-{number[20:]}"
+
+
+_LONG_MAX = (1 << 63) - 1
+
+
+def _java_long16(text: str) -> int | None:
+    """``Long.parseLong(text, 16)``, or None where it throws (no digit, a character not a digit
+    of base 16 to ``Character.digit``, past ``Long.MAX_VALUE``; a ``-`` never reaches here)."""
+    digits = text[1:] if text.startswith("+") else text
+    if not digits:
+        return None
+    value = 0
+    for char in digits:
+        digit = _java_digit16(char)
+        if digit is None:
+            return None
+        value = value * 16 + digit
+        if value > _LONG_MAX:
+            return None
+    return value
+
+
+def _java_digit16(char: str) -> int | None:
+    """``Character.digit(char, 16)``: a Unicode decimal digit, a Latin letter a-f in either case,
+    or its full-width form; None for any other (a character past the BMP is two to Java, neither a digit)."""
+    code = ord(char)
+    if char in "abcdefABCDEF":
+        return int(char, 16)
+    if 0xFF21 <= code <= 0xFF26 or 0xFF41 <= code <= 0xFF46:  # full-width A-F, a-f
+        return 10 + (code - 0xFF21 if code <= 0xFF26 else code - 0xFF41)
+    if code > 0xFFFF:
+        return None
+    return unicodedata.decimal(char, None)
 
 
 def writable(patterns: tuple[str, ...] | None, namespace: str) -> bool:

@@ -111,9 +111,11 @@ _REASONS = {
     413: "Payload Too Large",
     414: "URI Too Long",
     415: "Unsupported Media Type",
+    417: "Expectation Failed",
     431: "Request Header Fields Too Large",
     499: "Client Closed Request",  # nginx's: no answer reaches the client, the status is the log's
     500: "Internal Server Error",
+    501: "Not Implemented",
     503: "Service Unavailable",
 }
 

@@ -22,7 +22,12 @@ them (httptools joins a header's pieces as they come, and would hold a header of
 ``max_head`` bytes for the request line and headers together, or ``max_header`` for one header,
 the answer is 431, past ``max_request_line`` for the request line 414, each in the receiver's
 JSON error shape, and the connection closes. So is text that is not HTTP (400), which uvicorn
-answered in plain text.
+answered in plain text, a request of an HTTP version other than 1.0 and 1.1 (400; httptools
+reads ``HTTP/2.0`` and a line without a version, HTTP/0.9's), a transfer coding other than
+``chunked`` (501: the body would be read otherwise than it was sent), and an ``Expect`` other
+than ``100-continue`` (417). A refusal that comes while a request before it on the connection is
+being answered (pipelined bytes that are not HTTP after a request) waits for that answer, and
+every one before it, to go first: the requests before it are answered as any others.
 """
 
 from __future__ import annotations
@@ -102,23 +107,26 @@ class GuardedProtocol(HttpToolsProtocol):
         self._answer()
 
     def _answer(self) -> None:
-        """The refusal's answer, and the connection closed (without an answer when a request
-        on it is still being answered: the two would mix)."""
+        """The refusal's answer, and the connection closed; while a request before it on the
+        connection is being answered (or waits its turn), after those answers
+        (:meth:`on_response_complete`): the two would mix, and the request answered first may
+        have been committed, which its client must hear."""
         self._disarm()
         if self.transport.is_closing() or self.refusal is None:
             return
         cycle = getattr(self, "cycle", None)
-        if cycle is None or cycle.response_complete:
-            status, code, message = self.refusal
-            if self.on_refused is not None:
-                self.on_refused(*self._read_so_far(), status)
-            body = orjson.dumps(error_body(status, code, message))
-            retry = f"retry-after: {RETRY_AFTER}\r\n" if status == 503 else ""
-            head = (
-                f"HTTP/1.1 {status} {reason(status)}\r\ncontent-type: application/json\r\n"
-                f"content-length: {len(body)}\r\n{retry}connection: close\r\nserver: olbridge\r\n\r\n"
-            )
-            self.transport.write(head.encode("latin-1") + body)
+        if cycle is not None and not cycle.response_complete:
+            return  # the answer in hand goes first; the refusal follows it
+        status, code, message = self.refusal
+        if self.on_refused is not None:
+            self.on_refused(*self._read_so_far(), status)
+        body = orjson.dumps(error_body(status, code, message))
+        retry = f"retry-after: {RETRY_AFTER}\r\n" if status == 503 else ""
+        head = (
+            f"HTTP/1.1 {status} {reason(status)}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\n{retry}connection: close\r\nserver: olbridge\r\n\r\n"
+        )
+        self.transport.write(head.encode("latin-1") + body)
         self.transport.close()
 
     def _read_so_far(self) -> tuple[str, str]:
@@ -185,10 +193,36 @@ class GuardedProtocol(HttpToolsProtocol):
         self._arm(self.head_timeout)
 
     def on_headers_complete(self) -> None:
+        self._check_head()
         self.idle.pop(self, None)  # a request in hand
         self._disarm()
         self._in_head, self._head_bytes, self._tail = False, 0, b""
         super().on_headers_complete()
+
+    def _check_head(self) -> None:
+        """Refuse (:class:`_Refused`) what the head asks that this receiver does not do: an HTTP
+        version other than 1.0 and 1.1, a transfer coding other than ``chunked`` (httptools reads
+        the body as if it were plain: it would be read otherwise than it was sent), and an
+        expectation other than ``100-continue``."""
+        version = self.parser.get_http_version()
+        if version not in ("1.0", "1.1"):
+            self.refusal = (400, "bad_request", f"not an HTTP/1.1 request: HTTP version {version!r}")
+            raise _Refused
+        for name, value in self.headers:
+            if name == b"transfer-encoding":
+                codings = [c.strip().lower() for c in value.decode("latin-1").split(",")]
+                if codings != ["chunked"]:
+                    self.refusal = (
+                        501,
+                        "unsupported_transfer_coding",
+                        f"Transfer-Encoding {value.decode('latin-1')[:100]!r}: this receiver takes chunked alone "
+                        "(Content-Encoding: gzip for a compressed body)",
+                    )
+                    raise _Refused
+            elif name == b"expect" and value.strip().lower() != b"100-continue":
+                said = value.decode("latin-1")[:100]
+                self.refusal = (417, "expectation_failed", f"Expect {said!r}: this receiver meets 100-continue alone")
+                raise _Refused
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -197,6 +231,10 @@ class GuardedProtocol(HttpToolsProtocol):
     def on_response_complete(self) -> None:
         waiting = bool(self.pipeline)  # a pipelined request, which uvicorn starts now: not idle
         super().on_response_complete()
+        if self.refusal is not None:  # refused behind requests answered first: after the last of them
+            if not waiting:
+                self._answer()
+            return
         if not waiting and not self.transport.is_closing():
             # uvicorn's keep-alive timer goes at the first byte that comes after a response, and
             # comes back only with the next response: bytes that begin no request (the rest of a

@@ -5,6 +5,7 @@ is stamped by a newer olbridge. What docs/scaling.md's failure section says each
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -325,3 +326,50 @@ def test_availability_says_each_change_once() -> None:
         "the catalog is unavailable since 2027-01-15T08:00:00Z: it is read-only (a standby?); waiting for it",
         "the catalog is back after 2.5 s",
     ]
+
+
+def test_a_server_hung_with_its_connections_up_is_not_ready_and_holds_no_stop_for_ever(tmp_path: Any) -> None:
+    """A server that answers nothing while its connections stay up (every PostgreSQL process
+    stopped, as a hung host or storage leaves them: TCP still acknowledges, so no keepalive ends
+    them) held ``/readyz`` at 200 while every request waited its 30 s for a 503, and held SIGTERM
+    of ``serve`` and of ``stream`` for as long as it hung. ``/readyz`` now says 503 once the
+    writer's probe has waited 10 s; ``serve`` stops without its writer 30 s after telling it to
+    (exit 1, saying why), ``stream`` 60 s after the signal (exit 1, saying why)."""
+    with PostgresServer.start() as server:
+        url = server.url(server.create_database())
+        init(url)
+        with Catalog(url) as catalog:
+            fill(catalog, 3)
+        backend = Backend().start()
+        worker = stream_worker(url, backend.url)
+        try:
+            with serve_process(url, env=ENV, ready_timeout=60, stop_timeout=120) as served:
+                assert wait_for(lambda: backend.accepted_count == 6, timeout=60), backend.accepted_count
+                assert server.pid is not None
+                hung = [server.pid, *children_of(server.pid)]
+                for pid in hung:
+                    os.kill(pid, signal.SIGSTOP)
+                try:
+
+                    def not_ready() -> bool:
+                        answer = requests.get(f"{served.url}/readyz", timeout=5)
+                        return answer.status_code == 503 and "has not answered the writer" in answer.text
+
+                    assert wait_for(not_ready, timeout=40)
+                    served.process.send_signal(signal.SIGTERM)
+                    worker.send_signal(signal.SIGTERM)
+                    served.process.wait(timeout=90)
+                    worker.wait(timeout=120)
+                finally:
+                    for pid in hung:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGCONT)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+            backend.stop()
+        _, said = worker.communicate(timeout=30)
+    assert served.returncode == 1, served.stderr
+    assert "the writer did not stop within 30 s" in served.stderr and "Traceback" not in served.stderr
+    assert worker.returncode == 1, said
+    assert "Error: still not stopped 60 s after SIGTERM" in said and "Traceback" not in said

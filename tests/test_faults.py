@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -297,6 +298,34 @@ def test_sigterm_stops_cleanly_after_the_requests_in_flight(big_catalog: tuple[P
     counts = backend.counts(history)
     assert (counts["delivered"], counts["duplicated"], counts["lost"]) == (1000, 0, 0)
     assert backend.out_of_order_runs() == []
+
+
+def test_a_second_sigterm_stops_at_once_saying_what_was_left(tmp_path: Path) -> None:
+    """A stop waits for the requests in flight; a second signal does not: the worker says so and
+    exits 1 at once (what it had in flight is sent again by the next run), where it waited for a
+    request the backend holds for 20 s."""
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        fill(catalog, 3)
+    with Backend(lambda e, a: Reply(201, delay=20)) as backend:
+        command = [OLBRIDGE, "--catalog", str(db), "stream", "--url", backend.url, "--timeout", "60", "--poll", "0.05"]
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            assert wait_for(lambda: backend.arrived >= 1, timeout=60)
+            process.send_signal(signal.SIGTERM)
+            time.sleep(0.5)
+            began = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            _, stderr = process.communicate(timeout=15)
+            took = time.monotonic() - began
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 1 and took < 10, (took, stderr)
+    assert "SIGTERM: stopping after the requests in flight" in stderr
+    assert "Error: still not stopped SIGTERM again" in stderr and "Traceback" not in stderr
+    with Catalog(db) as catalog:
+        assert catalog.outbox.status().pending == 6  # nothing recorded: the next run sends it all
 
 
 # --- failures said as they happen, kept for status, and a bounded retry budget ---------------

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -81,17 +83,45 @@ def say_warnings(warnings: Sequence[str], limit: int = WARNINGS_SHOWN) -> None:
 def stop_on_signals(message: str) -> Iterator[threading.Event]:
     """An event set by SIGTERM or SIGINT (Ctrl-C), which ``message`` announces on stderr (its
     ``{signal}`` is the signal's name): the command finishes the work in flight, then stops (a
-    service, ``stream``, exits 0; a job stopped before its end, ``backfill``, exits 1). The
-    previous handlers are back afterwards."""
+    service, ``stream``, exits 0; a job stopped before its end, ``backfill``, exits 1). Work in
+    flight that has not ended :data:`STOP_WITHIN` seconds after the signal, or when a second
+    signal comes, is left: the process says so and exits 1 at once. The previous handlers are back
+    afterwards."""
     stop = threading.Event()
+    deadline: list[threading.Timer] = []
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        say(message.format(signal=signal.Signals(signum).name))
+        name = signal.Signals(signum).name
+        if stop.is_set():  # a second one: at once
+            _stop_now(f"{name} again")
+        say(message.format(signal=name))
         stop.set()
+        timer = threading.Timer(STOP_WITHIN, _stop_now, (f"{STOP_WITHIN:g} s after {name}",))
+        timer.daemon = True
+        timer.start()
+        deadline.append(timer)
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield stop
     finally:
+        for timer in deadline:
+            timer.cancel()
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+# seconds a command told to stop has to finish the work in flight; past them (what it waits on
+# does not answer: a catalog's server hung with its connections up, say) it stops without it
+STOP_WITHIN = 60.0
+
+
+def _stop_now(when: str) -> None:
+    """Stop the process now, without the work in flight (its outcome unrecorded: done again by
+    the next run, as after a kill), saying so; exit status 1."""
+    say(
+        f"Error: still not stopped {when}: what it waits on (the catalog, a request) does not answer; stopping "
+        "without it (the work in flight is done again by the next run)"
+    )
+    sys.stderr.flush()
+    os._exit(1)

@@ -70,6 +70,8 @@ GRACE = 30  # s the requests in flight have to finish once a worker is told to s
 
 
 _STOPS = {signal.SIGTERM, signal.SIGINT}  # what tells serve to stop
+# s the writer has to stop once told to (it commits what it holds); past it, it is killed
+WRITER_STOP = 30.0
 RESTART_SOON, RESTART_MOST = 10.0, 30.0  # s: a writer that exits this soon failed; the longest wait to restart it
 
 
@@ -222,6 +224,8 @@ def serve(
     children: dict[int, int] = {}  # pid -> worker slot, or WRITER
     started: dict[int, float] = {}  # pid -> when it was started
     stopping = False
+    writer_told: float | None = None  # when the writer was told to stop
+    writer_killed = False
 
     def start(slot: int) -> bool:
         """Start a child in ``slot``, unless told to stop (False). A stop is held off from the
@@ -240,10 +244,35 @@ def serve(
 
     def writer_turn() -> None:
         """Once the workers are done, stop the writer (it commits what it holds)."""
+        nonlocal writer_told
         if all(s == WRITER for s in children.values()):
             for writer_pid in children:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(writer_pid, signal.SIGTERM)
+                    writer_told = writer_told or time.monotonic()
+
+    def reap() -> tuple[int, int]:
+        """The next child to exit (``os.wait``); once the writer was told to stop, one that has
+        not within :data:`WRITER_STOP` seconds (blocked on a catalog that answers nothing, a
+        server hung with its connection up) is killed, and said so: the workers answered its
+        requests when they waited past their time (a retry of one whose group landed after all is
+        answered duplicate)."""
+        nonlocal writer_killed
+        if writer_told is None or writer_killed:
+            return os.wait()
+        while True:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid:
+                return pid, status
+            if time.monotonic() - writer_told > WRITER_STOP:
+                for writer_pid, slot in children.items():
+                    if slot == WRITER:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(writer_pid, signal.SIGKILL)
+                say(f"the writer did not stop within {WRITER_STOP:g} s of being told to; killing it")
+                writer_killed = True
+                return os.wait()
+            time.sleep(0.1)
 
     def fork(slot: int) -> int:
         pid = os.fork()
@@ -320,7 +349,7 @@ def serve(
             on_ready(f"http://{shown}:{port}, {workers} and a writer")
         while children:
             try:
-                pid, status = os.wait()
+                pid, status = reap()
             except ChildProcessError:
                 break
             except InterruptedError:
@@ -351,6 +380,12 @@ def serve(
                     time.sleep(0.1)
             if not start(slot):  # told to stop, maybe while it waited: the port is closed, nothing starts
                 writer_turn()
+        if writer_killed:
+            raise ReceiverError(
+                f"the writer did not stop within {WRITER_STOP:g} s: the catalog did not answer it (a server hung "
+                "with its connections up?). What it held was answered 503 (a retry of an event it did commit is "
+                "answered duplicate)"
+            )
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

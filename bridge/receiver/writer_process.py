@@ -125,7 +125,8 @@ def run_writer(listener: socket.socket, writer: CatalogWriter, readiness: Readin
     size with two workers. One worker sends at once or has nothing: it waits for nothing.
 
     ``readiness`` follows what the writer sees: each group's commit or failure and, while no
-    events come, a probe every few seconds (:data:`PROBE_EVERY`)."""
+    events come, a probe every few seconds (:data:`PROBE_EVERY`); and when each began, so that a
+    write or probe the catalog does not answer says not ready while it waits."""
     stopping = threading.Event()
     seen = time.monotonic()  # the last write or probe
 
@@ -135,6 +136,10 @@ def run_writer(listener: socket.socket, writer: CatalogWriter, readiness: Readin
         if readiness is not None:
             available = writer.availability
             readiness.set(None if available.available else f"the catalog cannot take events: {available.reason}")
+
+    def busy(since: float | None) -> None:
+        if readiness is not None:
+            readiness.busy(since)
 
     def stop(signum: int, frame: FrameType | None) -> None:
         stopping.set()
@@ -157,7 +162,9 @@ def run_writer(listener: socket.socket, writer: CatalogWriter, readiness: Readin
         while True:
             now = time.monotonic()
             if round_ and (not answered or now >= until):
+                busy(now)
                 results = [_portable(r) for r in writer.write([e for _, events in round_ for e in events])]
+                busy(None)
                 tell()
                 for (worker, _), share in zip(round_, shares(results, (len(e) for _, e in round_)), strict=True):
                     try:
@@ -177,7 +184,9 @@ def run_writer(listener: socket.socket, writer: CatalogWriter, readiness: Readin
                 return
             idle = time.monotonic() - seen
             if not ready and not round_ and idle >= PROBE_EVERY[not writer.availability.available]:
+                busy(time.monotonic())
                 writer.probe()
+                busy(None)
                 tell()
             for item in ready:
                 if item is listener:

@@ -171,3 +171,8 @@ def cannot_listen(exc: OSError, host: str, port: int) -> ReceiverError:
 
 class Unavailable(BridgeError):
     """The catalog cannot take events right now (busy, locked, stopping, disk trouble): retry."""
+
+
+class CommitUnknown(Unavailable):
+    """The connection to the catalog was lost as a transaction committed, and whether it landed
+    could not be asked: retry (a re-sent event that landed is answered duplicate)."""

@@ -373,3 +373,60 @@ def test_a_server_hung_with_its_connections_up_is_not_ready_and_holds_no_stop_fo
     assert "the writer did not stop within 30 s" in served.stderr and "Traceback" not in served.stderr
     assert worker.returncode == 1, said
     assert "Error: still not stopped 60 s after SIGTERM" in said and "Traceback" not in said
+
+
+@pytest.mark.parametrize("landed", [True, False])
+def test_a_group_whose_connection_is_lost_as_it_commits_is_answered_as_it_landed(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, landed: bool
+) -> None:
+    """The server ended the session as the group's COMMIT went (a fast shutdown: "terminating
+    connection due to administrator command"), after the COMMIT was durable: the events were
+    answered 503, "could not commit", and kept. The writer asks a new connection whether the
+    group landed: its results where it did (a retry would have been answered duplicate), 503
+    where it did not; and, where the catalog cannot be asked, a 503 that says it may have."""
+    from bridge.catalog.postgres.cursor import SharedCursor
+    from bridge.mapping import Resolver
+    from bridge.receiver.imports import catalog_intake
+    from bridge.receiver.writer import CatalogWriter
+
+    resolver = Resolver.load()
+    with Catalog(postgres_url) as verdicts:
+        intake = catalog_intake(verdicts, resolver)
+        events = [intake.prepare(event) for event in run_events(3)]
+        more = [intake.prepare(event) for event in run_events(2, offset=10)]
+    writer = CatalogWriter(postgres_url, resolver)
+
+    def unreachable(engine: Any) -> Any:
+        raise psycopg.OperationalError("connection refused")
+
+    execute = SharedCursor.execute
+
+    def lost(cur: SharedCursor, query: str, *args: Any, **kwargs: Any) -> Any:
+        if query == "COMMIT":
+            if landed:
+                execute(cur, query, *args, **kwargs)
+            else:
+                execute(cur, "ROLLBACK")
+            cur.connection.close()
+            raise psycopg.OperationalError("the connection to the server was lost")
+        return execute(cur, query, *args, **kwargs)
+
+    try:
+        monkeypatch.setattr(SharedCursor, "execute", lost)
+        results = writer.write(events)
+        monkeypatch.setattr(SharedCursor, "execute", execute)
+        with Catalog(postgres_url) as catalog:
+            stored = catalog.count_received()["received_events"]
+        if landed:
+            assert [getattr(r, "status", r) for r in results] == ["accepted"] * 6 and stored == 6
+        else:
+            assert all("could not commit" in str(r) for r in results) and stored == 0, results
+        # the catalog cannot be asked (its server gone for the while asked): a 503 saying it may have
+        monkeypatch.setattr("bridge.catalog.ingest.LANDED_WITHIN", 0.5)
+        monkeypatch.setattr(SharedCursor, "execute", lost)
+        monkeypatch.setattr(type(writer.catalog.engine), "connect", unreachable)
+        unknown = writer.write(more)
+        assert all("may not have committed" in str(r) and "retry" in str(r) for r in unknown), unknown
+    finally:
+        monkeypatch.undo()
+        writer.close()

@@ -275,6 +275,11 @@ class Engine(abc.ABC):
         PostgreSQL session opened while its database was read-only stays read-only)."""
         return False
 
+    def lost(self, exc: BaseException) -> bool:
+        """Whether this error says the connection was lost, with no answer from the server to what
+        was sent last (a COMMIT that failed so may have landed)."""
+        return False
+
     def driver_error(self, exc: BaseException) -> bool:
         """Whether an error that is not about the storage (:meth:`storage_error`) is still the
         database's word on the catalog, shown as it is (SQLite's: a file it cannot read as a
@@ -387,6 +392,8 @@ class Database:
         self._replan_every = REPLAN_FIRST
         self._replan_at = time.monotonic() + self._replan_every
         self._stale = False  # the last transaction failed in a way that wants a new connection
+        # (the COMMIT's error, what the work gave) of the last write whose connection was lost as it committed
+        self._uncertain: tuple[BaseException, Any] | None = None
 
     @property
     def conn(self) -> Connection:
@@ -486,12 +493,19 @@ class Database:
     def write(self, work: Callable[[Any], T], *, attempts: int = WRITE_ATTEMPTS) -> T:
         """``work(cursor)`` in a write transaction, run again (after a short, growing, random
         wait) while it loses a race with another writer: at most ``attempts`` times, then a
-        :class:`Busy`. ``work`` must change nothing outside the transaction."""
+        :class:`Busy`. ``work`` must change nothing outside the transaction. When the connection
+        is lost as the transaction commits (whether it landed is not known), what ``work``
+        gave is kept for :meth:`uncertain`."""
+        self._uncertain = None
         for attempt in range(1, attempts + 1):
+            done: list[T] = []
             try:
                 with self.transaction() as cur:
-                    return work(cur)
+                    done.append(work(cur))
+                return done[0]
             except Exception as exc:
+                if done and self.engine.lost(exc):  # raised by the COMMIT
+                    self._uncertain = (exc, done[0])
                 if not self.engine.conflict(exc):
                     raise
                 if attempt == attempts:
@@ -500,6 +514,12 @@ class Database:
                     ) from exc
                 time.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.25)))
         raise AssertionError("unreachable")
+
+    def uncertain(self, exc: BaseException) -> Any | None:
+        """What the work of the last :meth:`write` gave, where ``exc`` is its COMMIT's failure for
+        the loss of the connection (the transaction may have landed); else None."""
+        found = self._uncertain
+        return found[1] if found is not None and found[0] is exc else None
 
     def close(self) -> None:
         self._conn.close()

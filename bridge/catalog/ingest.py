@@ -5,15 +5,16 @@ themselves are :mod:`bridge.catalog.external`'s.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from bridge.catalog import external, positions
+from bridge.catalog import external, positions, sql_received
 from bridge.catalog.engine import Cursor, Database, Engine, unavailable_reason
 from bridge.catalog.external import IngestResult
 from bridge.catalog.health_state import WatchSeen
 from bridge.catalog.positions import Position
-from bridge.errors import BridgeError, Busy, CatalogError
+from bridge.errors import BridgeError, Busy, CatalogError, CommitUnknown
 from bridge.model.received import IncomingEvent
 
 if TYPE_CHECKING:
@@ -47,6 +48,9 @@ def ingest(
     try:
         return db.write(whole)
     except Exception as exc:
+        uncertain = db.uncertain(exc)
+        if uncertain is not None:  # the connection lost as it committed: landed, or not?
+            return _settled(db, events, uncertain, exc)
         if isinstance(exc, Busy) or not _one_event(db.engine, exc):
             raise  # not one event's fault: the caller's to report
 
@@ -87,3 +91,39 @@ def _event_error(engine: Engine, exc: Exception) -> Exception:
 
 
 __all__ = ["ingest"]
+
+
+# seconds a group whose connection was lost as it committed is asked after, on new connections (a
+# server restarting answers again within seconds), before its outcome is given up as not known
+LANDED_WITHIN = 10.0
+
+
+def _settled(
+    db: Database, events: Sequence[IncomingEvent], results: list[IngestResult | Exception], exc: Exception
+) -> list[IngestResult | Exception]:
+    """The results of a group whose connection was lost as it committed: its own where it landed
+    (an event it took anew is stored: then every one is, a transaction); ``exc`` raised where it
+    did not; :class:`CommitUnknown` where the catalog could not be asked within
+    :data:`LANDED_WITHIN` seconds. A group that took nothing anew (every event a duplicate, or
+    refused) is its results either way."""
+    new = next(
+        (e for e, r in zip(events, results, strict=True) if isinstance(r, IngestResult) and r.status == "accepted"),
+        None,
+    )
+    if new is None:
+        return results
+    deadline = time.monotonic() + LANDED_WITHIN
+    while True:
+        try:
+            found = db.conn.execute(sql_received.received_digests(1), (new.time_text, new.digest)).fetchone()
+        except Exception:
+            if time.monotonic() >= deadline:
+                raise CommitUnknown(
+                    f"the connection was lost as the group committed, and the catalog could not be asked since "
+                    f"whether it landed: {unavailable_reason(db.engine, exc)}"
+                ) from exc
+            time.sleep(0.5)
+            continue
+        if found is None:
+            raise exc
+        return results

@@ -29,7 +29,7 @@ import attrs
 from bridge.catalog import Catalog, IngestResult
 from bridge.catalog.availability import Availability
 from bridge.catalog.engine import Busy, Maintenance
-from bridge.errors import Unavailable
+from bridge.errors import CommitUnknown, Unavailable
 from bridge.mapping.resolver import Resolver
 from bridge.model.received import IncomingEvent
 
@@ -131,10 +131,17 @@ class CatalogWriter:
 
     def write(self, events: Sequence[IncomingEvent]) -> Results:
         """One result per event, after the group's transaction has committed; every event gets
-        :class:`Unavailable` when the commit itself failed (nothing of the group landed)."""
+        :class:`Unavailable` when the commit itself failed (nothing of the group landed), or
+        when the connection was lost as it committed and the catalog could not be asked since
+        whether it landed (:class:`CommitUnknown`: a retry of an event that did is answered
+        duplicate). A group whose connection was lost as it committed, and that landed, gets its
+        results (:func:`bridge.catalog.ingest.ingest` asks)."""
         try:
             with self._turn:
                 results = self.catalog.ingest(events, self.resolver)
+        except CommitUnknown as exc:
+            self.availability.down(str(exc))
+            return [Unavailable(f"the catalog may not have committed: {exc}; retry")] * len(events)
         except Exception as exc:
             reason = self.catalog.unavailable_reason(exc)
             self.availability.down(reason)

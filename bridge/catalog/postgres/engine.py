@@ -355,6 +355,14 @@ class PostgresEngine(Engine):
         # cannot end): a new connection, not this one, for the next transaction
         return exc.sqlstate in _STALE_CODES or (not exc.sqlstate and isinstance(exc, psycopg.OperationalError))
 
+    def lost(self, exc: BaseException) -> bool:
+        # no answer (the socket closed), a connection exception (08), or the server ending the
+        # session as it shut down or crashed (57P01-57P03): what was sent last may have been done
+        if not isinstance(exc, psycopg.OperationalError):
+            return False
+        state = exc.sqlstate or ""
+        return not state or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+
     def reason(self, exc: BaseException) -> str | None:
         if not isinstance(exc, psycopg.Error):
             return None

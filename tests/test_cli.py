@@ -560,3 +560,36 @@ def test_an_own_asset_is_found_by_every_spelling_its_events_name(tmp_path: Path,
     with Catalog(db) as catalog:
         assert catalog.named_in_openlineage(named, Resolver.load()) == [asset_id]
         assert catalog.named_in_openlineage("a/" * 5000, Resolver.load()) == []
+
+
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
+def test_a_command_interrupted_says_so_and_leaves_nothing_half_done(tmp_path: Path, stop: str) -> None:
+    """Ctrl-C during a command without a stop of its own (`record`, `validate`, `catalog copy`)
+    printed click's bare "Aborted!", and SIGTERM ended it without a word (exit -15): an `Error:`
+    line says what happened, exit 1, and nothing is recorded."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    db = tmp_path / "c.db"
+    Catalog(db).close()
+    olbridge = str(Path(sys.executable).parent / "olbridge")
+    process = subprocess.Popen(
+        [olbridge, "--catalog", str(db), "record", "--file", "-"],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdin is not None
+    process.stdin.write(line() + "\n")
+    process.stdin.flush()
+    time.sleep(1.5)  # reading: it waits for the rest
+    process.send_signal(getattr(signal, stop))
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 1, stderr
+    name = "Ctrl-C" if stop == "SIGINT" else "SIGTERM"
+    assert f"Error: interrupted ({name}) before the end" in stderr
+    assert "Aborted!" not in stderr and "Traceback" not in stderr
+    with Catalog(db) as catalog:
+        assert catalog.count_task_runs() == 0

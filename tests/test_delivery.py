@@ -654,3 +654,27 @@ def test_a_backend_that_redirects_is_followed_only_where_the_post_is_kept(
     else:
         assert [(o.ok, o.retry, o.status) for o in outcomes] == [(False, False, status)] * 2
         assert all(f"a redirect to {location}" in (o.detail or "") for o in outcomes)
+
+
+@pytest.mark.parametrize("command", [["stream", "--once"], ["backfill"]])
+def test_the_console_transport_prints_each_event_on_stdout(tmp_path: Path, command: list[str]) -> None:
+    """openlineage-python's console transport hands each event to a logger at INFO, which
+    nothing printed: `stream` and `backfill` to it said every event delivered (the outbox
+    emptied) and showed none. Each event is a line on stdout."""
+    import os
+    import subprocess
+    import sys
+
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        catalog.record_task_run(run("a", outputs=(decl("mart.a", type="Table"),)))
+    (tmp_path / "openlineage.yml").write_text("transport:\n  type: console\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENLINEAGE")}
+    olbridge = str(Path(sys.executable).parent / "olbridge")
+    done = subprocess.run(
+        [olbridge, "--catalog", str(db), *command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [e["eventType"] for e in events] == ["START", "COMPLETE"], done.stdout
+    assert all(validate_event(e) == [] for e in events)

@@ -1099,3 +1099,26 @@ def test_another_applications_sqlite_database_that_numbers_its_versions_is_refus
     assert code == 1 and "is a SQLite database but not an olbridge catalog" in err, (out, err)
     assert "Traceback" not in err
     assert path.read_bytes() == before
+
+
+def test_sqlite_opens_and_reads_while_another_process_writes_for_long(tmp_path: Path) -> None:
+    """A long write (a large ``record``: one transaction) holds SQLite's write lock; under WAL
+    readers do not wait for it, but every connection set ``auto_vacuum``, which waits for the
+    lock on a file with pages in it: ``assets list``, ``status``, the UI's pages failed "another
+    process holds it locked" until the write ended. A catalog opens and reads meanwhile; a new
+    one is still made with auto_vacuum INCREMENTAL (retention gives its free pages back)."""
+    path = tmp_path / "c.db"
+    with Catalog(path) as catalog:
+        catalog.record_task_run(run("load", outputs=(decl("mart.orders", type="Table"),)))
+        assert catalog.db.conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
+    writer = sqlite3.connect(path, isolation_level=None, timeout=0.1)
+    try:
+        writer.execute("BEGIN IMMEDIATE")  # another process, in the middle of its long write
+        writer.execute("UPDATE assets SET description = 'writing' WHERE id = 'mart.orders'")
+        with Catalog(path) as reader:
+            assert [a.id for a in reader.list_assets()] == ["mart.orders"]
+        code, out, err = invoke(str(path), "assets", "list", "--json")
+        assert code == 0 and "mart.orders" in out, err
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()

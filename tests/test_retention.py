@@ -765,6 +765,20 @@ def test_serve_runs_retention_on_its_schedule(catalog_target: str, resolver: Res
     assert "retention: deleted 1 receivedEvents" in served.stderr
 
 
+def test_serve_says_when_retention_windows_have_no_schedule(catalog_target: str, tmp_path: Path) -> None:
+    """[retention] with windows and no `every`: serve ran no pass and said nothing of it, so
+    whoever wrote the windows found nothing ever expired. A note says so; with `every`, none."""
+    env = {k: v for k, v in os.environ.items() if k != "OLBRIDGE_TOKEN"}
+    config = write_config(tmp_path, catalog_target, 'received_events = "7d"')
+    with serve_process(catalog_target, env={**env, "OLBRIDGE_CONFIG": str(config)}) as served:
+        pass
+    assert "[retention] sets how long history is kept, but no `every`: serve runs no pass" in served.stderr
+    config = write_config(tmp_path, catalog_target, 'received_events = "7d"\nevery = "1h"')
+    with serve_process(catalog_target, env={**env, "OLBRIDGE_CONFIG": str(config)}) as served:
+        pass
+    assert "no `every`" not in served.stderr and "retention every 3600s" in served.stderr
+
+
 def test_serve_with_its_schedules_stops_on_a_sigterm_to_its_group(catalog_target: str, tmp_path: Path) -> None:
     """systemd stops a service, and ``timeout`` a command, with a SIGTERM to every process of its
     group: the retention schedule's and the health watch's processes among them. Killed while

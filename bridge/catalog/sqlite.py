@@ -19,9 +19,11 @@ from bridge.catalog.engine import Busy, Connection, Cursor, Engine, Maintenance
 from bridge.errors import CatalogError
 
 # auto_vacuum takes effect in a new file (before its first table) or at a VACUUM: a new catalog's
-# free pages, left by retention's deletes, can be given back (bridge/catalog/retention.py)
+# free pages, left by retention's deletes, can be given back (bridge/catalog/retention.py). Set
+# only on an empty file: on one that holds pages it waits for the write lock, so that every
+# connection, the readers' too, failed while another process wrote for long (a large record)
+NEW_FILE_PRAGMA = "PRAGMA auto_vacuum = INCREMENTAL"
 PRAGMAS = (
-    "PRAGMA auto_vacuum = INCREMENTAL",
     "PRAGMA journal_mode = WAL",
     "PRAGMA synchronous = NORMAL",
     "PRAGMA foreign_keys = ON",
@@ -145,7 +147,7 @@ class SqliteEngine(Engine):
     def connect(self) -> Connection:
         self._refuse_foreign()
         try:
-            return self._connect(self.path, PRAGMAS)
+            return self._connect(self.path, PRAGMAS, new_file=True)
         except sqlite3.OperationalError as exc:
             code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
             if self.in_memory or code not in _READ_ONLY_CODES or not Path(self.path).is_file():
@@ -176,9 +178,13 @@ class SqliteEngine(Engine):
             raise CatalogError(f"{self.path} is a SQLite database but not an olbridge catalog")
 
     @staticmethod
-    def _connect(target: str, pragmas: tuple[str, ...]) -> sqlite3.Connection:
+    def _connect(target: str, pragmas: tuple[str, ...], *, new_file: bool = False) -> sqlite3.Connection:
+        """A connection with ``pragmas`` set, and with ``new_file`` :data:`NEW_FILE_PRAGMA` first
+        where the file is empty."""
         conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, uri=target.startswith("file:"))
         try:
+            if new_file and not conn.execute("PRAGMA page_count").fetchone()[0]:
+                conn.execute(NEW_FILE_PRAGMA)
             for pragma in pragmas:
                 conn.execute(pragma)
             conn.execute(_PROBE).fetchone()

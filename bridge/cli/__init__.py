@@ -30,6 +30,7 @@ from bridge.cli.context import (
     CatalogParam,
     given_path,
     operational,
+    terminate_as_interrupt,
     warn_of_a_password,
 )
 from bridge.cli.lazy import LazyCommands
@@ -155,6 +156,7 @@ def main() -> None:
             setattr(sys, name, io.TextIOWrapper(_Closed(name), encoding="utf-8", write_through=True))
     if sys.stderr is None:  # closed too (``2>&-``): the messages go nowhere, the exit status still says how it went
         sys.stderr = _nowhere()
+    terminate_as_interrupt()
     try:
         cli()
     except OSError as exc:  # before any command ran (the root's --help, --version): a full disk under stdout

@@ -11,6 +11,7 @@ A command takes the context as its first argument::
 from __future__ import annotations
 
 import functools
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -318,6 +319,14 @@ class BridgeGroup(click.Group):
             raise click.ClickException(message) from exc
         except (click.exceptions.Exit, click.ClickException, click.Abort):  # click's own: help, usage
             raise
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated) where no command set its own handler
+            app = ctx.obj if isinstance(ctx.obj, AppContext) else None
+            if app is not None:
+                app.discard_new_catalog()
+            name = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"
+            raise click.ClickException(
+                f"interrupted ({name}) before the end: a write in progress was rolled back, and nothing after it done"
+            ) from None
         except Exception as exc:
             app = ctx.obj if isinstance(ctx.obj, AppContext) else None
             error = app.storage_error(exc) if app else storage_error(exc, "")
@@ -325,6 +334,21 @@ class BridgeGroup(click.Group):
             if said is None:
                 raise
             raise click.ClickException(said) from exc
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the main thread is, as Ctrl-C raises KeyboardInterrupt (see
+    :func:`terminate_as_interrupt`): a command stopped so says so, rather than die silently."""
+
+
+def terminate_as_interrupt() -> None:
+    """SIGTERM raises :class:`Terminated` in the main thread (the commands that stop on it in
+    their own way, ``stream``, ``serve``, ``export``..., set their own handler meanwhile)."""
+
+    def raised(signum: int, frame: object) -> None:
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, raised)
 
 
 def operational(exc: Exception) -> str | None:

@@ -249,6 +249,11 @@ def serve(
     retention = app.config.retention
     if retention.every is not None:
         auth += f"; retention every {retention.every:g}s, one receiver at a time"
+    elif retention.configured:  # windows, and nothing to run them: said, not left to be found out
+        say(
+            "note: [retention] sets how long history is kept, but no `every`: serve runs no pass "
+            '(set every = "15m", say, or run olbridge retention from a scheduler)'
+        )
     watch = health_watch.settings_of(app.config)
     if watch is not None:
         auth += f"; health watch with {len(watch.alerts)} alert(s) (olbridge stream sends them), one process at a time"

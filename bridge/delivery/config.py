@@ -6,14 +6,16 @@ or ``./openlineage.yml`` (or ``~/.openlineage/openlineage.yml``), then ``OPENLIN
 variables, then ``OPENLINEAGE_URL`` / ``OPENLINEAGE_ENDPOINT`` / ``OPENLINEAGE_API_KEY``. An
 ``http`` transport is delivered by olbridge's HTTP sender with its url, endpoint, auth, headers,
 timeout and TLS settings; any other type (kafka, file, console, composite, ...) by the transport
-openlineage-python builds. Unlike the client, no configuration at all is an error, not the
-console: a worker that prints its outbox away would lose it.
+openlineage-python builds (``console``: each event a line on stdout). Unlike the client, no
+configuration at all is an error, not the console: a worker that prints its outbox away would
+lose it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,6 +47,7 @@ def sender_for(
         quiet = logging.getLogger("openlineage")  # it logs its own traceback first: the error below says it
         level, quiet.level = quiet.level, logging.CRITICAL + 1
         try:
+            _console_to_stdout()
             return TransportSender(get_default_factory().create(transport))
         except Exception as exc:  # whatever openlineage-python says of its own configuration
             raise ConfigError(f"cannot set up the {transport['type']!r} OpenLineage transport: {exc}") from exc
@@ -62,6 +65,24 @@ def sender_for(
         "no OpenLineage backend configured: give --url, set OPENLINEAGE_URL, or write an openlineage.yml "
         "(or OPENLINEAGE__TRANSPORT__* variables)"
     )
+
+
+# the logger openlineage-python's console transport emits each event through, at INFO
+CONSOLE_LOGGER = "openlineage.client.transport.console"
+
+
+def _console_to_stdout() -> None:
+    """The console transport's events on stdout, one a line: it hands each to a logger at INFO,
+    which nothing here prints (a stream to it said every event delivered, and none was seen)."""
+    console = logging.getLogger(CONSOLE_LOGGER)
+    if any(getattr(handler, "olbridge", False) for handler in console.handlers):
+        return
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.olbridge = True  # type: ignore[attr-defined]
+    console.addHandler(handler)
+    console.setLevel(logging.INFO)
+    console.propagate = False
 
 
 def _key(value: str | None) -> str | None:

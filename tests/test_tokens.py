@@ -190,7 +190,13 @@ def test_serve_refuses_a_shared_token_with_named_ones_and_a_bad_tokens_file(tmp_
     db = str(tmp_path / "c.db")
     both = CliRunner().invoke(cli, ["--catalog", db, "serve", "--tokens", str(tokens)], env={"OLBRIDGE_TOKEN": "t"})
     assert both.exit_code == 2
-    assert "give one shared token (--token) or named tokens" in both.stderr
+    assert "give one shared token or named tokens, not both: OLBRIDGE_TOKEN and --tokens" in both.stderr
+    # the one given named, not --token where --token-file was (a newcomer looked for a --token)
+    shared = tmp_path / "token.txt"
+    shared.write_text("t\n")
+    given = ["--catalog", db, "serve", "--token-file", str(shared), "--tokens", str(tokens)]
+    both = CliRunner().invoke(cli, given, env={"OLBRIDGE_TOKEN": None})
+    assert both.exit_code == 2 and "--token-file and --tokens were given" in both.stderr, both.stderr
     tokens.write_text('[spark]\ntoken = "t"\n')
     bad = CliRunner().invoke(cli, ["--catalog", db, "serve", "--tokens", str(tokens)], env={"OLBRIDGE_TOKEN": None})
     assert bad.exit_code == 1

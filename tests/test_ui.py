@@ -63,7 +63,14 @@ def make_app(path: str, resolver: Resolver, *, tokens: bool = False) -> UiApp:
 
 
 def call(
-    app: UiApp, path: str, query: str = "", *, method: str = "GET", cookie: str = "", body: bytes = b""
+    app: UiApp,
+    path: str,
+    query: str = "",
+    *,
+    method: str = "GET",
+    cookie: str = "",
+    body: bytes = b"",
+    authorization: str | None = None,
 ) -> tuple[str, dict[str, str], str]:
     found: dict[str, Any] = {}
 
@@ -78,6 +85,8 @@ def call(
         "CONTENT_LENGTH": str(len(body)),
         "wsgi.input": io.BytesIO(body),
     }
+    if authorization is not None:
+        environ["HTTP_AUTHORIZATION"] = authorization
     text = b"".join(app(environ, start)).decode()
     return found["status"], found["headers"], text
 
@@ -439,6 +448,10 @@ def test_a_token_sees_its_namespaces_and_global_assets_only(ui_catalog: str, res
     graph = twin(app, "/assets/shared.calendar", "tab=dependencies", cookie=b)["graph"]
     assert {n["id"] for n in graph["nodes"]} == {"shared.calendar"}  # mart.orders is team-a's
     assert call(app, "/assets", "format=json", cookie="olbridge_ui=nope")[0].startswith("401")
+    # a script's token that is not one of the view's is told so, not that it sent none
+    status, _, text = call(app, "/assets", "format=json", authorization="Bearer wrong")
+    assert status.startswith("401") and "the token sent is not one of this view's" in text, text
+    assert "a token is needed" in call(app, "/assets", "format=json")[2]
 
 
 def test_the_ui_is_read_only_and_says_bad_values(ui_catalog: str, resolver: Resolver) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
@@ -212,7 +213,21 @@ def serve(
     elif settings.tokens is not None:
         named = settings.tokens
     if token and named:
-        raise click.UsageError("give one shared token (--token) or named tokens (--tokens, [serve] tokens)")
+        ctx = click.get_current_context()
+
+        def said(name: str, option: str, env: str) -> str:
+            return option if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE else env
+
+        shared = (
+            said("token_file", "--token-file", "OLBRIDGE_TOKEN_FILE")
+            if token_file
+            else said("token", "--token", "OLBRIDGE_TOKEN")
+        )
+        listed = "--tokens" if tokens_file is not None else "[serve] tokens"
+        raise click.UsageError(
+            f"give one shared token or named tokens, not both: {shared} and {listed} were given "
+            "(one shared: --token, --token-file, OLBRIDGE_TOKEN; named: --tokens, [serve] tokens)"
+        )
     forward = settings.forward if forward is None else forward
     access_log = settings.access_log if access_log is None else None if access_log == "off" else access_log
     options = ServeOptions(

@@ -210,7 +210,9 @@ class UiApp:
             token = self.token_of(environ)
             if token is None:
                 if as_json:
-                    return self.error(True, "401 Unauthorized", "a token is needed: log in, or send Authorization")
+                    sent = bearer(environ.get("HTTP_AUTHORIZATION", "")) is not None
+                    why = "the token sent is not one of this view's" if sent else "a token is needed"
+                    return self.error(True, "401 Unauthorized", f"{why}: log in, or send Authorization: Bearer TOKEN")
                 # the path as the browser sent it, encoded again (PATH_INFO comes decoded)
                 target = quote(path, safe="/") + ("?" + environ["QUERY_STRING"] if environ.get("QUERY_STRING") else "")
                 return redirect(link("/login", next=target))

@@ -678,3 +678,53 @@ def test_the_console_transport_prints_each_event_on_stdout(tmp_path: Path, comma
     events = [json.loads(line) for line in done.stdout.splitlines()]
     assert [e["eventType"] for e in events] == ["START", "COMPLETE"], done.stdout
     assert all(validate_event(e) == [] for e in events)
+
+
+def test_the_console_transport_keeps_what_stdout_would_not_take(tmp_path: Path) -> None:
+    """stdout closed under it (`| head`): logging swallowed the failed writes, and the events were
+    deleted as delivered. They stay queued; and `--json`, whose summary would go among the
+    events, is a usage error."""
+    import os
+    import subprocess
+    import sys
+
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        catalog.record_task_run(run("a", outputs=(decl("mart.a", type="Table"),)))
+    (tmp_path / "openlineage.yml").write_text("transport:\n  type: console\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENLINEAGE")}
+    olbridge = str(Path(sys.executable).parent / "olbridge")
+    command = [olbridge, "--catalog", str(db), "stream", "--once", "--give-up-after", "1"]
+    read, write = os.pipe()
+    os.close(read)  # nobody reads: every write fails
+    try:
+        done = subprocess.run(
+            command, cwd=tmp_path, env=env, stdout=write, stderr=subprocess.PIPE, text=True, timeout=120
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == 1, done.stderr
+    with Catalog(db) as catalog:
+        assert catalog.outbox.status().pending == 2
+    mixed = subprocess.run([*command, "--json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert mixed.returncode == 2 and "--json prints its summary on stdout" in mixed.stderr, mixed.stderr
+
+
+def test_a_stop_the_command_set_itself_is_not_taken_for_a_first_signal() -> None:
+    """A command sets its stop event itself as it ends (a stream closing its watch): a SIGTERM
+    then was taken for a second one, and the process exited 1 at once, its cleanup skipped."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os, signal, time\n"
+        "from bridge.cli.output import stop_on_signals\n"
+        "with stop_on_signals('{signal}: stopping') as stop:\n"
+        "    stop.set()\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(0.2)\n"
+        "print('cleaned up')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "cleaned up\n", (done.stdout, done.stderr)
+    assert "SIGTERM: stopping" in done.stderr and "again" not in done.stderr

@@ -234,9 +234,12 @@ JAVA_UUIDS = [
 @pytest.mark.parametrize(("text", "read"), JAVA_UUIDS)
 def test_a_run_id_is_read_as_javas_uuid_parser_reads_it(text: str, read: str) -> None:
     """Marquez reads a runId with ``UUID.fromString``, which takes more than the canonical form:
-    every spelling it reads as a UUID is that UUID's run here too (its key), so that a token
-    cannot reach another namespace's run by a spelling the receiver kept apart."""
-    from bridge.model.received import java_uuid, run_source
+    the run it reads a spelling as is named (``marquez_source``), so that a token cannot reach
+    another namespace's run by a spelling the receiver keeps apart; the key stays the text (a
+    run received so before keeps it)."""
+    from bridge.model.received import java_uuid, marquez_source, run_source
 
     assert (java_uuid(text) or "-") == read
-    assert run_source(text) == f"run:{read if read != '-' else text}"
+    canonical = read != "-" and text.lower() != read
+    assert marquez_source(text) == (f"run:{read}" if canonical else None)
+    assert run_source(text) == f"run:{read if read != '-' and not canonical else text}"

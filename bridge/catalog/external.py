@@ -34,6 +34,7 @@ from bridge.model.received import (
     IncomingEvent,
     ReceivedColumnEdge,
     SeenDataset,
+    marquez_source,
     run_day,
     writable,
     writes_stored,
@@ -221,7 +222,10 @@ class GroupIngest:
             )
         )
         self.bindings = dict.fromkeys(datasets)
-        sources = sorted({(e.source, run_day(e.source)) for e in events if e.source is not None})
+        sources = sorted(
+            {(e.source, run_day(e.source)) for e in events if e.source is not None}
+            | {(m, run_day(m)) for e in events if e.kind == "RunEvent" and (m := _marquez_source(e)) is not None}
+        )
         # before the bindings are read: a takeover of a placeholder waits for the group (adopt.py)
         lock = self.engine.adoption_lock(exclusive=False) if self.engine is not None else None
         _, digests, bindings, stored = self._read(
@@ -552,7 +556,11 @@ class GroupIngest:
             return None
         state = self.source_states.get(event.source)
         if state is None or writable(event.writes, state.job[0]):
-            return None
+            # nor the run Marquez reads its runId as, where that is another spelling's
+            also = _marquez_source(event) if event.kind == "RunEvent" else None
+            state = self.source_states.get(also) if also is not None else None
+            if state is None or writable(event.writes, state.job[0]):
+                return None
         what = f"run {event.run_id}" if event.run_id is not None else f"job {event.job_namespace}/{event.job_name}"
         message = f"token {event.token!r} may not write {what}: it is the run of a job of another namespace"
         return IngestResult("forbidden", message=message)
@@ -996,3 +1004,8 @@ def ingest_events(
     results = [group.take(event) for event in events]
     group.flush()
     return results
+
+
+def _marquez_source(event: IncomingEvent) -> str | None:
+    """:func:`bridge.model.received.marquez_source` of a RunEvent's runId."""
+    return marquez_source(event.run_id) if event.run_id is not None else None

@@ -101,21 +101,26 @@ LANDED_WITHIN = 10.0
 def _settled(
     db: Database, events: Sequence[IncomingEvent], results: list[IngestResult | Exception], exc: Exception
 ) -> list[IngestResult | Exception]:
-    """The results of a group whose connection was lost as it committed: its own where it landed
-    (an event it took anew is stored: then every one is, a transaction); ``exc`` raised where it
-    did not; :class:`CommitUnknown` where the catalog could not be asked within
-    :data:`LANDED_WITHIN` seconds. A group that took nothing anew (every event a duplicate, or
-    refused) is its results either way."""
-    new = next(
-        (e for e, r in zip(events, results, strict=True) if isinstance(r, IngestResult) and r.status == "accepted"),
-        None,
+    """The results of a group whose connection was lost as it committed: its own where every
+    event it took anew is stored (one alone could be another writer's, which took the same event
+    once this transaction's hold on it ended: a client's retry through another receiver);
+    ``exc`` raised where any is not (the group, one transaction, did not land: a retry of those
+    stored is answered duplicate); :class:`CommitUnknown` where the catalog could not be asked
+    within :data:`LANDED_WITHIN` seconds. A group that took nothing anew (every event a
+    duplicate, or refused) is its results either way."""
+    new = sorted(
+        {
+            (e.time_text, e.digest)
+            for e, r in zip(events, results, strict=True)
+            if isinstance(r, IngestResult) and r.status == "accepted"
+        }
     )
-    if new is None:
+    if not new:
         return results
     deadline = time.monotonic() + LANDED_WITHIN
     while True:
         try:
-            found = db.conn.execute(sql_received.received_digests(1), (new.time_text, new.digest)).fetchone()
+            stored = _stored(db, new)
         except Exception:
             if time.monotonic() >= deadline:
                 raise CommitUnknown(
@@ -124,6 +129,18 @@ def _settled(
                 ) from exc
             time.sleep(0.5)
             continue
-        if found is None:
+        if stored < len(new):
             raise exc
         return results
+
+
+def _stored(db: Database, pairs: Sequence[tuple[str, str]]) -> int:
+    """How many of these (event time, digest) pairs are received events, asked on the catalog's
+    connection (a new one, the lost one given up)."""
+    conn = db.conn
+    found = 0
+    for start in range(0, len(pairs), 200):
+        chunk = pairs[start : start + 200]
+        params = [part for pair in chunk for part in pair]
+        found += len(conn.execute(sql_received.received_digests(len(chunk)), params).fetchall())
+    return found

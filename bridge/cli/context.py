@@ -325,7 +325,8 @@ class BridgeGroup(click.Group):
                 app.discard_new_catalog()
             name = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"
             raise click.ClickException(
-                f"interrupted ({name}) before the end: a write in progress was rolled back, and nothing after it done"
+                f"interrupted ({name}) before the end: a write not yet committed was rolled back, and nothing after "
+                "it done"
             ) from None
         except Exception as exc:
             app = ctx.obj if isinstance(ctx.obj, AppContext) else None

@@ -88,11 +88,11 @@ def stop_on_signals(message: str) -> Iterator[threading.Event]:
     signal comes, is left: the process says so and exits 1 at once. The previous handlers are back
     afterwards."""
     stop = threading.Event()
-    deadline: list[threading.Timer] = []
+    deadline: list[threading.Timer] = []  # set by the first signal (the command sets ``stop`` too)
 
     def handler(signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
-        if stop.is_set():  # a second one: at once
+        if deadline:  # a second one: at once
             _stop_now(f"{name} again")
         say(message.format(signal=name))
         stop.set()

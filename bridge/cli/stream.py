@@ -23,9 +23,11 @@ from bridge.cli.secrets import API_KEY_FILE_HELP, FILE, api_key_secret
 from bridge.delivery import health_watch
 from bridge.delivery.alerts import AlertSenders
 from bridge.delivery.backfill import Backfill
+from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.heartbeat import LEASE_TTL
 from bridge.delivery.holds import outbox_hold
 from bridge.delivery.report import FailureReport, describe
+from bridge.delivery.senders import TransportSender
 from bridge.delivery.worker import StreamStats, StreamWorker
 from bridge.errors import ConfigError, ExportError
 
@@ -156,6 +158,8 @@ def stream(
     watch = health_watch.settings_of(app.config)
     with stop_on_signals(_STOPPING) as stop:
         dispatcher = None if alerts_only else delivery.dispatcher(url, api_key_secret(api_key, api_key_file), stop=stop)
+        if as_json and dispatcher is not None:
+            _not_mixed(dispatcher)
         target = ALERTS_ONLY_TARGET if dispatcher is None else dispatcher.sender.target
         alerts = AlertSenders(app.config.alerts, timeout=delivery.timeout or 5.0)  # --timeout, per request
         watching = ""
@@ -312,6 +316,8 @@ def backfill(
         # a dry run reads the checkpoint the same backfill would resume from (and keeps none): the
         # one named, or the --url's; without either (a backend of the OpenLineage configuration,
         # not set up for a dry run), it checks everything
+        if as_json and dispatcher is not None:
+            _not_mixed(dispatcher)
         target = dispatcher.sender.target if dispatcher is not None else url
         name = checkpoint or target
         job = Backfill(
@@ -522,3 +528,12 @@ def _backfills(catalog: Catalog, errors: dict[str, DeliveryError]) -> list[dict[
             }
         )
     return out
+
+
+def _not_mixed(dispatcher: Dispatcher) -> None:
+    """A usage error where the events go to stdout (the console transport), where --json's
+    summary would go too: one stream a reader could not split."""
+    if isinstance(dispatcher.sender, TransportSender) and dispatcher.sender.prints:
+        raise click.UsageError(
+            "--json prints its summary on stdout, where the console transport prints the events: give one or the other"
+        )

@@ -71,16 +71,22 @@ def sender_for(
 CONSOLE_LOGGER = "openlineage.client.transport.console"
 
 
+class _Stdout(logging.Handler):
+    """Each record's message a line on stdout, flushed; a write that fails raises (logging's own
+    stream handler swallows it: an event unwritten would count as delivered, and be deleted)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        sys.stdout.write(record.getMessage() + "\n")
+        sys.stdout.flush()
+
+
 def _console_to_stdout() -> None:
     """The console transport's events on stdout, one a line: it hands each to a logger at INFO,
     which nothing here prints (a stream to it said every event delivered, and none was seen)."""
     console = logging.getLogger(CONSOLE_LOGGER)
-    if any(getattr(handler, "olbridge", False) for handler in console.handlers):
+    if any(isinstance(handler, _Stdout) for handler in console.handlers):
         return
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    handler.olbridge = True  # type: ignore[attr-defined]
-    console.addHandler(handler)
+    console.addHandler(_Stdout())
     console.setLevel(logging.INFO)
     console.propagate = False
 

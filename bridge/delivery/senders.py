@@ -283,6 +283,12 @@ class TransportSender:
         self.max_concurrency = 1
         self._kafka_key = transport.kind == "kafka" and not getattr(transport, "message_key", None)
 
+    @property
+    def prints(self) -> bool:
+        """Whether it writes the events on stdout: the console transport, alone or in a composite."""
+        transports = getattr(self.transport, "transports", None) or [self.transport]
+        return any(getattr(t, "kind", None) == "console" for t in transports)
+
     def send(self, lines: Sequence[str]) -> list[Outcome]:
         outcomes: list[Outcome] = []
         for line in lines:

@@ -121,14 +121,23 @@ _UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}
 
 
 def run_source(run_id: str) -> str:
-    """The key an external run is kept under, ``run:<runId>``: the UUID Marquez reads the runId
-    as, where it reads one (:func:`java_uuid`), in its canonical lower case, whatever spelling it
-    came in; else the runId as it is (Marquez derives a UUID from the text). One run to Marquez,
-    so one here, whose owner a token cannot get past by spelling its id otherwise: in capitals,
-    or, as Java's parser takes it, a group short of its leading zeros or with a ``+``."""
+    """The key an external run is kept under, ``run:<runId>``: a UUID in lower case, whatever case
+    it came in (Marquez reads a runId as a UUID, which ignores case: one run to it, so one here,
+    whose owner a token cannot get past by writing its id in capitals). Another spelling Java's
+    parser reads as a UUID (:func:`java_uuid`) is kept under its text, as it always was (runs
+    received so keep their key); :func:`marquez_source` names the run Marquez reads it as."""
+    return f"run:{run_id.lower() if _UUID.fullmatch(run_id) else run_id}"
+
+
+def marquez_source(run_id: str) -> str | None:
+    """The key of the run Marquez reads ``run_id`` as, where that is not the run it is kept under
+    here: a spelling of a UUID other than its canonical one that ``UUID.fromString`` reads (a
+    group short of its leading zeros, or with a ``+``); else None. A token that may not write
+    that run may not write this one either: forwarded, its events would end or fail it."""
     if _UUID.fullmatch(run_id):
-        return f"run:{run_id.lower()}"
-    return f"run:{java_uuid(run_id) or run_id}"
+        return None
+    found = java_uuid(run_id)
+    return f"run:{found}" if found is not None else None
 
 
 def java_uuid(text: str) -> str | None:

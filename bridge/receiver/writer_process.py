@@ -146,7 +146,9 @@ def run_writer(listener: socket.socket, writer: CatalogWriter, readiness: Readin
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when the writer stops
+    busy(time.monotonic())  # not the moment a writer before it (killed mid-write) began its last
     writer.probe()
+    busy(None)
     tell()
     workers: list[socket.socket] = []
     round_: list[tuple[socket.socket, Sequence[IncomingEvent]]] = []

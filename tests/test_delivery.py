@@ -198,6 +198,19 @@ def test_composite_transport_from_yaml(clean_env: Path) -> None:
     sender = sender_for(None)
     assert isinstance(sender, TransportSender) and sender.target == "composite transport"
     assert sender.send(['{"eventTime":"2025-01-01T00:00:00Z","producer":"p","schemaURL":"s"}']) == [Outcome(ok=True)]
+    assert sender.prints  # its console prints the events on stdout (where --json may not go)
+    # so does one a composite inside a composite holds; a file alone does not
+    (clean_env / "openlineage.yml").write_text(
+        "transport:\n  type: composite\n  transports:\n    outer:\n      type: composite\n      transports:\n"
+        "        inner:\n          type: console\n"
+    )
+    nested = sender_for(None)
+    assert isinstance(nested, TransportSender) and nested.prints
+    (clean_env / "openlineage.yml").write_text(
+        f"transport:\n  type: file\n  log_file_path: {clean_env / 'y.jsonl'}\n  append: true\n"
+    )
+    alone = sender_for(None)
+    assert isinstance(alone, TransportSender) and not alone.prints
 
 
 def test_an_api_key_from_the_environment_that_is_no_key_is_refused(clean_env: Path) -> None:

@@ -285,9 +285,9 @@ class TransportSender:
 
     @property
     def prints(self) -> bool:
-        """Whether it writes the events on stdout: the console transport, alone or in a composite."""
-        transports = getattr(self.transport, "transports", None) or [self.transport]
-        return any(getattr(t, "kind", None) == "console" for t in transports)
+        """Whether it writes the events on stdout: the console transport, alone or in a composite
+        (at any depth)."""
+        return _prints(self.transport)
 
     def send(self, lines: Sequence[str]) -> list[Outcome]:
         outcomes: list[Outcome] = []
@@ -306,6 +306,14 @@ class TransportSender:
 
     def close(self) -> None:
         self.transport.close()
+
+
+def _prints(transport: Any) -> bool:
+    """Whether ``transport`` is the console transport, or a composite that holds one."""
+    inner = getattr(transport, "transports", None)
+    if inner:
+        return any(_prints(t) for t in inner)
+    return getattr(transport, "kind", None) == "console"
 
 
 def _kafka_message_key(event: dict[str, Any]) -> str:

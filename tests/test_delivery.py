@@ -669,24 +669,29 @@ def test_a_backend_that_redirects_is_followed_only_where_the_post_is_kept(
         assert all(f"a redirect to {location}" in (o.detail or "") for o in outcomes)
 
 
+def _to_the_console(folder: Path) -> tuple[list[str], dict[str, str]]:
+    """A catalog in ``folder`` (``c.db``) of one task run, and an ``openlineage.yml`` of the
+    console transport beside it: the command line of olbridge on it, and an environment with no
+    OpenLineage variables (for a command run in ``folder``)."""
+    import os
+    import sys
+
+    with Catalog(folder / "c.db") as catalog:
+        catalog.record_task_run(run("a", outputs=(decl("mart.a", type="Table"),)))
+    (folder / "openlineage.yml").write_text("transport:\n  type: console\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENLINEAGE")}
+    return [str(Path(sys.executable).parent / "olbridge"), "--catalog", str(folder / "c.db")], env
+
+
 @pytest.mark.parametrize("command", [["stream", "--once"], ["backfill"]])
 def test_the_console_transport_prints_each_event_on_stdout(tmp_path: Path, command: list[str]) -> None:
     """openlineage-python's console transport hands each event to a logger at INFO, which
     nothing printed: `stream` and `backfill` to it said every event delivered (the outbox
     emptied) and showed none. Each event is a line on stdout."""
-    import os
     import subprocess
-    import sys
 
-    db = tmp_path / "c.db"
-    with Catalog(db) as catalog:
-        catalog.record_task_run(run("a", outputs=(decl("mart.a", type="Table"),)))
-    (tmp_path / "openlineage.yml").write_text("transport:\n  type: console\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENLINEAGE")}
-    olbridge = str(Path(sys.executable).parent / "olbridge")
-    done = subprocess.run(
-        [olbridge, "--catalog", str(db), *command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
-    )
+    base, env = _to_the_console(tmp_path)
+    done = subprocess.run([*base, *command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
     assert [e["eventType"] for e in events] == ["START", "COMPLETE"], done.stdout
@@ -699,15 +704,10 @@ def test_the_console_transport_keeps_what_stdout_would_not_take(tmp_path: Path) 
     events, is a usage error."""
     import os
     import subprocess
-    import sys
 
+    base, env = _to_the_console(tmp_path)
     db = tmp_path / "c.db"
-    with Catalog(db) as catalog:
-        catalog.record_task_run(run("a", outputs=(decl("mart.a", type="Table"),)))
-    (tmp_path / "openlineage.yml").write_text("transport:\n  type: console\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENLINEAGE")}
-    olbridge = str(Path(sys.executable).parent / "olbridge")
-    command = [olbridge, "--catalog", str(db), "stream", "--once", "--give-up-after", "1"]
+    command = [*base, "stream", "--once", "--give-up-after", "1"]
     read, write = os.pipe()
     os.close(read)  # nobody reads: every write fails
     try:

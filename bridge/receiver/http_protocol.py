@@ -203,7 +203,8 @@ class GuardedProtocol(HttpToolsProtocol):
         """Refuse (:class:`_Refused`) what the head asks that this receiver does not do: an HTTP
         version other than 1.0 and 1.1, a transfer coding other than ``chunked`` (httptools reads
         the body as if it were plain: it would be read otherwise than it was sent), and an
-        expectation other than ``100-continue``."""
+        expectation other than ``100-continue`` (an empty ``Expect`` asks for nothing: a list of
+        none, as HTTP reads an empty list header)."""
         version = self.parser.get_http_version()
         if version not in ("1.0", "1.1"):
             self.refusal = (400, "bad_request", f"not an HTTP/1.1 request: HTTP version {version!r}")
@@ -219,7 +220,7 @@ class GuardedProtocol(HttpToolsProtocol):
                         "(Content-Encoding: gzip for a compressed body)",
                     )
                     raise _Refused
-            elif name == b"expect" and value.strip().lower() != b"100-continue":
+            elif name == b"expect" and value.strip() and value.strip().lower() != b"100-continue":
                 said = value.decode("latin-1")[:100]
                 self.refusal = (417, "expectation_failed", f"Expect {said!r}: this receiver meets 100-continue alone")
                 raise _Refused

@@ -229,8 +229,9 @@ def test_olbridge_s_input_named_as_a_symlink_stays_named_so(catalog_target: str,
 
 def test_assets_read_together_are_as_each_read_alone(catalog_target: str, resolver: Resolver) -> None:
     """``get_assets`` (what a stream's round renders its events with, a few statements for the
-    round) gives each record as ``get_asset`` does, a placeholder's facets and other names with
-    it, and leaves out the ids that are no asset."""
+    round; ``get_asset`` is it of one id) gives each record whole, a placeholder's facets and
+    other names with it, those of each placeholder its own, and leaves out the ids that are no
+    asset."""
     facets = {"schema": {"fields": [{"name": "id", "type": "int"}]}, "documentation": {"description": "d"}}
     own = run("report", outputs=(decl("s3a://lake/report", type="File", metadata={"tier": "gold"}),), start=at(10))
     with Catalog(catalog_target) as catalog:
@@ -247,7 +248,16 @@ def test_assets_read_together_are_as_each_read_alone(catalog_target: str, resolv
         ids = [a.id for a in catalog.list_assets()]
         alone = {asset_id: catalog.get_asset(asset_id) for asset_id in ids}
         assert catalog.get_assets([*ids, "no/such", ids[0]]) == alone
+        together = catalog.get_assets(ids)
         described = catalog.find_asset_id("s3://lake/described", resolver)
-        assert set(alone[described].received_facets) >= {"schema", "documentation"}  # type: ignore[union-attr]
-        assert any(a is not None and a.identifiers for a in alone.values())  # a symlink read with its dataset
+        assert together[described].received_facets["documentation"]["description"] == "d"
+        assert together[described].received_facets["schema"]["fields"] == [{"name": "id", "type": "int"}]
+        table = catalog.find_asset_id(f"{HIVE[0]}/{HIVE[1]}", resolver)
+        assert {(i.namespace, i.name) for i in together[table].identifiers} >= {HIVE, HDFS} - {
+            (together[table].metadata.get("olNamespace"), together[table].metadata.get("olName"))
+        }
+        assert (
+            together["s3a://lake/report"].metadata["tier"] == "gold" and not together["s3a://lake/report"].identifiers
+        )
+        assert together[described].identifiers == ()  # no other name: none of another's
         assert catalog.get_assets([]) == {}

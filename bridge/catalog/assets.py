@@ -21,23 +21,15 @@ from bridge.model.received import store_namespace
 
 def read_asset(conn: Connection | Cursor, asset_id: str) -> Asset | None:
     """An asset's record; an External placeholder's with what producers said of it (the
-    latest of each dataset facet, every symlink identifier)."""
-    row = conn.execute(sql.GET_ASSET, (asset_id,)).fetchone()
-    if not row:
-        return None
-    asset = rows.asset_from_row(row)
-    if asset.origin is not Origin.EXTERNAL:
-        return asset
-    facets = {key: json.loads(text) for _, key, text in conn.execute(sql_received.facets_of(1), (f"asset:{asset_id}",))}
-    identifiers = tuple(Identifier(*row) for row in conn.execute(sql_received.IDENTIFIERS_OF_ASSET, (asset_id,)))
-    if not facets and not identifiers:
-        return asset
-    return attrs.evolve(asset, received_facets=facets, identifiers=identifiers)
+    latest of each dataset facet, every symlink identifier): :func:`read_assets` of one."""
+    return read_assets(conn, (asset_id,)).get(asset_id)
 
 
 def read_assets(conn: Connection | Cursor, asset_ids: Iterable[str]) -> dict[str, Asset]:
-    """The records of the assets of ``asset_ids`` that are there, each as :func:`read_asset`
-    gives it, read a few hundred at a time (a statement for each kind of row, not for each asset)."""
+    """The records of the assets of ``asset_ids`` that are there, each with, for an External
+    placeholder, the latest of each dataset facet producers said of it and every symlink
+    identifier; read a few hundred at a time (a statement for each kind of row, not for each
+    asset: rendering a stream's round names hundreds)."""
     found = {asset.id: asset for asset in map(rows.asset_from_row, sql.in_chunks(conn, sql.GET_ASSETS, set(asset_ids)))}
     placeholders = sorted(i for i, asset in found.items() if asset.origin is Origin.EXTERNAL)
     if not placeholders:

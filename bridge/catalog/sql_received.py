@@ -140,9 +140,6 @@ UPSERT_IDENTIFIER = """
     ON CONFLICT (namespace, name, asset_id) DO UPDATE SET type = excluded.type, id_rank = excluded.id_rank
     WHERE excluded.id_rank > i.id_rank
 """
-IDENTIFIERS_OF_ASSET = (
-    "SELECT namespace, name, type FROM external_identifiers WHERE asset_id = ? ORDER BY namespace, name"
-)
 IDENTIFIERS_OF_ASSETS = (  # in_chunks
     "SELECT asset_id, namespace, name, type FROM external_identifiers WHERE asset_id IN ({values}) "
     "ORDER BY asset_id, namespace, name"

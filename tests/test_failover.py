@@ -435,3 +435,56 @@ def test_a_group_whose_connection_is_lost_as_it_commits_is_answered_as_it_landed
     finally:
         monkeypatch.undo()
         writer.close()
+
+
+@pytest.mark.parametrize("landed", [True, False])
+def test_a_group_taken_one_event_at_a_time_whose_connection_is_lost_as_it_commits_is_answered_as_it_landed(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, landed: bool
+) -> None:
+    """A group one of whose events the catalog refuses is taken again one event at a time (each
+    in a savepoint); where that transaction's COMMIT loses its connection, its results are given
+    as it landed, as a whole group's are: the others accepted and the refused one refused where
+    it landed (they were answered 503 "could not commit", and kept), 503 where it did not."""
+    from bridge.catalog import external
+    from bridge.catalog.postgres.cursor import SharedCursor
+    from bridge.mapping import Resolver
+    from bridge.receiver.imports import catalog_intake
+    from bridge.receiver.writer import CatalogWriter
+
+    resolver = Resolver.load()
+    with Catalog(postgres_url) as verdicts:
+        intake = catalog_intake(verdicts, resolver)
+        events = [intake.prepare(event) for event in run_events(2)]
+    refused = events[1]
+    ingest_events = external.ingest_events
+
+    def refusing(cur: Any, taken: Any, *args: Any, **kwargs: Any) -> Any:
+        if any(e is refused for e in taken):
+            raise ValueError("refused by the test")
+        return ingest_events(cur, taken, *args, **kwargs)
+
+    execute = SharedCursor.execute
+
+    def lost(cur: SharedCursor, query: str, *args: Any, **kwargs: Any) -> Any:
+        if query == "COMMIT":
+            execute(cur, query if landed else "ROLLBACK")
+            cur.connection.close()
+            raise psycopg.OperationalError("the connection to the server was lost")
+        return execute(cur, query, *args, **kwargs)
+
+    writer = CatalogWriter(postgres_url, resolver)
+    try:
+        monkeypatch.setattr(external, "ingest_events", refusing)
+        monkeypatch.setattr(SharedCursor, "execute", lost)
+        results = writer.write(events)
+        monkeypatch.setattr(SharedCursor, "execute", execute)
+        with Catalog(postgres_url) as catalog:
+            stored = catalog.count_received()["received_events"]
+        if landed:
+            assert [getattr(r, "status", None) for r in results] == ["accepted", None, "accepted", "accepted"], results
+            assert "refused by the test" in str(results[1]) and stored == 3
+        else:
+            assert all("could not commit" in str(r) for r in results) and stored == 0, results
+    finally:
+        monkeypatch.undo()
+        writer.close()

@@ -71,7 +71,13 @@ def ingest(
             positions.save(cur, position)
         return results
 
-    return db.write(each)
+    try:
+        return db.write(each)
+    except Exception as exc:
+        uncertain = db.uncertain(exc)
+        if uncertain is None:
+            raise
+        return _settled(db, events, uncertain, exc)  # as the whole group's, above
 
 
 def _one_event(engine: Engine, exc: BaseException) -> bool:

@@ -585,6 +585,45 @@ def test_login_never_sends_a_header_of_its_own_nor_leads_away(ui_catalog: str, r
     assert call(app, "/login", method="POST", body=body)[1]["Location"] == back
 
 
+def test_a_login_leads_back_to_the_address_as_the_browser_sent_it(ui_catalog: str, resolver: Resolver) -> None:
+    """An id's slashes are sent as %2F; the server's PATH_INFO has them decoded, and the login
+    led back to the path encoded again with its slashes as they are, so that the browser read an
+    id's ``..`` as a step up: ``s3://bucket-a/x/../y`` came back as the page of ``s3://bucket-a/y``.
+    The address a login leads back to is the one the browser sent."""
+    import http.client
+    import socket
+    import threading
+    from wsgiref.simple_server import make_server
+
+    from bridge.web import server
+
+    app = make_app(ui_catalog, resolver, tokens=True)
+    made = make_server("127.0.0.1", 0, app, server_class=server._Server, handler_class=server._QuietHandler)
+    thread = threading.Thread(target=made.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+
+    def back_to(target: bytes) -> str:
+        with socket.create_connection(made.server_address, timeout=10) as sock:
+            sock.sendall(b"GET " + target + b" HTTP/1.0\r\n\r\n")
+            answer = http.client.HTTPResponse(sock)
+            answer.begin()
+            assert answer.status == 303
+            location = answer.getheader("Location", "")
+        body = f"token=secret-a&{location.split('?', 1)[1]}".encode()  # the login's form sends next on
+        status, headers, _ = call(app, "/login", method="POST", body=body)
+        assert status.startswith("303")
+        return headers["Location"]
+
+    try:
+        for sent in ("/assets/s3%3A%2F%2Fbucket-a%2Fx%2F..%2Fy?tab=runs", "/assets/s3%3A%2F%2Fbucket-a%2F..", "/runs"):
+            assert back_to(sent.encode()) == sent
+        assert back_to("/assets/caf\u00e9?tab=runs".encode()) == "/assets/caf%C3%A9?tab=runs"  # sent unencoded
+    finally:
+        made.shutdown()
+        made.server_close()
+        thread.join()
+
+
 @pytest.mark.parametrize("length", ["-5", "-1", "many"])
 def test_a_login_with_a_bad_content_length_is_refused(ui_catalog: str, resolver: Resolver, length: str) -> None:
     app = make_app(ui_catalog, resolver, tokens=True)
@@ -1805,6 +1844,31 @@ def test_a_tokens_tree_passes_over_the_assets_it_does_not_see(catalog_target: st
         assert prefix_children(catalog, "s3://bucket/dir/") == [browse.PrefixNode("s3://bucket/dir/", True)]
     _, _, text = call(make_app(catalog_target, resolver), "/assets", "prefix=s3://bucket/dir/")
     assert '<a href="/assets/s3%3A%2F%2Fbucket%2Fdir%2F">s3://bucket/dir/</a>' in text
+
+
+def test_a_level_of_the_tree_of_id_prefixes_holds_no_prefix_of_another(catalog_target: str) -> None:
+    """A segment ran to the end of a run of separators: ``s3://bucket-a/..`` was listed beside the
+    ``s3://bucket-a/`` that holds it (and ``s3://x//`` beside ``s3://x/``), a folder that opened on the asset
+    alone. A segment ends at its first separator."""
+    with Catalog(catalog_target) as catalog:
+        for asset_id in ("s3://bucket-a/..", "s3://bucket-a/y", "s3://x//a", "s3://x/b", "db..t"):
+            catalog.set_asset(decl(asset_id, type="File"), now=at(0))
+        assert [n.prefix for n in prefix_children(catalog)] == ["db.", "s3://"]
+        assert prefix_children(catalog, "db.") == [browse.PrefixNode("db..", False)]
+        assert prefix_children(catalog, "s3://") == [
+            browse.PrefixNode("s3://bucket-a/", False),
+            browse.PrefixNode("s3://x/", False),
+        ]
+        assert prefix_children(catalog, "s3://bucket-a/") == [
+            browse.PrefixNode("s3://bucket-a/.", False),
+            browse.PrefixNode("s3://bucket-a/y", True),
+        ]
+        assert prefix_children(catalog, "s3://bucket-a/.") == [browse.PrefixNode("s3://bucket-a/..", False)]
+        assert prefix_children(catalog, "s3://bucket-a/..") == [browse.PrefixNode("s3://bucket-a/..", True)]
+        assert prefix_children(catalog, "s3://x/") == [
+            browse.PrefixNode("s3://x//", False),
+            browse.PrefixNode("s3://x/b", True),
+        ]
 
 
 def test_the_tree_of_id_prefixes_pages_through_a_level_of_more_than_50(catalog_target: str, resolver: Resolver) -> None:

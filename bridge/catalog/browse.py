@@ -49,7 +49,9 @@ SEARCH_COUNTED = 10_000  # assets read, at most, to count a common search text
 SEARCH_MATCHES = 20_000  # a search text more of the search's terms hold is read in id order
 SEARCH_BUDGET = 10_000  # assets a search read in id order checks for one page
 # a prefix tree's next segment: a URI scheme with its "://", else up to and with the next separator
-SEGMENT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|[^/.:]*[/.:]+")
+# (one: with a run of them, ``a//`` would be a sibling of the ``a/`` that holds it, and ``a/..``
+# of ``a/``)
+SEGMENT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://|[^/.:]*[/.:]")
 
 
 @attrs.frozen

@@ -213,9 +213,7 @@ class UiApp:
                     sent = bearer(environ.get("HTTP_AUTHORIZATION", "")) is not None
                     why = "the token sent is not one of this view's" if sent else "a token is needed"
                     return self.error(True, "401 Unauthorized", f"{why}: log in, or send Authorization: Bearer TOKEN")
-                # the path as the browser sent it, encoded again (PATH_INFO comes decoded)
-                target = quote(path, safe="/") + ("?" + environ["QUERY_STRING"] if environ.get("QUERY_STRING") else "")
-                return redirect(link("/login", next=target))
+                return redirect(link("/login", next=_sent(environ, path)))
             scope = Scope(token.namespaces)
         if "\x00" in path or any("\x00" in key or "\x00" in value for key, value in query.items()):
             # no id, name or filter of the catalog holds one (PostgreSQL's text cannot)
@@ -352,6 +350,21 @@ class UiApp:
             next=target, message=message, query={}, tokens=bool(self.tokens)
         )
         return Response("200 OK", text.encode())  # the form again, saying why
+
+
+def _sent(environ: Environ, path: str) -> str:
+    """The address asked for, as the browser sent it (the server's ``RAW_URI``): an id's ``%2F``
+    stays encoded, where PATH_INFO has it decoded, so that a browser led back to it does not read
+    an id's ``..`` as a step up; else ``path`` encoded again. Bytes outside ASCII are encoded."""
+    raw = environ.get("RAW_URI", "").split("?", 1)[0]
+    if raw.startswith("/"):  # the request line's bytes, read as Latin-1
+        target = quote(raw.encode("latin-1", "replace"), safe="/%" + _SUB_DELIMS)
+    else:
+        target = quote(path, safe="/")
+    return target + ("?" + environ["QUERY_STRING"] if environ.get("QUERY_STRING") else "")
+
+
+_SUB_DELIMS = "!$&'()*+,;=:@-._~"  # what a path may hold as it is, with the slash and escapes
 
 
 def safe_next(target: str) -> str:

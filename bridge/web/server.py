@@ -136,6 +136,13 @@ class _QuietHandler(WSGIRequestHandler):
         self.rfile = io.BufferedReader(_Deadline(self.connection, time.monotonic() + limit))
         self.wfile = _Writer(self.wfile, self.connection, limit)  # type: ignore[assignment]
 
+    def get_environ(self) -> dict[str, Any]:
+        environ: dict[str, Any] = super().get_environ()
+        # the request's target as sent, as gunicorn names it: PATH_INFO comes decoded, so that an
+        # id's %2F is a slash there, and the address a login leads back to is made of this
+        environ["RAW_URI"] = self.path
+        return environ
+
     def log_message(self, format: str, *args: object) -> None:
         pass
 

@@ -194,6 +194,11 @@ def test_the_spellings_of_an_id_a_dataset_name_may_come_from(resolver: Resolver)
         ("mysql://orders-db:3306", "shop.orders", "mysql://orders-db/shop.orders"),
         ("mssql://s:1433", "sales.dbo.t", "sqlserver://s/sales.dbo.t"),
         ("bigquery", "proj.ds.t", "bigquery://proj/ds.t"),
+        ("bigquery", "proj.ds.t", "bigquery://proj/ds/t"),
+        ("snowflake://xy12345.us-west-1.aws", "DB.S.T", "snowflake://xy12345/DB.S.T"),
+        ("snowflake://xy12345.us-west-1.aws", "DB.S.T", "snowflake://xy12345.us-west-1/DB.S.T"),
+        ("snowflake://xy12345.us-east-1.aws", "DB.S.T", "snowflake://xy12345.us-east-1/DB.S.T"),
+        ("s3://lake", "k", "S3A://lake/k"),
     ]:
         ids = resolver.ids_named(namespace, name)
         assert spelled in ids, (namespace, name, ids)

@@ -56,6 +56,41 @@ def test_a_dataset_named_by_either_scheme_is_the_same_asset(catalog_target: str,
         }
 
 
+@pytest.mark.parametrize(
+    ("own", "namespace", "name"),
+    [
+        ("bigquery://proj/ds/t", "bigquery", "proj.ds.t"),
+        ("snowflake://xy12345/DB.S.T", "snowflake://xy12345.us-west-1.aws", "DB.S.T"),
+        ("S3A://lake/k", "s3://lake", "k"),
+        ("POSTGRESQL://pgz/db.s.t", "postgres://pgz:5432", "db.s.t"),
+    ],
+)
+def test_a_dataset_named_after_an_own_asset_of_any_spelling_is_that_asset(
+    catalog_target: str, resolver: Resolver, own: str, namespace: str, name: str
+) -> None:
+    """Each own id is exported as the dataset the event names, but the event, after the asset,
+    made a placeholder of its own (joined only the other way round, where the write takes the
+    placeholder over): a BigQuery key with its table as a path segment, a Snowflake locator
+    without its region and cloud, a scheme in capitals. The event's dataset is the own asset,
+    whichever came first."""
+    assert (resolver.dataset_for(own, "Table", {}).namespace, resolver.dataset_for(own, "Table", {}).name) == (
+        namespace,
+        name,
+    )
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_run(run("load", outputs=(decl(own, type="Table"),), start=at(0)))
+        event = ol_run_event(
+            "COMPLETE",
+            inputs=[ol_dataset(namespace, name)],
+            outputs=[ol_dataset("s3://lake", "mart/daily")],
+            time="2025-03-01T09:00:00Z",
+        )
+        assert [o.ok for o in catalog_intake(catalog, resolver).take([event])] == [True]
+        assert sorted(a.id for a in catalog.list_assets()) == sorted([own, "s3://lake/mart/daily"])
+        upstream = catalog.lineage("s3://lake/mart/daily", direction="upstream", depth=1)
+        assert {a.id for a in upstream.assets} == {"s3://lake/mart/daily", own}
+
+
 def spark_s3_event() -> dict[str, Any]:
     """A Spark job reading an S3 table its column lineage names s3a:// (OpenLineage's issue 2938)."""
     lineage = {"fields": {"id": {"inputFields": [field("s3a://lake", "raw/orders", "id", IDENTITY)]}}}

@@ -34,4 +34,37 @@ def dotted(path: str) -> str:
     return path.replace("/", ".")
 
 
+def snowflake_account_sources(account: str) -> list[str]:
+    """The accounts :func:`snowflake_account` renders as ``account``: it, and a locator spelled
+    with less of its region and cloud (``xy12345.us-west-1.aws`` is also ``xy12345.us-west-1``
+    and ``xy12345``). An organization-account identifier followed by more (``.privatelink``) is
+    not found: what followed it is not in its name."""
+    parts = account.split(".")
+    if "-" in parts[0] or len(parts) != 3 or parts[2] != "aws":
+        return [account]
+    shorter = [account, f"{parts[0]}.{parts[1]}"]
+    return [*shorter, parts[0]] if parts[1] == "us-west-1" else shorter
+
+
+DOTTED_SOURCES_AT_MOST = 3  # dots of a name whose every choice of slashes is tried; past it, none or all
+
+
+def dotted_sources(name: str) -> list[str]:
+    """The paths :func:`dotted` renders as ``name``: each of its dots may have been a slash
+    (``dataset.table`` is also ``dataset/table``); past :data:`DOTTED_SOURCES_AT_MOST` dots, only
+    none and all of them."""
+    pieces = name.split(".")
+    if len(pieces) - 1 > DOTTED_SOURCES_AT_MOST:
+        return list(dict.fromkeys([name, name.replace(".", "/")]))
+    found = [pieces[0]]
+    for piece in pieces[1:]:
+        found = [f"{before}{separator}{piece}" for before in found for separator in "./"]
+    return found
+
+
 FILTERS: dict[str, Callable[[str], str]] = {"dotted": dotted, "snowflake_account": snowflake_account}
+# what each filter may have been given to render a text (the reverse mapping's candidates)
+SOURCES: dict[Callable[[str], str], Callable[[str], list[str]]] = {
+    dotted: dotted_sources,
+    snowflake_account: snowflake_account_sources,
+}

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from bridge.errors import MappingError, ValidationError
+from bridge.mapping.filters import SOURCES
 from bridge.mapping.rules import Rule, load_rules
 from bridge.model import EXTERNAL, IdForm, id_form, is_uri_id, metadata_text
 
@@ -99,6 +100,21 @@ def _authorities(rule: Rule, values: Mapping[str, str]) -> list[str]:
     return [f"{host}:{port}", host] if port in defaults else [f"{host}:{port}"]
 
 
+def _sources(rule: Rule, values: dict[str, str]) -> list[dict[str, str]]:
+    """The variables a rule's templates may have rendered as they parsed to ``values``: a
+    variable rendered through a filter (``{id.path!dotted}``) parses back to the filter's text,
+    which may have been rendered from others (``dataset/table`` as well as ``dataset.table``)."""
+    found = [values]
+    for template in (rule.namespace, rule.dataset_name):
+        for part in template.parts:
+            if not isinstance(part, tuple) or part[2] is None or part[0] not in values:
+                continue
+            sources = SOURCES.get(part[2])
+            if sources is not None:
+                found = [{**each, part[0]: given} for each in found for given in sources(each[part[0]])]
+    return found
+
+
 class Resolver:
     """Names assets as OpenLineage datasets by the first rule that applies, and back."""
 
@@ -153,21 +169,22 @@ class Resolver:
         asset named by its metadata alone (a Kafka topic by ``topic``) is not found this way."""
         found: dict[str, None] = {}
         for rule in self.rules:
-            values = rule.namespace.parse(namespace)
-            named = rule.dataset_name.parse(name) if values is not None else None
-            if values is None or named is None or any(values.get(k, v) != v for k, v in named.items()):
+            parsed = rule.namespace.parse(namespace)
+            named = rule.dataset_name.parse(name) if parsed is not None else None
+            if parsed is None or named is None or any(parsed.get(k, v) != v for k, v in named.items()):
                 continue
-            values.update(named)
-            if values.get("id"):
-                found[values["id"]] = None
-            path = values.get("id.path")
-            if path is None or not path.strip("/"):
-                continue
-            schemes = sorted(rule.match.schemes) or ([values["id.scheme"]] if "id.scheme" in values else [])
-            for scheme in schemes:
-                for authority in _authorities(rule, values):
-                    for tail in ("", "/"):
-                        found[f"{scheme}://{authority}/{path.strip('/')}{tail}"] = None
+            parsed.update(named)
+            for values in _sources(rule, parsed):
+                if values.get("id"):
+                    found[values["id"]] = None
+                path = values.get("id.path")
+                if path is None or not path.strip("/"):
+                    continue
+                schemes = sorted(rule.match.schemes) or ([values["id.scheme"]] if "id.scheme" in values else [])
+                for scheme in dict.fromkeys([*schemes, *(s.upper() for s in schemes)]):  # a scheme is read in any case
+                    for authority in _authorities(rule, values):
+                        for tail in ("", "/"):
+                            found[f"{scheme}://{authority}/{path.strip('/')}{tail}"] = None
         return list(found)
 
     def asset_for(self, namespace: str, name: str) -> AssetRef:

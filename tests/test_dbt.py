@@ -528,6 +528,19 @@ def test_without_sqlglot_or_with_unreadable_sql_the_rest_is_recorded(
         (note,) = summary.column_notes
         assert note.startswith("model.my_dbt_project.my_second_dbt_model: its SQL could not be read as duckdb: ")
         assert catalog.column_edges() == []
+    # SQL that reads, one of whose columns cannot be traced (an input's columns known only as far as
+    # its documentation goes: no catalog.json) is said so, not "could not be read"
+    manifest["nodes"]["model.my_dbt_project.my_second_dbt_model"]["compiled_code"] = (
+        'select a.id, a.country from "dbt"."main"."my_first_dbt_model" a'
+    )
+    path.write_text(json.dumps(manifest))
+    with Catalog(":memory:") as catalog:
+        (note,) = ingest_dbt(catalog, project).column_notes
+        assert note == (
+            "model.my_dbt_project.my_second_dbt_model: a column of its SQL could not be traced to its inputs "
+            "(Unknown column: country): its column lineage is left out; catalog.json gives its inputs' columns "
+            "(dbt docs generate, --catalog-json)"
+        )
 
 
 def test_an_incremental_model_reading_itself_is_left_out_of_its_own_lineage(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bridge.adapters.dbt import sql_lineage
-from bridge.adapters.dbt.sql_lineage import Relation, UnreadableSql, query_lineage, relation_key
+from bridge.adapters.dbt.sql_lineage import Relation, UnreadableSql, UnresolvedColumns, query_lineage, relation_key
 from bridge.model import Column, ColumnInput, ColumnLineage
 
 
@@ -95,6 +95,14 @@ class ProjectColumns:
             return columns, None
         try:
             found = query_lineage(sql, dialect=self.dialect, relations=self.column_names({unique_id, *inputs}))
+        except UnresolvedColumns as exc:
+            unknown = not all(self.in_catalog(u) for u in inputs)
+            hint = "; catalog.json gives its inputs' columns (dbt docs generate, --catalog-json)" if unknown else ""
+            self.notes.append(
+                f"{unique_id}: a column of its SQL could not be traced to its inputs ({exc}): "
+                f"its column lineage is left out{hint}"
+            )
+            return columns, None
         except UnreadableSql as exc:
             self.notes.append(f"{unique_id}: its SQL could not be read as {self.dialect or 'generic SQL'}: {exc}")
             return columns, None

@@ -81,6 +81,11 @@ class UnreadableSql(Exception):
     """The query could not be read (a parse error, or not one query); the message says why."""
 
 
+class UnresolvedColumns(UnreadableSql):
+    """The query was read, but a column of it could not be traced to the relation it comes from
+    (a column named without its table in a join, where the relations' columns are not known)."""
+
+
 @attrs.frozen
 class Source:
     """A relation column an output column (or the whole output) depends on, and how."""
@@ -334,7 +339,7 @@ def query_lineage(sql: str, *, dialect: str | None, relations: Mapping[Relation,
     :class:`UnreadableSql` when the query cannot be read."""
     import sqlglot
     from sqlglot import exp
-    from sqlglot.errors import SqlglotError
+    from sqlglot.errors import OptimizeError, SqlglotError
     from sqlglot.optimizer.qualify import qualify
     from sqlglot.optimizer.scope import build_scope
 
@@ -367,6 +372,8 @@ def query_lineage(sql: str, *, dialect: str | None, relations: Mapping[Relation,
         dataset = [s for scope in root.traverse() for s in walker.clause_sources(scope)]
     except UnreadableSql:
         raise
+    except OptimizeError as exc:  # read, but a column not found in what is known of the relations
+        raise UnresolvedColumns(_first_line(str(exc))) from None
     except SqlglotError as exc:
         raise UnreadableSql(_first_line(str(exc))) from None
     except Exception as exc:  # the parser on any SQL: a failure of it costs the lineage, never the ingest

@@ -116,6 +116,16 @@ def test_a_resumed_step_counts_from_where_it_was_and_its_rate_from_now() -> None
     assert log.getvalue().splitlines() == ["backfill: 40/100 events", "backfill: 100 events in 0:06 (10/s)"]
 
 
+def test_a_step_resumed_past_the_total_counted_now_has_none() -> None:
+    """A backfill resumed after retention deleted some of its history said "1,950/1,207 events"
+    (what it sent before, of what is kept now): it counts on without a total."""
+    clock, log = Clock(), io.StringIO()
+    with progress("backfill", 1207, "events", file=log, clock=clock, already=1950) as bar:
+        clock.now += 2.0
+        bar.advance(20)
+    assert log.getvalue().splitlines() == ["backfill: 1,950 events", "backfill: 1,970 events in 0:02 (10/s)"]
+
+
 def test_a_total_learnt_on_the_way_is_shown_from_then_on() -> None:
     clock, log = Clock(), io.StringIO()
     with progress("importing", None, "events", file=log, clock=clock, every=1.0) as bar:

@@ -270,8 +270,9 @@ class SqliteEngine(Engine):
             cast(sqlite3.Connection, conn).executescript("PRAGMA incremental_vacuum")
             return None
         return (
-            f"{free} free pages stay in the catalog's file and are reused by new rows; the file shrinks only "
-            "with VACUUM (the catalog's auto_vacuum is not INCREMENTAL)"
+            f"{free} free pages stay in the catalog's file and are reused by new rows (its auto_vacuum is not "
+            "INCREMENTAL: made by an earlier olbridge); at a quiet time, "
+            "'PRAGMA auto_vacuum = INCREMENTAL; VACUUM' in sqlite3 shrinks it and has each pass give them back"
         )
 
     def maintenance(self, conn: Connection, *, wal_limit: int, every: float) -> Maintenance | None:

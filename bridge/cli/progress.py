@@ -114,8 +114,12 @@ def progress(
 ) -> Iterator[Progress]:
     """Show the progress of a step of ``total`` (None: unknown, or not yet: :meth:`Progress.expect`)
     ``unit`` on ``file`` (stderr), ``already`` of them done before (a step resumed); see the
-    module's documentation. The closing line is said when the step ends well."""
+    module's documentation. The closing line is said when the step ends well. A step resumed with
+    more done than the total counted now (a backfill resumed after retention deleted some of the
+    history) has no known total: "1,950/1,207" would be no count at all."""
     stream = file if file is not None else sys.stderr
+    if total is not None and already > total:
+        total = None
     meter = Meter(total, unit, clock, already=already)
     if stream.isatty():
         bar = click.progressbar(

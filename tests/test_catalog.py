@@ -170,6 +170,17 @@ def test_recording_twice_is_unchanged_and_a_second_end_is_refused(catalog: Catal
     assert catalog.count_task_runs() == 1
 
 
+def test_recording_twice_says_again_what_the_first_recording_warned_of(catalog: Catalog) -> None:
+    """A run whose output was not written (a new asset of no type) was said so when recorded;
+    recorded again as it was, it came back "unchanged" with no warning, the output still missing."""
+    first = run(outputs=(decl("a.out"),), behavior="WARN")
+    warned = catalog.record_task_run(first).warnings
+    assert warned and "output 'a.out' is a new asset and has no type" in warned[0]
+    again = catalog.record_task_run(first)
+    assert again.status == "unchanged" and again.warnings == warned
+    assert catalog.get_asset("a.out") is None
+
+
 def test_a_running_run_ends_later(catalog: Catalog) -> None:
     catalog.record_task_run(run(inputs=(decl("raw.x"),), state="RUNNING"))
     result = catalog.record_task_run(run(inputs=(decl("raw.x"),), outputs=(decl("out.x", type="Table"),)))

@@ -241,7 +241,7 @@ _TASK_RUN_FROM = (
 )
 # read to be written: locked (writers side by side must not both end one run)
 FIND_TASK_RUN = (
-    "SELECT pk, task_id, state, record_hash, started_at FROM task_runs "
+    "SELECT pk, task_id, state, record_hash, started_at, warnings FROM task_runs "
     "WHERE flow_namespace = ? AND flow_id = ? AND execution_id = ? AND task_run_id = ?" + LOCK
 )
 INSERT_TASK_RUN = """

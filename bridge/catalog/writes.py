@@ -342,7 +342,7 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: adopt
     ).fetchone()
     status = "created"
     if found is not None:
-        pk, task_id, stored_state, stored_hash, stored_start = found
+        pk, task_id, stored_state, stored_hash, stored_start, stored_warnings = found
         if task_id != key.task_id:
             raise ValidationError(
                 f"task run {key.task_run_id!r} of execution {key.execution_id!r} is recorded for task "
@@ -351,8 +351,8 @@ def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: adopt
                 value=key.task_id,
                 where="taskId",
             )
-        if stored_hash == digest:
-            return RecordResult("unchanged", TaskState(stored_state))
+        if stored_hash == digest:  # what it was told the first time (an output not written), again
+            return RecordResult("unchanged", TaskState(stored_state), tuple(json.loads(stored_warnings or "[]")))
         if TaskState(stored_state).is_terminal:
             raise RunEndedError(
                 f"task run {key.task_run_id!r} of execution {key.execution_id!r} already ended in {stored_state}; "

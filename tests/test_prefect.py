@@ -437,10 +437,11 @@ def test_an_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
             {"status": 500, "body": "Internal Server Error"},
             f"the Prefect server at {API} answered HTTP 500 to POST /events/filter: Internal",
         ),
+        ({"status": 404, "body": "Not Found"}, "answered HTTP 404 to POST /events/filter: Not Found"),
         ({"status": 200, "body": "<html>Prefect UI</html>"}, "answer to POST /events/filter is not JSON"),
         ({"status": 200, "json": {"items": []}}, "answer to POST /events/filter has no 'events' list"),
     ],
-    ids=["5xx", "not-json", "not-an-event-page"],
+    ids=["5xx", "404", "not-json", "not-an-event-page"],
 )
 def test_a_bad_answer_is_a_clear_error_and_changes_nothing(
     tmp_path: Path, answer: dict[str, Any], message: str
@@ -453,6 +454,14 @@ def test_a_bad_answer_is_a_clear_error_and_changes_nothing(
     assert code == 1 and message in err and err.startswith("Error: ")
     with Catalog(db) as catalog:
         assert prefect_tables(catalog) == before
+
+
+@responses.activate
+def test_a_404_from_an_address_without_its_api_path_says_where_the_api_is(tmp_path: Path) -> None:
+    """The server's address alone (without /api, as its UI's address reads) answered a bare 404."""
+    responses.post("http://prefect.test/events/filter", status=404, body="Not Found")
+    code, _out, err = invoke(tmp_path / "c.db", "prefect", "import", "--api-url", "http://prefect.test")
+    assert code == 1 and "answered HTTP 404 to POST /events/filter (a Prefect API URL ends in /api" in err
 
 
 @responses.activate

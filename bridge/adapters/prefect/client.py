@@ -95,8 +95,11 @@ class PrefectClient:
     def _json(self, response: requests.Response, what: str) -> Any:
         if not 200 <= response.status_code < 300:
             body = response.text.strip().replace("\n", " ")
+            hint = ""
+            if response.status_code == 404 and not self.api_url.rstrip("/").endswith("/api"):
+                hint = " (a Prefect API URL ends in /api: is it the server's address alone?)"
             raise SourceError(
-                f"the Prefect server at {self.api_url} answered HTTP {response.status_code} to {what}"
+                f"the Prefect server at {self.api_url} answered HTTP {response.status_code} to {what}{hint}"
                 + (f": {body[:300]}" if body else "")
             )
         try:

@@ -209,6 +209,18 @@ def test_the_time_slider_steps_through_the_lineage(ui_url: str, page: tuple[Page
     p.keyboard.press("ArrowRight")
     expect(p).to_have_url(re.compile(r"step=1"))
     expect(report).to_be_visible()
+    # another direction or depth has moments of its own: its page starts at the latest, not at
+    # this one's step number
+    p.goto(ui_url + "/lineage?asset=mart.orders&step=0")
+    p.get_by_label("Direction").select_option("up")
+    p.get_by_role("button", name="Show").click()
+    expect(p).to_have_url(re.compile(r"direction=up"))
+    assert "step=" not in p.url
+    slider = p.get_by_role("slider")
+    expect(slider).to_be_enabled()
+    p.go_back()  # the page before, its slider as it was
+    expect(p).to_have_url(re.compile(r"step=0"))
+    expect(p.get_by_role("slider")).to_be_enabled()
 
 
 def test_from_the_health_page_to_a_failing_asset_and_what_is_at_risk_by_keyboard(

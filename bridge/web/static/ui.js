@@ -47,6 +47,19 @@
       try { sessionStorage.setItem(FOCUS, input.id); } catch (e) { /* storage off: focus not kept */ }
       input.form.requestSubmit();
     });
+    // Another asset, direction or depth has moments of its own: its page starts at the latest,
+    // not at this one's step number (the slider, disabled, is not sent).
+    input.form.addEventListener("submit", function () {
+      var changed = Array.prototype.some.call(input.form.elements, function (field) {
+        if (field === input || !field.name) return false;
+        if (field.tagName === "SELECT") {
+          return Array.prototype.some.call(field.options, function (o) { return o.selected !== o.defaultSelected; });
+        }
+        return field.value !== field.defaultValue;
+      });
+      if (changed) input.disabled = true;
+    });
+    window.addEventListener("pageshow", function () { input.disabled = false; });
   }
   function refocus() {
     var id = null;

@@ -105,3 +105,26 @@ def test_a_page_reads_the_runs_up_to_it_not_every_run(many: Path, monkeypatch: p
     assert executions(found) == list(range(RUNS - 1, RUNS - 6, -1)) and f"of {RUNS:,}" in err
     assert made <= 5 + 5
     assert listed(many, "--job", "flow.other")[0] == [] and listed(many, "--state", "FAIL")[0] == []
+
+
+def test_a_page_far_down_the_history_reads_the_uses_of_its_own_runs_alone(
+    many: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page read the uses of every run up to it in one statement, a bound value a run: past
+    250,000 runs SQLite refused it (a traceback of `runs list --offset 500000`). Here with
+    SQLite's bound lowered to 100 values: a page of 10 after 9,000 runs reads only its own."""
+    import sqlite3
+
+    from bridge.mapping import Resolver
+    from bridge.openlineage.convert import Converter
+
+    with Catalog(many) as catalog:
+        conn = catalog.db.conn
+        assert isinstance(conn, sqlite3.Connection)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 100)
+        page = Runs(catalog, Converter(Resolver.load())).page(limit=10, offset=9000)
+        assert page.total == RUNS and len(page.runs) == 10
+        # a page of runs past the bound has its uses read in parts
+        monkeypatch.setattr("bridge.catalog.history.USES_AT_ONCE", 50)
+        whole = list(catalog.iter_task_runs(page_size=500))
+        assert len(whole) == RUNS and [r.pk for r in whole] == sorted(r.pk for r in whole)

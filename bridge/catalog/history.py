@@ -108,6 +108,17 @@ def task_runs_by_pk(conn: Connection | Cursor, pks: Sequence[int]) -> dict[int, 
 
 
 def with_usages(conn: Connection | Cursor, page: list[Any]) -> Iterator[StoredTaskRun]:
+    """The task runs of ``page`` (TASK_RUN_COLUMNS rows), with their uses, column edges and
+    unwritten outputs, read :data:`USES_AT_ONCE` runs a statement (SQLite binds at most 250,000
+    values in one)."""
+    for start in range(0, len(page), USES_AT_ONCE):
+        yield from _with_usages(conn, page[start : start + USES_AT_ONCE])
+
+
+USES_AT_ONCE = 1000
+
+
+def _with_usages(conn: Connection | Cursor, page: list[Any]) -> Iterator[StoredTaskRun]:
     if not page:  # nothing to read (and ``IN ()`` is no SQL PostgreSQL takes)
         return
     usages: dict[int, list[StoredUsage]] = {}

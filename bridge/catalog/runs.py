@@ -24,6 +24,7 @@ import attrs
 from bridge.catalog import history, sql, sql_received
 from bridge.catalog.engine import Connection
 from bridge.catalog.query import HistoryFilter
+from bridge.catalog.rows import read_time
 from bridge.catalog.store import Catalog
 from bridge.model import StoredTaskRun, TaskState, format_time
 from bridge.model.received import run_day, run_source
@@ -305,16 +306,16 @@ class Runs:
         database, and the facets are rendered only for the runs of the page: a page costs what
         the pages up to it hold, not the catalog's history."""
         wanted, total = offset + limit, 0
-        found: list[tuple[RunKey, RunView, StoredTaskRun | None]] = []
+        # each run's key, and its own row (its uses read for the page's alone) or its view
+        found: list[tuple[RunKey, Sequence[Any] | None, RunView | None]] = []
         conditions = own_conditions(self.converter.options.job_namespace_prefix, filters)
         if filters.origin in (None, OWN) and conditions is not None:
             where, params = conditions
             clause = " AND ".join(where) or "1 = 1"
             total += int(self._conn.execute(f"SELECT count(*) FROM task_runs t WHERE {clause}", params).fetchone()[0])
-            rows = self._conn.execute(own_newest(where), [*params, wanted]).fetchall()
-            for row, run in zip(rows, history.with_usages(self._conn, rows), strict=True):
-                view = self._own(run, facets=False)
-                found.append((own_key(view, row[0]), view, run))
+            for row in self._conn.execute(own_newest(where), [*params, wanted]).fetchall():
+                started = read_time(row[7])
+                found.append(((format_time(started) if started else "", OWN, f"{row[0]:020d}"), row, None))
         if filters.origin in (None, EXTERNAL):
             flags = {
                 "job": filters.job is not None,
@@ -329,9 +330,18 @@ class Runs:
             newest = self._external(
                 sql_received.select_external_runs(newest=True, **flags), [*params, wanted], facets=False
             )
-            found += [(external_key(view), view, None) for view in newest]
+            found += [(external_key(view), None, view) for view in newest]
         chosen = heapq.nlargest(wanted, found, key=lambda item: item[0])[offset:]
-        return RunPage(runs=self._rendered([(view, run) for _, view, run in chosen]), total=total, offset=offset)
+        own = {run.pk: run for run in history.with_usages(self._conn, [row for _, row, _ in chosen if row is not None])}
+        shown: list[tuple[RunView, StoredTaskRun | None]] = []
+        for _, row, view in chosen:
+            if row is not None:
+                run = own[row[0]]
+                shown.append((self._own(run, facets=False), run))
+            else:
+                assert view is not None
+                shown.append((view, None))
+        return RunPage(runs=self._rendered(shown), total=total, offset=offset)
 
     def get(self, run_id: str) -> RunView | None:
         """The run with this OpenLineage run id: an external one, or one of olbridge's (whose run

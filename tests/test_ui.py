@@ -1539,7 +1539,34 @@ def test_an_asset_s_unwritten_runs_are_taken_newest_by_start(ui_catalog: str, re
                     start=at(minutes), namespace="team-a.sales")
             )  # fmt: skip
         listed = browse.asset_runs(Runs(catalog, Converter(resolver)), "report.daily", limit=1)
-    assert [(r.direction, r.run.started) for r in listed] == [("unwritten", format_time(at(300)))]
+    # (and its newest write after them, older than the list's one run)
+    assert [(r.direction, r.run.started) for r in listed] == [
+        ("unwritten", format_time(at(300))),
+        ("output", format_time(at(60))),
+    ]
+
+
+def test_an_asset_s_runs_keep_the_failure_its_health_names_however_many_reads_came_after(
+    catalog_target: str, resolver: Resolver
+) -> None:
+    """Written, then a run that was to write it failed, then read by 60 runs: its health FAILs
+    naming that run and links to the Runs tab, whose 50 runs were all reads. The newest write and
+    the newest run that did not write stay in the list past its 50."""
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_run(run("write", execution="w1", outputs=(decl("hot.x", type="Table"),), start=at(0)))
+        catalog.record_task_run(
+            run("write", execution="w2", outputs=(decl("hot.x", type="Table"),), state="FAILED", start=at(10))
+        )
+        for i in range(60):
+            catalog.record_task_run(run(f"read{i}", execution=f"r{i}", inputs=(decl("hot.x"),), start=at(20 + i)))
+        (health,) = catalog.health(selectors=(), as_of=at(200), ids=["hot.x"])
+        assert health.health.value == "FAIL" and "failed" in " ".join(health.verdict.reasons)
+    listed = twin(make_app(catalog_target, resolver), "/assets/hot.x", "tab=runs")["runs"]
+    assert len(listed) == 52 and {r["direction"] for r in listed[:50]} == {"input"}
+    assert [(r["direction"], r["state"], r["started"]) for r in listed[50:]] == [
+        ("unwritten", "FAIL", format_time(at(10))),
+        ("output", "COMPLETE", format_time(at(0))),
+    ]
 
 
 def test_a_tokens_patterns_are_read_alike_by_every_page_and_the_database(catalog: Catalog) -> None:

@@ -719,10 +719,11 @@ def asset_runs(
     runs: Runs, asset_id: str, *, limit: int = 50, scope: Scope | None = None, direction: str | None = None
 ) -> list[AssetRun]:
     """The latest runs that read or wrote an asset (``direction``: ``input`` or ``output`` only),
-    olbridge's and external ones, newest first: each direction's newest own uses, the own runs
-    that were to write it and did not (``unwritten``: a failure its health names, with all the
-    rest), and the newest runs of each received job that used it (of :data:`JOBS_AT_MOST` jobs),
-    each read a page at a time by its index, so that the list costs what it shows, not the
+    olbridge's and external ones, newest first (and, past ``limit``, its newest write and newest
+    run that was to write it and did not, where later reads left them out): each direction's
+    newest own uses, the own runs that were to write it and did not (``unwritten``: a failure its
+    health names, with all the rest), and the newest runs of each received job that used it (of
+    :data:`JOBS_AT_MOST` jobs), each read a page at a time by its index, so that the list costs what it shows, not the
     asset's history. Each run is the token's to see (``scope``), and without its facets (a list
     shows none)."""
     conn = runs.catalog._conn
@@ -743,7 +744,16 @@ def asset_runs(
         newest, _ = _external_newest(runs, job, None, limit, scope, passing=False)
         found += [AssetRun(way, view) for _, view in newest]
     found.sort(key=lambda r: r.run.sort_key, reverse=True)
-    return found[:limit]
+    shown = found[:limit]
+    if direction is None:
+        # the newest run that wrote it, and the newest that was to and did not, stay however many
+        # reads came after them: the last run its health names is among them
+        for way in ("output", "unwritten"):
+            newest = next((r for r in found if r.direction == way), None)
+            if newest is not None and newest not in shown:
+                shown.append(newest)
+        shown.sort(key=lambda r: r.run.sort_key, reverse=True)
+    return shown
 
 
 def _own_uses(runs: Runs, asset_id: str, direction: str, limit: int, scope: Scope | None) -> list[AssetRun]:

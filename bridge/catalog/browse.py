@@ -749,9 +749,9 @@ def asset_runs(
         # the newest run that wrote it, and the newest that was to and did not, stay however many
         # reads came after them: the last run its health names is among them
         for way in ("output", "unwritten"):
-            newest = next((r for r in found if r.direction == way), None)
-            if newest is not None and newest not in shown:
-                shown.append(newest)
+            latest = next((r for r in found if r.direction == way), None)
+            if latest is not None and latest not in shown:
+                shown.append(latest)
         shown.sort(key=lambda r: r.run.sort_key, reverse=True)
     return shown
 

@@ -219,6 +219,29 @@ def test_runs_show_finds_own_and_external_runs_by_their_run_id(catalog_path: str
         assert (code, err) == (1, f"Error: no run with id {unknown!r} {shows}\n")
 
 
+def test_a_run_is_found_by_its_id_among_many_started_at_the_same_moment(catalog_target: str) -> None:
+    """An own run's id holds its start's millisecond: every run started then is looked at (read
+    whole, each with its uses, before: a minute for a million runs of one moment, a made-up id as
+    long); each is found, and a made-up id of that moment is none."""
+    import uuid
+
+    from bridge.openlineage.convert import task_run_id
+
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_runs(
+            [run(f"t{i}", execution=f"e{i}", outputs=(decl(f"o.t{i}", type="Table"),), start=at(0)) for i in range(300)]
+        )
+        runs = Runs(catalog, Converter(Resolver.load()))
+        stored = {r.key.execution_id: r for r in catalog.iter_task_runs()}
+        for execution in ("e0", "e150", "e299"):
+            wanted = task_run_id(stored[execution].key, stored[execution].started_at)
+            found = runs.get(wanted)
+            assert found is not None and found.run_id == wanted and found.task_run is not None
+            assert found.task_run["executionId"] == execution and found.outputs == (f"o.t{execution[1:]}",)
+        same_moment = uuid.UUID(int=(uuid.UUID(wanted).int & ~((1 << 80) - 1)) | 0x7000_8000_0000_0000_0001)
+        assert runs.get(str(same_moment)) is None
+
+
 def test_a_run_id_under_two_jobs_is_reported_not_merged_silently(
     resolver: Resolver, new_catalog: Callable[[], Catalog]
 ) -> None:

@@ -26,7 +26,7 @@ from bridge.catalog.engine import Connection
 from bridge.catalog.query import HistoryFilter
 from bridge.catalog.rows import read_time
 from bridge.catalog.store import Catalog
-from bridge.model import StoredTaskRun, TaskState, format_time
+from bridge.model import StoredTaskRun, TaskRunKey, TaskState, format_time
 from bridge.model.received import run_day, run_source
 from bridge.openlineage.convert import Converter, execution_run_id, task_run_id
 
@@ -358,10 +358,22 @@ class Runs:
         if parsed.version != 7 or str(parsed) != run_id:
             return None
         start = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=parsed.int >> 80)
-        for run in self.catalog.iter_task_runs(HistoryFilter(since=start, until=start + timedelta(milliseconds=1))):
-            if task_run_id(run.key, run.started_at) == run_id:
-                return self._own(run)
+        # each run's key alone (its id is made of it), the run itself read once found: a moment
+        # many runs started at (a history recorded to the second) costs a few µs a run
+        moment = (format_time(start), format_time(start + timedelta(milliseconds=1)))
+        for pk, *key, started in self._conn.execute(_STARTED_IN, moment):
+            began = read_time(started)
+            if began is not None and task_run_id(TaskRunKey(*key), began) == run_id:
+                found_run = self.catalog.task_runs_by_pk([pk]).get(pk)
+                return self._own(found_run) if found_run is not None else None
         return None
+
+
+# the keys of the task runs started within a moment, by their start's index
+_STARTED_IN = (
+    "SELECT pk, flow_namespace, flow_id, task_id, execution_id, task_run_id, started_at FROM task_runs "
+    "WHERE started_at >= ? AND started_at < ?"
+)
 
 
 @attrs.frozen

@@ -55,7 +55,10 @@ def _build(catalog: Catalog, resolver: Resolver) -> None:
     assert {o.status for o in outcomes} == {"accepted"}, outcomes
 
 
-def test_each_step_is_the_as_of_graph_and_each_changes_it(catalog_target: str, resolver: Resolver) -> None:
+def test_each_step_is_the_as_of_graph_and_each_changes_it(
+    catalog_target: str, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("bridge.catalog.lineage.AS_OF_NODES_AT_MOST", 0)  # the as-of walk over every edge
     with Catalog(catalog_target) as catalog:
         _build(catalog, resolver)
         roots = [asset.id for asset in catalog.list_assets()]
@@ -96,3 +99,30 @@ def test_a_neighbourhood_past_its_budget_says_so(catalog_target: str) -> None:
         cut = lineage_steps(catalog, "hub", direction="downstream", depth=1, max_nodes=5)
         assert cut.truncated and {n for e in cut.entered for n in e} <= {"hub", *(f.id for f in fans)}
         assert len({n for e in cut.entered for n in e}) == 5
+
+
+def test_lineage_as_of_reads_the_neighbourhood_and_gives_what_the_walk_over_every_edge_gives(
+    catalog_target: str, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`lineage --as-of` read every edge the catalog knew then, whatever the depth (4 to 6 s and
+    700 MB at a million assets, against 0.24 s now): it reads the asset's neighbourhood as the time
+    slider does, each edge named by the tasks and jobs that had made it by then, the same graph,
+    depths and names as the walk over every edge, at every moment of every asset."""
+    from bridge.catalog import lineage
+
+    with Catalog(catalog_target) as catalog:
+        _build(catalog, resolver)
+        moments = sorted({m for a in catalog.list_assets() for m in lineage_steps(catalog, a.id, depth=3).moments()})
+        checked = 0
+        for root in [asset.id for asset in catalog.list_assets()]:
+            for direction in ("upstream", "downstream", "both"):
+                for depth in (1, 2, 3):
+                    for moment in [at(0), *moments, *(m - TICK for m in moments), at(10_000)]:
+                        monkeypatch.setattr(lineage, "AS_OF_NODES_AT_MOST", 5000)
+                        near = catalog.lineage(root, direction=direction, depth=depth, as_of=moment).edges
+                        monkeypatch.setattr(lineage, "AS_OF_NODES_AT_MOST", 0)
+                        every = catalog.lineage(root, direction=direction, depth=depth, as_of=moment).edges
+                        assert near == every, (root, direction, depth, moment)
+                        checked += bool(every)
+        assert checked > 100
+

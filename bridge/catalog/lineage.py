@@ -12,6 +12,7 @@ import attrs
 
 from bridge.catalog import sql
 from bridge.catalog.engine import Connection
+from bridge.catalog.lineage_steps import JobEdges, edge_labels, steps_of
 from bridge.model import Asset, format_time
 
 
@@ -52,9 +53,28 @@ def edges(conn: Connection, asset_id: str, direction: str, depth: int, as_of: da
     return out
 
 
+# nodes of an asset's neighbourhood read through the lineage's indexes for a walk as of a moment;
+# past them, every edge the catalog knew then is read
+AS_OF_NODES_AT_MOST = 5000
+
+
 def _edges_as_of(conn: Connection, asset_id: str, direction: str, depth: int, moment: str) -> list[LineageEdge]:
     """The walk of :func:`edges` over the edges known at ``moment``: each edge once a direction,
-    at the least depth it is reached, ordered as the SQL walk orders them."""
+    at the least depth it is reached, ordered as the SQL walk orders them. The edges are those of
+    the asset's neighbourhood as it grew (:mod:`bridge.catalog.lineage_steps`, the web view's time
+    slider: read through the lineage's indexes, what the walk needs), each named by what had made
+    it by then; in a neighbourhood past :data:`AS_OF_NODES_AT_MOST` nodes, every edge the catalog
+    knew then."""
+    jobs = JobEdges(conn)
+    steps = steps_of(conn, jobs, asset_id, direction, depth, AS_OF_NODES_AT_MOST)
+    if steps.truncated:
+        return _walk(asset_id, direction, depth, _edges_known_by(conn, moment))
+    known = sorted(edge for edge, when in steps.entered.items() if when <= moment)
+    return _walk(asset_id, direction, depth, {edge: edge_labels(conn, jobs, edge, moment) for edge in known})
+
+
+def _edges_known_by(conn: Connection, moment: str) -> dict[tuple[str, str], set[str]]:
+    """Every edge the catalog knew at ``moment``, with what had made it."""
     tasks: dict[tuple[str, str], set[str]] = {}
     for up, down, label in conn.execute(sql.OWN_EDGES_ENDED_BY, (moment,)):
         tasks.setdefault((up, down), set()).add(label)
@@ -64,6 +84,11 @@ def _edges_as_of(conn: Connection, asset_id: str, direction: str, depth: int, mo
             for down in json.loads(outputs):
                 if up != down:
                     tasks.setdefault((up, down), set()).add(label)
+    return tasks
+
+
+def _walk(asset_id: str, direction: str, depth: int, tasks: dict[tuple[str, str], set[str]]) -> list[LineageEdge]:
+    """The walk over ``tasks``'s edges from the asset, each edge with what made it."""
     found: list[LineageEdge] = []
     for walk in ("upstream", "downstream"):
         if direction not in (walk, "both"):

@@ -27,15 +27,24 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Protocol
 
 import attrs
 
 from bridge.catalog.engine import Connection
-from bridge.catalog.store import Catalog
 from bridge.model import format_time, parse_time
 from bridge.model.received import run_day
 
 UP, DOWN = "upstream", "downstream"
+
+
+class _Catalog(Protocol):
+    """A catalog, as read here: its connection (:class:`bridge.catalog.Catalog`'s, which the
+    catalog's lineage reads through this module too)."""
+
+    @property
+    def _conn(self) -> Connection: ...
+
 
 # a node's edges (in a walk's direction) made by olbridge's runs, each with the end of the earliest
 # run that made it, a row an edge however many runs made it: its other ends one after the other
@@ -116,12 +125,36 @@ class LineageSteps:
 
 
 def lineage_steps(
-    catalog: Catalog, root: str, *, direction: str = "both", depth: int = 2, max_nodes: int = 300
+    catalog: _Catalog, root: str, *, direction: str = "both", depth: int = 2, max_nodes: int = 300
 ) -> LineageSteps:
     """The lineage of ``root`` to ``depth`` hops (``direction``: upstream, downstream or both)
     with the moment each edge entered it; at most ``max_nodes`` nodes read."""
-    conn = catalog._conn
-    jobs = _JobEdges(conn)
+    return steps_of(catalog._conn, _JobEdges(catalog._conn), root, direction, depth, max_nodes)
+
+
+def edge_labels(conn: Connection, jobs: _JobEdges, edge: Edge, moment: str) -> set[str]:
+    """What had made ``edge`` by ``moment``, as the as-of walk names it: olbridge's tasks whose
+    runs that made it had ended (``<flow namespace>/<flow id>.<task id>``), and the received jobs
+    one of whose runs that ended (or whose JobEvent, seen) gives it (``<namespace>/<name>
+    (external)``)."""
+    labels = {label for (label,) in conn.execute(_OWN_LABELS, (*edge, moment))}
+    for job_ns, job_name in conn.execute(_JOBS_OF_EDGE, edge).fetchall():
+        when = jobs.known(job_ns, job_name, edge)
+        if when is not None and when <= moment:
+            labels.add(f"{job_ns}/{job_name} (external)")
+    return labels
+
+
+_OWN_LABELS = """
+    SELECT DISTINCT t.flow_namespace || '/' || t.flow_id || '.' || t.task_id
+    FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
+    WHERE l.upstream_id = ? AND l.downstream_id = ? AND t.ended_at IS NOT NULL AND t.ended_at <= ?
+"""
+_JOBS_OF_EDGE = "SELECT job_namespace, job_name FROM external_lineage WHERE upstream_id = ? AND downstream_id = ?"
+
+
+def steps_of(conn: Connection, jobs: _JobEdges, root: str, direction: str, depth: int, max_nodes: int) -> LineageSteps:
+    """:func:`lineage_steps` on a connection, with the received jobs' edges read so far."""
     seen: set[str] = {root}
     truncated = False
     entered: dict[Edge, str] = {}
@@ -261,4 +294,6 @@ class _FirstKnown:
         return found
 
 
-__all__ = ["LineageSteps", "lineage_steps"]
+__all__ = ["JobEdges", "LineageSteps", "edge_labels", "lineage_steps", "steps_of"]
+
+JobEdges = _JobEdges

@@ -4,6 +4,7 @@ pass at a time across the catalog's processes; ``serve`` runs it on its schedule
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -812,6 +813,59 @@ def test_serve_with_its_schedules_stops_on_a_sigterm_to_its_group(catalog_target
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
     assert "Stopped." in err.read_text()
+
+
+def test_serve_starts_a_killed_helper_again_and_still_stops(catalog_target: str, tmp_path: Path) -> None:
+    """The health watch's process killed (SIGKILL, the out-of-memory killer) was not noticed: no
+    watch, /metrics' counts frozen, nothing said; and serve, told to stop, waited for ever on the
+    event the killed process had waited on. Each helper killed is started again, said on stderr,
+    and serve stops within seconds of its SIGTERM."""
+    from tests.backend import free_port
+    from tests.postgres import children_of
+
+    config = write_config(tmp_path, catalog_target, 'received_events = "7d"\nevery = "1h"')
+    config.write_text(config.read_text() + '\n[health]\nevery = "1h"\n')
+    env = {**os.environ, "OLBRIDGE_CONFIG": str(config)}
+    env.pop("OLBRIDGE_TOKEN", None)
+    argv = [sys.executable, "-m", "bridge", "serve", "--port", str(free_port())]
+    err = tmp_path / "serve.err"
+
+    def helpers() -> set[int]:  # the spawned helpers (not multiprocessing's resource tracker)
+        found = set()
+        for pid in children_of(process.pid):
+            with contextlib.suppress(OSError):
+                if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.add(pid)
+        return found
+
+    with err.open("w") as sink:
+        process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stderr=sink)
+    try:
+        deadline = time.monotonic() + 30
+        while "Ctrl-C stops" not in err.read_text() or len(helpers()) < 2:
+            assert process.poll() is None and time.monotonic() < deadline, err.read_text()
+            time.sleep(0.1)
+        time.sleep(2)  # each waiting on its stop
+        first = helpers()
+        for pid in first:
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while len(helpers() - first) < 2:  # two new ones
+            assert process.poll() is None and time.monotonic() < deadline, err.read_text()
+            time.sleep(0.1)
+        said = err.read_text()
+        assert "Warning: the health watch exited (-9); starting another" in said, said
+        assert "Warning: the retention schedule exited (-9); starting another" in said, said
+        time.sleep(2)
+        began = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0, err.read_text()
+        assert time.monotonic() - began < 15
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert "Stopped." in err.read_text() and "Traceback" not in err.read_text()
 
 
 def test_a_row_a_writer_holds_is_left_for_the_next_pass(postgres_url: str, resolver: Resolver) -> None:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import time
@@ -21,6 +20,7 @@ from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.output import print_json, print_rows, say, stop_on_signals
 from bridge.config import RetentionConfig
+from bridge.delivery.helpers import Helper, StopLine
 from bridge.errors import CatalogError, ConfigError
 
 _STOPPING = "{signal}: stopping after the batch in hand"
@@ -147,40 +147,23 @@ def _print_counts(counts: dict[str, int], *, dry_run: bool, as_json: bool) -> No
 # --- serve's schedule ------------------------------------------------------------------------
 
 
-def start_schedule(catalog_path: str | Path, settings: RetentionConfig) -> tuple[Any, Any] | None:
-    """Start the process that runs retention every ``settings.every`` (None: not set); its process
-    and the event that stops it. A spawned process, not a thread, as the receiver forks."""
+def start_schedule(catalog_path: str | Path, settings: RetentionConfig) -> Helper | None:
+    """Start the process that runs retention every ``settings.every`` (None: not set), started
+    again should it die. A spawned process, not a thread, as the receiver forks."""
     if settings.every is None:
         return None
-    context = multiprocessing.get_context("spawn")
-    stop = context.Event()
-    process = context.Process(
-        target=_schedule, args=(catalog_path, settings, stop, os.getpid()), name="olbridge-retention", daemon=True
-    )
-    process.start()
-    return process, stop
+    return Helper("retention schedule", _schedule, (catalog_path, settings), say)
 
 
-def stop_schedule(started: tuple[Any, Any] | None) -> None:
-    if started is None:
-        return
-    process, stop = started
-    stop.set()
-    process.join(timeout=10)
-    if process.is_alive():  # it takes no SIGTERM (see _schedule)
-        process.kill()
-        process.join()
-
-
-def _schedule(catalog_path: str | Path, settings: RetentionConfig, stop: Any, parent: int) -> None:
+def _schedule(catalog_path: str | Path, settings: RetentionConfig, reader: Any, parent: int) -> None:
     """Every ``settings.every`` seconds, a pass, if this process takes the catalog's lease on
     retention (another receiver's pass may be running). Stops when told, or when its parent is gone."""
     # Ctrl-C, or a SIGTERM to the group (systemd's stop, timeout), reaches it too: the receiver
-    # stops it by ``stop`` (a process killed while it waits on ``stop`` would leave the receiver
-    # waiting for it forever in setting it)
+    # stops it through its pipe (:class:`~bridge.delivery.helpers.StopLine`)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     assert settings.every is not None
+    stop = StopLine(reader)
     holder = catalog_retention.holder_id()
     while os.getppid() == parent:
         started = time.monotonic()

@@ -12,10 +12,11 @@ from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.options import HOST, seconds
 from bridge.cli.output import say
-from bridge.cli.retention import prepare_partitions, start_schedule, stop_schedule
+from bridge.cli.retention import prepare_partitions, start_schedule
 from bridge.cli.secrets import FILE, secret, warn_if_readable
 from bridge.config import NamedToken, load_tokens
 from bridge.delivery import health_watch
+from bridge.delivery.helpers import Helper
 from bridge.errors import ConfigError
 from bridge.jsontext import MAX_DEPTH
 from bridge.receiver.intake import Limits
@@ -272,10 +273,19 @@ def serve(
     watch = health_watch.settings_of(app.config)
     if watch is not None:
         auth += f"; health watch with {len(watch.alerts)} alert(s) (olbridge stream sends them), one process at a time"
-    schedule = start_schedule(app.catalog_path, retention)
     counts = HealthCounts() if watch is not None else None
-    watcher = health_watch.start_process(app.catalog_path, watch, counts.set) if watch and counts else None
+    helpers: list[Helper] = []
     try:
+        schedule = start_schedule(app.catalog_path, retention)
+        helpers += [schedule] if schedule is not None else []
+        if watch is not None and counts is not None:
+            helpers.append(health_watch.start_process(app.catalog_path, watch, say, counts.set))
+
+        def exited(pid: int, code: int, stopping: bool) -> None:  # a child the receiver's supervisor does not run
+            for helper in helpers:
+                if helper.pid == pid and not helper.reaped:
+                    helper.exited(code, again=not stopping)
+
         serve_receiver(
             app.catalog_path,
             app.resolver(),
@@ -283,8 +293,9 @@ def serve(
             on_ready=lambda url: say(f"olbridge receiver on {url} ({auth}, catalog {app.catalog_name}); Ctrl-C stops"),
             say=say,
             health=counts,
+            others=exited,
         )
     finally:
-        stop_schedule(schedule)
-        stop_schedule(watcher)  # the same kind of process: (process, its stop event)
+        for helper in helpers:
+            helper.stop()
     say("Stopped.")

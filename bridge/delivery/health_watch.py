@@ -20,7 +20,6 @@ seen it live and marks what it writes (what one wrote before, unmarked, that sec
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import sys
@@ -47,6 +46,7 @@ from bridge.catalog.health_state import (
 )
 from bridge.catalog.retention import holder_id, release_lease, renew_lease, take_lease
 from bridge.config import Config
+from bridge.delivery.helpers import Helper, StopLine
 from bridge.model import format_time
 from bridge.model.alerts import AlertRule
 from bridge.model.health import Selector
@@ -267,33 +267,26 @@ def start_thread(
     return thread
 
 
-def start_process(catalog_path: str | Path, settings: WatchSettings, publish: Publish | None = None) -> tuple[Any, Any]:
-    """Run a watch in a process of its own (``serve``, whose receiver forks); its process and the
-    event that stops it (set it, then join: as retention's schedule, whose stop_schedule serves both). A
-    spawned process, not a forked one, as retention's."""
-    context = multiprocessing.get_context("spawn")
-    stop = context.Event()
-    process = context.Process(
-        target=_process,
-        args=(catalog_path, settings, stop, os.getpid(), publish),
-        name="olbridge-health",
-        daemon=True,
-    )
-    process.start()
-    return process, stop
+def start_process(
+    catalog_path: str | Path, settings: WatchSettings, say: Callable[[str], None], publish: Publish | None = None
+) -> Helper:
+    """Run a watch in a process of its own (``serve``, whose receiver forks), started again should
+    it die (:class:`~bridge.delivery.helpers.Helper`: a spawned process, not a forked one)."""
+    return Helper("health watch", _process, (catalog_path, settings, publish), say)
 
 
 def _process(
-    catalog_path: str | Path, settings: WatchSettings, stop: Any, parent: int, publish: Publish | None
+    catalog_path: str | Path, settings: WatchSettings, publish: Publish | None, reader: Any, parent: int
 ) -> None:
     # Ctrl-C, or a SIGTERM to the group, reaches it too: the receiver stops it (as retention's)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    line = StopLine(reader)
     done = threading.Event()
 
-    def orphaned() -> None:  # the receiver gone without telling: stop too
+    def orphaned() -> None:  # told to stop, or the receiver gone without telling: stop too
         while not done.is_set():
-            if stop.wait(timeout=1.0) or os.getppid() != parent:
+            if line.wait(1.0) or os.getppid() != parent:
                 done.set()
 
     threading.Thread(target=orphaned, daemon=True).start()

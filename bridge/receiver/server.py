@@ -197,9 +197,12 @@ def serve(
     on_ready: Callable[[str], None] | None = None,
     say: Callable[[str], None] = lambda message: None,
     health: HealthCounts | None = None,
+    others: Callable[[int, int, bool], None] = lambda pid, code, stopping: None,
 ) -> None:
     """Run the receiver until SIGTERM or SIGINT: a supervisor, one writer process and
-    ``options.workers`` HTTP workers, each started again should it die. On PostgreSQL too: one
+    ``options.workers`` HTTP workers, each started again should it die. The supervisor reaps
+    every child of the process: one of the caller's that exits is told to ``others`` (its pid, its
+    exit code, and whether the receiver is stopping). On PostgreSQL too: one
     writer gathers the events of every worker of this process into its groups, which are larger
     (fewer rows written an event: a dataset the group names is written once) and never wait for a
     request thread's interpreter lock while holding the rows they lock; measured against a writer
@@ -354,7 +357,8 @@ def serve(
                 break
             except InterruptedError:
                 continue
-            if pid not in children:
+            if pid not in children:  # the caller's (serve's health watch, its retention schedule)
+                others(pid, os.waitstatus_to_exitcode(status), stopping)
                 continue
             slot = children.pop(pid)
             began = started.pop(pid, 0.0)

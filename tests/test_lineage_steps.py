@@ -125,4 +125,3 @@ def test_lineage_as_of_reads_the_neighbourhood_and_gives_what_the_walk_over_ever
                         assert near == every, (root, direction, depth, moment)
                         checked += bool(every)
         assert checked > 100
-

@@ -674,7 +674,8 @@ def test_the_counts_are_published_when_a_health_changes_not_when_a_due_time_alon
 def test_a_run_dated_ahead_of_the_watch_s_clock_counts_from_its_time(catalog: Catalog, resolver: Resolver) -> None:
     """A producer's clock two minutes fast: the run that writes a failed dataset again ends, by
     its events, after the look its write's mark brings (left out as of then: still FAIL). The
-    asset, marked, is due again five minutes on, and that look finds the run: RECOVERED, once."""
+    asset is due again at its write's time (it was five minutes on, the marked asset's recheck),
+    and that look finds the run: RECOVERED, once."""
     now = [clock_at(60)]
     watched_by(catalog, lambda: now[0])
     alert = AlertRule("all", Match(), frozenset({"FAIL", "RECOVERED"}), "http://h/x")
@@ -687,20 +688,59 @@ def test_a_run_dated_ahead_of_the_watch_s_clock_counts_from_its_time(catalog: Ca
     now[0] = clock_at(60.5)
     marked = watch.step()
     assert marked is not None and (marked.marks, marked.alerts) == (1, 0)  # the run not ended as of now
+    now[0] = clock_at(61.9)
+    assert watch.step().judged == 0  # type: ignore[union-attr]
+    now[0] = clock_at(62.1)  # past the output's write: judged again
+    due = watch.step()
+    assert due is not None and (due.due, due.alerts) == (1, 1)
     now[0] = clock_at(65)  # the input, marked when its placeholder was made at 60: judged again
     again = watch.step()
     assert again is not None and (again.due, again.alerts) == (1, 0)
-    now[0] = clock_at(65.4)
-    assert watch.step().judged == 0  # type: ignore[union-attr]
     now[0] = clock_at(65.6)
-    due = watch.step()
-    assert due is not None and (due.due, due.alerts) == (1, 1)
+    assert watch.step().judged == 0  # type: ignore[union-attr]
     assert alerts_queued(catalog) == [
         ("s3://wh/out", "FAIL", None, "FAIL"),  # first judged: no health before
         ("s3://wh/out", "RECOVERED", "FAIL", "PASS"),
     ]
     now[0] = clock_at(80)
     assert watch.step().judged == 0  # type: ignore[union-attr]
+
+
+@pytest.mark.both_engines
+def test_an_own_write_dated_ahead_is_judged_at_its_time_whatever_looks_come_between(catalog: Catalog) -> None:
+    """A failed asset written again by a run whose end is 30 s ahead of the watch's clock: the
+    look its mark brings leaves the write out (FAIL). A look that judged it again unmarked (a pass
+    over every asset, 15 s on) dropped its recheck, and the asset stayed FAIL until the next pass
+    over every asset, an hour on; and the mark's look told UPDATED, FAIL to FAIL, of the write
+    it left out. It is judged again at the write's time: RECOVERED and UPDATED, to PASS, once."""
+    now = [clock_at(60)]
+    watched_by(catalog, lambda: now[0])
+    tell = AlertRule("all", Match(), frozenset({"FAIL", "RECOVERED", "UPDATED"}), "http://h/x")
+    watch = HealthWatch(catalog, settings(tell), clock=lambda: now[0], ttl=86400.0, catch_up=86400.0)
+    watch.step()
+    write_mart(catalog, "mart.m", 50, state="FAILED", execution="e1")
+    now[0] = clock_at(52)
+    watch.step()
+    before = alerts_queued(catalog)
+    assert ("mart.m", "FAIL", None, "FAIL") in before
+    catalog.record_task_run(
+        run("build-mart.m", execution="e2", outputs=(decl("mart.m", type="Table"),), start=at(59), end=at(60.5))
+    )
+    now[0] = clock_at(60)  # the run ends 30 s from now, by the watch's clock
+    assert watch.step().marks == 1  # type: ignore[union-attr]
+    now[0] = clock_at(60.25)
+    judge(catalog.db, (), (tell,), at(60.25), every=True)  # a pass over every asset, unmarked
+    assert alerts_queued(catalog) == before  # nothing told of the write yet
+    assert kept(catalog._conn)["mart.m"].health is Health.FAIL
+    now[0] = clock_at(60.6)
+    due = watch.step()
+    assert due is not None and due.due == 1
+    assert kept(catalog._conn)["mart.m"].health is Health.PASS
+    assert alerts_queued(catalog) == [
+        *before,
+        ("mart.m", "RECOVERED", "FAIL", "PASS"),
+        ("mart.m", "UPDATED", "FAIL", "PASS"),
+    ]
 
 
 @pytest.mark.both_engines
@@ -804,14 +844,17 @@ def test_a_mark_committed_late_with_a_lower_key_is_not_cleared_unjudged(postgres
 def test_updated_alerts_follow_the_metadata_condition(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     updated = AlertRule("dbt", Match(), frozenset({"UPDATED"}), "http://h/x", {}, {"dbtTestStatus": "fail"})
+    now = [clock_at(1)]
     with Catalog(db) as catalog:
-        watched_by(catalog, lambda: clock_at(1))
+        watched_by(catalog, lambda: now[0])
         catalog.set_asset(decl("mart.a", type="Table", metadata={"dbtTestStatus": "pass"}), now=at(0))
-        watch = HealthWatch(catalog, settings(updated), clock=lambda: clock_at(1))
+        watch = HealthWatch(catalog, settings(updated), clock=lambda: now[0])
         watch.step()
         catalog.set_asset(decl("mart.a", metadata={"dbtTestStatus": "fail"}), now=at(2))
+        now[0] = clock_at(2.5)
         watch.step()
         catalog.set_asset(decl("mart.a", metadata={"dbtTestStatus": "pass"}), now=at(3))
+        now[0] = clock_at(3.5)
         watch.step()
         assert alerts_queued(catalog) == [("mart.a", "UPDATED", "UNKNOWN", "UNKNOWN")]
 

@@ -249,10 +249,20 @@ def judge(
         if asset_id in marked and (changes is None or as_of + RECHECK_MARKED < changes):
             changes = as_of + RECHECK_MARKED
         due_at = format_time(changes) if changes is not None else None
+        written = assets[asset_id][4]
+        if written > moment:  # written with a time ahead of the moment judged: judged again then
+            due_at = written if due_at is None else min(due_at, written)
+        if (
+            prior is not None
+            and prior.due_at is not None
+            and moment < prior.due_at
+            and (due_at is None or prior.due_at < due_at)
+        ):  # a recheck still to come (a mark's, for a fact dated ahead) is not dropped by a look unmarked
+            due_at = prior.due_at
         if prior is None or (prior.health, prior.reasons, prior.asset_updated_at, prior.due_at) != (
             now.health,
             now.verdict.reasons,
-            assets[asset_id][4],
+            _seen_written(written, moment, prior),
             due_at,
         ):
             todo.append((asset_id, now, due_at))
@@ -340,7 +350,8 @@ def _record(
     its ``updated_at`` moved; or, judged for the first time, if a write ``marked`` it (new, or
     back from a delete, while a watch was live: an asset that was there before the watch began
     is judged for the first time unmarked, and tells no UPDATED)."""
-    _id, type, namespace, metadata_text, updated_at, _deleted_at = asset
+    _id, type, namespace, metadata_text, written, _deleted_at = asset
+    updated_at = _seen_written(written, moment, prior)
     reasons = now.verdict.reasons
     put = (now.asset_id, now.health.value, json.dumps(list(reasons)), updated_at, moment, due_at)
     updated = prior.asset_updated_at != updated_at if prior is not None else marked
@@ -353,6 +364,15 @@ def _record(
         return put, None, [], False
     change = Change(now.asset_id, type, namespace, prior.health if prior else None, now.health, reasons, 0, moment)
     return put, change, wanted, now.health in (Health.FAIL, Health.WARN)
+
+
+def _seen_written(written: str, moment: str, prior: Kept | None) -> str:
+    """The asset's last update as of ``moment``, as kept: a write dated after it (a host's clock a
+    little ahead of the watch's) is not seen yet, so that the judgement that counts it (its due
+    time, above) tells UPDATED with the health it makes, not this one, which leaves it out."""
+    if written <= moment or prior is None:
+        return written
+    return prior.asset_updated_at
 
 
 DELETED = "the asset was deleted"

@@ -219,6 +219,9 @@ def test_the_message_shape() -> None:
         ({"name": "a", "on": ["FAIL"]}, "'webhook' must be an http:// or https:// URL"),
         ({"name": "a", "on": ["FAIL"], "webhook": "http://h", "url": "x"}, "unknown key(s) url; known: headers"),
         ({"name": "a", "on": ["FAIL"], "webhook": "http://h", "match": {"tier": "g"}}, "unknown key(s) tier"),
+        # what the command line refuses (and matched nothing, said nowhere)
+        ({"name": "a", "on": ["FAIL"], "webhook": "http://h", "match": {"type": "Tabel"}}, "asset type 'Tabel'"),
+        ({"name": "a", "on": ["FAIL"], "webhook": "http://h", "match": {"namespace": "Team-A"}}, "'Team-A'"),
         ({"name": "a", "on": ["FAIL"], "webhook": "http://h", "headers": {"X": 1}}, "'headers' must be a table"),
         ({"name": "a", "on": ["FAIL"], "webhook": "http://h", "headers": {"X Y": "1"}}, "'headers' must be a table"),
         ({"name": "a", "on": ["FAIL"], "webhook": "http://h", "headers": {"X:": "1"}}, "'headers' must be a table"),
@@ -232,6 +235,16 @@ def test_bad_alert_tables_are_config_errors(table: dict[str, Any], says: str) ->
     with pytest.raises(ConfigError) as raised:
         parse_config({"alerts": [table]}, "olbridge.toml", Path())
     assert "olbridge.toml: [[alerts]] #1" in str(raised.value) and says in str(raised.value)
+
+
+def test_a_match_names_a_type_as_the_command_line_does() -> None:
+    """A Kestra class name in a `match` is the type it names (`--type` takes it so): it matched no
+    asset, whose type is kept by its short name."""
+    config = parse_config(
+        {"freshness": [{"match": {"type": "io.kestra.plugin.ee.assets.Table"}, "max": "1h"}]}, "olbridge.toml", Path()
+    )
+    (selector,) = config.freshness
+    assert selector.match.type == "Table" and selector.match.matches("a.b", "Table", None, {})
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,9 @@ import attrs
 from cronsim import CronSim, CronSimError
 
 from bridge.errors import ValidationError
+from bridge.model.asset_types import normalize_type
 from bridge.model.assets import Assertion
+from bridge.model.ids import check_namespace
 from bridge.model.times import format_time
 
 
@@ -330,9 +332,14 @@ class Match:
             isinstance(v, str | int | float | bool) and not isinstance(v, dict) for v in metadata.values()
         ):
             raise ValidationError("'metadata' must be a table of scalar values", rule="match", where=where)
+        try:  # as the command line reads them (a type by its short name), or refused as there
+            namespace = check_namespace(table.get("namespace"), where="namespace")
+            type = normalize_type(table["type"], where="type") if "type" in table else None
+        except ValidationError as exc:
+            raise ValidationError(f"'match': {exc.message}", rule="match", where=where) from None
         return cls(
-            namespace=table.get("namespace"),
-            type=table.get("type"),
+            namespace=namespace,
+            type=type,
             id_prefix=table.get("id_prefix"),
             metadata={str(k): _scalar_text(v) for k, v in metadata.items()},
         )

@@ -1088,6 +1088,21 @@ def test_an_alert_whose_table_left_the_config_is_a_dead_letter(tmp_path: Path, w
         assert dead.kind == "alert" and dead.last_error == "no [[alerts]] table named 'gone' in the config"
 
 
+def test_the_stream_says_an_alert_whose_table_left_the_config_may_be_why_it_went_dead(
+    tmp_path: Path, webhook: Webhook
+) -> None:
+    """Its summary said an alert became a dead letter "refused by the alerts' webhooks, or out of
+    --max-attempts": neither, here. It names the third cause."""
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        write_mart(catalog, "mart.a", 0, execution="e0")
+        write_mart(catalog, "mart.a", 1, state="FAILED", execution="e1")
+        HealthWatch(catalog, settings(rule(webhook.url, name="gone")), clock=lambda: clock_at(5)).step()
+    code, _out, err = invoke(db, "--config", str(config_file(tmp_path, webhook)), "stream", "--alerts-only", "--once")
+    assert code == 1 and "1 alert(s) became dead letters" in err, err
+    assert "its [[alerts]] table no longer in the config" in err
+
+
 def fail_recover_fail(catalog: Catalog, alert: AlertRule) -> None:
     """mart.a FAIL, then RECOVERED, then FAIL again: three alerts of one asset queued for ``alert``."""
     watch = HealthWatch(watched_by(catalog, lambda: clock_at(100)), settings(alert), clock=lambda: clock_at(100))

@@ -217,7 +217,7 @@ def stream(
     if once and stats.dead:
         raise ExportError(
             f"{stats.dead} {'alert(s)' if alerts_only else 'event(s)'} became dead letters (refused by {target}, "
-            "or out of --max-attempts); "
+            "out of --max-attempts, or, an alert, its [[alerts]] table no longer in the config); "
             "see olbridge outbox list --dead, and olbridge outbox retry once the cause is fixed"
         )
 

@@ -27,9 +27,10 @@ import attrs
 
 from bridge.catalog import sql, sql_outbox
 from bridge.catalog.engine import Connection, Cursor, Database
+from bridge.catalog.rows import read_time
 from bridge.errors import CatalogError, NotFoundError
 from bridge.jsonkeys import camel_keys
-from bridge.model.times import epoch_text
+from bridge.model.times import epoch_text, format_time
 
 RUN_START = "run-start"
 RUN_END = "run-end"
@@ -101,6 +102,12 @@ class OutboxItem:
         run key (``alert:<name>:<asset id>``), as an alert holds its message (its ``ref`` is 0)."""
         return self.run_key if self.kind == ALERT else str(self.ref)
 
+    @property
+    def queued(self) -> str:
+        """When it was queued, as olbridge writes times (the database's clock writes milliseconds)."""
+        moment = read_time(self.queued_at)
+        return format_time(moment) if moment is not None else self.queued_at
+
     def as_json(self) -> dict[str, Any]:
         """The row as ``outbox list --json`` prints it: ``id`` is the number ``outbox retry`` and
         ``outbox drop`` take, times are ISO text, ``nextAttemptAt`` is when a retry is due (None
@@ -115,7 +122,7 @@ class OutboxItem:
             "alert": alert[0] if alert else None,
             "asset": alert[1] if alert else None,
             "runKey": self.run_key,
-            "queuedAt": self.queued_at,
+            "queuedAt": self.queued,
             "state": self.state,
             "attempts": self.attempts,
             "nextAttemptAt": epoch_text(self.next_attempt_at) if waits else None,

@@ -404,7 +404,7 @@ def outbox_list(app: AppContext, dead: bool, limit: int, as_json: bool) -> None:
             item.shown_ref,
             item.state,
             item.attempts,
-            item.queued_at,
+            item.queued,
             " ".join(
                 part for part in (f"HTTP {item.last_status}" if item.last_status else "", item.last_error or "") if part
             )[:170],

@@ -756,6 +756,22 @@ def test_an_own_write_dated_ahead_is_judged_at_its_time_whatever_looks_come_betw
     ]
 
 
+def test_a_write_dated_far_ahead_is_told_updated_at_once(catalog: Catalog) -> None:
+    """A write dated further ahead than a marked asset's recheck (a clock hours off, local time
+    written as UTC) is told UPDATED at the look its mark brings, as before: held until its time,
+    it would be held for hours, or years."""
+    now = [clock_at(60)]
+    watched_by(catalog, lambda: now[0])
+    tell = AlertRule("all", Match(), frozenset({"UPDATED"}), "http://h/x")
+    watch = HealthWatch(catalog, settings(tell), clock=lambda: now[0], ttl=86400.0, catch_up=86400.0)
+    catalog.set_asset(decl("mart.m", type="Table"), now=at(0))
+    watch.step()
+    catalog.set_asset(decl("mart.m", metadata={"k": "v"}), now=at(240))  # three hours ahead
+    now[0] = clock_at(61)
+    watch.step()
+    assert alerts_queued(catalog) == [("mart.m", "UPDATED", "UNKNOWN", "UNKNOWN")]
+
+
 @pytest.mark.both_engines
 def test_a_received_group_marks_what_may_change_a_health_and_each_change_is_alerted_once(
     catalog: Catalog, resolver: Resolver

@@ -158,7 +158,8 @@ def test_status_counts_depth_dead_letters_and_last_success(catalog: Catalog) -> 
     catalog.record_task_runs([run("a"), run("b")])
     status = catalog.outbox.status()
     assert (status.pending, status.dead, status.delivered, status.last_success) == (4, 0, 0, None)
-    assert status.oldest_pending == catalog.outbox.items()[0].queued_at
+    assert status.oldest_pending == catalog.outbox.items()[0].queued  # as olbridge writes times
+    assert status.oldest_pending == format_time(parse_time(status.oldest_pending, "oldest"))
     heads = catalog.outbox.heads(now=0, limit=10)
     catalog.outbox.settle([Delivered(heads[0].seq), Dead(heads[1].seq, 1, 400, "")], success_at="2026-01-01T00:00:00Z")
     status = catalog.outbox.status()

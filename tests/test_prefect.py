@@ -462,6 +462,11 @@ def test_a_404_from_an_address_without_its_api_path_says_where_the_api_is(tmp_pa
     responses.post("http://prefect.test/events/filter", status=404, body="Not Found")
     code, _out, err = invoke(tmp_path / "c.db", "prefect", "import", "--api-url", "http://prefect.test")
     assert code == 1 and "answered HTTP 404 to POST /events/filter (a Prefect API URL ends in /api" in err
+    # Prefect Cloud's API URL holds /api before its account and workspace: a 404 there is no such case
+    cloud = "http://prefect.test/api/accounts/a1/workspaces/w1"
+    responses.post(f"{cloud}/events/filter", status=404, body="Not Found")
+    code, _out, err = invoke(tmp_path / "c.db", "prefect", "import", "--api-url", cloud)
+    assert code == 1 and "answered HTTP 404 to POST /events/filter: Not Found" in err, err
 
 
 @responses.activate

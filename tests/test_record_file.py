@@ -124,6 +124,19 @@ def test_a_step_resumed_past_the_total_counted_now_has_none() -> None:
         clock.now += 2.0
         bar.advance(20)
     assert log.getvalue().splitlines() == ["backfill: 1,950 events", "backfill: 1,970 events in 0:02 (10/s)"]
+    # resumed below the total, then past it (800 of the 1,000 sent before are gone): no total from then on
+    log = io.StringIO()
+    with progress("backfill", 1200, "events", file=log, clock=clock, already=1000, every=1.0) as bar:
+        clock.now += 2.0
+        bar.advance(100)
+        clock.now += 2.0
+        bar.advance(900)
+    assert log.getvalue().splitlines() == [
+        "backfill: 1,000/1,200 events",
+        "backfill: 1,100/1,200 events, 50/s, 0:02 left",
+        "backfill: 2,000 events, 250/s",
+        "backfill: 2,000 events in 0:04 (250/s)",
+    ]
 
 
 def test_a_total_learnt_on_the_way_is_shown_from_then_on() -> None:

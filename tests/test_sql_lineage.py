@@ -9,6 +9,7 @@ import pytest
 from bridge.adapters.dbt.sql_lineage import (
     QueryLineage,
     UnreadableSql,
+    UnresolvedColumns,
     available,
     compose,
     query_lineage,
@@ -122,6 +123,12 @@ def test_select_star_is_expanded_with_the_known_columns_and_noted_when_unknown()
 def test_sql_that_cannot_be_read_says_why() -> None:
     with pytest.raises(UnreadableSql):
         lineage("select from where")
+    # what sqlglot's optimizer refuses that is no column of unknown relations is not said to be one
+    with pytest.raises(UnreadableSql, match="Alias already used") as raised:
+        lineage("select x.a from db.main.t as x join db.main.u as x on true")
+    assert not isinstance(raised.value, UnresolvedColumns)
+    with pytest.raises(UnresolvedColumns, match="Unknown column: nope"):
+        lineage("select x.nope from db.main.t as x")
     with pytest.raises(UnreadableSql, match="expected one query"):
         lineage("create table x as select 1; select 2")
 

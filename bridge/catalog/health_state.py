@@ -239,6 +239,7 @@ def judge(
     # what to write: a judgement unlike the kept one (or changing at another time), or an asset
     # gone (None)
     todo: list[tuple[str, AssetHealth | None, str | None]] = []
+    soon = format_time(as_of + RECHECK_MARKED)  # a write dated ahead of the moment, to this: judged then
     for asset_id in sorted(set(found) | set(before)):
         now, prior = found.get(asset_id), before.get(asset_id)
         if now is None or asset_id not in assets:  # gone (deleted, or purged meanwhile)
@@ -250,7 +251,7 @@ def judge(
             changes = as_of + RECHECK_MARKED
         due_at = format_time(changes) if changes is not None else None
         written = assets[asset_id][4]
-        if written > moment:  # written with a time ahead of the moment judged: judged again then
+        if moment < written <= soon:  # written a little ahead of the moment judged: judged again then
             due_at = written if due_at is None else min(due_at, written)
         if (
             prior is not None
@@ -262,7 +263,7 @@ def judge(
         if prior is None or (prior.health, prior.reasons, prior.asset_updated_at, prior.due_at) != (
             now.health,
             now.verdict.reasons,
-            _seen_written(written, moment, prior),
+            _seen_written(written, moment, soon, prior),
             due_at,
         ):
             todo.append((asset_id, now, due_at))
@@ -272,7 +273,6 @@ def judge(
     # asset not judged until the next pass over every asset); one dated further ahead than a
     # marked asset's recheck is left to that pass, as before (its mark, kept, would be read again
     # at every look until then, taking a batch's room from the others)
-    soon = format_time(as_of + RECHECK_MARKED)
     ahead = {
         asset_id
         for asset_id in marked
@@ -290,7 +290,7 @@ def judge(
         # risk below each is a read, one for the batch): its rows then go in a statement each
         gone = [asset_id for asset_id, now, _ in chunk if now is None]
         made = [
-            _record(now, before.get(asset_id), assets[asset_id], alerts, moment, due_at, marked=asset_id in marked)
+            _record(now, before.get(asset_id), assets[asset_id], alerts, moment, due_at, asset_id in marked, soon)
             for asset_id, now, due_at in chunk
             if now is not None
         ]
@@ -340,8 +340,8 @@ def _record(
     alerts: Sequence[AlertRule],
     moment: str,
     due_at: str | None,
-    *,
     marked: bool,
+    soon: str,
 ) -> tuple[tuple[Any, ...], Change | None, list[tuple[str, AlertRule]], bool]:
     """What keeping one judgement (and when it changes with time alone) writes: its row of
     :data:`PUT`; the change it tells (None: it makes no alert), with the (event, alert) pairs it
@@ -351,7 +351,7 @@ def _record(
     back from a delete, while a watch was live: an asset that was there before the watch began
     is judged for the first time unmarked, and tells no UPDATED)."""
     _id, type, namespace, metadata_text, written, _deleted_at = asset
-    updated_at = _seen_written(written, moment, prior)
+    updated_at = _seen_written(written, moment, soon, prior)
     reasons = now.verdict.reasons
     put = (now.asset_id, now.health.value, json.dumps(list(reasons)), updated_at, moment, due_at)
     updated = prior.asset_updated_at != updated_at if prior is not None else marked
@@ -366,11 +366,13 @@ def _record(
     return put, change, wanted, now.health in (Health.FAIL, Health.WARN)
 
 
-def _seen_written(written: str, moment: str, prior: Kept | None) -> str:
-    """The asset's last update as of ``moment``, as kept: a write dated after it (a host's clock a
-    little ahead of the watch's) is not seen yet, so that the judgement that counts it (its due
-    time, above) tells UPDATED with the health it makes, not this one, which leaves it out."""
-    if written <= moment or prior is None:
+def _seen_written(written: str, moment: str, soon: str, prior: Kept | None) -> str:
+    """The asset's last update as of ``moment``, as kept: a write dated after it, up to ``soon`` (a
+    host's clock a little ahead of the watch's), is not seen yet, so that the judgement that
+    counts it (its due time, above) tells UPDATED with the health it makes, not this one, which
+    leaves it out; one dated further ahead is seen now (a clock hours or years off would hold its
+    UPDATED as long)."""
+    if written <= moment or written > soon or prior is None:
         return written
     return prior.asset_updated_at
 

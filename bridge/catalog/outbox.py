@@ -105,8 +105,7 @@ class OutboxItem:
     @property
     def queued(self) -> str:
         """When it was queued, as olbridge writes times (the database's clock writes milliseconds)."""
-        moment = read_time(self.queued_at)
-        return format_time(moment) if moment is not None else self.queued_at
+        return _as_written(self.queued_at)
 
     def as_json(self) -> dict[str, Any]:
         """The row as ``outbox list --json`` prints it: ``id`` is the number ``outbox retry`` and
@@ -394,7 +393,7 @@ class Outbox:
             pending=pending,
             dead=dead,
             held=self.held(),
-            oldest_pending=oldest[0] if oldest else None,
+            oldest_pending=_as_written(oldest[0]) if oldest else None,
             delivered=delivery[0] if delivery else 0,
             last_success=delivery[1] if delivery else None,
         )
@@ -450,6 +449,12 @@ def _check_unclaimed(cur: Cursor, seqs: Sequence[int]) -> None:
 def _chunks(values: Sequence[int], size: int = 400) -> Iterator[list[int]]:
     for start in range(0, len(values), size):
         yield list(values[start : start + size])
+
+
+def _as_written(text: str) -> str:
+    """A time the database's clock wrote (milliseconds), as olbridge writes times."""
+    moment = read_time(text)
+    return format_time(moment) if moment is not None else text
 
 
 __all__ = [

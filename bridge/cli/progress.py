@@ -83,6 +83,12 @@ class Progress:
 
     def advance(self, count: int = 1) -> None:
         self.meter.done += count
+        if self.meter.total is not None and self.meter.done > self.meter.total:
+            # past the total counted at the start (a backfill resumed after retention deleted some
+            # of what it sent): no total is known; a bar ends where the count is
+            self.meter.total = None
+            if self.bar is not None:
+                self.bar.length = self.meter.done
         if self.bar is not None:
             self.bar.update(count)
         elif self.meter.clock() - self._said >= self.every:

@@ -77,6 +77,12 @@ class Helper:
         started, and said, unless it died within :data:`SOON` seconds of its start :data:`TIMES`
         times in a row."""
         self.reaped = True
+        # multiprocessing asks the system for the exit of its children, which the caller reaped:
+        # told here, it no longer counts the process among its children (whose pid, reused by
+        # another process by then, it would send SIGTERM as this one exits)
+        popen = getattr(self.process, "_popen", None)
+        if popen is not None:
+            popen.returncode = code
         self._tell()
         if not again:
             return

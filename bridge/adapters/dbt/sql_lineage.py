@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +80,10 @@ _DIRECT_RANK = {"IDENTITY": 0, "TRANSFORMATION": 1, "AGGREGATION": 2}
 
 class UnreadableSql(Exception):
     """The query could not be read (a parse error, or not one query); the message says why."""
+
+
+# sqlglot's words for a column it cannot trace to a relation whose columns it knows
+_UNRESOLVED = re.compile(r"^(Unknown column: |Column '.*' could not be resolved|Cannot resolve '.*' due to missing)")
 
 
 class UnresolvedColumns(UnreadableSql):
@@ -372,8 +377,10 @@ def query_lineage(sql: str, *, dialect: str | None, relations: Mapping[Relation,
         dataset = [s for scope in root.traverse() for s in walker.clause_sources(scope)]
     except UnreadableSql:
         raise
-    except OptimizeError as exc:  # read, but a column not found in what is known of the relations
-        raise UnresolvedColumns(_first_line(str(exc))) from None
+    except OptimizeError as exc:
+        if _UNRESOLVED.search(str(exc)):  # read, but a column not found in what is known of the relations
+            raise UnresolvedColumns(_first_line(str(exc))) from None
+        raise UnreadableSql(_first_line(str(exc))) from None
     except SqlglotError as exc:
         raise UnreadableSql(_first_line(str(exc))) from None
     except Exception as exc:  # the parser on any SQL: a failure of it costs the lineage, never the ingest

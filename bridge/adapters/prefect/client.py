@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -96,7 +97,7 @@ class PrefectClient:
         if not 200 <= response.status_code < 300:
             body = response.text.strip().replace("\n", " ")
             hint = ""
-            if response.status_code == 404 and not self.api_url.rstrip("/").endswith("/api"):
+            if response.status_code == 404 and "/api" not in urllib.parse.urlsplit(self.api_url).path:
                 hint = " (a Prefect API URL ends in /api: is it the server's address alone?)"
             raise SourceError(
                 f"the Prefect server at {self.api_url} answered HTTP {response.status_code} to {what}{hint}"

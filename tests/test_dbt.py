@@ -20,6 +20,7 @@ from bridge.delivery.history import iter_events
 from bridge.demo import example_project
 from bridge.errors import ArtifactError, ValidationError
 from bridge.mapping import Resolver
+from bridge.model import format_time, parse_time
 from bridge.model.health import FreshnessRule
 from bridge.openlineage.convert import Converter
 from bridge.openlineage.validate import validate_event
@@ -840,6 +841,32 @@ def test_a_rule_set_by_hand_on_a_source_is_not_replaced_by_its_dbt_freshness(
     code, _out, err = invoke(catalog_target, "assets", "set", "dbt.raw.orders", "--no-freshness")
     assert code == 0, err
     assert imported() == {"max": "2d", "warn": "1d12h", "source": "dbt"}
+
+
+@pytest.mark.parametrize("minutes", [-30, 30])
+def test_a_source_s_freshness_check_is_dated_when_dbt_source_freshness_made_it(tmp_path: Path, minutes: int) -> None:
+    """sources.json's verdicts were dated at the build's time (run_results.json's): a freshness
+    check made after the build (``dbt build && dbt source freshness``) said it was there before
+    it was made. It is dated when sources.json was written; one written before the build, with
+    the build (an update is never dated before the asset's last)."""
+    project = copy_example(tmp_path)
+    edit(project, "manifest.json", lambda m: with_source(m, FRESHNESS))
+    results = json.loads((project / "target" / "run_results.json").read_text())
+    built = parse_time(results["metadata"]["generated_at"], "t")
+    checked = built + timedelta(minutes=minutes)
+    version = "https://schemas.getdbt.com/dbt/sources/v3.json"
+    sources = {
+        "metadata": {"dbt_schema_version": version, "generated_at": format_time(checked)},
+        "results": [{"unique_id": SOURCE, "status": "error"}],
+    }
+    (project / "target" / "sources.json").write_text(json.dumps(sources))
+    reported = max(checked, built)
+    with Catalog(":memory:") as catalog:
+        ingest_dbt(catalog, project)
+        (health,) = catalog.health(selectors=(), as_of=reported + timedelta(seconds=1), ids=["dbt.raw.orders"])
+        assert health.health.value == "FAIL" and f"(dbt import at {format_time(reported)})" in health.verdict.reasons[0]
+        before = catalog.health(selectors=(), as_of=reported - timedelta(seconds=1), ids=["dbt.raw.orders"])
+        assert not any("source_freshness" in reason for h in before for reason in h.verdict.reasons)
 
 
 @pytest.mark.parametrize("count", [1_000_000, 1_000_000_000, 10**12])

@@ -12,7 +12,7 @@ the module of its job (the reads to ``assets``, ``history``, ``received``, ``lin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -319,9 +319,15 @@ class Catalog:
         return self.db.write(work)
 
     def record(
-        self, runs: Iterable[TaskRun], updates: Iterable[AssetDeclaration] = (), *, now: datetime | None = None
+        self,
+        runs: Iterable[TaskRun],
+        updates: Iterable[AssetDeclaration] = (),
+        *,
+        now: datetime | None = None,
+        made_at: Mapping[str, datetime] | None = None,
     ) -> tuple[list[RecordResult], list[Asset]]:
-        """Record task runs, then asset updates made outside them, in one transaction."""
+        """Record task runs, then asset updates made outside them, in one transaction: each update
+        at ``now``, or at its asset's time in ``made_at``."""
         each, updates = _replayable(runs), list(updates)
         assert now is not None or not updates, "updates need the time they are made"
 
@@ -334,9 +340,10 @@ class Catalog:
                     results.append(writes.write_task_run(cur, run, watch=self.watch_seen, naming=naming))
                 except RunEndedError as exc:  # which of them (a file's line: two may hold one run)
                     raise RunEndedError(str(exc), exc.key, index) from None
+            times, seen = made_at or {}, self.watch_seen
             assets = [
-                writes.set_asset(cur, decl, now=now, allow_type_change=False, watch=self.watch_seen, naming=naming)
-                for decl in updates
+                writes.set_asset(cur, d, now=times.get(d.id, now), allow_type_change=False, watch=seen, naming=naming)
+                for d in updates
                 if now
             ]
             return results, assets

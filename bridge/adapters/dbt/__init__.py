@@ -12,7 +12,7 @@ from bridge.adapters.dbt.artifacts import DbtArtifacts, load_artifacts
 from bridge.adapters.dbt.freshness import DBT_RULE
 from bridge.adapters.dbt.ingest import DbtIngest, dbt_task_runs
 from bridge.catalog import Catalog, CatalogSource, RecordResult, opened
-from bridge.errors import ArtifactError, RunEndedError
+from bridge.errors import ArtifactError, RunEndedError, ValidationError
 from bridge.mapping import Resolver
 from bridge.model import Asset, AssetDeclaration, TaskRun, parse_time
 
@@ -83,7 +83,9 @@ def ingest_dbt(
         updates.append(attrs.evolve(decl, type=None if exists else "External"))
     invocation = artifacts.run_results["metadata"]["invocation_id"]
     try:
-        results, updated = catalog.record(found.task_runs, updates, now=generated)
+        results, updated = catalog.record(
+            found.task_runs, updates, now=generated, made_at=_freshness_times(artifacts, found, generated)
+        )
     except RunEndedError as exc:
         raise RunEndedError(
             f"dbt invocation {invocation} was imported before, with other content (without catalog.json, or "
@@ -110,6 +112,20 @@ def ingest_dbt(
         column_notes=found.column_notes,
         notes=(*found.notes, *_unnamed(found.task_runs, naming or Resolver.load(), artifacts.adapter_type)),
     )
+
+
+def _freshness_times(artifacts: DbtArtifacts, found: DbtIngest, generated: datetime) -> dict[str, datetime]:
+    """When each source ``dbt source freshness`` judged is reported checked: when sources.json was
+    written, where that is after the build's run_results.json (``dbt build && dbt source
+    freshness``: the build's time said the check was there before it was made); one written before
+    the build is reported with it, as the import's other updates are (an update is never dated
+    before the asset's last)."""
+    written = (artifacts.sources or {}).get("metadata", {}).get("generated_at")
+    try:
+        freshness = parse_time(written, "sources.json", assume_utc=True)
+    except ValidationError:  # no time said: as the build's, as before
+        return {}
+    return dict.fromkeys(found.freshness_checked, freshness) if freshness > generated else {}
 
 
 def _unnamed(runs: Sequence[TaskRun], naming: Resolver, adapter: str) -> tuple[str, ...]:

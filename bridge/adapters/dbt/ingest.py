@@ -67,6 +67,8 @@ class DbtIngest:
     freshness_rules: tuple[tuple[str, FreshnessRule], ...] = ()
     # the sources that have none (a rule dbt import set on one before is taken off)
     unruled_sources: tuple[str, ...] = ()
+    # the asset ids of the sources sources.json judged (reported when it was written, where later)
+    freshness_checked: tuple[str, ...] = ()
 
 
 def connection_metadata(adapter: str, connection: Mapping[str, Any]) -> dict[str, Any]:
@@ -272,8 +274,10 @@ def dbt_task_runs(artifacts: DbtArtifacts, *, namespace: str = "dbt", flow_id: s
     invocation = metadata["invocation_id"]
     generated = metadata["generated_at"]
     tests = _test_results(project)
+    checked: list[str] = []
     if artifacts.sources is not None:
         for unique_id, checks in freshness_checks(artifacts.sources, artifacts.manifest).items():
+            checked.append(project.asset_id(unique_id))
             tests.setdefault(unique_id, []).extend(checks)
     flow = flow_id or artifacts.project_name
     runs: list[TaskRun] = []
@@ -365,4 +369,5 @@ def dbt_task_runs(artifacts: DbtArtifacts, *, namespace: str = "dbt", flow_id: s
         notes=tuple(project.notes),
         freshness_rules=rules,
         unruled_sources=unruled,
+        freshness_checked=tuple(checked),
     )

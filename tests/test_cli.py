@@ -63,6 +63,15 @@ def test_record_file_then_list_show_lineage_export(tmp_path: Path, catalog_targe
     assert listed[1]["origin"] == "external" and listed[0]["namespace"] is None
     code, out, _ = invoke(db, "assets", "list", "--json", "--where", "env", "EQUAL_TO", "prod")
     assert [a["id"] for a in json.loads(out)] == ["mart.orders"]
+    # pages by id: each says where the next starts, none skipped or twice
+    code, out, err = invoke(db, "assets", "list", "--json", "--limit", "2")
+    assert [a["id"] for a in json.loads(out)] == ["mart.orders", "raw.orders"] and "health" in json.loads(out)[0]
+    assert err == "2 asset(s); --after raw.orders shows the next\n"
+    code, out, err = invoke(db, "assets", "list", "--limit", "2", "--after", "raw.orders")
+    assert out.splitlines()[1].startswith("s3://b/report.csv\t") and len(out.splitlines()) == 2
+    assert err == "1 asset(s)\n"
+    code, out, err = invoke(db, "assets", "list", "--limit", "0")
+    assert code == 2 and "--limit" in err
     code, out, _ = invoke(db, "assets", "show", "s3://b/report.csv")
     assert json.loads(out)["openlineage"] == {"namespace": "s3://b", "name": "report.csv", "rule": "s3"}
     code, out, _ = invoke(db, "lineage", "raw.orders", "--format", "mermaid")

@@ -118,20 +118,31 @@ def find_asset_id(conn: Connection | Cursor, text: str, resolver: Resolver | Non
 
 
 def list_assets(conn: Connection | Cursor, query: AssetQuery) -> list[Asset]:
+    """The assets the query selects, by id, read a row at a time: the metadata filters are tested
+    on each as it comes, and the read ends once ``query.limit`` are found."""
     statement = sql.select_assets(
         types=len(query.types),
         namespace=query.namespace is not None,
         include_deleted=query.include_deleted,
         ids=len(query.ids),
         updated_before=query.updated_before is not None,
+        after=query.after is not None,
     )
     params: list[Any] = [*query.ids, *query.types]
     if query.namespace is not None:
         params.append(query.namespace)
     if query.updated_before is not None:
         params.append(format_time(query.updated_before))
-    assets = [rows.asset_from_row(r) for r in conn.execute(statement, params)]
-    return [a for a in assets if all(f.matches(a.metadata) for f in query.metadata)]
+    if query.after is not None:
+        params.append(query.after)
+    found: list[Asset] = []
+    for row in conn.execute(statement, params):
+        asset = rows.asset_from_row(row)
+        if all(f.matches(asset.metadata) for f in query.metadata):
+            found.append(asset)
+            if query.limit is not None and len(found) >= query.limit:
+                break
+    return found
 
 
 def count_assets(conn: Connection | Cursor) -> int:

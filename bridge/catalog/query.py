@@ -81,6 +81,8 @@ class AssetQuery:
     ids: tuple[str, ...] = ()
     include_deleted: bool = False
     updated_before: datetime | None = None
+    after: str | None = None  # the ids after this one
+    limit: int | None = None  # at most so many (None: all)
 
     @classmethod
     def create(
@@ -92,6 +94,8 @@ class AssetQuery:
         ids: Iterable[str] = (),
         include_deleted: bool = False,
         updated_before: datetime | None = None,
+        after: str | None = None,
+        limit: int | None = None,
     ) -> AssetQuery:
         return cls(
             types=tuple(dict.fromkeys(normalize_type(t) for t in types)),
@@ -100,6 +104,8 @@ class AssetQuery:
             ids=tuple(dict.fromkeys(check_id(i, lookup=True) for i in ids)),
             include_deleted=include_deleted,
             updated_before=updated_before,
+            after=after,
+            limit=limit,
         )
 
     @property

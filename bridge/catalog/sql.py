@@ -126,9 +126,11 @@ def select_assets(
     include_deleted: bool = False,
     ids: int = 0,
     updated_before: bool = False,
+    after: bool = False,
 ) -> str:
     """A SELECT over assets with the given filters (placeholders in this order: ids, types,
-    namespace, updated_before). A namespace filter never matches a Global asset (NULL)."""
+    namespace, updated_before, after), by id. A namespace filter never matches a Global asset
+    (NULL); ``after`` takes the ids after one."""
     where = []
     if ids:
         where.append(f"id IN ({', '.join('?' * ids)})")
@@ -138,6 +140,8 @@ def select_assets(
         where.append("namespace = ?")
     if updated_before:
         where.append("updated_at < ?")
+    if after:
+        where.append("id > ?")
     if not include_deleted:
         where.append("deleted_at IS NULL")
     clause = f" WHERE {' AND '.join(where)}" if where else ""

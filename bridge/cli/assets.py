@@ -106,12 +106,17 @@ def assets() -> None:
         "olbridge assets list --type Table --namespace company.data",
         "olbridge assets list --json --where dbtTestStatus EQUAL_TO fail",
         "olbridge assets list --deleted   # deleted assets too",
+        "olbridge assets list --limit 100 --after dbt.main.orders   # a page of 100, by id",
     ),
 )
 @click.option("--type", "types", multiple=True, help="Only these types (short or Kestra class names).")
 @click.option("--namespace", help="Only this namespace (never matches a Global asset).")
 @_where
 @click.option("--deleted", is_flag=True, help="Include soft-deleted assets.")
+@click.option(
+    "--limit", type=click.IntRange(min=1), help="At most N assets (a page: stderr says the --after of the next)."
+)
+@click.option("--after", metavar="ID", help="The assets whose ids sort after ID (the next page).")
 @json_flag("Print a JSON array.")
 @pass_app
 def assets_list(
@@ -120,20 +125,28 @@ def assets_list(
     namespace: str | None,
     where: tuple[tuple[str, str, str], ...],
     deleted: bool,
+    limit: int | None,
+    after: str | None,
     as_json: bool,
 ) -> None:
-    """List assets."""
+    """List assets, by id, each with its health (judged now: every asset's, without a filter or
+    --limit, costs what `olbridge health` costs)."""
     query = AssetQuery.create(
         types=_types(types),
         namespace=check_namespace(namespace, "--namespace"),
         metadata=_filters(where),
         include_deleted=deleted,
+        after=after,
+        limit=limit,
     )
     found = app.catalog().list_assets(query)
     shown = [a.id for a in found]
     judged = {h.asset_id: h for h in app.catalog().health(judged_at(None), app.config.freshness, ids=shown)}
+    more = f"; --after {found[-1].id} shows the next" if limit is not None and len(found) == limit else ""
     if as_json:
         print_json([_with_health(a.to_json(), judged.get(a.id)) for a in found])
+        if more:
+            say(f"{len(found)} asset(s){more}")
         return
     rows = (
         (
@@ -148,7 +161,7 @@ def assets_list(
         for a in found
     )
     print_rows(("id", "type", "namespace", "origin", "health", "risk", "deleted"), rows)
-    say(f"{len(found)} asset(s)")
+    say(f"{len(found)} asset(s){more}")
 
 
 @assets.command(

@@ -1321,6 +1321,32 @@ def test_a_run_named_under_two_jobs_leaves_a_small_catalogs_pages_judged(ui_cata
     assert sum(page["counts"].values()) == len(whole)
     listed = twin(app, "/assets", "namespace=team-a.sales")
     assert listed["riskFlagged"] is True and all(a["health"] is not None for a in listed["assets"])
+    assert listed["healthJudged"] is True
+
+
+def test_a_page_that_cannot_judge_its_assets_says_why(
+    ui_catalog: str, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same run in a catalog past what a page judges whole: the assets list showed no health
+    and said only that the at-risk flags were not worked out, blaming 200 upstream assets; an
+    asset's page showed no health and said nothing. Each says why."""
+    from bridge.web import pages
+
+    with Catalog(ui_catalog) as catalog:
+        events = [
+            ol_run_event(job=("team-a-spark", name), run_id="0194a1b2-0000-7000-8000-0000000000ee", time=moment)
+            for name, moment in (("j1", "2025-02-01T00:00:00Z"), ("j2", "2025-02-01T00:01:00Z"))
+        ]
+        assert [o.status for o in catalog_intake(catalog, resolver).take(events)] == ["accepted", "accepted"]
+    monkeypatch.setattr(pages, "HEALTH_PAGE_AT_MOST", 1)  # the catalog past it
+    app = make_app(ui_catalog, resolver)
+    listed = twin(app, "/assets", "namespace=team-a.sales")
+    assert listed["healthJudged"] is False and all(a["health"] is None for a in listed["assets"])
+    _, _, text = call(app, "/assets", "namespace=team-a.sales")
+    assert "Health is not shown on this page: the catalog holds a received run" in text
+    assert "more than 200 assets are upstream" not in text
+    _, _, text = call(app, f"/assets/{quote(listed['assets'][0]['id'], safe='')}")
+    assert "Its health is not shown here: the catalog holds a received run" in text
 
 
 def test_a_token_is_not_shown_a_column_edge_to_an_asset_no_longer_in_the_catalog(

@@ -233,6 +233,9 @@ def assets_page(
     )
     return {
         "riskFlagged": flagged,
+        # judged at all: not where a received run's events named several jobs and the catalog is
+        # past what a page judges whole (each asset's health null then)
+        "healthJudged": bool(health) or not ids,
         "namedInOpenLineage": named,
         "filters": {k: query.get(k, "") for k in ("q", "type", "namespace", "origin", "meta", "prefix")},
         "assets": [asset_row(item, health.get(item.asset.id), latest.get(item.asset.id, ())) for item in page.assets],

@@ -403,3 +403,23 @@ def test_an_asset_held_under_an_id_with_a_password_can_be_purged(catalog_target:
     assert code == 0, err
     with Catalog(catalog_target) as catalog:
         assert catalog.list_assets() == []
+
+
+def test_assets_are_listed_a_page_at_a_time_by_id(catalog: Catalog) -> None:
+    """A page of ``limit`` after an id, none skipped or twice; with a metadata filter, ``limit`` of
+    those it keeps (read on past the others)."""
+    for i in range(7):
+        catalog.set_asset(decl(f"t.a{i}", type="Table", metadata={"even": str(i % 2 == 0)}), now=at(i))
+    seen: list[str] = []
+    after = None
+    while True:
+        page = catalog.list_assets(AssetQuery.create(after=after, limit=3))
+        seen += [a.id for a in page]
+        if len(page) < 3:
+            break
+        after = page[-1].id
+    assert seen == [f"t.a{i}" for i in range(7)]
+    even = [MetadataFilter.create("even", "EQUAL_TO", "True")]
+    assert [a.id for a in catalog.list_assets(AssetQuery.create(metadata=even, limit=2))] == ["t.a0", "t.a2"]
+    page = catalog.list_assets(AssetQuery.create(metadata=even, limit=2, after="t.a2"))
+    assert [a.id for a in page] == ["t.a4", "t.a6"]

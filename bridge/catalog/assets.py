@@ -119,7 +119,9 @@ def find_asset_id(conn: Connection | Cursor, text: str, resolver: Resolver | Non
 
 def list_assets(conn: Connection | Cursor, query: AssetQuery) -> list[Asset]:
     """The assets the query selects, by id, read a row at a time: the metadata filters are tested
-    on each as it comes, and the read ends once ``query.limit`` are found."""
+    on each as it comes, and the read ends once ``query.limit`` are found (without metadata
+    filters, the database reads no more)."""
+    limited = query.limit is not None and not query.metadata
     statement = sql.select_assets(
         types=len(query.types),
         namespace=query.namespace is not None,
@@ -127,6 +129,7 @@ def list_assets(conn: Connection | Cursor, query: AssetQuery) -> list[Asset]:
         ids=len(query.ids),
         updated_before=query.updated_before is not None,
         after=query.after is not None,
+        limit=limited,
     )
     params: list[Any] = [*query.ids, *query.types]
     if query.namespace is not None:
@@ -135,6 +138,8 @@ def list_assets(conn: Connection | Cursor, query: AssetQuery) -> list[Asset]:
         params.append(format_time(query.updated_before))
     if query.after is not None:
         params.append(query.after)
+    if limited:
+        params.append(query.limit)
     found: list[Asset] = []
     for row in conn.execute(statement, params):
         asset = rows.asset_from_row(row)

@@ -127,10 +127,11 @@ def select_assets(
     ids: int = 0,
     updated_before: bool = False,
     after: bool = False,
+    limit: bool = False,
 ) -> str:
     """A SELECT over assets with the given filters (placeholders in this order: ids, types,
-    namespace, updated_before, after), by id. A namespace filter never matches a Global asset
-    (NULL); ``after`` takes the ids after one."""
+    namespace, updated_before, after, limit), by id. A namespace filter never matches a Global
+    asset (NULL); ``after`` takes the ids after one, ``limit`` so many at most."""
     where = []
     if ids:
         where.append(f"id IN ({', '.join('?' * ids)})")
@@ -145,7 +146,7 @@ def select_assets(
     if not include_deleted:
         where.append("deleted_at IS NULL")
     clause = f" WHERE {' AND '.join(where)}" if where else ""
-    return f"SELECT {ASSET_COLUMNS} FROM assets{clause} ORDER BY id"
+    return f"SELECT {ASSET_COLUMNS} FROM assets{clause} ORDER BY id" + (" LIMIT ?" if limit else "")
 
 
 IN_AT_MOST = 400  # values one IN list names, at most (well under SQLite's limit of parameters)

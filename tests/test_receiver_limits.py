@@ -576,8 +576,12 @@ def test_a_large_event_is_judged_off_the_event_loop() -> None:
         assert [o.status for o in outcomes] == ["accepted"]
         return took, max(b - a for a, b in itertools.pairwise(ticks))
 
-    took, longest = asyncio.run(taken())
-    assert longest < took / 2, (took, longest)  # on the loop, one gap as long as the whole
+    # on the loop, one gap as long as the whole, every time; on a thread, a loaded machine may
+    # still hold the loop back once (the thread's turns are the system's): three tries
+    tries: list[tuple[float, float]] = []
+    while len(tries) < 3 and not (tries and tries[-1][1] < tries[-1][0] / 2):
+        tries.append(asyncio.run(taken()))
+    assert tries[-1][1] < tries[-1][0] / 2, tries
 
 
 def test_max_values_and_max_column_edges_are_options_and_serve_keys(tmp_path: Path) -> None:

@@ -285,6 +285,8 @@ def serve(
             for helper in helpers:
                 if helper.pid == pid and not helper.reaped:
                     helper.exited(code, again=not stopping)
+            for helper in helpers:  # one that died too, which starting another may have reaped
+                helper.check(again=not stopping)
 
         serve_receiver(
             app.catalog_path,

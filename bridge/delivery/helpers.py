@@ -96,6 +96,13 @@ class Helper:
         self.say(f"Warning: the {self.name} exited ({code}); starting another")
         self._start()
 
+    def check(self, *, again: bool = True) -> None:
+        """:meth:`exited` where the helper is gone though the caller reaped nothing of it:
+        multiprocessing reaps its dead children as it starts another (another helper started
+        again), so that the caller's wait never sees this one's exit."""
+        if not self.reaped and self.process.exitcode is not None:
+            self.exited(self.process.exitcode, again=again)
+
     def stop(self) -> None:
         """Tell it to stop and wait for it, :data:`JOIN` seconds at most, then kill it."""
         self._tell()

@@ -297,6 +297,22 @@ BAD_INPUTS: list[tuple[str, bytes, dict[str, str], int, str, str | None]] = [
     ("broken gzip", b"\x1f\x8b\x08\x00garbage", {"Content-Encoding": "gzip"}, 400, "bad_gzip", None),
     ("unknown encoding", _json(ol_run_event()), {"Content-Encoding": "br"}, 415, "unsupported_encoding", None),
     ("not JSON content", _json(ol_run_event()), {"Content-Type": "text/plain"}, 415, "unsupported_media_type", None),
+    (  # (a review) read as UTF-8 whatever the charset said: another text kept than the client meant
+        "a Latin-1 charset",
+        _json(_with("job/name", "\u00c3\u00a9")).decode().encode("latin-1"),
+        {"Content-Type": "application/json; charset=iso-8859-1"},
+        415,
+        "unsupported_media_type",
+        None,
+    ),
+    (
+        "a UTF-16 charset",
+        _json(ol_run_event()),
+        {"Content-Type": 'application/json; Charset="UTF-16"'},
+        415,
+        "unsupported_media_type",
+        None,
+    ),
 ]
 
 
@@ -323,6 +339,15 @@ def test_bad_inputs_are_refused_with_a_clear_answer_and_change_nothing(
     if pointer is not None:
         assert error["problems"][0]["pointer"] == pointer, error
     assert contents(catalog_path) == before
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", 'Application/JSON;CHARSET="UTF-8"'])
+def test_a_utf8_charset_is_taken(client: Client, catalog_path: str, content_type: str) -> None:
+    """JSON is UTF-8 (RFC 8259): a charset that says so is taken, in any case, quoted or not."""
+    got, _, answer = client.request("POST", "/api/v1/lineage", _json(ol_run_event()), {"Content-Type": content_type})
+    assert got == 201, answer
+    with Catalog(catalog_path) as catalog:
+        assert catalog.count_received()["received_events"] == 1
 
 
 def test_an_event_nested_deep_in_a_batch_is_refused_alone(client: Client, catalog_path: str) -> None:

@@ -685,3 +685,33 @@ def test_a_head_asking_what_the_receiver_does_not_do_is_refused_and_changes_noth
         assert requests.get(f"{url}/healthz", timeout=10).status_code == 200
     with Catalog(tmp_path / "head.db") as catalog:
         assert catalog.count_received()["received_events"] == (1 if status == 201 else 0)
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [b"zz\r\nabc\r\n0\r\n\r\n", b"-1\r\nabc\r\n0\r\n\r\n", b"3\r\nabcXX0\r\n\r\n"],
+    ids=["size-not-hex", "size-negative", "chunk-without-crlf"],
+)
+def test_a_body_framed_wrongly_is_refused_at_once_and_counted_once(tmp_path: Path, broken: bytes) -> None:
+    """A chunked body whose framing was not HTTP/1.1's (a chunk's size not hexadecimal, a chunk
+    not ended by CRLF) waited for the body's deadline (60 s) and was answered 408, retriable:
+    the client told to send again what is malformed, the cause misnamed. It is answered 400 at
+    once, counted once as that; nothing of it is kept, even where a whole event came before the
+    broken chunk."""
+    event = json.dumps(ol_run_event()).encode()
+    head = (
+        "POST /api/v1/lineage HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {TOKEN}\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    with token_server(tmp_path / "framed.db") as (url, _):
+        with _connect(url) as sock:  # its timeout (10 s) comes well before the body's deadline
+            sock.sendall(head.encode() + _chunk(event) + broken)
+            status, error = _error(_answer(sock))
+        assert (status, error["code"], error["retriable"]) == (400, "bad_request", False), error
+        assert "not an HTTP/1.1 request" in error["message"], error
+        metrics = requests.get(f"{url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10).text
+        line = r'^olbridge_receiver_requests_total\{route="([^"]+)",status="(\d+)"\} (\d+)$'
+        counted = re.findall(line, metrics, re.M)
+        assert [(status, n) for route, status, n in counted if route == "/api/v1/lineage"] == [("400", "1")], counted
+    with Catalog(tmp_path / "framed.db") as catalog:
+        assert catalog.count_received()["received_events"] == 0

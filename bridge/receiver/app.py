@@ -35,7 +35,17 @@ from bridge.config import NamedToken, bearer
 from bridge.jsontext import parse_json, split_array, values_past
 from bridge.openlineage.validate import Problem
 from bridge.receiver.access_log import AccessLog, Seen
-from bridge.receiver.intake import PAUSE, Blocking, BodyCut, BodyTimedOut, Intake, Read, Steps, run_steps
+from bridge.receiver.intake import (
+    PAUSE,
+    Blocking,
+    BodyCut,
+    BodyRefused,
+    BodyTimedOut,
+    Intake,
+    Read,
+    Steps,
+    run_steps,
+)
 from bridge.receiver.outcome import Outcome
 from bridge.receiver.scopes import forbidden
 
@@ -158,6 +168,16 @@ def _bearer(authorization: str) -> bytes | None:
 def _route(path: str) -> str:
     """The route a request's path is counted under (``other``: none of the receiver's)."""
     return path if path in (LINEAGE, BATCH, "/healthz", "/readyz", "/metrics") else "other"
+
+
+def _charset(parameters: str) -> str | None:
+    """The ``charset`` of a Content-Type's parameters (what follows its first ``;``), unquoted;
+    None: none said."""
+    for parameter in parameters.split(";"):
+        name, equals, value = parameter.partition("=")
+        if equals and name.strip().lower() == "charset":
+            return value.strip().strip('"')
+    return None
 
 
 class ReceiverApp:
@@ -351,9 +371,17 @@ class ReceiverApp:
         """The body, read a piece at a time as it comes, each piece counted among the bytes in
         flight once it is here (not as the client's Content-Length claims, nor left uncounted
         when the client sends it chunked); gunzipped when it says gzip."""
-        content_type = request.content_type.split(";", 1)[0].strip().lower()
+        content_type, _, parameters = request.content_type.partition(";")
+        content_type = content_type.strip().lower()
         if content_type != "application/json":
             raise HttpError(415, "unsupported_media_type", f"send Content-Type: application/json, not {content_type!r}")
+        charset = _charset(parameters)
+        if charset is not None and charset.lower() not in ("utf-8", "utf8"):
+            raise HttpError(
+                415,
+                "unsupported_media_type",
+                f"JSON is read as UTF-8: send charset=utf-8 or none, not charset={charset!r}",
+            )
         limit = self.limits.max_body
         length_text = request.content_length
         expected = limit + 1  # chunked: until it ends, or is past the limit
@@ -393,6 +421,8 @@ class ReceiverApp:
             raise HttpError(408, "request_timeout", str(exc), headers=[("Connection", "close")]) from None
         except BodyCut as exc:  # a body not whole is no request: nothing of it is kept
             raise HttpError(499, "client_closed", str(exc)) from None
+        except BodyRefused as exc:  # the server closes the connection, with this answer
+            raise HttpError(400, "bad_request", str(exc), headers=[("Connection", "close")]) from None
         return piece
 
     def _gunzip(self, body: bytes, held: _Held) -> Steps[bytes]:

@@ -5,7 +5,8 @@ thread, so that a worker's one thread serves all its connections. A body that ha
 full within ``body_timeout`` seconds of the request's head is answered 408 (and its connection
 closed): a stalled or trickling client holds a connection no longer than that. A body whose
 client went away before its end is no request: nothing of it is kept (499, in the counts and the
-log)."""
+log); nor is one the HTTP protocol refused as it read it (framed otherwise than HTTP/1.1 frames a
+body: 400, which the protocol answers at once)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from bridge.receiver.app import ReceiverApp, Request
-from bridge.receiver.intake import BodyCut, BodyTimedOut, run_steps_async
+from bridge.receiver.intake import BODY_REFUSED, BodyCut, BodyRefused, BodyTimedOut, run_steps_async
 from bridge.receiver.writer_process import RemoteWriter
 
 Scope = MutableMapping[str, Any]
@@ -74,7 +75,10 @@ class AsgiReceiver:
                 async with asyncio.timeout_at(deadline):
                     while not ended:
                         message = await receive()
-                        if message["type"] != "http.request":  # the client went away: the body is not whole
+                        if message["type"] != "http.request":  # the body is not whole
+                            refused = scope.get(BODY_REFUSED)
+                            if refused is not None:  # the server refused its framing (and answered so)
+                                raise BodyRefused(refused)
                             raise BodyCut(f"the client went away after {came} bytes of the body")
                         ended = not message.get("more_body", False)
                         piece: bytes = message.get("body", b"")

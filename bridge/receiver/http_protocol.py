@@ -27,7 +27,9 @@ reads ``HTTP/2.0`` and a line without a version, HTTP/0.9's), a transfer coding 
 ``chunked`` (501: the body would be read otherwise than it was sent), and an ``Expect`` other
 than ``100-continue`` (417). A refusal that comes while a request before it on the connection is
 being answered (pipelined bytes that are not HTTP after a request) waits for that answer, and
-every one before it, to go first: the requests before it are answered as any others.
+every one before it, to go first: the requests before it are answered as any others. A request
+whose own body is framed wrongly (a chunk's size that is not hexadecimal, a chunk not ended by
+CRLF) is answered 400 at once, not after the body's deadline: nothing of it is kept.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from bridge.receiver.app import RETRY_AFTER, error_body, reason
+from bridge.receiver.intake import BODY_REFUSED
 
 _END = b"\r\n\r\n"
 
@@ -114,12 +117,21 @@ class GuardedProtocol(HttpToolsProtocol):
         self._disarm()
         if self.transport.is_closing() or self.refusal is None:
             return
-        cycle = getattr(self, "cycle", None)
-        if cycle is not None and not cycle.response_complete:
-            return  # the answer in hand goes first; the refusal follows it
         status, code, message = self.refusal
-        if self.on_refused is not None:
-            self.on_refused(*self._read_so_far(), status)
+        cycle = getattr(self, "cycle", None)
+        told = self.on_refused
+        if cycle is not None and not cycle.response_complete:
+            if not (cycle.more_body and not cycle.response_started):
+                return  # the answer in hand goes first; the refusal follows it
+            # the body of the request in hand is what is refused (a chunk framed wrongly): the
+            # application, reading it, hears that it went away, and why (its answer is the same,
+            # counted and logged by it, and goes nowhere); this one goes now
+            cycle.scope[BODY_REFUSED] = message
+            cycle.disconnected = True
+            cycle.message_event.set()
+            told = None
+        if told is not None:
+            told(*self._read_so_far(), status)
         body = orjson.dumps(error_body(status, code, message))
         retry = f"retry-after: {RETRY_AFTER}\r\n" if status == 503 else ""
         head = (

@@ -270,7 +270,8 @@ class Read:
     that takes a body in pieces of its own may give a larger one: more than the steps wanted);
     what comes back is it, as soon as some of the body is here, and b"" once it has all come (or
     :class:`BodyTimedOut`, raised where the step was taken, when it did not come in time, and
-    :class:`BodyCut` when the client went away before its end)."""
+    :class:`BodyCut` when the client went away before its end, :class:`BodyRefused` when the
+    server refused its framing)."""
 
     limit: int
 
@@ -281,6 +282,16 @@ class BodyTimedOut(Exception):
 
 class BodyCut(Exception):
     """The client went away before the request's body came whole."""
+
+
+class BodyRefused(Exception):
+    """The request's body came framed otherwise than HTTP/1.1 frames one (a chunk's size that is
+    not hexadecimal, a chunk not ended by CRLF): the server refused it as it read it."""
+
+
+# the key of an ASGI request's scope under which the server puts why it refused the body it was
+# reading (the connection is then closed, and the application's read hears that it went away)
+BODY_REFUSED = "olbridge.body_refused"
 
 
 @attrs.frozen
@@ -346,8 +357,9 @@ async def run_steps_async(
     read: Callable[[int], Awaitable[bytes]],
 ) -> T:
     """:func:`run_steps` on an event loop: each :class:`Write` and :class:`Read` awaited, each
-    :class:`Blocking` call made on a thread (a :class:`BodyTimedOut` or :class:`BodyCut` that
-    ``read`` raises, and what a call raises, is raised in the steps, where they read or called)."""
+    :class:`Blocking` call made on a thread (a :class:`BodyTimedOut`, :class:`BodyCut` or
+    :class:`BodyRefused` that ``read`` raises, and what a call raises, is raised in the steps,
+    where they read or called)."""
     answer: Any = None
     raised: Exception | None = None
     try:
@@ -367,7 +379,7 @@ async def run_steps_async(
             if isinstance(step, Read):
                 try:
                     answer = await read(step.limit)
-                except (BodyTimedOut, BodyCut) as exc:
+                except (BodyTimedOut, BodyCut, BodyRefused) as exc:
                     answer, raised = None, exc
                 continue
             try:

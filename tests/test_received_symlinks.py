@@ -148,7 +148,9 @@ def test_a_token_writes_no_other_namespace_s_dataset_through_another_name(
 ) -> None:
     """A token of Hive's namespace writing the table by its Hive name, which is another name of
     Spark's dataset at its location (another namespace), is refused, as writing that dataset by its
-    own name is; reading it, its checks are not taken (named, not described)."""
+    own name is; reading it, its checks are not taken (named, not described). The refusal points
+    at the output (it pointed at the runId, and at a DatasetEvent's ``/job``, which it has not);
+    facets an input carries under that name are not applied, and a warning says so (none did)."""
     hive_token = ("hive://metastore:9083", "hive")
     with Catalog(catalog_target) as catalog:
         take(catalog, resolver, spark())
@@ -157,11 +159,21 @@ def test_a_token_writes_no_other_namespace_s_dataset_through_another_name(
             "COMPLETE",
             run_id="0194a1b2-0000-7000-8000-000000000004",
             job=("hive", "overwrite"),
-            outputs=[ol_dataset(*HIVE)],
+            inputs=[ol_dataset(HIVE[0], "sales.customers")],
+            outputs=[ol_dataset(HIVE[0], "sales.summary"), ol_dataset(*HIVE)],
             time="2025-03-01T11:00:00Z",
         )
         outcome = take_as(catalog, resolver, hive_token, writes)
         assert [o.status for o in outcome] == ["refused"] and "another name" in outcome[0].message, outcome
+        assert [p.pointer for p in outcome[0].problems] == ["/outputs/1"], outcome
+        dataset_event = {
+            "eventTime": "2025-03-01T11:30:00Z",
+            "producer": "https://github.com/example/producer/tree/1.0",
+            "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/DatasetEvent",
+            "dataset": ol_dataset(*HIVE),
+        }
+        outcome = take_as(catalog, resolver, hive_token, dataset_event)
+        assert [(o.status, [p.pointer for p in o.problems]) for o in outcome] == [("refused", ["/dataset"])], outcome
         failing = {"assertions": [{"assertion": "not_null", "success": False, "column": "id"}]}
         reads = ol_run_event(
             "FAIL",
@@ -170,7 +182,13 @@ def test_a_token_writes_no_other_namespace_s_dataset_through_another_name(
             inputs=[ol_dataset(*HIVE, dataQualityAssertions=failing)],
             time="2025-03-01T12:00:00Z",
         )
-        assert [o.ok for o in take_as(catalog, resolver, hive_token, reads)] == [True]
+        taken = take_as(catalog, resolver, hive_token, reads)
+        assert [o.ok for o in taken] == [True]
+        assert [w for w in taken[0].warnings if "were not applied" in w] == [
+            "/inputs/0: token 't' may not write dataset hive://metastore:9083 sales.orders_enriched, another name "
+            "of a dataset in a namespace not this token's: the facets the event carries for this input were not "
+            "applied"
+        ], taken
         documented = {
             "_producer": "https://github.com/example/producer/tree/1.0",
             "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DocumentationDatasetFacet.json",
@@ -183,7 +201,8 @@ def test_a_token_writes_no_other_namespace_s_dataset_through_another_name(
             inputs=[ol_dataset(*HIVE, documentation=documented)],
             time="2025-03-01T13:00:00Z",
         )
-        assert [o.ok for o in take_as(catalog, resolver, hive_token, described)] == [True]
+        taken = take_as(catalog, resolver, hive_token, described)
+        assert [o.ok for o in taken] == [True] and any("were not applied" in w for w in taken[0].warnings), taken
         asset = catalog.get_asset(table)
         assert asset is not None and asset.description != "said by another namespace"
         assert catalog.health(at(100), ids=[table])[0].health != "FAIL"

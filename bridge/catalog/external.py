@@ -54,6 +54,7 @@ class IngestResult:
     placeholders: tuple[str, ...] = ()  # External placeholders it created
     warnings: tuple[str, ...] = ()
     message: str = ""
+    pointer: str | None = None  # of a refusal: where in the event (None: its run, or its job)
 
 
 # the results of nearly every event, shared: a group's answer pickles each once (the rest refer to
@@ -522,10 +523,18 @@ class GroupIngest:
         placeholders: list[str] = []
         if event.kind == "RunEvent" and (event.event_type or "").upper() in TERMINAL:
             self.ended.add(str(source))
+        inputs = 0  # the inputs before this one
         for ds in event.datasets:
             asset_id, created, warning = self._take_dataset(ds, event, moment)
             if self._aliased_away(ds, event):  # another namespace's dataset, read: named, not checked
+                if ds.described or ds.facets or ds.assertions:
+                    warnings.append(
+                        f"{_pointer(ds, inputs)}: token {event.token!r} may not write dataset {ds.namespace} "
+                        f"{ds.name}, another name of a dataset in a namespace not this token's: the facets the "
+                        "event carries for this input were not applied"
+                    )
                 ds = SeenDataset(ds.direction, ds.namespace, ds.name)
+            inputs += ds.direction == "input"
             if ds.assertions or (event.kind == "RunEvent" and ds.direction == "output"):
                 self.marked.add(asset_id)
             if created:
@@ -578,13 +587,15 @@ class GroupIngest:
         the receiver's check of namespaces (nor is that dataset named to it). None: not refused."""
         if event.writes is None:
             return None
+        outputs = 0  # the outputs before this one (an event's datasets: its inputs, then its outputs)
         for ds in event.datasets:
             if ds.direction != "input" and self._aliased_away(ds, event):
                 message = (
                     f"token {event.token!r} may not write dataset {ds.namespace} {ds.name}: it is another name "
                     "of a dataset in a namespace not this token's"
                 )
-                return IngestResult("forbidden", message=message)
+                return IngestResult("forbidden", message=message, pointer=_pointer(ds, outputs))
+            outputs += ds.direction == "output"
         return None
 
     def _own_run(self, event: IncomingEvent) -> bool:
@@ -948,6 +959,12 @@ class GroupIngest:
             external_rows.json_text(sorted(state.warnings)),
             run_day(row[0]),
         )
+
+
+def _pointer(ds: SeenDataset, before: int) -> str:
+    """Where a dataset is in its event: a DatasetEvent's, or the input or output with ``before``
+    of its direction before it."""
+    return "/dataset" if ds.direction is None else f"/{ds.direction}s/{before}"
 
 
 def own_assets_of(count: int) -> str:

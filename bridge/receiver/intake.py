@@ -392,7 +392,7 @@ async def run_steps_async(
 
 def _outcome(event: IncomingEvent, result: IngestResult | Exception) -> Outcome:
     if isinstance(result, IngestResult) and result.status == "forbidden":  # refused by what the catalog holds
-        where = "/run/runId" if event.kind == "RunEvent" else "/job"
+        where = result.pointer or ("/run/runId" if event.kind == "RunEvent" else "/job")
         problem = Problem(where, result.message, "token")
         return Outcome("refused", event.kind, message=result.message, problems=(problem,))
     if isinstance(result, IngestResult):

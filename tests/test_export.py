@@ -539,6 +539,18 @@ def test_delivery_options_are_for_url_only(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["--catalog", str(db), "export", "--max-attempts", "3", "--no-batch"])
     assert result.exit_code == 2
     assert "--max-attempts, --no-batch: only with --url" in result.stderr
+    # (a review) an API key given on the command line went unread, a key file that is not there
+    # unsaid; one in the environment is anyone's, and stays unread
+    missing = tmp_path / "nowhere" / "key"
+    for given in (["--api-key", "K"], ["--api-key-file", str(missing)]):
+        result = CliRunner().invoke(cli, ["--catalog", str(db), "export", "--output", str(tmp_path / "o"), *given])
+        assert (result.exit_code, result.stderr.strip().splitlines()[-1]) == (
+            2,
+            f"Error: {given[0]}: only with --url",
+        ), result.stderr
+    env = {"OPENLINEAGE_API_KEY": "K", "OPENLINEAGE_API_KEY_FILE": str(missing)}
+    result = CliRunner(env=env).invoke(cli, ["--catalog", str(db), "export", "--output", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.stderr
 
 
 # --- export --url against a loopback backend ---------------------------------------------------

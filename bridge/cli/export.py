@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from bridge.catalog.query import HistoryFilter
 from bridge.cli.context import NAMED, AppContext, given_path, pass_app
@@ -81,8 +82,12 @@ def export(
     no new file, another user's, with other hard links) is written in place, with a warning."""
     if output and url:
         raise click.UsageError("use --output or --url, not both")
-    if not url and delivery.given:
-        names = ", ".join(f"--{name.replace('_', '-')}" for name in sorted(delivery.given))
+    # an API key set in the environment is anyone's (every client reads it): one given here is
+    # meant for a backend, which only --url names
+    context = click.get_current_context()
+    keys = {k for k in ("api_key", "api_key_file") if context.get_parameter_source(k) is ParameterSource.COMMANDLINE}
+    if not url and (delivery.given or keys):
+        names = ", ".join(f"--{name.replace('_', '-')}" for name in sorted(delivery.given | keys))
         raise click.UsageError(f"{names}: only with --url")
     catalog = app.catalog()  # opened (or refused) before the output file is made
     path = None if output is None or output == "-" else Path(output)

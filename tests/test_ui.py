@@ -1551,6 +1551,17 @@ def test_a_bad_filter_value_offers_the_page_again_without_filters(ui_catalog: st
     for path, query in (("/health", "state=fial"), ("/runs", "since=yesterday"), ("/assets", "origin=nowhere")):
         status, _, text = call(app, path, query)
         assert status.startswith("400") and f'<a href="{path}">Again, without these filters</a>' in text, text
+    # (a review) a type or namespace no asset may have was an empty list, as if there were none
+    for query, said in (("type=Tabel", "unknown asset type 'Tabel'"), ("namespace=Bad+NS", "a namespace matches")):
+        status, _, text = call(app, "/assets", f"{query}&format=json")
+        assert status.startswith("400") and said in text, (query, status, text)
+    for query in (
+        "type=table",
+        "type=io.kestra.plugin.ee.assets.Table",
+        "type=company.infra.Snapshot",
+        "namespace=Global",
+    ):
+        assert call(app, "/assets", f"{query}&format=json")[0].startswith("200"), query
     status, _, text = call(app, "/assets/mart.orders", "tab=dependencies&depth=x")
     assert status.startswith("400") and "Again, without these filters" not in text  # not a list's filter
 

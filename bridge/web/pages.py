@@ -21,7 +21,7 @@ from bridge.catalog.writes import failed_outputs
 from bridge.errors import NotFoundError, ValidationError
 from bridge.mapping import Resolver
 from bridge.model import Assertion, Asset, format_time, parse_time, utcnow
-from bridge.model.asset_types import SHORT_TYPES
+from bridge.model.asset_types import SHORT_TYPES, normalize_type
 from bridge.model.health import FreshnessRule, Health, Selector, masked
 from bridge.model.ids import check_namespace
 from bridge.web.layout import layout
@@ -159,7 +159,9 @@ _SHORT_TYPES = {t.lower(): t for t in SHORT_TYPES}
 
 
 def _type_named(text: str) -> str:
-    return _SHORT_TYPES.get(text.lower(), text)
+    """A type asked for: a short name in any case, else as the command line reads one (a bad one a
+    400, not an empty list)."""
+    return normalize_type(_SHORT_TYPES.get(text.lower(), text))
 
 
 def _freshness(rule: FreshnessRule | None) -> dict[str, Any] | None:
@@ -204,7 +206,9 @@ def asset_filter(query: Query) -> b.AssetFilter:
     return b.AssetFilter(
         search=query.get("q", "").strip(),
         types=tuple(_type_named(t) for t in [query.get("type", "").strip()] if t),
-        namespace=(b.GLOBAL if namespace == "Global" else namespace.strip() or None) if namespace else None,
+        namespace=(b.GLOBAL if namespace == "Global" else check_namespace(namespace.strip() or None))
+        if namespace
+        else None,
         origin=origin,
         prefix=query.get("prefix", ""),
         metadata=tuple(metadata),

@@ -21,11 +21,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import requests
 
 from bridge.canonical import canonical
-from bridge.catalog import Catalog
+from bridge.catalog import Catalog, ingest
+from bridge.catalog.postgres.engine import PostgresEngine
 from bridge.mapping import Resolver
 from bridge.receiver.app import GZIP_MEMBERS, ReceiverApp
 from bridge.receiver.intake import Intake, Limits
@@ -244,6 +246,45 @@ BAD_INPUTS: list[tuple[str, bytes, dict[str, str], int, str, str | None]] = [
         "/inputs/0/namespace",
     ),
     ("job namespace too long", _json(_with("job/namespace", "n" * 1025)), {}, 400, "invalid_event", "/job/namespace"),
+    # (a review) past what PostgreSQL's indexes keep: a 400 without a pointer naming an index and a
+    # tuple there, a 201 on SQLite; both refuse them now, saying where
+    ("job name past the keys", _json(_with("job/name", "j" * 2800)), {}, 400, "invalid_event", "/job/name"),
+    (
+        "job namespace and name past the keys",
+        _json(_with("job", {"namespace": "n" * 1024, "name": "j" * 177})),
+        {},
+        400,
+        "invalid_event",
+        "/job/name",
+    ),
+    ("runId past the keys", _json(_with("run/runId", "r" * 256)), {}, 400, "invalid_event", "/run/runId"),
+    (
+        "dataset name past the keys",
+        _json(_with("outputs", [ol_dataset("s3://b", "\u00e9" * 600)])),
+        {},
+        400,
+        "invalid_event",
+        "/outputs/0/name",
+    ),
+    (
+        "symlink name past the keys",
+        _json(
+            _with(
+                "inputs",
+                [
+                    ol_dataset(
+                        "s3://b",
+                        "k",
+                        symlinks={"identifiers": [{"namespace": "hive://m", "name": "t" * 3000, "type": "TABLE"}]},
+                    )
+                ],
+            )
+        ),
+        {},
+        400,
+        "invalid_event",
+        "/inputs/0/facets/symlinks/identifiers/0/name",
+    ),
     ("NUL in a name", _json(_with("job/name", "a\u0000b")), {}, 400, "invalid_event", "/job/name"),
     ("facet key too long", _json(_with("run/facets", {"k" * 256: {}})), {}, 400, "invalid_event", None),
     (
@@ -348,6 +389,78 @@ def test_a_utf8_charset_is_taken(client: Client, catalog_path: str, content_type
     assert got == 201, answer
     with Catalog(catalog_path) as catalog:
         assert catalog.count_received()["received_events"] == 1
+
+
+def test_names_as_long_as_the_catalog_keys_are_taken_on_both_engines(client: Client, catalog_path: str) -> None:
+    """At the bounds (a job's or dataset's namespace and name 1,200 bytes together, a runId 255):
+    taken on PostgreSQL as on SQLite, as a run, a job and a dataset (and a column edge whose
+    transformations are past what an edge keeps: the event taken, that edge left out, said)."""
+    namespace = "n" * 1024
+    long_run = "r" * 255
+    edge = {
+        "fields": {
+            "c": {
+                "inputFields": [
+                    {
+                        "namespace": "s3://b",
+                        "name": "k",
+                        "field": "c",
+                        "transformations": [{"type": "DIRECT", "description": "d" * 600}],
+                    }
+                ]
+            },
+            "e": {"inputFields": [{"namespace": "s3://b", "name": "k", "field": "e"}]},
+        }
+    }
+    run = ol_run_event(
+        run_id=long_run,
+        job=(namespace, "j" * 176),
+        inputs=[ol_dataset("s3://b", "k")],
+        outputs=[
+            ol_dataset(
+                "s3://b",
+                "o" * (1200 - 6),
+                columnLineage=edge,
+                symlinks={"identifiers": [{"namespace": "hive://m", "name": "t" * (1200 - 8), "type": "TABLE"}]},
+            )
+        ],
+    )
+    job = {
+        **ol_run_event(job=(namespace, "k" * 176)),
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/JobEvent",
+    }
+    del job["run"], job["eventType"]
+    answers = [client.post("/api/v1/lineage", event) for event in (run, job)]
+    assert [status for status, _, _ in answers] == [201, 201], answers
+    assert [w for w in answers[0][2]["warnings"] if "left out" in w] == [
+        "columnLineage of output s3://b " + "o" * 1194 + ": an edge is left out: its transformations are longer "
+        "than the catalog keeps (columns 255, transformations 512, an input 1,200 bytes)"
+    ]
+    with Catalog(catalog_path) as catalog:
+        assert catalog.count_received()["received_events"] == 2
+        edges = catalog._conn.execute("SELECT downstream_column FROM column_lineage").fetchall()
+        assert sorted(c for (c,) in edges) == ["e"], edges
+
+
+def test_a_key_past_postgresql_s_index_entries_is_said_in_a_line() -> None:
+    """An event whose key PostgreSQL's index refuses (class 54: an entry past about 2,700 bytes,
+    which the receiver's bounds leave only to ids of many-byte characters) was refused with the
+    server's text: an index's name, a tuple's place, a hint to hash the column. It says why in a
+    line; another refusal keeps its first line, without the server's detail."""
+    engine = PostgresEngine("postgresql://olbridge@localhost/catalog")
+    limit = psycopg.errors.ProgramLimitExceeded(
+        'index row size 2896 exceeds btree version 4 maximum 2704 for index "external_sources_job"\n'
+        'DETAIL:  Index row references tuple (147,8) in relation "external_sources".\nHINT:  Consider a hash'
+    )
+    said = str(ingest._event_error(engine, limit))
+    assert said == (
+        "the catalog cannot store the event: a name or value in it is longer than the catalog's indexes keep "
+        "(about 2,700 bytes an entry)"
+    )
+    check = psycopg.errors.CheckViolation('new row violates check constraint "x"\nDETAIL:  Failing row contains (...)')
+    assert str(ingest._event_error(engine, check)) == (
+        'the catalog cannot store the event: new row violates check constraint "x"'
+    )
 
 
 def test_an_event_nested_deep_in_a_batch_is_refused_alone(client: Client, catalog_path: str) -> None:

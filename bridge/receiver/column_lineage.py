@@ -11,6 +11,9 @@ all the same, with a warning kept with the event:
 - an output column that the output's ``schema`` facet does not list (or an output without one);
 - an input field whose dataset is not an input of the event.
 
+An edge whose key the catalog cannot keep (a column's name past :data:`COLUMN_BYTES`, its
+transformations past :data:`TRANSFORMATIONS_BYTES`) is left out, with a warning.
+
 (Marquez also accepts an input dataset named in another event of the same run; the receiver
 judges each event by its own datasets, so that its verdict does not depend on what came before.)
 Facets are read from the outputs of RunEvents and JobEvents, the datasets with a run or job to
@@ -70,6 +73,40 @@ def _taken(source: DatasetName, where: str, warnings: dict[str, None]) -> bool:
     return False
 
 
+# bytes (UTF-8) of a column's name and of an input field's transformations (their canonical JSON)
+# that an edge keeps: the catalog keys an edge by both ends' columns and the transformations, in an
+# index entry PostgreSQL bounds (about 2,700 bytes); an input dataset's namespace and name together,
+# as a dataset's own (bridge.receiver.policy.KEY_BYTES)
+COLUMN_BYTES = 255
+TRANSFORMATIONS_BYTES = 512
+DATASET_BYTES = 1_200
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _fits(
+    column: str, source: DatasetName, field: str, transformations: str, where: str, warnings: dict[str, None]
+) -> bool:
+    """Whether an edge's key is one the catalog keeps (:data:`COLUMN_BYTES`, ...); else it is left
+    out, with a warning (the rest of the event is taken)."""
+    past = (
+        "a column's name is"
+        if max(_size(column), _size(field)) > COLUMN_BYTES
+        else "its transformations are"
+        if _size(transformations) > TRANSFORMATIONS_BYTES
+        else "its input's namespace and name together are"
+        if _size(source[0]) + _size(source[1]) > DATASET_BYTES
+        else None
+    )
+    if past is None:
+        return True
+    limits = f"columns {COLUMN_BYTES}, transformations {TRANSFORMATIONS_BYTES}, an input {DATASET_BYTES:,}"
+    warnings[f"{where}: an edge is left out: {past} longer than the catalog keeps ({limits} bytes)"] = None
+    return False
+
+
 def read_column_lineage(event: Mapping[str, Any]) -> tuple[tuple[ReceivedColumnEdge, ...], tuple[str, ...]]:
     """The column edges of an accepted RunEvent's or JobEvent's outputs, and the warnings."""
     outputs = event.get("outputs")
@@ -103,10 +140,10 @@ def read_column_lineage(event: Mapping[str, Any]) -> tuple[tuple[ReceivedColumnE
             if listed is not None and column not in listed:
                 warnings[f"{where}: column {column!r} is not in the output's schema facet"] = None
             for source, field, transformations in _inputs(entry.get("inputFields"), _deprecated(entry)):
-                if _taken(source, where, warnings):
+                if _taken(source, where, warnings) and _fits(column, source, field, transformations, where, warnings):
                     edges[ReceivedColumnEdge(target, column, source, field, transformations)] = None
         for source, field, transformations in _inputs(facet.get("dataset"), []):
-            if _taken(source, where, warnings):
+            if _taken(source, where, warnings) and _fits("", source, field, transformations, where, warnings):
                 edges[ReceivedColumnEdge(target, "", source, field, transformations)] = None
     for edge in edges:
         if edge.input not in inputs:

@@ -4,8 +4,10 @@ By default the receiver refuses only what Marquez refuses, or what the catalog c
 faithfully, and takes the rest, keeping a warning beside the event for each OpenLineage spec rule
 it let pass:
 
-- refused (400): what Marquez's model refuses (``bridge.openlineage.marquez_rules`` and the
-  ``marquez`` rules of ``bridge.openlineage.validate``): a missing required field, a value its JSON
+- refused (400): what the catalog cannot key by (:func:`_key_problems`: a job's or a dataset's
+  namespace and name past 1,200 bytes together, a runId past 255), and what Marquez's model
+  refuses (``bridge.openlineage.marquez_rules`` and the ``marquez`` rules of
+  ``bridge.openlineage.validate``): a missing required field, a value its JSON
   binding cannot read (an ``eventTime`` or ``schemaURL`` it cannot parse, an object where it reads
   text), the required fields of the facets it reads into classes, whatever version their
   ``_schemaURL`` names, namespaces it cannot store, NUL characters, over-long keys; and the fields
@@ -114,13 +116,70 @@ def _catalog_problems(event: dict[str, Any]) -> list[Problem]:
     return []
 
 
+# bytes (UTF-8) of what the catalog keys a job or a dataset by, its namespace and name together,
+# and of a runId: so that every index entry that holds them (a received run's job and key, a
+# dataset's, an edge's two ends and job) stays within what PostgreSQL's keep (about 2,700 bytes
+# an entry), and both engines take the same events (SQLite keeps any length)
+KEY_BYTES = 1_200
+RUN_ID_BYTES = 255
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _key_problems(event: dict[str, Any]) -> list[Problem]:
+    """The names the catalog could not key by: a job's or a dataset's (a symlink's too) whose
+    namespace and name together are past :data:`KEY_BYTES`, a runId past :data:`RUN_ID_BYTES`;
+    each at its name's pointer."""
+    found: list[Problem] = []
+
+    def check(pointer: str, named: Any, what: str) -> None:
+        if not isinstance(named, dict):
+            return
+        namespace, name = named.get("namespace"), named.get("name")
+        if isinstance(namespace, str) and isinstance(name, str):
+            size = _size(namespace) + _size(name)
+            if size > KEY_BYTES:
+                found.append(
+                    Problem(
+                        f"{pointer}/name",
+                        f"the catalog keeps {what} whose namespace and name are at most {KEY_BYTES:,} bytes "
+                        f"together (UTF-8): these are {size:,}",
+                        "catalog",
+                    )
+                )
+
+    def dataset(pointer: str, value: Any) -> None:
+        check(pointer, value, "a dataset")
+        facets = value.get("facets") if isinstance(value, dict) else None
+        symlinks = facets.get("symlinks") if isinstance(facets, dict) else None
+        identifiers = symlinks.get("identifiers") if isinstance(symlinks, dict) else None
+        for index, identifier in enumerate(identifiers if isinstance(identifiers, list) else ()):
+            check(f"{pointer}/facets/symlinks/identifiers/{index}", identifier, "a dataset's other name")
+
+    check("/job", event.get("job"), "a job")
+    run = event.get("run")
+    run_id = run.get("runId") if isinstance(run, dict) else None
+    if isinstance(run_id, str) and _size(run_id) > RUN_ID_BYTES:
+        message = f"the catalog keeps a runId of at most {RUN_ID_BYTES} bytes (UTF-8): this one is {_size(run_id):,}"
+        found.append(Problem("/run/runId", message, "catalog"))
+    for key in ("inputs", "outputs"):
+        datasets = event.get(key)
+        for index, value in enumerate(datasets if isinstance(datasets, list) else ()):
+            dataset(f"/{key}/{index}", value)
+    if "dataset" in event:
+        dataset("/dataset", event["dataset"])
+    return found
+
+
 def judge(event: Any, *, strict: bool = False, text: str | None = None) -> Verdict:
     """The receiver's verdict on one parsed event (``text``: its JSON, if at hand)."""
     spec, marquez = event_problems(event, text=text)
     problems = spec + marquez
     if not isinstance(event, dict):
         return Verdict("RunEvent", tuple(problems), ())
-    problems += _time_problems(event, problems) + _catalog_problems(event)
+    problems += _time_problems(event, problems) + _catalog_problems(event) + _key_problems(event)
     kind = event_kind(event)
     if strict:
         return Verdict(kind, tuple(problems), ())

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from bridge.errors import ConfigError, ValidationError
+from bridge.files import reading_problem
 from bridge.jsontext import MAX_DEPTH
 from bridge.mapping.resolver import (
     DEFAULT_NAMESPACE,
@@ -110,6 +111,11 @@ def read_toml(file: Path, what: str = "config file") -> dict[str, Any]:
         raise ConfigError(f"{file}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        said = reading_problem(exc)
+        if said is None:
+            raise
+        raise ConfigError(f"{file}: cannot be read: {said}") from None
 
 
 def load_tokens(file: Path) -> tuple[NamedToken, ...]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
@@ -232,6 +233,17 @@ def read_files(paths: Sequence[Path], read: Callable[[Path], FileResult[T]], *, 
     return items
 
 
+def reading_problem(exc: BaseException) -> str | None:
+    """What an error a parser of TOML, YAML or JSON raised while reading a value says, where it is
+    not the parser's own (an integer past the digits Python converts, a value nested past its
+    recursion), in olbridge's words, for a message that names the file; None for any other."""
+    if isinstance(exc, RecursionError):
+        return "a value is nested too deeply to read"
+    if isinstance(exc, ValueError) and "integer string conversion" in str(exc):
+        return f"an integer of more than {sys.get_int_max_str_digits():,} digits: no value olbridge reads is that long"
+    return None
+
+
 def yaml_problem(exc: Exception, text: str | None = None) -> tuple[int | None, str]:
     """Where a PyYAML error is (its line, from 1; None where it says none) and what it says, on
     one line: its own text runs over several (a ``in "<unicode string>", position 5`` line, a
@@ -261,5 +273,6 @@ __all__ = [
     "read_files",
     "read_json_items",
     "read_text",
+    "reading_problem",
     "yaml_problem",
 ]

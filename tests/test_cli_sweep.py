@@ -12,6 +12,7 @@ import re
 import shlex
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -19,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import click
+import psycopg
 import pytest
 import responses
 from click.testing import CliRunner, Result
 
 from bridge.catalog import Catalog
+from bridge.catalog.postgres.engine import storage_error as postgres_storage_error
 from bridge.cli import cli
 from bridge.cli.context import operational
 from bridge.demo import example_project
@@ -685,14 +688,52 @@ def test_the_machines_own_errors_speak(tmp_path: Path, monkeypatch: pytest.Monke
         ("outbox", "retry", "99999999999999999999999"),
         ("outbox", "drop", "99999999999999999999999"),
         ("runs", "list", "--offset", "99999999999999999999999"),
+        # (a review) each a traceback: an integer SQLite or PostgreSQL could not hold
+        ("assets", "list", "--limit", "99999999999999999999"),
+        ("assets", "show", "a.b", "--usages", "99999999999999999999"),
+        ("assets", "list", "--limit", "9" * 5000),
     ],
-    ids=" ".join,
+    ids=lambda args: " ".join(a[:30] for a in args),
 )
 def test_a_count_past_what_a_database_holds_is_a_bad_value(tmp_path: Path, args: tuple[str, ...]) -> None:
     db = tmp_path / "c.db"
     assert CliRunner().invoke(cli, ["--catalog", str(db), "init"]).exit_code == 0
     result = CliRunner().invoke(cli, ["--catalog", str(db), *args])
     assert result.exit_code == 2 and "is more than any count or id" in result.stderr, result.output
+
+
+def test_a_page_past_the_most_a_database_counts_is_empty_and_a_batch_is_bounded(tmp_path: Path) -> None:
+    """(a review) ``runs list --offset`` at the most a count may be, with any --limit, added past
+    what a database's integer holds (a traceback); ``--batch-size`` past 100,000 made a window of
+    requests past it (a traceback in the outbox's read)."""
+    db = tmp_path / "c.db"
+    assert CliRunner().invoke(cli, ["--catalog", str(db), "init"]).exit_code == 0
+    most = str(2**63 - 1)
+    for args in (["--offset", most], ["--offset", "1", "--limit", most]):
+        result = CliRunner().invoke(cli, ["--catalog", str(db), "runs", "list", "--json", *args])
+        assert (result.exit_code, json.loads(result.stdout)) == (0, []), result.output
+    result = CliRunner().invoke(
+        cli, ["--catalog", str(db), "stream", "--once", "--url", "http://127.0.0.1:9", "--batch-size", "100001"]
+    )
+    assert result.exit_code == 2 and "--batch-size" in result.stderr and "1<=x<=100000" in result.stderr, result.stderr
+
+
+def test_a_catalog_missing_a_table_is_said_damaged(tmp_path: Path) -> None:
+    """(a review) a table of the catalog dropped by hand was a traceback (no such table)."""
+    db = tmp_path / "c.db"
+    assert CliRunner().invoke(cli, ["--catalog", str(db), "assets", "set", "a.b", "--type", "Table"]).exit_code == 0
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE usages")
+    result = CliRunner().invoke(cli, ["--catalog", str(db), "assets", "show", "a.b"])
+    assert (result.exit_code, result.stderr.strip()) == (
+        1,
+        f"Error: catalog {db}: it is damaged: a table of the catalog is missing (SQLite: no such table: usages)",
+    ), result.output
+    missing = psycopg.errors.UndefinedTable('relation "usages" does not exist\nLINE 1: SELECT ...')
+    assert str(postgres_storage_error(missing, "postgresql://h/c")) == (
+        'catalog postgresql://h/c: it is damaged: a table of the catalog is missing (PostgreSQL: relation "usages" '
+        "does not exist LINE 1: SELECT ...)"
+    )
 
 
 def test_a_count_in_digits_int_does_not_read_is_a_bad_value(tmp_path: Path) -> None:
@@ -786,3 +827,37 @@ def test_the_roots_own_answers_to_a_full_disk_are_an_error(flag: str) -> None:
     with open("/dev/full", "w") as full:
         done = subprocess.run([OLBRIDGE, flag], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
     assert done.returncode == 1 and done.stderr == "Error: No space left on device\n", done.stderr
+
+
+def test_an_integer_past_the_digits_python_reads_is_said_with_its_file(tmp_path: Path) -> None:
+    """(a review) an integer of more than 4,300 digits in a config file, a rule file, a Kestra
+    flow, a dbt artifact or a Metaflow asset's config was a traceback (Python's conversion limit):
+    each an error naming the file. A config file's before anything runs."""
+    big = "9" * 5000
+    (tmp_path / "big.toml").write_text(f"x = {big}\n")
+    (tmp_path / "m.toml").write_text(f"n = {big}\n")
+    (tmp_path / "rules.toml").write_text(f'mappings = ["{tmp_path / "m.toml"}"]\n')
+    (tmp_path / "flow.yml").write_text(f"id: f\nnamespace: a.b\nn: {big}\ntasks: []\n")
+    (tmp_path / "dbt" / "target").mkdir(parents=True)
+    (tmp_path / "dbt" / "target" / "manifest.json").write_text(f'{{"n": {big}}}')
+    (tmp_path / "dbt" / "dbt_project.yml").write_text("name: p\n")
+    (tmp_path / "mf" / "data" / "x").mkdir(parents=True)
+    (tmp_path / "mf" / "data" / "x" / "asset_config.toml").write_text(
+        f'name = "x"\nid = "x"\n[properties]\nn = {big}\n'
+    )
+    db = str(tmp_path / "c.db")
+    cases = [
+        (["--config", str(tmp_path / "big.toml"), "assets", "list"], tmp_path / "big.toml"),
+        (["--config", str(tmp_path / "rules.toml"), "assets", "list"], tmp_path / "m.toml"),
+        (["--catalog", db, "kestra", "declare", str(tmp_path / "flow.yml")], tmp_path / "flow.yml"),
+        (["--catalog", db, "dbt", "import", "--project-dir", str(tmp_path / "dbt")], "manifest.json"),
+        (["--catalog", db, "metaflow", "declare", str(tmp_path / "mf"), "--project", "p", "--branch", "main"], "x"),
+    ]
+    for args, named in cases:
+        result = CliRunner().invoke(cli, args)
+        said = result.stderr.strip().splitlines()[-1]
+        assert result.exit_code == 1 and "Traceback" not in result.output, (args, result.output)
+        assert said.endswith(
+            ": cannot be read: an integer of more than 4,300 digits: no value olbridge reads is that long"
+        )
+        assert str(named) in said, (args, said)

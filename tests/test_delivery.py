@@ -257,6 +257,37 @@ def test_an_openlineage_configuration_that_cannot_be_read_says_so(
         sender_for(None)
 
 
+@pytest.mark.parametrize(
+    ("file", "variable", "said"),
+    [
+        ("  timeout: abc\n", None, "'abc'"),
+        ("  timeout: .inf\n", None, "inf"),
+        ("  timeout: true\n", None, "True"),
+        ("", "-5", "-5"),
+        ("", "0", "0"),
+    ],
+    ids=["a word", "infinite", "a boolean", "negative, from the environment", "none"],
+)
+def test_a_transport_timeout_that_is_no_number_of_seconds_is_an_error_before_anything_is_sent(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch, file: str, variable: str | None, said: str
+) -> None:
+    """(a review) ``timeout: abc`` (or ``OPENLINEAGE__TRANSPORT__TIMEOUT=-5``) was a traceback as
+    the first request went, after the backfill's progress had begun."""
+    (clean_env / "openlineage.yml").write_text(f"transport:\n  type: http\n  url: http://127.0.0.1:9\n{file}")
+    if variable is not None:
+        monkeypatch.setenv("OPENLINEAGE__TRANSPORT__TIMEOUT", variable)
+    with pytest.raises(ConfigError) as refused:
+        sender_for(None)
+    assert str(refused.value) == (
+        "the OpenLineage http transport configuration is wrong: timeout must be a number of seconds above 0 "
+        f"(up to a year), not {said}"
+    )
+    (clean_env / "openlineage.yml").write_text("transport:\n  type: http\n  url: http://127.0.0.1:9\n  timeout: 2.5\n")
+    monkeypatch.delenv("OPENLINEAGE__TRANSPORT__TIMEOUT", raising=False)
+    sender = sender_for(None)
+    assert getattr(sender, "timeout", None) == 2.5, vars(sender)
+
+
 def test_a_transport_that_cannot_be_set_up_is_one_error_without_the_clients_traceback(
     clean_env: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -305,7 +305,7 @@ class Runs:
         reads its newest ``offset + limit`` runs by its start index, the filters tested by the
         database, and the facets are rendered only for the runs of the page: a page costs what
         the pages up to it hold, not the catalog's history."""
-        wanted, total = offset + limit, 0
+        wanted, total = min(offset + limit, sql.INTEGER_MOST), 0  # a LIMIT past a bigint is refused
         # each run's key, and its own row (its uses read for the page's alone) or its view
         found: list[tuple[RunKey, Sequence[Any] | None, RunView | None]] = []
         conditions = own_conditions(self.converter.options.job_namespace_prefix, filters)

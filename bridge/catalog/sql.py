@@ -149,6 +149,7 @@ def select_assets(
     return f"SELECT {ASSET_COLUMNS} FROM assets{clause} ORDER BY id" + (" LIMIT ?" if limit else "")
 
 
+INTEGER_MOST = 2**63 - 1  # the most an integer of either engine holds (SQLite's, a bigint)
 IN_AT_MOST = 400  # values one IN list names, at most (well under SQLite's limit of parameters)
 
 

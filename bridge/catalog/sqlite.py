@@ -63,6 +63,9 @@ def storage_error(exc: BaseException, path: str | Path) -> CatalogError | None:
     olbridge, left to surface)."""
     if undecodable(exc):
         return CatalogError(f"catalog {path}: it holds text that is not UTF-8, changed by hand (SQLite: {exc})")
+    if isinstance(exc, sqlite3.OperationalError) and str(exc).startswith(("no such table:", "no such column:")):
+        what = "table" if str(exc).startswith("no such table:") else "column"
+        return CatalogError(f"catalog {path}: it is damaged: a {what} of the catalog is missing (SQLite: {exc})")
     code = getattr(exc, "sqlite_errorcode", None) if isinstance(exc, sqlite3.Error) else None
     if code is None or code & 0xFF not in _STORAGE_CODES:
         return None

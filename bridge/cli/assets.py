@@ -12,7 +12,7 @@ from bridge.catalog.health import AssetHealth
 from bridge.cli.context import AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.health import freshness_rule, judged_at
-from bridge.cli.options import json_flag, moment
+from bridge.cli.options import count, json_flag, moment
 from bridge.cli.output import print_json, print_rows, say
 from bridge.errors import NotInCatalog, ValidationError, ValidationProblems
 from bridge.files import loads
@@ -113,9 +113,7 @@ def assets() -> None:
 @click.option("--namespace", help="Only this namespace (never matches a Global asset).")
 @_where
 @click.option("--deleted", is_flag=True, help="Include soft-deleted assets.")
-@click.option(
-    "--limit", type=click.IntRange(min=1), help="At most N assets (a page: stderr says the --after of the next)."
-)
+@click.option("--limit", type=count(1), help="At most N assets (a page: stderr says the --after of the next).")
 @click.option("--after", metavar="ID", help="The assets whose ids sort after ID (the next page).")
 @json_flag("Print a JSON array.")
 @pass_app
@@ -175,7 +173,7 @@ def assets_list(
 @click.option(
     "--usages",
     "limit",
-    type=click.IntRange(min=0),
+    type=count(0),
     default=20,
     show_default=True,
     help="How many of its latest uses by task runs to list (and of the received jobs that use it).",

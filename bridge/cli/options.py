@@ -34,12 +34,14 @@ class _Count(click.IntRange):
     """A count or an id: from a least to :data:`MOST`, which the help leaves unsaid (``x>=1``)."""
 
     def _describe_range(self) -> str:
-        return f"x>={self.min}"
+        return f"x>={self.min}" if self.max == MOST else f"{self.min}<=x<={self.max}"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         digits = value.strip().lstrip("+") if isinstance(value, str) else ""
-        if digits.isascii() and digits.isdigit() and int(digits) > MOST:
+        if digits.isascii() and digits.isdigit() and len(digits) < 4300 and int(digits) > MOST:
             self.fail(f"{value} is more than any count or id ({MOST:,} at most)", param, ctx)
+        if digits.isascii() and digits.isdigit() and len(digits) >= 4300:
+            self.fail(f"a number of {len(digits):,} digits is more than any count or id ({MOST:,} at most)", param, ctx)
         return super().convert(value, param, ctx)
 
 
@@ -65,9 +67,12 @@ def seconds(least: float, most: float = A_YEAR) -> click.FloatRange:
     return _Seconds(least, min(most, A_YEAR))
 
 
-def count(least: int) -> click.IntRange:
-    """A count or an id an option or argument takes: from ``least`` to :data:`MOST`."""
-    return _Count(least, MOST)
+def count(least: int, most: int = MOST) -> click.IntRange:
+    """A count or an id an option or argument takes: from ``least`` to ``most`` (:data:`MOST`)."""
+    return _Count(least, most)
+
+
+BATCH_MOST = 100_000  # events a request at most (what a window of requests in flight reads at once)
 
 
 def history_filters(fn: F) -> F:
@@ -225,7 +230,9 @@ def delivery_options(*, max_attempts: int, max_attempts_help: str) -> Callable[[
     options = [
         click.option("--timeout", type=seconds(0.001), help="Seconds per HTTP request [default: 5]."),
         click.option("--concurrency", type=count(1), default=4, show_default=True, help="Requests in flight."),
-        click.option("--batch-size", type=count(1), default=200, show_default=True, help="Events per request."),
+        click.option(
+            "--batch-size", type=count(1, BATCH_MOST), default=200, show_default=True, help="Events per request."
+        ),
         click.option("--no-batch", is_flag=True, help="Never try POST /api/v1/lineage/batch; one event a request."),
         click.option("--backoff", type=seconds(0), default=0.5, show_default=True, help="First retry delay (s)."),
         click.option("--max-backoff", type=seconds(0), default=60.0, show_default=True, help="Longest delay (s)."),

@@ -14,6 +14,7 @@ lose it.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 from collections.abc import Mapping
@@ -21,7 +22,7 @@ from typing import Any
 
 from bridge.delivery.senders import HttpSender, Sender, TransportSender
 from bridge.errors import ConfigError
-from bridge.files import yaml_problem
+from bridge.files import reading_problem, yaml_problem
 
 
 def sender_for(
@@ -137,11 +138,35 @@ def _yaml_config(path: str) -> dict[str, Any]:
         number, problem = yaml_problem(exc, text)
         at = "" if number is None else f"line {number}: "
         raise ConfigError(f"{path}: the OpenLineage configuration cannot be read: {at}{problem}") from None
+    except (ValueError, RecursionError) as exc:
+        said = reading_problem(exc)
+        if said is None:
+            raise
+        raise ConfigError(f"{path}: the OpenLineage configuration cannot be read: {said}") from None
     if content is None:
         return {}
     if not isinstance(content, dict):
         raise ConfigError(f"{path}: the OpenLineage configuration must be a mapping (transport: ...)")
     return content
+
+
+A_YEAR = 365 * 86_400.0  # the most seconds a timeout may be (as the command line's options)
+
+
+def _seconds(value: Any) -> float:
+    """The http transport's ``timeout``, checked before anything is sent (a word, or a negative
+    number, was a traceback once delivery began): a number of seconds above 0, up to a year (a
+    text of one, as an environment variable gives it, is read)."""
+    try:
+        seconds = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not (math.isfinite(seconds) and 0 < seconds <= A_YEAR):
+        raise ConfigError(
+            f"the OpenLineage http transport configuration is wrong: timeout must be a number of seconds above 0 "
+            f"(up to a year), not {value!r}"
+        )
+    return seconds
 
 
 def _http_sender(config: dict[str, Any], *, timeout: float | None, batch: bool, api_key: str | None) -> HttpSender:
@@ -152,6 +177,7 @@ def _http_sender(config: dict[str, Any], *, timeout: float | None, batch: bool, 
     except Exception as exc:  # openlineage-python's own checks of its http settings
         raise ConfigError(f"the OpenLineage http transport configuration is wrong: {exc}") from exc
     headers = {}
+    seconds = timeout or _seconds(http.timeout)
     bearer = http.auth.get_bearer()
     if bearer:
         headers["Authorization"] = bearer
@@ -164,7 +190,7 @@ def _http_sender(config: dict[str, Any], *, timeout: float | None, batch: bool, 
         endpoint=http.endpoint,
         headers=headers,
         api_key=api_key,
-        timeout=timeout or http.timeout,
+        timeout=seconds,
         verify=verify,
         batch=batch,
     )

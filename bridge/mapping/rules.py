@@ -36,7 +36,7 @@ from typing import Any
 import attrs
 
 from bridge.errors import InputFileError, MappingError, ValidationError
-from bridge.files import read_text
+from bridge.files import read_text, reading_problem
 from bridge.mapping.template import Template, compile_template
 from bridge.model import normalize_type
 
@@ -179,6 +179,11 @@ def parse_rule_text(text: str, source: str, first_order: int = 0) -> list[Rule]:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise MappingError(f"{source}: not valid TOML: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        said = reading_problem(exc)
+        if said is None:
+            raise
+        raise MappingError(f"{source}: cannot be read: {said}") from None
     return parse_rules(document, source, first_order)
 
 

@@ -18,7 +18,7 @@ from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import SandboxedEnvironment
 
 from bridge.errors import ArtifactError, InputFileError
-from bridge.files import read_text, yaml_problem
+from bridge.files import read_text, reading_problem, yaml_problem
 
 
 @attrs.frozen
@@ -46,6 +46,11 @@ def _read_json(path: Path) -> dict[str, Any]:
         raise ArtifactError(str(exc)) from None
     except json.JSONDecodeError as exc:
         raise ArtifactError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except (ValueError, RecursionError) as exc:
+        said = reading_problem(exc)
+        if said is None:
+            raise
+        raise ArtifactError(f"{path}: cannot be read: {said}") from None
     if not isinstance(document, dict):
         raise ArtifactError(f"{path}: expected a JSON object at the top, found {type(document).__name__}")
     return document
@@ -260,6 +265,11 @@ def _read_yaml(path: Path) -> Any:
     except yaml.YAMLError as exc:
         number, problem = yaml_problem(exc, text)
         raise ArtifactError(f"{path}{'' if number is None else f':{number}'}: not valid YAML: {problem}") from None
+    except (ValueError, RecursionError) as exc:
+        said = reading_problem(exc)
+        if said is None:
+            raise
+        raise ArtifactError(f"{path}: cannot be read: {said}") from None
 
 
 def read_connection(

@@ -29,7 +29,7 @@ import yaml
 
 from bridge.adapters.kestra.pebble import render
 from bridge.errors import ValidationError
-from bridge.files import FileResult, read_files, read_text, yaml_problem
+from bridge.files import FileResult, read_files, read_text, reading_problem, yaml_problem
 from bridge.model import (
     AssetDeclaration,
     DeclaredFlow,
@@ -118,6 +118,11 @@ class _FlowReader:
             number, problem = yaml_problem(exc, text)
             line = f":{number}" if number is not None else ""
             raise ValidationError(f"{self.source}{line}: not valid YAML: {problem}", rule="kestra.yaml") from None
+        except (ValueError, RecursionError) as exc:
+            said = reading_problem(exc)
+            if said is None:
+                raise
+            raise ValidationError(f"{self.source}: cannot be read: {said}", rule="kestra.yaml") from None
         if not isinstance(doc, dict):
             self.fail("a flow is a YAML mapping with 'id', 'namespace' and 'tasks'", doc)
         missing = [key for key in ("id", "namespace", "tasks") if doc.get(key) is None]

@@ -27,6 +27,7 @@ import attrs
 
 from bridge.catalog import Catalog, CatalogSource, opened
 from bridge.errors import ConfigError, NotFoundError, NotInCatalog, ValidationError
+from bridge.files import reading_problem
 from bridge.model import Asset, AssetDeclaration, check_metadata, check_namespace, slugify
 
 CONFIG_FILE = "asset_config.toml"
@@ -80,6 +81,11 @@ def parse_definition(text: str, source: Path, kind: str) -> AssetDefinition:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        said = reading_problem(exc)
+        if said is None:
+            raise
+        raise ConfigError(f"{source}: cannot be read: {said}") from None
     unknown = sorted(set(document) - _CONFIG_KEYS)
     if unknown:
         raise ConfigError(

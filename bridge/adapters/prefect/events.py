@@ -128,7 +128,7 @@ def asset_from_resource(resource: Any, payload: Any, where: str = "resource") ->
     if owners_text is not None:
         try:
             owners = json.loads(owners_text) if isinstance(owners_text, str) else None
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, or past what it reads: not a list of strings
             owners = None
         if not isinstance(owners, list) or not all(isinstance(o, str) for o in owners):
             raise ValidationError(

@@ -78,6 +78,9 @@ _STORAGE_CODES = {
     "25006": "it is read-only (a standby?)",
     "3F000": "the schema does not exist",
     "55P03": "a lock could not be taken in time; try again",
+    # a table or column of the catalog's schema missing: changed by hand (or by another program)
+    "42P01": "it is damaged: a table of the catalog is missing",
+    "42703": "it is damaged: a column of the catalog is missing",
 }
 _CONFLICT_CODES = {"40001", "40P01", "23505"}  # serialization failure, deadlock, a key taken meanwhile
 # what passes: the connection lost (08), too many connections and the like (53), a shutdown, a

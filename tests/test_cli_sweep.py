@@ -765,10 +765,12 @@ def test_a_float_option_takes_finite_seconds_only(
 ) -> None:
     """``nan`` passed every range (a stream whose retries were due at NaN, a server that refused
     every request), ``inf`` and ``1e308`` overflowed the clocks they were added to (tracebacks):
-    each is a usage error, before anything runs."""
+    each is a usage error, before anything runs, saying why (past a year, ``1e308`` and ``inf``
+    were "not in the range x>=0", the range's words leaving out its top)."""
     code, out, err = olbridge(tmp_path / "c.db", path, [*command_table(files)[path], option, value])
     assert code == 2, (out, err)
     assert f"Invalid value for '{option}'" in err and "Traceback" not in err
+    assert "is not a number of seconds (finite, up to 31,536,000: a year)" in err, err
     assert not (tmp_path / "c.db").exists()
 
 
@@ -861,3 +863,21 @@ def test_an_integer_past_the_digits_python_reads_is_said_with_its_file(tmp_path:
             ": cannot be read: an integer of more than 4,300 digits: no value olbridge reads is that long"
         )
         assert str(named) in said, (args, said)
+
+
+def test_an_artifact_that_is_a_folder_and_an_asset_config_not_text_are_said_plainly(tmp_path: Path) -> None:
+    """(a review) dbt's manifest.json as a folder was "file not found (run dbt first ...)";
+    Metaflow's asset_config.toml not UTF-8 was Python's own words ('utf-8' codec can't decode
+    byte 0xff in position 0): each says what it is, as every reader does."""
+    (tmp_path / "dbt" / "target" / "manifest.json").mkdir(parents=True)
+    (tmp_path / "dbt" / "dbt_project.yml").write_text("name: p\n")
+    (tmp_path / "mf" / "data" / "y").mkdir(parents=True)
+    (tmp_path / "mf" / "data" / "y" / "asset_config.toml").write_bytes(b"\xff")
+    db = str(tmp_path / "c.db")
+    result = CliRunner().invoke(cli, ["--catalog", db, "dbt", "import", "--project-dir", str(tmp_path / "dbt")])
+    manifest = tmp_path / "dbt" / "target" / "manifest.json"
+    assert (result.exit_code, result.stderr.strip()) == (1, f"Error: {manifest}: a folder, not dbt's artifact (a file)")
+    args = ["--catalog", db, "metaflow", "declare", str(tmp_path / "mf"), "--project", "p", "--branch", "main"]
+    result = CliRunner().invoke(cli, args)
+    config = tmp_path / "mf" / "data" / "y" / "asset_config.toml"
+    assert (result.exit_code, result.stderr.strip()) == (1, f"Error: {config}: not UTF-8 text")

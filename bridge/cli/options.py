@@ -56,10 +56,13 @@ class _Seconds(click.FloatRange):
         return f"x>={self.min:g}" if self.max == A_YEAR else f"{self.min:g}<=x<={self.max:g}"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        found = super().convert(value, param, ctx)
-        if not math.isfinite(found) or found > A_YEAR:
+        try:  # past a year, or not finite: said so before the range is (whose words leave out its top)
+            number = float(value)
+        except (TypeError, ValueError):
+            number = 0.0  # not a number: the range's own words
+        if not math.isfinite(number) or number > A_YEAR:
             self.fail(f"{value} is not a number of seconds (finite, up to {A_YEAR:,.0f}: a year)", param, ctx)
-        return found
+        return super().convert(value, param, ctx)
 
 
 def seconds(least: float, most: float = A_YEAR) -> click.FloatRange:

@@ -38,8 +38,10 @@ class DbtArtifacts:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
+    if not path.exists():
         raise ArtifactError(f"{path}: file not found (run dbt first, or give --target-path)")
+    if path.is_dir():
+        raise ArtifactError(f"{path}: a folder, not dbt's artifact (a file)")
     try:
         document = json.loads(read_text(path))
     except InputFileError as exc:  # not UTF-8 text, or cannot be read (permissions, say)

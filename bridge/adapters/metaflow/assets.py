@@ -26,8 +26,8 @@ from typing import Any
 import attrs
 
 from bridge.catalog import Catalog, CatalogSource, opened
-from bridge.errors import ConfigError, NotFoundError, NotInCatalog, ValidationError
-from bridge.files import reading_problem
+from bridge.errors import ConfigError, InputFileError, NotFoundError, NotInCatalog, ValidationError
+from bridge.files import read_text, reading_problem
 from bridge.model import Asset, AssetDeclaration, check_metadata, check_namespace, slugify
 
 CONFIG_FILE = "asset_config.toml"
@@ -146,9 +146,9 @@ def load_definitions(root: Path, kind: str) -> dict[str, AssetDefinition]:
     found: dict[str, AssetDefinition] = {}
     for path in sorted((root / KINDS[kind]).glob(f"*/{CONFIG_FILE}")):
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read {path}: {exc}") from None
+            text = read_text(path)  # said as every reader says it (not Python's own words)
+        except InputFileError as exc:
+            raise ConfigError(str(exc)) from None
         definition = parse_definition(text, path, kind)
         if definition.id in found:
             raise ConfigError(f"{path}: asset id {definition.id!r} is already defined in {found[definition.id].source}")

@@ -112,6 +112,30 @@ def test_each_event_of_a_batch_is_queued_as_it_was_in_the_batch(writer: GroupWri
     ]
 
 
+def test_an_event_with_a_key_repeated_is_refused_where_it_would_be_forwarded(
+    writer: GroupWriter, catalog_path: str
+) -> None:
+    """(a review) A key repeated in an object: the receiver judged the last value (a token of
+    ``alpha`` writing ``alpha``) and forwarded the text as it came, whose first value wrote
+    ``beta``'s dataset, for a backend that reads the first. Where it would be forwarded, such an
+    event is refused, nothing kept; without forwarding, the last value is the event's (as
+    Marquez's reader takes it) and nothing else goes on."""
+    event = ol_run_event("COMPLETE", run_id=RUN, outputs=[ol_dataset("s3://beta", "secret")])
+    text = json.dumps(event)
+    repeated = text[:-1] + ', "outputs": []}'  # outputs twice: the first names beta's dataset
+    status, _, body = forwarding(writer).request("POST", "/api/v1/lineage", repeated.encode())
+    assert (status, body["error"]["code"]) == (400, "invalid_event"), body
+    assert "a key is repeated in an object" in body["error"]["message"], body
+    assert queued(catalog_path) == []
+    status, _, answer = forwarding(writer).request("POST", "/api/v1/lineage/batch", f"[{text}, {repeated}]".encode())
+    assert (status, [f["index"] for f in answer["failed_events"]]) == (200, [1]), answer
+    assert [payload for _, _, payload, _ in queued(catalog_path)] == [text]
+    status, _, body = forwarding(writer, forward=False).request(
+        "POST", "/api/v1/lineage", repeated.replace(RUN, RUN[:-1] + "9").encode()
+    )
+    assert (status, body["status"]) == (201, "accepted"), body
+
+
 def test_the_batch_splitter_keeps_each_element_as_written() -> None:
     elements = [b'{"a":"x,]}\\"["}', b"[1, [2, {}]]", b'"s"', b"null", b"-1.50e3", '{"k":"é\\u00e9"}'.encode()]
     body = b"\n[ " + b" ,\n\t".join(elements) + b" ]\n"

@@ -149,6 +149,12 @@ class Intake:
             more = len(verdict.refusals) - 1
             message = str(first) + (f" (and {more} more)" if more else "")
             return Outcome("refused", kind=verdict.kind, message=message, problems=verdict.refusals)
+        if forward is not None and values_past(forward, 0) != values_past(text, 0):
+            # the text as it came holds values the parsed event has not: a key repeated in an
+            # object, of which the event judged (and kept) the last value, and the text forwarded
+            # holds both, for a backend that may read the first
+            message = "a key is repeated in an object of the event: which of its values is meant is not guessed"
+            return Outcome("refused", kind=verdict.kind, message=message, problems=(Problem("", message, "json"),))
         warnings = tuple(str(w) for w in verdict.warnings)
         read_only = read_only_inputs(item, may_write) if may_write is not None else []
         warnings += tuple(

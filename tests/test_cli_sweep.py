@@ -881,3 +881,24 @@ def test_an_artifact_that_is_a_folder_and_an_asset_config_not_text_are_said_plai
     result = CliRunner().invoke(cli, args)
     config = tmp_path / "mf" / "data" / "y" / "asset_config.toml"
     assert (result.exit_code, result.stderr.strip()) == (1, f"Error: {config}: not UTF-8 text")
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "said"),
+    [
+        (["export", "--url", "notaurl"], "--url", "'notaurl' is no http:// or https:// address: no scheme"),
+        (["stream", "--once", "--url", "ftp://x"], "--url", "its scheme is 'ftp'"),
+        (["backfill", "--url", "notaurl"], "--url", "no scheme"),
+        (["import", "--from-marquez", "marquez:5000"], "--from-marquez", "is no http:// or https:// address"),
+        (["prefect", "import", "--api-url", ""], "--api-url", "it is empty"),
+        (["prefect", "import", "--api-url", "http://x:99999/api"], "--api-url", "Port out of range"),
+        (["dbt", "import", "--project-dir", ".", "--namespace", "Bad NS"], "--namespace", "a namespace matches"),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else None,
+)
+def test_a_bad_url_or_namespace_is_a_usage_error(tmp_path: Path, args: list[str], option: str, said: str) -> None:
+    """(a review) each was an error (exit 1) found as the command ran, where docs/cli.md says a
+    bad value is a usage error (exit 2), nothing done."""
+    result = CliRunner().invoke(cli, ["--catalog", str(tmp_path / "c.db"), *args])
+    assert result.exit_code == 2 and option in result.stderr and said in result.stderr, result.stderr
+    assert not (tmp_path / "c.db").exists()

@@ -335,7 +335,8 @@ def test_marquez_errors_are_clear(catalog: Catalog, resolver: Resolver) -> None:
     with pytest.raises(ValidationError, match=r"^a Marquez URL is an http:// or https:// URL, not 'marquez:5000'"):
         MarquezEvents("marquez:5000")
     result = CliRunner().invoke(cli, ["--catalog", ":memory:", "import", "--from-marquez", "ftp://x"])
-    assert result.exit_code == 1 and result.output.startswith("Error:")
+    # a bad value of the option: a usage error (exit 2), as docs/cli.md says
+    assert result.exit_code == 2 and "Invalid value for '--from-marquez'" in result.output, result.output
 
 
 @pytest.mark.dbt

@@ -33,6 +33,7 @@ from bridge.errors import (
     ValidationProblems,
 )
 from bridge.mapping import Resolver
+from bridge.model.urls import url_problem
 from bridge.openlineage.convert import Converter, ConvertOptions
 
 # The root group's; every group and command below it inherits them from its parent context.
@@ -80,6 +81,23 @@ class _Named(_TextType):
 
 
 NAMED = _Named()
+
+
+class _Url(_Named):
+    """An http:// or https:// address an option takes (a backend's, an API's): another scheme, no
+    host, a port out of range, a bad value (exit 2), as an empty one is."""
+
+    name = "url"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = super().convert(value, param, ctx)
+        problem = url_problem(text)
+        if problem is not None:
+            self.fail(f"{text!r} is no http:// or https:// address: {problem}", param, ctx)
+        return text
+
+
+URL = _Url()
 
 
 class _Path(click.Path):

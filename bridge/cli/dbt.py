@@ -10,6 +10,8 @@ from bridge.adapters.dbt import ingest_dbt
 from bridge.cli.context import NAMED, AppContext, given_path, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.output import print_json, say, say_warnings
+from bridge.errors import BadValueError, ValidationError
+from bridge.model import check_namespace
 
 
 @click.group()
@@ -69,6 +71,10 @@ def dbt_import(
     `dbt docs generate` writes catalog.json, and also replaces run_results.json with its own:
     run it with --target-path elsewhere and give its catalog.json here, or run it before the
     build."""
+    try:  # a bad value: exit 2, before any file is read
+        check_namespace(namespace, "--namespace")
+    except ValidationError as exc:
+        raise BadValueError(str(exc)) from None
     summary = ingest_dbt(
         lambda: app.catalog(create=True),
         project_dir,

@@ -11,7 +11,7 @@ import click
 from click.core import ParameterSource
 
 from bridge.catalog.query import HistoryFilter
-from bridge.cli.context import NAMED, AppContext, given_path, pass_app
+from bridge.cli.context import URL, AppContext, given_path, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.options import Delivery, count, delivery_options, history_filters, json_flag
 from bridge.cli.output import print_json, safe, say, stop_on_signals
@@ -45,7 +45,7 @@ EXPORT_MAX_ATTEMPTS = 8  # with the default backoff, half a minute to a minute o
 )
 @click.option(
     "--url",
-    type=NAMED,
+    type=URL,
     help="Deliver the events to this OpenLineage backend instead, batched and retried as by stream and backfill "
     "(POST <url>/api/v1/lineage/batch, or one POST <url>/api/v1/lineage an event where it has no batch "
     "endpoint, as Marquez).",

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import orjson
 
-from bridge.cli.context import NAMED, AppContext, given_path, pass_app
+from bridge.cli.context import URL, AppContext, given_path, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.options import json_flag, window
 from bridge.cli.output import print_json, safe, say, stop_on_signals
@@ -71,7 +71,7 @@ def _one_line_object(line: bytes) -> bool:
     ),
 )
 @click.argument("files", nargs=-1, type=given_path(path_type=Path, dir_okay=False))
-@click.option("--from-marquez", "marquez_url", type=NAMED, metavar="URL", help="Import a Marquez instance's RunEvents.")
+@click.option("--from-marquez", "marquez_url", type=URL, metavar="URL", help="Import a Marquez instance's RunEvents.")
 @click.option("--since", help="Marquez: start at this time instead of where the last import stopped.")
 @click.option("--until", help="Marquez: stop before this time.")
 @click.option("--restart", is_flag=True, help="Marquez: ignore where the last import stopped.")

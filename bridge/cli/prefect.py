@@ -21,7 +21,7 @@ from bridge.adapters.prefect import (
     import_events,
     import_once,
 )
-from bridge.cli.context import NAMED, AppContext, pass_app
+from bridge.cli.context import NAMED, URL, AppContext, pass_app
 from bridge.cli.options import count, json_flag, moment, seconds
 from bridge.cli.output import print_json, safe, say, stop_on_signals
 from bridge.cli.progress import Progress, progress
@@ -96,6 +96,7 @@ def prefect() -> None:
 @prefect.command("import")
 @click.option(
     "--api-url",
+    type=URL,
     envvar="PREFECT_API_URL",
     required=True,
     help="The Prefect API, such as http://127.0.0.1:4200/api [env PREFECT_API_URL].",

@@ -14,7 +14,7 @@ from click.core import ParameterSource
 from bridge.catalog import Catalog
 from bridge.catalog.outbox import ALERTS_ONLY_TARGET, ALERTS_SOURCE, DeliveryError
 from bridge.catalog.query import HistoryFilter
-from bridge.cli.context import NAMED, AppContext, pass_app
+from bridge.cli.context import NAMED, URL, AppContext, pass_app
 from bridge.cli.examples import examples
 from bridge.cli.options import A_YEAR, Delivery, F, count, delivery_options, history_filters, json_flag, seconds
 from bridge.cli.output import echo_lines, print_json, print_rows, say, stop_on_signals
@@ -44,7 +44,7 @@ def target_options(fn: F) -> F:
     options = [
         click.option(
             "--url",
-            type=NAMED,
+            type=URL,
             help="The OpenLineage backend (events go to <url>/api/v1/lineage[/batch]); without it, the "
             "OpenLineage client's configuration: openlineage.yml, OPENLINEAGE_CONFIG, OPENLINEAGE_URL, "
             "OPENLINEAGE__TRANSPORT__*.",

@@ -138,7 +138,8 @@ def _key_problems(event: dict[str, Any]) -> list[Problem]:
         if not isinstance(named, dict):
             return
         namespace, name = named.get("namespace"), named.get("name")
-        if isinstance(namespace, str) and isinstance(name, str):
+        # (a character is at most 4 bytes: most names are measured by their lengths alone)
+        if isinstance(namespace, str) and isinstance(name, str) and len(namespace) + len(name) > KEY_BYTES // 4:
             size = _size(namespace) + _size(name)
             if size > KEY_BYTES:
                 found.append(
@@ -161,7 +162,7 @@ def _key_problems(event: dict[str, Any]) -> list[Problem]:
     check("/job", event.get("job"), "a job")
     run = event.get("run")
     run_id = run.get("runId") if isinstance(run, dict) else None
-    if isinstance(run_id, str) and _size(run_id) > RUN_ID_BYTES:
+    if isinstance(run_id, str) and len(run_id) > RUN_ID_BYTES // 4 and _size(run_id) > RUN_ID_BYTES:
         message = f"the catalog keeps a runId of at most {RUN_ID_BYTES} bytes (UTF-8): this one is {_size(run_id):,}"
         found.append(Problem("/run/runId", message, "catalog"))
     for key in ("inputs", "outputs"):

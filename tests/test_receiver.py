@@ -727,10 +727,12 @@ def test_a_run_received_under_two_spellings_before_stays_split_through_migration
 
 def test_a_migration_the_server_refuses_is_an_error_not_a_traceback(postgres_url: str) -> None:
     """An upgrade whose statement PostgreSQL refuses (here a column gone that 0034 moves) is one
-    line, ``Error: cannot open catalog ...: <the server's word>``, as on SQLite."""
+    line, ``Error: catalog ...: it is damaged ... (<the server's word>)``, as on SQLite."""
     with Catalog(postgres_url) as catalog, catalog.transaction() as cur:
         cur.execute("ALTER TABLE outbox RENAME COLUMN run_key TO gone")
         _stamped_33(catalog, cur)
     code, out, err = invoke(postgres_url, "migrate")
     assert (code, out) == (1, "") and "Traceback" not in err, err
-    assert err.startswith("Error: cannot open catalog ") and 'column "run_key" does not exist' in err, err
+    said = "it is damaged: a column of the catalog is missing"
+    assert err.startswith("Error: catalog ") and said in err and 'column "run_key" does not exist' in err, err
+    assert len(err.strip().splitlines()) == 1, err

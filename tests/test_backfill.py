@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from bridge.catalog import Catalog, HistoryFilter
+from bridge.catalog import engine as engine_module
 from bridge.cli import cli
 from bridge.delivery.backfill import Backfill
 from bridge.delivery.dispatch import Dispatcher
@@ -248,6 +249,24 @@ def long_history() -> Iterator[Catalog]:
 
         catalog.record_task_runs(runs())
         yield catalog
+
+
+def test_a_backfill_past_a_page_of_runs_reads_each_page_on_the_connection_it_has(
+    catalog_target: str, converter: Converter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(a review) On PostgreSQL a backfill of 2,000 runs stopped with "the connection is closed"
+    once a checkpoint's write had replaced the catalog's connection (a new one for new plans,
+    its first a second on): the next page of runs was read on the one it replaced, and the
+    window it had sent was never checkpointed, so each run again sent it again. Here every
+    write replaces it."""
+    monkeypatch.setattr(engine_module, "REPLAN_FIRST", 0.0)
+    with Catalog(catalog_target) as catalog:
+        runs = [run(f"t{i}", start=at(0) + timedelta(seconds=i), execution=f"e{i}") for i in range(1_201)]
+        catalog.record_task_runs(runs)
+        with Backend(batch=True) as backend:
+            summary = backfill(catalog, converter, backend, window=500).run()
+        assert (summary.complete, summary.runs, summary.events) == (True, 1_201, 2_402)
+        assert backend.accepted_count == 2_402 and len({dumps(e) for e in backend.accepted}) == 2_402
 
 
 def test_a_long_backfill_interrupted_and_resumed(long_history: Catalog, converter: Converter) -> None:

@@ -8,7 +8,7 @@ delegates of the same names.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from bridge.catalog import columns as column_queries
@@ -73,18 +73,22 @@ def count_history(conn: Connection | Cursor, filters: HistoryFilter = HistoryFil
 
 
 def iter_task_runs(
-    conn: Connection | Cursor,
+    connection: Callable[[], Connection | Cursor],
     filters: HistoryFilter = HistoryFilter(),
     *,
     after: tuple[str, int] | None = None,
     page_size: int = 1000,
 ) -> Iterator[StoredTaskRun]:
     """Task runs in start order, read a page at a time (memory stays flat). An ``asset`` filter
-    keeps the runs that read or wrote it; ``after`` = (started_at text, pk) starts after that run."""
+    keeps the runs that read or wrote it; ``after`` = (started_at text, pk) starts after that run.
+    Each page is read on the connection ``connection`` gives then: a reader that writes between
+    pages (a backfill's checkpoints) may have had its connection replaced meanwhile (a new one
+    for new plans, or after the server restarted), the one before closed."""
     statement = sql.select_task_runs(**filters.given(RUN_FILTERS))
     paged = sql.select_task_runs(**filters.given(RUN_FILTERS), after_pk=True)
     base = filters.params(RUN_FILTERS)
     while True:
+        conn = connection()
         if after is None:
             page = conn.execute(statement, [*base, page_size]).fetchall()
         else:

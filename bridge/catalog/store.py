@@ -523,7 +523,7 @@ class Catalog:
     ) -> Iterator[StoredTaskRun]:
         """Task runs in start order, read a page at a time (memory stays flat). An ``asset`` filter
         keeps the runs that read or wrote it; ``after`` = (started_at text, pk) starts after that run."""
-        return history.iter_task_runs(self._conn, filters, after=after, page_size=page_size)
+        return history.iter_task_runs(lambda: self._conn, filters, after=after, page_size=page_size)
 
     def task_runs_by_pk(self, pks: Sequence[int]) -> dict[int, StoredTaskRun]:
         """The task runs with these pks (the ones that exist), with their usages."""

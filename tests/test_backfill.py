@@ -17,13 +17,14 @@ from click.testing import CliRunner
 
 from bridge.catalog import Catalog, HistoryFilter
 from bridge.catalog import engine as engine_module
+from bridge.catalog.backfills import Backfills
 from bridge.cli import cli
 from bridge.delivery.backfill import Backfill
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.history import iter_events
 from bridge.delivery.retry import RateLimiter, RetryPolicy
 from bridge.delivery.senders import HttpSender
-from bridge.errors import ConfigError
+from bridge.errors import Busy, ConfigError
 from bridge.mapping import Resolver
 from bridge.model import AssetDeclaration, TaskRun, TaskRunKey, TaskState, format_time
 from bridge.openlineage.convert import Converter, task_run_id
@@ -267,6 +268,34 @@ def test_a_backfill_past_a_page_of_runs_reads_each_page_on_the_connection_it_has
             summary = backfill(catalog, converter, backend, window=500).run()
         assert (summary.complete, summary.runs, summary.events) == (True, 1_201, 2_402)
         assert backend.accepted_count == 2_402 and len({dumps(e) for e in backend.accepted}) == 2_402
+
+
+def test_a_checkpoint_the_catalog_cannot_take_now_is_written_once_it_is_back(
+    catalog: Catalog, converter: Converter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(a review) A database restarting as a window's checkpoint was written stopped the backfill
+    with an error, the window sent and not remembered: run again, it sent the whole window again.
+    The write waits for the catalog (said once as it goes, once as it comes back), and the
+    window is remembered."""
+    history(catalog)
+    real, failures = Backfills.save, [2]
+
+    def restarting(self: Backfills, *args: Any, **kwargs: Any) -> None:
+        if failures[0]:
+            failures[0] -= 1
+            raise Busy("the server is shutting down or cannot take connections")
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Backfills, "save", restarting)
+    said: list[str] = []
+    with Backend() as backend:
+        summary = backfill(catalog, converter, backend, sleep=lambda seconds: None, say=said.append).run()
+        assert summary.complete and failures == [0]
+        again = backfill(catalog, converter, backend).run()
+    assert again.events == 0 and len(backend.accepted) == summary.events == 8  # nothing sent twice
+    assert len(said) == 2 and said[0].startswith("the catalog is unavailable since "), said
+    assert said[0].endswith(": the server is shutting down or cannot take connections; waiting for it"), said
+    assert said[1].startswith("the catalog is back after "), said
 
 
 def test_a_long_backfill_interrupted_and_resumed(long_history: Catalog, converter: Converter) -> None:

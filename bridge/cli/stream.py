@@ -331,6 +331,7 @@ def backfill(
             policy=delivery.policy(),
             stop=stop,
             report=FailureReport(dispatcher.sender.target, say) if dispatcher is not None else None,
+            say=say,
         )
         saved = job.start_position()
         shown = "dry run" if dry_run else f"to {name}"

@@ -39,6 +39,7 @@ from typing import Any
 import attrs
 
 from bridge.catalog import Catalog
+from bridge.catalog.availability import Availability
 from bridge.catalog.outbox import DeliveryError
 from bridge.catalog.positions import Checkpoint, ItemPosition, RefusedItem
 from bridge.catalog.query import HistoryFilter
@@ -116,6 +117,11 @@ class _Slot:
         return "event"
 
 
+# a checkpoint's write that the catalog cannot take now (a database restarting) is tried again
+# every SAVE_POLL seconds for at most SAVE_WAIT_AT_MOST (whatever a stop asks: what went is kept)
+SAVE_POLL, SAVE_WAIT_AT_MOST = 1.0, 300.0
+
+
 class Backfill:
     def __init__(
         self,
@@ -134,6 +140,7 @@ class Backfill:
         window: int = 1000,
         progress: Callable[[int], object] | None = None,
         report: FailureReport | None = None,
+        say: Callable[[str], object] | None = None,
     ) -> None:
         """``dispatcher`` None is a dry run: events are counted and validated, nothing is sent
         and the checkpoint is left alone. ``retry_refused`` first sends again the events the
@@ -160,6 +167,8 @@ class Backfill:
         self._clear_refused = False
         self._failure: tuple[Outcome, float] | None = None  # the latest, from the sending thread
         self._failure_kept: tuple[Outcome, float] | None = None
+        # the catalog's availability to the checkpoint's writes, said once as it goes and comes
+        self._availability = Availability(say or (lambda message: None))
 
     @property
     def target(self) -> str:
@@ -279,7 +288,21 @@ class Backfill:
             tuple(sorted(self._ahead.items())),
             self._jobs_through,
         )
-        self.catalog.backfills.save(checkpoint, refused=refused, resolved=resolved, clear_refused=self._clear_refused)
+        waited_since = self.clock()
+        while True:
+            try:
+                self.catalog.backfills.save(
+                    checkpoint, refused=refused, resolved=resolved, clear_refused=self._clear_refused
+                )
+                break
+            except Exception as exc:
+                # the window went: a catalog away (a database restarting) is waited for, so that
+                # the next backfill does not send it again; within a bound, past which it fails
+                if not self.catalog.unavailable(exc) or self.clock() - waited_since >= SAVE_WAIT_AT_MOST:
+                    raise
+                self._availability.down(self.catalog.unavailable_reason(exc))
+                (time.sleep if self.stop.is_set() else self.sleep)(SAVE_POLL)  # a stop's wait ends at once
+        self._availability.up()
         self._clear_refused = False
 
     def _keep_failure(self) -> None:

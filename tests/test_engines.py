@@ -41,6 +41,7 @@ from bridge.errors import BadValueError, CatalogError
 from bridge.mapping import Resolver
 from bridge.model import AssetDeclaration, Column, DeclaredFlow, DeclaredJob, parse_column_lineage
 from bridge.openlineage.convert import Converter
+from bridge.receiver.events import read_event
 from bridge.receiver.imports import catalog_intake
 from tests.backend import free_port
 from tests.conftest import at
@@ -706,15 +707,27 @@ def test_a_key_past_postgresqls_index_limit_refuses_its_event_and_not_the_others
     postgres: PostgresServer, catalog_template: str, resolver: Resolver, others: int
 ) -> None:
     """A btree entry holds about 2,700 bytes: an event naming a dataset past that is refused (the
-    catalog cannot keep it), never retried for ever; the other events of its batch land."""
+    catalog cannot keep it), never retried for ever; the other events of its batch land. The
+    receiver refuses it first, at its name, as on SQLite (decision table R19); one that reaches
+    the catalog all the same (read past the receiver's bounds, here) is refused there, said in a
+    line (the server's text named its index and a tuple)."""
     url = postgres.url(postgres.create_database(template=catalog_template))
     huge = ol_run_event(run_id="0194a1b2-0000-7000-8000-000000000077", inputs=[ol_dataset("s3://b", NOISE)])
     rest = [ol_run_event(run_id=f"0194a1b2-0000-7000-8000-{n:012d}") for n in range(others)]
     with Catalog(url) as catalog:
         outcomes = catalog_intake(catalog, resolver).take([huge, *rest])
         assert [o.status for o in outcomes] == ["refused"] + ["accepted"] * others
-        assert "the catalog cannot store the event" in outcomes[0].message
+        assert [p.pointer for p in outcomes[0].problems] == ["/inputs/0/name"], outcomes[0]
         assert catalog.count_received()["received_events"] == others
+        more = [ol_run_event(run_id=f"0194a1b2-0000-7000-8001-{n:012d}") for n in range(others)]
+        past = [read_event(event, "RunEvent") for event in (huge, *more)]
+        results = catalog.ingest(past, resolver)
+        assert isinstance(results[0], CatalogError) and str(results[0]) == (
+            "the catalog cannot store the event: a name or value in it is longer than the catalog's indexes keep "
+            "(about 2,700 bytes an entry)"
+        ), results[0]
+        assert not any(isinstance(r, Exception) for r in results[1:]), results
+        assert catalog.count_received()["received_events"] == 2 * others
 
 
 def test_a_deadlock_is_run_again_and_both_writes_land(postgres: PostgresServer, catalog_template: str) -> None:

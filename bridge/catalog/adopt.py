@@ -190,8 +190,8 @@ def apart_from(
 ) -> tuple[str, str] | None:
     """The received dataset of the placeholder ``current`` that an own write declaring its id
     with ``metadata`` is not (:func:`kept_apart`); None: none, the write is the placeholder's."""
-    if current.origin is not Origin.EXTERNAL:
-        return None
+    if current.origin is not Origin.EXTERNAL or (asset_type is None and not metadata):
+        return None  # (a write that says nothing of the asset, a run reading it by its id: as it is)
     datasets = {(str(ns), str(name)) for ns, name in cur.execute(_BINDINGS_OF, (current.id,)).fetchall()}
     if not datasets:
         return None

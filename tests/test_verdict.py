@@ -390,6 +390,15 @@ ROWS = [
     ),
     Row("R18", "year-10000-in-utc", ("eventTime", "9999-12-31T23:59:59-01:00"), expect="refused", pointer="/eventTime"),
     Row("R18", "year-0-in-utc", ("eventTime", "0001-01-01T00:00:00+01:00"), expect="refused", pointer="/eventTime"),
+    Row("R19", "job-name-past-the-keys", ("job/name", "j" * 1_200), expect="refused", pointer="/job/name"),
+    Row(
+        "R19",
+        "dataset-name-past-the-keys",
+        ("inputs/0/name", "\u00e9" * 600),
+        expect="refused",
+        pointer="/inputs/0/name",
+    ),
+    Row("R19", "runId-past-the-keys", ("run/runId", "r" * 256), expect="refused", pointer="/run/runId"),
     # --- taken with a warning (refused with --strict) ----------------------------------------
     Row("W1", "no-schemaURL", ("schemaURL", KeyError), expect="warned", pointer=""),
     Row(

@@ -412,62 +412,6 @@ def test_an_own_asset_declared_as_another_dataset_keeps_the_received_one_apart(
     assert by_new == table and by_old is not None and by_old.startswith("ol:") and by_old in assets
 
 
-@pytest.mark.parametrize(
-    ("asset_id", "metadata", "received", "spec"),
-    [
-        (  # a Snowflake locator without its region: the rule names the asset with the default one
-            "ANALYTICS.MARTS.ORDERS",
-            {"system": "snowflake", "account": "xy12345", "database": "ANALYTICS", "schema": "MARTS", "name": "ORDERS"},
-            ("snowflake://xy12345", "ANALYTICS.MARTS.ORDERS"),
-            ("snowflake://xy12345.us-west-1.aws", "ANALYTICS.MARTS.ORDERS"),
-        ),
-        (  # a PostgreSQL table without its port: the rule names it with the default one
-            "postgres://db.internal/shop.public.orders",
-            {},
-            ("postgres://db.internal", "shop.public.orders"),
-            ("postgres://db.internal:5432", "shop.public.orders"),
-        ),
-    ],
-    ids=["snowflake-locator", "postgres-no-port"],
-)
-def test_an_own_asset_the_rules_name_otherwise_than_its_placeholder_came_is_the_same_in_either_order(
-    catalog_targets: Callable[[], str],
-    resolver: Resolver,
-    asset_id: str,
-    metadata: dict[str, str],
-    received: tuple[str, str],
-    spec: tuple[str, str],
-) -> None:
-    """(a review) A placeholder received under one spelling (``snowflake://xy12345``) under the id
-    an own asset is then declared with, whose rules name it another (the spec's, with its region):
-    the asset took the placeholder, kept the spelling it came under (pinned), and was exported
-    so; an event naming the spec's spelling then made a placeholder of its own. Declared first,
-    the asset is named by its rules, the spec's spelling joins it and the other stays apart: the
-    same now whichever came first."""
-
-    def event(dataset: tuple[str, str], job: str, run_id: str) -> dict[str, Any]:
-        return ol_run_event("COMPLETE", run_id=run_id, job=("spark", job), inputs=[ol_dataset(*dataset)])
-
-    first = event(received, "odd", "0194a1b2-0000-7000-8000-0000000000b1")
-    later = event(spec, "spec", "0194a1b2-0000-7000-8000-0000000000b2")
-    outcomes = []
-    own = run("load", outputs=(decl(asset_id, type="Table", metadata=metadata),), start=at(10))
-    for order in ((first, own, later), (own, first, later)):
-        with Catalog(catalog_targets()) as catalog:
-            for step in order:
-                if isinstance(step, dict):
-                    assert [o.ok for o in catalog_intake(catalog, resolver).take([step])] == [True]
-                else:
-                    catalog.record_task_run(step)
-            asset = catalog.get_asset(asset_id)
-            assert asset is not None
-            named = resolver.dataset_for(asset.id, asset.type, asset.metadata)
-            readers = sorted(u.job_name for u in catalog.usages_of(asset_id) if isinstance(u, ExternalUsage))
-            outcomes.append((len(ids(catalog)), (named.namespace, named.name), readers))
-    assert outcomes[0] == outcomes[1], outcomes
-    assert outcomes[0] == (2, spec, ["spec"]), outcomes
-
-
 def _pg_old_placeholder(catalog: Catalog, resolver: Resolver) -> None:
     airflow = ol_run_event(
         "COMPLETE", job=("airflow", "load_orders"), outputs=[ol_dataset("postgres://pg-old:5432", "shop.public.orders")]

@@ -190,36 +190,35 @@ def apart_from(
 ) -> tuple[str, str] | None:
     """The received dataset of the placeholder ``current`` that an own write declaring its id
     with ``metadata`` is not (:func:`kept_apart`); None: none, the write is the placeholder's."""
-    if current.origin is not Origin.EXTERNAL or (asset_type is None and not metadata):
-        return None  # (a write that says nothing of the asset, a run reading it by its id: as it is)
+    if current.origin is not Origin.EXTERNAL or not metadata:
+        return None
     datasets = {(str(ns), str(name)) for ns, name in cur.execute(_BINDINGS_OF, (current.id,)).fetchall()}
     if not datasets:
         return None
     kind = asset_type or current.type
     base = {k: v for k, v in current.metadata.items() if k not in RECEIVED_KEYS}
+    before = rules.dataset_for(current.id, kind, base)
     after = rules.dataset_for(current.id, kind, merge_metadata(base, metadata))
-    if (after.namespace, after.name) in datasets or after.rule == "default":
-        return None  # the write names the placeholder's dataset; or no rule names it: as received
+    if (before.namespace, before.name) not in datasets or (after.namespace, after.name) in datasets:
+        return None
     if cur.execute(_OWN_REFERENCES, (current.id,) * 5).fetchone() is not None:
         return None  # olbridge's own runs name it under this id: theirs, as it is
     pinned = (str(current.metadata.get("olNamespace")), str(current.metadata.get("olName")))
-    moved = pinned if pinned in datasets else min(datasets)
-    return None if hashed_id(*moved) == current.id else moved
+    return pinned if pinned in datasets else min(datasets)
 
 
 def kept_apart(
     cur: Cursor, naming: Naming, current: Asset, asset_type: str | None, metadata: Mapping[str, Any]
 ) -> Apart | None:
     """Move the received placeholder ``current`` to the id the receiver gives a dataset whose id
-    is taken (``ol:`` and a hash of its name) when an own write declares its id, which the rules
-    then name as another dataset than any it was received as (``host = "pg-new"`` where the
-    placeholder is the table of ``postgres://pg-old:5432``; the spec's spelling of one a producer
-    left short, ``postgres://db:5432`` for ``postgres://db``, a Snowflake locator with its
-    region): the receiver keeps such a dataset apart when the asset came first, so the catalog
-    is the same whichever came first, and the asset is named as its rules say, not as the
-    placeholder's dataset. One no rule names (an ``ol:`` id, a URI no rule reads), or that an
-    own run names, stays the asset declared under its id, as before. What a user set on the id
-    (a freshness rule) stays with it. Where receivers write
+    is taken (``ol:`` and a hash of its name) when an own write declares its id with metadata
+    that names another dataset (``host = "pg-new"`` where the placeholder is the table of
+    ``postgres://pg-old:5432``): the receiver keeps such a dataset apart when the asset came
+    first, so the catalog is the same whichever came first, and the asset is named as its
+    metadata says, not as the placeholder's dataset. Only a placeholder the rules name as its
+    dataset by its own metadata, and no own run names, is moved; one named so only by the name
+    it was received under (an ``ol:`` or URI id, pinned) stays the asset declared under its id,
+    as before. What a user set on the id (a freshness rule) stays with it. Where receivers write
     beside this (PostgreSQL), it waits for their groups in flight and holds new ones back until
     its transaction commits (:attr:`Naming.lock`), then looks again: an own write moves its
     placeholders apart first, each in a short transaction of its own

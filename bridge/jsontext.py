@@ -138,6 +138,18 @@ def values_past(text: str, limit: int) -> int | None:
     return count if count > limit else None
 
 
+_SPACE_RUN = re.compile(r"[ \t\r\n]+")
+
+
+def value_count(text: str) -> int:
+    """The number of JSON values in valid JSON ``text``, as :func:`values_past` counts them, an
+    empty object or array with white space inside (``{ }``, a pretty printer's) counted as the
+    one value it is: the same for any text of the same value, however it is laid out."""
+    bare = _SPACE_RUN.sub("", _bare(text))
+    containers = bare.count("[") + bare.count("{") - bare.count("[]") - bare.count("{}")
+    return 1 + bare.count(",") + containers
+
+
 def nested_past(text: str, limit: int) -> bool:
     """Whether valid JSON ``text`` nests objects and arrays deeper than ``limit``: its brackets
     alone, from which each pass takes the innermost pairs (a level) away; what is left after

@@ -134,6 +134,14 @@ def test_an_event_with_a_key_repeated_is_refused_where_it_would_be_forwarded(
         "POST", "/api/v1/lineage", repeated.replace(RUN, RUN[:-1] + "9").encode()
     )
     assert (status, body["status"]) == (201, "accepted"), body
+    # (a review of the check) laid out as a pretty printer lays it out, empty objects and arrays
+    # with white space inside ("facets" : { }, "inputs" : [ ]): no key repeated, taken
+    pretty = json.dumps(ol_run_event("COMPLETE", run_id=RUN[:-1] + "8", facets={}), indent=2)
+    pretty = pretty.replace("{}", "{ }").replace("[]", "[\n  ]")
+    assert "{ }" in pretty and "[\n  ]" in pretty
+    status, _, body = forwarding(writer).request("POST", "/api/v1/lineage", pretty.encode())
+    assert (status, body["status"]) == (201, "accepted"), body
+    assert [p for _, _, p, _ in queued(catalog_path)][-1] == pretty
 
 
 def test_the_batch_splitter_keeps_each_element_as_written() -> None:

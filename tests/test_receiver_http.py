@@ -382,7 +382,10 @@ def test_bad_inputs_are_refused_with_a_clear_answer_and_change_nothing(
     assert contents(catalog_path) == before
 
 
-@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", 'Application/JSON;CHARSET="UTF-8"'])
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/json; charset=utf-8", 'Application/JSON;CHARSET="UTF-8"', "application/json; charset=us-ascii"],
+)
 def test_a_utf8_charset_is_taken(client: Client, catalog_path: str, content_type: str) -> None:
     """JSON is UTF-8 (RFC 8259): a charset that says so is taken, in any case, quoted or not."""
     got, _, answer = client.request("POST", "/api/v1/lineage", _json(ol_run_event()), {"Content-Type": content_type})

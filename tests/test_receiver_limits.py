@@ -8,6 +8,7 @@ import asyncio
 import gzip
 import itertools
 import json
+import os
 import re
 import socket
 import threading
@@ -715,3 +716,27 @@ def test_a_body_framed_wrongly_is_refused_at_once_and_counted_once(tmp_path: Pat
         assert [(status, n) for route, status, n in counted if route == "/api/v1/lineage"] == [("400", "1")], counted
     with Catalog(tmp_path / "framed.db") as catalog:
         assert catalog.count_received()["received_events"] == 0
+
+
+@pytest.mark.parametrize("before", [1, 2])
+def test_a_pipelined_body_framed_wrongly_is_refused_after_the_requests_before_it(tmp_path: Path, before: int) -> None:
+    """(a review of the fix above) Requests whole on the connection, then one whose chunked body
+    is framed wrongly, in one write: the refusal went at once and closed the connection, the
+    answers of the requests before it lost (their events kept: committed, unsaid), and uvicorn
+    logged a traceback writing to the closed transport. Each request before it is answered, then
+    the refusal, once; nothing of the refused one is kept."""
+    events = [json.dumps(ol_run_event(run_id=f"0194a1b2-0000-7000-8000-{n:012d}")).encode() for n in range(before)]
+    common = f"Host: localhost\r\nContent-Type: application/json\r\nAuthorization: Bearer {TOKEN}\r\n"
+    whole = b"".join(
+        f"POST /api/v1/lineage HTTP/1.1\r\n{common}Content-Length: {len(e)}\r\n\r\n".encode() + e for e in events
+    )
+    broken = f"POST /api/v1/lineage HTTP/1.1\r\n{common}Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n"
+    env = {**os.environ, "OLBRIDGE_TOKEN": TOKEN}
+    with serve_process(tmp_path / "piped.db", env=env) as served, _connect(served.url) as sock:
+        sock.sendall(whole + broken.encode())
+        answers = _answers(_answer(sock))
+    assert [status for status, _ in answers] == [201] * before + [400], answers
+    assert json.loads(answers[-1][1])["error"]["code"] == "bad_request"
+    assert "Traceback" not in served.stderr and "Exception in ASGI application" not in served.stderr, served.stderr
+    with Catalog(tmp_path / "piped.db") as catalog:
+        assert catalog.count_received()["received_events"] == before

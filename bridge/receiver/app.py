@@ -376,7 +376,7 @@ class ReceiverApp:
         if content_type != "application/json":
             raise HttpError(415, "unsupported_media_type", f"send Content-Type: application/json, not {content_type!r}")
         charset = _charset(parameters)
-        if charset is not None and charset.lower() not in ("utf-8", "utf8"):
+        if charset is not None and charset.lower() not in ("utf-8", "utf8", "us-ascii", "ascii"):  # ASCII is UTF-8
             raise HttpError(
                 415,
                 "unsupported_media_type",

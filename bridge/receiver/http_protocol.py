@@ -78,6 +78,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._head_bytes = 0
         self._tail = b""  # the last bytes of the head so far, for an end split between two reads
         self.refusal: tuple[int, str, str] | None = None
+        self._unstarted: object | None = None  # a pipelined request refused before it started
 
     # --- bytes ------------------------------------------------------------------------------
 
@@ -121,15 +122,24 @@ class GuardedProtocol(HttpToolsProtocol):
         cycle = getattr(self, "cycle", None)
         told = self.on_refused
         if cycle is not None and not cycle.response_complete:
-            if not (cycle.more_body and not cycle.response_started):
-                return  # the answer in hand goes first; the refusal follows it
+            queued = [entry for entry in self.pipeline if entry[0] is cycle]
+            if queued and cycle.more_body:
+                # the request whose body is refused waits behind requests being answered
+                # (pipelined): it never starts, and the refusal follows their answers
+                for entry in queued:
+                    self.pipeline.remove(entry)
+                self._unstarted = cycle
+                return
+            if self.pipeline or not (cycle.more_body and not cycle.response_started):
+                return  # the answers in hand go first; the refusal follows them
             # the body of the request in hand is what is refused (a chunk framed wrongly): the
             # application, reading it, hears that it went away, and why (its answer is the same,
             # counted and logged by it, and goes nowhere); this one goes now
             cycle.scope[BODY_REFUSED] = message
             cycle.disconnected = True
             cycle.message_event.set()
-            told = None
+            if cycle is not self._unstarted:
+                told = None
         if told is not None:
             told(*self._read_so_far(), status)
         body = orjson.dumps(error_body(status, code, message))

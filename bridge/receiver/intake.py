@@ -13,7 +13,7 @@ import attrs
 from bridge.canonical import canonical
 from bridge.catalog import IngestResult
 from bridge.errors import BridgeError, Unavailable
-from bridge.jsontext import DEPTH, nested_past, values_past
+from bridge.jsontext import DEPTH, nested_past, value_count, values_past
 from bridge.model.received import IncomingEvent
 from bridge.openlineage.validate import Problem
 from bridge.receiver.events import read_event
@@ -149,7 +149,7 @@ class Intake:
             more = len(verdict.refusals) - 1
             message = str(first) + (f" (and {more} more)" if more else "")
             return Outcome("refused", kind=verdict.kind, message=message, problems=verdict.refusals)
-        if forward is not None and values_past(forward, 0) != values_past(text, 0):
+        if forward is not None and value_count(forward) != value_count(text):
             # the text as it came holds values the parsed event has not: a key repeated in an
             # object, of which the event judged (and kept) the last value, and the text forwarded
             # holds both, for a backend that may read the first

@@ -260,7 +260,7 @@ BAD_INPUTS: list[tuple[str, bytes, dict[str, str], int, str, str | None]] = [
     ("runId past the keys", _json(_with("run/runId", "r" * 256)), {}, 400, "invalid_event", "/run/runId"),
     (
         "dataset name past the keys",
-        _json(_with("outputs", [ol_dataset("s3://b", "\u00e9" * 600)])),
+        _json(_with("outputs", [ol_dataset("s3://b", "\u00e9" * 1_000)])),
         {},
         400,
         "invalid_event",
@@ -395,7 +395,7 @@ def test_a_utf8_charset_is_taken(client: Client, catalog_path: str, content_type
 
 
 def test_names_as_long_as_the_catalog_keys_are_taken_on_both_engines(client: Client, catalog_path: str) -> None:
-    """At the bounds (a job's or dataset's namespace and name 1,200 bytes together, a runId 255):
+    """At the bounds (a job's namespace and name 1,200 bytes together, a dataset's 2,000, a runId 255):
     taken on PostgreSQL as on SQLite, as a run, a job and a dataset (and a column edge whose
     transformations are past what an edge keeps: the event taken, that edge left out, said)."""
     namespace = "n" * 1024
@@ -422,9 +422,9 @@ def test_names_as_long_as_the_catalog_keys_are_taken_on_both_engines(client: Cli
         outputs=[
             ol_dataset(
                 "s3://b",
-                "o" * (1200 - 6),
+                "o" * (2000 - 6),
                 columnLineage=edge,
-                symlinks={"identifiers": [{"namespace": "hive://m", "name": "t" * (1200 - 8), "type": "TABLE"}]},
+                symlinks={"identifiers": [{"namespace": "hive://m", "name": "t" * (2000 - 8), "type": "TABLE"}]},
             )
         ],
     )
@@ -436,8 +436,8 @@ def test_names_as_long_as_the_catalog_keys_are_taken_on_both_engines(client: Cli
     answers = [client.post("/api/v1/lineage", event) for event in (run, job)]
     assert [status for status, _, _ in answers] == [201, 201], answers
     assert [w for w in answers[0][2]["warnings"] if "left out" in w] == [
-        "columnLineage of output s3://b " + "o" * 1194 + ": an edge is left out: its transformations are longer "
-        "than the catalog keeps (columns 255, transformations 512, an input 1,200 bytes)"
+        "columnLineage of output s3://b " + "o" * 1994 + ": an edge is left out: its transformations are longer "
+        "than the catalog keeps (columns 255, transformations 512, an input 2,000 bytes)"
     ]
     with Catalog(catalog_path) as catalog:
         assert catalog.count_received()["received_events"] == 2

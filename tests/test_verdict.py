@@ -394,7 +394,7 @@ ROWS = [
     Row(
         "R19",
         "dataset-name-past-the-keys",
-        ("inputs/0/name", "\u00e9" * 600),
+        ("inputs/0/name", "\u00e9" * 1_000),
         expect="refused",
         pointer="/inputs/0/name",
     ),

@@ -76,10 +76,10 @@ def _taken(source: DatasetName, where: str, warnings: dict[str, None]) -> bool:
 # bytes (UTF-8) of a column's name and of an input field's transformations (their canonical JSON)
 # that an edge keeps: the catalog keys an edge by both ends' columns and the transformations, in an
 # index entry PostgreSQL bounds (about 2,700 bytes); an input dataset's namespace and name together,
-# as a dataset's own (bridge.receiver.policy.KEY_BYTES)
+# as a dataset's own (bridge.receiver.policy.DATASET_BYTES)
 COLUMN_BYTES = 255
 TRANSFORMATIONS_BYTES = 512
-DATASET_BYTES = 1_200
+DATASET_BYTES = 2_000
 
 
 def _size(text: str) -> int:

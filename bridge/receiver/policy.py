@@ -4,8 +4,8 @@ By default the receiver refuses only what Marquez refuses, or what the catalog c
 faithfully, and takes the rest, keeping a warning beside the event for each OpenLineage spec rule
 it let pass:
 
-- refused (400): what the catalog cannot key by (:func:`_key_problems`: a job's or a dataset's
-  namespace and name past 1,200 bytes together, a runId past 255), and what Marquez's model
+- refused (400): what the catalog cannot key by (:func:`_key_problems`: a job's namespace and
+  name past 1,200 bytes together, a dataset's past 2,000, a runId past 255), and what Marquez's model
   refuses (``bridge.openlineage.marquez_rules`` and the ``marquez`` rules of
   ``bridge.openlineage.validate``): a missing required field, a value its JSON
   binding cannot read (an ``eventTime`` or ``schemaURL`` it cannot parse, an object where it reads
@@ -120,7 +120,8 @@ def _catalog_problems(event: dict[str, Any]) -> list[Problem]:
 # and of a runId: so that every index entry that holds them (a received run's job and key, a
 # dataset's, an edge's two ends and job) stays within what PostgreSQL's keep (about 2,700 bytes
 # an entry), and both engines take the same events (SQLite keeps any length)
-KEY_BYTES = 1_200
+KEY_BYTES = 1_200  # a job's (its key a received job's row holds twice: as its job and in its source)
+DATASET_BYTES = 2_000  # a dataset's (or a symlink identifier's: beside an asset id of at most 512)
 RUN_ID_BYTES = 255
 
 
@@ -129,37 +130,37 @@ def _size(text: str) -> int:
 
 
 def _key_problems(event: dict[str, Any]) -> list[Problem]:
-    """The names the catalog could not key by: a job's or a dataset's (a symlink's too) whose
-    namespace and name together are past :data:`KEY_BYTES`, a runId past :data:`RUN_ID_BYTES`;
-    each at its name's pointer."""
+    """The names the catalog could not key by: a job's whose namespace and name together are past
+    :data:`KEY_BYTES`, a dataset's (a symlink's too) past :data:`DATASET_BYTES`, a runId past
+    :data:`RUN_ID_BYTES`; each at its name's pointer."""
     found: list[Problem] = []
 
-    def check(pointer: str, named: Any, what: str) -> None:
+    def check(pointer: str, named: Any, what: str, most: int) -> None:
         if not isinstance(named, dict):
             return
         namespace, name = named.get("namespace"), named.get("name")
         # (a character is at most 4 bytes: most names are measured by their lengths alone)
-        if isinstance(namespace, str) and isinstance(name, str) and len(namespace) + len(name) > KEY_BYTES // 4:
+        if isinstance(namespace, str) and isinstance(name, str) and len(namespace) + len(name) > most // 4:
             size = _size(namespace) + _size(name)
-            if size > KEY_BYTES:
+            if size > most:
                 found.append(
                     Problem(
                         f"{pointer}/name",
-                        f"the catalog keeps {what} whose namespace and name are at most {KEY_BYTES:,} bytes "
+                        f"the catalog keeps {what} whose namespace and name are at most {most:,} bytes "
                         f"together (UTF-8): these are {size:,}",
                         "catalog",
                     )
                 )
 
     def dataset(pointer: str, value: Any) -> None:
-        check(pointer, value, "a dataset")
+        check(pointer, value, "a dataset", DATASET_BYTES)
         facets = value.get("facets") if isinstance(value, dict) else None
         symlinks = facets.get("symlinks") if isinstance(facets, dict) else None
         identifiers = symlinks.get("identifiers") if isinstance(symlinks, dict) else None
         for index, identifier in enumerate(identifiers if isinstance(identifiers, list) else ()):
-            check(f"{pointer}/facets/symlinks/identifiers/{index}", identifier, "a dataset's other name")
+            check(f"{pointer}/facets/symlinks/identifiers/{index}", identifier, "a dataset's other name", DATASET_BYTES)
 
-    check("/job", event.get("job"), "a job")
+    check("/job", event.get("job"), "a job", KEY_BYTES)
     run = event.get("run")
     run_id = run.get("runId") if isinstance(run, dict) else None
     if isinstance(run_id, str) and len(run_id) > RUN_ID_BYTES // 4 and _size(run_id) > RUN_ID_BYTES:

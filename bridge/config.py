@@ -112,10 +112,7 @@ def read_toml(file: Path, what: str = "config file") -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
     except (ValueError, RecursionError) as exc:
-        said = reading_problem(exc)
-        if said is None:
-            raise
-        raise ConfigError(f"{file}: cannot be read: {said}") from None
+        raise ConfigError(f"{file}: cannot be read: {reading_problem(exc)}") from None
 
 
 def load_tokens(file: Path) -> tuple[NamedToken, ...]:

@@ -233,15 +233,16 @@ def read_files(paths: Sequence[Path], read: Callable[[Path], FileResult[T]], *, 
     return items
 
 
-def reading_problem(exc: BaseException) -> str | None:
+def reading_problem(exc: ValueError | RecursionError) -> str:
     """What an error a parser of TOML, YAML or JSON raised while reading a value says, where it is
     not the parser's own (an integer past the digits Python converts, a value nested past its
-    recursion), in olbridge's words, for a message that names the file; None for any other."""
+    recursion), in olbridge's words, for a message that names the file; any other is raised again
+    as it is (a fault)."""
     if isinstance(exc, RecursionError):
         return "a value is nested too deeply to read"
-    if isinstance(exc, ValueError) and "integer string conversion" in str(exc):
+    if "integer string conversion" in str(exc):
         return f"an integer of more than {sys.get_int_max_str_digits():,} digits: no value olbridge reads is that long"
-    return None
+    raise exc
 
 
 def yaml_problem(exc: Exception, text: str | None = None) -> tuple[int | None, str]:

@@ -132,9 +132,7 @@ def values_past(text: str, limit: int) -> int | None:
     blanked out, as each non-empty object or array holds one value more than its commas."""
     if 1 + text.count(",") + text.count("[") + text.count("{") <= limit:
         return None
-    bare = _bare(text)
-    containers = bare.count("[") + bare.count("{") - bare.count("[]") - bare.count("{}")
-    count = 1 + bare.count(",") + containers
+    count = value_count(text)
     return count if count > limit else None
 
 

@@ -297,6 +297,12 @@ class Engine(abc.ABC):
         """Whether the error says a value or a constraint refused what one input asked (that input
         fails, the others of its group land)."""
 
+    def refusal(self, exc: BaseException) -> str:
+        """What a :meth:`refused` error says, in a line: its first (not a server's detail and
+        hint, which name its tables' rows)."""
+        text = str(exc).strip()
+        return text.splitlines()[0] if text else type(exc).__name__
+
     # --- the schema (bridge.catalog.migrate) ---------------------------------------------------
 
     upgrades_on_open: ClassVar[bool]  # an older catalog is upgraded when opened (else: `olbridge migrate`)

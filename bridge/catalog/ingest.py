@@ -92,16 +92,8 @@ def _event_error(engine: Engine, exc: Exception) -> Exception:
     if isinstance(exc, BridgeError | ValueError):
         return exc
     if engine.refused(exc):
-        return CatalogError(f"the catalog cannot store the event: {_refusal(exc)}")
+        return CatalogError(f"the catalog cannot store the event: {engine.refusal(exc)}")
     return Busy(f"the catalog could not take the event: {unavailable_reason(engine, exc)}")
-
-
-def _refusal(exc: Exception) -> str:
-    """Why the database refused an event, in its first line (not the server's detail and hint:
-    its tables' rows); a key past an index's bound (PostgreSQL's class 54) said as such."""
-    if str(getattr(exc, "sqlstate", None) or "").startswith("54"):
-        return "a name or value in it is longer than the catalog's indexes keep (about 2,700 bytes an entry)"
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 __all__ = ["ingest"]

@@ -17,8 +17,9 @@ from click.core import ParameterSource
 
 from bridge.catalog.query import HistoryFilter
 from bridge.catalog.runs import STATES
+from bridge.catalog.sql import INTEGER_MOST
 from bridge.cli.context import NAMED, refuse_undecodable
-from bridge.delivery.config import sender_for
+from bridge.delivery.config import SECONDS_MOST, sender_for
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.retry import RateLimiter, RetryPolicy
 from bridge.errors import BadValueError, ValidationError
@@ -27,7 +28,7 @@ from bridge.model import TaskState, check_namespace, parse_time, parse_window
 F = TypeVar("F", bound=Callable[..., Any])
 # the most a count or an id given to a command may be: what a database's integer holds (SQLite's
 # and PostgreSQL's bigint: 2**63 - 1), so that a larger one is a bad value, not a traceback
-MOST = 2**63 - 1
+MOST = INTEGER_MOST
 
 
 class _Count(click.IntRange):
@@ -38,14 +39,15 @@ class _Count(click.IntRange):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         digits = value.strip().lstrip("+") if isinstance(value, str) else ""
-        if digits.isascii() and digits.isdigit() and len(digits) < 4300 and int(digits) > MOST:
-            self.fail(f"{value} is more than any count or id ({MOST:,} at most)", param, ctx)
-        if digits.isascii() and digits.isdigit() and len(digits) >= 4300:
-            self.fail(f"a number of {len(digits):,} digits is more than any count or id ({MOST:,} at most)", param, ctx)
+        # (a number past the digits int() reads is past any count: not read)
+        if digits.isascii() and digits.isdigit() and (len(digits) > len(str(MOST)) or int(digits) > MOST):
+            said = value if len(digits) <= 40 else f"a number of {len(digits):,} digits"
+            self.fail(f"{said} is more than any count or id ({MOST:,} at most)", param, ctx)
         return super().convert(value, param, ctx)
 
 
-A_YEAR = 365 * 86_400.0  # the most seconds an option may say: more overflows a clock's arithmetic
+# the most seconds an option may say: more overflows a clock's arithmetic (as a transport's timeout)
+A_YEAR = SECONDS_MOST
 
 
 class _Seconds(click.FloatRange):

@@ -139,10 +139,7 @@ def _yaml_config(path: str) -> dict[str, Any]:
         at = "" if number is None else f"line {number}: "
         raise ConfigError(f"{path}: the OpenLineage configuration cannot be read: {at}{problem}") from None
     except (ValueError, RecursionError) as exc:
-        said = reading_problem(exc)
-        if said is None:
-            raise
-        raise ConfigError(f"{path}: the OpenLineage configuration cannot be read: {said}") from None
+        raise ConfigError(f"{path}: the OpenLineage configuration cannot be read: {reading_problem(exc)}") from None
     if content is None:
         return {}
     if not isinstance(content, dict):
@@ -150,7 +147,7 @@ def _yaml_config(path: str) -> dict[str, Any]:
     return content
 
 
-A_YEAR = 365 * 86_400.0  # the most seconds a timeout may be (as the command line's options)
+SECONDS_MOST = 365 * 86_400.0  # the most seconds a timeout may be: a year (the command line's options too)
 
 
 def _seconds(value: Any) -> float:
@@ -161,7 +158,7 @@ def _seconds(value: Any) -> float:
         seconds = float(value) if not isinstance(value, bool) else math.nan
     except (TypeError, ValueError):
         seconds = math.nan
-    if not (math.isfinite(seconds) and 0 < seconds <= A_YEAR):
+    if not (math.isfinite(seconds) and 0 < seconds <= SECONDS_MOST):
         raise ConfigError(
             f"the OpenLineage http transport configuration is wrong: timeout must be a number of seconds above 0 "
             f"(up to a year), not {value!r}"

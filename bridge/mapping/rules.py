@@ -180,10 +180,7 @@ def parse_rule_text(text: str, source: str, first_order: int = 0) -> list[Rule]:
     except tomllib.TOMLDecodeError as exc:
         raise MappingError(f"{source}: not valid TOML: {exc}") from None
     except (ValueError, RecursionError) as exc:
-        said = reading_problem(exc)
-        if said is None:
-            raise
-        raise MappingError(f"{source}: cannot be read: {said}") from None
+        raise MappingError(f"{source}: cannot be read: {reading_problem(exc)}") from None
     return parse_rules(document, source, first_order)
 
 

@@ -29,6 +29,7 @@ from bridge.canonical import canonical
 from bridge.model import SUBTYPE_TYPES
 from bridge.model.received import DatasetName, ReceivedColumnEdge, store_namespace
 from bridge.openlineage.validate import marquez_dataset
+from bridge.receiver.policy import DATASET_BYTES, utf8_size
 
 
 def _deprecated(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -75,15 +76,9 @@ def _taken(source: DatasetName, where: str, warnings: dict[str, None]) -> bool:
 
 # bytes (UTF-8) of a column's name and of an input field's transformations (their canonical JSON)
 # that an edge keeps: the catalog keys an edge by both ends' columns and the transformations, in an
-# index entry PostgreSQL bounds (about 2,700 bytes); an input dataset's namespace and name together,
-# as a dataset's own (bridge.receiver.policy.DATASET_BYTES)
+# index entry PostgreSQL bounds (about 2,700 bytes); an input dataset's as a dataset's own
 COLUMN_BYTES = 255
 TRANSFORMATIONS_BYTES = 512
-DATASET_BYTES = 2_000
-
-
-def _size(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _fits(
@@ -93,11 +88,11 @@ def _fits(
     out, with a warning (the rest of the event is taken)."""
     past = (
         "a column's name is"
-        if max(_size(column), _size(field)) > COLUMN_BYTES
+        if max(utf8_size(column), utf8_size(field)) > COLUMN_BYTES
         else "its transformations are"
-        if _size(transformations) > TRANSFORMATIONS_BYTES
+        if utf8_size(transformations) > TRANSFORMATIONS_BYTES
         else "its input's namespace and name together are"
-        if _size(source[0]) + _size(source[1]) > DATASET_BYTES
+        if utf8_size(source[0]) + utf8_size(source[1]) > DATASET_BYTES
         else None
     )
     if past is None:

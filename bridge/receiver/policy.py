@@ -125,7 +125,8 @@ DATASET_BYTES = 2_000  # a dataset's (or a symlink identifier's: beside an asset
 RUN_ID_BYTES = 255
 
 
-def _size(text: str) -> int:
+def utf8_size(text: str) -> int:
+    """Bytes of ``text`` in UTF-8 (as the catalog's indexes hold it)."""
     return len(text.encode("utf-8", "surrogatepass"))
 
 
@@ -141,7 +142,7 @@ def _key_problems(event: dict[str, Any]) -> list[Problem]:
         namespace, name = named.get("namespace"), named.get("name")
         # (a character is at most 4 bytes: most names are measured by their lengths alone)
         if isinstance(namespace, str) and isinstance(name, str) and len(namespace) + len(name) > most // 4:
-            size = _size(namespace) + _size(name)
+            size = utf8_size(namespace) + utf8_size(name)
             if size > most:
                 found.append(
                     Problem(
@@ -163,8 +164,9 @@ def _key_problems(event: dict[str, Any]) -> list[Problem]:
     check("/job", event.get("job"), "a job", KEY_BYTES)
     run = event.get("run")
     run_id = run.get("runId") if isinstance(run, dict) else None
-    if isinstance(run_id, str) and len(run_id) > RUN_ID_BYTES // 4 and _size(run_id) > RUN_ID_BYTES:
-        message = f"the catalog keeps a runId of at most {RUN_ID_BYTES} bytes (UTF-8): this one is {_size(run_id):,}"
+    if isinstance(run_id, str) and len(run_id) > RUN_ID_BYTES // 4 and utf8_size(run_id) > RUN_ID_BYTES:
+        size = utf8_size(run_id)
+        message = f"the catalog keeps a runId of at most {RUN_ID_BYTES} bytes (UTF-8): this one is {size:,}"
         found.append(Problem("/run/runId", message, "catalog"))
     for key in ("inputs", "outputs"):
         datasets = event.get(key)

@@ -49,10 +49,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise ArtifactError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
     except (ValueError, RecursionError) as exc:
-        said = reading_problem(exc)
-        if said is None:
-            raise
-        raise ArtifactError(f"{path}: cannot be read: {said}") from None
+        raise ArtifactError(f"{path}: cannot be read: {reading_problem(exc)}") from None
     if not isinstance(document, dict):
         raise ArtifactError(f"{path}: expected a JSON object at the top, found {type(document).__name__}")
     return document
@@ -268,10 +265,7 @@ def _read_yaml(path: Path) -> Any:
         number, problem = yaml_problem(exc, text)
         raise ArtifactError(f"{path}{'' if number is None else f':{number}'}: not valid YAML: {problem}") from None
     except (ValueError, RecursionError) as exc:
-        said = reading_problem(exc)
-        if said is None:
-            raise
-        raise ArtifactError(f"{path}: cannot be read: {said}") from None
+        raise ArtifactError(f"{path}: cannot be read: {reading_problem(exc)}") from None
 
 
 def read_connection(

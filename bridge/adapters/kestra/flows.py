@@ -120,8 +120,6 @@ class _FlowReader:
             raise ValidationError(f"{self.source}{line}: not valid YAML: {problem}", rule="kestra.yaml") from None
         except (ValueError, RecursionError) as exc:
             said = reading_problem(exc)
-            if said is None:
-                raise
             raise ValidationError(f"{self.source}: cannot be read: {said}", rule="kestra.yaml") from None
         if not isinstance(doc, dict):
             self.fail("a flow is a YAML mapping with 'id', 'namespace' and 'tasks'", doc)

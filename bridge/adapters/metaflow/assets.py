@@ -82,10 +82,7 @@ def parse_definition(text: str, source: Path, kind: str) -> AssetDefinition:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
     except (ValueError, RecursionError) as exc:
-        said = reading_problem(exc)
-        if said is None:
-            raise
-        raise ConfigError(f"{source}: cannot be read: {said}") from None
+        raise ConfigError(f"{source}: cannot be read: {reading_problem(exc)}") from None
     unknown = sorted(set(document) - _CONFIG_KEYS)
     if unknown:
         raise ConfigError(

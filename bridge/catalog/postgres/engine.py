@@ -392,6 +392,11 @@ class PostgresEngine(Engine):
             return False
         return isinstance(exc, psycopg.IntegrityError | psycopg.DataError) or (exc.sqlstate or "").startswith("54")
 
+    def refusal(self, exc: BaseException) -> str:
+        if isinstance(exc, psycopg.Error) and (exc.sqlstate or "").startswith("54"):
+            return "a name or value in it is longer than the catalog's indexes keep (about 2,700 bytes an entry)"
+        return super().refusal(exc)
+
     def maintenance(self, conn: Connection, *, wal_limit: int, every: float) -> Maintenance | None:
         # the server keeps its own log; a writer makes the days ahead's partitions now and then
         return partitions.DayPartitions(self)

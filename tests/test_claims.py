@@ -70,6 +70,9 @@ def test_a_due_retry_is_claimable_and_one_not_due_is_not(shared: tuple[Catalog, 
 def test_an_expired_claim_is_taken_over_and_its_old_holder_settles_nothing(shared: tuple[Catalog, Catalog]) -> None:
     one, other = shared
     stalled = one.outbox.claim("a", NOW, 3, -1.0)  # already expired: its worker stopped beating
+    one.workers.beat(StreamWorkerInfo(id="a", host="h", pid=1, target="t", started_at="s", heartbeat_at=NOW), NOW)
+    # status shows what a claim holds: an expired one holds nothing (any worker may take its rows)
+    assert one.outbox.claims() == {} and [w.claims for w in one.workers.list()] == [0]
     taken = other.outbox.claim("b", NOW, 3, TTL)
     assert [i.seq for i in taken] == [i.seq for i in stalled]
     seqs = [i.seq for i in stalled]

@@ -84,6 +84,7 @@ LOCK = " /*FOR UPDATE*/"
 SKIP_LOCKED = " /*FOR UPDATE SKIP LOCKED*/"
 # the other fragments of SQLite's that PostgreSQL says its own way (bridge/catalog/postgres/cursor.py)
 NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"  # the database's clock, as olbridge writes times
+EPOCH = "((julianday('now') - 2440587.5) * 86400.0)"  # the database's clock, seconds since the epoch
 CHANGE_NAMESPACE = "json_extract(snapshot, '$.namespace')"  # an asset change's namespace
 RETRY_INDEX = " INDEXED BY outbox_retrying"  # SQLite's planner needs telling
 ALERTS_INDEX = " INDEXED BY outbox_alerts"  # likewise (it reads the pending rows' index, events and all)

@@ -5,7 +5,7 @@ refused events, delivery errors, stream workers and the outbox's lease), in the 
 
 from __future__ import annotations
 
-from bridge.catalog.sql import ALERTS_INDEX, NOW, RETRY_INDEX
+from bridge.catalog.sql import ALERTS_INDEX, EPOCH, NOW, RETRY_INDEX
 
 # --- outbox ---------------------------------------------------------------------------------
 
@@ -82,7 +82,7 @@ OUTBOX_HELD = f"""
 # so that the hosts' clocks do not matter. These statements are PostgreSQL's only (SKIP LOCKED);
 # on SQLite one worker holds the whole outbox (outbox_lease) and reads OUTBOX_HEADS.
 
-DB_EPOCH = "CAST(extract(epoch FROM clock_timestamp()) AS DOUBLE PRECISION)"
+DB_EPOCH = EPOCH
 
 
 _CLAIM_HEADS = f"""
@@ -108,7 +108,12 @@ OUTBOX_RELEASE_CLAIMS = "UPDATE outbox SET claimed_by = NULL, claim_expires = NU
 OUTBOX_RELEASE_SOME_CLAIMS = (
     "UPDATE outbox SET claimed_by = NULL, claim_expires = NULL WHERE claimed_by = ? AND seq = ANY(?)"
 )
-OUTBOX_CLAIMS = "SELECT claimed_by, count(*) FROM outbox WHERE claimed_by IS NOT NULL GROUP BY claimed_by"
+# the claims that hold their rows: an expired one (its worker gone or stalled) holds nothing
+_LIVE_CLAIMS = (
+    f"SELECT claimed_by, count(*) AS claims FROM outbox WHERE claimed_by IS NOT NULL AND claim_expires >= {DB_EPOCH} "
+    "GROUP BY claimed_by"
+)
+OUTBOX_CLAIMS = _LIVE_CLAIMS
 # settling a claimed row: only while the worker still holds it (one that lost it to another after
 # a stall records nothing over the new holder's outcome)
 OUTBOX_DELETE_SOME_CLAIMED = "DELETE FROM outbox WHERE seq IN ({values}) AND claimed_by = ?"
@@ -205,8 +210,7 @@ DELETE_STALE_WORKERS = "DELETE FROM stream_workers WHERE heartbeat_at < ? AND id
 SELECT_WORKERS = f"""
     SELECT {WORKER_COLUMNS}, l.acquired_at, coalesce(c.claims, 0), w.space FROM stream_workers w
     LEFT JOIN outbox_lease l ON l.worker = w.id
-    LEFT JOIN (SELECT claimed_by, count(*) AS claims FROM outbox WHERE claimed_by IS NOT NULL GROUP BY claimed_by) c
-        ON c.claimed_by = w.id
+    LEFT JOIN ({_LIVE_CLAIMS}) c ON c.claimed_by = w.id
     ORDER BY w.started_at, w.id
 """
 # what reaping needs of the workers, at every heartbeat: no join, no count of claims

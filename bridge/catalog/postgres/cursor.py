@@ -31,6 +31,7 @@ FRAGMENTS: tuple[tuple[str, str], ...] = (
     (shared.LOCK, " FOR UPDATE"),
     (shared.SKIP_LOCKED, " FOR UPDATE SKIP LOCKED"),
     (shared.NOW, """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""),
+    (shared.EPOCH, "CAST(extract(epoch FROM clock_timestamp()) AS DOUBLE PRECISION)"),
     (shared.CHANGE_NAMESPACE, "(snapshot::jsonb ->> 'namespace')"),
     (shared.RETRY_INDEX, ""),  # PostgreSQL's planner finds the partial index itself
     (shared.ALERTS_INDEX, ""),  # and this one

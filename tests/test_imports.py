@@ -479,6 +479,27 @@ def test_a_marquez_event_without_a_time_is_refused_saying_so(catalog: Catalog, r
 
 
 @responses.activate
+def test_a_marquez_event_holding_nan_is_refused_alone(catalog: Catalog, resolver: Resolver) -> None:
+    """Marquez's pages are read leniently, and a NaN or an infinity (which no JSON holds) was taken
+    and written as a null. Such an event is refused, saying so; the others land."""
+    odd = _event(2, 0)
+    odd["run"]["facets"] = {"stats": {"_producer": "p", "_schemaURL": "https://example.com/s", "rows": "NUMBER"}}
+    events = json.dumps([_event(1, 0), odd]).replace('"NUMBER"', "NaN")
+    page = '{"events": ' + events + ', "totalCount": 2}'
+
+    def answer(request: Any) -> tuple[int, dict[str, str], str]:
+        return 200, {"Content-Type": "application/json"}, page if "offset=0" in request.url else '{"events": []}'
+
+    responses.add_callback(responses.GET, f"{MARQUEZ}/api/v1/events/lineage", callback=answer)
+    summary = import_marquez(
+        MarquezEvents(MARQUEZ, page_size=10), catalog_intake(catalog, resolver), catalog, now=lambda: at(60)
+    )
+    assert summary.accepted == 1 and len(summary.refused) == 1, summary.refused
+    assert summary.refused[0][1] == "the event holds NaN, which is no JSON number"
+    assert len(catalog.external_sources()) == 1
+
+
+@responses.activate
 def test_a_marquez_event_with_a_lone_surrogate_is_refused_alone(catalog: Catalog, resolver: Resolver) -> None:
     """Marquez's pages are JSON read leniently; an event with a lone surrogate (an escape no UTF-8
     text holds) stopped the whole import with a traceback. It is refused; the others land."""

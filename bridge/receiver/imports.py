@@ -5,6 +5,7 @@ receiver."""
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -22,6 +23,7 @@ from bridge.files import read_json_items
 from bridge.mapping.resolver import Resolver
 from bridge.model import ImportSummary, IncomingEvent, format_time, parse_time
 from bridge.model.urls import url_problem
+from bridge.openlineage.validate import Problem
 from bridge.receiver.intake import Intake
 from bridge.receiver.outcome import Outcome
 from bridge.version import __version__
@@ -107,18 +109,46 @@ def _when(event: object) -> str:
 
 
 def _take(
-    intake: Intake, batch: Sequence[tuple[str, Any]], summary: EventImportSummary, position: Position | None = None
+    intake: Intake,
+    batch: Sequence[tuple[str, Any]],
+    summary: EventImportSummary,
+    position: Position | None = None,
+    *,
+    lenient: bool = False,
 ) -> None:
-    items = [item for _, item in batch]
+    # of events read leniently (a Marquez page), one that holds a number JSON does not (NaN,
+    # Infinity) is refused alone; written, it would be a null
+    unread = [_not_a_number(item) if lenient else None for _, item in batch]
+    items = [item for (_, item), problem in zip(batch, unread, strict=True) if problem is None]
     if position is not None:
         assert isinstance(intake, CatalogIntake), "a position is kept by a catalog's intake"
-        outcomes = intake.take_to(items, position)
+        taken = iter(intake.take_to(items, position))
     else:
-        outcomes = intake.take(items)
+        taken = iter(intake.take(items))
+    outcomes = [next(taken) if problem is None else _refused(problem) for problem in unread]
     for (where, _), outcome in zip(batch, outcomes, strict=True):
         if outcome.status == "unavailable":
             raise CatalogError(f"{where}: the catalog could not take the event: {outcome.message}")
         summary.add(where, outcome)
+
+
+def _refused(message: str) -> Outcome:
+    return Outcome("refused", message=message, problems=(Problem("", message, "json"),))
+
+
+def _not_a_number(value: Any) -> str | None:
+    """What a value read leniently holds that JSON does not (NaN or an infinity), if it does."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            said = "NaN" if math.isnan(item) else "Infinity" if item > 0 else "-Infinity"
+            return f"the event holds {said}, which is no JSON number"
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 def import_files(
@@ -318,7 +348,7 @@ def import_marquez(
     for events, position in source.pages(after, before):
         batch = [(f"{source.base} event {_when(e)}", e) for e in events]
         saved = Position(MARQUEZ_IMPORT, source.base, {"after": position}, format_time(now()))
-        _take(intake, batch, summary, saved)
+        _take(intake, batch, summary, saved, lenient=True)
         summary.position = position
         if progress:
             progress(len(events))

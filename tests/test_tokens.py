@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from bridge.catalog import Catalog
 from bridge.cli import cli
 from bridge.config import NamedToken
+from bridge.model import AssetDeclaration
 from bridge.openlineage.facets import TASK_RUN_FACET_URL
 from bridge.receiver.app import ReceiverApp
 from bridge.receiver.intake import Intake
@@ -36,6 +37,8 @@ token = "platform-secret"
 namespaces = ["*"]
 """
 
+
+T0 = datetime(2025, 3, 1, 8, tzinfo=UTC)
 
 pytestmark = pytest.mark.both_engines
 
@@ -516,3 +519,52 @@ def test_naming_another_namespaces_dataset_moves_nothing_of_it_and_says_nothing_
     assert status == 201 and body["placeholders"] == mine, body  # its own new dataset alone
     assert after.metadata == before.metadata and after.updated_at == before.updated_at
     assert len(new) == 1  # the lineage still has the dataset it read
+
+
+LAKE = NamedToken("lake", "lake-secret", ("team-a", "s3://lake-a*"))
+CHECKS_URL = "https://openlineage.io/spec/facets/1-0-1/DataQualityAssertionsDatasetFacet.json"
+
+
+def test_a_token_writes_no_asset_of_a_namespace_it_may_not_see(writer: GroupWriter, catalog_path: str) -> None:
+    """An asset declared in team-b whose dataset is in a namespace the token may write
+    (``s3://lake-a``) was failed, freshened and checked by that token's events, though its scope
+    in the web view does not let it see it: as an output or a DatasetEvent's dataset, a 403 that
+    changes nothing; as an input it is read, and the facets and assertions the event carries
+    for it are not applied, said in a warning."""
+    with Catalog(catalog_path) as catalog:
+        catalog.set_asset(AssetDeclaration.create("s3://lake-a/coll", type="File", namespace="team-b"), now=T0)
+        catalog.set_asset(AssetDeclaration.create("s3://lake-a/mine", type="File", namespace="team-a"), now=T0)
+    app = ReceiverApp(Intake(writer.submit, metrics=Metrics([LAKE.name, ANY.name])), tokens=[LAKE, ANY])
+    before = contents(catalog_path)
+    coll, mine = ol_dataset("s3://lake-a", "coll"), ol_dataset("s3://lake-a", "mine")
+    failed = ol_run_event("FAIL", run_id="0194a1b2-0000-7000-8000-000000000200", job=("team-a", "j"))
+    failed["outputs"] = [mine, coll]
+    dataset_event = {"eventTime": "2025-03-01T09:00:00Z", "producer": PRODUCER, "schemaURL": DATASET_EVENT_URL}
+    for event, pointer in [(failed, "/outputs/1"), ({**dataset_event, "dataset": coll}, "/dataset")]:
+        status, body = post(app, "/api/v1/lineage", event, LAKE.token)
+        assert (status, body["error"]["code"]) == (403, "forbidden"), body
+        assert body["error"]["problems"][0]["pointer"] == pointer
+        assert (
+            "may not write dataset s3://lake-a coll: it is an asset of a namespace not this token's"
+            in (body["error"]["message"])
+        )
+        assert contents(catalog_path) == before
+    checked = ol_dataset("s3://lake-a", "coll", documentation={"description": "forged"})
+    checked["inputFacets"] = {
+        "dataQualityAssertions": {
+            "_producer": PRODUCER,
+            "_schemaURL": CHECKS_URL,
+            "assertions": [{"assertion": "not_null", "success": False}],
+        }
+    }
+    read = ol_run_event(run_id="0194a1b2-0000-7000-8000-000000000210", job=("team-a", "j"), inputs=[checked])
+    read["outputs"] = [mine]
+    status, _, body = Client(app, token=LAKE.token).post("/api/v1/lineage", read)
+    assert status == 201 and body["warnings"] == [
+        "/inputs/0: token 'lake' may not write dataset s3://lake-a coll, an asset of a namespace not this token's: "
+        "the facets the event carries for this input were not applied"
+    ], body
+    with Catalog(catalog_path) as catalog:
+        assert catalog.latest_checks(["s3://lake-a/coll"], datetime.now(UTC)) == {}
+        assert catalog.asset("s3://lake-a/coll").received_facets == {}
+    assert post(app, "/api/v1/lineage", failed, ANY.token)[0] == 201  # a token of every namespace may

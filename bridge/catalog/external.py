@@ -238,6 +238,14 @@ class GroupIngest:
         self.known: set[str] = {digest for (digest,) in digests}
         for row in bindings:
             self._bound(row)
+        # with named tokens, the olbridge namespaces of the assets the bound datasets are, read at
+        # once (an event may not write an asset its token may not see: _not_its_asset)
+        self.asset_namespaces: dict[str, str | None] = {}
+        if any(e.writes is not None for e in events):
+            ids = sorted({b.asset_id for b in self.bindings.values() if b is not None})
+            self.asset_namespaces = dict.fromkeys(ids)
+            (found,) = self._read(self._queries(asset_namespaces_of, ids)) if ids else ([],)
+            self.asset_namespaces.update((asset_id, namespace) for asset_id, namespace in found)
         self.stored_sources: set[str] = set()
         for row in stored:
             source, inputs, outputs, job_ns, job_name, job_rank, jobs, warnings = row
@@ -484,7 +492,7 @@ class GroupIngest:
         """Take one event. A re-sent one changes nothing."""
         if event.digest in self.known:
             return _DUPLICATE
-        refused = self._not_its_token(event) or self._not_its_alias(event)
+        refused = self._not_its_token(event) or self._not_its_alias(event) or self._not_its_asset(event)
         if refused is not None:
             return refused
         if event.producer.startswith(PROJECT_URL) and event.source not in self.stored_sources and self._own_run(event):
@@ -525,6 +533,13 @@ class GroupIngest:
             self.ended.add(str(source))
         inputs = 0  # the inputs before this one
         for ds in event.datasets:
+            if ds.direction == "input" and (ds.described or ds.facets or ds.assertions) and self._hidden(ds, event):
+                warnings.append(
+                    f"{_pointer(ds, inputs)}: token {event.token!r} may not write dataset {ds.namespace} {ds.name}, an "
+                    "asset of a namespace not this token's: the facets the event carries for this input were not "
+                    "applied"
+                )
+                ds = SeenDataset(ds.direction, ds.namespace, ds.name)
             asset_id, created, warning = self._take_dataset(ds, event, moment)
             if self._aliased_away(ds, event):  # another namespace's dataset, read: named, not checked
                 if ds.described or ds.facets or ds.assertions:
@@ -597,6 +612,52 @@ class GroupIngest:
                 return IngestResult("forbidden", message=message, pointer=_pointer(ds, outputs))
             outputs += ds.direction == "output"
         return None
+
+    def _not_its_asset(self, event: IncomingEvent) -> IngestResult | None:
+        """The refusal of an event whose token writes a dataset (an output, a DatasetEvent's) that
+        is an asset of an olbridge namespace the token may not write (one declared with
+        ``--namespace``): it would fail or freshen an asset the token cannot see. None: not
+        refused. (An input is read: its facets are not applied, :meth:`take`.)"""
+        outputs = 0  # the outputs before this one
+        for ds in event.datasets:
+            if ds.direction != "input" and self._hidden(ds, event):
+                message = (
+                    f"token {event.token!r} may not write dataset {ds.namespace} {ds.name}: it is an asset of a "
+                    "namespace not this token's"
+                )
+                return IngestResult("forbidden", message=message, pointer=_pointer(ds, outputs))
+            outputs += ds.direction == "output"
+        return None
+
+    def _hidden(self, ds: SeenDataset, event: IncomingEvent) -> bool:
+        """Whether ``ds`` is an asset of an olbridge namespace the event's token may not write."""
+        if event.writes is None:
+            return False
+        asset_id = self._written_asset(ds)
+        namespace = self._namespace_of(asset_id) if asset_id is not None else None
+        return namespace is not None and not writable(event.writes, namespace)
+
+    def _written_asset(self, ds: SeenDataset) -> str | None:
+        """The asset of the catalog that ``ds`` is, or would be bound to (:meth:`_binding`), read
+        without binding it; None: a placeholder the group would make."""
+        key = (ds.namespace, ds.name)
+        binding = self.bindings.get(key)
+        if binding is None and key in self.aliases:
+            binding = self.bindings.get(self.aliases[key])
+        if binding is not None:
+            return binding.asset_id
+        own = self._own_choice(ds)
+        if own is not None:
+            return own
+        ref = self.named_back.get(key) or self.resolver.asset_for(*key)
+        return ref.id if ref.id not in self.bound_here and self._free_for(ref.id, ds) else None
+
+    def _namespace_of(self, asset_id: str) -> str | None:
+        """An asset's olbridge namespace (None: Global, or no such asset)."""
+        if asset_id in self.asset_namespaces:
+            return self.asset_namespaces[asset_id]
+        asset = self.asset(asset_id)
+        return asset.namespace if asset is not None else None
 
     def _own_run(self, event: IncomingEvent) -> bool:
         """Whether the event is of one of olbridge's own task runs (its producer olbridge's, its
@@ -965,6 +1026,11 @@ def _pointer(ds: SeenDataset, before: int) -> str:
     """Where a dataset is in its event: a DatasetEvent's, or the input or output with ``before``
     of its direction before it."""
     return "/dataset" if ds.direction is None else f"/{ds.direction}s/{before}"
+
+
+def asset_namespaces_of(count: int) -> str:
+    """The olbridge namespaces of those of ``count`` assets that have one."""
+    return f"SELECT id, namespace FROM assets WHERE id IN ({', '.join('?' * count)}) AND namespace IS NOT NULL"
 
 
 def own_assets_of(count: int) -> str:

@@ -180,6 +180,17 @@ def test_user_rules_come_first_and_bad_files_are_refused(tmp_path: Path) -> None
     utf16.write_bytes('[[rule]]\nname = "x"\n'.encode("utf-16"))  # a BOM, then not UTF-8: no traceback
     with pytest.raises(MappingError, match=r"cannot read mapping file .*utf16\.toml: not UTF-8 text"):
         Resolver.load([utf16])
+    # a rule's name is its own: `assets show` says which rule named an asset by it
+    twice = tmp_path / "twice.toml"
+    twice.write_text(rules.read_text() * 2)
+    with pytest.raises(MappingError, match=r"twice\.toml: rule 'lake': the name of a rule of .*twice\.toml too; "):
+        Resolver.load([twice])
+    builtin = tmp_path / "builtin.toml"
+    builtin.write_text(rules.read_text().replace('"lake"', '"local-file"'))
+    with pytest.raises(
+        MappingError, match=r"builtin\.toml: rule 'local-file': the name of a rule of builtin:files\.toml too; "
+    ):
+        Resolver.load([builtin])
 
 
 def test_the_spellings_of_an_id_a_dataset_name_may_come_from(resolver: Resolver) -> None:

@@ -209,4 +209,14 @@ def load_rules(extra_files: Iterable[Path | str] = (), *, builtin: bool = True) 
     if builtin:
         for name, text in builtin_rule_texts():
             rules += parse_rule_text(text, f"builtin:{name}", len(rules))
+    # a rule's name says which rule named an asset (`assets show`): one name, one rule (a user's
+    # rule named as a built-in one does not replace it; both would apply)
+    first: dict[str, Rule] = {}
+    for rule in rules:
+        other = first.setdefault(rule.name, rule)
+        if other is not rule:
+            raise MappingError(
+                f"{other.source}: rule {rule.name!r}: the name of a rule of {rule.source} too; a rule's name is its "
+                "own (one named as a built-in rule is another rule beside it, and does not replace it)"
+            )
     return sorted(rules, key=lambda r: (r.priority, r.order))

@@ -2040,3 +2040,27 @@ def test_the_default_ports_are_ones_a_browser_opens() -> None:
     for name in ("ui", "serve"):
         port = next(p for p in cli.commands[name].params if p.name == "port")
         assert port.default not in BAD_PORTS, (name, port.default)
+
+
+def test_a_tokens_runs_of_an_asset_are_not_crowded_out_by_other_namespaces_jobs(
+    catalog_target: str, resolver: Resolver
+) -> None:
+    """An asset's runs read the runs of at most JOBS_AT_MOST received jobs that used it, chosen
+    before the token's scope: twenty jobs of another namespace reading it left a token's own job's
+    run off its list. The jobs are those of the token's namespaces."""
+    with Catalog(catalog_target) as catalog:
+        intake = catalog_intake(catalog, resolver)
+        for i in range(browse.JOBS_AT_MOST + 1):
+            ns = "team-c" if i == browse.JOBS_AT_MOST else "team-b"
+            event = ol_run_event(
+                run_id=f"0194a1b2-0000-7000-8000-{i:012d}",
+                job=(ns, f"reader{i:02d}"),
+                inputs=[ol_dataset("s3://lake-b", "shared")],
+                time=format_time(at(i)),
+            )
+            assert [o.ok for o in intake.take([event])] == [True]
+        runs = Runs(catalog, Converter(resolver))
+        listed = browse.asset_runs(runs, "s3://lake-b/shared", scope=browse.Scope(("team-c",)))
+        assert [(r.direction, r.run.job_namespace) for r in listed] == [("input", "team-c")]
+        everyone = browse.asset_runs(runs, "s3://lake-b/shared")
+        assert len(everyone) == browse.JOBS_AT_MOST  # every job's own run, of the jobs read

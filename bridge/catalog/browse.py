@@ -708,10 +708,7 @@ _OWN_UNWRITTEN = """
     SELECT o.task_run_pk FROM unwritten_outputs o JOIN task_runs t ON t.pk = o.task_run_pk
     WHERE o.asset_id = ? ORDER BY t.started_at DESC, t.pk DESC LIMIT ?
 """
-_EXTERNAL_JOBS = "SELECT job_namespace, job_name, direction FROM external_usages WHERE asset_id = ? LIMIT ?"
-_EXTERNAL_JOBS_OF = (
-    "SELECT job_namespace, job_name, direction FROM external_usages WHERE asset_id = ? AND direction = ? LIMIT ?"
-)
+_EXTERNAL_JOBS = "SELECT job_namespace, job_name, direction FROM external_usages WHERE asset_id = ?"
 JOBS_AT_MOST = 20  # received jobs whose runs an asset's list reads
 
 
@@ -734,12 +731,14 @@ def asset_runs(
         stored = runs.catalog.task_runs_by_pk(pks)
         views = [runs._own(stored[pk], facets=False) for pk in pks if pk in stored]
         found += [AssetRun("unwritten", view) for view in views if allows(scope, view.job_namespace)][:limit]
-    jobs = (
-        conn.execute(_EXTERNAL_JOBS, [asset_id, JOBS_AT_MOST])
-        if direction is None
-        else conn.execute(_EXTERNAL_JOBS_OF, [asset_id, direction, JOBS_AT_MOST])
-    )
-    for job_ns, job_name, way in jobs.fetchall():
+    # the jobs of the token's namespaces only, before the bound (others' jobs took its places)
+    statement, params = _EXTERNAL_JOBS, [asset_id]
+    if direction is not None:
+        statement, params = statement + " AND direction = ?", [*params, direction]
+    if scope is not None:
+        seen, patterns = scope.clause("job_namespace", global_=False)
+        statement, params = f"{statement} AND {seen}", [*params, *patterns]
+    for job_ns, job_name, way in conn.execute(f"{statement} LIMIT ?", [*params, JOBS_AT_MOST]).fetchall():
         job = RunFilter(job=job_name, namespace=job_ns, origin=EXTERNAL)
         newest, _ = _external_newest(runs, job, None, limit, scope, passing=False)
         found += [AssetRun(way, view) for _, view in newest]

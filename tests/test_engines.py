@@ -498,6 +498,43 @@ def _fillfactors(url: str) -> dict[str, str | None]:
     return dict(rows)
 
 
+def test_a_postgresql_migration_that_fails_on_the_way_lands_not_at_all_and_migrate_goes_on_after(
+    postgres: PostgresServer, catalog_template: str
+) -> None:
+    """Each migration is a transaction of its own: 0036 stopped after dropping its index (here by
+    an event trigger refusing CREATE INDEX; a statement timeout or a signal alike) left the
+    catalog without it, its version 0035, and every later ``migrate`` failed on the index it
+    found missing. Now 0035 lands, 0036 not at all, and ``migrate`` after finishes the work."""
+    url = postgres.url(postgres.create_database(template=catalog_template))
+    with psycopg.connect(url, autocommit=True) as conn:  # a catalog of version 0034
+        undo_runs_by_job_in_time(conn.execute)
+        undo_health_purged(conn.execute)
+        conn.execute("UPDATE alembic_version SET version_num = '0034'")
+        conn.execute(
+            "CREATE FUNCTION no_index() RETURNS event_trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'no index now'; END $$"
+        )
+        conn.execute(
+            "CREATE EVENT TRIGGER no_index ON ddl_command_start WHEN TAG IN ('CREATE INDEX') "
+            "EXECUTE FUNCTION no_index()"
+        )
+    code, _, err = invoke(url, "migrate")
+    assert code == 1 and "no index now" in err, err
+
+    def state() -> tuple[str, list[str]]:
+        with psycopg.connect(url, autocommit=True) as conn:
+            (version,) = conn.execute("SELECT version_num FROM alembic_version").fetchone() or ("",)
+            found = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'external_sources_job'")
+            return version, [row[0].split(" USING ")[1] for row in found]
+
+    assert state() == ("0035", ["btree (job_namespace, job_name)"])  # 0035 landed, 0036 not at all
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP EVENT TRIGGER no_index")
+    code, out, err = invoke(url, "migrate")
+    assert code == 0 and json.loads(out)["upgradedFrom"] == 35, err
+    assert state() == (f"{sql.SCHEMA_VERSION:04d}", ["btree (job_namespace, job_name, ended_at, source)"])
+
+
 def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migrated_catalog(
     postgres: PostgresServer, catalog_template: str
 ) -> None:

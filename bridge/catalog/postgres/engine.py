@@ -507,7 +507,15 @@ class PostgresEngine(Engine):
         import sqlalchemy
         from sqlalchemy.pool import NullPool
 
-        return sqlalchemy.create_engine("postgresql+psycopg://", creator=self._raw_connect, poolclass=NullPool)
+        def connect() -> psycopg.Connection[Any]:
+            # SQLAlchemy begins and ends the transactions (the catalog's own connections leave
+            # that to statements): each migration lands whole or not at all, and one stopped on
+            # the way (a statement timeout, a signal) leaves the catalog as the one before left it
+            conn = self._raw_connect()
+            conn.autocommit = False
+            return conn
+
+        return sqlalchemy.create_engine("postgresql+psycopg://", creator=connect, poolclass=NullPool)
 
     def lock_schema_for_upgrade(self, connection: Any) -> None:
         connection.exec_driver_sql(f"SELECT pg_advisory_lock({SCHEMA_LOCK})")

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from bridge.errors import ConfigError, ValidationError
+from bridge.errors import BadValueError, ConfigError, ValidationError
 from bridge.files import reading_problem
 from bridge.jsontext import MAX_DEPTH
 from bridge.mapping.resolver import (
@@ -501,6 +501,8 @@ def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
         Config() if file is None else attrs.evolve(parse_config(read_toml(file), str(file), file.parent), source=file)
     )
     given = env.get("OLBRIDGE_CATALOG")
+    if given == "":  # an unset variable in a script is not taken for "not given"
+        raise BadValueError("$OLBRIDGE_CATALOG is set but empty: give it a catalog, or unset it")
     return attrs.evolve(config, catalog=_catalog(given, Path(), "$OLBRIDGE_CATALOG")) if given else config
 
 

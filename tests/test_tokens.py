@@ -210,6 +210,27 @@ def test_serve_refuses_a_shared_token_with_named_ones_and_a_bad_tokens_file(tmp_
     assert not Path(db).exists()
 
 
+@pytest.mark.parametrize("variable", ["OLBRIDGE_TOKEN", "OLBRIDGE_TOKEN_FILE", "OLBRIDGE_TOKENS_FILE"])
+def test_a_token_variable_set_but_empty_is_refused_not_taken_for_no_token(tmp_path: Path, variable: str) -> None:
+    """A token's variable set but empty (a secret missing from a deployment's environment) was
+    taken for "not set": serve started taking events from anyone. A usage error now; the same
+    token given on the command line stands (the variable is not read then)."""
+    db = str(tmp_path / "c.db")
+    empty = {"OLBRIDGE_TOKEN": None, "OLBRIDGE_TOKEN_FILE": None, "OLBRIDGE_TOKENS_FILE": None, variable: ""}
+    result = CliRunner().invoke(cli, ["--catalog", db, "serve", "--port", "0"], env=empty)
+    assert result.exit_code == 2, result.output
+    assert f"Error: {variable} is set but empty (for --" in result.stderr
+    assert not Path(db).exists()
+    if variable == "OLBRIDGE_TOKENS_FILE":  # the web view's too
+        result = CliRunner().invoke(cli, ["--catalog", db, "ui", "--port", "0"], env=empty)
+        assert result.exit_code == 2 and f"Error: {variable} is set but empty" in result.stderr, result.output
+    result = CliRunner().invoke(cli, ["--catalog", db, "init"], env={"OLBRIDGE_CATALOG": ""})
+    assert (result.exit_code, result.stderr) == (
+        2,
+        "Error: $OLBRIDGE_CATALOG is set but empty: give it a catalog, or unset it\n",
+    )
+
+
 @pytest.mark.parametrize("where", ["flag", "config"])
 def test_serve_with_named_tokens_and_the_real_client(
     tmp_path: Path, catalog_target: str, where: str, monkeypatch: pytest.MonkeyPatch

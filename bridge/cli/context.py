@@ -11,6 +11,7 @@ A command takes the context as its first argument::
 from __future__ import annotations
 
 import functools
+import os
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import attrs
 import click
+from click.core import ParameterSource
 
 from bridge.catalog import Catalog
 from bridge.catalog.engine import catalog_target, masked, url_password
@@ -238,6 +240,7 @@ def pass_app(fn: Callable[Concatenate[AppContext, P], R]) -> Callable[P, R]:
     @functools.wraps(passed)
     def command(*args: P.args, **kwargs: P.kwargs) -> R:
         refuse_undecodable(click.get_current_context())
+        refuse_empty_variables(click.get_current_context())
         return passed(*args, **kwargs)
 
     return command
@@ -260,6 +263,30 @@ def refuse_undecodable(ctx: click.Context) -> None:
                     name = max(param.opts, key=len) if isinstance(param, click.Option) else param.human_readable_name
                     where = _first_bad(text, exc.start)
                     raise BadValue(f"{name}: not UTF-8 text ({where}); olbridge reads its arguments as UTF-8") from None
+        at = at.parent
+
+
+# variables of other tools, read as those tools read them (an empty one: not set)
+OTHERS_VARIABLES = ("PREFECT_",)
+
+
+def refuse_empty_variables(ctx: click.Context) -> None:
+    """Refuse, as a bad value, an option's environment variable that is set but empty where the
+    command line does not give the option: click takes it for not set, so that a secret missing
+    from a deployment's environment (``OLBRIDGE_TOKEN=``) started a receiver anyone could write
+    to. An unset variable is not taken for "not given", as an empty option is not."""
+    at: click.Context | None = ctx
+    while at is not None:
+        for param in at.command.params:
+            variable = param.envvar if isinstance(param, click.Option) else None
+            if not isinstance(variable, str) or variable.startswith(OTHERS_VARIABLES) or param.name is None:
+                continue
+            if (
+                os.environ.get(variable) == ""
+                and at.get_parameter_source(param.name) is not ParameterSource.COMMANDLINE
+            ):
+                name = max(param.opts, key=len)
+                raise BadValue(f"{variable} is set but empty (for {name}): give it a value, or unset it")
         at = at.parent
 
 

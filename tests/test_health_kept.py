@@ -212,8 +212,8 @@ def test_the_kept_health_is_counted_and_paged_by_state_and_namespace(
 ) -> None:
     """Counts by kept health, and the pages of the assets of some states by id, of every asset
     or those a token sees, are what the kept rows hold: every asset once, in order, a page
-    ending early (with where to go on) once it has read its bound of kept rows; an asset deleted
-    since the watch last looked is not listed."""
+    ending early (with where to go on, an asset the token sees) once it has read its bound of
+    kept rows; an asset deleted since the watch last looked is not listed."""
     chosen = random.Random(limit)
     with Catalog(catalog_target) as catalog:
         build(catalog, resolver, chosen, expire=False)
@@ -237,12 +237,54 @@ def test_the_kept_health_is_counted_and_paged_by_state_and_namespace(
                 while pages < 100:
                     page, after = health_kept.kept_in_states(conn, states, after, limit, scope)
                     assert len(page) <= limit
+                    assert after is None or scope is None or scope.allows(namespace[after]), after
                     assert all((namespace, type_) == typed[i] for i, namespace, type_ in page)
                     found, pages = found + [i for i, _, _ in page], pages + 1
                     if after is None:
                         break
                 assert found == [a for a in wanted if a != gone], (scope, states)
         assert {h.health.value for h in held.values()} >= {"FAIL", "PASS"}
+
+
+@pytest.mark.parametrize("patterns", [("team-b",), ("team-b*", "team-c?")])
+def test_a_tokens_page_cut_short_starts_the_next_at_an_asset_it_sees(
+    catalog_target: str, monkeypatch: pytest.MonkeyPatch, patterns: tuple[str, ...]
+) -> None:
+    """A page that read its bound of kept rows, the last of them another namespace's asset, ended
+    there: where the next page starts was that asset's id, and a token, choosing the states and
+    where to start, read another namespace's ids and their health. It ends at the first asset past
+    there that the token sees: every page's ``after`` is one of its assets (or None), every asset
+    of its is listed once, in order, and each page goes on past the one before."""
+    with Catalog(catalog_target) as catalog:
+        namespaces = {}
+        for n in range(60):  # team-b's and a Global asset now and then, among another team's
+            namespace = "team-b" if n % 12 == 5 else None if n == 30 else "team-a-secret"
+            namespace = "team-b" if n == 58 else namespace
+            catalog.set_asset(decl(f"t{n:03d}", type="Table", namespace=namespace), now=at(0))
+            namespaces[f"t{n:03d}"] = namespace
+        catalog.set_asset(decl("t041", type="Table", namespace="team-c1"), now=at(0))  # team-b* sees team-c? too
+        namespaces["t041"] = "team-c1"
+        watch = HealthWatch(catalog, WatchSettings(), clock=lambda: at(60).timestamp())
+        watch.step()
+        catalog.delete_asset("t017", now=at(1))  # team-b's, deleted since the watch looked: not listed
+        conn, held = catalog._conn, kept(catalog._conn)
+        scope = Scope(patterns)
+        sees = [a for a in sorted(held) if a != "t017" and scope.allows(namespaces[a])]
+        assert len(sees) >= 5 and len(sees) < len(held) / 5
+        states = sorted({k.health.value for k in held.values()})
+        monkeypatch.setattr(health_kept, "SCANNED_AT_MOST", 3)
+        for limit in (1, 2, 50):
+            found: list[str] = []
+            after: str | None = None
+            for _ in range(100):
+                page, following = health_kept.kept_in_states(conn, states, after, limit, scope)
+                found += [i for i, _, _ in page]
+                assert following is None or scope.allows(namespaces[following]), (limit, following)
+                assert following is None or after is None or following > after  # every page goes on
+                if following is None:
+                    break
+                after = following
+            assert following is None and found == sees, (limit, found)
 
 
 def test_a_task_with_more_assets_than_a_run_marks_marks_only_those_its_run_names(

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from bridge.catalog.engine import Connection, Cursor
 from bridge.catalog.health_state import LEASE, LEASE_KIND, PASSED, counts
+from bridge.catalog.namespaces import namespaces_seen
 from bridge.model.health import Health
 
 # by namespace (a token's counts: its namespaces' alone, checked again by Scope.allows), as kept
@@ -35,10 +36,18 @@ IN_STATE = """
     ) h LEFT JOIN assets a ON a.id = h.asset_id ORDER BY h.asset_id
 """
 SCANNED_AT_MOST = 20_000  # kept rows a page reads for a token's assets, at most (then it stops, to go on)
+# the first asset of a namespace after an id that is not deleted (assets_namespace: by namespace,
+# then id), and of the Global ones
+_FIRST = "SELECT id, namespace, type FROM assets WHERE {} AND id > ? AND deleted_at IS NULL ORDER BY id LIMIT 1"
+FIRST_AFTER, FIRST_GLOBAL_AFTER = _FIRST.format("namespace = ?"), _FIRST.format("namespace IS NULL")
+KEPT_HEALTH = "SELECT health FROM asset_health WHERE asset_id = ?"
 
 
 class Scope(Protocol):
     """The namespaces a reader sees (:class:`bridge.catalog.browse.Scope`)."""
+
+    @property
+    def patterns(self) -> tuple[str, ...]: ...
 
     def allows(self, namespace: str | None) -> bool: ...
 
@@ -78,9 +87,11 @@ def kept_in_states(
     """At most ``limit`` assets whose kept health is one of ``states``, after ``after`` (by id), of
     those ``scope`` sees, each (id, namespace, type); and where the next page starts (None: no
     more). A page reads at most :data:`SCANNED_AT_MOST` kept rows, and then ends where it got to
-    (a token that sees few of them)."""
+    (a token that sees few of them); where that is an asset the token does not see, at the first
+    asset past it that the token sees instead (:func:`_past_unseen`): where the next page starts
+    is never the id of another namespace's asset."""
     found: list[tuple[str, str | None, str]] = []
-    cursor, scanned, chunk = after or "", 0, limit + 1
+    cursor, scanned, chunk, seen = after or "", 0, limit + 1, True
     while states:
         # the next ``chunk`` rows by id of each state, merged: the first ``chunk`` of them all
         read = [
@@ -91,19 +102,59 @@ def kept_in_states(
         rows = sorted(read, key=lambda r: r[0])[:chunk]
         for asset_id, namespace, type_, gone in rows:
             scanned += 1
-            cursor = asset_id
+            cursor, seen = asset_id, False
             if type_ is None or gone is not None:  # deleted since the watch last looked
                 continue
             if scope is None or scope.allows(namespace):
                 if len(found) == limit:  # one more there is: the page ends before it
                     return found, found[-1][0]
                 found.append((asset_id, namespace, str(type_)))
+                seen = True
         if len(rows) < chunk:
             return found, None
         if scanned >= SCANNED_AT_MOST:
-            return found, cursor
+            if scope is None or seen:
+                return found, cursor
+            return _past_unseen(conn, states, found, cursor, limit, scope)
         chunk = min(max(chunk * 2, 100), 1000)
     return found, None
+
+
+def _past_unseen(
+    conn: Connection | Cursor,
+    states: Sequence[str],
+    found: list[tuple[str, str | None, str]],
+    cursor: str,
+    limit: int,
+    scope: Scope,
+) -> tuple[list[tuple[str, str | None, str]], str | None]:
+    """A page that stopped at ``cursor``, an asset ``scope`` does not see (another namespace's,
+    or one deleted since the watch last looked), ended instead at the first asset past it that
+    ``scope`` sees, listed where its kept health is one of ``states``: found by the namespaces'
+    index whatever lies between, so that the next page starts at an asset the token sees (never
+    where it read another namespace's, which by ``state`` and ``after`` would tell that asset's
+    id and health), and goes on past what this one read. Where it sees none past there, no more."""
+    if len(found) == limit:  # a full page: the next starts after its last
+        return found, found[-1][0]
+    past = _first_seen_after(conn, cursor, scope)
+    if past is None:
+        return found, None
+    asset_id, namespace, type_ = past
+    kept = conn.execute(KEPT_HEALTH, (asset_id,)).fetchone()
+    if kept is not None and str(kept[0]) in states:
+        found.append((asset_id, namespace, type_))
+    return found, asset_id
+
+
+def _first_seen_after(conn: Connection | Cursor, asset_id: str, scope: Scope) -> tuple[str, str | None, str] | None:
+    """The first asset by id after ``asset_id`` that ``scope`` sees and is not deleted (id,
+    namespace, type), read by a probe of ``assets_namespace`` for each namespace it sees (and one
+    for the Global assets); None: there is none."""
+    firsts = [conn.execute(FIRST_GLOBAL_AFTER, (asset_id,)).fetchone()] if scope.allows(None) else []
+    for namespace in namespaces_seen(conn, "assets", "namespace", scope.patterns, scope.allows):
+        firsts.append(conn.execute(FIRST_AFTER, (namespace, asset_id)).fetchone())
+    first = min((row for row in firsts if row is not None), key=lambda row: str(row[0]), default=None)
+    return None if first is None else (str(first[0]), first[1], str(first[2]))
 
 
 __all__ = ["kept_counts", "kept_in_states", "watch_live"]

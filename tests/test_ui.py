@@ -1820,9 +1820,8 @@ def test_a_tokens_next_link_names_no_run_it_does_not_see(
     catalog_target: str, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A page that passed over its budget of runs a token does not see ends where it stopped: its
-    next link named the last of them (its run id, or its key), another team's run. It names only
-    that run's start now, and the next page reads that start's runs again: every run the token
-    sees once, in order."""
+    next link named the last of them (its run id, or its key), another team's run. It names a run
+    the token sees now, the first past there: every run the token sees once, in order."""
     monkeypatch.setattr(browse, "SCAN_BUDGET", 7)
     out = decl("t.out", type="Table")
     with Catalog(catalog_target) as catalog:
@@ -1885,6 +1884,64 @@ def test_a_tokens_pages_go_past_more_hidden_runs_of_one_start_than_a_page_passes
                 assert page.next != before, page.next  # every page goes on
                 before = page.next
             assert page.next is None and len(shown) == 2, (origin, shown)
+
+
+@pytest.mark.parametrize("patterns", [("team-b",), ("team-b*", "x?")])
+def test_a_tokens_next_link_is_always_the_place_of_a_run_it_sees(
+    catalog_target: str, resolver: Resolver, monkeypatch: pytest.MonkeyPatch, patterns: tuple[str, ...]
+) -> None:
+    """A page that passed over its budget of runs a token does not see ended where it stopped: its
+    next link gave the start of the last of them, another namespace's run, and for one of
+    olbridge's its key (the number the catalog counts runs by), even where the page found none of
+    the token's own. It ends at the first run past there that the token sees: every next link is
+    the place of a run the token sees, and every run it sees is on a page once, in order."""
+    monkeypatch.setattr(browse, "SCAN_BUDGET", 7)
+    out = decl("t.out", type="Table")
+    with Catalog(catalog_target) as catalog:
+        intake = catalog_intake(catalog, resolver)
+        for i in range(40):  # each run at a start of its own: another namespace's start would show
+            ns = "team-b" if i % 13 == 0 else "team-a-secret"
+            catalog.record_task_run(run(f"own{i}", outputs=(out,), start=at(i), namespace=ns, execution=f"e{i}"))
+            event = ol_run_event(
+                "START", run_id=f"0194a1b2-0000-7000-8000-{i:012d}", job=(ns, f"ext{i}"), time=format_time(at(i))
+            )
+            assert [o.ok for o in intake.take([event])] == [True]
+        conn = catalog._conn
+        places = {
+            *(
+                f"{start}|olbridge|{pk}"
+                for start, pk in conn.execute("SELECT started_at, pk FROM task_runs WHERE flow_namespace = 'team-b'")
+            ),
+            *(
+                f"{start}|external|{source}"
+                for start, source in conn.execute(
+                    "SELECT coalesce(started_at, first_seen), source FROM external_sources "
+                    "WHERE job_namespace = 'team-b' AND run_id IS NOT NULL"
+                )
+            ),
+        }
+        assert len(places) == 8
+        runs, scope = Runs(catalog, Converter(resolver)), browse.Scope(patterns)
+        for filters in (
+            RunFilter(origin="olbridge"),
+            RunFilter(origin="external"),
+            RunFilter(),
+            RunFilter(since=at(5)),
+        ):
+            every = recent_runs(runs, filters, limit=100)  # no token: nothing passed over
+            assert every.next is None
+            sees = [v.run_id for v in every.runs if v.job_namespace == "team-b"]
+            shown: list[str] = []
+            before: str | None = None
+            for _ in range(50):
+                page = recent_runs(runs, filters, before=before, limit=2, scope=scope)
+                shown += [v.run_id for v in page.runs]
+                if page.next is None:
+                    break
+                assert page.next in places, (filters, page.next)  # a run the token sees, named as its page would
+                assert page.next != before  # every page goes on
+                before = page.next
+            assert page.next is None and shown == sees, (filters, shown)
 
 
 def test_a_tokens_tree_passes_over_the_assets_it_does_not_see(catalog_target: str, resolver: Resolver) -> None:

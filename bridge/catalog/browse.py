@@ -21,6 +21,7 @@ import attrs
 
 from bridge.catalog import history, rows, sql, sql_received
 from bridge.catalog.engine import Connection
+from bridge.catalog.namespaces import namespaces_seen
 from bridge.catalog.runs import (
     EXTERNAL,
     OWN,
@@ -782,7 +783,6 @@ class RunPage:
 
 
 LAST_PK = (1 << 63) - 1  # the largest key a run may have
-LAST_SOURCE = "~"  # after every external run's source ("run:..."): every external run of its start
 
 
 def run_key(text: str) -> RunKey:
@@ -809,7 +809,17 @@ def recent_runs(
     run written meanwhile never shows twice nor pushes another off the pages. Each side is read
     newest first by its start index, a page at a time, passing over at most SCAN_BUDGET runs its
     filters leave out: the list of a catalog of millions of runs costs what its page does (a
-    page whose side passed over that many ends where it stopped, its ``next`` there)."""
+    page whose side passed over that many ends where it stopped, its ``next`` there).
+
+    A token's page never ends at a run it does not see: where the last run a side passed over is
+    another namespace's, the side reads on, by the namespace indexes, to the first run past it of
+    a namespace the token sees (shown if the filters select it) and ends there, or, where there
+    is none, ends with no more. So ``next`` is always the place of a run the token sees: it names
+    no other namespace's run (its run id), nor dates it (its start), nor gives its key (a number
+    the catalog counts up, so how many runs there were); and each page goes on past the runs the
+    one before passed over, however many of another namespace's lie together. (A coarser place,
+    their start alone, still dated them; and where more of them than a page passes over shared
+    one start, the next page could go on only from one of them, by its run id.)"""
     after = run_key(before) if before else None
     wanted = limit + 1
     found: list[tuple[RunKey, RunView]] = []
@@ -843,10 +853,12 @@ def _external_newest(
     passing: bool = True,
 ) -> tuple[list[tuple[RunKey, RunView]], RunKey | None]:
     """External runs newest first, after the place ``after``: the first ``wanted`` the filters
-    select, read by the start index; with a filter the index cannot take (a job, a namespace, a
-    state, a token's namespaces), of the first SCAN_BUDGET runs after ``after`` only, and then the
-    place of the last of those where there were that many (else None). Without ``passing``, the
-    filters go to the database as they are (one job's runs, read by the jobs' index)."""
+    select, read by the start index (a namespace's by the namespace's); with a filter the index
+    cannot take (a job, a state, a token's namespaces), of the first SCAN_BUDGET runs after
+    ``after`` only, and then the place of the last of those where there were that many (else
+    None), or, where that run is one ``scope`` does not see, of the first run past it that it
+    sees (:func:`_external_past_unseen`). Without ``passing``, the filters go to the database as
+    they are (one job's runs, read by the jobs' index)."""
     where, params = ["run_id IS NOT NULL"], []
     if after is not None and after[1] == EXTERNAL:
         where.append(f"({_START}, source) < (?, ?)")
@@ -857,6 +869,7 @@ def _external_newest(
     for value, condition in [
         (format_time(filters.since) if filters.since else None, f"{_START} >= ?"),
         (format_time(filters.until) if filters.until else None, f"{_START} < ?"),
+        (filters.namespace, "job_namespace = ?"),  # by external_sources_namespace_started
     ]:
         if value is not None:
             where.append(condition)
@@ -864,7 +877,6 @@ def _external_newest(
     sifted, sift_params = [], []
     for value, condition in [
         (filters.job, "job_name = ?"),
-        (filters.namespace, "job_namespace = ?"),
         (filters.state, "state = ?"),
     ]:
         if value is not None:
@@ -895,13 +907,47 @@ def _external_newest(
     ).fetchone()
     if last is None or last[3] < SCAN_BUDGET:
         return out, None
-    # the place of a run the token does not see (its run id) is not given away: the next page
-    # starts with every external run of its start (read again), unless this page started there
-    # (more runs of one start than a page passes over: the run's place, or no page would go on)
-    coarse = (str(last[0] or ""), EXTERNAL, LAST_SOURCE)
-    if allows(scope, last[2]) or after == coarse:
+    if scope is None or scope.allows(last[2]):
         return out, (str(last[0] or ""), EXTERNAL, str(last[1]))
-    return out, coarse
+    return _external_past_unseen(runs, filters, (str(last[0] or ""), str(last[1])), out, scope, sifted, sift_params)
+
+
+def _external_past_unseen(
+    runs: Runs,
+    filters: RunFilter,
+    stopped: tuple[str, str],
+    out: list[tuple[RunKey, RunView]],
+    scope: Scope,
+    sifted: list[str],
+    sift_params: list[Any],
+) -> tuple[list[tuple[RunKey, RunView]], RunKey | None]:
+    """External runs read up to ``stopped`` (a start and source), the place of a run ``scope``
+    does not see, ended instead at the first run past it that ``scope`` sees, with it where the
+    filters (``sifted``) select it: read by external_sources_namespace_started, a probe for each
+    job namespace the token sees, whatever lies between (not given away: the place of a run it
+    sees is). None: it sees none past there (since ``filters.since``), no more."""
+    conn = runs.catalog._conn
+    if filters.namespace is not None:
+        namespaces = [filters.namespace] if scope.allows(filters.namespace) else []
+    else:
+        namespaces = namespaces_seen(conn, "external_sources", "job_namespace", scope.patterns, scope.allows)
+    since = [format_time(filters.since)] if filters.since else []
+    statement = (
+        f"SELECT {_START}, source FROM external_sources WHERE run_id IS NOT NULL AND job_namespace = ? "
+        f"AND ({_START}, source) < (?, ?){f' AND {_START} >= ?' if since else ''} "
+        f"ORDER BY {_START} DESC, source DESC LIMIT 1"
+    )
+    firsts = [conn.execute(statement, [namespace, *stopped, *since]).fetchone() for namespace in namespaces]
+    first = max(((str(row[0]), str(row[1])) for row in firsts if row is not None), default=None)
+    if first is None:
+        return out, None
+    start, source = first
+    statement = (
+        f"SELECT {sql_received.EXTERNAL_RUN_COLUMNS} FROM external_sources "
+        f"WHERE {' AND '.join(['run_id IS NOT NULL', 'source = ?', *sifted])}"
+    )
+    views = runs._external(statement, [source, *sift_params], facets=False)
+    return out + [(external_key(v), v) for v in views], (start, EXTERNAL, source)
 
 
 def _own_newest(
@@ -910,7 +956,8 @@ def _own_newest(
     """Own runs newest first, after the place ``after``, that the filters select: the first
     ``wanted`` of them, read a page at a time by the ``task_runs_started`` index (at most
     SCAN_BUDGET rows passed over); and, when the budget ended the scan first, the place of the
-    last run it passed over (else None)."""
+    last run it passed over, or, where that is a run ``scope`` does not see, of the first run past
+    it that it sees (:func:`_own_past_unseen`) (else None)."""
     conditions = own_conditions(runs.converter.options.job_namespace_prefix, filters)
     if conditions is None:
         return [], None
@@ -921,7 +968,7 @@ def _own_newest(
     key: tuple[str, int] = (TOP, 1 << 62)
     if after is not None:
         key = (after[0], int(after[2])) if after[1] == OWN else (after[0], 0)
-    scanned = 0
+    scanned, seen = 0, True
     sifted = scope is not None  # in Python: a token's namespaces, as the view names them
     # a page's worth first (most runs pass the usual filters), then more at a time up to SCAN_CHUNK
     chunk = min(wanted, SCAN_CHUNK) if sifted else wanted
@@ -930,14 +977,54 @@ def _own_newest(
         scanned += len(page)
         for row, run in zip(page, history.with_usages(runs.catalog._conn, page), strict=True):
             view = runs._own(run, facets=False)
-            if allows(scope, view.job_namespace):
+            seen = allows(scope, view.job_namespace)
+            if seen:
                 out.append((own_key(view, row[0]), view))
         if len(page) < chunk:
             return out, None
         chunk = min(chunk * 2, SCAN_CHUNK) if sifted else chunk
         key = (page[-1][7], page[-1][0])
-    # (a run's key is a number the catalog counts up: it says nothing of the run)
-    return out, ((str(key[0]), OWN, f"{key[1]:020d}") if len(out) < wanted else None)
+    if len(out) >= wanted:
+        return out, None
+    if seen or scope is None:
+        return out, (str(key[0]), OWN, f"{key[1]:020d}")
+    return _own_past_unseen(runs, filters, (str(key[0]), int(key[1])), out, scope, conditions)
+
+
+def _own_past_unseen(
+    runs: Runs,
+    filters: RunFilter,
+    stopped: tuple[str, int],
+    out: list[tuple[RunKey, RunView]],
+    scope: Scope,
+    conditions: tuple[list[str], list[Any]],
+) -> tuple[list[tuple[RunKey, RunView]], RunKey | None]:
+    """Own runs read up to ``stopped`` (a start and key), the place of a run ``scope`` does not
+    see, ended instead at the first run past it that ``scope`` sees, with it where the filters
+    (``conditions``) select it: read by task_runs_namespace_started, a probe for each flow
+    namespace the token sees, whatever lies between (not given away: the place of a run it sees
+    is). None: it sees none past there (since ``filters.since``), no more."""
+    conn, prefix = runs.catalog._conn, runs.converter.options.job_namespace_prefix
+    if filters.namespace is not None:
+        namespace = filters.namespace
+        namespaces = [namespace[len(prefix) :]] if namespace.startswith(prefix) and scope.allows(namespace) else []
+    else:
+        namespaces = namespaces_seen(conn, "task_runs", "flow_namespace", scope.patterns, scope.allows, prefix=prefix)
+    since = [format_time(filters.since)] if filters.since else []
+    statement = (
+        "SELECT started_at, pk FROM task_runs WHERE flow_namespace = ? AND (started_at, pk) < (?, ?)"
+        f"{' AND started_at >= ?' if since else ''} ORDER BY started_at DESC, pk DESC LIMIT 1"
+    )
+    firsts = [conn.execute(statement, [namespace, *stopped, *since]).fetchone() for namespace in namespaces]
+    first = max(((str(row[0]), int(row[1])) for row in firsts if row is not None), default=None)
+    if first is None:
+        return out, None
+    where, params = conditions
+    page = conn.execute(own_newest(["t.pk = ?", *where]), [first[1], *params, 1]).fetchall()
+    for row, run in zip(page, history.with_usages(conn, page), strict=True):
+        view = runs._own(run, facets=False)
+        out.append((own_key(view, row[0]), view))
+    return out, (first[0], OWN, f"{first[1]:020d}")
 
 
 @attrs.frozen

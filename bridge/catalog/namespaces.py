@@ -1,7 +1,7 @@
 """The namespaces of a table that a token sees, read by an index that leads with them: where a page
 that passes over rows a token does not see stops, it goes on from the first row of its own past
-there, found by those namespaces' indexes, so that its next link names nothing of another
-namespace (:mod:`bridge.catalog.health_kept`).
+there, found by those namespaces' indexes, so that its next link names and dates nothing of
+another namespace (:mod:`bridge.catalog.health_kept`, :mod:`bridge.catalog.browse`).
 
 Each namespace is read by one probe of the index, a value at a time from the text before the
 first wildcard of each of the token's patterns (a pattern with none is a namespace itself, read

@@ -1109,6 +1109,33 @@ def test_past_what_a_request_judges_the_health_page_shows_what_the_watch_keeps(
     assert "no health watch keeps their health now" in text
 
 
+def test_a_namespace_a_token_does_not_see_is_answered_as_one_that_does_not_exist(
+    ui_catalog: str, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/health judged a namespace a token does not see, and told of it: past what a request judges
+    of one namespace, ``tooMany`` (its size was more), where a namespace that does not exist has
+    every count 0. Such a namespace is not read now: the health page, the assets list and the runs
+    list answer as for one that does not exist."""
+    from bridge.catalog import health as health_queries
+
+    monkeypatch.setattr(health_queries, "SOME_AT_MOST", 2)  # team-a.sales holds more assets
+    monkeypatch.setattr(pages, "HEALTH_PAGE_AT_MOST", 3)  # and the catalog more than a request judges whole
+    app, scoped, cookie = (
+        make_app(ui_catalog, resolver),
+        make_app(ui_catalog, resolver, tokens=True),
+        "olbridge_ui=secret-b",
+    )
+    assert twin(app, "/health", "namespace=team-a.sales")["tooMany"] == 2  # judged, for one that sees it
+    assert set(twin(app, "/health", "namespace=team-a.none-such")["counts"].values()) == {0}
+    for path, query in (("/health", "state=FAIL,WARN,PASS,UNKNOWN&"), ("/assets", ""), ("/runs", "")):
+        hidden = twin(scoped, path, f"{query}namespace=team-a.sales", cookie=cookie)
+        none = twin(scoped, path, f"{query}namespace=team-a.none-such", cookie=cookie)
+        assert hidden["filters"].pop("namespace") == "team-a.sales" and none["filters"].pop("namespace")
+        assert hidden == none, path
+    assert twin(scoped, "/runs", "namespace=team-b.hr", cookie=cookie)["runs"]  # its own: read
+    assert twin(scoped, "/assets", "namespace=team-b.hr", cookie=cookie)["assets"]
+
+
 def test_a_page_never_judges_the_whole_catalog_for_its_assets_health(
     ui_catalog: str, resolver: Resolver, monkeypatch: pytest.MonkeyPatch
 ) -> None:

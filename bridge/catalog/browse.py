@@ -293,7 +293,10 @@ def list_assets(
     prefix: str = "",
 ) -> AssetPage:
     """A page of the assets ``f`` selects, by id, after the id ``after``; each with its last write
-    by a run ``scope`` sees (``prefix``: the job namespace's before a flow's namespace)."""
+    by a run ``scope`` sees (``prefix``: the job namespace's before a flow's namespace). A
+    namespace ``scope`` does not see is not read: its page is that of a namespace with none."""
+    if f.namespace not in (None, GLOBAL) and not allows(scope, f.namespace):
+        return AssetPage((), None, None if f.metadata else 0)
     conn = catalog._conn
     search = _search_by(conn, f, scope, after, limit)
     # a search read in id order is checked row by row, each row of a chunk said to hold it or not
@@ -819,7 +822,10 @@ def recent_runs(
     the catalog counts up, so how many runs there were); and each page goes on past the runs the
     one before passed over, however many of another namespace's lie together. (A coarser place,
     their start alone, still dated them; and where more of them than a page passes over shared
-    one start, the next page could go on only from one of them, by its run id.)"""
+    one start, the next page could go on only from one of them, by its run id.) A namespace
+    ``scope`` does not see is not read: its page is that of a namespace with no runs."""
+    if filters.namespace is not None and not allows(scope, filters.namespace):
+        return RunPage((), None)
     after = run_key(before) if before else None
     wanted = limit + 1
     found: list[tuple[RunKey, RunView]] = []

@@ -273,7 +273,9 @@ def health_page(
     keeps each asset's health, when the page counts and lists them as it keeps them (``kept``,
     :func:`_kept_health_page`; but for ``risk=1``, which it keeps no flags for). A namespace's assets
     are judged from their own facts and those upstream of them (20,000 in all at most; past
-    that, without at-risk flags: ``riskFlagged`` false), never from the whole catalog's."""
+    that, without at-risk flags: ``riskFlagged`` false), never from the whole catalog's; a
+    namespace the token does not see is not read: its page is that of a namespace with no
+    assets."""
     states = [h.value for h in Health.parse_list(query.get("state", ",".join(STATES_SHOWN)), "state")]
     namespace = check_namespace(query.get("namespace", "").strip() or None)  # a bad one: a 400, as the CLI's 2
     only_at_risk = query.get("risk", "") == "1"
@@ -286,6 +288,8 @@ def health_page(
                 return _too_many(filters, HEALTH_PAGE_AT_MOST)
             return _kept_health_page(catalog, filters, states, after, scope, selectors)
         judged_now = catalog.health(now, selectors)
+    elif not b.allows(scope, namespace):  # not judged: past what a request judges, ``tooMany`` told its size
+        judged_now = []
     else:  # the namespace's assets from their own facts and those upstream; else without flags
         few = catalog.health_of_few(now, selectors, namespace=namespace)
         if few is None:

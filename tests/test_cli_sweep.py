@@ -902,3 +902,16 @@ def test_a_bad_url_or_namespace_is_a_usage_error(tmp_path: Path, args: list[str]
     result = CliRunner().invoke(cli, ["--catalog", str(tmp_path / "c.db"), *args])
     assert result.exit_code == 2 and option in result.stderr and said in result.stderr, result.stderr
     assert not (tmp_path / "c.db").exists()
+
+
+def test_a_statement_timeout_is_said_as_one_not_as_a_server_shutting_down() -> None:
+    """(a review) a statement cancelled by its statement_timeout was said as "the server is
+    shutting down or cannot take connections", where the docs tell to raise the timeout."""
+    cancelled = psycopg.errors.QueryCanceled("canceling statement due to statement timeout")
+    assert str(postgres_storage_error(cancelled, "postgresql://h/c")) == (
+        "catalog postgresql://h/c: a statement was cancelled, past its statement_timeout (for a command that reads "
+        "or deletes much, give the catalog's URL statement_timeout=0) or by an operator (PostgreSQL: canceling "
+        "statement due to statement timeout)"
+    )
+    gone = psycopg.errors.AdminShutdown("terminating connection due to administrator command")
+    assert "the server is shutting down or cannot take connections" in str(postgres_storage_error(gone, "c"))

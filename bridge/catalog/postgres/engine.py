@@ -78,6 +78,10 @@ _STORAGE_CODES = {
     "25006": "it is read-only (a standby?)",
     "3F000": "the schema does not exist",
     "55P03": "a lock could not be taken in time; try again",
+    # a statement cancelled by its statement_timeout (the URL's, the role's or the database's)
+    # or by an operator: not the server going away
+    "57014": "a statement was cancelled, past its statement_timeout (for a command that reads or deletes much, "
+    "give the catalog's URL statement_timeout=0) or by an operator",
     # a table or column of the catalog's schema missing: changed by hand (or by another program)
     "42P01": "it is damaged: a table of the catalog is missing",
     "42703": "it is damaged: a column of the catalog is missing",

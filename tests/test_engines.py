@@ -37,7 +37,7 @@ from bridge.delivery.claims import OutboxClaims
 from bridge.delivery.history import iter_lines
 from bridge.delivery.holds import outbox_hold
 from bridge.delivery.lease import OutboxLease
-from bridge.errors import BadValueError, CatalogError
+from bridge.errors import BadValueError, Busy, CatalogError
 from bridge.mapping import Resolver
 from bridge.model import AssetDeclaration, Column, DeclaredFlow, DeclaredJob, parse_column_lineage
 from bridge.openlineage.convert import Converter
@@ -765,6 +765,30 @@ def test_a_key_past_postgresqls_index_limit_refuses_its_event_and_not_the_others
         ), results[0]
         assert not any(isinstance(r, Exception) for r in results[1:]), results
         assert catalog.count_received()["received_events"] == 2 * others
+
+
+def test_a_receiver_whose_catalog_was_migrated_under_it_answers_retriable_saying_so(
+    postgres: PostgresServer, catalog_template: str, resolver: Resolver
+) -> None:
+    """A newer olbridge's ``migrate`` under a running receiver (a column its writes do not fill):
+    every event was refused as the event's fault, a 400 that is never retried, with the server's
+    words. It is retriable now (Busy: a 503), each saying the catalog moved and what to do."""
+    url = postgres.url(postgres.create_database(template=catalog_template))
+    with Catalog(url) as catalog:
+        events = [ol_run_event(run_id=f"0194a1b2-0000-7000-8000-{n:012d}") for n in range(3)]
+        assert [o.status for o in catalog_intake(catalog, resolver).take(events[:1])] == ["accepted"]
+        with psycopg.connect(url, autocommit=True) as conn:  # the next version's migration, as it might be
+            conn.execute("ALTER TABLE received_events ADD COLUMN arrived text NOT NULL DEFAULT 'x'")
+            conn.execute("ALTER TABLE received_events ALTER COLUMN arrived DROP DEFAULT")
+            conn.execute("UPDATE alembic_version SET version_num = %s", (f"{sql.SCHEMA_VERSION + 1:04d}",))
+        said = (
+            f"the catalog's schema is at version {sql.SCHEMA_VERSION + 1}, this olbridge's at {sql.SCHEMA_VERSION}: "
+            "it was migrated while this process ran; restart it with the olbridge that migrated it"
+        )
+        with pytest.raises(Busy) as raised:  # the receiver's writer answers every event of it 503 so
+            catalog.ingest([read_event(event, "RunEvent") for event in events[1:]], resolver)
+        assert str(raised.value) == said
+        assert catalog.unavailable_reason(raised.value) == said
 
 
 def test_a_deadlock_is_run_again_and_both_writes_land(postgres: PostgresServer, catalog_template: str) -> None:

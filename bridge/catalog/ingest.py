@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from bridge.catalog import external, positions, sql_received
+from bridge.catalog import external, positions, sql, sql_received
 from bridge.catalog.engine import Cursor, Database, Engine, unavailable_reason
 from bridge.catalog.external import IngestResult
 from bridge.catalog.health_state import WatchSeen
@@ -53,6 +53,9 @@ def ingest(
             return _settled(db, events, uncertain, exc)
         if isinstance(exc, Busy) or not _one_event(db.engine, exc):
             raise  # not one event's fault: the caller's to report
+        moved = _schema_moved(db)
+        if moved is not None:  # a constraint of a schema this olbridge does not know: no event's fault
+            raise Busy(moved) from exc
 
     def each(cur: Cursor) -> list[IngestResult | Exception]:
         results: list[IngestResult | Exception] = []
@@ -85,6 +88,22 @@ def _one_event(engine: Engine, exc: BaseException) -> bool:
     if isinstance(exc, Busy) or engine.busy(exc):
         return False
     return isinstance(exc, BridgeError | ValueError) or engine.refused(exc)
+
+
+def _schema_moved(db: Database) -> str | None:
+    """What is wrong when the catalog's schema is no longer the one this olbridge opened it at
+    (``olbridge migrate`` run by a newer olbridge under a running receiver, whose writes a new
+    column's constraint refuses): None when it is the same (or cannot be read now)."""
+    try:
+        version = db.engine.version(db.conn)
+    except Exception:
+        return None
+    if version is None or version == sql.SCHEMA_VERSION:
+        return None
+    return (
+        f"the catalog's schema is at version {version}, this olbridge's at {sql.SCHEMA_VERSION}: it was migrated "
+        "while this process ran; restart it with the olbridge that migrated it"
+    )
 
 
 def _event_error(engine: Engine, exc: Exception) -> Exception:

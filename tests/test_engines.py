@@ -32,6 +32,7 @@ from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
 from bridge.catalog.outbox import Delivered, DeliveryError
 from bridge.catalog.positions import Checkpoint, RefusedItem
 from bridge.catalog.postgres import PostgresEngine, split_url, translate
+from bridge.catalog.postgres.engine import SCHEMA_LOCK
 from bridge.catalog.workers import StreamWorkerInfo
 from bridge.delivery.claims import OutboxClaims
 from bridge.delivery.history import iter_lines
@@ -533,6 +534,32 @@ def test_a_postgresql_migration_that_fails_on_the_way_lands_not_at_all_and_migra
     code, out, err = invoke(url, "migrate")
     assert code == 0 and json.loads(out)["upgradedFrom"] == 35, err
     assert state() == (f"{sql.SCHEMA_VERSION:04d}", ["btree (job_namespace, job_name, ended_at, source)"])
+
+
+def test_a_migrate_that_waited_for_another_says_it_upgraded_nothing(
+    postgres: PostgresServer, catalog_template: str
+) -> None:
+    """Two ``migrate`` at once: the second waits for the first's lock, then finds nothing to do;
+    it said ``upgradedFrom`` all the same (the version it read before waiting)."""
+    url = postgres.url(postgres.create_database(template=catalog_template))
+    current = f"{sql.SCHEMA_VERSION:04d}"
+    said: list[tuple[int, str, str]] = []
+    with psycopg.connect(url, autocommit=True) as other:  # another process, migrating
+        other.execute("UPDATE alembic_version SET version_num = %s", (f"{sql.SCHEMA_VERSION - 1:04d}",))
+        other.execute(f"SELECT pg_advisory_lock({SCHEMA_LOCK})")
+        waiting = threading.Thread(target=lambda: said.append(invoke(url, "migrate")))
+        waiting.start()
+        for _ in range(200):  # until the command waits for the lock
+            if other.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").fetchone()[0]:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("migrate never waited for the schema's lock")
+        other.execute("UPDATE alembic_version SET version_num = %s", (current,))  # its migrations done
+        other.execute(f"SELECT pg_advisory_unlock({SCHEMA_LOCK})")
+        waiting.join(timeout=60)
+    ((code, out, err),) = said
+    assert code == 0 and json.loads(out)["upgradedFrom"] is None, (out, err)
 
 
 def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migrated_catalog(

@@ -59,8 +59,10 @@ def create(db: Database) -> bool:
     return made
 
 
-def upgrade(engine: Engine) -> None:
-    """Bring an existing catalog to the current version with Alembic, on a connection of its own."""
+def upgrade(engine: Engine) -> int | None:
+    """Bring an existing catalog to the current version with Alembic, on a connection of its own;
+    the version it found once it held the schema's lock (None: current already, brought up to
+    date by another process that held it first)."""
     import sqlalchemy
     from alembic import command
     from alembic.config import Config
@@ -75,6 +77,7 @@ def upgrade(engine: Engine) -> None:
             stored = _stored_revision(connection)
             legacy = engine.legacy_version(connection) if stored is None else 0
             connection.commit()
+            found = legacy or (int(stored) if stored is not None else None)
             if legacy:  # a SQLite catalog from before Alembic: its PRAGMA user_version
                 command.stamp(config, revision(legacy))
             command.upgrade(config, revision(sql.SCHEMA_VERSION))
@@ -83,6 +86,7 @@ def upgrade(engine: Engine) -> None:
         raise exc.orig if exc.orig is not None else exc from None  # the driver's, as every other path gives it
     finally:
         sa_engine.dispose()
+    return found if found is not None and found < sql.SCHEMA_VERSION else None
 
 
 def _stored_revision(connection: Any) -> str | None:

@@ -147,8 +147,8 @@ class Catalog:
                     f"catalog {self.path} has schema version {version}, older than this olbridge's "
                     f"({sql.SCHEMA_VERSION}); bring it up to date with olbridge migrate"
                 )
-            self.upgraded_from = version
-            schema_migrations.upgrade(self.engine)
+            # the version this process upgraded from (None: another process did it first)
+            self.upgraded_from = schema_migrations.upgrade(self.engine)
 
     @property
     def _conn(self) -> Connection:

@@ -200,6 +200,10 @@ def test_serve_refuses_a_shared_token_with_named_ones_and_a_bad_tokens_file(tmp_
     given = ["--catalog", db, "serve", "--token-file", str(shared), "--tokens", str(tokens)]
     both = CliRunner().invoke(cli, given, env={"OLBRIDGE_TOKEN": None})
     assert both.exit_code == 2 and "--token-file and --tokens were given" in both.stderr, both.stderr
+    # each named where it was given (the variable, not an option the command line never held)
+    given = ["--catalog", db, "serve", "--token-file", str(shared)]
+    both = CliRunner().invoke(cli, given, env={"OLBRIDGE_TOKEN": None, "OLBRIDGE_TOKENS_FILE": str(tokens)})
+    assert both.exit_code == 2 and "--token-file and OLBRIDGE_TOKENS_FILE were given" in both.stderr, both.stderr
     tokens.write_text('[spark]\ntoken = "t"\n')
     bad = CliRunner().invoke(cli, ["--catalog", db, "serve", "--tokens", str(tokens)], env={"OLBRIDGE_TOKEN": None})
     assert bad.exit_code == 1

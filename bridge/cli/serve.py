@@ -224,10 +224,13 @@ def serve(
             if token_file
             else said("token", "--token", "OLBRIDGE_TOKEN")
         )
-        listed = "--tokens" if tokens_file is not None else "[serve] tokens"
+        listed = (
+            said("tokens_file", "--tokens", "OLBRIDGE_TOKENS_FILE") if tokens_file is not None else "[serve] tokens"
+        )
         raise click.UsageError(
             f"give one shared token or named tokens, not both: {shared} and {listed} were given "
-            "(one shared: --token, --token-file, OLBRIDGE_TOKEN; named: --tokens, [serve] tokens)"
+            "(one shared: --token, --token-file, OLBRIDGE_TOKEN, OLBRIDGE_TOKEN_FILE; named: --tokens, "
+            "OLBRIDGE_TOKENS_FILE, [serve] tokens)"
         )
     forward = settings.forward if forward is None else forward
     access_log = settings.access_log if access_log is None else None if access_log == "off" else access_log

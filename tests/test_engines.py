@@ -444,6 +444,24 @@ def test_the_migrate_command_upgrades_a_sqlite_catalog(tmp_path: Path) -> None:
     assert code == 0 and json.loads(out)["upgradedFrom"] is None
 
 
+def test_a_command_that_upgrades_a_sqlite_catalog_says_so(tmp_path: Path) -> None:
+    """Any command upgrades an older SQLite catalog as it opens it (a read-only one too: the web
+    view, ``assets list``), and the olbridge before cannot open it after: said on stderr, once."""
+    old = tmp_path / "old.db"
+    conn = sqlite3.connect(old, isolation_level=None)
+    for number, (_name, script) in enumerate(SQLITE_SCRIPTS, start=1):
+        conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
+    conn.close()
+    code, _, err = invoke(old, "assets", "list")
+    assert (code, err) == (
+        0,
+        f"upgraded catalog {old} from schema version 8 to {sql.SCHEMA_VERSION}: an olbridge older than this one "
+        "cannot open it now\n0 asset(s)\n",
+    )
+    code, _, err = invoke(old, "assets", "list")
+    assert (code, err) == (0, "0 asset(s)\n")
+
+
 # --- PostgreSQL: upgraded on purpose ----------------------------------------------------------
 
 

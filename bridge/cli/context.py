@@ -24,6 +24,7 @@ from click.core import ParameterSource
 from bridge.catalog import Catalog
 from bridge.catalog.engine import catalog_target, masked, url_password
 from bridge.catalog.engines import storage_error
+from bridge.cli.output import say
 from bridge.config import Config
 from bridge.errors import (
     BadValueError,
@@ -178,6 +179,12 @@ class AppContext:
         older catalog up to date on any engine (SQLite's are anyway)."""
         if self._catalog is None:
             self._catalog = Catalog(self.catalog_path, create=create, migrate=migrate, naming=self.resolver())
+            older = self._catalog.upgraded_from
+            if older is not None and not migrate:  # a SQLite catalog, upgraded as any command opens it
+                say(
+                    f"upgraded catalog {self.catalog_name} from schema version {older} to "
+                    f"{self._catalog.schema_version}: an olbridge older than this one cannot open it now"
+                )
         return self._catalog
 
     @property

@@ -194,6 +194,11 @@ def test_text_the_source_cannot_read_is_an_error_naming_it_and_copies_nothing(tm
     said = stderr.strip().splitlines()[-1]
     assert said.startswith(f"Error: catalog {source}: it holds text that is not UTF-8"), said
     assert "column 'flow_id'" in said and said.endswith(", reading table executions")
+    assert not destination.exists()  # the new file it made, empty, is not left behind
+    with Catalog(destination) as catalog:  # nor is an empty one it did not make taken away
+        pass
+    code, _, stderr = olbridge("catalog", "copy", str(source), str(destination))
+    assert code == 1 and "it holds text that is not UTF-8" in stderr, stderr
     with Catalog(destination) as catalog:
         assert not any(count_rows(catalog).values())
 

@@ -55,8 +55,12 @@ def catalog_copy(source: str, destination: str, as_json: bool) -> None:
         with snapshot(origin):  # counted, copied and digested as of one moment of SRC
             rows = sum(count_rows(origin, copied=True).values())
             say(f"copying {origin.path} ({origin.dialect}) into {target.path} ({target.dialect}): {rows:,} rows")
-            with progress("copying", rows, "rows") as copying:
-                copy_catalog(origin, target, progress=copying.advance, in_snapshot=True)
+            try:
+                with progress("copying", rows, "rows") as copying:
+                    copy_catalog(origin, target, progress=copying.advance, in_snapshot=True)
+            except BaseException:
+                target.discard()  # a new file this copy made, left empty: taken away again
+                raise
             with progress("checking", 2 * rows, "rows") as checking:
                 taken = digests(origin, progress=checking.advance, in_snapshot=True)
                 checks = check_copy(origin, target, progress=checking.advance, taken=taken)

@@ -25,7 +25,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from bridge.catalog import Catalog, Position, schema, sql, sql_outbox, sql_received
+from bridge.catalog import Catalog, Position, migrate, schema, sql, sql_outbox, sql_received
 from bridge.catalog.engine import masked, url_password
 from bridge.catalog.migrate import head
 from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
@@ -442,6 +442,32 @@ def test_the_migrate_command_upgrades_a_sqlite_catalog(tmp_path: Path) -> None:
     assert json.loads(out) == {"catalog": str(old), "schemaVersion": sql.SCHEMA_VERSION, "upgradedFrom": 8}
     code, out, err = invoke(old, "migrate")
     assert code == 0 and json.loads(out)["upgradedFrom"] is None
+
+
+def test_an_older_sqlite_catalog_that_cannot_be_upgraded_where_it_is_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An older catalog on a read-only mount: "the file cannot be opened" alone, where a catalog of
+    this version opens there; it says the catalog is older and must be upgraded first."""
+    old = tmp_path / "old.db"
+    conn = sqlite3.connect(old, isolation_level=None)
+    for number, (_name, script) in enumerate(SQLITE_SCRIPTS, start=1):
+        conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
+    conn.close()
+
+    def read_only(engine: Any) -> None:  # as SQLite answers a write where the mount is read-only
+        exc = sqlite3.OperationalError("unable to open database file")
+        exc.sqlite_errorcode = 14
+        raise exc
+
+    monkeypatch.setattr(migrate, "upgrade", read_only)
+    code, _, err = invoke(old, "assets", "list")
+    assert (code, err) == (
+        1,
+        f"Error: catalog {old}: the file cannot be opened (SQLite: unable to open database file); it has schema "
+        f"version 8, older than this olbridge's ({sql.SCHEMA_VERSION}), which it brings up to date before anything "
+        "else: open it where it can be written (a copy), or with the olbridge that made it\n",
+    )
 
 
 def test_a_command_that_upgrades_a_sqlite_catalog_says_so(tmp_path: Path) -> None:

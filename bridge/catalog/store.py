@@ -147,8 +147,18 @@ class Catalog:
                     f"catalog {self.path} has schema version {version}, older than this olbridge's "
                     f"({sql.SCHEMA_VERSION}); bring it up to date with olbridge migrate"
                 )
-            # the version this process upgraded from (None: another process did it first)
-            self.upgraded_from = schema_migrations.upgrade(self.engine)
+            try:  # the version this process upgraded from (None: another process did it first)
+                self.upgraded_from = schema_migrations.upgrade(self.engine)
+            except Exception as exc:
+                found = self.engine.storage_error(exc)
+                if found is None:
+                    raise
+                # (a SQLite file on a read-only mount is read by a newer olbridge only once upgraded)
+                raise CatalogError(
+                    f"{found}; it has schema version {version}, older than this olbridge's ({sql.SCHEMA_VERSION}), "
+                    "which it brings up to date before anything else: open it where it can be written (a copy), or "
+                    "with the olbridge that made it"
+                ) from exc
 
     @property
     def _conn(self) -> Connection:

@@ -350,7 +350,9 @@ def test_a_groups_lookups_read_only_the_days_of_its_events(
         locked = locking.execute(sql_received.locked_sources_of(len(sources)), by_day).fetchall()
     assert [row[0] for row in locked] == ["job7", "job8", "s14", "s15"]  # as ORDER BY source has them
 
-    # a group of one event: the same lookup, of its day alone
+    # a group of one event: the same lookup, of its day alone (on the catalog's connection now: a
+    # transaction a second after the first takes a new one, for new plans, and closes the one before)
+    cur = catalog._conn.cursor()
     assert [row[0] for row in cur.execute(sql_received.received_digests(1), [at(21, 2), "d21-2"])] == ["d21-2"]
 
     # the plans of what was sent: the days of the tuples, and the default partition (the event

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from bridge.catalog import Catalog
 from bridge.catalog import sql as catalog_sql
 from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
 from bridge.delivery.history import iter_events
-from bridge.errors import CatalogError, NotFoundError, ValidationError
+from bridge.errors import NotFoundError, ValidationError
 from bridge.mapping import Resolver
 from bridge.model import JobInfo, TaskState
 from bridge.model.health import Health
@@ -614,8 +615,35 @@ def test_a_record_the_catalog_refuses_leaves_the_whole_import_out(tmp_path: Path
     import_lineage(catalog, [LINEAGE])
     before = snapshot(catalog)
     fresh = {**records()[0], "taskRunId": "new-task-run", "executionId": "another-execution"}
-    ended_again = {**records()[2], "state": "FAILED"}  # that task run already ended in SUCCESS
-    path = write_lines(tmp_path / "more.ndjson", [fresh, ended_again])
-    with pytest.raises(CatalogError, match="already ended in SUCCESS"):
+    moved = {**records()[2], "taskId": "another_task"}  # that task run is another task's
+    path = write_lines(tmp_path / "more.ndjson", [fresh, moved])
+    with pytest.raises(ValidationError, match="is recorded for task"):
         import_lineage(catalog, [path])
     assert snapshot(catalog) == before
+
+
+def test_a_task_run_kestra_restarted_is_recorded_as_its_next_attempt(tmp_path: Path, catalog: Catalog) -> None:
+    """Kestra's restart of an execution keeps its execution's and its task runs' ids: the task run
+    that failed ends again, and its import refused the whole file ("a task run ends once"), the
+    other runs in it left out and the asset left FAIL. The second ending is the run's attempt 2
+    (as Metaflow's retries are named), said in a warning; imported again, nothing changes."""
+    failed = records()[4]
+    assert (failed["taskId"], failed["state"]) == ("load_accounts", "FAILED")
+    import_lineage(catalog, [write_lines(tmp_path / "first.ndjson", [failed])])
+    again = {**failed, "state": "SUCCESS", "endDate": "2025-03-01T10:20:30Z", "timestamp": "2025-03-01T10:20:31Z"}
+    day = write_lines(tmp_path / "day.ndjson", [*records()[:4], again])
+    results = import_lineage(catalog, [day])
+    assert [r.status for r in results] == ["created"] * 5
+    assert results[4].warnings[0] == (
+        f"task run {failed['taskRunId']!r} of execution {failed['executionId']!r} ended again (restarted): "
+        f"recorded as its attempt 2, '{failed['taskRunId']}:attempt-2'"
+    )
+    ids = sorted(r.key.task_run_id for r in catalog.iter_task_runs() if r.key.task_id == "load_accounts")
+    assert ids == [failed["taskRunId"], f"{failed['taskRunId']}:attempt-2"]
+    (output,) = [o["id"] for o in failed["outputs"]]
+    (judged,) = catalog.health(datetime(2025, 3, 1, 11, tzinfo=UTC), ids=[output])
+    assert judged.health is Health.PASS, judged  # its last attempt's
+    assert [r.status for r in import_lineage(catalog, [day])] == ["unchanged"] * 5
+    third = {**again, "state": "FAILED", "endDate": "2025-03-01T11:00:00Z"}
+    (result,) = import_lineage(catalog, [write_lines(tmp_path / "third.ndjson", [third])])
+    assert result.status == "created" and "recorded as its attempt 3" in result.warnings[0]

@@ -335,9 +335,12 @@ class Catalog:
         *,
         now: datetime | None = None,
         made_at: Mapping[str, datetime] | None = None,
+        restarts: bool = False,
     ) -> tuple[list[RecordResult], list[Asset]]:
         """Record task runs, then asset updates made outside them, in one transaction: each update
-        at ``now``, or at its asset's time in ``made_at``."""
+        at ``now``, or at its asset's time in ``made_at``. With ``restarts``, a run that ended
+        already and ends again is its next attempt (:func:`writes.write_attempt`)."""
+        write = writes.write_attempt if restarts else writes.write_task_run
         each, updates = _replayable(runs), list(updates)
         assert now is not None or not updates, "updates need the time they are made"
 
@@ -347,7 +350,7 @@ class Catalog:
             results = []
             for index, run in enumerate(each()):
                 try:
-                    results.append(writes.write_task_run(cur, run, watch=self.watch_seen, naming=naming))
+                    results.append(write(cur, run, watch=self.watch_seen, naming=naming))
                 except RunEndedError as exc:  # which of them (a file's line: two may hold one run)
                     raise RunEndedError(str(exc), exc.key, index) from None
             times, seen = made_at or {}, self.watch_seen
@@ -492,9 +495,10 @@ class Catalog:
         """Record one task run with its usages, in one transaction."""
         return self.record([run])[0][0]
 
-    def record_task_runs(self, runs: Iterable[TaskRun]) -> list[RecordResult]:
-        """Record many task runs in one transaction: all land, or none does."""
-        return self.record(runs)[0]
+    def record_task_runs(self, runs: Iterable[TaskRun], *, restarts: bool = False) -> list[RecordResult]:
+        """Record many task runs in one transaction: all land, or none does (``restarts``: as
+        :meth:`record` takes it)."""
+        return self.record(runs, restarts=restarts)[0]
 
     def record_each(
         self, runs: Iterable[TaskRun], *, position: Position | None = None

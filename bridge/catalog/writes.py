@@ -329,6 +329,39 @@ def _read_input(
     )
 
 
+ATTEMPTS_AT_MOST = 100  # a task run's attempts a restarting scheduler's import records (write_attempt)
+
+
+def write_attempt(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: adopt.Naming | None = None) -> RecordResult:
+    """Record a task run of a scheduler that restarts a task run under its own id (Kestra's
+    restart of an execution keeps its execution's and its task runs' ids): a run that ended
+    already, given again with another ending, is its next attempt, recorded as
+    ``<taskRunId>:attempt-N`` (N from 2, as Metaflow's retries are) with a warning saying so; the
+    same attempt given again changes nothing. Past :data:`ATTEMPTS_AT_MOST`, as
+    :func:`write_task_run` refuses it."""
+    key = run.key
+    for attempt in range(1, ATTEMPTS_AT_MOST + 1):
+        tried = (
+            run
+            if attempt == 1
+            else attrs.evolve(run, key=attrs.evolve(key, task_run_id=f"{key.task_run_id}:attempt-{attempt}"))
+        )
+        try:
+            result = write_task_run(cur, tried, watch=watch, naming=naming)
+        except RunEndedError:  # refused before anything was written: the next attempt's
+            if attempt == ATTEMPTS_AT_MOST:
+                raise
+            continue
+        if attempt == 1:
+            return result
+        said = (
+            f"task run {key.task_run_id!r} of execution {key.execution_id!r} ended again (restarted): recorded as "
+            f"its attempt {attempt}, {tried.key.task_run_id!r}"
+        )
+        return attrs.evolve(result, warnings=(said, *result.warnings))
+    raise AssertionError("unreachable")
+
+
 def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: adopt.Naming | None = None) -> RecordResult:
     """Record a task run: its inputs (External placeholders for unknown ones), the outputs it may
     write under its failure behaviour (those a failed run was to write, new ones made), its usages

@@ -14,9 +14,10 @@ from bridge.catalog import CatalogSource, DeclareResult, RecordResult, opened
 
 def import_lineage(catalog: CatalogSource, paths: Sequence[Path]) -> list[RecordResult]:
     """Record every task run of the files, in one transaction: all of them, or none (the catalog
-    opened once they are read)."""
+    opened once they are read). A task run Kestra restarted (its execution's restart keeps the
+    task run's id) and that ends again is recorded as its next attempt, ``<taskRunId>:attempt-N``."""
     runs = read_lineage_files(paths)
-    return opened(catalog).record_task_runs(runs)
+    return opened(catalog).record_task_runs(runs, restarts=True)
 
 
 def declare_flows(catalog: CatalogSource, paths: Sequence[Path], *, now: datetime) -> list[DeclareResult]:

@@ -120,6 +120,21 @@ def test_select_star_is_expanded_with_the_known_columns_and_noted_when_unknown()
     assert unknown.columns == () and "SELECT *" in unknown.notes[0]
 
 
+def test_a_column_is_named_as_a_warehouse_that_keeps_its_case_keeps_it() -> None:
+    """DuckDB (as BigQuery, Databricks and Spark) keeps a column's name as the query writes it,
+    and dbt-ol and catalog.json name it so; sqlglot reads them without their case, and a model's
+    columns came out in small letters (`customerid`), their edges apart from dbt-ol's. PostgreSQL
+    and Snowflake keep their own reading (small letters, capitals)."""
+    sql = 'select id as CustomerId, name as "CustomerName", upper(name) as Shout from db.main.t'
+    found = lineage(sql)
+    assert found.columns == ("CustomerId", "CustomerName", "Shout")
+    assert fields(found)["CustomerId"] == {("t", "id", "IDENTITY")}
+    assert lineage(sql, "postgres").columns == ("customerid", "CustomerName", "shout")
+    assert lineage(sql, "snowflake").columns == ("CUSTOMERID", "CustomerName", "SHOUT")
+    starred = query_lineage("select * from db.main.w", dialect="duckdb", relations={("db", "main", "w"): ["Id"]})
+    assert starred.columns == ("Id",)  # as its relation names it
+
+
 def test_sql_that_cannot_be_read_says_why() -> None:
     with pytest.raises(UnreadableSql):
         lineage("select from where")

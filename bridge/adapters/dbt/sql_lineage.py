@@ -45,6 +45,12 @@ if TYPE_CHECKING:
 Relation = tuple[str, ...]  # (database, schema, name) of a relation, case-folded
 
 # dbt adapter type -> sqlglot dialect (the adapters whose SQL sqlglot reads)
+# the dialects whose warehouse keeps a column's name as the query wrote it, and matches it whatever
+# its case (sqlglot reads them case-insensitively, and its qualify writes every name in small
+# letters): a model's columns are named as written there (`CustomerId`, as DuckDB's catalog.json and
+# dbt-ol name it); the others keep sqlglot's reading (PostgreSQL's small letters, Snowflake's capitals)
+KEEPS_CASE = frozenset({"duckdb", "bigquery", "databricks", "spark"})
+
 DIALECTS = {
     "athena": "athena",
     "bigquery": "bigquery",
@@ -354,6 +360,8 @@ def query_lineage(sql: str, *, dialect: str | None, relations: Mapping[Relation,
         raise UnreadableSql(_first_line(str(exc))) from None
     if len(statements) != 1 or not isinstance(statements[0], exp.Query):
         raise UnreadableSql(f"expected one query, found {len(statements)} statement(s)")
+    # the output columns as the query writes them, before qualify rewrites their names
+    written = list(statements[0].named_selects) if dialect in KEEPS_CASE else []
     try:
         tree = qualify(
             statements[0],
@@ -370,10 +378,17 @@ def query_lineage(sql: str, *, dialect: str | None, relations: Mapping[Relation,
         query = root.expression
         if isinstance(query, exp.Query) and any(isinstance(s, exp.Star) for s in query.selects):
             walker.note("SELECT * over a relation whose columns are unknown (run dbt docs generate for catalog.json)")
-        columns = tuple(name for name in query.named_selects if name != "*") if isinstance(query, exp.Query) else ()
+        read = tuple(name for name in query.named_selects if name != "*") if isinstance(query, exp.Query) else ()
+        kept = read
+        if len(written) == len(read) and all(w.casefold() == r.casefold() for w, r in zip(written, read, strict=True)):
+            kept = tuple(written)  # named as the warehouse keeps them
+        elif dialect in KEEPS_CASE:  # a star's: as its relations name them
+            known = {c.casefold(): c for names in relations.values() for c in names}
+            kept = tuple(known.get(r.casefold(), r) for r in read)
+        columns = kept
         fields = {}
-        for name in columns:
-            fields[name] = _merged(walker.projection_sources(root, name))
+        for name, as_read in zip(kept, read, strict=True):
+            fields[name] = _merged(walker.projection_sources(root, as_read))
         dataset = [s for scope in root.traverse() for s in walker.clause_sources(scope)]
     except UnreadableSql:
         raise

@@ -135,6 +135,19 @@ def test_a_column_is_named_as_a_warehouse_that_keeps_its_case_keeps_it() -> None
     assert starred.columns == ("Id",)  # as its relation names it
 
 
+def test_an_output_column_sorted_by_is_the_columns_it_is_made_of() -> None:
+    """ORDER BY an output column's alias (or its place) made an edge from a column of that name of
+    the relation, which it has not (`t.total`); it is the columns the output is made of."""
+    for order in ("total desc", "2 desc"):
+        found = lineage(
+            f"select customer_id, sum(amount) as total from db.main.t group by customer_id order by {order}"
+        )
+        assert {(s.relation[-1], s.column, s.transformation.subtype) for s in found.dataset} == {
+            ("t", "amount", "SORT"),
+            ("t", "customer_id", "GROUP_BY"),
+        }, order
+
+
 def test_sql_that_cannot_be_read_says_why() -> None:
     with pytest.raises(UnreadableSql):
         lineage("select from where")

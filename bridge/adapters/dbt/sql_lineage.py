@@ -311,12 +311,19 @@ class _Walker:
         from sqlglot.optimizer.scope import find_all_in_scope
 
         subqueries = {id(s.expression): s for s in scope.subquery_scopes}
+        # an output column named in ORDER BY (by its alias, or its place: `order by 2`), which
+        # qualify leaves unqualified: the columns it is made of, not a column of the relation
+        aliases = {p.alias for p in select.selects if isinstance(p, exp.Alias)}
         for subtype, clause in clauses:
             if clause is None:
                 continue
             kind = Transformation.of(subtype)
             for column in find_all_in_scope(clause, exp.Column):
-                for found in self.column_sources(scope, column, kind):
+                if subtype == "SORT" and not column.table and column.name in aliases:
+                    found_all = self.projection_sources(scope, column.name)
+                else:
+                    found_all = self.column_sources(scope, column, kind)
+                for found in found_all:
                     yield attrs.evolve(found, transformation=_indirect(kind, found.transformation))
             for query in find_all_in_scope(clause, exp.Select, exp.SetOperation):
                 inner = subqueries.get(id(query))

@@ -135,6 +135,26 @@ def test_column_lineage_marquez_would_skip_is_taken_with_a_warning(catalog: Cata
     assert "not an input of this event" in kept
 
 
+def test_an_input_field_the_spec_does_not_take_is_said_in_a_warning(catalog: Catalog, resolver: Resolver) -> None:
+    """An input field whose `field` is no string, or whose `transformations` is no array of
+    objects with a string `type`, was taken without a word (the edge left out, or its
+    transformations kept as they came); validate said the event valid. Each is said, as W8 says a
+    value of another type, with its place."""
+    odd = [
+        {"namespace": PG, "name": "shop.public.orders", "field": 5},
+        {"namespace": PG, "name": "shop.public.orders", "field": "name", "transformations": "DIRECT"},
+        {"namespace": PG, "name": "shop.public.customers", "field": "name", "transformations": [{"type": 5}]},
+    ]
+    (outcome,) = take(catalog, resolver, spark_event(fields={"label": {"inputFields": odd}}))
+    at = "/outputs/0/facets/columnLineage/fields/label/inputFields"
+    assert outcome.status == "accepted"
+    assert {w for w in outcome.warnings if w.startswith(at)} == {
+        f"{at}/0/field: must be a string, not a number",
+        f"{at}/1/transformations: must be an array, not a string",
+        f"{at}/2/transformations/0/type: must be a string, not a number",
+    }, outcome.warnings
+
+
 ESCAPED = "esc\x1b[31m\n"
 
 

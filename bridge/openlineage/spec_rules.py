@@ -57,6 +57,10 @@ class Facet:
     shape: Shape
 
 
+# a column lineage's input field (ColumnLineageDatasetFacet 1-2-0's InputField), and how it is used
+_TRANSFORMATION = O(req={"type": S}, opt={"subtype": S, "description": S, "masking": B})
+_INPUT_FIELD = O(req={"namespace": S, "name": S, "field": S}, opt={"transformations": A(_TRANSFORMATION)})
+
 # The standard facets of the spec this release follows (facets/<version>/<file>.json#/$defs/<name>).
 STANDARD_FACETS: dict[str, Facet] = {
     "OutputSubsetOutputDatasetFacet": Facet(
@@ -81,10 +85,13 @@ STANDARD_FACETS: dict[str, Facet] = {
         O(
             req={
                 "fields": O(
-                    values=O(req={"inputFields": A(ANY)}, opt={"transformationDescription": S, "transformationType": S})
+                    values=O(
+                        req={"inputFields": A(_INPUT_FIELD)},
+                        opt={"transformationDescription": S, "transformationType": S},
+                    )
                 )
             },
-            opt={"dataset": A(O(req={"namespace": S, "name": S, "field": S}, opt={"transformations": A(ANY)}))},
+            opt={"dataset": A(_INPUT_FIELD)},
         ),
     ),
     "DataQualityAssertionsDatasetFacet": Facet(

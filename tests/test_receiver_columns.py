@@ -155,6 +155,20 @@ def test_an_input_field_the_spec_does_not_take_is_said_in_a_warning(catalog: Cat
     }, outcome.warnings
 
 
+def test_a_column_without_a_name_is_left_out_with_a_warning(catalog: Catalog, resolver: Resolver) -> None:
+    """A column named "" was kept as the whole output's dependency (where those are kept), its
+    edge counted among the output's whole ones. It is left out, said."""
+    (outcome,) = take(
+        catalog, resolver, spark_event(fields={"": {"inputFields": [field(PG, "shop.public.orders", "id")]}})
+    )
+    assert outcome.status == "accepted"
+    assert (
+        'columnLineage of output s3://exports orders.parquet: a column without a name ("") is left out'
+        in outcome.warnings
+    ), outcome.warnings
+    assert {(e[1], e[3]) for e in stored(catalog)} == {(None, "id")}  # the dataset's JOIN edge alone
+
+
 ESCAPED = "esc\x1b[31m\n"
 
 

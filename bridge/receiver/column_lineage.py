@@ -132,6 +132,9 @@ def read_column_lineage(event: Mapping[str, Any]) -> tuple[tuple[ReceivedColumnE
         for column, entry in columns.items():
             if not isinstance(entry, dict):
                 continue
+            if not column:  # a column without a name: "" is where the whole output's edges are kept
+                warnings[f'{where}: a column without a name ("") is left out'] = None
+                continue
             if listed is not None and column not in listed:
                 warnings[f"{where}: column {column!r} is not in the output's schema facet"] = None
             for source, field, transformations in _inputs(entry.get("inputFields"), _deprecated(entry)):

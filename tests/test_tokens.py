@@ -593,3 +593,38 @@ def test_a_token_writes_no_asset_of_a_namespace_it_may_not_see(writer: GroupWrit
         assert catalog.latest_checks(["s3://lake-a/coll"], datetime.now(UTC)) == {}
         assert catalog.asset("s3://lake-a/coll").received_facets == {}
     assert post(app, "/api/v1/lineage", failed, ANY.token)[0] == 201  # a token of every namespace may
+    with Catalog(catalog_path) as catalog:  # deleted, it is another namespace's no more
+        catalog.delete_asset("s3://lake-a/coll", now=T0)
+    failed["run"]["runId"] = "0194a1b2-0000-7000-8000-000000000211"
+    assert post(app, "/api/v1/lineage", failed, LAKE.token)[0] == 201
+
+
+def test_a_hidden_asset_read_by_another_name_stays_bound_to_its_asset(writer: GroupWriter, catalog_path: str) -> None:
+    """An input read under another name (Spark's location, its Hive table a symlink) that is an
+    asset of a namespace the token may not see: its facets are not applied, but it is still bound
+    to that asset by its symlink; left out with its facets, the symlink no longer named the
+    asset, and the dataset was bound to a new placeholder for good, the asset's lineage split."""
+    hive = "hive://metastore:9083/sales.orders_enriched"
+    with Catalog(catalog_path) as catalog:
+        catalog.set_asset(AssetDeclaration.create(hive, type="Table", namespace="team-b"), now=T0)
+    spark = NamedToken("spark", "spark-secret", ("spark", "hdfs://*", "hive://*"))
+    app = ReceiverApp(Intake(writer.submit, metrics=Metrics([spark.name, ANY.name])), tokens=[spark, ANY])
+    located = ol_dataset(
+        "hdfs://namenode:8020",
+        "/warehouse/sales.db/orders_enriched",
+        documentation={"description": "forged"},
+        symlinks={
+            "identifiers": [{"namespace": "hive://metastore:9083", "name": "sales.orders_enriched", "type": "TABLE"}]
+        },
+    )
+    event = ol_run_event(run_id="0194a1b2-0000-7000-8000-000000000220", job=("spark", "j"), inputs=[located])
+    status, _, body = Client(app, token=spark.token).post("/api/v1/lineage", event)
+    assert status == 201 and "an asset of a namespace not this token's" in body["warnings"][0], body
+    assert body["placeholders"] == []
+    with Catalog(catalog_path) as catalog:
+        bound = catalog._conn.execute(
+            "SELECT asset_id FROM external_datasets WHERE ol_namespace = ? AND ol_name = ?",
+            ("hdfs://namenode:8020", "/warehouse/sales.db/orders_enriched"),
+        ).fetchall()
+        assert [row[0] for row in bound] == [hive]
+        assert catalog.asset(hive).description is None  # the forged description not applied

@@ -539,8 +539,13 @@ class GroupIngest:
                     "asset of a namespace not this token's: the facets the event carries for this input were not "
                     "applied"
                 )
+                # bound first as its symlinks name it (olbridge's own asset), then named bare
+                _, bound_warning = self._binding(ds, moment, event.writes)
                 ds = SeenDataset(ds.direction, ds.namespace, ds.name)
+            else:
+                bound_warning = None
             asset_id, created, warning = self._take_dataset(ds, event, moment)
+            warning = warning or bound_warning
             if self._aliased_away(ds, event):  # another namespace's dataset, read: named, not checked
                 if ds.described or ds.facets or ds.assertions:
                     warnings.append(
@@ -653,11 +658,11 @@ class GroupIngest:
         return ref.id if ref.id not in self.bound_here and self._free_for(ref.id, ds) else None
 
     def _namespace_of(self, asset_id: str) -> str | None:
-        """An asset's olbridge namespace (None: Global, or no such asset)."""
+        """An asset's olbridge namespace (None: Global, deleted, or no such asset)."""
         if asset_id in self.asset_namespaces:
             return self.asset_namespaces[asset_id]
         asset = self.asset(asset_id)
-        return asset.namespace if asset is not None else None
+        return asset.namespace if asset is not None and asset.deleted_at is None else None
 
     def _own_run(self, event: IncomingEvent) -> bool:
         """Whether the event is of one of olbridge's own task runs (its producer olbridge's, its
@@ -1030,7 +1035,10 @@ def _pointer(ds: SeenDataset, before: int) -> str:
 
 def asset_namespaces_of(count: int) -> str:
     """The olbridge namespaces of those of ``count`` assets that have one."""
-    return f"SELECT id, namespace FROM assets WHERE id IN ({', '.join('?' * count)}) AND namespace IS NOT NULL"
+    return (
+        f"SELECT id, namespace FROM assets WHERE id IN ({', '.join('?' * count)}) AND namespace IS NOT NULL "
+        "AND deleted_at IS NULL"
+    )
 
 
 def own_assets_of(count: int) -> str:

@@ -18,7 +18,7 @@ from bridge.catalog import Catalog
 from bridge.catalog import sql as catalog_sql
 from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
 from bridge.delivery.history import iter_events
-from bridge.errors import NotFoundError, ValidationError
+from bridge.errors import CatalogError, NotFoundError, ValidationError
 from bridge.mapping import Resolver
 from bridge.model import JobInfo, TaskState
 from bridge.model.health import Health
@@ -643,7 +643,18 @@ def test_a_task_run_kestra_restarted_is_recorded_as_its_next_attempt(tmp_path: P
     (output,) = [o["id"] for o in failed["outputs"]]
     (judged,) = catalog.health(datetime(2025, 3, 1, 11, tzinfo=UTC), ids=[output])
     assert judged.health is Health.PASS, judged  # its last attempt's
-    assert [r.status for r in import_lineage(catalog, [day])] == ["unchanged"] * 5
+    again_results = import_lineage(catalog, [day])
+    assert [r.status for r in again_results] == ["unchanged"] * 5 and not again_results[4].warnings
+    # an ending one of its attempts holds, whatever else of the record differs: no attempt more
+    revised = {**failed, "flowRevision": 2}
+    (result,) = import_lineage(catalog, [write_lines(tmp_path / "revised.ndjson", [revised])])
+    assert (result.status, result.warnings) == ("unchanged", ())
     third = {**again, "state": "FAILED", "endDate": "2025-03-01T11:00:00Z"}
     (result,) = import_lineage(catalog, [write_lines(tmp_path / "third.ndjson", [third])])
     assert result.status == "created" and "recorded as its attempt 3" in result.warnings[0]
+    # a run not ended is no attempt: its start moved is refused, as for any run
+    running = {**records()[0], "taskRunId": "running-run", "state": "RUNNING", "endDate": None, "outputs": []}
+    import_lineage(catalog, [write_lines(tmp_path / "running.ndjson", [running])])
+    moved = {**running, "state": "SUCCESS", "startDate": "2025-03-01T07:00:00Z", "endDate": "2025-03-01T12:00:00Z"}
+    with pytest.raises(CatalogError, match="a run's start does not move"):
+        import_lineage(catalog, [write_lines(tmp_path / "moved.ndjson", [moved])])

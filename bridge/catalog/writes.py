@@ -335,23 +335,25 @@ ATTEMPTS_AT_MOST = 100  # a task run's attempts a restarting scheduler's import 
 def write_attempt(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: adopt.Naming | None = None) -> RecordResult:
     """Record a task run of a scheduler that restarts a task run under its own id (Kestra's
     restart of an execution keeps its execution's and its task runs' ids): a run that ended
-    already, given again with another ending, is its next attempt, recorded as
-    ``<taskRunId>:attempt-N`` (N from 2, as Metaflow's retries are) with a warning saying so; the
-    same attempt given again changes nothing. Past :data:`ATTEMPTS_AT_MOST`, as
-    :func:`write_task_run` refuses it."""
+    already, given again with another ending (state or end time), is its next attempt, recorded
+    as ``<taskRunId>:attempt-N`` (N from 2, as Metaflow's retries are) with a warning saying so.
+    An ending one of its attempts holds already changes nothing (whatever else of the record
+    differs); a run not ended yet is recorded as :func:`write_task_run` records it (a start that
+    moved refused). Past :data:`ATTEMPTS_AT_MOST` attempts, refused."""
     key = run.key
+    ending = (run.state.value, format_time(run.ended_at) if run.ended_at is not None else None)
     for attempt in range(1, ATTEMPTS_AT_MOST + 1):
-        tried = (
-            run
-            if attempt == 1
-            else attrs.evolve(run, key=attrs.evolve(key, task_run_id=f"{key.task_run_id}:attempt-{attempt}"))
-        )
-        try:
-            result = write_task_run(cur, tried, watch=watch, naming=naming)
-        except RunEndedError:  # refused before anything was written: the next attempt's
-            if attempt == ATTEMPTS_AT_MOST:
-                raise
-            continue
+        tried = run
+        if attempt > 1:
+            tried = attrs.evolve(run, key=attrs.evolve(key, task_run_id=f"{key.task_run_id}:attempt-{attempt}"))
+        found = cur.execute(
+            _ENDING, (key.flow_namespace, key.flow_id, key.execution_id, tried.key.task_run_id)
+        ).fetchone()
+        if found is not None and TaskState(found[0]).is_terminal:
+            if (found[0], found[1]) == ending:  # this attempt's ending, given again
+                return RecordResult("unchanged", TaskState(found[0]), ())
+            continue  # ended otherwise: the next attempt's
+        result = write_task_run(cur, tried, watch=watch, naming=naming)
         if attempt == 1:
             return result
         said = (
@@ -359,7 +361,18 @@ def write_attempt(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: adopt.
             f"its attempt {attempt}, {tried.key.task_run_id!r}"
         )
         return attrs.evolve(result, warnings=(said, *result.warnings))
-    raise AssertionError("unreachable")
+    raise RunEndedError(
+        f"task run {key.task_run_id!r} of execution {key.execution_id!r} ended {ATTEMPTS_AT_MOST} times already, "
+        "each otherwise: no more attempts of it are recorded",
+        key,
+    )
+
+
+# a task run's state and end, by its key (write_attempt)
+_ENDING = (
+    "SELECT state, ended_at FROM task_runs "
+    "WHERE flow_namespace = ? AND flow_id = ? AND execution_id = ? AND task_run_id = ?"
+)
 
 
 def write_task_run(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: adopt.Naming | None = None) -> RecordResult:

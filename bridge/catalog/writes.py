@@ -338,8 +338,9 @@ def write_attempt(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: adopt.
     already, given again with another ending (state or end time), is its next attempt, recorded
     as ``<taskRunId>:attempt-N`` (N from 2, as Metaflow's retries are) with a warning saying so.
     An ending one of its attempts holds already changes nothing (whatever else of the record
-    differs); a run not ended yet is recorded as :func:`write_task_run` records it (a start that
-    moved refused). Past :data:`ATTEMPTS_AT_MOST` attempts, refused."""
+    differs); a run not ended yet, or one of another task, is recorded as :func:`write_task_run`
+    records it (a start that moved refused, another task's refused). Past
+    :data:`ATTEMPTS_AT_MOST` attempts, refused."""
     key = run.key
     ending = (run.state.value, format_time(run.ended_at) if run.ended_at is not None else None)
     for attempt in range(1, ATTEMPTS_AT_MOST + 1):
@@ -349,7 +350,7 @@ def write_attempt(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: adopt.
         found = cur.execute(
             _ENDING, (key.flow_namespace, key.flow_id, key.execution_id, tried.key.task_run_id)
         ).fetchone()
-        if found is not None and TaskState(found[0]).is_terminal:
+        if found is not None and found[2] == key.task_id and TaskState(found[0]).is_terminal:
             if (found[0], found[1]) == ending:  # this attempt's ending, given again
                 return RecordResult("unchanged", TaskState(found[0]), ())
             continue  # ended otherwise: the next attempt's
@@ -370,7 +371,7 @@ def write_attempt(cur: Cursor, run: TaskRun, *, watch: WatchSeen, naming: adopt.
 
 # a task run's state and end, by its key (write_attempt)
 _ENDING = (
-    "SELECT state, ended_at FROM task_runs "
+    "SELECT state, ended_at, task_id FROM task_runs "
     "WHERE flow_namespace = ? AND flow_id = ? AND execution_id = ? AND task_run_id = ?"
 )
 

@@ -491,17 +491,22 @@ def parse_config(document: Mapping[str, Any], where: str, base: Path) -> Config:
     return Config(**values)
 
 
-def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
+def load_config(path: Path | None, env: Mapping[str, str], *, catalog_given: bool = False) -> Config:
     """The configuration: from ``path``, else ``$OLBRIDGE_CONFIG``, else ``./olbridge.toml`` if it
     exists, else the defaults. A file that is named but missing is an error. ``$OLBRIDGE_CATALOG``
-    (a file, or a postgresql:// URL), the one place it is read, outranks the file's ``catalog``."""
+    (a file, or a postgresql:// URL), the one place it is read, outranks the file's ``catalog``.
+    Either variable set but empty, where it is read (not ``path``; not ``catalog_given``, a
+    catalog the command line gives), is an error: an unset variable in a script is not taken for
+    "not given"."""
+    if path is None and env.get("OLBRIDGE_CONFIG") == "":
+        raise BadValueError("$OLBRIDGE_CONFIG is set but empty: give it a config file, or unset it")
     named = path or (Path(env["OLBRIDGE_CONFIG"]) if env.get("OLBRIDGE_CONFIG") else None)
     file = named or (Path(CONFIG_FILE) if Path(CONFIG_FILE).is_file() else None)
     config = (
         Config() if file is None else attrs.evolve(parse_config(read_toml(file), str(file), file.parent), source=file)
     )
     given = env.get("OLBRIDGE_CATALOG")
-    if given == "":  # an unset variable in a script is not taken for "not given"
+    if given == "" and not catalog_given:
         raise BadValueError("$OLBRIDGE_CATALOG is set but empty: give it a catalog, or unset it")
     return attrs.evolve(config, catalog=_catalog(given, Path(), "$OLBRIDGE_CATALOG")) if given else config
 

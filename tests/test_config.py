@@ -30,7 +30,7 @@ from bridge.config import (
     parse_config,
     read_secret_file,
 )
-from bridge.errors import ConfigError
+from bridge.errors import BadValueError, ConfigError
 from bridge.mapping.resolver import DEFAULT_NAMESPACE
 from bridge.model.alerts import AlertRule
 from bridge.model.health import FreshnessRule, Match, Selector
@@ -265,7 +265,9 @@ def test_which_file_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert load_config(None, {}).source == Path(CONFIG_FILE)
     assert load_config(None, {"OLBRIDGE_CONFIG": str(from_env)}).default_namespace == "env"
     assert load_config(named, {"OLBRIDGE_CONFIG": str(from_env)}).default_namespace == "named"
-    assert load_config(None, {"OLBRIDGE_CONFIG": ""}).default_namespace == "here"  # empty is unset
+    with pytest.raises(BadValueError, match="OLBRIDGE_CONFIG is set but empty"):  # not taken for unset
+        load_config(None, {"OLBRIDGE_CONFIG": ""})
+    assert load_config(named, {"OLBRIDGE_CONFIG": ""}).default_namespace == "named"  # not read
     assert here.exists()
 
 

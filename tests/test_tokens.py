@@ -228,11 +228,21 @@ def test_a_token_variable_set_but_empty_is_refused_not_taken_for_no_token(tmp_pa
     if variable == "OLBRIDGE_TOKENS_FILE":  # the web view's too
         result = CliRunner().invoke(cli, ["--catalog", db, "ui", "--port", "0"], env=empty)
         assert result.exit_code == 2 and f"Error: {variable} is set but empty" in result.stderr, result.output
-    result = CliRunner().invoke(cli, ["--catalog", db, "init"], env={"OLBRIDGE_CATALOG": ""})
+    result = CliRunner().invoke(cli, ["init"], env={"OLBRIDGE_CATALOG": ""})
     assert (result.exit_code, result.stderr) == (
         2,
         "Error: $OLBRIDGE_CATALOG is set but empty: give it a catalog, or unset it\n",
     )
+    result = CliRunner().invoke(cli, ["--catalog", db, "init"], env={"OLBRIDGE_CATALOG": ""})
+    assert result.exit_code == 0, result.output  # the command line gives it: the variable is not read
+    result = CliRunner().invoke(cli, ["--catalog", db, "assets", "list"], env={"OLBRIDGE_CONFIG": ""})
+    assert (result.exit_code, result.stderr) == (
+        2,
+        "Error: $OLBRIDGE_CONFIG is set but empty: give it a config file, or unset it\n",
+    )
+    # another tool's variable, read as that tool reads it (OpenLineage's client: empty, not set)
+    result = CliRunner().invoke(cli, ["--catalog", db, "assets", "list"], env={"OPENLINEAGE_API_KEY": ""})
+    assert result.exit_code == 0, result.output
 
 
 @pytest.mark.parametrize("where", ["flag", "config"])

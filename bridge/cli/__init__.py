@@ -102,7 +102,7 @@ def cli(ctx: click.Context, catalog_path: str | Path | None, config_path: Path |
     """
     if catalog_path is not None and ctx.get_parameter_source("catalog_path") is ParameterSource.COMMANDLINE:
         warn_of_a_password(catalog_path)
-    app = AppContext(lambda: load_config(config_path, os.environ), catalog_path)
+    app = AppContext(lambda: load_config(config_path, os.environ, catalog_given=catalog_path is not None), catalog_path)
     # the config is read and checked before any command runs (a ConfigError is BridgeGroup's to
     # report); a command's --help is shown whatever it holds (read at first use if the command runs)
     # (its mapping files read and checked too, before anything is written)

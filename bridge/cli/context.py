@@ -273,8 +273,9 @@ def refuse_undecodable(ctx: click.Context) -> None:
         at = at.parent
 
 
-# variables of other tools, read as those tools read them (an empty one: not set)
-OTHERS_VARIABLES = ("PREFECT_",)
+# olbridge's own variables (those of other tools, OpenLineage's and Prefect's, are read as those
+# tools read them: an empty one is not set)
+OWN_VARIABLES = "OLBRIDGE_"
 
 
 def refuse_empty_variables(ctx: click.Context) -> None:
@@ -286,7 +287,7 @@ def refuse_empty_variables(ctx: click.Context) -> None:
     while at is not None:
         for param in at.command.params:
             variable = param.envvar if isinstance(param, click.Option) else None
-            if not isinstance(variable, str) or variable.startswith(OTHERS_VARIABLES) or param.name is None:
+            if not isinstance(variable, str) or not variable.startswith(OWN_VARIABLES) or param.name is None:
                 continue
             if (
                 os.environ.get(variable) == ""

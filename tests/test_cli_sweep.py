@@ -909,8 +909,8 @@ def test_a_statement_timeout_is_said_as_one_not_as_a_server_shutting_down() -> N
     shutting down or cannot take connections", where the docs tell to raise the timeout."""
     cancelled = psycopg.errors.QueryCanceled("canceling statement due to statement timeout")
     assert str(postgres_storage_error(cancelled, "postgresql://h/c")) == (
-        "catalog postgresql://h/c: a statement was cancelled, past its statement_timeout (for a command that reads "
-        "or deletes much, give the catalog's URL statement_timeout=0) or by an operator (PostgreSQL: canceling "
+        "catalog postgresql://h/c: a statement was cancelled, past a statement_timeout (the catalog URL's "
+        "statement_timeout=, or one the role or the database sets) or by an operator (PostgreSQL: canceling "
         "statement due to statement timeout)"
     )
     gone = psycopg.errors.AdminShutdown("terminating connection due to administrator command")

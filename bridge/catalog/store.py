@@ -150,8 +150,8 @@ class Catalog:
             try:  # the version this process upgraded from (None: another process did it first)
                 self.upgraded_from = schema_migrations.upgrade(self.engine)
             except Exception as exc:
-                found = self.engine.storage_error(exc)
-                if found is None:
+                found = self.engine.storage_error(exc) if self.engine.upgrades_on_open else None
+                if found is None:  # (PostgreSQL's migrate: the server's error, as any command's)
                     raise
                 # (a SQLite file on a read-only mount is read by a newer olbridge only once upgraded)
                 raise CatalogError(

@@ -80,8 +80,8 @@ _STORAGE_CODES = {
     "55P03": "a lock could not be taken in time; try again",
     # a statement cancelled by its statement_timeout (the URL's, the role's or the database's)
     # or by an operator: not the server going away
-    "57014": "a statement was cancelled, past its statement_timeout (for a command that reads or deletes much, "
-    "give the catalog's URL statement_timeout=0) or by an operator",
+    "57014": "a statement was cancelled, past a statement_timeout (the catalog URL's statement_timeout=, or one "
+    "the role or the database sets) or by an operator",
     # a table or column of the catalog's schema missing: changed by hand (or by another program)
     "42P01": "it is damaged: a table of the catalog is missing",
     "42703": "it is damaged: a column of the catalog is missing",

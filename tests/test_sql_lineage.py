@@ -131,8 +131,22 @@ def test_a_column_is_named_as_a_warehouse_that_keeps_its_case_keeps_it() -> None
     assert fields(found)["CustomerId"] == {("t", "id", "IDENTITY")}
     assert lineage(sql, "postgres").columns == ("customerid", "CustomerName", "shout")
     assert lineage(sql, "snowflake").columns == ("CUSTOMERID", "CustomerName", "SHOUT")
-    starred = query_lineage("select * from db.main.w", dialect="duckdb", relations={("db", "main", "w"): ["Id"]})
-    assert starred.columns == ("Id",)  # as its relation names it
+    starred = query_lineage(
+        "select * from db.main.w",
+        dialect="duckdb",
+        relations={("db", "main", "w"): ["Id"], ("db", "main", "v"): ["ID"]},
+    )
+    assert starred.columns == ("Id",)  # as the relation it reads names it, not another
+    # dbt's usual shape: the names a CTE (or a subquery) writes, through a star over it
+    assert lineage(
+        'with final as (select id as CustomerId, name as "Name" from db.main.t) select * from final'
+    ).columns == (
+        "CustomerId",
+        "Name",
+    )
+    assert lineage("select * from (select id as CustomerId from db.main.t) s").columns == ("CustomerId",)
+    assert lineage("select id as CustomerId, * from db.main.u").columns == ("CustomerId", "id", "label")
+    assert lineage("select customerid from (select id as CustomerId from db.main.t) s").columns == ("customerid",)
 
 
 def test_an_output_column_sorted_by_is_the_columns_it_is_made_of() -> None:

@@ -49,7 +49,7 @@ Relation = tuple[str, ...]  # (database, schema, name) of a relation, case-folde
 # its case (sqlglot reads them case-insensitively, and its qualify writes every name in small
 # letters): a model's columns are named as written there (`CustomerId`, as DuckDB's catalog.json and
 # dbt-ol name it); the others keep sqlglot's reading (PostgreSQL's small letters, Snowflake's capitals)
-KEEPS_CASE = frozenset({"duckdb", "bigquery", "databricks", "spark"})
+KEEPS_CASE = frozenset({"duckdb", "bigquery", "databricks", "spark", "tsql"})
 
 DIALECTS = {
     "athena": "athena",
@@ -368,7 +368,7 @@ def query_lineage(sql: str, *, dialect: str | None, relations: Mapping[Relation,
     if len(statements) != 1 or not isinstance(statements[0], exp.Query):
         raise UnreadableSql(f"expected one query, found {len(statements)} statement(s)")
     # the output columns as the query writes them, before qualify rewrites their names
-    written = list(statements[0].named_selects) if dialect in KEEPS_CASE else []
+    written = _written_names(statements[0], relations) if dialect in KEEPS_CASE else {}
     try:
         tree = qualify(
             statements[0],
@@ -386,12 +386,7 @@ def query_lineage(sql: str, *, dialect: str | None, relations: Mapping[Relation,
         if isinstance(query, exp.Query) and any(isinstance(s, exp.Star) for s in query.selects):
             walker.note("SELECT * over a relation whose columns are unknown (run dbt docs generate for catalog.json)")
         read = tuple(name for name in query.named_selects if name != "*") if isinstance(query, exp.Query) else ()
-        kept = read
-        if len(written) == len(read) and all(w.casefold() == r.casefold() for w, r in zip(written, read, strict=True)):
-            kept = tuple(written)  # named as the warehouse keeps them
-        elif dialect in KEEPS_CASE:  # a star's: as its relations name them
-            known = {c.casefold(): c for names in relations.values() for c in names}
-            kept = tuple(known.get(r.casefold(), r) for r in read)
+        kept = tuple(written.get(name.casefold(), name) for name in read)  # as the warehouse keeps them
         columns = kept
         fields = {}
         for name, as_read in zip(kept, read, strict=True):
@@ -408,6 +403,26 @@ def query_lineage(sql: str, *, dialect: str | None, relations: Mapping[Relation,
     except Exception as exc:  # the parser on any SQL: a failure of it costs the lineage, never the ingest
         raise UnreadableSql(f"{type(exc).__name__}: {_first_line(str(exc))}") from None
     return QueryLineage(columns, fields, _merged(dataset), tuple(walker.notes))
+
+
+def _written_names(query: exp.Query, relations: Mapping[Relation, Sequence[str]]) -> dict[str, str]:
+    """Each name a query's output may have, as written (by its name without case): the query's
+    own projections first, then those of its CTEs and subqueries (a star over them), then the
+    columns of the relations it reads (a star over them), the first of each."""
+    from sqlglot import exp
+
+    found: dict[str, str] = {}
+    selects = [query, *(s for s in query.find_all(exp.Select) if s is not query)]
+    for select in selects:
+        for name in select.named_selects:
+            if name != "*":
+                found.setdefault(name.casefold(), name)
+    read = {table.name.casefold() for table in query.find_all(exp.Table)}
+    for relation, names in relations.items():
+        if relation and relation[-1].casefold() in read:
+            for name in names:
+                found.setdefault(name.casefold(), name)
+    return found
 
 
 def _merged(sources: Sequence[Source]) -> tuple[Source, ...]:

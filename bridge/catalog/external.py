@@ -605,31 +605,29 @@ class GroupIngest:
         """The refusal of an event whose token writes a dataset (an output, a DatasetEvent's) that
         is another name of a dataset of a namespace it may not write, which its own name hid from
         the receiver's check of namespaces (nor is that dataset named to it). None: not refused."""
-        if event.writes is None:
-            return None
-        outputs = 0  # the outputs before this one (an event's datasets: its inputs, then its outputs)
-        for ds in event.datasets:
-            if ds.direction != "input" and self._aliased_away(ds, event):
-                message = (
-                    f"token {event.token!r} may not write dataset {ds.namespace} {ds.name}: it is another name "
-                    "of a dataset in a namespace not this token's"
-                )
-                return IngestResult("forbidden", message=message, pointer=_pointer(ds, outputs))
-            outputs += ds.direction == "output"
-        return None
+        return self._written_forbidden(
+            event, self._aliased_away, "it is another name of a dataset in a namespace not this token's"
+        )
 
     def _not_its_asset(self, event: IncomingEvent) -> IngestResult | None:
         """The refusal of an event whose token writes a dataset (an output, a DatasetEvent's) that
         is an asset of an olbridge namespace the token may not write (one declared with
         ``--namespace``): it would fail or freshen an asset the token cannot see. None: not
         refused. (An input is read: its facets are not applied, :meth:`take`.)"""
-        outputs = 0  # the outputs before this one
+        return self._written_forbidden(event, self._hidden, "it is an asset of a namespace not this token's")
+
+    @staticmethod
+    def _written_forbidden(
+        event: IncomingEvent, forbidden: Callable[[SeenDataset, IncomingEvent], bool], why: str
+    ) -> IngestResult | None:
+        """The refusal of the event at the first dataset it writes (an output, a DatasetEvent's)
+        that ``forbidden`` says its token may not write, saying ``why``; None: none."""
+        if event.writes is None:
+            return None
+        outputs = 0  # the outputs before this one (an event's datasets: its inputs, then its outputs)
         for ds in event.datasets:
-            if ds.direction != "input" and self._hidden(ds, event):
-                message = (
-                    f"token {event.token!r} may not write dataset {ds.namespace} {ds.name}: it is an asset of a "
-                    "namespace not this token's"
-                )
+            if ds.direction != "input" and forbidden(ds, event):
+                message = f"token {event.token!r} may not write dataset {ds.namespace} {ds.name}: {why}"
                 return IngestResult("forbidden", message=message, pointer=_pointer(ds, outputs))
             outputs += ds.direction == "output"
         return None

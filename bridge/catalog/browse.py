@@ -21,7 +21,7 @@ import attrs
 
 from bridge.catalog import history, rows, sql, sql_received
 from bridge.catalog.engine import Connection
-from bridge.catalog.namespaces import namespaces_seen
+from bridge.catalog.namespaces import namespaces_seen, newest_of
 from bridge.catalog.runs import (
     EXTERNAL,
     OWN,
@@ -943,11 +943,10 @@ def _external_past_unseen(
         f"AND ({_START}, source) < (?, ?){f' AND {_START} >= ?' if since else ''} "
         f"ORDER BY {_START} DESC, source DESC LIMIT 1"
     )
-    firsts = [conn.execute(statement, [namespace, *stopped, *since]).fetchone() for namespace in namespaces]
-    first = max(((str(row[0]), str(row[1])) for row in firsts if row is not None), default=None)
+    first = newest_of(conn, statement, namespaces, [*stopped, *since])
     if first is None:
         return out, None
-    start, source = first
+    start, source = str(first[0]), str(first[1])
     statement = (
         f"SELECT {sql_received.EXTERNAL_RUN_COLUMNS} FROM external_sources "
         f"WHERE {' AND '.join(['run_id IS NOT NULL', 'source = ?', *sifted])}"
@@ -1021,16 +1020,16 @@ def _own_past_unseen(
         "SELECT started_at, pk FROM task_runs WHERE flow_namespace = ? AND (started_at, pk) < (?, ?)"
         f"{' AND started_at >= ?' if since else ''} ORDER BY started_at DESC, pk DESC LIMIT 1"
     )
-    firsts = [conn.execute(statement, [namespace, *stopped, *since]).fetchone() for namespace in namespaces]
-    first = max(((str(row[0]), int(row[1])) for row in firsts if row is not None), default=None)
+    first = newest_of(conn, statement, namespaces, [*stopped, *since])
     if first is None:
         return out, None
+    start, pk = str(first[0]), int(first[1])
     where, params = conditions
-    page = conn.execute(own_newest(["t.pk = ?", *where]), [first[1], *params, 1]).fetchall()
+    page = conn.execute(own_newest(["t.pk = ?", *where]), [pk, *params, 1]).fetchall()
     for row, run in zip(page, history.with_usages(conn, page), strict=True):
         view = runs._own(run, facets=False)
         out.append((own_key(view, row[0]), view))
-    return out, (first[0], OWN, f"{first[1]:020d}")
+    return out, (start, OWN, f"{pk:020d}")
 
 
 @attrs.frozen

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from bridge.catalog.engine import Connection, Cursor
 
@@ -61,4 +62,12 @@ def namespaces_seen(
     return sorted(found)
 
 
-__all__ = ["namespaces_seen"]
+def newest_of(conn: Connection | Cursor, statement: str, namespaces: Sequence[str], params: Sequence[Any]) -> Any:
+    """The greatest row (by its columns in order) of ``statement``, asked once a namespace (its
+    first parameter, then ``params``): the newest row past a place of any namespace seen; None:
+    none of them has one."""
+    rows = [conn.execute(statement, [namespace, *params]).fetchone() for namespace in namespaces]
+    return max((tuple(row) for row in rows if row is not None), default=None)
+
+
+__all__ = ["namespaces_seen", "newest_of"]

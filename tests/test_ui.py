@@ -2148,3 +2148,32 @@ def test_a_tokens_runs_of_an_asset_are_not_crowded_out_by_other_namespaces_jobs(
         assert [(r.direction, r.run.job_namespace) for r in listed] == [("input", "team-c")]
         everyone = browse.asset_runs(runs, "s3://lake-b/shared")
         assert len(everyone) == browse.JOBS_AT_MOST  # every job's own run, of the jobs read
+
+
+def test_an_assets_runs_are_those_of_the_jobs_that_used_it_last(catalog_target: str, resolver: Resolver) -> None:
+    """Of the received jobs that used an asset, its runs read the JOBS_AT_MOST latest used: it read
+    the first by name, so that where more jobs had read it, the newest runs (of jobs whose names
+    sort last) were not on its list, and its latest read not shown."""
+    with Catalog(catalog_target) as catalog:
+        intake = catalog_intake(catalog, resolver)
+        jobs = browse.JOBS_AT_MOST + 5
+        for i in range(jobs):
+            event = ol_run_event(
+                run_id=f"0194a1b2-0000-7000-8000-{i:012d}",
+                job=("team-b", f"reader{i:02d}"),
+                inputs=[ol_dataset("s3://lake-b", "shared")],
+                time=format_time(at(i)),
+            )
+            assert [o.ok for o in intake.take([event])] == [True]
+        running = ol_run_event(
+            "START",
+            run_id="0194a1b2-0000-7000-8000-999999999999",
+            job=("team-b", "reader-now"),
+            inputs=[ol_dataset("s3://lake-b", "shared")],
+            time=format_time(at(0)),
+        )
+        assert [o.ok for o in intake.take([running])] == [True]
+        listed = browse.asset_runs(Runs(catalog, Converter(resolver)), "s3://lake-b/shared")
+        shown = {r.run.job_name for r in listed}
+        newest = {f"reader{i:02d}" for i in range(jobs - browse.JOBS_AT_MOST + 1, jobs)}
+        assert shown == newest | {"reader-now"}  # a job running now, then the latest ended

@@ -712,8 +712,17 @@ _OWN_UNWRITTEN = """
     SELECT o.task_run_pk FROM unwritten_outputs o JOIN task_runs t ON t.pk = o.task_run_pk
     WHERE o.asset_id = ? ORDER BY t.started_at DESC, t.pk DESC LIMIT ?
 """
-_EXTERNAL_JOBS = "SELECT job_namespace, job_name, direction FROM external_usages WHERE asset_id = ?"
-JOBS_AT_MOST = 20  # received jobs whose runs an asset's list reads
+# the received jobs that used an asset, each with the end of its latest run that ended (NULL: none
+# ended yet), by external_sources_job (job, end): a look a job
+_EXTERNAL_JOBS = """
+    SELECT u.job_namespace, u.job_name, u.direction, (
+        SELECT s.ended_at FROM external_sources s
+        WHERE s.job_namespace = u.job_namespace AND s.job_name = u.job_name AND s.ended_at IS NOT NULL
+        ORDER BY s.ended_at DESC LIMIT 1
+    ) FROM external_usages u WHERE u.asset_id = ?
+"""
+JOBS_AT_MOST = 20  # received jobs whose runs an asset's list reads: the latest used
+JOBS_LOOKED_AT = 1000  # received jobs of an asset whose latest run is looked up to find them, at most
 
 
 def asset_runs(
@@ -724,9 +733,9 @@ def asset_runs(
     run that was to write it and did not, where later reads left them out): each direction's
     newest own uses, the own runs that were to write it and did not (``unwritten``: a failure its
     health names, with all the rest), and the newest runs of each received job that used it (of
-    :data:`JOBS_AT_MOST` jobs), each read a page at a time by its index, so that the list costs what it shows, not the
-    asset's history. Each run is the token's to see (``scope``), and without its facets (a list
-    shows none)."""
+    the :data:`JOBS_AT_MOST` latest used: :func:`_latest_used`), each read a page at a time by
+    its index, so that the list costs what it shows, not the asset's history. Each run is the
+    token's to see (``scope``), and without its facets (a list shows none)."""
     conn = runs.catalog._conn
     directions = ("input", "output") if direction is None else (direction,)
     found = [run for way in directions for run in _own_uses(runs, asset_id, way, limit, scope)]
@@ -738,11 +747,12 @@ def asset_runs(
     # the jobs of the token's namespaces only, before the bound (others' jobs took its places)
     statement, params = _EXTERNAL_JOBS, [asset_id]
     if direction is not None:
-        statement, params = statement + " AND direction = ?", [*params, direction]
+        statement, params = statement + " AND u.direction = ?", [*params, direction]
     if scope is not None:
-        seen, patterns = scope.clause("job_namespace", global_=False)
+        seen, patterns = scope.clause("u.job_namespace", global_=False)
         statement, params = f"{statement} AND {seen}", [*params, *patterns]
-    for job_ns, job_name, way in conn.execute(f"{statement} LIMIT ?", [*params, JOBS_AT_MOST]).fetchall():
+    jobs = conn.execute(f"{statement} LIMIT ?", [*params, JOBS_LOOKED_AT]).fetchall()
+    for job_ns, job_name, way, _ended in _latest_used(jobs)[:JOBS_AT_MOST]:
         job = RunFilter(job=job_name, namespace=job_ns, origin=EXTERNAL)
         newest, _ = _external_newest(runs, job, None, limit, scope, passing=False)
         found += [AssetRun(way, view) for _, view in newest]
@@ -757,6 +767,16 @@ def asset_runs(
                 shown.append(latest)
         shown.sort(key=lambda r: r.run.sort_key, reverse=True)
     return shown
+
+
+def _latest_used(jobs: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:
+    """An asset's received jobs (:data:`_EXTERNAL_JOBS`'s rows), the latest used first: those none
+    of whose runs ended yet (they run now), then by their latest run's end, the latest first
+    (then by name)."""
+    ordered = sorted(jobs, key=lambda job: (job[0], job[1], job[2]))
+    ordered.sort(key=lambda job: str(job[3] or ""), reverse=True)
+    ordered.sort(key=lambda job: job[3] is not None)
+    return ordered
 
 
 def _own_uses(runs: Runs, asset_id: str, direction: str, limit: int, scope: Scope | None) -> list[AssetRun]:

@@ -211,6 +211,31 @@ def test_an_assets_history_shows_its_latest_200_changes(catalog_target: str, res
     assert entries[0]["snapshot"]["metadata"] == {"n": "204"}
 
 
+def test_a_metadata_filter_takes_any_value_and_its_links_repeat_it(catalog_target: str, resolver: Resolver) -> None:
+    """Repeated ``meta`` filters were joined by ``&&`` and split on it again: a value holding
+    ``&&`` (SQL, a shell command) was refused as no key=value, or split into two filters that
+    matched nothing. Each filter is its own, whatever its value; the twin lists them, and the
+    page's form and links give each as a parameter of its own."""
+    with Catalog(catalog_target) as catalog:
+        catalog.set_asset(decl("mart.a1", type="Table", metadata={"sql": "a&&b", "owner": "bob"}), now=at(1))
+        catalog.set_asset(decl("mart.a2", type="Table", metadata={"expr": "x&&owner=bob"}), now=at(1))
+        catalog.set_asset(decl("mart.a3", type="Table", metadata={"expr": "x", "owner": "bob"}), now=at(1))
+    app = make_app(catalog_target, resolver)
+    found = twin(app, "/assets", "meta=" + quote("sql=a&&b", safe=""))
+    assert [a["id"] for a in found["assets"]] == ["mart.a1"] and found["filters"]["meta"] == ["sql=a&&b"]
+    assert [a["id"] for a in twin(app, "/assets", "meta=" + quote("expr=x&&owner=bob", safe=""))["assets"]] == [
+        "mart.a2"
+    ]
+    both = "meta=" + quote("owner=bob", safe="") + "&meta=" + quote("sql=a&&b", safe="")
+    assert [a["id"] for a in twin(app, "/assets", both)["assets"]] == ["mart.a1"]
+    assert twin(app, "/assets", both)["filters"]["meta"] == ["owner=bob", "sql=a&&b"]
+    status, _, page = call(app, "/assets", both)
+    assert status.startswith("200")
+    assert 'name="meta" value="owner=bob"' in page and 'name="meta" value="sql=a&amp;&amp;b"' in page
+    assert "meta=owner%3Dbob&amp;meta=sql%3Da%26%26b" in page  # the tree's links keep both
+    assert twin(app, "/assets")["filters"]["meta"] == []
+
+
 def test_keyset_pages_cover_the_list_once(ui_catalog: str) -> None:
     with Catalog(ui_catalog) as catalog:
         seen: list[str] = []

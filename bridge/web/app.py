@@ -195,7 +195,8 @@ class UiApp:
         method = environ.get("REQUEST_METHOD", "GET")
         path = environ.get("PATH_INFO", "/").encode("latin-1").decode("utf-8", "replace")
         raw = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
-        query = {k: ("\n".join(v) if k == "expand" else "&&".join(v) if k == "meta" else v[0]) for k, v in raw.items()}
+        joined = {"expand": "\n", "meta": pages.REPEATED}  # the parameters given again and again
+        query = {k: joined[k].join(v) if k in joined else v[0] for k, v in raw.items()}
         as_json = query.pop("format", "") == "json"
         if path.startswith("/static/"):
             return self.static(path[len("/static/") :])
@@ -215,7 +216,7 @@ class UiApp:
                     return self.error(True, "401 Unauthorized", f"{why}: log in, or send Authorization: Bearer TOKEN")
                 return redirect(link("/login", next=_sent(environ, path)))
             scope = Scope(token.namespaces)
-        if "\x00" in path or any("\x00" in key or "\x00" in value for key, value in query.items()):
+        if "\x00" in path or any("\x00" in key or any("\x00" in v for v in values) for key, values in raw.items()):
             # no id, name or filter of the catalog holds one (PostgreSQL's text cannot)
             return self.error(as_json, "400 Bad Request", "the address holds a NUL character (%00)")
         long = sorted(key for key, values in raw.items() if any(len(v) > VALUE_AT_MOST for v in values))
@@ -280,7 +281,10 @@ class UiApp:
     def render(self, template: str, data: dict[str, Any], as_json: bool, query: dict[str, str]) -> Response:
         if as_json:
             return Response("200 OK", json_bytes(json_twin(data)), content_type="application/json")
-        text = self.templates.get_template(template).render(data=data, query=query, tokens=bool(self.tokens))
+        linked: dict[str, Any] = dict(query)
+        if "meta" in query:  # its filters linked as they came, a parameter each
+            linked["meta"] = pages.metadata_filters(query)
+        text = self.templates.get_template(template).render(data=data, query=linked, tokens=bool(self.tokens))
         return Response("200 OK", text.encode())
 
     def error(self, as_json: bool, status: str, message: str, *, again: str | None = None) -> Response:

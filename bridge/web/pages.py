@@ -192,9 +192,20 @@ def asset_row(
 # --- /assets -------------------------------------------------------------------------------
 
 
+# a page's ``meta`` filters, given as a repeated parameter, joined into one query value: by a NUL,
+# which no value holds (an address with one is refused), so that a filter's value may hold any
+# other text (``&&`` too: they were joined by it, and a value holding it was split in two)
+REPEATED = "\x00"
+
+
+def metadata_filters(query: Query) -> list[str]:
+    """The ``meta`` filters of a query (each ``key=value``), in their order."""
+    return [pair for pair in query.get("meta", "").split(REPEATED) if pair.strip()]
+
+
 def asset_filter(query: Query) -> b.AssetFilter:
     metadata = []
-    for pair in [p for p in query.get("meta", "").split("&&") if p.strip()]:
+    for pair in metadata_filters(query):
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise ValidationError("a metadata filter is key=value", rule="ui.meta", value=pair)
@@ -241,7 +252,10 @@ def assets_page(
         # past what a page judges whole (each asset's health null then)
         "healthJudged": bool(health) or not ids,
         "namedInOpenLineage": named,
-        "filters": {k: query.get(k, "") for k in ("q", "type", "namespace", "origin", "meta", "prefix")},
+        "filters": {
+            **{k: query.get(k, "") for k in ("q", "type", "namespace", "origin", "prefix")},
+            "meta": metadata_filters(query),  # a list: each key=value
+        },
         "assets": [asset_row(item, health.get(item.asset.id), latest.get(item.asset.id, ())) for item in page.assets],
         "count": page.count,
         "countCapped": page.count is not None and page.count > b.COUNT_CAP,

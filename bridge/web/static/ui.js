@@ -59,7 +59,12 @@
       });
       if (changed) input.disabled = true;
     });
-    window.addEventListener("pageshow", function () { input.disabled = false; });
+    // a page come back to (Back) shows its own moment, not where the slider was moved before
+    window.addEventListener("pageshow", function () {
+      input.disabled = false;
+      input.value = input.defaultValue;
+      if (out) out.textContent = moments[Number(input.value)] || "";
+    });
   }
   function refocus() {
     var id = null;

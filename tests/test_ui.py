@@ -383,6 +383,10 @@ def test_runs_and_a_run_as_twins(ui_catalog: str, resolver: Resolver) -> None:
     external = twin(app, "/runs", "origin=external")["runs"]
     assert [r["runId"] for r in external] == [EXTERNAL_RUN]
     assert external[0]["startInferred"] is True
+    # a state in any case, as /health takes it (it was a 400 in small letters)
+    completed = twin(app, "/runs", "state=complete")
+    assert completed["filters"]["state"] == "COMPLETE"
+    assert completed["runs"] == twin(app, "/runs", "state=COMPLETE")["runs"] != []
     run = twin(app, f"/runs/{EXTERNAL_RUN}")
     assert run["job"]["name"] == HOSTILE and len(run["rawEvents"]) == 1
     assert run["summary"]["startInferred"] is True

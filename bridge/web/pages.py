@@ -737,9 +737,9 @@ def _before(query: Query) -> str | None:
 
 
 def runs_page(runs: Runs, query: Query, scope: b.Scope | None) -> dict[str, Any]:
-    state = query.get("state") or None
+    state = (query.get("state") or "").strip().upper() or None  # in any case, as /health's
     if state is not None and state not in STATES:
-        raise ValidationError(f"state is one of {', '.join(STATES)}", rule="ui.state", value=state)
+        raise ValidationError(f"state is one of {', '.join(STATES)}", rule="ui.state", value=query["state"])
     origin = query.get("origin") or None
     if origin is not None and origin not in (OWN, EXTERNAL):
         raise ValidationError(f"origin is {OWN} or {EXTERNAL}", rule="ui.origin", value=origin)
@@ -756,7 +756,10 @@ def runs_page(runs: Runs, query: Query, scope: b.Scope | None) -> dict[str, Any]
     before = _before(query)
     page = b.recent_runs(runs, filters, before=before, limit=PAGE, scope=scope)
     return {
-        "filters": {k: query.get(k, "") for k in ("state", "job", "namespace", "origin", "since", "until")},
+        "filters": {
+            **{k: query.get(k, "") for k in ("job", "namespace", "origin", "since", "until")},
+            "state": state or "",
+        },
         "runs": [run_summary(v) for v in page.runs],
         "before": before,
         "next": page.next,

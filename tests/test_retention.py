@@ -137,7 +137,10 @@ def checked(n: int, table: str, time: str, success: bool) -> dict[str, Any]:
 
 def test_checks_go_but_each_assets_latest_stays_and_health_now_is_unchanged(catalog: Catalog, intake: Intake) -> None:
     """Checks reported before the window go; an asset's latest reported by now stays however old
-    it is (``items``' only recent-enough answer), so no asset's health now changes."""
+    it is (``items``' only recent-enough answer), so no asset's health now changes; and so does its
+    latest before the window (``orders``' of 2025-03-02), so that its health as of a time inside
+    the window does not change either (it went, as a later check was reported by now, and
+    ``orders`` was UNKNOWN as of the days between the window's start and its latest check)."""
     events = [
         checked(1, "orders", OLD, False),
         checked(2, "orders", "2025-03-02T08:00:00Z", True),
@@ -152,16 +155,20 @@ def test_checks_go_but_each_assets_latest_stays_and_health_now_is_unchanged(cata
     assert len(reported) == 5
     latest = {asset_id: max(t for a, t in reported if a == asset_id) for asset_id, _ in reported}
 
-    def health_now() -> list[dict[str, Any]]:
-        return [h.to_json() for h in health.assess(catalog._conn, [], datetime.fromtimestamp(NOW, UTC))]
+    def health_now(as_of: float = NOW) -> list[dict[str, Any]]:
+        return [h.to_json() for h in health.assess(catalog._conn, [], datetime.fromtimestamp(as_of, UTC))]
 
     before = health_now()
     assert sorted(h["health"] for h in before) == ["FAIL", "FAIL"]  # orders' recent check, items' old one
+    inside = NOW - 4 * 86400  # in the window, before orders' latest check
+    before_inside = health_now(inside)
+    assert [h["health"] for h in before_inside] == ["FAIL", "PASS"]  # items, orders (its check of 03-02)
     counted = retention.count(catalog.db, windows, NOW)
-    assert counted == {**dict.fromkeys(KINDS, 0), "checks": 3}
-    assert expire(catalog, windows, batch=2) == counted  # in batches
-    assert rows(catalog, checks) == sorted(latest.items())
+    assert counted == {**dict.fromkeys(KINDS, 0), "checks": 2}
+    assert expire(catalog, windows, batch=1) == counted  # in batches
+    assert rows(catalog, checks) == sorted([*latest.items(), ("shop.public.orders", "2025-03-02T08:00:00.000000Z")])
     assert health_now() == before
+    assert health_now(inside) == before_inside
     assert retention.count(catalog.db, windows, NOW) == dict.fromkeys(KINDS, 0)
     assert retention.count(catalog.db, ALL, NOW)["checks"] == 0  # kept unless a window is given
 

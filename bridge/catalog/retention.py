@@ -354,7 +354,7 @@ def _kinds(windows: Windows, now: float, *, backend_live: bool = False, predict:
         )
     checks = cutoff(windows.checks)
     if checks is not None:
-        kinds.append(_Kind("checks", "asset_checks k", "k.rowid", _CHECK, (checks, epoch_text(now))))
+        kinds.append(_Kind("checks", "asset_checks k", "k.rowid", _CHECK, (checks, checks)))
     return kinds
 
 

@@ -239,6 +239,35 @@ def test_task_runs_are_kept_unless_a_window_is_given(catalog: Catalog) -> None:
     assert len(rows(catalog, "SELECT task_run_pk FROM usages")) == 1
 
 
+def test_an_alerts_count_at_risk_walks_the_edges_of_deleted_runs_as_health_does(catalog: Catalog) -> None:
+    """The edges of runs retention deleted are kept (kept_edges), and health's at-risk walk reads
+    them; the health watch's count of the assets at risk below an asset turning FAIL (an alert's
+    ``atRiskDownstream``, which counts what ``olbridge health`` shows at risk) did not: 0 where
+    health showed 2."""
+    from bridge.catalog import health_state
+    from tests.conftest import at
+    from tests.helpers import decl, run
+
+    a, b, c, d = (decl(name, type="Table") for name in ("a", "b", "c", "d"))
+    catalog.record_each(
+        [
+            run("t1", inputs=(a,), outputs=(b,), start=at(0), execution="e1"),  # a -> b, then deleted
+            run("t2", inputs=(b,), outputs=(d,), start=at(0), execution="e1"),
+            run("t1", inputs=(c,), outputs=(b,), start=at(10), execution="e2"),  # t1 reads c now
+            run("t0", outputs=(a,), state="FAILED", start=at(12), execution="e3"),
+        ]
+    )
+    with catalog.transaction() as cur:
+        cur.execute("DELETE FROM outbox")  # delivered
+    later = datetime.fromisoformat("2030-01-01T00:00:00+00:00").timestamp()
+    assert expire(catalog, Windows(task_runs=WEEK), later)["taskRuns"] == 1
+    assert rows(catalog, "SELECT upstream_id, downstream_id FROM lineage WHERE upstream_id = 'a'") == []
+    judged = health.assess(catalog._conn, [], datetime.fromtimestamp(later, UTC))
+    at_risk = sorted(h.asset_id for h in judged if h.path and h.path[0] == "a")
+    assert at_risk == ["b", "d"]
+    assert health_state._downstream(catalog._conn, ["a"]) == {"a": len(at_risk)}
+
+
 def test_events_nobody_delivered_go_by_whole_runs_and_free_the_task_runs_they_kept(catalog: Catalog) -> None:
     """``pending_outbox``: a catalog no stream delivers keeps every event queued, and with them
     every task run since the oldest. With a window, what was queued before it goes: a run's rows

@@ -462,10 +462,15 @@ else:  # one recursive SELECT a step: the view's
 # ids in {values}): one walk from all of them at once, each row carrying where it started (the
 # health watch's count of the assets at risk below each asset turning FAIL or WARN: the walk goes
 # through deleted assets, as health's does, but counts only those there are, and not the asset it
-# started from, reached again through a cycle)
+# started from, reached again through a cycle). It walks the edges health's at-risk walk does:
+# olbridge's, the receiver's, and those retention kept of the runs it deleted (kept_edges)
 _DOWNSTREAM_COUNTS = """
     WITH RECURSIVE walk (origin, node, depth, most) AS (
-        SELECT upstream_id, downstream_id, 1, CAST(? AS INTEGER) FROM all_lineage WHERE upstream_id IN ({{values}})
+        SELECT upstream_id, downstream_id, 1, CAST(? AS INTEGER) FROM (
+            SELECT upstream_id, downstream_id FROM all_lineage
+            UNION ALL
+            SELECT upstream_id, downstream_id FROM kept_edges
+        ) e WHERE upstream_id IN ({{values}})
         UNION
         {steps}
     )
@@ -475,9 +480,17 @@ _DOWNSTREAM_COUNTS = """
 """
 _COUNT_STEP = """SELECT w.origin, l.downstream_id, w.depth + 1, w.most
         FROM walk w JOIN {table} l ON l.upstream_id = w.node WHERE w.depth < w.most"""
-COUNT_STEP_BY_VIEW = _COUNT_STEP.format(table="all_lineage")  # PostgreSQL's, a fragment of its cursor's
+# PostgreSQL's, a fragment of its cursor's: one recursive reference a step, to the edges of the
+# three tables (their branches read through their indexes)
+COUNT_STEP_BY_VIEW = _COUNT_STEP.format(
+    table="""(
+            SELECT upstream_id, downstream_id FROM all_lineage
+            UNION ALL
+            SELECT upstream_id, downstream_id FROM kept_edges
+        )"""
+)
 COUNT_STEPS = (
-    "\n        UNION\n        ".join(_COUNT_STEP.format(table=t) for t in ("lineage", "external_lineage"))
+    "\n        UNION\n        ".join(_COUNT_STEP.format(table=t) for t in ("lineage", "external_lineage", "kept_edges"))
     if sqlite3.sqlite_version_info >= (3, 34)
     else COUNT_STEP_BY_VIEW
 )

@@ -590,6 +590,45 @@ def test_a_failing_asset_purged_is_told_as_recovered_once(catalog_target: str) -
 
 
 @pytest.mark.both_engines
+def test_a_failing_placeholder_taken_over_is_told_as_recovered_once(catalog: Catalog, resolver: Resolver) -> None:
+    """A received placeholder FAIL (a failed check), then taken over by olbridge's own asset of
+    the same dataset: its kept health went with it, unjudged, and its alert's incident stayed open
+    for ever (the id is no asset's any more). It is closed by one RECOVERED saying what took it
+    over, at the next look (the takeover marks it); the own asset's health is its own."""
+    from tests.test_adopt import OWN, RECEIVED
+
+    now = [clock_at(10)]
+    watched_by(catalog, lambda: now[0])
+    failed = ol_dataset("s3://lake", "raw/orders")
+    failed["inputFacets"] = {
+        "dataQualityAssertions": {
+            "_producer": "https://github.com/example/producer/tree/1.0",
+            "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DataQualityAssertionsDatasetFacet.json",
+            "assertions": [{"assertion": "not_null", "success": False}],
+        }
+    }
+    event = ol_run_event(job=("gx", "suite"), inputs=[failed], time=format_time(at(1)))
+    assert [o.ok for o in catalog_intake(catalog, resolver).take([event])] == [True]
+    everyone = rule("http://h/x", match=Match())
+    watch = HealthWatch(catalog, settings(everyone), clock=lambda: now[0], ttl=86400.0)
+    watch.step()
+    assert alerts_queued(catalog) == [(RECEIVED, "FAIL", None, "FAIL")]
+    now[0] = clock_at(20)
+    catalog.record_task_run(run("load", outputs=(decl(OWN, type="File"),), start=at(20), execution="e9"))
+    assert catalog.get_asset(RECEIVED) is None and catalog.get_asset(OWN) is not None  # taken over
+    watch.step()
+    told = alerts_queued(catalog)[1:]
+    assert (RECEIVED, "RECOVERED", "FAIL", "UNKNOWN") in told and len([t for t in told if t[0] == RECEIVED]) == 1
+    rows = catalog.db.conn.execute("SELECT payload FROM outbox WHERE kind = 'alert' ORDER BY seq").fetchall()
+    closed = [m for m in (json.loads(r[0]) for r in rows) if m["asset"]["id"] == RECEIVED and m["event"] == "RECOVERED"]
+    assert closed[0]["reasons"] == [f"taken over by {OWN}"]
+    assert RECEIVED not in kept(catalog.db.conn)
+    now[0] = clock_at(200)
+    watch.run_once()  # a pass over every asset: nothing more of it
+    assert len([t for t in alerts_queued(catalog) if t[0] == RECEIVED]) == 2
+
+
+@pytest.mark.both_engines
 def test_the_watch_judges_what_time_alone_changes_when_it_is_due_and_nothing_else(catalog: Catalog) -> None:
     """mart.orders written at 08:00 with 6h / warn 2h, mart.b with no rule: with no pass over every
     asset after the first, each look judges only what is due. Nothing until 12:00 (12:00 itself

@@ -24,6 +24,7 @@ import orjson
 from bridge.catalog import sql
 from bridge.catalog.engine import Cursor
 from bridge.catalog.external_rows import RECEIVED_KEYS, hashed_id, json_text
+from bridge.catalog.health_state import MARK, keep_purged
 from bridge.catalog.rows import asset_from_row, asset_row, from_snapshot, snapshot
 from bridge.mapping.resolver import Resolver
 from bridge.model import EXTERNAL, Asset, Origin
@@ -250,6 +251,9 @@ def take_over(cur: Cursor, placeholder: str, asset_id: str, *, received: bool = 
     row = cur.execute(sql.GET_ASSET, (placeholder,)).fetchone()
     asset = asset_from_row(row)
     metadata = dict(asset.metadata) if received else {k: v for k, v in asset.metadata.items() if k not in RECEIVED_KEYS}
+    # its kept health, FAIL or WARN, stays (the rest goes), for the watch to close what its alert
+    # opened with a RECOVERED, as for an asset purged: the asset under its id is no more
+    still_open = keep_purged(cur, [placeholder], reason=f"taken over by {asset_id}")
     cur.execute("DELETE FROM assets WHERE id = ?", (placeholder,))
     if cur.execute(sql.GET_ASSET, (asset_id,)).fetchone() is None:
         cur.execute(sql.UPSERT_ASSET, asset_row(attrs.evolve(asset, id=asset_id, metadata=metadata)))
@@ -260,7 +264,7 @@ def take_over(cur: Cursor, placeholder: str, asset_id: str, *, received: bool = 
         if not (received and table == "freshness_rules"):  # a rule set on the id stays with it
             _move_column(cur, table, column, key, placeholder, asset_id)
     _move_column(cur, "external_facets", "owner", ("facet_key",), f"asset:{placeholder}", f"asset:{asset_id}")
-    cur.execute("DELETE FROM asset_health WHERE asset_id = ?", (placeholder,))  # judged again, as marked
+    cur.executemany(MARK, [(asset_id,) for asset_id in still_open])  # its marks went to the new id
     for seq, text in cur.execute(_CHANGES_OF, (asset_id,)).fetchall():
         cur.execute(_SET_SNAPSHOT, (snapshot(attrs.evolve(from_snapshot(text), id=asset_id)), seq))
     cur.execute(_OUTBOX_KEY, (f"asset:{asset_id}", f"asset:{placeholder}"))

@@ -179,13 +179,15 @@ def kept(conn: Connection | Cursor, ids: Sequence[str] | None = None) -> dict[st
     return {r[0]: Kept(Health(r[1]), tuple(json.loads(r[2])), r[3], r[4], r[5]) for r in rows}
 
 
-def keep_purged(cur: Cursor, ids: Sequence[str]) -> list[str]:
+def keep_purged(cur: Cursor, ids: Sequence[str], *, reason: str | None = None) -> list[str]:
     """In a purge's transaction, before the assets ``ids`` go: the kept health of those FAIL or
     WARN stays, with what the alerts' rules match of each (its type, namespace and metadata), for
-    the watch to tell their RECOVERED as it tells a deleted asset's (:func:`_deleted`); the
-    others' goes. The ids kept, for the purge to mark once their old marks are gone."""
+    the watch to tell their RECOVERED as it tells a deleted asset's (:func:`_deleted`), with
+    ``reason`` (None: :data:`DELETED`); the others' goes. The ids kept, for the purge to mark
+    once their old marks are gone."""
+    said = {"reason": reason} if reason else {}
     found = [
-        (json.dumps({"type": t, "namespace": ns, "metadata": json.loads(md) if md else {}}), str(asset_id))
+        (json.dumps({"type": t, "namespace": ns, "metadata": json.loads(md) if md else {}, **said}), str(asset_id))
         for asset_id, t, ns, md in sql.in_chunks(cur, PURGED_OPEN, ids)
     ]
     cur.executemany(KEEP_PURGED, found)
@@ -397,7 +399,8 @@ def _deleted(
     wanted = [(e, r) for e in events for r in rules_for(alerts, e, asset_id, type, namespace, metadata)]
     if not wanted:
         return None, []
-    return Change(asset_id, type, namespace, prior.health, Health.UNKNOWN, (DELETED,), 0, moment), wanted
+    reason = json.loads(prior.purged).get("reason") if asset is None and prior.purged is not None else None
+    return Change(asset_id, type, namespace, prior.health, Health.UNKNOWN, (reason or DELETED,), 0, moment), wanted
 
 
 def _gone_as(asset: Sequence[Any] | None, prior: Kept) -> tuple[str, str | None, dict[str, Any]] | None:

@@ -621,16 +621,38 @@ def test_catalog_json_gives_columns_and_types_from_where_it_is_given(tmp_path: P
     assert result.exit_code == 1 and "no.json: file not found" in result.stderr
 
 
-def test_run_results_of_dbt_docs_generate_are_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("which", "command"), [("generate", "docs generate"), ("show", "show"), ("run-operation", "run-operation")]
+)
+def test_run_results_of_a_command_that_runs_no_model_are_refused(tmp_path: Path, which: str, command: str) -> None:
+    """`dbt show` says success of the model it previewed (it was recorded as a run that wrote it,
+    which wrote nothing); `dbt run-operation`'s results were refused as another manifest's."""
     project = copy_example(tmp_path)
     path = project / "target" / "run_results.json"
     results = json.loads(path.read_text())
-    results["args"]["which"] = "generate"
+    results["args"]["which"] = which
     path.write_text(json.dumps(results))
     with Catalog(":memory:") as catalog:
-        with pytest.raises(
-            ArtifactError, match=r"run_results\.json: written by `dbt docs generate`, which runs no model"
-        ):
+        with pytest.raises(ArtifactError, match=rf"run_results\.json: written by `dbt {command}`, which runs no model"):
+            ingest_dbt(catalog, project)
+        assert catalog.count_task_runs() == 0
+
+
+def test_a_manifest_rewritten_after_the_build_without_its_sql_is_refused(tmp_path: Path) -> None:
+    """`dbt source freshness` (and ls, parse) after the build rewrites manifest.json without the
+    compiled SQL: the build's runs were recorded without their column lineage, for good, without
+    a word. Refused, naming both invocations; a manifest of another invocation with the SQL (`dbt
+    compile` after the build) is read as before."""
+    project = copy_example(tmp_path)
+    with Catalog(":memory:") as catalog:
+        expected = ingest_dbt(catalog, project).column_edges
+    assert expected > 0
+    edit(project, "manifest.json", lambda m: m["metadata"].update(invocation_id="another-one"))
+    with Catalog(":memory:") as catalog:
+        assert ingest_dbt(catalog, project).column_edges == expected  # compiled SQL there: as before
+    edit(project, "manifest.json", lambda m: [n.pop("compiled_code", None) for n in m["nodes"].values()])
+    with Catalog(":memory:") as catalog:
+        with pytest.raises(ArtifactError, match=r"manifest\.json: written by another dbt command \(invocation "):
             ingest_dbt(catalog, project)
         assert catalog.count_task_runs() == 0
 
@@ -917,6 +939,19 @@ def test_results_and_parents_the_manifest_does_not_have_are_said(tmp_path: Path)
     edit(other, "run_results.json", lambda r: r["metadata"].update(invocation_id=" "))
     with Catalog(":memory:") as catalog, pytest.raises(ArtifactError, match=r"'metadata\.invocation_id' is empty"):
         ingest_dbt(catalog, other)
+
+
+def test_an_exposure_s_result_is_no_node_the_manifest_lacks(tmp_path: Path) -> None:
+    """A build's results name its exposures (no-op), which the manifest keeps apart (exposures): each
+    build said that a result named a node the manifest does not have."""
+    project = copy_example(tmp_path)
+    exposure = "exposure.my_dbt_project.weekly_dashboard"
+    edit(project, "manifest.json", lambda m: m.setdefault("exposures", {}).update({exposure: {"name": "weekly"}}))
+    edit(project, "run_results.json", lambda r: r["results"].append({"unique_id": exposure, "status": "no-op"}))
+    with Catalog(":memory:") as catalog:
+        summary = ingest_dbt(catalog, project)
+        assert not [note for note in summary.notes if "does not have" in note], summary.notes
+        assert not [run for run in catalog.iter_task_runs() if "exposure" in run.key.task_id]
 
 
 def test_unit_test_results_and_a_source_no_model_reads_are_no_trouble(tmp_path: Path) -> None:

@@ -130,7 +130,14 @@ def _check_manifest(manifest: Mapping[str, Any], path: Path) -> None:
 
 
 # run_results.json of commands that run nothing: their results are compilations, not runs
-_NOT_RUNS = {"generate": "docs generate", "compile": "compile", "list": "list", "parse": "parse"}
+_NOT_RUNS = {
+    "generate": "docs generate",
+    "compile": "compile",
+    "list": "list",
+    "parse": "parse",
+    "show": "show",  # its results say success of the model it previewed, which wrote nothing
+    "run-operation": "run-operation",
+}
 
 
 def _check_run_results(run_results: Mapping[str, Any], path: Path) -> None:
@@ -143,8 +150,8 @@ def _check_run_results(run_results: Mapping[str, Any], path: Path) -> None:
     if command in _NOT_RUNS:
         raise ArtifactError(
             f"{path}: written by `dbt {_NOT_RUNS[command]}`, which runs no model; run the build again "
-            "(dbt docs generate replaces run_results.json: give it --target-path elsewhere and its catalog.json "
-            "with --catalog-json)"
+            f"(dbt {_NOT_RUNS[command]} replaces run_results.json: give it --target-path elsewhere"
+            + (", and its catalog.json with --catalog-json)" if command == "generate" else ")")
         )
     results = _require(run_results, "results", list, path)
     seen: dict[str, int] = {}
@@ -308,6 +315,40 @@ def read_connection(
     return project, connection
 
 
+# the results of nodes that ran (a skipped one did not), of the kinds whose SQL gives their lineage
+_RAN_WITH_SQL = ("model.", "snapshot.")
+
+
+def _check_same_invocation(
+    manifest: Mapping[str, Any], run_results: Mapping[str, Any], manifest_path: Path, results_path: Path
+) -> None:
+    """A manifest another dbt command wrote after the build (``dbt source freshness``, ``ls``,
+    ``parse`` rewrite it, without the compiled SQL, and leave run_results.json) would record the
+    build's runs without their column lineage, for good (a run is recorded once): refused where a
+    model or snapshot that ran has no compiled SQL in it. A manifest of another invocation that has
+    it (``dbt compile`` after the build) is read as before."""
+    ids = (manifest["metadata"].get("invocation_id"), run_results["metadata"]["invocation_id"])
+    if ids[0] == ids[1]:
+        return
+    nodes = manifest.get("nodes") or {}
+    for result in run_results["results"]:
+        node = nodes.get(result["unique_id"])
+        if (
+            result["unique_id"].startswith(_RAN_WITH_SQL)
+            and result["status"] != "skipped"
+            and isinstance(node, dict)
+            and node.get("language", "sql") == "sql"
+            and not node.get("compiled_code")
+        ):
+            raise ArtifactError(
+                f"{manifest_path}: written by another dbt command (invocation {ids[0]}) than {results_path} "
+                f"(invocation {ids[1]}), without the compiled SQL of {result['unique_id']}, which ran: its column "
+                "lineage would be lost for good; `dbt source freshness`, `dbt ls` and `dbt parse` rewrite "
+                "manifest.json: run them with --target-path elsewhere (copy their sources.json beside the build's "
+                "artifacts), then build again"
+            )
+
+
 def load_artifacts(
     project_dir: Path | str,
     *,
@@ -335,6 +376,7 @@ def load_artifacts(
     if catalog_json is not None or catalog_path.exists():
         catalog = _read_json(catalog_path)
         _check_catalog(catalog, catalog_path)
+    _check_same_invocation(manifest, run_results, manifest_path, results_path)
     sources_path = folder / "sources.json"
     sources = None
     if sources_path.exists():

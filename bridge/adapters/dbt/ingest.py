@@ -285,11 +285,13 @@ def dbt_task_runs(artifacts: DbtArtifacts, *, namespace: str = "dbt", flow_id: s
     skipped: list[str] = []
     where = str(artifacts.run_results_path)
     results = artifacts.run_results["results"]
-    # dbt 1.8's unit tests are results too, of nodes the manifest keeps apart (unit_tests)
-    unit_tests = artifacts.manifest.get("unit_tests")
-    known = (
-        project.nodes.keys() | project.sources.keys() | (unit_tests.keys() if isinstance(unit_tests, dict) else set())
-    )
+    # dbt 1.8's unit tests are results too, of nodes the manifest keeps apart (unit_tests), and so
+    # are exposures, saved queries, metrics and semantic models (no-op results of a build): known,
+    # recorded as no run
+    known = set(project.nodes.keys() | project.sources.keys())
+    for section in ("unit_tests", "exposures", "saved_queries", "metrics", "semantic_models"):
+        kept = artifacts.manifest.get(section)
+        known |= kept.keys() if isinstance(kept, dict) else set()
     unknown = [r["unique_id"] for r in results if r["unique_id"] not in known]
     if unknown and len(unknown) == len(results):
         raise ArtifactError(

@@ -161,22 +161,29 @@ def deliver(
     attempts (then its last outcome, to be retried later). Between passes it sleeps the longest
     delay the policy gives the events that go again; ``observe`` sees every pass before that
     sleep. A ``stop`` request ends the retries (and the sleep, where ``sleep`` is its wait): the
-    events still to go again get ``None``, and nothing is sent after it; so do those a stopped
-    dispatcher did not send (:data:`NOT_SENT`: no attempt, and no part of the pass)."""
+    events still to go again get ``None``, and nothing is sent after it, one event a request too
+    (the dispatcher is asked before each request); so do those a stopped dispatcher did not send
+    (:data:`NOT_SENT`: no attempt, and no part of the pass). Sent one a request, the events after
+    one that got no answer wait for the next pass (no timeout waited out an event); and once an
+    event is out of attempts, the rest get ``None`` (the caller stops there: the backend does
+    not take them, and an event that waits behind an unanswered one is never tried alone)."""
     final: list[Outcome | None] = [None] * len(lines)
     attempts = [0] * len(lines)
     waiting = list(range(len(lines)))
+
+    def proceed() -> bool:
+        return stop is None or not stop.is_set()
+
     while waiting:
-        outcomes = dispatcher.send([lines[i] for i in waiting])
+        outcomes = dispatcher.send([lines[i] for i in waiting], proceed=proceed)
         again: list[int] = []
         sent: list[Outcome] = []
         flags: list[bool] = []
         wait = 0.0
-        cut = False  # the dispatcher stopped: what it did not send is left for later, untouched
+        spent = False  # an event is out of attempts
         for i, outcome in zip(waiting, outcomes, strict=True):
-            if outcome is NOT_SENT:  # no attempt
+            if outcome is NOT_SENT:  # no attempt: sent again, untouched
                 again.append(i)
-                cut = True
                 continue
             attempts[i] += 1
             sent.append(outcome)
@@ -187,11 +194,13 @@ def deliver(
             else:
                 final[i] = outcome
                 flags.append(False)
+                spent = spent or outcome.retry
         if observe is not None:
             observe(Pass(sent, flags, wait, clock()))
         waiting = again
         if waiting:
-            if cut or (stop is not None and stop.is_set()):
+            # nothing sent: the dispatcher stopped; what it did not send is left for later
+            if not sent or spent or not proceed():
                 break
             sleep(wait)
             if stop is not None and stop.is_set():  # the stop ended the wait: nothing goes again

@@ -31,9 +31,9 @@ from bridge.mapping import Resolver
 from bridge.model import AssetDeclaration, TaskRun, TaskRunKey, TaskState, format_time
 from bridge.openlineage.convert import Converter, task_run_id
 from bridge.openlineage.serialize import dumps
-from tests.backend import ACCEPT, Backend, Reply, event_key, free_port, wait_for
+from tests.backend import ACCEPT, Backend, Reply, event_key, free_port
 from tests.conftest import T0, at
-from tests.helpers import decl, run
+from tests.helpers import decl, run, terminated
 from tests.test_faults import OLBRIDGE, FakeTime
 
 pytestmark = pytest.mark.both_engines
@@ -510,6 +510,20 @@ def test_a_backfill_stopped_before_its_end_exits_1(catalog_target: str) -> None:
     assert "Error: the backfill was stopped before its end; run it again to resume" in rest, rest
 
 
+def stopped_once(command: list[str], backend: Backend, when: Callable[[], bool]) -> tuple[int, str, int]:
+    """``command`` run until ``when`` holds, then sent SIGTERM: its exit status, its stderr, and
+    the backend's requests when it held."""
+    seen: list[int] = []
+
+    def ready() -> bool:
+        if when():
+            seen.append(backend.requests)
+        return bool(seen)
+
+    code, _out, err = terminated(command, ready)
+    return code, err, seen[0]
+
+
 def test_a_stop_under_a_rate_limit_sends_nothing_more_and_loses_nothing(catalog_target: str) -> None:
     """SIGTERM during ``backfill --rate``: the requests waiting for the rate limit are not made
     (they all went at once, within a tenth of a second, while stderr said it stopped after the
@@ -520,17 +534,8 @@ def test_a_stop_under_a_rate_limit_sends_nothing_more_and_loses_nothing(catalog_
     with Backend(batch=True) as backend:
         command = [OLBRIDGE, "--catalog", catalog_target, "backfill", "--url", backend.url]
         limited = [*command, "--rate", "10/s", "--batch-size", "1", "--concurrency", "4"]
-        process = subprocess.Popen(limited, stderr=subprocess.PIPE, text=True)
-        try:
-            assert wait_for(lambda: backend.requests >= 3, timeout=60)
-            process.send_signal(signal.SIGTERM)
-            at_the_stop = backend.requests
-            _, err = process.communicate(timeout=60)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-        assert process.returncode == 1, err
+        code, err, at_the_stop = stopped_once(limited, backend, lambda: backend.requests >= 3)
+        assert code == 1, err
         assert "SIGTERM: stopping after the requests in flight" in err
         assert "Error: the backfill was stopped before its end; run it again to resume" in err
         assert backend.requests - at_the_stop <= 4, (backend.requests, at_the_stop)  # those in flight, at most
@@ -552,17 +557,10 @@ def test_a_stop_sends_nothing_more_one_event_a_request(catalog_target: str) -> N
         wanted = list(iter_events(catalog, Converter(Resolver.load())))
     with Backend(lambda event, attempt: Reply(delay=0.05)) as backend:
         command = [OLBRIDGE, "--catalog", catalog_target, "backfill", "--url", backend.url]
-        process = subprocess.Popen([*command, "--concurrency", "2"], stderr=subprocess.PIPE, text=True)
-        try:
-            assert wait_for(lambda: backend.accepted_count >= 5, timeout=60)
-            process.send_signal(signal.SIGTERM)
-            at_the_stop = backend.requests
-            _, err = process.communicate(timeout=60)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-        assert process.returncode == 1, err
+        code, err, at_the_stop = stopped_once(
+            [*command, "--concurrency", "2"], backend, lambda: backend.accepted_count >= 5
+        )
+        assert code == 1, err
         assert "Error: the backfill was stopped before its end; run it again to resume" in err, err
         assert backend.requests - at_the_stop <= 2, (backend.requests, at_the_stop)  # those in flight, at most
         again = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)

@@ -372,7 +372,7 @@ def test_a_server_hung_with_its_connections_up_is_not_ready_and_holds_no_stop_fo
     assert served.returncode == 1, served.stderr
     assert "the writer did not stop within 30 s" in served.stderr and "Traceback" not in served.stderr
     assert worker.returncode == 1, said
-    assert "Error: still not stopped 60 s after SIGTERM" in said and "Traceback" not in said
+    assert "Error: still not stopped 60 s after SIGTERM: what it waits on" in said and "Traceback" not in said
 
 
 @pytest.mark.parametrize("landed", ["yes", "no", "one by another writer"])

@@ -323,9 +323,47 @@ def test_a_second_sigterm_stops_at_once_saying_what_was_left(tmp_path: Path) -> 
                 process.kill()
     assert process.returncode == 1 and took < 10, (took, stderr)
     assert "SIGTERM: stopping after the requests in flight" in stderr
-    assert "Error: still not stopped SIGTERM again" in stderr and "Traceback" not in stderr
+    assert "Error: SIGTERM again: stopping at once, without the work in flight" in stderr, stderr
+    assert "does not answer" not in stderr and "Traceback" not in stderr
     with Catalog(db) as catalog:
         assert catalog.outbox.status().pending == 6  # nothing recorded: the next run sends it all
+
+
+def test_a_sigterm_given_twice_at_once_is_one_stop(tmp_path: Path) -> None:
+    """``timeout`` passes its signal on to the command and to its process group: the command got
+    SIGTERM twice at once, took the second for a request to stop at once, dropped the round in
+    flight (sent again by the next run) and said that the backend did not answer. Two at once are
+    one stop: the request in flight is answered and recorded, and the worker exits 0."""
+    db = tmp_path / "c.db"
+    with Catalog(db) as catalog:
+        fill(catalog, 3)
+    with Backend(lambda e, a: Reply(201, delay=1.5)) as backend:
+        command = [
+            OLBRIDGE,
+            "--catalog",
+            str(db),
+            "stream",
+            "--url",
+            backend.url,
+            "--poll",
+            "0.05",
+            "--concurrency",
+            "1",
+        ]
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            assert wait_for(lambda: backend.arrived >= 1, timeout=60)
+            process.send_signal(signal.SIGTERM)
+            time.sleep(0.05)  # both delivered (two pending at once are one), as close as a wrapper sends them
+            process.send_signal(signal.SIGTERM)
+            _, stderr = process.communicate(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 0, stderr
+    assert "SIGTERM: stopping after the requests in flight" in stderr and "Error" not in stderr, stderr
+    with Catalog(db) as catalog:
+        assert catalog.outbox.status().delivered >= 1  # what was in flight, recorded
 
 
 # --- failures said as they happen, kept for status, and a bounded retry budget ---------------

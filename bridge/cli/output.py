@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType
@@ -89,14 +90,19 @@ def stop_on_signals(message: str) -> Iterator[threading.Event]:
     afterwards."""
     stop = threading.Event()
     deadline: list[threading.Timer] = []  # set by the first signal (the command sets ``stop`` too)
+    first: list[float] = []  # when the first came (monotonic)
 
     def handler(signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
-        if deadline:  # a second one: at once
-            _stop_now(f"{name} again")
+        if deadline:
+            if time.monotonic() - first[0] < AGAIN_WITHIN:
+                return  # the same stop, given twice at once (a wrapper that passes it on to its group too)
+            _stop_now(f"{name} again: stopping at once, without the work in flight")
         say(message.format(signal=name))
+        first.append(time.monotonic())
         stop.set()
-        timer = threading.Timer(STOP_WITHIN, _stop_now, (f"{STOP_WITHIN:g} s after {name}",))
+        late = f"still not stopped {STOP_WITHIN:g} s after {name}: what it waits on (the catalog, a request)"
+        timer = threading.Timer(STOP_WITHIN, _stop_now, (f"{late} does not answer; stopping without it",))
         timer.daemon = True
         timer.start()
         deadline.append(timer)
@@ -114,14 +120,15 @@ def stop_on_signals(message: str) -> Iterator[threading.Event]:
 # seconds a command told to stop has to finish the work in flight; past them (what it waits on
 # does not answer: a catalog's server hung with its connections up, say) it stops without it
 STOP_WITHIN = 60.0
+# a second signal this soon after the first is the same stop given twice (``timeout`` passes its
+# signal on to the command and to its process group: the command gets it twice at once), not a
+# second request to stop at once
+AGAIN_WITHIN = 0.2
 
 
-def _stop_now(when: str) -> None:
+def _stop_now(why: str) -> None:
     """Stop the process now, without the work in flight (its outcome unrecorded: done again by
-    the next run, as after a kill), saying so; exit status 1."""
-    say(
-        f"Error: still not stopped {when}: what it waits on (the catalog, a request) does not answer; stopping "
-        "without it (the work in flight is done again by the next run)"
-    )
+    the next run, as after a kill), saying why; exit status 1."""
+    say(f"Error: {why} (the work in flight is done again by the next run)")
     sys.stderr.flush()
     os._exit(1)

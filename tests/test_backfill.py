@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -26,7 +27,7 @@ from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.history import iter_events
 from bridge.delivery.retry import RateLimiter, RetryPolicy
 from bridge.delivery.senders import HttpSender
-from bridge.errors import Busy, ConfigError
+from bridge.errors import Busy, CatalogError, ConfigError
 from bridge.mapping import Resolver
 from bridge.model import AssetDeclaration, TaskRun, TaskRunKey, TaskState, format_time
 from bridge.openlineage.convert import Converter, task_run_id
@@ -150,6 +151,30 @@ def test_a_refused_start_is_reported_and_its_run_not_ended(catalog: Catalog, con
     [problem] = summary.problems
     assert problem["status"] == 422 and problem["detail"] == '{"errors":["bad"]}'
     assert problem["event"].startswith("START other.team/flow.b run ")
+
+
+def test_one_backfill_of_a_checkpoint_at_a_time(catalog: Catalog, converter: Converter) -> None:
+    """Two backfills of one checkpoint at once (a scheduled one overlapping the one before) each
+    sent every event from where the checkpoint stood, and both exited 0. The second refuses to
+    start, naming the first, and sends nothing; the first gives its hold back at its end."""
+    from bridge.catalog.retention import release_lease, take_lease
+
+    history(catalog)
+    other, kind = "another-host:4321:beef", "backfill-lease:test"
+    assert take_lease(catalog.db, other, time.time(), 60.0, kind=kind)
+    with Backend() as backend:
+        with pytest.raises(
+            CatalogError, match=r"another backfill is sending checkpoint 'test' \(pid 4321 on another-host"
+        ):
+            backfill(catalog, converter, backend).run()
+        assert backend.requests == 0
+        release_lease(catalog.db, other, kind=kind)
+        assert backfill(catalog, converter, backend).run().complete
+        sent = backend.accepted_count
+        assert sent == len(list(iter_events(catalog, converter)))
+        assert backfill(catalog, converter, backend).run().complete  # given back: the next one runs
+        assert backend.accepted_count == sent  # (from where the first left it: nothing more)
+        assert take_lease(catalog.db, other, time.time(), 60.0, kind=kind)  # and nobody holds it
 
 
 def test_rate_limit(catalog: Catalog, converter: Converter) -> None:

@@ -43,12 +43,13 @@ from bridge.catalog.availability import Availability
 from bridge.catalog.outbox import DeliveryError
 from bridge.catalog.positions import Checkpoint, ItemPosition, RefusedItem
 from bridge.catalog.query import HistoryFilter
+from bridge.catalog.retention import holder_id, lease_holder, release_lease, take_lease
 from bridge.delivery.dispatch import Dispatcher, Pass, deliver
 from bridge.delivery.history import AssetLookup
 from bridge.delivery.report import FailureReport, describe, describe_event, retry_note
 from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import Outcome
-from bridge.errors import ConfigError, NotFoundError
+from bridge.errors import CatalogError, ConfigError, NotFoundError, Unavailable
 from bridge.jsonkeys import camel_keys
 from bridge.model import AssetChange, StoredDeclaredJob, StoredTaskRun, epoch_text, format_time
 from bridge.openlineage.convert import Converter
@@ -56,6 +57,8 @@ from bridge.openlineage.serialize import dumps
 from bridge.openlineage.validate import validate_event
 
 PROBLEMS_KEPT = 20
+LEASE_TTL = 60.0  # seconds a backfill holds its checkpoint unless it renews its hold
+RENEW_EVERY = 10.0  # seconds between renewals, at least (at each window, and while one waits)
 STOPPED = Outcome(ok=False, retry=True, detail="the backfill was stopped before it was delivered", error="stopped")
 
 
@@ -169,6 +172,7 @@ class Backfill:
         self._failure_kept: tuple[Outcome, float] | None = None
         # the catalog's availability to the checkpoint's writes, said once as it goes and comes
         self._availability = Availability(say or (lambda message: None))
+        self._holder, self._held_at = holder_id(), 0.0  # the checkpoint's lease: who, when last renewed
 
     @property
     def target(self) -> str:
@@ -190,7 +194,50 @@ class Backfill:
     def run(self) -> BackfillSummary:
         """Replay until the end, a stop request, or an event that cannot be delivered. Window
         N+1 is read and converted while window N is on the wire (one sending thread; the catalog
-        is only touched from this one)."""
+        is only touched from this one). A checkpoint is sent by one backfill at a time, across
+        the catalog's processes (:meth:`_hold`): a second of the same refuses to start."""
+        if self.checkpoint is None or self.dispatcher is None:  # nothing kept: nothing to hold
+            return self._run()
+        self._hold()
+        try:
+            return self._run()
+        finally:
+            release_lease(self.catalog.db, self._holder, kind=self._lease_kind)
+
+    @property
+    def _lease_kind(self) -> str:
+        return f"backfill-lease:{self.checkpoint}"
+
+    def _hold(self) -> None:
+        """Take the checkpoint's lease (a row of positions beside it, as retention's and the
+        health watch's), or refuse, naming its holder: two backfills of one checkpoint each sent
+        every event, both from where it stood."""
+        self._held_at = time.time()
+        if not take_lease(self.catalog.db, self._holder, self._held_at, LEASE_TTL, kind=self._lease_kind):
+            held = lease_holder(self.catalog.db.conn, time.time(), kind=self._lease_kind)
+            who = f" ({held.describe()})" if held is not None else ""
+            raise CatalogError(
+                f"another backfill is sending checkpoint {self.checkpoint!r}{who}; one at a time (both would send "
+                "every event from where it stands): wait for it to end, or give this one another --checkpoint"
+            )
+
+    def _renew(self) -> None:
+        """Renew the checkpoint's lease, every :data:`RENEW_EVERY` seconds at most; another
+        backfill that took it over (this one stalled past :data:`LEASE_TTL`) stops this one."""
+        now = time.time()
+        if self.checkpoint is None or self.dispatcher is None or now - self._held_at < RENEW_EVERY:
+            return
+        try:
+            held = take_lease(self.catalog.db, self._holder, now, LEASE_TTL, kind=self._lease_kind)
+        except Unavailable:
+            return  # the catalog is away: renewed once it is back (the checkpoint waits for it too)
+        if not held:
+            raise CatalogError(
+                f"another backfill took checkpoint {self.checkpoint!r} over while this one stalled; this one stops"
+            )
+        self._held_at = now
+
+    def _run(self) -> BackfillSummary:
         began = self.clock()
         saved = self.start_position()
         if saved is not None:
@@ -212,6 +259,7 @@ class Backfill:
         in_flight: tuple[Future[None], list[_Slot]] | None = None
         with ThreadPoolExecutor(1, thread_name_prefix="olbridge-backfill") as wire:
             while not self.stop.is_set():
+                self._renew()
                 slots = [self._slot(position, item, lookup) for position, item in itertools.islice(items, self.window)]
                 if self.dispatcher is None:  # a dry run
                     self._dry_run(slots)
@@ -237,6 +285,7 @@ class Backfill:
                 break
             except concurrent.futures.TimeoutError:
                 self._keep_failure()
+                self._renew()
         prefix = next((i for i, slot in enumerate(slots) if not slot.done), len(slots))
         for slot in slots[:prefix]:
             if isinstance(slot.item, StoredDeclaredJob):

@@ -173,6 +173,46 @@ def test_checks_go_but_each_assets_latest_stays_and_health_now_is_unchanged(cata
     assert retention.count(catalog.db, ALL, NOW)["checks"] == 0  # kept unless a window is given
 
 
+def test_lineage_as_of_a_time_in_the_window_is_the_same_after_the_runs_go(
+    catalog: Catalog, intake: Intake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The received runs' edges outlive them (external_lineage, kept_edges): ``lineage`` now and
+    health's at-risk walk kept them, but ``lineage --as-of`` (and the web view's time slider) dated
+    a received edge by its runs alone, so that an edge whose runs went, or whose job's latest run
+    no longer gives it, was gone as of every time, in the window too."""
+    from bridge.catalog.lineage_steps import lineage_steps
+
+    a, b, e, f = (ol_dataset("s3://x", name) for name in ("a", "b", "e", "f"))
+    events = [
+        ol_run_event("FAIL", run_id=rid(11), job=("x", "j1"), inputs=[a], outputs=[b], time=OLD),
+        ol_run_event("COMPLETE", run_id=rid(12), job=("x", "j1"), inputs=[a], outputs=[b], time=RECENT),
+        ol_run_event("COMPLETE", run_id=rid(13), job=("x", "j3"), inputs=[a], outputs=[e], time=OLD),
+        ol_run_event("COMPLETE", run_id=rid(14), job=("x", "j3"), inputs=[a], outputs=[f], time=RECENT),
+    ]
+    assert all(o.ok for o in intake.take(events))
+    inside = datetime.fromtimestamp(NOW - 4 * 86400, UTC)  # in the window, before the recent runs
+    root = catalog.find_asset_id("s3://x/a", Resolver.load())
+    assert root is not None
+
+    def seen() -> tuple[Any, ...]:
+        graph = catalog.lineage(root, direction="downstream", as_of=inside)
+        steps = lineage_steps(catalog, root, direction="downstream")
+        return (
+            sorted((x.upstream, x.downstream, x.tasks) for x in graph.edges),
+            sorted(steps.entered.items()),
+        )
+
+    before = seen()
+    assert len(before[0]) == 2  # a -> b (j1's failed run), a -> e (j3's)
+    assert expire(catalog, Windows(external_runs=WEEK))["externalRuns"] == 2
+    assert seen() == before
+    # and where the neighbourhood is past what is read through the indexes (every edge read)
+    from bridge.catalog import lineage as lineage_module
+
+    monkeypatch.setattr(lineage_module, "AS_OF_NODES_AT_MOST", 1)
+    assert seen()[0] == before[0]
+
+
 def test_what_current_lineage_needs_stays(catalog: Catalog, intake: Intake) -> None:
     """Placeholders old enough to expire, still bound to current jobs, their bindings and the
     datasets' latest facets, the last run of every job, and pending outbox rows all stay."""

@@ -84,6 +84,9 @@ def _edges_known_by(conn: Connection, moment: str) -> dict[tuple[str, str], set[
             for down in json.loads(outputs):
                 if up != down:
                     tasks.setdefault((up, down), set()).add(label)
+    # the received edges whose runs retention deleted, known since they were first (kept_edges)
+    for up, down, job_ns, job_name in conn.execute(sql.KEPT_RECEIVED_EDGES_BY, (moment,)):
+        tasks.setdefault((up, down), set()).add(f"{job_ns}/{job_name} (external)")
     return tasks
 
 

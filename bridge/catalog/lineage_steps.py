@@ -231,12 +231,24 @@ class _JobEdges:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.jobs: dict[tuple[str, str], _FirstKnown] = {}
+        self.kept: dict[Edge, str | None] = {}  # each edge's kept since, read so far
 
     def known(self, job_namespace: str, job_name: str, edge: Edge) -> str | None:
+        """When the job's ``edge`` was first known: by its runs (and JobEvent), or, where
+        retention deleted the runs that first gave it, since when the catalog keeps it
+        (``kept_edges``: the health's walk reads it too), the earlier."""
         key = (job_namespace, job_name)
         if key not in self.jobs:
             self.jobs[key] = _FirstKnown(self.conn, key)
-        return self.jobs[key].known(edge)
+        if edge not in self.kept:
+            row = self.conn.execute(_KEPT_SINCE, edge).fetchone()
+            self.kept[edge] = None if row is None else str(row[0])
+        found = [when for when in (self.jobs[key].known(edge), self.kept[edge]) if when is not None]
+        return min(found) if found else None
+
+
+# since when the catalog keeps an edge of runs retention deleted (its key)
+_KEPT_SINCE = "SELECT since FROM kept_edges WHERE upstream_id = ? AND downstream_id = ?"
 
 
 class _FirstKnown:

@@ -709,6 +709,16 @@ def result_of(results: dict[str, Any], unique_id: str) -> dict[str, Any]:
         ("run_results.json", lambda r: result_of(r, FIRST).update(timing={"a": 1}), r"timing' must be a list"),
         ("run_results.json", lambda r: result_of(r, FIRST).update(timing=["execute"]), r"timing\[0\] must be an"),
         ("run_results.json", lambda r: result_of(r, FIRST).update(message={"x": 1}), r"message' must be a str"),
+        (  # said where it is, once (it was said at a result without timing, whose time it is, twice over)
+            "run_results.json",
+            lambda r: r["metadata"].update(generated_at="yesterday"),
+            r"^[^:]*run_results\.json: metadata\.generated_at: not an ISO 8601 time: 'yesterday'",
+        ),
+        (
+            "run_results.json",
+            lambda r: result_of(r, FIRST).update(timing=[{"name": "execute", "started_at": "soon"}]),
+            r"^[^:]*run_results\.json: results\[0\]: not an ISO 8601 time: 'soon'",
+        ),
         (
             "run_results.json",
             lambda r: r["results"].append(dict(result_of(r, FIRST))),
@@ -730,7 +740,7 @@ def test_artifacts_of_a_shape_dbt_never_writes_are_refused_naming_the_field(
         if not message:
             assert ingest_dbt(catalog, project).skipped == 5  # four tests and the odd one
             return
-        with pytest.raises(ArtifactError, match=f"{name}: .*{message}"):
+        with pytest.raises(ArtifactError, match=message if message.startswith("^") else f"{name}: .*{message}"):
             ingest_dbt(catalog, project)
         assert catalog.count_assets() == 0 and catalog.count_task_runs() == 0
 

@@ -17,8 +17,9 @@ import yaml
 from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import SandboxedEnvironment
 
-from bridge.errors import ArtifactError, InputFileError
+from bridge.errors import ArtifactError, InputFileError, ValidationError
 from bridge.files import read_text, reading_problem, yaml_problem
+from bridge.model.times import parse_time
 
 
 @attrs.frozen
@@ -144,7 +145,11 @@ def _check_run_results(run_results: Mapping[str, Any], path: Path) -> None:
     metadata = _schema_metadata(run_results, "run-results", path)
     if not _require(metadata, "invocation_id", str, path, "metadata").strip():
         raise ArtifactError(f"{path}: 'metadata.invocation_id' is empty")
-    _require(metadata, "generated_at", str, path, "metadata")
+    generated = _require(metadata, "generated_at", str, path, "metadata")
+    try:  # a result without its timing is dated by it: a bad one is said where it is
+        parse_time(generated, f"{path}: metadata.generated_at", assume_utc=True)
+    except ValidationError as exc:
+        raise ArtifactError(str(exc)) from None
     args = _optional(run_results, "args", dict, path, "run_results") or {}
     command = args.get("which")
     if command in _NOT_RUNS:

@@ -263,8 +263,8 @@ def _timing(result: Mapping[str, Any], fallback: str, where: str) -> tuple[Any, 
     end = (execute or {}).get("completed_at") or start
     try:
         return parse_time(start, where, assume_utc=True), parse_time(end, where, assume_utc=True)
-    except ValidationError as exc:
-        raise ArtifactError(f"{where}: {exc}") from None
+    except ValidationError as exc:  # it says where already
+        raise ArtifactError(str(exc)) from None
 
 
 def dbt_task_runs(artifacts: DbtArtifacts, *, namespace: str = "dbt", flow_id: str | None = None) -> DbtIngest:

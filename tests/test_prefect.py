@@ -27,6 +27,7 @@ from bridge.adapters.prefect import import_events, import_once
 from bridge.adapters.prefect.client import PrefectClient, TaskRunInfo
 from bridge.adapters.prefect.cursor import read_cursor
 from bridge.adapters.prefect.events import asset_from_resource, parse_events, task_name
+from bridge.adapters.prefect.imports import LOOKBACK
 from bridge.catalog import Catalog
 from bridge.delivery.history import iter_events
 from bridge.errors import SourceError, ValidationError
@@ -278,11 +279,12 @@ def test_an_import_resumes_after_the_last_event_it_read(catalog: Catalog) -> Non
     assert task_run_requests() == [f"{API}/task_runs/t-extract"]
 
     responses.reset()
-    # the time filter is inclusive: the server gives e3 again, which is skipped, then the new e4
-    serve(responses.mock, [[events[2], events[3]]])
+    # it reads again from LOOKBACK before the newest event read (for events that reached the
+    # server late): the server gives those read again, which are skipped, then the new e4
+    serve(responses.mock, [events])
     second = import_events(catalog, PrefectClient(API), Resolver.load(), clock=clock(20))
     body = json.loads(responses.calls[0].request.body or b"{}")
-    assert body["filter"]["occurred"]["since"] == format_time(at(2))
+    assert body["filter"]["occurred"]["since"] == format_time(at(2) - LOOKBACK)
     assert second.read == 1
     assert [r.status for r in second.results] == ["created"]
     assert {r.key.task_run_id for r in catalog.iter_task_runs()} == {"t-extract", "t-transform"}
@@ -300,6 +302,31 @@ def test_an_import_resumes_after_the_last_event_it_read(catalog: Catalog) -> Non
     serve(responses.mock, [[events[3]]])
     third = import_events(catalog, PrefectClient(API), Resolver.load(), clock=clock(30))
     assert (third.read, third.results) == (0, ())
+
+
+@responses.activate
+def test_an_event_that_reaches_the_server_late_is_read_by_the_next_import(catalog: Catalog) -> None:
+    """An import went on from the newest event it had read: an event that occurred before it but
+    reached the server after the import (a worker's clock behind, a client that buffered it) was
+    never read, and nothing said so. The next import reads again from LOOKBACK back of it, and
+    takes what it had not read, once; what it read before it skips."""
+    events = pipeline_events()
+    serve(responses.mock, [events])
+    first = import_events(catalog, PrefectClient(API), Resolver.load(), clock=clock(10))
+    assert first.read == 4 and catalog.count_task_runs() == 2
+    late = event("e5", 2.2, "materialization.succeeded", "s3://lake/late/arrival.parquet", "t-load", name="load-1a2")
+    responses.reset()
+    serve(responses.mock, [[*events[:3], late, events[3]]])  # e5 occurred before e4, and reached it after
+    second = import_events(catalog, PrefectClient(API), Resolver.load(), clock=clock(20))
+    assert second.read == 1 and [r.status for r in second.results] == ["created"]
+    assert catalog.count_task_runs() == 3 and catalog.get_asset("s3://lake/late/arrival.parquet") is not None
+    responses.reset()
+    serve(responses.mock, [[*events[:3], late, events[3]]])
+    third = import_events(catalog, PrefectClient(API), Resolver.load(), clock=clock(30))
+    assert (third.read, third.results) == (0, ())
+    cursor = read_cursor(catalog, API)
+    assert cursor is not None and cursor.recent is not None
+    assert {event_id for event_id, _ in cursor.recent} == {"e1", "e2", "e3", "e4", "e5"}
 
 
 @responses.activate

@@ -19,25 +19,37 @@ PREFECT_IMPORT = "prefect-import"
 @attrs.frozen
 class PrefectCursor:
     """The newest event time read from one server, with the ids of the events read at that time
-    (the events API's time filter is inclusive, so those are skipped next time)."""
+    (the events API's time filter is inclusive, so those are skipped next time); and the ids of
+    those read that occurred within ``LOOKBACK`` of it, with their times (``recent``): the next
+    import reads again from that far back, for the events that reached the server after a later
+    one was read (a worker's clock behind, a client that buffered them), and skips these. None: a
+    position kept before it was (read on from ``last_occurred`` alone, that once)."""
 
     last_occurred: datetime
     last_event_ids: tuple[str, ...]
     events_read: int = 0
+    recent: tuple[tuple[str, datetime], ...] | None = None
 
     def to_json(self) -> dict[str, object]:
-        return {
+        found: dict[str, object] = {
             "lastOccurred": format_time(self.last_occurred),
             "lastEventIds": list(self.last_event_ids),
             "eventsRead": self.events_read,
         }
+        if self.recent is not None:
+            found["recentEvents"] = {event_id: format_time(at) for event_id, at in self.recent}
+        return found
 
     @classmethod
     def from_json(cls, value: Any) -> PrefectCursor:
+        recent = value.get("recentEvents")
         return cls(
             parse_time(value["lastOccurred"], "lastOccurred"),
             tuple(str(i) for i in value["lastEventIds"]),
             int(value["eventsRead"]),
+            None
+            if recent is None
+            else tuple((str(event_id), parse_time(at, "recentEvents")) for event_id, at in sorted(recent.items())),
         )
 
 

@@ -27,6 +27,9 @@ from bridge.model import EXTERNAL, ImportSummary, Refusal, TaskRun, format_time,
 
 DEFAULT_NAMESPACE = "prefect"
 DEFAULT_SETTLE = 5.0
+# how far back of the newest event read an import reads again, for the events that reached the
+# server after a later one was read (each read once: their ids are kept, :class:`PrefectCursor`)
+LOOKBACK = timedelta(minutes=2)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _PROBLEMS_SHOWN = 20
 
@@ -99,7 +102,8 @@ def _refuse(problems: list[Problem]) -> ValidationError:
 
 def _new_cursor(previous: PrefectCursor | None, raws: list[Any]) -> PrefectCursor | None:
     """The position after the events read (malformed ones too, when they are skipped): the newest
-    time among them and the ids read at it. An event without a readable time does not move it."""
+    time among them and the ids read at it, and those read within :data:`LOOKBACK` of it. An
+    event without a readable time does not move it."""
     ids_by_time: dict[datetime, set[str]] = {}
     for raw in raws:
         if isinstance(raw, dict) and isinstance(raw.get("id"), str):
@@ -110,12 +114,17 @@ def _new_cursor(previous: PrefectCursor | None, raws: list[Any]) -> PrefectCurso
             ids_by_time.setdefault(moment, set()).add(raw["id"])
     if not ids_by_time:
         return previous
-    newest = max(ids_by_time)
     read = (previous.events_read if previous else 0) + len(raws)
+    recent = dict(previous.recent or ()) if previous is not None else {}
+    recent.update((event_id, at) for at, ids in ids_by_time.items() for event_id in ids)
+    newest = max(ids_by_time)
     if previous is not None and previous.last_occurred >= newest:  # only events read again (--since)
-        ids = set(previous.last_event_ids) | (ids_by_time[newest] if previous.last_occurred == newest else set())
-        return PrefectCursor(previous.last_occurred, tuple(sorted(ids)), read)
-    return PrefectCursor(newest, tuple(sorted(ids_by_time[newest])), read)
+        newest = previous.last_occurred
+        ids = set(previous.last_event_ids) | ids_by_time.get(newest, set())
+    else:
+        ids = ids_by_time[newest]
+    kept = tuple(sorted((i, at) for i, at in recent.items() if at >= newest - LOOKBACK))
+    return PrefectCursor(newest, tuple(sorted(ids)), read, kept)
 
 
 def _already_read(raw: Any, start: datetime, seen: set[str]) -> bool:
@@ -149,6 +158,10 @@ def import_events(
     cursor = read_cursor(catalog, client.api_url)
     start = since or (cursor.last_occurred if cursor else EPOCH)
     seen = set(cursor.last_event_ids) if cursor is not None and since is None else set()
+    if since is None and cursor is not None and cursor.recent is not None:
+        # read again from LOOKBACK back, what reached the server late; what was read, skipped
+        start = cursor.last_occurred - LOOKBACK
+        seen.update(event_id for event_id, _at in cursor.recent)
     until = clock() - timedelta(seconds=settle)
     if until < start:
         return PrefectImportSummary(

@@ -177,6 +177,60 @@ def test_one_backfill_of_a_checkpoint_at_a_time(catalog: Catalog, converter: Con
         assert take_lease(catalog.db, other, time.time(), 60.0, kind=kind)  # and nobody holds it
 
 
+def test_a_password_in_the_url_is_neither_shown_nor_kept(catalog_target: str) -> None:
+    """``--url http://user:password@host``: the password was in every failure line, the
+    ``Error:``, the delivery errors and the stream worker's registration kept in the catalog, and
+    the backfill's checkpoint was named by it. It is masked wherever the URL is shown or kept (the
+    requests go to the URL as given); a checkpoint kept before under the URL with its password
+    goes on under that name."""
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_runs(run(f"t{i}", start=at(i), end=at(i + 0.5)) for i in range(3))
+    dead = f"http://ops:s3cret@127.0.0.1:{free_port()}"
+    stream = [OLBRIDGE, "--catalog", catalog_target, "stream", "--once", "--give-up-after", "1", "--url", dead]
+    done = subprocess.run(stream, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "ops:***@127.0.0.1" in done.stderr, done.stderr
+    status = subprocess.run([OLBRIDGE, "--catalog", catalog_target, "status"], capture_output=True, text=True)
+    assert "ops:***@" in status.stdout + status.stderr
+    with Backend() as backend:
+        url = backend.url.replace("http://", "http://ops:s3cret@")
+        done = subprocess.run(
+            [OLBRIDGE, "--catalog", catalog_target, "backfill", "--url", url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        assert backend.accepted_count == 6
+    with Catalog(catalog_target) as catalog:
+        kept = [
+            str(row) for table in ("positions", "delivery_errors", "stream_workers") for row in rows_of(catalog, table)
+        ]
+        assert [checkpoint.name for checkpoint in catalog.backfills.checkpoints()] == [url.replace("s3cret", "***")]
+    assert not [row for row in kept if "s3cret" in row]
+    assert "s3cret" not in done.stdout + done.stderr
+
+
+def rows_of(catalog: Catalog, table: str) -> list[tuple[Any, ...]]:
+    return [tuple(row) for row in catalog._conn.execute(f"SELECT * FROM {table}")]
+
+
+def test_a_checkpoint_kept_under_a_url_with_its_password_goes_on(catalog_target: str) -> None:
+    with Catalog(catalog_target) as catalog:
+        catalog.record_task_runs(run(f"t{i}", start=at(i), end=at(i + 0.5)) for i in range(3))
+    with Backend() as backend:
+        url = backend.url.replace("http://", "http://ops:s3cret@")
+        named = [OLBRIDGE, "--catalog", catalog_target, "backfill", "--url", url, "--checkpoint", url]
+        assert subprocess.run(named, capture_output=True, text=True, timeout=120).returncode == 0
+        with Catalog(catalog_target) as catalog:
+            catalog.record_task_runs([run("later", start=at(10), end=at(11))])
+        again = [OLBRIDGE, "--catalog", catalog_target, "backfill", "--url", url, "--json"]
+        done = subprocess.run(again, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert backend.accepted_count == 8  # the runs before went once; the later one now
+    with Catalog(catalog_target) as catalog:
+        assert [checkpoint.name for checkpoint in catalog.backfills.checkpoints()] == [url]
+
+
 def test_rate_limit(catalog: Catalog, converter: Converter) -> None:
     catalog.record_task_runs(run(f"t{i}", start=at(i)) for i in range(50))
     fake = FakeTime()

@@ -12,6 +12,7 @@ import click
 from click.core import ParameterSource
 
 from bridge.catalog import Catalog
+from bridge.catalog.engine import masked
 from bridge.catalog.outbox import ALERTS_ONLY_TARGET, ALERTS_SOURCE, DeliveryError
 from bridge.catalog.query import HistoryFilter
 from bridge.cli.context import NAMED, URL, AppContext, pass_app
@@ -318,8 +319,8 @@ def backfill(
         # not set up for a dry run), it checks everything
         if as_json and dispatcher is not None:
             _not_mixed(dispatcher)
-        target = dispatcher.sender.target if dispatcher is not None else url
-        name = checkpoint or target
+        target = dispatcher.sender.target if dispatcher is not None else (masked(url) if url else url)
+        name = checkpoint or _checkpoint_of(catalog, url, target)
         job = Backfill(
             catalog,
             app.converter(),
@@ -529,6 +530,14 @@ def _backfills(catalog: Catalog, errors: dict[str, DeliveryError]) -> list[dict[
             }
         )
     return out
+
+
+def _checkpoint_of(catalog: Catalog, url: str | None, target: str | None) -> str | None:
+    """The checkpoint a backfill keeps by default: named by its target, the URL with its password
+    masked (no password kept in the catalog, nor shown); one kept before under the URL as given
+    (with its password) goes on under that name."""
+    before = url and target != url and catalog.backfills.checkpoint(target or "") is None
+    return url if before and catalog.backfills.checkpoint(url or "") is not None else target
 
 
 def _not_mixed(dispatcher: Dispatcher) -> None:

@@ -24,6 +24,7 @@ from urllib.parse import urljoin, urlsplit
 
 import attrs
 
+from bridge.catalog.engine import masked
 from bridge.delivery.retry import parse_retry_after
 from bridge.errors import ConfigError
 from bridge.model.urls import url_problem
@@ -162,7 +163,9 @@ class HttpSender:
         # an empty endpoint: the URL itself (an alert's webhook)
         self.url = f"{url.rstrip('/')}/{endpoint.strip('/')}" if endpoint else url
         self.batch_url = f"{self.url}/batch"
-        self.target = url
+        # what messages, delivery errors and the worker's registration name it by: the URL with its
+        # password (user:password@, password=) masked; the requests go to the URL as given
+        self.target = masked(url)
         self.max_concurrency = 64
         self.timeout = timeout
         self.verify = verify

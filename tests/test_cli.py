@@ -453,6 +453,13 @@ def test_a_bad_record_flag_is_named_as_given(tmp_path: Path) -> None:
     said = err.strip().splitlines()[-1]
     assert code == 2 and not (tmp_path / "c.db").exists()
     assert said.startswith("Error: --input[0].id: ") and "; --output[0].type: unknown asset type 'T'" in said, err
+    # a run not ended given an end: it was kept as ended, and a failing asset's last failed run
+    # was hidden behind it (health said UNKNOWN, exit 0)
+    code, _, err = invoke(tmp_path / "c.db", *flags[:2], "ops", *flags[3:], "--start", "2025-01-01T00:00:00Z",
+                          "--end", "2025-01-01T00:05:00Z", "--state", "RUNNING")  # fmt: skip
+    said = err.strip().splitlines()[-1]
+    assert code == 2 and said == "Error: --end: state RUNNING has not ended, so it takes no end time", err
+    assert not (tmp_path / "c.db").exists()
 
 
 @pytest.mark.parametrize(

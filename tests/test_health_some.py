@@ -13,6 +13,7 @@ import pytest
 
 from bridge.catalog import Catalog, retention, writes_kept
 from bridge.catalog import health as health_queries
+from bridge.errors import ValidationError
 from bridge.mapping import Resolver
 from bridge.model import Assertion
 from bridge.model.health import FreshnessRule, Match, Selector
@@ -142,18 +143,24 @@ def test_what_the_writes_keep_of_the_runs_is_what_the_runs_give(
 
 
 def test_a_run_written_again_leaves_what_the_runs_give(catalog: Catalog) -> None:
-    """A run not ended may be written again: one written running with an end, then ended earlier
-    than another run of its task that ended meanwhile, or written again with no end, leaves each
-    task's latest run as the runs say it is, and the pass over the whole catalog agrees with the
-    one over the asset alone."""
+    """A run not ended may be written again: one written running, then ended earlier than another
+    run of its task that ended meanwhile, or written again still running, leaves each task's
+    latest run as the runs say it is, and the pass over the whole catalog agrees with the one
+    over the asset alone. A run not ended that is given an end is refused (it was kept as ended
+    by what reads an end as one: a failing asset's last run hidden) and changes nothing."""
     out = (decl("mart.x", type="Table"),)
     catalog.record_task_run(run("t", execution="first", outputs=out, start=at(0), end=at(300)))  # writes mart.x
-    for n, (state, end) in enumerate((("RUNNING", 600), ("FAILED", 540), ("SUCCESS", 480))):
+    for n, (state, end) in enumerate((("RUNNING", None), ("FAILED", 540), ("SUCCESS", 480))):
         execution = "late" if n != 1 else "other"  # the first and the last: one run, written twice
         outputs = out if state != "RUNNING" else ()
-        catalog.record_task_run(run("t", execution=execution, outputs=outputs, state=state, start=at(0), end=at(end)))
-    catalog.record_task_run(run("u", execution="a", state="RUNNING", start=at(0), end=at(700)))
-    catalog.record_task_run(run("u", execution="a", state="RUNNING", start=at(0)))  # its end gone
+        ended = at(end) if end is not None else None
+        catalog.record_task_run(run("t", execution=execution, outputs=outputs, state=state, start=at(0), end=ended))
+    before = kept_rows(catalog)
+    with pytest.raises(ValidationError, match="state RUNNING has not ended, so it takes no end time"):
+        catalog.record_task_run(run("u", execution="a", state="RUNNING", start=at(0), end=at(700)))
+    assert kept_rows(catalog) == before and catalog.count_task_runs() == 3
+    catalog.record_task_run(run("u", execution="a", state="RUNNING", start=at(0)))
+    catalog.record_task_run(run("u", execution="a", state="RUNNING", start=at(0)))  # again
     conn = catalog._conn
     kept = kept_rows(catalog)
     assert made_from_the_runs(catalog) == kept

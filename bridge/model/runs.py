@@ -216,6 +216,15 @@ def task_run_problems(run: TaskRun, *, column_lineage: bool = True) -> list[Vali
                 where="endDate",
             )
         )
+    if not run.state.is_terminal and run.ended_at is not None:  # an end would make it an ended run
+        problems.append(
+            ValidationError(
+                f"state {run.state.value} has not ended, so it takes no end time",
+                rule="taskrun.times",
+                value=format_time(run.ended_at),
+                where="endDate",
+            )
+        )
     if not column_lineage:
         return problems
     for index, decl in enumerate(run.inputs):

@@ -366,23 +366,26 @@ def test_a_token_writes_no_dataset_outside_its_namespaces(
     assert _asset_said(catalog_path) == ledger
 
 
-def test_a_skipped_olbridge_run_names_outputs_it_does_not_write(
-    app: ReceiverApp, catalog_path: str, ledger: Any
-) -> None:
-    """The ABORT of a run another olbridge recorded SKIPPED names the outputs it was to write (for
-    Marquez's job edges) and writes none: a token needs no right to their namespaces, and the
-    outputs, their facets with them, are left as they were."""
+def _skipped_abort(run_id: str) -> Any:
+    """The ABORT of a run another olbridge recorded SKIPPED, naming the ledger as an output."""
     event = ol_run_event(
-        "ABORT",
-        run_id="0194a1b2-0000-7000-8000-000000000102",
-        job=("etl", "job"),
-        outputs=[_ledger(documentation={"description": "taken over"})],
+        "ABORT", run_id=run_id, job=("etl", "job"), outputs=[_ledger(documentation={"description": "taken over"})]
     )
     event["run"].setdefault("facets", {})["olbridge_taskRun"] = {
         "_producer": PRODUCER,
         "_schemaURL": TASK_RUN_FACET_URL,
         "state": "SKIPPED",
     }
+    return event
+
+
+def test_a_skipped_olbridge_run_names_outputs_it_does_not_write(
+    app: ReceiverApp, catalog_path: str, ledger: Any
+) -> None:
+    """The ABORT of a run another olbridge recorded SKIPPED names the outputs it was to write (for
+    Marquez's job edges) and writes none: a token needs no right to their namespaces, and the
+    outputs, their facets with them, are left as they were."""
+    event = _skipped_abort("0194a1b2-0000-7000-8000-000000000102")
     assert post(app, "/api/v1/lineage", event, SPARK.token)[0] == 201
     assert _asset_said(catalog_path) == ledger
     event["run"]["facets"]["olbridge_taskRun"]["state"] = "KILLED"  # a killed run wrote: refused as before
@@ -396,6 +399,24 @@ def test_a_skipped_olbridge_run_names_outputs_it_does_not_write(
     status, body = post(app, "/api/v1/lineage", job_event, SPARK.token)
     assert (status, body["error"]["problems"][0]["pointer"]) == (403, "/outputs/0/namespace"), body
     assert _asset_said(catalog_path) == ledger
+    # nor is it on an event olbridge never sends of a skipped run (its START and ABORT alone): a
+    # COMPLETE is a write, whatever its facets say
+    event["run"]["facets"]["olbridge_taskRun"]["state"] = "SKIPPED"
+    completed = {**event, "eventType": "COMPLETE"}
+    completed["run"] = {**event["run"], "runId": "0194a1b2-0000-7000-8000-000000000104"}
+    assert post(app, "/api/v1/lineage", completed, SPARK.token)[0] == 403
+
+
+def test_a_forwarded_skipped_run_is_judged_by_its_outputs_too(writer: GroupWriter, catalog_path: str) -> None:
+    """``serve --tokens --forward``: the event goes on to the backend as it came, which reads its
+    outputs whatever its facets say: a token's skipped run's outputs of another namespace were
+    taken (201) and forwarded, a write of another team's dataset in Marquez."""
+    app = ReceiverApp(Intake(writer.submit), tokens=[SPARK, ANY], forward=True)
+    event = _skipped_abort("0194a1b2-0000-7000-8000-000000000105")
+    status, body = post(app, "/api/v1/lineage", event, SPARK.token)
+    assert (status, body["error"]["problems"][0]["pointer"]) == (403, "/outputs/0/namespace"), body
+    with Catalog(catalog_path) as catalog:
+        assert catalog.outbox.status().pending == 0  # nothing to forward
 
 
 def test_an_input_of_another_namespace_is_read_but_its_facets_are_not_applied(

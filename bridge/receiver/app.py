@@ -342,7 +342,7 @@ class ReceiverApp:
             return [None] * len(events)
         out: list[Outcome | None] = []
         for event in events:
-            found = forbidden(event, named.may_write)
+            found = forbidden(event, named.may_write, forwarded=self.forward)
             if found is None:
                 out.append(None)
                 continue

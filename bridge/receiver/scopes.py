@@ -4,10 +4,11 @@ the inputs whose facets it may not apply. Pure.
 An event writes its job's namespace (a DatasetEvent: its dataset's), each output's namespace and
 the namespaces of each output's ``symlinks`` identifiers (the output's column lineage is an edge
 into the output: the same namespace); the outputs of a run olbridge recorded SKIPPED (its
-``olbridge_taskRun`` facet says so) are named, not written, and the receiver takes nothing of
-them. It reads its inputs: naming a dataset of another namespace
-as an input is allowed, but the facets it carries for that dataset (its description, owners,
-schema, symlinks) are not applied."""
+``olbridge_taskRun`` facet says so, on the START or ABORT olbridge sends of it) are named, not
+written, and the receiver takes nothing of them, unless it forwards the event as it came. It
+reads its inputs: naming a dataset of another namespace as an input is allowed, but the facets
+it carries for that dataset (its description, owners, schema, symlinks) are not applied (a
+forwarded event goes on as it came, those facets with it)."""
 
 from __future__ import annotations
 
@@ -41,9 +42,16 @@ def _dataset_places(dataset: Any, where: str) -> Iterator[tuple[str, str]]:
     yield from _symlinks(dataset, where)
 
 
-def written(event: Any) -> Iterator[tuple[str, str]]:
+# the events of a run olbridge recorded SKIPPED: its START and its ABORT (bridge/openlineage)
+_SKIPPED_EVENT_TYPES = ("START", "ABORT")
+
+
+def written(event: Any, *, forwarded: bool = False) -> Iterator[tuple[str, str]]:
     """Every namespace the event writes, each with its JSON pointer, the job's (or a
-    DatasetEvent's dataset's) first; nothing when it is not an object (the verdict refuses it)."""
+    DatasetEvent's dataset's) first; nothing when it is not an object (the verdict refuses it).
+    A skipped run's outputs are left out only as olbridge sends them (a START or an ABORT), and
+    not where the event is ``forwarded`` as it came (``serve --forward``): the backend it goes on
+    to reads its outputs, whatever its facets say."""
     if not isinstance(event, dict):
         return
     if event_kind(event) == "DatasetEvent":
@@ -55,7 +63,13 @@ def written(event: Any) -> Iterator[tuple[str, str]]:
     run = event.get("run")
     # a RunEvent's skipped run names its outputs, writes none (bridge/receiver/events.py); a JobEvent
     # has no run: a run it carries is ignored, and its outputs are written
-    if event_kind(event) == "RunEvent" and isinstance(run, dict) and skipped(run.get("facets")):
+    if (
+        not forwarded
+        and event_kind(event) == "RunEvent"
+        and event.get("eventType") in _SKIPPED_EVENT_TYPES
+        and isinstance(run, dict)
+        and skipped(run.get("facets"))
+    ):
         return
     outputs = event.get("outputs")
     if isinstance(outputs, list):
@@ -70,10 +84,11 @@ def allowed(may_write: MayWrite, namespace: str) -> bool:
     return may_write(namespace) or may_write(store_namespace(namespace))
 
 
-def forbidden(event: Any, may_write: MayWrite) -> tuple[str, str] | None:
+def forbidden(event: Any, may_write: MayWrite, *, forwarded: bool = False) -> tuple[str, str] | None:
     """The first namespace the event writes that ``may_write`` refuses (:func:`allowed`), with its
     pointer; None when it may write them all."""
-    return next(((where, ns) for where, ns in written(event) if not allowed(may_write, ns)), None)
+    places = written(event, forwarded=forwarded)
+    return next(((where, ns) for where, ns in places if not allowed(may_write, ns)), None)
 
 
 def read_only_inputs(event: Any, may_write: MayWrite) -> list[tuple[int, str]]:

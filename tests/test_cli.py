@@ -437,6 +437,15 @@ def test_olbridge_s_own_option_after_a_command_says_where_it_goes(
     )
 
 
+def test_a_bad_asset_id_given_to_assets_set_is_a_usage_error_named_by_its_argument(tmp_path: Path) -> None:
+    """``assets set 'bad id'`` said ``Error: id: ...`` and exited 1, where the same bad value given to
+    another command is a usage error (exit status 2) named as given."""
+    code, _, err = invoke(tmp_path / "c.db", "assets", "set", "bad id", "--type", "Table")
+    said = err.strip().splitlines()[-1]
+    assert code == 2 and said.startswith("Error: ASSET_ID: a name-form id has only letters"), err
+    assert not (tmp_path / "c.db").exists()
+
+
 def test_a_bad_record_flag_is_named_as_given(tmp_path: Path) -> None:
     """``record``'s flags fill a task run record; a bad one is named by the flag the user typed
     (``--start``), not by the record's field (``startDate``), each of several at once: a usage
@@ -459,6 +468,12 @@ def test_a_bad_record_flag_is_named_as_given(tmp_path: Path) -> None:
                           "--end", "2025-01-01T00:05:00Z", "--state", "RUNNING")  # fmt: skip
     said = err.strip().splitlines()[-1]
     assert code == 2 and said == "Error: --end: state RUNNING has not ended, so it takes no end time", err
+    assert not (tmp_path / "c.db").exists()
+    # outputs of a run not ended: named by the flag too (it was the field, and exit status 1)
+    code, _, err = invoke(tmp_path / "c.db", *flags[:2], "ops", *flags[3:], "--start", "2025-01-01T00:00:00Z",
+                          "--state", "RUNNING", "--output", '{"id": "z.z", "type": "Table"}')  # fmt: skip
+    said = err.strip().splitlines()[-1]
+    assert code == 2 and said.startswith("Error: --output: outputs are written when a task run ends"), err
     assert not (tmp_path / "c.db").exists()
 
 

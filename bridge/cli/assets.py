@@ -90,6 +90,8 @@ def _as_option(error: ValidationError, pairs: tuple[str, ...]) -> ValidationErro
         where = f"{option} {key}" if key else option
     elif field in _OPTION_OF and not dot:
         where = _OPTION_OF[field]
+    elif field == "id" and not dot:  # the argument
+        where = "ASSET_ID"
     else:
         return error
     return ValidationError(error.message, rule=error.rule, value=error.value, where=where)

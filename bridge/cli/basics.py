@@ -218,6 +218,8 @@ _FLAG_OF = {
     "startDate": "--start",
     "endDate": "--end",
     "failureBehavior": "--failure-behavior",
+    "inputs": "--input",  # the run's inputs or outputs as a whole (outputs of a run not ended)
+    "outputs": "--output",
 }
 
 

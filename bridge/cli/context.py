@@ -326,7 +326,13 @@ def _of_options(exc: BridgeError) -> bool:
     if isinstance(exc, ValidationProblems):
         return all(_of_options(p) for p in exc.problems)
     # a file's own place is its name, which may begin with "--" (given after "--")
-    return isinstance(exc, ValidationError) and not isinstance(exc, InputFileError) and exc.where.startswith("--")
+    if not isinstance(exc, ValidationError) or isinstance(exc, InputFileError):
+        return False
+    return exc.where.startswith("--") or exc.where in ARGUMENTS
+
+
+# the commands' arguments a problem of their value is placed at (as an option's, by its name)
+ARGUMENTS = frozenset({"ASSET_ID"})
 
 
 class BridgeGroup(click.Group):

@@ -120,6 +120,23 @@ def test_an_event_for_another_namespace_is_refused_with_403_and_changes_nothing(
 
 def test_a_dataset_event_is_judged_by_its_dataset_namespace(app: ReceiverApp) -> None:
     assert post(app, "/api/v1/lineage", dataset_event("etl"), SPARK.token)[0] == 201
+    # a DatasetEvent's job is not what it writes, where its schemaURL says what it is
+    named = {**dataset_event("etl"), "job": {"namespace": "airflow", "name": "j"}, "outputs": [ol_dataset("hr", "x")]}
+    assert post(app, "/api/v1/lineage", named, SPARK.token)[0] == 201
+
+
+def test_an_event_read_as_a_dataset_event_by_its_shape_is_judged_by_every_reading(app: ReceiverApp) -> None:
+    """Without a schemaURL an event with a ``dataset`` and a ``job`` is read as a DatasetEvent
+    by its shape, and was judged by its dataset alone: forwarded, a reader that takes it for a
+    RunEvent or a JobEvent (Marquez reads a RunEvent) writes its job's and its outputs'
+    namespaces, which the token may not. Each is judged."""
+    base = {k: v for k, v in dataset_event("etl").items() if k != "schemaURL"}
+    for extra, pointer in [
+        ({"job": {"namespace": "airflow", "name": "j"}}, "/job/namespace"),
+        ({"job": {"namespace": "etl", "name": "j"}, "outputs": [ol_dataset("hr", "x")]}, "/outputs/0/namespace"),
+    ]:
+        status, body = post(app, "/api/v1/lineage", base | extra, SPARK.token)
+        assert (status, body["error"]["problems"][0]["pointer"]) == (403, pointer), body
 
 
 def test_an_event_without_a_namespace_goes_to_the_verdict(app: ReceiverApp) -> None:

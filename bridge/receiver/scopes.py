@@ -17,7 +17,7 @@ from typing import Any
 
 from bridge.model.received import store_namespace
 from bridge.openlineage.facets import skipped
-from bridge.openlineage.validate import event_kind
+from bridge.openlineage.validate import EVENT_KINDS, event_kind
 
 MayWrite = Callable[[str], bool]
 
@@ -56,7 +56,10 @@ def written(event: Any, *, forwarded: bool = False) -> Iterator[tuple[str, str]]
         return
     if event_kind(event) == "DatasetEvent":
         yield from _dataset_places(event.get("dataset"), "/dataset")
-        return
+        if _kind_said(event):
+            return
+        # read as one by its shape alone (no schemaURL says which): another reader may take it for
+        # a RunEvent or a JobEvent (Marquez reads a RunEvent), whose job and outputs it writes
     job = event.get("job")
     if isinstance(job, dict) and isinstance(job.get("namespace"), str):
         yield "/job/namespace", job["namespace"]
@@ -75,6 +78,12 @@ def written(event: Any, *, forwarded: bool = False) -> Iterator[tuple[str, str]]
     if isinstance(outputs, list):
         for index, output in enumerate(outputs):
             yield from _dataset_places(output, f"/outputs/{index}")
+
+
+def _kind_said(event: dict[str, Any]) -> bool:
+    """Whether the event's ``schemaURL`` says its kind (else it is read by its shape)."""
+    url = event.get("schemaURL")
+    return isinstance(url, str) and url.rsplit("/", 1)[-1] in EVENT_KINDS
 
 
 def allowed(may_write: MayWrite, namespace: str) -> bool:

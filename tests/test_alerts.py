@@ -590,6 +590,34 @@ def test_a_failing_asset_purged_is_told_as_recovered_once(catalog_target: str) -
 
 
 @pytest.mark.both_engines
+def test_recovered_goes_to_the_alerts_told_the_failure_whatever_they_match_now(catalog: Catalog) -> None:
+    """An alert table that matched the asset when it failed (``tier = gold``), and no longer does
+    (its metadata changed meanwhile), was told no RECOVERED: its incident stayed open for ever. It
+    is told it, as those that take the asset now are (as before: a table may be on RECOVERED
+    alone)."""
+    now = [clock_at(10)]
+    watched_by(catalog, lambda: now[0])
+    gold = rule("http://h/gold", name="gold", match=Match(metadata={"tier": "gold"}))
+    silver = rule("http://h/silver", name="silver", match=Match(metadata={"tier": "silver"}))
+    catalog.set_asset(decl("mart.x", type="Table", metadata={"tier": "gold"}), now=at(0))
+    write_mart(catalog, "mart.x", 1, state="FAILED", execution="e1")
+    watch = HealthWatch(catalog, settings(gold, silver), clock=lambda: now[0], ttl=86400.0)
+    watch.step()
+    assert alerts_queued(catalog) == [("mart.x", "FAIL", None, "FAIL")]
+    assert kept(catalog.db.conn)["mart.x"].told == ("gold",)
+    now[0] = clock_at(20)
+    catalog.set_asset(decl("mart.x", metadata={"tier": "silver"}), now=at(20))
+    watch.step()
+    write_mart(catalog, "mart.x", 21, execution="e2")
+    now[0] = clock_at(30)
+    watch.step()
+    rows = catalog.db.conn.execute("SELECT run_key, payload FROM outbox WHERE kind = 'alert' ORDER BY seq").fetchall()
+    told = [(key.split(":")[1], json.loads(body)["event"]) for key, body in rows]
+    assert told == [("gold", "FAIL"), ("silver", "RECOVERED"), ("gold", "RECOVERED")], told
+    assert kept(catalog.db.conn)["mart.x"].told == ()
+
+
+@pytest.mark.both_engines
 def test_a_failing_placeholder_taken_over_is_told_as_recovered_once(catalog: Catalog, resolver: Resolver) -> None:
     """A received placeholder FAIL (a failed check), then taken over by olbridge's own asset of
     the same dataset: its kept health went with it, unjudged, and its alert's incident stayed open

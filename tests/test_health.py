@@ -32,7 +32,13 @@ from bridge.model.health import (
 from bridge.receiver.imports import catalog_intake
 from tests.conftest import at
 from tests.helpers import decl, invoke, ol_dataset, ol_run_event, run
-from tests.test_engines import undo_alert_heads, undo_health_purged, undo_kept_edges, undo_writers_by_task
+from tests.test_engines import (
+    undo_alert_heads,
+    undo_alerts_told,
+    undo_health_purged,
+    undo_kept_edges,
+    undo_writers_by_task,
+)
 
 pytestmark = pytest.mark.both_engines
 
@@ -371,6 +377,7 @@ def test_a_skip_neither_fails_nor_mends_an_asset(chain: str) -> None:
                 "UPDATE latest_task_runs SET run_pk = ?, state = 'SKIPPED', ended_at = ? WHERE task_id = 'build'",
                 (pk, "2025-03-01T09:06:00.000000Z"),
             )
+            undo_alerts_told(cur.execute)  # migration 0037's
             undo_health_purged(cur.execute)  # migration 0035's
             undo_kept_edges(cur.execute)  # migration 0033's
             undo_alert_heads(cur.execute)  # migration 0032's

@@ -25,6 +25,7 @@ from tests.helpers import decl, invoke, ol_dataset, ol_run_event, run
 from tests.test_dbt import NOT_NULL_TEST, copy_example, edit, result_of
 from tests.test_engines import (
     undo_alert_heads,
+    undo_alerts_told,
     undo_asset_filters,
     undo_edges_by_whole_key,
     undo_health_purged,
@@ -155,6 +156,7 @@ def test_the_migration_keeps_the_assertions_of_the_events_already_stored(
         assert len(recorded) == 2
 
         def back_to_16(cur: Any) -> None:  # as version 16 left it: nothing in asset_checks for them
+            undo_alerts_told(cur.execute)  # migration 0037's
             undo_health_purged(cur.execute)  # migration 0035's
             undo_kept_edges(cur.execute)  # migration 0033's
             undo_alert_heads(cur.execute)  # migration 0032's

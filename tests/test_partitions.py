@@ -30,6 +30,7 @@ from tests.postgres import PostgresServer
 from tests.test_engines import (
     schema_read,
     undo_alert_heads,
+    undo_alerts_told,
     undo_asset_filters,
     undo_edges_by_whole_key,
     undo_health_purged,
@@ -176,6 +177,7 @@ def test_the_migration_partitions_the_received_events_of_an_existing_catalog(
         catalog_intake(catalog, resolver).take(events)
         before = catalog._conn.execute("SELECT pk, event_time, digest FROM received_events ORDER BY pk").fetchall()
     with psycopg.connect(postgres_url, autocommit=True) as conn:  # as version 15 kept them
+        undo_alerts_told(conn.execute)  # migration 0037's
         undo_health_purged(conn.execute)  # migration 0035's
         undo_kept_edges(conn.execute)  # migration 0033's
         undo_alert_heads(conn.execute)  # migration 0032's

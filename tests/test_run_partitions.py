@@ -28,6 +28,7 @@ from bridge.receiver.intake import Intake
 from tests.helpers import JOB_EVENT_URL, PRODUCER, invoke, ol_dataset, ol_run_event
 from tests.test_engines import (
     undo_alert_heads,
+    undo_alerts_told,
     undo_edges_by_whole_key,
     undo_health_due,
     undo_health_purged,
@@ -296,6 +297,7 @@ def test_the_migration_gives_the_stored_runs_their_days(catalog_target: str, eng
         before = catalog._conn.execute(f"SELECT {columns} FROM external_sources ORDER BY source").fetchall()
 
         def back_to_21(cur: Any) -> None:
+            undo_alerts_told(cur.execute)  # migration 0037's
             undo_health_purged(cur.execute)  # migration 0035's
             undo_kept_edges(cur.execute)  # migration 0033's
             undo_alert_heads(cur.execute)  # migration 0032's

@@ -19,6 +19,7 @@ from tests.helpers import decl, invoke
 from tests.postgres import PostgresServer
 from tests.test_engines import (
     undo_alert_heads,
+    undo_alerts_told,
     undo_edges_by_whole_key,
     undo_health_due,
     undo_health_purged,
@@ -93,6 +94,7 @@ def test_the_trigram_index_answers_the_search_not_a_lookup_by_id(postgres: Postg
     with Catalog(url) as catalog:
 
         def back_to_22(cur: Any) -> None:
+            undo_alerts_told(cur.execute)  # migration 0037's
             undo_health_purged(cur.execute)  # migration 0035's
             undo_kept_edges(cur.execute)  # migration 0033's
             undo_alert_heads(cur.execute)  # migration 0032's

@@ -84,14 +84,15 @@ UNMARK = """
     DELETE FROM health_marks WHERE asset_id = ? AND seq <= ?
       AND (SELECT count(*) FROM health_marks WHERE asset_id = ? AND seq <= ?) = ?
 """
-KEPT_COLUMNS = "asset_id, health, reasons, asset_updated_at, due_at, purged"
+KEPT_COLUMNS = "asset_id, health, reasons, asset_updated_at, due_at, purged, told"
 # the assets whose kept health changes with time alone by then, soonest first
 DUE = "SELECT asset_id FROM asset_health WHERE due_at <= ? ORDER BY due_at, asset_id LIMIT ?"
 PUT = """
-    INSERT INTO asset_health (asset_id, health, reasons, asset_updated_at, judged_at, due_at) VALUES (?, ?, ?, ?, ?, ?)
+    INSERT INTO asset_health (asset_id, health, reasons, asset_updated_at, judged_at, due_at, told)
+    VALUES (?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (asset_id) DO UPDATE SET health = excluded.health, reasons = excluded.reasons,
         asset_updated_at = excluded.asset_updated_at, judged_at = excluded.judged_at, due_at = excluded.due_at,
-        purged = NULL
+        told = excluded.told, purged = NULL
 """
 FORGET = "DELETE FROM asset_health WHERE asset_id = ?"
 # of the assets a purge takes, those kept FAIL or WARN, with what the alerts' rules match of them
@@ -171,12 +172,16 @@ class Kept:
     asset_updated_at: str
     due_at: str | None = None
     purged: str | None = None  # of an asset purged while FAIL or WARN: what its alerts' rules match (JSON)
+    told: tuple[str, ...] = ()  # the [[alerts]] told its open FAIL or WARN, by name
 
 
 def kept(conn: Connection | Cursor, ids: Sequence[str] | None = None) -> dict[str, Kept]:
     """The kept health of the assets ``ids`` (None: of all)."""
     rows = _rows(conn, "asset_health", "asset_id", KEPT_COLUMNS, ids)
-    return {r[0]: Kept(Health(r[1]), tuple(json.loads(r[2])), r[3], r[4], r[5]) for r in rows}
+    return {
+        r[0]: Kept(Health(r[1]), tuple(json.loads(r[2])), r[3], r[4], r[5], tuple(json.loads(r[6] or "[]")))
+        for r in rows
+    }
 
 
 def keep_purged(cur: Cursor, ids: Sequence[str], *, reason: str | None = None) -> list[str]:
@@ -355,17 +360,42 @@ def _record(
     _id, type, namespace, metadata_text, written, _deleted_at = asset
     updated_at = _seen_written(written, moment, soon, prior)
     reasons = now.verdict.reasons
-    put = (now.asset_id, now.health.value, json.dumps(list(reasons)), updated_at, moment, due_at)
     updated = prior.asset_updated_at != updated_at if prior is not None else marked
     events = events_of(prior.health if prior else None, now.health, updated=updated)
-    if not events or not alerts:
-        return put, None, [], False
     metadata = json.loads(metadata_text) if metadata_text else {}
     wanted = [(e, r) for e in events for r in rules_for(alerts, e, now.asset_id, type, namespace, metadata)]
+    wanted += _told_before(alerts, events, prior, wanted)
+    told = _told(prior, now.health, wanted)
+    put = (now.asset_id, now.health.value, json.dumps(list(reasons)), updated_at, moment, due_at, told)
     if not wanted:
         return put, None, [], False
     change = Change(now.asset_id, type, namespace, prior.health if prior else None, now.health, reasons, 0, moment)
     return put, change, wanted, now.health in (Health.FAIL, Health.WARN)
+
+
+_OPEN = ("FAIL", "WARN")  # the events that open an incident, which RECOVERED closes
+
+
+def _told_before(
+    alerts: Sequence[AlertRule], events: Sequence[str], prior: Kept | None, wanted: Sequence[tuple[str, AlertRule]]
+) -> list[tuple[str, AlertRule]]:
+    """The RECOVERED of the ``[[alerts]]`` told the asset's open FAIL or WARN (``prior.told``)
+    that no longer take the asset as it is now (its metadata, type or namespace changed since),
+    and still take RECOVERED: what they opened is closed."""
+    if prior is None or not prior.told or "RECOVERED" not in events:
+        return []
+    taken = {r.name for e, r in wanted if e == "RECOVERED"}
+    return [("RECOVERED", r) for r in alerts if r.name in prior.told and r.name not in taken and "RECOVERED" in r.on]
+
+
+def _told(prior: Kept | None, health: Health, wanted: Sequence[tuple[str, AlertRule]]) -> str | None:
+    """The ``[[alerts]]`` told the asset's open FAIL or WARN once this judgement is kept (JSON;
+    None: none open): those told before, while it stays FAIL or WARN, and those told it now."""
+    if health not in (Health.FAIL, Health.WARN):
+        return None
+    names = set(prior.told) if prior is not None and prior.health in (Health.FAIL, Health.WARN) else set()
+    names.update(r.name for e, r in wanted if e in _OPEN)
+    return json.dumps(sorted(names)) if names else None
 
 
 def _seen_written(written: str, moment: str, soon: str, prior: Kept | None) -> str:
@@ -397,6 +427,7 @@ def _deleted(
     type, namespace, metadata = gone
     events = events_of(prior.health, Health.UNKNOWN, updated=False)
     wanted = [(e, r) for e in events for r in rules_for(alerts, e, asset_id, type, namespace, metadata)]
+    wanted += _told_before(alerts, events, prior, wanted)
     if not wanted:
         return None, []
     reason = json.loads(prior.purged).get("reason") if asset is None and prior.purged is not None else None

@@ -586,6 +586,9 @@ asset_health = sa.Table(
     # of an asset purged while FAIL or WARN: its type, namespace and metadata then (JSON), which the
     # watch matches its RECOVERED against, as it does a deleted asset's row
     _text("purged", nullable=True),
+    # the [[alerts]] tables told its open FAIL or WARN (JSON list of names; NULL: none open), which
+    # its RECOVERED is told too, whatever they match of it by then (migration 0037)
+    _text("told", nullable=True),
 )
 sa.Index("asset_health_health", asset_health.c.health, asset_health.c.asset_id)  # by health, a page by id
 sa.Index("asset_health_due", asset_health.c.due_at, asset_health.c.asset_id)

@@ -231,6 +231,33 @@ def test_a_checkpoint_kept_under_a_url_with_its_password_goes_on(catalog_target:
         assert [checkpoint.name for checkpoint in catalog.backfills.checkpoints()] == [url]
 
 
+def test_a_catalog_away_while_the_lease_is_renewed_stops_nothing(
+    catalog: Catalog, converter: Converter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpoint's lease is renewed as the backfill goes; a renewal the catalog could not
+    take (locked, restarting) stopped the backfill with the driver's error, its window on the wire
+    sent and not kept, so the next run sent it again. It is renewed once the catalog is back."""
+    from bridge.delivery import backfill as backfill_module
+
+    history(catalog)
+    real, calls = backfill_module.take_lease, [0]
+
+    def away_once(*args: Any, **kwargs: Any) -> bool:
+        calls[0] += 1
+        if calls[0] == 3:  # a renewal, while the catalog is away (what its write says after its retries)
+            raise Busy("the catalog is locked by another process")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(backfill_module, "take_lease", away_once)
+    monkeypatch.setattr(backfill_module, "RENEW_EVERY", 0.0)
+    with Backend() as backend:
+        assert backfill(catalog, converter, backend, window=2).run().complete
+        sent = backend.accepted_count
+        assert sent == len(list(iter_events(catalog, converter))) and calls[0] > 3
+        assert backfill(catalog, converter, backend, window=2).run().complete
+        assert backend.accepted_count == sent  # nothing twice
+
+
 def test_rate_limit(catalog: Catalog, converter: Converter) -> None:
     catalog.record_task_runs(run(f"t{i}", start=at(i)) for i in range(50))
     fake = FakeTime()

@@ -330,6 +330,28 @@ def test_an_event_that_reaches_the_server_late_is_read_by_the_next_import(catalo
 
 
 @responses.activate
+def test_after_an_upgrade_what_the_version_before_read_is_not_read_again(catalog: Catalog) -> None:
+    """A position kept by a version before keeps no ids of the events it read before its newest:
+    the imports after it read again from two minutes back (task runs cut by the window's start
+    then said to be late), where it must not read before that position."""
+    events = pipeline_events()
+    serve(responses.mock, [events])
+    assert import_events(catalog, PrefectClient(API), Resolver.load(), clock=clock(10)).read == 4
+    value = {k: v for k, v in read_cursor(catalog, API).to_json().items() if k != "recentEvents"}  # type: ignore[union-attr]
+    with catalog.transaction() as cur:  # as a version before kept it
+        cur.execute("UPDATE positions SET value = ? WHERE kind = 'prefect-import'", (json.dumps(value),))
+    later = event("e5", 3.5, "materialization.succeeded", "s3://lake/x.parquet", "t-x", name="x-1")
+    responses.reset()
+    serve(responses.mock, [[events[3], later]])
+    second = import_events(catalog, PrefectClient(API), Resolver.load(), clock=clock(20))
+    assert second.read == 1 and [r.status for r in second.results] == ["created"]
+    responses.reset()
+    serve(responses.mock, [[*events[1:], later]])  # from two minutes before e5: e2 to e5
+    third = import_events(catalog, PrefectClient(API), Resolver.load(), clock=clock(30))
+    assert (third.read, third.results, third.late) == (0, (), ())
+
+
+@responses.activate
 def test_since_reads_again_and_nothing_changes(catalog: Catalog) -> None:
     serve(responses.mock, [pipeline_events()])
     import_events(catalog, PrefectClient(API), Resolver.load(), clock=clock(10))

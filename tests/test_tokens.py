@@ -405,6 +405,10 @@ def test_a_skipped_olbridge_run_names_outputs_it_does_not_write(
     event = _skipped_abort("0194a1b2-0000-7000-8000-000000000102")
     assert post(app, "/api/v1/lineage", event, SPARK.token)[0] == 201
     assert _asset_said(catalog_path) == ledger
+    # and the RUNNING olbridge's stream sends of a run recorded running, then skipped
+    running = {**_skipped_abort("0194a1b2-0000-7000-8000-000000000106"), "eventType": "RUNNING"}
+    assert post(app, "/api/v1/lineage", running, SPARK.token)[0] == 201
+    assert _asset_said(catalog_path) == ledger
     event["run"]["facets"]["olbridge_taskRun"]["state"] = "KILLED"  # a killed run wrote: refused as before
     event["run"]["runId"] = "0194a1b2-0000-7000-8000-000000000103"
     assert post(app, "/api/v1/lineage", event, SPARK.token)[0] == 403

@@ -38,7 +38,7 @@ from bridge.web.app import json_twin, link
 from bridge.web.layout import layout
 from tests.backend import wait_for
 from tests.conftest import at
-from tests.helpers import PRODUCER, decl, invoke, ol_dataset, ol_run_event, run
+from tests.helpers import JOB_EVENT_URL, PRODUCER, decl, invoke, ol_dataset, ol_run_event, run
 from tests.postgres import PASSWORD_ROLE, PostgresServer
 from tests.ui_catalog import EXTERNAL_RUN, HOSTILE, HUB_FANOUT, build
 
@@ -2202,6 +2202,18 @@ def test_an_assets_runs_are_those_of_the_jobs_that_used_it_last(catalog_target: 
             time=format_time(at(0)),
         )
         assert [o.ok for o in intake.take([running])] == [True]
+        declared = [  # jobs with no run kept (a JobEvent's alone): after every job that ran
+            {
+                "eventTime": format_time(at(jobs + i)),
+                "producer": PRODUCER,
+                "schemaURL": JOB_EVENT_URL,
+                "job": {"namespace": "team-b", "name": f"declared{i:02d}"},
+                "inputs": [ol_dataset("s3://lake-b", "shared")],
+                "outputs": [],
+            }
+            for i in range(browse.JOBS_AT_MOST)
+        ]
+        assert all(o.ok for o in intake.take(declared))
         listed = browse.asset_runs(Runs(catalog, Converter(resolver)), "s3://lake-b/shared")
         shown = {r.run.job_name for r in listed}
         newest = {f"reader{i:02d}" for i in range(jobs - browse.JOBS_AT_MOST + 1, jobs)}

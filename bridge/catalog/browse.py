@@ -713,12 +713,18 @@ _OWN_UNWRITTEN = """
     WHERE o.asset_id = ? ORDER BY t.started_at DESC, t.pk DESC LIMIT ?
 """
 # the received jobs that used an asset, each with the end of its latest run that ended (NULL: none
-# ended yet), by external_sources_job (job, end): a look a job
+# ended), and whether one of its runs has not ended, by external_sources_job (job, end): two looks
+# a job (a JobEvent's row is no run)
 _EXTERNAL_JOBS = """
     SELECT u.job_namespace, u.job_name, u.direction, (
         SELECT s.ended_at FROM external_sources s
         WHERE s.job_namespace = u.job_namespace AND s.job_name = u.job_name AND s.ended_at IS NOT NULL
+          AND s.run_id IS NOT NULL
         ORDER BY s.ended_at DESC LIMIT 1
+    ), EXISTS (
+        SELECT 1 FROM external_sources s
+        WHERE s.job_namespace = u.job_namespace AND s.job_name = u.job_name AND s.ended_at IS NULL
+          AND s.run_id IS NOT NULL
     ) FROM external_usages u WHERE u.asset_id = ?
 """
 JOBS_AT_MOST = 20  # received jobs whose runs an asset's list reads: the latest used
@@ -751,8 +757,9 @@ def asset_runs(
     if scope is not None:
         seen, patterns = scope.clause("u.job_namespace", global_=False)
         statement, params = f"{statement} AND {seen}", [*params, *patterns]
-    jobs = conn.execute(f"{statement} LIMIT ?", [*params, JOBS_LOOKED_AT]).fetchall()
-    for job_ns, job_name, way, _ended in _latest_used(jobs)[:JOBS_AT_MOST]:
+    order = " ORDER BY u.job_namespace, u.job_name, u.direction"
+    jobs = conn.execute(f"{statement}{order} LIMIT ?", [*params, JOBS_LOOKED_AT]).fetchall()
+    for job_ns, job_name, way, _ended, _running in _latest_used(jobs)[:JOBS_AT_MOST]:
         job = RunFilter(job=job_name, namespace=job_ns, origin=EXTERNAL)
         newest, _ = _external_newest(runs, job, None, limit, scope, passing=False)
         found += [AssetRun(way, view) for _, view in newest]
@@ -770,12 +777,12 @@ def asset_runs(
 
 
 def _latest_used(jobs: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:
-    """An asset's received jobs (:data:`_EXTERNAL_JOBS`'s rows), the latest used first: those none
-    of whose runs ended yet (they run now), then by their latest run's end, the latest first
-    (then by name)."""
+    """An asset's received jobs (:data:`_EXTERNAL_JOBS`'s rows), the latest used first: those with a
+    run not ended (they run now), then by their latest run's end, the latest first, then those
+    with no run kept (a JobEvent's alone, or runs retention deleted); then by name."""
     ordered = sorted(jobs, key=lambda job: (job[0], job[1], job[2]))
     ordered.sort(key=lambda job: str(job[3] or ""), reverse=True)
-    ordered.sort(key=lambda job: job[3] is not None)
+    ordered.sort(key=lambda job: 0 if job[4] else 1 if job[3] is not None else 2)
     return ordered
 
 

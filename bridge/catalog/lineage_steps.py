@@ -236,7 +236,9 @@ class _JobEdges:
     def known(self, job_namespace: str, job_name: str, edge: Edge) -> str | None:
         """When the job's ``edge`` was first known: by its runs (and JobEvent), or, where
         retention deleted the runs that first gave it, since when the catalog keeps it
-        (``kept_edges``: the health's walk reads it too), the earlier."""
+        (``kept_edges``: the health's walk reads it too), the earlier; the latter only of an edge
+        one job alone gives (the catalog keeps no job with it: of several, which one it was is
+        not known, and none is dated before its own runs)."""
         key = (job_namespace, job_name)
         if key not in self.jobs:
             self.jobs[key] = _FirstKnown(self.conn, key)
@@ -247,8 +249,13 @@ class _JobEdges:
         return min(found) if found else None
 
 
-# since when the catalog keeps an edge of runs retention deleted (its key)
-_KEPT_SINCE = "SELECT since FROM kept_edges WHERE upstream_id = ? AND downstream_id = ?"
+# since when the catalog keeps an edge of runs retention deleted (its key), where one received
+# job alone gives the edge
+_KEPT_SINCE = """
+    SELECT k.since FROM kept_edges k WHERE k.upstream_id = ? AND k.downstream_id = ?
+      AND (SELECT count(*) FROM external_lineage e
+           WHERE e.upstream_id = k.upstream_id AND e.downstream_id = k.downstream_id) = 1
+"""
 
 
 class _FirstKnown:

@@ -505,12 +505,13 @@ OWN_EDGES_ENDED_BY = """
     WHERE t.ended_at IS NOT NULL AND t.ended_at <= ?
 """
 # ... and the external runs that had ended by then, and the jobs JobEvents had declared
-# ... and the received edges of runs retention deleted, kept since before then (each job that gave
-# it, as external_lineage names them)
+# ... and the received edges of runs retention deleted, kept since before then, of one job alone
+# (of several, which one gave it first is not kept: lineage_steps._KEPT_SINCE)
 KEPT_RECEIVED_EDGES_BY = """
-    SELECT k.upstream_id, k.downstream_id, e.job_namespace, e.job_name FROM kept_edges k
+    SELECT k.upstream_id, k.downstream_id, min(e.job_namespace), min(e.job_name) FROM kept_edges k
     JOIN external_lineage e ON e.upstream_id = k.upstream_id AND e.downstream_id = k.downstream_id
     WHERE k.since <= ?
+    GROUP BY k.upstream_id, k.downstream_id HAVING count(*) = 1
 """
 EXTERNAL_SOURCES_KNOWN_BY = """
     SELECT job_namespace, job_name, inputs, outputs FROM external_sources

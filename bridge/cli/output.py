@@ -94,12 +94,12 @@ def stop_on_signals(message: str) -> Iterator[threading.Event]:
 
     def handler(signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
-        if deadline:
+        if first:
             if time.monotonic() - first[0] < AGAIN_WITHIN:
                 return  # the same stop, given twice at once (a wrapper that passes it on to its group too)
             _stop_now(f"{name} again: stopping at once, without the work in flight")
+        first.append(time.monotonic())  # first: a second signal may come while this one is said
         say(message.format(signal=name))
-        first.append(time.monotonic())
         stop.set()
         late = f"still not stopped {STOP_WITHIN:g} s after {name}: what it waits on (the catalog, a request)"
         timer = threading.Timer(STOP_WITHIN, _stop_now, (f"{late} does not answer; stopping without it",))

@@ -335,7 +335,7 @@ def backfill(
             say=say,
         )
         saved = job.start_position()
-        shown = "dry run" if dry_run else f"to {name}"
+        shown = "dry run" if dry_run else f"to {masked(name or '')}"
         with progress(f"backfill {shown}", total, "events", already=saved.events if saved else 0) as backfilling:
             job.progress = backfilling.advance
             try:
@@ -370,12 +370,12 @@ def backfill(
     if summary.error is not None:
         raise ExportError(summary.error)
     if not summary.complete:  # stopped by a signal: not done, whatever it sent (or checked)
-        again = "run it again" if dry_run else f"run it again to resume (checkpoint {name!r})"
+        again = "run it again" if dry_run else f"run it again to resume (checkpoint {masked(name or '')!r})"
         raise ExportError(f"the backfill was stopped before its end; {again}")
     if summary.refused:
         say(
-            f"the refused events are kept with checkpoint {name!r} (olbridge status counts them); fix the cause, "
-            "then send them again with olbridge backfill --retry-refused (same --url and --checkpoint)"
+            f"the refused events are kept with checkpoint {masked(name or '')!r} (olbridge status counts them); fix "
+            "the cause, then send them again with olbridge backfill --retry-refused (same --url and --checkpoint)"
         )
     if summary.refused or summary.invalid:
         raise SystemExit(1)
@@ -493,7 +493,7 @@ def status(app: AppContext, as_json: bool) -> None:
         up_to = b["position"][0] if b["position"] and b["position"][0] else "-"
         refused = f", {b['refused']} refused (send again: --retry-refused)" if b["refused"] else ""
         lines.append(
-            f"backfill {b['checkpoint']}: up to {up_to}, {b['runs']} task run(s), {b['events']} event(s) "
+            f"backfill {masked(b['checkpoint'])}: up to {up_to}, {b['runs']} task run(s), {b['events']} event(s) "
             f"delivered{refused}, updated {b['updatedAt']}"
         )
     echo_lines(lines)
@@ -508,7 +508,7 @@ def _error_line(e: DeliveryError) -> str:
     if e.source == ALERTS_SOURCE:
         by = f"alert {e.target} to its webhook"
     else:
-        by = f"{kind} to {e.target}" + (f" (checkpoint {name})" if name and name != e.target else "")
+        by = f"{kind} to {e.target}" + (f" (checkpoint {masked(name)})" if name and name != e.target else "")
     return f"{e.at} {by}: {e.failure}{status_text} {answer}".rstrip()
 
 

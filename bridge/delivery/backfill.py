@@ -40,6 +40,7 @@ import attrs
 
 from bridge.catalog import Catalog
 from bridge.catalog.availability import Availability
+from bridge.catalog.engine import masked
 from bridge.catalog.outbox import DeliveryError
 from bridge.catalog.positions import Checkpoint, ItemPosition, RefusedItem
 from bridge.catalog.query import HistoryFilter
@@ -49,7 +50,7 @@ from bridge.delivery.history import AssetLookup
 from bridge.delivery.report import FailureReport, describe, describe_event, retry_note
 from bridge.delivery.retry import RetryPolicy
 from bridge.delivery.senders import Outcome
-from bridge.errors import CatalogError, ConfigError, NotFoundError, Unavailable
+from bridge.errors import Busy, CatalogError, ConfigError, NotFoundError, Unavailable
 from bridge.jsonkeys import camel_keys
 from bridge.model import AssetChange, StoredDeclaredJob, StoredTaskRun, epoch_text, format_time
 from bridge.openlineage.convert import Converter
@@ -57,7 +58,7 @@ from bridge.openlineage.serialize import dumps
 from bridge.openlineage.validate import validate_event
 
 PROBLEMS_KEPT = 20
-LEASE_TTL = 60.0  # seconds a backfill holds its checkpoint unless it renews its hold
+LEASE_TTL = 120.0  # seconds a backfill holds its checkpoint unless it renews its hold
 RENEW_EVERY = 10.0  # seconds between renewals, at least (at each window, and while one waits)
 STOPPED = Outcome(ok=False, retry=True, detail="the backfill was stopped before it was delivered", error="stopped")
 
@@ -173,6 +174,7 @@ class Backfill:
         # the catalog's availability to the checkpoint's writes, said once as it goes and comes
         self._availability = Availability(say or (lambda message: None))
         self._holder, self._held_at = holder_id(), 0.0  # the checkpoint's lease: who, when last renewed
+        self._main = threading.get_ident()  # the thread that touches the catalog
 
     @property
     def target(self) -> str:
@@ -185,7 +187,7 @@ class Backfill:
         found = self.catalog.backfills.checkpoint(self.checkpoint)
         if found is not None and found.filters != self.filters.as_json():
             raise ConfigError(
-                f"checkpoint {self.checkpoint!r} belongs to a backfill with other filters "
+                f"checkpoint {self._name!r} belongs to a backfill with other filters "
                 f"({json.dumps(found.filters, sort_keys=True)}); use --no-resume to start it again, "
                 "or another --checkpoint"
             )
@@ -202,11 +204,25 @@ class Backfill:
         try:
             return self._run()
         finally:
-            release_lease(self.catalog.db, self._holder, kind=self._lease_kind)
+            try:
+                release_lease(self.catalog.db, self._holder, kind=self._lease_kind)
+            except Exception as exc:  # the catalog away: the lease lapses on its own
+                if not self._away(exc):
+                    raise
 
     @property
     def _lease_kind(self) -> str:
-        return f"backfill-lease:{self.checkpoint}"
+        return f"backfill-lease:{self._name}"
+
+    @property
+    def _name(self) -> str:
+        """The checkpoint's name as messages show it and its lease is named: a password in it (a
+        checkpoint kept before under a URL with its password) masked."""
+        return masked(self.checkpoint or "")
+
+    def _away(self, exc: BaseException) -> bool:
+        """Whether an error says the catalog cannot be written now (locked, busy, restarting)."""
+        return isinstance(exc, Unavailable | Busy) or self.catalog.unavailable(exc)
 
     def _hold(self) -> None:
         """Take the checkpoint's lease (a row of positions beside it, as retention's and the
@@ -217,7 +233,7 @@ class Backfill:
             held = lease_holder(self.catalog.db.conn, time.time(), kind=self._lease_kind)
             who = f" ({held.describe()})" if held is not None else ""
             raise CatalogError(
-                f"another backfill is sending checkpoint {self.checkpoint!r}{who}; one at a time (both would send "
+                f"another backfill is sending checkpoint {self._name!r}{who}; one at a time (both would send "
                 "every event from where it stands): wait for it to end, or give this one another --checkpoint"
             )
 
@@ -229,11 +245,13 @@ class Backfill:
             return
         try:
             held = take_lease(self.catalog.db, self._holder, now, LEASE_TTL, kind=self._lease_kind)
-        except Unavailable:
-            return  # the catalog is away: renewed once it is back (the checkpoint waits for it too)
+        except Exception as exc:
+            if self._away(exc):
+                return  # renewed once it is back (the checkpoint waits for it too)
+            raise
         if not held:
             raise CatalogError(
-                f"another backfill took checkpoint {self.checkpoint!r} over while this one stalled; this one stops"
+                f"another backfill took checkpoint {self._name!r} over while this one stalled; this one stops"
             )
         self._held_at = now
 
@@ -317,7 +335,9 @@ class Backfill:
         if self.stop.is_set() and first.last is STOPPED:
             return  # a stop request: resumed by the next run, not a failure
         last = first.last or STOPPED
-        where = f"the checkpoint {self.checkpoint!r} stays before it" if self.checkpoint else "no checkpoint kept"
+        if last is STOPPED and self._failure is not None:  # left unsent behind one out of attempts
+            last = self._failure[0]
+        where = f"the checkpoint {self._name!r} stays before it" if self.checkpoint else "no checkpoint kept"
         self.summary.error = (
             f"backfill stopped: {self.summary.undelivered} event(s) could not be delivered to {self.target} "
             f"after {self.policy.max_attempts} attempt(s) each (last: {describe(last)}); it stopped before "
@@ -374,6 +394,7 @@ class Backfill:
         entries = self.catalog.backfills.refused(self.checkpoint)
         gone: list[RefusedItem] = []
         for start in range(0, len(entries), self.window):
+            self._renew()
             slots: list[_Slot] = []
             chunk = entries[start : start + self.window]
             for entry in chunk:
@@ -495,7 +516,11 @@ class Backfill:
         return [o if o is not None else STOPPED for o in final]
 
     def _pass(self, done: Pass) -> None:
-        """Count a pass of :func:`deliver`, keep its latest failure and report its failures."""
+        """Count a pass of :func:`deliver`, keep its latest failure and report its failures (and,
+        on the thread that touches the catalog, the refused events sent again, renew the lease:
+        their retries may take longer than it lasts)."""
+        if threading.get_ident() == self._main:
+            self._renew()
         self.summary.attempts += len(done.outcomes)
         failed = [o for o in done.outcomes if not o.ok]
         if failed:

@@ -4,7 +4,7 @@ the inputs whose facets it may not apply. Pure.
 An event writes its job's namespace (a DatasetEvent: its dataset's), each output's namespace and
 the namespaces of each output's ``symlinks`` identifiers (the output's column lineage is an edge
 into the output: the same namespace); the outputs of a run olbridge recorded SKIPPED (its
-``olbridge_taskRun`` facet says so, on the START or ABORT olbridge sends of it) are named, not
+``olbridge_taskRun`` facet says so, on the events olbridge sends of it) are named, not
 written, and the receiver takes nothing of them, unless it forwards the event as it came. It
 reads its inputs: naming a dataset of another namespace as an input is allowed, but the facets
 it carries for that dataset (its description, owners, schema, symlinks) are not applied (a
@@ -42,14 +42,15 @@ def _dataset_places(dataset: Any, where: str) -> Iterator[tuple[str, str]]:
     yield from _symlinks(dataset, where)
 
 
-# the events of a run olbridge recorded SKIPPED: its START and its ABORT (bridge/openlineage)
-_SKIPPED_EVENT_TYPES = ("START", "ABORT")
+# the events of a run olbridge recorded SKIPPED: its START and its ABORT (bridge/openlineage), and
+# a RUNNING its stream sent of it (a run recorded running, then skipped before it went)
+_SKIPPED_EVENT_TYPES = ("START", "RUNNING", "ABORT")
 
 
 def written(event: Any, *, forwarded: bool = False) -> Iterator[tuple[str, str]]:
     """Every namespace the event writes, each with its JSON pointer, the job's (or a
     DatasetEvent's dataset's) first; nothing when it is not an object (the verdict refuses it).
-    A skipped run's outputs are left out only as olbridge sends them (a START or an ABORT), and
+    A skipped run's outputs are left out only as olbridge sends them (a START, RUNNING or ABORT), and
     not where the event is ``forwarded`` as it came (``serve --forward``): the backend it goes on
     to reads its outputs, whatever its facets say."""
     if not isinstance(event, dict):

@@ -330,8 +330,9 @@ def _check_same_invocation(
     """A manifest another dbt command wrote after the build (``dbt source freshness``, ``ls``,
     ``parse`` rewrite it, without the compiled SQL, and leave run_results.json) would record the
     build's runs without their column lineage, for good (a run is recorded once): refused where a
-    model or snapshot that ran has no compiled SQL in it. A manifest of another invocation that has
-    it (``dbt compile`` after the build) is read as before."""
+    model or snapshot that ran has no compiled SQL in it (an import of them recorded already was
+    refused as well: a run is recorded once, and these would be runs with other content). A
+    manifest of another invocation that has the SQL is read as before."""
     ids = (manifest["metadata"].get("invocation_id"), run_results["metadata"]["invocation_id"])
     if ids[0] == ids[1]:
         return

@@ -23,12 +23,15 @@ class PrefectCursor:
     those read that occurred within ``LOOKBACK`` of it, with their times (``recent``): the next
     import reads again from that far back, for the events that reached the server after a later
     one was read (a worker's clock behind, a client that buffered them), and skips these. None: a
-    position kept before it was (read on from ``last_occurred`` alone, that once)."""
+    position kept before it was (read on from ``last_occurred`` alone, that once). ``floor``: how
+    far back an import reads at most, the position a version before kept (the events before it
+    were read, and their ids are not kept), until the lookback has passed it."""
 
     last_occurred: datetime
     last_event_ids: tuple[str, ...]
     events_read: int = 0
     recent: tuple[tuple[str, datetime], ...] | None = None
+    floor: datetime | None = None
 
     def to_json(self) -> dict[str, object]:
         found: dict[str, object] = {
@@ -38,11 +41,13 @@ class PrefectCursor:
         }
         if self.recent is not None:
             found["recentEvents"] = {event_id: format_time(at) for event_id, at in self.recent}
+        if self.floor is not None:
+            found["lookbackFloor"] = format_time(self.floor)
         return found
 
     @classmethod
     def from_json(cls, value: Any) -> PrefectCursor:
-        recent = value.get("recentEvents")
+        recent, floor = value.get("recentEvents"), value.get("lookbackFloor")
         return cls(
             parse_time(value["lastOccurred"], "lastOccurred"),
             tuple(str(i) for i in value["lastEventIds"]),
@@ -50,6 +55,7 @@ class PrefectCursor:
             None
             if recent is None
             else tuple((str(event_id), parse_time(at, "recentEvents")) for event_id, at in sorted(recent.items())),
+            None if floor is None else parse_time(floor, "lookbackFloor"),
         )
 
 

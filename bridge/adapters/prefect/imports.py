@@ -115,7 +115,13 @@ def _new_cursor(previous: PrefectCursor | None, raws: list[Any]) -> PrefectCurso
     if not ids_by_time:
         return previous
     read = (previous.events_read if previous else 0) + len(raws)
-    recent = dict(previous.recent or ()) if previous is not None else {}
+    recent: dict[str, datetime] = {}
+    floor = None
+    if previous is not None and previous.recent is None:  # a position a version before kept
+        recent = dict.fromkeys(previous.last_event_ids, previous.last_occurred)
+        floor = previous.last_occurred  # what it read before is not read again
+    elif previous is not None:
+        recent, floor = dict(previous.recent or ()), previous.floor
     recent.update((event_id, at) for at, ids in ids_by_time.items() for event_id in ids)
     newest = max(ids_by_time)
     if previous is not None and previous.last_occurred >= newest:  # only events read again (--since)
@@ -124,7 +130,9 @@ def _new_cursor(previous: PrefectCursor | None, raws: list[Any]) -> PrefectCurso
     else:
         ids = ids_by_time[newest]
     kept = tuple(sorted((i, at) for i, at in recent.items() if at >= newest - LOOKBACK))
-    return PrefectCursor(newest, tuple(sorted(ids)), read, kept)
+    if floor is not None and floor <= newest - LOOKBACK:  # the lookback has passed it
+        floor = None
+    return PrefectCursor(newest, tuple(sorted(ids)), read, kept, floor)
 
 
 def _already_read(raw: Any, start: datetime, seen: set[str]) -> bool:
@@ -160,7 +168,7 @@ def import_events(
     seen = set(cursor.last_event_ids) if cursor is not None and since is None else set()
     if since is None and cursor is not None and cursor.recent is not None:
         # read again from LOOKBACK back, what reached the server late; what was read, skipped
-        start = cursor.last_occurred - LOOKBACK
+        start = max(cursor.last_occurred - LOOKBACK, cursor.floor or EPOCH)
         seen.update(event_id for event_id, _at in cursor.recent)
     until = clock() - timedelta(seconds=settle)
     if until < start:

@@ -25,8 +25,10 @@ def safe(text: object) -> str:
 
 
 # the same in JSON text that JSON leaves as they are (it escapes C0 controls itself): inside its
-# strings, where alone they can be, each is written as the escape that reads back as it
-_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# strings, where alone they can be, each is written as the escape that reads back as it; and a
+# lone surrogate (a byte of a name that is no UTF-8, a file's path, as Python reads it), which
+# would be written as that byte: JSON text that is no UTF-8
+_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def json_safe(text: str) -> str:

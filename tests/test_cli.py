@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -435,6 +436,23 @@ def test_olbridge_s_own_option_after_a_command_says_where_it_goes(
         f"Error: No such option '{option}': {option} is olbridge's own, before the command: "
         f"olbridge {option} ... {' '.join(command)} ..."
     )
+
+
+def test_json_of_a_path_that_is_no_utf8_is_utf8(tmp_path: Path) -> None:
+    """A catalog path whose name is no UTF-8 (``caf\\xe9.db``) was written into the JSON on stdout
+    as its raw byte: text no JSON reader takes. It is its escape, as messages show it."""
+    import subprocess
+    import sys
+
+    folder = os.fsencode(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "bridge", "--catalog", folder + b"/caf\xe9.db", "init"],
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.decode("utf-8"))
+    assert found["catalog"].endswith("caf\udce9.db")
 
 
 def test_a_bad_asset_id_given_to_assets_set_is_a_usage_error_named_by_its_argument(tmp_path: Path) -> None:

@@ -493,6 +493,33 @@ def test_batch_endpoint_with_per_event_results(
     assert [i.ref for i in catalog.outbox.items()] == [2, 2]
 
 
+def test_a_batch_too_large_for_the_backend_makes_later_batches_smaller(
+    catalog: Catalog, converter: Converter, mocked: responses.RequestsMock
+) -> None:
+    """A backend behind a proxy that takes bodies of 4 events at most answers a larger batch 413:
+    every later group went to the batch endpoint whole again, 413 again, then one event a
+    request, for good. Now later batches hold half of what was refused, until they fit; each
+    event is delivered once."""
+    catalog.record_task_runs([run(f"r{n}") for n in range(40)])
+
+    def batch(request: Any) -> tuple[int, dict[str, str], str]:
+        events = json.loads(request.body)
+        if len(events) > 4:
+            return 413, {}, "<html>413 Request Entity Too Large</html>"
+        return 200, {}, json.dumps({"status": "success", "summary": {}, "failed_events": []})
+
+    mocked.add_callback(responses.POST, BATCH, callback=batch)
+    mocked.post(LINEAGE, status=201)
+    w = worker(catalog, converter, batch=True, batch_size=40)
+    w.run(once=True)
+    assert (w.stats.delivered, w.stats.dead) == (80, 0)
+    sizes = [len(json.loads(call.request.body)) for call in mocked.calls if call.request.url == BATCH]
+    refused = [n for n in sizes if n > 4]
+    assert refused == [40, 20, 10, 5], sizes  # each refusal halves the next batches, then they fit
+    assert len(sizes) > len(refused) and len(bodies(mocked)) < 80  # batches again, not one a request
+    assert w.stats.delivered == len(bodies(mocked)) + sum(n for n in sizes if n <= 4)  # each sent once
+
+
 def test_a_batch_refused_as_a_whole_is_sent_one_by_one_to_find_the_bad_event(
     catalog: Catalog, converter: Converter, mocked: responses.RequestsMock
 ) -> None:

@@ -51,7 +51,14 @@ class Dispatcher:
     def per_connection(self) -> int:
         """The events a round gives each connection: a batch, or, once the sender sends one event
         a request, :data:`ONE_BY_ONE` of them."""
-        return self.batch_size if getattr(self.sender, "batch", True) else min(self.batch_size, ONE_BY_ONE)
+        return self.batch_limit if getattr(self.sender, "batch", True) else min(self.batch_size, ONE_BY_ONE)
+
+    @property
+    def batch_limit(self) -> int:
+        """The events a batch request holds at most: ``batch_size``, or fewer where the backend
+        refused a batch as too large (the sender's ``batch_limit``)."""
+        limit: int | None = getattr(self.sender, "batch_limit", None)
+        return self.batch_size if limit is None else max(1, min(self.batch_size, limit))
 
     def send(self, lines: Sequence[str], *, proceed: Callable[[], bool] | None = None) -> list[Outcome]:
         """The outcome of each event, in order. With ``proceed``, asked before each request: once
@@ -61,7 +68,7 @@ class Dispatcher:
         that went unanswered (the backend is away: no use waiting out a timeout an event)."""
         if not lines:
             return []
-        size = min(self.batch_size, math.ceil(len(lines) / self.concurrency))
+        size = min(self.batch_limit, math.ceil(len(lines) / self.concurrency))
         chunks = [lines[i : i + size] for i in range(0, len(lines), size)]
         one = self._one if proceed is None else self._checked(proceed)
         if self._pool is None or len(chunks) == 1:

@@ -174,6 +174,9 @@ class HttpSender:
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
         self.batch = batch  # False once the backend said it has no batch endpoint
+        # the most events a batch request holds, once the backend refused a larger one as too
+        # large (413): half of what it refused, each time (None: the caller's batch size)
+        self.batch_limit: int | None = None
         if session_factory is None:
             import requests
 
@@ -243,6 +246,13 @@ class HttpSender:
         if status in FALLBACK_STATUSES:
             self.batch = False
             return None
+        if status == 413:  # too large: later batches hold half as many, down to one a request
+            with self._lock:
+                half = len(lines) // 2
+                self.batch_limit = half if self.batch_limit is None else min(self.batch_limit, half)
+                if self.batch_limit <= 1:
+                    self.batch = False
+            return None  # these go one by one (each refused alone only where it is too large alone)
         if 200 <= status < 300:  # 207 (Multi-Status) too: its failed_events name the events refused
             return _batch_results(response.text, len(lines), status)
         whole = classify(status, response.text, response.headers, self.clock())

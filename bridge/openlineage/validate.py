@@ -49,14 +49,23 @@ def _ptr(base: str, key: str | int) -> str:
     return f"{base}/{text}"
 
 
-def event_kind(event: Mapping[str, Any]) -> str:
-    """RunEvent, DatasetEvent or JobEvent: from the last segment of ``schemaURL`` as Marquez reads
-    it, else from the event's shape."""
+def kind_said(event: Mapping[str, Any]) -> str | None:
+    """The kind the event's ``schemaURL`` says, by its last segment as Marquez reads it (None:
+    it says none, and the event is read by its shape)."""
     url = event.get("schemaURL")
     if isinstance(url, str):
         tail = url.rsplit("/", 1)[-1]
         if tail in EVENT_KINDS:
             return tail
+    return None
+
+
+def event_kind(event: Mapping[str, Any]) -> str:
+    """RunEvent, DatasetEvent or JobEvent: as its ``schemaURL`` says (:func:`kind_said`), else
+    from the event's shape."""
+    said = kind_said(event)
+    if said is not None:
+        return said
     if "run" in event:
         return "RunEvent"
     if "dataset" in event:

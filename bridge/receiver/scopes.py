@@ -17,7 +17,7 @@ from typing import Any
 
 from bridge.model.received import store_namespace
 from bridge.openlineage.facets import skipped
-from bridge.openlineage.validate import EVENT_KINDS, event_kind
+from bridge.openlineage.validate import event_kind, kind_said
 
 MayWrite = Callable[[str], bool]
 
@@ -57,7 +57,7 @@ def written(event: Any, *, forwarded: bool = False) -> Iterator[tuple[str, str]]
         return
     if event_kind(event) == "DatasetEvent":
         yield from _dataset_places(event.get("dataset"), "/dataset")
-        if _kind_said(event):
+        if kind_said(event) is not None:
             return
         # read as one by its shape alone (no schemaURL says which): another reader may take it for
         # a RunEvent or a JobEvent (Marquez reads a RunEvent), whose job and outputs it writes
@@ -79,12 +79,6 @@ def written(event: Any, *, forwarded: bool = False) -> Iterator[tuple[str, str]]
     if isinstance(outputs, list):
         for index, output in enumerate(outputs):
             yield from _dataset_places(output, f"/outputs/{index}")
-
-
-def _kind_said(event: dict[str, Any]) -> bool:
-    """Whether the event's ``schemaURL`` says its kind (else it is read by its shape)."""
-    url = event.get("schemaURL")
-    return isinstance(url, str) and url.rsplit("/", 1)[-1] in EVENT_KINDS
 
 
 def allowed(may_write: MayWrite, namespace: str) -> bool:

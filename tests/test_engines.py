@@ -142,6 +142,11 @@ def undo_runs_by_job_in_time(execute: Callable[[str], Any]) -> None:
     execute("CREATE INDEX external_sources_job ON external_sources (job_namespace, job_name)")
 
 
+def undo_kept_writers_gone(execute: Callable[[str], Any]) -> None:
+    """A catalog as migration 0038 found it: no write kept apart of the task runs retention deleted."""
+    execute("ALTER TABLE kept_writers DROP COLUMN gone_write")
+
+
 def undo_alerts_told(execute: Callable[[str], Any]) -> None:
     """A catalog as migration 0037 found it: nothing kept of the alerts an open FAIL or WARN was told."""
     execute("ALTER TABLE asset_health DROP COLUMN told")
@@ -558,6 +563,7 @@ def test_a_postgresql_migration_that_fails_on_the_way_lands_not_at_all_and_migra
     url = postgres.url(postgres.create_database(template=catalog_template))
     with psycopg.connect(url, autocommit=True) as conn:  # a catalog of version 0034
         undo_runs_by_job_in_time(conn.execute)
+        undo_kept_writers_gone(conn.execute)  # migration 0038's
         undo_alerts_told(conn.execute)  # migration 0037's
         undo_health_purged(conn.execute)
         conn.execute("UPDATE alembic_version SET version_num = '0034'")
@@ -623,6 +629,7 @@ def test_tables_updated_in_place_keep_room_on_their_pages_in_a_new_and_in_a_migr
     assert made["received_events"] is None  # written once, never updated
     with psycopg.connect(url, autocommit=True) as conn:  # a catalog of the version before
         undo_runs_by_job_in_time(conn.execute)  # migration 0036's
+        undo_kept_writers_gone(conn.execute)  # migration 0038's
         undo_alerts_told(conn.execute)  # migration 0037's
         undo_health_purged(conn.execute)  # migration 0035's
         undo_kept_edges(conn.execute)  # migration 0033's

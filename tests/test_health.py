@@ -37,6 +37,7 @@ from tests.test_engines import (
     undo_alerts_told,
     undo_health_purged,
     undo_kept_edges,
+    undo_kept_writers_gone,
     undo_writers_by_task,
 )
 
@@ -377,6 +378,7 @@ def test_a_skip_neither_fails_nor_mends_an_asset(chain: str) -> None:
                 "UPDATE latest_task_runs SET run_pk = ?, state = 'SKIPPED', ended_at = ? WHERE task_id = 'build'",
                 (pk, "2025-03-01T09:06:00.000000Z"),
             )
+            undo_kept_writers_gone(cur.execute)  # migration 0038's
             undo_alerts_told(cur.execute)  # migration 0037's
             undo_health_purged(cur.execute)  # migration 0035's
             undo_kept_edges(cur.execute)  # migration 0033's

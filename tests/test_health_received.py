@@ -30,6 +30,7 @@ from tests.test_engines import (
     undo_edges_by_whole_key,
     undo_health_purged,
     undo_kept_edges,
+    undo_kept_writers_gone,
     undo_lineage_by_run,
     undo_own_facts_kept,
     undo_runs_partitioned,
@@ -156,6 +157,7 @@ def test_the_migration_keeps_the_assertions_of_the_events_already_stored(
         assert len(recorded) == 2
 
         def back_to_16(cur: Any) -> None:  # as version 16 left it: nothing in asset_checks for them
+            undo_kept_writers_gone(cur.execute)  # migration 0038's
             undo_alerts_told(cur.execute)  # migration 0037's
             undo_health_purged(cur.execute)  # migration 0035's
             undo_kept_edges(cur.execute)  # migration 0033's

@@ -5,6 +5,7 @@ window answers as it did before the pass. On both engines."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,8 @@ def retention(tmp_path: Path, target: str, **windows: str) -> dict[str, int]:
     return counts
 
 
-def health(target: str) -> dict[str, dict[str, Any]]:
-    code, out, err = invoke(target, "health", "--json")
+def health(target: str, as_of: str | None = None) -> dict[str, dict[str, Any]]:
+    code, out, err = invoke(target, "health", "--json", *(("--as-of", as_of) if as_of else ()))
     assert code in (0, 1), err
     return {h["id"]: h for h in json.loads(out)}
 
@@ -101,6 +102,43 @@ def test_an_own_run_s_writes_outlive_it(catalog_target: str, tmp_path: Path) -> 
     assert any("failed" in r for r in before["orders"]["reasons"]), before["orders"]
     assert retention(tmp_path, catalog_target, task_runs="1d")["taskRuns"] == 3
     assert health(catalog_target) == before
+
+
+def test_health_as_of_a_moment_in_the_window_outlives_the_runs_retention_deletes(
+    catalog_target: str, tmp_path: Path
+) -> None:
+    """The task wrote orders 12 and 10 days ago, failed 9 days ago, wrote it again 2 days ago. As
+    of 5 days ago (inside a window of 7 days) orders' last run was the failure and its last write
+    10 days back. Retention deleted the failure (a later run of the task existed) and the write
+    (its task's latest write was the later one): as of then, orders lost its failed run and its
+    last write. The failure stays (no later run of its task ended before the window), and the
+    write's time is kept apart."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    orders = (decl("orders", type="Table"),)
+    with Catalog(catalog_target) as catalog:
+        for execution, days, state in (("e1", 12, "SUCCESS"), ("e2", 10, "SUCCESS"), ("e3", 9, "FAILED")):
+            catalog.record_task_run(
+                run(
+                    "load",
+                    execution=execution,
+                    outputs=orders,
+                    state=state,
+                    start=now - timedelta(days=days),
+                    error="x" if state == "FAILED" else None,
+                )
+            )
+        catalog.record_task_run(run("load", execution="e4", outputs=orders, start=now - timedelta(days=2)))
+    freshness(catalog_target, "orders")
+    with Catalog(catalog_target) as catalog, catalog.transaction() as cur:
+        cur.execute("DELETE FROM outbox")  # delivered
+    then = (now - timedelta(days=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    before, before_now = health(catalog_target, then), health(catalog_target)
+    reasons = before["orders"]["reasons"]
+    assert before["orders"]["health"] == "FAIL" and any("failed" in r for r in reasons), reasons
+    assert any("last written" in r and str((now - timedelta(days=10)).date()) in r for r in reasons), reasons
+    assert retention(tmp_path, catalog_target, task_runs="7d")["taskRuns"] == 2
+    assert health(catalog_target, then) == before
+    assert health(catalog_target) == before_now
 
 
 def test_a_task_s_latest_ended_run_stays_while_a_later_one_runs(catalog_target: str, tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ from tests.test_engines import (
     undo_edges_by_whole_key,
     undo_health_purged,
     undo_kept_edges,
+    undo_kept_writers_gone,
     undo_lineage_by_run,
     undo_own_facts_kept,
     undo_runs_partitioned,
@@ -177,6 +178,7 @@ def test_the_migration_partitions_the_received_events_of_an_existing_catalog(
         catalog_intake(catalog, resolver).take(events)
         before = catalog._conn.execute("SELECT pk, event_time, digest FROM received_events ORDER BY pk").fetchall()
     with psycopg.connect(postgres_url, autocommit=True) as conn:  # as version 15 kept them
+        undo_kept_writers_gone(conn.execute)  # migration 0038's
         undo_alerts_told(conn.execute)  # migration 0037's
         undo_health_purged(conn.execute)  # migration 0035's
         undo_kept_edges(conn.execute)  # migration 0033's

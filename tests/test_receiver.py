@@ -39,7 +39,7 @@ from tests.helpers import (
     run,
     table_contents,
 )
-from tests.test_engines import undo_alerts_told, undo_health_purged
+from tests.test_engines import undo_alerts_told, undo_health_purged, undo_kept_writers_gone
 
 pytestmark = pytest.mark.both_engines
 
@@ -641,6 +641,7 @@ def _keyed_as_it_came(cur: Any, lower: str, given: str) -> None:
 
 
 def _stamped_33(catalog: Catalog, cur: Any) -> None:
+    undo_kept_writers_gone(cur.execute)  # migration 0038's
     undo_alerts_told(cur.execute)  # migration 0037's
     undo_health_purged(cur.execute)  # migration 0035's
     cur.execute("UPDATE alembic_version SET version_num = '0033'")

@@ -33,6 +33,7 @@ from tests.test_engines import (
     undo_health_due,
     undo_health_purged,
     undo_kept_edges,
+    undo_kept_writers_gone,
     undo_lineage_by_run,
     undo_own_facts_kept,
     undo_runs_partitioned,
@@ -297,6 +298,7 @@ def test_the_migration_gives_the_stored_runs_their_days(catalog_target: str, eng
         before = catalog._conn.execute(f"SELECT {columns} FROM external_sources ORDER BY source").fetchall()
 
         def back_to_21(cur: Any) -> None:
+            undo_kept_writers_gone(cur.execute)  # migration 0038's
             undo_alerts_told(cur.execute)  # migration 0037's
             undo_health_purged(cur.execute)  # migration 0035's
             undo_kept_edges(cur.execute)  # migration 0033's

@@ -24,6 +24,7 @@ from tests.test_engines import (
     undo_health_due,
     undo_health_purged,
     undo_kept_edges,
+    undo_kept_writers_gone,
     undo_lineage_by_run,
     undo_own_facts_kept,
     undo_unwritten_outputs,
@@ -94,6 +95,7 @@ def test_the_trigram_index_answers_the_search_not_a_lookup_by_id(postgres: Postg
     with Catalog(url) as catalog:
 
         def back_to_22(cur: Any) -> None:
+            undo_kept_writers_gone(cur.execute)  # migration 0038's
             undo_alerts_told(cur.execute)  # migration 0037's
             undo_health_purged(cur.execute)  # migration 0035's
             undo_kept_edges(cur.execute)  # migration 0033's

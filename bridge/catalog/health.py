@@ -444,7 +444,7 @@ def _own_from_runs(conn: Connection | Cursor, moment: str) -> tuple[Latest, Iter
     """:func:`_own`'s facts from every run (the latest of each task by a look into the index of
     its task's runs; each asset's writers by an aggregate of every output)."""
     latest = {(ns, flow, task): (state, end) for ns, flow, task, state, end in conn.execute(LATEST_RUNS, (moment,) * 2)}
-    return latest, itertools.chain(conn.execute(OWN_WRITERS, (moment,)), conn.execute(KEPT_WRITERS, (moment,)))
+    return latest, itertools.chain(conn.execute(OWN_WRITERS, (moment,)), conn.execute(KEPT_WRITERS, (moment, moment)))
 
 
 def _own(conn: Connection | Cursor, moment: str) -> tuple[Latest, Iterable[Sequence[Any]], bool]:
@@ -470,7 +470,7 @@ def _own(conn: Connection | Cursor, moment: str) -> tuple[Latest, Iterable[Seque
     }
     theirs = [
         *sql.in_chunks(conn, SOME_OWN_WRITERS, late, (moment,)),
-        *sql.in_chunks(conn, SOME_KEPT_WRITERS, late, (moment,)),
+        *sql.in_chunks(conn, SOME_KEPT_WRITERS, late, (moment, moment)),
     ]
     for task in sorted({(w[1], w[2], w[3]) for w in theirs}):  # as of then, kept or not
         found = conn.execute(LATEST_RUN_OF, (*task, moment)).fetchone()
@@ -559,7 +559,7 @@ class _Some:
         if late:
             theirs = [
                 *self._rows(SOME_OWN_WRITERS, late, before=(moment,)),
-                *self._rows(SOME_KEPT_WRITERS, late, before=(moment,)),
+                *self._rows(SOME_KEPT_WRITERS, late, before=(moment, moment)),
             ]
             for task in sorted({(w[1], w[2], w[3]) for w in theirs}):
                 found = self.conn.execute(LATEST_RUN_OF, (*task, moment)).fetchone()

@@ -175,7 +175,9 @@ _LIVE_BACKEND = "SELECT 1 FROM stream_workers WHERE target <> ? AND heartbeat_at
 CLOCKS_APART = 60.0  # seconds: how far apart the hosts' clocks may be (heartbeats, claims)
 _ERROR = "e.at < ?"
 # an own task run, not the latest of its task by start (its page's), nor by end (health's last
-# run of what the task writes)
+# run of what the task writes), nor, as of any moment in the window, its latest by end: a later
+# run of its task (not SKIPPED) ended before the window (so what health reads as of a moment in
+# it, the task's last run and its writes, is kept, or folded: writes_kept.fold_own)
 _TASK_RUN = f"""
     t.started_at < ?
     AND t.pk < COALESCE(
@@ -193,7 +195,8 @@ _TASK_RUN = f"""
     AND (t.state = 'SKIPPED' OR EXISTS (
         SELECT 1 FROM task_runs n
         WHERE n.flow_namespace = t.flow_namespace AND n.flow_id = t.flow_id AND n.task_id = t.task_id
-          AND n.state <> 'SKIPPED' AND (n.ended_at > t.ended_at OR (n.ended_at = t.ended_at AND n.pk > t.pk))))
+          AND n.state <> 'SKIPPED' AND n.ended_at < ?
+          AND (n.ended_at > t.ended_at OR (n.ended_at = t.ended_at AND n.pk > t.pk))))
 """
 
 
@@ -347,7 +350,7 @@ def _kinds(windows: Windows, now: float, *, backend_live: bool = False, predict:
                 "task_runs t",
                 "t.pk",
                 _TASK_RUN.format(staying=staying[0]),
-                (task_runs, *staying[1]),
+                (task_runs, *staying[1], task_runs),
                 of_run,
                 fold=writes_kept.fold_own,
             )

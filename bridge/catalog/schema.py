@@ -544,6 +544,9 @@ kept_writers = sa.Table(
     _text("flow_id"),
     _text("task_id"),
     _text("last_write", nullable=True),
+    # the latest write of the task's runs retention deleted (migration 0038): all before its
+    # window, so that a moment in the window whose latest write it was still reads it
+    _text("gone_write", nullable=True),
     sa.PrimaryKeyConstraint("asset_id", "flow_namespace", "flow_id", "task_id"),
 )
 # the received lineage of the runs retention deleted: each edge (an input and an output of one

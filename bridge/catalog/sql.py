@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 # The schema's version, the number of the newest migration (migrations/versions), the same on
 # both engines; a catalog with a higher one is refused.
-SCHEMA_VERSION = 37
+SCHEMA_VERSION = 38
 
 # PostgreSQL: the tables partitioned by day, each by range of its column (text whose first ten
 # characters are a day): received events by their event time, received runs by the day of their

@@ -14,7 +14,10 @@ folds what health reads of them into two tables, which health reads beside the r
   (``kept_edges``, migration 0033), for the at-risk walk;
 - :func:`fold_own`: of olbridge's own, each task that wrote an asset with its latest write
   (``kept_writers``): the rows health's writers aggregate gives of usages, so a task that wrote
-  an asset once is still one of its writers (its latest run, kept, is the asset's last run);
+  an asset once is still one of its writers (its latest run, kept, is the asset's last run); and
+  apart, the latest write of the runs that go (``gone_write``, migration 0038), which a moment in
+  the window reads where the task's latest write is after it (retention deletes only runs that a
+  run of their task ended before the window follows: each went before it);
   and each edge of their lineage with the earliest end of a run that made it (``kept_edges``,
   as the received runs'), so that an asset downstream of one that FAILs stays at risk.
 
@@ -78,6 +81,14 @@ _EDGES_GOING = """
     FROM lineage l JOIN task_runs t ON t.pk = l.task_run_pk
     WHERE t.pk IN ({values}) AND t.ended_at IS NOT NULL
     GROUP BY l.upstream_id, l.downstream_id
+"""
+# ... and as the latest write of the runs that went (of a task whose later run, kept, wrote the
+# asset again: last_write is that run's)
+_PUT_GONE = """
+    INSERT INTO kept_writers (asset_id, flow_namespace, flow_id, task_id, last_write, gone_write)
+    VALUES (?, ?, ?, ?, ?, ?)
+    ON CONFLICT (asset_id, flow_namespace, flow_id, task_id) DO UPDATE SET gone_write = excluded.gone_write
+    WHERE kept_writers.gone_write IS NULL OR excluded.gone_write > kept_writers.gone_write
 """
 _PUT_WRITER = """
     INSERT INTO kept_writers (asset_id, flow_namespace, flow_id, task_id, last_write) VALUES (?, ?, ?, ?, ?)
@@ -148,7 +159,8 @@ KEPT_WRITES, SOME_KEPT_WRITES = sql.only(
 )
 KEPT_WRITERS, SOME_KEPT_WRITERS = sql.only(
     """
-    SELECT asset_id, flow_namespace, flow_id, task_id, CASE WHEN last_write <= ? THEN last_write END
+    SELECT asset_id, flow_namespace, flow_id, task_id,
+           CASE WHEN last_write <= ? THEN last_write WHEN gone_write <= ? THEN gone_write END
     FROM kept_writers WHERE {only}1 = 1
     """,
     "asset_id",
@@ -228,6 +240,7 @@ def fold_own(cur: Cursor, pks: Sequence[int]) -> None:
     caller's transaction, before it deletes them."""
     rows = sorted(tuple(row) for row in sql.in_chunks(cur, _WRITERS_GOING, pks))
     cur.executemany(_PUT_WRITER, rows)
+    cur.executemany(_PUT_GONE, [(*row, row[4]) for row in rows])
     edges: dict[tuple[str, str], str] = {}
     for up, down, ended in sql.in_chunks(cur, _EDGES_GOING, pks):
         if ended < edges.get((up, down), "~"):

@@ -180,7 +180,8 @@ class Resolver:
                 path = values.get("id.path")
                 if path is None or not path.strip("/"):
                     continue
-                schemes = sorted(rule.match.schemes) or ([values["id.scheme"]] if "id.scheme" in values else [])
+                # the scheme its namespace names, else each the rule takes
+                schemes = [values["id.scheme"]] if "id.scheme" in values else sorted(rule.match.schemes)
                 for scheme in dict.fromkeys([*schemes, *(s.upper() for s in schemes)]):  # a scheme is read in any case
                     for authority in _authorities(rule, values):
                         for tail in ("", "/"):

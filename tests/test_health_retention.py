@@ -139,6 +139,9 @@ def test_health_as_of_a_moment_in_the_window_outlives_the_runs_retention_deletes
     assert retention(tmp_path, catalog_target, task_runs="7d")["taskRuns"] == 2
     assert health(catalog_target, then) == before
     assert health(catalog_target) == before_now
+    with Catalog(catalog_target) as catalog:  # judged from its own facts alone (assets show, a page)
+        few = catalog.health_of_few(now - timedelta(days=5), [], ["orders"])
+        assert few is not None and [f.to_json()["reasons"] for f in few] == [reasons]
 
 
 def test_a_task_s_latest_ended_run_stays_while_a_later_one_runs(catalog_target: str, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -212,19 +212,36 @@ def test_a_worker_takes_again_what_it_claimed_in_a_round_that_failed_and_nobody_
     assert [i.seq for i in again] == [i.seq for i in failed]
 
 
+def delivering(catalog: Catalog, sender: Any, done: Callable[[], bool]) -> None:
+    """A stream worker with claims, in rounds of 5 events, sending through ``sender`` on a thread
+    until ``done`` (at most 30 s), then stopped."""
+    from bridge.delivery.dispatch import Dispatcher
+    from bridge.delivery.worker import StreamWorker
+    from bridge.mapping import Resolver
+    from bridge.openlineage.convert import Converter
+
+    stop = threading.Event()
+    claims = OutboxClaims(catalog, "http://b", interval=0.05)
+    dispatcher = Dispatcher(sender, concurrency=1, batch_size=5)
+    worker = StreamWorker(catalog, Converter(Resolver.load()), dispatcher, lease=claims, sleep=stop.wait, stop=stop)
+    runner = threading.Thread(target=worker.run)
+    runner.start()
+    try:
+        assert wait_for(done, timeout=30), f"not done in 30 s; claims {catalog.outbox.claims()}"
+    finally:
+        stop.set()
+        runner.join(timeout=30)
+
+
 def test_a_stream_worker_whose_round_fails_after_claiming_delivers_everything(
     shared: tuple[Catalog, Catalog], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The catalog goes away between a round's claim and its send (a PostgreSQL restart): the
     worker waits, then delivers every event, its claimed ones included."""
-    from bridge.delivery.dispatch import Dispatcher
     from bridge.delivery.senders import DELIVERED, Outcome
     from bridge.delivery.worker import StreamWorker
-    from bridge.mapping import Resolver
-    from bridge.openlineage.convert import Converter
 
     one, _ = shared
-    converter = Converter(Resolver.load())
     real_render = StreamWorker._render
     failures = [psycopg.OperationalError("the server closed the connection unexpectedly")]
 
@@ -247,18 +264,50 @@ def test_a_stream_worker_whose_round_fails_after_claiming_delivers_everything(
         def close(self) -> None:
             pass
 
-    stop = threading.Event()
-    claims = OutboxClaims(one, "http://b", interval=0.05)
-    dispatcher = Dispatcher(Sender(), concurrency=1, batch_size=5)
-    worker = StreamWorker(one, converter, dispatcher, lease=claims, sleep=stop.wait, stop=stop)
-    runner = threading.Thread(target=worker.run)
-    runner.start()
-    try:
-        assert wait_for(lambda: len(sent) >= 20, timeout=30), f"{len(sent)} of 20 sent; claims {one.outbox.claims()}"
-    finally:
-        stop.set()
-        runner.join(timeout=30)
+    delivering(one, Sender(), lambda: len(sent) >= 20)
     assert not failures and len(sent) == 20 and one.outbox.status().pending == 0
+
+
+def test_a_round_that_leaves_events_unsent_as_the_catalog_goes_away_sends_none_twice(
+    shared: tuple[Catalog, Catalog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round sent some of its events and left the rest (the backend stopped answering, or the
+    round ran past half its claims' time), and the catalog went away as it gave their claims
+    back: the outcomes of those it had delivered were dropped unrecorded, and its next round sent
+    them again. They are recorded first; each event goes once."""
+    from bridge.delivery.dispatch import NOT_SENT
+    from bridge.delivery.senders import DELIVERED, Outcome
+
+    one, _ = shared
+    failures = [psycopg.OperationalError("the server closed the connection unexpectedly")]
+    real_put_back = OutboxClaims.put_back
+
+    def put_back(self: OutboxClaims, seqs: Any) -> None:
+        if failures:
+            raise failures.pop()
+        real_put_back(self, seqs)
+
+    monkeypatch.setattr(OutboxClaims, "put_back", put_back)
+    sent: list[str] = []
+
+    class Sender:
+        target = "http://b"
+        max_concurrency = 1
+        rounds = 0
+
+        def send(self, lines: list[str]) -> list[Outcome]:
+            self.rounds += 1
+            if self.rounds == 1:  # the first round: one delivered, the others left unsent
+                sent.append(lines[0])
+                return [DELIVERED, *[NOT_SENT] * (len(lines) - 1)]
+            sent.extend(lines)
+            return [DELIVERED for _ in lines]
+
+        def close(self) -> None:
+            pass
+
+    delivering(one, Sender(), lambda: one.outbox.status().pending == 0)
+    assert not failures and len(sent) == 20 and len(set(sent)) == 20, len(sent)
 
 
 class _Recorder:

@@ -14,6 +14,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -328,6 +329,24 @@ def test_availability_says_each_change_once() -> None:
     ]
 
 
+@contextlib.contextmanager
+def streamed(server: PostgresServer) -> Iterator[tuple[str, Backend, subprocess.Popen[str]]]:
+    """A catalog of 3 runs on ``server`` (its URL), a loopback backend, and a ``stream`` worker
+    to it, killed if it still runs at the end (the backend stopped)."""
+    url = server.url(server.create_database())
+    init(url)
+    with Catalog(url) as catalog:
+        fill(catalog, 3)
+    backend = Backend().start()
+    worker = stream_worker(url, backend.url)
+    try:
+        yield url, backend, worker
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        backend.stop()
+
+
 def test_a_server_hung_with_its_connections_up_is_not_ready_and_holds_no_stop_for_ever(tmp_path: Any) -> None:
     """A server that answers nothing while its connections stay up (every PostgreSQL process
     stopped, as a hung host or storage leaves them: TCP still acknowledges, so no keepalive ends
@@ -336,43 +355,51 @@ def test_a_server_hung_with_its_connections_up_is_not_ready_and_holds_no_stop_fo
     writer's probe has waited 10 s; ``serve`` stops without its writer 30 s after telling it to
     (exit 1, saying why), ``stream`` 60 s after the signal (exit 1, saying why)."""
     with PostgresServer.start() as server:
-        url = server.url(server.create_database())
-        init(url)
-        with Catalog(url) as catalog:
-            fill(catalog, 3)
-        backend = Backend().start()
-        worker = stream_worker(url, backend.url)
-        try:
-            with serve_process(url, env=ENV, ready_timeout=60, stop_timeout=120) as served:
-                assert wait_for(lambda: backend.accepted_count == 6, timeout=60), backend.accepted_count
-                assert server.pid is not None
-                hung = [server.pid, *children_of(server.pid)]
+        with (
+            streamed(server) as (url, backend, worker),
+            serve_process(url, env=ENV, ready_timeout=60, stop_timeout=120) as served,
+        ):
+            assert wait_for(lambda: backend.accepted_count == 6, timeout=60), backend.accepted_count
+            assert server.pid is not None
+            hung = [server.pid, *children_of(server.pid)]
+            for pid in hung:
+                os.kill(pid, signal.SIGSTOP)
+            try:
+
+                def not_ready() -> bool:
+                    answer = requests.get(f"{served.url}/readyz", timeout=5)
+                    return answer.status_code == 503 and "has not answered the writer" in answer.text
+
+                assert wait_for(not_ready, timeout=40)
+                served.process.send_signal(signal.SIGTERM)
+                worker.send_signal(signal.SIGTERM)
+                served.process.wait(timeout=90)
+                worker.wait(timeout=120)
+            finally:
                 for pid in hung:
-                    os.kill(pid, signal.SIGSTOP)
-                try:
-
-                    def not_ready() -> bool:
-                        answer = requests.get(f"{served.url}/readyz", timeout=5)
-                        return answer.status_code == 503 and "has not answered the writer" in answer.text
-
-                    assert wait_for(not_ready, timeout=40)
-                    served.process.send_signal(signal.SIGTERM)
-                    worker.send_signal(signal.SIGTERM)
-                    served.process.wait(timeout=90)
-                    worker.wait(timeout=120)
-                finally:
-                    for pid in hung:
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(pid, signal.SIGCONT)
-        finally:
-            if worker.poll() is None:
-                worker.kill()
-            backend.stop()
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGCONT)
         _, said = worker.communicate(timeout=30)
     assert served.returncode == 1, served.stderr
     assert "the writer did not stop within 30 s" in served.stderr and "Traceback" not in served.stderr
     assert worker.returncode == 1, said
     assert "Error: still not stopped 60 s after SIGTERM: what it waits on" in said and "Traceback" not in said
+
+
+def test_a_stream_stopped_while_the_database_is_away_exits_0() -> None:
+    """SIGTERM to ``stream`` while the server is down (a failover under way, a rolling restart):
+    nothing is in flight, so it stops as it stops otherwise (exit 0); it exited 1 with an
+    ``Error:`` as it counted, once stopped, what waits behind dead letters."""
+    with PostgresServer.start() as server:
+        with streamed(server) as (_url, backend, worker):
+            assert wait_for(lambda: backend.accepted_count == 6, timeout=60), backend.accepted_count
+            server.halt()
+            time.sleep(1.5)  # the worker finds it away
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(timeout=90)
+        _, said = worker.communicate(timeout=30)
+    assert worker.returncode == 0, said
+    assert "Error:" not in said and "Traceback" not in said, said
 
 
 @pytest.mark.parametrize("landed", ["yes", "no", "one by another writer"])

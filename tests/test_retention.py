@@ -842,6 +842,45 @@ def test_serve_runs_retention_on_its_schedule(catalog_target: str, resolver: Res
     assert "retention: deleted 1 receivedEvents" in served.stderr
 
 
+def test_the_schedule_says_a_failing_pass_once_in_olbridge_s_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catalog away (a failover, a read-only standby): each receiver's schedule said the
+    driver's text on every turn. Said once, as the writer says it, until a pass runs again."""
+    import multiprocessing
+    import sqlite3
+
+    from bridge.cli import retention as retention_cli
+
+    said: list[str] = []
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    locked = sqlite3.OperationalError("database is locked")
+    locked.sqlite_errorcode = 5  # SQLITE_BUSY
+    turns = iter([locked, locked, locked, None, locked, locked, "stop"])
+
+    def run_pass(*args: Any, **kwargs: Any) -> tuple[dict[str, int], dict[str, Any]] | None:
+        turn = next(turns)
+        if turn == "stop":
+            writer.send_bytes(b"x")
+            raise locked
+        if isinstance(turn, Exception):
+            raise turn
+        return {"receivedEvents": 1}, {}
+
+    path = tmp_path / "c.db"
+    Catalog(path).close()
+    monkeypatch.setattr(retention_cli, "run_pass", run_pass)
+    monkeypatch.setattr(retention_cli, "say", said.append)
+    monkeypatch.setattr(retention_cli.signal, "signal", lambda *args: None)
+    retention_cli._schedule(path, RetentionConfig(received_events=1.0, every=0.001), reader, os.getppid())
+    away, *rest = said
+    assert rest == ["retention: deleted 1 receivedEvents", "retention: the scheduled passes run again", away], said
+    assert away == (
+        f"Warning: retention: catalog {path}: another process holds it locked; try again (SQLite: database is "
+        "locked) (said once until a pass runs)"
+    )
+
+
 def test_serve_says_when_retention_windows_have_no_schedule(catalog_target: str, tmp_path: Path) -> None:
     """[retention] with windows and no `every`: serve ran no pass and said nothing of it, so
     whoever wrote the windows found nothing ever expired. A note says so; with `every`, none."""

@@ -165,12 +165,20 @@ def _schedule(catalog_path: str | Path, settings: RetentionConfig, reader: Any, 
     assert settings.every is not None
     stop = StopLine(reader)
     holder = catalog_retention.holder_id()
-    while os.getppid() == parent:
+    said: str | None = None  # the warning of the passes that failed so, said once until one runs
+    while os.getppid() == parent and not stop.is_set():  # (a pass longer than `every` waits not)
         started = time.monotonic()
         try:
             _one_scheduled_pass(catalog_path, settings, holder, stop.is_set)
         except Exception as exc:  # the receiver goes on; the next pass tries again
-            say(f"Warning: retention: {exc}")
+            warning = f"Warning: retention: {exc}"
+            if warning != said:
+                say(f"{warning} (said once until a pass runs)")
+                said = warning
+        else:
+            if said is not None:
+                say("retention: the scheduled passes run again")
+                said = None
         while time.monotonic() - started < settings.every:
             if stop.wait(timeout=1.0) or os.getppid() != parent:
                 return
@@ -185,6 +193,10 @@ def _one_scheduled_pass(
             done = run_pass(catalog, settings, holder, stop=stop)
         except catalog_retention.Stopped as stopped:  # the receiver stops: the rest in a later pass
             counts, still = stopped.counts, " (stopped before its end)"
+        except Exception as exc:
+            if catalog.unavailable(exc):  # in olbridge's words, as the writer and workers say it
+                raise CatalogError(catalog.unavailable_reason(exc)) from exc
+            raise
         else:
             if done is None:
                 return  # another process's pass is running

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -208,7 +209,9 @@ def stream(
             ("alerts to their webhooks", "the webhook") if gave_up.last_was_alert else (f"to {target}", "the backend")
         )
         outbox = catalog.outbox
-        left = f"{outbox.alerts_pending()} alert(s)" if alerts_only else f"{outbox.status().pending} event(s)"
+        counted = _counted(catalog, outbox.alerts_pending if alerts_only else lambda: outbox.status().pending)
+        kind = "alert" if alerts_only else "event"
+        left = f"the {kind}s not delivered" if counted is None else f"{counted} {kind}(s)"
         again = "olbridge stream --alerts-only" if alerts_only else "olbridge stream"
         raise ExportError(
             f"gave up on delivering {where}: nothing delivered for "
@@ -226,12 +229,24 @@ def stream(
 def _say_held(catalog: Catalog) -> None:
     """Say how many events wait behind a dead letter of their key: no stream sends them until it
     is retried or dropped."""
-    held = catalog.outbox.held()
+    held = _counted(catalog, catalog.outbox.held)
     if held:
         say(
             f"note: {held} event(s) wait behind a dead letter of their run (or asset, or job), until it is "
             "retried or dropped: see olbridge outbox list --dead"
         )
+
+
+def _counted(catalog: Catalog, count: Callable[[], int]) -> int | None:
+    """A count of the outbox as the command ends; None, and said, where the catalog is away then
+    (stopped during an outage: that is no error of the stream's)."""
+    try:
+        return count()
+    except Exception as exc:
+        if not catalog.unavailable(exc):
+            raise
+        say(f"note: not counted what stays in the outbox: {catalog.unavailable_reason(exc)}")
+        return None
 
 
 def _alerts_only_check(app: AppContext) -> None:

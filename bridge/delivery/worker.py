@@ -278,8 +278,6 @@ class StreamWorker:
         if unsent:  # untouched: sent again by a later round (anyone's), no attempt counted
             kept = [(item, o) for item, o in zip(sending, outcomes, strict=True) if item.seq not in unsent]
             sending, outcomes = [item for item, _ in kept], [o for _, o in kept]
-            if lease is not None:
-                lease.put_back(sorted(unsent))
         now = self.clock()
         results: list[Result] = [Dead(seq, 0, None, why) for seq, why in failed.items()]
         retrying: list[tuple[Outcome, float]] = []
@@ -318,6 +316,11 @@ class StreamWorker:
         if gone:
             self._settle(lambda: outbox.drop(gone))
             self.stats.gone += len(gone)
+        if unsent and lease is not None:
+            # their claims given back once the others' outcomes are recorded (the catalog away as
+            # it gives them back, those are not lost: a later round would send them again); not
+            # given back (stopped while it is away), they lapse
+            self._settle(lambda: lease.put_back(sorted(unsent)))
         # the backend's outcomes only: a webhook that answers says nothing of the backend (and one
         # that does not, alerts being a side channel, never makes a stream that runs on give up;
         # a --once run, which must end, spends its budget on them too, and so does a worker of

@@ -4,6 +4,7 @@ event it brought, and ``/metrics`` counts by it. One shared token works as befor
 
 from __future__ import annotations
 
+import json
 import socket
 from datetime import UTC, datetime
 from pathlib import Path
@@ -459,6 +460,35 @@ def test_an_input_of_another_namespace_is_read_but_its_facets_are_not_applied(
     with Catalog(catalog_path) as catalog:
         assert "ok" in [a.description for a in catalog.list_assets()]  # its own namespace's input
         assert catalog.count_received()["received_events"] == 2
+
+
+def test_a_forwarded_input_of_another_namespace_goes_on_without_its_facets(
+    writer: GroupWriter, catalog_path: str
+) -> None:
+    """``serve --tokens --forward``: the receiver did not apply the facets a token's event gave
+    an input of another namespace, but forwarded them as they came, for the backend (Marquez
+    applies an input's facets to its dataset) to write another team's dataset. The forwarded
+    event leaves them out; the rest goes on as it came, and an event with none goes on byte for
+    byte."""
+    app = ReceiverApp(Intake(writer.submit), tokens=[SPARK, ANY], forward=True)
+    ledger = _ledger(**DOCUMENTED, **SYMLINKED)
+    ledger["inputFacets"] = {"inputStatistics": {"_producer": PRODUCER, "_schemaURL": PRODUCER, "rowCount": 3}}
+    mine = ol_dataset("etl", "mine", documentation={"description": "ok"})
+    event = ol_run_event(run_id="0194a1b2-0000-7000-8000-000000000106", job=("etl", "job"), inputs=[ledger, mine])
+    status, _, body = Client(app, token=SPARK.token).post("/api/v1/lineage", event)
+    assert status == 201 and "(nor forwarded)" in body["warnings"][0], body
+    plain = ol_run_event(run_id="0194a1b2-0000-7000-8000-000000000107", job=("etl", "job"), inputs=[mine])
+    text = json.dumps(plain, indent=1)
+    status, _, _ = Client(app, token=SPARK.token).request(
+        "POST", "/api/v1/lineage", text.encode(), {"Content-Type": "application/json"}
+    )
+    assert status == 201
+    with Catalog(catalog_path) as catalog:
+        forwarded = [row[0] for row in catalog._conn.execute("SELECT payload FROM outbox ORDER BY seq")]
+    first = json.loads(forwarded[0])
+    assert first["inputs"] == [{"namespace": ledger["namespace"], "name": ledger["name"]}, mine]
+    assert {**first, "inputs": event["inputs"]} == event  # the rest as it came
+    assert forwarded[1] == text
 
 
 def test_an_inputs_own_facets_of_another_namespace_check_nothing(

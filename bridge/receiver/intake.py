@@ -159,9 +159,11 @@ class Intake:
         read_only = read_only_inputs(item, may_write) if may_write is not None else []
         warnings += tuple(
             f"/inputs/{index}: token {token!r} may not write namespace {namespace!r}: the facets the event "
-            "carries for this input were not applied"
+            f"carries for this input were not applied{' (nor forwarded)' if forward is not None else ''}"
             for index, namespace in read_only
         )
+        if forward is not None and read_only:
+            forward = _without_facets(item, {index for index, _ in read_only})
         try:
             return read_event(
                 item,
@@ -252,6 +254,19 @@ class Intake:
         if chosen is None:
             raise ValueError("this intake has no writer: give one")
         return run_steps(self.taking(items, forwards=forwards, token=token), write=chosen)
+
+
+def _without_facets(event: dict[str, Any], indexes: set[int]) -> str:
+    """The text to forward of an event some of whose inputs' facets a token may not write (those
+    of ``indexes``): the event's canonical text with those inputs' dataset and input facets left
+    out, which the backend would otherwise apply to another namespace's dataset."""
+    inputs = [
+        {key: value for key, value in dataset.items() if key not in ("facets", "inputFacets")}
+        if index in indexes
+        else dataset
+        for index, dataset in enumerate(event["inputs"])
+    ]
+    return canonical({**event, "inputs": inputs})
 
 
 def canonical_text(item: Any) -> str | None:

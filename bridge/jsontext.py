@@ -19,6 +19,7 @@ _LONG_NUMBER = b"0" * 16
 # that goes on as a float's is past that range as a float too: refused all the same)
 # (possessive, from the run's first digit: read once, whatever its length)
 _PAST_DOUBLES = re.compile(rb"(?<![0-9])[0-9]{309,}+(?![.eE])")
+_PAST_DOUBLES_RUN = b"0" * 309  # such a run, as _DIGITS_ONLY shows it
 
 # the digits of an integer read exactly, at most: far past any a producer sends (OpenLineage's
 # counts are 64-bit: 20 digits), and what Jackson (2.15 and later) reads of a number by default;
@@ -46,7 +47,9 @@ def parse_json(body: bytes) -> Any:
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError:
-        if _PAST_DOUBLES.search(body) is None:
+        # (the run looked for by translate and a substring search first: the pattern, though it
+        # reads a run once, takes seconds over tens of MB of anything, on the receiver's loop)
+        if _PAST_DOUBLES_RUN not in body.translate(_DIGITS_ONLY) or _PAST_DOUBLES.search(body) is None:
             raise
         # orjson's rules, but for such a run: checked on the text with each cut to its first four
         # digits (a \uXXXX escape's) and the rest blank, so that its errors say where in the body;
@@ -111,8 +114,10 @@ def _exact(piece: bytes, body: bytes, checks: dict[str, Any]) -> Any:
         raise json.JSONDecodeError(message, text, at) from None
 
 
-# a JSON string of text, whole, escapes included (the unrolled form: no backtracking per character)
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+# a string once its escaped backslashes and quotes are taken out (:func:`_bare`): from a quote to
+# the next, read once whatever the text holds (where a quote's escapes were read with it, a string
+# left open by a run of escaped quotes was read again from each of them: time in its length squared)
+_STRING = re.compile(r'"[^"]*"')
 # JSON text with its strings blanked out, to its brackets alone, each written [ or ]
 _BRACKETS = bytes.maketrans(b"{}", b"[]")
 _NOT_BRACKETS = bytes(i for i in range(256) if i not in b"[]{}")
@@ -121,7 +126,9 @@ _NOT_BRACKETS = bytes(i for i in range(256) if i not in b"[]{}")
 def _bare(text: str) -> str:
     """JSON text with each string blanked out (``""``): what is left has brackets and commas only
     where they are JSON's, and is ASCII."""
-    return _STRING.sub('""', text) if '"' in text else text
+    if '"' not in text:
+        return text
+    return _STRING.sub('""', text.replace("\\\\", "").replace('\\"', ""))
 
 
 def values_past(text: str, limit: int) -> int | None:

@@ -522,6 +522,34 @@ def test_integers_of_up_to_max_digits_are_kept_exact_and_longer_ones_refused_whe
     assert contents(catalog_path) == before
 
 
+def test_a_body_refused_as_json_is_not_searched_for_long_integers_it_does_not_hold(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A body orjson refuses is searched for a run of 309 digits or more (an integer it would read
+    as a double past its range), by a pattern that takes seconds over tens of MB of anything: a
+    gzipped body of 63 MiB of spaces (61 KB) held a worker's loop 3.7 s before its 400. The
+    pattern runs only where a substring search over the digits finds such a run."""
+    from bridge import jsontext
+
+    pattern, searched = jsontext._PAST_DOUBLES, []
+
+    class Watched:
+        def search(self, body: bytes) -> object:
+            searched.append(len(body))
+            return pattern.search(body)
+
+        def sub(self, *args: Any) -> bytes:
+            return pattern.sub(*args)
+
+    monkeypatch.setattr(jsontext, "_PAST_DOUBLES", Watched())
+    status, _, answer = client.request(
+        "POST", "/api/v1/lineage", gzip.compress(b" " * 200_000 + b"{"), {"Content-Encoding": "gzip"}
+    )
+    assert (status, answer["error"]["code"]) == (400, "bad_json") and searched == [], (answer, searched)
+    status, _, answer = client.request("POST", "/api/v1/lineage", b"[" + b"9" * 309 + b", x]")
+    assert (status, answer["error"]["code"]) == (400, "bad_json") and len(searched) == 1, (answer, searched)
+
+
 def test_gzip_members_are_all_read(client: Client, catalog_path: str) -> None:
     """(#30) ``(gzip -c e1; gzip -c e2)`` is one body of both members, as gzip -d reads it; only
     the first was read, and the rest dropped without a word."""

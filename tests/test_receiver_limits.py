@@ -490,6 +490,22 @@ def test_a_body_of_more_values_than_events_hold_is_not_parsed(
     assert status == 200 and not answer.get("failed_events"), answer
 
 
+def test_a_body_left_in_a_string_of_escaped_quotes_is_counted_once(writer: GroupWriter, catalog_path: str) -> None:
+    """The count of a body's values blanked its strings by a pattern that, in a string left open
+    by a run of escaped quotes, read the text again from each of them: 6 KB gzipped (a million
+    ``\\"``) held a worker for hours, answering nobody else. Each string is read once: the body
+    is answered 413 as any body of too many values; strings with escapes count as they did."""
+    client = Client(ReceiverApp(Intake(writer.submit, limits=Limits(max_values=1_000)), token="t"), token="t")
+    before = contents(catalog_path)
+    body = gzip.compress(("," * BODY_VALUES * 1_000 + '"' + '\\"' * 1_000_000).encode())
+    status, _, answer = client.request("POST", "/api/v1/lineage", body, {"Content-Encoding": "gzip"})
+    assert (status, answer["error"]["code"]) == (413, "body_too_large"), answer
+    assert contents(catalog_path) == before
+    escaped = {"a": 'x\\"y', "b\\": [1, "\\\\", {"c": '\\"}'}], "d": "]}[{,"}
+    # the object and its three values, the array's three, and the inner object's value
+    assert values_past(json.dumps(escaped), 0) == 8
+
+
 def test_max_values_counts_every_value_and_refuses_that_event_alone(writer: GroupWriter) -> None:
     event, _ = _with_custom_facet('"v"')
     size = _values(event)
@@ -686,6 +702,29 @@ def test_a_head_asking_what_the_receiver_does_not_do_is_refused_and_changes_noth
         assert requests.get(f"{url}/healthz", timeout=10).status_code == 200
     with Catalog(tmp_path / "head.db") as catalog:
         assert catalog.count_received()["received_events"] == (1 if status == 201 else 0)
+
+
+def test_trailer_fields_are_counted_as_a_head_and_not_kept(tmp_path: Path) -> None:
+    """Trailer fields after a chunked body's last chunk were counted nowhere and each kept among
+    the request's headers: 60 MB of them grew a worker by 1.1 GB, then the event was taken. They
+    count as a head does (431 past its 32 KiB, nothing taken); a few are taken (and not kept)."""
+    event = json.dumps(ol_run_event()).encode()
+    head = (
+        "POST /api/v1/lineage HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {TOKEN}\r\nTransfer-Encoding: chunked\r\n\r\n"
+    ).encode()
+    with token_server(tmp_path / "trailers.db") as (url, _):
+        with _connect(url) as sock:
+            sock.sendall(head + _chunk(event) + b"0\r\n" + b"X-Pad: aaaa\r\n" * 4_000 + b"\r\n")
+            error_status, error = _error(_answer(sock))
+        assert (error_status, error["code"]) == (431, "headers_too_large"), error
+        assert "trailer fields" in error["message"]
+        with _connect(url) as sock:
+            sock.sendall(head + _chunk(event) + b"0\r\nX-Checksum: abc\r\n\r\n")
+            assert _one_answer(sock).startswith(b"HTTP/1.1 201"), "a few trailer fields are taken"
+        assert requests.get(f"{url}/healthz", timeout=10).status_code == 200
+    with Catalog(tmp_path / "trailers.db") as catalog:
+        assert catalog.count_received()["received_events"] == 1
 
 
 @pytest.mark.parametrize(

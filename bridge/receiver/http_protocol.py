@@ -174,6 +174,19 @@ class GuardedProtocol(HttpToolsProtocol):
         if len(name) + len(value) > self.max_header:
             self.refusal = (431, "headers_too_large", f"a header has more than {self.max_header} bytes")
             raise _Refused
+        if not self._in_head:
+            # a trailer field (after a chunked body's last chunk): counted as the head's bytes are,
+            # and not kept (a request's headers are those of its head; uvicorn would add each to
+            # them, however many came)
+            self._head_bytes += len(name) + len(value)
+            if self._head_bytes > self.max_head:
+                self.refusal = (
+                    431,
+                    "headers_too_large",
+                    f"the request's trailer fields have more than {self.max_head} bytes",
+                )
+                raise _Refused
+            return
         super().on_header(name, value)
 
     def _arm(self, seconds: float) -> None:
@@ -249,7 +262,7 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
-        self._in_head = True
+        self._in_head, self._head_bytes, self._tail = True, 0, b""  # (trailer fields counted in _head_bytes)
 
     def on_response_complete(self) -> None:
         waiting = bool(self.pipeline)  # a pipelined request, which uvicorn starts now: not idle

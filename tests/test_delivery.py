@@ -498,12 +498,14 @@ def test_a_batch_too_large_for_the_backend_makes_later_batches_smaller(
 ) -> None:
     """A backend behind a proxy that takes bodies of 4 events at most answers a larger batch 413:
     every later group went to the batch endpoint whole again, 413 again, then one event a
-    request, for good. Now later batches hold half of what was refused, until they fit; each
-    event is delivered once."""
+    request, for good. Now the refused batch goes again in halves, and later batches hold no
+    more than the halves that were taken; each event is delivered once."""
     catalog.record_task_runs([run(f"r{n}") for n in range(40)])
+    sizes: list[tuple[str, int]] = []  # each batch request: the first event's type, its events
 
     def batch(request: Any) -> tuple[int, dict[str, str], str]:
         events = json.loads(request.body)
+        sizes.append((events[0]["eventType"], len(events)))
         if len(events) > 4:
             return 413, {}, "<html>413 Request Entity Too Large</html>"
         return 200, {}, json.dumps({"status": "success", "summary": {}, "failed_events": []})
@@ -513,11 +515,40 @@ def test_a_batch_too_large_for_the_backend_makes_later_batches_smaller(
     w = worker(catalog, converter, batch=True, batch_size=40)
     w.run(once=True)
     assert (w.stats.delivered, w.stats.dead) == (80, 0)
-    sizes = [len(json.loads(call.request.body)) for call in mocked.calls if call.request.url == BATCH]
-    refused = [n for n in sizes if n > 4]
-    assert refused == [40, 20, 10, 5], sizes  # each refusal halves the next batches, then they fit
-    assert len(sizes) > len(refused) and len(bodies(mocked)) < 80  # batches again, not one a request
-    assert w.stats.delivered == len(bodies(mocked)) + sum(n for n in sizes if n <= 4)  # each sent once
+    sender = w.dispatcher.sender
+    assert isinstance(sender, HttpSender) and (sender.batch, sender.batch_limit) == (True, 3)
+    assert [n for kind, n in sizes if kind != "START"] and all(n <= 3 for kind, n in sizes if kind != "START"), sizes
+    taken = sum(n for _, n in sizes if n <= 4) + len(bodies(mocked))
+    assert taken == 80  # each event sent once where it was taken
+
+
+def test_an_event_too_large_alone_leaves_later_batches_as_they_were(mocked: responses.RequestsMock) -> None:
+    """An event the backend refuses as too large even alone (413) halved the size of later
+    batches each time a batch held one, until batching was off for good. It is refused alone (a
+    dead letter), and batches of events that fit go on as before."""
+    requests_made: list[int] = []
+
+    def batch(request: Any) -> tuple[int, dict[str, str], str]:
+        requests_made.append(len(json.loads(request.body)))
+        if len(request.body) > 20_000:
+            return 413, {}, "too large"
+        return 200, {}, json.dumps({"status": "success", "summary": {}, "failed_events": []})
+
+    mocked.add_callback(responses.POST, BATCH, callback=batch)
+    mocked.add_callback(
+        responses.POST, LINEAGE, callback=lambda request: (413 if len(request.body) > 20_000 else 201, {}, "")
+    )
+    small, huge = json.dumps({"e": "x" * 40}), json.dumps({"e": "x" * 30_000})
+    dispatcher = Dispatcher(HttpSender(URL), concurrency=1, batch_size=100)
+    for _ in range(6):
+        outcomes = dispatcher.send([small] * 99 + [huge])
+        assert [o.ok for o in outcomes] == [True] * 99 + [False] and outcomes[-1].status == 413
+    requests_made.clear()
+    for _ in range(10):
+        assert all(o.ok for o in dispatcher.send([small] * 100))
+    assert requests_made == [100] * 10
+    sender = dispatcher.sender
+    assert isinstance(sender, HttpSender) and (sender.batch, sender.batch_limit) == (True, None)
 
 
 def test_a_batch_refused_as_a_whole_is_sent_one_by_one_to_find_the_bad_event(

@@ -63,7 +63,8 @@ def test_a_dataset_named_by_either_scheme_is_the_same_asset(catalog_target: str,
         ("snowflake://xy12345/DB.S.T", "snowflake://xy12345.us-west-1.aws", "DB.S.T"),
         ("S3A://lake/k", "s3://lake", "k"),
         ("POSTGRESQL://pgz/db.s.t", "postgres://pgz:5432", "db.s.t"),
-        # as Spark's JDBC reader and Azure Synapse name SQL Server (exported as mssql://, kept apart)
+        # as Spark's JDBC reader and Azure Synapse name SQL Server (a sqlserver:// key was exported as
+        # mssql://, and their dataset kept apart from it)
         (
             "sqlserver://syn.sql.azuresynapse.net:1433/dw.dbo.sales",
             "sqlserver://syn.sql.azuresynapse.net:1433",

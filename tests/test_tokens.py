@@ -489,6 +489,21 @@ def test_a_forwarded_input_of_another_namespace_goes_on_without_its_facets(
     assert first["inputs"] == [{"namespace": ledger["namespace"], "name": ledger["name"]}, mine]
     assert {**first, "inputs": event["inputs"]} == event  # the rest as it came
     assert forwarded[1] == text
+    # a DatasetEvent by its shape alone (no schemaURL: another reader may read a RunEvent, and its
+    # inputs) goes on without them too
+    shaped = {
+        "eventTime": "2025-03-01T09:00:00Z",
+        "producer": PRODUCER,
+        "eventType": "COMPLETE",
+        "dataset": {"namespace": "etl", "name": "orders"},
+        "job": {"namespace": "etl", "name": "j"},
+        "inputs": [ledger],
+    }
+    status, _, body = Client(app, token=SPARK.token).post("/api/v1/lineage", shaped)
+    assert status == 201 and any("(nor forwarded)" in w for w in body["warnings"]), body
+    with Catalog(catalog_path) as catalog:
+        (last,) = catalog._conn.execute("SELECT payload FROM outbox ORDER BY seq DESC LIMIT 1").fetchone()
+    assert json.loads(last)["inputs"] == [{"namespace": ledger["namespace"], "name": ledger["name"]}]
 
 
 def test_an_inputs_own_facets_of_another_namespace_check_nothing(

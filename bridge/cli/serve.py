@@ -191,7 +191,8 @@ def serve(
     their inputs and outputs. Also GET /healthz, /readyz and /metrics. Stops on SIGTERM or Ctrl-C.
 
     With --forward, every accepted event is also queued in the outbox, in the transaction that
-    records it and exactly as it came; olbridge stream delivers it to your backend. With
+    records it and as it came (but for the facets a token may not write of its inputs);
+    olbridge stream delivers it to your backend. With
     --tokens, each producer's token may write only its namespaces: its jobs' and the datasets
     its events write (403 otherwise).
     """

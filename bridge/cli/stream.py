@@ -135,7 +135,7 @@ def stream(
 
     Every task run start and end, asset update and delete recorded in the catalog (by any
     command, adapter or the Python API) is queued in its outbox in the same transaction, and
-    so is every event olbridge serve --forward took, to go out exactly as it came.
+    so is every event olbridge serve --forward took, to go out as it came.
     This worker sends them in order per run, retries with backoff, keeps refused events as
     dead letters (olbridge outbox list --dead), says every failure on stderr (at most a line
     every few seconds per kind), and stops cleanly on SIGTERM or Ctrl-C.

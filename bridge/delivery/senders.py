@@ -175,7 +175,7 @@ class HttpSender:
             self.headers["Authorization"] = f"Bearer {api_key}"
         self.batch = batch  # False once the backend said it has no batch endpoint
         # the most events a batch request holds, once the backend refused a larger one as too
-        # large (413): half of what it refused, each time (None: the caller's batch size)
+        # large (413) and took its halves (None: the caller's batch size)
         self.batch_limit: int | None = None
         if session_factory is None:
             import requests
@@ -236,29 +236,55 @@ class HttpSender:
     def _send_batch(self, lines: Sequence[str]) -> list[Outcome] | None:
         """The outcomes of one batch request, or None when the events must go one by one (no
         batch endpoint, or a refusal that does not say which event)."""
+        found = self._batch(lines)
+        return None if found is None else found[0]
+
+    def _batch(self, lines: Sequence[str]) -> tuple[list[Outcome], bool] | None:
+        """:meth:`_send_batch`'s outcomes, and whether the backend took the batch's size (it did
+        not answer 413: too large)."""
         import requests
 
         try:
             response = self._post(self.batch_url, f"[{','.join(lines)}]")
         except requests.RequestException as exc:
-            return [unanswered(exc)] * len(lines)
+            return [unanswered(exc)] * len(lines), True
         status = response.status_code
         if status in FALLBACK_STATUSES:
             self.batch = False
             return None
-        if status == 413:  # too large: later batches hold half as many, down to one a request
+        if status == 413 and len(lines) > 1:
+            return self._halves(lines), False
+        if 200 <= status < 300:  # 207 (Multi-Status) too: its failed_events name the events refused
+            return _batch_results(response.text, len(lines), status), True
+        whole = classify(status, response.text, response.headers, self.clock())
+        if whole.retry:
+            return [whole] * len(lines), True
+        return None  # refused as a whole: find the event(s) by sending them one by one
+
+    def _halves(self, lines: Sequence[str]) -> list[Outcome]:
+        """The outcomes of a batch the backend refused as too large (413, a proxy's body limit):
+        sent again as two halves, each a batch (split again where refused so) or an event alone.
+        Where both halves are taken, the batch's size was the cause: later batches hold no more
+        than the larger half (down to one event a request). Where one is not, an event too large
+        alone is (refused, a dead letter), and the size of later batches stays as it was."""
+        half = len(lines) - len(lines) // 2
+        outcomes: list[Outcome] = []
+        fitted = True
+        for part in (lines[:half], lines[half:]):
+            found = self._batch(part) if len(part) > 1 else None
+            if found is None:
+                got = [self.send_one(line) for line in part]
+                outcomes += got
+                fitted = fitted and all(o.status != 413 for o in got)
+            else:
+                outcomes += found[0]
+                fitted = fitted and found[1]
+        if fitted:
             with self._lock:
-                half = len(lines) // 2
                 self.batch_limit = half if self.batch_limit is None else min(self.batch_limit, half)
                 if self.batch_limit <= 1:
                     self.batch = False
-            return None  # these go one by one (each refused alone only where it is too large alone)
-        if 200 <= status < 300:  # 207 (Multi-Status) too: its failed_events name the events refused
-            return _batch_results(response.text, len(lines), status)
-        whole = classify(status, response.text, response.headers, self.clock())
-        if whole.retry:
-            return [whole] * len(lines)
-        return None  # refused as a whole: find the event(s) by sending them one by one
+        return outcomes
 
     def close(self) -> None:
         with self._lock:

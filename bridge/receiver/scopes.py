@@ -7,8 +7,8 @@ into the output: the same namespace); the outputs of a run olbridge recorded SKI
 ``olbridge_taskRun`` facet says so, on the events olbridge sends of it) are named, not
 written, and the receiver takes nothing of them, unless it forwards the event as it came. It
 reads its inputs: naming a dataset of another namespace as an input is allowed, but the facets
-it carries for that dataset (its description, owners, schema, symlinks) are not applied (a
-forwarded event goes on as it came, those facets with it)."""
+it carries for that dataset (its description, owners, schema, symlinks) are not applied (nor
+forwarded: a forwarded event goes on without them)."""
 
 from __future__ import annotations
 
@@ -100,7 +100,8 @@ def read_only_inputs(event: Any, may_write: MayWrite) -> list[tuple[int, str]]:
     (dataset facets, or input facets: a ``dataQualityAssertions`` there checks the dataset) that
     name a namespace ``may_write`` refuses (their own or a symlink's), each with its index and
     that namespace."""
-    inputs = event.get("inputs") if isinstance(event, dict) and event_kind(event) != "DatasetEvent" else None
+    # (a DatasetEvent read by its shape alone has inputs another reader may read: judged too)
+    inputs = event.get("inputs") if isinstance(event, dict) and kind_said(event) != "DatasetEvent" else None
     if not isinstance(inputs, list):
         return []
     found = []

@@ -16,6 +16,7 @@ import pytest
 
 from bridge.catalog import Catalog, ExternalUsage
 from bridge.catalog import sql as catalog_sql
+from bridge.catalog.browse import raw_events
 from bridge.catalog.migrations.legacy import SQLITE_SCRIPTS
 from bridge.catalog.runs import Runs
 from bridge.delivery.history import iter_events, iter_lines
@@ -683,12 +684,14 @@ def test_a_catalogs_runs_received_in_capitals_before_are_moved_to_lower_case(
 
 @pytest.mark.both_engines
 def test_a_run_received_under_two_spellings_before_stays_split_through_migration_0034(
-    catalog_target: str, resolver: Resolver
+    catalog_target: str, resolver: Resolver, converter: Converter
 ) -> None:
     """A run received before in two cases, neither lower case, was two runs: migration 0034 moves
     neither (both would take the same key: the upgrade failed, and every command with it), nor
     the facets a run gone left (under two spellings, or under another spelling of a live run's
-    id, whose facet of the same name moves with it); a run of one spelling still moves."""
+    id, whose facet of the same name moves with it); a run of one spelling still moves. Each of
+    the two is found by its id as `runs list` shows it, with its own facets and events (`runs
+    show` found none, or the other's)."""
     first, second, alone = (
         "0194A1B2-0000-7000-8000-0000000000CC",
         "0194a1B2-0000-7000-8000-0000000000Cc",
@@ -725,6 +728,11 @@ def test_a_run_received_under_two_spellings_before_stays_split_through_migration
         assert sources == {f"run:{first}", f"run:{second}", f"run:{alone.lower()}"}
         owners = {row[0] for row in conn.execute("SELECT owner FROM external_facets WHERE owner LIKE 'run:%'")}
         assert owners == sources | {f"run:{gone}" for gone in gone_runs}  # the run alone's facet moved
+        runs = Runs(catalog, converter)
+        for run_id in (first, second):
+            found = runs.get(run_id)
+            assert found is not None and found.source == f"run:{run_id}" and "custom" in found.run_facets, found
+            assert [event.event_type for event in raw_events(catalog, run_id)] == ["START"]
 
 
 def test_a_migration_the_server_refuses_is_an_error_not_a_traceback(postgres_url: str) -> None:

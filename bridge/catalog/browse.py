@@ -1071,7 +1071,11 @@ def raw_events(catalog: Catalog, run_id: str, *, limit: int = 100) -> list[RawEv
     statement = (
         "SELECT event_time, event_type, body FROM received_events WHERE source = ? ORDER BY event_time, pk LIMIT ?"
     )
-    return [RawEvent(*row) for row in catalog._conn.execute(statement, [run_source(run_id), limit])]
+    for source in dict.fromkeys((f"run:{run_id}", run_source(run_id))):  # as Runs.get finds the run
+        rows = catalog._conn.execute(statement, [source, limit]).fetchall()
+        if rows:
+            return [RawEvent(*row) for row in rows]
+    return []
 
 
 __all__ = [

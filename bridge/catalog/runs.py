@@ -70,6 +70,9 @@ class RunView:
     # an own run that ended FAILED (KILLED, CANCELLED, RETRIED, SKIPPED): the outputs it was to
     # write and did not, of those the catalog held then
     unwritten: tuple[str, ...] = ()
+    # an external run's key as kept (run_source of its id, but for a run split in two by the
+    # case of its id before schema 34, whose half received in capitals keeps its own)
+    source: str | None = None
 
     @property
     def sort_key(self) -> tuple[str, str]:
@@ -146,7 +149,7 @@ def own_key(view: RunView, pk: int) -> RunKey:
 
 
 def external_key(view: RunView) -> RunKey:
-    return (view.started or "", EXTERNAL, run_source(view.run_id))
+    return (view.started or "", EXTERNAL, view.source or run_source(view.run_id))
 
 
 class Runs:
@@ -175,7 +178,7 @@ class Runs:
         rows = self._conn.execute(statement, params).fetchall()
         out = []
         for row in rows:
-            _source, job_ns, job_name, run_id, parent, state, started, ended, first, _last = row[:10]
+            source, job_ns, job_name, run_id, parent, state, started, ended, first, _last = row[:10]
             producer, inputs, outputs, jobs, warnings = row[10:]
             out.append(
                 RunView(
@@ -193,6 +196,7 @@ class Runs:
                     parent_run_id=parent,
                     warnings=tuple(json.loads(warnings)),
                     jobs=tuple((ns, name) for ns, name in json.loads(jobs)) if jobs else (),
+                    source=source,
                 )
             )
         return self._with_facets(out) if facets else out
@@ -347,10 +351,12 @@ class Runs:
         """The run with this OpenLineage run id: an external one, or one of olbridge's (whose run
         ids are UUIDv7 made from the start time, so only the task runs started in that
         millisecond are looked at)."""
-        source = run_source(run_id)
-        found = self._external(sql_received.select_external_runs(source=True), [source, run_day(source)])
-        if found:
-            return found[0]
+        # the id as given first: a run split in two by its id's case before schema 34 keeps the
+        # half received in capitals under them (runs list shows it so)
+        for source in dict.fromkeys((f"run:{run_id}", run_source(run_id))):
+            found = self._external(sql_received.select_external_runs(source=True), [source, run_day(source)])
+            if found:
+                return found[0]
         try:
             parsed = uuid.UUID(run_id)
         except ValueError:
@@ -392,7 +398,7 @@ def _by_start(pair: tuple[RunView, StoredTaskRun | None]) -> tuple[str, str]:
 
 def _owners(view: RunView) -> tuple[str, str]:
     """Whose facets an external run's view shows: its run's and its job's (as the receiver keeps them)."""
-    return run_source(view.run_id), f"job:{view.job_namespace}/{view.job_name}"
+    return view.source or run_source(view.run_id), f"job:{view.job_namespace}/{view.job_name}"
 
 
 __all__ = [

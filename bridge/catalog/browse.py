@@ -37,7 +37,7 @@ from bridge.catalog.runs import (
 from bridge.catalog.store import Catalog
 from bridge.errors import ValidationError
 from bridge.model import Asset, format_time, parse_time
-from bridge.model.received import namespace_matches, run_day, run_source
+from bridge.model.received import namespace_matches, run_day, run_sources
 
 # above every character: a prefix's ids lie in [prefix, prefix + TOP) (byte order on both engines)
 TOP = "\U0010ffff"
@@ -1071,7 +1071,7 @@ def raw_events(catalog: Catalog, run_id: str, *, limit: int = 100) -> list[RawEv
     statement = (
         "SELECT event_time, event_type, body FROM received_events WHERE source = ? ORDER BY event_time, pk LIMIT ?"
     )
-    for source in dict.fromkeys((f"run:{run_id}", run_source(run_id))):  # as Runs.get finds the run
+    for source in run_sources(run_id):  # as Runs.get finds the run
         rows = catalog._conn.execute(statement, [source, limit]).fetchall()
         if rows:
             return [RawEvent(*row) for row in rows]

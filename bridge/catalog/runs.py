@@ -27,7 +27,7 @@ from bridge.catalog.query import HistoryFilter
 from bridge.catalog.rows import read_time
 from bridge.catalog.store import Catalog
 from bridge.model import StoredTaskRun, TaskRunKey, TaskState, format_time
-from bridge.model.received import run_day, run_source
+from bridge.model.received import run_day, run_source, run_sources
 from bridge.openlineage.convert import Converter, execution_run_id, task_run_id
 
 OWN = "olbridge"
@@ -351,9 +351,7 @@ class Runs:
         """The run with this OpenLineage run id: an external one, or one of olbridge's (whose run
         ids are UUIDv7 made from the start time, so only the task runs started in that
         millisecond are looked at)."""
-        # the id as given first: a run split in two by its id's case before schema 34 keeps the
-        # half received in capitals under them (runs list shows it so)
-        for source in dict.fromkeys((f"run:{run_id}", run_source(run_id))):
+        for source in run_sources(run_id):
             found = self._external(sql_received.select_external_runs(source=True), [source, run_day(source)])
             if found:
                 return found[0]

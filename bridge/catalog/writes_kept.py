@@ -82,13 +82,17 @@ _EDGES_GOING = """
     WHERE t.pk IN ({values}) AND t.ended_at IS NOT NULL
     GROUP BY l.upstream_id, l.downstream_id
 """
-# ... and as the latest write of the runs that went (of a task whose later run, kept, wrote the
-# asset again: last_write is that run's)
+# ... each a writer with its write, kept as its latest write (where later) and apart as the latest
+# of the runs that went (of a task whose later run, kept, wrote the asset again: last_write is
+# that run's)
 _PUT_GONE = """
     INSERT INTO kept_writers (asset_id, flow_namespace, flow_id, task_id, last_write, gone_write)
     VALUES (?, ?, ?, ?, ?, ?)
-    ON CONFLICT (asset_id, flow_namespace, flow_id, task_id) DO UPDATE SET gone_write = excluded.gone_write
-    WHERE kept_writers.gone_write IS NULL OR excluded.gone_write > kept_writers.gone_write
+    ON CONFLICT (asset_id, flow_namespace, flow_id, task_id) DO UPDATE SET
+        last_write = CASE WHEN kept_writers.last_write IS NULL OR excluded.last_write > kept_writers.last_write
+                          THEN excluded.last_write ELSE kept_writers.last_write END,
+        gone_write = CASE WHEN kept_writers.gone_write IS NULL OR excluded.gone_write > kept_writers.gone_write
+                          THEN excluded.gone_write ELSE kept_writers.gone_write END
 """
 _PUT_WRITER = """
     INSERT INTO kept_writers (asset_id, flow_namespace, flow_id, task_id, last_write) VALUES (?, ?, ?, ?, ?)
@@ -239,7 +243,6 @@ def fold_own(cur: Cursor, pks: Sequence[int]) -> None:
     asset, with their latest write; the edges of their lineage, each with its first end), in the
     caller's transaction, before it deletes them."""
     rows = sorted(tuple(row) for row in sql.in_chunks(cur, _WRITERS_GOING, pks))
-    cur.executemany(_PUT_WRITER, rows)
     cur.executemany(_PUT_GONE, [(*row, row[4]) for row in rows])
     edges: dict[tuple[str, str], str] = {}
     for up, down, ended in sql.in_chunks(cur, _EDGES_GOING, pks):

@@ -129,6 +129,13 @@ def run_source(run_id: str) -> str:
     return f"run:{run_id.lower() if _UUID.fullmatch(run_id) else run_id}"
 
 
+def run_sources(run_id: str) -> tuple[str, ...]:
+    """The keys a run of ``run_id`` may be kept under, the first that holds it being its: the id
+    as given (a run split in two by its id's case before schema 34 keeps the half received in
+    capitals under it, as ``runs list`` shows it), then :func:`run_source`'s."""
+    return tuple(dict.fromkeys((f"run:{run_id}", run_source(run_id))))
+
+
 def marquez_source(run_id: str) -> str | None:
     """The key of the run Marquez reads ``run_id`` as, where that is not the run it is kept under
     here: a spelling of a UUID other than its canonical one that ``UUID.fromString`` reads (a

@@ -306,8 +306,8 @@ def test_a_round_that_leaves_events_unsent_as_the_catalog_goes_away_sends_none_t
         def close(self) -> None:
             pass
 
-    delivering(one, Sender(), lambda: one.outbox.status().pending == 0)
-    assert not failures and len(sent) == 20 and len(set(sent)) == 20, len(sent)
+    delivering(one, Sender(), lambda: len(set(sent)) >= 20)  # (the worker's connection read by it alone)
+    assert not failures and len(sent) == 20 and one.outbox.status().pending == 0, len(sent)
 
 
 class _Recorder:
